@@ -1,0 +1,163 @@
+package cuecast
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// ConfigPath names a config by its directory in the config repo, relative to the
+// repo root and slash-separated: "payments/checkout". The first segment is the
+// namespace. Segments map 1:1 to NATS subject tokens, which is why they are
+// restricted to lower-case letters, digits, '_' and '-'.
+type ConfigPath string
+
+var segmentRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]*$`)
+
+// ValidSegment reports whether s may be one segment of a ConfigPath.
+func ValidSegment(s string) bool { return segmentRE.MatchString(s) }
+
+// Validate returns an error wrapping ErrInvalidPath when p is not a config path:
+// at least two segments (namespace and name), each matching [a-z0-9][a-z0-9_-]*.
+func (p ConfigPath) Validate() error {
+	segs := strings.Split(string(p), "/")
+	if len(segs) < 2 {
+		return fmt.Errorf("%w: %q: want <namespace>/<name>", ErrInvalidPath, string(p))
+	}
+	for _, s := range segs {
+		if !ValidSegment(s) {
+			return fmt.Errorf("%w: %q: segment %q must match [a-z0-9][a-z0-9_-]*", ErrInvalidPath, string(p), s)
+		}
+	}
+	return nil
+}
+
+// Namespace is the first segment of the path.
+func (p ConfigPath) Namespace() string {
+	ns, _, _ := strings.Cut(string(p), "/")
+	return ns
+}
+
+// Name is the path below the namespace: "checkout" for "payments/checkout".
+func (p ConfigPath) Name() string {
+	_, name, _ := strings.Cut(string(p), "/")
+	return name
+}
+
+// Tokens is the path as dot-separated NATS subject tokens: "payments.checkout".
+func (p ConfigPath) Tokens() string { return strings.ReplaceAll(string(p), "/", ".") }
+
+func (p ConfigPath) String() string { return string(p) }
+
+// Version is one immutable compiled revision of a config, attributed to the
+// commit that produced it. Versions of a config are numbered 1, 2, 3… with no
+// gaps. A Deleted version is a tombstone: the config was removed on main.
+type Version struct {
+	Config      ConfigPath `json:"config"`
+	Version     uint64     `json:"version"`
+	Commit      string     `json:"commit"`
+	Parent      string     `json:"parent,omitempty"`
+	Author      string     `json:"author"`
+	CommittedAt time.Time  `json:"committed_at"`
+	Message     string     `json:"message"`
+	Checksum    string     `json:"checksum"`
+	Size        int64      `json:"size"`
+	CompiledAt  time.Time  `json:"compiled_at"`
+	Deleted     bool       `json:"deleted,omitempty"`
+	// Chunks lists the stream sequences of the content chunks, in order, when
+	// the content was too large for one message; empty when it is inline.
+	Chunks []uint64 `json:"chunks,omitempty"`
+	// Signature is the distributor's ed25519 signature over SigningBytes.
+	Signature string `json:"sig,omitempty"`
+}
+
+// Pointer tells the instances of one cohort which version of a config to run.
+// It names a version (and the stream sequence holding it), never inline bytes.
+type Pointer struct {
+	Config   ConfigPath `json:"config"`
+	Version  uint64     `json:"version"`
+	Seq      uint64     `json:"seq"`
+	Checksum string     `json:"checksum"`
+	Size     int64      `json:"size"`
+	// Rollback allows instances to move to a version older than the one they
+	// hold; without it they refuse to go backwards.
+	Rollback bool      `json:"rollback,omitempty"`
+	Rollout  string    `json:"rollout,omitempty"`
+	Reason   string    `json:"reason,omitempty"`
+	SetAt    time.Time `json:"set_at"`
+	// Signature is the distributor's ed25519 signature over SigningBytes.
+	Signature string `json:"sig,omitempty"`
+}
+
+// Health is what a service says about itself in its reports.
+type Health struct {
+	Healthy bool   `json:"healthy"`
+	Detail  string `json:"detail,omitempty"`
+}
+
+// Report is what an instance publishes on each apply and heartbeat. The fleet's
+// state is the set of live reports.
+type Report struct {
+	Instance      string            `json:"instance"`
+	Labels        map[string]string `json:"labels,omitempty"`
+	Cohort        int               `json:"cohort"`
+	Config        ConfigPath        `json:"config"`
+	Version       uint64            `json:"version"`
+	Checksum      string            `json:"checksum"`
+	Healthy       bool              `json:"healthy"`
+	LastKnownGood bool              `json:"last_known_good,omitempty"`
+	LastError     string            `json:"last_error,omitempty"`
+	At            time.Time         `json:"at"`
+}
+
+// Buckets is the number of cohort buckets an instance can hash into.
+const Buckets = 100
+
+// Cohort returns the bucket of an instance for a namespace: FNV-1a-32 of
+// "<namespace>:<instance>" mod 100. It is specified this way so that a
+// subscriber in any language can compute it.
+func Cohort(namespace, instance string) int {
+	h := fnv.New32a()
+	h.Write([]byte(namespace + ":" + instance))
+	return int(h.Sum32() % Buckets)
+}
+
+// Checksum is the hex SHA-256 of compiled config bytes.
+func Checksum(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+var instanceRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
+
+// ValidateInstance returns an error wrapping ErrInvalidInstance unless id can
+// be used as a NATS subject token: 1–128 of [A-Za-z0-9_-].
+func ValidateInstance(id string) error {
+	if !instanceRE.MatchString(id) {
+		return fmt.Errorf("%w: %q: use 1-128 of [A-Za-z0-9_-]", ErrInvalidInstance, id)
+	}
+	return nil
+}
+
+// Sentinel errors shared across packages. Callers match them with errors.Is.
+var (
+	// ErrInvalidPath: a config path that is not <namespace>/<name> with valid segments.
+	ErrInvalidPath = errors.New("invalid config path")
+	// ErrInvalidInstance: an instance ID that cannot be a subject token.
+	ErrInvalidInstance = errors.New("invalid instance id")
+	// ErrNotFound: no such config, version or pointer.
+	ErrNotFound = errors.New("not found")
+	// ErrChecksumMismatch: content whose SHA-256 differs from the one announced.
+	ErrChecksumMismatch = errors.New("checksum mismatch")
+	// ErrBadSignature: a version or pointer unsigned or signed by an untrusted key.
+	ErrBadSignature = errors.New("bad signature")
+	// ErrConflict: a compare-and-swap lost against a concurrent writer.
+	ErrConflict = errors.New("conflict")
+	// ErrPurged: a version that retention has removed.
+	ErrPurged = errors.New("version purged")
+)

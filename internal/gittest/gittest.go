@@ -1,0 +1,137 @@
+// Package gittest builds real Git repositories with go-git for tests.
+package gittest
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/config"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
+)
+
+// Repo is a non-bare repository in a temporary directory, on branch main.
+type Repo struct {
+	Dir  string
+	Git  *git.Repository
+	t    testing.TB
+	when time.Time
+}
+
+// New initialises an empty repository on branch main in t.TempDir().
+func New(t testing.TB) *Repo {
+	t.Helper()
+	dir := t.TempDir()
+	r, err := git.PlainInitWithOptions(dir, &git.PlainInitOptions{
+		InitOptions: git.InitOptions{DefaultBranch: plumbing.NewBranchReferenceName("main")},
+	})
+	if err != nil {
+		t.Fatalf("git init: %v", err)
+	}
+	return &Repo{Dir: dir, Git: r, t: t, when: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+}
+
+// CopyDir copies a directory tree (such as configs-example) into the work tree.
+func (r *Repo) CopyDir(src string) {
+	r.t.Helper()
+	err := filepath.WalkDir(src, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		dst := filepath.Join(r.Dir, rel)
+		if d.IsDir() {
+			return os.MkdirAll(dst, 0o755)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(dst, b, 0o644)
+	})
+	if err != nil {
+		r.t.Fatalf("copy %s: %v", src, err)
+	}
+}
+
+// Write writes files (path relative to the repo root ▶ content) into the work
+// tree; an empty content with Delete semantics is not implied: use Remove.
+func (r *Repo) Write(files map[string]string) {
+	r.t.Helper()
+	for name, content := range files {
+		p := filepath.Join(r.Dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			r.t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			r.t.Fatal(err)
+		}
+	}
+}
+
+// Remove deletes files or directories from the work tree.
+func (r *Repo) Remove(names ...string) {
+	r.t.Helper()
+	for _, name := range names {
+		if err := os.RemoveAll(filepath.Join(r.Dir, filepath.FromSlash(name))); err != nil {
+			r.t.Fatal(err)
+		}
+	}
+}
+
+// Commit stages every change in the work tree (additions, edits, deletions)
+// and commits it with a deterministic author and a clock that advances one
+// second per commit. It returns the commit hash.
+func (r *Repo) Commit(msg string) string {
+	r.t.Helper()
+	wt, err := r.Git.Worktree()
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	if err := wt.AddWithOptions(&git.AddOptions{All: true}); err != nil {
+		r.t.Fatalf("git add: %v", err)
+	}
+	r.when = r.when.Add(time.Second)
+	h, err := wt.Commit(msg, &git.CommitOptions{
+		AllowEmptyCommits: true,
+		Author:            &object.Signature{Name: "Ada Lovelace", Email: "ada@example.com", When: r.when},
+	})
+	if err != nil {
+		r.t.Fatalf("git commit: %v", err)
+	}
+	return h.String()
+}
+
+// CommitFiles writes files and commits them in one step.
+func (r *Repo) CommitFiles(msg string, files map[string]string) string {
+	r.t.Helper()
+	r.Write(files)
+	return r.Commit(msg)
+}
+
+// Head returns the hash main points at.
+func (r *Repo) Head() string {
+	r.t.Helper()
+	ref, err := r.Git.Reference(plumbing.NewBranchReferenceName("main"), true)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return ref.Hash().String()
+}
+
+// Bare creates a bare clone of the repository in t.TempDir() and adds it as
+// remote "origin", for tests of remote sources.
+func (r *Repo) Bare() string {
+	r.t.Helper()
+	dir := r.t.TempDir()
+	if _, err := git.PlainClone(dir, true, &git.CloneOptions{URL: r.Dir}); err != nil {
+		r.t.Fatalf("bare clone: %v", err)
+	}
+	if _, err := r.Git.CreateRemote(&config.RemoteConfig{Name: "origin", URLs: []string{dir}}); err != nil {
+		r.t.Fatalf("add remote: %v", err)
+	}
+	return dir
+}

@@ -1,0 +1,75 @@
+// Package natsserver runs the NATS server with JetStream inside the cuecast
+// process, so that `cuecast serve` needs nothing installed but Go.
+package natsserver
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// Options configures an embedded server.
+type Options struct {
+	// Dir holds the JetStream store; it survives restarts.
+	Dir string
+	// Listen is host:port for clients; port 0 (or -1) picks a free port.
+	Listen string
+	// ServerName names the server in logs and cluster views; default "cuecast".
+	ServerName string
+	// ReadyTimeout bounds the wait for the server to accept clients; default 10s.
+	ReadyTimeout time.Duration
+}
+
+// Start runs an embedded NATS server with JetStream and waits until it accepts
+// clients. The caller stops it with Shutdown and WaitForShutdown.
+func Start(ctx context.Context, o Options) (*server.Server, error) {
+	if o.Dir == "" {
+		return nil, fmt.Errorf("start nats: a store directory is required")
+	}
+	host, portStr, err := net.SplitHostPort(o.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("start nats: listen address %q: %w", o.Listen, err)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil {
+		return nil, fmt.Errorf("start nats: listen port %q: %w", portStr, err)
+	}
+	if port == 0 {
+		port = server.RANDOM_PORT
+	}
+	if o.ServerName == "" {
+		o.ServerName = "cuecast"
+	}
+	if o.ReadyTimeout == 0 {
+		o.ReadyTimeout = 10 * time.Second
+	}
+	opts := &server.Options{
+		ServerName: o.ServerName,
+		Host:       host,
+		Port:       port,
+		JetStream:  true,
+		StoreDir:   o.Dir,
+		NoSigs:     true,
+		NoLog:      true,
+		// Reports and pointers are small, but a fan-out to thousands of local
+		// subscribers must not trip slow-consumer disconnects on a busy box.
+		WriteDeadline: 10 * time.Second,
+	}
+	s, err := server.NewServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("start nats on %s: %w", o.Listen, err)
+	}
+	go s.Start()
+	deadline := time.Now().Add(o.ReadyTimeout)
+	for !s.ReadyForConnections(100 * time.Millisecond) {
+		if ctx.Err() != nil || time.Now().After(deadline) {
+			s.Shutdown()
+			return nil, fmt.Errorf("start nats on %s: not ready after %s", o.Listen, o.ReadyTimeout)
+		}
+	}
+	return s, nil
+}

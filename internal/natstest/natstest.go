@@ -1,0 +1,61 @@
+// Package natstest starts real embedded NATS servers for tests: JetStream on,
+// random port, store in t.TempDir(), shut down by t.Cleanup.
+package natstest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/cuecast/cuecast/internal/natsserver"
+)
+
+// Server is a running test server with its store directory.
+type Server struct {
+	*server.Server
+	Dir string
+	t   testing.TB
+}
+
+// Start runs a fresh server with its own store directory.
+func Start(t testing.TB) *Server {
+	t.Helper()
+	return StartIn(t, t.TempDir())
+}
+
+// StartIn runs a server on a random port over an existing store directory, so a
+// test can stop a server and start another on the same data.
+func StartIn(t testing.TB, dir string) *Server {
+	t.Helper()
+	s, err := natsserver.Start(context.Background(), natsserver.Options{Dir: dir, Listen: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatalf("start nats: %v", err)
+	}
+	srv := &Server{Server: s, Dir: dir, t: t}
+	t.Cleanup(srv.Stop)
+	return srv
+}
+
+// Stop shuts the server down and waits for it; safe to call twice.
+func (s *Server) Stop() {
+	if s.Server == nil {
+		return
+	}
+	s.Shutdown()
+	s.WaitForShutdown()
+}
+
+// Connect opens a client connection closed by t.Cleanup.
+func (s *Server) Connect(t testing.TB, opts ...nats.Option) *nats.Conn {
+	t.Helper()
+	opts = append([]nats.Option{nats.Timeout(5 * time.Second)}, opts...)
+	nc, err := nats.Connect(s.ClientURL(), opts...)
+	if err != nil {
+		t.Fatalf("connect nats: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
