@@ -161,3 +161,22 @@ var (
 	// ErrPurged: a version that retention has removed.
 	ErrPurged = errors.New("version purged")
 )
+
+// SigningBytes is what the distributor signs for a version (its metadata and
+// content checksum) and clients verify: one field per line, so that any
+// language can rebuild it. Chunks are comma-separated decimal sequences.
+func (v Version) SigningBytes() []byte {
+	chunks := make([]string, len(v.Chunks))
+	for i, c := range v.Chunks {
+		chunks[i] = fmt.Sprint(c)
+	}
+	return fmt.Appendf(nil, "cuecast-version-v1\n%s\n%d\n%s\n%d\n%s\n%t\n%s\n",
+		v.Config, v.Version, v.Checksum, v.Size, v.Commit, v.Deleted, strings.Join(chunks, ","))
+}
+
+// SigningBytes is what the distributor signs for a pointer: one field per
+// line; SetAt as Unix nanoseconds.
+func (p Pointer) SigningBytes() []byte {
+	return fmt.Appendf(nil, "cuecast-pointer-v1\n%s\n%d\n%d\n%s\n%d\n%t\n%d\n",
+		p.Config, p.Version, p.Seq, p.Checksum, p.Size, p.Rollback, p.SetAt.UnixNano())
+}
