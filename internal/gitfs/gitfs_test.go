@@ -1,0 +1,159 @@
+package gitfs_test
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"github.com/go-git/go-git/v5/plumbing"
+
+	"github.com/cuecast/cuecast/internal/gitfs"
+	"github.com/cuecast/cuecast/internal/gittest"
+)
+
+func TestFS(t *testing.T) {
+	r := gittest.New(t)
+	first := r.CommitFiles("first", map[string]string{
+		"cue.mod/module.cue":      "module: \"example.com/x\"\n",
+		"cuecast.cue":             "package cuecast\n",
+		"payments/checkout/a.cue": "package checkout\nx: 1\n",
+		"payments/checkout.cue":   "package payments\n",
+		"lib/net/net.cue":         "package net\n",
+	})
+	if err := os.WriteFile(filepath.Join(r.Dir, "run.sh"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("lib/net/net.cue", filepath.Join(r.Dir, "link.cue")); err != nil {
+		t.Fatal(err)
+	}
+	r.Write(map[string]string{"payments/checkout/a.cue": "package checkout\nx: 2\n"})
+	r.Remove("payments/checkout.cue")
+	second := r.Commit("second")
+
+	t.Run("first", func(t *testing.T) {
+		fsys, err := gitfs.Commit(r.Git, first)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := fstest.TestFS(fsys, "cue.mod/module.cue", "cuecast.cue", "payments/checkout/a.cue", "payments/checkout.cue", "lib/net/net.cue"); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("second", func(t *testing.T) {
+		fsys, err := gitfs.Commit(r.Git, "main")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := fstest.TestFS(fsys, "cue.mod/module.cue", "payments/checkout/a.cue", "run.sh", "link.cue"); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	fsys, err := gitfs.Commit(r.Git, second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		content string
+		mode    fs.FileMode
+		err     error
+	}{
+		{name: "payments/checkout/a.cue", content: "package checkout\nx: 2\n", mode: 0o644},
+		{name: "run.sh", content: "#!/bin/sh\n", mode: 0o755},
+		{name: "link.cue", content: "lib/net/net.cue", mode: fs.ModeSymlink | 0o777},
+		{name: "payments/checkout.cue", err: fs.ErrNotExist},
+		{name: "nope/a.cue", err: fs.ErrNotExist},
+		{name: "run.sh/x", err: fs.ErrNotExist},
+		{name: "/abs", err: fs.ErrInvalid},
+		{name: "a/../b", err: fs.ErrInvalid},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b, err := fsys.ReadFile(tt.name)
+			if tt.err != nil {
+				if !errors.Is(err, tt.err) {
+					t.Fatalf("ReadFile(%q): got error %v, want %v", tt.name, err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("ReadFile(%q): %v", tt.name, err)
+			}
+			if string(b) != tt.content {
+				t.Errorf("ReadFile(%q) = %q, want %q", tt.name, b, tt.content)
+			}
+			info, err := fsys.Stat(tt.name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if info.Mode() != tt.mode || info.Size() != int64(len(tt.content)) {
+				t.Errorf("Stat(%q): mode %v size %d, want %v %d", tt.name, info.Mode(), info.Size(), tt.mode, len(tt.content))
+			}
+		})
+	}
+
+	if _, err := fsys.ReadFile("payments"); err == nil {
+		t.Errorf("ReadFile(dir): got nil error, want one")
+	}
+	if _, err := fsys.ReadDir("run.sh"); err == nil {
+		t.Errorf("ReadDir(file): got nil error, want one")
+	}
+}
+
+func TestFSConcurrent(t *testing.T) {
+	r := gittest.New(t)
+	files := map[string]string{}
+	for _, d := range []string{"a", "b", "c", "d"} {
+		for _, f := range []string{"x.cue", "y.cue", "sub/z.cue"} {
+			files[d+"/"+f] = "package " + d + "\n// " + f + "\n"
+		}
+	}
+	r.CommitFiles("many", files)
+	fsys, err := gitfs.Commit(r.Git, "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for range 8 {
+		wg.Go(func() {
+			for name, want := range files {
+				b, err := fsys.ReadFile(name)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if string(b) != want {
+					errs <- errors.New("content of " + name + " differs")
+					return
+				}
+				if _, err := fs.ReadDir(fsys, filepath.Dir(name)); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+func TestCommitErrors(t *testing.T) {
+	r := gittest.New(t)
+	r.CommitFiles("one", map[string]string{"a.cue": "package a\n"})
+	if _, err := gitfs.Commit(r.Git, "nope"); !errors.Is(err, plumbing.ErrReferenceNotFound) {
+		t.Errorf("Commit(nope): got %v, want ErrReferenceNotFound", err)
+	}
+	if _, err := gitfs.New(r.Git.Storer, plumbing.NewHash("0123456789012345678901234567890123456789"), time.Time{}); !errors.Is(err, plumbing.ErrObjectNotFound) {
+		t.Errorf("New(missing tree): got %v, want ErrObjectNotFound", err)
+	}
+}
