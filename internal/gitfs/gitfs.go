@@ -12,9 +12,11 @@
 //
 // Git entries map to fs entries as follows: trees are directories (mode
 // fs.ModeDir|0o755), blobs are regular files (0o644, or 0o755 when
-// executable), symbolic links are files of mode fs.ModeSymlink|0o777 whose
-// content is the link target (they are not followed), and submodules are
-// empty directories. Every entry reports the commit time as its ModTime.
+// executable), submodules are empty directories. Symbolic links behave as on
+// a disk: Open, Stat and ReadFile follow them, Lstat and ReadLink do not
+// (FS implements fs.ReadLinkFS), and directory entries report
+// fs.ModeSymlink. A link that is absolute or leaves the tree does not
+// resolve. Every entry reports the commit time as its ModTime.
 //
 // Errors are *fs.PathError values wrapping fs.ErrNotExist, fs.ErrInvalid or
 // the object store's error, so callers can match them with errors.Is.
@@ -53,6 +55,7 @@ var (
 	_ fs.ReadDirFS  = (*FS)(nil)
 	_ fs.ReadFileFS = (*FS)(nil)
 	_ fs.StatFS     = (*FS)(nil)
+	_ fs.ReadLinkFS = (*FS)(nil)
 )
 
 // New returns the file system of the tree with hash tree in s. Every entry
@@ -82,15 +85,16 @@ func Commit(r *git.Repository, rev string) (*FS, error) {
 	return New(r.Storer, c.TreeHash, c.Committer.When)
 }
 
-// Open opens the named file or directory. Directories implement
-// fs.ReadDirFile; files implement io.ReaderAt and io.Seeker as well.
+// Open opens the named file or directory, following symbolic links.
+// Directories implement fs.ReadDirFile; files implement io.ReaderAt and
+// io.Seeker as well.
 func (f *FS) Open(name string) (fs.File, error) {
-	e, err := f.lookup("open", name)
+	e, real, err := f.lookup("open", name, true)
 	if err != nil {
 		return nil, err
 	}
 	if e.isDir() {
-		entries, err := f.dirEntries("open", name, e)
+		entries, err := f.dirEntries("open", real)
 		if err != nil {
 			return nil, err
 		}
@@ -105,9 +109,9 @@ func (f *FS) Open(name string) (fs.File, error) {
 	return &file{info: info, r: bytes.NewReader(b)}, nil
 }
 
-// ReadFile returns the content of the named file.
+// ReadFile returns the content of the named file, following symbolic links.
 func (f *FS) ReadFile(name string) ([]byte, error) {
-	e, err := f.lookup("readfile", name)
+	e, _, err := f.lookup("readfile", name, true)
 	if err != nil {
 		return nil, err
 	}
@@ -117,33 +121,60 @@ func (f *FS) ReadFile(name string) ([]byte, error) {
 	return f.blob("readfile", name, e.Hash)
 }
 
-// ReadDir returns the entries of the named directory sorted by name.
+// ReadDir returns the entries of the named directory sorted by name. Entries
+// that are symbolic links report fs.ModeSymlink and are not followed.
 func (f *FS) ReadDir(name string) ([]fs.DirEntry, error) {
-	e, err := f.lookup("readdir", name)
+	e, real, err := f.lookup("readdir", name, true)
 	if err != nil {
 		return nil, err
 	}
 	if !e.isDir() {
 		return nil, &fs.PathError{Op: "readdir", Path: name, Err: errNotDir}
 	}
-	return f.dirEntries("readdir", name, e)
+	return f.dirEntries("readdir", real)
 }
 
-// Stat returns the fs.FileInfo of the named file or directory.
+// Stat returns the fs.FileInfo of the named file or directory, following
+// symbolic links.
 func (f *FS) Stat(name string) (fs.FileInfo, error) {
-	e, err := f.lookup("stat", name)
+	e, _, err := f.lookup("stat", name, true)
 	if err != nil {
 		return nil, err
 	}
 	return f.info(name, e), nil
 }
 
+// Lstat is Stat without following a symbolic link in the last element.
+func (f *FS) Lstat(name string) (fs.FileInfo, error) {
+	e, _, err := f.lookup("lstat", name, false)
+	if err != nil {
+		return nil, err
+	}
+	return f.info(name, e), nil
+}
+
+// ReadLink returns the target of the named symbolic link; fs.ErrInvalid
+// when it is not one.
+func (f *FS) ReadLink(name string) (string, error) {
+	e, _, err := f.lookup("readlink", name, false)
+	if err != nil {
+		return "", err
+	}
+	if e.Mode != filemode.Symlink {
+		return "", &fs.PathError{Op: "readlink", Path: name, Err: fs.ErrInvalid}
+	}
+	b, err := f.blob("readlink", name, e.Hash)
+	return string(b), err
+}
+
 var (
-	errIsDir  = errors.New("is a directory")
-	errNotDir = errors.New("not a directory")
+	errIsDir    = errors.New("is a directory")
+	errNotDir   = errors.New("not a directory")
+	errTooMany  = errors.New("too many levels of symbolic links")
+	maxSymlinks = 40
 )
 
-// entry is one tree entry; the root has the zero hash of a tree and Dir mode.
+// entry is one tree entry; the root has the root tree's hash and Dir mode.
 type entry struct {
 	Name string
 	Mode filemode.FileMode
@@ -152,37 +183,79 @@ type entry struct {
 
 func (e entry) isDir() bool { return e.Mode == filemode.Dir || e.Mode == filemode.Submodule }
 
-// lookup finds the entry for name, walking and caching trees from the root.
-func (f *FS) lookup(op, name string) (entry, error) {
+// lookup finds the entry for name and its path with every symbolic link
+// resolved. Links in directories along the way are always followed; a link
+// in the last element only when follow is set. A link whose target is
+// absolute or leaves the tree does not resolve (fs.ErrNotExist).
+func (f *FS) lookup(op, name string, follow bool) (entry, string, error) {
 	if !fs.ValidPath(name) {
-		return entry{}, &fs.PathError{Op: op, Path: name, Err: fs.ErrInvalid}
-	}
-	if name == "." {
-		f.mu.Lock()
-		root := f.trees["."]
-		f.mu.Unlock()
-		return entry{Name: ".", Mode: filemode.Dir, Hash: root.Hash}, nil
-	}
-	parent, base := path.Split(name)
-	parent = strings.TrimSuffix(parent, "/")
-	if parent == "" {
-		parent = "."
+		return entry{}, "", &fs.PathError{Op: op, Path: name, Err: fs.ErrInvalid}
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	t, err := f.treeLocked(parent)
+	e, real, err := f.resolveLocked(name, follow)
 	if err != nil {
-		return entry{}, &fs.PathError{Op: op, Path: name, Err: err}
+		return entry{}, "", &fs.PathError{Op: op, Path: name, Err: err}
 	}
-	for _, te := range t.Entries {
-		if te.Name == base {
-			return entry{Name: te.Name, Mode: te.Mode, Hash: te.Hash}, nil
-		}
-	}
-	return entry{}, &fs.PathError{Op: op, Path: name, Err: fs.ErrNotExist}
+	return e, real, nil
 }
 
-// treeLocked returns the decoded tree of directory dir; f.mu must be held.
+func (f *FS) resolveLocked(name string, follow bool) (entry, string, error) {
+	root := f.trees["."]
+	hops := 0
+restart:
+	if name == "." {
+		return entry{Name: ".", Mode: filemode.Dir, Hash: root.Hash}, ".", nil
+	}
+	parts := strings.Split(name, "/")
+	cur := "."
+	for i, part := range parts {
+		t, err := f.treeLocked(cur)
+		if err != nil {
+			return entry{}, "", err
+		}
+		te, ok := findEntry(t, part)
+		if !ok {
+			return entry{}, "", fs.ErrNotExist
+		}
+		last := i == len(parts)-1
+		if te.Mode == filemode.Symlink && (!last || follow) {
+			if hops++; hops > maxSymlinks {
+				return entry{}, "", errTooMany
+			}
+			target, err := f.readBlobLocked(te.Hash)
+			if err != nil {
+				return entry{}, "", err
+			}
+			next := path.Join(cur, string(target))
+			if path.IsAbs(string(target)) || next == ".." || strings.HasPrefix(next, "../") {
+				return entry{}, "", fmt.Errorf("symbolic link to %s leaves the tree: %w", target, fs.ErrNotExist)
+			}
+			name = path.Join(append([]string{next}, parts[i+1:]...)...)
+			goto restart
+		}
+		if last {
+			return entry{Name: te.Name, Mode: te.Mode, Hash: te.Hash}, path.Join(cur, part), nil
+		}
+		if te.Mode != filemode.Dir && te.Mode != filemode.Submodule {
+			return entry{}, "", fs.ErrNotExist // a path through a file
+		}
+		cur = path.Join(cur, part)
+	}
+	panic("unreachable")
+}
+
+func findEntry(t *object.Tree, name string) (object.TreeEntry, bool) {
+	for _, te := range t.Entries {
+		if te.Name == name {
+			return te, true
+		}
+	}
+	return object.TreeEntry{}, false
+}
+
+// treeLocked returns the decoded tree of directory dir, a path without
+// symbolic links; f.mu must be held.
 func (f *FS) treeLocked(dir string) (*object.Tree, error) {
 	if t, ok := f.trees[dir]; ok {
 		return t, nil
@@ -196,30 +269,28 @@ func (f *FS) treeLocked(dir string) (*object.Tree, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, te := range pt.Entries {
-		if te.Name != base {
-			continue
-		}
-		switch te.Mode {
-		case filemode.Dir:
-			t, err := object.GetTree(f.s, te.Hash)
-			if err != nil {
-				return nil, fmt.Errorf("read tree %s: %w", te.Hash, err)
-			}
-			f.trees[dir] = t
-			return t, nil
-		case filemode.Submodule:
-			t := &object.Tree{}
-			f.trees[dir] = t
-			return t, nil
-		default:
-			return nil, fs.ErrNotExist // a path through a file
-		}
+	te, ok := findEntry(pt, base)
+	if !ok {
+		return nil, fs.ErrNotExist
 	}
-	return nil, fs.ErrNotExist
+	switch te.Mode {
+	case filemode.Dir:
+		t, err := object.GetTree(f.s, te.Hash)
+		if err != nil {
+			return nil, fmt.Errorf("read tree %s: %w", te.Hash, err)
+		}
+		f.trees[dir] = t
+		return t, nil
+	case filemode.Submodule:
+		t := &object.Tree{}
+		f.trees[dir] = t
+		return t, nil
+	default:
+		return nil, fs.ErrNotExist // a path through a file
+	}
 }
 
-func (f *FS) dirEntries(op, name string, e entry) ([]fs.DirEntry, error) {
+func (f *FS) dirEntries(op, name string) ([]fs.DirEntry, error) {
 	f.mu.Lock()
 	t, err := f.treeLocked(name)
 	f.mu.Unlock()
@@ -240,19 +311,26 @@ func (f *FS) dirEntries(op, name string, e entry) ([]fs.DirEntry, error) {
 func (f *FS) blob(op, name string, h plumbing.Hash) ([]byte, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	b, err := f.readBlobLocked(h)
+	if err != nil {
+		return nil, &fs.PathError{Op: op, Path: name, Err: err}
+	}
+	return b, nil
+}
+
+func (f *FS) readBlobLocked(h plumbing.Hash) ([]byte, error) {
 	b, err := object.GetBlob(f.s, h)
 	if err != nil {
-		return nil, &fs.PathError{Op: op, Path: name, Err: fmt.Errorf("read blob %s: %w", h, err)}
+		return nil, fmt.Errorf("read blob %s: %w", h, err)
 	}
 	r, err := b.Reader()
 	if err != nil {
-		return nil, &fs.PathError{Op: op, Path: name, Err: fmt.Errorf("read blob %s: %w", h, err)}
+		return nil, fmt.Errorf("read blob %s: %w", h, err)
 	}
 	defer r.Close()
-	buf := make([]byte, 0, b.Size)
-	w := bytes.NewBuffer(buf)
+	w := bytes.NewBuffer(make([]byte, 0, b.Size))
 	if _, err := io.Copy(w, r); err != nil {
-		return nil, &fs.PathError{Op: op, Path: name, Err: fmt.Errorf("read blob %s: %w", h, err)}
+		return nil, fmt.Errorf("read blob %s: %w", h, err)
 	}
 	return w.Bytes(), nil
 }

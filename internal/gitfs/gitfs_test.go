@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"testing/fstest"
@@ -28,12 +29,28 @@ func TestFS(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(r.Dir, "run.sh"), []byte("#!/bin/sh\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Symlink("lib/net/net.cue", filepath.Join(r.Dir, "link.cue")); err != nil {
-		t.Fatal(err)
+	for link, target := range map[string]string{
+		"link.cue":       "lib/net/net.cue",
+		"libdir":         "lib",
+		"lib/net/up.cue": "../../cuecast.cue",
+	} {
+		if err := os.Symlink(target, filepath.Join(r.Dir, link)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	r.Write(map[string]string{"payments/checkout/a.cue": "package checkout\nx: 2\n"})
 	r.Remove("payments/checkout.cue")
 	second := r.Commit("second")
+	for link, target := range map[string]string{
+		"escape.cue": "../outside.cue",
+		"abs.cue":    "/etc/passwd",
+		"loop.cue":   "loop.cue",
+	} {
+		if err := os.Symlink(target, filepath.Join(r.Dir, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	third := r.Commit("third: bad links")
 
 	t.Run("first", func(t *testing.T) {
 		fsys, err := gitfs.Commit(r.Git, first)
@@ -45,16 +62,16 @@ func TestFS(t *testing.T) {
 		}
 	})
 	t.Run("second", func(t *testing.T) {
-		fsys, err := gitfs.Commit(r.Git, "main")
+		fsys, err := gitfs.Commit(r.Git, second)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := fstest.TestFS(fsys, "cue.mod/module.cue", "payments/checkout/a.cue", "run.sh", "link.cue"); err != nil {
+		if err := fstest.TestFS(fsys, "cue.mod/module.cue", "payments/checkout/a.cue", "run.sh", "link.cue", "lib/net/up.cue"); err != nil {
 			t.Fatal(err)
 		}
 	})
 
-	fsys, err := gitfs.Commit(r.Git, second)
+	fsys, err := gitfs.Commit(r.Git, third)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +83,12 @@ func TestFS(t *testing.T) {
 	}{
 		{name: "payments/checkout/a.cue", content: "package checkout\nx: 2\n", mode: 0o644},
 		{name: "run.sh", content: "#!/bin/sh\n", mode: 0o755},
-		{name: "link.cue", content: "lib/net/net.cue", mode: fs.ModeSymlink | 0o777},
+		{name: "link.cue", content: "package net\n", mode: 0o644},
+		{name: "libdir/net/net.cue", content: "package net\n", mode: 0o644},
+		{name: "lib/net/up.cue", content: "package cuecast\n", mode: 0o644},
+		{name: "escape.cue", err: fs.ErrNotExist},
+		{name: "abs.cue", err: fs.ErrNotExist},
+		{name: "loop.cue", err: errLoop},
 		{name: "payments/checkout.cue", err: fs.ErrNotExist},
 		{name: "nope/a.cue", err: fs.ErrNotExist},
 		{name: "run.sh/x", err: fs.ErrNotExist},
@@ -77,7 +99,7 @@ func TestFS(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			b, err := fsys.ReadFile(tt.name)
 			if tt.err != nil {
-				if !errors.Is(err, tt.err) {
+				if !errors.Is(err, tt.err) && (tt.err != errLoop || err == nil || !strings.Contains(err.Error(), tt.err.Error())) {
 					t.Fatalf("ReadFile(%q): got error %v, want %v", tt.name, err, tt.err)
 				}
 				return
@@ -98,6 +120,19 @@ func TestFS(t *testing.T) {
 		})
 	}
 
+	for link, target := range map[string]string{"link.cue": "lib/net/net.cue", "libdir": "lib", "escape.cue": "../outside.cue", "loop.cue": "loop.cue"} {
+		got, err := fsys.ReadLink(link)
+		if err != nil || got != target {
+			t.Errorf("ReadLink(%q) = %q, %v; want %q", link, got, err, target)
+		}
+		info, err := fsys.Lstat(link)
+		if err != nil || info.Mode()&fs.ModeSymlink == 0 {
+			t.Errorf("Lstat(%q): mode %v, %v; want a symlink", link, info.Mode(), err)
+		}
+	}
+	if _, err := fsys.ReadLink("run.sh"); !errors.Is(err, fs.ErrInvalid) {
+		t.Errorf("ReadLink(file): got %v, want ErrInvalid", err)
+	}
 	if _, err := fsys.ReadFile("payments"); err == nil {
 		t.Errorf("ReadFile(dir): got nil error, want one")
 	}
@@ -105,6 +140,8 @@ func TestFS(t *testing.T) {
 		t.Errorf("ReadDir(file): got nil error, want one")
 	}
 }
+
+var errLoop = errors.New("too many levels of symbolic links")
 
 func TestFSConcurrent(t *testing.T) {
 	r := gittest.New(t)
