@@ -1,0 +1,137 @@
+package compiler
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"cuelang.org/go/cue"
+)
+
+// encodeCanonical writes v as canonical JSON: object keys sorted by their
+// UTF-8 bytes, no insignificant space, no HTML escaping, numbers exactly as
+// CUE renders them (so 1.50 stays 1.50), definitions, hidden and optional
+// fields left out. lint, when not nil, sees every string value with the
+// field it sits in.
+func encodeCanonical(v cue.Value, lint func(Error)) ([]byte, error) {
+	e := &encoder{lint: lint}
+	if lint != nil {
+		e.pats = secretPatterns()
+	}
+	if err := e.value(v, ""); err != nil {
+		return nil, err
+	}
+	return e.buf.Bytes(), nil
+}
+
+type encoder struct {
+	buf  bytes.Buffer
+	tmp  bytes.Buffer
+	lint func(Error)
+	pats []secretPattern
+}
+
+type field struct {
+	label string
+	v     cue.Value
+}
+
+func (e *encoder) value(v cue.Value, label string) error {
+	if d, ok := v.Default(); ok {
+		v = d
+	}
+	if err := v.Err(); err != nil {
+		return err
+	}
+	switch v.Kind() {
+	case cue.StructKind:
+		it, err := v.Fields()
+		if err != nil {
+			return err
+		}
+		var fs []field
+		for it.Next() {
+			fs = append(fs, field{it.Selector().Unquoted(), it.Value()})
+		}
+		slices.SortFunc(fs, func(a, b field) int { return bytes.Compare([]byte(a.label), []byte(b.label)) })
+		e.buf.WriteByte('{')
+		for i, f := range fs {
+			if i > 0 {
+				e.buf.WriteByte(',')
+			}
+			e.string(f.label)
+			e.buf.WriteByte(':')
+			if err := e.value(f.v, f.label); err != nil {
+				return err
+			}
+		}
+		e.buf.WriteByte('}')
+	case cue.ListKind:
+		it, err := v.List()
+		if err != nil {
+			return err
+		}
+		e.buf.WriteByte('[')
+		for i := 0; it.Next(); i++ {
+			if i > 0 {
+				e.buf.WriteByte(',')
+			}
+			// Elements inherit the field's name for the secret lints:
+			// tokens: ["ghp_..."] is as secret as token: "ghp_...".
+			if err := e.value(it.Value(), label); err != nil {
+				return err
+			}
+		}
+		e.buf.WriteByte(']')
+	case cue.StringKind:
+		s, err := v.String()
+		if err != nil {
+			return err
+		}
+		if e.lint != nil {
+			lintString(v, label, s, e.pats, e.lint)
+		}
+		e.string(s)
+	case cue.IntKind, cue.FloatKind, cue.NumberKind:
+		b, err := v.MarshalJSON()
+		if err != nil {
+			return err
+		}
+		e.buf.Write(b)
+	case cue.BoolKind:
+		b, err := v.Bool()
+		if err != nil {
+			return err
+		}
+		if b {
+			e.buf.WriteString("true")
+		} else {
+			e.buf.WriteString("false")
+		}
+	case cue.NullKind:
+		e.buf.WriteString("null")
+	case cue.BytesKind:
+		b, err := v.Bytes()
+		if err != nil {
+			return err
+		}
+		e.string(base64.StdEncoding.EncodeToString(b))
+	default:
+		// Validate(Concrete) runs first, so this is only reached for values
+		// it lets through, such as a top-level non-struct.
+		return fmt.Errorf("%s: cannot export value of kind %s", v.Path(), v.IncompleteKind())
+	}
+	return nil
+}
+
+// string writes s as a JSON string without HTML escaping.
+func (e *encoder) string(s string) {
+	e.tmp.Reset()
+	enc := json.NewEncoder(&e.tmp)
+	enc.SetEscapeHTML(false)
+	// Encoding a string cannot fail.
+	_ = enc.Encode(s)
+	e.buf.Write(bytes.TrimSuffix(e.tmp.Bytes(), []byte("\n")))
+}

@@ -1,0 +1,502 @@
+package compiler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path"
+	"runtime"
+	"slices"
+	"strings"
+	"testing/fstest"
+	"time"
+
+	"cuelang.org/go/cue"
+	"cuelang.org/go/cue/build"
+	"cuelang.org/go/cue/cuecontext"
+	"cuelang.org/go/cue/load"
+
+	"github.com/cuecast/cuecast"
+)
+
+// DefaultTimeout bounds the evaluation of one config.
+const DefaultTimeout = 30 * time.Second
+
+// Options tune a compile. The zero value compiles every config of the repo on
+// disk with one worker per CPU.
+type Options struct {
+	// Configs restricts the compile to these configs; only they and the
+	// packages they import are read and loaded. Empty means every config.
+	// A named config that does not exist is absent from Result.Configs,
+	// which is how a caller learns it was deleted.
+	Configs []cuecast.ConfigPath
+	// FS, when set, is the repo (rooted at the repo root) and the disk is
+	// not read; repoDir then only labels log lines. The tailer and the PR
+	// check pass a file system over a Git tree.
+	FS fs.FS
+	// Workers is how many configs evaluate at once; default runtime.NumCPU().
+	Workers int
+	// Timeout bounds each config's evaluation; default DefaultTimeout.
+	Timeout time.Duration
+	// Logger receives debug and progress logs; default discards.
+	Logger *slog.Logger
+	// Progress, when set, is called from one goroutine as configs finish.
+	Progress func(done, total int)
+}
+
+// Result is what a compile found. Invalid configs are reported in Errors and
+// have no entry in Outputs.
+type Result struct {
+	Manifest *Manifest
+	// Configs is every config found in the repo, sorted, whether or not it
+	// was compiled.
+	Configs []cuecast.ConfigPath
+	// Outputs holds the compiled configs that are valid.
+	Outputs map[cuecast.ConfigPath]Output
+	// Errors is sorted by file, line and column.
+	Errors []Error
+	// Index maps files to the configs they affect. After a compile limited
+	// by Options.Configs it covers only those configs; see Index.Merge.
+	Index *Index
+}
+
+// OK reports whether the compile found no errors.
+func (r *Result) OK() bool { return len(r.Errors) == 0 }
+
+// Output is one compiled config.
+type Output struct {
+	// JSON is the canonical form: sorted keys, no HTML escaping, numbers
+	// as CUE wrote them.
+	JSON []byte
+	// Checksum is cuecast.Checksum(JSON).
+	Checksum string
+	// Files are the repo-relative .cue files the output was built from,
+	// sorted, including imported packages.
+	Files []string
+}
+
+// Manifest is the repo's cuecast.cue after validation.
+type Manifest struct {
+	Namespaces map[string]Namespace
+}
+
+// Namespace is one team's directory of configs.
+type Namespace struct {
+	Name   string
+	Owners []string
+	// Schema is "<import path>#<Definition>"; empty when none is enforced.
+	Schema string
+	// Consistency is "relaxed" or "strict".
+	Consistency string
+	Policy      cuecast.Policy
+	// MaxSize caps one compiled config, in bytes.
+	MaxSize int64
+}
+
+// Compile loads the CUE module at repoDir (or opts.FS), validates its
+// manifest and compiles its configs to canonical JSON.
+//
+// The error is non-nil only when cuecast could not do its job: the repo
+// cannot be read, it has no cue.mod/module.cue (ErrNoModule), or ctx was
+// cancelled (ctx.Err()). Invalid CUE, manifests and lint findings are
+// reported in Result.Errors.
+//
+// A config whose evaluation exceeds opts.Timeout is reported as an error
+// with ID config/timeout. CUE cannot interrupt an evaluation, so the
+// goroutine running it is abandoned and finishes in the background; the
+// worker moves on, which keeps one runaway config from stalling the rest.
+func Compile(ctx context.Context, repoDir string, opts Options) (*Result, error) {
+	if opts.Workers <= 0 {
+		opts.Workers = runtime.NumCPU()
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	fsys := opts.FS
+	if fsys == nil {
+		fsys = os.DirFS(repoDir)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if _, err := fs.Stat(fsys, "cue.mod/module.cue"); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("compile %s: %w", repoDir, ErrNoModule)
+		}
+		return nil, fmt.Errorf("stat cue.mod/module.cue: %w", err)
+	}
+	start := time.Now()
+	tree, err := walkRepo(fsys)
+	if err != nil {
+		return nil, fmt.Errorf("list repo %s: %w", repoDir, err)
+	}
+	c := &compilation{
+		opts:    opts,
+		fsys:    fsys,
+		tree:    tree,
+		mem:     make(fstest.MapFS),
+		headers: make(map[string]header),
+		read:    make(map[string]bool),
+		closure: make(map[string][]string),
+		res:     &Result{Outputs: make(map[cuecast.ConfigPath]Output)},
+	}
+	c.errs = append(c.errs, tree.errs...)
+	if err := c.run(ctx); err != nil {
+		return nil, err
+	}
+	c.res.Errors = sortErrors(c.errs)
+	opts.Logger.Debug("compiled", "repo", repoDir, "configs", len(c.res.Outputs),
+		"errors", len(c.res.Errors), "elapsed", time.Since(start))
+	return c.res, nil
+}
+
+// compilation is the state of one Compile call.
+type compilation struct {
+	opts Options
+	fsys fs.FS
+	tree *repoTree
+	// mem is the file system the CUE loader sees: only files that passed
+	// the file lints, from the directories this compile needs.
+	mem     fstest.MapFS
+	headers map[string]header
+	read    map[string]bool // directories already read into mem
+	closure map[string][]string
+	modPath string
+	errs    []Error
+	res     *Result
+}
+
+func (c *compilation) run(ctx context.Context) error {
+	for _, p := range c.tree.modFiles {
+		if err := c.readInto(p); err != nil {
+			return err
+		}
+	}
+	c.modPath = modulePath(c.mem["cue.mod/module.cue"])
+
+	man, schemaPos := c.loadManifest()
+	c.res.Manifest = man
+	if man == nil {
+		c.res.Index = newIndex(nil, nil)
+		return nil
+	}
+
+	// Discovery: every directory with .cue files below a namespace.
+	var all []cuecast.ConfigPath
+	badName := make(map[string]bool)
+	for dir, files := range c.tree.dirs {
+		cp, ok := configPathOf(dir, man.Namespaces)
+		if !ok {
+			continue
+		}
+		if cp.Validate() != nil {
+			badName[dir] = true
+			c.errs = append(c.errs, Error{File: files[0], Line: 1, Column: 1, ID: IDConfigName,
+				Message: fmt.Sprintf("config directory %s: %s", dir, segmentProblem(dir)),
+				Fix:     fixes[IDConfigName]})
+			continue
+		}
+		all = append(all, cp)
+	}
+	slices.Sort(all)
+	c.res.Configs = all
+
+	targets := all
+	if len(c.opts.Configs) > 0 {
+		targets = nil
+		for _, cp := range c.opts.Configs {
+			if _, ok := man.Namespaces[cp.Namespace()]; !ok {
+				c.errs = append(c.errs, Error{Config: cp, File: "cuecast.cue", Line: 1, Column: 1, ID: IDUnknownNamespace,
+					Message: fmt.Sprintf("config %s is in namespace %q, which cuecast.cue does not declare", cp, cp.Namespace()),
+					Fix:     fixes[IDUnknownNamespace]})
+				continue
+			}
+			if _, found := slices.BinarySearch(all, cp); found {
+				targets = append(targets, cp)
+			}
+		}
+		slices.Sort(targets)
+		targets = slices.Compact(targets)
+	}
+
+	// Read what the targets need, following imports.
+	// A namespace's schema package is a dependency of each of its configs
+	// even though they need not import it.
+	deps := make(map[cuecast.ConfigPath][]string, len(targets))
+	for _, cp := range targets {
+		d, err := c.dirClosure(string(cp))
+		if err != nil {
+			return err
+		}
+		if imp, _, ok := splitSchema(man.Namespaces[cp.Namespace()].Schema); ok {
+			if sdir, ok := c.importDir(imp); ok {
+				sd, err := c.dirClosure(sdir)
+				if err != nil {
+					return err
+				}
+				d = append(append(append([]string(nil), d...), sdir), sd...)
+				slices.Sort(d)
+				d = slices.Compact(d)
+			}
+		}
+		deps[cp] = d
+	}
+	// A config with several packages in its directory is not compiled: the
+	// loader would refuse it with a less helpful message.
+	var compile []cuecast.ConfigPath
+	for _, cp := range targets {
+		if e, bad := c.multiplePackages(cp); bad {
+			c.errs = append(c.errs, e)
+			continue
+		}
+		if c.touchesBadFile(deps[cp]) {
+			continue
+		}
+		compile = append(compile, cp)
+	}
+
+	// Namespace schemas are loaded alongside the configs.
+	schemaArgs := make(map[string]int) // import path -> index in args
+	args := make([]string, 0, len(compile)+len(man.Namespaces))
+	for _, cp := range compile {
+		args = append(args, "./"+string(cp))
+	}
+	for _, ns := range sortedKeys(man.Namespaces) {
+		imp, _, ok := splitSchema(man.Namespaces[ns].Schema)
+		if !ok {
+			continue
+		}
+		if _, seen := schemaArgs[imp]; seen {
+			continue
+		}
+		if err := c.readImport(imp); err != nil {
+			return err
+		}
+		schemaArgs[imp] = len(args)
+		args = append(args, imp)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	var insts []*build.Instance
+	if len(args) > 0 {
+		insts = load.Instances(args, c.loadConfig())
+	}
+
+	// Check each namespace schema once; configs of a namespace whose schema
+	// is broken are not compiled (the manifest error says why).
+	schemas := make(map[string]*nsSchema)
+	for _, ns := range sortedKeys(man.Namespaces) {
+		s, e := c.checkSchema(man.Namespaces[ns], schemaPos[ns], insts, schemaArgs)
+		if e != nil {
+			c.errs = append(c.errs, *e)
+			continue
+		}
+		schemas[ns] = s
+	}
+
+	jobs := make([]job, 0, len(compile))
+	for i, cp := range compile {
+		s, ok := schemas[cp.Namespace()]
+		if !ok {
+			continue
+		}
+		jobs = append(jobs, job{cfg: cp, inst: insts[i], schema: s, ns: man.Namespaces[cp.Namespace()]})
+	}
+	if err := c.runJobs(ctx, jobs); err != nil {
+		return err
+	}
+	c.res.Index = newIndex(deps, man.Namespaces)
+	return nil
+}
+
+func segmentProblem(dir string) string {
+	for _, s := range strings.Split(dir, "/") {
+		if !cuecast.ValidSegment(s) {
+			return fmt.Sprintf("segment %q must match [a-z0-9][a-z0-9_-]*", s)
+		}
+	}
+	return "invalid path"
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
+}
+
+// loadConfig points the CUE loader at the in-memory copy of the repo. Paths
+// inside it start with "/"; FromFSPath turns them back into repo-relative
+// names so every position is reported as the author sees it.
+func (c *compilation) loadConfig() *load.Config {
+	return &load.Config{
+		FS:         c.mem,
+		Dir:        "/",
+		ModuleRoot: "/",
+		FromFSPath: func(p string) string { return strings.TrimPrefix(p, "/") },
+		// No registry lookups: the repo must be self-contained, and a
+		// compile must never reach the network.
+		Env: []string{"CUE_REGISTRY=none"},
+	}
+}
+
+// readInto copies one file into the loader's file system, applying the file
+// lints. A rejected file is recorded and left out.
+func (c *compilation) readInto(p string) error {
+	if c.tree.bad[p] {
+		return nil
+	}
+	b, lint, err := readFile(c.fsys, p)
+	if err != nil {
+		return err
+	}
+	if lint != nil {
+		c.tree.reject(*lint)
+		c.errs = append(c.errs, c.tree.errs[len(c.tree.errs)-1])
+		return nil
+	}
+	c.mem[p] = &fstest.MapFile{Data: b, Mode: 0o444}
+	if strings.HasSuffix(p, ".cue") {
+		c.headers[p] = parseHeader(p, b)
+	}
+	return nil
+}
+
+func (c *compilation) readDir(dir string) error {
+	if c.read[dir] {
+		return nil
+	}
+	c.read[dir] = true
+	for _, p := range c.tree.dirs[dir] {
+		if err := c.readInto(p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// dirClosure returns every directory whose .cue files can change the package
+// at dir: dir itself, its ancestors (files there join the package when they
+// share its name), and the same for each import, transitively. It reads those
+// directories into the loader's file system on the way.
+func (c *compilation) dirClosure(dir string) ([]string, error) {
+	if d, ok := c.closure[dir]; ok {
+		return d, nil
+	}
+	c.closure[dir] = nil // breaks import cycles; CUE reports the cycle itself
+	set := make(map[string]bool)
+	own := append(ancestors(dir), dir)
+	for _, d := range own {
+		set[d] = true
+		if err := c.readDir(d); err != nil {
+			return nil, err
+		}
+	}
+	for _, d := range own {
+		for _, f := range c.tree.dirs[d] {
+			for _, imp := range c.headers[f].imports {
+				idir, ok := c.importDir(imp)
+				if !ok {
+					continue
+				}
+				sub, err := c.dirClosure(idir)
+				if err != nil {
+					return nil, err
+				}
+				set[idir] = true
+				for _, s := range sub {
+					set[s] = true
+				}
+			}
+		}
+	}
+	out := make([]string, 0, len(set))
+	for d := range set {
+		out = append(out, d)
+	}
+	slices.Sort(out)
+	c.closure[dir] = out
+	return out, nil
+}
+
+// importDir maps an import path of this module to its directory. Standard
+// library and external imports have none.
+func (c *compilation) importDir(imp string) (string, bool) {
+	if c.modPath == "" {
+		return "", false
+	}
+	if imp == c.modPath {
+		return ".", false // the root holds the manifest, not a library
+	}
+	rest, ok := strings.CutPrefix(imp, c.modPath+"/")
+	if !ok || rest == "" {
+		return "", false
+	}
+	return path.Clean(rest), true
+}
+
+func (c *compilation) readImport(imp string) error {
+	dir, ok := c.importDir(imp)
+	if !ok {
+		return nil
+	}
+	_, err := c.dirClosure(dir)
+	return err
+}
+
+func (c *compilation) multiplePackages(cp cuecast.ConfigPath) (Error, bool) {
+	var first string
+	var firstFile string
+	for _, f := range c.tree.dirs[string(cp)] {
+		h, ok := c.headers[f]
+		if !ok || h.pkg == "" || h.pkg == "_" {
+			continue
+		}
+		if first == "" {
+			first, firstFile = h.pkg, f
+			continue
+		}
+		if h.pkg != first {
+			return Error{Config: cp, File: f, Line: 1, Column: 1, ID: IDConfigPackages,
+				Message: fmt.Sprintf("package %s here, but %s is package %s; a config directory holds one package", h.pkg, firstFile, first),
+				Fix:     fixes[IDConfigPackages]}, true
+		}
+	}
+	return Error{}, false
+}
+
+func (c *compilation) touchesBadFile(dirs []string) bool {
+	for _, d := range dirs {
+		for _, f := range c.tree.dirs[d] {
+			if c.tree.bad[f] {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// modulePath reads the module path from cue.mod/module.cue, without the
+// major version suffix ("example.com/configs@v0" imports as
+// "example.com/configs/...").
+func modulePath(f *fstest.MapFile) string {
+	if f == nil {
+		return ""
+	}
+	v := cuecontext.New().CompileBytes(f.Data, cue.Filename("cue.mod/module.cue"))
+	s, err := v.LookupPath(cue.ParsePath("module")).String()
+	if err != nil {
+		return ""
+	}
+	s, _, _ = strings.Cut(s, "@")
+	return s
+}

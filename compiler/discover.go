@@ -1,0 +1,234 @@
+package compiler
+
+import (
+	"fmt"
+	"io/fs"
+	"path"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"cuelang.org/go/cue/ast"
+	"cuelang.org/go/cue/parser"
+
+	"github.com/cuecast/cuecast"
+)
+
+// MaxFileSize caps one .cue file. Anything bigger is generated data that
+// makes every compile slow and every review unreadable.
+const MaxFileSize = 4 << 20
+
+// repoTree is what the walk learns about the repo without reading every file:
+// where the .cue files are, and which entries are symlinks that cannot be used.
+type repoTree struct {
+	// dirs maps a slash directory ("." for the root) to its .cue files (full
+	// slash paths, sorted).
+	dirs map[string][]string
+	// modFiles are the files under cue.mod/ (all of them: module.cue and any
+	// vendored packages).
+	modFiles []string
+	errs     []Error
+	// bad holds files rejected by a file lint; a config whose packages
+	// include one of them is not compiled.
+	bad map[string]bool
+}
+
+// walkRepo lists the repo. It skips .git and the directories CUE itself
+// ignores (names starting with '.' or '_'), checks symlinks, and never reads
+// file contents.
+func walkRepo(fsys fs.FS) (*repoTree, error) {
+	t := &repoTree{dirs: make(map[string][]string), bad: make(map[string]bool)}
+	rl, canReadLink := fsys.(fs.ReadLinkFS)
+	err := fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return fmt.Errorf("walk %s: %w", p, err)
+		}
+		name := d.Name()
+		if p != "." && d.IsDir() && (strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
+			return fs.SkipDir
+		}
+		if d.IsDir() {
+			if name == "cue.mod" && p != "cue.mod" {
+				return fs.SkipDir // a nested module is not part of this one
+			}
+			return nil
+		}
+		inMod := p == "cue.mod" || strings.HasPrefix(p, "cue.mod/")
+		if !inMod && !strings.HasSuffix(name, ".cue") {
+			return nil
+		}
+		if d.Type()&fs.ModeSymlink != 0 {
+			ok, isDir, msg := checkSymlink(fsys, rl, canReadLink, p)
+			switch {
+			case !ok:
+				t.reject(Error{File: p, Line: 1, Column: 1, ID: IDFileSymlinkEscape, Message: msg})
+				return nil
+			case isDir:
+				t.reject(Error{File: p, Line: 1, Column: 1, ID: IDFileSymlinkDir,
+					Message: fmt.Sprintf("symlinked directory %s is not followed", p)})
+				return nil
+			}
+		} else if !d.Type().IsRegular() {
+			return nil
+		}
+		if inMod {
+			t.modFiles = append(t.modFiles, p)
+			return nil
+		}
+		dir := path.Dir(p)
+		t.dirs[dir] = append(t.dirs[dir], p)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, fs := range t.dirs {
+		slices.Sort(fs)
+	}
+	return t, nil
+}
+
+func (t *repoTree) reject(e Error) {
+	e.Fix = fixes[e.ID]
+	t.errs = append(t.errs, e)
+	t.bad[e.File] = true
+}
+
+// checkSymlink reports whether the symlink at p stays inside the repo and
+// whether it names a directory. Without fs.ReadLinkFS the target cannot be
+// checked, so the link is refused rather than trusted.
+func checkSymlink(fsys fs.FS, rl fs.ReadLinkFS, canReadLink bool, p string) (ok, isDir bool, msg string) {
+	if !canReadLink {
+		return false, false, fmt.Sprintf("symlink %s cannot be resolved in this file system", p)
+	}
+	target, err := rl.ReadLink(p)
+	if err != nil {
+		return false, false, fmt.Sprintf("symlink %s: %v", p, err)
+	}
+	if path.IsAbs(target) || strings.HasPrefix(target, "/") {
+		return false, false, fmt.Sprintf("symlink %s points outside the repo (%s)", p, target)
+	}
+	resolved := path.Join(path.Dir(p), target)
+	if resolved == ".." || strings.HasPrefix(resolved, "../") {
+		return false, false, fmt.Sprintf("symlink %s points outside the repo (%s)", p, target)
+	}
+	fi, err := fs.Stat(fsys, p)
+	if err != nil {
+		return false, false, fmt.Sprintf("symlink %s is dangling (%s)", p, target)
+	}
+	return true, fi.IsDir(), ""
+}
+
+// readFile reads one .cue file and applies the file lints. It returns nil
+// contents when the file is rejected.
+func readFile(fsys fs.FS, p string) ([]byte, *Error, error) {
+	fi, err := fs.Stat(fsys, p)
+	if err != nil {
+		return nil, nil, fmt.Errorf("stat %s: %w", p, err)
+	}
+	if fi.Size() > MaxFileSize {
+		return nil, &Error{File: p, Line: 1, Column: 1, ID: IDFileTooLarge,
+			Message: fmt.Sprintf("file is %d bytes, over the %d-byte limit", fi.Size(), MaxFileSize)}, nil
+	}
+	b, err := fs.ReadFile(fsys, p)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read %s: %w", p, err)
+	}
+	if len(b) > MaxFileSize {
+		return nil, &Error{File: p, Line: 1, Column: 1, ID: IDFileTooLarge,
+			Message: fmt.Sprintf("file is %d bytes, over the %d-byte limit", len(b), MaxFileSize)}, nil
+	}
+	if !utf8.Valid(b) {
+		line, col := firstInvalidUTF8(b)
+		return nil, &Error{File: p, Line: line, Column: col, ID: IDFileNotUTF8,
+			Message: "file is not valid UTF-8"}, nil
+	}
+	return b, nil, nil
+}
+
+// firstInvalidUTF8 returns the 1-based line and byte column of the first
+// byte that is not part of valid UTF-8.
+func firstInvalidUTF8(b []byte) (line, col int) {
+	line = 1
+	lineStart := 0
+	for i := 0; i < len(b); {
+		r, size := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && size <= 1 {
+			return line, i - lineStart + 1
+		}
+		if b[i] == '\n' {
+			line++
+			lineStart = i + 1
+		}
+		i += size
+	}
+	return line, 1
+}
+
+// header is what the compiler needs from a file before loading it: its
+// package name and its imports. Parse errors are left for the loader, which
+// reports them with positions.
+type header struct {
+	pkg     string
+	imports []string
+}
+
+func parseHeader(name string, src []byte) header {
+	f, err := parser.ParseFile(name, src, parser.ImportsOnly)
+	if err != nil && f == nil {
+		return header{}
+	}
+	h := header{pkg: f.PackageName()}
+	for spec := range f.ImportSpecs() {
+		if p, ok := importPath(spec); ok {
+			h.imports = append(h.imports, p)
+		}
+	}
+	return h
+}
+
+func importPath(spec *ast.ImportSpec) (string, bool) {
+	if spec == nil || spec.Path == nil {
+		return "", false
+	}
+	s := spec.Path.Value
+	if len(s) < 2 {
+		return "", false
+	}
+	s = s[1 : len(s)-1]
+	// "example.com/configs/lib:net" names the package explicitly; the
+	// directory is the part before the colon.
+	if i := strings.LastIndexByte(s, ':'); i >= 0 {
+		s = s[:i]
+	}
+	return s, s != ""
+}
+
+// configDir reports whether dir holds a config: it is below a declared
+// namespace directory. The returned path is only meaningful when ok.
+func configPathOf(dir string, namespaces map[string]Namespace) (cuecast.ConfigPath, bool) {
+	ns, rest, found := strings.Cut(dir, "/")
+	if !found || rest == "" {
+		return "", false
+	}
+	if _, ok := namespaces[ns]; !ok {
+		return "", false
+	}
+	return cuecast.ConfigPath(dir), true
+}
+
+// ancestors returns dir's ancestors from the root down, excluding dir and
+// excluding the root itself (whose .cue files are the manifest).
+func ancestors(dir string) []string {
+	var out []string
+	for d := path.Dir(dir); d != "." && d != "/"; d = path.Dir(d) {
+		out = append(out, d)
+	}
+	slices.Reverse(out)
+	return out
+}
+
+// under reports whether p is dir or inside it.
+func under(p, dir string) bool {
+	return dir == "." || p == dir || strings.HasPrefix(p, dir+"/")
+}

@@ -1,0 +1,95 @@
+package compiler
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/cuecast/cuecast"
+)
+
+// ErrNoModule is returned by Compile when the repo has no cue.mod/module.cue:
+// it is not a CUE module, so cuecast cannot run on it at all.
+var ErrNoModule = errors.New("no cue.mod/module.cue")
+
+// Error is one problem found in the config repo: a CUE error (ID "cue") or a
+// lint (ID like "secret/aws-access-key"). File is relative to the repo root and
+// slash-separated; Line and Column are 1-based. Fix is a one-line hint.
+type Error struct {
+	Config  cuecast.ConfigPath `json:"config,omitempty"`
+	File    string             `json:"file"`
+	Line    int                `json:"line"`
+	Column  int                `json:"column"`
+	ID      string             `json:"id"`
+	Message string             `json:"message"`
+	Fix     string             `json:"fix,omitempty"`
+}
+
+// Error formats e the way compilers do: "file:line:col: message [ID]".
+func (e Error) Error() string {
+	return fmt.Sprintf("%s:%d:%d: %s [%s]", e.File, e.Line, e.Column, e.Message, e.ID)
+}
+
+// compareErrors orders errors by file, line, column, then the rest so that
+// the order never depends on which worker finished first.
+func compareErrors(a, b Error) int {
+	return cmp.Or(
+		cmp.Compare(a.File, b.File),
+		cmp.Compare(a.Line, b.Line),
+		cmp.Compare(a.Column, b.Column),
+		cmp.Compare(a.Config, b.Config),
+		cmp.Compare(a.ID, b.ID),
+		cmp.Compare(a.Message, b.Message),
+	)
+}
+
+func sortErrors(errs []Error) []Error {
+	slices.SortFunc(errs, compareErrors)
+	return slices.CompactFunc(errs, func(a, b Error) bool { return compareErrors(a, b) == 0 })
+}
+
+// Lint and error IDs. They are stable: CI rules and suppressions name them.
+const (
+	IDCue                = "cue"
+	IDManifestMissing    = "manifest/missing"
+	IDManifestSchema     = "manifest/unknown-schema"
+	IDUnknownNamespace   = "manifest/unknown-namespace"
+	IDConfigName         = "config/bad-name"
+	IDConfigPackages     = "config/multiple-packages"
+	IDConfigTimeout      = "config/timeout"
+	IDSizeConfig         = "size/config-too-large"
+	IDFileNotUTF8        = "file/not-utf8"
+	IDFileTooLarge       = "file/too-large"
+	IDFileSymlinkEscape  = "file/symlink-escape"
+	IDFileSymlinkDir     = "file/symlink-dir"
+	IDSecretPrivateKey   = "secret/private-key"
+	IDSecretAWSKey       = "secret/aws-access-key"
+	IDSecretGitHubToken  = "secret/github-token"
+	IDSecretJWT          = "secret/jwt"
+	IDSecretHighEntropy  = "secret/high-entropy"
+	IDLintAllowNoReason  = "lint/allow-without-reason"
+	IDLintAllowUnknownID = "lint/allow-unknown-id"
+)
+
+// fixes holds the one-line hint shown with each lint ID.
+var fixes = map[string]string{
+	IDManifestMissing:    "add cuecast.cue at the repo root declaring your namespaces (see configs-example/cuecast.cue)",
+	IDManifestSchema:     `point schema at an existing definition, written "<import path>#<Definition>"`,
+	IDUnknownNamespace:   "declare the namespace under namespaces: in cuecast.cue, or move the config into a declared namespace",
+	IDConfigName:         "rename the directory to lower-case letters, digits, '_' and '-', starting with a letter or digit",
+	IDConfigPackages:     "keep one CUE package per config directory; move the other package to its own directory",
+	IDConfigTimeout:      "simplify the evaluation (large comprehensions, deep recursion) so it finishes within the time limit",
+	IDSizeConfig:         "split the config, or raise max_size for the namespace in cuecast.cue",
+	IDFileNotUTF8:        "re-encode the file as UTF-8",
+	IDFileTooLarge:       "split the file; generated data this large belongs outside the config repo",
+	IDFileSymlinkEscape:  "replace the symlink with a file inside the repo",
+	IDFileSymlinkDir:     "replace the symlinked directory with a real one, or import the package instead",
+	IDSecretPrivateKey:   "move the key to your secret store and reference it by name",
+	IDSecretAWSKey:       "move the key to your secret store and reference it by name",
+	IDSecretGitHubToken:  "revoke the token, move it to your secret store and reference it by name",
+	IDSecretJWT:          "move the token to your secret store and reference it by name",
+	IDSecretHighEntropy:  `move the value to your secret store, or mark the field @cuecast(allow="secret/high-entropy", reason="...") if it is not secret`,
+	IDLintAllowNoReason:  `add reason="why this is safe" to the @cuecast(allow=...) attribute`,
+	IDLintAllowUnknownID: "name a secret lint ID such as secret/high-entropy, or \"secret\" for all of them",
+}

@@ -1,0 +1,277 @@
+package compiler
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"cuelang.org/go/cue"
+	"cuelang.org/go/cue/build"
+	"cuelang.org/go/cue/cuecontext"
+	cueerrors "cuelang.org/go/cue/errors"
+	"cuelang.org/go/cue/token"
+
+	"github.com/cuecast/cuecast"
+)
+
+type job struct {
+	cfg    cuecast.ConfigPath
+	inst   *build.Instance
+	schema *nsSchema
+	ns     Namespace
+}
+
+type jobResult struct {
+	cfg  cuecast.ConfigPath
+	out  *Output
+	errs []Error
+}
+
+// runJobs evaluates jobs on a bounded pool. Results are collected on this
+// goroutine and sorted afterwards, so the Result never depends on which
+// worker finished first.
+func (c *compilation) runJobs(ctx context.Context, jobs []job) error {
+	if len(jobs) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	work := make(chan job)
+	results := make(chan jobResult)
+	var wg sync.WaitGroup
+	workers := min(c.opts.Workers, len(jobs))
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range work {
+				r := c.evalWithTimeout(ctx, j)
+				select {
+				case results <- r:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+	}
+	go func() {
+		defer close(work)
+		for _, j := range jobs {
+			select {
+			case work <- j:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	go func() { wg.Wait(); close(results) }()
+
+	done := 0
+	for r := range results {
+		done++
+		if r.out != nil {
+			c.res.Outputs[r.cfg] = *r.out
+		}
+		c.errs = append(c.errs, r.errs...)
+		if c.opts.Progress != nil {
+			c.opts.Progress(done, len(jobs))
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("compile configs: %w", err)
+	}
+	return nil
+}
+
+// evalWithTimeout runs one evaluation with the per-config time limit. CUE
+// offers no way to interrupt an evaluation, so on timeout the evaluating
+// goroutine is left to finish on its own and its result is dropped.
+func (c *compilation) evalWithTimeout(ctx context.Context, j job) jobResult {
+	done := make(chan jobResult, 1)
+	go func() { done <- c.eval(j) }()
+	t := time.NewTimer(c.opts.Timeout)
+	defer t.Stop()
+	select {
+	case r := <-done:
+		return r
+	case <-t.C:
+		file := string(j.cfg)
+		if fs := c.tree.dirs[string(j.cfg)]; len(fs) > 0 {
+			file = fs[0]
+		}
+		c.opts.Logger.Warn("config evaluation timed out", "config", j.cfg, "timeout", c.opts.Timeout)
+		return jobResult{cfg: j.cfg, errs: []Error{{Config: j.cfg, File: file, Line: 1, Column: 1, ID: IDConfigTimeout,
+			Message: fmt.Sprintf("evaluation did not finish within %s", c.opts.Timeout), Fix: fixes[IDConfigTimeout]}}}
+	case <-ctx.Done():
+		return jobResult{cfg: j.cfg}
+	}
+}
+
+// eval compiles one config in a CUE context of its own: contexts only grow,
+// and sharing one across configs would also serialise them on its lock.
+func (c *compilation) eval(j job) (r jobResult) {
+	r.cfg = j.cfg
+	own := append(ancestors(string(j.cfg)), string(j.cfg))
+	defer func() {
+		// A panic inside the evaluator is a bug in CUE or in us; report it
+		// against the config instead of taking the whole process down.
+		if p := recover(); p != nil {
+			r.out = nil
+			r.errs = append(r.errs, Error{Config: j.cfg, File: firstOr(c.tree.dirs[string(j.cfg)], string(j.cfg)), Line: 1, Column: 1,
+				ID: IDCue, Message: fmt.Sprintf("internal evaluator error: %v", p)})
+		}
+	}()
+	if j.inst.Err != nil {
+		r.errs = c.cueErrors(j.inst.Err, j.cfg, own)
+		return r
+	}
+	ctx := cuecontext.New()
+	v := ctx.BuildInstance(j.inst)
+	if err := v.Err(); err != nil {
+		r.errs = c.cueErrors(err, j.cfg, own)
+		return r
+	}
+	if j.schema.inst != nil {
+		s := ctx.BuildInstance(j.schema.inst)
+		if err := s.Err(); err != nil {
+			r.errs = c.cueErrors(err, j.cfg, own)
+			return r
+		}
+		v = v.Unify(s.LookupPath(j.schema.def))
+	}
+	if err := v.Validate(cue.Concrete(true)); err != nil {
+		r.errs = c.cueErrors(err, j.cfg, own)
+		return r
+	}
+	var lints []Error
+	b, err := encodeCanonical(v, func(e Error) {
+		e.Config = j.cfg
+		lints = append(lints, e)
+	})
+	if err != nil {
+		r.errs = c.cueErrors(err, j.cfg, own)
+		return r
+	}
+	if int64(len(b)) > j.ns.MaxSize {
+		lints = append(lints, Error{Config: j.cfg, File: firstOr(c.tree.dirs[string(j.cfg)], string(j.cfg)), Line: 1, Column: 1,
+			ID: IDSizeConfig, Fix: fixes[IDSizeConfig],
+			Message: fmt.Sprintf("compiled config is %d bytes, over the %d-byte limit of namespace %s", len(b), j.ns.MaxSize, j.ns.Name)})
+	}
+	if len(lints) > 0 {
+		r.errs = lints
+		return r
+	}
+	r.out = &Output{JSON: b, Checksum: cuecast.Checksum(b), Files: instanceFiles(j.inst, j.schema.inst)}
+	return r
+}
+
+func firstOr(s []string, def string) string {
+	if len(s) > 0 {
+		return s[0]
+	}
+	return def
+}
+
+// instanceFiles lists the files of insts and of everything they import.
+func instanceFiles(insts ...*build.Instance) []string {
+	seen := make(map[*build.Instance]bool)
+	var files []string
+	var visit func(*build.Instance)
+	visit = func(i *build.Instance) {
+		if i == nil || seen[i] {
+			return
+		}
+		seen[i] = true
+		for _, f := range i.BuildFiles {
+			files = append(files, relFile(f.Filename))
+		}
+		for _, imp := range i.Imports {
+			visit(imp)
+		}
+	}
+	for _, inst := range insts {
+		visit(inst)
+	}
+	slices.Sort(files)
+	return slices.Compact(files)
+}
+
+// relFile turns a loader file name into a repo-relative one.
+func relFile(name string) string {
+	return strings.TrimPrefix(path.Clean(strings.TrimPrefix(name, "/")), "./")
+}
+
+// cueErrors converts CUE errors. The primary position is the first one in
+// the config's own files (its directory and ancestors), because that is the
+// line its author can change; the others, such as the schema line a value
+// violates, are named in the message.
+func (c *compilation) cueErrors(err error, cfg cuecast.ConfigPath, ownDirs []string) []Error {
+	var out []Error
+	for _, e := range cueerrors.Errors(err) {
+		var poss []token.Pos
+		if p := e.Position(); p.IsValid() {
+			poss = append(poss, p)
+		}
+		for _, p := range e.InputPositions() {
+			if p.IsValid() {
+				poss = append(poss, p)
+			}
+		}
+		poss = dedupePos(poss)
+		primary := -1
+		for i, p := range poss {
+			if p.Filename() != "" && slices.Contains(ownDirs, path.Dir(relFile(p.Filename()))) {
+				primary = i
+				break
+			}
+		}
+		if primary < 0 && len(poss) > 0 {
+			primary = 0
+		}
+		msg := oneLine(e.Error())
+		out1 := Error{Config: cfg, ID: IDCue}
+		if primary >= 0 {
+			p := poss[primary]
+			out1.File, out1.Line, out1.Column = relFile(p.Filename()), p.Line(), p.Column()
+			var others []string
+			for i, q := range poss {
+				if i != primary {
+					others = append(others, fmt.Sprintf("%s:%d:%d", relFile(q.Filename()), q.Line(), q.Column()))
+				}
+			}
+			if len(others) > 0 {
+				msg += " (see " + strings.Join(others, ", ") + ")"
+			}
+		} else {
+			out1.File = firstOr(c.tree.dirs[string(cfg)], string(cfg))
+			out1.Line, out1.Column = 1, 1
+		}
+		out1.Message = msg
+		out = append(out, out1)
+	}
+	return out
+}
+
+func dedupePos(ps []token.Pos) []token.Pos {
+	var out []token.Pos
+	seen := make(map[string]bool)
+	for _, p := range ps {
+		k := fmt.Sprintf("%s:%d:%d", p.Filename(), p.Line(), p.Column())
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		out = append(out, p)
+	}
+	return out
+}
+
+// oneLine folds a multi-line CUE message ("...\n\tprevious declaration at
+// ...") onto one line, the way compiler output is read and grepped.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}

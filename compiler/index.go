@@ -1,0 +1,158 @@
+package compiler
+
+import (
+	"path"
+	"slices"
+	"strings"
+
+	"github.com/cuecast/cuecast"
+)
+
+// Index maps repo files to the configs whose output they can change. It is
+// built from the directories each config's packages are loaded from: the
+// config's own directory, its ancestors (files there join the package when
+// they declare the same package name) and, transitively, every imported
+// package's directory and ancestors. An Index is immutable once built and
+// safe for concurrent use.
+type Index struct {
+	// deps maps each config to its dependency directories, sorted.
+	deps map[cuecast.ConfigPath][]string
+	// byDir maps a dependency directory to the configs that depend on it.
+	byDir map[string][]cuecast.ConfigPath
+	// pkgDirs maps a config to the directories that hold its packages
+	// proper (own directory and imports, without ancestors): non-.cue files
+	// there may be embedded, files in ancestors may not.
+	pkgDirs map[cuecast.ConfigPath]map[string]bool
+	// namespaces are the top-level directories declared in the manifest,
+	// so a file in a directory no config existed in can be recognised as
+	// a new config.
+	namespaces map[string]bool
+}
+
+func newIndex(deps map[cuecast.ConfigPath][]string, namespaces map[string]Namespace) *Index {
+	ix := &Index{
+		deps:       make(map[cuecast.ConfigPath][]string, len(deps)),
+		byDir:      make(map[string][]cuecast.ConfigPath),
+		pkgDirs:    make(map[cuecast.ConfigPath]map[string]bool, len(deps)),
+		namespaces: make(map[string]bool, len(namespaces)),
+	}
+	for ns := range namespaces {
+		ix.namespaces[ns] = true
+	}
+	for cp, dirs := range deps {
+		ix.add(cp, dirs)
+	}
+	ix.sortDirs()
+	return ix
+}
+
+func (ix *Index) add(cp cuecast.ConfigPath, dirs []string) {
+	ix.deps[cp] = dirs
+	for _, d := range dirs {
+		ix.byDir[d] = append(ix.byDir[d], cp)
+	}
+	pk := make(map[string]bool)
+	anc := make(map[string]bool)
+	for _, a := range ancestors(string(cp)) {
+		anc[a] = true
+	}
+	for _, d := range dirs {
+		if !anc[d] {
+			pk[d] = true
+		}
+	}
+	ix.pkgDirs[cp] = pk
+}
+
+func (ix *Index) sortDirs() {
+	for d, cps := range ix.byDir {
+		slices.Sort(cps)
+		ix.byDir[d] = slices.Compact(cps)
+	}
+}
+
+// Configs returns the configs the index covers, sorted.
+func (ix *Index) Configs() []cuecast.ConfigPath {
+	out := make([]cuecast.ConfigPath, 0, len(ix.deps))
+	for cp := range ix.deps {
+		out = append(out, cp)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Affected returns the configs, sorted, whose output a change to the given
+// files can alter. changed holds repo-relative slash paths of files that
+// were modified, added or deleted. The answer errs on the side of too many:
+//
+//   - any file under cue.mod/ or a .cue file in the repo root (the manifest)
+//     affects every config;
+//   - a .cue file in a directory some config loads from (its own, an
+//     ancestor, an imported package's or its ancestors') affects that config,
+//     whether the file is new, changed or deleted;
+//   - any other file in a config's package directory affects it (CUE can
+//     embed files);
+//   - a .cue file in a directory below a namespace where no config existed
+//     yet names the new config that directory becomes.
+func (ix *Index) Affected(changed []string) []cuecast.ConfigPath {
+	set := make(map[cuecast.ConfigPath]bool)
+	for _, f := range changed {
+		f = path.Clean(strings.TrimPrefix(f, "/"))
+		dir := path.Dir(f)
+		isCUE := strings.HasSuffix(f, ".cue")
+		if f == "cue.mod" || strings.HasPrefix(f, "cue.mod/") || (dir == "." && isCUE) {
+			return ix.Configs()
+		}
+		if isCUE {
+			for _, cp := range ix.byDir[dir] {
+				set[cp] = true
+			}
+			if ns, _, ok := strings.Cut(dir, "/"); ok && ix.namespaces[ns] {
+				if cp := cuecast.ConfigPath(dir); cp.Validate() == nil {
+					set[cp] = true
+				}
+			}
+			continue
+		}
+		for _, cp := range ix.byDir[dir] {
+			if ix.pkgDirs[cp][dir] {
+				set[cp] = true
+			}
+		}
+	}
+	out := make([]cuecast.ConfigPath, 0, len(set))
+	for cp := range set {
+		out = append(out, cp)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Merge returns a new index: ix updated with newer, the index of a compile
+// limited to some configs. Entries for the configs newer covers replace
+// ix's; configs missing from present (the full list of configs in the repo,
+// Result.Configs) are dropped. ix itself is not modified.
+func (ix *Index) Merge(newer *Index, present []cuecast.ConfigPath) *Index {
+	out := &Index{
+		deps:       make(map[cuecast.ConfigPath][]string, len(ix.deps)),
+		byDir:      make(map[string][]cuecast.ConfigPath),
+		pkgDirs:    make(map[cuecast.ConfigPath]map[string]bool, len(ix.deps)),
+		namespaces: newer.namespaces,
+	}
+	keep := make(map[cuecast.ConfigPath]bool, len(present))
+	for _, cp := range present {
+		keep[cp] = true
+	}
+	for cp, d := range ix.deps {
+		if _, replaced := newer.deps[cp]; !replaced && keep[cp] {
+			out.add(cp, d)
+		}
+	}
+	for cp, d := range newer.deps {
+		if keep[cp] {
+			out.add(cp, d)
+		}
+	}
+	out.sortDirs()
+	return out
+}

@@ -1,0 +1,174 @@
+package compiler
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"cuelang.org/go/cue"
+	"cuelang.org/go/cue/build"
+	"cuelang.org/go/cue/cuecontext"
+	"cuelang.org/go/cue/load"
+
+	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/schemas"
+)
+
+// manifestFile is where the manifest lives. Every .cue file in the repo root
+// belongs to the manifest package; configs live in namespace directories.
+const manifestFile = "cuecast.cue"
+
+// manifestJSON mirrors #Manifest in schemas/manifest.cue.
+type manifestJSON struct {
+	Namespaces map[string]struct {
+		Name        string         `json:"name"`
+		Owners      []string       `json:"owners"`
+		Schema      string         `json:"schema"`
+		Consistency string         `json:"consistency"`
+		MaxSize     int64          `json:"max_size"`
+		Rollout     cuecast.Policy `json:"rollout"`
+	} `json:"namespaces"`
+}
+
+// loadManifest validates the root package against the shipped #Manifest. It
+// returns nil when the manifest is missing or invalid (the errors say why),
+// and the position of each namespace's schema field for later errors.
+func (c *compilation) loadManifest() (*Manifest, map[string]Error) {
+	files := c.tree.dirs["."]
+	if len(files) == 0 {
+		c.errs = append(c.errs, Error{File: manifestFile, Line: 1, Column: 1, ID: IDManifestMissing,
+			Message: "the repo has no " + manifestFile + " manifest", Fix: fixes[IDManifestMissing]})
+		return nil, nil
+	}
+	if err := c.readDir("."); err != nil {
+		// readDir only fails on I/O; the manifest is then unreadable too.
+		c.errs = append(c.errs, Error{File: manifestFile, Line: 1, Column: 1, ID: IDCue, Message: err.Error()})
+		return nil, nil
+	}
+	for _, f := range files {
+		if c.tree.bad[f] {
+			return nil, nil
+		}
+	}
+	insts := load.Instances([]string{"."}, c.loadConfig())
+	ctx := cuecontext.New()
+	v := ctx.BuildInstance(insts[0])
+	if err := v.Err(); err != nil {
+		c.errs = append(c.errs, c.cueErrors(err, "", []string{"."})...)
+		return nil, nil
+	}
+	schema := ctx.CompileBytes(schemas.Files()["manifest.cue"], cue.Filename("cuecast:schemas/manifest.cue"))
+	if err := schema.Err(); err != nil {
+		// The shipped schema is compiled into the binary and tested.
+		panic("compiler: shipped manifest schema does not compile: " + err.Error())
+	}
+	m := v.Unify(schema.LookupPath(cue.ParsePath("#Manifest")))
+	if err := m.Validate(cue.Concrete(true)); err != nil {
+		c.errs = append(c.errs, c.cueErrors(err, "", []string{"."})...)
+		return nil, nil
+	}
+	b, err := encodeCanonical(m, nil)
+	if err != nil {
+		c.errs = append(c.errs, c.cueErrors(err, "", []string{"."})...)
+		return nil, nil
+	}
+	var mj manifestJSON
+	if err := json.Unmarshal(b, &mj); err != nil {
+		c.errs = append(c.errs, Error{File: files[0], Line: 1, Column: 1, ID: IDCue,
+			Message: fmt.Sprintf("decode manifest: %v", err)})
+		return nil, nil
+	}
+	man := &Manifest{Namespaces: make(map[string]Namespace, len(mj.Namespaces))}
+	schemaPos := make(map[string]Error, len(mj.Namespaces))
+	for name, ns := range mj.Namespaces {
+		man.Namespaces[name] = Namespace{
+			Name: name, Owners: ns.Owners, Schema: ns.Schema, Consistency: ns.Consistency,
+			Policy: ns.Rollout, MaxSize: ns.MaxSize,
+		}
+		at := m.LookupPath(cue.MakePath(cue.Str("namespaces"), cue.Str(name), cue.Str("schema")))
+		if !at.Exists() {
+			at = m.LookupPath(cue.MakePath(cue.Str("namespaces"), cue.Str(name)))
+		}
+		schemaPos[name] = positionError(at, files[0])
+	}
+	return man, schemaPos
+}
+
+// positionError is an Error located at v's source position, or at fallback
+// line 1 when v has none.
+func positionError(v cue.Value, fallback string) Error {
+	p := v.Pos()
+	if !p.IsValid() || p.Filename() == "" {
+		return Error{File: fallback, Line: 1, Column: 1}
+	}
+	return Error{File: relFile(p.Filename()), Line: p.Line(), Column: p.Column()}
+}
+
+// splitSchema splits "<import path>#<Definition>".
+func splitSchema(s string) (imp, def string, ok bool) {
+	i := strings.LastIndexByte(s, '#')
+	if i <= 0 || i == len(s)-1 {
+		return "", "", false
+	}
+	return s[:i], s[i:], true
+}
+
+// nsSchema is a namespace's schema: the package that defines it and the
+// definition's path inside it.
+type nsSchema struct {
+	inst *build.Instance // nil when the namespace enforces no schema
+	def  cue.Path
+}
+
+func (c *compilation) checkSchema(ns Namespace, at Error, insts []*build.Instance, args map[string]int) (*nsSchema, *Error) {
+	if ns.Schema == "" {
+		return &nsSchema{}, nil
+	}
+	fail := func(format string, a ...any) (*nsSchema, *Error) {
+		e := at
+		e.ID = IDManifestSchema
+		e.Message = fmt.Sprintf("namespace %s: ", ns.Name) + fmt.Sprintf(format, a...)
+		e.Fix = fixes[IDManifestSchema]
+		return nil, &e
+	}
+	imp, def, ok := splitSchema(ns.Schema)
+	if !ok {
+		return fail("schema %q is not <import path>#<Definition>", ns.Schema)
+	}
+	i, ok := args[imp]
+	if !ok || i >= len(insts) {
+		return fail("schema package %q cannot be loaded", imp)
+	}
+	inst := insts[i]
+	if inst.Err != nil {
+		return fail("schema package %q: %v", imp, firstLine(inst.Err.Error()))
+	}
+	p := cue.ParsePath(def)
+	if p.Err() != nil {
+		return fail("schema definition %q: %v", def, p.Err())
+	}
+	v := cuecontext.New().BuildInstance(inst)
+	if err := v.Err(); err != nil {
+		return fail("schema package %q does not compile: %v", imp, firstLine(err.Error()))
+	}
+	if !v.LookupPath(p).Exists() {
+		var defs []string
+		it, err := v.Fields(cue.Definitions(true))
+		if err == nil {
+			for it.Next() {
+				if it.Selector().IsDefinition() {
+					defs = append(defs, it.Selector().String())
+				}
+			}
+		}
+		slices.Sort(defs)
+		return fail("package %q has no definition %s (it has %s)", imp, def, strings.Join(defs, ", "))
+	}
+	return &nsSchema{inst: inst, def: p}, nil
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	return s
+}
