@@ -1,0 +1,157 @@
+package distributor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
+)
+
+// Options configures a Distributor. The zero value is usable: see the field
+// docs for defaults.
+type Options struct {
+	// Replicas of both streams; default 1. Use 3 on a cluster.
+	Replicas int
+	// Retain is how many versions per config are kept; default 100.
+	Retain int
+	// Heartbeat is how often instances report; reports expire after four
+	// heartbeats. Default 15s. It must match the clients' WithHeartbeat.
+	Heartbeat time.Duration
+	// StragglerAfter is how long an instance may stay behind the latest
+	// version before Status lists it as a straggler; default 2 × Heartbeat.
+	StragglerAfter time.Duration
+	// SigningKey signs every version and pointer (ed25519, an nkeys seed);
+	// nil publishes them unsigned.
+	SigningKey nkeys.KeyPair
+	// Logger receives the distributor's logs; default discards them.
+	Logger *slog.Logger
+}
+
+// DefaultOptions returns Options with every default filled in.
+func DefaultOptions() Options {
+	var o Options
+	o.setDefaults()
+	return o
+}
+
+func (o *Options) setDefaults() {
+	if o.Replicas == 0 {
+		o.Replicas = 1
+	}
+	if o.Retain == 0 {
+		o.Retain = 100
+	}
+	if o.Heartbeat == 0 {
+		o.Heartbeat = 15 * time.Second
+	}
+	if o.StragglerAfter == 0 {
+		o.StragglerAfter = 2 * o.Heartbeat
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+}
+
+// Validate reports options that cannot work.
+func (o Options) Validate() error {
+	switch {
+	case o.Replicas < 0 || o.Replicas > 5:
+		return fmt.Errorf("validate options: replicas %d: want 1-5", o.Replicas)
+	case o.Retain < 0:
+		return fmt.Errorf("validate options: retain %d: want at least 1", o.Retain)
+	case o.Heartbeat < 0:
+		return fmt.Errorf("validate options: heartbeat %s: want a positive duration", o.Heartbeat)
+	case o.StragglerAfter < 0:
+		return fmt.Errorf("validate options: straggler-after %s: want a positive duration", o.StragglerAfter)
+	}
+	return nil
+}
+
+// Distributor publishes versions and pointers to JetStream and reads back the
+// fleet's reports. It is safe for concurrent use; one Distributor should be
+// the only writer of pointers (compare-and-swap makes a second one safe, not
+// useful).
+type Distributor struct {
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	stream  jetstream.Stream
+	reports jetstream.Stream
+	o       Options
+	log     *slog.Logger
+	signPub string
+}
+
+// New creates or updates the CUECAST and CUECAST_REPORTS streams and returns a
+// Distributor writing to them. The caller owns nc and closes it after the
+// Distributor is no longer used.
+func New(ctx context.Context, nc *nats.Conn, o Options) (*Distributor, error) {
+	if err := o.Validate(); err != nil {
+		return nil, fmt.Errorf("new distributor: %w", err)
+	}
+	o.setDefaults()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("new distributor: %w", err)
+	}
+	d := &Distributor{nc: nc, js: js, o: o, log: o.Logger}
+	if o.SigningKey != nil {
+		pub, err := o.SigningKey.PublicKey()
+		if err != nil {
+			return nil, fmt.Errorf("new distributor: read signing key: %w", err)
+		}
+		if _, err := o.SigningKey.Sign([]byte("probe")); err != nil {
+			return nil, fmt.Errorf("new distributor: signing key cannot sign (a public key?): %w", err)
+		}
+		d.signPub = pub
+	}
+	d.stream, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        Stream,
+		Description: "cuecast versions, chunks and cohort pointers (docs/PROTOCOL.md)",
+		Subjects:    []string{"cc.>"},
+		Storage:     jetstream.FileStorage,
+		Replicas:    o.Replicas,
+		AllowDirect: true,
+		AllowRollup: true,
+		Duplicates:  2 * time.Minute,
+		RePublish:   &jetstream.RePublish{Source: "cc.>", Destination: "ccr.>"},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("new distributor: create stream %s: %w", Stream, err)
+	}
+	d.reports, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:              ReportStream,
+		Description:       "cuecast instance reports, keep-last-1 per instance and config",
+		Subjects:          []string{"ccs.>"},
+		Storage:           jetstream.MemoryStorage,
+		Replicas:          o.Replicas,
+		MaxMsgsPerSubject: 1,
+		MaxAge:            4 * o.Heartbeat,
+		AllowDirect:       true,
+		Discard:           jetstream.DiscardOld,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("new distributor: create stream %s: %w", ReportStream, err)
+	}
+	d.log.Info("distributor ready", "stream", Stream, "reports", ReportStream,
+		"replicas", o.Replicas, "retain", o.Retain, "heartbeat", o.Heartbeat, "signing_key", d.signPub)
+	return d, nil
+}
+
+// PublicKey is the public nkey clients must trust, or "" when unsigned.
+func (d *Distributor) PublicKey() string { return d.signPub }
+
+// isWrongLastSeq reports a lost compare-and-swap.
+func isWrongLastSeq(err error) bool {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		return apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant
+	}
+	return false
+}

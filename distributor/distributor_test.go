@@ -1,0 +1,451 @@
+package distributor_test
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
+
+	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/distributor"
+	"github.com/cuecast/cuecast/internal/natstest"
+)
+
+const cfg = cuecast.ConfigPath("payments/checkout")
+
+func newDist(t *testing.T, o distributor.Options) (*distributor.Distributor, *nats.Conn) {
+	t.Helper()
+	s := natstest.Start(t)
+	nc := s.Connect(t)
+	o.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	d, err := distributor.New(t.Context(), nc, o)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return d, nc
+}
+
+func content(n int) []byte { return fmt.Appendf(nil, `{"n":%d}`, n) }
+
+func version(n uint64) cuecast.Version {
+	return cuecast.Version{Config: cfg, Version: n, Commit: fmt.Sprintf("c%03d", n), Author: "ann", Message: "change"}
+}
+
+func mustPublish(t *testing.T, d *distributor.Distributor, n uint64, b []byte) cuecast.Version {
+	t.Helper()
+	v := version(n)
+	if err := d.Publish(t.Context(), v, b); err != nil {
+		t.Fatalf("Publish %d: %v", n, err)
+	}
+	v.Checksum, v.Size = cuecast.Checksum(b), int64(len(b))
+	return v
+}
+
+func TestPublish(t *testing.T) {
+	d, _ := newDist(t, distributor.Options{})
+	ctx := t.Context()
+	if _, err := d.Latest(ctx, cfg); !errors.Is(err, cuecast.ErrNotFound) {
+		t.Fatalf("Latest of empty config: got %v, want ErrNotFound", err)
+	}
+	mustPublish(t, d, 1, content(1))
+
+	other := version(1)
+	other.Commit = "other"
+	wrongSum := version(2)
+	wrongSum.Checksum = cuecast.Checksum([]byte("something else"))
+	tomb := version(2)
+	tomb.Deleted = true
+	tests := []struct {
+		name    string
+		v       cuecast.Version
+		content []byte
+		want    error // nil: success
+	}{
+		{"same version again is idempotent", version(1), content(1), nil},
+		{"same number, other commit", other, content(1), cuecast.ErrConflict},
+		{"same number, other content", version(1), content(99), cuecast.ErrConflict},
+		{"gap in numbering", version(3), content(3), cuecast.ErrConflict},
+		{"checksum does not match content", wrongSum, content(2), cuecast.ErrChecksumMismatch},
+		{"invalid path", cuecast.Version{Config: "Payments", Version: 2}, content(2), cuecast.ErrInvalidPath},
+		{"tombstone with content", tomb, content(2), errors.New("any")},
+		{"next version", version(2), content(2), nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := d.Publish(ctx, tt.v, tt.content)
+			switch {
+			case tt.want == nil && err != nil:
+				t.Fatalf("got %v, want success", err)
+			case tt.want != nil && err == nil:
+				t.Fatalf("got success, want %v", tt.want)
+			case tt.want != nil && tt.want.Error() != "any" && !errors.Is(err, tt.want):
+				t.Fatalf("got %v, want %v", err, tt.want)
+			}
+		})
+	}
+	got, err := d.Latest(ctx, cfg)
+	if err != nil {
+		t.Fatalf("Latest: %v", err)
+	}
+	if got.Version != 2 || got.Checksum != cuecast.Checksum(content(2)) || got.Size != int64(len(content(2))) || got.Commit != "c002" {
+		t.Fatalf("Latest: got %+v, want version 2 with its checksum, size and commit", got)
+	}
+}
+
+// TestConcurrentPublish: of many writers of the same version number, exactly
+// one wins; the others get ErrConflict (or nil when they wrote the same).
+func TestConcurrentPublish(t *testing.T) {
+	d, _ := newDist(t, distributor.Options{})
+	mustPublish(t, d, 1, content(1))
+	const writers = 8
+	errs := make([]error, writers)
+	var wg sync.WaitGroup
+	for i := range writers {
+		wg.Go(func() {
+			v := version(2)
+			v.Commit = fmt.Sprintf("writer%d", i)
+			errs[i] = d.Publish(t.Context(), v, content(100+i))
+		})
+	}
+	wg.Wait()
+	wins := 0
+	for i, err := range errs {
+		switch {
+		case err == nil:
+			wins++
+		case !errors.Is(err, cuecast.ErrConflict):
+			t.Errorf("writer %d: got %v, want nil or ErrConflict", i, err)
+		}
+	}
+	if wins != 1 {
+		t.Fatalf("got %d winners, want 1 (errors %v)", wins, errs)
+	}
+	vs, err := d.Versions(t.Context(), cfg)
+	if err != nil || len(vs) != 2 {
+		t.Fatalf("Versions: got %d versions, %v; want 2", len(vs), err)
+	}
+}
+
+func TestRetention(t *testing.T) {
+	d, nc := newDist(t, distributor.Options{Retain: 3})
+	ctx := t.Context()
+	big := bytes.Repeat([]byte("x"), distributor.ChunkThreshold+10)
+	for n := uint64(1); n <= 6; n++ {
+		b := content(int(n))
+		if n%2 == 0 {
+			b = append(fmt.Appendf(nil, "%d", n), big...) // chunked
+		}
+		mustPublish(t, d, n, b)
+	}
+	vs, err := d.Versions(ctx, cfg)
+	if err != nil {
+		t.Fatalf("Versions: %v", err)
+	}
+	var nums []uint64
+	for _, v := range vs {
+		nums = append(nums, v.Version)
+	}
+	if fmt.Sprint(nums) != "[6 5 4]" {
+		t.Fatalf("Versions: got %v, want [6 5 4]", nums)
+	}
+	tests := []struct {
+		n    uint64
+		want error
+	}{
+		{1, cuecast.ErrPurged}, {3, cuecast.ErrPurged}, {4, nil}, {5, nil}, {6, nil}, {7, cuecast.ErrNotFound}, {0, cuecast.ErrNotFound},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprint(tt.n), func(t *testing.T) {
+			v, b, err := d.Version(ctx, cfg, tt.n)
+			if !errors.Is(err, tt.want) || (tt.want == nil && err != nil) {
+				t.Fatalf("got %v, want %v", err, tt.want)
+			}
+			if err == nil && (v.Version != tt.n || cuecast.Checksum(b) != v.Checksum) {
+				t.Fatalf("got version %d checksum %s for %d bytes, want %d with matching content", v.Version, v.Checksum, len(b), tt.n)
+			}
+		})
+	}
+	// Chunks of purged versions are gone: versions 4 and 6 keep two each.
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.Stream(ctx, distributor.Stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter("cc.payments.c.checkout"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := info.State.Subjects["cc.payments.c.checkout"]; got != 4 {
+		t.Fatalf("chunks retained: got %d, want 4", got)
+	}
+}
+
+// pointers reads all bucket pointers of cfg.
+func pointers(t *testing.T, d *distributor.Distributor) []cuecast.Pointer {
+	t.Helper()
+	out := make([]cuecast.Pointer, cuecast.Buckets)
+	for b := range cuecast.Buckets {
+		p, err := d.Pointer(t.Context(), cfg, b)
+		if err != nil {
+			t.Fatalf("Pointer bucket %d: %v", b, err)
+		}
+		out[b] = p
+	}
+	return out
+}
+
+func lastSeq(t *testing.T, nc *nats.Conn) uint64 {
+	t.Helper()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.Stream(t.Context(), distributor.Stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State.LastSeq
+}
+
+func TestDeployAndPointers(t *testing.T) {
+	d, nc := newDist(t, distributor.Options{})
+	ctx := t.Context()
+	if _, err := d.Pointer(ctx, cfg, 3); !errors.Is(err, cuecast.ErrNotFound) {
+		t.Fatalf("Pointer before deploy: got %v, want ErrNotFound", err)
+	}
+	if err := d.Deploy(ctx, version(1)); !errors.Is(err, cuecast.ErrNotFound) {
+		t.Fatalf("Deploy of unpublished version: got %v, want ErrNotFound", err)
+	}
+	v1 := mustPublish(t, d, 1, content(1))
+	v2 := mustPublish(t, d, 2, content(2))
+
+	steps := []struct {
+		name      string
+		do        func() error
+		want      uint64 // version every bucket must name afterwards
+		rollback  bool
+		noWrites  bool
+		wantError error
+	}{
+		{name: "deploy v1", do: func() error { return d.Deploy(ctx, v1) }, want: 1},
+		{name: "deploy v1 again writes nothing", do: func() error { return d.Deploy(ctx, v1) }, want: 1, noWrites: true},
+		{name: "deploy v2", do: func() error { return d.Deploy(ctx, v2) }, want: 2},
+		{name: "deploy v1 does not move buckets back", do: func() error { return d.Deploy(ctx, v1) }, want: 2, noWrites: true},
+		{name: "deploy with a wrong checksum", do: func() error {
+			v := v2
+			v.Checksum = cuecast.Checksum([]byte("x"))
+			return d.Deploy(ctx, v)
+		}, want: 2, noWrites: true, wantError: cuecast.ErrConflict},
+		{name: "rollback pointer to v1", do: func() error {
+			all := make([]int, cuecast.Buckets)
+			for i := range all {
+				all[i] = i
+			}
+			return d.SetPointers(ctx, cfg, all, cuecast.Pointer{Version: 1, Rollback: true, Reason: "incident"})
+		}, want: 1, rollback: true},
+		{name: "deploy v2 supersedes the rollback", do: func() error { return d.Deploy(ctx, v2) }, want: 2},
+	}
+	for _, st := range steps {
+		t.Run(st.name, func(t *testing.T) {
+			before := lastSeq(t, nc)
+			err := st.do()
+			if st.wantError == nil && err != nil || st.wantError != nil && !errors.Is(err, st.wantError) {
+				t.Fatalf("got %v, want %v", err, st.wantError)
+			}
+			if after := lastSeq(t, nc); st.noWrites && after != before {
+				t.Fatalf("stream moved from %d to %d, want no writes", before, after)
+			}
+			for b, p := range pointers(t, d) {
+				want := map[uint64]cuecast.Version{1: v1, 2: v2}[st.want]
+				if p.Version != st.want || p.Checksum != want.Checksum || p.Rollback != st.rollback || p.Seq == 0 || p.Config != cfg {
+					t.Fatalf("bucket %d: got %+v, want version %d rollback %t", b, p, st.want, st.rollback)
+				}
+			}
+		})
+	}
+}
+
+// TestSetPointersConflict: a stale compare-and-swap loses.
+func TestSetPointersErrors(t *testing.T) {
+	d, _ := newDist(t, distributor.Options{})
+	ctx := t.Context()
+	mustPublish(t, d, 1, content(1))
+	tests := []struct {
+		name    string
+		buckets []int
+		p       cuecast.Pointer
+		want    error
+	}{
+		{"bucket out of range", []int{100}, cuecast.Pointer{Version: 1}, errors.New("any")},
+		{"unknown version", []int{1}, cuecast.Pointer{Version: 9}, cuecast.ErrNotFound},
+		{"pointer for another config", []int{1}, cuecast.Pointer{Config: "search/ranking", Version: 1}, errors.New("any")},
+		{"valid", []int{1, 2}, cuecast.Pointer{Version: 1}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := d.SetPointers(ctx, cfg, tt.buckets, tt.p)
+			if tt.want == nil && err != nil || tt.want != nil && (err == nil || tt.want.Error() != "any" && !errors.Is(err, tt.want)) {
+				t.Fatalf("got %v, want %v", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestConfigs(t *testing.T) {
+	d, _ := newDist(t, distributor.Options{})
+	ctx := t.Context()
+	for _, p := range []cuecast.ConfigPath{"search/ranking", "payments/checkout", "payments/fraud/rules"} {
+		if err := d.Publish(ctx, cuecast.Version{Config: p, Version: 1, Commit: "c1"}, content(1)); err != nil {
+			t.Fatalf("Publish %s: %v", p, err)
+		}
+	}
+	got, err := d.Configs(ctx)
+	if err != nil {
+		t.Fatalf("Configs: %v", err)
+	}
+	if fmt.Sprint(got) != "[payments/checkout payments/fraud/rules search/ranking]" {
+		t.Fatalf("Configs: got %v", got)
+	}
+}
+
+func publishReport(t *testing.T, nc *nats.Conn, r cuecast.Report) {
+	t.Helper()
+	b, _ := json.Marshal(r)
+	subj := fmt.Sprintf("ccs.%s.%s.%s", r.Config.Namespace(), r.Instance, r.Config.Tokens()[len(r.Config.Namespace())+1:])
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(t.Context(), subj, b); err != nil {
+		t.Fatalf("publish report: %v", err)
+	}
+}
+
+func TestReportsAndStatus(t *testing.T) {
+	d, nc := newDist(t, distributor.Options{StragglerAfter: time.Nanosecond})
+	ctx := t.Context()
+	mustPublish(t, d, 1, content(1))
+	v2 := mustPublish(t, d, 2, content(2))
+	other := cuecast.ConfigPath("search/ranking")
+	if err := d.Publish(ctx, cuecast.Version{Config: other, Version: 1, Commit: "c1"}, content(7)); err != nil {
+		t.Fatal(err)
+	}
+	reports := []cuecast.Report{
+		{Instance: "a", Config: cfg, Version: 2, Checksum: v2.Checksum, Healthy: true},
+		{Instance: "b", Config: cfg, Version: 2, Checksum: v2.Checksum, Healthy: false},
+		{Instance: "c", Config: cfg, Version: 1, Checksum: cuecast.Checksum(content(1)), Healthy: true, LastKnownGood: true},
+		{Instance: "d", Config: cfg, Version: 1, Checksum: cuecast.Checksum(content(1)), Healthy: true, LastError: "version 2: validation hook: no"},
+		{Instance: "a", Config: other, Version: 1, Checksum: cuecast.Checksum(content(7)), Healthy: true},
+	}
+	// An older report of "a" is replaced by its newer one (keep-last-1).
+	publishReport(t, nc, cuecast.Report{Instance: "a", Config: cfg, Version: 1, Healthy: true})
+	for _, r := range reports {
+		publishReport(t, nc, r)
+	}
+	got, err := d.Reports(ctx, cfg)
+	if err != nil {
+		t.Fatalf("Reports: %v", err)
+	}
+	var ids []string
+	for _, r := range got {
+		ids = append(ids, fmt.Sprintf("%s@%d", r.Instance, r.Version))
+	}
+	if fmt.Sprint(ids) != "[a@2 b@2 c@1 d@1]" {
+		t.Fatalf("Reports(%s): got %v, want [a@2 b@2 c@1 d@1]", cfg, ids)
+	}
+	all, err := d.Reports(ctx, "")
+	if err != nil || len(all) != 5 {
+		t.Fatalf("Reports(all): got %d, %v; want 5", len(all), err)
+	}
+
+	sts, err := d.Status(ctx)
+	if err != nil {
+		t.Fatalf("Status: %v", err)
+	}
+	if len(sts) != 2 {
+		t.Fatalf("Status: got %d configs, want 2", len(sts))
+	}
+	st := sts[0]
+	if st.Config != cfg || st.Latest.Version != 2 || st.Instances != 4 || st.OnLatest != 2 || st.Behind != 2 ||
+		st.Unhealthy != 1 || st.Failing != 1 || len(st.Stragglers) != 2 || len(st.LastKnownGood) != 1 || st.Coverage != 0.5 {
+		t.Fatalf("Status(%s): got %+v", cfg, st)
+	}
+	if sts[1].Config != other || sts[1].Instances != 1 || sts[1].OnLatest != 1 {
+		t.Fatalf("Status(%s): got %+v", other, sts[1])
+	}
+	if _, err := d.Status(ctx, "payments/nothing"); !errors.Is(err, cuecast.ErrNotFound) {
+		t.Fatalf("Status of unknown config: got %v, want ErrNotFound", err)
+	}
+	empty, err := d.Status(ctx, other)
+	if err != nil || len(empty) != 1 {
+		t.Fatalf("Status(one): got %v, %v", empty, err)
+	}
+}
+
+func TestSigning(t *testing.T) {
+	kp, err := nkeys.CreateAccount()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, _ := newDist(t, distributor.Options{SigningKey: kp})
+	pub, _ := kp.PublicKey()
+	if d.PublicKey() != pub {
+		t.Fatalf("PublicKey: got %q, want %q", d.PublicKey(), pub)
+	}
+	ctx := t.Context()
+	mustPublish(t, d, 1, content(1))
+	v, _, err := d.Version(ctx, cfg, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := verify(pub, v.SigningBytes(), v.Signature); err != nil {
+		t.Fatalf("version signature: %v", err)
+	}
+	if err := d.Deploy(ctx, v); err != nil {
+		t.Fatal(err)
+	}
+	p, err := d.Pointer(ctx, cfg, 42)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := verify(pub, p.SigningBytes(), p.Signature); err != nil {
+		t.Fatalf("pointer signature: %v", err)
+	}
+	p.Version++
+	if err := verify(pub, p.SigningBytes(), p.Signature); err == nil {
+		t.Fatal("altered pointer verifies, want failure")
+	}
+
+	pubOnly, _ := nkeys.FromPublicKey(pub)
+	if _, err := distributor.New(ctx, natstest.Start(t).Connect(t), distributor.Options{SigningKey: pubOnly}); err == nil {
+		t.Fatal("New with a public key as signing key: got success, want error")
+	}
+}
+
+func verify(pub string, data []byte, sig string) error {
+	kp, err := nkeys.FromPublicKey(pub)
+	if err != nil {
+		return err
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(sig)
+	if err != nil {
+		return err
+	}
+	return kp.Verify(data, raw)
+}

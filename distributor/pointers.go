@@ -1,0 +1,216 @@
+package distributor
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cuecast/cuecast"
+)
+
+// Pointer returns the pointer of one cohort bucket of cfg. It returns an
+// error wrapping cuecast.ErrNotFound when the bucket has none.
+func (d *Distributor) Pointer(ctx context.Context, cfg cuecast.ConfigPath, bucket int) (cuecast.Pointer, error) {
+	if err := checkTarget(cfg, bucket); err != nil {
+		return cuecast.Pointer{}, fmt.Errorf("get pointer: %w", err)
+	}
+	p, _, err := d.pointer(ctx, cfg, bucket)
+	if err != nil {
+		return cuecast.Pointer{}, fmt.Errorf("get pointer %s bucket %d: %w", cfg, bucket, err)
+	}
+	return p, nil
+}
+
+func checkTarget(cfg cuecast.ConfigPath, bucket int) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	if bucket < 0 || bucket >= cuecast.Buckets {
+		return fmt.Errorf("bucket %d: want 0-%d", bucket, cuecast.Buckets-1)
+	}
+	return nil
+}
+
+// pointer reads a bucket's pointer and the sequence it is stored at.
+func (d *Distributor) pointer(ctx context.Context, cfg cuecast.ConfigPath, bucket int) (cuecast.Pointer, uint64, error) {
+	m, err := d.stream.GetLastMsgForSubject(ctx, pointerSubject(cfg, bucket))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return cuecast.Pointer{}, 0, cuecast.ErrNotFound
+	}
+	if err != nil {
+		return cuecast.Pointer{}, 0, err
+	}
+	var p cuecast.Pointer
+	if err := json.Unmarshal(m.Data, &p); err != nil {
+		return cuecast.Pointer{}, 0, fmt.Errorf("decode pointer at %d: %w", m.Sequence, err)
+	}
+	return p, m.Sequence, nil
+}
+
+// SetPointers points the given cohort buckets of cfg at p. p names a stored
+// version: when p.Seq is 0 it is looked up (and p.Checksum and p.Size filled
+// in); p.SetAt defaults to now. Buckets already holding an equal pointer
+// (same version, checksum and rollback flag) are left alone. Each write is a
+// compare-and-swap on the bucket's subject; when another writer moved a
+// bucket in between, the returned error wraps cuecast.ErrConflict and the
+// other buckets are still written. Unknown versions give cuecast.ErrNotFound
+// or cuecast.ErrPurged.
+func (d *Distributor) SetPointers(ctx context.Context, cfg cuecast.ConfigPath, buckets []int, p cuecast.Pointer) error {
+	for _, b := range buckets {
+		if err := checkTarget(cfg, b); err != nil {
+			return fmt.Errorf("set pointers: %w", err)
+		}
+	}
+	if p.Config == "" {
+		p.Config = cfg
+	}
+	if p.Config != cfg {
+		return fmt.Errorf("set pointers of %s: pointer names %s", cfg, p.Config)
+	}
+	if p.Seq == 0 {
+		sv, _, err := d.findVersion(ctx, cfg, p.Version)
+		if err != nil {
+			return fmt.Errorf("set pointers of %s to version %d: %w", cfg, p.Version, err)
+		}
+		p.Seq, p.Checksum, p.Size = sv.Seq, sv.Checksum, sv.Size
+	}
+	if p.SetAt.IsZero() {
+		p.SetAt = time.Now().UTC()
+	}
+	_, err := d.setPointers(ctx, cfg, buckets, p, func(cur cuecast.Pointer) bool {
+		return cur.Version == p.Version && cur.Checksum == p.Checksum && cur.Rollback == p.Rollback
+	})
+	if err != nil {
+		return fmt.Errorf("set pointers of %s to version %d: %w", cfg, p.Version, err)
+	}
+	return nil
+}
+
+// setPointers writes p to every bucket for which skip(current) is false,
+// reading and writing the buckets concurrently. It returns how many it wrote.
+func (d *Distributor) setPointers(ctx context.Context, cfg cuecast.ConfigPath, buckets []int, p cuecast.Pointer, skip func(cuecast.Pointer) bool) (int, error) {
+	if err := d.signPointer(&p); err != nil {
+		return 0, err
+	}
+	body, err := json.Marshal(p)
+	if err != nil {
+		return 0, fmt.Errorf("encode pointer: %w", err)
+	}
+	type result struct {
+		bucket  int
+		written bool
+		err     error
+	}
+	results := make([]result, len(buckets))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 32)
+	for i, b := range buckets {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			results[i] = result{bucket: b}
+			cur, seq, err := d.pointer(ctx, cfg, b)
+			switch {
+			case errors.Is(err, cuecast.ErrNotFound):
+			case err != nil:
+				results[i].err = fmt.Errorf("bucket %d: read: %w", b, err)
+				return
+			case skip(cur):
+				return
+			}
+			m := nats.NewMsg(pointerSubject(cfg, b))
+			m.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
+			m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(seq, 10))
+			m.Data = body
+			_, err = d.js.PublishMsg(ctx, m)
+			if isWrongLastSeq(err) {
+				results[i].err = fmt.Errorf("bucket %d moved concurrently: %w", b, cuecast.ErrConflict)
+				return
+			}
+			if err != nil {
+				results[i].err = fmt.Errorf("bucket %d: write: %w", b, err)
+				return
+			}
+			results[i].written = true
+		}()
+	}
+	wg.Wait()
+	var errs []error
+	written := 0
+	for _, r := range results {
+		if r.err != nil {
+			errs = append(errs, r.err)
+		}
+		if r.written {
+			written++
+		}
+	}
+	if written > 0 {
+		d.log.Info("set pointers", "config", cfg, "version", p.Version, "seq", p.Seq, "buckets", written,
+			"rollback", p.Rollback, "rollout", p.Rollout, "reason", p.Reason)
+	}
+	return written, errors.Join(errs...)
+}
+
+func (d *Distributor) signPointer(p *cuecast.Pointer) error {
+	if d.o.SigningKey == nil {
+		return nil
+	}
+	p.Signature = ""
+	sig, err := d.o.SigningKey.Sign(p.SigningBytes())
+	if err != nil {
+		return fmt.Errorf("sign pointer: %w", err)
+	}
+	p.Signature = base64.RawURLEncoding.EncodeToString(sig)
+	return nil
+}
+
+// Deploy points every cohort bucket of v.Config at version v.Version. It is
+// idempotent: buckets already on v are skipped, and so are buckets on a newer
+// version (Deploy never moves a bucket backwards; SetPointers with Rollback
+// does). v must be published: Deploy returns cuecast.ErrNotFound or
+// cuecast.ErrPurged otherwise, and cuecast.ErrConflict when the stored
+// version has another checksum. A bucket moved by a concurrent writer is
+// re-read and retried a few times.
+//
+// The rollout controller replaces this with staged rollout.
+func (d *Distributor) Deploy(ctx context.Context, v cuecast.Version) error {
+	if err := v.Config.Validate(); err != nil {
+		return fmt.Errorf("deploy: %w", err)
+	}
+	sv, _, err := d.findVersion(ctx, v.Config, v.Version)
+	if err != nil {
+		return fmt.Errorf("deploy %s@%d: %w", v.Config, v.Version, err)
+	}
+	if v.Checksum != "" && v.Checksum != sv.Checksum {
+		return fmt.Errorf("deploy %s@%d: checksum %s, stored version has %s: %w", v.Config, v.Version, v.Checksum, sv.Checksum, cuecast.ErrConflict)
+	}
+	p := cuecast.Pointer{Config: v.Config, Version: sv.Version.Version, Seq: sv.Seq, Checksum: sv.Checksum,
+		Size: sv.Size, Rollout: "deploy", SetAt: time.Now().UTC()}
+	buckets := make([]int, cuecast.Buckets)
+	for i := range buckets {
+		buckets[i] = i
+	}
+	skip := func(cur cuecast.Pointer) bool {
+		return (cur.Version == p.Version && cur.Checksum == p.Checksum && !cur.Rollback) || (cur.Version > p.Version && !cur.Rollback)
+	}
+	for attempt := 1; ; attempt++ {
+		_, err := d.setPointers(ctx, v.Config, buckets, p, skip)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, cuecast.ErrConflict) || attempt == 3 {
+			return fmt.Errorf("deploy %s@%d: %w", v.Config, v.Version, err)
+		}
+		d.log.Warn("deploy lost a race, retrying", "config", v.Config, "version", v.Version, "attempt", attempt, "err", err)
+	}
+}

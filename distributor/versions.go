@@ -1,0 +1,369 @@
+package distributor
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cuecast/cuecast"
+)
+
+// storedVersion is a version's metadata with the stream sequence holding it.
+type storedVersion struct {
+	cuecast.Version
+	Seq uint64
+	// At is when the stream stored it.
+	At time.Time
+}
+
+// Latest returns the newest version of cfg, a tombstone included. It returns
+// an error wrapping cuecast.ErrNotFound when cfg has no version.
+func (d *Distributor) Latest(ctx context.Context, cfg cuecast.ConfigPath) (cuecast.Version, error) {
+	if err := cfg.Validate(); err != nil {
+		return cuecast.Version{}, fmt.Errorf("get latest: %w", err)
+	}
+	sv, err := d.latest(ctx, cfg)
+	if err != nil {
+		return cuecast.Version{}, fmt.Errorf("get latest %s: %w", cfg, err)
+	}
+	return sv.Version, nil
+}
+
+func (d *Distributor) latest(ctx context.Context, cfg cuecast.ConfigPath) (storedVersion, error) {
+	m, err := d.stream.GetLastMsgForSubject(ctx, versionSubject(cfg))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return storedVersion{}, cuecast.ErrNotFound
+	}
+	if err != nil {
+		return storedVersion{}, err
+	}
+	return decodeVersionMsg(m)
+}
+
+func decodeVersionMsg(m *jetstream.RawStreamMsg) (storedVersion, error) {
+	var v cuecast.Version
+	if err := json.Unmarshal([]byte(m.Header.Get(HeaderMeta)), &v); err != nil {
+		return storedVersion{}, fmt.Errorf("decode %s of message %d: %w", HeaderMeta, m.Sequence, err)
+	}
+	return storedVersion{Version: v, Seq: m.Sequence, At: m.Time}, nil
+}
+
+// Publish stores content as version v.Version of v.Config. It is create-only:
+// v.Version must be the latest version plus one (1 for a new config), and of
+// two concurrent writers of the same number exactly one succeeds; the other
+// gets an error wrapping cuecast.ErrConflict. Publishing a version identical
+// to the latest (same number, commit and checksum) again returns nil, so a
+// crashed writer can retry. Publish fills in Checksum and Size when they are
+// empty; a Checksum that does not match content returns
+// cuecast.ErrChecksumMismatch. A tombstone (v.Deleted) has no content.
+// Content over 512 KiB is stored in chunks first. After a successful
+// publish, versions beyond Options.Retain are purged (failures are logged:
+// the version is published either way).
+func (d *Distributor) Publish(ctx context.Context, v cuecast.Version, content []byte) error {
+	if err := v.Config.Validate(); err != nil {
+		return fmt.Errorf("publish version: %w", err)
+	}
+	if v.Version == 0 {
+		return fmt.Errorf("publish %s: version numbers start at 1", v.Config)
+	}
+	if v.Deleted && len(content) > 0 {
+		return fmt.Errorf("publish %s@%d: a tombstone carries no content", v.Config, v.Version)
+	}
+	sum := cuecast.Checksum(content)
+	if v.Checksum == "" {
+		v.Checksum = sum
+	} else if v.Checksum != sum {
+		return fmt.Errorf("publish %s@%d: checksum %s, content hashes to %s: %w", v.Config, v.Version, v.Checksum, sum, cuecast.ErrChecksumMismatch)
+	}
+	v.Size = int64(len(content))
+	v.Chunks, v.Signature = nil, ""
+
+	prev, err := d.latest(ctx, v.Config)
+	switch {
+	case errors.Is(err, cuecast.ErrNotFound):
+	case err != nil:
+		return fmt.Errorf("publish %s@%d: read latest: %w", v.Config, v.Version, err)
+	}
+	if prev.Version.Version == v.Version {
+		if same(prev.Version, v) {
+			return nil
+		}
+		return fmt.Errorf("publish %s@%d: version exists with commit %s checksum %s: %w", v.Config, v.Version, prev.Commit, prev.Checksum, cuecast.ErrConflict)
+	}
+	if v.Version != prev.Version.Version+1 {
+		return fmt.Errorf("publish %s@%d: latest is %d, want %d: %w", v.Config, v.Version, prev.Version.Version, prev.Version.Version+1, cuecast.ErrConflict)
+	}
+
+	body := content
+	if len(content) > ChunkThreshold {
+		if v.Chunks, err = d.publishChunks(ctx, v, content); err != nil {
+			return fmt.Errorf("publish %s@%d: %w", v.Config, v.Version, err)
+		}
+		body = nil
+	}
+	if err := d.signVersion(&v); err != nil {
+		return fmt.Errorf("publish %s@%d: %w", v.Config, v.Version, err)
+	}
+	meta, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("publish %s@%d: encode metadata: %w", v.Config, v.Version, err)
+	}
+	m := nats.NewMsg(versionSubject(v.Config))
+	m.Header.Set(HeaderMeta, string(meta))
+	m.Header.Set(jetstream.MsgIDHeader, fmt.Sprintf("%s@%d", v.Config, v.Version))
+	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(prev.Seq, 10))
+	m.Data = body
+	ack, err := d.js.PublishMsg(ctx, m)
+	if isWrongLastSeq(err) {
+		return fmt.Errorf("publish %s@%d: another writer published first: %w", v.Config, v.Version, cuecast.ErrConflict)
+	}
+	if err != nil {
+		return fmt.Errorf("publish %s@%d: %w", v.Config, v.Version, err)
+	}
+	if ack.Duplicate {
+		// The same message ID within the duplicate window: our own retry or a
+		// rival writer. Only the stored metadata can tell.
+		got, err := d.latest(ctx, v.Config)
+		if err != nil {
+			return fmt.Errorf("publish %s@%d: read back duplicate: %w", v.Config, v.Version, err)
+		}
+		if got.Version.Version != v.Version || !same(got.Version, v) {
+			return fmt.Errorf("publish %s@%d: a different version %d exists (commit %s): %w", v.Config, v.Version, got.Version.Version, got.Commit, cuecast.ErrConflict)
+		}
+		return nil
+	}
+	d.log.Info("published version", "config", v.Config, "version", v.Version, "commit", v.Commit,
+		"checksum", v.Checksum, "size", v.Size, "chunks", len(v.Chunks), "seq", ack.Sequence, "deleted", v.Deleted)
+	if v.Version > uint64(d.o.Retain) {
+		if err := d.applyRetention(ctx, v.Config); err != nil {
+			d.log.Warn("retention failed", "config", v.Config, "err", err)
+		}
+	}
+	return nil
+}
+
+func same(a, b cuecast.Version) bool {
+	return a.Version == b.Version && a.Commit == b.Commit && a.Checksum == b.Checksum && a.Deleted == b.Deleted
+}
+
+// publishChunks stores content in ChunkSize pieces on the chunk subject and
+// returns their sequences. Message IDs carry the checksum so that a rival
+// writer's chunks for the same version number are never mistaken for ours.
+func (d *Distributor) publishChunks(ctx context.Context, v cuecast.Version, content []byte) ([]uint64, error) {
+	n := (len(content) + ChunkSize - 1) / ChunkSize
+	seqs := make([]uint64, 0, n)
+	for i := range n {
+		part := content[i*ChunkSize : min((i+1)*ChunkSize, len(content))]
+		m := nats.NewMsg(chunkSubject(v.Config))
+		m.Header.Set(HeaderChunkVersion, strconv.FormatUint(v.Version, 10))
+		m.Header.Set(HeaderChunk, fmt.Sprintf("%d/%d", i+1, n))
+		m.Header.Set(jetstream.MsgIDHeader, fmt.Sprintf("%s@%d#%d/%d:%s", v.Config, v.Version, i+1, n, v.Checksum))
+		m.Data = part
+		ack, err := d.js.PublishMsg(ctx, m)
+		if err != nil {
+			return nil, fmt.Errorf("store chunk %d/%d: %w", i+1, n, err)
+		}
+		seqs = append(seqs, ack.Sequence)
+	}
+	return seqs, nil
+}
+
+func (d *Distributor) signVersion(v *cuecast.Version) error {
+	if d.o.SigningKey == nil {
+		return nil
+	}
+	v.Signature = ""
+	sig, err := d.o.SigningKey.Sign(v.SigningBytes())
+	if err != nil {
+		return fmt.Errorf("sign version: %w", err)
+	}
+	v.Signature = base64.RawURLEncoding.EncodeToString(sig)
+	return nil
+}
+
+// applyRetention keeps the last Retain versions of cfg and the chunks they
+// use. Chunks of version N are stored after version N-1 and before version
+// N, so everything on the chunk subject below the oldest retained version's
+// first chunk (or its own sequence when it is inline) belongs to purged
+// versions or to writes that lost a race.
+func (d *Distributor) applyRetention(ctx context.Context, cfg cuecast.ConfigPath) error {
+	if err := d.stream.Purge(ctx, jetstream.WithPurgeSubject(versionSubject(cfg)), jetstream.WithPurgeKeep(uint64(d.o.Retain))); err != nil {
+		return fmt.Errorf("purge versions: %w", err)
+	}
+	oldest, err := d.first(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("read oldest retained version: %w", err)
+	}
+	cut := oldest.Seq
+	if len(oldest.Chunks) > 0 {
+		cut = oldest.Chunks[0]
+	}
+	if err := d.stream.Purge(ctx, jetstream.WithPurgeSubject(chunkSubject(cfg)), jetstream.WithPurgeSequence(cut)); err != nil {
+		return fmt.Errorf("purge chunks below %d: %w", cut, err)
+	}
+	d.log.Debug("applied retention", "config", cfg, "oldest", oldest.Version.Version, "chunk_cut", cut)
+	return nil
+}
+
+// first is the oldest retained version of cfg.
+func (d *Distributor) first(ctx context.Context, cfg cuecast.ConfigPath) (storedVersion, error) {
+	return d.nextFrom(ctx, cfg, 1)
+}
+
+// nextFrom is the first version of cfg stored at or after seq.
+func (d *Distributor) nextFrom(ctx context.Context, cfg cuecast.ConfigPath, seq uint64) (storedVersion, error) {
+	m, err := d.stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(versionSubject(cfg)))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return storedVersion{}, cuecast.ErrNotFound
+	}
+	if err != nil {
+		return storedVersion{}, err
+	}
+	return decodeVersionMsg(m)
+}
+
+// Version returns version n of cfg with its content (chunks reassembled and
+// the checksum verified). It returns an error wrapping cuecast.ErrNotFound
+// when cfg has no version n, cuecast.ErrPurged when retention removed it,
+// and cuecast.ErrChecksumMismatch when the stored content is damaged.
+func (d *Distributor) Version(ctx context.Context, cfg cuecast.ConfigPath, n uint64) (cuecast.Version, []byte, error) {
+	if err := cfg.Validate(); err != nil {
+		return cuecast.Version{}, nil, fmt.Errorf("get version: %w", err)
+	}
+	sv, body, err := d.findVersion(ctx, cfg, n)
+	if err != nil {
+		return cuecast.Version{}, nil, fmt.Errorf("get version %s@%d: %w", cfg, n, err)
+	}
+	content, err := d.content(ctx, sv, body)
+	if err != nil {
+		return cuecast.Version{}, nil, fmt.Errorf("get version %s@%d: %w", cfg, n, err)
+	}
+	return sv.Version, content, nil
+}
+
+// findVersion locates version n by binary search over the stream sequences
+// between the oldest and newest retained versions: versions are numbered
+// without gaps and stored in order, so the version number grows with the
+// sequence.
+func (d *Distributor) findVersion(ctx context.Context, cfg cuecast.ConfigPath, n uint64) (storedVersion, []byte, error) {
+	last, err := d.stream.GetLastMsgForSubject(ctx, versionSubject(cfg))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return storedVersion{}, nil, cuecast.ErrNotFound
+	}
+	if err != nil {
+		return storedVersion{}, nil, err
+	}
+	lv, err := decodeVersionMsg(last)
+	if err != nil {
+		return storedVersion{}, nil, err
+	}
+	if n == 0 || n > lv.Version.Version {
+		return storedVersion{}, nil, cuecast.ErrNotFound
+	}
+	if n == lv.Version.Version {
+		return lv, last.Data, nil
+	}
+	lo, hi := uint64(1), lv.Seq
+	for lo <= hi {
+		mid := lo + (hi-lo)/2
+		m, err := d.stream.GetMsg(ctx, mid, jetstream.WithGetMsgSubject(versionSubject(cfg)))
+		if err != nil {
+			return storedVersion{}, nil, err
+		}
+		sv, err := decodeVersionMsg(m)
+		if err != nil {
+			return storedVersion{}, nil, err
+		}
+		switch {
+		case sv.Version.Version == n:
+			return sv, m.Data, nil
+		case sv.Version.Version < n:
+			lo = m.Sequence + 1
+		default:
+			if mid == 1 || sv.Seq == lo {
+				// The first version stored at or after lo is already newer.
+				return storedVersion{}, nil, cuecast.ErrPurged
+			}
+			hi = mid - 1
+		}
+	}
+	return storedVersion{}, nil, cuecast.ErrPurged
+}
+
+// content returns the version's bytes, reassembling chunks, and verifies them.
+func (d *Distributor) content(ctx context.Context, sv storedVersion, body []byte) ([]byte, error) {
+	if len(sv.Chunks) > 0 {
+		buf := make([]byte, 0, sv.Size)
+		for i, seq := range sv.Chunks {
+			m, err := d.stream.GetMsg(ctx, seq)
+			if errors.Is(err, jetstream.ErrMsgNotFound) {
+				return nil, fmt.Errorf("read chunk %d/%d at %d: %w", i+1, len(sv.Chunks), seq, cuecast.ErrPurged)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("read chunk %d/%d at %d: %w", i+1, len(sv.Chunks), seq, err)
+			}
+			if m.Subject != chunkSubject(sv.Config) || m.Header.Get(HeaderChunkVersion) != strconv.FormatUint(sv.Version.Version, 10) {
+				return nil, fmt.Errorf("read chunk %d/%d at %d: message on %s for version %q is not a chunk of this version: %w",
+					i+1, len(sv.Chunks), seq, m.Subject, m.Header.Get(HeaderChunkVersion), cuecast.ErrChecksumMismatch)
+			}
+			buf = append(buf, m.Data...)
+		}
+		body = buf
+	}
+	if got := cuecast.Checksum(body); got != sv.Checksum {
+		return nil, fmt.Errorf("content hashes to %s, metadata says %s: %w", got, sv.Checksum, cuecast.ErrChecksumMismatch)
+	}
+	return body, nil
+}
+
+// Versions returns the retained versions of cfg, newest first, without
+// content. It returns an error wrapping cuecast.ErrNotFound when cfg has none.
+func (d *Distributor) Versions(ctx context.Context, cfg cuecast.ConfigPath) ([]cuecast.Version, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("list versions: %w", err)
+	}
+	var out []cuecast.Version
+	seq := uint64(1)
+	for {
+		sv, err := d.nextFrom(ctx, cfg, seq)
+		if errors.Is(err, cuecast.ErrNotFound) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("list versions of %s: %w", cfg, err)
+		}
+		out = append(out, sv.Version)
+		seq = sv.Seq + 1
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("list versions of %s: %w", cfg, cuecast.ErrNotFound)
+	}
+	slices.Reverse(out)
+	return out, nil
+}
+
+// Configs returns every config with at least one retained version, tombstoned
+// ones included, sorted.
+func (d *Distributor) Configs(ctx context.Context) ([]cuecast.ConfigPath, error) {
+	info, err := d.stream.Info(ctx, jetstream.WithSubjectFilter("cc.*.v.>"))
+	if err != nil {
+		return nil, fmt.Errorf("list configs: %w", err)
+	}
+	out := make([]cuecast.ConfigPath, 0, len(info.State.Subjects))
+	for subj := range info.State.Subjects {
+		if p, ok := configFromVersionSubject(subj); ok {
+			out = append(out, p)
+		}
+	}
+	slices.SortFunc(out, func(a, b cuecast.ConfigPath) int { return strings.Compare(string(a), string(b)) })
+	return out, nil
+}

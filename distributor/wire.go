@@ -1,0 +1,76 @@
+package distributor
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/cuecast/cuecast"
+)
+
+// The wire layout. docs/PROTOCOL.md is the specification; these names are the
+// only place the distributor spells it.
+const (
+	// Stream holds versions, chunks and pointers, so a mirror can never show a
+	// pointer before the content it names.
+	Stream = "CUECAST"
+	// ReportStream holds the live reports, one per instance and config.
+	ReportStream = "CUECAST_REPORTS"
+
+	// HeaderMeta carries the compact Version JSON on a version message.
+	HeaderMeta = "Cuecast-Meta"
+	// HeaderChunkVersion names the version a chunk belongs to.
+	HeaderChunkVersion = "Cuecast-Version"
+	// HeaderChunk is "i/n", 1-based, on each chunk message.
+	HeaderChunk = "Cuecast-Chunk"
+
+	// ChunkThreshold is the largest content carried inline in a version
+	// message; larger content is split into chunks of at most ChunkSize.
+	ChunkThreshold = 512 << 10
+	// ChunkSize is the size of every chunk but the last.
+	ChunkSize = 512 << 10
+)
+
+// versionSubject is where every version of cfg is stored: cc.<ns>.v.<name>.
+func versionSubject(cfg cuecast.ConfigPath) string {
+	return "cc." + cfg.Namespace() + ".v." + nameTokens(cfg)
+}
+
+// chunkSubject holds the chunks of cfg's large versions: cc.<ns>.c.<name>.
+func chunkSubject(cfg cuecast.ConfigPath) string {
+	return "cc." + cfg.Namespace() + ".c." + nameTokens(cfg)
+}
+
+// pointerSubject is the pointer of one cohort bucket: cc.<ns>.p.<bucket>.<name>.
+func pointerSubject(cfg cuecast.ConfigPath, bucket int) string {
+	return fmt.Sprintf("cc.%s.p.%d.%s", cfg.Namespace(), bucket, nameTokens(cfg))
+}
+
+// reportSubject is where an instance reports on cfg: ccs.<ns>.<instance>.<name>.
+func reportSubject(cfg cuecast.ConfigPath, instance string) string {
+	return "ccs." + cfg.Namespace() + "." + instance + "." + nameTokens(cfg)
+}
+
+// reportFilter matches every report on cfg, or every report when cfg is "".
+func reportFilter(cfg cuecast.ConfigPath) string {
+	if cfg == "" {
+		return "ccs.>"
+	}
+	return "ccs." + cfg.Namespace() + ".*." + nameTokens(cfg)
+}
+
+func nameTokens(cfg cuecast.ConfigPath) string {
+	return strings.ReplaceAll(cfg.Name(), "/", ".")
+}
+
+// configFromVersionSubject inverts versionSubject; ok is false for any other subject.
+func configFromVersionSubject(subj string) (cuecast.ConfigPath, bool) {
+	toks := strings.Split(subj, ".")
+	if len(toks) < 4 || toks[0] != "cc" || toks[2] != "v" {
+		return "", false
+	}
+	p := cuecast.ConfigPath(toks[1] + "/" + strings.Join(toks[3:], "/"))
+	if p.Validate() != nil {
+		return "", false
+	}
+	return p, true
+}
