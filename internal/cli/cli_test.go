@@ -1,0 +1,44 @@
+package cli_test
+
+import (
+	"context"
+	"flag"
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+
+	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/cuecast/cuecast/internal/cli"
+)
+
+var update = flag.Bool("update", false, "update testscript golden output (cmp files) in place")
+
+func TestMain(m *testing.M) {
+	testscript.Main(m, map[string]func(){
+		"cuecast": func() { os.Exit(cli.System(context.Background())) },
+	})
+}
+
+// repoRoot is the module root, where configs-example lives.
+func repoRoot(t *testing.T) string {
+	_, file, _, _ := runtime.Caller(0)
+	root, err := filepath.Abs(filepath.Join(filepath.Dir(file), "..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+func TestScripts(t *testing.T) {
+	root := repoRoot(t)
+	testscript.Run(t, testscript.Params{
+		Dir:           "testdata/script",
+		UpdateScripts: *update,
+		Setup: func(e *testscript.Env) error {
+			e.Setenv("EXAMPLE", filepath.Join(root, "configs-example"))
+			return nil
+		},
+	})
+}

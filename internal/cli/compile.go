@@ -1,0 +1,224 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/compiler"
+)
+
+// CompileOptions are the flags of `cuecast compile`.
+type CompileOptions struct {
+	Repo    string
+	Out     string
+	Output  string
+	Configs []string
+}
+
+func newCompileCmd(env *Env, runF func(*cobra.Command, *CompileOptions) error) *cobra.Command {
+	opts := &CompileOptions{}
+	cmd := &cobra.Command{
+		Use:   "compile [CONFIG...]",
+		Short: "Validate configs and write their canonical JSON",
+		Long: `Compile loads the config repo, validates every config (or the ones named) against
+its namespace schema and the lints, and prints each config's checksum.
+
+With --out DIR it writes DIR/<config path>.json for every config and DIR/index.json
+listing paths, checksums and sizes. Nothing is written unless every config compiles.
+
+Errors are printed as file:line:col: message [ID], like a compiler's.
+Exit status: 0 valid, 3 invalid configs, 1 cuecast failed, 2 wrong usage.`,
+		Example: `  cuecast compile --repo configs-example
+  cuecast compile --repo . --out build/ payments/checkout
+  cuecast compile --output json | jq '.errors'`,
+		RunE: func(c *cobra.Command, args []string) error {
+			opts.Configs = args
+			if err := validateOutput(opts.Output, "text", "json"); err != nil {
+				return err
+			}
+			if runF != nil {
+				return runF(c, opts)
+			}
+			return compileRun(c, env, opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.Repo, "repo", ".", "config repository root (the directory holding cue.mod/)")
+	cmd.Flags().StringVar(&opts.Out, "out", "", "write compiled JSON and index.json under this directory")
+	cmd.Flags().StringVarP(&opts.Output, "output", "o", "text", "output format: text or json")
+	return cmd
+}
+
+func validateOutput(got string, allowed ...string) error {
+	for _, a := range allowed {
+		if got == a {
+			return nil
+		}
+	}
+	return usageErrorf(fmt.Sprintf("use one of %v", allowed), "unknown --output %q", got)
+}
+
+// compiledConfig is one row of the index and of --output json.
+type compiledConfig struct {
+	Config   cuecast.ConfigPath `json:"config"`
+	Checksum string             `json:"checksum"`
+	Size     int                `json:"size"`
+}
+
+type compileReport struct {
+	Configs []compiledConfig `json:"configs"`
+	Errors  []compiler.Error `json:"errors"`
+}
+
+func compileRun(c *cobra.Command, env *Env, opts *CompileOptions) error {
+	ctx := c.Context()
+	if _, err := os.Stat(filepath.Join(opts.Repo, "cue.mod")); err != nil {
+		return usageErrorf("point --repo at the directory that holds cue.mod/", "%s is not a CUE config repo: no cue.mod/ directory", opts.Repo)
+	}
+	var paths []cuecast.ConfigPath
+	for _, a := range opts.Configs {
+		p := cuecast.ConfigPath(filepath.ToSlash(filepath.Clean(a)))
+		if err := p.Validate(); err != nil {
+			return &UsageError{Err: err, Hint: "name configs by their directory, like payments/checkout"}
+		}
+		paths = append(paths, p)
+	}
+	progress := newProgress(env.IO.ErrOut, env.IO.IsStderrTTY(), "compiling")
+	res, err := compiler.Compile(ctx, opts.Repo, compiler.Options{
+		Configs:  paths,
+		Logger:   env.Logger(),
+		Progress: progress.update,
+	})
+	progress.done()
+	if err != nil {
+		return fmt.Errorf("compile %s: %w", opts.Repo, err)
+	}
+	rep := compileReport{Configs: []compiledConfig{}, Errors: res.Errors}
+	if rep.Errors == nil {
+		rep.Errors = []compiler.Error{}
+	}
+	for _, p := range sortedOutputs(res.Outputs) {
+		o := res.Outputs[p]
+		rep.Configs = append(rep.Configs, compiledConfig{Config: p, Checksum: o.Checksum, Size: len(o.JSON)})
+	}
+	if res.OK() && opts.Out != "" {
+		if err := writeCompiled(opts.Out, res.Outputs, rep.Configs); err != nil {
+			return err
+		}
+	}
+	if opts.Output == "json" {
+		if err := writeJSON(env.IO.Out, rep); err != nil {
+			return err
+		}
+	} else {
+		printCompileText(env, rep, opts.Out, res.OK())
+	}
+	if !res.OK() {
+		return errInvalid
+	}
+	return nil
+}
+
+func printCompileText(env *Env, rep compileReport, out string, ok bool) {
+	for _, e := range rep.Errors {
+		fmt.Fprintln(env.IO.ErrOut, e.Error())
+		if e.Fix != "" {
+			fmt.Fprintf(env.IO.ErrOut, "\tfix: %s\n", e.Fix)
+		}
+	}
+	if !ok {
+		fmt.Fprintf(env.IO.ErrOut, "%d error(s); nothing written\n", len(rep.Errors))
+		return
+	}
+	tw := newTable(env.IO.Out)
+	for _, c := range rep.Configs {
+		tw.row(string(c.Config), "sha256:"+c.Checksum[:12], humanBytes(c.Size))
+	}
+	tw.flush()
+	if out != "" {
+		fmt.Fprintf(env.IO.Out, "%d config(s) compiled, written to %s\n", len(rep.Configs), out)
+	} else {
+		fmt.Fprintf(env.IO.Out, "%d config(s) compiled\n", len(rep.Configs))
+	}
+}
+
+// writeCompiled writes every output and the index, each file atomically, so a
+// reader never sees half a config.
+func writeCompiled(dir string, outs map[cuecast.ConfigPath]compiler.Output, index []compiledConfig) error {
+	for p, o := range outs {
+		if err := writeFileAtomic(filepath.Join(dir, filepath.FromSlash(string(p))+".json"), o.JSON); err != nil {
+			return err
+		}
+	}
+	b, err := json.MarshalIndent(index, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode index: %w", err)
+	}
+	return writeFileAtomic(filepath.Join(dir, "index.json"), append(b, '\n'))
+}
+
+func writeFileAtomic(path string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	defer os.Remove(f.Name())
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Rename(f.Name(), path); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+// progress prints "compiling 12/200" in place on a terminal once an operation
+// has taken more than a second; on a pipe it prints nothing.
+type progress struct {
+	w     io.Writer
+	tty   bool
+	label string
+	start time.Time
+	mu    sync.Mutex
+	shown bool
+}
+
+func newProgress(w io.Writer, tty bool, label string) *progress {
+	return &progress{w: w, tty: tty, label: label, start: time.Now()}
+}
+
+func (p *progress) update(done, total int) {
+	if !p.tty || time.Since(p.start) < time.Second {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.shown = true
+	fmt.Fprintf(p.w, "\r%s %d/%d", p.label, done, total)
+}
+
+func (p *progress) done() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.shown {
+		fmt.Fprint(p.w, "\r\033[K")
+	}
+}

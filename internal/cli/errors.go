@@ -1,0 +1,62 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Exit codes. Scripts and CI branch on them, so each has one meaning.
+const (
+	ExitOK      = 0 // success
+	ExitFailure = 1 // cuecast itself failed (I/O, NATS, a bug)
+	ExitUsage   = 2 // the command was called wrong: bad flag, missing repo or branch
+	ExitInvalid = 3 // the configs are invalid (compile or lint errors)
+	ExitHalted  = 4 // a rollout is halted, or a wait timed out with stragglers
+)
+
+// UsageError means the invocation was wrong; Hint says what to do instead.
+type UsageError struct {
+	Err  error
+	Hint string
+}
+
+func (e *UsageError) Error() string {
+	if e.Hint == "" {
+		return e.Err.Error()
+	}
+	return fmt.Sprintf("%v\nhint: %s", e.Err, e.Hint)
+}
+
+func (e *UsageError) Unwrap() error { return e.Err }
+
+func usageErrorf(hint, format string, args ...any) error {
+	return &UsageError{Err: fmt.Errorf(format, args...), Hint: hint}
+}
+
+// errInvalid marks a run whose configs are invalid. The diagnostics were
+// already printed; the error only carries the exit code.
+var errInvalid = errors.New("configs are invalid")
+
+// errSilent is returned by commands that already explained the failure.
+type silentError struct{ code int }
+
+func (e *silentError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+// ExitCode maps an error returned by a command to the process exit status.
+// This is the one place where errors become exit codes.
+func ExitCode(err error) int {
+	var ue *UsageError
+	var se *silentError
+	switch {
+	case err == nil:
+		return ExitOK
+	case errors.Is(err, errInvalid):
+		return ExitInvalid
+	case errors.As(err, &se):
+		return se.code
+	case errors.As(err, &ue):
+		return ExitUsage
+	default:
+		return ExitFailure
+	}
+}

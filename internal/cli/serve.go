@@ -1,0 +1,97 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cuecast/cuecast/internal/pipeline"
+	"github.com/cuecast/cuecast/tailer"
+)
+
+// ServeOptions are the flags of `cuecast serve`.
+type ServeOptions struct {
+	Repo     string
+	Branch   string
+	Data     string
+	Listen   string
+	Interval time.Duration
+	StartAt  string
+}
+
+func newServeCmd(env *Env, runF func(*cobra.Command, *ServeOptions) error) *cobra.Command {
+	opts := &ServeOptions{}
+	cmd := &cobra.Command{
+		Use:   "serve --repo PATH",
+		Short: "Run the pipeline: embedded NATS, the tailer and the distributor",
+		Long: `Serve runs the whole pipeline in one process. It starts a NATS server with
+JetStream (its store under --data), follows --branch of --repo with go-git, compiles
+each new commit (only the configs it affects) and publishes a new version for every
+config whose output changed, then points every instance at it.
+
+A restart resumes from the last commit fully published: no version is skipped or
+published twice. A commit that does not compile is logged as rejected and publishes
+nothing; the last good versions stay in service.
+
+On first start serve creates an ed25519 signing key in --data and logs its public
+key; give it to clients (cuecast watch --trusted-key) so they reject anything else.
+
+Exit status 2 when --repo is not a Git repository or --branch does not exist.`,
+		Example: `  cuecast serve --repo ~/src/configs --data /var/lib/cuecast
+  cuecast serve --repo . --listen 127.0.0.1:4333 --interval 500ms`,
+		RunE: func(c *cobra.Command, args []string) error {
+			if runF != nil {
+				return runF(c, opts)
+			}
+			return serveRun(c, env, opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.Repo, "repo", ".", "config repository to follow (a local path, or a URL to clone)")
+	cmd.Flags().StringVar(&opts.Branch, "branch", "main", "branch to follow")
+	cmd.Flags().StringVar(&opts.Data, "data", ".cuecast", "data directory: JetStream store, signing key, clones")
+	cmd.Flags().StringVar(&opts.Listen, "listen", "127.0.0.1:4222", "address of the embedded NATS server")
+	cmd.Flags().DurationVar(&opts.Interval, "interval", 0, "poll interval (default 1s for a local repo, 5s for a remote one)")
+	cmd.Flags().StringVar(&opts.StartAt, "start-at", "", "on an empty data directory, begin from this commit instead of the branch's root")
+	return cmd
+}
+
+func serveRun(c *cobra.Command, env *Env, opts *ServeOptions) error {
+	ctx := c.Context()
+	log := env.Logger()
+	p, err := pipeline.Start(ctx, pipeline.Config{
+		Repo:     opts.Repo,
+		Branch:   opts.Branch,
+		DataDir:  opts.Data,
+		Listen:   opts.Listen,
+		Interval: opts.Interval,
+		StartAt:  opts.StartAt,
+		Logger:   log,
+	})
+	if err != nil {
+		return repoError(err)
+	}
+	defer p.Close()
+	log.Info("serving", "nats", p.ClientURL(), "repo", opts.Repo, "branch", opts.Branch, "data", opts.Data, "public_key", p.PublicKey)
+	fmt.Fprintf(env.IO.ErrOut, "cuecast serve: NATS at %s; clients verify with --trusted-key %s\n", p.ClientURL(), p.PublicKey)
+	if err := p.Run(ctx); err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	log.Info("stopped")
+	return nil
+}
+
+// repoError turns the tailer's complaints about the repository into usage
+// errors (exit 2): they are fixed by pointing cuecast elsewhere, not retried.
+func repoError(err error) error {
+	switch {
+	case errors.Is(err, tailer.ErrNotRepo):
+		return &UsageError{Err: err, Hint: "point --repo at a Git work tree, a bare repository or a clone URL"}
+	case errors.Is(err, tailer.ErrNoBranch):
+		return &UsageError{Err: err, Hint: "pass --branch with a branch that exists"}
+	case errors.Is(err, tailer.ErrNoCommit), errors.Is(err, tailer.ErrInvalidConfig):
+		return &UsageError{Err: err}
+	}
+	return err
+}

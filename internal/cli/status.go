@@ -1,0 +1,100 @@
+package cli
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/spf13/cobra"
+
+	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/distributor"
+)
+
+// StatusOptions are the flags of `cuecast status`.
+type StatusOptions struct {
+	Configs []string
+	NATS    string
+	Output  string
+}
+
+func newStatusCmd(env *Env, runF func(*cobra.Command, *StatusOptions) error) *cobra.Command {
+	opts := &StatusOptions{}
+	cmd := &cobra.Command{
+		Use:   "status [CONFIG...]",
+		Short: "Show each config's current version and how much of the fleet runs it",
+		Long: `Status reads the versions published and the live reports of instances, and shows
+for each config its latest version and how many live instances report it.
+
+An instance is live while its reports keep arriving (they expire after a few missed
+heartbeats).`,
+		Example: `  cuecast status
+  cuecast status payments/checkout --output json`,
+		RunE: func(c *cobra.Command, args []string) error {
+			opts.Configs = args
+			for _, a := range args {
+				if err := cuecast.ConfigPath(a).Validate(); err != nil {
+					return &UsageError{Err: err, Hint: "name configs by their directory, like payments/checkout"}
+				}
+			}
+			if err := validateOutput(opts.Output, "text", "json"); err != nil {
+				return err
+			}
+			if runF != nil {
+				return runF(c, opts)
+			}
+			return statusRun(c, env, opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.NATS, "nats", nats.DefaultURL, "NATS server URL")
+	cmd.Flags().StringVarP(&opts.Output, "output", "o", "text", "output format: text or json")
+	return cmd
+}
+
+func statusRun(c *cobra.Command, env *Env, opts *StatusOptions) error {
+	ctx := c.Context()
+	nc, err := nats.Connect(opts.NATS, nats.Name("cuecast status"), nats.Timeout(5*time.Second))
+	if err != nil {
+		return fmt.Errorf("connect %s: %w (is `cuecast serve` running?)", opts.NATS, err)
+	}
+	defer nc.Close()
+	d, err := distributor.New(ctx, nc, distributor.Options{Logger: env.Logger()})
+	if err != nil {
+		return fmt.Errorf("open distributor: %w", err)
+	}
+	var cfgs []cuecast.ConfigPath
+	for _, a := range opts.Configs {
+		cfgs = append(cfgs, cuecast.ConfigPath(a))
+	}
+	st, err := d.Status(ctx, cfgs...)
+	if err != nil {
+		return fmt.Errorf("status: %w", err)
+	}
+	if opts.Output == "json" {
+		if st == nil {
+			st = []distributor.ConfigStatus{}
+		}
+		return writeJSON(env.IO.Out, st)
+	}
+	if len(st) == 0 {
+		fmt.Fprintln(env.IO.Out, "no configs published yet")
+		return nil
+	}
+	tw := newTable(env.IO.Out)
+	for _, s := range st {
+		ver := fmt.Sprintf("v%d", s.Latest.Version)
+		if s.Latest.Deleted {
+			ver += " (deleted)"
+		}
+		tw.row(string(s.Config), ver, fmt.Sprintf("%d/%d instances", s.OnLatest, s.Instances), shortCommit(s.Latest.Commit))
+	}
+	tw.flush()
+	return nil
+}
+
+func shortCommit(c string) string {
+	if len(c) > 10 {
+		return c[:10]
+	}
+	return c
+}

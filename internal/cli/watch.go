@@ -1,0 +1,126 @@
+package cli
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/spf13/cobra"
+
+	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/client"
+)
+
+// WatchOptions are the flags of `cuecast watch`.
+type WatchOptions struct {
+	Config   string
+	Instance string
+	NATS     string
+	LKG      string
+	Labels   map[string]string
+}
+
+func newWatchCmd(env *Env, runF func(*cobra.Command, *WatchOptions) error) *cobra.Command {
+	opts := &WatchOptions{}
+	cmd := &cobra.Command{
+		Use:   "watch --config PATH --instance ID",
+		Short: "Subscribe to a config like a service would, printing each applied version",
+		Long: `Watch runs the cuecast client library as one service instance: it starts from its
+last-known-good file when there is one (so it works while NATS is down), then takes
+the version its cohort's pointer names and every later one. Each version is verified
+against its checksum, swapped in atomically, written to the last-known-good file and
+reported back, and printed as one JSON line on stdout.
+
+Problems (a corrupt last-known-good file, a rejected version, a lost connection) are
+said on stderr; watch keeps running until interrupted.`,
+		Example: `  cuecast watch --config payments/checkout --instance web-1 --lkg /var/lib/app/checkout.json`,
+		RunE: func(c *cobra.Command, args []string) error {
+			if err := cuecast.ConfigPath(opts.Config).Validate(); err != nil {
+				return &UsageError{Err: err, Hint: "pass --config <namespace>/<name>, like payments/checkout"}
+			}
+			if err := cuecast.ValidateInstance(opts.Instance); err != nil {
+				return &UsageError{Err: err, Hint: "pass --instance with a stable ID for this service instance"}
+			}
+			if runF != nil {
+				return runF(c, opts)
+			}
+			return watchRun(c, env, opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.Config, "config", "", "config path to watch, like payments/checkout")
+	cmd.Flags().StringVar(&opts.Instance, "instance", "", "this instance's ID (its cohort is derived from it)")
+	cmd.Flags().StringVar(&opts.NATS, "nats", nats.DefaultURL, "NATS server URL")
+	cmd.Flags().StringVar(&opts.LKG, "lkg", "", "last-known-good file: read at start, rewritten atomically on every apply")
+	cmd.Flags().StringToStringVar(&opts.Labels, "label", nil, "labels reported with this instance, like --label canary=true")
+	return cmd
+}
+
+// appliedLine is what watch prints per applied version.
+type appliedLine struct {
+	Instance      string             `json:"instance"`
+	Config        cuecast.ConfigPath `json:"config"`
+	Version       uint64             `json:"version"`
+	Checksum      string             `json:"checksum"`
+	Deleted       bool               `json:"deleted,omitempty"`
+	LastKnownGood bool               `json:"last_known_good,omitempty"`
+	AppliedAt     time.Time          `json:"applied_at"`
+}
+
+func watchRun(c *cobra.Command, env *Env, opts *WatchOptions) error {
+	ctx := c.Context()
+	nc, err := nats.Connect(opts.NATS,
+		nats.Name("cuecast watch "+opts.Instance),
+		nats.RetryOnFailedConnect(true),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250*time.Millisecond),
+		nats.ReconnectJitter(250*time.Millisecond, time.Second),
+	)
+	if err != nil {
+		return fmt.Errorf("connect %s: %w", opts.NATS, err)
+	}
+	defer nc.Close()
+	cl, err := client.New(nc,
+		client.WithInstance(opts.Instance),
+		client.WithLabels(opts.Labels),
+		client.WithEvents(func(ev client.Event) { fmt.Fprintf(env.IO.ErrOut, "watch %s: %s\n", opts.Instance, ev) }),
+	)
+	if err != nil {
+		return fmt.Errorf("start client: %w", err)
+	}
+	var wopts []client.WatchOption
+	if opts.LKG != "" {
+		wopts = append(wopts, client.LastKnownGood(opts.LKG))
+	}
+	w, err := cl.Watch(ctx, cuecast.ConfigPath(opts.Config), wopts...)
+	if err != nil {
+		return fmt.Errorf("watch %s: %w", opts.Config, err)
+	}
+	defer w.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case s, ok := <-w.Updates():
+			if !ok {
+				return nil
+			}
+			if err := printApplied(env, opts.Instance, s); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func printApplied(env *Env, instance string, s client.Snapshot) error {
+	line := appliedLine{
+		Instance:      instance,
+		Config:        s.Config,
+		Version:       s.Version,
+		Checksum:      s.Checksum,
+		Deleted:       s.Deleted,
+		LastKnownGood: s.FromLastKnownGood,
+		AppliedAt:     s.AppliedAt.UTC(),
+	}
+	enc := jsonLine(env.IO.Out)
+	return enc.Encode(line)
+}

@@ -1,0 +1,55 @@
+// Package iostreams is where every command writes: it knows whether a person
+// is watching (a terminal) or a script is reading (a pipe), so commands can show
+// progress and tables to people and keep piped output clean.
+package iostreams
+
+import (
+	"bytes"
+	"io"
+	"os"
+)
+
+// IOStreams bundles the standard streams of one command invocation.
+type IOStreams struct {
+	In     io.Reader
+	Out    io.Writer
+	ErrOut io.Writer
+
+	outTTY bool
+	errTTY bool
+}
+
+// System returns the process's own streams.
+func System() *IOStreams {
+	return &IOStreams{
+		In:     os.Stdin,
+		Out:    os.Stdout,
+		ErrOut: os.Stderr,
+		outTTY: isTerminal(os.Stdout),
+		errTTY: isTerminal(os.Stderr),
+	}
+}
+
+// Test returns streams backed by buffers, never a terminal.
+func Test() (*IOStreams, *bytes.Buffer, *bytes.Buffer) {
+	out, errOut := &bytes.Buffer{}, &bytes.Buffer{}
+	return &IOStreams{In: &bytes.Buffer{}, Out: out, ErrOut: errOut}, out, errOut
+}
+
+// IsStdoutTTY reports whether standard output is a terminal.
+func (s *IOStreams) IsStdoutTTY() bool { return s.outTTY }
+
+// IsStderrTTY reports whether standard error is a terminal: progress lines go
+// there, and only when it is one.
+func (s *IOStreams) IsStderrTTY() bool { return s.errTTY }
+
+// SetTTY overrides terminal detection, for tests of the interactive paths.
+func (s *IOStreams) SetTTY(out, err bool) { s.outTTY, s.errTTY = out, err }
+
+func isTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	if err != nil {
+		return false
+	}
+	return fi.Mode()&os.ModeCharDevice != 0
+}

@@ -1,0 +1,158 @@
+// Package pipeline assembles the parts that `cuecast serve` runs in one
+// process: the embedded NATS server, the distributor and the tailer. The demo
+// and the end-to-end tests start exactly the same assembly.
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
+
+	"github.com/cuecast/cuecast/distributor"
+	"github.com/cuecast/cuecast/internal/natsserver"
+	"github.com/cuecast/cuecast/tailer"
+)
+
+// Config configures one pipeline.
+type Config struct {
+	// Repo and Branch are what the tailer follows.
+	Repo   string
+	Branch string
+	// DataDir holds the JetStream store, the signing key and remote clones.
+	DataDir string
+	// Listen is the embedded server's client address; port 0 picks one.
+	Listen string
+	// Interval is the tailer's poll interval (zero: its default).
+	Interval time.Duration
+	// StartAt is the first commit to process on an empty data directory.
+	StartAt string
+	Logger  *slog.Logger
+}
+
+// Pipeline is a running assembly. Close stops it.
+type Pipeline struct {
+	Server      *server.Server
+	NC          *nats.Conn
+	Distributor *distributor.Distributor
+	Tailer      *tailer.Tailer
+	// PublicKey verifies every version and pointer this pipeline signs.
+	PublicKey string
+}
+
+// Start brings the parts up in dependency order and checks the repository
+// before anything runs. Errors from the tailer about the repository wrap
+// tailer.ErrNotRepo or tailer.ErrNoBranch, so callers can tell bad input from
+// a failure.
+func Start(ctx context.Context, cfg Config) (p *Pipeline, err error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.DataDir == "" {
+		return nil, errors.New("start pipeline: a data directory is required")
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("start pipeline: data directory: %w", err)
+	}
+	key, err := loadOrCreateKey(filepath.Join(cfg.DataDir, "signing.nk"))
+	if err != nil {
+		return nil, err
+	}
+	pub, err := key.PublicKey()
+	if err != nil {
+		return nil, fmt.Errorf("start pipeline: signing key: %w", err)
+	}
+	p = &Pipeline{PublicKey: pub}
+	defer func() {
+		if err != nil {
+			p.Close()
+		}
+	}()
+	p.Server, err = natsserver.Start(ctx, natsserver.Options{Dir: filepath.Join(cfg.DataDir, "jetstream"), Listen: cfg.Listen})
+	if err != nil {
+		return nil, err
+	}
+	p.NC, err = nats.Connect(p.Server.ClientURL(), nats.Name("cuecast serve"), nats.InProcessServer(p.Server))
+	if err != nil {
+		return nil, fmt.Errorf("start pipeline: connect: %w", err)
+	}
+	p.Distributor, err = distributor.New(ctx, p.NC, distributor.Options{SigningKey: key, Logger: cfg.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("start pipeline: %w", err)
+	}
+	js, err := jetstream.New(p.NC)
+	if err != nil {
+		return nil, fmt.Errorf("start pipeline: jetstream: %w", err)
+	}
+	p.Tailer, err = tailer.New(ctx, tailer.Config{
+		Repo:     cfg.Repo,
+		Branch:   cfg.Branch,
+		Interval: cfg.Interval,
+		StartAt:  cfg.StartAt,
+		DataDir:  filepath.Join(cfg.DataDir, "repos"),
+		Logger:   cfg.Logger,
+	}, js, p.Distributor, p.Distributor)
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// ClientURL is where services connect.
+func (p *Pipeline) ClientURL() string { return p.Server.ClientURL() }
+
+// Run follows the branch until ctx is cancelled.
+func (p *Pipeline) Run(ctx context.Context) error {
+	err := p.Tailer.Run(ctx)
+	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// Close stops the parts in reverse order; safe on a half-started pipeline.
+func (p *Pipeline) Close() {
+	if p.NC != nil {
+		p.NC.Close()
+	}
+	if p.Server != nil {
+		p.Server.Shutdown()
+		p.Server.WaitForShutdown()
+	}
+}
+
+// loadOrCreateKey reads the ed25519 signing seed, creating it on first start.
+// The seed is a secret: the file is written 0600 and never logged.
+func loadOrCreateKey(path string) (nkeys.KeyPair, error) {
+	seed, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		kp, err := nkeys.FromSeed(seed)
+		if err != nil {
+			return nil, fmt.Errorf("signing key %s: %w", path, err)
+		}
+		return kp, nil
+	case !errors.Is(err, os.ErrNotExist):
+		return nil, fmt.Errorf("signing key %s: %w", path, err)
+	}
+	kp, err := nkeys.CreateAccount()
+	if err != nil {
+		return nil, fmt.Errorf("create signing key: %w", err)
+	}
+	seed, err = kp.Seed()
+	if err != nil {
+		return nil, fmt.Errorf("create signing key: %w", err)
+	}
+	if err := os.WriteFile(path, seed, 0o600); err != nil {
+		return nil, fmt.Errorf("write signing key %s: %w", path, err)
+	}
+	return kp, nil
+}

@@ -1,0 +1,149 @@
+// Package revert makes revert commits: Git is the audit log of cuecast, and a
+// rollback is a commit that restores what a commit changed.
+package revert
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
+)
+
+// ErrConflict: a later commit changed a file the reverted commit changed, so
+// restoring the parent's content would silently undo that later work too.
+var ErrConflict = errors.New("revert conflicts with a later commit")
+
+// Commit reverts commit sha in the work tree of r, which must be on its branch
+// tip, by restoring the content its first parent had for each file it
+// changed, and commits that as "Revert "<subject>"". It refuses, with an error
+// wrapping ErrConflict, when a commit after sha touched the same files.
+func Commit(r *git.Repository, sha string, author *object.Signature) (plumbing.Hash, error) {
+	target, err := r.CommitObject(plumbing.NewHash(sha))
+	if err != nil {
+		return plumbing.ZeroHash, fmt.Errorf("revert %s: %w", sha, err)
+	}
+	if target.NumParents() == 0 {
+		return plumbing.ZeroHash, fmt.Errorf("revert %s: it is the root commit", short(sha))
+	}
+	parent, err := target.Parent(0)
+	if err != nil {
+		return plumbing.ZeroHash, fmt.Errorf("revert %s: parent: %w", short(sha), err)
+	}
+	changes, err := diff(parent, target)
+	if err != nil {
+		return plumbing.ZeroHash, fmt.Errorf("revert %s: %w", short(sha), err)
+	}
+	head, err := r.Head()
+	if err != nil {
+		return plumbing.ZeroHash, fmt.Errorf("revert %s: head: %w", short(sha), err)
+	}
+	headCommit, err := r.CommitObject(head.Hash())
+	if err != nil {
+		return plumbing.ZeroHash, fmt.Errorf("revert %s: head: %w", short(sha), err)
+	}
+	if head.Hash() != target.Hash {
+		later, err := diff(target, headCommit)
+		if err != nil {
+			return plumbing.ZeroHash, fmt.Errorf("revert %s: %w", short(sha), err)
+		}
+		for name := range changes {
+			if _, ok := later[name]; ok {
+				return plumbing.ZeroHash, fmt.Errorf("revert %s: %w: %s changed again after it (revert the later commit first, or edit by hand)", short(sha), ErrConflict, name)
+			}
+		}
+	}
+	wt, err := r.Worktree()
+	if err != nil {
+		return plumbing.ZeroHash, fmt.Errorf("revert %s: %w", short(sha), err)
+	}
+	root := wt.Filesystem.Root()
+	for name := range changes {
+		path := filepath.Join(root, filepath.FromSlash(name))
+		f, err := parent.File(name)
+		if errors.Is(err, object.ErrFileNotFound) {
+			if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return plumbing.ZeroHash, fmt.Errorf("revert %s: remove %s: %w", short(sha), name, err)
+			}
+			continue
+		}
+		if err != nil {
+			return plumbing.ZeroHash, fmt.Errorf("revert %s: %s: %w", short(sha), name, err)
+		}
+		content, err := f.Contents()
+		if err != nil {
+			return plumbing.ZeroHash, fmt.Errorf("revert %s: %s: %w", short(sha), name, err)
+		}
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return plumbing.ZeroHash, fmt.Errorf("revert %s: %w", short(sha), err)
+		}
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			return plumbing.ZeroHash, fmt.Errorf("revert %s: write %s: %w", short(sha), name, err)
+		}
+	}
+	for name := range changes {
+		if _, err := wt.Add(name); err != nil {
+			if _, rmErr := wt.Remove(name); rmErr != nil {
+				return plumbing.ZeroHash, fmt.Errorf("revert %s: stage %s: %w", short(sha), name, err)
+			}
+		}
+	}
+	if author == nil {
+		author = &object.Signature{Name: "cuecast", Email: "cuecast@localhost"}
+	}
+	if author.When.IsZero() {
+		author.When = time.Now()
+	}
+	msg := fmt.Sprintf("Revert %q\n\nThis reverts commit %s.\n", subject(target.Message), target.Hash)
+	h, err := wt.Commit(msg, &git.CommitOptions{Author: author})
+	if err != nil {
+		return plumbing.ZeroHash, fmt.Errorf("revert %s: commit: %w", short(sha), err)
+	}
+	return h, nil
+}
+
+// diff returns the paths that differ between two commits' trees.
+func diff(from, to *object.Commit) (map[string]struct{}, error) {
+	a, err := from.Tree()
+	if err != nil {
+		return nil, err
+	}
+	b, err := to.Tree()
+	if err != nil {
+		return nil, err
+	}
+	changes, err := object.DiffTree(a, b)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]struct{}, len(changes))
+	for _, c := range changes {
+		if c.From.Name != "" {
+			out[c.From.Name] = struct{}{}
+		}
+		if c.To.Name != "" {
+			out[c.To.Name] = struct{}{}
+		}
+	}
+	return out, nil
+}
+
+func subject(msg string) string {
+	for i, r := range msg {
+		if r == '\n' {
+			return msg[:i]
+		}
+	}
+	return msg
+}
+
+func short(sha string) string {
+	if len(sha) > 12 {
+		return sha[:12]
+	}
+	return sha
+}
