@@ -1,0 +1,47 @@
+package tailer
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors. Callers match them with errors.Is.
+var (
+	// ErrNotRepo: Config.Repo is not a Git repository (or a remote that
+	// cannot be cloned). The error names the path or URL.
+	ErrNotRepo = errors.New("not a git repository")
+	// ErrNoBranch: the tracked branch does not exist in the repository.
+	// The error names the branch.
+	ErrNoBranch = errors.New("no such branch")
+	// ErrRewrite: the branch tip does not descend from the cursor (a force
+	// push). Nothing is published until AcceptRewrite. The error is a
+	// *RewriteError naming both commits.
+	ErrRewrite = errors.New("history rewritten")
+	// ErrNoCommit: a SHA (Config.StartAt, AcceptRewrite's argument) that is
+	// not a commit of the repository, or not on the branch's history.
+	ErrNoCommit = errors.New("no such commit")
+	// ErrInvalidConfig: a Config that cannot work (see Config.Validate).
+	ErrInvalidConfig = errors.New("invalid tailer config")
+)
+
+// RewriteError reports that the tracked branch was rewritten: its tip Tip
+// does not descend from Cursor, the last commit the tailer processed.
+type RewriteError struct {
+	Repo, Branch string
+	Cursor, Tip  string
+}
+
+func (e *RewriteError) Error() string {
+	return fmt.Sprintf("%s: branch %s was rewritten: tip %s does not descend from cursor %s; publishing is halted until `cuecast tailer accept-rewrite --to SHA`",
+		e.Repo, e.Branch, short(e.Tip), short(e.Cursor))
+}
+
+// Unwrap makes errors.Is(err, ErrRewrite) true.
+func (e *RewriteError) Unwrap() error { return ErrRewrite }
+
+func short(sha string) string {
+	if len(sha) > 12 {
+		return sha[:12]
+	}
+	return sha
+}

@@ -1,0 +1,133 @@
+package tailer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/config"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/transport"
+)
+
+// source is where commits come from: a local repository read in place, or a
+// bare clone of a remote in the data directory, fetched before each read.
+type source struct {
+	repo   string // the path or URL as configured, for messages
+	dir    string // the repository on disk
+	branch string
+	remote bool
+	ref    plumbing.ReferenceName // the ref holding the branch tip
+}
+
+const remoteName = "origin"
+
+func newSource(c Config) (*source, error) {
+	s := &source{repo: c.Repo, branch: c.Branch, remote: c.Remote()}
+	if s.remote {
+		s.dir = filepath.Join(c.DataDir, "repos", c.ID)
+		s.ref = plumbing.NewRemoteReferenceName(remoteName, c.Branch)
+		return s, nil
+	}
+	abs, err := filepath.Abs(c.Repo)
+	if err != nil {
+		return nil, fmt.Errorf("open repository %s: %w", c.Repo, err)
+	}
+	s.dir = abs
+	s.ref = plumbing.NewBranchReferenceName(c.Branch)
+	return s, nil
+}
+
+// open opens the repository afresh. Opening per poll is cheap and makes
+// packs written by other processes (git gc, a push) visible, which a
+// long-lived go-git handle would miss. A remote is cloned on first use.
+func (s *source) open(ctx context.Context) (*git.Repository, error) {
+	if s.remote {
+		return s.openClone(ctx)
+	}
+	r, err := git.PlainOpen(s.dir)
+	if errors.Is(err, git.ErrRepositoryNotExists) {
+		return nil, fmt.Errorf("open repository %s: %w", s.repo, ErrNotRepo)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open repository %s: %w: %v", s.repo, ErrNotRepo, err)
+	}
+	return r, nil
+}
+
+func (s *source) openClone(ctx context.Context) (*git.Repository, error) {
+	r, err := git.PlainOpen(s.dir)
+	if err == nil {
+		return r, nil
+	}
+	if !errors.Is(err, git.ErrRepositoryNotExists) {
+		return nil, fmt.Errorf("open clone %s of %s: %w", s.dir, s.repo, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(s.dir), 0o755); err != nil {
+		return nil, fmt.Errorf("create clone directory: %w", err)
+	}
+	// Init, add the remote, fetch: the clone only ever holds the tracked
+	// branch, under refs/remotes/origin/<branch>.
+	tmp, err := os.MkdirTemp(filepath.Dir(s.dir), ".clone-*")
+	if err != nil {
+		return nil, fmt.Errorf("create clone directory: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	r, err = git.PlainInit(tmp, true)
+	if err != nil {
+		return nil, fmt.Errorf("init clone of %s: %w", s.repo, err)
+	}
+	if _, err := r.CreateRemote(&config.RemoteConfig{Name: remoteName, URLs: []string{s.repo}}); err != nil {
+		return nil, fmt.Errorf("add remote %s: %w", s.repo, err)
+	}
+	if err := s.fetchInto(ctx, r); err != nil {
+		return nil, err
+	}
+	// Only a complete first fetch becomes the clone, so a crash mid-clone
+	// leaves nothing half-made behind.
+	if err := os.Rename(tmp, s.dir); err != nil {
+		return nil, fmt.Errorf("move clone into place: %w", err)
+	}
+	return git.PlainOpen(s.dir)
+}
+
+// fetch brings the remote's branch up to date; a no-op for a local source.
+func (s *source) fetch(ctx context.Context, r *git.Repository) error {
+	if !s.remote {
+		return nil
+	}
+	return s.fetchInto(ctx, r)
+}
+
+func (s *source) fetchInto(ctx context.Context, r *git.Repository) error {
+	spec := config.RefSpec(fmt.Sprintf("+refs/heads/%s:refs/remotes/%s/%s", s.branch, remoteName, s.branch))
+	err := r.FetchContext(ctx, &git.FetchOptions{RemoteName: remoteName, RefSpecs: []config.RefSpec{spec}, Force: true})
+	var noMatch git.NoMatchingRefSpecError
+	switch {
+	case err == nil, errors.Is(err, git.NoErrAlreadyUpToDate):
+		return nil
+	case errors.As(err, &noMatch):
+		return fmt.Errorf("fetch %s: branch %q: %w", s.repo, s.branch, ErrNoBranch)
+	case errors.Is(err, ctx.Err()) && ctx.Err() != nil:
+		return err
+	case errors.Is(err, git.ErrRepositoryNotExists), errors.Is(err, transport.ErrRepositoryNotFound):
+		return fmt.Errorf("fetch %s: %w: %v", s.repo, ErrNotRepo, err)
+	default:
+		return fmt.Errorf("fetch %s: %w", s.repo, err)
+	}
+}
+
+// tip returns the commit the branch points at.
+func (s *source) tip(r *git.Repository) (plumbing.Hash, error) {
+	ref, err := r.Reference(s.ref, true)
+	if errors.Is(err, plumbing.ErrReferenceNotFound) {
+		return plumbing.ZeroHash, fmt.Errorf("read branch %q of %s: %w", s.branch, s.repo, ErrNoBranch)
+	}
+	if err != nil {
+		return plumbing.ZeroHash, fmt.Errorf("read branch %q of %s: %w", s.branch, s.repo, err)
+	}
+	return ref.Hash(), nil
+}

@@ -1,0 +1,752 @@
+package tailer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"path"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/compiler"
+	"github.com/cuecast/cuecast/internal/gitfs"
+)
+
+// Publisher stores versions. The distributor implements it.
+type Publisher interface {
+	// Latest returns the newest version of cfg, tombstones included, or an
+	// error wrapping cuecast.ErrNotFound when it has none.
+	Latest(ctx context.Context, cfg cuecast.ConfigPath) (cuecast.Version, error)
+	// Publish stores v with content. It is create-only: v.Version must be
+	// the latest plus one, else it returns an error wrapping
+	// cuecast.ErrConflict; publishing an identical version again returns nil.
+	Publish(ctx context.Context, v cuecast.Version, content []byte) error
+}
+
+// Deployer starts the rollout of a published version. The distributor
+// implements it.
+type Deployer interface {
+	// Deploy starts v's rollout; it is idempotent.
+	Deploy(ctx context.Context, v cuecast.Version) error
+}
+
+// Lister is an optional capability of a Publisher: every config that has a
+// version. When the tailer compiles a whole tree with nothing to diff against
+// (after StartAt or an accepted rewrite) it tombstones the listed configs the
+// tree no longer has; without a Lister it cannot know them.
+type Lister interface {
+	Configs(ctx context.Context) ([]cuecast.ConfigPath, error)
+}
+
+// Summary says what one Poll did.
+type Summary struct {
+	// Commits is how many commits were processed, rejected ones included.
+	Commits int
+	// Versions is how many versions were published, tombstones included;
+	// Tombstones how many of them were tombstones.
+	Versions   int
+	Tombstones int
+	// Rejected is how many commits did not compile.
+	Rejected int
+	// Cursor is the last commit processed after the poll.
+	Cursor string
+	// Halted is set when publishing is halted by a history rewrite.
+	Halted bool
+}
+
+// Tailer follows one branch of one repository. Its methods are safe for
+// concurrent use; polls never overlap.
+type Tailer struct {
+	cfg   Config
+	src   *source
+	store *store
+	pub   Publisher
+	dep   Deployer
+	log   *slog.Logger
+	wake  chan struct{}
+
+	mu sync.Mutex // serialises Poll and AcceptRewrite; guards the fields below
+	// idx is the dependency index of the tree of commit idxCommit.
+	idx       *compiler.Index
+	idxCommit string
+	// halted is the tip of the last rewrite logged, so Run logs it once.
+	halted string
+	// order gives the position of each commit of the current poll's batch;
+	// a latest version made by a later commit of the batch means the stream
+	// is ahead of the cursor (a lost or new cursor replaying history).
+	order map[string]int
+
+	// afterPublish, when set (by tests), runs after each successful Publish
+	// and before its Deploy: the window a crash test aims at.
+	afterPublish func(cuecast.Version)
+}
+
+// New checks that cfg.Repo is a Git repository with branch cfg.Branch (a
+// remote is cloned into cfg.DataDir first), opens the cursor bucket in js,
+// and returns a Tailer publishing through pub and deploying through dep (nil
+// dep: versions are published, not deployed).
+//
+// It returns errors wrapping ErrInvalidConfig, ErrNotRepo (naming the path or
+// URL), ErrNoBranch (naming the branch), ErrNoCommit (a StartAt the branch
+// does not descend from), or the NATS error.
+func New(ctx context.Context, cfg Config, js jetstream.JetStream, pub Publisher, dep Deployer) (*Tailer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("new tailer: %w", err)
+	}
+	cfg = cfg.withDefaults()
+	if pub == nil || js == nil {
+		return nil, fmt.Errorf("new tailer: %w: a JetStream context and a Publisher are required", ErrInvalidConfig)
+	}
+	src, err := newSource(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("new tailer: %w", err)
+	}
+	t := &Tailer{cfg: cfg, src: src, pub: pub, dep: dep, wake: make(chan struct{}, 1),
+		log: cfg.Logger.With("repo", cfg.Repo, "branch", cfg.Branch)}
+	r, err := src.open(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("new tailer: %w", err)
+	}
+	if err := src.fetch(ctx, r); err != nil {
+		return nil, fmt.Errorf("new tailer: %w", err)
+	}
+	tip, err := src.tip(r)
+	if err != nil {
+		return nil, fmt.Errorf("new tailer: %w", err)
+	}
+	if t.store, err = openStore(ctx, js, cfg.ID); err != nil {
+		return nil, fmt.Errorf("new tailer: %w", err)
+	}
+	st, err := t.store.load(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("new tailer: %w", err)
+	}
+	if st.Repo != "" && (st.Repo != cfg.Repo || st.Branch != cfg.Branch) {
+		t.log.Warn("cursor was written for another repository or branch",
+			"id", cfg.ID, "cursor_repo", st.Repo, "cursor_branch", st.Branch)
+	}
+	if cfg.StartAt != "" {
+		from, err := t.onBranch(r, cfg.StartAt, tip)
+		if err != nil {
+			return nil, fmt.Errorf("new tailer: start at: %w", err)
+		}
+		switch {
+		case st.rev != 0:
+			t.log.Info("start-at ignored: the tailer already has a cursor", "start_at", cfg.StartAt, "cursor", st.Cursor)
+		default:
+			st.Repo, st.Branch, st.From = cfg.Repo, cfg.Branch, from.String()
+			if err := t.store.save(ctx, &st); err != nil {
+				return nil, fmt.Errorf("new tailer: %w", err)
+			}
+		}
+	}
+	return t, nil
+}
+
+// onBranch resolves rev to a commit that tip is or descends from.
+func (t *Tailer) onBranch(r *git.Repository, rev string, tip plumbing.Hash) (plumbing.Hash, error) {
+	h, err := r.ResolveRevision(plumbing.Revision(rev))
+	if err != nil {
+		return plumbing.ZeroHash, fmt.Errorf("resolve %s: %w", rev, ErrNoCommit)
+	}
+	c, err := r.CommitObject(*h)
+	if err != nil {
+		return plumbing.ZeroHash, fmt.Errorf("read commit %s: %w", rev, ErrNoCommit)
+	}
+	if c.Hash == tip {
+		return c.Hash, nil
+	}
+	tc, err := r.CommitObject(tip)
+	if err != nil {
+		return plumbing.ZeroHash, fmt.Errorf("read commit %s: %w", tip, err)
+	}
+	ok, err := c.IsAncestor(tc)
+	if err != nil {
+		return plumbing.ZeroHash, fmt.Errorf("check ancestry of %s: %w", rev, err)
+	}
+	if !ok {
+		return plumbing.ZeroHash, fmt.Errorf("commit %s is not on branch %s: %w", short(c.Hash.String()), t.cfg.Branch, ErrNoCommit)
+	}
+	return c.Hash, nil
+}
+
+// Wake makes Run poll now instead of at the next interval. It never blocks.
+func (t *Tailer) Wake() {
+	select {
+	case t.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run polls every Config.Interval, and at once after Wake, until ctx is
+// done; then it returns nil. Errors of a poll are logged, not returned: a
+// missing branch or an unreachable remote may come back. A history rewrite
+// is logged once, as an error naming both commits.
+func (t *Tailer) Run(ctx context.Context) error {
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-timer.C:
+		case <-t.wake:
+		}
+		if _, err := t.Poll(ctx); err != nil && ctx.Err() == nil {
+			var rw *RewriteError
+			if !errors.As(err, &rw) {
+				t.log.Error("poll failed", "err", err)
+			}
+		}
+		timer.Reset(t.cfg.Interval)
+	}
+}
+
+// State returns the tailer's durable state as stored in JetStream.
+func (t *Tailer) State(ctx context.Context) (State, error) {
+	st, err := t.store.load(ctx)
+	if err != nil {
+		return State{}, fmt.Errorf("read state: %w", err)
+	}
+	return st, nil
+}
+
+// ErrNotHalted: AcceptRewrite on a tailer that is not halted.
+var ErrNotHalted = errors.New("tailer is not halted by a history rewrite")
+
+// AcceptRewrite ends a halt caused by a history rewrite: the tailer resumes
+// at commit sha (possibly abbreviated), which the branch tip must be or
+// descend from. That commit compiles every config and publishes a version for
+// each whose output differs from its latest (tombstones for configs it lacks,
+// when the Publisher is a Lister), attributed to sha; the commits after it
+// are then processed one by one. It works from another process than the one
+// running Run: the state lives in JetStream.
+//
+// It returns errors wrapping ErrNotHalted, ErrNoCommit, or the Git or NATS
+// error.
+func (t *Tailer) AcceptRewrite(ctx context.Context, sha string) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r, tip, err := t.openTip(ctx)
+	if err != nil {
+		return fmt.Errorf("accept rewrite: %w", err)
+	}
+	h, err := t.onBranch(r, sha, tip)
+	if err != nil {
+		return fmt.Errorf("accept rewrite: %w", err)
+	}
+	st, err := t.store.load(ctx)
+	if err != nil {
+		return fmt.Errorf("accept rewrite: %w", err)
+	}
+	if st.Rewrite == nil {
+		return fmt.Errorf("accept rewrite: %s: %w", t.cfg.Repo, ErrNotHalted)
+	}
+	old := *st.Rewrite
+	st.Cursor, st.Base, st.From, st.Rewrite = "", "", h.String(), nil
+	if err := t.store.save(ctx, &st); err != nil {
+		return fmt.Errorf("accept rewrite: %w", err)
+	}
+	t.idx, t.idxCommit, t.halted = nil, "", ""
+	t.log.Warn("history rewrite accepted; resuming", "from", h.String(), "old_cursor", old.Cursor, "tip", old.Tip)
+	t.Wake()
+	return nil
+}
+
+func (t *Tailer) openTip(ctx context.Context) (*git.Repository, plumbing.Hash, error) {
+	r, err := t.src.open(ctx)
+	if err != nil {
+		return nil, plumbing.ZeroHash, err
+	}
+	if err := t.src.fetch(ctx, r); err != nil {
+		return nil, plumbing.ZeroHash, err
+	}
+	tip, err := t.src.tip(r)
+	if err != nil {
+		return nil, plumbing.ZeroHash, err
+	}
+	return r, tip, nil
+}
+
+// Poll fetches (for a remote), then processes every first-parent commit after
+// the cursor, oldest first, and moves the cursor after each. A cancelled ctx
+// stops it between two steps; whatever was published stays published and the
+// next Poll carries on exactly where this one stopped.
+//
+// It returns an error wrapping ErrNotRepo, ErrNoBranch, ErrRewrite (a
+// *RewriteError; Summary.Halted is set), ctx.Err(), or a Git, compiler, NATS
+// or Publisher error. Commits that do not compile are not errors: they are
+// counted in Summary.Rejected and recorded in the State.
+func (t *Tailer) Poll(ctx context.Context) (Summary, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var sum Summary
+	r, tip, err := t.openTip(ctx)
+	if err != nil {
+		return sum, fmt.Errorf("poll: %w", err)
+	}
+	st, err := t.store.load(ctx)
+	if err != nil {
+		return sum, fmt.Errorf("poll: %w", err)
+	}
+	st.Repo, st.Branch = t.cfg.Repo, t.cfg.Branch
+	sum.Cursor = st.Cursor
+	if st.Rewrite != nil {
+		sum.Halted = true
+		return sum, t.rewriteError(st.Rewrite)
+	}
+	commits, err := t.pending(r, st, tip)
+	var rw *RewriteError
+	if errors.As(err, &rw) {
+		st.Rewrite = &Rewrite{Cursor: rw.Cursor, Tip: rw.Tip, DetectedAt: time.Now().UTC()}
+		if serr := t.store.save(ctx, &st); serr != nil {
+			return sum, fmt.Errorf("poll: %w", serr)
+		}
+		sum.Halted = true
+		return sum, t.rewriteError(st.Rewrite)
+	}
+	if err != nil {
+		return sum, fmt.Errorf("poll: %w", err)
+	}
+	// Versions left undeployed by a run that stopped mid-batch go first.
+	if err := t.deployPending(ctx, &st); err != nil {
+		return sum, fmt.Errorf("poll: %w", err)
+	}
+	t.order = make(map[string]int, len(commits))
+	for i, c := range commits {
+		t.order[c.Hash.String()] = i
+	}
+	lastDeploy := time.Now()
+	for _, c := range commits {
+		if err := ctx.Err(); err != nil {
+			return sum, err
+		}
+		if err := t.process(ctx, r, &st, c, &sum); err != nil {
+			return sum, fmt.Errorf("poll: commit %s: %w", short(c.Hash.String()), err)
+		}
+		sum.Cursor = st.Cursor
+		if time.Since(lastDeploy) >= deployEvery {
+			if err := t.deployPending(ctx, &st); err != nil {
+				return sum, fmt.Errorf("poll: %w", err)
+			}
+			lastDeploy = time.Now()
+		}
+	}
+	if err := t.deployPending(ctx, &st); err != nil {
+		return sum, fmt.Errorf("poll: %w", err)
+	}
+	return sum, nil
+}
+
+// deployEvery bounds how long a batch of commits defers its deploys.
+const deployEvery = 250 * time.Millisecond
+
+// deployPending deploys the latest version of every config in
+// st.Undeployed and empties it. During a batch the tailer publishes every
+// version but deploys only each config's newest, at the end of the batch (or
+// every deployEvery): a rollout of a version that the next commit replaces
+// at once would only be superseded. The set is saved with the cursor, so a
+// crash between a publish and its deploy is repaired by the next poll.
+func (t *Tailer) deployPending(ctx context.Context, st *State) error {
+	if len(st.Undeployed) == 0 {
+		return nil
+	}
+	for _, cp := range st.Undeployed {
+		latest, err := t.pub.Latest(ctx, cp)
+		if errors.Is(err, cuecast.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("read latest version of %s: %w", cp, err)
+		}
+		if err := t.deploy(ctx, latest); err != nil {
+			return err
+		}
+	}
+	st.Undeployed = nil
+	return t.store.save(ctx, st)
+}
+
+func (t *Tailer) rewriteError(rw *Rewrite) error {
+	err := &RewriteError{Repo: t.cfg.Repo, Branch: t.cfg.Branch, Cursor: rw.Cursor, Tip: rw.Tip}
+	if t.halted != rw.Tip {
+		t.halted = rw.Tip
+		t.log.Error("history rewrite: publishing halted", "cursor", rw.Cursor, "tip", rw.Tip, "err", err)
+	}
+	return err
+}
+
+// pending returns the commits to process, oldest first: the first-parent
+// chain from tip back to the cursor (exclusive), or, with no cursor, back to
+// State.From or the root (inclusive). When the tip descends from the cursor
+// but not along first parents (the branch was fast-forwarded to a merge that
+// has the old tip as a second parent) only the tip is processed: it is
+// diffed against the last good commit, so nothing is lost.
+func (t *Tailer) pending(r *git.Repository, st State, tip plumbing.Hash) ([]*object.Commit, error) {
+	if st.Cursor == tip.String() {
+		return nil, nil
+	}
+	stop := st.Cursor
+	inclusive := false
+	if stop == "" {
+		stop, inclusive = st.From, true
+	}
+	var out []*object.Commit
+	c, err := r.CommitObject(tip)
+	if err != nil {
+		return nil, fmt.Errorf("read tip %s: %w", tip, err)
+	}
+	for {
+		if c.Hash.String() == stop {
+			if inclusive {
+				out = append(out, c)
+			}
+			break
+		}
+		out = append(out, c)
+		if c.NumParents() == 0 {
+			if stop == "" {
+				break // the root: everything is new
+			}
+			return t.offChain(r, st, tip)
+		}
+		if c, err = c.Parent(0); err != nil {
+			return nil, fmt.Errorf("read parent of %s: %w", short(out[len(out)-1].Hash.String()), err)
+		}
+	}
+	slices.Reverse(out)
+	return out, nil
+}
+
+// offChain handles a stop commit that is not on tip's first-parent chain.
+func (t *Tailer) offChain(r *git.Repository, st State, tip plumbing.Hash) ([]*object.Commit, error) {
+	if st.Cursor == "" {
+		return nil, fmt.Errorf("commit %s is not on the first-parent history of %s: %w", short(st.From), t.cfg.Branch, ErrNoCommit)
+	}
+	tc, err := r.CommitObject(tip)
+	if err != nil {
+		return nil, fmt.Errorf("read tip %s: %w", tip, err)
+	}
+	cc, err := r.CommitObject(plumbing.NewHash(st.Cursor))
+	if err == nil {
+		ok, err := cc.IsAncestor(tc)
+		if err != nil {
+			return nil, fmt.Errorf("check ancestry of %s: %w", short(st.Cursor), err)
+		}
+		if ok {
+			return []*object.Commit{tc}, nil
+		}
+	} else if !errors.Is(err, plumbing.ErrObjectNotFound) {
+		return nil, fmt.Errorf("read cursor %s: %w", short(st.Cursor), err)
+	}
+	return nil, &RewriteError{Repo: t.cfg.Repo, Branch: t.cfg.Branch, Cursor: st.Cursor, Tip: tip.String()}
+}
+
+// process compiles what commit c changes since st.Base, publishes and deploys
+// the versions, and moves the cursor.
+func (t *Tailer) process(ctx context.Context, r *git.Repository, st *State, c *object.Commit, sum *Summary) error {
+	start := time.Now()
+	log := t.log.With("commit", c.Hash.String())
+	fsys, err := gitfs.New(r.Storer, c.TreeHash, c.Committer.When)
+	if err != nil {
+		return err
+	}
+	full := st.Base == ""
+	var targets, known []cuecast.ConfigPath
+	if !full {
+		idx, err := t.index(ctx, r, st.Base)
+		if err != nil {
+			return err
+		}
+		changed, err := changedFiles(r, st.Base, c)
+		if err != nil {
+			return err
+		}
+		if touchesAll(changed) {
+			full, known = true, idx.Configs()
+		} else {
+			targets = idx.Affected(changed)
+			if len(targets) == 0 {
+				log.Debug("commit affects no config", "files", len(changed))
+				sum.Commits++
+				return t.advance(ctx, st, c, true)
+			}
+		}
+	}
+	res, err := compiler.Compile(ctx, t.src.dir, compiler.Options{
+		Configs: targets, FS: fsys, Workers: t.cfg.Workers, Timeout: t.cfg.Timeout, Logger: t.cfg.Logger,
+	})
+	if errors.Is(err, compiler.ErrNoModule) {
+		res = &compiler.Result{Errors: []compiler.Error{{File: "cue.mod/module.cue", Line: 1, Column: 1,
+			ID: "manifest/no-module", Message: "the commit has no cue.mod/module.cue"}}}
+	} else if err != nil {
+		return err
+	}
+	sum.Commits++
+	if !res.OK() {
+		return t.reject(ctx, st, c, res.Errors, sum)
+	}
+	if full {
+		targets = res.Configs
+		if st.Base == "" {
+			if known, err = t.listed(ctx); err != nil {
+				return err
+			}
+		}
+		present := make(map[cuecast.ConfigPath]bool, len(res.Configs))
+		for _, cp := range res.Configs {
+			present[cp] = true
+		}
+		for _, cp := range known {
+			if !present[cp] {
+				targets = append(targets, cp) // deleted: tombstone
+			}
+		}
+		slices.Sort(targets)
+		targets = slices.Compact(targets)
+	}
+	meta := versionMeta(c)
+	var published, tombstones int
+	undeployed := make(map[cuecast.ConfigPath]bool)
+	for _, cp := range st.Undeployed {
+		undeployed[cp] = true
+	}
+	for _, cp := range targets {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		var out *compiler.Output
+		if o, ok := res.Outputs[cp]; ok {
+			out = &o
+		} else if slices.Contains(res.Configs, cp) {
+			log.Warn("config compiled to nothing; keeping its last version", "config", cp)
+			continue
+		}
+		v, fresh, err := t.publishConfig(ctx, meta, cp, out)
+		if err != nil {
+			return err
+		}
+		if v == nil {
+			continue
+		}
+		undeployed[cp] = true
+		if fresh {
+			published++
+			if v.Deleted {
+				tombstones++
+			}
+		}
+	}
+	if full {
+		t.idx = res.Index
+	} else {
+		t.idx = t.idx.Merge(res.Index, res.Configs)
+	}
+	t.idxCommit = c.Hash.String()
+	st.Undeployed = slices.Sorted(maps.Keys(undeployed))
+	sum.Versions += published
+	sum.Tombstones += tombstones
+	log.Info("commit processed", "configs", len(targets), "versions", published, "tombstones", tombstones,
+		"elapsed", time.Since(start))
+	return t.advance(ctx, st, c, true)
+}
+
+// advance moves the cursor to c (and the base too when c compiled).
+func (t *Tailer) advance(ctx context.Context, st *State, c *object.Commit, good bool) error {
+	st.Cursor, st.From = c.Hash.String(), ""
+	if good {
+		st.Base = c.Hash.String()
+		if t.idxCommit != "" && t.idxCommit != st.Base {
+			// An unaffected commit leaves the index as it was.
+			t.idxCommit = st.Base
+		}
+	}
+	return t.store.save(ctx, st)
+}
+
+func (t *Tailer) reject(ctx context.Context, st *State, c *object.Commit, errs []compiler.Error, sum *Summary) error {
+	sum.Rejected++
+	rj := Rejected{Commit: c.Hash.String(), Author: author(c), Message: firstLine(c.Message),
+		At: time.Now().UTC(), Errors: errs[:min(len(errs), maxRejectedErrors)], Total: len(errs)}
+	st.Rejected = append(st.Rejected, rj)
+	if n := len(st.Rejected); n > maxRejected {
+		st.Rejected = slices.Clone(st.Rejected[n-maxRejected:])
+	}
+	first := errs[0]
+	t.log.Error("commit rejected: it does not compile; nothing published from it",
+		"commit", c.Hash.String(), "author", rj.Author, "errors", len(errs), "first", first.Error())
+	return t.advance(ctx, st, c, false)
+}
+
+// index returns the dependency index of commit base's tree, compiling that
+// tree in full when the cached index is of another commit (after a restart).
+func (t *Tailer) index(ctx context.Context, r *git.Repository, base string) (*compiler.Index, error) {
+	if t.idx != nil && t.idxCommit == base {
+		return t.idx, nil
+	}
+	c, err := r.CommitObject(plumbing.NewHash(base))
+	if err != nil {
+		return nil, fmt.Errorf("read base commit %s: %w", short(base), err)
+	}
+	fsys, err := gitfs.New(r.Storer, c.TreeHash, c.Committer.When)
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	res, err := compiler.Compile(ctx, t.src.dir, compiler.Options{FS: fsys, Workers: t.cfg.Workers,
+		Timeout: t.cfg.Timeout, Logger: t.cfg.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("index base commit %s: %w", short(base), err)
+	}
+	t.idx, t.idxCommit = res.Index, base
+	t.log.Info("dependency index built", "commit", base, "configs", len(res.Configs), "elapsed", time.Since(start))
+	return t.idx, nil
+}
+
+func (t *Tailer) listed(ctx context.Context) ([]cuecast.ConfigPath, error) {
+	l, ok := t.pub.(Lister)
+	if !ok {
+		return nil, nil
+	}
+	cps, err := l.Configs(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list configs: %w", err)
+	}
+	return cps, nil
+}
+
+// publishConfig publishes the next version of cp from out (nil: cp was
+// deleted) unless its latest version already says the same. It returns the
+// version to deploy (nil: none) and whether this call published it. The
+// version number comes from the stream, never from memory: a version that an
+// earlier run published for this commit before it crashed is found by Latest
+// and returned for deployment, not published again.
+func (t *Tailer) publishConfig(ctx context.Context, meta cuecast.Version, cp cuecast.ConfigPath, out *compiler.Output) (*cuecast.Version, bool, error) {
+	for attempt := 1; ; attempt++ {
+		latest, err := t.pub.Latest(ctx, cp)
+		none := errors.Is(err, cuecast.ErrNotFound)
+		if err != nil && !none {
+			return nil, false, fmt.Errorf("read latest version of %s: %w", cp, err)
+		}
+		if !none && latest.Commit == meta.Commit {
+			return &latest, false, nil
+		}
+		if i, ok := t.order[latest.Commit]; ok && i > t.order[meta.Commit] {
+			t.log.Debug("the stream already holds a newer version", "config", cp, "version", latest.Version, "commit", latest.Commit)
+			return nil, false, nil
+		}
+		v := meta
+		v.Config, v.Version = cp, latest.Version+1
+		var content []byte
+		switch {
+		case out == nil && (none || latest.Deleted):
+			return nil, false, nil
+		case out == nil:
+			v.Deleted = true
+			v.Checksum = cuecast.Checksum(nil)
+		case !none && !latest.Deleted && latest.Checksum == out.Checksum:
+			return nil, false, nil
+		default:
+			content = out.JSON
+			v.Checksum, v.Size = out.Checksum, int64(len(out.JSON))
+		}
+		v.CompiledAt = time.Now().UTC()
+		err = t.pub.Publish(ctx, v, content)
+		if errors.Is(err, cuecast.ErrConflict) && attempt < 3 {
+			t.log.Warn("publish lost a race; re-reading the latest version", "config", cp, "version", v.Version, "err", err)
+			continue
+		}
+		if err != nil {
+			return nil, false, fmt.Errorf("publish %s version %d: %w", cp, v.Version, err)
+		}
+		t.log.Info("published version", "config", cp, "version", v.Version, "commit", v.Commit, "deleted", v.Deleted)
+		if t.afterPublish != nil {
+			t.afterPublish(v)
+		}
+		return &v, true, nil
+	}
+}
+
+func (t *Tailer) deploy(ctx context.Context, v cuecast.Version) error {
+	if t.dep == nil {
+		return nil
+	}
+	if err := t.dep.Deploy(ctx, v); err != nil {
+		return fmt.Errorf("deploy %s version %d: %w", v.Config, v.Version, err)
+	}
+	return nil
+}
+
+// versionMeta is the attribution every version from c carries.
+func versionMeta(c *object.Commit) cuecast.Version {
+	v := cuecast.Version{
+		Commit:      c.Hash.String(),
+		Author:      author(c),
+		CommittedAt: c.Committer.When.UTC(),
+		Message:     strings.TrimRight(c.Message, "\n"),
+	}
+	if len(c.ParentHashes) > 0 {
+		v.Parent = c.ParentHashes[0].String()
+	}
+	return v
+}
+
+func author(c *object.Commit) string { return fmt.Sprintf("%s <%s>", c.Author.Name, c.Author.Email) }
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	return s
+}
+
+// changedFiles lists the paths that differ between the trees of commit base
+// and c: modified, added and deleted files, both names of a rename.
+func changedFiles(r *git.Repository, base string, c *object.Commit) ([]string, error) {
+	bc, err := r.CommitObject(plumbing.NewHash(base))
+	if err != nil {
+		return nil, fmt.Errorf("read base commit %s: %w", short(base), err)
+	}
+	bt, err := bc.Tree()
+	if err != nil {
+		return nil, fmt.Errorf("read tree of %s: %w", short(base), err)
+	}
+	ct, err := c.Tree()
+	if err != nil {
+		return nil, fmt.Errorf("read tree of %s: %w", short(c.Hash.String()), err)
+	}
+	changes, err := object.DiffTree(bt, ct)
+	if err != nil {
+		return nil, fmt.Errorf("diff %s..%s: %w", short(base), short(c.Hash.String()), err)
+	}
+	var out []string
+	for _, ch := range changes {
+		if ch.From.Name != "" {
+			out = append(out, ch.From.Name)
+		}
+		if ch.To.Name != "" && ch.To.Name != ch.From.Name {
+			out = append(out, ch.To.Name)
+		}
+	}
+	return out, nil
+}
+
+// touchesAll reports a change that can alter every config: the module or the
+// manifest (any .cue file in the repo root).
+func touchesAll(changed []string) bool {
+	for _, f := range changed {
+		if f == "cue.mod" || strings.HasPrefix(f, "cue.mod/") || (path.Dir(f) == "." && strings.HasSuffix(f, ".cue")) {
+			return true
+		}
+	}
+	return false
+}
+

@@ -1,0 +1,565 @@
+package tailer_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/compiler"
+	"github.com/cuecast/cuecast/distributor"
+	"github.com/cuecast/cuecast/internal/gittest"
+	"github.com/cuecast/cuecast/internal/natstest"
+	"github.com/cuecast/cuecast/tailer"
+)
+
+// baseRepo is a small config repo: two namespaces, a library imported by two
+// configs, one config that imports nothing, and a file that is not CUE.
+func baseRepo() map[string]string {
+	return map[string]string{
+		"cue.mod/module.cue":    "module: \"example.com/t@v0\"\nlanguage: version: \"v0.17.0\"\n",
+		"cuecast.cue":           "package manifest\n\nnamespaces: pay: owners: [\"team-pay\"]\nnamespaces: web: owners: [\"team-web\"]\n",
+		"lib/common/common.cue": "package common\n\nRegion: \"eu-west-1\"\n",
+		"pay/a/a.cue":           config("a", true, 1),
+		"pay/b/b.cue":           config("b", false, 1),
+		"web/c/c.cue":           config("c", true, 1),
+		"README.md":             "# configs\n",
+	}
+}
+
+// config is the source of a config package; value makes it differ.
+func config(pkg string, importsLib bool, value int) string {
+	if !importsLib {
+		return fmt.Sprintf("package %s\n\nvalue: %d\n", pkg, value)
+	}
+	return fmt.Sprintf("package %s\n\nimport \"example.com/t/lib/common\"\n\nregion: common.Region\nvalue:  %d\n", pkg, value)
+}
+
+// env is one test's world: a Git repo, an embedded NATS server and the real
+// distributor.
+type env struct {
+	t    *testing.T
+	ctx  context.Context
+	repo *gittest.Repo
+	srv  *natstest.Server
+	js   jetstream.JetStream
+	dist *distributor.Distributor
+	log  *slog.Logger
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	e := &env{t: t, ctx: t.Context(), repo: gittest.New(t), log: testLogger(t)}
+	e.connect(natstest.Start(t))
+	return e
+}
+
+func testLogger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelInfo}))
+}
+
+// connect points the env at srv with a fresh connection and distributor.
+func (e *env) connect(srv *natstest.Server) {
+	e.t.Helper()
+	e.srv = srv
+	nc := srv.Connect(e.t)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.js = js
+	e.dist, err = distributor.New(e.ctx, nc, distributor.Options{Logger: e.log})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *env) tailer(cfg tailer.Config) *tailer.Tailer {
+	e.t.Helper()
+	if cfg.Repo == "" {
+		cfg.Repo = e.repo.Dir
+	}
+	cfg.Logger = e.log
+	tl, err := tailer.New(e.ctx, cfg, e.js, e.dist, e.dist)
+	if err != nil {
+		e.t.Fatalf("tailer.New: %v", err)
+	}
+	return tl
+}
+
+func (e *env) poll(tl *tailer.Tailer) tailer.Summary {
+	e.t.Helper()
+	sum, err := tl.Poll(e.ctx)
+	if err != nil {
+		e.t.Fatalf("Poll: %v", err)
+	}
+	return sum
+}
+
+// versions returns every version of cp, oldest first (none: nil).
+func (e *env) versions(cp cuecast.ConfigPath) []cuecast.Version {
+	e.t.Helper()
+	vs, err := e.dist.Versions(e.ctx, cp)
+	if errors.Is(err, cuecast.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		e.t.Fatalf("Versions(%s): %v", cp, err)
+	}
+	slices.Reverse(vs)
+	return vs
+}
+
+// history is a compact view of a config's versions: "1@<commit>", "2@<commit>
+// deleted".
+func (e *env) history(cp cuecast.ConfigPath) []string {
+	var out []string
+	for _, v := range e.versions(cp) {
+		s := fmt.Sprintf("%d@%s", v.Version, v.Commit)
+		if v.Deleted {
+			s += " deleted"
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// content returns the JSON of a config's latest version.
+func (e *env) content(cp cuecast.ConfigPath) map[string]any {
+	e.t.Helper()
+	latest, err := e.dist.Latest(e.ctx, cp)
+	if err != nil {
+		e.t.Fatalf("Latest(%s): %v", cp, err)
+	}
+	_, b, err := e.dist.Version(e.ctx, cp, latest.Version)
+	if err != nil {
+		e.t.Fatalf("Version(%s, %d): %v", cp, latest.Version, err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		e.t.Fatalf("decode %s: %v", cp, err)
+	}
+	return m
+}
+
+func at(n int, commit string) string { return fmt.Sprintf("%d@%s", n, commit) }
+
+func wantHistory(t *testing.T, e *env, want map[cuecast.ConfigPath][]string) {
+	t.Helper()
+	for _, cp := range slices.Sorted(maps.Keys(want)) {
+		got := e.history(cp)
+		if !slices.Equal(got, want[cp]) {
+			t.Errorf("versions of %s:\n got %q\nwant %q", cp, got, want[cp])
+		}
+	}
+}
+
+func wantSummary(t *testing.T, got, want tailer.Summary) {
+	t.Helper()
+	got.Cursor, want.Cursor = "", ""
+	if got != want {
+		t.Errorf("summary: got %+v, want %+v", got, want)
+	}
+}
+
+// TestPoll walks one repository through every kind of commit and checks the
+// versions each produces.
+func TestPoll(t *testing.T) {
+	e := newEnv(t)
+	r := e.repo
+	c1 := r.CommitFiles("initial configs", baseRepo())
+	tl := e.tailer(tailer.Config{})
+
+	// The first commit compiles and publishes everything.
+	wantSummary(t, e.poll(tl), tailer.Summary{Commits: 1, Versions: 3})
+	wantHistory(t, e, map[cuecast.ConfigPath][]string{
+		"pay/a": {at(1, c1)}, "pay/b": {at(1, c1)}, "web/c": {at(1, c1)},
+	})
+	v := e.versions("pay/a")[0]
+	if v.Author != "Ada Lovelace <ada@example.com>" || v.Message != "initial configs" || v.Parent != "" ||
+		!v.CommittedAt.Equal(time.Date(2026, 1, 1, 0, 0, 1, 0, time.UTC)) || v.CompiledAt.IsZero() || v.Size == 0 {
+		t.Errorf("attribution of pay/a v1: got %+v", v)
+	}
+	if got := e.content("pay/a"); got["region"] != "eu-west-1" || got["value"] != 1.0 {
+		t.Errorf("content of pay/a v1: got %v", got)
+	}
+
+	// Nothing new: nothing happens.
+	wantSummary(t, e.poll(tl), tailer.Summary{})
+
+	// One config changes: one version.
+	c2 := r.CommitFiles("bump b", map[string]string{"pay/b/b.cue": config("b", false, 2)})
+	wantSummary(t, e.poll(tl), tailer.Summary{Commits: 1, Versions: 1})
+	if got := e.versions("pay/b")[1]; got.Parent != c1 || got.Commit != c2 || got.Message != "bump b" {
+		t.Errorf("pay/b v2: got commit %s parent %s message %q, want %s %s %q", got.Commit, got.Parent, got.Message, c2, c1, "bump b")
+	}
+
+	// A commit touching no CUE file compiles nothing.
+	r.CommitFiles("docs", map[string]string{"README.md": "# configs\n\nmore\n", "docs/x.txt": "x"})
+	wantSummary(t, e.poll(tl), tailer.Summary{Commits: 1})
+
+	// A library change reaches its dependents only.
+	c4 := r.CommitFiles("move region", map[string]string{"lib/common/common.cue": "package common\n\nRegion: \"us-east-1\"\n"})
+	wantSummary(t, e.poll(tl), tailer.Summary{Commits: 1, Versions: 2})
+
+	// A config whose output does not change gets no version (a comment).
+	r.CommitFiles("comment", map[string]string{"pay/b/b.cue": "// b is tiny\n" + config("b", false, 2)})
+	wantSummary(t, e.poll(tl), tailer.Summary{Commits: 1})
+
+	// A deleted config gets a tombstone; a new one its first version.
+	r.Remove("web/c")
+	r.Write(map[string]string{"web/d/d.cue": config("d", false, 7)})
+	c6 := r.Commit("replace c with d")
+	wantSummary(t, e.poll(tl), tailer.Summary{Commits: 1, Versions: 2, Tombstones: 1})
+
+	// Several commits at once: oldest first, each attributed to itself.
+	c7 := r.CommitFiles("a to 2", map[string]string{"pay/a/a.cue": config("a", true, 2)})
+	c8 := r.CommitFiles("a to 3", map[string]string{"pay/a/a.cue": config("a", true, 3)})
+	wantSummary(t, e.poll(tl), tailer.Summary{Commits: 2, Versions: 2})
+
+	wantHistory(t, e, map[cuecast.ConfigPath][]string{
+		"pay/a": {at(1, c1), at(2, c4), at(3, c7), at(4, c8)},
+		"pay/b": {at(1, c1), at(2, c2)},
+		"web/c": {at(1, c1), at(2, c4), at(3, c6) + " deleted"},
+		"web/d": {at(1, c6)},
+	})
+	if got := e.content("pay/a"); got["region"] != "us-east-1" || got["value"] != 3.0 {
+		t.Errorf("content of pay/a: got %v", got)
+	}
+	// Deploy pointed every cohort at the newest version.
+	p, err := e.dist.Pointer(e.ctx, "pay/a", 42)
+	if err != nil || p.Version != 4 {
+		t.Errorf("pointer of pay/a cohort 42: got %+v, %v; want version 4", p, err)
+	}
+	st, err := tl.State(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Cursor != c8 || st.Base != c8 || len(st.Rejected) != 0 || st.Rewrite != nil {
+		t.Errorf("state: got %+v, want cursor and base %s", st, c8)
+	}
+}
+
+// TestRejected: a commit that does not compile publishes nothing and is
+// recorded; the next good commit publishes what both changed.
+func TestRejected(t *testing.T) {
+	tests := []struct {
+		name  string
+		files map[string]string
+		want  string // in the first error's message or ID
+	}{
+		{name: "syntax", files: map[string]string{"pay/b/b.cue": "package b\n\nvalue: {\n"}, want: "pay/b/b.cue"},
+		{name: "conflict", files: map[string]string{"pay/b/b.cue": "package b\n\nvalue: 1\nvalue: 2\n"}, want: "pay/b/b.cue"},
+		{name: "not concrete", files: map[string]string{"pay/b/b.cue": "package b\n\nvalue: int\n"}, want: "pay/b/b.cue"},
+		{name: "broken library", files: map[string]string{"lib/common/common.cue": "package common\n\nRegion: \"eu\" & 3\n"}, want: "lib/common/common.cue"},
+		{name: "broken manifest", files: map[string]string{"cuecast.cue": "package manifest\n\nnamespaces: pay: owners: []\n"}, want: "owners"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t)
+			r := e.repo
+			c1 := r.CommitFiles("initial", baseRepo())
+			tl := e.tailer(tailer.Config{})
+			e.poll(tl)
+
+			// The bad commit also changes pay/a correctly: that change must
+			// not be lost when the next commit fixes the breakage.
+			bad := map[string]string{"pay/a/a.cue": config("a", true, 5)}
+			maps.Copy(bad, tt.files)
+			c2 := r.CommitFiles("break it", bad)
+			wantSummary(t, e.poll(tl), tailer.Summary{Commits: 1, Rejected: 1})
+			st, err := tl.State(e.ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(st.Rejected) != 1 || st.Rejected[0].Commit != c2 || len(st.Rejected[0].Errors) == 0 {
+				t.Fatalf("rejected: got %+v, want commit %s with errors", st.Rejected, c2)
+			}
+			if got := st.Rejected[0].Errors[0]; !strings.Contains(got.File+got.Message, tt.want) {
+				t.Errorf("first error: got %v, want it to name %s", got, tt.want)
+			}
+			if st.Cursor != c2 || st.Base != c1 {
+				t.Errorf("state: cursor %s base %s, want %s %s", st.Cursor, st.Base, c2, c1)
+			}
+
+			// Still broken, and pay/b changes too: still nothing.
+			c3 := r.CommitFiles("still broken", map[string]string{"web/c/c.cue": config("c", true, 9)})
+			wantSummary(t, e.poll(tl), tailer.Summary{Commits: 1, Rejected: 1})
+
+			// The fix compiles against its own tree: pay/a (changed in the
+			// rejected commit) and web/c (changed in the second) publish now.
+			fix := baseRepo()
+			fix["pay/a/a.cue"] = config("a", true, 5)
+			fix["web/c/c.cue"] = config("c", true, 9)
+			c4 := r.CommitFiles("fix it", fix)
+			wantSummary(t, e.poll(tl), tailer.Summary{Commits: 1, Versions: 2})
+			wantHistory(t, e, map[cuecast.ConfigPath][]string{
+				"pay/a": {at(1, c1), at(2, c4)},
+				"pay/b": {at(1, c1)},
+				"web/c": {at(1, c1), at(2, c4)},
+			})
+			st, err = tl.State(e.ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(st.Rejected) != 2 || st.Rejected[1].Commit != c3 || st.Cursor != c4 || st.Base != c4 {
+				t.Errorf("state after fix: got %+v", st)
+			}
+		})
+	}
+}
+
+// TestRestart: a new tailer over the same NATS store (server restarted too)
+// resumes after the cursor without publishing anything twice.
+func TestRestart(t *testing.T) {
+	e := newEnv(t)
+	r := e.repo
+	c1 := r.CommitFiles("initial", baseRepo())
+	e.poll(e.tailer(tailer.Config{ID: "configs"}))
+
+	e.srv.Stop()
+	e.connect(natstest.StartIn(t, e.srv.Dir))
+	c2 := r.CommitFiles("b2", map[string]string{"pay/b/b.cue": config("b", false, 2)})
+	tl := e.tailer(tailer.Config{ID: "configs"})
+	wantSummary(t, e.poll(tl), tailer.Summary{Commits: 1, Versions: 1})
+	wantSummary(t, e.poll(e.tailer(tailer.Config{ID: "configs"})), tailer.Summary{})
+	wantHistory(t, e, map[cuecast.ConfigPath][]string{
+		"pay/a": {at(1, c1)}, "pay/b": {at(1, c1), at(2, c2)}, "web/c": {at(1, c1)},
+	})
+
+	// Another ID is another cursor: it replays from the root, and finds
+	// every version already there (or a newer one).
+	wantSummary(t, e.poll(e.tailer(tailer.Config{ID: "other"})), tailer.Summary{Commits: 2})
+}
+
+// TestStartAt backfills from a given commit on an empty store.
+func TestStartAt(t *testing.T) {
+	e := newEnv(t)
+	r := e.repo
+	r.CommitFiles("initial", baseRepo())
+	c2 := r.CommitFiles("b2", map[string]string{"pay/b/b.cue": config("b", false, 2)})
+	c3 := r.CommitFiles("a2", map[string]string{"pay/a/a.cue": config("a", true, 2)})
+	tl := e.tailer(tailer.Config{StartAt: c2[:10]})
+	wantSummary(t, e.poll(tl), tailer.Summary{Commits: 2, Versions: 4})
+	wantHistory(t, e, map[cuecast.ConfigPath][]string{
+		"pay/a": {at(1, c2), at(2, c3)}, "pay/b": {at(1, c2)}, "web/c": {at(1, c2)},
+	})
+}
+
+// TestMerge: a merge commit is diffed against its first parent and the side
+// branch's commits are not processed on their own.
+func TestMerge(t *testing.T) {
+	e := newEnv(t)
+	r := e.repo
+	c1 := r.CommitFiles("initial", baseRepo())
+	tl := e.tailer(tailer.Config{})
+	e.poll(tl)
+
+	// A feature branch changes pay/b; main meanwhile changes pay/a.
+	feature := r.CommitFiles("feature: b to 3", map[string]string{"pay/b/b.cue": config("b", false, 3)})
+	setBranch(t, r, "main", c1)
+	m1 := r.CommitFiles("main: a to 2", map[string]string{"pay/a/a.cue": config("a", true, 2), "pay/b/b.cue": config("b", false, 1)})
+	r.Write(map[string]string{"pay/b/b.cue": config("b", false, 3)})
+	merge := commitMerge(t, r, "merge feature", feature)
+
+	wantSummary(t, e.poll(tl), tailer.Summary{Commits: 2, Versions: 2})
+	wantHistory(t, e, map[cuecast.ConfigPath][]string{
+		"pay/a": {at(1, c1), at(2, m1)}, "pay/b": {at(1, c1), at(2, merge)}, "web/c": {at(1, c1)},
+	})
+	if got := e.versions("pay/b")[1].Parent; got != m1 {
+		t.Errorf("parent of the merge's version: got %s, want first parent %s", got, m1)
+	}
+
+	// main fast-forwarded to a merge whose *second* parent is the old tip:
+	// the cursor is not on the first-parent chain, yet nothing was rewritten.
+	side := r.Head()
+	setBranch(t, r, "main", c1)
+	r.Write(baseRepo())
+	s1 := r.CommitFiles("side: c to 4", map[string]string{"web/c/c.cue": config("c", true, 4)})
+	r.Write(map[string]string{"pay/a/a.cue": config("a", true, 2), "pay/b/b.cue": config("b", false, 3)})
+	ff := commitMerge(t, r, "merge main into side", side)
+	wantSummary(t, e.poll(tl), tailer.Summary{Commits: 1, Versions: 1})
+	wantHistory(t, e, map[cuecast.ConfigPath][]string{"web/c": {at(1, c1), at(2, ff)}})
+	_ = s1
+}
+
+// setBranch points a branch at a commit, leaving the work tree alone.
+func setBranch(t *testing.T, r *gittest.Repo, branch, sha string) {
+	t.Helper()
+	ref := plumbing.NewHashReference(plumbing.NewBranchReferenceName(branch), plumbing.NewHash(sha))
+	if err := r.Git.Storer.SetReference(ref); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// commitMerge commits the work tree with HEAD and other as parents.
+func commitMerge(t *testing.T, r *gittest.Repo, msg, other string) string {
+	t.Helper()
+	wt, err := r.Git.Worktree()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := wt.AddWithOptions(&git.AddOptions{All: true}); err != nil {
+		t.Fatal(err)
+	}
+	h, err := wt.Commit(msg, &git.CommitOptions{
+		Parents: []plumbing.Hash{plumbing.NewHash(r.Head()), plumbing.NewHash(other)},
+		Author:  &object.Signature{Name: "Grace Hopper", Email: "grace@example.com", When: time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h.String()
+}
+
+// TestRewrite: a force push halts publishing until AcceptRewrite.
+func TestRewrite(t *testing.T) {
+	e := newEnv(t)
+	r := e.repo
+	c1 := r.CommitFiles("initial", baseRepo())
+	c2 := r.CommitFiles("b2", map[string]string{"pay/b/b.cue": config("b", false, 2)})
+	tl := e.tailer(tailer.Config{})
+	e.poll(tl)
+
+	if err := tl.AcceptRewrite(e.ctx, c1); !errors.Is(err, tailer.ErrNotHalted) {
+		t.Errorf("AcceptRewrite when not halted: got %v, want ErrNotHalted", err)
+	}
+
+	// Force push: main goes back to c1 and grows another way.
+	setBranch(t, r, "main", c1)
+	r.Write(baseRepo())
+	r.Remove("web/c")
+	n1 := r.CommitFiles("rewritten: a to 7, drop c", map[string]string{"pay/a/a.cue": config("a", true, 7)})
+	n2 := r.CommitFiles("rewritten: a to 8", map[string]string{"pay/a/a.cue": config("a", true, 8)})
+
+	for range 2 {
+		sum, err := tl.Poll(e.ctx)
+		var rw *tailer.RewriteError
+		if !errors.As(err, &rw) || !errors.Is(err, tailer.ErrRewrite) || rw.Cursor != c2 || rw.Tip != n2 || !sum.Halted {
+			t.Fatalf("Poll after force push: got %+v, %v; want a RewriteError from %s to %s", sum, err, c2, n2)
+		}
+		if !strings.Contains(err.Error(), c2[:12]) || !strings.Contains(err.Error(), n2[:12]) {
+			t.Errorf("rewrite error %q does not name both commits", err)
+		}
+	}
+	st, err := tl.State(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Rewrite == nil || st.Rewrite.Cursor != c2 || st.Rewrite.Tip != n2 {
+		t.Fatalf("state while halted: got %+v", st.Rewrite)
+	}
+	// A new tailer (a restarted serve) stays halted.
+	if _, err := e.tailer(tailer.Config{}).Poll(e.ctx); !errors.Is(err, tailer.ErrRewrite) {
+		t.Fatalf("Poll of a new tailer while halted: got %v, want ErrRewrite", err)
+	}
+	wantHistory(t, e, map[cuecast.ConfigPath][]string{"pay/a": {at(1, c1)}, "pay/b": {at(1, c1), at(2, c2)}})
+
+	if err := tl.AcceptRewrite(e.ctx, c2); !errors.Is(err, tailer.ErrNoCommit) {
+		t.Errorf("AcceptRewrite to a commit off the branch: got %v, want ErrNoCommit", err)
+	}
+	// Accepted from another process's tailer: the state lives in NATS.
+	if err := e.tailer(tailer.Config{}).AcceptRewrite(e.ctx, n1); err != nil {
+		t.Fatalf("AcceptRewrite: %v", err)
+	}
+	// n1 compiles every config: pay/a changed, pay/b back to 1, web/c gone.
+	wantSummary(t, e.poll(tl), tailer.Summary{Commits: 2, Versions: 4, Tombstones: 1})
+	wantHistory(t, e, map[cuecast.ConfigPath][]string{
+		"pay/a": {at(1, c1), at(2, n1), at(3, n2)},
+		"pay/b": {at(1, c1), at(2, c2), at(3, n1)},
+		"web/c": {at(1, c1), at(2, n1) + " deleted"},
+	})
+}
+
+// TestNewErrors: what a user who mistyped a flag sees.
+func TestNewErrors(t *testing.T) {
+	e := newEnv(t)
+	c1 := e.repo.CommitFiles("initial", baseRepo())
+	other := gittest.New(t)
+	other.CommitFiles("unrelated", map[string]string{"x.cue": "package x\n"})
+	notRepo := t.TempDir()
+	tests := []struct {
+		name string
+		cfg  tailer.Config
+		err  error
+		says string
+	}{
+		{name: "not a repo", cfg: tailer.Config{Repo: notRepo}, err: tailer.ErrNotRepo, says: notRepo},
+		{name: "missing path", cfg: tailer.Config{Repo: notRepo + "/nope"}, err: tailer.ErrNotRepo, says: "nope"},
+		{name: "no branch", cfg: tailer.Config{Branch: "prod"}, err: tailer.ErrNoBranch, says: `"prod"`},
+		{name: "bad start", cfg: tailer.Config{StartAt: "0123456789abcdef"}, err: tailer.ErrNoCommit, says: "0123456789abcdef"},
+		{name: "start off branch", cfg: tailer.Config{StartAt: other.Head()}, err: tailer.ErrNoCommit},
+		{name: "bad id", cfg: tailer.Config{ID: "a.b"}, err: tailer.ErrInvalidConfig, says: "a.b"},
+		{name: "remote without data dir", cfg: tailer.Config{Repo: "https://example.com/x.git"}, err: tailer.ErrInvalidConfig},
+		{name: "remote not a repo", cfg: tailer.Config{Repo: "file://" + notRepo, DataDir: t.TempDir()}, err: tailer.ErrNotRepo, says: notRepo},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.cfg.Repo == "" {
+				tt.cfg.Repo = e.repo.Dir
+			}
+			_, err := tailer.New(e.ctx, tt.cfg, e.js, e.dist, e.dist)
+			if !errors.Is(err, tt.err) || !strings.Contains(fmt.Sprint(err), tt.says) {
+				t.Errorf("New: got %v, want %v naming %q", err, tt.err, tt.says)
+			}
+		})
+	}
+	_ = c1
+}
+
+// TestFreshCompileAgrees: what the tailer published equals a compile of HEAD
+// from disk.
+func TestFreshCompileAgrees(t *testing.T) {
+	e := newEnv(t)
+	r := e.repo
+	r.CommitFiles("initial", baseRepo())
+	r.CommitFiles("lib", map[string]string{"lib/common/common.cue": "package common\n\nRegion: \"ap-southeast-1\"\n"})
+	r.CommitFiles("b", map[string]string{"pay/b/b.cue": config("b", false, 11)})
+	e.poll(e.tailer(tailer.Config{}))
+	checkAgainstHead(t, e.ctx, e.repo.Dir, e.dist)
+}
+
+// checkAgainstHead compiles the work tree and compares every config's
+// checksum with its latest version; configs gone from HEAD must be
+// tombstoned.
+func checkAgainstHead(t *testing.T, ctx context.Context, dir string, d *distributor.Distributor) {
+	t.Helper()
+	res, err := compiler.Compile(ctx, dir, compiler.Options{})
+	if err != nil || !res.OK() {
+		t.Fatalf("compile HEAD: %v %v", err, res.Errors)
+	}
+	for cp, out := range res.Outputs {
+		latest, err := d.Latest(ctx, cp)
+		if err != nil {
+			t.Errorf("latest of %s: %v", cp, err)
+			continue
+		}
+		if latest.Deleted || latest.Checksum != out.Checksum {
+			t.Errorf("%s: latest version %d has checksum %s (deleted %v), HEAD compiles to %s", cp, latest.Version, latest.Checksum, latest.Deleted, out.Checksum)
+		}
+	}
+	all, err := d.Configs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cp := range all {
+		if _, ok := res.Outputs[cp]; ok {
+			continue
+		}
+		if latest, err := d.Latest(ctx, cp); err != nil || !latest.Deleted {
+			t.Errorf("%s is not in HEAD: latest %+v, %v; want a tombstone", cp, latest, err)
+		}
+	}
+}
