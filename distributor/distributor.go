@@ -125,10 +125,12 @@ func New(ctx context.Context, nc *nats.Conn, o Options) (*Distributor, error) {
 		return nil, fmt.Errorf("new distributor: create stream %s: %w", Stream, err)
 	}
 	d.reports, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name:              ReportStream,
-		Description:       "cuecast instance reports, keep-last-1 per instance and config",
-		Subjects:          []string{"ccs.>"},
-		Storage:           jetstream.MemoryStorage,
+		Name:        ReportStream,
+		Description: "cuecast instance reports, keep-last-1 per instance and config",
+		Subjects:    []string{"ccs.>"},
+		// File storage: the stream (not only its contents) must survive a
+		// server restart, or reports published after it would go nowhere.
+		Storage:           jetstream.FileStorage,
 		Replicas:          o.Replicas,
 		MaxMsgsPerSubject: 1,
 		MaxAge:            4 * o.Heartbeat,

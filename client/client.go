@@ -1,0 +1,172 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/cuecast/cuecast"
+)
+
+// Client is one service instance's connection to cuecast. It holds the
+// instance's identity and the policy shared by its watchers; it is safe for
+// concurrent use.
+type Client struct {
+	nc *nats.Conn
+	o  options
+
+	mu       sync.Mutex
+	watchers map[*Watcher]struct{}
+	closed   bool
+}
+
+// New returns a Client for nc, which the caller owns (connect it with
+// ConnectOptions so that it reconnects forever). WithInstance is required.
+// New does no I/O.
+func New(nc *nats.Conn, opts ...Option) (*Client, error) {
+	if nc == nil {
+		return nil, errors.New("new client: nil connection")
+	}
+	o := options{
+		heartbeat: 15 * time.Second,
+		reconcile: 60 * time.Second,
+		timeout:   5 * time.Second,
+		health:    func() cuecast.Health { return cuecast.Health{Healthy: true} },
+		events:    func(Event) {},
+	}
+	for _, opt := range opts {
+		if err := opt(&o); err != nil {
+			return nil, fmt.Errorf("new client: %w", err)
+		}
+	}
+	if o.instance == "" {
+		return nil, fmt.Errorf("new client: WithInstance is required: %w", cuecast.ErrInvalidInstance)
+	}
+	return &Client{nc: nc, o: o, watchers: map[*Watcher]struct{}{}}, nil
+}
+
+// Instance is the instance ID.
+func (c *Client) Instance() string { return c.o.instance }
+
+// Cohort is the instance's cohort bucket for cfg's namespace.
+func (c *Client) Cohort(cfg cuecast.ConfigPath) int {
+	return cuecast.Cohort(cfg.Namespace(), c.o.instance)
+}
+
+// Close stops every watcher. It does not close the connection.
+func (c *Client) Close() {
+	c.mu.Lock()
+	c.closed = true
+	ws := make([]*Watcher, 0, len(c.watchers))
+	for w := range c.watchers {
+		ws = append(ws, w)
+	}
+	c.mu.Unlock()
+	for _, w := range ws {
+		w.Stop()
+	}
+}
+
+func (c *Client) track(w *Watcher) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return errors.New("client closed")
+	}
+	c.watchers[w] = struct{}{}
+	return nil
+}
+
+func (c *Client) untrack(w *Watcher) {
+	c.mu.Lock()
+	delete(c.watchers, w)
+	c.mu.Unlock()
+}
+
+// Snapshot is one applied version of a config. It is immutable: Content is
+// shared between readers and must not be modified.
+type Snapshot struct {
+	Config   cuecast.ConfigPath `json:"config"`
+	Version  uint64             `json:"version"`
+	Checksum string             `json:"checksum"`
+	Commit   string             `json:"commit,omitempty"`
+	Content  []byte             `json:"-"`
+	// Deleted: the config was removed on main (a tombstone); Content is empty.
+	Deleted bool `json:"deleted,omitempty"`
+	// FromLastKnownGood: loaded from the last-known-good file at start and
+	// not yet confirmed by the distributor.
+	FromLastKnownGood bool      `json:"from_last_known_good,omitempty"`
+	AppliedAt         time.Time `json:"applied_at"`
+
+	value any // decoded by a TypedWatcher
+}
+
+// IsZero reports whether no version has been applied yet.
+func (s Snapshot) IsZero() bool { return s.Version == 0 && s.Config == "" }
+
+// EventKind says what an Event is about.
+type EventKind int
+
+const (
+	// EventApplied: a version was verified, validated and swapped in.
+	EventApplied EventKind = iota + 1
+	// EventLoaded: the last-known-good file was loaded at start.
+	EventLoaded
+	// EventRejected: a version or pointer failed verification (checksum,
+	// signature) or the validation hook; it was not applied.
+	EventRejected
+	// EventError: a failure that will be retried (a read, a report, writing
+	// the last-known-good file, an unusable last-known-good file).
+	EventError
+	// EventSkipped: a pointer the watcher did not follow because it names a
+	// version older than the one applied and is not a rollback.
+	EventSkipped
+	// EventResync: the pointer was re-read; Detail says why (start, gap,
+	// reconnect, reconcile, retry, purged).
+	EventResync
+)
+
+func (k EventKind) String() string {
+	switch k {
+	case EventApplied:
+		return "applied"
+	case EventLoaded:
+		return "loaded"
+	case EventRejected:
+		return "rejected"
+	case EventError:
+		return "error"
+	case EventSkipped:
+		return "skipped"
+	case EventResync:
+		return "resync"
+	}
+	return fmt.Sprintf("EventKind(%d)", int(k))
+}
+
+// Event is what the client reports instead of logging.
+type Event struct {
+	Kind    EventKind
+	Config  cuecast.ConfigPath
+	Version uint64
+	Detail  string
+	Err     error
+	At      time.Time
+}
+
+func (e Event) String() string {
+	s := fmt.Sprintf("%s %s", e.Kind, e.Config)
+	if e.Version != 0 {
+		s += fmt.Sprintf("@%d", e.Version)
+	}
+	if e.Detail != "" {
+		s += ": " + e.Detail
+	}
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	return s
+}

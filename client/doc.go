@@ -1,0 +1,30 @@
+// Package client is what a service embeds to receive its configs from
+// cuecast: it starts from a last-known-good file before any network, then
+// follows its cohort's pointer, verifies each version (checksum, and the
+// distributor's ed25519 signature when trusted keys are set), runs the
+// service's validation hook, swaps the value atomically, saves it as the new
+// last-known-good file and reports back.
+//
+//	nc, err := nats.Connect(url, client.ConnectOptions()...)
+//	c, err := client.New(nc, client.WithInstance("checkout-7f9c"), client.WithTrustedKeys(pub))
+//	w, err := c.Watch(ctx, "payments/checkout", client.LastKnownGood("/var/lib/checkout/config.lkg"))
+//	defer w.Stop()
+//	cfg := w.Current() // never blocks; zero before any version is known
+//	for s := range w.Updates() { ... }
+//
+// Or decode into a struct with Typed:
+//
+//	tw, err := client.Typed[Checkout](ctx, c, "payments/checkout")
+//	v, snap := tw.Value()
+//
+// The client does not log: it reports applies, rejections and errors through
+// WithEvents. It never creates JetStream consumers: it core-subscribes to the
+// RePublished subjects and reads with direct gets (docs/PROTOCOL.md). It
+// imports only the root package, nats.go and the standard library.
+//
+// A Client and its Watchers are safe for concurrent use. Watch's context
+// bounds the watcher's life. Watch returns errors wrapping
+// cuecast.ErrInvalidPath for a bad config path; verification failures never
+// surface as errors from Current, only as EventRejected events and as
+// last_error in the instance's reports.
+package client

@@ -1,0 +1,251 @@
+package client_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
+
+	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/client"
+	"github.com/cuecast/cuecast/distributor"
+	"github.com/cuecast/cuecast/internal/natsserver"
+	"github.com/cuecast/cuecast/internal/natstest"
+)
+
+const cfg = cuecast.ConfigPath("payments/checkout")
+
+// env is one embedded server with a distributor writing to it.
+type env struct {
+	t   *testing.T
+	srv *natstest.Server
+	d   *distributor.Distributor
+	dnc *nats.Conn
+	key nkeys.KeyPair
+	pub string
+}
+
+type envOpts struct {
+	signed bool
+	retain int
+}
+
+func newEnv(t *testing.T, o envOpts) *env {
+	t.Helper()
+	e := &env{t: t, srv: natstest.Start(t)}
+	e.dnc = e.srv.Connect(t, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	e.newDistributor(o)
+	return e
+}
+
+func (e *env) newDistributor(o envOpts) {
+	t := e.t
+	t.Helper()
+	dopts := distributor.Options{Retain: o.retain, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	if o.signed {
+		kp, err := nkeys.CreateAccount()
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.key, dopts.SigningKey = kp, kp
+		e.pub, _ = kp.PublicKey()
+	}
+	d, err := distributor.New(t.Context(), e.dnc, dopts)
+	if err != nil {
+		t.Fatalf("distributor.New: %v", err)
+	}
+	e.d = d
+}
+
+func body(n uint64) []byte { return fmt.Appendf(nil, `{"limit":%d,"name":"checkout"}`, n) }
+
+// ship publishes version n of cfg with content b and deploys it to every bucket.
+func (e *env) ship(n uint64, b []byte) cuecast.Version {
+	e.t.Helper()
+	v := cuecast.Version{Config: cfg, Version: n, Commit: fmt.Sprintf("c%03d", n), Author: "ann"}
+	if err := e.d.Publish(e.t.Context(), v, b); err != nil {
+		e.t.Fatalf("Publish %d: %v", n, err)
+	}
+	if err := e.d.Deploy(e.t.Context(), v); err != nil {
+		e.t.Fatalf("Deploy %d: %v", n, err)
+	}
+	v.Checksum, v.Size = cuecast.Checksum(b), int64(len(b))
+	return v
+}
+
+// events records a client's events.
+type events struct {
+	mu  sync.Mutex
+	all []client.Event
+}
+
+func (r *events) add(e client.Event) {
+	r.mu.Lock()
+	r.all = append(r.all, e)
+	r.mu.Unlock()
+}
+
+func (r *events) list() []client.Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.all)
+}
+
+// find returns the first event matching f.
+func (r *events) find(f func(client.Event) bool) (client.Event, bool) {
+	for _, e := range r.list() {
+		if f(e) {
+			return e, true
+		}
+	}
+	return client.Event{}, false
+}
+
+// applied lists the versions applied, in order.
+func (r *events) applied() []uint64 {
+	var out []uint64
+	for _, e := range r.list() {
+		if e.Kind == client.EventApplied {
+			out = append(out, e.Version)
+		}
+	}
+	return out
+}
+
+func (r *events) String() string {
+	var s string
+	for _, e := range r.list() {
+		s += "\n  " + e.String()
+	}
+	return s
+}
+
+// newClient connects a fresh connection and client for instance id.
+func (e *env) newClient(id string, opts ...client.Option) (*client.Client, *events) {
+	e.t.Helper()
+	nc := e.srv.Connect(e.t, client.ConnectOptions()...)
+	return newClientOn(e.t, nc, id, opts...)
+}
+
+func newClientOn(t *testing.T, nc *nats.Conn, id string, opts ...client.Option) (*client.Client, *events) {
+	t.Helper()
+	ev := &events{}
+	opts = append([]client.Option{client.WithInstance(id), client.WithEvents(ev.add), client.WithRequestTimeout(2 * time.Second)}, opts...)
+	c, err := client.New(nc, opts...)
+	if err != nil {
+		t.Fatalf("client.New: %v", err)
+	}
+	t.Cleanup(c.Close)
+	return c, ev
+}
+
+func watch(t *testing.T, c *client.Client, opts ...client.WatchOption) *client.Watcher {
+	t.Helper()
+	w, err := c.Watch(t.Context(), cfg, opts...)
+	if err != nil {
+		t.Fatalf("Watch: %v", err)
+	}
+	t.Cleanup(w.Stop)
+	return w
+}
+
+// eventually polls cond until it holds or the deadline passes.
+func eventually(t *testing.T, what string, cond func() bool, detail func() string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s%s", what, detail())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func waitVersion(t *testing.T, w *client.Watcher, ev *events, n uint64) client.Snapshot {
+	t.Helper()
+	eventually(t, fmt.Sprintf("version %d", n), func() bool { return w.Current().Version == n },
+		func() string { return fmt.Sprintf("; at %d; events:%s", w.Current().Version, ev) })
+	return w.Current()
+}
+
+func waitEvent(t *testing.T, ev *events, what string, f func(client.Event) bool) client.Event {
+	t.Helper()
+	eventually(t, what, func() bool { _, ok := ev.find(f); return ok }, func() string { return "; events:" + ev.String() })
+	e, _ := ev.find(f)
+	return e
+}
+
+// waitReport polls the distributor until instance's report satisfies f.
+func (e *env) waitReport(instance string, f func(cuecast.Report) bool) cuecast.Report {
+	e.t.Helper()
+	var last []cuecast.Report
+	find := func() (cuecast.Report, bool) {
+		rs, err := e.d.Reports(e.t.Context(), cfg)
+		if err != nil {
+			return cuecast.Report{}, false
+		}
+		last = rs
+		for _, r := range rs {
+			if r.Instance == instance && f(r) {
+				return r, true
+			}
+		}
+		return cuecast.Report{}, false
+	}
+	eventually(e.t, "report from "+instance, func() bool { _, ok := find(); return ok },
+		func() string { return fmt.Sprintf("; reports: %+v", last) })
+	r, _ := find()
+	return r
+}
+
+func lkgPath(t *testing.T) string { return filepath.Join(t.TempDir(), "checkout.lkg") }
+
+// restartableServer is a server on a fixed address that a test can stop and
+// start again over the same store.
+type restartableServer struct {
+	t    *testing.T
+	dir  string
+	addr string
+	s    interface {
+		Shutdown()
+		WaitForShutdown()
+		ClientURL() string
+	}
+}
+
+func startRestartable(t *testing.T) *restartableServer {
+	t.Helper()
+	r := &restartableServer{t: t, dir: t.TempDir(), addr: "127.0.0.1:0"}
+	r.start()
+	t.Cleanup(r.stop)
+	return r
+}
+
+func (r *restartableServer) start() {
+	r.t.Helper()
+	s, err := natsserver.Start(context.Background(), natsserver.Options{Dir: r.dir, Listen: r.addr})
+	if err != nil {
+		r.t.Fatalf("start server: %v", err)
+	}
+	r.s = s
+	r.addr = s.Addr().(*net.TCPAddr).String()
+}
+
+func (r *restartableServer) stop() {
+	if r.s != nil {
+		r.s.Shutdown()
+		r.s.WaitForShutdown()
+		r.s = nil
+	}
+}
+
+func (r *restartableServer) url() string { return "nats://" + r.addr }

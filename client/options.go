@@ -1,0 +1,199 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
+
+	"github.com/cuecast/cuecast"
+)
+
+// Option configures a Client. Options validate their arguments; New reports
+// the first invalid one.
+type Option func(*options) error
+
+type options struct {
+	instance  string
+	labels    map[string]string
+	keys      []nkeys.KeyPair
+	keyNames  []string
+	health    func() cuecast.Health
+	heartbeat time.Duration
+	reconcile time.Duration
+	timeout   time.Duration
+	events    func(Event)
+}
+
+// WithInstance sets the instance ID (required): it names the instance in
+// reports and decides its cohort. It must be 1-128 of [A-Za-z0-9_-].
+func WithInstance(id string) Option {
+	return func(o *options) error {
+		if err := cuecast.ValidateInstance(id); err != nil {
+			return err
+		}
+		o.instance = id
+		return nil
+	}
+}
+
+// WithLabels attaches labels (region, host, build…) to every report.
+func WithLabels(labels map[string]string) Option {
+	return func(o *options) error {
+		o.labels = make(map[string]string, len(labels))
+		for k, v := range labels {
+			o.labels[k] = v
+		}
+		return nil
+	}
+}
+
+// WithTrustedKeys makes the client accept only versions and pointers signed
+// by one of these public nkeys (as printed by `cuecast serve`). Unsigned or
+// badly signed ones are rejected and reported.
+func WithTrustedKeys(publicKeys ...string) Option {
+	return func(o *options) error {
+		if len(publicKeys) == 0 {
+			return errors.New("trusted keys: none given")
+		}
+		for _, k := range publicKeys {
+			kp, err := nkeys.FromPublicKey(k)
+			if err != nil {
+				return fmt.Errorf("trusted key %q: %w", k, err)
+			}
+			o.keys = append(o.keys, kp)
+			o.keyNames = append(o.keyNames, k)
+		}
+		return nil
+	}
+}
+
+// WithHealth sets the health provider consulted for every report; by default
+// an instance reports healthy.
+func WithHealth(f func() cuecast.Health) Option {
+	return func(o *options) error {
+		if f == nil {
+			return errors.New("health provider: nil")
+		}
+		o.health = f
+		return nil
+	}
+}
+
+// WithHeartbeat sets how often the instance reports even when nothing
+// changes; default 15s. It must match the distributor's Heartbeat, which
+// expires reports after four of them.
+func WithHeartbeat(d time.Duration) Option {
+	return func(o *options) error {
+		if d <= 0 {
+			return fmt.Errorf("heartbeat %s: want a positive duration", d)
+		}
+		o.heartbeat = d
+		return nil
+	}
+}
+
+// WithReconcile sets how often the instance re-reads its pointer even when
+// no gap was seen (anti-entropy); default 60s, jittered by ±10%.
+func WithReconcile(d time.Duration) Option {
+	return func(o *options) error {
+		if d <= 0 {
+			return fmt.Errorf("reconcile interval %s: want a positive duration", d)
+		}
+		o.reconcile = d
+		return nil
+	}
+}
+
+// WithRequestTimeout bounds each read from the server; default 5s.
+func WithRequestTimeout(d time.Duration) Option {
+	return func(o *options) error {
+		if d <= 0 {
+			return fmt.Errorf("request timeout %s: want a positive duration", d)
+		}
+		o.timeout = d
+		return nil
+	}
+}
+
+// WithEvents receives what the client would otherwise log: applies,
+// rejections, errors. The callback runs on the watcher's goroutine and must
+// not block.
+func WithEvents(f func(Event)) Option {
+	return func(o *options) error {
+		if f == nil {
+			return errors.New("events callback: nil")
+		}
+		o.events = f
+		return nil
+	}
+}
+
+// WatchOption configures one Watch.
+type WatchOption func(*watchOptions) error
+
+type watchOptions struct {
+	lkgPath  string
+	validate func([]byte) error
+	decode   func([]byte) (any, error)
+}
+
+// LastKnownGood keeps the last applied version in the file at path (written
+// atomically) and starts from it, before any network, on the next start.
+func LastKnownGood(path string) WatchOption {
+	return func(o *watchOptions) error {
+		if path == "" {
+			return errors.New("last-known-good path: empty")
+		}
+		o.lkgPath = path
+		return nil
+	}
+}
+
+// Validate sets the service's own check of a version's content. A version
+// it rejects is reported as failed and not applied; the instance keeps what
+// it has. It is not called for tombstones.
+func Validate(f func(content []byte) error) WatchOption {
+	return func(o *watchOptions) error {
+		if f == nil {
+			return errors.New("validation hook: nil")
+		}
+		o.validate = f
+		return nil
+	}
+}
+
+// ConnectOptions are the nats.Options a service should connect with:
+// reconnect forever with jittered exponential backoff (100ms doubling to 5s,
+// each delay drawn from [d/2, d)), connect even when the server is down at
+// start (the watcher serves its last-known-good file meanwhile), and keep
+// buffering while disconnected. Append your own options after them.
+func ConnectOptions() []nats.Option {
+	return []nats.Option{
+		nats.MaxReconnects(-1),
+		nats.RetryOnFailedConnect(true),
+		nats.CustomReconnectDelay(func(attempts int) time.Duration {
+			return jittered(backoff(attempts, 100*time.Millisecond, 5*time.Second))
+		}),
+	}
+}
+
+// backoff doubles base per attempt up to limit.
+func backoff(attempt int, base, limit time.Duration) time.Duration {
+	d := base
+	for i := 1; i < attempt && d < limit; i++ {
+		d *= 2
+	}
+	return min(d, limit)
+}
+
+// jittered draws from [d/2, d).
+func jittered(d time.Duration) time.Duration {
+	if d <= 1 {
+		return d
+	}
+	return d/2 + rand.N(d/2)
+}

@@ -1,0 +1,353 @@
+package client_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/client"
+)
+
+func TestWatchAppliesAndReports(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	v1 := e.ship(1, body(1))
+	c, ev := e.newClient("checkout-1", client.WithLabels(map[string]string{"region": "eu"}))
+	w := watch(t, c)
+	// Watch waits for the first read, so the current version is there at once.
+	s := w.Current()
+	if s.Version != 1 || s.Checksum != v1.Checksum || !bytes.Equal(s.Content, body(1)) || s.FromLastKnownGood || s.Commit != "c001" {
+		t.Fatalf("Current after Watch: got %+v, want version 1", s)
+	}
+	if u := <-w.Updates(); u.Version != 1 {
+		t.Fatalf("first update: got version %d, want 1", u.Version)
+	}
+	r := e.waitReport("checkout-1", func(r cuecast.Report) bool { return r.Version == 1 })
+	if r.Checksum != v1.Checksum || r.Cohort != cuecast.Cohort("payments", "checkout-1") || r.Labels["region"] != "eu" || !r.Healthy || r.LastError != "" {
+		t.Fatalf("report: got %+v", r)
+	}
+
+	e.ship(2, body(2))
+	if u := <-w.Updates(); u.Version != 2 || !bytes.Equal(u.Content, body(2)) {
+		t.Fatalf("update: got version %d %q, want 2", u.Version, u.Content)
+	}
+	e.waitReport("checkout-1", func(r cuecast.Report) bool { return r.Version == 2 })
+	if got := ev.applied(); fmt.Sprint(got) != "[1 2]" {
+		t.Fatalf("applied: got %v, want [1 2]", got)
+	}
+	w.Stop()
+	if _, open := <-w.Updates(); open {
+		t.Fatal("Updates still open after Stop")
+	}
+}
+
+func TestWatchBeforeFirstDeploy(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	c, ev := e.newClient("early")
+	w := watch(t, c)
+	if s := w.Current(); !s.IsZero() {
+		t.Fatalf("Current before any version: got %+v, want zero", s)
+	}
+	e.ship(1, body(1))
+	waitVersion(t, w, ev, 1)
+}
+
+func TestOptionsValidate(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	nc := e.srv.Connect(t)
+	tests := []struct {
+		name string
+		opts []client.Option
+		want error
+	}{
+		{"no instance", nil, cuecast.ErrInvalidInstance},
+		{"bad instance", []client.Option{client.WithInstance("a.b")}, cuecast.ErrInvalidInstance},
+		{"bad trusted key", []client.Option{client.WithInstance("a"), client.WithTrustedKeys("nope")}, errors.New("any")},
+		{"zero heartbeat", []client.Option{client.WithInstance("a"), client.WithHeartbeat(0)}, errors.New("any")},
+		{"nil health", []client.Option{client.WithInstance("a"), client.WithHealth(nil)}, errors.New("any")},
+		{"valid", []client.Option{client.WithInstance("a"), client.WithHeartbeat(time.Second), client.WithReconcile(time.Second)}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := client.New(nc, tt.opts...)
+			if tt.want == nil && err != nil || tt.want != nil && (err == nil || tt.want.Error() != "any" && !errors.Is(err, tt.want)) {
+				t.Fatalf("got %v, want %v", err, tt.want)
+			}
+		})
+	}
+	c, _ := newClientOn(t, nc, "a")
+	if _, err := c.Watch(t.Context(), "Payments"); !errors.Is(err, cuecast.ErrInvalidPath) {
+		t.Fatalf("Watch of invalid path: got %v, want ErrInvalidPath", err)
+	}
+	if _, err := c.Watch(t.Context(), cfg, client.LastKnownGood("")); err == nil {
+		t.Fatal("Watch with empty LastKnownGood path: got success, want error")
+	}
+}
+
+// TestLastKnownGoodWithoutNetwork: an instance starts and serves its
+// last-known-good file while the whole pipeline is down.
+func TestLastKnownGoodWithoutNetwork(t *testing.T) {
+	rs := startRestartable(t)
+	dnc, err := nats.Connect(rs.url())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dnc.Close()
+	e := &env{t: t, dnc: dnc}
+	e.newDistributor(envOpts{})
+	e.ship(1, body(1))
+	e.ship(2, body(2))
+
+	path := lkgPath(t)
+	nc1, err := nats.Connect(rs.url())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c1, ev1 := newClientOn(t, nc1, "lkg")
+	w1 := watch(t, c1, client.LastKnownGood(path))
+	waitVersion(t, w1, ev1, 2)
+	w1.Stop()
+	nc1.Close()
+
+	rs.stop()
+	nc2, err := nats.Connect(rs.url(), client.ConnectOptions()...)
+	if err != nil {
+		t.Fatalf("connect with the server down: %v", err)
+	}
+	t.Cleanup(nc2.Close)
+	c2, ev2 := newClientOn(t, nc2, "lkg")
+	w2 := watch(t, c2, client.LastKnownGood(path))
+	s := w2.Current()
+	if s.Version != 2 || !s.FromLastKnownGood || !bytes.Equal(s.Content, body(2)) {
+		t.Fatalf("Current with the server down: got %+v, want version 2 from last-known-good", s)
+	}
+	if _, ok := ev2.find(func(e client.Event) bool { return e.Kind == client.EventLoaded && e.Version == 2 }); !ok {
+		t.Fatalf("no loaded event; events:%s", ev2)
+	}
+
+	// The server comes back (same store, same address): the watcher confirms
+	// version 2 and reports it as no longer last-known-good.
+	rs.start()
+	eventually(t, "confirmation of the last-known-good version", func() bool { return !w2.Current().FromLastKnownGood },
+		func() string { return "; events:" + ev2.String() })
+	if got := ev2.applied(); len(got) != 0 {
+		t.Fatalf("applied after confirming: got %v, want nothing re-applied", got)
+	}
+}
+
+func TestCorruptLastKnownGood(t *testing.T) {
+	good := func(t *testing.T, path string) []byte {
+		e := newEnv(t, envOpts{})
+		e.ship(1, body(1))
+		c, ev := e.newClient("writer")
+		w := watch(t, c, client.LastKnownGood(path))
+		waitVersion(t, w, ev, 1)
+		w.Stop()
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	tests := []struct {
+		name    string
+		corrupt func(valid []byte) []byte
+	}{
+		{"empty", func([]byte) []byte { return nil }},
+		{"garbage", func([]byte) []byte { return []byte("\x00\x01not a header\n{}") }},
+		{"truncated", func(b []byte) []byte { return b[:len(b)-3] }},
+		{"flipped content byte", func(b []byte) []byte {
+			b = bytes.Clone(b)
+			b[len(b)-2] ^= 0x20
+			return b
+		}},
+		{"other config", func(b []byte) []byte {
+			return bytes.Replace(b, []byte(`"config":"payments/checkout"`), []byte(`"config":"payments/other"`), 1)
+		}},
+		{"unknown format", func(b []byte) []byte { return bytes.Replace(b, []byte("cuecast-lkg-v1"), []byte("cuecast-lkg-v9"), 1) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := lkgPath(t)
+			valid := good(t, path)
+			if err := os.WriteFile(path, tt.corrupt(valid), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			e := newEnv(t, envOpts{})
+			c, ev := e.newClient("reader")
+			w := watch(t, c, client.LastKnownGood(path))
+			if s := w.Current(); !s.IsZero() {
+				t.Fatalf("Current from a corrupt file: got %+v, want zero", s)
+			}
+			waitEvent(t, ev, "an error event about the file", func(e client.Event) bool {
+				return e.Kind == client.EventError && strings.Contains(e.Err.Error(), path)
+			})
+			// The next good version replaces the file.
+			e.ship(1, body(7))
+			waitVersion(t, w, ev, 1)
+			w.Stop()
+			c2, ev2 := e.newClient("reader2")
+			w2 := watch(t, c2, client.LastKnownGood(path))
+			waitEvent(t, ev2, "loaded event", func(e client.Event) bool { return e.Kind == client.EventLoaded && e.Version == 1 })
+			if !bytes.Equal(w2.Current().Content, body(7)) {
+				t.Fatalf("rewritten last-known-good: got %q, want %q", w2.Current().Content, body(7))
+			}
+		})
+	}
+}
+
+func TestValidationHookRejects(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	e.ship(1, body(1))
+	hook := func(b []byte) error {
+		var v struct{ Limit int }
+		if err := json.Unmarshal(b, &v); err != nil {
+			return err
+		}
+		if v.Limit > 100 {
+			return fmt.Errorf("limit %d over 100", v.Limit)
+		}
+		return nil
+	}
+	path := lkgPath(t)
+	c, ev := e.newClient("hooked")
+	w := watch(t, c, client.Validate(hook), client.LastKnownGood(path))
+	waitVersion(t, w, ev, 1)
+
+	e.ship(2, body(500))
+	waitEvent(t, ev, "rejection of version 2", func(e client.Event) bool { return e.Kind == client.EventRejected && e.Version == 2 })
+	r := e.waitReport("hooked", func(r cuecast.Report) bool { return strings.Contains(r.LastError, "limit 500 over 100") })
+	if r.Version != 1 {
+		t.Fatalf("report after rejection: got version %d, want 1", r.Version)
+	}
+	if s := w.Current(); s.Version != 1 {
+		t.Fatalf("Current after rejection: got %d, want 1", s.Version)
+	}
+	b, _ := os.ReadFile(path)
+	if !bytes.HasSuffix(b, body(1)) {
+		t.Fatalf("last-known-good after rejection: got %q, want version 1's content", b)
+	}
+
+	e.ship(3, body(3))
+	waitVersion(t, w, ev, 3)
+	e.waitReport("hooked", func(r cuecast.Report) bool { return r.Version == 3 && r.LastError == "" })
+	if got := ev.applied(); fmt.Sprint(got) != "[1 3]" {
+		t.Fatalf("applied: got %v, want [1 3]", got)
+	}
+}
+
+func TestRollbackAndNeverBackwards(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	e.ship(1, body(1))
+	e.ship(2, body(2))
+	c, ev := e.newClient("rb")
+	w := watch(t, c)
+	waitVersion(t, w, ev, 2)
+	bucket := w.Bucket()
+
+	if err := e.d.SetPointers(t.Context(), cfg, []int{bucket}, cuecast.Pointer{Version: 1}); err != nil {
+		t.Fatal(err)
+	}
+	waitEvent(t, ev, "skipped older pointer", func(e client.Event) bool { return e.Kind == client.EventSkipped && e.Version == 1 })
+	if s := w.Current(); s.Version != 2 {
+		t.Fatalf("after an older pointer without rollback: got version %d, want 2", s.Version)
+	}
+	if err := e.d.SetPointers(t.Context(), cfg, []int{bucket}, cuecast.Pointer{Version: 1, Rollback: true, Reason: "bad deploy"}); err != nil {
+		t.Fatal(err)
+	}
+	s := waitVersion(t, w, ev, 1)
+	if !bytes.Equal(s.Content, body(1)) {
+		t.Fatalf("after rollback: got %q, want %q", s.Content, body(1))
+	}
+}
+
+func TestTombstone(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	e.ship(1, body(1))
+	c, ev := e.newClient("tomb")
+	w := watch(t, c)
+	waitVersion(t, w, ev, 1)
+	v := cuecast.Version{Config: cfg, Version: 2, Commit: "c002", Deleted: true}
+	if err := e.d.Publish(t.Context(), v, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.d.Deploy(t.Context(), v); err != nil {
+		t.Fatal(err)
+	}
+	s := waitVersion(t, w, ev, 2)
+	if !s.Deleted || len(s.Content) != 0 {
+		t.Fatalf("tombstone: got %+v, want Deleted with no content", s)
+	}
+}
+
+// TestPurgedFallsBackToPointer: a pointer naming a purged version is
+// reported, the watcher re-reads the pointer and follows it once it moves.
+func TestPurgedFallsBackToPointer(t *testing.T) {
+	e := newEnv(t, envOpts{retain: 2})
+	e.ship(1, body(1))
+	for n := uint64(2); n <= 4; n++ {
+		if err := e.d.Publish(t.Context(), cuecast.Version{Config: cfg, Version: n, Commit: "c"}, body(n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, ev := e.newClient("purged")
+	w := watch(t, c)
+	waitEvent(t, ev, "purged error", func(e client.Event) bool { return e.Err != nil && errors.Is(e.Err, cuecast.ErrPurged) })
+	waitEvent(t, ev, "resync after purge", func(e client.Event) bool { return e.Kind == client.EventResync && e.Detail == "purged" })
+	if s := w.Current(); !s.IsZero() {
+		t.Fatalf("Current: got %+v, want nothing applied", s)
+	}
+	if err := e.d.Deploy(t.Context(), cuecast.Version{Config: cfg, Version: 4}); err != nil {
+		t.Fatal(err)
+	}
+	waitVersion(t, w, ev, 4)
+}
+
+func TestLargeConfig16MiB(t *testing.T) {
+	e := newEnv(t, envOpts{signed: true})
+	big := make([]byte, 16<<20)
+	for i := range big {
+		big[i] = 'a' + byte(i%26)
+	}
+	big[0], big[len(big)-1] = '"', '"'
+	c, ev := e.newClient("big", client.WithTrustedKeys(e.pub))
+	w := watch(t, c, client.LastKnownGood(lkgPath(t)))
+	e.ship(1, big)
+	s := waitVersion(t, w, ev, 1)
+	if !bytes.Equal(s.Content, big) {
+		t.Fatalf("16 MiB content: got %d bytes, differs from the %d published", len(s.Content), len(big))
+	}
+}
+
+func TestTyped(t *testing.T) {
+	type checkout struct {
+		Limit int    `json:"limit"`
+		Name  string `json:"name"`
+	}
+	e := newEnv(t, envOpts{})
+	e.ship(1, body(5))
+	c, ev := e.newClient("typed")
+	tw, err := client.Typed[checkout](t.Context(), c, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tw.Stop)
+	v, s := tw.Value()
+	if v != (checkout{Limit: 5, Name: "checkout"}) || s.Version != 1 {
+		t.Fatalf("Value: got %+v at %d, want limit 5 at 1", v, s.Version)
+	}
+	e.ship(2, []byte(`{"limit":6,"name":"checkout","surprise":true}`))
+	waitEvent(t, ev, "rejection of an unknown field", func(e client.Event) bool { return e.Kind == client.EventRejected && e.Version == 2 })
+	e.ship(3, body(7))
+	waitVersion(t, tw.Watcher, ev, 3)
+	if v, _ := tw.Value(); v.Limit != 7 {
+		t.Fatalf("Value: got %+v, want limit 7", v)
+	}
+}

@@ -1,0 +1,587 @@
+package client
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/cuecast/cuecast"
+)
+
+// Watcher keeps the current version of one config. Current never blocks;
+// Updates delivers each newly applied Snapshot. Stop it (or cancel the
+// context given to Watch) when done.
+type Watcher struct {
+	c      *Client
+	cfg    cuecast.ConfigPath
+	bucket int
+	o      watchOptions
+
+	cur     atomic.Pointer[Snapshot]
+	updates chan Snapshot
+
+	msgs   chan *nats.Msg
+	subs   []*nats.Subscription
+	status chan nats.Status
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	ready  chan struct{}
+	done   chan struct{}
+
+	// Owned by the run goroutine.
+	ptrSeq     uint64                   // last pointer sequence seen
+	cache      map[uint64]cachedVersion // versions seen on the version subject, newer than current
+	servingLKG bool
+	lastErr    string
+	rejected   map[string]bool // version@checksum rejected for good (validation, signature)
+	retries    int
+	retry      *time.Timer
+}
+
+type cachedVersion struct {
+	meta cuecast.Version
+	seq  uint64
+	body []byte
+}
+
+// maxCached bounds how many versions newer than the current one a watcher
+// remembers from the version subject while it waits for its pointer.
+const maxCached = 4
+
+// Watch starts watching cfg. It loads the last-known-good file first (when
+// LastKnownGood is given), subscribes to the version and pointer subjects,
+// then reads the current pointer; it waits for that first read unless the
+// connection is down (the watcher then serves the last-known-good value and
+// keeps trying). ctx bounds the watcher's life: cancelling it is the same
+// as Stop. Watch returns an error only for invalid arguments or a failed
+// subscription.
+func (c *Client) Watch(ctx context.Context, cfg cuecast.ConfigPath, opts ...WatchOption) (*Watcher, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("watch: %w", err)
+	}
+	var wo watchOptions
+	for _, opt := range opts {
+		if err := opt(&wo); err != nil {
+			return nil, fmt.Errorf("watch %s: %w", cfg, err)
+		}
+	}
+	w := &Watcher{
+		c:        c,
+		cfg:      cfg,
+		bucket:   cuecast.Cohort(cfg.Namespace(), c.o.instance),
+		o:        wo,
+		updates:  make(chan Snapshot, 1),
+		msgs:     make(chan *nats.Msg, 256),
+		ready:    make(chan struct{}),
+		done:     make(chan struct{}),
+		cache:    map[uint64]cachedVersion{},
+		rejected: map[string]bool{},
+	}
+	w.ctx, w.cancel = context.WithCancel(ctx)
+	if err := c.track(w); err != nil {
+		w.cancel()
+		return nil, fmt.Errorf("watch %s: %w", cfg, err)
+	}
+	w.loadLKG()
+	for _, subj := range []string{versionSubject(cfg), pointerSubject(cfg, w.bucket)} {
+		sub, err := c.nc.ChanSubscribe(republished(subj), w.msgs)
+		if err != nil {
+			w.unsubscribe()
+			w.cancel()
+			c.untrack(w)
+			return nil, fmt.Errorf("watch %s: subscribe %s: %w", cfg, republished(subj), err)
+		}
+		w.subs = append(w.subs, sub)
+	}
+	w.status = c.nc.StatusChanged(nats.CONNECTED)
+	go w.run()
+	if c.nc.IsConnected() {
+		select {
+		case <-w.ready:
+		case <-w.ctx.Done():
+		}
+	}
+	return w, nil
+}
+
+// Current returns the applied snapshot, or the zero Snapshot before any
+// version is known. It never blocks.
+func (w *Watcher) Current() Snapshot {
+	if s := w.cur.Load(); s != nil {
+		return *s
+	}
+	return Snapshot{}
+}
+
+// Updates delivers each applied Snapshot (the last-known-good one first, when
+// loaded). It holds only the newest: a reader that falls behind skips to the
+// latest. It is closed when the watcher stops.
+func (w *Watcher) Updates() <-chan Snapshot { return w.updates }
+
+// Stop ends the watch and waits for its goroutine. It is safe to call more
+// than once and from any goroutine.
+func (w *Watcher) Stop() {
+	w.cancel()
+	<-w.done
+}
+
+// Bucket is the cohort bucket whose pointer this watcher follows.
+func (w *Watcher) Bucket() int { return w.bucket }
+
+func (w *Watcher) unsubscribe() {
+	for _, s := range w.subs {
+		_ = s.Unsubscribe()
+	}
+}
+
+func (w *Watcher) run() {
+	defer close(w.done)
+	defer close(w.updates)
+	defer w.c.untrack(w)
+	defer w.c.nc.RemoveStatusListener(w.status)
+	defer w.unsubscribe()
+
+	w.retry = time.NewTimer(time.Hour)
+	w.retry.Stop()
+	reconcile := time.NewTimer(jitter10(w.c.o.reconcile))
+	defer reconcile.Stop()
+	// The first heartbeat is spread over one interval so that a fleet
+	// started together does not report in lockstep.
+	heartbeat := time.NewTimer(rand.N(w.c.o.heartbeat) + 1)
+	defer heartbeat.Stop()
+
+	w.resync("start")
+	close(w.ready)
+	for {
+		select {
+		case <-w.ctx.Done():
+			return
+		case m := <-w.msgs:
+			w.handle(m)
+		case <-w.status:
+			w.resync("reconnect")
+		case <-w.retry.C:
+			w.resync("retry")
+		case <-reconcile.C:
+			w.resync("reconcile")
+			reconcile.Reset(jitter10(w.c.o.reconcile))
+		case <-heartbeat.C:
+			w.report()
+			heartbeat.Reset(w.c.o.heartbeat)
+		}
+	}
+}
+
+func jitter10(d time.Duration) time.Duration {
+	return d - d/10 + rand.N(d/5+1)
+}
+
+func (w *Watcher) event(kind EventKind, version uint64, detail string, err error) {
+	w.c.o.events(Event{Kind: kind, Config: w.cfg, Version: version, Detail: detail, Err: err, At: time.Now()})
+}
+
+func (w *Watcher) loadLKG() {
+	if w.o.lkgPath == "" {
+		return
+	}
+	meta, content, err := readLKG(w.o.lkgPath, w.cfg)
+	if errors.Is(err, os.ErrNotExist) {
+		return
+	}
+	if err == nil {
+		err = w.verifyVersion(meta)
+	}
+	if err == nil && !meta.Deleted && w.o.validate != nil {
+		if verr := w.o.validate(content); verr != nil {
+			err = fmt.Errorf("last-known-good %s: validation: %w", w.o.lkgPath, verr)
+		}
+	}
+	var value any
+	if err == nil && w.o.decode != nil && !meta.Deleted {
+		value, err = w.o.decode(content)
+	}
+	if err != nil {
+		w.event(EventError, meta.Version, "ignoring last-known-good file; it will be replaced by the next good version", err)
+		return
+	}
+	s := &Snapshot{Config: w.cfg, Version: meta.Version, Checksum: meta.Checksum, Commit: meta.Commit, Content: content,
+		Deleted: meta.Deleted, FromLastKnownGood: true, AppliedAt: time.Now(), value: value}
+	w.cur.Store(s)
+	w.servingLKG = true
+	w.updates <- *s
+	w.event(EventLoaded, meta.Version, "serving last-known-good "+w.o.lkgPath, nil)
+}
+
+// resync reads the current pointer and applies it.
+func (w *Watcher) resync(why string) {
+	ctx, cancel := context.WithTimeout(w.ctx, w.c.o.timeout)
+	defer cancel()
+	m, err := getLast(ctx, w.c.nc, pointerSubject(w.cfg, w.bucket))
+	if errors.Is(err, cuecast.ErrNotFound) {
+		w.retries = 0
+		return // not deployed to this cohort yet
+	}
+	if err != nil {
+		if w.ctx.Err() != nil {
+			return
+		}
+		w.retries++
+		d := jittered(backoff(w.retries, 100*time.Millisecond, w.c.o.reconcile))
+		w.event(EventError, 0, fmt.Sprintf("read pointer (%s); retrying in %s", why, d.Round(time.Millisecond)), err)
+		w.retry.Reset(d)
+		return
+	}
+	w.retries = 0
+	if why != "start" {
+		w.event(EventResync, 0, why, nil)
+	}
+	seq, _, err := seqHeaders(m)
+	if err != nil {
+		w.event(EventError, 0, "pointer read", err)
+		return
+	}
+	p, ok := w.pointer(m.Data)
+	if !ok {
+		return
+	}
+	// The stored pointer is the truth, even below the last sequence seen
+	// (a stream restored from an older backup restarts its sequences).
+	w.ptrSeq = seq
+	w.apply(p, why)
+}
+
+// handle processes one message from the version or pointer subject.
+func (w *Watcher) handle(m *nats.Msg) {
+	seq, last, err := seqHeaders(m)
+	if err != nil {
+		w.event(EventError, 0, "message on "+m.Subject, err)
+		return
+	}
+	if m.Subject == republished(versionSubject(w.cfg)) {
+		w.remember(m, seq)
+		return
+	}
+	if seq <= w.ptrSeq {
+		return // already seen (the start read raced the subscription)
+	}
+	p, ok := w.pointer(m.Data)
+	if !ok {
+		// Not advancing ptrSeq: a forged message must not make the watcher
+		// ignore the real pointers that follow.
+		return
+	}
+	gap := w.ptrSeq != 0 && last != w.ptrSeq
+	w.ptrSeq = seq
+	w.apply(p, "pointer")
+	if gap {
+		w.resync("gap")
+	}
+}
+
+// remember keeps a version seen on the version subject so that the pointer
+// naming it needs no read.
+func (w *Watcher) remember(m *nats.Msg, seq uint64) {
+	var v cuecast.Version
+	if err := json.Unmarshal([]byte(m.Header.Get(headerMeta)), &v); err != nil {
+		w.event(EventRejected, 0, "undecodable version metadata on "+m.Subject, err)
+		return
+	}
+	if cur := w.cur.Load(); cur != nil && v.Version <= cur.Version {
+		return
+	}
+	w.cache[v.Version] = cachedVersion{meta: v, seq: seq, body: m.Data}
+	for len(w.cache) > maxCached {
+		oldest := v.Version
+		for n := range w.cache {
+			oldest = min(oldest, n)
+		}
+		delete(w.cache, oldest)
+	}
+}
+
+// pointer decodes and verifies a pointer message, rejecting bad ones.
+func (w *Watcher) pointer(data []byte) (cuecast.Pointer, bool) {
+	var p cuecast.Pointer
+	if err := json.Unmarshal(data, &p); err != nil {
+		w.reject(0, "undecodable pointer", err, false)
+		return p, false
+	}
+	if err := w.verifyPointer(p); err != nil {
+		w.reject(p.Version, "pointer", err, false)
+		return p, false
+	}
+	return p, true
+}
+
+// apply moves to the version a verified pointer names, if it should.
+func (w *Watcher) apply(p cuecast.Pointer, why string) {
+	cur := w.cur.Load()
+	if cur != nil {
+		switch {
+		case p.Version == cur.Version && p.Checksum == cur.Checksum:
+			if w.servingLKG {
+				w.servingLKG = false
+				w.clearLKGFlag()
+				w.report()
+			}
+			return
+		case p.Version < cur.Version && !p.Rollback:
+			// Never backwards without a rollback pointer.
+			w.event(EventSkipped, p.Version, fmt.Sprintf("pointer names version %d, older than %d, without rollback", p.Version, cur.Version), nil)
+			return
+		case p.Version == cur.Version:
+			w.reject(p.Version, "pointer", fmt.Errorf("names version %d with checksum %s, running %s: %w", p.Version, p.Checksum, cur.Checksum, cuecast.ErrChecksumMismatch), false)
+			return
+		}
+	}
+	key := strconv.FormatUint(p.Version, 10) + "@" + p.Checksum
+	if w.rejected[key] {
+		return
+	}
+	meta, content, err := w.fetch(p)
+	if errors.Is(err, cuecast.ErrPurged) && why != "purged" {
+		w.event(EventError, p.Version, "version purged; falling back to the current pointer", err)
+		w.resync("purged")
+		return
+	}
+	if err != nil {
+		permanent := errors.Is(err, cuecast.ErrBadSignature) || errors.Is(err, cuecast.ErrChecksumMismatch)
+		if !permanent {
+			w.scheduleRetry()
+		}
+		w.reject(p.Version, "fetch", err, false)
+		return
+	}
+	var value any
+	if !meta.Deleted {
+		if w.o.validate != nil {
+			if err := w.o.validate(content); err != nil {
+				w.rejected[key] = true
+				w.reject(p.Version, "validation hook", err, true)
+				return
+			}
+		}
+		if w.o.decode != nil {
+			if value, err = w.o.decode(content); err != nil {
+				w.rejected[key] = true
+				w.reject(p.Version, "decode", err, true)
+				return
+			}
+		}
+	}
+	s := &Snapshot{Config: w.cfg, Version: meta.Version, Checksum: meta.Checksum, Commit: meta.Commit,
+		Content: content, Deleted: meta.Deleted, AppliedAt: time.Now(), value: value}
+	w.cur.Store(s)
+	w.servingLKG = false
+	w.lastErr = ""
+	for n := range w.cache {
+		if n <= s.Version {
+			delete(w.cache, n)
+		}
+	}
+	w.publish(*s)
+	if w.o.lkgPath != "" {
+		if err := writeLKG(w.o.lkgPath, meta, content); err != nil {
+			w.lastErr = err.Error()
+			w.event(EventError, meta.Version, "applied, but not saved as last-known-good", err)
+		}
+	}
+	w.event(EventApplied, meta.Version, why, nil)
+	w.report()
+}
+
+func (w *Watcher) scheduleRetry() {
+	w.retries++
+	w.retry.Reset(jittered(backoff(w.retries, 100*time.Millisecond, w.c.o.reconcile)))
+}
+
+// clearLKGFlag republishes the current snapshot as confirmed.
+func (w *Watcher) clearLKGFlag() {
+	if cur := w.cur.Load(); cur != nil && cur.FromLastKnownGood {
+		s := *cur
+		s.FromLastKnownGood = false
+		w.cur.Store(&s)
+	}
+}
+
+// publish offers s on Updates, replacing an unread older one.
+func (w *Watcher) publish(s Snapshot) {
+	for {
+		select {
+		case w.updates <- s:
+			return
+		default:
+		}
+		select {
+		case <-w.updates:
+		default:
+		}
+	}
+}
+
+func (w *Watcher) reject(version uint64, what string, err error, forGood bool) {
+	if forGood {
+		// Stays rejected: the same bytes will fail the same way.
+		if cur := w.cache[version]; cur.meta.Version == version {
+			delete(w.cache, version)
+		}
+	}
+	w.lastErr = fmt.Sprintf("version %d: %s: %v", version, what, err)
+	w.event(EventRejected, version, what, err)
+	if forGood || errors.Is(err, cuecast.ErrBadSignature) || errors.Is(err, cuecast.ErrChecksumMismatch) {
+		w.report()
+	}
+}
+
+// fetch returns the verified metadata and content of the version p names.
+func (w *Watcher) fetch(p cuecast.Pointer) (cuecast.Version, []byte, error) {
+	if cv, ok := w.cache[p.Version]; ok && cv.seq == p.Seq {
+		meta, body, err := w.verifyContent(p, cv.meta, cv.body)
+		if err == nil {
+			return meta, body, nil
+		}
+		// What arrived on the subject does not verify (dropped bytes, or a
+		// forgery): the stream's copy decides.
+		delete(w.cache, p.Version)
+		w.event(EventRejected, p.Version, "version message on the subject does not verify; reading the stored one", err)
+	}
+	var meta cuecast.Version
+	var body []byte
+	{
+		ctx, cancel := context.WithTimeout(w.ctx, w.c.o.timeout)
+		defer cancel()
+		m, err := getBySeq(ctx, w.c.nc, p.Seq)
+		if errors.Is(err, cuecast.ErrNotFound) {
+			return meta, nil, fmt.Errorf("read version %d at %d: %w", p.Version, p.Seq, cuecast.ErrPurged)
+		}
+		if err != nil {
+			return meta, nil, fmt.Errorf("read version %d at %d: %w", p.Version, p.Seq, err)
+		}
+		if s := m.Header.Get(headerSubj); s != versionSubject(w.cfg) {
+			return meta, nil, fmt.Errorf("pointer names sequence %d on %s, not a version of %s: %w", p.Seq, s, w.cfg, cuecast.ErrChecksumMismatch)
+		}
+		if err := json.Unmarshal([]byte(m.Header.Get(headerMeta)), &meta); err != nil {
+			return meta, nil, fmt.Errorf("decode version %d metadata: %w", p.Version, err)
+		}
+		body = m.Data
+	}
+	return w.verifyContent(p, meta, body)
+}
+
+// verifyContent checks version metadata against the pointer, its signature,
+// and the content (reading chunks) against the metadata.
+func (w *Watcher) verifyContent(p cuecast.Pointer, meta cuecast.Version, body []byte) (cuecast.Version, []byte, error) {
+	if meta.Config != w.cfg || meta.Version != p.Version || meta.Checksum != p.Checksum {
+		return meta, nil, fmt.Errorf("pointer names %s@%d %s, stored version is %s@%d %s: %w",
+			p.Config, p.Version, p.Checksum, meta.Config, meta.Version, meta.Checksum, cuecast.ErrChecksumMismatch)
+	}
+	if err := w.verifyVersion(meta); err != nil {
+		return meta, nil, err
+	}
+	if len(meta.Chunks) > 0 {
+		var err error
+		if body, err = w.fetchChunks(meta); err != nil {
+			return meta, nil, err
+		}
+	}
+	if got := cuecast.Checksum(body); got != meta.Checksum || int64(len(body)) != meta.Size {
+		return meta, nil, fmt.Errorf("version %d content hashes to %s (%d bytes), metadata says %s (%d bytes): %w",
+			meta.Version, got, len(body), meta.Checksum, meta.Size, cuecast.ErrChecksumMismatch)
+	}
+	return meta, body, nil
+}
+
+func (w *Watcher) fetchChunks(meta cuecast.Version) ([]byte, error) {
+	if meta.Size < 0 || meta.Size > 1<<30 {
+		return nil, fmt.Errorf("version %d: size %d out of range: %w", meta.Version, meta.Size, cuecast.ErrChecksumMismatch)
+	}
+	buf := make([]byte, 0, meta.Size)
+	want := strconv.FormatUint(meta.Version, 10)
+	for i, seq := range meta.Chunks {
+		ctx, cancel := context.WithTimeout(w.ctx, w.c.o.timeout)
+		m, err := getBySeq(ctx, w.c.nc, seq)
+		cancel()
+		if errors.Is(err, cuecast.ErrNotFound) {
+			return nil, fmt.Errorf("read chunk %d/%d of version %d: %w", i+1, len(meta.Chunks), meta.Version, cuecast.ErrPurged)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read chunk %d/%d of version %d: %w", i+1, len(meta.Chunks), meta.Version, err)
+		}
+		if m.Header.Get(headerSubj) != chunkSubject(w.cfg) || m.Header.Get(headerChunkV) != want {
+			return nil, fmt.Errorf("chunk %d/%d at %d is not part of version %d: %w", i+1, len(meta.Chunks), seq, meta.Version, cuecast.ErrChecksumMismatch)
+		}
+		buf = append(buf, m.Data...)
+	}
+	return buf, nil
+}
+
+func (w *Watcher) verifyVersion(v cuecast.Version) error {
+	if len(w.c.o.keys) == 0 {
+		return nil
+	}
+	if err := w.verify(v.SigningBytes(), v.Signature); err != nil {
+		return fmt.Errorf("version %d: %w", v.Version, err)
+	}
+	return nil
+}
+
+func (w *Watcher) verifyPointer(p cuecast.Pointer) error {
+	if p.Config != w.cfg {
+		return fmt.Errorf("pointer on %s names config %s: %w", pointerSubject(w.cfg, w.bucket), p.Config, cuecast.ErrBadSignature)
+	}
+	if len(w.c.o.keys) == 0 {
+		return nil
+	}
+	return w.verify(p.SigningBytes(), p.Signature)
+}
+
+func (w *Watcher) verify(data []byte, sig string) error {
+	if sig == "" {
+		return fmt.Errorf("unsigned: %w", cuecast.ErrBadSignature)
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(sig)
+	if err != nil {
+		return fmt.Errorf("decode signature: %w", cuecast.ErrBadSignature)
+	}
+	for _, k := range w.c.o.keys {
+		if k.Verify(data, raw) == nil {
+			return nil
+		}
+	}
+	return fmt.Errorf("not signed by a trusted key: %w", cuecast.ErrBadSignature)
+}
+
+// report publishes the instance's state on its report subject (a core
+// publish: the report stream stores it, nothing waits for an ack).
+func (w *Watcher) report() {
+	s := w.Current()
+	r := cuecast.Report{
+		Instance:      w.c.o.instance,
+		Labels:        w.c.o.labels,
+		Cohort:        w.bucket,
+		Config:        w.cfg,
+		Version:       s.Version,
+		Checksum:      s.Checksum,
+		Healthy:       w.c.o.health().Healthy,
+		LastKnownGood: w.servingLKG,
+		LastError:     w.lastErr,
+		At:            time.Now().UTC(),
+	}
+	b, err := json.Marshal(r)
+	if err == nil {
+		err = w.c.nc.Publish(reportSubject(w.cfg, w.c.o.instance), b)
+	}
+	if err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+		w.event(EventError, s.Version, "report", err)
+	}
+}

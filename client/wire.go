@@ -1,0 +1,88 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/cuecast/cuecast"
+)
+
+// The wire layout, as specified in docs/PROTOCOL.md. The client does not
+// import the distributor (its footprint stays nats.go and the standard
+// library), so it spells the names itself.
+const (
+	stream       = "CUECAST"
+	directGet    = "$JS.API.DIRECT.GET." + stream
+	headerMeta   = "Cuecast-Meta"
+	headerChunkV = "Cuecast-Version"
+	headerSeq    = "Nats-Sequence"
+	headerLast   = "Nats-Last-Sequence"
+	headerSubj   = "Nats-Subject"
+)
+
+func nameTokens(cfg cuecast.ConfigPath) string { return strings.ReplaceAll(cfg.Name(), "/", ".") }
+
+func versionSubject(cfg cuecast.ConfigPath) string {
+	return "cc." + cfg.Namespace() + ".v." + nameTokens(cfg)
+}
+
+func chunkSubject(cfg cuecast.ConfigPath) string {
+	return "cc." + cfg.Namespace() + ".c." + nameTokens(cfg)
+}
+
+func pointerSubject(cfg cuecast.ConfigPath, bucket int) string {
+	return fmt.Sprintf("cc.%s.p.%d.%s", cfg.Namespace(), bucket, nameTokens(cfg))
+}
+
+// republished is the core subject the stream RePublishes subj onto.
+func republished(subj string) string { return "ccr" + strings.TrimPrefix(subj, "cc") }
+
+func reportSubject(cfg cuecast.ConfigPath, instance string) string {
+	return "ccs." + cfg.Namespace() + "." + instance + "." + nameTokens(cfg)
+}
+
+// errNoMessage is a direct get's 404.
+var errNoMessage = fmt.Errorf("no such message: %w", cuecast.ErrNotFound)
+
+// getBySeq reads one stored message by sequence with a direct get.
+func getBySeq(ctx context.Context, nc *nats.Conn, seq uint64) (*nats.Msg, error) {
+	return direct(ctx, nc, directGet, []byte(`{"seq":`+strconv.FormatUint(seq, 10)+`}`))
+}
+
+// getLast reads the last stored message on subj with a direct get.
+func getLast(ctx context.Context, nc *nats.Conn, subj string) (*nats.Msg, error) {
+	return direct(ctx, nc, directGet+"."+subj, nil)
+}
+
+func direct(ctx context.Context, nc *nats.Conn, subj string, body []byte) (*nats.Msg, error) {
+	m, err := nc.RequestWithContext(ctx, subj, body)
+	if err != nil {
+		return nil, fmt.Errorf("direct get: %w", err)
+	}
+	if st := m.Header.Get("Status"); st != "" && len(m.Data) == 0 {
+		if st == "404" {
+			return nil, errNoMessage
+		}
+		return nil, fmt.Errorf("direct get: status %s %s", st, m.Header.Get("Description"))
+	}
+	return m, nil
+}
+
+// seqHeaders returns a message's stream sequence and the previous sequence
+// on its subject (from RePublish or direct get headers).
+func seqHeaders(m *nats.Msg) (seq, last uint64, err error) {
+	seq, err = strconv.ParseUint(m.Header.Get(headerSeq), 10, 64)
+	if err != nil {
+		return 0, 0, fmt.Errorf("parse %s: %w", headerSeq, err)
+	}
+	if l := m.Header.Get(headerLast); l != "" {
+		if last, err = strconv.ParseUint(l, 10, 64); err != nil {
+			return 0, 0, fmt.Errorf("parse %s: %w", headerLast, err)
+		}
+	}
+	return seq, last, nil
+}
