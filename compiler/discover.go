@@ -54,9 +54,7 @@ func walkRepo(fsys fs.FS) (*repoTree, error) {
 			return nil
 		}
 		inMod := p == "cue.mod" || strings.HasPrefix(p, "cue.mod/")
-		if !inMod && !strings.HasSuffix(name, ".cue") {
-			return nil
-		}
+		isCUE := strings.HasSuffix(name, ".cue")
 		if d.Type()&fs.ModeSymlink != 0 {
 			ok, isDir, msg := checkSymlink(fsys, rl, canReadLink, p)
 			switch {
@@ -68,7 +66,10 @@ func walkRepo(fsys fs.FS) (*repoTree, error) {
 					Message: fmt.Sprintf("symlinked directory %s is not followed", p)})
 				return nil
 			}
-		} else if !d.Type().IsRegular() {
+			if !inMod && !isCUE {
+				return nil
+			}
+		} else if !d.Type().IsRegular() || (!inMod && !isCUE) {
 			return nil
 		}
 		if inMod {

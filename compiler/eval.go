@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -126,25 +127,25 @@ func (c *compilation) eval(j job) (r jobResult) {
 		}
 	}()
 	if j.inst.Err != nil {
-		r.errs = c.cueErrors(j.inst.Err, j.cfg, own)
+		r.errs = c.cueErrors(j.inst.Err, j.cfg, own, cue.Value{})
 		return r
 	}
 	ctx := cuecontext.New()
 	v := ctx.BuildInstance(j.inst)
 	if err := v.Err(); err != nil {
-		r.errs = c.cueErrors(err, j.cfg, own)
+		r.errs = c.cueErrors(err, j.cfg, own, v)
 		return r
 	}
 	if j.schema.inst != nil {
 		s := ctx.BuildInstance(j.schema.inst)
 		if err := s.Err(); err != nil {
-			r.errs = c.cueErrors(err, j.cfg, own)
+			r.errs = c.cueErrors(err, j.cfg, own, s)
 			return r
 		}
 		v = v.Unify(s.LookupPath(j.schema.def))
 	}
 	if err := v.Validate(cue.Concrete(true)); err != nil {
-		r.errs = c.cueErrors(err, j.cfg, own)
+		r.errs = c.cueErrors(err, j.cfg, own, v)
 		return r
 	}
 	var lints []Error
@@ -153,7 +154,7 @@ func (c *compilation) eval(j job) (r jobResult) {
 		lints = append(lints, e)
 	})
 	if err != nil {
-		r.errs = c.cueErrors(err, j.cfg, own)
+		r.errs = c.cueErrors(err, j.cfg, own, v)
 		return r
 	}
 	if int64(len(b)) > j.ns.MaxSize {
@@ -208,10 +209,13 @@ func relFile(name string) string {
 // cueErrors converts CUE errors. The primary position is the first one in
 // the config's own files (its directory and ancestors), because that is the
 // line its author can change; the others, such as the schema line a value
-// violates, are named in the message.
-func (c *compilation) cueErrors(err error, cfg cuecast.ConfigPath, ownDirs []string) []Error {
+// violates, are named in the message. When CUE gives no position in the
+// config's files (an incomplete value often has none), the error's path is
+// looked up in root, the evaluated value, to find the field's line.
+func (c *compilation) cueErrors(err error, cfg cuecast.ConfigPath, ownDirs []string, root cue.Value) []Error {
+	list := cueerrors.Errors(err)
 	var out []Error
-	for _, e := range cueerrors.Errors(err) {
+	for _, e := range list {
 		var poss []token.Pos
 		if p := e.Position(); p.IsValid() {
 			poss = append(poss, p)
@@ -222,21 +226,32 @@ func (c *compilation) cueErrors(err error, cfg cuecast.ConfigPath, ownDirs []str
 			}
 		}
 		poss = dedupePos(poss)
-		primary := -1
-		for i, p := range poss {
-			if p.Filename() != "" && slices.Contains(ownDirs, path.Dir(relFile(p.Filename()))) {
-				primary = i
-				break
+		msg := oneLine(e.Error())
+		// "N errors in empty disjunction:" only announces the errors that
+		// follow it; on its own line it has no position and says nothing.
+		if len(poss) == 0 && len(list) > 1 && strings.HasSuffix(msg, "errors in empty disjunction:") {
+			continue
+		}
+		isOwn := func(p token.Pos) bool {
+			return p.Filename() != "" && slices.Contains(ownDirs, path.Dir(relFile(p.Filename())))
+		}
+		primary := slices.IndexFunc(poss, isOwn)
+		if primary < 0 && root.Exists() && len(e.Path()) > 0 {
+			if p := root.LookupPath(cue.MakePath(selectors(e.Path())...)).Pos(); p.IsValid() && (isOwn(p) || len(poss) == 0) {
+				poss = append([]token.Pos{p}, poss...)
+				poss = dedupePos(poss)
+				primary = 0
 			}
 		}
 		if primary < 0 && len(poss) > 0 {
 			primary = 0
 		}
-		msg := oneLine(e.Error())
 		out1 := Error{Config: cfg, ID: IDCue}
 		if primary >= 0 {
 			p := poss[primary]
 			out1.File, out1.Line, out1.Column = relFile(p.Filename()), p.Line(), p.Column()
+			// The loader sometimes repeats the position inside the text.
+			msg = strings.ReplaceAll(msg, fmt.Sprintf("%s:%d:%d: ", out1.File, out1.Line, out1.Column), "")
 			var others []string
 			for i, q := range poss {
 				if i != primary {
@@ -247,13 +262,33 @@ func (c *compilation) cueErrors(err error, cfg cuecast.ConfigPath, ownDirs []str
 				msg += " (see " + strings.Join(others, ", ") + ")"
 			}
 		} else {
-			out1.File = firstOr(c.tree.dirs[string(cfg)], string(cfg))
+			out1.File = firstOr(c.tree.dirs[string(cfg)], manifestFile)
 			out1.Line, out1.Column = 1, 1
+		}
+		for strings.Contains(msg, "import failed: import failed: ") {
+			msg = strings.ReplaceAll(msg, "import failed: import failed: ", "import failed: ")
 		}
 		out1.Message = msg
 		out = append(out, out1)
 	}
 	return out
+}
+
+// selectors turns an error path back into a cue.Path.
+func selectors(p []string) []cue.Selector {
+	sels := make([]cue.Selector, 0, len(p))
+	for _, s := range p {
+		if n, err := strconv.Atoi(s); err == nil {
+			sels = append(sels, cue.Index(n))
+			continue
+		}
+		if sp := cue.ParsePath(s); sp.Err() == nil && len(sp.Selectors()) == 1 {
+			sels = append(sels, sp.Selectors()[0])
+			continue
+		}
+		sels = append(sels, cue.Str(s))
+	}
+	return sels
 }
 
 func dedupePos(ps []token.Pos) []token.Pos {

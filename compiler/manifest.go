@@ -19,6 +19,10 @@ import (
 // belongs to the manifest package; configs live in namespace directories.
 const manifestFile = "cuecast.cue"
 
+// DefaultMaxSize caps a compiled config of a namespace that sets no
+// max_size: 1 MiB.
+const DefaultMaxSize = 1 << 20
+
 // manifestJSON mirrors #Manifest in schemas/manifest.cue.
 type manifestJSON struct {
 	Namespaces map[string]struct {
@@ -55,7 +59,7 @@ func (c *compilation) loadManifest() (*Manifest, map[string]Error) {
 	ctx := cuecontext.New()
 	v := ctx.BuildInstance(insts[0])
 	if err := v.Err(); err != nil {
-		c.errs = append(c.errs, c.cueErrors(err, "", []string{"."})...)
+		c.errs = append(c.errs, c.cueErrors(err, "", []string{"."}, v)...)
 		return nil, nil
 	}
 	schema := ctx.CompileBytes(schemas.Files()["manifest.cue"], cue.Filename("cuecast:schemas/manifest.cue"))
@@ -65,12 +69,12 @@ func (c *compilation) loadManifest() (*Manifest, map[string]Error) {
 	}
 	m := v.Unify(schema.LookupPath(cue.ParsePath("#Manifest")))
 	if err := m.Validate(cue.Concrete(true)); err != nil {
-		c.errs = append(c.errs, c.cueErrors(err, "", []string{"."})...)
+		c.errs = append(c.errs, c.cueErrors(err, "", []string{"."}, m)...)
 		return nil, nil
 	}
 	b, err := encodeCanonical(m, nil)
 	if err != nil {
-		c.errs = append(c.errs, c.cueErrors(err, "", []string{"."})...)
+		c.errs = append(c.errs, c.cueErrors(err, "", []string{"."}, m)...)
 		return nil, nil
 	}
 	var mj manifestJSON
@@ -82,9 +86,24 @@ func (c *compilation) loadManifest() (*Manifest, map[string]Error) {
 	man := &Manifest{Namespaces: make(map[string]Namespace, len(mj.Namespaces))}
 	schemaPos := make(map[string]Error, len(mj.Namespaces))
 	for name, ns := range mj.Namespaces {
+		// Defaults live here rather than in the CUE schema: a default there
+		// is a disjunction, and a typo against a disjunction gives one
+		// error per branch instead of one clear error.
+		pol := ns.Rollout
+		if len(pol.Stages) == 0 {
+			pol = cuecast.DefaultPolicy()
+		}
+		cons := ns.Consistency
+		if cons == "" {
+			cons = "relaxed"
+		}
+		size := ns.MaxSize
+		if size == 0 {
+			size = DefaultMaxSize
+		}
 		man.Namespaces[name] = Namespace{
-			Name: name, Owners: ns.Owners, Schema: ns.Schema, Consistency: ns.Consistency,
-			Policy: ns.Rollout, MaxSize: ns.MaxSize,
+			Name: name, Owners: ns.Owners, Schema: ns.Schema, Consistency: cons,
+			Policy: pol, MaxSize: size,
 		}
 		at := m.LookupPath(cue.MakePath(cue.Str("namespaces"), cue.Str(name), cue.Str("schema")))
 		if !at.Exists() {
