@@ -749,4 +749,3 @@ func touchesAll(changed []string) bool {
 	}
 	return false
 }
-
