@@ -52,7 +52,7 @@ type Pipeline struct {
 // before anything runs. Errors from the tailer about the repository wrap
 // tailer.ErrNotRepo or tailer.ErrNoBranch, so callers can tell bad input from
 // a failure.
-func Start(ctx context.Context, cfg Config) (p *Pipeline, err error) {
+func Start(ctx context.Context, cfg Config) (_ *Pipeline, err error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -70,7 +70,7 @@ func Start(ctx context.Context, cfg Config) (p *Pipeline, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("start pipeline: signing key: %w", err)
 	}
-	p = &Pipeline{PublicKey: pub}
+	p := &Pipeline{PublicKey: pub}
 	defer func() {
 		if err != nil {
 			p.Close()

@@ -1,0 +1,153 @@
+package cli_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cuecast/cuecast/internal/cli"
+	"github.com/cuecast/cuecast/internal/gittest"
+	"github.com/cuecast/cuecast/internal/iostreams"
+	"github.com/cuecast/cuecast/internal/pipeline"
+)
+
+// syncBuffer is written by a running command while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func run(ctx context.Context, args ...string) (code int, stdout, stderr *syncBuffer) {
+	stdout, stderr = &syncBuffer{}, &syncBuffer{}
+	io := &iostreams.IOStreams{In: strings.NewReader(""), Out: stdout, ErrOut: stderr}
+	code = cli.Main(ctx, args, io, func(string) string { return "" })
+	return code, stdout, stderr
+}
+
+func exampleRepo(t *testing.T) *gittest.Repo {
+	t.Helper()
+	repo := gittest.New(t)
+	repo.CopyDir(filepath.Join(repoRoot(t), "configs-example"))
+	repo.Commit("Import the example configs")
+	return repo
+}
+
+func TestServeBadInput(t *testing.T) {
+	repo := exampleRepo(t)
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"not a repo", []string{"--repo", t.TempDir()}, "not a git repository"},
+		{"no such branch", []string{"--repo", repo.Dir, "--branch", "release"}, `"release"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"serve", "--data", t.TempDir(), "--listen", "127.0.0.1:0"}, tc.args...)
+			code, _, stderr := run(context.Background(), args...)
+			if code != cli.ExitUsage {
+				t.Fatalf("exit status: got %d, want %d (stderr %q)", code, cli.ExitUsage, stderr)
+			}
+			if !strings.Contains(stderr.String(), tc.want) {
+				t.Errorf("stderr: got %q, want it to name %s", stderr, tc.want)
+			}
+		})
+	}
+}
+
+// TestWatchCorruptLastKnownGood: watch starts anyway, says so on stderr, and
+// replaces the file with the next good version.
+func TestWatchCorruptLastKnownGood(t *testing.T) {
+	repo := exampleRepo(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	p, err := pipeline.Start(ctx, pipeline.Config{Repo: repo.Dir, Branch: "main", DataDir: t.TempDir(), Listen: "127.0.0.1:0", Interval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	go p.Run(ctx)
+
+	lkg := filepath.Join(t.TempDir(), "checkout.json")
+	if err := os.WriteFile(lkg, []byte("{this is not a last-known-good file"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	wctx, stopWatch := context.WithCancel(ctx)
+	done := make(chan int, 1)
+	var stdout, stderr *syncBuffer
+	ready := make(chan struct{})
+	go func() {
+		var code int
+		stdout, stderr = &syncBuffer{}, &syncBuffer{}
+		close(ready)
+		io := &iostreams.IOStreams{In: strings.NewReader(""), Out: stdout, ErrOut: stderr}
+		code = cli.Main(wctx, []string{"watch", "--nats", p.ClientURL(), "--config", "payments/checkout", "--instance", "web-1", "--lkg", lkg}, io, func(string) string { return "" })
+		done <- code
+	}()
+	<-ready
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(stdout.String(), "\n") && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	stopWatch()
+	if code := <-done; code != 0 {
+		t.Fatalf("watch exit status %d; stderr %q", code, stderr)
+	}
+	var line struct {
+		Instance string `json:"instance"`
+		Config   string `json:"config"`
+		Version  uint64 `json:"version"`
+		Checksum string `json:"checksum"`
+	}
+	first, _, _ := strings.Cut(stdout.String(), "\n")
+	if err := json.Unmarshal([]byte(first), &line); err != nil {
+		t.Fatalf("watch printed %q, want a JSON line: %v", first, err)
+	}
+	if line.Instance != "web-1" || line.Config != "payments/checkout" || line.Version != 1 || len(line.Checksum) != 64 {
+		t.Errorf("applied line: got %+v, want web-1 on payments/checkout v1 with a checksum", line)
+	}
+	if !strings.Contains(strings.ToLower(stderr.String()), "last-known-good") {
+		t.Errorf("stderr does not mention the corrupt last-known-good file: %q", stderr)
+	}
+	b, err := os.ReadFile(lkg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), line.Checksum) && !strings.Contains(string(b), `"currency":"EUR"`) {
+		t.Errorf("last-known-good file was not replaced with v1: %.200s", b)
+	}
+
+	// status counts the report web-1 sent; it stays live for a few heartbeats.
+	code, out, errOut := run(ctx, "status", "--nats", p.ClientURL(), "payments/checkout")
+	if code != 0 || !regexp.MustCompile(`(?m)^payments/checkout\s+v1\s+1/1 instances`).MatchString(out.String()) {
+		t.Errorf("status: exit %d, stdout %q, stderr %q; want payments/checkout v1 1/1 instances", code, out, errOut)
+	}
+	code, out, _ = run(ctx, "status", "--nats", p.ClientURL(), "--output", "json")
+	var st []struct {
+		Config    string `json:"config"`
+		Instances int    `json:"instances"`
+		OnLatest  int    `json:"on_latest"`
+	}
+	if err := json.Unmarshal([]byte(out.String()), &st); code != 0 || err != nil || len(st) != 6 {
+		t.Fatalf("status --output json: exit %d, %v, %d configs; want 6 configs", code, err, len(st))
+	}
+}
