@@ -1,0 +1,102 @@
+package tailer_test
+
+import (
+	"errors"
+	"net/http/cgi"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/go-git/go-git/v5"
+	gitconfig "github.com/go-git/go-git/v5/config"
+
+	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/tailer"
+)
+
+// TestRemote follows a bare repository through a clone in the data directory,
+// over file:// and over smart HTTP served by the real `git http-backend`.
+func TestRemote(t *testing.T) {
+	tests := []struct {
+		name string
+		url  func(t *testing.T, bare string) string
+	}{
+		{name: "file", url: func(t *testing.T, bare string) string { return "file://" + bare }},
+		{name: "smart http", url: gitHTTPBackend},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t)
+			r := e.repo
+			c1 := r.CommitFiles("initial", baseRepo())
+			bare := r.Bare()
+			url := tt.url(t, bare)
+			data := t.TempDir()
+			cfg := tailer.Config{Repo: url, DataDir: data, ID: "remote"}
+			tl := e.tailer(cfg)
+			wantSummary(t, e.poll(tl), tailer.Summary{Commits: 1, Versions: 3})
+
+			// A pushed commit is fetched and published.
+			c2 := r.CommitFiles("b2", map[string]string{"pay/b/b.cue": config("b", false, 2)})
+			push(t, r.Git)
+			wantSummary(t, e.poll(tl), tailer.Summary{Commits: 1, Versions: 1})
+
+			// A restarted tailer reuses its clone and publishes nothing twice.
+			c3 := r.CommitFiles("a2", map[string]string{"pay/a/a.cue": config("a", true, 2)})
+			push(t, r.Git)
+			tl = e.tailer(cfg)
+			wantSummary(t, e.poll(tl), tailer.Summary{Commits: 1, Versions: 1})
+			if _, err := os.Stat(filepath.Join(data, "repos", "remote", "HEAD")); err != nil {
+				t.Errorf("clone not in the data directory: %v", err)
+			}
+
+			// A force push halts, as for a local repository.
+			setBranch(t, r, "main", c2)
+			r.Write(map[string]string{"pay/a/a.cue": config("a", true, 1)})
+			n1 := r.CommitFiles("rewritten", map[string]string{"web/c/c.cue": config("c", true, 5)})
+			push(t, r.Git)
+			if _, err := tl.Poll(e.ctx); !errors.Is(err, tailer.ErrRewrite) {
+				t.Fatalf("Poll after force push: got %v, want ErrRewrite", err)
+			}
+			if err := tl.AcceptRewrite(e.ctx, n1); err != nil {
+				t.Fatal(err)
+			}
+			wantSummary(t, e.poll(tl), tailer.Summary{Commits: 1, Versions: 2})
+			wantHistory(t, e, map[cuecast.ConfigPath][]string{
+				"pay/a": {at(1, c1), at(2, c3), at(3, n1)},
+				"pay/b": {at(1, c1), at(2, c2)},
+				"web/c": {at(1, c1), at(2, n1)},
+			})
+		})
+	}
+}
+
+func push(t *testing.T, r *git.Repository) {
+	t.Helper()
+	err := r.Push(&git.PushOptions{RemoteName: "origin", Force: true,
+		RefSpecs: []gitconfig.RefSpec{"+refs/heads/main:refs/heads/main"}})
+	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
+		t.Fatalf("push: %v", err)
+	}
+}
+
+// gitHTTPBackend serves the bare repository over smart HTTP on loopback with
+// the real Git server program, run as CGI.
+func gitHTTPBackend(t *testing.T, bare string) string {
+	t.Helper()
+	out, err := exec.Command("git", "--exec-path").Output()
+	if err != nil {
+		t.Fatalf("find git: %v (the smart HTTP test needs git installed)", err)
+	}
+	h := &cgi.Handler{
+		Path: filepath.Join(strings.TrimSpace(string(out)), "git-http-backend"),
+		Root: "/git",
+		Env:  []string{"GIT_PROJECT_ROOT=" + filepath.Dir(bare), "GIT_HTTP_EXPORT_ALL=1"},
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv.URL + "/git/" + filepath.Base(bare)
+}
