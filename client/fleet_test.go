@@ -1,0 +1,115 @@
+package client_test
+
+import (
+	"fmt"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/cuecast/cuecast/client"
+)
+
+// TestFleetConverges runs 1,000 instances (200 with -short) in this process
+// on shared connections and checks that every one applies each version and
+// that status counts them all.
+func TestFleetConverges(t *testing.T) {
+	n, conns := 1000, 20
+	if testing.Short() {
+		n, conns = 200, 10
+	}
+	e := newEnv(t, envOpts{signed: true})
+	e.ship(1, body(1))
+	ncs := make([]*nats.Conn, conns)
+	for i := range ncs {
+		ncs[i] = e.srv.Connect(t, client.ConnectOptions()...)
+	}
+	ws := make([]*client.Watcher, n)
+	evs := make([]*events, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			c, ev := newClientOn(t, ncs[i%conns], fmt.Sprintf("fleet-%04d", i), client.WithTrustedKeys(e.pub))
+			w, err := c.Watch(t.Context(), cfg)
+			if err != nil {
+				t.Errorf("Watch %d: %v", i, err)
+				return
+			}
+			ws[i], evs[i] = w, ev
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	onVersion := func(v uint64) func() bool {
+		return func() bool {
+			for _, w := range ws {
+				if w.Current().Version != v {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	behind := func(v uint64) func() string {
+		return func() string {
+			var ids []string
+			for i, w := range ws {
+				if w.Current().Version != v {
+					ids = append(ids, fmt.Sprintf("%d@%d", i, w.Current().Version))
+				}
+			}
+			return fmt.Sprintf("; %d behind: %v", len(ids), ids[:min(len(ids), 10)])
+		}
+	}
+	eventually(t, "every instance on version 1", onVersion(1), behind(1))
+	e.ship(2, body(2))
+	eventually(t, "every instance on version 2", onVersion(2), behind(2))
+	for i, ev := range evs {
+		if got := ev.applied(); !slices.Equal(got, []uint64{1, 2}) {
+			t.Fatalf("instance %d applied %v, want [1 2]", i, got)
+		}
+	}
+	eventually(t, "status counting every instance", func() bool {
+		sts, err := e.d.Status(t.Context(), cfg)
+		return err == nil && sts[0].Instances == n && sts[0].OnLatest == n
+	}, func() string {
+		sts, err := e.d.Status(t.Context(), cfg)
+		return fmt.Sprintf("; status %+v %v", sts, err)
+	})
+	for _, w := range ws {
+		w.Stop()
+	}
+}
+
+// TestFootprint: client imports only the root package, nats.go (with what
+// nats.go itself needs) and the standard library.
+func TestFootprint(t *testing.T) {
+	list := func(args ...string) []string {
+		out, err := exec.Command("go", append([]string{"list"}, args...)...).Output()
+		if err != nil {
+			t.Fatalf("go list %v: %v", args, err)
+		}
+		return strings.Fields(string(out))
+	}
+	allowed := map[string]bool{"github.com/cuecast/cuecast": true, "github.com/cuecast/cuecast/client": true}
+	for _, p := range list("-deps", "github.com/nats-io/nats.go") {
+		allowed[p] = true
+	}
+	for _, p := range list("std") {
+		allowed[p] = true
+	}
+	deps := list("-deps", "github.com/cuecast/cuecast/client")
+	for _, p := range deps {
+		if !allowed[p] && !strings.HasPrefix(p, "vendor/") {
+			t.Errorf("client depends on %s, which is neither the root package, nats.go's nor the standard library's", p)
+		}
+	}
+	if !slices.Contains(deps, "github.com/nats-io/nats.go") {
+		t.Fatalf("go list -deps client: got %d packages without nats.go; is the listing broken?", len(deps))
+	}
+}

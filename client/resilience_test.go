@@ -1,0 +1,384 @@
+package client_test
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
+
+	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/client"
+)
+
+// fastReconnect overrides ConnectOptions' backoff so tests reconnect quickly.
+func fastReconnect() []nats.Option {
+	return append(client.ConnectOptions(), nats.CustomReconnectDelay(func(int) time.Duration { return 20 * time.Millisecond }))
+}
+
+// proxy is a TCP proxy a test can cut (the instance is offline) and restore.
+type proxy struct {
+	t      *testing.T
+	target string
+	addr   string
+	mu     sync.Mutex
+	ln     net.Listener
+	conns  []net.Conn
+}
+
+func startProxy(t *testing.T, target string) *proxy {
+	p := &proxy{t: t, target: target, addr: "127.0.0.1:0"}
+	p.restore()
+	t.Cleanup(p.cut)
+	return p
+}
+
+func (p *proxy) restore() {
+	p.t.Helper()
+	ln, err := net.Listen("tcp", p.addr)
+	if err != nil {
+		p.t.Fatalf("proxy listen: %v", err)
+	}
+	p.mu.Lock()
+	p.ln, p.addr = ln, ln.Addr().String()
+	p.mu.Unlock()
+	go func() {
+		for {
+			in, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			out, err := net.Dial("tcp", p.target)
+			if err != nil {
+				in.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, in, out)
+			p.mu.Unlock()
+			go func() { io.Copy(out, in); out.Close() }()
+			go func() { io.Copy(in, out); in.Close() }()
+		}
+	}()
+}
+
+func (p *proxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ln != nil {
+		p.ln.Close()
+		p.ln = nil
+	}
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
+
+// TestOffline50Versions: an instance misses 50 versions, then converges to
+// the current one without applying anything in between or older.
+func TestOffline50Versions(t *testing.T) {
+	tests := []struct {
+		name string
+		// run applies version 1, takes the instance away while versions 2-51
+		// pass, and brings it back.
+		run func(t *testing.T, e *env) (*client.Watcher, *events)
+		// want is what the watcher that comes back applies.
+		want string
+	}{
+		{"network cut", func(t *testing.T, e *env) (*client.Watcher, *events) {
+			p := startProxy(t, e.srv.Addr().String())
+			nc, err := nats.Connect("nats://"+p.addr, fastReconnect()...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(nc.Close)
+			c, ev := newClientOn(t, nc, "offline")
+			w := watch(t, c)
+			waitVersion(t, w, ev, 1)
+			p.cut()
+			eventually(t, "disconnect", func() bool { return !nc.IsConnected() }, func() string { return "" })
+			ship50(e)
+			p.restore()
+			waitEvent(t, ev, "resync after reconnect", func(e client.Event) bool { return e.Kind == client.EventResync && e.Detail == "reconnect" })
+			return w, ev
+		}, "[1 51]"},
+		{"process restart", func(t *testing.T, e *env) (*client.Watcher, *events) {
+			path := lkgPath(t)
+			c, ev := e.newClient("offline")
+			w := watch(t, c, client.LastKnownGood(path))
+			waitVersion(t, w, ev, 1)
+			w.Stop()
+			ship50(e)
+			c2, ev2 := e.newClient("offline")
+			w2 := watch(t, c2, client.LastKnownGood(path))
+			if _, ok := ev2.find(func(e client.Event) bool { return e.Kind == client.EventLoaded && e.Version == 1 }); !ok {
+				t.Fatalf("did not start from last-known-good version 1; events:%s", ev2)
+			}
+			return w2, ev2
+		}, "[51]"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, envOpts{})
+			e.ship(1, body(1))
+			w, ev := tt.run(t, e)
+			waitVersion(t, w, ev, 51)
+			if got := fmt.Sprint(ev.applied()); got != tt.want {
+				t.Fatalf("applied: got %s, want %s", got, tt.want)
+			}
+		})
+	}
+}
+
+func ship50(e *env) {
+	for n := uint64(2); n <= 51; n++ {
+		e.ship(n, body(n))
+	}
+}
+
+// TestServerRestartMidStream: versions keep coming while the server stops
+// and starts again over the same store; the instance ends on the last one,
+// having applied versions only in increasing order, none twice.
+func TestServerRestartMidStream(t *testing.T) {
+	rs := startRestartable(t)
+	dnc, err := nats.Connect(rs.url(), fastReconnect()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(dnc.Close)
+	e := &env{t: t, dnc: dnc}
+	e.newDistributor(envOpts{})
+	nc, err := nats.Connect(rs.url(), fastReconnect()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	c, ev := newClientOn(t, nc, "restart")
+	w := watch(t, c)
+
+	const last = 30
+	progress := make(chan uint64, last)
+	done := make(chan error, 1)
+	go func() {
+		for n := uint64(1); n <= last; n++ {
+			v := cuecast.Version{Config: cfg, Version: n, Commit: fmt.Sprintf("c%d", n)}
+			// Retry through the outage: Publish and Deploy are idempotent.
+			deadline := time.Now().Add(30 * time.Second)
+			for {
+				err := e.d.Publish(t.Context(), v, body(n))
+				if err == nil {
+					err = e.d.Deploy(t.Context(), v)
+				}
+				if err == nil {
+					break
+				}
+				if time.Now().After(deadline) {
+					done <- fmt.Errorf("ship %d: %w", n, err)
+					return
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			progress <- n
+		}
+		done <- nil
+	}()
+	for n := range progress {
+		if n == 10 {
+			rs.stop()
+			eventually(t, "instance disconnected", func() bool { return !nc.IsConnected() }, func() string { return "" })
+			rs.start()
+		}
+		if n == last {
+			break
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	waitVersion(t, w, ev, last)
+	applied := ev.applied()
+	for i := 1; i < len(applied); i++ {
+		if applied[i] <= applied[i-1] {
+			t.Fatalf("applied out of order or twice: %v", applied)
+		}
+	}
+}
+
+func TestSignatures(t *testing.T) {
+	e := newEnv(t, envOpts{signed: true})
+	e.ship(1, body(1))
+
+	t.Run("untrusted key", func(t *testing.T) {
+		other, _ := nkeys.CreateAccount()
+		otherPub, _ := other.PublicKey()
+		c, ev := e.newClient("distrustful", client.WithTrustedKeys(otherPub))
+		w := watch(t, c)
+		waitEvent(t, ev, "bad signature", func(e client.Event) bool {
+			return e.Kind == client.EventRejected && errors.Is(e.Err, cuecast.ErrBadSignature)
+		})
+		if !w.Current().IsZero() {
+			t.Fatalf("Current: got %+v, want nothing applied", w.Current())
+		}
+		e.waitReport("distrustful", func(r cuecast.Report) bool { return strings.Contains(r.LastError, "bad signature") })
+	})
+
+	c, ev := e.newClient("trusting", client.WithTrustedKeys(e.pub))
+	w := watch(t, c)
+	waitVersion(t, w, ev, 1)
+	e.ship(2, body(2))
+	waitVersion(t, w, ev, 2)
+	ptrSubj := fmt.Sprintf("ccr.payments.p.%d.checkout", w.Bucket())
+
+	attacker, _ := nkeys.CreateAccount()
+	forge := func(p cuecast.Pointer, key nkeys.KeyPair) []byte {
+		if key != nil {
+			sig, _ := key.Sign(p.SigningBytes())
+			p.Signature = base64.RawURLEncoding.EncodeToString(sig)
+		}
+		b, _ := json.Marshal(p)
+		return b
+	}
+	cur, err := e.d.Pointer(t.Context(), cfg, w.Bucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		data []byte
+	}{
+		{"forged pointer signed by another key", forge(cuecast.Pointer{Config: cfg, Version: 1, Seq: 1, Checksum: cuecast.Checksum(body(1)), Rollback: true, SetAt: time.Now()}, attacker)},
+		{"unsigned pointer", forge(cuecast.Pointer{Config: cfg, Version: 1, Seq: 1, Checksum: cuecast.Checksum(body(1)), Rollback: true, SetAt: time.Now()}, nil)},
+		{"real pointer altered", func() []byte {
+			p := cur
+			p.Version, p.Rollback = 1, true
+			b, _ := json.Marshal(p)
+			return b
+		}()},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := nats.NewMsg(ptrSubj)
+			m.Header.Set("Nats-Sequence", strconv.Itoa(1_000_000+i))
+			m.Header.Set("Nats-Last-Sequence", "0")
+			m.Data = tt.data
+			if err := e.dnc.PublishMsg(m); err != nil {
+				t.Fatal(err)
+			}
+			waitEvent(t, ev, "rejection", func(e client.Event) bool {
+				return e.Kind == client.EventRejected && errors.Is(e.Err, cuecast.ErrBadSignature) && e.Version == 1
+			})
+			if s := w.Current(); s.Version != 2 {
+				t.Fatalf("Current: got %d, want 2", s.Version)
+			}
+			ev.mu.Lock()
+			ev.all = nil
+			ev.mu.Unlock()
+		})
+	}
+
+	t.Run("tampered content behind a valid pointer", func(t *testing.T) {
+		// A damaged store: a version message whose metadata (and signature)
+		// are genuine but whose bytes are not, named by a validly signed
+		// pointer.
+		v3 := cuecast.Version{Config: cfg, Version: 3, Commit: "c003"}
+		if err := e.d.Publish(t.Context(), v3, body(3)); err != nil {
+			t.Fatal(err)
+		}
+		js, _ := jetstream.New(e.dnc)
+		st, _ := js.Stream(t.Context(), "CUECAST")
+		real, err := st.GetLastMsgForSubject(t.Context(), "cc.payments.v.checkout")
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := nats.NewMsg("cc.payments.v.checkout")
+		m.Header.Set("Cuecast-Meta", real.Header.Get("Cuecast-Meta"))
+		m.Data = []byte(`{"limit":100000,"name":"checkout"}`)
+		ack, err := js.PublishMsg(t.Context(), m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var meta cuecast.Version
+		_ = json.Unmarshal([]byte(real.Header.Get("Cuecast-Meta")), &meta)
+		p := cuecast.Pointer{Config: cfg, Version: 3, Seq: ack.Sequence, Checksum: meta.Checksum, Size: meta.Size, SetAt: time.Now()}
+		sig, _ := e.key.Sign(p.SigningBytes())
+		p.Signature = base64.RawURLEncoding.EncodeToString(sig)
+		pm := nats.NewMsg(fmt.Sprintf("cc.payments.p.%d.checkout", w.Bucket()))
+		pm.Data, _ = json.Marshal(p)
+		if _, err := js.PublishMsg(t.Context(), pm); err != nil {
+			t.Fatal(err)
+		}
+		waitEvent(t, ev, "checksum rejection", func(e client.Event) bool {
+			return e.Kind == client.EventRejected && errors.Is(e.Err, cuecast.ErrChecksumMismatch) && e.Version == 3
+		})
+		e.waitReport("trusting", func(r cuecast.Report) bool {
+			return r.Version == 2 && strings.Contains(r.LastError, "checksum mismatch")
+		})
+		if s := w.Current(); s.Version != 2 {
+			t.Fatalf("Current: got %d, want 2", s.Version)
+		}
+	})
+}
+
+// TestGapTriggersResync: a pointer whose Nats-Last-Sequence is not the last
+// one seen makes the watcher re-read the stored pointer.
+func TestGapTriggersResync(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	e.ship(1, body(1))
+	c, ev := e.newClient("gappy")
+	w := watch(t, c)
+	waitVersion(t, w, ev, 1)
+	p, err := e.d.Pointer(t.Context(), cfg, w.Bucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := nats.NewMsg(fmt.Sprintf("ccr.payments.p.%d.checkout", w.Bucket()))
+	m.Header.Set("Nats-Sequence", "5000")
+	m.Header.Set("Nats-Last-Sequence", "4999")
+	m.Data, _ = json.Marshal(p)
+	if err := e.dnc.PublishMsg(m); err != nil {
+		t.Fatal(err)
+	}
+	waitEvent(t, ev, "gap resync", func(e client.Event) bool { return e.Kind == client.EventResync && e.Detail == "gap" })
+	// The resync restored the real sequence, so real pointers are followed.
+	e.ship(2, body(2))
+	waitVersion(t, w, ev, 2)
+}
+
+// TestReconcile: the periodic re-read repairs a watcher that missed a
+// pointer without any gap signal.
+func TestReconcile(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	e.ship(1, body(1))
+	c, ev := e.newClient("reconciled", client.WithReconcile(50*time.Millisecond))
+	w := watch(t, c)
+	waitVersion(t, w, ev, 1)
+	waitEvent(t, ev, "reconcile", func(e client.Event) bool { return e.Kind == client.EventResync && e.Detail == "reconcile" })
+}
+
+// TestHeartbeat: reports are repeated, carrying the health provider's view.
+func TestHeartbeat(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	e.ship(1, body(1))
+	var mu sync.Mutex
+	healthy := true
+	health := func() cuecast.Health { mu.Lock(); defer mu.Unlock(); return cuecast.Health{Healthy: healthy} }
+	c, ev := e.newClient("beating", client.WithHeartbeat(20*time.Millisecond), client.WithHealth(health))
+	w := watch(t, c)
+	waitVersion(t, w, ev, 1)
+	e.waitReport("beating", func(r cuecast.Report) bool { return r.Healthy })
+	mu.Lock()
+	healthy = false
+	mu.Unlock()
+	e.waitReport("beating", func(r cuecast.Report) bool { return !r.Healthy && r.Version == 1 })
+}
