@@ -1,0 +1,105 @@
+package compiler_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/compiler"
+	"github.com/cuecast/cuecast/compiler/gen"
+)
+
+// The benchmarks compile generated repos written to disk, as the CLI and
+// a checkout-based CI would. BENCHMARKS.md, section Compiler, has the
+// numbers and the comparison with the cue CLI.
+
+func benchRepo(b *testing.B, configs int) (string, gen.Files) {
+	b.Helper()
+	dir := b.TempDir()
+	files := gen.Repo(gen.Options{Configs: configs, Seed: 7})
+	if err := files.Write(dir); err != nil {
+		b.Fatal(err)
+	}
+	return dir, files
+}
+
+func mustCompile(b *testing.B, dir string, opts compiler.Options) *compiler.Result {
+	b.Helper()
+	res, err := compiler.Compile(context.Background(), dir, opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if !res.OK() {
+		b.Fatalf("generated repo does not compile: %v", res.Errors[0])
+	}
+	return res
+}
+
+func BenchmarkCompileFull(b *testing.B) {
+	for _, n := range []int{200, 2000} {
+		b.Run(fmt.Sprintf("configs=%d", n), func(b *testing.B) {
+			dir, _ := benchRepo(b, n)
+			b.ReportAllocs()
+			for b.Loop() {
+				mustCompile(b, dir, compiler.Options{})
+			}
+		})
+	}
+}
+
+// BenchmarkIncrementalOneConfig is what the tailer does for a commit that
+// touches one config: plan with the previous Index, compile what it names.
+func BenchmarkIncrementalOneConfig(b *testing.B) {
+	for _, n := range []int{200, 2000} {
+		b.Run(fmt.Sprintf("configs=%d", n), func(b *testing.B) {
+			dir, _ := benchRepo(b, n)
+			full := mustCompile(b, dir, compiler.Options{})
+			changed := gen.ConfigPath(gen.Options{}, n/2) + "/config.cue"
+			b.ReportAllocs()
+			for b.Loop() {
+				affected := full.Index.Affected([]string{changed})
+				if len(affected) != 1 {
+					b.Fatalf("affected %v, want one config", affected)
+				}
+				mustCompile(b, dir, compiler.Options{Configs: affected})
+			}
+		})
+	}
+}
+
+// BenchmarkIncrementalLibrary changes a library imported by 10% of configs.
+func BenchmarkIncrementalLibrary(b *testing.B) {
+	for _, n := range []int{200, 2000} {
+		b.Run(fmt.Sprintf("configs=%d", n), func(b *testing.B) {
+			dir, _ := benchRepo(b, n)
+			full := mustCompile(b, dir, compiler.Options{})
+			b.ReportAllocs()
+			for b.Loop() {
+				affected := full.Index.Affected([]string{"lib/l3/l3.cue"})
+				if len(affected) != n/10 {
+					b.Fatalf("affected %d configs, want %d", len(affected), n/10)
+				}
+				mustCompile(b, dir, compiler.Options{Configs: affected})
+			}
+		})
+	}
+}
+
+// BenchmarkAffected measures planning alone.
+func BenchmarkAffected(b *testing.B) {
+	files := gen.Repo(gen.Options{Configs: 2000, Seed: 7})
+	res, err := compiler.Compile(context.Background(), "gen", compiler.Options{FS: files.MapFS()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	changed := []string{"lib/l3/l3.cue", gen.ConfigPath(gen.Options{}, 5) + "/config.cue"}
+	var got []cuecast.ConfigPath
+	for b.Loop() {
+		got = res.Index.Affected(changed)
+	}
+	if len(got) == 0 {
+		b.Fatal("nothing affected")
+	}
+}
+
