@@ -102,4 +102,3 @@ func BenchmarkAffected(b *testing.B) {
 		b.Fatal("nothing affected")
 	}
 }
-
