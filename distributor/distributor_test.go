@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -448,4 +449,30 @@ func verify(pub string, data []byte, sig string) error {
 		return err
 	}
 	return kp.Verify(data, raw)
+}
+
+func TestLoadOrCreateKey(t *testing.T) {
+	path := t.TempDir() + "/keys/signing.nk"
+	kp, created, err := distributor.LoadOrCreateKey(path)
+	if err != nil || !created {
+		t.Fatalf("first call: got created %t, %v; want a new key", created, err)
+	}
+	again, created, err := distributor.LoadOrCreateKey(path)
+	if err != nil || created {
+		t.Fatalf("second call: got created %t, %v; want the stored key", created, err)
+	}
+	p1, _ := kp.PublicKey()
+	p2, _ := again.PublicKey()
+	if p1 != p2 || p1[0] != 'A' {
+		t.Fatalf("public keys: got %s and %s, want the same account key", p1, p2)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("key file mode: got %v, %v; want 0600", fi.Mode(), err)
+	}
+	if err := os.WriteFile(path, []byte("not a seed"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := distributor.LoadOrCreateKey(path); err == nil {
+		t.Fatal("corrupt key file: got success, want error")
+	}
 }
