@@ -15,6 +15,7 @@ import (
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cuecast/cuecast"
@@ -54,6 +55,7 @@ type env struct {
 	ctx  context.Context
 	repo *gittest.Repo
 	srv  *natstest.Server
+	nc   *nats.Conn
 	js   jetstream.JetStream
 	dist *distributor.Distributor
 	log  *slog.Logger
@@ -75,6 +77,7 @@ func (e *env) connect(srv *natstest.Server) {
 	e.t.Helper()
 	e.srv = srv
 	nc := srv.Connect(e.t)
+	e.nc = nc
 	js, err := jetstream.New(nc)
 	if err != nil {
 		e.t.Fatal(err)
@@ -562,4 +565,50 @@ func checkAgainstHead(t *testing.T, ctx context.Context, dir string, d *distribu
 			t.Errorf("%s is not in HEAD: latest %+v, %v; want a tombstone", cp, latest, err)
 		}
 	}
+}
+
+// TestRunWake: Run polls at once when woken (the interval here is an hour)
+// and returns nil when its context ends.
+func TestRunWake(t *testing.T) {
+	e := newEnv(t)
+	r := e.repo
+	// Versions are RePublished on core subjects: wait for them there.
+	sub, err := e.nc.SubscribeSync("ccr.pay.v.b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.CommitFiles("initial", baseRepo())
+	tl := e.tailer(tailer.Config{Interval: time.Hour})
+	ctx, cancel := context.WithCancel(e.ctx)
+	done := make(chan error, 1)
+	go func() { done <- tl.Run(ctx) }()
+
+	nextVersion(t, sub, 1)
+	c2 := r.CommitFiles("b2", map[string]string{"pay/b/b.cue": config("b", false, 2)})
+	tl.Wake()
+	if got := nextVersion(t, sub, 2); got.Commit != c2 {
+		t.Errorf("pay/b v2 commit: got %s, want %s", got.Commit, c2)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run after cancel: got %v, want nil", err)
+	}
+}
+
+// nextVersion waits (30 s at most) for the next version message on sub and
+// checks its number.
+func nextVersion(t *testing.T, sub *nats.Subscription, want uint64) cuecast.Version {
+	t.Helper()
+	m, err := sub.NextMsg(30 * time.Second)
+	if err != nil {
+		t.Fatalf("waiting for version %d: %v", want, err)
+	}
+	var v cuecast.Version
+	if err := json.Unmarshal([]byte(m.Header.Get(distributor.HeaderMeta)), &v); err != nil {
+		t.Fatalf("decode version: %v", err)
+	}
+	if v.Version != want {
+		t.Fatalf("got version %d, want %d", v.Version, want)
+	}
+	return v
 }
