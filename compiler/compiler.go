@@ -474,10 +474,13 @@ func (c *compilation) multiplePackages(cp cuecast.ConfigPath) (Error, bool) {
 	return Error{}, false
 }
 
+// touchesBadFile reports whether a .cue file rejected by a file lint sits in
+// one of dirs: the package it belongs to would load without it and compile
+// to something its author did not write.
 func (c *compilation) touchesBadFile(dirs []string) bool {
-	for _, d := range dirs {
-		for _, f := range c.tree.dirs[d] {
-			if c.tree.bad[f] {
+	for f := range c.tree.bad {
+		if strings.HasSuffix(f, ".cue") {
+			if _, found := slices.BinarySearch(dirs, path.Dir(f)); found {
 				return true
 			}
 		}

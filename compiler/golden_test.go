@@ -73,7 +73,7 @@ func testLogger(t *testing.T) *slog.Logger {
 	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
-func loadCase(t *testing.T, dir string) (fstest.MapFS, compiler.Options) {
+func loadCase(t testing.TB, dir string) (fstest.MapFS, compiler.Options) {
 	t.Helper()
 	ar, err := txtar.ParseFile(filepath.Join(dir, "repo.txtar"))
 	if err != nil {

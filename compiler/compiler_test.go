@@ -1,0 +1,203 @@
+package compiler_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/compiler"
+	"github.com/cuecast/cuecast/compiler/gen"
+)
+
+// TestDeterministic compiles the same repo, including configs that fail,
+// with different worker counts and compares every byte of the result.
+func TestDeterministic(t *testing.T) {
+	o := gen.Options{Configs: 48, Seed: 3}
+	files := gen.Repo(o)
+	// Some configs fail, so the error order is exercised too.
+	for i := range 6 {
+		p := gen.ConfigPath(o, i*7) + "/config.cue"
+		files[p] = append(append([]byte(nil), files[p]...), []byte("port: 1\n")...)
+	}
+	var ref *compiler.Result
+	for _, workers := range []int{1, 8, 3, 8} {
+		res, err := compiler.Compile(context.Background(), "gen", compiler.Options{FS: files.MapFS(), Workers: workers})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Errors) == 0 || len(res.Outputs) == 0 {
+			t.Fatalf("want both outputs and errors, got %d and %d", len(res.Outputs), len(res.Errors))
+		}
+		if ref == nil {
+			ref = res
+			continue
+		}
+		if !slices.Equal(res.Configs, ref.Configs) {
+			t.Errorf("workers=%d: configs differ", workers)
+		}
+		if len(res.Outputs) != len(ref.Outputs) {
+			t.Errorf("workers=%d: %d outputs, want %d", workers, len(res.Outputs), len(ref.Outputs))
+		}
+		for cp, o := range ref.Outputs {
+			if got := res.Outputs[cp]; !bytes.Equal(got.JSON, o.JSON) || got.Checksum != o.Checksum || !slices.Equal(got.Files, o.Files) {
+				t.Errorf("workers=%d: %s differs", workers, cp)
+			}
+		}
+		if !slices.Equal(res.Errors, ref.Errors) {
+			t.Errorf("workers=%d: errors differ:\n%v\nwant\n%v", workers, res.Errors, ref.Errors)
+		}
+	}
+}
+
+func TestErrorFormat(t *testing.T) {
+	e := compiler.Error{Config: "app/api", File: "app/api/api.cue", Line: 4, Column: 7, ID: "cue", Message: "port: invalid value 80"}
+	if got, want := e.Error(), "app/api/api.cue:4:7: port: invalid value 80 [cue]"; got != want {
+		t.Errorf("Error() = %q, want %q", got, want)
+	}
+}
+
+func TestNoModule(t *testing.T) {
+	fsys := fstest.MapFS{"cuecast.cue": {Data: []byte("package manifest\n")}}
+	_, err := compiler.Compile(context.Background(), "norepo", compiler.Options{FS: fsys})
+	if !errors.Is(err, compiler.ErrNoModule) {
+		t.Fatalf("got %v, want ErrNoModule", err)
+	}
+}
+
+func TestCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := compiler.Compile(ctx, "../configs-example", compiler.Options{})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("got %v, want context.Canceled", err)
+	}
+}
+
+// TestTimeout: a config that evaluates for far longer than its limit is
+// reported as config/timeout and does not hold up the others.
+func TestTimeout(t *testing.T) {
+	fsys, _ := loadCase(t, "testdata/ok-base")
+	fsys["web/slow/slow.cue"] = &fstest.MapFile{Data: []byte(`package slow
+
+import "list"
+
+// Roughly 100k comprehension steps: a fraction of a second of work, a
+// thousand times the limit below.
+n: len([for a in list.Range(0, 300, 1) for b in list.Range(0, 300, 1) if a*b < 0 {a}])
+`)}
+	res, err := compiler.Compile(context.Background(), "slow", compiler.Options{FS: fsys, Timeout: 200 * time.Microsecond, Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var timedOut []cuecast.ConfigPath
+	for _, e := range res.Errors {
+		if e.ID == compiler.IDConfigTimeout {
+			timedOut = append(timedOut, e.Config)
+		}
+	}
+	if !slices.Contains(timedOut, "web/slow") {
+		t.Fatalf("errors %v, want a config/timeout for web/slow", res.Errors)
+	}
+	if _, ok := res.Outputs["web/slow"]; ok {
+		t.Error("web/slow has an output despite timing out")
+	}
+}
+
+func TestProgress(t *testing.T) {
+	var calls, last atomic.Int64
+	res, err := compiler.Compile(context.Background(), "../configs-example", compiler.Options{
+		Progress: func(done, total int) {
+			calls.Add(1)
+			last.Store(int64(done*1000 + total))
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := int64(len(res.Configs))
+	if calls.Load() != n || last.Load() != n*1000+n {
+		t.Errorf("progress called %d times ending at %d, want %d ending at %d/%d", calls.Load(), last.Load(), n, n, n)
+	}
+}
+
+// TestDiskSymlinks uses a real directory: symlinks inside the repo are
+// followed, one leaving it is rejected.
+func TestDiskSymlinks(t *testing.T) {
+	dir := t.TempDir()
+	o := gen.Options{Configs: 4, Namespaces: 1, Libraries: 1}
+	files := gen.Repo(o)
+	files["shared/extra.cue"] = []byte("package svc0\n\nshared_extra: 1\n")
+	if err := files.Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	outside := filepath.Join(t.TempDir(), "outside.cue")
+	if err := os.WriteFile(outside, []byte("package svc1\n\nleaked: 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg0, cfg1 := gen.ConfigPath(o, 0), gen.ConfigPath(o, 1)
+	if err := os.Symlink("../../shared/extra.cue", filepath.Join(dir, cfg0, "extra.cue")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(dir, cfg1, "outside.cue")); err != nil {
+		t.Fatal(err)
+	}
+	res, err := compiler.Compile(context.Background(), dir, compiler.Options{Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, ok := res.Outputs[cuecast.ConfigPath(cfg0)]; !ok || !strings.Contains(string(out.JSON), `"shared_extra":1`) {
+		t.Errorf("%s: want output including the symlinked file, got %s (errors %v)", cfg0, out.JSON, res.Errors)
+	}
+	if len(res.Errors) != 1 || res.Errors[0].ID != compiler.IDFileSymlinkEscape || res.Errors[0].File != cfg1+"/outside.cue" {
+		t.Errorf("errors %v, want one %s at %s/outside.cue", res.Errors, compiler.IDFileSymlinkEscape, cfg1)
+	}
+	if _, ok := res.Outputs[cuecast.ConfigPath(cfg1)]; ok {
+		t.Errorf("%s compiled despite its escaping symlink", cfg1)
+	}
+}
+
+// FuzzCompile feeds arbitrary manifest and config text through a whole
+// compile. Whatever the input, Compile must not panic and must report
+// problems as Result.Errors with a file and position, not as a Go error.
+func FuzzCompile(f *testing.F) {
+	base, _ := loadCase(f, "testdata/ok-base")
+	f.Add(string(base["cuecast.cue"].Data), string(base["app/api/api.cue"].Data))
+	for _, c := range []string{"bad-manifest-hold", "bad-schema-closed", "bad-incomplete", "bad-secret-jwt", "bad-import-cycle", "bad-multiple-packages", "bad-manifest-unknown-field", "bad-syntax"} {
+		fsys, _ := loadCase(f, filepath.Join("testdata", c))
+		f.Add(string(fsys["cuecast.cue"].Data), string(fsys["app/api/api.cue"].Data))
+	}
+	f.Add("package manifest\nnamespaces: app: owners: [\"x\"]\n", "package api\na: b\nb: a\n")
+	f.Add("package manifest\nnamespaces: [string]: owners: [\"x\"]\n", "package api\n#A: {a: #A}\nx: #A\n")
+	f.Add("", "")
+	f.Fuzz(func(t *testing.T, manifest, config string) {
+		fsys := fstest.MapFS{}
+		for k, v := range base {
+			fsys[k] = v
+		}
+		fsys["cuecast.cue"] = &fstest.MapFile{Data: []byte(manifest)}
+		fsys["app/api/api.cue"] = &fstest.MapFile{Data: []byte(config)}
+		res, err := compiler.Compile(context.Background(), "fuzz", compiler.Options{FS: fsys, Timeout: 5 * time.Second})
+		if err != nil {
+			t.Fatalf("Compile returned a Go error for repo content: %v", err)
+		}
+		for _, e := range res.Errors {
+			if e.File == "" || e.Line < 1 || e.Column < 1 || e.ID == "" || e.Message == "" {
+				t.Errorf("error without a full position: %#v", e)
+			}
+		}
+		for cp, o := range res.Outputs {
+			if o.Checksum != cuecast.Checksum(o.JSON) {
+				t.Errorf("%s: checksum mismatch", cp)
+			}
+		}
+	})
+}
