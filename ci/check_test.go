@@ -1,0 +1,362 @@
+package ci_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+
+	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/ci"
+	"github.com/cuecast/cuecast/internal/gittest"
+)
+
+// example returns the path of configs-example at the module root.
+func example(t *testing.T) string {
+	t.Helper()
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "configs-example")
+}
+
+// exampleRepo is a Git repo whose first commit is configs-example.
+func exampleRepo(t *testing.T) (*gittest.Repo, string) {
+	t.Helper()
+	r := gittest.New(t)
+	r.CopyDir(example(t))
+	return r, r.Commit("base: configs-example")
+}
+
+// edit rewrites one file of the work tree by replacing old with new; the
+// test fails when old is not there, so a fixture cannot drift silently.
+func edit(t *testing.T, r *gittest.Repo, name, old, new string) {
+	t.Helper()
+	p := filepath.Join(r.Dir, filepath.FromSlash(name))
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), old) {
+		t.Fatalf("edit %s: %q not found", name, old)
+	}
+	r.Write(map[string]string{name: strings.Replace(string(b), old, new, 1)})
+}
+
+func check(t *testing.T, r *gittest.Repo, base, head string) *ci.Report {
+	t.Helper()
+	rep, err := ci.Check(context.Background(), r.Dir, ci.Options{Base: base, Head: head, FanOut: 3, Workers: 2})
+	if err != nil {
+		t.Fatalf("Check: %v", err)
+	}
+	return rep
+}
+
+// statuses is the report's configs as "path status" lines.
+func statuses(rep *ci.Report) []string {
+	var out []string
+	for _, cc := range rep.Configs {
+		s := string(cc.Config) + " " + string(cc.Status)
+		if cc.From != "" {
+			s += " from " + string(cc.From)
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func diffPaths(cc ci.ConfigChange) []string {
+	var out []string
+	for _, d := range cc.Diff {
+		out = append(out, string(d.Op)+" "+d.Path+" "+string(d.Old)+" "+string(d.New))
+	}
+	return out
+}
+
+func TestCheckScenarios(t *testing.T) {
+	tests := []struct {
+		name   string
+		change func(t *testing.T, r *gittest.Repo)
+		// base: break the base commit before the change, for pre-existing errors.
+		base       func(t *testing.T, r *gittest.Repo)
+		want       []string
+		failed     bool
+		namespaces []string
+		level      string
+		verify     func(t *testing.T, rep *ci.Report)
+	}{
+		{
+			name: "one config changes",
+			change: func(t *testing.T, r *gittest.Repo) {
+				edit(t, r, "payments/checkout/checkout.cue", `currency:         "EUR"`, `currency:         "USD"`)
+				edit(t, r, "payments/checkout/checkout.cue", `three_ds: required_above_minor: 3_000`, `three_ds: required_above_minor: 5_000`)
+			},
+			want:       []string{"payments/checkout changed"},
+			namespaces: []string{"payments"},
+			level:      "high", // payments is strict
+			verify: func(t *testing.T, rep *ci.Report) {
+				got := diffPaths(rep.Configs[0])
+				want := []string{`changed currency "EUR" "USD"`, `changed three_ds.required_above_minor 3000 5000`}
+				if !slices.Equal(got, want) {
+					t.Errorf("diff: got %q, want %q", got, want)
+				}
+				if !slices.Equal(rep.Risk.Strict, []cuecast.ConfigPath{"payments/checkout"}) {
+					t.Errorf("strict: got %v, want [payments/checkout]", rep.Risk.Strict)
+				}
+				if len(rep.Risk.Breaking) != 0 {
+					t.Errorf("breaking: got %v, want none", rep.Risk.Breaking)
+				}
+				if o := rep.Namespaces[0].Owners; !slices.Equal(o, []string{"team-payments", "alice@example.com"}) {
+					t.Errorf("owners: got %v", o)
+				}
+			},
+		},
+		{
+			name: "library change fans out",
+			change: func(t *testing.T, r *gittest.Repo) {
+				edit(t, r, "lib/service/service.cue", `read:  *"2s"`, `read:  *"3s"`)
+			},
+			want:       []string{"payments/checkout changed", "payments/refunds changed", "search/indexer changed"},
+			namespaces: []string{"payments", "search"},
+			level:      "high",
+			verify: func(t *testing.T, rep *ci.Report) {
+				want := []ci.Library{{Dir: "lib/service", Configs: []cuecast.ConfigPath{"payments/checkout", "payments/refunds", "search/indexer"}, Wide: true}}
+				if len(rep.Risk.Libraries) != 1 || rep.Risk.Libraries[0].Dir != want[0].Dir ||
+					!slices.Equal(rep.Risk.Libraries[0].Configs, want[0].Configs) || !rep.Risk.Libraries[0].Wide {
+					t.Errorf("libraries: got %+v, want %+v", rep.Risk.Libraries, want)
+				}
+				for _, cc := range rep.Configs {
+					if got := diffPaths(cc); !slices.Equal(got, []string{`changed service.timeouts.read "2s" "3s"`}) {
+						t.Errorf("%s diff: got %q", cc.Config, got)
+					}
+				}
+			},
+		},
+		{
+			name: "config added, removed and renamed",
+			change: func(t *testing.T, r *gittest.Repo) {
+				r.Write(map[string]string{"search/autocomplete/autocomplete.cue": "package autocomplete\n\nowner: \"team-search\"\nenv: \"prod\"\nmodel: \"prefix@v1\"\n"})
+				r.Remove("payments/fraud-rules")
+				b, err := os.ReadFile(filepath.Join(r.Dir, "search/new-ui-flag/flag.cue"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				r.Remove("search/new-ui-flag")
+				r.Write(map[string]string{"search/facets-flag/flag.cue": string(b)})
+			},
+			want:       []string{"payments/fraud-rules removed", "search/autocomplete added", "search/facets-flag renamed from search/new-ui-flag"},
+			namespaces: []string{"payments", "search"},
+			level:      "high",
+			verify: func(t *testing.T, rep *ci.Report) {
+				var reasons []string
+				for _, b := range rep.Risk.Breaking {
+					reasons = append(reasons, string(b.Config)+": "+b.Reason)
+				}
+				want := []string{"payments/fraud-rules: config removed", "search/new-ui-flag: config moved to search/facets-flag"}
+				if !slices.Equal(reasons, want) {
+					t.Errorf("breaking: got %q, want %q", reasons, want)
+				}
+				added := rep.Configs[1]
+				if got := diffPaths(added); !slices.Contains(got, `added model  "prefix@v1"`) {
+					t.Errorf("added diff: got %q", got)
+				}
+			},
+		},
+		{
+			name: "invalid head",
+			change: func(t *testing.T, r *gittest.Repo) {
+				edit(t, r, "payments/checkout/checkout.cue", `"EUR"`, `"DOGECOIN"`)
+			},
+			want:       []string{"payments/checkout invalid"},
+			failed:     true,
+			namespaces: []string{"payments"},
+			level:      "high",
+			verify: func(t *testing.T, rep *ci.Report) {
+				if len(rep.Errors) == 0 {
+					t.Fatal("no errors at head")
+				}
+				e := rep.Errors[0]
+				if e.File != "payments/checkout/checkout.cue" || e.Line < 1 || e.Column < 1 || e.PreExisting {
+					t.Errorf("error: got %+v, want a new one in payments/checkout/checkout.cue with a position", e)
+				}
+			},
+		},
+		{
+			name: "invalid base stays invalid",
+			base: func(t *testing.T, r *gittest.Repo) {
+				edit(t, r, "payments/checkout/checkout.cue", `"EUR"`, `"DOGECOIN"`)
+			},
+			change: func(t *testing.T, r *gittest.Repo) {
+				edit(t, r, "payments/checkout/checkout.cue", `max_amount_minor: 5_000_000`, `max_amount_minor: 6_000_000`)
+			},
+			want:       []string{"payments/checkout still-invalid"},
+			namespaces: []string{"payments"},
+			level:      "low",
+			verify: func(t *testing.T, rep *ci.Report) {
+				if len(rep.Errors) == 0 {
+					t.Fatal("no errors at head")
+				}
+				for _, e := range rep.Errors {
+					if !e.PreExisting {
+						t.Errorf("error %v: got new, want pre-existing", e.Error)
+					}
+				}
+			},
+		},
+		{
+			name: "no-op refactor",
+			change: func(t *testing.T, r *gittest.Repo) {
+				edit(t, r, "search/ranking/ranking.cue", `boost_recent_days: 14`, "let days = 7\nboost_recent_days: days * 2")
+			},
+			want:       []string{"search/ranking unchanged"},
+			namespaces: []string{"search"},
+			level:      "low",
+		},
+		{
+			name: "manifest change compiles everything",
+			change: func(t *testing.T, r *gittest.Repo) {
+				edit(t, r, "cuecast.cue", `owners: ["team-search"]`, `owners: ["team-search", "bob@example.com"]`)
+			},
+			want: []string{"payments/checkout unchanged", "payments/fraud-rules unchanged", "payments/refunds unchanged",
+				"search/indexer unchanged", "search/new-ui-flag unchanged", "search/ranking unchanged"},
+			namespaces: []string{"payments", "search"},
+			level:      "low",
+			verify: func(t *testing.T, rep *ci.Report) {
+				if !rep.Everything {
+					t.Error("Everything: got false, want true")
+				}
+				if o := rep.Namespaces[1].Owners; !slices.Equal(o, []string{"team-search", "bob@example.com"}) {
+					t.Errorf("owners: got %v, want the head's", o)
+				}
+			},
+		},
+		{
+			name: "a breaking change",
+			change: func(t *testing.T, r *gittest.Repo) {
+				edit(t, r, "payments/refunds/refunds.cue", `on_error: true`, `on_error: "page"`)
+				edit(t, r, "payments/refunds/refunds.cue", "\tchannel:  \"#payments-refunds\"\n", "")
+			},
+			want:       []string{"payments/refunds changed"},
+			namespaces: []string{"payments"},
+			level:      "high",
+			verify: func(t *testing.T, rep *ci.Report) {
+				var got []string
+				for _, b := range rep.Risk.Breaking {
+					got = append(got, b.Path+": "+b.Reason)
+				}
+				want := []string{"notify.channel: field removed", "notify.on_error: type changed: boolean → string"}
+				if !slices.Equal(got, want) {
+					t.Errorf("breaking: got %q, want %q", got, want)
+				}
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, base := exampleRepo(t)
+			if tt.base != nil {
+				tt.base(t, r)
+				base = r.Commit("break the base")
+			}
+			tt.change(t, r)
+			head := r.Commit(tt.name)
+			// The work tree is not what is checked: spoil it.
+			r.Write(map[string]string{"payments/checkout/checkout.cue": "this is not CUE"})
+
+			rep := check(t, r, base, head)
+			if got := statuses(rep); !slices.Equal(got, tt.want) {
+				t.Errorf("configs: got %q, want %q", got, tt.want)
+			}
+			if rep.Failed() != tt.failed {
+				t.Errorf("Failed: got %v, want %v (errors %+v)", rep.Failed(), tt.failed, rep.Errors)
+			}
+			var ns []string
+			for _, n := range rep.Namespaces {
+				ns = append(ns, n.Name)
+			}
+			if !slices.Equal(ns, tt.namespaces) {
+				t.Errorf("namespaces: got %q, want %q", ns, tt.namespaces)
+			}
+			if rep.Risk.Level != tt.level {
+				t.Errorf("risk level: got %q, want %q", rep.Risk.Level, tt.level)
+			}
+			if tt.verify != nil {
+				tt.verify(t, rep)
+			}
+		})
+	}
+}
+
+func TestCheckMergeBase(t *testing.T) {
+	r, _ := exampleRepo(t)
+	// main moves on after the branch point; the branch must not be blamed
+	// for undoing it.
+	fork := r.Head()
+	edit(t, r, "search/ranking/ranking.cue", `boost_recent_days: 14`, `boost_recent_days: 21`)
+	mainTip := r.Commit("main: ranking change")
+	// The branch: from fork, change refunds.
+	wt, err := r.Git.Worktree()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := checkoutNewBranch(wt, "topic", fork); err != nil {
+		t.Fatal(err)
+	}
+	edit(t, r, "payments/refunds/refunds.cue", `window_days:            180`, `window_days:            90`)
+	head := r.Commit("topic: refunds window")
+
+	rep := check(t, r, mainTip, head)
+	if rep.MergeBase != fork {
+		t.Errorf("merge base: got %q, want %q", rep.MergeBase, fork)
+	}
+	if got := statuses(rep); !slices.Equal(got, []string{"payments/refunds changed"}) {
+		t.Errorf("configs: got %q, want only payments/refunds", got)
+	}
+}
+
+func TestCheckNothingChanged(t *testing.T) {
+	r, base := exampleRepo(t)
+	head := r.Commit("empty")
+	rep := check(t, r, base, head)
+	if len(rep.Configs) != 0 || len(rep.Errors) != 0 || rep.Failed() || rep.Risk.Level != "low" {
+		t.Errorf("got %+v, want an empty report", rep)
+	}
+}
+
+func TestCheckErrors(t *testing.T) {
+	r, base := exampleRepo(t)
+	ctx := context.Background()
+	var re *ci.RevisionError
+	_, err := ci.Check(ctx, r.Dir, ci.Options{Base: "no-such-branch", Head: base})
+	if !errors.As(err, &re) || re.Which != "base" || re.Rev != "no-such-branch" {
+		t.Errorf("bad base: got %v, want a RevisionError naming the base", err)
+	}
+	_, err = ci.Check(ctx, r.Dir, ci.Options{Base: base, Head: "deadbeef"})
+	if !errors.As(err, &re) || re.Which != "head" {
+		t.Errorf("bad head: got %v, want a RevisionError naming the head", err)
+	}
+	_, err = ci.Check(ctx, t.TempDir(), ci.Options{Base: "a", Head: "b"})
+	if !errors.Is(err, ci.ErrNotRepo) {
+		t.Errorf("not a repo: got %v, want ErrNotRepo", err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	edit(t, r, "search/ranking/ranking.cue", `boost_recent_days: 14`, `boost_recent_days: 21`)
+	head := r.Commit("change")
+	if _, err := ci.Check(cctx, r.Dir, ci.Options{Base: base, Head: head}); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled: got %v, want context.Canceled", err)
+	}
+}
+
+func checkoutNewBranch(wt *git.Worktree, name, from string) error {
+	return wt.Checkout(&git.CheckoutOptions{
+		Hash:   plumbing.NewHash(from),
+		Branch: plumbing.NewBranchReferenceName(name),
+		Create: true,
+	})
+}

@@ -1,0 +1,363 @@
+package ci
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"unicode/utf8"
+)
+
+// Marker is the hidden line that identifies cuecast's PR comment, so a re-run
+// edits its comment instead of adding another.
+const Marker = "<!-- cuecast-check -->"
+
+// MaxBody is the most a rendered Markdown body may take, in bytes. GitHub
+// rejects comment and check-run bodies over 65,536 characters; a byte count
+// is never below the character count, and the margin leaves room for the
+// note that says what was left out.
+const MaxBody = 65_000
+
+// maxValue caps one value shown in a diff line, in characters.
+const maxValue = 200
+
+// maxDiffLines caps the lines of one config's diff in Markdown.
+const maxDiffLines = 200
+
+// collapseAfter is how many diff lines a config may show before its diff is
+// folded into a <details> element.
+const collapseAfter = 15
+
+// WriteJSON writes the report as indented JSON, the form `--output json`
+// prints.
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(r); err != nil {
+		return fmt.Errorf("write report: %w", err)
+	}
+	return nil
+}
+
+// WriteText writes the report for a person at a terminal: the risk summary,
+// each affected config with its diff, the errors at head as
+// file:line:col: message [ID], and the namespaces touched.
+func (r *Report) WriteText(w io.Writer) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "cuecast check %s → %s\n", r.Base.describe(), r.Head.describe())
+	if r.MergeBase != "" {
+		fmt.Fprintf(&b, "compared with merge base %s\n", short(r.MergeBase))
+	}
+	fmt.Fprintf(&b, "risk: %s — %s\n", r.Risk.Level, r.headline())
+	for _, l := range r.riskLines() {
+		fmt.Fprintf(&b, "  ! %s\n", l)
+	}
+	if len(r.Configs) > 0 {
+		b.WriteString("\nconfigs:\n")
+		for _, cc := range r.Configs {
+			fmt.Fprintf(&b, "  %-13s %s\n", cc.Status, cc.title())
+			for _, l := range cc.diffLines() {
+				fmt.Fprintf(&b, "      %s\n", l)
+			}
+		}
+	}
+	if len(r.Errors) > 0 {
+		b.WriteString("\nerrors at head:\n")
+		for _, f := range r.Errors {
+			fmt.Fprintf(&b, "  %s", f.Error.Error())
+			if f.PreExisting {
+				b.WriteString(" (pre-existing)")
+			}
+			b.WriteString("\n")
+			if f.Fix != "" {
+				fmt.Fprintf(&b, "      fix: %s\n", f.Fix)
+			}
+		}
+	}
+	if len(r.Namespaces) > 0 {
+		b.WriteString("\nnamespaces:\n")
+		for _, n := range r.Namespaces {
+			fmt.Fprintf(&b, "  %s  owners: %s", n.Name, strings.Join(n.Owners, ", "))
+			if n.Consistency != "" {
+				fmt.Fprintf(&b, "  consistency: %s", n.Consistency)
+			}
+			b.WriteString("\n")
+		}
+	}
+	b.WriteString("\n" + r.verdict() + "\n")
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return fmt.Errorf("write report: %w", err)
+	}
+	return nil
+}
+
+// Markdown renders the report as GitHub-flavoured Markdown of at most limit
+// bytes (MaxBody when limit is 0 or more than MaxBody), starting with Marker.
+// Long diffs are folded into <details>; when the whole does not fit, whole
+// sections are left out from the end and a note says how many, so a code
+// block or a <details> element is never cut in half.
+func (r *Report) Markdown(limit int) string {
+	if limit <= 0 || limit > MaxBody {
+		limit = MaxBody
+	}
+	var blocks []string
+	add := func(format string, args ...any) { blocks = append(blocks, fmt.Sprintf(format, args...)) }
+
+	add("%s\n## cuecast check: %s\n\n", Marker, r.verdict())
+	add("**Risk: %s** — %s\n\n", r.Risk.Level, r.headline())
+	if lines := r.riskLines(); len(lines) > 0 {
+		for _, l := range lines {
+			add("- ⚠️ %s\n", l)
+		}
+		add("\n")
+	}
+	cmp := fmt.Sprintf("Compared `%s` (%s) → `%s` (%s)", r.Base.Rev, short(r.Base.Commit), r.Head.Rev, short(r.Head.Commit))
+	if r.MergeBase != "" {
+		cmp += fmt.Sprintf(", from their merge base %s", short(r.MergeBase))
+	}
+	add("%s; %d file(s) changed.\n\n", cmp, len(r.ChangedFiles))
+
+	if len(r.Configs) > 0 {
+		add("| config | status | compiled output |\n|---|---|---|\n")
+		for _, cc := range r.Configs {
+			add("| %s | %s | %s |\n", mdCode(cc.title()), cc.Status, mdCell(cc.outline()))
+		}
+		add("\n")
+	}
+	if len(r.Errors) > 0 {
+		add("### Errors at head\n\n| location | error | |\n|---|---|---|\n")
+		for _, f := range r.Errors {
+			note := "new"
+			if f.PreExisting {
+				note = "pre-existing"
+			}
+			msg := fmt.Sprintf("%s [%s]", f.Message, f.ID)
+			if f.Fix != "" {
+				msg += "<br>fix: " + f.Fix
+			}
+			add("| %s | %s | %s |\n", mdCode(fmt.Sprintf("%s:%d:%d", f.File, f.Line, f.Column)), mdCell(msg), note)
+		}
+		add("\n")
+	}
+	if len(r.Namespaces) > 0 {
+		add("### Namespaces touched\n\n| namespace | owners | consistency | configs |\n|---|---|---|---|\n")
+		for _, n := range r.Namespaces {
+			add("| %s | %s | %s | %d |\n", mdCode(n.Name), mdCell(strings.Join(n.Owners, ", ")), n.Consistency, len(n.Configs))
+		}
+		add("\n")
+	}
+	first := true
+	for _, cc := range r.Configs {
+		lines := cc.diffLines()
+		if len(lines) == 0 {
+			continue
+		}
+		if first {
+			add("### Compiled diffs\n\n")
+			first = false
+		}
+		if len(lines) > maxDiffLines {
+			n := len(lines) - maxDiffLines
+			lines = append(lines[:maxDiffLines:maxDiffLines], fmt.Sprintf("… %d more line(s); run cuecast check locally for all of them", n))
+		}
+		body := fence(lines)
+		if len(lines) > collapseAfter {
+			add("<details><summary><code>%s</code> %s: %d paths</summary>\n\n%s\n</details>\n\n", htmlEscape(cc.title()), cc.Status, len(cc.Diff), body)
+		} else {
+			add("#### %s %s\n\n%s\n", mdCode(cc.title()), cc.Status, body)
+		}
+	}
+	return fit(blocks, limit)
+}
+
+// fit joins blocks while they fit in limit bytes, keeping room for the
+// truncation note.
+func fit(blocks []string, limit int) string {
+	total := 0
+	for _, b := range blocks {
+		total += len(b)
+	}
+	if total <= limit {
+		return strings.Join(blocks, "")
+	}
+	note := func(n int) string {
+		return fmt.Sprintf("\n\n> [!NOTE]\n> This report was truncated to fit GitHub's size limit: %d more part(s) left out. Run `cuecast check` locally, or read the check run, for everything.\n", n)
+	}
+	budget := limit - len(note(len(blocks)))
+	var b strings.Builder
+	i := 0
+	for ; i < len(blocks) && b.Len()+len(blocks[i]) <= budget; i++ {
+		b.WriteString(blocks[i])
+	}
+	b.WriteString(note(len(blocks) - i))
+	return b.String()
+}
+
+// fence puts lines in a ```diff block whose fence is longer than any run of
+// backticks inside, so values cannot close it.
+func fence(lines []string) string {
+	body := strings.Join(lines, "\n")
+	n, run := 3, 0
+	for _, c := range body {
+		if c == '`' {
+			run++
+			n = max(n, run+1)
+		} else {
+			run = 0
+		}
+	}
+	f := strings.Repeat("`", n)
+	return f + "diff\n" + body + "\n" + f + "\n"
+}
+
+func (rv Revision) describe() string {
+	if rv.Rev == rv.Commit || rv.Rev == "" {
+		return short(rv.Commit)
+	}
+	return fmt.Sprintf("%s (%s)", rv.Rev, short(rv.Commit))
+}
+
+func (r *Report) verdict() string {
+	switch {
+	case r.Risk.NewErrors > 0:
+		return fmt.Sprintf("❌ %d new error(s) at head", r.Risk.NewErrors)
+	case r.Risk.PreExisting > 0:
+		return fmt.Sprintf("✅ no new errors (%d pre-existing)", r.Risk.PreExisting)
+	default:
+		return "✅ valid"
+	}
+}
+
+func (r *Report) headline() string {
+	if len(r.ChangedFiles) == 0 {
+		return "no files changed"
+	}
+	s := fmt.Sprintf("%d config(s) change in %d namespace(s); %d compiled", r.Risk.Configs, r.Risk.Namespaces, r.Risk.Compiled)
+	if r.Everything {
+		s += " (the manifest or cue.mod changed: every config)"
+	}
+	return s
+}
+
+func (r *Report) riskLines() []string {
+	var out []string
+	if len(r.Risk.Strict) > 0 {
+		out = append(out, fmt.Sprintf("strict consistency: %s", joinPaths(r.Risk.Strict)))
+	}
+	for _, l := range r.Risk.Libraries {
+		s := fmt.Sprintf("library %s reaches %d config(s)", l.Dir, len(l.Configs))
+		if l.Wide {
+			s += " (wide)"
+		}
+		out = append(out, s)
+	}
+	for _, b := range r.Risk.Breaking {
+		if b.Path == "" {
+			out = append(out, fmt.Sprintf("breaking: %s: %s", b.Config, b.Reason))
+		} else {
+			out = append(out, fmt.Sprintf("breaking: %s %s: %s", b.Config, b.Path, b.Reason))
+		}
+	}
+	if r.Risk.NewErrors > 0 {
+		out = append(out, fmt.Sprintf("%d new error(s) at head", r.Risk.NewErrors))
+	}
+	return out
+}
+
+func joinPaths[T ~string](ps []T) string {
+	s := make([]string, len(ps))
+	for i, p := range ps {
+		s[i] = string(p)
+	}
+	return strings.Join(s, ", ")
+}
+
+func (cc ConfigChange) title() string {
+	if cc.From != "" {
+		return fmt.Sprintf("%s ← %s", cc.Config, cc.From)
+	}
+	return string(cc.Config)
+}
+
+// outline is the one-cell summary of a config's change.
+func (cc ConfigChange) outline() string {
+	switch cc.Status {
+	case StatusChanged:
+		breaking := 0
+		for _, d := range cc.Diff {
+			if d.Breaking {
+				breaking++
+			}
+		}
+		if breaking > 0 {
+			return fmt.Sprintf("%d path(s), %d breaking", len(cc.Diff), breaking)
+		}
+		return fmt.Sprintf("%d path(s)", len(cc.Diff))
+	case StatusAdded, StatusFixed:
+		return fmt.Sprintf("%d field(s)", len(cc.Diff))
+	case StatusRemoved:
+		return "gone"
+	case StatusRenamed:
+		return "moved, same output"
+	case StatusUnchanged:
+		return "same bytes"
+	default:
+		return fmt.Sprintf("%d error(s)", cc.Errors)
+	}
+}
+
+// diffLines renders the diff one path per line: "- path: old", "+ path:
+// new", a changed value as both.
+func (cc ConfigChange) diffLines() []string {
+	var out []string
+	for _, d := range cc.Diff {
+		mark := ""
+		if d.Breaking {
+			mark = "  # breaking"
+		}
+		switch d.Op {
+		case OpAdded:
+			out = append(out, fmt.Sprintf("+ %s: %s", d.Path, clip(d.New)))
+		case OpRemoved:
+			out = append(out, fmt.Sprintf("- %s: %s%s", d.Path, clip(d.Old), mark))
+		default:
+			out = append(out, fmt.Sprintf("- %s: %s%s", d.Path, clip(d.Old), mark), fmt.Sprintf("+ %s: %s", d.Path, clip(d.New)))
+		}
+	}
+	return out
+}
+
+// clip shortens a value to maxValue characters without splitting one.
+func clip(raw json.RawMessage) string {
+	s := string(raw)
+	if utf8.RuneCountInString(s) <= maxValue {
+		return s
+	}
+	n := 0
+	for i := range s {
+		if n == maxValue {
+			return s[:i] + "…"
+		}
+		n++
+	}
+	return s
+}
+
+func mdCode(s string) string {
+	if strings.Contains(s, "`") {
+		return "<code>" + htmlEscape(s) + "</code>"
+	}
+	return "`" + s + "`"
+}
+
+// mdCell makes s safe inside a table cell: one line, pipes escaped.
+func mdCell(s string) string {
+	s = strings.ReplaceAll(s, "\r", "")
+	s = strings.ReplaceAll(s, "\n", "<br>")
+	return strings.ReplaceAll(s, "|", `\|`)
+}
+
+func htmlEscape(s string) string {
+	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
+}

@@ -1,0 +1,376 @@
+package ci
+
+import (
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+
+	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/compiler"
+)
+
+// Status is what a change does to one config.
+type Status string
+
+// The statuses of an affected config.
+const (
+	StatusAdded        Status = "added"         // new at head, compiles
+	StatusRemoved      Status = "removed"       // gone at head
+	StatusRenamed      Status = "renamed"       // gone from From, same output at Config
+	StatusChanged      Status = "changed"       // compiled output differs
+	StatusUnchanged    Status = "unchanged"     // its CUE changed, its output did not
+	StatusInvalid      Status = "invalid"       // does not compile at head: the change broke it
+	StatusStillInvalid Status = "still-invalid" // did not compile at base either: pre-existing
+	StatusFixed        Status = "fixed"         // did not compile at base, compiles at head
+)
+
+// Revision is one side of the comparison: what was asked and what it named.
+type Revision struct {
+	Rev    string `json:"rev"`
+	Commit string `json:"commit"`
+}
+
+// Report is the outcome of Check. Its JSON form is what `cuecast check
+// --output json` prints.
+type Report struct {
+	Base Revision `json:"base"`
+	Head Revision `json:"head"`
+	// MergeBase is set when Base is not an ancestor of Head: the commit
+	// actually compared against.
+	MergeBase    string   `json:"merge_base,omitempty"`
+	ChangedFiles []string `json:"changed_files"`
+	// Everything is set when the manifest or cue.mod/ changed, so every
+	// config was compiled at both revisions.
+	Everything bool           `json:"everything,omitempty"`
+	Risk       Risk           `json:"risk"`
+	Configs    []ConfigChange `json:"configs"`
+	// Errors are the errors and lint findings at head, in the affected
+	// configs and in files no config owns (the manifest, libraries).
+	Errors     []Finding   `json:"errors"`
+	Namespaces []Namespace `json:"namespaces"`
+}
+
+// ConfigChange is one affected config.
+type ConfigChange struct {
+	Config cuecast.ConfigPath `json:"config"`
+	Status Status             `json:"status"`
+	// From is the old path of a renamed config.
+	From         cuecast.ConfigPath `json:"from,omitempty"`
+	BaseChecksum string             `json:"base_checksum,omitempty"`
+	HeadChecksum string             `json:"head_checksum,omitempty"`
+	// Diff is the compiled difference of a changed config; of an added
+	// config it is every top-level field, added.
+	Diff []Difference `json:"diff,omitempty"`
+	// Errors counts this config's errors at head.
+	Errors int `json:"errors,omitempty"`
+}
+
+// Finding is one error or lint finding at head. PreExisting is set when the
+// base had the same finding (same file, ID and message): the change did not
+// cause it and the check does not fail for it.
+type Finding struct {
+	compiler.Error
+	PreExisting bool `json:"pre_existing,omitempty"`
+}
+
+// Namespace is a namespace the change touches, as the head's manifest (or
+// the base's, for a namespace the change removes) describes it.
+type Namespace struct {
+	Name        string               `json:"name"`
+	Owners      []string             `json:"owners"`
+	Consistency string               `json:"consistency,omitempty"`
+	Configs     []cuecast.ConfigPath `json:"configs"`
+}
+
+// Risk is the change's blast radius, shown at the top of every report.
+type Risk struct {
+	// Level is "high" (breaking, strict, wide or everything), "medium" (some
+	// output changes) or "low" (no compiled output changes).
+	Level string `json:"level"`
+	// Configs is how many configs' output changes (or breaks); Compiled
+	// how many were compiled at head because the change could affect them.
+	Configs    int `json:"configs"`
+	Compiled   int `json:"compiled"`
+	Namespaces int `json:"namespaces"`
+	// Strict lists changed configs in namespaces with strict consistency.
+	Strict []cuecast.ConfigPath `json:"strict,omitempty"`
+	// Libraries lists changed library directories and the configs they reach.
+	Libraries []Library `json:"libraries,omitempty"`
+	// Breaking lists changes that services reading the old output may not
+	// survive.
+	Breaking []Breaking `json:"breaking,omitempty"`
+	// NewErrors counts errors at head that the base did not have.
+	NewErrors   int `json:"new_errors"`
+	PreExisting int `json:"pre_existing_errors"`
+}
+
+// Library is a changed directory outside every namespace and the configs that
+// import it. Wide is set when they number at least the fan-out threshold.
+type Library struct {
+	Dir     string               `json:"dir"`
+	Configs []cuecast.ConfigPath `json:"configs"`
+	Wide    bool                 `json:"wide,omitempty"`
+}
+
+// Breaking is one breaking change: a field removed or retyped, or a whole
+// config removed or moved (Path empty).
+type Breaking struct {
+	Config cuecast.ConfigPath `json:"config"`
+	Path   string             `json:"path,omitempty"`
+	Reason string             `json:"reason"`
+}
+
+// Failed reports whether the change leaves a config invalid that the base
+// had valid: the check's verdict (exit status 3, check run failure).
+func (r *Report) Failed() bool { return r.Risk.NewErrors > 0 }
+
+// build fills Configs, Errors, Namespaces and the risk figures from the two
+// compiles.
+func (r *Report) build(base, head *compiler.Result, targets []cuecast.ConfigPath, fanOut int) error {
+	baseHas, headHas := set(base.Configs), set(head.Configs)
+	baseErrs, headErrs := errorsByConfig(base.Errors), errorsByConfig(head.Errors)
+	var added, removed []int
+	r.Configs = []ConfigChange{}
+	for _, cp := range targets {
+		inBase, inHead := baseHas[cp], headHas[cp]
+		bo, bok := base.Outputs[cp]
+		ho, hok := head.Outputs[cp]
+		cc := ConfigChange{Config: cp, BaseChecksum: bo.Checksum, HeadChecksum: ho.Checksum, Errors: headErrs[cp]}
+		switch {
+		case !inBase && !inHead:
+			continue
+		case !inHead:
+			cc.Status = StatusRemoved
+			cc.HeadChecksum = ""
+			removed = append(removed, len(r.Configs))
+		case !hok && (!inBase || !bok && baseErrs[cp] == 0):
+			cc.Status = StatusInvalid
+		case !hok && !bok:
+			cc.Status = StatusStillInvalid
+		case !hok:
+			cc.Status = StatusInvalid
+		case !inBase:
+			cc.Status = StatusAdded
+			added = append(added, len(r.Configs))
+		case !bok:
+			cc.Status = StatusFixed
+		case bo.Checksum == ho.Checksum:
+			cc.Status = StatusUnchanged
+		default:
+			cc.Status = StatusChanged
+		}
+		switch cc.Status {
+		case StatusChanged:
+			d, err := Diff(bo.JSON, ho.JSON)
+			if err != nil {
+				return fmt.Errorf("diff %s: %w", cp, err)
+			}
+			cc.Diff = d
+		case StatusAdded, StatusFixed:
+			d, err := Diff([]byte("{}"), ho.JSON)
+			if err != nil {
+				return fmt.Errorf("diff %s: %w", cp, err)
+			}
+			cc.Diff = d
+		}
+		r.Configs = append(r.Configs, cc)
+	}
+	r.renames(added, removed)
+
+	// Errors at head: those of the affected configs and those of no config.
+	inTargets := set(targets)
+	seen := make(map[string]bool)
+	for _, e := range base.Errors {
+		seen[findingKey(e)] = true
+	}
+	r.Errors = []Finding{}
+	for _, e := range head.Errors {
+		if e.Config != "" && !inTargets[e.Config] {
+			continue
+		}
+		f := Finding{Error: e, PreExisting: seen[findingKey(e)]}
+		if f.PreExisting {
+			r.Risk.PreExisting++
+		} else {
+			r.Risk.NewErrors++
+		}
+		r.Errors = append(r.Errors, f)
+	}
+
+	// Namespaces, strict configs and breaking changes.
+	byNS := make(map[string]*Namespace)
+	var names []string
+	for _, cc := range r.Configs {
+		for _, cp := range []cuecast.ConfigPath{cc.Config, cc.From} {
+			if cp == "" {
+				continue
+			}
+			ns := cp.Namespace()
+			n, ok := byNS[ns]
+			if !ok {
+				n = &Namespace{Name: ns, Owners: []string{}}
+				if m, ok := lookupNamespace(ns, head.Manifest, base.Manifest); ok {
+					n.Owners, n.Consistency = m.Owners, m.Consistency
+				}
+				byNS[ns] = n
+				names = append(names, ns)
+			}
+			if !slices.Contains(n.Configs, cp) {
+				n.Configs = append(n.Configs, cp)
+			}
+		}
+		if cc.Status == StatusUnchanged || cc.Status == StatusStillInvalid {
+			continue
+		}
+		r.Risk.Configs++
+		if n := byNS[cc.Config.Namespace()]; n.Consistency == "strict" {
+			r.Risk.Strict = append(r.Risk.Strict, cc.Config)
+		}
+		switch cc.Status {
+		case StatusRemoved:
+			r.Risk.Breaking = append(r.Risk.Breaking, Breaking{Config: cc.Config, Reason: "config removed"})
+		case StatusRenamed:
+			r.Risk.Breaking = append(r.Risk.Breaking, Breaking{Config: cc.From, Reason: "config moved to " + string(cc.Config)})
+		case StatusChanged:
+			for _, d := range cc.Diff {
+				if !d.Breaking {
+					continue
+				}
+				reason := "field removed"
+				if d.Op == OpType {
+					reason = fmt.Sprintf("type changed: %s → %s", typeOf(d.Old), typeOf(d.New))
+				}
+				r.Risk.Breaking = append(r.Risk.Breaking, Breaking{Config: cc.Config, Path: d.Path, Reason: reason})
+			}
+		}
+	}
+	slices.Sort(names)
+	r.Namespaces = []Namespace{}
+	for _, ns := range names {
+		n := byNS[ns]
+		slices.Sort(n.Configs)
+		r.Namespaces = append(r.Namespaces, *n)
+	}
+	r.Risk.Compiled = len(r.Configs)
+	r.Risk.Namespaces = len(r.Namespaces)
+	return nil
+}
+
+// renames pairs removed and added configs whose outputs are identical: a
+// config moved without changing what services receive.
+func (r *Report) renames(added, removed []int) {
+	drop := make(map[int]bool)
+	for _, ri := range removed {
+		for _, ai := range added {
+			a, rm := &r.Configs[ai], r.Configs[ri]
+			if drop[ai] || a.Status != StatusAdded || a.HeadChecksum != rm.BaseChecksum || rm.BaseChecksum == "" {
+				continue
+			}
+			a.Status, a.From, a.BaseChecksum, a.Diff = StatusRenamed, rm.Config, rm.BaseChecksum, nil
+			drop[ri] = true
+			break
+		}
+	}
+	if len(drop) == 0 {
+		return
+	}
+	var kept []ConfigChange
+	for i, cc := range r.Configs {
+		if !drop[i] {
+			kept = append(kept, cc)
+		}
+	}
+	r.Configs = kept
+}
+
+// libraries fills Risk.Libraries and Risk.Level. A library is a directory
+// outside the namespaces holding a changed file; its reach is what the
+// dependency index says at either side.
+func (r *Report) libraries(base, head *compiler.Result, changed []string, fanOut int) {
+	byDir := make(map[string][]string)
+	for _, f := range changed {
+		if isGlobal(f) {
+			continue
+		}
+		first, _, _ := strings.Cut(f, "/")
+		if _, ok := lookupNamespace(first, head.Manifest, base.Manifest); ok {
+			continue
+		}
+		byDir[path.Dir(f)] = append(byDir[path.Dir(f)], f)
+	}
+	for _, dir := range sortedKeys(byDir) {
+		var reach []cuecast.ConfigPath
+		for _, ix := range []*compiler.Index{base.Index, head.Index} {
+			if ix != nil {
+				reach = union(reach, ix.Affected(byDir[dir]))
+			}
+		}
+		if reach == nil {
+			reach = []cuecast.ConfigPath{}
+		}
+		r.Risk.Libraries = append(r.Risk.Libraries, Library{Dir: dir, Configs: reach, Wide: len(reach) >= fanOut})
+	}
+	r.Risk.Level = "low"
+	if r.Risk.Configs > 0 {
+		r.Risk.Level = "medium"
+	}
+	wide := slices.ContainsFunc(r.Risk.Libraries, func(l Library) bool { return l.Wide })
+	if len(r.Risk.Breaking) > 0 || len(r.Risk.Strict) > 0 || wide || (r.Everything && r.Risk.Configs > 0) {
+		r.Risk.Level = "high"
+	}
+}
+
+func lookupNamespace(ns string, ms ...*compiler.Manifest) (compiler.Namespace, bool) {
+	for _, m := range ms {
+		if m == nil {
+			continue
+		}
+		if n, ok := m.Namespaces[ns]; ok {
+			return n, true
+		}
+	}
+	return compiler.Namespace{}, false
+}
+
+// findingKey identifies a finding across revisions: lines move when a file
+// above them changes, so they are not part of it.
+func findingKey(e compiler.Error) string {
+	return e.File + "\x00" + e.ID + "\x00" + e.Message
+}
+
+func errorsByConfig(errs []compiler.Error) map[cuecast.ConfigPath]int {
+	m := make(map[cuecast.ConfigPath]int)
+	for _, e := range errs {
+		if e.Config != "" {
+			m[e.Config]++
+		}
+	}
+	return m
+}
+
+func set[T comparable](xs []T) map[T]bool {
+	m := make(map[T]bool, len(xs))
+	for _, x := range xs {
+		m[x] = true
+	}
+	return m
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// typeOf names the JSON type of a compact JSON value.
+func typeOf(raw []byte) string {
+	v, err := decode(raw)
+	if err != nil {
+		return "?"
+	}
+	return jsonType(v)
+}
