@@ -112,7 +112,11 @@ type Report struct {
 	Healthy       bool              `json:"healthy"`
 	LastKnownGood bool              `json:"last_known_good,omitempty"`
 	LastError     string            `json:"last_error,omitempty"`
-	At            time.Time         `json:"at"`
+	// Staged is the version of a strict config the instance has fetched,
+	// verified and validated and holds ready for the activation pointer
+	// (two-phase cutover); 0 when none.
+	Staged uint64    `json:"staged,omitempty"`
+	At     time.Time `json:"at"`
 }
 
 // Buckets is the number of cohort buckets an instance can hash into.

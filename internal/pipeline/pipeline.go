@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/cuecast/cuecast/distributor"
+	"github.com/cuecast/cuecast/distributor/rollout"
 	"github.com/cuecast/cuecast/internal/natsserver"
 	"github.com/cuecast/cuecast/tailer"
 )
@@ -35,7 +36,11 @@ type Config struct {
 	Interval time.Duration
 	// StartAt is the first commit to process on an empty data directory.
 	StartAt string
-	Logger  *slog.Logger
+	// Policies decides how each new version rolls out. Nil gives every
+	// config the default policy (one stage, everyone at once); serve passes
+	// ManifestPolicies, the manifest's per-namespace stages.
+	Policies rollout.Policies
+	Logger   *slog.Logger
 }
 
 // Pipeline is a running assembly. Close stops it.
@@ -44,6 +49,9 @@ type Pipeline struct {
 	NC          *nats.Conn
 	Distributor *distributor.Distributor
 	Tailer      *tailer.Tailer
+	// Rollout is the controller moving cohort pointers stage by stage; it is
+	// the tailer's Deployer.
+	Rollout *rollout.Controller
 	// PublicKey verifies every version and pointer this pipeline signs.
 	PublicKey string
 }
@@ -88,6 +96,14 @@ func Start(ctx context.Context, cfg Config) (_ *Pipeline, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("start pipeline: %w", err)
 	}
+	pol := cfg.Policies
+	if pol == nil {
+		pol = rollout.Static{}
+	}
+	p.Rollout, err = rollout.New(ctx, p.NC, p.Distributor, pol, rollout.Options{Logger: cfg.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("start pipeline: %w", err)
+	}
 	js, err := jetstream.New(p.NC)
 	if err != nil {
 		return nil, fmt.Errorf("start pipeline: jetstream: %w", err)
@@ -99,7 +115,7 @@ func Start(ctx context.Context, cfg Config) (_ *Pipeline, err error) {
 		StartAt:  cfg.StartAt,
 		DataDir:  filepath.Join(cfg.DataDir, "repos"),
 		Logger:   cfg.Logger,
-	}, js, p.Distributor, p.Distributor)
+	}, js, p.Distributor, p.Rollout)
 	if err != nil {
 		return nil, err
 	}
@@ -111,7 +127,23 @@ func (p *Pipeline) ClientURL() string { return p.Server.ClientURL() }
 
 // Run follows the branch until ctx is cancelled.
 func (p *Pipeline) Run(ctx context.Context) error {
+	// The rollout controller runs beside the tailer; when either stops with
+	// an error, the other is stopped too.
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	ctlErr := make(chan error, 1)
+	go func() {
+		err := p.Rollout.Run(ctx)
+		if err != nil {
+			stop()
+		}
+		ctlErr <- err
+	}()
 	err := p.Tailer.Run(ctx)
+	stop()
+	if cerr := <-ctlErr; cerr != nil {
+		return fmt.Errorf("rollout controller: %w", cerr)
+	}
 	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 		return nil
 	}

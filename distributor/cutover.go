@@ -1,0 +1,81 @@
+package distributor
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cuecast/cuecast"
+)
+
+// The two-phase cutover of strict configs (docs/ROLLOUT.md): one staged
+// pointer and one activation pointer per config, beside the cohort pointers
+// in the CUECAST stream and RePublished like them.
+
+// stagedSubject announces the version every instance should fetch, verify,
+// validate and hold without applying: cc.<ns>.s.<name>.
+func stagedSubject(cfg cuecast.ConfigPath) string {
+	return "cc." + cfg.Namespace() + ".s." + nameTokens(cfg)
+}
+
+// activationSubject tells every instance to switch to the version it names
+// at once: cc.<ns>.a.<name>.
+func activationSubject(cfg cuecast.ConfigPath) string {
+	return "cc." + cfg.Namespace() + ".a." + nameTokens(cfg)
+}
+
+// Stage publishes the staged pointer of cfg: instances fetch and validate
+// the version it names, then report it in Report.Staged, without applying
+// it. p.Seq, Checksum and Size are filled in from the stored version.
+// It returns cuecast.ErrNotFound or cuecast.ErrPurged for an unknown version.
+func (d *Distributor) Stage(ctx context.Context, cfg cuecast.ConfigPath, p cuecast.Pointer) error {
+	if err := d.publishCutover(ctx, stagedSubject(cfg), cfg, p); err != nil {
+		return fmt.Errorf("stage %s@%d: %w", cfg, p.Version, err)
+	}
+	return nil
+}
+
+// Activate publishes the activation pointer of cfg: every instance holding
+// the version staged switches to it. The cohort pointers are not changed;
+// the caller points them at the same version afterwards so that instances
+// that missed the activation catch up on their next read.
+func (d *Distributor) Activate(ctx context.Context, cfg cuecast.ConfigPath, p cuecast.Pointer) error {
+	if err := d.publishCutover(ctx, activationSubject(cfg), cfg, p); err != nil {
+		return fmt.Errorf("activate %s@%d: %w", cfg, p.Version, err)
+	}
+	return nil
+}
+
+func (d *Distributor) publishCutover(ctx context.Context, subj string, cfg cuecast.ConfigPath, p cuecast.Pointer) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	p.Config = cfg
+	sv, _, err := d.findVersion(ctx, cfg, p.Version)
+	if err != nil {
+		return err
+	}
+	p.Seq, p.Checksum, p.Size = sv.Seq, sv.Checksum, sv.Size
+	if p.SetAt.IsZero() {
+		p.SetAt = time.Now().UTC()
+	}
+	if err := d.signPointer(&p); err != nil {
+		return err
+	}
+	body, err := json.Marshal(p)
+	if err != nil {
+		return fmt.Errorf("encode pointer: %w", err)
+	}
+	m := nats.NewMsg(subj)
+	m.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
+	m.Data = body
+	if _, err := d.js.PublishMsg(ctx, m); err != nil {
+		return fmt.Errorf("write %s: %w", subj, err)
+	}
+	d.log.Info("cutover pointer", "subject", subj, "config", cfg, "version", p.Version)
+	return nil
+}

@@ -1,0 +1,297 @@
+package rollout_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/distributor/rollout"
+	"github.com/cuecast/cuecast/internal/natstest"
+)
+
+// fleet starts one canary (bucket 0), two early (buckets 1-9) and three
+// late (buckets 10-99) instances, all on v1.
+func (e *env) fleet() (canary, early, late []*instance) {
+	e.t.Helper()
+	for _, id := range idIn("canary", 0, 1, 1) {
+		canary = append(canary, e.instance(id))
+	}
+	for _, id := range idIn("early", 1, 10, 2) {
+		early = append(early, e.instance(id))
+	}
+	for _, id := range idIn("late", 10, 100, 3) {
+		late = append(late, e.instance(id))
+	}
+	all := slices.Concat(canary, early, late)
+	waitOn(e.t, 1, all...)
+	e.waitLive(len(all))
+	return canary, early, late
+}
+
+func TestHealthyRolloutThroughThreeStages(t *testing.T) {
+	e := newEnv(t, threeStages(300*time.Millisecond), rollout.Relaxed)
+	e.baseline()
+	canary, early, late := e.fleet()
+	v2 := e.publish(2, content(2))
+	e.deploy(v2)
+
+	e.waitState(2, rollout.StateHolding, 0)
+	waitOn(t, 2, canary...)
+	for _, in := range slices.Concat(early, late) {
+		if in.version() != 1 {
+			t.Errorf("during canary: %s on v%d, want v1", in.id, in.version())
+		}
+	}
+	e.waitState(2, rollout.StateHolding, 1)
+	waitOn(t, 2, early...)
+	if p := e.pointer(50); p.Version != 1 {
+		t.Errorf("during early: bucket 50 on v%d, want v1", p.Version)
+	}
+	rec := e.waitState(2, rollout.StateComplete, 2)
+	waitOn(t, 2, late...)
+	if rec.Stable != 2 {
+		t.Errorf("stable: got v%d, want v2", rec.Stable)
+	}
+}
+
+func TestCanaryUnhealthyHalts(t *testing.T) {
+	e := newEnv(t, threeStages(10*time.Second), rollout.Relaxed)
+	e.baseline()
+	canary, early, late := e.fleet()
+	canary[0].sick.Store(2)
+	e.deploy(e.publish(2, content(2)))
+
+	rec := e.waitState(2, rollout.StateHalted, 0)
+	if !strings.Contains(rec.Current.Reason, "unhealthy") || !strings.Contains(rec.Current.Reason, canary[0].id) {
+		t.Errorf("reason: got %q, want it to name unhealthy %s", rec.Current.Reason, canary[0].id)
+	}
+	waitOn(t, 1, canary...)
+	if p := e.pointer(0); p.Version != 1 || !p.Rollback {
+		t.Errorf("canary bucket: got v%d rollback=%t, want v1 rollback", p.Version, p.Rollback)
+	}
+	for _, in := range slices.Concat(early, late) {
+		if in.version() != 1 {
+			t.Errorf("%s on v%d, want v1 (never moved)", in.id, in.version())
+		}
+	}
+	for _, b := range []int{1, 50, 99} {
+		if p := e.pointer(b); p.Version != 1 || p.Rollback {
+			t.Errorf("bucket %d: got v%d rollback=%t, want v1 untouched", b, p.Version, p.Rollback)
+		}
+	}
+	audit, err := e.c.Audit(t.Context(), cfg)
+	if err != nil {
+		t.Fatalf("Audit: %v", err)
+	}
+	if len(audit) != 1 || audit[0].Action != "halt" || audit[0].Version != 2 {
+		t.Errorf("audit: got %+v, want one halt of v2", audit)
+	}
+	// It stays halted until an operator acts.
+	time.Sleep(200 * time.Millisecond)
+	if got := e.record().Current.State; got != rollout.StateHalted {
+		t.Errorf("later: got %s, want halted", got)
+	}
+}
+
+func TestApplyFailureHalts(t *testing.T) {
+	e := newEnv(t, threeStages(10*time.Second), rollout.Relaxed)
+	e.baseline()
+	canary, _, _ := e.fleet()
+	canary[0].reject.Store(2)
+	e.deploy(e.publish(2, content(2)))
+
+	rec := e.waitState(2, rollout.StateHalted, 0)
+	if !strings.Contains(rec.Current.Reason, "failed to apply") || !strings.Contains(rec.Current.Reason, "validation hook") {
+		t.Errorf("reason: got %q, want a failed apply through the validation hook", rec.Current.Reason)
+	}
+	if canary[0].version() != 1 {
+		t.Errorf("canary on v%d, want v1", canary[0].version())
+	}
+}
+
+func TestTooFewInstancesHolds(t *testing.T) {
+	pol := threeStages(0)
+	pol.Stages[0].MinInstances = 3
+	e := newEnv(t, pol, rollout.Relaxed)
+	e.baseline()
+	e.fleet()
+	e.deploy(e.publish(2, content(2)))
+	eventually(t, "hold that says why", func() (bool, string) {
+		r := e.record().Current
+		return r.State == rollout.StateHolding && strings.Contains(r.Note, "needs 3"), string(r.State) + " " + r.Note
+	})
+	time.Sleep(200 * time.Millisecond)
+	if r := e.record().Current; r.Stage != 0 {
+		t.Errorf("advanced blind to stage %d", r.Stage)
+	}
+}
+
+func TestSupersede(t *testing.T) {
+	e := newEnv(t, threeStages(time.Hour), rollout.Relaxed)
+	e.baseline()
+	canary, early, late := e.fleet()
+	e.deploy(e.publish(2, content(2)))
+	e.waitState(2, rollout.StateHolding, 0)
+	if _, err := e.c.Advance(t.Context(), cfg, rollout.Action{Actor: "ann", Reason: "canary looks fine"}); err != nil {
+		t.Fatalf("Advance: %v", err)
+	}
+	e.waitState(2, rollout.StateHolding, 1)
+	waitOn(t, 2, early...)
+
+	e.deploy(e.publish(3, content(3)))
+	rec := e.waitState(3, rollout.StateHolding, 0)
+	if rec.Superseded == nil || rec.Superseded.Version != 2 || rec.Superseded.State != rollout.StateSuperseded {
+		t.Errorf("superseded: got %+v, want v2 superseded", rec.Superseded)
+	}
+	if rec.Current.From != 1 {
+		t.Errorf("v3 falls back to v%d, want v1 (the last fully rolled out)", rec.Current.From)
+	}
+	waitOn(t, 3, canary...)
+	waitOn(t, 2, early...)
+	waitOn(t, 1, late...)
+}
+
+func TestRestartMidHold(t *testing.T) {
+	dir := t.TempDir()
+	srv := natstest.StartIn(t, dir)
+	e := &env{t: t, srv: srv, pol: &policies{p: cuecast.Policy{Stages: []cuecast.Stage{
+		{Name: "canary", Percent: 1, Hold: cuecast.Duration(1500 * time.Millisecond)},
+		{Name: "all", Percent: 100},
+	}}}}
+	e.open()
+	e.baseline()
+	e.deploy(e.publish(2, content(2)))
+	before := e.waitState(2, rollout.StateHolding, 0).Current
+
+	e.stop()
+	e.nc.Close()
+	srv.Stop()
+	e.srv = natstest.StartIn(t, dir)
+	e.open()
+
+	after := e.record().Current
+	if after.State != rollout.StateHolding || after.Stage != 0 || !after.HoldUntil.Equal(before.HoldUntil) {
+		t.Fatalf("after restart: %s stage %d hold until %s, want holding stage 0 until %s",
+			after.State, after.Stage, after.HoldUntil, before.HoldUntil)
+	}
+	rec := e.waitState(2, rollout.StateComplete, 1)
+	for _, s := range rec.Current.Log {
+		if s.Stage == "canary" && strings.HasPrefix(s.Detail, "passed") && s.At.Before(before.HoldUntil) {
+			t.Errorf("canary passed at %s, before its hold deadline %s", s.At, before.HoldUntil)
+		}
+	}
+	if p := e.pointer(99); p.Version != 2 {
+		t.Errorf("bucket 99 on v%d, want v2", p.Version)
+	}
+}
+
+func TestRollbackPinsUntilMatchingCommit(t *testing.T) {
+	e := newEnv(t, cuecast.DefaultPolicy(), rollout.Relaxed)
+	e.baseline()
+	canary, early, late := e.fleet()
+	all := slices.Concat(canary, early, late)
+	e.deploy(e.publish(2, content(2)))
+	e.waitState(2, rollout.StateComplete, 0)
+	waitOn(t, 2, all...)
+
+	if _, err := e.c.Rollback(t.Context(), cfg, 1, rollout.Action{Actor: "ann", Reason: "checkout errors"}); err != nil {
+		t.Fatalf("Rollback: %v", err)
+	}
+	waitOn(t, 1, all...)
+	rec := e.record()
+	if rec.Pin == nil || rec.Pin.Version != 1 || !rec.Pin.Applied {
+		t.Fatalf("pin: got %+v, want applied pin on v1", rec.Pin)
+	}
+
+	e.deploy(e.publish(3, content(3)))
+	if rec := e.record(); rec.Pending != 3 || rec.Current.Version != 2 {
+		t.Errorf("pinned: pending v%d current v%d, want pending v3, no rollout of it", rec.Pending, rec.Current.Version)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if p := e.pointer(50); p.Version != 1 {
+		t.Errorf("pinned: bucket 50 on v%d, want v1", p.Version)
+	}
+
+	// A commit restoring v1's content lifts the pin.
+	e.deploy(e.publish(4, content(1)))
+	e.waitState(4, rollout.StateComplete, -1)
+	waitOn(t, 4, all...)
+	if rec := e.record(); rec.Pin != nil || rec.Stable != 4 {
+		t.Errorf("after restore: pin %+v stable v%d, want no pin, stable v4", rec.Pin, rec.Stable)
+	}
+	audit, err := e.c.Audit(t.Context(), cfg)
+	if err != nil {
+		t.Fatalf("Audit: %v", err)
+	}
+	var actions []string
+	for _, a := range audit {
+		actions = append(actions, a.Action+":"+a.Actor)
+	}
+	if want := []string{"rollback:ann", "unpin:cuecast-controller"}; !slices.Equal(actions, want) {
+		t.Errorf("audit: got %v, want %v", actions, want)
+	}
+}
+
+func TestUnpinRollsOutPending(t *testing.T) {
+	e := newEnv(t, cuecast.DefaultPolicy(), rollout.Relaxed)
+	e.baseline()
+	e.deploy(e.publish(2, content(2)))
+	e.waitState(2, rollout.StateComplete, 0)
+	if _, err := e.c.Rollback(t.Context(), cfg, 1, rollout.Action{Actor: "ann", Reason: "bad"}); err != nil {
+		t.Fatalf("Rollback: %v", err)
+	}
+	e.deploy(e.publish(3, content(3)))
+	if _, err := e.c.Unpin(t.Context(), cfg, rollout.Action{Actor: "bob", Reason: "fixed forward in v3"}); err != nil {
+		t.Fatalf("Unpin: %v", err)
+	}
+	e.waitState(3, rollout.StateComplete, 0)
+	if p := e.pointer(42); p.Version != 3 {
+		t.Errorf("bucket 42 on v%d, want v3", p.Version)
+	}
+}
+
+func TestOperatorActions(t *testing.T) {
+	e := newEnv(t, threeStages(time.Hour), rollout.Relaxed)
+	e.baseline()
+	canary, _, late := e.fleet()
+	ctx := t.Context()
+	e.deploy(e.publish(2, content(2)))
+	e.waitState(2, rollout.StateHolding, 0)
+
+	if _, err := e.c.Halt(ctx, cfg, rollout.Action{Actor: "ann"}); err == nil {
+		t.Errorf("Halt without a reason: got nil error")
+	}
+	if _, err := e.c.Halt(ctx, cfg, rollout.Action{Actor: "ann", Reason: "suspicious latency"}); err != nil {
+		t.Fatalf("Halt: %v", err)
+	}
+	waitOn(t, 1, canary...)
+	if _, err := e.c.Resume(ctx, cfg, rollout.Action{Actor: "ann", Reason: "latency was the load test"}); err != nil {
+		t.Fatalf("Resume: %v", err)
+	}
+	e.waitState(2, rollout.StateHolding, 0)
+	waitOn(t, 2, canary...)
+	if _, err := e.c.Advance(ctx, cfg, rollout.Action{Actor: "ann", Reason: "incident fix", Emergency: true}); err != nil {
+		t.Fatalf("Advance --emergency: %v", err)
+	}
+	e.waitState(2, rollout.StateComplete, 2)
+	waitOn(t, 2, late...)
+	audit, err := e.c.Audit(ctx, cfg)
+	if err != nil {
+		t.Fatalf("Audit: %v", err)
+	}
+	var got []string
+	for _, a := range audit {
+		got = append(got, a.Action)
+		if a.Reason == "" || a.Actor == "" || a.At.IsZero() {
+			t.Errorf("audit entry without who/when/why: %+v", a)
+		}
+	}
+	if want := []string{"halt", "resume", "advance"}; !slices.Equal(got, want) {
+		t.Errorf("audit: got %v, want %v", got, want)
+	}
+	if !audit[2].Emergency {
+		t.Errorf("advance: not recorded as emergency")
+	}
+}

@@ -1,0 +1,279 @@
+package rollout_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/client"
+	"github.com/cuecast/cuecast/distributor"
+	"github.com/cuecast/cuecast/distributor/rollout"
+	"github.com/cuecast/cuecast/internal/natstest"
+)
+
+const (
+	cfg       = cuecast.ConfigPath("payments/checkout")
+	heartbeat = 100 * time.Millisecond
+)
+
+// env is an embedded NATS server with a distributor and a running controller.
+type env struct {
+	t    *testing.T
+	srv  *natstest.Server
+	nc   *nats.Conn
+	d    *distributor.Distributor
+	c    *rollout.Controller
+	pol  *policies
+	stop func()
+}
+
+// policies is a Policies whose answer a test changes.
+type policies struct {
+	mu   sync.Mutex
+	p    cuecast.Policy
+	cons string
+}
+
+func (p *policies) Policy(context.Context, cuecast.ConfigPath) (cuecast.Policy, string, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.p, p.cons, nil
+}
+
+func (p *policies) set(pol cuecast.Policy, cons string) {
+	p.mu.Lock()
+	p.p, p.cons = pol, cons
+	p.mu.Unlock()
+}
+
+func logger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+func newEnv(t *testing.T, pol cuecast.Policy, cons string) *env {
+	t.Helper()
+	srv := natstest.Start(t)
+	e := &env{t: t, srv: srv, pol: &policies{p: pol, cons: cons}}
+	e.open()
+	return e
+}
+
+// open connects to the server and starts a distributor and a controller.
+func (e *env) open() {
+	e.t.Helper()
+	e.nc = e.srv.Connect(e.t)
+	var err error
+	e.d, err = distributor.New(e.t.Context(), e.nc, distributor.Options{Heartbeat: heartbeat, Logger: logger(e.t)})
+	if err != nil {
+		e.t.Fatalf("distributor.New: %v", err)
+	}
+	e.c, err = rollout.New(e.t.Context(), e.nc, e.d, e.pol, rollout.Options{
+		Interval: 20 * time.Millisecond, Heartbeat: heartbeat, ApplyTimeout: 5 * time.Second, Logger: logger(e.t),
+	})
+	if err != nil {
+		e.t.Fatalf("rollout.New: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.c.Run(ctx) }()
+	var once sync.Once
+	e.stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				e.t.Errorf("controller Run: %v", err)
+			}
+		})
+	}
+	e.t.Cleanup(e.stop)
+}
+
+func content(n int) []byte { return fmt.Appendf(nil, `{"limit":%d}`, n) }
+
+// publish stores version n with content and returns it.
+func (e *env) publish(n uint64, b []byte) cuecast.Version {
+	e.t.Helper()
+	v := cuecast.Version{Config: cfg, Version: n, Commit: fmt.Sprintf("c%039d", n), Author: "ann", Message: "change"}
+	if err := e.d.Publish(e.t.Context(), v, b); err != nil {
+		e.t.Fatalf("Publish %d: %v", n, err)
+	}
+	v.Checksum, v.Size = cuecast.Checksum(b), int64(len(b))
+	return v
+}
+
+// baseline publishes v1 and points every bucket at it, the way a config
+// deployed before the controller existed is found.
+func (e *env) baseline() cuecast.Version {
+	e.t.Helper()
+	v := e.publish(1, content(1))
+	if err := e.d.Deploy(e.t.Context(), v); err != nil {
+		e.t.Fatalf("Deploy v1: %v", err)
+	}
+	return v
+}
+
+func (e *env) deploy(v cuecast.Version) {
+	e.t.Helper()
+	if err := e.c.Deploy(e.t.Context(), v); err != nil {
+		e.t.Fatalf("controller Deploy v%d: %v", v.Version, err)
+	}
+}
+
+func (e *env) record() rollout.Record {
+	e.t.Helper()
+	rec, err := e.c.Record(e.t.Context(), cfg)
+	if err != nil {
+		e.t.Fatalf("Record: %v", err)
+	}
+	return rec
+}
+
+// waitState polls until the current rollout of version v is in state s at
+// stage (or any stage when stage < 0).
+func (e *env) waitState(v uint64, s rollout.State, stage int) rollout.Record {
+	e.t.Helper()
+	var rec rollout.Record
+	eventually(e.t, fmt.Sprintf("rollout of v%d %s at stage %d", v, s, stage), func() (bool, string) {
+		r, err := e.c.Record(e.t.Context(), cfg)
+		if err != nil {
+			return false, err.Error()
+		}
+		rec = r
+		cur := r.Current
+		if cur == nil {
+			return false, "no rollout"
+		}
+		return cur.Version == v && cur.State == s && (stage < 0 || cur.Stage == stage),
+			fmt.Sprintf("v%d %s stage %d note %q reason %q", cur.Version, cur.State, cur.Stage, cur.Note, cur.Reason)
+	})
+	return rec
+}
+
+func (e *env) pointer(bucket int) cuecast.Pointer {
+	e.t.Helper()
+	p, err := e.d.Pointer(e.t.Context(), cfg, bucket)
+	if err != nil {
+		e.t.Fatalf("Pointer %d: %v", bucket, err)
+	}
+	return p
+}
+
+// instance is a service instance running the real client library, with a
+// health and a validation hook the test controls.
+type instance struct {
+	id      string
+	w       *client.Watcher
+	sick    atomic.Uint64 // unhealthy while running this version
+	reject  atomic.Uint64 // the validation hook rejects this version
+	applied chan uint64
+}
+
+func (e *env) instance(id string) *instance {
+	e.t.Helper()
+	in := &instance{id: id}
+	nc := e.srv.Connect(e.t, client.ConnectOptions()...)
+	var wp atomic.Pointer[client.Watcher]
+	cl, err := client.New(nc, client.WithInstance(id), client.WithHeartbeat(heartbeat),
+		client.WithHealth(func() cuecast.Health {
+			w := wp.Load()
+			if w != nil && in.sick.Load() != 0 && w.Current().Version == in.sick.Load() {
+				return cuecast.Health{Healthy: false, Detail: "error rate up"}
+			}
+			return cuecast.Health{Healthy: true}
+		}))
+	if err != nil {
+		e.t.Fatalf("client.New: %v", err)
+	}
+	w, err := cl.Watch(e.t.Context(), cfg, client.Validate(func(b []byte) error {
+		var v struct{ Limit int }
+		if err := json.Unmarshal(b, &v); err != nil {
+			return err
+		}
+		if uint64(v.Limit) == in.reject.Load() {
+			return fmt.Errorf("limit %d breaks the service", v.Limit)
+		}
+		return nil
+	}))
+	if err != nil {
+		e.t.Fatalf("Watch: %v", err)
+	}
+	wp.Store(w)
+	in.w = w
+	e.t.Cleanup(func() { w.Stop(); cl.Close() })
+	return in
+}
+
+func (in *instance) version() uint64 { return in.w.Current().Version }
+
+// waitOn polls until every instance runs version v.
+func waitOn(t *testing.T, v uint64, ins ...*instance) {
+	t.Helper()
+	eventually(t, fmt.Sprintf("instances on v%d", v), func() (bool, string) {
+		var off []string
+		for _, in := range ins {
+			if in.version() != v {
+				off = append(off, fmt.Sprintf("%s on v%d", in.id, in.version()))
+			}
+		}
+		return len(off) == 0, strings.Join(off, ", ")
+	})
+}
+
+// waitLive polls until the controller's view (the report stream) holds n
+// live instances.
+func (e *env) waitLive(n int) {
+	e.t.Helper()
+	eventually(e.t, fmt.Sprintf("%d live instances", n), func() (bool, string) {
+		rs, err := e.d.Reports(e.t.Context(), cfg)
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(rs) >= n, fmt.Sprintf("%d", len(rs))
+	})
+}
+
+// idIn returns n instance IDs whose cohort bucket in namespace "payments"
+// is in [lo, hi).
+func idIn(prefix string, lo, hi, n int) []string {
+	var out []string
+	for i := 0; len(out) < n; i++ {
+		id := fmt.Sprintf("%s-%d", prefix, i)
+		if b := cuecast.Cohort(cfg.Namespace(), id); b >= lo && b < hi {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// eventually polls cond until it holds or 15s pass.
+func eventually(t *testing.T, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	var last string
+	for time.Now().Before(deadline) {
+		var ok bool
+		if ok, last = cond(); ok {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("%s: still %s after 15s", what, last)
+}
+
+// threeStages is canary 1%, early 10%, all: holds of hold each.
+func threeStages(hold time.Duration) cuecast.Policy {
+	return cuecast.Policy{Stages: []cuecast.Stage{
+		{Name: "canary", Percent: 1, MinInstances: 1, Hold: cuecast.Duration(hold)},
+		{Name: "early", Percent: 10, Hold: cuecast.Duration(hold)},
+		{Name: "all", Percent: 100},
+	}}
+}

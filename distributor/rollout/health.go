@@ -1,0 +1,139 @@
+package rollout
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/cuecast/cuecast"
+)
+
+// stageBuckets returns the cohort buckets stages 0..upto of p cover, sorted:
+// the buckets below each stage's percentage, the buckets of instances it
+// names, and the buckets of live instances whose labels match its labels.
+// Naming an instance moves its whole bucket (every instance hashing there):
+// see docs/ROLLOUT.md.
+func stageBuckets(ns string, p cuecast.Policy, upto int, reports []cuecast.Report) []int {
+	set := map[int]bool{}
+	for i := 0; i <= upto && i < len(p.Stages); i++ {
+		st := p.Stages[i]
+		for b := range min(st.Percent, cuecast.Buckets) {
+			set[b] = true
+		}
+		for _, id := range st.Instances {
+			set[cuecast.Cohort(ns, id)] = true
+		}
+		if len(st.Labels) > 0 {
+			for _, r := range reports {
+				if labelsMatch(r.Labels, st.Labels) {
+					set[cuecast.Cohort(ns, r.Instance)] = true
+				}
+			}
+		}
+	}
+	return slices.Sorted(maps.Keys(set))
+}
+
+func labelsMatch(have, want map[string]string) bool {
+	for k, v := range want {
+		if hv, ok := have[k]; !ok || hv != v {
+			return false
+		}
+	}
+	return true
+}
+
+// Measure is a stage's cohort measured against the instances outside it.
+type Measure struct {
+	// Instances in the cohort (their bucket is covered) reporting on the
+	// config; OnTarget of them run the rollout's version.
+	Instances int `json:"instances"`
+	OnTarget  int `json:"on_target"`
+	// Unhealthy and Failing count cohort instances whose health provider
+	// says unhealthy, and those that failed to apply the version (or had
+	// not applied it when the wait timed out).
+	Unhealthy int `json:"unhealthy"`
+	Failing   int `json:"failing"`
+	// Outside* are the same counts over the live instances not in the cohort.
+	Outside          int `json:"outside"`
+	OutsideUnhealthy int `json:"outside_unhealthy"`
+	OutsideFailing   int `json:"outside_failing"`
+	// Waiting lists cohort instances not yet on the version and not failing.
+	Waiting []string `json:"waiting,omitempty"`
+	// Bad lists cohort instances unhealthy or failing, with why.
+	Bad []string `json:"bad,omitempty"`
+}
+
+// measure counts the live reports on one config against a cohort. An
+// instance failed to apply the target when its last error names the target
+// version (the client reports "version N: …") or, once timedOut, when it is
+// still not on the target.
+func measure(ns string, reports []cuecast.Report, buckets []int, target uint64, timedOut bool) Measure {
+	in := make(map[int]bool, len(buckets))
+	for _, b := range buckets {
+		in[b] = true
+	}
+	prefix := "version " + strconv.FormatUint(target, 10) + ":"
+	var m Measure
+	for _, r := range reports {
+		if !in[cuecast.Cohort(ns, r.Instance)] {
+			m.Outside++
+			if !r.Healthy {
+				m.OutsideUnhealthy++
+			}
+			if r.LastError != "" {
+				m.OutsideFailing++
+			}
+			continue
+		}
+		m.Instances++
+		on := r.Version == target
+		if on {
+			m.OnTarget++
+		}
+		if !r.Healthy {
+			m.Unhealthy++
+			m.Bad = append(m.Bad, r.Instance+" unhealthy")
+		}
+		switch {
+		case !on && strings.HasPrefix(r.LastError, prefix):
+			m.Failing++
+			m.Bad = append(m.Bad, r.Instance+" failed to apply: "+r.LastError)
+		case !on && timedOut:
+			m.Failing++
+			m.Bad = append(m.Bad, fmt.Sprintf("%s did not apply v%d in time (on v%d)", r.Instance, target, r.Version))
+		case !on:
+			m.Waiting = append(m.Waiting, r.Instance)
+		}
+	}
+	return m
+}
+
+// breach says why the cohort's health breaches the stage's thresholds, or ""
+// when it does not. A share is compared as the excess of the cohort's over
+// the outside's: a fleet-wide problem that is not the new version's fault
+// does not halt it.
+func breach(m Measure, st cuecast.Stage) string {
+	if m.Instances == 0 {
+		return ""
+	}
+	share := func(n, of int) float64 {
+		if of == 0 {
+			return 0
+		}
+		return float64(n) / float64(of)
+	}
+	cu, ou := share(m.Unhealthy, m.Instances), share(m.OutsideUnhealthy, m.Outside)
+	if cu-ou > st.MaxUnhealthy {
+		return fmt.Sprintf("stage %s: %d/%d instances unhealthy (%.0f%%, outside the cohort %.0f%%; max excess %.0f%%): %s",
+			st.Name, m.Unhealthy, m.Instances, 100*cu, 100*ou, 100*st.MaxUnhealthy, strings.Join(m.Bad, "; "))
+	}
+	cf, of := share(m.Failing, m.Instances), share(m.OutsideFailing, m.Outside)
+	if cf-of > st.MaxApplyFailures {
+		return fmt.Sprintf("stage %s: %d/%d instances failed to apply (%.0f%%, outside the cohort %.0f%%; max excess %.0f%%): %s",
+			st.Name, m.Failing, m.Instances, 100*cf, 100*of, 100*st.MaxApplyFailures, strings.Join(m.Bad, "; "))
+	}
+	return ""
+}

@@ -1,0 +1,182 @@
+package rollout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/cuecast/cuecast"
+)
+
+// act applies an operator action to cfg's record by compare-and-swap,
+// records it in the audit stream, then carries out its pointer moves.
+func (c *Controller) act(ctx context.Context, cfg cuecast.ConfigPath, verb string, a Action, change func(*Record) (AuditEntry, error)) (Record, error) {
+	if err := cfg.Validate(); err != nil {
+		return Record{}, fmt.Errorf("%s %s: %w", verb, cfg, err)
+	}
+	if strings.TrimSpace(a.Reason) == "" {
+		return Record{}, fmt.Errorf("%s %s: %w (say why with --reason)", verb, cfg, ErrNoReason)
+	}
+	if a.Actor == "" {
+		a.Actor = "unknown"
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for attempt := 1; ; attempt++ {
+		rec, rev, err := c.load(ctx, cfg)
+		if err != nil {
+			return Record{}, fmt.Errorf("%s %s: %w", verb, cfg, err)
+		}
+		e, err := change(&rec)
+		if err != nil {
+			return Record{}, fmt.Errorf("%s %s: %w", verb, cfg, err)
+		}
+		if _, err := c.save(ctx, rec, rev); err != nil {
+			if errors.Is(err, cuecast.ErrConflict) && attempt < 5 {
+				continue
+			}
+			return Record{}, fmt.Errorf("%s %s: %w", verb, cfg, err)
+		}
+		e.At = c.o.Now().UTC()
+		e.Actor, e.Action, e.Config, e.Reason, e.Emergency = a.Actor, verb, cfg, a.Reason, a.Emergency || e.Emergency
+		if err := c.audit(ctx, e); err != nil {
+			return rec, fmt.Errorf("%s %s: done, but %w", verb, cfg, err)
+		}
+		if err := c.settle(ctx, cfg); err != nil {
+			return rec, fmt.Errorf("%s %s: recorded; the controller in serve will retry: %w", verb, cfg, err)
+		}
+		rec, _, err = c.load(ctx, cfg)
+		if err != nil {
+			return Record{}, fmt.Errorf("%s %s: %w", verb, cfg, err)
+		}
+		return rec, nil
+	}
+}
+
+func current(rec *Record) (*Rollout, error) {
+	if rec.Current == nil {
+		return nil, fmt.Errorf("%w for %s", ErrNoRollout, rec.Config)
+	}
+	return rec.Current, nil
+}
+
+// Halt stops the current rollout and moves its cohort back to the previous
+// version. It returns ErrNoRollout, ErrNoReason, or ErrState when the rollout
+// is not active.
+func (c *Controller) Halt(ctx context.Context, cfg cuecast.ConfigPath, a Action) (Record, error) {
+	return c.act(ctx, cfg, "halt", a, func(rec *Record) (AuditEntry, error) {
+		r, err := current(rec)
+		if err != nil {
+			return AuditEntry{}, err
+		}
+		if !r.State.Active() {
+			return AuditEntry{}, fmt.Errorf("%w: v%d is %s", ErrState, r.Version, r.State)
+		}
+		now := c.o.Now().UTC()
+		r.State, r.Reason, r.Reverted, r.Note, r.Updated = StateHalted, "operator "+a.Actor+": "+a.Reason, false, "", now
+		if r.Consistency == Strict && r.Stage == 0 {
+			r.Reverted = true // staging switched nobody
+		}
+		r.log(now, r.Reason)
+		return AuditEntry{Version: r.Version, Stage: r.StageName()}, nil
+	})
+}
+
+// Resume restarts a halted rollout at the stage it halted in: its pointers
+// move to the version again and the stage's wait and hold start over. It
+// returns ErrNoRollout, ErrNoReason, or ErrState when it is not halted.
+func (c *Controller) Resume(ctx context.Context, cfg cuecast.ConfigPath, a Action) (Record, error) {
+	return c.act(ctx, cfg, "resume", a, func(rec *Record) (AuditEntry, error) {
+		r, err := current(rec)
+		if err != nil {
+			return AuditEntry{}, err
+		}
+		if r.State != StateHalted {
+			return AuditEntry{}, fmt.Errorf("%w: v%d is %s, not halted", ErrState, r.Version, r.State)
+		}
+		r.Reason = ""
+		now := c.o.Now().UTC()
+		if r.Consistency == Strict && r.Stage == 0 {
+			r.State, r.Buckets, r.WaitUntil, r.Note, r.Updated = StateStaging, nil, now.Add(c.o.ApplyTimeout), "", now
+			r.log(now, "resumed by "+a.Actor)
+		} else {
+			c.enterStage(r, r.Stage, nil, now)
+		}
+		return AuditEntry{Version: r.Version, Stage: r.StageName()}, nil
+	})
+}
+
+// Advance moves the current (active or halted) rollout to its next stage
+// without waiting for the hold. With a.Emergency it skips every remaining
+// hold and goes to the last stage at once. It returns ErrNoRollout,
+// ErrNoReason, or ErrState for a finished rollout.
+func (c *Controller) Advance(ctx context.Context, cfg cuecast.ConfigPath, a Action) (Record, error) {
+	return c.act(ctx, cfg, "advance", a, func(rec *Record) (AuditEntry, error) {
+		r, err := current(rec)
+		if err != nil {
+			return AuditEntry{}, err
+		}
+		if !r.State.Active() && r.State != StateHalted {
+			return AuditEntry{}, fmt.Errorf("%w: v%d is %s", ErrState, r.Version, r.State)
+		}
+		now := c.o.Now().UTC()
+		from := r.StageName()
+		next := r.Stage + 1
+		if a.Emergency {
+			r.Emergency = true
+			next = len(r.Policy.Stages) - 1
+		}
+		next = min(next, len(r.Policy.Stages)-1)
+		r.Reason = ""
+		r.log(now, fmt.Sprintf("advanced by %s: %s", a.Actor, a.Reason))
+		c.enterStage(r, next, nil, now)
+		return AuditEntry{Version: r.Version, Stage: from, Detail: "to stage " + r.StageName()}, nil
+	})
+}
+
+// Rollback points every cohort bucket at version to (retained, older than
+// the one running) with the rollback flag, so instances go backwards, and
+// pins the config there: later versions are recorded as pending, not rolled
+// out, until a version with the pinned content arrives or Unpin. Any rollout
+// in flight ends as rolled back. It returns cuecast.ErrNotFound or
+// cuecast.ErrPurged for a version no longer retained, and ErrNoReason.
+func (c *Controller) Rollback(ctx context.Context, cfg cuecast.ConfigPath, to uint64, a Action) (Record, error) {
+	v, err := c.version(ctx, cfg, to)
+	if err != nil {
+		return Record{}, fmt.Errorf("rollback %s to v%d: %w", cfg, to, err)
+	}
+	if v.Deleted {
+		return Record{}, fmt.Errorf("rollback %s to v%d: it is a deletion; pick a version with content: %w", cfg, to, ErrState)
+	}
+	return c.act(ctx, cfg, "rollback", Action{Actor: a.Actor, Reason: a.Reason, Emergency: true}, func(rec *Record) (AuditEntry, error) {
+		now := c.o.Now().UTC()
+		detail := ""
+		if r := rec.Current; r != nil && (r.State.Active() || r.State == StateHalted) {
+			r.State, r.Reason, r.Note, r.Updated = StateRolledBack, fmt.Sprintf("rolled back to v%d by %s: %s", to, a.Actor, a.Reason), "", now
+			r.log(now, r.Reason)
+			detail = fmt.Sprintf("ended the rollout of v%d", r.Version)
+		}
+		rec.Pin = &Pin{Version: to, Checksum: v.Checksum, Actor: a.Actor, Reason: a.Reason, At: now}
+		rec.Stable, rec.StableChecksum = to, v.Checksum
+		return AuditEntry{Version: to, Detail: detail}, nil
+	})
+}
+
+// Unpin lifts the pin a rollback set; the newest version held back (if any)
+// then starts its rollout in the running controller. It returns
+// ErrNotPinned and ErrNoReason.
+func (c *Controller) Unpin(ctx context.Context, cfg cuecast.ConfigPath, a Action) (Record, error) {
+	return c.act(ctx, cfg, "unpin", a, func(rec *Record) (AuditEntry, error) {
+		if rec.Pin == nil {
+			return AuditEntry{}, fmt.Errorf("%w: %s", ErrNotPinned, cfg)
+		}
+		pinned := rec.Pin.Version
+		rec.Pin = nil
+		detail := "no version pending"
+		if rec.Pending > 0 {
+			detail = fmt.Sprintf("v%d pending starts its rollout", rec.Pending)
+		}
+		return AuditEntry{Version: pinned, Detail: detail}, nil
+	})
+}

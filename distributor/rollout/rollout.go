@@ -1,0 +1,190 @@
+package rollout
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/cuecast/cuecast"
+)
+
+// State is where a rollout stands.
+type State string
+
+// The states of a rollout. Moving, Waiting, Holding and Staging are active:
+// the controller steps them. Halted waits for an operator; the others are
+// final.
+const (
+	// StateMoving: the current stage's pointers are being written.
+	StateMoving State = "moving"
+	// StateWaiting: the stage's pointers are written; waiting until its
+	// instances report the version (or Options.ApplyTimeout passes).
+	StateWaiting State = "waiting"
+	// StateHolding: every instance of the stage applied; holding for the
+	// stage's hold time while watching health.
+	StateHolding State = "holding"
+	// StateStaging: a strict config's version is announced as staged;
+	// waiting until every live instance confirms it holds it.
+	StateStaging State = "staging"
+	// StateHalted: a health breach or an operator stopped the rollout; the
+	// cohort was moved back to the previous version.
+	StateHalted State = "halted"
+	// StateComplete: every stage passed.
+	StateComplete State = "complete"
+	// StateSuperseded: a newer version started its own rollout.
+	StateSuperseded State = "superseded"
+	// StateRolledBack: an emergency rollback replaced the rollout.
+	StateRolledBack State = "rolled_back"
+)
+
+// Active reports whether the controller steps a rollout in state s.
+func (s State) Active() bool {
+	return s == StateMoving || s == StateWaiting || s == StateHolding || s == StateStaging
+}
+
+// Consistency classes, as written in the manifest.
+const (
+	Relaxed = "relaxed"
+	Strict  = "strict"
+)
+
+// Policies tells the controller how a config rolls out: its namespace's
+// policy (or the config's own override) and its consistency class, Relaxed
+// or Strict. The controller asks once, when a version's rollout starts, and
+// keeps the answer in the rollout's state.
+type Policies interface {
+	Policy(ctx context.Context, cfg cuecast.ConfigPath) (cuecast.Policy, string, error)
+}
+
+// Static is a Policies giving every config the same policy and class.
+type Static struct {
+	P           cuecast.Policy
+	Consistency string
+}
+
+// Policy implements Policies.
+func (s Static) Policy(context.Context, cuecast.ConfigPath) (cuecast.Policy, string, error) {
+	p, c := s.P, s.Consistency
+	if len(p.Stages) == 0 {
+		p = cuecast.DefaultPolicy()
+	}
+	if c == "" {
+		c = Relaxed
+	}
+	return p, c, nil
+}
+
+// Default is the policy of a pipeline given none: one stage to everyone,
+// relaxed, exactly what distributor.Deploy did.
+var _ Policies = Static{}
+
+// Rollout is one version's way through its stages. It is stored as JSON in
+// the config's Record.
+type Rollout struct {
+	ID       string             `json:"id"`
+	Config   cuecast.ConfigPath `json:"config"`
+	Version  uint64             `json:"version"`
+	Checksum string             `json:"checksum"`
+	Commit   string             `json:"commit,omitempty"`
+	Author   string             `json:"author,omitempty"`
+	// From is the last fully rolled-out version, where a halted cohort goes
+	// back to; 0 when there is none.
+	From         uint64         `json:"from"`
+	FromChecksum string         `json:"from_checksum,omitempty"`
+	Policy       cuecast.Policy `json:"policy"`
+	Consistency  string         `json:"consistency"`
+	// Stage is the index of the current stage in Policy.Stages.
+	Stage int   `json:"stage"`
+	State State `json:"state"`
+	// Buckets are the cohort buckets the current stage covers, cumulative
+	// over the stages before it, fixed when the stage starts.
+	Buckets      []int     `json:"buckets,omitempty"`
+	StageStarted time.Time `json:"stage_started"`
+	// WaitUntil ends StateWaiting (and StateStaging) even when some
+	// instances never report; HoldUntil ends StateHolding.
+	WaitUntil time.Time `json:"wait_until,omitzero"`
+	HoldUntil time.Time `json:"hold_until,omitzero"`
+	// Note says why an active rollout is not advancing right now.
+	Note string `json:"note,omitempty"`
+	// Reason says why it was halted, superseded or rolled back.
+	Reason string `json:"reason,omitempty"`
+	// Reverted: the halted cohort's pointers are back on From.
+	Reverted  bool      `json:"reverted,omitempty"`
+	Emergency bool      `json:"emergency,omitempty"`
+	Started   time.Time `json:"started"`
+	Updated   time.Time `json:"updated"`
+	Log       []Step    `json:"log,omitempty"`
+}
+
+// Step is one line of a rollout's history.
+type Step struct {
+	At     time.Time `json:"at"`
+	Stage  string    `json:"stage,omitempty"`
+	State  State     `json:"state"`
+	Detail string    `json:"detail,omitempty"`
+}
+
+// maxLog bounds a rollout's history.
+const maxLog = 64
+
+// StageName is the current stage's name.
+func (r *Rollout) StageName() string {
+	if r.Stage < 0 || r.Stage >= len(r.Policy.Stages) {
+		return ""
+	}
+	return r.Policy.Stages[r.Stage].Name
+}
+
+func (r *Rollout) log(at time.Time, detail string) {
+	r.Log = append(r.Log, Step{At: at, Stage: r.StageName(), State: r.State, Detail: detail})
+	if len(r.Log) > maxLog {
+		r.Log = r.Log[len(r.Log)-maxLog:]
+	}
+}
+
+// Pin holds a config on a version after an emergency rollback: new versions
+// are compiled and published but not rolled out until a commit restores the
+// pinned content (same checksum) or an operator unpins.
+type Pin struct {
+	Version  uint64    `json:"version"`
+	Checksum string    `json:"checksum"`
+	Actor    string    `json:"actor"`
+	Reason   string    `json:"reason"`
+	At       time.Time `json:"at"`
+	// Applied: every bucket's pointer names the pinned version.
+	Applied bool `json:"applied"`
+}
+
+// Record is the controller's state for one config: the last fully rolled-out
+// version, the current (or last) rollout and the pin. One KV entry per
+// config, written by compare-and-swap.
+type Record struct {
+	Config         cuecast.ConfigPath `json:"config"`
+	Stable         uint64             `json:"stable"`
+	StableChecksum string             `json:"stable_checksum,omitempty"`
+	Current        *Rollout           `json:"current,omitempty"`
+	// Superseded is the rollout the current one replaced, for status.
+	Superseded *Rollout `json:"superseded,omitempty"`
+	Pin        *Pin     `json:"pin,omitempty"`
+	// Pending is the newest version held back by the pin (0 when none).
+	Pending uint64 `json:"pending,omitempty"`
+}
+
+// Action is an operator's request: who, why, and whether it skips holds.
+type Action struct {
+	Actor     string
+	Reason    string
+	Emergency bool
+}
+
+// Errors returned by the operator methods; match them with errors.Is.
+var (
+	// ErrNoRollout: the config has no rollout to act on.
+	ErrNoRollout = errors.New("no rollout")
+	// ErrState: the rollout is not in a state the action applies to.
+	ErrState = errors.New("rollout state does not allow this")
+	// ErrNoReason: operator actions must say why.
+	ErrNoReason = errors.New("a reason is required")
+	// ErrNotPinned: unpin of a config that is not pinned.
+	ErrNotPinned = errors.New("config is not pinned")
+)

@@ -1,0 +1,189 @@
+package rollout
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cuecast/cuecast"
+)
+
+// The JetStream layout of the controller (docs/ROLLOUT.md).
+const (
+	// Bucket is the KV bucket holding one Record per config, keyed by the
+	// config's tokens ("payments.checkout").
+	Bucket = "cuecast-rollouts"
+	// AuditStream is append-only (DenyDelete, DenyPurge): every operator
+	// action and every automatic halt, on cca.<ns>.<name>.
+	AuditStream = "CUECAST_AUDIT"
+)
+
+func auditSubject(cfg cuecast.ConfigPath) string { return "cca." + cfg.Tokens() }
+
+func key(cfg cuecast.ConfigPath) string { return cfg.Tokens() }
+
+func configOfKey(k string) cuecast.ConfigPath {
+	return cuecast.ConfigPath(strings.ReplaceAll(k, ".", "/"))
+}
+
+// AuditEntry is one recorded action: who did what to which config, when and why.
+type AuditEntry struct {
+	At        time.Time          `json:"at"`
+	Actor     string             `json:"actor"`
+	Action    string             `json:"action"`
+	Config    cuecast.ConfigPath `json:"config"`
+	Version   uint64             `json:"version,omitempty"`
+	Stage     string             `json:"stage,omitempty"`
+	Reason    string             `json:"reason"`
+	Emergency bool               `json:"emergency,omitempty"`
+	Detail    string             `json:"detail,omitempty"`
+	Seq       uint64             `json:"seq,omitempty"`
+}
+
+func openStore(ctx context.Context, js jetstream.JetStream, replicas int) (jetstream.KeyValue, jetstream.Stream, error) {
+	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      Bucket,
+		Description: "cuecast rollout state, one record per config",
+		History:     5,
+		Storage:     jetstream.FileStorage,
+		Replicas:    replicas,
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("open bucket %s: %w", Bucket, err)
+	}
+	st, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        AuditStream,
+		Description: "cuecast operator actions and automatic halts; append-only",
+		Subjects:    []string{"cca.>"},
+		Storage:     jetstream.FileStorage,
+		Replicas:    replicas,
+		DenyDelete:  true,
+		DenyPurge:   true,
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("open stream %s: %w", AuditStream, err)
+	}
+	return kv, st, nil
+}
+
+// load reads a config's record and its revision; a config never deployed
+// gives a zero Record and revision 0.
+func (c *Controller) load(ctx context.Context, cfg cuecast.ConfigPath) (Record, uint64, error) {
+	e, err := c.kv.Get(ctx, key(cfg))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return Record{Config: cfg}, 0, nil
+	}
+	if err != nil {
+		return Record{}, 0, fmt.Errorf("read %s/%s: %w", Bucket, key(cfg), err)
+	}
+	var rec Record
+	if err := json.Unmarshal(e.Value(), &rec); err != nil {
+		return Record{}, 0, fmt.Errorf("decode %s/%s revision %d: %w", Bucket, key(cfg), e.Revision(), err)
+	}
+	return rec, e.Revision(), nil
+}
+
+// save writes rec if the stored revision is still rev (0: not yet stored);
+// a concurrent writer gives an error wrapping cuecast.ErrConflict.
+func (c *Controller) save(ctx context.Context, rec Record, rev uint64) (uint64, error) {
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return 0, fmt.Errorf("encode record of %s: %w", rec.Config, err)
+	}
+	var n uint64
+	if rev == 0 {
+		n, err = c.kv.Create(ctx, key(rec.Config), b)
+	} else {
+		n, err = c.kv.Update(ctx, key(rec.Config), b, rev)
+	}
+	if errors.Is(err, jetstream.ErrKeyExists) || isWrongSeq(err) {
+		return 0, fmt.Errorf("write %s/%s: %w", Bucket, key(rec.Config), cuecast.ErrConflict)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("write %s/%s: %w", Bucket, key(rec.Config), err)
+	}
+	return n, nil
+}
+
+func isWrongSeq(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence
+}
+
+// Records returns the record of every config the controller has seen, sorted.
+func (c *Controller) Records(ctx context.Context) ([]Record, error) {
+	keys, err := c.kv.ListKeys(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", Bucket, err)
+	}
+	var out []Record
+	for k := range keys.Keys() {
+		rec, _, err := c.load(ctx, configOfKey(k))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rec)
+	}
+	return out, nil
+}
+
+// Record returns the record of one config; a config with no rollout yet
+// returns an error wrapping ErrNoRollout.
+func (c *Controller) Record(ctx context.Context, cfg cuecast.ConfigPath) (Record, error) {
+	rec, rev, err := c.load(ctx, cfg)
+	if err != nil {
+		return Record{}, err
+	}
+	if rev == 0 {
+		return Record{}, fmt.Errorf("read rollout of %s: %w", cfg, ErrNoRollout)
+	}
+	return rec, nil
+}
+
+// audit appends e to the audit stream (acknowledged: an action that cannot
+// be recorded is reported as failed to the operator).
+func (c *Controller) audit(ctx context.Context, e AuditEntry) error {
+	if e.At.IsZero() {
+		e.At = c.o.Now().UTC()
+	}
+	b, err := json.Marshal(e)
+	if err != nil {
+		return fmt.Errorf("encode audit entry: %w", err)
+	}
+	if _, err := c.js.Publish(ctx, auditSubject(e.Config), b); err != nil {
+		return fmt.Errorf("append audit entry: %w", err)
+	}
+	c.log.Info("audit", "actor", e.Actor, "action", e.Action, "config", e.Config, "version", e.Version, "reason", e.Reason, "emergency", e.Emergency)
+	return nil
+}
+
+// Audit returns the recorded actions on cfg (every config when cfg is ""),
+// oldest first.
+func (c *Controller) Audit(ctx context.Context, cfg cuecast.ConfigPath) ([]AuditEntry, error) {
+	subj := "cca.>"
+	if cfg != "" {
+		subj = auditSubject(cfg)
+	}
+	var out []AuditEntry
+	for seq := uint64(1); ; {
+		m, err := c.auditStream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subj))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read audit of %q: %w", cfg, err)
+		}
+		var e AuditEntry
+		if err := json.Unmarshal(m.Data, &e); err != nil {
+			return nil, fmt.Errorf("decode audit entry %d: %w", m.Sequence, err)
+		}
+		e.Seq = m.Sequence
+		out = append(out, e)
+		seq = m.Sequence + 1
+	}
+}

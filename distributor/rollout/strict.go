@@ -1,0 +1,107 @@
+package rollout
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/distributor"
+)
+
+// Cutover is the distributor's two-phase cutover of strict configs: a staged
+// pointer every instance prepares, then one activation pointer all switch on.
+type Cutover interface {
+	Stage(ctx context.Context, cfg cuecast.ConfigPath, p cuecast.Pointer) error
+	Activate(ctx context.Context, cfg cuecast.ConfigPath, p cuecast.Pointer) error
+}
+
+var _ Cutover = (*distributor.Distributor)(nil)
+
+// stepStrict drives a strict rollout: announce the staged version, wait until
+// every live instance reports it staged (or already applied), then flip the
+// activation pointer and the cohort pointers of every bucket. Instances that
+// do not confirm block the flip and are listed in the note; when
+// Options.ApplyTimeout passes first, the rollout halts naming them, and
+// nothing has switched.
+func (c *Controller) stepStrict(ctx context.Context, rec *Record, r *Rollout, now time.Time) ([]AuditEntry, bool, error) {
+	cut, ok := c.d.(Cutover)
+	if !ok {
+		return nil, false, fmt.Errorf("strict rollout of %s: the distributor has no two-phase cutover", rec.Config)
+	}
+	if r.Buckets == nil {
+		if err := cut.Stage(ctx, rec.Config, cuecast.Pointer{Config: rec.Config, Version: r.Version, Rollout: r.ID, Reason: "staged"}); err != nil {
+			return nil, false, err
+		}
+		r.Buckets = []int{}
+		r.Updated = now
+		r.log(now, fmt.Sprintf("v%d announced as staged", r.Version))
+		return nil, true, nil
+	}
+	reports, err := c.reports(ctx, rec.Config)
+	if err != nil {
+		return nil, false, err
+	}
+	var missing, failed []string
+	for _, rp := range reports {
+		switch {
+		case rp.Staged == r.Version || rp.Version == r.Version:
+		case rp.LastError != "" && hasVersionPrefix(rp.LastError, r.Version):
+			failed = append(failed, rp.Instance+": "+rp.LastError)
+		default:
+			missing = append(missing, rp.Instance)
+		}
+	}
+	st := r.Policy.Stages[0]
+	if len(failed) > 0 || (len(missing) > 0 && !now.Before(r.WaitUntil)) {
+		why := fmt.Sprintf("strict cutover of v%d blocked: ", r.Version)
+		if len(failed) > 0 {
+			why += fmt.Sprintf("%d instances failed to stage it (%s)", len(failed), list(failed, 5))
+		} else {
+			why += fmt.Sprintf("%d instances did not confirm within %s (%s)", len(missing), c.o.ApplyTimeout, list(missing, 10))
+		}
+		r.State = StateHalted
+		r.Reason = why
+		r.Reverted = true // nothing switched: no pointer to move back
+		r.Note = ""
+		r.Updated = now
+		r.log(now, "halted: "+why)
+		return []AuditEntry{{At: now, Actor: c.o.Actor, Action: "halt", Config: rec.Config, Version: r.Version, Stage: "staging", Reason: why}}, true, nil
+	}
+	if len(missing) > 0 || len(reports) < st.MinInstances {
+		note := fmt.Sprintf("staged on %d of %d live instances; waiting for %s", len(reports)-len(missing), len(reports), list(missing, 10))
+		if len(missing) == 0 {
+			note = fmt.Sprintf("staged on all %d live instances, but the policy needs %d", len(reports), st.MinInstances)
+		}
+		if note != r.Note {
+			r.Note = note
+			r.Updated = now
+			return nil, true, nil
+		}
+		return nil, false, nil
+	}
+	p := cuecast.Pointer{Config: rec.Config, Version: r.Version, Rollout: r.ID, Reason: "activate"}
+	if err := cut.Activate(ctx, rec.Config, p); err != nil {
+		return nil, false, err
+	}
+	r.log(now, fmt.Sprintf("activated on %d live instances at once", len(reports)))
+	// The cohort pointers follow, so that an instance that missed the
+	// activation (or starts later) reads the same version. From here the
+	// rollout is a relaxed one at its last stage: held and health-checked.
+	r.Stage = len(r.Policy.Stages) - 1
+	r.Buckets = allBuckets()
+	if err := c.moveForward(ctx, r); err != nil {
+		return nil, false, err
+	}
+	r.State = StateWaiting
+	r.StageStarted = now
+	r.WaitUntil = now.Add(c.o.ApplyTimeout)
+	r.Note = ""
+	r.Updated = now
+	return nil, true, nil
+}
+
+func hasVersionPrefix(s string, v uint64) bool {
+	p := fmt.Sprintf("version %d:", v)
+	return len(s) >= len(p) && s[:len(p)] == p
+}
