@@ -36,6 +36,7 @@ func New(nc *nats.Conn, opts ...Option) (*Client, error) {
 		timeout:   5 * time.Second,
 		health:    func() cuecast.Health { return cuecast.Health{Healthy: true} },
 		events:    func(Event) {},
+		directGet: directGet,
 	}
 	for _, opt := range opts {
 		if err := opt(&o); err != nil {

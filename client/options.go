@@ -26,6 +26,7 @@ type options struct {
 	reconcile time.Duration
 	timeout   time.Duration
 	events    func(Event)
+	directGet string // direct-get subject of the stream read (WithStream)
 }
 
 // WithInstance sets the instance ID (required): it names the instance in

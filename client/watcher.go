@@ -46,6 +46,7 @@ type Watcher struct {
 	rejected   map[string]bool // version@checksum rejected for good (validation, signature)
 	retries    int
 	retry      *time.Timer
+	staged     uint64 // strict configs: version staged for the activation (cutover.go)
 }
 
 type cachedVersion struct {
@@ -93,7 +94,7 @@ func (c *Client) Watch(ctx context.Context, cfg cuecast.ConfigPath, opts ...Watc
 		return nil, fmt.Errorf("watch %s: %w", cfg, err)
 	}
 	w.loadLKG()
-	for _, subj := range []string{versionSubject(cfg), pointerSubject(cfg, w.bucket)} {
+	for _, subj := range append([]string{versionSubject(cfg), pointerSubject(cfg, w.bucket)}, cutoverSubjects(cfg)...) {
 		sub, err := c.nc.ChanSubscribe(republished(subj), w.msgs)
 		if err != nil {
 			w.unsubscribe()
@@ -226,7 +227,7 @@ func (w *Watcher) loadLKG() {
 func (w *Watcher) resync(why string) {
 	ctx, cancel := context.WithTimeout(w.ctx, w.c.o.timeout)
 	defer cancel()
-	m, err := getLast(ctx, w.c.nc, pointerSubject(w.cfg, w.bucket))
+	m, err := getLast(ctx, w.c.nc, w.c.o.directGet, pointerSubject(w.cfg, w.bucket))
 	if errors.Is(err, cuecast.ErrNotFound) {
 		w.retries = 0
 		return // not deployed to this cohort yet
@@ -258,6 +259,7 @@ func (w *Watcher) resync(why string) {
 	// (a stream restored from an older backup restarts its sequences).
 	w.ptrSeq = seq
 	w.apply(p, why)
+	w.resyncCutover(ctx)
 }
 
 // handle processes one message from the version or pointer subject.
@@ -269,6 +271,9 @@ func (w *Watcher) handle(m *nats.Msg) {
 	}
 	if m.Subject == republished(versionSubject(w.cfg)) {
 		w.remember(m, seq)
+		return
+	}
+	if w.handleCutover(m) {
 		return
 	}
 	if seq <= w.ptrSeq {
@@ -460,7 +465,7 @@ func (w *Watcher) fetch(p cuecast.Pointer) (cuecast.Version, []byte, error) {
 	{
 		ctx, cancel := context.WithTimeout(w.ctx, w.c.o.timeout)
 		defer cancel()
-		m, err := getBySeq(ctx, w.c.nc, p.Seq)
+		m, err := getBySeq(ctx, w.c.nc, w.c.o.directGet, p.Seq)
 		if errors.Is(err, cuecast.ErrNotFound) {
 			return meta, nil, fmt.Errorf("read version %d at %d: %w", p.Version, p.Seq, cuecast.ErrPurged)
 		}
@@ -509,7 +514,7 @@ func (w *Watcher) fetchChunks(meta cuecast.Version) ([]byte, error) {
 	want := strconv.FormatUint(meta.Version, 10)
 	for i, seq := range meta.Chunks {
 		ctx, cancel := context.WithTimeout(w.ctx, w.c.o.timeout)
-		m, err := getBySeq(ctx, w.c.nc, seq)
+		m, err := getBySeq(ctx, w.c.nc, w.c.o.directGet, seq)
 		cancel()
 		if errors.Is(err, cuecast.ErrNotFound) {
 			return nil, fmt.Errorf("read chunk %d/%d of version %d: %w", i+1, len(meta.Chunks), meta.Version, cuecast.ErrPurged)
@@ -575,6 +580,7 @@ func (w *Watcher) report() {
 		Healthy:       w.c.o.health().Healthy,
 		LastKnownGood: w.servingLKG,
 		LastError:     w.lastErr,
+		Staged:        w.staged,
 		At:            time.Now().UTC(),
 	}
 	b, err := json.Marshal(r)

@@ -49,13 +49,14 @@ func reportSubject(cfg cuecast.ConfigPath, instance string) string {
 var errNoMessage = fmt.Errorf("no such message: %w", cuecast.ErrNotFound)
 
 // getBySeq reads one stored message by sequence with a direct get.
-func getBySeq(ctx context.Context, nc *nats.Conn, seq uint64) (*nats.Msg, error) {
-	return direct(ctx, nc, directGet, []byte(`{"seq":`+strconv.FormatUint(seq, 10)+`}`))
+// prefix is the direct-get subject of the stream read (see WithStream).
+func getBySeq(ctx context.Context, nc *nats.Conn, prefix string, seq uint64) (*nats.Msg, error) {
+	return direct(ctx, nc, prefix, []byte(`{"seq":`+strconv.FormatUint(seq, 10)+`}`))
 }
 
 // getLast reads the last stored message on subj with a direct get.
-func getLast(ctx context.Context, nc *nats.Conn, subj string) (*nats.Msg, error) {
-	return direct(ctx, nc, directGet+"."+subj, nil)
+func getLast(ctx context.Context, nc *nats.Conn, prefix, subj string) (*nats.Msg, error) {
+	return direct(ctx, nc, prefix+"."+subj, nil)
 }
 
 func direct(ctx context.Context, nc *nats.Conn, subj string, body []byte) (*nats.Msg, error) {

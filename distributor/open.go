@@ -1,0 +1,35 @@
+package distributor
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Open returns a Distributor over the CUECAST and CUECAST_REPORTS streams
+// that must already exist, without creating or updating them: for readers
+// such as `cuecast status`, whose credentials may only read (docs/SCALING.md).
+// It returns an error wrapping jetstream.ErrStreamNotFound when serve has not
+// created the streams yet. Options.SigningKey is ignored: an opened
+// Distributor is not meant to publish.
+func Open(ctx context.Context, nc *nats.Conn, o Options) (*Distributor, error) {
+	if err := o.Validate(); err != nil {
+		return nil, fmt.Errorf("open distributor: %w", err)
+	}
+	o.setDefaults()
+	o.SigningKey = nil
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("open distributor: %w", err)
+	}
+	d := &Distributor{nc: nc, js: js, o: o, log: o.Logger}
+	if d.stream, err = js.Stream(ctx, Stream); err != nil {
+		return nil, fmt.Errorf("open distributor: stream %s: %w", Stream, err)
+	}
+	if d.reports, err = js.Stream(ctx, ReportStream); err != nil {
+		return nil, fmt.Errorf("open distributor: stream %s: %w", ReportStream, err)
+	}
+	return d, nil
+}

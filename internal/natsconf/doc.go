@@ -1,0 +1,31 @@
+// Package natsconf generates the nats-server configuration for each level of
+// the cuecast fan-out tree and creates the mirror streams each level serves
+// its instances from.
+//
+// The tree has three levels (docs/SCALING.md):
+//
+//	hub cluster (domain "hub", the CUECAST stream, R3)
+//	  ▶ regional leaf clusters (their own JetStream domain, mirrors)
+//	    ▶ node-local leaf servers (their own domain, mirrors)
+//
+// Generate renders one server's configuration from a Spec: the CUECAST
+// account with JetStream, the system account, the users of the isolation
+// model (the distributor writes, operators read status, each namespace's
+// services read only their namespace and report only on it), TLS on every
+// listener and remote, and the leafnode remotes that deny the core ccr.>
+// subjects in both directions, so each level's instances receive updates only
+// from their own level's mirrors.
+//
+//	conf, err := natsconf.Generate(natsconf.Spec{Level: natsconf.Node, Name: "node-1", ...})
+//
+// Mirrors creates (or updates) the per-namespace mirror streams CUECAST_<ns>
+// in a leaf or node domain: filtered to the namespace, numbered like the
+// CUECAST stream (mirrors keep the origin's sequences, which is what pointers
+// name), and RePublished onto ccr.<ns>.>. A direct get by sequence names no
+// subject, so permissions cannot scope it; scoping it by stream can, which is
+// why each namespace reads from its own mirror (client.WithStream).
+//
+// Errors: Generate returns an error wrapping ErrInvalidSpec for a spec that
+// cannot produce a working server; Mirrors returns NATS errors wrapped with
+// the stream they concern.
+package natsconf

@@ -1,0 +1,70 @@
+package natsconf
+
+import (
+	"context"
+	"fmt"
+	"github.com/cuecast/cuecast"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// MirrorSpec says which mirrors one leaf or node JetStream domain holds.
+type MirrorSpec struct {
+	// Upstream is the JetStream domain of the level above.
+	Upstream string
+	// FromHub says Upstream is the hub's domain: the mirrors then read the
+	// CUECAST stream filtered to their namespace; otherwise they read the
+	// upstream level's CUECAST_<ns> mirrors.
+	FromHub bool
+	// Namespaces get one mirror each.
+	Namespaces []string
+	// Replicas of each mirror; default 1 (3 in a clustered domain).
+	Replicas int
+}
+
+// Mirrors creates or updates the namespace mirrors CUECAST_<ns> of the leaf
+// or node domain js talks to (jetstream.NewWithDomain reaches a remote
+// domain through the leafnode connections). Each mirrors its namespace from
+// the upstream domain and RePublishes cc.<ns>.> onto ccr.<ns>.>, which the
+// generated configurations keep from crossing leafnode connections: each
+// instance hears only its own level. A mirror keeps the sequence numbers of
+// its origin, so the pointers' sequences name the same versions in every
+// domain.
+//
+// The hub holds no namespace mirrors: a mirror of a stream in its own domain
+// inherits MirrorDirect, joins CUECAST's direct-get queue and would answer
+// reads of other namespaces with "not found". Services connect to a leaf or
+// node server (docs/SCALING.md).
+func Mirrors(ctx context.Context, js jetstream.JetStream, m MirrorSpec) error {
+	if !validName(m.Upstream) {
+		return fmt.Errorf("create mirrors: %w: upstream domain %q", ErrInvalidSpec, m.Upstream)
+	}
+	for _, ns := range m.Namespaces {
+		if !cuecast.ValidSegment(ns) {
+			return fmt.Errorf("create mirrors: %w: namespace %q", ErrInvalidSpec, ns)
+		}
+		cfg := MirrorConfig(m, ns)
+		if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
+			return fmt.Errorf("create mirror %s: %w", cfg.Name, err)
+		}
+	}
+	return nil
+}
+
+// MirrorConfig is the stream configuration Mirrors creates for ns.
+func MirrorConfig(m MirrorSpec, ns string) jetstream.StreamConfig {
+	cfg := jetstream.StreamConfig{
+		Name:        MirrorStream(ns),
+		Description: "cuecast versions and pointers of namespace " + ns + " (docs/SCALING.md)",
+		Storage:     jetstream.FileStorage,
+		Replicas:    max(m.Replicas, 1),
+		AllowDirect: true,
+		AllowRollup: true,
+		RePublish:   &jetstream.RePublish{Source: "cc.>", Destination: "ccr.>"},
+		Mirror:      &jetstream.StreamSource{Name: MirrorStream(ns), Domain: m.Upstream},
+	}
+	if m.FromHub {
+		cfg.Mirror = &jetstream.StreamSource{Name: Stream, FilterSubject: "cc." + ns + ".>", Domain: m.Upstream}
+	}
+	return cfg
+}

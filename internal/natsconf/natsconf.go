@@ -1,0 +1,484 @@
+package natsconf
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/cuecast/cuecast"
+)
+
+// ErrInvalidSpec is wrapped by every error Generate returns for a Spec that
+// cannot produce a working server.
+var ErrInvalidSpec = errors.New("invalid nats config spec")
+
+// Level is a server's place in the fan-out tree.
+type Level string
+
+// The three levels of the tree.
+const (
+	// Hub is the central cluster holding the CUECAST stream (R3).
+	Hub Level = "hub"
+	// Leaf is a regional leaf cluster: its own domain, mirrors of the hub.
+	Leaf Level = "leaf"
+	// Node is a node-local leaf server: its own domain, mirrors of its region.
+	Node Level = "node"
+)
+
+// The account and user names every generated configuration uses.
+const (
+	// Account holds cuecast's streams, its JetStream and every user of it.
+	Account = "CUECAST"
+	// SystemAccount is the server's system account.
+	SystemAccount = "SYS"
+	// DistributorUser writes versions and pointers (serve, the tailer, the
+	// rollout controller) and administers the mirrors.
+	DistributorUser = "distributor"
+	// OperatorUser reads status: versions, pointers and reports, never writes.
+	OperatorUser = "operator"
+	// LeafUser is what a lower level's leafnode remote logs in as.
+	LeafUser = "leaf"
+	// SystemUser logs into the system account (monitoring).
+	SystemUser = "sys"
+	// HubDomain is the hub's JetStream domain unless Spec.Domain says otherwise.
+	HubDomain = "hub"
+	// Stream is the distributor's stream (distributor.Stream); MirrorPrefix
+	// plus a namespace names that namespace's mirror.
+	Stream       = "CUECAST"
+	MirrorPrefix = "CUECAST_"
+	reportStream = "CUECAST_REPORTS"
+)
+
+// ServiceUser is the user a namespace's services connect as.
+func ServiceUser(ns string) string { return "svc-" + ns }
+
+// MirrorStream is the stream holding one namespace's versions and pointers in
+// every domain; services direct-get from it and from nothing else.
+func MirrorStream(ns string) string { return MirrorPrefix + ns }
+
+// InboxPrefix is the inbox prefix a namespace's services must connect with
+// (nats.CustomInboxPrefix): they may subscribe to no other inbox, so replies
+// to one namespace's reads never reach another's.
+func InboxPrefix(ns string) string { return "_INBOX_" + ns }
+
+// Spec describes one server of the tree.
+type Spec struct {
+	Level Level
+	// Name is the server name (unique in the tree).
+	Name string
+	// Domain is the JetStream domain; default HubDomain for the hub and Name
+	// for leaf and node servers. The servers of one cluster share a domain.
+	Domain string
+	// Listen is the client address; default "0.0.0.0:4222".
+	Listen string
+	// StoreDir holds the JetStream store (required).
+	StoreDir string
+	// Cluster, on hub and leaf levels, makes the server part of a cluster.
+	Cluster *Cluster
+	// LeafListen is where lower levels connect (hub and leaf levels);
+	// default "0.0.0.0:7422".
+	LeafListen string
+	// Upstreams are the leafnode addresses (host:port) of the level above,
+	// one server per entry (leaf and node levels).
+	Upstreams []string
+	// Namespaces get a service user each.
+	Namespaces []string
+	// Passwords holds a password per user (see Users); all are required.
+	Passwords map[string]string
+	// TLS, when set, secures the client, cluster and leafnode listeners and
+	// the leafnode remotes.
+	TLS *TLS
+}
+
+// Cluster is a server's cluster membership.
+type Cluster struct {
+	Name   string
+	Listen string
+	// Routes are the other members' cluster addresses (host:port).
+	Routes []string
+}
+
+// TLS names PEM files. CA verifies the peer: servers verify client
+// certificates only when VerifyClients is set; remotes always verify the
+// server they dial with CA.
+type TLS struct {
+	Cert, Key, CA string
+	VerifyClients bool
+}
+
+// Users lists the users a Spec needs a password for, sorted.
+func (s Spec) Users() []string {
+	// Every level needs LeafUser: the hub accepts it, a node's remote logs
+	// in with it, a regional leaf does both.
+	u := []string{DistributorUser, LeafUser, OperatorUser, SystemUser}
+	for _, ns := range s.Namespaces {
+		u = append(u, ServiceUser(ns))
+	}
+	slices.Sort(u)
+	return slices.Compact(u)
+}
+
+func (s *Spec) setDefaults() {
+	if s.Domain == "" {
+		if s.Level == Hub {
+			s.Domain = HubDomain
+		} else {
+			s.Domain = s.Name
+		}
+	}
+	if s.Listen == "" {
+		s.Listen = "0.0.0.0:4222"
+	}
+	if s.LeafListen == "" && s.Level != Node {
+		s.LeafListen = "0.0.0.0:7422"
+	}
+}
+
+// Validate reports a spec that cannot produce a working server; errors wrap
+// ErrInvalidSpec.
+func (s Spec) Validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrInvalidSpec, fmt.Sprintf(format, args...))
+	}
+	switch s.Level {
+	case Hub, Leaf, Node:
+	default:
+		return bad("level %q: want hub, leaf or node", s.Level)
+	}
+	if !validName(s.Name) {
+		return bad("server name %q: want 1-64 of [A-Za-z0-9_-]", s.Name)
+	}
+	if s.Domain != "" && !validName(s.Domain) {
+		return bad("domain %q: want 1-64 of [A-Za-z0-9_-]", s.Domain)
+	}
+	if s.StoreDir == "" {
+		return bad("a JetStream store directory is required")
+	}
+	for _, a := range []string{s.Listen, s.LeafListen} {
+		if a != "" {
+			if err := checkHostPort(a); err != nil {
+				return bad("%v", err)
+			}
+		}
+	}
+	switch s.Level {
+	case Hub:
+		if len(s.Upstreams) > 0 {
+			return bad("the hub has no upstream")
+		}
+	case Leaf, Node:
+		if len(s.Upstreams) == 0 {
+			return bad("a %s server needs at least one upstream (the leafnode address of the level above)", s.Level)
+		}
+	}
+	if s.Level == Node && s.Cluster != nil {
+		return bad("a node-local server is not clustered")
+	}
+	if s.Level == Node && s.LeafListen != "" {
+		return bad("a node-local server accepts no leafnodes")
+	}
+	for _, u := range s.Upstreams {
+		if err := checkHostPort(u); err != nil {
+			return bad("upstream: %v", err)
+		}
+	}
+	if c := s.Cluster; c != nil {
+		if !validName(c.Name) {
+			return bad("cluster name %q: want 1-64 of [A-Za-z0-9_-]", c.Name)
+		}
+		if err := checkHostPort(c.Listen); err != nil {
+			return bad("cluster: %v", err)
+		}
+		for _, r := range c.Routes {
+			if err := checkHostPort(r); err != nil {
+				return bad("cluster route: %v", err)
+			}
+		}
+	}
+	seen := map[string]bool{}
+	for _, ns := range s.Namespaces {
+		if !cuecast.ValidSegment(ns) {
+			return bad("namespace %q: must match [a-z0-9][a-z0-9_-]*", ns)
+		}
+		if seen[ns] {
+			return bad("namespace %q given twice", ns)
+		}
+		seen[ns] = true
+	}
+	for _, u := range s.Users() {
+		if s.Passwords[u] == "" {
+			return bad("no password for user %q", u)
+		}
+	}
+	if t := s.TLS; t != nil {
+		if (t.Cert == "") != (t.Key == "") {
+			return bad("tls: give both a certificate and a key")
+		}
+		if t.Cert == "" && t.CA == "" {
+			return bad("tls: nothing to configure")
+		}
+		if t.VerifyClients && t.CA == "" {
+			return bad("tls: verifying clients needs a CA")
+		}
+	}
+	return nil
+}
+
+func validName(s string) bool {
+	if len(s) == 0 || len(s) > 64 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+func checkHostPort(a string) error {
+	_, p, err := net.SplitHostPort(a)
+	if err != nil {
+		return fmt.Errorf("address %q: %w", a, err)
+	}
+	// -1 asks the server to pick a free port.
+	if n, err := strconv.Atoi(p); err != nil || n < -1 || n > 65535 {
+		return fmt.Errorf("address %q: bad port", a)
+	}
+	return nil
+}
+
+// Permissions of one user: subjects it may publish to and subscribe to.
+type Permissions struct {
+	Publish   []string
+	Subscribe []string
+}
+
+// UserPermissions returns the permissions of user in the CUECAST account;
+// ok is false for a user that has no fixed permissions (the distributor may
+// do anything in the account) or no such user.
+//
+// A namespace's services may subscribe to ccr.<ns>.> and to their own inbox,
+// direct-get from their namespace's mirror stream only (a direct get by
+// sequence names no subject, so it is scoped by the stream, which holds only
+// the namespace: see MirrorStream) and publish reports on ccs.<ns>.>.
+// Operators may read the streams and reports and watch every update.
+func UserPermissions(user string) (Permissions, bool) {
+	switch {
+	case user == OperatorUser:
+		var pub []string
+		for _, st := range []string{Stream, reportStream} {
+			pub = append(pub,
+				"$JS.API.STREAM.INFO."+st,
+				"$JS.API.STREAM.MSG.GET."+st,
+				"$JS.API.DIRECT.GET."+st,
+				"$JS.API.DIRECT.GET."+st+".>",
+				"$JS.API.CONSUMER.CREATE."+st+".>",
+				"$JS.API.CONSUMER.INFO."+st+".>",
+				"$JS.API.CONSUMER.DELETE."+st+".>",
+				"$JS.API.CONSUMER.MSG.NEXT."+st+".>",
+			)
+		}
+		pub = append(pub, "$JS.API.INFO", "$JS.API.STREAM.NAMES", "$JS.API.STREAM.LIST", "$JS.FC.>")
+		return Permissions{Publish: pub, Subscribe: []string{"_INBOX.>", "ccr.>"}}, true
+	case strings.HasPrefix(user, "svc-"):
+		ns := strings.TrimPrefix(user, "svc-")
+		return Permissions{
+			Publish: []string{
+				"$JS.API.DIRECT.GET." + MirrorStream(ns),
+				"$JS.API.DIRECT.GET." + MirrorStream(ns) + ".>",
+				"ccs." + ns + ".>",
+			},
+			Subscribe: []string{"ccr." + ns + ".>", InboxPrefix(ns) + ".>"},
+		}, true
+	}
+	return Permissions{}, false
+}
+
+// Generate renders the nats-server configuration of one server.
+func Generate(s Spec) (string, error) {
+	s.setDefaults()
+	if err := s.Validate(); err != nil {
+		return "", fmt.Errorf("generate %s config: %w", s.Level, err)
+	}
+	w := &confWriter{}
+	w.comment("nats-server configuration for cuecast: %s level, server %s, JetStream domain %s.", s.Level, s.Name, s.Domain)
+	w.comment("Generated by `cuecast nats-config %s`; see docs/SCALING.md.", s.Level)
+	w.kv("server_name", q(s.Name))
+	host, port, _ := net.SplitHostPort(s.Listen)
+	w.kv("host", q(host))
+	w.kv("port", port)
+	w.blank()
+	w.open("jetstream")
+	w.kv("store_dir", q(s.StoreDir))
+	w.kv("domain", q(s.Domain))
+	w.close()
+	if s.TLS != nil {
+		w.blank()
+		w.tls(s.TLS, s.TLS.VerifyClients)
+	}
+	if c := s.Cluster; c != nil {
+		w.blank()
+		w.open("cluster")
+		w.kv("name", q(c.Name))
+		w.kv("listen", q(c.Listen))
+		if len(c.Routes) > 0 {
+			var r []string
+			for _, a := range c.Routes {
+				r = append(r, q("nats-route://"+a))
+			}
+			w.list("routes", r)
+		}
+		if s.TLS != nil && s.TLS.Cert != "" {
+			w.tls(s.TLS, s.TLS.CA != "")
+		}
+		w.close()
+	}
+	if s.LeafListen != "" || len(s.Upstreams) > 0 {
+		w.blank()
+		w.open("leafnodes")
+		if s.LeafListen != "" {
+			w.kv("listen", q(s.LeafListen))
+			w.open("authorization")
+			w.open("users = [")
+			w.line("{user: %s, password: %s, account: %s}", q(LeafUser), q(s.Passwords[LeafUser]), q(Account))
+			w.closeWith("]")
+			w.close()
+			if s.TLS != nil && s.TLS.Cert != "" {
+				w.tls(s.TLS, s.TLS.VerifyClients)
+			}
+		}
+		if len(s.Upstreams) > 0 {
+			w.comment("Updates reach this level's instances only from its own mirrors:")
+			w.comment("the core ccr.> subjects do not cross the leafnode connection.")
+			w.open("remotes = [")
+			w.open("{")
+			var urls []string
+			for _, a := range s.Upstreams {
+				u := url.URL{Scheme: "nats-leaf", User: url.UserPassword(LeafUser, s.Passwords[LeafUser]), Host: a}
+				if s.TLS != nil {
+					u.Scheme = "tls"
+				}
+				urls = append(urls, q(u.String()))
+			}
+			w.list("urls", urls)
+			w.kv("account", q(Account))
+			w.list("deny_imports", []string{q("ccr.>")})
+			w.list("deny_exports", []string{q("ccr.>")})
+			if s.TLS != nil {
+				w.tls(s.TLS, false)
+			}
+			w.closeWith("}")
+			w.closeWith("]")
+		}
+		w.close()
+	}
+	w.blank()
+	w.open("accounts")
+	w.open(Account)
+	w.kv("jetstream", "enabled")
+	w.open("users = [")
+	for _, u := range s.Users() {
+		if u == SystemUser || u == LeafUser {
+			continue
+		}
+		perm, ok := UserPermissions(u)
+		if !ok {
+			w.line("{user: %s, password: %s}", q(u), q(s.Passwords[u]))
+			continue
+		}
+		w.open("{")
+		w.kv("user", q(u))
+		w.kv("password", q(s.Passwords[u]))
+		w.open("permissions")
+		w.open("publish")
+		w.list("allow", quoteAll(perm.Publish))
+		w.close()
+		w.open("subscribe")
+		w.list("allow", quoteAll(perm.Subscribe))
+		w.close()
+		w.close()
+		w.closeWith("}")
+	}
+	w.closeWith("]")
+	w.close()
+	w.open(SystemAccount)
+	w.open("users = [")
+	w.line("{user: %s, password: %s}", q(SystemUser), q(s.Passwords[SystemUser]))
+	w.closeWith("]")
+	w.close()
+	w.close()
+	w.kv("system_account", q(SystemAccount))
+	return w.String(), nil
+}
+
+func quoteAll(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = q(s)
+	}
+	return out
+}
+
+// q quotes s as a JSON string, which the nats-server config parser reads
+// verbatim.
+func q(s string) string { return strconv.Quote(s) }
+
+// confWriter writes the indented nats-server configuration syntax.
+type confWriter struct {
+	b     strings.Builder
+	depth int
+}
+
+func (w *confWriter) String() string { return w.b.String() }
+
+func (w *confWriter) line(format string, args ...any) {
+	w.b.WriteString(strings.Repeat("  ", w.depth))
+	fmt.Fprintf(&w.b, format, args...)
+	w.b.WriteByte('\n')
+}
+
+func (w *confWriter) blank()                     { w.b.WriteByte('\n') }
+func (w *confWriter) comment(f string, a ...any) { w.line("# "+f, a...) }
+func (w *confWriter) kv(k, v string)             { w.line("%s: %s", k, v) }
+
+// open starts a block: "name {" or, when name already ends in an opener
+// ("users = [", "{"), that text.
+func (w *confWriter) open(name string) {
+	if strings.HasSuffix(name, "[") || name == "{" {
+		w.line("%s", name)
+	} else {
+		w.line("%s {", name)
+	}
+	w.depth++
+}
+
+func (w *confWriter) close() { w.closeWith("}") }
+
+func (w *confWriter) closeWith(s string) {
+	w.depth--
+	w.line("%s", s)
+}
+
+func (w *confWriter) list(k string, vs []string) {
+	w.line("%s: [%s]", k, strings.Join(vs, ", "))
+}
+
+func (w *confWriter) tls(t *TLS, verify bool) {
+	w.open("tls")
+	if t.Cert != "" {
+		w.kv("cert_file", q(t.Cert))
+		w.kv("key_file", q(t.Key))
+	}
+	if t.CA != "" {
+		w.kv("ca_file", q(t.CA))
+	}
+	if verify {
+		w.kv("verify", "true")
+	}
+	w.close()
+}

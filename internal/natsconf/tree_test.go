@@ -1,0 +1,109 @@
+package natsconf_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/client"
+	"github.com/cuecast/cuecast/distributor"
+	"github.com/cuecast/cuecast/internal/natsconf"
+	"github.com/cuecast/cuecast/internal/natstest"
+)
+
+const checkout = cuecast.ConfigPath("payments/checkout")
+
+// publish stores and deploys version n of cfg with content body.
+func publish(t *testing.T, d *distributor.Distributor, cfg cuecast.ConfigPath, n uint64, body string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	v := cuecast.Version{Config: cfg, Version: n, Commit: fmt.Sprintf("%040d", n)}
+	if err := d.Publish(ctx, v, []byte(body)); err != nil {
+		t.Fatalf("publish %s@%d: %v", cfg, n, err)
+	}
+	if err := d.Deploy(ctx, v); err != nil {
+		t.Fatalf("deploy %s@%d: %v", cfg, n, err)
+	}
+}
+
+// instances starts n watchers of cfg on server s, as the namespace's service
+// user, reading from the namespace mirror of s's own domain.
+func instances(t *testing.T, s *natstest.TreeServer, cfg cuecast.ConfigPath, n int) []*client.Watcher {
+	t.Helper()
+	nc := s.Connect(t, natsconf.ServiceUser(cfg.Namespace()), client.ConnectOptions()...)
+	var ws []*client.Watcher
+	for i := range n {
+		cl, err := client.New(nc,
+			client.WithInstance(fmt.Sprintf("%s-i%d", s.Spec.Name, i)),
+			client.WithStream("", natsconf.MirrorStream(cfg.Namespace())),
+			client.WithReconcile(500*time.Millisecond),
+		)
+		if err != nil {
+			t.Fatalf("new client: %v", err)
+		}
+		w, err := cl.Watch(context.Background(), cfg)
+		if err != nil {
+			t.Fatalf("watch: %v", err)
+		}
+		t.Cleanup(w.Stop)
+		ws = append(ws, w)
+	}
+	return ws
+}
+
+func waitVersion(t *testing.T, what string, ws []*client.Watcher, want uint64) {
+	t.Helper()
+	natstest.Eventually(t, 30*time.Second, what, func() (bool, string) {
+		for i, w := range ws {
+			if got := w.Current().Version; got != want {
+				return false, fmt.Sprintf("instance %d on version %d, want %d", i, got, want)
+			}
+		}
+		return true, ""
+	})
+}
+
+func TestTreeMirrorsServeLeavesAndCatchUp(t *testing.T) {
+	tr := natstest.StartTree(t, natstest.TreeOptions{Leaves: 2, Namespaces: []string{"payments", "search"}})
+	nc := tr.Hub.Connect(t, natsconf.DistributorUser)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	d, err := distributor.New(ctx, nc, distributor.Options{})
+	if err != nil {
+		t.Fatalf("new distributor: %v", err)
+	}
+	tr.Mirrors(t)
+	publish(t, d, checkout, 1, `{"v":1}`)
+
+	leaf1 := instances(t, tr.Leaves[0], checkout, 3)
+	leaf2 := instances(t, tr.Leaves[1], checkout, 3)
+	waitVersion(t, "instances on both leaves", append(leaf1, leaf2...), 1)
+
+	publish(t, d, checkout, 2, `{"v":2}`)
+	waitVersion(t, "a commit reaching both leaves", append(leaf1, leaf2...), 2)
+
+	tr.Leaves[0].Link.Cut()
+	natstest.Eventually(t, 10*time.Second, "leaf-1 cut off", func() (bool, string) {
+		n := tr.Leaves[0].NumLeafNodes()
+		return n == 0, fmt.Sprintf("%d leafnode connections", n)
+	})
+	publish(t, d, checkout, 3, `{"v":3}`)
+	waitVersion(t, "leaf-2 while leaf-1 is cut off", leaf2, 3)
+	// Cut off, leaf-1 keeps serving from its mirror: a new instance starts
+	// on the last version the mirror holds.
+	late := instances(t, tr.Leaves[0], checkout, 1)
+	waitVersion(t, "a new instance on the cut-off leaf", late, 2)
+	waitVersion(t, "the cut-off leaf's instances", leaf1, 2)
+
+	tr.Leaves[0].Link.Heal()
+	tr.Leaves[0].WaitLinked(t)
+	waitVersion(t, "leaf-1 catching up after the link returns", append(leaf1, late...), 3)
+	for _, w := range append(leaf1, late...) {
+		if s := w.Current(); string(s.Content) != `{"v":3}` {
+			t.Errorf("content %s, want {\"v\":3}", s.Content)
+		}
+	}
+}

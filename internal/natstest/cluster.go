@@ -1,0 +1,346 @@
+package natstest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cuecast/cuecast/internal/natsconf"
+)
+
+// Tree is a fan-out tree for tests: a hub and leaf servers, each started
+// from the configuration `cuecast nats-config` generates, each leaf linked to
+// the hub through a Link the test can cut and heal (raft's Disconnect and
+// Reconnect). Everything listens on 127.0.0.1 with random ports and stores in
+// t.TempDir(); t.Cleanup stops it all.
+type Tree struct {
+	Hub    *TreeServer
+	Leaves []*TreeServer
+	// Passwords of every user, shared by all servers of the tree.
+	Passwords  map[string]string
+	Namespaces []string
+}
+
+// TreeServer is one server of a Tree.
+type TreeServer struct {
+	*server.Server
+	Spec natsconf.Spec
+	// ConfPath is the generated configuration the server runs.
+	ConfPath string
+	// LeafAddr is where lower levels connect (hub and leaf levels).
+	LeafAddr string
+	// Link carries the server's leafnode connection upstream (leaf levels).
+	Link *Link
+	tree *Tree
+}
+
+// TreeOptions shapes a Tree.
+type TreeOptions struct {
+	// Leaves is the number of node-local leaf servers under the hub; their
+	// names (and JetStream domains) are leaf-1, leaf-2…
+	Leaves int
+	// Namespaces get a service user and a mirror on every server.
+	Namespaces []string
+	// Level of the leaves: natsconf.Node (default) or natsconf.Leaf.
+	Level natsconf.Level
+}
+
+// StartTree starts the hub and the leaves and waits until every leaf is
+// linked to the hub. It creates no streams: the test's distributor creates
+// CUECAST, then Mirrors creates the mirrors.
+func StartTree(t testing.TB, o TreeOptions) *Tree {
+	t.Helper()
+	if o.Level == "" {
+		o.Level = natsconf.Node
+	}
+	tr := &Tree{Passwords: map[string]string{}, Namespaces: o.Namespaces}
+	hubSpec := natsconf.Spec{Level: natsconf.Hub, Name: "hub", Listen: "127.0.0.1:-1", LeafListen: freeAddr(t), Namespaces: o.Namespaces}
+	for _, u := range hubSpec.Users() {
+		tr.Passwords[u] = randomSecret(t)
+	}
+	tr.Hub = tr.StartServer(t, hubSpec)
+	for i := range o.Leaves {
+		link := StartLink(t, tr.Hub.LeafAddr)
+		spec := natsconf.Spec{
+			Level:      o.Level,
+			Name:       fmt.Sprintf("leaf-%d", i+1),
+			Listen:     "127.0.0.1:-1",
+			Upstreams:  []string{link.Addr()},
+			Namespaces: o.Namespaces,
+		}
+		if o.Level == natsconf.Leaf {
+			spec.LeafListen = freeAddr(t)
+		}
+		ls := tr.StartServer(t, spec)
+		ls.Link = link
+		tr.Leaves = append(tr.Leaves, ls)
+	}
+	for _, l := range tr.Leaves {
+		l.WaitLinked(t)
+	}
+	return tr
+}
+
+// StartServer generates spec's configuration (StoreDir and Passwords filled
+// in), writes it to a temp file, loads it with the nats-server config loader
+// and starts the server.
+func (tr *Tree) StartServer(t testing.TB, spec natsconf.Spec) *TreeServer {
+	t.Helper()
+	dir := t.TempDir()
+	spec.StoreDir = filepath.Join(dir, "jetstream")
+	spec.Passwords = tr.Passwords
+	conf, err := natsconf.Generate(spec)
+	if err != nil {
+		t.Fatalf("generate %s config: %v", spec.Name, err)
+	}
+	path := filepath.Join(dir, spec.Name+".conf")
+	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
+		t.Fatalf("write %s config: %v", spec.Name, err)
+	}
+	s, err := StartConf(path)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, conf)
+	}
+	ts := &TreeServer{Server: s, Spec: spec, ConfPath: path, LeafAddr: spec.LeafListen, tree: tr}
+	t.Cleanup(ts.Stop)
+	return ts
+}
+
+// StartConf runs a server from a configuration file and waits until it
+// accepts clients. The caller stops it.
+func StartConf(path string) (*server.Server, error) {
+	opts, err := server.ProcessConfigFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("load nats config %s: %w", path, err)
+	}
+	opts.NoLog, opts.NoSigs = true, true
+	s, err := server.NewServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("start nats from %s: %w", path, err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		s.Shutdown()
+		return nil, fmt.Errorf("start nats from %s: not ready after 10s", path)
+	}
+	return s, nil
+}
+
+// Stop shuts the server down and waits; safe twice.
+func (s *TreeServer) Stop() {
+	s.Shutdown()
+	s.WaitForShutdown()
+}
+
+// Domain is the server's JetStream domain.
+func (s *TreeServer) Domain() string {
+	if s.Spec.Domain != "" {
+		return s.Spec.Domain
+	}
+	if s.Spec.Level == natsconf.Hub {
+		return natsconf.HubDomain
+	}
+	return s.Spec.Name
+}
+
+// Connect opens a connection as user (a service user also gets its inbox
+// prefix); t.Cleanup closes it.
+func (s *TreeServer) Connect(t testing.TB, user string, opts ...nats.Option) *nats.Conn {
+	t.Helper()
+	base := []nats.Option{nats.Timeout(5 * time.Second), nats.UserInfo(user, s.tree.Passwords[user])}
+	for _, ns := range s.tree.Namespaces {
+		if user == natsconf.ServiceUser(ns) {
+			base = append(base, nats.CustomInboxPrefix(natsconf.InboxPrefix(ns)))
+		}
+	}
+	nc, err := nats.Connect(s.ClientURL(), append(base, opts...)...)
+	if err != nil {
+		t.Fatalf("connect to %s as %s: %v", s.Spec.Name, user, err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+// WaitLinked polls until the server has a leafnode connection upstream.
+func (s *TreeServer) WaitLinked(t testing.TB) {
+	t.Helper()
+	Eventually(t, 20*time.Second, s.Spec.Name+" linked to its upstream", func() (bool, string) {
+		n := s.NumLeafNodes()
+		return n > 0, fmt.Sprintf("%d leafnode connections", n)
+	})
+}
+
+// Mirrors creates the namespace mirrors of every leaf, as the distributor
+// user connected to the hub (leaf domains are reached by their JetStream
+// domain through the leafnode connections).
+func (tr *Tree) Mirrors(t testing.TB) {
+	t.Helper()
+	nc := tr.Hub.Connect(t, natsconf.DistributorUser)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, l := range tr.Leaves {
+		js, err := jetstream.NewWithDomain(nc, l.Domain())
+		if err != nil {
+			t.Fatalf("jetstream %s: %v", l.Domain(), err)
+		}
+		spec := natsconf.MirrorSpec{Upstream: tr.Hub.Domain(), FromHub: true, Namespaces: tr.Namespaces}
+		if err := natsconf.Mirrors(ctx, js, spec); err != nil {
+			t.Fatalf("%s mirrors: %v", l.Spec.Name, err)
+		}
+	}
+}
+
+// Eventually polls cond every 10ms until it holds or d passes, then fails
+// the test with cond's last description.
+func Eventually(t testing.TB, d time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	var last string
+	for {
+		var ok bool
+		if ok, last = cond(); ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: still %s after %s", what, last, d)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Link is a TCP proxy standing for the network between two servers; Cut
+// drops its connections and refuses new ones until Heal.
+type Link struct {
+	ln     net.Listener
+	target string
+
+	mu    sync.Mutex
+	cut   bool
+	conns map[net.Conn]struct{}
+	wg    sync.WaitGroup
+}
+
+// StartLink proxies a random local port to target; t.Cleanup closes it.
+func StartLink(t testing.TB, target string) *Link {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	l := &Link{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	l.wg.Add(1)
+	go l.accept()
+	t.Cleanup(l.Close)
+	return l
+}
+
+// Addr is the proxy's address, which the lower server dials.
+func (l *Link) Addr() string { return l.ln.Addr().String() }
+
+// Cut closes every proxied connection and refuses new ones.
+func (l *Link) Cut() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.cut = true
+	for c := range l.conns {
+		c.Close()
+	}
+}
+
+// Heal accepts connections again; the leafnode remote redials on its own.
+func (l *Link) Heal() {
+	l.mu.Lock()
+	l.cut = false
+	l.mu.Unlock()
+}
+
+// Close stops the proxy and waits for its goroutines.
+func (l *Link) Close() {
+	l.ln.Close()
+	l.Cut()
+	l.wg.Wait()
+}
+
+func (l *Link) accept() {
+	defer l.wg.Done()
+	for {
+		c, err := l.ln.Accept()
+		if err != nil {
+			return
+		}
+		l.mu.Lock()
+		cut := l.cut
+		l.mu.Unlock()
+		if cut {
+			c.Close()
+			continue
+		}
+		up, err := net.Dial("tcp", l.target)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		if !l.track(c, up) {
+			continue
+		}
+		l.wg.Add(2)
+		go l.pipe(c, up)
+		go l.pipe(up, c)
+	}
+}
+
+func (l *Link) track(a, b net.Conn) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.cut {
+		a.Close()
+		b.Close()
+		return false
+	}
+	l.conns[a], l.conns[b] = struct{}{}, struct{}{}
+	return true
+}
+
+func (l *Link) pipe(dst, src net.Conn) {
+	defer l.wg.Done()
+	// The copy ends when either side closes, or Cut closes both.
+	_, _ = io.Copy(dst, src)
+	dst.Close()
+	src.Close()
+	l.mu.Lock()
+	delete(l.conns, dst)
+	delete(l.conns, src)
+	l.mu.Unlock()
+}
+
+// freeAddr returns a 127.0.0.1 address with a port free a moment ago.
+func freeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("find a free port: %v", err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func randomSecret(t testing.TB) string {
+	t.Helper()
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatalf("random secret: %v", err)
+	}
+	return hex.EncodeToString(b)
+}
