@@ -46,7 +46,6 @@ type Watcher struct {
 	rejected   map[string]bool // version@checksum rejected for good (validation, signature)
 	retries    int
 	retry      *time.Timer
-	staged     uint64 // strict configs: version staged for the activation (cutover.go)
 }
 
 type cachedVersion struct {
@@ -94,7 +93,7 @@ func (c *Client) Watch(ctx context.Context, cfg cuecast.ConfigPath, opts ...Watc
 		return nil, fmt.Errorf("watch %s: %w", cfg, err)
 	}
 	w.loadLKG()
-	for _, subj := range append([]string{versionSubject(cfg), pointerSubject(cfg, w.bucket)}, cutoverSubjects(cfg)...) {
+	for _, subj := range []string{versionSubject(cfg), pointerSubject(cfg, w.bucket)} {
 		sub, err := c.nc.ChanSubscribe(republished(subj), w.msgs)
 		if err != nil {
 			w.unsubscribe()
@@ -259,7 +258,6 @@ func (w *Watcher) resync(why string) {
 	// (a stream restored from an older backup restarts its sequences).
 	w.ptrSeq = seq
 	w.apply(p, why)
-	w.resyncCutover(ctx)
 }
 
 // handle processes one message from the version or pointer subject.
@@ -271,9 +269,6 @@ func (w *Watcher) handle(m *nats.Msg) {
 	}
 	if m.Subject == republished(versionSubject(w.cfg)) {
 		w.remember(m, seq)
-		return
-	}
-	if w.handleCutover(m) {
 		return
 	}
 	if seq <= w.ptrSeq {
@@ -580,7 +575,6 @@ func (w *Watcher) report() {
 		Healthy:       w.c.o.health().Healthy,
 		LastKnownGood: w.servingLKG,
 		LastError:     w.lastErr,
-		Staged:        w.staged,
 		At:            time.Now().UTC(),
 	}
 	b, err := json.Marshal(r)
