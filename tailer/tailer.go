@@ -74,6 +74,9 @@ type Tailer struct {
 	dep   Deployer
 	log   *slog.Logger
 	wake  chan struct{}
+	// cache keeps decoded trees and small blobs across commits: successive
+	// commits share almost every tree.
+	cache *gitfs.Cache
 
 	mu sync.Mutex // serialises Poll and AcceptRewrite; guards the fields below
 	// idx is the dependency index of the tree of commit idxCommit.
@@ -111,7 +114,7 @@ func New(ctx context.Context, cfg Config, js jetstream.JetStream, pub Publisher,
 	if err != nil {
 		return nil, fmt.Errorf("new tailer: %w", err)
 	}
-	t := &Tailer{cfg: cfg, src: src, pub: pub, dep: dep, wake: make(chan struct{}, 1),
+	t := &Tailer{cfg: cfg, src: src, pub: pub, dep: dep, wake: make(chan struct{}, 1), cache: gitfs.NewCache(treeCacheSize),
 		log: cfg.Logger.With("repo", cfg.Repo, "branch", cfg.Branch)}
 	r, err := src.open(ctx)
 	if err != nil {
@@ -179,6 +182,9 @@ func (t *Tailer) onBranch(r *git.Repository, rev string, tip plumbing.Hash) (plu
 	}
 	return c.Hash, nil
 }
+
+// treeCacheSize bounds the tree and blob cache (objects, not bytes).
+const treeCacheSize = 20000
 
 // Wake makes Run poll now instead of at the next interval. It never blocks.
 func (t *Tailer) Wake() {
@@ -348,8 +354,14 @@ func (t *Tailer) Poll(ctx context.Context) (Summary, error) {
 	return sum, nil
 }
 
-// deployEvery bounds how long a batch of commits defers its deploys.
-const deployEvery = 250 * time.Millisecond
+// deployEvery bounds how long a long batch of commits (a replay after
+// downtime) defers its deploys. Deploying a version the next commit replaces
+// only starts a rollout to supersede: it costs the distributor a pointer per
+// cohort, and would cost a replay most of its time.
+const deployEvery = 30 * time.Second
+
+// deployWorkers is how many deploys run at once when a batch ends.
+const deployWorkers = 4
 
 // deployPending deploys the latest version of every config in
 // st.Undeployed and empties it. During a batch the tailer publishes every
@@ -361,17 +373,45 @@ func (t *Tailer) deployPending(ctx context.Context, st *State) error {
 	if len(st.Undeployed) == 0 {
 		return nil
 	}
+	work := make(chan cuecast.ConfigPath)
+	errs := make(chan error, deployWorkers)
+	var wg sync.WaitGroup
+	for range min(deployWorkers, len(st.Undeployed)) {
+		wg.Go(func() {
+			for cp := range work {
+				latest, err := t.pub.Latest(ctx, cp)
+				if errors.Is(err, cuecast.ErrNotFound) {
+					continue
+				}
+				if err == nil {
+					err = t.deploy(ctx, latest)
+				} else {
+					err = fmt.Errorf("read latest version of %s: %w", cp, err)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	var err error
+feed:
 	for _, cp := range st.Undeployed {
-		latest, err := t.pub.Latest(ctx, cp)
-		if errors.Is(err, cuecast.ErrNotFound) {
-			continue
+		select {
+		case work <- cp:
+		case err = <-errs:
+			break feed
 		}
-		if err != nil {
-			return fmt.Errorf("read latest version of %s: %w", cp, err)
-		}
-		if err := t.deploy(ctx, latest); err != nil {
-			return err
-		}
+	}
+	close(work)
+	wg.Wait()
+	close(errs)
+	if err == nil {
+		err = <-errs // nil when the channel is empty
+	}
+	if err != nil {
+		return err
 	}
 	st.Undeployed = nil
 	return t.store.save(ctx, st)
@@ -457,7 +497,7 @@ func (t *Tailer) offChain(r *git.Repository, st State, tip plumbing.Hash) ([]*ob
 func (t *Tailer) process(ctx context.Context, r *git.Repository, st *State, c *object.Commit, sum *Summary) error {
 	start := time.Now()
 	log := t.log.With("commit", c.Hash.String())
-	fsys, err := gitfs.New(r.Storer, c.TreeHash, c.Committer.When)
+	fsys, err := t.cache.FS(r.Storer, c.TreeHash, c.Committer.When)
 	if err != nil {
 		return err
 	}
@@ -468,7 +508,7 @@ func (t *Tailer) process(ctx context.Context, r *git.Repository, st *State, c *o
 		if err != nil {
 			return err
 		}
-		changed, err := changedFiles(r, st.Base, c)
+		changed, err := t.changedFiles(r, st.Base, c)
 		if err != nil {
 			return err
 		}
@@ -598,7 +638,7 @@ func (t *Tailer) index(ctx context.Context, r *git.Repository, base string) (*co
 	if err != nil {
 		return nil, fmt.Errorf("read base commit %s: %w", short(base), err)
 	}
-	fsys, err := gitfs.New(r.Storer, c.TreeHash, c.Committer.When)
+	fsys, err := t.cache.FS(r.Storer, c.TreeHash, c.Committer.When)
 	if err != nil {
 		return nil, err
 	}
@@ -710,33 +750,16 @@ func firstLine(s string) string {
 
 // changedFiles lists the paths that differ between the trees of commit base
 // and c: modified, added and deleted files, both names of a rename.
-func changedFiles(r *git.Repository, base string, c *object.Commit) ([]string, error) {
+func (t *Tailer) changedFiles(r *git.Repository, base string, c *object.Commit) ([]string, error) {
 	bc, err := r.CommitObject(plumbing.NewHash(base))
 	if err != nil {
 		return nil, fmt.Errorf("read base commit %s: %w", short(base), err)
 	}
-	bt, err := bc.Tree()
-	if err != nil {
-		return nil, fmt.Errorf("read tree of %s: %w", short(base), err)
-	}
-	ct, err := c.Tree()
-	if err != nil {
-		return nil, fmt.Errorf("read tree of %s: %w", short(c.Hash.String()), err)
-	}
-	changes, err := object.DiffTree(bt, ct)
+	changed, err := gitfs.Diff(r.Storer, t.cache, bc.TreeHash, c.TreeHash)
 	if err != nil {
 		return nil, fmt.Errorf("diff %s..%s: %w", short(base), short(c.Hash.String()), err)
 	}
-	var out []string
-	for _, ch := range changes {
-		if ch.From.Name != "" {
-			out = append(out, ch.From.Name)
-		}
-		if ch.To.Name != "" && ch.To.Name != ch.From.Name {
-			out = append(out, ch.To.Name)
-		}
-	}
-	return out, nil
+	return changed, nil
 }
 
 // touchesAll reports a change that can alter every config: the module or the

@@ -51,7 +51,7 @@ func config(pkg string, importsLib bool, value int) string {
 // env is one test's world: a Git repo, an embedded NATS server and the real
 // distributor.
 type env struct {
-	t    *testing.T
+	t    testing.TB
 	ctx  context.Context
 	repo *gittest.Repo
 	srv  *natstest.Server

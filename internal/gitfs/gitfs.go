@@ -45,6 +45,7 @@ import (
 type FS struct {
 	s       storer.EncodedObjectStorer
 	modTime time.Time
+	cache   *Cache // nil: none
 
 	mu    sync.Mutex
 	trees map[string]*object.Tree // decoded trees by directory path; "." is the root
@@ -275,7 +276,13 @@ func (f *FS) treeLocked(dir string) (*object.Tree, error) {
 	}
 	switch te.Mode {
 	case filemode.Dir:
-		t, err := object.GetTree(f.s, te.Hash)
+		var t *object.Tree
+		var err error
+		if f.cache != nil {
+			t, err = f.cache.tree(f.s, te.Hash)
+		} else {
+			t, err = object.GetTree(f.s, te.Hash)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("read tree %s: %w", te.Hash, err)
 		}
@@ -297,16 +304,30 @@ func (f *FS) dirEntries(op, name string) ([]fs.DirEntry, error) {
 	if err != nil {
 		return nil, &fs.PathError{Op: op, Path: name, Err: err}
 	}
-	out := make([]fs.DirEntry, 0, len(t.Entries))
-	for _, te := range t.Entries {
-		child := entry{Name: te.Name, Mode: te.Mode, Hash: te.Hash}
-		out = append(out, fs.FileInfoToDirEntry(f.info(path.Join(name, te.Name), child)))
+	ents := make([]dirEntry, len(t.Entries))
+	out := make([]fs.DirEntry, len(t.Entries))
+	for i, te := range t.Entries {
+		ents[i] = dirEntry{fsys: f, e: entry{Name: te.Name, Mode: te.Mode, Hash: te.Hash}}
+		out[i] = &ents[i]
 	}
 	// Git orders a directory "a" as "a/", so "a.cue" sorts before it; io/fs
 	// wants plain name order.
 	slices.SortFunc(out, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
 	return out, nil
 }
+
+// dirEntry is one entry of a directory listing; its FileInfo is made on
+// demand.
+type dirEntry struct {
+	fsys *FS
+	e    entry
+}
+
+func (d *dirEntry) Name() string               { return d.e.Name }
+func (d *dirEntry) IsDir() bool                { return d.e.isDir() }
+func (d *dirEntry) Type() fs.FileMode          { return (&fileInfo{e: d.e}).Mode().Type() }
+func (d *dirEntry) Info() (fs.FileInfo, error) { return d.fsys.info(d.e.Name, d.e), nil }
+func (d *dirEntry) String() string             { return fs.FormatDirEntry(d) }
 
 func (f *FS) blob(op, name string, h plumbing.Hash) ([]byte, error) {
 	f.mu.Lock()
@@ -315,11 +336,21 @@ func (f *FS) blob(op, name string, h plumbing.Hash) ([]byte, error) {
 	if err != nil {
 		return nil, &fs.PathError{Op: op, Path: name, Err: err}
 	}
+	if f.cache != nil {
+		b = bytes.Clone(b) // the cache's copy is shared; ReadFile's caller may modify
+	}
 	return b, nil
 }
 
 func (f *FS) readBlobLocked(h plumbing.Hash) ([]byte, error) {
-	b, err := object.GetBlob(f.s, h)
+	if f.cache != nil {
+		return f.cache.blob(h, func() ([]byte, error) { return readBlob(f.s, h) })
+	}
+	return readBlob(f.s, h)
+}
+
+func readBlob(s storer.EncodedObjectStorer, h plumbing.Hash) ([]byte, error) {
+	b, err := object.GetBlob(s, h)
 	if err != nil {
 		return nil, fmt.Errorf("read blob %s: %w", h, err)
 	}
@@ -373,6 +404,12 @@ func (i *fileInfo) Size() int64 {
 		return 0
 	}
 	i.once.Do(func() {
+		if i.fsys.cache != nil {
+			if n, ok := i.fsys.cache.size(i.e.Hash); ok {
+				i.size = n
+				return
+			}
+		}
 		i.fsys.mu.Lock()
 		n, err := i.fsys.s.EncodedObjectSize(i.e.Hash)
 		i.fsys.mu.Unlock()
