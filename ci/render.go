@@ -132,11 +132,11 @@ func (r *Report) Markdown(limit int) string {
 			if f.PreExisting {
 				note = "pre-existing"
 			}
-			msg := fmt.Sprintf("%s [%s]", f.Message, f.ID)
+			msg := mdCell(fmt.Sprintf("%s [%s]", f.Message, f.ID))
 			if f.Fix != "" {
-				msg += "<br>fix: " + f.Fix
+				msg += "<br>fix: " + mdCell(f.Fix)
 			}
-			add("| %s | %s | %s |\n", mdCode(fmt.Sprintf("%s:%d:%d", f.File, f.Line, f.Column)), mdCell(msg), note)
+			add("| %s | %s | %s |\n", mdCode(fmt.Sprintf("%s:%d:%d", f.File, f.Line, f.Column)), msg, note)
 		}
 		add("\n")
 	}
@@ -351,9 +351,10 @@ func mdCode(s string) string {
 	return "`" + s + "`"
 }
 
-// mdCell makes s safe inside a table cell: one line, pipes escaped.
+// mdCell makes s safe inside a table cell: HTML escaped, one line, pipes
+// escaped.
 func mdCell(s string) string {
-	s = strings.ReplaceAll(s, "\r", "")
+	s = htmlEscape(strings.ReplaceAll(s, "\r", ""))
 	s = strings.ReplaceAll(s, "\n", "<br>")
 	return strings.ReplaceAll(s, "|", `\|`)
 }

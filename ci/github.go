@@ -1,0 +1,395 @@
+package ci
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/google/go-github/v60/github"
+)
+
+// DefaultCheckName is the name of the check run on the pull request.
+const DefaultCheckName = "cuecast check"
+
+// AnnotationsPerRequest is the most annotations GitHub accepts in one
+// check-run request.
+const AnnotationsPerRequest = 50
+
+// ErrPermission is wrapped by the errors GitHub answers with 401 or 403 (not
+// a rate limit): the token is missing, wrong, or lacks a permission.
+var ErrPermission = errors.New("permission denied")
+
+// PermissionError says which call GitHub refused and which workflow
+// permission grants it.
+type PermissionError struct {
+	Op         string // "create check run", "comment on pull request", …
+	Status     int    // 401 or 403 (404 when GitHub hides a private repo)
+	Permission string // "checks: write", "pull-requests: write"
+	Err        error
+}
+
+func (e *PermissionError) Error() string {
+	if e.Status == http.StatusUnauthorized {
+		return fmt.Sprintf("%s: GitHub rejected the token (401): set GITHUB_TOKEN to a valid token (in Actions: env: GITHUB_TOKEN: ${{ secrets.GITHUB_TOKEN }}): %v", e.Op, e.Err)
+	}
+	return fmt.Sprintf("%s: GitHub refused (%d): the token lacks the %q permission; grant it in the workflow's permissions: block (pull requests from forks get a read-only token): %v",
+		e.Op, e.Status, e.Permission, e.Err)
+}
+
+func (e *PermissionError) Unwrap() []error { return []error{ErrPermission, e.Err} }
+
+// GitHubOptions configure the GitHub reporter. Token, Repository and HeadSHA
+// (or PR, to look the head up) are required.
+type GitHubOptions struct {
+	Token string
+	// Repository is "owner/name" (GITHUB_REPOSITORY).
+	Repository string
+	// APIURL is the REST API root (GITHUB_API_URL); empty means
+	// https://api.github.com. Any other host is treated as GitHub
+	// Enterprise Server (go-github's WithEnterpriseURLs).
+	APIURL string
+	// PR is the pull request number; 0 means no comment is written.
+	PR int
+	// HeadSHA is the commit the check run is attached to.
+	HeadSHA string
+	// CheckName defaults to DefaultCheckName.
+	CheckName string
+	// DetailsURL, when set, is linked from the check run (the Actions run).
+	DetailsURL string
+	// HTTPClient defaults to a client with a 30 s timeout per request.
+	HTTPClient *http.Client
+	// Attempts bounds tries per request on 5xx and rate limits; default 5.
+	Attempts int
+	// Backoff is the wait before retry n (1, 2, …) when GitHub sends no
+	// Retry-After; default 1 s doubling to at most 30 s.
+	Backoff func(retry int) time.Duration
+	// Sleep waits d or until ctx is done; tests replace it to run fast.
+	Sleep func(ctx context.Context, d time.Duration) error
+	// Now defaults to time.Now.
+	Now func() time.Time
+	// Logger defaults to discarding.
+	Logger *slog.Logger
+}
+
+// Validate returns an error naming the first missing or malformed field.
+func (o GitHubOptions) Validate() error {
+	switch {
+	case o.Token == "":
+		return errors.New("github: no token: set GITHUB_TOKEN")
+	case strings.Count(o.Repository, "/") != 1 || strings.HasPrefix(o.Repository, "/") || strings.HasSuffix(o.Repository, "/"):
+		return fmt.Errorf("github: repository %q: want owner/name (GITHUB_REPOSITORY)", o.Repository)
+	case o.HeadSHA == "" && o.PR == 0:
+		return errors.New("github: no head commit: set GITHUB_EVENT_PATH to a pull_request event, or give the PR number or head SHA")
+	case o.PR < 0:
+		return fmt.Errorf("github: pull request number %d: want a positive number", o.PR)
+	}
+	return nil
+}
+
+// Event is what the check needs from a GitHub Actions event payload.
+type Event struct {
+	PR      int
+	HeadSHA string
+	BaseSHA string
+}
+
+// ReadEvent reads the pull_request event at path (GITHUB_EVENT_PATH). An
+// event of another kind yields a zero PR and empty SHAs.
+func ReadEvent(path string) (Event, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return Event{}, fmt.Errorf("read event: %w", err)
+	}
+	var ev struct {
+		Number      int `json:"number"`
+		PullRequest *struct {
+			Number int `json:"number"`
+			Head   struct {
+				SHA string `json:"sha"`
+			} `json:"head"`
+			Base struct {
+				SHA string `json:"sha"`
+			} `json:"base"`
+		} `json:"pull_request"`
+	}
+	if err := json.Unmarshal(b, &ev); err != nil {
+		return Event{}, fmt.Errorf("decode event %s: %w", path, err)
+	}
+	if ev.PullRequest == nil {
+		return Event{}, nil
+	}
+	e := Event{PR: ev.PullRequest.Number, HeadSHA: ev.PullRequest.Head.SHA, BaseSHA: ev.PullRequest.Base.SHA}
+	if e.PR == 0 {
+		e.PR = ev.Number
+	}
+	return e, nil
+}
+
+// GitHub reports a check to GitHub: a check run with annotations on the head
+// commit and one comment on the pull request.
+type GitHub struct {
+	client      *github.Client
+	owner, repo string
+	opts        GitHubOptions
+	log         *slog.Logger
+}
+
+// NewGitHub returns a reporter. It does no I/O; it returns Validate's error
+// or an error for an unparsable APIURL.
+func NewGitHub(opts GitHubOptions) (*GitHub, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	if opts.CheckName == "" {
+		opts.CheckName = DefaultCheckName
+	}
+	if opts.Attempts <= 0 {
+		opts.Attempts = 5
+	}
+	if opts.Backoff == nil {
+		opts.Backoff = func(n int) time.Duration { return min(time.Second<<(n-1), 30*time.Second) }
+	}
+	if opts.Sleep == nil {
+		opts.Sleep = sleep
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	hc := opts.HTTPClient
+	if hc == nil {
+		hc = &http.Client{Timeout: 30 * time.Second}
+	}
+	rt := hc.Transport
+	if rt == nil {
+		rt = http.DefaultTransport
+	}
+	hc2 := *hc
+	hc2.Transport = &retryTransport{base: rt, attempts: opts.Attempts, backoff: opts.Backoff, sleep: opts.Sleep, log: opts.Logger}
+	client := github.NewClient(&hc2).WithAuthToken(opts.Token)
+	if api := strings.TrimSuffix(opts.APIURL, "/"); api != "" && api != "https://api.github.com" {
+		var err error
+		if client, err = client.WithEnterpriseURLs(api, api); err != nil {
+			return nil, fmt.Errorf("github: api url %q: %w", opts.APIURL, err)
+		}
+	}
+	owner, repo, _ := strings.Cut(opts.Repository, "/")
+	return &GitHub{client: client, owner: owner, repo: repo, opts: opts, log: opts.Logger}, nil
+}
+
+// CheckRun is a check run in progress, created by Start.
+type CheckRun struct {
+	g  *GitHub
+	ID int64
+}
+
+// Start creates the check run on the head commit, status in_progress. When
+// the options name a PR but no head SHA it looks the head up first. Errors
+// wrap ErrPermission when GitHub refuses.
+func (g *GitHub) Start(ctx context.Context) (*CheckRun, error) {
+	if g.opts.HeadSHA == "" {
+		pr, _, err := g.client.PullRequests.Get(ctx, g.owner, g.repo, g.opts.PR)
+		if err != nil {
+			return nil, explain("read pull request", "pull-requests: read", err)
+		}
+		g.opts.HeadSHA = pr.GetHead().GetSHA()
+	}
+	opts := github.CreateCheckRunOptions{
+		Name:      g.opts.CheckName,
+		HeadSHA:   g.opts.HeadSHA,
+		Status:    github.String("in_progress"),
+		StartedAt: &github.Timestamp{Time: g.opts.Now()},
+		Output: &github.CheckRunOutput{
+			Title:   github.String("Compiling the configs this change affects"),
+			Summary: github.String("cuecast is compiling the base and head revisions."),
+		},
+	}
+	if g.opts.DetailsURL != "" {
+		opts.DetailsURL = github.String(g.opts.DetailsURL)
+	}
+	run, _, err := g.client.Checks.CreateCheckRun(ctx, g.owner, g.repo, opts)
+	if err != nil {
+		return nil, explain("create check run", "checks: write", err)
+	}
+	g.log.Info("check run started", "id", run.GetID(), "head", g.opts.HeadSHA)
+	return &CheckRun{g: g, ID: run.GetID()}, nil
+}
+
+// HeadSHA is the commit the check runs are attached to (after Start, also
+// when it was looked up from the pull request).
+func (g *GitHub) HeadSHA() string { return g.opts.HeadSHA }
+
+// Complete finishes the run from rep: success unless rep.Failed, the
+// Markdown summary, and one annotation per error at head (new errors as
+// failures, pre-existing ones as warnings), sent AnnotationsPerRequest at a
+// time because GitHub takes no more in one request. The last request
+// completes the run.
+func (cr *CheckRun) Complete(ctx context.Context, rep *Report) error {
+	conclusion := "success"
+	if rep.Failed() {
+		conclusion = "failure"
+	}
+	anns := annotations(rep.Errors)
+	title := checkTitle(rep)
+	summary := rep.Markdown(MaxBody)
+	n := max(1, (len(anns)+AnnotationsPerRequest-1)/AnnotationsPerRequest)
+	for i := range n {
+		out := &github.CheckRunOutput{Title: github.String(title), Summary: github.String(summary)}
+		if lo := i * AnnotationsPerRequest; lo < len(anns) {
+			out.Annotations = anns[lo:min(lo+AnnotationsPerRequest, len(anns))]
+		}
+		opts := github.UpdateCheckRunOptions{Name: cr.g.opts.CheckName, Output: out}
+		if i == n-1 {
+			opts.Status = github.String("completed")
+			opts.Conclusion = github.String(conclusion)
+			opts.CompletedAt = &github.Timestamp{Time: cr.g.opts.Now()}
+		}
+		if _, _, err := cr.g.client.Checks.UpdateCheckRun(ctx, cr.g.owner, cr.g.repo, cr.ID, opts); err != nil {
+			return explain("update check run", "checks: write", err)
+		}
+	}
+	cr.g.log.Info("check run completed", "id", cr.ID, "conclusion", conclusion, "annotations", len(anns))
+	return nil
+}
+
+// Abort completes the run as failed because cuecast could not run: cause is
+// shown as the summary.
+func (cr *CheckRun) Abort(ctx context.Context, cause error) error {
+	_, _, err := cr.g.client.Checks.UpdateCheckRun(ctx, cr.g.owner, cr.g.repo, cr.ID, github.UpdateCheckRunOptions{
+		Name:        cr.g.opts.CheckName,
+		Status:      github.String("completed"),
+		Conclusion:  github.String("failure"),
+		CompletedAt: &github.Timestamp{Time: cr.g.opts.Now()},
+		Output: &github.CheckRunOutput{
+			Title:   github.String("cuecast could not run"),
+			Summary: github.String(fmt.Sprintf("%s\n\n```\n%s\n```\n", "The check did not complete; this is not a verdict on the change.", cause)),
+		},
+	})
+	if err != nil {
+		return explain("update check run", "checks: write", err)
+	}
+	return nil
+}
+
+// Comment creates the PR comment holding rep's Markdown, or edits the one an
+// earlier run created (found by Marker), so re-runs never add a second one.
+// It does nothing when the options name no PR.
+func (g *GitHub) Comment(ctx context.Context, rep *Report) error {
+	if g.opts.PR == 0 {
+		return nil
+	}
+	body := rep.Markdown(MaxBody)
+	id, err := g.findComment(ctx)
+	if err != nil {
+		return err
+	}
+	if id != 0 {
+		if _, _, err := g.client.Issues.EditComment(ctx, g.owner, g.repo, id, &github.IssueComment{Body: github.String(body)}); err != nil {
+			return explain("update pull request comment", "pull-requests: write", err)
+		}
+		g.log.Info("pull request comment updated", "pr", g.opts.PR, "id", id)
+		return nil
+	}
+	c, _, err := g.client.Issues.CreateComment(ctx, g.owner, g.repo, g.opts.PR, &github.IssueComment{Body: github.String(body)})
+	if err != nil {
+		return explain("comment on pull request", "pull-requests: write", err)
+	}
+	g.log.Info("pull request comment created", "pr", g.opts.PR, "id", c.GetID())
+	return nil
+}
+
+// findComment returns the ID of the first comment carrying Marker, or 0.
+func (g *GitHub) findComment(ctx context.Context) (int64, error) {
+	opts := &github.IssueListCommentsOptions{ListOptions: github.ListOptions{PerPage: 100}}
+	for {
+		cs, resp, err := g.client.Issues.ListComments(ctx, g.owner, g.repo, g.opts.PR, opts)
+		if err != nil {
+			return 0, explain("list pull request comments", "pull-requests: read", err)
+		}
+		for _, c := range cs {
+			if strings.Contains(c.GetBody(), Marker) {
+				return c.GetID(), nil
+			}
+		}
+		if resp.NextPage == 0 {
+			return 0, nil
+		}
+		opts.Page = resp.NextPage
+	}
+}
+
+func checkTitle(rep *Report) string {
+	switch {
+	case rep.Risk.NewErrors > 0:
+		return fmt.Sprintf("%d new error(s)", rep.Risk.NewErrors)
+	case len(rep.ChangedFiles) == 0:
+		return "No changes"
+	default:
+		return fmt.Sprintf("%d config(s) change, risk %s", rep.Risk.Configs, rep.Risk.Level)
+	}
+}
+
+// annotations turns findings into check-run annotations. GitHub wants a
+// line of at least 1 and columns only on single-line annotations.
+func annotations(fs []Finding) []*github.CheckRunAnnotation {
+	out := make([]*github.CheckRunAnnotation, 0, len(fs))
+	for _, f := range fs {
+		level, title := "failure", f.ID
+		if f.PreExisting {
+			level, title = "warning", f.ID+" (pre-existing)"
+		}
+		line := max(f.Line, 1)
+		msg := f.Message
+		if f.Fix != "" {
+			msg += "\nfix: " + f.Fix
+		}
+		a := &github.CheckRunAnnotation{
+			Path:            github.String(f.File),
+			StartLine:       github.Int(line),
+			EndLine:         github.Int(line),
+			AnnotationLevel: github.String(level),
+			Message:         github.String(msg),
+			Title:           github.String(title),
+		}
+		if f.Column > 0 {
+			a.StartColumn, a.EndColumn = github.Int(f.Column), github.Int(f.Column)
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+// explain turns GitHub's refusals into a PermissionError naming the
+// permission the workflow must grant.
+func explain(op, permission string, err error) error {
+	var er *github.ErrorResponse
+	if errors.As(err, &er) && er.Response != nil {
+		switch s := er.Response.StatusCode; s {
+		case http.StatusUnauthorized, http.StatusForbidden:
+			return &PermissionError{Op: op, Status: s, Permission: permission, Err: err}
+		case http.StatusNotFound:
+			// GitHub answers 404 for a private repo the token cannot see.
+			return &PermissionError{Op: op, Status: s, Permission: permission + `" (or "contents: read`, Err: err}
+		}
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
