@@ -13,13 +13,10 @@ import (
 // encodeCanonical writes v as canonical JSON: object keys sorted by their
 // UTF-8 bytes, no insignificant space, no HTML escaping, numbers exactly as
 // CUE renders them (so 1.50 stays 1.50), definitions, hidden and optional
-// fields left out. lint, when not nil, sees every string value with the
-// field it sits in.
-func encodeCanonical(v cue.Value, lint func(Error)) ([]byte, error) {
-	e := &encoder{lint: lint}
-	if lint != nil {
-		e.pats = secretPatterns()
-	}
+// fields left out. lint, when not nil, is called for every string value
+// that matches one of pats or looks like a credential by its field name.
+func encodeCanonical(v cue.Value, pats []secretPattern, lint func(Error)) ([]byte, error) {
+	e := &encoder{lint: lint, pats: pats}
 	if err := e.value(v, ""); err != nil {
 		return nil, err
 	}

@@ -11,7 +11,6 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"testing/fstest"
 	"time"
 
 	"cuelang.org/go/cue"
@@ -140,10 +139,11 @@ func Compile(ctx context.Context, repoDir string, opts Options) (*Result, error)
 		opts:    opts,
 		fsys:    fsys,
 		tree:    tree,
-		mem:     make(fstest.MapFS),
+		mem:     newMemFS(),
 		headers: make(map[string]header),
 		read:    make(map[string]bool),
 		closure: make(map[string][]string),
+		secrets: secretPatterns(),
 		res:     &Result{Outputs: make(map[cuecast.ConfigPath]Output)},
 	}
 	c.errs = append(c.errs, tree.errs...)
@@ -163,11 +163,12 @@ type compilation struct {
 	tree *repoTree
 	// mem is the file system the CUE loader sees: only files that passed
 	// the file lints, from the directories this compile needs.
-	mem     fstest.MapFS
+	mem     *memFS
 	headers map[string]header
 	read    map[string]bool // directories already read into mem
 	closure map[string][]string
 	modPath string
+	secrets []secretPattern
 	errs    []Error
 	res     *Result
 }
@@ -178,7 +179,7 @@ func (c *compilation) run(ctx context.Context) error {
 			return err
 		}
 	}
-	c.modPath = modulePath(c.mem["cue.mod/module.cue"])
+	c.modPath = modulePath(c.mem.files["cue.mod/module.cue"])
 
 	man, schemaPos := c.loadManifest()
 	c.res.Manifest = man
@@ -364,7 +365,7 @@ func (c *compilation) readInto(p string) error {
 		c.errs = append(c.errs, c.tree.errs[len(c.tree.errs)-1])
 		return nil
 	}
-	c.mem[p] = &fstest.MapFile{Data: b, Mode: 0o444}
+	c.mem.add(p, b)
 	if strings.HasSuffix(p, ".cue") {
 		c.headers[p] = parseHeader(p, b)
 	}
@@ -491,11 +492,11 @@ func (c *compilation) touchesBadFile(dirs []string) bool {
 // modulePath reads the module path from cue.mod/module.cue, without the
 // major version suffix ("example.com/configs@v0" imports as
 // "example.com/configs/...").
-func modulePath(f *fstest.MapFile) string {
-	if f == nil {
+func modulePath(src []byte) string {
+	if src == nil {
 		return ""
 	}
-	v := cuecontext.New().CompileBytes(f.Data, cue.Filename("cue.mod/module.cue"))
+	v := cuecontext.New().CompileBytes(src, cue.Filename("cue.mod/module.cue"))
 	s, err := v.LookupPath(cue.ParsePath("module")).String()
 	if err != nil {
 		return ""

@@ -49,8 +49,9 @@ func (c *compilation) runJobs(ctx context.Context, jobs []job) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			w := &worker{}
 			for j := range work {
-				r := c.evalWithTimeout(ctx, j)
+				r := c.evalWithTimeout(ctx, w, j)
 				select {
 				case results <- r:
 				case <-ctx.Done():
@@ -91,15 +92,19 @@ func (c *compilation) runJobs(ctx context.Context, jobs []job) error {
 // evalWithTimeout runs one evaluation with the per-config time limit. CUE
 // offers no way to interrupt an evaluation, so on timeout the evaluating
 // goroutine is left to finish on its own and its result is dropped.
-func (c *compilation) evalWithTimeout(ctx context.Context, j job) jobResult {
+func (c *compilation) evalWithTimeout(ctx context.Context, w *worker, j job) jobResult {
 	done := make(chan jobResult, 1)
-	go func() { done <- c.eval(j) }()
+	cctx := w.context()
+	go func() { done <- c.eval(cctx, j) }()
 	t := time.NewTimer(c.opts.Timeout)
 	defer t.Stop()
 	select {
 	case r := <-done:
 		return r
 	case <-t.C:
+		// The abandoned evaluation still holds the context; the next
+		// config gets a fresh one.
+		w.discard()
 		file := string(j.cfg)
 		if fs := c.tree.dirs[string(j.cfg)]; len(fs) > 0 {
 			file = fs[0]
@@ -108,13 +113,43 @@ func (c *compilation) evalWithTimeout(ctx context.Context, j job) jobResult {
 		return jobResult{cfg: j.cfg, errs: []Error{{Config: j.cfg, File: file, Line: 1, Column: 1, ID: IDConfigTimeout,
 			Message: fmt.Sprintf("evaluation did not finish within %s", c.opts.Timeout), Fix: fixes[IDConfigTimeout]}}}
 	case <-ctx.Done():
+		w.discard()
 		return jobResult{cfg: j.cfg}
 	}
 }
 
-// eval compiles one config in a CUE context of its own: contexts only grow,
-// and sharing one across configs would also serialise them on its lock.
-func (c *compilation) eval(j job) (r jobResult) {
+// contextReuse is how many configs one CUE context evaluates before it is
+// replaced. Reusing a context lets configs share the compiled form of the
+// packages they import (the cue CLI gets its speed the same way); replacing
+// it bounds memory, because a CUE context only grows.
+const contextReuse = 50
+
+// worker owns the CUE context of one pool goroutine. A context is never
+// used by two evaluations at once.
+type worker struct {
+	ctx  *workerContext
+	uses int
+}
+
+// workerContext is a CUE context and the namespace schemas built in it.
+type workerContext struct {
+	cue     *cue.Context
+	schemas map[*build.Instance]cue.Value
+}
+
+func (w *worker) context() *workerContext {
+	if w.ctx == nil || w.uses >= contextReuse {
+		w.ctx = &workerContext{cue: cuecontext.New(), schemas: make(map[*build.Instance]cue.Value)}
+		w.uses = 0
+	}
+	w.uses++
+	return w.ctx
+}
+
+func (w *worker) discard() { w.ctx = nil }
+
+// eval compiles one config in the worker's CUE context.
+func (c *compilation) eval(wc *workerContext, j job) (r jobResult) {
 	r.cfg = j.cfg
 	own := append(ancestors(string(j.cfg)), string(j.cfg))
 	defer func() {
@@ -130,14 +165,17 @@ func (c *compilation) eval(j job) (r jobResult) {
 		r.errs = c.cueErrors(j.inst.Err, j.cfg, own, cue.Value{})
 		return r
 	}
-	ctx := cuecontext.New()
-	v := ctx.BuildInstance(j.inst)
+	v := wc.cue.BuildInstance(j.inst)
 	if err := v.Err(); err != nil {
 		r.errs = c.cueErrors(err, j.cfg, own, v)
 		return r
 	}
 	if j.schema.inst != nil {
-		s := ctx.BuildInstance(j.schema.inst)
+		s, ok := wc.schemas[j.schema.inst]
+		if !ok {
+			s = wc.cue.BuildInstance(j.schema.inst)
+			wc.schemas[j.schema.inst] = s
+		}
 		if err := s.Err(); err != nil {
 			r.errs = c.cueErrors(err, j.cfg, own, s)
 			return r
@@ -149,7 +187,7 @@ func (c *compilation) eval(j job) (r jobResult) {
 		return r
 	}
 	var lints []Error
-	b, err := encodeCanonical(v, func(e Error) {
+	b, err := encodeCanonical(v, c.secrets, func(e Error) {
 		e.Config = j.cfg
 		lints = append(lints, e)
 	})

@@ -19,13 +19,13 @@ type secretPattern struct {
 }
 
 // secretPatterns are the formats with a recognisable shape. They are built
-// once per encoded config rather than held in package state; compiling them
-// costs microseconds and keeps the package free of globals.
+// once per Compile rather than held in package state, which keeps the
+// package free of globals; regexp.Regexp is safe for concurrent use.
 func secretPatterns() []secretPattern {
 	return []secretPattern{
 		{IDSecretPrivateKey, "a private key block", regexp.MustCompile(`-----BEGIN ([A-Z0-9]+ )*PRIVATE KEY( BLOCK)?-----`)},
 		{IDSecretAWSKey, "an AWS access key ID", regexp.MustCompile(`\b(AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[0-9A-Z]{16}\b`)},
-		{IDSecretGitHubToken, "a GitHub token", regexp.MustCompile(`\b(gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})\b`)},
+		{IDSecretGitHubToken, "a GitHub token", regexp.MustCompile(`\b(gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})\b`)},
 		{IDSecretJWT, "a JSON Web Token", regexp.MustCompile(`\beyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{10,}`)},
 	}
 }

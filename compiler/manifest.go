@@ -72,7 +72,7 @@ func (c *compilation) loadManifest() (*Manifest, map[string]Error) {
 		c.errs = append(c.errs, c.cueErrors(err, "", []string{"."}, m)...)
 		return nil, nil
 	}
-	b, err := encodeCanonical(m, nil)
+	b, err := encodeCanonical(m, nil, nil)
 	if err != nil {
 		c.errs = append(c.errs, c.cueErrors(err, "", []string{"."}, m)...)
 		return nil, nil
