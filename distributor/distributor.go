@@ -2,15 +2,20 @@ package distributor
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
+
+	"github.com/cuecast/cuecast"
 )
 
 // Options configures a Distributor. The zero value is usable: see the field
@@ -85,6 +90,63 @@ type Distributor struct {
 	o       Options
 	log     *slog.Logger
 	signPub string
+	// ptrs caches each pointer subject's last known pointer and sequence
+	// (cachedPointer), so a deploy needs no reads; a lost compare-and-swap
+	// evicts the entry.
+	ptrs     sync.Map
+	ptrSub   *nats.Subscription
+	statusCh chan nats.Status
+	done     chan struct{}
+}
+
+// followPointers keeps the pointer cache in step with every writer: it
+// core-subscribes to the RePublished pointer subjects and forgets the cache
+// whenever the connection comes back (updates may have been missed).
+func (d *Distributor) followPointers() error {
+	sub, err := d.nc.Subscribe("ccr.*.p.>", func(m *nats.Msg) {
+		seq, err := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
+		subj := m.Header.Get(jetstream.SubjectHeader)
+		var p cuecast.Pointer
+		if err != nil || subj == "" || json.Unmarshal(m.Data, &p) != nil {
+			return
+		}
+		if c, ok := d.ptrs.Load(subj); ok && c.(cachedPointer).seq >= seq {
+			return
+		}
+		d.ptrs.Store(subj, cachedPointer{p: p, seq: seq})
+	})
+	if err != nil {
+		return fmt.Errorf("follow pointers: %w", err)
+	}
+	d.ptrSub = sub
+	d.statusCh = d.nc.StatusChanged(nats.CONNECTED)
+	d.done = make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-d.done:
+				return
+			case _, ok := <-d.statusCh:
+				if !ok {
+					return
+				}
+				d.ptrs.Clear()
+			}
+		}
+	}()
+	return nil
+}
+
+// Close stops following pointer updates. It does not close the connection;
+// the Distributor must not be used afterwards.
+func (d *Distributor) Close() {
+	if d.ptrSub == nil {
+		return
+	}
+	_ = d.ptrSub.Unsubscribe()
+	d.nc.RemoveStatusListener(d.statusCh)
+	close(d.done)
+	d.ptrSub = nil
 }
 
 // New creates or updates the CUECAST and CUECAST_REPORTS streams and returns a
@@ -139,6 +201,9 @@ func New(ctx context.Context, nc *nats.Conn, o Options) (*Distributor, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("new distributor: create stream %s: %w", ReportStream, err)
+	}
+	if err := d.followPointers(); err != nil {
+		return nil, fmt.Errorf("new distributor: %w", err)
 	}
 	d.log.Info("distributor ready", "stream", Stream, "reports", ReportStream,
 		"replicas", o.Replicas, "retain", o.Retain, "heartbeat", o.Heartbeat, "signing_key", d.signPub)

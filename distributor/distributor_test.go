@@ -476,3 +476,49 @@ func TestLoadOrCreateKey(t *testing.T) {
 		t.Fatal("corrupt key file: got success, want error")
 	}
 }
+
+// TestTwoWriters: a second Distributor moving the pointers is never
+// overwritten by stale knowledge of the first.
+func TestTwoWriters(t *testing.T) {
+	s := natstest.Start(t)
+	log := slog.New(slog.NewTextHandler(t.Output(), nil))
+	d1, err := distributor.New(t.Context(), s.Connect(t), distributor.Options{Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d1.Close()
+	d2, err := distributor.New(t.Context(), s.Connect(t), distributor.Options{Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d2.Close()
+	ctx := t.Context()
+	v1 := mustPublish(t, d1, 1, content(1))
+	v2 := mustPublish(t, d1, 2, content(2))
+	all := make([]int, cuecast.Buckets)
+	for i := range all {
+		all[i] = i
+	}
+	steps := []struct {
+		name string
+		do   func() error
+		want uint64
+	}{
+		{"d1 deploys v2", func() error { return d1.Deploy(ctx, v2) }, 2},
+		{"d2 rolls back to v1", func() error {
+			return d2.SetPointers(ctx, cfg, all, cuecast.Pointer{Version: 1, Rollback: true})
+		}, 1},
+		{"d1 deploys v2 again", func() error { return d1.Deploy(ctx, v2) }, 2},
+		{"d2 deploys v1 without rollback: no bucket moves back", func() error { return d2.Deploy(ctx, v1) }, 2},
+	}
+	for _, st := range steps {
+		if err := st.do(); err != nil {
+			t.Fatalf("%s: %v", st.name, err)
+		}
+		for b, p := range pointers(t, d1) {
+			if p.Version != st.want {
+				t.Fatalf("%s: bucket %d on version %d, want %d", st.name, b, p.Version, st.want)
+			}
+		}
+	}
+}

@@ -94,8 +94,12 @@ func (d *Distributor) SetPointers(ctx context.Context, cfg cuecast.ConfigPath, b
 	return nil
 }
 
-// setPointers writes p to every bucket for which skip(current) is false,
-// reading and writing the buckets concurrently. It returns how many it wrote.
+// setPointers writes p to every bucket for which skip(current) is false and
+// returns how many it wrote. The current pointers come from the cache of
+// what this Distributor last read or wrote (read concurrently when
+// missing); the writes are pipelined, each a compare-and-swap on the
+// bucket's last sequence. A lost swap drops the bucket from the cache, so a
+// retry reads it afresh.
 func (d *Distributor) setPointers(ctx context.Context, cfg cuecast.ConfigPath, buckets []int, p cuecast.Pointer, skip func(cuecast.Pointer) bool) (int, error) {
 	if err := d.signPointer(&p); err != nil {
 		return 0, err
@@ -104,54 +108,58 @@ func (d *Distributor) setPointers(ctx context.Context, cfg cuecast.ConfigPath, b
 	if err != nil {
 		return 0, fmt.Errorf("encode pointer: %w", err)
 	}
-	type result struct {
-		bucket  int
-		written bool
-		err     error
+	cur, err := d.currentPointers(ctx, cfg, buckets)
+	if err != nil {
+		return 0, err
 	}
-	results := make([]result, len(buckets))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 32)
-	for i, b := range buckets {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			results[i] = result{bucket: b}
-			cur, seq, err := d.pointer(ctx, cfg, b)
-			switch {
-			case errors.Is(err, cuecast.ErrNotFound):
-			case err != nil:
-				results[i].err = fmt.Errorf("bucket %d: read: %w", b, err)
-				return
-			case skip(cur):
-				return
-			}
-			m := nats.NewMsg(pointerSubject(cfg, b))
-			m.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
-			m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(seq, 10))
-			m.Data = body
-			_, err = d.js.PublishMsg(ctx, m)
-			if isWrongLastSeq(err) {
-				results[i].err = fmt.Errorf("bucket %d moved concurrently: %w", b, cuecast.ErrConflict)
-				return
-			}
-			if err != nil {
-				results[i].err = fmt.Errorf("bucket %d: write: %w", b, err)
-				return
-			}
-			results[i].written = true
-		}()
+	type write struct {
+		bucket int
+		subj   string
+		ack    jetstream.PubAckFuture
 	}
-	wg.Wait()
+	var writes []write
 	var errs []error
-	written := 0
-	for _, r := range results {
-		if r.err != nil {
-			errs = append(errs, r.err)
+	for _, b := range buckets {
+		c := cur[b]
+		if c.seq != 0 && skip(c.p) {
+			// Never skip on the cache's word alone: another writer may
+			// have moved the bucket a moment ago.
+			fresh, seq, err := d.pointer(ctx, cfg, b)
+			if err != nil && !errors.Is(err, cuecast.ErrNotFound) {
+				errs = append(errs, fmt.Errorf("bucket %d: read: %w", b, err))
+				continue
+			}
+			if c = (cachedPointer{p: fresh, seq: seq}); seq != 0 && skip(fresh) {
+				continue
+			}
 		}
-		if r.written {
+		m := nats.NewMsg(pointerSubject(cfg, b))
+		m.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
+		m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(c.seq, 10))
+		m.Data = body
+		ack, err := d.js.PublishMsgAsync(m)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("bucket %d: write: %w", b, err))
+			continue
+		}
+		writes = append(writes, write{bucket: b, subj: m.Subject, ack: ack})
+	}
+	written := 0
+	for _, w := range writes {
+		select {
+		case pa := <-w.ack.Ok():
+			d.ptrs.Store(w.subj, cachedPointer{p: p, seq: pa.Sequence})
 			written++
+		case err := <-w.ack.Err():
+			d.ptrs.Delete(w.subj)
+			if isWrongLastSeq(err) {
+				errs = append(errs, fmt.Errorf("bucket %d moved concurrently: %w", w.bucket, cuecast.ErrConflict))
+			} else {
+				errs = append(errs, fmt.Errorf("bucket %d: write: %w", w.bucket, err))
+			}
+		case <-ctx.Done():
+			d.ptrs.Delete(w.subj)
+			errs = append(errs, fmt.Errorf("bucket %d: write: %w", w.bucket, ctx.Err()))
 		}
 	}
 	if written > 0 {
@@ -159,6 +167,51 @@ func (d *Distributor) setPointers(ctx context.Context, cfg cuecast.ConfigPath, b
 			"rollback", p.Rollback, "rollout", p.Rollout, "reason", p.Reason)
 	}
 	return written, errors.Join(errs...)
+}
+
+// cachedPointer is a bucket's pointer and its stream sequence (0: none).
+type cachedPointer struct {
+	p   cuecast.Pointer
+	seq uint64
+}
+
+// currentPointers returns the pointer of each bucket, from the cache or read
+// concurrently.
+func (d *Distributor) currentPointers(ctx context.Context, cfg cuecast.ConfigPath, buckets []int) (map[int]cachedPointer, error) {
+	out := make(map[int]cachedPointer, len(buckets))
+	var missing []int
+	for _, b := range buckets {
+		if c, ok := d.ptrs.Load(pointerSubject(cfg, b)); ok {
+			out[b] = c.(cachedPointer)
+		} else {
+			missing = append(missing, b)
+		}
+	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	var errs []error
+	sem := make(chan struct{}, 32)
+	for _, b := range missing {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			p, seq, err := d.pointer(ctx, cfg, b)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case errors.Is(err, cuecast.ErrNotFound):
+				out[b] = cachedPointer{}
+			case err != nil:
+				errs = append(errs, fmt.Errorf("bucket %d: read: %w", b, err))
+			default:
+				out[b] = cachedPointer{p: p, seq: seq}
+				d.ptrs.Store(pointerSubject(cfg, b), out[b])
+			}
+		}()
+	}
+	wg.Wait()
+	return out, errors.Join(errs...)
 }
 
 func (d *Distributor) signPointer(p *cuecast.Pointer) error {
