@@ -61,7 +61,7 @@ func (s *source) open(ctx context.Context) (*git.Repository, error) {
 func (s *source) openClone(ctx context.Context) (*git.Repository, error) {
 	r, err := git.PlainOpen(s.dir)
 	if err == nil {
-		return r, nil
+		return r, s.pointAt(r)
 	}
 	if !errors.Is(err, git.ErrRepositoryNotExists) {
 		return nil, fmt.Errorf("open clone %s of %s: %w", s.dir, s.repo, err)
@@ -92,6 +92,24 @@ func (s *source) openClone(ctx context.Context) (*git.Repository, error) {
 		return nil, fmt.Errorf("move clone into place: %w", err)
 	}
 	return git.PlainOpen(s.dir)
+}
+
+// pointAt makes the clone's remote the configured URL: the repository may
+// have moved (same ID, new URL) since the clone was made.
+func (s *source) pointAt(r *git.Repository) error {
+	cfg, err := r.Config()
+	if err != nil {
+		return fmt.Errorf("read clone config %s: %w", s.dir, err)
+	}
+	rc, ok := cfg.Remotes[remoteName]
+	if ok && len(rc.URLs) == 1 && rc.URLs[0] == s.repo {
+		return nil
+	}
+	cfg.Remotes[remoteName] = &config.RemoteConfig{Name: remoteName, URLs: []string{s.repo}}
+	if err := r.SetConfig(cfg); err != nil {
+		return fmt.Errorf("point clone %s at %s: %w", s.dir, s.repo, err)
+	}
+	return nil
 }
 
 // fetch brings the remote's branch up to date; a no-op for a local source.

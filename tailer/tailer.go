@@ -526,10 +526,18 @@ func (t *Tailer) process(ctx context.Context, r *git.Repository, st *State, c *o
 	res, err := compiler.Compile(ctx, t.src.dir, compiler.Options{
 		Configs: targets, FS: fsys, Workers: t.cfg.Workers, Timeout: t.cfg.Timeout, Logger: t.cfg.Logger,
 	})
-	if errors.Is(err, compiler.ErrNoModule) {
+	switch {
+	case errors.Is(err, compiler.ErrNoModule) && st.Base == "":
+		// Nothing was ever published from this history (a repository's
+		// first commits often hold only a README): not a config repo yet.
+		log.Info("commit has no cue.mod/module.cue yet; nothing to compile")
+		sum.Commits++
+		return t.advance(ctx, st, c, false)
+	case errors.Is(err, compiler.ErrNoModule):
+		// Publishing this would tombstone every config: refuse it.
 		res = &compiler.Result{Errors: []compiler.Error{{File: "cue.mod/module.cue", Line: 1, Column: 1,
-			ID: "manifest/no-module", Message: "the commit has no cue.mod/module.cue"}}}
-	} else if err != nil {
+			ID: "manifest/no-module", Message: "the commit deletes cue.mod/module.cue; restore it"}}}
+	case err != nil:
 		return err
 	}
 	sum.Commits++

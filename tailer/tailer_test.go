@@ -612,3 +612,19 @@ func nextVersion(t *testing.T, sub *nats.Subscription, want uint64) cuecast.Vers
 	}
 	return v
 }
+
+// TestNoModuleYet: commits before the repository became a CUE module are
+// passed over quietly; deleting the module later is rejected, not a mass
+// tombstoning.
+func TestNoModuleYet(t *testing.T) {
+	e := newEnv(t)
+	r := e.repo
+	r.CommitFiles("README only", map[string]string{"README.md": "# configs\n"})
+	c2 := r.CommitFiles("configs", baseRepo())
+	tl := e.tailer(tailer.Config{})
+	wantSummary(t, e.poll(tl), tailer.Summary{Commits: 2, Versions: 3})
+	r.Remove("cue.mod")
+	r.Commit("drop the module")
+	wantSummary(t, e.poll(tl), tailer.Summary{Commits: 1, Rejected: 1})
+	wantHistory(t, e, map[cuecast.ConfigPath][]string{"pay/a": {at(1, c2)}, "web/c": {at(1, c2)}})
+}
