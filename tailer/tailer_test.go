@@ -68,7 +68,7 @@ func newEnv(t *testing.T) *env {
 	return e
 }
 
-func testLogger(t *testing.T) *slog.Logger {
+func testLogger(t testing.TB) *slog.Logger {
 	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelInfo}))
 }
 
@@ -597,7 +597,7 @@ func TestRunWake(t *testing.T) {
 
 // nextVersion waits (30 s at most) for the next version message on sub and
 // checks its number.
-func nextVersion(t *testing.T, sub *nats.Subscription, want uint64) cuecast.Version {
+func nextVersion(t testing.TB, sub *nats.Subscription, want uint64) cuecast.Version {
 	t.Helper()
 	m, err := sub.NextMsg(30 * time.Second)
 	if err != nil {
