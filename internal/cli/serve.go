@@ -19,6 +19,11 @@ type ServeOptions struct {
 	Listen   string
 	Interval time.Duration
 	StartAt  string
+	// HTTP is the operations server's address (dashboard, /metrics,
+	// /healthz, /readyz, /hooks/github); empty: none.
+	HTTP          string
+	OperatorToken string
+	WebhookSecret string
 }
 
 func newServeCmd(env *Env, runF func(*cobra.Command, *ServeOptions) error) *cobra.Command {
@@ -54,20 +59,35 @@ Exit status 2 when --repo is not a Git repository or --branch does not exist.`,
 	cmd.Flags().StringVar(&opts.Listen, "listen", "127.0.0.1:4222", "address of the embedded NATS server")
 	cmd.Flags().DurationVar(&opts.Interval, "interval", 0, "poll interval (default 1s for a local repo, 5s for a remote one)")
 	cmd.Flags().StringVar(&opts.StartAt, "start-at", "", "on an empty data directory, begin from this commit instead of the branch's root")
+	cmd.Flags().StringVar(&opts.HTTP, "http", "", "address of the operations server: dashboard, /metrics, /healthz, /readyz, /hooks/github (e.g. 127.0.0.1:8080)")
+	cmd.Flags().StringVar(&opts.OperatorToken, "operator-token", "", "bearer token enabling the dashboard's rollout actions (default $CUECAST_OPERATOR_TOKEN; empty: read-only)")
+	cmd.Flags().StringVar(&opts.WebhookSecret, "webhook-secret", "", "secret verifying GitHub push webhooks at /hooks/github (default $CUECAST_WEBHOOK_SECRET)")
 	return cmd
 }
 
 func serveRun(c *cobra.Command, env *Env, opts *ServeOptions) error {
 	ctx := c.Context()
 	log := env.Logger()
+	if opts.OperatorToken == "" {
+		opts.OperatorToken = env.Getenv("CUECAST_OPERATOR_TOKEN")
+	}
+	if opts.WebhookSecret == "" {
+		opts.WebhookSecret = env.Getenv("CUECAST_WEBHOOK_SECRET")
+	}
+	if opts.HTTP == "" && (opts.OperatorToken != "" || opts.WebhookSecret != "") {
+		return usageErrorf("add --http ADDR", "--operator-token and --webhook-secret need the operations server")
+	}
 	p, err := pipeline.Start(ctx, pipeline.Config{
-		Repo:     opts.Repo,
-		Branch:   opts.Branch,
-		DataDir:  opts.Data,
-		Listen:   opts.Listen,
-		Interval: opts.Interval,
-		StartAt:  opts.StartAt,
-		Logger:   log,
+		Repo:          opts.Repo,
+		Branch:        opts.Branch,
+		DataDir:       opts.Data,
+		Listen:        opts.Listen,
+		Interval:      opts.Interval,
+		StartAt:       opts.StartAt,
+		Logger:        log,
+		HTTP:          opts.HTTP,
+		OperatorToken: opts.OperatorToken,
+		WebhookSecret: opts.WebhookSecret,
 	})
 	if err != nil {
 		return repoError(err)
@@ -75,6 +95,13 @@ func serveRun(c *cobra.Command, env *Env, opts *ServeOptions) error {
 	defer p.Close()
 	log.Info("serving", "nats", p.ClientURL(), "repo", opts.Repo, "branch", opts.Branch, "data", opts.Data, "public_key", p.PublicKey)
 	fmt.Fprintf(env.IO.ErrOut, "cuecast serve: NATS at %s; clients verify with --trusted-key %s\n", p.ClientURL(), p.PublicKey)
+	if addr := p.HTTPAddr(); addr != "" {
+		mode := "read-only"
+		if opts.OperatorToken != "" {
+			mode = "operator actions enabled"
+		}
+		fmt.Fprintf(env.IO.ErrOut, "cuecast serve: dashboard at http://%s/ (%s), metrics at http://%s/metrics\n", addr, mode, addr)
+	}
 	if err := p.Run(ctx); err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}

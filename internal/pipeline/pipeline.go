@@ -4,14 +4,18 @@
 package pipeline
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
+	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -19,7 +23,9 @@ import (
 
 	"github.com/cuecast/cuecast/distributor"
 	"github.com/cuecast/cuecast/distributor/rollout"
+	"github.com/cuecast/cuecast/internal/metrics"
 	"github.com/cuecast/cuecast/internal/natsserver"
+	"github.com/cuecast/cuecast/internal/web"
 	"github.com/cuecast/cuecast/tailer"
 )
 
@@ -41,6 +47,20 @@ type Config struct {
 	// ManifestPolicies, the manifest's per-namespace stages.
 	Policies rollout.Policies
 	Logger   *slog.Logger
+
+	// HTTP, when set, is the address of the operations server (internal/web):
+	// /metrics, /healthz, /readyz, the dashboard and /hooks/github. Port 0
+	// picks one; Pipeline.HTTPAddr says which.
+	HTTP string
+	// OperatorToken enables the dashboard's rollout actions for requests
+	// bearing it; empty leaves the dashboard read-only.
+	OperatorToken string
+	// WebhookSecret verifies GitHub webhooks at /hooks/github; empty rejects
+	// them all.
+	WebhookSecret string
+	// SampleInterval is how often the operations server samples the fleet
+	// (zero: 1s).
+	SampleInterval time.Duration
 }
 
 // Pipeline is a running assembly. Close stops it.
@@ -54,6 +74,11 @@ type Pipeline struct {
 	Rollout *rollout.Controller
 	// PublicKey verifies every version and pointer this pipeline signs.
 	PublicKey string
+	// Metrics and Web are set when Config.HTTP is.
+	Metrics *metrics.Metrics
+	Web     *web.Server
+	httpLn  net.Listener
+	log     *slog.Logger
 }
 
 // Start brings the parts up in dependency order and checks the repository
@@ -84,6 +109,12 @@ func Start(ctx context.Context, cfg Config) (_ *Pipeline, err error) {
 			p.Close()
 		}
 	}()
+	if cfg.HTTP != "" {
+		// The parts log through the metrics' tap, which counts the events.
+		p.Metrics = metrics.New(metrics.Options{})
+		cfg.Logger = slog.New(p.Metrics.LogHandler(cfg.Logger.Handler()))
+	}
+	p.log = cfg.Logger
 	p.Server, err = natsserver.Start(ctx, natsserver.Options{Dir: filepath.Join(cfg.DataDir, "jetstream"), Listen: cfg.Listen})
 	if err != nil {
 		return nil, err
@@ -108,18 +139,79 @@ func Start(ctx context.Context, cfg Config) (_ *Pipeline, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("start pipeline: jetstream: %w", err)
 	}
-	p.Tailer, err = tailer.New(ctx, tailer.Config{
+	var store tailer.Publisher = p.Distributor
+	if p.Metrics != nil {
+		store = p.Metrics.Publisher(p.Distributor)
+	}
+	tcfg := tailer.Config{
 		Repo:     cfg.Repo,
 		Branch:   cfg.Branch,
 		Interval: cfg.Interval,
 		StartAt:  cfg.StartAt,
 		DataDir:  filepath.Join(cfg.DataDir, "repos"),
 		Logger:   cfg.Logger,
-	}, js, p.Distributor, p.Rollout)
+	}
+	p.Tailer, err = tailer.New(ctx, tcfg, js, store, p.Rollout)
 	if err != nil {
 		return nil, err
 	}
+	if cfg.HTTP != "" {
+		if err := p.startWeb(ctx, cfg, tcfg, js); err != nil {
+			return nil, err
+		}
+	}
 	return p, nil
+}
+
+// startWeb builds the operations server and binds its address, so that a
+// busy port fails Start rather than Run.
+func (p *Pipeline) startWeb(ctx context.Context, cfg Config, tcfg tailer.Config, js jetstream.JetStream) error {
+	lagDir, lagRef := tcfg.Repo, plumbing.NewBranchReferenceName(cmp.Or(tcfg.Branch, "main"))
+	if tcfg.Remote() {
+		// The tailer's clone (tailer/source.go): the remote's branch as of
+		// its last fetch.
+		lagDir = filepath.Join(tcfg.DataDir, "repos", cmp.Or(tcfg.ID, "default"))
+		lagRef = plumbing.NewRemoteReferenceName("origin", cmp.Or(tcfg.Branch, "main"))
+	}
+	srv, err := web.New(web.Options{
+		Fleet:         p.Distributor,
+		Tailer:        p.Tailer,
+		OperatorToken: cfg.OperatorToken,
+		Lag: func(ctx context.Context, cursor string) (int, error) {
+			return metrics.BranchLag(ctx, lagDir, lagRef, cursor)
+		},
+		Metrics:   p.Metrics,
+		Webhook:   tailer.WebhookHandler(cfg.WebhookSecret, p.Tailer),
+		CommitURL: web.GitHubCommitURL(cfg.Repo),
+		Ready: func(ctx context.Context) error {
+			if !p.NC.IsConnected() {
+				return errors.New("NATS connection " + p.NC.Status().String())
+			}
+			if _, err := js.AccountInfo(ctx); err != nil {
+				return fmt.Errorf("JetStream: %w", err)
+			}
+			return nil
+		},
+		Interval: cfg.SampleInterval,
+		Logger:   cfg.Logger,
+	})
+	if err != nil {
+		return fmt.Errorf("start pipeline: %w", err)
+	}
+	ln, err := net.Listen("tcp", cfg.HTTP)
+	if err != nil {
+		return fmt.Errorf("start pipeline: listen http: %w", err)
+	}
+	p.Web, p.httpLn = srv, ln
+	return nil
+}
+
+// HTTPAddr is the operations server's address, "" without one.
+func (p *Pipeline) HTTPAddr() string {
+	if p.httpLn == nil {
+		return ""
+	}
+	return p.httpLn.Addr().String()
 }
 
 // ClientURL is where services connect.
@@ -127,6 +219,23 @@ func (p *Pipeline) ClientURL() string { return p.Server.ClientURL() }
 
 // Run follows the branch until ctx is cancelled.
 func (p *Pipeline) Run(ctx context.Context) error {
+	if p.Web != nil {
+		// The first fleet sample before the tailer starts: the metrics learn
+		// which commits were rejected before this process.
+		p.Web.Sample(ctx)
+		ctx, cancel := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() { defer wg.Done(); p.Web.Run(ctx) }()
+		go func() {
+			defer wg.Done()
+			if err := p.Web.Serve(ctx, p.httpLn); err != nil {
+				p.log.Error("http server stopped", "err", err)
+			}
+		}()
+		defer wg.Wait()
+		defer cancel()
+	}
 	// The rollout controller runs beside the tailer; when either stops with
 	// an error, the other is stopped too.
 	ctx, stop := context.WithCancel(ctx)
@@ -152,6 +261,9 @@ func (p *Pipeline) Run(ctx context.Context) error {
 
 // Close stops the parts in reverse order; safe on a half-started pipeline.
 func (p *Pipeline) Close() {
+	if p.httpLn != nil {
+		p.httpLn.Close() // Run's server closed it already, unless Run never ran
+	}
 	if p.NC != nil {
 		p.NC.Close()
 	}

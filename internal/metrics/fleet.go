@@ -1,0 +1,189 @@
+package metrics
+
+import (
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/cuecast/cuecast"
+)
+
+// ConfigSample is the fleet's view of one config at one moment: what the
+// distributor's Status says, plus the drift the sampler found in the reports.
+type ConfigSample struct {
+	Config cuecast.ConfigPath
+	// Target is the version the fleet should converge on (the latest).
+	Target cuecast.Version
+	// Instances live on the config; OnTarget of them apply Target.
+	Instances, OnTarget int
+	// Stragglers are behind Target for longer than the distributor allows;
+	// LastKnownGood serve their last-known-good file; Drifted report content
+	// cuecast did not publish for the version they name; Unhealthy and
+	// Failing are as the distributor's Status counts them.
+	Stragglers, LastKnownGood, Drifted, Unhealthy, Failing int
+}
+
+// Coverage is OnTarget / Instances, 1 with no instance.
+func (c ConfigSample) Coverage() float64 {
+	if c.Instances == 0 {
+		return 1
+	}
+	return float64(c.OnTarget) / float64(c.Instances)
+}
+
+// Rejection is one commit the tailer rejected and the IDs of its errors.
+type Rejection struct {
+	Commit string
+	IDs    []string
+}
+
+// TailerSample is the tailer's state at one moment.
+type TailerSample struct {
+	// Lag is how many first-parent commits the branch tip is ahead of the
+	// tailer's cursor; negative when unknown.
+	Lag int
+	// Halted is set while a history rewrite halts publishing.
+	Halted bool
+	// Rejected are the rejected commits the tailer still lists.
+	Rejected []Rejection
+}
+
+type fleetSample struct {
+	at      time.Time
+	configs []ConfigSample
+}
+
+type tailerSample struct {
+	set bool
+	TailerSample
+}
+
+// ObserveFleet records a sample of every config: the coverage and instance
+// gauges, and the propagation of each target version. Configs missing from
+// the sample disappear from the gauges.
+func (m *Metrics) ObserveFleet(at time.Time, configs []ConfigSample) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.fleet = fleetSample{at: at, configs: slices.Clone(configs)}
+	for _, c := range configs {
+		for _, r := range m.prop.observe(at, c) {
+			m.propagation.WithLabelValues(c.Config.Namespace(), r.coverage).Observe(r.elapsed.Seconds())
+		}
+	}
+}
+
+// Published tells the propagation tracker that this process published v, so
+// that its propagation is measured even when the first sample after the
+// publish already finds it everywhere. Publisher calls it.
+func (m *Metrics) Published(v cuecast.Version) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.prop.published(v)
+}
+
+// ObserveTailer records the tailer's lag and halt, and counts the errors of
+// rejected commits it has not seen before by ID. The first sample only
+// learns which commits were already rejected before this process started.
+func (m *Metrics) ObserveTailer(s TailerSample) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.tailer = tailerSample{set: true, TailerSample: s}
+	for _, rj := range s.Rejected {
+		if m.seenRejected[rj.Commit] {
+			continue
+		}
+		m.seenRejected[rj.Commit] = true
+		if !m.primed {
+			continue
+		}
+		for _, id := range rj.IDs {
+			if id == "" {
+				id = "unknown"
+			}
+			m.rejections.WithLabelValues(id).Inc()
+		}
+	}
+	m.primed = true
+}
+
+// sampled exports the latest samples as gauges. It is a collector of its
+// own so that a scrape sees one consistent sample, and configs that vanished
+// vanish from the output.
+type sampled struct{ m *Metrics }
+
+var (
+	descCoverage = prometheus.NewDesc("cuecast_config_coverage_ratio",
+		"Share of the config's live instances applying its target (latest) version; 1 with no instance.", []string{"config"}, nil)
+	descTarget = prometheus.NewDesc("cuecast_config_target_version",
+		"The version number the config's fleet should converge on.", []string{"config"}, nil)
+	descInstances = prometheus.NewDesc("cuecast_config_instances",
+		"Live instances reporting on the config.", []string{"config"}, nil)
+	descOnTarget = prometheus.NewDesc("cuecast_config_instances_on_target",
+		"Live instances applying the config's target version.", []string{"config"}, nil)
+	descStragglers = prometheus.NewDesc("cuecast_config_stragglers",
+		"Instances behind the target version for longer than the straggler threshold.", []string{"config"}, nil)
+	descLKG = prometheus.NewDesc("cuecast_config_instances_last_known_good",
+		"Instances serving their last-known-good file because they could not confirm it with cuecast.", []string{"config"}, nil)
+	descDrifted = prometheus.NewDesc("cuecast_config_instances_drifted",
+		"Instances reporting a checksum other than the one cuecast published for the version they name.", []string{"config"}, nil)
+	descUnhealthy = prometheus.NewDesc("cuecast_config_instances_unhealthy",
+		"Instances whose own health check says unhealthy.", []string{"config"}, nil)
+	descFailing = prometheus.NewDesc("cuecast_config_instances_failing",
+		"Instances whose last apply failed.", []string{"config"}, nil)
+	descLag = prometheus.NewDesc("cuecast_tailer_lag_commits",
+		"First-parent commits on the followed branch that the tailer has not processed yet.", nil, nil)
+	descHalted = prometheus.NewDesc("cuecast_tailer_halted",
+		"1 while a history rewrite (force push) halts publishing, else 0.", nil, nil)
+	descRollouts = prometheus.NewDesc("cuecast_rollouts",
+		"Rollouts by state.", []string{"state"}, nil)
+	descSampleAge = prometheus.NewDesc("cuecast_fleet_sample_timestamp_seconds",
+		"When the fleet gauges were last sampled (Unix time).", nil, nil)
+)
+
+func (s sampled) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descCoverage, descTarget, descInstances, descOnTarget, descStragglers,
+		descLKG, descDrifted, descUnhealthy, descFailing, descLag, descHalted, descRollouts, descSampleAge} {
+		ch <- d
+	}
+}
+
+func (s sampled) Collect(ch chan<- prometheus.Metric) {
+	m := s.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	if !m.fleet.at.IsZero() {
+		gauge(descSampleAge, float64(m.fleet.at.UnixNano())/1e9)
+	}
+	for _, c := range m.fleet.configs {
+		cfg := string(c.Config)
+		gauge(descCoverage, c.Coverage(), cfg)
+		gauge(descTarget, float64(c.Target.Version), cfg)
+		gauge(descInstances, float64(c.Instances), cfg)
+		gauge(descOnTarget, float64(c.OnTarget), cfg)
+		gauge(descStragglers, float64(c.Stragglers), cfg)
+		gauge(descLKG, float64(c.LastKnownGood), cfg)
+		gauge(descDrifted, float64(c.Drifted), cfg)
+		gauge(descUnhealthy, float64(c.Unhealthy), cfg)
+		gauge(descFailing, float64(c.Failing), cfg)
+	}
+	if m.tailer.set {
+		if m.tailer.Lag >= 0 {
+			gauge(descLag, float64(m.tailer.Lag))
+		}
+		halted := 0.0
+		if m.tailer.Halted {
+			halted = 1
+		}
+		gauge(descHalted, halted)
+	}
+	for state, n := range m.rollouts {
+		gauge(descRollouts, float64(n), state)
+	}
+}
+
+func formatCoverage(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }

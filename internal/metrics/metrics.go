@@ -1,0 +1,210 @@
+// Package metrics holds the Prometheus collectors of `cuecast serve`: what the
+// background write-ups say operators should measure (propagation time to
+// coverage, share of instances on the target version, stragglers, drift,
+// instances on last-known-good, halts and their causes, validation
+// rejections) and the pipeline's own throughput (commits, compile time,
+// versions published, tailer lag).
+//
+// The parts of the pipeline do not import this package. A Metrics observes
+// them from outside, through three narrow doors:
+//
+//   - Publisher wraps the tailer's Publisher and counts the versions published;
+//   - LogHandler wraps the slog.Handler the parts log through and reads the
+//     events they log with fixed keys ("commit processed", "compiled", …);
+//   - ObserveFleet, ObserveTailer and ObserveRollouts take samples of the
+//     distributor's Status and reports, the tailer's State and the rollouts,
+//     which the operations server (internal/web) reads periodically.
+//
+// Every collector is registered on the Metrics' own prometheus.Registry, never
+// on the process-wide default one. No label carries an instance ID: labels are
+// namespaces, config paths (bounded by the config repo), rollout states, halt
+// causes and lint IDs. A Metrics is safe for concurrent use.
+package metrics
+
+import (
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/cuecast/cuecast"
+)
+
+// Result label values of cuecast_tailer_commits_total.
+const (
+	ResultPublished = "published" // the commit published at least one version
+	ResultUnchanged = "unchanged" // the commit compiled and changed no config's output
+	ResultRejected  = "rejected"  // the commit did not compile; nothing was published
+)
+
+// Metrics is the set of cuecast's collectors and the trackers that feed them.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	commits        *prometheus.CounterVec
+	commitDuration prometheus.Histogram
+	compile        prometheus.Histogram
+	published      *prometheus.CounterVec
+	publishErrors  prometheus.Counter
+	propagation    *prometheus.HistogramVec
+	rejections     *prometheus.CounterVec
+	halts          *prometheus.CounterVec
+
+	mu       sync.Mutex
+	fleet    fleetSample
+	tailer   tailerSample
+	rollouts map[string]int // state ▶ count
+	prop     *propagation
+	// seenRejected and seenHalts remember what was already counted, so that
+	// samples of durable state count each event once.
+	seenRejected map[string]bool
+	seenHalts    map[string]bool
+	primed       bool // the first tailer sample only primes seenRejected
+}
+
+// Options configures a Metrics.
+type Options struct {
+	// Series is how many versions per config the propagation tracker keeps
+	// for charts; default 5.
+	Series int
+	// Points is the most points one propagation series keeps; default 400.
+	Points int
+}
+
+// New returns a Metrics with its own registry, holding the Go runtime and
+// process collectors as well as cuecast's.
+func New(o Options) *Metrics {
+	if o.Series <= 0 {
+		o.Series = 5
+	}
+	if o.Points <= 0 {
+		o.Points = 400
+	}
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		commits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cuecast_tailer_commits_total",
+			Help: "Commits the tailer processed, by result: published, unchanged or rejected (did not compile).",
+		}, []string{"result"}),
+		commitDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "cuecast_tailer_commit_duration_seconds",
+			Help:    "Time to process one commit: compile, publish and deploy.",
+			Buckets: prometheus.ExponentialBucketsRange(0.001, 120, 16),
+		}),
+		compile: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "cuecast_compile_duration_seconds",
+			Help:    "Duration of each compile the tailer runs (affected configs, or the whole tree for an index).",
+			Buckets: prometheus.ExponentialBucketsRange(0.001, 120, 16),
+		}),
+		published: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cuecast_versions_published_total",
+			Help: "Versions published, tombstones included, by namespace.",
+		}, []string{"namespace"}),
+		publishErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "cuecast_version_publish_errors_total",
+			Help: "Publish calls that failed (lost races included; the tailer retries them).",
+		}),
+		propagation: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "cuecast_propagation_seconds",
+			Help: "Time from a version's commit being picked up on the branch (its compile) until the share of live " +
+				"instances applying it first reached the coverage label (0.5 or 1), by namespace.",
+			Buckets: prometheus.ExponentialBucketsRange(0.01, 3600, 20),
+		}, []string{"namespace", "coverage"}),
+		rejections: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cuecast_validation_rejections_total",
+			Help: "Errors in rejected commits, by compiler error ID (\"cue\", or a lint such as \"secret/aws-access-key\").",
+		}, []string{"id"}),
+		halts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cuecast_rollout_halts_total",
+			Help: "Rollout halts, by cause.",
+		}, []string{"cause"}),
+		rollouts:     map[string]int{},
+		prop:         newPropagation(o.Series, o.Points),
+		seenRejected: map[string]bool{},
+		seenHalts:    map[string]bool{},
+	}
+	m.reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.commits, m.commitDuration, m.compile, m.published, m.publishErrors,
+		m.propagation, m.rejections, m.halts,
+		sampled{m},
+	)
+	// Export every result and coverage label from the start, so that rate()
+	// and absent() work before the first event.
+	for _, r := range []string{ResultPublished, ResultUnchanged, ResultRejected} {
+		m.commits.WithLabelValues(r)
+	}
+	return m
+}
+
+// Registry is the registry holding every collector, for tests and for
+// serving it elsewhere.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// Handler serves the registry in the Prometheus exposition formats.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+// CountHalt counts one halt of a rollout with its cause. key identifies the
+// halt (rollout ID and time, say), so that the same halt seen twice in
+// samples counts once; an empty key always counts.
+func (m *Metrics) CountHalt(key, cause string) {
+	if cause == "" {
+		cause = "unknown"
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if key != "" {
+		if m.seenHalts[key] {
+			return
+		}
+		m.seenHalts[key] = true
+	}
+	m.halts.WithLabelValues(cause).Inc()
+}
+
+// ObserveRollouts records how many rollouts are in each state.
+func (m *Metrics) ObserveRollouts(byState map[string]int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.rollouts = make(map[string]int, len(byState))
+	for s, n := range byState {
+		m.rollouts[s] = n
+	}
+}
+
+// Propagation returns the propagation series kept for cfg, oldest version
+// first: the share of live instances applying each version over time since
+// its compile.
+func (m *Metrics) Propagation(cfg cuecast.ConfigPath) []Series {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.prop.series(cfg)
+}
+
+// LogHandler wraps next so that the events the parts log feed the metrics;
+// every record is passed on to next unchanged when next is enabled for its
+// level. It reads, with fixed message texts and keys:
+//
+//   - "commit processed" (tailer; "versions", "elapsed"): a commit published
+//     something or nothing, and how long it took;
+//   - "commit affects no config" (tailer, debug): an unchanged commit;
+//   - "commit rejected: …" (tailer): a rejected commit (its error IDs are
+//     counted from the tailer's State, see ObserveTailer);
+//   - "compiled" (compiler, debug; "elapsed"): one compile.
+func (m *Metrics) LogHandler(next slog.Handler) slog.Handler {
+	return &tap{m: m, next: next}
+}
+
+func (m *Metrics) observeCommit(result string, elapsed time.Duration) {
+	m.commits.WithLabelValues(result).Inc()
+	if elapsed > 0 {
+		m.commitDuration.Observe(elapsed.Seconds())
+	}
+}

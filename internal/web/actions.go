@@ -1,0 +1,120 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/distributor/rollout"
+)
+
+// The operator actions the dashboard offers.
+const (
+	ActionAdvance  = "advance"
+	ActionHalt     = "halt"
+	ActionResume   = "resume"
+	ActionRollback = "rollback"
+)
+
+var actions = []string{ActionAdvance, ActionHalt, ActionResume, ActionRollback}
+
+// Operator performs an operator action on a config's rollout; the rollout
+// controller audits it. It returns errors wrapping rollout.ErrNoRollout,
+// rollout.ErrState, rollout.ErrNoReason or rollout.ErrNotPinned for requests
+// that cannot apply, anything else for failures.
+type Operator interface {
+	Act(ctx context.Context, cfg cuecast.ConfigPath, action string, a rollout.Action) error
+}
+
+// OperatorFunc adapts a function to Operator.
+type OperatorFunc func(ctx context.Context, cfg cuecast.ConfigPath, action string, a rollout.Action) error
+
+// Act calls f.
+func (f OperatorFunc) Act(ctx context.Context, cfg cuecast.ConfigPath, action string, a rollout.Action) error {
+	return f(ctx, cfg, action, a)
+}
+
+func (s *Server) actionsEnabled() bool { return s.o.OperatorToken != "" && s.o.Operator != nil }
+
+// actionRequest is the body of POST /api/rollouts/{action}/{config}.
+type actionRequest struct {
+	Reason    string `json:"reason"`
+	Actor     string `json:"actor"`
+	Emergency bool   `json:"emergency"`
+}
+
+// action performs an operator action. It answers 401 (and does nothing)
+// unless the server has an operator token and the request carries it as a
+// bearer token; 400 for an unknown action or a missing reason; 404 without a
+// rollout; 409 when the rollout's state does not allow the action; 204 when
+// it was done.
+func (s *Server) action(w http.ResponseWriter, r *http.Request) {
+	act := r.PathValue("action")
+	if !s.authorized(r) {
+		s.log.Warn("operator action refused: no or wrong bearer token", "action", act, "config", r.PathValue("path"),
+			"remote", r.RemoteAddr, "enabled", s.actionsEnabled())
+		w.Header().Set("WWW-Authenticate", `Bearer realm="cuecast operator"`)
+		msg := "operator actions need the operator token as a bearer token"
+		if !s.actionsEnabled() {
+			msg = "operator actions are disabled: start serve with --operator-token (or CUECAST_OPERATOR_TOKEN)"
+		}
+		writeError(w, http.StatusUnauthorized, msg)
+		return
+	}
+	if !s.actionsEnabled() {
+		writeError(w, http.StatusUnauthorized, "operator actions are disabled")
+		return
+	}
+	cfg, err := configParam(r)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	known := false
+	for _, a := range actions {
+		known = known || a == act
+	}
+	if !known {
+		writeError(w, http.StatusBadRequest, "unknown action "+act+": want one of "+strings.Join(actions, ", "))
+		return
+	}
+	var req actionRequest
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 64<<10))
+	if err == nil && len(body) > 0 {
+		err = json.Unmarshal(body, &req)
+	}
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "read body: "+err.Error())
+		return
+	}
+	actor := strings.TrimSpace(req.Actor)
+	if actor == "" {
+		actor = "operator"
+	}
+	a := rollout.Action{Actor: "web:" + actor, Reason: strings.TrimSpace(req.Reason), Emergency: req.Emergency}
+	log := s.log.With("action", act, "config", cfg, "actor", a.Actor, "remote", r.RemoteAddr, "emergency", a.Emergency)
+	err = s.o.Operator.Act(r.Context(), cfg, act, a)
+	switch {
+	case err == nil:
+		log.Info("operator action done", "reason", a.Reason)
+		w.WriteHeader(http.StatusNoContent)
+		// Show the result without waiting for the next tick.
+		go s.Sample(context.WithoutCancel(r.Context()))
+		return
+	case errors.Is(err, rollout.ErrNoReason):
+		writeError(w, http.StatusBadRequest, err.Error())
+	case errors.Is(err, rollout.ErrNoRollout):
+		writeError(w, http.StatusNotFound, err.Error())
+	case errors.Is(err, rollout.ErrState), errors.Is(err, rollout.ErrNotPinned):
+		writeError(w, http.StatusConflict, err.Error())
+	default:
+		log.Error("operator action failed", "err", err)
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	log.Warn("operator action refused", "err", err)
+}

@@ -1,0 +1,254 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/distributor"
+	"github.com/cuecast/cuecast/distributor/rollout"
+	"github.com/cuecast/cuecast/internal/metrics"
+	"github.com/cuecast/cuecast/tailer"
+)
+
+// snapshot is one sample of everything the pages show. It is immutable once
+// published.
+type snapshot struct {
+	seq uint64
+	at  time.Time
+	ok  time.Time // last sample without error (this one when err is "")
+	err string    // why the fleet could not be read
+
+	status  []distributor.ConfigStatus
+	reports map[cuecast.ConfigPath][]cuecast.Report
+	drift   map[cuecast.ConfigPath][]cuecast.Report
+	records map[cuecast.ConfigPath]rollout.Record
+
+	tailer    *tailer.State
+	lag       int // -1 unknown
+	tailerErr string
+}
+
+// versionList caches a config's retained versions, newest first, until a
+// newer version appears: versions are immutable.
+type versionList struct {
+	latest   uint64
+	versions []cuecast.Version
+}
+
+// Run samples the fleet every Options.Interval until ctx is done; it returns
+// nil then. The first sample is taken at once.
+func (s *Server) Run(ctx context.Context) error {
+	t := time.NewTicker(s.o.Interval)
+	defer t.Stop()
+	for {
+		s.Sample(ctx)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// Sample takes one sample now: it reads the fleet, the tailer and the
+// rollouts, feeds the metrics and wakes the event streams. Errors are kept in
+// the snapshot (readyz and the pages show them) and logged.
+func (s *Server) Sample(ctx context.Context) {
+	s.sampling.Lock() // one sample at a time, published in order
+	defer s.sampling.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, max(5*s.o.Interval, 5*time.Second))
+	defer cancel()
+	now := time.Now()
+	prev, _ := s.current()
+	snap := &snapshot{at: now, ok: now, lag: -1}
+	if prev != nil {
+		snap.seq = prev.seq + 1
+	}
+	if err := s.sampleFleet(ctx, snap); err != nil {
+		snap.err = err.Error()
+		if prev != nil {
+			// Keep showing the last good sample, marked stale.
+			snap.ok, snap.status, snap.reports, snap.drift = prev.ok, prev.status, prev.reports, prev.drift
+		} else {
+			snap.ok = time.Time{}
+		}
+		if ctx.Err() == nil {
+			s.log.Warn("fleet sample failed", "err", err)
+		}
+	} else {
+		s.metrics.ObserveFleet(now, s.fleetSamples(snap))
+	}
+	if s.o.Rollouts != nil {
+		recs, err := s.o.Rollouts.Records(ctx)
+		if err != nil {
+			s.log.Warn("rollout sample failed", "err", err)
+			if prev != nil {
+				snap.records = prev.records
+			}
+		} else {
+			snap.records = make(map[cuecast.ConfigPath]rollout.Record, len(recs))
+			byState := map[string]int{}
+			for _, rec := range recs {
+				snap.records[rec.Config] = rec
+				for _, r := range []*rollout.Rollout{rec.Current, rec.Superseded} {
+					if r != nil && r.State == rollout.StateHalted {
+						s.metrics.CountHalt(r.ID, haltCause(r))
+					}
+				}
+				if rec.Current != nil {
+					byState[string(rec.Current.State)]++
+				}
+			}
+			s.metrics.ObserveRollouts(byState)
+		}
+	}
+	if s.o.Tailer != nil {
+		st, err := s.o.Tailer.State(ctx)
+		if err != nil {
+			snap.tailerErr = err.Error()
+		} else {
+			snap.tailer = &st
+			if s.o.Lag != nil && st.Cursor != "" {
+				if n, err := s.o.Lag(ctx, st.Cursor); err == nil {
+					snap.lag = n
+				} else {
+					snap.tailerErr = err.Error()
+				}
+			}
+			ts := metrics.TailerSample{Lag: snap.lag, Halted: st.Rewrite != nil}
+			for _, rj := range st.Rejected {
+				ids := make([]string, 0, len(rj.Errors))
+				for _, e := range rj.Errors {
+					ids = append(ids, e.ID)
+				}
+				ts.Rejected = append(ts.Rejected, metrics.Rejection{Commit: rj.Commit, IDs: ids})
+			}
+			s.metrics.ObserveTailer(ts)
+		}
+	}
+	s.mu.Lock()
+	s.snap = snap
+	close(s.changed)
+	s.changed = make(chan struct{})
+	s.mu.Unlock()
+}
+
+// haltCause classifies why a rollout halted into a bounded label:
+// "unhealthy" and "apply_failures" (the controller's health checks),
+// "strict_stage_failed" and "strict_unconfirmed" (a strict cutover that could
+// not stage), or "operator" (anything else: an operator's halt with its own
+// words, which stay in the audit stream, not in a label).
+func haltCause(r *rollout.Rollout) string {
+	why := strings.ToLower(r.Reason)
+	switch {
+	case strings.Contains(why, "strict cutover") && strings.Contains(why, "failed to stage"):
+		return "strict_stage_failed"
+	case strings.Contains(why, "strict cutover"):
+		return "strict_unconfirmed"
+	case strings.Contains(why, "instances unhealthy"):
+		return "unhealthy"
+	case strings.Contains(why, "failed to apply"):
+		return "apply_failures"
+	}
+	return "operator"
+}
+
+func (s *Server) sampleFleet(ctx context.Context, snap *snapshot) error {
+	status, err := s.o.Fleet.Status(ctx)
+	if err != nil {
+		return fmt.Errorf("read status: %w", err)
+	}
+	reports, err := s.o.Fleet.Reports(ctx, "")
+	if err != nil {
+		return fmt.Errorf("read reports: %w", err)
+	}
+	snap.status = status
+	snap.reports = map[cuecast.ConfigPath][]cuecast.Report{}
+	for _, r := range reports {
+		snap.reports[r.Config] = append(snap.reports[r.Config], r)
+	}
+	snap.drift = map[cuecast.ConfigPath][]cuecast.Report{}
+	for _, st := range status {
+		vl, err := s.versions(ctx, st.Config, st.Latest.Version)
+		if err != nil {
+			return err
+		}
+		sums := make(map[uint64]string, len(vl.versions))
+		for _, v := range vl.versions {
+			sums[v.Version] = v.Checksum
+		}
+		for _, r := range snap.reports[st.Config] {
+			if drifted(r, sums, st.Latest.Version) {
+				snap.drift[st.Config] = append(snap.drift[st.Config], r)
+			}
+		}
+	}
+	return nil
+}
+
+// drifted reports whether r says it runs content cuecast did not publish:
+// a checksum other than the stored one for its version, or a version newer
+// than the latest. Versions retention removed cannot be checked.
+func drifted(r cuecast.Report, sums map[uint64]string, latest uint64) bool {
+	if r.Version == 0 {
+		return false
+	}
+	if r.Version > latest {
+		return true
+	}
+	sum, ok := sums[r.Version]
+	return ok && r.Checksum != "" && r.Checksum != sum
+}
+
+// versions returns cfg's retained versions, reading them again only when
+// latest is newer than the cached list.
+func (s *Server) versions(ctx context.Context, cfg cuecast.ConfigPath, latest uint64) (versionList, error) {
+	s.mu.Lock()
+	vl, ok := s.vcache[cfg]
+	s.mu.Unlock()
+	if ok && vl.latest >= latest {
+		return vl, nil
+	}
+	vs, err := s.o.Fleet.Versions(ctx, cfg)
+	if err != nil && !errors.Is(err, cuecast.ErrNotFound) {
+		return versionList{}, fmt.Errorf("read versions of %s: %w", cfg, err)
+	}
+	vl = versionList{latest: latest, versions: vs}
+	s.mu.Lock()
+	s.vcache[cfg] = vl
+	s.mu.Unlock()
+	return vl, nil
+}
+
+func (s *Server) fleetSamples(snap *snapshot) []metrics.ConfigSample {
+	out := make([]metrics.ConfigSample, 0, len(snap.status))
+	for _, st := range snap.status {
+		out = append(out, metrics.ConfigSample{
+			Config: st.Config, Target: st.Latest, Instances: st.Instances, OnTarget: st.OnLatest,
+			Stragglers: len(st.Stragglers), LastKnownGood: len(st.LastKnownGood),
+			Drifted: len(snap.drift[st.Config]), Unhealthy: st.Unhealthy, Failing: st.Failing,
+		})
+	}
+	return out
+}
+
+// current returns the latest snapshot (nil before the first) and a channel
+// closed when a newer one is published.
+func (s *Server) current() (*snapshot, <-chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.snap, s.changed
+}
+
+func (snap *snapshot) statusOf(cfg cuecast.ConfigPath) (distributor.ConfigStatus, bool) {
+	i := slices.IndexFunc(snap.status, func(st distributor.ConfigStatus) bool { return st.Config == cfg })
+	if i < 0 {
+		return distributor.ConfigStatus{}, false
+	}
+	return snap.status[i], true
+}

@@ -1,0 +1,376 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/distributor"
+	"github.com/cuecast/cuecast/distributor/rollout"
+	"github.com/cuecast/cuecast/tailer"
+)
+
+// The JSON the pages render. Field names are the page script's contract.
+
+type overviewView struct {
+	Actions    bool            `json:"actions"`
+	Stale      string          `json:"stale,omitempty"`
+	Tailer     *tailerView     `json:"tailer,omitempty"`
+	Namespaces []namespaceView `json:"namespaces"`
+}
+
+type tailerView struct {
+	Repo      string          `json:"repo"`
+	Branch    string          `json:"branch"`
+	Cursor    string          `json:"cursor"`
+	CursorURL string          `json:"cursor_url,omitempty"`
+	Lag       int             `json:"lag"`
+	Rewrite   *tailer.Rewrite `json:"rewrite,omitempty"`
+	Rejected  []rejectedView  `json:"rejected,omitempty"`
+	Error     string          `json:"error,omitempty"`
+}
+
+type rejectedView struct {
+	Commit    string    `json:"commit"`
+	CommitURL string    `json:"commit_url,omitempty"`
+	Author    string    `json:"author"`
+	Message   string    `json:"message"`
+	At        time.Time `json:"at"`
+	First     string    `json:"first"`
+	Total     int       `json:"total"`
+}
+
+type namespaceView struct {
+	Name    string      `json:"name"`
+	Configs []configRow `json:"configs"`
+}
+
+type configRow struct {
+	Config     cuecast.ConfigPath `json:"config"`
+	Version    uint64             `json:"version"`
+	Deleted    bool               `json:"deleted,omitempty"`
+	Commit     string             `json:"commit"`
+	CommitURL  string             `json:"commit_url,omitempty"`
+	Author     string             `json:"author"`
+	Message    string             `json:"message"`
+	Instances  int                `json:"instances"`
+	OnLatest   int                `json:"on_latest"`
+	Coverage   float64            `json:"coverage"`
+	Stragglers int                `json:"stragglers"`
+	LKG        int                `json:"lkg"`
+	Drift      int                `json:"drift"`
+	Unhealthy  int                `json:"unhealthy"`
+	Failing    int                `json:"failing"`
+	Rollout    string             `json:"rollout,omitempty"`
+	Stage      string             `json:"stage,omitempty"`
+	Pinned     bool               `json:"pinned,omitempty"`
+}
+
+type configView struct {
+	Actions    bool                 `json:"actions"`
+	Stale      string               `json:"stale,omitempty"`
+	Tailer     *tailerView          `json:"tailer,omitempty"`
+	Row        configRow            `json:"row"`
+	Versions   []versionView        `json:"versions"`
+	Rollout    *rolloutView         `json:"rollout,omitempty"`
+	Stragglers []instanceView       `json:"stragglers"`
+	Drift      []instanceView       `json:"drift"`
+	LKG        []instanceView       `json:"lkg"`
+	Unhealthy  []instanceView       `json:"unhealthy"`
+	Instances  []instanceView       `json:"instances"`
+	More       int                  `json:"more_instances,omitempty"`
+	Audit      []rollout.AuditEntry `json:"audit"`
+	Chart      string               `json:"chart"`
+}
+
+type versionView struct {
+	Version     uint64    `json:"version"`
+	Commit      string    `json:"commit"`
+	CommitURL   string    `json:"commit_url,omitempty"`
+	Author      string    `json:"author"`
+	Message     string    `json:"message"`
+	CommittedAt time.Time `json:"committed_at"`
+	CompiledAt  time.Time `json:"compiled_at"`
+	Checksum    string    `json:"checksum"`
+	Size        int64     `json:"size"`
+	Deleted     bool      `json:"deleted,omitempty"`
+	Instances   int       `json:"instances"`
+}
+
+type instanceView struct {
+	Instance  string    `json:"instance"`
+	Cohort    int       `json:"cohort"`
+	Version   uint64    `json:"version"`
+	Checksum  string    `json:"checksum"`
+	Healthy   bool      `json:"healthy"`
+	LKG       bool      `json:"lkg,omitempty"`
+	LastError string    `json:"last_error,omitempty"`
+	At        time.Time `json:"at"`
+}
+
+type rolloutView struct {
+	ID        string         `json:"id"`
+	Version   uint64         `json:"version"`
+	From      uint64         `json:"from"`
+	State     rollout.State  `json:"state"`
+	Active    bool           `json:"active"`
+	Stage     string         `json:"stage"`
+	Note      string         `json:"note,omitempty"`
+	Reason    string         `json:"reason,omitempty"`
+	Reverted  bool           `json:"reverted,omitempty"`
+	Emergency bool           `json:"emergency,omitempty"`
+	Started   time.Time      `json:"started"`
+	Updated   time.Time      `json:"updated"`
+	HoldUntil time.Time      `json:"hold_until,omitzero"`
+	WaitUntil time.Time      `json:"wait_until,omitzero"`
+	Stages    []stageView    `json:"stages"`
+	Stable    uint64         `json:"stable"`
+	Pin       *rollout.Pin   `json:"pin,omitempty"`
+	Pending   uint64         `json:"pending,omitempty"`
+	Log       []rollout.Step `json:"log,omitempty"`
+}
+
+type stageView struct {
+	Name      string  `json:"name"`
+	Percent   int     `json:"percent"`
+	Named     int     `json:"named,omitempty"` // instances named or matched by labels
+	Hold      string  `json:"hold,omitempty"`
+	Status    string  `json:"status"` // done, current, pending
+	Instances int     `json:"instances"`
+	OnTarget  int     `json:"on_target"`
+	Coverage  float64 `json:"coverage"`
+	Unhealthy int     `json:"unhealthy"`
+	Failing   int     `json:"failing"`
+}
+
+func (s *Server) stale(snap *snapshot) string {
+	if snap.err == "" {
+		return ""
+	}
+	if snap.ok.IsZero() {
+		return "cannot read the fleet: " + snap.err
+	}
+	return "showing the sample of " + snap.ok.UTC().Format(time.RFC3339) + ": " + snap.err
+}
+
+func (s *Server) commitURL(sha string) string {
+	if s.o.CommitURL == nil || sha == "" {
+		return ""
+	}
+	return s.o.CommitURL(sha)
+}
+
+func firstLine(msg string) string {
+	line, _, _ := strings.Cut(msg, "\n")
+	return line
+}
+
+func (s *Server) row(snap *snapshot, st distributor.ConfigStatus) configRow {
+	v := st.Latest
+	r := configRow{
+		Config: st.Config, Version: v.Version, Deleted: v.Deleted, Commit: v.Commit, CommitURL: s.commitURL(v.Commit),
+		Author: v.Author, Message: firstLine(v.Message), Instances: st.Instances, OnLatest: st.OnLatest,
+		Coverage: st.Coverage, Stragglers: len(st.Stragglers), LKG: len(st.LastKnownGood),
+		Drift: len(snap.drift[st.Config]), Unhealthy: st.Unhealthy, Failing: st.Failing,
+	}
+	if rec, ok := snap.records[st.Config]; ok {
+		if rec.Current != nil {
+			r.Rollout, r.Stage = string(rec.Current.State), rec.Current.StageName()
+		}
+		r.Pinned = rec.Pin != nil
+	}
+	return r
+}
+
+func (s *Server) overview(snap *snapshot) overviewView {
+	ov := overviewView{Actions: s.actionsEnabled(), Stale: s.stale(snap), Namespaces: []namespaceView{}}
+	for _, st := range snap.status {
+		ns := st.Config.Namespace()
+		if n := len(ov.Namespaces); n == 0 || ov.Namespaces[n-1].Name != ns {
+			ov.Namespaces = append(ov.Namespaces, namespaceView{Name: ns})
+		}
+		n := &ov.Namespaces[len(ov.Namespaces)-1]
+		n.Configs = append(n.Configs, s.row(snap, st))
+	}
+	ov.Tailer = s.tailerView(snap)
+	return ov
+}
+
+func (s *Server) tailerView(snap *snapshot) *tailerView {
+	if s.o.Tailer == nil {
+		return nil
+	}
+	tv := &tailerView{Lag: snap.lag, Error: snap.tailerErr}
+	if st := snap.tailer; st != nil {
+		tv.Repo, tv.Branch, tv.Cursor, tv.CursorURL, tv.Rewrite = st.Repo, st.Branch, st.Cursor, s.commitURL(st.Cursor), st.Rewrite
+		for i := len(st.Rejected) - 1; i >= 0 && len(tv.Rejected) < 5; i-- {
+			rj := st.Rejected[i]
+			rv := rejectedView{Commit: rj.Commit, CommitURL: s.commitURL(rj.Commit), Author: rj.Author,
+				Message: rj.Message, At: rj.At, Total: rj.Total}
+			if len(rj.Errors) > 0 {
+				rv.First = rj.Errors[0].Error()
+			}
+			tv.Rejected = append(tv.Rejected, rv)
+		}
+	}
+	return tv
+}
+
+func instance(r cuecast.Report) instanceView {
+	return instanceView{Instance: r.Instance, Cohort: r.Cohort, Version: r.Version, Checksum: r.Checksum,
+		Healthy: r.Healthy, LKG: r.LastKnownGood, LastError: r.LastError, At: r.At}
+}
+
+func instances(rs []cuecast.Report) []instanceView {
+	out := make([]instanceView, 0, len(rs))
+	for _, r := range rs {
+		out = append(out, instance(r))
+	}
+	return out
+}
+
+// maxInstances is how many instances a config page lists in full.
+const maxInstances = 100
+
+// errNoConfig: the page names a config the distributor does not know.
+var errNoConfig = errors.New("no such config")
+
+func (s *Server) configView(ctx context.Context, snap *snapshot, cfg cuecast.ConfigPath) (configView, error) {
+	st, ok := snap.statusOf(cfg)
+	if !ok {
+		return configView{}, errNoConfig
+	}
+	reports := snap.reports[cfg]
+	cv := configView{Actions: s.actionsEnabled(), Stale: s.stale(snap), Row: s.row(snap, st),
+		Stragglers: instances(st.Stragglers), Drift: instances(snap.drift[cfg]), LKG: instances(st.LastKnownGood),
+		Audit: []rollout.AuditEntry{}, Tailer: s.tailerView(snap)}
+	var unhealthy []cuecast.Report
+	for _, r := range reports {
+		if !r.Healthy || r.LastError != "" {
+			unhealthy = append(unhealthy, r)
+		}
+	}
+	cv.Unhealthy = instances(unhealthy)
+	cv.Instances = instances(reports[:min(len(reports), maxInstances)])
+	cv.More = len(reports) - len(cv.Instances)
+
+	vl, err := s.versions(ctx, cfg, st.Latest.Version)
+	if err != nil {
+		return configView{}, err
+	}
+	onVersion := map[uint64]int{}
+	for _, r := range reports {
+		onVersion[r.Version]++
+	}
+	for _, v := range vl.versions[:min(len(vl.versions), 20)] {
+		cv.Versions = append(cv.Versions, versionView{Version: v.Version, Commit: v.Commit, CommitURL: s.commitURL(v.Commit),
+			Author: v.Author, Message: v.Message, CommittedAt: v.CommittedAt, CompiledAt: v.CompiledAt,
+			Checksum: v.Checksum, Size: v.Size, Deleted: v.Deleted, Instances: onVersion[v.Version]})
+	}
+	if rec, ok := snap.records[cfg]; ok && rec.Current != nil {
+		cv.Rollout = rolloutOf(rec, reports)
+	}
+	if s.o.Rollouts != nil {
+		audit, err := s.o.Rollouts.Audit(ctx, cfg)
+		if err != nil {
+			s.log.Warn("read audit", "config", cfg, "err", err)
+		}
+		slices.Reverse(audit) // newest first
+		cv.Audit = append(cv.Audit, audit[:min(len(audit), 50)]...)
+	}
+	cv.Chart = chartSVG(s.metrics.Propagation(cfg))
+	return cv, nil
+}
+
+func rolloutOf(rec rollout.Record, reports []cuecast.Report) *rolloutView {
+	r := rec.Current
+	rv := &rolloutView{ID: r.ID, Version: r.Version, From: r.From, State: r.State, Active: r.State.Active(),
+		Stage: r.StageName(), Note: r.Note, Reason: r.Reason, Reverted: r.Reverted, Emergency: r.Emergency,
+		Started: r.Started, Updated: r.Updated, HoldUntil: r.HoldUntil, WaitUntil: r.WaitUntil,
+		Stable: rec.Stable, Pin: rec.Pin, Pending: rec.Pending}
+	if n := len(r.Log); n > 20 {
+		rv.Log = slices.Clone(r.Log[n-20:])
+	} else {
+		rv.Log = slices.Clone(r.Log)
+	}
+	slices.Reverse(rv.Log)
+	for i, stg := range r.Policy.Stages {
+		sv := stageView{Name: stg.Name, Percent: stg.Percent, Named: len(stg.Instances) + len(stg.Labels)}
+		if stg.Hold > 0 {
+			sv.Hold = stg.Hold.String()
+		}
+		switch {
+		case r.State == rollout.StateComplete || i < r.Stage:
+			sv.Status = "done"
+		case i == r.Stage:
+			sv.Status = "current"
+		default:
+			sv.Status = "pending"
+		}
+		in := stageBuckets(r, i, reports)
+		for _, rep := range reports {
+			if !in[rep.Cohort] {
+				continue
+			}
+			sv.Instances++
+			if rep.Version == r.Version && (r.Checksum == "" || rep.Checksum == r.Checksum) {
+				sv.OnTarget++
+			}
+			if !rep.Healthy {
+				sv.Unhealthy++
+			}
+			if rep.LastError != "" {
+				sv.Failing++
+			}
+		}
+		sv.Coverage = 1
+		if sv.Instances > 0 {
+			sv.Coverage = float64(sv.OnTarget) / float64(sv.Instances)
+		}
+		rv.Stages = append(rv.Stages, sv)
+	}
+	return rv
+}
+
+// stageBuckets returns the cohort buckets of stages 0..i of r, as the
+// controller counts them: the buckets below each stage's percentage, and the
+// buckets of the instances it names or whose labels match (naming an instance
+// moves its whole bucket). The current stage uses the buckets the controller
+// fixed when it started.
+func stageBuckets(r *rollout.Rollout, i int, reports []cuecast.Report) map[int]bool {
+	set := map[int]bool{}
+	if i == r.Stage && len(r.Buckets) > 0 {
+		for _, b := range r.Buckets {
+			set[b] = true
+		}
+		return set
+	}
+	ns := r.Config.Namespace()
+	for _, stg := range r.Policy.Stages[:i+1] {
+		for b := range min(stg.Percent, cuecast.Buckets) {
+			set[b] = true
+		}
+		for _, id := range stg.Instances {
+			set[cuecast.Cohort(ns, id)] = true
+		}
+		if len(stg.Labels) == 0 {
+			continue
+		}
+		for _, rep := range reports {
+			match := true
+			for k, v := range stg.Labels {
+				if have, ok := rep.Labels[k]; !ok || have != v {
+					match = false
+					break
+				}
+			}
+			if match {
+				set[cuecast.Cohort(ns, rep.Instance)] = true
+			}
+		}
+	}
+	return set
+}

@@ -1,0 +1,241 @@
+// Package web is the operations server of `cuecast serve`: Prometheus metrics
+// at /metrics, /healthz and /readyz for the process itself, GitHub webhooks at
+// /hooks/github, and a dashboard at / that shows every config's version,
+// rollout and coverage, and updates itself with server-sent events.
+//
+//	srv, err := web.New(web.Options{Fleet: dist, Rollouts: ctrl, Metrics: m, Logger: log})
+//	go srv.Run(ctx)                            // samples the fleet every Interval
+//	err = srv.ListenAndServe(ctx, "127.0.0.1:8080") // until ctx is done
+//
+// The dashboard is read-only unless Options.OperatorToken is set; then the
+// rollout actions (advance, halt, resume, rollback) accept requests carrying
+// "Authorization: Bearer <token>", and the rollout controller audits each one.
+// Without a token, or with a wrong one, they answer 401 and change nothing.
+//
+// Everything the pages show comes from one sampler: every Interval it reads
+// the distributor's Status and reports, the tailer's State and the rollout
+// records once, feeds the metrics, and wakes the open event streams. The
+// pages, styles and script are embedded in the binary and load nothing from
+// elsewhere, so the dashboard works offline. A Server is safe for concurrent
+// use.
+package web
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/distributor"
+	"github.com/cuecast/cuecast/distributor/rollout"
+	"github.com/cuecast/cuecast/internal/metrics"
+	"github.com/cuecast/cuecast/tailer"
+)
+
+//go:embed static
+var static embed.FS
+
+// Fleet is what the server reads of the distributor.
+type Fleet interface {
+	Status(ctx context.Context, cfgs ...cuecast.ConfigPath) ([]distributor.ConfigStatus, error)
+	Reports(ctx context.Context, cfg cuecast.ConfigPath) ([]cuecast.Report, error)
+	Versions(ctx context.Context, cfg cuecast.ConfigPath) ([]cuecast.Version, error)
+}
+
+// Tailer is what the server reads of the tailer.
+type Tailer interface {
+	State(ctx context.Context) (tailer.State, error)
+}
+
+// Rollouts is what the server reads of the rollout controller.
+type Rollouts interface {
+	Records(ctx context.Context) ([]rollout.Record, error)
+	Audit(ctx context.Context, cfg cuecast.ConfigPath) ([]rollout.AuditEntry, error)
+}
+
+// Options configures a Server. Fleet is required; every other part is
+// optional and its panel is left out without it.
+type Options struct {
+	Fleet    Fleet
+	Tailer   Tailer
+	Rollouts Rollouts
+	// Operator performs the rollout actions; without it (or without
+	// OperatorToken) the action endpoints answer 401.
+	Operator Operator
+	// OperatorToken enables the operator actions for requests that carry it
+	// as a bearer token.
+	OperatorToken string
+	// Lag counts the first-parent commits from the branch tip down to
+	// cursor; nil leaves the tailer lag unknown.
+	Lag func(ctx context.Context, cursor string) (int, error)
+	// Metrics receives the samples; nil creates one.
+	Metrics *metrics.Metrics
+	// Webhook is mounted at /hooks/github when set.
+	Webhook http.Handler
+	// Ready reports whether the process can serve (NATS connected,
+	// JetStream answering); nil means ready once the first sample succeeded.
+	Ready func(ctx context.Context) error
+	// CommitURL links a commit to its page (GitHub); nil: no links.
+	CommitURL func(sha string) string
+	// Interval is how often the fleet is sampled; default 1s.
+	Interval time.Duration
+	Logger   *slog.Logger
+}
+
+// Server is the operations server.
+type Server struct {
+	o       Options
+	log     *slog.Logger
+	metrics *metrics.Metrics
+	mux     *http.ServeMux
+	token   [32]byte // SHA-256 of the operator token, compared in constant time
+
+	sampling sync.Mutex
+	mu       sync.Mutex
+	snap     *snapshot
+	changed  chan struct{} // closed and replaced on every new snapshot
+	vcache   map[cuecast.ConfigPath]versionList
+}
+
+// New checks o and builds the server's routes. It starts nothing: call Run to
+// sample and ListenAndServe (or Handler) to serve.
+func New(o Options) (*Server, error) {
+	if o.Fleet == nil {
+		return nil, errors.New("new web server: a Fleet is required")
+	}
+	if o.Interval <= 0 {
+		o.Interval = time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Metrics == nil {
+		o.Metrics = metrics.New(metrics.Options{})
+	}
+	s := &Server{o: o, log: o.Logger, metrics: o.Metrics, changed: make(chan struct{}),
+		vcache: map[cuecast.ConfigPath]versionList{}}
+	if o.OperatorToken != "" {
+		s.token = sha256.Sum256([]byte(o.OperatorToken))
+	}
+	sub, err := fs.Sub(static, "static")
+	if err != nil {
+		return nil, fmt.Errorf("new web server: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", o.Metrics.Handler())
+	mux.HandleFunc("GET /healthz", s.healthz)
+	mux.HandleFunc("GET /readyz", s.readyz)
+	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(sub)))
+	mux.HandleFunc("GET /{$}", s.page)
+	mux.HandleFunc("GET /configs/{path...}", s.page)
+	mux.HandleFunc("GET /api/overview", s.apiOverview)
+	mux.HandleFunc("GET /api/configs/{path...}", s.apiConfig)
+	mux.HandleFunc("GET /api/chart/{path...}", s.apiChart)
+	mux.HandleFunc("GET /api/events", s.events)
+	mux.HandleFunc("POST /api/rollouts/{action}/{path...}", s.action)
+	if o.Webhook != nil {
+		mux.Handle("/hooks/github", o.Webhook)
+	}
+	s.mux = mux
+	return s, nil
+}
+
+// Handler serves every route.
+func (s *Server) Handler() http.Handler { return s.mux }
+
+// Metrics is the Metrics the server feeds.
+func (s *Server) Metrics() *metrics.Metrics { return s.metrics }
+
+// ListenAndServe serves on addr until ctx is done, then shuts down, giving
+// open requests (event streams end at once) a few seconds. It returns the
+// listener's error, or nil after a shutdown caused by ctx.
+func (s *Server) ListenAndServe(ctx context.Context, addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen http %s: %w", addr, err)
+	}
+	return s.Serve(ctx, ln)
+}
+
+// Serve serves on ln until ctx is done; see ListenAndServe. It closes ln.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	hs := &http.Server{
+		Handler:           s.mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	s.log.Info("http serving", "addr", ln.Addr().String(), "operator_actions", s.o.OperatorToken != "")
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve http: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		_ = hs.Close()
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve http: %w", err)
+	}
+	return nil
+}
+
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	fmt.Fprintln(w, "ok")
+}
+
+// readyz is 200 when Options.Ready passes and a fleet sample succeeded
+// recently (within five intervals); 503 with the reason otherwise.
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	if s.o.Ready != nil {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if err := s.o.Ready(ctx); err != nil {
+			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+	}
+	snap, _ := s.current()
+	switch {
+	case snap == nil:
+		http.Error(w, "not ready: no fleet sample yet", http.StatusServiceUnavailable)
+		return
+	case snap.err != "":
+		http.Error(w, "not ready: "+snap.err, http.StatusServiceUnavailable)
+		return
+	case time.Since(snap.ok) > 5*s.o.Interval+5*time.Second:
+		http.Error(w, fmt.Sprintf("not ready: last good fleet sample %s ago", time.Since(snap.ok).Round(time.Millisecond)),
+			http.StatusServiceUnavailable)
+		return
+	}
+	fmt.Fprintln(w, "ready")
+}
+
+// authorized reports whether r carries the operator token.
+func (s *Server) authorized(r *http.Request) bool {
+	if s.o.OperatorToken == "" {
+		return false
+	}
+	const prefix = "Bearer "
+	h := r.Header.Get("Authorization")
+	if len(h) <= len(prefix) || h[:len(prefix)] != prefix {
+		return false
+	}
+	got := sha256.Sum256([]byte(h[len(prefix):]))
+	return subtle.ConstantTimeCompare(got[:], s.token[:]) == 1
+}
