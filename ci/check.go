@@ -161,6 +161,24 @@ func Check(ctx context.Context, repoDir string, opts Options) (*Report, error) {
 	return rep, nil
 }
 
+// ResolveCommit returns the full hash of the commit rev names in the
+// repository at repoDir, for attaching a check run to it before the check
+// has run. It returns ErrNotRepo or a *RevisionError (Which "head").
+func ResolveCommit(repoDir, rev string) (string, error) {
+	r, err := git.PlainOpen(repoDir)
+	if err != nil {
+		if errors.Is(err, git.ErrRepositoryNotExists) {
+			return "", fmt.Errorf("open %s: %w", repoDir, ErrNotRepo)
+		}
+		return "", fmt.Errorf("open %s: %w", repoDir, err)
+	}
+	c, err := resolve(r, "head", rev)
+	if err != nil {
+		return "", err
+	}
+	return c.Hash.String(), nil
+}
+
 func resolve(r *git.Repository, which, rev string) (*object.Commit, error) {
 	if rev == "" {
 		return nil, &RevisionError{Which: which, Rev: rev, Err: errors.New("empty")}

@@ -75,6 +75,7 @@ Exit codes: 0 ok, 1 cuecast failed, 2 wrong usage, 3 invalid configs, 4 halted o
 		newWatchCmd(env, nil),
 		newStatusCmd(env, nil),
 		newDemoCmd(env, nil),
+		newCheckCmd(env, nil),
 	)
 	return root
 }

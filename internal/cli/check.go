@@ -1,0 +1,209 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cuecast/cuecast/ci"
+)
+
+// CheckOptions are the flags of `cuecast check`.
+type CheckOptions struct {
+	Repo   string
+	Base   string
+	Head   string
+	Output string
+	FanOut int
+	// GitHub reports to GitHub: a check run and a PR comment.
+	GitHub     bool
+	GitHubRepo string
+	PR         int
+	HeadSHA    string
+	APIURL     string
+}
+
+func newCheckCmd(env *Env, runF func(*cobra.Command, *CheckOptions) error) *cobra.Command {
+	opts := &CheckOptions{}
+	cmd := &cobra.Command{
+		Use:   "check --base REV --head REV",
+		Short: "Show what a change does to the compiled configs (the pull-request check)",
+		Long: `Check compiles the configs a change affects at both revisions, straight from Git
+objects (the work tree is not read or touched), and reports for each: added,
+removed, renamed, changed (the compiled JSON diff: path, old → new), or unchanged
+(its CUE changed, its output did not). A risk summary comes first: how many configs
+and namespaces change, configs in strict namespaces, library changes that reach many
+configs, and breaking changes (a field removed or its JSON type changed). Errors and
+lint findings at head are listed as file:line:col: message [ID]; one the base already
+had is marked pre-existing and does not fail the check.
+
+When --base is not an ancestor of --head, the change is taken from their merge base,
+as 'git diff base...head' does.
+
+With --github it also reports to GitHub, from the Actions environment: GITHUB_TOKEN,
+GITHUB_REPOSITORY, GITHUB_EVENT_PATH (the pull request's number, base and head) and
+GITHUB_API_URL (GitHub Enterprise). It creates a check run on the head commit with an
+annotation per error, and one PR comment, edited on every re-run. The token needs the
+workflow permissions checks: write and pull-requests: write.
+
+Exit status: 0 no new errors, 3 the change leaves configs invalid, 1 cuecast or the
+GitHub report failed, 2 wrong usage (an unknown revision is named).`,
+		Example: `  cuecast check --base main --head HEAD
+  cuecast check --repo configs --base origin/main --head my-branch --output json
+  cuecast check --base "$BASE_SHA" --head "$HEAD_SHA" --github`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, args []string) error {
+			if err := validateOutput(opts.Output, "text", "json", "markdown"); err != nil {
+				return err
+			}
+			if runF != nil {
+				return runF(c, opts)
+			}
+			return checkRun(c, env, opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.Repo, "repo", ".", "the config repository (a Git work tree or bare repository)")
+	cmd.Flags().StringVar(&opts.Base, "base", "", "the revision the change starts from (with --github: default the pull request's base)")
+	cmd.Flags().StringVar(&opts.Head, "head", "", "the revision with the change (with --github: default the pull request's head)")
+	cmd.Flags().StringVarP(&opts.Output, "output", "o", "text", "output format: text, json or markdown")
+	cmd.Flags().IntVar(&opts.FanOut, "fan-out", ci.DefaultFanOut, "a library change reaching this many configs is flagged as wide")
+	cmd.Flags().BoolVar(&opts.GitHub, "github", false, "report to GitHub: a check run and a pull-request comment")
+	cmd.Flags().StringVar(&opts.GitHubRepo, "github-repo", "", "owner/name on GitHub (default $GITHUB_REPOSITORY)")
+	cmd.Flags().IntVar(&opts.PR, "pr", 0, "pull request number to comment on (default from $GITHUB_EVENT_PATH)")
+	cmd.Flags().StringVar(&opts.HeadSHA, "head-sha", "", "commit to attach the check run to (default the pull request's head, else --head)")
+	cmd.Flags().StringVar(&opts.APIURL, "github-api-url", "", "GitHub REST API root (default $GITHUB_API_URL, else https://api.github.com)")
+	return cmd
+}
+
+func checkRun(c *cobra.Command, env *Env, opts *CheckOptions) error {
+	ctx := c.Context()
+	log := env.Logger()
+	if opts.GitHub {
+		if err := githubDefaults(env, opts); err != nil {
+			return err
+		}
+	}
+	if opts.Base == "" || opts.Head == "" {
+		return usageErrorf("give both revisions, like --base main --head HEAD (with --github they come from the pull_request event)",
+			"check needs --base and --head")
+	}
+	var gh *ci.GitHub
+	var run *ci.CheckRun
+	if opts.GitHub {
+		if opts.HeadSHA == "" {
+			sha, err := ci.ResolveCommit(opts.Repo, opts.Head)
+			if err != nil {
+				return checkError(opts, err)
+			}
+			opts.HeadSHA = sha
+		}
+		g, err := ci.NewGitHub(ci.GitHubOptions{
+			Token:      env.Getenv("GITHUB_TOKEN"),
+			Repository: opts.GitHubRepo,
+			APIURL:     opts.APIURL,
+			PR:         opts.PR,
+			HeadSHA:    opts.HeadSHA,
+			DetailsURL: detailsURL(env, opts.GitHubRepo),
+			Logger:     log,
+		})
+		if err != nil {
+			return usageErrorf("run it in GitHub Actions, or set GITHUB_TOKEN and GITHUB_REPOSITORY (see ci/README.md)", "--github: %v", err)
+		}
+		if run, err = g.Start(ctx); err != nil {
+			return err
+		}
+		gh = g
+	}
+	rep, err := ci.Check(ctx, opts.Repo, ci.Options{Base: opts.Base, Head: opts.Head, FanOut: opts.FanOut, Logger: log})
+	if err != nil {
+		err = checkError(opts, err)
+		if run != nil {
+			if aerr := run.Abort(ctx, err); aerr != nil {
+				log.Error("could not mark the check run failed", "err", aerr)
+			}
+		}
+		return err
+	}
+	switch opts.Output {
+	case "json":
+		err = rep.WriteJSON(env.IO.Out)
+	case "markdown":
+		_, err = fmt.Fprint(env.IO.Out, rep.Markdown(0))
+	default:
+		err = rep.WriteText(env.IO.Out)
+	}
+	if err != nil {
+		return err
+	}
+	if run != nil {
+		if err := run.Complete(ctx, rep); err != nil {
+			return err
+		}
+		if err := gh.Comment(ctx, rep); err != nil {
+			return err
+		}
+	}
+	if rep.Failed() {
+		return errInvalid
+	}
+	return nil
+}
+
+// githubDefaults fills what the flags leave empty from the Actions
+// environment: the repository, the API root, and from the event payload the
+// pull request, its head commit and both revisions.
+func githubDefaults(env *Env, opts *CheckOptions) error {
+	if opts.GitHubRepo == "" {
+		opts.GitHubRepo = env.Getenv("GITHUB_REPOSITORY")
+	}
+	if opts.APIURL == "" {
+		opts.APIURL = env.Getenv("GITHUB_API_URL")
+	}
+	p := env.Getenv("GITHUB_EVENT_PATH")
+	if p == "" {
+		return nil
+	}
+	ev, err := ci.ReadEvent(p)
+	if err != nil {
+		return usageErrorf("GITHUB_EVENT_PATH must name the event payload file GitHub Actions writes", "--github: %v", err)
+	}
+	if opts.PR == 0 {
+		opts.PR = ev.PR
+	}
+	if opts.HeadSHA == "" {
+		opts.HeadSHA = ev.HeadSHA
+	}
+	if opts.Base == "" {
+		opts.Base = ev.BaseSHA
+	}
+	if opts.Head == "" {
+		opts.Head = ev.HeadSHA
+	}
+	return nil
+}
+
+// detailsURL links the check run to the Actions run that made it.
+func detailsURL(env *Env, repo string) string {
+	server, run := env.Getenv("GITHUB_SERVER_URL"), env.Getenv("GITHUB_RUN_ID")
+	if server == "" || run == "" || repo == "" {
+		return ""
+	}
+	return fmt.Sprintf("%s/%s/actions/runs/%s", server, repo, run)
+}
+
+// checkError turns what ci.Check refuses into usage errors that name the
+// culprit.
+func checkError(opts *CheckOptions, err error) error {
+	var re *ci.RevisionError
+	switch {
+	case errors.Is(err, ci.ErrNotRepo):
+		return usageErrorf("point --repo at a Git repository", "%s is not a git repository", opts.Repo)
+	case errors.As(err, &re):
+		return usageErrorf("check the name, and fetch the history the revisions need (actions/checkout: fetch-depth: 0)",
+			"--%s: unknown revision %s", re.Which, strconv.Quote(re.Rev))
+	default:
+		return fmt.Errorf("check %s..%s: %w", opts.Base, opts.Head, err)
+	}
+}
