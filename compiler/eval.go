@@ -131,15 +131,16 @@ type worker struct {
 	uses int
 }
 
-// workerContext is a CUE context and the namespace schemas built in it.
+// workerContext is a CUE context and the namespace schema definitions
+// built in it.
 type workerContext struct {
 	cue     *cue.Context
-	schemas map[*build.Instance]cue.Value
+	schemas map[*nsSchema]cue.Value
 }
 
 func (w *worker) context() *workerContext {
 	if w.ctx == nil || w.uses >= contextReuse {
-		w.ctx = &workerContext{cue: cuecontext.New(), schemas: make(map[*build.Instance]cue.Value)}
+		w.ctx = &workerContext{cue: cuecontext.New(), schemas: make(map[*nsSchema]cue.Value)}
 		w.uses = 0
 	}
 	w.uses++
@@ -166,21 +167,26 @@ func (c *compilation) eval(wc *workerContext, j job) (r jobResult) {
 		return r
 	}
 	v := wc.cue.BuildInstance(j.inst)
-	if err := v.Err(); err != nil {
-		r.errs = c.cueErrors(err, j.cfg, own, v)
-		return r
-	}
 	if j.schema.inst != nil {
-		s, ok := wc.schemas[j.schema.inst]
+		// The config is not evaluated on its own first: unifying the
+		// unevaluated value with the definition evaluates both in one pass.
+		s, ok := wc.schemas[j.schema]
 		if !ok {
 			s = wc.cue.BuildInstance(j.schema.inst)
-			wc.schemas[j.schema.inst] = s
+			if err := s.Err(); err == nil {
+				s = s.LookupPath(j.schema.def)
+			}
+			wc.schemas[j.schema] = s
 		}
 		if err := s.Err(); err != nil {
 			r.errs = c.cueErrors(err, j.cfg, own, s)
 			return r
 		}
-		v = v.Unify(s.LookupPath(j.schema.def))
+		v = v.Unify(s)
+	}
+	if err := v.Err(); err != nil {
+		r.errs = c.cueErrors(err, j.cfg, own, v)
+		return r
 	}
 	if err := v.Validate(cue.Concrete(true)); err != nil {
 		r.errs = c.cueErrors(err, j.cfg, own, v)
