@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nkeys"
 
 	"github.com/cuecast/cuecast"
 )
@@ -19,8 +18,7 @@ type Option func(*options) error
 type options struct {
 	instance  string
 	labels    map[string]string
-	keys      []nkeys.KeyPair
-	keyNames  []string
+	keyring   *Keyring // nil: signatures are not checked
 	health    func() cuecast.Health
 	heartbeat time.Duration
 	reconcile time.Duration
@@ -54,20 +52,33 @@ func WithLabels(labels map[string]string) Option {
 
 // WithTrustedKeys makes the client accept only versions and pointers signed
 // by one of these public nkeys (as printed by `cuecast serve`). Unsigned or
-// badly signed ones are rejected and reported.
+// badly signed ones are rejected and reported. It conflicts with WithKeyring.
 func WithTrustedKeys(publicKeys ...string) Option {
 	return func(o *options) error {
-		if len(publicKeys) == 0 {
-			return errors.New("trusted keys: none given")
+		if o.keyring != nil {
+			return errors.New("trusted keys: a keyring is already set")
 		}
-		for _, k := range publicKeys {
-			kp, err := nkeys.FromPublicKey(k)
-			if err != nil {
-				return fmt.Errorf("trusted key %q: %w", k, err)
-			}
-			o.keys = append(o.keys, kp)
-			o.keyNames = append(o.keyNames, k)
+		k, err := NewKeyring(publicKeys...)
+		if err != nil {
+			return fmt.Errorf("trusted keys: %w", err)
 		}
+		o.keyring = k
+		return nil
+	}
+}
+
+// WithKeyring is WithTrustedKeys with a Keyring shared by several Clients in
+// one process, so each signature is verified once. It conflicts with
+// WithTrustedKeys.
+func WithKeyring(k *Keyring) Option {
+	return func(o *options) error {
+		if k == nil {
+			return errors.New("keyring: nil")
+		}
+		if o.keyring != nil {
+			return errors.New("keyring: trusted keys are already set")
+		}
+		o.keyring = k
 		return nil
 	}
 }
