@@ -1,6 +1,6 @@
 // Package schemas embeds the CUE shipped with cuecast: the manifest schema
 // (#Manifest) that every config repo's cuecast.cue is validated against, and
-// #FeatureFlag, which configs may import as "cuecast.dev/schemas".
+// a reference #FeatureFlag for repos to copy.
 package schemas
 
 import (
@@ -11,13 +11,10 @@ import (
 //go:embed *.cue
 var files embed.FS
 
-// ImportPath is the path under which configs can import this package.
-const ImportPath = "cuecast.dev/schemas"
-
 // FS returns the shipped CUE files, at the root of the returned file system.
 func FS() fs.FS { return files }
 
-// Files returns the shipped CUE files by name, sorted by name.
+// Files returns the shipped CUE files by name.
 func Files() map[string][]byte {
 	out := make(map[string][]byte)
 	ents, err := fs.ReadDir(files, ".")
