@@ -1,0 +1,121 @@
+package cli_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/cuecast/cuecast/ci"
+	"github.com/cuecast/cuecast/ci/githubtest"
+	"github.com/cuecast/cuecast/internal/cli"
+	"github.com/cuecast/cuecast/internal/gittest"
+	"github.com/cuecast/cuecast/internal/iostreams"
+)
+
+// prRepo is configs-example with a pull request on top that breaks
+// payments/checkout, and the Actions event describing it.
+func prRepo(t *testing.T) (dir, event, base, head string) {
+	t.Helper()
+	r := gittest.New(t)
+	r.CopyDir(filepath.Join(repoRoot(t), "configs-example"))
+	base = r.Commit("base")
+	p := filepath.Join(r.Dir, "payments", "checkout", "checkout.cue")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Write(map[string]string{"payments/checkout/checkout.cue": strings.Replace(string(b), `"EUR"`, `"DOGECOIN"`, 1)})
+	head = r.Commit("break checkout")
+	event = filepath.Join(t.TempDir(), "event.json")
+	payload := fmt.Sprintf(`{"action":"opened","number":5,"pull_request":{"number":5,"head":{"sha":%q},"base":{"sha":%q}}}`, head, base)
+	if err := os.WriteFile(event, []byte(payload), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return r.Dir, event, base, head
+}
+
+func runCLI(t *testing.T, env map[string]string, args ...string) (int, string, string) {
+	t.Helper()
+	ios, out, errOut := iostreams.Test()
+	code := cli.Main(context.Background(), args, ios, func(k string) string { return env[k] })
+	return code, out.String(), errOut.String()
+}
+
+func TestCheckGitHub(t *testing.T) {
+	dir, event, _, head := prRepo(t)
+	gh := githubtest.New(t)
+	env := map[string]string{
+		"GITHUB_TOKEN": githubtest.Token, "GITHUB_REPOSITORY": "acme/configs", "GITHUB_EVENT_PATH": event,
+		"GITHUB_API_URL": gh.URL, "GITHUB_SERVER_URL": "https://github.example.com", "GITHUB_RUN_ID": "77",
+	}
+	// Twice: the second run edits the comment the first one made.
+	for run := 1; run <= 2; run++ {
+		code, stdout, stderr := runCLI(t, env, "check", "--repo", dir, "--github", "--log-level", "warn")
+		if code != cli.ExitInvalid {
+			t.Fatalf("run %d: exit %d, want %d; stderr:\n%s", run, code, cli.ExitInvalid, stderr)
+		}
+		if !strings.Contains(stdout, "invalid       payments/checkout") {
+			t.Errorf("run %d: stdout lacks the report:\n%s", run, stdout)
+		}
+	}
+	want := []string{
+		"POST /repos/acme/configs/check-runs 201",
+		"PATCH /repos/acme/configs/check-runs/1001 200",
+		"GET /repos/acme/configs/issues/5/comments 200",
+		"POST /repos/acme/configs/issues/5/comments 201",
+		"POST /repos/acme/configs/check-runs 201",
+		"PATCH /repos/acme/configs/check-runs/1003 200",
+		"GET /repos/acme/configs/issues/5/comments 200",
+		"PATCH /repos/acme/configs/issues/comments/1002 200",
+	}
+	if got := gh.Sequence(); !slices.Equal(got, want) {
+		t.Fatalf("requests:\ngot  %q\nwant %q", got, want)
+	}
+	create := gh.Requests()[0].Body
+	if create["head_sha"] != head || create["details_url"] != "https://github.example.com/acme/configs/actions/runs/77" {
+		t.Errorf("check run: got head_sha %v details_url %v", create["head_sha"], create["details_url"])
+	}
+	r := gh.Runs()[1001]
+	if r.Conclusion != "failure" || len(r.Annotations) == 0 || r.Annotations[0]["path"] != "payments/checkout/checkout.cue" {
+		t.Errorf("check run: got conclusion %q, annotations %v", r.Conclusion, r.Annotations)
+	}
+	cs := gh.Comments(5)
+	if len(cs) != 1 || !strings.HasPrefix(cs[0].Body, ci.Marker) || !strings.Contains(cs[0].Body, "DOGECOIN") {
+		t.Errorf("comments: got %d, want one report", len(cs))
+	}
+}
+
+func TestCheckGitHubPermission(t *testing.T) {
+	dir, event, base, head := prRepo(t)
+	gh := githubtest.New(t)
+	gh.Deny(githubtest.CreateCheckRun, http.StatusForbidden)
+	env := map[string]string{
+		"GITHUB_TOKEN": githubtest.Token, "GITHUB_REPOSITORY": "acme/configs", "GITHUB_EVENT_PATH": event, "GITHUB_API_URL": gh.URL,
+	}
+	code, _, stderr := runCLI(t, env, "check", "--repo", dir, "--base", base, "--head", head, "--github")
+	if code != cli.ExitFailure || !strings.Contains(stderr, `lacks the "checks: write" permission`) {
+		t.Errorf("got exit %d, stderr %q; want 1 naming checks: write", code, stderr)
+	}
+}
+
+func TestCheckGitHubBadRevisionAbortsRun(t *testing.T) {
+	dir, _, base, _ := prRepo(t)
+	gh := githubtest.New(t)
+	env := map[string]string{"GITHUB_TOKEN": githubtest.Token, "GITHUB_REPOSITORY": "acme/configs", "GITHUB_API_URL": gh.URL}
+	code, _, stderr := runCLI(t, env, "check", "--repo", dir, "--base", "no-such", "--head", base, "--github", "--pr", "5")
+	if code != cli.ExitUsage || !strings.Contains(stderr, `--base: unknown revision "no-such"`) {
+		t.Fatalf("got exit %d, stderr %q", code, stderr)
+	}
+	runs := gh.Runs()
+	if len(runs) != 1 || runs[1001].Conclusion != "failure" || !strings.Contains(runs[1001].Summary, "no-such") {
+		t.Errorf("the check run must be completed as failed with the cause; got %+v", runs)
+	}
+	if len(gh.Comments(5)) != 0 {
+		t.Error("a comment was written for a check that did not run")
+	}
+}
