@@ -1,0 +1,57 @@
+// Package compiler turns a CUE config repo into canonical JSON, one document
+// per config, and tells callers which configs a change can affect.
+//
+// A config repo is a CUE module (cue.mod/module.cue) with a manifest,
+// cuecast.cue, at its root. The manifest declares namespaces: top-level
+// directories owned by a team. Every directory with .cue files below a
+// namespace directory is a config, named by its path ("payments/checkout");
+// everything else (schemas/, lib/, …) is a library that produces no output.
+//
+//	res, err := compiler.Compile(ctx, "configs", compiler.Options{Logger: log})
+//	if err != nil {
+//		return err // cuecast could not run: I/O, no cue.mod, ctx cancelled
+//	}
+//	for _, e := range res.Errors {
+//		fmt.Println(e) // payments/checkout/checkout.cue:12:9: port: invalid value … [cue]
+//	}
+//	out := res.Outputs["payments/checkout"] // JSON, Checksum, Files
+//
+// # What Compile checks
+//
+//   - The manifest against the schema shipped in package schemas (closed:
+//     unknown fields are errors).
+//   - Config directory names: each segment [a-z0-9][a-z0-9_-]*.
+//   - The namespace schema: each config is unified with the definition its
+//     namespace names, whether or not the config imports it.
+//   - Concreteness: every exported value must be concrete.
+//   - Lints, each with a stable ID and a one-line fix: secrets (secret/…),
+//     size per namespace (size/config-too-large), files that are not UTF-8,
+//     too large, or symlinks leaving the repo (file/…). A field opts out of
+//     a secret lint with @cuecast(allow="secret/<id>", reason="…").
+//
+// # Output
+//
+// Canonical JSON: object keys sorted by their bytes, no insignificant
+// whitespace, no HTML escaping, numbers as CUE renders them (1.50 stays
+// 1.50), definitions, hidden and optional fields left out. The checksum is
+// cuecast.Checksum of those bytes. Results do not depend on the number of
+// workers or on scheduling.
+//
+// # Incremental compiles
+//
+// Result.Index maps files to the configs they can affect. A caller that
+// sees files change asks Index.Affected, then compiles only those configs
+// with Options.Configs, which loads only them and their imports. A compile
+// limited that way returns an Index covering only those configs; merge it
+// into the previous one with Index.Merge.
+//
+// # Concurrency and limits
+//
+// Configs evaluate on a pool of Options.Workers goroutines, each with its own
+// CUE context, replaced every 50 configs because a context only grows.
+// Options.Timeout bounds one config's evaluation; CUE cannot interrupt an
+// evaluation, so a config that exceeds it is reported (config/timeout) and
+// its goroutine is abandoned to finish in the background. Compile may be
+// called from several goroutines at once; a Result and its Index are not
+// modified after Compile returns.
+package compiler
