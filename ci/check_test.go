@@ -360,3 +360,21 @@ func checkoutNewBranch(wt *git.Worktree, name, from string) error {
 		Create: true,
 	})
 }
+
+// TestCheckAdoption: the pull request that turns a repo into a config repo.
+// The base has no cue.mod, so every config is new.
+func TestCheckAdoption(t *testing.T) {
+	r := gittest.New(t)
+	base := r.CommitFiles("readme", map[string]string{"README.md": "configs\n"})
+	r.CopyDir(example(t))
+	head := r.Commit("adopt cuecast")
+	rep := check(t, r, base, head)
+	want := []string{"payments/checkout added", "payments/fraud-rules added", "payments/refunds added",
+		"search/indexer added", "search/new-ui-flag added", "search/ranking added"}
+	if got := statuses(rep); !slices.Equal(got, want) {
+		t.Errorf("configs: got %q, want %q", got, want)
+	}
+	if !rep.Everything || rep.Failed() || len(rep.Risk.Breaking) != 0 {
+		t.Errorf("got everything=%v failed=%v breaking=%v; want true, false, none", rep.Everything, rep.Failed(), rep.Risk.Breaking)
+	}
+}
