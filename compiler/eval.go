@@ -259,6 +259,7 @@ func relFile(name string) string {
 func (c *compilation) cueErrors(err error, cfg cuecast.ConfigPath, ownDirs []string, root cue.Value) []Error {
 	list := cueerrors.Errors(err)
 	var out []Error
+	var conflicts []conflict
 	for _, e := range list {
 		var poss []token.Pos
 		if p := e.Position(); p.IsValid() {
@@ -314,8 +315,100 @@ func (c *compilation) cueErrors(err error, cfg cuecast.ConfigPath, ownDirs []str
 		}
 		out1.Message = msg
 		out = append(out, out1)
+		conflicts = append(conflicts, conflictOf(e, len(out)-1))
 	}
-	return out
+	return mergeDisjunctionErrors(out, conflicts)
+}
+
+// conflict remembers the parts of a "conflicting values A and B" error, so
+// that the one-error-per-alternative output CUE gives for a value outside an
+// enum can be folded into one error.
+type conflict struct {
+	ok   bool
+	path string
+	a, b string
+	see  []string
+	idx  int
+}
+
+func conflictOf(e cueerrors.Error, idx int) conflict {
+	format, args := e.Msg()
+	if format != "conflicting values %s and %s" || len(args) != 2 {
+		return conflict{}
+	}
+	return conflict{ok: true, path: strings.Join(e.Path(), "."), a: fmt.Sprint(args[0]), b: fmt.Sprint(args[1]), idx: idx}
+}
+
+// mergeDisjunctionErrors folds errors at the same position and path that
+// all say "conflicting values X and V" for a common V into one:
+// `level: "verbose" is none of "debug", "error", "info", "warn"`, naming
+// every schema line the alternatives come from.
+func mergeDisjunctionErrors(out []Error, cs []conflict) []Error {
+	type key struct {
+		file      string
+		line, col int
+		path      string
+	}
+	groups := make(map[key][]conflict)
+	for _, c := range cs {
+		if c.ok {
+			e := out[c.idx]
+			k := key{e.File, e.Line, e.Column, c.path}
+			groups[k] = append(groups[k], c)
+		}
+	}
+	drop := make(map[int]bool)
+	for _, g := range groups {
+		if len(g) < 2 {
+			continue
+		}
+		var common string
+		for _, cand := range []string{g[0].a, g[0].b} {
+			all := true
+			for _, c := range g[1:] {
+				all = all && (c.a == cand || c.b == cand)
+			}
+			if all {
+				common = cand
+				break
+			}
+		}
+		if common == "" {
+			continue
+		}
+		var others, see []string
+		for _, c := range g {
+			other := c.a
+			if other == common {
+				other = c.b
+			}
+			others = append(others, other)
+			if _, after, ok := strings.Cut(out[c.idx].Message, " (see "); ok {
+				see = append(see, strings.Split(strings.TrimSuffix(after, ")"), ", ")...)
+			}
+			drop[c.idx] = true
+		}
+		slices.Sort(others)
+		slices.Sort(see)
+		msg := fmt.Sprintf("%s: %s is none of %s", g[0].path, common, strings.Join(slices.Compact(others), ", "))
+		if len(see) > 0 {
+			msg += " (see " + strings.Join(slices.Compact(see), ", ") + ")"
+		}
+		first := out[g[0].idx]
+		first.Message = msg
+		out[g[0].idx] = first
+		delete(drop, g[0].idx)
+	}
+	if len(drop) == 0 {
+		return out
+	}
+	kept := out[:0]
+	for i, e := range out {
+		if !drop[i] {
+			kept = append(kept, e)
+		}
+	}
+	return kept
 }
 
 // selectors turns an error path back into a cue.Path.
