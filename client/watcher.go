@@ -45,6 +45,9 @@ type Watcher struct {
 	rejected   map[string]bool // version@checksum rejected for good (validation, signature)
 	retries    int
 	retry      *time.Timer
+	reportT    *time.Timer // a report due soon (reportSoon)
+	reportDue  bool
+	staged     uint64 // strict configs: version staged for the activation (cutover.go)
 }
 
 type cachedVersion struct {
@@ -92,7 +95,7 @@ func (c *Client) Watch(ctx context.Context, cfg cuecast.ConfigPath, opts ...Watc
 		return nil, fmt.Errorf("watch %s: %w", cfg, err)
 	}
 	w.loadLKG()
-	for _, subj := range []string{versionSubject(cfg), pointerSubject(cfg, w.bucket)} {
+	for _, subj := range append([]string{versionSubject(cfg), pointerSubject(cfg, w.bucket)}, cutoverSubjects(cfg)...) {
 		sub, err := c.nc.ChanSubscribe(republished(subj), w.msgs)
 		if err != nil {
 			w.unsubscribe()
@@ -152,6 +155,9 @@ func (w *Watcher) run() {
 
 	w.retry = time.NewTimer(time.Hour)
 	w.retry.Stop()
+	w.reportT = time.NewTimer(time.Hour)
+	w.reportT.Stop()
+	defer w.reportT.Stop()
 	reconcile := time.NewTimer(jitter10(w.c.o.reconcile))
 	defer reconcile.Stop()
 	// The first heartbeat is spread over one interval so that a fleet
@@ -177,6 +183,9 @@ func (w *Watcher) run() {
 		case <-heartbeat.C:
 			w.report()
 			heartbeat.Reset(w.c.o.heartbeat)
+		case <-w.reportT.C:
+			w.reportDue = false
+			w.report()
 		}
 	}
 }
@@ -257,6 +266,7 @@ func (w *Watcher) resync(why string) {
 	// (a stream restored from an older backup restarts its sequences).
 	w.ptrSeq = seq
 	w.apply(p, why)
+	w.resyncCutover(ctx)
 }
 
 // handle processes one message from the version or pointer subject.
@@ -268,6 +278,9 @@ func (w *Watcher) handle(m *nats.Msg) {
 	}
 	if m.Subject == republished(versionSubject(w.cfg)) {
 		w.remember(m, seq)
+		return
+	}
+	if w.handleCutover(m) {
 		return
 	}
 	if seq <= w.ptrSeq {
@@ -331,7 +344,7 @@ func (w *Watcher) apply(p cuecast.Pointer, why string) {
 			if w.servingLKG {
 				w.servingLKG = false
 				w.clearLKGFlag()
-				w.report()
+				w.reportSoon()
 			}
 			return
 		case p.Version < cur.Version && !p.Rollback:
@@ -396,7 +409,20 @@ func (w *Watcher) apply(p cuecast.Pointer, why string) {
 		}
 	}
 	w.event(EventApplied, meta.Version, why, nil)
-	w.report()
+	w.reportSoon()
+}
+
+// reportSoon schedules a report after a random delay of up to a fifteenth of
+// the heartbeat (at most a second): a fleet applying the same pointer at the
+// same moment would otherwise send its reports in one burst, which the
+// server must store while it is still fanning the change out.
+func (w *Watcher) reportSoon() {
+	if w.reportDue {
+		return
+	}
+	w.reportDue = true
+	spread := min(w.c.o.heartbeat/15, time.Second)
+	w.reportT.Reset(rand.N(spread+1) + 1)
 }
 
 func (w *Watcher) scheduleRetry() {
@@ -438,7 +464,7 @@ func (w *Watcher) reject(version uint64, what string, err error, forGood bool) {
 	w.lastErr = fmt.Sprintf("version %d: %s: %v", version, what, err)
 	w.event(EventRejected, version, what, err)
 	if forGood || errors.Is(err, cuecast.ErrBadSignature) || errors.Is(err, cuecast.ErrChecksumMismatch) {
-		w.report()
+		w.reportSoon()
 	}
 }
 
@@ -561,6 +587,7 @@ func (w *Watcher) report() {
 		Healthy:       w.c.o.health().Healthy,
 		LastKnownGood: w.servingLKG,
 		LastError:     w.lastErr,
+		Staged:        w.staged,
 		At:            time.Now().UTC(),
 	}
 	b, err := json.Marshal(r)

@@ -542,6 +542,9 @@ func (c *Controller) Run(ctx context.Context) error {
 	defer func() { _ = sub.Unsubscribe() }()
 	seed, err := c.d.Reports(ctx, "")
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
 		return fmt.Errorf("run rollout controller: %w", err)
 	}
 	for _, r := range seed {

@@ -98,7 +98,7 @@ func (c *Controller) Resume(ctx context.Context, cfg cuecast.ConfigPath, a Actio
 		r.Reason = ""
 		now := c.o.Now().UTC()
 		if r.Consistency == Strict && r.Stage == 0 {
-			r.State, r.Buckets, r.WaitUntil, r.Note, r.Updated = StateStaging, nil, now.Add(c.o.ApplyTimeout), "", now
+			r.State, r.Announced, r.WaitUntil, r.Note, r.Updated = StateStaging, false, now.Add(c.o.ApplyTimeout), "", now
 			r.log(now, "resumed by "+a.Actor)
 		} else {
 			c.enterStage(r, r.Stage, nil, now)

@@ -108,6 +108,8 @@ type Rollout struct {
 	Note string `json:"note,omitempty"`
 	// Reason says why it was halted, superseded or rolled back.
 	Reason string `json:"reason,omitempty"`
+	// Announced: a strict rollout's staged pointer is published.
+	Announced bool `json:"announced,omitempty"`
 	// Reverted: the halted cohort's pointers are back on From.
 	Reverted  bool      `json:"reverted,omitempty"`
 	Emergency bool      `json:"emergency,omitempty"`

@@ -29,11 +29,11 @@ func (c *Controller) stepStrict(ctx context.Context, rec *Record, r *Rollout, no
 	if !ok {
 		return nil, false, fmt.Errorf("strict rollout of %s: the distributor has no two-phase cutover", rec.Config)
 	}
-	if r.Buckets == nil {
+	if !r.Announced {
 		if err := cut.Stage(ctx, rec.Config, cuecast.Pointer{Config: rec.Config, Version: r.Version, Rollout: r.ID, Reason: "staged"}); err != nil {
 			return nil, false, err
 		}
-		r.Buckets = []int{}
+		r.Announced = true
 		r.Updated = now
 		r.log(now, fmt.Sprintf("v%d announced as staged", r.Version))
 		return nil, true, nil

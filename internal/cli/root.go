@@ -75,6 +75,9 @@ Exit codes: 0 ok, 1 cuecast failed, 2 wrong usage, 3 invalid configs, 4 halted o
 		newWatchCmd(env, nil),
 		newStatusCmd(env, nil),
 		newDemoCmd(env, nil),
+		newRolloutCmd(env, nil),
+		newRollbackCmd(env, nil),
+		newRevertCmd(env, nil),
 		newCheckCmd(env, nil),
 	)
 	return root

@@ -84,6 +84,7 @@ func serveRun(c *cobra.Command, env *Env, opts *ServeOptions) error {
 		Listen:        opts.Listen,
 		Interval:      opts.Interval,
 		StartAt:       opts.StartAt,
+		Policies:      pipeline.ManifestPolicies(opts.Repo, opts.Branch, opts.Data),
 		Logger:        log,
 		HTTP:          opts.HTTP,
 		OperatorToken: opts.OperatorToken,

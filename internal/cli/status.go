@@ -16,6 +16,10 @@ type StatusOptions struct {
 	Configs []string
 	NATS    string
 	Output  string
+	// Wait is CONFIG@VERSION: wait until every live instance reports it
+	// (status_rollout.go); Timeout bounds the wait.
+	Wait    string
+	Timeout time.Duration
 }
 
 func newStatusCmd(env *Env, runF func(*cobra.Command, *StatusOptions) error) *cobra.Command {
@@ -32,6 +36,11 @@ heartbeats).`,
   cuecast status payments/checkout --output json`,
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.Configs = args
+			if opts.Wait != "" {
+				if _, _, err := parseWait(opts.Wait); err != nil {
+					return err
+				}
+			}
 			for _, a := range args {
 				if err := cuecast.ConfigPath(a).Validate(); err != nil {
 					return &UsageError{Err: err, Hint: "name configs by their directory, like payments/checkout"}
@@ -48,6 +57,8 @@ heartbeats).`,
 	}
 	cmd.Flags().StringVar(&opts.NATS, "nats", nats.DefaultURL, "NATS server URL")
 	cmd.Flags().StringVarP(&opts.Output, "output", "o", "text", "output format: text or json")
+	cmd.Flags().StringVar(&opts.Wait, "wait", "", "CONFIG@VERSION: wait until every live instance reports it; exit 4 listing stragglers at --timeout")
+	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 5*time.Minute, "how long --wait waits")
 	return cmd
 }
 
@@ -61,6 +72,9 @@ func statusRun(c *cobra.Command, env *Env, opts *StatusOptions) error {
 	d, err := distributor.New(ctx, nc, distributor.Options{Logger: env.Logger()})
 	if err != nil {
 		return fmt.Errorf("open distributor: %w", err)
+	}
+	if opts.Wait != "" {
+		return statusWait(ctx, env, nc, d, opts.Wait, opts.Timeout)
 	}
 	var cfgs []cuecast.ConfigPath
 	for _, a := range opts.Configs {
@@ -89,7 +103,7 @@ func statusRun(c *cobra.Command, env *Env, opts *StatusOptions) error {
 		tw.row(string(s.Config), ver, fmt.Sprintf("%d/%d instances", s.OnLatest, s.Instances), shortCommit(s.Latest.Commit))
 	}
 	tw.flush()
-	return nil
+	return statusRollout(ctx, env, nc, d, cfgs, st)
 }
 
 func shortCommit(c string) string {

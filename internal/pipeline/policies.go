@@ -24,13 +24,14 @@ import (
 // compiled with each version; it reads the same repository the tailer reads
 // (the work tree's object store for a local repo, the tailer's clone for a
 // remote one).
-func ManifestPolicies(cfg Config) rollout.Policies {
-	tc := tailer.Config{Repo: cfg.Repo, Branch: cfg.Branch}
-	m := &manifestPolicies{branch: cfg.Branch, dir: cfg.Repo, ref: plumbing.NewBranchReferenceName(cfg.Branch)}
+// repo, branch and dataDir are Config.Repo, Branch and DataDir.
+func ManifestPolicies(repo, branch, dataDir string) rollout.Policies {
+	tc := tailer.Config{Repo: repo, Branch: branch}
+	m := &manifestPolicies{branch: branch, dir: repo, ref: plumbing.NewBranchReferenceName(branch)}
 	if tc.Remote() {
 		// tailer.Config.DataDir is DataDir/repos; the clone is <that>/repos/<ID>.
-		m.dir = filepath.Join(cfg.DataDir, "repos", "repos", "default")
-		m.ref = plumbing.NewRemoteReferenceName("origin", cfg.Branch)
+		m.dir = filepath.Join(dataDir, "repos", "repos", "default")
+		m.ref = plumbing.NewRemoteReferenceName("origin", branch)
 	}
 	return m
 }

@@ -1,0 +1,117 @@
+package rollout_test
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/distributor/rollout"
+)
+
+// slowInstance is a simulated instance the test drives by hand: it reports
+// its version every heartbeat and confirms the staged version only when
+// told to.
+type slowInstance struct {
+	id      string
+	staged  atomic.Uint64
+	version atomic.Uint64
+}
+
+func (e *env) slowInstance(id string) *slowInstance {
+	e.t.Helper()
+	s := &slowInstance{id: id}
+	s.version.Store(1)
+	nc := e.srv.Connect(e.t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(heartbeat)
+		defer t.Stop()
+		for {
+			r := cuecast.Report{Instance: id, Cohort: cuecast.Cohort(cfg.Namespace(), id), Config: cfg, Version: s.version.Load(),
+				Checksum: cuecast.Checksum(content(1)), Healthy: true, Staged: s.staged.Load(), At: time.Now().UTC()}
+			b, _ := json.Marshal(r)
+			_ = nc.Publish("ccs."+cfg.Namespace()+"."+id+"."+cfg.Name(), b)
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	e.t.Cleanup(func() { cancel(); <-done })
+	return s
+}
+
+func TestStrictCutoverWaitsForSlowInstance(t *testing.T) {
+	e := newEnv(t, threeStages(0), rollout.Strict)
+	e.baseline()
+	var fast []*instance
+	for _, id := range idIn("web", 0, 100, 3) {
+		fast = append(fast, e.instance(id))
+	}
+	waitOn(t, 1, fast...)
+	slow := e.slowInstance("slow-1")
+	e.waitLive(4)
+
+	e.deploy(e.publish(2, content(2)))
+	eventually(t, "cutover blocked by the slow instance", func() (bool, string) {
+		r := e.record().Current
+		return r.State == rollout.StateStaging && strings.Contains(r.Note, "slow-1") && strings.Contains(r.Note, "staged on 3 of 4"),
+			string(r.State) + ": " + r.Note
+	})
+	// Staged everywhere it could be, applied nowhere.
+	for _, in := range fast {
+		if in.version() != 1 {
+			t.Fatalf("%s applied v%d before the flip", in.id, in.version())
+		}
+	}
+	for _, b := range []int{0, 50, 99} {
+		if p := e.pointer(b); p.Version != 1 {
+			t.Fatalf("bucket %d on v%d before the flip", b, p.Version)
+		}
+	}
+
+	// It confirms; a real instance would then apply on the activation.
+	slow.staged.Store(2)
+	slow.version.Store(2)
+	eventually(t, "flip", func() (bool, string) {
+		r := e.record().Current
+		return r.State == rollout.StateComplete, string(r.State) + ": " + r.Note
+	})
+	waitOn(t, 2, fast...)
+	// The switch happened at once: every instance applied within a short
+	// window of the others, from content staged before the flip.
+	var at []time.Time
+	for _, in := range fast {
+		at = append(at, in.w.Current().AppliedAt)
+	}
+	if spread := slices.MaxFunc(at, time.Time.Compare).Sub(slices.MinFunc(at, time.Time.Compare)); spread > 500*time.Millisecond {
+		t.Errorf("instances switched %s apart, want at once", spread)
+	}
+	if p := e.pointer(77); p.Version != 2 {
+		t.Errorf("bucket 77 on v%d after the flip, want v2", p.Version)
+	}
+}
+
+func TestStrictCutoverHaltsWhenStagingFails(t *testing.T) {
+	e := newEnv(t, threeStages(0), rollout.Strict)
+	e.baseline()
+	ins := []*instance{e.instance("web-a"), e.instance("web-b")}
+	waitOn(t, 1, ins...)
+	e.waitLive(2)
+	ins[1].reject.Store(2)
+	e.deploy(e.publish(2, content(2)))
+	rec := e.waitState(2, rollout.StateHalted, -1)
+	if !strings.Contains(rec.Current.Reason, "web-b") || !strings.Contains(rec.Current.Reason, "failed to stage") {
+		t.Errorf("reason: got %q, want web-b failing to stage", rec.Current.Reason)
+	}
+	time.Sleep(100 * time.Millisecond)
+	waitOn(t, 1, ins...)
+}

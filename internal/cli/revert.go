@@ -1,0 +1,231 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/config"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/transport"
+	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
+	"github.com/google/go-github/v60/github"
+	"github.com/spf13/cobra"
+
+	"github.com/cuecast/cuecast/internal/revert"
+)
+
+// RevertOptions are the flags of `cuecast revert`.
+type RevertOptions struct {
+	Commit     string
+	Repo       string
+	Push       bool
+	GitHubPR   bool
+	Remote     string
+	GitHubRepo string
+	APIURL     string
+	Token      string
+}
+
+func newRevertCmd(env *Env, runF func(*cobra.Command, *RevertOptions) error) *cobra.Command {
+	opts := &RevertOptions{}
+	cmd := &cobra.Command{
+		Use:   "revert COMMIT [--repo DIR] [--push | --github-pr]",
+		Short: "Make the revert commit for a config change: Git is the rollback",
+		Long: `Revert creates, on the current branch of --repo, a commit restoring the content
+COMMIT's first parent had for every file COMMIT changed. When a later commit changed one
+of those files too, it refuses (reverting would silently undo that later work): revert
+the later commit first, or edit by hand.
+
+Once the revert reaches main, the tailer publishes it as a new version whose content
+equals the one before COMMIT; if an emergency rollback pinned the config to that
+version, the pin lifts by itself.
+
+--push pushes the branch to --remote. --github-pr instead commits on a new branch
+cuecast/revert-<commit>, pushes it and opens a pull request with the GitHub API
+(token from $GITHUB_TOKEN, repository from --github-repo, $GITHUB_REPOSITORY or the
+remote's URL, API root from $GITHUB_API_URL).`,
+		Example: `  cuecast revert 3f9c2a1 --repo ~/src/configs
+  cuecast revert 3f9c2a1 --repo . --github-pr`,
+		Args: func(c *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return usageErrorf("cuecast revert COMMIT --repo DIR", "revert takes one COMMIT, got %d arguments", len(args))
+			}
+			return nil
+		},
+		RunE: func(c *cobra.Command, args []string) error {
+			opts.Commit = args[0]
+			if opts.Push && opts.GitHubPR {
+				return usageErrorf("--github-pr pushes its own branch", "--push and --github-pr exclude each other")
+			}
+			if opts.Token == "" {
+				opts.Token = env.Getenv("GITHUB_TOKEN")
+			}
+			if opts.GitHubRepo == "" {
+				opts.GitHubRepo = env.Getenv("GITHUB_REPOSITORY")
+			}
+			if opts.APIURL == "" {
+				opts.APIURL = env.Getenv("GITHUB_API_URL")
+			}
+			if runF != nil {
+				return runF(c, opts)
+			}
+			return revertRun(c.Context(), env, opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.Repo, "repo", ".", "the config repository (a work tree, on the branch to revert on)")
+	cmd.Flags().BoolVar(&opts.Push, "push", false, "push the branch to --remote after committing")
+	cmd.Flags().BoolVar(&opts.GitHubPR, "github-pr", false, "commit on a new branch, push it and open a pull request")
+	cmd.Flags().StringVar(&opts.Remote, "remote", "origin", "remote to push to")
+	cmd.Flags().StringVar(&opts.GitHubRepo, "github-repo", "", "OWNER/NAME for --github-pr (default $GITHUB_REPOSITORY or the remote's URL)")
+	cmd.Flags().StringVar(&opts.APIURL, "github-api-url", "", "GitHub API root (default $GITHUB_API_URL or https://api.github.com)")
+	return cmd
+}
+
+func revertRun(ctx context.Context, env *Env, opts *RevertOptions) error {
+	r, err := git.PlainOpen(opts.Repo)
+	if err != nil {
+		return &UsageError{Err: fmt.Errorf("open repository %s: %w", opts.Repo, err), Hint: "point --repo at the config repository's work tree"}
+	}
+	target, err := r.ResolveRevision(plumbing.Revision(opts.Commit))
+	if err != nil {
+		return &UsageError{Err: fmt.Errorf("find commit %s in %s: %w", opts.Commit, opts.Repo, err), Hint: "name a commit on the branch (a hash or a prefix of one)"}
+	}
+	wt, err := r.Worktree()
+	if err != nil {
+		return &UsageError{Err: fmt.Errorf("open work tree of %s: %w", opts.Repo, err), Hint: "revert needs a work tree, not a bare repository"}
+	}
+	st, err := wt.Status()
+	if err != nil {
+		return fmt.Errorf("read status of %s: %w", opts.Repo, err)
+	}
+	for name, fs := range st {
+		if fs.Worktree != git.Untracked || fs.Staging != git.Untracked {
+			return &UsageError{Err: fmt.Errorf("work tree of %s has uncommitted changes (%s, …)", opts.Repo, name), Hint: "commit or stash them first"}
+		}
+	}
+	head, err := r.Head()
+	if err != nil {
+		return fmt.Errorf("read HEAD of %s: %w", opts.Repo, err)
+	}
+	if !head.Name().IsBranch() {
+		return &UsageError{Err: fmt.Errorf("HEAD of %s is detached", opts.Repo), Hint: "check out the branch to revert on (main)"}
+	}
+	base := head.Name()
+	branch := base
+	if opts.GitHubPR {
+		branch = plumbing.NewBranchReferenceName("cuecast/revert-" + shortCommit(target.String()))
+		if err := wt.Checkout(&git.CheckoutOptions{Branch: branch, Create: true}); err != nil {
+			return fmt.Errorf("create branch %s: %w", branch.Short(), err)
+		}
+		defer func() { _ = wt.Checkout(&git.CheckoutOptions{Branch: base}) }()
+	}
+	h, err := revert.Commit(r, target.String(), signature(r, env))
+	if errors.Is(err, revert.ErrConflict) {
+		if opts.GitHubPR {
+			_ = wt.Checkout(&git.CheckoutOptions{Branch: base})
+			_ = r.Storer.RemoveReference(branch)
+		}
+		return &UsageError{Err: err, Hint: "revert the later commit first (cuecast revert LATER), or edit the file by hand"}
+	}
+	if err != nil {
+		return err
+	}
+	c, err := r.CommitObject(h)
+	if err != nil {
+		return fmt.Errorf("read revert commit: %w", err)
+	}
+	fmt.Fprintf(env.IO.Out, "created %s on %s: %s\n", shortCommit(h.String()), branch.Short(), firstLine(c.Message))
+	if !opts.Push && !opts.GitHubPR {
+		fmt.Fprintf(env.IO.Out, "push it (git push, or cuecast revert --push) and the pipeline rolls it out as a new version\n")
+		return nil
+	}
+	url, auth, err := remoteAuth(r, opts)
+	if err != nil {
+		return err
+	}
+	spec := config.RefSpec(fmt.Sprintf("%s:%s", branch, branch))
+	err = r.PushContext(ctx, &git.PushOptions{RemoteName: opts.Remote, RefSpecs: []config.RefSpec{spec}, Auth: auth})
+	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
+		return fmt.Errorf("push %s to %s: %w", branch.Short(), opts.Remote, err)
+	}
+	fmt.Fprintf(env.IO.Out, "pushed %s to %s\n", branch.Short(), opts.Remote)
+	if !opts.GitHubPR {
+		return nil
+	}
+	pr, err := openPR(ctx, opts, url, branch.Short(), base.Short(), c, target.String())
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(env.IO.Out, "opened pull request #%d: %s\n", pr.GetNumber(), pr.GetHTMLURL())
+	return nil
+}
+
+// signature is the author of the revert: the repository's Git identity,
+// else $CUECAST_ACTOR/$USER.
+func signature(r *git.Repository, env *Env) *object.Signature {
+	sig := &object.Signature{Name: actor(env), Email: actor(env) + "@localhost", When: time.Now()}
+	if cfg, err := r.ConfigScoped(config.GlobalScope); err == nil && cfg.User.Name != "" {
+		sig.Name, sig.Email = cfg.User.Name, cfg.User.Email
+	}
+	return sig
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}
+
+// remoteAuth returns the remote's URL and the credentials to push to it: a
+// token over HTTPS, nothing for local and SSH remotes (the agent answers).
+func remoteAuth(r *git.Repository, opts *RevertOptions) (string, transport.AuthMethod, error) {
+	rem, err := r.Remote(opts.Remote)
+	if err != nil {
+		return "", nil, &UsageError{Err: fmt.Errorf("remote %q: %w", opts.Remote, err), Hint: "add the remote, or name one with --remote"}
+	}
+	url := rem.Config().URLs[0]
+	if strings.HasPrefix(url, "https://") && opts.Token != "" {
+		return url, &githttp.BasicAuth{Username: "x-access-token", Password: opts.Token}, nil
+	}
+	return url, nil, nil
+}
+
+var githubURL = regexp.MustCompile(`github\.com[:/]([^/]+)/([^/]+?)(\.git)?/?$`)
+
+func openPR(ctx context.Context, opts *RevertOptions, remoteURL, head, base string, c *object.Commit, target string) (*github.PullRequest, error) {
+	if opts.Token == "" {
+		return nil, usageErrorf("export GITHUB_TOKEN with pull-request write access", "--github-pr needs a GitHub token")
+	}
+	owner, name, ok := strings.Cut(opts.GitHubRepo, "/")
+	if opts.GitHubRepo == "" {
+		m := githubURL.FindStringSubmatch(remoteURL)
+		if m == nil {
+			return nil, usageErrorf("pass --github-repo OWNER/NAME", "cannot tell the GitHub repository from remote URL %s", remoteURL)
+		}
+		owner, name, ok = m[1], m[2], true
+	}
+	if !ok || owner == "" || name == "" {
+		return nil, usageErrorf("pass --github-repo OWNER/NAME", "GitHub repository %q is not OWNER/NAME", opts.GitHubRepo)
+	}
+	gh := github.NewClient(&http.Client{Timeout: 30 * time.Second}).WithAuthToken(opts.Token)
+	if opts.APIURL != "" && opts.APIURL != "https://api.github.com" {
+		var err error
+		if gh, err = gh.WithEnterpriseURLs(opts.APIURL, opts.APIURL); err != nil {
+			return nil, fmt.Errorf("GitHub API URL %s: %w", opts.APIURL, err)
+		}
+	}
+	body := fmt.Sprintf("%s\n\nOpened by `cuecast revert %s`. Merging it rolls the previous content out as a new version and lifts an emergency-rollback pin on it.", strings.TrimSpace(c.Message), shortCommit(target))
+	pr, _, err := gh.PullRequests.Create(ctx, owner, name, &github.NewPullRequest{
+		Title: github.String(firstLine(c.Message)), Head: github.String(head), Base: github.String(base), Body: github.String(body),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open pull request on %s/%s: %w", owner, name, err)
+	}
+	return pr, nil
+}

@@ -1,0 +1,102 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/spf13/cobra"
+
+	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/distributor/rollout"
+)
+
+// RollbackOptions are the flags of `cuecast rollback`.
+type RollbackOptions struct {
+	Config cuecast.ConfigPath
+	To     uint64
+	Reason string
+	Actor  string
+	NATS   string
+	Output string
+}
+
+func newRollbackCmd(env *Env, runF func(*cobra.Command, *RollbackOptions) error) *cobra.Command {
+	opts := &RollbackOptions{}
+	cmd := &cobra.Command{
+		Use:   "rollback CONFIG --to VERSION --reason TEXT",
+		Short: "Emergency: point every instance at a retained version now, and pin the config there",
+		Long: `Rollback points every cohort at VERSION at once, with the rollback flag that lets
+instances go backwards, skipping every stage and hold. Use it when seconds matter; the
+lasting fix is a revert commit (cuecast revert), which flows through the pipeline.
+
+The config is then PINNED: new commits are compiled and published but not rolled out,
+until a commit restores content equal to VERSION (the revert), which lifts the pin, or
+an operator runs cuecast rollout unpin. cuecast status and rollout status show the pin.
+
+The action is recorded in the audit stream with --as and --reason.`,
+		Example: `  cuecast rollback payments/checkout --to 41 --reason "checkout 5xx since v42"`,
+		Args: func(c *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return usageErrorf("cuecast rollback payments/checkout --to 41 --reason TEXT", "rollback takes one CONFIG, got %d arguments", len(args))
+			}
+			return nil
+		},
+		RunE: func(c *cobra.Command, args []string) error {
+			opts.Config = cuecast.ConfigPath(args[0])
+			if err := opts.Config.Validate(); err != nil {
+				return &UsageError{Err: err, Hint: "name configs by their directory, like payments/checkout"}
+			}
+			if opts.To == 0 {
+				return usageErrorf("pick one with `cuecast status "+args[0]+"` or `cuecast rollout status "+args[0]+"`", "rollback needs --to VERSION")
+			}
+			if strings.TrimSpace(opts.Reason) == "" {
+				return usageErrorf("add --reason \"why\"", "rollback needs --reason: it is recorded in the audit stream")
+			}
+			if err := validateOutput(opts.Output, "text", "json"); err != nil {
+				return err
+			}
+			if opts.Actor == "" {
+				opts.Actor = actor(env)
+			}
+			if runF != nil {
+				return runF(c, opts)
+			}
+			return rollbackRun(c, env, opts)
+		},
+	}
+	cmd.Flags().Uint64Var(&opts.To, "to", 0, "the retained version to go back to (required)")
+	cmd.Flags().StringVar(&opts.Reason, "reason", "", "why (required; recorded in the audit stream)")
+	cmd.Flags().StringVar(&opts.Actor, "as", "", "who is acting (default $CUECAST_ACTOR or $USER)")
+	cmd.Flags().StringVar(&opts.NATS, "nats", nats.DefaultURL, "NATS server URL")
+	cmd.Flags().StringVarP(&opts.Output, "output", "o", "text", "output format: text or json")
+	return cmd
+}
+
+func rollbackRun(c *cobra.Command, env *Env, opts *RollbackOptions) error {
+	ctx := c.Context()
+	ctl, closeFn, err := openController(ctx, env, opts.NATS, "cuecast rollback")
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	start := time.Now()
+	rec, err := ctl.Rollback(ctx, opts.Config, opts.To, rollout.Action{Actor: opts.Actor, Reason: opts.Reason})
+	if errors.Is(err, cuecast.ErrNotFound) || errors.Is(err, cuecast.ErrPurged) {
+		return &UsageError{Err: err, Hint: fmt.Sprintf("list the retained versions with `cuecast status %s`", opts.Config)}
+	}
+	if err != nil {
+		return actionError(err)
+	}
+	if opts.Output == "json" {
+		return writeJSON(env.IO.Out, rec)
+	}
+	fmt.Fprintf(env.IO.Out, "%s: every cohort points at v%d (rollback) after %s; recorded in the audit stream\n",
+		opts.Config, opts.To, time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(env.IO.Out, "PINNED: new commits to %s compile but do not roll out until one restores v%d's content\n", opts.Config, opts.To)
+	fmt.Fprintf(env.IO.Out, "  (cuecast revert COMMIT makes that commit) or: cuecast rollout unpin %s --reason TEXT\n", opts.Config)
+	fmt.Fprintf(env.IO.Out, "  confirm: cuecast status --wait %s@%d --timeout 60s\n", opts.Config, opts.To)
+	return nil
+}

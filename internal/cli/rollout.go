@@ -1,0 +1,380 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/spf13/cobra"
+
+	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/distributor"
+	"github.com/cuecast/cuecast/distributor/rollout"
+)
+
+// RolloutOptions are the flags of `cuecast rollout <verb>`.
+type RolloutOptions struct {
+	Verb      string
+	Config    cuecast.ConfigPath
+	NATS      string
+	Output    string
+	Reason    string
+	Actor     string
+	Emergency bool
+	Interval  time.Duration
+}
+
+func newRolloutCmd(env *Env, runF func(*cobra.Command, *RolloutOptions) error) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "rollout",
+		Short: "See and steer staged rollouts: status, watch, advance, halt, resume, unpin, audit",
+		Long: `Every new version rolls out stage by stage, as the namespace's policy in cuecast.cue
+says: each stage's cohort gets the version, the controller waits until its instances
+apply it, holds, compares their health with the rest of the fleet, and advances. On a
+breach it halts and moves the cohort back to the previous version.
+
+Operator actions need --reason and are recorded, with who and when, in the append-only
+audit stream (cuecast rollout audit). Who is --as, default $CUECAST_ACTOR or $USER.
+
+Exit status 4 when the rollout shown or watched is halted.`,
+	}
+	type verb struct {
+		name, use, short string
+		needCfg, act     bool
+	}
+	verbs := []verb{
+		{"status", "status [CONFIG]", "Show each rollout: stage, coverage, holds, halts and pins", false, false},
+		{"watch", "watch CONFIG", "Follow a rollout live until it completes or halts", true, false},
+		{"advance", "advance CONFIG --reason TEXT [--emergency]", "Move to the next stage now (--emergency: to the last, skipping every hold)", true, true},
+		{"halt", "halt CONFIG --reason TEXT", "Stop the rollout and move its cohort back to the previous version", true, true},
+		{"resume", "resume CONFIG --reason TEXT", "Restart a halted rollout at the stage it halted in", true, true},
+		{"unpin", "unpin CONFIG --reason TEXT", "Lift the pin of an emergency rollback; the newest held-back version rolls out", true, true},
+		{"audit", "audit [CONFIG]", "List the recorded operator actions and automatic halts", false, false},
+	}
+	for _, v := range verbs {
+		opts := &RolloutOptions{Verb: v.name}
+		sub := &cobra.Command{
+			Use:   v.use,
+			Short: v.short,
+			Args: func(c *cobra.Command, args []string) error {
+				if v.needCfg && len(args) != 1 {
+					return usageErrorf(fmt.Sprintf("cuecast rollout %s payments/checkout", v.name), "rollout %s takes one CONFIG, got %d arguments", v.name, len(args))
+				}
+				if len(args) > 1 {
+					return usageErrorf("name one config or none", "rollout %s takes at most one CONFIG", v.name)
+				}
+				return nil
+			},
+			RunE: func(c *cobra.Command, args []string) error {
+				if len(args) == 1 {
+					opts.Config = cuecast.ConfigPath(args[0])
+					if err := opts.Config.Validate(); err != nil {
+						return &UsageError{Err: err, Hint: "name configs by their directory, like payments/checkout"}
+					}
+				}
+				if v.act && strings.TrimSpace(opts.Reason) == "" {
+					return usageErrorf(fmt.Sprintf("cuecast rollout %s %s --reason \"why\"", v.name, opts.Config), "rollout %s needs --reason: it is recorded in the audit stream", v.name)
+				}
+				if opts.Emergency && v.name != "advance" {
+					return usageErrorf("only advance takes --emergency", "--emergency with rollout %s", v.name)
+				}
+				if err := validateOutput(opts.Output, "text", "json"); err != nil {
+					return err
+				}
+				if opts.Actor == "" {
+					opts.Actor = actor(env)
+				}
+				if runF != nil {
+					return runF(c, opts)
+				}
+				return rolloutRun(c.Context(), env, opts)
+			},
+		}
+		sub.Flags().StringVar(&opts.NATS, "nats", nats.DefaultURL, "NATS server URL")
+		sub.Flags().StringVarP(&opts.Output, "output", "o", "text", "output format: text or json")
+		if v.act {
+			sub.Flags().StringVar(&opts.Reason, "reason", "", "why (required; recorded in the audit stream)")
+			sub.Flags().StringVar(&opts.Actor, "as", "", "who is acting (default $CUECAST_ACTOR or $USER)")
+		}
+		if v.name == "advance" {
+			sub.Flags().BoolVar(&opts.Emergency, "emergency", false, "skip every remaining hold and go to the last stage (audited as an emergency)")
+		}
+		if v.name == "watch" {
+			sub.Flags().DurationVar(&opts.Interval, "interval", time.Second, "refresh interval")
+		}
+		cmd.AddCommand(sub)
+	}
+	return cmd
+}
+
+// actor names the person acting, for the audit stream.
+func actor(env *Env) string {
+	for _, k := range []string{"CUECAST_ACTOR", "USER", "USERNAME"} {
+		if v := env.Getenv(k); v != "" {
+			return v
+		}
+	}
+	return "unknown"
+}
+
+// openController connects to NATS and opens the distributor and a
+// controller that acts on the shared rollout state (it does not run).
+func openController(ctx context.Context, env *Env, url, name string) (*rollout.Controller, func(), error) {
+	nc, err := nats.Connect(url, nats.Name(name), nats.Timeout(5*time.Second))
+	if err != nil {
+		return nil, nil, fmt.Errorf("connect %s: %w (is `cuecast serve` running?)", url, err)
+	}
+	d, err := distributor.New(ctx, nc, distributor.Options{Logger: env.Logger()})
+	if err != nil {
+		nc.Close()
+		return nil, nil, fmt.Errorf("open distributor: %w", err)
+	}
+	c, err := rollout.New(ctx, nc, d, nil, rollout.Options{Logger: env.Logger()})
+	if err != nil {
+		nc.Close()
+		return nil, nil, fmt.Errorf("open rollout state: %w", err)
+	}
+	return c, nc.Close, nil
+}
+
+func rolloutRun(ctx context.Context, env *Env, opts *RolloutOptions) error {
+	c, closeFn, err := openController(ctx, env, opts.NATS, "cuecast rollout "+opts.Verb)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	a := rollout.Action{Actor: opts.Actor, Reason: opts.Reason, Emergency: opts.Emergency}
+	var rec rollout.Record
+	switch opts.Verb {
+	case "status":
+		return rolloutStatus(ctx, env, c, opts)
+	case "watch":
+		return rolloutWatch(ctx, env, c, opts)
+	case "audit":
+		entries, err := c.Audit(ctx, opts.Config)
+		if err != nil {
+			return err
+		}
+		if opts.Output == "json" {
+			if entries == nil {
+				entries = []rollout.AuditEntry{}
+			}
+			return writeJSON(env.IO.Out, entries)
+		}
+		tw := newTable(env.IO.Out)
+		for _, e := range entries {
+			action := e.Action
+			if e.Emergency {
+				action += " (emergency)"
+			}
+			tw.row(e.At.Local().Format(time.DateTime), e.Actor, action, fmt.Sprintf("%s@%d", e.Config, e.Version), e.Reason)
+		}
+		tw.flush()
+		return nil
+	case "advance":
+		rec, err = c.Advance(ctx, opts.Config, a)
+	case "halt":
+		rec, err = c.Halt(ctx, opts.Config, a)
+	case "resume":
+		rec, err = c.Resume(ctx, opts.Config, a)
+	case "unpin":
+		rec, err = c.Unpin(ctx, opts.Config, a)
+	}
+	if err != nil {
+		return actionError(err)
+	}
+	if opts.Output == "json" {
+		return writeJSON(env.IO.Out, rec)
+	}
+	fmt.Fprintf(env.IO.Out, "%s: %s by %s, recorded in the audit stream\n", opts.Config, opts.Verb, opts.Actor)
+	printRecord(env.IO.Out, rollout.Progress{Record: rec}, time.Now())
+	return nil
+}
+
+// actionError explains an operator action that does not apply.
+func actionError(err error) error {
+	switch {
+	case errors.Is(err, rollout.ErrNoReason):
+		return &UsageError{Err: err, Hint: "add --reason \"why\""}
+	case errors.Is(err, rollout.ErrNoRollout), errors.Is(err, rollout.ErrState), errors.Is(err, rollout.ErrNotPinned):
+		return &UsageError{Err: err, Hint: "see `cuecast rollout status CONFIG`"}
+	}
+	return err
+}
+
+func rolloutStatus(ctx context.Context, env *Env, c *rollout.Controller, opts *RolloutOptions) error {
+	var cfgs []cuecast.ConfigPath
+	if opts.Config != "" {
+		cfgs = []cuecast.ConfigPath{opts.Config}
+	} else {
+		recs, err := c.Records(ctx)
+		if err != nil {
+			return err
+		}
+		for _, r := range recs {
+			cfgs = append(cfgs, r.Config)
+		}
+	}
+	var all []rollout.Progress
+	halted := false
+	for _, cfg := range cfgs {
+		p, err := c.Progress(ctx, cfg)
+		if err != nil {
+			return actionError(err)
+		}
+		if r := p.Record.Current; r != nil && r.State == rollout.StateHalted {
+			halted = true
+		}
+		all = append(all, p)
+	}
+	if opts.Output == "json" {
+		if all == nil {
+			all = []rollout.Progress{}
+		}
+		if err := writeJSON(env.IO.Out, all); err != nil {
+			return err
+		}
+	} else {
+		if len(all) == 0 {
+			fmt.Fprintln(env.IO.Out, "no rollouts yet")
+		}
+		for i, p := range all {
+			if i > 0 {
+				fmt.Fprintln(env.IO.Out)
+			}
+			printRecord(env.IO.Out, p, time.Now())
+		}
+	}
+	if halted && opts.Config != "" {
+		return &silentError{code: ExitHalted}
+	}
+	return nil
+}
+
+// printRecord writes one config's rollout for people.
+func printRecord(w io.Writer, p rollout.Progress, now time.Time) {
+	rec := p.Record
+	r := rec.Current
+	if r == nil {
+		fmt.Fprintf(w, "%s  no rollout\n", rec.Config)
+	} else {
+		head := fmt.Sprintf("%s  v%d %s", rec.Config, r.Version, strings.ToUpper(string(r.State)))
+		if r.Consistency == rollout.Strict {
+			head += "  (strict: two-phase cutover)"
+		}
+		if r.Emergency {
+			head += "  EMERGENCY"
+		}
+		fmt.Fprintln(w, head)
+		fmt.Fprintf(w, "  commit %s by %s; falls back to v%d\n", shortCommit(r.Commit), r.Author, r.From)
+		for _, s := range p.Stages {
+			mark := map[string]string{"done": "done", "current": "now ", "pending": "    "}[s.Status]
+			line := fmt.Sprintf("  %s %-12s %3d%%  %s %d/%d on v%d", mark, s.Name, s.Percent, bar(s.OnTarget, s.Instances, 20), s.OnTarget, s.Instances, r.Version)
+			if s.Hold > 0 {
+				line += "  hold " + s.Hold.String()
+			}
+			if s.Status == "current" && r.State == rollout.StateHolding && now.Before(r.HoldUntil) {
+				line += fmt.Sprintf(" (%s left)", r.HoldUntil.Sub(now).Round(time.Second))
+			}
+			fmt.Fprintln(w, strings.TrimRight(line, " "))
+		}
+		if m := p.Cohort; r.State.Active() || r.State == rollout.StateHalted {
+			fmt.Fprintf(w, "  cohort: %d instances, %d on v%d, %d unhealthy, %d failing; outside: %d instances, %d unhealthy\n",
+				m.Instances, m.OnTarget, r.Version, m.Unhealthy, m.Failing, m.Outside, m.OutsideUnhealthy)
+		}
+		if r.Note != "" {
+			fmt.Fprintf(w, "  %s\n", r.Note)
+		}
+		if r.Reason != "" {
+			fmt.Fprintf(w, "  reason: %s\n", r.Reason)
+		}
+		if r.State == rollout.StateHalted {
+			fmt.Fprintf(w, "  next: cuecast rollout resume|advance %s --reason TEXT, or cuecast rollback %s --to VERSION --reason TEXT\n", rec.Config, rec.Config)
+		}
+	}
+	if pin := rec.Pin; pin != nil {
+		fmt.Fprintf(w, "  !!! PINNED to v%d by %s at %s: %q\n", pin.Version, pin.Actor, pin.At.Local().Format(time.DateTime), pin.Reason)
+		if rec.Pending > 0 {
+			fmt.Fprintf(w, "  !!! v%d is compiled but held back by the pin\n", rec.Pending)
+		}
+		fmt.Fprintf(w, "  !!! lifted by a commit restoring v%d's content, or: cuecast rollout unpin %s --reason TEXT\n", pin.Version, rec.Config)
+	}
+}
+
+// bar draws done/total as a fixed-width progress bar.
+func bar(done, total, width int) string {
+	n := width
+	if total > 0 {
+		n = done * width / total
+	}
+	return "[" + strings.Repeat("#", n) + strings.Repeat(".", width-n) + "]"
+}
+
+// rolloutWatch redraws the rollout in place on a terminal, or prints a line
+// whenever it changes when piped, until it is no longer active.
+func rolloutWatch(ctx context.Context, env *Env, c *rollout.Controller, opts *RolloutOptions) error {
+	tty := env.IO.IsStdoutTTY()
+	lines := 0
+	last := ""
+	t := time.NewTicker(opts.Interval)
+	defer t.Stop()
+	for {
+		p, err := c.Progress(ctx, opts.Config)
+		if err != nil {
+			return actionError(err)
+		}
+		r := p.Record.Current
+		switch {
+		case opts.Output == "json":
+			if err := jsonLine(env.IO.Out).Encode(p); err != nil {
+				return err
+			}
+		case tty:
+			var b strings.Builder
+			printRecord(&b, p, time.Now())
+			if lines > 0 {
+				fmt.Fprintf(env.IO.Out, "\x1b[%dA\x1b[J", lines)
+			}
+			fmt.Fprint(env.IO.Out, b.String())
+			lines = strings.Count(b.String(), "\n")
+		default:
+			line := summary(p)
+			if line != last {
+				fmt.Fprintf(env.IO.Out, "%s %s\n", time.Now().Format(time.TimeOnly), line)
+				last = line
+			}
+		}
+		if r == nil || !r.State.Active() {
+			if r != nil && r.State == rollout.StateHalted {
+				return &silentError{code: ExitHalted}
+			}
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// summary is one plain line for a piped watch.
+func summary(p rollout.Progress) string {
+	r := p.Record.Current
+	if r == nil {
+		return fmt.Sprintf("%s no rollout", p.Record.Config)
+	}
+	s := fmt.Sprintf("%s v%d %s stage %d/%d %s: %d/%d live instances on v%d",
+		p.Record.Config, r.Version, r.State, r.Stage+1, len(r.Policy.Stages), r.StageName(), p.OnTarget, p.Live, r.Version)
+	if r.Note != "" {
+		s += "; " + r.Note
+	}
+	if r.Reason != "" {
+		s += "; reason: " + r.Reason
+	}
+	return s
+}

@@ -1,0 +1,201 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/distributor"
+	"github.com/cuecast/cuecast/distributor/rollout"
+)
+
+// This file extends `cuecast status` with the rollout's view: --wait
+// CONFIG@VERSION for deploy pipelines, pins shown loudly, and for one named
+// config the stages, stragglers, last-known-good instances and drift.
+
+// parseWait splits CONFIG@VERSION.
+func parseWait(s string) (cuecast.ConfigPath, uint64, error) {
+	cfg, ver, ok := strings.Cut(s, "@")
+	n, err := strconv.ParseUint(ver, 10, 64)
+	if !ok || err != nil || n == 0 {
+		return "", 0, usageErrorf("cuecast status --wait payments/checkout@42 --timeout 5m", "--wait %q: want CONFIG@VERSION", s)
+	}
+	p := cuecast.ConfigPath(cfg)
+	if err := p.Validate(); err != nil {
+		return "", 0, &UsageError{Err: err, Hint: "name configs by their directory, like payments/checkout"}
+	}
+	return p, n, nil
+}
+
+// statusWait polls the live reports until every live instance reports
+// version n of cfg (exit 0) or the timeout passes (exit 4, listing the
+// stragglers). A halted rollout of that version ends the wait early.
+func statusWait(ctx context.Context, env *Env, nc *nats.Conn, d *distributor.Distributor, wait string, timeout time.Duration) error {
+	cfg, n, err := parseWait(wait)
+	if err != nil {
+		return err
+	}
+	ctl, err := rollout.New(ctx, nc, d, nil, rollout.Options{Logger: env.Logger()})
+	if err != nil {
+		return fmt.Errorf("open rollout state: %w", err)
+	}
+	start := time.Now()
+	deadline := start.Add(timeout)
+	for {
+		reports, err := d.Reports(ctx, cfg)
+		if err != nil {
+			return fmt.Errorf("status --wait: %w", err)
+		}
+		var behind []cuecast.Report
+		for _, r := range reports {
+			if r.Version != n {
+				behind = append(behind, r)
+			}
+		}
+		if len(reports) > 0 && len(behind) == 0 {
+			fmt.Fprintf(env.IO.Out, "%s@%d: all %d live instances report it (%s)\n", cfg, n, len(reports), time.Since(start).Round(time.Millisecond))
+			return nil
+		}
+		halted := ""
+		if rec, err := ctl.Record(ctx, cfg); err == nil && rec.Current != nil && rec.Current.Version == n && rec.Current.State == rollout.StateHalted {
+			halted = rec.Current.Reason
+		}
+		if halted != "" || !time.Now().Before(deadline) {
+			if halted != "" {
+				fmt.Fprintf(env.IO.ErrOut, "%s@%d: rollout HALTED: %s\n", cfg, n, halted)
+			} else {
+				fmt.Fprintf(env.IO.ErrOut, "%s@%d: timed out after %s: %d of %d live instances report it\n", cfg, n, timeout, len(reports)-len(behind), len(reports))
+			}
+			if len(reports) == 0 {
+				fmt.Fprintln(env.IO.ErrOut, "  no live instance reports on this config")
+			}
+			for _, r := range behind {
+				fmt.Fprintf(env.IO.ErrOut, "  straggler %s on v%d%s\n", r.Instance, r.Version, reportFlags(r))
+			}
+			return &silentError{code: ExitHalted}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(min(250*time.Millisecond, time.Until(deadline)+time.Millisecond)):
+		}
+	}
+}
+
+func reportFlags(r cuecast.Report) string {
+	var f []string
+	if r.LastKnownGood {
+		f = append(f, "last-known-good")
+	}
+	if !r.Healthy {
+		f = append(f, "unhealthy")
+	}
+	if r.LastError != "" {
+		f = append(f, "error: "+r.LastError)
+	}
+	if len(f) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(f, "; ") + ")"
+}
+
+// statusRollout writes, after the status table, every pin loudly and, when
+// one config is named, its rollout stages, stragglers, last-known-good
+// instances and drift.
+func statusRollout(ctx context.Context, env *Env, nc *nats.Conn, d *distributor.Distributor, named []cuecast.ConfigPath, st []distributor.ConfigStatus) error {
+	ctl, err := rollout.New(ctx, nc, d, nil, rollout.Options{Logger: env.Logger()})
+	if err != nil {
+		return fmt.Errorf("open rollout state: %w", err)
+	}
+	w := env.IO.Out
+	for _, s := range st {
+		rec, err := ctl.Record(ctx, s.Config)
+		if errors.Is(err, rollout.ErrNoRollout) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if p := rec.Pin; p != nil && len(named) != 1 {
+			fmt.Fprintf(w, "!!! %s PINNED to v%d by %s: %q", s.Config, p.Version, p.Actor, p.Reason)
+			if rec.Pending > 0 {
+				fmt.Fprintf(w, " (v%d held back)", rec.Pending)
+			}
+			fmt.Fprintln(w)
+		}
+	}
+	if len(named) != 1 || len(st) != 1 {
+		return nil
+	}
+	s := st[0]
+	fmt.Fprintln(w)
+	p, err := ctl.Progress(ctx, s.Config)
+	switch {
+	case errors.Is(err, rollout.ErrNoRollout):
+		fmt.Fprintf(w, "%s: no rollout recorded by the controller\n", s.Config)
+	case err != nil:
+		return err
+	default:
+		printRecord(w, p, time.Now())
+	}
+	if len(s.Stragglers) > 0 {
+		fmt.Fprintf(w, "  stragglers (behind v%d for too long):\n", s.Latest.Version)
+		for _, r := range s.Stragglers {
+			fmt.Fprintf(w, "    %s on v%d%s\n", r.Instance, r.Version, reportFlags(r))
+		}
+	}
+	if len(s.LastKnownGood) > 0 {
+		fmt.Fprintf(w, "  on last-known-good (not confirmed by the distributor):\n")
+		for _, r := range s.LastKnownGood {
+			fmt.Fprintf(w, "    %s on v%d\n", r.Instance, r.Version)
+		}
+	}
+	return printDrift(ctx, w, d, s.Config)
+}
+
+// printDrift lists instances whose reported checksum is not the checksum of
+// the version they say they run: tampered files, a bad build of the client,
+// a version from another store.
+func printDrift(ctx context.Context, w io.Writer, d *distributor.Distributor, cfg cuecast.ConfigPath) error {
+	vs, err := d.Versions(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("status: %w", err)
+	}
+	sums := make(map[uint64]string, len(vs))
+	for _, v := range vs {
+		sums[v.Version] = v.Checksum
+	}
+	reports, err := d.Reports(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("status: %w", err)
+	}
+	var drift []string
+	for _, r := range reports {
+		if r.Version == 0 {
+			continue
+		}
+		sum, ok := sums[r.Version]
+		switch {
+		case !ok:
+			drift = append(drift, fmt.Sprintf("%s reports v%d, which is not retained (checksum %.12s)", r.Instance, r.Version, r.Checksum))
+		case sum != r.Checksum:
+			drift = append(drift, fmt.Sprintf("%s reports v%d with checksum %.12s, v%d is %.12s", r.Instance, r.Version, r.Checksum, r.Version, sum))
+		}
+	}
+	slices.Sort(drift)
+	if len(drift) > 0 {
+		fmt.Fprintf(w, "  DRIFT (reported content matches no version it should hold):\n")
+		for _, l := range drift {
+			fmt.Fprintf(w, "    %s\n", l)
+		}
+	}
+	return nil
+}
