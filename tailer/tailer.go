@@ -332,26 +332,76 @@ func (t *Tailer) Poll(ctx context.Context) (Summary, error) {
 	for i, c := range commits {
 		t.order[c.Hash.String()] = i
 	}
-	lastDeploy := time.Now()
-	for _, c := range commits {
-		if err := ctx.Err(); err != nil {
-			return sum, err
-		}
-		if err := t.process(ctx, r, &st, c, &sum); err != nil {
-			return sum, fmt.Errorf("poll: commit %s: %w", short(c.Hash.String()), err)
-		}
-		sum.Cursor = st.Cursor
-		if time.Since(lastDeploy) >= deployEvery {
-			if err := t.deployPending(ctx, &st); err != nil {
-				return sum, fmt.Errorf("poll: %w", err)
-			}
-			lastDeploy = time.Now()
-		}
+	if err := t.run(ctx, r, &st, commits, &sum); err != nil {
+		return sum, fmt.Errorf("poll: %w", err)
 	}
 	if err := t.deployPending(ctx, &st); err != nil {
 		return sum, fmt.Errorf("poll: %w", err)
 	}
 	return sum, nil
+}
+
+// run processes commits in a two-stage pipeline: one goroutine diffs and
+// compiles commit k+1 (CPU) while this one publishes commit k and moves the
+// cursor (NATS round trips). The stages meet only through the steps channel:
+// compiling k+1 needs the base and dependency index after k, which the
+// compile stage itself knows as soon as k compiled. Publishing and the
+// cursor stay strictly in commit order. When run returns, the compile stage
+// has stopped; if it got ahead, the index it leaves describes a commit past
+// the cursor, and the next poll rebuilds it (Tailer.index keys it by commit).
+func (t *Tailer) run(ctx context.Context, r *git.Repository, st *State, commits []*object.Commit, sum *Summary) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type prepared struct {
+		s   *step
+		err error
+	}
+	steps := make(chan prepared, 2)
+	var wg sync.WaitGroup
+	defer wg.Wait() // after cancel: the compile stage must not outlive run
+	wg.Go(func() {
+		defer close(steps)
+		base := st.Base
+		for _, c := range commits {
+			s, err := t.prepare(ctx, r, base, c)
+			select {
+			case steps <- prepared{s, err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+			base = s.base
+		}
+	})
+	lastDeploy := time.Now()
+	for p := range steps {
+		if p.err != nil {
+			return fmt.Errorf("commit %s: %w", short(commitOf(p.s)), p.err)
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := t.apply(ctx, st, p.s, sum); err != nil {
+			return fmt.Errorf("commit %s: %w", short(p.s.c.Hash.String()), err)
+		}
+		sum.Cursor = st.Cursor
+		if time.Since(lastDeploy) >= deployEvery {
+			if err := t.deployPending(ctx, st); err != nil {
+				return err
+			}
+			lastDeploy = time.Now()
+		}
+	}
+	return ctx.Err()
+}
+
+func commitOf(s *step) string {
+	if s == nil || s.c == nil {
+		return ""
+	}
+	return s.c.Hash.String()
 }
 
 // deployEvery bounds how long a long batch of commits (a replay after
@@ -492,71 +542,128 @@ func (t *Tailer) offChain(r *git.Repository, st State, tip plumbing.Hash) ([]*ob
 	return nil, &RewriteError{Repo: t.cfg.Repo, Branch: t.cfg.Branch, Cursor: st.Cursor, Tip: tip.String()}
 }
 
-// process compiles what commit c changes since st.Base, publishes and deploys
-// the versions, and moves the cursor.
-func (t *Tailer) process(ctx context.Context, r *git.Repository, st *State, c *object.Commit, sum *Summary) error {
-	start := time.Now()
-	log := t.log.With("commit", c.Hash.String())
+// step is one commit, diffed and compiled, ready to publish.
+type step struct {
+	c     *object.Commit
+	start time.Time
+	kind  stepKind
+	// base is the last good commit after this one: c itself unless it was
+	// rejected (or passed over before the repo had a module).
+	base string
+	// errs are a rejected commit's errors.
+	errs []compiler.Error
+	// res and targets are a good commit's compile and the configs to
+	// publish (tombstones for those not in res.Configs). noBase: the commit
+	// compiled everything with nothing to diff against, so configs only the
+	// stream knows get tombstones too (when the Publisher is a Lister).
+	res     *compiler.Result
+	targets []cuecast.ConfigPath
+	noBase  bool
+}
+
+type stepKind int
+
+const (
+	stepPublish stepKind = iota
+	stepReject
+	stepSkip // nothing to compile
+)
+
+// prepare diffs commit c against base (the last good commit; "" for none),
+// compiles what the change affects from c's tree, and updates the dependency
+// index. It runs in the compile stage and touches no NATS state.
+func (t *Tailer) prepare(ctx context.Context, r *git.Repository, base string, c *object.Commit) (*step, error) {
+	s := &step{c: c, start: time.Now(), base: c.Hash.String()}
 	fsys, err := t.cache.FS(r.Storer, c.TreeHash, c.Committer.When)
 	if err != nil {
-		return err
+		return s, err
 	}
-	full := st.Base == ""
-	var targets, known []cuecast.ConfigPath
+	full := base == ""
+	var known []cuecast.ConfigPath
 	if !full {
-		idx, err := t.index(ctx, r, st.Base)
+		idx, err := t.index(ctx, r, base)
 		if err != nil {
-			return err
+			return s, err
 		}
-		changed, err := t.changedFiles(r, st.Base, c)
+		changed, err := t.changedFiles(r, base, c)
 		if err != nil {
-			return err
+			return s, err
 		}
 		if touchesAll(changed) {
 			full, known = true, idx.Configs()
 		} else {
-			targets = idx.Affected(changed)
-			if len(targets) == 0 {
-				log.Debug("commit affects no config", "files", len(changed))
-				sum.Commits++
-				return t.advance(ctx, st, c, true)
+			s.targets = idx.Affected(changed)
+			if len(s.targets) == 0 {
+				t.log.Debug("commit affects no config", "commit", s.base, "files", len(changed))
+				s.kind = stepSkip
+				t.idxCommit = s.base // the index is unchanged
+				return s, nil
 			}
 		}
 	}
 	res, err := compiler.Compile(ctx, t.src.dir, compiler.Options{
-		Configs: targets, FS: fsys, Workers: t.cfg.Workers, Timeout: t.cfg.Timeout, Logger: t.cfg.Logger,
+		Configs: s.targets, FS: fsys, Workers: t.cfg.Workers, Timeout: t.cfg.Timeout, Logger: t.cfg.Logger,
 	})
 	switch {
-	case errors.Is(err, compiler.ErrNoModule) && st.Base == "":
+	case errors.Is(err, compiler.ErrNoModule) && base == "":
 		// Nothing was ever published from this history (a repository's
 		// first commits often hold only a README): not a config repo yet.
-		log.Info("commit has no cue.mod/module.cue yet; nothing to compile")
-		sum.Commits++
-		return t.advance(ctx, st, c, false)
+		t.log.Info("commit has no cue.mod/module.cue yet; nothing to compile", "commit", s.base)
+		s.kind, s.base = stepSkip, ""
+		return s, nil
 	case errors.Is(err, compiler.ErrNoModule):
 		// Publishing this would tombstone every config: refuse it.
 		res = &compiler.Result{Errors: []compiler.Error{{File: "cue.mod/module.cue", Line: 1, Column: 1,
 			ID: "manifest/no-module", Message: "the commit deletes cue.mod/module.cue; restore it"}}}
 	case err != nil:
-		return err
+		return s, err
 	}
-	sum.Commits++
 	if !res.OK() {
-		return t.reject(ctx, st, c, res.Errors, sum)
+		s.kind, s.errs, s.base = stepReject, res.Errors, base
+		return s, nil
 	}
+	s.res = res
 	if full {
-		targets = res.Configs
-		if st.Base == "" {
-			if known, err = t.listed(ctx); err != nil {
-				return err
-			}
-		}
+		s.noBase = base == ""
 		present := make(map[cuecast.ConfigPath]bool, len(res.Configs))
 		for _, cp := range res.Configs {
 			present[cp] = true
 		}
+		s.targets = slices.Clone(res.Configs)
 		for _, cp := range known {
 			if !present[cp] {
+				s.targets = append(s.targets, cp) // deleted: tombstone
+			}
+		}
+		slices.Sort(s.targets)
+		s.targets = slices.Compact(s.targets)
+		t.idx = res.Index
+	} else {
+		t.idx = t.idx.Merge(res.Index, res.Configs)
+	}
+	t.idxCommit = s.base
+	return s, nil
+}
+
+// apply publishes a prepared step's versions (or records its rejection) and
+// moves the cursor. It runs in commit order.
+func (t *Tailer) apply(ctx context.Context, st *State, s *step, sum *Summary) error {
+	c := s.c
+	sum.Commits++
+	switch s.kind {
+	case stepSkip:
+		return t.advance(ctx, st, c, s.base != "")
+	case stepReject:
+		return t.reject(ctx, st, c, s.errs, sum)
+	}
+	targets := s.targets
+	if s.noBase {
+		known, err := t.listed(ctx)
+		if err != nil {
+			return err
+		}
+		for _, cp := range known {
+			if !slices.Contains(s.res.Configs, cp) {
 				targets = append(targets, cp) // deleted: tombstone
 			}
 		}
@@ -574,10 +681,10 @@ func (t *Tailer) process(ctx context.Context, r *git.Repository, st *State, c *o
 			return err
 		}
 		var out *compiler.Output
-		if o, ok := res.Outputs[cp]; ok {
+		if o, ok := s.res.Outputs[cp]; ok {
 			out = &o
-		} else if slices.Contains(res.Configs, cp) {
-			log.Warn("config compiled to nothing; keeping its last version", "config", cp)
+		} else if slices.Contains(s.res.Configs, cp) {
+			t.log.Warn("config compiled to nothing; keeping its last version", "commit", c.Hash.String(), "config", cp)
 			continue
 		}
 		v, fresh, err := t.publishConfig(ctx, meta, cp, out)
@@ -595,17 +702,11 @@ func (t *Tailer) process(ctx context.Context, r *git.Repository, st *State, c *o
 			}
 		}
 	}
-	if full {
-		t.idx = res.Index
-	} else {
-		t.idx = t.idx.Merge(res.Index, res.Configs)
-	}
-	t.idxCommit = c.Hash.String()
 	st.Undeployed = slices.Sorted(maps.Keys(undeployed))
 	sum.Versions += published
 	sum.Tombstones += tombstones
-	log.Info("commit processed", "configs", len(targets), "versions", published, "tombstones", tombstones,
-		"elapsed", time.Since(start))
+	t.log.Info("commit processed", "commit", c.Hash.String(), "configs", len(targets), "versions", published,
+		"tombstones", tombstones, "elapsed", time.Since(s.start))
 	return t.advance(ctx, st, c, true)
 }
 
@@ -614,10 +715,6 @@ func (t *Tailer) advance(ctx context.Context, st *State, c *object.Commit, good 
 	st.Cursor, st.From = c.Hash.String(), ""
 	if good {
 		st.Base = c.Hash.String()
-		if t.idxCommit != "" && t.idxCommit != st.Base {
-			// An unaffected commit leaves the index as it was.
-			t.idxCommit = st.Base
-		}
 	}
 	return t.store.save(ctx, st)
 }
