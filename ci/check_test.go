@@ -209,6 +209,44 @@ func TestCheckScenarios(t *testing.T) {
 			},
 		},
 		{
+			// The error message changes, the config stays broken: still
+			// not the change's fault.
+			name: "invalid base broken differently",
+			base: func(t *testing.T, r *gittest.Repo) {
+				edit(t, r, "payments/checkout/checkout.cue", `"EUR"`, `"DOGECOIN"`)
+			},
+			change: func(t *testing.T, r *gittest.Repo) {
+				edit(t, r, "payments/checkout/checkout.cue", `"DOGECOIN"`, `"BITCOIN"`)
+			},
+			want:       []string{"payments/checkout still-invalid"},
+			namespaces: []string{"payments"},
+			level:      "low",
+			verify: func(t *testing.T, rep *ci.Report) {
+				if len(rep.Errors) != 1 || !rep.Errors[0].PreExisting || !strings.Contains(rep.Errors[0].Message, "BITCOIN") {
+					t.Errorf("errors: got %+v, want the head's BITCOIN error, pre-existing", rep.Errors)
+				}
+			},
+		},
+		{
+			name: "manifest breaks",
+			change: func(t *testing.T, r *gittest.Repo) {
+				edit(t, r, "cuecast.cue", `consistency: "relaxed"`, `consistency: "sometimes"`)
+			},
+			want: []string{"payments/checkout invalid", "payments/fraud-rules invalid", "payments/refunds invalid",
+				"search/indexer invalid", "search/new-ui-flag invalid", "search/ranking invalid"},
+			failed:     true,
+			namespaces: []string{"payments", "search"},
+			level:      "high",
+			verify: func(t *testing.T, rep *ci.Report) {
+				if len(rep.Errors) == 0 || rep.Errors[0].File != "cuecast.cue" || rep.Errors[0].PreExisting {
+					t.Errorf("errors: got %+v, want a new one in cuecast.cue", rep.Errors)
+				}
+				if len(rep.Risk.Breaking) != 0 {
+					t.Errorf("breaking: got %v, want none (nothing was removed)", rep.Risk.Breaking)
+				}
+			},
+		},
+		{
 			name: "no-op refactor",
 			change: func(t *testing.T, r *gittest.Repo) {
 				edit(t, r, "search/ranking/ranking.cue", `boost_recent_days: 14`, "let days = 7\nboost_recent_days: days * 2")

@@ -35,8 +35,12 @@ type PermissionError struct {
 }
 
 func (e *PermissionError) Error() string {
-	if e.Status == http.StatusUnauthorized {
+	switch e.Status {
+	case http.StatusUnauthorized:
 		return fmt.Sprintf("%s: GitHub rejected the token (401): set GITHUB_TOKEN to a valid token (in Actions: env: GITHUB_TOKEN: ${{ secrets.GITHUB_TOKEN }}): %v", e.Op, e.Err)
+	case http.StatusNotFound:
+		return fmt.Sprintf("%s: GitHub answered 404: the repository or pull request is not visible to the token; check GITHUB_REPOSITORY and that the token has %q and \"contents: read\": %v",
+			e.Op, e.Permission, e.Err)
 	}
 	return fmt.Sprintf("%s: GitHub refused (%d): the token lacks the %q permission; grant it in the workflow's permissions: block (pull requests from forks get a read-only token): %v",
 		e.Op, e.Status, e.Permission, e.Err)
@@ -377,7 +381,7 @@ func explain(op, permission string, err error) error {
 			return &PermissionError{Op: op, Status: s, Permission: permission, Err: err}
 		case http.StatusNotFound:
 			// GitHub answers 404 for a private repo the token cannot see.
-			return &PermissionError{Op: op, Status: s, Permission: permission + `" (or "contents: read`, Err: err}
+			return &PermissionError{Op: op, Status: s, Permission: permission, Err: err}
 		}
 	}
 	return fmt.Errorf("%s: %w", op, err)

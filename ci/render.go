@@ -303,6 +303,9 @@ func (cc ConfigChange) outline() string {
 	case StatusUnchanged:
 		return "same bytes"
 	default:
+		if cc.Errors == 0 {
+			return "does not compile (see the errors)"
+		}
 		return fmt.Sprintf("%d error(s)", cc.Errors)
 	}
 }

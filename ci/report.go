@@ -67,8 +67,10 @@ type ConfigChange struct {
 }
 
 // Finding is one error or lint finding at head. PreExisting is set when the
-// base had the same finding (same file, ID and message): the change did not
-// cause it and the check does not fail for it.
+// change did not cause it, and then the check does not fail for it: an error
+// in a config that was already invalid at the base, or an error of no config
+// (the manifest, a library file) that the base had too (same file, ID and
+// message; lines move).
 type Finding struct {
 	compiler.Error
 	PreExisting bool `json:"pre_existing,omitempty"`
@@ -138,6 +140,16 @@ func (r *Report) build(base, head *compiler.Result, targets []cuecast.ConfigPath
 		ho, hok := head.Outputs[cp]
 		cc := ConfigChange{Config: cp, BaseChecksum: bo.Checksum, HeadChecksum: ho.Checksum, Errors: headErrs[cp]}
 		switch {
+		case head.Manifest == nil:
+			// No manifest at head, so no list of its configs: what the
+			// base had cannot compile, which the manifest's errors say.
+			if !inBase {
+				continue
+			}
+			cc.Status, cc.HeadChecksum = StatusInvalid, ""
+			if !bok && baseErrs[cp] > 0 {
+				cc.Status = StatusStillInvalid
+			}
 		case !inBase && !inHead:
 			continue
 		case !inHead:
@@ -189,7 +201,14 @@ func (r *Report) build(base, head *compiler.Result, targets []cuecast.ConfigPath
 		if e.Config != "" && !inTargets[e.Config] {
 			continue
 		}
-		f := Finding{Error: e, PreExisting: seen[findingKey(e)]}
+		pre := seen[findingKey(e)]
+		if e.Config != "" {
+			// The compiler stops at a config's first error, so the
+			// base's errors in a broken config are not a full list:
+			// what counts is that it was broken already.
+			pre = baseErrs[e.Config] > 0
+		}
+		f := Finding{Error: e, PreExisting: pre}
 		if f.PreExisting {
 			r.Risk.PreExisting++
 		} else {

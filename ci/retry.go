@@ -3,7 +3,6 @@ package ci
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -65,7 +64,7 @@ func (t *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		t.log.Warn("github request failed; retrying", "method", req.Method, "path", req.URL.Path,
 			"attempt", attempt, "reason", why, "wait", wait)
 		if err := t.sleep(ctx, wait); err != nil {
-			return nil, errors.Join(fmt.Errorf("wait to retry %s %s: %w", req.Method, req.URL.Path, err))
+			return nil, fmt.Errorf("wait to retry %s %s: %w", req.Method, req.URL.Path, err)
 		}
 	}
 }
