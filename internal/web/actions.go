@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -18,24 +19,54 @@ const (
 	ActionHalt     = "halt"
 	ActionResume   = "resume"
 	ActionRollback = "rollback"
+	ActionUnpin    = "unpin"
 )
 
-var actions = []string{ActionAdvance, ActionHalt, ActionResume, ActionRollback}
+var actions = []string{ActionAdvance, ActionHalt, ActionResume, ActionRollback, ActionUnpin}
 
 // Operator performs an operator action on a config's rollout; the rollout
-// controller audits it. It returns errors wrapping rollout.ErrNoRollout,
-// rollout.ErrState, rollout.ErrNoReason or rollout.ErrNotPinned for requests
-// that cannot apply, anything else for failures.
+// controller audits it. to is the version a rollback goes to (0: the
+// rollout's previous version). It returns errors wrapping
+// rollout.ErrNoRollout, rollout.ErrState, rollout.ErrNoReason,
+// rollout.ErrNotPinned or cuecast.ErrNotFound for requests that cannot apply,
+// anything else for failures.
 type Operator interface {
-	Act(ctx context.Context, cfg cuecast.ConfigPath, action string, a rollout.Action) error
+	Act(ctx context.Context, cfg cuecast.ConfigPath, action string, to uint64, a rollout.Action) error
 }
 
-// OperatorFunc adapts a function to Operator.
-type OperatorFunc func(ctx context.Context, cfg cuecast.ConfigPath, action string, a rollout.Action) error
+// ControllerOperator performs the actions with the rollout controller's
+// operator methods.
+func ControllerOperator(c *rollout.Controller) Operator { return controllerOperator{c} }
 
-// Act calls f.
-func (f OperatorFunc) Act(ctx context.Context, cfg cuecast.ConfigPath, action string, a rollout.Action) error {
-	return f(ctx, cfg, action, a)
+type controllerOperator struct{ c *rollout.Controller }
+
+func (o controllerOperator) Act(ctx context.Context, cfg cuecast.ConfigPath, action string, to uint64, a rollout.Action) error {
+	var err error
+	switch action {
+	case ActionAdvance:
+		_, err = o.c.Advance(ctx, cfg, a)
+	case ActionHalt:
+		_, err = o.c.Halt(ctx, cfg, a)
+	case ActionResume:
+		_, err = o.c.Resume(ctx, cfg, a)
+	case ActionUnpin:
+		_, err = o.c.Unpin(ctx, cfg, a)
+	case ActionRollback:
+		if to == 0 {
+			rec, rerr := o.c.Record(ctx, cfg)
+			if rerr != nil {
+				return rerr
+			}
+			if rec.Current == nil || rec.Current.From == 0 {
+				return fmt.Errorf("rollback %s: no previous version known; name one: %w", cfg, rollout.ErrState)
+			}
+			to = rec.Current.From
+		}
+		_, err = o.c.Rollback(ctx, cfg, to, a)
+	default:
+		return fmt.Errorf("unknown action %q", action)
+	}
+	return err
 }
 
 func (s *Server) actionsEnabled() bool { return s.o.OperatorToken != "" && s.o.Operator != nil }
@@ -45,6 +76,8 @@ type actionRequest struct {
 	Reason    string `json:"reason"`
 	Actor     string `json:"actor"`
 	Emergency bool   `json:"emergency"`
+	// Version is where a rollback goes; 0: the rollout's previous version.
+	Version uint64 `json:"version"`
 }
 
 // action performs an operator action. It answers 401 (and does nothing)
@@ -97,17 +130,20 @@ func (s *Server) action(w http.ResponseWriter, r *http.Request) {
 	}
 	a := rollout.Action{Actor: "web:" + actor, Reason: strings.TrimSpace(req.Reason), Emergency: req.Emergency}
 	log := s.log.With("action", act, "config", cfg, "actor", a.Actor, "remote", r.RemoteAddr, "emergency", a.Emergency)
-	err = s.o.Operator.Act(r.Context(), cfg, act, a)
+	err = s.o.Operator.Act(r.Context(), cfg, act, req.Version, a)
 	switch {
 	case err == nil:
 		log.Info("operator action done", "reason", a.Reason)
 		w.WriteHeader(http.StatusNoContent)
 		// Show the result without waiting for the next tick.
-		go s.Sample(context.WithoutCancel(r.Context()))
+		select {
+		case s.poke <- struct{}{}:
+		default:
+		}
 		return
 	case errors.Is(err, rollout.ErrNoReason):
 		writeError(w, http.StatusBadRequest, err.Error())
-	case errors.Is(err, rollout.ErrNoRollout):
+	case errors.Is(err, rollout.ErrNoRollout), errors.Is(err, cuecast.ErrNotFound), errors.Is(err, cuecast.ErrPurged):
 		writeError(w, http.StatusNotFound, err.Error())
 	case errors.Is(err, rollout.ErrState), errors.Is(err, rollout.ErrNotPinned):
 		writeError(w, http.StatusConflict, err.Error())

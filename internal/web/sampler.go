@@ -51,6 +51,7 @@ func (s *Server) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
+		case <-s.poke:
 		}
 	}
 }
@@ -86,7 +87,9 @@ func (s *Server) Sample(ctx context.Context) {
 	if s.o.Rollouts != nil {
 		recs, err := s.o.Rollouts.Records(ctx)
 		if err != nil {
-			s.log.Warn("rollout sample failed", "err", err)
+			if ctx.Err() == nil {
+				s.log.Warn("rollout sample failed", "err", err)
+			}
 			if prev != nil {
 				snap.records = prev.records
 			}

@@ -31,6 +31,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -104,6 +105,7 @@ type Server struct {
 	snap     *snapshot
 	changed  chan struct{} // closed and replaced on every new snapshot
 	vcache   map[cuecast.ConfigPath]versionList
+	poke     chan struct{} // asks Run for a sample now
 }
 
 // New checks o and builds the server's routes. It starts nothing: call Run to
@@ -122,7 +124,7 @@ func New(o Options) (*Server, error) {
 		o.Metrics = metrics.New(metrics.Options{})
 	}
 	s := &Server{o: o, log: o.Logger, metrics: o.Metrics, changed: make(chan struct{}),
-		vcache: map[cuecast.ConfigPath]versionList{}}
+		vcache: map[cuecast.ConfigPath]versionList{}, poke: make(chan struct{}, 1)}
 	if o.OperatorToken != "" {
 		s.token = sha256.Sum256([]byte(o.OperatorToken))
 	}
@@ -233,7 +235,7 @@ func (s *Server) authorized(r *http.Request) bool {
 	}
 	const prefix = "Bearer "
 	h := r.Header.Get("Authorization")
-	if len(h) <= len(prefix) || h[:len(prefix)] != prefix {
+	if len(h) <= len(prefix) || !strings.EqualFold(h[:len(prefix)], prefix) {
 		return false
 	}
 	got := sha256.Sum256([]byte(h[len(prefix):]))

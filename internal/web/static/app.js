@@ -166,7 +166,8 @@ function setupActions() {
           method: 'POST',
           headers: {'Authorization': 'Bearer ' + token.value, 'Content-Type': 'application/json'},
           body: JSON.stringify({reason: document.getElementById('reason').value,
-            actor: document.getElementById('actor').value, emergency: document.getElementById('emergency').checked}),
+            actor: document.getElementById('actor').value, emergency: document.getElementById('emergency').checked,
+            version: Number(document.getElementById('to').value) || 0}),
         });
         result.textContent = res.ok ? `${action}: done` : `${action}: ${(await res.json()).error}`;
       } catch (e) {

@@ -1,0 +1,171 @@
+package web_test
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/client"
+	"github.com/cuecast/cuecast/distributor/rollout"
+	"github.com/cuecast/cuecast/internal/gittest"
+	"github.com/cuecast/cuecast/internal/pipeline"
+)
+
+const checkout = cuecast.ConfigPath("payments/checkout")
+
+// fixture is a running pipeline with its operations server, over a copy of
+// configs-example in a real Git repository.
+type fixture struct {
+	t    *testing.T
+	repo *gittest.Repo
+	p    *pipeline.Pipeline
+	base string // http://host:port
+}
+
+type fixtureOptions struct {
+	policies rollout.Policies
+	token    string
+}
+
+func start(t *testing.T, o fixtureOptions) *fixture {
+	t.Helper()
+	repo := gittest.New(t)
+	repo.CopyDir(filepath.Join("..", "..", "configs-example"))
+	repo.Commit("initial configs")
+	if o.policies == nil {
+		o.policies = rollout.Static{}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p, err := pipeline.Start(ctx, pipeline.Config{
+		Repo:           repo.Dir,
+		Branch:         "main",
+		DataDir:        t.TempDir(),
+		Listen:         "127.0.0.1:0",
+		Interval:       20 * time.Millisecond,
+		HTTP:           "127.0.0.1:0",
+		OperatorToken:  o.token,
+		SampleInterval: 50 * time.Millisecond,
+		Policies:       o.policies,
+		Logger:         slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+	if err != nil {
+		cancel()
+		t.Fatalf("start pipeline: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("pipeline run: %v", err)
+		}
+		p.Close()
+	})
+	return &fixture{t: t, repo: repo, p: p, base: "http://" + p.HTTPAddr()}
+}
+
+// watch starts a service instance watching cfg.
+func (f *fixture) watch(cfg cuecast.ConfigPath, id string) *client.Watcher {
+	f.t.Helper()
+	nc, err := nats.Connect(f.p.ClientURL())
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(nc.Close)
+	cl, err := client.New(nc, client.WithInstance(id), client.WithTrustedKeys(f.p.PublicKey))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	w, err := cl.Watch(context.Background(), cfg, client.LastKnownGood(filepath.Join(f.t.TempDir(), id+".lkg")))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(w.Stop)
+	return w
+}
+
+// setAmount commits a new max_amount_minor for payments/checkout.
+func (f *fixture) setAmount(amount string) string {
+	f.t.Helper()
+	path := filepath.Join(f.repo.Dir, "payments", "checkout", "checkout.cue")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "max_amount_minor:") {
+			line = "max_amount_minor: " + amount
+		}
+		out = append(out, line)
+	}
+	return f.repo.CommitFiles("checkout: max amount "+amount, map[string]string{
+		"payments/checkout/checkout.cue": strings.Join(out, "\n"),
+	})
+}
+
+// eventually polls cond until it holds or 30s pass.
+func eventually(t *testing.T, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	var last string
+	for time.Now().Before(deadline) {
+		var ok bool
+		if ok, last = cond(); ok {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("%s: still %s after 30s", what, last)
+}
+
+// scrape reads /metrics in the text format into "name{labels}" ▶ value.
+func scrape(t *testing.T, base string) map[string]float64 {
+	t.Helper()
+	res, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatalf("scrape: %v", err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("scrape: status %s", res.Status)
+	}
+	out := map[string]float64{}
+	sc := bufio.NewScanner(res.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			t.Fatalf("scrape: bad line %q", line)
+		}
+		out[line[:i]] = v
+	}
+	return out
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	res, err := http.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, string(b)
+}

@@ -1,0 +1,340 @@
+package web_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/distributor/rollout"
+)
+
+// TestMetricsDuringRun scrapes /metrics while commits flow through the
+// pipeline and checks that the counters and the coverage gauge move.
+func TestMetricsDuringRun(t *testing.T) {
+	f := start(t, fixtureOptions{})
+	f.watch(checkout, "checkout-1")
+	f.watch(checkout, "checkout-2")
+	w3 := f.watch(checkout, "checkout-3")
+
+	cov := `cuecast_config_coverage_ratio{config="payments/checkout"}`
+	inst := `cuecast_config_instances{config="payments/checkout"}`
+	target := `cuecast_config_target_version{config="payments/checkout"}`
+	published := `cuecast_versions_published_total{namespace="payments"}`
+	commitsOK := `cuecast_tailer_commits_total{result="published"}`
+	rejected := `cuecast_tailer_commits_total{result="rejected"}`
+	prop100 := `cuecast_propagation_seconds_count{coverage="1",namespace="payments"}`
+	prop50 := `cuecast_propagation_seconds_count{coverage="0.5",namespace="payments"}`
+
+	var m map[string]float64
+	eventually(t, "three instances on v1", func() (bool, string) {
+		m = scrape(t, f.base)
+		return m[target] == 1 && m[inst] == 3 && m[cov] == 1, fmt.Sprintf("target %v, instances %v, coverage %v", m[target], m[inst], m[cov])
+	})
+	before := m
+	if before[published] < 3 || before[commitsOK] != 1 {
+		t.Fatalf("after the first commit: %s = %v, %s = %v; want >= 3 and 1", published, before[published], commitsOK, before[commitsOK])
+	}
+	if before["cuecast_compile_duration_seconds_count"] < 1 {
+		t.Errorf("compile histogram count = %v, want >= 1", before["cuecast_compile_duration_seconds_count"])
+	}
+
+	f.setAmount("2_500_000")
+	eventually(t, "v2 everywhere", func() (bool, string) {
+		m = scrape(t, f.base)
+		return m[target] == 2 && m[cov] == 1 && m[prop100] >= 1,
+			fmt.Sprintf("target %v, coverage %v, propagation count %v", m[target], m[cov], m[prop100])
+	})
+	for _, c := range []struct {
+		name string
+		want float64
+	}{
+		{published, before[published] + 1},
+		{commitsOK, 2},
+		{rejected, 0},
+		{prop50, 1},
+		{prop100, 1},
+		{"cuecast_tailer_lag_commits", 0},
+		{"cuecast_tailer_halted", 0},
+		{`cuecast_config_instances_drifted{config="payments/checkout"}`, 0},
+	} {
+		if got := m[c.name]; got != c.want {
+			t.Errorf("%s = %v, want %v", c.name, got, c.want)
+		}
+	}
+	if m["cuecast_tailer_commit_duration_seconds_count"] < 2 {
+		t.Errorf("commit duration count = %v, want >= 2", m["cuecast_tailer_commit_duration_seconds_count"])
+	}
+
+	// An instance that stops keeps its last report until it expires: the
+	// next version reaches two of three, and the gauge says so.
+	w3.Stop()
+	f.setAmount("3_000_000")
+	eventually(t, "v3 on two of three", func() (bool, string) {
+		m = scrape(t, f.base)
+		return m[target] == 3 && m[inst] == 3 && m[cov] > 0.66 && m[cov] < 0.67 && m[prop50] == 2,
+			fmt.Sprintf("target %v, instances %v, coverage %v, 50%% count %v", m[target], m[inst], m[cov], m[prop50])
+	})
+	if m[prop100] != 1 {
+		t.Errorf("%s = %v after a version that never reached everyone, want 1", prop100, m[prop100])
+	}
+
+	// A commit that does not compile is rejected and counted by error ID.
+	f.repo.CommitFiles("checkout: break it", map[string]string{
+		"payments/checkout/broken.cue": "package checkout\n\nmax_amount_minor: \"lots\"\n",
+	})
+	eventually(t, "rejection counted", func() (bool, string) {
+		m = scrape(t, f.base)
+		var ids float64
+		for k, v := range m {
+			if strings.HasPrefix(k, "cuecast_validation_rejections_total{") {
+				ids += v
+			}
+		}
+		return m[rejected] == 1 && ids >= 1, fmt.Sprintf("rejected %v, rejections by id %v", m[rejected], ids)
+	})
+	if m[target] != 3 {
+		t.Errorf("target after a rejected commit = %v, want 3", m[target])
+	}
+	for k := range m {
+		if strings.Contains(k, "checkout-1") {
+			t.Errorf("an instance ID is a label value: %s", k)
+		}
+	}
+}
+
+func TestHealthAndReadiness(t *testing.T) {
+	f := start(t, fixtureOptions{})
+	for _, c := range []struct {
+		path, body string
+	}{
+		{"/healthz", "ok\n"},
+		{"/readyz", "ready\n"},
+	} {
+		t.Run(c.path, func(t *testing.T) {
+			var code int
+			var body string
+			eventually(t, c.path, func() (bool, string) {
+				code, body = get(t, f.base+c.path)
+				return code == http.StatusOK, fmt.Sprintf("%d %q", code, body)
+			})
+			if body != c.body {
+				t.Errorf("GET %s = %q, want %q", c.path, body, c.body)
+			}
+		})
+	}
+}
+
+// holdPolicy keeps every rollout in its first stage for an hour.
+var holdPolicy = rollout.Static{P: cuecast.Policy{Stages: []cuecast.Stage{
+	{Name: "canary", Percent: 50, Hold: cuecast.Duration(time.Hour)},
+	{Name: "all", Percent: 100},
+}}}
+
+// state is what an action would change: the rollout's state, stage and
+// version, the stable version, the pin, and the audit stream's length.
+type state struct {
+	state          rollout.State
+	stage          int
+	version        uint64
+	stable, pinned uint64
+	audit          int
+}
+
+func (f *fixture) state() state {
+	f.t.Helper()
+	rec, err := f.p.Rollout.Record(context.Background(), checkout)
+	if err != nil {
+		f.t.Fatalf("record: %v", err)
+	}
+	audit, err := f.p.Rollout.Audit(context.Background(), checkout)
+	if err != nil {
+		f.t.Fatalf("audit: %v", err)
+	}
+	st := state{stable: rec.Stable, audit: len(audit)}
+	if rec.Current != nil {
+		st.state, st.stage, st.version = rec.Current.State, rec.Current.Stage, rec.Current.Version
+	}
+	if rec.Pin != nil {
+		st.pinned = rec.Pin.Version
+	}
+	return st
+}
+
+func (f *fixture) post(action, auth, body string) (int, string) {
+	f.t.Helper()
+	req, err := http.NewRequest(http.MethodPost, f.base+"/api/rollouts/"+action+"/"+string(checkout), strings.NewReader(body))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		f.t.Fatalf("POST %s: %v", action, err)
+	}
+	defer res.Body.Close()
+	var e struct{ Error string }
+	json.NewDecoder(res.Body).Decode(&e)
+	return res.StatusCode, e.Error
+}
+
+func (f *fixture) waitRollout() {
+	f.t.Helper()
+	eventually(f.t, "the rollout of v1 holding in its first stage", func() (bool, string) {
+		rec, err := f.p.Rollout.Record(context.Background(), checkout)
+		if err != nil {
+			return false, err.Error()
+		}
+		return rec.Current != nil && rec.Current.State == rollout.StateHolding, fmt.Sprintf("%+v", rec.Current)
+	})
+}
+
+// TestActionsNeedToken: without the operator token every action answers 401
+// and changes nothing, whether serve has a token or not.
+func TestActionsNeedToken(t *testing.T) {
+	for _, srv := range []struct {
+		name, token string
+	}{
+		{"read-only server", ""},
+		{"server with token", "s3cret"},
+	} {
+		t.Run(srv.name, func(t *testing.T) {
+			f := start(t, fixtureOptions{policies: holdPolicy, token: srv.token})
+			f.waitRollout()
+			before := f.state()
+			body := `{"reason":"testing","actor":"mallory","version":1}`
+			for _, action := range []string{"advance", "halt", "resume", "rollback", "unpin"} {
+				for _, auth := range []string{"", "Bearer", "Bearer wrong", "Basic czNjcmV0", "Bearer s3cret2", "Bearer  s3cret", "s3cret"} {
+					if code, msg := f.post(action, auth, body); code != http.StatusUnauthorized {
+						t.Errorf("%s with Authorization %q: %d %s, want 401", action, auth, code, msg)
+					}
+				}
+			}
+			if srv.token == "" {
+				if code, _ := f.post("halt", "Bearer s3cret", body); code != http.StatusUnauthorized {
+					t.Errorf("halt on a read-only server with a token: %d, want 401", code)
+				}
+			}
+			after := f.state()
+			if !reflect.DeepEqual(before, after) {
+				t.Errorf("refused actions changed the rollout:\nbefore %+v\nafter  %+v", before, after)
+			}
+			_, ov := get(t, f.base+"/api/overview")
+			if want := fmt.Sprintf(`"actions":%t`, srv.token != ""); !strings.Contains(ov, want) {
+				t.Errorf("overview %s, want it to contain %s", ov, want)
+			}
+		})
+	}
+}
+
+// TestActionWithToken: the right token halts and resumes a rollout, and the
+// controller audits each action under the operator's name.
+func TestActionWithToken(t *testing.T) {
+	f := start(t, fixtureOptions{policies: holdPolicy, token: "s3cret"})
+	f.waitRollout()
+	const auth = "Bearer s3cret"
+	if code, msg := f.post("halt", auth, `{"actor":"ada"}`); code != http.StatusBadRequest {
+		t.Errorf("halt without a reason: %d %s, want 400", code, msg)
+	}
+	if code, msg := f.post("resume", auth, `{"actor":"ada","reason":"not halted"}`); code != http.StatusConflict {
+		t.Errorf("resume of an active rollout: %d %s, want 409", code, msg)
+	}
+	if code, msg := f.post("halt", auth, `{"actor":"ada","reason":"error rate up"}`); code != http.StatusNoContent {
+		t.Fatalf("halt: %d %s, want 204", code, msg)
+	}
+	if st := f.state(); st.state != rollout.StateHalted {
+		t.Fatalf("after halt: rollout %+v, want halted", st)
+	}
+	audit, err := f.p.Rollout.Audit(context.Background(), checkout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := audit[len(audit)-1]
+	if last.Action != "halt" || last.Actor != "web:ada" || last.Reason != "error rate up" {
+		t.Errorf("audit entry %+v, want halt by web:ada for \"error rate up\"", last)
+	}
+	eventually(t, "halt counted", func() (bool, string) {
+		m := scrape(t, f.base)
+		k := `cuecast_rollout_halts_total{cause="operator"}`
+		return m[k] == 1 && m[`cuecast_rollouts{state="halted"}`] >= 1, fmt.Sprintf("%s = %v", k, m[k])
+	})
+	if code, msg := f.post("resume", auth, `{"actor":"ada","reason":"false alarm"}`); code != http.StatusNoContent {
+		t.Fatalf("resume: %d %s, want 204", code, msg)
+	}
+	if st := f.state(); !st.state.Active() {
+		t.Errorf("after resume: rollout %+v, want active", st)
+	}
+}
+
+// TestEventsStream: a config page's event stream delivers a new version and
+// its coverage without being asked again.
+func TestEventsStream(t *testing.T) {
+	f := start(t, fixtureOptions{})
+	f.watch(checkout, "checkout-1")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, f.base+"/api/events?config="+string(checkout), nil)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if ct := res.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Fatalf("Content-Type %q, want text/event-stream", ct)
+	}
+	type row struct {
+		Version   uint64  `json:"version"`
+		Coverage  float64 `json:"coverage"`
+		Instances int     `json:"instances"`
+	}
+	rows := make(chan row, 100)
+	go func() {
+		defer close(rows)
+		sc := bufio.NewScanner(res.Body)
+		sc.Buffer(make([]byte, 1<<20), 4<<20)
+		event := ""
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case strings.HasPrefix(line, "event: "):
+				event = strings.TrimPrefix(line, "event: ")
+			case strings.HasPrefix(line, "data: ") && event == "config":
+				var v struct {
+					Row row `json:"row"`
+				}
+				if err := json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &v); err == nil {
+					rows <- v.Row
+				}
+			}
+		}
+	}()
+	wait := func(what string, ok func(row) bool) {
+		t.Helper()
+		deadline := time.After(30 * time.Second)
+		var last row
+		for {
+			select {
+			case r, open := <-rows:
+				if !open {
+					t.Fatalf("%s: the stream ended; last %+v", what, last)
+				}
+				if last = r; ok(r) {
+					return
+				}
+			case <-deadline:
+				t.Fatalf("%s: last event %+v after 30s", what, last)
+			}
+		}
+	}
+	wait("v1 on the instance", func(r row) bool { return r.Version == 1 && r.Instances == 1 && r.Coverage == 1 })
+	f.setAmount("1_000_000")
+	wait("v2 on the instance", func(r row) bool { return r.Version == 2 && r.Instances == 1 && r.Coverage == 1 })
+}
