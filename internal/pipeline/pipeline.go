@@ -176,6 +176,8 @@ func (p *Pipeline) startWeb(ctx context.Context, cfg Config, tcfg tailer.Config,
 	srv, err := web.New(web.Options{
 		Fleet:         p.Distributor,
 		Tailer:        p.Tailer,
+		Rollouts:      p.Rollout,
+		Operator:      web.ControllerOperator(p.Rollout),
 		OperatorToken: cfg.OperatorToken,
 		Lag: func(ctx context.Context, cursor string) (int, error) {
 			return metrics.BranchLag(ctx, lagDir, lagRef, cursor)
