@@ -38,6 +38,9 @@ type Options struct {
 	// the version; an instance still not on it then counts as failing to
 	// apply. Default 5m.
 	ApplyTimeout time.Duration
+	// AwaitTimeout bounds how long an operator action on a controller
+	// without Policies waits for the running one to carry it out; default 30s.
+	AwaitTimeout time.Duration
 	// Replicas of the KV bucket and audit stream; default 1.
 	Replicas int
 	// Actor names the controller in the audit stream; default
@@ -67,6 +70,9 @@ func (o *Options) fill() {
 	}
 	if o.Replicas == 0 {
 		o.Replicas = 1
+	}
+	if o.AwaitTimeout == 0 {
+		o.AwaitTimeout = 30 * time.Second
 	}
 	if o.Actor == "" {
 		o.Actor = "cuecast-controller"
@@ -588,6 +594,14 @@ func (c *Controller) Run(ctx context.Context) error {
 			}
 			if needsWork(rec) {
 				busy[e.Key()] = true
+				// Carry out what an operator (or Deploy) wrote now, not at
+				// the next tick: a rollback must reach the fleet in seconds.
+				c.mu.Lock()
+				err := c.settle(ctx, configOfKey(e.Key()))
+				c.mu.Unlock()
+				if err != nil && ctx.Err() == nil {
+					c.log.Error("rollout step failed; retrying", "config", configOfKey(e.Key()), "err", err)
+				}
 			} else {
 				delete(busy, e.Key())
 			}

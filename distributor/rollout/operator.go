@@ -5,13 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/cuecast/cuecast"
 )
 
 // act applies an operator action to cfg's record by compare-and-swap,
 // records it in the audit stream, then carries out its pointer moves.
-func (c *Controller) act(ctx context.Context, cfg cuecast.ConfigPath, verb string, a Action, change func(*Record) (AuditEntry, error)) (Record, error) {
+//
+// A controller without Policies (the CLI's) cannot sign pointers: it records
+// the action and waits until the running controller (in serve, which holds
+// the signing key) has carried it out, as done says.
+func (c *Controller) act(ctx context.Context, cfg cuecast.ConfigPath, verb string, a Action, change func(*Record) (AuditEntry, error), done func(Record) bool) (Record, error) {
 	if err := cfg.Validate(); err != nil {
 		return Record{}, fmt.Errorf("%s %s: %w", verb, cfg, err)
 	}
@@ -21,36 +26,50 @@ func (c *Controller) act(ctx context.Context, cfg cuecast.ConfigPath, verb strin
 	if a.Actor == "" {
 		a.Actor = "unknown"
 	}
+	if err := c.record(ctx, cfg, verb, a, change); err != nil {
+		return Record{}, err
+	}
+	if c.pol == nil {
+		return c.await(ctx, cfg, verb, done)
+	}
+	c.mu.Lock()
+	err := c.settle(ctx, cfg)
+	c.mu.Unlock()
+	if err != nil {
+		return Record{}, fmt.Errorf("%s %s: recorded; the controller in serve will retry: %w", verb, cfg, err)
+	}
+	rec, _, err := c.load(ctx, cfg)
+	if err != nil {
+		return Record{}, fmt.Errorf("%s %s: %w", verb, cfg, err)
+	}
+	return rec, nil
+}
+
+// record writes an operator's change by compare-and-swap and audits it.
+func (c *Controller) record(ctx context.Context, cfg cuecast.ConfigPath, verb string, a Action, change func(*Record) (AuditEntry, error)) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for attempt := 1; ; attempt++ {
 		rec, rev, err := c.load(ctx, cfg)
 		if err != nil {
-			return Record{}, fmt.Errorf("%s %s: %w", verb, cfg, err)
+			return fmt.Errorf("%s %s: %w", verb, cfg, err)
 		}
 		e, err := change(&rec)
 		if err != nil {
-			return Record{}, fmt.Errorf("%s %s: %w", verb, cfg, err)
+			return fmt.Errorf("%s %s: %w", verb, cfg, err)
 		}
 		if _, err := c.save(ctx, rec, rev); err != nil {
 			if errors.Is(err, cuecast.ErrConflict) && attempt < 5 {
 				continue
 			}
-			return Record{}, fmt.Errorf("%s %s: %w", verb, cfg, err)
+			return fmt.Errorf("%s %s: %w", verb, cfg, err)
 		}
 		e.At = c.o.Now().UTC()
 		e.Actor, e.Action, e.Config, e.Reason, e.Emergency = a.Actor, verb, cfg, a.Reason, a.Emergency || e.Emergency
 		if err := c.audit(ctx, e); err != nil {
-			return rec, fmt.Errorf("%s %s: done, but %w", verb, cfg, err)
+			return fmt.Errorf("%s %s: done, but %w", verb, cfg, err)
 		}
-		if err := c.settle(ctx, cfg); err != nil {
-			return rec, fmt.Errorf("%s %s: recorded; the controller in serve will retry: %w", verb, cfg, err)
-		}
-		rec, _, err = c.load(ctx, cfg)
-		if err != nil {
-			return Record{}, fmt.Errorf("%s %s: %w", verb, cfg, err)
-		}
-		return rec, nil
+		return nil
 	}
 }
 
@@ -80,6 +99,8 @@ func (c *Controller) Halt(ctx context.Context, cfg cuecast.ConfigPath, a Action)
 		}
 		r.log(now, r.Reason)
 		return AuditEntry{Version: r.Version, Stage: r.StageName()}, nil
+	}, func(rec Record) bool {
+		return rec.Current == nil || rec.Current.State != StateHalted || rec.Current.Reverted
 	})
 }
 
@@ -104,7 +125,14 @@ func (c *Controller) Resume(ctx context.Context, cfg cuecast.ConfigPath, a Actio
 			c.enterStage(r, r.Stage, nil, now)
 		}
 		return AuditEntry{Version: r.Version, Stage: r.StageName()}, nil
-	})
+	}, moved)
+}
+
+// moved: the running controller has written the pointers of the stage an
+// operator moved the rollout to.
+func moved(rec Record) bool {
+	r := rec.Current
+	return r == nil || (r.State != StateMoving && (r.State != StateStaging || r.Announced))
 }
 
 // Advance moves the current (active or halted) rollout to its next stage
@@ -132,7 +160,7 @@ func (c *Controller) Advance(ctx context.Context, cfg cuecast.ConfigPath, a Acti
 		r.log(now, fmt.Sprintf("advanced by %s: %s", a.Actor, a.Reason))
 		c.enterStage(r, next, nil, now)
 		return AuditEntry{Version: r.Version, Stage: from, Detail: "to stage " + r.StageName()}, nil
-	})
+	}, moved)
 }
 
 // Rollback points every cohort bucket at version to (retained, older than
@@ -160,7 +188,7 @@ func (c *Controller) Rollback(ctx context.Context, cfg cuecast.ConfigPath, to ui
 		rec.Pin = &Pin{Version: to, Checksum: v.Checksum, Actor: a.Actor, Reason: a.Reason, At: now}
 		rec.Stable, rec.StableChecksum = to, v.Checksum
 		return AuditEntry{Version: to, Detail: detail}, nil
-	})
+	}, func(rec Record) bool { return rec.Pin == nil || rec.Pin.Applied })
 }
 
 // Unpin lifts the pin a rollback set; the newest version held back (if any)
@@ -178,5 +206,29 @@ func (c *Controller) Unpin(ctx context.Context, cfg cuecast.ConfigPath, a Action
 			detail = fmt.Sprintf("v%d pending starts its rollout", rec.Pending)
 		}
 		return AuditEntry{Version: pinned, Detail: detail}, nil
-	})
+	}, func(rec Record) bool { return rec.Pending == 0 && moved(rec) })
+}
+
+// await polls cfg's record until done holds, for a controller that cannot
+// carry actions out itself. It gives up after Options.AwaitTimeout with an
+// error saying the action is recorded but not yet carried out.
+func (c *Controller) await(ctx context.Context, cfg cuecast.ConfigPath, verb string, done func(Record) bool) (Record, error) {
+	deadline := time.Now().Add(c.o.AwaitTimeout)
+	for {
+		rec, _, err := c.load(ctx, cfg)
+		if err != nil {
+			return Record{}, fmt.Errorf("%s %s: %w", verb, cfg, err)
+		}
+		if done(rec) {
+			return rec, nil
+		}
+		if time.Now().After(deadline) {
+			return rec, fmt.Errorf("%s %s: recorded, but not carried out after %s: %w (is `cuecast serve` running?)", verb, cfg, c.o.AwaitTimeout, ErrNotCarriedOut)
+		}
+		select {
+		case <-ctx.Done():
+			return rec, fmt.Errorf("%s %s: recorded; %w", verb, cfg, ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }

@@ -189,4 +189,7 @@ var (
 	ErrNoReason = errors.New("a reason is required")
 	// ErrNotPinned: unpin of a config that is not pinned.
 	ErrNotPinned = errors.New("config is not pinned")
+	// ErrNotCarriedOut: an action recorded by a controller without
+	// Policies that no running controller carried out in time.
+	ErrNotCarriedOut = errors.New("action not carried out")
 )

@@ -1,0 +1,344 @@
+package cli_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/nats-io/nats.go"
+
+	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/client"
+	"github.com/cuecast/cuecast/distributor/rollout"
+	"github.com/cuecast/cuecast/internal/cli"
+	"github.com/cuecast/cuecast/internal/gittest"
+	"github.com/cuecast/cuecast/internal/iostreams"
+	"github.com/cuecast/cuecast/internal/pipeline"
+)
+
+const checkoutCfg = cuecast.ConfigPath("payments/checkout")
+
+// servePipeline runs a pipeline over repo with the given policies (nil:
+// the default one stage).
+func servePipeline(t *testing.T, repo *gittest.Repo, pol rollout.Policies) *pipeline.Pipeline {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	p, err := pipeline.Start(ctx, pipeline.Config{Repo: repo.Dir, Branch: "main", DataDir: t.TempDir(),
+		Listen: "127.0.0.1:0", Interval: 20 * time.Millisecond, Policies: pol})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = p.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done; p.Close() })
+	return p
+}
+
+// watchers starts service instances on checkout, returning their watchers.
+func watchers(t *testing.T, p *pipeline.Pipeline, ids ...string) []*client.Watcher {
+	t.Helper()
+	var ws []*client.Watcher
+	for _, id := range ids {
+		nc, err := nats.Connect(p.ClientURL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		cl, err := client.New(nc, client.WithInstance(id), client.WithTrustedKeys(p.PublicKey))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := cl.Watch(context.Background(), checkoutCfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(w.Stop)
+		ws = append(ws, w)
+	}
+	return ws
+}
+
+func waitFor(t *testing.T, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	var last string
+	for time.Now().Before(deadline) {
+		var ok bool
+		if ok, last = cond(); ok {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("%s: still %s after 20s", what, last)
+}
+
+func waitVersion(t *testing.T, ws []*client.Watcher, v uint64) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("instances on v%d", v), func() (bool, string) {
+		for i, w := range ws {
+			if w.Current().Version != v {
+				return false, fmt.Sprintf("instance %d on v%d", i, w.Current().Version)
+			}
+		}
+		return true, ""
+	})
+}
+
+// editCheckoutFile replaces from with to in checkout.cue and commits.
+func editCheckoutFile(t *testing.T, repo *gittest.Repo, from, to, msg string) string {
+	t.Helper()
+	path := filepath.Join(repo.Dir, "payments", "checkout", "checkout.cue")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), from) {
+		t.Fatalf("checkout.cue has no %q", from)
+	}
+	return repo.CommitFiles(msg, map[string]string{"payments/checkout/checkout.cue": strings.Replace(string(b), from, to, 1)})
+}
+
+func runEnv(ctx context.Context, env map[string]string, args ...string) (int, *syncBuffer, *syncBuffer) {
+	stdout, stderr := &syncBuffer{}, &syncBuffer{}
+	io := &iostreams.IOStreams{In: strings.NewReader(""), Out: stdout, ErrOut: stderr}
+	code := cli.Main(ctx, args, io, func(k string) string { return env[k] })
+	return code, stdout, stderr
+}
+
+// TestRollbackPinRevertAndWait: an emergency rollback reaches every
+// instance and pins the config; status shows the pin and --wait fails on
+// the rolled-back version with the stragglers; the revert commit made by
+// `cuecast revert` restores the pinned content, which lifts the pin.
+func TestRollbackPinRevertAndWait(t *testing.T) {
+	repo := exampleRepo(t)
+	p := servePipeline(t, repo, nil)
+	ctx := t.Context()
+	url := p.ClientURL()
+	ws := watchers(t, p, "web-1", "web-2")
+	waitVersion(t, ws, 1)
+
+	bad := editCheckoutFile(t, repo, "max_amount_minor: 5_000_000", "max_amount_minor: 2_500_000", "checkout: halve the limit")
+	waitVersion(t, ws, 2)
+	if code, out, errOut := run(ctx, "status", "--nats", url, "--wait", "payments/checkout@2", "--timeout", "20s"); code != 0 {
+		t.Fatalf("status --wait @2: exit %d, stdout %q stderr %q", code, out, errOut)
+	} else if !strings.Contains(out.String(), "live instances report it") {
+		t.Errorf("status --wait @2: got %q", out)
+	}
+
+	code, out, errOut := runEnv(ctx, map[string]string{"USER": "ann"}, "rollback", "payments/checkout", "--nats", url, "--to", "1", "--reason", "checkout 5xx")
+	if code != 0 {
+		t.Fatalf("rollback: exit %d, stderr %q", code, errOut)
+	}
+	if !strings.Contains(out.String(), "PINNED") {
+		t.Errorf("rollback output does not say the config is pinned: %q", out)
+	}
+	waitVersion(t, ws, 1)
+	if code, out, errOut := run(ctx, "status", "--nats", url, "--wait", "payments/checkout@1", "--timeout", "20s"); code != 0 {
+		t.Fatalf("status --wait @1 after rollback: exit %d, stdout %q stderr %q", code, out, errOut)
+	}
+
+	code, out, errOut = run(ctx, "status", "--nats", url, "--wait", "payments/checkout@2", "--timeout", "300ms")
+	if code != cli.ExitHalted {
+		t.Fatalf("status --wait @2 after rollback: exit %d, want %d; stdout %q", code, cli.ExitHalted, out)
+	}
+	for _, want := range []string{"timed out", "straggler web-1 on v1", "straggler web-2 on v1"} {
+		if !strings.Contains(errOut.String(), want) {
+			t.Errorf("status --wait stderr: got %q, want %q", errOut, want)
+		}
+	}
+	code, out, _ = run(ctx, "status", "--nats", url, "payments/checkout")
+	if code != 0 || !strings.Contains(out.String(), "PINNED to v1 by ann") {
+		t.Errorf("status payments/checkout: exit %d, got %q, want the pin shown loudly", code, out)
+	}
+	code, out, _ = run(ctx, "status", "--nats", url)
+	if code != 0 || !strings.Contains(out.String(), "!!! payments/checkout PINNED to v1") {
+		t.Errorf("status: exit %d, got %q, want the pin shown loudly", code, out)
+	}
+
+	code, out, errOut = run(ctx, "revert", bad, "--repo", repo.Dir)
+	if code != 0 {
+		t.Fatalf("revert: exit %d, stderr %q", code, errOut)
+	}
+	if !strings.Contains(out.String(), `Revert "checkout: halve the limit"`) {
+		t.Errorf("revert output: %q", out)
+	}
+	waitVersion(t, ws, 3)
+	code, out, _ = run(ctx, "rollout", "status", "--nats", url, "payments/checkout", "-o", "json")
+	var ps []rollout.Progress
+	if err := json.Unmarshal([]byte(out.String()), &ps); err != nil || code != 0 || len(ps) != 1 {
+		t.Fatalf("rollout status json: exit %d, %v: %q", code, err, out)
+	}
+	if rec := ps[0].Record; rec.Pin != nil || rec.Current.Version != 3 {
+		t.Errorf("after the revert: pin %+v, rollout of v%d; want no pin, v3", rec.Pin, rec.Current.Version)
+	}
+	code, out, _ = run(ctx, "rollout", "audit", "--nats", url, "payments/checkout")
+	if code != 0 || !strings.Contains(out.String(), "rollback") || !strings.Contains(out.String(), "unpin") || !strings.Contains(out.String(), "ann") {
+		t.Errorf("rollout audit: exit %d, got %q, want ann's rollback and the unpin", code, out)
+	}
+}
+
+// TestRolloutOperatorCommands drives a three-stage rollout by hand.
+func TestRolloutOperatorCommands(t *testing.T) {
+	repo := exampleRepo(t)
+	pol := rollout.Static{P: cuecast.Policy{Stages: []cuecast.Stage{
+		{Name: "canary", Percent: 1, Hold: cuecast.Duration(time.Hour)},
+		{Name: "early", Percent: 10, Hold: cuecast.Duration(time.Hour)},
+		{Name: "all", Percent: 100},
+	}}}
+	p := servePipeline(t, repo, pol)
+	ctx := t.Context()
+	url := p.ClientURL()
+	// v1 rolls out through the same stages: skip its holds.
+	waitFor(t, "v1 rollout", func() (bool, string) {
+		code, out, _ := run(ctx, "rollout", "status", "--nats", url, "payments/checkout")
+		return code == 0 && strings.Contains(out.String(), "HOLDING"), out.String()
+	})
+	if code, _, errOut := run(ctx, "rollout", "advance", "--nats", url, "payments/checkout", "--reason", "first import", "--emergency", "--as", "ann"); code != 0 {
+		t.Fatalf("advance --emergency: exit %d, %q", code, errOut)
+	}
+	editCheckoutFile(t, repo, "max_amount_minor: 5_000_000", "max_amount_minor: 2_500_000", "checkout: halve the limit")
+	waitFor(t, "v2 canary holding", func() (bool, string) {
+		code, out, _ := run(ctx, "rollout", "status", "--nats", url, "payments/checkout")
+		s := out.String()
+		return code == 0 && strings.Contains(s, "v2 HOLDING") && strings.Contains(s, "now  canary"), s
+	})
+	if code, _, errOut := run(ctx, "rollout", "halt", "--nats", url, "payments/checkout"); code != cli.ExitUsage || !strings.Contains(errOut.String(), "--reason") {
+		t.Errorf("halt without --reason: exit %d, %q", code, errOut)
+	}
+	if code, _, errOut := run(ctx, "rollout", "halt", "--nats", url, "payments/checkout", "--reason", "latency", "--as", "ann"); code != 0 {
+		t.Fatalf("halt: exit %d, %q", code, errOut)
+	}
+	code, out, _ := run(ctx, "rollout", "status", "--nats", url, "payments/checkout")
+	if code != cli.ExitHalted || !strings.Contains(out.String(), "HALTED") || !strings.Contains(out.String(), "operator ann: latency") {
+		t.Errorf("status of a halted rollout: exit %d, %q", code, out)
+	}
+	if code, _, errOut := run(ctx, "rollout", "halt", "--nats", url, "payments/checkout", "--reason", "again"); code != cli.ExitUsage || !strings.Contains(errOut.String(), "halted") {
+		t.Errorf("halting a halted rollout: exit %d, %q", code, errOut)
+	}
+	if code, _, errOut := run(ctx, "rollout", "resume", "--nats", url, "payments/checkout", "--reason", "load test", "--as", "ann"); code != 0 {
+		t.Fatalf("resume: exit %d, %q", code, errOut)
+	}
+	if code, _, errOut := run(ctx, "rollout", "advance", "--nats", url, "payments/checkout", "--reason", "ok", "--as", "bob"); code != 0 {
+		t.Fatalf("advance: exit %d, %q", code, errOut)
+	}
+	waitFor(t, "early", func() (bool, string) {
+		_, out, _ := run(ctx, "rollout", "status", "--nats", url, "payments/checkout")
+		return strings.Contains(out.String(), "now  early"), out.String()
+	})
+	if code, _, errOut := run(ctx, "rollout", "advance", "--nats", url, "payments/checkout", "--reason", "fix", "--emergency", "--as", "bob"); code != 0 {
+		t.Fatalf("advance --emergency: exit %d, %q", code, errOut)
+	}
+	code, out, errOut := run(ctx, "rollout", "watch", "--nats", url, "payments/checkout", "--interval", "50ms")
+	if code != 0 || !strings.Contains(out.String(), "complete") {
+		t.Errorf("watch: exit %d, stdout %q stderr %q", code, out, errOut)
+	}
+	code, out, _ = run(ctx, "rollout", "audit", "--nats", url, "payments/checkout", "-o", "json")
+	var audit []rollout.AuditEntry
+	if err := json.Unmarshal([]byte(out.String()), &audit); err != nil || code != 0 {
+		t.Fatalf("audit json: exit %d, %v", code, err)
+	}
+	var got []string
+	for _, a := range audit {
+		got = append(got, fmt.Sprintf("%s:%s:%t", a.Actor, a.Action, a.Emergency))
+	}
+	want := "ann:advance:true ann:halt:false ann:resume:false bob:advance:false bob:advance:true"
+	if strings.Join(got, " ") != want {
+		t.Errorf("audit: got %v, want %s", got, want)
+	}
+}
+
+func TestRevertConflictPushAndPR(t *testing.T) {
+	repo := gittest.New(t)
+	repo.CommitFiles("base", map[string]string{"payments/checkout/checkout.cue": "a: 1\n", "payments/other/other.cue": "b: 1\n"})
+	first := repo.CommitFiles("checkout a=2", map[string]string{"payments/checkout/checkout.cue": "a: 2\n"})
+	repo.CommitFiles("checkout a=3", map[string]string{"payments/checkout/checkout.cue": "a: 3\n"})
+	other := repo.CommitFiles("other b=2", map[string]string{"payments/other/other.cue": "b: 2\n"})
+	bare := repo.Bare()
+	ctx := t.Context()
+
+	code, _, errOut := run(ctx, "revert", first[:10], "--repo", repo.Dir)
+	if code != cli.ExitUsage || !strings.Contains(errOut.String(), "payments/checkout/checkout.cue changed again after it") {
+		t.Errorf("conflicting revert: exit %d, stderr %q", code, errOut)
+	}
+	if repo.Head() != other {
+		t.Fatalf("a refused revert moved HEAD")
+	}
+
+	code, out, errOut := run(ctx, "revert", other, "--repo", repo.Dir, "--push")
+	if code != 0 {
+		t.Fatalf("revert --push: exit %d, %q", code, errOut)
+	}
+	if !strings.Contains(out.String(), "pushed main to origin") {
+		t.Errorf("revert --push output: %q", out)
+	}
+	b, err := os.ReadFile(filepath.Join(repo.Dir, "payments/other/other.cue"))
+	if err != nil || string(b) != "b: 1\n" {
+		t.Errorf("reverted file: %q, %v; want the parent's content", b, err)
+	}
+	remote, err := git.PlainOpen(bare)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := remote.Reference(plumbing.NewBranchReferenceName("main"), true)
+	if err != nil || ref.Hash().String() != repo.Head() {
+		t.Errorf("remote main: %v %v, want %s", ref, err, repo.Head())
+	}
+
+	// --github-pr: a branch pushed and a pull request opened on the API.
+	var mu sync.Mutex
+	var got map[string]any
+	var auth string
+	gh := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || r.URL.Path != "/api/v3/repos/acme/configs/pulls" {
+			http.Error(w, "unexpected "+r.Method+" "+r.URL.Path, http.StatusNotFound)
+			return
+		}
+		body, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		_ = json.Unmarshal(body, &got)
+		auth = r.Header.Get("Authorization")
+		mu.Unlock()
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprint(w, `{"number":7,"html_url":"https://github.example/acme/configs/pull/7"}`)
+	}))
+	t.Cleanup(gh.Close)
+	code, out, errOut = runEnv(ctx, map[string]string{"GITHUB_TOKEN": "tok"}, "revert", other, "--repo", repo.Dir,
+		"--github-pr", "--github-repo", "acme/configs", "--github-api-url", gh.URL)
+	if code != cli.ExitUsage || !strings.Contains(errOut.String(), "changed again") {
+		// The first revert already touched other.cue: reverting again conflicts.
+		t.Errorf("second revert of the same commit: exit %d, %q", code, errOut)
+	}
+	target := repo.CommitFiles("checkout a=4", map[string]string{"payments/checkout/checkout.cue": "a: 4\n"})
+	code, out, errOut = runEnv(ctx, map[string]string{"GITHUB_TOKEN": "tok"}, "revert", target, "--repo", repo.Dir,
+		"--github-pr", "--github-repo", "acme/configs", "--github-api-url", gh.URL)
+	if code != 0 {
+		t.Fatalf("revert --github-pr: exit %d, %q", code, errOut)
+	}
+	if !strings.Contains(out.String(), "opened pull request #7") {
+		t.Errorf("revert --github-pr output: %q", out)
+	}
+	branch := "cuecast/revert-" + target[:10]
+	mu.Lock()
+	if got["head"] != branch || got["base"] != "main" || auth != "Bearer tok" {
+		t.Errorf("pull request: %v (auth %q), want head %s base main", got, auth, branch)
+	}
+	mu.Unlock()
+	if _, err := remote.Reference(plumbing.NewBranchReferenceName(branch), true); err != nil {
+		t.Errorf("branch %s not pushed: %v", branch, err)
+	}
+	if h, _ := repo.Git.Head(); h.Name().Short() != "main" || h.Hash().String() != target {
+		t.Errorf("after --github-pr: HEAD %s at %s, want main at %s", h.Name().Short(), h.Hash(), target)
+	}
+}
