@@ -56,9 +56,18 @@ func (d *Distributor) readReports(ctx context.Context, filter string) ([]cuecast
 	if err != nil {
 		return nil, fmt.Errorf("read reader info: %w", err)
 	}
-	var out []cuecast.Report
+	// Reports keep arriving while we read, so a subject can be delivered
+	// twice (its last message, then a newer one): keep the newest.
+	bySubject := map[string]cuecast.Report{}
+	collect := func() []cuecast.Report {
+		out := make([]cuecast.Report, 0, len(bySubject))
+		for _, r := range bySubject {
+			out = append(out, r)
+		}
+		return out
+	}
 	if info.NumPending == 0 {
-		return out, nil
+		return nil, nil
 	}
 	remaining := int(info.NumPending)
 	for {
@@ -77,7 +86,7 @@ func (d *Distributor) readReports(ctx context.Context, filter string) ([]cuecast
 			if err := json.Unmarshal(m.Data(), &r); err != nil {
 				d.log.Warn("skipping undecodable report", "subject", m.Subject(), "err", err)
 			} else {
-				out = append(out, r)
+				bySubject[m.Subject()] = r
 			}
 			if meta, err := m.Metadata(); err == nil && meta.NumPending == 0 {
 				done = true
@@ -87,7 +96,7 @@ func (d *Distributor) readReports(ctx context.Context, filter string) ([]cuecast
 			return nil, fmt.Errorf("fetch reports: %w", err)
 		}
 		if done || n == 0 {
-			return out, nil
+			return collect(), nil
 		}
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
