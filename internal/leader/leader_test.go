@@ -1,0 +1,176 @@
+package leader_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cuecast/cuecast/internal/leader"
+	"github.com/cuecast/cuecast/internal/natstest"
+)
+
+const ttl = 600 * time.Millisecond
+
+// candidate runs one Lease on its own connection and records its terms.
+type candidate struct {
+	id     string
+	nc     *nats.Conn
+	lease  *leader.Lease
+	cancel context.CancelFunc
+	done   chan error
+	terms  chan leader.Term
+	once   sync.Once
+}
+
+// stop cancels the candidate and waits for its Run; safe twice.
+func (c *candidate) stop() {
+	c.once.Do(func() {
+		c.cancel()
+		<-c.done
+	})
+}
+
+func startCandidate(t *testing.T, srv *natstest.Server, id string, active *atomic.Int32, overlap *atomic.Bool) *candidate {
+	t.Helper()
+	nc := srv.Connect(t)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := leader.New(context.Background(), js, leader.Options{ID: id, TTL: ttl})
+	if err != nil {
+		t.Fatalf("new lease: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &candidate{id: id, nc: nc, lease: l, cancel: cancel, done: make(chan error, 1), terms: make(chan leader.Term, 16)}
+	go func() {
+		c.done <- l.Run(ctx, func(ctx context.Context, term leader.Term) error {
+			if active.Add(1) > 1 {
+				overlap.Store(true)
+			}
+			defer active.Add(-1)
+			c.terms <- term
+			<-ctx.Done()
+			return nil
+		})
+	}()
+	t.Cleanup(c.stop)
+	return c
+}
+
+func waitTerm(t *testing.T, c *candidate) leader.Term {
+	t.Helper()
+	select {
+	case term := <-c.terms:
+		return term
+	case <-time.After(20 * time.Second):
+		t.Fatalf("%s never acquired the lease", c.id)
+	}
+	return leader.Term{}
+}
+
+func TestTakeover(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		kill func(*candidate)
+	}{
+		{"holder stops", func(c *candidate) { c.stop() }},
+		{"holder's connection dies", func(c *candidate) { c.nc.Close() }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := natstest.Start(t)
+			var active atomic.Int32
+			var overlap atomic.Bool
+			a := startCandidate(t, srv, "a", &active, &overlap)
+			first := waitTerm(t, a)
+			b := startCandidate(t, srv, "b", &active, &overlap)
+			holder, _, err := b.lease.Holder(context.Background())
+			if err != nil || holder != "a" {
+				t.Fatalf("holder %q (%v), want a", holder, err)
+			}
+			tc.kill(a)
+			second := waitTerm(t, b)
+			if second.Revision <= first.Revision {
+				t.Errorf("second term revision %d, want above %d", second.Revision, first.Revision)
+			}
+			if overlap.Load() {
+				t.Error("two candidates worked at once")
+			}
+		})
+	}
+}
+
+func TestLeaseTakenOverCancelsWork(t *testing.T) {
+	srv := natstest.Start(t)
+	var active atomic.Int32
+	var overlap atomic.Bool
+	a := startCandidate(t, srv, "a", &active, &overlap)
+	waitTerm(t, a)
+	// Someone else writes the lease (the fencing revision moves): the holder
+	// notices at its next renewal and stops working.
+	js, _ := jetstream.New(srv.Connect(t))
+	kv, err := js.KeyValue(context.Background(), "cuecast-lease")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(context.Background(), "serve", []byte("intruder")); err != nil {
+		t.Fatal(err)
+	}
+	natstest.Eventually(t, 10*time.Second, "holder stopping", func() (bool, string) {
+		return active.Load() == 0, fmt.Sprintf("%d working", active.Load())
+	})
+}
+
+func TestManyCandidatesOneHolder(t *testing.T) {
+	srv := natstest.Start(t)
+	var active atomic.Int32
+	var overlap atomic.Bool
+	var cs []*candidate
+	for i := range 4 {
+		cs = append(cs, startCandidate(t, srv, fmt.Sprintf("c%d", i), &active, &overlap))
+	}
+	// Stop holders one by one; each time exactly one other takes over.
+	var mu sync.Mutex
+	left := map[*candidate]bool{}
+	for _, c := range cs {
+		left[c] = true
+	}
+	for range 3 {
+		var holder *candidate
+		natstest.Eventually(t, 20*time.Second, "a holder", func() (bool, string) {
+			mu.Lock()
+			defer mu.Unlock()
+			for c := range left {
+				select {
+				case <-c.terms:
+					holder = c
+					return true, ""
+				default:
+				}
+			}
+			return false, "none"
+		})
+		delete(left, holder)
+		holder.stop()
+	}
+	if overlap.Load() {
+		t.Error("two candidates worked at once")
+	}
+}
+
+func TestOptions(t *testing.T) {
+	srv := natstest.Start(t)
+	js, _ := jetstream.New(srv.Connect(t))
+	for _, o := range []leader.Options{{}, {ID: "x", TTL: time.Millisecond}, {ID: "x", Replicas: 7}} {
+		if _, err := leader.New(context.Background(), js, o); !errors.Is(err, leader.ErrInvalidOptions) {
+			t.Errorf("%+v: got %v, want ErrInvalidOptions", o, err)
+		}
+	}
+}
