@@ -10,7 +10,9 @@ import (
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/cache"
 	"github.com/go-git/go-git/v5/plumbing/transport"
+	"github.com/go-git/go-git/v5/storage/filesystem"
 )
 
 // source is where commits come from: a local repository read in place, or a
@@ -55,13 +57,33 @@ func (s *source) open(ctx context.Context) (*git.Repository, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open repository %s: %w: %v", s.repo, ErrNotRepo, err)
 	}
-	return r, nil
+	return withSmallCache(r)
+}
+
+// objectCacheSize replaces go-git's default 96 MiB object cache: the tailer
+// keeps decoded trees in its own cache (gitfs.Cache), so go-git's would only
+// duplicate them.
+const objectCacheSize = 8 * cache.MiByte
+
+func withSmallCache(r *git.Repository) (*git.Repository, error) {
+	fst, ok := r.Storer.(*filesystem.Storage)
+	if !ok {
+		return r, nil
+	}
+	small, err := git.Open(filesystem.NewStorage(fst.Filesystem(), cache.NewObjectLRU(objectCacheSize)), nil)
+	if err != nil {
+		return nil, fmt.Errorf("reopen repository: %w", err)
+	}
+	return small, nil
 }
 
 func (s *source) openClone(ctx context.Context) (*git.Repository, error) {
 	r, err := git.PlainOpen(s.dir)
 	if err == nil {
-		return r, s.pointAt(r)
+		if err := s.pointAt(r); err != nil {
+			return nil, err
+		}
+		return withSmallCache(r)
 	}
 	if !errors.Is(err, git.ErrRepositoryNotExists) {
 		return nil, fmt.Errorf("open clone %s of %s: %w", s.dir, s.repo, err)

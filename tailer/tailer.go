@@ -184,7 +184,7 @@ func (t *Tailer) onBranch(r *git.Repository, rev string, tip plumbing.Hash) (plu
 }
 
 // treeCacheSize bounds the tree and blob cache (objects, not bytes).
-const treeCacheSize = 20000
+const treeCacheSize = 8192
 
 // Wake makes Run poll now instead of at the next interval. It never blocks.
 func (t *Tailer) Wake() {

@@ -30,6 +30,7 @@ import (
 	"io/fs"
 	"path"
 	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -246,13 +247,32 @@ restart:
 	panic("unreachable")
 }
 
+// findEntry looks name up in t by binary search: Git keeps entries sorted
+// with directories compared as if their names ended in "/", so name is
+// searched both ways. A tree that is not sorted (hand-made, or corrupt) is
+// scanned.
 func findEntry(t *object.Tree, name string) (object.TreeEntry, bool) {
-	for _, te := range t.Entries {
-		if te.Name == name {
-			return te, true
+	for _, key := range []string{name, name + "/"} {
+		i := sort.Search(len(t.Entries), func(i int) bool { return gitSortName(&t.Entries[i]) >= key })
+		if i < len(t.Entries) && t.Entries[i].Name == name {
+			return t.Entries[i], true
+		}
+	}
+	if !sort.SliceIsSorted(t.Entries, func(i, j int) bool { return gitSortName(&t.Entries[i]) < gitSortName(&t.Entries[j]) }) {
+		for _, te := range t.Entries {
+			if te.Name == name {
+				return te, true
+			}
 		}
 	}
 	return object.TreeEntry{}, false
+}
+
+func gitSortName(e *object.TreeEntry) string {
+	if e.Mode == filemode.Dir {
+		return e.Name + "/"
+	}
+	return e.Name
 }
 
 // treeLocked returns the decoded tree of directory dir, a path without
@@ -312,7 +332,10 @@ func (f *FS) dirEntries(op, name string) ([]fs.DirEntry, error) {
 	}
 	// Git orders a directory "a" as "a/", so "a.cue" sorts before it; io/fs
 	// wants plain name order.
-	slices.SortFunc(out, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+	byName := func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) }
+	if !slices.IsSortedFunc(out, byName) {
+		slices.SortFunc(out, byName)
+	}
 	return out, nil
 }
 
