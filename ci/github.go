@@ -310,7 +310,8 @@ func (g *GitHub) Comment(ctx context.Context, rep *Report) error {
 	return nil
 }
 
-// findComment returns the ID of the first comment carrying Marker, or 0.
+// findComment returns the ID of the first comment that starts with Marker,
+// or 0.
 func (g *GitHub) findComment(ctx context.Context) (int64, error) {
 	opts := &github.IssueListCommentsOptions{ListOptions: github.ListOptions{PerPage: 100}}
 	for {
@@ -319,7 +320,9 @@ func (g *GitHub) findComment(ctx context.Context) (int64, error) {
 			return 0, explain("list pull request comments", "pull-requests: read", err)
 		}
 		for _, c := range cs {
-			if strings.Contains(c.GetBody(), Marker) {
+			// The marker opens cuecast's comment; a person quoting it
+			// starts with "> ".
+			if strings.HasPrefix(strings.TrimSpace(c.GetBody()), Marker) {
 				return c.GetID(), nil
 			}
 		}

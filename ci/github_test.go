@@ -175,10 +175,13 @@ func TestGitHubAnnotationBatches(t *testing.T) {
 func TestGitHubCommentUpdatedNotDuplicated(t *testing.T) {
 	gh := githubtest.New(t)
 	gh.SetPageSize(100)
-	// 150 comments by people, so cuecast's lands on the second page.
-	for i := range 150 {
+	// 150 comments by people, so cuecast's lands on the second page; one
+	// quotes an old report, marker and all, and must be left alone.
+	for i := range 149 {
 		gh.AddComment(7, "someone", fmt.Sprintf("comment %d", i))
 	}
+	quote := "> " + ci.Marker + "\n> ## cuecast check: ❌\n\nwhy did this fail?"
+	gh.AddComment(7, "someone", quote)
 	g, _ := newReporter(t, gh, 7)
 	rep := sampleReport()
 	if err := publish(t.Context(), g, rep); err != nil {
@@ -211,12 +214,15 @@ func TestGitHubCommentUpdatedNotDuplicated(t *testing.T) {
 	after := gh.Comments(7)
 	var marked []int64
 	for _, c := range after {
-		if strings.Contains(c.Body, ci.Marker) {
+		if strings.HasPrefix(c.Body, ci.Marker) {
 			marked = append(marked, c.ID)
 		}
 	}
 	if len(after) != 151 || !slices.Equal(marked, []int64{ours}) {
 		t.Errorf("after the second run: %d comments, marked %v; want 151 and only %d", len(after), marked, ours)
+	}
+	if after[149].Body != quote {
+		t.Errorf("the quoting comment was edited")
 	}
 	if !strings.Contains(after[150].Body, "✅") {
 		t.Errorf("the comment was not updated to the second report")

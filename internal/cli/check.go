@@ -91,6 +91,7 @@ func checkRun(c *cobra.Command, env *Env, opts *CheckOptions) error {
 	}
 	var gh *ci.GitHub
 	var run *ci.CheckRun
+	var ghErrs []error
 	if opts.GitHub {
 		if opts.HeadSHA == "" {
 			sha, err := ci.ResolveCommit(opts.Repo, opts.Head)
@@ -111,10 +112,13 @@ func checkRun(c *cobra.Command, env *Env, opts *CheckOptions) error {
 		if err != nil {
 			return usageErrorf("run it in GitHub Actions, or set GITHUB_TOKEN and GITHUB_REPOSITORY (see ci/README.md)", "--github: %v", err)
 		}
-		if run, err = g.Start(ctx); err != nil {
-			return err
-		}
 		gh = g
+		// A refused check run does not stop the check: the report still
+		// reaches the log and, when allowed, the pull request.
+		if run, err = g.Start(ctx); err != nil {
+			ghErrs = append(ghErrs, err)
+			run = nil
+		}
 	}
 	rep, err := ci.Check(ctx, opts.Repo, ci.Options{Base: opts.Base, Head: opts.Head, FanOut: opts.FanOut, Logger: log})
 	if err != nil {
@@ -124,7 +128,7 @@ func checkRun(c *cobra.Command, env *Env, opts *CheckOptions) error {
 				log.Error("could not mark the check run failed", "err", aerr)
 			}
 		}
-		return err
+		return errors.Join(append([]error{err}, ghErrs...)...)
 	}
 	switch opts.Output {
 	case "json":
@@ -139,14 +143,25 @@ func checkRun(c *cobra.Command, env *Env, opts *CheckOptions) error {
 	}
 	if run != nil {
 		if err := run.Complete(ctx, rep); err != nil {
-			return err
-		}
-		if err := gh.Comment(ctx, rep); err != nil {
-			return err
+			ghErrs = append(ghErrs, err)
 		}
 	}
-	if rep.Failed() {
+	if gh != nil {
+		if err := gh.Comment(ctx, rep); err != nil {
+			ghErrs = append(ghErrs, err)
+		}
+	}
+	ghErr := errors.Join(ghErrs...)
+	switch {
+	case rep.Failed():
+		// Invalid configs decide the exit status; a failed report to
+		// GitHub is still said.
+		if ghErr != nil {
+			fmt.Fprintf(env.IO.ErrOut, "cuecast: %v\n", ghErr)
+		}
 		return errInvalid
+	case ghErr != nil:
+		return ghErr
 	}
 	return nil
 }

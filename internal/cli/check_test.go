@@ -97,9 +97,26 @@ func TestCheckGitHubPermission(t *testing.T) {
 	env := map[string]string{
 		"GITHUB_TOKEN": githubtest.Token, "GITHUB_REPOSITORY": "acme/configs", "GITHUB_EVENT_PATH": event, "GITHUB_API_URL": gh.URL,
 	}
-	code, _, stderr := runCLI(t, env, "check", "--repo", dir, "--base", base, "--head", head, "--github")
-	if code != cli.ExitFailure || !strings.Contains(stderr, `lacks the "checks: write" permission`) {
-		t.Errorf("got exit %d, stderr %q; want 1 naming checks: write", code, stderr)
+	code, stdout, stderr := runCLI(t, env, "check", "--repo", dir, "--base", base, "--head", head, "--github")
+	// The change is invalid: that decides the exit status; the refusal is
+	// still explained, and the comment (allowed) still written.
+	if code != cli.ExitInvalid || !strings.Contains(stderr, `lacks the "checks: write" permission`) {
+		t.Errorf("got exit %d, stderr %q; want 3 naming checks: write", code, stderr)
+	}
+	if !strings.Contains(stdout, "payments/checkout") || len(gh.Comments(5)) != 1 {
+		t.Errorf("the report must still be printed and commented; stdout %q, %d comments", stdout, len(gh.Comments(5)))
+	}
+
+	// A valid change with the same refusal: exit 1, cuecast failed to report.
+	gh2 := githubtest.New(t)
+	gh2.Deny(githubtest.CreateComment, http.StatusForbidden)
+	env["GITHUB_API_URL"] = gh2.URL
+	code, _, stderr = runCLI(t, env, "check", "--repo", dir, "--base", base, "--head", base, "--github")
+	if code != cli.ExitFailure || !strings.Contains(stderr, `lacks the "pull-requests: write" permission`) {
+		t.Errorf("got exit %d, stderr %q; want 1 naming pull-requests: write", code, stderr)
+	}
+	if r := gh2.Runs()[1001]; r.Conclusion != "success" {
+		t.Errorf("check run: got %q, want success", r.Conclusion)
 	}
 }
 
