@@ -27,12 +27,17 @@ func TestFleetConverges(t *testing.T) {
 	for i := range ncs {
 		ncs[i] = e.srv.Connect(t, client.ConnectOptions()...)
 	}
+	// One process: the instances share a Keyring, as a sidecar would.
+	keys, err := client.NewKeyring(e.pub)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ws := make([]*client.Watcher, n)
 	evs := make([]*events, n)
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			c, ev := newClientOn(t, ncs[i%conns], fmt.Sprintf("fleet-%04d", i), client.WithTrustedKeys(e.pub))
+			c, ev := newClientOn(t, ncs[i%conns], fmt.Sprintf("fleet-%04d", i), client.WithKeyring(keys))
 			w, err := c.Watch(t.Context(), cfg)
 			if err != nil {
 				t.Errorf("Watch %d: %v", i, err)

@@ -161,7 +161,9 @@ func watch(t *testing.T, c *client.Client, opts ...client.WatchOption) *client.W
 // eventually polls cond until it holds or the deadline passes.
 func eventually(t *testing.T, what string, cond func() bool, detail func() string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	// Generous: the machine may be shared; the deadline is a hang guard,
+	// not a timing assertion.
+	deadline := time.Now().Add(60 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s%s", what, detail())
