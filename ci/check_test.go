@@ -247,6 +247,23 @@ func TestCheckScenarios(t *testing.T) {
 			},
 		},
 		{
+			name: "invalid base fixed",
+			base: func(t *testing.T, r *gittest.Repo) {
+				edit(t, r, "payments/checkout/checkout.cue", `"EUR"`, `"DOGECOIN"`)
+			},
+			change: func(t *testing.T, r *gittest.Repo) {
+				edit(t, r, "payments/checkout/checkout.cue", `"DOGECOIN"`, `"GBP"`)
+			},
+			want:       []string{"payments/checkout fixed"},
+			namespaces: []string{"payments"},
+			level:      "high",
+			verify: func(t *testing.T, rep *ci.Report) {
+				if len(rep.Errors) != 0 || !slices.Contains(diffPaths(rep.Configs[0]), `added currency  "GBP"`) {
+					t.Errorf("got errors %v, diff %q; want none and the whole output added", rep.Errors, diffPaths(rep.Configs[0]))
+				}
+			},
+		},
+		{
 			name: "no-op refactor",
 			change: func(t *testing.T, r *gittest.Repo) {
 				edit(t, r, "search/ranking/ranking.cue", `boost_recent_days: 14`, "let days = 7\nboost_recent_days: days * 2")

@@ -239,6 +239,7 @@ func TestGitHubRetries(t *testing.T) {
 	gh.Fail(githubtest.CreateComment, http.StatusForbidden, http.Header{"Retry-After": {"7"}},
 		"You have exceeded a secondary rate limit. Please wait a few minutes before you try again.")
 	gh.Fail(githubtest.ListComments, http.StatusTooManyRequests, nil, "slow down")
+	gh.Fail(githubtest.UpdateCheckRun, http.StatusForbidden, nil, "You have exceeded a secondary rate limit.")
 	g, sl := newReporter(t, gh, 7)
 	if err := publish(t.Context(), g, sampleReport()); err != nil {
 		t.Fatal(err)
@@ -247,6 +248,7 @@ func TestGitHubRetries(t *testing.T) {
 		"POST /repos/acme/configs/check-runs 503",
 		"POST /repos/acme/configs/check-runs 502",
 		"POST /repos/acme/configs/check-runs 201",
+		"PATCH /repos/acme/configs/check-runs/1001 403",
 		"PATCH /repos/acme/configs/check-runs/1001 200",
 		"GET /repos/acme/configs/issues/7/comments 429",
 		"GET /repos/acme/configs/issues/7/comments 200",
@@ -256,8 +258,9 @@ func TestGitHubRetries(t *testing.T) {
 	if got := gh.Sequence(); !slices.Equal(got, want) {
 		t.Fatalf("requests:\ngot  %q\nwant %q", got, want)
 	}
-	// Backoff 1 s, 2 s; then a fresh 1 s; then GitHub's Retry-After.
-	if got, want := sl.got(), []time.Duration{time.Second, 2 * time.Second, time.Second, 7 * time.Second}; !slices.Equal(got, want) {
+	// Backoff 1 s, 2 s; then a fresh 1 s for each new request; then
+	// GitHub's Retry-After.
+	if got, want := sl.got(), []time.Duration{time.Second, 2 * time.Second, time.Second, time.Second, 7 * time.Second}; !slices.Equal(got, want) {
 		t.Errorf("waits: got %v, want %v", got, want)
 	}
 	// The replayed body is the original one.
