@@ -185,6 +185,11 @@ func (c *compilation) eval(wc *workerContext, j job) (r jobResult) {
 		v = v.Unify(s)
 	}
 	if err := v.Err(); err != nil {
+		// Err reports the first error; Validate walks the value and
+		// reports every one, so an author fixes them in one round.
+		if all := v.Validate(cue.Concrete(true)); all != nil {
+			err = all
+		}
 		r.errs = c.cueErrors(err, j.cfg, own, v)
 		return r
 	}
