@@ -1,0 +1,263 @@
+//go:build e2e
+
+// Package e2e drives the dashboard in a real browser: it starts `cuecast
+// serve` with its operations server, opens a config's page in headless
+// Chromium, commits a change, and watches the page show the new version and
+// its coverage reach 100% without a reload.
+//
+// It runs under `make e2e` (build tag e2e), which installs Debian's chromium
+// when it is missing. Chromium is found at $CUECAST_CHROMIUM, /usr/bin/chromium
+// or on $PATH; the test is skipped, saying so, only when there is none. The
+// screenshot goes to $CUECAST_ARTIFACTS (default: the test's temp directory).
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/nats-io/nats.go"
+
+	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/client"
+	"github.com/cuecast/cuecast/internal/cli"
+	"github.com/cuecast/cuecast/internal/gittest"
+	"github.com/cuecast/cuecast/internal/iostreams"
+)
+
+const checkout = cuecast.ConfigPath("payments/checkout")
+
+func findChromium(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("CUECAST_CHROMIUM"); p != "" {
+		return p
+	}
+	if _, err := os.Stat("/usr/bin/chromium"); err == nil {
+		return "/usr/bin/chromium"
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Skip("e2e: no Chromium: not at $CUECAST_CHROMIUM, /usr/bin/chromium, nor chromium/chromium-browser/google-chrome on $PATH; " +
+		"`make e2e` installs Debian's chromium with apt-get when it can (as root)")
+	return ""
+}
+
+// freeAddr returns a loopback address with a port nothing listens on now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// stagesRE matches the payments namespace's rollout stages and consistency
+// in configs-example's manifest.
+var (
+	stagesRE      = regexp.MustCompile(`(?s)(namespaces: payments: \{.*?)rollout: stages: \[.*?\n\t\]`)
+	consistencyRE = regexp.MustCompile(`(namespaces: payments: \{[^}]*?)consistency: "strict"`)
+)
+
+// exampleRepo is configs-example in a Git repository, with payments rolled
+// out to everyone at once (the example holds its canary for five minutes).
+func exampleRepo(t *testing.T) *gittest.Repo {
+	t.Helper()
+	repo := gittest.New(t)
+	repo.CopyDir(filepath.Join("..", "..", "..", "configs-example"))
+	manifest := filepath.Join(repo.Dir, "cuecast.cue")
+	b, err := os.ReadFile(manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := stagesRE.ReplaceAllString(string(b), `${1}rollout: stages: [{name: "all", percent: 100}]`)
+	m = consistencyRE.ReplaceAllString(m, `${1}consistency: "relaxed"`)
+	if m == string(b) || !strings.Contains(m, `rollout: stages: [{name: "all", percent: 100}]`) {
+		t.Fatalf("could not rewrite the payments rollout in %s", manifest)
+	}
+	repo.Write(map[string]string{"cuecast.cue": m})
+	repo.Commit("configs: the example, payments rolled out at once")
+	return repo
+}
+
+// setAmount commits a new max_amount_minor for payments/checkout.
+func setAmount(t *testing.T, repo *gittest.Repo, amount string) string {
+	t.Helper()
+	path := filepath.Join(repo.Dir, "payments", "checkout", "checkout.cue")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	re := regexp.MustCompile(`(?m)^max_amount_minor: .*$`)
+	return repo.CommitFiles("checkout: max amount "+amount, map[string]string{
+		"payments/checkout/checkout.cue": re.ReplaceAllString(string(b), "max_amount_minor: "+amount),
+	})
+}
+
+// poll runs f until it returns true, failing after the deadline.
+func poll(t *testing.T, what string, d time.Duration, f func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	var last string
+	for time.Now().Before(deadline) {
+		var ok bool
+		if ok, last = f(); ok {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("%s: still %s after %s", what, last, d)
+}
+
+func TestDashboardShowsRolloutLive(t *testing.T) {
+	chromium := findChromium(t)
+	repo := exampleRepo(t)
+	natsAddr, httpAddr := freeAddr(t), freeAddr(t)
+	base := "http://" + httpAddr
+
+	// serve, exactly as an operator starts it.
+	ctx, cancel := context.WithCancel(context.Background())
+	io, _, errOut := iostreams.Test()
+	served := make(chan int, 1)
+	go func() {
+		served <- cli.Main(ctx, []string{"serve", "--repo", repo.Dir, "--data", t.TempDir(),
+			"--listen", natsAddr, "--http", httpAddr, "--interval", "100ms"}, io, func(string) string { return "" })
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if code := <-served; code != 0 || t.Failed() {
+			t.Logf("serve exited %d; its log:\n%s", code, errOut.String())
+		}
+	})
+
+	// Three service instances.
+	for i := range 3 {
+		nc, err := nats.Connect("nats://"+natsAddr, nats.RetryOnFailedConnect(true), nats.MaxReconnects(-1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		cl, err := client.New(nc, client.WithInstance(fmt.Sprintf("checkout-%d", i+1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := cl.Watch(context.Background(), checkout, client.LastKnownGood(filepath.Join(t.TempDir(), "lkg")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(w.Stop)
+	}
+
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromium),
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("no-first-run", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 1600),
+	)
+	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer acancel()
+	bctx, bcancel := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
+	defer bcancel()
+
+	page := base + "/configs/" + string(checkout)
+	poll(t, "serve answering", 30*time.Second, func() (bool, string) {
+		c, err := net.Dial("tcp", httpAddr)
+		if err != nil {
+			return false, err.Error()
+		}
+		c.Close()
+		return true, ""
+	})
+	if err := chromedp.Do(bctx, chromedp.Navigate(page)); err != nil {
+		t.Fatalf("open %s: %v", page, err)
+	}
+	text := func(js string) string {
+		s, err := chromedp.Run(bctx, chromedp.Evaluate[string](js))
+		if err != nil {
+			return "error: " + err.Error()
+		}
+		return s
+	}
+	shown := func() string {
+		return text(`(document.getElementById('cfg-version')?.textContent || '-') + ' ' +
+			(document.getElementById('cfg-coverage')?.textContent || '-') + ' ' +
+			(document.querySelector('.cov .covtext')?.textContent || '-')`)
+	}
+	poll(t, "the page showing v1 on all three instances", 60*time.Second, func() (bool, string) {
+		s := shown()
+		return s == "v1 100% 3/3 instances on v1", s
+	})
+	// A marker that a reload would wipe out.
+	if _, err := chromedp.Run(bctx, chromedp.Evaluate[bool](`window.cuecastE2E = true`)); err != nil {
+		t.Fatal(err)
+	}
+
+	sha := setAmount(t, repo, "2_500_000")
+	poll(t, "the page showing v2 everywhere", 60*time.Second, func() (bool, string) {
+		s := shown()
+		return s == "v2 100% 3/3 instances on v2", s
+	})
+	if got := text(`String(window.cuecastE2E === true)`); got != "true" {
+		t.Errorf("the page reloaded (marker %q); it must update by server-sent events", got)
+	}
+	if got := text(`document.querySelector('#chart polyline[data-version="2"]') ? 'yes' : 'no'`); got != "yes" {
+		t.Errorf("no propagation line for v2 in the chart")
+	}
+	if got := text(`document.querySelector('tr.current')?.textContent || ''`); !strings.Contains(got, sha[:7]) {
+		t.Errorf("current version row %q does not name commit %s", got, sha[:7])
+	}
+	if got := text(`document.getElementById('conn').textContent`); got != "live" {
+		t.Errorf("connection badge %q, want live", got)
+	}
+
+	png, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	dir := os.Getenv("CUECAST_ARTIFACTS")
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	shot := filepath.Join(dir, "dashboard-config.png")
+	if err := os.WriteFile(shot, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s", shot)
+
+	// The overview lists the config with its new version, also live.
+	if err := chromedp.Do(bctx, chromedp.Navigate(base+"/")); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "the overview showing v2", 30*time.Second, func() (bool, string) {
+		s := text(`document.querySelector('tr[data-config="payments/checkout"] .version')?.textContent || '-'`)
+		return s == "v2", s
+	})
+	png, err = chromedp.Run(bctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "dashboard-overview.png"), png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
