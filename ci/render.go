@@ -50,7 +50,7 @@ func (r *Report) WriteText(w io.Writer) error {
 		fmt.Fprintf(&b, "compared with merge base %s\n", short(r.MergeBase))
 	}
 	fmt.Fprintf(&b, "risk: %s — %s\n", r.Risk.Level, r.headline())
-	for _, l := range r.riskLines() {
+	for _, l := range r.riskLines(func(s string) string { return s }) {
 		fmt.Fprintf(&b, "  ! %s\n", l)
 	}
 	if len(r.Configs) > 0 {
@@ -105,8 +105,8 @@ func (r *Report) Markdown(limit int) string {
 	add := func(format string, args ...any) { blocks = append(blocks, fmt.Sprintf(format, args...)) }
 
 	add("%s\n## cuecast check: %s\n\n", Marker, r.verdict())
-	add("**Risk: %s** — %s\n\n", r.Risk.Level, r.headline())
-	if lines := r.riskLines(); len(lines) > 0 {
+	add("%s **Risk: %s** — %s\n\n", levelMark[r.Risk.Level], r.Risk.Level, r.headline())
+	if lines := r.riskLines(mdCode); len(lines) > 0 {
 		for _, l := range lines {
 			add("- ⚠️ %s\n", l)
 		}
@@ -240,13 +240,20 @@ func (r *Report) headline() string {
 	return s
 }
 
-func (r *Report) riskLines() []string {
+var levelMark = map[string]string{"high": "🔴", "medium": "🟡", "low": "🟢"}
+
+// riskLines are the risk summary's items; code formats a path or name.
+func (r *Report) riskLines(code func(string) string) []string {
 	var out []string
 	if len(r.Risk.Strict) > 0 {
-		out = append(out, fmt.Sprintf("strict consistency: %s", joinPaths(r.Risk.Strict)))
+		s := make([]string, len(r.Risk.Strict))
+		for i, p := range r.Risk.Strict {
+			s[i] = code(string(p))
+		}
+		out = append(out, fmt.Sprintf("strict consistency: %s", strings.Join(s, ", ")))
 	}
 	for _, l := range r.Risk.Libraries {
-		s := fmt.Sprintf("library %s reaches %d config(s)", l.Dir, len(l.Configs))
+		s := fmt.Sprintf("library %s reaches %d config(s)", code(l.Dir), len(l.Configs))
 		if l.Wide {
 			s += " (wide)"
 		}
@@ -254,23 +261,15 @@ func (r *Report) riskLines() []string {
 	}
 	for _, b := range r.Risk.Breaking {
 		if b.Path == "" {
-			out = append(out, fmt.Sprintf("breaking: %s: %s", b.Config, b.Reason))
+			out = append(out, fmt.Sprintf("breaking: %s: %s", code(string(b.Config)), b.Reason))
 		} else {
-			out = append(out, fmt.Sprintf("breaking: %s %s: %s", b.Config, b.Path, b.Reason))
+			out = append(out, fmt.Sprintf("breaking: %s %s: %s", code(string(b.Config)), code(b.Path), b.Reason))
 		}
 	}
 	if r.Risk.NewErrors > 0 {
 		out = append(out, fmt.Sprintf("%d new error(s) at head", r.Risk.NewErrors))
 	}
 	return out
-}
-
-func joinPaths[T ~string](ps []T) string {
-	s := make([]string, len(ps))
-	for i, p := range ps {
-		s[i] = string(p)
-	}
-	return strings.Join(s, ", ")
 }
 
 func (cc ConfigChange) title() string {
