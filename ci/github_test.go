@@ -403,3 +403,32 @@ func TestReadEvent(t *testing.T) {
 		t.Error("missing file: got no error")
 	}
 }
+
+func TestGitHubPrimaryRateLimit(t *testing.T) {
+	soon := http.Header{"X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset": {fmt.Sprint(time.Now().Add(10 * time.Second).Unix())}}
+	later := http.Header{"X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset": {fmt.Sprint(time.Now().Add(time.Hour).Unix())}}
+
+	// Resetting soon: wait for it, then go on.
+	gh := githubtest.New(t)
+	gh.Fail(githubtest.CreateCheckRun, http.StatusForbidden, soon, "API rate limit exceeded for installation.")
+	g, sl := newReporter(t, gh, 7)
+	if _, err := g.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if w := sl.got(); len(w) != 1 || w[0] < time.Second || w[0] > 12*time.Second {
+		t.Errorf("waits: got %v, want one until the reset, 1-12 s", w)
+	}
+
+	// Resetting in an hour: give up at once, and do not call it a
+	// missing permission.
+	gh = githubtest.New(t)
+	gh.Fail(githubtest.CreateCheckRun, http.StatusForbidden, later, "API rate limit exceeded for installation.")
+	g, sl = newReporter(t, gh, 7)
+	_, err := g.Start(t.Context())
+	if err == nil || errors.Is(err, ci.ErrPermission) || !strings.Contains(err.Error(), "rate limit") {
+		t.Errorf("got %v, want a rate-limit error that is not a permission error", err)
+	}
+	if len(sl.got()) != 0 || len(gh.Requests()) != 1 {
+		t.Errorf("got %d waits and %d requests, want none and 1", len(sl.got()), len(gh.Requests()))
+	}
+}
