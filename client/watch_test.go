@@ -351,3 +351,31 @@ func TestTyped(t *testing.T) {
 		t.Fatalf("Value: got %+v, want limit 7", v)
 	}
 }
+
+// TestRollbackToPreviousNeedsNoRead: the watcher keeps the version before the
+// current one, so an emergency rollback to it is applied without a read
+// (here the stream no longer has it: a read would fail with ErrPurged).
+func TestRollbackToPreviousNeedsNoRead(t *testing.T) {
+	e := newEnv(t, envOpts{retain: 1})
+	e.ship(1, body(1))
+	c, ev := e.newClient("rb-prev")
+	w := watch(t, c)
+	waitVersion(t, w, ev, 1)
+	p1, err := e.d.Pointer(t.Context(), cfg, w.Bucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.ship(2, body(2))
+	waitVersion(t, w, ev, 2)
+	if _, _, err := e.d.Version(t.Context(), cfg, 1); !errors.Is(err, cuecast.ErrPurged) {
+		t.Fatalf("version 1 in the stream: got %v, want ErrPurged", err)
+	}
+	back := cuecast.Pointer{Version: 1, Seq: p1.Seq, Checksum: p1.Checksum, Size: p1.Size, Rollback: true, Reason: "incident"}
+	if err := e.d.SetPointers(t.Context(), cfg, []int{w.Bucket()}, back); err != nil {
+		t.Fatal(err)
+	}
+	s := waitVersion(t, w, ev, 1)
+	if !bytes.Equal(s.Content, body(1)) {
+		t.Fatalf("after rollback: got %q, want %q", s.Content, body(1))
+	}
+}
