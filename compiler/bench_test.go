@@ -24,6 +24,21 @@ func benchRepo(b *testing.B, configs int) (string, gen.Files) {
 	return dir, files
 }
 
+// cpuPerOp runs f in a b.Loop and reports the process CPU time per
+// iteration as cpu-ms/op.
+func cpuPerOp(b *testing.B, f func()) {
+	b.Helper()
+	start := processCPU()
+	n := 0
+	for b.Loop() {
+		f()
+		n++
+	}
+	if n > 0 {
+		b.ReportMetric(float64(processCPU()-start)/float64(n)/1e6, "cpu-ms/op")
+	}
+}
+
 func mustCompile(b *testing.B, dir string, opts compiler.Options) *compiler.Result {
 	b.Helper()
 	res, err := compiler.Compile(context.Background(), dir, opts)
@@ -41,9 +56,7 @@ func BenchmarkCompileFull(b *testing.B) {
 		b.Run(fmt.Sprintf("configs=%d", n), func(b *testing.B) {
 			dir, _ := benchRepo(b, n)
 			b.ReportAllocs()
-			for b.Loop() {
-				mustCompile(b, dir, compiler.Options{})
-			}
+			cpuPerOp(b, func() { mustCompile(b, dir, compiler.Options{}) })
 		})
 	}
 }
@@ -57,13 +70,13 @@ func BenchmarkIncrementalOneConfig(b *testing.B) {
 			full := mustCompile(b, dir, compiler.Options{})
 			changed := gen.ConfigPath(gen.Options{}, n/2) + "/config.cue"
 			b.ReportAllocs()
-			for b.Loop() {
+			cpuPerOp(b, func() {
 				affected := full.Index.Affected([]string{changed})
 				if len(affected) != 1 {
 					b.Fatalf("affected %v, want one config", affected)
 				}
 				mustCompile(b, dir, compiler.Options{Configs: affected})
-			}
+			})
 		})
 	}
 }
@@ -75,13 +88,13 @@ func BenchmarkIncrementalLibrary(b *testing.B) {
 			dir, _ := benchRepo(b, n)
 			full := mustCompile(b, dir, compiler.Options{})
 			b.ReportAllocs()
-			for b.Loop() {
+			cpuPerOp(b, func() {
 				affected := full.Index.Affected([]string{"lib/l3/l3.cue"})
 				if len(affected) != n/10 {
 					b.Fatalf("affected %d configs, want %d", len(affected), n/10)
 				}
 				mustCompile(b, dir, compiler.Options{Configs: affected})
-			}
+			})
 		})
 	}
 }
