@@ -33,9 +33,10 @@ type Series struct {
 	Reached map[string]time.Duration `json:"reached,omitempty"`
 	// Current is set while the version is its config's target.
 	Current bool `json:"current"`
-	// unmeasured: no instance reported when the version became the target,
-	// so the instances that came later did not receive it by propagation.
-	unmeasured bool
+	// Unmeasured: no instance reported when the version became the target,
+	// so the instances that came later did not receive it by propagation;
+	// its crossings are not observed in cuecast_propagation_seconds.
+	Unmeasured bool `json:"unmeasured,omitempty"`
 }
 
 type crossing struct {
@@ -82,7 +83,7 @@ func (p *propagation) observe(at time.Time, c ConfigSample) []crossing {
 		for _, s := range list {
 			s.Current = false
 		}
-		cur = &Series{Version: c.Target, Current: true, Reached: map[string]time.Duration{}, unmeasured: c.Instances == 0}
+		cur = &Series{Version: c.Target, Current: true, Reached: map[string]time.Duration{}, Unmeasured: c.Instances == 0}
 		list = append(list, cur)
 		if len(list) > p.keep {
 			list = slices.Delete(list, 0, len(list)-p.keep)
@@ -120,7 +121,7 @@ func (p *propagation) observe(at time.Time, c ConfigSample) []crossing {
 			continue
 		}
 		cur.Reached[key] = elapsed
-		if !cur.unmeasured && (ours || p.below[c.Config][key]) {
+		if !cur.Unmeasured && (ours || p.below[c.Config][key]) {
 			out = append(out, crossing{coverage: key, elapsed: elapsed})
 		}
 	}

@@ -86,7 +86,9 @@ func chartSVG(series []metrics.Series) string {
 			}
 		}
 		label := fmt.Sprintf("v%d %s", s.Version.Version, shortSHA(s.Version.Commit))
-		if d, ok := s.Reached["1"]; ok {
+		if s.Unmeasured {
+			label += " · instances joined later"
+		} else if d, ok := s.Reached["1"]; ok {
 			label += " · 100% after " + fmtDuration(d)
 		} else if n := len(s.Points); n > 0 {
 			label += fmt.Sprintf(" · %.0f%% of %d", 100*s.Points[n-1].Share, s.Points[n-1].Instances)

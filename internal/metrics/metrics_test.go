@@ -1,0 +1,273 @@
+package metrics
+
+import (
+	"context"
+	"log/slog"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/cuecast/cuecast"
+)
+
+func TestLogHandlerCountsEvents(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		log       func(*slog.Logger)
+		published float64
+		unchanged float64
+		rejected  float64
+		compiles  int
+	}{
+		{"published", func(l *slog.Logger) {
+			l.With("commit", "abc").Info("commit processed", "configs", 2, "versions", 1, "elapsed", 5*time.Millisecond)
+		}, 1, 0, 0, 0},
+		{"processed, nothing new", func(l *slog.Logger) {
+			l.Info("commit processed", "configs", 2, "versions", 0, "elapsed", time.Millisecond)
+		}, 0, 1, 0, 0},
+		{"affects no config (debug)", func(l *slog.Logger) { l.Debug("commit affects no config", "files", 3) }, 0, 1, 0, 0},
+		{"rejected", func(l *slog.Logger) {
+			l.Error("commit rejected: it does not compile; nothing published from it", "errors", 2)
+		}, 0, 0, 1, 0},
+		{"compiled (debug)", func(l *slog.Logger) { l.Debug("compiled", "configs", 6, "elapsed", 20*time.Millisecond) }, 0, 0, 0, 1},
+		{"unrelated", func(l *slog.Logger) { l.Info("published version", "config", "a/b") }, 0, 0, 0, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m := New(Options{})
+			var out strings.Builder
+			base := slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelInfo})
+			c.log(slog.New(m.LogHandler(base)))
+			for result, want := range map[string]float64{ResultPublished: c.published, ResultUnchanged: c.unchanged, ResultRejected: c.rejected} {
+				if got := testutil.ToFloat64(m.commits.WithLabelValues(result)); got != want {
+					t.Errorf("commits{result=%q} = %v, want %v", result, got, want)
+				}
+			}
+			if got := histogramCount(t, m, "cuecast_compile_duration_seconds"); got != uint64(c.compiles) {
+				t.Errorf("compiles observed = %d, want %d", got, c.compiles)
+			}
+			if strings.Contains(out.String(), "level=DEBUG") {
+				t.Errorf("debug record passed to an info handler: %s", out.String())
+			}
+		})
+	}
+}
+
+func histogramCount(t *testing.T, m *Metrics, name string) uint64 {
+	t.Helper()
+	mfs, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return mf.Metric[0].GetHistogram().GetSampleCount()
+		}
+	}
+	t.Fatalf("no %s", name)
+	return 0
+}
+
+func TestLogHandlerCompileHistogram(t *testing.T) {
+	m := New(Options{})
+	l := slog.New(m.LogHandler(slog.DiscardHandler))
+	l.Debug("compiled", "elapsed", 20*time.Millisecond)
+	l.Debug("compiled", "elapsed", 30*time.Millisecond)
+	l.Debug("compiled") // no elapsed: not observed
+	mfs, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "cuecast_compile_duration_seconds" {
+			continue
+		}
+		h := mf.Metric[0].GetHistogram()
+		if h.GetSampleCount() != 2 || math.Abs(h.GetSampleSum()-0.05) > 1e-9 {
+			t.Errorf("compile histogram: count %d, sum %v; want 2, 0.05", h.GetSampleCount(), h.GetSampleSum())
+		}
+		return
+	}
+	t.Fatal("no cuecast_compile_duration_seconds")
+}
+
+func TestPublisherCounts(t *testing.T) {
+	m := New(Options{})
+	s := &memStore{}
+	p := m.Publisher(s)
+	ctx := context.Background()
+	for _, v := range []cuecast.Version{
+		{Config: "payments/checkout", Version: 1},
+		{Config: "payments/refunds", Version: 1},
+		{Config: "search/ranking", Version: 1},
+		{Config: "search/ranking", Version: 1}, // the store refuses a duplicate
+	} {
+		p.Publish(ctx, v, nil)
+	}
+	for ns, want := range map[string]float64{"payments": 2, "search": 1} {
+		if got := testutil.ToFloat64(m.published.WithLabelValues(ns)); got != want {
+			t.Errorf("published{namespace=%q} = %v, want %v", ns, got, want)
+		}
+	}
+	if got := testutil.ToFloat64(m.publishErrors); got != 1 {
+		t.Errorf("publish errors = %v, want 1", got)
+	}
+}
+
+type memStore struct{ have map[cuecast.ConfigPath]uint64 }
+
+func (s *memStore) Latest(context.Context, cuecast.ConfigPath) (cuecast.Version, error) {
+	return cuecast.Version{}, cuecast.ErrNotFound
+}
+func (s *memStore) Configs(context.Context) ([]cuecast.ConfigPath, error) { return nil, nil }
+func (s *memStore) Publish(_ context.Context, v cuecast.Version, _ []byte) error {
+	if s.have == nil {
+		s.have = map[cuecast.ConfigPath]uint64{}
+	}
+	if s.have[v.Config] >= v.Version {
+		return cuecast.ErrConflict
+	}
+	s.have[v.Config] = v.Version
+	return nil
+}
+
+// TestPropagation feeds samples of one config and checks which coverage
+// crossings are observed, and when.
+func TestPropagation(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	v1 := cuecast.Version{Config: "payments/checkout", Version: 1, CompiledAt: t0}
+	type sample struct {
+		after         time.Duration
+		on, instances int
+	}
+	for _, c := range []struct {
+		name    string
+		ours    bool // this process published v1
+		samples []sample
+		want    map[string]time.Duration // observed crossings
+	}{
+		{"witnessed climb", false, []sample{{100 * time.Millisecond, 0, 4}, {200 * time.Millisecond, 2, 4}, {300 * time.Millisecond, 4, 4}},
+			map[string]time.Duration{"0.5": 200 * time.Millisecond, "1": 300 * time.Millisecond}},
+		{"ours, first sample already everywhere", true, []sample{{150 * time.Millisecond, 3, 3}},
+			map[string]time.Duration{"0.5": 150 * time.Millisecond, "1": 150 * time.Millisecond}},
+		{"not ours, found everywhere at start", false, []sample{{time.Hour, 3, 3}}, map[string]time.Duration{}},
+		{"not ours, half at start then all", false, []sample{{time.Second, 2, 4}, {2 * time.Second, 4, 4}},
+			map[string]time.Duration{"1": 2 * time.Second}},
+		{"no fleet when published", true, []sample{{time.Second, 0, 0}, {5 * time.Second, 2, 2}}, map[string]time.Duration{}},
+		{"never everywhere", true, []sample{{time.Second, 1, 3}, {2 * time.Second, 2, 3}},
+			map[string]time.Duration{"0.5": 2 * time.Second}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := newPropagation(5, 100)
+			if c.ours {
+				p.published(v1)
+			}
+			got := map[string]time.Duration{}
+			for _, s := range c.samples {
+				for _, x := range p.observe(t0.Add(s.after), ConfigSample{Config: v1.Config, Target: v1, Instances: s.instances, OnTarget: s.on}) {
+					if _, dup := got[x.coverage]; dup {
+						t.Errorf("crossing %s observed twice", x.coverage)
+					}
+					got[x.coverage] = x.elapsed
+				}
+			}
+			if len(got) != len(c.want) {
+				t.Fatalf("crossings %v, want %v", got, c.want)
+			}
+			for k, v := range c.want {
+				if got[k] != v {
+					t.Errorf("crossing %s after %v, want %v", k, got[k], v)
+				}
+			}
+		})
+	}
+}
+
+func TestPropagationSeriesBounded(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	p := newPropagation(2, 10)
+	for v := uint64(1); v <= 4; v++ {
+		target := cuecast.Version{Config: "a/b", Version: v, CompiledAt: t0}
+		for i := range 50 {
+			p.observe(t0.Add(time.Duration(i)*time.Second), ConfigSample{Config: "a/b", Target: target, Instances: 50, OnTarget: i})
+		}
+	}
+	s := p.series("a/b")
+	if len(s) != 2 || s[0].Version.Version != 3 || s[1].Version.Version != 4 {
+		t.Fatalf("kept versions %v, want 3 and 4", s)
+	}
+	if s[0].Current || !s[1].Current {
+		t.Errorf("current flags %v %v, want false true", s[0].Current, s[1].Current)
+	}
+	for _, x := range s {
+		if n := len(x.Points); n > 10 || n < 5 {
+			t.Errorf("v%d kept %d points, want 5..10", x.Version.Version, n)
+		}
+		if last := x.Points[len(x.Points)-1]; last.Elapsed != 49*time.Second {
+			t.Errorf("v%d last point at %v, want 49s (thinning keeps the last)", x.Version.Version, last.Elapsed)
+		}
+	}
+}
+
+func TestObserveTailerCountsNewRejectionsOnly(t *testing.T) {
+	m := New(Options{})
+	old := Rejection{Commit: "old", IDs: []string{"cue"}}
+	m.ObserveTailer(TailerSample{Lag: 2, Rejected: []Rejection{old}})
+	m.ObserveTailer(TailerSample{Lag: 0, Rejected: []Rejection{old, {Commit: "new", IDs: []string{"cue", "secret/aws-access-key", "cue"}}}})
+	m.ObserveTailer(TailerSample{Lag: 0, Rejected: []Rejection{old, {Commit: "new", IDs: []string{"cue"}}}})
+	for id, want := range map[string]float64{"cue": 2, "secret/aws-access-key": 1} {
+		if got := testutil.ToFloat64(m.rejections.WithLabelValues(id)); got != want {
+			t.Errorf("rejections{id=%q} = %v, want %v", id, got, want)
+		}
+	}
+}
+
+func TestCountHaltOnce(t *testing.T) {
+	m := New(Options{})
+	m.CountHalt("r1", "unhealthy")
+	m.CountHalt("r1", "unhealthy")
+	m.CountHalt("r2", "operator")
+	m.CountHalt("", "")
+	for cause, want := range map[string]float64{"unhealthy": 1, "operator": 1, "unknown": 1} {
+		if got := testutil.ToFloat64(m.halts.WithLabelValues(cause)); got != want {
+			t.Errorf("halts{cause=%q} = %v, want %v", cause, got, want)
+		}
+	}
+}
+
+// TestNamesAndLabels lints every metric with Prometheus' own rules and checks
+// that no label could carry an instance ID.
+func TestNamesAndLabels(t *testing.T) {
+	m := New(Options{})
+	m.ObserveFleet(time.Now(), []ConfigSample{{Config: "a/b", Target: cuecast.Version{Version: 1}, Instances: 1, OnTarget: 1}})
+	m.ObserveTailer(TailerSample{Lag: 0})
+	m.ObserveRollouts(map[string]int{"holding": 1})
+	problems, err := testutil.GatherAndLint(m.Registry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		if strings.HasPrefix(p.Metric, "cuecast_") {
+			t.Errorf("%s: %s", p.Metric, p.Text)
+		}
+	}
+	mfs, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	allowed := map[string]bool{"config": true, "namespace": true, "coverage": true, "result": true, "state": true, "cause": true, "id": true}
+	for _, mf := range mfs {
+		if !strings.HasPrefix(mf.GetName(), "cuecast_") {
+			continue
+		}
+		for _, mm := range mf.Metric {
+			for _, l := range mm.Label {
+				if !allowed[l.GetName()] {
+					t.Errorf("%s has label %q", mf.GetName(), l.GetName())
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,121 @@
+package web
+
+import (
+	"encoding/xml"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/distributor/rollout"
+	"github.com/cuecast/cuecast/internal/metrics"
+)
+
+func TestGitHubBase(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"https://github.com/acme/configs.git", "https://github.com/acme/configs"},
+		{"https://github.com/acme/configs", "https://github.com/acme/configs"},
+		{"git@github.com:acme/configs.git", "https://github.com/acme/configs"},
+		{"ssh://git@github.com/acme/configs.git", "https://github.com/acme/configs"},
+		{"https://GitHub.com/acme/configs/", "https://github.com/acme/configs"},
+		{"https://gitlab.com/acme/configs.git", ""},
+		{"https://github.com/acme", ""},
+		{"https://github.com/acme/configs/tree/main", ""},
+		{"/srv/git/configs", ""},
+		{"file:///srv/git/configs", ""},
+	} {
+		if got := githubBase(c.in); got != c.want {
+			t.Errorf("githubBase(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
+func TestHaltCause(t *testing.T) {
+	for _, c := range []struct{ reason, want string }{
+		{"stage canary: 2/4 instances unhealthy (50%, outside the cohort 0%; max excess 0%): a: x", "unhealthy"},
+		{"stage early: 1/10 instances failed to apply (10%, outside the cohort 0%; max excess 1%): b: version 3: bad", "apply_failures"},
+		{"strict cutover of v4 blocked: 2 instances failed to stage it (a, b)", "strict_stage_failed"},
+		{"strict cutover of v4 blocked: 3 instances did not confirm within 5m0s (a, b, c)", "strict_unconfirmed"},
+		{"error rate up on checkout-7 (pager 1234)", "operator"},
+		{"", "operator"},
+	} {
+		if got := haltCause(&rollout.Rollout{Reason: c.reason}); got != c.want {
+			t.Errorf("haltCause(%q) = %q, want %q", c.reason, got, c.want)
+		}
+	}
+}
+
+func TestDrifted(t *testing.T) {
+	sums := map[uint64]string{2: "aaa", 3: "bbb"}
+	for _, c := range []struct {
+		name string
+		r    cuecast.Report
+		want bool
+	}{
+		{"on latest", cuecast.Report{Version: 3, Checksum: "bbb"}, false},
+		{"behind, intact", cuecast.Report{Version: 2, Checksum: "aaa"}, false},
+		{"other content", cuecast.Report{Version: 3, Checksum: "zzz"}, true},
+		{"newer than latest", cuecast.Report{Version: 4, Checksum: "ccc"}, true},
+		{"purged version", cuecast.Report{Version: 1, Checksum: "old"}, false},
+		{"nothing applied", cuecast.Report{}, false},
+	} {
+		if got := drifted(c.r, sums, 3); got != c.want {
+			t.Errorf("%s: drifted = %t, want %t", c.name, got, c.want)
+		}
+	}
+}
+
+func TestChartSVG(t *testing.T) {
+	v := func(n uint64) cuecast.Version {
+		return cuecast.Version{Version: n, Commit: "0123456789abcdef<script>"}
+	}
+	for _, c := range []struct {
+		name   string
+		series []metrics.Series
+		want   []string
+		absent []string
+	}{
+		{"empty", nil, []string{"No version has propagated"}, []string{"<polyline"}},
+		{"one version everywhere", []metrics.Series{{Version: v(7), Current: true,
+			Points:  []metrics.Point{{Elapsed: 100 * time.Millisecond, Share: 0.5, Instances: 2}, {Elapsed: 250 * time.Millisecond, Share: 1, Instances: 2}},
+			Reached: map[string]time.Duration{"0.5": 100 * time.Millisecond, "1": 250 * time.Millisecond}}},
+			[]string{`data-version="7"`, "v7 0123456", "100% after 250ms", "<circle", "since commit"}, []string{"<script>"}},
+		{"two versions, one partial", []metrics.Series{
+			{Version: v(1), Points: []metrics.Point{{Elapsed: 2 * time.Second, Share: 1, Instances: 3}}, Reached: map[string]time.Duration{"1": 2 * time.Second}},
+			{Version: v(2), Current: true, Points: []metrics.Point{{Elapsed: 90 * time.Second, Share: 2.0 / 3, Instances: 3}}, Reached: map[string]time.Duration{"0.5": 90 * time.Second}},
+		}, []string{`data-version="1"`, `data-version="2"`, "67% of 3", "1m30s"}, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			svg := chartSVG(c.series)
+			if err := xml.Unmarshal([]byte(svg), new(struct{})); err != nil {
+				t.Fatalf("not well-formed XML: %v\n%s", err, svg)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(svg, w) {
+					t.Errorf("chart lacks %q:\n%s", w, svg)
+				}
+			}
+			for _, a := range c.absent {
+				if strings.Contains(svg, a) {
+					t.Errorf("chart contains %q", a)
+				}
+			}
+		})
+	}
+}
+
+func TestXTick(t *testing.T) {
+	for _, c := range []struct {
+		xmax, want time.Duration
+	}{
+		{0, time.Millisecond},
+		{40 * time.Millisecond, 10 * time.Millisecond},
+		{3 * time.Second, time.Second},
+		{90 * time.Second, 30 * time.Second},
+		{2 * time.Hour, 30 * time.Minute},
+	} {
+		if got := xTick(c.xmax); got != c.want {
+			t.Errorf("xTick(%v) = %v, want %v", c.xmax, got, c.want)
+		}
+	}
+}
