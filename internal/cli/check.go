@@ -53,7 +53,12 @@ GitHub report failed, 2 wrong usage (an unknown revision is named).`,
 		Example: `  cuecast check --base main --head HEAD
   cuecast check --repo configs --base origin/main --head my-branch --output json
   cuecast check --base "$BASE_SHA" --head "$HEAD_SHA" --github`,
-		Args: cobra.NoArgs,
+		Args: func(c *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usageErrorf("name the revisions with --base and --head", "check takes no arguments, got %q", args)
+			}
+			return nil
+		},
 		RunE: func(c *cobra.Command, args []string) error {
 			if err := validateOutput(opts.Output, "text", "json", "markdown"); err != nil {
 				return err
