@@ -379,3 +379,21 @@ func TestRollbackToPreviousNeedsNoRead(t *testing.T) {
 		t.Fatalf("after rollback: got %q, want %q", s.Content, body(1))
 	}
 }
+
+// TestConnectionClosed: a connection that will never come back is reported,
+// and the watcher keeps serving what it has.
+func TestConnectionClosed(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	e.ship(1, body(1))
+	nc := e.srv.Connect(t)
+	c, ev := newClientOn(t, nc, "closing")
+	w := watch(t, c)
+	waitVersion(t, w, ev, 1)
+	nc.Close()
+	waitEvent(t, ev, "connection closed event", func(e client.Event) bool {
+		return e.Kind == client.EventError && errors.Is(e.Err, nats.ErrConnectionClosed)
+	})
+	if s := w.Current(); s.Version != 1 {
+		t.Fatalf("Current after close: got %d, want 1", s.Version)
+	}
+}

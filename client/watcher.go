@@ -109,7 +109,7 @@ func (c *Client) Watch(ctx context.Context, cfg cuecast.ConfigPath, opts ...Watc
 		}
 		w.subs = append(w.subs, sub)
 	}
-	w.status = c.nc.StatusChanged(nats.CONNECTED)
+	w.status = c.nc.StatusChanged(nats.CONNECTED, nats.CLOSED)
 	go w.run()
 	if c.nc.IsConnected() {
 		select {
@@ -177,7 +177,12 @@ func (w *Watcher) run() {
 			return
 		case m := <-w.msgs:
 			w.handle(m)
-		case <-w.status:
+		case st := <-w.status:
+			if st == nats.CLOSED {
+				// nats.go gave up reconnecting (ConnectOptions never does).
+				w.event(EventError, 0, "connection closed for good: serving the current version, no further updates; connect with client.ConnectOptions to reconnect forever", nats.ErrConnectionClosed)
+				continue
+			}
 			w.resync("reconnect")
 		case <-w.retry.C:
 			w.resync("retry")
