@@ -105,7 +105,7 @@ func (r *Report) Markdown(limit int) string {
 	add := func(format string, args ...any) { blocks = append(blocks, fmt.Sprintf(format, args...)) }
 
 	add("%s\n## cuecast check: %s\n\n", Marker, r.verdict())
-	add("%s **Risk: %s** — %s\n\n", levelMark[r.Risk.Level], r.Risk.Level, r.headline())
+	add("%s **Risk: %s** — %s\n\n", levelMark(r.Risk.Level), r.Risk.Level, r.headline())
 	if lines := r.riskLines(mdCode); len(lines) > 0 {
 		for _, l := range lines {
 			add("- ⚠️ %s\n", l)
@@ -240,7 +240,16 @@ func (r *Report) headline() string {
 	return s
 }
 
-var levelMark = map[string]string{"high": "🔴", "medium": "🟡", "low": "🟢"}
+func levelMark(level string) string {
+	switch level {
+	case "high":
+		return "🔴"
+	case "medium":
+		return "🟡"
+	default:
+		return "🟢"
+	}
+}
 
 // riskLines are the risk summary's items; code formats a path or name.
 func (r *Report) riskLines(code func(string) string) []string {
