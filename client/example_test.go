@@ -1,0 +1,60 @@
+package client_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/client"
+	"github.com/cuecast/cuecast/distributor"
+	"github.com/cuecast/cuecast/internal/natsserver"
+)
+
+// A service watching its config: the distributor publishes and deploys a
+// version, the watcher applies it, and Typed decodes it into a struct.
+func Example() {
+	ctx := context.Background()
+	dir, _ := os.MkdirTemp("", "cuecast-example")
+	defer os.RemoveAll(dir)
+	srv, err := natsserver.Start(ctx, natsserver.Options{Dir: dir, Listen: "127.0.0.1:0"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer srv.Shutdown()
+
+	// The pipeline's side.
+	dnc, _ := nats.Connect(srv.ClientURL())
+	defer dnc.Close()
+	d, _ := distributor.New(ctx, dnc, distributor.Options{})
+	v := cuecast.Version{Config: "payments/checkout", Version: 1, Commit: "9fceb02"}
+	_ = d.Publish(ctx, v, []byte(`{"limit":250,"currency":"EUR"}`))
+	_ = d.Deploy(ctx, v)
+
+	// The service's side.
+	nc, _ := nats.Connect(srv.ClientURL(), client.ConnectOptions()...)
+	defer nc.Close()
+	c, err := client.New(nc, client.WithInstance("checkout-1"))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer c.Close()
+	type checkout struct {
+		Limit    int    `json:"limit"`
+		Currency string `json:"currency"`
+	}
+	w, err := client.Typed[checkout](ctx, c, "payments/checkout",
+		client.LastKnownGood(dir+"/checkout.lkg"))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer w.Stop()
+	cfg, snap := w.Value()
+	fmt.Printf("version %d: limit %d %s\n", snap.Version, cfg.Limit, cfg.Currency)
+	// Output: version 1: limit 250 EUR
+}
