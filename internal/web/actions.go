@@ -130,6 +130,11 @@ func (s *Server) action(w http.ResponseWriter, r *http.Request) {
 	}
 	a := rollout.Action{Actor: "web:" + actor, Reason: strings.TrimSpace(req.Reason), Emergency: req.Emergency}
 	log := s.log.With("action", act, "config", cfg, "actor", a.Actor, "remote", r.RemoteAddr, "emergency", a.Emergency)
+	if snap, _ := s.current(); snap != nil {
+		if rec, ok := snap.records[cfg]; ok && rec.Current != nil {
+			log = log.With("rollout", rec.Current.ID, "version", rec.Current.Version)
+		}
+	}
 	err = s.o.Operator.Act(r.Context(), cfg, act, req.Version, a)
 	switch {
 	case err == nil:
