@@ -154,7 +154,7 @@ func Check(ctx context.Context, repoDir string, opts Options) (*Report, error) {
 		log.Debug("head compiled", "commit", headC.Hash.String(), "configs", len(targets), "elapsed", time.Since(start))
 	}
 	rep.Everything = everything && len(changed) > 0
-	if err := rep.build(base, head, targets, opts.FanOut); err != nil {
+	if err := rep.build(base, head, targets); err != nil {
 		return nil, err
 	}
 	rep.libraries(base, head, changed, opts.FanOut)

@@ -129,7 +129,7 @@ func (r *Report) Failed() bool { return r.Risk.NewErrors > 0 }
 
 // build fills Configs, Errors, Namespaces and the risk figures from the two
 // compiles.
-func (r *Report) build(base, head *compiler.Result, targets []cuecast.ConfigPath, fanOut int) error {
+func (r *Report) build(base, head *compiler.Result, targets []cuecast.ConfigPath) error {
 	baseHas, headHas := set(base.Configs), set(head.Configs)
 	baseErrs, headErrs := errorsByConfig(base.Errors), errorsByConfig(head.Errors)
 	var added, removed []int
