@@ -23,8 +23,8 @@ import (
 
 	"github.com/cuecast/cuecast/distributor"
 	"github.com/cuecast/cuecast/distributor/rollout"
+	"github.com/cuecast/cuecast/internal/leader"
 	"github.com/cuecast/cuecast/internal/metrics"
-	"github.com/cuecast/cuecast/internal/natsserver"
 	"github.com/cuecast/cuecast/internal/web"
 	"github.com/cuecast/cuecast/tailer"
 )
@@ -61,6 +61,9 @@ type Config struct {
 	// SampleInterval is how often the operations server samples the fleet
 	// (zero: 1s).
 	SampleInterval time.Duration
+
+	// External NATS and replicated serve (docs/SCALING.md): see external.go.
+	External
 }
 
 // Pipeline is a running assembly. Close stops it.
@@ -79,6 +82,10 @@ type Pipeline struct {
 	Web     *web.Server
 	httpLn  net.Listener
 	log     *slog.Logger
+	// Lease is set when the pipeline is one of several replicas: the tailer
+	// and the rollout controller run only while it holds the lease.
+	Lease *leader.Lease
+	url   string
 }
 
 // Start brings the parts up in dependency order and checks the repository
@@ -115,15 +122,10 @@ func Start(ctx context.Context, cfg Config) (_ *Pipeline, err error) {
 		cfg.Logger = slog.New(p.Metrics.LogHandler(cfg.Logger.Handler()))
 	}
 	p.log = cfg.Logger
-	p.Server, err = natsserver.Start(ctx, natsserver.Options{Dir: filepath.Join(cfg.DataDir, "jetstream"), Listen: cfg.Listen})
-	if err != nil {
+	if err := p.connect(ctx, cfg); err != nil {
 		return nil, err
 	}
-	p.NC, err = nats.Connect(p.Server.ClientURL(), nats.Name("cuecast serve"), nats.InProcessServer(p.Server))
-	if err != nil {
-		return nil, fmt.Errorf("start pipeline: connect: %w", err)
-	}
-	p.Distributor, err = distributor.New(ctx, p.NC, distributor.Options{SigningKey: key, Logger: cfg.Logger})
+	p.Distributor, err = distributor.New(ctx, p.NC, distributor.Options{SigningKey: key, Logger: cfg.Logger, Replicas: cfg.Replicas})
 	if err != nil {
 		return nil, fmt.Errorf("start pipeline: %w", err)
 	}
@@ -131,7 +133,7 @@ func Start(ctx context.Context, cfg Config) (_ *Pipeline, err error) {
 	if pol == nil {
 		pol = rollout.Static{}
 	}
-	p.Rollout, err = rollout.New(ctx, p.NC, p.Distributor, pol, rollout.Options{Logger: cfg.Logger})
+	p.Rollout, err = rollout.New(ctx, p.NC, p.Distributor, pol, rollout.Options{Logger: cfg.Logger, Replicas: cfg.Replicas})
 	if err != nil {
 		return nil, fmt.Errorf("start pipeline: %w", err)
 	}
@@ -153,6 +155,9 @@ func Start(ctx context.Context, cfg Config) (_ *Pipeline, err error) {
 	}
 	p.Tailer, err = tailer.New(ctx, tcfg, js, store, p.Rollout)
 	if err != nil {
+		return nil, err
+	}
+	if err := p.startLease(ctx, cfg, js); err != nil {
 		return nil, err
 	}
 	if cfg.HTTP != "" {
@@ -217,7 +222,12 @@ func (p *Pipeline) HTTPAddr() string {
 }
 
 // ClientURL is where services connect.
-func (p *Pipeline) ClientURL() string { return p.Server.ClientURL() }
+func (p *Pipeline) ClientURL() string {
+	if p.Server == nil {
+		return p.url
+	}
+	return p.Server.ClientURL()
+}
 
 // Run follows the branch until ctx is cancelled.
 func (p *Pipeline) Run(ctx context.Context) error {
@@ -238,6 +248,16 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		defer wg.Wait()
 		defer cancel()
 	}
+	if p.Lease != nil {
+		return p.Lease.Run(ctx, func(ctx context.Context, _ leader.Term) error { return p.runActive(ctx) })
+	}
+	return p.runActive(ctx)
+}
+
+// runActive runs the tailer and the rollout controller until ctx is
+// cancelled: the whole time in a single serve, while the lease is held in a
+// replica.
+func (p *Pipeline) runActive(ctx context.Context) error {
 	// The rollout controller runs beside the tailer; when either stops with
 	// an error, the other is stopped too.
 	ctx, stop := context.WithCancel(ctx)
