@@ -417,3 +417,47 @@ func rss() uint64 {
 	}
 	return 0
 }
+
+// BenchmarkWatcherMemory: the marginal heap of one watcher (its client,
+// goroutine, subscriptions and applied snapshot of a ~2 KB config), with
+// 1,000 watchers sharing one connection, so the connection's own buffers are
+// not counted. Reported as watcher-KiB.
+func BenchmarkWatcherMemory(b *testing.B) {
+	const n = 1000
+	e := &env{srv: natstest.Start(b)}
+	e.dnc = e.srv.Connect(b)
+	d, err := distributor.New(b.Context(), e.dnc, distributor.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		b.Fatal(err)
+	}
+	v := cuecast.Version{Config: cfg, Version: 1, Commit: "c1"}
+	if err := d.Publish(b.Context(), v, benchContent(1)); err != nil {
+		b.Fatal(err)
+	}
+	if err := d.Deploy(b.Context(), v); err != nil {
+		b.Fatal(err)
+	}
+	nc := e.srv.Connect(b)
+	for range b.N {
+		before := heapNow()
+		ws := make([]*client.Watcher, n)
+		for i := range n {
+			c, err := client.New(nc, client.WithInstance(fmt.Sprintf("mem-%04d", i)))
+			if err != nil {
+				b.Fatal(err)
+			}
+			if ws[i], err = c.Watch(b.Context(), cfg); err != nil {
+				b.Fatal(err)
+			}
+		}
+		for _, w := range ws {
+			for w.Current().Version != 1 {
+				time.Sleep(time.Millisecond)
+			}
+		}
+		b.ReportMetric(float64(heapNow()-before)/n/1024, "watcher-KiB")
+		for _, w := range ws {
+			w.Stop()
+		}
+	}
+}
