@@ -93,6 +93,16 @@ type Namespace struct {
 	Policy      cuecast.Policy
 	// MaxSize caps one compiled config, in bytes.
 	MaxSize int64
+	// Configs overrides Policy or Consistency for single configs, keyed by
+	// the path below the namespace ("checkout"); nil when none does.
+	Configs map[string]ConfigOverride
+}
+
+// ConfigOverride is one config's own rollout policy or consistency class;
+// a zero field keeps the namespace's.
+type ConfigOverride struct {
+	Consistency string
+	Policy      cuecast.Policy
 }
 
 // Compile loads the CUE module at repoDir (or opts.FS), validates its

@@ -32,6 +32,10 @@ type manifestJSON struct {
 		Consistency string         `json:"consistency"`
 		MaxSize     int64          `json:"max_size"`
 		Rollout     cuecast.Policy `json:"rollout"`
+		Configs     map[string]struct {
+			Consistency string         `json:"consistency"`
+			Rollout     cuecast.Policy `json:"rollout"`
+		} `json:"configs"`
 	} `json:"namespaces"`
 }
 
@@ -104,6 +108,14 @@ func (c *compilation) loadManifest() (*Manifest, map[string]Error) {
 		man.Namespaces[name] = Namespace{
 			Name: name, Owners: ns.Owners, Schema: ns.Schema, Consistency: cons,
 			Policy: pol, MaxSize: size,
+		}
+		for cfg, o := range ns.Configs {
+			n := man.Namespaces[name]
+			if n.Configs == nil {
+				n.Configs = make(map[string]ConfigOverride, len(ns.Configs))
+			}
+			n.Configs[cfg] = ConfigOverride{Consistency: o.Consistency, Policy: o.Rollout}
+			man.Namespaces[name] = n
 		}
 		at := m.LookupPath(cue.MakePath(cue.Str("namespaces"), cue.Str(name), cue.Str("schema")))
 		if !at.Exists() {

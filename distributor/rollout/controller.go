@@ -120,6 +120,8 @@ type Controller struct {
 	mu    sync.Mutex // one transition at a time in this process
 	fleet *fleet     // set while Run runs
 	fmu   sync.Mutex
+	ownMu sync.Mutex
+	own   map[string]uint64 // last revision this controller wrote, per key
 }
 
 // New opens (creating when needed) the rollout KV bucket and the audit
@@ -138,7 +140,7 @@ func New(ctx context.Context, nc *nats.Conn, d Distributor, pol Policies, o Opti
 	if err != nil {
 		return nil, fmt.Errorf("new rollout controller: %w", err)
 	}
-	return &Controller{nc: nc, js: js, kv: kv, auditStream: st, d: d, pol: pol, o: o, log: o.Logger}, nil
+	return &Controller{nc: nc, js: js, kv: kv, auditStream: st, d: d, pol: pol, o: o, log: o.Logger, own: map[string]uint64{}}, nil
 }
 
 // Deploy starts v's rollout (it is the tailer's Deployer). It is idempotent:
@@ -594,6 +596,9 @@ func (c *Controller) Run(ctx context.Context) error {
 			}
 			if needsWork(rec) {
 				busy[e.Key()] = true
+				if c.ownWrite(e.Key(), e.Revision()) {
+					continue
+				}
 				// Carry out what an operator (or Deploy) wrote now, not at
 				// the next tick: a rollback must reach the fleet in seconds.
 				c.mu.Lock()

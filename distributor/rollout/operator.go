@@ -59,7 +59,9 @@ func (c *Controller) record(ctx context.Context, cfg cuecast.ConfigPath, verb st
 			return fmt.Errorf("%s %s: %w", verb, cfg, err)
 		}
 		if _, err := c.save(ctx, rec, rev); err != nil {
-			if errors.Is(err, cuecast.ErrConflict) && attempt < 5 {
+			if errors.Is(err, cuecast.ErrConflict) && attempt < 50 {
+				// The running controller writes the record as the rollout
+				// moves; try again on the fresh one.
 				continue
 			}
 			return fmt.Errorf("%s %s: %w", verb, cfg, err)

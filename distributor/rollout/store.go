@@ -107,7 +107,18 @@ func (c *Controller) save(ctx context.Context, rec Record, rev uint64) (uint64, 
 	if err != nil {
 		return 0, fmt.Errorf("write %s/%s: %w", Bucket, key(rec.Config), err)
 	}
+	c.ownMu.Lock()
+	c.own[key(rec.Config)] = n
+	c.ownMu.Unlock()
 	return n, nil
+}
+
+// ownWrite reports whether revision rev of key k is one this controller
+// wrote (its watch then has nothing new to act on).
+func (c *Controller) ownWrite(k string, rev uint64) bool {
+	c.ownMu.Lock()
+	defer c.ownMu.Unlock()
+	return c.own[k] == rev
 }
 
 func isWrongSeq(err error) bool {

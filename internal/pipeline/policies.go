@@ -55,7 +55,16 @@ func (m *manifestPolicies) Policy(ctx context.Context, cfg cuecast.ConfigPath) (
 	if !ok {
 		return cuecast.DefaultPolicy(), rollout.Relaxed, nil
 	}
-	return ns.Policy, ns.Consistency, nil
+	pol, cons := ns.Policy, ns.Consistency
+	if o, ok := ns.Configs[cfg.Name()]; ok {
+		if len(o.Policy.Stages) > 0 {
+			pol = o.Policy
+		}
+		if o.Consistency != "" {
+			cons = o.Consistency
+		}
+	}
+	return pol, cons, nil
 }
 
 func (m *manifestPolicies) manifest(ctx context.Context) (*compiler.Manifest, error) {
