@@ -60,18 +60,34 @@ type tailerSample struct {
 	TailerSample
 }
 
-// ObserveFleet records a sample of every config: the coverage and instance
-// gauges, and the propagation of each target version. Configs missing from
-// the sample disappear from the gauges.
+// ObserveFleet records a sample of every config for the coverage and
+// instance gauges. Configs missing from the sample disappear from the gauges.
 func (m *Metrics) ObserveFleet(at time.Time, configs []ConfigSample) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.fleet = fleetSample{at: at, configs: slices.Clone(configs)}
-	for _, c := range configs {
-		for _, r := range m.prop.observe(at, c) {
-			m.propagation.WithLabelValues(c.Config.Namespace(), r.coverage).Observe(r.elapsed.Seconds())
-		}
+}
+
+// ObservePropagation records the share of one config's live instances on its
+// target version at one moment, for the propagation chart and
+// cuecast_propagation_seconds. Call it whenever that share may have changed
+// (a report arrived, a new target): a crossing is timed at the first call
+// that sees it.
+func (m *Metrics) ObservePropagation(at time.Time, c ConfigSample) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, r := range m.prop.observe(at, c) {
+		m.propagation.WithLabelValues(c.Config.Namespace(), r.coverage).Observe(r.elapsed.Seconds())
 	}
+}
+
+// PublishedVersion returns the newest version of cfg this process published,
+// if any: the target of its fleet before the distributor's status says so.
+func (m *Metrics) PublishedVersion(cfg cuecast.ConfigPath) (cuecast.Version, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	v, ok := m.prop.ours[cfg]
+	return v, ok
 }
 
 // Published tells the propagation tracker that this process published v, so

@@ -50,7 +50,7 @@ type propagation struct {
 	configs      map[cuecast.ConfigPath][]*Series
 	// ours are the versions this process published (config ▶ number): their
 	// crossings are measured even when no sample caught them below the mark.
-	ours map[cuecast.ConfigPath]uint64
+	ours map[cuecast.ConfigPath]cuecast.Version
 	// below remembers, for the current target, which thresholds a sample saw
 	// unmet: a crossing of a version this process did not publish counts only
 	// when it was witnessed.
@@ -60,13 +60,13 @@ type propagation struct {
 func newPropagation(keep, points int) *propagation {
 	return &propagation{keep: keep, points: points,
 		configs: map[cuecast.ConfigPath][]*Series{},
-		ours:    map[cuecast.ConfigPath]uint64{},
+		ours:    map[cuecast.ConfigPath]cuecast.Version{},
 		below:   map[cuecast.ConfigPath]map[string]bool{}}
 }
 
 func (p *propagation) published(v cuecast.Version) {
-	if v.Version > p.ours[v.Config] {
-		p.ours[v.Config] = v.Version
+	if v.Version > p.ours[v.Config].Version {
+		p.ours[v.Config] = v
 	}
 }
 
@@ -109,7 +109,7 @@ func (p *propagation) observe(at time.Time, c ConfigSample) []crossing {
 	if len(cur.Points) > p.points {
 		cur.Points = thin(cur.Points)
 	}
-	ours := p.ours[c.Config] == c.Target.Version
+	ours := p.ours[c.Config].Version == c.Target.Version
 	var out []crossing
 	for _, th := range thresholds {
 		key := formatCoverage(th)

@@ -183,6 +183,7 @@ func (p *Pipeline) startWeb(ctx context.Context, cfg Config, tcfg tailer.Config,
 		Tailer:        p.Tailer,
 		Rollouts:      p.Rollout,
 		Operator:      web.ControllerOperator(p.Rollout),
+		ReportFeed:    web.NATSReports(p.NC),
 		OperatorToken: cfg.OperatorToken,
 		Lag: func(ctx context.Context, cursor string) (int, error) {
 			return metrics.BranchLag(ctx, lagDir, lagRef, cursor)

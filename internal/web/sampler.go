@@ -43,6 +43,13 @@ type versionList struct {
 // Run samples the fleet every Options.Interval until ctx is done; it returns
 // nil then. The first sample is taken at once.
 func (s *Server) Run(ctx context.Context) error {
+	if s.o.ReportFeed != nil {
+		go func() {
+			if err := s.o.ReportFeed(ctx, s.onReport); err != nil {
+				s.log.Error("report feed stopped; propagation is timed by sample", "err", err)
+			}
+		}()
+	}
 	t := time.NewTicker(s.o.Interval)
 	defer t.Stop()
 	for {
@@ -83,6 +90,7 @@ func (s *Server) Sample(ctx context.Context) {
 		}
 	} else {
 		s.metrics.ObserveFleet(now, s.fleetSamples(snap))
+		s.live.reset(now, snap.reports)
 	}
 	if s.o.Rollouts != nil {
 		recs, err := s.o.Rollouts.Records(ctx)
@@ -139,6 +147,13 @@ func (s *Server) Sample(ctx context.Context) {
 	close(s.changed)
 	s.changed = make(chan struct{})
 	s.mu.Unlock()
+	if snap.err == "" {
+		for _, st := range snap.status {
+			if t, ok := s.target(st.Config); ok {
+				s.metrics.ObservePropagation(now, s.live.sample(st.Config, t))
+			}
+		}
+	}
 }
 
 // haltCause classifies why a rollout halted into a bounded label:

@@ -119,3 +119,36 @@ func TestXTick(t *testing.T) {
 		}
 	}
 }
+
+func TestLiveFleet(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	const cfg = cuecast.ConfigPath("a/b")
+	rep := func(id string, v uint64, at time.Duration) cuecast.Report {
+		return cuecast.Report{Config: cfg, Instance: id, Version: v, Checksum: "c" + string(rune('0'+v)), At: t0.Add(at)}
+	}
+	target := cuecast.Version{Config: cfg, Version: 2, Checksum: "c2"}
+	l := newLiveFleet()
+	l.reset(t0, map[cuecast.ConfigPath][]cuecast.Report{cfg: {rep("i1", 1, 0), rep("i2", 1, 0), rep("gone", 1, 0)}})
+	if got := l.sample(cfg, target); got.Instances != 3 || got.OnTarget != 0 {
+		t.Fatalf("after the first sample: %d/%d on v2, want 0/3", got.OnTarget, got.Instances)
+	}
+	// The feed delivers i1 on v2, then a report older than what it holds.
+	l.add(rep("i1", 2, 2*time.Second), t0.Add(2*time.Second))
+	l.add(rep("i1", 1, time.Second), t0.Add(2*time.Second))
+	if got := l.sample(cfg, target); got.OnTarget != 1 {
+		t.Fatalf("after the feed: %d on v2, want 1", got.OnTarget)
+	}
+	// A sample read from 1s on misses i1's new report and no longer has
+	// "gone" (expired); a new instance arrives by the feed after it started.
+	l.add(rep("new", 2, 3*time.Second), t0.Add(3*time.Second))
+	l.reset(t0.Add(time.Second), map[cuecast.ConfigPath][]cuecast.Report{cfg: {rep("i1", 1, 0), rep("i2", 1, 0)}})
+	got := l.sample(cfg, target)
+	if got.Instances != 3 || got.OnTarget != 2 {
+		t.Errorf("after the second sample: %d/%d on v2, want 2/3 (i1 and new kept from the feed, gone dropped)", got.OnTarget, got.Instances)
+	}
+	// Another checksum under the target's number is not the target.
+	l.add(cuecast.Report{Config: cfg, Instance: "i2", Version: 2, Checksum: "zz", At: t0.Add(4 * time.Second)}, t0.Add(4*time.Second))
+	if got := l.sample(cfg, target); got.OnTarget != 2 {
+		t.Errorf("with a drifted i2: %d on target, want 2", got.OnTarget)
+	}
+}

@@ -75,6 +75,10 @@ type Options struct {
 	// OperatorToken enables the operator actions for requests that carry it
 	// as a bearer token.
 	OperatorToken string
+	// ReportFeed, when set, calls f with every report as instances publish
+	// it (NATSReports), until ctx is done: propagation is then timed by
+	// report arrival instead of by sample. Without it, by sample.
+	ReportFeed func(ctx context.Context, f func(cuecast.Report)) error
 	// Lag counts the first-parent commits from the branch tip down to
 	// cursor; nil leaves the tailer lag unknown.
 	Lag func(ctx context.Context, cursor string) (int, error)
@@ -106,6 +110,7 @@ type Server struct {
 	changed  chan struct{} // closed and replaced on every new snapshot
 	vcache   map[cuecast.ConfigPath]versionList
 	poke     chan struct{} // asks Run for a sample now
+	live     *liveFleet
 }
 
 // New checks o and builds the server's routes. It starts nothing: call Run to
@@ -124,7 +129,7 @@ func New(o Options) (*Server, error) {
 		o.Metrics = metrics.New(metrics.Options{})
 	}
 	s := &Server{o: o, log: o.Logger, metrics: o.Metrics, changed: make(chan struct{}),
-		vcache: map[cuecast.ConfigPath]versionList{}, poke: make(chan struct{}, 1)}
+		vcache: map[cuecast.ConfigPath]versionList{}, poke: make(chan struct{}, 1), live: newLiveFleet()}
 	if o.OperatorToken != "" {
 		s.token = sha256.Sum256([]byte(o.OperatorToken))
 	}

@@ -1,0 +1,136 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/internal/metrics"
+)
+
+// NATSReports is a report feed for Options.ReportFeed: it core-subscribes to
+// every report subject (ccs.>, docs/PROTOCOL.md) on nc, which receives each
+// report as the instance publishes it, and calls f until ctx is done. It
+// returns the subscription's error, or nil when ctx ends.
+func NATSReports(nc *nats.Conn) func(ctx context.Context, f func(cuecast.Report)) error {
+	return func(ctx context.Context, f func(cuecast.Report)) error {
+		sub, err := nc.Subscribe("ccs.>", func(m *nats.Msg) {
+			var r cuecast.Report
+			if json.Unmarshal(m.Data, &r) == nil && r.Config.Validate() == nil {
+				f(r)
+			}
+		})
+		if err != nil {
+			return fmt.Errorf("subscribe to reports: %w", err)
+		}
+		<-ctx.Done()
+		return sub.Unsubscribe()
+	}
+}
+
+// liveFleet is the latest report of every live instance, per config: rebuilt
+// from each sample's reports (the stream's view, expiry included) and updated
+// between samples by the report feed, so that a version's propagation is
+// timed when its reports arrive rather than when the next sample runs.
+type liveFleet struct {
+	mu      sync.Mutex
+	reports map[cuecast.ConfigPath]map[string]liveReport
+}
+
+type liveReport struct {
+	r    cuecast.Report
+	seen time.Time // when it arrived (feed) or was sampled
+}
+
+func newLiveFleet() *liveFleet {
+	return &liveFleet{reports: map[cuecast.ConfigPath]map[string]liveReport{}}
+}
+
+// reset replaces the fleet with a sample's reports, read from start on. A
+// report the feed delivered after start survives when the sample lacks it or
+// holds an older one.
+func (l *liveFleet) reset(start time.Time, sample map[cuecast.ConfigPath][]cuecast.Report) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	next := make(map[cuecast.ConfigPath]map[string]liveReport, len(sample))
+	for cfg, rs := range sample {
+		m := make(map[string]liveReport, len(rs))
+		for _, r := range rs {
+			m[r.Instance] = liveReport{r: r, seen: start}
+		}
+		next[cfg] = m
+	}
+	for cfg, m := range l.reports {
+		for id, lr := range m {
+			if lr.seen.Before(start) {
+				continue
+			}
+			if cur, ok := next[cfg][id]; ok && !lr.r.At.After(cur.r.At) {
+				continue
+			}
+			if next[cfg] == nil {
+				next[cfg] = map[string]liveReport{}
+			}
+			next[cfg][id] = lr
+		}
+	}
+	l.reports = next
+}
+
+// add records a report from the feed.
+func (l *liveFleet) add(r cuecast.Report, at time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	m := l.reports[r.Config]
+	if m == nil {
+		m = map[string]liveReport{}
+		l.reports[r.Config] = m
+	}
+	if cur, ok := m[r.Instance]; ok && cur.r.At.After(r.At) {
+		return
+	}
+	m[r.Instance] = liveReport{r: r, seen: at}
+}
+
+// sample counts cfg's live instances and those on target.
+func (l *liveFleet) sample(cfg cuecast.ConfigPath, target cuecast.Version) metrics.ConfigSample {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	c := metrics.ConfigSample{Config: cfg, Target: target, Instances: len(l.reports[cfg])}
+	for _, lr := range l.reports[cfg] {
+		if lr.r.Version == target.Version && (target.Checksum == "" || lr.r.Checksum == target.Checksum) {
+			c.OnTarget++
+		}
+	}
+	return c
+}
+
+// target is the version cfg's fleet converges on: the newest of what the last
+// sample's status says and what this process published since.
+func (s *Server) target(cfg cuecast.ConfigPath) (cuecast.Version, bool) {
+	var t cuecast.Version
+	snap, _ := s.current()
+	if snap != nil {
+		if st, ok := snap.statusOf(cfg); ok {
+			t = st.Latest
+		}
+	}
+	if p, ok := s.metrics.PublishedVersion(cfg); ok && p.Version > t.Version {
+		t = p
+	}
+	return t, t.Version > 0
+}
+
+// onReport is the report feed's callback.
+func (s *Server) onReport(r cuecast.Report) {
+	now := time.Now()
+	s.live.add(r, now)
+	if t, ok := s.target(r.Config); ok {
+		s.metrics.ObservePropagation(now, s.live.sample(r.Config, t))
+	}
+}
