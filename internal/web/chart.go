@@ -53,7 +53,11 @@ func chartSVG(series []metrics.Series) string {
 		fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle" fill="#57606a">%s</text>`, x(t), padT+plotH+16, fmtDuration(t))
 	}
 	fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="end" fill="#57606a">since commit</text>`, padL+plotW, chartH-2)
-	if len(series) == 0 {
+	points := 0
+	for _, s := range series {
+		points += len(s.Points)
+	}
+	if points == 0 {
 		fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle" fill="#57606a">No version has propagated while this server ran.</text>`,
 			padL+plotW/2, padT+plotH/2)
 		b.WriteString(`</svg>`)

@@ -33,7 +33,10 @@ import (
 	"github.com/cuecast/cuecast/internal/iostreams"
 )
 
-const checkout = cuecast.ConfigPath("payments/checkout")
+const (
+	checkout      = cuecast.ConfigPath("payments/checkout")
+	operatorToken = "e2e-operator-token"
+)
 
 func findChromium(t *testing.T) string {
 	t.Helper()
@@ -133,7 +136,13 @@ func TestDashboardShowsRolloutLive(t *testing.T) {
 	served := make(chan int, 1)
 	go func() {
 		served <- cli.Main(ctx, []string{"serve", "--repo", repo.Dir, "--data", t.TempDir(),
-			"--listen", natsAddr, "--http", httpAddr, "--interval", "100ms"}, io, func(string) string { return "" })
+			"--listen", natsAddr, "--http", httpAddr, "--interval", "100ms"}, io,
+			func(k string) string {
+				if k == "CUECAST_OPERATOR_TOKEN" {
+					return operatorToken
+				}
+				return ""
+			})
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -258,6 +267,58 @@ func TestDashboardShowsRolloutLive(t *testing.T) {
 		t.Fatalf("screenshot: %v", err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "dashboard-overview.png"), png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	// An operator halts search/ranking, which holds in its canary stage for
+	// five minutes (the example's policy): first with a wrong token, which
+	// changes nothing, then with the right one.
+	ranking := base + "/configs/search/ranking"
+	if err := chromedp.Do(bctx, chromedp.Navigate(ranking)); err != nil {
+		t.Fatal(err)
+	}
+	state := func() string { return text(`document.querySelector('#rollout .state')?.textContent || '-'`) }
+	poll(t, "search/ranking holding, with the actions offered", 30*time.Second, func() (bool, string) {
+		s := state() + " actions hidden=" + text(`String(document.getElementById('actions').hidden)`)
+		return s == "holding actions hidden=false", s
+	})
+	act := func(token, action string) string {
+		js := fmt.Sprintf(`(() => {
+			document.getElementById('action-result').textContent = '';
+			document.getElementById('token').value = %q;
+			document.getElementById('actor').value = 'e2e';
+			document.getElementById('reason').value = 'e2e: error rate up';
+			document.querySelector('#actions button[data-action=%q]').click();
+			return 'clicked';
+		})()`, token, action)
+		if got := text(js); got != "clicked" {
+			t.Fatalf("click %s: %s", action, got)
+		}
+		var result string
+		poll(t, action+" answered", 30*time.Second, func() (bool, string) {
+			result = text(`document.getElementById('action-result').textContent`)
+			return result != "" && !strings.HasSuffix(result, "…"), result
+		})
+		return result
+	}
+	if got := act("not-the-token", "halt"); !strings.Contains(got, "bearer token") {
+		t.Errorf("halt with a wrong token: %q, want the 401 message", got)
+	}
+	if s := state(); s != "holding" {
+		t.Errorf("after a refused halt the rollout is %q, want holding", s)
+	}
+	if got := act(operatorToken, "halt"); got != "halt: done" {
+		t.Fatalf("halt with the token: %q", got)
+	}
+	poll(t, "the page showing the halt and its audit", 30*time.Second, func() (bool, string) {
+		s := state() + " | " + text(`[...document.querySelectorAll('section.panel')].find(p => p.querySelector('h2')?.textContent === 'Audit')?.querySelector('tbody tr')?.textContent || '-'`)
+		return strings.HasPrefix(s, "halted | ") && strings.Contains(s, "web:e2e") && strings.Contains(s, "e2e: error rate up"), s
+	})
+	png, err = chromedp.Run(bctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "dashboard-halted.png"), png, 0o644); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -35,8 +35,8 @@ function ago(t) {
 function commit(sha, url) {
   return url ? h('a', {href: url, class: 'sha', rel: 'noreferrer'}, short(sha)) : h('code', {class: 'sha'}, short(sha));
 }
-function bar(share, label, cls) {
-  const fill = h('span', {style: {width: Math.round(share * 100) + '%'}});
+function bar(share, label, cls, empty) {
+  const fill = h('span', {style: {width: empty ? '0' : Math.round(share * 100) + '%'}});
   return h('div', {class: 'cov ' + (cls || '')}, h('div', {class: 'bar'}, fill), h('span', {class: 'covtext'}, label));
 }
 function state(s) { return s ? h('span', {class: 'state s-' + s}, s.replace('_', ' ')) : h('span', {class: 'muted'}, '—'); }
@@ -70,13 +70,14 @@ function renderOverview(ov) {
       h('td', {class: 'version'}, c.deleted ? 'deleted' : 'v' + c.version),
       h('td', {}, commit(c.commit, c.commit_url), ' ', h('span', {class: 'msg'}, c.message)),
       h('td', {}, state(c.rollout), c.stage ? h('span', {class: 'muted'}, ' ' + c.stage) : '', c.pinned ? h('span', {class: 'count warn'}, ' pinned') : ''),
-      h('td', {class: 'coverage'}, bar(c.coverage, `${c.on_latest}/${c.instances} · ${pct(c.coverage)}`)),
+      h('td', {class: 'coverage'}, c.instances ? bar(c.coverage, `${c.on_latest}/${c.instances} · ${pct(c.coverage)}`)
+        : bar(0, 'no instances', '', true)),
       h('td', {}, count(c.stragglers, 'warn')),
       h('td', {}, count(c.drift, 'danger')),
       h('td', {}, count(c.lkg, 'warn')),
       h('td', {}, count(c.unhealthy + c.failing, 'danger'))));
     parts.push(h('section', {class: 'panel'}, h('h2', {}, ns.name),
-      h('table', {}, h('thead', {}, h('tr', {}, ['config', 'version', 'commit', 'rollout', 'coverage', 'stragglers', 'drift', 'last-known-good', 'unhealthy'].map(t => h('th', {}, t)))),
+      h('table', {class: 'configs'}, h('thead', {}, h('tr', {}, ['config', 'version', 'commit', 'rollout', 'coverage', 'stragglers', 'drift', 'last-known-good', 'unhealthy'].map(t => h('th', {}, t)))),
         h('tbody', {}, rows))));
   }
   view.replaceChildren(...parts);
@@ -99,7 +100,7 @@ function renderRollout(r) {
   const stages = r.stages.map(s => h('div', {class: 'stage st-' + s.status},
     h('div', {class: 'stage-head'}, h('strong', {}, s.name), ' ', h('span', {class: 'muted'},
       `${s.percent}%${s.named ? ' + named' : ''}${s.hold ? ' · hold ' + s.hold : ''} · ${s.status}`)),
-    bar(s.coverage, `${s.on_target}/${s.instances} on v${r.version}`),
+    s.instances ? bar(s.coverage, `${s.on_target}/${s.instances} on v${r.version}`) : bar(0, 'no instances', '', true),
     h('div', {class: 'muted'}, s.unhealthy || s.failing ? h('span', {class: 'count danger'}, `${s.unhealthy} unhealthy · ${s.failing} failing`) : 'healthy')));
   return h('section', {class: 'panel', id: 'rollout'},
     h('h2', {}, `Rollout of v${r.version} `, state(r.state), r.emergency ? h('span', {class: 'count danger'}, ' emergency') : ''),
@@ -123,8 +124,9 @@ function renderConfig(cv) {
       h('div', {}, h('span', {class: 'muted'}, 'version '), h('strong', {id: 'cfg-version'}, c.deleted ? 'deleted' : 'v' + c.version)),
       h('div', {}, h('span', {class: 'muted'}, 'commit '), commit(c.commit, c.commit_url), ' ', c.author),
       h('div', {}, h('span', {class: 'muted'}, 'rollout '), state(c.rollout))),
-    h('div', {class: 'coverage big'}, bar(c.coverage, `${c.on_latest}/${c.instances} instances on v${c.version}`),
-      h('strong', {id: 'cfg-coverage'}, pct(c.coverage))),
+    h('div', {class: 'coverage big'}, c.instances ? bar(c.coverage, `${c.on_latest}/${c.instances} instances on v${c.version}`)
+      : bar(0, 'no live instances report on this config', '', true),
+      h('strong', {id: 'cfg-coverage'}, c.instances ? pct(c.coverage) : '—')),
     h('div', {class: 'kv'},
       h('div', {}, 'stragglers ', count(c.stragglers, 'warn')), h('div', {}, 'drift ', count(c.drift, 'danger')),
       h('div', {}, 'last-known-good ', count(c.lkg, 'warn')), h('div', {}, 'unhealthy ', count(c.unhealthy, 'danger')),
