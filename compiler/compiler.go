@@ -210,7 +210,7 @@ func (c *compilation) run(ctx context.Context) error {
 			badName[dir] = true
 			c.errs = append(c.errs, Error{File: files[0], Line: 1, Column: 1, ID: IDConfigName,
 				Message: fmt.Sprintf("config directory %s: %s", dir, segmentProblem(dir)),
-				Fix:     fixes[IDConfigName]})
+				Fix:     fixFor(IDConfigName)})
 			continue
 		}
 		all = append(all, cp)
@@ -225,7 +225,7 @@ func (c *compilation) run(ctx context.Context) error {
 			if _, ok := man.Namespaces[cp.Namespace()]; !ok {
 				c.errs = append(c.errs, Error{Config: cp, File: "cuecast.cue", Line: 1, Column: 1, ID: IDUnknownNamespace,
 					Message: fmt.Sprintf("config %s is in namespace %q, which cuecast.cue does not declare", cp, cp.Namespace()),
-					Fix:     fixes[IDUnknownNamespace]})
+					Fix:     fixFor(IDUnknownNamespace)})
 				continue
 			}
 			if _, found := slices.BinarySearch(all, cp); found {
@@ -479,7 +479,7 @@ func (c *compilation) multiplePackages(cp cuecast.ConfigPath) (Error, bool) {
 		if h.pkg != first {
 			return Error{Config: cp, File: f, Line: 1, Column: 1, ID: IDConfigPackages,
 				Message: fmt.Sprintf("package %s here, but %s is package %s; a config directory holds one package", h.pkg, firstFile, first),
-				Fix:     fixes[IDConfigPackages]}, true
+				Fix:     fixFor(IDConfigPackages)}, true
 		}
 	}
 	return Error{}, false

@@ -201,3 +201,41 @@ func FuzzCompile(f *testing.F) {
 		}
 	})
 }
+
+// TestConcurrentCompiles: the tailer, the PR check and the CLI may compile
+// in one process at once; Compile keeps no shared state.
+func TestConcurrentCompiles(t *testing.T) {
+	const n = 3
+	results := make(chan *compiler.Result, n)
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			res, err := compiler.Compile(context.Background(), "../configs-example", compiler.Options{Workers: 2})
+			if err != nil {
+				errs <- err
+				return
+			}
+			results <- res
+		}()
+	}
+	var first *compiler.Result
+	for range n {
+		select {
+		case err := <-errs:
+			t.Fatal(err)
+		case res := <-results:
+			if !res.OK() {
+				t.Fatalf("errors: %v", res.Errors)
+			}
+			if first == nil {
+				first = res
+				continue
+			}
+			for cp, o := range first.Outputs {
+				if res.Outputs[cp].Checksum != o.Checksum {
+					t.Errorf("%s: checksum %s, want %s", cp, res.Outputs[cp].Checksum, o.Checksum)
+				}
+			}
+		}
+	}
+}

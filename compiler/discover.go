@@ -90,7 +90,7 @@ func walkRepo(fsys fs.FS) (*repoTree, error) {
 }
 
 func (t *repoTree) reject(e Error) {
-	e.Fix = fixes[e.ID]
+	e.Fix = fixFor(e.ID)
 	t.errs = append(t.errs, e)
 	t.bad[e.File] = true
 }

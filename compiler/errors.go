@@ -72,24 +72,46 @@ const (
 	IDLintAllowUnknownID = "lint/allow-unknown-id"
 )
 
-// fixes holds the one-line hint shown with each lint ID.
-var fixes = map[string]string{
-	IDManifestMissing:    "add cuecast.cue at the repo root declaring your namespaces (see configs-example/cuecast.cue)",
-	IDManifestSchema:     `point schema at an existing definition, written "<import path>#<Definition>"`,
-	IDUnknownNamespace:   "declare the namespace under namespaces: in cuecast.cue, or move the config into a declared namespace",
-	IDConfigName:         "rename the directory to lower-case letters, digits, '_' and '-', starting with a letter or digit",
-	IDConfigPackages:     "keep one CUE package per config directory; move the other package to its own directory",
-	IDConfigTimeout:      "simplify the evaluation (large comprehensions, deep recursion) so it finishes within the time limit",
-	IDSizeConfig:         "split the config, or raise max_size for the namespace in cuecast.cue",
-	IDFileNotUTF8:        "re-encode the file as UTF-8",
-	IDFileTooLarge:       "split the file; generated data this large belongs outside the config repo",
-	IDFileSymlinkEscape:  "replace the symlink with a file inside the repo",
-	IDFileSymlinkDir:     "replace the symlinked directory with a real one, or import the package instead",
-	IDSecretPrivateKey:   "move the key to your secret store and reference it by name",
-	IDSecretAWSKey:       "move the key to your secret store and reference it by name",
-	IDSecretGitHubToken:  "revoke the token, move it to your secret store and reference it by name",
-	IDSecretJWT:          "move the token to your secret store and reference it by name",
-	IDSecretHighEntropy:  `move the value to your secret store, or mark the field @cuecast(allow="secret/high-entropy", reason="...") if it is not secret`,
-	IDLintAllowNoReason:  `add reason="why this is safe" to the @cuecast(allow=...) attribute`,
-	IDLintAllowUnknownID: "name a secret lint ID such as secret/high-entropy, or \"secret\" for all of them",
+// fixFor returns the one-line hint shown with each lint ID; "" for CUE
+// errors, whose messages already say what is wrong.
+func fixFor(id string) string {
+	switch id {
+	case IDManifestMissing:
+		return "add cuecast.cue at the repo root declaring your namespaces (see configs-example/cuecast.cue)"
+	case IDManifestSchema:
+		return `point schema at an existing definition, written "<import path>#<Definition>"`
+	case IDUnknownNamespace:
+		return "declare the namespace under namespaces: in cuecast.cue, or move the config into a declared namespace"
+	case IDConfigName:
+		return "rename the directory to lower-case letters, digits, '_' and '-', starting with a letter or digit"
+	case IDConfigPackages:
+		return "keep one CUE package per config directory; move the other package to its own directory"
+	case IDConfigTimeout:
+		return "simplify the evaluation (large comprehensions, deep recursion) so it finishes within the time limit"
+	case IDSizeConfig:
+		return "split the config, or raise max_size for the namespace in cuecast.cue"
+	case IDFileNotUTF8:
+		return "re-encode the file as UTF-8"
+	case IDFileTooLarge:
+		return "split the file; generated data this large belongs outside the config repo"
+	case IDFileSymlinkEscape:
+		return "replace the symlink with a file inside the repo"
+	case IDFileSymlinkDir:
+		return "replace the symlinked directory with a real one, or import the package instead"
+	case IDSecretPrivateKey:
+		return "move the key to your secret store and reference it by name"
+	case IDSecretAWSKey:
+		return "move the key to your secret store and reference it by name"
+	case IDSecretGitHubToken:
+		return "revoke the token, move it to your secret store and reference it by name"
+	case IDSecretJWT:
+		return "move the token to your secret store and reference it by name"
+	case IDSecretHighEntropy:
+		return `move the value to your secret store, or mark the field @cuecast(allow="secret/high-entropy", reason="...") if it is not secret`
+	case IDLintAllowNoReason:
+		return `add reason="why this is safe" to the @cuecast(allow=...) attribute`
+	case IDLintAllowUnknownID:
+		return "name a secret lint ID such as secret/high-entropy, or \"secret\" for all of them"
+	}
+	return ""
 }

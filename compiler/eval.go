@@ -111,7 +111,7 @@ func (c *compilation) evalWithTimeout(ctx context.Context, w *worker, j job) job
 		}
 		c.opts.Logger.Warn("config evaluation timed out", "config", j.cfg, "timeout", c.opts.Timeout)
 		return jobResult{cfg: j.cfg, errs: []Error{{Config: j.cfg, File: file, Line: 1, Column: 1, ID: IDConfigTimeout,
-			Message: fmt.Sprintf("evaluation did not finish within %s", c.opts.Timeout), Fix: fixes[IDConfigTimeout]}}}
+			Message: fmt.Sprintf("evaluation did not finish within %s", c.opts.Timeout), Fix: fixFor(IDConfigTimeout)}}}
 	case <-ctx.Done():
 		w.discard()
 		return jobResult{cfg: j.cfg}
@@ -208,7 +208,7 @@ func (c *compilation) eval(wc *workerContext, j job) (r jobResult) {
 	}
 	if int64(len(b)) > j.ns.MaxSize {
 		lints = append(lints, Error{Config: j.cfg, File: firstOr(c.tree.dirs[string(j.cfg)], string(j.cfg)), Line: 1, Column: 1,
-			ID: IDSizeConfig, Fix: fixes[IDSizeConfig],
+			ID: IDSizeConfig, Fix: fixFor(IDSizeConfig),
 			Message: fmt.Sprintf("compiled config is %d bytes, over the %d-byte limit of namespace %s", len(b), j.ns.MaxSize, j.ns.Name)})
 	}
 	if len(lints) > 0 {
@@ -310,6 +310,11 @@ func (c *compilation) cueErrors(err error, cfg cuecast.ConfigPath, ownDirs []str
 			}
 			if len(others) > 0 {
 				msg += " (see " + strings.Join(others, ", ") + ")"
+			}
+			// A required field the config never sets has only the schema's
+			// line; say where the fix goes.
+			if cfg != "" && !isOwn(p) && strings.Contains(msg, "incomplete value") {
+				msg += fmt.Sprintf("; %s must set it", cfg)
 			}
 		} else {
 			out1.File = firstOr(c.tree.dirs[string(cfg)], manifestFile)

@@ -52,7 +52,7 @@ func lintString(v cue.Value, label, s string, pats []secretPattern, report func(
 	allowed, attrErr := allowedBy(v)
 	if attrErr != nil {
 		e := at
-		e.ID, e.Message, e.Fix = attrErr.id, attrErr.msg, fixes[attrErr.id]
+		e.ID, e.Message, e.Fix = attrErr.id, attrErr.msg, fixFor(attrErr.id)
 		report(e)
 		return
 	}
@@ -63,7 +63,7 @@ func lintString(v cue.Value, label, s string, pats []secretPattern, report func(
 		e := at
 		e.ID = id
 		e.Message = fmt.Sprintf("field %s looks like %s", pathString(v, label), whats[i])
-		e.Fix = fixes[id]
+		e.Fix = fixFor(id)
 		report(e)
 	}
 }

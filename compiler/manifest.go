@@ -46,7 +46,7 @@ func (c *compilation) loadManifest() (*Manifest, map[string]Error) {
 	files := c.tree.dirs["."]
 	if len(files) == 0 {
 		c.errs = append(c.errs, Error{File: manifestFile, Line: 1, Column: 1, ID: IDManifestMissing,
-			Message: "the repo has no " + manifestFile + " manifest", Fix: fixes[IDManifestMissing]})
+			Message: "the repo has no " + manifestFile + " manifest", Fix: fixFor(IDManifestMissing)})
 		return nil, nil
 	}
 	if err := c.readDir("."); err != nil {
@@ -160,7 +160,7 @@ func (c *compilation) checkSchema(ns Namespace, at Error, insts []*build.Instanc
 		e := at
 		e.ID = IDManifestSchema
 		e.Message = fmt.Sprintf("namespace %s: ", ns.Name) + fmt.Sprintf(format, a...)
-		e.Fix = fixes[IDManifestSchema]
+		e.Fix = fixFor(IDManifestSchema)
 		return nil, &e
 	}
 	imp, def, ok := splitSchema(ns.Schema)
