@@ -198,16 +198,16 @@ func (c *compilation) run(ctx context.Context) error {
 		return nil
 	}
 
+	c.errs = append(c.errs, c.tree.symlinkDirErrors(man.Namespaces)...)
+
 	// Discovery: every directory with .cue files below a namespace.
 	var all []cuecast.ConfigPath
-	badName := make(map[string]bool)
 	for dir, files := range c.tree.dirs {
 		cp, ok := configPathOf(dir, man.Namespaces)
 		if !ok {
 			continue
 		}
 		if cp.Validate() != nil {
-			badName[dir] = true
 			c.errs = append(c.errs, Error{File: files[0], Line: 1, Column: 1, ID: IDConfigName,
 				Message: fmt.Sprintf("config directory %s: %s", dir, segmentProblem(dir)),
 				Fix:     fixFor(IDConfigName)})

@@ -31,6 +31,43 @@ type repoTree struct {
 	// bad holds files rejected by a file lint; a config whose packages
 	// include one of them is not compiled.
 	bad map[string]bool
+	// symlinkDirs are symlinks to directories inside the repo. The walk
+	// does not follow them (neither does this compiler's loader).
+	symlinkDirs []symlinkDir
+}
+
+type symlinkDir struct{ link, target string }
+
+func resolveLink(rl fs.ReadLinkFS, p string) string {
+	target, err := rl.ReadLink(p)
+	if err != nil {
+		return ""
+	}
+	return path.Join(path.Dir(p), target)
+}
+
+// symlinkDirErrors reports the symlinked directories that could hide
+// configs or packages: those below a namespace directory and those whose
+// target holds .cue files. A link such as docs/latest -> v2 is left alone.
+func (t *repoTree) symlinkDirErrors(namespaces map[string]Namespace) []Error {
+	var errs []Error
+	for _, s := range t.symlinkDirs {
+		ns, _, _ := strings.Cut(s.link, "/")
+		_, inNamespace := namespaces[ns]
+		hasCUE := false
+		for dir := range t.dirs {
+			if under(dir, s.target) && s.target != "." {
+				hasCUE = true
+				break
+			}
+		}
+		if inNamespace || hasCUE {
+			errs = append(errs, Error{File: s.link, Line: 1, Column: 1, ID: IDFileSymlinkDir,
+				Message: fmt.Sprintf("symlinked directory %s (-> %s) is not followed; its CUE files would be invisible", s.link, s.target),
+				Fix:     fixFor(IDFileSymlinkDir)})
+		}
+	}
+	return errs
 }
 
 // walkRepo lists the repo. It skips .git and the directories CUE itself
@@ -62,8 +99,8 @@ func walkRepo(fsys fs.FS) (*repoTree, error) {
 				t.reject(Error{File: p, Line: 1, Column: 1, ID: IDFileSymlinkEscape, Message: msg})
 				return nil
 			case isDir:
-				t.reject(Error{File: p, Line: 1, Column: 1, ID: IDFileSymlinkDir,
-					Message: fmt.Sprintf("symlinked directory %s is not followed", p)})
+				// Judged once the namespaces are known; see symlinkDirErrors.
+				t.symlinkDirs = append(t.symlinkDirs, symlinkDir{p, resolveLink(rl, p)})
 				return nil
 			}
 			if !inMod && !isCUE {
@@ -205,8 +242,9 @@ func importPath(spec *ast.ImportSpec) (string, bool) {
 	return s, s != ""
 }
 
-// configDir reports whether dir holds a config: it is below a declared
-// namespace directory. The returned path is only meaningful when ok.
+// configPathOf reports whether dir holds a config, that is, lies below a
+// declared namespace directory, and the config's path if so. The path may
+// still have invalid segments; the caller validates it.
 func configPathOf(dir string, namespaces map[string]Namespace) (cuecast.ConfigPath, bool) {
 	ns, rest, found := strings.Cut(dir, "/")
 	if !found || rest == "" {
