@@ -79,6 +79,7 @@ Exit codes: 0 ok, 1 cuecast failed, 2 wrong usage, 3 invalid configs, 4 halted o
 		newRollbackCmd(env, nil),
 		newRevertCmd(env, nil),
 		newCheckCmd(env, nil),
+		newNATSConfigCmd(env, nil, nil),
 	)
 	return root
 }

@@ -24,6 +24,8 @@ type ServeOptions struct {
 	HTTP          string
 	OperatorToken string
 	WebhookSecret string
+	// Scale runs serve against an external NATS, one replica of several.
+	Scale ServeScale
 }
 
 func newServeCmd(env *Env, runF func(*cobra.Command, *ServeOptions) error) *cobra.Command {
@@ -62,6 +64,7 @@ Exit status 2 when --repo is not a Git repository or --branch does not exist.`,
 	cmd.Flags().StringVar(&opts.HTTP, "http", "", "address of the operations server: dashboard, /metrics, /healthz, /readyz, /hooks/github (e.g. 127.0.0.1:8080)")
 	cmd.Flags().StringVar(&opts.OperatorToken, "operator-token", "", "bearer token enabling the dashboard's rollout actions (default $CUECAST_OPERATOR_TOKEN; empty: read-only)")
 	cmd.Flags().StringVar(&opts.WebhookSecret, "webhook-secret", "", "secret verifying GitHub push webhooks at /hooks/github (default $CUECAST_WEBHOOK_SECRET)")
+	opts.Scale.register(cmd.Flags())
 	return cmd
 }
 
@@ -77,6 +80,10 @@ func serveRun(c *cobra.Command, env *Env, opts *ServeOptions) error {
 	if opts.HTTP == "" && (opts.OperatorToken != "" || opts.WebhookSecret != "") {
 		return usageErrorf("add --http ADDR", "--operator-token and --webhook-secret need the operations server")
 	}
+	ext, err := opts.Scale.external(env)
+	if err != nil {
+		return err
+	}
 	p, err := pipeline.Start(ctx, pipeline.Config{
 		Repo:          opts.Repo,
 		Branch:        opts.Branch,
@@ -89,6 +96,7 @@ func serveRun(c *cobra.Command, env *Env, opts *ServeOptions) error {
 		HTTP:          opts.HTTP,
 		OperatorToken: opts.OperatorToken,
 		WebhookSecret: opts.WebhookSecret,
+		External:      ext,
 	})
 	if err != nil {
 		return repoError(err)

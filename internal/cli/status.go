@@ -20,6 +20,8 @@ type StatusOptions struct {
 	// (status_rollout.go); Timeout bounds the wait.
 	Wait    string
 	Timeout time.Duration
+	// Conn: credentials and TLS (connflags.go).
+	Conn ConnFlags
 }
 
 func newStatusCmd(env *Env, runF func(*cobra.Command, *StatusOptions) error) *cobra.Command {
@@ -59,19 +61,24 @@ heartbeats).`,
 	cmd.Flags().StringVarP(&opts.Output, "output", "o", "text", "output format: text or json")
 	cmd.Flags().StringVar(&opts.Wait, "wait", "", "CONFIG@VERSION: wait until every live instance reports it; exit 4 listing stragglers at --timeout")
 	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 5*time.Minute, "how long --wait waits")
+	opts.Conn.Register(cmd.Flags())
 	return cmd
 }
 
 func statusRun(c *cobra.Command, env *Env, opts *StatusOptions) error {
 	ctx := c.Context()
-	nc, err := nats.Connect(opts.NATS, nats.Name("cuecast status"), nats.Timeout(5*time.Second))
+	connOpts, err := opts.Conn.Options(env)
+	if err != nil {
+		return err
+	}
+	nc, err := nats.Connect(opts.NATS, append([]nats.Option{nats.Name("cuecast status"), nats.Timeout(5 * time.Second)}, connOpts...)...)
 	if err != nil {
 		return fmt.Errorf("connect %s: %w (is `cuecast serve` running?)", opts.NATS, err)
 	}
 	defer nc.Close()
-	d, err := distributor.New(ctx, nc, distributor.Options{Logger: env.Logger()})
+	d, err := openDistributor(ctx, nc, env)
 	if err != nil {
-		return fmt.Errorf("open distributor: %w", err)
+		return err
 	}
 	if opts.Wait != "" {
 		return statusWait(ctx, env, nc, d, opts.Wait, opts.Timeout)

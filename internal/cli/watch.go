@@ -18,6 +18,10 @@ type WatchOptions struct {
 	NATS     string
 	LKG      string
 	Labels   map[string]string
+	// Conn and NamespaceMirror: credentials, TLS, and reading from the
+	// namespace's mirror (connflags.go, docs/SCALING.md).
+	Conn            ConnFlags
+	NamespaceMirror bool
 }
 
 func newWatchCmd(env *Env, runF func(*cobra.Command, *WatchOptions) error) *cobra.Command {
@@ -52,6 +56,8 @@ said on stderr; watch keeps running until interrupted.`,
 	cmd.Flags().StringVar(&opts.NATS, "nats", nats.DefaultURL, "NATS server URL")
 	cmd.Flags().StringVar(&opts.LKG, "lkg", "", "last-known-good file: read at start, rewritten atomically on every apply")
 	cmd.Flags().StringToStringVar(&opts.Labels, "label", nil, "labels reported with this instance, like --label canary=true")
+	opts.Conn.Register(cmd.Flags())
+	cmd.Flags().BoolVar(&opts.NamespaceMirror, "namespace-mirror", false, "read from the namespace's mirror CUECAST_<ns> with the namespace's inbox prefix, as service credentials from `cuecast nats-config` require")
 	return cmd
 }
 
@@ -68,22 +74,26 @@ type appliedLine struct {
 
 func watchRun(c *cobra.Command, env *Env, opts *WatchOptions) error {
 	ctx := c.Context()
-	nc, err := nats.Connect(opts.NATS,
-		nats.Name("cuecast watch "+opts.Instance),
+	connOpts, clientOpts, err := opts.scaleOptions(env)
+	if err != nil {
+		return err
+	}
+	nc, err := nats.Connect(opts.NATS, append([]nats.Option{
+		nats.Name("cuecast watch " + opts.Instance),
 		nats.RetryOnFailedConnect(true),
 		nats.MaxReconnects(-1),
-		nats.ReconnectWait(250*time.Millisecond),
+		nats.ReconnectWait(250 * time.Millisecond),
 		nats.ReconnectJitter(250*time.Millisecond, time.Second),
-	)
+	}, connOpts...)...)
 	if err != nil {
 		return fmt.Errorf("connect %s: %w", opts.NATS, err)
 	}
 	defer nc.Close()
-	cl, err := client.New(nc,
+	cl, err := client.New(nc, append([]client.Option{
 		client.WithInstance(opts.Instance),
 		client.WithLabels(opts.Labels),
 		client.WithEvents(func(ev client.Event) { fmt.Fprintf(env.IO.ErrOut, "watch %s: %s\n", opts.Instance, ev) }),
-	)
+	}, clientOpts...)...)
 	if err != nil {
 		return fmt.Errorf("start client: %w", err)
 	}

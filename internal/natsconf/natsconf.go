@@ -51,6 +51,9 @@ const (
 	Stream       = "CUECAST"
 	MirrorPrefix = "CUECAST_"
 	reportStream = "CUECAST_REPORTS"
+	// The rollout controller's state (distributor/rollout).
+	rolloutStream = "KV_cuecast-rollouts"
+	auditStream   = "CUECAST_AUDIT"
 )
 
 // ServiceUser is the user a namespace's services connect as.
@@ -271,7 +274,7 @@ func UserPermissions(user string) (Permissions, bool) {
 	switch {
 	case user == OperatorUser:
 		var pub []string
-		for _, st := range []string{Stream, reportStream} {
+		for _, st := range []string{Stream, reportStream, rolloutStream, auditStream} {
 			pub = append(pub,
 				"$JS.API.STREAM.INFO."+st,
 				"$JS.API.STREAM.MSG.GET."+st,
@@ -283,6 +286,10 @@ func UserPermissions(user string) (Permissions, bool) {
 				"$JS.API.CONSUMER.MSG.NEXT."+st+".>",
 			)
 		}
+		// status opens the rollout state the way serve does (create or
+		// update, with serve's own configuration): an update of those two
+		// streams' configuration, never of their contents.
+		pub = append(pub, "$JS.API.STREAM.UPDATE."+rolloutStream, "$JS.API.STREAM.UPDATE."+auditStream)
 		pub = append(pub, "$JS.API.INFO", "$JS.API.STREAM.NAMES", "$JS.API.STREAM.LIST", "$JS.FC.>")
 		return Permissions{Publish: pub, Subscribe: []string{"_INBOX.>", "ccr.>"}}, true
 	case strings.HasPrefix(user, "svc-"):

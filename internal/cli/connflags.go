@@ -1,0 +1,139 @@
+package cli
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/pflag"
+
+	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/client"
+	"github.com/cuecast/cuecast/distributor"
+	"github.com/cuecast/cuecast/internal/natsconf"
+	"github.com/cuecast/cuecast/internal/pipeline"
+)
+
+// ConnFlags are the credentials and TLS flags of every command that
+// connects to NATS (docs/SCALING.md). The password may come from
+// $CUECAST_NATS_PASSWORD instead of the command line.
+type ConnFlags struct {
+	Creds    string
+	User     string
+	Password string
+	TLSCert  string
+	TLSKey   string
+	TLSCA    string
+}
+
+// Register adds the flags to fs.
+func (f *ConnFlags) Register(fs *pflag.FlagSet) {
+	fs.StringVar(&f.Creds, "creds", "", "NATS credentials file (.creds: user JWT and seed)")
+	fs.StringVar(&f.User, "user", "", "NATS user (with --password or $CUECAST_NATS_PASSWORD)")
+	fs.StringVar(&f.Password, "password", "", "NATS password (default $CUECAST_NATS_PASSWORD)")
+	fs.StringVar(&f.TLSCert, "tls-cert", "", "client certificate (PEM) for TLS to NATS")
+	fs.StringVar(&f.TLSKey, "tls-key", "", "client certificate's key (PEM)")
+	fs.StringVar(&f.TLSCA, "tls-ca", "", "CA (PEM) that signed the NATS server's certificate")
+}
+
+// Options turns the flags into nats.Options. Conflicting or incomplete
+// flags are usage errors.
+func (f *ConnFlags) Options(env *Env) ([]nats.Option, error) {
+	if f.Password != "" && f.User == "" {
+		return nil, usageErrorf("pass --user with --password", "--password without --user")
+	}
+	if f.Password == "" && env.Getenv != nil {
+		f.Password = env.Getenv("CUECAST_NATS_PASSWORD")
+	}
+	var opts []nats.Option
+	switch {
+	case f.Creds != "" && f.User != "":
+		return nil, usageErrorf("pass either --creds or --user", "--creds and --user both given")
+	case f.Creds != "":
+		opts = append(opts, nats.UserCredentials(f.Creds))
+	case f.User != "":
+		if f.Password == "" {
+			return nil, usageErrorf("pass --password or set $CUECAST_NATS_PASSWORD", "--user %s without a password", f.User)
+		}
+		opts = append(opts, nats.UserInfo(f.User, f.Password))
+	}
+	if (f.TLSCert == "") != (f.TLSKey == "") {
+		return nil, usageErrorf("pass both --tls-cert and --tls-key", "a client certificate needs its key")
+	}
+	if f.TLSCert != "" {
+		opts = append(opts, nats.ClientCert(f.TLSCert, f.TLSKey))
+	}
+	if f.TLSCA != "" {
+		opts = append(opts, nats.RootCAs(f.TLSCA))
+	}
+	return opts, nil
+}
+
+// openDistributor opens the existing streams, which read-only credentials
+// (the operator's) can do, and creates them only when they do not exist yet.
+func openDistributor(ctx context.Context, nc *nats.Conn, env *Env) (*distributor.Distributor, error) {
+	d, err := distributor.Open(ctx, nc, distributor.Options{Logger: env.Logger()})
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		d, err = distributor.New(ctx, nc, distributor.Options{Logger: env.Logger()})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open distributor: %w", err)
+	}
+	return d, nil
+}
+
+// ServeScale are the flags that run serve against an external NATS cluster,
+// as one of several replicas (docs/SCALING.md).
+type ServeScale struct {
+	NATS     string
+	Replicas int
+	LeaseTTL time.Duration
+	Conn     ConnFlags
+}
+
+func (s *ServeScale) register(fs *pflag.FlagSet) {
+	fs.StringVar(&s.NATS, "nats", "", "external NATS server or cluster URL (comma-separated) instead of the embedded server; replicas elect one active serve")
+	fs.IntVar(&s.Replicas, "replicas", 0, "replicas of the streams and buckets serve creates on an external cluster (default 1; 3 in production)")
+	fs.DurationVar(&s.LeaseTTL, "lease-ttl", 0, "with --nats: how long the active serve's lease outlives it (default 10s)")
+	s.Conn.Register(fs)
+}
+
+// external validates the flags and turns them into the pipeline's settings.
+func (s *ServeScale) external(env *Env) (pipeline.External, error) {
+	if s.NATS == "" {
+		if s.Replicas != 0 || s.LeaseTTL != 0 || s.Conn != (ConnFlags{}) {
+			return pipeline.External{}, usageErrorf("add --nats URL", "--replicas, --lease-ttl and the credentials and TLS flags need an external NATS (--nats)")
+		}
+		return pipeline.External{}, nil
+	}
+	if s.Replicas < 0 || s.Replicas > 5 {
+		return pipeline.External{}, usageErrorf("use 1 on a single server, 3 on a cluster", "--replicas %d: want 1-5", s.Replicas)
+	}
+	if s.LeaseTTL < 0 || (s.LeaseTTL > 0 && s.LeaseTTL < 100*time.Millisecond) {
+		return pipeline.External{}, usageErrorf("a few seconds is typical", "--lease-ttl %s: want at least 100ms", s.LeaseTTL)
+	}
+	opts, err := s.Conn.Options(env)
+	if err != nil {
+		return pipeline.External{}, err
+	}
+	return pipeline.External{NATS: s.NATS, NATSOptions: opts, Replicas: s.Replicas, LeaseTTL: cmp.Or(s.LeaseTTL, 10*time.Second)}, nil
+}
+
+// scaleOptions are watch's connection and client options for credentials,
+// TLS and the namespace mirror.
+func (o *WatchOptions) scaleOptions(env *Env) ([]nats.Option, []client.Option, error) {
+	connOpts, err := o.Conn.Options(env)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !o.NamespaceMirror {
+		return connOpts, nil, nil
+	}
+	ns := cuecast.ConfigPath(o.Config).Namespace()
+	connOpts = append(connOpts, nats.CustomInboxPrefix(natsconf.InboxPrefix(ns)))
+	return connOpts, []client.Option{client.WithStream("", natsconf.MirrorStream(ns))}, nil
+}

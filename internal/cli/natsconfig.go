@@ -1,0 +1,245 @@
+package cli
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
+
+	"github.com/cuecast/cuecast/internal/natsconf"
+)
+
+// NATSConfigOptions are the flags of `cuecast nats-config hub|leaf|node`.
+type NATSConfigOptions struct {
+	Level         natsconf.Level
+	Name          string
+	Domain        string
+	Listen        string
+	Store         string
+	ClusterName   string
+	ClusterListen string
+	Routes        []string
+	LeafListen    string
+	Upstreams     []string
+	Namespaces    []string
+	Secrets       string
+	TLSCert       string
+	TLSKey        string
+	TLSCA         string
+	VerifyClients bool
+}
+
+// MirrorsOptions are the flags of `cuecast nats-config mirrors`.
+type MirrorsOptions struct {
+	NATS       string
+	Domain     string
+	Upstream   string
+	FromHub    bool
+	Namespaces []string
+	Replicas   int
+	Conn       ConnFlags
+}
+
+func newNATSConfigCmd(env *Env, runF func(*cobra.Command, *NATSConfigOptions) error, mirrorsF func(*cobra.Command, *MirrorsOptions) error) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "nats-config hub|leaf|node|mirrors",
+		Short: "Print nats-server configuration for each level of the fan-out tree",
+		Long: `nats-config prints a working nats-server configuration for one server of the
+cuecast fan-out tree (docs/SCALING.md):
+
+  hub    the central cluster holding the CUECAST stream (run serve --nats against it, R3)
+  leaf   a regional leaf cluster, its own JetStream domain, linked to the hub
+  node   a node-local leaf server, its own JetStream domain, linked to its region
+
+Every level gets the same accounts and users: "distributor" writes versions and
+pointers, "operator" reads status, and "svc-<ns>" per --namespace reads only that
+namespace (ccr.<ns>.> and its mirror CUECAST_<ns>) and reports only on it. Their
+passwords are read from --secrets DIR (<user>.password), created there when missing;
+use the same directory for every level.
+
+After the servers run, "nats-config mirrors" creates each leaf or node domain's
+namespace mirrors; services there watch with --namespace-mirror.`,
+		Example: `  cuecast nats-config hub --name hub-a --store /var/lib/nats --cluster-name hub \
+      --cluster-listen 0.0.0.0:6222 --route hub-b:6222 --route hub-c:6222 \
+      --namespace payments --namespace search --secrets /etc/cuecast/nats > hub-a.conf
+  cuecast nats-config leaf --name eu-west-a --domain eu-west --store /var/lib/nats \
+      --upstream hub-a:7422 --upstream hub-b:7422 --namespace payments --secrets /etc/cuecast/nats
+  cuecast nats-config node --name host-17 --store /var/lib/nats --listen 127.0.0.1:4222 \
+      --upstream eu-west-a:7422 --namespace payments --secrets /etc/cuecast/nats
+  cuecast nats-config mirrors --nats nats://hub-a:4222 --user distributor \
+      --domain eu-west --upstream hub --from-hub --namespace payments`,
+	}
+	for _, level := range []natsconf.Level{natsconf.Hub, natsconf.Leaf, natsconf.Node} {
+		opts := &NATSConfigOptions{Level: level}
+		sub := &cobra.Command{
+			Use:   string(level) + " --name NAME --store DIR --secrets DIR",
+			Short: fmt.Sprintf("Print the configuration of a %s server", level),
+			Args:  cobra.NoArgs,
+			RunE: func(c *cobra.Command, args []string) error {
+				if runF != nil {
+					return runF(c, opts)
+				}
+				return natsConfigRun(env, opts)
+			},
+		}
+		f := sub.Flags()
+		f.StringVar(&opts.Name, "name", "", "server name, unique in the tree (required)")
+		f.StringVar(&opts.Domain, "domain", "", "JetStream domain (default \"hub\" for the hub, the server name otherwise; one per cluster)")
+		f.StringVar(&opts.Listen, "listen", "0.0.0.0:4222", "client address")
+		f.StringVar(&opts.Store, "store", "", "JetStream store directory (required)")
+		f.StringSliceVar(&opts.Namespaces, "namespace", nil, "namespace to create a service user for (repeatable)")
+		f.StringVar(&opts.Secrets, "secrets", "", "directory of <user>.password files, created when missing (required)")
+		f.StringVar(&opts.TLSCert, "tls-cert", "", "server certificate (PEM) for every listener and the leafnode remote")
+		f.StringVar(&opts.TLSKey, "tls-key", "", "server certificate's key (PEM)")
+		f.StringVar(&opts.TLSCA, "tls-ca", "", "CA (PEM) verifying the upstream and, with --tls-verify-clients, clients")
+		f.BoolVar(&opts.VerifyClients, "tls-verify-clients", false, "require client certificates signed by --tls-ca")
+		if level != natsconf.Node {
+			f.StringVar(&opts.ClusterName, "cluster-name", "", "cluster to join (hub and regional clusters)")
+			f.StringVar(&opts.ClusterListen, "cluster-listen", "0.0.0.0:6222", "cluster address, with --cluster-name")
+			f.StringSliceVar(&opts.Routes, "route", nil, "another cluster member's cluster address host:port (repeatable)")
+			f.StringVar(&opts.LeafListen, "leaf-listen", "0.0.0.0:7422", "where the level below connects")
+		}
+		if level != natsconf.Hub {
+			f.StringSliceVar(&opts.Upstreams, "upstream", nil, "leafnode address host:port of a server of the level above (repeatable, required)")
+		}
+		cmd.AddCommand(sub)
+	}
+	cmd.AddCommand(newMirrorsCmd(env, mirrorsF))
+	return cmd
+}
+
+func newMirrorsCmd(env *Env, runF func(*cobra.Command, *MirrorsOptions) error) *cobra.Command {
+	opts := &MirrorsOptions{}
+	cmd := &cobra.Command{
+		Use:   "mirrors --nats URL --domain DOMAIN --upstream DOMAIN --namespace NS",
+		Short: "Create the namespace mirrors of a leaf or node domain",
+		Long: `Mirrors connects (as the distributor user) and creates or updates CUECAST_<ns> for
+every --namespace in JetStream domain --domain, mirroring the upstream domain: the
+hub's CUECAST stream filtered to the namespace with --from-hub, the upstream level's
+CUECAST_<ns> otherwise. Each mirror RePublishes onto ccr.<ns>.> for its level.`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, args []string) error {
+			if opts.Domain == "" || opts.Upstream == "" || len(opts.Namespaces) == 0 {
+				return usageErrorf("pass --domain, --upstream and at least one --namespace", "mirrors: missing flags")
+			}
+			if runF != nil {
+				return runF(c, opts)
+			}
+			return mirrorsRun(c.Context(), env, opts)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.NATS, "nats", nats.DefaultURL, "NATS server URL (any server of the tree)")
+	f.StringVar(&opts.Domain, "domain", "", "JetStream domain to create the mirrors in")
+	f.StringVar(&opts.Upstream, "upstream", "", "JetStream domain of the level above")
+	f.BoolVar(&opts.FromHub, "from-hub", false, "the upstream domain is the hub's (mirror CUECAST filtered by namespace)")
+	f.StringSliceVar(&opts.Namespaces, "namespace", nil, "namespace to mirror (repeatable)")
+	f.IntVar(&opts.Replicas, "replicas", 1, "replicas of each mirror (3 in a clustered domain)")
+	opts.Conn.Register(f)
+	return cmd
+}
+
+func natsConfigRun(env *Env, opts *NATSConfigOptions) error {
+	if opts.Name == "" || opts.Store == "" || opts.Secrets == "" {
+		return usageErrorf("pass --name, --store and --secrets", "nats-config %s: missing flags", opts.Level)
+	}
+	spec := natsconf.Spec{
+		Level:      opts.Level,
+		Name:       opts.Name,
+		Domain:     opts.Domain,
+		Listen:     opts.Listen,
+		StoreDir:   opts.Store,
+		LeafListen: opts.LeafListen,
+		Upstreams:  opts.Upstreams,
+		Namespaces: opts.Namespaces,
+	}
+	if opts.ClusterName != "" {
+		spec.Cluster = &natsconf.Cluster{Name: opts.ClusterName, Listen: opts.ClusterListen, Routes: opts.Routes}
+	} else if len(opts.Routes) > 0 {
+		return usageErrorf("add --cluster-name", "--route without a cluster")
+	}
+	if opts.TLSCert != "" || opts.TLSKey != "" || opts.TLSCA != "" || opts.VerifyClients {
+		spec.TLS = &natsconf.TLS{Cert: opts.TLSCert, Key: opts.TLSKey, CA: opts.TLSCA, VerifyClients: opts.VerifyClients}
+	}
+	var err error
+	if spec.Passwords, err = loadSecrets(opts.Secrets, spec.Users()); err != nil {
+		return err
+	}
+	conf, err := natsconf.Generate(spec)
+	if errors.Is(err, natsconf.ErrInvalidSpec) {
+		return &UsageError{Err: err, Hint: fmt.Sprintf("see 'cuecast nats-config %s --help'", opts.Level)}
+	}
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprint(env.IO.Out, conf)
+	return err
+}
+
+// loadSecrets reads dir/<user>.password for every user, creating missing
+// ones (0600, 24 random bytes in hex) so every level shares them.
+func loadSecrets(dir string, users []string) (map[string]string, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create secrets directory: %w", err)
+	}
+	out := make(map[string]string, len(users))
+	for _, u := range users {
+		path := filepath.Join(dir, u+".password")
+		b, err := os.ReadFile(path)
+		switch {
+		case err == nil:
+			out[u] = strings.TrimSpace(string(b))
+			if out[u] == "" {
+				return nil, &UsageError{Err: fmt.Errorf("password file %s is empty", path), Hint: "delete it to have a new password created"}
+			}
+			continue
+		case !errors.Is(err, os.ErrNotExist):
+			return nil, fmt.Errorf("read password of %s: %w", u, err)
+		}
+		raw := make([]byte, 24)
+		if _, err := rand.Read(raw); err != nil {
+			return nil, fmt.Errorf("create password of %s: %w", u, err)
+		}
+		out[u] = hex.EncodeToString(raw)
+		if err := os.WriteFile(path, []byte(out[u]+"\n"), 0o600); err != nil {
+			return nil, fmt.Errorf("write password of %s: %w", u, err)
+		}
+	}
+	return out, nil
+}
+
+func mirrorsRun(ctx context.Context, env *Env, opts *MirrorsOptions) error {
+	connOpts, err := opts.Conn.Options(env)
+	if err != nil {
+		return err
+	}
+	nc, err := nats.Connect(opts.NATS, append([]nats.Option{nats.Name("cuecast nats-config mirrors"), nats.Timeout(5 * time.Second)}, connOpts...)...)
+	if err != nil {
+		return fmt.Errorf("connect %s: %w", opts.NATS, err)
+	}
+	defer nc.Close()
+	js, err := jetstream.NewWithDomain(nc, opts.Domain)
+	if err != nil {
+		return fmt.Errorf("open domain %s: %w", opts.Domain, err)
+	}
+	spec := natsconf.MirrorSpec{Upstream: opts.Upstream, FromHub: opts.FromHub, Namespaces: opts.Namespaces, Replicas: opts.Replicas}
+	if err := natsconf.Mirrors(ctx, js, spec); err != nil {
+		if errors.Is(err, natsconf.ErrInvalidSpec) {
+			return &UsageError{Err: err}
+		}
+		return err
+	}
+	for _, ns := range opts.Namespaces {
+		fmt.Fprintf(env.IO.Out, "%s in domain %s mirrors %s\n", natsconf.MirrorStream(ns), opts.Domain, opts.Upstream)
+	}
+	return nil
+}

@@ -1,0 +1,154 @@
+package cli_test
+
+import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/cuecast/cuecast/internal/cli"
+	"github.com/cuecast/cuecast/internal/natstest"
+)
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// natsConfig runs `cuecast nats-config ARGS`, writes the configuration to a
+// file and starts a server from it.
+func natsConfig(t *testing.T, args ...string) *server.Server {
+	t.Helper()
+	code, out, errOut := run(context.Background(), append([]string{"nats-config"}, args...)...)
+	if code != 0 {
+		t.Fatalf("nats-config %v: exit %d: %s", args, code, errOut)
+	}
+	path := filepath.Join(t.TempDir(), "nats.conf")
+	if err := os.WriteFile(path, []byte(out.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := natstest.StartConf(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
+	return s
+}
+
+func password(t *testing.T, dir, user string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, user+".password"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// TestNATSConfigTree runs the fan-out tree the way docs/SCALING.md tells an
+// operator to: a hub and a node-local server from `cuecast nats-config`,
+// serve against the hub as the distributor, the node's mirror from
+// `nats-config mirrors`, an instance on the node as the search service,
+// and status as the operator.
+func TestNATSConfigTree(t *testing.T) {
+	secrets := t.TempDir()
+	leafAddr := freePort(t)
+	hub := natsConfig(t, "hub", "--name", "hub", "--listen", "127.0.0.1:-1", "--leaf-listen", leafAddr,
+		"--store", t.TempDir(), "--namespace", "payments", "--namespace", "search", "--secrets", secrets)
+	node := natsConfig(t, "node", "--name", "host-1", "--listen", "127.0.0.1:-1", "--upstream", leafAddr,
+		"--store", t.TempDir(), "--namespace", "payments", "--namespace", "search", "--secrets", secrets)
+	natstest.Eventually(t, 20*time.Second, "node linked to the hub", func() (bool, string) {
+		return node.NumLeafNodes() == 1, "not yet"
+	})
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	repo := exampleRepo(t)
+	serveDone := make(chan int, 1)
+	go func() {
+		code, _, errOut := run(ctx, "serve", "--repo", repo.Dir, "--data", t.TempDir(), "--interval", "20ms",
+			"--nats", hub.ClientURL(), "--user", "distributor", "--password", password(t, secrets, "distributor"), "--lease-ttl", "1s")
+		if code != 0 {
+			t.Errorf("serve: exit %d: %s", code, errOut)
+		}
+		serveDone <- code
+	}()
+	defer func() { cancel(); <-serveDone }()
+
+	var out string
+	natstest.Eventually(t, 30*time.Second, "mirrors created", func() (bool, string) {
+		code, o, errOut := run(ctx, "nats-config", "mirrors", "--nats", hub.ClientURL(), "--user", "distributor",
+			"--password", password(t, secrets, "distributor"), "--domain", "host-1", "--upstream", "hub", "--from-hub",
+			"--namespace", "payments", "--namespace", "search")
+		out = o.String()
+		return code == 0, errOut.String()
+	})
+	if !strings.Contains(out, "CUECAST_payments in domain host-1") {
+		t.Errorf("mirrors printed %q", out)
+	}
+
+	wctx, stopWatch := context.WithCancel(ctx)
+	watchDone := make(chan struct{})
+	var wout, werr interface{ String() string }
+	go func() {
+		defer close(watchDone)
+		// A canary host of search's manifest: v1 reaches it in the first stage.
+		code, o, e := run(wctx, "watch", "--nats", node.ClientURL(), "--user", "svc-search",
+			"--password", password(t, secrets, "svc-search"), "--namespace-mirror",
+			"--config", "search/ranking", "--instance", "search-canary-1")
+		wout, werr = o, e
+		if code != 0 {
+			t.Errorf("watch: exit %d: %s", code, e)
+		}
+	}()
+	// status, as the operator on the hub, sees the instance on the node.
+	natstest.Eventually(t, 30*time.Second, "status counting the instance on the node", func() (bool, string) {
+		code, o, e := run(ctx, "status", "--nats", hub.ClientURL(), "--user", "operator",
+			"--password", password(t, secrets, "operator"), "search/ranking")
+		ok := code == 0 && regexp.MustCompile(`(?m)^search/ranking\s+v1\s+1/1 instances`).MatchString(o.String())
+		return ok, o.String() + e.String()
+	})
+	stopWatch()
+	<-watchDone
+	if !strings.Contains(wout.String(), `"version":1`) {
+		t.Errorf("watch printed %q (stderr %q), want version 1 applied", wout, werr)
+	}
+}
+
+func TestNATSConfigBadInput(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"node without upstream", []string{"nats-config", "node", "--name", "n", "--store", "/s", "--secrets", "SECRETS"}, "upstream"},
+		{"missing store", []string{"nats-config", "hub", "--name", "h", "--secrets", "SECRETS"}, "--store"},
+		{"bad namespace", []string{"nats-config", "hub", "--name", "h", "--store", "/s", "--secrets", "SECRETS", "--namespace", "Pay"}, "namespace"},
+		{"route without cluster", []string{"nats-config", "leaf", "--name", "l", "--store", "/s", "--secrets", "SECRETS", "--upstream", "h:7422", "--route", "x:6222"}, "cluster"},
+		{"replicas without nats", []string{"serve", "--replicas", "3"}, "--nats"},
+		{"creds and user", []string{"status", "--creds", "x.creds", "--user", "u"}, "--creds"},
+		{"password without user", []string{"watch", "--config", "a/b", "--instance", "i", "--password", "p"}, "--user"},
+		{"cert without key", []string{"status", "--tls-cert", "c.pem"}, "key"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := make([]string, len(tc.args))
+			for i, a := range tc.args {
+				args[i] = strings.ReplaceAll(a, "SECRETS", t.TempDir())
+			}
+			code, _, stderr := run(context.Background(), args...)
+			if code != cli.ExitUsage || !strings.Contains(stderr.String(), tc.want) {
+				t.Errorf("exit %d, stderr %q; want %d naming %s", code, stderr, cli.ExitUsage, tc.want)
+			}
+		})
+	}
+}
