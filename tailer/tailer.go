@@ -362,23 +362,33 @@ func (t *Tailer) run(ctx context.Context, r *git.Repository, st *State, commits 
 	wg.Go(func() {
 		defer close(steps)
 		base := st.Base
-		for _, c := range commits {
-			s, err := t.prepare(ctx, r, base, c)
-			select {
-			case steps <- prepared{s, err}:
-			case <-ctx.Done():
-				return
+		for i := 0; i < len(commits); {
+			run, err := t.prepareRun(ctx, r, base, commits[i:])
+			if err != nil {
+				run = append(run, nil)
+			}
+			for _, s := range run {
+				p := prepared{s: s}
+				if s == nil {
+					p.err = err
+				}
+				select {
+				case steps <- p:
+				case <-ctx.Done():
+					return
+				}
 			}
 			if err != nil {
 				return
 			}
-			base = s.base
+			base = run[len(run)-1].base
+			i += len(run)
 		}
 	})
 	lastDeploy := time.Now()
 	for p := range steps {
 		if p.err != nil {
-			return fmt.Errorf("commit %s: %w", short(commitOf(p.s)), p.err)
+			return p.err
 		}
 		if err := ctx.Err(); err != nil {
 			return err
@@ -397,11 +407,107 @@ func (t *Tailer) run(ctx context.Context, r *git.Repository, st *State, commits 
 	return ctx.Err()
 }
 
-func commitOf(s *step) string {
-	if s == nil || s.c == nil {
-		return ""
+// maxRun bounds the commits compiled together by prepareRun.
+const maxRun = 64
+
+// prepareRun prepares the next commits. A replay of many small commits is
+// dominated by the compiler's fixed cost per call (module, manifest, schemas,
+// listing the tree), so consecutive commits whose affected configs are
+// disjoint are compiled together, once, from the tree of the last of them:
+// a config affected only by commit j has, at the last commit, the output it
+// had at j, and its version is attributed to j. That holds when no later
+// commit of the run touches anything the config depends on, which is
+// checked twice: with the index before the run (to choose it) and with the
+// index of the compile itself (a commit may add an import the old index
+// cannot know). When the check fails, or the run does not compile (one of
+// its commits must be rejected, and which one only a commit-by-commit
+// compile tells), the first commit is prepared on its own instead.
+//
+// It returns at least one step unless err is set; the steps before an error
+// are valid.
+func (t *Tailer) prepareRun(ctx context.Context, r *git.Repository, base string, commits []*object.Commit) ([]*step, error) {
+	single := func() ([]*step, error) {
+		s, err := t.prepare(ctx, r, base, commits[0])
+		if err != nil {
+			return nil, fmt.Errorf("commit %s: %w", short(commits[0].Hash.String()), err)
+		}
+		return []*step{s}, nil
 	}
-	return s.c.Hash.String()
+	if base == "" || len(commits) < 2 {
+		return single()
+	}
+	idx, err := t.index(ctx, r, base)
+	if err != nil {
+		return nil, err
+	}
+	bc, err := r.CommitObject(plumbing.NewHash(base))
+	if err != nil {
+		return nil, fmt.Errorf("read base commit %s: %w", short(base), err)
+	}
+	prevTree := bc.TreeHash
+	var (
+		changed  [][]string
+		affected [][]cuecast.ConfigPath
+		union    = make(map[cuecast.ConfigPath]bool)
+	)
+	for _, c := range commits[:min(len(commits), maxRun)] {
+		ch, err := gitfs.Diff(r.Storer, t.cache, prevTree, c.TreeHash)
+		if err != nil {
+			return nil, fmt.Errorf("diff %s: %w", short(c.Hash.String()), err)
+		}
+		if touchesAll(ch) {
+			break
+		}
+		aff := idx.Affected(ch)
+		if slices.ContainsFunc(aff, func(cp cuecast.ConfigPath) bool { return union[cp] }) {
+			break
+		}
+		for _, cp := range aff {
+			union[cp] = true
+		}
+		changed, affected = append(changed, ch), append(affected, aff)
+		prevTree = c.TreeHash
+	}
+	n := len(changed)
+	if n < 2 || len(union) == 0 {
+		return single()
+	}
+	last := commits[n-1]
+	fsys, err := t.cache.FS(r.Storer, last.TreeHash, last.Committer.When)
+	if err != nil {
+		return nil, err
+	}
+	targets := slices.Sorted(maps.Keys(union))
+	res, err := compiler.Compile(ctx, t.src.dir, compiler.Options{
+		Configs: targets, FS: fsys, Workers: t.cfg.Workers, Timeout: t.cfg.Timeout, Logger: t.cfg.Logger,
+	})
+	if err != nil && !errors.Is(err, compiler.ErrNoModule) {
+		return nil, fmt.Errorf("compile commits %s..%s: %w", short(commits[0].Hash.String()), short(last.Hash.String()), err)
+	}
+	if err != nil || !res.OK() {
+		return single()
+	}
+	next := idx.Merge(res.Index, res.Configs)
+	for l := range n {
+		for _, cp := range next.Affected(changed[l]) {
+			if !slices.Contains(affected[l], cp) {
+				t.log.Debug("run split: a commit affects a config the old index did not show",
+					"commit", commits[l].Hash.String(), "config", cp)
+				return single()
+			}
+		}
+	}
+	t.idx, t.idxCommit = next, last.Hash.String()
+	out := make([]*step, n)
+	now := time.Now()
+	for j := range n {
+		s := &step{c: commits[j], start: now, base: commits[j].Hash.String(), kind: stepSkip}
+		if len(affected[j]) > 0 {
+			s.kind, s.res, s.targets = stepPublish, res, affected[j]
+		}
+		out[j] = s
+	}
+	return out, nil
 }
 
 // deployEvery bounds how long a long batch of commits (a replay after

@@ -628,3 +628,62 @@ func TestNoModuleYet(t *testing.T) {
 	wantSummary(t, e.poll(tl), tailer.Summary{Commits: 1, Rejected: 1})
 	wantHistory(t, e, map[cuecast.ConfigPath][]string{"pay/a": {at(1, c2)}, "web/c": {at(1, c2)}})
 }
+
+// TestCoalescedRun: a backlog of commits touching different configs is
+// compiled together, yet every version carries its own commit's content and
+// attribution; a commit that adds an import the old index cannot know about
+// must not let a later library change leak into its version.
+func TestCoalescedRun(t *testing.T) {
+	e := newEnv(t)
+	r := e.repo
+	c1 := r.CommitFiles("initial", baseRepo())
+	tl := e.tailer(tailer.Config{})
+	e.poll(tl)
+
+	c2 := r.CommitFiles("docs", map[string]string{"README.md": "more\n"})
+	// b starts importing the library: the index before the run says b
+	// depends on nothing but itself.
+	c3 := r.CommitFiles("b imports lib", map[string]string{"pay/b/b.cue": config("b", true, 3)})
+	// The library changes: by the old index that affects a and c only, so
+	// the run looks disjoint until the compile's own index says otherwise.
+	c4 := r.CommitFiles("region", map[string]string{"lib/common/common.cue": "package common\n\nRegion: \"sa-east-1\"\n"})
+	c5 := r.CommitFiles("new config", map[string]string{"web/d/d.cue": config("d", false, 4)})
+	c6 := r.CommitFiles("a to 2", map[string]string{"pay/a/a.cue": config("a", true, 2)})
+	c7 := r.CommitFiles("c to 5", map[string]string{"web/c/c.cue": config("c", true, 5)})
+	wantSummary(t, e.poll(tl), tailer.Summary{Commits: 6, Versions: 7})
+	wantHistory(t, e, map[cuecast.ConfigPath][]string{
+		"pay/a": {at(1, c1), at(2, c4), at(3, c6)},
+		"pay/b": {at(1, c1), at(2, c3), at(3, c4)},
+		"web/c": {at(1, c1), at(2, c4), at(3, c7)},
+		"web/d": {at(1, c5)},
+	})
+	_ = c2
+	tests := []struct {
+		cp      cuecast.ConfigPath
+		version uint64
+		region  any
+		value   float64
+	}{
+		{"pay/a", 2, "sa-east-1", 1},
+		{"pay/a", 3, "sa-east-1", 2},
+		{"pay/b", 2, "eu-west-1", 3},
+		{"pay/b", 3, "sa-east-1", 3},
+		{"web/c", 2, "sa-east-1", 1},
+		{"web/c", 3, "sa-east-1", 5},
+		{"web/d", 1, nil, 4},
+	}
+	for _, tt := range tests {
+		_, b, err := e.dist.Version(e.ctx, tt.cp, tt.version)
+		if err != nil {
+			t.Fatalf("Version(%s, %d): %v", tt.cp, tt.version, err)
+		}
+		var got map[string]any
+		if err := json.Unmarshal(b, &got); err != nil {
+			t.Fatal(err)
+		}
+		if got["region"] != tt.region || got["value"] != tt.value {
+			t.Errorf("%s v%d: got %v, want region %v value %v", tt.cp, tt.version, got, tt.region, tt.value)
+		}
+	}
+	checkAgainstHead(t, e.ctx, r.Dir, e.dist)
+}
