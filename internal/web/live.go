@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -29,7 +30,10 @@ func NATSReports(nc *nats.Conn) func(ctx context.Context, f func(cuecast.Report)
 			return fmt.Errorf("subscribe to reports: %w", err)
 		}
 		<-ctx.Done()
-		return sub.Unsubscribe()
+		if err := sub.Unsubscribe(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+			return fmt.Errorf("unsubscribe from reports: %w", err)
+		}
+		return nil
 	}
 }
 

@@ -45,7 +45,7 @@ type versionList struct {
 func (s *Server) Run(ctx context.Context) error {
 	if s.o.ReportFeed != nil {
 		go func() {
-			if err := s.o.ReportFeed(ctx, s.onReport); err != nil {
+			if err := s.o.ReportFeed(ctx, s.onReport); err != nil && ctx.Err() == nil {
 				s.log.Error("report feed stopped; propagation is timed by sample", "err", err)
 			}
 		}()
