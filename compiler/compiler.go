@@ -323,8 +323,38 @@ func (c *compilation) run(ctx context.Context) error {
 	if err := c.runJobs(ctx, jobs); err != nil {
 		return err
 	}
+	if len(c.opts.Configs) == 0 {
+		c.warnUnused(man, deps)
+	}
 	c.res.Index = newIndex(deps, man.Namespaces)
 	return nil
+}
+
+// warnUnused logs top-level directories that hold CUE packages but are
+// neither a declared namespace nor imported by any config. That is what a
+// namespace someone forgot to declare looks like: its configs are treated
+// as a library and never published. It is a warning, not an error, because
+// an unused library looks the same. Only a full compile knows every
+// config's imports, so only a full compile checks.
+func (c *compilation) warnUnused(man *Manifest, deps map[cuecast.ConfigPath][]string) {
+	used := make(map[string]bool)
+	for _, dirs := range deps {
+		for _, d := range dirs {
+			top, _, _ := strings.Cut(d, "/")
+			used[top] = true
+		}
+	}
+	unused := make(map[string]bool)
+	for dir := range c.tree.dirs {
+		top, _, _ := strings.Cut(dir, "/")
+		if _, ns := man.Namespaces[top]; dir != "." && !used[top] && !ns {
+			unused[top] = true
+		}
+	}
+	for _, top := range sortedKeys(unused) {
+		c.opts.Logger.Warn("directory holds CUE packages but is not a namespace and no config imports it; if it holds configs, declare it in cuecast.cue",
+			"dir", top)
+	}
 }
 
 func segmentProblem(dir string) string {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -237,5 +238,25 @@ func TestConcurrentCompiles(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestWarnUndeclaredNamespace: configs under a directory the manifest does
+// not declare are a library to the compiler; a full compile says so in the
+// log so the forgotten declaration is found.
+func TestWarnUndeclaredNamespace(t *testing.T) {
+	fsys, _ := loadCase(t, "testdata/ok-base")
+	fsys["billing/invoices/invoices.cue"] = &fstest.MapFile{Data: []byte("package invoices\n\ndue_days: 30\n")}
+	var buf bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, nil))
+	res, err := compiler.Compile(context.Background(), "warn", compiler.Options{FS: fsys, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.OK() || slices.Contains(res.Configs, "billing/invoices") {
+		t.Fatalf("got configs %v errors %v, want a valid compile without billing/invoices", res.Configs, res.Errors)
+	}
+	if !strings.Contains(buf.String(), "dir=billing") || strings.Contains(buf.String(), "dir=lib") {
+		t.Errorf("log %q: want a warning about billing and none about lib", buf.String())
 	}
 }
