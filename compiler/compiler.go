@@ -160,6 +160,14 @@ func Compile(ctx context.Context, repoDir string, opts Options) (*Result, error)
 	if err := c.run(ctx); err != nil {
 		return nil, err
 	}
+	// A file lint inside a config's directory belongs to that config.
+	for i, e := range c.errs {
+		if e.Config == "" && strings.HasPrefix(e.ID, "file/") {
+			if _, found := slices.BinarySearch(c.res.Configs, cuecast.ConfigPath(path.Dir(e.File))); found {
+				c.errs[i].Config = cuecast.ConfigPath(path.Dir(e.File))
+			}
+		}
+	}
 	c.res.Errors = sortErrors(c.errs)
 	opts.Logger.Debug("compiled", "repo", repoDir, "configs", len(c.res.Outputs),
 		"errors", len(c.res.Errors), "elapsed", time.Since(start))
