@@ -16,7 +16,7 @@ import (
 const checkout = cuecast.ConfigPath("payments/checkout")
 
 // publish stores and deploys version n of cfg with content body.
-func publish(t *testing.T, d *distributor.Distributor, cfg cuecast.ConfigPath, n uint64, body string) {
+func publish(t testing.TB, d *distributor.Distributor, cfg cuecast.ConfigPath, n uint64, body string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -41,9 +41,11 @@ type TreeServer struct {
 	ConfPath string
 	// LeafAddr is where lower levels connect (hub and leaf levels).
 	LeafAddr string
-	// Link carries the server's leafnode connection upstream (leaf levels).
-	Link *Link
-	tree *Tree
+	// Link carries the server's leafnode connection upstream (leaf levels)
+	// to Parent.
+	Link   *Link
+	Parent *TreeServer
+	tree   *Tree
 }
 
 // TreeOptions shapes a Tree.
@@ -72,25 +74,37 @@ func StartTree(t testing.TB, o TreeOptions) *Tree {
 	}
 	tr.Hub = tr.StartServer(t, hubSpec)
 	for i := range o.Leaves {
-		link := StartLink(t, tr.Hub.LeafAddr)
-		spec := natsconf.Spec{
-			Level:      o.Level,
-			Name:       fmt.Sprintf("leaf-%d", i+1),
-			Listen:     "127.0.0.1:-1",
-			Upstreams:  []string{link.Addr()},
-			Namespaces: o.Namespaces,
-		}
-		if o.Level == natsconf.Leaf {
-			spec.LeafListen = freeAddr(t)
-		}
-		ls := tr.StartServer(t, spec)
-		ls.Link = link
-		tr.Leaves = append(tr.Leaves, ls)
+		tr.AddLeaf(t, tr.Hub, o.Level, fmt.Sprintf("leaf-%d", i+1))
 	}
 	for _, l := range tr.Leaves {
 		l.WaitLinked(t)
 	}
 	return tr
+}
+
+// AddLeaf starts a leaf (regional) or node server named name under parent,
+// linked through a Link, and appends it to Leaves. It does not wait for the
+// link: WaitLinked does.
+func (tr *Tree) AddLeaf(t testing.TB, parent *TreeServer, level natsconf.Level, name string) *TreeServer {
+	t.Helper()
+	if parent.LeafAddr == "" {
+		t.Fatalf("%s accepts no leafnodes", parent.Spec.Name)
+	}
+	link := StartLink(t, parent.LeafAddr)
+	spec := natsconf.Spec{
+		Level:      level,
+		Name:       name,
+		Listen:     "127.0.0.1:-1",
+		Upstreams:  []string{link.Addr()},
+		Namespaces: tr.Namespaces,
+	}
+	if level == natsconf.Leaf {
+		spec.LeafListen = freeAddr(t)
+	}
+	ls := tr.StartServer(t, spec)
+	ls.Link, ls.Parent = link, parent
+	tr.Leaves = append(tr.Leaves, ls)
+	return ls
 }
 
 // StartServer generates spec's configuration (StoreDir and Passwords filled
@@ -182,7 +196,8 @@ func (s *TreeServer) WaitLinked(t testing.TB) {
 	})
 }
 
-// Mirrors creates the namespace mirrors of every leaf, as the distributor
+// Mirrors creates the namespace mirrors of every leaf, each from its
+// parent's domain, as the distributor
 // user connected to the hub (leaf domains are reached by their JetStream
 // domain through the leafnode connections).
 func (tr *Tree) Mirrors(t testing.TB) {
@@ -190,12 +205,12 @@ func (tr *Tree) Mirrors(t testing.TB) {
 	nc := tr.Hub.Connect(t, natsconf.DistributorUser)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for _, l := range tr.Leaves {
+	for _, l := range tr.Leaves { // parents were added before their children
 		js, err := jetstream.NewWithDomain(nc, l.Domain())
 		if err != nil {
 			t.Fatalf("jetstream %s: %v", l.Domain(), err)
 		}
-		spec := natsconf.MirrorSpec{Upstream: tr.Hub.Domain(), FromHub: true, Namespaces: tr.Namespaces}
+		spec := natsconf.MirrorSpec{Upstream: l.Parent.Domain(), FromHub: l.Parent == tr.Hub, Namespaces: tr.Namespaces}
 		if err := natsconf.Mirrors(ctx, js, spec); err != nil {
 			t.Fatalf("%s mirrors: %v", l.Spec.Name, err)
 		}
