@@ -41,7 +41,10 @@ type versionList struct {
 }
 
 // Run samples the fleet every Options.Interval until ctx is done; it returns
-// nil then. The first sample is taken at once.
+// nil then. The first sample is taken at once. A sample reads every live
+// report, so on a large fleet it can take a while: Run then waits at least
+// twice as long as the last sample took, keeping the sampler's share of the
+// server's time under a third.
 func (s *Server) Run(ctx context.Context) error {
 	if s.o.ReportFeed != nil {
 		go func() {
@@ -50,16 +53,18 @@ func (s *Server) Run(ctx context.Context) error {
 			}
 		}()
 	}
-	t := time.NewTicker(s.o.Interval)
+	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
-		s.Sample(ctx)
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
 		case <-s.poke:
 		}
+		start := time.Now()
+		s.Sample(ctx)
+		t.Reset(max(s.o.Interval-time.Since(start), 2*time.Since(start)))
 	}
 }
 

@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -274,15 +275,52 @@ func (s *Server) configView(ctx context.Context, snap *snapshot, cfg cuecast.Con
 		cv.Rollout = rolloutOf(rec, reports)
 	}
 	if s.o.Rollouts != nil {
-		audit, err := s.o.Rollouts.Audit(ctx, cfg)
-		if err != nil {
-			s.log.Warn("read audit", "config", cfg, "err", err)
-		}
-		slices.Reverse(audit) // newest first
-		cv.Audit = append(cv.Audit, audit[:min(len(audit), 50)]...)
+		cv.Audit = append(cv.Audit, s.audit(ctx, cfg, snap.records[cfg])...)
 	}
 	cv.Chart = chartSVG(s.metrics.Propagation(cfg))
 	return cv, nil
+}
+
+// audit returns the newest 50 audit entries of cfg, newest first. They are
+// read again only when the config's rollout record changed: every action and
+// every automatic halt rewrites the record.
+func (s *Server) audit(ctx context.Context, cfg cuecast.ConfigPath, rec rollout.Record) []rollout.AuditEntry {
+	key := auditKey(rec)
+	s.mu.Lock()
+	ac, ok := s.acache[cfg]
+	s.mu.Unlock()
+	if ok && ac.key == key {
+		return ac.entries
+	}
+	entries, err := s.o.Rollouts.Audit(ctx, cfg)
+	if err != nil {
+		s.log.Warn("read audit", "config", cfg, "err", err)
+		return ac.entries
+	}
+	slices.Reverse(entries)
+	entries = entries[:min(len(entries), 50)]
+	s.mu.Lock()
+	s.acache[cfg] = auditCache{key: key, entries: entries}
+	s.mu.Unlock()
+	return entries
+}
+
+type auditCache struct {
+	key     string
+	entries []rollout.AuditEntry
+}
+
+func auditKey(rec rollout.Record) string {
+	k := fmt.Sprintf("stable=%d pending=%d", rec.Stable, rec.Pending)
+	for _, r := range []*rollout.Rollout{rec.Current, rec.Superseded} {
+		if r != nil {
+			k += fmt.Sprintf(" %s:%s:%d:%d", r.ID, r.State, r.Stage, r.Updated.UnixNano())
+		}
+	}
+	if p := rec.Pin; p != nil {
+		k += fmt.Sprintf(" pin=%d@%d", p.Version, p.At.UnixNano())
+	}
+	return k
 }
 
 func rolloutOf(rec rollout.Record, reports []cuecast.Report) *rolloutView {

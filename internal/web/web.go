@@ -111,6 +111,7 @@ type Server struct {
 	vcache   map[cuecast.ConfigPath]versionList
 	poke     chan struct{} // asks Run for a sample now
 	live     *liveFleet
+	acache   map[cuecast.ConfigPath]auditCache
 }
 
 // New checks o and builds the server's routes. It starts nothing: call Run to
@@ -129,7 +130,8 @@ func New(o Options) (*Server, error) {
 		o.Metrics = metrics.New(metrics.Options{})
 	}
 	s := &Server{o: o, log: o.Logger, metrics: o.Metrics, changed: make(chan struct{}),
-		vcache: map[cuecast.ConfigPath]versionList{}, poke: make(chan struct{}, 1), live: newLiveFleet()}
+		vcache: map[cuecast.ConfigPath]versionList{}, poke: make(chan struct{}, 1), live: newLiveFleet(),
+		acache: map[cuecast.ConfigPath]auditCache{}}
 	if o.OperatorToken != "" {
 		s.token = sha256.Sum256([]byte(o.OperatorToken))
 	}
