@@ -26,6 +26,7 @@ func encodeCanonical(v cue.Value, pats []secretPattern, lint func(Error)) ([]byt
 type encoder struct {
 	buf  bytes.Buffer
 	tmp  bytes.Buffer
+	enc  *json.Encoder // writes into tmp
 	lint func(Error)
 	pats []secretPattern
 }
@@ -50,7 +51,13 @@ func (e *encoder) value(v cue.Value, label string) error {
 		}
 		var fs []field
 		for it.Next() {
-			fs = append(fs, field{it.Selector().Unquoted(), it.Value()})
+			f := field{it.Selector().Unquoted(), it.Value()}
+			if e.lint != nil {
+				// A credential used as a map key leaks as surely as one
+				// used as a value.
+				lintLabel(f.v, f.label, e.pats, e.lint)
+			}
+			fs = append(fs, f)
 		}
 		slices.SortFunc(fs, func(a, b field) int { return bytes.Compare([]byte(a.label), []byte(b.label)) })
 		e.buf.WriteByte('{')
@@ -123,12 +130,16 @@ func (e *encoder) value(v cue.Value, label string) error {
 	return nil
 }
 
-// string writes s as a JSON string without HTML escaping.
+// string writes s as a JSON string without HTML escaping. encoding/json
+// does the escaping so that control characters, invalid UTF-8 and U+2028/9
+// are written exactly as every other Go JSON producer writes them.
 func (e *encoder) string(s string) {
+	if e.enc == nil {
+		e.enc = json.NewEncoder(&e.tmp)
+		e.enc.SetEscapeHTML(false)
+	}
 	e.tmp.Reset()
-	enc := json.NewEncoder(&e.tmp)
-	enc.SetEscapeHTML(false)
 	// Encoding a string cannot fail.
-	_ = enc.Encode(s)
+	_ = e.enc.Encode(s)
 	e.buf.Write(bytes.TrimSuffix(e.tmp.Bytes(), []byte("\n")))
 }

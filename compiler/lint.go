@@ -30,6 +30,43 @@ func secretPatterns() []secretPattern {
 	}
 }
 
+// lintLabel checks one exported field name against the credential formats
+// (entropy alone would flag every hash-keyed map, so it is not used here).
+func lintLabel(v cue.Value, label string, pats []secretPattern, report func(Error)) {
+	for _, p := range pats {
+		if !p.re.MatchString(label) {
+			continue
+		}
+		allowed, attrErr := allowedBy(v)
+		if attrErr != nil || !allowed(p.id) {
+			e := positionError(v, "")
+			e.ID = p.id
+			e.Message = fmt.Sprintf("field name %s in %s looks like %s", redact(label), parentPath(v), p.what)
+			e.Fix = fixFor(p.id)
+			report(e)
+		}
+	}
+}
+
+// redact keeps enough of a secret for its owner to find it and not enough
+// to use it: error messages end up in CI logs and PR comments.
+func redact(s string) string {
+	r := []rune(s)
+	if len(r) <= 8 {
+		return `"…"`
+	}
+	return strconv.Quote(string(r[:4]) + "…")
+}
+
+// parentPath is the path of the struct holding v, or "the top level".
+func parentPath(v cue.Value) string {
+	sels := v.Path().Selectors()
+	if len(sels) <= 1 {
+		return "the top level"
+	}
+	return cue.MakePath(sels[:len(sels)-1]...).String()
+}
+
 // lintString checks one exported string value. A field can opt out with
 // @cuecast(allow="<lint ID or secret>", reason="<why>").
 func lintString(v cue.Value, label, s string, pats []secretPattern, report func(Error)) {
