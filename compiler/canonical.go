@@ -40,9 +40,8 @@ func (e *encoder) value(v cue.Value, label string) error {
 	if d, ok := v.Default(); ok {
 		v = d
 	}
-	if err := v.Err(); err != nil {
-		return err
-	}
+	// No v.Err() per node: callers validate first, and Err allocates on
+	// every call; an error value has BottomKind and lands in default.
 	switch v.Kind() {
 	case cue.StructKind:
 		it, err := v.Fields()
@@ -98,7 +97,14 @@ func (e *encoder) value(v cue.Value, label string) error {
 			lintString(v, label, s, e.pats, e.lint)
 		}
 		e.string(s)
-	case cue.IntKind, cue.FloatKind, cue.NumberKind:
+	case cue.IntKind:
+		// The same digits MarshalJSON writes, without its allocations.
+		b, err := v.AppendInt(e.buf.AvailableBuffer(), 10)
+		if err != nil {
+			return err
+		}
+		e.buf.Write(b)
+	case cue.FloatKind, cue.NumberKind:
 		b, err := v.MarshalJSON()
 		if err != nil {
 			return err
@@ -123,8 +129,11 @@ func (e *encoder) value(v cue.Value, label string) error {
 		}
 		e.string(base64.StdEncoding.EncodeToString(b))
 	default:
+		if err := v.Err(); err != nil {
+			return err
+		}
 		// Validate(Concrete) runs first, so this is only reached for values
-		// it lets through, such as a top-level non-struct.
+		// it lets through.
 		return fmt.Errorf("%s: cannot export value of kind %s", v.Path(), v.IncompleteKind())
 	}
 	return nil
