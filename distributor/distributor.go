@@ -93,7 +93,13 @@ type Distributor struct {
 	// ptrs caches each pointer subject's last known pointer and sequence
 	// (cachedPointer), so a deploy needs no reads; a lost compare-and-swap
 	// evicts the entry.
-	ptrs     sync.Map
+	ptrs sync.Map
+	// latestCache holds each config's latest storedVersion as last written
+	// or read here (see cachedLatest).
+	latestCache sync.Map
+	// recent maps versionKey to storedVersion for the last few versions of
+	// each config (remember).
+	recent   sync.Map
 	ptrSub   *nats.Subscription
 	statusCh chan nats.Status
 	done     chan struct{}

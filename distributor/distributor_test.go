@@ -522,3 +522,45 @@ func TestTwoWriters(t *testing.T) {
 		}
 	}
 }
+
+// TestPublishStaleCache: a Distributor whose idea of the latest version is
+// stale (another process published since) still publishes correctly.
+func TestPublishStaleCache(t *testing.T) {
+	s := natstest.Start(t)
+	log := slog.New(slog.NewTextHandler(t.Output(), nil))
+	d1, err := distributor.New(t.Context(), s.Connect(t), distributor.Options{Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d2, err := distributor.New(t.Context(), s.Connect(t), distributor.Options{Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustPublish(t, d1, 1, content(1))
+	mustPublish(t, d2, 2, content(2)) // d1 still believes 1 is the latest
+	other := version(2)
+	other.Commit = "elsewhere"
+	tests := []struct {
+		name    string
+		v       cuecast.Version
+		content []byte
+		want    error
+	}{
+		{"the same version 2 again is idempotent", version(2), content(2), nil},
+		{"a different version 2 conflicts", other, content(22), cuecast.ErrConflict},
+		{"version 3 follows", version(3), content(3), nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := d1.Publish(t.Context(), tt.v, tt.content); tt.want == nil && err != nil || tt.want != nil && !errors.Is(err, tt.want) {
+				t.Fatalf("got %v, want %v", err, tt.want)
+			}
+		})
+	}
+	if err := d1.Deploy(t.Context(), version(3)); err != nil {
+		t.Fatalf("Deploy 3: %v", err)
+	}
+	if p, err := d2.Pointer(t.Context(), cfg, 0); err != nil || p.Version != 3 {
+		t.Fatalf("pointer after deploy: got %+v, %v; want version 3", p, err)
+	}
+}

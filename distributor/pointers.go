@@ -76,7 +76,7 @@ func (d *Distributor) SetPointers(ctx context.Context, cfg cuecast.ConfigPath, b
 		return fmt.Errorf("set pointers of %s: pointer names %s", cfg, p.Config)
 	}
 	if p.Seq == 0 {
-		sv, _, err := d.findVersion(ctx, cfg, p.Version)
+		sv, err := d.lookupVersion(ctx, cfg, p.Version)
 		if err != nil {
 			return fmt.Errorf("set pointers of %s to version %d: %w", cfg, p.Version, err)
 		}
@@ -240,7 +240,8 @@ func (d *Distributor) Deploy(ctx context.Context, v cuecast.Version) error {
 	if err := v.Config.Validate(); err != nil {
 		return fmt.Errorf("deploy: %w", err)
 	}
-	sv, _, err := d.findVersion(ctx, v.Config, v.Version)
+	// A version just published needs no read: its address is cached.
+	sv, err := d.lookupVersion(ctx, v.Config, v.Version)
 	if err != nil {
 		return fmt.Errorf("deploy %s@%d: %w", v.Config, v.Version, err)
 	}

@@ -46,7 +46,50 @@ func (d *Distributor) latest(ctx context.Context, cfg cuecast.ConfigPath) (store
 	if err != nil {
 		return storedVersion{}, err
 	}
-	return decodeVersionMsg(m)
+	sv, err := decodeVersionMsg(m)
+	if err == nil {
+		d.remember(sv)
+	}
+	return sv, err
+}
+
+// recentVersions is how many versions per config the Distributor keeps
+// addresses of (number to sequence), so that deploying or rolling back to a
+// recent version needs no search.
+const recentVersions = 8
+
+type versionKey struct {
+	cfg cuecast.ConfigPath
+	n   uint64
+}
+
+// remember caches sv's address, and sv as the latest version of its config
+// unless a newer one is cached.
+func (d *Distributor) remember(sv storedVersion) {
+	d.recent.Store(versionKey{sv.Config, sv.Version.Version}, sv)
+	if sv.Version.Version > recentVersions {
+		d.recent.Delete(versionKey{sv.Config, sv.Version.Version - recentVersions})
+	}
+	p := &sv
+	for {
+		old, loaded := d.latestCache.LoadOrStore(sv.Config, p)
+		if !loaded {
+			return
+		}
+		if old.(*storedVersion).Version.Version >= sv.Version.Version || d.latestCache.CompareAndSwap(sv.Config, old, p) {
+			return
+		}
+	}
+}
+
+// cachedLatest is the latest version of cfg this Distributor wrote or read.
+// It may be stale when another process publishes; every write that relies
+// on it is a compare-and-swap, and a lost one reads afresh.
+func (d *Distributor) cachedLatest(ctx context.Context, cfg cuecast.ConfigPath) (storedVersion, error) {
+	if c, ok := d.latestCache.Load(cfg); ok {
+		return *c.(*storedVersion), nil
+	}
+	return d.latest(ctx, cfg)
 }
 
 func decodeVersionMsg(m *jetstream.RawStreamMsg) (storedVersion, error) {
@@ -87,12 +130,19 @@ func (d *Distributor) Publish(ctx context.Context, v cuecast.Version, content []
 	v.Size = int64(len(content))
 	v.Chunks, v.Signature = nil, ""
 
-	prev, err := d.latest(ctx, v.Config)
+	prev, err := d.cachedLatest(ctx, v.Config)
 	switch {
 	case errors.Is(err, cuecast.ErrNotFound):
 	case err != nil:
 		return fmt.Errorf("publish %s@%d: read latest: %w", v.Config, v.Version, err)
 	}
+	return d.publish(ctx, v, content, prev, true)
+}
+
+// publish writes v after prev. When prev came from the cache and the server
+// says it is stale, it reads the latest version and decides again (once).
+func (d *Distributor) publish(ctx context.Context, v cuecast.Version, content []byte, prev storedVersion, mayBeStale bool) error {
+	var err error
 	if prev.Version.Version == v.Version {
 		if same(prev.Version, v) {
 			return nil
@@ -123,6 +173,15 @@ func (d *Distributor) Publish(ctx context.Context, v cuecast.Version, content []
 	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(prev.Seq, 10))
 	m.Data = body
 	ack, err := d.js.PublishMsg(ctx, m)
+	if isWrongLastSeq(err) && mayBeStale {
+		d.latestCache.Delete(v.Config)
+		fresh, ferr := d.latest(ctx, v.Config)
+		if ferr != nil && !errors.Is(ferr, cuecast.ErrNotFound) {
+			return fmt.Errorf("publish %s@%d: read latest: %w", v.Config, v.Version, ferr)
+		}
+		v.Chunks, v.Signature = nil, ""
+		return d.publish(ctx, v, content, fresh, false)
+	}
 	if isWrongLastSeq(err) {
 		return fmt.Errorf("publish %s@%d: another writer published first: %w", v.Config, v.Version, cuecast.ErrConflict)
 	}
@@ -141,6 +200,7 @@ func (d *Distributor) Publish(ctx context.Context, v cuecast.Version, content []
 		}
 		return nil
 	}
+	d.remember(storedVersion{Version: v, Seq: ack.Sequence, At: time.Now()})
 	d.log.Info("published version", "config", v.Config, "version", v.Version, "commit", v.Commit,
 		"checksum", v.Checksum, "size", v.Size, "chunks", len(v.Chunks), "seq", ack.Sequence, "deleted", v.Deleted)
 	if v.Version > uint64(d.o.Retain) {
@@ -229,6 +289,21 @@ func (d *Distributor) nextFrom(ctx context.Context, cfg cuecast.ConfigPath, seq 
 		return storedVersion{}, err
 	}
 	return decodeVersionMsg(m)
+}
+
+// lookupVersion returns the metadata and sequence of version n of cfg, from
+// the cache of recent versions when it is there and certainly retained.
+func (d *Distributor) lookupVersion(ctx context.Context, cfg cuecast.ConfigPath, n uint64) (storedVersion, error) {
+	if c, ok := d.recent.Load(versionKey{cfg, n}); ok {
+		if l, ok := d.latestCache.Load(cfg); ok && n+uint64(d.o.Retain) > l.(*storedVersion).Version.Version {
+			return c.(storedVersion), nil
+		}
+	}
+	sv, _, err := d.findVersion(ctx, cfg, n)
+	if err == nil {
+		d.remember(sv)
+	}
+	return sv, err
 }
 
 // Version returns version n of cfg with its content (chunks reassembled and
