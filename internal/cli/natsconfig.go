@@ -32,6 +32,7 @@ type NATSConfigOptions struct {
 	Upstreams     []string
 	Namespaces    []string
 	Secrets       string
+	Auth          string
 	TLSCert       string
 	TLSKey        string
 	TLSCA         string
@@ -97,7 +98,8 @@ namespace mirrors; services there watch with --namespace-mirror.`,
 		f.StringVar(&opts.Listen, "listen", "0.0.0.0:4222", "client address")
 		f.StringVar(&opts.Store, "store", "", "JetStream store directory (required)")
 		f.StringSliceVar(&opts.Namespaces, "namespace", nil, "namespace to create a service user for (repeatable)")
-		f.StringVar(&opts.Secrets, "secrets", "", "directory of <user>.password files, created when missing (required)")
+		f.StringVar(&opts.Secrets, "secrets", "", "directory of <user>.password files (or, with --auth jwt, the nkeys and <user>.creds files), created when missing (required)")
+		f.StringVar(&opts.Auth, "auth", "password", "how users log in: password (user/password) or jwt (operator mode, .creds files)")
 		f.StringVar(&opts.TLSCert, "tls-cert", "", "server certificate (PEM) for every listener and the leafnode remote")
 		f.StringVar(&opts.TLSKey, "tls-key", "", "server certificate's key (PEM)")
 		f.StringVar(&opts.TLSCA, "tls-ca", "", "CA (PEM) verifying the upstream and, with --tls-verify-clients, clients")
@@ -171,7 +173,19 @@ func natsConfigRun(env *Env, opts *NATSConfigOptions) error {
 		spec.TLS = &natsconf.TLS{Cert: opts.TLSCert, Key: opts.TLSKey, CA: opts.TLSCA, VerifyClients: opts.VerifyClients}
 	}
 	var err error
-	if spec.Passwords, err = loadSecrets(opts.Secrets, spec.Users()); err != nil {
+	switch opts.Auth {
+	case "password":
+		spec.Passwords, err = loadSecrets(opts.Secrets, spec.Users())
+	case "jwt":
+		spec.Keys, err = loadKeys(opts.Secrets, spec.Users())
+		spec.LeafCreds = filepath.Join(opts.Secrets, natsconf.LeafUser+".creds")
+		if abs, aerr := filepath.Abs(spec.LeafCreds); aerr == nil {
+			spec.LeafCreds = abs
+		}
+	default:
+		return usageErrorf("use --auth password or --auth jwt", "--auth %q", opts.Auth)
+	}
+	if err != nil {
 		return err
 	}
 	conf, err := natsconf.Generate(spec)
@@ -215,6 +229,67 @@ func loadSecrets(dir string, users []string) (map[string]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// loadKeys reads the operator, account and system account seeds from dir
+// (operator.nk, account.nk, system.nk), creating them when none exist, and
+// writes dir/<user>.creds for every user that has none.
+func loadKeys(dir string, users []string) (*natsconf.Keys, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create secrets directory: %w", err)
+	}
+	names := []string{"operator.nk", "account.nk", "system.nk"}
+	var seeds [3][]byte
+	missing := 0
+	for i, n := range names {
+		b, err := os.ReadFile(filepath.Join(dir, n))
+		switch {
+		case err == nil:
+			seeds[i] = []byte(strings.TrimSpace(string(b)))
+		case errors.Is(err, os.ErrNotExist):
+			missing++
+		default:
+			return nil, fmt.Errorf("read %s: %w", n, err)
+		}
+	}
+	var keys *natsconf.Keys
+	var err error
+	switch missing {
+	case 0:
+		keys, err = natsconf.KeysFromSeeds(seeds[0], seeds[1], seeds[2])
+	case len(names):
+		if keys, err = natsconf.NewKeys(); err != nil {
+			return nil, err
+		}
+		op, acct, sys, serr := keys.Seeds()
+		if serr != nil {
+			return nil, serr
+		}
+		for i, b := range [][]byte{op, acct, sys} {
+			if werr := os.WriteFile(filepath.Join(dir, names[i]), append(b, '\n'), 0o600); werr != nil {
+				return nil, fmt.Errorf("write %s: %w", names[i], werr)
+			}
+		}
+	default:
+		return nil, &UsageError{Err: fmt.Errorf("%s holds only some of %s", dir, strings.Join(names, ", ")), Hint: "restore the missing seeds, or use a new directory (every .creds file then changes)"}
+	}
+	if err != nil {
+		return nil, err
+	}
+	for _, u := range users {
+		path := filepath.Join(dir, u+".creds")
+		if _, err := os.Stat(path); err == nil {
+			continue
+		}
+		b, err := keys.UserCreds(u)
+		if err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			return nil, fmt.Errorf("write %s: %w", path, err)
+		}
+	}
+	return keys, nil
 }
 
 func mirrorsRun(ctx context.Context, env *Env, opts *MirrorsOptions) error {

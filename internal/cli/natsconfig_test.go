@@ -61,12 +61,35 @@ func password(t *testing.T, dir, user string) string {
 // `nats-config mirrors`, an instance on the node as the search service,
 // and status as the operator.
 func TestNATSConfigTree(t *testing.T) {
+	for _, tc := range []struct {
+		name, auth string
+		tls        bool
+	}{{"password", "password", false}, {"jwt", "jwt", false}, {"password-tls", "password", true}} {
+		t.Run(tc.name, func(t *testing.T) { testNATSConfigTree(t, tc.auth, tc.tls) })
+	}
+}
+
+func testNATSConfigTree(t *testing.T, auth string, tls bool) {
 	secrets := t.TempDir()
+	var serverTLS, clientTLS []string
+	if tls {
+		f := natstest.TLSFiles(t)
+		serverTLS = []string{"--tls-cert", f.Cert, "--tls-key", f.Key, "--tls-ca", f.CA}
+		clientTLS = []string{"--tls-ca", f.CA, "--tls-cert", f.Cert, "--tls-key", f.Key}
+	}
+	// login is how user authenticates (.creds in operator mode), over TLS
+	// when the servers require it.
+	login := func(user string) []string {
+		if auth == "jwt" {
+			return append([]string{"--creds", filepath.Join(secrets, user+".creds")}, clientTLS...)
+		}
+		return append([]string{"--user", user, "--password", password(t, secrets, user)}, clientTLS...)
+	}
 	leafAddr := freePort(t)
-	hub := natsConfig(t, "hub", "--name", "hub", "--listen", "127.0.0.1:-1", "--leaf-listen", leafAddr,
-		"--store", t.TempDir(), "--namespace", "payments", "--namespace", "search", "--secrets", secrets)
-	node := natsConfig(t, "node", "--name", "host-1", "--listen", "127.0.0.1:-1", "--upstream", leafAddr,
-		"--store", t.TempDir(), "--namespace", "payments", "--namespace", "search", "--secrets", secrets)
+	hub := natsConfig(t, append([]string{"hub", "--auth", auth, "--name", "hub", "--listen", "127.0.0.1:-1", "--leaf-listen", leafAddr,
+		"--store", t.TempDir(), "--namespace", "payments", "--namespace", "search", "--secrets", secrets}, serverTLS...)...)
+	node := natsConfig(t, append([]string{"node", "--auth", auth, "--name", "host-1", "--listen", "127.0.0.1:-1", "--upstream", leafAddr,
+		"--store", t.TempDir(), "--namespace", "payments", "--namespace", "search", "--secrets", secrets}, serverTLS...)...)
 	natstest.Eventually(t, 20*time.Second, "node linked to the hub", func() (bool, string) {
 		return node.NumLeafNodes() == 1, "not yet"
 	})
@@ -76,8 +99,8 @@ func TestNATSConfigTree(t *testing.T) {
 	repo := exampleRepo(t)
 	serveDone := make(chan int, 1)
 	go func() {
-		code, _, errOut := run(ctx, "serve", "--repo", repo.Dir, "--data", t.TempDir(), "--interval", "20ms",
-			"--nats", hub.ClientURL(), "--user", "distributor", "--password", password(t, secrets, "distributor"), "--lease-ttl", "1s")
+		code, _, errOut := run(ctx, append([]string{"serve", "--repo", repo.Dir, "--data", t.TempDir(), "--interval", "20ms",
+			"--nats", hub.ClientURL(), "--lease-ttl", "1s"}, login("distributor")...)...)
 		if code != 0 {
 			t.Errorf("serve: exit %d: %s", code, errOut)
 		}
@@ -87,9 +110,9 @@ func TestNATSConfigTree(t *testing.T) {
 
 	var out string
 	natstest.Eventually(t, 30*time.Second, "mirrors created", func() (bool, string) {
-		code, o, errOut := run(ctx, "nats-config", "mirrors", "--nats", hub.ClientURL(), "--user", "distributor",
-			"--password", password(t, secrets, "distributor"), "--domain", "host-1", "--upstream", "hub", "--from-hub",
-			"--namespace", "payments", "--namespace", "search")
+		code, o, errOut := run(ctx, append([]string{"nats-config", "mirrors", "--nats", hub.ClientURL(),
+			"--domain", "host-1", "--upstream", "hub", "--from-hub",
+			"--namespace", "payments", "--namespace", "search"}, login("distributor")...)...)
 		out = o.String()
 		return code == 0, errOut.String()
 	})
@@ -103,9 +126,8 @@ func TestNATSConfigTree(t *testing.T) {
 	go func() {
 		defer close(watchDone)
 		// A canary host of search's manifest: v1 reaches it in the first stage.
-		code, o, e := run(wctx, "watch", "--nats", node.ClientURL(), "--user", "svc-search",
-			"--password", password(t, secrets, "svc-search"), "--namespace-mirror",
-			"--config", "search/ranking", "--instance", "search-canary-1")
+		code, o, e := run(wctx, append([]string{"watch", "--nats", node.ClientURL(), "--namespace-mirror",
+			"--config", "search/ranking", "--instance", "search-canary-1"}, login("svc-search")...)...)
 		wout, werr = o, e
 		if code != 0 {
 			t.Errorf("watch: exit %d: %s", code, e)
@@ -113,8 +135,7 @@ func TestNATSConfigTree(t *testing.T) {
 	}()
 	// status, as the operator on the hub, sees the instance on the node.
 	natstest.Eventually(t, 30*time.Second, "status counting the instance on the node", func() (bool, string) {
-		code, o, e := run(ctx, "status", "--nats", hub.ClientURL(), "--user", "operator",
-			"--password", password(t, secrets, "operator"), "search/ranking")
+		code, o, e := run(ctx, append([]string{"status", "--nats", hub.ClientURL(), "search/ranking"}, login("operator")...)...)
 		ok := code == 0 && regexp.MustCompile(`(?m)^search/ranking\s+v1\s+1/1 instances`).MatchString(o.String())
 		return ok, o.String() + e.String()
 	})
@@ -134,6 +155,7 @@ func TestNATSConfigBadInput(t *testing.T) {
 		{"node without upstream", []string{"nats-config", "node", "--name", "n", "--store", "/s", "--secrets", "SECRETS"}, "upstream"},
 		{"missing store", []string{"nats-config", "hub", "--name", "h", "--secrets", "SECRETS"}, "--store"},
 		{"bad namespace", []string{"nats-config", "hub", "--name", "h", "--store", "/s", "--secrets", "SECRETS", "--namespace", "Pay"}, "namespace"},
+		{"unknown auth", []string{"nats-config", "hub", "--name", "h", "--store", "/s", "--secrets", "SECRETS", "--auth", "kerberos"}, "--auth"},
 		{"route without cluster", []string{"nats-config", "leaf", "--name", "l", "--store", "/s", "--secrets", "SECRETS", "--upstream", "h:7422", "--route", "x:6222"}, "cluster"},
 		{"replicas without nats", []string{"serve", "--replicas", "3"}, "--nats"},
 		{"creds and user", []string{"status", "--creds", "x.creds", "--user", "u"}, "--creds"},

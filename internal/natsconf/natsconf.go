@@ -95,6 +95,13 @@ type Spec struct {
 	// TLS, when set, secures the client, cluster and leafnode listeners and
 	// the leafnode remotes.
 	TLS *TLS
+	// Keys switches to operator (JWT) mode: the accounts are JWTs signed by
+	// Keys.Operator, users log in with .creds files from Keys.UserCreds (the
+	// same permissions as the password users) and Passwords is unused.
+	Keys *Keys
+	// LeafCreds is the .creds file of LeafUser the leafnode remote logs in
+	// with, in operator mode (leaf and node levels).
+	LeafCreds string
 }
 
 // Cluster is a server's cluster membership.
@@ -212,10 +219,14 @@ func (s Spec) Validate() error {
 		}
 		seen[ns] = true
 	}
-	for _, u := range s.Users() {
-		if s.Passwords[u] == "" {
-			return bad("no password for user %q", u)
+	if s.Keys == nil {
+		for _, u := range s.Users() {
+			if s.Passwords[u] == "" {
+				return bad("no password for user %q", u)
+			}
 		}
+	} else if s.Level != Hub && s.LeafCreds == "" {
+		return bad("operator mode: the leafnode remote needs the %s .creds file", LeafUser)
 	}
 	if t := s.TLS; t != nil {
 		if (t.Cert == "") != (t.Key == "") {
@@ -319,6 +330,22 @@ func Generate(s Spec) (string, error) {
 	host, port, _ := net.SplitHostPort(s.Listen)
 	w.kv("host", q(host))
 	w.kv("port", port)
+	var om operatorMode
+	if s.Keys != nil {
+		var err error
+		if om, err = s.Keys.operatorMode(); err != nil {
+			return "", fmt.Errorf("generate %s config: %w", s.Level, err)
+		}
+		w.blank()
+		w.comment("Operator (JWT) mode: users log in with .creds files (cuecast nats-config --auth jwt).")
+		w.kv("operator", q(om.operatorJWT))
+		w.kv("resolver", "MEMORY")
+		w.open("resolver_preload")
+		for _, pub := range []string{om.accountPub, om.systemPub} {
+			w.kv(pub, q(om.accounts[pub]))
+		}
+		w.close()
+	}
 	w.blank()
 	w.open("jetstream")
 	w.kv("store_dir", q(s.StoreDir))
@@ -350,11 +377,13 @@ func Generate(s Spec) (string, error) {
 		w.open("leafnodes")
 		if s.LeafListen != "" {
 			w.kv("listen", q(s.LeafListen))
-			w.open("authorization")
-			w.open("users = [")
-			w.line("{user: %s, password: %s, account: %s}", q(LeafUser), q(s.Passwords[LeafUser]), q(Account))
-			w.closeWith("]")
-			w.close()
+			if s.Keys == nil {
+				w.open("authorization")
+				w.open("users = [")
+				w.line("{user: %s, password: %s, account: %s}", q(LeafUser), q(s.Passwords[LeafUser]), q(Account))
+				w.closeWith("]")
+				w.close()
+			}
 			if s.TLS != nil && s.TLS.Cert != "" {
 				w.tls(s.TLS, s.TLS.VerifyClients)
 			}
@@ -366,14 +395,22 @@ func Generate(s Spec) (string, error) {
 			w.open("{")
 			var urls []string
 			for _, a := range s.Upstreams {
-				u := url.URL{Scheme: "nats-leaf", User: url.UserPassword(LeafUser, s.Passwords[LeafUser]), Host: a}
+				u := url.URL{Scheme: "nats-leaf", Host: a}
+				if s.Keys == nil {
+					u.User = url.UserPassword(LeafUser, s.Passwords[LeafUser])
+				}
 				if s.TLS != nil {
 					u.Scheme = "tls"
 				}
 				urls = append(urls, q(u.String()))
 			}
 			w.list("urls", urls)
-			w.kv("account", q(Account))
+			if s.Keys != nil {
+				w.kv("credentials", q(s.LeafCreds))
+				w.kv("account", q(om.accountPub))
+			} else {
+				w.kv("account", q(Account))
+			}
 			w.list("deny_imports", []string{q("ccr.>")})
 			w.list("deny_exports", []string{q("ccr.>")})
 			if s.TLS != nil {
@@ -383,6 +420,10 @@ func Generate(s Spec) (string, error) {
 			w.closeWith("]")
 		}
 		w.close()
+	}
+	if s.Keys != nil {
+		w.kv("system_account", q(om.systemPub))
+		return w.String(), nil
 	}
 	w.blank()
 	w.open("accounts")

@@ -45,7 +45,15 @@ func (a asyncErrs) violation(t *testing.T, what, subject string) {
 }
 
 func TestPermissionsIsolateNamespaces(t *testing.T) {
-	tr := natstest.StartTree(t, natstest.TreeOptions{Leaves: 1, Namespaces: []string{"payments", "search"}})
+	for _, auth := range []string{"password", "creds"} {
+		t.Run(auth, func(t *testing.T) {
+			tr := natstest.StartTree(t, natstest.TreeOptions{Leaves: 1, Namespaces: []string{"payments", "search"}, JWT: auth == "creds"})
+			testPermissions(t, tr)
+		})
+	}
+}
+
+func testPermissions(t *testing.T, tr *natstest.Tree) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	d, err := distributor.New(ctx, tr.Hub.Connect(t, natsconf.DistributorUser), distributor.Options{})

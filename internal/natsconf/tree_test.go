@@ -67,7 +67,16 @@ func waitVersion(t *testing.T, what string, ws []*client.Watcher, want uint64) {
 }
 
 func TestTreeMirrorsServeLeavesAndCatchUp(t *testing.T) {
-	tr := natstest.StartTree(t, natstest.TreeOptions{Leaves: 2, Namespaces: []string{"payments", "search"}})
+	for _, auth := range []string{"password", "creds", "creds-tls"} {
+		t.Run(auth, func(t *testing.T) {
+			tr := natstest.StartTree(t, natstest.TreeOptions{Leaves: 2, Namespaces: []string{"payments", "search"},
+				JWT: auth != "password", TLS: auth == "creds-tls"})
+			testTree(t, tr)
+		})
+	}
+}
+
+func testTree(t *testing.T, tr *natstest.Tree) {
 	nc := tr.Hub.Connect(t, natsconf.DistributorUser)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

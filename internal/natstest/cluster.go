@@ -31,6 +31,14 @@ type Tree struct {
 	// Passwords of every user, shared by all servers of the tree.
 	Passwords  map[string]string
 	Namespaces []string
+	// Keys are set in operator (JWT) mode: users connect with .creds files.
+	Keys *natsconf.Keys
+	// TLS is set when every server requires TLS.
+	TLS *natsconf.TLS
+
+	credsDir string
+	creds    map[string]string // user ▶ .creds path
+	mu       sync.Mutex
 }
 
 // TreeServer is one server of a Tree.
@@ -57,6 +65,11 @@ type TreeOptions struct {
 	Namespaces []string
 	// Level of the leaves: natsconf.Node (default) or natsconf.Leaf.
 	Level natsconf.Level
+	// JWT runs every server in operator mode; users log in with .creds.
+	JWT bool
+	// TLS secures every listener and link with a fresh CA (TLSFiles);
+	// connections verify the servers with it.
+	TLS bool
 }
 
 // StartTree starts the hub and the leaves and waits until every leaf is
@@ -67,7 +80,17 @@ func StartTree(t testing.TB, o TreeOptions) *Tree {
 	if o.Level == "" {
 		o.Level = natsconf.Node
 	}
-	tr := &Tree{Passwords: map[string]string{}, Namespaces: o.Namespaces}
+	tr := &Tree{Passwords: map[string]string{}, Namespaces: o.Namespaces, credsDir: t.TempDir(), creds: map[string]string{}}
+	if o.TLS {
+		tr.TLS = TLSFiles(t)
+	}
+	if o.JWT {
+		keys, err := natsconf.NewKeys()
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr.Keys = keys
+	}
 	hubSpec := natsconf.Spec{Level: natsconf.Hub, Name: "hub", Listen: "127.0.0.1:-1", LeafListen: freeAddr(t), Namespaces: o.Namespaces}
 	for _, u := range hubSpec.Users() {
 		tr.Passwords[u] = randomSecret(t)
@@ -115,6 +138,11 @@ func (tr *Tree) StartServer(t testing.TB, spec natsconf.Spec) *TreeServer {
 	dir := t.TempDir()
 	spec.StoreDir = filepath.Join(dir, "jetstream")
 	spec.Passwords = tr.Passwords
+	spec.TLS = tr.TLS
+	if tr.Keys != nil {
+		spec.Keys = tr.Keys
+		spec.LeafCreds = tr.Creds(t, natsconf.LeafUser)
+	}
 	conf, err := natsconf.Generate(spec)
 	if err != nil {
 		t.Fatalf("generate %s config: %v", spec.Name, err)
@@ -174,6 +202,12 @@ func (s *TreeServer) Domain() string {
 func (s *TreeServer) Connect(t testing.TB, user string, opts ...nats.Option) *nats.Conn {
 	t.Helper()
 	base := []nats.Option{nats.Timeout(5 * time.Second), nats.UserInfo(user, s.tree.Passwords[user])}
+	if s.tree.Keys != nil {
+		base = []nats.Option{nats.Timeout(5 * time.Second), nats.UserCredentials(s.tree.Creds(t, user))}
+	}
+	if t := s.tree.TLS; t != nil {
+		base = append(base, nats.RootCAs(t.CA), nats.ClientCert(t.Cert, t.Key))
+	}
 	for _, ns := range s.tree.Namespaces {
 		if user == natsconf.ServiceUser(ns) {
 			base = append(base, nats.CustomInboxPrefix(natsconf.InboxPrefix(ns)))
@@ -185,6 +219,27 @@ func (s *TreeServer) Connect(t testing.TB, user string, opts ...nats.Option) *na
 	}
 	t.Cleanup(nc.Close)
 	return nc
+}
+
+// Creds returns the path of user's .creds file (operator mode), creating it
+// on first use.
+func (tr *Tree) Creds(t testing.TB, user string) string {
+	t.Helper()
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	if p, ok := tr.creds[user]; ok {
+		return p
+	}
+	b, err := tr.Keys.UserCreds(user)
+	if err != nil {
+		t.Fatalf("creds of %s: %v", user, err)
+	}
+	p := filepath.Join(tr.credsDir, user+".creds")
+	if err := os.WriteFile(p, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tr.creds[user] = p
+	return p
 }
 
 // WaitLinked polls until the server has a leafnode connection upstream.

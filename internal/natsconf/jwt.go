@@ -1,0 +1,145 @@
+package natsconf
+
+import (
+	"fmt"
+
+	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nkeys"
+)
+
+// Keys are the nkeys of operator (JWT) mode: the operator signs the account
+// JWTs, the CUECAST account signs the user JWTs in the .creds files. One set
+// serves the whole tree.
+type Keys struct {
+	Operator nkeys.KeyPair
+	Account  nkeys.KeyPair
+	System   nkeys.KeyPair
+}
+
+// NewKeys creates a fresh operator, CUECAST account and system account.
+func NewKeys() (*Keys, error) {
+	op, err := nkeys.CreateOperator()
+	if err != nil {
+		return nil, fmt.Errorf("create operator key: %w", err)
+	}
+	acct, err := nkeys.CreateAccount()
+	if err != nil {
+		return nil, fmt.Errorf("create account key: %w", err)
+	}
+	sys, err := nkeys.CreateAccount()
+	if err != nil {
+		return nil, fmt.Errorf("create system account key: %w", err)
+	}
+	return &Keys{Operator: op, Account: acct, System: sys}, nil
+}
+
+// KeysFromSeeds reads the three seeds NewKeys created (see Keys.Seeds).
+func KeysFromSeeds(operator, account, system []byte) (*Keys, error) {
+	var k Keys
+	for _, x := range []struct {
+		seed []byte
+		kp   *nkeys.KeyPair
+		name string
+	}{{operator, &k.Operator, "operator"}, {account, &k.Account, "account"}, {system, &k.System, "system account"}} {
+		kp, err := nkeys.FromSeed(x.seed)
+		if err != nil {
+			return nil, fmt.Errorf("read %s seed: %w", x.name, err)
+		}
+		*x.kp = kp
+	}
+	return &k, nil
+}
+
+// Seeds returns the operator, account and system account seeds (secrets).
+func (k *Keys) Seeds() (operator, account, system []byte, err error) {
+	if operator, err = k.Operator.Seed(); err != nil {
+		return nil, nil, nil, fmt.Errorf("read operator seed: %w", err)
+	}
+	if account, err = k.Account.Seed(); err != nil {
+		return nil, nil, nil, fmt.Errorf("read account seed: %w", err)
+	}
+	if system, err = k.System.Seed(); err != nil {
+		return nil, nil, nil, fmt.Errorf("read system account seed: %w", err)
+	}
+	return operator, account, system, nil
+}
+
+// UserCreds returns the .creds file (user JWT and seed) of user in the
+// CUECAST account, with the permissions UserPermissions gives it; the
+// system user is in the system account.
+func (k *Keys) UserCreds(user string) ([]byte, error) {
+	ukp, err := nkeys.CreateUser()
+	if err != nil {
+		return nil, fmt.Errorf("create user %s: %w", user, err)
+	}
+	upub, err := ukp.PublicKey()
+	if err != nil {
+		return nil, fmt.Errorf("create user %s: %w", user, err)
+	}
+	uc := jwt.NewUserClaims(upub)
+	uc.Name = user
+	if p, ok := UserPermissions(user); ok {
+		uc.Permissions.Pub.Allow.Add(p.Publish...)
+		uc.Permissions.Sub.Allow.Add(p.Subscribe...)
+	}
+	signer := k.Account
+	if user == SystemUser {
+		signer = k.System
+	}
+	token, err := uc.Encode(signer)
+	if err != nil {
+		return nil, fmt.Errorf("sign user %s: %w", user, err)
+	}
+	seed, err := ukp.Seed()
+	if err != nil {
+		return nil, fmt.Errorf("create user %s: %w", user, err)
+	}
+	creds, err := jwt.FormatUserConfig(token, seed)
+	if err != nil {
+		return nil, fmt.Errorf("format creds of %s: %w", user, err)
+	}
+	return creds, nil
+}
+
+// operatorMode are the JWTs an operator-mode server preloads.
+type operatorMode struct {
+	operatorJWT string
+	accountPub  string
+	systemPub   string
+	accounts    map[string]string // public key ▶ account JWT
+}
+
+func (k *Keys) operatorMode() (operatorMode, error) {
+	var m operatorMode
+	opub, err := k.Operator.PublicKey()
+	if err != nil {
+		return m, fmt.Errorf("read operator key: %w", err)
+	}
+	if m.accountPub, err = k.Account.PublicKey(); err != nil {
+		return m, fmt.Errorf("read account key: %w", err)
+	}
+	if m.systemPub, err = k.System.PublicKey(); err != nil {
+		return m, fmt.Errorf("read system account key: %w", err)
+	}
+	oc := jwt.NewOperatorClaims(opub)
+	oc.Name = "cuecast"
+	oc.SystemAccount = m.systemPub
+	if m.operatorJWT, err = oc.Encode(k.Operator); err != nil {
+		return m, fmt.Errorf("sign operator: %w", err)
+	}
+	ac := jwt.NewAccountClaims(m.accountPub)
+	ac.Name = Account
+	ac.Limits.JetStreamLimits = jwt.JetStreamLimits{MemoryStorage: -1, DiskStorage: -1, Streams: -1, Consumer: -1, MaxAckPending: -1, MemoryMaxStreamBytes: -1, DiskMaxStreamBytes: -1}
+	acctJWT, err := ac.Encode(k.Operator)
+	if err != nil {
+		return m, fmt.Errorf("sign account: %w", err)
+	}
+	sc := jwt.NewAccountClaims(m.systemPub)
+	sc.Name = SystemAccount
+	sysJWT, err := sc.Encode(k.Operator)
+	if err != nil {
+		return m, fmt.Errorf("sign system account: %w", err)
+	}
+	m.accounts = map[string]string{m.accountPub: acctJWT, m.systemPub: sysJWT}
+	return m, nil
+}
