@@ -43,8 +43,8 @@ func TestHighEntropy(t *testing.T) {
 	}{
 		{"x7Kp2mQ9vL4tR8wZ3nB6", true},
 		{"a3f1c9e27b5d40861f2e", true},
-		{"correct horse battery staple", false}, // spaces: prose
-		{"vault:payments/stripe#api_key", false},  // no digits: a reference
+		{"correct horse battery staple", false},  // spaces: prose
+		{"vault:payments/stripe#api_key", false}, // no digits: a reference
 		{"user:{id}:profile", false},
 		{"aaaaaaaaaaaaaaaa1111", false}, // long but repetitive
 		{"short1A", false},
