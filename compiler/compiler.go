@@ -109,15 +109,24 @@ type ConfigOverride struct {
 // manifest and compiles its configs to canonical JSON.
 //
 // The error is non-nil only when cuecast could not do its job: the repo
-// cannot be read, it has no cue.mod/module.cue (ErrNoModule), or ctx was
-// cancelled (ctx.Err()). Invalid CUE, manifests and lint findings are
-// reported in Result.Errors.
+// cannot be read, it has no cue.mod/module.cue (ErrNoModule), ctx was
+// cancelled (wrapping ctx.Err()), or the CUE loader panicked ("internal
+// error"). Invalid CUE, manifests and lint findings are reported in
+// Result.Errors.
 //
 // A config whose evaluation exceeds opts.Timeout is reported as an error
 // with ID config/timeout. CUE cannot interrupt an evaluation, so the
 // goroutine running it is abandoned and finishes in the background; the
 // worker moves on, which keeps one runaway config from stalling the rest.
-func Compile(ctx context.Context, repoDir string, opts Options) (*Result, error) {
+func Compile(ctx context.Context, repoDir string, opts Options) (res *Result, err error) {
+	// A panic in the CUE loader or evaluator is a bug, but one bad commit
+	// must not take down a long-running server: report it as a failure to
+	// run. (Config evaluations recover on their own goroutines.)
+	defer func() {
+		if p := recover(); p != nil {
+			res, err = nil, fmt.Errorf("compile %s: internal error: %v", repoDir, p)
+		}
+	}()
 	if opts.Workers <= 0 {
 		opts.Workers = runtime.NumCPU()
 	}
