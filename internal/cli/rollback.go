@@ -21,6 +21,8 @@ type RollbackOptions struct {
 	Actor  string
 	NATS   string
 	Output string
+	// Conn: credentials and TLS (connflags.go).
+	Conn ConnFlags
 }
 
 func newRollbackCmd(env *Env, runF func(*cobra.Command, *RollbackOptions) error) *cobra.Command {
@@ -72,12 +74,13 @@ The action is recorded in the audit stream with --as and --reason.`,
 	cmd.Flags().StringVar(&opts.Actor, "as", "", "who is acting (default $CUECAST_ACTOR or $USER)")
 	cmd.Flags().StringVar(&opts.NATS, "nats", nats.DefaultURL, "NATS server URL")
 	cmd.Flags().StringVarP(&opts.Output, "output", "o", "text", "output format: text or json")
+	opts.Conn.Register(cmd.Flags())
 	return cmd
 }
 
 func rollbackRun(c *cobra.Command, env *Env, opts *RollbackOptions) error {
 	ctx := c.Context()
-	ctl, closeFn, err := openController(ctx, env, opts.NATS, "cuecast rollback")
+	ctl, closeFn, err := openController(ctx, env, opts.NATS, "cuecast rollback", &opts.Conn)
 	if err != nil {
 		return err
 	}

@@ -26,6 +26,8 @@ type RolloutOptions struct {
 	Actor     string
 	Emergency bool
 	Interval  time.Duration
+	// Conn: credentials and TLS (connflags.go).
+	Conn ConnFlags
 }
 
 func newRolloutCmd(env *Env, runF func(*cobra.Command, *RolloutOptions) error) *cobra.Command {
@@ -95,6 +97,7 @@ Exit status 4 when the rollout shown or watched is halted.`,
 			},
 		}
 		sub.Flags().StringVar(&opts.NATS, "nats", nats.DefaultURL, "NATS server URL")
+		opts.Conn.Register(sub.Flags())
 		sub.Flags().StringVarP(&opts.Output, "output", "o", "text", "output format: text or json")
 		if v.act {
 			sub.Flags().StringVar(&opts.Reason, "reason", "", "why (required; recorded in the audit stream)")
@@ -123,8 +126,13 @@ func actor(env *Env) string {
 
 // openController connects to NATS and opens the distributor and a
 // controller that acts on the shared rollout state (it does not run).
-func openController(ctx context.Context, env *Env, url, name string) (*rollout.Controller, func(), error) {
-	nc, err := nats.Connect(url, nats.Name(name), nats.Timeout(5*time.Second))
+// conn carries the credentials and TLS flags.
+func openController(ctx context.Context, env *Env, url, name string, conn *ConnFlags) (*rollout.Controller, func(), error) {
+	connOpts, err := conn.Options(env)
+	if err != nil {
+		return nil, nil, err
+	}
+	nc, err := nats.Connect(url, append([]nats.Option{nats.Name(name), nats.Timeout(5 * time.Second)}, connOpts...)...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("connect %s: %w (is `cuecast serve` running?)", url, err)
 	}
@@ -142,7 +150,7 @@ func openController(ctx context.Context, env *Env, url, name string) (*rollout.C
 }
 
 func rolloutRun(ctx context.Context, env *Env, opts *RolloutOptions) error {
-	c, closeFn, err := openController(ctx, env, opts.NATS, "cuecast rollout "+opts.Verb)
+	c, closeFn, err := openController(ctx, env, opts.NATS, "cuecast rollout "+opts.Verb, &opts.Conn)
 	if err != nil {
 		return err
 	}
