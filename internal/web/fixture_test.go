@@ -36,6 +36,9 @@ type fixture struct {
 type fixtureOptions struct {
 	policies rollout.Policies
 	token    string
+	// log, when set, receives the pipeline's logs instead of the test's
+	// output (warnings only there).
+	log slog.Handler
 }
 
 func start(t *testing.T, o fixtureOptions) *fixture {
@@ -45,6 +48,9 @@ func start(t *testing.T, o fixtureOptions) *fixture {
 	repo.Commit("initial configs")
 	if o.policies == nil {
 		o.policies = rollout.Static{}
+	}
+	if o.log == nil {
+		o.log = slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	p, err := pipeline.Start(ctx, pipeline.Config{
@@ -57,7 +63,7 @@ func start(t *testing.T, o fixtureOptions) *fixture {
 		OperatorToken:  o.token,
 		SampleInterval: 50 * time.Millisecond,
 		Policies:       o.policies,
-		Logger:         slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Logger:         slog.New(o.log),
 	})
 	if err != nil {
 		cancel()

@@ -113,7 +113,7 @@ func (s *Server) Sample(ctx context.Context) {
 				snap.records[rec.Config] = rec
 				for _, r := range []*rollout.Rollout{rec.Current, rec.Superseded} {
 					if r != nil && r.State == rollout.StateHalted {
-						s.metrics.CountHalt(r.ID, haltCause(r))
+						s.metrics.CountHalt(haltKey(r), haltCause(r))
 					}
 				}
 				if rec.Current != nil {
@@ -159,6 +159,20 @@ func (s *Server) Sample(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// haltKey identifies one halt of r: its ID and when it halted (the last
+// step of its history in state halted), so that a rollout halted, resumed
+// and halted again counts twice, and a halt seen in many samples once.
+func haltKey(r *rollout.Rollout) string {
+	at := r.Updated
+	for i := len(r.Log) - 1; i >= 0; i-- {
+		if r.Log[i].State == rollout.StateHalted {
+			at = r.Log[i].At
+			break
+		}
+	}
+	return r.ID + "@" + at.UTC().Format(time.RFC3339Nano)
 }
 
 // haltCause classifies why a rollout halted into a bounded label:

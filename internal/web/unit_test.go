@@ -152,3 +152,18 @@ func TestLiveFleet(t *testing.T) {
 		t.Errorf("with a drifted i2: %d on target, want 2", got.OnTarget)
 	}
 }
+
+func TestHaltKey(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	r := &rollout.Rollout{ID: "r1", State: rollout.StateHalted, Updated: t0.Add(time.Minute),
+		Log: []rollout.Step{{At: t0, State: rollout.StateHalted}, {At: t0.Add(time.Second), State: rollout.StateWaiting}}}
+	first := haltKey(r)
+	r.Note, r.Updated = "still halted", t0.Add(2*time.Minute)
+	if again := haltKey(r); again != first {
+		t.Errorf("the same halt gave keys %q and %q", first, again)
+	}
+	r.Log = append(r.Log, rollout.Step{At: t0.Add(3 * time.Minute), State: rollout.StateHalted})
+	if second := haltKey(r); second == first {
+		t.Errorf("a second halt has the first one's key %q", first)
+	}
+}

@@ -1,0 +1,84 @@
+package web_test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"sync"
+	"testing"
+)
+
+// syncBuffer is a bytes.Buffer safe for the pipeline's concurrent writers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+// records returns the JSON log records written so far.
+func (b *syncBuffer) records(t *testing.T) []map[string]any {
+	t.Helper()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []map[string]any
+	sc := bufio.NewScanner(bytes.NewReader(b.b.Bytes()))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var rec map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
+			t.Fatalf("log line is not JSON: %q", sc.Text())
+		}
+		out = append(out, rec)
+	}
+	return out
+}
+
+// TestStructuredLogs: with a JSON handler, the records of a commit's
+// version and of an operator action carry the commit, config, version and
+// rollout as attributes, under fixed keys.
+func TestStructuredLogs(t *testing.T) {
+	var buf syncBuffer
+	f := start(t, fixtureOptions{policies: holdPolicy, token: "s3cret",
+		log: slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo})})
+	f.waitRollout()
+	sha := f.setAmount("4_000_000")
+	find := func(msg string, match func(map[string]any) bool) map[string]any {
+		for _, r := range buf.records(t) {
+			if r["msg"] == msg && match(r) {
+				return r
+			}
+		}
+		return nil
+	}
+	eventually(t, "the version of the commit logged", func() (bool, string) {
+		r := find("published version", func(r map[string]any) bool { return r["commit"] == sha })
+		return r != nil, "no record"
+	})
+	r := find("published version", func(r map[string]any) bool { return r["commit"] == sha })
+	if r["config"] != string(checkout) || r["version"] != float64(2) {
+		t.Errorf("published version record %v, want config %s version 2", r, checkout)
+	}
+
+	if code, msg := f.post("halt", "Bearer s3cret", `{"actor":"ada","reason":"logs test"}`); code != http.StatusNoContent {
+		t.Fatalf("halt: %d %s", code, msg)
+	}
+	a := find("operator action done", func(map[string]any) bool { return true })
+	if a == nil {
+		t.Fatal("no record of the operator action")
+	}
+	for k, want := range map[string]any{"action": "halt", "config": string(checkout), "actor": "web:ada", "reason": "logs test"} {
+		if a[k] != want {
+			t.Errorf("action record %s = %v, want %v", k, a[k], want)
+		}
+	}
+	if id, _ := a["rollout"].(string); id == "" || a["version"] == nil {
+		t.Errorf("action record lacks the rollout ID or version: %v", a)
+	}
+}
