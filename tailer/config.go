@@ -3,6 +3,7 @@ package tailer
 import (
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"time"
@@ -58,6 +59,20 @@ func (c Config) Remote() bool {
 	at, colon := strings.Index(c.Repo, "@"), strings.Index(c.Repo, ":")
 	slash := strings.Index(c.Repo, "/")
 	return at > 0 && colon > at && (slash < 0 || slash > colon)
+}
+
+// GitDir is the repository the tailer reads: Repo itself for a local
+// repository, and for a remote one its bare clone, DataDir/repos/<ID> (ID
+// defaulting to "default"), whose branch tip as of the last fetch is
+// refs/remotes/origin/<Branch>. Other readers of the same commits (lag
+// metrics, the manifest for rollout policies) should use it rather than
+// rebuild the path.
+func (c Config) GitDir() string {
+	c = c.withDefaults()
+	if !c.Remote() {
+		return c.Repo
+	}
+	return filepath.Join(c.DataDir, "repos", c.ID)
 }
 
 // withDefaults returns c with every default filled in.

@@ -30,7 +30,7 @@ const remoteName = "origin"
 func newSource(c Config) (*source, error) {
 	s := &source{repo: c.Repo, branch: c.Branch, remote: c.Remote()}
 	if s.remote {
-		s.dir = filepath.Join(c.DataDir, "repos", c.ID)
+		s.dir = c.GitDir()
 		s.ref = plumbing.NewRemoteReferenceName(remoteName, c.Branch)
 		return s, nil
 	}
