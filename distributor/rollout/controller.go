@@ -306,11 +306,27 @@ func (c *Controller) reports(ctx context.Context, cfg cuecast.ConfigPath) ([]cue
 	f := c.fleet
 	c.fmu.Unlock()
 	if f != nil {
-		return f.live(cfg), nil
+		if rs, ok := f.live(cfg); ok {
+			return rs, nil
+		}
+	}
+	if f != nil {
+		// From now on a subscription keeps cfg's reports; those read from
+		// the stream fill in what arrived before (newer ones win).
+		if err := f.track(cfg, nil); err != nil {
+			return nil, err
+		}
 	}
 	rs, err := c.d.Reports(ctx, cfg)
 	if err != nil {
+		if f != nil {
+			f.untrack(cfg)
+		}
 		return nil, fmt.Errorf("read reports: %w", err)
+	}
+	if f != nil {
+		_ = f.track(cfg, rs) // already tracked: no subscription to fail
+		rs, _ = f.live(cfg)
 	}
 	return rs, nil
 }
@@ -543,21 +559,10 @@ func short(sha string) string {
 // ctx is cancelled, or an error when it cannot subscribe or watch.
 func (c *Controller) Run(ctx context.Context) error {
 	f := newFleet(4*c.o.Heartbeat, c.o.Now)
-	sub, err := c.nc.Subscribe("ccs.>", f.handle)
-	if err != nil {
-		return fmt.Errorf("run rollout controller: subscribe to reports: %w", err)
+	f.subscribe = func(cfg cuecast.ConfigPath) (*nats.Subscription, error) {
+		return c.nc.Subscribe("ccs."+cfg.Namespace()+".*."+strings.ReplaceAll(cfg.Name(), "/", "."), f.handle)
 	}
-	defer func() { _ = sub.Unsubscribe() }()
-	seed, err := c.d.Reports(ctx, "")
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
-		return fmt.Errorf("run rollout controller: %w", err)
-	}
-	for _, r := range seed {
-		f.add(r, r.At)
-	}
+	defer f.close()
 	c.fmu.Lock()
 	c.fleet = f
 	c.fmu.Unlock()
@@ -592,6 +597,7 @@ func (c *Controller) Run(ctx context.Context) error {
 			var rec Record
 			if e.Operation() != jetstream.KeyValuePut || json.Unmarshal(e.Value(), &rec) != nil {
 				delete(busy, e.Key())
+				f.untrack(configOfKey(e.Key()))
 				continue
 			}
 			if needsWork(rec) {
@@ -609,6 +615,7 @@ func (c *Controller) Run(ctx context.Context) error {
 				}
 			} else {
 				delete(busy, e.Key())
+				f.untrack(configOfKey(e.Key()))
 			}
 		case <-tick.C:
 			for k := range busy {
