@@ -82,14 +82,14 @@ func start(t *testing.T, o fixtureOptions) *fixture {
 }
 
 // watch starts a service instance watching cfg.
-func (f *fixture) watch(cfg cuecast.ConfigPath, id string) *client.Watcher {
+func (f *fixture) watch(cfg cuecast.ConfigPath, id string, opts ...client.Option) *client.Watcher {
 	f.t.Helper()
 	nc, err := nats.Connect(f.p.ClientURL())
 	if err != nil {
 		f.t.Fatal(err)
 	}
 	f.t.Cleanup(nc.Close)
-	cl, err := client.New(nc, client.WithInstance(id), client.WithTrustedKeys(f.p.PublicKey))
+	cl, err := client.New(nc, append([]client.Option{client.WithInstance(id), client.WithTrustedKeys(f.p.PublicKey)}, opts...)...)
 	if err != nil {
 		f.t.Fatal(err)
 	}

@@ -8,10 +8,12 @@ import (
 	"net/http"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/client"
 	"github.com/cuecast/cuecast/distributor/rollout"
 )
 
@@ -337,4 +339,70 @@ func TestEventsStream(t *testing.T) {
 	wait("v1 on the instance", func(r row) bool { return r.Version == 1 && r.Instances == 1 && r.Coverage == 1 })
 	f.setAmount("1_000_000")
 	wait("v2 on the instance", func(r row) bool { return r.Version == 2 && r.Instances == 1 && r.Coverage == 1 })
+}
+
+// TestHealthHaltCounted: when the canary cohort turns unhealthy on a new
+// version, the controller halts, and the metrics and the config page say why.
+func TestHealthHaltCounted(t *testing.T) {
+	policy := rollout.Static{P: cuecast.Policy{Stages: []cuecast.Stage{
+		{Name: "canary", Percent: 50, Hold: cuecast.Duration(time.Hour)},
+		{Name: "all", Percent: 100},
+	}}}
+	f := start(t, fixtureOptions{policies: policy})
+	// Two instances in the canary's buckets (below 50) and two outside.
+	var in, out []string
+	for i := 0; len(in) < 2 || len(out) < 2; i++ {
+		id := fmt.Sprintf("checkout-%d", i)
+		if cuecast.Cohort(checkout.Namespace(), id) < 50 {
+			if len(in) < 2 {
+				in = append(in, id)
+			}
+		} else if len(out) < 2 {
+			out = append(out, id)
+		}
+	}
+	for _, id := range append(in, out...) {
+		// Unhealthy on v2: the bad change.
+		var w atomic.Pointer[client.Watcher]
+		health := func() cuecast.Health {
+			if cur := w.Load(); cur != nil && cur.Current().Version == 2 {
+				return cuecast.Health{Healthy: false, Detail: "error rate 40%"}
+			}
+			return cuecast.Health{Healthy: true}
+		}
+		w.Store(f.watch(checkout, id, client.WithHealth(health)))
+	}
+	f.waitRollout()
+	f.setAmount("9_000_000")
+	halts := `cuecast_rollout_halts_total{cause="unhealthy"}`
+	eventually(t, "the unhealthy canary halted and counted", func() (bool, string) {
+		m := scrape(t, f.base)
+		return m[halts] == 1 && m[`cuecast_rollouts{state="halted"}`] == 1,
+			fmt.Sprintf("%s = %v, halted rollouts %v", halts, m[halts], m[`cuecast_rollouts{state="halted"}`])
+	})
+	_, body := get(t, f.base+"/api/configs/"+string(checkout))
+	var cv struct {
+		Rollout struct {
+			State  string
+			Reason string
+			Stages []struct {
+				Name      string
+				Instances int
+				Unhealthy int
+			}
+		}
+		Audit []rollout.AuditEntry
+	}
+	if err := json.Unmarshal([]byte(body), &cv); err != nil {
+		t.Fatal(err)
+	}
+	if cv.Rollout.State != "halted" || !strings.Contains(cv.Rollout.Reason, "unhealthy") {
+		t.Errorf("rollout %+v, want halted for unhealthy instances", cv.Rollout)
+	}
+	if len(cv.Rollout.Stages) != 2 || cv.Rollout.Stages[0].Instances != 2 {
+		t.Errorf("stages %+v, want the canary with its 2 instances", cv.Rollout.Stages)
+	}
+	if len(cv.Audit) == 0 || cv.Audit[0].Action != "halt" {
+		t.Errorf("audit %+v, want the halt first", cv.Audit)
+	}
 }
