@@ -208,7 +208,10 @@ func (c *compilation) run(ctx context.Context) error {
 	}
 	c.modPath = modulePath(c.mem.files["cue.mod/module.cue"])
 
-	man, schemaPos := c.loadManifest()
+	man, schemaPos := c.loadManifest(ctx)
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("load manifest: %w", err)
+	}
 	c.res.Manifest = man
 	if man == nil {
 		c.res.Index = newIndex(nil, nil)

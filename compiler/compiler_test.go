@@ -91,11 +91,13 @@ func TestTimeout(t *testing.T) {
 
 import "list"
 
-// Roughly 100k comprehension steps: a fraction of a second of work, a
-// thousand times the limit below.
-n: len([for a in list.Range(0, 300, 1) for b in list.Range(0, 300, 1) if a*b < 0 {a}])
+// 250k comprehension steps: most of a second of work on this machine,
+// several times the limit below.
+n: len([for a in list.Range(0, 500, 1) for b in list.Range(0, 500, 1) if a*b < 0 {a}])
 `)}
-	res, err := compiler.Compile(context.Background(), "slow", compiler.Options{FS: fsys, Timeout: 200 * time.Microsecond, Workers: 1})
+	// The limit leaves the manifest (a few milliseconds) a wide margin and
+	// the slow config none.
+	res, err := compiler.Compile(context.Background(), "slow", compiler.Options{FS: fsys, Timeout: 100 * time.Millisecond, Workers: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,5 +260,24 @@ func TestWarnUndeclaredNamespace(t *testing.T) {
 	}
 	if !strings.Contains(buf.String(), "dir=billing") || strings.Contains(buf.String(), "dir=lib") {
 		t.Errorf("log %q: want a warning about billing and none about lib", buf.String())
+	}
+}
+
+// TestManifestTimeout: the manifest is evaluated under the same limit as
+// configs, so a runaway manifest cannot hang the tailer.
+func TestManifestTimeout(t *testing.T) {
+	fsys, _ := loadCase(t, "testdata/ok-base")
+	fsys["slow.cue"] = &fstest.MapFile{Data: []byte(`package manifest
+
+import "list"
+
+_n: len([for a in list.Range(0, 500, 1) for b in list.Range(0, 500, 1) if a*b < 0 {a}])
+`)}
+	res, err := compiler.Compile(context.Background(), "slow", compiler.Options{FS: fsys, Timeout: 200 * time.Microsecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Manifest != nil || len(res.Errors) != 1 || res.Errors[0].ID != compiler.IDConfigTimeout || res.Errors[0].File != "cuecast.cue" {
+		t.Fatalf("manifest %v, errors %v; want no manifest and one %s at cuecast.cue", res.Manifest, res.Errors, compiler.IDConfigTimeout)
 	}
 }

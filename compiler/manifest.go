@@ -1,10 +1,12 @@
 package compiler
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"cuelang.org/go/cue"
 	"cuelang.org/go/cue/build"
@@ -42,7 +44,7 @@ type manifestJSON struct {
 // loadManifest validates the root package against the shipped #Manifest. It
 // returns nil when the manifest is missing or invalid (the errors say why),
 // and the position of each namespace's schema field for later errors.
-func (c *compilation) loadManifest() (*Manifest, map[string]Error) {
+func (c *compilation) loadManifest(ctx context.Context) (*Manifest, map[string]Error) {
 	files := c.tree.dirs["."]
 	if len(files) == 0 {
 		c.errs = append(c.errs, Error{File: manifestFile, Line: 1, Column: 1, ID: IDManifestMissing,
@@ -60,11 +62,49 @@ func (c *compilation) loadManifest() (*Manifest, map[string]Error) {
 		}
 	}
 	insts := load.Instances([]string{"."}, c.loadConfig())
-	ctx := cuecontext.New()
-	v := ctx.BuildInstance(insts[0])
-	if err := v.Err(); err != nil {
-		c.errs = append(c.errs, c.cueErrors(err, "", []string{"."}, v)...)
+	// The manifest is CUE too and can be made to evaluate forever; it gets
+	// the same time limit as a config. evalManifest touches nothing of c
+	// but read-only state, so an abandoned run cannot race with the rest.
+	type result struct {
+		man  *Manifest
+		pos  map[string]Error
+		errs []Error
+	}
+	done := make(chan result, 1)
+	go func() {
+		var r result
+		defer func() {
+			if p := recover(); p != nil {
+				r = result{errs: []Error{{File: files[0], Line: 1, Column: 1, ID: IDCue,
+					Message: fmt.Sprintf("internal evaluator error: %v", p)}}}
+			}
+			done <- r
+		}()
+		r.man, r.pos, r.errs = c.evalManifest(insts[0], files)
+	}()
+	t := time.NewTimer(c.opts.Timeout)
+	defer t.Stop()
+	select {
+	case r := <-done:
+		c.errs = append(c.errs, r.errs...)
+		return r.man, r.pos
+	case <-t.C:
+		c.errs = append(c.errs, Error{File: files[0], Line: 1, Column: 1, ID: IDConfigTimeout,
+			Message: fmt.Sprintf("manifest evaluation did not finish within %s", c.opts.Timeout), Fix: fixFor(IDConfigTimeout)})
 		return nil, nil
+	case <-ctx.Done():
+		return nil, nil
+	}
+}
+
+// evalManifest evaluates the manifest package and decodes it.
+func (c *compilation) evalManifest(inst *build.Instance, files []string) (*Manifest, map[string]Error, []Error) {
+	var errs []Error
+	ctx := cuecontext.New()
+	v := ctx.BuildInstance(inst)
+	if err := v.Err(); err != nil {
+		errs = append(errs, c.cueErrors(err, "", []string{"."}, v)...)
+		return nil, nil, errs
 	}
 	schema := ctx.CompileBytes(schemas.Files()["manifest.cue"], cue.Filename("cuecast:schemas/manifest.cue"))
 	if err := schema.Err(); err != nil {
@@ -73,19 +113,19 @@ func (c *compilation) loadManifest() (*Manifest, map[string]Error) {
 	}
 	m := v.Unify(schema.LookupPath(cue.ParsePath("#Manifest")))
 	if err := m.Validate(cue.Concrete(true)); err != nil {
-		c.errs = append(c.errs, c.cueErrors(err, "", []string{"."}, m)...)
-		return nil, nil
+		errs = append(errs, c.cueErrors(err, "", []string{"."}, m)...)
+		return nil, nil, errs
 	}
 	b, err := encodeCanonical(m, nil, nil)
 	if err != nil {
-		c.errs = append(c.errs, c.cueErrors(err, "", []string{"."}, m)...)
-		return nil, nil
+		errs = append(errs, c.cueErrors(err, "", []string{"."}, m)...)
+		return nil, nil, errs
 	}
 	var mj manifestJSON
 	if err := json.Unmarshal(b, &mj); err != nil {
-		c.errs = append(c.errs, Error{File: files[0], Line: 1, Column: 1, ID: IDCue,
+		errs = append(errs, Error{File: files[0], Line: 1, Column: 1, ID: IDCue,
 			Message: fmt.Sprintf("decode manifest: %v", err)})
-		return nil, nil
+		return nil, nil, errs
 	}
 	man := &Manifest{Namespaces: make(map[string]Namespace, len(mj.Namespaces))}
 	schemaPos := make(map[string]Error, len(mj.Namespaces))
@@ -123,7 +163,7 @@ func (c *compilation) loadManifest() (*Manifest, map[string]Error) {
 		}
 		schemaPos[name] = positionError(at, files[0])
 	}
-	return man, schemaPos
+	return man, schemaPos, errs
 }
 
 // positionError is an Error located at v's source position, or at fallback
