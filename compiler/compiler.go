@@ -206,7 +206,13 @@ func (c *compilation) run(ctx context.Context) error {
 			return err
 		}
 	}
-	c.modPath = modulePath(c.mem.files["cue.mod/module.cue"])
+	modPath, err := bounded(ctx, c.opts.Timeout, func() string { return modulePath(c.mem.files["cue.mod/module.cue"]) })
+	if err != nil && ctx.Err() != nil {
+		return fmt.Errorf("read module path: %w", err)
+	}
+	// Without a module path imports of the module cannot be followed; the
+	// loader then reports them with positions, so carry on.
+	c.modPath = modPath
 
 	man, schemaPos := c.loadManifest(ctx)
 	if err := ctx.Err(); err != nil {
@@ -324,7 +330,7 @@ func (c *compilation) run(ctx context.Context) error {
 	// is broken are not compiled (the manifest error says why).
 	schemas := make(map[string]*nsSchema)
 	for _, ns := range sortedKeys(man.Namespaces) {
-		s, e := c.checkSchema(man.Namespaces[ns], schemaPos[ns], insts, schemaArgs)
+		s, e := c.checkSchema(ctx, man.Namespaces[ns], schemaPos[ns], insts, schemaArgs)
 		if e != nil {
 			c.errs = append(c.errs, *e)
 			continue

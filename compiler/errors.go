@@ -13,6 +13,10 @@ import (
 // it is not a CUE module, so cuecast cannot run on it at all.
 var ErrNoModule = errors.New("no cue.mod/module.cue")
 
+// errTimeout is what bounded returns when an evaluation does not finish in
+// time; callers turn it into a config/timeout Error.
+var errTimeout = errors.New("evaluation timed out")
+
 // Error is one problem found in the config repo: a CUE error (ID "cue") or a
 // lint (ID like "secret/aws-access-key"). File is relative to the repo root and
 // slash-separated; Line and Column are 1-based. Fix is a one-line hint.

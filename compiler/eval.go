@@ -2,6 +2,7 @@ package compiler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path"
 	"slices"
@@ -18,6 +19,39 @@ import (
 
 	"github.com/cuecast/cuecast"
 )
+
+// bounded runs f on its own goroutine and waits at most d for it, or until
+// ctx is done. CUE cannot interrupt an evaluation, so on timeout f is left
+// to finish in the background: f must only read state it shares. A panic
+// in f is returned as an error.
+func bounded[T any](ctx context.Context, d time.Duration, f func() T) (T, error) {
+	type result struct {
+		v   T
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		var r result
+		defer func() {
+			if p := recover(); p != nil {
+				r.err = fmt.Errorf("internal evaluator error: %v", p)
+			}
+			done <- r
+		}()
+		r.v = f()
+	}()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	var zero T
+	select {
+	case r := <-done:
+		return r.v, r.err
+	case <-t.C:
+		return zero, errTimeout
+	case <-ctx.Done():
+		return zero, ctx.Err()
+	}
+}
 
 type job struct {
 	cfg    cuecast.ConfigPath
@@ -93,29 +127,22 @@ func (c *compilation) runJobs(ctx context.Context, jobs []job) error {
 // offers no way to interrupt an evaluation, so on timeout the evaluating
 // goroutine is left to finish on its own and its result is dropped.
 func (c *compilation) evalWithTimeout(ctx context.Context, w *worker, j job) jobResult {
-	done := make(chan jobResult, 1)
 	cctx := w.context()
-	go func() { done <- c.eval(cctx, j) }()
-	t := time.NewTimer(c.opts.Timeout)
-	defer t.Stop()
-	select {
-	case r := <-done:
-		return r
-	case <-t.C:
+	r, err := bounded(ctx, c.opts.Timeout, func() jobResult { return c.eval(cctx, j) })
+	switch {
+	case errors.Is(err, errTimeout):
 		// The abandoned evaluation still holds the context; the next
 		// config gets a fresh one.
 		w.discard()
-		file := string(j.cfg)
-		if fs := c.tree.dirs[string(j.cfg)]; len(fs) > 0 {
-			file = fs[0]
-		}
 		c.opts.Logger.Warn("config evaluation timed out", "config", j.cfg, "timeout", c.opts.Timeout)
-		return jobResult{cfg: j.cfg, errs: []Error{{Config: j.cfg, File: file, Line: 1, Column: 1, ID: IDConfigTimeout,
-			Message: fmt.Sprintf("evaluation did not finish within %s", c.opts.Timeout), Fix: fixFor(IDConfigTimeout)}}}
-	case <-ctx.Done():
+		return jobResult{cfg: j.cfg, errs: []Error{{Config: j.cfg, File: firstOr(c.tree.dirs[string(j.cfg)], string(j.cfg)), Line: 1, Column: 1,
+			ID: IDConfigTimeout, Message: fmt.Sprintf("evaluation did not finish within %s", c.opts.Timeout), Fix: fixFor(IDConfigTimeout)}}}
+	case err != nil:
+		// Cancelled: runJobs reports ctx.Err().
 		w.discard()
 		return jobResult{cfg: j.cfg}
 	}
+	return r
 }
 
 // contextReuse is how many configs one CUE context evaluates before it is

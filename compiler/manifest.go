@@ -3,10 +3,10 @@ package compiler
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"cuelang.org/go/cue"
 	"cuelang.org/go/cue/build"
@@ -70,31 +70,24 @@ func (c *compilation) loadManifest(ctx context.Context) (*Manifest, map[string]E
 		pos  map[string]Error
 		errs []Error
 	}
-	done := make(chan result, 1)
-	go func() {
+	r, err := bounded(ctx, c.opts.Timeout, func() result {
 		var r result
-		defer func() {
-			if p := recover(); p != nil {
-				r = result{errs: []Error{{File: files[0], Line: 1, Column: 1, ID: IDCue,
-					Message: fmt.Sprintf("internal evaluator error: %v", p)}}}
-			}
-			done <- r
-		}()
 		r.man, r.pos, r.errs = c.evalManifest(insts[0], files)
-	}()
-	t := time.NewTimer(c.opts.Timeout)
-	defer t.Stop()
-	select {
-	case r := <-done:
-		c.errs = append(c.errs, r.errs...)
-		return r.man, r.pos
-	case <-t.C:
+		return r
+	})
+	switch {
+	case errors.Is(err, errTimeout):
 		c.errs = append(c.errs, Error{File: files[0], Line: 1, Column: 1, ID: IDConfigTimeout,
 			Message: fmt.Sprintf("manifest evaluation did not finish within %s", c.opts.Timeout), Fix: fixFor(IDConfigTimeout)})
 		return nil, nil
-	case <-ctx.Done():
+	case err != nil && ctx.Err() != nil:
+		return nil, nil // the caller reports the cancellation
+	case err != nil:
+		c.errs = append(c.errs, Error{File: files[0], Line: 1, Column: 1, ID: IDCue, Message: err.Error()})
 		return nil, nil
 	}
+	c.errs = append(c.errs, r.errs...)
+	return r.man, r.pos
 }
 
 // evalManifest evaluates the manifest package and decodes it.
@@ -192,7 +185,7 @@ type nsSchema struct {
 	def  cue.Path
 }
 
-func (c *compilation) checkSchema(ns Namespace, at Error, insts []*build.Instance, args map[string]int) (*nsSchema, *Error) {
+func (c *compilation) checkSchema(ctx context.Context, ns Namespace, at Error, insts []*build.Instance, args map[string]int) (*nsSchema, *Error) {
 	if ns.Schema == "" {
 		return &nsSchema{}, nil
 	}
@@ -219,14 +212,23 @@ func (c *compilation) checkSchema(ns Namespace, at Error, insts []*build.Instanc
 	if p.Err() != nil {
 		return fail("schema definition %q: %v", def, p.Err())
 	}
-	v := cuecontext.New().BuildInstance(inst)
-	if err := v.Err(); err != nil {
-		return fail("schema package %q does not compile: %v", imp, firstLine(err.Error()))
+	// The schema package is evaluated under the per-config limit, like
+	// everything else written in CUE.
+	type look struct {
+		err    error
+		exists bool
+		defs   []string
 	}
-	if !v.LookupPath(p).Exists() {
+	l, err := bounded(ctx, c.opts.Timeout, func() look {
+		v := cuecontext.New().BuildInstance(inst)
+		if err := v.Err(); err != nil {
+			return look{err: err}
+		}
+		if v.LookupPath(p).Exists() {
+			return look{exists: true}
+		}
 		var defs []string
-		it, err := v.Fields(cue.Definitions(true))
-		if err == nil {
+		if it, err := v.Fields(cue.Definitions(true)); err == nil {
 			for it.Next() {
 				if it.Selector().IsDefinition() {
 					defs = append(defs, it.Selector().String())
@@ -234,7 +236,15 @@ func (c *compilation) checkSchema(ns Namespace, at Error, insts []*build.Instanc
 			}
 		}
 		slices.Sort(defs)
-		return fail("package %q has no definition %s (it has %s)", imp, def, strings.Join(defs, ", "))
+		return look{defs: defs}
+	})
+	switch {
+	case err != nil:
+		return fail("schema package %q: %v", imp, err)
+	case l.err != nil:
+		return fail("schema package %q does not compile: %v", imp, firstLine(l.err.Error()))
+	case !l.exists:
+		return fail("package %q has no definition %s (it has %s)", imp, def, strings.Join(l.defs, ", "))
 	}
 	return &nsSchema{inst: inst, def: p}, nil
 }
