@@ -41,6 +41,9 @@ const (
 	envCrashAfter = "CUECAST_TAILER_CRASH_AFTER"
 )
 
+// keepAll is a retention no crash test reaches.
+const keepAll = 1 << 20
+
 func TestMain(m *testing.M) {
 	if os.Getenv(envChild) != "" {
 		os.Exit(crashChild())
@@ -68,7 +71,9 @@ func crashChild() int {
 	if err != nil {
 		return fail(err)
 	}
-	d, err := distributor.New(ctx, nc, distributor.Options{Logger: log})
+	// Keep every version: the check reads them all back (the default
+	// retention of 100 per config would purge the oldest in a soak).
+	d, err := distributor.New(ctx, nc, distributor.Options{Logger: log, Retain: keepAll})
 	if err != nil {
 		return fail(err)
 	}
@@ -129,7 +134,9 @@ func TestCrash(t *testing.T) {
 	var logs bytes.Buffer
 	seen := 0
 	for trial := range trials {
-		k := 1 + rng.IntN(max(1, 2*total/(trials+1)))
+		// Spread the kills over what is left to publish.
+		left := trials - trial
+		k := 1 + rng.IntN(max(1, 2*(total-seen)/(left+1)))
 		self := trial%2 == 0
 		lines, done := runChild(t, r.Dir, store, k, self, &logs)
 		seen += lines
@@ -141,7 +148,7 @@ func TestCrash(t *testing.T) {
 
 	srv := natstest.StartIn(t, store)
 	nc := srv.Connect(t)
-	d, err := distributor.New(t.Context(), nc, distributor.Options{})
+	d, err := distributor.New(t.Context(), nc, distributor.Options{Retain: keepAll})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,589 @@
+package tailer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"path"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
+
+	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/compiler"
+	"github.com/cuecast/cuecast/internal/gitfs"
+)
+
+// run processes commits in a two-stage pipeline: one goroutine diffs and
+// compiles commit k+1 (CPU) while this one publishes commit k and moves the
+// cursor (NATS round trips). The stages meet only through the steps channel:
+// compiling k+1 needs the base and dependency index after k, which the
+// compile stage itself knows as soon as k compiled. Publishing and the
+// cursor stay strictly in commit order. When run returns, the compile stage
+// has stopped; if it got ahead, the index it leaves describes a commit past
+// the cursor, and the next poll rebuilds it (Tailer.index keys it by commit).
+func (t *Tailer) run(ctx context.Context, r *git.Repository, st *State, commits []*object.Commit, sum *Summary) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type prepared struct {
+		s   *step
+		err error
+	}
+	steps := make(chan prepared, 2)
+	var wg sync.WaitGroup
+	defer wg.Wait() // after cancel: the compile stage must not outlive run
+	wg.Go(func() {
+		defer close(steps)
+		base := st.Base
+		for i := 0; i < len(commits); {
+			run, err := t.prepareRun(ctx, r, base, commits[i:])
+			if err != nil {
+				run = append(run, nil)
+			}
+			for _, s := range run {
+				p := prepared{s: s}
+				if s == nil {
+					p.err = err
+				}
+				select {
+				case steps <- p:
+				case <-ctx.Done():
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+			base = run[len(run)-1].base
+			i += len(run)
+		}
+	})
+	lastDeploy := time.Now()
+	for p := range steps {
+		if p.err != nil {
+			return p.err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := t.apply(ctx, st, p.s, sum); err != nil {
+			return fmt.Errorf("commit %s: %w", short(p.s.c.Hash.String()), err)
+		}
+		sum.Cursor = st.Cursor
+		if time.Since(lastDeploy) >= deployEvery {
+			if err := t.deployPending(ctx, st); err != nil {
+				return err
+			}
+			lastDeploy = time.Now()
+		}
+	}
+	return ctx.Err()
+}
+
+// maxRun bounds the commits compiled together by prepareRun.
+const maxRun = 64
+
+// prepareRun prepares the next commits. A replay of many small commits is
+// dominated by the compiler's fixed cost per call (module, manifest, schemas,
+// listing the tree), so consecutive commits whose affected configs are
+// disjoint are compiled together, once, from the tree of the last of them:
+// a config affected only by commit j has, at the last commit, the output it
+// had at j, and its version is attributed to j. That holds when no later
+// commit of the run touches anything the config depends on, which is
+// checked twice: with the index before the run (to choose it) and with the
+// index of the compile itself (a commit may add an import the old index
+// cannot know). When the check fails, or the run does not compile (one of
+// its commits must be rejected, and which one only a commit-by-commit
+// compile tells), the first commit is prepared on its own instead.
+//
+// It returns at least one step unless err is set; the steps before an error
+// are valid.
+func (t *Tailer) prepareRun(ctx context.Context, r *git.Repository, base string, commits []*object.Commit) ([]*step, error) {
+	single := func() ([]*step, error) {
+		s, err := t.prepare(ctx, r, base, commits[0])
+		if err != nil {
+			return nil, fmt.Errorf("commit %s: %w", short(commits[0].Hash.String()), err)
+		}
+		return []*step{s}, nil
+	}
+	if base == "" || len(commits) < 2 {
+		return single()
+	}
+	idx, err := t.index(ctx, r, base)
+	if err != nil {
+		return nil, err
+	}
+	bc, err := r.CommitObject(plumbing.NewHash(base))
+	if err != nil {
+		return nil, fmt.Errorf("read base commit %s: %w", short(base), err)
+	}
+	prevTree := bc.TreeHash
+	var (
+		changed  [][]string
+		affected [][]cuecast.ConfigPath
+		union    = make(map[cuecast.ConfigPath]bool)
+	)
+	for _, c := range commits[:min(len(commits), maxRun)] {
+		ch, err := gitfs.Diff(r.Storer, t.cache, prevTree, c.TreeHash)
+		if err != nil {
+			return nil, fmt.Errorf("diff %s: %w", short(c.Hash.String()), err)
+		}
+		if touchesAll(ch) {
+			break
+		}
+		aff := idx.Affected(ch)
+		if slices.ContainsFunc(aff, func(cp cuecast.ConfigPath) bool { return union[cp] }) {
+			break
+		}
+		for _, cp := range aff {
+			union[cp] = true
+		}
+		changed, affected = append(changed, ch), append(affected, aff)
+		prevTree = c.TreeHash
+	}
+	n := len(changed)
+	if n < 2 || len(union) == 0 {
+		return single()
+	}
+	last := commits[n-1]
+	fsys, err := t.cache.FS(r.Storer, last.TreeHash, last.Committer.When)
+	if err != nil {
+		return nil, err
+	}
+	targets := slices.Sorted(maps.Keys(union))
+	res, err := compiler.Compile(ctx, t.src.dir, compiler.Options{
+		Configs: targets, FS: fsys, Workers: t.cfg.Workers, Timeout: t.cfg.Timeout, Logger: t.cfg.Logger,
+	})
+	if err != nil && !errors.Is(err, compiler.ErrNoModule) {
+		return nil, fmt.Errorf("compile commits %s..%s: %w", short(commits[0].Hash.String()), short(last.Hash.String()), err)
+	}
+	if err != nil || !res.OK() {
+		return single()
+	}
+	next := idx.Merge(res.Index, res.Configs)
+	for l := range n {
+		for _, cp := range next.Affected(changed[l]) {
+			if !slices.Contains(affected[l], cp) {
+				t.log.Debug("run split: a commit affects a config the old index did not show",
+					"commit", commits[l].Hash.String(), "config", cp)
+				return single()
+			}
+		}
+	}
+	t.idx, t.idxCommit = next, last.Hash.String()
+	out := make([]*step, n)
+	now := time.Now()
+	for j := range n {
+		s := &step{c: commits[j], start: now, base: commits[j].Hash.String(), kind: stepSkip}
+		if len(affected[j]) > 0 {
+			s.kind, s.res, s.targets = stepPublish, res, affected[j]
+		}
+		out[j] = s
+	}
+	return out, nil
+}
+
+// deployEvery bounds how long a long batch of commits (a replay after
+// downtime) defers its deploys. Deploying a version the next commit replaces
+// only starts a rollout to supersede: it costs the distributor a pointer per
+// cohort, and would cost a replay most of its time.
+const deployEvery = 30 * time.Second
+
+// deployWorkers is how many deploys run at once when a batch ends.
+const deployWorkers = 4
+
+// deployPending deploys the latest version of every config in
+// st.Undeployed and empties it. During a batch the tailer publishes every
+// version but deploys only each config's newest, at the end of the batch (or
+// every deployEvery): a rollout of a version that the next commit replaces
+// at once would only be superseded. The set is saved with the cursor, so a
+// crash between a publish and its deploy is repaired by the next poll.
+func (t *Tailer) deployPending(ctx context.Context, st *State) error {
+	if len(st.Undeployed) == 0 {
+		return nil
+	}
+	work := make(chan cuecast.ConfigPath)
+	errs := make(chan error, deployWorkers)
+	var wg sync.WaitGroup
+	for range min(deployWorkers, len(st.Undeployed)) {
+		wg.Go(func() {
+			for cp := range work {
+				latest, err := t.pub.Latest(ctx, cp)
+				if errors.Is(err, cuecast.ErrNotFound) {
+					continue
+				}
+				if err == nil {
+					err = t.deploy(ctx, latest)
+				} else {
+					err = fmt.Errorf("read latest version of %s: %w", cp, err)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	var err error
+feed:
+	for _, cp := range st.Undeployed {
+		select {
+		case work <- cp:
+		case err = <-errs:
+			break feed
+		}
+	}
+	close(work)
+	wg.Wait()
+	close(errs)
+	if err == nil {
+		err = <-errs // nil when the channel is empty
+	}
+	if err != nil {
+		return err
+	}
+	st.Undeployed = nil
+	return t.store.save(ctx, st)
+}
+
+// step is one commit, diffed and compiled, ready to publish.
+type step struct {
+	c     *object.Commit
+	start time.Time
+	kind  stepKind
+	// base is the last good commit after this one: c itself unless it was
+	// rejected (or passed over before the repo had a module).
+	base string
+	// errs are a rejected commit's errors.
+	errs []compiler.Error
+	// res and targets are a good commit's compile and the configs to
+	// publish (tombstones for those not in res.Configs). noBase: the commit
+	// compiled everything with nothing to diff against, so configs only the
+	// stream knows get tombstones too (when the Publisher is a Lister).
+	res     *compiler.Result
+	targets []cuecast.ConfigPath
+	noBase  bool
+}
+
+type stepKind int
+
+const (
+	stepPublish stepKind = iota
+	stepReject
+	stepSkip // nothing to compile
+)
+
+// prepare diffs commit c against base (the last good commit; "" for none),
+// compiles what the change affects from c's tree, and updates the dependency
+// index. It runs in the compile stage and touches no NATS state.
+func (t *Tailer) prepare(ctx context.Context, r *git.Repository, base string, c *object.Commit) (*step, error) {
+	s := &step{c: c, start: time.Now(), base: c.Hash.String()}
+	fsys, err := t.cache.FS(r.Storer, c.TreeHash, c.Committer.When)
+	if err != nil {
+		return s, err
+	}
+	full := base == ""
+	var known []cuecast.ConfigPath
+	if !full {
+		idx, err := t.index(ctx, r, base)
+		if err != nil {
+			return s, err
+		}
+		changed, err := t.changedFiles(r, base, c)
+		if err != nil {
+			return s, err
+		}
+		if touchesAll(changed) {
+			full, known = true, idx.Configs()
+		} else {
+			s.targets = idx.Affected(changed)
+			if len(s.targets) == 0 {
+				t.log.Debug("commit affects no config", "commit", s.base, "files", len(changed))
+				s.kind = stepSkip
+				t.idxCommit = s.base // the index is unchanged
+				return s, nil
+			}
+		}
+	}
+	res, err := compiler.Compile(ctx, t.src.dir, compiler.Options{
+		Configs: s.targets, FS: fsys, Workers: t.cfg.Workers, Timeout: t.cfg.Timeout, Logger: t.cfg.Logger,
+	})
+	switch {
+	case errors.Is(err, compiler.ErrNoModule) && base == "":
+		// Nothing was ever published from this history (a repository's
+		// first commits often hold only a README): not a config repo yet.
+		t.log.Info("commit has no cue.mod/module.cue yet; nothing to compile", "commit", s.base)
+		s.kind, s.base = stepSkip, ""
+		return s, nil
+	case errors.Is(err, compiler.ErrNoModule):
+		// Publishing this would tombstone every config: refuse it.
+		res = &compiler.Result{Errors: []compiler.Error{{File: "cue.mod/module.cue", Line: 1, Column: 1,
+			ID: "manifest/no-module", Message: "the commit deletes cue.mod/module.cue; restore it"}}}
+	case err != nil:
+		return s, err
+	}
+	if !res.OK() {
+		s.kind, s.errs, s.base = stepReject, res.Errors, base
+		return s, nil
+	}
+	s.res = res
+	if full {
+		s.noBase = base == ""
+		present := make(map[cuecast.ConfigPath]bool, len(res.Configs))
+		for _, cp := range res.Configs {
+			present[cp] = true
+		}
+		s.targets = slices.Clone(res.Configs)
+		for _, cp := range known {
+			if !present[cp] {
+				s.targets = append(s.targets, cp) // deleted: tombstone
+			}
+		}
+		slices.Sort(s.targets)
+		s.targets = slices.Compact(s.targets)
+		t.idx = res.Index
+	} else {
+		t.idx = t.idx.Merge(res.Index, res.Configs)
+	}
+	t.idxCommit = s.base
+	return s, nil
+}
+
+// apply publishes a prepared step's versions (or records its rejection) and
+// moves the cursor. It runs in commit order.
+func (t *Tailer) apply(ctx context.Context, st *State, s *step, sum *Summary) error {
+	c := s.c
+	sum.Commits++
+	switch s.kind {
+	case stepSkip:
+		return t.advance(ctx, st, c, s.base != "")
+	case stepReject:
+		return t.reject(ctx, st, c, s.errs, sum)
+	}
+	targets := s.targets
+	if s.noBase {
+		known, err := t.listed(ctx)
+		if err != nil {
+			return err
+		}
+		for _, cp := range known {
+			if !slices.Contains(s.res.Configs, cp) {
+				targets = append(targets, cp) // deleted: tombstone
+			}
+		}
+		slices.Sort(targets)
+		targets = slices.Compact(targets)
+	}
+	meta := versionMeta(c)
+	var published, tombstones int
+	undeployed := make(map[cuecast.ConfigPath]bool)
+	for _, cp := range st.Undeployed {
+		undeployed[cp] = true
+	}
+	for _, cp := range targets {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		var out *compiler.Output
+		if o, ok := s.res.Outputs[cp]; ok {
+			out = &o
+		} else if slices.Contains(s.res.Configs, cp) {
+			t.log.Warn("config compiled to nothing; keeping its last version", "commit", c.Hash.String(), "config", cp)
+			continue
+		}
+		v, fresh, err := t.publishConfig(ctx, meta, cp, out)
+		if err != nil {
+			return err
+		}
+		if v == nil {
+			continue
+		}
+		undeployed[cp] = true
+		if fresh {
+			published++
+			if v.Deleted {
+				tombstones++
+			}
+		}
+	}
+	st.Undeployed = slices.Sorted(maps.Keys(undeployed))
+	sum.Versions += published
+	sum.Tombstones += tombstones
+	t.log.Info("commit processed", "commit", c.Hash.String(), "configs", len(targets), "versions", published,
+		"tombstones", tombstones, "elapsed", time.Since(s.start))
+	return t.advance(ctx, st, c, true)
+}
+
+// advance moves the cursor to c (and the base too when c compiled).
+func (t *Tailer) advance(ctx context.Context, st *State, c *object.Commit, good bool) error {
+	st.Cursor, st.From = c.Hash.String(), ""
+	if good {
+		st.Base = c.Hash.String()
+	}
+	return t.store.save(ctx, st)
+}
+
+func (t *Tailer) reject(ctx context.Context, st *State, c *object.Commit, errs []compiler.Error, sum *Summary) error {
+	sum.Rejected++
+	rj := Rejected{Commit: c.Hash.String(), Author: author(c), Message: firstLine(c.Message),
+		At: time.Now().UTC(), Errors: errs[:min(len(errs), maxRejectedErrors)], Total: len(errs)}
+	st.Rejected = append(st.Rejected, rj)
+	if n := len(st.Rejected); n > maxRejected {
+		st.Rejected = slices.Clone(st.Rejected[n-maxRejected:])
+	}
+	first := errs[0]
+	t.log.Error("commit rejected: it does not compile; nothing published from it",
+		"commit", c.Hash.String(), "author", rj.Author, "errors", len(errs), "first", first.Error())
+	return t.advance(ctx, st, c, false)
+}
+
+// index returns the dependency index of commit base's tree, compiling that
+// tree in full when the cached index is of another commit (after a restart).
+func (t *Tailer) index(ctx context.Context, r *git.Repository, base string) (*compiler.Index, error) {
+	if t.idx != nil && t.idxCommit == base {
+		return t.idx, nil
+	}
+	c, err := r.CommitObject(plumbing.NewHash(base))
+	if err != nil {
+		return nil, fmt.Errorf("read base commit %s: %w", short(base), err)
+	}
+	fsys, err := t.cache.FS(r.Storer, c.TreeHash, c.Committer.When)
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	res, err := compiler.Compile(ctx, t.src.dir, compiler.Options{FS: fsys, Workers: t.cfg.Workers,
+		Timeout: t.cfg.Timeout, Logger: t.cfg.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("index base commit %s: %w", short(base), err)
+	}
+	t.idx, t.idxCommit = res.Index, base
+	t.log.Info("dependency index built", "commit", base, "configs", len(res.Configs), "elapsed", time.Since(start))
+	return t.idx, nil
+}
+
+func (t *Tailer) listed(ctx context.Context) ([]cuecast.ConfigPath, error) {
+	l, ok := t.pub.(Lister)
+	if !ok {
+		return nil, nil
+	}
+	cps, err := l.Configs(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list configs: %w", err)
+	}
+	return cps, nil
+}
+
+// publishConfig publishes the next version of cp from out (nil: cp was
+// deleted) unless its latest version already says the same. It returns the
+// version to deploy (nil: none) and whether this call published it. The
+// version number comes from the stream, never from memory: a version that an
+// earlier run published for this commit before it crashed is found by Latest
+// and returned for deployment, not published again.
+func (t *Tailer) publishConfig(ctx context.Context, meta cuecast.Version, cp cuecast.ConfigPath, out *compiler.Output) (*cuecast.Version, bool, error) {
+	for attempt := 1; ; attempt++ {
+		latest, err := t.pub.Latest(ctx, cp)
+		none := errors.Is(err, cuecast.ErrNotFound)
+		if err != nil && !none {
+			return nil, false, fmt.Errorf("read latest version of %s: %w", cp, err)
+		}
+		if !none && latest.Commit == meta.Commit {
+			return &latest, false, nil
+		}
+		if i, ok := t.order[latest.Commit]; ok && i > t.order[meta.Commit] {
+			t.log.Debug("the stream already holds a newer version", "config", cp, "version", latest.Version, "commit", latest.Commit)
+			return nil, false, nil
+		}
+		v := meta
+		v.Config, v.Version = cp, latest.Version+1
+		var content []byte
+		switch {
+		case out == nil && (none || latest.Deleted):
+			return nil, false, nil
+		case out == nil:
+			v.Deleted = true
+			v.Checksum = cuecast.Checksum(nil)
+		case !none && !latest.Deleted && latest.Checksum == out.Checksum:
+			return nil, false, nil
+		default:
+			content = out.JSON
+			v.Checksum, v.Size = out.Checksum, int64(len(out.JSON))
+		}
+		v.CompiledAt = time.Now().UTC()
+		err = t.pub.Publish(ctx, v, content)
+		if errors.Is(err, cuecast.ErrConflict) && attempt < 3 {
+			t.log.Warn("publish lost a race; re-reading the latest version", "config", cp, "version", v.Version, "err", err)
+			continue
+		}
+		if err != nil {
+			return nil, false, fmt.Errorf("publish %s version %d: %w", cp, v.Version, err)
+		}
+		t.log.Info("published version", "config", cp, "version", v.Version, "commit", v.Commit, "deleted", v.Deleted)
+		if t.afterPublish != nil {
+			t.afterPublish(v)
+		}
+		return &v, true, nil
+	}
+}
+
+func (t *Tailer) deploy(ctx context.Context, v cuecast.Version) error {
+	if t.dep == nil {
+		return nil
+	}
+	if err := t.dep.Deploy(ctx, v); err != nil {
+		return fmt.Errorf("deploy %s version %d: %w", v.Config, v.Version, err)
+	}
+	return nil
+}
+
+// versionMeta is the attribution every version from c carries.
+func versionMeta(c *object.Commit) cuecast.Version {
+	v := cuecast.Version{
+		Commit:      c.Hash.String(),
+		Author:      author(c),
+		CommittedAt: c.Committer.When.UTC(),
+		Message:     strings.TrimRight(c.Message, "\n"),
+	}
+	if len(c.ParentHashes) > 0 {
+		v.Parent = c.ParentHashes[0].String()
+	}
+	return v
+}
+
+func author(c *object.Commit) string { return fmt.Sprintf("%s <%s>", c.Author.Name, c.Author.Email) }
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	return s
+}
+
+// changedFiles lists the paths that differ between the trees of commit base
+// and c: modified, added and deleted files, both names of a rename.
+func (t *Tailer) changedFiles(r *git.Repository, base string, c *object.Commit) ([]string, error) {
+	bc, err := r.CommitObject(plumbing.NewHash(base))
+	if err != nil {
+		return nil, fmt.Errorf("read base commit %s: %w", short(base), err)
+	}
+	changed, err := gitfs.Diff(r.Storer, t.cache, bc.TreeHash, c.TreeHash)
+	if err != nil {
+		return nil, fmt.Errorf("diff %s..%s: %w", short(base), short(c.Hash.String()), err)
+	}
+	return changed, nil
+}
+
+// touchesAll reports a change that can alter every config: the module or the
+// manifest (any .cue file in the repo root).
+func touchesAll(changed []string) bool {
+	for _, f := range changed {
+		if f == "cue.mod" || strings.HasPrefix(f, "cue.mod/") || (path.Dir(f) == "." && strings.HasSuffix(f, ".cue")) {
+			return true
+		}
+	}
+	return false
+}
