@@ -57,7 +57,7 @@ func BenchmarkRollback(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	operator, err := rollout.New(ctx, opNC, opD, nil, rollout.Options{})
+	operator, err := rollout.New(ctx, opNC, opD, nil, rollout.Options{Logger: benchLogger()})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -149,6 +149,7 @@ func BenchmarkRollback(b *testing.B) {
 		counter(good).Store(0)
 		b.StartTimer()
 		t0 := time.Now()
+		benchLogger().Info("rollback starts")
 		if _, err := operator.Rollback(ctx, cfg, good, rollout.Action{Actor: "bench", Reason: "bench"}); err != nil {
 			b.Fatal(err)
 		}

@@ -261,6 +261,14 @@ func (c *Controller) newRollout(v cuecast.Version, pol cuecast.Policy, cons stri
 		Commit: v.Commit, Author: v.Author, From: rec.Stable, FromChecksum: rec.StableChecksum,
 		Policy: normalize(pol), Consistency: cons, Started: now,
 	}
+	if cons == Strict && r.From == 0 {
+		// A strict config's first version: nobody runs anything to be
+		// inconsistent with, and instances do not look for a staged pointer
+		// before the first cohort pointer exists. Everyone gets it at once.
+		c.enterStage(r, len(r.Policy.Stages)-1, nil, now)
+		r.log(now, "strict: first version, to every instance at once")
+		return r
+	}
 	if cons == Strict {
 		r.State = StateStaging
 		r.StageStarted = now

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -140,6 +141,7 @@ func (c *Controller) Records(ctx context.Context) ([]Record, error) {
 		}
 		out = append(out, rec)
 	}
+	slices.SortFunc(out, func(a, b Record) int { return strings.Compare(string(a.Config), string(b.Config)) })
 	return out, nil
 }
 

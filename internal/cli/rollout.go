@@ -315,7 +315,7 @@ func printRecord(w io.Writer, p rollout.Progress, now time.Time) {
 
 // bar draws done/total as a fixed-width progress bar.
 func bar(done, total, width int) string {
-	n := width
+	n := 0
 	if total > 0 {
 		n = done * width / total
 	}
