@@ -44,6 +44,8 @@ type Config struct {
 	// defaults.
 	Workers int
 	Timeout time.Duration
+	// Replicas of the cursor bucket; default 1, 3 on a cluster.
+	Replicas int
 	// Logger receives the tailer's logs; default discards them.
 	Logger *slog.Logger
 }
@@ -106,6 +108,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: id %q: use 1-64 of [A-Za-z0-9_-]", ErrInvalidConfig, c.ID)
 	case c.Interval < 0:
 		return fmt.Errorf("%w: interval %s: want a positive duration", ErrInvalidConfig, c.Interval)
+	case c.Replicas < 0 || c.Replicas > 5:
+		return fmt.Errorf("%w: replicas %d: want 1-5", ErrInvalidConfig, c.Replicas)
 	case c.Remote() && c.DataDir == "":
 		return fmt.Errorf("%w: remote repository %s needs a data directory to clone into", ErrInvalidConfig, c.Repo)
 	case strings.ContainsAny(c.Branch, " ~^:?*[\\") || strings.HasPrefix(c.Branch, "-"):

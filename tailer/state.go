@@ -79,12 +79,13 @@ type store struct {
 	key string
 }
 
-func openStore(ctx context.Context, js jetstream.JetStream, id string) (*store, error) {
+func openStore(ctx context.Context, js jetstream.JetStream, id string, replicas int) (*store, error) {
 	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 		Bucket:      Bucket,
 		Description: "cuecast tailer cursors: the last commit each repo's tailer processed",
 		History:     5,
 		Storage:     jetstream.FileStorage,
+		Replicas:    max(replicas, 1),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("open bucket %s: %w", Bucket, err)
@@ -106,6 +107,7 @@ func (s *store) load(ctx context.Context) (State, error) {
 		return State{}, fmt.Errorf("decode %s/%s revision %d: %w", Bucket, s.key, e.Revision(), err)
 	}
 	st.rev = e.Revision()
+	st.Undeployed = nil
 	return st, nil
 }
 

@@ -124,7 +124,7 @@ func New(ctx context.Context, cfg Config, js jetstream.JetStream, pub Publisher,
 	if err != nil {
 		return nil, fmt.Errorf("new tailer: %w", err)
 	}
-	if t.store, err = openStore(ctx, js, cfg.ID); err != nil {
+	if t.store, err = openStore(ctx, js, cfg.ID, cfg.Replicas); err != nil {
 		return nil, fmt.Errorf("new tailer: %w", err)
 	}
 	st, err := t.store.load(ctx)

@@ -152,6 +152,7 @@ func Start(ctx context.Context, cfg Config) (_ *Pipeline, err error) {
 		StartAt:  cfg.StartAt,
 		DataDir:  filepath.Join(cfg.DataDir, "repos"),
 		Logger:   cfg.Logger,
+		Replicas: cfg.Replicas,
 	}
 	p.Tailer, err = tailer.New(ctx, tcfg, js, store, p.Rollout)
 	if err != nil {
