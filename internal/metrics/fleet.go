@@ -95,8 +95,23 @@ func (m *Metrics) PublishedVersion(cfg cuecast.ConfigPath) (cuecast.Version, boo
 // publish already finds it everywhere. Publisher calls it.
 func (m *Metrics) Published(v cuecast.Version) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	m.prop.published(v)
+	hook := m.onPublish
+	m.mu.Unlock()
+	if hook != nil {
+		hook(v)
+	}
+}
+
+// OnPublish sets a function called after each version this process
+// publishes (see Published), outside the Metrics' lock. The operations server
+// uses it to measure the fleet at the moment of publication: a version whose
+// fleet was empty then is not counted as propagating to the instances that
+// come later.
+func (m *Metrics) OnPublish(f func(cuecast.Version)) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.onPublish = f
 }
 
 // ObserveTailer records the tailer's lag and halt, and counts the errors of

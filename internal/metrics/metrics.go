@@ -64,6 +64,7 @@ type Metrics struct {
 	seenRejected map[string]bool
 	seenHalts    map[string]bool
 	primed       bool // the first tailer sample only primes seenRejected
+	onPublish    func(cuecast.Version)
 }
 
 // Options configures a Metrics.

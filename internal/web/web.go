@@ -135,6 +135,10 @@ func New(o Options) (*Server, error) {
 	if o.OperatorToken != "" {
 		s.token = sha256.Sum256([]byte(o.OperatorToken))
 	}
+	o.Metrics.OnPublish(func(v cuecast.Version) {
+		// The fleet at the moment of publication starts the version's series.
+		s.metrics.ObservePropagation(time.Now(), s.live.sample(v.Config, v))
+	})
 	sub, err := fs.Sub(static, "static")
 	if err != nil {
 		return nil, fmt.Errorf("new web server: %w", err)
