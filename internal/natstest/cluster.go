@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -413,4 +414,41 @@ func randomSecret(t testing.TB) string {
 		t.Fatalf("random secret: %v", err)
 	}
 	return hex.EncodeToString(b)
+}
+
+// StartHubCluster starts an n-server hub cluster (one JetStream domain,
+// clustered JetStream) from generated configurations and waits until
+// JetStream has a meta leader. The servers are tr.Hub and the returned
+// slice; Hub is the first.
+func StartHubCluster(t testing.TB, n int, namespaces []string) (*Tree, []*TreeServer) {
+	t.Helper()
+	tr := &Tree{Passwords: map[string]string{}, Namespaces: namespaces, credsDir: t.TempDir(), creds: map[string]string{}}
+	routes := make([]string, n)
+	for i := range routes {
+		routes[i] = freeAddr(t)
+	}
+	var servers []*TreeServer
+	for i := range n {
+		spec := natsconf.Spec{
+			Level: natsconf.Hub, Name: fmt.Sprintf("hub-%d", i+1), Listen: "127.0.0.1:-1", LeafListen: freeAddr(t),
+			Namespaces: namespaces,
+			Cluster:    &natsconf.Cluster{Name: "hub", Listen: routes[i], Routes: slices.Delete(slices.Clone(routes), i, i+1)},
+		}
+		if i == 0 {
+			for _, u := range spec.Users() {
+				tr.Passwords[u] = randomSecret(t)
+			}
+		}
+		servers = append(servers, tr.StartServer(t, spec))
+	}
+	tr.Hub = servers[0]
+	Eventually(t, 30*time.Second, "JetStream meta leader", func() (bool, string) {
+		for _, s := range servers {
+			if s.JetStreamIsLeader() {
+				return true, ""
+			}
+		}
+		return false, "none"
+	})
+	return tr, servers
 }
