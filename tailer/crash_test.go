@@ -171,6 +171,7 @@ func TestCrash(t *testing.T) {
 		}
 	}
 	checkAgainstHead(t, t.Context(), r.Dir, d)
+	checkDeployed(t, t.Context(), d, slices.Sorted(maps.Keys(h.want)))
 	if t.Failed() {
 		t.Logf("child logs:\n%s", logs.String())
 	}
@@ -360,4 +361,24 @@ func generateHistory(t *testing.T, r *gittest.Repo, rng *rand.Rand, commits, con
 		}
 	}
 	return history{want: want}
+}
+
+// checkDeployed checks that every cohort of every config points at the
+// config's latest version: deploys deferred to the end of a batch must
+// survive a crash too.
+func checkDeployed(t *testing.T, ctx context.Context, d *distributor.Distributor, configs []cuecast.ConfigPath) {
+	t.Helper()
+	for _, cp := range configs {
+		latest, err := d.Latest(ctx, cp)
+		if err != nil {
+			t.Errorf("latest of %s: %v", cp, err)
+			continue
+		}
+		for _, bucket := range []int{0, 42, cuecast.Buckets - 1} {
+			p, err := d.Pointer(ctx, cp, bucket)
+			if err != nil || p.Version != latest.Version {
+				t.Errorf("%s cohort %d: pointer %+v, %v; want version %d", cp, bucket, p, err, latest.Version)
+			}
+		}
+	}
 }

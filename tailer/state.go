@@ -107,7 +107,6 @@ func (s *store) load(ctx context.Context) (State, error) {
 		return State{}, fmt.Errorf("decode %s/%s revision %d: %w", Bucket, s.key, e.Revision(), err)
 	}
 	st.rev = e.Revision()
-	st.Undeployed = nil
 	return st, nil
 }
 
