@@ -13,7 +13,7 @@ import (
 // such as `cuecast status`, whose credentials may only read (docs/SCALING.md).
 // It returns an error wrapping jetstream.ErrStreamNotFound when serve has not
 // created the streams yet. Options.SigningKey is ignored: an opened
-// Distributor is not meant to publish.
+// Distributor is not meant to publish. Close it like one from New.
 func Open(ctx context.Context, nc *nats.Conn, o Options) (*Distributor, error) {
 	if err := o.Validate(); err != nil {
 		return nil, fmt.Errorf("open distributor: %w", err)
@@ -30,6 +30,10 @@ func Open(ctx context.Context, nc *nats.Conn, o Options) (*Distributor, error) {
 	}
 	if d.reports, err = js.Stream(ctx, ReportStream); err != nil {
 		return nil, fmt.Errorf("open distributor: stream %s: %w", ReportStream, err)
+	}
+	// Like New: the pointer cache follows the RePublished pointers.
+	if err := d.followPointers(); err != nil {
+		return nil, fmt.Errorf("open distributor: %w", err)
 	}
 	return d, nil
 }
