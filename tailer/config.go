@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/go-git/go-git/v5/plumbing/transport"
 )
 
 // Default poll intervals.
@@ -40,6 +42,12 @@ type Config struct {
 	// DataDir holds clones of remote repositories (DataDir/repos/<ID>);
 	// required for a remote Repo, unused for a local one.
 	DataDir string
+	// Auth authenticates fetches from a remote: for GitHub over HTTPS,
+	// &http.BasicAuth{Username: "x-access-token", Password: token} (package
+	// github.com/go-git/go-git/v5/plumbing/transport/http); for ssh://, an
+	// ssh.PublicKeys. Nil fetches anonymously (and, for ssh, asks the
+	// SSH agent).
+	Auth transport.AuthMethod
 	// Workers and Timeout are passed to the compiler; zero means its
 	// defaults.
 	Workers int

@@ -13,6 +13,8 @@ var (
 	// ErrNoBranch: the tracked branch does not exist in the repository.
 	// The error names the branch.
 	ErrNoBranch = errors.New("no such branch")
+	// ErrAuth: the remote wants credentials (Config.Auth) or refused them.
+	ErrAuth = errors.New("remote authentication failed")
 	// ErrRewrite: the branch tip does not descend from the cursor (a force
 	// push). Nothing is published until AcceptRewrite. The error is a
 	// *RewriteError naming both commits.

@@ -2,6 +2,7 @@ package tailer_test
 
 import (
 	"errors"
+	"net/http"
 	"net/http/cgi"
 	"net/http/httptest"
 	"os"
@@ -12,6 +13,8 @@ import (
 
 	"github.com/go-git/go-git/v5"
 	gitconfig "github.com/go-git/go-git/v5/config"
+	"github.com/go-git/go-git/v5/plumbing/transport"
+	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/tailer"
@@ -87,16 +90,61 @@ func push(t *testing.T, r *git.Repository) {
 // the real Git server program, run as CGI.
 func gitHTTPBackend(t *testing.T, bare string) string {
 	t.Helper()
+	srv := httptest.NewServer(gitHTTPBackendHandler(t, bare))
+	t.Cleanup(srv.Close)
+	return srv.URL + "/git/" + filepath.Base(bare)
+}
+
+// gitHTTPBackendHandler runs `git http-backend` as CGI under /git/.
+func gitHTTPBackendHandler(t *testing.T, bare string) http.Handler {
+	t.Helper()
 	out, err := exec.Command("git", "--exec-path").Output()
 	if err != nil {
 		t.Fatalf("find git: %v (the smart HTTP test needs git installed)", err)
 	}
-	h := &cgi.Handler{
+	return &cgi.Handler{
 		Path: filepath.Join(strings.TrimSpace(string(out)), "git-http-backend"),
 		Root: "/git",
 		Env:  []string{"GIT_PROJECT_ROOT=" + filepath.Dir(bare), "GIT_HTTP_EXPORT_ALL=1"},
 	}
-	srv := httptest.NewServer(h)
+}
+
+// TestRemoteAuth: a remote behind HTTP basic auth needs Config.Auth; without
+// it, or with a wrong password, New fails with ErrAuth.
+func TestRemoteAuth(t *testing.T) {
+	e := newEnv(t)
+	e.repo.CommitFiles("initial", baseRepo())
+	bare := e.repo.Bare()
+	backend := gitHTTPBackendHandler(t, bare)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if u, p, ok := r.BasicAuth(); !ok || u != "x-access-token" || p != "t0ken" {
+			w.Header().Set("WWW-Authenticate", `Basic realm="git"`)
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		backend.ServeHTTP(w, r)
+	}))
 	t.Cleanup(srv.Close)
-	return srv.URL + "/git/" + filepath.Base(bare)
+	url := srv.URL + "/git/" + filepath.Base(bare)
+	tests := []struct {
+		name string
+		auth transport.AuthMethod
+		err  error
+	}{
+		{name: "none", err: tailer.ErrAuth},
+		{name: "wrong", auth: &githttp.BasicAuth{Username: "x-access-token", Password: "nope"}, err: tailer.ErrAuth},
+		{name: "right", auth: &githttp.BasicAuth{Username: "x-access-token", Password: "t0ken"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := tailer.Config{Repo: url, DataDir: t.TempDir(), Auth: tt.auth, Logger: e.log}
+			tl, err := tailer.New(e.ctx, cfg, e.js, e.dist, e.dist)
+			if !errors.Is(err, tt.err) {
+				t.Fatalf("New: got %v, want %v", err, tt.err)
+			}
+			if err == nil {
+				wantSummary(t, e.poll(tl), tailer.Summary{Commits: 1, Versions: 3})
+			}
+		})
+	}
 }

@@ -19,6 +19,7 @@ import (
 // bare clone of a remote in the data directory, fetched before each read.
 type source struct {
 	repo   string // the path or URL as configured, for messages
+	auth   transport.AuthMethod
 	dir    string // the repository on disk
 	branch string
 	remote bool
@@ -28,7 +29,7 @@ type source struct {
 const remoteName = "origin"
 
 func newSource(c Config) (*source, error) {
-	s := &source{repo: c.Repo, branch: c.Branch, remote: c.Remote()}
+	s := &source{repo: c.Repo, branch: c.Branch, remote: c.Remote(), auth: c.Auth}
 	if s.remote {
 		s.dir = c.GitDir()
 		s.ref = plumbing.NewRemoteReferenceName(remoteName, c.Branch)
@@ -144,7 +145,7 @@ func (s *source) fetch(ctx context.Context, r *git.Repository) error {
 
 func (s *source) fetchInto(ctx context.Context, r *git.Repository) error {
 	spec := config.RefSpec(fmt.Sprintf("+refs/heads/%s:refs/remotes/%s/%s", s.branch, remoteName, s.branch))
-	err := r.FetchContext(ctx, &git.FetchOptions{RemoteName: remoteName, RefSpecs: []config.RefSpec{spec}, Force: true})
+	err := r.FetchContext(ctx, &git.FetchOptions{RemoteName: remoteName, RefSpecs: []config.RefSpec{spec}, Force: true, Auth: s.auth})
 	var noMatch git.NoMatchingRefSpecError
 	switch {
 	case err == nil, errors.Is(err, git.NoErrAlreadyUpToDate):
@@ -153,6 +154,8 @@ func (s *source) fetchInto(ctx context.Context, r *git.Repository) error {
 		return fmt.Errorf("fetch %s: branch %q: %w", s.repo, s.branch, ErrNoBranch)
 	case errors.Is(err, ctx.Err()) && ctx.Err() != nil:
 		return err
+	case errors.Is(err, transport.ErrAuthenticationRequired), errors.Is(err, transport.ErrAuthorizationFailed):
+		return fmt.Errorf("fetch %s: %w: %v", s.repo, ErrAuth, err)
 	case errors.Is(err, git.ErrRepositoryNotExists), errors.Is(err, transport.ErrRepositoryNotFound):
 		return fmt.Errorf("fetch %s: %w: %v", s.repo, ErrNotRepo, err)
 	default:
