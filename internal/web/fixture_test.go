@@ -39,6 +39,9 @@ type fixtureOptions struct {
 	// log, when set, receives the pipeline's logs instead of the test's
 	// output (warnings only there).
 	log slog.Handler
+	// interval is the tailer's poll interval; default 20ms.
+	interval      time.Duration
+	webhookSecret string
 }
 
 func start(t *testing.T, o fixtureOptions) *fixture {
@@ -49,6 +52,9 @@ func start(t *testing.T, o fixtureOptions) *fixture {
 	if o.policies == nil {
 		o.policies = rollout.Static{}
 	}
+	if o.interval == 0 {
+		o.interval = 20 * time.Millisecond
+	}
 	if o.log == nil {
 		o.log = slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})
 	}
@@ -58,7 +64,8 @@ func start(t *testing.T, o fixtureOptions) *fixture {
 		Branch:         "main",
 		DataDir:        t.TempDir(),
 		Listen:         "127.0.0.1:0",
-		Interval:       20 * time.Millisecond,
+		Interval:       o.interval,
+		WebhookSecret:  o.webhookSecret,
 		HTTP:           "127.0.0.1:0",
 		OperatorToken:  o.token,
 		SampleInterval: 50 * time.Millisecond,

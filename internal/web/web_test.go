@@ -3,6 +3,9 @@ package web_test
 import (
 	"bufio"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -405,4 +408,44 @@ func TestHealthHaltCounted(t *testing.T) {
 	if len(cv.Audit) == 0 || cv.Audit[0].Action != "halt" {
 		t.Errorf("audit %+v, want the halt first", cv.Audit)
 	}
+}
+
+// TestWebhookWakesTailer: a signed GitHub push at /hooks/github makes the
+// tailer poll now; an unsigned one is refused. The tailer here polls once an
+// hour, so only the webhook can bring the commit in.
+func TestWebhookWakesTailer(t *testing.T) {
+	const secret = "hook-secret"
+	f := start(t, fixtureOptions{interval: time.Hour, webhookSecret: secret})
+	target := `cuecast_config_target_version{config="payments/checkout"}`
+	eventually(t, "v1 published", func() (bool, string) {
+		m := scrape(t, f.base)
+		return m[target] == 1, fmt.Sprintf("target %v", m[target])
+	})
+	f.setAmount("7_000_000")
+	body := `{"ref":"refs/heads/main"}`
+	hook := func(sig string) int {
+		req, _ := http.NewRequest(http.MethodPost, f.base+"/hooks/github", strings.NewReader(body))
+		req.Header.Set("X-GitHub-Event", "push")
+		if sig != "" {
+			req.Header.Set("X-Hub-Signature-256", sig)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res.StatusCode
+	}
+	if code := hook(""); code != http.StatusUnauthorized {
+		t.Errorf("unsigned webhook: %d, want 401", code)
+	}
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write([]byte(body))
+	if code := hook("sha256=" + hex.EncodeToString(mac.Sum(nil))); code != http.StatusAccepted {
+		t.Fatalf("signed webhook: %d, want 202", code)
+	}
+	eventually(t, "v2 published after the webhook", func() (bool, string) {
+		m := scrape(t, f.base)
+		return m[target] == 2, fmt.Sprintf("target %v", m[target])
+	})
 }
