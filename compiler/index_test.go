@@ -187,7 +187,7 @@ func edits() []edit {
 // bytes as compiling everything.
 func TestAffectedProperty(t *testing.T) {
 	iterations := 24
-	if testing.Short() {
+	if testing.Short() || raceEnabled {
 		iterations = 6
 	}
 	r := rand.New(rand.NewPCG(2026, 11))
