@@ -31,6 +31,18 @@
 // points and checks every config has versions 1..N, each from the right
 // commit.
 //
+// # Backlogs
+//
+// A poll processes every commit after the cursor as one batch, in a
+// two-stage pipeline (compile commit k+1 while commit k publishes). Runs of
+// consecutive commits whose affected configs are disjoint are compiled
+// together, from the last commit's tree, each version still attributed to the
+// commit that changed it (checked against the dependency index before and
+// after the compile; anything doubtful goes commit by commit). Every version
+// is published, but only each config's newest is deployed, when the batch
+// ends (every 30 s in a long one): the configs still to deploy are saved with
+// the cursor in State.Undeployed, so a crash cannot lose a deploy.
+//
 // # Commits that do not compile
 //
 // They publish nothing, are logged and recorded in State.Rejected with the

@@ -250,8 +250,16 @@ func TestPoll(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Cursor != c8 || st.Base != c8 || len(st.Rejected) != 0 || st.Rewrite != nil {
+	if st.Cursor != c8 || st.Base != c8 || len(st.Rejected) != 0 || st.Rewrite != nil || len(st.Undeployed) != 0 {
 		t.Errorf("state: got %+v, want cursor and base %s", st, c8)
+	}
+	// Another process (cuecast status) reads the same state without a Tailer.
+	other, err := tailer.LoadState(e.ctx, e.js, "default")
+	if err != nil || other.Cursor != st.Cursor || other.Base != st.Base || other.Repo != r.Dir || other.Branch != "main" {
+		t.Errorf("LoadState: got %+v, %v; want cursor %s for %s main", other, err, st.Cursor, r.Dir)
+	}
+	if got, err := tailer.LoadState(e.ctx, e.js, "nobody"); err != nil || got.Cursor != "" {
+		t.Errorf("LoadState of an unknown id: got %+v, %v; want an empty state", got, err)
 	}
 }
 
