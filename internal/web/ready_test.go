@@ -1,0 +1,89 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/distributor"
+)
+
+// fakeFleet answers with fixed statuses, or err.
+type fakeFleet struct{ err error }
+
+func (f fakeFleet) Status(context.Context, ...cuecast.ConfigPath) ([]distributor.ConfigStatus, error) {
+	if f.err != nil {
+		return nil, f.err
+	}
+	return []distributor.ConfigStatus{{Config: "a/b", Latest: cuecast.Version{Config: "a/b", Version: 1}, Coverage: 1}}, nil
+}
+
+func (f fakeFleet) Reports(context.Context, cuecast.ConfigPath) ([]cuecast.Report, error) {
+	return nil, f.err
+}
+
+func (f fakeFleet) Versions(context.Context, cuecast.ConfigPath) ([]cuecast.Version, error) {
+	return []cuecast.Version{{Config: "a/b", Version: 1}}, f.err
+}
+
+func TestReadyz(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		fleet  fakeFleet
+		ready  func(context.Context) error
+		sample bool
+		code   int
+		body   string
+	}{
+		{"before the first sample", fakeFleet{}, nil, false, http.StatusServiceUnavailable, "no fleet sample yet"},
+		{"sampled", fakeFleet{}, nil, true, http.StatusOK, "ready"},
+		{"fleet unreadable", fakeFleet{err: errors.New("jetstream down")}, nil, true, http.StatusServiceUnavailable, "jetstream down"},
+		{"not connected", fakeFleet{}, func(context.Context) error { return errors.New("NATS connection RECONNECTING") }, true,
+			http.StatusServiceUnavailable, "RECONNECTING"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s, err := New(Options{Fleet: c.fleet, Ready: c.ready})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.sample {
+				s.Sample(context.Background())
+			}
+			rec := httptest.NewRecorder()
+			s.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+			if rec.Code != c.code || !strings.Contains(rec.Body.String(), c.body) {
+				t.Errorf("readyz: %d %q, want %d containing %q", rec.Code, rec.Body.String(), c.code, c.body)
+			}
+			rec = httptest.NewRecorder()
+			s.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/healthz", nil))
+			if rec.Code != http.StatusOK {
+				t.Errorf("healthz: %d, want 200 whatever readiness says", rec.Code)
+			}
+		})
+	}
+}
+
+func TestDashboardIsSelfContained(t *testing.T) {
+	s, err := New(Options{Fleet: fakeFleet{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{"/", "/configs/a/b", "/static/app.js", "/static/style.css"} {
+		rec := httptest.NewRecorder()
+		s.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		if rec.Code != http.StatusOK {
+			t.Errorf("GET %s: %d", path, rec.Code)
+			continue
+		}
+		body := rec.Body.String()
+		for _, ext := range []string{"http://", "https://", "//cdn", "@import"} {
+			if strings.Contains(body, ext) {
+				t.Errorf("GET %s loads something from elsewhere (%q)", path, ext)
+			}
+		}
+	}
+}
