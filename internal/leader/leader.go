@@ -47,7 +47,9 @@ type Options struct {
 	// ID names this candidate (required, unique per process).
 	ID string
 	// TTL is how long a lease lives without renewal; default 10s. A dead
-	// holder's lease is taken over within TTL plus one poll (TTL/10).
+	// holder's lease is taken over about TTL after its last renewal, so
+	// within TTL of its death: a candidate waits for the holder's last write
+	// to expire (by the server's timestamp), polling at least every TTL/10.
 	TTL time.Duration
 	// Replicas of the bucket; default 1 (3 on a cluster).
 	Replicas int
@@ -157,7 +159,7 @@ func (l *Lease) Run(ctx context.Context, work func(ctx context.Context, t Term) 
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(poll):
+		case <-time.After(l.untilExpiry(ctx, poll)):
 		}
 	}
 }
@@ -218,6 +220,18 @@ func (l *Lease) hold(ctx context.Context, rev uint64, work func(context.Context,
 	}
 	log.Warn("lease lost", "err", lost)
 	return nil
+}
+
+// untilExpiry is how long to wait before the next campaign: until the
+// holder's last write expires when that is sooner than poll.
+func (l *Lease) untilExpiry(ctx context.Context, poll time.Duration) time.Duration {
+	e, err := l.kv.Get(ctx, l.o.Key)
+	if err != nil {
+		return poll
+	}
+	// A few milliseconds past the expiry, for the server's expiry timer.
+	d := time.Until(e.Created().Add(l.o.TTL)) + 5*time.Millisecond
+	return min(max(d, time.Millisecond), poll)
 }
 
 // release deletes the lease if this candidate still holds it at rev.
