@@ -21,14 +21,18 @@ import (
 )
 
 // TestRemote follows a bare repository through a clone in the data directory,
-// over file:// and over smart HTTP served by the real `git http-backend`.
+// over file://, over smart HTTP served by the real `git http-backend`, and
+// over SSH with the real `git upload-pack`.
 func TestRemote(t *testing.T) {
 	tests := []struct {
 		name string
-		url  func(t *testing.T, bare string) string
+		url  func(t *testing.T, bare string) (string, transport.AuthMethod)
 	}{
-		{name: "file", url: func(t *testing.T, bare string) string { return "file://" + bare }},
-		{name: "smart http", url: gitHTTPBackend},
+		{name: "file", url: func(t *testing.T, bare string) (string, transport.AuthMethod) { return "file://" + bare, nil }},
+		{name: "smart http", url: func(t *testing.T, bare string) (string, transport.AuthMethod) {
+			return gitHTTPBackend(t, bare), nil
+		}},
+		{name: "ssh", url: sshGitServer},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -36,9 +40,9 @@ func TestRemote(t *testing.T) {
 			r := e.repo
 			c1 := r.CommitFiles("initial", baseRepo())
 			bare := r.Bare()
-			url := tt.url(t, bare)
+			url, auth := tt.url(t, bare)
 			data := t.TempDir()
-			cfg := tailer.Config{Repo: url, DataDir: data, ID: "remote"}
+			cfg := tailer.Config{Repo: url, DataDir: data, ID: "remote", Auth: auth}
 			tl := e.tailer(cfg)
 			wantSummary(t, e.poll(tl), tailer.Summary{Commits: 1, Versions: 3})
 

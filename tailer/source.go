@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/config"
@@ -154,7 +155,9 @@ func (s *source) fetchInto(ctx context.Context, r *git.Repository) error {
 		return fmt.Errorf("fetch %s: branch %q: %w", s.repo, s.branch, ErrNoBranch)
 	case errors.Is(err, ctx.Err()) && ctx.Err() != nil:
 		return err
-	case errors.Is(err, transport.ErrAuthenticationRequired), errors.Is(err, transport.ErrAuthorizationFailed):
+	case errors.Is(err, transport.ErrAuthenticationRequired), errors.Is(err, transport.ErrAuthorizationFailed),
+		// x/crypto/ssh has no typed error for a rejected key.
+		strings.Contains(err.Error(), "ssh: unable to authenticate"):
 		return fmt.Errorf("fetch %s: %w: %v", s.repo, ErrAuth, err)
 	case errors.Is(err, git.ErrRepositoryNotExists), errors.Is(err, transport.ErrRepositoryNotFound):
 		return fmt.Errorf("fetch %s: %w: %v", s.repo, ErrNotRepo, err)
