@@ -6,6 +6,8 @@ import (
 	"testing/fstest"
 
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/object"
 
 	"github.com/cuecast/cuecast/internal/gitfs"
 	"github.com/cuecast/cuecast/internal/gittest"
@@ -90,6 +92,52 @@ func TestCache(t *testing.T) {
 		b[0] = 'Q'
 		if b2, _ := fsys.ReadFile("b/y.cue"); string(b2) != "y" {
 			t.Fatalf("a caller's change reached the cache: got %q", b2)
+		}
+	}
+}
+
+// TestDiffRetype: a path that is a file in one tree and a directory in the
+// other is listed as the file and every file below the directory. (go-git's
+// work tree cannot commit that change, so the trees are written directly.)
+func TestDiffRetype(t *testing.T) {
+	r := gittest.New(t)
+	s := r.Git.Storer
+	blob := func(content string) plumbing.Hash {
+		o := s.NewEncodedObject()
+		o.SetType(plumbing.BlobObject)
+		w, _ := o.Writer()
+		w.Write([]byte(content))
+		w.Close()
+		h, err := s.SetEncodedObject(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	tree := func(entries ...object.TreeEntry) plumbing.Hash {
+		o := s.NewEncodedObject()
+		if err := (&object.Tree{Entries: entries}).Encode(o); err != nil {
+			t.Fatal(err)
+		}
+		h, err := s.SetEncodedObject(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	asFile := tree(object.TreeEntry{Name: "x", Mode: filemode.Regular, Hash: blob("file")})
+	asDir := tree(object.TreeEntry{Name: "x", Mode: filemode.Dir, Hash: tree(
+		object.TreeEntry{Name: "a.cue", Mode: filemode.Regular, Hash: blob("a")},
+		object.TreeEntry{Name: "b.cue", Mode: filemode.Regular, Hash: blob("b")},
+	)})
+	want := []string{"x", "x/a.cue", "x/b.cue"}
+	for _, pair := range [][2]plumbing.Hash{{asFile, asDir}, {asDir, asFile}} {
+		got, err := gitfs.Diff(s, nil, pair[0], pair[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("Diff: got %q, want %q", got, want)
 		}
 	}
 }
