@@ -47,6 +47,7 @@ type MirrorsOptions struct {
 	FromHub    bool
 	Namespaces []string
 	Replicas   int
+	Retain     int
 	Conn       ConnFlags
 }
 
@@ -146,6 +147,7 @@ CUECAST_<ns> otherwise. Each mirror RePublishes onto ccr.<ns>.> for its level.`,
 	f.BoolVar(&opts.FromHub, "from-hub", false, "the upstream domain is the hub's (mirror CUECAST filtered by namespace)")
 	f.StringSliceVar(&opts.Namespaces, "namespace", nil, "namespace to mirror (repeatable)")
 	f.IntVar(&opts.Replicas, "replicas", 1, "replicas of each mirror (3 in a clustered domain)")
+	f.IntVar(&opts.Retain, "retain", 100, "messages kept per subject: serve's retention of versions per config")
 	opts.Conn.Register(f)
 	return cmd
 }
@@ -306,7 +308,7 @@ func mirrorsRun(ctx context.Context, env *Env, opts *MirrorsOptions) error {
 	if err != nil {
 		return fmt.Errorf("open domain %s: %w", opts.Domain, err)
 	}
-	spec := natsconf.MirrorSpec{Upstream: opts.Upstream, FromHub: opts.FromHub, Namespaces: opts.Namespaces, Replicas: opts.Replicas}
+	spec := natsconf.MirrorSpec{Upstream: opts.Upstream, FromHub: opts.FromHub, Namespaces: opts.Namespaces, Replicas: opts.Replicas, Retain: opts.Retain}
 	if err := natsconf.Mirrors(ctx, js, spec); err != nil {
 		if errors.Is(err, natsconf.ErrInvalidSpec) {
 			return &UsageError{Err: err}

@@ -1,6 +1,7 @@
 package natsconf
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"github.com/cuecast/cuecast"
@@ -20,6 +21,11 @@ type MirrorSpec struct {
 	Namespaces []string
 	// Replicas of each mirror; default 1 (3 in a clustered domain).
 	Replicas int
+	// Retain is how many messages a mirror keeps per subject: the
+	// distributor's Options.Retain (default 100). Mirrors do not replay the
+	// hub's retention purges, so this limit is what keeps them from growing
+	// with every version; pointers are rolled up either way.
+	Retain int
 }
 
 // Mirrors creates or updates the namespace mirrors CUECAST_<ns> of the leaf
@@ -60,8 +66,13 @@ func MirrorConfig(m MirrorSpec, ns string) jetstream.StreamConfig {
 		Replicas:    max(m.Replicas, 1),
 		AllowDirect: true,
 		AllowRollup: true,
-		RePublish:   &jetstream.RePublish{Source: "cc.>", Destination: "ccr.>"},
-		Mirror:      &jetstream.StreamSource{Name: MirrorStream(ns), Domain: m.Upstream},
+		// Per subject, like the distributor's retention: the last Retain
+		// versions of a config. A config's chunks share one subject, so a
+		// mirror may drop the chunks of its oldest retained versions
+		// earlier than the hub (a read of those gives ErrPurged).
+		MaxMsgsPerSubject: int64(cmp.Or(m.Retain, 100)),
+		RePublish:         &jetstream.RePublish{Source: "cc.>", Destination: "ccr.>"},
+		Mirror:            &jetstream.StreamSource{Name: MirrorStream(ns), Domain: m.Upstream},
 	}
 	if m.FromHub {
 		cfg.Mirror = &jetstream.StreamSource{Name: Stream, FilterSubject: "cc." + ns + ".>", Domain: m.Upstream}

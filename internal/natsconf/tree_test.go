@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/client"
 	"github.com/cuecast/cuecast/distributor"
@@ -115,4 +118,82 @@ func testTree(t *testing.T, tr *natstest.Tree) {
 			t.Errorf("content %s, want {\"v\":3}", s.Content)
 		}
 	}
+}
+
+// TestThreeLevelTree: hub ▶ regional leaf ▶ node. The node's mirror follows
+// the region's; a region cut off from the hub keeps serving the node below
+// it, and both catch up when the link returns. Retention purges and pointer
+// rollups reach the mirrors: they hold what the hub holds.
+func TestThreeLevelTree(t *testing.T) {
+	tr := natstest.StartTree(t, natstest.TreeOptions{Namespaces: []string{"payments"}})
+	region := tr.AddLeaf(t, tr.Hub, natsconf.Leaf, "eu-west")
+	region.WaitLinked(t)
+	node := tr.AddLeaf(t, region, natsconf.Node, "host-1")
+	node.WaitLinked(t)
+	nc := tr.Hub.Connect(t, natsconf.DistributorUser)
+	d, err := distributor.New(context.Background(), nc, distributor.Options{Retain: 3})
+	if err != nil {
+		t.Fatalf("new distributor: %v", err)
+	}
+	tr.MirrorRetain = 3
+	tr.Mirrors(t)
+	publish(t, d, checkout, 1, `{"v":1}`)
+	onNode := instances(t, node, checkout, 2)
+	onRegion := instances(t, region, checkout, 1)
+	waitVersion(t, "instances on the region and the node", append(onNode, onRegion...), 1)
+
+	region.Link.Cut()
+	natstest.Eventually(t, 10*time.Second, "region cut off", func() (bool, string) {
+		return !linkedUp(region), "still linked"
+	})
+	publish(t, d, checkout, 2, `{"v":2}`)
+	late := instances(t, node, checkout, 1)
+	waitVersion(t, "a new instance on the node below the cut", late, 1)
+
+	region.Link.Heal()
+	region.WaitLinked(t)
+	for v := uint64(3); v <= 6; v++ {
+		publish(t, d, checkout, v, fmt.Sprintf(`{"v":%d}`, v))
+	}
+	waitVersion(t, "the node catching up through the region", append(append(onNode, onRegion...), late...), 6)
+
+	// The mirrors hold what the hub holds: 3 versions, 100 pointers.
+	hub := streamState(t, nc, "hub", natsconf.Stream)
+	for _, dom := range []string{"eu-west", "host-1"} {
+		natstest.Eventually(t, 10*time.Second, dom+" mirror holding what the hub holds", func() (bool, string) {
+			got := streamState(t, nc, dom, natsconf.MirrorStream("payments"))
+			return got.Msgs == hub.Msgs && got.Last == hub.Last, fmt.Sprintf("%+v, hub %+v", got, hub)
+		})
+	}
+}
+
+// linkedUp reports whether s has its upstream leafnode connection (a
+// regional server also counts the connections of the nodes below it).
+func linkedUp(s *natstest.TreeServer) bool {
+	lz, err := s.Leafz(nil)
+	if err != nil {
+		return false
+	}
+	for _, l := range lz.Leafs {
+		if l.Name == s.Parent.Spec.Name {
+			return true
+		}
+	}
+	return false
+}
+
+type streamSummary struct{ Msgs, First, Last uint64 }
+
+func streamState(t *testing.T, nc *nats.Conn, domain, name string) streamSummary {
+	t.Helper()
+	js, err := jetstream.NewWithDomain(nc, domain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.Stream(context.Background(), name)
+	if err != nil {
+		t.Fatalf("stream %s in %s: %v", name, domain, err)
+	}
+	i := st.CachedInfo().State
+	return streamSummary{i.Msgs, i.FirstSeq, i.LastSeq}
 }

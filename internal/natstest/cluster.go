@@ -36,6 +36,8 @@ type Tree struct {
 	Keys *natsconf.Keys
 	// TLS is set when every server requires TLS.
 	TLS *natsconf.TLS
+	// MirrorRetain is Mirrors' natsconf.MirrorSpec.Retain (0: its default).
+	MirrorRetain int
 
 	credsDir string
 	creds    map[string]string // user ▶ .creds path
@@ -266,7 +268,7 @@ func (tr *Tree) Mirrors(t testing.TB) {
 		if err != nil {
 			t.Fatalf("jetstream %s: %v", l.Domain(), err)
 		}
-		spec := natsconf.MirrorSpec{Upstream: l.Parent.Domain(), FromHub: l.Parent == tr.Hub, Namespaces: tr.Namespaces}
+		spec := natsconf.MirrorSpec{Upstream: l.Parent.Domain(), FromHub: l.Parent == tr.Hub, Namespaces: tr.Namespaces, Retain: tr.MirrorRetain}
 		if err := natsconf.Mirrors(ctx, js, spec); err != nil {
 			t.Fatalf("%s mirrors: %v", l.Spec.Name, err)
 		}
