@@ -18,6 +18,10 @@
 //
 //	conf, err := natsconf.Generate(natsconf.Spec{Level: natsconf.Node, Name: "node-1", ...})
 //
+// Users log in with passwords (Spec.Passwords) or, in operator mode
+// (Spec.Keys), with .creds files from Keys.UserCreds carrying the same
+// permissions.
+//
 // Mirrors creates (or updates) the per-namespace mirror streams CUECAST_<ns>
 // in a leaf or node domain: filtered to the namespace, numbered like the
 // CUECAST stream (mirrors keep the origin's sequences, which is what pointers
@@ -26,6 +30,6 @@
 // why each namespace reads from its own mirror (client.WithStream).
 //
 // Errors: Generate returns an error wrapping ErrInvalidSpec for a spec that
-// cannot produce a working server; Mirrors returns NATS errors wrapped with
-// the stream they concern.
+// cannot produce a working server; Mirrors returns ErrInvalidSpec for a bad
+// MirrorSpec and NATS errors wrapped with the stream they concern.
 package natsconf

@@ -120,7 +120,8 @@ type TLS struct {
 	VerifyClients bool
 }
 
-// Users lists the users a Spec needs a password for, sorted.
+// Users lists the users of a Spec (each needs a password, or a .creds file
+// in operator mode), sorted.
 func (s Spec) Users() []string {
 	// Every level needs LeafUser: the hub accepts it, a node's remote logs
 	// in with it, a regional leaf does both.
