@@ -63,6 +63,18 @@ function renderOverview(ov) {
   renderTailer(ov.tailer);
   renderStale(ov.stale);
   const parts = [h('h1', {}, 'Configs')];
+  const t = ov.tailer;
+  if (t && t.rewrite) {
+    parts.push(h('section', {class: 'panel danger'}, h('h2', {}, 'Publishing halted: main was rewritten'),
+      h('p', {}, 'The branch tip ', h('code', {}, short(t.rewrite.tip)), ' does not descend from ', h('code', {}, short(t.rewrite.cursor)),
+        `, the last commit processed (detected ${ago(t.rewrite.detected_at)}). Nothing is published until an operator accepts a commit; see docs/OPERATIONS.md.`)));
+  }
+  if (t && t.rejected && t.rejected.length) {
+    parts.push(h('section', {class: 'panel warn'}, h('h2', {}, 'Rejected commits (newest first)'),
+      h('table', {}, h('thead', {}, h('tr', {}, ['commit', 'author', 'message', 'first error', 'errors', 'when'].map(x => h('th', {}, x)))),
+        h('tbody', {}, t.rejected.map(r => h('tr', {}, h('td', {}, commit(r.commit, r.commit_url)), h('td', {}, r.author),
+          h('td', {}, r.message), h('td', {class: 'err'}, r.first), h('td', {}, r.total), h('td', {class: 'muted'}, ago(r.at))))))));
+  }
   if (!ov.namespaces.length) parts.push(h('p', {class: 'muted'}, 'No config has a version yet.'));
   for (const ns of ov.namespaces) {
     const rows = ns.configs.map(c => h('tr', {'data-config': c.config},
@@ -77,7 +89,9 @@ function renderOverview(ov) {
       h('td', {}, count(c.lkg, 'warn')),
       h('td', {}, count(c.unhealthy + c.failing, 'danger'))));
     parts.push(h('section', {class: 'panel'}, h('h2', {}, ns.name),
-      h('table', {class: 'configs'}, h('thead', {}, h('tr', {}, ['config', 'version', 'commit', 'rollout', 'coverage', 'stragglers', 'drift', 'last-known-good', 'unhealthy'].map(t => h('th', {}, t)))),
+      h('table', {class: 'configs'}, h('thead', {}, h('tr', {}, [['config'], ['version'], ['commit'], ['rollout'], ['coverage'], ['behind', 'stragglers: behind the target past the threshold'],
+          ['drift', 'reporting content cuecast did not publish'], ['LKG', 'serving their last-known-good file'],
+          ['bad', 'unhealthy or failing to apply']].map(([t, title]) => h('th', {title}, t)))),
         h('tbody', {}, rows))));
   }
   view.replaceChildren(...parts);
