@@ -43,3 +43,13 @@ func streamName(s string) bool {
 	}
 	return true
 }
+
+// NamespaceStream is the mirror a namespace's services read from in every
+// leaf and node domain of the fan-out tree, when their credentials come from
+// `cuecast nats-config`: WithStream("", NamespaceStream(ns)).
+func NamespaceStream(ns string) string { return "CUECAST_" + ns }
+
+// NamespaceInbox is the inbox prefix those credentials allow a namespace's
+// services to receive replies on: connect with
+// nats.CustomInboxPrefix(NamespaceInbox(ns)).
+func NamespaceInbox(ns string) string { return "_INBOX_" + ns }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/cuecast/cuecast/client"
 	"github.com/cuecast/cuecast/internal/natsconf"
 	"github.com/cuecast/cuecast/internal/natstest"
 )
@@ -161,5 +162,18 @@ func TestGenerateRejects(t *testing.T) {
 				t.Errorf("got %v, want ErrInvalidSpec about %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// The client spells the namespace mirror and inbox itself (it imports no
+// internal package); both spellings must agree.
+func TestClientAgreesOnNamespaceNames(t *testing.T) {
+	for _, ns := range []string{"payments", "search-2"} {
+		if got, want := client.NamespaceStream(ns), natsconf.MirrorStream(ns); got != want {
+			t.Errorf("client.NamespaceStream(%q) = %q, want %q", ns, got, want)
+		}
+		if got, want := client.NamespaceInbox(ns), natsconf.InboxPrefix(ns); got != want {
+			t.Errorf("client.NamespaceInbox(%q) = %q, want %q", ns, got, want)
+		}
 	}
 }
