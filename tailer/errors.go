@@ -19,6 +19,8 @@ var (
 	// push). Nothing is published until AcceptRewrite. The error is a
 	// *RewriteError naming both commits.
 	ErrRewrite = errors.New("history rewritten")
+	// ErrNotHalted: AcceptRewrite on a tailer that is not halted.
+	ErrNotHalted = errors.New("tailer is not halted by a history rewrite")
 	// ErrNoCommit: a SHA (Config.StartAt, AcceptRewrite's argument) that is
 	// not a commit of the repository, or not on the branch's history.
 	ErrNoCommit = errors.New("no such commit")

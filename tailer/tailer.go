@@ -224,9 +224,6 @@ func (t *Tailer) State(ctx context.Context) (State, error) {
 	return st, nil
 }
 
-// ErrNotHalted: AcceptRewrite on a tailer that is not halted.
-var ErrNotHalted = errors.New("tailer is not halted by a history rewrite")
-
 // AcceptRewrite ends a halt caused by a history rewrite: the tailer resumes
 // at commit sha (possibly abbreviated), which the branch tip must be or
 // descend from. That commit compiles every config and publishes a version for
