@@ -173,6 +173,7 @@ function setupActions() {
   token.value = sessionStorage.getItem('cuecast-token') || '';
   token.addEventListener('change', () => sessionStorage.setItem('cuecast-token', token.value));
   const result = document.getElementById('action-result');
+  document.getElementById('action-form').addEventListener('submit', e => e.preventDefault());
   for (const b of document.querySelectorAll('#actions button')) {
     b.addEventListener('click', async () => {
       const action = b.dataset.action;
