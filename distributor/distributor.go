@@ -125,18 +125,19 @@ func (d *Distributor) followPointers() error {
 		return fmt.Errorf("follow pointers: %w", err)
 	}
 	d.ptrSub = sub
-	d.statusCh = d.nc.StatusChanged(nats.CONNECTED)
+	d.statusCh = d.nc.StatusChanged(nats.CONNECTED, nats.CLOSED)
 	d.done = make(chan struct{})
 	go func() {
 		for {
 			select {
 			case <-d.done:
 				return
-			case _, ok := <-d.statusCh:
-				if !ok {
-					return
+			case st, ok := <-d.statusCh:
+				if !ok || st == nats.CLOSED {
+					return // the connection is gone for good
 				}
 				d.ptrs.Clear()
+				d.latestCache.Clear()
 			}
 		}
 	}()
