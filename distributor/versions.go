@@ -66,9 +66,14 @@ type versionKey struct {
 // remember caches sv's address, and sv as the latest version of its config
 // unless a newer one is cached.
 func (d *Distributor) remember(sv storedVersion) {
-	d.recent.Store(versionKey{sv.Config, sv.Version.Version}, sv)
-	if sv.Version.Version > recentVersions {
-		d.recent.Delete(versionKey{sv.Config, sv.Version.Version - recentVersions})
+	n := sv.Version.Version
+	if l, ok := d.latestCache.Load(sv.Config); !ok || n+recentVersions > l.(*storedVersion).Version.Version {
+		// Only recent versions: each newer one evicts the one recentVersions
+		// below it, which bounds the cache at recentVersions per config.
+		d.recent.Store(versionKey{sv.Config, n}, sv)
+	}
+	if n > recentVersions {
+		d.recent.Delete(versionKey{sv.Config, n - recentVersions})
 	}
 	p := &sv
 	for {
