@@ -170,6 +170,15 @@ func (m *Metrics) CountHalt(key, cause string) {
 	m.halts.WithLabelValues(cause).Inc()
 }
 
+// SeenHalt remembers a halt without counting it: one that happened before
+// this process started, found by its first sample, so that a restart does not
+// look like a new halt to increase().
+func (m *Metrics) SeenHalt(key string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.seenHalts[key] = true
+}
+
 // ObserveRollouts records how many rollouts are in each state.
 func (m *Metrics) ObserveRollouts(byState map[string]int) {
 	m.mu.Lock()

@@ -271,3 +271,13 @@ func TestNamesAndLabels(t *testing.T) {
 		}
 	}
 }
+
+func TestSeenHaltIsNotCounted(t *testing.T) {
+	m := New(Options{})
+	m.SeenHalt("r1@t1")
+	m.CountHalt("r1@t1", "unhealthy")
+	m.CountHalt("r1@t2", "unhealthy")
+	if got := testutil.ToFloat64(m.halts.WithLabelValues("unhealthy")); got != 1 {
+		t.Errorf("halts{cause=unhealthy} = %v, want 1 (the halt seen before start is not counted)", got)
+	}
+}

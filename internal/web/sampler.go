@@ -112,7 +112,11 @@ func (s *Server) Sample(ctx context.Context) {
 			for _, rec := range recs {
 				snap.records[rec.Config] = rec
 				for _, r := range []*rollout.Rollout{rec.Current, rec.Superseded} {
-					if r != nil && r.State == rollout.StateHalted {
+					switch {
+					case r == nil || r.State != rollout.StateHalted:
+					case !s.haltsPrimed:
+						s.metrics.SeenHalt(haltKey(r))
+					default:
 						s.metrics.CountHalt(haltKey(r), haltCause(r))
 					}
 				}
@@ -121,6 +125,7 @@ func (s *Server) Sample(ctx context.Context) {
 				}
 			}
 			s.metrics.ObserveRollouts(byState)
+			s.haltsPrimed = true
 		}
 	}
 	if s.o.Tailer != nil {

@@ -112,6 +112,9 @@ type Server struct {
 	poke     chan struct{} // asks Run for a sample now
 	live     *liveFleet
 	acache   map[cuecast.ConfigPath]auditCache
+	// haltsPrimed: the halts found by the first rollout sample were
+	// remembered without being counted (sampling is serialized).
+	haltsPrimed bool
 }
 
 // New checks o and builds the server's routes. It starts nothing: call Run to
