@@ -17,6 +17,14 @@
 //	tw, err := client.Typed[Checkout](ctx, c, "payments/checkout")
 //	v, snap := tw.Value()
 //
+// Signatures: with WithTrustedKeys (or a Keyring shared by the Clients of one
+// process, WithKeyring) every pointer must carry a valid signature of the
+// distributor's key; the pointer's signed checksum and size then authenticate
+// the content, and the version's own signature guards the last-known-good
+// file. Versions only move forward unless a (signed) pointer says rollback;
+// the watcher keeps the previous version so that a rollback to it needs no
+// read.
+//
 // The client does not log: it reports applies, rejections and errors through
 // WithEvents. It never creates JetStream consumers: it core-subscribes to the
 // RePublished subjects and reads with direct gets (docs/PROTOCOL.md). It

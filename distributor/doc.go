@@ -15,6 +15,14 @@
 //	err = d.Deploy(ctx, v)          // every cohort bucket now points at version 1
 //	st, err := d.Status(ctx)        // coverage, stragglers, last-known-good instances
 //
+// The signing key (Options.SigningKey, an nkeys seed; LoadOrCreateKey keeps
+// one in a file) signs every version and pointer. A Distributor remembers
+// the latest version of each config and the current pointers (kept in step
+// with other writers by a core subscription to the RePublished pointers), so
+// publishing and deploying need no reads; every write is still a
+// compare-and-swap on the server, and a lost one reads afresh. Close stops
+// that subscription.
+//
 // A Distributor is safe for concurrent use. Every method takes a context
 // that bounds its requests. Errors wrap the sentinels of package cuecast:
 // ErrNotFound (no such config, version or pointer), ErrConflict (a lost
