@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -108,6 +109,31 @@ func TestWatchCorruptLastKnownGood(t *testing.T) {
 	for !strings.Contains(stdout.String(), "\n") && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
+	// status counts the report web-1 sends (clients spread reports a little
+	// after an apply, so poll while the watcher runs).
+	statusRE := regexp.MustCompile(`(?m)^payments/checkout\s+v1\s+1/1 instances`)
+	var lastStatus string
+	counted := false
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		code, out, errOut := run(ctx, "status", "--nats", p.ClientURL(), "payments/checkout")
+		lastStatus = fmt.Sprintf("exit %d, stdout %q, stderr %q", code, out, errOut)
+		if code == 0 && statusRE.MatchString(out.String()) {
+			counted = true
+			break
+		}
+	}
+	if !counted {
+		t.Errorf("status: %s; want payments/checkout v1 1/1 instances", lastStatus)
+	}
+	code, out, _ := run(ctx, "status", "--nats", p.ClientURL(), "--output", "json")
+	var st []struct {
+		Config    string `json:"config"`
+		Instances int    `json:"instances"`
+		OnLatest  int    `json:"on_latest"`
+	}
+	if err := json.Unmarshal([]byte(out.String()), &st); code != 0 || err != nil || len(st) != 6 {
+		t.Errorf("status --output json: exit %d, %v, %d configs; want 6 configs", code, err, len(st))
+	}
 	stopWatch()
 	if code := <-done; code != 0 {
 		t.Fatalf("watch exit status %d; stderr %q", code, stderr)
@@ -136,18 +162,4 @@ func TestWatchCorruptLastKnownGood(t *testing.T) {
 		t.Errorf("last-known-good file was not replaced with v1: %.200s", b)
 	}
 
-	// status counts the report web-1 sent; it stays live for a few heartbeats.
-	code, out, errOut := run(ctx, "status", "--nats", p.ClientURL(), "payments/checkout")
-	if code != 0 || !regexp.MustCompile(`(?m)^payments/checkout\s+v1\s+1/1 instances`).MatchString(out.String()) {
-		t.Errorf("status: exit %d, stdout %q, stderr %q; want payments/checkout v1 1/1 instances", code, out, errOut)
-	}
-	code, out, _ = run(ctx, "status", "--nats", p.ClientURL(), "--output", "json")
-	var st []struct {
-		Config    string `json:"config"`
-		Instances int    `json:"instances"`
-		OnLatest  int    `json:"on_latest"`
-	}
-	if err := json.Unmarshal([]byte(out.String()), &st); code != 0 || err != nil || len(st) != 6 {
-		t.Fatalf("status --output json: exit %d, %v, %d configs; want 6 configs", code, err, len(st))
-	}
 }
