@@ -71,14 +71,16 @@ Exit status 2 when --repo is not a Git repository or --branch does not exist.`,
 func serveRun(c *cobra.Command, env *Env, opts *ServeOptions) error {
 	ctx := c.Context()
 	log := env.Logger()
+	// The flags without --http would be silently useless; the environment
+	// variables may be set for every invocation and are simply unused then.
+	if opts.HTTP == "" && (opts.OperatorToken != "" || opts.WebhookSecret != "") {
+		return usageErrorf("add --http ADDR", "--operator-token and --webhook-secret need the operations server")
+	}
 	if opts.OperatorToken == "" {
 		opts.OperatorToken = env.Getenv("CUECAST_OPERATOR_TOKEN")
 	}
 	if opts.WebhookSecret == "" {
 		opts.WebhookSecret = env.Getenv("CUECAST_WEBHOOK_SECRET")
-	}
-	if opts.HTTP == "" && (opts.OperatorToken != "" || opts.WebhookSecret != "") {
-		return usageErrorf("add --http ADDR", "--operator-token and --webhook-secret need the operations server")
 	}
 	ext, err := opts.Scale.external(env)
 	if err != nil {
