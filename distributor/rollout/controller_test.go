@@ -295,3 +295,41 @@ func TestOperatorActions(t *testing.T) {
 		t.Errorf("advance: not recorded as emergency")
 	}
 }
+
+// TestLabelAndInstanceStages: stages naming labels or instances move those
+// instances' buckets (and only those) first.
+func TestLabelAndInstanceStages(t *testing.T) {
+	e := newEnv(t, cuecast.Policy{}, rollout.Relaxed)
+	canaryHost := idIn("canary-host", 20, 30, 1)[0]
+	named := idIn("named", 60, 70, 1)[0]
+	other := idIn("other", 80, 100, 1)[0]
+	e.pol.set(cuecast.Policy{Stages: []cuecast.Stage{
+		{Name: "labelled", Labels: map[string]string{"canary": "true"}, Hold: cuecast.Duration(time.Hour)},
+		{Name: "named", Instances: []string{named}, Hold: cuecast.Duration(time.Hour)},
+		{Name: "all", Percent: 100},
+	}}, rollout.Relaxed)
+	e.baseline()
+	lab := e.instanceWith(canaryHost, map[string]string{"canary": "true"})
+	nam := e.instance(named)
+	oth := e.instance(other)
+	waitOn(t, 1, lab, nam, oth)
+	e.waitLive(3)
+
+	e.deploy(e.publish(2, content(2)))
+	rec := e.waitState(2, rollout.StateHolding, 0)
+	if want := []int{cuecast.Cohort(cfg.Namespace(), canaryHost)}; !slices.Equal(rec.Current.Buckets, want) {
+		t.Errorf("labelled stage buckets: got %v, want %v", rec.Current.Buckets, want)
+	}
+	waitOn(t, 2, lab)
+	if nam.version() != 1 || oth.version() != 1 {
+		t.Errorf("labelled stage moved others: %s v%d, %s v%d", nam.id, nam.version(), oth.id, oth.version())
+	}
+	if _, err := e.c.Advance(t.Context(), cfg, rollout.Action{Actor: "ann", Reason: "canary fine"}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitState(2, rollout.StateHolding, 1)
+	waitOn(t, 2, nam)
+	if oth.version() != 1 {
+		t.Errorf("named stage moved %s to v%d", oth.id, oth.version())
+	}
+}

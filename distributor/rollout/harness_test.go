@@ -179,10 +179,16 @@ type instance struct {
 
 func (e *env) instance(id string) *instance {
 	e.t.Helper()
+	return e.instanceWith(id, nil)
+}
+
+// instanceWith starts an instance reporting labels.
+func (e *env) instanceWith(id string, labels map[string]string) *instance {
+	e.t.Helper()
 	in := &instance{id: id}
 	nc := e.srv.Connect(e.t, client.ConnectOptions()...)
 	var wp atomic.Pointer[client.Watcher]
-	cl, err := client.New(nc, client.WithInstance(id), client.WithHeartbeat(heartbeat),
+	cl, err := client.New(nc, client.WithInstance(id), client.WithHeartbeat(heartbeat), client.WithLabels(labels),
 		client.WithHealth(func() cuecast.Health {
 			w := wp.Load()
 			if w != nil && in.sick.Load() != 0 && w.Current().Version == in.sick.Load() {
