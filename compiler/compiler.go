@@ -44,6 +44,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Progress, when set, is called from one goroutine as configs finish.
 	Progress func(done, total int)
+
+	// forceUnify turns off the wrapper packages (wrapConfig), so tests can
+	// check that both ways of applying a namespace schema agree.
+	forceUnify bool
 }
 
 // Result is what a compile found. Invalid configs are reported in Errors and
@@ -298,11 +302,22 @@ func (c *compilation) run(ctx context.Context) error {
 		compile = append(compile, cp)
 	}
 
-	// Namespace schemas are loaded alongside the configs.
+	// Namespace schemas are loaded alongside the configs, and so is a
+	// wrapper package per config that unifies it with its schema (see
+	// wrapConfig).
 	schemaArgs := make(map[string]int) // import path -> index in args
-	args := make([]string, 0, len(compile)+len(man.Namespaces))
+	args := make([]string, 0, 2*len(compile)+len(man.Namespaces))
 	for _, cp := range compile {
 		args = append(args, "./"+string(cp))
+	}
+	wrapArgs := make(map[cuecast.ConfigPath]int)
+	for _, cp := range compile {
+		if !c.opts.forceUnify {
+			if dir, ok := c.wrapConfig(cp, man.Namespaces[cp.Namespace()].Schema); ok {
+				wrapArgs[cp] = len(args)
+				args = append(args, "./"+dir)
+			}
+		}
 	}
 	for _, ns := range sortedKeys(man.Namespaces) {
 		imp, _, ok := splitSchema(man.Namespaces[ns].Schema)
@@ -344,7 +359,11 @@ func (c *compilation) run(ctx context.Context) error {
 		if !ok {
 			continue
 		}
-		jobs = append(jobs, job{cfg: cp, inst: insts[i], schema: s, ns: man.Namespaces[cp.Namespace()]})
+		j := job{cfg: cp, inst: insts[i], schema: s, ns: man.Namespaces[cp.Namespace()]}
+		if w, ok := wrapArgs[cp]; ok && s.inst != nil && insts[w].Err == nil {
+			j.wrap = insts[w]
+		}
+		jobs = append(jobs, j)
 	}
 	if err := c.runJobs(ctx, jobs); err != nil {
 		return err
@@ -381,6 +400,46 @@ func (c *compilation) warnUnused(man *Manifest, deps map[cuecast.ConfigPath][]st
 		c.opts.Logger.Warn("directory holds CUE packages but is not a namespace and no config imports it; if it holds configs, declare it in cuecast.cue",
 			"dir", top)
 	}
+}
+
+// wrapDir holds the wrapper packages wrapConfig writes into the loader's
+// file system. CUE ignores directories starting with '_', so nothing in a
+// repo can be imported from there, and the walk never reads one.
+const wrapDir = "_cuecast"
+
+// wrapConfig adds a package that imports the config and its namespace
+// schema and unifies them: "schema.#Def & config". Evaluating it gives the
+// same value as unifying the evaluated config with the definition, but in one
+// evaluation instead of two, because BuildInstance finalises a package and
+// Value.Unify then evaluates it again. It returns the wrapper's directory,
+// or false (leaving the job to Value.Unify) when the module path or the
+// config's package name is unknown.
+func (c *compilation) wrapConfig(cp cuecast.ConfigPath, schema string) (string, bool) {
+	imp, def, ok := splitSchema(schema)
+	if !ok || c.modPath == "" {
+		return "", false
+	}
+	pkg := ""
+	for _, f := range c.tree.dirs[string(cp)] {
+		if h := c.headers[f]; h.pkg != "" && h.pkg != "_" {
+			pkg = h.pkg
+			break
+		}
+	}
+	if pkg == "" {
+		return "", false
+	}
+	dir := wrapDir + "/" + string(cp)
+	c.mem.add(dir+"/wrap.cue", []byte(fmt.Sprintf(
+		"package cuecastwrap\n\nimport (\n\tcuecastConfig %q\n\tcuecastSchema %q\n)\n\ncuecastSchema.%s & cuecastConfig\n",
+		c.modPath+"/"+string(cp)+":"+pkg, imp, def)))
+	return dir, true
+}
+
+// synthetic reports whether a loader file name is one of the wrapper files.
+func synthetic(name string) bool {
+	name = relFile(name)
+	return name == wrapDir || strings.HasPrefix(name, wrapDir+"/")
 }
 
 func segmentProblem(dir string) string {

@@ -22,7 +22,10 @@
 //     unknown fields are errors).
 //   - Config directory names: each segment [a-z0-9][a-z0-9_-]*.
 //   - The namespace schema: each config is unified with the definition its
-//     namespace names, whether or not the config imports it.
+//     namespace names, whether or not the config imports it. The compiler
+//     evaluates a generated wrapper package, "schema.#Def & config", which
+//     gives the same value as Value.Unify on the evaluated config (tests
+//     hold the two to the same results) in one evaluation instead of two.
 //   - Concreteness: every exported value must be concrete.
 //   - Lints, each with a stable ID and a one-line fix: secrets (secret/…),
 //     size per namespace (size/config-too-large), files that are not UTF-8,

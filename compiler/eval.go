@@ -57,7 +57,10 @@ type job struct {
 	cfg    cuecast.ConfigPath
 	inst   *build.Instance
 	schema *nsSchema
-	ns     Namespace
+	// wrap, when set, is the wrapper package unifying the config with its
+	// namespace schema (see wrapConfig); it replaces inst for evaluation.
+	wrap *build.Instance
+	ns   Namespace
 }
 
 type jobResult struct {
@@ -193,8 +196,14 @@ func (c *compilation) eval(wc *workerContext, j job) (r jobResult) {
 		r.errs = c.cueErrors(j.inst.Err, j.cfg, own, cue.Value{})
 		return r
 	}
-	v := wc.cue.BuildInstance(j.inst)
-	if j.schema.inst != nil {
+	var v cue.Value
+	switch {
+	case j.wrap != nil:
+		v = wc.cue.BuildInstance(j.wrap)
+	default:
+		v = wc.cue.BuildInstance(j.inst)
+	}
+	if j.schema.inst != nil && j.wrap == nil {
 		// The config is not evaluated on its own first: unifying the
 		// unevaluated value with the definition evaluates both in one pass.
 		s, ok := wc.schemas[j.schema]
@@ -264,7 +273,9 @@ func instanceFiles(insts ...*build.Instance) []string {
 		}
 		seen[i] = true
 		for _, f := range i.BuildFiles {
-			files = append(files, relFile(f.Filename))
+			if !synthetic(f.Filename) {
+				files = append(files, relFile(f.Filename))
+			}
 		}
 		for _, imp := range i.Imports {
 			visit(imp)
@@ -294,11 +305,13 @@ func (c *compilation) cueErrors(err error, cfg cuecast.ConfigPath, ownDirs []str
 	var conflicts []conflict
 	for _, e := range list {
 		var poss []token.Pos
-		if p := e.Position(); p.IsValid() {
+		// The wrapper file is nobody's to edit; its positions would only
+		// send readers looking for a file that does not exist.
+		if p := e.Position(); p.IsValid() && !synthetic(p.Filename()) {
 			poss = append(poss, p)
 		}
 		for _, p := range e.InputPositions() {
-			if p.IsValid() {
+			if p.IsValid() && !synthetic(p.Filename()) {
 				poss = append(poss, p)
 			}
 		}
