@@ -40,7 +40,7 @@
 // commit that changed it (checked against the dependency index before and
 // after the compile; anything doubtful goes commit by commit). Every version
 // is published, but only each config's newest is deployed, when the batch
-// ends (every 30 s in a long one): the configs still to deploy are saved with
+// ends (every 5 minutes in a long one): the configs still to deploy are saved with
 // the cursor in State.Undeployed, so a crash cannot lose a deploy.
 //
 // # Commits that do not compile
