@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/client"
@@ -395,5 +396,50 @@ func TestConnectionClosed(t *testing.T) {
 	})
 	if s := w.Current(); s.Version != 1 {
 		t.Fatalf("Current after close: got %d, want 1", s.Version)
+	}
+}
+
+// TestLastKnownGoodSignature: with trusted keys, a last-known-good file is
+// served only if its version's signature verifies.
+func TestLastKnownGoodSignature(t *testing.T) {
+	e := newEnv(t, envOpts{signed: true})
+	e.ship(1, body(1))
+	path := lkgPath(t)
+	c, ev := e.newClient("writer", client.WithTrustedKeys(e.pub))
+	w := watch(t, c, client.LastKnownGood(path))
+	waitVersion(t, w, ev, 1)
+	w.Stop()
+
+	other, _ := nkeys.CreateAccount()
+	otherPub, _ := other.PublicKey()
+	tests := []struct {
+		name   string
+		key    string
+		loaded bool
+	}{
+		{"trusted key", e.pub, true},
+		{"another key", otherPub, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// A connection to nowhere: only the file can provide a value.
+			nc, err := nats.Connect("nats://127.0.0.1:1", client.ConnectOptions()...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(nc.Close)
+			c, ev := newClientOn(t, nc, "reader", client.WithTrustedKeys(tt.key))
+			w := watch(t, c, client.LastKnownGood(path))
+			if got := w.Current().Version == 1; got != tt.loaded {
+				t.Fatalf("served the file: got %t, want %t; events:%s", got, tt.loaded, ev)
+			}
+			if !tt.loaded {
+				if _, ok := ev.find(func(e client.Event) bool {
+					return e.Kind == client.EventError && errors.Is(e.Err, cuecast.ErrBadSignature)
+				}); !ok {
+					t.Fatalf("no bad-signature event; events:%s", ev)
+				}
+			}
+		})
 	}
 }
