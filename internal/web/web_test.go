@@ -116,6 +116,10 @@ func TestMetricsDuringRun(t *testing.T) {
 
 func TestHealthAndReadiness(t *testing.T) {
 	f := start(t, fixtureOptions{})
+	eventually(t, "the first commit's configs listed", func() (bool, string) {
+		_, body := get(t, f.base+"/api/overview")
+		return strings.Contains(body, `"config":"payments/checkout"`), body
+	})
 	for _, c := range []struct {
 		path, body string
 	}{
