@@ -439,7 +439,7 @@ func mergeDisjunctionErrors(out []Error, cs []conflict) []Error {
 			drop[c.idx] = true
 		}
 		slices.Sort(others)
-		slices.Sort(see)
+		slices.SortFunc(see, comparePos)
 		msg := fmt.Sprintf("%s: %s is none of %s", g[0].path, common, strings.Join(slices.Compact(others), ", "))
 		if len(see) > 0 {
 			msg += " (see " + strings.Join(slices.Compact(see), ", ") + ")"
@@ -496,4 +496,33 @@ func dedupePos(ps []token.Pos) []token.Pos {
 // ...") onto one line, the way compiler output is read and grepped.
 func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
+}
+
+// comparePos orders "file:line:col" strings by file, then numerically by
+// line and column, so schemas/a.cue:7:9 comes before schemas/a.cue:19:9.
+func comparePos(a, b string) int {
+	split := func(s string) (string, int, int) {
+		rest, c, _ := cutLast(s)
+		file, l, _ := cutLast(rest)
+		line, _ := strconv.Atoi(l)
+		col, _ := strconv.Atoi(c)
+		return file, line, col
+	}
+	fa, la, ca := split(a)
+	fb, lb, cb := split(b)
+	if c := strings.Compare(fa, fb); c != 0 {
+		return c
+	}
+	if la != lb {
+		return la - lb
+	}
+	return ca - cb
+}
+
+func cutLast(s string) (before, after string, found bool) {
+	i := strings.LastIndexByte(s, ':')
+	if i < 0 {
+		return s, "", false
+	}
+	return s[:i], s[i+1:], true
 }

@@ -136,3 +136,21 @@ func TestSplitSchema(t *testing.T) {
 		}
 	}
 }
+
+func TestComparePos(t *testing.T) {
+	tests := []struct {
+		a, b string
+		want int // sign
+	}{
+		{"schemas/a.cue:7:9", "schemas/a.cue:19:9", -1},
+		{"schemas/a.cue:7:28", "schemas/a.cue:7:7", 1},
+		{"a.cue:9:1", "b.cue:1:1", -1},
+		{"x.cue:3:3", "x.cue:3:3", 0},
+	}
+	for _, tt := range tests {
+		got := comparePos(tt.a, tt.b)
+		if (got < 0) != (tt.want < 0) || (got > 0) != (tt.want > 0) {
+			t.Errorf("comparePos(%q, %q) = %d, want sign %d", tt.a, tt.b, got, tt.want)
+		}
+	}
+}
