@@ -197,15 +197,14 @@ func (c *compilation) eval(wc *workerContext, j job) (r jobResult) {
 		return r
 	}
 	var v cue.Value
-	switch {
-	case j.wrap != nil:
-		v = wc.cue.BuildInstance(j.wrap)
-	default:
+	if j.wrap != nil {
+		v = wc.cue.BuildInstance(j.wrap) // config & schema, one evaluation
+	} else {
 		v = wc.cue.BuildInstance(j.inst)
 	}
 	if j.schema.inst != nil && j.wrap == nil {
-		// The config is not evaluated on its own first: unifying the
-		// unevaluated value with the definition evaluates both in one pass.
+		// No wrapper could be made (see wrapConfig): unify the evaluated
+		// config with the definition, which evaluates it a second time.
 		s, ok := wc.schemas[j.schema]
 		if !ok {
 			s = wc.cue.BuildInstance(j.schema.inst)
