@@ -324,19 +324,37 @@ func (c *Controller) reports(ctx context.Context, cfg cuecast.ConfigPath) ([]cue
 		if err := f.track(cfg, nil); err != nil {
 			return nil, err
 		}
+		// The seed is bounded: a slow read of a large fleet must not stall
+		// the controller; the subscription fills the view within a heartbeat.
+		sctx, cancel := context.WithTimeout(ctx, seedTimeout)
+		defer cancel()
+		rs, err := c.d.Reports(sctx, cfg)
+		if err != nil {
+			c.log.Warn("could not seed the reports of a rollout; the view fills as instances report", "config", cfg, "err", err)
+		}
+		_ = f.track(cfg, rs) // already tracked: no subscription to fail
+		rs, _ = f.live(cfg)
+		return rs, nil
 	}
 	rs, err := c.d.Reports(ctx, cfg)
 	if err != nil {
-		if f != nil {
-			f.untrack(cfg)
-		}
 		return nil, fmt.Errorf("read reports: %w", err)
 	}
-	if f != nil {
-		_ = f.track(cfg, rs) // already tracked: no subscription to fail
-		rs, _ = f.live(cfg)
-	}
 	return rs, nil
+}
+
+// seedTimeout bounds the read of a config's reports when its rollout starts.
+const seedTimeout = 5 * time.Second
+
+// needsReports says whether computing stage i's buckets needs the live
+// reports (for label selectors).
+func needsReports(p cuecast.Policy, i int) bool {
+	for j := 0; j <= i && j < len(p.Stages); j++ {
+		if len(p.Stages[j].Labels) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // settle runs cfg's record through its transitions until it must wait.
@@ -416,9 +434,12 @@ func (c *Controller) transition(ctx context.Context, rec *Record, force bool) ([
 	}
 	switch r.State {
 	case StateMoving:
-		reports, err := c.reports(ctx, cfg)
-		if err != nil {
-			return nil, false, err
+		var reports []cuecast.Report
+		if r.Buckets == nil && needsReports(r.Policy, r.Stage) {
+			var err error
+			if reports, err = c.reports(ctx, cfg); err != nil {
+				return nil, false, err
+			}
 		}
 		if r.Buckets == nil {
 			r.Buckets = stageBuckets(cfg.Namespace(), r.Policy, r.Stage, reports)
