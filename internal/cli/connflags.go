@@ -11,10 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/pflag"
 
-	"github.com/cuecast/cuecast"
-	"github.com/cuecast/cuecast/client"
 	"github.com/cuecast/cuecast/distributor"
-	"github.com/cuecast/cuecast/internal/natsconf"
 	"github.com/cuecast/cuecast/internal/pipeline"
 )
 
@@ -121,19 +118,4 @@ func (s *ServeScale) external(env *Env) (pipeline.External, error) {
 		return pipeline.External{}, err
 	}
 	return pipeline.External{NATS: s.NATS, NATSOptions: opts, Replicas: s.Replicas, LeaseTTL: cmp.Or(s.LeaseTTL, 10*time.Second)}, nil
-}
-
-// scaleOptions are watch's connection and client options for credentials,
-// TLS and the namespace mirror.
-func (o *WatchOptions) scaleOptions(env *Env) ([]nats.Option, []client.Option, error) {
-	connOpts, err := o.Conn.Options(env)
-	if err != nil {
-		return nil, nil, err
-	}
-	if !o.NamespaceMirror {
-		return connOpts, nil, nil
-	}
-	ns := cuecast.ConfigPath(o.Config).Namespace()
-	connOpts = append(connOpts, nats.CustomInboxPrefix(natsconf.InboxPrefix(ns)))
-	return connOpts, []client.Option{client.WithStream("", natsconf.MirrorStream(ns))}, nil
 }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
 	"github.com/cuecast/cuecast"
@@ -13,15 +12,9 @@ import (
 
 // WatchOptions are the flags of `cuecast watch`.
 type WatchOptions struct {
-	Config   string
-	Instance string
-	NATS     string
-	LKG      string
-	Labels   map[string]string
-	// Conn and NamespaceMirror: credentials, TLS, and reading from the
-	// namespace's mirror (connflags.go, docs/SCALING.md).
-	Conn            ConnFlags
-	NamespaceMirror bool
+	Config string
+	LKG    string
+	serviceFlags
 }
 
 func newWatchCmd(env *Env, runF func(*cobra.Command, *WatchOptions) error) *cobra.Command {
@@ -42,8 +35,8 @@ said on stderr; watch keeps running until interrupted.`,
 			if err := cuecast.ConfigPath(opts.Config).Validate(); err != nil {
 				return &UsageError{Err: err, Hint: "pass --config <namespace>/<name>, like payments/checkout"}
 			}
-			if err := cuecast.ValidateInstance(opts.Instance); err != nil {
-				return &UsageError{Err: err, Hint: "pass --instance with a stable ID for this service instance"}
+			if err := opts.validate(); err != nil {
+				return err
 			}
 			if runF != nil {
 				return runF(c, opts)
@@ -52,12 +45,8 @@ said on stderr; watch keeps running until interrupted.`,
 		},
 	}
 	cmd.Flags().StringVar(&opts.Config, "config", "", "config path to watch, like payments/checkout")
-	cmd.Flags().StringVar(&opts.Instance, "instance", "", "this instance's ID (its cohort is derived from it)")
-	cmd.Flags().StringVar(&opts.NATS, "nats", nats.DefaultURL, "NATS server URL")
 	cmd.Flags().StringVar(&opts.LKG, "lkg", "", "last-known-good file: read at start, rewritten atomically on every apply")
-	cmd.Flags().StringToStringVar(&opts.Labels, "label", nil, "labels reported with this instance, like --label canary=true")
-	opts.Conn.Register(cmd.Flags())
-	cmd.Flags().BoolVar(&opts.NamespaceMirror, "namespace-mirror", false, "read from the namespace's mirror CUECAST_<ns> with the namespace's inbox prefix, as service credentials from `cuecast nats-config` require")
+	opts.register(cmd.Flags())
 	return cmd
 }
 
@@ -74,29 +63,11 @@ type appliedLine struct {
 
 func watchRun(c *cobra.Command, env *Env, opts *WatchOptions) error {
 	ctx := c.Context()
-	connOpts, clientOpts, err := opts.scaleOptions(env)
+	nc, cl, err := opts.connect(env, "watch", cuecast.ConfigPath(opts.Config).Namespace())
 	if err != nil {
 		return err
 	}
-	nc, err := nats.Connect(opts.NATS, append([]nats.Option{
-		nats.Name("cuecast watch " + opts.Instance),
-		nats.RetryOnFailedConnect(true),
-		nats.MaxReconnects(-1),
-		nats.ReconnectWait(250 * time.Millisecond),
-		nats.ReconnectJitter(250*time.Millisecond, time.Second),
-	}, connOpts...)...)
-	if err != nil {
-		return fmt.Errorf("connect %s: %w", opts.NATS, err)
-	}
 	defer nc.Close()
-	cl, err := client.New(nc, append([]client.Option{
-		client.WithInstance(opts.Instance),
-		client.WithLabels(opts.Labels),
-		client.WithEvents(func(ev client.Event) { fmt.Fprintf(env.IO.ErrOut, "watch %s: %s\n", opts.Instance, ev) }),
-	}, clientOpts...)...)
-	if err != nil {
-		return fmt.Errorf("start client: %w", err)
-	}
 	var wopts []client.WatchOption
 	if opts.LKG != "" {
 		wopts = append(wopts, client.LastKnownGood(opts.LKG))

@@ -1,0 +1,289 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/client"
+)
+
+// AgentOptions are the flags of `cuecast agent`.
+type AgentOptions struct {
+	Configs     []string
+	Dir         string
+	Exec        string
+	Signal      string
+	ExecTimeout time.Duration
+	Quiet       time.Duration
+	serviceFlags
+}
+
+func newAgentCmd(env *Env, runF func(*cobra.Command, *AgentOptions) error) *cobra.Command {
+	opts := &AgentOptions{}
+	cmd := &cobra.Command{
+		Use:   "agent --instance ID --config PATH... --dir OUT",
+		Short: "Keep configs as files for services not written in Go, and tell them on change",
+		Long: `Agent is the client library as a sidecar. For each --config it keeps the applied
+version's JSON in OUT/<config path>.json, replaced by an atomic rename so the service
+never reads half a file, and removes the file when the config is deleted on main.
+Last-known-good copies live in OUT/.cuecast/, so the files are there at start even
+while NATS is down.
+
+After a change (changes arriving together are coalesced) it runs --exec through
+sh -c, with CUECAST_CONFIG, CUECAST_VERSION and CUECAST_FILE set to the last change,
+or sends --signal to a process, like consul-template. A failing command is said on
+stderr and makes the instance report itself unhealthy until the next success, so a
+staged rollout halts on it.
+
+Each file written is printed as one JSON line on stdout.`,
+		Example: `  cuecast agent --instance web-1 --config payments/checkout --config payments/refunds \
+      --dir /etc/app/config --exec 'systemctl reload app'
+  cuecast agent --instance web-1 --config search/ranking --dir ./cfg --signal "$(cat app.pid):HUP"`,
+		RunE: func(c *cobra.Command, args []string) error {
+			if err := opts.validateAgent(); err != nil {
+				return err
+			}
+			if runF != nil {
+				return runF(c, opts)
+			}
+			return agentRun(c.Context(), env, opts)
+		},
+	}
+	cmd.Flags().StringArrayVar(&opts.Configs, "config", nil, "config path to keep as a file (repeatable)")
+	cmd.Flags().StringVar(&opts.Dir, "dir", "", "directory to write OUT/<config path>.json into")
+	cmd.Flags().StringVar(&opts.Exec, "exec", "", "command to run (sh -c) after a change")
+	cmd.Flags().StringVar(&opts.Signal, "signal", "", "PID:SIGNAL to send after a change, like 1234:HUP")
+	cmd.Flags().DurationVar(&opts.ExecTimeout, "exec-timeout", 30*time.Second, "how long --exec may run")
+	cmd.Flags().DurationVar(&opts.Quiet, "quiet", 100*time.Millisecond, "wait this long after a change for others before running --exec or --signal")
+	opts.register(cmd.Flags())
+	return cmd
+}
+
+func (o *AgentOptions) validateAgent() error {
+	if err := o.validate(); err != nil {
+		return err
+	}
+	if len(o.Configs) == 0 {
+		return usageErrorf("pass --config at least once", "no config to keep")
+	}
+	seen := map[string]bool{}
+	for _, c := range o.Configs {
+		if err := cuecast.ConfigPath(c).Validate(); err != nil {
+			return &UsageError{Err: err, Hint: "name configs by their directory, like payments/checkout"}
+		}
+		if seen[c] {
+			return usageErrorf("name each config once", "--config %s given twice", c)
+		}
+		seen[c] = true
+		if o.NamespaceMirror && cuecast.ConfigPath(c).Namespace() != cuecast.ConfigPath(o.Configs[0]).Namespace() {
+			return usageErrorf("run one agent per namespace with --namespace-mirror", "--namespace-mirror reads one namespace, but %s and %s differ", o.Configs[0], c)
+		}
+	}
+	if o.Dir == "" {
+		return usageErrorf("pass --dir", "no output directory")
+	}
+	if o.Exec != "" && o.Signal != "" {
+		return usageErrorf("pass either --exec or --signal", "--exec and --signal both given")
+	}
+	if o.Signal != "" {
+		if _, _, err := parseSignal(o.Signal); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+var signalNames = map[string]syscall.Signal{
+	"HUP": syscall.SIGHUP, "USR1": syscall.SIGUSR1, "USR2": syscall.SIGUSR2,
+	"INT": syscall.SIGINT, "TERM": syscall.SIGTERM, "QUIT": syscall.SIGQUIT,
+}
+
+func parseSignal(s string) (int, syscall.Signal, error) {
+	pidStr, name, ok := strings.Cut(s, ":")
+	pid, err := strconv.Atoi(pidStr)
+	if !ok || err != nil || pid <= 0 {
+		return 0, 0, usageErrorf("write it as PID:SIGNAL, like 1234:HUP", "--signal %q: no process ID", s)
+	}
+	sig, ok := signalNames[strings.TrimPrefix(strings.ToUpper(name), "SIG")]
+	if !ok {
+		return 0, 0, usageErrorf("use HUP, USR1, USR2, INT, TERM or QUIT", "--signal %q: unknown signal %q", s, name)
+	}
+	return pid, sig, nil
+}
+
+// agent runs one watcher per config and one notifier for them all.
+type agent struct {
+	env  *Env
+	opts *AgentOptions
+
+	mu      sync.Mutex
+	healthy bool
+	lastErr string
+	last    client.Snapshot // the newest change, for --exec's environment
+	kick    chan struct{}
+}
+
+// writtenLine is what agent prints per file it writes or removes.
+type writtenLine struct {
+	Config  cuecast.ConfigPath `json:"config"`
+	Version uint64             `json:"version"`
+	File    string             `json:"file"`
+	Deleted bool               `json:"deleted,omitempty"`
+}
+
+func agentRun(ctx context.Context, env *Env, opts *AgentOptions) error {
+	a := &agent{env: env, opts: opts, healthy: true, kick: make(chan struct{}, 1)}
+	if err := os.MkdirAll(filepath.Join(opts.Dir, ".cuecast"), 0o755); err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	nc, cl, err := opts.connect(env, "agent", cuecast.ConfigPath(opts.Configs[0]).Namespace(), client.WithHealth(a.health))
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, len(opts.Configs))
+	for _, c := range opts.Configs {
+		cfg := cuecast.ConfigPath(c)
+		lkg := filepath.Join(opts.Dir, ".cuecast", filepath.FromSlash(c)+".lkg")
+		if err := os.MkdirAll(filepath.Dir(lkg), 0o755); err != nil {
+			return fmt.Errorf("agent: %w", err)
+		}
+		w, err := cl.Watch(ctx, cfg, client.LastKnownGood(lkg))
+		if err != nil {
+			return fmt.Errorf("watch %s: %w", cfg, err)
+		}
+		defer w.Stop()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for s := range w.Updates() {
+				if err := a.write(s); err != nil {
+					errs <- err
+					cancel()
+					return
+				}
+			}
+		}()
+	}
+	notifyDone := make(chan struct{})
+	go func() { defer close(notifyDone); a.notifyLoop(ctx) }()
+	<-ctx.Done()
+	wg.Wait()
+	<-notifyDone
+	select {
+	case err := <-errs:
+		return err
+	default:
+		return nil
+	}
+}
+
+// write puts one snapshot on disk and asks for a notification.
+func (a *agent) write(s client.Snapshot) error {
+	path := filepath.Join(a.opts.Dir, filepath.FromSlash(string(s.Config))+".json")
+	line := writtenLine{Config: s.Config, Version: s.Version, File: path, Deleted: s.Deleted}
+	if s.Deleted {
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("agent: remove %s: %w", path, err)
+		}
+	} else if err := writeFileAtomic(path, s.Content); err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	if err := jsonLine(a.env.IO.Out).Encode(line); err != nil {
+		return err
+	}
+	a.mu.Lock()
+	a.last = s
+	a.mu.Unlock()
+	select {
+	case a.kick <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// notifyLoop runs the command or sends the signal once per burst of changes.
+func (a *agent) notifyLoop(ctx context.Context) {
+	if a.opts.Exec == "" && a.opts.Signal == "" {
+		return
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-a.kick:
+		}
+		quiet := time.NewTimer(a.opts.Quiet)
+		for waiting := true; waiting; {
+			select {
+			case <-ctx.Done():
+				quiet.Stop()
+				return
+			case <-a.kick:
+				quiet.Reset(a.opts.Quiet)
+			case <-quiet.C:
+				waiting = false
+			}
+		}
+		err := a.notify(ctx)
+		a.mu.Lock()
+		a.healthy, a.lastErr = err == nil, ""
+		if err != nil {
+			a.lastErr = err.Error()
+		}
+		a.mu.Unlock()
+		if err != nil {
+			fmt.Fprintf(a.env.IO.ErrOut, "agent %s: %v\n", a.opts.Instance, err)
+		}
+	}
+}
+
+func (a *agent) notify(ctx context.Context) error {
+	if a.opts.Signal != "" {
+		pid, sig, _ := parseSignal(a.opts.Signal)
+		if err := syscall.Kill(pid, sig); err != nil {
+			return fmt.Errorf("signal %s: %w", a.opts.Signal, err)
+		}
+		return nil
+	}
+	a.mu.Lock()
+	last := a.last
+	a.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, a.opts.ExecTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "sh", "-c", a.opts.Exec)
+	cmd.Env = append(os.Environ(),
+		"CUECAST_CONFIG="+string(last.Config),
+		"CUECAST_VERSION="+strconv.FormatUint(last.Version, 10),
+		"CUECAST_FILE="+filepath.Join(a.opts.Dir, filepath.FromSlash(string(last.Config))+".json"),
+	)
+	cmd.Stdout, cmd.Stderr = a.env.IO.ErrOut, a.env.IO.ErrOut
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("--exec %q: %w", a.opts.Exec, err)
+	}
+	return nil
+}
+
+// health is what the agent reports: unhealthy while the service's reload
+// command fails, so a rollout halts rather than spreading a config the
+// service cannot take.
+func (a *agent) health() cuecast.Health {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return cuecast.Health{Healthy: a.healthy, Detail: a.lastErr}
+}

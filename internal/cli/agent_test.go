@@ -1,0 +1,153 @@
+package cli_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cuecast/cuecast/internal/cli"
+	"github.com/cuecast/cuecast/internal/gittest"
+	"github.com/cuecast/cuecast/internal/iostreams"
+	"github.com/cuecast/cuecast/internal/pipeline"
+)
+
+func startPipeline(t *testing.T, repo *gittest.Repo) *pipeline.Pipeline {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	p, err := pipeline.Start(ctx, pipeline.Config{Repo: repo.Dir, Branch: "main", DataDir: t.TempDir(), Listen: "127.0.0.1:0", Interval: 20 * time.Millisecond})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); p.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done; p.Close() })
+	return p
+}
+
+// startCmd runs a long-lived command (agent, watch) until the test ends.
+func startCmd(t *testing.T, args ...string) (stdout, stderr *syncBuffer) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	stdout, stderr = &syncBuffer{}, &syncBuffer{}
+	done := make(chan int, 1)
+	go func() {
+		io := &iostreams.IOStreams{In: strings.NewReader(""), Out: stdout, ErrOut: stderr}
+		done <- cli.Main(ctx, args, io, func(string) string { return "" })
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if code := <-done; code != 0 {
+			t.Errorf("%s exited %d; stderr %q", args[0], code, stderr)
+		}
+	})
+	return stdout, stderr
+}
+
+func await(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
+
+func fileContains(path, want string) func() bool {
+	return func() bool {
+		b, err := os.ReadFile(path)
+		return err == nil && strings.Contains(string(b), want)
+	}
+}
+
+func TestAgentWritesFilesAndRunsExec(t *testing.T) {
+	repo := exampleRepo(t)
+	p := startPipeline(t, repo)
+	out := t.TempDir()
+	log := filepath.Join(t.TempDir(), "reloads")
+	stdout, _ := startCmd(t, "agent", "--nats", p.ClientURL(), "--instance", "sidecar-1",
+		"--trusted-key", p.PublicKey,
+		"--config", "payments/checkout", "--config", "search/ranking", "--dir", out,
+		"--exec", `echo "$CUECAST_CONFIG $CUECAST_VERSION $CUECAST_FILE" >> `+log)
+
+	checkout := filepath.Join(out, "payments", "checkout.json")
+	await(t, "both files", func() bool {
+		return fileContains(checkout, `"currency":"EUR"`)() && fileContains(filepath.Join(out, "search", "ranking.json"), "{")()
+	})
+	await(t, "a reload after the first files", fileContains(log, " 1 "))
+
+	path := filepath.Join(repo.Dir, "payments", "checkout", "checkout.cue")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo.CommitFiles("checkout: bill in dollars", map[string]string{
+		"payments/checkout/checkout.cue": strings.Replace(string(b), `"EUR"`, `"USD"`, 1),
+	})
+	p.Tailer.Wake()
+	await(t, "the changed file", fileContains(checkout, `"currency":"USD"`))
+	await(t, "a reload naming v2", fileContains(log, "payments/checkout 2 "+checkout))
+	if !strings.Contains(stdout.String(), `"config":"payments/checkout","version":2`) {
+		t.Errorf("stdout lacks the written line for v2: %q", stdout)
+	}
+	// The last-known-good copies live beside, not in, the service's files.
+	if _, err := os.Stat(filepath.Join(out, ".cuecast", "payments", "checkout.lkg")); err != nil {
+		t.Errorf("last-known-good copy: %v", err)
+	}
+
+	// A config deleted on main disappears from the directory.
+	repo.Remove("search/ranking")
+	repo.Commit("search: retire ranking")
+	p.Tailer.Wake()
+	await(t, "ranking.json removed", func() bool {
+		_, err := os.Stat(filepath.Join(out, "search", "ranking.json"))
+		return os.IsNotExist(err)
+	})
+}
+
+func TestAgentSignal(t *testing.T) {
+	repo := exampleRepo(t)
+	p := startPipeline(t, repo)
+	dir := t.TempDir()
+	marker, ready := filepath.Join(dir, "hups"), filepath.Join(dir, "ready")
+	// A stand-in service that counts SIGHUPs, and says when its trap is set.
+	svc := exec.Command("sh", "-c", `trap 'echo hup >> `+marker+`' HUP; echo ok > `+ready+`; while :; do sleep 0.05; done`)
+	if err := svc.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { svc.Process.Kill(); svc.Wait() })
+	await(t, "the service's trap", fileContains(ready, "ok"))
+	startCmd(t, "agent", "--nats", p.ClientURL(), "--instance", "sidecar-2",
+		"--config", "payments/refunds", "--dir", t.TempDir(),
+		"--signal", strconv.Itoa(svc.Process.Pid)+":HUP")
+	await(t, "a SIGHUP to the service", fileContains(marker, "hup"))
+}
+
+func TestAgentUsage(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no config", []string{"--instance", "a", "--dir", "d"}, "no config to keep"},
+		{"no dir", []string{"--instance", "a", "--config", "payments/checkout"}, "no output directory"},
+		{"bad signal", []string{"--instance", "a", "--config", "payments/checkout", "--dir", "d", "--signal", "12:BOOM"}, "unknown signal"},
+		{"no pid", []string{"--instance", "a", "--config", "payments/checkout", "--dir", "d", "--signal", "HUP"}, "no process ID"},
+		{"exec and signal", []string{"--instance", "a", "--config", "payments/checkout", "--dir", "d", "--exec", "true", "--signal", "1:HUP"}, "both given"},
+		{"twice", []string{"--instance", "a", "--config", "payments/checkout", "--config", "payments/checkout", "--dir", "d"}, "given twice"},
+		{"bad instance", []string{"--instance", "a b", "--config", "payments/checkout", "--dir", "d"}, "invalid instance id"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, stderr := run(context.Background(), append([]string{"agent"}, tc.args...)...)
+			if code != cli.ExitUsage || !strings.Contains(stderr.String(), tc.want) {
+				t.Errorf("got exit %d, stderr %q; want %d mentioning %q", code, stderr, cli.ExitUsage, tc.want)
+			}
+		})
+	}
+}
