@@ -119,3 +119,16 @@ func (s *ServeScale) external(env *Env) (pipeline.External, error) {
 	}
 	return pipeline.External{NATS: s.NATS, NATSOptions: opts, Replicas: s.Replicas, LeaseTTL: cmp.Or(s.LeaseTTL, 10*time.Second)}, nil
 }
+
+// dial connects an operator command (status, log, tailer) to serve's NATS.
+func dial(env *Env, url, name string, conn *ConnFlags) (*nats.Conn, error) {
+	connOpts, err := conn.Options(env)
+	if err != nil {
+		return nil, err
+	}
+	nc, err := nats.Connect(url, append([]nats.Option{nats.Name(name), nats.Timeout(5 * time.Second)}, connOpts...)...)
+	if err != nil {
+		return nil, fmt.Errorf("connect %s: %w (is `cuecast serve` running?)", url, err)
+	}
+	return nc, nil
+}

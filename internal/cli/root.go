@@ -75,6 +75,8 @@ Exit codes: 0 ok, 1 cuecast failed, 2 wrong usage, 3 invalid configs, 4 halted o
 		newWatchCmd(env, nil),
 		newAgentCmd(env, nil),
 		newStatusCmd(env, nil),
+		newLogCmd(env, nil),
+		newTailerCmd(env, nil),
 		newDemoCmd(env, nil),
 		newRolloutCmd(env, nil),
 		newRollbackCmd(env, nil),

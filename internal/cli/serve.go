@@ -128,6 +128,8 @@ func repoError(err error) error {
 		return &UsageError{Err: err, Hint: "point --repo at a Git work tree, a bare repository or a clone URL"}
 	case errors.Is(err, tailer.ErrNoBranch):
 		return &UsageError{Err: err, Hint: "pass --branch with a branch that exists"}
+	case errors.Is(err, tailer.ErrAuth):
+		return &UsageError{Err: err, Hint: "check the credentials for the remote repository"}
 	case errors.Is(err, tailer.ErrNoCommit), errors.Is(err, tailer.ErrInvalidConfig):
 		return &UsageError{Err: err}
 	}

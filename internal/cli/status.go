@@ -5,10 +5,12 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/distributor"
+	"github.com/cuecast/cuecast/tailer"
 )
 
 // StatusOptions are the flags of `cuecast status`.
@@ -67,13 +69,9 @@ heartbeats).`,
 
 func statusRun(c *cobra.Command, env *Env, opts *StatusOptions) error {
 	ctx := c.Context()
-	connOpts, err := opts.Conn.Options(env)
+	nc, err := dial(env, opts.NATS, "cuecast status", &opts.Conn)
 	if err != nil {
 		return err
-	}
-	nc, err := nats.Connect(opts.NATS, append([]nats.Option{nats.Name("cuecast status"), nats.Timeout(5 * time.Second)}, connOpts...)...)
-	if err != nil {
-		return fmt.Errorf("connect %s: %w (is `cuecast serve` running?)", opts.NATS, err)
 	}
 	defer nc.Close()
 	d, err := openDistributor(ctx, nc, env)
@@ -110,6 +108,13 @@ func statusRun(c *cobra.Command, env *Env, opts *StatusOptions) error {
 		tw.row(string(s.Config), ver, fmt.Sprintf("%d/%d instances", s.OnLatest, s.Instances), shortCommit(s.Latest.Commit))
 	}
 	tw.flush()
+	// A halted tailer is the loudest news: nothing new reaches the fleet.
+	if js, err := jetstream.New(nc); err == nil {
+		if ts, err := tailer.LoadState(ctx, js, "default"); err == nil && (ts.Rewrite != nil || len(ts.Rejected) > 0) {
+			fmt.Fprintln(env.IO.Out)
+			printTailerState(env.IO.Out, ts)
+		}
+	}
 	return statusRollout(ctx, env, nc, d, cfgs, st)
 }
 

@@ -150,7 +150,7 @@ func Start(ctx context.Context, cfg Config) (_ *Pipeline, err error) {
 		Branch:   cfg.Branch,
 		Interval: cfg.Interval,
 		StartAt:  cfg.StartAt,
-		DataDir:  filepath.Join(cfg.DataDir, "repos"),
+		DataDir:  cfg.DataDir, // a remote repository is cloned into DataDir/repos/<ID>
 		Logger:   cfg.Logger,
 		Replicas: cfg.Replicas,
 	}
@@ -172,11 +172,9 @@ func Start(ctx context.Context, cfg Config) (_ *Pipeline, err error) {
 // startWeb builds the operations server and binds its address, so that a
 // busy port fails Start rather than Run.
 func (p *Pipeline) startWeb(ctx context.Context, cfg Config, tcfg tailer.Config, js jetstream.JetStream) error {
-	lagDir, lagRef := tcfg.Repo, plumbing.NewBranchReferenceName(cmp.Or(tcfg.Branch, "main"))
+	lagDir, lagRef := tcfg.GitDir(), plumbing.NewBranchReferenceName(cmp.Or(tcfg.Branch, "main"))
 	if tcfg.Remote() {
-		// The tailer's clone (tailer/source.go): the remote's branch as of
-		// its last fetch.
-		lagDir = filepath.Join(tcfg.DataDir, "repos", cmp.Or(tcfg.ID, "default"))
+		// The tailer's clone: the remote's branch as of its last fetch.
 		lagRef = plumbing.NewRemoteReferenceName("origin", cmp.Or(tcfg.Branch, "main"))
 	}
 	srv, err := web.New(web.Options{

@@ -3,7 +3,6 @@ package pipeline
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"sync"
 
 	"github.com/go-git/go-git/v5"
@@ -26,11 +25,9 @@ import (
 // remote one).
 // repo, branch and dataDir are Config.Repo, Branch and DataDir.
 func ManifestPolicies(repo, branch, dataDir string) rollout.Policies {
-	tc := tailer.Config{Repo: repo, Branch: branch}
-	m := &manifestPolicies{branch: branch, dir: repo, ref: plumbing.NewBranchReferenceName(branch)}
+	tc := tailer.Config{Repo: repo, Branch: branch, DataDir: dataDir}
+	m := &manifestPolicies{branch: branch, dir: tc.GitDir(), ref: plumbing.NewBranchReferenceName(branch)}
 	if tc.Remote() {
-		// tailer.Config.DataDir is DataDir/repos; the clone is <that>/repos/<ID>.
-		m.dir = filepath.Join(dataDir, "repos", "repos", "default")
 		m.ref = plumbing.NewRemoteReferenceName("origin", branch)
 	}
 	return m

@@ -1,0 +1,94 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+	"github.com/spf13/cobra"
+
+	"github.com/cuecast/cuecast"
+)
+
+// LogOptions are the flags of `cuecast log`.
+type LogOptions struct {
+	Config string
+	Limit  int
+	NATS   string
+	Output string
+	Conn   ConnFlags
+}
+
+func newLogCmd(env *Env, runF func(*cobra.Command, *LogOptions) error) *cobra.Command {
+	opts := &LogOptions{}
+	cmd := &cobra.Command{
+		Use:   "log CONFIG",
+		Short: "List a config's versions, newest first, with the commits that made them",
+		Long: `Log lists the retained versions of a config, newest first: version number, the
+commit that made it, its author and date, the first line of its message and the
+checksum of the compiled JSON. Git is the audit trail; this is its view per config.
+A tombstone (the config deleted on main) is marked as such.`,
+		Example: `  cuecast log payments/checkout
+  cuecast log payments/checkout --limit 5 --output json`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			opts.Config = args[0]
+			if err := cuecast.ConfigPath(opts.Config).Validate(); err != nil {
+				return &UsageError{Err: err, Hint: "name configs by their directory, like payments/checkout"}
+			}
+			if opts.Limit < 1 {
+				return usageErrorf("pass a positive --limit", "--limit %d", opts.Limit)
+			}
+			if err := validateOutput(opts.Output, "text", "json"); err != nil {
+				return err
+			}
+			if runF != nil {
+				return runF(c, opts)
+			}
+			return logRun(c, env, opts)
+		},
+	}
+	cmd.Flags().IntVarP(&opts.Limit, "limit", "n", 20, "show at most this many versions")
+	cmd.Flags().StringVar(&opts.NATS, "nats", nats.DefaultURL, "NATS server URL")
+	cmd.Flags().StringVarP(&opts.Output, "output", "o", "text", "output format: text or json")
+	opts.Conn.Register(cmd.Flags())
+	return cmd
+}
+
+func logRun(c *cobra.Command, env *Env, opts *LogOptions) error {
+	ctx := c.Context()
+	nc, err := dial(env, opts.NATS, "cuecast log", &opts.Conn)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	d, err := openDistributor(ctx, nc, env)
+	if err != nil {
+		return err
+	}
+	vs, err := d.Versions(ctx, cuecast.ConfigPath(opts.Config))
+	if err != nil && !errors.Is(err, cuecast.ErrNotFound) {
+		return fmt.Errorf("log %s: %w", opts.Config, err)
+	}
+	if len(vs) == 0 {
+		return &UsageError{Err: fmt.Errorf("%s has no versions: %w", opts.Config, cuecast.ErrNotFound), Hint: "see `cuecast status` for the configs published"}
+	}
+	if len(vs) > opts.Limit {
+		vs = vs[:opts.Limit]
+	}
+	if opts.Output == "json" {
+		return writeJSON(env.IO.Out, vs)
+	}
+	tw := newTable(env.IO.Out)
+	for _, v := range vs {
+		sum := "sha256:" + v.Checksum[:min(12, len(v.Checksum))]
+		if v.Deleted {
+			sum = "(deleted)"
+		}
+		subject, _, _ := strings.Cut(v.Message, "\n")
+		tw.row(fmt.Sprintf("v%d", v.Version), shortCommit(v.Commit), v.CommittedAt.UTC().Format("2006-01-02 15:04"), v.Author, sum, subject)
+	}
+	tw.flush()
+	return nil
+}

@@ -1,0 +1,168 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
+
+	"github.com/cuecast/cuecast/tailer"
+)
+
+// TailerOptions are the flags of `cuecast tailer status|accept-rewrite`.
+type TailerOptions struct {
+	NATS   string
+	Output string
+	ID     string
+	// accept-rewrite: the commit to resume at, and the repository serve follows.
+	To     string
+	Repo   string
+	Branch string
+	Data   string
+	Conn   ConnFlags
+}
+
+func newTailerCmd(env *Env, runF func(*cobra.Command, string, *TailerOptions) error) *cobra.Command {
+	opts := &TailerOptions{}
+	cmd := &cobra.Command{
+		Use:   "tailer",
+		Short: "Inspect the tailer, and resume it after a force push",
+		Long: `The tailer turns each commit on the tracked branch into versions. Its state (the
+last commit processed, commits rejected because they did not compile, a halt after
+a history rewrite) lives in JetStream.
+
+When the branch is force-pushed so that its tip no longer descends from the last
+commit published, the tailer stops publishing and says so loudly; nothing is
+republished until an operator chooses where to resume with accept-rewrite.`,
+	}
+	status := &cobra.Command{
+		Use:   "status",
+		Short: "Show the tailer's cursor, rejected commits and any halt",
+		RunE: func(c *cobra.Command, args []string) error {
+			if err := validateOutput(opts.Output, "text", "json"); err != nil {
+				return err
+			}
+			if runF != nil {
+				return runF(c, "status", opts)
+			}
+			return tailerStatusRun(c, env, opts)
+		},
+	}
+	status.Flags().StringVarP(&opts.Output, "output", "o", "text", "output format: text or json")
+	accept := &cobra.Command{
+		Use:   "accept-rewrite --to SHA --repo PATH",
+		Short: "Resume publishing after a history rewrite, at a commit you choose",
+		Long: `Accept-rewrite ends a halt caused by a force push. The tailer resumes at --to,
+which the branch tip must be or descend from: that commit compiles every config and
+publishes a version for each whose output differs from its latest (tombstones for
+configs it lacks), attributed to it; the commits after it follow one by one.
+
+Pass the same --repo, --branch and --data as serve (a remote repository is read
+from serve's clone in --data). It works while serve runs.`,
+		Example: `  cuecast tailer accept-rewrite --to 3f2a9c1 --repo ~/src/configs`,
+		RunE: func(c *cobra.Command, args []string) error {
+			if opts.To == "" {
+				return usageErrorf("pass --to with the commit to resume at (see `cuecast tailer status`)", "no commit to resume at")
+			}
+			if runF != nil {
+				return runF(c, "accept-rewrite", opts)
+			}
+			return acceptRewriteRun(c, env, opts)
+		},
+	}
+	accept.Flags().StringVar(&opts.To, "to", "", "commit to resume at")
+	accept.Flags().StringVar(&opts.Repo, "repo", ".", "the repository serve follows")
+	accept.Flags().StringVar(&opts.Branch, "branch", "main", "the branch serve follows")
+	accept.Flags().StringVar(&opts.Data, "data", ".cuecast", "serve's data directory (where a remote repository is cloned)")
+	for _, sub := range []*cobra.Command{status, accept} {
+		sub.Flags().StringVar(&opts.NATS, "nats", nats.DefaultURL, "NATS server URL")
+		sub.Flags().StringVar(&opts.ID, "id", "default", "the tailer's repository ID")
+		opts.Conn.Register(sub.Flags())
+	}
+	cmd.AddCommand(status, accept)
+	return cmd
+}
+
+func tailerStatusRun(c *cobra.Command, env *Env, opts *TailerOptions) error {
+	ctx := c.Context()
+	nc, err := dial(env, opts.NATS, "cuecast tailer", &opts.Conn)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fmt.Errorf("tailer status: %w", err)
+	}
+	st, err := tailer.LoadState(ctx, js, opts.ID)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return &UsageError{Err: errors.New("no tailer has run against this NATS server"), Hint: "start `cuecast serve` first"}
+	}
+	if err != nil {
+		return fmt.Errorf("tailer status: %w", err)
+	}
+	if opts.Output == "json" {
+		return writeJSON(env.IO.Out, st)
+	}
+	printTailerState(env.IO.Out, st)
+	if st.Rewrite != nil {
+		return &silentError{code: ExitHalted}
+	}
+	return nil
+}
+
+// printTailerState is shared with `cuecast status`, which shows a halt too.
+func printTailerState(w io.Writer, st tailer.State) {
+	if st.Rewrite != nil {
+		fmt.Fprintf(w, "PUBLISHING HALTED: %s was rewritten (force push) at %s: tip %s does not descend from %s.\n",
+			st.Branch, st.Rewrite.DetectedAt.UTC().Format(time.RFC3339), shortCommit(st.Rewrite.Tip), shortCommit(st.Rewrite.Cursor))
+		fmt.Fprintln(w, "  Nothing is published until: cuecast tailer accept-rewrite --to SHA")
+	}
+	fmt.Fprintf(w, "tailer: %s %s at %s", st.Repo, st.Branch, shortCommit(st.Cursor))
+	if st.Base != "" && st.Base != st.Cursor {
+		fmt.Fprintf(w, " (last good %s)", shortCommit(st.Base))
+	}
+	fmt.Fprintln(w)
+	if n := len(st.Rejected); n > 0 {
+		fmt.Fprintf(w, "%d rejected commit(s), newest last:\n", n)
+		for _, r := range st.Rejected[max(0, n-5):] {
+			fmt.Fprintf(w, "  %s %s: %s (%d error(s))\n", shortCommit(r.Commit), r.Author, r.Message, r.Total)
+			for _, e := range r.Errors[:min(3, len(r.Errors))] {
+				fmt.Fprintf(w, "    %s\n", e.Error())
+			}
+		}
+	}
+}
+
+func acceptRewriteRun(c *cobra.Command, env *Env, opts *TailerOptions) error {
+	ctx := c.Context()
+	nc, err := dial(env, opts.NATS, "cuecast tailer", &opts.Conn)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	d, err := openDistributor(ctx, nc, env)
+	if err != nil {
+		return err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fmt.Errorf("accept-rewrite: %w", err)
+	}
+	t, err := tailer.New(ctx, tailer.Config{Repo: opts.Repo, Branch: opts.Branch, DataDir: opts.Data, ID: opts.ID, Logger: env.Logger()}, js, d, nil)
+	if err != nil {
+		return repoError(err)
+	}
+	if err := t.AcceptRewrite(ctx, opts.To); err != nil {
+		if errors.Is(err, tailer.ErrNotHalted) || errors.Is(err, tailer.ErrNoCommit) {
+			return &UsageError{Err: err}
+		}
+		return fmt.Errorf("accept-rewrite: %w", err)
+	}
+	fmt.Fprintf(env.IO.Out, "accepted: the tailer resumes at %s; serve publishes from there at its next poll\n", opts.To)
+	return nil
+}

@@ -1,0 +1,94 @@
+package cli_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+
+	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/internal/cli"
+)
+
+func TestLogAndForcePush(t *testing.T) {
+	ctx := context.Background()
+	repo := exampleRepo(t)
+	first := repo.Head()
+	p := startPipeline(t, repo)
+	checkout := filepath.Join(repo.Dir, "payments", "checkout", "checkout.cue")
+	edit := func(from, to string) {
+		b, err := os.ReadFile(checkout)
+		if err != nil {
+			t.Fatal(err)
+		}
+		repo.Write(map[string]string{"payments/checkout/checkout.cue": strings.Replace(string(b), from, to, 1)})
+	}
+	latest := func() cuecast.Version {
+		v, err := p.Distributor.Latest(ctx, "payments/checkout")
+		if err != nil {
+			return cuecast.Version{}
+		}
+		return v
+	}
+	edit(`"EUR"`, `"USD"`)
+	second := repo.Commit("checkout: bill in dollars\n\nFinance asked for it.")
+	p.Tailer.Wake()
+	await(t, "v2", func() bool { return latest().Commit == second })
+
+	code, out, errOut := run(ctx, "log", "payments/checkout", "--nats", p.ClientURL())
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if code != 0 || len(lines) != 2 || !strings.HasPrefix(lines[0], "v2 ") || !strings.Contains(lines[0], second[:10]) ||
+		!strings.Contains(lines[0], "checkout: bill in dollars") || strings.Contains(lines[0], "Finance") || !strings.HasPrefix(lines[1], "v1 ") {
+		t.Fatalf("log: exit %d, stdout %q, stderr %q; want v2 (subject only) then v1", code, out, errOut)
+	}
+	code, out, _ = run(ctx, "log", "payments/checkout", "--nats", p.ClientURL(), "--limit", "1", "--output", "json")
+	var vs []cuecast.Version
+	if err := json.Unmarshal([]byte(out.String()), &vs); code != 0 || err != nil || len(vs) != 1 || vs[0].Version != 2 || vs[0].Author != "Ada Lovelace <ada@example.com>" {
+		t.Fatalf("log --output json: exit %d, %v, %+v", code, err, vs)
+	}
+	if code, _, errOut := run(ctx, "log", "payments/nope", "--nats", p.ClientURL()); code != cli.ExitUsage || !strings.Contains(errOut.String(), "no versions") {
+		t.Errorf("log of an unknown config: exit %d, stderr %q; want 2 saying it has no versions", code, errOut)
+	}
+
+	// Force push: main now starts again from the first commit.
+	wt, err := repo.Git.Worktree()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := wt.Reset(&git.ResetOptions{Commit: plumbing.NewHash(first), Mode: git.HardReset}); err != nil {
+		t.Fatal(err)
+	}
+	edit(`"EUR"`, `"GBP"`)
+	rewritten := repo.Commit("checkout: bill in pounds")
+	p.Tailer.Wake()
+	await(t, "the halt", func() bool {
+		_, out, _ := run(ctx, "status", "--nats", p.ClientURL())
+		return strings.Contains(out.String(), "PUBLISHING HALTED")
+	})
+	code, out, _ = run(ctx, "tailer", "status", "--nats", p.ClientURL())
+	// The halt names the cursor and the tip seen when it was detected (the
+	// reset to the first commit, or the commit on top of it).
+	if code != cli.ExitHalted || !strings.Contains(out.String(), "does not descend from "+second[:10]) {
+		t.Fatalf("tailer status: exit %d, stdout %q; want %d naming the cursor %s", code, out, cli.ExitHalted, second)
+	}
+	if latest().Version != 2 {
+		t.Fatalf("a rewritten branch was published: latest v%d", latest().Version)
+	}
+	if code, _, errOut := run(ctx, "tailer", "accept-rewrite", "--nats", p.ClientURL(), "--repo", repo.Dir); code != cli.ExitUsage {
+		t.Errorf("accept-rewrite without --to: exit %d, stderr %q", code, errOut)
+	}
+	code, out, errOut = run(ctx, "tailer", "accept-rewrite", "--to", rewritten, "--nats", p.ClientURL(), "--repo", repo.Dir, "--data", t.TempDir())
+	if code != 0 {
+		t.Fatalf("accept-rewrite: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	p.Tailer.Wake()
+	await(t, "v3 from the rewritten branch", func() bool { v := latest(); return v.Version == 3 && v.Commit == rewritten })
+	if code, _, _ := run(ctx, "tailer", "status", "--nats", p.ClientURL()); code != 0 {
+		t.Errorf("tailer status after accepting: exit %d, want 0", code)
+	}
+}
