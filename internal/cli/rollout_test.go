@@ -145,9 +145,11 @@ func TestRollbackPinRevertAndWait(t *testing.T) {
 		t.Errorf("rollback output does not say the config is pinned: %q", out)
 	}
 	waitVersion(t, ws, 1)
-	if code, out, errOut := run(ctx, "status", "--nats", url, "--wait", "payments/checkout@1", "--timeout", "20s"); code != 0 {
-		t.Fatalf("status --wait @1 after rollback: exit %d, stdout %q stderr %q", code, out, errOut)
-	}
+	// Both instances' reports of v1 reach the report stream.
+	waitFor(t, "status --wait @1 seeing both instances", func() (bool, string) {
+		code, out, errOut := run(ctx, "status", "--nats", url, "--wait", "payments/checkout@1", "--timeout", "10s")
+		return code == 0 && strings.Contains(out.String(), "all 2 live instances"), out.String() + errOut.String()
+	})
 
 	code, out, errOut = run(ctx, "status", "--nats", url, "--wait", "payments/checkout@2", "--timeout", "300ms")
 	if code != cli.ExitHalted {
