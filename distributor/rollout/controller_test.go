@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/distributor/rollout"
 	"github.com/cuecast/cuecast/internal/natstest"
@@ -331,5 +333,37 @@ func TestLabelAndInstanceStages(t *testing.T) {
 	waitOn(t, 2, nam)
 	if oth.version() != 1 {
 		t.Errorf("named stage moved %s to v%d", oth.id, oth.version())
+	}
+}
+
+// TestAuditIsAppendOnly: the audit stream refuses purges and deletes.
+func TestAuditIsAppendOnly(t *testing.T) {
+	e := newEnv(t, cuecast.DefaultPolicy(), rollout.Relaxed)
+	e.baseline()
+	e.deploy(e.publish(2, content(2)))
+	e.waitState(2, rollout.StateComplete, 0)
+	if _, err := e.c.Rollback(t.Context(), cfg, 1, rollout.Action{Actor: "ann", Reason: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	js, err := jetstream.New(e.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.Stream(t.Context(), rollout.AuditStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := st.CachedInfo().Config; !c.DenyDelete || !c.DenyPurge {
+		t.Errorf("audit stream: deny delete %t, deny purge %t; want both", c.DenyDelete, c.DenyPurge)
+	}
+	if err := st.Purge(t.Context()); err == nil {
+		t.Errorf("purge of the audit stream: got nil error")
+	}
+	if err := st.DeleteMsg(t.Context(), 1); err == nil {
+		t.Errorf("delete from the audit stream: got nil error")
+	}
+	audit, err := e.c.Audit(t.Context(), "")
+	if err != nil || len(audit) != 1 || audit[0].Actor != "ann" {
+		t.Errorf("audit after the attempts: %+v, %v; want ann's rollback", audit, err)
 	}
 }
