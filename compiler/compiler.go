@@ -210,7 +210,10 @@ func (c *compilation) run(ctx context.Context) error {
 			return err
 		}
 	}
-	modPath, err := bounded(ctx, c.opts.Timeout, func() string { return modulePath(c.mem.files["cue.mod/module.cue"]) })
+	// bounded may abandon f on timeout while later steps add files to
+	// c.mem, so f gets the bytes rather than the map.
+	modSrc := c.mem.files["cue.mod/module.cue"]
+	modPath, err := bounded(ctx, c.opts.Timeout, func() string { return modulePath(modSrc) })
 	if err != nil && ctx.Err() != nil {
 		return fmt.Errorf("read module path: %w", err)
 	}
