@@ -406,8 +406,10 @@ func TestHealthHaltCounted(t *testing.T) {
 	if cv.Rollout.State != "halted" || !strings.Contains(cv.Rollout.Reason, "unhealthy") {
 		t.Errorf("rollout %+v, want halted for unhealthy instances", cv.Rollout)
 	}
-	if len(cv.Rollout.Stages) != 2 || cv.Rollout.Stages[0].Instances != 2 {
-		t.Errorf("stages %+v, want the canary with its 2 instances", cv.Rollout.Stages)
+	// The controller halts on the first unhealthy report from the cohort, so
+	// the record may hold one or both of the canary's instances.
+	if st := cv.Rollout.Stages; len(st) != 2 || st[0].Name != "canary" || st[0].Instances < 1 || st[0].Instances > 2 || st[0].Unhealthy != st[0].Instances {
+		t.Errorf("stages %+v, want the canary with its unhealthy instances (1 or 2)", cv.Rollout.Stages)
 	}
 	if len(cv.Audit) == 0 || cv.Audit[0].Action != "halt" {
 		t.Errorf("audit %+v, want the halt first", cv.Audit)
