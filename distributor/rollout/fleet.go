@@ -17,9 +17,9 @@ import (
 // configs being rolled out, fed by one core subscription per such config
 // (ccs.<ns>.*.<name>): evaluating a thousand rollouts a second must not read
 // the report stream a thousand times a second, and configs at rest cost
-// nothing. A config starts being kept when its rollout needs it, seeded from
-// the report stream. A report is live for four heartbeats after it arrived,
-// as in the stream.
+// nothing. A config starts being kept when its rollout needs it; its view is
+// warm one heartbeat and a quarter later. A report is live for four
+// heartbeats after it arrived, as in the stream.
 type fleet struct {
 	ttl time.Duration
 	now func() time.Time
@@ -30,6 +30,7 @@ type fleet struct {
 	mu    sync.Mutex
 	byCfg map[cuecast.ConfigPath]map[string]seen // tracked configs only
 	subs  map[cuecast.ConfigPath]*nats.Subscription
+	since map[cuecast.ConfigPath]time.Time // when tracking started
 }
 
 type seen struct {
@@ -41,12 +42,12 @@ type seen struct {
 }
 
 func newFleet(ttl time.Duration, now func() time.Time) *fleet {
-	return &fleet{ttl: ttl, now: now, byCfg: map[cuecast.ConfigPath]map[string]seen{}, subs: map[cuecast.ConfigPath]*nats.Subscription{}}
+	return &fleet{ttl: ttl, now: now, byCfg: map[cuecast.ConfigPath]map[string]seen{}, subs: map[cuecast.ConfigPath]*nats.Subscription{}, since: map[cuecast.ConfigPath]time.Time{}}
 }
 
-// track starts keeping cfg's reports (subscribing to them), seeded with
-// reports (received at their At); untrack stops.
-func (f *fleet) track(cfg cuecast.ConfigPath, reports []cuecast.Report) error {
+// track starts keeping cfg's reports (subscribing to them); untrack stops.
+// It does nothing for a config already tracked.
+func (f *fleet) track(cfg cuecast.ConfigPath) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	m := f.byCfg[cfg]
@@ -58,13 +59,8 @@ func (f *fleet) track(cfg cuecast.ConfigPath, reports []cuecast.Report) error {
 			}
 			f.subs[cfg] = sub
 		}
-		m = map[string]seen{}
-		f.byCfg[cfg] = m
-	}
-	for _, r := range reports {
-		if s, ok := m[r.Instance]; !ok || s.at.Before(r.At) {
-			m[r.Instance] = seen{r: r, at: r.At}
-		}
+		f.byCfg[cfg] = map[string]seen{}
+		f.since[cfg] = f.now()
 	}
 	return nil
 }
@@ -73,6 +69,7 @@ func (f *fleet) untrack(cfg cuecast.ConfigPath) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	delete(f.byCfg, cfg)
+	delete(f.since, cfg)
 	if sub := f.subs[cfg]; sub != nil {
 		_ = sub.Unsubscribe()
 		delete(f.subs, cfg)
@@ -145,15 +142,18 @@ func (f *fleet) handle(m *nats.Msg) {
 }
 
 // live returns the unexpired reports on cfg, dropping expired ones, and
-// whether cfg is tracked at all.
+// whether the view is warm: tracked for longer than a heartbeat and a
+// quarter (ttl is four heartbeats), so every live instance has reported.
 func (f *fleet) live(cfg cuecast.ConfigPath) ([]cuecast.Report, bool) {
-	cutoff := f.now().Add(-f.ttl)
+	now := f.now()
+	cutoff := now.Add(-f.ttl)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	m, ok := f.byCfg[cfg]
 	if !ok {
 		return nil, false
 	}
+	warm := now.Sub(f.since[cfg]) >= f.ttl*5/16
 	out := make([]cuecast.Report, 0, len(m))
 	for id, s := range m {
 		if s.at.Before(cutoff) {
@@ -162,5 +162,5 @@ func (f *fleet) live(cfg cuecast.ConfigPath) ([]cuecast.Report, bool) {
 		}
 		out = append(out, s.r)
 	}
-	return out, true
+	return out, warm
 }

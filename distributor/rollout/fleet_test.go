@@ -40,7 +40,12 @@ func TestFleetKeepsTrackedConfigsAndExpires(t *testing.T) {
 	if _, ok := f.live("payments/checkout"); ok {
 		t.Fatalf("untracked config kept")
 	}
-	f.track("payments/checkout", nil)
+	if err := f.track("payments/checkout"); err != nil {
+		t.Fatal(err)
+	}
+	if _, warm := f.live("payments/checkout"); warm {
+		t.Errorf("a view tracked just now is warm")
+	}
 	f.handle(msg("payments/checkout", "web-1", 1, true))
 	f.handle(msg("payments/other", "web-1", 1, true))
 	now = now.Add(30 * time.Second)
@@ -48,7 +53,10 @@ func TestFleetKeepsTrackedConfigsAndExpires(t *testing.T) {
 	now = now.Add(20 * time.Second)
 	f.handle(msg("payments/checkout", "web-1", 1, true)) // heartbeat: refreshed, not decoded
 	now = now.Add(50 * time.Second)
-	rs, _ := f.live("payments/checkout")
+	rs, warm := f.live("payments/checkout")
+	if !warm {
+		t.Errorf("a view tracked for 100s (ttl 60s) is not warm")
+	}
 	if len(rs) != 1 || rs[0].Instance != "web-1" {
 		t.Errorf("live after web-2 expired: got %+v, want web-1 only", rs)
 	}

@@ -38,9 +38,12 @@ func (c *Controller) stepStrict(ctx context.Context, rec *Record, r *Rollout, no
 		r.log(now, fmt.Sprintf("v%d announced as staged", r.Version))
 		return nil, true, nil
 	}
-	reports, err := c.reports(ctx, rec.Config)
+	reports, warm, err := c.reports(ctx, rec.Config)
 	if err != nil {
 		return nil, false, err
+	}
+	if !warm {
+		return c.gathering(r, now)
 	}
 	var missing, failed []string
 	for _, rp := range reports {
