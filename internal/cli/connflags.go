@@ -132,3 +132,18 @@ func dial(env *Env, url, name string, conn *ConnFlags) (*nats.Conn, error) {
 	}
 	return nc, nil
 }
+
+// dialDistributor connects an operator command and opens serve's streams.
+// The caller closes the connection.
+func dialDistributor(ctx context.Context, env *Env, url, name string, conn *ConnFlags) (*nats.Conn, *distributor.Distributor, error) {
+	nc, err := dial(env, url, name, conn)
+	if err != nil {
+		return nil, nil, err
+	}
+	d, err := openDistributor(ctx, nc, env)
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return nc, d, nil
+}

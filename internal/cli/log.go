@@ -58,15 +58,11 @@ A tombstone (the config deleted on main) is marked as such.`,
 
 func logRun(c *cobra.Command, env *Env, opts *LogOptions) error {
 	ctx := c.Context()
-	nc, err := dial(env, opts.NATS, "cuecast log", &opts.Conn)
+	nc, d, err := dialDistributor(ctx, env, opts.NATS, "cuecast log", &opts.Conn)
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	d, err := openDistributor(ctx, nc, env)
-	if err != nil {
-		return err
-	}
 	vs, err := d.Versions(ctx, cuecast.ConfigPath(opts.Config))
 	if err != nil && !errors.Is(err, cuecast.ErrNotFound) {
 		return fmt.Errorf("log %s: %w", opts.Config, err)

@@ -69,15 +69,11 @@ heartbeats).`,
 
 func statusRun(c *cobra.Command, env *Env, opts *StatusOptions) error {
 	ctx := c.Context()
-	nc, err := dial(env, opts.NATS, "cuecast status", &opts.Conn)
+	nc, d, err := dialDistributor(ctx, env, opts.NATS, "cuecast status", &opts.Conn)
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	d, err := openDistributor(ctx, nc, env)
-	if err != nil {
-		return err
-	}
 	if opts.Wait != "" {
 		return statusWait(ctx, env, nc, d, opts.Wait, opts.Timeout)
 	}

@@ -140,15 +140,11 @@ func printTailerState(w io.Writer, st tailer.State) {
 
 func acceptRewriteRun(c *cobra.Command, env *Env, opts *TailerOptions) error {
 	ctx := c.Context()
-	nc, err := dial(env, opts.NATS, "cuecast tailer", &opts.Conn)
+	nc, d, err := dialDistributor(ctx, env, opts.NATS, "cuecast tailer", &opts.Conn)
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	d, err := openDistributor(ctx, nc, env)
-	if err != nil {
-		return err
-	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return fmt.Errorf("accept-rewrite: %w", err)
