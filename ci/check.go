@@ -63,9 +63,10 @@ func (e *RevisionError) Unwrap() error { return e.Err }
 //
 // Which configs: the files that differ between the two trees, mapped through
 // the dependency index of both sides (compiler.Index.Affected); a change to
-// the manifest or cue.mod/ affects every config. The base is compiled in full
-// (that is what builds its index and tells pre-existing errors from new ones);
-// the head only for the affected configs.
+// the manifest or cue.mod/ affects every config. The base is first planned
+// (read, linted and indexed, nothing evaluated: compiler.Options.PlanOnly);
+// then both revisions compile only the affected configs, which is also what
+// tells an error the change introduced from one the base already had.
 //
 // The error is non-nil only when the check could not run: ErrNotRepo, a
 // *RevisionError, an unreadable object store, or ctx's error. Invalid configs
@@ -110,11 +111,11 @@ func Check(ctx context.Context, repoDir string, opts Options) (*Report, error) {
 	rep.ChangedFiles = changed
 
 	start := time.Now()
-	base, err := compileAt(ctx, r, repoDir, baseC, nil, opts)
+	base, err := compileAt(ctx, r, repoDir, baseC, nil, true, opts)
 	if err != nil {
 		return nil, err
 	}
-	log.Debug("base compiled", "commit", baseC.Hash.String(), "configs", len(base.Configs), "elapsed", time.Since(start))
+	log.Debug("base planned", "commit", baseC.Hash.String(), "configs", len(base.Configs), "elapsed", time.Since(start))
 
 	var targets []cuecast.ConfigPath
 	everything := touchesAll(changed) || base.Manifest == nil
@@ -132,7 +133,7 @@ func Check(ctx context.Context, repoDir string, opts Options) (*Report, error) {
 		head = &compiler.Result{Manifest: base.Manifest, Configs: base.Configs, Outputs: map[cuecast.ConfigPath]compiler.Output{}, Index: base.Index}
 	default:
 		start = time.Now()
-		head, err = compileAt(ctx, r, repoDir, headC, targets, opts)
+		head, err = compileAt(ctx, r, repoDir, headC, targets, false, opts)
 		if err != nil {
 			return nil, err
 		}
@@ -143,7 +144,7 @@ func Check(ctx context.Context, repoDir string, opts Options) (*Report, error) {
 			// through a dependency only the head has.
 			merged := base.Index.Merge(head.Index, head.Configs)
 			if extra := without(merged.Affected(changed), targets); len(extra) > 0 {
-				more, err := compileAt(ctx, r, repoDir, headC, extra, opts)
+				more, err := compileAt(ctx, r, repoDir, headC, extra, false, opts)
 				if err != nil {
 					return nil, err
 				}
@@ -152,6 +153,22 @@ func Check(ctx context.Context, repoDir string, opts Options) (*Report, error) {
 			}
 		}
 		log.Debug("head compiled", "commit", headC.Hash.String(), "configs", len(targets), "elapsed", time.Since(start))
+	}
+	if base.Manifest != nil && (everything || len(targets) > 0) {
+		// Now the base's side of exactly those configs; its plan's index,
+		// which covers every config, stays the base's index.
+		start = time.Now()
+		var only []cuecast.ConfigPath
+		if !everything {
+			only = targets
+		}
+		compiled, err := compileAt(ctx, r, repoDir, baseC, only, false, opts)
+		if err != nil {
+			return nil, err
+		}
+		compiled.Index = base.Index
+		base = compiled
+		log.Debug("base compiled", "commit", baseC.Hash.String(), "configs", len(only), "elapsed", time.Since(start))
 	}
 	rep.Everything = everything && len(changed) > 0
 	if err := rep.build(base, head, targets); err != nil {
@@ -197,13 +214,13 @@ func resolve(r *git.Repository, which, rev string) (*object.Commit, error) {
 // compileAt compiles commit c's tree from the object store. A tree without
 // cue.mod/module.cue compiles to an empty result at the base and to an error
 // at the head (the caller decides by looking at Manifest).
-func compileAt(ctx context.Context, r *git.Repository, repoDir string, c *object.Commit, configs []cuecast.ConfigPath, opts Options) (*compiler.Result, error) {
+func compileAt(ctx context.Context, r *git.Repository, repoDir string, c *object.Commit, configs []cuecast.ConfigPath, planOnly bool, opts Options) (*compiler.Result, error) {
 	fsys, err := gitfs.New(r.Storer, c.TreeHash, c.Committer.When)
 	if err != nil {
 		return nil, fmt.Errorf("read tree of %s: %w", short(c.Hash.String()), err)
 	}
 	res, err := compiler.Compile(ctx, repoDir, compiler.Options{
-		Configs: configs, FS: fsys, Workers: opts.Workers, Timeout: opts.Timeout, Logger: opts.Logger,
+		Configs: configs, FS: fsys, Workers: opts.Workers, Timeout: opts.Timeout, Logger: opts.Logger, PlanOnly: planOnly,
 	})
 	if errors.Is(err, compiler.ErrNoModule) {
 		return &compiler.Result{

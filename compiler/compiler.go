@@ -44,6 +44,13 @@ type Options struct {
 	Logger *slog.Logger
 	// Progress, when set, is called from one goroutine as configs finish.
 	Progress func(done, total int)
+	// PlanOnly reads and lints the files, evaluates the manifest and builds
+	// the dependency index, but evaluates no config: Outputs is empty and
+	// Errors holds only what reading, the file lints and the manifest
+	// found. It answers "which configs does this change touch?" for the cost
+	// of parsing; the PR check plans the base revision this way and then
+	// compiles only the affected configs there.
+	PlanOnly bool
 
 	// forceUnify turns off the wrapper packages (wrapConfig), so tests can
 	// check that both ways of applying a namespace schema agree.
@@ -290,6 +297,10 @@ func (c *compilation) run(ctx context.Context) error {
 			}
 		}
 		deps[cp] = d
+	}
+	if c.opts.PlanOnly {
+		c.res.Index = newIndex(deps, man.Namespaces)
+		return nil
 	}
 	// A config with several packages in its directory is not compiled: the
 	// loader would refuse it with a less helpful message.

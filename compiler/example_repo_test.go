@@ -56,3 +56,36 @@ func TestExampleRepoCompiles(t *testing.T) {
 		t.Errorf("search namespace %+v", s)
 	}
 }
+
+// TestPlanOnly: a plan finds every config and the same dependency index as a
+// full compile, and evaluates nothing.
+func TestPlanOnly(t *testing.T) {
+	ctx := context.Background()
+	full, err := compiler.Compile(ctx, "../configs-example", compiler.Options{Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := compiler.Compile(ctx, "../configs-example", compiler.Options{Logger: testLogger(t), PlanOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.Outputs) != 0 || len(plan.Errors) != 0 || plan.Manifest == nil {
+		t.Fatalf("plan: %d outputs, errors %v, manifest %v; want no outputs, no errors, the manifest", len(plan.Outputs), plan.Errors, plan.Manifest != nil)
+	}
+	if !reflect.DeepEqual(plan.Configs, full.Configs) {
+		t.Errorf("plan configs %v, want %v", plan.Configs, full.Configs)
+	}
+	for _, changed := range [][]string{
+		{"lib/service/service.cue"},
+		{"lib/net/net.cue"},
+		{"schemas/payments.cue"},
+		{"payments/checkout/checkout.cue"},
+		{"search/ranking/new.cue"},
+		{"cuecast.cue"},
+		{"README.md"},
+	} {
+		if got, want := plan.Index.Affected(changed), full.Index.Affected(changed); !reflect.DeepEqual(got, want) {
+			t.Errorf("Affected(%v): plan %v, full compile %v", changed, got, want)
+		}
+	}
+}
