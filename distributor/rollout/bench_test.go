@@ -296,12 +296,13 @@ func benchControllerCPU(b *testing.B, rolling bool) {
 		// the configs it rolls out.
 		time.Sleep(1500 * time.Millisecond)
 		// Warm-up: every instance has reported once before the measured
-		// window, as in a fleet that has been running.
+		// window, as in a fleet that has been running, and the controller
+		// has heard a heartbeat and a quarter (it decides nothing before).
 		for k := range reports {
 			_ = pub.Publish(subjects[k], reports[k])
 		}
 		_ = pub.Flush()
-		time.Sleep(2 * time.Second)
+		time.Sleep(20 * time.Second)
 		cpu0 := cpuTime()
 		interval := time.Duration(secs) * time.Second / time.Duration(len(reports))
 		t0 := time.Now()

@@ -323,6 +323,13 @@ func (c *Controller) reports(ctx context.Context, cfg cuecast.ConfigPath) (repor
 			return nil, false, err
 		}
 		rs, warm := f.live(cfg)
+		if !warm {
+			// Warm early when every instance the report stream knows of has
+			// been heard (one stream info request, no consumer).
+			if n, err := c.liveCount(ctx, cfg); err == nil && len(rs) >= n {
+				warm = true
+			}
+		}
 		return rs, warm, nil
 	}
 	rs, err := c.d.Reports(ctx, cfg)
@@ -330,6 +337,21 @@ func (c *Controller) reports(ctx context.Context, cfg cuecast.ConfigPath) (repor
 		return nil, false, fmt.Errorf("read reports: %w", err)
 	}
 	return rs, true, nil
+}
+
+// liveCount is the number of instances with a live report on cfg, from the
+// report stream's per-subject state (its reports expire after four
+// heartbeats, so every subject holding one is a live instance).
+func (c *Controller) liveCount(ctx context.Context, cfg cuecast.ConfigPath) (int, error) {
+	st, err := c.js.Stream(ctx, distributor.ReportStream)
+	if err != nil {
+		return 0, fmt.Errorf("open %s: %w", distributor.ReportStream, err)
+	}
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter("ccs."+cfg.Namespace()+".*."+strings.ReplaceAll(cfg.Name(), "/", ".")))
+	if err != nil {
+		return 0, fmt.Errorf("read %s state: %w", distributor.ReportStream, err)
+	}
+	return len(info.State.Subjects), nil
 }
 
 // needsReports says whether computing stage i's buckets needs the live
@@ -610,6 +632,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	}
 	defer func() { _ = w.Stop() }()
 	busy := map[string]bool{}
+	var lastFull time.Time
 	tick := time.NewTicker(c.o.Interval)
 	defer tick.Stop()
 	for {
@@ -650,7 +673,17 @@ func (c *Controller) Run(ctx context.Context) error {
 				f.untrack(configOfKey(e.Key()))
 			}
 		case <-tick.C:
+			// A rollout is looked at every tick when one of its instances
+			// reported something new, and at least every quarter heartbeat
+			// (for deadlines and expired reports) otherwise.
+			full := c.o.Now().Sub(lastFull) >= c.o.Heartbeat/4
+			if full {
+				lastFull = c.o.Now()
+			}
 			for k := range busy {
+				if !full && !f.takeChanged(configOfKey(k)) {
+					continue
+				}
 				c.mu.Lock()
 				err := c.settle(ctx, configOfKey(k))
 				c.mu.Unlock()

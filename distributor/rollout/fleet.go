@@ -31,6 +31,9 @@ type fleet struct {
 	byCfg map[cuecast.ConfigPath]map[string]seen // tracked configs only
 	subs  map[cuecast.ConfigPath]*nats.Subscription
 	since map[cuecast.ConfigPath]time.Time // when tracking started
+	// changed marks configs with a new (not repeated) report since the
+	// controller last looked.
+	changed map[cuecast.ConfigPath]bool
 }
 
 type seen struct {
@@ -42,7 +45,7 @@ type seen struct {
 }
 
 func newFleet(ttl time.Duration, now func() time.Time) *fleet {
-	return &fleet{ttl: ttl, now: now, byCfg: map[cuecast.ConfigPath]map[string]seen{}, subs: map[cuecast.ConfigPath]*nats.Subscription{}, since: map[cuecast.ConfigPath]time.Time{}}
+	return &fleet{ttl: ttl, now: now, byCfg: map[cuecast.ConfigPath]map[string]seen{}, subs: map[cuecast.ConfigPath]*nats.Subscription{}, since: map[cuecast.ConfigPath]time.Time{}, changed: map[cuecast.ConfigPath]bool{}}
 }
 
 // track starts keeping cfg's reports (subscribing to them); untrack stops.
@@ -70,6 +73,7 @@ func (f *fleet) untrack(cfg cuecast.ConfigPath) {
 	defer f.mu.Unlock()
 	delete(f.byCfg, cfg)
 	delete(f.since, cfg)
+	delete(f.changed, cfg)
 	if sub := f.subs[cfg]; sub != nil {
 		_ = sub.Unsubscribe()
 		delete(f.subs, cfg)
@@ -138,7 +142,17 @@ func (f *fleet) handle(m *nats.Msg) {
 	defer f.mu.Unlock()
 	if byInst := f.byCfg[cfg]; byInst != nil {
 		byInst[inst] = seen{r: r, at: now, raw: bytes.Clone(raw)}
+		f.changed[cfg] = true
 	}
+}
+
+// takeChanged reports whether cfg got a new report since the last call.
+func (f *fleet) takeChanged(cfg cuecast.ConfigPath) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ch := f.changed[cfg]
+	delete(f.changed, cfg)
+	return ch
 }
 
 // live returns the unexpired reports on cfg, dropping expired ones, and
