@@ -628,6 +628,9 @@ func (c *Controller) Run(ctx context.Context) error {
 
 	w, err := c.kv.WatchAll(ctx)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped while starting: a clean stop, not a failure
+		}
 		return fmt.Errorf("run rollout controller: watch %s: %w", Bucket, err)
 	}
 	defer func() { _ = w.Stop() }()
