@@ -148,6 +148,7 @@ func (d *demo) run(ctx context.Context, env *Env) error {
 	go func() { runErr <- d.pipe.Run(runCtx) }()
 	d.detail("NATS at %s, data in %s", d.pipe.ClientURL(), filepath.Join(d.dir, "data"))
 	d.detail("signing key %s", d.pipe.PublicKey)
+	d.detail("rollout: everyone at once (serve itself follows the manifest's stages; see docs/ROLLOUT.md)")
 	if err := d.waitCursor(ctx, first.String()); err != nil {
 		return err
 	}
