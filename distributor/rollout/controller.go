@@ -213,7 +213,7 @@ func (c *Controller) start(ctx context.Context, rec *Record, rev uint64, v cueca
 		return []AuditEntry{{At: now, Actor: c.o.Actor, Action: "unpin", Config: v.Config, Version: v.Version,
 			Reason: fmt.Sprintf("commit %s restores the content of pinned v%d", short(v.Commit), p.Version)}}, true, nil
 	}
-	pol, cons, err := c.pol.Policy(ctx, v.Config)
+	pol, cons, err := c.pol.Policy(ctx, v)
 	if err != nil {
 		return nil, false, fmt.Errorf("read policy: %w", err)
 	}

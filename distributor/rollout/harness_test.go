@@ -43,7 +43,7 @@ type policies struct {
 	cons string
 }
 
-func (p *policies) Policy(context.Context, cuecast.ConfigPath) (cuecast.Policy, string, error) {
+func (p *policies) Policy(context.Context, cuecast.Version) (cuecast.Policy, string, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.p, p.cons, nil

@@ -48,12 +48,14 @@ const (
 	Strict  = "strict"
 )
 
-// Policies tells the controller how a config rolls out: its namespace's
+// Policies tells the controller how a version rolls out: its namespace's
 // policy (or the config's own override) and its consistency class, Relaxed
-// or Strict. The controller asks once, when a version's rollout starts, and
-// keeps the answer in the rollout's state.
+// or Strict, as the manifest of the version's own commit says, so that a
+// policy change rolls out with the commits after it and not with older
+// versions still in flight. The controller asks once, when a version's
+// rollout starts, and keeps the answer in the rollout's state.
 type Policies interface {
-	Policy(ctx context.Context, cfg cuecast.ConfigPath) (cuecast.Policy, string, error)
+	Policy(ctx context.Context, v cuecast.Version) (cuecast.Policy, string, error)
 }
 
 // Static is a Policies giving every config the same policy and class.
@@ -63,7 +65,7 @@ type Static struct {
 }
 
 // Policy implements Policies.
-func (s Static) Policy(context.Context, cuecast.ConfigPath) (cuecast.Policy, string, error) {
+func (s Static) Policy(context.Context, cuecast.Version) (cuecast.Policy, string, error) {
 	p, c := s.P, s.Consistency
 	if len(p.Stages) == 0 {
 		p = cuecast.DefaultPolicy()

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/go-git/go-git/v5"
@@ -15,39 +16,43 @@ import (
 	"github.com/cuecast/cuecast/tailer"
 )
 
-// ManifestPolicies reads each namespace's rollout policy and consistency
-// class from the manifest (cuecast.cue) at the tip of the followed branch,
-// compiling only the manifest, once per tip commit.
+// ManifestPolicies reads a version's rollout policy and consistency class
+// from the manifest (cuecast.cue) of the version's own commit, so a policy
+// change applies to the versions after it, not to older ones still rolling
+// out. Only the manifest is compiled, once per distinct manifest (keyed by
+// the hashes of the root's .cue files and cue.mod/). It reads the repository
+// the tailer reads: the work tree's object store for a local repo, the
+// tailer's clone for a remote one. A version without a commit (written by a
+// tool, not the tailer) gets the policy at the branch tip.
 //
-// It stands in until the tailer hands the controller the manifest it
-// compiled with each version; it reads the same repository the tailer reads
-// (the work tree's object store for a local repo, the tailer's clone for a
-// remote one).
 // repo, branch and dataDir are Config.Repo, Branch and DataDir.
 func ManifestPolicies(repo, branch, dataDir string) rollout.Policies {
 	tc := tailer.Config{Repo: repo, Branch: branch, DataDir: dataDir}
-	m := &manifestPolicies{branch: branch, dir: tc.GitDir(), ref: plumbing.NewBranchReferenceName(branch)}
+	m := &manifestPolicies{dir: tc.GitDir(), ref: plumbing.NewBranchReferenceName(branch), byKey: map[string]*compiler.Manifest{}}
 	if tc.Remote() {
 		m.ref = plumbing.NewRemoteReferenceName("origin", branch)
 	}
 	return m
 }
 
-type manifestPolicies struct {
-	dir    string
-	branch string
-	ref    plumbing.ReferenceName
+// maxManifests bounds the cache; manifests change rarely, so a handful of
+// distinct ones cover every version in flight.
+const maxManifests = 16
 
-	mu  sync.Mutex
-	tip plumbing.Hash
-	man *compiler.Manifest
+type manifestPolicies struct {
+	dir string
+	ref plumbing.ReferenceName
+
+	mu    sync.Mutex
+	byKey map[string]*compiler.Manifest
 }
 
-func (m *manifestPolicies) Policy(ctx context.Context, cfg cuecast.ConfigPath) (cuecast.Policy, string, error) {
-	man, err := m.manifest(ctx)
+func (m *manifestPolicies) Policy(ctx context.Context, v cuecast.Version) (cuecast.Policy, string, error) {
+	man, err := m.manifest(ctx, v.Commit)
 	if err != nil {
-		return cuecast.Policy{}, "", fmt.Errorf("read rollout policy of %s: %w", cfg, err)
+		return cuecast.Policy{}, "", fmt.Errorf("read rollout policy of %s v%d: %w", v.Config, v.Version, err)
 	}
+	cfg := v.Config
 	ns, ok := man.Namespaces[cfg.Namespace()]
 	if !ok {
 		return cuecast.DefaultPolicy(), rollout.Relaxed, nil
@@ -64,33 +69,55 @@ func (m *manifestPolicies) Policy(ctx context.Context, cfg cuecast.ConfigPath) (
 	return pol, cons, nil
 }
 
-func (m *manifestPolicies) manifest(ctx context.Context) (*compiler.Manifest, error) {
+// manifest compiles the manifest of commit sha (the branch tip when empty).
+func (m *manifestPolicies) manifest(ctx context.Context, sha string) (*compiler.Manifest, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r, err := git.PlainOpen(m.dir)
 	if err != nil {
 		return nil, fmt.Errorf("open repository %s: %w", m.dir, err)
 	}
-	ref, err := r.Reference(m.ref, true)
-	if err != nil {
-		return nil, fmt.Errorf("resolve %s in %s: %w", m.ref, m.dir, err)
+	h := plumbing.NewHash(sha)
+	if sha == "" {
+		ref, err := r.Reference(m.ref, true)
+		if err != nil {
+			return nil, fmt.Errorf("resolve %s in %s: %w", m.ref, m.dir, err)
+		}
+		h = ref.Hash()
 	}
-	if ref.Hash() == m.tip && m.man != nil {
-		return m.man, nil
-	}
-	fsys, err := gitfs.Commit(r, ref.Hash().String())
+	c, err := r.CommitObject(h)
 	if err != nil {
-		return nil, fmt.Errorf("read commit %s: %w", ref.Hash(), err)
+		return nil, fmt.Errorf("read commit %s: %w", h, err)
+	}
+	tree, err := c.Tree()
+	if err != nil {
+		return nil, fmt.Errorf("read tree of %s: %w", h, err)
+	}
+	var key strings.Builder
+	for _, e := range tree.Entries {
+		if e.Name == "cue.mod" || strings.HasSuffix(e.Name, ".cue") {
+			key.WriteString(e.Name + "=" + e.Hash.String() + ";")
+		}
+	}
+	if man, ok := m.byKey[key.String()]; ok {
+		return man, nil
+	}
+	fsys, err := gitfs.Commit(r, h.String())
+	if err != nil {
+		return nil, fmt.Errorf("read commit %s: %w", h, err)
 	}
 	// Naming a config that cannot exist makes Compile validate the
 	// manifest and compile nothing else.
 	res, err := compiler.Compile(ctx, m.dir, compiler.Options{FS: fsys, Configs: []cuecast.ConfigPath{"-/-"}})
 	if err != nil {
-		return nil, fmt.Errorf("compile manifest at %s: %w", ref.Hash(), err)
+		return nil, fmt.Errorf("compile manifest at %s: %w", h, err)
 	}
 	if res.Manifest == nil {
-		return nil, fmt.Errorf("manifest at %s is invalid: %v", ref.Hash(), res.Errors)
+		return nil, fmt.Errorf("manifest at %s is invalid: %v", h, res.Errors)
 	}
-	m.tip, m.man = ref.Hash(), res.Manifest
-	return m.man, nil
+	if len(m.byKey) >= maxManifests {
+		clear(m.byKey)
+	}
+	m.byKey[key.String()] = res.Manifest
+	return res.Manifest, nil
 }

@@ -10,7 +10,7 @@ import (
 
 func TestManifestPolicies(t *testing.T) {
 	repo := gittest.New(t)
-	repo.CommitFiles("manifest", map[string]string{
+	first := repo.CommitFiles("manifest", map[string]string{
 		"cue.mod/module.cue": "module: \"example.com/t@v0\"\nlanguage: version: \"v0.17.0\"\n",
 		"cuecast.cue": `package manifest
 
@@ -37,7 +37,7 @@ namespaces: search: owners: ["team-search"]
 		{"payments/eu/fees", []string{"hosts", "all"}, "relaxed"},
 		{"search/ranking", []string{"all"}, "relaxed"},
 	} {
-		p, cons, err := pol.Policy(t.Context(), tc.cfg)
+		p, cons, err := pol.Policy(t.Context(), cuecast.Version{Config: tc.cfg, Version: 1, Commit: first})
 		if err != nil {
 			t.Fatalf("Policy(%s): %v", tc.cfg, err)
 		}
@@ -50,8 +50,9 @@ namespaces: search: owners: ["team-search"]
 		}
 	}
 
-	// A new tip with another policy is read again.
-	repo.CommitFiles("faster canary", map[string]string{"cuecast.cue": `package manifest
+	// A commit with another policy: its versions roll out under it, older
+	// versions keep the policy of their own commit.
+	second := repo.CommitFiles("faster canary", map[string]string{"cuecast.cue": `package manifest
 
 namespaces: payments: {
 	owners: ["team-payments"]
@@ -59,11 +60,25 @@ namespaces: payments: {
 }
 namespaces: search: owners: ["team-search"]
 `})
-	p, cons, err := pol.Policy(t.Context(), "payments/checkout")
-	if err != nil {
-		t.Fatal(err)
+	for _, tc := range []struct {
+		name   string
+		commit string
+		stage  string
+		cons   string
+	}{
+		{"version of the new commit", second, "fast", "relaxed"},
+		{"version of the old commit", first, "canary", "strict"},
+		{"version without a commit: the tip", "", "fast", "relaxed"},
+	} {
+		p, cons, err := pol.Policy(t.Context(), cuecast.Version{Config: "payments/checkout", Version: 2, Commit: tc.commit})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if cons != tc.cons || p.Stages[0].Name != tc.stage {
+			t.Errorf("%s: got %v %s, want %s %s", tc.name, p.Stages, cons, tc.stage, tc.cons)
+		}
 	}
-	if cons != "relaxed" || p.Stages[0].Name != "fast" {
-		t.Errorf("after the manifest changed: got %v %s, want fast relaxed", p.Stages, cons)
+	if _, _, err := pol.Policy(t.Context(), cuecast.Version{Config: "payments/checkout", Commit: "0123456789012345678901234567890123456789"}); err == nil {
+		t.Error("a commit the repository does not have: got no error")
 	}
 }
