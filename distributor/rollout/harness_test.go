@@ -18,6 +18,7 @@ import (
 	"github.com/cuecast/cuecast/distributor"
 	"github.com/cuecast/cuecast/distributor/rollout"
 	"github.com/cuecast/cuecast/internal/natstest"
+	"github.com/cuecast/cuecast/internal/poll"
 )
 
 const (
@@ -263,16 +264,7 @@ func idIn(prefix string, lo, hi, n int) []string {
 // eventually polls cond until it holds or 15s pass.
 func eventually(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	var last string
-	for time.Now().Before(deadline) {
-		var ok bool
-		if ok, last = cond(); ok {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("%s: still %s after 15s", what, last)
+	poll.Until(t, what, 15*time.Second, cond)
 }
 
 // threeStages is canary 1%, early 10%, all: holds of hold each.

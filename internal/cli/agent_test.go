@@ -14,6 +14,7 @@ import (
 	"github.com/cuecast/cuecast/internal/gittest"
 	"github.com/cuecast/cuecast/internal/iostreams"
 	"github.com/cuecast/cuecast/internal/pipeline"
+	"github.com/cuecast/cuecast/internal/poll"
 )
 
 func startPipeline(t *testing.T, repo *gittest.Repo) *pipeline.Pipeline {
@@ -51,12 +52,7 @@ func startCmd(t *testing.T, args ...string) (stdout, stderr *syncBuffer) {
 
 func await(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if cond() {
-			return
-		}
-	}
-	t.Fatalf("timed out waiting for %s", what)
+	poll.Until(t, what, 20*time.Second, func() (bool, string) { return cond(), "not so" })
 }
 
 func fileContains(path, want string) func() bool {

@@ -25,6 +25,7 @@ import (
 	"github.com/cuecast/cuecast/internal/gittest"
 	"github.com/cuecast/cuecast/internal/iostreams"
 	"github.com/cuecast/cuecast/internal/pipeline"
+	"github.com/cuecast/cuecast/internal/poll"
 )
 
 const checkoutCfg = cuecast.ConfigPath("payments/checkout")
@@ -72,16 +73,7 @@ func watchers(t *testing.T, p *pipeline.Pipeline, ids ...string) []*client.Watch
 
 func waitFor(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	var last string
-	for time.Now().Before(deadline) {
-		var ok bool
-		if ok, last = cond(); ok {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("%s: still %s after 20s", what, last)
+	poll.Until(t, what, 20*time.Second, cond)
 }
 
 func waitVersion(t *testing.T, ws []*client.Watcher, v uint64) {

@@ -17,6 +17,7 @@ import (
 	"github.com/cuecast/cuecast/client"
 	"github.com/cuecast/cuecast/internal/gittest"
 	"github.com/cuecast/cuecast/internal/pipeline"
+	"github.com/cuecast/cuecast/internal/poll"
 	"github.com/cuecast/cuecast/internal/revert"
 )
 
@@ -68,16 +69,7 @@ func start(t *testing.T, repo *gittest.Repo, data string) *fixture {
 // eventually polls cond until it holds or 20s pass.
 func eventually(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	var last string
-	for time.Now().Before(deadline) {
-		var ok bool
-		if ok, last = cond(); ok {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("%s: still %s after 20s", what, last)
+	poll.Until(t, what, 20*time.Second, cond)
 }
 
 func (f *fixture) waitCursor(sha string) {

@@ -20,6 +20,7 @@ import (
 	"github.com/cuecast/cuecast/distributor/rollout"
 	"github.com/cuecast/cuecast/internal/gittest"
 	"github.com/cuecast/cuecast/internal/pipeline"
+	"github.com/cuecast/cuecast/internal/poll"
 )
 
 const checkout = cuecast.ConfigPath("payments/checkout")
@@ -131,16 +132,7 @@ func (f *fixture) setAmount(amount string) string {
 // eventually polls cond until it holds or 30s pass.
 func eventually(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	var last string
-	for time.Now().Before(deadline) {
-		var ok bool
-		if ok, last = cond(); ok {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("%s: still %s after 30s", what, last)
+	poll.Until(t, what, 30*time.Second, cond)
 }
 
 // scrape reads /metrics in the text format into "name{labels}" ▶ value.

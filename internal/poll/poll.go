@@ -1,0 +1,26 @@
+// Package poll is how tests wait: check a condition every few milliseconds
+// until it holds or a deadline passes, instead of sleeping a guessed time.
+package poll
+
+import (
+	"testing"
+	"time"
+)
+
+// Until calls cond every 10ms until it reports true, and fails t after
+// timeout with what and cond's last description of the state it saw.
+func Until(t testing.TB, what string, timeout time.Duration, cond func() (ok bool, state string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var last string
+	for {
+		var ok bool
+		if ok, last = cond(); ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: still %s after %s", what, last, timeout)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
