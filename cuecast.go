@@ -115,8 +115,12 @@ type Report struct {
 	// Staged is the version of a strict config the instance has fetched,
 	// verified and validated and holds ready for the activation pointer
 	// (two-phase cutover); 0 when none.
-	Staged uint64    `json:"staged,omitempty"`
-	At     time.Time `json:"at"`
+	Staged uint64 `json:"staged,omitempty"`
+	// AppliedAt is when the instance applied Version. Reports are sent a
+	// little after an apply (spread so a fleet does not report at once), so
+	// propagation is timed from this, not from the report's arrival.
+	AppliedAt time.Time `json:"applied_at,omitempty"`
+	At        time.Time `json:"at"`
 }
 
 // Buckets is the number of cohort buckets an instance can hash into.

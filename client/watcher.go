@@ -607,6 +607,7 @@ func (w *Watcher) report() {
 		LastKnownGood: w.servingLKG,
 		LastError:     w.lastErr,
 		Staged:        w.staged,
+		AppliedAt:     s.AppliedAt.UTC(),
 		At:            time.Now().UTC(),
 	}
 	b, err := json.Marshal(r)

@@ -281,3 +281,23 @@ func TestSeenHaltIsNotCounted(t *testing.T) {
 		t.Errorf("halts{cause=unhealthy} = %v, want 1 (the halt seen before start is not counted)", got)
 	}
 }
+
+// TestPropagationMonotonic: samples timed by apply time can come after ones
+// timed by arrival; the series never goes back in time.
+func TestPropagationMonotonic(t *testing.T) {
+	m := New(Options{})
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	v := cuecast.Version{Config: "a/b", Version: 2, CompiledAt: t0}
+	m.Published(v)
+	m.ObservePropagation(t0.Add(900*time.Millisecond), ConfigSample{Config: "a/b", Target: v, Instances: 2, OnTarget: 1})
+	m.ObservePropagation(t0.Add(40*time.Millisecond), ConfigSample{Config: "a/b", Target: v, Instances: 2, OnTarget: 2})
+	s := m.Propagation("a/b")[0]
+	for i := 1; i < len(s.Points); i++ {
+		if s.Points[i].Elapsed < s.Points[i-1].Elapsed {
+			t.Fatalf("points go back in time: %+v", s.Points)
+		}
+	}
+	if got := s.Reached["1"]; got != 900*time.Millisecond {
+		t.Errorf("100%% reached at %v, want 900ms (not before the sample that saw 50%%)", got)
+	}
+}

@@ -95,6 +95,11 @@ func (p *propagation) observe(at time.Time, c ConfigSample) []crossing {
 		return nil // no fleet: nothing to plot, nothing propagates
 	}
 	elapsed := max(at.Sub(c.Target.CompiledAt), 0)
+	if n := len(cur.Points); n > 0 {
+		// Samples timed by report arrival and by apply time interleave;
+		// the series only moves forward.
+		elapsed = max(elapsed, cur.Points[n-1].Elapsed)
+	}
 	share := c.Coverage()
 	pt := Point{Elapsed: elapsed, Share: share, Instances: c.Instances}
 	_, full := cur.Reached["1"]

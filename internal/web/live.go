@@ -114,6 +114,20 @@ func (l *liveFleet) sample(cfg cuecast.ConfigPath, target cuecast.Version) metri
 	return c
 }
 
+// appliedBy is when the last of cfg's instances now on target applied it, as
+// their reports say; zero when none says.
+func (l *liveFleet) appliedBy(cfg cuecast.ConfigPath, target cuecast.Version) time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var last time.Time
+	for _, lr := range l.reports[cfg] {
+		if lr.r.Version == target.Version && (target.Checksum == "" || lr.r.Checksum == target.Checksum) && lr.r.AppliedAt.After(last) {
+			last = lr.r.AppliedAt
+		}
+	}
+	return last
+}
+
 // target is the version cfg's fleet converges on: the newest of what the last
 // sample's status says and what this process published since.
 func (s *Server) target(cfg cuecast.ConfigPath) (cuecast.Version, bool) {
@@ -135,6 +149,12 @@ func (s *Server) onReport(r cuecast.Report) {
 	now := time.Now()
 	s.live.add(r, now)
 	if t, ok := s.target(r.Config); ok {
-		s.metrics.ObservePropagation(now, s.live.sample(r.Config, t))
+		// Time the sample by the applies it counts, not by when the
+		// (deliberately spread) reports arrived.
+		at := now
+		if a := s.live.appliedBy(r.Config, t); !a.IsZero() && a.Before(now) {
+			at = a
+		}
+		s.metrics.ObservePropagation(at, s.live.sample(r.Config, t))
 	}
 }

@@ -167,3 +167,28 @@ func TestHaltKey(t *testing.T) {
 		t.Errorf("a second halt has the first one's key %q", first)
 	}
 }
+
+// TestAppliedBy: propagation is timed by when the instances on target applied
+// it, as their reports say, not by when the spread-out reports arrived.
+func TestAppliedBy(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	const cfg = cuecast.ConfigPath("a/b")
+	target := cuecast.Version{Config: cfg, Version: 2, Checksum: "c2"}
+	l := newLiveFleet()
+	if got := l.appliedBy(cfg, target); !got.IsZero() {
+		t.Fatalf("empty fleet: got %v, want zero", got)
+	}
+	for _, r := range []cuecast.Report{
+		{Instance: "i1", Version: 2, Checksum: "c2", AppliedAt: t0.Add(30 * time.Millisecond)},
+		{Instance: "i2", Version: 2, Checksum: "c2", AppliedAt: t0.Add(45 * time.Millisecond)},
+		{Instance: "i3", Version: 1, Checksum: "c1", AppliedAt: t0.Add(time.Second)},     // not on target
+		{Instance: "i4", Version: 2, Checksum: "zz", AppliedAt: t0.Add(2 * time.Second)}, // drifted
+		{Instance: "i5", Version: 2, Checksum: "c2"},                                     // an old client: no applied_at
+	} {
+		r.Config, r.At = cfg, t0.Add(900*time.Millisecond)
+		l.add(r, r.At)
+	}
+	if got, want := l.appliedBy(cfg, target), t0.Add(45*time.Millisecond); !got.Equal(want) {
+		t.Errorf("got %v, want the latest apply on target, %v", got, want)
+	}
+}
