@@ -149,12 +149,18 @@ func (s *Server) onReport(r cuecast.Report) {
 	now := time.Now()
 	s.live.add(r, now)
 	if t, ok := s.target(r.Config); ok {
-		// Time the sample by the applies it counts, not by when the
-		// (deliberately spread) reports arrived.
-		at := now
-		if a := s.live.appliedBy(r.Config, t); !a.IsZero() && a.Before(now) {
-			at = a
-		}
-		s.metrics.ObservePropagation(at, s.live.sample(r.Config, t))
+		s.observePropagation(now, r.Config, t)
 	}
+}
+
+// observePropagation records cfg's share on target t. A sample is timed by
+// the latest apply it counts (the reports' applied_at), not by when the
+// deliberately spread reports arrived or the sampler ticked; with nothing on
+// target yet, by now.
+func (s *Server) observePropagation(now time.Time, cfg cuecast.ConfigPath, t cuecast.Version) {
+	at := now
+	if a := s.live.appliedBy(cfg, t); !a.IsZero() && a.Before(now) {
+		at = a
+	}
+	s.metrics.ObservePropagation(at, s.live.sample(cfg, t))
 }

@@ -160,7 +160,7 @@ func (s *Server) Sample(ctx context.Context) {
 	if snap.err == "" {
 		for _, st := range snap.status {
 			if t, ok := s.target(st.Config); ok {
-				s.metrics.ObservePropagation(now, s.live.sample(st.Config, t))
+				s.observePropagation(now, st.Config, t)
 			}
 		}
 	}

@@ -140,7 +140,7 @@ func New(o Options) (*Server, error) {
 	}
 	o.Metrics.OnPublish(func(v cuecast.Version) {
 		// The fleet at the moment of publication starts the version's series.
-		s.metrics.ObservePropagation(time.Now(), s.live.sample(v.Config, v))
+		s.observePropagation(time.Now(), v.Config, v)
 	})
 	sub, err := fs.Sub(static, "static")
 	if err != nil {
