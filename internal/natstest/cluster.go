@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cuecast/cuecast/internal/natsconf"
+	"github.com/cuecast/cuecast/internal/poll"
 )
 
 // Tree is a fan-out tree for tests: a hub and leaf servers, each started
@@ -276,21 +277,11 @@ func (tr *Tree) Mirrors(t testing.TB) {
 }
 
 // Eventually polls cond every 10ms until it holds or d passes, then fails
-// the test with cond's last description.
+// the test with cond's last description (poll.Until with this package's
+// argument order).
 func Eventually(t testing.TB, d time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	var last string
-	for {
-		var ok bool
-		if ok, last = cond(); ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: still %s after %s", what, last, d)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	poll.Until(t, what, d, cond)
 }
 
 // Link is a TCP proxy standing for the network between two servers; Cut
