@@ -77,13 +77,21 @@ type Version struct {
 }
 
 // Pointer tells the instances of one cohort which version of a config to run.
-// It names a version (and the stream sequence holding it), never inline bytes.
+// It names a version (and the stream sequence holding it) and repeats what an
+// instance needs to apply it; when Inline is set, the message carrying the
+// pointer has the version's content as its body (docs/PROTOCOL.md §3), so
+// that one message per instance delivers a change.
 type Pointer struct {
 	Config   ConfigPath `json:"config"`
 	Version  uint64     `json:"version"`
 	Seq      uint64     `json:"seq"`
 	Checksum string     `json:"checksum"`
 	Size     int64      `json:"size"`
+	Commit   string     `json:"commit,omitempty"`
+	Deleted  bool       `json:"deleted,omitempty"`
+	// Inline is not signed: the content it announces is checked against the
+	// signed Checksum and Size.
+	Inline bool `json:"inline,omitempty"`
 	// Rollback allows instances to move to a version older than the one they
 	// hold; without it they refuse to go backwards.
 	Rollback bool      `json:"rollback,omitempty"`
@@ -185,6 +193,12 @@ func (v Version) SigningBytes() []byte {
 // SigningBytes is what the distributor signs for a pointer: one field per
 // line; SetAt as Unix nanoseconds.
 func (p Pointer) SigningBytes() []byte {
-	return fmt.Appendf(nil, "cuecast-pointer-v1\n%s\n%d\n%d\n%s\n%d\n%t\n%d\n",
-		p.Config, p.Version, p.Seq, p.Checksum, p.Size, p.Rollback, p.SetAt.UnixNano())
+	return fmt.Appendf(nil, "cuecast-pointer-v2\n%s\n%d\n%d\n%s\n%d\n%s\n%t\n%t\n%d\n",
+		p.Config, p.Version, p.Seq, p.Checksum, p.Size, p.Commit, p.Deleted, p.Rollback, p.SetAt.UnixNano())
+}
+
+// Meta is the version metadata a pointer vouches for: enough to apply and
+// describe the version without reading it.
+func (p Pointer) Meta() Version {
+	return Version{Config: p.Config, Version: p.Version, Commit: p.Commit, Checksum: p.Checksum, Size: p.Size, Deleted: p.Deleted}
 }

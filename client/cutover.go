@@ -35,13 +35,13 @@ func cutoverSubjects(cfg cuecast.ConfigPath) []string {
 func (w *Watcher) handleCutover(m *nats.Msg) bool {
 	switch m.Subject {
 	case republished(stagedSubject(w.cfg)):
-		if p, ok := w.pointer(m.Data); ok {
-			w.stage(p)
+		if p, body, ok := w.pointer(m); ok {
+			w.stage(p, body)
 		}
 		return true
 	case republished(activationSubject(w.cfg)):
-		if p, ok := w.pointer(m.Data); ok {
-			w.apply(p, "activation")
+		if p, body, ok := w.pointer(m); ok {
+			w.apply(p, body, "activation")
 		}
 		return true
 	}
@@ -50,7 +50,7 @@ func (w *Watcher) handleCutover(m *nats.Msg) bool {
 
 // stage prepares the version p names: fetched, verified and validated, kept
 // in the cache so that the activation applies it without a read.
-func (w *Watcher) stage(p cuecast.Pointer) {
+func (w *Watcher) stage(p cuecast.Pointer, body []byte) {
 	if cur := w.cur.Load(); cur != nil && p.Version <= cur.Version {
 		return
 	}
@@ -61,7 +61,7 @@ func (w *Watcher) stage(p cuecast.Pointer) {
 	if w.rejected[key] {
 		return
 	}
-	meta, content, err := w.fetch(p)
+	meta, content, err := w.fetch(p, body)
 	if err != nil {
 		w.reject(p.Version, "stage", err, false)
 		return
@@ -90,7 +90,7 @@ func (w *Watcher) resyncCutover(ctx context.Context) {
 		w.event(EventError, 0, "read staged pointer", fmt.Errorf("staged pointer: %w", err))
 		return
 	}
-	if p, ok := w.pointer(m.Data); ok {
-		w.stage(p)
+	if p, body, ok := w.pointer(m); ok {
+		w.stage(p, body)
 	}
 }

@@ -37,6 +37,7 @@ type env struct {
 type envOpts struct {
 	signed bool
 	retain int
+	inline int // distributor.Options.InlineLimit
 }
 
 func newEnv(t *testing.T, o envOpts) *env {
@@ -50,7 +51,7 @@ func newEnv(t *testing.T, o envOpts) *env {
 func (e *env) newDistributor(o envOpts) {
 	t := e.t
 	t.Helper()
-	dopts := distributor.Options{Retain: o.retain, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	dopts := distributor.Options{Retain: o.retain, InlineLimit: o.inline, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	if o.signed {
 		kp, err := nkeys.CreateAccount()
 		if err != nil {

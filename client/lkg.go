@@ -13,48 +13,50 @@ import (
 )
 
 // The last-known-good file is one line of JSON (lkgHeader) followed by the
-// content bytes exactly as published, so the checksum (and signature) can be
-// verified before the file is trusted.
-const lkgFormat = "cuecast-lkg-v1"
+// content bytes exactly as published, so the checksum (and the signature of
+// the pointer the content was applied from, which covers checksum, size and
+// commit) can be verified before the file is trusted.
+const lkgFormat = "cuecast-lkg-v2"
 
 type lkgHeader struct {
 	Format  string          `json:"format"`
-	Meta    cuecast.Version `json:"meta"`
+	Pointer cuecast.Pointer `json:"pointer"`
 	SavedAt time.Time       `json:"saved_at"`
 }
 
 // readLKG loads and verifies a last-known-good file. It returns an error
 // wrapping os.ErrNotExist when there is none.
-func readLKG(path string, cfg cuecast.ConfigPath) (cuecast.Version, []byte, error) {
+func readLKG(path string, cfg cuecast.ConfigPath) (cuecast.Pointer, []byte, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return cuecast.Version{}, nil, fmt.Errorf("read last-known-good %s: %w", path, err)
+		return cuecast.Pointer{}, nil, fmt.Errorf("read last-known-good %s: %w", path, err)
 	}
 	line, content, ok := bytes.Cut(b, []byte("\n"))
 	if !ok {
-		return cuecast.Version{}, nil, fmt.Errorf("read last-known-good %s: no header line: %w", path, cuecast.ErrChecksumMismatch)
+		return cuecast.Pointer{}, nil, fmt.Errorf("read last-known-good %s: no header line: %w", path, cuecast.ErrChecksumMismatch)
 	}
 	var h lkgHeader
 	if err := json.Unmarshal(line, &h); err != nil {
-		return cuecast.Version{}, nil, fmt.Errorf("read last-known-good %s: header: %w", path, err)
+		return cuecast.Pointer{}, nil, fmt.Errorf("read last-known-good %s: header: %w", path, err)
 	}
 	if h.Format != lkgFormat {
-		return cuecast.Version{}, nil, fmt.Errorf("read last-known-good %s: format %q, want %q", path, h.Format, lkgFormat)
+		return cuecast.Pointer{}, nil, fmt.Errorf("read last-known-good %s: format %q, want %q", path, h.Format, lkgFormat)
 	}
-	if h.Meta.Config != cfg {
-		return cuecast.Version{}, nil, fmt.Errorf("read last-known-good %s: holds %s, want %s", path, h.Meta.Config, cfg)
+	if h.Pointer.Config != cfg {
+		return cuecast.Pointer{}, nil, fmt.Errorf("read last-known-good %s: holds %s, want %s", path, h.Pointer.Config, cfg)
 	}
-	if got := cuecast.Checksum(content); got != h.Meta.Checksum || int64(len(content)) != h.Meta.Size {
-		return cuecast.Version{}, nil, fmt.Errorf("read last-known-good %s: content hashes to %s (%d bytes), header says %s (%d bytes): %w",
-			path, got, len(content), h.Meta.Checksum, h.Meta.Size, cuecast.ErrChecksumMismatch)
+	if got := cuecast.Checksum(content); got != h.Pointer.Checksum || int64(len(content)) != h.Pointer.Size {
+		return cuecast.Pointer{}, nil, fmt.Errorf("read last-known-good %s: content hashes to %s (%d bytes), header says %s (%d bytes): %w",
+			path, got, len(content), h.Pointer.Checksum, h.Pointer.Size, cuecast.ErrChecksumMismatch)
 	}
-	return h.Meta, content, nil
+	h.Pointer.Inline = false
+	return h.Pointer, content, nil
 }
 
 // writeLKG replaces the file atomically: write a temporary file beside it,
 // fsync, rename over, fsync the directory.
-func writeLKG(path string, meta cuecast.Version, content []byte) (err error) {
-	hdr, err := json.Marshal(lkgHeader{Format: lkgFormat, Meta: meta, SavedAt: time.Now().UTC()})
+func writeLKG(path string, p cuecast.Pointer, content []byte) (err error) {
+	hdr, err := json.Marshal(lkgHeader{Format: lkgFormat, Pointer: p, SavedAt: time.Now().UTC()})
 	if err != nil {
 		return fmt.Errorf("write last-known-good %s: %w", path, err)
 	}

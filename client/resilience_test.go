@@ -1,6 +1,7 @@
 package client_test
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -271,7 +272,7 @@ func TestSignatures(t *testing.T) {
 			m := nats.NewMsg(ptrSubj)
 			m.Header.Set("Nats-Sequence", strconv.Itoa(1_000_000+i))
 			m.Header.Set("Nats-Last-Sequence", "0")
-			m.Data = tt.data
+			m.Header.Set("Cuecast-Pointer", string(tt.data))
 			if err := e.dnc.PublishMsg(m); err != nil {
 				t.Fatal(err)
 			}
@@ -314,7 +315,8 @@ func TestSignatures(t *testing.T) {
 		sig, _ := e.key.Sign(p.SigningBytes())
 		p.Signature = base64.RawURLEncoding.EncodeToString(sig)
 		pm := nats.NewMsg(fmt.Sprintf("cc.payments.p.%d.checkout", w.Bucket()))
-		pm.Data, _ = json.Marshal(p)
+		enc, _ := json.Marshal(p)
+		pm.Header.Set("Cuecast-Pointer", string(enc))
 		if _, err := js.PublishMsg(t.Context(), pm); err != nil {
 			t.Fatal(err)
 		}
@@ -326,6 +328,45 @@ func TestSignatures(t *testing.T) {
 		})
 		if s := w.Current(); s.Version != 2 {
 			t.Fatalf("Current: got %d, want 2", s.Version)
+		}
+	})
+
+	t.Run("tampered inline content behind a valid pointer", func(t *testing.T) {
+		// Bytes damaged on the way, or swapped by someone who can publish
+		// on the subject: the pointer's signed checksum catches them and
+		// the stored version is applied instead.
+		v4 := cuecast.Version{Config: cfg, Version: 4, Commit: "c004"}
+		if err := e.d.Publish(t.Context(), v4, body(4)); err != nil {
+			t.Fatal(err)
+		}
+		js, _ := jetstream.New(e.dnc)
+		st, _ := js.Stream(t.Context(), "CUECAST")
+		stored, err := st.GetLastMsgForSubject(t.Context(), "cc.payments.v.checkout")
+		if err != nil {
+			t.Fatal(err)
+		}
+		real, err := st.GetLastMsgForSubject(t.Context(), fmt.Sprintf("cc.payments.p.%d.checkout", w.Bucket()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := cuecast.Pointer{Config: cfg, Version: 4, Seq: stored.Sequence, Checksum: cuecast.Checksum(body(4)),
+			Size: int64(len(body(4))), Commit: "c004", Inline: true, SetAt: time.Now()}
+		sig, _ := e.key.Sign(p.SigningBytes())
+		p.Signature = base64.RawURLEncoding.EncodeToString(sig)
+		enc, _ := json.Marshal(p)
+		m := nats.NewMsg(ptrSubj)
+		m.Header.Set("Nats-Sequence", strconv.FormatUint(real.Sequence+1000, 10))
+		m.Header.Set("Nats-Last-Sequence", strconv.FormatUint(real.Sequence, 10))
+		m.Header.Set("Cuecast-Pointer", string(enc))
+		m.Data = []byte(`{"limit":100000,"name":"checkout"}`)
+		if err := e.dnc.PublishMsg(m); err != nil {
+			t.Fatal(err)
+		}
+		waitEvent(t, ev, "inline rejection", func(e client.Event) bool {
+			return e.Kind == client.EventRejected && errors.Is(e.Err, cuecast.ErrChecksumMismatch) && e.Version == 4
+		})
+		if s := waitVersion(t, w, ev, 4); !bytes.Equal(s.Content, body(4)) {
+			t.Fatalf("content: got %s, want the stored %s", s.Content, body(4))
 		}
 	})
 }
@@ -345,7 +386,9 @@ func TestGapTriggersResync(t *testing.T) {
 	m := nats.NewMsg(fmt.Sprintf("ccr.payments.p.%d.checkout", w.Bucket()))
 	m.Header.Set("Nats-Sequence", "5000")
 	m.Header.Set("Nats-Last-Sequence", "4999")
-	m.Data, _ = json.Marshal(p)
+	enc, _ := json.Marshal(p)
+	m.Header.Set("Cuecast-Pointer", string(enc))
+	m.Data = body(1)
 	if err := e.dnc.PublishMsg(m); err != nil {
 		t.Fatal(err)
 	}

@@ -172,7 +172,7 @@ func TestCorruptLastKnownGood(t *testing.T) {
 		{"other config", func(b []byte) []byte {
 			return bytes.Replace(b, []byte(`"config":"payments/checkout"`), []byte(`"config":"payments/other"`), 1)
 		}},
-		{"unknown format", func(b []byte) []byte { return bytes.Replace(b, []byte("cuecast-lkg-v1"), []byte("cuecast-lkg-v9"), 1) }},
+		{"unknown format", func(b []byte) []byte { return bytes.Replace(b, []byte("cuecast-lkg-v2"), []byte("cuecast-lkg-v9"), 1) }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -290,8 +290,11 @@ func TestTombstone(t *testing.T) {
 
 // TestPurgedFallsBackToPointer: a pointer naming a purged version is
 // reported, the watcher re-reads the pointer and follows it once it moves.
+// TestPurgedFallsBackToPointer: a pointer naming a purged version, with no
+// inline copy to fall back on, makes the watcher say so and wait for the
+// next pointer.
 func TestPurgedFallsBackToPointer(t *testing.T) {
-	e := newEnv(t, envOpts{retain: 2})
+	e := newEnv(t, envOpts{retain: 2, inline: -1})
 	e.ship(1, body(1))
 	for n := uint64(2); n <= 4; n++ {
 		if err := e.d.Publish(t.Context(), cuecast.Version{Config: cfg, Version: n, Commit: "c"}, body(n)); err != nil {
@@ -309,6 +312,26 @@ func TestPurgedFallsBackToPointer(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitVersion(t, w, ev, 4)
+}
+
+// TestPurgedButInline: an inline pointer still delivers a version that
+// retention has purged from the stream, since it carries the content.
+func TestPurgedButInline(t *testing.T) {
+	e := newEnv(t, envOpts{retain: 2})
+	e.ship(1, body(1))
+	for n := uint64(2); n <= 4; n++ {
+		if err := e.d.Publish(t.Context(), cuecast.Version{Config: cfg, Version: n, Commit: "c"}, body(n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := e.d.Version(t.Context(), cfg, 1); !errors.Is(err, cuecast.ErrPurged) {
+		t.Fatalf("version 1: got %v, want it purged", err)
+	}
+	c, ev := e.newClient("inline")
+	w := watch(t, c)
+	if s := waitVersion(t, w, ev, 1); !bytes.Equal(s.Content, body(1)) {
+		t.Fatalf("content: got %s, want %s", s.Content, body(1))
+	}
 }
 
 func TestLargeConfig16MiB(t *testing.T) {

@@ -39,7 +39,7 @@ type Watcher struct {
 
 	// Owned by the run goroutine.
 	ptrSeq     uint64                   // last pointer sequence seen
-	cache      map[uint64]cachedVersion // versions seen on the version subject, newer than current
+	cache      map[uint64]cachedVersion // versions staged for an activation (cutover.go), newer than current
 	servingLKG bool
 	lastErr    string
 	rejected   map[string]bool // version@checksum rejected for good (validation, signature)
@@ -60,13 +60,9 @@ type cachedVersion struct {
 	body []byte
 }
 
-// maxCached bounds how many versions newer than the current one a watcher
-// remembers from the version subject while it waits for its pointer.
-const maxCached = 4
-
 // Watch starts watching cfg. It loads the last-known-good file first (when
-// LastKnownGood is given), subscribes to the version and pointer subjects,
-// then reads the current pointer; it waits for that first read unless the
+// LastKnownGood is given), subscribes to its cohort's pointer subject (and
+// the cutover subjects), then reads the current pointer; it waits for that first read unless the
 // connection is down (the watcher then serves the last-known-good value and
 // keeps trying). ctx bounds the watcher's life: cancelling it is the same
 // as Stop. Watch returns an error only for invalid arguments or a failed
@@ -99,7 +95,10 @@ func (c *Client) Watch(ctx context.Context, cfg cuecast.ConfigPath, opts ...Watc
 		return nil, fmt.Errorf("watch %s: %w", cfg, err)
 	}
 	w.loadLKG()
-	for _, subj := range append([]string{versionSubject(cfg), pointerSubject(cfg, w.bucket)}, cutoverSubjects(cfg)...) {
+	// Not the version subject: a pointer carries small content itself, and
+	// every message the server need not send to 10,000 instances shortens
+	// the fan-out (docs/PROTOCOL.md §3).
+	for _, subj := range append([]string{pointerSubject(cfg, w.bucket)}, cutoverSubjects(cfg)...) {
 		sub, err := c.nc.ChanSubscribe(republished(subj), w.msgs)
 		if err != nil {
 			w.unsubscribe()
@@ -211,13 +210,14 @@ func (w *Watcher) loadLKG() {
 	if w.o.lkgPath == "" {
 		return
 	}
-	meta, content, err := readLKG(w.o.lkgPath, w.cfg)
+	p, content, err := readLKG(w.o.lkgPath, w.cfg)
 	if errors.Is(err, os.ErrNotExist) {
 		return
 	}
 	if err == nil {
-		err = w.verifyVersion(meta)
+		err = w.verifyPointer(p)
 	}
+	meta := p.Meta()
 	if err == nil && !meta.Deleted && w.o.validate != nil {
 		if verr := w.o.validate(content); verr != nil {
 			err = fmt.Errorf("last-known-good %s: validation: %w", w.o.lkgPath, verr)
@@ -267,26 +267,22 @@ func (w *Watcher) resync(why string) {
 		w.event(EventError, 0, "pointer read", err)
 		return
 	}
-	p, ok := w.pointer(m.Data)
+	p, body, ok := w.pointer(m)
 	if !ok {
 		return
 	}
 	// The stored pointer is the truth, even below the last sequence seen
 	// (a stream restored from an older backup restarts its sequences).
 	w.ptrSeq = seq
-	w.apply(p, why)
+	w.apply(p, body, why)
 	w.resyncCutover(ctx)
 }
 
-// handle processes one message from the version or pointer subject.
+// handle processes one message from the pointer or cutover subjects.
 func (w *Watcher) handle(m *nats.Msg) {
 	seq, last, err := seqHeaders(m)
 	if err != nil {
 		w.event(EventError, 0, "message on "+m.Subject, err)
-		return
-	}
-	if m.Subject == republished(versionSubject(w.cfg)) {
-		w.remember(m, seq)
 		return
 	}
 	if w.handleCutover(m) {
@@ -295,7 +291,7 @@ func (w *Watcher) handle(m *nats.Msg) {
 	if seq <= w.ptrSeq {
 		return // already seen (the start read raced the subscription)
 	}
-	p, ok := w.pointer(m.Data)
+	p, body, ok := w.pointer(m)
 	if !ok {
 		// Not advancing ptrSeq: a forged message must not make the watcher
 		// ignore the real pointers that follow.
@@ -303,49 +299,36 @@ func (w *Watcher) handle(m *nats.Msg) {
 	}
 	gap := w.ptrSeq != 0 && last != w.ptrSeq
 	w.ptrSeq = seq
-	w.apply(p, "pointer")
+	w.apply(p, body, "pointer")
 	if gap {
 		w.resync("gap")
 	}
 }
 
-// remember keeps a version seen on the version subject so that the pointer
-// naming it needs no read.
-func (w *Watcher) remember(m *nats.Msg, seq uint64) {
-	var v cuecast.Version
-	if err := json.Unmarshal([]byte(m.Header.Get(headerMeta)), &v); err != nil {
-		w.event(EventRejected, 0, "undecodable version metadata on "+m.Subject, err)
-		return
-	}
-	if cur := w.cur.Load(); cur != nil && v.Version <= cur.Version {
-		return
-	}
-	w.cache[v.Version] = cachedVersion{meta: v, seq: seq, body: m.Data}
-	for len(w.cache) > maxCached {
-		oldest := v.Version
-		for n := range w.cache {
-			oldest = min(oldest, n)
-		}
-		delete(w.cache, oldest)
-	}
-}
-
-// pointer decodes and verifies a pointer message, rejecting bad ones.
-func (w *Watcher) pointer(data []byte) (cuecast.Pointer, bool) {
-	var p cuecast.Pointer
-	if err := json.Unmarshal(data, &p); err != nil {
-		w.reject(0, "undecodable pointer", err, false)
-		return p, false
+// pointer decodes and verifies a pointer message, rejecting bad ones. body
+// is the inline content when the pointer says so (still to be checked
+// against the pointer's checksum), else nil.
+func (w *Watcher) pointer(m *nats.Msg) (p cuecast.Pointer, body []byte, ok bool) {
+	if err := json.Unmarshal([]byte(m.Header.Get(headerPtr)), &p); err != nil {
+		w.reject(0, "undecodable pointer", fmt.Errorf("%s header: %w", headerPtr, err), false)
+		return p, nil, false
 	}
 	if err := w.verifyPointer(p); err != nil {
 		w.reject(p.Version, "pointer", err, false)
-		return p, false
+		return p, nil, false
 	}
-	return p, true
+	if p.Inline {
+		body = m.Data
+		if body == nil {
+			body = []byte{}
+		}
+	}
+	return p, body, true
 }
 
-// apply moves to the version a verified pointer names, if it should.
-func (w *Watcher) apply(p cuecast.Pointer, why string) {
+// apply moves to the version a verified pointer names, if it should; body
+// is the pointer's inline content or nil.
+func (w *Watcher) apply(p cuecast.Pointer, body []byte, why string) {
 	cur := w.cur.Load()
 	if cur != nil {
 		switch {
@@ -369,7 +352,7 @@ func (w *Watcher) apply(p cuecast.Pointer, why string) {
 	if w.rejected[key] {
 		return
 	}
-	meta, content, err := w.fetch(p)
+	meta, content, err := w.fetch(p, body)
 	if errors.Is(err, cuecast.ErrPurged) && why != "purged" {
 		w.event(EventError, p.Version, "version purged; falling back to the current pointer", err)
 		w.resync("purged")
@@ -416,7 +399,7 @@ func (w *Watcher) apply(p cuecast.Pointer, why string) {
 	}
 	w.publish(*s)
 	if w.o.lkgPath != "" {
-		if err := writeLKG(w.o.lkgPath, meta, content); err != nil {
+		if err := writeLKG(w.o.lkgPath, p, content); err != nil {
 			w.lastErr = err.Error()
 			w.event(EventError, meta.Version, "applied, but not saved as last-known-good", err)
 		}
@@ -481,17 +464,24 @@ func (w *Watcher) reject(version uint64, what string, err error, forGood bool) {
 	}
 }
 
-// fetch returns the verified metadata and content of the version p names.
-func (w *Watcher) fetch(p cuecast.Pointer) (cuecast.Version, []byte, error) {
+// fetch returns the verified metadata and content of the version p names:
+// the inline body when p has one, else a copy kept here (staged, or the
+// version before the current one), else the stored version.
+func (w *Watcher) fetch(p cuecast.Pointer, inline []byte) (cuecast.Version, []byte, error) {
+	if p.Inline {
+		meta, body, err := w.verifyContent(p, p.Meta(), inline)
+		if err == nil {
+			return meta, body, nil
+		}
+		// Damaged on the way, or a forgery: the stream's copy decides.
+		w.event(EventRejected, p.Version, "inline content does not verify; reading the stored version", err)
+	}
 	if cv, ok := w.cache[p.Version]; ok && cv.seq == p.Seq {
 		meta, body, err := w.verifyContent(p, cv.meta, cv.body)
 		if err == nil {
 			return meta, body, nil
 		}
-		// What arrived on the subject does not verify (dropped bytes, or a
-		// forgery): the stream's copy decides.
 		delete(w.cache, p.Version)
-		w.event(EventRejected, p.Version, "version message on the subject does not verify; reading the stored one", err)
 	}
 	if w.prev.seq == p.Seq && w.prev.meta.Version == p.Version {
 		if meta, body, err := w.verifyContent(p, w.prev.meta, w.prev.body); err == nil {
@@ -570,16 +560,6 @@ func (w *Watcher) fetchChunks(meta cuecast.Version) ([]byte, error) {
 		buf = append(buf, m.Data...)
 	}
 	return buf, nil
-}
-
-func (w *Watcher) verifyVersion(v cuecast.Version) error {
-	if w.c.o.keyring == nil {
-		return nil
-	}
-	if err := w.c.o.keyring.Verify(v.SigningBytes(), v.Signature); err != nil {
-		return fmt.Errorf("version %d: %w", v.Version, err)
-	}
-	return nil
 }
 
 func (w *Watcher) verifyPointer(p cuecast.Pointer) error {

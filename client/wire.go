@@ -18,6 +18,7 @@ const (
 	stream       = "CUECAST"
 	directGet    = "$JS.API.DIRECT.GET." + stream
 	headerMeta   = "Cuecast-Meta"
+	headerPtr    = "Cuecast-Pointer"
 	headerChunkV = "Cuecast-Version"
 	headerSeq    = "Nats-Sequence"
 	headerLast   = "Nats-Last-Sequence"

@@ -6,9 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/cuecast/cuecast"
 )
 
@@ -33,7 +30,7 @@ func activationSubject(cfg cuecast.ConfigPath) string {
 // it. p.Seq, Checksum and Size are filled in from the stored version.
 // It returns cuecast.ErrNotFound or cuecast.ErrPurged for an unknown version.
 func (d *Distributor) Stage(ctx context.Context, cfg cuecast.ConfigPath, p cuecast.Pointer) error {
-	if err := d.publishCutover(ctx, stagedSubject(cfg), cfg, p); err != nil {
+	if err := d.publishCutover(ctx, stagedSubject(cfg), cfg, p, true); err != nil {
 		return fmt.Errorf("stage %s@%d: %w", cfg, p.Version, err)
 	}
 	return nil
@@ -44,36 +41,40 @@ func (d *Distributor) Stage(ctx context.Context, cfg cuecast.ConfigPath, p cueca
 // the caller points them at the same version afterwards so that instances
 // that missed the activation catch up on their next read.
 func (d *Distributor) Activate(ctx context.Context, cfg cuecast.ConfigPath, p cuecast.Pointer) error {
-	if err := d.publishCutover(ctx, activationSubject(cfg), cfg, p); err != nil {
+	if err := d.publishCutover(ctx, activationSubject(cfg), cfg, p, false); err != nil {
 		return fmt.Errorf("activate %s@%d: %w", cfg, p.Version, err)
 	}
 	return nil
 }
 
-func (d *Distributor) publishCutover(ctx context.Context, subj string, cfg cuecast.ConfigPath, p cuecast.Pointer) error {
+func (d *Distributor) publishCutover(ctx context.Context, subj string, cfg cuecast.ConfigPath, p cuecast.Pointer, inline bool) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
 	p.Config = cfg
-	sv, _, err := d.findVersion(ctx, cfg, p.Version)
+	sv, err := d.lookupVersion(ctx, cfg, p.Version)
 	if err != nil {
 		return err
 	}
-	p.Seq, p.Checksum, p.Size = sv.Seq, sv.Checksum, sv.Size
+	body, err := d.describe(ctx, &p, sv)
+	if err != nil {
+		return err
+	}
+	if !inline {
+		// Instances apply the activation from the copy they staged.
+		p.Inline, body = false, nil
+	}
 	if p.SetAt.IsZero() {
 		p.SetAt = time.Now().UTC()
 	}
 	if err := d.signPointer(&p); err != nil {
 		return err
 	}
-	body, err := json.Marshal(p)
+	enc, err := json.Marshal(p)
 	if err != nil {
 		return fmt.Errorf("encode pointer: %w", err)
 	}
-	m := nats.NewMsg(subj)
-	m.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
-	m.Data = body
-	if _, err := d.js.PublishMsg(ctx, m); err != nil {
+	if _, err := d.js.PublishMsg(ctx, pointerMsg(subj, enc, body)); err != nil {
 		return fmt.Errorf("write %s: %w", subj, err)
 	}
 	d.log.Info("cutover pointer", "subject", subj, "config", cfg, "version", p.Version)

@@ -31,6 +31,13 @@ type Options struct {
 	// StragglerAfter is how long an instance may stay behind the latest
 	// version before Status lists it as a straggler; default 2 × Heartbeat.
 	StragglerAfter time.Duration
+	// InlineLimit is the largest content carried in every pointer message
+	// (docs/PROTOCOL.md §3): an instance then needs one message per change
+	// instead of the version's and its pointer's, and the version's own
+	// publish fans out to nobody. The price is storage: each cohort
+	// pointer keeps a copy, up to 100 per config. Default 64 KiB, at most
+	// ChunkThreshold; negative never inlines.
+	InlineLimit int
 	// SigningKey signs every version and pointer (ed25519, an nkeys seed);
 	// nil publishes them unsigned.
 	SigningKey nkeys.KeyPair
@@ -58,6 +65,9 @@ func (o *Options) setDefaults() {
 	if o.StragglerAfter == 0 {
 		o.StragglerAfter = 2 * o.Heartbeat
 	}
+	if o.InlineLimit == 0 {
+		o.InlineLimit = DefaultInlineLimit
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -74,6 +84,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("validate options: heartbeat %s: want a positive duration", o.Heartbeat)
 	case o.StragglerAfter < 0:
 		return fmt.Errorf("validate options: straggler-after %s: want a positive duration", o.StragglerAfter)
+	case o.InlineLimit > ChunkThreshold:
+		return fmt.Errorf("validate options: inline limit %d: want at most %d (the chunk threshold)", o.InlineLimit, ChunkThreshold)
 	}
 	return nil
 }
@@ -113,7 +125,7 @@ func (d *Distributor) followPointers() error {
 		seq, err := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
 		subj := m.Header.Get(jetstream.SubjectHeader)
 		var p cuecast.Pointer
-		if err != nil || subj == "" || json.Unmarshal(m.Data, &p) != nil {
+		if err != nil || subj == "" || json.Unmarshal([]byte(m.Header.Get(HeaderPointer)), &p) != nil {
 			return
 		}
 		if c, ok := d.ptrs.Load(subj); ok && c.(cachedPointer).seq >= seq {

@@ -564,3 +564,67 @@ func TestPublishStaleCache(t *testing.T) {
 		t.Fatalf("pointer after deploy: got %+v, %v; want version 3", p, err)
 	}
 }
+
+// TestInlinePointers: a version no larger than InlineLimit rides in every
+// pointer message (Cuecast-Pointer header, content as the body), whether
+// deployed, set by SetPointers (read back from the stream, not the cache of
+// the latest) or rolled back to; a larger one, or any with inlining off,
+// is named only.
+func TestInlinePointers(t *testing.T) {
+	small, large := content(1), bytes.Repeat([]byte("x"), 300)
+	large[0], large[len(large)-1] = '"', '"'
+	tests := []struct {
+		name   string
+		limit  int
+		body   []byte
+		inline bool
+	}{
+		{"small", 0, small, true},
+		{"at the limit", len(large), large, true},
+		{"over the limit", len(large) - 1, large, false},
+		{"inlining off", -1, small, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d, nc := newDist(t, distributor.Options{InlineLimit: tt.limit})
+			js, _ := jetstream.New(nc)
+			st, _ := js.Stream(t.Context(), distributor.Stream)
+			check := func(bucket int, want uint64, wantBody []byte) {
+				t.Helper()
+				m, err := st.GetLastMsgForSubject(t.Context(), fmt.Sprintf("cc.payments.p.%d.checkout", bucket))
+				if err != nil {
+					t.Fatal(err)
+				}
+				var p cuecast.Pointer
+				if err := json.Unmarshal([]byte(m.Header.Get(distributor.HeaderPointer)), &p); err != nil {
+					t.Fatalf("pointer header: %v", err)
+				}
+				if p.Version != want || p.Commit != version(want).Commit || p.Inline != tt.inline {
+					t.Fatalf("bucket %d: got %+v, want version %d commit %s inline %t", bucket, p, want, version(want).Commit, tt.inline)
+				}
+				if tt.inline && !bytes.Equal(m.Data, wantBody) {
+					t.Fatalf("bucket %d body: got %q, want %q", bucket, m.Data, wantBody)
+				}
+				if !tt.inline && len(m.Data) != 0 {
+					t.Fatalf("bucket %d body: got %d bytes, want none", bucket, len(m.Data))
+				}
+			}
+			v1 := mustPublish(t, d, 1, tt.body)
+			if err := d.Deploy(t.Context(), v1); err != nil {
+				t.Fatal(err)
+			}
+			check(7, 1, tt.body)
+			second := bytes.Clone(tt.body)
+			second[len(second)-2]++ // same size, other bytes
+			mustPublish(t, d, 2, second)
+			if err := d.SetPointers(t.Context(), cfg, []int{3}, cuecast.Pointer{Version: 2}); err != nil {
+				t.Fatal(err)
+			}
+			check(3, 2, second)
+			if err := d.SetPointers(t.Context(), cfg, []int{3}, cuecast.Pointer{Version: 1, Rollback: true}); err != nil {
+				t.Fatal(err)
+			}
+			check(3, 1, tt.body)
+		})
+	}
+}

@@ -49,10 +49,48 @@ func (d *Distributor) pointer(ctx context.Context, cfg cuecast.ConfigPath, bucke
 		return cuecast.Pointer{}, 0, err
 	}
 	var p cuecast.Pointer
-	if err := json.Unmarshal(m.Data, &p); err != nil {
+	if err := json.Unmarshal([]byte(m.Header.Get(HeaderPointer)), &p); err != nil {
 		return cuecast.Pointer{}, 0, fmt.Errorf("decode pointer at %d: %w", m.Sequence, err)
 	}
 	return p, m.Sequence, nil
+}
+
+// describe fills in what p repeats of the stored version sv and returns the
+// content to carry inline (nil when p is not inline).
+func (d *Distributor) describe(ctx context.Context, p *cuecast.Pointer, sv storedVersion) ([]byte, error) {
+	p.Seq, p.Checksum, p.Size = sv.Seq, sv.Checksum, sv.Size
+	p.Commit, p.Deleted = sv.Commit, sv.Deleted
+	body, ok, err := d.inlineContent(ctx, sv)
+	p.Inline = ok
+	return body, err
+}
+
+// inlineContent returns sv's content when it is small enough to ride in
+// pointer messages: from the latest-version cache (a deploy right after a
+// publish) or read once by sequence (a rollback).
+func (d *Distributor) inlineContent(ctx context.Context, sv storedVersion) ([]byte, bool, error) {
+	if !d.inlinable(sv) {
+		return nil, false, nil
+	}
+	if sv.Deleted || sv.Size == 0 {
+		return nil, true, nil
+	}
+	if sv.body != nil {
+		return sv.body, true, nil
+	}
+	if l, ok := d.latestCache.Load(sv.Config); ok {
+		if l := l.(*storedVersion); l.Seq == sv.Seq && l.body != nil {
+			return l.body, true, nil
+		}
+	}
+	m, err := d.stream.GetMsg(ctx, sv.Seq)
+	if err != nil {
+		return nil, false, fmt.Errorf("read version %d at %d for inlining: %w", sv.Version.Version, sv.Seq, err)
+	}
+	if m.Subject != versionSubject(sv.Config) || cuecast.Checksum(m.Data) != sv.Checksum {
+		return nil, false, fmt.Errorf("read version %d at %d for inlining: stored message is not that version: %w", sv.Version.Version, sv.Seq, cuecast.ErrChecksumMismatch)
+	}
+	return m.Data, true, nil
 }
 
 // SetPointers points the given cohort buckets of cfg at p. p names a stored
@@ -75,17 +113,24 @@ func (d *Distributor) SetPointers(ctx context.Context, cfg cuecast.ConfigPath, b
 	if p.Config != cfg {
 		return fmt.Errorf("set pointers of %s: pointer names %s", cfg, p.Config)
 	}
+	var body []byte
 	if p.Seq == 0 {
 		sv, err := d.lookupVersion(ctx, cfg, p.Version)
 		if err != nil {
 			return fmt.Errorf("set pointers of %s to version %d: %w", cfg, p.Version, err)
 		}
-		p.Seq, p.Checksum, p.Size = sv.Seq, sv.Checksum, sv.Size
+		if body, err = d.describe(ctx, &p, sv); err != nil {
+			return fmt.Errorf("set pointers of %s to version %d: %w", cfg, p.Version, err)
+		}
+	} else {
+		// The caller named the version's address itself: written as given,
+		// without inline content.
+		p.Inline = false
 	}
 	if p.SetAt.IsZero() {
 		p.SetAt = time.Now().UTC()
 	}
-	_, err := d.setPointers(ctx, cfg, buckets, p, func(cur cuecast.Pointer) bool {
+	_, err := d.setPointers(ctx, cfg, buckets, p, body, func(cur cuecast.Pointer) bool {
 		return cur.Version == p.Version && cur.Checksum == p.Checksum && cur.Rollback == p.Rollback
 	})
 	if err != nil {
@@ -94,17 +139,18 @@ func (d *Distributor) SetPointers(ctx context.Context, cfg cuecast.ConfigPath, b
 	return nil
 }
 
-// setPointers writes p to every bucket for which skip(current) is false and
-// returns how many it wrote. The current pointers come from the cache of
+// setPointers writes p (with body as the message body: the inline content)
+// to every bucket for which skip(current) is false and returns how many it
+// wrote. The current pointers come from the cache of
 // what this Distributor last read or wrote (read concurrently when
 // missing); the writes are pipelined, each a compare-and-swap on the
 // bucket's last sequence. A lost swap drops the bucket from the cache, so a
 // retry reads it afresh.
-func (d *Distributor) setPointers(ctx context.Context, cfg cuecast.ConfigPath, buckets []int, p cuecast.Pointer, skip func(cuecast.Pointer) bool) (int, error) {
+func (d *Distributor) setPointers(ctx context.Context, cfg cuecast.ConfigPath, buckets []int, p cuecast.Pointer, body []byte, skip func(cuecast.Pointer) bool) (int, error) {
 	if err := d.signPointer(&p); err != nil {
 		return 0, err
 	}
-	body, err := json.Marshal(p)
+	enc, err := json.Marshal(p)
 	if err != nil {
 		return 0, fmt.Errorf("encode pointer: %w", err)
 	}
@@ -133,10 +179,8 @@ func (d *Distributor) setPointers(ctx context.Context, cfg cuecast.ConfigPath, b
 				continue
 			}
 		}
-		m := nats.NewMsg(pointerSubject(cfg, b))
-		m.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
+		m := pointerMsg(pointerSubject(cfg, b), enc, body)
 		m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(c.seq, 10))
-		m.Data = body
 		ack, err := d.js.PublishMsgAsync(m)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("bucket %d: write: %w", b, err))
@@ -167,6 +211,16 @@ func (d *Distributor) setPointers(ctx context.Context, cfg cuecast.ConfigPath, b
 			"rollback", p.Rollback, "rollout", p.Rollout, "reason", p.Reason)
 	}
 	return written, errors.Join(errs...)
+}
+
+// pointerMsg is a pointer message: the pointer JSON in its header, the
+// inline content (or nothing) as its body, rolling up its subject.
+func pointerMsg(subj string, enc, body []byte) *nats.Msg {
+	m := nats.NewMsg(subj)
+	m.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
+	m.Header.Set(HeaderPointer, string(enc))
+	m.Data = body
+	return m
 }
 
 // cachedPointer is a bucket's pointer and its stream sequence (0: none).
@@ -248,8 +302,11 @@ func (d *Distributor) Deploy(ctx context.Context, v cuecast.Version) error {
 	if v.Checksum != "" && v.Checksum != sv.Checksum {
 		return fmt.Errorf("deploy %s@%d: checksum %s, stored version has %s: %w", v.Config, v.Version, v.Checksum, sv.Checksum, cuecast.ErrConflict)
 	}
-	p := cuecast.Pointer{Config: v.Config, Version: sv.Version.Version, Seq: sv.Seq, Checksum: sv.Checksum,
-		Size: sv.Size, Rollout: "deploy", SetAt: time.Now().UTC()}
+	p := cuecast.Pointer{Config: v.Config, Version: sv.Version.Version, Rollout: "deploy", SetAt: time.Now().UTC()}
+	body, err := d.describe(ctx, &p, sv)
+	if err != nil {
+		return fmt.Errorf("deploy %s@%d: %w", v.Config, v.Version, err)
+	}
 	buckets := make([]int, cuecast.Buckets)
 	for i := range buckets {
 		buckets[i] = i
@@ -258,7 +315,7 @@ func (d *Distributor) Deploy(ctx context.Context, v cuecast.Version) error {
 		return (cur.Version == p.Version && cur.Checksum == p.Checksum && !cur.Rollback) || (cur.Version > p.Version && !cur.Rollback)
 	}
 	for attempt := 1; ; attempt++ {
-		_, err := d.setPointers(ctx, v.Config, buckets, p, skip)
+		_, err := d.setPointers(ctx, v.Config, buckets, p, body, skip)
 		if err == nil {
 			return nil
 		}

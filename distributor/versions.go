@@ -23,6 +23,9 @@ type storedVersion struct {
 	Seq uint64
 	// At is when the stream stored it.
 	At time.Time
+	// body is the content when known here and small enough to inline;
+	// only the latest-version cache keeps it.
+	body []byte
 }
 
 // Latest returns the newest version of cfg, a tombstone included. It returns
@@ -48,9 +51,15 @@ func (d *Distributor) latest(ctx context.Context, cfg cuecast.ConfigPath) (store
 	}
 	sv, err := decodeVersionMsg(m)
 	if err == nil {
+		sv.body = m.Data
 		d.remember(sv)
 	}
 	return sv, err
+}
+
+// inlinable reports whether sv's content rides in its pointer messages.
+func (d *Distributor) inlinable(sv storedVersion) bool {
+	return d.o.InlineLimit >= 0 && len(sv.Chunks) == 0 && sv.Size <= int64(d.o.InlineLimit)
 }
 
 // recentVersions is how many versions per config the Distributor keeps
@@ -67,15 +76,20 @@ type versionKey struct {
 // unless a newer one is cached.
 func (d *Distributor) remember(sv storedVersion) {
 	n := sv.Version.Version
+	keep := sv
+	keep.body = nil
 	if l, ok := d.latestCache.Load(sv.Config); !ok || n+recentVersions > l.(*storedVersion).Version.Version {
 		// Only recent versions: each newer one evicts the one recentVersions
 		// below it, which bounds the cache at recentVersions per config.
-		d.recent.Store(versionKey{sv.Config, n}, sv)
+		d.recent.Store(versionKey{sv.Config, n}, keep)
 	}
 	if n > recentVersions {
 		d.recent.Delete(versionKey{sv.Config, n - recentVersions})
 	}
 	p := &sv
+	if !d.inlinable(sv) {
+		p = &keep
+	}
 	for {
 		old, loaded := d.latestCache.LoadOrStore(sv.Config, p)
 		if !loaded {
@@ -205,7 +219,7 @@ func (d *Distributor) publish(ctx context.Context, v cuecast.Version, content []
 		}
 		return nil
 	}
-	d.remember(storedVersion{Version: v, Seq: ack.Sequence, At: time.Now()})
+	d.remember(storedVersion{Version: v, Seq: ack.Sequence, At: time.Now(), body: body})
 	d.log.Info("published version", "config", v.Config, "version", v.Version, "commit", v.Commit,
 		"checksum", v.Checksum, "size", v.Size, "chunks", len(v.Chunks), "seq", ack.Sequence, "deleted", v.Deleted)
 	if v.Version > uint64(d.o.Retain) {

@@ -18,6 +18,9 @@ const (
 
 	// HeaderMeta carries the compact Version JSON on a version message.
 	HeaderMeta = "Cuecast-Meta"
+	// HeaderPointer carries the Pointer JSON on a pointer message; the body
+	// is the version's content when the pointer says inline, else empty.
+	HeaderPointer = "Cuecast-Pointer"
 	// HeaderChunkVersion names the version a chunk belongs to.
 	HeaderChunkVersion = "Cuecast-Version"
 	// HeaderChunk is "i/n", 1-based, on each chunk message.
@@ -28,6 +31,8 @@ const (
 	ChunkThreshold = 512 << 10
 	// ChunkSize is the size of every chunk but the last.
 	ChunkSize = 512 << 10
+	// DefaultInlineLimit is Options.InlineLimit's default.
+	DefaultInlineLimit = 64 << 10
 )
 
 // versionSubject is where every version of cfg is stored: cc.<ns>.v.<name>.
