@@ -34,12 +34,12 @@ func cutoverSubjects(cfg cuecast.ConfigPath) []string {
 // reports whether m was one.
 func (w *Watcher) handleCutover(m *nats.Msg) bool {
 	switch m.Subject {
-	case republished(stagedSubject(w.cfg)):
+	case w.stagedSubj:
 		if p, body, ok := w.pointer(m); ok {
 			w.stage(p, body)
 		}
 		return true
-	case republished(activationSubject(w.cfg)):
+	case w.activationSubj:
 		if p, body, ok := w.pointer(m); ok {
 			w.apply(p, body, "activation")
 		}

@@ -1,0 +1,99 @@
+package client
+
+import (
+	"encoding/json"
+	"math"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/cuecast/cuecast"
+)
+
+// pointerCases are encodings the fast path must read exactly as
+// encoding/json does, or leave to it.
+func pointerCases() [][]byte {
+	at := time.Date(2026, 11, 30, 3, 4, 5, 123456789, time.UTC)
+	full := cuecast.Pointer{Config: "payments/checkout", Version: 7, Seq: 104, Checksum: cuecast.Checksum([]byte("x")),
+		Size: 1234, Commit: "9fceb02d0ae598e95dc970b74767f19372d61af8", Deleted: true, Inline: true, Rollback: true,
+		Rollout: "r-17", Reason: "bad canary", SetAt: at, Signature: "c2lnbmF0dXJl"}
+	var out [][]byte
+	for _, p := range []cuecast.Pointer{
+		full,
+		{},
+		{Config: "a/b", Version: math.MaxUint64, Seq: 0, Size: 0, SetAt: at.In(time.FixedZone("x", 3600))},
+		{Config: "a/b", Reason: `said "no" <now> & then`},
+		{Config: "a/b", Reason: "naïve ✓"},
+		{Config: "a/b", Size: -1},
+	} {
+		b, err := json.Marshal(p)
+		if err != nil {
+			panic(err)
+		}
+		out = append(out, b)
+	}
+	for _, s := range []string{
+		`{}`, `{"config":"a/b"}`, `{ "config":"a/b"}`, `{"config":"a/b"} `, `{"Config":"a/b"}`,
+		`{"config":"a/b","config":"c/d"}`, `{"config":null}`, `{"version":01}`, `{"version":1.0}`,
+		`{"version":-1}`, `{"version":18446744073709551616}`, `{"size":4611686018427387905}`,
+		`{"inline":tru}`, `{"inline":true,}`, `{"inline":1}`, `{"set_at":"yesterday"}`,
+		`{"set_at":"2026-11-30T03:04:05Z"}`, `{"unknown":{"nested":[1,2]},"version":3}`,
+		`{"config":"a\"b"}`, "{\"config\":\"a\x01b\"}", "{\"config\":\"a\xffb\"}", `{"config":"a/b"`,
+		`{"config" "a/b"}`, `{"config":"a/b"}}`, `[]`, ``, `{`, `{"sig":"x","sig":""}`,
+	} {
+		out = append(out, []byte(s))
+	}
+	return out
+}
+
+func TestDecodePointer(t *testing.T) {
+	for _, b := range pointerCases() {
+		checkDecode(t, b)
+	}
+	// The distributor's own encodings take the fast path.
+	b, _ := json.Marshal(cuecast.Pointer{Config: "payments/checkout", Version: 3, Commit: "abc", Inline: true, SetAt: time.Now()})
+	if _, ok := scanPointer(b); !ok {
+		t.Fatalf("scanPointer(%s): fell back to encoding/json", b)
+	}
+}
+
+func checkDecode(t *testing.T, b []byte) {
+	t.Helper()
+	var want cuecast.Pointer
+	werr := json.Unmarshal(b, &want)
+	got, err := decodePointer(b)
+	if (err != nil) != (werr != nil) {
+		t.Fatalf("decodePointer(%q): error %v, encoding/json says %v", b, err, werr)
+	}
+	if err == nil && !reflect.DeepEqual(got, want) {
+		t.Fatalf("decodePointer(%q):\n got %+v\nwant %+v", b, got, want)
+	}
+}
+
+func FuzzDecodePointer(f *testing.F) {
+	for _, b := range pointerCases() {
+		f.Add(b)
+	}
+	f.Fuzz(checkDecode)
+}
+
+func BenchmarkDecodePointer(b *testing.B) {
+	enc, _ := json.Marshal(cuecast.Pointer{Config: "payments/checkout", Version: 12, Seq: 123456,
+		Checksum: cuecast.Checksum([]byte("x")), Size: 2234, Commit: "9fceb02d0ae598e95dc970b74767f19372d61af8",
+		Inline: true, Rollout: "deploy", SetAt: time.Now(), Signature: "c2lnbmF0dXJlc2lnbmF0dXJlc2lnbmF0dXJlc2lnbmF0dXJl"})
+	b.Run("scan", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := decodePointer(enc); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("encoding-json", func(b *testing.B) {
+		for b.Loop() {
+			var p cuecast.Pointer
+			if err := json.Unmarshal(enc, &p); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
