@@ -112,16 +112,18 @@ type Distributor struct {
 	// recent maps versionKey to storedVersion for the last few versions of
 	// each config (remember).
 	recent   sync.Map
-	ptrSub   *nats.Subscription
+	ptrSubs  []*nats.Subscription
 	statusCh chan nats.Status
 	done     chan struct{}
 }
 
 // followPointers keeps the pointer cache in step with every writer: it
-// core-subscribes to the RePublished pointer subjects and forgets the cache
-// whenever the connection comes back (updates may have been missed).
+// core-subscribes to the RePublished bucket and instance pointer subjects
+// (not to versions: a subscriber there would make every publish wait for
+// its delivery) and forgets the cache whenever the connection comes back
+// (updates may have been missed).
 func (d *Distributor) followPointers() error {
-	sub, err := d.nc.Subscribe("ccr.*.p.>", func(m *nats.Msg) {
+	follow := func(m *nats.Msg) {
 		seq, err := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
 		subj := m.Header.Get(jetstream.SubjectHeader)
 		var p cuecast.Pointer
@@ -132,19 +134,24 @@ func (d *Distributor) followPointers() error {
 			return
 		}
 		d.ptrs.Store(subj, cachedPointer{p: p, seq: seq})
-	})
-	if err != nil {
-		return fmt.Errorf("follow pointers: %w", err)
 	}
-	d.ptrSub = sub
+	for _, subj := range []string{"ccr.*.p.>", "ccr.*.i.>"} {
+		sub, err := d.nc.Subscribe(subj, follow)
+		if err != nil {
+			d.Close()
+			return fmt.Errorf("follow pointers: %w", err)
+		}
+		d.ptrSubs = append(d.ptrSubs, sub)
+	}
 	d.statusCh = d.nc.StatusChanged(nats.CONNECTED, nats.CLOSED)
-	d.done = make(chan struct{})
+	done, status := make(chan struct{}), d.statusCh
+	d.done = done
 	go func() {
 		for {
 			select {
-			case <-d.done:
+			case <-done:
 				return
-			case st, ok := <-d.statusCh:
+			case st, ok := <-status:
 				if !ok || st == nats.CLOSED {
 					return // the connection is gone for good
 				}
@@ -159,13 +166,16 @@ func (d *Distributor) followPointers() error {
 // Close stops following pointer updates. It does not close the connection;
 // the Distributor must not be used afterwards.
 func (d *Distributor) Close() {
-	if d.ptrSub == nil {
+	for _, s := range d.ptrSubs {
+		_ = s.Unsubscribe()
+	}
+	d.ptrSubs = nil
+	if d.done == nil {
 		return
 	}
-	_ = d.ptrSub.Unsubscribe()
 	d.nc.RemoveStatusListener(d.statusCh)
 	close(d.done)
-	d.ptrSub = nil
+	d.done = nil
 }
 
 // New creates or updates the CUECAST and CUECAST_REPORTS streams and returns a

@@ -22,11 +22,42 @@ func (d *Distributor) Pointer(ctx context.Context, cfg cuecast.ConfigPath, bucke
 	if err := checkTarget(cfg, bucket); err != nil {
 		return cuecast.Pointer{}, fmt.Errorf("get pointer: %w", err)
 	}
-	p, _, err := d.pointer(ctx, cfg, bucket)
+	p, _, err := d.pointer(ctx, pointerSubject(cfg, bucket))
 	if err != nil {
 		return cuecast.Pointer{}, fmt.Errorf("get pointer %s bucket %d: %w", cfg, bucket, err)
 	}
 	return p, nil
+}
+
+// InstancePointer returns the pointer of one instance of cfg (see
+// SetInstancePointers). It returns an error wrapping cuecast.ErrNotFound
+// when the instance has none.
+func (d *Distributor) InstancePointer(ctx context.Context, cfg cuecast.ConfigPath, instance string) (cuecast.Pointer, error) {
+	if err := cfg.Validate(); err != nil {
+		return cuecast.Pointer{}, fmt.Errorf("get instance pointer: %w", err)
+	}
+	if err := cuecast.ValidateInstance(instance); err != nil {
+		return cuecast.Pointer{}, fmt.Errorf("get instance pointer: %w", err)
+	}
+	p, _, err := d.pointer(ctx, instancePointerSubject(cfg, instance))
+	if err != nil {
+		return cuecast.Pointer{}, fmt.Errorf("get pointer %s instance %s: %w", cfg, instance, err)
+	}
+	return p, nil
+}
+
+// target is one pointer subject to write: a cohort bucket's or an instance's.
+type target struct {
+	name string // for errors: "bucket 7", "instance web-3"
+	subj string
+}
+
+func bucketTargets(cfg cuecast.ConfigPath, buckets []int) []target {
+	out := make([]target, len(buckets))
+	for i, b := range buckets {
+		out[i] = target{name: "bucket " + strconv.Itoa(b), subj: pointerSubject(cfg, b)}
+	}
+	return out
 }
 
 func checkTarget(cfg cuecast.ConfigPath, bucket int) error {
@@ -39,9 +70,9 @@ func checkTarget(cfg cuecast.ConfigPath, bucket int) error {
 	return nil
 }
 
-// pointer reads a bucket's pointer and the sequence it is stored at.
-func (d *Distributor) pointer(ctx context.Context, cfg cuecast.ConfigPath, bucket int) (cuecast.Pointer, uint64, error) {
-	m, err := d.stream.GetLastMsgForSubject(ctx, pointerSubject(cfg, bucket))
+// pointer reads the pointer on subj and the sequence it is stored at.
+func (d *Distributor) pointer(ctx context.Context, subj string) (cuecast.Pointer, uint64, error) {
+	m, err := d.stream.GetLastMsgForSubject(ctx, subj)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return cuecast.Pointer{}, 0, cuecast.ErrNotFound
 	}
@@ -130,7 +161,7 @@ func (d *Distributor) SetPointers(ctx context.Context, cfg cuecast.ConfigPath, b
 	if p.SetAt.IsZero() {
 		p.SetAt = time.Now().UTC()
 	}
-	_, err := d.setPointers(ctx, cfg, buckets, p, body, func(cur cuecast.Pointer) bool {
+	_, err := d.setPointers(ctx, cfg, bucketTargets(cfg, buckets), p, body, func(cur cuecast.Pointer) bool {
 		return cur.Version == p.Version && cur.Checksum == p.Checksum && cur.Rollback == p.Rollback
 	})
 	if err != nil {
@@ -139,14 +170,58 @@ func (d *Distributor) SetPointers(ctx context.Context, cfg cuecast.ConfigPath, b
 	return nil
 }
 
+// SetInstancePointers points the named instances of cfg at p, each on its
+// own subject cc.<ns>.i.<instance>.<name> beside its cohort bucket's
+// pointer. An instance follows whichever of the two was written last (the
+// higher stream sequence), so a stage naming a few instances moves exactly
+// those, and a later write to their bucket takes them along again
+// (docs/PROTOCOL.md §5.2). p is filled in and written as by SetPointers,
+// with the same compare-and-swap and conflict rules.
+func (d *Distributor) SetInstancePointers(ctx context.Context, cfg cuecast.ConfigPath, instances []string, p cuecast.Pointer) error {
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("set instance pointers: %w", err)
+	}
+	targets := make([]target, len(instances))
+	for i, id := range instances {
+		if err := cuecast.ValidateInstance(id); err != nil {
+			return fmt.Errorf("set instance pointers of %s: %w", cfg, err)
+		}
+		targets[i] = target{name: "instance " + id, subj: instancePointerSubject(cfg, id)}
+	}
+	if p.Config == "" {
+		p.Config = cfg
+	}
+	if p.Config != cfg {
+		return fmt.Errorf("set instance pointers of %s: pointer names %s", cfg, p.Config)
+	}
+	sv, err := d.lookupVersion(ctx, cfg, p.Version)
+	if err != nil {
+		return fmt.Errorf("set instance pointers of %s to version %d: %w", cfg, p.Version, err)
+	}
+	body, err := d.describe(ctx, &p, sv)
+	if err != nil {
+		return fmt.Errorf("set instance pointers of %s to version %d: %w", cfg, p.Version, err)
+	}
+	if p.SetAt.IsZero() {
+		p.SetAt = time.Now().UTC()
+	}
+	_, err = d.setPointers(ctx, cfg, targets, p, body, func(cur cuecast.Pointer) bool {
+		return cur.Version == p.Version && cur.Checksum == p.Checksum && cur.Rollback == p.Rollback
+	})
+	if err != nil {
+		return fmt.Errorf("set instance pointers of %s to version %d: %w", cfg, p.Version, err)
+	}
+	return nil
+}
+
 // setPointers writes p (with body as the message body: the inline content)
-// to every bucket for which skip(current) is false and returns how many it
+// to every target for which skip(current) is false and returns how many it
 // wrote. The current pointers come from the cache of
 // what this Distributor last read or wrote (read concurrently when
 // missing); the writes are pipelined, each a compare-and-swap on the
-// bucket's last sequence. A lost swap drops the bucket from the cache, so a
-// retry reads it afresh.
-func (d *Distributor) setPointers(ctx context.Context, cfg cuecast.ConfigPath, buckets []int, p cuecast.Pointer, body []byte, skip func(cuecast.Pointer) bool) (int, error) {
+// subject's last sequence. A lost swap drops the subject from the cache, so
+// a retry reads it afresh.
+func (d *Distributor) setPointers(ctx context.Context, cfg cuecast.ConfigPath, targets []target, p cuecast.Pointer, body []byte, skip func(cuecast.Pointer) bool) (int, error) {
 	if err := d.signPointer(&p); err != nil {
 		return 0, err
 	}
@@ -154,39 +229,38 @@ func (d *Distributor) setPointers(ctx context.Context, cfg cuecast.ConfigPath, b
 	if err != nil {
 		return 0, fmt.Errorf("encode pointer: %w", err)
 	}
-	cur, err := d.currentPointers(ctx, cfg, buckets)
+	cur, err := d.currentPointers(ctx, targets)
 	if err != nil {
 		return 0, err
 	}
 	type write struct {
-		bucket int
-		subj   string
-		ack    jetstream.PubAckFuture
+		target
+		ack jetstream.PubAckFuture
 	}
 	var writes []write
 	var errs []error
-	for _, b := range buckets {
-		c := cur[b]
+	for _, t := range targets {
+		c := cur[t.subj]
 		if c.seq != 0 && skip(c.p) {
 			// Never skip on the cache's word alone: another writer may
-			// have moved the bucket a moment ago.
-			fresh, seq, err := d.pointer(ctx, cfg, b)
+			// have moved the subject a moment ago.
+			fresh, seq, err := d.pointer(ctx, t.subj)
 			if err != nil && !errors.Is(err, cuecast.ErrNotFound) {
-				errs = append(errs, fmt.Errorf("bucket %d: read: %w", b, err))
+				errs = append(errs, fmt.Errorf("%s: read: %w", t.name, err))
 				continue
 			}
 			if c = (cachedPointer{p: fresh, seq: seq}); seq != 0 && skip(fresh) {
 				continue
 			}
 		}
-		m := pointerMsg(pointerSubject(cfg, b), enc, body)
+		m := pointerMsg(t.subj, enc, body)
 		m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(c.seq, 10))
 		ack, err := d.js.PublishMsgAsync(m)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("bucket %d: write: %w", b, err))
+			errs = append(errs, fmt.Errorf("%s: write: %w", t.name, err))
 			continue
 		}
-		writes = append(writes, write{bucket: b, subj: m.Subject, ack: ack})
+		writes = append(writes, write{target: t, ack: ack})
 	}
 	written := 0
 	for _, w := range writes {
@@ -197,17 +271,17 @@ func (d *Distributor) setPointers(ctx context.Context, cfg cuecast.ConfigPath, b
 		case err := <-w.ack.Err():
 			d.ptrs.Delete(w.subj)
 			if isWrongLastSeq(err) {
-				errs = append(errs, fmt.Errorf("bucket %d moved concurrently: %w", w.bucket, cuecast.ErrConflict))
+				errs = append(errs, fmt.Errorf("%s moved concurrently: %w", w.name, cuecast.ErrConflict))
 			} else {
-				errs = append(errs, fmt.Errorf("bucket %d: write: %w", w.bucket, err))
+				errs = append(errs, fmt.Errorf("%s: write: %w", w.name, err))
 			}
 		case <-ctx.Done():
 			d.ptrs.Delete(w.subj)
-			errs = append(errs, fmt.Errorf("bucket %d: write: %w", w.bucket, ctx.Err()))
+			errs = append(errs, fmt.Errorf("%s: write: %w", w.name, ctx.Err()))
 		}
 	}
 	if written > 0 {
-		d.log.Info("set pointers", "config", cfg, "version", p.Version, "seq", p.Seq, "buckets", written,
+		d.log.Info("set pointers", "config", cfg, "version", p.Version, "seq", p.Seq, "pointers", written,
 			"rollback", p.Rollback, "rollout", p.Rollout, "reason", p.Reason)
 	}
 	return written, errors.Join(errs...)
@@ -229,38 +303,38 @@ type cachedPointer struct {
 	seq uint64
 }
 
-// currentPointers returns the pointer of each bucket, from the cache or read
-// concurrently.
-func (d *Distributor) currentPointers(ctx context.Context, cfg cuecast.ConfigPath, buckets []int) (map[int]cachedPointer, error) {
-	out := make(map[int]cachedPointer, len(buckets))
-	var missing []int
-	for _, b := range buckets {
-		if c, ok := d.ptrs.Load(pointerSubject(cfg, b)); ok {
-			out[b] = c.(cachedPointer)
+// currentPointers returns the pointer on each target's subject, keyed by
+// subject, from the cache or read concurrently.
+func (d *Distributor) currentPointers(ctx context.Context, targets []target) (map[string]cachedPointer, error) {
+	out := make(map[string]cachedPointer, len(targets))
+	var missing []target
+	for _, t := range targets {
+		if c, ok := d.ptrs.Load(t.subj); ok {
+			out[t.subj] = c.(cachedPointer)
 		} else {
-			missing = append(missing, b)
+			missing = append(missing, t)
 		}
 	}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	var errs []error
 	sem := make(chan struct{}, 32)
-	for _, b := range missing {
+	for _, t := range missing {
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			p, seq, err := d.pointer(ctx, cfg, b)
+			p, seq, err := d.pointer(ctx, t.subj)
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
 			case errors.Is(err, cuecast.ErrNotFound):
-				out[b] = cachedPointer{}
+				out[t.subj] = cachedPointer{}
 			case err != nil:
-				errs = append(errs, fmt.Errorf("bucket %d: read: %w", b, err))
+				errs = append(errs, fmt.Errorf("%s: read: %w", t.name, err))
 			default:
-				out[b] = cachedPointer{p: p, seq: seq}
-				d.ptrs.Store(pointerSubject(cfg, b), out[b])
+				out[t.subj] = cachedPointer{p: p, seq: seq}
+				d.ptrs.Store(t.subj, out[t.subj])
 			}
 		}()
 	}
@@ -315,7 +389,7 @@ func (d *Distributor) Deploy(ctx context.Context, v cuecast.Version) error {
 		return (cur.Version == p.Version && cur.Checksum == p.Checksum && !cur.Rollback) || (cur.Version > p.Version && !cur.Rollback)
 	}
 	for attempt := 1; ; attempt++ {
-		_, err := d.setPointers(ctx, v.Config, buckets, p, body, skip)
+		_, err := d.setPointers(ctx, v.Config, bucketTargets(v.Config, buckets), p, body, skip)
 		if err == nil {
 			return nil
 		}

@@ -50,6 +50,11 @@ func pointerSubject(cfg cuecast.ConfigPath, bucket int) string {
 	return fmt.Sprintf("cc.%s.p.%d.%s", cfg.Namespace(), bucket, nameTokens(cfg))
 }
 
+// instancePointerSubject is the pointer of one instance: cc.<ns>.i.<instance>.<name>.
+func instancePointerSubject(cfg cuecast.ConfigPath, instance string) string {
+	return "cc." + cfg.Namespace() + ".i." + instance + "." + nameTokens(cfg)
+}
+
 // reportSubject is where an instance reports on cfg: ccs.<ns>.<instance>.<name>.
 func reportSubject(cfg cuecast.ConfigPath, instance string) string {
 	return "ccs." + cfg.Namespace() + "." + instance + "." + nameTokens(cfg)
