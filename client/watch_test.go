@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -464,5 +465,73 @@ func TestLastKnownGoodSignature(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// sameBucket returns two instance IDs of cfg's namespace that hash into one
+// cohort bucket.
+func sameBucket(t *testing.T) (string, string, int) {
+	t.Helper()
+	first := map[int]string{}
+	for i := range 10000 {
+		id := fmt.Sprintf("web-%d", i)
+		b := cuecast.Cohort(cfg.Namespace(), id)
+		if other, ok := first[b]; ok {
+			return other, id, b
+		}
+		first[b] = id
+	}
+	t.Fatal("no two instances share a bucket")
+	return "", "", 0
+}
+
+// TestInstancePointer: a pointer written for one instance moves exactly that
+// instance, not the others in its bucket, and the newer of the bucket's and
+// the instance's pointer governs, at start as well as while watching.
+func TestInstancePointer(t *testing.T) {
+	e := newEnv(t, envOpts{signed: true})
+	e.ship(1, body(1))
+	named, neighbour, bucket := sameBucket(t)
+	cn, evn := e.newClient(named, client.WithTrustedKeys(e.pub))
+	wn := watch(t, cn)
+	co, evo := e.newClient(neighbour, client.WithTrustedKeys(e.pub))
+	wo := watch(t, co)
+	waitVersion(t, wn, evn, 1)
+	waitVersion(t, wo, evo, 1)
+
+	if err := e.d.Publish(t.Context(), cuecast.Version{Config: cfg, Version: 2, Commit: "c002"}, body(2)); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.d.SetInstancePointers(t.Context(), cfg, []string{named}, cuecast.Pointer{Version: 2, Rollout: "canary"}); err != nil {
+		t.Fatal(err)
+	}
+	waitVersion(t, wn, evn, 2)
+
+	// A watcher starting now reads both pointers and follows the newer.
+	cl, evl := e.newClient(named, client.WithTrustedKeys(e.pub))
+	late := watch(t, cl)
+	waitVersion(t, late, evl, 2)
+
+	// The instance is taken back alone.
+	if err := e.d.SetInstancePointers(t.Context(), cfg, []string{named}, cuecast.Pointer{Version: 1, Rollback: true}); err != nil {
+		t.Fatal(err)
+	}
+	waitVersion(t, wn, evn, 1)
+
+	// A later bucket write governs again.
+	if err := e.d.SetPointers(t.Context(), cfg, []int{bucket}, cuecast.Pointer{Version: 2}); err != nil {
+		t.Fatal(err)
+	}
+	waitVersion(t, wn, evn, 2)
+	waitVersion(t, wo, evo, 2)
+	for _, id := range []string{named, neighbour} {
+		e.waitReport(id, func(r cuecast.Report) bool { return r.Version == 2 })
+	}
+	// The neighbour never ran the instance's versions.
+	if got := evo.applied(); !slices.Equal(got, []uint64{1, 2}) {
+		t.Fatalf("neighbour applied %v, want [1 2]", got)
+	}
+	if got := evn.applied(); !slices.Equal(got, []uint64{1, 2, 1, 2}) {
+		t.Fatalf("named instance applied %v, want [1 2 1 2]", got)
 	}
 }

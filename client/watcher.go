@@ -26,7 +26,7 @@ type Watcher struct {
 	o      watchOptions
 	// The subjects this watcher receives on and reports to, spelled once:
 	// each message is matched against them.
-	stagedSubj, activationSubj, reportSubj string
+	stagedSubj, activationSubj, reportSubj, instSubj string
 
 	cur     atomic.Pointer[Snapshot]
 	updates chan Snapshot
@@ -41,13 +41,15 @@ type Watcher struct {
 	done   chan struct{}
 
 	// Owned by the run goroutine.
-	ptrSeq     uint64                   // last pointer sequence seen
-	cache      map[uint64]cachedVersion // versions staged for an activation (cutover.go), newer than current
-	servingLKG bool
-	lastErr    string
-	rejected   map[string]bool // version@checksum rejected for good (validation, signature)
-	retries    int
-	retry      *time.Timer
+	// The last sequences seen on the bucket's and on this instance's own
+	// pointer subject: the newer of the two pointers governs.
+	bucketSeq, instSeq uint64
+	cache              map[uint64]cachedVersion // versions staged for an activation (cutover.go), newer than current
+	servingLKG         bool
+	lastErr            string
+	rejected           map[string]bool // version@checksum rejected for good (validation, signature)
+	retries            int
+	retry              *time.Timer
 	// held is the applied version as read (with its sequence), prev the one
 	// before it: a rollback pointer to the previous version, the common
 	// emergency, needs no read.
@@ -94,6 +96,7 @@ func (c *Client) Watch(ctx context.Context, cfg cuecast.ConfigPath, opts ...Watc
 	}
 	w.stagedSubj, w.activationSubj = republished(stagedSubject(cfg)), republished(activationSubject(cfg))
 	w.reportSubj = reportSubject(cfg, c.o.instance)
+	w.instSubj = republished(instancePointerSubject(cfg, c.o.instance))
 	w.ctx, w.cancel = context.WithCancel(ctx)
 	if err := c.track(w); err != nil {
 		w.cancel()
@@ -103,7 +106,7 @@ func (c *Client) Watch(ctx context.Context, cfg cuecast.ConfigPath, opts ...Watc
 	// Not the version subject: a pointer carries small content itself, and
 	// every message the server need not send to 10,000 instances shortens
 	// the fan-out (docs/PROTOCOL.md §3).
-	for _, subj := range append([]string{pointerSubject(cfg, w.bucket)}, cutoverSubjects(cfg)...) {
+	for _, subj := range append([]string{pointerSubject(cfg, w.bucket), instancePointerSubject(cfg, c.o.instance)}, cutoverSubjects(cfg)...) {
 		sub, err := c.nc.ChanSubscribe(republished(subj), w.msgs)
 		if err != nil {
 			w.unsubscribe()
@@ -244,16 +247,27 @@ func (w *Watcher) loadLKG() {
 	w.event(EventLoaded, meta.Version, "serving last-known-good "+w.o.lkgPath, nil)
 }
 
-// resync reads the current pointer and applies it.
+// resync reads the current pointers (the bucket's and the instance's, at
+// once) and applies the newer.
 func (w *Watcher) resync(why string) {
 	ctx, cancel := context.WithTimeout(w.ctx, w.c.o.timeout)
 	defer cancel()
-	m, err := getLast(ctx, w.c.nc, w.c.o.directGet, pointerSubject(w.cfg, w.bucket))
-	if errors.Is(err, cuecast.ErrNotFound) {
-		w.retries = 0
-		return // not deployed to this cohort yet
+	type read struct {
+		m   *nats.Msg
+		err error
 	}
-	if err != nil {
+	inst := make(chan read, 1)
+	go func() {
+		m, err := getLast(ctx, w.c.nc, w.c.o.directGet, instancePointerSubject(w.cfg, w.c.o.instance))
+		inst <- read{m, err}
+	}()
+	bm, berr := getLast(ctx, w.c.nc, w.c.o.directGet, pointerSubject(w.cfg, w.bucket))
+	ir := <-inst
+	im, ierr := ir.m, ir.err
+	for _, err := range []error{berr, ierr} {
+		if err == nil || errors.Is(err, cuecast.ErrNotFound) {
+			continue
+		}
 		if w.ctx.Err() != nil {
 			return
 		}
@@ -264,21 +278,37 @@ func (w *Watcher) resync(why string) {
 		return
 	}
 	w.retries = 0
+	if berr != nil && ierr != nil {
+		return // not deployed to this cohort yet
+	}
 	if why != "start" {
 		w.event(EventResync, 0, why, nil)
 	}
-	seq, _, err := seqHeaders(m)
-	if err != nil {
-		w.event(EventError, 0, "pointer read", err)
-		return
+	var bseq, iseq uint64
+	var err error
+	if berr == nil {
+		if bseq, _, err = seqHeaders(bm); err != nil {
+			w.event(EventError, 0, "pointer read", err)
+			return
+		}
+	}
+	if ierr == nil {
+		if iseq, _, err = seqHeaders(im); err != nil {
+			w.event(EventError, 0, "instance pointer read", err)
+			return
+		}
+	}
+	m := bm
+	if iseq > bseq {
+		m = im
 	}
 	p, body, ok := w.pointer(m)
 	if !ok {
 		return
 	}
-	// The stored pointer is the truth, even below the last sequence seen
+	// The stored pointers are the truth, even below the last sequences seen
 	// (a stream restored from an older backup restarts its sequences).
-	w.ptrSeq = seq
+	w.bucketSeq, w.instSeq = bseq, iseq
 	w.apply(p, body, why)
 	w.resyncCutover(ctx)
 }
@@ -293,18 +323,25 @@ func (w *Watcher) handle(m *nats.Msg) {
 	if w.handleCutover(m) {
 		return
 	}
-	if seq <= w.ptrSeq {
+	mine, other := &w.bucketSeq, &w.instSeq
+	if m.Subject == w.instSubj {
+		mine, other = other, mine
+	}
+	if seq <= *mine {
 		return // already seen (the start read raced the subscription)
 	}
 	p, body, ok := w.pointer(m)
 	if !ok {
-		// Not advancing ptrSeq: a forged message must not make the watcher
-		// ignore the real pointers that follow.
+		// Not advancing the sequence: a forged message must not make the
+		// watcher ignore the real pointers that follow.
 		return
 	}
-	gap := w.ptrSeq != 0 && last != w.ptrSeq
-	w.ptrSeq = seq
-	w.apply(p, body, "pointer")
+	gap := *mine != 0 && last != *mine
+	*mine = seq
+	if seq > *other {
+		// Written after the other subject's pointer: it governs.
+		w.apply(p, body, "pointer")
+	}
 	if gap {
 		w.resync("gap")
 	}

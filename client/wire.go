@@ -39,6 +39,10 @@ func pointerSubject(cfg cuecast.ConfigPath, bucket int) string {
 	return fmt.Sprintf("cc.%s.p.%d.%s", cfg.Namespace(), bucket, nameTokens(cfg))
 }
 
+func instancePointerSubject(cfg cuecast.ConfigPath, instance string) string {
+	return "cc." + cfg.Namespace() + ".i." + instance + "." + nameTokens(cfg)
+}
+
 // republished is the core subject the stream RePublishes subj onto.
 func republished(subj string) string { return "ccr" + strings.TrimPrefix(subj, "cc") }
 
