@@ -197,6 +197,8 @@ type memDistributor struct {
 	versions map[cuecast.ConfigPath][]cuecast.Version
 }
 
+var _ rollout.Distributor = (*memDistributor)(nil)
+
 func (m *memDistributor) Versions(_ context.Context, c cuecast.ConfigPath) ([]cuecast.Version, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -208,6 +210,10 @@ func (m *memDistributor) Versions(_ context.Context, c cuecast.ConfigPath) ([]cu
 }
 
 func (m *memDistributor) SetPointers(context.Context, cuecast.ConfigPath, []int, cuecast.Pointer) error {
+	return nil
+}
+
+func (m *memDistributor) SetInstancePointers(context.Context, cuecast.ConfigPath, []string, cuecast.Pointer) error {
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -18,10 +19,12 @@ import (
 )
 
 // Distributor is what the controller needs of the distributor: the retained
-// versions, the cohort pointers and the live reports.
+// versions, the cohort bucket pointers, the instance pointers (for stages
+// that name instances or labels) and the live reports.
 type Distributor interface {
 	Versions(ctx context.Context, cfg cuecast.ConfigPath) ([]cuecast.Version, error)
 	SetPointers(ctx context.Context, cfg cuecast.ConfigPath, buckets []int, p cuecast.Pointer) error
+	SetInstancePointers(ctx context.Context, cfg cuecast.ConfigPath, instances []string, p cuecast.Pointer) error
 	Reports(ctx context.Context, cfg cuecast.ConfigPath) ([]cuecast.Report, error)
 }
 
@@ -281,12 +284,12 @@ func (c *Controller) newRollout(v cuecast.Version, pol cuecast.Policy, cons stri
 	return r
 }
 
-// enterStage makes stage i current; its buckets are computed from reports
+// enterStage makes stage i current; its cohort is computed from reports
 // (for label selectors) when the pointers move.
 func (c *Controller) enterStage(r *Rollout, i int, reports []cuecast.Report, now time.Time) {
 	r.Stage = i
 	r.State = StateMoving
-	r.Buckets = nil
+	r.Cohort = Cohort{}
 	r.StageStarted = now
 	r.WaitUntil, r.HoldUntil = time.Time{}, time.Time{}
 	r.Note = ""
@@ -354,7 +357,7 @@ func (c *Controller) liveCount(ctx context.Context, cfg cuecast.ConfigPath) (int
 	return len(info.State.Subjects), nil
 }
 
-// needsReports says whether computing stage i's buckets needs the live
+// needsReports says whether computing stage i's cohort needs the live
 // reports (for label selectors).
 func needsReports(p cuecast.Policy, i int) bool {
 	for j := 0; j <= i && j < len(p.Stages); j++ {
@@ -415,15 +418,22 @@ func (c *Controller) transition(ctx context.Context, rec *Record, force bool) ([
 	now := c.o.Now().UTC()
 	cfg := rec.Config
 	if p := rec.Pin; p != nil && (!p.Applied || force) {
-		err := c.d.SetPointers(ctx, cfg, allBuckets(), cuecast.Pointer{Config: cfg, Version: p.Version, Rollback: true,
+		// The instances given their own pointer get the pinned version
+		// too. A bucket already on it (from an earlier halt to the same
+		// version) is not written again, so its pointer would not be
+		// newer than an instance pointer written after it, and that
+		// instance would stay on the version being rolled back.
+		pin := Cohort{Buckets: allBuckets(), Instances: namedInstances(rec)}
+		err := c.point(ctx, cfg, pin, cuecast.Pointer{Config: cfg, Version: p.Version, Rollback: true,
 			Rollout: "rollback", Reason: p.Reason})
 		if err != nil {
-			return nil, false, fmt.Errorf("point every bucket at pinned v%d: %w", p.Version, err)
+			return nil, false, fmt.Errorf("point every instance at pinned v%d: %w", p.Version, err)
 		}
 		if p.Applied {
 			return nil, false, nil
 		}
 		p.Applied = true
+		rec.Named = nil // every instance follows its bucket's pointer again
 		return nil, true, nil
 	}
 	if rec.Pin == nil && rec.Pending > 0 && c.pol != nil {
@@ -443,7 +453,7 @@ func (c *Controller) transition(ctx context.Context, rec *Record, force bool) ([
 	switch r.State {
 	case StateMoving:
 		var reports []cuecast.Report
-		if r.Buckets == nil && needsReports(r.Policy, r.Stage) {
+		if needsReports(r.Policy, r.Stage) {
 			rs, warm, err := c.reports(ctx, cfg)
 			if err != nil {
 				return nil, false, err
@@ -453,16 +463,15 @@ func (c *Controller) transition(ctx context.Context, rec *Record, force bool) ([
 			}
 			reports = rs
 		}
-		if r.Buckets == nil {
-			r.Buckets = stageBuckets(cfg.Namespace(), r.Policy, r.Stage, reports)
-		}
+		r.Cohort = stageCohort(cfg.Namespace(), r.Policy, r.Stage, reports)
 		if err := c.moveForward(ctx, r); err != nil {
 			return nil, false, err
 		}
+		rec.Named = union(rec.Named, r.Instances)
 		r.State = StateWaiting
 		r.WaitUntil = now.Add(c.o.ApplyTimeout)
 		r.Updated = now
-		r.log(now, fmt.Sprintf("v%d on %d buckets", r.Version, len(r.Buckets)))
+		r.log(now, fmt.Sprintf("v%d on %s", r.Version, describe(r.Cohort)))
 		return nil, true, nil
 	case StateWaiting, StateHolding:
 		if force {
@@ -477,8 +486,8 @@ func (c *Controller) transition(ctx context.Context, rec *Record, force bool) ([
 		if r.Reverted && !force {
 			return nil, false, nil
 		}
-		if r.From > 0 && len(r.Buckets) > 0 {
-			err := c.d.SetPointers(ctx, cfg, r.Buckets, cuecast.Pointer{Config: cfg, Version: r.From, Rollback: true,
+		if r.From > 0 {
+			err := c.point(ctx, cfg, r.Cohort, cuecast.Pointer{Config: cfg, Version: r.From, Rollback: true,
 				Rollout: r.ID, Reason: "halted: " + r.Reason})
 			if err != nil {
 				return nil, false, fmt.Errorf("move halted cohort back to v%d: %w", r.From, err)
@@ -490,7 +499,7 @@ func (c *Controller) transition(ctx context.Context, rec *Record, force bool) ([
 		r.Reverted = true
 		r.Updated = now
 		if r.From > 0 {
-			r.log(now, fmt.Sprintf("%d buckets back on v%d", len(r.Buckets), r.From))
+			r.log(now, fmt.Sprintf("%s back on v%d", describe(r.Cohort), r.From))
 		} else {
 			r.log(now, "no earlier version to move the cohort back to; it stays on this one")
 		}
@@ -500,15 +509,61 @@ func (c *Controller) transition(ctx context.Context, rec *Record, force bool) ([
 }
 
 func (c *Controller) moveForward(ctx context.Context, r *Rollout) error {
-	if len(r.Buckets) == 0 {
-		return nil
-	}
-	err := c.d.SetPointers(ctx, r.Config, r.Buckets, cuecast.Pointer{Config: r.Config, Version: r.Version,
+	err := c.point(ctx, r.Config, r.Cohort, cuecast.Pointer{Config: r.Config, Version: r.Version,
 		Rollout: r.ID, Reason: "stage " + r.StageName()})
 	if err != nil {
 		return fmt.Errorf("move stage %s to v%d: %w", r.StageName(), r.Version, err)
 	}
 	return nil
+}
+
+// point writes p to the cohort's bucket pointers, then to its instance
+// pointers. Both writes are idempotent (a pointer already saying p is not
+// written again), so a retry after a failure of either repeats nothing
+// that succeeded.
+func (c *Controller) point(ctx context.Context, cfg cuecast.ConfigPath, co Cohort, p cuecast.Pointer) error {
+	if len(co.Buckets) > 0 {
+		if err := c.d.SetPointers(ctx, cfg, co.Buckets, p); err != nil {
+			return fmt.Errorf("set %d bucket pointers: %w", len(co.Buckets), err)
+		}
+	}
+	if len(co.Instances) > 0 {
+		if err := c.d.SetInstancePointers(ctx, cfg, co.Instances, p); err != nil {
+			return fmt.Errorf("set %d instance pointers: %w", len(co.Instances), err)
+		}
+	}
+	return nil
+}
+
+// describe says what a cohort covers, for a rollout's log.
+func describe(co Cohort) string {
+	if len(co.Instances) == 0 {
+		return fmt.Sprintf("%d buckets", len(co.Buckets))
+	}
+	return fmt.Sprintf("%d buckets and %d named instances", len(co.Buckets), len(co.Instances))
+}
+
+// namedInstances are the instances that may have an instance pointer newer
+// than their bucket's: rec.Named, and (for a record written before Named
+// existed) those of the current and superseded rollouts' cohorts.
+func namedInstances(rec *Record) []string {
+	ids := rec.Named
+	for _, r := range []*Rollout{rec.Current, rec.Superseded} {
+		if r != nil {
+			ids = union(ids, r.Instances)
+		}
+	}
+	return ids
+}
+
+// union returns the sorted union of a and b without duplicates.
+func union(a, b []string) []string {
+	if len(b) == 0 {
+		return a
+	}
+	out := slices.Concat(a, b)
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // evaluate judges a waiting or holding stage: halt on a breach, hold when
@@ -523,7 +578,7 @@ func (c *Controller) evaluate(ctx context.Context, rec *Record, r *Rollout, now 
 	}
 	st := r.Policy.Stages[r.Stage]
 	timedOut := !now.Before(r.WaitUntil)
-	m := measure(rec.Config.Namespace(), reports, r.Buckets, r.Version, timedOut)
+	m := measure(rec.Config.Namespace(), reports, r.Cohort, r.Version, timedOut)
 	if why := breach(m, st); why != "" {
 		r.State = StateHalted
 		r.Reason = why
@@ -565,6 +620,10 @@ func (c *Controller) evaluate(ctx context.Context, rec *Record, r *Rollout, now 
 		r.Updated = now
 		r.log(now, "complete")
 		rec.Stable, rec.StableChecksum = r.Version, r.Checksum
+		// The last stage wrote every bucket after any instance pointer
+		// still naming another version: every instance follows its
+		// bucket's pointer again.
+		rec.Named = nil
 		c.log.Info("rollout complete", "config", rec.Config, "version", r.Version)
 		return nil, true, nil
 	}

@@ -298,41 +298,169 @@ func TestOperatorActions(t *testing.T) {
 	}
 }
 
-// TestLabelAndInstanceStages: stages naming labels or instances move those
-// instances' buckets (and only those) first.
-func TestLabelAndInstanceStages(t *testing.T) {
-	e := newEnv(t, cuecast.Policy{}, rollout.Relaxed)
-	canaryHost := idIn("canary-host", 20, 30, 1)[0]
-	named := idIn("named", 60, 70, 1)[0]
-	other := idIn("other", 80, 100, 1)[0]
-	e.pol.set(cuecast.Policy{Stages: []cuecast.Stage{
-		{Name: "labelled", Labels: map[string]string{"canary": "true"}, Hold: cuecast.Duration(time.Hour)},
-		{Name: "named", Instances: []string{named}, Hold: cuecast.Duration(time.Hour)},
-		{Name: "all", Percent: 100},
-	}}, rollout.Relaxed)
-	e.baseline()
-	lab := e.instanceWith(canaryHost, map[string]string{"canary": "true"})
-	nam := e.instance(named)
-	oth := e.instance(other)
-	waitOn(t, 1, lab, nam, oth)
-	e.waitLive(3)
+// TestNamedStagesMoveExactlyThoseInstances: a stage naming an instance, or
+// labels it carries, moves that instance by its own pointer and leaves its
+// bucket (and the other instance hashing there) alone; a halt moves it back;
+// the next percent stage moves its bucket, and from then on the bucket's
+// pointer governs it again (a halt of that stage takes it back too).
+func TestNamedStagesMoveExactlyThoseInstances(t *testing.T) {
+	target := idIn("target", 0, 10, 1)[0]
+	bucket := cuecast.Cohort(cfg.Namespace(), target)
+	mate := idIn("mate", bucket, bucket+1, 1)[0]
+	other := idIn("other", 10, 100, 1)[0]
+	hour := cuecast.Duration(time.Hour)
+	for _, tc := range []struct {
+		name string
+		pick cuecast.Stage
+	}{
+		{"instances", cuecast.Stage{Name: "pick", Instances: []string{target}, Hold: hour}},
+		{"labels", cuecast.Stage{Name: "pick", Labels: map[string]string{"canary": "true"}, Hold: hour}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, cuecast.Policy{Stages: []cuecast.Stage{
+				tc.pick,
+				{Name: "tenth", Percent: 10, Hold: hour},
+				{Name: "all", Percent: 100},
+			}}, rollout.Relaxed)
+			e.baseline()
+			tgt := e.instanceWith(target, map[string]string{"canary": "true"})
+			mat := e.instanceWith(mate, map[string]string{"canary": "false"})
+			oth := e.instance(other)
+			waitOn(t, 1, tgt, mat, oth)
+			e.waitLive(3)
+			act := rollout.Action{Actor: "ann", Reason: "test"}
 
-	e.deploy(e.publish(2, content(2)))
-	rec := e.waitState(2, rollout.StateHolding, 0)
-	if want := []int{cuecast.Cohort(cfg.Namespace(), canaryHost)}; !slices.Equal(rec.Current.Buckets, want) {
-		t.Errorf("labelled stage buckets: got %v, want %v", rec.Current.Buckets, want)
+			e.deploy(e.publish(2, content(2)))
+			rec := e.waitState(2, rollout.StateHolding, 0)
+			if got := rec.Current.Cohort; len(got.Buckets) != 0 || !slices.Equal(got.Instances, []string{target}) {
+				t.Errorf("pick stage cohort: got %+v, want instance %s and no buckets", got, target)
+			}
+			if !slices.Equal(rec.Named, []string{target}) {
+				t.Errorf("pick stage: record names %v, want [%s]", rec.Named, target)
+			}
+			if p, ok := e.instancePointer(target); !ok || p.Version != 2 || p.Rollback {
+				t.Errorf("pick stage: %s's pointer v%d rollback=%t (exists %t), want v2", target, p.Version, p.Rollback, ok)
+			}
+			if p := e.pointer(bucket); p.Version != 1 {
+				t.Errorf("pick stage: bucket %d on v%d, want v1 (not moved)", bucket, p.Version)
+			}
+			if _, ok := e.instancePointer(mate); ok {
+				t.Errorf("pick stage: %s got an instance pointer", mate)
+			}
+			waitOn(t, 2, tgt)
+			if mat.version() != 1 || oth.version() != 1 {
+				t.Errorf("pick stage moved others: %s v%d, %s v%d", mate, mat.version(), other, oth.version())
+			}
+
+			if _, err := e.c.Halt(t.Context(), cfg, act); err != nil {
+				t.Fatalf("Halt: %v", err)
+			}
+			if p, _ := e.instancePointer(target); p.Version != 1 || !p.Rollback {
+				t.Errorf("after halt: %s's pointer v%d rollback=%t, want v1 rollback", target, p.Version, p.Rollback)
+			}
+			waitOn(t, 1, tgt)
+
+			if _, err := e.c.Resume(t.Context(), cfg, act); err != nil {
+				t.Fatalf("Resume: %v", err)
+			}
+			e.waitState(2, rollout.StateHolding, 0)
+			waitOn(t, 2, tgt)
+
+			if _, err := e.c.Advance(t.Context(), cfg, act); err != nil {
+				t.Fatalf("Advance: %v", err)
+			}
+			rec = e.waitState(2, rollout.StateHolding, 1)
+			if got := rec.Current.Cohort; len(got.Buckets) != 10 || len(got.Instances) != 0 {
+				t.Errorf("tenth stage cohort: got %+v, want buckets 0-9 and no instance (its bucket covers it)", got)
+			}
+			if p := e.pointer(bucket); p.Version != 2 {
+				t.Errorf("tenth stage: bucket %d on v%d, want v2", bucket, p.Version)
+			}
+			waitOn(t, 2, tgt, mat)
+			if oth.version() != 1 {
+				t.Errorf("tenth stage moved %s to v%d", other, oth.version())
+			}
+
+			// The bucket's pointer is newer than the instance's now, so the
+			// halt of this stage takes the named instance back with it.
+			if _, err := e.c.Halt(t.Context(), cfg, act); err != nil {
+				t.Fatalf("Halt: %v", err)
+			}
+			waitOn(t, 1, tgt, mat)
+			if _, err := e.c.Advance(t.Context(), cfg, act); err != nil {
+				t.Fatalf("Advance: %v", err)
+			}
+			rec = e.waitState(2, rollout.StateComplete, 2)
+			waitOn(t, 2, tgt, mat, oth)
+			if len(rec.Named) != 0 {
+				t.Errorf("complete: record names %v, want none (every bucket was written after them)", rec.Named)
+			}
+		})
 	}
-	waitOn(t, 2, lab)
-	if nam.version() != 1 || oth.version() != 1 {
-		t.Errorf("labelled stage moved others: %s v%d, %s v%d", nam.id, nam.version(), oth.id, oth.version())
+}
+
+// TestRollbackCoversNamedInstances: an emergency rollback reaches an
+// instance a rollout moved by its own pointer even when its bucket already
+// points at the version rolled back to (from the halt of an earlier
+// rollout), so that the bucket's pointer is not written again and would not
+// be the newer one; also when newer rollouts have superseded the one that
+// named it since.
+func TestRollbackCoversNamedInstances(t *testing.T) {
+	target := idIn("target", 0, 10, 1)[0]
+	bucket := cuecast.Cohort(cfg.Namespace(), target)
+	mate := idIn("mate", bucket, bucket+1, 1)[0]
+	other := idIn("other", 10, 100, 1)[0]
+	hour := cuecast.Duration(time.Hour)
+	pick := func(id string) cuecast.Policy {
+		return cuecast.Policy{Stages: []cuecast.Stage{{Name: "pick", Instances: []string{id}, Hold: hour}, {Name: "all", Percent: 100}}}
 	}
-	if _, err := e.c.Advance(t.Context(), cfg, rollout.Action{Actor: "ann", Reason: "canary fine"}); err != nil {
-		t.Fatal(err)
-	}
-	e.waitState(2, rollout.StateHolding, 1)
-	waitOn(t, 2, nam)
-	if oth.version() != 1 {
-		t.Errorf("named stage moved %s to v%d", oth.id, oth.version())
+	for _, tc := range []struct {
+		name  string
+		later int // rollouts naming someone else after the one naming target
+	}{
+		{"named by the current rollout", 0},
+		{"named by a rollout superseded twice since", 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, cuecast.Policy{Stages: []cuecast.Stage{
+				{Name: "tenth", Percent: 10, Hold: hour},
+				{Name: "all", Percent: 100},
+			}}, rollout.Relaxed)
+			e.baseline()
+			tgt, mat := e.instance(target), e.instance(mate)
+			waitOn(t, 1, tgt, mat)
+			e.waitLive(2)
+
+			e.deploy(e.publish(2, content(2)))
+			e.waitState(2, rollout.StateHolding, 0)
+			if _, err := e.c.Halt(t.Context(), cfg, rollout.Action{Actor: "ann", Reason: "test"}); err != nil {
+				t.Fatalf("Halt: %v", err)
+			}
+			if p := e.pointer(bucket); p.Version != 1 || !p.Rollback {
+				t.Fatalf("after halt: bucket %d v%d rollback=%t, want v1 rollback", bucket, p.Version, p.Rollback)
+			}
+
+			e.pol.set(pick(target), rollout.Relaxed)
+			e.deploy(e.publish(3, content(3)))
+			e.waitState(3, rollout.StateHolding, 0)
+			waitOn(t, 3, tgt)
+			e.pol.set(pick(other), rollout.Relaxed)
+			for v := uint64(4); v < uint64(4+tc.later); v++ {
+				e.deploy(e.publish(v, content(int(v))))
+				e.waitState(v, rollout.StateHolding, 0)
+			}
+
+			if _, err := e.c.Rollback(t.Context(), cfg, 1, rollout.Action{Actor: "ann", Reason: "checkout errors"}); err != nil {
+				t.Fatalf("Rollback: %v", err)
+			}
+			if p, _ := e.instancePointer(target); p.Version != 1 || !p.Rollback {
+				t.Errorf("after rollback: %s's pointer v%d rollback=%t, want v1 rollback", target, p.Version, p.Rollback)
+			}
+			waitOn(t, 1, tgt, mat)
+			if named := e.record().Named; len(named) != 0 {
+				t.Errorf("after rollback: record names %v, want none (every instance follows its bucket again)", named)
+			}
+		})
 	}
 }
 

@@ -3,6 +3,7 @@ package rollout_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -166,6 +167,20 @@ func (e *env) pointer(bucket int) cuecast.Pointer {
 		e.t.Fatalf("Pointer %d: %v", bucket, err)
 	}
 	return p
+}
+
+// instancePointer reads the pointer of one instance (ok false when it has
+// none).
+func (e *env) instancePointer(id string) (cuecast.Pointer, bool) {
+	e.t.Helper()
+	p, err := e.d.InstancePointer(e.t.Context(), cfg, id)
+	if errors.Is(err, cuecast.ErrNotFound) {
+		return cuecast.Pointer{}, false
+	}
+	if err != nil {
+		e.t.Fatalf("InstancePointer %s: %v", id, err)
+	}
+	return p, true
 }
 
 // instance is a service instance running the real client library, with a

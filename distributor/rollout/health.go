@@ -2,53 +2,16 @@ package rollout
 
 import (
 	"fmt"
-	"maps"
-	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/cuecast/cuecast"
 )
 
-// stageBuckets returns the cohort buckets stages 0..upto of p cover, sorted:
-// the buckets below each stage's percentage, the buckets of instances it
-// names, and the buckets of live instances whose labels match its labels.
-// Naming an instance moves its whole bucket (every instance hashing there):
-// see docs/ROLLOUT.md.
-func stageBuckets(ns string, p cuecast.Policy, upto int, reports []cuecast.Report) []int {
-	set := map[int]bool{}
-	for i := 0; i <= upto && i < len(p.Stages); i++ {
-		st := p.Stages[i]
-		for b := range min(st.Percent, cuecast.Buckets) {
-			set[b] = true
-		}
-		for _, id := range st.Instances {
-			set[cuecast.Cohort(ns, id)] = true
-		}
-		if len(st.Labels) > 0 {
-			for _, r := range reports {
-				if labelsMatch(r.Labels, st.Labels) {
-					set[cuecast.Cohort(ns, r.Instance)] = true
-				}
-			}
-		}
-	}
-	return slices.Sorted(maps.Keys(set))
-}
-
-func labelsMatch(have, want map[string]string) bool {
-	for k, v := range want {
-		if hv, ok := have[k]; !ok || hv != v {
-			return false
-		}
-	}
-	return true
-}
-
 // Measure is a stage's cohort measured against the instances outside it.
 type Measure struct {
-	// Instances in the cohort (their bucket is covered) reporting on the
-	// config; OnTarget of them run the rollout's version.
+	// Instances in the cohort (their bucket is covered or they are named)
+	// reporting on the config; OnTarget of them run the rollout's version.
 	Instances int `json:"instances"`
 	OnTarget  int `json:"on_target"`
 	// Unhealthy and Failing count cohort instances whose health provider
@@ -70,15 +33,11 @@ type Measure struct {
 // instance failed to apply the target when its last error names the target
 // version (the client reports "version N: …") or, once timedOut, when it is
 // still not on the target.
-func measure(ns string, reports []cuecast.Report, buckets []int, target uint64, timedOut bool) Measure {
-	in := make(map[int]bool, len(buckets))
-	for _, b := range buckets {
-		in[b] = true
-	}
+func measure(ns string, reports []cuecast.Report, cohort Cohort, target uint64, timedOut bool) Measure {
 	prefix := "version " + strconv.FormatUint(target, 10) + ":"
 	var m Measure
 	for _, r := range reports {
-		if !in[cuecast.Cohort(ns, r.Instance)] {
+		if !cohort.Contains(ns, r.Instance) {
 			m.Outside++
 			if !r.Healthy {
 				m.OutsideUnhealthy++

@@ -20,37 +20,72 @@ func idsIn(prefix string, lo, hi, n int) []string {
 	return out
 }
 
-func TestStageBuckets(t *testing.T) {
-	canary := idsIn("host", 40, 60, 1)[0]
+// TestStageCohort: percentages cover buckets, instances and labels cover
+// exactly those instances (not their buckets), stages are cumulative, and an
+// instance whose bucket is covered anyway is left to its bucket pointer.
+func TestStageCohort(t *testing.T) {
+	named := idsIn("host", 40, 60, 1)[0]
 	labelled := idsIn("lab", 70, 80, 1)[0]
+	early := idsIn("early", 0, 10, 1)[0] // named, but inside the 10% stage's buckets
 	reports := []cuecast.Report{
 		{Instance: labelled, Labels: map[string]string{"canary": "true", "region": "eu"}},
 		{Instance: "plain", Labels: map[string]string{"region": "eu"}},
+		{Instance: early, Labels: map[string]string{"canary": "true"}},
 	}
 	pol := cuecast.Policy{Stages: []cuecast.Stage{
-		{Name: "hosts", Instances: []string{canary}},
+		{Name: "hosts", Instances: []string{named, named}},
 		{Name: "labelled", Labels: map[string]string{"canary": "true"}},
 		{Name: "tenth", Percent: 10},
 		{Name: "all", Percent: 100},
 	}}
+	tenth := []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}
 	for _, tc := range []struct {
-		upto int
-		want []int
+		name    string
+		upto    int
+		reports []cuecast.Report
+		want    Cohort
 	}{
-		{0, []int{cuecast.Cohort("payments", canary)}},
-		{1, sortedInts(cuecast.Cohort("payments", canary), cuecast.Cohort("payments", labelled))},
-		{2, sortedInts(append([]int{cuecast.Cohort("payments", canary), cuecast.Cohort("payments", labelled)}, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9)...)},
+		{"named instance only", 0, reports, Cohort{Instances: []string{named}}},
+		{"labels match live instances", 1, reports, Cohort{Instances: sortedStrings(named, labelled, early)}},
+		{"labels without reports match nobody", 1, nil, Cohort{Instances: []string{named}}},
+		{"percent covers buckets; covered instances left to them", 2, reports, Cohort{Buckets: tenth, Instances: sortedStrings(named, labelled)}},
+		{"all buckets, no instance pointers", 3, reports, Cohort{Buckets: allBuckets()}},
 	} {
-		if got := stageBuckets("payments", pol, tc.upto, reports); !slices.Equal(got, tc.want) {
-			t.Errorf("stages 0..%d: got %v, want %v", tc.upto, got, tc.want)
-		}
-	}
-	if got := stageBuckets("payments", pol, 3, reports); len(got) != cuecast.Buckets {
-		t.Errorf("all: got %d buckets, want %d", len(got), cuecast.Buckets)
+		t.Run(tc.name, func(t *testing.T) {
+			got := stageCohort("payments", pol, tc.upto, tc.reports)
+			if !slices.Equal(got.Buckets, tc.want.Buckets) || !slices.Equal(got.Instances, tc.want.Instances) {
+				t.Errorf("stages 0..%d: got %+v, want %+v", tc.upto, got, tc.want)
+			}
+		})
 	}
 }
 
-func sortedInts(v ...int) []int {
+// TestCohortContains: an instance is in a cohort when its bucket is covered
+// or it is named; naming one does not take its bucket-mates along.
+func TestCohortContains(t *testing.T) {
+	named := idsIn("host", 40, 41, 1)[0]
+	mate := idsIn("mate", 40, 41, 1)[0] // same bucket as named
+	inBucket := idsIn("low", 0, 10, 1)[0]
+	co := Cohort{Buckets: []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, Instances: []string{named}}
+	for _, tc := range []struct {
+		id   string
+		want bool
+	}{
+		{named, true},
+		{mate, false},
+		{inBucket, true},
+		{"nobody", cuecast.Cohort("payments", "nobody") < 10},
+	} {
+		if got := co.Contains("payments", tc.id); got != tc.want {
+			t.Errorf("Contains(%s, bucket %d): got %t, want %t", tc.id, cuecast.Cohort("payments", tc.id), got, tc.want)
+		}
+	}
+	if (Cohort{}).Contains("payments", named) {
+		t.Errorf("the empty cohort contains %s", named)
+	}
+}
+
+func sortedStrings(v ...string) []string {
 	slices.Sort(v)
 	return slices.Compact(v)
 }
@@ -58,7 +93,8 @@ func sortedInts(v ...int) []int {
 func TestMeasureAndBreach(t *testing.T) {
 	in := idsIn("in", 0, 10, 4)
 	out := idsIn("out", 10, 100, 4)
-	buckets := []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}
+	named := idsIn("named", 50, 100, 1)[0] // outside the buckets, in the cohort by name
+	cohort := Cohort{Buckets: []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, Instances: []string{named}}
 	rep := func(id string, v uint64, healthy bool, lastErr string) cuecast.Report {
 		return cuecast.Report{Instance: id, Version: v, Healthy: healthy, LastError: lastErr}
 	}
@@ -86,9 +122,11 @@ func TestMeasureAndBreach(t *testing.T) {
 		{"validation failure names the version", slices.Concat(healthy(in[:3], 2), []cuecast.Report{rep(in[3], 1, true, "version 2: validation hook: bad")}, healthy(out, 1)), false, "failed to apply", 0},
 		{"an old error is not a failure of this version", slices.Concat(healthy(in[:3], 2), []cuecast.Report{rep(in[3], 1, true, "version 1: fetch: timeout")}, healthy(out, 1)), false, "", 1},
 		{"no cohort instances, nothing to judge", healthy(out, 1), true, "", 0},
+		{"a named instance counts in the cohort", slices.Concat(healthy(in[:3], 2), []cuecast.Report{rep(named, 2, false, "")}, healthy(out, 1)), false, "unhealthy", 0},
+		{"a named instance waits like the others", slices.Concat(healthy(in, 2), healthy([]string{named}, 1), healthy(out, 1)), false, "", 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m := measure("payments", tc.reports, buckets, 2, tc.timedOut)
+			m := measure("payments", tc.reports, cohort, 2, tc.timedOut)
 			got := breach(m, stage)
 			if (tc.breach == "") != (got == "") || !strings.Contains(got, tc.breach) {
 				t.Errorf("breach: got %q, want %q", got, tc.breach)

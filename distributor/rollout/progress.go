@@ -16,8 +16,9 @@ type StageProgress struct {
 	Hold    cuecast.Duration `json:"hold"`
 	// Status is "done", "current" or "pending".
 	Status string `json:"status"`
-	// Instances live in the buckets this stage covers (cumulative); OnTarget
-	// of them run the rollout's version.
+	// Instances live in this stage's cohort (cumulative: the buckets it
+	// covers and the instances it names); OnTarget of them run the
+	// rollout's version.
 	Instances int `json:"instances"`
 	OnTarget  int `json:"on_target"`
 }
@@ -69,16 +70,12 @@ func progress(rec Record, reports []cuecast.Report, now time.Time) Progress {
 		case i == r.Stage && r.State != StateStaging:
 			sp.Status = "current"
 		}
-		buckets := stageBuckets(ns, r.Policy, i, reports)
-		if i == r.Stage && r.Buckets != nil && r.State != StateStaging {
-			buckets = r.Buckets
-		}
-		m := measure(ns, reports, buckets, r.Version, false)
+		m := measure(ns, reports, r.StageCohort(i, reports), r.Version, false)
 		sp.Instances, sp.OnTarget = m.Instances, m.OnTarget
 		p.Stages = append(p.Stages, sp)
 	}
 	if r.State.Active() || r.State == StateHalted {
-		p.Cohort = measure(ns, reports, r.Buckets, r.Version, !now.Before(r.WaitUntil) && !r.WaitUntil.IsZero())
+		p.Cohort = measure(ns, reports, r.Cohort, r.Version, !now.Before(r.WaitUntil) && !r.WaitUntil.IsZero())
 	}
 	slices.Sort(p.Cohort.Waiting)
 	return p

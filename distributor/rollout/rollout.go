@@ -98,9 +98,12 @@ type Rollout struct {
 	// Stage is the index of the current stage in Policy.Stages.
 	Stage int   `json:"stage"`
 	State State `json:"state"`
-	// Buckets are the cohort buckets the current stage covers, cumulative
-	// over the stages before it, fixed when the stage starts.
-	Buckets      []int     `json:"buckets,omitempty"`
+	// Cohort is what the current stage covers, cumulative over the stages
+	// before it, fixed when its pointers move: buckets, and the instances
+	// named or matched by labels outside them (stored as "buckets" and
+	// "instances", as before instances existed). A halt moves exactly
+	// this cohort back.
+	Cohort
 	StageStarted time.Time `json:"stage_started"`
 	// WaitUntil ends StateWaiting (and StateStaging) even when some
 	// instances never report; HoldUntil ends StateHolding.
@@ -172,6 +175,12 @@ type Record struct {
 	Pin        *Pin     `json:"pin,omitempty"`
 	// Pending is the newest version held back by the pin (0 when none).
 	Pending uint64 `json:"pending,omitempty"`
+	// Named lists the instances given their own pointer since every
+	// instance last followed its bucket's pointer (since a rollout
+	// completed or a pin was applied), sorted. A pin points them at the
+	// pinned version too: a bucket already on that version is not written
+	// again, so its pointer would not be newer than theirs.
+	Named []string `json:"named,omitempty"`
 }
 
 // Action is an operator's request: who, why, and whether it skips holds.

@@ -92,7 +92,7 @@ func (c *Controller) stepStrict(ctx context.Context, rec *Record, r *Rollout, no
 	// activation (or starts later) reads the same version. From here the
 	// rollout is a relaxed one at its last stage: held and health-checked.
 	r.Stage = len(r.Policy.Stages) - 1
-	r.Buckets = allBuckets()
+	r.Cohort = Cohort{Buckets: allBuckets()}
 	if err := c.moveForward(ctx, r); err != nil {
 		return nil, false, err
 	}

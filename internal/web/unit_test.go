@@ -2,6 +2,7 @@ package web
 
 import (
 	"encoding/xml"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -190,5 +191,48 @@ func TestAppliedBy(t *testing.T) {
 	}
 	if got, want := l.appliedBy(cfg, target), t0.Add(45*time.Millisecond); !got.Equal(want) {
 		t.Errorf("got %v, want the latest apply on target, %v", got, want)
+	}
+}
+
+// TestRolloutStagesCountNamedInstances: a stage naming an instance counts
+// that instance, not the other instances of its cohort bucket; the current
+// stage counts the cohort the controller fixed.
+func TestRolloutStagesCountNamedInstances(t *testing.T) {
+	const cfg = cuecast.ConfigPath("payments/checkout")
+	// named and mate share bucket 40; two more instances are in buckets 0-9.
+	var named, mate string
+	var low []string
+	for i := 0; named == "" || mate == "" || len(low) < 2; i++ {
+		id := fmt.Sprintf("host-%d", i)
+		switch b := cuecast.Cohort(cfg.Namespace(), id); {
+		case b == 40 && named == "":
+			named = id
+		case b == 40 && mate == "":
+			mate = id
+		case b < 10 && len(low) < 2:
+			low = append(low, id)
+		}
+	}
+	reports := []cuecast.Report{
+		{Instance: named, Version: 2, Checksum: "c2", Healthy: true},
+		{Instance: mate, Version: 1, Checksum: "c1", Healthy: true},
+	}
+	for _, id := range low {
+		reports = append(reports, cuecast.Report{Instance: id, Version: 1, Checksum: "c1", Healthy: true})
+	}
+	rec := rollout.Record{Config: cfg, Stable: 1, Current: &rollout.Rollout{
+		Config: cfg, Version: 2, Checksum: "c2", From: 1, State: rollout.StateHolding,
+		Policy: cuecast.Policy{Stages: []cuecast.Stage{
+			{Name: "host", Instances: []string{named}},
+			{Name: "tenth", Percent: 10},
+			{Name: "all", Percent: 100},
+		}},
+		Cohort: rollout.Cohort{Instances: []string{named}},
+	}}
+	rv := rolloutOf(rec, reports)
+	for i, want := range []struct{ instances, onTarget int }{{1, 1}, {3, 1}, {4, 1}} {
+		if got := rv.Stages[i]; got.Instances != want.instances || got.OnTarget != want.onTarget {
+			t.Errorf("stage %s: got %d/%d on v2, want %d/%d", got.Name, got.OnTarget, got.Instances, want.onTarget, want.instances)
+		}
 	}
 }

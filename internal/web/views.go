@@ -335,6 +335,7 @@ func rolloutOf(rec rollout.Record, reports []cuecast.Report) *rolloutView {
 		rv.Log = slices.Clone(r.Log)
 	}
 	slices.Reverse(rv.Log)
+	ns := r.Config.Namespace()
 	for i, stg := range r.Policy.Stages {
 		sv := stageView{Name: stg.Name, Percent: stg.Percent, Named: len(stg.Instances) + len(stg.Labels)}
 		if stg.Hold > 0 {
@@ -348,9 +349,9 @@ func rolloutOf(rec rollout.Record, reports []cuecast.Report) *rolloutView {
 		default:
 			sv.Status = "pending"
 		}
-		in := stageBuckets(r, i, reports)
+		in := r.StageCohort(i, reports)
 		for _, rep := range reports {
-			if !in[rep.Cohort] {
+			if !in.Contains(ns, rep.Instance) {
 				continue
 			}
 			sv.Instances++
@@ -371,44 +372,4 @@ func rolloutOf(rec rollout.Record, reports []cuecast.Report) *rolloutView {
 		rv.Stages = append(rv.Stages, sv)
 	}
 	return rv
-}
-
-// stageBuckets returns the cohort buckets of stages 0..i of r, as the
-// controller counts them: the buckets below each stage's percentage, and the
-// buckets of the instances it names or whose labels match (naming an instance
-// moves its whole bucket). The current stage uses the buckets the controller
-// fixed when it started.
-func stageBuckets(r *rollout.Rollout, i int, reports []cuecast.Report) map[int]bool {
-	set := map[int]bool{}
-	if i == r.Stage && len(r.Buckets) > 0 {
-		for _, b := range r.Buckets {
-			set[b] = true
-		}
-		return set
-	}
-	ns := r.Config.Namespace()
-	for _, stg := range r.Policy.Stages[:i+1] {
-		for b := range min(stg.Percent, cuecast.Buckets) {
-			set[b] = true
-		}
-		for _, id := range stg.Instances {
-			set[cuecast.Cohort(ns, id)] = true
-		}
-		if len(stg.Labels) == 0 {
-			continue
-		}
-		for _, rep := range reports {
-			match := true
-			for k, v := range stg.Labels {
-				if have, ok := rep.Labels[k]; !ok || have != v {
-					match = false
-					break
-				}
-			}
-			if match {
-				set[cuecast.Cohort(ns, rep.Instance)] = true
-			}
-		}
-	}
-	return set
 }

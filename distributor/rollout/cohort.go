@@ -1,0 +1,91 @@
+package rollout
+
+import (
+	"maps"
+	"slices"
+
+	"github.com/cuecast/cuecast"
+)
+
+// Cohort is the set of instances a stage covers: every instance whose
+// cohort bucket is in Buckets, and every instance named in Instances. The
+// controller moves the buckets with bucket pointers and the instances with
+// instance pointers, so a stage naming one host moves exactly that host,
+// not everyone hashing into its bucket (docs/ROLLOUT.md).
+//
+// Both lists are sorted and hold no duplicates, and Instances holds no
+// instance whose bucket is in Buckets (its bucket pointer moves it
+// already), as stageCohort makes them; Contains relies on the order.
+type Cohort struct {
+	Buckets   []int    `json:"buckets,omitempty"`
+	Instances []string `json:"instances,omitempty"`
+}
+
+// Contains reports whether the instance of namespace ns is in the cohort.
+func (c Cohort) Contains(ns, instance string) bool {
+	if _, ok := slices.BinarySearch(c.Buckets, cuecast.Cohort(ns, instance)); ok {
+		return true
+	}
+	_, ok := slices.BinarySearch(c.Instances, instance)
+	return ok
+}
+
+// empty reports whether the cohort covers nobody: a stage's cohort is empty
+// until the controller fixes it when the stage's pointers move. (Not
+// IsZero: Rollout embeds Cohort, and encoding/json would take a promoted
+// IsZero for the whole Rollout's.)
+func (c Cohort) empty() bool { return len(c.Buckets) == 0 && len(c.Instances) == 0 }
+
+// StageCohort returns the cohort of stages 0..i of r (stages are
+// cumulative): for r's current stage the one the controller fixed when the
+// stage's pointers moved, otherwise (a stage to come, or the current one
+// before it moved) computed from the policy, with label selectors matched
+// against reports, the live reports on r's config.
+func (r *Rollout) StageCohort(i int, reports []cuecast.Report) Cohort {
+	if i == r.Stage && r.State != StateStaging && !r.Cohort.empty() {
+		return r.Cohort
+	}
+	return stageCohort(r.Config.Namespace(), r.Policy, i, reports)
+}
+
+// stageCohort returns the cohort stages 0..upto of p cover in namespace ns:
+// the buckets below each stage's percentage, the instances each names, and
+// the live instances (in reports) whose labels match each stage's labels.
+// A named or matched instance whose bucket is covered anyway is left out of
+// Instances: its bucket pointer moves it, and an instance pointer too
+// would only be a second write saying the same.
+func stageCohort(ns string, p cuecast.Policy, upto int, reports []cuecast.Report) Cohort {
+	buckets := map[int]bool{}
+	named := map[string]bool{}
+	for i := 0; i <= upto && i < len(p.Stages); i++ {
+		st := p.Stages[i]
+		for b := range min(st.Percent, cuecast.Buckets) {
+			buckets[b] = true
+		}
+		for _, id := range st.Instances {
+			named[id] = true
+		}
+		if len(st.Labels) > 0 {
+			for _, r := range reports {
+				if labelsMatch(r.Labels, st.Labels) {
+					named[r.Instance] = true
+				}
+			}
+		}
+	}
+	for id := range named {
+		if buckets[cuecast.Cohort(ns, id)] {
+			delete(named, id)
+		}
+	}
+	return Cohort{Buckets: slices.Sorted(maps.Keys(buckets)), Instances: slices.Sorted(maps.Keys(named))}
+}
+
+func labelsMatch(have, want map[string]string) bool {
+	for k, v := range want {
+		if hv, ok := have[k]; !ok || hv != v {
+			return false
+		}
+	}
+	return true
+}
