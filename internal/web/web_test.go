@@ -406,10 +406,11 @@ func TestHealthHaltCounted(t *testing.T) {
 	if cv.Rollout.State != "halted" || !strings.Contains(cv.Rollout.Reason, "unhealthy") {
 		t.Errorf("rollout %+v, want halted for unhealthy instances", cv.Rollout)
 	}
-	// The controller halts on the first unhealthy report from the cohort, so
-	// the record may hold one or both of the canary's instances.
-	if st := cv.Rollout.Stages; len(st) != 2 || st[0].Name != "canary" || st[0].Instances < 1 || st[0].Instances > 2 || st[0].Unhealthy != st[0].Instances {
-		t.Errorf("stages %+v, want the canary with its unhealthy instances (1 or 2)", cv.Rollout.Stages)
+	// The controller halts on the first unhealthy report from the cohort;
+	// the other canary instance may not have reported v2 yet (reports follow
+	// an apply by 0.25-1.25 s), so one or both are unhealthy on the page.
+	if st := cv.Rollout.Stages; len(st) != 2 || st[0].Name != "canary" || st[0].Instances < 1 || st[0].Instances > 2 || st[0].Unhealthy < 1 || st[0].Unhealthy > st[0].Instances {
+		t.Errorf("stages %+v, want the canary with one or both instances unhealthy", cv.Rollout.Stages)
 	}
 	if len(cv.Audit) == 0 || cv.Audit[0].Action != "halt" {
 		t.Errorf("audit %+v, want the halt first", cv.Audit)
