@@ -254,6 +254,16 @@ func TestSignatures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	js, _ := jetstream.New(e.dnc)
+	st, _ := js.Stream(t.Context(), "CUECAST")
+	lastOn := func(t *testing.T, subj string) *jetstream.RawStreamMsg {
+		t.Helper()
+		m, err := st.GetLastMsgForSubject(t.Context(), subj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
 	tests := []struct {
 		name string
 		data []byte
@@ -296,12 +306,7 @@ func TestSignatures(t *testing.T) {
 		if err := e.d.Publish(t.Context(), v3, body(3)); err != nil {
 			t.Fatal(err)
 		}
-		js, _ := jetstream.New(e.dnc)
-		st, _ := js.Stream(t.Context(), "CUECAST")
-		real, err := st.GetLastMsgForSubject(t.Context(), "cc.payments.v.checkout")
-		if err != nil {
-			t.Fatal(err)
-		}
+		real := lastOn(t, "cc.payments.v.checkout")
 		m := nats.NewMsg("cc.payments.v.checkout")
 		m.Header.Set("Cuecast-Meta", real.Header.Get("Cuecast-Meta"))
 		m.Data = []byte(`{"limit":100000,"name":"checkout"}`)
@@ -312,11 +317,8 @@ func TestSignatures(t *testing.T) {
 		var meta cuecast.Version
 		_ = json.Unmarshal([]byte(real.Header.Get("Cuecast-Meta")), &meta)
 		p := cuecast.Pointer{Config: cfg, Version: 3, Seq: ack.Sequence, Checksum: meta.Checksum, Size: meta.Size, SetAt: time.Now()}
-		sig, _ := e.key.Sign(p.SigningBytes())
-		p.Signature = base64.RawURLEncoding.EncodeToString(sig)
 		pm := nats.NewMsg(fmt.Sprintf("cc.payments.p.%d.checkout", w.Bucket()))
-		enc, _ := json.Marshal(p)
-		pm.Header.Set("Cuecast-Pointer", string(enc))
+		pm.Header.Set("Cuecast-Pointer", string(forge(p, e.key)))
 		if _, err := js.PublishMsg(t.Context(), pm); err != nil {
 			t.Fatal(err)
 		}
@@ -339,25 +341,14 @@ func TestSignatures(t *testing.T) {
 		if err := e.d.Publish(t.Context(), v4, body(4)); err != nil {
 			t.Fatal(err)
 		}
-		js, _ := jetstream.New(e.dnc)
-		st, _ := js.Stream(t.Context(), "CUECAST")
-		stored, err := st.GetLastMsgForSubject(t.Context(), "cc.payments.v.checkout")
-		if err != nil {
-			t.Fatal(err)
-		}
-		real, err := st.GetLastMsgForSubject(t.Context(), fmt.Sprintf("cc.payments.p.%d.checkout", w.Bucket()))
-		if err != nil {
-			t.Fatal(err)
-		}
+		stored := lastOn(t, "cc.payments.v.checkout")
+		real := lastOn(t, fmt.Sprintf("cc.payments.p.%d.checkout", w.Bucket()))
 		p := cuecast.Pointer{Config: cfg, Version: 4, Seq: stored.Sequence, Checksum: cuecast.Checksum(body(4)),
 			Size: int64(len(body(4))), Commit: "c004", Inline: true, SetAt: time.Now()}
-		sig, _ := e.key.Sign(p.SigningBytes())
-		p.Signature = base64.RawURLEncoding.EncodeToString(sig)
-		enc, _ := json.Marshal(p)
 		m := nats.NewMsg(ptrSubj)
 		m.Header.Set("Nats-Sequence", strconv.FormatUint(real.Sequence+1000, 10))
 		m.Header.Set("Nats-Last-Sequence", strconv.FormatUint(real.Sequence, 10))
-		m.Header.Set("Cuecast-Pointer", string(enc))
+		m.Header.Set("Cuecast-Pointer", string(forge(p, e.key)))
 		m.Data = []byte(`{"limit":100000,"name":"checkout"}`)
 		if err := e.dnc.PublishMsg(m); err != nil {
 			t.Fatal(err)
