@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cuecast/cuecast/distributor"
 	"github.com/cuecast/cuecast/internal/pipeline"
 	"github.com/cuecast/cuecast/tailer"
 )
@@ -24,6 +25,9 @@ type ServeOptions struct {
 	HTTP          string
 	OperatorToken string
 	WebhookSecret string
+	// InlineLimit is distributor.Options.InlineLimit: content up to this
+	// many bytes rides in every pointer message.
+	InlineLimit int
 	// Scale runs serve against an external NATS, one replica of several.
 	Scale ServeScale
 }
@@ -64,6 +68,8 @@ Exit status 2 when --repo is not a Git repository or --branch does not exist.`,
 	cmd.Flags().StringVar(&opts.HTTP, "http", "", "address of the operations server: dashboard, /metrics, /healthz, /readyz, /hooks/github (e.g. 127.0.0.1:8080)")
 	cmd.Flags().StringVar(&opts.OperatorToken, "operator-token", "", "bearer token enabling the dashboard's rollout actions (default $CUECAST_OPERATOR_TOKEN; empty: read-only)")
 	cmd.Flags().StringVar(&opts.WebhookSecret, "webhook-secret", "", "secret verifying GitHub push webhooks at /hooks/github (default $CUECAST_WEBHOOK_SECRET)")
+	cmd.Flags().IntVar(&opts.InlineLimit, "inline-limit", distributor.DefaultInlineLimit,
+		"largest config (bytes) carried inside every pointer message: one message per instance per change, at the cost of a stored copy per cohort pointer; -1 never (docs/PROTOCOL.md §4.2)")
 	opts.Scale.register(cmd.Flags())
 	return cmd
 }
@@ -82,6 +88,9 @@ func serveRun(c *cobra.Command, env *Env, opts *ServeOptions) error {
 	if opts.WebhookSecret == "" {
 		opts.WebhookSecret = env.Getenv("CUECAST_WEBHOOK_SECRET")
 	}
+	if opts.InlineLimit == 0 || opts.InlineLimit < -1 || opts.InlineLimit > distributor.ChunkThreshold {
+		return usageErrorf(fmt.Sprintf("use 1 to %d bytes, or -1 to never inline", distributor.ChunkThreshold), "--inline-limit %d: out of range", opts.InlineLimit)
+	}
 	ext, err := opts.Scale.external(env)
 	if err != nil {
 		return err
@@ -98,6 +107,7 @@ func serveRun(c *cobra.Command, env *Env, opts *ServeOptions) error {
 		HTTP:          opts.HTTP,
 		OperatorToken: opts.OperatorToken,
 		WebhookSecret: opts.WebhookSecret,
+		InlineLimit:   opts.InlineLimit,
 		External:      ext,
 	})
 	if err != nil {

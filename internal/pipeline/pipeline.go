@@ -61,6 +61,8 @@ type Config struct {
 	// SampleInterval is how often the operations server samples the fleet
 	// (zero: 1s).
 	SampleInterval time.Duration
+	// InlineLimit is distributor.Options.InlineLimit (zero: its default).
+	InlineLimit int
 
 	// External NATS and replicated serve (docs/SCALING.md): see external.go.
 	External
@@ -125,7 +127,7 @@ func Start(ctx context.Context, cfg Config) (_ *Pipeline, err error) {
 	if err := p.connect(ctx, cfg); err != nil {
 		return nil, err
 	}
-	p.Distributor, err = distributor.New(ctx, p.NC, distributor.Options{SigningKey: key, Logger: cfg.Logger, Replicas: cfg.Replicas})
+	p.Distributor, err = distributor.New(ctx, p.NC, distributor.Options{SigningKey: key, Logger: cfg.Logger, Replicas: cfg.Replicas, InlineLimit: cfg.InlineLimit})
 	if err != nil {
 		return nil, fmt.Errorf("start pipeline: %w", err)
 	}
