@@ -298,16 +298,22 @@ func TestOperatorActions(t *testing.T) {
 	}
 }
 
+// namedCast picks the instances of the tests of named stages: target in the
+// first tenth of the buckets, mate in target's bucket, and other beyond the
+// first tenth.
+func namedCast() (target string, bucket int, mate, other string) {
+	target = idIn("target", 0, 10, 1)[0]
+	bucket = cuecast.Cohort(cfg.Namespace(), target)
+	return target, bucket, idIn("mate", bucket, bucket+1, 1)[0], idIn("other", 10, 100, 1)[0]
+}
+
 // TestNamedStagesMoveExactlyThoseInstances: a stage naming an instance, or
 // labels it carries, moves that instance by its own pointer and leaves its
 // bucket (and the other instance hashing there) alone; a halt moves it back;
 // the next percent stage moves its bucket, and from then on the bucket's
 // pointer governs it again (a halt of that stage takes it back too).
 func TestNamedStagesMoveExactlyThoseInstances(t *testing.T) {
-	target := idIn("target", 0, 10, 1)[0]
-	bucket := cuecast.Cohort(cfg.Namespace(), target)
-	mate := idIn("mate", bucket, bucket+1, 1)[0]
-	other := idIn("other", 10, 100, 1)[0]
+	target, bucket, mate, other := namedCast()
 	hour := cuecast.Duration(time.Hour)
 	for _, tc := range []struct {
 		name string
@@ -406,10 +412,7 @@ func TestNamedStagesMoveExactlyThoseInstances(t *testing.T) {
 // be the newer one; also when newer rollouts have superseded the one that
 // named it since.
 func TestRollbackCoversNamedInstances(t *testing.T) {
-	target := idIn("target", 0, 10, 1)[0]
-	bucket := cuecast.Cohort(cfg.Namespace(), target)
-	mate := idIn("mate", bucket, bucket+1, 1)[0]
-	other := idIn("other", 10, 100, 1)[0]
+	target, bucket, mate, other := namedCast()
 	hour := cuecast.Duration(time.Hour)
 	pick := func(id string) cuecast.Policy {
 		return cuecast.Policy{Stages: []cuecast.Stage{{Name: "pick", Instances: []string{id}, Hold: hour}, {Name: "all", Percent: 100}}}

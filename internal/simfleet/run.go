@@ -1,0 +1,210 @@
+package simfleet
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/client"
+)
+
+// The child's environment, set by Start.
+const (
+	// ChildEnv names the variable that tells the test binary it is the
+	// child; its value is Spec.Child.
+	ChildEnv   = "CUECAST_BENCH_CHILD"
+	urlEnv     = "CUECAST_BENCH_URL"
+	countEnv   = "CUECAST_BENCH_N"
+	profileEnv = "CUECAST_BENCH_CHILD_CPUPROFILE"
+)
+
+// Applied is the kind of round that an instance's EventApplied of the
+// round's version reaches.
+const Applied = "apply"
+
+// Round is what the child waits for: every instance to reach Want in the
+// way Kind names, and when each did.
+type Round struct {
+	Kind string
+	Want uint64
+
+	times     []atomic.Int64 // unix nanoseconds, 0 until reached
+	remaining atomic.Int64
+	done      chan struct{}
+}
+
+// Hit records that instance i reached the round at at; later hits of the
+// same instance do not count. Safe for concurrent use.
+func (r *Round) Hit(i int, at time.Time) {
+	if r.times[i].CompareAndSwap(0, at.UnixNano()) && r.remaining.Add(-1) == 0 {
+		close(r.done)
+	}
+}
+
+// Options say what each instance is besides its connection (client.
+// ConnectOptions), its client (named bench-00000, bench-00001, …) and its
+// watcher.
+type Options struct {
+	// Config is what every instance watches.
+	Config cuecast.ConfigPath
+	// Client is more options for every instance's client (trust, for
+	// one); Run adds the instance's name and its events callback.
+	Client []client.Option
+	// Conn, if set, is called with instance i's connection before its
+	// client is made, for a subscription of the benchmark's own; armed
+	// returns the round under way, or nil.
+	Conn func(i int, nc *nats.Conn, armed func() *Round) error
+	// Event, if set, sees every event of instance i.
+	Event func(i int, e client.Event)
+}
+
+// Run is the child's side: it runs as many instances as Start was asked
+// for against its server, setting up 64 at a time, and says "ready" once
+// every one has applied a version; then it answers each "arm" on stdin
+// until stdin ends, and stops the watchers and closes the connections. ctx
+// is the watchers' context. Run returns the first instance's error in
+// setting up, an error if an instance applied nothing within a minute of
+// the last being set up, or one for a line it does not understand. With
+// CUECAST_BENCH_CHILD_CPUPROFILE=file in its environment, the child writes
+// a CPU profile of its rounds there, for diagnosis.
+func Run(ctx context.Context, o Options) error {
+	url := os.Getenv(urlEnv)
+	n, err := strconv.Atoi(os.Getenv(countEnv))
+	if err != nil || n <= 0 {
+		return fmt.Errorf("%s=%q: want a positive count", countEnv, os.Getenv(countEnv))
+	}
+	var armed atomic.Pointer[Round]
+	ws := make([]*client.Watcher, n)
+	ncs := make([]*nats.Conn, n)
+	defer func() {
+		for i := range n {
+			if ws[i] != nil {
+				ws[i].Stop()
+			}
+			if ncs[i] != nil {
+				ncs[i].Close()
+			}
+		}
+	}()
+	start := func(i int) error {
+		nc, err := nats.Connect(url, append(client.ConnectOptions(), nats.Timeout(30*time.Second))...)
+		if err != nil {
+			return err
+		}
+		ncs[i] = nc
+		if o.Conn != nil {
+			if err := o.Conn(i, nc, armed.Load); err != nil {
+				return err
+			}
+		}
+		c, err := client.New(nc, slices.Concat(
+			[]client.Option{client.WithInstance(fmt.Sprintf("bench-%05d", i))},
+			o.Client,
+			[]client.Option{client.WithEvents(func(e client.Event) {
+				if r := armed.Load(); r != nil && e.Kind == client.EventApplied && r.Kind == Applied && e.Version == r.Want {
+					r.Hit(i, e.At)
+				}
+				if o.Event != nil {
+					o.Event(i, e)
+				}
+			})})...)
+		if err != nil {
+			return err
+		}
+		ws[i], err = c.Watch(ctx, o.Config)
+		return err
+	}
+
+	before := HeapInUse()
+	errs := make(chan error, n)
+	sem := make(chan struct{}, 64)
+	var wg sync.WaitGroup
+	for i := range n {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if err := start(i); err != nil {
+				errs <- fmt.Errorf("instance %d: %w", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	select {
+	case err := <-errs:
+		return err
+	default:
+	}
+	deadline := time.Now().Add(time.Minute)
+	for i, w := range ws {
+		for w.Current().Version == 0 {
+			if time.Now().After(deadline) {
+				return fmt.Errorf("instance %d applied nothing in a minute", i)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	fmt.Printf("ready %d %d\n", (HeapInUse()-before)/uint64(n), rss()/uint64(n))
+	if path := os.Getenv(profileEnv); path != "" {
+		if f, err := os.Create(path); err == nil {
+			if err := pprof.StartCPUProfile(f); err == nil {
+				defer pprof.StopCPUProfile()
+			}
+		}
+	}
+
+	in := bufio.NewScanner(os.Stdin)
+	for in.Scan() {
+		r := &Round{times: make([]atomic.Int64, n), done: make(chan struct{})}
+		if _, err := fmt.Sscanf(in.Text(), "arm %s %d", &r.Kind, &r.Want); err != nil {
+			return fmt.Errorf("bad command %q", in.Text())
+		}
+		r.remaining.Store(int64(n))
+		armed.Store(r)
+		fmt.Println("armed")
+		<-r.done
+		parts := make([]string, n)
+		for i := range r.times {
+			parts[i] = strconv.FormatInt(r.times[i].Load(), 10)
+		}
+		fmt.Printf("done %s\n", strings.Join(parts, ","))
+	}
+	return in.Err()
+}
+
+// HeapInUse is the heap and stacks in use after two collections: what the
+// child's ready line counts, for the parent to count its own side the same
+// way.
+func HeapInUse() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapInuse + ms.StackInuse
+}
+
+// rss is the process's resident set in bytes (Linux), 0 elsewhere.
+func rss() uint64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return kb * 1024
+		}
+	}
+	return 0
+}
