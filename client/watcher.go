@@ -26,7 +26,10 @@ type Watcher struct {
 	o      watchOptions
 	// The subjects this watcher receives on and reports to, spelled once:
 	// each message is matched against them.
-	stagedSubj, activationSubj, reportSubj, instSubj string
+	stagedSubj, activationSubj, reportSubj string
+	// ptrSubjects are the stored pointer subjects this watcher follows:
+	// its bucket's, every bucket's, its own.
+	ptrSubjects [3]string
 
 	cur     atomic.Pointer[Snapshot]
 	updates chan Snapshot
@@ -41,15 +44,15 @@ type Watcher struct {
 	done   chan struct{}
 
 	// Owned by the run goroutine.
-	// The last sequences seen on the bucket's and on this instance's own
-	// pointer subject: the newer of the two pointers governs.
-	bucketSeq, instSeq uint64
-	cache              map[uint64]cachedVersion // versions staged for an activation (cutover.go), newer than current
-	servingLKG         bool
-	lastErr            string
-	rejected           map[string]bool // version@checksum rejected for good (validation, signature)
-	retries            int
-	retry              *time.Timer
+	// The last sequence seen on each pointer subject (ptrSubjects): the
+	// newest of the three pointers governs.
+	seen       [3]uint64
+	cache      map[uint64]cachedVersion // versions staged for an activation (cutover.go), newer than current
+	servingLKG bool
+	lastErr    string
+	rejected   map[string]bool // version@checksum rejected for good (validation, signature)
+	retries    int
+	retry      *time.Timer
 	// held is the applied version as read (with its sequence), prev the one
 	// before it: a rollback pointer to the previous version, the common
 	// emergency, needs no read.
@@ -96,7 +99,7 @@ func (c *Client) Watch(ctx context.Context, cfg cuecast.ConfigPath, opts ...Watc
 	}
 	w.stagedSubj, w.activationSubj = republished(stagedSubject(cfg)), republished(activationSubject(cfg))
 	w.reportSubj = reportSubject(cfg, c.o.instance)
-	w.instSubj = republished(instancePointerSubject(cfg, c.o.instance))
+	w.ptrSubjects = [3]string{pointerSubject(cfg, w.bucket), allPointerSubject(cfg), instancePointerSubject(cfg, c.o.instance)}
 	w.ctx, w.cancel = context.WithCancel(ctx)
 	if err := c.track(w); err != nil {
 		w.cancel()
@@ -106,7 +109,7 @@ func (c *Client) Watch(ctx context.Context, cfg cuecast.ConfigPath, opts ...Watc
 	// Not the version subject: a pointer carries small content itself, and
 	// every message the server need not send to 10,000 instances shortens
 	// the fan-out (docs/PROTOCOL.md §3).
-	for _, subj := range append([]string{pointerSubject(cfg, w.bucket), instancePointerSubject(cfg, c.o.instance)}, cutoverSubjects(cfg)...) {
+	for _, subj := range append(w.ptrSubjects[:], cutoverSubjects(cfg)...) {
 		sub, err := c.nc.ChanSubscribe(republished(subj), w.msgs)
 		if err != nil {
 			w.unsubscribe()
@@ -247,8 +250,8 @@ func (w *Watcher) loadLKG() {
 	w.event(EventLoaded, meta.Version, "serving last-known-good "+w.o.lkgPath, nil)
 }
 
-// resync reads the current pointers (the bucket's and the instance's, at
-// once) and applies the newer.
+// resync reads the current pointers (its bucket's, every bucket's and its
+// own, at once) and applies the newest.
 func (w *Watcher) resync(why string) {
 	ctx, cancel := context.WithTimeout(w.ctx, w.c.o.timeout)
 	defer cancel()
@@ -256,59 +259,64 @@ func (w *Watcher) resync(why string) {
 		m   *nats.Msg
 		err error
 	}
-	inst := make(chan read, 1)
-	go func() {
-		m, err := getLast(ctx, w.c.nc, w.c.o.directGet, instancePointerSubject(w.cfg, w.c.o.instance))
-		inst <- read{m, err}
-	}()
-	bm, berr := getLast(ctx, w.c.nc, w.c.o.directGet, pointerSubject(w.cfg, w.bucket))
-	ir := <-inst
-	im, ierr := ir.m, ir.err
-	for _, err := range []error{berr, ierr} {
-		if err == nil || errors.Is(err, cuecast.ErrNotFound) {
+	var reads [3]chan read
+	for i, subj := range w.ptrSubjects {
+		reads[i] = make(chan read, 1)
+		go func() {
+			m, err := getLast(ctx, w.c.nc, w.c.o.directGet, subj)
+			reads[i] <- read{m, err}
+		}()
+	}
+	var got [3]read
+	for i := range reads {
+		got[i] = <-reads[i]
+	}
+	found := false
+	for _, r := range got {
+		if errors.Is(r.err, cuecast.ErrNotFound) {
 			continue
 		}
-		if w.ctx.Err() != nil {
+		if r.err != nil {
+			if w.ctx.Err() != nil {
+				return
+			}
+			w.retries++
+			d := jittered(backoff(w.retries, 100*time.Millisecond, w.c.o.reconcile))
+			w.event(EventError, 0, fmt.Sprintf("read pointer (%s); retrying in %s", why, d.Round(time.Millisecond)), r.err)
+			w.retry.Reset(d)
 			return
 		}
-		w.retries++
-		d := jittered(backoff(w.retries, 100*time.Millisecond, w.c.o.reconcile))
-		w.event(EventError, 0, fmt.Sprintf("read pointer (%s); retrying in %s", why, d.Round(time.Millisecond)), err)
-		w.retry.Reset(d)
-		return
+		found = true
 	}
 	w.retries = 0
-	if berr != nil && ierr != nil {
-		return // not deployed to this cohort yet
+	if !found {
+		return // not deployed to this instance yet
 	}
 	if why != "start" {
 		w.event(EventResync, 0, why, nil)
 	}
-	var bseq, iseq uint64
-	var err error
-	if berr == nil {
-		if bseq, _, err = seqHeaders(bm); err != nil {
+	var seqs [3]uint64
+	newest := 0
+	for i, r := range got {
+		if r.err != nil {
+			continue
+		}
+		seq, _, err := seqHeaders(r.m)
+		if err != nil {
 			w.event(EventError, 0, "pointer read", err)
 			return
 		}
-	}
-	if ierr == nil {
-		if iseq, _, err = seqHeaders(im); err != nil {
-			w.event(EventError, 0, "instance pointer read", err)
-			return
+		if seqs[i] = seq; seq > seqs[newest] {
+			newest = i
 		}
 	}
-	m := bm
-	if iseq > bseq {
-		m = im
-	}
-	p, body, ok := w.pointer(m)
+	p, body, ok := w.pointer(got[newest].m)
 	if !ok {
 		return
 	}
 	// The stored pointers are the truth, even below the last sequences seen
 	// (a stream restored from an older backup restarts its sequences).
-	w.bucketSeq, w.instSeq = bseq, iseq
+	w.seen = seqs
 	w.apply(p, body, why)
 	w.resyncCutover(ctx)
 }
@@ -323,11 +331,11 @@ func (w *Watcher) handle(m *nats.Msg) {
 	if w.handleCutover(m) {
 		return
 	}
-	mine, other := &w.bucketSeq, &w.instSeq
-	if m.Subject == w.instSubj {
-		mine, other = other, mine
+	k := w.pointerSubject(m.Subject)
+	if k < 0 {
+		return
 	}
-	if seq <= *mine {
+	if seq <= w.seen[k] {
 		return // already seen (the start read raced the subscription)
 	}
 	p, body, ok := w.pointer(m)
@@ -336,15 +344,29 @@ func (w *Watcher) handle(m *nats.Msg) {
 		// watcher ignore the real pointers that follow.
 		return
 	}
-	gap := *mine != 0 && last != *mine
-	*mine = seq
-	if seq > *other {
-		// Written after the other subject's pointer: it governs.
+	// Even on a subject with nothing seen yet: a message naming a
+	// predecessor means one was missed.
+	gap := last != w.seen[k]
+	w.seen[k] = seq
+	if seq == max(w.seen[0], w.seen[1], w.seen[2]) {
+		// Written after the other subjects' pointers: it governs.
 		w.apply(p, body, "pointer")
 	}
 	if gap {
 		w.resync("gap")
 	}
+}
+
+// pointerSubject returns which of ptrSubjects a RePublished message came
+// on, or -1.
+func (w *Watcher) pointerSubject(republishedSubj string) int {
+	for i, subj := range w.ptrSubjects {
+		// republished(subj) without building it: "ccr" + subj[2:].
+		if len(republishedSubj) == len(subj)+1 && republishedSubj[3:] == subj[2:] {
+			return i
+		}
+	}
+	return -1
 }
 
 // pointer decodes and verifies a pointer message, rejecting bad ones. body

@@ -39,6 +39,10 @@ func pointerSubject(cfg cuecast.ConfigPath, bucket int) string {
 	return fmt.Sprintf("cc.%s.p.%d.%s", cfg.Namespace(), bucket, nameTokens(cfg))
 }
 
+func allPointerSubject(cfg cuecast.ConfigPath) string {
+	return "cc." + cfg.Namespace() + ".p.all." + nameTokens(cfg)
+}
+
 func instancePointerSubject(cfg cuecast.ConfigPath, instance string) string {
 	return "cc." + cfg.Namespace() + ".i." + instance + "." + nameTokens(cfg)
 }

@@ -589,9 +589,9 @@ func TestInlinePointers(t *testing.T) {
 			d, nc := newDist(t, distributor.Options{InlineLimit: tt.limit})
 			js, _ := jetstream.New(nc)
 			st, _ := js.Stream(t.Context(), distributor.Stream)
-			check := func(bucket int, want uint64, wantBody []byte) {
+			check := func(bucket string, want uint64, wantBody []byte) {
 				t.Helper()
-				m, err := st.GetLastMsgForSubject(t.Context(), fmt.Sprintf("cc.payments.p.%d.checkout", bucket))
+				m, err := st.GetLastMsgForSubject(t.Context(), "cc.payments.p."+bucket+".checkout")
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -600,31 +600,121 @@ func TestInlinePointers(t *testing.T) {
 					t.Fatalf("pointer header: %v", err)
 				}
 				if p.Version != want || p.Commit != version(want).Commit || p.Inline != tt.inline {
-					t.Fatalf("bucket %d: got %+v, want version %d commit %s inline %t", bucket, p, want, version(want).Commit, tt.inline)
+					t.Fatalf("bucket %s: got %+v, want version %d commit %s inline %t", bucket, p, want, version(want).Commit, tt.inline)
 				}
 				if tt.inline && !bytes.Equal(m.Data, wantBody) {
-					t.Fatalf("bucket %d body: got %q, want %q", bucket, m.Data, wantBody)
+					t.Fatalf("bucket %s body: got %q, want %q", bucket, m.Data, wantBody)
 				}
 				if !tt.inline && len(m.Data) != 0 {
-					t.Fatalf("bucket %d body: got %d bytes, want none", bucket, len(m.Data))
+					t.Fatalf("bucket %s body: got %d bytes, want none", bucket, len(m.Data))
 				}
 			}
 			v1 := mustPublish(t, d, 1, tt.body)
 			if err := d.Deploy(t.Context(), v1); err != nil {
 				t.Fatal(err)
 			}
-			check(7, 1, tt.body)
+			check("all", 1, tt.body)
 			second := bytes.Clone(tt.body)
 			second[len(second)-2]++ // same size, other bytes
 			mustPublish(t, d, 2, second)
 			if err := d.SetPointers(t.Context(), cfg, []int{3}, cuecast.Pointer{Version: 2}); err != nil {
 				t.Fatal(err)
 			}
-			check(3, 2, second)
+			check("3", 2, second)
 			if err := d.SetPointers(t.Context(), cfg, []int{3}, cuecast.Pointer{Version: 1, Rollback: true}); err != nil {
 				t.Fatal(err)
 			}
-			check(3, 1, tt.body)
+			check("3", 1, tt.body)
 		})
 	}
+}
+
+// TestAllBucketsPointer: moving every bucket is one write on the subject of
+// all buckets, which every instance follows beside its bucket's own; what a
+// bucket runs is the newer of the two, and writes are skipped only when that
+// already says the same.
+func TestAllBucketsPointer(t *testing.T) {
+	d, nc := newDist(t, distributor.Options{})
+	ctx := t.Context()
+	v1, v2 := mustPublish(t, d, 1, content(1)), mustPublish(t, d, 2, content(2))
+	mustPublish(t, d, 3, content(3))
+	writes := func(act func()) uint64 {
+		t.Helper()
+		before := lastSeq(t, nc)
+		act()
+		return lastSeq(t, nc) - before
+	}
+	runs := func(bucket int, want uint64, rollback bool) {
+		t.Helper()
+		p, err := d.Pointer(ctx, cfg, bucket)
+		if err != nil || p.Version != want || p.Rollback != rollback {
+			t.Fatalf("bucket %d runs %+v (%v), want v%d rollback=%t", bucket, p, err, want, rollback)
+		}
+	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	every := make([]int, cuecast.Buckets)
+	for i := range every {
+		every[i] = i
+	}
+
+	if n := writes(func() { must(d.Deploy(ctx, v1)) }); n != 1 {
+		t.Fatalf("Deploy to an empty fleet: %d writes, want 1 (all buckets)", n)
+	}
+	runs(0, 1, false)
+	runs(99, 1, false)
+	if n := writes(func() { must(d.Deploy(ctx, v1)) }); n != 0 {
+		t.Fatalf("Deploy again: %d writes, want none", n)
+	}
+
+	// A canary bucket on a newer version: Deploy never moves it back, so
+	// the other 99 are written one by one.
+	must(d.SetPointers(ctx, cfg, []int{5}, cuecast.Pointer{Version: 3}))
+	runs(5, 3, false)
+	if n := writes(func() { must(d.Deploy(ctx, v2)) }); n != 99 {
+		t.Fatalf("Deploy past a newer canary: %d writes, want 99", n)
+	}
+	runs(5, 3, false)
+	runs(6, 2, false)
+
+	// Every bucket at once, one already there: one write.
+	if n := writes(func() { must(d.SetPointers(ctx, cfg, every, cuecast.Pointer{Version: 3})) }); n != 1 {
+		t.Fatalf("SetPointers on every bucket: %d writes, want 1", n)
+	}
+	runs(5, 3, false)
+	runs(6, 3, false)
+
+	// A bucket whose own (older) pointer says v2 runs v3 through the all
+	// pointer: setting it to v2 is a real move, not a no-op.
+	if n := writes(func() { must(d.SetPointers(ctx, cfg, []int{6}, cuecast.Pointer{Version: 2, Rollback: true})) }); n != 1 {
+		t.Fatalf("SetPointers on a bucket the all pointer overrides: %d writes, want 1", n)
+	}
+	runs(6, 2, true)
+	runs(7, 3, false)
+
+	// An instance already running p through the all pointer needs no
+	// pointer of its own; one whose bucket runs something else does.
+	id7, id6 := instanceIn(t, 7), instanceIn(t, 6)
+	if n := writes(func() { must(d.SetInstancePointers(ctx, cfg, []string{id7}, cuecast.Pointer{Version: 3})) }); n != 0 {
+		t.Fatalf("instance pointer equal to what it runs: %d writes, want none", n)
+	}
+	if n := writes(func() { must(d.SetInstancePointers(ctx, cfg, []string{id6}, cuecast.Pointer{Version: 3})) }); n != 1 {
+		t.Fatalf("instance pointer over its bucket's: %d writes, want 1", n)
+	}
+}
+
+// instanceIn returns an instance ID of cfg's namespace in bucket b.
+func instanceIn(t *testing.T, b int) string {
+	t.Helper()
+	for i := range 100000 {
+		if id := fmt.Sprintf("web-%d", i); cuecast.Cohort(cfg.Namespace(), id) == b {
+			return id
+		}
+	}
+	t.Fatalf("no instance in bucket %d", b)
+	return ""
 }

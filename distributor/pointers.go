@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -22,11 +24,34 @@ func (d *Distributor) Pointer(ctx context.Context, cfg cuecast.ConfigPath, bucke
 	if err := checkTarget(cfg, bucket); err != nil {
 		return cuecast.Pointer{}, fmt.Errorf("get pointer: %w", err)
 	}
-	p, _, err := d.pointer(ctx, pointerSubject(cfg, bucket))
+	p, err := d.newest(ctx, pointerSubject(cfg, bucket), allPointerSubject(cfg))
 	if err != nil {
 		return cuecast.Pointer{}, fmt.Errorf("get pointer %s bucket %d: %w", cfg, bucket, err)
 	}
 	return p, nil
+}
+
+// newest reads the pointers on subjs and returns the one written last, which
+// is the one an instance following those subjects runs.
+func (d *Distributor) newest(ctx context.Context, subjs ...string) (cuecast.Pointer, error) {
+	var best cuecast.Pointer
+	var bestSeq uint64
+	for _, subj := range subjs {
+		p, seq, err := d.pointer(ctx, subj)
+		if errors.Is(err, cuecast.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return cuecast.Pointer{}, err
+		}
+		if seq > bestSeq {
+			best, bestSeq = p, seq
+		}
+	}
+	if bestSeq == 0 {
+		return cuecast.Pointer{}, cuecast.ErrNotFound
+	}
+	return best, nil
 }
 
 // InstancePointer returns the pointer of one instance of cfg (see
@@ -46,18 +71,91 @@ func (d *Distributor) InstancePointer(ctx context.Context, cfg cuecast.ConfigPat
 	return p, nil
 }
 
-// target is one pointer subject to write: a cohort bucket's or an instance's.
+// target is one pointer subject to write: a cohort bucket's, an instance's,
+// or the one for every bucket.
 type target struct {
-	name string // for errors: "bucket 7", "instance web-3"
+	name string // for errors: "bucket 7", "instance web-3", "all buckets"
 	subj string
+	// over are the subjects whose pointer, when written later, governs the
+	// instances this target is for: what they run now is the newest pointer
+	// among subj and these.
+	over []string
 }
 
-func bucketTargets(cfg cuecast.ConfigPath, buckets []int) []target {
-	out := make([]target, len(buckets))
+func bucketTarget(cfg cuecast.ConfigPath, b int) target {
+	return target{name: "bucket " + strconv.Itoa(b), subj: pointerSubject(cfg, b), over: []string{allPointerSubject(cfg)}}
+}
+
+func allTarget(cfg cuecast.ConfigPath) target {
+	return target{name: "all buckets", subj: allPointerSubject(cfg)}
+}
+
+func instanceTarget(cfg cuecast.ConfigPath, id string) target {
+	return target{name: "instance " + id, subj: instancePointerSubject(cfg, id),
+		over: []string{pointerSubject(cfg, cuecast.Cohort(cfg.Namespace(), id)), allPointerSubject(cfg)}}
+}
+
+// moveBuckets writes p to buckets, skipping those for which skip(what they
+// run) is true. When that leaves every bucket to move, or every other one
+// holding an equal pointer already, it writes one pointer on the subject of
+// all buckets instead of 100: one message reaches the whole fleet, as a bare
+// core-NATS fan-out would. equal says a bucket's pointer may be written
+// again harmlessly.
+func (d *Distributor) moveBuckets(ctx context.Context, cfg cuecast.ConfigPath, buckets []int, p cuecast.Pointer, body []byte, skip, equal func(cuecast.Pointer) bool) (int, error) {
+	targets := make([]target, len(buckets))
 	for i, b := range buckets {
-		out[i] = target{name: "bucket " + strconv.Itoa(b), subj: pointerSubject(cfg, b)}
+		targets[i] = bucketTarget(cfg, b)
 	}
-	return out
+	if allBuckets(buckets) {
+		cur, err := d.currentPointers(ctx, targets)
+		if err != nil {
+			return 0, err
+		}
+		moving, whole := 0, true
+		for _, t := range targets {
+			c := effective(cur, t)
+			switch {
+			case c.seq == 0 || !skip(c.p):
+				moving++
+			case !equal(c.p):
+				whole = false // a bucket this write must not touch
+			}
+		}
+		if moving == 0 {
+			return 0, nil
+		}
+		if whole {
+			return d.setPointers(ctx, cfg, []target{allTarget(cfg)}, p, body, func(cuecast.Pointer) bool { return false })
+		}
+	}
+	return d.setPointers(ctx, cfg, targets, p, body, skip)
+}
+
+// allBuckets reports whether buckets names each of the 100 buckets.
+func allBuckets(buckets []int) bool {
+	if len(buckets) != cuecast.Buckets {
+		return false
+	}
+	var seen [cuecast.Buckets]bool
+	for _, b := range buckets {
+		if b < 0 || b >= cuecast.Buckets || seen[b] {
+			return false
+		}
+		seen[b] = true
+	}
+	return true
+}
+
+// effective is the pointer the instances of t run: the newest of t's own
+// and those that override it.
+func effective(cur map[string]cachedPointer, t target) cachedPointer {
+	c := cur[t.subj]
+	for _, o := range t.over {
+		if oc := cur[o]; oc.seq > c.seq {
+			c = oc
+		}
+	}
+	return c
 }
 
 func checkTarget(cfg cuecast.ConfigPath, bucket int) error {
@@ -161,10 +259,10 @@ func (d *Distributor) SetPointers(ctx context.Context, cfg cuecast.ConfigPath, b
 	if p.SetAt.IsZero() {
 		p.SetAt = time.Now().UTC()
 	}
-	_, err := d.setPointers(ctx, cfg, bucketTargets(cfg, buckets), p, body, func(cur cuecast.Pointer) bool {
+	equal := func(cur cuecast.Pointer) bool {
 		return cur.Version == p.Version && cur.Checksum == p.Checksum && cur.Rollback == p.Rollback
-	})
-	if err != nil {
+	}
+	if _, err := d.moveBuckets(ctx, cfg, buckets, p, body, equal, equal); err != nil {
 		return fmt.Errorf("set pointers of %s to version %d: %w", cfg, p.Version, err)
 	}
 	return nil
@@ -186,7 +284,7 @@ func (d *Distributor) SetInstancePointers(ctx context.Context, cfg cuecast.Confi
 		if err := cuecast.ValidateInstance(id); err != nil {
 			return fmt.Errorf("set instance pointers of %s: %w", cfg, err)
 		}
-		targets[i] = target{name: "instance " + id, subj: instancePointerSubject(cfg, id)}
+		targets[i] = instanceTarget(cfg, id)
 	}
 	if p.Config == "" {
 		p.Config = cfg
@@ -240,21 +338,22 @@ func (d *Distributor) setPointers(ctx context.Context, cfg cuecast.ConfigPath, t
 	var writes []write
 	var errs []error
 	for _, t := range targets {
-		c := cur[t.subj]
-		if c.seq != 0 && skip(c.p) {
+		own := cur[t.subj]
+		if c := effective(cur, t); c.seq != 0 && skip(c.p) {
 			// Never skip on the cache's word alone: another writer may
-			// have moved the subject a moment ago.
-			fresh, seq, err := d.pointer(ctx, t.subj)
-			if err != nil && !errors.Is(err, cuecast.ErrNotFound) {
+			// have moved a subject a moment ago.
+			fresh, err := d.readPointers(ctx, append([]string{t.subj}, t.over...))
+			if err != nil {
 				errs = append(errs, fmt.Errorf("%s: read: %w", t.name, err))
 				continue
 			}
-			if c = (cachedPointer{p: fresh, seq: seq}); seq != 0 && skip(fresh) {
+			own = fresh[t.subj]
+			if c := effective(fresh, t); c.seq != 0 && skip(c.p) {
 				continue
 			}
 		}
 		m := pointerMsg(t.subj, enc, body)
-		m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(c.seq, 10))
+		m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(own.seq, 10))
 		ack, err := d.js.PublishMsgAsync(m)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: write: %w", t.name, err))
@@ -307,34 +406,48 @@ type cachedPointer struct {
 // subject, from the cache or read concurrently.
 func (d *Distributor) currentPointers(ctx context.Context, targets []target) (map[string]cachedPointer, error) {
 	out := make(map[string]cachedPointer, len(targets))
-	var missing []target
+	var missing []string
 	for _, t := range targets {
-		if c, ok := d.ptrs.Load(t.subj); ok {
-			out[t.subj] = c.(cachedPointer)
-		} else {
-			missing = append(missing, t)
+		for _, subj := range append([]string{t.subj}, t.over...) {
+			if _, done := out[subj]; done {
+				continue
+			}
+			if c, ok := d.ptrs.Load(subj); ok {
+				out[subj] = c.(cachedPointer)
+			} else if !slices.Contains(missing, subj) {
+				missing = append(missing, subj)
+			}
 		}
 	}
+	read, err := d.readPointers(ctx, missing)
+	maps.Copy(out, read)
+	return out, err
+}
+
+// readPointers reads the pointer on each subject concurrently, caching what
+// it finds; a subject without one maps to the zero cachedPointer.
+func (d *Distributor) readPointers(ctx context.Context, missing []string) (map[string]cachedPointer, error) {
+	out := make(map[string]cachedPointer, len(missing))
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	var errs []error
 	sem := make(chan struct{}, 32)
-	for _, t := range missing {
+	for _, subj := range missing {
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			p, seq, err := d.pointer(ctx, t.subj)
+			p, seq, err := d.pointer(ctx, subj)
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
 			case errors.Is(err, cuecast.ErrNotFound):
-				out[t.subj] = cachedPointer{}
+				out[subj] = cachedPointer{}
 			case err != nil:
-				errs = append(errs, fmt.Errorf("%s: read: %w", t.name, err))
+				errs = append(errs, fmt.Errorf("read %s: %w", subj, err))
 			default:
-				out[t.subj] = cachedPointer{p: p, seq: seq}
-				d.ptrs.Store(t.subj, out[t.subj])
+				out[subj] = cachedPointer{p: p, seq: seq}
+				d.ptrs.Store(subj, out[subj])
 			}
 		}()
 	}
@@ -385,11 +498,14 @@ func (d *Distributor) Deploy(ctx context.Context, v cuecast.Version) error {
 	for i := range buckets {
 		buckets[i] = i
 	}
+	equal := func(cur cuecast.Pointer) bool {
+		return cur.Version == p.Version && cur.Checksum == p.Checksum && !cur.Rollback
+	}
 	skip := func(cur cuecast.Pointer) bool {
-		return (cur.Version == p.Version && cur.Checksum == p.Checksum && !cur.Rollback) || (cur.Version > p.Version && !cur.Rollback)
+		return equal(cur) || (cur.Version > p.Version && !cur.Rollback)
 	}
 	for attempt := 1; ; attempt++ {
-		_, err := d.setPointers(ctx, v.Config, bucketTargets(v.Config, buckets), p, body, skip)
+		_, err := d.moveBuckets(ctx, v.Config, buckets, p, body, skip, equal)
 		if err == nil {
 			return nil
 		}

@@ -50,6 +50,12 @@ func pointerSubject(cfg cuecast.ConfigPath, bucket int) string {
 	return fmt.Sprintf("cc.%s.p.%d.%s", cfg.Namespace(), bucket, nameTokens(cfg))
 }
 
+// allPointerSubject is the pointer of every cohort bucket at once:
+// cc.<ns>.p.all.<name>. Every instance follows it as well as its bucket's.
+func allPointerSubject(cfg cuecast.ConfigPath) string {
+	return "cc." + cfg.Namespace() + ".p.all." + nameTokens(cfg)
+}
+
 // instancePointerSubject is the pointer of one instance: cc.<ns>.i.<instance>.<name>.
 func instancePointerSubject(cfg cuecast.ConfigPath, instance string) string {
 	return "cc." + cfg.Namespace() + ".i." + instance + "." + nameTokens(cfg)
