@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -191,10 +192,22 @@ func (v Version) SigningBytes() []byte {
 }
 
 // SigningBytes is what the distributor signs for a pointer: one field per
-// line; SetAt as Unix nanoseconds.
+// line; SetAt as Unix nanoseconds. Every instance builds it for every
+// pointer it receives, so it is appended field by field rather than
+// formatted (fmt took 3 µs, a third of an instance's work per apply).
 func (p Pointer) SigningBytes() []byte {
-	return fmt.Appendf(nil, "cuecast-pointer-v2\n%s\n%d\n%d\n%s\n%d\n%s\n%t\n%t\n%d\n",
-		p.Config, p.Version, p.Seq, p.Checksum, p.Size, p.Commit, p.Deleted, p.Rollback, p.SetAt.UnixNano())
+	b := make([]byte, 0, 128+len(p.Config)+len(p.Checksum)+len(p.Commit))
+	b = append(b, "cuecast-pointer-v2\n"...)
+	b = append(append(b, p.Config...), '\n')
+	b = append(strconv.AppendUint(b, p.Version, 10), '\n')
+	b = append(strconv.AppendUint(b, p.Seq, 10), '\n')
+	b = append(append(b, p.Checksum...), '\n')
+	b = append(strconv.AppendInt(b, p.Size, 10), '\n')
+	b = append(append(b, p.Commit...), '\n')
+	b = append(strconv.AppendBool(b, p.Deleted), '\n')
+	b = append(strconv.AppendBool(b, p.Rollback), '\n')
+	b = append(strconv.AppendInt(b, p.SetAt.UnixNano(), 10), '\n')
+	return b
 }
 
 // Meta is the version metadata a pointer vouches for: enough to apply and
