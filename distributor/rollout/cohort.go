@@ -73,6 +73,29 @@ func stageCohort(ns string, p cuecast.Policy, upto int, reports []cuecast.Report
 			}
 		}
 	}
+	return cohortOf(ns, buckets, named)
+}
+
+// union is c with every bucket and instance of d as well: a later stage's
+// cohort holds everyone an earlier stage moved, even an instance whose
+// labels no longer match, so that a halt moves it back too.
+func (c Cohort) union(ns string, d Cohort) Cohort {
+	buckets := map[int]bool{}
+	named := map[string]bool{}
+	for _, x := range [2]Cohort{c, d} {
+		for _, b := range x.Buckets {
+			buckets[b] = true
+		}
+		for _, id := range x.Instances {
+			named[id] = true
+		}
+	}
+	return cohortOf(ns, buckets, named)
+}
+
+// cohortOf makes a Cohort of sets, leaving out named instances whose bucket
+// is covered (its bucket pointer moves them already).
+func cohortOf(ns string, buckets map[int]bool, named map[string]bool) Cohort {
 	for id := range named {
 		if buckets[cuecast.Cohort(ns, id)] {
 			delete(named, id)

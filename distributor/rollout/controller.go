@@ -289,6 +289,7 @@ func (c *Controller) newRollout(v cuecast.Version, pol cuecast.Policy, cons stri
 func (c *Controller) enterStage(r *Rollout, i int, reports []cuecast.Report, now time.Time) {
 	r.Stage = i
 	r.State = StateMoving
+	r.Moved = r.Moved.union(r.Config.Namespace(), r.Cohort)
 	r.Cohort = Cohort{}
 	r.StageStarted = now
 	r.WaitUntil, r.HoldUntil = time.Time{}, time.Time{}
@@ -463,7 +464,7 @@ func (c *Controller) transition(ctx context.Context, rec *Record, force bool) ([
 			}
 			reports = rs
 		}
-		r.Cohort = stageCohort(cfg.Namespace(), r.Policy, r.Stage, reports)
+		r.Cohort = stageCohort(cfg.Namespace(), r.Policy, r.Stage, reports).union(cfg.Namespace(), r.Moved)
 		if err := c.moveForward(ctx, r); err != nil {
 			return nil, false, err
 		}

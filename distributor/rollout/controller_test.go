@@ -1,6 +1,7 @@
 package rollout_test
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -500,4 +501,54 @@ func TestAuditIsAppendOnly(t *testing.T) {
 	if err != nil || len(audit) != 1 || audit[0].Actor != "ann" {
 		t.Errorf("audit after the attempts: %+v, %v; want ann's rollback", audit, err)
 	}
+}
+
+// TestLaterStageKeepsWhomEarlierStagesMoved: stages are cumulative even when
+// a label stops matching. An instance a label stage moved stays in the next
+// stage's cohort after it restarts without the label, so a halt there moves
+// it back with the rest.
+func TestLaterStageKeepsWhomEarlierStagesMoved(t *testing.T) {
+	hour := cuecast.Duration(time.Hour)
+	e := newEnv(t, cuecast.Policy{Stages: []cuecast.Stage{
+		{Name: "canary", Labels: map[string]string{"canary": "true"}, Hold: hour},
+		{Name: "tenth", Percent: 10, Hold: hour},
+		{Name: "all", Percent: 100},
+	}}, rollout.Relaxed)
+	e.baseline()
+	id := idIn("relabelled", 10, 100, 1)[0] // outside the tenth's buckets
+	first := e.instanceWith(id, map[string]string{"canary": "true"})
+	waitOn(t, 1, first)
+	e.waitLive(1)
+	e.deploy(e.publish(2, content(2)))
+	e.waitState(2, rollout.StateHolding, 0)
+	waitOn(t, 2, first)
+
+	first.w.Stop()
+	again := e.instanceWith(id, nil)
+	waitOn(t, 2, again) // its own pointer still says v2
+	eventually(t, "the label-less report", func() (bool, string) {
+		rs, err := e.d.Reports(t.Context(), cfg)
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, r := range rs {
+			if r.Instance == id && len(r.Labels) == 0 {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%+v", rs)
+	})
+
+	act := rollout.Action{Actor: "ann", Reason: "test"}
+	if _, err := e.c.Advance(t.Context(), cfg, act); err != nil {
+		t.Fatalf("Advance: %v", err)
+	}
+	rec := e.waitState(2, rollout.StateHolding, 1)
+	if !rec.Current.Contains(cfg.Namespace(), id) {
+		t.Fatalf("tenth stage cohort %+v: want it to keep %s, moved by the canary stage", rec.Current.Cohort, id)
+	}
+	if _, err := e.c.Halt(t.Context(), cfg, act); err != nil {
+		t.Fatalf("Halt: %v", err)
+	}
+	waitOn(t, 1, again)
 }

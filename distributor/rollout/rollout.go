@@ -104,6 +104,10 @@ type Rollout struct {
 	// "instances", as before instances existed). A halt moves exactly
 	// this cohort back.
 	Cohort
+	// Moved is everyone the stages before the current one moved: stages
+	// are cumulative, so the current stage's cohort includes it even when
+	// a label no longer matches an instance it moved.
+	Moved        Cohort    `json:"moved,omitzero"`
 	StageStarted time.Time `json:"stage_started"`
 	// WaitUntil ends StateWaiting (and StateStaging) even when some
 	// instances never report; HoldUntil ends StateHolding.
