@@ -387,8 +387,7 @@ func TestHealthHaltCounted(t *testing.T) {
 		return m[halts] == 1 && m[`cuecast_rollouts{state="halted"}`] == 1,
 			fmt.Sprintf("%s = %v, halted rollouts %v", halts, m[halts], m[`cuecast_rollouts{state="halted"}`])
 	})
-	_, body := get(t, f.base+"/api/configs/"+string(checkout))
-	var cv struct {
+	type configView struct {
 		Rollout struct {
 			State  string
 			Reason string
@@ -400,17 +399,24 @@ func TestHealthHaltCounted(t *testing.T) {
 		}
 		Audit []rollout.AuditEntry
 	}
-	if err := json.Unmarshal([]byte(body), &cv); err != nil {
-		t.Fatal(err)
-	}
-	if cv.Rollout.State != "halted" || !strings.Contains(cv.Rollout.Reason, "unhealthy") {
-		t.Errorf("rollout %+v, want halted for unhealthy instances", cv.Rollout)
-	}
 	// The controller halts on the first unhealthy report from the cohort;
 	// the other canary instance may not have reported v2 yet (reports follow
-	// an apply by 0.25-1.25 s), so one or both are unhealthy on the page.
-	if st := cv.Rollout.Stages; len(st) != 2 || st[0].Name != "canary" || st[0].Instances < 1 || st[0].Instances > 2 || st[0].Unhealthy < 1 || st[0].Unhealthy > st[0].Instances {
-		t.Errorf("stages %+v, want the canary with one or both instances unhealthy", cv.Rollout.Stages)
+	// an apply by 0.25-1.25 s), so one or both are unhealthy on the page,
+	// once its sample of the fleet has them (every 50 ms here), and until
+	// the reverted instances report v1 again.
+	var cv configView
+	eventually(t, "the page showing the unhealthy canary", func() (bool, string) {
+		_, body := get(t, f.base+"/api/configs/"+string(checkout))
+		cv = configView{}
+		if err := json.Unmarshal([]byte(body), &cv); err != nil {
+			t.Fatal(err)
+		}
+		st := cv.Rollout.Stages
+		return len(st) == 2 && st[0].Name == "canary" && st[0].Instances >= 1 && st[0].Instances <= 2 &&
+			st[0].Unhealthy >= 1 && st[0].Unhealthy <= st[0].Instances, fmt.Sprintf("stages %+v", st)
+	})
+	if cv.Rollout.State != "halted" || !strings.Contains(cv.Rollout.Reason, "unhealthy") {
+		t.Errorf("rollout %+v, want halted for unhealthy instances", cv.Rollout)
 	}
 	if len(cv.Audit) == 0 || cv.Audit[0].Action != "halt" {
 		t.Errorf("audit %+v, want the halt first", cv.Audit)
