@@ -34,8 +34,9 @@ type Options struct {
 	// InlineLimit is the largest content carried in every pointer message
 	// (docs/PROTOCOL.md §3): an instance then needs one message per change
 	// instead of the version's and its pointer's, and the version's own
-	// publish fans out to nobody. The price is storage: each cohort
-	// pointer keeps a copy, up to 100 per config. Default 64 KiB, at most
+	// publish fans out to nobody. The price is storage: each pointer
+	// subject keeps a copy (the all-buckets one, and up to 100 buckets'
+	// where partial stages wrote them). Default 64 KiB, at most
 	// ChunkThreshold; negative never inlines.
 	InlineLimit int
 	// SigningKey signs every version and pointer (ed25519, an nkeys seed);
