@@ -705,6 +705,14 @@ func TestAllBucketsPointer(t *testing.T) {
 	if n := writes(func() { must(d.SetInstancePointers(ctx, cfg, []string{id6}, cuecast.Pointer{Version: 3})) }); n != 1 {
 		t.Fatalf("instance pointer over its bucket's: %d writes, want 1", n)
 	}
+
+	// Every bucket runs v3, but an instance's own pointer names v2: setting
+	// every bucket to v3 still writes, and being newest, reaches it.
+	must(d.SetPointers(ctx, cfg, every, cuecast.Pointer{Version: 3}))
+	must(d.SetInstancePointers(ctx, cfg, []string{id7}, cuecast.Pointer{Version: 2, Rollback: true}))
+	if n := writes(func() { must(d.SetPointers(ctx, cfg, every, cuecast.Pointer{Version: 3})) }); n != 1 {
+		t.Fatalf("SetPointers on every bucket, each already there: %d writes, want 1 (it must override instance pointers)", n)
+	}
 }
 
 // instanceIn returns an instance ID of cfg's namespace in bucket b.

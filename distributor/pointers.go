@@ -100,8 +100,10 @@ func instanceTarget(cfg cuecast.ConfigPath, id string) target {
 // holding an equal pointer already, it writes one pointer on the subject of
 // all buckets instead of 100: one message reaches the whole fleet, as a bare
 // core-NATS fan-out would. equal says a bucket's pointer may be written
-// again harmlessly.
-func (d *Distributor) moveBuckets(ctx context.Context, cfg cuecast.ConfigPath, buckets []int, p cuecast.Pointer, body []byte, skip, equal func(cuecast.Pointer) bool) (int, error) {
+// again harmlessly. With everyone, that all-buckets pointer is written even
+// when every bucket already runs p: an instance pointer written after them
+// may name something else, and only a newer write reaches that instance.
+func (d *Distributor) moveBuckets(ctx context.Context, cfg cuecast.ConfigPath, buckets []int, p cuecast.Pointer, body []byte, skip, equal func(cuecast.Pointer) bool, everyone bool) (int, error) {
 	targets := make([]target, len(buckets))
 	for i, b := range buckets {
 		targets[i] = bucketTarget(cfg, b)
@@ -121,7 +123,7 @@ func (d *Distributor) moveBuckets(ctx context.Context, cfg cuecast.ConfigPath, b
 				whole = false // a bucket this write must not touch
 			}
 		}
-		if moving == 0 {
+		if moving == 0 && !everyone {
 			return 0, nil
 		}
 		if whole {
@@ -224,8 +226,10 @@ func (d *Distributor) inlineContent(ctx context.Context, sv storedVersion) ([]by
 
 // SetPointers points the given cohort buckets of cfg at p. p names a stored
 // version: when p.Seq is 0 it is looked up (and p.Checksum and p.Size filled
-// in); p.SetAt defaults to now. Buckets already holding an equal pointer
-// (same version, checksum and rollback flag) are left alone. Each write is a
+// in); p.SetAt defaults to now. Buckets already running an equal pointer
+// (same version, checksum and rollback flag) are left alone, except that
+// all 100 buckets are always written, as one all-buckets pointer, so that it
+// also overrides every instance pointer (SetInstancePointers). Each write is a
 // compare-and-swap on the bucket's subject; when another writer moved a
 // bucket in between, the returned error wraps cuecast.ErrConflict and the
 // other buckets are still written. Unknown versions give cuecast.ErrNotFound
@@ -262,7 +266,7 @@ func (d *Distributor) SetPointers(ctx context.Context, cfg cuecast.ConfigPath, b
 	equal := func(cur cuecast.Pointer) bool {
 		return cur.Version == p.Version && cur.Checksum == p.Checksum && cur.Rollback == p.Rollback
 	}
-	if _, err := d.moveBuckets(ctx, cfg, buckets, p, body, equal, equal); err != nil {
+	if _, err := d.moveBuckets(ctx, cfg, buckets, p, body, equal, equal, true); err != nil {
 		return fmt.Errorf("set pointers of %s to version %d: %w", cfg, p.Version, err)
 	}
 	return nil
@@ -505,7 +509,7 @@ func (d *Distributor) Deploy(ctx context.Context, v cuecast.Version) error {
 		return equal(cur) || (cur.Version > p.Version && !cur.Rollback)
 	}
 	for attempt := 1; ; attempt++ {
-		_, err := d.moveBuckets(ctx, v.Config, buckets, p, body, skip, equal)
+		_, err := d.moveBuckets(ctx, v.Config, buckets, p, body, skip, equal, false)
 		if err == nil {
 			return nil
 		}

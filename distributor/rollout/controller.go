@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -419,13 +418,10 @@ func (c *Controller) transition(ctx context.Context, rec *Record, force bool) ([
 	now := c.o.Now().UTC()
 	cfg := rec.Config
 	if p := rec.Pin; p != nil && (!p.Applied || force) {
-		// The instances given their own pointer get the pinned version
-		// too. A bucket already on it (from an earlier halt to the same
-		// version) is not written again, so its pointer would not be
-		// newer than an instance pointer written after it, and that
-		// instance would stay on the version being rolled back.
-		pin := Cohort{Buckets: allBuckets(), Instances: namedInstances(rec)}
-		err := c.point(ctx, cfg, pin, cuecast.Pointer{Config: cfg, Version: p.Version, Rollback: true,
+		// One all-buckets pointer, written even where a bucket runs the
+		// pinned version already: being the newest, it also overrides the
+		// pointers of instances a stage named (distributor.SetPointers).
+		err := c.point(ctx, cfg, Cohort{Buckets: allBuckets()}, cuecast.Pointer{Config: cfg, Version: p.Version, Rollback: true,
 			Rollout: "rollback", Reason: p.Reason})
 		if err != nil {
 			return nil, false, fmt.Errorf("point every instance at pinned v%d: %w", p.Version, err)
@@ -434,7 +430,6 @@ func (c *Controller) transition(ctx context.Context, rec *Record, force bool) ([
 			return nil, false, nil
 		}
 		p.Applied = true
-		rec.Named = nil // every instance follows its bucket's pointer again
 		return nil, true, nil
 	}
 	if rec.Pin == nil && rec.Pending > 0 && c.pol != nil {
@@ -468,7 +463,6 @@ func (c *Controller) transition(ctx context.Context, rec *Record, force bool) ([
 		if err := c.moveForward(ctx, r); err != nil {
 			return nil, false, err
 		}
-		rec.Named = union(rec.Named, r.Instances)
 		r.State = StateWaiting
 		r.WaitUntil = now.Add(c.o.ApplyTimeout)
 		r.Updated = now
@@ -544,29 +538,6 @@ func describe(co Cohort) string {
 	return fmt.Sprintf("%d buckets and %d named instances", len(co.Buckets), len(co.Instances))
 }
 
-// namedInstances are the instances that may have an instance pointer newer
-// than their bucket's: rec.Named, and (for a record written before Named
-// existed) those of the current and superseded rollouts' cohorts.
-func namedInstances(rec *Record) []string {
-	ids := rec.Named
-	for _, r := range []*Rollout{rec.Current, rec.Superseded} {
-		if r != nil {
-			ids = union(ids, r.Instances)
-		}
-	}
-	return ids
-}
-
-// union returns the sorted union of a and b without duplicates.
-func union(a, b []string) []string {
-	if len(b) == 0 {
-		return a
-	}
-	out := slices.Concat(a, b)
-	slices.Sort(out)
-	return slices.Compact(out)
-}
-
 // evaluate judges a waiting or holding stage: halt on a breach, hold when
 // too few instances report, advance when the hold has passed.
 func (c *Controller) evaluate(ctx context.Context, rec *Record, r *Rollout, now time.Time) ([]AuditEntry, bool, error) {
@@ -621,10 +592,6 @@ func (c *Controller) evaluate(ctx context.Context, rec *Record, r *Rollout, now 
 		r.Updated = now
 		r.log(now, "complete")
 		rec.Stable, rec.StableChecksum = r.Version, r.Checksum
-		// The last stage wrote every bucket after any instance pointer
-		// still naming another version: every instance follows its
-		// bucket's pointer again.
-		rec.Named = nil
 		c.log.Info("rollout complete", "config", rec.Config, "version", r.Version)
 		return nil, true, nil
 	}

@@ -179,12 +179,6 @@ type Record struct {
 	Pin        *Pin     `json:"pin,omitempty"`
 	// Pending is the newest version held back by the pin (0 when none).
 	Pending uint64 `json:"pending,omitempty"`
-	// Named lists the instances given their own pointer since every
-	// instance last followed its bucket's pointer (since a rollout
-	// completed or a pin was applied), sorted. A pin points them at the
-	// pinned version too: a bucket already on that version is not written
-	// again, so its pointer would not be newer than theirs.
-	Named []string `json:"named,omitempty"`
 }
 
 // Action is an operator's request: who, why, and whether it skips holds.
