@@ -18,16 +18,8 @@ import (
 // the cohort pointers follow for instances that missed it. A watcher
 // follows both subjects for every config: it does not know which are strict.
 
-func stagedSubject(cfg cuecast.ConfigPath) string {
-	return "cc." + cfg.Namespace() + ".s." + nameTokens(cfg)
-}
-
-func activationSubject(cfg cuecast.ConfigPath) string {
-	return "cc." + cfg.Namespace() + ".a." + nameTokens(cfg)
-}
-
 func cutoverSubjects(cfg cuecast.ConfigPath) []string {
-	return []string{stagedSubject(cfg), activationSubject(cfg)}
+	return []string{cuecast.StagedSubject(cfg), cuecast.ActivationSubject(cfg)}
 }
 
 // handleCutover processes a message on the staged or activation subject and
@@ -82,7 +74,7 @@ func (w *Watcher) stage(p cuecast.Pointer, body []byte) {
 // resyncCutover reads the staged pointer, so that a watcher starting or
 // reconnecting during a cutover confirms it too.
 func (w *Watcher) resyncCutover(ctx context.Context) {
-	m, err := getLast(ctx, w.c.nc, w.c.o.directGet, stagedSubject(w.cfg))
+	m, err := getLast(ctx, w.c.nc, w.c.o.directGet, cuecast.StagedSubject(w.cfg))
 	if errors.Is(err, cuecast.ErrNotFound) {
 		return
 	}

@@ -97,9 +97,9 @@ func (c *Client) Watch(ctx context.Context, cfg cuecast.ConfigPath, opts ...Watc
 		cache:    map[uint64]cachedVersion{},
 		rejected: map[string]bool{},
 	}
-	w.stagedSubj, w.activationSubj = republished(stagedSubject(cfg)), republished(activationSubject(cfg))
-	w.reportSubj = reportSubject(cfg, c.o.instance)
-	w.ptrSubjects = [3]string{pointerSubject(cfg, w.bucket), allPointerSubject(cfg), instancePointerSubject(cfg, c.o.instance)}
+	w.stagedSubj, w.activationSubj = republished(cuecast.StagedSubject(cfg)), republished(cuecast.ActivationSubject(cfg))
+	w.reportSubj = cuecast.ReportSubject(cfg, c.o.instance)
+	w.ptrSubjects = [3]string{cuecast.PointerSubject(cfg, w.bucket), cuecast.AllPointerSubject(cfg), cuecast.InstancePointerSubject(cfg, c.o.instance)}
 	w.ctx, w.cancel = context.WithCancel(ctx)
 	if err := c.track(w); err != nil {
 		w.cancel()
@@ -569,7 +569,7 @@ func (w *Watcher) fetch(p cuecast.Pointer, inline []byte) (cuecast.Version, []by
 		if err != nil {
 			return meta, nil, fmt.Errorf("read version %d at %d: %w", p.Version, p.Seq, err)
 		}
-		if s := m.Header.Get(headerSubj); s != versionSubject(w.cfg) {
+		if s := m.Header.Get(headerSubj); s != cuecast.VersionSubject(w.cfg) {
 			return meta, nil, fmt.Errorf("pointer names sequence %d on %s, not a version of %s: %w", p.Seq, s, w.cfg, cuecast.ErrChecksumMismatch)
 		}
 		if err := json.Unmarshal([]byte(m.Header.Get(headerMeta)), &meta); err != nil {
@@ -623,7 +623,7 @@ func (w *Watcher) fetchChunks(meta cuecast.Version) ([]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("read chunk %d/%d of version %d: %w", i+1, len(meta.Chunks), meta.Version, err)
 		}
-		if m.Header.Get(headerSubj) != chunkSubject(w.cfg) || m.Header.Get(headerChunkV) != want {
+		if m.Header.Get(headerSubj) != cuecast.ChunkSubject(w.cfg) || m.Header.Get(headerChunkV) != want {
 			return nil, fmt.Errorf("chunk %d/%d at %d is not part of version %d: %w", i+1, len(meta.Chunks), seq, meta.Version, cuecast.ErrChecksumMismatch)
 		}
 		buf = append(buf, m.Data...)
@@ -633,7 +633,7 @@ func (w *Watcher) fetchChunks(meta cuecast.Version) ([]byte, error) {
 
 func (w *Watcher) verifyPointer(p cuecast.Pointer) error {
 	if p.Config != w.cfg {
-		return fmt.Errorf("pointer on %s names config %s: %w", pointerSubject(w.cfg, w.bucket), p.Config, cuecast.ErrBadSignature)
+		return fmt.Errorf("pointer on %s names config %s: %w", cuecast.PointerSubject(w.cfg, w.bucket), p.Config, cuecast.ErrBadSignature)
 	}
 	if w.c.o.keyring == nil {
 		return nil

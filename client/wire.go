@@ -11,9 +11,10 @@ import (
 	"github.com/cuecast/cuecast"
 )
 
-// The wire layout, as specified in docs/PROTOCOL.md. The client does not
-// import the distributor (its footprint stays nats.go and the standard
-// library), so it spells the names itself.
+// The wire layout, as specified in docs/PROTOCOL.md. The subjects come from
+// the root package; the client does not import the distributor (its
+// footprint stays nats.go and the standard library), so it spells the
+// stream and header names itself.
 const (
 	stream       = "CUECAST"
 	directGet    = "$JS.API.DIRECT.GET." + stream
@@ -25,34 +26,8 @@ const (
 	headerSubj   = "Nats-Subject"
 )
 
-func nameTokens(cfg cuecast.ConfigPath) string { return strings.ReplaceAll(cfg.Name(), "/", ".") }
-
-func versionSubject(cfg cuecast.ConfigPath) string {
-	return "cc." + cfg.Namespace() + ".v." + nameTokens(cfg)
-}
-
-func chunkSubject(cfg cuecast.ConfigPath) string {
-	return "cc." + cfg.Namespace() + ".c." + nameTokens(cfg)
-}
-
-func pointerSubject(cfg cuecast.ConfigPath, bucket int) string {
-	return fmt.Sprintf("cc.%s.p.%d.%s", cfg.Namespace(), bucket, nameTokens(cfg))
-}
-
-func allPointerSubject(cfg cuecast.ConfigPath) string {
-	return "cc." + cfg.Namespace() + ".p.all." + nameTokens(cfg)
-}
-
-func instancePointerSubject(cfg cuecast.ConfigPath, instance string) string {
-	return "cc." + cfg.Namespace() + ".i." + instance + "." + nameTokens(cfg)
-}
-
 // republished is the core subject the stream RePublishes subj onto.
 func republished(subj string) string { return "ccr" + strings.TrimPrefix(subj, "cc") }
-
-func reportSubject(cfg cuecast.ConfigPath, instance string) string {
-	return "ccs." + cfg.Namespace() + "." + instance + "." + nameTokens(cfg)
-}
 
 // errNoMessage is a direct get's 404.
 var errNoMessage = fmt.Errorf("no such message: %w", cuecast.ErrNotFound)

@@ -13,24 +13,12 @@ import (
 // pointer and one activation pointer per config, beside the cohort pointers
 // in the CUECAST stream and RePublished like them.
 
-// stagedSubject announces the version every instance should fetch, verify,
-// validate and hold without applying: cc.<ns>.s.<name>.
-func stagedSubject(cfg cuecast.ConfigPath) string {
-	return "cc." + cfg.Namespace() + ".s." + nameTokens(cfg)
-}
-
-// activationSubject tells every instance to switch to the version it names
-// at once: cc.<ns>.a.<name>.
-func activationSubject(cfg cuecast.ConfigPath) string {
-	return "cc." + cfg.Namespace() + ".a." + nameTokens(cfg)
-}
-
 // Stage publishes the staged pointer of cfg: instances fetch and validate
 // the version it names, then report it in Report.Staged, without applying
 // it. p.Seq, Checksum and Size are filled in from the stored version.
 // It returns cuecast.ErrNotFound or cuecast.ErrPurged for an unknown version.
 func (d *Distributor) Stage(ctx context.Context, cfg cuecast.ConfigPath, p cuecast.Pointer) error {
-	if err := d.publishCutover(ctx, stagedSubject(cfg), cfg, p, true); err != nil {
+	if err := d.publishCutover(ctx, cuecast.StagedSubject(cfg), cfg, p, true); err != nil {
 		return fmt.Errorf("stage %s@%d: %w", cfg, p.Version, err)
 	}
 	return nil
@@ -41,7 +29,7 @@ func (d *Distributor) Stage(ctx context.Context, cfg cuecast.ConfigPath, p cueca
 // the caller points them at the same version afterwards so that instances
 // that missed the activation catch up on their next read.
 func (d *Distributor) Activate(ctx context.Context, cfg cuecast.ConfigPath, p cuecast.Pointer) error {
-	if err := d.publishCutover(ctx, activationSubject(cfg), cfg, p, false); err != nil {
+	if err := d.publishCutover(ctx, cuecast.ActivationSubject(cfg), cfg, p, false); err != nil {
 		return fmt.Errorf("activate %s@%d: %w", cfg, p.Version, err)
 	}
 	return nil

@@ -24,7 +24,7 @@ func (d *Distributor) Pointer(ctx context.Context, cfg cuecast.ConfigPath, bucke
 	if err := checkTarget(cfg, bucket); err != nil {
 		return cuecast.Pointer{}, fmt.Errorf("get pointer: %w", err)
 	}
-	p, err := d.newest(ctx, pointerSubject(cfg, bucket), allPointerSubject(cfg))
+	p, err := d.newest(ctx, cuecast.PointerSubject(cfg, bucket), cuecast.AllPointerSubject(cfg))
 	if err != nil {
 		return cuecast.Pointer{}, fmt.Errorf("get pointer %s bucket %d: %w", cfg, bucket, err)
 	}
@@ -64,7 +64,7 @@ func (d *Distributor) InstancePointer(ctx context.Context, cfg cuecast.ConfigPat
 	if err := cuecast.ValidateInstance(instance); err != nil {
 		return cuecast.Pointer{}, fmt.Errorf("get instance pointer: %w", err)
 	}
-	p, _, err := d.pointer(ctx, instancePointerSubject(cfg, instance))
+	p, _, err := d.pointer(ctx, cuecast.InstancePointerSubject(cfg, instance))
 	if err != nil {
 		return cuecast.Pointer{}, fmt.Errorf("get pointer %s instance %s: %w", cfg, instance, err)
 	}
@@ -83,16 +83,16 @@ type target struct {
 }
 
 func bucketTarget(cfg cuecast.ConfigPath, b int) target {
-	return target{name: "bucket " + strconv.Itoa(b), subj: pointerSubject(cfg, b), over: []string{allPointerSubject(cfg)}}
+	return target{name: "bucket " + strconv.Itoa(b), subj: cuecast.PointerSubject(cfg, b), over: []string{cuecast.AllPointerSubject(cfg)}}
 }
 
 func allTarget(cfg cuecast.ConfigPath) target {
-	return target{name: "all buckets", subj: allPointerSubject(cfg)}
+	return target{name: "all buckets", subj: cuecast.AllPointerSubject(cfg)}
 }
 
 func instanceTarget(cfg cuecast.ConfigPath, id string) target {
-	return target{name: "instance " + id, subj: instancePointerSubject(cfg, id),
-		over: []string{pointerSubject(cfg, cuecast.Cohort(cfg.Namespace(), id)), allPointerSubject(cfg)}}
+	return target{name: "instance " + id, subj: cuecast.InstancePointerSubject(cfg, id),
+		over: []string{cuecast.PointerSubject(cfg, cuecast.Cohort(cfg.Namespace(), id)), cuecast.AllPointerSubject(cfg)}}
 }
 
 // moveBuckets writes p to buckets, skipping those for which skip(what they
@@ -218,7 +218,7 @@ func (d *Distributor) inlineContent(ctx context.Context, sv storedVersion) ([]by
 	if err != nil {
 		return nil, false, fmt.Errorf("read version %d at %d for inlining: %w", sv.Version.Version, sv.Seq, err)
 	}
-	if m.Subject != versionSubject(sv.Config) || cuecast.Checksum(m.Data) != sv.Checksum {
+	if m.Subject != cuecast.VersionSubject(sv.Config) || cuecast.Checksum(m.Data) != sv.Checksum {
 		return nil, false, fmt.Errorf("read version %d at %d for inlining: stored message is not that version: %w", sv.Version.Version, sv.Seq, cuecast.ErrChecksumMismatch)
 	}
 	return m.Data, true, nil

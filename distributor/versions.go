@@ -42,7 +42,7 @@ func (d *Distributor) Latest(ctx context.Context, cfg cuecast.ConfigPath) (cueca
 }
 
 func (d *Distributor) latest(ctx context.Context, cfg cuecast.ConfigPath) (storedVersion, error) {
-	m, err := d.stream.GetLastMsgForSubject(ctx, versionSubject(cfg))
+	m, err := d.stream.GetLastMsgForSubject(ctx, cuecast.VersionSubject(cfg))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return storedVersion{}, cuecast.ErrNotFound
 	}
@@ -186,7 +186,7 @@ func (d *Distributor) publish(ctx context.Context, v cuecast.Version, content []
 	if err != nil {
 		return fmt.Errorf("publish %s@%d: encode metadata: %w", v.Config, v.Version, err)
 	}
-	m := nats.NewMsg(versionSubject(v.Config))
+	m := nats.NewMsg(cuecast.VersionSubject(v.Config))
 	m.Header.Set(HeaderMeta, string(meta))
 	m.Header.Set(jetstream.MsgIDHeader, fmt.Sprintf("%s@%d", v.Config, v.Version))
 	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(prev.Seq, 10))
@@ -242,7 +242,7 @@ func (d *Distributor) publishChunks(ctx context.Context, v cuecast.Version, cont
 	seqs := make([]uint64, 0, n)
 	for i := range n {
 		part := content[i*ChunkSize : min((i+1)*ChunkSize, len(content))]
-		m := nats.NewMsg(chunkSubject(v.Config))
+		m := nats.NewMsg(cuecast.ChunkSubject(v.Config))
 		m.Header.Set(HeaderChunkVersion, strconv.FormatUint(v.Version, 10))
 		m.Header.Set(HeaderChunk, fmt.Sprintf("%d/%d", i+1, n))
 		m.Header.Set(jetstream.MsgIDHeader, fmt.Sprintf("%s@%d#%d/%d:%s", v.Config, v.Version, i+1, n, v.Checksum))
@@ -275,7 +275,7 @@ func (d *Distributor) signVersion(v *cuecast.Version) error {
 // first chunk (or its own sequence when it is inline) belongs to purged
 // versions or to writes that lost a race.
 func (d *Distributor) applyRetention(ctx context.Context, cfg cuecast.ConfigPath) error {
-	if err := d.stream.Purge(ctx, jetstream.WithPurgeSubject(versionSubject(cfg)), jetstream.WithPurgeKeep(uint64(d.o.Retain))); err != nil {
+	if err := d.stream.Purge(ctx, jetstream.WithPurgeSubject(cuecast.VersionSubject(cfg)), jetstream.WithPurgeKeep(uint64(d.o.Retain))); err != nil {
 		return fmt.Errorf("purge versions: %w", err)
 	}
 	oldest, err := d.first(ctx, cfg)
@@ -286,7 +286,7 @@ func (d *Distributor) applyRetention(ctx context.Context, cfg cuecast.ConfigPath
 	if len(oldest.Chunks) > 0 {
 		cut = oldest.Chunks[0]
 	}
-	if err := d.stream.Purge(ctx, jetstream.WithPurgeSubject(chunkSubject(cfg)), jetstream.WithPurgeSequence(cut)); err != nil {
+	if err := d.stream.Purge(ctx, jetstream.WithPurgeSubject(cuecast.ChunkSubject(cfg)), jetstream.WithPurgeSequence(cut)); err != nil {
 		return fmt.Errorf("purge chunks below %d: %w", cut, err)
 	}
 	d.log.Debug("applied retention", "config", cfg, "oldest", oldest.Version.Version, "chunk_cut", cut)
@@ -300,7 +300,7 @@ func (d *Distributor) first(ctx context.Context, cfg cuecast.ConfigPath) (stored
 
 // nextFrom is the first version of cfg stored at or after seq.
 func (d *Distributor) nextFrom(ctx context.Context, cfg cuecast.ConfigPath, seq uint64) (storedVersion, error) {
-	m, err := d.stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(versionSubject(cfg)))
+	m, err := d.stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(cuecast.VersionSubject(cfg)))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return storedVersion{}, cuecast.ErrNotFound
 	}
@@ -349,7 +349,7 @@ func (d *Distributor) Version(ctx context.Context, cfg cuecast.ConfigPath, n uin
 // without gaps and stored in order, so the version number grows with the
 // sequence.
 func (d *Distributor) findVersion(ctx context.Context, cfg cuecast.ConfigPath, n uint64) (storedVersion, []byte, error) {
-	last, err := d.stream.GetLastMsgForSubject(ctx, versionSubject(cfg))
+	last, err := d.stream.GetLastMsgForSubject(ctx, cuecast.VersionSubject(cfg))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return storedVersion{}, nil, cuecast.ErrNotFound
 	}
@@ -369,7 +369,7 @@ func (d *Distributor) findVersion(ctx context.Context, cfg cuecast.ConfigPath, n
 	lo, hi := uint64(1), lv.Seq
 	for lo <= hi {
 		mid := lo + (hi-lo)/2
-		m, err := d.stream.GetMsg(ctx, mid, jetstream.WithGetMsgSubject(versionSubject(cfg)))
+		m, err := d.stream.GetMsg(ctx, mid, jetstream.WithGetMsgSubject(cuecast.VersionSubject(cfg)))
 		if err != nil {
 			return storedVersion{}, nil, err
 		}
@@ -405,7 +405,7 @@ func (d *Distributor) content(ctx context.Context, sv storedVersion, body []byte
 			if err != nil {
 				return nil, fmt.Errorf("read chunk %d/%d at %d: %w", i+1, len(sv.Chunks), seq, err)
 			}
-			if m.Subject != chunkSubject(sv.Config) || m.Header.Get(HeaderChunkVersion) != strconv.FormatUint(sv.Version.Version, 10) {
+			if m.Subject != cuecast.ChunkSubject(sv.Config) || m.Header.Get(HeaderChunkVersion) != strconv.FormatUint(sv.Version.Version, 10) {
 				return nil, fmt.Errorf("read chunk %d/%d at %d: message on %s for version %q is not a chunk of this version: %w",
 					i+1, len(sv.Chunks), seq, m.Subject, m.Header.Get(HeaderChunkVersion), cuecast.ErrChecksumMismatch)
 			}

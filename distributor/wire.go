@@ -1,7 +1,6 @@
 package distributor
 
 import (
-	"fmt"
 	"strings"
 
 	"github.com/cuecast/cuecast"
@@ -35,50 +34,15 @@ const (
 	DefaultInlineLimit = 64 << 10
 )
 
-// versionSubject is where every version of cfg is stored: cc.<ns>.v.<name>.
-func versionSubject(cfg cuecast.ConfigPath) string {
-	return "cc." + cfg.Namespace() + ".v." + nameTokens(cfg)
-}
-
-// chunkSubject holds the chunks of cfg's large versions: cc.<ns>.c.<name>.
-func chunkSubject(cfg cuecast.ConfigPath) string {
-	return "cc." + cfg.Namespace() + ".c." + nameTokens(cfg)
-}
-
-// pointerSubject is the pointer of one cohort bucket: cc.<ns>.p.<bucket>.<name>.
-func pointerSubject(cfg cuecast.ConfigPath, bucket int) string {
-	return fmt.Sprintf("cc.%s.p.%d.%s", cfg.Namespace(), bucket, nameTokens(cfg))
-}
-
-// allPointerSubject is the pointer of every cohort bucket at once:
-// cc.<ns>.p.all.<name>. Every instance follows it as well as its bucket's.
-func allPointerSubject(cfg cuecast.ConfigPath) string {
-	return "cc." + cfg.Namespace() + ".p.all." + nameTokens(cfg)
-}
-
-// instancePointerSubject is the pointer of one instance: cc.<ns>.i.<instance>.<name>.
-func instancePointerSubject(cfg cuecast.ConfigPath, instance string) string {
-	return "cc." + cfg.Namespace() + ".i." + instance + "." + nameTokens(cfg)
-}
-
-// reportSubject is where an instance reports on cfg: ccs.<ns>.<instance>.<name>.
-func reportSubject(cfg cuecast.ConfigPath, instance string) string {
-	return "ccs." + cfg.Namespace() + "." + instance + "." + nameTokens(cfg)
-}
-
 // reportFilter matches every report on cfg, or every report when cfg is "".
 func reportFilter(cfg cuecast.ConfigPath) string {
 	if cfg == "" {
 		return "ccs.>"
 	}
-	return "ccs." + cfg.Namespace() + ".*." + nameTokens(cfg)
+	return "ccs." + cfg.Namespace() + ".*." + cuecast.SubjectName(cfg)
 }
 
-func nameTokens(cfg cuecast.ConfigPath) string {
-	return strings.ReplaceAll(cfg.Name(), "/", ".")
-}
-
-// configFromVersionSubject inverts versionSubject; ok is false for any other subject.
+// configFromVersionSubject inverts cuecast.VersionSubject; ok is false for any other subject.
 func configFromVersionSubject(subj string) (cuecast.ConfigPath, bool) {
 	toks := strings.Split(subj, ".")
 	if len(toks) < 4 || toks[0] != "cc" || toks[2] != "v" {

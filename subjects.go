@@ -1,0 +1,56 @@
+package cuecast
+
+import "strconv"
+
+// The subjects of the CUECAST and CUECAST_REPORTS streams (docs/PROTOCOL.md
+// §3), spelled once here for the distributor that writes them and the
+// client that reads them. <name> is the config path below the namespace
+// with "/" replaced by ".".
+
+// SubjectName is cfg's name as subject tokens: "svc/flags" ▶ "svc.flags".
+func SubjectName(cfg ConfigPath) string {
+	name := []byte(cfg.Name())
+	for i, c := range name {
+		if c == '/' {
+			name[i] = '.'
+		}
+	}
+	return string(name)
+}
+
+// VersionSubject stores every version of cfg: cc.<ns>.v.<name>.
+func VersionSubject(cfg ConfigPath) string { return "cc." + cfg.Namespace() + ".v." + SubjectName(cfg) }
+
+// ChunkSubject stores the chunks of cfg's large versions: cc.<ns>.c.<name>.
+func ChunkSubject(cfg ConfigPath) string { return "cc." + cfg.Namespace() + ".c." + SubjectName(cfg) }
+
+// PointerSubject is the pointer of one cohort bucket: cc.<ns>.p.<bucket>.<name>.
+func PointerSubject(cfg ConfigPath, bucket int) string {
+	return "cc." + cfg.Namespace() + ".p." + strconv.Itoa(bucket) + "." + SubjectName(cfg)
+}
+
+// AllPointerSubject is the pointer of every cohort bucket at once:
+// cc.<ns>.p.all.<name>. Every instance follows it as well as its bucket's.
+func AllPointerSubject(cfg ConfigPath) string {
+	return "cc." + cfg.Namespace() + ".p.all." + SubjectName(cfg)
+}
+
+// InstancePointerSubject is the pointer of one instance: cc.<ns>.i.<instance>.<name>.
+func InstancePointerSubject(cfg ConfigPath, instance string) string {
+	return "cc." + cfg.Namespace() + ".i." + instance + "." + SubjectName(cfg)
+}
+
+// StagedSubject announces the version of a strict config every instance
+// should fetch, verify, validate and hold without applying: cc.<ns>.s.<name>.
+func StagedSubject(cfg ConfigPath) string { return "cc." + cfg.Namespace() + ".s." + SubjectName(cfg) }
+
+// ActivationSubject tells every instance to switch to the staged version
+// it names at once: cc.<ns>.a.<name>.
+func ActivationSubject(cfg ConfigPath) string {
+	return "cc." + cfg.Namespace() + ".a." + SubjectName(cfg)
+}
+
+// ReportSubject is where an instance reports on cfg: ccs.<ns>.<instance>.<name>.
+func ReportSubject(cfg ConfigPath, instance string) string {
+	return "ccs." + cfg.Namespace() + "." + instance + "." + SubjectName(cfg)
+}
