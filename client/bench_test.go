@@ -124,6 +124,26 @@ func (f *fleet) measure(b *testing.B, kind string, want uint64, act func()) []ti
 	return f.child.Done(b, t0)
 }
 
+// benchSettle is the pause before each measured round: a round measures one
+// change reaching a fleet at rest, so it starts after the previous round's
+// apply reports are in (each instance sends one 0.25–1.25 s after applying,
+// with the default 15 s heartbeat; watcher.go, reportSoon). Back to back, a
+// round would also carry the storing of the previous round's 10,000 reports,
+// a change rate of two a second on one config that the targets do not
+// describe; CUECAST_BENCH_SETTLE=0 measures that (BENCHMARKS.md,
+// "Distribution").
+func benchSettle(b *testing.B) time.Duration {
+	s := os.Getenv("CUECAST_BENCH_SETTLE")
+	if s == "" {
+		return 1500 * time.Millisecond
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		b.Fatalf("CUECAST_BENCH_SETTLE=%q: %v", s, err)
+	}
+	return d
+}
+
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // BenchmarkFanout: version published ▶ every instance applied and verified
@@ -162,7 +182,9 @@ func benchFanout(outer *testing.B, n int, mode string) {
 		var floor, apply, rollback []time.Duration
 		var floorAll, applyAll, rollbackAll, ship []time.Duration
 		payload := benchContent(0)
+		settle := benchSettle(b)
 		for range b.N {
+			time.Sleep(settle)
 			f.round++
 			lat := f.measure(b, "floor", uint64(f.round), func() {
 				m := nats.NewMsg("bench.floor")
@@ -174,6 +196,7 @@ func benchFanout(outer *testing.B, n int, mode string) {
 				_ = f.pub.Flush()
 			})
 			floor, floorAll = append(floor, lat...), append(floorAll, lat[len(lat)-1])
+			time.Sleep(settle)
 			var shipped time.Duration
 			lat = f.measure(b, simfleet.Applied, f.ver+1, func() {
 				t0 := time.Now()
@@ -184,6 +207,7 @@ func benchFanout(outer *testing.B, n int, mode string) {
 			apply, applyAll = append(apply, lat...), append(applyAll, lat[len(lat)-1])
 		}
 		// Roll every bucket back one version and forward again.
+		time.Sleep(settle)
 		lat := f.measure(b, simfleet.Applied, f.ver-1, func() {
 			buckets := make([]int, cuecast.Buckets)
 			for i := range buckets {
