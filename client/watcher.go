@@ -52,14 +52,21 @@ type Watcher struct {
 	lastErr    string
 	rejected   map[string]bool // version@checksum rejected for good (validation, signature)
 	retries    int
-	retry      *time.Timer
 	// held is the applied version as read (with its sequence), prev the one
 	// before it: a rollback pointer to the previous version, the common
 	// emergency, needs no read.
 	held, prev cachedVersion
-	reportT    *time.Timer // a report due soon (reportSoon)
 	reportDue  bool
 	staged     uint64 // strict configs: version staged for the activation (cutover.go)
+
+	// The timed work (a retry, a report due soon, the reconcile, the
+	// heartbeat) shares one timer, set for the earliest: the run loop's
+	// select then waits on four channels instead of seven, which every
+	// message pays for, and a process running many watchers keeps one
+	// runtime timer per watcher instead of four. Zero: not scheduled.
+	retryAt, reportAt, reconcileAt, heartbeatAt time.Time
+	timer                                       *time.Timer
+	timerAt                                     time.Time // when timer fires; zero when stopped
 }
 
 type cachedVersion struct {
@@ -167,17 +174,13 @@ func (w *Watcher) run() {
 	defer w.c.nc.RemoveStatusListener(w.status)
 	defer w.unsubscribe()
 
-	w.retry = time.NewTimer(time.Hour)
-	w.retry.Stop()
-	w.reportT = time.NewTimer(time.Hour)
-	w.reportT.Stop()
-	defer w.reportT.Stop()
-	reconcile := time.NewTimer(jitter10(w.c.o.reconcile))
-	defer reconcile.Stop()
+	w.timer = time.NewTimer(time.Hour)
+	w.timer.Stop()
+	defer w.timer.Stop()
+	w.after(&w.reconcileAt, jitter10(w.c.o.reconcile))
 	// The first heartbeat is spread over one interval so that a fleet
 	// started together does not report in lockstep.
-	heartbeat := time.NewTimer(rand.N(w.c.o.heartbeat) + 1)
-	defer heartbeat.Stop()
+	w.after(&w.heartbeatAt, rand.N(w.c.o.heartbeat)+1)
 
 	w.resync("start")
 	close(w.ready)
@@ -194,18 +197,62 @@ func (w *Watcher) run() {
 				continue
 			}
 			w.resync("reconnect")
-		case <-w.retry.C:
-			w.resync("retry")
-		case <-reconcile.C:
-			w.resync("reconcile")
-			reconcile.Reset(jitter10(w.c.o.reconcile))
-		case <-heartbeat.C:
-			w.report()
-			heartbeat.Reset(w.c.o.heartbeat)
-		case <-w.reportT.C:
-			w.reportDue = false
-			w.report()
+		case <-w.timer.C:
+			w.tick()
 		}
+	}
+}
+
+// after schedules timed work d from now: *due is one of the watcher's
+// deadlines (retryAt, reportAt, reconcileAt, heartbeatAt).
+func (w *Watcher) after(due *time.Time, d time.Duration) {
+	t := time.Now().Add(d)
+	*due = t
+	if w.timerAt.IsZero() || t.Before(w.timerAt) {
+		w.timer.Reset(d)
+		w.timerAt = t
+	}
+}
+
+// tick does the timed work that is due and sets the timer for the next.
+func (w *Watcher) tick() {
+	w.timerAt = time.Time{}
+	now := time.Now()
+	due := func(t *time.Time) bool {
+		if t.IsZero() || t.After(now) {
+			return false
+		}
+		*t = time.Time{}
+		return true
+	}
+	if due(&w.retryAt) {
+		w.resync("retry")
+	}
+	if due(&w.reconcileAt) {
+		w.resync("reconcile")
+		w.after(&w.reconcileAt, jitter10(w.c.o.reconcile))
+	}
+	report := false
+	if due(&w.heartbeatAt) {
+		report = true
+		w.after(&w.heartbeatAt, w.c.o.heartbeat)
+	}
+	if due(&w.reportAt) {
+		w.reportDue = false
+		report = true
+	}
+	if report {
+		w.report()
+	}
+	var next time.Time
+	for _, t := range [...]time.Time{w.retryAt, w.reportAt, w.reconcileAt, w.heartbeatAt} {
+		if !t.IsZero() && (next.IsZero() || t.Before(next)) {
+			next = t
+		}
+	}
+	if !next.IsZero() && (w.timerAt.IsZero() || next.Before(w.timerAt)) {
+		w.timer.Reset(max(time.Until(next), 0))
+		w.timerAt = next
 	}
 }
 
@@ -283,7 +330,7 @@ func (w *Watcher) resync(why string) {
 			w.retries++
 			d := jittered(backoff(w.retries, 100*time.Millisecond, w.c.o.reconcile))
 			w.event(EventError, 0, fmt.Sprintf("read pointer (%s); retrying in %s", why, d.Round(time.Millisecond)), r.err)
-			w.retry.Reset(d)
+			w.after(&w.retryAt, d)
 			return
 		}
 		found = true
@@ -487,12 +534,12 @@ func (w *Watcher) reportSoon() {
 	}
 	w.reportDue = true
 	spread := min(w.c.o.heartbeat/15, time.Second)
-	w.reportT.Reset(spread/4 + rand.N(spread+1) + 1)
+	w.after(&w.reportAt, spread/4+rand.N(spread+1)+1)
 }
 
 func (w *Watcher) scheduleRetry() {
 	w.retries++
-	w.retry.Reset(jittered(backoff(w.retries, 100*time.Millisecond, w.c.o.reconcile)))
+	w.after(&w.retryAt, jittered(backoff(w.retries, 100*time.Millisecond, w.c.o.reconcile)))
 }
 
 // clearLKGFlag republishes the current snapshot as confirmed.
