@@ -150,6 +150,15 @@ func Checksum(b []byte) string {
 	return hex.EncodeToString(s[:])
 }
 
+// ChecksumMatches reports whether Checksum(b) is want, without allocating:
+// every instance checks every version it applies.
+func ChecksumMatches(b []byte, want string) bool {
+	s := sha256.Sum256(b)
+	var h [2 * sha256.Size]byte
+	hex.Encode(h[:], s[:])
+	return string(h[:]) == want
+}
+
 var instanceRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
 
 // ValidateInstance returns an error wrapping ErrInvalidInstance unless id can

@@ -2,6 +2,7 @@ package cuecast
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
@@ -30,5 +31,29 @@ func BenchmarkPointerSigningBytes(b *testing.B) {
 		Commit: "9fceb02d0ae598e95dc970b74767f19372d61af8", SetAt: time.Now()}
 	for b.Loop() {
 		p.SigningBytes()
+	}
+}
+
+func TestChecksumMatches(t *testing.T) {
+	b := []byte(`{"limit":5}`)
+	sum := Checksum(b)
+	for _, tc := range []struct {
+		name string
+		b    []byte
+		want string
+		ok   bool
+	}{
+		{"same", b, sum, true},
+		{"other content", []byte(`{"limit":6}`), sum, false},
+		{"upper-case hex", b, strings.ToUpper(sum), false},
+		{"truncated", b, sum[:63], false},
+		{"empty want", b, "", false},
+		{"empty content", nil, Checksum(nil), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := ChecksumMatches(tc.b, tc.want); got != tc.ok {
+				t.Fatalf("ChecksumMatches(%q, %q) = %v, want %v", tc.b, tc.want, got, tc.ok)
+			}
+		})
 	}
 }

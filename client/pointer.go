@@ -1,9 +1,9 @@
 package client
 
 import (
-	"bytes"
 	"encoding/json"
 	"strconv"
+	"strings"
 
 	"github.com/cuecast/cuecast"
 )
@@ -15,19 +15,20 @@ import (
 // apply. So the encoding the distributor writes (encoding/json's own: no
 // whitespace, no escapes in these fields, known keys) is read directly in
 // about a microsecond, and anything else falls back to encoding/json, which
-// stays the definition of what is accepted.
-func decodePointer(b []byte) (cuecast.Pointer, error) {
+// stays the definition of what is accepted. It reads the header's string
+// as it is: the pointer's strings are substrings of it, not copies.
+func decodePointer(b string) (cuecast.Pointer, error) {
 	if p, ok := scanPointer(b); ok {
 		return p, nil
 	}
 	var p cuecast.Pointer
-	err := json.Unmarshal(b, &p)
+	err := json.Unmarshal([]byte(b), &p)
 	return p, err
 }
 
 // scanPointer reads a flat object of the Pointer's keys; ok is false for
 // anything it does not handle, to be left to encoding/json.
-func scanPointer(b []byte) (p cuecast.Pointer, ok bool) {
+func scanPointer(b string) (p cuecast.Pointer, ok bool) {
 	if len(b) < 2 || b[0] != '{' || b[len(b)-1] != '}' {
 		return p, false
 	}
@@ -41,7 +42,7 @@ func scanPointer(b []byte) (p cuecast.Pointer, ok bool) {
 			return p, false
 		}
 		s.i++
-		switch string(key) {
+		switch key {
 		case "config":
 			v, ok := s.str()
 			if !ok {
@@ -67,17 +68,17 @@ func scanPointer(b []byte) (p cuecast.Pointer, ok bool) {
 			if !ok {
 				return p, false
 			}
-			switch string(key) {
+			switch key {
 			case "checksum":
-				p.Checksum = string(v)
+				p.Checksum = v
 			case "commit":
-				p.Commit = string(v)
+				p.Commit = v
 			case "rollout":
-				p.Rollout = string(v)
+				p.Rollout = v
 			case "reason":
-				p.Reason = string(v)
+				p.Reason = v
 			case "sig":
-				p.Signature = string(v)
+				p.Signature = v
 			}
 		case "deleted":
 			if p.Deleted, ok = s.bool(); !ok {
@@ -93,7 +94,13 @@ func scanPointer(b []byte) (p cuecast.Pointer, ok bool) {
 			}
 		case "set_at":
 			start := s.i
-			if _, ok := s.str(); !ok || p.SetAt.UnmarshalJSON(b[start:s.i]) != nil {
+			if _, ok := s.str(); !ok {
+				return p, false
+			}
+			// UnmarshalJSON, not time.Parse: it is what encoding/json
+			// accepts. The copy stays on the stack.
+			var buf [64]byte
+			if p.SetAt.UnmarshalJSON(append(buf[:0], b[start:s.i]...)) != nil {
 				return p, false
 			}
 		default:
@@ -111,7 +118,7 @@ func scanPointer(b []byte) (p cuecast.Pointer, ok bool) {
 }
 
 type scanner struct {
-	b []byte
+	b string
 	i int
 }
 
@@ -124,18 +131,18 @@ func (s *scanner) peek() byte {
 
 // str reads a string of printable ASCII without escapes (encoding/json
 // would rewrite invalid UTF-8, so anything else is left to it).
-func (s *scanner) str() ([]byte, bool) {
+func (s *scanner) str() (string, bool) {
 	if s.peek() != '"' {
-		return nil, false
+		return "", false
 	}
-	end := bytes.IndexByte(s.b[s.i+1:], '"')
+	end := strings.IndexByte(s.b[s.i+1:], '"')
 	if end < 0 {
-		return nil, false
+		return "", false
 	}
 	v := s.b[s.i+1 : s.i+1+end]
-	for _, c := range v {
-		if c == '\\' || c < 0x20 || c >= 0x80 {
-			return nil, false
+	for i := range len(v) {
+		if c := v[i]; c == '\\' || c < 0x20 || c >= 0x80 {
+			return "", false
 		}
 	}
 	s.i += end + 2
@@ -152,16 +159,16 @@ func (s *scanner) uint() (uint64, bool) {
 	if len(digits) == 0 || (len(digits) > 1 && digits[0] == '0') {
 		return 0, false
 	}
-	n, err := strconv.ParseUint(string(digits), 10, 64)
+	n, err := strconv.ParseUint(digits, 10, 64)
 	return n, err == nil
 }
 
 func (s *scanner) bool() (bool, bool) {
 	switch {
-	case bytes.HasPrefix(s.b[s.i:], []byte("true")):
+	case strings.HasPrefix(s.b[s.i:], "true"):
 		s.i += 4
 		return true, true
-	case bytes.HasPrefix(s.b[s.i:], []byte("false")):
+	case strings.HasPrefix(s.b[s.i:], "false"):
 		s.i += 5
 		return false, true
 	}

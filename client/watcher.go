@@ -420,7 +420,7 @@ func (w *Watcher) pointerSubject(republishedSubj string) int {
 // is the inline content when the pointer says so (still to be checked
 // against the pointer's checksum), else nil.
 func (w *Watcher) pointer(m *nats.Msg) (p cuecast.Pointer, body []byte, ok bool) {
-	p, err := decodePointer([]byte(m.Header.Get(headerPtr)))
+	p, err := decodePointer(m.Header.Get(headerPtr))
 	if err != nil {
 		w.reject(0, "undecodable pointer", fmt.Errorf("%s header: %w", headerPtr, err), false)
 		return p, nil, false
@@ -647,7 +647,8 @@ func (w *Watcher) verifyContent(p cuecast.Pointer, meta cuecast.Version, body []
 			return meta, nil, err
 		}
 	}
-	if got := cuecast.Checksum(body); got != meta.Checksum || int64(len(body)) != meta.Size {
+	if int64(len(body)) != meta.Size || !cuecast.ChecksumMatches(body, meta.Checksum) {
+		got := cuecast.Checksum(body)
 		return meta, nil, fmt.Errorf("version %d content hashes to %s (%d bytes), metadata says %s (%d bytes): %w",
 			meta.Version, got, len(body), meta.Checksum, meta.Size, cuecast.ErrChecksumMismatch)
 	}
