@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 
 	"github.com/nats-io/nats.go"
 
@@ -49,8 +48,7 @@ func (w *Watcher) stage(p cuecast.Pointer, body []byte) {
 	if w.staged == p.Version {
 		return
 	}
-	key := strconv.FormatUint(p.Version, 10) + "@" + p.Checksum
-	if w.rejected[key] {
+	if w.isRejected(p) {
 		return
 	}
 	meta, content, err := w.fetch(p, body)
@@ -60,7 +58,7 @@ func (w *Watcher) stage(p cuecast.Pointer, body []byte) {
 	}
 	if !meta.Deleted && w.o.validate != nil {
 		if err := w.o.validate(content); err != nil {
-			w.rejected[key] = true
+			w.rejected[rejectKey(p)] = true
 			w.reject(p.Version, "validation hook", err, true)
 			return
 		}

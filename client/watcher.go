@@ -453,15 +453,14 @@ func (w *Watcher) apply(p cuecast.Pointer, body []byte, why string) {
 			return
 		case p.Version < cur.Version && !p.Rollback:
 			// Never backwards without a rollback pointer.
-			w.event(EventSkipped, p.Version, fmt.Sprintf("pointer names version %d, older than %d, without rollback", p.Version, cur.Version), nil)
+			w.skipOlder(p, cur.Version)
 			return
 		case p.Version == cur.Version:
-			w.reject(p.Version, "pointer", fmt.Errorf("names version %d with checksum %s, running %s: %w", p.Version, p.Checksum, cur.Checksum, cuecast.ErrChecksumMismatch), false)
+			w.rejectOtherChecksum(p, cur.Checksum)
 			return
 		}
 	}
-	key := strconv.FormatUint(p.Version, 10) + "@" + p.Checksum
-	if w.rejected[key] {
+	if w.isRejected(p) {
 		return
 	}
 	meta, content, err := w.fetch(p, body)
@@ -482,14 +481,14 @@ func (w *Watcher) apply(p cuecast.Pointer, body []byte, why string) {
 	if !meta.Deleted {
 		if w.o.validate != nil {
 			if err := w.o.validate(content); err != nil {
-				w.rejected[key] = true
+				w.rejected[rejectKey(p)] = true
 				w.reject(p.Version, "validation hook", err, true)
 				return
 			}
 		}
 		if w.o.decode != nil {
 			if value, err = w.o.decode(content); err != nil {
-				w.rejected[key] = true
+				w.rejected[rejectKey(p)] = true
 				w.reject(p.Version, "decode", err, true)
 				return
 			}
@@ -518,6 +517,28 @@ func (w *Watcher) apply(p cuecast.Pointer, body []byte, why string) {
 	}
 	w.event(EventApplied, meta.Version, why, nil)
 	w.reportSoon()
+}
+
+// The messages of apply's refusals are built out of line: every apply's
+// stack frame would otherwise hold their formatting, and a frame that
+// outgrows an idle watcher's shrunken stack costs a stack copy per apply.
+
+func (w *Watcher) skipOlder(p cuecast.Pointer, cur uint64) {
+	w.event(EventSkipped, p.Version, fmt.Sprintf("pointer names version %d, older than %d, without rollback", p.Version, cur), nil)
+}
+
+func (w *Watcher) rejectOtherChecksum(p cuecast.Pointer, cur string) {
+	w.reject(p.Version, "pointer", fmt.Errorf("names version %d with checksum %s, running %s: %w", p.Version, p.Checksum, cur, cuecast.ErrChecksumMismatch), false)
+}
+
+// rejectKey names a version whose content was refused for good (by the
+// validation hook or the decoder): the same bytes would fail the same way.
+func rejectKey(p cuecast.Pointer) string {
+	return strconv.FormatUint(p.Version, 10) + "@" + p.Checksum
+}
+
+func (w *Watcher) isRejected(p cuecast.Pointer) bool {
+	return len(w.rejected) > 0 && w.rejected[rejectKey(p)]
 }
 
 // reportSoon schedules a report after a random delay between a quarter and
@@ -592,6 +613,13 @@ func (w *Watcher) fetch(p cuecast.Pointer, inline []byte) (cuecast.Version, []by
 		// Damaged on the way, or a forgery: the stream's copy decides.
 		w.event(EventRejected, p.Version, "inline content does not verify; reading the stored version", err)
 	}
+	return w.fetchKept(p)
+}
+
+// fetchKept is fetch without inline content: a kept copy, else the stored
+// version. Apart from fetch so that the common case, inline content, keeps a
+// small stack frame.
+func (w *Watcher) fetchKept(p cuecast.Pointer) (cuecast.Version, []byte, error) {
 	if cv, ok := w.cache[p.Version]; ok && cv.seq == p.Seq {
 		meta, body, err := w.verifyContent(p, cv.meta, cv.body)
 		if err == nil {
