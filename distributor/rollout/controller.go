@@ -373,6 +373,9 @@ func needsReports(p cuecast.Policy, i int) bool {
 // idempotent, so a crash or a lost compare-and-swap only repeats them.
 func (c *Controller) settle(ctx context.Context, cfg cuecast.ConfigPath) error {
 	force := false
+	// unrecorded is a stage move whose pointers were written but whose
+	// record lost the race to another writer.
+	var unrecorded *Rollout
 	for range 16 {
 		rec, rev, err := c.load(ctx, cfg)
 		if err != nil {
@@ -381,6 +384,14 @@ func (c *Controller) settle(ctx context.Context, cfg cuecast.ConfigPath) error {
 		if rev == 0 {
 			return nil
 		}
+		if r := rec.Current; r != nil && unrecorded != nil && r.ID == unrecorded.ID {
+			// Whatever the other writer decided (an operator's halt, most
+			// likely), the instances we moved run this rollout's version:
+			// they belong to its cohort, or a halt would leave them on it.
+			r.Cohort = r.Cohort.union(cfg.Namespace(), unrecorded.Cohort)
+		}
+		unrecorded = nil
+		moving := rec.Current != nil && rec.Current.State == StateMoving
 		audits, changed, err := c.transition(ctx, &rec, force)
 		if err != nil {
 			return fmt.Errorf("step rollout of %s: %w", cfg, err)
@@ -394,6 +405,9 @@ func (c *Controller) settle(ctx context.Context, cfg cuecast.ConfigPath) error {
 				// record after we moved pointers: redo the effects of what
 				// they wrote, which may undo ours.
 				force = true
+				if moving {
+					unrecorded = rec.Current
+				}
 				continue
 			}
 			return err
@@ -481,8 +495,11 @@ func (c *Controller) transition(ctx context.Context, rec *Record, force bool) ([
 		if r.Reverted && !force {
 			return nil, false, nil
 		}
+		// Moved too: halted while moving to a stage, a rollout's cohort is
+		// still empty, and the earlier stages' instances are in Moved.
+		back := r.Cohort.union(cfg.Namespace(), r.Moved)
 		if r.From > 0 {
-			err := c.point(ctx, cfg, r.Cohort, cuecast.Pointer{Config: cfg, Version: r.From, Rollback: true,
+			err := c.point(ctx, cfg, back, cuecast.Pointer{Config: cfg, Version: r.From, Rollback: true,
 				Rollout: r.ID, Reason: "halted: " + r.Reason})
 			if err != nil {
 				return nil, false, fmt.Errorf("move halted cohort back to v%d: %w", r.From, err)
@@ -494,7 +511,7 @@ func (c *Controller) transition(ctx context.Context, rec *Record, force bool) ([
 		r.Reverted = true
 		r.Updated = now
 		if r.From > 0 {
-			r.log(now, fmt.Sprintf("%s back on v%d", describe(r.Cohort), r.From))
+			r.log(now, fmt.Sprintf("%s back on v%d", describe(back), r.From))
 		} else {
 			r.log(now, "no earlier version to move the cohort back to; it stays on this one")
 		}

@@ -1,9 +1,12 @@
 package rollout_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -542,4 +545,123 @@ func TestLaterStageKeepsWhomEarlierStagesMoved(t *testing.T) {
 		t.Fatalf("Halt: %v", err)
 	}
 	waitOn(t, 1, again)
+}
+
+// afterSetPointers is a Distributor that calls hook after each successful
+// bucket pointer write, to step in between the controller's pointer writes
+// and the save that records them.
+type afterSetPointers struct {
+	rollout.Distributor
+	hook func(buckets []int, p cuecast.Pointer)
+}
+
+func (a *afterSetPointers) SetPointers(ctx context.Context, cfg cuecast.ConfigPath, buckets []int, p cuecast.Pointer) error {
+	err := a.Distributor.SetPointers(ctx, cfg, buckets, p)
+	if err == nil {
+		a.hook(buckets, p)
+	}
+	return err
+}
+
+// TestHaltDuringStageMoveRevertsTheMove: an operator's halt that lands
+// after the controller moved the next stage's pointers but before it
+// recorded the move (its save then loses the compare-and-swap) moves back
+// everyone the controller moved, not only the cohort the halted record
+// names.
+func TestHaltDuringStageMoveRevertsTheMove(t *testing.T) {
+	var e *env
+	var fired atomic.Bool
+	halted := make(chan error, 1)
+	act := rollout.Action{Actor: "ann", Reason: "error rate"}
+	e = newEnvWrapped(t, threeStages(time.Hour), rollout.Relaxed, func(d rollout.Distributor) rollout.Distributor {
+		return &afterSetPointers{Distributor: d, hook: func(buckets []int, p cuecast.Pointer) {
+			// The early stage's move of v2 (ten buckets), once.
+			if p.Version != 2 || len(buckets) < 10 || !fired.CompareAndSwap(false, true) {
+				return
+			}
+			// The operator's CLI: a controller without policies, which
+			// records the halt and waits for serve's to carry it out.
+			op, err := rollout.New(context.Background(), e.nc, e.d, nil, rollout.Options{Heartbeat: heartbeat, Logger: logger(t)})
+			if err != nil {
+				halted <- err
+				return
+			}
+			go func() {
+				_, err := op.Halt(context.Background(), cfg, act)
+				halted <- err
+			}()
+			// This runs on a controller goroutine: no t.Fatal here.
+			for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+				rec, err := op.Record(context.Background(), cfg)
+				if err == nil && rec.Current != nil && rec.Current.State == rollout.StateHalted {
+					return
+				}
+			}
+			t.Errorf("the operator's halt was not recorded within 10s")
+		}}
+	})
+	e.baseline()
+	canary := e.instance(idIn("canary", 0, 1, 1)[0])
+	early := e.instance(idIn("early", 1, 10, 1)[0])
+	waitOn(t, 1, canary, early)
+	e.deploy(e.publish(2, content(2)))
+	e.waitState(2, rollout.StateHolding, 0)
+	waitOn(t, 2, canary)
+
+	if _, err := e.c.Advance(t.Context(), cfg, rollout.Action{Actor: "bob", Reason: "canary looks fine"}); err != nil {
+		t.Fatalf("Advance: %v", err)
+	}
+	select {
+	case err := <-halted:
+		if err != nil {
+			t.Fatalf("Halt: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the operator's halt did not return")
+	}
+	if !fired.Load() {
+		t.Fatal("the early stage's pointers never moved: the race was not staged")
+	}
+	waitOn(t, 1, canary, early)
+	rec := e.record()
+	if r := rec.Current; r == nil || r.State != rollout.StateHalted || !r.Reverted || !r.Contains(cfg.Namespace(), early.id) {
+		t.Fatalf("record after the halt: %+v; want halted, reverted, with %s in its cohort", rec.Current, early.id)
+	}
+}
+
+// TestHaltBeforeStageMoveRevertsEarlierStages: a halt recorded after an
+// advance but before the controller moved the new stage (the rollout's
+// cohort is then empty) moves back everyone the earlier stages moved.
+func TestHaltBeforeStageMoveRevertsEarlierStages(t *testing.T) {
+	e := newEnv(t, threeStages(time.Hour), rollout.Relaxed)
+	e.baseline()
+	canary := e.instance(idIn("canary", 0, 1, 1)[0])
+	waitOn(t, 1, canary)
+	e.deploy(e.publish(2, content(2)))
+	e.waitState(2, rollout.StateHolding, 0)
+	waitOn(t, 2, canary)
+
+	// serve is down: the operator's CLI records both actions; neither is
+	// carried out.
+	e.stop()
+	op, err := rollout.New(t.Context(), e.nc, e.d, nil, rollout.Options{Heartbeat: heartbeat, AwaitTimeout: 100 * time.Millisecond, Logger: logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := op.Advance(t.Context(), cfg, rollout.Action{Actor: "bob", Reason: "canary looks fine"}); !errors.Is(err, rollout.ErrNotCarriedOut) {
+		t.Fatalf("Advance with serve down: %v, want ErrNotCarriedOut", err)
+	}
+	if _, err := op.Halt(t.Context(), cfg, rollout.Action{Actor: "ann", Reason: "error rate"}); !errors.Is(err, rollout.ErrNotCarriedOut) {
+		t.Fatalf("Halt with serve down: %v, want ErrNotCarriedOut", err)
+	}
+	if r := e.record().Current; r.State != rollout.StateHalted || len(r.Cohort.Buckets)+len(r.Cohort.Instances) != 0 {
+		t.Fatalf("recorded: %s with cohort %+v; want halted while moving, with an empty cohort", r.State, r.Cohort)
+	}
+
+	e.open() // serve is back
+	waitOn(t, 1, canary)
+	eventually(t, "the halt recorded as carried out", func() (bool, string) {
+		r := e.record().Current
+		return r.Reverted, fmt.Sprintf("%s, reverted %t", r.State, r.Reverted)
+	})
 }

@@ -35,6 +35,7 @@ type env struct {
 	d    *distributor.Distributor
 	c    *rollout.Controller
 	pol  *policies
+	wrap func(rollout.Distributor) rollout.Distributor
 	stop func()
 }
 
@@ -63,8 +64,15 @@ func logger(t *testing.T) *slog.Logger {
 
 func newEnv(t *testing.T, pol cuecast.Policy, cons string) *env {
 	t.Helper()
+	return newEnvWrapped(t, pol, cons, nil)
+}
+
+// newEnvWrapped is newEnv with the controller's distributor wrapped by wrap
+// (when not nil), for tests that step in between its calls.
+func newEnvWrapped(t *testing.T, pol cuecast.Policy, cons string, wrap func(rollout.Distributor) rollout.Distributor) *env {
+	t.Helper()
 	srv := natstest.Start(t)
-	e := &env{t: t, srv: srv, pol: &policies{p: pol, cons: cons}}
+	e := &env{t: t, srv: srv, pol: &policies{p: pol, cons: cons}, wrap: wrap}
 	e.open()
 	return e
 }
@@ -78,7 +86,11 @@ func (e *env) open() {
 	if err != nil {
 		e.t.Fatalf("distributor.New: %v", err)
 	}
-	e.c, err = rollout.New(e.t.Context(), e.nc, e.d, e.pol, rollout.Options{
+	var d rollout.Distributor = e.d
+	if e.wrap != nil {
+		d = e.wrap(d)
+	}
+	e.c, err = rollout.New(e.t.Context(), e.nc, d, e.pol, rollout.Options{
 		Interval: 20 * time.Millisecond, Heartbeat: heartbeat, ApplyTimeout: 5 * time.Second, Logger: logger(e.t),
 	})
 	if err != nil {
