@@ -726,3 +726,66 @@ func instanceIn(t *testing.T, b int) string {
 	t.Fatalf("no instance in bucket %d", b)
 	return ""
 }
+
+// TestAllBucketsPointerDropsInstancePointers: an all-buckets pointer
+// supersedes every instance pointer stored before it, so those are purged
+// (each may carry up to InlineLimit of content, and every instance a stage
+// ever named would otherwise keep one); an instance can be named again
+// afterwards, by this distributor and by a fresh one.
+func TestAllBucketsPointerDropsInstancePointers(t *testing.T) {
+	d, nc := newDist(t, distributor.Options{})
+	ctx := t.Context()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	stored := func(d *distributor.Distributor, id string) (cuecast.Pointer, bool) {
+		t.Helper()
+		p, err := d.InstancePointer(ctx, cfg, id)
+		if errors.Is(err, cuecast.ErrNotFound) {
+			return p, false
+		}
+		must(err)
+		return p, true
+	}
+	every := make([]int, cuecast.Buckets)
+	for i := range every {
+		every[i] = i
+	}
+	v1 := mustPublish(t, d, 1, content(1))
+	mustPublish(t, d, 2, content(2))
+	must(d.Deploy(ctx, v1))
+	a, b := instanceIn(t, 3), instanceIn(t, 4)
+	must(d.SetInstancePointers(ctx, cfg, []string{a, b}, cuecast.Pointer{Version: 2}))
+	for _, id := range []string{a, b} {
+		if p, ok := stored(d, id); !ok || p.Version != 2 {
+			t.Fatalf("instance %s: pointer %+v (stored %t), want v2", id, p, ok)
+		}
+	}
+
+	must(d.SetPointers(ctx, cfg, every, cuecast.Pointer{Version: 2}))
+	for _, id := range []string{a, b} {
+		if p, ok := stored(d, id); ok {
+			t.Fatalf("instance %s: pointer %+v kept after the all-buckets pointer superseded it", id, p)
+		}
+	}
+	if p, err := d.Pointer(ctx, cfg, 3); err != nil || p.Version != 2 {
+		t.Fatalf("bucket 3 runs %+v (%v), want v2", p, err)
+	}
+
+	// Named again: a compare-and-swap on a purged subject, whose cached
+	// sequence must not be used.
+	must(d.SetInstancePointers(ctx, cfg, []string{a}, cuecast.Pointer{Version: 1, Rollback: true}))
+	if p, ok := stored(d, a); !ok || p.Version != 1 || !p.Rollback {
+		t.Fatalf("instance %s named again: pointer %+v (stored %t), want v1 rollback", a, p, ok)
+	}
+	fresh, err := distributor.New(ctx, nc, distributor.Options{})
+	must(err)
+	defer fresh.Close()
+	must(fresh.SetInstancePointers(ctx, cfg, []string{b}, cuecast.Pointer{Version: 1, Rollback: true}))
+	if p, ok := stored(fresh, b); !ok || p.Version != 1 {
+		t.Fatalf("instance %s named by a fresh distributor: pointer %+v (stored %t), want v1", b, p, ok)
+	}
+}

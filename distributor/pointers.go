@@ -9,6 +9,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -127,10 +128,46 @@ func (d *Distributor) moveBuckets(ctx context.Context, cfg cuecast.ConfigPath, b
 			return 0, nil
 		}
 		if whole {
-			return d.setPointers(ctx, cfg, []target{allTarget(cfg)}, p, body, func(cuecast.Pointer) bool { return false })
+			n, err := d.setPointers(ctx, cfg, []target{allTarget(cfg)}, p, body, func(cuecast.Pointer) bool { return false })
+			if err == nil && n == 1 {
+				d.dropInstancePointers(ctx, cfg)
+			}
+			return n, err
 		}
 	}
 	return d.setPointers(ctx, cfg, targets, p, body, skip)
+}
+
+// dropInstancePointers purges cfg's instance pointers stored before its
+// all-buckets pointer, just written: every instance follows the newer
+// all-buckets pointer, so they govern nobody, and each may carry up to
+// InlineLimit of content. Without this, every instance a stage ever named
+// would keep a pointer message per config for good. The purge stops at the
+// all-buckets pointer's sequence, so an instance pointer written since is
+// kept. A failure costs only storage, so it is logged, not returned.
+func (d *Distributor) dropInstancePointers(ctx context.Context, cfg cuecast.ConfigPath) {
+	allSubj := cuecast.AllPointerSubject(cfg)
+	c, ok := d.ptrs.Load(allSubj)
+	if !ok {
+		return
+	}
+	upTo := c.(cachedPointer).seq
+	filter := cuecast.InstancePointerSubject(cfg, "*")
+	if err := d.stream.Purge(ctx, jetstream.WithPurgeSubject(filter), jetstream.WithPurgeSequence(upTo)); err != nil {
+		d.log.Warn("purge superseded instance pointers", "config", cfg, "before", upTo, "err", err)
+		return
+	}
+	// The cache would hold sequences that the next compare-and-swap on
+	// those subjects no longer matches.
+	prefix, suffix, _ := strings.Cut(filter, "*")
+	d.ptrs.Range(func(k, v any) bool {
+		subj := k.(string)
+		id, ok := strings.CutPrefix(subj, prefix)
+		if id, ok2 := strings.CutSuffix(id, suffix); ok && ok2 && !strings.Contains(id, ".") && v.(cachedPointer).seq < upTo {
+			d.ptrs.Store(subj, cachedPointer{})
+		}
+		return true
+	})
 }
 
 // allBuckets reports whether buckets names each of the 100 buckets.
