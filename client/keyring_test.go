@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nkeys"
 
@@ -54,5 +55,35 @@ func TestKeyring(t *testing.T) {
 	nc := newEnv(t, envOpts{}).srv.Connect(t)
 	if _, err := client.New(nc, client.WithInstance("a"), client.WithKeyring(k), client.WithTrustedKeys(pub)); err == nil {
 		t.Fatal("WithKeyring and WithTrustedKeys together: got success, want error")
+	}
+}
+
+// BenchmarkKeyringRemembered is what each instance sharing a Keyring pays
+// for a pointer signature another instance verified already.
+func BenchmarkKeyringRemembered(b *testing.B) {
+	kp, err := nkeys.CreateAccount()
+	if err != nil {
+		b.Fatal(err)
+	}
+	pub, _ := kp.PublicKey()
+	k, err := client.NewKeyring(pub)
+	if err != nil {
+		b.Fatal(err)
+	}
+	p := cuecast.Pointer{Config: "payments/checkout", Version: 12, Seq: 123456, Checksum: cuecast.Checksum([]byte("x")),
+		Size: 2234, Commit: "9fceb02d0ae598e95dc970b74767f19372d61af8", SetAt: time.Now()}
+	sig, err := kp.Sign(p.SigningBytes())
+	if err != nil {
+		b.Fatal(err)
+	}
+	p.Signature = base64.RawURLEncoding.EncodeToString(sig)
+	if err := k.Verify(p.SigningBytes(), p.Signature); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := k.Verify(p.SigningBytes(), p.Signature); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
