@@ -1,6 +1,9 @@
 package cuecast
 
-import "strconv"
+import (
+	"strconv"
+	"strings"
+)
 
 // The subjects of the CUECAST and CUECAST_REPORTS streams (docs/PROTOCOL.md
 // §3), spelled once here for the distributor that writes them and the
@@ -53,4 +56,30 @@ func ActivationSubject(cfg ConfigPath) string {
 // ReportSubject is where an instance reports on cfg: ccs.<ns>.<instance>.<name>.
 func ReportSubject(cfg ConfigPath, instance string) string {
 	return "ccs." + cfg.Namespace() + "." + instance + "." + SubjectName(cfg)
+}
+
+// ReportWildcard matches every instance's report on cfg: ccs.<ns>.*.<name>.
+// Readers of the fleet's live reports subscribe to it or filter the report
+// stream with it.
+func ReportWildcard(cfg ConfigPath) string {
+	return "ccs." + cfg.Namespace() + ".*." + SubjectName(cfg)
+}
+
+// ParseReportSubject inverts ReportSubject: the config and instance a report
+// subject names; ok is false for a subject of another shape. It does not
+// validate the names: a reader checks them against the report itself.
+func ParseReportSubject(subj string) (cfg ConfigPath, instance string, ok bool) {
+	rest, ok := strings.CutPrefix(subj, "ccs.")
+	if !ok {
+		return "", "", false
+	}
+	ns, rest, ok := strings.Cut(rest, ".")
+	if !ok {
+		return "", "", false
+	}
+	instance, name, ok := strings.Cut(rest, ".")
+	if !ok {
+		return "", "", false
+	}
+	return ConfigPath(ns + "/" + strings.ReplaceAll(name, ".", "/")), instance, true
 }

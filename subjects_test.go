@@ -16,9 +16,31 @@ func TestSubjects(t *testing.T) {
 		{StagedSubject(cfg), "cc.search.s.ranking.weights"},
 		{ActivationSubject(cfg), "cc.search.a.ranking.weights"},
 		{ReportSubject(cfg, "web-7"), "ccs.search.web-7.ranking.weights"},
+		{ReportWildcard(cfg), "ccs.search.*.ranking.weights"},
 	} {
 		if tt.got != tt.want {
 			t.Errorf("got %q, want %q", tt.got, tt.want)
+		}
+	}
+}
+
+func TestParseReportSubject(t *testing.T) {
+	for _, tc := range []struct {
+		subj string
+		cfg  ConfigPath
+		inst string
+		ok   bool
+	}{
+		{"ccs.payments.web-1.checkout", "payments/checkout", "web-1", true},
+		{"ccs.payments.web-1.eu.fees", "payments/eu/fees", "web-1", true},
+		{ReportSubject("search/ranking/weights", "web-7"), "search/ranking/weights", "web-7", true},
+		{"ccs.payments.web-1", "", "", false},
+		{"ccs.payments", "", "", false},
+		{"cc.payments.p.1.checkout", "", "", false},
+	} {
+		cfg, inst, ok := ParseReportSubject(tc.subj)
+		if cfg != tc.cfg || inst != tc.inst || ok != tc.ok {
+			t.Errorf("%s: got %q %q %t, want %q %q %t", tc.subj, cfg, inst, ok, tc.cfg, tc.inst, tc.ok)
 		}
 	}
 }

@@ -15,6 +15,11 @@
 //	err = d.Deploy(ctx, v)          // every cohort bucket now points at version 1
 //	st, err := d.Status(ctx)        // coverage, stragglers, last-known-good instances
 //
+// Status and Reports read the report stream with a consumer each time. A
+// caller that looks again and again (a deploy waiting for its version)
+// uses WatchReports instead: one read, then the reports as they arrive on
+// core NATS, in a ReportWatcher whose Live costs nothing.
+//
 // The signing key (Options.SigningKey, an nkeys seed; LoadOrCreateKey keeps
 // one in a file) signs every version and pointer. A Distributor remembers
 // the latest version of each config and the current pointers (kept in step

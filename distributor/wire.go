@@ -39,7 +39,7 @@ func reportFilter(cfg cuecast.ConfigPath) string {
 	if cfg == "" {
 		return "ccs.>"
 	}
-	return "ccs." + cfg.Namespace() + ".*." + cuecast.SubjectName(cfg)
+	return cuecast.ReportWildcard(cfg)
 }
 
 // configFromVersionSubject inverts cuecast.VersionSubject; ok is false for any other subject.

@@ -350,7 +350,7 @@ func (c *Controller) liveCount(ctx context.Context, cfg cuecast.ConfigPath) (int
 	if err != nil {
 		return 0, fmt.Errorf("open %s: %w", distributor.ReportStream, err)
 	}
-	info, err := st.Info(ctx, jetstream.WithSubjectFilter("ccs."+cfg.Namespace()+".*."+strings.ReplaceAll(cfg.Name(), "/", ".")))
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(cuecast.ReportWildcard(cfg)))
 	if err != nil {
 		return 0, fmt.Errorf("read %s state: %w", distributor.ReportStream, err)
 	}
@@ -658,7 +658,7 @@ func short(sha string) string {
 func (c *Controller) Run(ctx context.Context) error {
 	f := newFleet(4*c.o.Heartbeat, c.o.Now)
 	f.subscribe = func(cfg cuecast.ConfigPath) (*nats.Subscription, error) {
-		return c.nc.Subscribe("ccs."+cfg.Namespace()+".*."+strings.ReplaceAll(cfg.Name(), "/", "."), f.handle)
+		return c.nc.Subscribe(cuecast.ReportWildcard(cfg), f.handle)
 	}
 	defer f.close()
 	c.fmu.Lock()

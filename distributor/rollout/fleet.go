@@ -1,25 +1,23 @@
 package rollout
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/distributor"
 )
 
 // fleet is the controller's in-memory view of the live reports of the
 // configs being rolled out, fed by one core subscription per such config
-// (ccs.<ns>.*.<name>): evaluating a thousand rollouts a second must not read
-// the report stream a thousand times a second, and configs at rest cost
+// (cuecast.ReportWildcard): evaluating a thousand rollouts a second must not
+// read the report stream a thousand times a second, and configs at rest cost
 // nothing. A config starts being kept when its rollout needs it; its view is
 // warm one heartbeat and a quarter later. A report is live for four
-// heartbeats after it arrived, as in the stream.
+// heartbeats after it arrived, as in the stream (distributor.LiveReports).
 type fleet struct {
 	ttl time.Duration
 	now func() time.Time
@@ -28,7 +26,7 @@ type fleet struct {
 	subscribe func(cfg cuecast.ConfigPath) (*nats.Subscription, error)
 
 	mu    sync.Mutex
-	byCfg map[cuecast.ConfigPath]map[string]seen // tracked configs only
+	byCfg map[cuecast.ConfigPath]*distributor.LiveReports // tracked configs only
 	subs  map[cuecast.ConfigPath]*nats.Subscription
 	since map[cuecast.ConfigPath]time.Time // when tracking started
 	// changed marks configs with a new (not repeated) report since the
@@ -36,16 +34,8 @@ type fleet struct {
 	changed map[cuecast.ConfigPath]bool
 }
 
-type seen struct {
-	r  cuecast.Report
-	at time.Time
-	// raw is the report as received up to its "at" field: a heartbeat
-	// that repeats it only refreshes at, without a decode.
-	raw []byte
-}
-
 func newFleet(ttl time.Duration, now func() time.Time) *fleet {
-	return &fleet{ttl: ttl, now: now, byCfg: map[cuecast.ConfigPath]map[string]seen{}, subs: map[cuecast.ConfigPath]*nats.Subscription{}, since: map[cuecast.ConfigPath]time.Time{}, changed: map[cuecast.ConfigPath]bool{}}
+	return &fleet{ttl: ttl, now: now, byCfg: map[cuecast.ConfigPath]*distributor.LiveReports{}, subs: map[cuecast.ConfigPath]*nats.Subscription{}, since: map[cuecast.ConfigPath]time.Time{}, changed: map[cuecast.ConfigPath]bool{}}
 }
 
 // track starts keeping cfg's reports (subscribing to them); untrack stops.
@@ -53,8 +43,7 @@ func newFleet(ttl time.Duration, now func() time.Time) *fleet {
 func (f *fleet) track(cfg cuecast.ConfigPath) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	m := f.byCfg[cfg]
-	if m == nil {
+	if f.byCfg[cfg] == nil {
 		if f.subscribe != nil {
 			sub, err := f.subscribe(cfg)
 			if err != nil {
@@ -62,7 +51,7 @@ func (f *fleet) track(cfg cuecast.ConfigPath) error {
 			}
 			f.subs[cfg] = sub
 		}
-		f.byCfg[cfg] = map[string]seen{}
+		f.byCfg[cfg] = distributor.NewLiveReports(cfg, f.ttl)
 		f.since[cfg] = f.now()
 	}
 	return nil
@@ -90,58 +79,23 @@ func (f *fleet) close() {
 	}
 }
 
-// parseReportSubject inverts the report subject ccs.<ns>.<instance>.<name>.
-func parseReportSubject(subj string) (cuecast.ConfigPath, string, bool) {
-	rest, ok := strings.CutPrefix(subj, "ccs.")
-	if !ok {
-		return "", "", false
-	}
-	ns, rest, ok := strings.Cut(rest, ".")
-	if !ok {
-		return "", "", false
-	}
-	inst, name, ok := strings.Cut(rest, ".")
-	if !ok {
-		return "", "", false
-	}
-	return cuecast.ConfigPath(ns + "/" + strings.ReplaceAll(name, ".", "/")), inst, true
-}
-
-var atField = []byte(`"at":`)
-
 // handle is the subscription callback. Most reports are heartbeats that
 // repeat the previous one but for its time: those cost a comparison.
 func (f *fleet) handle(m *nats.Msg) {
-	cfg, inst, ok := parseReportSubject(m.Subject)
+	cfg, inst, ok := cuecast.ParseReportSubject(m.Subject)
 	if !ok {
 		return
 	}
 	now := f.now()
-	raw := m.Data
-	if i := bytes.LastIndex(raw, atField); i >= 0 {
-		raw = raw[:i]
-	}
 	f.mu.Lock()
-	byInst := f.byCfg[cfg]
-	if byInst == nil {
-		f.mu.Unlock()
-		return
-	}
-	if s, ok := byInst[inst]; ok && bytes.Equal(s.raw, raw) {
-		s.at = now
-		byInst[inst] = s
-		f.mu.Unlock()
-		return
-	}
+	l := f.byCfg[cfg]
 	f.mu.Unlock()
-	var r cuecast.Report
-	if err := json.Unmarshal(m.Data, &r); err != nil || r.Config != cfg || r.Instance != inst || cuecast.ValidateInstance(inst) != nil {
+	if l == nil || !l.Add(inst, m.Data, now) {
 		return
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if byInst := f.byCfg[cfg]; byInst != nil {
-		byInst[inst] = seen{r: r, at: now, raw: bytes.Clone(raw)}
+	if f.byCfg[cfg] == l { // still tracked
 		f.changed[cfg] = true
 	}
 }
@@ -160,21 +114,11 @@ func (f *fleet) takeChanged(cfg cuecast.ConfigPath) bool {
 // quarter (ttl is four heartbeats), so every live instance has reported.
 func (f *fleet) live(cfg cuecast.ConfigPath) ([]cuecast.Report, bool) {
 	now := f.now()
-	cutoff := now.Add(-f.ttl)
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	m, ok := f.byCfg[cfg]
-	if !ok {
+	l, since := f.byCfg[cfg], f.since[cfg]
+	f.mu.Unlock()
+	if l == nil {
 		return nil, false
 	}
-	warm := now.Sub(f.since[cfg]) >= f.ttl*5/16
-	out := make([]cuecast.Report, 0, len(m))
-	for id, s := range m {
-		if s.at.Before(cutoff) {
-			delete(m, id)
-			continue
-		}
-		out = append(out, s.r)
-	}
-	return out, warm
+	return l.Live(now), now.Sub(since) >= f.ttl*5/16
 }

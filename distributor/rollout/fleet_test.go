@@ -10,25 +10,6 @@ import (
 	"github.com/cuecast/cuecast"
 )
 
-func TestParseReportSubject(t *testing.T) {
-	for _, tc := range []struct {
-		subj string
-		cfg  cuecast.ConfigPath
-		inst string
-		ok   bool
-	}{
-		{"ccs.payments.web-1.checkout", "payments/checkout", "web-1", true},
-		{"ccs.payments.web-1.eu.fees", "payments/eu/fees", "web-1", true},
-		{"ccs.payments.web-1", "", "", false},
-		{"cc.payments.p.1.checkout", "", "", false},
-	} {
-		cfg, inst, ok := parseReportSubject(tc.subj)
-		if cfg != tc.cfg || inst != tc.inst || ok != tc.ok {
-			t.Errorf("%s: got %q %q %t, want %q %q %t", tc.subj, cfg, inst, ok, tc.cfg, tc.inst, tc.ok)
-		}
-	}
-}
-
 func TestFleetKeepsTrackedConfigsAndExpires(t *testing.T) {
 	now := time.Date(2026, 11, 30, 1, 0, 0, 0, time.UTC)
 	f := newFleet(time.Minute, func() time.Time { return now })

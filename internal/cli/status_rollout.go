@@ -35,9 +35,12 @@ func parseWait(s string) (cuecast.ConfigPath, uint64, error) {
 	return p, n, nil
 }
 
-// statusWait polls the live reports until every live instance reports
+// statusWait follows the live reports until every live instance reports
 // version n of cfg (exit 0) or the timeout passes (exit 4, listing the
-// stragglers). A halted rollout of that version ends the wait early.
+// stragglers). A halted rollout of that version ends the wait early. The
+// reports are read once and then followed on core NATS: a wait looks four
+// times a second, while a rollout is under way, and a read of the report
+// stream per look would cost the server a consumer and every report.
 func statusWait(ctx context.Context, env *Env, nc *nats.Conn, d *distributor.Distributor, wait string, timeout time.Duration) error {
 	cfg, n, err := parseWait(wait)
 	if err != nil {
@@ -49,8 +52,13 @@ func statusWait(ctx context.Context, env *Env, nc *nats.Conn, d *distributor.Dis
 	}
 	start := time.Now()
 	deadline := start.Add(timeout)
+	live, stop, err := liveReports(ctx, env, d, cfg)
+	if err != nil {
+		return fmt.Errorf("status --wait: %w", err)
+	}
+	defer stop()
 	for {
-		reports, err := d.Reports(ctx, cfg)
+		reports, err := live(ctx)
 		if err != nil {
 			return fmt.Errorf("status --wait: %w", err)
 		}
@@ -88,6 +96,22 @@ func statusWait(ctx context.Context, env *Env, nc *nats.Conn, d *distributor.Dis
 		case <-time.After(min(250*time.Millisecond, time.Until(deadline)+time.Millisecond)):
 		}
 	}
+}
+
+// liveReports returns how statusWait reads cfg's live reports, and how it
+// stops: from a report watch; or, where the NATS configuration does not let
+// the user subscribe to reports (one generated before operators could), by
+// reading the report stream each time.
+func liveReports(ctx context.Context, env *Env, d *distributor.Distributor, cfg cuecast.ConfigPath) (read func(context.Context) ([]cuecast.Report, error), stop func(), err error) {
+	w, err := d.WatchReports(ctx, cfg)
+	if errors.Is(err, nats.ErrPermissionViolation) {
+		env.Logger().Warn("cannot follow reports live, so reading the report stream on every look; regenerate the NATS configuration (cuecast nats-config) to let operators subscribe to them", "err", err)
+		return func(ctx context.Context) ([]cuecast.Report, error) { return d.Reports(ctx, cfg) }, func() {}, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return func(context.Context) ([]cuecast.Report, error) { return w.Live(), nil }, w.Stop, nil
 }
 
 func reportFlags(r cuecast.Report) string {

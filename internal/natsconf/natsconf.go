@@ -303,7 +303,9 @@ func UserPermissions(user string) (Permissions, bool) {
 		// streams' configuration, never of their contents.
 		pub = append(pub, "$JS.API.STREAM.UPDATE."+rolloutStream, "$JS.API.STREAM.UPDATE."+auditStream)
 		pub = append(pub, "$JS.API.INFO", "$JS.API.STREAM.NAMES", "$JS.API.STREAM.LIST", "$JS.FC.>")
-		return Permissions{Publish: pub, Subscribe: []string{"_INBOX.>", "ccr.>"}}, true
+		// ccs.>: `status --wait` follows the reports live rather than
+		// reading the report stream several times a second.
+		return Permissions{Publish: pub, Subscribe: []string{"_INBOX.>", "ccr.>", "ccs.>"}}, true
 	case strings.HasPrefix(user, "svc-"):
 		ns := strings.TrimPrefix(user, "svc-")
 		return Permissions{

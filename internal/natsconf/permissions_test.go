@@ -2,14 +2,17 @@ package natsconf_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/distributor"
 	"github.com/cuecast/cuecast/internal/natsconf"
 	"github.com/cuecast/cuecast/internal/natstest"
@@ -143,6 +146,22 @@ func testPermissions(t *testing.T, tr *natstest.Tree) {
 		if len(st) != 2 {
 			t.Errorf("status of %d configs, want 2", len(st))
 		}
+		// status --wait follows the reports live: a service's report sent
+		// on a leaf reaches the operator's subscription on the hub.
+		w, err := od.WatchReports(ctx, checkout)
+		if err != nil {
+			t.Fatalf("watch reports as operator: %v", err)
+		}
+		defer w.Stop()
+		svc := tr.Leaves[0].Connect(t, natsconf.ServiceUser("payments"))
+		report, _ := json.Marshal(cuecast.Report{Instance: "web-9", Config: checkout, Version: 1, Healthy: true, At: time.Now()})
+		natstest.Eventually(t, 10*time.Second, "the leaf's report in the operator's live view", func() (bool, string) {
+			if err := svc.Publish(cuecast.ReportSubject(checkout, "web-9"), report); err != nil {
+				return false, err.Error()
+			}
+			rs := w.Live()
+			return slices.ContainsFunc(rs, func(r cuecast.Report) bool { return r.Instance == "web-9" }), fmt.Sprintf("%d live reports", len(rs))
+		})
 		if err := nc.Publish("cc.payments.p.7.checkout", []byte(`{}`)); err != nil {
 			t.Fatalf("publish: %v", err)
 		}

@@ -1,0 +1,256 @@
+package distributor
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/cuecast/cuecast"
+)
+
+// LiveReports is one config's live reports kept in memory from the core
+// NATS messages on cuecast.ReportWildcard, for readers that look many times
+// a second (the rollout controller, `cuecast status --wait`): reading the
+// report stream instead costs a JetStream consumer and the delivery of every
+// report, each time. A report is live for a TTL after it arrived, as it is
+// in the report stream, whose max age is that TTL. LiveReports does not
+// subscribe itself: WatchReports does for one config, the rollout
+// controller for each config it rolls out. It is safe for concurrent use.
+type LiveReports struct {
+	cfg cuecast.ConfigPath
+	ttl time.Duration
+
+	mu     sync.Mutex
+	byInst map[string]liveReport
+}
+
+type liveReport struct {
+	r cuecast.Report
+	// at is when the report arrived; it expires ttl later.
+	at time.Time
+	// raw is the report as received up to its "at" field: a heartbeat
+	// that repeats it only refreshes at, without a decode. Nil for a
+	// report from the stream (Seed).
+	raw []byte
+	// seeded marks a report from the stream, which may be newer than a
+	// message still queued for Add.
+	seeded bool
+}
+
+// NewLiveReports returns an empty view of cfg's reports, each live for ttl
+// after it arrived.
+func NewLiveReports(cfg cuecast.ConfigPath, ttl time.Duration) *LiveReports {
+	return &LiveReports{cfg: cfg, ttl: ttl, byInst: map[string]liveReport{}}
+}
+
+var atField = []byte(`"at":`)
+
+// Add keeps the report data that arrived at now on instance's report
+// subject. It returns whether the report is new: false for a heartbeat that
+// repeats the instance's last report but for its time, and for data that is
+// not a report on this config by this instance (which it ignores).
+func (l *LiveReports) Add(instance string, data []byte, now time.Time) bool {
+	raw := data
+	if i := bytes.LastIndex(raw, atField); i >= 0 {
+		raw = raw[:i]
+	}
+	l.mu.Lock()
+	if s, ok := l.byInst[instance]; ok && s.raw != nil && bytes.Equal(s.raw, raw) {
+		s.at = now
+		l.byInst[instance] = s
+		l.mu.Unlock()
+		return false
+	}
+	l.mu.Unlock()
+	var r cuecast.Report
+	if err := json.Unmarshal(data, &r); err != nil || r.Config != l.cfg || r.Instance != instance || cuecast.ValidateInstance(instance) != nil {
+		return false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	// Messages on one subject arrive in order, so only a report from the
+	// stream can be newer than a message; then the newer stays.
+	if s, ok := l.byInst[instance]; ok && s.seeded && s.r.At.After(r.At) {
+		return false
+	}
+	l.byInst[instance] = liveReport{r: r, at: now, raw: bytes.Clone(raw)}
+	return true
+}
+
+// Seed keeps reports read from the report stream at now (Reports). Each
+// counts as arrived at its own At, so that it expires when the stream drops
+// it; at now when At is unset or later (the instance's clock runs ahead). A
+// report already kept that is at least as new by At stays: the read races
+// the messages, and a report may come both ways.
+func (l *LiveReports) Seed(rs []cuecast.Report, now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, r := range rs {
+		if r.Config != l.cfg || cuecast.ValidateInstance(r.Instance) != nil {
+			continue
+		}
+		if s, ok := l.byInst[r.Instance]; ok && !r.At.After(s.r.At) {
+			continue
+		}
+		at := r.At
+		if at.IsZero() || at.After(now) {
+			at = now
+		}
+		l.byInst[r.Instance] = liveReport{r: r, at: at, seeded: true}
+	}
+}
+
+// Live returns the reports not yet expired at now, in no particular order,
+// and forgets the expired ones.
+func (l *LiveReports) Live(now time.Time) []cuecast.Report {
+	cutoff := now.Add(-l.ttl)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]cuecast.Report, 0, len(l.byInst))
+	for id, s := range l.byInst {
+		if s.at.Before(cutoff) {
+			delete(l.byInst, id)
+			continue
+		}
+		out = append(out, s.r)
+	}
+	return out
+}
+
+// ReportWatcher follows the live reports on one config; see WatchReports.
+type ReportWatcher struct {
+	d      *Distributor
+	cfg    cuecast.ConfigPath
+	live   *LiveReports
+	sub    *nats.Subscription
+	status chan nats.Status
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// WatchReports reads the live reports on cfg once, as Reports does, and then
+// follows them on core NATS, so that a caller looking several times a second
+// while a rollout is under way costs the server one consumer in all rather
+// than one (and the delivery of every report) per look. It subscribes
+// before it reads, so that no report falls between the two, and reads again
+// whenever the connection comes back, since reports sent meanwhile are lost.
+// Reports expire as in the report stream: after its max age, four
+// heartbeats.
+//
+// The watch lasts until ctx is cancelled or Stop is called. WatchReports
+// returns an error wrapping cuecast.ErrInvalidPath for an invalid cfg,
+// nats.ErrPermissionViolation when the user may not subscribe to the
+// reports (a NATS configuration generated before operators could), or the
+// read's error.
+func (d *Distributor) WatchReports(ctx context.Context, cfg cuecast.ConfigPath) (*ReportWatcher, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("watch reports: %w", err)
+	}
+	w := &ReportWatcher{d: d, cfg: cfg, live: NewLiveReports(cfg, d.reportTTL()), done: make(chan struct{})}
+	subj := cuecast.ReportWildcard(cfg)
+	var err error
+	w.sub, err = d.nc.Subscribe(subj, func(m *nats.Msg) {
+		if _, inst, ok := cuecast.ParseReportSubject(m.Subject); ok {
+			w.live.Add(inst, m.Data, time.Now())
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("watch reports on %s: subscribe: %w", cfg, err)
+	}
+	// Registered before the read: a reconnect during it reads again.
+	w.status = d.nc.StatusChanged(nats.CONNECTED, nats.CLOSED)
+	err = w.read(ctx)
+	if err == nil {
+		// The server refuses a subscription asynchronously, before it
+		// answers the read's requests sent after it; nats.go keeps the
+		// refusal as the connection's last error.
+		if lerr := d.nc.LastError(); errors.Is(lerr, nats.ErrPermissionViolation) && strings.Contains(lerr.Error(), `"`+subj+`"`) {
+			err = fmt.Errorf("subscribe to %s: %w", subj, lerr)
+		}
+	}
+	if err != nil {
+		d.nc.RemoveStatusListener(w.status)
+		_ = w.sub.Unsubscribe()
+		return nil, fmt.Errorf("watch reports: %w", err)
+	}
+	w.ctx, w.cancel = context.WithCancel(ctx)
+	go w.run()
+	return w, nil
+}
+
+// reportTTL is how long a report stays live: the report stream's max age,
+// set from the heartbeat of whoever created the stream (serve), else four
+// of this Distributor's heartbeats.
+func (d *Distributor) reportTTL() time.Duration {
+	if info := d.reports.CachedInfo(); info != nil && info.Config.MaxAge > 0 {
+		return info.Config.MaxAge
+	}
+	return 4 * d.o.Heartbeat
+}
+
+// Live returns the live reports on the config, sorted by instance (as
+// Reports sorts them). It does no I/O.
+func (w *ReportWatcher) Live() []cuecast.Report {
+	rs := w.live.Live(time.Now())
+	slices.SortFunc(rs, func(a, b cuecast.Report) int { return cmp.Compare(a.Instance, b.Instance) })
+	return rs
+}
+
+// Stop ends the watch and waits for it. It is safe to call more than once.
+func (w *ReportWatcher) Stop() {
+	w.cancel()
+	<-w.done
+}
+
+// read seeds the view from the report stream.
+func (w *ReportWatcher) read(ctx context.Context) error {
+	rs, err := w.d.Reports(ctx, w.cfg)
+	if err != nil {
+		return err
+	}
+	w.live.Seed(rs, time.Now())
+	return nil
+}
+
+func (w *ReportWatcher) run() {
+	defer close(w.done)
+	defer w.d.nc.RemoveStatusListener(w.status)
+	defer func() { _ = w.sub.Unsubscribe() }()
+	var retry <-chan time.Time
+	for {
+		select {
+		case <-w.ctx.Done():
+			return
+		case st, ok := <-w.status:
+			if !ok || st == nats.CLOSED {
+				// No further reports can arrive; the view expires them.
+				return
+			}
+			retry = w.reread()
+		case <-retry:
+			retry = w.reread()
+		}
+	}
+}
+
+// reread reads the stream again after a reconnect. A failed read is retried
+// a second later (the returned channel fires then): the connection may still
+// be settling.
+func (w *ReportWatcher) reread() <-chan time.Time {
+	err := w.read(w.ctx)
+	if err == nil || w.ctx.Err() != nil {
+		return nil
+	}
+	w.d.log.Warn("re-reading reports after a reconnect failed; retrying", "config", w.cfg, "err", err)
+	return time.After(time.Second)
+}

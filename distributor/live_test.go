@@ -1,0 +1,173 @@
+package distributor_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/distributor"
+	"github.com/cuecast/cuecast/internal/natstest"
+	"github.com/cuecast/cuecast/internal/poll"
+)
+
+func reportJSON(inst string, v uint64, at time.Time) []byte {
+	b, _ := json.Marshal(cuecast.Report{Instance: inst, Config: cfg, Version: v, Healthy: true, At: at})
+	return b
+}
+
+// TestLiveReportsKeepsTheNewer: a report can come both from the stream read
+// (Seed) and as a message (Add), in either order; the newer by At stays,
+// except that a message always replaces a message (they arrive in order).
+func TestLiveReportsKeepsTheNewer(t *testing.T) {
+	t0 := time.Date(2026, 11, 30, 1, 0, 0, 0, time.UTC)
+	older, newer := t0, t0.Add(time.Second)
+	type step struct {
+		seed bool // else Add
+		v    uint64
+		at   time.Time
+	}
+	for _, tc := range []struct {
+		name  string
+		steps []step
+		want  uint64
+	}{
+		{"message, then an older read", []step{{false, 2, newer}, {true, 1, older}}, 2},
+		{"message, then the same report read", []step{{false, 2, newer}, {true, 1, newer}}, 2},
+		{"read, then a newer message", []step{{true, 1, older}, {false, 2, newer}}, 2},
+		{"read, then an older message queued before it", []step{{true, 2, newer}, {false, 1, older}}, 2},
+		{"message, then a newer read", []step{{false, 1, older}, {true, 2, newer}}, 2},
+		{"message, then a message stamped earlier (the instance's clock stepped back)", []step{{false, 1, newer}, {false, 2, older}}, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := distributor.NewLiveReports(cfg, time.Minute)
+			now := t0.Add(2 * time.Second)
+			for _, s := range tc.steps {
+				if s.seed {
+					l.Seed([]cuecast.Report{{Instance: "web-1", Config: cfg, Version: s.v, At: s.at}}, now)
+				} else {
+					l.Add("web-1", reportJSON("web-1", s.v, s.at), now)
+				}
+			}
+			rs := l.Live(now)
+			if len(rs) != 1 || rs[0].Version != tc.want {
+				t.Errorf("got %+v, want web-1 on v%d", rs, tc.want)
+			}
+		})
+	}
+}
+
+// TestLiveReportsExpire: a report is live for the TTL after it arrived; one
+// read from the stream counts as arrived at its own At, so it expires when
+// the stream drops it.
+func TestLiveReportsExpire(t *testing.T) {
+	now := time.Date(2026, 11, 30, 1, 0, 0, 0, time.UTC)
+	l := distributor.NewLiveReports(cfg, time.Minute)
+	l.Seed([]cuecast.Report{
+		{Instance: "read-40s-ago", Config: cfg, Version: 1, At: now.Add(-40 * time.Second)},
+		{Instance: "clock-ahead", Config: cfg, Version: 1, At: now.Add(time.Hour)},
+		{Instance: "other-config", Config: "payments/refunds", Version: 1, At: now},
+		{Instance: "bad id!", Config: cfg, Version: 1, At: now},
+	}, now)
+	if !l.Add("web-1", reportJSON("web-1", 1, now), now) {
+		t.Errorf("Add of a first report: got false, want new")
+	}
+	for _, tc := range []struct {
+		name string
+		inst string
+		data []byte
+	}{
+		{"a report on another config", "web-2", []byte(`{"instance":"web-2","config":"payments/refunds","version":1}`)},
+		{"a report naming another instance", "web-2", reportJSON("web-3", 1, now)},
+		{"not a report", "web-2", []byte(`not json`)},
+	} {
+		if l.Add(tc.inst, tc.data, now) {
+			t.Errorf("Add of %s: got new, want it ignored", tc.name)
+		}
+	}
+	live := func() string {
+		var ids []string
+		for _, r := range l.Live(now) {
+			ids = append(ids, r.Instance)
+		}
+		slices.Sort(ids)
+		return fmt.Sprint(ids)
+	}
+	if got, want := live(), "[clock-ahead read-40s-ago web-1]"; got != want {
+		t.Fatalf("live at first: got %s, want %s", got, want)
+	}
+	now = now.Add(30 * time.Second)
+	if l.Add("web-1", reportJSON("web-1", 1, now), now) {
+		t.Errorf("Add of a heartbeat: got new, want a repeat")
+	}
+	if got, want := live(), "[clock-ahead web-1]"; got != want {
+		t.Errorf("live 30s later: got %s, want %s (the stream dropped read-40s-ago)", got, want)
+	}
+	now = now.Add(45 * time.Second)
+	if got, want := live(), "[web-1]"; got != want {
+		t.Errorf("live 75s later: got %s, want %s (the heartbeat kept web-1)", got, want)
+	}
+}
+
+// TestWatchReports: the first reports come from the stream, later ones as
+// messages, and reports sent while the connection was down from the read
+// after it came back.
+func TestWatchReports(t *testing.T) {
+	ctx := t.Context()
+	s := natstest.Start(t)
+	nc := s.Connect(t)
+	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	if _, err := distributor.New(ctx, nc, distributor.Options{Logger: log}); err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	link := natstest.StartLink(t, s.Addr().String())
+	// The watcher dials through a link the test can cut.
+	wnc, err := nats.Connect("nats://"+link.Addr(), nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond))
+	if err != nil {
+		t.Fatalf("connect through the link: %v", err)
+	}
+	t.Cleanup(wnc.Close)
+	d, err := distributor.Open(ctx, wnc, distributor.Options{Logger: log})
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(d.Close)
+
+	publishReport(t, nc, cuecast.Report{Instance: "web-1", Config: cfg, Version: 1, At: time.Now()})
+	w, err := d.WatchReports(ctx, cfg)
+	if err != nil {
+		t.Fatalf("WatchReports: %v", err)
+	}
+	defer w.Stop()
+	live := func() string {
+		var ids []string
+		for _, r := range w.Live() {
+			ids = append(ids, fmt.Sprintf("%s@%d", r.Instance, r.Version))
+		}
+		return fmt.Sprint(ids)
+	}
+	if got, want := live(), "[web-1@1]"; got != want {
+		t.Fatalf("after the read: got %s, want %s", got, want)
+	}
+	if err := nc.Publish(cuecast.ReportSubject(cfg, "web-2"), reportJSON("web-2", 1, time.Now())); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, "web-2's report as a message", 10*time.Second, func() (bool, string) {
+		return live() == "[web-1@1 web-2@1]", live()
+	})
+
+	link.Cut()
+	poll.Until(t, "the watcher's connection down", 10*time.Second, func() (bool, string) {
+		return !wnc.IsConnected(), wnc.Status().String()
+	})
+	publishReport(t, nc, cuecast.Report{Instance: "web-1", Config: cfg, Version: 2, At: time.Now()})
+	link.Heal()
+	poll.Until(t, "web-1's report sent while disconnected, read after the reconnect", 10*time.Second, func() (bool, string) {
+		return live() == "[web-1@2 web-2@1]", live()
+	})
+}

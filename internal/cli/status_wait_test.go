@@ -1,0 +1,293 @@
+package cli_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/distributor"
+	"github.com/cuecast/cuecast/internal/cli"
+	"github.com/cuecast/cuecast/internal/natstest"
+	"github.com/cuecast/cuecast/internal/poll"
+)
+
+// reportFleet is a NATS server with the streams serve creates, and
+// instances reporting on checkout the way the client does.
+type reportFleet struct {
+	t   *testing.T
+	url string
+	nc  *nats.Conn
+	js  jetstream.JetStream
+	d   *distributor.Distributor
+}
+
+func newReportFleet(t *testing.T, nc *nats.Conn, url string, o distributor.Options) *reportFleet {
+	t.Helper()
+	o.Logger = slog.New(slog.NewTextHandler(t.Output(), nil))
+	d, err := distributor.New(t.Context(), nc, o)
+	if err != nil {
+		t.Fatalf("new distributor: %v", err)
+	}
+	t.Cleanup(d.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &reportFleet{t: t, url: url, nc: nc, js: js, d: d}
+}
+
+func startReportFleet(t *testing.T, o distributor.Options) *reportFleet {
+	t.Helper()
+	s := natstest.Start(t)
+	return newReportFleet(t, s.Connect(t), s.ClientURL(), o)
+}
+
+// report stores inst's report of version v, as the instance sends it.
+func (f *reportFleet) report(inst string, v uint64) {
+	f.t.Helper()
+	b, err := json.Marshal(cuecast.Report{Instance: inst, Config: checkoutCfg, Version: v, Healthy: true, At: time.Now().UTC()})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if _, err := f.js.Publish(f.t.Context(), cuecast.ReportSubject(checkoutCfg, inst), b); err != nil {
+		f.t.Fatalf("report %s on v%d: %v", inst, v, err)
+	}
+}
+
+// heartbeat makes inst report v every interval until the returned stop is
+// called (or the test ends).
+func (f *reportFleet) heartbeat(inst string, v uint64, interval time.Duration) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		for {
+			b, _ := json.Marshal(cuecast.Report{Instance: inst, Config: checkoutCfg, Version: v, Healthy: true, At: time.Now().UTC()})
+			_ = f.nc.Publish(cuecast.ReportSubject(checkoutCfg, inst), b)
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+		}
+	})
+	var once sync.Once
+	stop = func() { once.Do(func() { close(done); wg.Wait() }) }
+	f.t.Cleanup(stop)
+	return stop
+}
+
+// consumers returns how many requests to create a consumer on the report
+// stream the server has routed since it was called, and how many consumers
+// the stream has. The server routes a copy of each request to this
+// subscription before the request is answered, so after a flush the count
+// includes every request answered before.
+func (f *reportFleet) consumers() (created func() int, existing func() int) {
+	f.t.Helper()
+	ch := make(chan *nats.Msg, 4096)
+	for _, subj := range []string{"$JS.API.CONSUMER.CREATE." + distributor.ReportStream, "$JS.API.CONSUMER.CREATE." + distributor.ReportStream + ".>", "$JS.API.CONSUMER.DURABLE.CREATE." + distributor.ReportStream + ".>"} {
+		sub, err := f.nc.ChanSubscribe(subj, ch)
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		f.t.Cleanup(func() { _ = sub.Unsubscribe() })
+	}
+	created = func() int {
+		if err := f.nc.Flush(); err != nil {
+			f.t.Fatal(err)
+		}
+		return len(ch)
+	}
+	existing = func() int {
+		st, err := f.js.Stream(f.t.Context(), distributor.ReportStream)
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		info, err := st.Info(f.t.Context())
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		return info.State.Consumers
+	}
+	return created, existing
+}
+
+type waitResult struct {
+	code        int
+	out, errOut string
+}
+
+// startWait runs `status --wait` in the background.
+func (f *reportFleet) startWait(args ...string) <-chan waitResult {
+	res := make(chan waitResult, 1)
+	go func() {
+		code, out, errOut := run(f.t.Context(), append([]string{"status", "--nats", f.url}, args...)...)
+		res <- waitResult{code, out.String(), errOut.String()}
+	}()
+	return res
+}
+
+// startWaitRead starts `status --wait` and returns once the wait has read
+// the report stream: created as many consumers as one read does
+// (distributor.Reports, measured first) and deleted them. extra then counts
+// the consumers created on the report stream since, beyond that read.
+func (f *reportFleet) startWaitRead(args ...string) (res <-chan waitResult, extra func() int) {
+	f.t.Helper()
+	created, existing := f.consumers()
+	noneLeft := func(what string) {
+		poll.Until(f.t, what, 10*time.Second, func() (bool, string) {
+			e := existing()
+			return e == 0, fmt.Sprintf("%d consumers exist", e)
+		})
+	}
+	if _, err := f.d.Reports(f.t.Context(), checkoutCfg); err != nil {
+		f.t.Fatalf("read reports: %v", err)
+	}
+	read := created()
+	if read == 0 {
+		f.t.Fatalf("a read of the reports created no consumer: the count is broken")
+	}
+	noneLeft("the test's read done")
+	before := created()
+	res = f.startWait(args...)
+	poll.Until(f.t, "the wait's read of the report stream", 10*time.Second, func() (bool, string) {
+		c := created() - before
+		return c >= read, fmt.Sprintf("%d consumers created (one read: %d)", c, read)
+	})
+	noneLeft("the wait's read done")
+	return res, func() int { return created() - before - read }
+}
+
+func (f *reportFleet) result(res <-chan waitResult) waitResult {
+	f.t.Helper()
+	select {
+	case r := <-res:
+		return r
+	case <-time.After(30 * time.Second):
+		f.t.Fatalf("status --wait still running after 30s")
+		return waitResult{}
+	}
+}
+
+// TestStatusWaitReadsReportsOnce: a wait that times out after several looks
+// has read the report stream with one consumer, the initial read, which is
+// gone; the stragglers are listed as before.
+func TestStatusWaitReadsReportsOnce(t *testing.T) {
+	f := startReportFleet(t, distributor.Options{})
+	f.report("web-1", 1)
+	f.report("web-2", 1)
+	res, extra := f.startWaitRead("--wait", "payments/checkout@2", "--timeout", "1500ms")
+	r := f.result(res)
+	if r.code != cli.ExitHalted {
+		t.Fatalf("exit %d, want %d; stdout %q stderr %q", r.code, cli.ExitHalted, r.out, r.errOut)
+	}
+	want := "payments/checkout@2: timed out after 1.5s: 0 of 2 live instances report it\n" +
+		"  straggler web-1 on v1\n" +
+		"  straggler web-2 on v1\n"
+	if r.errOut != want {
+		t.Errorf("stderr: got %q, want %q", r.errOut, want)
+	}
+	if n := extra(); n != 0 {
+		t.Errorf("consumers created on %s during a 1.5s wait beyond its first read: got %d, want 0", distributor.ReportStream, n)
+	}
+}
+
+// TestStatusWaitSeesInstancesMoveAfterItStarted: instances that reach the
+// version only after the wait's one read of the stream end it, from their
+// reports as they arrive.
+func TestStatusWaitSeesInstancesMoveAfterItStarted(t *testing.T) {
+	f := startReportFleet(t, distributor.Options{})
+	f.report("web-1", 1)
+	f.report("web-2", 1)
+	res, extra := f.startWaitRead("--wait", "payments/checkout@2", "--timeout", "20s")
+	select {
+	case r := <-res:
+		t.Fatalf("the wait ended before the instances moved: exit %d, stdout %q stderr %q", r.code, r.out, r.errOut)
+	default:
+	}
+	f.report("web-1", 2)
+	f.report("web-2", 2)
+	r := f.result(res)
+	if r.code != 0 || !strings.HasPrefix(r.out, "payments/checkout@2: all 2 live instances report it (") {
+		t.Fatalf("exit %d, stdout %q stderr %q; want 0 and all 2 instances", r.code, r.out, r.errOut)
+	}
+	if n := extra(); n != 0 {
+		t.Errorf("consumers created on %s during the wait beyond its first read: got %d, want 0", distributor.ReportStream, n)
+	}
+}
+
+// TestStatusWaitExpiresSilentInstances: an instance that stops reporting
+// stops counting four heartbeats after its last report, as in the report
+// stream, whose max age (here 4 × 100ms, set by serve's distributor) the
+// wait follows rather than its own default heartbeat.
+func TestStatusWaitExpiresSilentInstances(t *testing.T) {
+	f := startReportFleet(t, distributor.Options{Heartbeat: 100 * time.Millisecond})
+	f.heartbeat("web-1", 2, 50*time.Millisecond)
+	stopWeb2 := f.heartbeat("web-2", 1, 50*time.Millisecond)
+	res, _ := f.startWaitRead("--wait", "payments/checkout@2", "--timeout", "20s")
+	// Still reporting v1, web-2 holds the wait for longer than one of its
+	// reports lives.
+	select {
+	case r := <-res:
+		t.Fatalf("the wait ended while web-2 reported v1: exit %d, stdout %q stderr %q", r.code, r.out, r.errOut)
+	case <-time.After(time.Second):
+	}
+	stopWeb2()
+	start := time.Now()
+	r := f.result(res)
+	if r.code != 0 || !strings.HasPrefix(r.out, "payments/checkout@2: all 1 live instances report it (") {
+		t.Fatalf("exit %d, stdout %q stderr %q; want 0 and web-1 the only live instance", r.code, r.out, r.errOut)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("web-2's last report expired from the wait after %s, want about 400ms", d)
+	}
+}
+
+// TestStatusWaitWithoutReportPermission: under a NATS configuration that
+// does not let the user subscribe to reports (generated before operators
+// could), the wait reads the report stream on every look, and says so.
+func TestStatusWaitWithoutReportPermission(t *testing.T) {
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "nats.conf")
+	if err := os.WriteFile(conf, fmt.Appendf(nil, `listen: "127.0.0.1:-1"
+jetstream { store_dir: %q }
+authorization {
+  users: [
+    {user: admin, password: admin}
+    {user: operator, password: operator, permissions: {publish: ">", subscribe: ["_INBOX.>", "ccr.>"]}}
+  ]
+}
+`, filepath.Join(dir, "store")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := natstest.StartConf(conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
+	nc, err := nats.Connect(s.ClientURL(), nats.UserInfo("admin", "admin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	f := newReportFleet(t, nc, s.ClientURL(), distributor.Options{})
+	f.report("web-1", 1)
+	r := f.result(f.startWait("--user", "operator", "--password", "operator", "--wait", "payments/checkout@1", "--timeout", "10s"))
+	if r.code != 0 || !strings.HasPrefix(r.out, "payments/checkout@1: all 1 live instances report it (") {
+		t.Fatalf("exit %d, stdout %q stderr %q; want 0", r.code, r.out, r.errOut)
+	}
+	if !strings.Contains(r.errOut, "cannot follow reports live") {
+		t.Errorf("stderr: got %q, want a warning that reports are read on every look", r.errOut)
+	}
+}
