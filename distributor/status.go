@@ -33,8 +33,27 @@ func (d *Distributor) Reports(ctx context.Context, cfg cuecast.ConfigPath) ([]cu
 	return out, nil
 }
 
+// readBatch is how many reports one pull asks for.
+const readBatch = 512
+
+// fetchGiveUp is how long nats.go's FetchNoWait waits for the next message
+// before it ends the batch itself, with no error. A batch that took less
+// was ended by the server: full, or at the end of the stream.
+const fetchGiveUp = time.Second
+
 // readReports walks the last message of each report subject with an ordered
-// (ephemeral, server-cleaned) consumer.
+// (ephemeral, server-cleaned) consumer, until it has read everything the
+// stream holds on filter.
+//
+// The end is not the consumer's pending count: when a report replaces one
+// not yet delivered (keep-last-1), the server lowers that count at once but
+// raises it for the new report only when its stream signal is processed, so
+// under a reporting fleet it says 0 while reports remain (and so does the
+// pending count on each message). Reads that trusted it came back short, or
+// empty. The end is a pull that the server closed at the end of the stream
+// after delivering something, or, when a pull delivered nothing (which the
+// server also answers from that count), the newest report on filter being
+// one already read; when it is not, the next pull waits for a report.
 func (d *Distributor) readReports(ctx context.Context, filter string) ([]cuecast.Report, error) {
 	cons, err := d.reports.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{filter},
@@ -52,10 +71,6 @@ func (d *Distributor) readReports(ctx context.Context, filter string) ([]cuecast
 			_ = d.reports.DeleteConsumer(dctx, info.Name)
 		}
 	}()
-	info, err := cons.Info(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("read reader info: %w", err)
-	}
 	// Reports keep arriving while we read, so a subject can be delivered
 	// twice (its last message, then a newer one): keep the newest.
 	bySubject := map[string]cuecast.Report{}
@@ -66,42 +81,77 @@ func (d *Distributor) readReports(ctx context.Context, filter string) ([]cuecast
 		}
 		return out
 	}
-	if info.NumPending == 0 {
-		return nil, nil
-	}
-	remaining := int(info.NumPending)
+	var read uint64 // the highest stream sequence delivered
+	wait := false
 	for {
-		// Asking for no more than is pending makes Fetch return as soon as
-		// they arrived instead of waiting out FetchMaxWait.
-		batch, err := cons.Fetch(max(1, min(remaining, 512)), jetstream.FetchMaxWait(time.Second))
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		start := time.Now()
+		var batch jetstream.MessageBatch
+		if wait {
+			// A pull without waiting found nothing while the stream holds
+			// newer reports: the server answered from its pending count.
+			// Waiting for one report does not depend on that count.
+			batch, err = cons.Fetch(1, jetstream.FetchMaxWait(time.Second))
+		} else {
+			// The server sends what the stream holds, up to the batch, and
+			// closes the pull at its end instead of waiting for more.
+			batch, err = cons.FetchNoWait(readBatch)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("fetch reports: %w", err)
 		}
 		n := 0
-		done := false
 		for m := range batch.Messages() {
 			n++
-			remaining--
+			meta, err := m.Metadata()
+			if err != nil {
+				return nil, fmt.Errorf("fetch reports: %s: %w", m.Subject(), err)
+			}
+			read = max(read, meta.Sequence.Stream)
 			var r cuecast.Report
 			if err := json.Unmarshal(m.Data(), &r); err != nil {
 				d.log.Warn("skipping undecodable report", "subject", m.Subject(), "err", err)
-			} else {
-				bySubject[m.Subject()] = r
+				continue
 			}
-			if meta, err := m.Metadata(); err == nil && meta.NumPending == 0 {
-				done = true
-			}
+			bySubject[m.Subject()] = r
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
 			return nil, fmt.Errorf("fetch reports: %w", err)
 		}
-		if done || n == 0 {
+		switch {
+		case n > 0 && wait:
+			wait = false
+			continue
+		case n == readBatch:
+			continue
+		case n > 0 && time.Since(start) < fetchGiveUp:
 			return collect(), nil
 		}
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
+		newest, err := d.newestReport(ctx, filter)
+		if err != nil {
+			return nil, err
 		}
+		if newest <= read {
+			return collect(), nil
+		}
+		wait = n == 0
 	}
+}
+
+// newestReport is the stream sequence of the newest report on filter, 0
+// when there is none. filter may hold wildcards: a direct get by subject
+// takes the last message matching it.
+func (d *Distributor) newestReport(ctx context.Context, filter string) (uint64, error) {
+	m, err := d.reports.GetLastMsgForSubject(ctx, filter)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read newest report: %w", err)
+	}
+	return m.Sequence, nil
 }
 
 // ConfigStatus is the fleet's view of one config.

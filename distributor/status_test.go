@@ -1,0 +1,97 @@
+package distributor_test
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/distributor"
+	"github.com/cuecast/cuecast/internal/natstest"
+)
+
+// TestReportsWhileInstancesReport: instances keep reporting while the fleet
+// is read, each report replacing the instance's last one (keep-last-1), and
+// every read still returns every instance. The server lowers a consumer's
+// pending count as soon as a report replaces one not yet delivered, but
+// raises it for the new report only later; a read that trusted that count
+// came back short, or empty, while every instance was live.
+func TestReportsWhileInstancesReport(t *testing.T) {
+	s := natstest.Start(t)
+	d, err := distributor.New(t.Context(), s.Connect(t), distributor.Options{
+		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	// The instances publish on their own connection, as they would.
+	pub := s.Connect(t)
+	js, err := jetstream.New(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Enough instances, each reporting every millisecond, that some report
+	// is always being replaced while a read runs.
+	const instances = 10
+	other := cuecast.ConfigPath("search/ranking")
+	type subject struct {
+		cfg cuecast.ConfigPath
+		id  string
+	}
+	var subjects []subject
+	for i := range instances {
+		for _, c := range []cuecast.ConfigPath{cfg, other} {
+			subjects = append(subjects, subject{c, string(rune('a' + i))})
+		}
+	}
+	report := func(s subject, n int) []byte {
+		b, err := json.Marshal(cuecast.Report{Instance: s.id, Config: s.cfg, Version: uint64(n), Healthy: true, At: time.Now()})
+		if err != nil {
+			t.Error(err) // called from the instances' goroutines too
+		}
+		return b
+	}
+	// Every instance is stored before the first read.
+	for _, s := range subjects {
+		if _, err := js.Publish(t.Context(), cuecast.ReportSubject(s.cfg, s.id), report(s, 0)); err != nil {
+			t.Fatalf("publish report: %v", err)
+		}
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+	for _, s := range subjects {
+		wg.Go(func() {
+			for n := 1; ctx.Err() == nil; n++ {
+				if err := pub.Publish(cuecast.ReportSubject(s.cfg, s.id), report(s, n)); err != nil {
+					return
+				}
+				time.Sleep(time.Millisecond)
+			}
+		})
+	}
+	for i := range 50 {
+		all, err := d.Reports(ctx, "")
+		if err != nil {
+			t.Fatalf("read %d: Reports: %v", i, err)
+		}
+		if len(all) != len(subjects) {
+			t.Fatalf("read %d: Reports: got %d reports, want %d", i, len(all), len(subjects))
+		}
+		one, err := d.Reports(ctx, cfg)
+		if err != nil {
+			t.Fatalf("read %d: Reports(%s): %v", i, cfg, err)
+		}
+		if len(one) != instances {
+			t.Fatalf("read %d: Reports(%s): got %d reports, want %d", i, cfg, len(one), instances)
+		}
+	}
+}
