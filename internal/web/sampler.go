@@ -82,6 +82,16 @@ func (s *Server) Sample(ctx context.Context) {
 	if prev != nil {
 		snap.seq = prev.seq + 1
 	}
+	// The rollout records are read before the fleet: a halt the controller
+	// wrote while the fleet was being read would otherwise be shown with the
+	// reports from before it, without the unhealthy instances it names. They
+	// feed the metrics after the fleet read, so that /metrics does not count
+	// a halt a whole fleet read before the pages can show it.
+	var recs []rollout.Record
+	var recsErr error
+	if s.o.Rollouts != nil {
+		recs, recsErr = s.o.Rollouts.Records(ctx)
+	}
 	if err := s.sampleFleet(ctx, snap); err != nil {
 		snap.err = err.Error()
 		if prev != nil {
@@ -98,10 +108,9 @@ func (s *Server) Sample(ctx context.Context) {
 		s.live.reset(now, snap.reports)
 	}
 	if s.o.Rollouts != nil {
-		recs, err := s.o.Rollouts.Records(ctx)
-		if err != nil {
+		if recsErr != nil {
 			if ctx.Err() == nil {
-				s.log.Warn("rollout sample failed", "err", err)
+				s.log.Warn("rollout sample failed", "err", recsErr)
 			}
 			if prev != nil {
 				snap.records = prev.records
