@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cuecast/cuecast"
@@ -96,6 +97,19 @@ func openStore(ctx context.Context, js jetstream.JetStream, id string, replicas 
 // load returns the stored state, or a zero State (rev 0) when there is none.
 func (s *store) load(ctx context.Context) (State, error) {
 	e, err := s.kv.Get(ctx, s.key)
+	// A bucket just created on a cluster answers direct gets only once a
+	// replica has caught up and subscribed: until then a get finds no
+	// responders (TestServeOnR3Cluster failed on it once under the whole
+	// suite's load). That is worth a few seconds of retries at start, not a
+	// failed start.
+	for wait := 50 * time.Millisecond; errors.Is(err, nats.ErrNoResponders) && wait < 5*time.Second; wait *= 2 {
+		select {
+		case <-ctx.Done():
+			return State{}, fmt.Errorf("read %s/%s: %w", Bucket, s.key, ctx.Err())
+		case <-time.After(wait):
+		}
+		e, err = s.kv.Get(ctx, s.key)
+	}
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return State{}, nil
 	}
