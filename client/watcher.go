@@ -56,7 +56,6 @@ type Watcher struct {
 	// before it: a rollback pointer to the previous version, the common
 	// emergency, needs no read.
 	held, prev cachedVersion
-	reportDue  bool
 	staged     uint64 // strict configs: version staged for the activation (cutover.go)
 
 	// The timed work (a retry, a report due soon, the reconcile, the
@@ -238,7 +237,6 @@ func (w *Watcher) tick() {
 		w.after(&w.heartbeatAt, w.c.o.heartbeat)
 	}
 	if due(&w.reportAt) {
-		w.reportDue = false
 		report = true
 	}
 	if report {
@@ -550,10 +548,9 @@ func (w *Watcher) isRejected(p cuecast.Pointer) bool {
 // storing them during it made the change reach the last instance about
 // 20 % later (BENCHMARKS.md, "Distribution").
 func (w *Watcher) reportSoon() {
-	if w.reportDue {
-		return
+	if !w.reportAt.IsZero() {
+		return // one is due already
 	}
-	w.reportDue = true
 	spread := min(w.c.o.heartbeat/15, time.Second)
 	w.after(&w.reportAt, spread/4+rand.N(spread+1)+1)
 }
