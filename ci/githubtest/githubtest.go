@@ -263,37 +263,9 @@ func (s *Server) route(name Route, h handler) http.HandlerFunc {
 			return
 		}
 		s.mu.Unlock()
-		// Recorded when the status is written, before the response can
-		// reach the client: recorded after the handler returned, a request
-		// could be missing from Requests when the client's call has already
-		// returned (TestGitHubAnnotationBatches saw its last PATCH missing).
-		rw := &recordingWriter{ResponseWriter: w, record: func(st int) { s.record(r, body, st) }}
-		if st := h(rw, r, body); !rw.recorded {
-			s.record(r, body, st)
-		}
+		st := h(w, r, body)
+		s.record(r, body, st)
 	}
-}
-
-// recordingWriter records a request when its handler writes the status.
-type recordingWriter struct {
-	http.ResponseWriter
-	record   func(status int)
-	recorded bool
-}
-
-func (w *recordingWriter) WriteHeader(status int) {
-	if !w.recorded {
-		w.recorded = true
-		w.record(status)
-	}
-	w.ResponseWriter.WriteHeader(status)
-}
-
-func (w *recordingWriter) Write(b []byte) (int, error) {
-	if !w.recorded {
-		w.WriteHeader(http.StatusOK)
-	}
-	return w.ResponseWriter.Write(b)
 }
 
 func (s *Server) record(r *http.Request, body map[string]any, status int) {
