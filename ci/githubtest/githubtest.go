@@ -98,8 +98,12 @@ type Server struct {
 	// Enterprise: "http://127.0.0.1:port/api/v3".
 	URL string
 
-	mu       sync.Mutex
+	// reqMu guards requests alone: a request is recorded while its handler
+	// writes the response, which some handlers do holding mu.
+	reqMu    sync.Mutex
 	requests []Request
+
+	mu       sync.Mutex
 	runs     map[int64]*CheckRun
 	comments []*Comment
 	pulls    map[int]Pull
@@ -178,8 +182,8 @@ func (s *Server) SetPageSize(n int) {
 
 // Requests returns every request so far, in order.
 func (s *Server) Requests() []Request {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.reqMu.Lock()
+	defer s.reqMu.Unlock()
 	return slices.Clone(s.requests)
 }
 
@@ -263,9 +267,37 @@ func (s *Server) route(name Route, h handler) http.HandlerFunc {
 			return
 		}
 		s.mu.Unlock()
-		st := h(w, r, body)
-		s.record(r, body, st)
+		// Recorded when the status is written, before the response can
+		// reach the client: recorded after the handler returned, a request
+		// could be missing from Requests when the client's call has already
+		// returned (TestGitHubAnnotationBatches saw its last PATCH missing).
+		rw := &recordingWriter{ResponseWriter: w, record: func(st int) { s.record(r, body, st) }}
+		if st := h(rw, r, body); !rw.recorded {
+			s.record(r, body, st)
+		}
 	}
+}
+
+// recordingWriter records a request when its handler writes the status.
+type recordingWriter struct {
+	http.ResponseWriter
+	record   func(status int)
+	recorded bool
+}
+
+func (w *recordingWriter) WriteHeader(status int) {
+	if !w.recorded {
+		w.recorded = true
+		w.record(status)
+	}
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *recordingWriter) Write(b []byte) (int, error) {
+	if !w.recorded {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.ResponseWriter.Write(b)
 }
 
 func (s *Server) record(r *http.Request, body map[string]any, status int) {
@@ -273,8 +305,8 @@ func (s *Server) record(r *http.Request, body map[string]any, status int) {
 	if r.URL.RawQuery != "" {
 		p += "?" + r.URL.RawQuery
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.reqMu.Lock()
+	defer s.reqMu.Unlock()
 	s.requests = append(s.requests, Request{Method: r.Method, Path: p, Body: body, Status: status})
 }
 
