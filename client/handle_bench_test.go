@@ -27,7 +27,7 @@ func BenchmarkHandlePointer(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	w := benchWatcher(c, cfg)
+	w := newWatcher(c, cfg, watchOptions{}) // handle is called here, not by its goroutine
 	msgs := [2]*nats.Msg{
 		benchPointerMsg(b, w, cuecast.Pointer{Config: cfg, Version: 2, Seq: 20}, 2),
 		benchPointerMsg(b, w, cuecast.Pointer{Config: cfg, Version: 1, Seq: 10, Rollback: true}, 1),
@@ -43,25 +43,6 @@ func BenchmarkHandlePointer(b *testing.B) {
 		b.Fatalf("nothing applied: %+v", s)
 	}
 	w.timer.Stop()
-}
-
-// benchWatcher is a Watcher as Watch builds it, without subscriptions or its
-// goroutine: the benchmark calls handle itself.
-func benchWatcher(c *Client, cfg cuecast.ConfigPath) *Watcher {
-	w := &Watcher{
-		c:        c,
-		cfg:      cfg,
-		bucket:   cuecast.Cohort(cfg.Namespace(), c.o.instance),
-		updates:  make(chan Snapshot, 1),
-		cache:    map[uint64]cachedVersion{},
-		rejected: map[string]bool{},
-	}
-	w.stagedSubj, w.activationSubj = republished(cuecast.StagedSubject(cfg)), republished(cuecast.ActivationSubject(cfg))
-	w.reportSubj = cuecast.ReportSubject(cfg, c.o.instance)
-	w.ptrSubjects = [3]string{cuecast.PointerSubject(cfg, w.bucket), cuecast.AllPointerSubject(cfg), cuecast.InstancePointerSubject(cfg, c.o.instance)}
-	w.timer = time.NewTimer(time.Hour)
-	w.timer.Stop()
-	return w
 }
 
 // benchPointerMsg is p with ~2 KB of inline content on the all-buckets

@@ -91,21 +91,7 @@ func (c *Client) Watch(ctx context.Context, cfg cuecast.ConfigPath, opts ...Watc
 			return nil, fmt.Errorf("watch %s: %w", cfg, err)
 		}
 	}
-	w := &Watcher{
-		c:        c,
-		cfg:      cfg,
-		bucket:   cuecast.Cohort(cfg.Namespace(), c.o.instance),
-		o:        wo,
-		updates:  make(chan Snapshot, 1),
-		msgs:     make(chan *nats.Msg, 256),
-		ready:    make(chan struct{}),
-		done:     make(chan struct{}),
-		cache:    map[uint64]cachedVersion{},
-		rejected: map[string]bool{},
-	}
-	w.stagedSubj, w.activationSubj = republished(cuecast.StagedSubject(cfg)), republished(cuecast.ActivationSubject(cfg))
-	w.reportSubj = cuecast.ReportSubject(cfg, c.o.instance)
-	w.ptrSubjects = [3]string{cuecast.PointerSubject(cfg, w.bucket), cuecast.AllPointerSubject(cfg), cuecast.InstancePointerSubject(cfg, c.o.instance)}
+	w := newWatcher(c, cfg, wo)
 	w.ctx, w.cancel = context.WithCancel(ctx)
 	if err := c.track(w); err != nil {
 		w.cancel()
@@ -134,6 +120,28 @@ func (c *Client) Watch(ctx context.Context, cfg cuecast.ConfigPath, opts ...Watc
 		}
 	}
 	return w, nil
+}
+
+// newWatcher is a Watcher of cfg before it subscribes or runs.
+func newWatcher(c *Client, cfg cuecast.ConfigPath, wo watchOptions) *Watcher {
+	w := &Watcher{
+		c:        c,
+		cfg:      cfg,
+		bucket:   cuecast.Cohort(cfg.Namespace(), c.o.instance),
+		o:        wo,
+		updates:  make(chan Snapshot, 1),
+		msgs:     make(chan *nats.Msg, 256),
+		ready:    make(chan struct{}),
+		done:     make(chan struct{}),
+		cache:    map[uint64]cachedVersion{},
+		rejected: map[string]bool{},
+		timer:    time.NewTimer(time.Hour),
+	}
+	w.timer.Stop()
+	w.stagedSubj, w.activationSubj = republished(cuecast.StagedSubject(cfg)), republished(cuecast.ActivationSubject(cfg))
+	w.reportSubj = cuecast.ReportSubject(cfg, c.o.instance)
+	w.ptrSubjects = [3]string{cuecast.PointerSubject(cfg, w.bucket), cuecast.AllPointerSubject(cfg), cuecast.InstancePointerSubject(cfg, c.o.instance)}
+	return w
 }
 
 // Current returns the applied snapshot, or the zero Snapshot before any
@@ -173,8 +181,6 @@ func (w *Watcher) run() {
 	defer w.c.nc.RemoveStatusListener(w.status)
 	defer w.unsubscribe()
 
-	w.timer = time.NewTimer(time.Hour)
-	w.timer.Stop()
 	defer w.timer.Stop()
 	w.after(&w.reconcileAt, jitter10(w.c.o.reconcile))
 	// The first heartbeat is spread over one interval so that a fleet
