@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cuecast/cuecast/internal/buildinfo"
 	"github.com/cuecast/cuecast/internal/iostreams"
 )
 
@@ -83,7 +84,10 @@ Exit codes: 0 ok, 1 cuecast failed, 2 wrong usage, 3 invalid configs, 4 halted o
 		newRevertCmd(env, nil),
 		newCheckCmd(env, nil),
 		newNATSConfigCmd(env, nil, nil),
+		newVersionCmd(env, nil),
 	)
+	root.Version = versionLine(buildinfo.Read())
+	root.SetVersionTemplate("{{.Version}}\n")
 	return root
 }
 

@@ -32,6 +32,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/internal/buildinfo"
 )
 
 // Result label values of cuecast_tailer_commits_total.
@@ -74,6 +75,8 @@ type Options struct {
 	Series int
 	// Points is the most points one propagation series keeps; default 400.
 	Points int
+	// Build labels cuecast_build_info; default the running binary's.
+	Build *buildinfo.Info
 }
 
 // New returns a Metrics with its own registry, holding the Go runtime and
@@ -85,6 +88,15 @@ func New(o Options) *Metrics {
 	if o.Points <= 0 {
 		o.Points = 400
 	}
+	if o.Build == nil {
+		b := buildinfo.Read()
+		o.Build = &b
+	}
+	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "cuecast_build_info",
+		Help: "Always 1; the labels say which cuecast is running (version, commit, Go version).",
+	}, []string{"version", "commit", "go_version"})
+	build.WithLabelValues(o.Build.Version, o.Build.Commit, o.Build.GoVersion).Set(1)
 	m := &Metrics{
 		reg: prometheus.NewRegistry(),
 		commits: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -133,6 +145,7 @@ func New(o Options) *Metrics {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.commits, m.commitDuration, m.compile, m.published, m.publishErrors,
 		m.propagation, m.rejections, m.halts,
+		build,
 		sampled{m},
 	)
 	// Export every result and coverage label from the start, so that rate()

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/internal/buildinfo"
 )
 
 func TestLogHandlerCountsEvents(t *testing.T) {
@@ -257,7 +258,9 @@ func TestNamesAndLabels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	allowed := map[string]bool{"config": true, "namespace": true, "coverage": true, "result": true, "state": true, "cause": true, "id": true}
+	allowed := map[string]bool{"config": true, "namespace": true, "coverage": true, "result": true, "state": true, "cause": true, "id": true,
+		// cuecast_build_info's: one series per binary, never per instance.
+		"version": true, "commit": true, "go_version": true}
 	for _, mf := range mfs {
 		if !strings.HasPrefix(mf.GetName(), "cuecast_") {
 			continue
@@ -299,5 +302,17 @@ func TestPropagationMonotonic(t *testing.T) {
 	}
 	if got := s.Reached["1"]; got != 900*time.Millisecond {
 		t.Errorf("100%% reached at %v, want 900ms (not before the sample that saw 50%%)", got)
+	}
+}
+
+func TestBuildInfo(t *testing.T) {
+	m := New(Options{Build: &buildinfo.Info{Version: "v0.1.0", Commit: "abc123", GoVersion: "go1.26.8"}})
+	want := `
+# HELP cuecast_build_info Always 1; the labels say which cuecast is running (version, commit, Go version).
+# TYPE cuecast_build_info gauge
+cuecast_build_info{commit="abc123",go_version="go1.26.8",version="v0.1.0"} 1
+`
+	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), "cuecast_build_info"); err != nil {
+		t.Error(err)
 	}
 }
