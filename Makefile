@@ -2,7 +2,7 @@
 GO ?= go
 BENCHTIME ?= 1x
 
-.PHONY: all build demo test vet fmt bench soak clean e2e
+.PHONY: all build demo test vet fmt bench soak clean e2e release
 
 all: build
 
@@ -53,5 +53,31 @@ soak:
 fmt:
 	gofmt -w $$(git ls-files '*.go')
 
+# Release artifacts under $(DIST): static binaries for linux and darwin on amd64 and
+# arm64, a CycloneDX SBOM per binary and SHA256SUMS. Reproducible: no cgo, -trimpath,
+# no build IDs, and the version, commit and date come from Git (the date is the
+# commit's, not the clock's), so two builds of one commit are byte for byte equal.
+# Nothing is published; see CONTRIBUTING.md for cutting a tag.
+DIST ?= $(CURDIR)/dist
+PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+DATE ?= $(shell git log -1 --format=%cI 2>/dev/null)
+BUILDINFO = github.com/cuecast/cuecast/internal/buildinfo
+LDFLAGS = -s -w -buildid= -X $(BUILDINFO).version=$(VERSION) -X $(BUILDINFO).commit=$(COMMIT) -X $(BUILDINFO).date=$(DATE)
+release:
+	rm -rf $(DIST) && mkdir -p $(DIST)
+	$(GO) build -o $(DIST)/.sbom ./internal/sbom/gen
+	@for p in $(PLATFORMS); do \
+		os=$${p%/*}; arch=$${p#*/}; out=$(DIST)/cuecast_$(VERSION)_$${os}_$${arch}; \
+		echo "build $$out"; \
+		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -buildvcs=false \
+			-ldflags '$(LDFLAGS)' -o $$out ./cmd/cuecast || exit 1; \
+		$(DIST)/.sbom -version $(VERSION) $$out || exit 1; \
+	done
+	rm $(DIST)/.sbom
+	cd $(DIST) && sha256sum cuecast_* > SHA256SUMS
+	@cat $(DIST)/SHA256SUMS
+
 clean:
-	rm -rf bin
+	rm -rf bin dist
