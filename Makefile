@@ -18,8 +18,12 @@ vet:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 
+# deploy/kubernetes is its own module (the Kubernetes API types stay out of the
+# main go.sum); its test decodes the manifests with those types and runs their
+# command lines through cuecast's own flag parsing.
 test: vet
 	$(GO) test -race -timeout 9m ./...
+	cd deploy/kubernetes && $(GO) vet ./... && $(GO) test -race -timeout 5m ./...
 
 # The dashboard in headless Chromium (internal/web/e2e, build tag e2e): installs
 # Debian's chromium with apt-get when /usr/bin/chromium is missing; the test skips,

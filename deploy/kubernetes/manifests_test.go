@@ -1,0 +1,282 @@
+package kubernetes_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/cuecast/cuecast/internal/cli"
+	"github.com/cuecast/cuecast/internal/iostreams"
+)
+
+// kustomization is the part of kustomize's file format the base uses.
+type kustomization struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Labels     []struct {
+		Pairs            map[string]string `json:"pairs"`
+		IncludeSelectors bool              `json:"includeSelectors"`
+	} `json:"labels"`
+	Resources []string `json:"resources"`
+}
+
+type object struct {
+	file string
+	kind string
+	obj  any
+}
+
+// decodeFile decodes every document of a manifest into its API type,
+// refusing unknown fields as the API server's strict field validation does.
+func decodeFile(t *testing.T, path string) []object {
+	t.Helper()
+	src, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var objs []object
+	for i, doc := range bytes.Split(src, []byte("\n---\n")) {
+		var head struct {
+			APIVersion string `json:"apiVersion"`
+			Kind       string `json:"kind"`
+		}
+		if err := yaml.Unmarshal(doc, &head); err != nil {
+			t.Fatalf("%s document %d: %v", path, i+1, err)
+		}
+		var obj any
+		switch head.APIVersion + " " + head.Kind {
+		case "apps/v1 StatefulSet":
+			obj = &appsv1.StatefulSet{}
+		case "apps/v1 Deployment":
+			obj = &appsv1.Deployment{}
+		case "v1 Service":
+			obj = &corev1.Service{}
+		case "v1 ServiceAccount":
+			obj = &corev1.ServiceAccount{}
+		default:
+			t.Fatalf("%s document %d: %s %s is not a kind these tests know; add it", path, i+1, head.APIVersion, head.Kind)
+		}
+		if err := yaml.UnmarshalStrict(doc, obj); err != nil {
+			t.Fatalf("%s document %d (%s): %v", path, i+1, head.Kind, err)
+		}
+		objs = append(objs, object{file: path, kind: head.Kind, obj: obj})
+	}
+	return objs
+}
+
+func readBase(t *testing.T) (kustomization, []object) {
+	t.Helper()
+	src, err := os.ReadFile("kustomization.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var k kustomization
+	if err := yaml.UnmarshalStrict(src, &k); err != nil {
+		t.Fatalf("kustomization.yaml: %v", err)
+	}
+	if k.APIVersion != "kustomize.config.k8s.io/v1beta1" || k.Kind != "Kustomization" {
+		t.Errorf("kustomization.yaml is %s %s, want kustomize.config.k8s.io/v1beta1 Kustomization", k.APIVersion, k.Kind)
+	}
+	var objs []object
+	for _, r := range k.Resources {
+		objs = append(objs, decodeFile(t, r)...)
+	}
+	// Every manifest beside the kustomization is part of the base.
+	files, err := filepath.Glob("*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if f != "kustomization.yaml" && !slices.Contains(k.Resources, f) {
+			t.Errorf("%s is not listed in kustomization.yaml's resources", f)
+		}
+	}
+	return k, objs
+}
+
+func find[T any](t *testing.T, objs []object) T {
+	t.Helper()
+	for _, o := range objs {
+		if v, ok := o.obj.(T); ok {
+			return v
+		}
+	}
+	var zero T
+	t.Fatalf("no %T among the manifests", zero)
+	return zero
+}
+
+var varRef = regexp.MustCompile(`\$\(([A-Z_]+)\)`)
+
+// accepts runs cuecast's own command tree on a container's arguments (with
+// Kubernetes' $(VAR) references expanded to plausible values) and --help, so
+// a misspelt or removed flag fails here rather than in a crash-looping pod.
+func accepts(t *testing.T, c corev1.Container) {
+	t.Helper()
+	defined := map[string]bool{}
+	for _, e := range c.Env {
+		defined[e.Name] = true
+	}
+	var args []string
+	for _, a := range c.Args {
+		for _, m := range varRef.FindAllStringSubmatch(a, -1) {
+			if !defined[m[1]] {
+				t.Errorf("container %s: argument %q refers to $(%s), which its env does not define", c.Name, a, m[1])
+			}
+		}
+		args = append(args, varRef.ReplaceAllString(a, "pod-1"))
+	}
+	io, out, errOut := iostreams.Test()
+	code := cli.Main(context.Background(), append(args, "--help"), io, func(string) string { return "" })
+	if code != 0 {
+		t.Errorf("container %s: cuecast %s: exit %d\n%s%s", c.Name, strings.Join(args, " "), code, out, errOut)
+	}
+}
+
+func TestServeStatefulSet(t *testing.T) {
+	k, objs := readBase(t)
+	sts := find[*appsv1.StatefulSet](t, objs)
+	svc := find[*corev1.Service](t, objs)
+	sa := find[*corev1.ServiceAccount](t, objs)
+	pod := sts.Spec.Template
+
+	for key, want := range sts.Spec.Selector.MatchLabels {
+		if pod.Labels[key] != want {
+			t.Errorf("the StatefulSet's selector %s=%s does not match its pod labels %v", key, want, pod.Labels)
+		}
+	}
+	for key, want := range svc.Spec.Selector {
+		if pod.Labels[key] != want {
+			t.Errorf("the Service's selector %s=%s does not match the pod labels %v", key, want, pod.Labels)
+		}
+	}
+	for _, l := range k.Labels {
+		if l.IncludeSelectors {
+			t.Error("kustomization labels must not include selectors: a StatefulSet's selector cannot change after creation")
+		}
+	}
+	if pod.Spec.ServiceAccountName != sa.Name {
+		t.Errorf("pods run as service account %q, want %q", pod.Spec.ServiceAccountName, sa.Name)
+	}
+	if sc := pod.Spec.SecurityContext; sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot {
+		t.Error("serve's pod must run as non-root")
+	}
+
+	if len(pod.Spec.Containers) != 1 {
+		t.Fatalf("got %d containers, want serve alone", len(pod.Spec.Containers))
+	}
+	c := pod.Spec.Containers[0]
+	if len(c.Args) == 0 || c.Args[0] != "serve" {
+		t.Fatalf("container args %v, want serve …", c.Args)
+	}
+	accepts(t, c)
+	flags := map[string]string{}
+	for _, a := range c.Args[1:] {
+		name, value, _ := strings.Cut(strings.TrimPrefix(a, "--"), "=")
+		flags[name] = value
+	}
+	httpPort := portOf(t, flags["http"])
+	var named int32
+	for _, p := range c.Ports {
+		if p.Name == "http" {
+			named = p.ContainerPort
+		}
+	}
+	if named != httpPort {
+		t.Errorf("container port http is %d, want serve's --http port %d", named, httpPort)
+	}
+	for probe, want := range map[*corev1.Probe]string{c.LivenessProbe: "/healthz", c.ReadinessProbe: "/readyz"} {
+		if probe == nil || probe.HTTPGet == nil || probe.HTTPGet.Path != want || probe.HTTPGet.Port.String() != "http" {
+			t.Errorf("probe %+v, want GET %s on port http", probe, want)
+		}
+	}
+	if c.Resources.Requests.Memory().IsZero() || c.Resources.Requests.Cpu().IsZero() || c.Resources.Limits.Memory().IsZero() {
+		t.Errorf("resources %+v: want CPU and memory requests and a memory limit", c.Resources)
+	}
+
+	mounts := map[string]corev1.VolumeMount{}
+	for _, m := range c.VolumeMounts {
+		mounts[m.MountPath] = m
+	}
+	if m, ok := mounts[flags["data"]]; !ok || !slices.ContainsFunc(sts.Spec.VolumeClaimTemplates, func(p corev1.PersistentVolumeClaim) bool { return p.Name == m.Name }) {
+		t.Errorf("--data %s is not on a persistent volume claim", flags["data"])
+	}
+	for _, f := range []string{"creds", "tls-ca"} {
+		if !mountedFromSecret(pod.Spec, c, flags[f]) {
+			t.Errorf("--%s %s is not a file mounted from a Secret", f, flags[f])
+		}
+	}
+	if !mountedFromSecret(pod.Spec, c, filepath.Join(flags["data"], "signing.nk")) {
+		t.Error("the signing key is not mounted from a Secret: replicas must share it")
+	}
+	for _, e := range c.Env {
+		if e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil {
+			t.Errorf("env %s is not from a Secret", e.Name)
+		}
+	}
+}
+
+func TestAgentSidecarExample(t *testing.T) {
+	objs := decodeFile(t, filepath.Join("agent-example", "deployment.yaml"))
+	d := find[*appsv1.Deployment](t, objs)
+	var agent *corev1.Container
+	for i, c := range d.Spec.Template.Spec.Containers {
+		if c.Name == "cuecast-agent" {
+			agent = &d.Spec.Template.Spec.Containers[i]
+		}
+	}
+	if agent == nil {
+		t.Fatal("no container named cuecast-agent")
+	}
+	if len(agent.Args) == 0 || agent.Args[0] != "agent" {
+		t.Fatalf("agent args %v, want agent …", agent.Args)
+	}
+	accepts(t, *agent)
+	volumes := map[string]bool{}
+	for _, v := range d.Spec.Template.Spec.Volumes {
+		volumes[v.Name] = true
+	}
+	for _, c := range d.Spec.Template.Spec.Containers {
+		for _, m := range c.VolumeMounts {
+			if !volumes[m.Name] {
+				t.Errorf("container %s mounts volume %q, which the pod does not define", c.Name, m.Name)
+			}
+		}
+	}
+}
+
+func portOf(t *testing.T, addr string) int32 {
+	t.Helper()
+	_, port, ok := strings.Cut(addr, ":")
+	var n int32
+	if _, err := fmt.Sscan(port, &n); !ok || err != nil {
+		t.Fatalf("address %q has no port", addr)
+	}
+	return n
+}
+
+// mountedFromSecret says whether path is inside a volume mount of c whose
+// volume is a Secret.
+func mountedFromSecret(pod corev1.PodSpec, c corev1.Container, path string) bool {
+	for _, m := range c.VolumeMounts {
+		if path != m.MountPath && !strings.HasPrefix(path, m.MountPath+"/") {
+			continue
+		}
+		for _, v := range pod.Volumes {
+			if v.Name == m.Name && v.Secret != nil {
+				return true
+			}
+		}
+	}
+	return false
+}
