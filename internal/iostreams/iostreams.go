@@ -7,6 +7,8 @@ import (
 	"bytes"
 	"io"
 	"os"
+
+	"golang.org/x/term"
 )
 
 // IOStreams bundles the standard streams of one command invocation.
@@ -46,10 +48,6 @@ func (s *IOStreams) IsStderrTTY() bool { return s.errTTY }
 // SetTTY overrides terminal detection, for tests of the interactive paths.
 func (s *IOStreams) SetTTY(out, err bool) { s.outTTY, s.errTTY = out, err }
 
-func isTerminal(f *os.File) bool {
-	fi, err := f.Stat()
-	if err != nil {
-		return false
-	}
-	return fi.Mode()&os.ModeCharDevice != 0
-}
+// isTerminal asks the terminal driver, not the file mode: /dev/null is a
+// character device too, and output sent there must not get progress lines.
+func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
