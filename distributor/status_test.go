@@ -74,6 +74,13 @@ func TestReportsWhileInstancesReport(t *testing.T) {
 				if err := pub.Publish(cuecast.ReportSubject(s.cfg, s.id), report(s, n)); err != nil {
 					return
 				}
+				// A round trip per report keeps the publishers at the
+				// server's pace: unpaced, 20 publishers at 1 kHz each
+				// outran a busy server's store, and every request behind
+				// that backlog (the reads under test) timed out.
+				if err := pub.FlushWithContext(ctx); err != nil {
+					return
+				}
 				time.Sleep(time.Millisecond)
 			}
 		})
