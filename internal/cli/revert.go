@@ -117,6 +117,29 @@ func revertRun(ctx context.Context, env *Env, opts *RevertOptions) error {
 	if !head.Name().IsBranch() {
 		return &UsageError{Err: fmt.Errorf("HEAD of %s is detached", opts.Repo), Hint: "check out the branch to revert on (main)"}
 	}
+	sig, err := signature(r)
+	if err != nil {
+		return err
+	}
+	// Everything a push or a pull request needs is checked before the
+	// work tree changes: a failure after the push left a branch behind that
+	// the retry then refused ("already exists").
+	var remoteURL string
+	var remoteAuthMethod transport.AuthMethod
+	var ghOwner, ghName string
+	if opts.GitHubPR && opts.Token == "" {
+		return usageErrorf("export GITHUB_TOKEN with pull-request write access", "--github-pr needs a GitHub token")
+	}
+	if opts.Push || opts.GitHubPR {
+		if remoteURL, remoteAuthMethod, err = remoteAuth(r, opts); err != nil {
+			return err
+		}
+	}
+	if opts.GitHubPR {
+		if ghOwner, ghName, err = githubTarget(opts, remoteURL); err != nil {
+			return err
+		}
+	}
 	base := head.Name()
 	branch := base
 	if opts.GitHubPR {
@@ -126,7 +149,7 @@ func revertRun(ctx context.Context, env *Env, opts *RevertOptions) error {
 		}
 		defer func() { _ = wt.Checkout(&git.CheckoutOptions{Branch: base}) }()
 	}
-	h, err := revert.Commit(r, target.String(), signature(r, env))
+	h, err := revert.Commit(r, target.String(), sig)
 	if errors.Is(err, revert.ErrConflict) {
 		if opts.GitHubPR {
 			_ = wt.Checkout(&git.CheckoutOptions{Branch: base})
@@ -146,12 +169,8 @@ func revertRun(ctx context.Context, env *Env, opts *RevertOptions) error {
 		fmt.Fprintf(env.IO.Out, "push it (git push, or cuecast revert --push) and the pipeline rolls it out as a new version\n")
 		return nil
 	}
-	url, auth, err := remoteAuth(r, opts)
-	if err != nil {
-		return err
-	}
 	spec := config.RefSpec(fmt.Sprintf("%s:%s", branch, branch))
-	err = r.PushContext(ctx, &git.PushOptions{RemoteName: opts.Remote, RefSpecs: []config.RefSpec{spec}, Auth: auth})
+	err = r.PushContext(ctx, &git.PushOptions{RemoteName: opts.Remote, RefSpecs: []config.RefSpec{spec}, Auth: remoteAuthMethod})
 	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
 		return fmt.Errorf("push %s to %s: %w", branch.Short(), opts.Remote, err)
 	}
@@ -159,7 +178,7 @@ func revertRun(ctx context.Context, env *Env, opts *RevertOptions) error {
 	if !opts.GitHubPR {
 		return nil
 	}
-	pr, err := openPR(ctx, opts, url, branch.Short(), base.Short(), c, target.String())
+	pr, err := openPR(ctx, opts, ghOwner, ghName, branch.Short(), base.Short(), c, target.String())
 	if err != nil {
 		return err
 	}
@@ -167,14 +186,19 @@ func revertRun(ctx context.Context, env *Env, opts *RevertOptions) error {
 	return nil
 }
 
-// signature is the author of the revert: the repository's Git identity,
-// else $CUECAST_ACTOR/$USER.
-func signature(r *git.Repository, env *Env) *object.Signature {
-	sig := &object.Signature{Name: actor(env), Email: actor(env) + "@localhost", When: time.Now()}
-	if cfg, err := r.ConfigScoped(config.GlobalScope); err == nil && cfg.User.Name != "" {
-		sig.Name, sig.Email = cfg.User.Name, cfg.User.Email
+// signature is the author of the revert: the repository's Git identity
+// (its own config, then the global one), as git revert would use. Git is the
+// audit log, so a revert is never committed under a made-up name.
+func signature(r *git.Repository) (*object.Signature, error) {
+	cfg, err := r.ConfigScoped(config.GlobalScope)
+	if err != nil {
+		return nil, fmt.Errorf("read git config: %w", err)
 	}
-	return sig
+	if cfg.User.Name == "" || cfg.User.Email == "" {
+		return nil, usageErrorf(`set it as for git commit: git config --global user.name "Your Name" && git config --global user.email you@example.com`,
+			"no Git identity (user.name and user.email) to author the revert commit")
+	}
+	return &object.Signature{Name: cfg.User.Name, Email: cfg.User.Email, When: time.Now()}, nil
 }
 
 func firstLine(s string) string {
@@ -198,21 +222,23 @@ func remoteAuth(r *git.Repository, opts *RevertOptions) (string, transport.AuthM
 
 var githubURL = regexp.MustCompile(`github\.com[:/]([^/]+)/([^/]+?)(\.git)?/?$`)
 
-func openPR(ctx context.Context, opts *RevertOptions, remoteURL, head, base string, c *object.Commit, target string) (*github.PullRequest, error) {
-	if opts.Token == "" {
-		return nil, usageErrorf("export GITHUB_TOKEN with pull-request write access", "--github-pr needs a GitHub token")
-	}
+// githubTarget is the OWNER/NAME a pull request goes to.
+func githubTarget(opts *RevertOptions, remoteURL string) (owner, name string, err error) {
 	owner, name, ok := strings.Cut(opts.GitHubRepo, "/")
 	if opts.GitHubRepo == "" {
 		m := githubURL.FindStringSubmatch(remoteURL)
 		if m == nil {
-			return nil, usageErrorf("pass --github-repo OWNER/NAME", "cannot tell the GitHub repository from remote URL %s", remoteURL)
+			return "", "", usageErrorf("pass --github-repo OWNER/NAME", "cannot tell the GitHub repository from remote URL %s", remoteURL)
 		}
 		owner, name, ok = m[1], m[2], true
 	}
 	if !ok || owner == "" || name == "" {
-		return nil, usageErrorf("pass --github-repo OWNER/NAME", "GitHub repository %q is not OWNER/NAME", opts.GitHubRepo)
+		return "", "", usageErrorf("pass --github-repo OWNER/NAME", "GitHub repository %q is not OWNER/NAME", opts.GitHubRepo)
 	}
+	return owner, name, nil
+}
+
+func openPR(ctx context.Context, opts *RevertOptions, owner, name, head, base string, c *object.Commit, target string) (*github.PullRequest, error) {
 	gh := github.NewClient(&http.Client{Timeout: 30 * time.Second}).WithAuthToken(opts.Token)
 	if opts.APIURL != "" && opts.APIURL != "https://api.github.com" {
 		var err error

@@ -61,7 +61,11 @@ The action is recorded in the audit stream with --as and --reason.`,
 				return err
 			}
 			if opts.Actor == "" {
-				opts.Actor = actor(env)
+				a, err := actor(env)
+				if err != nil {
+					return err
+				}
+				opts.Actor = a
 			}
 			if runF != nil {
 				return runF(c, opts)
@@ -71,7 +75,7 @@ The action is recorded in the audit stream with --as and --reason.`,
 	}
 	cmd.Flags().Uint64Var(&opts.To, "to", 0, "the retained version to go back to (required)")
 	cmd.Flags().StringVar(&opts.Reason, "reason", "", "why (required; recorded in the audit stream)")
-	cmd.Flags().StringVar(&opts.Actor, "as", "", "who is acting (default $CUECAST_ACTOR or $USER)")
+	cmd.Flags().StringVar(&opts.Actor, "as", "", "who is acting, for the audit trail (default $CUECAST_ACTOR, your Git identity, $USER, or the OS account@host)")
 	cmd.Flags().StringVar(&opts.NATS, "nats", nats.DefaultURL, "NATS server URL")
 	cmd.Flags().StringVarP(&opts.Output, "output", "o", "text", "output format: text or json")
 	opts.Conn.Register(cmd.Flags())

@@ -88,7 +88,11 @@ Exit status 4 when the rollout shown or watched is halted.`,
 					return err
 				}
 				if opts.Actor == "" {
-					opts.Actor = actor(env)
+					a, err := actor(env)
+					if err != nil {
+						return err
+					}
+					opts.Actor = a
 				}
 				if runF != nil {
 					return runF(c, opts)
@@ -101,7 +105,7 @@ Exit status 4 when the rollout shown or watched is halted.`,
 		sub.Flags().StringVarP(&opts.Output, "output", "o", "text", "output format: text or json")
 		if v.act {
 			sub.Flags().StringVar(&opts.Reason, "reason", "", "why (required; recorded in the audit stream)")
-			sub.Flags().StringVar(&opts.Actor, "as", "", "who is acting (default $CUECAST_ACTOR or $USER)")
+			sub.Flags().StringVar(&opts.Actor, "as", "", "who is acting, for the audit trail (default $CUECAST_ACTOR, your Git identity, $USER, or the OS account@host)")
 		}
 		if v.name == "advance" {
 			sub.Flags().BoolVar(&opts.Emergency, "emergency", false, "skip every remaining hold and go to the last stage (audited as an emergency)")
@@ -112,16 +116,6 @@ Exit status 4 when the rollout shown or watched is halted.`,
 		cmd.AddCommand(sub)
 	}
 	return cmd
-}
-
-// actor names the person acting, for the audit stream.
-func actor(env *Env) string {
-	for _, k := range []string{"CUECAST_ACTOR", "USER", "USERNAME"} {
-		if v := env.Getenv(k); v != "" {
-			return v
-		}
-	}
-	return "unknown"
 }
 
 // openController connects to NATS and opens the distributor and a
