@@ -235,7 +235,9 @@ func New(ctx context.Context, nc *nats.Conn, o Options) (*Distributor, error) {
 	if err := d.followPointers(); err != nil {
 		return nil, fmt.Errorf("new distributor: %w", err)
 	}
-	d.log.Info("distributor ready", "stream", Stream, "reports", ReportStream,
+	// Debug: every operator command opens a distributor, and an INFO line
+	// first thing garbled what they print (rollout watch redraws a screen).
+	d.log.Debug("distributor ready", "stream", Stream, "reports", ReportStream,
 		"replicas", o.Replicas, "retain", o.Retain, "heartbeat", o.Heartbeat, "signing_key", d.signPub)
 	return d, nil
 }

@@ -52,7 +52,7 @@ The action is recorded in the audit stream with --as and --reason.`,
 				return &UsageError{Err: err, Hint: "name configs by their directory, like payments/checkout"}
 			}
 			if opts.To == 0 {
-				return usageErrorf("pick one with `cuecast status "+args[0]+"` or `cuecast rollout status "+args[0]+"`", "rollback needs --to VERSION")
+				return usageErrorf("list the retained versions with 'cuecast log "+args[0]+"'", "rollback needs --to VERSION")
 			}
 			if strings.TrimSpace(opts.Reason) == "" {
 				return usageErrorf("add --reason \"why\"", "rollback needs --reason: it is recorded in the audit stream")
@@ -92,7 +92,7 @@ func rollbackRun(c *cobra.Command, env *Env, opts *RollbackOptions) error {
 	start := time.Now()
 	rec, err := ctl.Rollback(ctx, opts.Config, opts.To, rollout.Action{Actor: opts.Actor, Reason: opts.Reason})
 	if errors.Is(err, cuecast.ErrNotFound) || errors.Is(err, cuecast.ErrPurged) {
-		return &UsageError{Err: err, Hint: fmt.Sprintf("list the retained versions with `cuecast status %s`", opts.Config)}
+		return &UsageError{Err: err, Hint: fmt.Sprintf("list the retained versions with 'cuecast log %s'", opts.Config)}
 	}
 	if err != nil {
 		return actionError(err)
