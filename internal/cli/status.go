@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -82,6 +83,11 @@ func statusRun(c *cobra.Command, env *Env, opts *StatusOptions) error {
 		cfgs = append(cfgs, cuecast.ConfigPath(a))
 	}
 	st, err := d.Status(ctx, cfgs...)
+	if errors.Is(err, cuecast.ErrNotFound) {
+		// As log does: naming a config that was never published is wrong
+		// usage (a typo, most often), not a failure of cuecast.
+		return &UsageError{Err: fmt.Errorf("status: %w", err), Hint: "run 'cuecast status' without arguments for the configs published"}
+	}
 	if err != nil {
 		return fmt.Errorf("status: %w", err)
 	}

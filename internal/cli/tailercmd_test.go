@@ -54,6 +54,10 @@ func TestLogAndForcePush(t *testing.T) {
 	if code, _, errOut := run(ctx, "log", "payments/nope", "--nats", p.ClientURL()); code != cli.ExitUsage || !strings.Contains(errOut.String(), "no versions") {
 		t.Errorf("log of an unknown config: exit %d, stderr %q; want 2 saying it has no versions", code, errOut)
 	}
+	// status answers an unknown config as log does (issue 17: it exited 1).
+	if code, _, errOut := run(ctx, "status", "payments/nope", "--nats", p.ClientURL()); code != cli.ExitUsage || !strings.Contains(errOut.String(), "not found") {
+		t.Errorf("status of an unknown config: exit %d, stderr %q; want 2 saying it is not found", code, errOut)
+	}
 
 	// Force push: main now starts again from the first commit.
 	wt, err := repo.Git.Worktree()
