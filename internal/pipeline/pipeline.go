@@ -156,9 +156,14 @@ func Start(ctx context.Context, cfg Config) (_ *Pipeline, err error) {
 		Logger:   cfg.Logger,
 		Replicas: cfg.Replicas,
 	}
-	p.Tailer, err = tailer.New(ctx, tcfg, js, store, p.Rollout)
+	p.Tailer, err = tailer.New(ctx, tcfg, js, store, deployer{p.Rollout})
 	if err != nil {
 		return nil, err
+	}
+	if p.Metrics != nil {
+		if err := p.registerIntegrity(); err != nil {
+			return nil, err
+		}
 	}
 	if err := p.startLease(ctx, cfg, js); err != nil {
 		return nil, err
@@ -198,6 +203,9 @@ func (p *Pipeline) startWeb(ctx context.Context, cfg Config, tcfg tailer.Config,
 			}
 			if _, err := js.AccountInfo(ctx); err != nil {
 				return fmt.Errorf("JetStream: %w", err)
+			}
+			if err := p.Tailer.Inconsistent(); err != nil {
+				return err
 			}
 			return nil
 		},
