@@ -52,7 +52,10 @@ func startHTTP(t *testing.T, repo *gittest.Repo, data string) *fixture {
 
 type tWriter struct{ t *testing.T }
 
-func (w tWriter) Write(b []byte) (int, error) { w.t.Log(strings.TrimSpace(string(b))); return len(b), nil }
+func (w tWriter) Write(b []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(b)))
+	return len(b), nil
+}
 
 func get(t *testing.T, url string) (int, string) {
 	t.Helper()
