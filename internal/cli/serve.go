@@ -49,6 +49,11 @@ nothing; the last good versions stay in service.
 On first start serve creates an ed25519 signing key in --data and logs its public
 key; give it to clients (cuecast watch --trusted-key) so they reject anything else.
 
+Serve locks --data: a second serve (or repair) over the same directory exits at
+once, naming the PID of the one that holds it. A --listen or --http port already
+in use fails at once, naming the port. The embedded NATS server's warnings and
+errors are in serve's log (component=nats).
+
 Exit status 2 when --repo is not a Git repository or --branch does not exist.`,
 		Example: `  cuecast serve --repo ~/src/configs --data /var/lib/cuecast
   cuecast serve --repo . --listen 127.0.0.1:4333 --interval 500ms`,

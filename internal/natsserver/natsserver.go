@@ -5,6 +5,7 @@ package natsserver
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"strconv"
 	"time"
@@ -22,6 +23,9 @@ type Options struct {
 	ServerName string
 	// ReadyTimeout bounds the wait for the server to accept clients; default 10s.
 	ReadyTimeout time.Duration
+	// Logger receives the server's warnings and errors (its notices at
+	// Debug); nil discards them.
+	Logger *slog.Logger
 }
 
 // Start runs an embedded NATS server with JetStream and waits until it accepts
@@ -41,6 +45,9 @@ func Start(ctx context.Context, o Options) (*server.Server, error) {
 	if port == 0 {
 		port = server.RANDOM_PORT
 	}
+	if err := checkPort("--listen", host, port); err != nil {
+		return nil, fmt.Errorf("start nats: %w", err)
+	}
 	if o.ServerName == "" {
 		o.ServerName = "cuecast"
 	}
@@ -54,7 +61,7 @@ func Start(ctx context.Context, o Options) (*server.Server, error) {
 		JetStream:  true,
 		StoreDir:   o.Dir,
 		NoSigs:     true,
-		NoLog:      true,
+		NoLog:      o.Logger == nil,
 		// Reports and pointers are small, but a fan-out to thousands of local
 		// subscribers must not trip slow-consumer disconnects on a busy box.
 		WriteDeadline: 10 * time.Second,
@@ -62,6 +69,9 @@ func Start(ctx context.Context, o Options) (*server.Server, error) {
 	s, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("start nats on %s: %w", o.Listen, err)
+	}
+	if o.Logger != nil {
+		s.SetLoggerV2(slogLogger{o.Logger}, false, false, false)
 	}
 	go s.Start()
 	deadline := time.Now().Add(o.ReadyTimeout)

@@ -41,7 +41,8 @@ type External struct {
 func (p *Pipeline) connect(ctx context.Context, cfg Config) error {
 	if cfg.NATS == "" {
 		var err error
-		p.Server, err = natsserver.Start(ctx, natsserver.Options{Dir: filepath.Join(cfg.DataDir, "jetstream"), Listen: cfg.Listen})
+		p.Server, err = natsserver.Start(ctx, natsserver.Options{Dir: filepath.Join(cfg.DataDir, "jetstream"), Listen: cfg.Listen,
+			Logger: p.log})
 		if err != nil {
 			return err
 		}

@@ -88,7 +88,12 @@ type Pipeline struct {
 	// and the rollout controller run only while it holds the lease.
 	Lease *leader.Lease
 	url   string
+	// lock holds the data directory for this process.
+	lock *os.File
 }
+
+// ErrDataDirLocked: another process runs a pipeline over the data directory.
+var ErrDataDirLocked = errors.New("data directory locked")
 
 // Start brings the parts up in dependency order and checks the repository
 // before anything runs. Errors from the tailer about the repository wrap
@@ -104,20 +109,28 @@ func Start(ctx context.Context, cfg Config) (_ *Pipeline, err error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("start pipeline: data directory: %w", err)
 	}
-	key, err := loadOrCreateKey(filepath.Join(cfg.DataDir, "signing.nk"))
-	if err != nil {
-		return nil, err
-	}
-	pub, err := key.PublicKey()
-	if err != nil {
-		return nil, fmt.Errorf("start pipeline: signing key: %w", err)
-	}
-	p := &Pipeline{PublicKey: pub}
+	p := &Pipeline{}
 	defer func() {
 		if err != nil {
 			p.Close()
 		}
 	}()
+	if p.lock, err = lockDataDir(cfg.DataDir); err != nil {
+		return nil, fmt.Errorf("start pipeline: %w", err)
+	}
+	if cfg.HTTP != "" {
+		// Bound first, so that a busy port fails at once, naming it.
+		if p.httpLn, err = net.Listen("tcp", cfg.HTTP); err != nil {
+			return nil, fmt.Errorf("start pipeline: --http %s: port not available (another process listens on it?): %w", cfg.HTTP, err)
+		}
+	}
+	key, err := loadOrCreateKey(filepath.Join(cfg.DataDir, "signing.nk"))
+	if err != nil {
+		return nil, err
+	}
+	if p.PublicKey, err = key.PublicKey(); err != nil {
+		return nil, fmt.Errorf("start pipeline: signing key: %w", err)
+	}
 	if cfg.HTTP != "" {
 		// The parts log through the metrics' tap, which counts the events.
 		p.Metrics = metrics.New(metrics.Options{})
@@ -215,11 +228,7 @@ func (p *Pipeline) startWeb(ctx context.Context, cfg Config, tcfg tailer.Config,
 	if err != nil {
 		return fmt.Errorf("start pipeline: %w", err)
 	}
-	ln, err := net.Listen("tcp", cfg.HTTP)
-	if err != nil {
-		return fmt.Errorf("start pipeline: listen http: %w", err)
-	}
-	p.Web, p.httpLn = srv, ln
+	p.Web = srv
 	return nil
 }
 
@@ -302,6 +311,9 @@ func (p *Pipeline) Close() {
 	if p.Server != nil {
 		p.Server.Shutdown()
 		p.Server.WaitForShutdown()
+	}
+	if p.lock != nil {
+		p.lock.Close() // releases the flock
 	}
 }
 
