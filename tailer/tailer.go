@@ -330,22 +330,31 @@ func (t *Tailer) Poll(ctx context.Context) (Summary, error) {
 	if e := t.gaps.Load(); e != nil {
 		return sum, fmt.Errorf("poll: %w", e)
 	}
-	if st.Rewrite != nil {
-		sum.Halted = true
-		return sum, t.rewriteError(st.Rewrite)
-	}
+	// While halted, each poll still looks at the tip: when the old history
+	// is pushed back (the cursor is again on it) the halt ends by itself.
 	commits, err := t.pending(r, st, tip)
 	var rw *RewriteError
 	if errors.As(err, &rw) {
-		st.Rewrite = &Rewrite{Cursor: rw.Cursor, Tip: rw.Tip, DetectedAt: time.Now().UTC()}
-		if serr := t.store.save(ctx, &st); serr != nil {
-			return sum, fmt.Errorf("poll: %w", serr)
+		if st.Rewrite == nil {
+			st.Rewrite = &Rewrite{Cursor: rw.Cursor, Tip: rw.Tip, DetectedAt: time.Now().UTC()}
+			if serr := t.store.save(ctx, &st); serr != nil {
+				return sum, fmt.Errorf("poll: %w", serr)
+			}
 		}
 		sum.Halted = true
 		return sum, t.rewriteError(st.Rewrite)
 	}
 	if err != nil {
 		return sum, fmt.Errorf("poll: %w", err)
+	}
+	if st.Rewrite != nil {
+		old := *st.Rewrite
+		st.Rewrite = nil
+		if err := t.store.save(ctx, &st); err != nil {
+			return sum, fmt.Errorf("poll: %w", err)
+		}
+		t.halted = ""
+		t.log.Warn("history restored: the cursor is on the branch again; halt cleared", "cursor", st.Cursor, "tip", tip.String(), "rewritten_tip", old.Tip)
 	}
 	// Versions left undeployed by a run that stopped mid-batch go first.
 	if err := t.deployPending(ctx, &st); err != nil {
