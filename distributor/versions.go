@@ -204,6 +204,9 @@ func (d *Distributor) publish(ctx context.Context, v cuecast.Version, content []
 	if isWrongLastSeq(err) {
 		return fmt.Errorf("publish %s@%d: another writer published first: %w", v.Config, v.Version, cuecast.ErrConflict)
 	}
+	if isOutOfSpace(err) {
+		return fmt.Errorf("publish %s@%d: %w: %w", v.Config, v.Version, ErrNoSpace, err)
+	}
 	if err != nil {
 		return fmt.Errorf("publish %s@%d: %w", v.Config, v.Version, err)
 	}
@@ -248,6 +251,9 @@ func (d *Distributor) publishChunks(ctx context.Context, v cuecast.Version, cont
 		m.Header.Set(jetstream.MsgIDHeader, fmt.Sprintf("%s@%d#%d/%d:%s", v.Config, v.Version, i+1, n, v.Checksum))
 		m.Data = part
 		ack, err := d.js.PublishMsg(ctx, m)
+		if isOutOfSpace(err) {
+			return nil, fmt.Errorf("store chunk %d/%d: %w: %w", i+1, n, ErrNoSpace, err)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("store chunk %d/%d: %w", i+1, n, err)
 		}
@@ -511,4 +517,20 @@ func (d *Distributor) forget(cfg cuecast.ConfigPath) {
 		}
 		return true
 	})
+}
+
+// ErrNoSpace: JetStream refused to store a message for lack of space (its
+// disk is full or its max_file_store limit is reached). Nothing is lost:
+// the tailer retries the publish at its next poll, so publishing resumes by
+// itself once space is freed.
+var ErrNoSpace = errors.New("JetStream has no space left (disk full or store limit reached; publishing resumes once space is freed)")
+
+// errCodeInsufficientResources is the server's JSInsufficientResourcesErr
+// (nats.go's jetstream package has no constant for it).
+const errCodeInsufficientResources jetstream.ErrorCode = 10023
+
+// isOutOfSpace reports JetStream's "insufficient resources" refusal.
+func isOutOfSpace(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeInsufficientResources
 }

@@ -23,6 +23,9 @@ type Options struct {
 	ServerName string
 	// ReadyTimeout bounds the wait for the server to accept clients; default 10s.
 	ReadyTimeout time.Duration
+	// MaxFileStore caps the JetStream file store in bytes (max_file_store);
+	// zero: the server's default share of the disk.
+	MaxFileStore int64
 	// Logger receives the server's warnings and errors (its notices at
 	// Debug); nil discards them.
 	Logger *slog.Logger
@@ -60,6 +63,9 @@ func Start(ctx context.Context, o Options) (*server.Server, error) {
 		Port:       port,
 		JetStream:  true,
 		StoreDir:   o.Dir,
+		// A full store refuses publishes ("insufficient resources") and
+		// serve's /readyz says so; see internal/pipeline/space.go.
+		JetStreamMaxStore: o.MaxFileStore,
 		NoSigs:     true,
 		NoLog:      o.Logger == nil,
 		// Reports and pointers are small, but a fan-out to thousands of local

@@ -63,6 +63,10 @@ type Config struct {
 	SampleInterval time.Duration
 	// InlineLimit is distributor.Options.InlineLimit (zero: its default).
 	InlineLimit int
+	// MaxFileStore caps the embedded server's JetStream store in bytes
+	// (zero: the server's default share of the disk); tests use it to run
+	// out of space without filling a disk.
+	MaxFileStore int64
 
 	// External NATS and replicated serve (docs/SCALING.md): see external.go.
 	External
@@ -90,6 +94,8 @@ type Pipeline struct {
 	url   string
 	// lock holds the data directory for this process.
 	lock *os.File
+	// storeDir is the embedded server's JetStream directory.
+	storeDir string
 }
 
 // ErrDataDirLocked: another process runs a pipeline over the data directory.
@@ -220,7 +226,7 @@ func (p *Pipeline) startWeb(ctx context.Context, cfg Config, tcfg tailer.Config,
 			if err := p.Tailer.Inconsistent(); err != nil {
 				return err
 			}
-			return nil
+			return p.spaceLeft(ctx, js)
 		},
 		Interval: cfg.SampleInterval,
 		Logger:   cfg.Logger,
@@ -267,6 +273,27 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		defer wg.Wait()
 		defer cancel()
 	}
+	if p.Server != nil {
+		// The embedded server disables JetStream for good when its disk
+		// fills: stop, so that the supervisor restarts serve once space is
+		// freed (see watchJetStream).
+		ctx, cancel := context.WithCancelCause(ctx)
+		defer cancel(nil)
+		go func() {
+			if err := p.watchJetStream(ctx); err != nil {
+				cancel(err)
+			}
+		}()
+		err := p.runLeased(ctx)
+		if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+			return cause
+		}
+		return err
+	}
+	return p.runLeased(ctx)
+}
+
+func (p *Pipeline) runLeased(ctx context.Context) error {
 	if p.Lease != nil {
 		return p.Lease.Run(ctx, func(ctx context.Context, _ leader.Term) error { return p.runActive(ctx) })
 	}
