@@ -66,8 +66,8 @@ func Start(ctx context.Context, o Options) (*server.Server, error) {
 		// A full store refuses publishes ("insufficient resources") and
 		// serve's /readyz says so; see internal/pipeline/space.go.
 		JetStreamMaxStore: o.MaxFileStore,
-		NoSigs:     true,
-		NoLog:      o.Logger == nil,
+		NoSigs:            true,
+		NoLog:             o.Logger == nil,
 		// Reports and pointers are small, but a fan-out to thousands of local
 		// subscribers must not trip slow-consumer disconnects on a busy box.
 		WriteDeadline: 10 * time.Second,
