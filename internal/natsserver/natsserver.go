@@ -63,15 +63,16 @@ func Start(ctx context.Context, o Options) (*server.Server, error) {
 		Port:       port,
 		JetStream:  true,
 		StoreDir:   o.Dir,
-		// A full store refuses publishes ("insufficient resources") and
-		// serve's /readyz says so; see internal/pipeline/space.go.
-		JetStreamMaxStore: o.MaxFileStore,
-		NoSigs:            true,
-		NoLog:             o.Logger == nil,
+		NoSigs:     true,
+		NoLog:      true,
 		// Reports and pointers are small, but a fan-out to thousands of local
 		// subscribers must not trip slow-consumer disconnects on a busy box.
 		WriteDeadline: 10 * time.Second,
 	}
+	// A full store refuses publishes ("insufficient resources") and serve's
+	// /readyz says so; see internal/pipeline/space.go.
+	opts.JetStreamMaxStore = o.MaxFileStore
+	opts.NoLog = o.Logger == nil
 	s, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("start nats on %s: %w", o.Listen, err)
