@@ -85,7 +85,9 @@ func Start(ctx context.Context, o Options) (*server.Server, error) {
 	for !s.ReadyForConnections(100 * time.Millisecond) {
 		if ctx.Err() != nil || time.Now().After(deadline) {
 			s.Shutdown()
-			return nil, fmt.Errorf("start nats on %s: not ready after %s", o.Listen, o.ReadyTimeout)
+			// The port was free (checkPort): what is left is recovering the
+			// store, which on damaged block files can take very long.
+			return nil, fmt.Errorf("start nats on %s: not ready after %s: still recovering the JetStream store in %s (damaged or very large block files?)", o.Listen, o.ReadyTimeout, o.Dir)
 		}
 	}
 	return s, nil

@@ -1,6 +1,7 @@
 package pipeline_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -108,8 +109,22 @@ func TestDamagedStreamRefusedAndRepaired(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for i := len(buf) / 3; i < len(buf); i += 97 {
-				buf[i] ^= 0x5a
+			// Flip bits inside message payloads only (the compiled JSON,
+			// `"value":N`), from the first third of the block on: the
+			// records' checksums no longer match. Flipping a record's
+			// sequence field instead can make nats-server v2.15.2 loop at
+			// start filling a "hole" of billions of sequences.
+			at := bytes.Index(buf[len(buf)/3:], []byte(`"value":`))
+			if at < 0 {
+				t.Fatalf("no payload found to flip in %s", b)
+			}
+			for i := len(buf)/3 + at; i < len(buf); {
+				buf[i+1] ^= 0x20 // "value" ▶ "Value"
+				next := bytes.Index(buf[i+1:], []byte(`"value":`))
+				if next < 0 {
+					break
+				}
+				i += 1 + next
 			}
 			if err := os.WriteFile(b, buf, 0o644); err != nil {
 				t.Fatal(err)
