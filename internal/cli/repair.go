@@ -40,7 +40,8 @@ and the rollout records), after its remaining versions are purged; other configs
 get a version only when their output changed. The cursor moves to the tip, every
 new version is deployed (rolled out by serve's controller under the usual
 policies), and each renumbered config gets an audit entry with --reason. Start
-serve again afterwards.
+serve again afterwards. Repair also ends a history-rewrite halt: it resumes at
+the tip.
 
 Instances accept the new numbers because they are higher than anything they hold.
 Versions between what the stream kept and the new number are gone: a rollback to
