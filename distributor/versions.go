@@ -204,6 +204,9 @@ func (d *Distributor) publish(ctx context.Context, v cuecast.Version, content []
 	if isWrongLastSeq(err) {
 		return fmt.Errorf("publish %s@%d: another writer published first: %w", v.Config, v.Version, cuecast.ErrConflict)
 	}
+	if isOutOfSpace(err) {
+		return fmt.Errorf("publish %s@%d: %w: %w", v.Config, v.Version, ErrNoSpace, err)
+	}
 	if err != nil {
 		return fmt.Errorf("publish %s@%d: %w", v.Config, v.Version, err)
 	}
@@ -248,6 +251,9 @@ func (d *Distributor) publishChunks(ctx context.Context, v cuecast.Version, cont
 		m.Header.Set(jetstream.MsgIDHeader, fmt.Sprintf("%s@%d#%d/%d:%s", v.Config, v.Version, i+1, n, v.Checksum))
 		m.Data = part
 		ack, err := d.js.PublishMsg(ctx, m)
+		if isOutOfSpace(err) {
+			return nil, fmt.Errorf("store chunk %d/%d: %w: %w", i+1, n, ErrNoSpace, err)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("store chunk %d/%d: %w", i+1, n, err)
 		}
@@ -460,4 +466,71 @@ func (d *Distributor) Configs(ctx context.Context) ([]cuecast.ConfigPath, error)
 	}
 	slices.SortFunc(out, func(a, b cuecast.ConfigPath) int { return strings.Compare(string(a), string(b)) })
 	return out, nil
+}
+
+// Renumber stores v as the first retained version of its config, whatever
+// number the stream's latest has: every version and chunk the stream holds
+// for the config is purged first, then v is published create-only (the
+// subject must still be empty). It exists for `cuecast repair`: when the
+// stream lost versions that instances may hold, the config restarts above
+// the highest number ever published (v.Version), so no number is given a
+// second meaning; the versions in between are never stored, and reading them
+// returns cuecast.ErrPurged. Everything else is as for Publish.
+func (d *Distributor) Renumber(ctx context.Context, v cuecast.Version, content []byte) error {
+	if err := v.Config.Validate(); err != nil {
+		return fmt.Errorf("renumber version: %w", err)
+	}
+	if v.Version == 0 {
+		return fmt.Errorf("renumber %s: version numbers start at 1", v.Config)
+	}
+	if v.Deleted && len(content) > 0 {
+		return fmt.Errorf("renumber %s@%d: a tombstone carries no content", v.Config, v.Version)
+	}
+	sum := cuecast.Checksum(content)
+	if v.Checksum == "" {
+		v.Checksum = sum
+	} else if v.Checksum != sum {
+		return fmt.Errorf("renumber %s@%d: checksum %s, content hashes to %s: %w", v.Config, v.Version, v.Checksum, sum, cuecast.ErrChecksumMismatch)
+	}
+	v.Size = int64(len(content))
+	v.Chunks, v.Signature = nil, ""
+	for _, subj := range []string{cuecast.VersionSubject(v.Config), cuecast.ChunkSubject(v.Config)} {
+		if err := d.stream.Purge(ctx, jetstream.WithPurgeSubject(subj)); err != nil {
+			return fmt.Errorf("renumber %s@%d: purge %s: %w", v.Config, v.Version, subj, err)
+		}
+	}
+	d.forget(v.Config)
+	// An empty subject (sequence 0) as the predecessor, numbered one below v.
+	prev := storedVersion{Version: cuecast.Version{Config: v.Config, Version: v.Version - 1}}
+	if err := d.publish(ctx, v, content, prev, false); err != nil {
+		return fmt.Errorf("renumber: %w", err)
+	}
+	return nil
+}
+
+// forget drops every cached address and latest version of cfg.
+func (d *Distributor) forget(cfg cuecast.ConfigPath) {
+	d.latestCache.Delete(cfg)
+	d.recent.Range(func(k, _ any) bool {
+		if k.(versionKey).cfg == cfg {
+			d.recent.Delete(k)
+		}
+		return true
+	})
+}
+
+// ErrNoSpace: JetStream refused to store a message for lack of space (its
+// disk is full or its max_file_store limit is reached). Nothing is lost:
+// the tailer retries the publish at its next poll, so publishing resumes by
+// itself once space is freed.
+var ErrNoSpace = errors.New("JetStream has no space left (disk full or store limit reached; publishing resumes once space is freed)")
+
+// errCodeInsufficientResources is the server's JSInsufficientResourcesErr
+// (nats.go's jetstream package has no constant for it).
+const errCodeInsufficientResources jetstream.ErrorCode = 10023
+
+// isOutOfSpace reports JetStream's "insufficient resources" refusal.
+func isOutOfSpace(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeInsufficientResources
 }

@@ -39,8 +39,10 @@ type Config struct {
 	// cuecast-tailer); 1-64 of [A-Za-z0-9_-]; default "default". Two tailers
 	// with one ID over one NATS store would fight over one cursor.
 	ID string
-	// DataDir holds clones of remote repositories (DataDir/repos/<ID>);
-	// required for a remote Repo, unused for a local one.
+	// DataDir holds clones of remote repositories (DataDir/repos/<ID>),
+	// required for a remote Repo, and the high-water file of the version
+	// numbers published (DataDir/highwater.<ID>.jsonl; without DataDir only
+	// the cursor and the rollout records keep them).
 	DataDir string
 	// Auth authenticates fetches from a remote: for GitHub over HTTPS,
 	// &http.BasicAuth{Username: "x-access-token", Password: token} (package

@@ -57,7 +57,19 @@
 // returns a *RewriteError (errors.Is ErrRewrite) naming both commits, logs it
 // once, records it in State.Rewrite and publishes nothing until an operator
 // calls AcceptRewrite with the commit to resume from (`cuecast tailer
-// accept-rewrite --to SHA`), from any process.
+// accept-rewrite --to SHA`), from any process, or the old history is pushed
+// back: a poll that finds the cursor on the branch again clears the halt and
+// carries on after the cursor.
+//
+// # Version numbers
+//
+// A number is never published twice with different content. Besides the
+// stream, the highest number of each config is kept in the data directory
+// (Config.DataDir, reserved and fsynced before each publish), in State.HighWater
+// (after it) and, through DeployedVersions, in the rollout records. The first
+// poll of a process compares the stream with them; a stream behind them makes
+// Poll return an *InconsistentError (ErrInconsistent) and publish nothing
+// until Repair rebuilds the damaged configs above every number taken.
 //
 // # Concurrency
 //

@@ -16,7 +16,8 @@ var (
 	// ErrAuth: the remote wants credentials (Config.Auth) or refused them.
 	ErrAuth = errors.New("remote authentication failed")
 	// ErrRewrite: the branch tip does not descend from the cursor (a force
-	// push). Nothing is published until AcceptRewrite. The error is a
+	// push). Nothing is published until AcceptRewrite, or until the old
+	// history is pushed back. The error is a
 	// *RewriteError naming both commits.
 	ErrRewrite = errors.New("history rewritten")
 	// ErrNotHalted: AcceptRewrite on a tailer that is not halted.

@@ -400,13 +400,17 @@ func (t *Tailer) apply(ctx context.Context, st *State, s *step, sum *Summary) er
 			t.log.Warn("config compiled to nothing; keeping its last version", "commit", c.Hash.String(), "config", cp)
 			continue
 		}
-		v, fresh, err := t.publishConfig(ctx, meta, cp, out)
+		v, fresh, err := t.publishConfig(ctx, st, meta, cp, out)
 		if err != nil {
 			return err
 		}
 		if v == nil {
 			continue
 		}
+		if st.HighWater == nil {
+			st.HighWater = make(map[cuecast.ConfigPath]uint64)
+		}
+		st.HighWater[cp] = max(st.HighWater[cp], v.Version)
 		undeployed[cp] = true
 		if fresh {
 			published++
@@ -488,8 +492,10 @@ func (t *Tailer) listed(ctx context.Context) ([]cuecast.ConfigPath, error) {
 // version to deploy (nil: none) and whether this call published it. The
 // version number comes from the stream, never from memory: a version that an
 // earlier run published for this commit before it crashed is found by Latest
-// and returned for deployment, not published again.
-func (t *Tailer) publishConfig(ctx context.Context, meta cuecast.Version, cp cuecast.ConfigPath, out *compiler.Output) (*cuecast.Version, bool, error) {
+// and returned for deployment, not published again. Before it publishes, a
+// number already taken (by the records in st and in the data directory) is
+// refused with an *InconsistentError, and the new number is reserved.
+func (t *Tailer) publishConfig(ctx context.Context, st *State, meta cuecast.Version, cp cuecast.ConfigPath, out *compiler.Output) (*cuecast.Version, bool, error) {
 	for attempt := 1; ; attempt++ {
 		latest, err := t.pub.Latest(ctx, cp)
 		none := errors.Is(err, cuecast.ErrNotFound)
@@ -519,6 +525,9 @@ func (t *Tailer) publishConfig(ctx context.Context, meta cuecast.Version, cp cue
 			v.Checksum, v.Size = out.Checksum, int64(len(out.JSON))
 		}
 		v.CompiledAt = time.Now().UTC()
+		if err := t.checkNumber(st, v); err != nil {
+			return nil, false, err
+		}
 		err = t.pub.Publish(ctx, v, content)
 		if errors.Is(err, cuecast.ErrConflict) && attempt < 3 {
 			t.log.Warn("publish lost a race; re-reading the latest version", "config", cp, "version", v.Version, "err", err)

@@ -48,6 +48,11 @@ type State struct {
 	// Undeployed are configs whose latest version is published but not yet
 	// deployed (see Tailer.Poll).
 	Undeployed []cuecast.ConfigPath `json:"undeployed,omitempty"`
+	// HighWater is the highest version number of each config the tailer
+	// published (written with the cursor, after the publish). It lives in
+	// another stream than the versions, so it survives damage to theirs;
+	// see Tailer.Inconsistent.
+	HighWater map[cuecast.ConfigPath]uint64 `json:"high_water,omitempty"`
 	// Rewrite is set while publishing is halted by a history rewrite.
 	Rewrite *Rewrite `json:"rewrite,omitempty"`
 	// UpdatedAt is when the state was last written.

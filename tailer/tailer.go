@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-git/go-git/v5"
@@ -86,6 +87,14 @@ type Tailer struct {
 	// is ahead of the cursor (a lost or new cursor replaying history).
 	order map[string]int
 
+	// hw is the data directory's record of the version numbers taken;
+	// verified is set once the first poll compared the stream with it (and
+	// with the cursor's and the rollout records' numbers); gaps holds the
+	// disagreement that stops publishing until Repair.
+	hw       *highWater
+	verified bool
+	gaps     atomic.Pointer[InconsistentError]
+
 	// afterPublish, when set (by tests), runs after each successful Publish
 	// and before the cursor moves: the window a crash test aims at.
 	afterPublish func(cuecast.Version)
@@ -122,6 +131,13 @@ func New(ctx context.Context, cfg Config, js jetstream.JetStream, pub Publisher,
 	}
 	tip, err := src.tip(r)
 	if err != nil {
+		return nil, fmt.Errorf("new tailer: %w", err)
+	}
+	hwPath := ""
+	if cfg.DataDir != "" {
+		hwPath = highWaterFile(cfg.DataDir, cfg.ID)
+	}
+	if t.hw, err = openHighWater(hwPath); err != nil {
 		return nil, fmt.Errorf("new tailer: %w", err)
 	}
 	if t.store, err = openStore(ctx, js, cfg.ID, cfg.Replicas); err != nil {
@@ -207,7 +223,8 @@ func (t *Tailer) Run(ctx context.Context) error {
 		}
 		if _, err := t.Poll(ctx); err != nil && ctx.Err() == nil {
 			var rw *RewriteError
-			if !errors.As(err, &rw) {
+			var ie *InconsistentError
+			if !errors.As(err, &rw) && !errors.As(err, &ie) { // both are logged once where found
 				t.log.Error("poll failed", "err", err)
 			}
 		}
@@ -301,22 +318,43 @@ func (t *Tailer) Poll(ctx context.Context) (Summary, error) {
 	}
 	st.Repo, st.Branch = t.cfg.Repo, t.cfg.Branch
 	sum.Cursor = st.Cursor
-	if st.Rewrite != nil {
-		sum.Halted = true
-		return sum, t.rewriteError(st.Rewrite)
+	if !t.verified {
+		// Once per process: a store that lost versions while it was down.
+		err := t.verify(ctx, &st)
+		var ie *InconsistentError
+		if err != nil && !errors.As(err, &ie) {
+			return sum, fmt.Errorf("poll: %w", err)
+		}
+		t.verified = true
 	}
+	if e := t.gaps.Load(); e != nil {
+		return sum, fmt.Errorf("poll: %w", e)
+	}
+	// While halted, each poll still looks at the tip: when the old history
+	// is pushed back (the cursor is again on it) the halt ends by itself.
 	commits, err := t.pending(r, st, tip)
 	var rw *RewriteError
 	if errors.As(err, &rw) {
-		st.Rewrite = &Rewrite{Cursor: rw.Cursor, Tip: rw.Tip, DetectedAt: time.Now().UTC()}
-		if serr := t.store.save(ctx, &st); serr != nil {
-			return sum, fmt.Errorf("poll: %w", serr)
+		if st.Rewrite == nil {
+			st.Rewrite = &Rewrite{Cursor: rw.Cursor, Tip: rw.Tip, DetectedAt: time.Now().UTC()}
+			if serr := t.store.save(ctx, &st); serr != nil {
+				return sum, fmt.Errorf("poll: %w", serr)
+			}
 		}
 		sum.Halted = true
 		return sum, t.rewriteError(st.Rewrite)
 	}
 	if err != nil {
 		return sum, fmt.Errorf("poll: %w", err)
+	}
+	if st.Rewrite != nil {
+		old := *st.Rewrite
+		st.Rewrite = nil
+		if err := t.store.save(ctx, &st); err != nil {
+			return sum, fmt.Errorf("poll: %w", err)
+		}
+		t.halted = ""
+		t.log.Warn("history restored: the cursor is on the branch again; halt cleared", "cursor", st.Cursor, "tip", tip.String(), "rewritten_tip", old.Tip)
 	}
 	// Versions left undeployed by a run that stopped mid-batch go first.
 	if err := t.deployPending(ctx, &st); err != nil {

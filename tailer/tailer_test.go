@@ -695,3 +695,40 @@ func TestCoalescedRun(t *testing.T) {
 	}
 	checkAgainstHead(t, e.ctx, r.Dir, e.dist)
 }
+
+// TestRewriteUndoneClearsHalt: pushing the old history back (the cursor is
+// again an ancestor of the tip) ends the halt by itself, as OPERATIONS.md
+// says; the commits after the cursor are then published.
+func TestRewriteUndoneClearsHalt(t *testing.T) {
+	e := newEnv(t)
+	r := e.repo
+	c1 := r.CommitFiles("initial", baseRepo())
+	c2 := r.CommitFiles("b2", map[string]string{"pay/b/b.cue": config("b", false, 2)})
+	tl := e.tailer(tailer.Config{})
+	e.poll(tl)
+
+	setBranch(t, r, "main", c1)
+	r.Write(baseRepo())
+	r.CommitFiles("rewritten: a to 7", map[string]string{"pay/a/a.cue": config("a", true, 7)})
+	if _, err := tl.Poll(e.ctx); !errors.Is(err, tailer.ErrRewrite) {
+		t.Fatalf("Poll after force push: %v, want ErrRewrite", err)
+	}
+
+	// The old history comes back, with one more commit on top.
+	setBranch(t, r, "main", c2)
+	r.Write(baseRepo())
+	r.Write(map[string]string{"pay/b/b.cue": config("b", false, 2)})
+	c3 := r.CommitFiles("b3", map[string]string{"pay/b/b.cue": config("b", false, 3)})
+	sum, err := tl.Poll(e.ctx)
+	if err != nil || sum.Halted {
+		t.Fatalf("Poll after the history was restored: %+v, %v; want the halt cleared", sum, err)
+	}
+	st, err := tl.State(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Rewrite != nil || st.Cursor != c3 {
+		t.Fatalf("state after restore: rewrite %+v, cursor %s; want no halt, cursor %s", st.Rewrite, st.Cursor, c3)
+	}
+	wantHistory(t, e, map[cuecast.ConfigPath][]string{"pay/a": {at(1, c1)}, "pay/b": {at(1, c1), at(2, c2), at(3, c3)}})
+}

@@ -200,3 +200,7 @@ func (c *Controller) Audit(ctx context.Context, cfg cuecast.ConfigPath) ([]Audit
 		seq = m.Sequence + 1
 	}
 }
+
+// AppendAudit appends e to the audit trail, for actions taken outside the
+// controller (`cuecast repair`).
+func (c *Controller) AppendAudit(ctx context.Context, e AuditEntry) error { return c.audit(ctx, e) }

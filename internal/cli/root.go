@@ -78,6 +78,7 @@ Exit codes: 0 ok, 1 cuecast failed, 2 wrong usage, 3 invalid configs, 4 halted o
 		newStatusCmd(env, nil),
 		newLogCmd(env, nil),
 		newTailerCmd(env, nil),
+		newRepairCmd(env, nil),
 		newDemoCmd(env, nil),
 		newRolloutCmd(env, nil),
 		newRollbackCmd(env, nil),

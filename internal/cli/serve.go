@@ -43,11 +43,20 @@ each new commit (only the configs it affects) and publishes a new version for ev
 config whose output changed, then points every instance at it.
 
 A restart resumes from the last commit fully published: no version is skipped or
-published twice. A commit that does not compile is logged as rejected and publishes
-nothing; the last good versions stay in service.
+published twice. A version number is never reused: when the JetStream store has
+lost versions that were published (damaged or deleted files), serve refuses to
+publish, says so in its log and on /readyz, until ` + "`cuecast repair`" + `.
+
+A commit that does not compile is logged as rejected and publishes nothing; the
+last good versions stay in service.
 
 On first start serve creates an ed25519 signing key in --data and logs its public
 key; give it to clients (cuecast watch --trusted-key) so they reject anything else.
+
+Serve locks --data: a second serve (or repair) over the same directory exits at
+once, naming the PID of the one that holds it. A --listen or --http port already
+in use fails at once, naming the port. The embedded NATS server's warnings and
+errors are in serve's log (component=nats).
 
 Exit status 2 when --repo is not a Git repository or --branch does not exist.`,
 		Example: `  cuecast serve --repo ~/src/configs --data /var/lib/cuecast

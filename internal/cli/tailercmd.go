@@ -37,7 +37,8 @@ a history rewrite) lives in JetStream.
 
 When the branch is force-pushed so that its tip no longer descends from the last
 commit published, the tailer stops publishing and says so loudly; nothing is
-republished until an operator chooses where to resume with accept-rewrite.`,
+republished until an operator chooses where to resume with accept-rewrite, or
+pushes the old history back (the halt then clears by itself at the next poll).`,
 	}
 	status := &cobra.Command{
 		Use:   "status",
@@ -120,7 +121,7 @@ func printTailerState(w io.Writer, st tailer.State) {
 	if st.Rewrite != nil {
 		fmt.Fprintf(w, "PUBLISHING HALTED: %s was rewritten (force push) at %s: tip %s does not descend from %s.\n",
 			st.Branch, st.Rewrite.DetectedAt.UTC().Format(time.RFC3339), shortCommit(st.Rewrite.Tip), shortCommit(st.Rewrite.Cursor))
-		fmt.Fprintln(w, "  Nothing is published until: cuecast tailer accept-rewrite --to SHA")
+		fmt.Fprintln(w, "  Nothing is published until: cuecast tailer accept-rewrite --to SHA (or the old history is pushed back)")
 	}
 	fmt.Fprintf(w, "tailer: %s %s at %s", st.Repo, st.Branch, shortCommit(st.Cursor))
 	if st.Base != "" && st.Base != st.Cursor {

@@ -1,9 +1,12 @@
 package cli
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
 	"github.com/cuecast/cuecast"
@@ -68,6 +71,7 @@ func watchRun(c *cobra.Command, env *Env, opts *WatchOptions) error {
 		return err
 	}
 	defer nc.Close()
+	reportConnection(ctx, env, nc, "watch "+opts.Instance)
 	var wopts []client.WatchOption
 	if opts.LKG != "" {
 		wopts = append(wopts, client.LastKnownGood(opts.LKG))
@@ -90,6 +94,42 @@ func watchRun(c *cobra.Command, env *Env, opts *WatchOptions) error {
 			}
 		}
 	}
+}
+
+// reportConnection says on stderr when the connection to NATS is lost and
+// when it is back: while it is down the watcher keeps what it applied (and
+// nothing else says so), and its help promises a lost connection is told.
+func reportConnection(ctx context.Context, env *Env, nc *nats.Conn, who string) {
+	say := func(format string, a ...any) {
+		if ctx.Err() == nil && !nc.IsClosed() {
+			fmt.Fprintf(env.IO.ErrOut, who+": "+format+"\n", a...)
+		}
+	}
+	nc.SetDisconnectErrHandler(func(_ *nats.Conn, err error) {
+		if err == nil {
+			err = errors.New("disconnected")
+		}
+		say("lost the connection to NATS (%v); keeping what is applied, reconnecting", err)
+	})
+	nc.SetReconnectHandler(func(c *nats.Conn) { say("reconnected to NATS at %s", c.ConnectedUrlRedacted()) })
+	if nc.IsConnected() {
+		return
+	}
+	// Started while NATS is down (the client retries the first connect): the
+	// first connection is not a reconnect, so it is watched for here.
+	say("not connected to NATS yet; keeping the last-known-good version if any, retrying")
+	go func() {
+		t := time.NewTicker(250 * time.Millisecond)
+		defer t.Stop()
+		for !nc.IsConnected() {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+		say("connected to NATS at %s", nc.ConnectedUrlRedacted())
+	}()
 }
 
 func printApplied(env *Env, instance string, s client.Snapshot) error {

@@ -5,6 +5,7 @@ package natsserver
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"strconv"
 	"time"
@@ -22,6 +23,12 @@ type Options struct {
 	ServerName string
 	// ReadyTimeout bounds the wait for the server to accept clients; default 10s.
 	ReadyTimeout time.Duration
+	// MaxFileStore caps the JetStream file store in bytes (max_file_store);
+	// zero: the server's default share of the disk.
+	MaxFileStore int64
+	// Logger receives the server's warnings and errors (its notices at
+	// Debug); nil discards them.
+	Logger *slog.Logger
 }
 
 // Start runs an embedded NATS server with JetStream and waits until it accepts
@@ -41,6 +48,9 @@ func Start(ctx context.Context, o Options) (*server.Server, error) {
 	if port == 0 {
 		port = server.RANDOM_PORT
 	}
+	if err := checkPort("--listen", host, port); err != nil {
+		return nil, fmt.Errorf("start nats: %w", err)
+	}
 	if o.ServerName == "" {
 		o.ServerName = "cuecast"
 	}
@@ -59,16 +69,25 @@ func Start(ctx context.Context, o Options) (*server.Server, error) {
 		// subscribers must not trip slow-consumer disconnects on a busy box.
 		WriteDeadline: 10 * time.Second,
 	}
+	// A full store refuses publishes ("insufficient resources") and serve's
+	// /readyz says so; see internal/pipeline/space.go.
+	opts.JetStreamMaxStore = o.MaxFileStore
+	opts.NoLog = o.Logger == nil
 	s, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("start nats on %s: %w", o.Listen, err)
+	}
+	if o.Logger != nil {
+		s.SetLoggerV2(slogLogger{o.Logger}, false, false, false)
 	}
 	go s.Start()
 	deadline := time.Now().Add(o.ReadyTimeout)
 	for !s.ReadyForConnections(100 * time.Millisecond) {
 		if ctx.Err() != nil || time.Now().After(deadline) {
 			s.Shutdown()
-			return nil, fmt.Errorf("start nats on %s: not ready after %s", o.Listen, o.ReadyTimeout)
+			// The port was free (checkPort): what is left is recovering the
+			// store, which on damaged block files can take very long.
+			return nil, fmt.Errorf("start nats on %s: not ready after %s: still recovering the JetStream store in %s (damaged or very large block files?)", o.Listen, o.ReadyTimeout, o.Dir)
 		}
 	}
 	return s, nil

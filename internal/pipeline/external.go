@@ -41,7 +41,9 @@ type External struct {
 func (p *Pipeline) connect(ctx context.Context, cfg Config) error {
 	if cfg.NATS == "" {
 		var err error
-		p.Server, err = natsserver.Start(ctx, natsserver.Options{Dir: filepath.Join(cfg.DataDir, "jetstream"), Listen: cfg.Listen})
+		p.storeDir = filepath.Join(cfg.DataDir, "jetstream")
+		p.Server, err = natsserver.Start(ctx, natsserver.Options{Dir: p.storeDir, Listen: cfg.Listen,
+			Logger: p.log, MaxFileStore: cfg.MaxFileStore})
 		if err != nil {
 			return err
 		}

@@ -63,6 +63,10 @@ type Config struct {
 	SampleInterval time.Duration
 	// InlineLimit is distributor.Options.InlineLimit (zero: its default).
 	InlineLimit int
+	// MaxFileStore caps the embedded server's JetStream store in bytes
+	// (zero: the server's default share of the disk); tests use it to run
+	// out of space without filling a disk.
+	MaxFileStore int64
 
 	// External NATS and replicated serve (docs/SCALING.md): see external.go.
 	External
@@ -88,7 +92,14 @@ type Pipeline struct {
 	// and the rollout controller run only while it holds the lease.
 	Lease *leader.Lease
 	url   string
+	// lock holds the data directory for this process.
+	lock *os.File
+	// storeDir is the embedded server's JetStream directory.
+	storeDir string
 }
+
+// ErrDataDirLocked: another process runs a pipeline over the data directory.
+var ErrDataDirLocked = errors.New("data directory locked")
 
 // Start brings the parts up in dependency order and checks the repository
 // before anything runs. Errors from the tailer about the repository wrap
@@ -104,20 +115,28 @@ func Start(ctx context.Context, cfg Config) (_ *Pipeline, err error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("start pipeline: data directory: %w", err)
 	}
-	key, err := loadOrCreateKey(filepath.Join(cfg.DataDir, "signing.nk"))
-	if err != nil {
-		return nil, err
-	}
-	pub, err := key.PublicKey()
-	if err != nil {
-		return nil, fmt.Errorf("start pipeline: signing key: %w", err)
-	}
-	p := &Pipeline{PublicKey: pub}
+	p := &Pipeline{}
 	defer func() {
 		if err != nil {
 			p.Close()
 		}
 	}()
+	if p.lock, err = lockDataDir(cfg.DataDir); err != nil {
+		return nil, fmt.Errorf("start pipeline: %w", err)
+	}
+	if cfg.HTTP != "" {
+		// Bound first, so that a busy port fails at once, naming it.
+		if p.httpLn, err = net.Listen("tcp", cfg.HTTP); err != nil {
+			return nil, fmt.Errorf("start pipeline: --http %s: port not available (another process listens on it?): %w", cfg.HTTP, err)
+		}
+	}
+	key, err := loadOrCreateKey(filepath.Join(cfg.DataDir, "signing.nk"))
+	if err != nil {
+		return nil, err
+	}
+	if p.PublicKey, err = key.PublicKey(); err != nil {
+		return nil, fmt.Errorf("start pipeline: signing key: %w", err)
+	}
 	if cfg.HTTP != "" {
 		// The parts log through the metrics' tap, which counts the events.
 		p.Metrics = metrics.New(metrics.Options{})
@@ -156,9 +175,14 @@ func Start(ctx context.Context, cfg Config) (_ *Pipeline, err error) {
 		Logger:   cfg.Logger,
 		Replicas: cfg.Replicas,
 	}
-	p.Tailer, err = tailer.New(ctx, tcfg, js, store, p.Rollout)
+	p.Tailer, err = tailer.New(ctx, tcfg, js, store, deployer{p.Rollout})
 	if err != nil {
 		return nil, err
+	}
+	if p.Metrics != nil {
+		if err := p.registerIntegrity(); err != nil {
+			return nil, err
+		}
 	}
 	if err := p.startLease(ctx, cfg, js); err != nil {
 		return nil, err
@@ -199,7 +223,10 @@ func (p *Pipeline) startWeb(ctx context.Context, cfg Config, tcfg tailer.Config,
 			if _, err := js.AccountInfo(ctx); err != nil {
 				return fmt.Errorf("JetStream: %w", err)
 			}
-			return nil
+			if err := p.Tailer.Inconsistent(); err != nil {
+				return err
+			}
+			return p.spaceLeft(ctx, js)
 		},
 		Interval: cfg.SampleInterval,
 		Logger:   cfg.Logger,
@@ -207,11 +234,7 @@ func (p *Pipeline) startWeb(ctx context.Context, cfg Config, tcfg tailer.Config,
 	if err != nil {
 		return fmt.Errorf("start pipeline: %w", err)
 	}
-	ln, err := net.Listen("tcp", cfg.HTTP)
-	if err != nil {
-		return fmt.Errorf("start pipeline: listen http: %w", err)
-	}
-	p.Web, p.httpLn = srv, ln
+	p.Web = srv
 	return nil
 }
 
@@ -250,6 +273,27 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		defer wg.Wait()
 		defer cancel()
 	}
+	if p.Server != nil {
+		// The embedded server disables JetStream for good when its disk
+		// fills: stop, so that the supervisor restarts serve once space is
+		// freed (see watchJetStream).
+		ctx, cancel := context.WithCancelCause(ctx)
+		defer cancel(nil)
+		go func() {
+			if err := p.watchJetStream(ctx); err != nil {
+				cancel(err)
+			}
+		}()
+		err := p.runLeased(ctx)
+		if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+			return cause
+		}
+		return err
+	}
+	return p.runLeased(ctx)
+}
+
+func (p *Pipeline) runLeased(ctx context.Context) error {
 	if p.Lease != nil {
 		return p.Lease.Run(ctx, func(ctx context.Context, _ leader.Term) error { return p.runActive(ctx) })
 	}
@@ -294,6 +338,9 @@ func (p *Pipeline) Close() {
 	if p.Server != nil {
 		p.Server.Shutdown()
 		p.Server.WaitForShutdown()
+	}
+	if p.lock != nil {
+		p.lock.Close() // releases the flock
 	}
 }
 

@@ -29,9 +29,11 @@ var actions = []string{ActionAdvance, ActionHalt, ActionResume, ActionRollback, 
 // rollout's previous version). It returns errors wrapping
 // rollout.ErrNoRollout, rollout.ErrState, rollout.ErrNoReason,
 // rollout.ErrNotPinned or cuecast.ErrNotFound for requests that cannot apply,
-// anything else for failures.
+// anything else for failures. On success it returns the config's record as
+// the action left it, which is what the action's log record names (the
+// dashboard's sample may be older than the action).
 type Operator interface {
-	Act(ctx context.Context, cfg cuecast.ConfigPath, action string, to uint64, a rollout.Action) error
+	Act(ctx context.Context, cfg cuecast.ConfigPath, action string, to uint64, a rollout.Action) (rollout.Record, error)
 }
 
 // ControllerOperator performs the actions with the rollout controller's
@@ -40,33 +42,31 @@ func ControllerOperator(c *rollout.Controller) Operator { return controllerOpera
 
 type controllerOperator struct{ c *rollout.Controller }
 
-func (o controllerOperator) Act(ctx context.Context, cfg cuecast.ConfigPath, action string, to uint64, a rollout.Action) error {
-	var err error
+func (o controllerOperator) Act(ctx context.Context, cfg cuecast.ConfigPath, action string, to uint64, a rollout.Action) (rollout.Record, error) {
 	switch action {
 	case ActionAdvance:
-		_, err = o.c.Advance(ctx, cfg, a)
+		return o.c.Advance(ctx, cfg, a)
 	case ActionHalt:
-		_, err = o.c.Halt(ctx, cfg, a)
+		return o.c.Halt(ctx, cfg, a)
 	case ActionResume:
-		_, err = o.c.Resume(ctx, cfg, a)
+		return o.c.Resume(ctx, cfg, a)
 	case ActionUnpin:
-		_, err = o.c.Unpin(ctx, cfg, a)
+		return o.c.Unpin(ctx, cfg, a)
 	case ActionRollback:
 		if to == 0 {
-			rec, rerr := o.c.Record(ctx, cfg)
-			if rerr != nil {
-				return rerr
+			rec, err := o.c.Record(ctx, cfg)
+			if err != nil {
+				return rollout.Record{}, err
 			}
 			if rec.Current == nil || rec.Current.From == 0 {
-				return fmt.Errorf("rollback %s: no previous version known; name one: %w", cfg, rollout.ErrState)
+				return rollout.Record{}, fmt.Errorf("rollback %s: no previous version known; name one: %w", cfg, rollout.ErrState)
 			}
 			to = rec.Current.From
 		}
-		_, err = o.c.Rollback(ctx, cfg, to, a)
+		return o.c.Rollback(ctx, cfg, to, a)
 	default:
-		return fmt.Errorf("unknown action %q", action)
+		return rollout.Record{}, fmt.Errorf("unknown action %q", action)
 	}
-	return err
 }
 
 func (s *Server) actionsEnabled() bool { return s.o.OperatorToken != "" && s.o.Operator != nil }
@@ -130,14 +130,15 @@ func (s *Server) action(w http.ResponseWriter, r *http.Request) {
 	}
 	a := rollout.Action{Actor: "web:" + actor, Reason: strings.TrimSpace(req.Reason), Emergency: req.Emergency}
 	log := s.log.With("action", act, "config", cfg, "actor", a.Actor, "remote", r.RemoteAddr, "emergency", a.Emergency)
-	if snap, _ := s.current(); snap != nil {
-		if rec, ok := snap.records[cfg]; ok && rec.Current != nil {
-			log = log.With("rollout", rec.Current.ID, "version", rec.Current.Version)
-		}
-	}
-	err = s.o.Operator.Act(r.Context(), cfg, act, req.Version, a)
+	rec, err := s.o.Operator.Act(r.Context(), cfg, act, req.Version, a)
 	switch {
 	case err == nil:
+		// The rollout is the one the action itself returned: the dashboard's
+		// cached sample may predate the rollout or lack it (TestStructuredLogs
+		// failed on a busy machine when it did).
+		if rec.Current != nil {
+			log = log.With("rollout", rec.Current.ID, "version", rec.Current.Version)
+		}
 		log.Info("operator action done", "reason", a.Reason)
 		w.WriteHeader(http.StatusNoContent)
 		// Show the result without waiting for the next tick.

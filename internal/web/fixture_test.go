@@ -43,6 +43,8 @@ type fixtureOptions struct {
 	// interval is the tailer's poll interval; default 20ms.
 	interval      time.Duration
 	webhookSecret string
+	// sampleInterval is the dashboard's sampling interval; default 50ms.
+	sampleInterval time.Duration
 }
 
 func start(t *testing.T, o fixtureOptions) *fixture {
@@ -55,6 +57,9 @@ func start(t *testing.T, o fixtureOptions) *fixture {
 	}
 	if o.interval == 0 {
 		o.interval = 20 * time.Millisecond
+	}
+	if o.sampleInterval == 0 {
+		o.sampleInterval = 50 * time.Millisecond
 	}
 	if o.log == nil {
 		o.log = slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})
@@ -69,7 +74,7 @@ func start(t *testing.T, o fixtureOptions) *fixture {
 		WebhookSecret:  o.webhookSecret,
 		HTTP:           "127.0.0.1:0",
 		OperatorToken:  o.token,
-		SampleInterval: 50 * time.Millisecond,
+		SampleInterval: o.sampleInterval,
 		Policies:       o.policies,
 		Logger:         slog.New(o.log),
 	})

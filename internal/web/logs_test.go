@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"sync"
 	"testing"
+	"time"
 )
 
 // syncBuffer is a bytes.Buffer safe for the pipeline's concurrent writers.
@@ -42,10 +43,13 @@ func (b *syncBuffer) records(t *testing.T) []map[string]any {
 
 // TestStructuredLogs: with a JSON handler, the records of a commit's
 // version and of an operator action carry the commit, config, version and
-// rollout as attributes, under fixed keys.
+// rollout as attributes, under fixed keys. The dashboard samples only once
+// (before the first rollout): the action's record must name the rollout the
+// action returned, not the one a sample happened to hold (it failed when the
+// sample lagged on a busy machine).
 func TestStructuredLogs(t *testing.T) {
 	var buf syncBuffer
-	f := start(t, fixtureOptions{policies: holdPolicy, token: "s3cret",
+	f := start(t, fixtureOptions{policies: holdPolicy, token: "s3cret", sampleInterval: time.Hour,
 		log: slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo})})
 	f.waitRollout()
 	sha := f.setAmount("4_000_000")

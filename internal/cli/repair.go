@@ -1,0 +1,114 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cuecast/cuecast/internal/pipeline"
+	"github.com/cuecast/cuecast/tailer"
+)
+
+// RepairOptions are the flags of `cuecast repair`.
+type RepairOptions struct {
+	Repo   string
+	Branch string
+	Data   string
+	Reason string
+	Actor  string
+	Scale  ServeScale
+}
+
+func newRepairCmd(env *Env, runF func(*cobra.Command, *RepairOptions) error) *cobra.Command {
+	opts := &RepairOptions{}
+	cmd := &cobra.Command{
+		Use:   "repair --repo PATH --data DIR --reason TEXT",
+		Short: "Rebuild configs whose version stream lost versions, numbered above all ever published",
+		Long: `Serve refuses to publish when the CUECAST stream holds fewer versions of a config
+than were published before: its files were truncated, damaged or deleted (a power
+loss, a full disk, a restore of an old copy). Publishing the next number would give
+a number that instances already hold a second meaning. Serve logs "version store
+damaged", /readyz answers 503 and cuecast_versions_inconsistent is 1.
+
+Repair is the way back. Stop serve first (it holds a lock on --data), then run
+repair with serve's --repo, --branch and --data (and --nats for an external
+server). It compiles the tip of the branch; each config whose stream is behind gets
+a version of the tip's content numbered one above the highest number ever
+published (as recorded in the data directory's highwater file, the tailer's cursor
+and the rollout records), after its remaining versions are purged; other configs
+get a version only when their output changed. The cursor moves to the tip, every
+new version is deployed (rolled out by serve's controller under the usual
+policies), and each renumbered config gets an audit entry with --reason. Start
+serve again afterwards. Repair also ends a history-rewrite halt: it resumes at
+the tip.
+
+Instances accept the new numbers because they are higher than anything they hold.
+Versions between what the stream kept and the new number are gone: a rollback to
+them is not possible.`,
+		Example: `  cuecast repair --repo ~/src/configs --data /var/lib/cuecast --reason "stream lost after power cut"`,
+		RunE: func(c *cobra.Command, args []string) error {
+			if opts.Reason == "" {
+				return usageErrorf("say why with --reason; it goes to the audit stream", "no reason given")
+			}
+			if opts.Actor == "" {
+				opts.Actor = actor(env)
+			}
+			if runF != nil {
+				return runF(c, opts)
+			}
+			return repairRun(c, env, opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.Repo, "repo", ".", "the repository serve follows")
+	cmd.Flags().StringVar(&opts.Branch, "branch", "main", "the branch serve follows")
+	cmd.Flags().StringVar(&opts.Data, "data", ".cuecast", "serve's data directory")
+	cmd.Flags().StringVar(&opts.Reason, "reason", "", "why, for the audit stream (required)")
+	cmd.Flags().StringVar(&opts.Actor, "as", "", "who is acting (default $CUECAST_ACTOR or $USER)")
+	opts.Scale.register(cmd.Flags())
+	return cmd
+}
+
+func repairRun(c *cobra.Command, env *Env, opts *RepairOptions) error {
+	ctx := c.Context()
+	ext, err := opts.Scale.external(env)
+	if err != nil {
+		return err
+	}
+	p, err := pipeline.Start(ctx, pipeline.Config{
+		Repo:     opts.Repo,
+		Branch:   opts.Branch,
+		DataDir:  opts.Data,
+		Listen:   "127.0.0.1:0", // only this process connects
+		Policies: pipeline.ManifestPolicies(opts.Repo, opts.Branch, opts.Data),
+		Logger:   env.Logger(),
+		External: ext,
+	})
+	if err != nil {
+		return repoError(err)
+	}
+	defer p.Close()
+	rep, err := p.Repair(ctx, opts.Actor, opts.Reason)
+	if err != nil {
+		if errors.Is(err, tailer.ErrInconsistent) {
+			return fmt.Errorf("repair: %w", err)
+		}
+		return repoError(err)
+	}
+	w := env.IO.Out
+	fmt.Fprintf(w, "repaired from commit %s\n", shortCommit(rep.Commit))
+	for _, r := range rep.Renumbered {
+		what := "content"
+		if r.Deleted {
+			what = "tombstone"
+		}
+		fmt.Fprintf(w, "  %s: stream held v%d, v%d was published; now v%d (%s), deployed, audited\n", r.Config, r.Stored, r.Published, r.Version, what)
+	}
+	for _, v := range rep.Published {
+		fmt.Fprintf(w, "  %s: v%d published and deployed (output changed)\n", v.Config, v.Version)
+	}
+	if len(rep.Renumbered) == 0 && len(rep.Published) == 0 {
+		fmt.Fprintln(w, "  nothing to repair: the stream agrees with every record of published versions")
+	}
+	return nil
+}

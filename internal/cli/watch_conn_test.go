@@ -1,0 +1,59 @@
+package cli_test
+
+import (
+	"context"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cuecast/cuecast/internal/cli"
+	"github.com/cuecast/cuecast/internal/iostreams"
+	"github.com/cuecast/cuecast/internal/pipeline"
+	"github.com/cuecast/cuecast/internal/poll"
+)
+
+// TestWatchSaysConnectionLostAndRegained: watch tells on stderr when serve's
+// NATS goes away and when it is back (it used to be silent).
+func TestWatchSaysConnectionLostAndRegained(t *testing.T) {
+	repo := exampleRepo(t)
+	data := t.TempDir()
+	serve := func(listen string) (*pipeline.Pipeline, context.CancelFunc) {
+		ctx, cancel := context.WithCancel(context.Background())
+		p, err := pipeline.Start(ctx, pipeline.Config{Repo: repo.Dir, Branch: "main", DataDir: data, Listen: listen, Interval: 20 * time.Millisecond})
+		if err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		go func() { p.Run(ctx); close(done) }()
+		return p, func() { cancel(); <-done; p.Close() }
+	}
+	p, stop := serve("127.0.0.1:0")
+	u, err := url.Parse(p.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, stopWatch := context.WithCancel(context.Background())
+	stdout, stderr := &syncBuffer{}, &syncBuffer{}
+	done := make(chan int, 1)
+	go func() {
+		io := &iostreams.IOStreams{In: strings.NewReader(""), Out: stdout, ErrOut: stderr}
+		done <- cli.Main(wctx, []string{"watch", "--nats", p.ClientURL(), "--config", "payments/checkout", "--instance", "web-1",
+			"--lkg", filepath.Join(t.TempDir(), "lkg.json")}, io, func(string) string { return "" })
+	}()
+	defer func() { stopWatch(); <-done }()
+	poll.Until(t, "watch applied v1", 20*time.Second, func() (bool, string) {
+		return strings.Contains(stdout.String(), `"version":1`), stdout.String()
+	})
+	stop()
+	poll.Until(t, "watch says the connection is lost", 20*time.Second, func() (bool, string) {
+		return strings.Contains(stderr.String(), "watch web-1: lost the connection to NATS"), stderr.String()
+	})
+	_, stop = serve(u.Host)
+	defer stop()
+	poll.Until(t, "watch says it reconnected", 20*time.Second, func() (bool, string) {
+		return strings.Contains(stderr.String(), "watch web-1: reconnected to NATS at"), stderr.String()
+	})
+}

@@ -1,0 +1,193 @@
+package pipeline_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cuecast/cuecast/distributor/rollout"
+	"github.com/cuecast/cuecast/internal/gittest"
+	"github.com/cuecast/cuecast/internal/pipeline"
+)
+
+// TestDataDirLocked: a second pipeline over a data directory in use exits at
+// once naming the first one's PID; once the first is closed, it starts.
+func TestDataDirLocked(t *testing.T) {
+	repo, _ := smallRepo(t)
+	data := t.TempDir()
+	first := start(t, repo, data)
+	began := time.Now()
+	_, err := pipeline.Start(context.Background(), pipeline.Config{Repo: repo.Dir, Branch: "main", DataDir: data, Listen: "127.0.0.1:0"})
+	if !errors.Is(err, pipeline.ErrDataDirLocked) || !strings.Contains(err.Error(), fmt.Sprintf("pid %d", os.Getpid())) {
+		t.Fatalf("second start: %v, want ErrDataDirLocked naming pid %d", err, os.Getpid())
+	}
+	if d := time.Since(began); d > 2*time.Second {
+		t.Errorf("second start took %s to fail", d)
+	}
+	first.stop()
+	p, err := pipeline.Start(context.Background(), pipeline.Config{Repo: repo.Dir, Branch: "main", DataDir: data, Listen: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatalf("start after the first stopped: %v", err)
+	}
+	p.Close()
+}
+
+// TestBusyPortsFailAtOnce: a taken --listen or --http port fails Start at
+// once, naming the port (it used to wait 10s for "not ready").
+func TestBusyPortsFailAtOnce(t *testing.T) {
+	repo := gittest.New(t)
+	repo.CopyDir("../../configs-example")
+	repo.Commit("import")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	busy := ln.Addr().String()
+	_, port, _ := net.SplitHostPort(busy)
+	for _, tc := range []struct {
+		name         string
+		listen, http string
+		want         string
+	}{
+		{"listen", busy, "", "--listen " + busy + ": port " + port + " is not available"},
+		{"http", "127.0.0.1:0", busy, "--http " + busy + ": port not available"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			began := time.Now()
+			_, err := pipeline.Start(context.Background(), pipeline.Config{Repo: repo.Dir, Branch: "main", DataDir: t.TempDir(), Listen: tc.listen, HTTP: tc.http})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want an error containing %q", err, tc.want)
+			}
+			if d := time.Since(began); d > 2*time.Second {
+				t.Errorf("took %s to fail", d)
+			}
+		})
+	}
+}
+
+// TestStoreFullNamedAndRecovers: with the JetStream store at its limit (a
+// full disk in small), a commit's publish fails naming the lack of space,
+// /readyz is 503 saying so, and once space is freed the version is published
+// without a restart and /readyz is 200 again. (It used to fail with "context
+// deadline exceeded" and keep /readyz at 200.)
+func TestStoreFullNamedAndRecovers(t *testing.T) {
+	ctx := context.Background()
+	repo, cfgs := smallRepo(t)
+	var logs syncLog
+	pctx, cancel := context.WithCancel(ctx)
+	p, err := pipeline.Start(pctx, pipeline.Config{
+		Repo: repo.Dir, Branch: "main", DataDir: t.TempDir(), Listen: "127.0.0.1:0", Interval: 20 * time.Millisecond,
+		HTTP: "127.0.0.1:0", SampleInterval: 50 * time.Millisecond, MaxFileStore: 4 << 20,
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- p.Run(pctx) }()
+	t.Cleanup(func() { cancel(); <-done; p.Close() })
+	base := "http://" + p.HTTPAddr()
+	eventually(t, "first commit deployed everywhere", func() (bool, string) {
+		recs, err := p.Rollout.Records(ctx)
+		if err != nil || len(recs) != len(cfgs) {
+			return false, fmt.Sprint(len(recs), err)
+		}
+		for _, r := range recs {
+			if r.Current == nil || r.Current.State != rollout.StateComplete {
+				return false, fmt.Sprintf("%s: %+v", r.Config, r.Current)
+			}
+		}
+		return true, ""
+	})
+
+	js, err := jetstream.New(p.NC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "FILLER", Subjects: []string{"filler"}}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; ; i++ {
+		if _, err := js.Publish(ctx, "filler", make([]byte, 64<<10)); err != nil {
+			break
+		}
+		if i > 200 {
+			t.Fatal("the store never filled up")
+		}
+	}
+	eventually(t, "/readyz 503 naming the full store", func() (bool, string) {
+		code, body := get(t, base+"/readyz")
+		return code == http.StatusServiceUnavailable && strings.Contains(body, "store full"), fmt.Sprint(code, body)
+	})
+	change := repo.CommitFiles("a: value 1", map[string]string{string(cfgs[0]) + "/c.cue": fmt.Sprintf("package %s\n\nvalue: 1\n", cfgs[0].Name())})
+	p.Tailer.Wake()
+	eventually(t, "the failed publish named as lack of space", func() (bool, string) {
+		return strings.Contains(logs.String(), "no space left"), logs.String()
+	})
+
+	if err := js.DeleteStream(ctx, "FILLER"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the change published after space was freed", func() (bool, string) {
+		v, err := p.Distributor.Latest(ctx, cfgs[0])
+		return err == nil && v.Commit == change, fmt.Sprint(v.Version, err)
+	})
+	eventually(t, "/readyz 200", func() (bool, string) {
+		code, body := get(t, base+"/readyz")
+		return code == http.StatusOK, fmt.Sprint(code, body)
+	})
+}
+
+// TestJetStreamDisabledStopsServe: when the embedded server disables
+// JetStream (what it does on a full disk), Run returns an error saying so,
+// for the supervisor to restart serve once space is freed.
+func TestJetStreamDisabledStopsServe(t *testing.T) {
+	repo, _ := smallRepo(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	p, err := pipeline.Start(ctx, pipeline.Config{Repo: repo.Dir, Branch: "main", DataDir: t.TempDir(), Listen: "127.0.0.1:0", Interval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	p.Server.DisableJetStream()
+	select {
+	case err := <-done:
+		if !errors.Is(err, pipeline.ErrJetStreamDisabled) || !strings.Contains(err.Error(), "free space") {
+			t.Fatalf("Run: %v, want ErrJetStreamDisabled telling to free space", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run kept going with JetStream disabled")
+	}
+}
+
+type syncLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *syncLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *syncLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
