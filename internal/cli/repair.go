@@ -52,7 +52,11 @@ them is not possible.`,
 				return usageErrorf("say why with --reason; it goes to the audit stream", "no reason given")
 			}
 			if opts.Actor == "" {
-				opts.Actor = actor(env)
+				a, err := actor(env)
+				if err != nil {
+					return err
+				}
+				opts.Actor = a
 			}
 			if runF != nil {
 				return runF(c, opts)
