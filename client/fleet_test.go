@@ -21,7 +21,7 @@ func TestFleetConverges(t *testing.T) {
 	if testing.Short() {
 		n, conns = 200, 10
 	}
-	e := newEnv(t, envOpts{signed: true})
+	e := newEnv(t, envOpts{})
 	e.ship(1, body(1))
 	ncs := make([]*nats.Conn, conns)
 	for i := range ncs {

@@ -104,7 +104,7 @@ func TestOffline50Versions(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(nc.Close)
-			c, ev := newClientOn(t, nc, "offline")
+			c, ev := e.newClientOn(nc, "offline")
 			w := watch(t, c)
 			waitVersion(t, w, ev, 1)
 			p.cut()
@@ -165,7 +165,7 @@ func TestServerRestartMidStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	c, ev := newClientOn(t, nc, "restart")
+	c, ev := e.newClientOn(nc, "restart")
 	w := watch(t, c)
 
 	const last = 30
@@ -217,13 +217,13 @@ func TestServerRestartMidStream(t *testing.T) {
 }
 
 func TestSignatures(t *testing.T) {
-	e := newEnv(t, envOpts{signed: true})
+	e := newEnv(t, envOpts{})
 	e.ship(1, body(1))
 
 	t.Run("untrusted key", func(t *testing.T) {
 		other, _ := nkeys.CreateAccount()
 		otherPub, _ := other.PublicKey()
-		c, ev := e.newClient("distrustful", client.WithTrustedKeys(otherPub))
+		c, ev := newClientOn(t, e.srv.Connect(t, client.ConnectOptions()...), "distrustful", client.WithTrustedKeys(otherPub))
 		w := watch(t, c)
 		waitEvent(t, ev, "bad signature", func(e client.Event) bool {
 			return e.Kind == client.EventRejected && errors.Is(e.Err, cuecast.ErrBadSignature)
@@ -234,7 +234,7 @@ func TestSignatures(t *testing.T) {
 		e.waitReport("distrustful", func(r cuecast.Report) bool { return strings.Contains(r.LastError, "bad signature") })
 	})
 
-	c, ev := e.newClient("trusting", client.WithTrustedKeys(e.pub))
+	c, ev := e.newClient("trusting")
 	w := watch(t, c)
 	waitVersion(t, w, ev, 1)
 	e.ship(2, body(2))

@@ -68,6 +68,9 @@ type Watcher struct {
 	timerAt                                     time.Time // when timer fires; zero when stopped
 }
 
+// errInsecure is the error of the event saying a watcher does not verify.
+var errInsecure = errors.New("insecure: signature verification disabled")
+
 type cachedVersion struct {
 	meta cuecast.Version
 	seq  uint64
@@ -187,6 +190,9 @@ func (w *Watcher) run() {
 	// started together does not report in lockstep.
 	w.after(&w.heartbeatAt, rand.N(w.c.o.heartbeat)+1)
 
+	if w.c.o.insecure {
+		w.event(EventError, 0, "signatures are NOT verified (WithInsecureSkipVerify): anyone who can publish on the server decides what this instance runs", errInsecure)
+	}
 	w.resync("start")
 	close(w.ready)
 	for {

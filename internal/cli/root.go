@@ -74,6 +74,7 @@ Exit codes: 0 ok, 1 cuecast failed, 2 wrong usage, 3 invalid configs, 4 halted o
 		newServeCmd(env, nil),
 		newWatchCmd(env, nil),
 		newAgentCmd(env, nil),
+		newKeysCmd(env),
 		newStatusCmd(env, nil),
 		newLogCmd(env, nil),
 		newTailerCmd(env, nil),

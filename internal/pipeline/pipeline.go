@@ -36,6 +36,10 @@ type Config struct {
 	Branch string
 	// DataDir holds the JetStream store, the signing key and remote clones.
 	DataDir string
+	// SigningKey signs every version and pointer; nil: the seed in
+	// DataDir/signing.nk, created on first start. (serve loads it itself, from
+	// --signing-key, to write the trusted-keys file first.)
+	SigningKey nkeys.KeyPair
 	// Listen is the embedded server's client address; port 0 picks one.
 	Listen string
 	// Interval is the tailer's poll interval (zero: its default).
@@ -104,9 +108,11 @@ func Start(ctx context.Context, cfg Config) (_ *Pipeline, err error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("start pipeline: data directory: %w", err)
 	}
-	key, err := loadOrCreateKey(filepath.Join(cfg.DataDir, "signing.nk"))
-	if err != nil {
-		return nil, err
+	key := cfg.SigningKey
+	if key == nil {
+		if key, err = loadOrCreateKey(filepath.Join(cfg.DataDir, "signing.nk")); err != nil {
+			return nil, err
+		}
 	}
 	pub, err := key.PublicKey()
 	if err != nil {
