@@ -107,6 +107,9 @@ type Distributor struct {
 	// (cachedPointer), so a deploy needs no reads; a lost compare-and-swap
 	// evicts the entry.
 	ptrs sync.Map
+	// revs is the last pointer revision this Distributor gave each config
+	// (pointers.go, nextRevision).
+	revs revisions
 	// latestCache holds each config's latest storedVersion as last written
 	// or read here (see cachedLatest).
 	latestCache sync.Map

@@ -789,3 +789,77 @@ func TestAllBucketsPointerDropsInstancePointers(t *testing.T) {
 		t.Fatalf("instance %s named by a fresh distributor: pointer %+v (stored %t), want v1", b, p, ok)
 	}
 }
+
+// TestRevisionsRiseAcrossWriters: every pointer write of a config gets a
+// revision above every earlier one, on any of its subjects, whichever
+// Distributor writes it and however wrong its clock: a serve restart or a
+// failover to a replica whose clock is an hour behind must not write
+// pointers that subscribers rank below older ones (they follow the highest
+// revision, docs/PROTOCOL.md §5).
+func TestRevisionsRiseAcrossWriters(t *testing.T) {
+	s := natstest.Start(t)
+	ctx := t.Context()
+	log := slog.New(slog.NewTextHandler(t.Output(), nil))
+	newD := func(skew time.Duration) *distributor.Distributor {
+		d, err := distributor.New(ctx, s.Connect(t), distributor.Options{Logger: log})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(d.Close)
+		distributor.SkewClock(d, skew)
+		return d
+	}
+	ahead, behind, far := newD(time.Hour), newD(-time.Hour), newD(-48*time.Hour)
+	v1 := mustPublish(t, ahead, 1, content(1))
+	v2 := mustPublish(t, ahead, 2, content(2))
+	js, _ := jetstream.New(s.Connect(t))
+	st, err := js.Stream(ctx, "CUECAST")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last uint64
+	check := func(step, subj string) {
+		t.Helper()
+		m, err := st.GetLastMsgForSubject(ctx, subj)
+		if err != nil {
+			t.Fatalf("%s: read %s: %v", step, subj, err)
+		}
+		var p cuecast.Pointer
+		if err := json.Unmarshal([]byte(m.Header.Get(distributor.HeaderPointer)), &p); err != nil {
+			t.Fatal(err)
+		}
+		if p.Revision <= last || p.Subject != subj {
+			t.Fatalf("%s: pointer on %s has revision %d, subject %q; want above %d, %s", step, subj, p.Revision, p.Subject, last, subj)
+		}
+		last = p.Revision
+	}
+	if err := ahead.Deploy(ctx, v1); err != nil {
+		t.Fatal(err)
+	}
+	check("deploy by the replica an hour ahead", cuecast.AllPointerSubject(cfg))
+	if err := behind.SetPointers(ctx, cfg, []int{7}, cuecast.Pointer{Version: 2}); err != nil {
+		t.Fatal(err)
+	}
+	check("bucket pointer by the replica an hour behind", cuecast.PointerSubject(cfg, 7))
+	if err := far.SetInstancePointers(ctx, cfg, []string{"web-1"}, cuecast.Pointer{Version: 1, Rollback: true}); err != nil {
+		t.Fatal(err)
+	}
+	check("instance pointer by the replica two days behind", cuecast.InstancePointerSubject(cfg, "web-1"))
+	if err := behind.Stage(ctx, cfg, cuecast.Pointer{Version: 2}); err != nil {
+		t.Fatal(err)
+	}
+	check("staged pointer", cuecast.StagedSubject(cfg))
+	if err := far.Activate(ctx, cfg, cuecast.Pointer{Version: 2}); err != nil {
+		t.Fatal(err)
+	}
+	check("activation pointer", cuecast.ActivationSubject(cfg))
+	if err := behind.Deploy(ctx, v2); err != nil {
+		t.Fatal(err)
+	}
+	check("deploy by the replica behind", cuecast.AllPointerSubject(cfg))
+	// What subscribers of bucket 7 and of web-1 run is what Pointer and
+	// InstancePointer say: the newest by revision.
+	if p, err := ahead.Pointer(ctx, cfg, 7); err != nil || p.Version != 2 || p.Revision != last {
+		t.Fatalf("Pointer(bucket 7): %+v, %v; want the last write, version 2", p, err)
+	}
+}
