@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -861,5 +863,53 @@ func TestRevisionsRiseAcrossWriters(t *testing.T) {
 	// InstancePointer say: the newest by revision.
 	if p, err := ahead.Pointer(ctx, cfg, 7); err != nil || p.Version != 2 || p.Revision != last {
 		t.Fatalf("Pointer(bucket 7): %+v, %v; want the last write, version 2", p, err)
+	}
+}
+
+// TestTrustedKeysFile: what serve and `cuecast keys` do to <data>/trusted-keys
+// over a rotation: the first key creates it, the next is added beside it
+// (idempotently, as every serve start adds its key), retiring removes one
+// but never the last.
+func TestTrustedKeysFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "data", distributor.TrustedKeysFile)
+	pub := func() string {
+		kp, err := nkeys.CreateAccount()
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, _ := kp.PublicKey()
+		return p
+	}
+	oldPub, newPub := pub(), pub()
+	if _, err := distributor.ReadTrustedKeys(path); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("read before serve: %v, want ErrNotExist", err)
+	}
+	for _, step := range []struct {
+		name string
+		do   func() ([]string, error)
+		want []string
+	}{
+		{"first start", func() ([]string, error) { return distributor.TrustKey(path, oldPub) }, []string{oldPub}},
+		{"restart", func() ([]string, error) { return distributor.TrustKey(path, oldPub) }, []string{oldPub}},
+		{"keys new", func() ([]string, error) { return distributor.TrustKey(path, newPub) }, []string{oldPub, newPub}},
+		{"restart with the new key", func() ([]string, error) { return distributor.TrustKey(path, newPub) }, []string{oldPub, newPub}},
+		{"retire the old key", func() ([]string, error) { return distributor.RetireKey(path, oldPub) }, []string{newPub}},
+	} {
+		got, err := step.do()
+		if err != nil || !slices.Equal(got, step.want) {
+			t.Fatalf("%s: %v, %v; want %v", step.name, got, err, step.want)
+		}
+		if read, err := distributor.ReadTrustedKeys(path); err != nil || !slices.Equal(read, step.want) {
+			t.Fatalf("%s: file lists %v, %v; want %v", step.name, read, err, step.want)
+		}
+	}
+	if _, err := distributor.RetireKey(path, newPub); err == nil {
+		t.Fatal("retiring the last key: got success, want refusal")
+	}
+	if _, err := distributor.TrustKey(path, "SAAACAQDAQCQMBYIBEFAWDANBYHRAEISCMKBKFQXDAMRUGY4DUPB6IFO3A"); err == nil {
+		t.Fatal("trusting a seed: got success, want refusal")
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o644 {
+		t.Fatalf("file mode: %v, %v; want 0644", fi, err)
 	}
 }
