@@ -74,3 +74,57 @@ func TestKeyRotation(t *testing.T) {
 	}
 	waitVersion(t, wBoth, evBoth, 4)
 }
+
+// TestResignAfterRotation: when serve becomes active with a new key
+// (Distributor.ResignPointers), every config's pointers are signed again by
+// it, so an instance trusting only the new key starts from a config that has
+// not changed since the switch, on the pointer that governs it (here its
+// bucket's rollback, newer than the all-buckets pointer). An instance
+// trusting both keys applies nothing new: the governing pointer reaches it
+// first and the others do not govern.
+func TestResignAfterRotation(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	oldPub := e.pub
+	newKey, err := nkeys.CreateAccount()
+	if err != nil {
+		t.Fatal(err)
+	}
+	newPub, _ := newKey.PublicKey()
+	const instance = "resigned"
+	bucket := cuecast.Cohort(cfg.Namespace(), instance)
+	both, evBoth := newClientOn(t, e.srv.Connect(t, client.ConnectOptions()...), instance, client.WithTrustedKeys(oldPub, newPub))
+	wBoth := watch(t, both)
+	e.ship(1, body(1))
+	e.ship(2, body(2))
+	if err := e.d.SetPointers(t.Context(), cfg, []int{bucket}, cuecast.Pointer{Version: 1, Rollback: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.d.SetInstancePointers(t.Context(), cfg, []string{"elsewhere"}, cuecast.Pointer{Version: 1, Rollback: true}); err != nil {
+		t.Fatal(err)
+	}
+	waitVersion(t, wBoth, evBoth, 1)
+	before := evBoth.applied()
+
+	e.key, e.pub = newKey, newPub
+	e.newDistributor(envOpts{})
+	n, err := e.d.ResignPointers(t.Context())
+	if err != nil || n != 3 {
+		t.Fatalf("ResignPointers: %d, %v; want the all-buckets, bucket and instance pointers", n, err)
+	}
+	if n, err := e.d.ResignPointers(t.Context()); err != nil || n != 0 {
+		t.Fatalf("ResignPointers again: %d, %v; want nothing to do", n, err)
+	}
+	fresh, evFresh := newClientOn(t, e.srv.Connect(t, client.ConnectOptions()...), instance, client.WithTrustedKeys(newPub))
+	wFresh := watch(t, fresh)
+	waitVersion(t, wFresh, evFresh, 1)
+	other, evOther := newClientOn(t, e.srv.Connect(t, client.ConnectOptions()...), "elsewhere", client.WithTrustedKeys(newPub))
+	waitVersion(t, watch(t, other), evOther, 1)
+
+	// The next change reaches everyone; nothing flipped on the way.
+	e.ship(3, body(3))
+	waitVersion(t, wBoth, evBoth, 3)
+	waitVersion(t, wFresh, evFresh, 3)
+	if got := evBoth.applied(); !slices.Equal(got, append(before, 3)) {
+		t.Fatalf("instance trusting both applied %v, want %v then 3; events:%s", got, before, evBoth)
+	}
+}

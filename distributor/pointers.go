@@ -545,6 +545,12 @@ type revisions struct {
 // stream holds lower revisions than subscribers saw; the clock takes the
 // next write above them unless it went backwards (docs/PROTOCOL.md §5.2).
 func (d *Distributor) nextRevision(ctx context.Context, cfg cuecast.ConfigPath) (uint64, error) {
+	return d.nextRevisions(ctx, cfg, 1)
+}
+
+// nextRevisions is nextRevision for n writes: it returns the first of n
+// consecutive revisions, all above every earlier one.
+func (d *Distributor) nextRevisions(ctx context.Context, cfg cuecast.ConfigPath, n int) (uint64, error) {
 	stored, err := d.storedRevision(ctx, cfg)
 	if err != nil {
 		return 0, fmt.Errorf("read the revision of %s: %w", cfg, err)
@@ -559,7 +565,7 @@ func (d *Distributor) nextRevision(ctx context.Context, cfg cuecast.ConfigPath) 
 		now = d.revs.now
 	}
 	rev := max(uint64(now().UnixNano()), max(stored, d.revs.last[cfg])+1)
-	d.revs.last[cfg] = rev
+	d.revs.last[cfg] = rev + uint64(n) - 1
 	return rev, nil
 }
 

@@ -270,6 +270,14 @@ func (p *Pipeline) runActive(ctx context.Context) error {
 	// an error, the other is stopped too.
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
+	// After a signing-key switch, the stored pointers move onto the new key
+	// before anything else writes one (docs/OPERATIONS.md, "Rotating the
+	// signing key"); a no-op otherwise. A failure is retried at the next
+	// lease term or restart, and costs only services trusting the new key
+	// alone a start from those pointers, so it is logged.
+	if _, err := p.Distributor.ResignPointers(ctx); err != nil {
+		p.log.Warn("re-sign pointers with the current key", "err", err)
+	}
 	ctlErr := make(chan error, 1)
 	go func() {
 		err := p.Rollout.Run(ctx)
