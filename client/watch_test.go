@@ -539,3 +539,23 @@ func TestInstancePointer(t *testing.T) {
 		t.Fatalf("named instance applied %v, want [1 2 1 2]", got)
 	}
 }
+
+// TestInsecureSkipVerifySaysSo: the only way to run without trusted keys is
+// to ask for it, and every watcher then says, as an error event, that it
+// does not verify; it still applies what it receives.
+func TestInsecureSkipVerifySaysSo(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	e.ship(1, body(1))
+	nc := e.srv.Connect(t, client.ConnectOptions()...)
+	if _, err := client.New(nc, client.WithInstance("keyless")); !errors.Is(err, client.ErrNoTrustedKeys) {
+		t.Fatalf("New without keys: got %v, want ErrNoTrustedKeys", err)
+	}
+	c, ev := newClientOn(t, nc, "keyless", client.WithInsecureSkipVerify())
+	w := watch(t, c)
+	waitVersion(t, w, ev, 1)
+	if _, ok := ev.find(func(e client.Event) bool {
+		return e.Kind == client.EventError && strings.Contains(e.Detail, "NOT verified")
+	}); !ok {
+		t.Fatalf("no event saying signatures are not verified; events:%s", ev)
+	}
+}

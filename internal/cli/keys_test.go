@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/cuecast/cuecast/internal/cli"
+	"github.com/cuecast/cuecast/internal/iostreams"
 )
 
 // TestWatchRefusesWithoutTrustedKeys: verification is the default; a watch
@@ -80,5 +81,86 @@ func TestKeysNewAndRetire(t *testing.T) {
 	}
 	if code, _, _ := run(ctx, "keys", "retire", newPub, "--data", data, "--signing-key", filepath.Join(data, "none.nk")); code == 0 {
 		t.Fatal("retiring the last key: got success, want refusal")
+	}
+}
+
+// TestServeWritesTrustedKeys: serve lists its key in <data>/trusted-keys on
+// every start, keeping the keys listed; after `keys new` and a restart with
+// --signing-key, it signs with the new key while the file lists both, which
+// `keys` prints for the services; `keys retire` then leaves the new one.
+func TestServeWritesTrustedKeys(t *testing.T) {
+	repo := exampleRepo(t)
+	data := t.TempDir()
+	trustFile := filepath.Join(data, "trusted-keys")
+	serve := func(args ...string) string {
+		t.Helper()
+		ctx, cancel := context.WithCancel(context.Background())
+		stderr := &syncBuffer{}
+		done := make(chan int, 1)
+		go func() {
+			io := &iostreams.IOStreams{In: strings.NewReader(""), Out: &syncBuffer{}, ErrOut: stderr}
+			done <- cli.Main(ctx, append([]string{"serve", "--repo", repo.Dir, "--data", data, "--listen", "127.0.0.1:0"}, args...), io, func(string) string { return "" })
+		}()
+		await(t, "serve running", func() bool { return strings.Contains(stderr.String(), "cuecast serve: NATS at") })
+		cancel()
+		if code := <-done; code != 0 {
+			t.Fatalf("serve exited %d: %s", code, stderr)
+		}
+		return stderr.String()
+	}
+	pubOf := func(seedFile string) string {
+		t.Helper()
+		seed, err := os.ReadFile(seedFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kp, err := nkeys.FromSeed([]byte(strings.TrimSpace(string(seed))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pub, _ := kp.PublicKey()
+		return pub
+	}
+	keys := func() []string {
+		t.Helper()
+		code, out, stderr := run(context.Background(), "keys", "--data", data)
+		if code != 0 {
+			t.Fatalf("keys: exit %d: %s", code, stderr)
+		}
+		var ks []string
+		for _, l := range strings.Split(out.String(), "\n") {
+			if l != "" && !strings.HasPrefix(l, "#") {
+				ks = append(ks, l)
+			}
+		}
+		return ks
+	}
+
+	serve()
+	oldPub := pubOf(filepath.Join(data, "signing.nk"))
+	if got := keys(); len(got) != 1 || got[0] != oldPub {
+		t.Fatalf("after the first start: keys %v, want [%s]", got, oldPub)
+	}
+	if fi, err := os.Stat(trustFile); err != nil || fi.Mode().Perm() != 0o644 {
+		t.Fatalf("%s: %v, %v; want a file anyone may read", trustFile, fi, err)
+	}
+	code, out, stderr := run(context.Background(), "keys", "new", "--data", data)
+	if code != 0 {
+		t.Fatalf("keys new: exit %d: %s", code, stderr)
+	}
+	newPub := strings.TrimSpace(out.String())
+	next := filepath.Join(data, "signing.next.nk")
+	if log := serve("--signing-key", next); !strings.Contains(log, "signing with "+newPub) {
+		t.Fatalf("serve with --signing-key %s does not say it signs with %s:\n%s", next, newPub, log)
+	}
+	if got := keys(); len(got) != 2 || got[0] != oldPub || got[1] != newPub {
+		t.Fatalf("after switching serve to the new key: keys %v, want [%s %s]", got, oldPub, newPub)
+	}
+	if code, _, stderr := run(context.Background(), "keys", "retire", oldPub, "--data", data, "--signing-key", next); code != 0 {
+		t.Fatalf("keys retire: exit %d: %s", code, stderr)
+	}
+	serve("--signing-key", next)
+	if got := keys(); len(got) != 1 || got[0] != newPub {
+		t.Fatalf("after retiring the old key and restarting: keys %v, want [%s]", got, newPub)
 	}
 }
