@@ -1,6 +1,8 @@
 package client_test
 
 import (
+	"encoding/json"
+	"errors"
 	"slices"
 	"strconv"
 	"testing"
@@ -139,5 +141,33 @@ func TestReplayedPointersNeverMoveBackOrFreeze(t *testing.T) {
 		if s := w.w.Current(); s.Version != 4 || string(s.Content) != string(body(4)) {
 			t.Errorf("%s instance runs %d %q, want 4 %q", w.name, s.Version, s.Content, body(4))
 		}
+	}
+}
+
+// TestPointerWithoutRevisionRejected: a pointer in the format before signed
+// revisions (a serve not yet upgraded) is refused and said, not silently
+// taken for "no pointer yet".
+func TestPointerWithoutRevisionRejected(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	e.ship(1, body(1))
+	c, ev := e.newClient("upgraded")
+	w := watch(t, c)
+	waitVersion(t, w, ev, 1)
+	p, err := e.d.Pointer(t.Context(), cfg, w.Bucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Version, p.Revision, p.Subject = 2, 0, cuecast.PointerSubject(cfg, w.Bucket())
+	enc, _ := json.Marshal(p)
+	m := nats.NewMsg("ccr" + p.Subject[2:])
+	m.Header.Set("Cuecast-Pointer", string(enc))
+	if err := e.dnc.PublishMsg(m); err != nil {
+		t.Fatal(err)
+	}
+	waitEvent(t, ev, "rejection of a pointer without revision", func(e client.Event) bool {
+		return e.Kind == client.EventRejected && e.Version == 2 && errors.Is(e.Err, cuecast.ErrBadSignature)
+	})
+	if s := w.Current(); s.Version != 1 {
+		t.Fatalf("Current: got %d, want 1", s.Version)
 	}
 }

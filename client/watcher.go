@@ -79,6 +79,10 @@ type Watcher struct {
 // errInsecure is the error of the event saying a watcher does not verify.
 var errInsecure = errors.New("insecure: signature verification disabled")
 
+// errNoRevision rejects a pointer written before pointers were ordered by a
+// signed revision (by a serve older than the client).
+var errNoRevision = fmt.Errorf("pointer has no revision (written by a serve older than pointer signing v3; upgrade serve): %w", cuecast.ErrBadSignature)
+
 type cachedVersion struct {
 	meta cuecast.Version
 	seq  uint64
@@ -446,6 +450,10 @@ func (w *Watcher) pointer(m *nats.Msg, subj string, after uint64) (p cuecast.Poi
 		w.reject(0, "undecodable pointer", fmt.Errorf("%s header: %w", headerPtr, err), false)
 		return p, nil, false
 	}
+	if p.Revision == 0 {
+		w.reject(p.Version, "pointer", errNoRevision, false)
+		return p, nil, false
+	}
 	if p.Revision <= after {
 		return p, nil, false
 	}
@@ -738,7 +746,7 @@ func (w *Watcher) verifyPointer(p cuecast.Pointer, subj string) error {
 	if p.Config != w.cfg {
 		return fmt.Errorf("pointer on %s names config %s: %w", cuecast.PointerSubject(w.cfg, w.bucket), p.Config, cuecast.ErrBadSignature)
 	}
-	if subj != p.Subject && (subj != "" || !w.appliesFrom(p.Subject)) {
+	if subj == "" && !w.appliesFrom(p.Subject) || subj != "" && p.Subject != subj {
 		return w.wrongSubject(p, subj)
 	}
 	if w.c.o.keyring == nil {
