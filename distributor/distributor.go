@@ -134,7 +134,14 @@ func (d *Distributor) followPointers() error {
 		if err != nil || subj == "" || json.Unmarshal([]byte(m.Header.Get(HeaderPointer)), &p) != nil {
 			return
 		}
-		if c, ok := d.ptrs.Load(subj); ok && c.(cachedPointer).seq >= seq {
+		// Anyone able to publish on ccr.> could otherwise set the
+		// sequence the next compare-and-swap expects (pointers.go,
+		// followable).
+		var cur cachedPointer
+		if c, ok := d.ptrs.Load(subj); ok {
+			cur = c.(cachedPointer)
+		}
+		if !d.followable(p, subj, seq, cur) {
 			return
 		}
 		d.ptrs.Store(subj, cachedPointer{p: p, seq: seq})

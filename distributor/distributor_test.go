@@ -21,6 +21,7 @@ import (
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/distributor"
 	"github.com/cuecast/cuecast/internal/natstest"
+	"github.com/cuecast/cuecast/internal/poll"
 )
 
 const cfg = cuecast.ConfigPath("payments/checkout")
@@ -911,5 +912,84 @@ func TestTrustedKeysFile(t *testing.T) {
 	}
 	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o644 {
 		t.Fatalf("file mode: %v, %v; want 0644", fi, err)
+	}
+}
+
+// TestForgedRepublishLeavesCacheAlone: the Distributor follows the
+// RePublished pointers to keep its compare-and-swap expectations current.
+// A genuine old pointer re-sent on ccr.> with a forged Nats-Sequence used to
+// become the sequence its next write on that subject expected, so the write
+// failed with a conflict (and every one after it, while the replays went
+// on). Only a pointer signed for its subject with a newer revision moves
+// the cache now.
+func TestForgedRepublishLeavesCacheAlone(t *testing.T) {
+	s := natstest.Start(t)
+	ctx := t.Context()
+	kp, err := nkeys.CreateAccount()
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(t.Output(), nil))
+	d, err := distributor.New(ctx, s.Connect(t), distributor.Options{Logger: log, SigningKey: kp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	other, err := distributor.New(ctx, s.Connect(t), distributor.Options{Logger: log, SigningKey: kp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	mustPublish(t, d, 1, content(1))
+	mustPublish(t, d, 2, content(2))
+	if err := d.SetPointers(ctx, cfg, []int{3}, cuecast.Pointer{Version: 1}); err != nil {
+		t.Fatal(err)
+	}
+	js, _ := jetstream.New(s.Connect(t))
+	st, err := js.Stream(ctx, "CUECAST")
+	if err != nil {
+		t.Fatal(err)
+	}
+	subj := cuecast.PointerSubject(cfg, 3)
+	real, err := st.GetLastMsgForSubject(ctx, subj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	attacker := s.Connect(t)
+	for _, h := range []map[string]string{
+		{"Nats-Sequence": "999999999"},                                      // the real pointer, again
+		{"Nats-Sequence": "999999999", "Cuecast-Pointer": `{"config":"x"}`}, // garbage
+	} {
+		m := nats.NewMsg("ccr" + subj[2:])
+		m.Header.Set(distributor.HeaderPointer, real.Header.Get(distributor.HeaderPointer))
+		m.Header.Set("Nats-Subject", subj)
+		for k, v := range h {
+			m.Header.Set(k, v)
+		}
+		if err := attacker.PublishMsg(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := attacker.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	// Another writer moves bucket 4: d learns of it only by following, on
+	// the same subscription, after the forged messages.
+	if err := other.SetPointers(ctx, cfg, []int{4}, cuecast.Pointer{Version: 2}); err != nil {
+		t.Fatal(err)
+	}
+	want, err := st.GetLastMsgForSubject(ctx, cuecast.PointerSubject(cfg, 4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, "d following the other writer", 20*time.Second, func() (bool, string) {
+		got := distributor.CachedSeq(d, cuecast.PointerSubject(cfg, 4))
+		return got == want.Sequence, fmt.Sprintf("cached %d, want %d", got, want.Sequence)
+	})
+	if got := distributor.CachedSeq(d, subj); got != real.Sequence {
+		t.Fatalf("cache for %s: sequence %d, want the stored %d", subj, got, real.Sequence)
+	}
+	if err := d.SetPointers(ctx, cfg, []int{3}, cuecast.Pointer{Version: 2}); err != nil {
+		t.Fatalf("write after the replays: %v", err)
 	}
 }

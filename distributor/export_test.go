@@ -9,3 +9,13 @@ func SkewClock(d *Distributor, skew time.Duration) {
 	defer d.revs.mu.Unlock()
 	d.revs.now = func() time.Time { return time.Now().Add(skew) }
 }
+
+// CachedSeq is the stream sequence d's pointer cache holds for subj (0:
+// none), which its next compare-and-swap on subj expects.
+func CachedSeq(d *Distributor, subj string) uint64 {
+	c, ok := d.ptrs.Load(subj)
+	if !ok {
+		return 0
+	}
+	return c.(cachedPointer).seq
+}

@@ -515,6 +515,26 @@ func (d *Distributor) readPointers(ctx context.Context, missing []string) (map[s
 	return out, errors.Join(errs...)
 }
 
+// followable reports whether the pointer p, RePublished on subj at seq as
+// the unsigned headers say, may replace the cached c: it must be signed by
+// this Distributor's key for subj and carry a higher revision than c, so
+// that a replayed or forged message cannot make the cache expect a
+// sequence the stream does not have (every write would then lose its
+// compare-and-swap). Without a key, the revision alone decides; between
+// pointers from before revisions, the sequence.
+func (d *Distributor) followable(p cuecast.Pointer, subj string, seq uint64, c cachedPointer) bool {
+	if c.seq == 0 {
+		return d.o.SigningKey == nil || d.signedHere(p, subj)
+	}
+	if p.Revision == 0 && c.p.Revision == 0 {
+		return seq > c.seq
+	}
+	if p.Revision <= c.p.Revision {
+		return false
+	}
+	return d.o.SigningKey == nil || d.signedHere(p, subj)
+}
+
 // encodePointer signs p (when the Distributor has a key) and encodes it.
 func (d *Distributor) encodePointer(p *cuecast.Pointer) ([]byte, error) {
 	if err := d.signPointer(p); err != nil {
