@@ -83,13 +83,25 @@ type Version struct {
 // pointer has the version's content as its body (docs/PROTOCOL.md §3), so
 // that one message per instance delivers a change.
 type Pointer struct {
-	Config   ConfigPath `json:"config"`
-	Version  uint64     `json:"version"`
-	Seq      uint64     `json:"seq"`
-	Checksum string     `json:"checksum"`
-	Size     int64      `json:"size"`
-	Commit   string     `json:"commit,omitempty"`
-	Deleted  bool       `json:"deleted,omitempty"`
+	Config ConfigPath `json:"config"`
+	// Subject is the stored subject the pointer was written to (cc.<ns>.p.…,
+	// cc.<ns>.i.…, cc.<ns>.s.…, cc.<ns>.a.…). It is signed, so a pointer
+	// replayed onto another subject (another bucket's, another instance's)
+	// fails: a subscriber checks it against the subject it follows.
+	Subject string `json:"subject,omitempty"`
+	// Revision orders the pointers of one config, across all its subjects:
+	// every write gets a higher one than every earlier write (Unix
+	// nanoseconds when the writer's clock is ahead of the last revision,
+	// else one more than it). It is signed, so subscribers decide which
+	// pointer governs and what is a replay by it, never by the stream
+	// sequence in unsigned headers (docs/PROTOCOL.md §5).
+	Revision uint64 `json:"rev,omitempty"`
+	Version  uint64 `json:"version"`
+	Seq      uint64 `json:"seq"`
+	Checksum string `json:"checksum"`
+	Size     int64  `json:"size"`
+	Commit   string `json:"commit,omitempty"`
+	Deleted  bool   `json:"deleted,omitempty"`
 	// Inline is not signed: the content it announces is checked against the
 	// signed Checksum and Size.
 	Inline bool `json:"inline,omitempty"`
@@ -200,14 +212,20 @@ func (v Version) SigningBytes() []byte {
 		v.Config, v.Version, v.Checksum, v.Size, v.Commit, v.Deleted, strings.Join(chunks, ","))
 }
 
+// PointerSigningVersion is the first line of a pointer's signing bytes.
+const PointerSigningVersion = "cuecast-pointer-v3"
+
 // SigningBytes is what the distributor signs for a pointer: one field per
-// line; SetAt as Unix nanoseconds. Every instance builds it for every
-// pointer it receives, so it is appended field by field rather than
-// formatted (fmt took 3 µs, a third of an instance's work per apply).
+// line (docs/PROTOCOL.md §6); SetAt as Unix nanoseconds. Every instance
+// builds it for every pointer it receives, so it is appended field by field
+// rather than formatted (fmt took 3 µs, a third of an instance's work per
+// apply).
 func (p Pointer) SigningBytes() []byte {
-	b := make([]byte, 0, 128+len(p.Config)+len(p.Checksum)+len(p.Commit))
-	b = append(b, "cuecast-pointer-v2\n"...)
+	b := make([]byte, 0, 160+len(p.Config)+len(p.Subject)+len(p.Checksum)+len(p.Commit))
+	b = append(b, PointerSigningVersion+"\n"...)
 	b = append(append(b, p.Config...), '\n')
+	b = append(append(b, p.Subject...), '\n')
+	b = append(strconv.AppendUint(b, p.Revision, 10), '\n')
 	b = append(strconv.AppendUint(b, p.Version, 10), '\n')
 	b = append(strconv.AppendUint(b, p.Seq, 10), '\n')
 	b = append(append(b, p.Checksum...), '\n')

@@ -23,9 +23,19 @@ type Client struct {
 	closed   bool
 }
 
+// ErrNoTrustedKeys is New's refusal of a client that would accept content
+// nobody signed: without trusted keys, anyone who can publish on the
+// server's subjects would decide what the service runs.
+var ErrNoTrustedKeys = errors.New("no trusted keys: pass WithTrustedKeysFile(\"<data>/trusted-keys\") " +
+	"or WithTrustedKeys(<key>) with the keys `cuecast keys` prints on the serve host " +
+	"(WithInsecureSkipVerify accepts unsigned content, for tests only)")
+
 // New returns a Client for nc, which the caller owns (connect it with
-// ConnectOptions so that it reconnects forever). WithInstance is required.
-// New does no I/O.
+// ConnectOptions so that it reconnects forever). WithInstance is required,
+// and so are trusted keys (WithTrustedKeysFile, WithTrustedKeys or
+// WithKeyring): without them New returns an error wrapping ErrNoTrustedKeys,
+// unless WithInsecureSkipVerify says to accept unsigned content. New does
+// no I/O besides reading a keys file.
 func New(nc *nats.Conn, opts ...Option) (*Client, error) {
 	if nc == nil {
 		return nil, errors.New("new client: nil connection")
@@ -45,6 +55,12 @@ func New(nc *nats.Conn, opts ...Option) (*Client, error) {
 	}
 	if o.instance == "" {
 		return nil, fmt.Errorf("new client: WithInstance is required: %w", cuecast.ErrInvalidInstance)
+	}
+	switch {
+	case o.keyring == nil && !o.insecure:
+		return nil, fmt.Errorf("new client: %w", ErrNoTrustedKeys)
+	case o.keyring != nil && o.insecure:
+		return nil, errors.New("new client: WithInsecureSkipVerify and trusted keys together: drop WithInsecureSkipVerify")
 	}
 	return &Client{nc: nc, o: o, watchers: map[*Watcher]struct{}{}}, nil
 }

@@ -26,13 +26,20 @@ func cutoverSubjects(cfg cuecast.ConfigPath) []string {
 func (w *Watcher) handleCutover(m *nats.Msg) bool {
 	switch m.Subject {
 	case w.stagedSubj:
-		if p, body, ok := w.pointer(m); ok {
+		// Revisions as on the pointer subjects (watcher.go, handle): a
+		// replayed staged or activation pointer changes nothing.
+		if p, body, ok := w.pointer(m, w.stagedStored, w.stagedRev); ok {
+			w.stagedRev = p.Revision
 			w.stage(p, body)
 		}
 		return true
 	case w.activationSubj:
-		if p, body, ok := w.pointer(m); ok {
-			w.apply(p, body, "activation")
+		if p, body, ok := w.pointer(m, w.activationStored, w.actRev); ok {
+			governs := p.Revision > max(w.revs[0], w.revs[1], w.revs[2], w.actRev)
+			w.actRev = p.Revision
+			if governs {
+				w.apply(p, body, "activation")
+			}
 		}
 		return true
 	}
@@ -80,7 +87,10 @@ func (w *Watcher) resyncCutover(ctx context.Context) {
 		w.event(EventError, 0, "read staged pointer", fmt.Errorf("staged pointer: %w", err))
 		return
 	}
-	if p, body, ok := w.pointer(m); ok {
+	// The stored staged pointer is the truth, as the stored cohort
+	// pointers are (resync).
+	if p, body, ok := w.pointer(m, w.stagedStored, 0); ok {
+		w.stagedRev = p.Revision
 		w.stage(p, body)
 	}
 }

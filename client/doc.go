@@ -1,12 +1,13 @@
 // Package client is what a service embeds to receive its configs from
 // cuecast: it starts from a last-known-good file before any network, then
-// follows its cohort's pointer, verifies each version (checksum, and the
-// distributor's ed25519 signature when trusted keys are set), runs the
+// follows its cohort's pointer, verifies each version (the distributor's
+// ed25519 signature, and the checksum it signs), runs the
 // service's validation hook, swaps the value atomically, saves it as the new
 // last-known-good file and reports back.
 //
 //	nc, err := nats.Connect(url, client.ConnectOptions()...)
-//	c, err := client.New(nc, client.WithInstance("checkout-7f9c"), client.WithTrustedKeys(pub))
+//	c, err := client.New(nc, client.WithInstance("checkout-7f9c"),
+//		client.WithTrustedKeysFile("/etc/cuecast/trusted-keys")) // serve's <data>/trusted-keys
 //	w, err := c.Watch(ctx, "payments/checkout", client.LastKnownGood("/var/lib/checkout/config.lkg"))
 //	defer w.Stop()
 //	cfg := w.Current() // never blocks; zero before any version is known
@@ -17,11 +18,14 @@
 //	tw, err := client.Typed[Checkout](ctx, c, "payments/checkout")
 //	v, snap := tw.Value()
 //
-// Signatures: with WithTrustedKeys (or a Keyring shared by the Clients of one
-// process, WithKeyring) every pointer must carry a valid signature of the
-// distributor's key; the pointer's signed checksum and size then authenticate
-// the content, and the version's own signature guards the last-known-good
-// file. Versions only move forward unless a (signed) pointer says rollback;
+// Signatures: a Client needs trusted keys (WithTrustedKeysFile with the file
+// `cuecast serve` writes to <data>/trusted-keys and `cuecast keys` prints,
+// WithTrustedKeys, or a Keyring shared by the Clients of one process,
+// WithKeyring); New refuses to build one without them (ErrNoTrustedKeys)
+// unless told WithInsecureSkipVerify, which is for tests. Every pointer must
+// carry a valid signature of a trusted key; the pointer's signed checksum and
+// size then authenticate the content, and the signed pointer kept in the
+// last-known-good file guards that file. Versions only move forward unless a (signed) pointer says rollback;
 // the watcher keeps the previous version so that a rollback to it needs no
 // read.
 //

@@ -14,7 +14,9 @@ import (
 )
 
 // A service watching its config: the distributor publishes and deploys a
-// version, the watcher applies it, and Typed decodes it into a struct.
+// signed version, the watcher verifies and applies it, and Typed decodes it
+// into a struct. A service copies the part below "The service's side", with
+// the trusted-keys file `cuecast keys` prints.
 func Example() {
 	ctx := context.Background()
 	dir, _ := os.MkdirTemp("", "cuecast-example")
@@ -26,18 +28,30 @@ func Example() {
 	}
 	defer srv.Shutdown()
 
-	// The pipeline's side.
+	// The pipeline's side, as `cuecast serve` does it: a signing key, and
+	// its public half in the trusted-keys file that services are given.
+	key, _, err := distributor.LoadOrCreateKey(dir + "/signing.nk")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	pub, _ := key.PublicKey()
+	if _, err := distributor.TrustKey(dir+"/"+distributor.TrustedKeysFile, pub); err != nil {
+		fmt.Println(err)
+		return
+	}
 	dnc, _ := nats.Connect(srv.ClientURL())
 	defer dnc.Close()
-	d, _ := distributor.New(ctx, dnc, distributor.Options{})
+	d, _ := distributor.New(ctx, dnc, distributor.Options{SigningKey: key})
 	v := cuecast.Version{Config: "payments/checkout", Version: 1, Commit: "9fceb02"}
 	_ = d.Publish(ctx, v, []byte(`{"limit":250,"currency":"EUR"}`))
 	_ = d.Deploy(ctx, v)
 
-	// The service's side.
+	// The service's side: it accepts only what the trusted keys signed.
 	nc, _ := nats.Connect(srv.ClientURL(), client.ConnectOptions()...)
 	defer nc.Close()
-	c, err := client.New(nc, client.WithInstance("checkout-1"))
+	c, err := client.New(nc, client.WithInstance("checkout-1"),
+		client.WithTrustedKeysFile(dir+"/trusted-keys"))
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -21,7 +21,7 @@ func TestFleetConverges(t *testing.T) {
 	if testing.Short() {
 		n, conns = 200, 10
 	}
-	e := newEnv(t, envOpts{signed: true})
+	e := newEnv(t, envOpts{})
 	e.ship(1, body(1))
 	ncs := make([]*nats.Conn, conns)
 	for i := range ncs {
@@ -86,6 +86,16 @@ func TestFleetConverges(t *testing.T) {
 	eventually(t, "every instance on version 1", onVersion(1), behind(1))
 	e.ship(2, body(2))
 	eventually(t, "every instance on version 2", onVersion(2), behind(2))
+	// The snapshot is swapped in a moment before the applied event is
+	// emitted: wait for the events before judging them.
+	eventually(t, "every instance's applied event for version 2", func() bool {
+		for _, ev := range evs {
+			if a := ev.applied(); len(a) == 0 || a[len(a)-1] != 2 {
+				return false
+			}
+		}
+		return true
+	}, func() string { return "" })
 	for i, ev := range evs {
 		if got := ev.applied(); !slices.Equal(got, []uint64{1, 2}) {
 			t.Fatalf("instance %d applied %v, want [1 2]", i, got)

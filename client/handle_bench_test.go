@@ -1,6 +1,7 @@
 package client
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"strconv"
 	"strings"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
 
 	"github.com/cuecast/cuecast"
 )
@@ -23,7 +25,9 @@ import (
 // pointer to version 1, so that every one is applied.
 func BenchmarkHandlePointer(b *testing.B) {
 	cfg := cuecast.ConfigPath("payments/checkout")
-	c, err := New(new(nats.Conn), WithInstance("bench-1"))
+	// Unverified, as it was measured before verification became the
+	// default: BenchmarkHandlePointerSigned adds the shared Keyring's work.
+	c, err := New(new(nats.Conn), WithInstance("bench-1"), WithInsecureSkipVerify())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -35,7 +39,7 @@ func BenchmarkHandlePointer(b *testing.B) {
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
-		w.seen = [3]uint64{}
+		w.seen, w.revs = [3]uint64{}, [3]uint64{}
 		w.handle(msgs[i&1])
 		i++
 	}
@@ -45,13 +49,66 @@ func BenchmarkHandlePointer(b *testing.B) {
 	w.timer.Stop()
 }
 
+// BenchmarkHandlePointerSigned is BenchmarkHandlePointer with verification,
+// as every client now runs: the pointers are signed and the watcher's
+// Keyring has verified each signature once already (the Clients of a
+// process share one, so a fleet pays the ed25519 verification once per
+// pointer), leaving the memo's lookup and the revision and subject checks.
+func BenchmarkHandlePointerSigned(b *testing.B) {
+	cfg := cuecast.ConfigPath("payments/checkout")
+	kp, err := nkeys.CreateAccount()
+	if err != nil {
+		b.Fatal(err)
+	}
+	pub, _ := kp.PublicKey()
+	c, err := New(new(nats.Conn), WithInstance("bench-1"), WithTrustedKeys(pub))
+	if err != nil {
+		b.Fatal(err)
+	}
+	w := newWatcher(c, cfg, watchOptions{})
+	sign := func(p cuecast.Pointer) cuecast.Pointer {
+		sig, err := kp.Sign(p.SigningBytes())
+		if err != nil {
+			b.Fatal(err)
+		}
+		p.Signature = base64.RawURLEncoding.EncodeToString(sig)
+		return p
+	}
+	msgs := [2]*nats.Msg{
+		benchPointerMsgWith(b, w, cuecast.Pointer{Config: cfg, Version: 2, Seq: 20}, 2, sign),
+		benchPointerMsgWith(b, w, cuecast.Pointer{Config: cfg, Version: 1, Seq: 10, Rollback: true}, 1, sign),
+	}
+	for _, m := range msgs {
+		w.seen, w.revs = [3]uint64{}, [3]uint64{}
+		w.handle(m) // the one verification each
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		w.seen, w.revs = [3]uint64{}, [3]uint64{}
+		w.handle(msgs[i&1])
+		i++
+	}
+	if s := w.Current(); s.Version == 0 || w.lastErr != "" {
+		b.Fatalf("nothing applied: %+v %s", s, w.lastErr)
+	}
+	w.timer.Stop()
+}
+
 // benchPointerMsg is p with ~2 KB of inline content on the all-buckets
 // subject, with the headers the stream's RePublish adds.
 func benchPointerMsg(b *testing.B, w *Watcher, p cuecast.Pointer, n int) *nats.Msg {
+	return benchPointerMsgWith(b, w, p, n, func(p cuecast.Pointer) cuecast.Pointer { return p })
+}
+
+// benchPointerMsgWith is benchPointerMsg with p passed through finish
+// (signing it) once filled in.
+func benchPointerMsgWith(b *testing.B, w *Watcher, p cuecast.Pointer, n int, finish func(cuecast.Pointer) cuecast.Pointer) *nats.Msg {
 	content := []byte(`{"version":` + strconv.Itoa(n) + `,"limits":{` + strings.Repeat(`"merchant_tier_00":{"max_amount":1000,"currency":"EUR","review":true},`, 31) + `"x":1}}`)
 	p.Checksum, p.Size, p.Inline = cuecast.Checksum(content), int64(len(content)), true
+	p.Subject, p.Revision = cuecast.AllPointerSubject(w.cfg), uint64(time.Now().UnixNano())+uint64(n)
 	p.Commit, p.Rollout, p.SetAt = "9fceb02d0ae598e95dc970b74767f19372d61af8", "deploy", time.Now().UTC()
-	enc, err := json.Marshal(p)
+	enc, err := json.Marshal(finish(p))
 	if err != nil {
 		b.Fatal(err)
 	}

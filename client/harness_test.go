@@ -35,7 +35,6 @@ type env struct {
 }
 
 type envOpts struct {
-	signed bool
 	retain int
 	inline int // distributor.Options.InlineLimit
 }
@@ -52,14 +51,16 @@ func (e *env) newDistributor(o envOpts) {
 	t := e.t
 	t.Helper()
 	dopts := distributor.Options{Retain: o.retain, InlineLimit: o.inline, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	if o.signed {
+	// Signed, as serve always signs; a second distributor keeps the key.
+	if e.key == nil {
 		kp, err := nkeys.CreateAccount()
 		if err != nil {
 			t.Fatal(err)
 		}
-		e.key, dopts.SigningKey = kp, kp
+		e.key = kp
 		e.pub, _ = kp.PublicKey()
 	}
+	dopts.SigningKey = e.key
 	d, err := distributor.New(t.Context(), e.dnc, dopts)
 	if err != nil {
 		t.Fatalf("distributor.New: %v", err)
@@ -130,11 +131,19 @@ func (r *events) String() string {
 	return s
 }
 
-// newClient connects a fresh connection and client for instance id.
+// newClient connects a fresh connection and client for instance id,
+// trusting the distributor's key.
 func (e *env) newClient(id string, opts ...client.Option) (*client.Client, *events) {
 	e.t.Helper()
 	nc := e.srv.Connect(e.t, client.ConnectOptions()...)
-	return newClientOn(e.t, nc, id, opts...)
+	return e.newClientOn(nc, id, opts...)
+}
+
+// newClientOn is a client for instance id on nc, trusting the distributor's
+// key.
+func (e *env) newClientOn(nc *nats.Conn, id string, opts ...client.Option) (*client.Client, *events) {
+	e.t.Helper()
+	return newClientOn(e.t, nc, id, append([]client.Option{client.WithTrustedKeys(e.pub)}, opts...)...)
 }
 
 func newClientOn(t *testing.T, nc *nats.Conn, id string, opts ...client.Option) (*client.Client, *events) {

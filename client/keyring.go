@@ -5,6 +5,9 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"os"
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/nats-io/nkeys"
@@ -96,4 +99,43 @@ func (k *Keyring) remember(id [32]byte) {
 		k.next = (k.next + 1) % keyringMemo
 	}
 	k.seen[id] = struct{}{}
+}
+
+// ReadTrustedKeys reads a trusted-keys file: one public nkey per line (the
+// first field of the line), blank lines and lines starting with '#' ignored.
+// `cuecast serve` writes one to <data>/trusted-keys; `cuecast keys` prints
+// it. It returns an error when the file lists no key or a line is not a
+// public nkey.
+func ReadTrustedKeys(path string) ([]string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read trusted keys: %w", err)
+	}
+	keys, err := ParseTrustedKeys(b)
+	if err != nil {
+		return nil, fmt.Errorf("read trusted keys %s: %w", path, err)
+	}
+	return keys, nil
+}
+
+// ParseTrustedKeys is ReadTrustedKeys on the file's content.
+func ParseTrustedKeys(b []byte) ([]string, error) {
+	var keys []string
+	for i, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		key := strings.Fields(line)[0]
+		if _, err := nkeys.FromPublicKey(key); err != nil {
+			return nil, fmt.Errorf("line %d: %q is not a public key: %w", i+1, key, err)
+		}
+		if !slices.Contains(keys, key) {
+			keys = append(keys, key)
+		}
+	}
+	if len(keys) == 0 {
+		return nil, errors.New("no key listed")
+	}
+	return keys, nil
 }

@@ -18,7 +18,8 @@ type Option func(*options) error
 type options struct {
 	instance  string
 	labels    map[string]string
-	keyring   *Keyring // nil: signatures are not checked
+	keyring   *Keyring // nil: signatures are not checked (only with insecure)
+	insecure  bool     // WithInsecureSkipVerify: no keys, on purpose
 	health    func() cuecast.Health
 	heartbeat time.Duration
 	reconcile time.Duration
@@ -51,8 +52,11 @@ func WithLabels(labels map[string]string) Option {
 }
 
 // WithTrustedKeys makes the client accept only versions and pointers signed
-// by one of these public nkeys (as printed by `cuecast serve`). Unsigned or
-// badly signed ones are rejected and reported. It conflicts with WithKeyring.
+// by one of these public nkeys (as `cuecast keys` prints them, and as `cuecast
+// serve` writes them to <data>/trusted-keys). Unsigned or badly signed ones
+// are rejected and reported. A client needs trusted keys (this,
+// WithTrustedKeysFile or WithKeyring) unless it is told
+// WithInsecureSkipVerify. It conflicts with WithKeyring.
 func WithTrustedKeys(publicKeys ...string) Option {
 	return func(o *options) error {
 		if o.keyring != nil {
@@ -63,6 +67,33 @@ func WithTrustedKeys(publicKeys ...string) Option {
 			return fmt.Errorf("trusted keys: %w", err)
 		}
 		o.keyring = k
+		return nil
+	}
+}
+
+// WithTrustedKeysFile is WithTrustedKeys with the keys read from a file: the
+// <data>/trusted-keys file `cuecast serve` writes (or `cuecast keys` prints),
+// one public key per line, '#' starting a comment (ReadTrustedKeys). During
+// a key rotation it lists the old and the new key.
+func WithTrustedKeysFile(path string) Option {
+	return func(o *options) error {
+		keys, err := ReadTrustedKeys(path)
+		if err != nil {
+			return fmt.Errorf("trusted keys: %w", err)
+		}
+		return WithTrustedKeys(keys...)(o)
+	}
+}
+
+// WithInsecureSkipVerify makes the client accept unsigned versions and
+// pointers, and any signature: anyone who can publish on the server's
+// subjects then decides what the service runs. It exists for tests and
+// demos; New refuses a client with neither trusted keys nor this. The
+// client says so in an EventError when each watcher starts. It conflicts
+// with trusted keys.
+func WithInsecureSkipVerify() Option {
+	return func(o *options) error {
+		o.insecure = true
 		return nil
 	}
 }

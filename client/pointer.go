@@ -49,6 +49,10 @@ func scanPointer(b string) (p cuecast.Pointer, ok bool) {
 				return p, false
 			}
 			p.Config = cuecast.ConfigPath(v)
+		case "rev":
+			if p.Revision, ok = s.uint(); !ok {
+				return p, false
+			}
 		case "version":
 			if p.Version, ok = s.uint(); !ok {
 				return p, false
@@ -63,12 +67,14 @@ func scanPointer(b string) (p cuecast.Pointer, ok bool) {
 				return p, false
 			}
 			p.Size = int64(n)
-		case "checksum", "commit", "rollout", "reason", "sig":
+		case "subject", "checksum", "commit", "rollout", "reason", "sig":
 			v, ok := s.str()
 			if !ok {
 				return p, false
 			}
 			switch key {
+			case "subject":
+				p.Subject = v
 			case "checksum":
 				p.Checksum = v
 			case "commit":

@@ -14,7 +14,7 @@ import (
 // encoding/json does, or leave to it.
 func pointerCases() [][]byte {
 	at := time.Date(2026, 11, 30, 3, 4, 5, 123456789, time.UTC)
-	full := cuecast.Pointer{Config: "payments/checkout", Version: 7, Seq: 104, Checksum: cuecast.Checksum([]byte("x")),
+	full := cuecast.Pointer{Config: "payments/checkout", Subject: "cc.payments.p.all.checkout", Revision: 1764558245123456789, Version: 7, Seq: 104, Checksum: cuecast.Checksum([]byte("x")),
 		Size: 1234, Commit: "9fceb02d0ae598e95dc970b74767f19372d61af8", Deleted: true, Inline: true, Rollback: true,
 		Rollout: "r-17", Reason: "bad canary", SetAt: at, Signature: "c2lnbmF0dXJl"}
 	var out [][]byte
@@ -39,7 +39,7 @@ func pointerCases() [][]byte {
 		`{"inline":tru}`, `{"inline":true,}`, `{"inline":1}`, `{"set_at":"yesterday"}`,
 		`{"set_at":"2026-11-30T03:04:05Z"}`, `{"unknown":{"nested":[1,2]},"version":3}`,
 		`{"config":"a\"b"}`, "{\"config\":\"a\x01b\"}", "{\"config\":\"a\xffb\"}", `{"config":"a/b"`,
-		`{"config" "a/b"}`, `{"config":"a/b"}}`, `[]`, ``, `{`, `{"sig":"x","sig":""}`,
+		`{"config" "a/b"}`, `{"config":"a/b"}}`, `[]`, ``, `{`, `{"sig":"x","sig":""}`, `{"rev":-1}`, `{"rev":"1"}`, `{"subject":1}`,
 	} {
 		out = append(out, []byte(s))
 	}
@@ -51,7 +51,8 @@ func TestDecodePointer(t *testing.T) {
 		checkDecode(t, b)
 	}
 	// The distributor's own encodings take the fast path.
-	b, _ := json.Marshal(cuecast.Pointer{Config: "payments/checkout", Version: 3, Commit: "abc", Inline: true, SetAt: time.Now()})
+	b, _ := json.Marshal(cuecast.Pointer{Config: "payments/checkout", Subject: "cc.payments.p.all.checkout", Revision: uint64(time.Now().UnixNano()),
+		Version: 3, Commit: "abc", Inline: true, SetAt: time.Now()})
 	if _, ok := scanPointer(string(b)); !ok {
 		t.Fatalf("scanPointer(%s): fell back to encoding/json", b)
 	}

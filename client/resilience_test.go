@@ -104,7 +104,7 @@ func TestOffline50Versions(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(nc.Close)
-			c, ev := newClientOn(t, nc, "offline")
+			c, ev := e.newClientOn(nc, "offline")
 			w := watch(t, c)
 			waitVersion(t, w, ev, 1)
 			p.cut()
@@ -165,7 +165,7 @@ func TestServerRestartMidStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	c, ev := newClientOn(t, nc, "restart")
+	c, ev := e.newClientOn(nc, "restart")
 	w := watch(t, c)
 
 	const last = 30
@@ -217,13 +217,13 @@ func TestServerRestartMidStream(t *testing.T) {
 }
 
 func TestSignatures(t *testing.T) {
-	e := newEnv(t, envOpts{signed: true})
+	e := newEnv(t, envOpts{})
 	e.ship(1, body(1))
 
 	t.Run("untrusted key", func(t *testing.T) {
 		other, _ := nkeys.CreateAccount()
 		otherPub, _ := other.PublicKey()
-		c, ev := e.newClient("distrustful", client.WithTrustedKeys(otherPub))
+		c, ev := newClientOn(t, e.srv.Connect(t, client.ConnectOptions()...), "distrustful", client.WithTrustedKeys(otherPub))
 		w := watch(t, c)
 		waitEvent(t, ev, "bad signature", func(e client.Event) bool {
 			return e.Kind == client.EventRejected && errors.Is(e.Err, cuecast.ErrBadSignature)
@@ -234,7 +234,7 @@ func TestSignatures(t *testing.T) {
 		e.waitReport("distrustful", func(r cuecast.Report) bool { return strings.Contains(r.LastError, "bad signature") })
 	})
 
-	c, ev := e.newClient("trusting", client.WithTrustedKeys(e.pub))
+	c, ev := e.newClient("trusting")
 	w := watch(t, c)
 	waitVersion(t, w, ev, 1)
 	e.ship(2, body(2))
@@ -242,7 +242,13 @@ func TestSignatures(t *testing.T) {
 	ptrSubj := fmt.Sprintf("ccr.payments.p.%d.checkout", w.Bucket())
 
 	attacker, _ := nkeys.CreateAccount()
+	// forge signs p for the bucket's subject with a revision above any
+	// seen, so that the watcher judges it rather than dropping it as old.
 	forge := func(p cuecast.Pointer, key nkeys.KeyPair) []byte {
+		p.Subject = cuecast.PointerSubject(cfg, w.Bucket())
+		if p.Revision == 0 {
+			p.Revision = uint64(time.Now().UnixNano())
+		}
 		if key != nil {
 			sig, _ := key.Sign(p.SigningBytes())
 			p.Signature = base64.RawURLEncoding.EncodeToString(sig)
@@ -273,6 +279,7 @@ func TestSignatures(t *testing.T) {
 		{"real pointer altered", func() []byte {
 			p := cur
 			p.Version, p.Rollback = 1, true
+			p.Subject, p.Revision = cuecast.PointerSubject(cfg, w.Bucket()), uint64(time.Now().UnixNano())
 			b, _ := json.Marshal(p)
 			return b
 		}()},
@@ -362,8 +369,8 @@ func TestSignatures(t *testing.T) {
 	})
 }
 
-// TestGapTriggersResync: a pointer whose Nats-Last-Sequence is not the last
-// one seen makes the watcher re-read the stored pointer.
+// TestGapTriggersResync: a new pointer whose Nats-Last-Sequence is not the
+// last one seen makes the watcher re-read the stored pointer.
 func TestGapTriggersResync(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	e.ship(1, body(1))
@@ -374,6 +381,11 @@ func TestGapTriggersResync(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A genuine pointer for the bucket, newer than any seen, as if the
+	// distributor had written it after one the watcher missed.
+	p.Subject, p.Revision = cuecast.PointerSubject(cfg, w.Bucket()), p.Revision+1
+	sig, _ := e.key.Sign(p.SigningBytes())
+	p.Signature = base64.RawURLEncoding.EncodeToString(sig)
 	m := nats.NewMsg(fmt.Sprintf("ccr.payments.p.%d.checkout", w.Bucket()))
 	m.Header.Set("Nats-Sequence", "5000")
 	m.Header.Set("Nats-Last-Sequence", "4999")

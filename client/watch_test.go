@@ -74,7 +74,11 @@ func TestOptionsValidate(t *testing.T) {
 		{"bad trusted key", []client.Option{client.WithInstance("a"), client.WithTrustedKeys("nope")}, errors.New("any")},
 		{"zero heartbeat", []client.Option{client.WithInstance("a"), client.WithHeartbeat(0)}, errors.New("any")},
 		{"nil health", []client.Option{client.WithInstance("a"), client.WithHealth(nil)}, errors.New("any")},
-		{"valid", []client.Option{client.WithInstance("a"), client.WithHeartbeat(time.Second), client.WithReconcile(time.Second)}, nil},
+		{"no trusted keys", []client.Option{client.WithInstance("a")}, client.ErrNoTrustedKeys},
+		{"insecure and keys", []client.Option{client.WithInstance("a"), client.WithInsecureSkipVerify(), client.WithTrustedKeys(e.pub)}, errors.New("any")},
+		{"empty keys file", []client.Option{client.WithInstance("a"), client.WithTrustedKeysFile(os.DevNull)}, errors.New("any")},
+		{"valid", []client.Option{client.WithInstance("a"), client.WithTrustedKeys(e.pub), client.WithHeartbeat(time.Second), client.WithReconcile(time.Second)}, nil},
+		{"insecure", []client.Option{client.WithInstance("a"), client.WithInsecureSkipVerify()}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -84,7 +88,7 @@ func TestOptionsValidate(t *testing.T) {
 			}
 		})
 	}
-	c, _ := newClientOn(t, nc, "a")
+	c, _ := e.newClientOn(nc, "a")
 	if _, err := c.Watch(t.Context(), "Payments"); !errors.Is(err, cuecast.ErrInvalidPath) {
 		t.Fatalf("Watch of invalid path: got %v, want ErrInvalidPath", err)
 	}
@@ -112,7 +116,7 @@ func TestLastKnownGoodWithoutNetwork(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c1, ev1 := newClientOn(t, nc1, "lkg")
+	c1, ev1 := e.newClientOn(nc1, "lkg")
 	w1 := watch(t, c1, client.LastKnownGood(path))
 	waitVersion(t, w1, ev1, 2)
 	w1.Stop()
@@ -124,7 +128,7 @@ func TestLastKnownGoodWithoutNetwork(t *testing.T) {
 		t.Fatalf("connect with the server down: %v", err)
 	}
 	t.Cleanup(nc2.Close)
-	c2, ev2 := newClientOn(t, nc2, "lkg")
+	c2, ev2 := e.newClientOn(nc2, "lkg")
 	w2 := watch(t, c2, client.LastKnownGood(path))
 	s := w2.Current()
 	if s.Version != 2 || !s.FromLastKnownGood || !bytes.Equal(s.Content, body(2)) {
@@ -336,13 +340,13 @@ func TestPurgedButInline(t *testing.T) {
 }
 
 func TestLargeConfig16MiB(t *testing.T) {
-	e := newEnv(t, envOpts{signed: true})
+	e := newEnv(t, envOpts{})
 	big := make([]byte, 16<<20)
 	for i := range big {
 		big[i] = 'a' + byte(i%26)
 	}
 	big[0], big[len(big)-1] = '"', '"'
-	c, ev := e.newClient("big", client.WithTrustedKeys(e.pub))
+	c, ev := e.newClient("big")
 	w := watch(t, c, client.LastKnownGood(lkgPath(t)))
 	e.ship(1, big)
 	s := waitVersion(t, w, ev, 1)
@@ -411,7 +415,7 @@ func TestConnectionClosed(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	e.ship(1, body(1))
 	nc := e.srv.Connect(t)
-	c, ev := newClientOn(t, nc, "closing")
+	c, ev := e.newClientOn(nc, "closing")
 	w := watch(t, c)
 	waitVersion(t, w, ev, 1)
 	nc.Close()
@@ -426,10 +430,10 @@ func TestConnectionClosed(t *testing.T) {
 // TestLastKnownGoodSignature: with trusted keys, a last-known-good file is
 // served only if its version's signature verifies.
 func TestLastKnownGoodSignature(t *testing.T) {
-	e := newEnv(t, envOpts{signed: true})
+	e := newEnv(t, envOpts{})
 	e.ship(1, body(1))
 	path := lkgPath(t)
-	c, ev := e.newClient("writer", client.WithTrustedKeys(e.pub))
+	c, ev := e.newClient("writer")
 	w := watch(t, c, client.LastKnownGood(path))
 	waitVersion(t, w, ev, 1)
 	w.Stop()
@@ -489,12 +493,12 @@ func sameBucket(t *testing.T) (string, string, int) {
 // instance, not the others in its bucket, and the newer of the bucket's and
 // the instance's pointer governs, at start as well as while watching.
 func TestInstancePointer(t *testing.T) {
-	e := newEnv(t, envOpts{signed: true})
+	e := newEnv(t, envOpts{})
 	e.ship(1, body(1))
 	named, neighbour, bucket := sameBucket(t)
-	cn, evn := e.newClient(named, client.WithTrustedKeys(e.pub))
+	cn, evn := e.newClient(named)
 	wn := watch(t, cn)
-	co, evo := e.newClient(neighbour, client.WithTrustedKeys(e.pub))
+	co, evo := e.newClient(neighbour)
 	wo := watch(t, co)
 	waitVersion(t, wn, evn, 1)
 	waitVersion(t, wo, evo, 1)
@@ -508,7 +512,7 @@ func TestInstancePointer(t *testing.T) {
 	waitVersion(t, wn, evn, 2)
 
 	// A watcher starting now reads both pointers and follows the newer.
-	cl, evl := e.newClient(named, client.WithTrustedKeys(e.pub))
+	cl, evl := e.newClient(named)
 	late := watch(t, cl)
 	waitVersion(t, late, evl, 2)
 
@@ -533,5 +537,25 @@ func TestInstancePointer(t *testing.T) {
 	}
 	if got := evn.applied(); !slices.Equal(got, []uint64{1, 2, 1, 2}) {
 		t.Fatalf("named instance applied %v, want [1 2 1 2]", got)
+	}
+}
+
+// TestInsecureSkipVerifySaysSo: the only way to run without trusted keys is
+// to ask for it, and every watcher then says, as an error event, that it
+// does not verify; it still applies what it receives.
+func TestInsecureSkipVerifySaysSo(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	e.ship(1, body(1))
+	nc := e.srv.Connect(t, client.ConnectOptions()...)
+	if _, err := client.New(nc, client.WithInstance("keyless")); !errors.Is(err, client.ErrNoTrustedKeys) {
+		t.Fatalf("New without keys: got %v, want ErrNoTrustedKeys", err)
+	}
+	c, ev := newClientOn(t, nc, "keyless", client.WithInsecureSkipVerify())
+	w := watch(t, c)
+	waitVersion(t, w, ev, 1)
+	if _, ok := ev.find(func(e client.Event) bool {
+		return e.Kind == client.EventError && strings.Contains(e.Detail, "NOT verified")
+	}); !ok {
+		t.Fatalf("no event saying signatures are not verified; events:%s", ev)
 	}
 }

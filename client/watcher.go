@@ -28,8 +28,11 @@ type Watcher struct {
 	// each message is matched against them.
 	stagedSubj, activationSubj, reportSubj string
 	// ptrSubjects are the stored pointer subjects this watcher follows:
-	// its bucket's, every bucket's, its own.
-	ptrSubjects [3]string
+	// its bucket's, every bucket's, its own. A pointer names the one it
+	// was written to (signed), the cutover ones in stagedStored and
+	// activationStored.
+	ptrSubjects                    [3]string
+	stagedStored, activationStored string
 
 	cur     atomic.Pointer[Snapshot]
 	updates chan Snapshot
@@ -44,14 +47,19 @@ type Watcher struct {
 	done   chan struct{}
 
 	// Owned by the run goroutine.
-	// The last sequence seen on each pointer subject (ptrSubjects): the
-	// newest of the three pointers governs.
-	seen       [3]uint64
-	cache      map[uint64]cachedVersion // versions staged for an activation (cutover.go), newer than current
-	servingLKG bool
-	lastErr    string
-	rejected   map[string]bool // version@checksum rejected for good (validation, signature)
-	retries    int
+	// revs is the revision of the last pointer accepted on each pointer
+	// subject (ptrSubjects): the highest of the three governs, and a
+	// message not above its subject's is a replay. Signed, unlike seen, the
+	// last stream sequence on each subject from the unsigned headers, which
+	// only detects gaps (a reason to re-read, never to ignore a message).
+	// stagedRev and actRev are the same for the cutover subjects.
+	revs, seen        [3]uint64
+	stagedRev, actRev uint64
+	cache             map[uint64]cachedVersion // versions staged for an activation (cutover.go), newer than current
+	servingLKG        bool
+	lastErr           string
+	rejected          map[string]bool // version@checksum rejected for good (validation, signature)
+	retries           int
 	// held is the applied version as read (with its sequence), prev the one
 	// before it: a rollback pointer to the previous version, the common
 	// emergency, needs no read.
@@ -67,6 +75,13 @@ type Watcher struct {
 	timer                                       *time.Timer
 	timerAt                                     time.Time // when timer fires; zero when stopped
 }
+
+// errInsecure is the error of the event saying a watcher does not verify.
+var errInsecure = errors.New("insecure: signature verification disabled")
+
+// errNoRevision rejects a pointer written before pointers were ordered by a
+// signed revision (by a serve older than the client).
+var errNoRevision = fmt.Errorf("pointer has no revision (written by a serve older than pointer signing v3; upgrade serve): %w", cuecast.ErrBadSignature)
 
 type cachedVersion struct {
 	meta cuecast.Version
@@ -138,7 +153,8 @@ func newWatcher(c *Client, cfg cuecast.ConfigPath, wo watchOptions) *Watcher {
 		timer:    time.NewTimer(time.Hour),
 	}
 	w.timer.Stop()
-	w.stagedSubj, w.activationSubj = republished(cuecast.StagedSubject(cfg)), republished(cuecast.ActivationSubject(cfg))
+	w.stagedStored, w.activationStored = cuecast.StagedSubject(cfg), cuecast.ActivationSubject(cfg)
+	w.stagedSubj, w.activationSubj = republished(w.stagedStored), republished(w.activationStored)
 	w.reportSubj = cuecast.ReportSubject(cfg, c.o.instance)
 	w.ptrSubjects = [3]string{cuecast.PointerSubject(cfg, w.bucket), cuecast.AllPointerSubject(cfg), cuecast.InstancePointerSubject(cfg, c.o.instance)}
 	return w
@@ -187,6 +203,9 @@ func (w *Watcher) run() {
 	// started together does not report in lockstep.
 	w.after(&w.heartbeatAt, rand.N(w.c.o.heartbeat)+1)
 
+	if w.c.o.insecure {
+		w.event(EventError, 0, "signatures are NOT verified (WithInsecureSkipVerify): anyone who can publish on the server decides what this instance runs", errInsecure)
+	}
 	w.resync("start")
 	close(w.ready)
 	for {
@@ -277,7 +296,7 @@ func (w *Watcher) loadLKG() {
 		return
 	}
 	if err == nil {
-		err = w.verifyPointer(p)
+		err = w.verifyPointer(p, "")
 	}
 	meta := p.Meta()
 	if err == nil && !meta.Deleted && w.o.validate != nil {
@@ -346,39 +365,40 @@ func (w *Watcher) resync(why string) {
 	if why != "start" {
 		w.event(EventResync, 0, why, nil)
 	}
-	var seqs [3]uint64
-	newest := 0
+	// The stored pointers are the truth, even below the revisions seen (a
+	// stream restored from an older backup): the one with the highest
+	// revision governs. One that does not verify counts as absent.
+	var revs, seqs [3]uint64
+	newest := -1
+	var p cuecast.Pointer
+	var body []byte
 	for i, r := range got {
 		if r.err != nil {
 			continue
 		}
-		seq, _, err := seqHeaders(r.m)
-		if err != nil {
-			w.event(EventError, 0, "pointer read", err)
-			return
+		rp, rbody, ok := w.pointer(r.m, w.ptrSubjects[i], 0)
+		if !ok {
+			continue
 		}
-		if seqs[i] = seq; seq > seqs[newest] {
-			newest = i
+		revs[i] = rp.Revision
+		seqs[i], _, _ = seqHeaders(r.m) // 0 when unreadable: the next message there re-reads
+		if newest < 0 || rp.Revision > p.Revision {
+			newest, p, body = i, rp, rbody
 		}
 	}
-	p, body, ok := w.pointer(got[newest].m)
-	if !ok {
+	w.revs, w.seen, w.actRev = revs, seqs, 0
+	if newest < 0 {
 		return
 	}
-	// The stored pointers are the truth, even below the last sequences seen
-	// (a stream restored from an older backup restarts its sequences).
-	w.seen = seqs
 	w.apply(p, body, why)
 	w.resyncCutover(ctx)
 }
 
-// handle processes one message from the pointer or cutover subjects.
+// handle processes one message from the pointer or cutover subjects. Which
+// pointer governs and what is a replay is decided by the signed revision
+// only: whatever the headers say, an old pointer sent again changes
+// nothing, and the next genuine one is applied.
 func (w *Watcher) handle(m *nats.Msg) {
-	seq, last, err := seqHeaders(m)
-	if err != nil {
-		w.event(EventError, 0, "message on "+m.Subject, err)
-		return
-	}
 	if w.handleCutover(m) {
 		return
 	}
@@ -386,21 +406,20 @@ func (w *Watcher) handle(m *nats.Msg) {
 	if k < 0 {
 		return
 	}
-	if seq <= w.seen[k] {
-		return // already seen (the start read raced the subscription)
-	}
-	p, body, ok := w.pointer(m)
+	p, body, ok := w.pointer(m, w.ptrSubjects[k], w.revs[k])
 	if !ok {
-		// Not advancing the sequence: a forged message must not make the
-		// watcher ignore the real pointers that follow.
+		// Seen already (the start read raced the subscription), a replay,
+		// or a forgery: nothing moves, so what follows is judged as before.
 		return
 	}
-	// Even on a subject with nothing seen yet: a message naming a
-	// predecessor means one was missed.
-	gap := last != w.seen[k]
+	governs := p.Revision > max(w.revs[0], w.revs[1], w.revs[2], w.actRev)
+	w.revs[k] = p.Revision
+	// The unsigned headers only hint at a missed pointer (a predecessor
+	// other than the last one seen here, or none readable): a re-read.
+	seq, last, err := seqHeaders(m)
+	gap := err != nil || last != w.seen[k]
 	w.seen[k] = seq
-	if seq == max(w.seen[0], w.seen[1], w.seen[2]) {
-		// Written after the other subjects' pointers: it governs.
+	if governs {
 		w.apply(p, body, "pointer")
 	}
 	if gap {
@@ -420,16 +439,25 @@ func (w *Watcher) pointerSubject(republishedSubj string) int {
 	return -1
 }
 
-// pointer decodes and verifies a pointer message, rejecting bad ones. body
-// is the inline content when the pointer says so (still to be checked
-// against the pointer's checksum), else nil.
-func (w *Watcher) pointer(m *nats.Msg) (p cuecast.Pointer, body []byte, ok bool) {
+// pointer decodes and verifies a pointer message stored on subj, rejecting
+// bad ones; one whose revision is not above after is dropped unverified and
+// silently (the same pointer again, or a replay of an older one). body is
+// the inline content when the pointer says so (still to be checked against
+// the pointer's checksum), else nil.
+func (w *Watcher) pointer(m *nats.Msg, subj string, after uint64) (p cuecast.Pointer, body []byte, ok bool) {
 	p, err := decodePointer(m.Header.Get(headerPtr))
 	if err != nil {
 		w.reject(0, "undecodable pointer", fmt.Errorf("%s header: %w", headerPtr, err), false)
 		return p, nil, false
 	}
-	if err := w.verifyPointer(p); err != nil {
+	if p.Revision == 0 {
+		w.reject(p.Version, "pointer", errNoRevision, false)
+		return p, nil, false
+	}
+	if p.Revision <= after {
+		return p, nil, false
+	}
+	if err := w.verifyPointer(p, subj); err != nil {
 		w.reject(p.Version, "pointer", err, false)
 		return p, nil, false
 	}
@@ -710,14 +738,34 @@ func (w *Watcher) fetchChunks(meta cuecast.Version) ([]byte, error) {
 	return buf, nil
 }
 
-func (w *Watcher) verifyPointer(p cuecast.Pointer) error {
+// verifyPointer checks that p is a pointer of this watcher's config written
+// to subj (for the last-known-good file, subj is "": any subject it applies
+// pointers from), and its signature. The signed subject is what keeps a
+// pointer for another bucket or instance, replayed here, from applying.
+func (w *Watcher) verifyPointer(p cuecast.Pointer, subj string) error {
 	if p.Config != w.cfg {
 		return fmt.Errorf("pointer on %s names config %s: %w", cuecast.PointerSubject(w.cfg, w.bucket), p.Config, cuecast.ErrBadSignature)
+	}
+	if subj == "" && !w.appliesFrom(p.Subject) || subj != "" && p.Subject != subj {
+		return w.wrongSubject(p, subj)
 	}
 	if w.c.o.keyring == nil {
 		return nil
 	}
 	return w.c.o.keyring.Verify(p.SigningBytes(), p.Signature)
+}
+
+// appliesFrom reports whether the watcher applies pointers stored on subj.
+func (w *Watcher) appliesFrom(subj string) bool {
+	return subj != "" && (subj == w.activationStored || subj == w.ptrSubjects[0] || subj == w.ptrSubjects[1] || subj == w.ptrSubjects[2])
+}
+
+// wrongSubject is out of line: verifyPointer runs for every message.
+func (w *Watcher) wrongSubject(p cuecast.Pointer, subj string) error {
+	if subj == "" {
+		subj = "this instance's subjects"
+	}
+	return fmt.Errorf("pointer written to %q arrived on %s: %w", p.Subject, subj, cuecast.ErrBadSignature)
 }
 
 // report publishes the instance's state on its report subject (a core

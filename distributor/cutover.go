@@ -2,7 +2,6 @@ package distributor
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -55,16 +54,17 @@ func (d *Distributor) publishCutover(ctx context.Context, subj string, cfg cueca
 	if p.SetAt.IsZero() {
 		p.SetAt = time.Now().UTC()
 	}
-	if err := d.signPointer(&p); err != nil {
+	if p.Revision, err = d.nextRevision(ctx, cfg); err != nil {
 		return err
 	}
-	enc, err := json.Marshal(p)
+	p.Subject = subj
+	enc, err := d.encodePointer(&p)
 	if err != nil {
-		return fmt.Errorf("encode pointer: %w", err)
+		return err
 	}
 	if _, err := d.js.PublishMsg(ctx, pointerMsg(subj, enc, body)); err != nil {
 		return fmt.Errorf("write %s: %w", subj, err)
 	}
-	d.log.Info("cutover pointer", "subject", subj, "config", cfg, "version", p.Version)
+	d.log.Info("cutover pointer", "subject", subj, "config", cfg, "version", p.Version, "rev", p.Revision)
 	return nil
 }

@@ -107,6 +107,9 @@ type Distributor struct {
 	// (cachedPointer), so a deploy needs no reads; a lost compare-and-swap
 	// evicts the entry.
 	ptrs sync.Map
+	// revs is the last pointer revision this Distributor gave each config
+	// (pointers.go, nextRevision).
+	revs revisions
 	// latestCache holds each config's latest storedVersion as last written
 	// or read here (see cachedLatest).
 	latestCache sync.Map
@@ -131,7 +134,14 @@ func (d *Distributor) followPointers() error {
 		if err != nil || subj == "" || json.Unmarshal([]byte(m.Header.Get(HeaderPointer)), &p) != nil {
 			return
 		}
-		if c, ok := d.ptrs.Load(subj); ok && c.(cachedPointer).seq >= seq {
+		// Anyone able to publish on ccr.> could otherwise set the
+		// sequence the next compare-and-swap expects (pointers.go,
+		// followable).
+		var cur cachedPointer
+		if c, ok := d.ptrs.Load(subj); ok {
+			cur = c.(cachedPointer)
+		}
+		if !d.followable(p, subj, seq, cur) {
 			return
 		}
 		d.ptrs.Store(subj, cachedPointer{p: p, seq: seq})

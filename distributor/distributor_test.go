@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -19,6 +21,7 @@ import (
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/distributor"
 	"github.com/cuecast/cuecast/internal/natstest"
+	"github.com/cuecast/cuecast/internal/poll"
 )
 
 const cfg = cuecast.ConfigPath("payments/checkout")
@@ -787,5 +790,206 @@ func TestAllBucketsPointerDropsInstancePointers(t *testing.T) {
 	must(fresh.SetInstancePointers(ctx, cfg, []string{b}, cuecast.Pointer{Version: 1, Rollback: true}))
 	if p, ok := stored(fresh, b); !ok || p.Version != 1 {
 		t.Fatalf("instance %s named by a fresh distributor: pointer %+v (stored %t), want v1", b, p, ok)
+	}
+}
+
+// TestRevisionsRiseAcrossWriters: every pointer write of a config gets a
+// revision above every earlier one, on any of its subjects, whichever
+// Distributor writes it and however wrong its clock: a serve restart or a
+// failover to a replica whose clock is an hour behind must not write
+// pointers that subscribers rank below older ones (they follow the highest
+// revision, docs/PROTOCOL.md §5).
+func TestRevisionsRiseAcrossWriters(t *testing.T) {
+	s := natstest.Start(t)
+	ctx := t.Context()
+	log := slog.New(slog.NewTextHandler(t.Output(), nil))
+	newD := func(skew time.Duration) *distributor.Distributor {
+		d, err := distributor.New(ctx, s.Connect(t), distributor.Options{Logger: log})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(d.Close)
+		distributor.SkewClock(d, skew)
+		return d
+	}
+	ahead, behind, far := newD(time.Hour), newD(-time.Hour), newD(-48*time.Hour)
+	v1 := mustPublish(t, ahead, 1, content(1))
+	v2 := mustPublish(t, ahead, 2, content(2))
+	js, _ := jetstream.New(s.Connect(t))
+	st, err := js.Stream(ctx, "CUECAST")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last uint64
+	check := func(step, subj string) {
+		t.Helper()
+		m, err := st.GetLastMsgForSubject(ctx, subj)
+		if err != nil {
+			t.Fatalf("%s: read %s: %v", step, subj, err)
+		}
+		var p cuecast.Pointer
+		if err := json.Unmarshal([]byte(m.Header.Get(distributor.HeaderPointer)), &p); err != nil {
+			t.Fatal(err)
+		}
+		if p.Revision <= last || p.Subject != subj {
+			t.Fatalf("%s: pointer on %s has revision %d, subject %q; want above %d, %s", step, subj, p.Revision, p.Subject, last, subj)
+		}
+		last = p.Revision
+	}
+	if err := ahead.Deploy(ctx, v1); err != nil {
+		t.Fatal(err)
+	}
+	check("deploy by the replica an hour ahead", cuecast.AllPointerSubject(cfg))
+	if err := behind.SetPointers(ctx, cfg, []int{7}, cuecast.Pointer{Version: 2}); err != nil {
+		t.Fatal(err)
+	}
+	check("bucket pointer by the replica an hour behind", cuecast.PointerSubject(cfg, 7))
+	if err := far.SetInstancePointers(ctx, cfg, []string{"web-1"}, cuecast.Pointer{Version: 1, Rollback: true}); err != nil {
+		t.Fatal(err)
+	}
+	check("instance pointer by the replica two days behind", cuecast.InstancePointerSubject(cfg, "web-1"))
+	if err := behind.Stage(ctx, cfg, cuecast.Pointer{Version: 2}); err != nil {
+		t.Fatal(err)
+	}
+	check("staged pointer", cuecast.StagedSubject(cfg))
+	if err := far.Activate(ctx, cfg, cuecast.Pointer{Version: 2}); err != nil {
+		t.Fatal(err)
+	}
+	check("activation pointer", cuecast.ActivationSubject(cfg))
+	if err := behind.Deploy(ctx, v2); err != nil {
+		t.Fatal(err)
+	}
+	check("deploy by the replica behind", cuecast.AllPointerSubject(cfg))
+	// What subscribers of bucket 7 and of web-1 run is what Pointer and
+	// InstancePointer say: the newest by revision.
+	if p, err := ahead.Pointer(ctx, cfg, 7); err != nil || p.Version != 2 || p.Revision != last {
+		t.Fatalf("Pointer(bucket 7): %+v, %v; want the last write, version 2", p, err)
+	}
+}
+
+// TestTrustedKeysFile: what serve and `cuecast keys` do to <data>/trusted-keys
+// over a rotation: the first key creates it, the next is added beside it
+// (idempotently, as every serve start adds its key), retiring removes one
+// but never the last.
+func TestTrustedKeysFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "data", distributor.TrustedKeysFile)
+	pub := func() string {
+		kp, err := nkeys.CreateAccount()
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, _ := kp.PublicKey()
+		return p
+	}
+	oldPub, newPub := pub(), pub()
+	if _, err := distributor.ReadTrustedKeys(path); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("read before serve: %v, want ErrNotExist", err)
+	}
+	for _, step := range []struct {
+		name string
+		do   func() ([]string, error)
+		want []string
+	}{
+		{"first start", func() ([]string, error) { return distributor.TrustKey(path, oldPub) }, []string{oldPub}},
+		{"restart", func() ([]string, error) { return distributor.TrustKey(path, oldPub) }, []string{oldPub}},
+		{"keys new", func() ([]string, error) { return distributor.TrustKey(path, newPub) }, []string{oldPub, newPub}},
+		{"restart with the new key", func() ([]string, error) { return distributor.TrustKey(path, newPub) }, []string{oldPub, newPub}},
+		{"retire the old key", func() ([]string, error) { return distributor.RetireKey(path, oldPub) }, []string{newPub}},
+	} {
+		got, err := step.do()
+		if err != nil || !slices.Equal(got, step.want) {
+			t.Fatalf("%s: %v, %v; want %v", step.name, got, err, step.want)
+		}
+		if read, err := distributor.ReadTrustedKeys(path); err != nil || !slices.Equal(read, step.want) {
+			t.Fatalf("%s: file lists %v, %v; want %v", step.name, read, err, step.want)
+		}
+	}
+	if _, err := distributor.RetireKey(path, newPub); err == nil {
+		t.Fatal("retiring the last key: got success, want refusal")
+	}
+	if _, err := distributor.TrustKey(path, "SAAACAQDAQCQMBYIBEFAWDANBYHRAEISCMKBKFQXDAMRUGY4DUPB6IFO3A"); err == nil {
+		t.Fatal("trusting a seed: got success, want refusal")
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o644 {
+		t.Fatalf("file mode: %v, %v; want 0644", fi, err)
+	}
+}
+
+// TestForgedRepublishLeavesCacheAlone: the Distributor follows the
+// RePublished pointers to keep its compare-and-swap expectations current.
+// A genuine old pointer re-sent on ccr.> with a forged Nats-Sequence used to
+// become the sequence its next write on that subject expected, so the write
+// failed with a conflict (and every one after it, while the replays went
+// on). Only a pointer signed for its subject with a newer revision moves
+// the cache now.
+func TestForgedRepublishLeavesCacheAlone(t *testing.T) {
+	s := natstest.Start(t)
+	ctx := t.Context()
+	kp, err := nkeys.CreateAccount()
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(t.Output(), nil))
+	d, err := distributor.New(ctx, s.Connect(t), distributor.Options{Logger: log, SigningKey: kp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	other, err := distributor.New(ctx, s.Connect(t), distributor.Options{Logger: log, SigningKey: kp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	mustPublish(t, d, 1, content(1))
+	mustPublish(t, d, 2, content(2))
+	if err := d.SetPointers(ctx, cfg, []int{3}, cuecast.Pointer{Version: 1}); err != nil {
+		t.Fatal(err)
+	}
+	js, _ := jetstream.New(s.Connect(t))
+	st, err := js.Stream(ctx, "CUECAST")
+	if err != nil {
+		t.Fatal(err)
+	}
+	subj := cuecast.PointerSubject(cfg, 3)
+	real, err := st.GetLastMsgForSubject(ctx, subj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	attacker := s.Connect(t)
+	for _, h := range []map[string]string{
+		{"Nats-Sequence": "999999999"},                                      // the real pointer, again
+		{"Nats-Sequence": "999999999", "Cuecast-Pointer": `{"config":"x"}`}, // garbage
+	} {
+		m := nats.NewMsg("ccr" + subj[2:])
+		m.Header.Set(distributor.HeaderPointer, real.Header.Get(distributor.HeaderPointer))
+		m.Header.Set("Nats-Subject", subj)
+		for k, v := range h {
+			m.Header.Set(k, v)
+		}
+		if err := attacker.PublishMsg(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := attacker.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	// Another writer moves bucket 4: d learns of it only by following, on
+	// the same subscription, after the forged messages.
+	if err := other.SetPointers(ctx, cfg, []int{4}, cuecast.Pointer{Version: 2}); err != nil {
+		t.Fatal(err)
+	}
+	want, err := st.GetLastMsgForSubject(ctx, cuecast.PointerSubject(cfg, 4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, "d following the other writer", 20*time.Second, func() (bool, string) {
+		got := distributor.CachedSeq(d, cuecast.PointerSubject(cfg, 4))
+		return got == want.Sequence, fmt.Sprintf("cached %d, want %d", got, want.Sequence)
+	})
+	if got := distributor.CachedSeq(d, subj); got != real.Sequence {
+		t.Fatalf("cache for %s: sequence %d, want the stored %d", subj, got, real.Sequence)
+	}
+	if err := d.SetPointers(ctx, cfg, []int{3}, cuecast.Pointer{Version: 2}); err != nil {
+		t.Fatalf("write after the replays: %v", err)
 	}
 }

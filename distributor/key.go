@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/nats-io/nkeys"
 )
@@ -64,4 +66,113 @@ func LoadOrCreateKey(path string) (kp nkeys.KeyPair, created bool, err error) {
 		return nil, false, fmt.Errorf("create signing key %s: %w", path, err)
 	}
 	return kp, true, nil
+}
+
+// TrustedKeysFile is the file in serve's data directory that lists the
+// public keys clients trust: the signing key's, and during a rotation the
+// other one (docs/OPERATIONS.md, "Rotating the signing key"). `cuecast keys`
+// prints it; services read it with client.WithTrustedKeysFile or
+// `--trusted-keys-file`.
+const TrustedKeysFile = "trusted-keys"
+
+const trustedKeysHeader = `# Public keys that verify what cuecast serve signs (docs/OPERATIONS.md, "Keys").
+# Give this file to every service: cuecast watch/agent --trusted-keys-file, or
+# client.WithTrustedKeysFile. One key per line; '#' starts a comment.
+`
+
+// ReadTrustedKeys returns the public keys listed in the trusted-keys file at
+// path (one per line, '#' comments), in order. A missing file gives an
+// error wrapping os.ErrNotExist.
+func ReadTrustedKeys(path string) ([]string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read trusted keys: %w", err)
+	}
+	var keys []string
+	for i, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		key := strings.Fields(line)[0]
+		if _, err := nkeys.FromPublicKey(key); err != nil {
+			return nil, fmt.Errorf("read trusted keys %s: line %d: %q is not a public key: %w", path, i+1, key, err)
+		}
+		if !slices.Contains(keys, key) {
+			keys = append(keys, key)
+		}
+	}
+	return keys, nil
+}
+
+// TrustKey makes the trusted-keys file at path list pub, creating the file
+// when missing; the keys it lists already stay (a rotation's old key is
+// trusted until RetireKey). It returns the keys now listed.
+func TrustKey(path, pub string) ([]string, error) {
+	if _, err := nkeys.FromPublicKey(pub); err != nil {
+		return nil, fmt.Errorf("trust key %q: %w", pub, err)
+	}
+	keys, err := ReadTrustedKeys(path)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	if slices.Contains(keys, pub) {
+		return keys, nil
+	}
+	keys = append(keys, pub)
+	if err := writeTrustedKeys(path, keys); err != nil {
+		return nil, err
+	}
+	return keys, nil
+}
+
+// RetireKey removes pub from the trusted-keys file at path and returns the
+// keys left. It refuses to leave the file empty.
+func RetireKey(path, pub string) ([]string, error) {
+	keys, err := ReadTrustedKeys(path)
+	if err != nil {
+		return nil, err
+	}
+	i := slices.Index(keys, pub)
+	if i < 0 {
+		return nil, fmt.Errorf("retire key %s: not listed in %s: %w", pub, path, os.ErrNotExist)
+	}
+	if len(keys) == 1 {
+		return nil, fmt.Errorf("retire key %s: it is the only key in %s; clients would trust nothing", pub, path)
+	}
+	keys = slices.Delete(keys, i, i+1)
+	if err := writeTrustedKeys(path, keys); err != nil {
+		return nil, err
+	}
+	return keys, nil
+}
+
+// writeTrustedKeys replaces the file at path atomically (readable by all:
+// public keys are not secret).
+func writeTrustedKeys(path string, keys []string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("write trusted keys %s: %w", path, err)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".trusted-keys-*")
+	if err != nil {
+		return fmt.Errorf("write trusted keys %s: %w", path, err)
+	}
+	defer os.Remove(tmp.Name())
+	_, err = tmp.WriteString(trustedKeysHeader + strings.Join(keys, "\n") + "\n")
+	if err == nil {
+		err = tmp.Chmod(0o644)
+	}
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		return fmt.Errorf("write trusted keys %s: %w", path, err)
+	}
+	return nil
 }

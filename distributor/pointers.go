@@ -32,11 +32,10 @@ func (d *Distributor) Pointer(ctx context.Context, cfg cuecast.ConfigPath, bucke
 	return p, nil
 }
 
-// newest reads the pointers on subjs and returns the one written last, which
-// is the one an instance following those subjects runs.
+// newest reads the pointers on subjs and returns the one with the highest
+// revision, which is the one an instance following those subjects runs.
 func (d *Distributor) newest(ctx context.Context, subjs ...string) (cuecast.Pointer, error) {
-	var best cuecast.Pointer
-	var bestSeq uint64
+	var best cachedPointer
 	for _, subj := range subjs {
 		p, seq, err := d.pointer(ctx, subj)
 		if errors.Is(err, cuecast.ErrNotFound) {
@@ -45,14 +44,14 @@ func (d *Distributor) newest(ctx context.Context, subjs ...string) (cuecast.Poin
 		if err != nil {
 			return cuecast.Pointer{}, err
 		}
-		if seq > bestSeq {
-			best, bestSeq = p, seq
+		if c := (cachedPointer{p: p, seq: seq}); c.governs(best) {
+			best = c
 		}
 	}
-	if bestSeq == 0 {
+	if best.seq == 0 {
 		return cuecast.Pointer{}, cuecast.ErrNotFound
 	}
-	return best, nil
+	return best.p, nil
 }
 
 // InstancePointer returns the pointer of one instance of cfg (see
@@ -190,7 +189,7 @@ func allBuckets(buckets []int) bool {
 func effective(cur map[string]cachedPointer, t target) cachedPointer {
 	c := cur[t.subj]
 	for _, o := range t.over {
-		if oc := cur[o]; oc.seq > c.seq {
+		if oc := cur[o]; oc.governs(c) {
 			c = oc
 		}
 	}
@@ -312,7 +311,7 @@ func (d *Distributor) SetPointers(ctx context.Context, cfg cuecast.ConfigPath, b
 // SetInstancePointers points the named instances of cfg at p, each on its
 // own subject cc.<ns>.i.<instance>.<name> beside its cohort bucket's
 // pointer. An instance follows whichever of the two was written last (the
-// higher stream sequence), so a stage naming a few instances moves exactly
+// higher signed revision, Pointer.Revision), so a stage naming a few instances moves exactly
 // those, and a later write to their bucket takes them along again
 // (docs/PROTOCOL.md §5.2). p is filled in and written as by SetPointers,
 // with the same compare-and-swap and conflict rules.
@@ -361,19 +360,18 @@ func (d *Distributor) SetInstancePointers(ctx context.Context, cfg cuecast.Confi
 // subject's last sequence. A lost swap drops the subject from the cache, so
 // a retry reads it afresh.
 func (d *Distributor) setPointers(ctx context.Context, cfg cuecast.ConfigPath, targets []target, p cuecast.Pointer, body []byte, skip func(cuecast.Pointer) bool) (int, error) {
-	if err := d.signPointer(&p); err != nil {
+	rev, err := d.nextRevision(ctx, cfg)
+	if err != nil {
 		return 0, err
 	}
-	enc, err := json.Marshal(p)
-	if err != nil {
-		return 0, fmt.Errorf("encode pointer: %w", err)
-	}
+	p.Revision = rev
 	cur, err := d.currentPointers(ctx, targets)
 	if err != nil {
 		return 0, err
 	}
 	type write struct {
 		target
+		p   cuecast.Pointer
 		ack jetstream.PubAckFuture
 	}
 	var writes []write
@@ -393,6 +391,14 @@ func (d *Distributor) setPointers(ctx context.Context, cfg cuecast.ConfigPath, t
 				continue
 			}
 		}
+		// Signed for its subject: replayed onto another, it is refused.
+		tp := p
+		tp.Subject = t.subj
+		enc, err := d.encodePointer(&tp)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", t.name, err))
+			continue
+		}
 		m := pointerMsg(t.subj, enc, body)
 		m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(own.seq, 10))
 		ack, err := d.js.PublishMsgAsync(m)
@@ -400,13 +406,13 @@ func (d *Distributor) setPointers(ctx context.Context, cfg cuecast.ConfigPath, t
 			errs = append(errs, fmt.Errorf("%s: write: %w", t.name, err))
 			continue
 		}
-		writes = append(writes, write{target: t, ack: ack})
+		writes = append(writes, write{target: t, p: tp, ack: ack})
 	}
 	written := 0
 	for _, w := range writes {
 		select {
 		case pa := <-w.ack.Ok():
-			d.ptrs.Store(w.subj, cachedPointer{p: p, seq: pa.Sequence})
+			d.ptrs.Store(w.subj, cachedPointer{p: w.p, seq: pa.Sequence})
 			written++
 		case err := <-w.ack.Err():
 			d.ptrs.Delete(w.subj)
@@ -421,7 +427,7 @@ func (d *Distributor) setPointers(ctx context.Context, cfg cuecast.ConfigPath, t
 		}
 	}
 	if written > 0 {
-		d.log.Info("set pointers", "config", cfg, "version", p.Version, "seq", p.Seq, "pointers", written,
+		d.log.Info("set pointers", "config", cfg, "version", p.Version, "seq", p.Seq, "rev", p.Revision, "pointers", written,
 			"rollback", p.Rollback, "rollout", p.Rollout, "reason", p.Reason)
 	}
 	return written, errors.Join(errs...)
@@ -441,6 +447,19 @@ func pointerMsg(subj string, enc, body []byte) *nats.Msg {
 type cachedPointer struct {
 	p   cuecast.Pointer
 	seq uint64
+}
+
+// governs reports whether c was written after o, so that an instance
+// following both runs c: the higher revision, and for pointers written
+// before revisions existed (revision 0), the higher stream sequence.
+func (c cachedPointer) governs(o cachedPointer) bool {
+	if c.seq == 0 || o.seq == 0 {
+		return c.seq != 0
+	}
+	if c.p.Revision != o.p.Revision {
+		return c.p.Revision > o.p.Revision
+	}
+	return c.seq > o.seq
 }
 
 // currentPointers returns the pointer on each target's subject, keyed by
@@ -494,6 +513,118 @@ func (d *Distributor) readPointers(ctx context.Context, missing []string) (map[s
 	}
 	wg.Wait()
 	return out, errors.Join(errs...)
+}
+
+// followable reports whether the pointer p, RePublished on subj at seq as
+// the unsigned headers say, may replace the cached c: it must be signed by
+// this Distributor's key for subj and carry a higher revision than c, so
+// that a replayed or forged message cannot make the cache expect a
+// sequence the stream does not have (every write would then lose its
+// compare-and-swap). Without a key, the revision alone decides; between
+// pointers from before revisions, the sequence.
+func (d *Distributor) followable(p cuecast.Pointer, subj string, seq uint64, c cachedPointer) bool {
+	if c.seq == 0 {
+		return d.o.SigningKey == nil || d.signedHere(p, subj)
+	}
+	if p.Revision == 0 && c.p.Revision == 0 {
+		return seq > c.seq
+	}
+	if p.Revision <= c.p.Revision {
+		return false
+	}
+	return d.o.SigningKey == nil || d.signedHere(p, subj)
+}
+
+// encodePointer signs p (when the Distributor has a key) and encodes it.
+func (d *Distributor) encodePointer(p *cuecast.Pointer) ([]byte, error) {
+	if err := d.signPointer(p); err != nil {
+		return nil, err
+	}
+	enc, err := json.Marshal(p)
+	if err != nil {
+		return nil, fmt.Errorf("encode pointer: %w", err)
+	}
+	return enc, nil
+}
+
+// revisions is the last revision a Distributor gave each config's pointers.
+type revisions struct {
+	mu   sync.Mutex
+	last map[cuecast.ConfigPath]uint64
+	now  func() time.Time // nil: time.Now; tests skew it
+}
+
+// nextRevision returns the revision of the next pointer write of cfg: above
+// every revision stored on cfg's pointer subjects and every one this
+// Distributor gave, and the wall clock in Unix nanoseconds when that is
+// higher. Reading the stored ones each time (four direct reads of the last
+// message on a wildcard, one per kind of pointer subject) is what keeps the
+// revisions rising across a serve restart and a failover to a replica whose
+// clock is behind: the clock alone would let a write after a failover rank
+// below one before it, and subscribers would not follow it. A restored
+// stream holds lower revisions than subscribers saw; the clock takes the
+// next write above them unless it went backwards (docs/PROTOCOL.md §5.2).
+func (d *Distributor) nextRevision(ctx context.Context, cfg cuecast.ConfigPath) (uint64, error) {
+	return d.nextRevisions(ctx, cfg, 1)
+}
+
+// nextRevisions is nextRevision for n writes: it returns the first of n
+// consecutive revisions, all above every earlier one.
+func (d *Distributor) nextRevisions(ctx context.Context, cfg cuecast.ConfigPath, n int) (uint64, error) {
+	stored, err := d.storedRevision(ctx, cfg)
+	if err != nil {
+		return 0, fmt.Errorf("read the revision of %s: %w", cfg, err)
+	}
+	d.revs.mu.Lock()
+	defer d.revs.mu.Unlock()
+	if d.revs.last == nil {
+		d.revs.last = map[cuecast.ConfigPath]uint64{}
+	}
+	now := time.Now
+	if d.revs.now != nil {
+		now = d.revs.now
+	}
+	rev := max(uint64(now().UnixNano()), max(stored, d.revs.last[cfg])+1)
+	d.revs.last[cfg] = rev + uint64(n) - 1
+	return rev, nil
+}
+
+// storedRevision is the highest revision on cfg's stored pointers: the one
+// on the last message of each kind of pointer subject, since each write's
+// revision is above every one stored before it.
+func (d *Distributor) storedRevision(ctx context.Context, cfg cuecast.ConfigPath) (uint64, error) {
+	ns, name := cfg.Namespace(), cuecast.SubjectName(cfg)
+	filters := [...]string{
+		"cc." + ns + ".p.*." + name, // every bucket's and the all-buckets pointer
+		cuecast.InstancePointerSubject(cfg, "*"),
+		cuecast.StagedSubject(cfg),
+		cuecast.ActivationSubject(cfg),
+	}
+	var (
+		mu   sync.Mutex
+		wg   sync.WaitGroup
+		rev  uint64
+		errs []error
+	)
+	for _, f := range filters {
+		wg.Go(func() {
+			m, err := d.stream.GetLastMsgForSubject(ctx, f)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case errors.Is(err, jetstream.ErrMsgNotFound):
+			case err != nil:
+				errs = append(errs, fmt.Errorf("read %s: %w", f, err))
+			default:
+				var p cuecast.Pointer
+				if json.Unmarshal([]byte(m.Header.Get(HeaderPointer)), &p) == nil {
+					rev = max(rev, p.Revision)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return rev, errors.Join(errs...)
 }
 
 func (d *Distributor) signPointer(p *cuecast.Pointer) error {

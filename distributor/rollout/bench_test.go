@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/client"
@@ -42,7 +43,12 @@ func BenchmarkRollback(b *testing.B) {
 	srv := natstest.Start(b)
 	nc := srv.Connect(b)
 	ctx := context.Background()
-	d, err := distributor.New(ctx, nc, distributor.Options{Logger: benchLogger()})
+	key, err := nkeys.CreateAccount()
+	if err != nil {
+		b.Fatal(err)
+	}
+	pub, _ := key.PublicKey()
+	d, err := distributor.New(ctx, nc, distributor.Options{Logger: benchLogger(), SigningKey: key})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -113,7 +119,7 @@ func BenchmarkRollback(b *testing.B) {
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			c, err := client.New(conns[i/100], client.WithInstance(fmt.Sprintf("bench-%05d", i)),
+			c, err := client.New(conns[i/100], client.WithInstance(fmt.Sprintf("bench-%05d", i)), client.WithTrustedKeys(pub),
 				client.WithEvents(func(e client.Event) {
 					if e.Kind == client.EventApplied {
 						last.Store(e.At.UnixNano())

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/client"
@@ -37,6 +38,9 @@ type env struct {
 	pol  *policies
 	wrap func(rollout.Distributor) rollout.Distributor
 	stop func()
+	// key signs what the distributor writes; instances trust pub.
+	key nkeys.KeyPair
+	pub string
 }
 
 // policies is a Policies whose answer a test changes.
@@ -82,7 +86,13 @@ func (e *env) open() {
 	e.t.Helper()
 	e.nc = e.srv.Connect(e.t)
 	var err error
-	e.d, err = distributor.New(e.t.Context(), e.nc, distributor.Options{Heartbeat: heartbeat, Logger: logger(e.t)})
+	if e.key == nil {
+		if e.key, err = nkeys.CreateAccount(); err != nil {
+			e.t.Fatal(err)
+		}
+		e.pub, _ = e.key.PublicKey()
+	}
+	e.d, err = distributor.New(e.t.Context(), e.nc, distributor.Options{Heartbeat: heartbeat, Logger: logger(e.t), SigningKey: e.key})
 	if err != nil {
 		e.t.Fatalf("distributor.New: %v", err)
 	}
@@ -216,7 +226,7 @@ func (e *env) instanceWith(id string, labels map[string]string) *instance {
 	in := &instance{id: id}
 	nc := e.srv.Connect(e.t, client.ConnectOptions()...)
 	var wp atomic.Pointer[client.Watcher]
-	cl, err := client.New(nc, client.WithInstance(id), client.WithHeartbeat(heartbeat), client.WithLabels(labels),
+	cl, err := client.New(nc, client.WithInstance(id), client.WithTrustedKeys(e.pub), client.WithHeartbeat(heartbeat), client.WithLabels(labels),
 		client.WithHealth(func() cuecast.Health {
 			w := wp.Load()
 			if w != nil && in.sick.Load() != 0 && w.Current().Version == in.sick.Load() {

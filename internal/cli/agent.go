@@ -47,10 +47,15 @@ or sends --signal to a process, like consul-template. A failing command is said 
 stderr and makes the instance report itself unhealthy until the next success, so a
 staged rollout halts on it.
 
+Only content signed by a trusted key is written: pass serve's <data>/trusted-keys
+as --trusted-keys-file (` + "`cuecast keys`" + ` prints it); agent refuses to start
+without trusted keys unless told --insecure-skip-verify.
+
 Each file written is printed as one JSON line on stdout.`,
 		Example: `  cuecast agent --instance web-1 --config payments/checkout --config payments/refunds \
-      --dir /etc/app/config --exec 'systemctl reload app'
-  cuecast agent --instance web-1 --config search/ranking --dir ./cfg --signal "$(cat app.pid):HUP"`,
+      --dir /etc/app/config --exec 'systemctl reload app' --trusted-keys-file /etc/cuecast/trusted-keys
+  cuecast agent --instance web-1 --config search/ranking --dir ./cfg --signal "$(cat app.pid):HUP" \
+      --trusted-keys-file /etc/cuecast/trusted-keys`,
 		RunE: func(c *cobra.Command, args []string) error {
 			if err := opts.validateAgent(); err != nil {
 				return err
@@ -102,7 +107,7 @@ func (o *AgentOptions) validateAgent() error {
 			return err
 		}
 	}
-	return nil
+	return o.validateTrust()
 }
 
 var signalNames = map[string]syscall.Signal{

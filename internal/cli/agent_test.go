@@ -119,7 +119,7 @@ func TestAgentSignal(t *testing.T) {
 	}
 	t.Cleanup(func() { svc.Process.Kill(); svc.Wait() })
 	await(t, "the service's trap", fileContains(ready, "ok"))
-	startCmd(t, "agent", "--nats", p.ClientURL(), "--instance", "sidecar-2",
+	startCmd(t, "agent", "--nats", p.ClientURL(), "--instance", "sidecar-2", "--trusted-key", p.PublicKey,
 		"--config", "payments/refunds", "--dir", t.TempDir(),
 		"--signal", strconv.Itoa(svc.Process.Pid)+":HUP")
 	await(t, "a SIGHUP to the service", fileContains(marker, "hup"))
@@ -138,6 +138,9 @@ func TestAgentUsage(t *testing.T) {
 		{"exec and signal", []string{"--instance", "a", "--config", "payments/checkout", "--dir", "d", "--exec", "true", "--signal", "1:HUP"}, "both given"},
 		{"twice", []string{"--instance", "a", "--config", "payments/checkout", "--config", "payments/checkout", "--dir", "d"}, "given twice"},
 		{"bad instance", []string{"--instance", "a b", "--config", "payments/checkout", "--dir", "d"}, "invalid instance id"},
+		// Verification is not optional: no keys, no start.
+		{"no trusted keys", []string{"--instance", "a", "--config", "payments/checkout", "--dir", "d"}, "no trusted keys"},
+		{"insecure and keys", []string{"--instance", "a", "--config", "payments/checkout", "--dir", "d", "--insecure-skip-verify", "--trusted-keys-file", "k"}, "both given"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, _, stderr := run(context.Background(), append([]string{"agent"}, tc.args...)...)

@@ -101,7 +101,7 @@ func TestWatchCorruptLastKnownGood(t *testing.T) {
 		stdout, stderr = &syncBuffer{}, &syncBuffer{}
 		close(ready)
 		io := &iostreams.IOStreams{In: strings.NewReader(""), Out: stdout, ErrOut: stderr}
-		code = cli.Main(wctx, []string{"watch", "--nats", p.ClientURL(), "--config", "payments/checkout", "--instance", "web-1", "--lkg", lkg}, io, func(string) string { return "" })
+		code = cli.Main(wctx, []string{"watch", "--nats", p.ClientURL(), "--config", "payments/checkout", "--instance", "web-1", "--lkg", lkg, "--trusted-key", p.PublicKey}, io, func(string) string { return "" })
 		done <- code
 	}()
 	<-ready

@@ -19,6 +19,7 @@ import (
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/client"
+	"github.com/cuecast/cuecast/distributor"
 	"github.com/cuecast/cuecast/internal/pipeline"
 	"github.com/cuecast/cuecast/internal/revert"
 )
@@ -73,6 +74,7 @@ type demo struct {
 	dir      string
 	repo     *git.Repository
 	pipe     *pipeline.Pipeline
+	trust    string // the trusted-keys file, as serve writes it
 	watchers []*client.Watcher
 	conns    []*nats.Conn
 	step     int
@@ -147,7 +149,13 @@ func (d *demo) run(ctx context.Context, env *Env) error {
 	runErr := make(chan error, 1)
 	go func() { runErr <- d.pipe.Run(runCtx) }()
 	d.detail("NATS at %s, data in %s", d.pipe.ClientURL(), filepath.Join(d.dir, "data"))
-	d.detail("signing key %s", d.pipe.PublicKey)
+	// As serve does: the public key in <data>/trusted-keys, which is what
+	// services are given and what the instances below verify against.
+	d.trust = filepath.Join(d.dir, "data", distributor.TrustedKeysFile)
+	if _, err := distributor.TrustKey(d.trust, d.pipe.PublicKey); err != nil {
+		return err
+	}
+	d.detail("signing key %s, listed in %s; the instances accept only what it signed", d.pipe.PublicKey, d.trust)
 	d.detail("rollout: everyone at once (serve itself follows the manifest's stages; see docs/ROLLOUT.md)")
 	if err := d.waitCursor(ctx, first.String()); err != nil {
 		return err
@@ -281,7 +289,7 @@ func (d *demo) startWatcher(ctx context.Context, env *Env, id string) (*client.W
 	d.conns = append(d.conns, nc)
 	cl, err := client.New(nc,
 		client.WithInstance(id),
-		client.WithTrustedKeys(d.pipe.PublicKey),
+		client.WithTrustedKeysFile(d.trust),
 		client.WithEvents(func(ev client.Event) {
 			if ev.Err != nil {
 				fmt.Fprintf(env.IO.ErrOut, "      %s: %s\n", id, ev)

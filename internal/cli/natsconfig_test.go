@@ -98,8 +98,9 @@ func testNATSConfigTree(t *testing.T, auth string, tls bool) {
 	defer cancel()
 	repo := exampleRepo(t)
 	serveDone := make(chan int, 1)
+	data := t.TempDir()
 	go func() {
-		code, _, errOut := run(ctx, append([]string{"serve", "--repo", repo.Dir, "--data", t.TempDir(), "--interval", "20ms",
+		code, _, errOut := run(ctx, append([]string{"serve", "--repo", repo.Dir, "--data", data, "--interval", "20ms",
 			"--nats", hub.ClientURL(), "--lease-ttl", "1s"}, login("distributor")...)...)
 		if code != 0 {
 			t.Errorf("serve: exit %d: %s", code, errOut)
@@ -120,6 +121,14 @@ func testNATSConfigTree(t *testing.T, auth string, tls bool) {
 		t.Errorf("mirrors printed %q", out)
 	}
 
+	// The one step that gives a service serve's key: the file it writes.
+	natstest.Eventually(t, 30*time.Second, "serve's trusted-keys file", func() (bool, string) {
+		_, err := os.Stat(filepath.Join(data, "trusted-keys"))
+		if err != nil {
+			return false, err.Error()
+		}
+		return true, ""
+	})
 	wctx, stopWatch := context.WithCancel(ctx)
 	watchDone := make(chan struct{})
 	var wout, werr interface{ String() string }
@@ -127,6 +136,7 @@ func testNATSConfigTree(t *testing.T, auth string, tls bool) {
 		defer close(watchDone)
 		// A canary host of search's manifest: v1 reaches it in the first stage.
 		code, o, e := run(wctx, append([]string{"watch", "--nats", node.ClientURL(), "--namespace-mirror",
+			"--trusted-keys-file", filepath.Join(data, "trusted-keys"),
 			"--config", "search/ranking", "--instance", "search-canary-1"}, login("svc-search")...)...)
 		wout, werr = o, e
 		if code != 0 {
@@ -159,7 +169,7 @@ func TestNATSConfigBadInput(t *testing.T) {
 		{"route without cluster", []string{"nats-config", "leaf", "--name", "l", "--store", "/s", "--secrets", "SECRETS", "--upstream", "h:7422", "--route", "x:6222"}, "cluster"},
 		{"replicas without nats", []string{"serve", "--replicas", "3"}, "--nats"},
 		{"creds and user", []string{"status", "--creds", "x.creds", "--user", "u"}, "--creds"},
-		{"password without user", []string{"watch", "--config", "a/b", "--instance", "i", "--password", "p"}, "--user"},
+		{"password without user", []string{"watch", "--config", "a/b", "--instance", "i", "--trusted-keys-file", "k", "--password", "p"}, "--user"},
 		{"cert without key", []string{"status", "--tls-cert", "c.pem"}, "key"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -56,7 +56,8 @@ Quick start:
   cuecast demo                      the whole pipeline on configs-example/, end to end
   cuecast compile --repo DIR        validate every config and print checksums
   cuecast serve --repo DIR          run the pipeline with an embedded NATS server
-  cuecast watch --config PATH --instance ID
+  cuecast keys --data DIR           the public keys every service must trust
+  cuecast watch --config PATH --instance ID --trusted-keys-file FILE
   cuecast status
 
 Exit codes: 0 ok, 1 cuecast failed, 2 wrong usage, 3 invalid configs, 4 halted or timed out.`,
@@ -75,6 +76,7 @@ Exit codes: 0 ok, 1 cuecast failed, 2 wrong usage, 3 invalid configs, 4 halted o
 		newServeCmd(env, nil),
 		newWatchCmd(env, nil),
 		newAgentCmd(env, nil),
+		newKeysCmd(env),
 		newStatusCmd(env, nil),
 		newLogCmd(env, nil),
 		newTailerCmd(env, nil),

@@ -3,8 +3,10 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"time"
 
+	"github.com/nats-io/nkeys"
 	"github.com/spf13/cobra"
 
 	"github.com/cuecast/cuecast/distributor"
@@ -14,12 +16,14 @@ import (
 
 // ServeOptions are the flags of `cuecast serve`.
 type ServeOptions struct {
-	Repo     string
-	Branch   string
-	Data     string
-	Listen   string
-	Interval time.Duration
-	StartAt  string
+	Repo   string
+	Branch string
+	Data   string
+	Listen string
+	// SigningKey is the seed file serve signs with; empty: <data>/signing.nk.
+	SigningKey string
+	Interval   time.Duration
+	StartAt    string
 	// HTTP is the operations server's address (dashboard, /metrics,
 	// /healthz, /readyz, /hooks/github); empty: none.
 	HTTP          string
@@ -50,8 +54,11 @@ publish, says so in its log and on /readyz, until ` + "`cuecast repair`" + `.
 A commit that does not compile is logged as rejected and publishes nothing; the
 last good versions stay in service.
 
-On first start serve creates an ed25519 signing key in --data and logs its public
-key; give it to clients (cuecast watch --trusted-key) so they reject anything else.
+On first start serve creates an ed25519 signing key (--signing-key, default
+<data>/signing.nk). On every start it adds the key's public half to
+<data>/trusted-keys, the file every service needs: give it to them as
+--trusted-keys-file (watch, agent) or client.WithTrustedKeysFile; ` + "`cuecast keys`" + `
+prints it. Services refuse to start without it. Rotating the key: see ` + "`cuecast keys new`" + `.
 
 Serve locks --data: a second serve (or repair) over the same directory exits at
 once, naming the PID of the one that holds it. A --listen or --http port already
@@ -71,6 +78,7 @@ Exit status 2 when --repo is not a Git repository or --branch does not exist.`,
 	cmd.Flags().StringVar(&opts.Repo, "repo", ".", "config repository to follow (a local path, or a URL to clone)")
 	cmd.Flags().StringVar(&opts.Branch, "branch", "main", "branch to follow")
 	cmd.Flags().StringVar(&opts.Data, "data", ".cuecast", "data directory: JetStream store, signing key, clones")
+	cmd.Flags().StringVar(&opts.SigningKey, "signing-key", "", "ed25519 seed file to sign with, created when missing (default <data>/signing.nk)")
 	cmd.Flags().StringVar(&opts.Listen, "listen", "127.0.0.1:4222", "address of the embedded NATS server")
 	cmd.Flags().DurationVar(&opts.Interval, "interval", 0, "poll interval (default 1s for a local repo, 5s for a remote one)")
 	cmd.Flags().StringVar(&opts.StartAt, "start-at", "", "on an empty data directory, begin from this commit instead of the branch's root")
@@ -104,10 +112,15 @@ func serveRun(c *cobra.Command, env *Env, opts *ServeOptions) error {
 	if err != nil {
 		return err
 	}
+	key, trustFile, err := serveKey(opts)
+	if err != nil {
+		return err
+	}
 	p, err := pipeline.Start(ctx, pipeline.Config{
 		Repo:          opts.Repo,
 		Branch:        opts.Branch,
 		DataDir:       opts.Data,
+		SigningKey:    key,
 		Listen:        opts.Listen,
 		Interval:      opts.Interval,
 		StartAt:       opts.StartAt,
@@ -124,7 +137,8 @@ func serveRun(c *cobra.Command, env *Env, opts *ServeOptions) error {
 	}
 	defer p.Close()
 	log.Info("serving", "nats", p.ClientURL(), "repo", opts.Repo, "branch", opts.Branch, "data", opts.Data, "public_key", p.PublicKey)
-	fmt.Fprintf(env.IO.ErrOut, "cuecast serve: NATS at %s; clients verify with --trusted-key %s\n", p.ClientURL(), p.PublicKey)
+	fmt.Fprintf(env.IO.ErrOut, "cuecast serve: NATS at %s; signing with %s; services trust the keys in %s (--trusted-keys-file; `cuecast keys --data %s` prints them)\n",
+		p.ClientURL(), p.PublicKey, trustFile, opts.Data)
 	if addr := p.HTTPAddr(); addr != "" {
 		mode := "read-only"
 		if opts.OperatorToken != "" {
@@ -137,6 +151,30 @@ func serveRun(c *cobra.Command, env *Env, opts *ServeOptions) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// serveKey loads (or creates) the signing key and lists its public half in
+// the trusted-keys file, before anything is signed: a service given the file
+// as soon as serve runs finds the key in it. The keys already listed stay
+// (a rotation's other key); `cuecast keys retire` removes one.
+func serveKey(opts *ServeOptions) (nkeys.KeyPair, string, error) {
+	path := opts.SigningKey
+	if path == "" {
+		path = filepath.Join(opts.Data, "signing.nk")
+	}
+	key, _, err := distributor.LoadOrCreateKey(path)
+	if err != nil {
+		return nil, "", fmt.Errorf("serve: %w", err)
+	}
+	pub, err := key.PublicKey()
+	if err != nil {
+		return nil, "", fmt.Errorf("serve: signing key %s: %w", path, err)
+	}
+	trustFile := filepath.Join(opts.Data, distributor.TrustedKeysFile)
+	if _, err := distributor.TrustKey(trustFile, pub); err != nil {
+		return nil, "", fmt.Errorf("serve: %w", err)
+	}
+	return key, trustFile, nil
 }
 
 // repoError turns the tailer's complaints about the repository into usage

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -19,6 +20,11 @@ type serviceFlags struct {
 	NATS        string
 	Labels      map[string]string
 	TrustedKeys []string
+	// TrustedKeysFile is serve's <data>/trusted-keys (or a copy of it).
+	TrustedKeysFile string
+	// InsecureSkipVerify accepts unsigned content: the only way to run
+	// without trusted keys.
+	InsecureSkipVerify bool
 	// Conn and NamespaceMirror: credentials, TLS, and reading from the
 	// namespace's mirror (connflags.go, docs/SCALING.md).
 	Conn            ConnFlags
@@ -29,7 +35,9 @@ func (f *serviceFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.Instance, "instance", "", "this instance's ID (its cohort is derived from it)")
 	fs.StringVar(&f.NATS, "nats", nats.DefaultURL, "NATS server URL")
 	fs.StringToStringVar(&f.Labels, "label", nil, "labels reported with this instance, like --label canary=true")
-	fs.StringSliceVar(&f.TrustedKeys, "trusted-key", nil, "public key printed by `cuecast serve`; anything not signed by it is rejected (repeatable)")
+	fs.StringSliceVar(&f.TrustedKeys, "trusted-key", nil, "public key that signs what to accept, as `cuecast keys` prints it (repeatable)")
+	fs.StringVar(&f.TrustedKeysFile, "trusted-keys-file", "", "file of trusted public keys: serve's <data>/trusted-keys, or `cuecast keys` output")
+	fs.BoolVar(&f.InsecureSkipVerify, "insecure-skip-verify", false, "accept unsigned content: anyone who can publish on NATS decides what runs (tests and demos only)")
 	f.Conn.Register(fs)
 	fs.BoolVar(&f.NamespaceMirror, "namespace-mirror", false, "read from the namespace's mirror CUECAST_<ns> with the namespace's inbox prefix, as service credentials from `cuecast nats-config` require")
 }
@@ -37,6 +45,21 @@ func (f *serviceFlags) register(fs *pflag.FlagSet) {
 func (f *serviceFlags) validate() error {
 	if err := cuecast.ValidateInstance(f.Instance); err != nil {
 		return &UsageError{Err: err, Hint: "pass --instance with a stable ID for this service instance"}
+	}
+	return nil
+}
+
+// validateTrust refuses to run without trusted keys unless told
+// --insecure-skip-verify: a service that accepts unsigned content runs
+// whatever anyone who can publish on NATS sends it.
+func (f *serviceFlags) validateTrust() error {
+	trusted := len(f.TrustedKeys) > 0 || f.TrustedKeysFile != ""
+	switch {
+	case !trusted && !f.InsecureSkipVerify:
+		return usageErrorf("pass --trusted-keys-file with serve's <data>/trusted-keys (or what `cuecast keys --data DIR` prints on the serve host), or --trusted-key KEY",
+			"no trusted keys: refusing to accept content nobody is known to have signed")
+	case trusted && f.InsecureSkipVerify:
+		return usageErrorf("drop --insecure-skip-verify", "--insecure-skip-verify and trusted keys both given")
 	}
 	return nil
 }
@@ -54,8 +77,20 @@ func (f *serviceFlags) connect(env *Env, name, namespace string, extra ...client
 		client.WithLabels(f.Labels),
 		client.WithEvents(func(ev client.Event) { fmt.Fprintf(env.IO.ErrOut, "%s %s: %s\n", name, f.Instance, ev) }),
 	}
-	if len(f.TrustedKeys) > 0 {
-		clientOpts = append(clientOpts, client.WithTrustedKeys(f.TrustedKeys...))
+	switch {
+	case f.InsecureSkipVerify:
+		fmt.Fprintf(env.IO.ErrOut, "%s %s: WARNING: --insecure-skip-verify: signatures are NOT checked; anyone who can publish on NATS decides what this instance runs\n", name, f.Instance)
+		clientOpts = append(clientOpts, client.WithInsecureSkipVerify())
+	default:
+		keys := slices.Clone(f.TrustedKeys)
+		if f.TrustedKeysFile != "" {
+			fromFile, err := client.ReadTrustedKeys(f.TrustedKeysFile)
+			if err != nil {
+				return nil, nil, &UsageError{Err: err, Hint: "copy serve's <data>/trusted-keys, or save what `cuecast keys --data DIR` prints"}
+			}
+			keys = append(keys, fromFile...)
+		}
+		clientOpts = append(clientOpts, client.WithTrustedKeys(keys...))
 	}
 	if f.NamespaceMirror {
 		connOpts = append(connOpts, nats.CustomInboxPrefix(natsconf.InboxPrefix(namespace)))

@@ -31,14 +31,22 @@ the version its cohort's pointer names and every later one. Each version is veri
 against its checksum, swapped in atomically, written to the last-known-good file and
 reported back, and printed as one JSON line on stdout.
 
+Only content signed by a trusted key is applied: pass serve's <data>/trusted-keys
+as --trusted-keys-file (` + "`cuecast keys`" + ` prints it); watch refuses to start
+without trusted keys unless told --insecure-skip-verify.
+
 Problems (a corrupt last-known-good file, a rejected version, a lost connection) are
 said on stderr; watch keeps running until interrupted.`,
-		Example: `  cuecast watch --config payments/checkout --instance web-1 --lkg /var/lib/app/checkout.json`,
+		Example: `  cuecast watch --config payments/checkout --instance web-1 --lkg /var/lib/app/checkout.json \
+      --trusted-keys-file /etc/cuecast/trusted-keys`,
 		RunE: func(c *cobra.Command, args []string) error {
 			if err := cuecast.ConfigPath(opts.Config).Validate(); err != nil {
 				return &UsageError{Err: err, Hint: "pass --config <namespace>/<name>, like payments/checkout"}
 			}
 			if err := opts.validate(); err != nil {
+				return err
+			}
+			if err := opts.validateTrust(); err != nil {
 				return err
 			}
 			if runF != nil {

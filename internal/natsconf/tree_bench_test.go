@@ -49,7 +49,7 @@ func watchAll(b *testing.B, f *fleet, connect func() *nats.Conn, servers, conns,
 		for c := range conns {
 			nc := connect()
 			for i := range perConn {
-				opts := []client.Option{client.WithInstance(fmt.Sprintf("s%d-c%d-i%d", s, c, i)), client.WithHeartbeat(time.Minute)}
+				opts := []client.Option{client.WithInstance(fmt.Sprintf("s%d-c%d-i%d", s, c, i)), client.WithTrustedKeys(treePub), client.WithHeartbeat(time.Minute)}
 				if stream != "" {
 					opts = append(opts, client.WithStream("", stream))
 				}
@@ -118,7 +118,7 @@ func BenchmarkFanout(b *testing.B) {
 		conns := min(size/4, 5) // per node; 4× as many on the embedded server
 		b.Run(fmt.Sprintf("embedded/%d", size), func(b *testing.B) {
 			srv := natstest.Start(b)
-			d, err := distributor.New(context.Background(), srv.Connect(b), distributor.Options{})
+			d, err := distributor.New(context.Background(), srv.Connect(b), distributor.Options{SigningKey: treeKey})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -146,7 +146,7 @@ func BenchmarkFanout(b *testing.B) {
 				for _, l := range tr.Leaves {
 					l.WaitLinked(b)
 				}
-				d, err := distributor.New(context.Background(), tr.Hub.Connect(b, natsconf.DistributorUser), distributor.Options{})
+				d, err := distributor.New(context.Background(), tr.Hub.Connect(b, natsconf.DistributorUser), distributor.Options{SigningKey: treeKey})
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -41,6 +41,7 @@ func instances(t *testing.T, s *natstest.TreeServer, cfg cuecast.ConfigPath, n i
 	for i := range n {
 		cl, err := client.New(nc,
 			client.WithInstance(fmt.Sprintf("%s-i%d", s.Spec.Name, i)),
+			client.WithTrustedKeys(treePub),
 			client.WithStream("", natsconf.MirrorStream(cfg.Namespace())),
 			client.WithReconcile(500*time.Millisecond),
 		)
@@ -83,7 +84,7 @@ func testTree(t *testing.T, tr *natstest.Tree) {
 	nc := tr.Hub.Connect(t, natsconf.DistributorUser)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	d, err := distributor.New(ctx, nc, distributor.Options{})
+	d, err := distributor.New(ctx, nc, distributor.Options{SigningKey: treeKey})
 	if err != nil {
 		t.Fatalf("new distributor: %v", err)
 	}
@@ -131,7 +132,7 @@ func TestThreeLevelTree(t *testing.T) {
 	node := tr.AddLeaf(t, region, natsconf.Node, "host-1")
 	node.WaitLinked(t)
 	nc := tr.Hub.Connect(t, natsconf.DistributorUser)
-	d, err := distributor.New(context.Background(), nc, distributor.Options{Retain: 3})
+	d, err := distributor.New(context.Background(), nc, distributor.Options{Retain: 3, SigningKey: treeKey})
 	if err != nil {
 		t.Fatalf("new distributor: %v", err)
 	}

@@ -36,6 +36,10 @@ type Config struct {
 	Branch string
 	// DataDir holds the JetStream store, the signing key and remote clones.
 	DataDir string
+	// SigningKey signs every version and pointer; nil: the seed in
+	// DataDir/signing.nk, created on first start. (serve loads it itself, from
+	// --signing-key, to write the trusted-keys file first.)
+	SigningKey nkeys.KeyPair
 	// Listen is the embedded server's client address; port 0 picks one.
 	Listen string
 	// Interval is the tailer's poll interval (zero: its default).
@@ -130,9 +134,11 @@ func Start(ctx context.Context, cfg Config) (_ *Pipeline, err error) {
 			return nil, fmt.Errorf("start pipeline: --http %s: port not available (another process listens on it?): %w", cfg.HTTP, err)
 		}
 	}
-	key, err := loadOrCreateKey(filepath.Join(cfg.DataDir, "signing.nk"))
-	if err != nil {
-		return nil, err
+	key := cfg.SigningKey
+	if key == nil {
+		if key, err = loadOrCreateKey(filepath.Join(cfg.DataDir, "signing.nk")); err != nil {
+			return nil, err
+		}
 	}
 	if p.PublicKey, err = key.PublicKey(); err != nil {
 		return nil, fmt.Errorf("start pipeline: signing key: %w", err)
@@ -308,6 +314,14 @@ func (p *Pipeline) runActive(ctx context.Context) error {
 	// an error, the other is stopped too.
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
+	// After a signing-key switch, the stored pointers move onto the new key
+	// before anything else writes one (docs/OPERATIONS.md, "Rotating the
+	// signing key"); a no-op otherwise. A failure is retried at the next
+	// lease term or restart, and costs only services trusting the new key
+	// alone a start from those pointers, so it is logged.
+	if _, err := p.Distributor.ResignPointers(ctx); err != nil {
+		p.log.Warn("re-sign pointers with the current key", "err", err)
+	}
 	ctlErr := make(chan error, 1)
 	go func() {
 		err := p.Rollout.Run(ctx)

@@ -28,6 +28,7 @@ import (
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/client"
+	"github.com/cuecast/cuecast/distributor"
 	"github.com/cuecast/cuecast/internal/cli"
 	"github.com/cuecast/cuecast/internal/gittest"
 	"github.com/cuecast/cuecast/internal/iostreams"
@@ -134,8 +135,9 @@ func TestDashboardShowsRolloutLive(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	io, _, errOut := iostreams.Test()
 	served := make(chan int, 1)
+	data := t.TempDir()
 	go func() {
-		served <- cli.Main(ctx, []string{"serve", "--repo", repo.Dir, "--data", t.TempDir(),
+		served <- cli.Main(ctx, []string{"serve", "--repo", repo.Dir, "--data", data,
 			"--listen", natsAddr, "--http", httpAddr, "--interval", "100ms"}, io,
 			func(k string) string {
 				if k == "CUECAST_OPERATOR_TOKEN" {
@@ -158,7 +160,9 @@ func TestDashboardShowsRolloutLive(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(nc.Close)
-		cl, err := client.New(nc, client.WithInstance(fmt.Sprintf("checkout-%d", i+1)))
+		// The one documented step: the keys file serve writes.
+		cl, err := client.New(nc, client.WithInstance(fmt.Sprintf("checkout-%d", i+1)),
+			client.WithTrustedKeysFile(filepath.Join(data, distributor.TrustedKeysFile)))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,0 +1,173 @@
+package client_test
+
+import (
+	"encoding/json"
+	"errors"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/client"
+)
+
+// TestReplayedPointersNeverMoveBackOrFreeze: genuine, signed, older pointers
+// (a rollback, an instance pointer, a staged and an activation pointer, an
+// all-buckets pointer) are sent again on every pointer subject an instance
+// follows, with forged headers: a huge Nats-Sequence, and a
+// Nats-Last-Sequence that either matches the subject's last real one (no
+// gap to notice) or does not. Neither an instance that saw them the first
+// time nor one started later applies older content, and both apply the
+// next genuine pointer at once: with anti-entropy an hour away, only the
+// live path can deliver it. Before pointers carried a signed revision, the
+// sequence in the headers decided which pointer governed, and such a replay
+// froze subscribers until their next re-read.
+func TestReplayedPointersNeverMoveBackOrFreeze(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	const instance = "replayed"
+	bucket := cuecast.Cohort(cfg.Namespace(), instance)
+	live, evLive := e.newClient(instance, client.WithReconcile(time.Hour))
+	wLive := watch(t, live)
+
+	js, err := jetstream.New(e.dnc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.Stream(t.Context(), "CUECAST")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// capture keeps the stored message on subj: each is replaced (rolled
+	// up) by the next write there, so it is kept as soon as it is written.
+	var old []*jetstream.RawStreamMsg
+	capture := func(subj string) {
+		t.Helper()
+		m, err := st.GetLastMsgForSubject(t.Context(), subj)
+		if err != nil {
+			t.Fatalf("read %s: %v", subj, err)
+		}
+		old = append(old, m)
+	}
+
+	// The history: v1 everywhere, then v2, then a rollback of this
+	// instance's bucket to v1, an instance pointer to v2, and a cutover of
+	// v2 (staged, activated).
+	e.ship(1, body(1))
+	capture(cuecast.AllPointerSubject(cfg))
+	waitVersion(t, wLive, evLive, 1)
+	e.ship(2, body(2))
+	waitVersion(t, wLive, evLive, 2)
+	if err := e.d.SetPointers(t.Context(), cfg, []int{bucket}, cuecast.Pointer{Version: 1, Rollback: true, Reason: "bad v2"}); err != nil {
+		t.Fatal(err)
+	}
+	capture(cuecast.PointerSubject(cfg, bucket))
+	waitVersion(t, wLive, evLive, 1)
+	if err := e.d.SetInstancePointers(t.Context(), cfg, []string{instance}, cuecast.Pointer{Version: 2}); err != nil {
+		t.Fatal(err)
+	}
+	capture(cuecast.InstancePointerSubject(cfg, instance))
+	waitVersion(t, wLive, evLive, 2)
+	if err := e.d.Stage(t.Context(), cfg, cuecast.Pointer{Version: 2}); err != nil {
+		t.Fatal(err)
+	}
+	capture(cuecast.StagedSubject(cfg))
+	if err := e.d.Activate(t.Context(), cfg, cuecast.Pointer{Version: 2}); err != nil {
+		t.Fatal(err)
+	}
+	capture(cuecast.ActivationSubject(cfg))
+
+	// Now v3 everywhere; an instance started now has seen none of the
+	// above.
+	e.ship(3, body(3))
+	waitVersion(t, wLive, evLive, 3)
+	late, evLate := e.newClient(instance, client.WithReconcile(time.Hour))
+	wLate := watch(t, late)
+	waitVersion(t, wLate, evLate, 3)
+
+	subjects := []string{
+		cuecast.PointerSubject(cfg, bucket), cuecast.AllPointerSubject(cfg), cuecast.InstancePointerSubject(cfg, instance),
+		cuecast.StagedSubject(cfg), cuecast.ActivationSubject(cfg),
+	}
+	replays := 0
+	for _, subj := range subjects {
+		last := uint64(0)
+		if m, err := st.GetLastMsgForSubject(t.Context(), subj); err == nil {
+			last = m.Sequence
+		}
+		for _, m := range old {
+			for _, lastHeader := range []uint64{last, 999_999_998} {
+				r := nats.NewMsg("ccr" + subj[2:])
+				for k, v := range m.Header {
+					r.Header[k] = v
+				}
+				r.Header.Set("Nats-Stream", "CUECAST")
+				r.Header.Set("Nats-Subject", subj)
+				r.Header.Set("Nats-Sequence", "999999999")
+				r.Header.Set("Nats-Last-Sequence", strconv.FormatUint(lastHeader, 10))
+				r.Data = m.Data
+				if err := e.dnc.PublishMsg(r); err != nil {
+					t.Fatal(err)
+				}
+				replays++
+			}
+		}
+	}
+	if err := e.dnc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d replays", replays)
+
+	// The next genuine pointer is applied by both, and nothing older was
+	// applied after v3.
+	e.ship(4, body(4))
+	for _, w := range []struct {
+		name string
+		w    *client.Watcher
+		ev   *events
+	}{{"live", wLive, evLive}, {"late", wLate, evLate}} {
+		waitVersion(t, w.w, w.ev, 4)
+		applied := w.ev.applied()
+		since := applied[slices.Index(applied, 3):]
+		if !slices.Equal(since, []uint64{3, 4}) {
+			t.Errorf("%s instance applied %v after version 3, want [3 4]; events:%s", w.name, since, w.ev)
+		}
+		if _, ok := w.ev.find(func(e client.Event) bool { return e.Kind == client.EventResync && e.Detail == "reconcile" }); ok {
+			t.Errorf("%s instance: an anti-entropy read happened; the test proves nothing", w.name)
+		}
+		if s := w.w.Current(); s.Version != 4 || string(s.Content) != string(body(4)) {
+			t.Errorf("%s instance runs %d %q, want 4 %q", w.name, s.Version, s.Content, body(4))
+		}
+	}
+}
+
+// TestPointerWithoutRevisionRejected: a pointer in the format before signed
+// revisions (a serve not yet upgraded) is refused and said, not silently
+// taken for "no pointer yet".
+func TestPointerWithoutRevisionRejected(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	e.ship(1, body(1))
+	c, ev := e.newClient("upgraded")
+	w := watch(t, c)
+	waitVersion(t, w, ev, 1)
+	p, err := e.d.Pointer(t.Context(), cfg, w.Bucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Version, p.Revision, p.Subject = 2, 0, cuecast.PointerSubject(cfg, w.Bucket())
+	enc, _ := json.Marshal(p)
+	m := nats.NewMsg("ccr" + p.Subject[2:])
+	m.Header.Set("Cuecast-Pointer", string(enc))
+	if err := e.dnc.PublishMsg(m); err != nil {
+		t.Fatal(err)
+	}
+	waitEvent(t, ev, "rejection of a pointer without revision", func(e client.Event) bool {
+		return e.Kind == client.EventRejected && e.Version == 2 && errors.Is(e.Err, cuecast.ErrBadSignature)
+	})
+	if s := w.Current(); s.Version != 1 {
+		t.Fatalf("Current: got %d, want 1", s.Version)
+	}
+}

@@ -1,0 +1,130 @@
+package client_test
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nkeys"
+
+	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/client"
+)
+
+// TestKeyRotation follows docs/OPERATIONS.md, "Rotating the signing key",
+// with instances applying versions across it: the old key signed v1; serve
+// restarts with the new key and signs v2; instances trusting both apply
+// both, one that was not given the new key keeps v1 and says why. After the
+// old key is retired, an instance trusting only the new key refuses what
+// the old key signs (a leaked old seed) and keeps following the new key's
+// pointers, at once rather than at its next anti-entropy read.
+func TestKeyRotation(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	oldKey, oldPub := e.key, e.pub
+	newKey, err := nkeys.CreateAccount()
+	if err != nil {
+		t.Fatal(err)
+	}
+	newPub, _ := newKey.PublicKey()
+	both, evBoth := newClientOn(t, e.srv.Connect(t, client.ConnectOptions()...), "both", client.WithTrustedKeys(oldPub, newPub))
+	missed, evMissed := newClientOn(t, e.srv.Connect(t, client.ConnectOptions()...), "missed", client.WithTrustedKeys(oldPub))
+	wBoth, wMissed := watch(t, both), watch(t, missed)
+
+	e.ship(1, body(1))
+	waitVersion(t, wBoth, evBoth, 1)
+	waitVersion(t, wMissed, evMissed, 1)
+
+	// Step 3: serve restarts signing with the new key.
+	e.key, e.pub = newKey, newPub
+	e.newDistributor(envOpts{})
+	e.ship(2, body(2))
+	waitVersion(t, wBoth, evBoth, 2)
+	waitEvent(t, evMissed, "bad signature on v2", func(ev client.Event) bool {
+		return ev.Kind == client.EventRejected && ev.Version == 2 && errors.Is(ev.Err, cuecast.ErrBadSignature)
+	})
+	if s := wMissed.Current(); s.Version != 1 {
+		t.Fatalf("instance without the new key runs %d, want 1", s.Version)
+	}
+
+	// Step 5: the old key is retired; an instance trusting only the new key
+	// starts from the new key's pointer.
+	retired, evRetired := newClientOn(t, e.srv.Connect(t, client.ConnectOptions()...), "retired",
+		client.WithTrustedKeys(newPub), client.WithReconcile(time.Hour))
+	wRetired := watch(t, retired)
+	waitVersion(t, wRetired, evRetired, 2)
+
+	// The old seed signs v3 (as a leaked key could): refused.
+	e.key, e.pub = oldKey, oldPub
+	e.newDistributor(envOpts{})
+	e.ship(3, body(3))
+	waitEvent(t, evRetired, "bad signature on v3", func(ev client.Event) bool {
+		return ev.Kind == client.EventRejected && ev.Version == 3 && errors.Is(ev.Err, cuecast.ErrBadSignature)
+	})
+	// The new key's next pointer is followed.
+	e.key, e.pub = newKey, newPub
+	e.newDistributor(envOpts{})
+	e.ship(4, body(4))
+	waitVersion(t, wRetired, evRetired, 4)
+	if got := evRetired.applied(); !slices.Equal(got, []uint64{2, 4}) {
+		t.Fatalf("retired-key instance applied %v, want [2 4]; events:%s", got, evRetired)
+	}
+	if _, ok := evRetired.find(func(ev client.Event) bool { return ev.Kind == client.EventResync && ev.Detail == "reconcile" }); ok {
+		t.Fatal("an anti-entropy read happened; the test proves nothing about the live path")
+	}
+	waitVersion(t, wBoth, evBoth, 4)
+}
+
+// TestResignAfterRotation: when serve becomes active with a new key
+// (Distributor.ResignPointers), every config's pointers are signed again by
+// it, so an instance trusting only the new key starts from a config that has
+// not changed since the switch, on the pointer that governs it (here its
+// bucket's rollback, newer than the all-buckets pointer). An instance
+// trusting both keys applies nothing new: the governing pointer reaches it
+// first and the others do not govern.
+func TestResignAfterRotation(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	oldPub := e.pub
+	newKey, err := nkeys.CreateAccount()
+	if err != nil {
+		t.Fatal(err)
+	}
+	newPub, _ := newKey.PublicKey()
+	const instance = "resigned"
+	bucket := cuecast.Cohort(cfg.Namespace(), instance)
+	both, evBoth := newClientOn(t, e.srv.Connect(t, client.ConnectOptions()...), instance, client.WithTrustedKeys(oldPub, newPub))
+	wBoth := watch(t, both)
+	e.ship(1, body(1))
+	e.ship(2, body(2))
+	if err := e.d.SetPointers(t.Context(), cfg, []int{bucket}, cuecast.Pointer{Version: 1, Rollback: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.d.SetInstancePointers(t.Context(), cfg, []string{"elsewhere"}, cuecast.Pointer{Version: 1, Rollback: true}); err != nil {
+		t.Fatal(err)
+	}
+	waitVersion(t, wBoth, evBoth, 1)
+	before := evBoth.applied()
+
+	e.key, e.pub = newKey, newPub
+	e.newDistributor(envOpts{})
+	n, err := e.d.ResignPointers(t.Context())
+	if err != nil || n != 3 {
+		t.Fatalf("ResignPointers: %d, %v; want the all-buckets, bucket and instance pointers", n, err)
+	}
+	if n, err := e.d.ResignPointers(t.Context()); err != nil || n != 0 {
+		t.Fatalf("ResignPointers again: %d, %v; want nothing to do", n, err)
+	}
+	fresh, evFresh := newClientOn(t, e.srv.Connect(t, client.ConnectOptions()...), instance, client.WithTrustedKeys(newPub))
+	wFresh := watch(t, fresh)
+	waitVersion(t, wFresh, evFresh, 1)
+	other, evOther := newClientOn(t, e.srv.Connect(t, client.ConnectOptions()...), "elsewhere", client.WithTrustedKeys(newPub))
+	waitVersion(t, watch(t, other), evOther, 1)
+
+	// The next change reaches everyone; nothing flipped on the way.
+	e.ship(3, body(3))
+	waitVersion(t, wBoth, evBoth, 3)
+	waitVersion(t, wFresh, evFresh, 3)
+	if got := evBoth.applied(); !slices.Equal(got, append(before, 3)) {
+		t.Fatalf("instance trusting both applied %v, want %v then 3; events:%s", got, before, evBoth)
+	}
+}

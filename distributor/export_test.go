@@ -1,0 +1,21 @@
+package distributor
+
+import "time"
+
+// SkewClock makes d's pointer revisions read the clock off by skew, as a
+// replica whose clock is wrong would.
+func SkewClock(d *Distributor, skew time.Duration) {
+	d.revs.mu.Lock()
+	defer d.revs.mu.Unlock()
+	d.revs.now = func() time.Time { return time.Now().Add(skew) }
+}
+
+// CachedSeq is the stream sequence d's pointer cache holds for subj (0:
+// none), which its next compare-and-swap on subj expects.
+func CachedSeq(d *Distributor, subj string) uint64 {
+	c, ok := d.ptrs.Load(subj)
+	if !ok {
+		return 0
+	}
+	return c.(cachedPointer).seq
+}

@@ -1,0 +1,166 @@
+package cli_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nkeys"
+
+	"github.com/cuecast/cuecast/internal/cli"
+	"github.com/cuecast/cuecast/internal/iostreams"
+)
+
+// TestWatchRefusesWithoutTrustedKeys: verification is the default; a watch
+// with no key to verify against does not start, and says how to get one.
+func TestWatchRefusesWithoutTrustedKeys(t *testing.T) {
+	code, _, stderr := run(context.Background(), "watch", "--config", "payments/checkout", "--instance", "web-1")
+	if code != cli.ExitUsage || !strings.Contains(stderr.String(), "no trusted keys") || !strings.Contains(stderr.String(), "--trusted-keys-file") {
+		t.Fatalf("got exit %d, stderr %q; want %d saying no trusted keys and naming --trusted-keys-file", code, stderr, cli.ExitUsage)
+	}
+	code, _, stderr = run(context.Background(), "watch", "--config", "payments/checkout", "--instance", "web-1", "--trusted-keys-file", filepath.Join(t.TempDir(), "missing"))
+	if code != cli.ExitUsage || !strings.Contains(stderr.String(), "trusted keys") {
+		t.Fatalf("missing keys file: got exit %d, stderr %q; want %d", code, stderr, cli.ExitUsage)
+	}
+}
+
+// TestKeysNewAndRetire: `keys` prints the trusted-keys file, `keys new`
+// adds the next key beside the current one, and `keys retire` removes the
+// old one but never the one serve signs with.
+func TestKeysNewAndRetire(t *testing.T) {
+	ctx := context.Background()
+	data := t.TempDir()
+	if code, _, stderr := run(ctx, "keys", "--data", data); code != cli.ExitUsage || !strings.Contains(stderr.String(), "cuecast serve") {
+		t.Fatalf("keys before serve: exit %d, stderr %q; want usage error naming serve", code, stderr)
+	}
+	// What serve does on start (serveKey): a seed and the trusted-keys file.
+	old, err := nkeys.CreateAccount()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed, _ := old.Seed()
+	if err := os.WriteFile(filepath.Join(data, "signing.nk"), seed, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	oldPub, _ := old.PublicKey()
+	if err := os.WriteFile(filepath.Join(data, "trusted-keys"), []byte(oldPub+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	code, out, stderr := run(ctx, "keys", "new", "--data", data)
+	if code != 0 {
+		t.Fatalf("keys new: exit %d: %s", code, stderr)
+	}
+	newPub := strings.TrimSpace(out.String())
+	if _, err := nkeys.FromPublicKey(newPub); err != nil {
+		t.Fatalf("keys new printed %q: %v", newPub, err)
+	}
+	if fi, err := os.Stat(filepath.Join(data, "signing.next.nk")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("new seed: %v, %v; want mode 0600", fi, err)
+	}
+	code, out, stderr = run(ctx, "keys", "--data", data)
+	if code != 0 || !strings.Contains(out.String(), oldPub) || !strings.Contains(out.String(), newPub) {
+		t.Fatalf("keys during the rotation: exit %d, out %q, stderr %q; want both keys", code, out, stderr)
+	}
+	if code, _, _ := run(ctx, "keys", "new", "--data", data); code != cli.ExitUsage {
+		t.Fatalf("keys new over an existing seed: exit %d, want %d", code, cli.ExitUsage)
+	}
+
+	if code, _, stderr := run(ctx, "keys", "retire", oldPub, "--data", data); code != cli.ExitUsage || !strings.Contains(stderr.String(), "signs with") {
+		t.Fatalf("retire the key serve signs with: exit %d, stderr %q; want a refusal", code, stderr)
+	}
+	// serve now signs with the new seed.
+	if code, _, stderr := run(ctx, "keys", "retire", oldPub, "--data", data, "--signing-key", filepath.Join(data, "signing.next.nk")); code != 0 {
+		t.Fatalf("retire: exit %d: %s", code, stderr)
+	}
+	code, out, _ = run(ctx, "keys", "--data", data)
+	if code != 0 || strings.Contains(out.String(), oldPub) || !strings.Contains(out.String(), newPub) {
+		t.Fatalf("keys after retiring: %q; want only the new key", out)
+	}
+	if code, _, _ := run(ctx, "keys", "retire", newPub, "--data", data, "--signing-key", filepath.Join(data, "none.nk")); code == 0 {
+		t.Fatal("retiring the last key: got success, want refusal")
+	}
+}
+
+// TestServeWritesTrustedKeys: serve lists its key in <data>/trusted-keys on
+// every start, keeping the keys listed; after `keys new` and a restart with
+// --signing-key, it signs with the new key while the file lists both, which
+// `keys` prints for the services; `keys retire` then leaves the new one.
+func TestServeWritesTrustedKeys(t *testing.T) {
+	repo := exampleRepo(t)
+	data := t.TempDir()
+	trustFile := filepath.Join(data, "trusted-keys")
+	serve := func(args ...string) string {
+		t.Helper()
+		ctx, cancel := context.WithCancel(context.Background())
+		stderr := &syncBuffer{}
+		done := make(chan int, 1)
+		go func() {
+			io := &iostreams.IOStreams{In: strings.NewReader(""), Out: &syncBuffer{}, ErrOut: stderr}
+			done <- cli.Main(ctx, append([]string{"serve", "--repo", repo.Dir, "--data", data, "--listen", "127.0.0.1:0"}, args...), io, func(string) string { return "" })
+		}()
+		await(t, "serve running", func() bool { return strings.Contains(stderr.String(), "cuecast serve: NATS at") })
+		cancel()
+		if code := <-done; code != 0 {
+			t.Fatalf("serve exited %d: %s", code, stderr)
+		}
+		return stderr.String()
+	}
+	pubOf := func(seedFile string) string {
+		t.Helper()
+		seed, err := os.ReadFile(seedFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kp, err := nkeys.FromSeed([]byte(strings.TrimSpace(string(seed))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pub, _ := kp.PublicKey()
+		return pub
+	}
+	keys := func() []string {
+		t.Helper()
+		code, out, stderr := run(context.Background(), "keys", "--data", data)
+		if code != 0 {
+			t.Fatalf("keys: exit %d: %s", code, stderr)
+		}
+		var ks []string
+		for _, l := range strings.Split(out.String(), "\n") {
+			if l != "" && !strings.HasPrefix(l, "#") {
+				ks = append(ks, l)
+			}
+		}
+		return ks
+	}
+
+	serve()
+	oldPub := pubOf(filepath.Join(data, "signing.nk"))
+	if got := keys(); len(got) != 1 || got[0] != oldPub {
+		t.Fatalf("after the first start: keys %v, want [%s]", got, oldPub)
+	}
+	if fi, err := os.Stat(trustFile); err != nil || fi.Mode().Perm() != 0o644 {
+		t.Fatalf("%s: %v, %v; want a file anyone may read", trustFile, fi, err)
+	}
+	code, out, stderr := run(context.Background(), "keys", "new", "--data", data)
+	if code != 0 {
+		t.Fatalf("keys new: exit %d: %s", code, stderr)
+	}
+	newPub := strings.TrimSpace(out.String())
+	next := filepath.Join(data, "signing.next.nk")
+	if log := serve("--signing-key", next); !strings.Contains(log, "signing with "+newPub) {
+		t.Fatalf("serve with --signing-key %s does not say it signs with %s:\n%s", next, newPub, log)
+	}
+	if got := keys(); len(got) != 2 || got[0] != oldPub || got[1] != newPub {
+		t.Fatalf("after switching serve to the new key: keys %v, want [%s %s]", got, oldPub, newPub)
+	}
+	if code, _, stderr := run(context.Background(), "keys", "retire", oldPub, "--data", data, "--signing-key", next); code != 0 {
+		t.Fatalf("keys retire: exit %d: %s", code, stderr)
+	}
+	serve("--signing-key", next)
+	if got := keys(); len(got) != 1 || got[0] != newPub {
+		t.Fatalf("after retiring the old key and restarting: keys %v, want [%s]", got, newPub)
+	}
+}
