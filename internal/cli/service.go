@@ -35,11 +35,11 @@ func (f *serviceFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.Instance, "instance", "", "this instance's ID (its cohort is derived from it)")
 	fs.StringVar(&f.NATS, "nats", nats.DefaultURL, "NATS server URL")
 	fs.StringToStringVar(&f.Labels, "label", nil, "labels reported with this instance, like --label canary=true")
-	fs.StringSliceVar(&f.TrustedKeys, "trusted-key", nil, "public key that signs what to accept, as `cuecast keys` prints it (repeatable)")
-	fs.StringVar(&f.TrustedKeysFile, "trusted-keys-file", "", "file of trusted public keys: serve's <data>/trusted-keys, or `cuecast keys` output")
+	fs.StringSliceVar(&f.TrustedKeys, "trusted-key", nil, "public key that signs what to accept, as 'cuecast keys' prints it (repeatable)")
+	fs.StringVar(&f.TrustedKeysFile, "trusted-keys-file", "", "file of trusted public keys: serve's <data>/trusted-keys, or 'cuecast keys' output")
 	fs.BoolVar(&f.InsecureSkipVerify, "insecure-skip-verify", false, "accept unsigned content: anyone who can publish on NATS decides what runs (tests and demos only)")
 	f.Conn.Register(fs)
-	fs.BoolVar(&f.NamespaceMirror, "namespace-mirror", false, "read from the namespace's mirror CUECAST_<ns> with the namespace's inbox prefix, as service credentials from `cuecast nats-config` require")
+	fs.BoolVar(&f.NamespaceMirror, "namespace-mirror", false, "read from the namespace's mirror CUECAST_<ns> with the namespace's inbox prefix, as service credentials from 'cuecast nats-config' require")
 }
 
 func (f *serviceFlags) validate() error {
