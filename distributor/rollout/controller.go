@@ -124,6 +124,9 @@ type Controller struct {
 	fmu   sync.Mutex
 	ownMu sync.Mutex
 	own   map[string]uint64 // last revision this controller wrote, per key
+	// readHook, set by tests only, replaces what a read of the bucket
+	// returns (to play a replica that has not seen the last write yet).
+	readHook func(ctx context.Context, k string, val []byte, rev uint64) ([]byte, uint64, error)
 }
 
 // New opens (creating when needed) the rollout KV bucket and the audit
@@ -178,15 +181,25 @@ func (c *Controller) Deploy(ctx context.Context, v cuecast.Version) error {
 			return fmt.Errorf("deploy %s@%d: %w", v.Config, v.Version, err)
 		}
 		if changed {
-			if _, err := c.save(ctx, rec, rev); err != nil {
+			n, err := c.save(ctx, rec, rev)
+			if err != nil {
 				if errors.Is(err, cuecast.ErrConflict) && attempt < 5 {
 					continue
 				}
 				return fmt.Errorf("deploy %s@%d: %w", v.Config, v.Version, err)
 			}
+			rev = n
 			c.recordAll(ctx, audits)
 		}
-		return c.settle(ctx, v.Config)
+		// Settle from the record just written (or read), not from a new
+		// read: a replica answering a read may not hold that write yet, and
+		// the rollout would then wait for the next tick to move its first
+		// stage (issue 15, item 2).
+		if rev == 0 {
+			return nil
+		}
+		_, _, err = c.settleFrom(ctx, v.Config, &rec, rev, true)
+		return err
 	}
 }
 
@@ -372,17 +385,45 @@ func needsReports(p cuecast.Policy, i int) bool {
 // Pointer moves happen before the state that records them is saved, and are
 // idempotent, so a crash or a lost compare-and-swap only repeats them.
 func (c *Controller) settle(ctx context.Context, cfg cuecast.ConfigPath) error {
+	_, _, err := c.settleFrom(ctx, cfg, nil, 0, true)
+	return err
+}
+
+// settleFrom is settle starting from rec at revision rev (nil: read it).
+// current says rec is known to be the stored record (just written or read);
+// the running controller's copy from its watch is not, since a write may
+// not have reached the watch yet, so from such a copy settleFrom only
+// judges a waiting or holding stage (which writes no pointer before its
+// compare-and-swap) and reads the record before any step that moves
+// pointers: moving them from a stale record would undo another writer's
+// later move, with nobody left to redo it once that rollout has ended.
+// It continues from each record it saves rather than reading it back, and
+// reads after losing a compare-and-swap, so an unchanged rollout costs no
+// I/O. It returns the last record and revision it knows (revision 0: none
+// stored, or unknown after an error).
+func (c *Controller) settleFrom(ctx context.Context, cfg cuecast.ConfigPath, start *Record, startRev uint64, current bool) (Record, uint64, error) {
 	force := false
 	// unrecorded is a stage move whose pointers were written but whose
 	// record lost the race to another writer.
 	var unrecorded *Rollout
-	for range 16 {
-		rec, rev, err := c.load(ctx, cfg)
-		if err != nil {
-			return err
+	var rec Record
+	var rev uint64
+	if start != nil {
+		rec, rev = *start, startRev
+		if !current && acts(rec) {
+			start = nil
 		}
+	}
+	for range 16 {
+		if start == nil {
+			var err error
+			if rec, rev, err = c.load(ctx, cfg); err != nil {
+				return rec, 0, err
+			}
+		}
+		start = nil
 		if rev == 0 {
-			return nil
+			return rec, 0, nil
 		}
 		if r := rec.Current; r != nil && unrecorded != nil && r.ID == unrecorded.ID {
 			// Whatever the other writer decided (an operator's halt, most
@@ -394,12 +435,13 @@ func (c *Controller) settle(ctx context.Context, cfg cuecast.ConfigPath) error {
 		moving := rec.Current != nil && rec.Current.State == StateMoving
 		audits, changed, err := c.transition(ctx, &rec, force)
 		if err != nil {
-			return fmt.Errorf("step rollout of %s: %w", cfg, err)
+			return rec, 0, fmt.Errorf("step rollout of %s: %w", cfg, err)
 		}
 		if !changed {
-			return nil
+			return rec, rev, nil
 		}
-		if _, err := c.save(ctx, rec, rev); err != nil {
+		n, err := c.save(ctx, rec, rev)
+		if err != nil {
 			if errors.Is(err, cuecast.ErrConflict) {
 				// Someone else (an operator, another controller) changed the
 				// record after we moved pointers: redo the effects of what
@@ -410,12 +452,13 @@ func (c *Controller) settle(ctx context.Context, cfg cuecast.ConfigPath) error {
 				}
 				continue
 			}
-			return err
+			return rec, 0, err
 		}
+		rev = n
 		force = false
 		c.recordAll(ctx, audits)
 	}
-	return nil
+	return rec, rev, nil
 }
 
 func (c *Controller) recordAll(ctx context.Context, audits []AuditEntry) {
@@ -678,8 +721,25 @@ func (c *Controller) Run(ctx context.Context) error {
 		return fmt.Errorf("run rollout controller: watch %s: %w", Bucket, err)
 	}
 	defer func() { _ = w.Stop() }()
-	busy := map[string]bool{}
-	var lastFull time.Time
+	// busy holds the record of every config with work to do, as last seen
+	// in the watch or written here, so that a tick that changes nothing
+	// reads nothing; rev 0 means "read it".
+	busy := map[string]*known{}
+	step := func(k string, kn *known) {
+		c.mu.Lock()
+		var start *Record
+		if kn.rev != 0 {
+			start = &kn.rec
+		}
+		rec, rev, err := c.settleFrom(ctx, configOfKey(k), start, kn.rev, false)
+		c.mu.Unlock()
+		if rev >= kn.rev || rev == 0 {
+			kn.rec, kn.rev = rec, rev
+		}
+		if err != nil && ctx.Err() == nil {
+			c.log.Error("rollout step failed; retrying", "config", configOfKey(k), "err", err)
+		}
+	}
 	tick := time.NewTicker(c.o.Interval)
 	defer tick.Stop()
 	for {
@@ -702,44 +762,52 @@ func (c *Controller) Run(ctx context.Context) error {
 				f.untrack(configOfKey(e.Key()))
 				continue
 			}
-			if needsWork(rec) {
-				busy[e.Key()] = true
-				if c.ownWrite(e.Key(), e.Revision()) {
-					continue
-				}
-				// Carry out what an operator (or Deploy) wrote now, not at
-				// the next tick: a rollback must reach the fleet in seconds.
-				c.mu.Lock()
-				err := c.settle(ctx, configOfKey(e.Key()))
-				c.mu.Unlock()
-				if err != nil && ctx.Err() == nil {
-					c.log.Error("rollout step failed; retrying", "config", configOfKey(e.Key()), "err", err)
-				}
-			} else {
+			kn := busy[e.Key()]
+			if kn != nil && kn.rev > e.Revision() {
+				continue // older than what this controller wrote since
+			}
+			if !needsWork(rec) {
 				delete(busy, e.Key())
 				f.untrack(configOfKey(e.Key()))
+				continue
 			}
+			if kn == nil {
+				kn = &known{}
+				busy[e.Key()] = kn
+			}
+			own := c.ownWrite(e.Key(), e.Revision())
+			kn.rec, kn.rev = rec, e.Revision()
+			if own {
+				continue
+			}
+			// Carry out what an operator (or Deploy) wrote now, not at the
+			// next tick: a rollback must reach the fleet in seconds.
+			step(e.Key(), kn)
 		case <-tick.C:
-			// A rollout is looked at every tick when one of its instances
-			// reported something new, and at least every quarter heartbeat
-			// (for deadlines and expired reports) otherwise.
-			full := c.o.Now().Sub(lastFull) >= c.o.Heartbeat/4
-			if full {
-				lastFull = c.o.Now()
-			}
-			for k := range busy {
-				if !full && !f.takeChanged(configOfKey(k)) {
-					continue
-				}
-				c.mu.Lock()
-				err := c.settle(ctx, configOfKey(k))
-				c.mu.Unlock()
-				if err != nil && ctx.Err() == nil {
-					c.log.Error("rollout step failed; retrying", "config", configOfKey(k), "err", err)
-				}
+			// Every active rollout is judged every Interval, from the
+			// record in memory and the fleet view: holds end and deadlines
+			// pass within one Interval of their time, and a tick that
+			// changes nothing costs no I/O.
+			for k, kn := range busy {
+				step(k, kn)
 			}
 		}
 	}
+}
+
+// known is a record and its revision as the running controller last saw it.
+type known struct {
+	rec Record
+	rev uint64
+}
+
+// acts says whether rec's next step may move pointers before it saves.
+func acts(rec Record) bool {
+	if rec.Pin != nil || rec.Pending > 0 {
+		return true
+	}
+	r := rec.Current
+	return r != nil && r.State != StateWaiting && r.State != StateHolding
 }
 
 func needsWork(rec Record) bool {

@@ -29,13 +29,10 @@ type fleet struct {
 	byCfg map[cuecast.ConfigPath]*distributor.LiveReports // tracked configs only
 	subs  map[cuecast.ConfigPath]*nats.Subscription
 	since map[cuecast.ConfigPath]time.Time // when tracking started
-	// changed marks configs with a new (not repeated) report since the
-	// controller last looked.
-	changed map[cuecast.ConfigPath]bool
 }
 
 func newFleet(ttl time.Duration, now func() time.Time) *fleet {
-	return &fleet{ttl: ttl, now: now, byCfg: map[cuecast.ConfigPath]*distributor.LiveReports{}, subs: map[cuecast.ConfigPath]*nats.Subscription{}, since: map[cuecast.ConfigPath]time.Time{}, changed: map[cuecast.ConfigPath]bool{}}
+	return &fleet{ttl: ttl, now: now, byCfg: map[cuecast.ConfigPath]*distributor.LiveReports{}, subs: map[cuecast.ConfigPath]*nats.Subscription{}, since: map[cuecast.ConfigPath]time.Time{}}
 }
 
 // track starts keeping cfg's reports (subscribing to them); untrack stops.
@@ -62,7 +59,6 @@ func (f *fleet) untrack(cfg cuecast.ConfigPath) {
 	defer f.mu.Unlock()
 	delete(f.byCfg, cfg)
 	delete(f.since, cfg)
-	delete(f.changed, cfg)
 	if sub := f.subs[cfg]; sub != nil {
 		_ = sub.Unsubscribe()
 		delete(f.subs, cfg)
@@ -90,23 +86,9 @@ func (f *fleet) handle(m *nats.Msg) {
 	f.mu.Lock()
 	l := f.byCfg[cfg]
 	f.mu.Unlock()
-	if l == nil || !l.Add(inst, m.Data, now) {
-		return
+	if l != nil {
+		l.Add(inst, m.Data, now)
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.byCfg[cfg] == l { // still tracked
-		f.changed[cfg] = true
-	}
-}
-
-// takeChanged reports whether cfg got a new report since the last call.
-func (f *fleet) takeChanged(cfg cuecast.ConfigPath) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	ch := f.changed[cfg]
-	delete(f.changed, cfg)
-	return ch
 }
 
 // live returns the unexpired reports on cfg, dropping expired ones, and
