@@ -341,7 +341,12 @@ func (w *Watcher) resync(why string) {
 	}
 	w.retries = 0
 	if !found {
-		return // not deployed to this instance yet
+		// Not deployed to this instance yet, but a strict config's
+		// version may be staged already: its cohort pointer follows the
+		// flip, which waits for this instance to stage it (issue 15,
+		// item 4).
+		w.resyncCutover(ctx)
+		return
 	}
 	if why != "start" {
 		w.event(EventResync, 0, why, nil)

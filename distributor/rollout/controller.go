@@ -233,9 +233,15 @@ func (c *Controller) start(ctx context.Context, rec *Record, rev uint64, v cueca
 		return nil, false, fmt.Errorf("read policy: %w", err)
 	}
 	if rev == 0 && rec.Stable == 0 && v.Version > 1 {
-		// A config deployed before the controller kept state: its previous
-		// version is taken as fully rolled out.
-		if pv, err := c.version(ctx, v.Config, v.Version-1); err == nil {
+		// A config deployed before the controller kept state runs what its
+		// pointer says: that is its stable version. Versions published but
+		// never deployed (a tailer's first batch hands over only each
+		// config's newest) are not: taken as stable, they made a strict
+		// config's first rollout stage a version behind no cohort pointer,
+		// which instances never stage (issue 15, item 4).
+		if pv, ok, err := c.deployed(ctx, v.Config, v.Version); err != nil {
+			return nil, false, err
+		} else if ok {
 			rec.Stable, rec.StableChecksum = pv.Version, pv.Checksum
 		}
 	}
@@ -308,6 +314,31 @@ func (c *Controller) enterStage(r *Rollout, i int, reports []cuecast.Report, now
 	r.Note = ""
 	r.Updated = now
 	r.log(now, "stage starts")
+}
+
+// pointerReader is the distributor's read of a cohort pointer.
+type pointerReader interface {
+	Pointer(ctx context.Context, cfg cuecast.ConfigPath, bucket int) (cuecast.Pointer, error)
+}
+
+// deployed returns the version cfg's cohort pointers name (read from bucket
+// 0, which the all-buckets pointer of a deploy covers), ok false when it
+// has none. With a distributor that cannot read pointers it assumes the
+// version before newest was deployed, as the controller always did.
+func (c *Controller) deployed(ctx context.Context, cfg cuecast.ConfigPath, newest uint64) (cuecast.Pointer, bool, error) {
+	pr, ok := c.d.(pointerReader)
+	if !ok {
+		pv, err := c.version(ctx, cfg, newest-1)
+		return cuecast.Pointer{Config: cfg, Version: pv.Version, Checksum: pv.Checksum}, err == nil, nil
+	}
+	p, err := pr.Pointer(ctx, cfg, 0)
+	if errors.Is(err, cuecast.ErrNotFound) {
+		return cuecast.Pointer{}, false, nil
+	}
+	if err != nil {
+		return cuecast.Pointer{}, false, fmt.Errorf("read deployed pointer: %w", err)
+	}
+	return p, true, nil
 }
 
 func (c *Controller) version(ctx context.Context, cfg cuecast.ConfigPath, n uint64) (cuecast.Version, error) {

@@ -3,6 +3,7 @@ package rollout_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -114,4 +115,53 @@ func TestStrictCutoverHaltsWhenStagingFails(t *testing.T) {
 	}
 	time.Sleep(100 * time.Millisecond)
 	waitOn(t, 1, ins...)
+}
+
+// TestStrictFirstRolloutFromFreshStart: issue 15, item 4. A new data
+// directory's first batch publishes v1 and v2 and hands over only v2. The
+// controller took v1 as rolled out and staged v2 behind no cohort pointer;
+// instances with no pointer never staged it, and the cutover halted. With
+// nothing deployed, v2 is the config's first rollout: everyone at once.
+func TestStrictFirstRolloutFromFreshStart(t *testing.T) {
+	e := newEnv(t, threeStages(0), rollout.Strict)
+	e.publish(1, content(1))
+	v2 := e.publish(2, content(2))
+	var ins []*instance
+	for _, id := range idIn("web", 0, 100, 2) {
+		ins = append(ins, e.instance(id))
+	}
+	e.deploy(v2)
+	waitOn(t, 2, ins...)
+	rec := e.waitState(2, rollout.StateComplete, -1)
+	if rec.Current.From != 0 {
+		t.Errorf("rollout from v%d, want from nothing (v1 was never deployed)", rec.Current.From)
+	}
+}
+
+// TestWatcherWithoutPointerStagesStrictVersion: issue 15, item 4 (client).
+// A watcher that finds no cohort pointer at start still reads the staged
+// pointer, so that a strict version staged before its first cohort pointer
+// exists is confirmed, and the flip that waits for it can happen.
+func TestWatcherWithoutPointerStagesStrictVersion(t *testing.T) {
+	e := newEnv(t, threeStages(0), rollout.Strict)
+	v1 := e.publish(1, content(1))
+	if err := e.d.Stage(t.Context(), cfg, cuecast.Pointer{Config: cfg, Version: v1.Version, Reason: "staged"}); err != nil {
+		t.Fatalf("Stage: %v", err)
+	}
+	in := e.instance("web-1")
+	eventually(t, "web-1 reports v1 staged", func() (bool, string) {
+		rs, err := e.d.Reports(t.Context(), cfg)
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, r := range rs {
+			if r.Instance == in.id {
+				return r.Staged == 1, fmt.Sprintf("staged %d, version %d", r.Staged, r.Version)
+			}
+		}
+		return false, "no report"
+	})
+	if in.version() != 0 {
+		t.Errorf("web-1 applied v%d before any activation or cohort pointer", in.version())
+	}
 }
