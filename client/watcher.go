@@ -50,6 +50,7 @@ type Watcher struct {
 	cache      map[uint64]cachedVersion // versions staged for an activation (cutover.go), newer than current
 	servingLKG bool
 	lastErr    string
+	refused    string          // the last pointer refused (Report.Refused)
 	rejected   map[string]bool // version@checksum rejected for good (validation, signature)
 	retries    int
 	// held is the applied version as read (with its sequence), prev the one
@@ -435,7 +436,11 @@ func (w *Watcher) pointer(m *nats.Msg) (p cuecast.Pointer, body []byte, ok bool)
 		return p, nil, false
 	}
 	if err := w.verifyPointer(p); err != nil {
-		w.reject(p.Version, "pointer", err, false)
+		// Reported apart from last_error: a forgery says nothing about
+		// this instance's ability to apply the version (issue 15, item 5).
+		w.refused = fmt.Sprintf("version %d: pointer: %v", p.Version, err)
+		w.event(EventRejected, p.Version, "pointer", err)
+		w.reportSoon()
 		return p, nil, false
 	}
 	if p.Inline {
@@ -739,6 +744,7 @@ func (w *Watcher) report() {
 		Healthy:       w.c.o.health().Healthy,
 		LastKnownGood: w.servingLKG,
 		LastError:     w.lastErr,
+		Refused:       w.refused,
 		Staged:        w.staged,
 		AppliedAt:     s.AppliedAt.UTC(),
 		At:            time.Now().UTC(),

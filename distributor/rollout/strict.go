@@ -49,7 +49,7 @@ func (c *Controller) stepStrict(ctx context.Context, rec *Record, r *Rollout, no
 	for _, rp := range reports {
 		switch {
 		case rp.Staged == r.Version || rp.Version == r.Version:
-		case rp.LastError != "" && hasVersionPrefix(rp.LastError, r.Version):
+		case applyFailure(rp.LastError, r.Version):
 			failed = append(failed, rp.Instance+": "+rp.LastError)
 		default:
 			missing = append(missing, rp.Instance)
@@ -102,9 +102,4 @@ func (c *Controller) stepStrict(ctx context.Context, rec *Record, r *Rollout, no
 	r.Note = ""
 	r.Updated = now
 	return nil, true, nil
-}
-
-func hasVersionPrefix(s string, v uint64) bool {
-	p := fmt.Sprintf("version %d:", v)
-	return len(s) >= len(p) && s[:len(p)] == p
 }

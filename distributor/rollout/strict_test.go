@@ -21,6 +21,7 @@ type slowInstance struct {
 	id      string
 	staged  atomic.Uint64
 	version atomic.Uint64
+	lastErr atomic.Value // string
 }
 
 func (e *env) slowInstance(id string) *slowInstance {
@@ -35,8 +36,9 @@ func (e *env) slowInstance(id string) *slowInstance {
 		t := time.NewTicker(heartbeat)
 		defer t.Stop()
 		for {
+			lastErr, _ := s.lastErr.Load().(string)
 			r := cuecast.Report{Instance: id, Cohort: cuecast.Cohort(cfg.Namespace(), id), Config: cfg, Version: s.version.Load(),
-				Checksum: cuecast.Checksum(content(1)), Healthy: true, Staged: s.staged.Load(), At: time.Now().UTC()}
+				Checksum: cuecast.Checksum(content(1)), Healthy: true, Staged: s.staged.Load(), LastError: lastErr, At: time.Now().UTC()}
 			b, _ := json.Marshal(r)
 			_ = nc.Publish("ccs."+cfg.Namespace()+"."+id+"."+cfg.Name(), b)
 			select {
@@ -163,5 +165,45 @@ func TestWatcherWithoutPointerStagesStrictVersion(t *testing.T) {
 	})
 	if in.version() != 0 {
 		t.Errorf("web-1 applied v%d before any activation or cohort pointer", in.version())
+	}
+}
+
+// TestStrictCutoverIgnoresStagingErrors: issue 15, item 3. Right after the
+// flip the only reports are the staging ones; a last_error from staging
+// that names the version (a refused forged pointer, a failed fetch retried
+// since) counted as a failure to apply, and the good version was halted a
+// millisecond after its flip. Before the flip, the failed fetch halted the
+// cutover though the instance was still trying.
+func TestStrictCutoverIgnoresStagingErrors(t *testing.T) {
+	e := newEnv(t, threeStages(0), rollout.Strict)
+	e.baseline()
+	forged, retried := e.slowInstance("forged-1"), e.slowInstance("retried-1")
+	e.waitLive(2)
+	forged.lastErr.Store("version 2: pointer: signature does not verify")
+	forged.staged.Store(2)
+	retried.lastErr.Store("version 2: stage: read version: context deadline exceeded")
+
+	e.deploy(e.publish(2, content(2)))
+	eventually(t, "cutover waiting for retried-1", func() (bool, string) {
+		r := e.record().Current
+		return r.State == rollout.StateStaging && strings.Contains(r.Note, "retried-1"), string(r.State) + ": " + r.Note + r.Reason
+	})
+	retried.staged.Store(2)
+	// The apply reports come a little later, as from real instances: the
+	// controller judges the staging ones first.
+	eventually(t, "flip, then waiting for the apply reports", func() (bool, string) {
+		r := e.record().Current
+		if r.State == rollout.StateHalted {
+			t.Fatalf("halted on staging-time errors: %s", r.Reason)
+		}
+		return r.State == rollout.StateWaiting && strings.Contains(r.Note, "waiting for 2 of 2"), string(r.State) + ": " + r.Note
+	})
+	forged.version.Store(2)
+	retried.version.Store(2)
+	rec := e.waitState(2, rollout.StateComplete, -1)
+	for _, s := range rec.Current.Log {
+		if s.State == rollout.StateHalted {
+			t.Errorf("halted on the way: %s", s.Detail)
+		}
 	}
 }
