@@ -243,6 +243,7 @@ func (c *Controller) start(ctx context.Context, rec *Record, rev uint64, v cueca
 			return nil, false, err
 		} else if ok {
 			rec.Stable, rec.StableChecksum = pv.Version, pv.Checksum
+			rec.Floor, rec.FloorChecksum = pv.Version, pv.Checksum
 		}
 	}
 	r := c.newRollout(v, pol, cons, rec, now)
@@ -277,9 +278,10 @@ func (c *Controller) newRollout(v cuecast.Version, pol cuecast.Policy, cons stri
 	if cons == "" {
 		cons = Relaxed
 	}
+	from, fromSum := rec.floor()
 	r := &Rollout{
 		ID: fmt.Sprintf("%s@%d", v.Config, v.Version), Config: v.Config, Version: v.Version, Checksum: v.Checksum,
-		Commit: v.Commit, Author: v.Author, From: rec.Stable, FromChecksum: rec.StableChecksum,
+		Commit: v.Commit, Author: v.Author, From: from, FromChecksum: fromSum,
 		Policy: normalize(pol), Consistency: cons, Started: now,
 	}
 	if cons == Strict && r.From == 0 {
@@ -518,6 +520,7 @@ func (c *Controller) transition(ctx context.Context, rec *Record, force bool) ([
 			return nil, false, nil
 		}
 		p.Applied = true
+		rec.Floor, rec.FloorChecksum = p.Version, p.Checksum
 		return nil, true, nil
 	}
 	if rec.Pin == nil && rec.Pending > 0 && c.pol != nil {
@@ -550,6 +553,9 @@ func (c *Controller) transition(ctx context.Context, rec *Record, force bool) ([
 		r.Cohort = stageCohort(cfg.Namespace(), r.Policy, r.Stage, reports).union(cfg.Namespace(), r.Moved)
 		if err := c.moveForward(ctx, r); err != nil {
 			return nil, false, err
+		}
+		if len(r.Cohort.Buckets) == cuecast.Buckets {
+			rec.Floor, rec.FloorChecksum = r.Version, r.Checksum
 		}
 		r.State = StateWaiting
 		r.WaitUntil = now.Add(c.o.ApplyTimeout)
@@ -584,6 +590,11 @@ func (c *Controller) transition(ctx context.Context, rec *Record, force bool) ([
 		}
 		r.Reverted = true
 		r.Updated = now
+		if r.From > 0 {
+			// Everyone this rollout moved is back on From, and nobody else
+			// was moved since it began: the whole fleet runs From.
+			rec.Floor, rec.FloorChecksum = r.From, r.FromChecksum
+		}
 		if r.From > 0 {
 			r.log(now, fmt.Sprintf("%s back on v%d", describe(back), r.From))
 		} else {
@@ -683,6 +694,7 @@ func (c *Controller) evaluate(ctx context.Context, rec *Record, r *Rollout, now 
 		r.Updated = now
 		r.log(now, "complete")
 		rec.Stable, rec.StableChecksum = r.Version, r.Checksum
+		rec.Floor, rec.FloorChecksum = r.Version, r.Checksum
 		c.log.Info("rollout complete", "config", rec.Config, "version", r.Version)
 		return nil, true, nil
 	}

@@ -5,6 +5,8 @@ import (
 	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cuecast/cuecast"
 )
 
 // LagOwnWrites makes c's reads of its bucket behave like those of a replica
@@ -36,4 +38,12 @@ func LagOwnWrites(c *Controller) {
 		}
 		return nil, 0, jetstream.ErrKeyNotFound
 	}
+}
+
+// StepNow runs cfg's record through its transitions as the running controller
+// does on a tick, for tests that drive the controller without Run.
+func StepNow(ctx context.Context, c *Controller, cfg cuecast.ConfigPath) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.settle(ctx, cfg)
 }

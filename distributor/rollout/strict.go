@@ -96,6 +96,7 @@ func (c *Controller) stepStrict(ctx context.Context, rec *Record, r *Rollout, no
 	if err := c.moveForward(ctx, r); err != nil {
 		return nil, false, err
 	}
+	rec.Floor, rec.FloorChecksum = r.Version, r.Checksum
 	r.State = StateWaiting
 	r.StageStarted = now
 	r.WaitUntil = now.Add(c.o.ApplyTimeout)
