@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -313,6 +314,7 @@ func (c *Controller) enterStage(r *Rollout, i int, reports []cuecast.Report, now
 	r.Cohort = Cohort{}
 	r.StageStarted = now
 	r.WaitUntil, r.HoldUntil = time.Time{}, time.Time{}
+	r.Unconfirmed = nil
 	r.Note = ""
 	r.Updated = now
 	r.log(now, "stage starts")
@@ -357,50 +359,110 @@ func (c *Controller) version(ctx context.Context, cfg cuecast.ConfigPath, n uint
 }
 
 // reports returns the live reports on cfg: from the controller's own view
-// while Run runs, else from the report stream. warm is false while that view
-// may still be missing instances: for one heartbeat (and a quarter) after
-// the controller started keeping the config's reports, it decides nothing
-// from them. (Reading the report stream instead costs a JetStream consumer
-// over every report subject, which at 10,000 instances took seconds of
-// server CPU per read on this box and stalled rollbacks.)
-func (c *Controller) reports(ctx context.Context, cfg cuecast.ConfigPath) (reports []cuecast.Report, warm bool, err error) {
+// while Run runs, else from the report stream. Both follow one liveness
+// rule (distributor.LiveHeartbeats). When the view starts keeping a
+// config, it lists the instances the report stream holds a report of and
+// keeps those it has not heard yet as distributor.Unheard; one still
+// unheard a heartbeat and a quarter later (stalled, most likely) has its
+// last report read from the stream, and expires with it, as in `cuecast
+// status`. So a rollout decides at once, and never from a view that leaves
+// out a live instance. (The view, rather than reading the report stream
+// with a consumer at each evaluation: at 10,000 instances that read took
+// seconds of server CPU and stalled rollbacks.)
+func (c *Controller) reports(ctx context.Context, cfg cuecast.ConfigPath) ([]cuecast.Report, error) {
 	c.fmu.Lock()
 	f := c.fleet
 	c.fmu.Unlock()
-	if f != nil {
-		if err := f.track(cfg); err != nil {
-			return nil, false, err
+	if f == nil {
+		rs, err := c.d.Reports(ctx, cfg)
+		if err != nil {
+			return nil, fmt.Errorf("read reports: %w", err)
 		}
-		rs, warm := f.live(cfg)
-		if !warm {
-			// Warm early when every instance the report stream knows of has
-			// been heard (one stream info request, no consumer).
-			if n, err := c.liveCount(ctx, cfg); err == nil && len(rs) >= n {
-				warm = true
-			}
-		}
-		return rs, warm, nil
+		return rs, nil
 	}
-	rs, err := c.d.Reports(ctx, cfg)
+	l, fresh, err := f.track(cfg)
 	if err != nil {
-		return nil, false, fmt.Errorf("read reports: %w", err)
+		return nil, err
 	}
-	return rs, true, nil
+	if fresh {
+		ids, err := c.liveInstances(ctx, cfg)
+		if err != nil {
+			f.untrack(cfg) // try again from the start next time
+			return nil, err
+		}
+		l.Expect(ids, f.now())
+	}
+	for _, id := range l.Overdue(f.now(), f.ttl*5/16) {
+		r, ok, err := c.lastReport(ctx, cfg, id)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			l.Seed([]cuecast.Report{r}, f.now())
+		} else {
+			l.Forget(id)
+		}
+	}
+	return f.live(cfg), nil
 }
 
-// liveCount is the number of instances with a live report on cfg, from the
-// report stream's per-subject state (its reports expire after four
-// heartbeats, so every subject holding one is a live instance).
-func (c *Controller) liveCount(ctx context.Context, cfg cuecast.ConfigPath) (int, error) {
+// liveInstances lists the instances with a live report on cfg, from the
+// report stream's per-subject state (one stream info request, no
+// consumer): its reports expire after the liveness time, so every subject
+// holding one is a live instance.
+func (c *Controller) liveInstances(ctx context.Context, cfg cuecast.ConfigPath) ([]string, error) {
 	st, err := c.js.Stream(ctx, distributor.ReportStream)
 	if err != nil {
-		return 0, fmt.Errorf("open %s: %w", distributor.ReportStream, err)
+		return nil, fmt.Errorf("open %s: %w", distributor.ReportStream, err)
 	}
 	info, err := st.Info(ctx, jetstream.WithSubjectFilter(cuecast.ReportWildcard(cfg)))
 	if err != nil {
-		return 0, fmt.Errorf("read %s state: %w", distributor.ReportStream, err)
+		return nil, fmt.Errorf("read %s state: %w", distributor.ReportStream, err)
 	}
-	return len(info.State.Subjects), nil
+	var ids []string
+	for subj := range info.State.Subjects {
+		if _, id, ok := cuecast.ParseReportSubject(subj); ok {
+			ids = append(ids, id)
+		}
+	}
+	return ids, nil
+}
+
+// lastReport reads instance's last report on cfg from the report stream;
+// ok is false when the stream holds none (it expired).
+func (c *Controller) lastReport(ctx context.Context, cfg cuecast.ConfigPath, instance string) (cuecast.Report, bool, error) {
+	st, err := c.js.Stream(ctx, distributor.ReportStream)
+	if err != nil {
+		return cuecast.Report{}, false, fmt.Errorf("open %s: %w", distributor.ReportStream, err)
+	}
+	m, err := st.GetLastMsgForSubject(ctx, cuecast.ReportSubject(cfg, instance))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return cuecast.Report{}, false, nil
+	}
+	if err != nil {
+		return cuecast.Report{}, false, fmt.Errorf("read report of %s on %s: %w", instance, cfg, err)
+	}
+	var r cuecast.Report
+	if err := json.Unmarshal(m.Data, &r); err != nil || r.Instance != instance || r.Config != cfg {
+		return cuecast.Report{}, false, nil
+	}
+	if r.At.IsZero() {
+		r.At = m.Time // never Unheard once read
+	}
+	return r, true, nil
+}
+
+// liveFor is how long a report stays live: the report stream's max age
+// (set by the distributor from its heartbeat), so that the controller, the
+// stream and everything reading it follow one rule; LiveFor(Heartbeat)
+// when the stream cannot be read.
+func (c *Controller) liveFor(ctx context.Context) time.Duration {
+	if st, err := c.js.Stream(ctx, distributor.ReportStream); err == nil {
+		if info := st.CachedInfo(); info != nil && info.Config.MaxAge > 0 {
+			return info.Config.MaxAge
+		}
+	}
+	return distributor.LiveFor(c.o.Heartbeat)
 }
 
 // needsReports says whether computing stage i's cohort needs the live
@@ -541,12 +603,13 @@ func (c *Controller) transition(ctx context.Context, rec *Record, force bool) ([
 	case StateMoving:
 		var reports []cuecast.Report
 		if needsReports(r.Policy, r.Stage) {
-			rs, warm, err := c.reports(ctx, cfg)
+			rs, err := c.reports(ctx, cfg)
 			if err != nil {
 				return nil, false, err
 			}
-			if !warm {
-				return c.gathering(r, now)
+			if n := unheard(rs); n > 0 {
+				// Label selectors need every live instance's labels.
+				return c.gathering(r, n, now)
 			}
 			reports = rs
 		}
@@ -643,15 +706,19 @@ func describe(co Cohort) string {
 // evaluate judges a waiting or holding stage: halt on a breach, hold when
 // too few instances report, advance when the hold has passed.
 func (c *Controller) evaluate(ctx context.Context, rec *Record, r *Rollout, now time.Time) ([]AuditEntry, bool, error) {
-	reports, warm, err := c.reports(ctx, rec.Config)
+	reports, err := c.reports(ctx, rec.Config)
 	if err != nil {
 		return nil, false, err
 	}
-	if !warm {
-		return c.gathering(r, now)
-	}
 	st := r.Policy.Stages[r.Stage]
 	timedOut := !now.Before(r.WaitUntil)
+	if r.State == StateWaiting {
+		// An instance waited for stays waited for when it stops
+		// reporting: until the stage's wait times out, then it counts as
+		// failing to apply. Dropping it when its report expired let a
+		// stage pass without a hung member (issue 15, item 11).
+		reports = withGone(rec.Config, reports, r.Unconfirmed)
+	}
 	m := measure(rec.Config.Namespace(), reports, r.Cohort, r.Version, timedOut)
 	if why := breach(m, st); why != "" {
 		r.State = StateHalted
@@ -665,11 +732,16 @@ func (c *Controller) evaluate(ctx context.Context, rec *Record, r *Rollout, now 
 			Stage: st.Name, Reason: why}}, true, nil
 	}
 	note := r.Note
+	changed := false
+	if r.State == StateWaiting {
+		changed = r.confirm(m.Waiting, now)
+	}
 	switch {
 	case r.State == StateWaiting && len(m.Waiting) > 0 && !timedOut:
 		note = fmt.Sprintf("waiting for %d of %d instances to apply v%d: %s", len(m.Waiting), m.Instances, r.Version, list(m.Waiting, 5))
 	case r.State == StateWaiting:
 		r.State = StateHolding
+		r.Unconfirmed = nil
 		hold := time.Duration(st.Hold)
 		if r.Emergency {
 			hold = 0
@@ -703,17 +775,66 @@ func (c *Controller) evaluate(ctx context.Context, rec *Record, r *Rollout, now 
 		r.Updated = now
 		return nil, true, nil
 	}
-	return nil, false, nil
+	return nil, changed, nil
 }
 
-// gathering notes that the controller is still hearing from the fleet.
-func (c *Controller) gathering(r *Rollout, now time.Time) ([]AuditEntry, bool, error) {
-	note := fmt.Sprintf("gathering reports: instances report every %s", c.o.Heartbeat)
+// gathering notes that a stage with label selectors waits to hear n live
+// instances' reports (their labels) before it fixes its cohort: at most a
+// heartbeat and a quarter after the controller started keeping the config's
+// reports, when it reads the silent ones' reports from the stream.
+func (c *Controller) gathering(r *Rollout, n int, now time.Time) ([]AuditEntry, bool, error) {
+	note := fmt.Sprintf("gathering reports: %d live instances not heard yet; label selectors need their labels (at most %s)", n, c.o.Heartbeat*5/4)
 	if r.Note == note {
 		return nil, false, nil
 	}
 	r.Note, r.Updated = note, now
 	return nil, true, nil
+}
+
+// unheard counts the reports standing for instances not heard yet.
+func unheard(rs []cuecast.Report) int {
+	n := 0
+	for _, r := range rs {
+		if distributor.Unheard(r) {
+			n++
+		}
+	}
+	return n
+}
+
+// goneError is the last_error of an instance waited for that stopped
+// reporting; it names no version, so it is not itself a failure to apply.
+const goneError = "stopped reporting (no report for four heartbeats)"
+
+// withGone adds a report for each instance in ids that has none in
+// reports: an instance waited for that stopped reporting.
+func withGone(cfg cuecast.ConfigPath, reports []cuecast.Report, ids []string) []cuecast.Report {
+	if len(ids) == 0 {
+		return reports
+	}
+	have := make(map[string]bool, len(reports))
+	for _, r := range reports {
+		have[r.Instance] = true
+	}
+	for _, id := range ids {
+		if !have[id] {
+			reports = append(reports, cuecast.Report{Instance: id, Config: cfg, Healthy: true, LastError: goneError, At: time.Unix(0, 0).UTC()})
+		}
+	}
+	return reports
+}
+
+// confirm records waiting as the instances the rollout waits for (those
+// that stop reporting stay waited for, withGone). It reports whether r
+// changed.
+func (r *Rollout) confirm(waiting []string, now time.Time) bool {
+	w := slices.Sorted(slices.Values(waiting))
+	if slices.Equal(w, r.Unconfirmed) {
+		return false
+	}
+	r.Unconfirmed = w
+	r.Updated = now
+	return true
 }
 
 func list(ids []string, n int) string {
@@ -742,9 +863,19 @@ func short(sha string) string {
 // cancelled, keeping its own view of the live reports. It returns nil when
 // ctx is cancelled, or an error when it cannot subscribe or watch.
 func (c *Controller) Run(ctx context.Context) error {
-	f := newFleet(4*c.o.Heartbeat, c.o.Now)
+	f := newFleet(c.liveFor(ctx), c.o.Now)
 	f.subscribe = func(cfg cuecast.ConfigPath) (*nats.Subscription, error) {
-		return c.nc.Subscribe(cuecast.ReportWildcard(cfg), f.handle)
+		sub, err := c.nc.Subscribe(cuecast.ReportWildcard(cfg), f.handle)
+		if err != nil {
+			return nil, err
+		}
+		// Subscribed at the server before the stream is listed: no
+		// report falls between the two.
+		if err := c.nc.FlushTimeout(5 * time.Second); err != nil {
+			_ = sub.Unsubscribe()
+			return nil, err
+		}
+		return sub, nil
 	}
 	defer f.close()
 	c.fmu.Lock()

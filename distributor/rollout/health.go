@@ -92,6 +92,9 @@ func measure(ns string, reports []cuecast.Report, cohort Cohort, target uint64, 
 		case !on && applyFailure(r.LastError, target):
 			m.Failing++
 			m.Bad = append(m.Bad, r.Instance+" failed to apply: "+r.LastError)
+		case !on && timedOut && r.LastError == goneError:
+			m.Failing++
+			m.Bad = append(m.Bad, fmt.Sprintf("%s stopped reporting before it applied v%d", r.Instance, target))
 		case !on && timedOut:
 			m.Failing++
 			m.Bad = append(m.Bad, fmt.Sprintf("%s did not apply v%d in time (on v%d)", r.Instance, target, r.Version))

@@ -43,7 +43,7 @@ func (c *Controller) Progress(ctx context.Context, cfg cuecast.ConfigPath) (Prog
 	if err != nil {
 		return Progress{}, err
 	}
-	reports, _, err := c.reports(ctx, cfg)
+	reports, err := c.reports(ctx, cfg)
 	if err != nil {
 		return Progress{}, fmt.Errorf("progress of %s: %w", cfg, err)
 	}

@@ -114,6 +114,11 @@ type Rollout struct {
 	// instances never report; HoldUntil ends StateHolding.
 	WaitUntil time.Time `json:"wait_until,omitzero"`
 	HoldUntil time.Time `json:"hold_until,omitzero"`
+	// Unconfirmed are the instances a waiting stage (or a strict staging)
+	// waits for, as of its last evaluation. One that stops reporting stays
+	// waited for until the wait times out (then it fails to apply, or
+	// blocks the flip), rather than dropping out unnoticed.
+	Unconfirmed []string `json:"unconfirmed,omitempty"`
 	// Note says why an active rollout is not advancing right now.
 	Note string `json:"note,omitempty"`
 	// Reason says why it was halted, superseded or rolled back.

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/distributor/rollout"
 )
@@ -22,13 +24,30 @@ type slowInstance struct {
 	staged  atomic.Uint64
 	version atomic.Uint64
 	lastErr atomic.Value // string
+	frozen  atomic.Bool  // stopped, as by SIGSTOP: reports nothing more
+	nc      *nats.Conn
+}
+
+func (s *slowInstance) report() {
+	lastErr, _ := s.lastErr.Load().(string)
+	r := cuecast.Report{Instance: s.id, Cohort: cuecast.Cohort(cfg.Namespace(), s.id), Config: cfg, Version: s.version.Load(),
+		Checksum: cuecast.Checksum(content(1)), Healthy: true, Staged: s.staged.Load(), LastError: lastErr, At: time.Now().UTC()}
+	b, _ := json.Marshal(r)
+	_ = s.nc.Publish("ccs."+cfg.Namespace()+"."+s.id+"."+cfg.Name(), b)
+}
+
+// freeze sends one last report now, then nothing more.
+func (s *slowInstance) freeze() {
+	s.frozen.Store(true)
+	s.report()
+	_ = s.nc.Flush()
 }
 
 func (e *env) slowInstance(id string) *slowInstance {
 	e.t.Helper()
 	s := &slowInstance{id: id}
 	s.version.Store(1)
-	nc := e.srv.Connect(e.t)
+	s.nc = e.srv.Connect(e.t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -36,11 +55,9 @@ func (e *env) slowInstance(id string) *slowInstance {
 		t := time.NewTicker(heartbeat)
 		defer t.Stop()
 		for {
-			lastErr, _ := s.lastErr.Load().(string)
-			r := cuecast.Report{Instance: id, Cohort: cuecast.Cohort(cfg.Namespace(), id), Config: cfg, Version: s.version.Load(),
-				Checksum: cuecast.Checksum(content(1)), Healthy: true, Staged: s.staged.Load(), LastError: lastErr, At: time.Now().UTC()}
-			b, _ := json.Marshal(r)
-			_ = nc.Publish("ccs."+cfg.Namespace()+"."+id+"."+cfg.Name(), b)
+			if !s.frozen.Load() {
+				s.report()
+			}
 			select {
 			case <-ctx.Done():
 				return
@@ -205,5 +222,64 @@ func TestStrictCutoverIgnoresStagingErrors(t *testing.T) {
 		if s.State == rollout.StateHalted {
 			t.Errorf("halted on the way: %s", s.Detail)
 		}
+	}
+}
+
+// TestStrictCutoverBlockedByStalledInstance: issue 15, item 11. An instance
+// frozen just before the commit still has a live report in the stream; the
+// controller's view, started empty at the rollout, left it out once a
+// heartbeat and a quarter had passed and flipped "on 2 live instances at
+// once" while `cuecast status` counted 3. It must block the flip, be named,
+// and lead to the apply timeout's halt, with nothing switched.
+func TestStrictCutoverBlockedByStalledInstance(t *testing.T) {
+	e := newEnv(t, threeStages(0), rollout.Strict)
+	e.baseline()
+	a, b, frozen := e.slowInstance("web-a"), e.slowInstance("web-b"), e.slowInstance("frozen-1")
+	e.waitLive(3)
+	frozen.freeze()
+	e.deploy(e.publish(2, content(2)))
+	for _, in := range []*slowInstance{a, b} {
+		in.staged.Store(2)
+	}
+	eventually(t, "cutover blocked by frozen-1", func() (bool, string) {
+		r := e.record().Current
+		if r.State != rollout.StateStaging {
+			t.Fatalf("left staging without frozen-1: %s %s %s", r.State, r.Note, r.Reason)
+		}
+		return strings.Contains(r.Note, "frozen-1"), string(r.State) + ": " + r.Note
+	})
+	rec := e.waitState(2, rollout.StateHalted, -1)
+	if !strings.Contains(rec.Current.Reason, "frozen-1") || !strings.Contains(rec.Current.Reason, "did not confirm") {
+		t.Errorf("reason: got %q, want frozen-1 not confirming", rec.Current.Reason)
+	}
+	for _, bk := range []int{0, 50, 99} {
+		if p := e.pointer(bk); p.Version != 1 {
+			t.Errorf("bucket %d on v%d after the halt, want v1 (nothing switched)", bk, p.Version)
+		}
+	}
+}
+
+// TestStageWaitsForHungCohortMember: issue 15, item 11, relaxed. A cohort
+// member that stops reporting before it applies stays waited for: when its
+// report expired, the stage passed without it. It fails to apply at the
+// wait's timeout, and the rollout halts naming it.
+func TestStageWaitsForHungCohortMember(t *testing.T) {
+	e := newEnv(t, cuecast.Policy{Stages: []cuecast.Stage{{Name: "all", Percent: 100}}}, rollout.Relaxed)
+	e.baseline()
+	a, hung := e.slowInstance("web-a"), e.slowInstance("hung-1")
+	e.waitLive(2)
+	e.deploy(e.publish(2, content(2)))
+	hung.freeze()
+	a.version.Store(2)
+	eventually(t, "waiting for hung-1", func() (bool, string) {
+		r := e.record().Current
+		if r.State != rollout.StateWaiting {
+			t.Fatalf("stage left waiting without hung-1: %s %s %s", r.State, r.Note, r.Reason)
+		}
+		return strings.Contains(r.Note, "waiting for 1 of 2") && strings.Contains(r.Note, "hung-1"), string(r.State) + ": " + r.Note
+	})
+	rec := e.waitState(2, rollout.StateHalted, -1)
+	if !strings.Contains(rec.Current.Reason, "hung-1 stopped reporting") {
+		t.Errorf("reason: got %q, want hung-1 named as stopped reporting", rec.Current.Reason)
 	}
 }
