@@ -412,6 +412,9 @@ func (c *Controller) reports(ctx context.Context, cfg cuecast.ConfigPath) ([]cue
 // holding one is a live instance.
 func (c *Controller) liveInstances(ctx context.Context, cfg cuecast.ConfigPath) ([]string, error) {
 	st, err := c.js.Stream(ctx, distributor.ReportStream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, nil // no distributor created it: no instance reports
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", distributor.ReportStream, err)
 	}
@@ -432,6 +435,9 @@ func (c *Controller) liveInstances(ctx context.Context, cfg cuecast.ConfigPath) 
 // ok is false when the stream holds none (it expired).
 func (c *Controller) lastReport(ctx context.Context, cfg cuecast.ConfigPath, instance string) (cuecast.Report, bool, error) {
 	st, err := c.js.Stream(ctx, distributor.ReportStream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return cuecast.Report{}, false, nil
+	}
 	if err != nil {
 		return cuecast.Report{}, false, fmt.Errorf("open %s: %w", distributor.ReportStream, err)
 	}
