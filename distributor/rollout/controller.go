@@ -916,10 +916,12 @@ func (c *Controller) Run(ctx context.Context) error {
 		if rev >= kn.rev || rev == 0 {
 			kn.rec, kn.rev = rec, rev
 		}
+		kn.judged = c.o.Now()
 		if err != nil && ctx.Err() == nil {
 			c.log.Error("rollout step failed; retrying", "config", configOfKey(k), "err", err)
 		}
 	}
+	var lastFull time.Time
 	tick := time.NewTicker(c.o.Interval)
 	defer tick.Stop()
 	for {
@@ -964,21 +966,53 @@ func (c *Controller) Run(ctx context.Context) error {
 			// next tick: a rollback must reach the fleet in seconds.
 			step(e.Key(), kn)
 		case <-tick.C:
-			// Every active rollout is judged every Interval, from the
-			// record in memory and the fleet view: holds end and deadlines
-			// pass within one Interval of their time, and a tick that
-			// changes nothing costs no I/O.
+			// Every Interval, each active rollout whose judgement may have
+			// changed is judged, from the record in memory and the fleet
+			// view: one of its instances reported something new, or its
+			// wait or hold ended since it was last judged (so a hold ends
+			// within one Interval of its deadline), and every quarter
+			// heartbeat anyway (reports expire, silent instances are read).
+			// A tick that changes nothing costs no I/O.
+			now := c.o.Now()
+			full := now.Sub(lastFull) >= c.o.Heartbeat/4
+			if full {
+				lastFull = now
+			}
 			for k, kn := range busy {
-				step(k, kn)
+				if full || kn.due(now, f.takeChanged(configOfKey(k))) {
+					step(k, kn)
+				}
 			}
 		}
 	}
 }
 
-// known is a record and its revision as the running controller last saw it.
+// known is a record and its revision as the running controller last saw
+// it, and when it was last judged.
 type known struct {
-	rec Record
-	rev uint64
+	rec    Record
+	rev    uint64
+	judged time.Time
+}
+
+// due says whether the record must be judged again at now: it is not a
+// waiting, holding or staging rollout (those steps are short, or write
+// pointers), a new report arrived, or a deadline passed since the last
+// judgement.
+func (kn *known) due(now time.Time, newReport bool) bool {
+	r := kn.rec.Current
+	if kn.rev == 0 || kn.rec.Pin != nil || kn.rec.Pending > 0 || r == nil || newReport {
+		return true
+	}
+	if r.State != StateWaiting && r.State != StateHolding && r.State != StateStaging {
+		return true
+	}
+	for _, t := range [2]time.Time{r.WaitUntil, r.HoldUntil} {
+		if !t.IsZero() && !now.Before(t) && kn.judged.Before(t) {
+			return true
+		}
+	}
+	return false
 }
 
 // acts says whether rec's next step may move pointers before it saves.

@@ -29,10 +29,14 @@ type fleet struct {
 	mu    sync.Mutex
 	byCfg map[cuecast.ConfigPath]*distributor.LiveReports // tracked configs only
 	subs  map[cuecast.ConfigPath]*nats.Subscription
+	// changed marks configs with a new (not repeated) report since the
+	// controller last looked.
+	changed map[cuecast.ConfigPath]bool
 }
 
 func newFleet(ttl time.Duration, now func() time.Time) *fleet {
-	return &fleet{ttl: ttl, now: now, byCfg: map[cuecast.ConfigPath]*distributor.LiveReports{}, subs: map[cuecast.ConfigPath]*nats.Subscription{}}
+	return &fleet{ttl: ttl, now: now, byCfg: map[cuecast.ConfigPath]*distributor.LiveReports{},
+		subs: map[cuecast.ConfigPath]*nats.Subscription{}, changed: map[cuecast.ConfigPath]bool{}}
 }
 
 // track starts keeping cfg's reports (subscribing to them) and returns its
@@ -59,6 +63,7 @@ func (f *fleet) untrack(cfg cuecast.ConfigPath) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	delete(f.byCfg, cfg)
+	delete(f.changed, cfg)
 	if sub := f.subs[cfg]; sub != nil {
 		_ = sub.Unsubscribe()
 		delete(f.subs, cfg)
@@ -86,9 +91,23 @@ func (f *fleet) handle(m *nats.Msg) {
 	f.mu.Lock()
 	l := f.byCfg[cfg]
 	f.mu.Unlock()
-	if l != nil {
-		l.Add(inst, m.Data, now)
+	if l == nil || !l.Add(inst, m.Data, now) {
+		return
 	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.byCfg[cfg] == l { // still tracked
+		f.changed[cfg] = true
+	}
+}
+
+// takeChanged reports whether cfg got a new report since the last call.
+func (f *fleet) takeChanged(cfg cuecast.ConfigPath) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ch := f.changed[cfg]
+	delete(f.changed, cfg)
+	return ch
 }
 
 // live returns the unexpired reports on cfg (nil when it is not tracked),
