@@ -32,7 +32,9 @@ var _ Distributor = (*distributor.Distributor)(nil)
 
 // Options configures a Controller. The zero value is usable.
 type Options struct {
-	// Interval is how often active rollouts are evaluated; default 1s.
+	// Interval is how often the controller looks at active rollouts: a
+	// hold ends, and a wait times out, within one Interval of its
+	// deadline. Default 1s.
 	Interval time.Duration
 	// Heartbeat is the instances' report interval; a report is live for four
 	// of them. Default 15s; it must match the distributor's and clients'.
