@@ -2,10 +2,16 @@ package pipeline
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"sync"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/distributor"
 	"github.com/cuecast/cuecast/internal/metrics"
 	"github.com/cuecast/cuecast/tailer"
 )
@@ -25,13 +31,17 @@ import (
 type handoff struct {
 	store metrics.Store
 	dep   tailer.Deployer
+	// nc, when set, reads a config's newest version from the stream's
+	// leader before each deploy: a process that took over from another
+	// (a lease changing hands) has not seen its publishes.
+	nc *nats.Conn
 
 	mu     sync.Mutex
 	newest map[cuecast.ConfigPath]cuecast.Version
 }
 
-func newHandoff(store metrics.Store, dep tailer.Deployer) *handoff {
-	return &handoff{store: store, dep: dep, newest: map[cuecast.ConfigPath]cuecast.Version{}}
+func newHandoff(store metrics.Store, dep tailer.Deployer, nc *nats.Conn) *handoff {
+	return &handoff{store: store, dep: dep, nc: nc, newest: map[cuecast.ConfigPath]cuecast.Version{}}
 }
 
 // Latest implements tailer.Publisher: the store's latest version, or the
@@ -71,12 +81,65 @@ func (h *handoff) Publish(ctx context.Context, v cuecast.Version, content []byte
 }
 
 // Deploy implements tailer.Deployer: it deploys v, or the newest version
-// of v's config published here when that is newer.
+// of v's config when that is newer: published here, or stored as the
+// stream's leader says.
 func (h *handoff) Deploy(ctx context.Context, v cuecast.Version) error {
 	h.mu.Lock()
 	if n := h.newest[v.Config]; n.Version > v.Version {
 		v = n
 	}
 	h.mu.Unlock()
+	if h.nc != nil {
+		n, ok, err := leaderLatest(ctx, h.nc, v.Config)
+		if err != nil {
+			return fmt.Errorf("deploy %s: %w", v.Config, err)
+		}
+		if ok && n.Version > v.Version {
+			v = n
+		}
+	}
 	return h.dep.Deploy(ctx, v)
+}
+
+// leaderLatest reads cfg's newest stored version from the CUECAST stream's
+// leader (a message get, not a direct get: the leader has applied every
+// publish it acknowledged); ok is false when there is none.
+func leaderLatest(ctx context.Context, nc *nats.Conn, cfg cuecast.ConfigPath) (cuecast.Version, bool, error) {
+	req, err := json.Marshal(map[string]string{"last_by_subj": cuecast.VersionSubject(cfg)})
+	if err != nil {
+		return cuecast.Version{}, false, err
+	}
+	m, err := nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+distributor.Stream, req)
+	if err != nil {
+		return cuecast.Version{}, false, fmt.Errorf("read latest version from the stream leader: %w", err)
+	}
+	var resp struct {
+		Error *struct {
+			ErrCode     int    `json:"err_code"`
+			Description string `json:"description"`
+		} `json:"error"`
+		Message *struct {
+			Header []byte `json:"hdrs"`
+		} `json:"message"`
+	}
+	if err := json.Unmarshal(m.Data, &resp); err != nil {
+		return cuecast.Version{}, false, fmt.Errorf("read latest version from the stream leader: %w", err)
+	}
+	switch {
+	case resp.Error != nil && resp.Error.ErrCode == int(jetstream.JSErrCodeMessageNotFound):
+		return cuecast.Version{}, false, nil
+	case resp.Error != nil:
+		return cuecast.Version{}, false, fmt.Errorf("read latest version from the stream leader: %s (%d)", resp.Error.Description, resp.Error.ErrCode)
+	case resp.Message == nil:
+		return cuecast.Version{}, false, errors.New("read latest version from the stream leader: empty answer")
+	}
+	hdr, err := nats.DecodeHeadersMsg(resp.Message.Header)
+	if err != nil {
+		return cuecast.Version{}, false, fmt.Errorf("read latest version from the stream leader: %w", err)
+	}
+	var v cuecast.Version
+	if err := json.Unmarshal([]byte(hdr.Get(distributor.HeaderMeta)), &v); err != nil || v.Config != cfg || v.Version == 0 {
+		return cuecast.Version{}, false, fmt.Errorf("read latest version from the stream leader: undecodable %s header", distributor.HeaderMeta)
+	}
+	return v, true, nil
 }

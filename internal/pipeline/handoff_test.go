@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -84,7 +85,7 @@ func TestHandoffDeploysWhatWasPublishedThoughLatestLags(t *testing.T) {
 	repo.CopyDir("../../configs-example")
 	repo.Commit("Import the example configs")
 	store := &laggingStore{Store: d, prev: map[cuecast.ConfigPath]*cuecast.Version{}, lag: map[cuecast.ConfigPath]bool{}}
-	ho := newHandoff(store, ctl)
+	ho := newHandoff(store, ctl, nil)
 	tl, err := tailer.New(ctx, tailer.Config{Repo: repo.Dir, Branch: "main", DataDir: t.TempDir(), Interval: time.Hour}, js, ho, ho)
 	if err != nil {
 		t.Fatal(err)
@@ -99,7 +100,7 @@ func TestHandoffDeploysWhatWasPublishedThoughLatestLags(t *testing.T) {
 			t.Fatal(err)
 		}
 		if rec.Current == nil || rec.Current.Version != want {
-			t.Fatalf("%s: rollout of %+v, want v%d", cfg, rec.Current, want)
+			t.Fatalf("%s: rollout of %s, want v%d", cfg, rolloutOf(rec.Current), want)
 		}
 	}
 	if _, err := tl.Poll(ctx); err != nil {
@@ -119,4 +120,51 @@ func TestHandoffDeploysWhatWasPublishedThoughLatestLags(t *testing.T) {
 		t.Fatalf("Poll: %v", err)
 	}
 	rolledOut("payments/checkout", 2)
+}
+
+// TestHandoffAfterTakeoverDeploysNewest: issue 15, item 2, across a lease
+// changing hands. The new active process has not seen its predecessor's
+// publishes; its tailer's Latest, answered by a lagging replica, hands over
+// the version before the newest. The hand-off reads the newest from the
+// stream's leader and deploys that.
+func TestHandoffAfterTakeoverDeploysNewest(t *testing.T) {
+	ctx := t.Context()
+	srv := natstest.Start(t)
+	nc := srv.Connect(t)
+	d, err := distributor.New(ctx, nc, distributor.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctl, err := rollout.New(ctx, nc, d, rollout.Static{}, rollout.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := cuecast.ConfigPath("payments/checkout")
+	var vs []cuecast.Version
+	for n := uint64(1); n <= 2; n++ {
+		v := cuecast.Version{Config: cfg, Version: n, Commit: fmt.Sprintf("c%039d", n)}
+		if err := d.Publish(ctx, v, fmt.Appendf(nil, `{"n":%d}`, n)); err != nil {
+			t.Fatal(err)
+		}
+		v.Checksum = cuecast.Checksum(fmt.Appendf(nil, `{"n":%d}`, n))
+		vs = append(vs, v)
+	}
+	ho := newHandoff(d, ctl, nc) // the new process: it published nothing
+	if err := ho.Deploy(ctx, vs[0]); err != nil {
+		t.Fatalf("Deploy: %v", err)
+	}
+	rec, err := ctl.Record(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Current == nil || rec.Current.Version != 2 {
+		t.Fatalf("rollout of %s, want v2 (the newest stored)", rolloutOf(rec.Current))
+	}
+}
+
+func rolloutOf(r *rollout.Rollout) string {
+	if r == nil {
+		return "nothing"
+	}
+	return fmt.Sprintf("v%d (%s)", r.Version, r.State)
 }

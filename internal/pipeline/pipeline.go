@@ -156,7 +156,7 @@ func Start(ctx context.Context, cfg Config) (_ *Pipeline, err error) {
 		Logger:   cfg.Logger,
 		Replicas: cfg.Replicas,
 	}
-	ho := newHandoff(store, p.Rollout)
+	ho := newHandoff(store, p.Rollout, p.NC)
 	p.Tailer, err = tailer.New(ctx, tcfg, js, ho, ho)
 	if err != nil {
 		return nil, err
