@@ -133,6 +133,12 @@ type Report struct {
 	Healthy       bool              `json:"healthy"`
 	LastKnownGood bool              `json:"last_known_good,omitempty"`
 	LastError     string            `json:"last_error,omitempty"`
+	// Refused is the last pointer the instance refused without reading
+	// the version it names ("version N: pointer: detail": a bad
+	// signature, a pointer for another config, an undecodable message).
+	// It says the instance is being sent something forged or damaged, not
+	// that it failed to apply a version: health gates ignore it.
+	Refused string `json:"refused,omitempty"`
 	// Staged is the version of a strict config the instance has fetched,
 	// verified and validated and holds ready for the activation pointer
 	// (two-phase cutover); 0 when none.

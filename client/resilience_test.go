@@ -231,7 +231,11 @@ func TestSignatures(t *testing.T) {
 		if !w.Current().IsZero() {
 			t.Fatalf("Current: got %+v, want nothing applied", w.Current())
 		}
-		e.waitReport("distrustful", func(r cuecast.Report) bool { return strings.Contains(r.LastError, "bad signature") })
+		// A refused pointer is reported as such, not as a failure to
+		// apply (issue 15, item 5).
+		e.waitReport("distrustful", func(r cuecast.Report) bool {
+			return strings.Contains(r.Refused, "bad signature") && r.LastError == ""
+		})
 	})
 
 	c, ev := e.newClient("trusting")

@@ -58,6 +58,7 @@ type Watcher struct {
 	cache             map[uint64]cachedVersion // versions staged for an activation (cutover.go), newer than current
 	servingLKG        bool
 	lastErr           string
+	refused           string          // the last pointer refused (Report.Refused)
 	rejected          map[string]bool // version@checksum rejected for good (validation, signature)
 	retries           int
 	// held is the applied version as read (with its sequence), prev the one
@@ -360,7 +361,12 @@ func (w *Watcher) resync(why string) {
 	}
 	w.retries = 0
 	if !found {
-		return // not deployed to this instance yet
+		// Not deployed to this instance yet, but a strict config's
+		// version may be staged already: its cohort pointer follows the
+		// flip, which waits for this instance to stage it (issue 15,
+		// item 4).
+		w.resyncCutover(ctx)
+		return
 	}
 	if why != "start" {
 		w.event(EventResync, 0, why, nil)
@@ -451,14 +457,14 @@ func (w *Watcher) pointer(m *nats.Msg, subj string, after uint64) (p cuecast.Poi
 		return p, nil, false
 	}
 	if p.Revision == 0 {
-		w.reject(p.Version, "pointer", errNoRevision, false)
+		w.refuse(p.Version, errNoRevision)
 		return p, nil, false
 	}
 	if p.Revision <= after {
 		return p, nil, false
 	}
 	if err := w.verifyPointer(p, subj); err != nil {
-		w.reject(p.Version, "pointer", err, false)
+		w.refuse(p.Version, err)
 		return p, nil, false
 	}
 	if p.Inline {
@@ -616,6 +622,15 @@ func (w *Watcher) publish(s Snapshot) {
 		default:
 		}
 	}
+}
+
+// refuse reports a pointer that failed verification apart from last_error:
+// a forgery says nothing about this instance's ability to apply the version
+// (issue 15, item 5), so the health gate must not count it as a failure.
+func (w *Watcher) refuse(version uint64, err error) {
+	w.refused = fmt.Sprintf("version %d: pointer: %v", version, err)
+	w.event(EventRejected, version, "pointer", err)
+	w.reportSoon()
 }
 
 func (w *Watcher) reject(version uint64, what string, err error, forGood bool) {
@@ -782,6 +797,7 @@ func (w *Watcher) report() {
 		Healthy:       w.c.o.health().Healthy,
 		LastKnownGood: w.servingLKG,
 		LastError:     w.lastErr,
+		Refused:       w.refused,
 		Staged:        w.staged,
 		AppliedAt:     s.AppliedAt.UTC(),
 		At:            time.Now().UTC(),

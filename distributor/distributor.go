@@ -235,7 +235,7 @@ func New(ctx context.Context, nc *nats.Conn, o Options) (*Distributor, error) {
 		Storage:           jetstream.FileStorage,
 		Replicas:          o.Replicas,
 		MaxMsgsPerSubject: 1,
-		MaxAge:            4 * o.Heartbeat,
+		MaxAge:            LiveFor(o.Heartbeat), // the liveness rule (live.go)
 		AllowDirect:       true,
 		Discard:           jetstream.DiscardOld,
 	})

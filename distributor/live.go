@@ -17,6 +17,23 @@ import (
 	"github.com/cuecast/cuecast"
 )
 
+// LiveHeartbeats is the liveness rule shared by everything that counts
+// instances (the rollout controller, `cuecast status`, the dashboard and
+// the metrics): an instance is live while its last report on a config is
+// younger than LiveHeartbeats heartbeats. The report stream keeps reports
+// exactly that long (its max age), so every reader of the stream applies it
+// by construction, and the in-memory views (LiveReports) expire reports
+// after the same time.
+const LiveHeartbeats = 4
+
+// LiveFor is how long a report stays live with the given heartbeat.
+func LiveFor(heartbeat time.Duration) time.Duration { return LiveHeartbeats * heartbeat }
+
+// Unheard reports whether r stands for an instance known live from the
+// report stream whose report this view has not read yet (LiveReports.Expect):
+// it says only that the instance is live, nothing about what it runs.
+func Unheard(r cuecast.Report) bool { return r.At.IsZero() }
+
 // LiveReports is one config's live reports kept in memory from the core
 // NATS messages on cuecast.ReportWildcard, for readers that look many times
 // a second (the rollout controller, `cuecast status --wait`): reading the
@@ -109,6 +126,47 @@ func (l *LiveReports) Seed(rs []cuecast.Report, now time.Time) {
 	}
 }
 
+// Expect adds instances known live from the report stream (the subjects it
+// holds a report on) that the view has not heard, as Unheard reports that
+// arrived at now: a view started a moment ago must not leave out a live
+// instance that happens not to have reported since (a stalled one least of
+// all). The caller reads the overdue ones' reports from the stream later
+// (Overdue, Seed, Forget), so that each expires when the stream drops it.
+func (l *LiveReports) Expect(instances []string, now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, id := range instances {
+		if _, ok := l.byInst[id]; ok || cuecast.ValidateInstance(id) != nil {
+			continue
+		}
+		l.byInst[id] = liveReport{r: cuecast.Report{Instance: id, Config: l.cfg, Healthy: true}, at: now}
+	}
+}
+
+// Overdue returns the Unheard instances expected for longer than after.
+func (l *LiveReports) Overdue(now time.Time, after time.Duration) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for id, s := range l.byInst {
+		if Unheard(s.r) && now.Sub(s.at) >= after {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Forget drops an instance from the view (an expected one whose report the
+// stream no longer holds).
+func (l *LiveReports) Forget(instance string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if s, ok := l.byInst[instance]; ok && Unheard(s.r) {
+		delete(l.byInst, instance)
+	}
+}
+
 // Live returns the reports not yet expired at now, in no particular order,
 // and forgets the expired ones.
 func (l *LiveReports) Live(now time.Time) []cuecast.Report {
@@ -195,7 +253,7 @@ func (d *Distributor) reportTTL() time.Duration {
 	if info := d.reports.CachedInfo(); info != nil && info.Config.MaxAge > 0 {
 		return info.Config.MaxAge
 	}
-	return 4 * d.o.Heartbeat
+	return LiveFor(d.o.Heartbeat)
 }
 
 // Live returns the live reports on the config, sorted by instance (as

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -31,7 +32,9 @@ var _ Distributor = (*distributor.Distributor)(nil)
 
 // Options configures a Controller. The zero value is usable.
 type Options struct {
-	// Interval is how often active rollouts are evaluated; default 1s.
+	// Interval is how often the controller looks at active rollouts: a
+	// hold ends, and a wait times out, within one Interval of its
+	// deadline. Default 1s.
 	Interval time.Duration
 	// Heartbeat is the instances' report interval; a report is live for four
 	// of them. Default 15s; it must match the distributor's and clients'.
@@ -124,6 +127,9 @@ type Controller struct {
 	fmu   sync.Mutex
 	ownMu sync.Mutex
 	own   map[string]uint64 // last revision this controller wrote, per key
+	// readHook, set by tests only, replaces what a read of the bucket
+	// returns (to play a replica that has not seen the last write yet).
+	readHook func(ctx context.Context, k string, val []byte, rev uint64) ([]byte, uint64, error)
 }
 
 // New opens (creating when needed) the rollout KV bucket and the audit
@@ -178,15 +184,25 @@ func (c *Controller) Deploy(ctx context.Context, v cuecast.Version) error {
 			return fmt.Errorf("deploy %s@%d: %w", v.Config, v.Version, err)
 		}
 		if changed {
-			if _, err := c.save(ctx, rec, rev); err != nil {
+			n, err := c.save(ctx, rec, rev)
+			if err != nil {
 				if errors.Is(err, cuecast.ErrConflict) && attempt < 5 {
 					continue
 				}
 				return fmt.Errorf("deploy %s@%d: %w", v.Config, v.Version, err)
 			}
+			rev = n
 			c.recordAll(ctx, audits)
 		}
-		return c.settle(ctx, v.Config)
+		// Settle from the record just written (or read), not from a new
+		// read: a replica answering a read may not hold that write yet, and
+		// the rollout would then wait for the next tick to move its first
+		// stage (issue 15, item 2).
+		if rev == 0 {
+			return nil
+		}
+		_, _, err = c.settleFrom(ctx, v.Config, &rec, rev, true)
+		return err
 	}
 }
 
@@ -220,10 +236,17 @@ func (c *Controller) start(ctx context.Context, rec *Record, rev uint64, v cueca
 		return nil, false, fmt.Errorf("read policy: %w", err)
 	}
 	if rev == 0 && rec.Stable == 0 && v.Version > 1 {
-		// A config deployed before the controller kept state: its previous
-		// version is taken as fully rolled out.
-		if pv, err := c.version(ctx, v.Config, v.Version-1); err == nil {
+		// A config deployed before the controller kept state runs what its
+		// pointer says: that is its stable version. Versions published but
+		// never deployed (a tailer's first batch hands over only each
+		// config's newest) are not: taken as stable, they made a strict
+		// config's first rollout stage a version behind no cohort pointer,
+		// which instances never stage (issue 15, item 4).
+		if pv, ok, err := c.deployed(ctx, v.Config, v.Version); err != nil {
+			return nil, false, err
+		} else if ok {
 			rec.Stable, rec.StableChecksum = pv.Version, pv.Checksum
+			rec.Floor, rec.FloorChecksum = pv.Version, pv.Checksum
 		}
 	}
 	r := c.newRollout(v, pol, cons, rec, now)
@@ -258,9 +281,10 @@ func (c *Controller) newRollout(v cuecast.Version, pol cuecast.Policy, cons stri
 	if cons == "" {
 		cons = Relaxed
 	}
+	from, fromSum := rec.floor()
 	r := &Rollout{
 		ID: fmt.Sprintf("%s@%d", v.Config, v.Version), Config: v.Config, Version: v.Version, Checksum: v.Checksum,
-		Commit: v.Commit, Author: v.Author, From: rec.Stable, FromChecksum: rec.StableChecksum,
+		Commit: v.Commit, Author: v.Author, From: from, FromChecksum: fromSum,
 		Policy: normalize(pol), Consistency: cons, Started: now,
 	}
 	if cons == Strict && r.From == 0 {
@@ -292,9 +316,35 @@ func (c *Controller) enterStage(r *Rollout, i int, reports []cuecast.Report, now
 	r.Cohort = Cohort{}
 	r.StageStarted = now
 	r.WaitUntil, r.HoldUntil = time.Time{}, time.Time{}
+	r.Unconfirmed = nil
 	r.Note = ""
 	r.Updated = now
 	r.log(now, "stage starts")
+}
+
+// pointerReader is the distributor's read of a cohort pointer.
+type pointerReader interface {
+	Pointer(ctx context.Context, cfg cuecast.ConfigPath, bucket int) (cuecast.Pointer, error)
+}
+
+// deployed returns the version cfg's cohort pointers name (read from bucket
+// 0, which the all-buckets pointer of a deploy covers), ok false when it
+// has none. With a distributor that cannot read pointers it assumes the
+// version before newest was deployed, as the controller always did.
+func (c *Controller) deployed(ctx context.Context, cfg cuecast.ConfigPath, newest uint64) (cuecast.Pointer, bool, error) {
+	pr, ok := c.d.(pointerReader)
+	if !ok {
+		pv, err := c.version(ctx, cfg, newest-1)
+		return cuecast.Pointer{Config: cfg, Version: pv.Version, Checksum: pv.Checksum}, err == nil, nil
+	}
+	p, err := pr.Pointer(ctx, cfg, 0)
+	if errors.Is(err, cuecast.ErrNotFound) {
+		return cuecast.Pointer{}, false, nil
+	}
+	if err != nil {
+		return cuecast.Pointer{}, false, fmt.Errorf("read deployed pointer: %w", err)
+	}
+	return p, true, nil
 }
 
 func (c *Controller) version(ctx context.Context, cfg cuecast.ConfigPath, n uint64) (cuecast.Version, error) {
@@ -311,50 +361,116 @@ func (c *Controller) version(ctx context.Context, cfg cuecast.ConfigPath, n uint
 }
 
 // reports returns the live reports on cfg: from the controller's own view
-// while Run runs, else from the report stream. warm is false while that view
-// may still be missing instances: for one heartbeat (and a quarter) after
-// the controller started keeping the config's reports, it decides nothing
-// from them. (Reading the report stream instead costs a JetStream consumer
-// over every report subject, which at 10,000 instances took seconds of
-// server CPU per read on this box and stalled rollbacks.)
-func (c *Controller) reports(ctx context.Context, cfg cuecast.ConfigPath) (reports []cuecast.Report, warm bool, err error) {
+// while Run runs, else from the report stream. Both follow one liveness
+// rule (distributor.LiveHeartbeats). When the view starts keeping a
+// config, it lists the instances the report stream holds a report of and
+// keeps those it has not heard yet as distributor.Unheard; one still
+// unheard a heartbeat and a quarter later (stalled, most likely) has its
+// last report read from the stream, and expires with it, as in `cuecast
+// status`. So a rollout decides at once, and never from a view that leaves
+// out a live instance. (The view, rather than reading the report stream
+// with a consumer at each evaluation: at 10,000 instances that read took
+// seconds of server CPU and stalled rollbacks.)
+func (c *Controller) reports(ctx context.Context, cfg cuecast.ConfigPath) ([]cuecast.Report, error) {
 	c.fmu.Lock()
 	f := c.fleet
 	c.fmu.Unlock()
-	if f != nil {
-		if err := f.track(cfg); err != nil {
-			return nil, false, err
+	if f == nil {
+		rs, err := c.d.Reports(ctx, cfg)
+		if err != nil {
+			return nil, fmt.Errorf("read reports: %w", err)
 		}
-		rs, warm := f.live(cfg)
-		if !warm {
-			// Warm early when every instance the report stream knows of has
-			// been heard (one stream info request, no consumer).
-			if n, err := c.liveCount(ctx, cfg); err == nil && len(rs) >= n {
-				warm = true
-			}
-		}
-		return rs, warm, nil
+		return rs, nil
 	}
-	rs, err := c.d.Reports(ctx, cfg)
+	l, fresh, err := f.track(cfg)
 	if err != nil {
-		return nil, false, fmt.Errorf("read reports: %w", err)
+		return nil, err
 	}
-	return rs, true, nil
+	if fresh {
+		ids, err := c.liveInstances(ctx, cfg)
+		if err != nil {
+			f.untrack(cfg) // try again from the start next time
+			return nil, err
+		}
+		l.Expect(ids, f.now())
+	}
+	for _, id := range l.Overdue(f.now(), f.ttl*5/16) {
+		r, ok, err := c.lastReport(ctx, cfg, id)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			l.Seed([]cuecast.Report{r}, f.now())
+		} else {
+			l.Forget(id)
+		}
+	}
+	return f.live(cfg), nil
 }
 
-// liveCount is the number of instances with a live report on cfg, from the
-// report stream's per-subject state (its reports expire after four
-// heartbeats, so every subject holding one is a live instance).
-func (c *Controller) liveCount(ctx context.Context, cfg cuecast.ConfigPath) (int, error) {
+// liveInstances lists the instances with a live report on cfg, from the
+// report stream's per-subject state (one stream info request, no
+// consumer): its reports expire after the liveness time, so every subject
+// holding one is a live instance.
+func (c *Controller) liveInstances(ctx context.Context, cfg cuecast.ConfigPath) ([]string, error) {
 	st, err := c.js.Stream(ctx, distributor.ReportStream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, nil // no distributor created it: no instance reports
+	}
 	if err != nil {
-		return 0, fmt.Errorf("open %s: %w", distributor.ReportStream, err)
+		return nil, fmt.Errorf("open %s: %w", distributor.ReportStream, err)
 	}
 	info, err := st.Info(ctx, jetstream.WithSubjectFilter(cuecast.ReportWildcard(cfg)))
 	if err != nil {
-		return 0, fmt.Errorf("read %s state: %w", distributor.ReportStream, err)
+		return nil, fmt.Errorf("read %s state: %w", distributor.ReportStream, err)
 	}
-	return len(info.State.Subjects), nil
+	var ids []string
+	for subj := range info.State.Subjects {
+		if _, id, ok := cuecast.ParseReportSubject(subj); ok {
+			ids = append(ids, id)
+		}
+	}
+	return ids, nil
+}
+
+// lastReport reads instance's last report on cfg from the report stream;
+// ok is false when the stream holds none (it expired).
+func (c *Controller) lastReport(ctx context.Context, cfg cuecast.ConfigPath, instance string) (cuecast.Report, bool, error) {
+	st, err := c.js.Stream(ctx, distributor.ReportStream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return cuecast.Report{}, false, nil
+	}
+	if err != nil {
+		return cuecast.Report{}, false, fmt.Errorf("open %s: %w", distributor.ReportStream, err)
+	}
+	m, err := st.GetLastMsgForSubject(ctx, cuecast.ReportSubject(cfg, instance))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return cuecast.Report{}, false, nil
+	}
+	if err != nil {
+		return cuecast.Report{}, false, fmt.Errorf("read report of %s on %s: %w", instance, cfg, err)
+	}
+	var r cuecast.Report
+	if err := json.Unmarshal(m.Data, &r); err != nil || r.Instance != instance || r.Config != cfg {
+		return cuecast.Report{}, false, nil
+	}
+	if r.At.IsZero() {
+		r.At = m.Time // never Unheard once read
+	}
+	return r, true, nil
+}
+
+// liveFor is how long a report stays live: the report stream's max age
+// (set by the distributor from its heartbeat), so that the controller, the
+// stream and everything reading it follow one rule; LiveFor(Heartbeat)
+// when the stream cannot be read.
+func (c *Controller) liveFor(ctx context.Context) time.Duration {
+	if st, err := c.js.Stream(ctx, distributor.ReportStream); err == nil {
+		if info := st.CachedInfo(); info != nil && info.Config.MaxAge > 0 {
+			return info.Config.MaxAge
+		}
+	}
+	return distributor.LiveFor(c.o.Heartbeat)
 }
 
 // needsReports says whether computing stage i's cohort needs the live
@@ -372,17 +488,45 @@ func needsReports(p cuecast.Policy, i int) bool {
 // Pointer moves happen before the state that records them is saved, and are
 // idempotent, so a crash or a lost compare-and-swap only repeats them.
 func (c *Controller) settle(ctx context.Context, cfg cuecast.ConfigPath) error {
+	_, _, err := c.settleFrom(ctx, cfg, nil, 0, true)
+	return err
+}
+
+// settleFrom is settle starting from rec at revision rev (nil: read it).
+// current says rec is known to be the stored record (just written or read);
+// the running controller's copy from its watch is not, since a write may
+// not have reached the watch yet, so from such a copy settleFrom only
+// judges a waiting or holding stage (which writes no pointer before its
+// compare-and-swap) and reads the record before any step that moves
+// pointers: moving them from a stale record would undo another writer's
+// later move, with nobody left to redo it once that rollout has ended.
+// It continues from each record it saves rather than reading it back, and
+// reads after losing a compare-and-swap, so an unchanged rollout costs no
+// I/O. It returns the last record and revision it knows (revision 0: none
+// stored, or unknown after an error).
+func (c *Controller) settleFrom(ctx context.Context, cfg cuecast.ConfigPath, start *Record, startRev uint64, current bool) (Record, uint64, error) {
 	force := false
 	// unrecorded is a stage move whose pointers were written but whose
 	// record lost the race to another writer.
 	var unrecorded *Rollout
-	for range 16 {
-		rec, rev, err := c.load(ctx, cfg)
-		if err != nil {
-			return err
+	var rec Record
+	var rev uint64
+	if start != nil {
+		rec, rev = *start, startRev
+		if !current && acts(rec) {
+			start = nil
 		}
+	}
+	for range 16 {
+		if start == nil {
+			var err error
+			if rec, rev, err = c.load(ctx, cfg); err != nil {
+				return rec, 0, err
+			}
+		}
+		start = nil
 		if rev == 0 {
-			return nil
+			return rec, 0, nil
 		}
 		if r := rec.Current; r != nil && unrecorded != nil && r.ID == unrecorded.ID {
 			// Whatever the other writer decided (an operator's halt, most
@@ -394,12 +538,13 @@ func (c *Controller) settle(ctx context.Context, cfg cuecast.ConfigPath) error {
 		moving := rec.Current != nil && rec.Current.State == StateMoving
 		audits, changed, err := c.transition(ctx, &rec, force)
 		if err != nil {
-			return fmt.Errorf("step rollout of %s: %w", cfg, err)
+			return rec, 0, fmt.Errorf("step rollout of %s: %w", cfg, err)
 		}
 		if !changed {
-			return nil
+			return rec, rev, nil
 		}
-		if _, err := c.save(ctx, rec, rev); err != nil {
+		n, err := c.save(ctx, rec, rev)
+		if err != nil {
 			if errors.Is(err, cuecast.ErrConflict) {
 				// Someone else (an operator, another controller) changed the
 				// record after we moved pointers: redo the effects of what
@@ -410,12 +555,13 @@ func (c *Controller) settle(ctx context.Context, cfg cuecast.ConfigPath) error {
 				}
 				continue
 			}
-			return err
+			return rec, 0, err
 		}
+		rev = n
 		force = false
 		c.recordAll(ctx, audits)
 	}
-	return nil
+	return rec, rev, nil
 }
 
 func (c *Controller) recordAll(ctx context.Context, audits []AuditEntry) {
@@ -444,6 +590,7 @@ func (c *Controller) transition(ctx context.Context, rec *Record, force bool) ([
 			return nil, false, nil
 		}
 		p.Applied = true
+		rec.Floor, rec.FloorChecksum = p.Version, p.Checksum
 		return nil, true, nil
 	}
 	if rec.Pin == nil && rec.Pending > 0 && c.pol != nil {
@@ -464,18 +611,22 @@ func (c *Controller) transition(ctx context.Context, rec *Record, force bool) ([
 	case StateMoving:
 		var reports []cuecast.Report
 		if needsReports(r.Policy, r.Stage) {
-			rs, warm, err := c.reports(ctx, cfg)
+			rs, err := c.reports(ctx, cfg)
 			if err != nil {
 				return nil, false, err
 			}
-			if !warm {
-				return c.gathering(r, now)
+			if n := unheard(rs); n > 0 {
+				// Label selectors need every live instance's labels.
+				return c.gathering(r, n, now)
 			}
 			reports = rs
 		}
 		r.Cohort = stageCohort(cfg.Namespace(), r.Policy, r.Stage, reports).union(cfg.Namespace(), r.Moved)
 		if err := c.moveForward(ctx, r); err != nil {
 			return nil, false, err
+		}
+		if len(r.Cohort.Buckets) == cuecast.Buckets {
+			rec.Floor, rec.FloorChecksum = r.Version, r.Checksum
 		}
 		r.State = StateWaiting
 		r.WaitUntil = now.Add(c.o.ApplyTimeout)
@@ -510,6 +661,11 @@ func (c *Controller) transition(ctx context.Context, rec *Record, force bool) ([
 		}
 		r.Reverted = true
 		r.Updated = now
+		if r.From > 0 {
+			// Everyone this rollout moved is back on From, and nobody else
+			// was moved since it began: the whole fleet runs From.
+			rec.Floor, rec.FloorChecksum = r.From, r.FromChecksum
+		}
 		if r.From > 0 {
 			r.log(now, fmt.Sprintf("%s back on v%d", describe(back), r.From))
 		} else {
@@ -558,15 +714,19 @@ func describe(co Cohort) string {
 // evaluate judges a waiting or holding stage: halt on a breach, hold when
 // too few instances report, advance when the hold has passed.
 func (c *Controller) evaluate(ctx context.Context, rec *Record, r *Rollout, now time.Time) ([]AuditEntry, bool, error) {
-	reports, warm, err := c.reports(ctx, rec.Config)
+	reports, err := c.reports(ctx, rec.Config)
 	if err != nil {
 		return nil, false, err
 	}
-	if !warm {
-		return c.gathering(r, now)
-	}
 	st := r.Policy.Stages[r.Stage]
 	timedOut := !now.Before(r.WaitUntil)
+	if r.State == StateWaiting {
+		// An instance waited for stays waited for when it stops
+		// reporting: until the stage's wait times out, then it counts as
+		// failing to apply. Dropping it when its report expired let a
+		// stage pass without a hung member (issue 15, item 11).
+		reports = withGone(rec.Config, reports, r.Unconfirmed)
+	}
 	m := measure(rec.Config.Namespace(), reports, r.Cohort, r.Version, timedOut)
 	if why := breach(m, st); why != "" {
 		r.State = StateHalted
@@ -580,11 +740,16 @@ func (c *Controller) evaluate(ctx context.Context, rec *Record, r *Rollout, now 
 			Stage: st.Name, Reason: why}}, true, nil
 	}
 	note := r.Note
+	changed := false
+	if r.State == StateWaiting {
+		changed = r.confirm(m.Waiting, now)
+	}
 	switch {
 	case r.State == StateWaiting && len(m.Waiting) > 0 && !timedOut:
 		note = fmt.Sprintf("waiting for %d of %d instances to apply v%d: %s", len(m.Waiting), m.Instances, r.Version, list(m.Waiting, 5))
 	case r.State == StateWaiting:
 		r.State = StateHolding
+		r.Unconfirmed = nil
 		hold := time.Duration(st.Hold)
 		if r.Emergency {
 			hold = 0
@@ -609,6 +774,7 @@ func (c *Controller) evaluate(ctx context.Context, rec *Record, r *Rollout, now 
 		r.Updated = now
 		r.log(now, "complete")
 		rec.Stable, rec.StableChecksum = r.Version, r.Checksum
+		rec.Floor, rec.FloorChecksum = r.Version, r.Checksum
 		c.log.Info("rollout complete", "config", rec.Config, "version", r.Version)
 		return nil, true, nil
 	}
@@ -617,17 +783,66 @@ func (c *Controller) evaluate(ctx context.Context, rec *Record, r *Rollout, now 
 		r.Updated = now
 		return nil, true, nil
 	}
-	return nil, false, nil
+	return nil, changed, nil
 }
 
-// gathering notes that the controller is still hearing from the fleet.
-func (c *Controller) gathering(r *Rollout, now time.Time) ([]AuditEntry, bool, error) {
-	note := fmt.Sprintf("gathering reports: instances report every %s", c.o.Heartbeat)
+// gathering notes that a stage with label selectors waits to hear n live
+// instances' reports (their labels) before it fixes its cohort: at most a
+// heartbeat and a quarter after the controller started keeping the config's
+// reports, when it reads the silent ones' reports from the stream.
+func (c *Controller) gathering(r *Rollout, n int, now time.Time) ([]AuditEntry, bool, error) {
+	note := fmt.Sprintf("gathering reports: %d live instances not heard yet; label selectors need their labels (at most %s)", n, c.o.Heartbeat*5/4)
 	if r.Note == note {
 		return nil, false, nil
 	}
 	r.Note, r.Updated = note, now
 	return nil, true, nil
+}
+
+// unheard counts the reports standing for instances not heard yet.
+func unheard(rs []cuecast.Report) int {
+	n := 0
+	for _, r := range rs {
+		if distributor.Unheard(r) {
+			n++
+		}
+	}
+	return n
+}
+
+// goneError is the last_error of an instance waited for that stopped
+// reporting; it names no version, so it is not itself a failure to apply.
+const goneError = "stopped reporting (no report for four heartbeats)"
+
+// withGone adds a report for each instance in ids that has none in
+// reports: an instance waited for that stopped reporting.
+func withGone(cfg cuecast.ConfigPath, reports []cuecast.Report, ids []string) []cuecast.Report {
+	if len(ids) == 0 {
+		return reports
+	}
+	have := make(map[string]bool, len(reports))
+	for _, r := range reports {
+		have[r.Instance] = true
+	}
+	for _, id := range ids {
+		if !have[id] {
+			reports = append(reports, cuecast.Report{Instance: id, Config: cfg, Healthy: true, LastError: goneError, At: time.Unix(0, 0).UTC()})
+		}
+	}
+	return reports
+}
+
+// confirm records waiting as the instances the rollout waits for (those
+// that stop reporting stay waited for, withGone). It reports whether r
+// changed.
+func (r *Rollout) confirm(waiting []string, now time.Time) bool {
+	w := slices.Sorted(slices.Values(waiting))
+	if slices.Equal(w, r.Unconfirmed) {
+		return false
+	}
+	r.Unconfirmed = w
+	r.Updated = now
+	return true
 }
 
 func list(ids []string, n int) string {
@@ -656,9 +871,19 @@ func short(sha string) string {
 // cancelled, keeping its own view of the live reports. It returns nil when
 // ctx is cancelled, or an error when it cannot subscribe or watch.
 func (c *Controller) Run(ctx context.Context) error {
-	f := newFleet(4*c.o.Heartbeat, c.o.Now)
+	f := newFleet(c.liveFor(ctx), c.o.Now)
 	f.subscribe = func(cfg cuecast.ConfigPath) (*nats.Subscription, error) {
-		return c.nc.Subscribe(cuecast.ReportWildcard(cfg), f.handle)
+		sub, err := c.nc.Subscribe(cuecast.ReportWildcard(cfg), f.handle)
+		if err != nil {
+			return nil, err
+		}
+		// Subscribed at the server before the stream is listed: no
+		// report falls between the two.
+		if err := c.nc.FlushTimeout(5 * time.Second); err != nil {
+			_ = sub.Unsubscribe()
+			return nil, err
+		}
+		return sub, nil
 	}
 	defer f.close()
 	c.fmu.Lock()
@@ -678,7 +903,26 @@ func (c *Controller) Run(ctx context.Context) error {
 		return fmt.Errorf("run rollout controller: watch %s: %w", Bucket, err)
 	}
 	defer func() { _ = w.Stop() }()
-	busy := map[string]bool{}
+	// busy holds the record of every config with work to do, as last seen
+	// in the watch or written here, so that a tick that changes nothing
+	// reads nothing; rev 0 means "read it".
+	busy := map[string]*known{}
+	step := func(k string, kn *known) {
+		c.mu.Lock()
+		var start *Record
+		if kn.rev != 0 {
+			start = &kn.rec
+		}
+		rec, rev, err := c.settleFrom(ctx, configOfKey(k), start, kn.rev, false)
+		c.mu.Unlock()
+		if rev >= kn.rev || rev == 0 {
+			kn.rec, kn.rev = rec, rev
+		}
+		kn.judged = c.o.Now()
+		if err != nil && ctx.Err() == nil {
+			c.log.Error("rollout step failed; retrying", "config", configOfKey(k), "err", err)
+		}
+	}
 	var lastFull time.Time
 	tick := time.NewTicker(c.o.Interval)
 	defer tick.Stop()
@@ -702,44 +946,84 @@ func (c *Controller) Run(ctx context.Context) error {
 				f.untrack(configOfKey(e.Key()))
 				continue
 			}
-			if needsWork(rec) {
-				busy[e.Key()] = true
-				if c.ownWrite(e.Key(), e.Revision()) {
-					continue
-				}
-				// Carry out what an operator (or Deploy) wrote now, not at
-				// the next tick: a rollback must reach the fleet in seconds.
-				c.mu.Lock()
-				err := c.settle(ctx, configOfKey(e.Key()))
-				c.mu.Unlock()
-				if err != nil && ctx.Err() == nil {
-					c.log.Error("rollout step failed; retrying", "config", configOfKey(e.Key()), "err", err)
-				}
-			} else {
+			kn := busy[e.Key()]
+			if kn != nil && kn.rev > e.Revision() {
+				continue // older than what this controller wrote since
+			}
+			if !needsWork(rec) {
 				delete(busy, e.Key())
 				f.untrack(configOfKey(e.Key()))
+				continue
 			}
+			if kn == nil {
+				kn = &known{}
+				busy[e.Key()] = kn
+			}
+			own := c.ownWrite(e.Key(), e.Revision())
+			kn.rec, kn.rev = rec, e.Revision()
+			if own {
+				continue
+			}
+			// Carry out what an operator (or Deploy) wrote now, not at the
+			// next tick: a rollback must reach the fleet in seconds.
+			step(e.Key(), kn)
 		case <-tick.C:
-			// A rollout is looked at every tick when one of its instances
-			// reported something new, and at least every quarter heartbeat
-			// (for deadlines and expired reports) otherwise.
-			full := c.o.Now().Sub(lastFull) >= c.o.Heartbeat/4
+			// Every Interval, each active rollout whose judgement may have
+			// changed is judged, from the record in memory and the fleet
+			// view: one of its instances reported something new, or its
+			// wait or hold ended since it was last judged (so a hold ends
+			// within one Interval of its deadline), and every quarter
+			// heartbeat anyway (reports expire, silent instances are read).
+			// A tick that changes nothing costs no I/O.
+			now := c.o.Now()
+			full := now.Sub(lastFull) >= c.o.Heartbeat/4
 			if full {
-				lastFull = c.o.Now()
+				lastFull = now
 			}
-			for k := range busy {
-				if !full && !f.takeChanged(configOfKey(k)) {
-					continue
-				}
-				c.mu.Lock()
-				err := c.settle(ctx, configOfKey(k))
-				c.mu.Unlock()
-				if err != nil && ctx.Err() == nil {
-					c.log.Error("rollout step failed; retrying", "config", configOfKey(k), "err", err)
+			for k, kn := range busy {
+				if full || kn.due(now, f.takeChanged(configOfKey(k))) {
+					step(k, kn)
 				}
 			}
 		}
 	}
+}
+
+// known is a record and its revision as the running controller last saw
+// it, and when it was last judged.
+type known struct {
+	rec    Record
+	rev    uint64
+	judged time.Time
+}
+
+// due says whether the record must be judged again at now: it is not a
+// waiting, holding or staging rollout (those steps are short, or write
+// pointers), a new report arrived, or a deadline passed since the last
+// judgement.
+func (kn *known) due(now time.Time, newReport bool) bool {
+	r := kn.rec.Current
+	if kn.rev == 0 || kn.rec.Pin != nil || kn.rec.Pending > 0 || r == nil || newReport {
+		return true
+	}
+	if r.State != StateWaiting && r.State != StateHolding && r.State != StateStaging {
+		return true
+	}
+	for _, t := range [2]time.Time{r.WaitUntil, r.HoldUntil} {
+		if !t.IsZero() && !now.Before(t) && kn.judged.Before(t) {
+			return true
+		}
+	}
+	return false
+}
+
+// acts says whether rec's next step may move pointers before it saves.
+func acts(rec Record) bool {
+	if rec.Pin != nil || rec.Pending > 0 {
+		return true
+	}
+	r := rec.Current
+	return r != nil && r.State != StateWaiting && r.State != StateHolding
 }
 
 func needsWork(rec Record) bool {

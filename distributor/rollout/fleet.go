@@ -15,9 +15,10 @@ import (
 // configs being rolled out, fed by one core subscription per such config
 // (cuecast.ReportWildcard): evaluating a thousand rollouts a second must not
 // read the report stream a thousand times a second, and configs at rest cost
-// nothing. A config starts being kept when its rollout needs it; its view is
-// warm one heartbeat and a quarter later. A report is live for four
-// heartbeats after it arrived, as in the stream (distributor.LiveReports).
+// nothing. A report is live for ttl after it arrived, the liveness rule of
+// the report stream (distributor.LiveHeartbeats); instances the stream holds
+// a report of but the view has not heard yet are in it as Unheard
+// (Controller.reports), so a view started a moment ago leaves nobody out.
 type fleet struct {
 	ttl time.Duration
 	now func() time.Time
@@ -28,40 +29,40 @@ type fleet struct {
 	mu    sync.Mutex
 	byCfg map[cuecast.ConfigPath]*distributor.LiveReports // tracked configs only
 	subs  map[cuecast.ConfigPath]*nats.Subscription
-	since map[cuecast.ConfigPath]time.Time // when tracking started
 	// changed marks configs with a new (not repeated) report since the
 	// controller last looked.
 	changed map[cuecast.ConfigPath]bool
 }
 
 func newFleet(ttl time.Duration, now func() time.Time) *fleet {
-	return &fleet{ttl: ttl, now: now, byCfg: map[cuecast.ConfigPath]*distributor.LiveReports{}, subs: map[cuecast.ConfigPath]*nats.Subscription{}, since: map[cuecast.ConfigPath]time.Time{}, changed: map[cuecast.ConfigPath]bool{}}
+	return &fleet{ttl: ttl, now: now, byCfg: map[cuecast.ConfigPath]*distributor.LiveReports{},
+		subs: map[cuecast.ConfigPath]*nats.Subscription{}, changed: map[cuecast.ConfigPath]bool{}}
 }
 
-// track starts keeping cfg's reports (subscribing to them); untrack stops.
-// It does nothing for a config already tracked.
-func (f *fleet) track(cfg cuecast.ConfigPath) error {
+// track starts keeping cfg's reports (subscribing to them) and returns its
+// view, and whether tracking started just now. untrack stops.
+func (f *fleet) track(cfg cuecast.ConfigPath) (*distributor.LiveReports, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.byCfg[cfg] == nil {
-		if f.subscribe != nil {
-			sub, err := f.subscribe(cfg)
-			if err != nil {
-				return fmt.Errorf("subscribe to reports on %s: %w", cfg, err)
-			}
-			f.subs[cfg] = sub
-		}
-		f.byCfg[cfg] = distributor.NewLiveReports(cfg, f.ttl)
-		f.since[cfg] = f.now()
+	if l := f.byCfg[cfg]; l != nil {
+		return l, false, nil
 	}
-	return nil
+	if f.subscribe != nil {
+		sub, err := f.subscribe(cfg)
+		if err != nil {
+			return nil, false, fmt.Errorf("subscribe to reports on %s: %w", cfg, err)
+		}
+		f.subs[cfg] = sub
+	}
+	l := distributor.NewLiveReports(cfg, f.ttl)
+	f.byCfg[cfg] = l
+	return l, true, nil
 }
 
 func (f *fleet) untrack(cfg cuecast.ConfigPath) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	delete(f.byCfg, cfg)
-	delete(f.since, cfg)
 	delete(f.changed, cfg)
 	if sub := f.subs[cfg]; sub != nil {
 		_ = sub.Unsubscribe()
@@ -109,16 +110,14 @@ func (f *fleet) takeChanged(cfg cuecast.ConfigPath) bool {
 	return ch
 }
 
-// live returns the unexpired reports on cfg, dropping expired ones, and
-// whether the view is warm: tracked for longer than a heartbeat and a
-// quarter (ttl is four heartbeats), so every live instance has reported.
-func (f *fleet) live(cfg cuecast.ConfigPath) ([]cuecast.Report, bool) {
-	now := f.now()
+// live returns the unexpired reports on cfg (nil when it is not tracked),
+// dropping expired ones.
+func (f *fleet) live(cfg cuecast.ConfigPath) []cuecast.Report {
 	f.mu.Lock()
-	l, since := f.byCfg[cfg], f.since[cfg]
+	l := f.byCfg[cfg]
 	f.mu.Unlock()
 	if l == nil {
-		return nil, false
+		return nil
 	}
-	return l.Live(now), now.Sub(since) >= f.ttl*5/16
+	return l.Live(f.now())
 }

@@ -37,7 +37,11 @@ type env struct {
 	c    *rollout.Controller
 	pol  *policies
 	wrap func(rollout.Distributor) rollout.Distributor
-	stop func()
+	// opts and before, when set, adjust the controller's options and the
+	// controller itself before it runs.
+	opts   func(*rollout.Options)
+	before func(*rollout.Controller)
+	stop   func()
 	// key signs what the distributor writes; instances trust pub.
 	key nkeys.KeyPair
 	pub string
@@ -75,8 +79,15 @@ func newEnv(t *testing.T, pol cuecast.Policy, cons string) *env {
 // (when not nil), for tests that step in between its calls.
 func newEnvWrapped(t *testing.T, pol cuecast.Policy, cons string, wrap func(rollout.Distributor) rollout.Distributor) *env {
 	t.Helper()
+	return newEnvSet(t, pol, cons, func(e *env) { e.wrap = wrap })
+}
+
+// newEnvSet is newEnv with set called on the env before it opens.
+func newEnvSet(t *testing.T, pol cuecast.Policy, cons string, set func(*env)) *env {
+	t.Helper()
 	srv := natstest.Start(t)
-	e := &env{t: t, srv: srv, pol: &policies{p: pol, cons: cons}, wrap: wrap}
+	e := &env{t: t, srv: srv, pol: &policies{p: pol, cons: cons}}
+	set(e)
 	e.open()
 	return e
 }
@@ -100,11 +111,18 @@ func (e *env) open() {
 	if e.wrap != nil {
 		d = e.wrap(d)
 	}
-	e.c, err = rollout.New(e.t.Context(), e.nc, d, e.pol, rollout.Options{
+	o := rollout.Options{
 		Interval: 20 * time.Millisecond, Heartbeat: heartbeat, ApplyTimeout: 5 * time.Second, Logger: logger(e.t),
-	})
+	}
+	if e.opts != nil {
+		e.opts(&o)
+	}
+	e.c, err = rollout.New(e.t.Context(), e.nc, d, e.pol, o)
 	if err != nil {
 		e.t.Fatalf("rollout.New: %v", err)
+	}
+	if e.before != nil {
+		e.before(e.c)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

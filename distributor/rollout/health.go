@@ -29,12 +29,44 @@ type Measure struct {
 	Bad []string `json:"bad,omitempty"`
 }
 
+// applyFailure says whether a report's last_error is a failure to apply
+// version target: it names the version ("version N: STEP: detail",
+// docs/PROTOCOL.md §4.3) at a step other than "pointer" and "stage". A
+// refused pointer (a forgery, a damaged message) says nothing about the
+// version it names, and a staging error is transient (a failed fetch, which
+// the instance retries; a rejected version is reported at the validation
+// hook's step): counted as failures, they halted a good strict version
+// right after its flip, when the only reports were the staging ones
+// (issue 15, item 3).
+func applyFailure(lastErr string, target uint64) bool {
+	n, ok := failedVersion(lastErr)
+	return ok && n == target
+}
+
+// failedVersion returns the version a last_error says the instance failed
+// to apply, ok false when it is not such a failure (see applyFailure).
+func failedVersion(lastErr string) (uint64, bool) {
+	rest, ok := strings.CutPrefix(lastErr, "version ")
+	if !ok {
+		return 0, false
+	}
+	num, rest, ok := strings.Cut(rest, ": ")
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(num, 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	step, _, _ := strings.Cut(rest, ":")
+	return n, step != "pointer" && step != "stage"
+}
+
 // measure counts the live reports on one config against a cohort. An
-// instance failed to apply the target when its last error names the target
-// version (the client reports "version N: …") or, once timedOut, when it is
-// still not on the target.
+// instance failed to apply the target when its last error is an
+// applyFailure of the target or, once timedOut, when it is still not on the
+// target.
 func measure(ns string, reports []cuecast.Report, cohort Cohort, target uint64, timedOut bool) Measure {
-	prefix := "version " + strconv.FormatUint(target, 10) + ":"
 	var m Measure
 	for _, r := range reports {
 		if !cohort.Contains(ns, r.Instance) {
@@ -42,7 +74,7 @@ func measure(ns string, reports []cuecast.Report, cohort Cohort, target uint64, 
 			if !r.Healthy {
 				m.OutsideUnhealthy++
 			}
-			if r.LastError != "" {
+			if _, failed := failedVersion(r.LastError); failed {
 				m.OutsideFailing++
 			}
 			continue
@@ -57,9 +89,12 @@ func measure(ns string, reports []cuecast.Report, cohort Cohort, target uint64, 
 			m.Bad = append(m.Bad, r.Instance+" unhealthy")
 		}
 		switch {
-		case !on && strings.HasPrefix(r.LastError, prefix):
+		case !on && applyFailure(r.LastError, target):
 			m.Failing++
 			m.Bad = append(m.Bad, r.Instance+" failed to apply: "+r.LastError)
+		case !on && timedOut && r.LastError == goneError:
+			m.Failing++
+			m.Bad = append(m.Bad, fmt.Sprintf("%s stopped reporting before it applied v%d", r.Instance, target))
 		case !on && timedOut:
 			m.Failing++
 			m.Bad = append(m.Bad, fmt.Sprintf("%s did not apply v%d in time (on v%d)", r.Instance, target, r.Version))

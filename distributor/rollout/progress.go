@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/distributor"
 )
 
 // StageProgress is one stage of a rollout as an operator sees it.
@@ -33,6 +34,11 @@ type Progress struct {
 	// current rollout's version.
 	Live     int `json:"live"`
 	OnTarget int `json:"on_target"`
+	// Unheard of the live instances are known live from the report stream
+	// but not heard by the controller yet (it started keeping the config's
+	// reports less than a heartbeat and a quarter ago): their state is
+	// unknown, and they count as not on the version.
+	Unheard int `json:"unheard"`
 }
 
 // Progress reads cfg's record and the live reports and measures each stage.
@@ -43,7 +49,7 @@ func (c *Controller) Progress(ctx context.Context, cfg cuecast.ConfigPath) (Prog
 	if err != nil {
 		return Progress{}, err
 	}
-	reports, _, err := c.reports(ctx, cfg)
+	reports, err := c.reports(ctx, cfg)
 	if err != nil {
 		return Progress{}, fmt.Errorf("progress of %s: %w", cfg, err)
 	}
@@ -60,6 +66,9 @@ func progress(rec Record, reports []cuecast.Report, now time.Time) Progress {
 	for _, rp := range reports {
 		if rp.Version == r.Version {
 			p.OnTarget++
+		}
+		if distributor.Unheard(rp) {
+			p.Unheard++
 		}
 	}
 	for i, st := range r.Policy.Stages {

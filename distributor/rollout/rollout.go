@@ -89,8 +89,9 @@ type Rollout struct {
 	Checksum string             `json:"checksum"`
 	Commit   string             `json:"commit,omitempty"`
 	Author   string             `json:"author,omitempty"`
-	// From is the last fully rolled-out version, where a halted cohort goes
-	// back to; 0 when there is none.
+	// From is where a halted cohort goes back to: the config's floor when
+	// the rollout began (Record.Floor), the newest version the whole fleet
+	// ran; 0 when there is none.
 	From         uint64         `json:"from"`
 	FromChecksum string         `json:"from_checksum,omitempty"`
 	Policy       cuecast.Policy `json:"policy"`
@@ -113,6 +114,11 @@ type Rollout struct {
 	// instances never report; HoldUntil ends StateHolding.
 	WaitUntil time.Time `json:"wait_until,omitzero"`
 	HoldUntil time.Time `json:"hold_until,omitzero"`
+	// Unconfirmed are the instances a waiting stage (or a strict staging)
+	// waits for, as of its last evaluation. One that stops reporting stays
+	// waited for until the wait times out (then it fails to apply, or
+	// blocks the flip), rather than dropping out unnoticed.
+	Unconfirmed []string `json:"unconfirmed,omitempty"`
 	// Note says why an active rollout is not advancing right now.
 	Note string `json:"note,omitempty"`
 	// Reason says why it was halted, superseded or rolled back.
@@ -173,12 +179,30 @@ type Record struct {
 	Config         cuecast.ConfigPath `json:"config"`
 	Stable         uint64             `json:"stable"`
 	StableChecksum string             `json:"stable_checksum,omitempty"`
-	Current        *Rollout           `json:"current,omitempty"`
+	// Floor is the newest version every cohort bucket was pointed at at
+	// once, as the controller last moved them: set when a stage covering
+	// every bucket moves (a last stage, a strict flip), a pin applies, or a
+	// halt moves everyone back. A new rollout falls back to it. Stable
+	// alone (moved only when a rollout completes) fell back past every
+	// superseded rollout, which never completes: a halt of v52 pointed a
+	// fleet running v51 at v1 (issue 15, item 12). 0 in records written
+	// before it existed: Stable then.
+	Floor         uint64   `json:"floor,omitempty"`
+	FloorChecksum string   `json:"floor_checksum,omitempty"`
+	Current       *Rollout `json:"current,omitempty"`
 	// Superseded is the rollout the current one replaced, for status.
 	Superseded *Rollout `json:"superseded,omitempty"`
 	Pin        *Pin     `json:"pin,omitempty"`
 	// Pending is the newest version held back by the pin (0 when none).
 	Pending uint64 `json:"pending,omitempty"`
+}
+
+// floor is the version a rollout starting now falls back to.
+func (rec *Record) floor() (uint64, string) {
+	if rec.Floor >= rec.Stable {
+		return rec.Floor, rec.FloorChecksum
+	}
+	return rec.Stable, rec.StableChecksum
 }
 
 // Action is an operator's request: who, why, and whether it skips holds.

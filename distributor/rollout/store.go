@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -75,7 +76,10 @@ func openStore(ctx context.Context, js jetstream.JetStream, replicas int) (jetst
 // load reads a config's record and its revision; a config never deployed
 // gives a zero Record and revision 0.
 func (c *Controller) load(ctx context.Context, cfg cuecast.ConfigPath) (Record, uint64, error) {
-	e, err := c.kv.Get(ctx, key(cfg))
+	val, rev, err := c.get(ctx, key(cfg))
+	if err == nil && c.readHook != nil {
+		val, rev, err = c.readHook(ctx, key(cfg), val, rev)
+	}
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return Record{Config: cfg}, 0, nil
 	}
@@ -83,10 +87,53 @@ func (c *Controller) load(ctx context.Context, cfg cuecast.ConfigPath) (Record, 
 		return Record{}, 0, fmt.Errorf("read %s/%s: %w", Bucket, key(cfg), err)
 	}
 	var rec Record
-	if err := json.Unmarshal(e.Value(), &rec); err != nil {
-		return Record{}, 0, fmt.Errorf("decode %s/%s revision %d: %w", Bucket, key(cfg), e.Revision(), err)
+	if err := json.Unmarshal(val, &rec); err != nil {
+		return Record{}, 0, fmt.Errorf("decode %s/%s revision %d: %w", Bucket, key(cfg), rev, err)
 	}
-	return rec, e.Revision(), nil
+	return rec, rev, nil
+}
+
+// get reads the newest value of key k from the bucket stream's leader. The
+// KV client reads with a direct get, which any replica of an R3 bucket may
+// answer, also one that has not applied the last acknowledged write: the
+// controller then judged a rollout from the state before its own last step
+// (a Deploy that moved nothing, or an undone move; issue 15, item 2). The
+// leader has applied every write it acknowledged.
+func (c *Controller) get(ctx context.Context, k string) ([]byte, uint64, error) {
+	req, err := json.Marshal(map[string]string{"last_by_subj": "$KV." + Bucket + "." + k})
+	if err != nil {
+		return nil, 0, err
+	}
+	m, err := c.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET.KV_"+Bucket, req)
+	if err != nil {
+		return nil, 0, err
+	}
+	var resp struct {
+		Error *struct {
+			Code        int    `json:"code"`
+			ErrCode     int    `json:"err_code"`
+			Description string `json:"description"`
+		} `json:"error"`
+		Message *struct {
+			Seq    uint64 `json:"seq"`
+			Header []byte `json:"hdrs"`
+			Data   []byte `json:"data"`
+		} `json:"message"`
+	}
+	if err := json.Unmarshal(m.Data, &resp); err != nil {
+		return nil, 0, fmt.Errorf("decode message get response: %w", err)
+	}
+	switch {
+	case resp.Error != nil && resp.Error.ErrCode == int(jetstream.JSErrCodeMessageNotFound):
+		return nil, 0, jetstream.ErrKeyNotFound
+	case resp.Error != nil:
+		return nil, 0, fmt.Errorf("message get: %s (%d)", resp.Error.Description, resp.Error.ErrCode)
+	case resp.Message == nil:
+		return nil, 0, errors.New("message get: empty response")
+	case bytes.Contains(resp.Message.Header, []byte("KV-Operation")):
+		return nil, 0, jetstream.ErrKeyNotFound // deleted or purged
+	}
+	return resp.Message.Data, resp.Message.Seq, nil
 }
 
 // save writes rec if the stored revision is still rev (0: not yet stored);

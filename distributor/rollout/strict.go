@@ -3,6 +3,8 @@ package rollout
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/cuecast/cuecast"
@@ -38,23 +40,30 @@ func (c *Controller) stepStrict(ctx context.Context, rec *Record, r *Rollout, no
 		r.log(now, fmt.Sprintf("v%d announced as staged", r.Version))
 		return nil, true, nil
 	}
-	reports, warm, err := c.reports(ctx, rec.Config)
+	reports, err := c.reports(ctx, rec.Config)
 	if err != nil {
 		return nil, false, err
 	}
-	if !warm {
-		return c.gathering(r, now)
-	}
+	// Every live instance must confirm, those not heard yet included; one
+	// that stops reporting while it is waited for blocks the flip until
+	// the timeout, as one that is live does (issue 15, item 11).
+	reports = withGone(rec.Config, reports, r.Unconfirmed)
 	var missing, failed []string
 	for _, rp := range reports {
 		switch {
 		case rp.Staged == r.Version || rp.Version == r.Version:
-		case rp.LastError != "" && hasVersionPrefix(rp.LastError, r.Version):
+		case applyFailure(rp.LastError, r.Version):
 			failed = append(failed, rp.Instance+": "+rp.LastError)
+		case rp.LastError == goneError:
+			missing = append(missing, rp.Instance+" (stopped reporting)")
+		case distributor.Unheard(rp):
+			missing = append(missing, rp.Instance+" (not heard yet)")
 		default:
 			missing = append(missing, rp.Instance)
 		}
 	}
+	slices.Sort(missing)
+	changed := r.confirm(instancesOf(missing), now)
 	st := r.Policy.Stages[0]
 	if len(failed) > 0 || (len(missing) > 0 && !now.Before(r.WaitUntil)) {
 		why := fmt.Sprintf("strict cutover of v%d blocked: ", r.Version)
@@ -81,7 +90,7 @@ func (c *Controller) stepStrict(ctx context.Context, rec *Record, r *Rollout, no
 			r.Updated = now
 			return nil, true, nil
 		}
-		return nil, false, nil
+		return nil, changed, nil
 	}
 	p := cuecast.Pointer{Config: rec.Config, Version: r.Version, Rollout: r.ID, Reason: "activate"}
 	if err := cut.Activate(ctx, rec.Config, p); err != nil {
@@ -96,7 +105,9 @@ func (c *Controller) stepStrict(ctx context.Context, rec *Record, r *Rollout, no
 	if err := c.moveForward(ctx, r); err != nil {
 		return nil, false, err
 	}
+	rec.Floor, rec.FloorChecksum = r.Version, r.Checksum
 	r.State = StateWaiting
+	r.Unconfirmed = nil
 	r.StageStarted = now
 	r.WaitUntil = now.Add(c.o.ApplyTimeout)
 	r.Note = ""
@@ -104,7 +115,11 @@ func (c *Controller) stepStrict(ctx context.Context, rec *Record, r *Rollout, no
 	return nil, true, nil
 }
 
-func hasVersionPrefix(s string, v uint64) bool {
-	p := fmt.Sprintf("version %d:", v)
-	return len(s) >= len(p) && s[:len(p)] == p
+// instancesOf strips the " (why)" suffixes of a note's instance list.
+func instancesOf(missing []string) []string {
+	out := make([]string, len(missing))
+	for i, m := range missing {
+		out[i], _, _ = strings.Cut(m, " ")
+	}
+	return out
 }

@@ -3,11 +3,14 @@ package rollout_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/distributor/rollout"
@@ -20,13 +23,31 @@ type slowInstance struct {
 	id      string
 	staged  atomic.Uint64
 	version atomic.Uint64
+	lastErr atomic.Value // string
+	frozen  atomic.Bool  // stopped, as by SIGSTOP: reports nothing more
+	nc      *nats.Conn
+}
+
+func (s *slowInstance) report() {
+	lastErr, _ := s.lastErr.Load().(string)
+	r := cuecast.Report{Instance: s.id, Cohort: cuecast.Cohort(cfg.Namespace(), s.id), Config: cfg, Version: s.version.Load(),
+		Checksum: cuecast.Checksum(content(1)), Healthy: true, Staged: s.staged.Load(), LastError: lastErr, At: time.Now().UTC()}
+	b, _ := json.Marshal(r)
+	_ = s.nc.Publish("ccs."+cfg.Namespace()+"."+s.id+"."+cfg.Name(), b)
+}
+
+// freeze sends one last report now, then nothing more.
+func (s *slowInstance) freeze() {
+	s.frozen.Store(true)
+	s.report()
+	_ = s.nc.Flush()
 }
 
 func (e *env) slowInstance(id string) *slowInstance {
 	e.t.Helper()
 	s := &slowInstance{id: id}
 	s.version.Store(1)
-	nc := e.srv.Connect(e.t)
+	s.nc = e.srv.Connect(e.t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -34,10 +55,9 @@ func (e *env) slowInstance(id string) *slowInstance {
 		t := time.NewTicker(heartbeat)
 		defer t.Stop()
 		for {
-			r := cuecast.Report{Instance: id, Cohort: cuecast.Cohort(cfg.Namespace(), id), Config: cfg, Version: s.version.Load(),
-				Checksum: cuecast.Checksum(content(1)), Healthy: true, Staged: s.staged.Load(), At: time.Now().UTC()}
-			b, _ := json.Marshal(r)
-			_ = nc.Publish("ccs."+cfg.Namespace()+"."+id+"."+cfg.Name(), b)
+			if !s.frozen.Load() {
+				s.report()
+			}
 			select {
 			case <-ctx.Done():
 				return
@@ -114,4 +134,152 @@ func TestStrictCutoverHaltsWhenStagingFails(t *testing.T) {
 	}
 	time.Sleep(100 * time.Millisecond)
 	waitOn(t, 1, ins...)
+}
+
+// TestStrictFirstRolloutFromFreshStart: issue 15, item 4. A new data
+// directory's first batch publishes v1 and v2 and hands over only v2. The
+// controller took v1 as rolled out and staged v2 behind no cohort pointer;
+// instances with no pointer never staged it, and the cutover halted. With
+// nothing deployed, v2 is the config's first rollout: everyone at once.
+func TestStrictFirstRolloutFromFreshStart(t *testing.T) {
+	e := newEnv(t, threeStages(0), rollout.Strict)
+	e.publish(1, content(1))
+	v2 := e.publish(2, content(2))
+	var ins []*instance
+	for _, id := range idIn("web", 0, 100, 2) {
+		ins = append(ins, e.instance(id))
+	}
+	e.deploy(v2)
+	waitOn(t, 2, ins...)
+	rec := e.waitState(2, rollout.StateComplete, -1)
+	if rec.Current.From != 0 {
+		t.Errorf("rollout from v%d, want from nothing (v1 was never deployed)", rec.Current.From)
+	}
+}
+
+// TestWatcherWithoutPointerStagesStrictVersion: issue 15, item 4 (client).
+// A watcher that finds no cohort pointer at start still reads the staged
+// pointer, so that a strict version staged before its first cohort pointer
+// exists is confirmed, and the flip that waits for it can happen.
+func TestWatcherWithoutPointerStagesStrictVersion(t *testing.T) {
+	e := newEnv(t, threeStages(0), rollout.Strict)
+	v1 := e.publish(1, content(1))
+	if err := e.d.Stage(t.Context(), cfg, cuecast.Pointer{Config: cfg, Version: v1.Version, Reason: "staged"}); err != nil {
+		t.Fatalf("Stage: %v", err)
+	}
+	in := e.instance("web-1")
+	eventually(t, "web-1 reports v1 staged", func() (bool, string) {
+		rs, err := e.d.Reports(t.Context(), cfg)
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, r := range rs {
+			if r.Instance == in.id {
+				return r.Staged == 1, fmt.Sprintf("staged %d, version %d", r.Staged, r.Version)
+			}
+		}
+		return false, "no report"
+	})
+	if in.version() != 0 {
+		t.Errorf("web-1 applied v%d before any activation or cohort pointer", in.version())
+	}
+}
+
+// TestStrictCutoverIgnoresStagingErrors: issue 15, item 3. Right after the
+// flip the only reports are the staging ones; a last_error from staging
+// that names the version (a refused forged pointer, a failed fetch retried
+// since) counted as a failure to apply, and the good version was halted a
+// millisecond after its flip. Before the flip, the failed fetch halted the
+// cutover though the instance was still trying.
+func TestStrictCutoverIgnoresStagingErrors(t *testing.T) {
+	e := newEnv(t, threeStages(0), rollout.Strict)
+	e.baseline()
+	forged, retried := e.slowInstance("forged-1"), e.slowInstance("retried-1")
+	e.waitLive(2)
+	forged.lastErr.Store("version 2: pointer: signature does not verify")
+	forged.staged.Store(2)
+	retried.lastErr.Store("version 2: stage: read version: context deadline exceeded")
+
+	e.deploy(e.publish(2, content(2)))
+	eventually(t, "cutover waiting for retried-1", func() (bool, string) {
+		r := e.record().Current
+		return r.State == rollout.StateStaging && strings.Contains(r.Note, "retried-1"), string(r.State) + ": " + r.Note + r.Reason
+	})
+	retried.staged.Store(2)
+	// The apply reports come a little later, as from real instances: the
+	// controller judges the staging ones first.
+	eventually(t, "flip, then waiting for the apply reports", func() (bool, string) {
+		r := e.record().Current
+		if r.State == rollout.StateHalted {
+			t.Fatalf("halted on staging-time errors: %s", r.Reason)
+		}
+		return r.State == rollout.StateWaiting && strings.Contains(r.Note, "waiting for 2 of 2"), string(r.State) + ": " + r.Note
+	})
+	forged.version.Store(2)
+	retried.version.Store(2)
+	rec := e.waitState(2, rollout.StateComplete, -1)
+	for _, s := range rec.Current.Log {
+		if s.State == rollout.StateHalted {
+			t.Errorf("halted on the way: %s", s.Detail)
+		}
+	}
+}
+
+// TestStrictCutoverBlockedByStalledInstance: issue 15, item 11. An instance
+// frozen just before the commit still has a live report in the stream; the
+// controller's view, started empty at the rollout, left it out once a
+// heartbeat and a quarter had passed and flipped "on 2 live instances at
+// once" while `cuecast status` counted 3. It must block the flip, be named,
+// and lead to the apply timeout's halt, with nothing switched.
+func TestStrictCutoverBlockedByStalledInstance(t *testing.T) {
+	e := newEnv(t, threeStages(0), rollout.Strict)
+	e.baseline()
+	a, b, frozen := e.slowInstance("web-a"), e.slowInstance("web-b"), e.slowInstance("frozen-1")
+	e.waitLive(3)
+	frozen.freeze()
+	e.deploy(e.publish(2, content(2)))
+	for _, in := range []*slowInstance{a, b} {
+		in.staged.Store(2)
+	}
+	eventually(t, "cutover blocked by frozen-1", func() (bool, string) {
+		r := e.record().Current
+		if r.State != rollout.StateStaging {
+			t.Fatalf("left staging without frozen-1: %s %s %s", r.State, r.Note, r.Reason)
+		}
+		return strings.Contains(r.Note, "frozen-1"), string(r.State) + ": " + r.Note
+	})
+	rec := e.waitState(2, rollout.StateHalted, -1)
+	if !strings.Contains(rec.Current.Reason, "frozen-1") || !strings.Contains(rec.Current.Reason, "did not confirm") {
+		t.Errorf("reason: got %q, want frozen-1 not confirming", rec.Current.Reason)
+	}
+	for _, bk := range []int{0, 50, 99} {
+		if p := e.pointer(bk); p.Version != 1 {
+			t.Errorf("bucket %d on v%d after the halt, want v1 (nothing switched)", bk, p.Version)
+		}
+	}
+}
+
+// TestStageWaitsForHungCohortMember: issue 15, item 11, relaxed. A cohort
+// member that stops reporting before it applies stays waited for: when its
+// report expired, the stage passed without it. It fails to apply at the
+// wait's timeout, and the rollout halts naming it.
+func TestStageWaitsForHungCohortMember(t *testing.T) {
+	e := newEnv(t, cuecast.Policy{Stages: []cuecast.Stage{{Name: "all", Percent: 100}}}, rollout.Relaxed)
+	e.baseline()
+	a, hung := e.slowInstance("web-a"), e.slowInstance("hung-1")
+	e.waitLive(2)
+	e.deploy(e.publish(2, content(2)))
+	hung.freeze()
+	a.version.Store(2)
+	eventually(t, "waiting for hung-1", func() (bool, string) {
+		r := e.record().Current
+		if r.State != rollout.StateWaiting {
+			t.Fatalf("stage left waiting without hung-1: %s %s %s", r.State, r.Note, r.Reason)
+		}
+		return strings.Contains(r.Note, "waiting for 1 of 2") && strings.Contains(r.Note, "hung-1"), string(r.State) + ": " + r.Note
+	})
+	rec := e.waitState(2, rollout.StateHalted, -1)
+	if !strings.Contains(rec.Current.Reason, "hung-1 stopped reporting") {
+		t.Errorf("reason: got %q, want hung-1 named as stopped reporting", rec.Current.Reason)
+	}
 }

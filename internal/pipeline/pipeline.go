@@ -168,7 +168,7 @@ func Start(ctx context.Context, cfg Config) (_ *Pipeline, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("start pipeline: jetstream: %w", err)
 	}
-	var store tailer.Publisher = p.Distributor
+	var store metrics.Store = p.Distributor
 	if p.Metrics != nil {
 		store = p.Metrics.Publisher(p.Distributor)
 	}
@@ -181,7 +181,8 @@ func Start(ctx context.Context, cfg Config) (_ *Pipeline, err error) {
 		Logger:   cfg.Logger,
 		Replicas: cfg.Replicas,
 	}
-	p.Tailer, err = tailer.New(ctx, tcfg, js, store, deployer{p.Rollout})
+	ho := newHandoff(store, deployer{p.Rollout}, p.NC)
+	p.Tailer, err = tailer.New(ctx, tcfg, js, ho, ho)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,170 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/distributor"
+	"github.com/cuecast/cuecast/distributor/rollout"
+	"github.com/cuecast/cuecast/internal/gittest"
+	"github.com/cuecast/cuecast/internal/metrics"
+	"github.com/cuecast/cuecast/internal/natstest"
+	"github.com/cuecast/cuecast/tailer"
+)
+
+// laggingStore answers the first Latest after each publish of a config
+// with the version before it (or none), as a replica of an R3 stream that
+// has not applied the publish yet answers a direct get.
+type laggingStore struct {
+	metrics.Store
+	mu   sync.Mutex
+	prev map[cuecast.ConfigPath]*cuecast.Version // nil entry: no earlier version
+	lag  map[cuecast.ConfigPath]bool
+}
+
+func (s *laggingStore) Publish(ctx context.Context, v cuecast.Version, content []byte) error {
+	before, err := s.Store.Latest(ctx, v.Config)
+	if err := s.Store.Publish(ctx, v, content); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.prev[v.Config] = nil
+	if err == nil {
+		s.prev[v.Config] = &before
+	}
+	s.lag[v.Config] = true
+	return nil
+}
+
+func (s *laggingStore) Latest(ctx context.Context, cfg cuecast.ConfigPath) (cuecast.Version, error) {
+	s.mu.Lock()
+	lag, prev := s.lag[cfg], s.prev[cfg]
+	delete(s.lag, cfg)
+	s.mu.Unlock()
+	if !lag {
+		return s.Store.Latest(ctx, cfg)
+	}
+	if prev == nil {
+		return cuecast.Version{}, cuecast.ErrNotFound
+	}
+	return *prev, nil
+}
+
+// TestHandoffDeploysWhatWasPublishedThoughLatestLags: issue 15, item 2. The
+// tailer deploys what Latest returns after a batch; a lagging replica's
+// answer made it deploy the version before (or nothing), and the new
+// version was never rolled out.
+func TestHandoffDeploysWhatWasPublishedThoughLatestLags(t *testing.T) {
+	ctx := t.Context()
+	srv := natstest.Start(t)
+	nc := srv.Connect(t)
+	d, err := distributor.New(ctx, nc, distributor.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctl, err := rollout.New(ctx, nc, d, rollout.Static{}, rollout.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo := gittest.New(t)
+	repo.CopyDir("../../configs-example")
+	repo.Commit("Import the example configs")
+	store := &laggingStore{Store: d, prev: map[cuecast.ConfigPath]*cuecast.Version{}, lag: map[cuecast.ConfigPath]bool{}}
+	ho := newHandoff(store, ctl, nil)
+	tl, err := tailer.New(ctx, tailer.Config{Repo: repo.Dir, Branch: "main", DataDir: t.TempDir(), Interval: time.Hour}, js, ho, ho)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rolledOut := func(cfg cuecast.ConfigPath, want uint64) {
+		t.Helper()
+		rec, err := ctl.Record(ctx, cfg)
+		if errors.Is(err, rollout.ErrNoRollout) {
+			t.Fatalf("%s: never deployed, want v%d rolling out", cfg, want)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.Current == nil || rec.Current.Version != want {
+			t.Fatalf("%s: rollout of %s, want v%d", cfg, rolloutOf(rec.Current), want)
+		}
+	}
+	if _, err := tl.Poll(ctx); err != nil {
+		t.Fatalf("Poll: %v", err)
+	}
+	rolledOut("payments/checkout", 1)
+	rolledOut("search/ranking", 1)
+
+	path := filepath.Join(repo.Dir, "payments", "checkout", "checkout.cue")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo.Write(map[string]string{"payments/checkout/checkout.cue": strings.Replace(string(b), "max_amount_minor: 5_000_000", "max_amount_minor: 2_500_000", 1)})
+	repo.Commit("Change checkout")
+	if _, err := tl.Poll(ctx); err != nil {
+		t.Fatalf("Poll: %v", err)
+	}
+	rolledOut("payments/checkout", 2)
+}
+
+// TestHandoffAfterTakeoverDeploysNewest: issue 15, item 2, across a lease
+// changing hands. The new active process has not seen its predecessor's
+// publishes; its tailer's Latest, answered by a lagging replica, hands over
+// the version before the newest. The hand-off reads the newest from the
+// stream's leader and deploys that.
+func TestHandoffAfterTakeoverDeploysNewest(t *testing.T) {
+	ctx := t.Context()
+	srv := natstest.Start(t)
+	nc := srv.Connect(t)
+	d, err := distributor.New(ctx, nc, distributor.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctl, err := rollout.New(ctx, nc, d, rollout.Static{}, rollout.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := cuecast.ConfigPath("payments/checkout")
+	var vs []cuecast.Version
+	for n := uint64(1); n <= 2; n++ {
+		v := cuecast.Version{Config: cfg, Version: n, Commit: fmt.Sprintf("c%039d", n)}
+		if err := d.Publish(ctx, v, fmt.Appendf(nil, `{"n":%d}`, n)); err != nil {
+			t.Fatal(err)
+		}
+		v.Checksum = cuecast.Checksum(fmt.Appendf(nil, `{"n":%d}`, n))
+		vs = append(vs, v)
+	}
+	ho := newHandoff(d, ctl, nc) // the new process: it published nothing
+	if err := ho.Deploy(ctx, vs[0]); err != nil {
+		t.Fatalf("Deploy: %v", err)
+	}
+	rec, err := ctl.Record(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Current == nil || rec.Current.Version != 2 {
+		t.Fatalf("rollout of %s, want v2 (the newest stored)", rolloutOf(rec.Current))
+	}
+}
+
+func rolloutOf(r *rollout.Rollout) string {
+	if r == nil {
+		return "nothing"
+	}
+	return fmt.Sprintf("v%d (%s)", r.Version, r.State)
+}
