@@ -77,7 +77,10 @@ func crashChild() int {
 	if err != nil {
 		return fail(err)
 	}
-	tl, err := tailer.New(ctx, tailer.Config{Repo: os.Getenv(envRepo), ID: "crash", Logger: log}, js, d, d)
+	// The store directory doubles as the data directory: the high-water
+	// file is kept across the kills too, and a kill must never make the
+	// tailer find the stream inconsistent with it.
+	tl, err := tailer.New(ctx, tailer.Config{Repo: os.Getenv(envRepo), ID: "crash", Logger: log, DataDir: os.Getenv(envStore)}, js, d, d)
 	if err != nil {
 		return fail(err)
 	}
