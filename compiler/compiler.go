@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -149,7 +150,14 @@ func Compile(ctx context.Context, repoDir string, opts Options) (res *Result, er
 	}
 	fsys := opts.FS
 	if fsys == nil {
-		fsys = os.DirFS(repoDir)
+		// os.Root, unlike os.DirFS, refuses a symlink that leaves the repo
+		// at any hop, as gitfs does for a commit.
+		r, err := os.OpenRoot(repoDir)
+		if err != nil {
+			return nil, fmt.Errorf("open repo %s: %w", repoDir, err)
+		}
+		defer r.Close()
+		fsys = r.FS()
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -161,6 +169,11 @@ func Compile(ctx context.Context, repoDir string, opts Options) (res *Result, er
 		return nil, fmt.Errorf("stat cue.mod/module.cue: %w", err)
 	}
 	start := time.Now()
+	root, err := os.MkdirTemp("", loadRootPrefix+"*")
+	if err != nil {
+		return nil, fmt.Errorf("create loader root: %w", err)
+	}
+	defer os.RemoveAll(root)
 	tree, err := walkRepo(fsys)
 	if err != nil {
 		return nil, fmt.Errorf("list repo %s: %w", repoDir, err)
@@ -168,6 +181,7 @@ func Compile(ctx context.Context, repoDir string, opts Options) (res *Result, er
 	c := &compilation{
 		opts:    opts,
 		fsys:    fsys,
+		root:    filepath.ToSlash(root),
 		tree:    tree,
 		mem:     newMemFS(),
 		headers: make(map[string]header),
@@ -198,6 +212,8 @@ func Compile(ctx context.Context, repoDir string, opts Options) (res *Result, er
 type compilation struct {
 	opts Options
 	fsys fs.FS
+	// root is the loader's directory for the repo (see loadConfig).
+	root string
 	tree *repoTree
 	// mem is the file system the CUE loader sees: only files that passed
 	// the file lints, from the directories this compile needs.
@@ -435,7 +451,7 @@ func (c *compilation) wrapConfig(cp cuecast.ConfigPath, schema string) (string, 
 	}
 	pkg := ""
 	for _, f := range c.tree.dirs[string(cp)] {
-		if h := c.headers[f]; h.pkg != "" && h.pkg != "_" {
+		if h := c.headers[f]; h.pkg != "" && h.pkg != "_" && !h.excluded {
 			pkg = h.pkg
 			break
 		}
@@ -474,15 +490,26 @@ func sortedKeys[V any](m map[string]V) []string {
 	return ks
 }
 
-// loadConfig points the CUE loader at the in-memory copy of the repo. Paths
-// inside it start with "/"; FromFSPath turns them back into repo-relative
-// names so every position is reported as the author sees it.
+// loadRootPrefix starts the name of the directory the CUE loader believes
+// the repo is in; relFile recognises loader file names by it.
+const loadRootPrefix = "cuecast-load-"
+
+// loadConfig points the CUE loader at the in-memory copy of the repo, given
+// as an overlay rooted at c.root: an empty directory this compile created,
+// so nothing the overlay lacks can be found on disk instead. (The loader's
+// fs.FS mode would need no directory, but cue/load v0.17 cannot resolve
+// packages vendored under cue.mod/pkg in that mode, nor give @embed a
+// module root.) relFile turns the absolute names back into repo-relative
+// ones, so every position is reported as the author sees it.
 func (c *compilation) loadConfig() *load.Config {
+	ov := make(map[string]load.Source, len(c.mem.files))
+	for name, b := range c.mem.files {
+		ov[c.root+"/"+name] = load.FromBytes(b)
+	}
 	return &load.Config{
-		FS:         c.mem,
-		Dir:        "/",
-		ModuleRoot: "/",
-		FromFSPath: func(p string) string { return strings.TrimPrefix(p, "/") },
+		Overlay:    ov,
+		Dir:        c.root,
+		ModuleRoot: c.root,
 		// No registry lookups: the repo must be self-contained, and a
 		// compile must never reach the network.
 		Env: []string{"CUE_REGISTRY=none"},
@@ -516,9 +543,41 @@ func (c *compilation) readDir(dir string) error {
 		return nil
 	}
 	c.read[dir] = true
+	embeds := false
 	for _, p := range c.tree.dirs[dir] {
 		if err := c.readInto(p); err != nil {
 			return err
+		}
+		embeds = embeds || c.headers[p].embeds
+	}
+	if embeds {
+		return c.readData(dir)
+	}
+	return nil
+}
+
+// readData copies the non-CUE files of dir and the directories below it
+// into the loader's file system, for a package there that embeds files
+// (@embed paths are relative to the package and cannot leave it).
+func (c *compilation) readData(dir string) error {
+	for d, files := range c.tree.data {
+		if !under(d, dir) || (dir == "." && d != ".") {
+			continue
+		}
+		for _, p := range files {
+			if _, ok := c.mem.files[p]; ok || c.tree.bad[p] {
+				continue
+			}
+			b, lint, err := readData(c.fsys, p)
+			if err != nil {
+				return err
+			}
+			if lint != nil {
+				c.tree.reject(*lint)
+				c.errs = append(c.errs, c.tree.errs[len(c.tree.errs)-1])
+				continue
+			}
+			c.mem.add(p, b)
 		}
 	}
 	return nil
@@ -598,7 +657,7 @@ func (c *compilation) multiplePackages(cp cuecast.ConfigPath) (Error, bool) {
 	var firstFile string
 	for _, f := range c.tree.dirs[string(cp)] {
 		h, ok := c.headers[f]
-		if !ok || h.pkg == "" || h.pkg == "_" {
+		if !ok || h.pkg == "" || h.pkg == "_" || h.excluded {
 			continue
 		}
 		if first == "" {

@@ -67,6 +67,7 @@ const (
 	IDFileTooLarge       = "file/too-large"
 	IDFileSymlinkEscape  = "file/symlink-escape"
 	IDFileSymlinkDir     = "file/symlink-dir"
+	IDFileSymlinkBroken  = "file/symlink-broken"
 	IDSecretPrivateKey   = "secret/private-key"
 	IDSecretAWSKey       = "secret/aws-access-key"
 	IDSecretGitHubToken  = "secret/github-token"
@@ -100,6 +101,8 @@ func fixFor(id string) string {
 		return "split the file; generated data this large belongs outside the config repo"
 	case IDFileSymlinkEscape:
 		return "replace the symlink with a file inside the repo"
+	case IDFileSymlinkBroken:
+		return "point the symlink at an existing file inside the repo, or remove it"
 	case IDFileSymlinkDir:
 		return "replace the symlinked directory with a real one, or import the package instead"
 	case IDSecretPrivateKey:

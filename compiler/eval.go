@@ -287,9 +287,36 @@ func instanceFiles(insts ...*build.Instance) []string {
 	return slices.Compact(files)
 }
 
-// relFile turns a loader file name into a repo-relative one.
+// relFile turns a loader file name (see loadConfig) into a repo-relative
+// one.
 func relFile(name string) string {
+	if i := strings.Index(name, "/"+loadRootPrefix); i >= 0 {
+		if j := strings.IndexByte(name[i+1:], '/'); j >= 0 {
+			name = name[i+1+j+1:]
+		} else {
+			name = "."
+		}
+	}
 	return strings.TrimPrefix(path.Clean(strings.TrimPrefix(name, "/")), "./")
+}
+
+// relMessage strips the loader's directory from the names in a message.
+func relMessage(msg string) string {
+	for {
+		i := strings.Index(msg, "/"+loadRootPrefix)
+		if i < 0 {
+			return msg
+		}
+		start := strings.LastIndexAny(msg[:i], " \t\"'(") + 1
+		end := i + 1 + len(loadRootPrefix)
+		for end < len(msg) && msg[end] >= '0' && msg[end] <= '9' {
+			end++
+		}
+		if end < len(msg) && msg[end] == '/' {
+			end++
+		}
+		msg = msg[:start] + msg[end:]
+	}
 }
 
 // cueErrors converts CUE errors. The primary position is the first one in
@@ -315,7 +342,7 @@ func (c *compilation) cueErrors(err error, cfg cuecast.ConfigPath, ownDirs []str
 			}
 		}
 		poss = dedupePos(poss)
-		msg := oneLine(e.Error())
+		msg := relMessage(oneLine(e.Error()))
 		// "N errors in empty disjunction:" only announces the errors that
 		// follow it; on its own line it has no position and says nothing.
 		if len(poss) == 0 && len(list) > 1 && strings.HasSuffix(msg, "errors in empty disjunction:") {
