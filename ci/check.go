@@ -129,8 +129,20 @@ func Check(ctx context.Context, repoDir string, opts Options) (*Report, error) {
 	}
 	var head *compiler.Result
 	switch {
-	case len(changed) == 0 || (!everything && len(targets) == 0):
+	case len(changed) == 0:
 		head = &compiler.Result{Manifest: base.Manifest, Configs: base.Configs, Outputs: map[cuecast.ConfigPath]compiler.Output{}, Index: base.Index}
+	case !everything && len(targets) == 0:
+		// No config's output can change, but the change can still break
+		// the repo where compile looks and no config does (a symlinked
+		// directory, a file lint): plan the head, which reads and lints
+		// every file the way compile does and evaluates nothing.
+		head, err = compileAt(ctx, r, repoDir, headC, nil, true, opts)
+		if err != nil {
+			return nil, err
+		}
+		if head.Manifest == nil {
+			head.Manifest = base.Manifest
+		}
 	default:
 		start = time.Now()
 		head, err = compileAt(ctx, r, repoDir, headC, targets, false, opts)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/ci"
+	"github.com/cuecast/cuecast/compiler"
 	"github.com/cuecast/cuecast/internal/gittest"
 )
 
@@ -431,5 +432,67 @@ func TestCheckAdoption(t *testing.T) {
 	}
 	if !rep.Everything || rep.Failed() || len(rep.Risk.Breaking) != 0 {
 		t.Errorf("got everything=%v failed=%v breaking=%v; want true, false, none", rep.Everything, rep.Failed(), rep.Risk.Breaking)
+	}
+}
+
+// TestSymlinkRuleAgrees: compile (the work tree on disk) and check (the
+// commits) judge symlinks by the one rule configs-example/README.md states,
+// so a change check calls valid compiles, and one it fails does not.
+func TestSymlinkRuleAgrees(t *testing.T) {
+	cases := []struct {
+		name  string
+		links map[string]string // link -> target
+		want  string            // lint ID expected from both; "" for valid
+	}{
+		{"dir in namespace", map[string]string{"payments/refunds2": "refunds"}, "file/symlink-dir"},
+		{"dangling non-CUE", map[string]string{"docs/latest.md": "missing.md"}, ""},
+		{"CUE file in repo", map[string]string{"payments/refunds/shared.cue": "../../lib/shared/extra.cue"}, ""},
+		{"CUE loop", map[string]string{"payments/refunds/a.cue": "b.cue", "payments/refunds/b.cue": "a.cue"}, "file/symlink-broken"},
+		{"CUE dangling", map[string]string{"payments/refunds/c.cue": "missing.cue"}, "file/symlink-broken"},
+		{"CUE outside", map[string]string{"payments/refunds/d.cue": "../../../outside.cue"}, "file/symlink-escape"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r, base := exampleRepo(t)
+			if tc.name == "CUE file in repo" {
+				// The linked file must be of the config's package.
+				r.Write(map[string]string{"lib/shared/extra.cue": "package refunds\n\nlinked: true\n"})
+				r.Commit("lib/shared: a file the refunds config links to")
+				base = r.Head()
+			}
+			r.Write(map[string]string{"docs/README.md": "docs\n"})
+			for link, target := range tc.links {
+				p := filepath.Join(r.Dir, filepath.FromSlash(link))
+				if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Symlink(target, p); err != nil {
+					t.Fatal(err)
+				}
+			}
+			head := r.Commit("add symlinks")
+
+			res, err := compiler.Compile(context.Background(), r.Dir, compiler.Options{Workers: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep := check(t, r, base, head)
+			var compileIDs, checkIDs []string
+			for _, e := range res.Errors {
+				compileIDs = append(compileIDs, e.ID)
+			}
+			for _, f := range rep.Errors {
+				checkIDs = append(checkIDs, f.ID)
+			}
+			if tc.want == "" {
+				if !res.OK() || rep.Failed() {
+					t.Fatalf("want valid; compile errors %v, check errors %v", res.Errors, rep.Errors)
+				}
+				return
+			}
+			if !slices.Contains(compileIDs, tc.want) || !rep.Failed() || !slices.Contains(checkIDs, tc.want) {
+				t.Fatalf("want %s from both; compile %v, check failed=%v %v", tc.want, res.Errors, rep.Failed(), rep.Errors)
+			}
+		})
 	}
 }
