@@ -372,11 +372,28 @@ func (c *compilation) run(ctx context.Context) error {
 	}
 
 	// Check each namespace schema once; configs of a namespace whose schema
-	// is broken are not compiled (the manifest error says why).
+	// is broken are not compiled (the errors say why). A schema package
+	// that does not load or evaluate is reported once, at its own lines,
+	// whichever namespaces use it.
 	schemas := make(map[string]*nsSchema)
+	users := make(map[string][]string) // schema import path -> namespaces
 	for _, ns := range sortedKeys(man.Namespaces) {
-		s, e := c.checkSchema(ctx, man.Namespaces[ns], schemaPos[ns], insts, schemaArgs)
-		if e != nil {
+		if imp, _, ok := splitSchema(man.Namespaces[ns].Schema); ok {
+			users[imp] = append(users[imp], ns)
+		}
+	}
+	brokenPkgs := make(map[string]bool)
+	for _, ns := range sortedKeys(man.Namespaces) {
+		s, e, pkgErr := c.checkSchema(ctx, man.Namespaces[ns], schemaPos[ns], insts, schemaArgs)
+		switch {
+		case pkgErr != nil:
+			imp, _, _ := splitSchema(man.Namespaces[ns].Schema)
+			if !brokenPkgs[imp] {
+				brokenPkgs[imp] = true
+				c.errs = append(c.errs, c.schemaPackageErrors(imp, users[imp], pkgErr)...)
+			}
+			continue
+		case e != nil:
 			c.errs = append(c.errs, *e)
 			continue
 		}
