@@ -187,7 +187,38 @@ func Check(ctx context.Context, repoDir string, opts Options) (*Report, error) {
 		return nil, err
 	}
 	rep.libraries(base, head, changed, opts.FanOut)
+	rep.Undeclared = undeclared(changed, base, head)
 	return rep, nil
+}
+
+// undeclared lists the top-level directories of changed .cue files that are
+// no namespace at either revision and that no config depends on at either:
+// the compiler treats them as libraries nobody imports, so nothing there
+// is compiled.
+func undeclared(changed []string, base, head *compiler.Result) []string {
+	var out []string
+	for _, f := range changed {
+		top, _, nested := strings.Cut(f, "/")
+		if !nested || top == "cue.mod" || !strings.HasSuffix(f, ".cue") || strings.HasPrefix(path.Base(f), "_") ||
+			strings.HasPrefix(top, "_") || strings.HasPrefix(top, ".") {
+			continue
+		}
+		declared, used := false, false
+		for _, res := range []*compiler.Result{base, head} {
+			if res.Manifest != nil {
+				_, ok := res.Manifest.Namespaces[top]
+				declared = declared || ok
+			}
+			if res.Index != nil {
+				used = used || len(res.Index.Affected([]string{f})) > 0
+			}
+		}
+		if !declared && !used {
+			out = append(out, top)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // ResolveCommit returns the full hash of the commit rev names in the

@@ -496,3 +496,51 @@ func TestSymlinkRuleAgrees(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckUndeclaredDirectory: CUE added under a directory the manifest
+// does not declare and no config imports is named in the report.
+func TestCheckUndeclaredDirectory(t *testing.T) {
+	r, base := exampleRepo(t)
+	head := r.CommitFiles("billing: a config in an undeclared namespace", map[string]string{
+		"billing/invoices/invoices.cue": "package invoices\n\ncurrency: \"EUR\"\n",
+	})
+	rep := check(t, r, base, head)
+	if !slices.Equal(rep.Undeclared, []string{"billing"}) {
+		t.Errorf("Undeclared = %v, want [billing]", rep.Undeclared)
+	}
+	if rep.Failed() {
+		t.Errorf("check failed: %v", rep.Errors)
+	}
+	var text strings.Builder
+	if err := rep.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(text.String(), "billing/  declare it in cuecast.cue") {
+		t.Errorf("text report does not name billing/:\n%s", text.String())
+	}
+}
+
+// TestCheckCrossNamespaceImport: a config importing another namespace's
+// config fails the check unless the manifest allows it, and the report
+// shows what the manifest allows.
+func TestCheckCrossNamespaceImport(t *testing.T) {
+	r, base := exampleRepo(t)
+	edit(t, r, "search/indexer/indexer.cue", "svc \"example.com/configs/lib/service\"\n)\n",
+		"svc \"example.com/configs/lib/service\"\n\t\"example.com/configs/payments/checkout\"\n)\n\n_checkout: checkout\n")
+	head := r.Commit("search: import a payments config")
+	rep := check(t, r, base, head)
+	if !rep.Failed() || !slices.ContainsFunc(rep.Errors, func(f ci.Finding) bool { return f.ID == "config/cross-namespace-import" }) {
+		t.Fatalf("want config/cross-namespace-import, got failed=%v %v", rep.Failed(), rep.Errors)
+	}
+
+	edit(t, r, "cuecast.cue", `consistency: "relaxed"`, "consistency: \"relaxed\"\n\timport_configs_from: [\"payments\"]")
+	head = r.Commit("manifest: search may import payments configs")
+	rep = check(t, r, base, head)
+	if rep.Failed() {
+		t.Fatalf("allowed import still fails: %v", rep.Errors)
+	}
+	i := slices.IndexFunc(rep.Namespaces, func(n ci.Namespace) bool { return n.Name == "search" })
+	if i < 0 || !slices.Equal(rep.Namespaces[i].ImportConfigsFrom, []string{"payments"}) {
+		t.Errorf("namespaces %+v, want search importing configs from payments", rep.Namespaces)
+	}
+}

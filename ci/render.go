@@ -82,7 +82,14 @@ func (r *Report) WriteText(w io.Writer) error {
 			if n.Consistency != "" {
 				fmt.Fprintf(&b, "  consistency: %s", n.Consistency)
 			}
+			fmt.Fprintf(&b, "  imports configs from: %s", importsFrom(n))
 			b.WriteString("\n")
+		}
+	}
+	if len(r.Undeclared) > 0 {
+		b.WriteString("\nnot compiled (no namespace in cuecast.cue, no config imports it):\n")
+		for _, d := range r.Undeclared {
+			fmt.Fprintf(&b, "  ! %s/  declare it in cuecast.cue if it holds configs\n", d)
 		}
 	}
 	b.WriteString("\n" + r.verdict() + "\n")
@@ -141,9 +148,16 @@ func (r *Report) Markdown(limit int) string {
 		add("\n")
 	}
 	if len(r.Namespaces) > 0 {
-		add("### Namespaces touched\n\n| namespace | owners | consistency | configs |\n|---|---|---|---|\n")
+		add("### Namespaces touched\n\n| namespace | owners | consistency | imports configs from | configs |\n|---|---|---|---|---|\n")
 		for _, n := range r.Namespaces {
-			add("| %s | %s | %s | %d |\n", mdCode(n.Name), mdCell(strings.Join(n.Owners, ", ")), n.Consistency, len(n.Configs))
+			add("| %s | %s | %s | %s | %d |\n", mdCode(n.Name), mdCell(strings.Join(n.Owners, ", ")), n.Consistency, mdCell(importsFrom(n)), len(n.Configs))
+		}
+		add("\n")
+	}
+	if len(r.Undeclared) > 0 {
+		add("### Not compiled\n\n")
+		for _, d := range r.Undeclared {
+			add("- ⚠️ %s holds CUE files but is no namespace in `cuecast.cue` and no config imports it, so nothing in it is compiled; declare it if it holds configs\n", mdCode(d+"/"))
 		}
 		add("\n")
 	}
@@ -372,4 +386,12 @@ func mdCell(s string) string {
 
 func htmlEscape(s string) string {
 	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
+}
+
+// importsFrom says which other namespaces' configs a namespace may import.
+func importsFrom(n Namespace) string {
+	if len(n.ImportConfigsFrom) == 0 {
+		return "none (own namespace only)"
+	}
+	return strings.Join(n.ImportConfigsFrom, ", ")
 }

@@ -65,9 +65,10 @@ func sampleReport() *ci.Report {
 		Namespaces: []ci.Namespace{
 			{Name: "payments", Owners: []string{"team-payments", "alice@example.com"}, Consistency: "strict",
 				Configs: []cuecast.ConfigPath{"payments/checkout", "payments/ledger", "payments/refunds"}},
-			{Name: "search", Owners: []string{"team-search"}, Consistency: "relaxed",
+			{Name: "search", Owners: []string{"team-search"}, Consistency: "relaxed", ImportConfigsFrom: []string{"payments"},
 				Configs: []cuecast.ConfigPath{"search/broken", "search/flag", "search/indexer", "search/new", "search/old", "search/ui-flag"}},
 		},
+		Undeclared: []string{"billing"},
 	}
 }
 

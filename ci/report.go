@@ -49,6 +49,11 @@ type Report struct {
 	// configs and in files no config owns (the manifest, libraries).
 	Errors     []Finding   `json:"errors"`
 	Namespaces []Namespace `json:"namespaces"`
+	// Undeclared are top-level directories where the change touches CUE
+	// files that no namespace holds and no config imports: nothing there
+	// is compiled, which is what a forgotten namespace declaration looks
+	// like. A warning; the check does not fail for it.
+	Undeclared []string `json:"undeclared,omitempty"`
 }
 
 // ConfigChange is one affected config.
@@ -79,10 +84,13 @@ type Finding struct {
 // Namespace is a namespace the change touches, as the head's manifest (or
 // the base's, for a namespace the change removes) describes it.
 type Namespace struct {
-	Name        string               `json:"name"`
-	Owners      []string             `json:"owners"`
-	Consistency string               `json:"consistency,omitempty"`
-	Configs     []cuecast.ConfigPath `json:"configs"`
+	Name        string   `json:"name"`
+	Owners      []string `json:"owners"`
+	Consistency string   `json:"consistency,omitempty"`
+	// ImportConfigsFrom are the other namespaces whose configs this one's
+	// may import (the manifest's import_configs_from); none when empty.
+	ImportConfigsFrom []string             `json:"import_configs_from,omitempty"`
+	Configs           []cuecast.ConfigPath `json:"configs"`
 }
 
 // Risk is the change's blast radius, shown at the top of every report.
@@ -230,7 +238,7 @@ func (r *Report) build(base, head *compiler.Result, targets []cuecast.ConfigPath
 			if !ok {
 				n = &Namespace{Name: ns, Owners: []string{}}
 				if m, ok := lookupNamespace(ns, head.Manifest, base.Manifest); ok {
-					n.Owners, n.Consistency = m.Owners, m.Consistency
+					n.Owners, n.Consistency, n.ImportConfigsFrom = m.Owners, m.Consistency, m.ImportConfigsFrom
 				}
 				byNS[ns] = n
 				names = append(names, ns)

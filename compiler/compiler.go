@@ -72,6 +72,12 @@ type Result struct {
 	// Index maps files to the configs they affect. After a compile limited
 	// by Options.Configs it covers only those configs; see Index.Merge.
 	Index *Index
+	// Undeclared lists top-level directories that hold CUE packages but
+	// are neither a namespace nor imported by any config: a namespace
+	// someone forgot to declare looks like this, its configs never
+	// compiled. Not an error, because an unused library looks the same.
+	// Only a full compile (no Options.Configs) fills it.
+	Undeclared []string
 }
 
 // OK reports whether the compile found no errors.
@@ -108,6 +114,10 @@ type Namespace struct {
 	// Configs overrides Policy or Consistency for single configs, keyed by
 	// the path below the namespace ("checkout"); nil when none does.
 	Configs map[string]ConfigOverride
+	// ImportConfigsFrom are the other namespaces whose configs this
+	// namespace's configs may import (import_configs_from); importing a
+	// config of any other is config/cross-namespace-import.
+	ImportConfigsFrom []string
 }
 
 // ConfigOverride is one config's own rollout policy or consistency class;
@@ -314,6 +324,7 @@ func (c *compilation) run(ctx context.Context) error {
 		}
 		deps[cp] = d
 	}
+	crossing := c.crossNamespaceImports(man, targets, deps)
 	if c.opts.PlanOnly {
 		c.res.Index = newIndex(deps, man.Namespaces)
 		return nil
@@ -326,7 +337,7 @@ func (c *compilation) run(ctx context.Context) error {
 			c.errs = append(c.errs, e)
 			continue
 		}
-		if c.touchesBadFile(deps[cp]) {
+		if c.touchesBadFile(deps[cp]) || crossing[cp] {
 			continue
 		}
 		compile = append(compile, cp)
@@ -422,6 +433,53 @@ func (c *compilation) run(ctx context.Context) error {
 	return nil
 }
 
+// crossNamespaceImports enforces import_configs_from: it reports every
+// import, in the packages the targets load, of a config in a namespace the
+// importing config's namespace does not name, and returns the configs that
+// load such an import. Each offending import is reported once, against the
+// config whose directory holds it (or no config, in a library).
+func (c *compilation) crossNamespaceImports(man *Manifest, targets []cuecast.ConfigPath, deps map[cuecast.ConfigPath][]string) map[cuecast.ConfigPath]bool {
+	bad := make(map[cuecast.ConfigPath]bool)
+	reported := make(map[string]bool)
+	for _, cp := range targets {
+		ns := man.Namespaces[cp.Namespace()]
+		dirs := append(append(ancestors(string(cp)), string(cp)), deps[cp]...)
+		for _, d := range dirs {
+			for _, f := range c.tree.dirs[d] {
+				h := c.headers[f]
+				if h.excluded {
+					continue
+				}
+				for i, imp := range h.imports {
+					idir, ok := c.importDir(imp)
+					if !ok {
+						continue
+					}
+					other, _, _ := strings.Cut(idir, "/")
+					if _, isNS := man.Namespaces[other]; !isNS || other == ns.Name || slices.Contains(ns.ImportConfigsFrom, other) {
+						continue
+					}
+					bad[cp] = true
+					var owner cuecast.ConfigPath
+					if cfg, ok := configPathOf(d, man.Namespaces); ok {
+						owner = cfg
+					}
+					key := fmt.Sprintf("%s:%d:%s", f, i, ns.Name)
+					if reported[key] {
+						continue
+					}
+					reported[key] = true
+					c.errs = append(c.errs, Error{Config: owner, File: f, Line: h.importAt[i][0], Column: h.importAt[i][1],
+						ID: IDCrossNamespaceImport, Fix: fixFor(IDCrossNamespaceImport),
+						Message: fmt.Sprintf("%s imports %s, a config of namespace %s, but cuecast.cue does not let namespace %s import configs from %s",
+							d, idir, other, ns.Name, other)})
+				}
+			}
+		}
+	}
+	return bad
+}
+
 // warnUnused logs top-level directories that hold CUE packages but are
 // neither a declared namespace nor imported by any config. That is what a
 // namespace someone forgot to declare looks like: its configs are treated
@@ -443,7 +501,8 @@ func (c *compilation) warnUnused(man *Manifest, deps map[cuecast.ConfigPath][]st
 			unused[top] = true
 		}
 	}
-	for _, top := range sortedKeys(unused) {
+	c.res.Undeclared = sortedKeys(unused)
+	for _, top := range c.res.Undeclared {
 		c.opts.Logger.Warn("directory holds CUE packages but is not a namespace and no config imports it; if it holds configs, declare it in cuecast.cue",
 			"dir", top)
 	}

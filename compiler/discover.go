@@ -274,6 +274,8 @@ func firstInvalidUTF8(b []byte) (line, col int) {
 type header struct {
 	pkg     string
 	imports []string
+	// importAt holds the line and column of each import.
+	importAt [][2]int
 	// excluded is set when the file's @if attribute is false. Compile sets
 	// no build tags, so @if(prod) excludes a file as it does for a plain
 	// `cue export`; the loader skips the file and so does every check made
@@ -308,6 +310,8 @@ func parseHeader(name string, src []byte) header {
 	for spec := range f.ImportSpecs() {
 		if p, ok := importPath(spec); ok {
 			h.imports = append(h.imports, p)
+			pos := spec.Pos()
+			h.importAt = append(h.importAt, [2]int{pos.Line(), pos.Column()})
 		}
 	}
 	return h

@@ -34,6 +34,7 @@ type manifestJSON struct {
 		Consistency string         `json:"consistency"`
 		MaxSize     int64          `json:"max_size"`
 		Rollout     cuecast.Policy `json:"rollout"`
+		ImportFrom  []string       `json:"import_configs_from"`
 		Configs     map[string]struct {
 			Consistency string         `json:"consistency"`
 			Rollout     cuecast.Policy `json:"rollout"`
@@ -140,7 +141,7 @@ func (c *compilation) evalManifest(inst *build.Instance, files []string) (*Manif
 		}
 		man.Namespaces[name] = Namespace{
 			Name: name, Owners: ns.Owners, Schema: ns.Schema, Consistency: cons,
-			Policy: pol, MaxSize: size,
+			Policy: pol, MaxSize: size, ImportConfigsFrom: ns.ImportFrom,
 		}
 		for cfg, o := range ns.Configs {
 			n := man.Namespaces[name]

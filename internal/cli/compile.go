@@ -80,6 +80,9 @@ type compiledConfig struct {
 type compileReport struct {
 	Configs []compiledConfig `json:"configs"`
 	Errors  []compiler.Error `json:"errors"`
+	// Undeclared are directories holding CUE that are no namespace and
+	// that no config imports (compiler.Result.Undeclared).
+	Undeclared []string `json:"undeclared,omitempty"`
 }
 
 func compileRun(c *cobra.Command, env *Env, opts *CompileOptions) error {
@@ -105,7 +108,7 @@ func compileRun(c *cobra.Command, env *Env, opts *CompileOptions) error {
 	if err != nil {
 		return fmt.Errorf("compile %s: %w", opts.Repo, err)
 	}
-	rep := compileReport{Configs: []compiledConfig{}, Errors: res.Errors}
+	rep := compileReport{Configs: []compiledConfig{}, Errors: res.Errors, Undeclared: res.Undeclared}
 	if rep.Errors == nil {
 		rep.Errors = []compiler.Error{}
 	}
@@ -132,6 +135,9 @@ func compileRun(c *cobra.Command, env *Env, opts *CompileOptions) error {
 }
 
 func printCompileText(env *Env, rep compileReport, out string, ok bool) {
+	for _, d := range rep.Undeclared {
+		fmt.Fprintf(env.IO.ErrOut, "warning: %s/ holds CUE packages but is not a namespace in cuecast.cue and no config imports it; nothing in it is compiled (declare it if it holds configs)\n", d)
+	}
 	for _, e := range rep.Errors {
 		fmt.Fprintln(env.IO.ErrOut, e.Error())
 		if e.Fix != "" {
