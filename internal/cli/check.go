@@ -78,7 +78,7 @@ GitHub report failed, 2 wrong usage (an unknown revision is named).`,
 	cmd.Flags().StringVar(&opts.GitHubRepo, "github-repo", "", "owner/name on GitHub (default $GITHUB_REPOSITORY)")
 	cmd.Flags().IntVar(&opts.PR, "pr", 0, "pull request number to comment on (default from $GITHUB_EVENT_PATH)")
 	cmd.Flags().StringVar(&opts.HeadSHA, "head-sha", "", "commit to attach the check run to (default the pull request's head, else --head)")
-	cmd.Flags().StringVar(&opts.APIURL, "github-api-url", "", "GitHub REST API root (default $GITHUB_API_URL, else https://api.github.com)")
+	cmd.Flags().StringVar(&opts.APIURL, "github-api-url", "", "GitHub REST API root, used as given (default $GITHUB_API_URL, else https://api.github.com)")
 	return cmd
 }
 
