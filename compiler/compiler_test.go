@@ -111,6 +111,11 @@ n: len([for a in list.Range(0, 500, 1) for b in list.Range(0, 500, 1) if a*b < 0
 	if !slices.Contains(timedOut, "web/slow") {
 		t.Fatalf("errors %v, want a config/timeout for web/slow", res.Errors)
 	}
+	// Reported at the slow comprehension, not at line 1 of the first file.
+	i := slices.IndexFunc(res.Errors, func(e compiler.Error) bool { return e.Config == "web/slow" })
+	if e := res.Errors[i]; e.File != "web/slow/slow.cue" || e.Line != 7 || !strings.Contains(e.Message, "comprehension with 2 for clause(s) in field n") {
+		t.Errorf("timeout reported as %v; want it at web/slow/slow.cue:7 naming the comprehension in field n", e)
+	}
 	if _, ok := res.Outputs["web/slow"]; ok {
 		t.Error("web/slow has an output despite timing out")
 	}

@@ -66,7 +66,10 @@
 // CUE context, replaced every 50 configs because a context only grows.
 // Options.Timeout bounds one config's evaluation; CUE cannot interrupt an
 // evaluation, so a config that exceeds it is reported (config/timeout) and
-// its goroutine is abandoned to finish in the background. Compile may be
+// its goroutine is abandoned to finish in the background. CUE cannot say
+// what it was evaluating either, so the error points at the costliest
+// construct in the config's files (nested comprehensions, disjunctions
+// unified with each other, list.Range) and says that this is a guess. Compile may be
 // called from several goroutines at once; a Result and its Index are not
 // modified after Compile returns.
 package compiler

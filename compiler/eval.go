@@ -138,14 +138,40 @@ func (c *compilation) evalWithTimeout(ctx context.Context, w *worker, j job) job
 		// config gets a fresh one.
 		w.discard()
 		c.opts.Logger.Warn("config evaluation timed out", "config", j.cfg, "timeout", c.opts.Timeout)
-		return jobResult{cfg: j.cfg, errs: []Error{{Config: j.cfg, File: firstOr(c.tree.dirs[string(j.cfg)], string(j.cfg)), Line: 1, Column: 1,
-			ID: IDConfigTimeout, Message: fmt.Sprintf("evaluation did not finish within %s", c.opts.Timeout), Fix: fixFor(IDConfigTimeout)}}}
+		return jobResult{cfg: j.cfg, errs: []Error{c.timeoutError(j)}}
 	case err != nil:
 		// Cancelled: runJobs reports ctx.Err().
 		w.discard()
 		return jobResult{cfg: j.cfg}
 	}
 	return r
+}
+
+// timeoutError reports a config whose evaluation ran out of time at the
+// construct most likely to blame (findHotSpot), saying that it is a guess,
+// or at the config's first file when its files hold nothing known to be
+// slow.
+func (c *compilation) timeoutError(j job) Error {
+	e := Error{Config: j.cfg, File: firstOr(c.tree.dirs[string(j.cfg)], string(j.cfg)), Line: 1, Column: 1,
+		ID: IDConfigTimeout, Fix: fixFor(IDConfigTimeout),
+		Message: fmt.Sprintf("evaluation did not finish within %s", c.opts.Timeout)}
+	var own []string
+	for _, d := range append(ancestors(string(j.cfg)), string(j.cfg)) {
+		for _, f := range c.tree.dirs[d] {
+			if !c.headers[f].excluded {
+				own = append(own, f)
+			}
+		}
+	}
+	if h, ok := findHotSpot(c.mem.snapshot(own), own); ok {
+		e.File, e.Line, e.Column = h.file, h.line, h.col
+		in := ""
+		if h.field != "" {
+			in = " in field " + h.field
+		}
+		e.Message += fmt.Sprintf("; CUE cannot say where the time went, but the costliest construct in the config's files is %s%s, here", h.what, in)
+	}
+	return e
 }
 
 // contextReuse is how many configs one CUE context evaluates before it is
