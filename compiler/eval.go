@@ -417,16 +417,63 @@ func (c *compilation) cueErrors(err error, cfg cuecast.ConfigPath, ownDirs []str
 		}
 		out1.Message = msg
 		out = append(out, out1)
-		conflicts = append(conflicts, conflictOf(e, len(out)-1))
+		cf := conflictOf(e, len(out)-1)
+		if !cf.ok && !strings.Contains(msg, "errors in empty disjunction") {
+			// Not a conflict: remembered by path for dropDisjunctFallout.
+			cf.path = strings.Join(e.Path(), ".")
+		}
+		cf.own = len(poss) > 0 && !slices.ContainsFunc(poss, func(p token.Pos) bool { return !isOwn(p) })
+		conflicts = append(conflicts, cf)
 	}
+	out, conflicts = dropDisjunctFallout(out, conflicts)
 	return mergeDisjunctionErrors(out, conflicts)
+}
+
+// dropDisjunctFallout keeps the most specific of the conflicts CUE reports
+// for one field. A field the config sets twice, where the schema allows
+// several values, fails once per alternative of the schema's disjunction
+// ("staging" and "prod", from the schema's side) as well as where the config
+// contradicts itself ("dev" and "prod", both in the config's files): when a
+// field has a conflict lying wholly in the config's own files, its other
+// conflicts are only fallout and are left out.
+//
+// The same holds when the field has an error that is no conflict at all:
+// a config narrowing a field (currency: =~"^[A-Z]{2}$") and setting a value
+// the narrowing refuses ("EUR") gets "invalid value" for it, and the
+// schema's enum, each alternative now eliminated, would add a misleading
+// `"EUR" is none of "GBP", "USD"`.
+func dropDisjunctFallout(out []Error, cs []conflict) ([]Error, []conflict) {
+	ownPaths := make(map[string]bool)
+	for _, c := range cs {
+		if c.path != "" && (c.own || !c.ok) {
+			ownPaths[c.path] = true
+		}
+	}
+	if len(ownPaths) == 0 {
+		return out, cs
+	}
+	var keptOut []Error
+	var keptCs []conflict
+	for i, e := range out {
+		c := cs[i]
+		if c.ok && !c.own && ownPaths[c.path] {
+			continue
+		}
+		c.idx = len(keptOut)
+		keptOut = append(keptOut, e)
+		keptCs = append(keptCs, c)
+	}
+	return keptOut, keptCs
 }
 
 // conflict remembers the parts of a "conflicting values A and B" error, so
 // that the one-error-per-alternative output CUE gives for a value outside an
 // enum can be folded into one error.
 type conflict struct {
-	ok   bool
+	ok bool
+	// own is set when every position of the error is in the config's own
+	// files.
+	own  bool
 	path string
 	a, b string
 	see  []string
