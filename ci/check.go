@@ -19,8 +19,8 @@ import (
 	"github.com/cuecast/cuecast/internal/gitfs"
 )
 
-// DefaultFanOut is how many configs one library change must reach before the
-// risk summary calls it wide.
+// DefaultFanOut is how many compiled outputs one library change must alter
+// before the risk summary calls it wide.
 const DefaultFanOut = 5
 
 // Options tune a check. Base and Head are required.

@@ -139,6 +139,67 @@ func TestCheckScenarios(t *testing.T) {
 			},
 		},
 		{
+			// A library every config imports, changed so that no output
+			// changes (a type widened): reached by 3, wide by reach, but
+			// not a wide change.
+			name: "library change without output change is low",
+			change: func(t *testing.T, r *gittest.Repo) {
+				edit(t, r, "lib/service/service.cue", `replicas: *3 | int`, `replicas: *3 | int | float`)
+			},
+			want:       []string{"payments/checkout unchanged", "payments/refunds unchanged", "search/indexer unchanged"},
+			namespaces: []string{"payments", "search"},
+			level:      "low",
+			verify: func(t *testing.T, rep *ci.Report) {
+				if len(rep.Risk.Libraries) != 1 || rep.Risk.Libraries[0].Changes != 0 || rep.Risk.Libraries[0].Wide {
+					t.Errorf("libraries: got %+v, want lib/service with no output change, not wide", rep.Risk.Libraries)
+				}
+			},
+		},
+		{
+			// One region prepended: one insertion per config, not every
+			// index shifting.
+			name: "list prepend",
+			change: func(t *testing.T, r *gittest.Repo) {
+				edit(t, r, "lib/net/net.cue", `Regions: ["eu-west-1"`, `Regions: ["af-south-1", "eu-west-1"`)
+			},
+			want:       []string{"payments/checkout changed", "payments/refunds unchanged", "search/indexer changed"},
+			namespaces: []string{"payments", "search"},
+			level:      "high", // payments is strict
+			verify: func(t *testing.T, rep *ci.Report) {
+				want := map[cuecast.ConfigPath][]string{
+					"payments/checkout": {`added regions[0]  "af-south-1"`},
+					"payments/refunds":  nil,
+					"search/indexer":    {`added shards[0]  {"count":12,"region":"af-south-1"}`},
+				}
+				for _, cc := range rep.Configs {
+					if got := diffPaths(cc); !slices.Equal(got, want[cc.Config]) {
+						t.Errorf("%s diff: got %q, want %q", cc.Config, got, want[cc.Config])
+					}
+				}
+			},
+		},
+		{
+			name: "new field marked for strict decoders",
+			change: func(t *testing.T, r *gittest.Repo) {
+				edit(t, r, "search/indexer/indexer.cue", `env:   "prod"`, "env:   \"prod\"\ntier: \"gold\"")
+			},
+			want:       []string{"search/indexer changed"},
+			namespaces: []string{"search"},
+			level:      "medium",
+			verify: func(t *testing.T, rep *ci.Report) {
+				if len(rep.Risk.NewFields) != 1 || rep.Risk.NewFields[0].Path != "tier" {
+					t.Errorf("new fields: got %+v, want search/indexer tier", rep.Risk.NewFields)
+				}
+				var text strings.Builder
+				if err := rep.WriteText(&text); err != nil {
+					t.Fatal(err)
+				}
+				if !strings.Contains(text.String(), "+ tier: \"gold\"  # new field") || !strings.Contains(text.String(), "decoding strictly") {
+					t.Errorf("text report does not mark the new field:\n%s", text.String())
+				}
+			},
+		},
+		{
 			name: "config added, removed and renamed",
 			change: func(t *testing.T, r *gittest.Repo) {
 				r.Write(map[string]string{"search/autocomplete/autocomplete.cue": "package autocomplete\n\nowner: \"team-search\"\nenv: \"prod\"\nmodel: \"prefix@v1\"\n"})

@@ -266,28 +266,49 @@ func levelMark(level string) string {
 }
 
 // riskLines are the risk summary's items; code formats a path or name.
+// maxRiskItems is how many configs or changes one risk line names before
+// it gives the rest as a count: a wide change must not bury the report.
+const maxRiskItems = 10
+
 func (r *Report) riskLines(code func(string) string) []string {
 	var out []string
 	if len(r.Risk.Strict) > 0 {
-		s := make([]string, len(r.Risk.Strict))
-		for i, p := range r.Risk.Strict {
-			s[i] = code(string(p))
+		s := make([]string, 0, maxRiskItems)
+		for _, p := range r.Risk.Strict[:min(len(r.Risk.Strict), maxRiskItems)] {
+			s = append(s, code(string(p)))
 		}
-		out = append(out, fmt.Sprintf("strict consistency: %s", strings.Join(s, ", ")))
+		if more := len(r.Risk.Strict) - len(s); more > 0 {
+			s = append(s, fmt.Sprintf("and %d more", more))
+		}
+		out = append(out, fmt.Sprintf("strict consistency (%d): %s", len(r.Risk.Strict), strings.Join(s, ", ")))
 	}
 	for _, l := range r.Risk.Libraries {
-		s := fmt.Sprintf("library %s reaches %d config(s)", code(l.Dir), len(l.Configs))
+		s := fmt.Sprintf("library %s reaches %d config(s), %d output(s) change", code(l.Dir), len(l.Configs), l.Changes)
 		if l.Wide {
 			s += " (wide)"
 		}
 		out = append(out, s)
 	}
-	for _, b := range r.Risk.Breaking {
+	for i, b := range r.Risk.Breaking {
+		if i == maxRiskItems {
+			out = append(out, fmt.Sprintf("breaking: and %d more", len(r.Risk.Breaking)-i))
+			break
+		}
 		if b.Path == "" {
 			out = append(out, fmt.Sprintf("breaking: %s: %s", code(string(b.Config)), b.Reason))
 		} else {
 			out = append(out, fmt.Sprintf("breaking: %s %s: %s", code(string(b.Config)), code(b.Path), b.Reason))
 		}
+	}
+	if n := len(r.Risk.NewFields); n > 0 {
+		s := make([]string, 0, maxRiskItems)
+		for _, b := range r.Risk.NewFields[:min(n, maxRiskItems)] {
+			s = append(s, code(string(b.Config))+" "+code(b.Path))
+		}
+		if n > maxRiskItems {
+			s = append(s, fmt.Sprintf("and %d more", n-maxRiskItems))
+		}
+		out = append(out, fmt.Sprintf("new field(s), which services decoding strictly reject until they know them: %s", strings.Join(s, ", ")))
 	}
 	if r.Risk.NewErrors > 0 {
 		out = append(out, fmt.Sprintf("%d new error(s) at head", r.Risk.NewErrors))
@@ -341,9 +362,12 @@ func (cc ConfigChange) diffLines() []string {
 		if d.Breaking {
 			mark = "  # breaking"
 		}
+		if d.NewField {
+			mark = "  # new field"
+		}
 		switch d.Op {
 		case OpAdded:
-			out = append(out, fmt.Sprintf("+ %s: %s", d.Path, clip(d.New)))
+			out = append(out, fmt.Sprintf("+ %s: %s%s", d.Path, clip(d.New), mark))
 		case OpRemoved:
 			out = append(out, fmt.Sprintf("- %s: %s%s", d.Path, clip(d.Old), mark))
 		default:

@@ -33,7 +33,7 @@ func sampleReport() *ci.Report {
 		Risk: ci.Risk{
 			Level: "high", Configs: 4, Compiled: 5, Namespaces: 2,
 			Strict:    []cuecast.ConfigPath{"payments/checkout", "payments/refunds"},
-			Libraries: []ci.Library{{Dir: "lib/service", Configs: []cuecast.ConfigPath{"payments/checkout", "payments/refunds", "search/indexer"}, Wide: true}},
+			Libraries: []ci.Library{{Dir: "lib/service", Configs: []cuecast.ConfigPath{"payments/checkout", "payments/refunds", "search/indexer"}, Changes: 3, Wide: true}},
 			Breaking: []ci.Breaking{
 				{Config: "payments/checkout", Path: "providers[1].timeout", Reason: "field removed"},
 				{Config: "payments/checkout", Path: "max_amount_minor", Reason: "type changed: number → string"},

@@ -95,8 +95,16 @@ type Namespace struct {
 
 // Risk is the change's blast radius, shown at the top of every report.
 type Risk struct {
-	// Level is "high" (breaking, strict, wide or everything), "medium" (some
-	// output changes) or "low" (no compiled output changes).
+	// Level is computed from what the compiled outputs do, not from what
+	// the change could reach (ci/README.md states the levels):
+	//
+	//   - "low": no config's compiled output changes;
+	//   - "medium": outputs change, none of the below;
+	//   - "high": a breaking change (a field removed or retyped, a config
+	//     removed or moved), a changed output in a namespace with strict
+	//     consistency, one library change altering at least the fan-out
+	//     threshold of outputs (wide), or a manifest or cue.mod/ change
+	//     that alters any output.
 	Level string `json:"level"`
 	// Configs is how many configs' output changes (or breaks); Compiled
 	// how many were compiled at head because the change could affect them.
@@ -110,16 +118,23 @@ type Risk struct {
 	// Breaking lists changes that services reading the old output may not
 	// survive.
 	Breaking []Breaking `json:"breaking,omitempty"`
+	// NewFields lists object fields the change adds to existing configs:
+	// harmless to services that ignore unknown fields, fatal to those
+	// decoding strictly until they learn the field.
+	NewFields []Breaking `json:"new_fields,omitempty"`
 	// NewErrors counts errors at head that the base did not have.
 	NewErrors   int `json:"new_errors"`
 	PreExisting int `json:"pre_existing_errors"`
 }
 
 // Library is a changed directory outside every namespace and the configs that
-// import it. Wide is set when they number at least the fan-out threshold.
+// import it. Changes counts those whose compiled output the change alters;
+// Wide is set when they number at least the fan-out threshold (a library
+// many configs import whose change alters no output is not wide).
 type Library struct {
 	Dir     string               `json:"dir"`
 	Configs []cuecast.ConfigPath `json:"configs"`
+	Changes int                  `json:"changes"`
 	Wide    bool                 `json:"wide,omitempty"`
 }
 
@@ -192,6 +207,10 @@ func (r *Report) build(base, head *compiler.Result, targets []cuecast.ConfigPath
 			if err != nil {
 				return fmt.Errorf("diff %s: %w", cp, err)
 			}
+			// No service read this config before: nothing is new to one.
+			for i := range d {
+				d[i].NewField = false
+			}
 			cc.Diff = d
 		}
 		r.Configs = append(r.Configs, cc)
@@ -261,6 +280,9 @@ func (r *Report) build(base, head *compiler.Result, targets []cuecast.ConfigPath
 			r.Risk.Breaking = append(r.Risk.Breaking, Breaking{Config: cc.From, Reason: "config moved to " + string(cc.Config)})
 		case StatusChanged:
 			for _, d := range cc.Diff {
+				if d.NewField {
+					r.Risk.NewFields = append(r.Risk.NewFields, Breaking{Config: cc.Config, Path: d.Path, Reason: "new field"})
+				}
 				if !d.Breaking {
 					continue
 				}
@@ -336,7 +358,13 @@ func (r *Report) libraries(base, head *compiler.Result, changed []string, fanOut
 		if reach == nil {
 			reach = []cuecast.ConfigPath{}
 		}
-		r.Risk.Libraries = append(r.Risk.Libraries, Library{Dir: dir, Configs: reach, Wide: len(reach) >= fanOut})
+		changes := 0
+		for _, cc := range r.Configs {
+			if _, found := slices.BinarySearch(reach, cc.Config); found && cc.Status != StatusUnchanged && cc.Status != StatusStillInvalid {
+				changes++
+			}
+		}
+		r.Risk.Libraries = append(r.Risk.Libraries, Library{Dir: dir, Configs: reach, Changes: changes, Wide: changes >= fanOut})
 	}
 	r.Risk.Level = "low"
 	if r.Risk.Configs > 0 {
