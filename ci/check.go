@@ -192,9 +192,9 @@ func Check(ctx context.Context, repoDir string, opts Options) (*Report, error) {
 }
 
 // undeclared lists the top-level directories of changed .cue files that are
-// no namespace at either revision and that no config depends on at either:
-// the compiler treats them as libraries nobody imports, so nothing there
-// is compiled.
+// no namespace at either revision and that no config depends on at either
+// (the same test as compiler.Result.Undeclared): the compiler treats them
+// as libraries nobody imports, so nothing there is compiled.
 func undeclared(changed []string, base, head *compiler.Result) []string {
 	var out []string
 	for _, f := range changed {
@@ -210,7 +210,7 @@ func undeclared(changed []string, base, head *compiler.Result) []string {
 				declared = declared || ok
 			}
 			if res.Index != nil {
-				used = used || len(res.Index.Affected([]string{f})) > 0
+				used = used || res.Index.Uses(top)
 			}
 		}
 		if !declared && !used {

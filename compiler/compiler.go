@@ -179,11 +179,11 @@ func Compile(ctx context.Context, repoDir string, opts Options) (res *Result, er
 		return nil, fmt.Errorf("stat cue.mod/module.cue: %w", err)
 	}
 	start := time.Now()
-	root, err := os.MkdirTemp("", loadRootPrefix+"*")
+	root, cleanup, err := loaderRoot()
 	if err != nil {
-		return nil, fmt.Errorf("create loader root: %w", err)
+		return nil, err
 	}
-	defer os.RemoveAll(root)
+	defer cleanup()
 	tree, err := walkRepo(fsys)
 	if err != nil {
 		return nil, fmt.Errorf("list repo %s: %w", repoDir, err)
@@ -566,6 +566,22 @@ func sortedKeys[V any](m map[string]V) []string {
 	return ks
 }
 
+// loaderRoot makes the empty private directory loadConfig roots the
+// overlay at. Where no temporary directory can be made (a read-only file
+// system), a directory at the file system root that does not exist serves:
+// only the superuser could create it there.
+func loaderRoot() (root string, cleanup func(), err error) {
+	root, err = os.MkdirTemp("", loadRootPrefix+"*")
+	if err == nil {
+		return root, func() { os.RemoveAll(root) }, nil
+	}
+	fallback := string(filepath.Separator) + loadRootPrefix + "0"
+	if _, lerr := os.Lstat(fallback); errors.Is(lerr, fs.ErrNotExist) {
+		return fallback, func() {}, nil
+	}
+	return "", nil, fmt.Errorf("create loader root: %w", err)
+}
+
 // loadRootPrefix starts the name of the directory the CUE loader believes
 // the repo is in; relFile recognises loader file names by it.
 const loadRootPrefix = "cuecast-load-"
@@ -649,8 +665,10 @@ func (c *compilation) readData(dir string) error {
 				return err
 			}
 			if lint != nil {
-				c.tree.reject(*lint)
-				c.errs = append(c.errs, c.tree.errs[len(c.tree.errs)-1])
+				// Not every file next to the package is embedded, so an
+				// oversized one is no error here; an @embed naming it
+				// fails to find it, at the attribute.
+				c.opts.Logger.Debug("not offered for embedding", "file", p, "reason", lint.Message)
 				continue
 			}
 			c.mem.add(p, b)
