@@ -125,10 +125,11 @@ func (r *Report) Markdown(limit int) string {
 	}
 	add("%s; %d file(s) changed.\n\n", cmp, len(r.ChangedFiles))
 
+	groups := r.groups()
 	if len(r.Configs) > 0 {
 		add("| config | status | compiled output |\n|---|---|---|\n")
-		for _, cc := range r.Configs {
-			add("| %s | %s | %s |\n", mdCode(cc.title()), cc.Status, mdCell(cc.outline()))
+		for _, g := range groups {
+			add("| %s | %s | %s |\n", g.names(mdCode), g[0].Status, mdCell(g[0].outline()))
 		}
 		add("\n")
 	}
@@ -162,7 +163,8 @@ func (r *Report) Markdown(limit int) string {
 		add("\n")
 	}
 	first := true
-	for _, cc := range r.Configs {
+	for _, g := range groups {
+		cc := g[0]
 		lines := cc.diffLines()
 		if len(lines) == 0 {
 			continue
@@ -177,12 +179,69 @@ func (r *Report) Markdown(limit int) string {
 		}
 		body := fence(lines)
 		if len(lines) > collapseAfter {
-			add("<details><summary><code>%s</code> %s: %d paths</summary>\n\n%s\n</details>\n\n", htmlEscape(cc.title()), cc.Status, len(cc.Diff), body)
+			add("<details><summary>%s %s: %d paths</summary>\n\n%s\n</details>\n\n", g.names(func(s string) string { return "<code>" + htmlEscape(s) + "</code>" }), cc.Status, len(cc.Diff), body)
 		} else {
-			add("#### %s %s\n\n%s\n", mdCode(cc.title()), cc.Status, body)
+			add("#### %s %s\n\n%s\n", g.names(mdCode), cc.Status, body)
 		}
 	}
 	return fit(blocks, limit)
+}
+
+// groupAfter is how many configs with the same status and the same diff
+// the Markdown report shows one by one; more are one row and one diff: a
+// library change that alters 334 configs alike is one line, not 334.
+const groupAfter = 3
+
+// configGroup is configs whose change reads the same.
+type configGroup []ConfigChange
+
+// names lists a group's configs, the first few by name and the rest as a
+// count.
+func (g configGroup) names(code func(string) string) string {
+	if len(g) == 1 {
+		return code(g[0].title())
+	}
+	var s []string
+	for _, cc := range g[:min(len(g), groupAfter)] {
+		s = append(s, code(cc.title()))
+	}
+	out := strings.Join(s, ", ")
+	if len(g) > groupAfter {
+		out += fmt.Sprintf(" and %d more", len(g)-groupAfter)
+	}
+	return fmt.Sprintf("%d configs: %s", len(g), out)
+}
+
+// groups gathers configs with the same status and the same diff, when there
+// are more than groupAfter of them, at the place of their first config;
+// smaller groups stay one config each, in the report's order.
+func (r *Report) groups() []configGroup {
+	key := func(cc ConfigChange) string {
+		k := string(cc.Status) + "\x00" + strings.Join(cc.diffLines(), "\n")
+		if cc.From != "" {
+			k += "\x00" + string(cc.Config) // a rename is its own line
+		}
+		return k
+	}
+	byKey := make(map[string]configGroup)
+	keys := make([]string, len(r.Configs))
+	for i, cc := range r.Configs {
+		keys[i] = key(cc)
+		byKey[keys[i]] = append(byKey[keys[i]], cc)
+	}
+	var out []configGroup
+	done := make(map[string]bool)
+	for i, cc := range r.Configs {
+		g := byKey[keys[i]]
+		switch {
+		case len(g) <= groupAfter:
+			out = append(out, configGroup{cc})
+		case !done[keys[i]]:
+			done[keys[i]] = true
+			out = append(out, g)
+		}
+	}
+	return out
 }
 
 // fit joins blocks while they fit in limit bytes, keeping room for the

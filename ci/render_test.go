@@ -120,12 +120,13 @@ func TestMarkdownShape(t *testing.T) {
 
 func TestMarkdownTruncation(t *testing.T) {
 	rep := sampleReport()
-	// 300 configs with 100 changed paths each: far over the limit.
+	// 300 configs with 100 changed paths each, all different: far over the
+	// limit.
 	for i := range 300 {
 		var d []ci.Difference
 		for j := range 100 {
 			d = append(d, ci.Difference{Path: fmt.Sprintf("k%03d", j), Op: ci.OpChanged,
-				Old: json.RawMessage(`"` + strings.Repeat("é", 50) + `"`), New: json.RawMessage(`"x"`)})
+				Old: json.RawMessage(`"` + strings.Repeat("é", 50) + `"`), New: json.RawMessage(fmt.Sprintf(`"x%d"`, i))})
 		}
 		rep.Configs = append(rep.Configs, ci.ConfigChange{Config: cuecast.ConfigPath(fmt.Sprintf("search/c%03d", i)), Status: ci.StatusChanged, Diff: d})
 	}
@@ -153,5 +154,31 @@ func TestMarkdownTruncation(t *testing.T) {
 		if !strings.HasPrefix(md, ci.Marker) || !strings.Contains(md, "**Risk: high**") {
 			t.Errorf("limit %d: the marker and risk summary must survive truncation", limit)
 		}
+	}
+}
+
+// TestMarkdownGroupsAlikeChanges: 334 configs changed alike (one library
+// edit) are one row and one diff, not 334 of each.
+func TestMarkdownGroupsAlikeChanges(t *testing.T) {
+	rep := sampleReport()
+	rep.Configs = nil
+	for i := range 334 {
+		rep.Configs = append(rep.Configs, ci.ConfigChange{Config: cuecast.ConfigPath(fmt.Sprintf("payments/c%03d", i)), Status: ci.StatusChanged,
+			Diff: []ci.Difference{{Path: "service.replicas", Op: ci.OpChanged, Old: json.RawMessage("6"), New: json.RawMessage("8")}}})
+	}
+	rep.Configs = append(rep.Configs, ci.ConfigChange{Config: "search/indexer", Status: ci.StatusChanged,
+		Diff: []ci.Difference{{Path: "shards", Op: ci.OpChanged, Old: json.RawMessage("1"), New: json.RawMessage("2")}}})
+	md := rep.Markdown(0)
+	if strings.Contains(md, "truncated") || len(md) > 20_000 {
+		t.Errorf("%d bytes, truncated=%v; want a short report", len(md), strings.Contains(md, "truncated"))
+	}
+	if !strings.Contains(md, "| 334 configs: `payments/c000`, `payments/c001`, `payments/c002` and 331 more | changed |") {
+		t.Errorf("no grouped row for the 334 configs:\n%s", md)
+	}
+	if n := strings.Count(md, "+ service.replicas: 8"); n != 1 {
+		t.Errorf("the shared diff appears %d times, want once", n)
+	}
+	if !strings.Contains(md, "`search/indexer`") {
+		t.Errorf("the config changed differently is not listed on its own")
 	}
 }
