@@ -19,8 +19,8 @@ import (
 	"github.com/cuecast/cuecast/internal/gitfs"
 )
 
-// DefaultFanOut is how many configs one library change must reach before the
-// risk summary calls it wide.
+// DefaultFanOut is how many compiled outputs one library change must alter
+// before the risk summary calls it wide.
 const DefaultFanOut = 5
 
 // Options tune a check. Base and Head are required.
@@ -129,8 +129,20 @@ func Check(ctx context.Context, repoDir string, opts Options) (*Report, error) {
 	}
 	var head *compiler.Result
 	switch {
-	case len(changed) == 0 || (!everything && len(targets) == 0):
+	case len(changed) == 0:
 		head = &compiler.Result{Manifest: base.Manifest, Configs: base.Configs, Outputs: map[cuecast.ConfigPath]compiler.Output{}, Index: base.Index}
+	case !everything && len(targets) == 0:
+		// No config's output can change, but the change can still break
+		// the repo where compile looks and no config does (a symlinked
+		// directory, a file lint): plan the head, which reads and lints
+		// every file the way compile does and evaluates nothing.
+		head, err = compileAt(ctx, r, repoDir, headC, nil, true, opts)
+		if err != nil {
+			return nil, err
+		}
+		if head.Manifest == nil {
+			head.Manifest = base.Manifest
+		}
 	default:
 		start = time.Now()
 		head, err = compileAt(ctx, r, repoDir, headC, targets, false, opts)
@@ -175,7 +187,38 @@ func Check(ctx context.Context, repoDir string, opts Options) (*Report, error) {
 		return nil, err
 	}
 	rep.libraries(base, head, changed, opts.FanOut)
+	rep.Undeclared = undeclared(changed, base, head)
 	return rep, nil
+}
+
+// undeclared lists the top-level directories of changed .cue files that are
+// no namespace at either revision and that no config depends on at either
+// (the same test as compiler.Result.Undeclared): the compiler treats them
+// as libraries nobody imports, so nothing there is compiled.
+func undeclared(changed []string, base, head *compiler.Result) []string {
+	var out []string
+	for _, f := range changed {
+		top, _, nested := strings.Cut(f, "/")
+		if !nested || top == "cue.mod" || !strings.HasSuffix(f, ".cue") || strings.HasPrefix(path.Base(f), "_") ||
+			strings.HasPrefix(top, "_") || strings.HasPrefix(top, ".") {
+			continue
+		}
+		declared, used := false, false
+		for _, res := range []*compiler.Result{base, head} {
+			if res.Manifest != nil {
+				_, ok := res.Manifest.Namespaces[top]
+				declared = declared || ok
+			}
+			if res.Index != nil {
+				used = used || res.Index.Uses(top)
+			}
+		}
+		if !declared && !used {
+			out = append(out, top)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // ResolveCommit returns the full hash of the commit rev names in the

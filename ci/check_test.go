@@ -15,6 +15,7 @@ import (
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/ci"
+	"github.com/cuecast/cuecast/compiler"
 	"github.com/cuecast/cuecast/internal/gittest"
 )
 
@@ -134,6 +135,67 @@ func TestCheckScenarios(t *testing.T) {
 					if got := diffPaths(cc); !slices.Equal(got, []string{`changed service.timeouts.read "2s" "3s"`}) {
 						t.Errorf("%s diff: got %q", cc.Config, got)
 					}
+				}
+			},
+		},
+		{
+			// A library every config imports, changed so that no output
+			// changes (a type widened): reached by 3, wide by reach, but
+			// not a wide change.
+			name: "library change without output change is low",
+			change: func(t *testing.T, r *gittest.Repo) {
+				edit(t, r, "lib/service/service.cue", `replicas: *3 | int`, `replicas: *3 | int | float`)
+			},
+			want:       []string{"payments/checkout unchanged", "payments/refunds unchanged", "search/indexer unchanged"},
+			namespaces: []string{"payments", "search"},
+			level:      "low",
+			verify: func(t *testing.T, rep *ci.Report) {
+				if len(rep.Risk.Libraries) != 1 || rep.Risk.Libraries[0].Changes != 0 || rep.Risk.Libraries[0].Wide {
+					t.Errorf("libraries: got %+v, want lib/service with no output change, not wide", rep.Risk.Libraries)
+				}
+			},
+		},
+		{
+			// One region prepended: one insertion per config, not every
+			// index shifting.
+			name: "list prepend",
+			change: func(t *testing.T, r *gittest.Repo) {
+				edit(t, r, "lib/net/net.cue", `Regions: ["eu-west-1"`, `Regions: ["af-south-1", "eu-west-1"`)
+			},
+			want:       []string{"payments/checkout changed", "payments/refunds unchanged", "search/indexer changed"},
+			namespaces: []string{"payments", "search"},
+			level:      "high", // payments is strict
+			verify: func(t *testing.T, rep *ci.Report) {
+				want := map[cuecast.ConfigPath][]string{
+					"payments/checkout": {`added regions[0]  "af-south-1"`},
+					"payments/refunds":  nil,
+					"search/indexer":    {`added shards[0]  {"count":12,"region":"af-south-1"}`},
+				}
+				for _, cc := range rep.Configs {
+					if got := diffPaths(cc); !slices.Equal(got, want[cc.Config]) {
+						t.Errorf("%s diff: got %q, want %q", cc.Config, got, want[cc.Config])
+					}
+				}
+			},
+		},
+		{
+			name: "new field marked for strict decoders",
+			change: func(t *testing.T, r *gittest.Repo) {
+				edit(t, r, "search/indexer/indexer.cue", `env:   "prod"`, "env:   \"prod\"\ntier: \"gold\"")
+			},
+			want:       []string{"search/indexer changed"},
+			namespaces: []string{"search"},
+			level:      "medium",
+			verify: func(t *testing.T, rep *ci.Report) {
+				if len(rep.Risk.NewFields) != 1 || rep.Risk.NewFields[0].Path != "tier" {
+					t.Errorf("new fields: got %+v, want search/indexer tier", rep.Risk.NewFields)
+				}
+				var text strings.Builder
+				if err := rep.WriteText(&text); err != nil {
+					t.Fatal(err)
+				}
+				if !strings.Contains(text.String(), "+ tier: \"gold\"  # new field") || !strings.Contains(text.String(), "decoding strictly") {
+					t.Errorf("text report does not mark the new field:\n%s", text.String())
 				}
 			},
 		},
@@ -431,5 +493,115 @@ func TestCheckAdoption(t *testing.T) {
 	}
 	if !rep.Everything || rep.Failed() || len(rep.Risk.Breaking) != 0 {
 		t.Errorf("got everything=%v failed=%v breaking=%v; want true, false, none", rep.Everything, rep.Failed(), rep.Risk.Breaking)
+	}
+}
+
+// TestSymlinkRuleAgrees: compile (the work tree on disk) and check (the
+// commits) judge symlinks by the one rule configs-example/README.md states,
+// so a change check calls valid compiles, and one it fails does not.
+func TestSymlinkRuleAgrees(t *testing.T) {
+	cases := []struct {
+		name  string
+		links map[string]string // link -> target
+		want  string            // lint ID expected from both; "" for valid
+	}{
+		{"dir in namespace", map[string]string{"payments/refunds2": "refunds"}, "file/symlink-dir"},
+		{"dangling non-CUE", map[string]string{"docs/latest.md": "missing.md"}, ""},
+		{"CUE file in repo", map[string]string{"payments/refunds/shared.cue": "../../lib/shared/extra.cue"}, ""},
+		{"CUE loop", map[string]string{"payments/refunds/a.cue": "b.cue", "payments/refunds/b.cue": "a.cue"}, "file/symlink-broken"},
+		{"CUE dangling", map[string]string{"payments/refunds/c.cue": "missing.cue"}, "file/symlink-broken"},
+		{"CUE outside", map[string]string{"payments/refunds/d.cue": "../../../outside.cue"}, "file/symlink-escape"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r, base := exampleRepo(t)
+			if tc.name == "CUE file in repo" {
+				// The linked file must be of the config's package.
+				r.Write(map[string]string{"lib/shared/extra.cue": "package refunds\n\nlinked: true\n"})
+				r.Commit("lib/shared: a file the refunds config links to")
+				base = r.Head()
+			}
+			r.Write(map[string]string{"docs/README.md": "docs\n"})
+			for link, target := range tc.links {
+				p := filepath.Join(r.Dir, filepath.FromSlash(link))
+				if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Symlink(target, p); err != nil {
+					t.Fatal(err)
+				}
+			}
+			head := r.Commit("add symlinks")
+
+			res, err := compiler.Compile(context.Background(), r.Dir, compiler.Options{Workers: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep := check(t, r, base, head)
+			var compileIDs, checkIDs []string
+			for _, e := range res.Errors {
+				compileIDs = append(compileIDs, e.ID)
+			}
+			for _, f := range rep.Errors {
+				checkIDs = append(checkIDs, f.ID)
+			}
+			if tc.want == "" {
+				if !res.OK() || rep.Failed() {
+					t.Fatalf("want valid; compile errors %v, check errors %v", res.Errors, rep.Errors)
+				}
+				return
+			}
+			if !slices.Contains(compileIDs, tc.want) || !rep.Failed() || !slices.Contains(checkIDs, tc.want) {
+				t.Fatalf("want %s from both; compile %v, check failed=%v %v", tc.want, res.Errors, rep.Failed(), rep.Errors)
+			}
+		})
+	}
+}
+
+// TestCheckUndeclaredDirectory: CUE added under a directory the manifest
+// does not declare and no config imports is named in the report.
+func TestCheckUndeclaredDirectory(t *testing.T) {
+	r, base := exampleRepo(t)
+	head := r.CommitFiles("billing: a config in an undeclared namespace", map[string]string{
+		"billing/invoices/invoices.cue": "package invoices\n\ncurrency: \"EUR\"\n",
+	})
+	rep := check(t, r, base, head)
+	if !slices.Equal(rep.Undeclared, []string{"billing"}) {
+		t.Errorf("Undeclared = %v, want [billing]", rep.Undeclared)
+	}
+	if rep.Failed() {
+		t.Errorf("check failed: %v", rep.Errors)
+	}
+	var text strings.Builder
+	if err := rep.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(text.String(), "billing/  declare it in cuecast.cue") {
+		t.Errorf("text report does not name billing/:\n%s", text.String())
+	}
+}
+
+// TestCheckCrossNamespaceImport: a config importing another namespace's
+// config fails the check unless the manifest allows it, and the report
+// shows what the manifest allows.
+func TestCheckCrossNamespaceImport(t *testing.T) {
+	r, base := exampleRepo(t)
+	edit(t, r, "search/indexer/indexer.cue", "svc \"example.com/configs/lib/service\"\n)\n",
+		"svc \"example.com/configs/lib/service\"\n\t\"example.com/configs/payments/checkout\"\n)\n\n_checkout: checkout\n")
+	head := r.Commit("search: import a payments config")
+	rep := check(t, r, base, head)
+	if !rep.Failed() || !slices.ContainsFunc(rep.Errors, func(f ci.Finding) bool { return f.ID == "config/cross-namespace-import" }) {
+		t.Fatalf("want config/cross-namespace-import, got failed=%v %v", rep.Failed(), rep.Errors)
+	}
+
+	edit(t, r, "cuecast.cue", `consistency: "relaxed"`, "consistency: \"relaxed\"\n\timport_configs_from: [\"payments\"]")
+	head = r.Commit("manifest: search may import payments configs")
+	rep = check(t, r, base, head)
+	if rep.Failed() {
+		t.Fatalf("allowed import still fails: %v", rep.Errors)
+	}
+	i := slices.IndexFunc(rep.Namespaces, func(n ci.Namespace) bool { return n.Name == "search" })
+	if i < 0 || !slices.Equal(rep.Namespaces[i].ImportConfigsFrom, []string{"payments"}) {
+		t.Errorf("namespaces %+v, want search importing configs from payments", rep.Namespaces)
 	}
 }

@@ -24,8 +24,10 @@
 // GitHub reports through go-github: NewGitHub, then Start (a check run,
 // in_progress), CheckRun.Complete (annotations in batches of 50, the verdict)
 // and Comment (one comment per PR, found again by Marker). Requests are
-// retried on 5xx answers and rate limits; a refusal comes back as a
-// *PermissionError naming the workflow permission to grant.
+// retried on 5xx answers and rate limits, except that a create (POST) that
+// may have succeeded is looked up before it is sent again; mutating
+// requests are spaced GitHubOptions.MutationInterval apart. A refusal comes
+// back as a *PermissionError naming the workflow permission to grant.
 //
 // The package keeps no global state; a Check or a GitHub may be used from
 // one goroutine at a time.

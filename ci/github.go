@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -54,9 +55,9 @@ type GitHubOptions struct {
 	Token string
 	// Repository is "owner/name" (GITHUB_REPOSITORY).
 	Repository string
-	// APIURL is the REST API root (GITHUB_API_URL); empty means
-	// https://api.github.com. Any other host is treated as GitHub
-	// Enterprise Server (go-github's WithEnterpriseURLs).
+	// APIURL is the REST API root (GITHUB_API_URL), used exactly as given:
+	// https://api.github.com, https://ghe.example.com/api/v3, or a proxy's
+	// root. Empty means https://api.github.com.
 	APIURL string
 	// PR is the pull request number; 0 means no comment is written.
 	PR int
@@ -75,6 +76,12 @@ type GitHubOptions struct {
 	Backoff func(retry int) time.Duration
 	// Sleep waits d or until ctx is done; tests replace it to run fast.
 	Sleep func(ctx context.Context, d time.Duration) error
+	// MutationInterval is the least time between two mutating requests
+	// (POST, PATCH, PUT, DELETE), as GitHub's REST guidance asks (about a
+	// second) to stay clear of its secondary rate limits; default 1 s, a
+	// negative value sends them back to back. Waits go through Sleep and
+	// are measured with Now.
+	MutationInterval time.Duration
 	// Now defaults to time.Now.
 	Now func() time.Time
 	// Logger defaults to discarding.
@@ -176,14 +183,27 @@ func NewGitHub(opts GitHubOptions) (*GitHub, error) {
 	if rt == nil {
 		rt = http.DefaultTransport
 	}
+	if opts.MutationInterval == 0 {
+		opts.MutationInterval = time.Second
+	}
 	hc2 := *hc
-	hc2.Transport = &retryTransport{base: rt, attempts: opts.Attempts, backoff: opts.Backoff, sleep: opts.Sleep, log: opts.Logger}
+	hc2.Transport = &retryTransport{base: rt, attempts: opts.Attempts, backoff: opts.Backoff, sleep: opts.Sleep, log: opts.Logger,
+		now: opts.Now, interval: opts.MutationInterval}
 	client := github.NewClient(&hc2).WithAuthToken(opts.Token)
-	if api := strings.TrimSuffix(opts.APIURL, "/"); api != "" && api != "https://api.github.com" {
-		var err error
-		if client, err = client.WithEnterpriseURLs(api, api); err != nil {
+	if opts.APIURL != "" {
+		// Used as given: go-github's WithEnterpriseURLs would append
+		// /api/v3/, which a proxy or a custom root does not serve.
+		u, err := url.Parse(opts.APIURL)
+		if err == nil && (u.Scheme != "http" && u.Scheme != "https" || u.Host == "") {
+			err = errors.New("want an http or https URL")
+		}
+		if err != nil {
 			return nil, fmt.Errorf("github: api url %q: %w", opts.APIURL, err)
 		}
+		if !strings.HasSuffix(u.Path, "/") {
+			u.Path += "/"
+		}
+		client.BaseURL = u
 	}
 	owner, repo, _ := strings.Cut(opts.Repository, "/")
 	return &GitHub{client: client, owner: owner, repo: repo, opts: opts, log: opts.Logger}, nil
@@ -219,12 +239,78 @@ func (g *GitHub) Start(ctx context.Context) (*CheckRun, error) {
 	if g.opts.DetailsURL != "" {
 		opts.DetailsURL = github.String(g.opts.DetailsURL)
 	}
-	run, _, err := g.client.Checks.CreateCheckRun(ctx, g.owner, g.repo, opts)
-	if err != nil {
-		return nil, explain("create check run", "checks: write", err)
+	// A create is not retried blindly: a 502 or a lost connection can come
+	// after GitHub created the run, and a second one would stay
+	// in_progress for ever. The run is looked up first (name, head commit,
+	// the started_at sent, not completed).
+	for attempt := 1; ; attempt++ {
+		run, _, err := g.client.Checks.CreateCheckRun(ctx, g.owner, g.repo, opts)
+		if err == nil {
+			g.log.Info("check run started", "id", run.GetID(), "head", g.opts.HeadSHA)
+			return &CheckRun{g: g, ID: run.GetID()}, nil
+		}
+		if !mayHaveSucceeded(ctx, err) || attempt >= g.opts.Attempts {
+			return nil, explain("create check run", "checks: write", err)
+		}
+		id, ferr := g.findRun(ctx, opts.StartedAt.Time)
+		if ferr != nil {
+			return nil, ferr
+		}
+		if id != 0 {
+			g.log.Info("check run started (found after a failed create)", "id", id, "head", g.opts.HeadSHA, "error", err)
+			return &CheckRun{g: g, ID: id}, nil
+		}
+		if err := g.wait(ctx, attempt, "create check run", err); err != nil {
+			return nil, err
+		}
 	}
-	g.log.Info("check run started", "id", run.GetID(), "head", g.opts.HeadSHA)
-	return &CheckRun{g: g, ID: run.GetID()}, nil
+}
+
+// findRun returns the ID of the check run Start created at startedAt, or 0.
+func (g *GitHub) findRun(ctx context.Context, startedAt time.Time) (int64, error) {
+	opts := &github.ListCheckRunsOptions{CheckName: github.String(g.opts.CheckName), Filter: github.String("all"),
+		ListOptions: github.ListOptions{PerPage: 100}}
+	for {
+		res, resp, err := g.client.Checks.ListCheckRunsForRef(ctx, g.owner, g.repo, g.opts.HeadSHA, opts)
+		if err != nil {
+			return 0, explain("list check runs", "checks: read", err)
+		}
+		for _, r := range res.CheckRuns {
+			if r.GetStatus() != "completed" && r.GetName() == g.opts.CheckName && r.GetStartedAt().Time.Unix() == startedAt.Unix() {
+				return r.GetID(), nil
+			}
+		}
+		if resp.NextPage == 0 {
+			return 0, nil
+		}
+		opts.Page = resp.NextPage
+	}
+}
+
+// mayHaveSucceeded reports whether a failed create may have been carried
+// out anyway: GitHub (or a proxy) answered 5xx, or the connection failed.
+// A 4xx, rate limits included, means it was not.
+func mayHaveSucceeded(ctx context.Context, err error) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	var er *github.ErrorResponse
+	if errors.As(err, &er) {
+		return er.Response != nil && er.Response.StatusCode >= 500
+	}
+	var rl *github.RateLimitError
+	var arl *github.AbuseRateLimitError
+	return !errors.As(err, &rl) && !errors.As(err, &arl)
+}
+
+// wait sleeps the backoff before retrying a create that failed.
+func (g *GitHub) wait(ctx context.Context, attempt int, op string, cause error) error {
+	d := g.opts.Backoff(attempt)
+	g.log.Warn("github create failed and nothing was created; retrying", "op", op, "attempt", attempt, "reason", cause, "wait", d)
+	if err := g.opts.Sleep(ctx, d); err != nil {
+		return fmt.Errorf("wait to retry %s: %w", op, err)
+	}
+	return nil
 }
 
 // HeadSHA is the commit the check runs are attached to (after Start, also
@@ -246,7 +332,15 @@ func (cr *CheckRun) Complete(ctx context.Context, rep *Report) error {
 	summary := rep.Markdown(MaxBody)
 	n := max(1, (len(anns)+AnnotationsPerRequest-1)/AnnotationsPerRequest)
 	for i := range n {
-		out := &github.CheckRunOutput{Title: github.String(title), Summary: github.String(summary)}
+		// GitHub wants a title and summary with every output, and each
+		// replaces the last: the batches before the last carry a one-line
+		// summary, and the report (up to 64 KiB) is sent once, with the
+		// last batch.
+		s := fmt.Sprintf("Adding annotations: %d of %d sent.", (i+1)*AnnotationsPerRequest, len(anns))
+		if i == n-1 {
+			s = summary
+		}
+		out := &github.CheckRunOutput{Title: github.String(title), Summary: github.String(s)}
 		if lo := i * AnnotationsPerRequest; lo < len(anns) {
 			out.Annotations = anns[lo:min(lo+AnnotationsPerRequest, len(anns))]
 		}
@@ -302,12 +396,29 @@ func (g *GitHub) Comment(ctx context.Context, rep *Report) error {
 		g.log.Info("pull request comment updated", "pr", g.opts.PR, "id", id)
 		return nil
 	}
-	c, _, err := g.client.Issues.CreateComment(ctx, g.owner, g.repo, g.opts.PR, &github.IssueComment{Body: github.String(body)})
-	if err != nil {
-		return explain("comment on pull request", "pull-requests: write", err)
+	// As in Start, a create that may have succeeded is looked up (by the
+	// marker) before it is sent again, so a 502 cannot leave two comments.
+	for attempt := 1; ; attempt++ {
+		c, _, err := g.client.Issues.CreateComment(ctx, g.owner, g.repo, g.opts.PR, &github.IssueComment{Body: github.String(body)})
+		if err == nil {
+			g.log.Info("pull request comment created", "pr", g.opts.PR, "id", c.GetID())
+			return nil
+		}
+		if !mayHaveSucceeded(ctx, err) || attempt >= g.opts.Attempts {
+			return explain("comment on pull request", "pull-requests: write", err)
+		}
+		id, ferr := g.findComment(ctx)
+		if ferr != nil {
+			return ferr
+		}
+		if id != 0 {
+			g.log.Info("pull request comment created (found after a failed create)", "pr", g.opts.PR, "id", id, "error", err)
+			return nil
+		}
+		if err := g.wait(ctx, attempt, "comment on pull request", err); err != nil {
+			return err
+		}
 	}
-	g.log.Info("pull request comment created", "pr", g.opts.PR, "id", c.GetID())
-	return nil
 }
 
 // findComment returns the ID of the first comment that starts with Marker,

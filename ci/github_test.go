@@ -21,17 +21,26 @@ import (
 
 const headSHA = "2222222222222222222222222222222222222222"
 
-// sleeps records the waits the reporter asks for, without waiting.
+// sleeps records the waits the reporter asks for, without waiting, and is
+// the reporter's clock: a wait moves it on.
 type sleeps struct {
-	mu sync.Mutex
-	d  []time.Duration
+	mu    sync.Mutex
+	d     []time.Duration
+	clock time.Time
 }
 
 func (s *sleeps) sleep(ctx context.Context, d time.Duration) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.d = append(s.d, d)
+	s.clock = s.clock.Add(d)
 	return ctx.Err()
+}
+
+func (s *sleeps) now() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.clock
 }
 
 func (s *sleeps) got() []time.Duration {
@@ -42,12 +51,15 @@ func (s *sleeps) got() []time.Duration {
 
 func newReporter(t *testing.T, gh *githubtest.Server, pr int, mutate ...func(*ci.GitHubOptions)) (*ci.GitHub, *sleeps) {
 	t.Helper()
-	sl := &sleeps{}
+	sl := &sleeps{clock: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	opts := ci.GitHubOptions{
 		Token: githubtest.Token, Repository: "acme/configs", APIURL: gh.URL, PR: pr, HeadSHA: headSHA,
-		Sleep:  sl.sleep,
-		Now:    func() time.Time { return time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC) },
-		Logger: slog.New(slog.NewTextHandler(t.Output(), nil)),
+		Sleep: sl.sleep,
+		Now:   sl.now,
+		// Pacing has its own test; elsewhere it would only add waits to
+		// the ones a test is about.
+		MutationInterval: -1,
+		Logger:           slog.New(slog.NewTextHandler(t.Output(), nil)),
 	}
 	for _, m := range mutate {
 		m(&opts)
@@ -244,9 +256,14 @@ func TestGitHubRetries(t *testing.T) {
 	if err := publish(t.Context(), g, sampleReport()); err != nil {
 		t.Fatal(err)
 	}
+	// A create answered 5xx may have been carried out: the run is looked
+	// up before the create is sent again.
+	lookup := "GET /repos/acme/configs/commits/" + headSHA + "/check-runs 200"
 	want := []string{
 		"POST /repos/acme/configs/check-runs 503",
+		lookup,
 		"POST /repos/acme/configs/check-runs 502",
+		lookup,
 		"POST /repos/acme/configs/check-runs 201",
 		"PATCH /repos/acme/configs/check-runs/1001 403",
 		"PATCH /repos/acme/configs/check-runs/1001 200",
@@ -265,8 +282,8 @@ func TestGitHubRetries(t *testing.T) {
 	}
 	// The replayed body is the original one.
 	reqs := gh.Requests()
-	if reqs[2].Body["head_sha"] != headSHA || len(gh.Comments(7)) != 1 {
-		t.Errorf("retried create: got %v; %d comments", reqs[2].Body, len(gh.Comments(7)))
+	if reqs[4].Body["head_sha"] != headSHA || len(gh.Comments(7)) != 1 {
+		t.Errorf("retried create: got %v; %d comments", reqs[4].Body, len(gh.Comments(7)))
 	}
 }
 
@@ -283,8 +300,14 @@ func TestGitHubGivesUp(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "500") {
 		t.Fatalf("got %v, want the 500 after 3 attempts", err)
 	}
-	if n := len(gh.Requests()); n != 3 {
-		t.Errorf("attempts: got %d, want 3", n)
+	posts := 0
+	for _, r := range gh.Requests() {
+		if r.Method == http.MethodPost {
+			posts++
+		}
+	}
+	if posts != 3 || len(gh.Runs()) != 0 {
+		t.Errorf("attempts: got %d creates and %d runs, want 3 and 0", posts, len(gh.Runs()))
 	}
 	if got := sl.got(); !slices.Equal(got, []time.Duration{time.Millisecond, 2 * time.Millisecond}) {
 		t.Errorf("waits: got %v", got)
@@ -430,5 +453,94 @@ func TestGitHubPrimaryRateLimit(t *testing.T) {
 	}
 	if len(sl.got()) != 0 || len(gh.Requests()) != 1 {
 		t.Errorf("got %d waits and %d requests, want none and 1", len(sl.got()), len(gh.Requests()))
+	}
+}
+
+// TestGitHubCreateAnsweredAfterStored: GitHub stores the check run and the
+// comment but the answer is a 502 (a proxy timing out). The reporter looks
+// them up instead of creating them again: one run, completed; one comment.
+func TestGitHubCreateAnsweredAfterStored(t *testing.T) {
+	gh := githubtest.New(t)
+	gh.FailAfterServing(githubtest.CreateCheckRun, http.StatusBadGateway, "bad gateway")
+	gh.FailAfterServing(githubtest.CreateComment, http.StatusBadGateway, "bad gateway")
+	g, _ := newReporter(t, gh, 7)
+	if err := publish(t.Context(), g, sampleReport()); err != nil {
+		t.Fatal(err)
+	}
+	runs := gh.Runs()
+	if len(runs) != 1 {
+		t.Fatalf("got %d check runs, want 1", len(runs))
+	}
+	for _, r := range runs {
+		if r.Status != "completed" || r.Conclusion != "failure" {
+			t.Errorf("run %d: %s/%s, want completed/failure (none left in_progress)", r.ID, r.Status, r.Conclusion)
+		}
+	}
+	if cs := gh.Comments(7); len(cs) != 1 || !strings.HasPrefix(cs[0].Body, ci.Marker) {
+		t.Errorf("got %d comments, want exactly one sticky comment", len(cs))
+	}
+	want := []string{
+		"POST /repos/acme/configs/check-runs 502",
+		"GET /repos/acme/configs/commits/" + headSHA + "/check-runs 200",
+		"PATCH /repos/acme/configs/check-runs/1001 200",
+		"GET /repos/acme/configs/issues/7/comments 200",
+		"POST /repos/acme/configs/issues/7/comments 502",
+		"GET /repos/acme/configs/issues/7/comments 200",
+	}
+	if got := gh.Sequence(); !slices.Equal(got, want) {
+		t.Fatalf("requests:\ngot  %q\nwant %q", got, want)
+	}
+}
+
+// TestGitHubAPIURLAsGiven: the API root is used exactly as given, whether
+// it is a host's root or a proxy's path; nothing is appended to it.
+func TestGitHubAPIURLAsGiven(t *testing.T) {
+	for _, root := range []string{"", "/proxy/github", "/api/v3"} {
+		t.Run("root="+root, func(t *testing.T) {
+			gh := githubtest.NewAt(t, root)
+			g, _ := newReporter(t, gh, 7)
+			if err := publish(t.Context(), g, sampleReport()); err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range gh.Requests() {
+				if r.Status == http.StatusNotFound {
+					t.Errorf("%s %s went outside the API root", r.Method, r.Path)
+				}
+			}
+			if len(gh.Comments(7)) != 1 || len(gh.Runs()) != 1 {
+				t.Errorf("got %d comments and %d runs, want 1 and 1", len(gh.Comments(7)), len(gh.Runs()))
+			}
+		})
+	}
+}
+
+// TestGitHubPacesMutations: mutating requests go out at least a second
+// apart, and the annotation batches before the last do not carry the
+// report (which the last one sends once).
+func TestGitHubPacesMutations(t *testing.T) {
+	gh := githubtest.New(t)
+	g, sl := newReporter(t, gh, 7, func(o *ci.GitHubOptions) { o.MutationInterval = time.Second })
+	rep := reportWithErrors(120)
+	if err := publish(t.Context(), g, rep); err != nil {
+		t.Fatal(err)
+	}
+	// Mutations: create, 3 PATCHes, the comment; the fake clock moves only
+	// when the reporter waits, so every mutation after the first waits 1 s.
+	want := []time.Duration{time.Second, time.Second, time.Second, time.Second}
+	if got := sl.got(); !slices.Equal(got, want) {
+		t.Errorf("waits: got %v, want %v", got, want)
+	}
+	var summaries []int
+	for _, r := range gh.Requests() {
+		if r.Method == http.MethodPatch {
+			summaries = append(summaries, len(r.Body["output"].(map[string]any)["summary"].(string)))
+		}
+	}
+	full := len(rep.Markdown(ci.MaxBody))
+	if len(summaries) != 3 || summaries[0] >= 200 || summaries[1] >= 200 || summaries[2] != full {
+		t.Errorf("summary sizes per PATCH: got %v, want two short ones and the full %d bytes last", summaries, full)
+	}
+	if run := gh.Runs()[1001]; run.Summary != rep.Markdown(ci.MaxBody) || len(run.Annotations) != 120 {
+		t.Errorf("run ends with a summary of %d bytes and %d annotations, want the report and 120", len(run.Summary), len(run.Annotations))
 	}
 }

@@ -82,7 +82,14 @@ func (r *Report) WriteText(w io.Writer) error {
 			if n.Consistency != "" {
 				fmt.Fprintf(&b, "  consistency: %s", n.Consistency)
 			}
+			fmt.Fprintf(&b, "  imports configs from: %s", importsFrom(n))
 			b.WriteString("\n")
+		}
+	}
+	if len(r.Undeclared) > 0 {
+		b.WriteString("\nnot compiled (no namespace in cuecast.cue, no config imports it):\n")
+		for _, d := range r.Undeclared {
+			fmt.Fprintf(&b, "  ! %s/  declare it in cuecast.cue if it holds configs\n", d)
 		}
 	}
 	b.WriteString("\n" + r.verdict() + "\n")
@@ -118,10 +125,11 @@ func (r *Report) Markdown(limit int) string {
 	}
 	add("%s; %d file(s) changed.\n\n", cmp, len(r.ChangedFiles))
 
+	groups := r.groups()
 	if len(r.Configs) > 0 {
 		add("| config | status | compiled output |\n|---|---|---|\n")
-		for _, cc := range r.Configs {
-			add("| %s | %s | %s |\n", mdCode(cc.title()), cc.Status, mdCell(cc.outline()))
+		for _, g := range groups {
+			add("| %s | %s | %s |\n", g.names(mdCode), g[0].Status, mdCell(g[0].outline()))
 		}
 		add("\n")
 	}
@@ -141,14 +149,22 @@ func (r *Report) Markdown(limit int) string {
 		add("\n")
 	}
 	if len(r.Namespaces) > 0 {
-		add("### Namespaces touched\n\n| namespace | owners | consistency | configs |\n|---|---|---|---|\n")
+		add("### Namespaces touched\n\n| namespace | owners | consistency | imports configs from | configs |\n|---|---|---|---|---|\n")
 		for _, n := range r.Namespaces {
-			add("| %s | %s | %s | %d |\n", mdCode(n.Name), mdCell(strings.Join(n.Owners, ", ")), n.Consistency, len(n.Configs))
+			add("| %s | %s | %s | %s | %d |\n", mdCode(n.Name), mdCell(strings.Join(n.Owners, ", ")), n.Consistency, mdCell(importsFrom(n)), len(n.Configs))
+		}
+		add("\n")
+	}
+	if len(r.Undeclared) > 0 {
+		add("### Not compiled\n\n")
+		for _, d := range r.Undeclared {
+			add("- ⚠️ %s holds CUE files but is no namespace in `cuecast.cue` and no config imports it, so nothing in it is compiled; declare it if it holds configs\n", mdCode(d+"/"))
 		}
 		add("\n")
 	}
 	first := true
-	for _, cc := range r.Configs {
+	for _, g := range groups {
+		cc := g[0]
 		lines := cc.diffLines()
 		if len(lines) == 0 {
 			continue
@@ -163,12 +179,69 @@ func (r *Report) Markdown(limit int) string {
 		}
 		body := fence(lines)
 		if len(lines) > collapseAfter {
-			add("<details><summary><code>%s</code> %s: %d paths</summary>\n\n%s\n</details>\n\n", htmlEscape(cc.title()), cc.Status, len(cc.Diff), body)
+			add("<details><summary>%s %s: %d paths</summary>\n\n%s\n</details>\n\n", g.names(func(s string) string { return "<code>" + htmlEscape(s) + "</code>" }), cc.Status, len(cc.Diff), body)
 		} else {
-			add("#### %s %s\n\n%s\n", mdCode(cc.title()), cc.Status, body)
+			add("#### %s %s\n\n%s\n", g.names(mdCode), cc.Status, body)
 		}
 	}
 	return fit(blocks, limit)
+}
+
+// groupAfter is how many configs with the same status and the same diff
+// the Markdown report shows one by one; more are one row and one diff: a
+// library change that alters 334 configs alike is one line, not 334.
+const groupAfter = 3
+
+// configGroup is configs whose change reads the same.
+type configGroup []ConfigChange
+
+// names lists a group's configs, the first few by name and the rest as a
+// count.
+func (g configGroup) names(code func(string) string) string {
+	if len(g) == 1 {
+		return code(g[0].title())
+	}
+	var s []string
+	for _, cc := range g[:min(len(g), groupAfter)] {
+		s = append(s, code(cc.title()))
+	}
+	out := strings.Join(s, ", ")
+	if len(g) > groupAfter {
+		out += fmt.Sprintf(" and %d more", len(g)-groupAfter)
+	}
+	return fmt.Sprintf("%d configs: %s", len(g), out)
+}
+
+// groups gathers configs with the same status and the same diff, when there
+// are more than groupAfter of them, at the place of their first config;
+// smaller groups stay one config each, in the report's order.
+func (r *Report) groups() []configGroup {
+	key := func(cc ConfigChange) string {
+		k := string(cc.Status) + "\x00" + strings.Join(cc.diffLines(), "\n")
+		if cc.From != "" {
+			k += "\x00" + string(cc.Config) // a rename is its own line
+		}
+		return k
+	}
+	byKey := make(map[string]configGroup)
+	keys := make([]string, len(r.Configs))
+	for i, cc := range r.Configs {
+		keys[i] = key(cc)
+		byKey[keys[i]] = append(byKey[keys[i]], cc)
+	}
+	var out []configGroup
+	done := make(map[string]bool)
+	for i, cc := range r.Configs {
+		g := byKey[keys[i]]
+		switch {
+		case len(g) <= groupAfter:
+			out = append(out, configGroup{cc})
+		case !done[keys[i]]:
+			done[keys[i]] = true
+			out = append(out, g)
+		}
+	}
+	return out
 }
 
 // fit joins blocks while they fit in limit bytes, keeping room for the
@@ -252,28 +325,49 @@ func levelMark(level string) string {
 }
 
 // riskLines are the risk summary's items; code formats a path or name.
+// maxRiskItems is how many configs or changes one risk line names before
+// it gives the rest as a count: a wide change must not bury the report.
+const maxRiskItems = 10
+
 func (r *Report) riskLines(code func(string) string) []string {
 	var out []string
 	if len(r.Risk.Strict) > 0 {
-		s := make([]string, len(r.Risk.Strict))
-		for i, p := range r.Risk.Strict {
-			s[i] = code(string(p))
+		s := make([]string, 0, maxRiskItems)
+		for _, p := range r.Risk.Strict[:min(len(r.Risk.Strict), maxRiskItems)] {
+			s = append(s, code(string(p)))
 		}
-		out = append(out, fmt.Sprintf("strict consistency: %s", strings.Join(s, ", ")))
+		if more := len(r.Risk.Strict) - len(s); more > 0 {
+			s = append(s, fmt.Sprintf("and %d more", more))
+		}
+		out = append(out, fmt.Sprintf("strict consistency (%d): %s", len(r.Risk.Strict), strings.Join(s, ", ")))
 	}
 	for _, l := range r.Risk.Libraries {
-		s := fmt.Sprintf("library %s reaches %d config(s)", code(l.Dir), len(l.Configs))
+		s := fmt.Sprintf("library %s reaches %d config(s), %d output(s) change", code(l.Dir), len(l.Configs), l.Changes)
 		if l.Wide {
 			s += " (wide)"
 		}
 		out = append(out, s)
 	}
-	for _, b := range r.Risk.Breaking {
+	for i, b := range r.Risk.Breaking {
+		if i == maxRiskItems {
+			out = append(out, fmt.Sprintf("breaking: and %d more", len(r.Risk.Breaking)-i))
+			break
+		}
 		if b.Path == "" {
 			out = append(out, fmt.Sprintf("breaking: %s: %s", code(string(b.Config)), b.Reason))
 		} else {
 			out = append(out, fmt.Sprintf("breaking: %s %s: %s", code(string(b.Config)), code(b.Path), b.Reason))
 		}
+	}
+	if n := len(r.Risk.NewFields); n > 0 {
+		s := make([]string, 0, maxRiskItems)
+		for _, b := range r.Risk.NewFields[:min(n, maxRiskItems)] {
+			s = append(s, code(string(b.Config))+" "+code(b.Path))
+		}
+		if n > maxRiskItems {
+			s = append(s, fmt.Sprintf("and %d more", n-maxRiskItems))
+		}
+		out = append(out, fmt.Sprintf("new field(s), which services decoding strictly reject until they know them: %s", strings.Join(s, ", ")))
 	}
 	if r.Risk.NewErrors > 0 {
 		out = append(out, fmt.Sprintf("%d new error(s) at head", r.Risk.NewErrors))
@@ -327,9 +421,12 @@ func (cc ConfigChange) diffLines() []string {
 		if d.Breaking {
 			mark = "  # breaking"
 		}
+		if d.NewField {
+			mark = "  # new field"
+		}
 		switch d.Op {
 		case OpAdded:
-			out = append(out, fmt.Sprintf("+ %s: %s", d.Path, clip(d.New)))
+			out = append(out, fmt.Sprintf("+ %s: %s%s", d.Path, clip(d.New), mark))
 		case OpRemoved:
 			out = append(out, fmt.Sprintf("- %s: %s%s", d.Path, clip(d.Old), mark))
 		default:
@@ -372,4 +469,12 @@ func mdCell(s string) string {
 
 func htmlEscape(s string) string {
 	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
+}
+
+// importsFrom says which other namespaces' configs a namespace may import.
+func importsFrom(n Namespace) string {
+	if len(n.ImportConfigsFrom) == 0 {
+		return "none (own namespace only)"
+	}
+	return strings.Join(n.ImportConfigsFrom, ", ")
 }

@@ -33,7 +33,7 @@ func sampleReport() *ci.Report {
 		Risk: ci.Risk{
 			Level: "high", Configs: 4, Compiled: 5, Namespaces: 2,
 			Strict:    []cuecast.ConfigPath{"payments/checkout", "payments/refunds"},
-			Libraries: []ci.Library{{Dir: "lib/service", Configs: []cuecast.ConfigPath{"payments/checkout", "payments/refunds", "search/indexer"}, Wide: true}},
+			Libraries: []ci.Library{{Dir: "lib/service", Configs: []cuecast.ConfigPath{"payments/checkout", "payments/refunds", "search/indexer"}, Changes: 3, Wide: true}},
 			Breaking: []ci.Breaking{
 				{Config: "payments/checkout", Path: "providers[1].timeout", Reason: "field removed"},
 				{Config: "payments/checkout", Path: "max_amount_minor", Reason: "type changed: number → string"},
@@ -65,9 +65,10 @@ func sampleReport() *ci.Report {
 		Namespaces: []ci.Namespace{
 			{Name: "payments", Owners: []string{"team-payments", "alice@example.com"}, Consistency: "strict",
 				Configs: []cuecast.ConfigPath{"payments/checkout", "payments/ledger", "payments/refunds"}},
-			{Name: "search", Owners: []string{"team-search"}, Consistency: "relaxed",
+			{Name: "search", Owners: []string{"team-search"}, Consistency: "relaxed", ImportConfigsFrom: []string{"payments"},
 				Configs: []cuecast.ConfigPath{"search/broken", "search/flag", "search/indexer", "search/new", "search/old", "search/ui-flag"}},
 		},
+		Undeclared: []string{"billing"},
 	}
 }
 
@@ -119,12 +120,13 @@ func TestMarkdownShape(t *testing.T) {
 
 func TestMarkdownTruncation(t *testing.T) {
 	rep := sampleReport()
-	// 300 configs with 100 changed paths each: far over the limit.
+	// 300 configs with 100 changed paths each, all different: far over the
+	// limit.
 	for i := range 300 {
 		var d []ci.Difference
 		for j := range 100 {
 			d = append(d, ci.Difference{Path: fmt.Sprintf("k%03d", j), Op: ci.OpChanged,
-				Old: json.RawMessage(`"` + strings.Repeat("é", 50) + `"`), New: json.RawMessage(`"x"`)})
+				Old: json.RawMessage(`"` + strings.Repeat("é", 50) + `"`), New: json.RawMessage(fmt.Sprintf(`"x%d"`, i))})
 		}
 		rep.Configs = append(rep.Configs, ci.ConfigChange{Config: cuecast.ConfigPath(fmt.Sprintf("search/c%03d", i)), Status: ci.StatusChanged, Diff: d})
 	}
@@ -152,5 +154,31 @@ func TestMarkdownTruncation(t *testing.T) {
 		if !strings.HasPrefix(md, ci.Marker) || !strings.Contains(md, "**Risk: high**") {
 			t.Errorf("limit %d: the marker and risk summary must survive truncation", limit)
 		}
+	}
+}
+
+// TestMarkdownGroupsAlikeChanges: 334 configs changed alike (one library
+// edit) are one row and one diff, not 334 of each.
+func TestMarkdownGroupsAlikeChanges(t *testing.T) {
+	rep := sampleReport()
+	rep.Configs = nil
+	for i := range 334 {
+		rep.Configs = append(rep.Configs, ci.ConfigChange{Config: cuecast.ConfigPath(fmt.Sprintf("payments/c%03d", i)), Status: ci.StatusChanged,
+			Diff: []ci.Difference{{Path: "service.replicas", Op: ci.OpChanged, Old: json.RawMessage("6"), New: json.RawMessage("8")}}})
+	}
+	rep.Configs = append(rep.Configs, ci.ConfigChange{Config: "search/indexer", Status: ci.StatusChanged,
+		Diff: []ci.Difference{{Path: "shards", Op: ci.OpChanged, Old: json.RawMessage("1"), New: json.RawMessage("2")}}})
+	md := rep.Markdown(0)
+	if strings.Contains(md, "truncated") || len(md) > 20_000 {
+		t.Errorf("%d bytes, truncated=%v; want a short report", len(md), strings.Contains(md, "truncated"))
+	}
+	if !strings.Contains(md, "| 334 configs: `payments/c000`, `payments/c001`, `payments/c002` and 331 more | changed |") {
+		t.Errorf("no grouped row for the 334 configs:\n%s", md)
+	}
+	if n := strings.Count(md, "+ service.replicas: 8"); n != 1 {
+		t.Errorf("the shared diff appears %d times, want once", n)
+	}
+	if !strings.Contains(md, "`search/indexer`") {
+		t.Errorf("the config changed differently is not listed on its own")
 	}
 }

@@ -49,6 +49,11 @@ type Report struct {
 	// configs and in files no config owns (the manifest, libraries).
 	Errors     []Finding   `json:"errors"`
 	Namespaces []Namespace `json:"namespaces"`
+	// Undeclared are top-level directories where the change touches CUE
+	// files that no namespace holds and no config imports: nothing there
+	// is compiled, which is what a forgotten namespace declaration looks
+	// like. A warning; the check does not fail for it.
+	Undeclared []string `json:"undeclared,omitempty"`
 }
 
 // ConfigChange is one affected config.
@@ -79,16 +84,27 @@ type Finding struct {
 // Namespace is a namespace the change touches, as the head's manifest (or
 // the base's, for a namespace the change removes) describes it.
 type Namespace struct {
-	Name        string               `json:"name"`
-	Owners      []string             `json:"owners"`
-	Consistency string               `json:"consistency,omitempty"`
-	Configs     []cuecast.ConfigPath `json:"configs"`
+	Name        string   `json:"name"`
+	Owners      []string `json:"owners"`
+	Consistency string   `json:"consistency,omitempty"`
+	// ImportConfigsFrom are the other namespaces whose configs this one's
+	// may import (the manifest's import_configs_from); none when empty.
+	ImportConfigsFrom []string             `json:"import_configs_from,omitempty"`
+	Configs           []cuecast.ConfigPath `json:"configs"`
 }
 
 // Risk is the change's blast radius, shown at the top of every report.
 type Risk struct {
-	// Level is "high" (breaking, strict, wide or everything), "medium" (some
-	// output changes) or "low" (no compiled output changes).
+	// Level is computed from what the compiled outputs do, not from what
+	// the change could reach (ci/README.md states the levels):
+	//
+	//   - "low": no config's compiled output changes;
+	//   - "medium": outputs change, none of the below;
+	//   - "high": a breaking change (a field removed or retyped, a config
+	//     removed or moved), a changed output in a namespace with strict
+	//     consistency, one library change altering at least the fan-out
+	//     threshold of outputs (wide), or a manifest or cue.mod/ change
+	//     that alters any output.
 	Level string `json:"level"`
 	// Configs is how many configs' output changes (or breaks); Compiled
 	// how many were compiled at head because the change could affect them.
@@ -102,16 +118,23 @@ type Risk struct {
 	// Breaking lists changes that services reading the old output may not
 	// survive.
 	Breaking []Breaking `json:"breaking,omitempty"`
+	// NewFields lists object fields the change adds to existing configs:
+	// harmless to services that ignore unknown fields, fatal to those
+	// decoding strictly until they learn the field.
+	NewFields []Breaking `json:"new_fields,omitempty"`
 	// NewErrors counts errors at head that the base did not have.
 	NewErrors   int `json:"new_errors"`
 	PreExisting int `json:"pre_existing_errors"`
 }
 
 // Library is a changed directory outside every namespace and the configs that
-// import it. Wide is set when they number at least the fan-out threshold.
+// import it. Changes counts those whose compiled output the change alters;
+// Wide is set when they number at least the fan-out threshold (a library
+// many configs import whose change alters no output is not wide).
 type Library struct {
 	Dir     string               `json:"dir"`
 	Configs []cuecast.ConfigPath `json:"configs"`
+	Changes int                  `json:"changes"`
 	Wide    bool                 `json:"wide,omitempty"`
 }
 
@@ -184,6 +207,10 @@ func (r *Report) build(base, head *compiler.Result, targets []cuecast.ConfigPath
 			if err != nil {
 				return fmt.Errorf("diff %s: %w", cp, err)
 			}
+			// No service read this config before: nothing is new to one.
+			for i := range d {
+				d[i].NewField = false
+			}
 			cc.Diff = d
 		}
 		r.Configs = append(r.Configs, cc)
@@ -230,7 +257,7 @@ func (r *Report) build(base, head *compiler.Result, targets []cuecast.ConfigPath
 			if !ok {
 				n = &Namespace{Name: ns, Owners: []string{}}
 				if m, ok := lookupNamespace(ns, head.Manifest, base.Manifest); ok {
-					n.Owners, n.Consistency = m.Owners, m.Consistency
+					n.Owners, n.Consistency, n.ImportConfigsFrom = m.Owners, m.Consistency, m.ImportConfigsFrom
 				}
 				byNS[ns] = n
 				names = append(names, ns)
@@ -253,6 +280,9 @@ func (r *Report) build(base, head *compiler.Result, targets []cuecast.ConfigPath
 			r.Risk.Breaking = append(r.Risk.Breaking, Breaking{Config: cc.From, Reason: "config moved to " + string(cc.Config)})
 		case StatusChanged:
 			for _, d := range cc.Diff {
+				if d.NewField {
+					r.Risk.NewFields = append(r.Risk.NewFields, Breaking{Config: cc.Config, Path: d.Path, Reason: "new field"})
+				}
 				if !d.Breaking {
 					continue
 				}
@@ -328,7 +358,13 @@ func (r *Report) libraries(base, head *compiler.Result, changed []string, fanOut
 		if reach == nil {
 			reach = []cuecast.ConfigPath{}
 		}
-		r.Risk.Libraries = append(r.Risk.Libraries, Library{Dir: dir, Configs: reach, Wide: len(reach) >= fanOut})
+		changes := 0
+		for _, cc := range r.Configs {
+			if _, found := slices.BinarySearch(reach, cc.Config); found && cc.Status != StatusUnchanged && cc.Status != StatusStillInvalid {
+				changes++
+			}
+		}
+		r.Risk.Libraries = append(r.Risk.Libraries, Library{Dir: dir, Configs: reach, Changes: changes, Wide: changes >= fanOut})
 	}
 	r.Risk.Level = "low"
 	if r.Risk.Configs > 0 {

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -21,17 +22,58 @@ const maxRateLimitWait = time.Minute
 // Retry-After), a primary rate limit resetting within maxRateLimitWait, and
 // connection errors. It waits Retry-After when GitHub sends it, else the
 // backoff. Bodies are replayed with Request.GetBody.
+//
+// A POST creates something, so it is retried only on answers that say it
+// was not carried out (rate limits); after a 5xx or a lost connection the
+// caller looks up what it meant to create first (GitHub.Start, Comment).
+//
+// Mutating requests are spaced at least interval apart, as GitHub's REST
+// guidance asks.
 type retryTransport struct {
 	base     http.RoundTripper
 	attempts int
 	backoff  func(retry int) time.Duration
 	sleep    func(ctx context.Context, d time.Duration) error
 	log      *slog.Logger
+	now      func() time.Time
+	interval time.Duration
+
+	mu           sync.Mutex
+	lastMutation time.Time
+}
+
+// pace waits until interval has passed since the last mutating request.
+// The CLI sends one request at a time, so holding the lock while waiting
+// only orders concurrent callers.
+func (t *retryTransport) pace(req *http.Request) error {
+	switch req.Method {
+	case http.MethodPost, http.MethodPatch, http.MethodPut, http.MethodDelete:
+	default:
+		return nil
+	}
+	if t.interval <= 0 {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.lastMutation.IsZero() {
+		if d := t.lastMutation.Add(t.interval).Sub(t.now()); d > 0 {
+			if err := t.sleep(req.Context(), d); err != nil {
+				return fmt.Errorf("wait to send %s %s: %w", req.Method, req.URL.Path, err)
+			}
+		}
+	}
+	t.lastMutation = t.now()
+	return nil
 }
 
 func (t *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
+	create := req.Method == http.MethodPost
 	for attempt := 1; ; attempt++ {
+		if err := t.pace(req); err != nil {
+			return nil, err
+		}
 		r := req
 		if attempt > 1 {
 			r = req.Clone(ctx)
@@ -48,13 +90,16 @@ func (t *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		var why string
 		switch {
 		case err != nil:
-			if ctx.Err() != nil || attempt >= t.attempts || (req.Body != nil && req.GetBody == nil) {
+			if create || ctx.Err() != nil || attempt >= t.attempts || (req.Body != nil && req.GetBody == nil) {
 				return nil, err
 			}
 			wait, why = t.backoff(attempt), err.Error()
 		default:
 			var retry bool
 			wait, why, retry = t.retryable(resp, attempt)
+			if create && resp.StatusCode >= 500 {
+				retry = false
+			}
 			if !retry || attempt >= t.attempts || (req.Body != nil && req.GetBody == nil) {
 				return resp, nil
 			}

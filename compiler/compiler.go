@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -71,6 +72,12 @@ type Result struct {
 	// Index maps files to the configs they affect. After a compile limited
 	// by Options.Configs it covers only those configs; see Index.Merge.
 	Index *Index
+	// Undeclared lists top-level directories that hold CUE packages but
+	// are neither a namespace nor imported by any config: a namespace
+	// someone forgot to declare looks like this, its configs never
+	// compiled. Not an error, because an unused library looks the same.
+	// Only a full compile (no Options.Configs) fills it.
+	Undeclared []string
 }
 
 // OK reports whether the compile found no errors.
@@ -107,6 +114,10 @@ type Namespace struct {
 	// Configs overrides Policy or Consistency for single configs, keyed by
 	// the path below the namespace ("checkout"); nil when none does.
 	Configs map[string]ConfigOverride
+	// ImportConfigsFrom are the other namespaces whose configs this
+	// namespace's configs may import (import_configs_from); importing a
+	// config of any other is config/cross-namespace-import.
+	ImportConfigsFrom []string
 }
 
 // ConfigOverride is one config's own rollout policy or consistency class;
@@ -149,7 +160,14 @@ func Compile(ctx context.Context, repoDir string, opts Options) (res *Result, er
 	}
 	fsys := opts.FS
 	if fsys == nil {
-		fsys = os.DirFS(repoDir)
+		// os.Root, unlike os.DirFS, refuses a symlink that leaves the repo
+		// at any hop, as gitfs does for a commit.
+		r, err := os.OpenRoot(repoDir)
+		if err != nil {
+			return nil, fmt.Errorf("open repo %s: %w", repoDir, err)
+		}
+		defer r.Close()
+		fsys = r.FS()
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -161,6 +179,11 @@ func Compile(ctx context.Context, repoDir string, opts Options) (res *Result, er
 		return nil, fmt.Errorf("stat cue.mod/module.cue: %w", err)
 	}
 	start := time.Now()
+	root, cleanup, err := loaderRoot()
+	if err != nil {
+		return nil, err
+	}
+	defer cleanup()
 	tree, err := walkRepo(fsys)
 	if err != nil {
 		return nil, fmt.Errorf("list repo %s: %w", repoDir, err)
@@ -168,6 +191,7 @@ func Compile(ctx context.Context, repoDir string, opts Options) (res *Result, er
 	c := &compilation{
 		opts:    opts,
 		fsys:    fsys,
+		root:    filepath.ToSlash(root),
 		tree:    tree,
 		mem:     newMemFS(),
 		headers: make(map[string]header),
@@ -198,6 +222,8 @@ func Compile(ctx context.Context, repoDir string, opts Options) (res *Result, er
 type compilation struct {
 	opts Options
 	fsys fs.FS
+	// root is the loader's directory for the repo (see loadConfig).
+	root string
 	tree *repoTree
 	// mem is the file system the CUE loader sees: only files that passed
 	// the file lints, from the directories this compile needs.
@@ -298,6 +324,7 @@ func (c *compilation) run(ctx context.Context) error {
 		}
 		deps[cp] = d
 	}
+	crossing := c.crossNamespaceImports(man, targets, deps)
 	if c.opts.PlanOnly {
 		c.res.Index = newIndex(deps, man.Namespaces)
 		return nil
@@ -310,7 +337,7 @@ func (c *compilation) run(ctx context.Context) error {
 			c.errs = append(c.errs, e)
 			continue
 		}
-		if c.touchesBadFile(deps[cp]) {
+		if c.touchesBadFile(deps[cp]) || crossing[cp] {
 			continue
 		}
 		compile = append(compile, cp)
@@ -356,11 +383,28 @@ func (c *compilation) run(ctx context.Context) error {
 	}
 
 	// Check each namespace schema once; configs of a namespace whose schema
-	// is broken are not compiled (the manifest error says why).
+	// is broken are not compiled (the errors say why). A schema package
+	// that does not load or evaluate is reported once, at its own lines,
+	// whichever namespaces use it.
 	schemas := make(map[string]*nsSchema)
+	users := make(map[string][]string) // schema import path -> namespaces
 	for _, ns := range sortedKeys(man.Namespaces) {
-		s, e := c.checkSchema(ctx, man.Namespaces[ns], schemaPos[ns], insts, schemaArgs)
-		if e != nil {
+		if imp, _, ok := splitSchema(man.Namespaces[ns].Schema); ok {
+			users[imp] = append(users[imp], ns)
+		}
+	}
+	brokenPkgs := make(map[string]bool)
+	for _, ns := range sortedKeys(man.Namespaces) {
+		s, e, pkgErr := c.checkSchema(ctx, man.Namespaces[ns], schemaPos[ns], insts, schemaArgs)
+		switch {
+		case pkgErr != nil:
+			imp, _, _ := splitSchema(man.Namespaces[ns].Schema)
+			if !brokenPkgs[imp] {
+				brokenPkgs[imp] = true
+				c.errs = append(c.errs, c.schemaPackageErrors(imp, users[imp], pkgErr)...)
+			}
+			continue
+		case e != nil:
 			c.errs = append(c.errs, *e)
 			continue
 		}
@@ -389,6 +433,53 @@ func (c *compilation) run(ctx context.Context) error {
 	return nil
 }
 
+// crossNamespaceImports enforces import_configs_from: it reports every
+// import, in the packages the targets load, of a config in a namespace the
+// importing config's namespace does not name, and returns the configs that
+// load such an import. Each offending import is reported once, against the
+// config whose directory holds it (or no config, in a library).
+func (c *compilation) crossNamespaceImports(man *Manifest, targets []cuecast.ConfigPath, deps map[cuecast.ConfigPath][]string) map[cuecast.ConfigPath]bool {
+	bad := make(map[cuecast.ConfigPath]bool)
+	reported := make(map[string]bool)
+	for _, cp := range targets {
+		ns := man.Namespaces[cp.Namespace()]
+		dirs := append(append(ancestors(string(cp)), string(cp)), deps[cp]...)
+		for _, d := range dirs {
+			for _, f := range c.tree.dirs[d] {
+				h := c.headers[f]
+				if h.excluded {
+					continue
+				}
+				for i, imp := range h.imports {
+					idir, ok := c.importDir(imp)
+					if !ok {
+						continue
+					}
+					other, _, _ := strings.Cut(idir, "/")
+					if _, isNS := man.Namespaces[other]; !isNS || other == ns.Name || slices.Contains(ns.ImportConfigsFrom, other) {
+						continue
+					}
+					bad[cp] = true
+					var owner cuecast.ConfigPath
+					if cfg, ok := configPathOf(d, man.Namespaces); ok {
+						owner = cfg
+					}
+					key := fmt.Sprintf("%s:%d:%s", f, i, ns.Name)
+					if reported[key] {
+						continue
+					}
+					reported[key] = true
+					c.errs = append(c.errs, Error{Config: owner, File: f, Line: h.importAt[i][0], Column: h.importAt[i][1],
+						ID: IDCrossNamespaceImport, Fix: fixFor(IDCrossNamespaceImport),
+						Message: fmt.Sprintf("%s imports %s, a config of namespace %s, but cuecast.cue does not let namespace %s import configs from %s",
+							d, idir, other, ns.Name, other)})
+				}
+			}
+		}
+	}
+	return bad
+}
+
 // warnUnused logs top-level directories that hold CUE packages but are
 // neither a declared namespace nor imported by any config. That is what a
 // namespace someone forgot to declare looks like: its configs are treated
@@ -410,7 +501,8 @@ func (c *compilation) warnUnused(man *Manifest, deps map[cuecast.ConfigPath][]st
 			unused[top] = true
 		}
 	}
-	for _, top := range sortedKeys(unused) {
+	c.res.Undeclared = sortedKeys(unused)
+	for _, top := range c.res.Undeclared {
 		c.opts.Logger.Warn("directory holds CUE packages but is not a namespace and no config imports it; if it holds configs, declare it in cuecast.cue",
 			"dir", top)
 	}
@@ -435,7 +527,7 @@ func (c *compilation) wrapConfig(cp cuecast.ConfigPath, schema string) (string, 
 	}
 	pkg := ""
 	for _, f := range c.tree.dirs[string(cp)] {
-		if h := c.headers[f]; h.pkg != "" && h.pkg != "_" {
+		if h := c.headers[f]; h.pkg != "" && h.pkg != "_" && !h.excluded {
 			pkg = h.pkg
 			break
 		}
@@ -474,15 +566,42 @@ func sortedKeys[V any](m map[string]V) []string {
 	return ks
 }
 
-// loadConfig points the CUE loader at the in-memory copy of the repo. Paths
-// inside it start with "/"; FromFSPath turns them back into repo-relative
-// names so every position is reported as the author sees it.
+// loaderRoot makes the empty private directory loadConfig roots the
+// overlay at. Where no temporary directory can be made (a read-only file
+// system), a directory at the file system root that does not exist serves:
+// only the superuser could create it there.
+func loaderRoot() (root string, cleanup func(), err error) {
+	root, err = os.MkdirTemp("", loadRootPrefix+"*")
+	if err == nil {
+		return root, func() { os.RemoveAll(root) }, nil
+	}
+	fallback := string(filepath.Separator) + loadRootPrefix + "0"
+	if _, lerr := os.Lstat(fallback); errors.Is(lerr, fs.ErrNotExist) {
+		return fallback, func() {}, nil
+	}
+	return "", nil, fmt.Errorf("create loader root: %w", err)
+}
+
+// loadRootPrefix starts the name of the directory the CUE loader believes
+// the repo is in; relFile recognises loader file names by it.
+const loadRootPrefix = "cuecast-load-"
+
+// loadConfig points the CUE loader at the in-memory copy of the repo, given
+// as an overlay rooted at c.root: an empty directory this compile created,
+// so nothing the overlay lacks can be found on disk instead. (The loader's
+// fs.FS mode would need no directory, but cue/load v0.17 cannot resolve
+// packages vendored under cue.mod/pkg in that mode, nor give @embed a
+// module root.) relFile turns the absolute names back into repo-relative
+// ones, so every position is reported as the author sees it.
 func (c *compilation) loadConfig() *load.Config {
+	ov := make(map[string]load.Source, len(c.mem.files))
+	for name, b := range c.mem.files {
+		ov[c.root+"/"+name] = load.FromBytes(b)
+	}
 	return &load.Config{
-		FS:         c.mem,
-		Dir:        "/",
-		ModuleRoot: "/",
-		FromFSPath: func(p string) string { return strings.TrimPrefix(p, "/") },
+		Overlay:    ov,
+		Dir:        c.root,
+		ModuleRoot: c.root,
 		// No registry lookups: the repo must be self-contained, and a
 		// compile must never reach the network.
 		Env: []string{"CUE_REGISTRY=none"},
@@ -516,9 +635,43 @@ func (c *compilation) readDir(dir string) error {
 		return nil
 	}
 	c.read[dir] = true
+	embeds := false
 	for _, p := range c.tree.dirs[dir] {
 		if err := c.readInto(p); err != nil {
 			return err
+		}
+		embeds = embeds || c.headers[p].embeds
+	}
+	if embeds {
+		return c.readData(dir)
+	}
+	return nil
+}
+
+// readData copies the non-CUE files of dir and the directories below it
+// into the loader's file system, for a package there that embeds files
+// (@embed paths are relative to the package and cannot leave it).
+func (c *compilation) readData(dir string) error {
+	for d, files := range c.tree.data {
+		if !under(d, dir) || (dir == "." && d != ".") {
+			continue
+		}
+		for _, p := range files {
+			if _, ok := c.mem.files[p]; ok || c.tree.bad[p] {
+				continue
+			}
+			b, lint, err := readData(c.fsys, p)
+			if err != nil {
+				return err
+			}
+			if lint != nil {
+				// Not every file next to the package is embedded, so an
+				// oversized one is no error here; an @embed naming it
+				// fails to find it, at the attribute.
+				c.opts.Logger.Debug("not offered for embedding", "file", p, "reason", lint.Message)
+				continue
+			}
+			c.mem.add(p, b)
 		}
 	}
 	return nil
@@ -598,7 +751,7 @@ func (c *compilation) multiplePackages(cp cuecast.ConfigPath) (Error, bool) {
 	var firstFile string
 	for _, f := range c.tree.dirs[string(cp)] {
 		h, ok := c.headers[f]
-		if !ok || h.pkg == "" || h.pkg == "_" {
+		if !ok || h.pkg == "" || h.pkg == "_" || h.excluded {
 			continue
 		}
 		if first == "" {

@@ -17,6 +17,7 @@ import (
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/compiler"
 	"github.com/cuecast/cuecast/compiler/gen"
+	"github.com/cuecast/cuecast/schemas"
 )
 
 // TestDeterministic compiles the same repo, including configs that fail,
@@ -109,6 +110,11 @@ n: len([for a in list.Range(0, 500, 1) for b in list.Range(0, 500, 1) if a*b < 0
 	}
 	if !slices.Contains(timedOut, "web/slow") {
 		t.Fatalf("errors %v, want a config/timeout for web/slow", res.Errors)
+	}
+	// Reported at the slow comprehension, not at line 1 of the first file.
+	i := slices.IndexFunc(res.Errors, func(e compiler.Error) bool { return e.Config == "web/slow" })
+	if e := res.Errors[i]; e.File != "web/slow/slow.cue" || e.Line != 7 || !strings.Contains(e.Message, "comprehension with 2 for clause(s) in field n") {
+		t.Errorf("timeout reported as %v; want it at web/slow/slow.cue:7 naming the comprehension in field n", e)
 	}
 	if _, ok := res.Outputs["web/slow"]; ok {
 		t.Error("web/slow has an output despite timing out")
@@ -279,5 +285,52 @@ _n: len([for a in list.Range(0, 500, 1) for b in list.Range(0, 500, 1) if a*b < 
 	}
 	if res.Manifest != nil || len(res.Errors) != 1 || res.Errors[0].ID != compiler.IDConfigTimeout || res.Errors[0].File != "cuecast.cue" {
 		t.Fatalf("manifest %v, errors %v; want no manifest and one %s at cuecast.cue", res.Manifest, res.Errors, compiler.IDConfigTimeout)
+	}
+}
+
+// TestShippedSchemasImportable: a config repo that vendors cuecast's schemas
+// package under cue.mod/pkg, as configs-example/README.md says, can name
+// #FeatureFlag as a namespace schema and import it from a config.
+func TestShippedSchemasImportable(t *testing.T) {
+	fsys, _ := loadCase(t, "testdata/ok-base")
+	const vendored = "cue.mod/pkg/github.com/cuecast/cuecast/schemas/"
+	for name, b := range schemas.Files() {
+		fsys[vendored+name] = &fstest.MapFile{Data: b}
+	}
+	fsys["cuecast.cue"].Data = append(slices.Clone(fsys["cuecast.cue"].Data), []byte(`
+namespaces: flags: {
+	owners: ["team-flags"]
+	schema: "github.com/cuecast/cuecast/schemas#FeatureFlag"
+}
+`)...)
+	fsys["flags/checkout-v2/flag.cue"] = &fstest.MapFile{Data: []byte(`package flag
+
+description: "new checkout flow"
+owner:       "team-payments"
+enabled:     true
+`)}
+	fsys["flags/typed/flag.cue"] = &fstest.MapFile{Data: []byte(`package flag
+
+import "github.com/cuecast/cuecast/schemas"
+
+schemas.#FeatureFlag & {
+	description: "typed"
+	owner:       "team-flags"
+}
+`)}
+	res, err := compiler.Compile(context.Background(), "schemas", compiler.Options{FS: fsys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.OK() {
+		t.Fatalf("errors: %v", res.Errors)
+	}
+	for cp, want := range map[cuecast.ConfigPath]string{
+		"flags/checkout-v2": `{"allow":[],"deny":[],"description":"new checkout flow","enabled":true,"owner":"team-payments","rollout_percent":100}`,
+		"flags/typed":       `{"allow":[],"deny":[],"description":"typed","enabled":false,"owner":"team-flags","rollout_percent":100}`,
+	} {
+		if got := string(res.Outputs[cp].JSON); got != want {
+			t.Errorf("%s = %s, want %s", cp, got, want)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package compiler
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"path"
@@ -10,6 +11,7 @@ import (
 
 	"cuelang.org/go/cue/ast"
 	"cuelang.org/go/cue/parser"
+	"cuelang.org/go/cue/token"
 
 	"github.com/cuecast/cuecast"
 )
@@ -22,8 +24,14 @@ const MaxFileSize = 4 << 20
 // where the .cue files are, and which entries are symlinks that cannot be used.
 type repoTree struct {
 	// dirs maps a slash directory ("." for the root) to its .cue files (full
-	// slash paths, sorted).
+	// slash paths, sorted). Files CUE ignores (names starting with '_' or
+	// '.') are left out, so a directory holding only such files is no
+	// package and no config, as for cue itself.
 	dirs map[string][]string
+	// data maps a directory to its other regular files: the ones a package
+	// there may embed with @embed. Only names are listed; a file is read
+	// when a package that declares @extern(embed) needs it.
+	data map[string][]string
 	// modFiles are the files under cue.mod/ (all of them: module.cue and any
 	// vendored packages).
 	modFiles []string
@@ -74,7 +82,7 @@ func (t *repoTree) symlinkDirErrors(namespaces map[string]Namespace) []Error {
 // ignores (names starting with '.' or '_'), checks symlinks, and never reads
 // file contents.
 func walkRepo(fsys fs.FS) (*repoTree, error) {
-	t := &repoTree{dirs: make(map[string][]string), bad: make(map[string]bool)}
+	t := &repoTree{dirs: make(map[string][]string), data: make(map[string][]string), bad: make(map[string]bool)}
 	rl, canReadLink := fsys.(fs.ReadLinkFS)
 	err := fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -91,22 +99,34 @@ func walkRepo(fsys fs.FS) (*repoTree, error) {
 			return nil
 		}
 		inMod := p == "cue.mod" || strings.HasPrefix(p, "cue.mod/")
-		isCUE := strings.HasSuffix(name, ".cue")
+		// CUE ignores files whose names start with '_' or '.', whatever
+		// package they declare.
+		isCUE := strings.HasSuffix(name, ".cue") && !strings.HasPrefix(name, "_") && !strings.HasPrefix(name, ".")
+		// The symlink rule, the same for compile, check and the tailer
+		// (they all list the repo here; configs-example/README.md states
+		// it for authors): a symlink is judged only where CUE would read
+		// it. A link named like a CUE file, or under cue.mod/, must resolve
+		// to a file inside the repo and is then read like one; a link to a
+		// directory is never followed (`cue export ./...` does not follow
+		// one either) and is an error where it could hide configs or
+		// packages (symlinkDirErrors); any other link is not CUE and is
+		// left alone, dangling or not, except that a package may embed it
+		// when it resolves inside the repo.
+		relevant := inMod || isCUE
 		if d.Type()&fs.ModeSymlink != 0 {
-			ok, isDir, msg := checkSymlink(fsys, rl, canReadLink, p)
+			ok, isDir, id, msg := checkSymlink(fsys, rl, canReadLink, p)
 			switch {
+			case !ok && relevant:
+				t.reject(Error{File: p, Line: 1, Column: 1, ID: id, Message: msg})
+				return nil
 			case !ok:
-				t.reject(Error{File: p, Line: 1, Column: 1, ID: IDFileSymlinkEscape, Message: msg})
 				return nil
 			case isDir:
 				// Judged once the namespaces are known; see symlinkDirErrors.
 				t.symlinkDirs = append(t.symlinkDirs, symlinkDir{p, resolveLink(rl, p)})
 				return nil
 			}
-			if !inMod && !isCUE {
-				return nil
-			}
-		} else if !d.Type().IsRegular() || (!inMod && !isCUE) {
+		} else if !d.Type().IsRegular() {
 			return nil
 		}
 		if inMod {
@@ -114,6 +134,12 @@ func walkRepo(fsys fs.FS) (*repoTree, error) {
 			return nil
 		}
 		dir := path.Dir(p)
+		if !isCUE {
+			if !strings.HasSuffix(name, ".cue") {
+				t.data[dir] = append(t.data[dir], p)
+			}
+			return nil
+		}
 		t.dirs[dir] = append(t.dirs[dir], p)
 		return nil
 	})
@@ -121,6 +147,9 @@ func walkRepo(fsys fs.FS) (*repoTree, error) {
 		return nil, err
 	}
 	for _, fs := range t.dirs {
+		slices.Sort(fs)
+	}
+	for _, fs := range t.data {
 		slices.Sort(fs)
 	}
 	return t, nil
@@ -132,29 +161,42 @@ func (t *repoTree) reject(e Error) {
 	t.bad[e.File] = true
 }
 
-// checkSymlink reports whether the symlink at p stays inside the repo and
-// whether it names a directory. Without fs.ReadLinkFS the target cannot be
-// checked, so the link is refused rather than trusted.
-func checkSymlink(fsys fs.FS, rl fs.ReadLinkFS, canReadLink bool, p string) (ok, isDir bool, msg string) {
+// checkSymlink reports whether the symlink at p resolves inside the repo and
+// whether it names a directory; when it does not, the lint ID and message
+// say why (outside the repo, dangling, a loop). Without fs.ReadLinkFS the
+// target cannot be checked, so the link is refused rather than trusted.
+// The file systems Compile reads (os.Root, gitfs) refuse links leaving the
+// tree at any hop, which is what makes following a link safe.
+func checkSymlink(fsys fs.FS, rl fs.ReadLinkFS, canReadLink bool, p string) (ok, isDir bool, id, msg string) {
 	if !canReadLink {
-		return false, false, fmt.Sprintf("symlink %s cannot be resolved in this file system", p)
+		return false, false, IDFileSymlinkEscape, fmt.Sprintf("symlink %s cannot be resolved in this file system", p)
 	}
 	target, err := rl.ReadLink(p)
 	if err != nil {
-		return false, false, fmt.Sprintf("symlink %s: %v", p, err)
+		return false, false, IDFileSymlinkBroken, fmt.Sprintf("symlink %s: %v", p, err)
 	}
+	outside := fmt.Sprintf("symlink %s points outside the repo (%s)", p, target)
 	if path.IsAbs(target) || strings.HasPrefix(target, "/") {
-		return false, false, fmt.Sprintf("symlink %s points outside the repo (%s)", p, target)
+		return false, false, IDFileSymlinkEscape, outside
 	}
 	resolved := path.Join(path.Dir(p), target)
 	if resolved == ".." || strings.HasPrefix(resolved, "../") {
-		return false, false, fmt.Sprintf("symlink %s points outside the repo (%s)", p, target)
+		return false, false, IDFileSymlinkEscape, outside
 	}
 	fi, err := fs.Stat(fsys, p)
-	if err != nil {
-		return false, false, fmt.Sprintf("symlink %s is dangling (%s)", p, target)
+	switch {
+	case err == nil:
+		return true, fi.IsDir(), "", ""
+	case strings.Contains(err.Error(), "leaves the tree") || strings.Contains(err.Error(), "escapes"):
+		// A chain of links whose last hop leaves the repo.
+		return false, false, IDFileSymlinkEscape, fmt.Sprintf("symlink %s (-> %s) leads outside the repo", p, target)
+	case errors.Is(err, fs.ErrNotExist):
+		return false, false, IDFileSymlinkBroken, fmt.Sprintf("symlink %s is dangling: %s does not exist", p, resolved)
+	case strings.Contains(err.Error(), "too many levels of symbolic links"):
+		return false, false, IDFileSymlinkBroken, fmt.Sprintf("symlink %s (-> %s) is part of a loop of symlinks", p, target)
+	default:
+		return false, false, IDFileSymlinkBroken, fmt.Sprintf("symlink %s (-> %s) cannot be resolved: %v", p, target, err)
 	}
-	return true, fi.IsDir(), ""
 }
 
 // readFile reads one .cue file and applies the file lints. It returns nil
@@ -184,6 +226,28 @@ func readFile(fsys fs.FS, p string) ([]byte, *Error, error) {
 	return b, nil, nil
 }
 
+// readData reads a file a package may embed. Only the size limit applies:
+// embedded data need not be text.
+func readData(fsys fs.FS, p string) ([]byte, *Error, error) {
+	fi, err := fs.Stat(fsys, p)
+	if err != nil {
+		return nil, nil, fmt.Errorf("stat %s: %w", p, err)
+	}
+	if fi.Size() > MaxFileSize {
+		return nil, &Error{File: p, Line: 1, Column: 1, ID: IDFileTooLarge,
+			Message: fmt.Sprintf("file is %d bytes, over the %d-byte limit", fi.Size(), MaxFileSize)}, nil
+	}
+	b, err := fs.ReadFile(fsys, p)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read %s: %w", p, err)
+	}
+	if len(b) > MaxFileSize {
+		return nil, &Error{File: p, Line: 1, Column: 1, ID: IDFileTooLarge,
+			Message: fmt.Sprintf("file is %d bytes, over the %d-byte limit", len(b), MaxFileSize)}, nil
+	}
+	return b, nil, nil
+}
+
 // firstInvalidUTF8 returns the 1-based line and byte column of the first
 // byte that is not part of valid UTF-8.
 func firstInvalidUTF8(b []byte) (line, col int) {
@@ -204,11 +268,22 @@ func firstInvalidUTF8(b []byte) (line, col int) {
 }
 
 // header is what the compiler needs from a file before loading it: its
-// package name and its imports. Parse errors are left for the loader, which
+// package name, its imports, whether a build attribute (@if) leaves it out
+// and whether it embeds files. Parse errors are left for the loader, which
 // reports them with positions.
 type header struct {
 	pkg     string
 	imports []string
+	// importAt holds the line and column of each import.
+	importAt [][2]int
+	// excluded is set when the file's @if attribute is false. Compile sets
+	// no build tags, so @if(prod) excludes a file as it does for a plain
+	// `cue export`; the loader skips the file and so does every check made
+	// before loading (one package per directory, the wrapper's package).
+	excluded bool
+	// embeds is set by @extern(embed): the package may read other files
+	// of its directory with @embed.
+	embeds bool
 }
 
 func parseHeader(name string, src []byte) header {
@@ -217,12 +292,66 @@ func parseHeader(name string, src []byte) header {
 		return header{}
 	}
 	h := header{pkg: f.PackageName()}
+	for _, d := range f.Decls {
+		a, ok := d.(*ast.Attribute)
+		if !ok {
+			continue
+		}
+		key, body := a.Split()
+		switch key {
+		case "if":
+			if included, ok := buildTagsTrue(body); ok && !included {
+				h.excluded = true
+			}
+		case "extern":
+			h.embeds = h.embeds || strings.TrimSpace(body) == "embed"
+		}
+	}
 	for spec := range f.ImportSpecs() {
 		if p, ok := importPath(spec); ok {
 			h.imports = append(h.imports, p)
+			pos := spec.Pos()
+			h.importAt = append(h.importAt, [2]int{pos.Line(), pos.Column()})
 		}
 	}
 	return h
+}
+
+// buildTagsTrue evaluates the expression of an @if attribute with no build
+// tag set, as Compile sets none: a tag name is false, and !, && and ||
+// combine as in CUE. ok is false for an expression it cannot read; the
+// file is then kept and the loader reports what is wrong with it.
+func buildTagsTrue(expr string) (value, ok bool) {
+	x, err := parser.ParseExpr("@if", expr)
+	if err != nil {
+		return false, false
+	}
+	var eval func(ast.Expr) (bool, bool)
+	eval = func(x ast.Expr) (bool, bool) {
+		switch x := x.(type) {
+		case *ast.Ident:
+			return false, true
+		case *ast.ParenExpr:
+			return eval(x.X)
+		case *ast.UnaryExpr:
+			if x.Op != token.NOT {
+				return false, false
+			}
+			v, ok := eval(x.X)
+			return !v, ok
+		case *ast.BinaryExpr:
+			l, ok1 := eval(x.X)
+			r, ok2 := eval(x.Y)
+			switch x.Op {
+			case token.LAND:
+				return l && r, ok1 && ok2
+			case token.LOR:
+				return l || r, ok1 && ok2
+			}
+		}
+		return false, false
+	}
+	return eval(x)
 }
 
 func importPath(spec *ast.ImportSpec) (string, bool) {

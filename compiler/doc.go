@@ -29,8 +29,20 @@
 //   - Concreteness: every exported value must be concrete.
 //   - Lints, each with a stable ID and a one-line fix: secrets (secret/…),
 //     size per namespace (size/config-too-large), files that are not UTF-8,
-//     too large, or symlinks leaving the repo (file/…). A field opts out of
-//     a secret lint with @cuecast(allow="secret/<id>", reason="…").
+//     too large, or symlinks leaving the repo, dangling or looping
+//     (file/…). A field opts out of a secret lint with
+//     @cuecast(allow="secret/<id>", reason="…").
+//
+// # What Compile reads
+//
+// The repo as `cue export` reads it: files named _* or .* are ignored, a
+// file whose @if attribute is false (no build tags are set) is left out,
+// packages vendored under cue.mod/pkg (usr, gen) are importable, and a
+// package declaring @extern(embed) may @embed files below its directory.
+// One walk lists the repo for compile, check and the tailer, with one
+// symlink rule (configs-example/README.md states it): a CUE file that is a
+// symlink is read when it resolves to a file inside the repo, a symlinked
+// directory is never followed, and other symlinks are not looked at.
 //
 // # Output
 //
@@ -54,7 +66,10 @@
 // CUE context, replaced every 50 configs because a context only grows.
 // Options.Timeout bounds one config's evaluation; CUE cannot interrupt an
 // evaluation, so a config that exceeds it is reported (config/timeout) and
-// its goroutine is abandoned to finish in the background. Compile may be
+// its goroutine is abandoned to finish in the background. CUE cannot say
+// what it was evaluating either, so the error points at the costliest
+// construct in the config's files (nested comprehensions, disjunctions
+// unified with each other, list.Range) and says that this is a guess. Compile may be
 // called from several goroutines at once; a Result and its Index are not
 // modified after Compile returns.
 package compiler

@@ -55,25 +55,27 @@ func sortErrors(errs []Error) []Error {
 
 // Lint and error IDs. They are stable: CI rules and suppressions name them.
 const (
-	IDCue                = "cue"
-	IDManifestMissing    = "manifest/missing"
-	IDManifestSchema     = "manifest/unknown-schema"
-	IDUnknownNamespace   = "manifest/unknown-namespace"
-	IDConfigName         = "config/bad-name"
-	IDConfigPackages     = "config/multiple-packages"
-	IDConfigTimeout      = "config/timeout"
-	IDSizeConfig         = "size/config-too-large"
-	IDFileNotUTF8        = "file/not-utf8"
-	IDFileTooLarge       = "file/too-large"
-	IDFileSymlinkEscape  = "file/symlink-escape"
-	IDFileSymlinkDir     = "file/symlink-dir"
-	IDSecretPrivateKey   = "secret/private-key"
-	IDSecretAWSKey       = "secret/aws-access-key"
-	IDSecretGitHubToken  = "secret/github-token"
-	IDSecretJWT          = "secret/jwt"
-	IDSecretHighEntropy  = "secret/high-entropy"
-	IDLintAllowNoReason  = "lint/allow-without-reason"
-	IDLintAllowUnknownID = "lint/allow-unknown-id"
+	IDCue                  = "cue"
+	IDManifestMissing      = "manifest/missing"
+	IDManifestSchema       = "manifest/unknown-schema"
+	IDUnknownNamespace     = "manifest/unknown-namespace"
+	IDConfigName           = "config/bad-name"
+	IDConfigPackages       = "config/multiple-packages"
+	IDConfigTimeout        = "config/timeout"
+	IDCrossNamespaceImport = "config/cross-namespace-import"
+	IDSizeConfig           = "size/config-too-large"
+	IDFileNotUTF8          = "file/not-utf8"
+	IDFileTooLarge         = "file/too-large"
+	IDFileSymlinkEscape    = "file/symlink-escape"
+	IDFileSymlinkDir       = "file/symlink-dir"
+	IDFileSymlinkBroken    = "file/symlink-broken"
+	IDSecretPrivateKey     = "secret/private-key"
+	IDSecretAWSKey         = "secret/aws-access-key"
+	IDSecretGitHubToken    = "secret/github-token"
+	IDSecretJWT            = "secret/jwt"
+	IDSecretHighEntropy    = "secret/high-entropy"
+	IDLintAllowNoReason    = "lint/allow-without-reason"
+	IDLintAllowUnknownID   = "lint/allow-unknown-id"
 )
 
 // fixFor returns the one-line hint shown with each lint ID; "" for CUE
@@ -90,6 +92,8 @@ func fixFor(id string) string {
 		return "rename the directory to lower-case letters, digits, '_' and '-', starting with a letter or digit"
 	case IDConfigPackages:
 		return "keep one CUE package per config directory; move the other package to its own directory"
+	case IDCrossNamespaceImport:
+		return "move what both namespaces need into a library outside the namespaces, or add the namespace to import_configs_from in cuecast.cue"
 	case IDConfigTimeout:
 		return "simplify the evaluation (large comprehensions, deep recursion) so it finishes within the time limit"
 	case IDSizeConfig:
@@ -100,6 +104,8 @@ func fixFor(id string) string {
 		return "split the file; generated data this large belongs outside the config repo"
 	case IDFileSymlinkEscape:
 		return "replace the symlink with a file inside the repo"
+	case IDFileSymlinkBroken:
+		return "point the symlink at an existing file inside the repo, or remove it"
 	case IDFileSymlinkDir:
 		return "replace the symlinked directory with a real one, or import the package instead"
 	case IDSecretPrivateKey:

@@ -138,14 +138,40 @@ func (c *compilation) evalWithTimeout(ctx context.Context, w *worker, j job) job
 		// config gets a fresh one.
 		w.discard()
 		c.opts.Logger.Warn("config evaluation timed out", "config", j.cfg, "timeout", c.opts.Timeout)
-		return jobResult{cfg: j.cfg, errs: []Error{{Config: j.cfg, File: firstOr(c.tree.dirs[string(j.cfg)], string(j.cfg)), Line: 1, Column: 1,
-			ID: IDConfigTimeout, Message: fmt.Sprintf("evaluation did not finish within %s", c.opts.Timeout), Fix: fixFor(IDConfigTimeout)}}}
+		return jobResult{cfg: j.cfg, errs: []Error{c.timeoutError(j)}}
 	case err != nil:
 		// Cancelled: runJobs reports ctx.Err().
 		w.discard()
 		return jobResult{cfg: j.cfg}
 	}
 	return r
+}
+
+// timeoutError reports a config whose evaluation ran out of time at the
+// construct most likely to blame (findHotSpot), saying that it is a guess,
+// or at the config's first file when its files hold nothing known to be
+// slow.
+func (c *compilation) timeoutError(j job) Error {
+	e := Error{Config: j.cfg, File: firstOr(c.tree.dirs[string(j.cfg)], string(j.cfg)), Line: 1, Column: 1,
+		ID: IDConfigTimeout, Fix: fixFor(IDConfigTimeout),
+		Message: fmt.Sprintf("evaluation did not finish within %s", c.opts.Timeout)}
+	var own []string
+	for _, d := range append(ancestors(string(j.cfg)), string(j.cfg)) {
+		for _, f := range c.tree.dirs[d] {
+			if !c.headers[f].excluded {
+				own = append(own, f)
+			}
+		}
+	}
+	if h, ok := findHotSpot(c.mem.snapshot(own), own); ok {
+		e.File, e.Line, e.Column = h.file, h.line, h.col
+		in := ""
+		if h.field != "" {
+			in = " in field " + h.field
+		}
+		e.Message += fmt.Sprintf("; CUE cannot say where the time went, but the costliest construct in the config's files is %s%s, here", h.what, in)
+	}
+	return e
 }
 
 // contextReuse is how many configs one CUE context evaluates before it is
@@ -287,9 +313,36 @@ func instanceFiles(insts ...*build.Instance) []string {
 	return slices.Compact(files)
 }
 
-// relFile turns a loader file name into a repo-relative one.
+// relFile turns a loader file name (see loadConfig) into a repo-relative
+// one.
 func relFile(name string) string {
+	if i := strings.Index(name, "/"+loadRootPrefix); i >= 0 {
+		if j := strings.IndexByte(name[i+1:], '/'); j >= 0 {
+			name = name[i+1+j+1:]
+		} else {
+			name = "."
+		}
+	}
 	return strings.TrimPrefix(path.Clean(strings.TrimPrefix(name, "/")), "./")
+}
+
+// relMessage strips the loader's directory from the names in a message.
+func relMessage(msg string) string {
+	for {
+		i := strings.Index(msg, "/"+loadRootPrefix)
+		if i < 0 {
+			return msg
+		}
+		start := strings.LastIndexAny(msg[:i], " \t\"'(") + 1
+		end := i + 1 + len(loadRootPrefix)
+		for end < len(msg) && msg[end] >= '0' && msg[end] <= '9' {
+			end++
+		}
+		if end < len(msg) && msg[end] == '/' {
+			end++
+		}
+		msg = msg[:start] + msg[end:]
+	}
 }
 
 // cueErrors converts CUE errors. The primary position is the first one in
@@ -315,7 +368,7 @@ func (c *compilation) cueErrors(err error, cfg cuecast.ConfigPath, ownDirs []str
 			}
 		}
 		poss = dedupePos(poss)
-		msg := oneLine(e.Error())
+		msg := relMessage(oneLine(e.Error()))
 		// "N errors in empty disjunction:" only announces the errors that
 		// follow it; on its own line it has no position and says nothing.
 		if len(poss) == 0 && len(list) > 1 && strings.HasSuffix(msg, "errors in empty disjunction:") {
@@ -364,16 +417,63 @@ func (c *compilation) cueErrors(err error, cfg cuecast.ConfigPath, ownDirs []str
 		}
 		out1.Message = msg
 		out = append(out, out1)
-		conflicts = append(conflicts, conflictOf(e, len(out)-1))
+		cf := conflictOf(e, len(out)-1)
+		if !cf.ok && !strings.Contains(msg, "errors in empty disjunction") {
+			// Not a conflict: remembered by path for dropDisjunctFallout.
+			cf.path = strings.Join(e.Path(), ".")
+		}
+		cf.own = len(poss) > 0 && !slices.ContainsFunc(poss, func(p token.Pos) bool { return !isOwn(p) })
+		conflicts = append(conflicts, cf)
 	}
+	out, conflicts = dropDisjunctFallout(out, conflicts)
 	return mergeDisjunctionErrors(out, conflicts)
+}
+
+// dropDisjunctFallout keeps the most specific of the conflicts CUE reports
+// for one field. A field the config sets twice, where the schema allows
+// several values, fails once per alternative of the schema's disjunction
+// ("staging" and "prod", from the schema's side) as well as where the config
+// contradicts itself ("dev" and "prod", both in the config's files): when a
+// field has a conflict lying wholly in the config's own files, its other
+// conflicts are only fallout and are left out.
+//
+// The same holds when the field has an error that is no conflict at all:
+// a config narrowing a field (currency: =~"^[A-Z]{2}$") and setting a value
+// the narrowing refuses ("EUR") gets "invalid value" for it, and the
+// schema's enum, each alternative now eliminated, would add a misleading
+// `"EUR" is none of "GBP", "USD"`.
+func dropDisjunctFallout(out []Error, cs []conflict) ([]Error, []conflict) {
+	ownPaths := make(map[string]bool)
+	for _, c := range cs {
+		if c.path != "" && (c.own || !c.ok) {
+			ownPaths[c.path] = true
+		}
+	}
+	if len(ownPaths) == 0 {
+		return out, cs
+	}
+	var keptOut []Error
+	var keptCs []conflict
+	for i, e := range out {
+		c := cs[i]
+		if c.ok && !c.own && ownPaths[c.path] {
+			continue
+		}
+		c.idx = len(keptOut)
+		keptOut = append(keptOut, e)
+		keptCs = append(keptCs, c)
+	}
+	return keptOut, keptCs
 }
 
 // conflict remembers the parts of a "conflicting values A and B" error, so
 // that the one-error-per-alternative output CUE gives for a value outside an
 // enum can be folded into one error.
 type conflict struct {
-	ok   bool
+	ok bool
+	// own is set when every position of the error is in the config's own
+	// files.
+	own  bool
 	path string
 	a, b string
 	see  []string

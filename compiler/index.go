@@ -156,3 +156,14 @@ func (ix *Index) Merge(newer *Index, present []cuecast.ConfigPath) *Index {
 	out.sortDirs()
 	return out
 }
+
+// Uses reports whether some config the index covers depends on dir or on
+// a directory below it.
+func (ix *Index) Uses(dir string) bool {
+	for d := range ix.byDir {
+		if under(d, dir) {
+			return true
+		}
+	}
+	return false
+}

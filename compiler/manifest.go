@@ -34,6 +34,7 @@ type manifestJSON struct {
 		Consistency string         `json:"consistency"`
 		MaxSize     int64          `json:"max_size"`
 		Rollout     cuecast.Policy `json:"rollout"`
+		ImportFrom  []string       `json:"import_configs_from"`
 		Configs     map[string]struct {
 			Consistency string         `json:"consistency"`
 			Rollout     cuecast.Policy `json:"rollout"`
@@ -140,7 +141,7 @@ func (c *compilation) evalManifest(inst *build.Instance, files []string) (*Manif
 		}
 		man.Namespaces[name] = Namespace{
 			Name: name, Owners: ns.Owners, Schema: ns.Schema, Consistency: cons,
-			Policy: pol, MaxSize: size,
+			Policy: pol, MaxSize: size, ImportConfigsFrom: ns.ImportFrom,
 		}
 		for cfg, o := range ns.Configs {
 			n := man.Namespaces[name]
@@ -185,16 +186,20 @@ type nsSchema struct {
 	def  cue.Path
 }
 
-func (c *compilation) checkSchema(ctx context.Context, ns Namespace, at Error, insts []*build.Instance, args map[string]int) (*nsSchema, *Error) {
+// checkSchema loads a namespace's schema definition. A schema field that
+// names nothing usable is a manifest error, at the field; a schema package
+// that does not load or evaluate is returned as pkgErr, the CUE error, for
+// the caller to report at its own positions.
+func (c *compilation) checkSchema(ctx context.Context, ns Namespace, at Error, insts []*build.Instance, args map[string]int) (s *nsSchema, e *Error, pkgErr error) {
 	if ns.Schema == "" {
-		return &nsSchema{}, nil
+		return &nsSchema{}, nil, nil
 	}
-	fail := func(format string, a ...any) (*nsSchema, *Error) {
+	fail := func(format string, a ...any) (*nsSchema, *Error, error) {
 		e := at
 		e.ID = IDManifestSchema
 		e.Message = fmt.Sprintf("namespace %s: ", ns.Name) + fmt.Sprintf(format, a...)
 		e.Fix = fixFor(IDManifestSchema)
-		return nil, &e
+		return nil, &e, nil
 	}
 	imp, def, ok := splitSchema(ns.Schema)
 	if !ok {
@@ -206,7 +211,10 @@ func (c *compilation) checkSchema(ctx context.Context, ns Namespace, at Error, i
 	}
 	inst := insts[i]
 	if inst.Err != nil {
-		return fail("schema package %q: %v", imp, firstLine(inst.Err.Error()))
+		if missingPackage(inst.Err) {
+			return fail("schema package %q: %v", imp, firstLine(relMessage(inst.Err.Error())))
+		}
+		return nil, nil, inst.Err
 	}
 	p := cue.ParsePath(def)
 	if p.Err() != nil {
@@ -239,14 +247,42 @@ func (c *compilation) checkSchema(ctx context.Context, ns Namespace, at Error, i
 		return look{defs: defs}
 	})
 	switch {
+	case errors.Is(err, errTimeout):
+		return nil, &Error{File: at.File, Line: at.Line, Column: at.Column, ID: IDConfigTimeout, Fix: fixFor(IDConfigTimeout),
+			Message: fmt.Sprintf("namespace %s: schema package %q did not evaluate within %s", ns.Name, imp, c.opts.Timeout)}, nil
 	case err != nil:
 		return fail("schema package %q: %v", imp, err)
 	case l.err != nil:
-		return fail("schema package %q does not compile: %v", imp, firstLine(l.err.Error()))
+		return nil, nil, l.err
 	case !l.exists:
 		return fail("package %q has no definition %s (it has %s)", imp, def, strings.Join(l.defs, ", "))
 	}
-	return &nsSchema{inst: inst, def: p}, nil
+	return &nsSchema{inst: inst, def: p}, nil, nil
+}
+
+// missingPackage reports whether a load error says the package is not
+// there at all, which is the manifest's schema field to fix; any other load
+// error is in the package's own files.
+func missingPackage(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "cannot find package") || strings.Contains(msg, "no dependency found") ||
+		strings.Contains(msg, "no CUE files") || strings.Contains(msg, "cannot find module")
+}
+
+// schemaPackageErrors reports a schema package that does not load or
+// evaluate at the lines CUE names, once, saying which namespaces go
+// uncompiled because of it.
+func (c *compilation) schemaPackageErrors(imp string, namespaces []string, err error) []Error {
+	dir, _ := c.importDir(imp)
+	errs := c.cueErrors(err, "", []string{dir}, cue.Value{})
+	which := "namespace " + namespaces[0] + "; its"
+	if len(namespaces) > 1 {
+		which = "namespaces " + strings.Join(namespaces, ", ") + "; their"
+	}
+	for i := range errs {
+		errs[i].Message += fmt.Sprintf(" (in schema package %s of %s configs are not compiled until it is fixed)", imp, which)
+	}
+	return errs
 }
 
 func firstLine(s string) string {

@@ -45,6 +45,16 @@ func (m *memFS) add(name string, data []byte) {
 	}
 }
 
+// snapshot returns the contents of the named files. It only reads, and is
+// called while configs evaluate, when no file is added any more.
+func (m *memFS) snapshot(names []string) map[string][]byte {
+	out := make(map[string][]byte, len(names))
+	for _, n := range names {
+		out[n] = m.files[n]
+	}
+	return out
+}
+
 func (m *memFS) insert(dir string, e fs.DirEntry) {
 	ents := m.dirs[dir]
 	i, found := slices.BinarySearchFunc(ents, e.Name(), func(a fs.DirEntry, n string) int { return strings.Compare(a.Name(), n) })

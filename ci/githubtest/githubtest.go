@@ -8,8 +8,9 @@
 //	gh := githubtest.New(t)
 //	r, _ := ci.NewGitHub(ci.GitHubOptions{APIURL: gh.URL, Token: githubtest.Token, …})
 //
-// The server serves under /api/v3/, as GitHub Enterprise Server does, so the
-// client's GITHUB_API_URL handling is exercised too.
+// New serves under /api/v3/, as GitHub Enterprise Server does; NewAt serves
+// under any root (a proxy's), so a client that rewrites GITHUB_API_URL
+// instead of using it as given gets 404s.
 package githubtest
 
 import (
@@ -36,7 +37,7 @@ const MaxBody = 65536
 // Request is one request the server received.
 type Request struct {
 	Method string
-	// Path is the path below /api/v3, such as
+	// Path is the path below the API root, such as
 	// "/repos/o/r/check-runs/1", with the query string after a '?'.
 	Path string
 	// Body is the decoded JSON body; nil when there was none.
@@ -46,7 +47,7 @@ type Request struct {
 }
 
 // Route names a request kind in Fail and Deny: "POST check-runs",
-// "PATCH check-runs", "GET comments", "POST comments", "PATCH comments",
+// "PATCH check-runs", "GET check-runs" (of a commit), "GET comments", "POST comments", "PATCH comments",
 // "GET pulls".
 type Route string
 
@@ -54,6 +55,7 @@ type Route string
 const (
 	CreateCheckRun Route = "POST check-runs"
 	UpdateCheckRun Route = "PATCH check-runs"
+	ListCheckRuns  Route = "GET check-runs"
 	ListComments   Route = "GET comments"
 	CreateComment  Route = "POST comments"
 	EditComment    Route = "PATCH comments"
@@ -67,6 +69,7 @@ type CheckRun struct {
 	HeadSHA     string
 	Status      string
 	Conclusion  string
+	StartedAt   string
 	Title       string
 	Summary     string
 	Annotations []map[string]any
@@ -97,6 +100,8 @@ type Server struct {
 	// URL is the API root to give the client, like GITHUB_API_URL on GitHub
 	// Enterprise: "http://127.0.0.1:port/api/v3".
 	URL string
+	// root is the path prefix the API is served under.
+	root string
 
 	// reqMu guards requests alone: a request is recorded while its handler
 	// writes the response, which some handlers do holding mu.
@@ -109,33 +114,44 @@ type Server struct {
 	pulls    map[int]Pull
 	nextID   int64
 	fail     map[Route][]failure
-	deny     map[Route]int
-	pageSize int
+	// failAfter are failures answered after the request was served: the
+	// state changed, the client learns nothing of it.
+	failAfter map[Route][]failure
+	deny      map[Route]int
+	pageSize  int
 }
 
-// New starts a server, closed when the test ends.
-func New(t testing.TB) *Server {
+// New starts a server under /api/v3, closed when the test ends.
+func New(t testing.TB) *Server { return NewAt(t, "/api/v3") }
+
+// NewAt starts a server whose API root is the path root ("" for the host's
+// root, as api.github.com), closed when the test ends.
+func NewAt(t testing.TB, root string) *Server {
+	root = strings.TrimSuffix(root, "/")
 	s := &Server{
-		runs:   make(map[int64]*CheckRun),
-		pulls:  make(map[int]Pull),
-		nextID: 1000,
-		fail:   make(map[Route][]failure),
-		deny:   make(map[Route]int),
+		root:      root,
+		runs:      make(map[int64]*CheckRun),
+		pulls:     make(map[int]Pull),
+		nextID:    1000,
+		fail:      make(map[Route][]failure),
+		failAfter: make(map[Route][]failure),
+		deny:      make(map[Route]int),
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /api/v3/repos/{owner}/{repo}/check-runs", s.route(CreateCheckRun, s.createRun))
-	mux.HandleFunc("PATCH /api/v3/repos/{owner}/{repo}/check-runs/{id}", s.route(UpdateCheckRun, s.updateRun))
-	mux.HandleFunc("GET /api/v3/repos/{owner}/{repo}/issues/{n}/comments", s.route(ListComments, s.listComments))
-	mux.HandleFunc("POST /api/v3/repos/{owner}/{repo}/issues/{n}/comments", s.route(CreateComment, s.createComment))
-	mux.HandleFunc("PATCH /api/v3/repos/{owner}/{repo}/issues/comments/{id}", s.route(EditComment, s.editComment))
-	mux.HandleFunc("GET /api/v3/repos/{owner}/{repo}/pulls/{n}", s.route(GetPull, s.getPull))
+	mux.HandleFunc("POST "+root+"/repos/{owner}/{repo}/check-runs", s.route(CreateCheckRun, s.createRun))
+	mux.HandleFunc("PATCH "+root+"/repos/{owner}/{repo}/check-runs/{id}", s.route(UpdateCheckRun, s.updateRun))
+	mux.HandleFunc("GET "+root+"/repos/{owner}/{repo}/commits/{ref}/check-runs", s.route(ListCheckRuns, s.listRuns))
+	mux.HandleFunc("GET "+root+"/repos/{owner}/{repo}/issues/{n}/comments", s.route(ListComments, s.listComments))
+	mux.HandleFunc("POST "+root+"/repos/{owner}/{repo}/issues/{n}/comments", s.route(CreateComment, s.createComment))
+	mux.HandleFunc("PATCH "+root+"/repos/{owner}/{repo}/issues/comments/{id}", s.route(EditComment, s.editComment))
+	mux.HandleFunc("GET "+root+"/repos/{owner}/{repo}/pulls/{n}", s.route(GetPull, s.getPull))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.record(r, nil, http.StatusNotFound)
 		writeJSON(w, http.StatusNotFound, map[string]any{"message": "Not Found"})
 	})
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	s.URL = srv.URL + "/api/v3"
+	s.URL = srv.URL + root
 	return s
 }
 
@@ -146,6 +162,16 @@ func (s *Server) Fail(route Route, status int, header http.Header, message strin
 	defer s.mu.Unlock()
 	b, _ := json.Marshal(map[string]any{"message": message, "documentation_url": "https://docs.github.com/rest"})
 	s.fail[route] = append(s.fail[route], failure{status: status, header: header, body: string(b)})
+}
+
+// FailAfterServing makes the next request on route be served (a comment or
+// check run is created) and then answered with status, as when a proxy in
+// front of GitHub times out after GitHub stored the result; calls queue up.
+func (s *Server) FailAfterServing(route Route, status int, message string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, _ := json.Marshal(map[string]any{"message": message})
+	s.failAfter[route] = append(s.failAfter[route], failure{status: status, body: string(b)})
 }
 
 // Deny makes every request on route answer status (401 or 403), as GitHub
@@ -266,6 +292,17 @@ func (s *Server) route(name Route, h handler) http.HandlerFunc {
 			io.WriteString(w, f.body)
 			return
 		}
+		if q := s.failAfter[name]; len(q) > 0 {
+			f := q[0]
+			s.failAfter[name] = q[1:]
+			s.mu.Unlock()
+			h(httptest.NewRecorder(), r, body)
+			s.record(r, body, f.status)
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(f.status)
+			io.WriteString(w, f.body)
+			return
+		}
 		s.mu.Unlock()
 		// Recorded when the status is written, before the response can
 		// reach the client: recorded after the handler returned, a request
@@ -301,7 +338,7 @@ func (w *recordingWriter) Write(b []byte) (int, error) {
 }
 
 func (s *Server) record(r *http.Request, body map[string]any, status int) {
-	p := strings.TrimPrefix(r.URL.Path, "/api/v3")
+	p := strings.TrimPrefix(r.URL.Path, s.root)
 	if r.URL.RawQuery != "" {
 		p += "?" + r.URL.RawQuery
 	}
@@ -329,8 +366,8 @@ func str(m map[string]any, k string) string {
 func (s *Server) runJSON(r *CheckRun) map[string]any {
 	return map[string]any{
 		"id": r.ID, "name": r.Name, "head_sha": r.HeadSHA, "status": r.Status,
-		"conclusion": r.Conclusion,
-		"output":     map[string]any{"title": r.Title, "summary": r.Summary, "annotations_count": len(r.Annotations)},
+		"conclusion": r.Conclusion, "started_at": r.StartedAt,
+		"output": map[string]any{"title": r.Title, "summary": r.Summary, "annotations_count": len(r.Annotations)},
 	}
 }
 
@@ -382,7 +419,7 @@ func (s *Server) createRun(w http.ResponseWriter, r *http.Request, body map[stri
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.nextID++
-	run := &CheckRun{ID: s.nextID, Name: str(body, "name"), HeadSHA: str(body, "head_sha"), Status: "queued"}
+	run := &CheckRun{ID: s.nextID, Name: str(body, "name"), HeadSHA: str(body, "head_sha"), Status: "queued", StartedAt: str(body, "started_at")}
 	if msg := validStatus(run, body); msg != "" {
 		return unprocessable(w, msg)
 	}
@@ -411,6 +448,28 @@ func (s *Server) updateRun(w http.ResponseWriter, r *http.Request, body map[stri
 	}
 	*run = next
 	return writeJSON(w, http.StatusOK, s.runJSON(run))
+}
+
+// listRuns serves the check runs of a commit, newest first, filtered by
+// check_name and status as GitHub does.
+func (s *Server) listRuns(w http.ResponseWriter, r *http.Request, _ map[string]any) int {
+	ref := r.PathValue("ref")
+	name, status := r.URL.Query().Get("check_name"), r.URL.Query().Get("status")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var ids []int64
+	for id, run := range s.runs {
+		if run.HeadSHA == ref && (name == "" || run.Name == name) && (status == "" || run.Status == status) {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	slices.Reverse(ids)
+	runs := []map[string]any{}
+	for _, id := range ids {
+		runs = append(runs, s.runJSON(s.runs[id]))
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"total_count": len(runs), "check_runs": runs})
 }
 
 func commentJSON(c *Comment) map[string]any {

@@ -73,12 +73,12 @@ GitHub report failed, 2 wrong usage (an unknown revision is named).`,
 	cmd.Flags().StringVar(&opts.Base, "base", "", "the revision the change starts from (with --github: default the pull request's base)")
 	cmd.Flags().StringVar(&opts.Head, "head", "", "the revision with the change (with --github: default the pull request's head)")
 	cmd.Flags().StringVarP(&opts.Output, "output", "o", "text", "output format: text, json or markdown")
-	cmd.Flags().IntVar(&opts.FanOut, "fan-out", ci.DefaultFanOut, "a library change reaching this many configs is flagged as wide")
+	cmd.Flags().IntVar(&opts.FanOut, "fan-out", ci.DefaultFanOut, "a library change altering this many compiled outputs is flagged as wide")
 	cmd.Flags().BoolVar(&opts.GitHub, "github", false, "report to GitHub: a check run and a pull-request comment")
 	cmd.Flags().StringVar(&opts.GitHubRepo, "github-repo", "", "owner/name on GitHub (default $GITHUB_REPOSITORY)")
 	cmd.Flags().IntVar(&opts.PR, "pr", 0, "pull request number to comment on (default from $GITHUB_EVENT_PATH)")
 	cmd.Flags().StringVar(&opts.HeadSHA, "head-sha", "", "commit to attach the check run to (default the pull request's head, else --head)")
-	cmd.Flags().StringVar(&opts.APIURL, "github-api-url", "", "GitHub REST API root (default $GITHUB_API_URL, else https://api.github.com)")
+	cmd.Flags().StringVar(&opts.APIURL, "github-api-url", "", "GitHub REST API root, used as given (default $GITHUB_API_URL, else https://api.github.com)")
 	return cmd
 }
 

@@ -2,8 +2,10 @@ package cli
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
@@ -31,8 +33,11 @@ func newCompileCmd(env *Env, runF func(*cobra.Command, *CompileOptions) error) *
 		Long: `Compile loads the config repo, validates every config (or the ones named) against
 its namespace schema and the lints, and prints each config's checksum.
 
-With --out DIR it writes DIR/<config path>.json for every config and DIR/index.json
-listing paths, checksums and sizes. Nothing is written unless every config compiles.
+With --out DIR it writes DIR/<config path>.json for every config compiled and
+DIR/index.json listing paths, checksums and sizes. DIR becomes an exact mirror of the
+compile: it is written anew and swapped in, so the JSON of a deleted config (or of a
+config not named) does not remain. DIR must be new, empty or an earlier --out.
+Nothing is written unless every config compiles.
 
 Errors are printed as file:line:col: message [ID], like a compiler's.
 Exit status: 0 valid, 3 invalid configs, 1 cuecast failed, 2 wrong usage.`,
@@ -75,6 +80,9 @@ type compiledConfig struct {
 type compileReport struct {
 	Configs []compiledConfig `json:"configs"`
 	Errors  []compiler.Error `json:"errors"`
+	// Undeclared are directories holding CUE that are no namespace and
+	// that no config imports (compiler.Result.Undeclared).
+	Undeclared []string `json:"undeclared,omitempty"`
 }
 
 func compileRun(c *cobra.Command, env *Env, opts *CompileOptions) error {
@@ -100,7 +108,7 @@ func compileRun(c *cobra.Command, env *Env, opts *CompileOptions) error {
 	if err != nil {
 		return fmt.Errorf("compile %s: %w", opts.Repo, err)
 	}
-	rep := compileReport{Configs: []compiledConfig{}, Errors: res.Errors}
+	rep := compileReport{Configs: []compiledConfig{}, Errors: res.Errors, Undeclared: res.Undeclared}
 	if rep.Errors == nil {
 		rep.Errors = []compiler.Error{}
 	}
@@ -127,6 +135,9 @@ func compileRun(c *cobra.Command, env *Env, opts *CompileOptions) error {
 }
 
 func printCompileText(env *Env, rep compileReport, out string, ok bool) {
+	for _, d := range rep.Undeclared {
+		fmt.Fprintf(env.IO.ErrOut, "warning: %s/ holds CUE packages but is not a namespace in cuecast.cue and no config imports it; nothing in it is compiled (declare it if it holds configs)\n", d)
+	}
 	for _, e := range rep.Errors {
 		fmt.Fprintln(env.IO.ErrOut, e.Error())
 		if e.Fix != "" {
@@ -149,11 +160,45 @@ func printCompileText(env *Env, rep compileReport, out string, ok bool) {
 	}
 }
 
-// writeCompiled writes every output and the index, each file atomically, so a
-// reader never sees half a config.
+// writeCompiled makes dir an exact mirror of this compile: every output, the
+// index, and nothing else, so a deleted config's JSON does not outlive it.
+// It writes a new directory next to dir and swaps it in, so a reader sees
+// either the old tree or the new one, never a mix. A dir that exists must
+// be an earlier --out (it holds index.json) or empty: anything else might
+// be files of the user's that the swap would delete.
 func writeCompiled(dir string, outs map[cuecast.ConfigPath]compiler.Output, index []compiledConfig) error {
+	dir = filepath.Clean(dir)
+	exists := false
+	switch fi, err := os.Stat(dir); {
+	case err == nil && !fi.IsDir():
+		return usageErrorf("name a directory for --out", "--out %s is not a directory", dir)
+	case err == nil:
+		exists = true
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			return fmt.Errorf("read %s: %w", dir, err)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "index.json")); len(ents) > 0 && err != nil {
+			return usageErrorf("point --out at an empty or new directory, or at an earlier --out",
+				"--out %s holds files but no index.json; it is replaced by the compile, so cuecast will not touch it", dir)
+		}
+	case !errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("stat %s: %w", dir, err)
+	}
+	parent, base := filepath.Dir(dir), filepath.Base(dir)
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return fmt.Errorf("create %s: %w", parent, err)
+	}
+	tmp, err := os.MkdirTemp(parent, "."+base+".new-*")
+	if err != nil {
+		return fmt.Errorf("create %s: %w", dir, err)
+	}
+	defer os.RemoveAll(tmp) // gone after the swap; cleans up a failure
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return fmt.Errorf("create %s: %w", dir, err)
+	}
 	for p, o := range outs {
-		if err := writeFileAtomic(filepath.Join(dir, filepath.FromSlash(string(p))+".json"), o.JSON); err != nil {
+		if err := writeFileAtomic(filepath.Join(tmp, filepath.FromSlash(string(p))+".json"), o.JSON); err != nil {
 			return err
 		}
 	}
@@ -161,7 +206,29 @@ func writeCompiled(dir string, outs map[cuecast.ConfigPath]compiler.Output, inde
 	if err != nil {
 		return fmt.Errorf("encode index: %w", err)
 	}
-	return writeFileAtomic(filepath.Join(dir, "index.json"), append(b, '\n'))
+	if err := writeFileAtomic(filepath.Join(tmp, "index.json"), append(b, '\n')); err != nil {
+		return err
+	}
+	if !exists {
+		if err := os.Rename(tmp, dir); err != nil {
+			return fmt.Errorf("write %s: %w", dir, err)
+		}
+		return nil
+	}
+	old := tmp + ".old"
+	if err := os.Rename(dir, old); err != nil {
+		return fmt.Errorf("replace %s: %w", dir, err)
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		if rerr := os.Rename(old, dir); rerr != nil {
+			return fmt.Errorf("replace %s: %w (and the old tree is left at %s: %v)", dir, err, old, rerr)
+		}
+		return fmt.Errorf("replace %s: %w", dir, err)
+	}
+	if err := os.RemoveAll(old); err != nil {
+		return fmt.Errorf("remove the previous %s: %w", dir, err)
+	}
+	return nil
 }
 
 func writeFileAtomic(path string, data []byte) error {

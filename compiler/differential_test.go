@@ -1,0 +1,215 @@
+package compiler_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/cuecast/cuecast/compiler"
+	"github.com/cuecast/cuecast/compiler/gen"
+)
+
+// cueVersion is the cue CLI the differential test compares with: the
+// version of cuelang.org/go in go.mod.
+const cueVersion = "v0.17.1"
+
+// cueCLI finds the cue command: $CUECAST_CUE, else cue on PATH, else
+// $GOPATH/bin/cue. The test is skipped (saying how to install it) when
+// there is none of the right version, so `make test` never reaches the
+// network; `go install cuelang.org/go/cmd/cue@v0.17.1` makes it run.
+func cueCLI(t *testing.T) string {
+	t.Helper()
+	var cands []string
+	if p := os.Getenv("CUECAST_CUE"); p != "" {
+		cands = append(cands, p)
+	}
+	if p, err := exec.LookPath("cue"); err == nil {
+		cands = append(cands, p)
+	}
+	if out, err := exec.Command("go", "env", "GOPATH").Output(); err == nil {
+		cands = append(cands, filepath.Join(strings.TrimSpace(string(out)), "bin", "cue"))
+	}
+	for _, c := range cands {
+		out, err := exec.Command(c, "version").Output()
+		if err == nil && strings.Contains(string(out), "cue version "+cueVersion) {
+			return c
+		}
+	}
+	t.Skipf("no cue %s found (set CUECAST_CUE, or go install cuelang.org/go/cmd/cue@%s)", cueVersion, cueVersion)
+	return ""
+}
+
+// diffCase is a repo on disk, with symlinks.
+type diffCase struct {
+	name  string
+	files map[string]string
+	links map[string]string // link -> target
+}
+
+// TestDifferentialCueExport compiles repos with cuecast and with `cue
+// export`, config by config, and holds the two to the same verdict and, for
+// valid configs, the same JSON. The repos: a generated one and the shapes
+// cuecast once rejected although cue accepted them (vendored packages,
+// @embed, ignored and @if-excluded files, directories of ignored files,
+// symlinks). Their namespaces enforce no schema, because cue export does
+// not apply cuecast's manifest.
+func TestDifferentialCueExport(t *testing.T) {
+	cue := cueCLI(t)
+	base := map[string]string{
+		"cue.mod/module.cue": "module: \"test.example/repo\"\nlanguage: version: \"v0.17.0\"\n",
+		"cuecast.cue":        "package manifest\n\nnamespaces: web: owners: [\"team-web\"]\n",
+		"web/site/site.cue":  "package site\n\ntitle: \"Hello\"\nratio: 1.50\nbig: 12345678901234567890\n",
+	}
+	cases := []diffCase{
+		{name: "vendored", files: map[string]string{
+			"cue.mod/pkg/vend.example/util/util.cue":   "package util\n\nimport \"vend.example/other\"\n\nX: 41 + other.Y\n",
+			"cue.mod/pkg/vend.example/other/other.cue": "package other\n\nY: 1\n",
+			"web/vendored/v.cue":                       "package vendored\n\nimport \"vend.example/util\"\n\nanswer: util.X\n",
+		}},
+		{name: "embed", files: map[string]string{
+			"web/embedded/e.cue":     "@extern(embed)\n\npackage embedded\n\ndata: _ @embed(file=\"data.json\")\nall: _ @embed(glob=\"*.yaml\")\n",
+			"web/embedded/data.json": `{"regions": ["eu-west-1"], "n": 1.0}`,
+			"web/embedded/a.yaml":    "a: 1\n",
+		}},
+		{name: "ignored and excluded files", files: map[string]string{
+			"web/site/_draft.cue":  "package draft\n\ntitle: \"Draft\"\n",
+			"web/site/never.cue":   "@if(never)\n\npackage other\n\nx: 1\n",
+			"web/site/always.cue":  "@if(!never)\n\npackage site\n\nsubtitle: \"Always\"\n",
+			"web/drafts/_only.cue": "package drafts\n\nv: 1\n",
+			"web/site/.hidden.cue": "package hidden\n\ny: 1\n",
+			"web/nested/a/b/b.cue": "package b\n\nb: true\n",
+			"web/nested/a/a.cue":   "package a\n\na: true\n",
+			"web/conflict/c.cue":   "package conflict\n\nx: 1\nx: 2\n",
+			"web/incomplete/i.cue": "package incomplete\n\nx: int\n",
+			"web/unicode/u.cue":    "package unicode\n\n\"ключ\": \"значение\"\n\"a<b>\": \"&\"\n",
+			"web/stdlib/s.cue":     "package stdlib\n\nimport \"strings\"\n\nx: strings.ToUpper(\"abc\")\n",
+			"web/defaults/d.cue":   "package defaults\n\nlevel: *\"info\" | \"debug\"\nn: *1 | int\n",
+			"web/hidden/h.cue":     "package hidden\n\n_h: 1\n#D: {a: int}\nv: _h + 1\n",
+		}},
+		{name: "symlinks", files: map[string]string{
+			"lib/shared/extra.cue": "package site\n\nfooter: \"shared\"\n",
+		}, links: map[string]string{
+			"web/site/shared.cue": "../../lib/shared/extra.cue",
+			"docs/latest.md":      "missing.md",
+		}},
+	}
+	g := gen.Repo(gen.Options{Configs: 12, Seed: 7})
+	genCase := diffCase{name: "generated", files: map[string]string{}}
+	for p, b := range g {
+		genCase.files[p] = string(b)
+	}
+	// The generated manifest names a schema per namespace; cue export
+	// does not apply it, so drop it (the configs embed it anyway).
+	genCase.files["cuecast.cue"] = strings.ReplaceAll(genCase.files["cuecast.cue"], "\tschema: \""+gen.Module+"/schemas#Service\"\n", "")
+	cases = append(cases, genCase)
+
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			files := tc.files
+			if tc.name != "generated" {
+				files = make(map[string]string)
+				for p, s := range base {
+					files[p] = s
+				}
+				for p, s := range tc.files {
+					files[p] = s
+				}
+			}
+			for p, s := range files {
+				full := filepath.Join(dir, filepath.FromSlash(p))
+				if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(full, []byte(s), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for link, target := range tc.links {
+				full := filepath.Join(dir, filepath.FromSlash(link))
+				if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Symlink(target, full); err != nil {
+					t.Fatal(err)
+				}
+			}
+			res, err := compiler.Compile(context.Background(), dir, compiler.Options{Workers: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			failed := make(map[string]bool)
+			for _, e := range res.Errors {
+				if e.Config == "" {
+					t.Errorf("error outside any config: %v", e)
+				}
+				failed[string(e.Config)] = true
+			}
+			for _, cp := range res.Configs {
+				cmd := exec.Command(cue, "export", "--out", "json", "./"+string(cp))
+				cmd.Dir = dir
+				cmd.Env = append(os.Environ(), "CUE_REGISTRY=none")
+				var stderr bytes.Buffer
+				cmd.Stderr = &stderr
+				want, cueErr := cmd.Output()
+				got, ok := res.Outputs[cp]
+				switch {
+				case cueErr != nil && ok:
+					t.Errorf("%s: cue export fails (%s) but cuecast compiled %s", cp, strings.TrimSpace(stderr.String()), got.JSON)
+				case cueErr == nil && !ok:
+					t.Errorf("%s: cue export succeeds but cuecast failed: failed=%v errors %v", cp, failed[string(cp)], res.Errors)
+				case cueErr == nil && !sameJSON(t, got.JSON, want):
+					t.Errorf("%s: cuecast %s, cue export %s", cp, got.JSON, want)
+				}
+			}
+			// A directory below a namespace that cuecast does not call a
+			// config is one cue cannot export either (no CUE files it reads).
+			configs := make(map[string]bool)
+			for _, cp := range res.Configs {
+				configs[string(cp)] = true
+			}
+			err = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+				if err != nil || !d.IsDir() {
+					return err
+				}
+				rel, _ := filepath.Rel(dir, p)
+				rel = filepath.ToSlash(rel)
+				ns, _, nested := strings.Cut(rel, "/")
+				if !nested || configs[rel] || ns == "cue.mod" || ns == "lib" || ns == "schemas" {
+					return nil
+				}
+				cmd := exec.Command(cue, "export", "--out", "json", "./"+rel)
+				cmd.Dir = dir
+				cmd.Env = append(os.Environ(), "CUE_REGISTRY=none")
+				if out, err := cmd.CombinedOutput(); err == nil {
+					t.Errorf("%s: cue export succeeds (%s) but cuecast has no such config", rel, out)
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// sameJSON compares two JSON documents as values, numbers by their text.
+func sameJSON(t *testing.T, a, b []byte) bool {
+	t.Helper()
+	decode := func(b []byte) any {
+		d := json.NewDecoder(bytes.NewReader(b))
+		d.UseNumber()
+		var v any
+		if err := d.Decode(&v); err != nil {
+			t.Fatalf("decode %s: %v", b, err)
+		}
+		return v
+	}
+	return reflect.DeepEqual(decode(a), decode(b))
+}
