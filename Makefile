@@ -21,8 +21,12 @@ vet:
 # deploy/kubernetes is its own module (the Kubernetes API types stay out of the
 # main go.sum); its test decodes the manifests with those types and runs their
 # command lines through cuecast's own flag parsing.
+# The compiler's differential test runs the official cue CLI beside cuecast on
+# generated repos; make test installs it (the version go.mod names) into bin/.
+CUE_VERSION ?= $(shell $(GO) list -m -f '{{.Version}}' cuelang.org/go)
 test: vet
-	$(GO) test -race -timeout 9m ./...
+	GOBIN=$(CURDIR)/bin $(GO) install cuelang.org/go/cmd/cue@$(CUE_VERSION)
+	CUECAST_CUE=$(CURDIR)/bin/cue $(GO) test -race -timeout 9m ./...
 	cd deploy/kubernetes && $(GO) vet ./... && $(GO) test -race -timeout 5m ./...
 
 # The dashboard in headless Chromium (internal/web/e2e, build tag e2e): installs

@@ -20,14 +20,18 @@ import (
 const cueVersion = "v0.17.1"
 
 // cueCLI finds the cue command: $CUECAST_CUE, else cue on PATH, else
-// $GOPATH/bin/cue. The test is skipped (saying how to install it) when
-// there is none of the right version, so `make test` never reaches the
-// network; `go install cuelang.org/go/cmd/cue@v0.17.1` makes it run.
+// $GOPATH/bin/cue. make test installs it and sets $CUECAST_CUE, and then a
+// missing or wrong cue fails the test. A plain go test without any cue of
+// the right version skips it, saying how to install one.
 func cueCLI(t *testing.T) string {
 	t.Helper()
 	var cands []string
 	if p := os.Getenv("CUECAST_CUE"); p != "" {
-		cands = append(cands, p)
+		out, err := exec.Command(p, "version").Output()
+		if err != nil || !strings.Contains(string(out), "cue version "+cueVersion) {
+			t.Fatalf("$CUECAST_CUE=%s: want cue %s, got %q (%v)", p, cueVersion, out, err)
+		}
+		return p
 	}
 	if p, err := exec.LookPath("cue"); err == nil {
 		cands = append(cands, p)

@@ -13,6 +13,8 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 
 	"github.com/cuecast/cuecast/internal/cli"
@@ -44,6 +46,11 @@ func decodeFile(t *testing.T, path string) []object {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return decode(t, path, src)
+}
+
+func decode(t *testing.T, path string, src []byte) []object {
+	t.Helper()
 	var objs []object
 	for i, doc := range bytes.Split(src, []byte("\n---\n")) {
 		var head struct {
@@ -74,6 +81,22 @@ func decodeFile(t *testing.T, path string) []object {
 	return objs
 }
 
+// render builds the base with kustomize's own library, as
+// `kubectl apply -k deploy/kubernetes` does.
+func render(t *testing.T) []byte {
+	t.Helper()
+	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
+	res, err := k.Run(filesys.MakeFsOnDisk(), ".")
+	if err != nil {
+		t.Fatalf("kustomize build: %v", err)
+	}
+	out, err := res.AsYaml()
+	if err != nil {
+		t.Fatalf("kustomize build: %v", err)
+	}
+	return out
+}
+
 func readBase(t *testing.T) (kustomization, []object) {
 	t.Helper()
 	src, err := os.ReadFile("kustomization.yaml")
@@ -87,9 +110,9 @@ func readBase(t *testing.T) (kustomization, []object) {
 	if k.APIVersion != "kustomize.config.k8s.io/v1beta1" || k.Kind != "Kustomization" {
 		t.Errorf("kustomization.yaml is %s %s, want kustomize.config.k8s.io/v1beta1 Kustomization", k.APIVersion, k.Kind)
 	}
-	var objs []object
-	for _, r := range k.Resources {
-		objs = append(objs, decodeFile(t, r)...)
+	objs := decode(t, "kustomize build", render(t))
+	if len(objs) != len(k.Resources) {
+		t.Errorf("kustomize build gave %d objects from %d resources", len(objs), len(k.Resources))
 	}
 	// Every manifest beside the kustomization is part of the base.
 	files, err := filepath.Glob("*.yaml")
@@ -158,6 +181,11 @@ func TestServeStatefulSet(t *testing.T) {
 	for key, want := range svc.Spec.Selector {
 		if pod.Labels[key] != want {
 			t.Errorf("the Service's selector %s=%s does not match the pod labels %v", key, want, pod.Labels)
+		}
+	}
+	for key, want := range k.Labels[0].Pairs {
+		if sts.Labels[key] != want || svc.Labels[key] != want {
+			t.Errorf("rendered objects lack the kustomization's label %s=%s: %v, %v", key, want, sts.Labels, svc.Labels)
 		}
 	}
 	for _, l := range k.Labels {
