@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -124,7 +125,12 @@ func TestResignAfterRotation(t *testing.T) {
 	e.ship(3, body(3))
 	waitVersion(t, wBoth, evBoth, 3)
 	waitVersion(t, wFresh, evFresh, 3)
-	if got := evBoth.applied(); !slices.Equal(got, append(before, 3)) {
-		t.Fatalf("instance trusting both applied %v, want %v then 3; events:%s", got, before, evBoth)
-	}
+	// The applied event follows the swap that Current shows, so wait for it
+	// rather than read it at once.
+	want := append(before, 3)
+	eventually(t, "the applied events of the instance trusting both", func() bool {
+		return slices.Equal(evBoth.applied(), want)
+	}, func() string {
+		return fmt.Sprintf("; applied %v, want %v; events:%s", evBoth.applied(), want, evBoth)
+	})
 }

@@ -41,11 +41,12 @@ func TestWatchSaysConnectionLostAndRegained(t *testing.T) {
 	go func() {
 		io := &iostreams.IOStreams{In: strings.NewReader(""), Out: stdout, ErrOut: stderr}
 		done <- cli.Main(wctx, []string{"watch", "--nats", p.ClientURL(), "--config", "payments/checkout", "--instance", "web-1",
+			"--trusted-key", p.PublicKey,
 			"--lkg", filepath.Join(t.TempDir(), "lkg.json")}, io, func(string) string { return "" })
 	}()
 	defer func() { stopWatch(); <-done }()
 	poll.Until(t, "watch applied v1", 20*time.Second, func() (bool, string) {
-		return strings.Contains(stdout.String(), `"version":1`), stdout.String()
+		return strings.Contains(stdout.String(), `"version":1`), stdout.String() + stderr.String()
 	})
 	stop()
 	poll.Until(t, "watch says the connection is lost", 20*time.Second, func() (bool, string) {
