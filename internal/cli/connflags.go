@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/cuecast/cuecast/distributor"
+	"github.com/cuecast/cuecast/distributor/rollout"
 	"github.com/cuecast/cuecast/internal/pipeline"
 )
 
@@ -81,6 +82,20 @@ func openDistributor(ctx context.Context, nc *nats.Conn, env *Env) (*distributor
 		return nil, fmt.Errorf("open distributor: %w", err)
 	}
 	return d, nil
+}
+
+// openRollout opens the existing rollout state read-only (the operator's
+// credentials may write a record and an audit entry, never a stream's
+// configuration), and creates it only when serve has not yet.
+func openRollout(ctx context.Context, nc *nats.Conn, d *distributor.Distributor, env *Env) (*rollout.Controller, error) {
+	c, err := rollout.Open(ctx, nc, d, nil, rollout.Options{Logger: env.Logger()})
+	if errors.Is(err, jetstream.ErrBucketNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
+		c, err = rollout.New(ctx, nc, d, nil, rollout.Options{Logger: env.Logger()})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open rollout state: %w", err)
+	}
+	return c, nil
 }
 
 // ServeScale are the flags that run serve against an external NATS cluster,

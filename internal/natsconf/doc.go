@@ -9,9 +9,15 @@
 //	    ▶ node-local leaf servers (their own domain, mirrors)
 //
 // Generate renders one server's configuration from a Spec: the CUECAST
-// account with JetStream, the system account, the users of the isolation
-// model (the distributor writes, operators read status, each namespace's
-// services read only their namespace and report only on it), TLS on every
+// account with JetStream, the system account, one account per namespace
+// (ServiceAccount) and the users of the isolation model (the distributor
+// writes, operators read status and steer rollouts, each namespace's
+// services read only their namespace and report only on it). A namespace's
+// services live in their own account and reach the CUECAST account only
+// through its exports, imported as services (direct get of their mirror,
+// their reports) and as a stream (their updates): a service import rewrites
+// reply subjects, so no request of theirs, whatever its reply subject, can
+// make JetStream store or deliver an answer in the CUECAST account. TLS on every
 // listener and remote, and the leafnode remotes that deny the core ccr.>
 // subjects in both directions, so each level's instances receive updates only
 // from their own level's mirrors.

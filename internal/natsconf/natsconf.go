@@ -59,6 +59,34 @@ const (
 // ServiceUser is the user a namespace's services connect as.
 func ServiceUser(ns string) string { return "svc-" + ns }
 
+// ServiceAccount is the account of a namespace's services. It holds no
+// stream: it imports from the CUECAST account the direct gets of the
+// namespace's mirror and its reports' subjects as services, and the
+// namespace's updates (ccr.<ns>.>) as a stream. A service import rewrites
+// the reply subject (to _R_.…) in the CUECAST account, so whatever reply
+// subject a service gives a request, JetStream's answer reaches only the
+// requester, back in its own account: it cannot be stored in or delivered
+// on any subject of the CUECAST account (docs/SECURITY.md).
+func ServiceAccount(ns string) string { return "SVC_" + ns }
+
+// serviceImport is one subject the CUECAST account exports to a
+// namespace's account.
+type serviceImport struct {
+	subject string
+	stream  bool // a stream export (messages flow in); else a service
+}
+
+// serviceImports are the exports of the CUECAST account a namespace's
+// services reach: the only ways out of their account.
+func serviceImports(ns string) []serviceImport {
+	return []serviceImport{
+		{subject: "$JS.API.DIRECT.GET." + MirrorStream(ns)},
+		{subject: "$JS.API.DIRECT.GET." + MirrorStream(ns) + ".>"},
+		{subject: "ccs." + ns + ".>"},
+		{subject: "ccr." + ns + ".>", stream: true},
+	}
+}
+
 // MirrorStream is the stream holding one namespace's versions and pointers in
 // every domain; services direct-get from it and from nothing else.
 func MirrorStream(ns string) string { return MirrorPrefix + ns }
@@ -298,10 +326,12 @@ func UserPermissions(user string) (Permissions, bool) {
 				"$JS.API.CONSUMER.MSG.NEXT."+st+".>",
 			)
 		}
-		// status opens the rollout state the way serve does (create or
-		// update, with serve's own configuration): an update of those two
-		// streams' configuration, never of their contents.
-		pub = append(pub, "$JS.API.STREAM.UPDATE."+rolloutStream, "$JS.API.STREAM.UPDATE."+auditStream)
+		// Steering a rollout writes the config's record in the rollout
+		// bucket (compare-and-swap) and appends to the audit stream; serve's
+		// controller then moves the pointers. No stream's configuration or
+		// contents otherwise: no STREAM.CREATE, UPDATE, DELETE, PURGE or
+		// MSG.DELETE (the audit stream denies delete and purge besides).
+		pub = append(pub, "$KV."+strings.TrimPrefix(rolloutStream, "KV_")+".>", "cca.>")
 		pub = append(pub, "$JS.API.INFO", "$JS.API.STREAM.NAMES", "$JS.API.STREAM.LIST", "$JS.FC.>")
 		// ccs.>: `status --wait` follows the reports live rather than
 		// reading the report stream several times a second.
@@ -336,7 +366,7 @@ func Generate(s Spec) (string, error) {
 	var om operatorMode
 	if s.Keys != nil {
 		var err error
-		if om, err = s.Keys.operatorMode(); err != nil {
+		if om, err = s.Keys.operatorMode(s.Namespaces); err != nil {
 			return "", fmt.Errorf("generate %s config: %w", s.Level, err)
 		}
 		w.blank()
@@ -344,7 +374,7 @@ func Generate(s Spec) (string, error) {
 		w.kv("operator", q(om.operatorJWT))
 		w.kv("resolver", "MEMORY")
 		w.open("resolver_preload")
-		for _, pub := range []string{om.accountPub, om.systemPub} {
+		for _, pub := range append([]string{om.accountPub, om.systemPub}, om.serviceAccounts...) {
 			w.kv(pub, q(om.accounts[pub]))
 		}
 		w.close()
@@ -433,30 +463,41 @@ func Generate(s Spec) (string, error) {
 	w.open(Account)
 	w.kv("jetstream", "enabled")
 	w.open("users = [")
-	for _, u := range s.Users() {
-		if u == SystemUser || u == LeafUser {
-			continue
-		}
-		perm, ok := UserPermissions(u)
-		if !ok {
-			w.line("{user: %s, password: %s}", q(u), q(s.Passwords[u]))
-			continue
-		}
-		w.open("{")
-		w.kv("user", q(u))
-		w.kv("password", q(s.Passwords[u]))
-		w.open("permissions")
-		w.open("publish")
-		w.list("allow", quoteAll(perm.Publish))
-		w.close()
-		w.open("subscribe")
-		w.list("allow", quoteAll(perm.Subscribe))
-		w.close()
-		w.close()
-		w.closeWith("}")
+	for _, u := range []string{DistributorUser, OperatorUser} {
+		w.user(u, s.Passwords[u])
 	}
 	w.closeWith("]")
+	if len(s.Namespaces) > 0 {
+		w.comment("Each namespace's services reach these subjects only, from their own account.")
+		w.open("exports = [")
+		for _, ns := range s.Namespaces {
+			for _, im := range serviceImports(ns) {
+				kind := "service"
+				if im.stream {
+					kind = "stream"
+				}
+				w.line("{%s: %s, accounts: [%s]}", kind, q(im.subject), q(ServiceAccount(ns)))
+			}
+		}
+		w.closeWith("]")
+	}
 	w.close()
+	for _, ns := range s.Namespaces {
+		w.open(q(ServiceAccount(ns)))
+		w.open("users = [")
+		w.user(ServiceUser(ns), s.Passwords[ServiceUser(ns)])
+		w.closeWith("]")
+		w.open("imports = [")
+		for _, im := range serviceImports(ns) {
+			kind := "service"
+			if im.stream {
+				kind = "stream"
+			}
+			w.line("{%s: {account: %s, subject: %s}}", kind, q(Account), q(im.subject))
+		}
+		w.closeWith("]")
+		w.close()
+	}
 	w.open(SystemAccount)
 	w.open("users = [")
 	w.line("{user: %s, password: %s}", q(SystemUser), q(s.Passwords[SystemUser]))
@@ -517,6 +558,28 @@ func (w *confWriter) closeWith(s string) {
 
 func (w *confWriter) list(k string, vs []string) {
 	w.line("%s: [%s]", k, strings.Join(vs, ", "))
+}
+
+// user writes one user of an accounts block, with its permissions when
+// UserPermissions fixes them.
+func (w *confWriter) user(u, password string) {
+	perm, ok := UserPermissions(u)
+	if !ok {
+		w.line("{user: %s, password: %s}", q(u), q(password))
+		return
+	}
+	w.open("{")
+	w.kv("user", q(u))
+	w.kv("password", q(password))
+	w.open("permissions")
+	w.open("publish")
+	w.list("allow", quoteAll(perm.Publish))
+	w.close()
+	w.open("subscribe")
+	w.list("allow", quoteAll(perm.Subscribe))
+	w.close()
+	w.close()
+	w.closeWith("}")
 }
 
 func (w *confWriter) tls(t *TLS, verify bool) {

@@ -119,8 +119,8 @@ func TestGenerateGolden(t *testing.T) {
 				users[u.Username] = u
 			}
 			svc := users[natsconf.ServiceUser("payments")]
-			if svc == nil || svc.Account.Name != natsconf.Account {
-				t.Fatalf("no service user payments in account %s: %v", natsconf.Account, users)
+			if svc == nil || svc.Account.Name != natsconf.ServiceAccount("payments") {
+				t.Fatalf("no service user payments in account %s: %v", natsconf.ServiceAccount("payments"), users)
 			}
 			if got := strings.Join(svc.Permissions.Subscribe.Allow, " "); got != "ccr.payments.> _INBOX_payments.>" {
 				t.Errorf("payments may subscribe to %s", got)

@@ -11,9 +11,11 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/distributor"
+	"github.com/cuecast/cuecast/distributor/rollout"
 	"github.com/cuecast/cuecast/internal/natsconf"
 	"github.com/cuecast/cuecast/internal/natstest"
 )
@@ -167,4 +169,395 @@ func testPermissions(t *testing.T, tr *natstest.Tree) {
 		}
 		errs.violation(t, "operator publishing a pointer", "cc.payments.p.7.checkout")
 	})
+}
+
+// streamSnap is what the suite compares of one stream before and after an
+// attack: its configuration and state.
+type streamSnap struct {
+	Msgs, First, Last uint64
+	Config            string
+}
+
+// storeState holds every stream of every domain of the tree.
+type storeState map[string]streamSnap
+
+// snapshot reads every stream of the tree's domains as the distributor.
+func snapshot(t *testing.T, nc *nats.Conn, domains []string) storeState {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	out := storeState{}
+	for _, dom := range domains {
+		js, err := jetstream.NewWithDomain(nc, dom)
+		if err != nil {
+			t.Fatalf("jetstream %s: %v", dom, err)
+		}
+		l := js.ListStreams(ctx)
+		for info := range l.Info() {
+			cfg, err := json.Marshal(info.Config)
+			if err != nil {
+				t.Fatal(err)
+			}
+			st := info.State
+			out[dom+"/"+info.Config.Name] = streamSnap{Msgs: st.Msgs, First: st.FirstSeq, Last: st.LastSeq, Config: string(cfg)}
+		}
+		if err := l.Err(); err != nil {
+			t.Fatalf("list streams of %s: %v", dom, err)
+		}
+	}
+	return out
+}
+
+// diff lists the streams whose state differs. Reports expire (max age), so
+// of the report stream only the configuration and last sequence count.
+func (a storeState) diff(b storeState) []string {
+	var d []string
+	for k, v := range a {
+		w, ok := b[k]
+		if strings.HasSuffix(k, "/"+distributor.ReportStream) {
+			v.Msgs, v.First, w.Msgs, w.First = 0, 0, 0, 0
+		}
+		if !ok || v != w {
+			d = append(d, fmt.Sprintf("%s: before %+v, after %+v", k, v, w))
+		}
+	}
+	for k, v := range b {
+		if _, ok := a[k]; !ok {
+			d = append(d, fmt.Sprintf("%s: new stream %+v", k, v))
+		}
+	}
+	slices.Sort(d)
+	return d
+}
+
+// attack is one attempt of a role: a subscription, or a publish with an
+// optional reply subject and body. allowed marks a publish the role may
+// make (its own direct get or report) whose reply subject is the attack:
+// it draws no permissions violation, and the suite proves it harmless by
+// the stores alone.
+type attack struct {
+	sub     string
+	pub     string
+	reply   string
+	body    string
+	allowed bool
+}
+
+func (a attack) String() string {
+	if a.sub != "" {
+		return "subscribe " + a.sub
+	}
+	s := "publish " + a.pub
+	if a.reply != "" {
+		s += " reply " + a.reply
+	}
+	if a.body != "" {
+		s += " body " + a.body
+	}
+	return s
+}
+
+// replyTargets are the subjects a reply may be aimed at: every stored or
+// delivered subject family of its own and of another namespace.
+func replyTargets(own, other string) []string {
+	return []string{
+		"cc." + other + ".p.all.ranking", "cc." + own + ".p.all.checkout", "cc." + other + ".v.junk", "cc." + own + ".v.junk",
+		"ccr." + other + ".p.all.ranking", "ccr." + own + ".p.all.checkout",
+		"ccs." + other + ".web-1.ranking", "ccs." + own + ".web-1.checkout",
+		"cca." + other + ".ranking", "cca." + own + ".checkout",
+		"$KV.cuecast-rollouts." + other + ".ranking", "$KV.cuecast-rollouts." + own + ".checkout",
+		"$JS.API.STREAM.PURGE.CUECAST", "$JS.API.STREAM.DELETE.CUECAST_AUDIT",
+		"$JS.hub.API.STREAM.PURGE.CUECAST", "$JS.API.STREAM.PURGE.CUECAST_" + other,
+		"_INBOX_" + other + ".stolen", "_INBOX.stolen",
+	}
+}
+
+// serviceAttacks is everything a service of namespace own tries against
+// the tree (other is another namespace).
+func serviceAttacks(own, other string) []attack {
+	var as []attack
+	for _, s := range []string{
+		"ccr." + other + ".>", "ccr.>", "cc.>", "cc." + own + ".>", "ccs.>", "ccs." + other + ".>", "cca.>",
+		"$KV.>", "$JS.API.>", "$JS.>", "_INBOX.>", "_INBOX_" + other + ".>", "$SYS.>", ">",
+	} {
+		as = append(as, attack{sub: s})
+	}
+	ownDirect := "$JS.API.DIRECT.GET." + natsconf.MirrorStream(own)
+	for _, reply := range replyTargets(own, other) {
+		as = append(as,
+			attack{pub: ownDirect, reply: reply, body: `{"seq":1}`, allowed: true},
+			attack{pub: ownDirect, reply: reply, body: `{"seq":1,"batch":10}`, allowed: true},
+			attack{pub: ownDirect, reply: reply, body: `{"multi_last":["cc.` + own + `.>"]}`, allowed: true},
+			attack{pub: ownDirect + ".cc." + own + ".v.checkout", reply: reply, allowed: true},
+			attack{pub: ownDirect + ".cc." + own + ".p.all.checkout", reply: reply, allowed: true},
+			attack{pub: "ccs." + own + ".web-1.checkout", reply: reply, body: `{}`, allowed: true},
+		)
+	}
+	for _, p := range []string{
+		"cc." + own + ".p.all.checkout", "cc." + own + ".v.checkout", "cc." + other + ".p.all.ranking",
+		"ccr." + own + ".p.all.checkout", "ccr." + other + ".p.all.ranking",
+		"ccs." + other + ".web-1.ranking", "cca." + own + ".checkout", "cca." + other + ".ranking",
+		"$KV.cuecast-rollouts." + own + ".checkout", "$KV.cuecast-rollouts." + other + ".ranking",
+		"$JS.API.DIRECT.GET.CUECAST", "$JS.API.DIRECT.GET.CUECAST.cc." + other + ".v.ranking",
+		"$JS.API.DIRECT.GET." + natsconf.MirrorStream(other), "$JS.API.DIRECT.GET." + natsconf.MirrorStream(other) + ".cc." + other + ".v.ranking",
+		"$JS.API.DIRECT.GET.KV_cuecast-rollouts", "$JS.API.DIRECT.GET.CUECAST_AUDIT", "$JS.API.DIRECT.GET.CUECAST_REPORTS",
+		"$JS.API.STREAM.MSG.GET.CUECAST", "$JS.API.STREAM.INFO.CUECAST", "$JS.API.STREAM.LIST", "$JS.API.INFO",
+		"$JS.API.STREAM.PURGE.CUECAST", "$JS.API.STREAM.DELETE.CUECAST_AUDIT", "$JS.API.STREAM.UPDATE.CUECAST_AUDIT",
+		"$JS.API.STREAM.PURGE." + natsconf.MirrorStream(own), "$JS.API.STREAM.MSG.DELETE.CUECAST_REPORTS",
+		"$JS.API.STREAM.CREATE.EVIL", "$JS.API.CONSUMER.CREATE.CUECAST", "$JS.API.CONSUMER.CREATE." + natsconf.MirrorStream(own) + ".x",
+		"$JS.hub.API.STREAM.PURGE.CUECAST", "$JS.hub.API.DIRECT.GET.CUECAST",
+		"$SYS.REQ.SERVER.PING", "_INBOX_" + other + ".stolen", "_INBOX.stolen",
+	} {
+		as = append(as, attack{pub: p, reply: "_INBOX_" + own + ".attack", body: `{"seq":1}`})
+	}
+	return as
+}
+
+// operatorAttacks: the operator may read and steer rollouts but change no
+// stream's configuration or contents, nor write versions and pointers.
+func operatorAttacks(domains []string) []attack {
+	var as []attack
+	for _, st := range []string{natsconf.Stream, distributor.ReportStream, "KV_cuecast-rollouts", "CUECAST_AUDIT"} {
+		for _, op := range []string{"UPDATE", "DELETE", "PURGE", "MSG.DELETE", "CREATE"} {
+			as = append(as, attack{pub: "$JS.API.STREAM." + op + "." + st, reply: "_INBOX.attack", body: `{"name":"` + st + `","max_msgs":1,"seq":1}`})
+		}
+	}
+	for _, dom := range domains {
+		as = append(as,
+			attack{pub: "$JS." + dom + ".API.STREAM.DELETE.CUECAST_AUDIT", reply: "_INBOX.attack", body: `{}`},
+			attack{pub: "$JS." + dom + ".API.STREAM.PURGE.CUECAST_payments", reply: "_INBOX.attack", body: `{}`},
+		)
+	}
+	as = append(as,
+		attack{pub: "$JS.API.STREAM.CREATE.EVIL", reply: "_INBOX.attack", body: `{"name":"EVIL","subjects":["cc.evil.>"]}`},
+		attack{pub: "$JS.API.KV.DEL.cuecast-rollouts", reply: "_INBOX.attack"},
+		attack{pub: "cc.payments.p.all.checkout", body: `{}`},
+		attack{pub: "cc.search.v.ranking", body: `{}`},
+		attack{pub: "ccr.payments.p.all.checkout", body: `{}`},
+		attack{pub: "ccs.payments.web-1.checkout", body: `{}`},
+	)
+	return as
+}
+
+// refused waits for the server's permissions violation naming subject and
+// reports a missing one as a test error.
+func (a asyncErrs) refused(t *testing.T, what, subject string) {
+	t.Helper()
+	// A server maps its own domain's API ($JS.<domain>.API.>) onto $JS.API.>
+	// before it checks permissions, and names the mapped subject.
+	mapped := subject
+	if rest, ok := strings.CutPrefix(subject, "$JS."); ok && !strings.HasPrefix(rest, "API.") {
+		if _, api, ok := strings.Cut(rest, ".API."); ok {
+			mapped = "$JS.API." + api
+		}
+	}
+	deadline := time.After(5 * time.Second)
+	for {
+		select {
+		case err := <-a:
+			if errors.Is(err, nats.ErrPermissionViolation) && (strings.Contains(err.Error(), `"`+subject+`"`) || strings.Contains(err.Error(), `"`+mapped+`"`)) {
+				return
+			}
+			t.Logf("%s: other async error: %v", what, err)
+		case <-deadline:
+			t.Errorf("%s: not refused (no permissions violation for %s)", what, subject)
+			return
+		}
+	}
+}
+
+// suiteTree is a hub ▶ regional leaf ▶ node tree holding every store: the
+// versions and pointers of two namespaces, their mirrors in both lower
+// domains, reports, the rollout bucket and the audit stream.
+type suiteTree struct {
+	*natstest.Tree
+	servers []*natstest.TreeServer // hub, region, node
+	domains []string
+	dist    *nats.Conn
+	js      jetstream.JetStream
+}
+
+func startSuiteTree(t *testing.T, jwt bool) *suiteTree {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	tr := natstest.StartTree(t, natstest.TreeOptions{Namespaces: []string{"payments", "search"}, JWT: jwt})
+	region := tr.AddLeaf(t, tr.Hub, natsconf.Leaf, "eu-west")
+	region.WaitLinked(t)
+	node := tr.AddLeaf(t, region, natsconf.Node, "host-1")
+	node.WaitLinked(t)
+	nc := tr.Hub.Connect(t, natsconf.DistributorUser)
+	d, err := distributor.New(ctx, nc, distributor.Options{Heartbeat: time.Hour})
+	if err != nil {
+		t.Fatalf("new distributor: %v", err)
+	}
+	tr.Mirrors(t)
+	publish(t, d, "search/ranking", 1, `{"boost":2}`)
+	publish(t, d, checkout, 1, `{"v":1}`)
+	if _, err := rollout.New(ctx, nc, d, nil, rollout.Options{}); err != nil {
+		t.Fatalf("open rollout state: %v", err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(ctx, "$KV.cuecast-rollouts.payments.checkout", []byte(`{"config":"payments/checkout"}`)); err != nil {
+		t.Fatalf("rollout record: %v", err)
+	}
+	if _, err := js.Publish(ctx, "cca.payments.checkout", []byte(`{"action":"halt"}`)); err != nil {
+		t.Fatalf("audit entry: %v", err)
+	}
+	if _, err := nc.Request("ccs.search.web-1.ranking", []byte(`{}`), 5*time.Second); err != nil {
+		t.Fatalf("report: %v", err)
+	}
+	st := &suiteTree{Tree: tr, servers: []*natstest.TreeServer{tr.Hub, region, node}, domains: []string{"hub", "eu-west", "host-1"}, dist: nc, js: js}
+	for _, ns := range []string{"payments", "search"} {
+		hub, err := js.Stream(ctx, natsconf.Stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := hub.Info(ctx, jetstream.WithSubjectFilter("cc."+ns+".>"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := uint64(0)
+		for _, n := range info.State.Subjects {
+			want += n
+		}
+		for _, dom := range []string{"eu-west", "host-1"} {
+			natstest.Eventually(t, 20*time.Second, dom+" mirror of "+ns+" caught up", func() (bool, string) {
+				got := streamState(t, nc, dom, natsconf.MirrorStream(ns))
+				return got.Msgs == want, fmt.Sprintf("%d messages, want %d", got.Msgs, want)
+			})
+		}
+	}
+	return st
+}
+
+// reportsLast is the hub's last report sequence.
+func (st *suiteTree) reportsLast(t *testing.T) uint64 {
+	t.Helper()
+	return streamState(t, st.dist, "hub", distributor.ReportStream).Last
+}
+
+// run makes every attempt of as on nc, each a permissions violation unless
+// allowed, then barrier (which returns how many reports it and the allowed
+// attempts legitimately stored), and compares the stores before and after.
+func (st *suiteTree) run(t *testing.T, nc *nats.Conn, errs asyncErrs, as []attack, barrier func(before uint64) uint64) {
+	t.Helper()
+	before := snapshot(t, st.dist, st.domains)
+	for _, a := range as {
+		if a.sub != "" {
+			if _, err := nc.SubscribeSync(a.sub); err != nil {
+				t.Fatalf("%s: %v", a, err)
+			}
+			errs.refused(t, a.String(), a.sub)
+			continue
+		}
+		m := nats.NewMsg(a.pub)
+		m.Reply, m.Data = a.reply, []byte(a.body)
+		if err := nc.PublishMsg(m); err != nil {
+			t.Fatalf("%s: %v", a, err)
+		}
+		if !a.allowed {
+			errs.refused(t, a.String(), a.pub)
+		}
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatalf("flush: %v", err)
+	}
+	key := "hub/" + distributor.ReportStream
+	r := before[key]
+	r.Last = barrier(r.Last)
+	before[key] = r
+	after := snapshot(t, st.dist, st.domains)
+	for _, d := range before.diff(after) {
+		t.Errorf("store changed by the attacks: %s", d)
+	}
+}
+
+// TestPermissionSuite: every role, on every level of the tree, tries every
+// subscription, publish and request it should not make, including requests
+// it may make whose reply subject aims at a store, and the stores of every
+// domain are unchanged.
+func TestPermissionSuite(t *testing.T) {
+	for _, auth := range []string{"password", "creds"} {
+		t.Run(auth, func(t *testing.T) {
+			st := startSuiteTree(t, auth == "creds")
+			for _, role := range []struct{ own, other string }{{"payments", "search"}, {"search", "payments"}} {
+				for _, srv := range st.servers {
+					t.Run(natsconf.ServiceUser(role.own)+"@"+srv.Spec.Name, func(t *testing.T) {
+						errs := asyncErrs(make(chan error, 1024))
+						nc := srv.Connect(t, natsconf.ServiceUser(role.own), errs.option(), nats.PermissionErrOnSubscribe(true))
+						as := serviceAttacks(role.own, role.other)
+						reports := 0
+						for _, a := range as {
+							if a.allowed && strings.HasPrefix(a.pub, "ccs.") {
+								reports++
+							}
+						}
+						st.run(t, nc, errs, as, func(before uint64) uint64 {
+							// The barrier: the service's own reports and a
+							// last one reach the hub's report stream, after
+							// every reply the attempts drew.
+							if err := nc.Publish("ccs."+role.own+".sentinel.checkout", []byte(`{}`)); err != nil {
+								t.Fatal(err)
+							}
+							want := before + uint64(reports) + 1
+							natstest.Eventually(t, 20*time.Second, "the reports at the hub", func() (bool, string) {
+								got := st.reportsLast(t)
+								return got >= want, fmt.Sprintf("last report %d, want %d", got, want)
+							})
+							return want
+						})
+					})
+				}
+			}
+			for _, srv := range st.servers {
+				t.Run("operator@"+srv.Spec.Name, func(t *testing.T) {
+					errs := asyncErrs(make(chan error, 1024))
+					nc := srv.Connect(t, natsconf.OperatorUser, errs.option(), nats.PermissionErrOnSubscribe(true))
+					st.run(t, nc, errs, operatorAttacks(st.domains), func(before uint64) uint64 {
+						// The barrier: an answered JetStream request after
+						// the refused ones.
+						if _, err := nc.Request("$JS.API.STREAM.INFO."+natsconf.Stream, nil, 5*time.Second); err != nil {
+							t.Fatalf("stream info as operator: %v", err)
+						}
+						return before
+					})
+				})
+			}
+		})
+	}
+}
+
+// TestOperatorSteersWithoutManagingStreams: the operator's credentials open
+// the distributor and the rollout state read-only (as every CLI command
+// does) and record a rollback, which only serve's controller carries out,
+// while the suite above proves they change no stream's configuration.
+func TestOperatorSteersWithoutManagingStreams(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	st := startSuiteTree(t, false)
+	nc := st.Hub.Connect(t, natsconf.OperatorUser)
+	d, err := distributor.Open(ctx, nc, distributor.Options{})
+	if err != nil {
+		t.Fatalf("open distributor as operator: %v", err)
+	}
+	ctl, err := rollout.Open(ctx, nc, d, nil, rollout.Options{AwaitTimeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatalf("open rollout state as operator: %v", err)
+	}
+	before := streamState(t, st.dist, "hub", "CUECAST_AUDIT")
+	_, err = ctl.Rollback(ctx, checkout, 1, rollout.Action{Actor: "oncall", Reason: "test"})
+	if !errors.Is(err, rollout.ErrNotCarriedOut) {
+		t.Fatalf("rollback as operator: got %v, want it recorded and awaiting serve", err)
+	}
+	rec, err := ctl.Record(ctx, checkout)
+	if err != nil || rec.Pin == nil || rec.Pin.Version != 1 {
+		t.Fatalf("record after the rollback: %+v, %v", rec, err)
+	}
+	if got := streamState(t, st.dist, "hub", "CUECAST_AUDIT"); got.Last != before.Last+1 || got.Msgs != before.Msgs+1 {
+		t.Errorf("audit stream %+v after the rollback, want one entry more than %+v", got, before)
+	}
 }
