@@ -117,6 +117,42 @@ namespace mirrors; services there watch with --namespace-mirror.`,
 		cmd.AddCommand(sub)
 	}
 	cmd.AddCommand(newMirrorsCmd(env, mirrorsF))
+	cmd.AddCommand(newCertCmd(env))
+	return cmd
+}
+
+// newCertCmd is `cuecast nats-config cert`: a private CA and one server's
+// certificate, for a tree without a PKI of its own.
+func newCertCmd(env *Env) *cobra.Command {
+	var dir, name string
+	var hosts []string
+	cmd := &cobra.Command{
+		Use:   "cert --dir DIR --name SERVER --host HOST",
+		Short: "Create the tree's CA (once) and a server's own TLS certificate",
+		Long: `Cert keeps a private CA in DIR (ca.pem, ca-key.pem; created on first use, valid ten
+years) and writes DIR/<name>.pem and DIR/<name>-key.pem: a certificate for server NAME
+whose names are every --host (IP addresses or DNS names), signed by the CA, valid two
+years, usable as server and as client certificate (leafnode remotes present it). All
+files are 0600. Copy to each host only its own certificate and key and ca.pem; keep
+ca-key.pem on the machine that runs this command.`,
+		Example: `  cuecast nats-config cert --dir /etc/cuecast/tls --name hub-a --host hub-a.example.com
+  cuecast nats-config cert --dir /etc/cuecast/tls --name host-17 --host host-17.example.com --host 127.0.0.1`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, args []string) error {
+			if dir == "" || name == "" || len(hosts) == 0 {
+				return usageErrorf("pass --dir, --name and at least one --host", "cert: missing flags")
+			}
+			t, err := natsconf.EnsureTLS(dir, name, hosts)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(env.IO.Out, "--tls-cert %s --tls-key %s --tls-ca %s\n", t.Cert, t.Key, t.CA)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&dir, "dir", "", "directory of the CA and the certificates (required)")
+	cmd.Flags().StringVar(&name, "name", "", "server name, as in nats-config --name (required)")
+	cmd.Flags().StringSliceVar(&hosts, "host", nil, "a name or address clients and other servers reach the server by (repeatable, required)")
 	return cmd
 }
 
@@ -141,7 +177,7 @@ CUECAST_<ns> otherwise. Each mirror RePublishes onto ccr.<ns>.> for its level.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&opts.NATS, "nats", nats.DefaultURL, "NATS server URL (any server of the tree)")
+	f.StringVar(&opts.NATS, "nats", defaultNATSURL(env), "NATS server URL (any server of the tree)")
 	f.StringVar(&opts.Domain, "domain", "", "JetStream domain to create the mirrors in")
 	f.StringVar(&opts.Upstream, "upstream", "", "JetStream domain of the level above")
 	f.BoolVar(&opts.FromHub, "from-hub", false, "the upstream domain is the hub's (mirror CUECAST filtered by namespace)")
@@ -174,6 +210,9 @@ func natsConfigRun(env *Env, opts *NATSConfigOptions) error {
 	if opts.TLSCert != "" || opts.TLSKey != "" || opts.TLSCA != "" || opts.VerifyClients {
 		spec.TLS = &natsconf.TLS{Cert: opts.TLSCert, Key: opts.TLSKey, CA: opts.TLSCA, VerifyClients: opts.VerifyClients}
 	}
+	if err := sameTLS(opts.Secrets, spec.TLS != nil); err != nil {
+		return err
+	}
 	var err error
 	switch opts.Auth {
 	case "password":
@@ -199,6 +238,42 @@ func natsConfigRun(env *Env, opts *NATSConfigOptions) error {
 	}
 	_, err = fmt.Fprint(env.IO.Out, conf)
 	return err
+}
+
+// sameTLS keeps a tree all TLS or all plain text: the first configuration
+// generated with a secrets directory records which in dir/tls.mode, and a
+// later one that differs is refused. A level without TLS under one with it
+// (or the reverse) would fail every leafnode handshake.
+func sameTLS(dir string, tls bool) error {
+	mode := "plain"
+	if tls {
+		mode = "tls"
+	}
+	path := filepath.Join(dir, "tls.mode")
+	b, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return fmt.Errorf("create secrets directory: %w", err)
+		}
+		if err := os.WriteFile(path, []byte(mode+"\n"), 0o600); err != nil {
+			return fmt.Errorf("write %s: %w", path, err)
+		}
+		return nil
+	case err != nil:
+		return fmt.Errorf("read %s: %w", path, err)
+	}
+	if was := strings.TrimSpace(string(b)); was != mode {
+		hint := "pass --tls-cert, --tls-key and --tls-ca (this server's own certificate, the tree's CA)"
+		if tls {
+			hint = "regenerate every server's configuration with TLS (then delete " + path + "), or drop the --tls-* flags"
+		}
+		return &UsageError{
+			Err:  fmt.Errorf("the other servers of this tree were generated with %s (%s), this one with %s: their leafnode links could not complete a handshake", was, path, mode),
+			Hint: hint,
+		}
+	}
+	return nil
 }
 
 // loadSecrets reads dir/<user>.password for every user, creating missing

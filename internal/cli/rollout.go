@@ -95,7 +95,7 @@ Exit status 4 when the rollout shown or watched is halted.`,
 				return rolloutRun(c.Context(), env, opts)
 			},
 		}
-		sub.Flags().StringVar(&opts.NATS, "nats", nats.DefaultURL, "NATS server URL")
+		sub.Flags().StringVar(&opts.NATS, "nats", defaultNATSURL(env), "NATS server URL")
 		opts.Conn.Register(sub.Flags())
 		sub.Flags().StringVarP(&opts.Output, "output", "o", "text", "output format: text or json")
 		if v.act {

@@ -25,9 +25,9 @@ type serviceFlags struct {
 	NamespaceMirror bool
 }
 
-func (f *serviceFlags) register(fs *pflag.FlagSet) {
+func (f *serviceFlags) register(fs *pflag.FlagSet, env *Env) {
 	fs.StringVar(&f.Instance, "instance", "", "this instance's ID (its cohort is derived from it)")
-	fs.StringVar(&f.NATS, "nats", nats.DefaultURL, "NATS server URL")
+	fs.StringVar(&f.NATS, "nats", defaultNATSURL(env), "NATS server URL")
 	fs.StringToStringVar(&f.Labels, "label", nil, "labels reported with this instance, like --label canary=true")
 	fs.StringSliceVar(&f.TrustedKeys, "trusted-key", nil, "public key printed by `cuecast serve`; anything not signed by it is rejected (repeatable)")
 	f.Conn.Register(fs)

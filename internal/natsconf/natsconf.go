@@ -1,6 +1,7 @@
 package natsconf
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net"
@@ -8,6 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/cuecast/cuecast"
 )
@@ -27,6 +30,10 @@ const (
 	Leaf Level = "leaf"
 	// Node is a node-local leaf server: its own domain, mirrors of its region.
 	Node Level = "node"
+	// Standalone is a single server holding the CUECAST stream, without
+	// cluster or leafnodes: serve's embedded server with --secure. Its
+	// namespaces' mirrors are in its own domain (MirrorSpec.NoRePublish).
+	Standalone Level = "standalone"
 )
 
 // The account and user names every generated configuration uses.
@@ -53,7 +60,9 @@ const (
 	reportStream = "CUECAST_REPORTS"
 	// The rollout controller's state (distributor/rollout).
 	rolloutStream = "KV_cuecast-rollouts"
-	auditStream   = "CUECAST_AUDIT"
+	// The tailer's cursors (tailer.Bucket), which status shows.
+	tailerStream = "KV_cuecast-tailer"
+	auditStream  = "CUECAST_AUDIT"
 )
 
 // ServiceUser is the user a namespace's services connect as.
@@ -130,6 +139,10 @@ type Spec struct {
 	// LeafCreds is the .creds file of LeafUser the leafnode remote logs in
 	// with, in operator mode (leaf and node levels).
 	LeafCreds string
+	// HashCost is the bcrypt cost of the password hashes the configuration
+	// holds; default bcrypt.DefaultCost. Tests lower it: the server pays
+	// it on every login.
+	HashCost int
 }
 
 // Cluster is a server's cluster membership.
@@ -154,6 +167,9 @@ func (s Spec) Users() []string {
 	// Every level needs LeafUser: the hub accepts it, a node's remote logs
 	// in with it, a regional leaf does both.
 	u := []string{DistributorUser, LeafUser, OperatorUser, SystemUser}
+	if s.Level == Standalone {
+		u = []string{DistributorUser, OperatorUser, SystemUser}
+	}
 	for _, ns := range s.Namespaces {
 		u = append(u, ServiceUser(ns))
 	}
@@ -163,7 +179,7 @@ func (s Spec) Users() []string {
 
 func (s *Spec) setDefaults() {
 	if s.Domain == "" {
-		if s.Level == Hub {
+		if s.Level == Hub || s.Level == Standalone {
 			s.Domain = HubDomain
 		} else {
 			s.Domain = s.Name
@@ -172,7 +188,7 @@ func (s *Spec) setDefaults() {
 	if s.Listen == "" {
 		s.Listen = "0.0.0.0:4222"
 	}
-	if s.LeafListen == "" && s.Level != Node {
+	if s.LeafListen == "" && (s.Level == Hub || s.Level == Leaf) {
 		s.LeafListen = "0.0.0.0:7422"
 	}
 }
@@ -184,9 +200,9 @@ func (s Spec) Validate() error {
 		return fmt.Errorf("%w: %s", ErrInvalidSpec, fmt.Sprintf(format, args...))
 	}
 	switch s.Level {
-	case Hub, Leaf, Node:
+	case Hub, Leaf, Node, Standalone:
 	default:
-		return bad("level %q: want hub, leaf or node", s.Level)
+		return bad("level %q: want hub, leaf, node or standalone", s.Level)
 	}
 	if !validName(s.Name) {
 		return bad("server name %q: want 1-64 of [A-Za-z0-9_-]", s.Name)
@@ -205,20 +221,20 @@ func (s Spec) Validate() error {
 		}
 	}
 	switch s.Level {
-	case Hub:
+	case Hub, Standalone:
 		if len(s.Upstreams) > 0 {
-			return bad("the hub has no upstream")
+			return bad("the %s server has no upstream", s.Level)
 		}
 	case Leaf, Node:
 		if len(s.Upstreams) == 0 {
 			return bad("a %s server needs at least one upstream (the leafnode address of the level above)", s.Level)
 		}
 	}
-	if s.Level == Node && s.Cluster != nil {
-		return bad("a node-local server is not clustered")
+	if (s.Level == Node || s.Level == Standalone) && s.Cluster != nil {
+		return bad("a %s server is not clustered", s.Level)
 	}
-	if s.Level == Node && s.LeafListen != "" {
-		return bad("a node-local server accepts no leafnodes")
+	if (s.Level == Node || s.Level == Standalone) && s.LeafListen != "" {
+		return bad("a %s server accepts no leafnodes", s.Level)
 	}
 	for _, u := range s.Upstreams {
 		if err := checkHostPort(u); err != nil {
@@ -261,8 +277,13 @@ func (s Spec) Validate() error {
 		if (t.Cert == "") != (t.Key == "") {
 			return bad("tls: give both a certificate and a key")
 		}
-		if t.Cert == "" && t.CA == "" {
-			return bad("tls: nothing to configure")
+		if t.Cert == "" {
+			// A CA alone would write TLS blocks without a certificate, which
+			// no client and no leafnode can complete a handshake with.
+			return bad("tls: every server needs its own certificate and key (--tls-cert, --tls-key), not only a CA")
+		}
+		if t.CA == "" && s.Level != Standalone {
+			return bad("tls: give the CA (--tls-ca) that signed the servers' certificates: leafnode remotes and routes verify their peers with it")
 		}
 		if t.VerifyClients && t.CA == "" {
 			return bad("tls: verifying clients needs a CA")
@@ -314,7 +335,7 @@ func UserPermissions(user string) (Permissions, bool) {
 	switch {
 	case user == OperatorUser:
 		var pub []string
-		for _, st := range []string{Stream, reportStream, rolloutStream, auditStream} {
+		for _, st := range []string{Stream, reportStream, rolloutStream, auditStream, tailerStream} {
 			pub = append(pub,
 				"$JS.API.STREAM.INFO."+st,
 				"$JS.API.STREAM.MSG.GET."+st,
@@ -356,7 +377,7 @@ func Generate(s Spec) (string, error) {
 	if err := s.Validate(); err != nil {
 		return "", fmt.Errorf("generate %s config: %w", s.Level, err)
 	}
-	w := &confWriter{}
+	w := &confWriter{cost: s.HashCost}
 	w.comment("nats-server configuration for cuecast: %s level, server %s, JetStream domain %s.", s.Level, s.Name, s.Domain)
 	w.comment("Generated by `cuecast nats-config %s`; see docs/SCALING.md.", s.Level)
 	w.kv("server_name", q(s.Name))
@@ -413,7 +434,7 @@ func Generate(s Spec) (string, error) {
 			if s.Keys == nil {
 				w.open("authorization")
 				w.open("users = [")
-				w.line("{user: %s, password: %s, account: %s}", q(LeafUser), q(s.Passwords[LeafUser]), q(Account))
+				w.line("{user: %s, password: %s, account: %s}", q(LeafUser), q(w.hash(s.Passwords[LeafUser])), q(Account))
 				w.closeWith("]")
 				w.close()
 			}
@@ -467,6 +488,14 @@ func Generate(s Spec) (string, error) {
 		w.user(u, s.Passwords[u])
 	}
 	w.closeWith("]")
+	if s.Level == Standalone {
+		// Without leafnodes nothing maps the domain's API onto the local
+		// one (and account mappings do not apply to the streams' own
+		// requests); the namespaces' mirrors read CUECAST through it.
+		w.open("imports = [")
+		w.line("{service: {account: %s, subject: %s}, to: %s}", q(SystemAccount), q("$JS.API.>"), q("$JS."+s.Domain+".API.>"))
+		w.closeWith("]")
+	}
 	if len(s.Namespaces) > 0 {
 		w.comment("Each namespace's services reach these subjects only, from their own account.")
 		w.open("exports = [")
@@ -500,11 +529,17 @@ func Generate(s Spec) (string, error) {
 	}
 	w.open(SystemAccount)
 	w.open("users = [")
-	w.line("{user: %s, password: %s}", q(SystemUser), q(s.Passwords[SystemUser]))
+	w.line("{user: %s, password: %s}", q(SystemUser), q(w.hash(s.Passwords[SystemUser])))
 	w.closeWith("]")
+	if s.Level == Standalone {
+		w.list("exports", []string{fmt.Sprintf("{service: %s, accounts: [%s]}", q("$JS.API.>"), q(Account))})
+	}
 	w.close()
 	w.close()
 	w.kv("system_account", q(SystemAccount))
+	if w.err != nil {
+		return "", fmt.Errorf("generate %s config: %w", s.Level, w.err)
+	}
 	return w.String(), nil
 }
 
@@ -524,6 +559,21 @@ func q(s string) string { return strconv.Quote(s) }
 type confWriter struct {
 	b     strings.Builder
 	depth int
+	cost  int
+	err   error
+}
+
+// hash turns a password into the bcrypt hash the server stores instead
+// (nats-server compares a "$2a$" password with bcrypt): a configuration,
+// which every operator of a host can read, then holds no password a client
+// could log in with.
+func (w *confWriter) hash(password string) string {
+	h, err := bcrypt.GenerateFromPassword([]byte(password), cmp.Or(w.cost, bcrypt.DefaultCost))
+	if err != nil {
+		w.err = errors.Join(w.err, fmt.Errorf("hash password: %w", err))
+		return ""
+	}
+	return string(h)
 }
 
 func (w *confWriter) String() string { return w.b.String() }
@@ -563,6 +613,7 @@ func (w *confWriter) list(k string, vs []string) {
 // user writes one user of an accounts block, with its permissions when
 // UserPermissions fixes them.
 func (w *confWriter) user(u, password string) {
+	password = w.hash(password)
 	perm, ok := UserPermissions(u)
 	if !ok {
 		w.line("{user: %s, password: %s}", q(u), q(password))

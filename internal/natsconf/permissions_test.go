@@ -379,19 +379,62 @@ type suiteTree struct {
 
 func startSuiteTree(t *testing.T, jwt bool) *suiteTree {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
 	tr := natstest.StartTree(t, natstest.TreeOptions{Namespaces: []string{"payments", "search"}, JWT: jwt})
 	region := tr.AddLeaf(t, tr.Hub, natsconf.Leaf, "eu-west")
 	region.WaitLinked(t)
 	node := tr.AddLeaf(t, region, natsconf.Node, "host-1")
 	node.WaitLinked(t)
+	return fillStores(t, tr, []*natstest.TreeServer{tr.Hub, region, node}, []string{"hub", "eu-west", "host-1"}, tr.Mirrors)
+}
+
+// startSuiteStandalone is serve's embedded server as `serve --secure`
+// configures it: the Standalone level, its mirrors in its own domain.
+func startSuiteStandalone(t *testing.T) *suiteTree {
+	t.Helper()
+	tr := &natstest.Tree{Passwords: map[string]string{}, Namespaces: []string{"payments", "search"}}
+	spec := natsconf.Spec{Level: natsconf.Standalone, Name: "cuecast", Listen: "127.0.0.1:-1", Namespaces: tr.Namespaces}
+	for _, u := range spec.Users() {
+		tr.Passwords[u] = "pw-" + u
+	}
+	srv := tr.StartServer(t, spec)
+	tr.Hub = srv
+	mirrors := func(t testing.TB) {
+		js, err := jetstream.NewWithDomain(srv.Connect(t, natsconf.DistributorUser), natsconf.HubDomain)
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec := natsconf.MirrorSpec{Upstream: natsconf.HubDomain, FromHub: true, Namespaces: tr.Namespaces, NoRePublish: true}
+		if err := natsconf.Mirrors(context.Background(), js, spec); err != nil {
+			t.Fatalf("mirrors: %v", err)
+		}
+		// A mirror answering CUECAST's direct gets would answer reads of
+		// other namespaces with "not found".
+		for _, ns := range tr.Namespaces {
+			m, err := js.Stream(context.Background(), natsconf.MirrorStream(ns))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.CachedInfo().Config.MirrorDirect {
+				t.Errorf("%s joined CUECAST's direct gets", natsconf.MirrorStream(ns))
+			}
+		}
+	}
+	return fillStores(t, tr, []*natstest.TreeServer{srv}, []string{"hub"}, mirrors)
+}
+
+// fillStores creates and fills every store as the distributor: versions
+// and pointers of two namespaces and their mirrors, a report, a rollout
+// record and an audit entry.
+func fillStores(t *testing.T, tr *natstest.Tree, servers []*natstest.TreeServer, domains []string, mirrors func(testing.TB)) *suiteTree {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
 	nc := tr.Hub.Connect(t, natsconf.DistributorUser)
 	d, err := distributor.New(ctx, nc, distributor.Options{Heartbeat: time.Hour})
 	if err != nil {
 		t.Fatalf("new distributor: %v", err)
 	}
-	tr.Mirrors(t)
+	mirrors(t)
 	publish(t, d, "search/ranking", 1, `{"boost":2}`)
 	publish(t, d, checkout, 1, `{"v":1}`)
 	if _, err := rollout.New(ctx, nc, d, nil, rollout.Options{}); err != nil {
@@ -410,7 +453,7 @@ func startSuiteTree(t *testing.T, jwt bool) *suiteTree {
 	if _, err := nc.Request("ccs.search.web-1.ranking", []byte(`{}`), 5*time.Second); err != nil {
 		t.Fatalf("report: %v", err)
 	}
-	st := &suiteTree{Tree: tr, servers: []*natstest.TreeServer{tr.Hub, region, node}, domains: []string{"hub", "eu-west", "host-1"}, dist: nc, js: js}
+	st := &suiteTree{Tree: tr, servers: servers, domains: domains, dist: nc, js: js}
 	for _, ns := range []string{"payments", "search"} {
 		hub, err := js.Stream(ctx, natsconf.Stream)
 		if err != nil {
@@ -424,7 +467,7 @@ func startSuiteTree(t *testing.T, jwt bool) *suiteTree {
 		for _, n := range info.State.Subjects {
 			want += n
 		}
-		for _, dom := range []string{"eu-west", "host-1"} {
+		for _, dom := range domains[min(1, len(domains)-1):] {
 			natstest.Eventually(t, 20*time.Second, dom+" mirror of "+ns+" caught up", func() (bool, string) {
 				got := streamState(t, nc, dom, natsconf.MirrorStream(ns))
 				return got.Msgs == want, fmt.Sprintf("%d messages, want %d", got.Msgs, want)
@@ -481,9 +524,14 @@ func (st *suiteTree) run(t *testing.T, nc *nats.Conn, errs asyncErrs, as []attac
 // it may make whose reply subject aims at a store, and the stores of every
 // domain are unchanged.
 func TestPermissionSuite(t *testing.T) {
-	for _, auth := range []string{"password", "creds"} {
+	for _, auth := range []string{"password", "creds", "standalone"} {
 		t.Run(auth, func(t *testing.T) {
-			st := startSuiteTree(t, auth == "creds")
+			var st *suiteTree
+			if auth == "standalone" {
+				st = startSuiteStandalone(t)
+			} else {
+				st = startSuiteTree(t, auth == "creds")
+			}
 			for _, role := range []struct{ own, other string }{{"payments", "search"}, {"search", "payments"}} {
 				for _, srv := range st.servers {
 					t.Run(natsconf.ServiceUser(role.own)+"@"+srv.Spec.Name, func(t *testing.T) {

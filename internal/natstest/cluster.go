@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/cuecast/cuecast/internal/natsconf"
 	"github.com/cuecast/cuecast/internal/poll"
@@ -143,6 +144,7 @@ func (tr *Tree) StartServer(t testing.TB, spec natsconf.Spec) *TreeServer {
 	spec.StoreDir = filepath.Join(dir, "jetstream")
 	spec.Passwords = tr.Passwords
 	spec.TLS = tr.TLS
+	spec.HashCost = bcrypt.MinCost // the server pays it on every login
 	if tr.Keys != nil {
 		spec.Keys = tr.Keys
 		spec.LeafCreds = tr.Creds(t, natsconf.LeafUser)

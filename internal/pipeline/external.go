@@ -41,11 +41,11 @@ type External struct {
 func (p *Pipeline) connect(ctx context.Context, cfg Config) error {
 	if cfg.NATS == "" {
 		var err error
-		p.Server, err = natsserver.Start(ctx, natsserver.Options{Dir: filepath.Join(cfg.DataDir, "jetstream"), Listen: cfg.Listen})
+		p.Server, err = natsserver.Start(ctx, natsserver.Options{Dir: filepath.Join(cfg.DataDir, "jetstream"), Listen: cfg.Listen, ConfigFile: cfg.EmbeddedConfig})
 		if err != nil {
 			return err
 		}
-		p.NC, err = nats.Connect(p.Server.ClientURL(), nats.Name("cuecast serve"), nats.InProcessServer(p.Server))
+		p.NC, err = nats.Connect(p.Server.ClientURL(), append([]nats.Option{nats.Name("cuecast serve"), nats.InProcessServer(p.Server)}, cfg.EmbeddedOptions...)...)
 		if err != nil {
 			return fmt.Errorf("start pipeline: connect: %w", err)
 		}
