@@ -118,7 +118,76 @@ namespace mirrors; services there watch with --namespace-mirror.`,
 	}
 	cmd.AddCommand(newMirrorsCmd(env, mirrorsF))
 	cmd.AddCommand(newCertCmd(env))
+	cmd.AddCommand(newUserCmd(env))
 	return cmd
+}
+
+// newUserCmd is `cuecast nats-config user`: one instance's own credential.
+func newUserCmd(env *Env) *cobra.Command {
+	var secrets, ns, instance, out string
+	cmd := &cobra.Command{
+		Use:   "user --secrets DIR --namespace NS --instance ID",
+		Short: "Create one instance's own .creds file (operator mode): it reports only as that instance",
+		Long: `User writes a .creds file for one instance of a namespace, signed with the keys in
+--secrets (an operator-mode secrets directory, 'nats-config --auth jwt'): the user
+reads what the namespace's services read, and may report only as instance ID
+(ccs.<ns>.<ID>.>), so it cannot speak for another instance in the rollouts' health
+gate. Give each instance its own file; the instance must use the same --instance.
+
+With --auth password there are no per-instance users: every instance of a namespace
+logs in as svc-<ns> and may report as any instance of it (docs/SECURITY.md).`,
+		Example: `  cuecast nats-config user --secrets /etc/cuecast/nats --namespace payments --instance checkout-1 \
+      --out checkout-1.creds`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, args []string) error {
+			if secrets == "" || ns == "" || instance == "" {
+				return usageErrorf("pass --secrets, --namespace and --instance", "user: missing flags")
+			}
+			keys, err := readKeys(secrets)
+			if err != nil {
+				return err
+			}
+			b, err := keys.InstanceCreds(ns, instance)
+			if errors.Is(err, natsconf.ErrInvalidSpec) {
+				return &UsageError{Err: err, Hint: "a namespace is [a-z0-9][a-z0-9_-]*; an instance one subject token"}
+			}
+			if err != nil {
+				return err
+			}
+			if out == "" {
+				out = filepath.Join(secrets, natsconf.InstanceUser(ns, instance)+".creds")
+			}
+			if err := os.WriteFile(out, b, 0o600); err != nil {
+				return fmt.Errorf("write %s: %w", out, err)
+			}
+			fmt.Fprintln(env.IO.Out, out)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&secrets, "secrets", "", "operator-mode secrets directory (operator.nk, account.nk, system.nk)")
+	cmd.Flags().StringVar(&ns, "namespace", "", "the instance's namespace")
+	cmd.Flags().StringVar(&instance, "instance", "", "the instance's ID, as it passes to watch/agent --instance")
+	cmd.Flags().StringVar(&out, "out", "", "where to write the .creds file (default DIR/svc-<ns>.<ID>.creds)")
+	return cmd
+}
+
+// readKeys reads the operator-mode seeds of dir, which must exist.
+func readKeys(dir string) (*natsconf.Keys, error) {
+	var seeds [3][]byte
+	for i, n := range []string{"operator.nk", "account.nk", "system.nk"} {
+		b, err := os.ReadFile(filepath.Join(dir, n))
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, &UsageError{
+				Err:  fmt.Errorf("%s holds no %s: per-instance users need operator mode", dir, n),
+				Hint: "generate the tree with --auth jwt; with passwords every instance of a namespace shares svc-<ns>",
+			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", n, err)
+		}
+		seeds[i] = []byte(strings.TrimSpace(string(b)))
+	}
+	return natsconf.KeysFromSeeds(seeds[0], seeds[1], seeds[2])
 }
 
 // newCertCmd is `cuecast nats-config cert`: a private CA and one server's

@@ -128,6 +128,15 @@ func testNATSConfigTree(t *testing.T, auth string, tls bool) {
 		t.Errorf("mirrors printed %q", out)
 	}
 
+	// In operator mode the instance has its own credential, bound to its ID.
+	watchLogin := login("svc-search")
+	if auth == "jwt" {
+		code, o, e := run(ctx, "nats-config", "user", "--secrets", secrets, "--namespace", "search", "--instance", "search-canary-1")
+		if code != 0 {
+			t.Fatalf("nats-config user: exit %d: %s", code, e)
+		}
+		watchLogin = append([]string{"--creds", strings.TrimSpace(o.String())}, clientTLS...)
+	}
 	wctx, stopWatch := context.WithCancel(ctx)
 	watchDone := make(chan struct{})
 	var wout, werr interface{ String() string }
@@ -135,7 +144,7 @@ func testNATSConfigTree(t *testing.T, auth string, tls bool) {
 		defer close(watchDone)
 		// A canary host of search's manifest: v1 reaches it in the first stage.
 		code, o, e := run(wctx, append([]string{"watch", "--nats", node.ClientURL(), "--namespace-mirror",
-			"--config", "search/ranking", "--instance", "search-canary-1"}, login("svc-search")...)...)
+			"--config", "search/ranking", "--instance", "search-canary-1"}, watchLogin...)...)
 		wout, werr = o, e
 		if code != 0 {
 			t.Errorf("watch: exit %d: %s", code, e)
@@ -169,6 +178,7 @@ func TestNATSConfigBadInput(t *testing.T) {
 		{"creds and user", []string{"status", "--creds", "x.creds", "--user", "u"}, "--creds"},
 		{"password without user", []string{"watch", "--config", "a/b", "--instance", "i", "--password", "p"}, "--user"},
 		{"cert without key", []string{"status", "--tls-cert", "c.pem"}, "key"},
+		{"instance user with passwords", []string{"nats-config", "user", "--secrets", "SECRETS", "--namespace", "payments", "--instance", "web-1"}, "--auth jwt"},
 		{"tls ca without a certificate", []string{"nats-config", "hub", "--name", "h", "--store", "/s", "--secrets", "SECRETS", "--tls-ca", "ca.pem"}, "its own certificate"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

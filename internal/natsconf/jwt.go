@@ -7,6 +7,8 @@ import (
 
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nkeys"
+
+	"github.com/cuecast/cuecast"
 )
 
 // Keys are the nkeys of operator (JWT) mode: the operator signs the account
@@ -94,6 +96,50 @@ func (k *Keys) UserCreds(user string) ([]byte, error) {
 		}
 	}
 	token, err := uc.Encode(signer)
+	if err != nil {
+		return nil, fmt.Errorf("sign user %s: %w", user, err)
+	}
+	seed, err := ukp.Seed()
+	if err != nil {
+		return nil, fmt.Errorf("create user %s: %w", user, err)
+	}
+	creds, err := jwt.FormatUserConfig(token, seed)
+	if err != nil {
+		return nil, fmt.Errorf("format creds of %s: %w", user, err)
+	}
+	return creds, nil
+}
+
+// InstanceCreds returns the .creds file of one instance of namespace ns:
+// a user of the namespace's account (ServiceAccount) with
+// InstancePermissions, so its reports are bound to the instance it was
+// issued for.
+func (k *Keys) InstanceCreds(ns, instance string) ([]byte, error) {
+	if !cuecast.ValidSegment(ns) || !ValidInstance(instance) {
+		return nil, fmt.Errorf("instance creds: %w: namespace %q, instance %q", ErrInvalidSpec, ns, instance)
+	}
+	akp, err := k.ServiceAccountKey(ns)
+	if err != nil {
+		return nil, err
+	}
+	return userCreds(akp, InstanceUser(ns, instance), InstancePermissions(ns, instance))
+}
+
+// userCreds creates a user signed by account with permissions p.
+func userCreds(account nkeys.KeyPair, user string, p Permissions) ([]byte, error) {
+	ukp, err := nkeys.CreateUser()
+	if err != nil {
+		return nil, fmt.Errorf("create user %s: %w", user, err)
+	}
+	upub, err := ukp.PublicKey()
+	if err != nil {
+		return nil, fmt.Errorf("create user %s: %w", user, err)
+	}
+	uc := jwt.NewUserClaims(upub)
+	uc.Name = user
+	uc.Permissions.Pub.Allow.Add(p.Publish...)
+	uc.Permissions.Sub.Allow.Add(p.Subscribe...)
+	token, err := uc.Encode(account)
 	if err != nil {
 		return nil, fmt.Errorf("sign user %s: %w", user, err)
 	}

@@ -371,6 +371,39 @@ func UserPermissions(user string) (Permissions, bool) {
 	return Permissions{}, false
 }
 
+// InstanceUser names the user of one instance of namespace ns (operator
+// mode, Keys.InstanceCreds).
+func InstanceUser(ns, instance string) string { return ServiceUser(ns) + "." + instance }
+
+// ValidInstance reports whether instance can name an instance in a report
+// subject (ccs.<ns>.<instance>.<name>): one subject token of up to 128
+// printable characters.
+func ValidInstance(instance string) bool {
+	if instance == "" || len(instance) > 128 {
+		return false
+	}
+	for _, r := range instance {
+		if r <= ' ' || r == '.' || r == '*' || r == '>' || r > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+// InstancePermissions are a service user's permissions narrowed to one
+// instance: it reads what its namespace's services read, and reports only
+// as that instance (ccs.<ns>.<instance>.>), so a compromised instance
+// cannot speak for another one in the health gate.
+func InstancePermissions(ns, instance string) Permissions {
+	p, _ := UserPermissions(ServiceUser(ns))
+	for i, s := range p.Publish {
+		if s == "ccs."+ns+".>" {
+			p.Publish[i] = "ccs." + ns + "." + instance + ".>"
+		}
+	}
+	return p
+}
+
 // Generate renders the nats-server configuration of one server.
 func Generate(s Spec) (string, error) {
 	s.setDefaults()

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -519,6 +521,25 @@ func (st *suiteTree) run(t *testing.T, nc *nats.Conn, errs asyncErrs, as []attac
 	}
 }
 
+// connectInstance logs in with the .creds of one instance of ns.
+func connectInstance(t *testing.T, st *suiteTree, srv *natstest.TreeServer, ns, instance string, opts ...nats.Option) *nats.Conn {
+	t.Helper()
+	b, err := st.Keys.InstanceCreds(ns, instance)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "instance.creds")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(srv.ClientURL(), append([]nats.Option{nats.UserCredentials(path), nats.CustomInboxPrefix(natsconf.InboxPrefix(ns))}, opts...)...)
+	if err != nil {
+		t.Fatalf("connect as %s: %v", natsconf.InstanceUser(ns, instance), err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
 // TestPermissionSuite: every role, on every level of the tree, tries every
 // subscription, publish and request it should not make, including requests
 // it may make whose reply subject aims at a store, and the stores of every
@@ -532,12 +553,33 @@ func TestPermissionSuite(t *testing.T) {
 			} else {
 				st = startSuiteTree(t, auth == "creds")
 			}
-			for _, role := range []struct{ own, other string }{{"payments", "search"}, {"search", "payments"}} {
+			type role struct{ own, other, instance string }
+			roles := []role{{"payments", "search", ""}, {"search", "payments", ""}}
+			if st.Keys != nil {
+				// An instance's own credential (nats-config user).
+				roles = append(roles, role{"payments", "search", "web-1"})
+			}
+			for _, role := range roles {
 				for _, srv := range st.servers {
-					t.Run(natsconf.ServiceUser(role.own)+"@"+srv.Spec.Name, func(t *testing.T) {
+					user := natsconf.ServiceUser(role.own)
+					if role.instance != "" {
+						user = natsconf.InstanceUser(role.own, role.instance)
+					}
+					t.Run(user+"@"+srv.Spec.Name, func(t *testing.T) {
 						errs := asyncErrs(make(chan error, 1024))
-						nc := srv.Connect(t, natsconf.ServiceUser(role.own), errs.option(), nats.PermissionErrOnSubscribe(true))
+						var nc *nats.Conn
 						as := serviceAttacks(role.own, role.other)
+						sentinel := "ccs." + role.own + ".sentinel.checkout"
+						if role.instance == "" {
+							nc = srv.Connect(t, user, errs.option(), nats.PermissionErrOnSubscribe(true))
+						} else {
+							nc = connectInstance(t, st, srv, role.own, role.instance, errs.option(), nats.PermissionErrOnSubscribe(true))
+							sentinel = "ccs." + role.own + "." + role.instance + ".sentinel"
+							as = append(as,
+								attack{pub: "ccs." + role.own + ".web-2.checkout", body: `{}`},
+								attack{pub: "ccs." + role.own + ".sentinel.checkout", body: `{}`},
+							)
+						}
 						reports := 0
 						for _, a := range as {
 							if a.allowed && strings.HasPrefix(a.pub, "ccs.") {
@@ -548,7 +590,7 @@ func TestPermissionSuite(t *testing.T) {
 							// The barrier: the service's own reports and a
 							// last one reach the hub's report stream, after
 							// every reply the attempts drew.
-							if err := nc.Publish("ccs."+role.own+".sentinel.checkout", []byte(`{}`)); err != nil {
+							if err := nc.Publish(sentinel, []byte(`{}`)); err != nil {
 								t.Fatal(err)
 							}
 							want := before + uint64(reports) + 1
