@@ -84,6 +84,7 @@ func (k *Keys) UserCreds(user string) ([]byte, error) {
 	uc.Name = user
 	if p, ok := UserPermissions(user); ok {
 		uc.Permissions.Pub.Allow.Add(p.Publish...)
+		uc.Permissions.Pub.Deny.Add(p.PublishDeny...)
 		uc.Permissions.Sub.Allow.Add(p.Subscribe...)
 	}
 	signer := k.Account

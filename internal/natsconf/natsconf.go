@@ -317,9 +317,12 @@ func checkHostPort(a string) error {
 }
 
 // Permissions of one user: subjects it may publish to and subscribe to.
+// PublishDeny, when set, denies instead (Publish is then empty: anything
+// else is allowed).
 type Permissions struct {
-	Publish   []string
-	Subscribe []string
+	Publish     []string
+	Subscribe   []string
+	PublishDeny []string
 }
 
 // UserPermissions returns the permissions of user in the CUECAST account;
@@ -357,6 +360,10 @@ func UserPermissions(user string) (Permissions, bool) {
 		// ccs.>: `status --wait` follows the reports live rather than
 		// reading the report stream several times a second.
 		return Permissions{Publish: pub, Subscribe: []string{"_INBOX.>", "ccr.>", "ccs.>"}}, true
+	case user == LeafUser:
+		// A leafnode connection from the level below: it sends reports and
+		// what its mirrors need up, never writes (LeafDenied).
+		return Permissions{PublishDeny: LeafDenied(), Subscribe: []string{">"}}, true
 	case strings.HasPrefix(user, "svc-"):
 		ns := strings.TrimPrefix(user, "svc-")
 		return Permissions{
@@ -402,6 +409,21 @@ func InstancePermissions(ns, instance string) Permissions {
 		}
 	}
 	return p
+}
+
+// LeafDenied are the subjects a lower level's leafnode connection may not
+// publish into its upstream: versions and pointers, audit entries, rollout
+// records and the administration of any stream, by the local or any
+// domain's API. What the mirrors need (consumers upstream) and reports
+// still go up, so a compromised node or leaf host cannot write the hub's
+// stores directly (but see docs/SECURITY.md for consumers).
+func LeafDenied() []string {
+	var d []string
+	d = append(d, "cc.>", "cca.>", "$KV.>", "$JS.API.>")
+	for _, op := range []string{"CREATE", "UPDATE", "DELETE", "PURGE", "MSG.DELETE", "SNAPSHOT", "RESTORE"} {
+		d = append(d, "$JS.*.API.STREAM."+op+".>")
+	}
+	return d
 }
 
 // Generate renders the nats-server configuration of one server.
@@ -465,11 +487,8 @@ func Generate(s Spec) (string, error) {
 		if s.LeafListen != "" {
 			w.kv("listen", q(s.LeafListen))
 			if s.Keys == nil {
-				w.open("authorization")
-				w.open("users = [")
-				w.line("{user: %s, password: %s, account: %s}", q(LeafUser), q(w.hash(s.Passwords[LeafUser])), q(Account))
-				w.closeWith("]")
-				w.close()
+				w.comment("The level below logs in as %s of account %s (accounts below),", LeafUser, Account)
+				w.comment("whose permissions say what it may not send up (docs/SECURITY.md).")
 			}
 			if s.TLS != nil && s.TLS.Cert != "" {
 				w.tls(s.TLS, s.TLS.VerifyClients)
@@ -519,6 +538,9 @@ func Generate(s Spec) (string, error) {
 	w.open("users = [")
 	for _, u := range []string{DistributorUser, OperatorUser} {
 		w.user(u, s.Passwords[u])
+	}
+	if s.LeafListen != "" {
+		w.user(LeafUser, s.Passwords[LeafUser])
 	}
 	w.closeWith("]")
 	if s.Level == Standalone {
@@ -657,7 +679,11 @@ func (w *confWriter) user(u, password string) {
 	w.kv("password", q(password))
 	w.open("permissions")
 	w.open("publish")
-	w.list("allow", quoteAll(perm.Publish))
+	if len(perm.PublishDeny) > 0 {
+		w.list("deny", quoteAll(perm.PublishDeny))
+	} else {
+		w.list("allow", quoteAll(perm.Publish))
+	}
 	w.close()
 	w.open("subscribe")
 	w.list("allow", quoteAll(perm.Subscribe))

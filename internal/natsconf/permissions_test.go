@@ -651,3 +651,46 @@ func TestOperatorSteersWithoutManagingStreams(t *testing.T) {
 		t.Errorf("audit stream %+v after the rollback, want one entry more than %+v", got, before)
 	}
 }
+
+// TestCompromisedNodeCannotWriteUpstream: whoever controls a node server
+// (its configuration, hence any local user) publishes through the node's
+// leafnode link into the level above: versions, pointers, audit entries,
+// rollout records and stream administration are refused there, and no
+// store of the tree changes.
+func TestCompromisedNodeCannotWriteUpstream(t *testing.T) {
+	for _, auth := range []string{"password", "creds"} {
+		t.Run(auth, func(t *testing.T) { testCompromisedNode(t, startSuiteTree(t, auth == "creds")) })
+	}
+}
+
+func testCompromisedNode(t *testing.T, st *suiteTree) {
+	node := st.servers[2]
+	// The node's own distributor user may do anything on the node.
+	nc := node.Connect(t, natsconf.DistributorUser)
+	before := snapshot(t, st.dist, st.domains)
+	for _, subj := range []string{
+		"cc.search.p.all.ranking", "cc.payments.v.checkout", "cca.payments.checkout", "$KV.cuecast-rollouts.payments.checkout",
+		"$JS.hub.API.STREAM.PURGE.CUECAST", "$JS.hub.API.STREAM.DELETE.CUECAST_AUDIT", "$JS.eu-west.API.STREAM.PURGE.CUECAST_search",
+		"$JS.hub.API.STREAM.UPDATE.CUECAST_AUDIT",
+	} {
+		if err := nc.Publish(subj, []byte(`{"name":"CUECAST_AUDIT","max_msgs":1}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The barrier: a report after them reaches the hub (reports may go up).
+	last := st.reportsLast(t)
+	if err := nc.Publish("ccs.payments.barrier.checkout", []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	natstest.Eventually(t, 20*time.Second, "the barrier report at the hub", func() (bool, string) {
+		got := st.reportsLast(t)
+		return got > last, fmt.Sprintf("last report %d", got)
+	})
+	key := "hub/" + distributor.ReportStream
+	r := before[key]
+	r.Last = last + 1
+	before[key] = r
+	for _, d := range before.diff(snapshot(t, st.dist, st.domains)) {
+		t.Errorf("store changed from a node: %s", d)
+	}
+}
