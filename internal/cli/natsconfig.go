@@ -63,13 +63,20 @@ cuecast fan-out tree (docs/SCALING.md):
   node   a node-local leaf server, its own JetStream domain, linked to its region
 
 Every level gets the same accounts and users: "distributor" writes versions and
-pointers, "operator" reads status, and "svc-<ns>" per --namespace reads only that
-namespace (ccr.<ns>.> and its mirror CUECAST_<ns>) and reports only on it. Their
-passwords are read from --secrets DIR (<user>.password), created there when missing;
-use the same directory for every level.
+pointers, "operator" reads status and steers rollouts, and "svc-<ns>" per --namespace,
+in an account of its own, reads only that namespace (ccr.<ns>.> and its mirror
+CUECAST_<ns>) and reports only on it (docs/SECURITY.md). Their passwords are read from
+--secrets DIR (<user>.password), created there when missing; use the same directory for
+every level, keep it on one admin machine, and copy each host only its configuration:
+it holds bcrypt hashes, not passwords. --auth jwt (operator mode) is the production
+choice.
+
+With TLS every server needs its own certificate ("nats-config cert") and the CA; the
+whole tree uses TLS or none (recorded in DIR/tls.mode).
 
 After the servers run, "nats-config mirrors" creates each leaf or node domain's
-namespace mirrors; services there watch with --namespace-mirror.`,
+namespace mirrors; services there watch with --namespace-mirror. "nats-config user"
+gives one instance its own credential (operator mode).`,
 		Example: `  cuecast nats-config hub --name hub-a --store /var/lib/nats --cluster-name hub \
       --cluster-listen 0.0.0.0:6222 --route hub-b:6222 --route hub-c:6222 \
       --namespace payments --namespace search --secrets /etc/cuecast/nats > hub-a.conf
@@ -77,7 +84,8 @@ namespace mirrors; services there watch with --namespace-mirror.`,
       --upstream hub-a:7422 --upstream hub-b:7422 --namespace payments --secrets /etc/cuecast/nats
   cuecast nats-config node --name host-17 --store /var/lib/nats --listen 127.0.0.1:4222 \
       --upstream eu-west-a:7422 --namespace payments --secrets /etc/cuecast/nats
-  cuecast nats-config mirrors --nats nats://hub-a:4222 --user distributor \
+  cuecast nats-config mirrors --nats tls://hub-a:4222 --user distributor \
+      --password-file /etc/cuecast/nats/distributor.password --tls-ca /etc/cuecast/tls/ca.pem \
       --domain eu-west --upstream hub --from-hub --namespace payments`,
 	}
 	for _, level := range []natsconf.Level{natsconf.Hub, natsconf.Leaf, natsconf.Node} {

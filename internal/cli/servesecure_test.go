@@ -50,6 +50,16 @@ func TestServeRefusesOpenNonLoopback(t *testing.T) {
 	}
 }
 
+// TestServeInsecureWarns: --insecure lets the embedded server listen
+// beyond loopback, and says so loudly on every start.
+func TestServeInsecureWarns(t *testing.T) {
+	// Not a repository: serve stops right after deciding how to listen.
+	code, _, stderr := run(context.Background(), "serve", "--repo", t.TempDir(), "--data", t.TempDir(), "--listen", "0.0.0.0:0", "--insecure")
+	if code != cli.ExitUsage || !strings.Contains(stderr.String(), "WARN") || !strings.Contains(stderr.String(), "--insecure") {
+		t.Errorf("exit %d, stderr %q; want the repository refused after a warning naming --insecure", code, stderr)
+	}
+}
+
 // nonLoopback is an address of this machine beyond loopback, or
 // 127.0.0.1 when it has none (the server then listens on loopback, with
 // the same generated configuration).

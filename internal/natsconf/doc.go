@@ -24,9 +24,14 @@
 //
 //	conf, err := natsconf.Generate(natsconf.Spec{Level: natsconf.Node, Name: "node-1", ...})
 //
-// Users log in with passwords (Spec.Passwords) or, in operator mode
-// (Spec.Keys), with .creds files from Keys.UserCreds carrying the same
-// permissions.
+// Users log in with passwords (Spec.Passwords; the configuration holds
+// their bcrypt hashes) or, in operator mode (Spec.Keys), with .creds files
+// from Keys.UserCreds carrying the same permissions; Keys.InstanceCreds
+// binds one instance's reports to it. The leaf user a lower level's link
+// logs in with may not send versions, pointers or stream administration up
+// (LeafDenied). The Standalone level is serve's embedded server with
+// --secure: the hub's accounts without cluster or leafnodes. EnsureTLS
+// makes a private CA and a server's own certificate.
 //
 // Mirrors creates (or updates) the per-namespace mirror streams CUECAST_<ns>
 // in a leaf or node domain: filtered to the namespace, numbered like the
