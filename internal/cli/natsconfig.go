@@ -366,8 +366,10 @@ func loadSecrets(dir string, users []string) (map[string]string, error) {
 		switch {
 		case err == nil:
 			out[u] = strings.TrimSpace(string(b))
-			if out[u] == "" {
-				return nil, &UsageError{Err: fmt.Errorf("password file %s is empty", path), Hint: "delete it to have a new password created"}
+			// The configurations hold cheap hashes (natsconf.Spec.HashCost):
+			// only a long random password keeps them from being guessed.
+			if len(out[u]) < 32 {
+				return nil, &UsageError{Err: fmt.Errorf("password file %s holds fewer than 32 characters", path), Hint: "delete it to have a random password created"}
 			}
 			continue
 		case !errors.Is(err, os.ErrNotExist):

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -104,8 +105,15 @@ func secureEmbedded(opts *ServeOptions, dir, host string) (embedded, error) {
 	}
 	return embedded{dir: dir, conf: path, connect: []nats.Option{
 		nats.UserInfo(natsconf.DistributorUser, spec.Passwords[natsconf.DistributorUser]),
-		// The in-process connection needs no TLS, but its URL says tls://.
-		nats.RootCAs(spec.TLS.CA),
+		// serve's own connection goes over TCP and TLS like any client's,
+		// not in process: there the server offers TLS and first waits the
+		// whole TLS timeout for a handshake a plain client never starts.
+		// (Its certificate names the loopback addresses ClientURL gives for
+		// an unspecified listen host.)
+		nats.InProcessServer(nil), nats.RootCAs(spec.TLS.CA),
+		// The server checks the password's bcrypt hash, which a busy
+		// machine may take more than the default 2s for.
+		nats.Timeout(10 * time.Second),
 	}}, nil
 }
 

@@ -152,7 +152,12 @@ func TestServeSecure(t *testing.T) {
 	watchDone := make(chan struct{})
 	go func() {
 		defer close(watchDone)
-		run(wctx, append([]string{"watch", "--namespace-mirror", "--config", "search/ranking", "--instance", "search-canary-1", "--lkg", out}, login("svc-search")...)...)
+		// Every login costs the server a bcrypt comparison, which under
+		// -race on a busy machine may outlast a connect timeout: start the
+		// watch again until the test ends it.
+		for wctx.Err() == nil {
+			run(wctx, append([]string{"watch", "--namespace-mirror", "--config", "search/ranking", "--instance", "search-canary-1", "--lkg", out}, login("svc-search")...)...)
+		}
 	}()
 	natstest.Eventually(t, 30*time.Second, "the service applying search/ranking", func() (bool, string) {
 		code, o, e := run(ctx, append([]string{"status", "search/ranking"}, login("operator")...)...)

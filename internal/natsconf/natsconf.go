@@ -140,8 +140,10 @@ type Spec struct {
 	// with, in operator mode (leaf and node levels).
 	LeafCreds string
 	// HashCost is the bcrypt cost of the password hashes the configuration
-	// holds; default bcrypt.DefaultCost. Tests lower it: the server pays
-	// it on every login.
+	// holds; default bcrypt.MinCost. The server pays it on every login,
+	// and the passwords nats-config and serve create are 192 random bits,
+	// which no cost makes harder to guess: the hash only keeps the
+	// configuration from holding a password a client could log in with.
 	HashCost int
 }
 
@@ -623,7 +625,7 @@ type confWriter struct {
 // which every operator of a host can read, then holds no password a client
 // could log in with.
 func (w *confWriter) hash(password string) string {
-	h, err := bcrypt.GenerateFromPassword([]byte(password), cmp.Or(w.cost, bcrypt.DefaultCost))
+	h, err := bcrypt.GenerateFromPassword([]byte(password), cmp.Or(w.cost, bcrypt.MinCost))
 	if err != nil {
 		w.err = errors.Join(w.err, fmt.Errorf("hash password: %w", err))
 		return ""

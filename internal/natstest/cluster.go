@@ -17,7 +17,6 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"golang.org/x/crypto/bcrypt"
 
 	"github.com/cuecast/cuecast/internal/natsconf"
 	"github.com/cuecast/cuecast/internal/poll"
@@ -144,7 +143,6 @@ func (tr *Tree) StartServer(t testing.TB, spec natsconf.Spec) *TreeServer {
 	spec.StoreDir = filepath.Join(dir, "jetstream")
 	spec.Passwords = tr.Passwords
 	spec.TLS = tr.TLS
-	spec.HashCost = bcrypt.MinCost // the server pays it on every login
 	if tr.Keys != nil {
 		spec.Keys = tr.Keys
 		spec.LeafCreds = tr.Creds(t, natsconf.LeafUser)
