@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/cuecast/cuecast/internal/cli"
+	"github.com/cuecast/cuecast/internal/iostreams"
 	"github.com/cuecast/cuecast/internal/natstest"
 )
 
@@ -166,4 +168,35 @@ func TestServeSecure(t *testing.T) {
 	})
 	stopWatch()
 	<-watchDone
+}
+
+// TestConnectionEnvironment: $NATS_URL is every --nats flag's default and
+// $CUECAST_NATS_CREDS the default of --creds.
+func TestConnectionEnvironment(t *testing.T) {
+	creds := filepath.Join(t.TempDir(), "missing.creds")
+	env := map[string]string{"NATS_URL": "nats://127.0.0.1:1", "CUECAST_NATS_CREDS": creds}
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  []string
+		want string
+	}{
+		{"NATS_URL", []string{"status"}, []string{"NATS_URL"}, "127.0.0.1:1"},
+		{"CUECAST_NATS_CREDS", []string{"status", "--nats", "nats://127.0.0.1:1"}, []string{"CUECAST_NATS_CREDS"}, "missing.creds"},
+		{"--nats wins over NATS_URL", []string{"rollout", "audit", "a/b", "--nats", "nats://127.0.0.1:2"}, []string{"NATS_URL"}, "127.0.0.1:2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			stdout, stderr := &syncBuffer{}, &syncBuffer{}
+			io := &iostreams.IOStreams{In: strings.NewReader(""), Out: stdout, ErrOut: stderr}
+			code := cli.Main(context.Background(), tc.args, io, func(k string) string {
+				if slices.Contains(tc.env, k) {
+					return env[k]
+				}
+				return ""
+			})
+			if code == 0 || !strings.Contains(stderr.String(), tc.want) {
+				t.Errorf("exit %d, stderr %q; want a failure naming %s", code, stderr, tc.want)
+			}
+		})
+	}
 }
