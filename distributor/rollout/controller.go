@@ -151,6 +151,31 @@ func New(ctx context.Context, nc *nats.Conn, d Distributor, pol Policies, o Opti
 	return &Controller{nc: nc, js: js, kv: kv, auditStream: st, d: d, pol: pol, o: o, log: o.Logger, own: map[string]uint64{}}, nil
 }
 
+// Open opens the existing rollout KV bucket and audit stream without
+// creating or updating them, which needs no right to manage streams: the
+// operator's credentials can (docs/SECURITY.md). It returns an error
+// wrapping jetstream.ErrBucketNotFound or jetstream.ErrStreamNotFound when
+// serve has not created them yet.
+func Open(ctx context.Context, nc *nats.Conn, d Distributor, pol Policies, o Options) (*Controller, error) {
+	if err := o.Validate(); err != nil {
+		return nil, fmt.Errorf("open rollout controller: %w", err)
+	}
+	o.fill()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("open rollout controller: %w", err)
+	}
+	kv, err := js.KeyValue(ctx, Bucket)
+	if err != nil {
+		return nil, fmt.Errorf("open rollout controller: bucket %s: %w", Bucket, err)
+	}
+	st, err := js.Stream(ctx, AuditStream)
+	if err != nil {
+		return nil, fmt.Errorf("open rollout controller: stream %s: %w", AuditStream, err)
+	}
+	return &Controller{nc: nc, js: js, kv: kv, auditStream: st, d: d, pol: pol, o: o, log: o.Logger, own: map[string]uint64{}}, nil
+}
+
 // Deploy starts v's rollout (it is the tailer's Deployer). It is idempotent:
 // a version already rolling out, rolled out, or older than the current
 // rollout is left alone. A rollout in flight for an older version is

@@ -72,7 +72,7 @@ Each file written is printed as one JSON line on stdout.`,
 	cmd.Flags().StringVar(&opts.Signal, "signal", "", "PID:SIGNAL to send after a change, like 1234:HUP")
 	cmd.Flags().DurationVar(&opts.ExecTimeout, "exec-timeout", 30*time.Second, "how long --exec may run")
 	cmd.Flags().DurationVar(&opts.Quiet, "quiet", 100*time.Millisecond, "wait this long after a change for others before running --exec or --signal")
-	opts.register(cmd.Flags())
+	opts.register(cmd.Flags(), env)
 	return cmd
 }
 

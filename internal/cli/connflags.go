@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -12,26 +14,42 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/cuecast/cuecast/distributor"
+	"github.com/cuecast/cuecast/distributor/rollout"
 	"github.com/cuecast/cuecast/internal/pipeline"
 )
 
+// defaultNATSURL is every --nats flag's default: $NATS_URL, else the local
+// server.
+func defaultNATSURL(env *Env) string {
+	if env != nil && env.Getenv != nil {
+		if u := env.Getenv("NATS_URL"); u != "" {
+			return u
+		}
+	}
+	return nats.DefaultURL
+}
+
 // ConnFlags are the credentials and TLS flags of every command that
-// connects to NATS (docs/SCALING.md). The password may come from
-// $CUECAST_NATS_PASSWORD instead of the command line.
+// connects to NATS (docs/SCALING.md, docs/SECURITY.md). The password may
+// come from a file (--password-file, e.g. one `serve --secure` wrote) or
+// $CUECAST_NATS_PASSWORD instead of the command line, the .creds file from
+// $CUECAST_NATS_CREDS.
 type ConnFlags struct {
-	Creds    string
-	User     string
-	Password string
-	TLSCert  string
-	TLSKey   string
-	TLSCA    string
+	Creds        string
+	User         string
+	Password     string
+	PasswordFile string
+	TLSCert      string
+	TLSKey       string
+	TLSCA        string
 }
 
 // Register adds the flags to fs.
 func (f *ConnFlags) Register(fs *pflag.FlagSet) {
-	fs.StringVar(&f.Creds, "creds", "", "NATS credentials file (.creds: user JWT and seed)")
-	fs.StringVar(&f.User, "user", "", "NATS user (with --password or $CUECAST_NATS_PASSWORD)")
+	fs.StringVar(&f.Creds, "creds", "", "NATS credentials file (.creds: user JWT and seed; default $CUECAST_NATS_CREDS)")
+	fs.StringVar(&f.User, "user", "", "NATS user (with --password-file, --password or $CUECAST_NATS_PASSWORD)")
 	fs.StringVar(&f.Password, "password", "", "NATS password (default $CUECAST_NATS_PASSWORD)")
+	fs.StringVar(&f.PasswordFile, "password-file", "", "file holding the NATS password (e.g. DATA/nats/operator.password from serve --secure)")
 	fs.StringVar(&f.TLSCert, "tls-cert", "", "client certificate (PEM) for TLS to NATS")
 	fs.StringVar(&f.TLSKey, "tls-key", "", "client certificate's key (PEM)")
 	fs.StringVar(&f.TLSCA, "tls-ca", "", "CA (PEM) that signed the NATS server's certificate")
@@ -40,11 +58,24 @@ func (f *ConnFlags) Register(fs *pflag.FlagSet) {
 // Options turns the flags into nats.Options. Conflicting or incomplete
 // flags are usage errors.
 func (f *ConnFlags) Options(env *Env) ([]nats.Option, error) {
-	if f.Password != "" && f.User == "" {
-		return nil, usageErrorf("pass --user with --password", "--password without --user")
+	if (f.Password != "" || f.PasswordFile != "") && f.User == "" {
+		return nil, usageErrorf("pass --user with --password or --password-file", "a password without --user")
+	}
+	if f.Password != "" && f.PasswordFile != "" {
+		return nil, usageErrorf("pass either --password or --password-file", "--password and --password-file both given")
+	}
+	if f.PasswordFile != "" {
+		b, err := os.ReadFile(f.PasswordFile)
+		if err != nil {
+			return nil, &UsageError{Err: fmt.Errorf("read --password-file: %w", err)}
+		}
+		f.Password = strings.TrimSpace(string(b))
 	}
 	if f.Password == "" && env.Getenv != nil {
 		f.Password = env.Getenv("CUECAST_NATS_PASSWORD")
+	}
+	if f.Creds == "" && f.User == "" && env.Getenv != nil {
+		f.Creds = env.Getenv("CUECAST_NATS_CREDS")
 	}
 	var opts []nats.Option
 	switch {
@@ -81,6 +112,20 @@ func openDistributor(ctx context.Context, nc *nats.Conn, env *Env) (*distributor
 		return nil, fmt.Errorf("open distributor: %w", err)
 	}
 	return d, nil
+}
+
+// openRollout opens the existing rollout state read-only (the operator's
+// credentials may write a record and an audit entry, never a stream's
+// configuration), and creates it only when serve has not yet.
+func openRollout(ctx context.Context, nc *nats.Conn, d *distributor.Distributor, env *Env) (*rollout.Controller, error) {
+	c, err := rollout.Open(ctx, nc, d, nil, rollout.Options{Logger: env.Logger()})
+	if errors.Is(err, jetstream.ErrBucketNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
+		c, err = rollout.New(ctx, nc, d, nil, rollout.Options{Logger: env.Logger()})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open rollout state: %w", err)
+	}
+	return c, nil
 }
 
 // ServeScale are the flags that run serve against an external NATS cluster,

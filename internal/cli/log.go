@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
 	"github.com/cuecast/cuecast"
@@ -50,7 +49,7 @@ A tombstone (the config deleted on main) is marked as such.`,
 		},
 	}
 	cmd.Flags().IntVarP(&opts.Limit, "limit", "n", 20, "show at most this many versions")
-	cmd.Flags().StringVar(&opts.NATS, "nats", nats.DefaultURL, "NATS server URL")
+	cmd.Flags().StringVar(&opts.NATS, "nats", defaultNATSURL(env), "NATS server URL")
 	cmd.Flags().StringVarP(&opts.Output, "output", "o", "text", "output format: text or json")
 	opts.Conn.Register(cmd.Flags())
 	return cmd

@@ -63,13 +63,20 @@ cuecast fan-out tree (docs/SCALING.md):
   node   a node-local leaf server, its own JetStream domain, linked to its region
 
 Every level gets the same accounts and users: "distributor" writes versions and
-pointers, "operator" reads status, and "svc-<ns>" per --namespace reads only that
-namespace (ccr.<ns>.> and its mirror CUECAST_<ns>) and reports only on it. Their
-passwords are read from --secrets DIR (<user>.password), created there when missing;
-use the same directory for every level.
+pointers, "operator" reads status and steers rollouts, and "svc-<ns>" per --namespace,
+in an account of its own, reads only that namespace (ccr.<ns>.> and its mirror
+CUECAST_<ns>) and reports only on it (docs/SECURITY.md). Their passwords are read from
+--secrets DIR (<user>.password), created there when missing; use the same directory for
+every level, keep it on one admin machine, and copy each host only its configuration:
+it holds bcrypt hashes, not passwords. --auth jwt (operator mode) is the production
+choice.
+
+With TLS every server needs its own certificate ("nats-config cert") and the CA; the
+whole tree uses TLS or none (recorded in DIR/tls.mode).
 
 After the servers run, "nats-config mirrors" creates each leaf or node domain's
-namespace mirrors; services there watch with --namespace-mirror.`,
+namespace mirrors; services there watch with --namespace-mirror. "nats-config user"
+gives one instance its own credential (operator mode).`,
 		Example: `  cuecast nats-config hub --name hub-a --store /var/lib/nats --cluster-name hub \
       --cluster-listen 0.0.0.0:6222 --route hub-b:6222 --route hub-c:6222 \
       --namespace payments --namespace search --secrets /etc/cuecast/nats > hub-a.conf
@@ -77,7 +84,8 @@ namespace mirrors; services there watch with --namespace-mirror.`,
       --upstream hub-a:7422 --upstream hub-b:7422 --namespace payments --secrets /etc/cuecast/nats
   cuecast nats-config node --name host-17 --store /var/lib/nats --listen 127.0.0.1:4222 \
       --upstream eu-west-a:7422 --namespace payments --secrets /etc/cuecast/nats
-  cuecast nats-config mirrors --nats nats://hub-a:4222 --user distributor \
+  cuecast nats-config mirrors --nats tls://hub-a:4222 --user distributor \
+      --password-file /etc/cuecast/nats/distributor.password --tls-ca /etc/cuecast/tls/ca.pem \
       --domain eu-west --upstream hub --from-hub --namespace payments`,
 	}
 	for _, level := range []natsconf.Level{natsconf.Hub, natsconf.Leaf, natsconf.Node} {
@@ -117,6 +125,111 @@ namespace mirrors; services there watch with --namespace-mirror.`,
 		cmd.AddCommand(sub)
 	}
 	cmd.AddCommand(newMirrorsCmd(env, mirrorsF))
+	cmd.AddCommand(newCertCmd(env))
+	cmd.AddCommand(newUserCmd(env))
+	return cmd
+}
+
+// newUserCmd is `cuecast nats-config user`: one instance's own credential.
+func newUserCmd(env *Env) *cobra.Command {
+	var secrets, ns, instance, out string
+	cmd := &cobra.Command{
+		Use:   "user --secrets DIR --namespace NS --instance ID",
+		Short: "Create one instance's own .creds file (operator mode): it reports only as that instance",
+		Long: `User writes a .creds file for one instance of a namespace, signed with the keys in
+--secrets (an operator-mode secrets directory, 'nats-config --auth jwt'): the user
+reads what the namespace's services read, and may report only as instance ID
+(ccs.<ns>.<ID>.>), so it cannot speak for another instance in the rollouts' health
+gate. Give each instance its own file; the instance must use the same --instance.
+
+With --auth password there are no per-instance users: every instance of a namespace
+logs in as svc-<ns> and may report as any instance of it (docs/SECURITY.md).`,
+		Example: `  cuecast nats-config user --secrets /etc/cuecast/nats --namespace payments --instance checkout-1 \
+      --out checkout-1.creds`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, args []string) error {
+			if secrets == "" || ns == "" || instance == "" {
+				return usageErrorf("pass --secrets, --namespace and --instance", "user: missing flags")
+			}
+			keys, err := readKeys(secrets)
+			if err != nil {
+				return err
+			}
+			b, err := keys.InstanceCreds(ns, instance)
+			if errors.Is(err, natsconf.ErrInvalidSpec) {
+				return &UsageError{Err: err, Hint: "a namespace is [a-z0-9][a-z0-9_-]*; an instance one subject token"}
+			}
+			if err != nil {
+				return err
+			}
+			if out == "" {
+				out = filepath.Join(secrets, natsconf.InstanceUser(ns, instance)+".creds")
+			}
+			if err := os.WriteFile(out, b, 0o600); err != nil {
+				return fmt.Errorf("write %s: %w", out, err)
+			}
+			fmt.Fprintln(env.IO.Out, out)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&secrets, "secrets", "", "operator-mode secrets directory (operator.nk, account.nk, system.nk)")
+	cmd.Flags().StringVar(&ns, "namespace", "", "the instance's namespace")
+	cmd.Flags().StringVar(&instance, "instance", "", "the instance's ID, as it passes to watch/agent --instance")
+	cmd.Flags().StringVar(&out, "out", "", "where to write the .creds file (default DIR/svc-<ns>.<ID>.creds)")
+	return cmd
+}
+
+// readKeys reads the operator-mode seeds of dir, which must exist.
+func readKeys(dir string) (*natsconf.Keys, error) {
+	var seeds [3][]byte
+	for i, n := range []string{"operator.nk", "account.nk", "system.nk"} {
+		b, err := os.ReadFile(filepath.Join(dir, n))
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, &UsageError{
+				Err:  fmt.Errorf("%s holds no %s: per-instance users need operator mode", dir, n),
+				Hint: "generate the tree with --auth jwt; with passwords every instance of a namespace shares svc-<ns>",
+			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", n, err)
+		}
+		seeds[i] = []byte(strings.TrimSpace(string(b)))
+	}
+	return natsconf.KeysFromSeeds(seeds[0], seeds[1], seeds[2])
+}
+
+// newCertCmd is `cuecast nats-config cert`: a private CA and one server's
+// certificate, for a tree without a PKI of its own.
+func newCertCmd(env *Env) *cobra.Command {
+	var dir, name string
+	var hosts []string
+	cmd := &cobra.Command{
+		Use:   "cert --dir DIR --name SERVER --host HOST",
+		Short: "Create the tree's CA (once) and a server's own TLS certificate",
+		Long: `Cert keeps a private CA in DIR (ca.pem, ca-key.pem; created on first use, valid ten
+years) and writes DIR/<name>.pem and DIR/<name>-key.pem: a certificate for server NAME
+whose names are every --host (IP addresses or DNS names), signed by the CA, valid two
+years, usable as server and as client certificate (leafnode remotes present it). All
+files are 0600. Copy to each host only its own certificate and key and ca.pem; keep
+ca-key.pem on the machine that runs this command.`,
+		Example: `  cuecast nats-config cert --dir /etc/cuecast/tls --name hub-a --host hub-a.example.com
+  cuecast nats-config cert --dir /etc/cuecast/tls --name host-17 --host host-17.example.com --host 127.0.0.1`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, args []string) error {
+			if dir == "" || name == "" || len(hosts) == 0 {
+				return usageErrorf("pass --dir, --name and at least one --host", "cert: missing flags")
+			}
+			t, err := natsconf.EnsureTLS(dir, name, hosts)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(env.IO.Out, "--tls-cert %s --tls-key %s --tls-ca %s\n", t.Cert, t.Key, t.CA)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&dir, "dir", "", "directory of the CA and the certificates (required)")
+	cmd.Flags().StringVar(&name, "name", "", "server name, as in nats-config --name (required)")
+	cmd.Flags().StringSliceVar(&hosts, "host", nil, "a name or address clients and other servers reach the server by (repeatable, required)")
 	return cmd
 }
 
@@ -141,7 +254,7 @@ CUECAST_<ns> otherwise. Each mirror RePublishes onto ccr.<ns>.> for its level.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&opts.NATS, "nats", nats.DefaultURL, "NATS server URL (any server of the tree)")
+	f.StringVar(&opts.NATS, "nats", defaultNATSURL(env), "NATS server URL (any server of the tree)")
 	f.StringVar(&opts.Domain, "domain", "", "JetStream domain to create the mirrors in")
 	f.StringVar(&opts.Upstream, "upstream", "", "JetStream domain of the level above")
 	f.BoolVar(&opts.FromHub, "from-hub", false, "the upstream domain is the hub's (mirror CUECAST filtered by namespace)")
@@ -174,6 +287,9 @@ func natsConfigRun(env *Env, opts *NATSConfigOptions) error {
 	if opts.TLSCert != "" || opts.TLSKey != "" || opts.TLSCA != "" || opts.VerifyClients {
 		spec.TLS = &natsconf.TLS{Cert: opts.TLSCert, Key: opts.TLSKey, CA: opts.TLSCA, VerifyClients: opts.VerifyClients}
 	}
+	if err := sameTLS(opts.Secrets, spec.TLS != nil); err != nil {
+		return err
+	}
 	var err error
 	switch opts.Auth {
 	case "password":
@@ -201,6 +317,42 @@ func natsConfigRun(env *Env, opts *NATSConfigOptions) error {
 	return err
 }
 
+// sameTLS keeps a tree all TLS or all plain text: the first configuration
+// generated with a secrets directory records which in dir/tls.mode, and a
+// later one that differs is refused. A level without TLS under one with it
+// (or the reverse) would fail every leafnode handshake.
+func sameTLS(dir string, tls bool) error {
+	mode := "plain"
+	if tls {
+		mode = "tls"
+	}
+	path := filepath.Join(dir, "tls.mode")
+	b, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return fmt.Errorf("create secrets directory: %w", err)
+		}
+		if err := os.WriteFile(path, []byte(mode+"\n"), 0o600); err != nil {
+			return fmt.Errorf("write %s: %w", path, err)
+		}
+		return nil
+	case err != nil:
+		return fmt.Errorf("read %s: %w", path, err)
+	}
+	if was := strings.TrimSpace(string(b)); was != mode {
+		hint := "pass --tls-cert, --tls-key and --tls-ca (this server's own certificate, the tree's CA)"
+		if tls {
+			hint = "regenerate every server's configuration with TLS (then delete " + path + "), or drop the --tls-* flags"
+		}
+		return &UsageError{
+			Err:  fmt.Errorf("the other servers of this tree were generated with %s (%s), this one with %s: their leafnode links could not complete a handshake", was, path, mode),
+			Hint: hint,
+		}
+	}
+	return nil
+}
+
 // loadSecrets reads dir/<user>.password for every user, creating missing
 // ones (0600, 24 random bytes in hex) so every level shares them.
 func loadSecrets(dir string, users []string) (map[string]string, error) {
@@ -214,8 +366,10 @@ func loadSecrets(dir string, users []string) (map[string]string, error) {
 		switch {
 		case err == nil:
 			out[u] = strings.TrimSpace(string(b))
-			if out[u] == "" {
-				return nil, &UsageError{Err: fmt.Errorf("password file %s is empty", path), Hint: "delete it to have a new password created"}
+			// The configurations hold cheap hashes (natsconf.Spec.HashCost):
+			// only a long random password keeps them from being guessed.
+			if len(out[u]) < 32 {
+				return nil, &UsageError{Err: fmt.Errorf("password file %s holds fewer than 32 characters", path), Hint: "delete it to have a random password created"}
 			}
 			continue
 		case !errors.Is(err, os.ErrNotExist):

@@ -71,11 +71,19 @@ func TestNATSConfigTree(t *testing.T) {
 
 func testNATSConfigTree(t *testing.T, auth string, tls bool) {
 	secrets := t.TempDir()
-	var serverTLS, clientTLS []string
+	// With TLS each server has its own certificate from `nats-config cert`.
+	serverTLS := map[string][]string{}
+	var clientTLS []string
 	if tls {
-		f := natstest.TLSFiles(t)
-		serverTLS = []string{"--tls-cert", f.Cert, "--tls-key", f.Key, "--tls-ca", f.CA}
-		clientTLS = []string{"--tls-ca", f.CA, "--tls-cert", f.Cert, "--tls-key", f.Key}
+		certs := t.TempDir()
+		for _, name := range []string{"hub", "host-1"} {
+			code, out, errOut := run(context.Background(), "nats-config", "cert", "--dir", certs, "--name", name, "--host", "127.0.0.1", "--host", "localhost")
+			if code != 0 {
+				t.Fatalf("cert %s: exit %d: %s", name, code, errOut)
+			}
+			serverTLS[name] = strings.Fields(out.String())
+		}
+		clientTLS = []string{"--tls-ca", filepath.Join(certs, "ca.pem")}
 	}
 	// login is how user authenticates (.creds in operator mode), over TLS
 	// when the servers require it.
@@ -87,9 +95,9 @@ func testNATSConfigTree(t *testing.T, auth string, tls bool) {
 	}
 	leafAddr := freePort(t)
 	hub := natsConfig(t, append([]string{"hub", "--auth", auth, "--name", "hub", "--listen", "127.0.0.1:-1", "--leaf-listen", leafAddr,
-		"--store", t.TempDir(), "--namespace", "payments", "--namespace", "search", "--secrets", secrets}, serverTLS...)...)
+		"--store", t.TempDir(), "--namespace", "payments", "--namespace", "search", "--secrets", secrets}, serverTLS["hub"]...)...)
 	node := natsConfig(t, append([]string{"node", "--auth", auth, "--name", "host-1", "--listen", "127.0.0.1:-1", "--upstream", leafAddr,
-		"--store", t.TempDir(), "--namespace", "payments", "--namespace", "search", "--secrets", secrets}, serverTLS...)...)
+		"--store", t.TempDir(), "--namespace", "payments", "--namespace", "search", "--secrets", secrets}, serverTLS["host-1"]...)...)
 	natstest.Eventually(t, 20*time.Second, "node linked to the hub", func() (bool, string) {
 		return node.NumLeafNodes() == 1, "not yet"
 	})
@@ -129,6 +137,15 @@ func testNATSConfigTree(t *testing.T, auth string, tls bool) {
 		}
 		return true, ""
 	})
+	// In operator mode the instance has its own credential, bound to its ID.
+	watchLogin := login("svc-search")
+	if auth == "jwt" {
+		code, o, e := run(ctx, "nats-config", "user", "--secrets", secrets, "--namespace", "search", "--instance", "search-canary-1")
+		if code != 0 {
+			t.Fatalf("nats-config user: exit %d: %s", code, e)
+		}
+		watchLogin = append([]string{"--creds", strings.TrimSpace(o.String())}, clientTLS...)
+	}
 	wctx, stopWatch := context.WithCancel(ctx)
 	watchDone := make(chan struct{})
 	var wout, werr interface{ String() string }
@@ -137,7 +154,7 @@ func testNATSConfigTree(t *testing.T, auth string, tls bool) {
 		// A canary host of search's manifest: v1 reaches it in the first stage.
 		code, o, e := run(wctx, append([]string{"watch", "--nats", node.ClientURL(), "--namespace-mirror",
 			"--trusted-keys-file", filepath.Join(data, "trusted-keys"),
-			"--config", "search/ranking", "--instance", "search-canary-1"}, login("svc-search")...)...)
+			"--config", "search/ranking", "--instance", "search-canary-1"}, watchLogin...)...)
 		wout, werr = o, e
 		if code != 0 {
 			t.Errorf("watch: exit %d: %s", code, e)
@@ -171,6 +188,8 @@ func TestNATSConfigBadInput(t *testing.T) {
 		{"creds and user", []string{"status", "--creds", "x.creds", "--user", "u"}, "--creds"},
 		{"password without user", []string{"watch", "--config", "a/b", "--instance", "i", "--trusted-keys-file", "k", "--password", "p"}, "--user"},
 		{"cert without key", []string{"status", "--tls-cert", "c.pem"}, "key"},
+		{"instance user with passwords", []string{"nats-config", "user", "--secrets", "SECRETS", "--namespace", "payments", "--instance", "web-1"}, "--auth jwt"},
+		{"tls ca without a certificate", []string{"nats-config", "hub", "--name", "h", "--store", "/s", "--secrets", "SECRETS", "--tls-ca", "ca.pem"}, "its own certificate"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := make([]string, len(tc.args))
@@ -182,5 +201,27 @@ func TestNATSConfigBadInput(t *testing.T) {
 				t.Errorf("exit %d, stderr %q; want %d naming %s", code, stderr, cli.ExitUsage, tc.want)
 			}
 		})
+	}
+}
+
+// TestNATSConfigTLSAllOrNone: a node generated without TLS under a hub
+// generated with it (or the reverse) is refused, not left to fail its
+// leafnode handshake.
+func TestNATSConfigTLSAllOrNone(t *testing.T) {
+	secrets := t.TempDir()
+	f := natstest.TLSFiles(t)
+	code, _, errOut := run(context.Background(), "nats-config", "hub", "--name", "hub", "--store", "/s", "--secrets", secrets,
+		"--tls-cert", f.Cert, "--tls-key", f.Key, "--tls-ca", f.CA)
+	if code != 0 {
+		t.Fatalf("hub: exit %d: %s", code, errOut)
+	}
+	code, _, errOut = run(context.Background(), "nats-config", "node", "--name", "host-1", "--store", "/s", "--secrets", secrets, "--upstream", "hub:7422")
+	if code != cli.ExitUsage || !strings.Contains(errOut.String(), "handshake") || !strings.Contains(errOut.String(), "--tls-cert") {
+		t.Errorf("plain node under a TLS hub: exit %d, stderr %q; want %d saying how to fix it", code, errOut, cli.ExitUsage)
+	}
+	code, _, errOut = run(context.Background(), "nats-config", "node", "--name", "host-1", "--store", "/s", "--secrets", secrets, "--upstream", "hub:7422",
+		"--tls-cert", f.Cert, "--tls-key", f.Key, "--tls-ca", f.CA)
+	if code != 0 {
+		t.Errorf("TLS node under a TLS hub: exit %d: %s", code, errOut)
 	}
 }

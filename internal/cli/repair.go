@@ -68,7 +68,7 @@ them is not possible.`,
 	cmd.Flags().StringVar(&opts.Branch, "branch", "main", "the branch serve follows")
 	cmd.Flags().StringVar(&opts.Data, "data", ".cuecast", "serve's data directory")
 	cmd.Flags().StringVar(&opts.Reason, "reason", "", "why, for the audit stream (required)")
-	cmd.Flags().StringVar(&opts.Actor, "as", "", "who is acting (default $CUECAST_ACTOR or $USER)")
+	cmd.Flags().StringVar(&opts.Actor, "as", "", "who is acting, for the audit trail (default $CUECAST_ACTOR, your Git identity, $USER, or the OS account@host)")
 	opts.Scale.register(cmd.Flags())
 	return cmd
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cuecast/cuecast"
-	"github.com/cuecast/cuecast/distributor"
 	"github.com/cuecast/cuecast/distributor/rollout"
 )
 
@@ -100,7 +99,7 @@ Exit status 4 when the rollout shown or watched is halted.`,
 				return rolloutRun(c.Context(), env, opts)
 			},
 		}
-		sub.Flags().StringVar(&opts.NATS, "nats", nats.DefaultURL, "NATS server URL")
+		sub.Flags().StringVar(&opts.NATS, "nats", defaultNATSURL(env), "NATS server URL")
 		opts.Conn.Register(sub.Flags())
 		sub.Flags().StringVarP(&opts.Output, "output", "o", "text", "output format: text or json")
 		if v.act {
@@ -130,15 +129,17 @@ func openController(ctx context.Context, env *Env, url, name string, conn *ConnF
 	if err != nil {
 		return nil, nil, fmt.Errorf("connect %s: %w (is `cuecast serve` running?)", url, err)
 	}
-	d, err := distributor.New(ctx, nc, distributor.Options{Logger: env.Logger()})
+	// Read-only opens: an operator steers rollouts without the right to
+	// create or update any stream (docs/SECURITY.md).
+	d, err := openDistributor(ctx, nc, env)
 	if err != nil {
 		nc.Close()
-		return nil, nil, fmt.Errorf("open distributor: %w", err)
+		return nil, nil, err
 	}
-	c, err := rollout.New(ctx, nc, d, nil, rollout.Options{Logger: env.Logger()})
+	c, err := openRollout(ctx, nc, d, env)
 	if err != nil {
 		nc.Close()
-		return nil, nil, fmt.Errorf("open rollout state: %w", err)
+		return nil, nil, err
 	}
 	return c, nc.Close, nil
 }

@@ -34,6 +34,12 @@ type ServeOptions struct {
 	InlineLimit int
 	// Scale runs serve against an external NATS, one replica of several.
 	Scale ServeScale
+	// Secure gives the embedded server users, passwords and TLS, created
+	// in --data (servesecure.go); Namespaces get a service user each.
+	// Insecure lets it listen beyond loopback without them.
+	Secure     bool
+	Insecure   bool
+	Namespaces []string
 }
 
 func newServeCmd(env *Env, runF func(*cobra.Command, *ServeOptions) error) *cobra.Command {
@@ -65,9 +71,18 @@ once, naming the PID of the one that holds it. A --listen or --http port already
 in use fails at once, naming the port. The embedded NATS server's warnings and
 errors are in serve's log (component=nats).
 
+The embedded NATS server listens on 127.0.0.1 and needs no login there. Any other
+--listen address needs --secure: serve then creates (once, 0600, in --data/nats) a
+password for the users "distributor" (serve itself), "operator" and "svc-<ns>" per
+--namespace, a CA and a server certificate for the listen host, and runs the server
+with TLS and the same accounts as 'cuecast nats-config' (docs/SECURITY.md). Without
+--secure serve refuses such an address.
+
 Exit status 2 when --repo is not a Git repository or --branch does not exist.`,
 		Example: `  cuecast serve --repo ~/src/configs --data /var/lib/cuecast
-  cuecast serve --repo . --listen 127.0.0.1:4333 --interval 500ms`,
+  cuecast serve --repo . --listen 127.0.0.1:4333 --interval 500ms
+  cuecast serve --repo ~/src/configs --data /var/lib/cuecast --listen 0.0.0.0:4222 \
+      --secure --namespace payments --namespace search`,
 		RunE: func(c *cobra.Command, args []string) error {
 			if runF != nil {
 				return runF(c, opts)
@@ -87,6 +102,9 @@ Exit status 2 when --repo is not a Git repository or --branch does not exist.`,
 	cmd.Flags().StringVar(&opts.WebhookSecret, "webhook-secret", "", "secret verifying GitHub push webhooks at /hooks/github (default $CUECAST_WEBHOOK_SECRET)")
 	cmd.Flags().IntVar(&opts.InlineLimit, "inline-limit", distributor.DefaultInlineLimit,
 		"largest config (bytes) carried inside every pointer message: one message per instance per change, at the cost of a stored copy per cohort pointer; -1 never (docs/PROTOCOL.md §4.2)")
+	cmd.Flags().BoolVar(&opts.Secure, "secure", false, "give the embedded NATS server users, passwords and TLS, created in --data/nats (required to --listen beyond loopback)")
+	cmd.Flags().StringSliceVar(&opts.Namespaces, "namespace", nil, "with --secure: namespace whose services get a user svc-<ns> and a mirror (repeatable)")
+	cmd.Flags().BoolVar(&opts.Insecure, "insecure", false, "let the embedded NATS server listen beyond loopback without credentials or TLS: anyone reaching it controls cuecast")
 	opts.Scale.register(cmd.Flags())
 	return cmd
 }
@@ -116,29 +134,41 @@ func serveRun(c *cobra.Command, env *Env, opts *ServeOptions) error {
 	if err != nil {
 		return err
 	}
+	emb, err := embeddedSecurity(opts, log)
+	if err != nil {
+		return err
+	}
 	p, err := pipeline.Start(ctx, pipeline.Config{
-		Repo:          opts.Repo,
-		Branch:        opts.Branch,
-		DataDir:       opts.Data,
-		SigningKey:    key,
-		Listen:        opts.Listen,
-		Interval:      opts.Interval,
-		StartAt:       opts.StartAt,
-		Policies:      pipeline.ManifestPolicies(opts.Repo, opts.Branch, opts.Data),
-		Logger:        log,
-		HTTP:          opts.HTTP,
-		OperatorToken: opts.OperatorToken,
-		WebhookSecret: opts.WebhookSecret,
-		InlineLimit:   opts.InlineLimit,
-		External:      ext,
+		Repo:            opts.Repo,
+		Branch:          opts.Branch,
+		DataDir:         opts.Data,
+		SigningKey:      key,
+		Listen:          opts.Listen,
+		EmbeddedConfig:  emb.conf,
+		EmbeddedOptions: emb.connect,
+		Interval:        opts.Interval,
+		StartAt:         opts.StartAt,
+		Policies:        pipeline.ManifestPolicies(opts.Repo, opts.Branch, opts.Data),
+		Logger:          log,
+		HTTP:            opts.HTTP,
+		OperatorToken:   opts.OperatorToken,
+		WebhookSecret:   opts.WebhookSecret,
+		InlineLimit:     opts.InlineLimit,
+		External:        ext,
 	})
 	if err != nil {
 		return repoError(err)
 	}
 	defer p.Close()
+	if err := emb.mirrors(ctx, p.NC, opts.Namespaces); err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
 	log.Info("serving", "nats", p.ClientURL(), "repo", opts.Repo, "branch", opts.Branch, "data", opts.Data, "public_key", p.PublicKey)
-	fmt.Fprintf(env.IO.ErrOut, "cuecast serve: NATS at %s; signing with %s; services trust the keys in %s (--trusted-keys-file; `cuecast keys --data %s` prints them)\n",
+	fmt.Fprintf(env.IO.ErrOut, "cuecast serve: NATS at %s; signing with %s; services trust the keys in %s (--trusted-keys-file; 'cuecast keys --data %s' prints them)\n",
 		p.ClientURL(), p.PublicKey, trustFile, opts.Data)
+	if h := emb.hint(p.ClientURL()); h != "" {
+		fmt.Fprintln(env.IO.ErrOut, h)
+	}
 	if addr := p.HTTPAddr(); addr != "" {
 		mode := "read-only"
 		if opts.OperatorToken != "" {

@@ -31,9 +31,9 @@ type serviceFlags struct {
 	NamespaceMirror bool
 }
 
-func (f *serviceFlags) register(fs *pflag.FlagSet) {
+func (f *serviceFlags) register(fs *pflag.FlagSet, env *Env) {
 	fs.StringVar(&f.Instance, "instance", "", "this instance's ID (its cohort is derived from it)")
-	fs.StringVar(&f.NATS, "nats", nats.DefaultURL, "NATS server URL")
+	fs.StringVar(&f.NATS, "nats", defaultNATSURL(env), "NATS server URL")
 	fs.StringToStringVar(&f.Labels, "label", nil, "labels reported with this instance, like --label canary=true")
 	fs.StringSliceVar(&f.TrustedKeys, "trusted-key", nil, "public key that signs what to accept, as 'cuecast keys' prints it (repeatable)")
 	fs.StringVar(&f.TrustedKeysFile, "trusted-keys-file", "", "file of trusted public keys: serve's <data>/trusted-keys, or 'cuecast keys' output")

@@ -46,9 +46,9 @@ func statusWait(ctx context.Context, env *Env, nc *nats.Conn, d *distributor.Dis
 	if err != nil {
 		return err
 	}
-	ctl, err := rollout.New(ctx, nc, d, nil, rollout.Options{Logger: env.Logger()})
+	ctl, err := openRollout(ctx, nc, d, env)
 	if err != nil {
-		return fmt.Errorf("open rollout state: %w", err)
+		return err
 	}
 	start := time.Now()
 	deadline := start.Add(timeout)
@@ -135,9 +135,9 @@ func reportFlags(r cuecast.Report) string {
 // one config is named, its rollout stages, stragglers, last-known-good
 // instances and drift.
 func statusRollout(ctx context.Context, env *Env, nc *nats.Conn, d *distributor.Distributor, named []cuecast.ConfigPath, st []distributor.ConfigStatus) error {
-	ctl, err := rollout.New(ctx, nc, d, nil, rollout.Options{Logger: env.Logger()})
+	ctl, err := openRollout(ctx, nc, d, env)
 	if err != nil {
-		return fmt.Errorf("open rollout state: %w", err)
+		return err
 	}
 	w := env.IO.Out
 	for _, s := range st {

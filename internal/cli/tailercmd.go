@@ -6,7 +6,6 @@ import (
 	"io"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
@@ -80,7 +79,7 @@ from serve's clone in --data). It works while serve runs.`,
 	accept.Flags().StringVar(&opts.Branch, "branch", "main", "the branch serve follows")
 	accept.Flags().StringVar(&opts.Data, "data", ".cuecast", "serve's data directory (where a remote repository is cloned)")
 	for _, sub := range []*cobra.Command{status, accept} {
-		sub.Flags().StringVar(&opts.NATS, "nats", nats.DefaultURL, "NATS server URL")
+		sub.Flags().StringVar(&opts.NATS, "nats", defaultNATSURL(env), "NATS server URL")
 		sub.Flags().StringVar(&opts.ID, "id", "default", "the tailer's repository ID")
 		opts.Conn.Register(sub.Flags())
 	}

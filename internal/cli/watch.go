@@ -57,7 +57,7 @@ said on stderr; watch keeps running until interrupted.`,
 	}
 	cmd.Flags().StringVar(&opts.Config, "config", "", "config path to watch, like payments/checkout")
 	cmd.Flags().StringVar(&opts.LKG, "lkg", "", "last-known-good file: read at start, rewritten atomically on every apply")
-	opts.register(cmd.Flags())
+	opts.register(cmd.Flags(), env)
 	return cmd
 }
 

@@ -9,18 +9,29 @@
 //	    ▶ node-local leaf servers (their own domain, mirrors)
 //
 // Generate renders one server's configuration from a Spec: the CUECAST
-// account with JetStream, the system account, the users of the isolation
-// model (the distributor writes, operators read status, each namespace's
-// services read only their namespace and report only on it), TLS on every
+// account with JetStream, the system account, one account per namespace
+// (ServiceAccount) and the users of the isolation model (the distributor
+// writes, operators read status and steer rollouts, each namespace's
+// services read only their namespace and report only on it). A namespace's
+// services live in their own account and reach the CUECAST account only
+// through its exports, imported as services (direct get of their mirror,
+// their reports) and as a stream (their updates): a service import rewrites
+// reply subjects, so no request of theirs, whatever its reply subject, can
+// make JetStream store or deliver an answer in the CUECAST account. TLS on every
 // listener and remote, and the leafnode remotes that deny the core ccr.>
 // subjects in both directions, so each level's instances receive updates only
 // from their own level's mirrors.
 //
 //	conf, err := natsconf.Generate(natsconf.Spec{Level: natsconf.Node, Name: "node-1", ...})
 //
-// Users log in with passwords (Spec.Passwords) or, in operator mode
-// (Spec.Keys), with .creds files from Keys.UserCreds carrying the same
-// permissions.
+// Users log in with passwords (Spec.Passwords; the configuration holds
+// their bcrypt hashes) or, in operator mode (Spec.Keys), with .creds files
+// from Keys.UserCreds carrying the same permissions; Keys.InstanceCreds
+// binds one instance's reports to it. The leaf user a lower level's link
+// logs in with may not send versions, pointers or stream administration up
+// (LeafDenied). The Standalone level is serve's embedded server with
+// --secure: the hub's accounts without cluster or leafnodes. EnsureTLS
+// makes a private CA and a server's own certificate.
 //
 // Mirrors creates (or updates) the per-namespace mirror streams CUECAST_<ns>
 // in a leaf or node domain: filtered to the namespace, numbered like the

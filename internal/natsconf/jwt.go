@@ -1,10 +1,14 @@
 package natsconf
 
 import (
+	"crypto/sha256"
 	"fmt"
+	"strings"
 
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nkeys"
+
+	"github.com/cuecast/cuecast"
 )
 
 // Keys are the nkeys of operator (JWT) mode: the operator signs the account
@@ -80,11 +84,17 @@ func (k *Keys) UserCreds(user string) ([]byte, error) {
 	uc.Name = user
 	if p, ok := UserPermissions(user); ok {
 		uc.Permissions.Pub.Allow.Add(p.Publish...)
+		uc.Permissions.Pub.Deny.Add(p.PublishDeny...)
 		uc.Permissions.Sub.Allow.Add(p.Subscribe...)
 	}
 	signer := k.Account
 	if user == SystemUser {
 		signer = k.System
+	}
+	if ns, ok := strings.CutPrefix(user, "svc-"); ok {
+		if signer, err = k.ServiceAccountKey(ns); err != nil {
+			return nil, err
+		}
 	}
 	token, err := uc.Encode(signer)
 	if err != nil {
@@ -101,15 +111,79 @@ func (k *Keys) UserCreds(user string) ([]byte, error) {
 	return creds, nil
 }
 
+// InstanceCreds returns the .creds file of one instance of namespace ns:
+// a user of the namespace's account (ServiceAccount) with
+// InstancePermissions, so its reports are bound to the instance it was
+// issued for.
+func (k *Keys) InstanceCreds(ns, instance string) ([]byte, error) {
+	if !cuecast.ValidSegment(ns) || !ValidInstance(instance) {
+		return nil, fmt.Errorf("instance creds: %w: namespace %q, instance %q", ErrInvalidSpec, ns, instance)
+	}
+	akp, err := k.ServiceAccountKey(ns)
+	if err != nil {
+		return nil, err
+	}
+	return userCreds(akp, InstanceUser(ns, instance), InstancePermissions(ns, instance))
+}
+
+// userCreds creates a user signed by account with permissions p.
+func userCreds(account nkeys.KeyPair, user string, p Permissions) ([]byte, error) {
+	ukp, err := nkeys.CreateUser()
+	if err != nil {
+		return nil, fmt.Errorf("create user %s: %w", user, err)
+	}
+	upub, err := ukp.PublicKey()
+	if err != nil {
+		return nil, fmt.Errorf("create user %s: %w", user, err)
+	}
+	uc := jwt.NewUserClaims(upub)
+	uc.Name = user
+	uc.Permissions.Pub.Allow.Add(p.Publish...)
+	uc.Permissions.Sub.Allow.Add(p.Subscribe...)
+	token, err := uc.Encode(account)
+	if err != nil {
+		return nil, fmt.Errorf("sign user %s: %w", user, err)
+	}
+	seed, err := ukp.Seed()
+	if err != nil {
+		return nil, fmt.Errorf("create user %s: %w", user, err)
+	}
+	creds, err := jwt.FormatUserConfig(token, seed)
+	if err != nil {
+		return nil, fmt.Errorf("format creds of %s: %w", user, err)
+	}
+	return creds, nil
+}
+
+// ServiceAccountKey is the key of namespace ns's service account
+// (ServiceAccount). It is derived from the CUECAST account's seed, so the
+// three seeds stay the only secrets of operator mode and every level agrees
+// on the namespace accounts without another file.
+func (k *Keys) ServiceAccountKey(ns string) (nkeys.KeyPair, error) {
+	seed, err := k.Account.Seed()
+	if err != nil {
+		return nil, fmt.Errorf("read account seed: %w", err)
+	}
+	raw := sha256.Sum256(append([]byte("cuecast service account\x00"+ns+"\x00"), seed...))
+	kp, err := nkeys.FromRawSeed(nkeys.PrefixByteAccount, raw[:])
+	if err != nil {
+		return nil, fmt.Errorf("derive account key of %s: %w", ns, err)
+	}
+	return kp, nil
+}
+
 // operatorMode are the JWTs an operator-mode server preloads.
 type operatorMode struct {
 	operatorJWT string
 	accountPub  string
 	systemPub   string
 	accounts    map[string]string // public key ▶ account JWT
+	// serviceAccounts are the namespaces' accounts' public keys, in the
+	// order of Spec.Namespaces.
+	serviceAccounts []string
 }
 
-func (k *Keys) operatorMode() (operatorMode, error) {
+func (k *Keys) operatorMode(namespaces []string) (operatorMode, error) {
 	var m operatorMode
 	opub, err := k.Operator.PublicKey()
 	if err != nil {
@@ -127,9 +201,45 @@ func (k *Keys) operatorMode() (operatorMode, error) {
 	if m.operatorJWT, err = oc.Encode(k.Operator); err != nil {
 		return m, fmt.Errorf("sign operator: %w", err)
 	}
+	m.accounts = map[string]string{}
 	ac := jwt.NewAccountClaims(m.accountPub)
 	ac.Name = Account
 	ac.Limits.JetStreamLimits = jwt.JetStreamLimits{MemoryStorage: -1, DiskStorage: -1, Streams: -1, Consumer: -1, MaxAckPending: -1, MemoryMaxStreamBytes: -1, DiskMaxStreamBytes: -1}
+	for _, ns := range namespaces {
+		skp, err := k.ServiceAccountKey(ns)
+		if err != nil {
+			return m, err
+		}
+		spub, err := skp.PublicKey()
+		if err != nil {
+			return m, fmt.Errorf("read account key of %s: %w", ns, err)
+		}
+		sc := jwt.NewAccountClaims(spub)
+		sc.Name = ServiceAccount(ns)
+		for _, im := range serviceImports(ns) {
+			typ := jwt.Service
+			if im.stream {
+				typ = jwt.Stream
+			}
+			// Exported to this account alone: the import carries an
+			// activation token the CUECAST account signed for it.
+			ac.Exports.Add(&jwt.Export{Name: ns + " " + im.subject, Subject: jwt.Subject(im.subject), Type: typ, TokenReq: true})
+			act := jwt.NewActivationClaims(spub)
+			act.ImportSubject = jwt.Subject(im.subject)
+			act.ImportType = typ
+			token, err := act.Encode(k.Account)
+			if err != nil {
+				return m, fmt.Errorf("sign activation of %s for %s: %w", im.subject, ns, err)
+			}
+			sc.Imports.Add(&jwt.Import{Name: im.subject, Subject: jwt.Subject(im.subject), Account: m.accountPub, Token: token, Type: typ})
+		}
+		sjwt, err := sc.Encode(k.Operator)
+		if err != nil {
+			return m, fmt.Errorf("sign account of %s: %w", ns, err)
+		}
+		m.accounts[spub] = sjwt
+		m.serviceAccounts = append(m.serviceAccounts, spub)
+	}
 	acctJWT, err := ac.Encode(k.Operator)
 	if err != nil {
 		return m, fmt.Errorf("sign account: %w", err)
@@ -140,6 +250,6 @@ func (k *Keys) operatorMode() (operatorMode, error) {
 	if err != nil {
 		return m, fmt.Errorf("sign system account: %w", err)
 	}
-	m.accounts = map[string]string{m.accountPub: acctJWT, m.systemPub: sysJWT}
+	m.accounts[m.accountPub], m.accounts[m.systemPub] = acctJWT, sysJWT
 	return m, nil
 }

@@ -26,6 +26,14 @@ type MirrorSpec struct {
 	// hub's retention purges, so this limit is what keeps them from growing
 	// with every version; pointers are rolled up either way.
 	Retain int
+	// NoRePublish is for mirrors in the CUECAST stream's own domain (a
+	// Standalone server, Upstream its own domain): they leave out the
+	// RePublish onto ccr.<ns>.>, which CUECAST does already. Named by
+	// domain, a mirror reads through that domain's API (which the
+	// Standalone configuration maps onto the local one) and so does not
+	// inherit MirrorDirect: it never joins CUECAST's direct-get queue,
+	// where it would answer reads of other namespaces with "not found".
+	NoRePublish bool
 }
 
 // Mirrors creates or updates the namespace mirrors CUECAST_<ns> of the leaf
@@ -76,6 +84,9 @@ func MirrorConfig(m MirrorSpec, ns string) jetstream.StreamConfig {
 	}
 	if m.FromHub {
 		cfg.Mirror = &jetstream.StreamSource{Name: Stream, FilterSubject: "cc." + ns + ".>", Domain: m.Upstream}
+	}
+	if m.NoRePublish {
+		cfg.RePublish = nil
 	}
 	return cfg
 }

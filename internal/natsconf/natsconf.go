@@ -1,6 +1,7 @@
 package natsconf
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net"
@@ -8,6 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/cuecast/cuecast"
 )
@@ -27,6 +30,10 @@ const (
 	Leaf Level = "leaf"
 	// Node is a node-local leaf server: its own domain, mirrors of its region.
 	Node Level = "node"
+	// Standalone is a single server holding the CUECAST stream, without
+	// cluster or leafnodes: serve's embedded server with --secure. Its
+	// namespaces' mirrors are in its own domain (MirrorSpec.NoRePublish).
+	Standalone Level = "standalone"
 )
 
 // The account and user names every generated configuration uses.
@@ -53,11 +60,41 @@ const (
 	reportStream = "CUECAST_REPORTS"
 	// The rollout controller's state (distributor/rollout).
 	rolloutStream = "KV_cuecast-rollouts"
-	auditStream   = "CUECAST_AUDIT"
+	// The tailer's cursors (tailer.Bucket), which status shows.
+	tailerStream = "KV_cuecast-tailer"
+	auditStream  = "CUECAST_AUDIT"
 )
 
 // ServiceUser is the user a namespace's services connect as.
 func ServiceUser(ns string) string { return "svc-" + ns }
+
+// ServiceAccount is the account of a namespace's services. It holds no
+// stream: it imports from the CUECAST account the direct gets of the
+// namespace's mirror and its reports' subjects as services, and the
+// namespace's updates (ccr.<ns>.>) as a stream. A service import rewrites
+// the reply subject (to _R_.…) in the CUECAST account, so whatever reply
+// subject a service gives a request, JetStream's answer reaches only the
+// requester, back in its own account: it cannot be stored in or delivered
+// on any subject of the CUECAST account (docs/SECURITY.md).
+func ServiceAccount(ns string) string { return "SVC_" + ns }
+
+// serviceImport is one subject the CUECAST account exports to a
+// namespace's account.
+type serviceImport struct {
+	subject string
+	stream  bool // a stream export (messages flow in); else a service
+}
+
+// serviceImports are the exports of the CUECAST account a namespace's
+// services reach: the only ways out of their account.
+func serviceImports(ns string) []serviceImport {
+	return []serviceImport{
+		{subject: "$JS.API.DIRECT.GET." + MirrorStream(ns)},
+		{subject: "$JS.API.DIRECT.GET." + MirrorStream(ns) + ".>"},
+		{subject: "ccs." + ns + ".>"},
+		{subject: "ccr." + ns + ".>", stream: true},
+	}
+}
 
 // MirrorStream is the stream holding one namespace's versions and pointers in
 // every domain; services direct-get from it and from nothing else.
@@ -102,6 +139,12 @@ type Spec struct {
 	// LeafCreds is the .creds file of LeafUser the leafnode remote logs in
 	// with, in operator mode (leaf and node levels).
 	LeafCreds string
+	// HashCost is the bcrypt cost of the password hashes the configuration
+	// holds; default bcrypt.MinCost. The server pays it on every login,
+	// and the passwords nats-config and serve create are 192 random bits,
+	// which no cost makes harder to guess: the hash only keeps the
+	// configuration from holding a password a client could log in with.
+	HashCost int
 }
 
 // Cluster is a server's cluster membership.
@@ -126,6 +169,9 @@ func (s Spec) Users() []string {
 	// Every level needs LeafUser: the hub accepts it, a node's remote logs
 	// in with it, a regional leaf does both.
 	u := []string{DistributorUser, LeafUser, OperatorUser, SystemUser}
+	if s.Level == Standalone {
+		u = []string{DistributorUser, OperatorUser, SystemUser}
+	}
 	for _, ns := range s.Namespaces {
 		u = append(u, ServiceUser(ns))
 	}
@@ -135,7 +181,7 @@ func (s Spec) Users() []string {
 
 func (s *Spec) setDefaults() {
 	if s.Domain == "" {
-		if s.Level == Hub {
+		if s.Level == Hub || s.Level == Standalone {
 			s.Domain = HubDomain
 		} else {
 			s.Domain = s.Name
@@ -144,7 +190,7 @@ func (s *Spec) setDefaults() {
 	if s.Listen == "" {
 		s.Listen = "0.0.0.0:4222"
 	}
-	if s.LeafListen == "" && s.Level != Node {
+	if s.LeafListen == "" && (s.Level == Hub || s.Level == Leaf) {
 		s.LeafListen = "0.0.0.0:7422"
 	}
 }
@@ -156,9 +202,9 @@ func (s Spec) Validate() error {
 		return fmt.Errorf("%w: %s", ErrInvalidSpec, fmt.Sprintf(format, args...))
 	}
 	switch s.Level {
-	case Hub, Leaf, Node:
+	case Hub, Leaf, Node, Standalone:
 	default:
-		return bad("level %q: want hub, leaf or node", s.Level)
+		return bad("level %q: want hub, leaf, node or standalone", s.Level)
 	}
 	if !validName(s.Name) {
 		return bad("server name %q: want 1-64 of [A-Za-z0-9_-]", s.Name)
@@ -177,20 +223,20 @@ func (s Spec) Validate() error {
 		}
 	}
 	switch s.Level {
-	case Hub:
+	case Hub, Standalone:
 		if len(s.Upstreams) > 0 {
-			return bad("the hub has no upstream")
+			return bad("the %s server has no upstream", s.Level)
 		}
 	case Leaf, Node:
 		if len(s.Upstreams) == 0 {
 			return bad("a %s server needs at least one upstream (the leafnode address of the level above)", s.Level)
 		}
 	}
-	if s.Level == Node && s.Cluster != nil {
-		return bad("a node-local server is not clustered")
+	if (s.Level == Node || s.Level == Standalone) && s.Cluster != nil {
+		return bad("a %s server is not clustered", s.Level)
 	}
-	if s.Level == Node && s.LeafListen != "" {
-		return bad("a node-local server accepts no leafnodes")
+	if (s.Level == Node || s.Level == Standalone) && s.LeafListen != "" {
+		return bad("a %s server accepts no leafnodes", s.Level)
 	}
 	for _, u := range s.Upstreams {
 		if err := checkHostPort(u); err != nil {
@@ -233,8 +279,13 @@ func (s Spec) Validate() error {
 		if (t.Cert == "") != (t.Key == "") {
 			return bad("tls: give both a certificate and a key")
 		}
-		if t.Cert == "" && t.CA == "" {
-			return bad("tls: nothing to configure")
+		if t.Cert == "" {
+			// A CA alone would write TLS blocks without a certificate, which
+			// no client and no leafnode can complete a handshake with.
+			return bad("tls: every server needs its own certificate and key (--tls-cert, --tls-key), not only a CA")
+		}
+		if t.CA == "" && s.Level != Standalone {
+			return bad("tls: give the CA (--tls-ca) that signed the servers' certificates: leafnode remotes and routes verify their peers with it")
 		}
 		if t.VerifyClients && t.CA == "" {
 			return bad("tls: verifying clients needs a CA")
@@ -268,9 +319,12 @@ func checkHostPort(a string) error {
 }
 
 // Permissions of one user: subjects it may publish to and subscribe to.
+// PublishDeny, when set, denies instead (Publish is then empty: anything
+// else is allowed).
 type Permissions struct {
-	Publish   []string
-	Subscribe []string
+	Publish     []string
+	Subscribe   []string
+	PublishDeny []string
 }
 
 // UserPermissions returns the permissions of user in the CUECAST account;
@@ -286,7 +340,7 @@ func UserPermissions(user string) (Permissions, bool) {
 	switch {
 	case user == OperatorUser:
 		var pub []string
-		for _, st := range []string{Stream, reportStream, rolloutStream, auditStream} {
+		for _, st := range []string{Stream, reportStream, rolloutStream, auditStream, tailerStream} {
 			pub = append(pub,
 				"$JS.API.STREAM.INFO."+st,
 				"$JS.API.STREAM.MSG.GET."+st,
@@ -298,14 +352,20 @@ func UserPermissions(user string) (Permissions, bool) {
 				"$JS.API.CONSUMER.MSG.NEXT."+st+".>",
 			)
 		}
-		// status opens the rollout state the way serve does (create or
-		// update, with serve's own configuration): an update of those two
-		// streams' configuration, never of their contents.
-		pub = append(pub, "$JS.API.STREAM.UPDATE."+rolloutStream, "$JS.API.STREAM.UPDATE."+auditStream)
+		// Steering a rollout writes the config's record in the rollout
+		// bucket (compare-and-swap) and appends to the audit stream; serve's
+		// controller then moves the pointers. No stream's configuration or
+		// contents otherwise: no STREAM.CREATE, UPDATE, DELETE, PURGE or
+		// MSG.DELETE (the audit stream denies delete and purge besides).
+		pub = append(pub, "$KV."+strings.TrimPrefix(rolloutStream, "KV_")+".>", "cca.>")
 		pub = append(pub, "$JS.API.INFO", "$JS.API.STREAM.NAMES", "$JS.API.STREAM.LIST", "$JS.FC.>")
 		// ccs.>: `status --wait` follows the reports live rather than
 		// reading the report stream several times a second.
 		return Permissions{Publish: pub, Subscribe: []string{"_INBOX.>", "ccr.>", "ccs.>"}}, true
+	case user == LeafUser:
+		// A leafnode connection from the level below: it sends reports and
+		// what its mirrors need up, never writes (LeafDenied).
+		return Permissions{PublishDeny: LeafDenied(), Subscribe: []string{">"}}, true
 	case strings.HasPrefix(user, "svc-"):
 		ns := strings.TrimPrefix(user, "svc-")
 		return Permissions{
@@ -320,13 +380,61 @@ func UserPermissions(user string) (Permissions, bool) {
 	return Permissions{}, false
 }
 
+// InstanceUser names the user of one instance of namespace ns (operator
+// mode, Keys.InstanceCreds).
+func InstanceUser(ns, instance string) string { return ServiceUser(ns) + "." + instance }
+
+// ValidInstance reports whether instance can name an instance in a report
+// subject (ccs.<ns>.<instance>.<name>): one subject token of up to 128
+// printable characters.
+func ValidInstance(instance string) bool {
+	if instance == "" || len(instance) > 128 {
+		return false
+	}
+	for _, r := range instance {
+		if r <= ' ' || r == '.' || r == '*' || r == '>' || r > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+// InstancePermissions are a service user's permissions narrowed to one
+// instance: it reads what its namespace's services read, and reports only
+// as that instance (ccs.<ns>.<instance>.>), so a compromised instance
+// cannot speak for another one in the health gate.
+func InstancePermissions(ns, instance string) Permissions {
+	p, _ := UserPermissions(ServiceUser(ns))
+	for i, s := range p.Publish {
+		if s == "ccs."+ns+".>" {
+			p.Publish[i] = "ccs." + ns + "." + instance + ".>"
+		}
+	}
+	return p
+}
+
+// LeafDenied are the subjects a lower level's leafnode connection may not
+// publish into its upstream: versions and pointers, audit entries, rollout
+// records and the administration of any stream, by the local or any
+// domain's API. What the mirrors need (consumers upstream) and reports
+// still go up, so a compromised node or leaf host cannot write the hub's
+// stores directly (but see docs/SECURITY.md for consumers).
+func LeafDenied() []string {
+	var d []string
+	d = append(d, "cc.>", "cca.>", "$KV.>", "$JS.API.>")
+	for _, op := range []string{"CREATE", "UPDATE", "DELETE", "PURGE", "MSG.DELETE", "SNAPSHOT", "RESTORE"} {
+		d = append(d, "$JS.*.API.STREAM."+op+".>")
+	}
+	return d
+}
+
 // Generate renders the nats-server configuration of one server.
 func Generate(s Spec) (string, error) {
 	s.setDefaults()
 	if err := s.Validate(); err != nil {
 		return "", fmt.Errorf("generate %s config: %w", s.Level, err)
 	}
-	w := &confWriter{}
+	w := &confWriter{cost: s.HashCost}
 	w.comment("nats-server configuration for cuecast: %s level, server %s, JetStream domain %s.", s.Level, s.Name, s.Domain)
 	w.comment("Generated by `cuecast nats-config %s`; see docs/SCALING.md.", s.Level)
 	w.kv("server_name", q(s.Name))
@@ -336,7 +444,7 @@ func Generate(s Spec) (string, error) {
 	var om operatorMode
 	if s.Keys != nil {
 		var err error
-		if om, err = s.Keys.operatorMode(); err != nil {
+		if om, err = s.Keys.operatorMode(s.Namespaces); err != nil {
 			return "", fmt.Errorf("generate %s config: %w", s.Level, err)
 		}
 		w.blank()
@@ -344,7 +452,7 @@ func Generate(s Spec) (string, error) {
 		w.kv("operator", q(om.operatorJWT))
 		w.kv("resolver", "MEMORY")
 		w.open("resolver_preload")
-		for _, pub := range []string{om.accountPub, om.systemPub} {
+		for _, pub := range append([]string{om.accountPub, om.systemPub}, om.serviceAccounts...) {
 			w.kv(pub, q(om.accounts[pub]))
 		}
 		w.close()
@@ -381,11 +489,8 @@ func Generate(s Spec) (string, error) {
 		if s.LeafListen != "" {
 			w.kv("listen", q(s.LeafListen))
 			if s.Keys == nil {
-				w.open("authorization")
-				w.open("users = [")
-				w.line("{user: %s, password: %s, account: %s}", q(LeafUser), q(s.Passwords[LeafUser]), q(Account))
-				w.closeWith("]")
-				w.close()
+				w.comment("The level below logs in as %s of account %s (accounts below),", LeafUser, Account)
+				w.comment("whose permissions say what it may not send up (docs/SECURITY.md).")
 			}
 			if s.TLS != nil && s.TLS.Cert != "" {
 				w.tls(s.TLS, s.TLS.VerifyClients)
@@ -433,37 +538,65 @@ func Generate(s Spec) (string, error) {
 	w.open(Account)
 	w.kv("jetstream", "enabled")
 	w.open("users = [")
-	for _, u := range s.Users() {
-		if u == SystemUser || u == LeafUser {
-			continue
-		}
-		perm, ok := UserPermissions(u)
-		if !ok {
-			w.line("{user: %s, password: %s}", q(u), q(s.Passwords[u]))
-			continue
-		}
-		w.open("{")
-		w.kv("user", q(u))
-		w.kv("password", q(s.Passwords[u]))
-		w.open("permissions")
-		w.open("publish")
-		w.list("allow", quoteAll(perm.Publish))
-		w.close()
-		w.open("subscribe")
-		w.list("allow", quoteAll(perm.Subscribe))
-		w.close()
-		w.close()
-		w.closeWith("}")
+	for _, u := range []string{DistributorUser, OperatorUser} {
+		w.user(u, s.Passwords[u])
+	}
+	if s.LeafListen != "" {
+		w.user(LeafUser, s.Passwords[LeafUser])
 	}
 	w.closeWith("]")
+	if s.Level == Standalone {
+		// Without leafnodes nothing maps the domain's API onto the local
+		// one (and account mappings do not apply to the streams' own
+		// requests); the namespaces' mirrors read CUECAST through it.
+		w.open("imports = [")
+		w.line("{service: {account: %s, subject: %s}, to: %s}", q(SystemAccount), q("$JS.API.>"), q("$JS."+s.Domain+".API.>"))
+		w.closeWith("]")
+	}
+	if len(s.Namespaces) > 0 {
+		w.comment("Each namespace's services reach these subjects only, from their own account.")
+		w.open("exports = [")
+		for _, ns := range s.Namespaces {
+			for _, im := range serviceImports(ns) {
+				kind := "service"
+				if im.stream {
+					kind = "stream"
+				}
+				w.line("{%s: %s, accounts: [%s]}", kind, q(im.subject), q(ServiceAccount(ns)))
+			}
+		}
+		w.closeWith("]")
+	}
 	w.close()
+	for _, ns := range s.Namespaces {
+		w.open(q(ServiceAccount(ns)))
+		w.open("users = [")
+		w.user(ServiceUser(ns), s.Passwords[ServiceUser(ns)])
+		w.closeWith("]")
+		w.open("imports = [")
+		for _, im := range serviceImports(ns) {
+			kind := "service"
+			if im.stream {
+				kind = "stream"
+			}
+			w.line("{%s: {account: %s, subject: %s}}", kind, q(Account), q(im.subject))
+		}
+		w.closeWith("]")
+		w.close()
+	}
 	w.open(SystemAccount)
 	w.open("users = [")
-	w.line("{user: %s, password: %s}", q(SystemUser), q(s.Passwords[SystemUser]))
+	w.line("{user: %s, password: %s}", q(SystemUser), q(w.hash(s.Passwords[SystemUser])))
 	w.closeWith("]")
+	if s.Level == Standalone {
+		w.list("exports", []string{fmt.Sprintf("{service: %s, accounts: [%s]}", q("$JS.API.>"), q(Account))})
+	}
 	w.close()
 	w.close()
 	w.kv("system_account", q(SystemAccount))
+	if w.err != nil {
+		return "", fmt.Errorf("generate %s config: %w", s.Level, w.err)
+	}
 	return w.String(), nil
 }
 
@@ -483,6 +616,21 @@ func q(s string) string { return strconv.Quote(s) }
 type confWriter struct {
 	b     strings.Builder
 	depth int
+	cost  int
+	err   error
+}
+
+// hash turns a password into the bcrypt hash the server stores instead
+// (nats-server compares a "$2a$" password with bcrypt): a configuration,
+// which every operator of a host can read, then holds no password a client
+// could log in with.
+func (w *confWriter) hash(password string) string {
+	h, err := bcrypt.GenerateFromPassword([]byte(password), cmp.Or(w.cost, bcrypt.MinCost))
+	if err != nil {
+		w.err = errors.Join(w.err, fmt.Errorf("hash password: %w", err))
+		return ""
+	}
+	return string(h)
 }
 
 func (w *confWriter) String() string { return w.b.String() }
@@ -517,6 +665,33 @@ func (w *confWriter) closeWith(s string) {
 
 func (w *confWriter) list(k string, vs []string) {
 	w.line("%s: [%s]", k, strings.Join(vs, ", "))
+}
+
+// user writes one user of an accounts block, with its permissions when
+// UserPermissions fixes them.
+func (w *confWriter) user(u, password string) {
+	password = w.hash(password)
+	perm, ok := UserPermissions(u)
+	if !ok {
+		w.line("{user: %s, password: %s}", q(u), q(password))
+		return
+	}
+	w.open("{")
+	w.kv("user", q(u))
+	w.kv("password", q(password))
+	w.open("permissions")
+	w.open("publish")
+	if len(perm.PublishDeny) > 0 {
+		w.list("deny", quoteAll(perm.PublishDeny))
+	} else {
+		w.list("allow", quoteAll(perm.Publish))
+	}
+	w.close()
+	w.open("subscribe")
+	w.list("allow", quoteAll(perm.Subscribe))
+	w.close()
+	w.close()
+	w.closeWith("}")
 }
 
 func (w *confWriter) tls(t *TLS, verify bool) {

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -57,6 +58,10 @@ func goldenSpecs() map[string]natsconf.Spec {
 	return specs
 }
 
+// bcryptHash matches the hashes Generate writes for passwords; they are
+// salted, so the golden files hold a placeholder.
+var bcryptHash = regexp.MustCompile(`"\$2a\$04\$[./A-Za-z0-9]{53}"`)
+
 func TestGenerateGolden(t *testing.T) {
 	for name, spec := range goldenSpecs() {
 		t.Run(name, func(t *testing.T) {
@@ -64,6 +69,7 @@ func TestGenerateGolden(t *testing.T) {
 			if err != nil {
 				t.Fatalf("generate: %v", err)
 			}
+			got = bcryptHash.ReplaceAllString(got, `"<bcrypt hash>"`)
 			path := filepath.Join("testdata", name+".conf")
 			if *update {
 				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
@@ -119,8 +125,8 @@ func TestGenerateGolden(t *testing.T) {
 				users[u.Username] = u
 			}
 			svc := users[natsconf.ServiceUser("payments")]
-			if svc == nil || svc.Account.Name != natsconf.Account {
-				t.Fatalf("no service user payments in account %s: %v", natsconf.Account, users)
+			if svc == nil || svc.Account.Name != natsconf.ServiceAccount("payments") {
+				t.Fatalf("no service user payments in account %s: %v", natsconf.ServiceAccount("payments"), users)
 			}
 			if got := strings.Join(svc.Permissions.Subscribe.Allow, " "); got != "ccr.payments.> _INBOX_payments.>" {
 				t.Errorf("payments may subscribe to %s", got)
@@ -152,6 +158,9 @@ func TestGenerateRejects(t *testing.T) {
 		{"missing password", func(s *natsconf.Spec) { s.Passwords = map[string]string{} }, "no password"},
 		{"cert without key", func(s *natsconf.Spec) { s.TLS = &natsconf.TLS{Cert: "c.pem"} }, "both"},
 		{"bad upstream", func(s *natsconf.Spec) { s.Upstreams = []string{"leaf"} }, "upstream"},
+		{"a CA without a certificate", func(s *natsconf.Spec) { s.TLS = &natsconf.TLS{CA: "ca.pem"} }, "its own certificate"},
+		{"a certificate without the CA", func(s *natsconf.Spec) { s.TLS = &natsconf.TLS{Cert: "c.pem", Key: "k.pem"} }, "--tls-ca"},
+		{"standalone with upstream", func(s *natsconf.Spec) { s.Level = natsconf.Standalone }, "no upstream"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := valid
@@ -175,5 +184,33 @@ func TestClientAgreesOnNamespaceNames(t *testing.T) {
 		if got, want := client.NamespaceInbox(ns), natsconf.InboxPrefix(ns); got != want {
 			t.Errorf("client.NamespaceInbox(%q) = %q, want %q", ns, got, want)
 		}
+	}
+}
+
+// TestGenerateHoldsNoPasswords: a server's configuration, readable by
+// whoever runs the host, holds bcrypt hashes, never a password a client
+// could log in with; only a leaf or node server holds one: the leaf
+// user's, which its leafnode remote logs in with upstream.
+func TestGenerateHoldsNoPasswords(t *testing.T) {
+	for name, spec := range goldenSpecs() {
+		t.Run(name, func(t *testing.T) {
+			got, err := natsconf.Generate(spec)
+			if err != nil {
+				t.Fatalf("generate: %v", err)
+			}
+			for user, pw := range spec.Passwords {
+				n := strings.Count(got, pw)
+				want := 0
+				if user == natsconf.LeafUser && spec.Level != natsconf.Hub {
+					want = len(spec.Upstreams)
+				}
+				if n != want {
+					t.Errorf("the password of %s appears %d times, want %d", user, n, want)
+				}
+			}
+			if !bcryptHash.MatchString(got) {
+				t.Errorf("no bcrypt hash in\n%s", got)
+			}
+		})
 	}
 }

@@ -5,15 +5,19 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/distributor"
+	"github.com/cuecast/cuecast/distributor/rollout"
 	"github.com/cuecast/cuecast/internal/natsconf"
 	"github.com/cuecast/cuecast/internal/natstest"
 )
@@ -167,4 +171,526 @@ func testPermissions(t *testing.T, tr *natstest.Tree) {
 		}
 		errs.violation(t, "operator publishing a pointer", "cc.payments.p.7.checkout")
 	})
+}
+
+// streamSnap is what the suite compares of one stream before and after an
+// attack: its configuration and state.
+type streamSnap struct {
+	Msgs, First, Last uint64
+	Config            string
+}
+
+// storeState holds every stream of every domain of the tree.
+type storeState map[string]streamSnap
+
+// snapshot reads every stream of the tree's domains as the distributor.
+func snapshot(t *testing.T, nc *nats.Conn, domains []string) storeState {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	out := storeState{}
+	for _, dom := range domains {
+		js, err := jetstream.NewWithDomain(nc, dom)
+		if err != nil {
+			t.Fatalf("jetstream %s: %v", dom, err)
+		}
+		l := js.ListStreams(ctx)
+		for info := range l.Info() {
+			cfg, err := json.Marshal(info.Config)
+			if err != nil {
+				t.Fatal(err)
+			}
+			st := info.State
+			out[dom+"/"+info.Config.Name] = streamSnap{Msgs: st.Msgs, First: st.FirstSeq, Last: st.LastSeq, Config: string(cfg)}
+		}
+		if err := l.Err(); err != nil {
+			t.Fatalf("list streams of %s: %v", dom, err)
+		}
+	}
+	return out
+}
+
+// diff lists the streams whose state differs. Reports expire (max age), so
+// of the report stream only the configuration and last sequence count.
+func (a storeState) diff(b storeState) []string {
+	var d []string
+	for k, v := range a {
+		w, ok := b[k]
+		if strings.HasSuffix(k, "/"+distributor.ReportStream) {
+			v.Msgs, v.First, w.Msgs, w.First = 0, 0, 0, 0
+		}
+		if !ok || v != w {
+			d = append(d, fmt.Sprintf("%s: before %+v, after %+v", k, v, w))
+		}
+	}
+	for k, v := range b {
+		if _, ok := a[k]; !ok {
+			d = append(d, fmt.Sprintf("%s: new stream %+v", k, v))
+		}
+	}
+	slices.Sort(d)
+	return d
+}
+
+// attack is one attempt of a role: a subscription, or a publish with an
+// optional reply subject and body. allowed marks a publish the role may
+// make (its own direct get or report) whose reply subject is the attack:
+// it draws no permissions violation, and the suite proves it harmless by
+// the stores alone.
+type attack struct {
+	sub     string
+	pub     string
+	reply   string
+	body    string
+	allowed bool
+}
+
+func (a attack) String() string {
+	if a.sub != "" {
+		return "subscribe " + a.sub
+	}
+	s := "publish " + a.pub
+	if a.reply != "" {
+		s += " reply " + a.reply
+	}
+	if a.body != "" {
+		s += " body " + a.body
+	}
+	return s
+}
+
+// replyTargets are the subjects a reply may be aimed at: every stored or
+// delivered subject family of its own and of another namespace.
+func replyTargets(own, other string) []string {
+	return []string{
+		"cc." + other + ".p.all.ranking", "cc." + own + ".p.all.checkout", "cc." + other + ".v.junk", "cc." + own + ".v.junk",
+		"ccr." + other + ".p.all.ranking", "ccr." + own + ".p.all.checkout",
+		"ccs." + other + ".web-1.ranking", "ccs." + own + ".web-1.checkout",
+		"cca." + other + ".ranking", "cca." + own + ".checkout",
+		"$KV.cuecast-rollouts." + other + ".ranking", "$KV.cuecast-rollouts." + own + ".checkout",
+		"$JS.API.STREAM.PURGE.CUECAST", "$JS.API.STREAM.DELETE.CUECAST_AUDIT",
+		"$JS.hub.API.STREAM.PURGE.CUECAST", "$JS.API.STREAM.PURGE.CUECAST_" + other,
+		"_INBOX_" + other + ".stolen", "_INBOX.stolen",
+	}
+}
+
+// serviceAttacks is everything a service of namespace own tries against
+// the tree (other is another namespace).
+func serviceAttacks(own, other string) []attack {
+	var as []attack
+	for _, s := range []string{
+		"ccr." + other + ".>", "ccr.>", "cc.>", "cc." + own + ".>", "ccs.>", "ccs." + other + ".>", "cca.>",
+		"$KV.>", "$JS.API.>", "$JS.>", "_INBOX.>", "_INBOX_" + other + ".>", "$SYS.>", ">",
+	} {
+		as = append(as, attack{sub: s})
+	}
+	ownDirect := "$JS.API.DIRECT.GET." + natsconf.MirrorStream(own)
+	for _, reply := range replyTargets(own, other) {
+		as = append(as,
+			attack{pub: ownDirect, reply: reply, body: `{"seq":1}`, allowed: true},
+			attack{pub: ownDirect, reply: reply, body: `{"seq":1,"batch":10}`, allowed: true},
+			attack{pub: ownDirect, reply: reply, body: `{"multi_last":["cc.` + own + `.>"]}`, allowed: true},
+			attack{pub: ownDirect + ".cc." + own + ".v.checkout", reply: reply, allowed: true},
+			attack{pub: ownDirect + ".cc." + own + ".p.all.checkout", reply: reply, allowed: true},
+			attack{pub: "ccs." + own + ".web-1.checkout", reply: reply, body: `{}`, allowed: true},
+		)
+	}
+	for _, p := range []string{
+		"cc." + own + ".p.all.checkout", "cc." + own + ".v.checkout", "cc." + other + ".p.all.ranking",
+		"ccr." + own + ".p.all.checkout", "ccr." + other + ".p.all.ranking",
+		"ccs." + other + ".web-1.ranking", "cca." + own + ".checkout", "cca." + other + ".ranking",
+		"$KV.cuecast-rollouts." + own + ".checkout", "$KV.cuecast-rollouts." + other + ".ranking",
+		"$JS.API.DIRECT.GET.CUECAST", "$JS.API.DIRECT.GET.CUECAST.cc." + other + ".v.ranking",
+		"$JS.API.DIRECT.GET." + natsconf.MirrorStream(other), "$JS.API.DIRECT.GET." + natsconf.MirrorStream(other) + ".cc." + other + ".v.ranking",
+		"$JS.API.DIRECT.GET.KV_cuecast-rollouts", "$JS.API.DIRECT.GET.CUECAST_AUDIT", "$JS.API.DIRECT.GET.CUECAST_REPORTS",
+		"$JS.API.STREAM.MSG.GET.CUECAST", "$JS.API.STREAM.INFO.CUECAST", "$JS.API.STREAM.LIST", "$JS.API.INFO",
+		"$JS.API.STREAM.PURGE.CUECAST", "$JS.API.STREAM.DELETE.CUECAST_AUDIT", "$JS.API.STREAM.UPDATE.CUECAST_AUDIT",
+		"$JS.API.STREAM.PURGE." + natsconf.MirrorStream(own), "$JS.API.STREAM.MSG.DELETE.CUECAST_REPORTS",
+		"$JS.API.STREAM.CREATE.EVIL", "$JS.API.CONSUMER.CREATE.CUECAST", "$JS.API.CONSUMER.CREATE." + natsconf.MirrorStream(own) + ".x",
+		"$JS.hub.API.STREAM.PURGE.CUECAST", "$JS.hub.API.DIRECT.GET.CUECAST",
+		"$SYS.REQ.SERVER.PING", "_INBOX_" + other + ".stolen", "_INBOX.stolen",
+	} {
+		as = append(as, attack{pub: p, reply: "_INBOX_" + own + ".attack", body: `{"seq":1}`})
+	}
+	return as
+}
+
+// operatorAttacks: the operator may read and steer rollouts but change no
+// stream's configuration or contents, nor write versions and pointers.
+func operatorAttacks(domains []string) []attack {
+	var as []attack
+	for _, st := range []string{natsconf.Stream, distributor.ReportStream, "KV_cuecast-rollouts", "CUECAST_AUDIT"} {
+		for _, op := range []string{"UPDATE", "DELETE", "PURGE", "MSG.DELETE", "CREATE"} {
+			as = append(as, attack{pub: "$JS.API.STREAM." + op + "." + st, reply: "_INBOX.attack", body: `{"name":"` + st + `","max_msgs":1,"seq":1}`})
+		}
+	}
+	for _, dom := range domains {
+		as = append(as,
+			attack{pub: "$JS." + dom + ".API.STREAM.DELETE.CUECAST_AUDIT", reply: "_INBOX.attack", body: `{}`},
+			attack{pub: "$JS." + dom + ".API.STREAM.PURGE.CUECAST_payments", reply: "_INBOX.attack", body: `{}`},
+		)
+	}
+	as = append(as,
+		attack{pub: "$JS.API.STREAM.CREATE.EVIL", reply: "_INBOX.attack", body: `{"name":"EVIL","subjects":["cc.evil.>"]}`},
+		attack{pub: "$JS.API.KV.DEL.cuecast-rollouts", reply: "_INBOX.attack"},
+		attack{pub: "cc.payments.p.all.checkout", body: `{}`},
+		attack{pub: "cc.search.v.ranking", body: `{}`},
+		attack{pub: "ccr.payments.p.all.checkout", body: `{}`},
+		attack{pub: "ccs.payments.web-1.checkout", body: `{}`},
+	)
+	return as
+}
+
+// refused waits for the server's permissions violation naming subject and
+// reports a missing one as a test error.
+func (a asyncErrs) refused(t *testing.T, what, subject string) {
+	t.Helper()
+	// A server maps its own domain's API ($JS.<domain>.API.>) onto $JS.API.>
+	// before it checks permissions, and names the mapped subject.
+	mapped := subject
+	if rest, ok := strings.CutPrefix(subject, "$JS."); ok && !strings.HasPrefix(rest, "API.") {
+		if _, api, ok := strings.Cut(rest, ".API."); ok {
+			mapped = "$JS.API." + api
+		}
+	}
+	deadline := time.After(5 * time.Second)
+	for {
+		select {
+		case err := <-a:
+			if errors.Is(err, nats.ErrPermissionViolation) && (strings.Contains(err.Error(), `"`+subject+`"`) || strings.Contains(err.Error(), `"`+mapped+`"`)) {
+				return
+			}
+			t.Logf("%s: other async error: %v", what, err)
+		case <-deadline:
+			t.Errorf("%s: not refused (no permissions violation for %s)", what, subject)
+			return
+		}
+	}
+}
+
+// suiteTree is a hub ▶ regional leaf ▶ node tree holding every store: the
+// versions and pointers of two namespaces, their mirrors in both lower
+// domains, reports, the rollout bucket and the audit stream.
+type suiteTree struct {
+	*natstest.Tree
+	servers []*natstest.TreeServer // hub, region, node
+	domains []string
+	dist    *nats.Conn
+	js      jetstream.JetStream
+}
+
+func startSuiteTree(t *testing.T, jwt bool) *suiteTree {
+	t.Helper()
+	tr := natstest.StartTree(t, natstest.TreeOptions{Namespaces: []string{"payments", "search"}, JWT: jwt})
+	region := tr.AddLeaf(t, tr.Hub, natsconf.Leaf, "eu-west")
+	region.WaitLinked(t)
+	node := tr.AddLeaf(t, region, natsconf.Node, "host-1")
+	node.WaitLinked(t)
+	return fillStores(t, tr, []*natstest.TreeServer{tr.Hub, region, node}, []string{"hub", "eu-west", "host-1"}, tr.Mirrors)
+}
+
+// startSuiteStandalone is serve's embedded server as `serve --secure`
+// configures it: the Standalone level, its mirrors in its own domain.
+func startSuiteStandalone(t *testing.T) *suiteTree {
+	t.Helper()
+	tr := &natstest.Tree{Passwords: map[string]string{}, Namespaces: []string{"payments", "search"}}
+	spec := natsconf.Spec{Level: natsconf.Standalone, Name: "cuecast", Listen: "127.0.0.1:-1", Namespaces: tr.Namespaces}
+	for _, u := range spec.Users() {
+		tr.Passwords[u] = "pw-" + u
+	}
+	srv := tr.StartServer(t, spec)
+	tr.Hub = srv
+	mirrors := func(t testing.TB) {
+		js, err := jetstream.NewWithDomain(srv.Connect(t, natsconf.DistributorUser), natsconf.HubDomain)
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec := natsconf.MirrorSpec{Upstream: natsconf.HubDomain, FromHub: true, Namespaces: tr.Namespaces, NoRePublish: true}
+		if err := natsconf.Mirrors(context.Background(), js, spec); err != nil {
+			t.Fatalf("mirrors: %v", err)
+		}
+		// A mirror answering CUECAST's direct gets would answer reads of
+		// other namespaces with "not found".
+		for _, ns := range tr.Namespaces {
+			m, err := js.Stream(context.Background(), natsconf.MirrorStream(ns))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.CachedInfo().Config.MirrorDirect {
+				t.Errorf("%s joined CUECAST's direct gets", natsconf.MirrorStream(ns))
+			}
+		}
+	}
+	return fillStores(t, tr, []*natstest.TreeServer{srv}, []string{"hub"}, mirrors)
+}
+
+// fillStores creates and fills every store as the distributor: versions
+// and pointers of two namespaces and their mirrors, a report, a rollout
+// record and an audit entry.
+func fillStores(t *testing.T, tr *natstest.Tree, servers []*natstest.TreeServer, domains []string, mirrors func(testing.TB)) *suiteTree {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	nc := tr.Hub.Connect(t, natsconf.DistributorUser)
+	d, err := distributor.New(ctx, nc, distributor.Options{Heartbeat: time.Hour})
+	if err != nil {
+		t.Fatalf("new distributor: %v", err)
+	}
+	mirrors(t)
+	publish(t, d, "search/ranking", 1, `{"boost":2}`)
+	publish(t, d, checkout, 1, `{"v":1}`)
+	if _, err := rollout.New(ctx, nc, d, nil, rollout.Options{}); err != nil {
+		t.Fatalf("open rollout state: %v", err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(ctx, "$KV.cuecast-rollouts.payments.checkout", []byte(`{"config":"payments/checkout"}`)); err != nil {
+		t.Fatalf("rollout record: %v", err)
+	}
+	if _, err := js.Publish(ctx, "cca.payments.checkout", []byte(`{"action":"halt"}`)); err != nil {
+		t.Fatalf("audit entry: %v", err)
+	}
+	if _, err := nc.Request("ccs.search.web-1.ranking", []byte(`{}`), 5*time.Second); err != nil {
+		t.Fatalf("report: %v", err)
+	}
+	st := &suiteTree{Tree: tr, servers: servers, domains: domains, dist: nc, js: js}
+	for _, ns := range []string{"payments", "search"} {
+		hub, err := js.Stream(ctx, natsconf.Stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := hub.Info(ctx, jetstream.WithSubjectFilter("cc."+ns+".>"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := uint64(0)
+		for _, n := range info.State.Subjects {
+			want += n
+		}
+		for _, dom := range domains[min(1, len(domains)-1):] {
+			natstest.Eventually(t, 20*time.Second, dom+" mirror of "+ns+" caught up", func() (bool, string) {
+				got := streamState(t, nc, dom, natsconf.MirrorStream(ns))
+				return got.Msgs == want, fmt.Sprintf("%d messages, want %d", got.Msgs, want)
+			})
+		}
+	}
+	return st
+}
+
+// reportsLast is the hub's last report sequence.
+func (st *suiteTree) reportsLast(t *testing.T) uint64 {
+	t.Helper()
+	return streamState(t, st.dist, "hub", distributor.ReportStream).Last
+}
+
+// run makes every attempt of as on nc, each a permissions violation unless
+// allowed, then barrier (which returns how many reports it and the allowed
+// attempts legitimately stored), and compares the stores before and after.
+func (st *suiteTree) run(t *testing.T, nc *nats.Conn, errs asyncErrs, as []attack, barrier func(before uint64) uint64) {
+	t.Helper()
+	before := snapshot(t, st.dist, st.domains)
+	for _, a := range as {
+		if a.sub != "" {
+			if _, err := nc.SubscribeSync(a.sub); err != nil {
+				t.Fatalf("%s: %v", a, err)
+			}
+			errs.refused(t, a.String(), a.sub)
+			continue
+		}
+		m := nats.NewMsg(a.pub)
+		m.Reply, m.Data = a.reply, []byte(a.body)
+		if err := nc.PublishMsg(m); err != nil {
+			t.Fatalf("%s: %v", a, err)
+		}
+		if !a.allowed {
+			errs.refused(t, a.String(), a.pub)
+		}
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatalf("flush: %v", err)
+	}
+	key := "hub/" + distributor.ReportStream
+	r := before[key]
+	r.Last = barrier(r.Last)
+	before[key] = r
+	after := snapshot(t, st.dist, st.domains)
+	for _, d := range before.diff(after) {
+		t.Errorf("store changed by the attacks: %s", d)
+	}
+}
+
+// connectInstance logs in with the .creds of one instance of ns.
+func connectInstance(t *testing.T, st *suiteTree, srv *natstest.TreeServer, ns, instance string, opts ...nats.Option) *nats.Conn {
+	t.Helper()
+	b, err := st.Keys.InstanceCreds(ns, instance)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "instance.creds")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(srv.ClientURL(), append([]nats.Option{nats.UserCredentials(path), nats.CustomInboxPrefix(natsconf.InboxPrefix(ns))}, opts...)...)
+	if err != nil {
+		t.Fatalf("connect as %s: %v", natsconf.InstanceUser(ns, instance), err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+// TestPermissionSuite: every role, on every level of the tree, tries every
+// subscription, publish and request it should not make, including requests
+// it may make whose reply subject aims at a store, and the stores of every
+// domain are unchanged.
+func TestPermissionSuite(t *testing.T) {
+	for _, auth := range []string{"password", "creds", "standalone"} {
+		t.Run(auth, func(t *testing.T) {
+			var st *suiteTree
+			if auth == "standalone" {
+				st = startSuiteStandalone(t)
+			} else {
+				st = startSuiteTree(t, auth == "creds")
+			}
+			type role struct{ own, other, instance string }
+			roles := []role{{"payments", "search", ""}, {"search", "payments", ""}}
+			if st.Keys != nil {
+				// An instance's own credential (nats-config user).
+				roles = append(roles, role{"payments", "search", "web-1"})
+			}
+			for _, role := range roles {
+				for _, srv := range st.servers {
+					user := natsconf.ServiceUser(role.own)
+					if role.instance != "" {
+						user = natsconf.InstanceUser(role.own, role.instance)
+					}
+					t.Run(user+"@"+srv.Spec.Name, func(t *testing.T) {
+						errs := asyncErrs(make(chan error, 1024))
+						var nc *nats.Conn
+						as := serviceAttacks(role.own, role.other)
+						sentinel := "ccs." + role.own + ".sentinel.checkout"
+						if role.instance == "" {
+							nc = srv.Connect(t, user, errs.option(), nats.PermissionErrOnSubscribe(true))
+						} else {
+							nc = connectInstance(t, st, srv, role.own, role.instance, errs.option(), nats.PermissionErrOnSubscribe(true))
+							sentinel = "ccs." + role.own + "." + role.instance + ".sentinel"
+							as = append(as,
+								attack{pub: "ccs." + role.own + ".web-2.checkout", body: `{}`},
+								attack{pub: "ccs." + role.own + ".sentinel.checkout", body: `{}`},
+							)
+						}
+						reports := 0
+						for _, a := range as {
+							if a.allowed && strings.HasPrefix(a.pub, "ccs.") {
+								reports++
+							}
+						}
+						st.run(t, nc, errs, as, func(before uint64) uint64 {
+							// The barrier: the service's own reports and a
+							// last one reach the hub's report stream, after
+							// every reply the attempts drew.
+							if err := nc.Publish(sentinel, []byte(`{}`)); err != nil {
+								t.Fatal(err)
+							}
+							want := before + uint64(reports) + 1
+							natstest.Eventually(t, 20*time.Second, "the reports at the hub", func() (bool, string) {
+								got := st.reportsLast(t)
+								return got >= want, fmt.Sprintf("last report %d, want %d", got, want)
+							})
+							return want
+						})
+					})
+				}
+			}
+			for _, srv := range st.servers {
+				t.Run("operator@"+srv.Spec.Name, func(t *testing.T) {
+					errs := asyncErrs(make(chan error, 1024))
+					nc := srv.Connect(t, natsconf.OperatorUser, errs.option(), nats.PermissionErrOnSubscribe(true))
+					st.run(t, nc, errs, operatorAttacks(st.domains), func(before uint64) uint64 {
+						// The barrier: an answered JetStream request after
+						// the refused ones.
+						if _, err := nc.Request("$JS.API.STREAM.INFO."+natsconf.Stream, nil, 5*time.Second); err != nil {
+							t.Fatalf("stream info as operator: %v", err)
+						}
+						return before
+					})
+				})
+			}
+		})
+	}
+}
+
+// TestOperatorSteersWithoutManagingStreams: the operator's credentials open
+// the distributor and the rollout state read-only (as every CLI command
+// does) and record a rollback, which only serve's controller carries out,
+// while the suite above proves they change no stream's configuration.
+func TestOperatorSteersWithoutManagingStreams(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	st := startSuiteTree(t, false)
+	nc := st.Hub.Connect(t, natsconf.OperatorUser)
+	d, err := distributor.Open(ctx, nc, distributor.Options{})
+	if err != nil {
+		t.Fatalf("open distributor as operator: %v", err)
+	}
+	ctl, err := rollout.Open(ctx, nc, d, nil, rollout.Options{AwaitTimeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatalf("open rollout state as operator: %v", err)
+	}
+	before := streamState(t, st.dist, "hub", "CUECAST_AUDIT")
+	_, err = ctl.Rollback(ctx, checkout, 1, rollout.Action{Actor: "oncall", Reason: "test"})
+	if !errors.Is(err, rollout.ErrNotCarriedOut) {
+		t.Fatalf("rollback as operator: got %v, want it recorded and awaiting serve", err)
+	}
+	rec, err := ctl.Record(ctx, checkout)
+	if err != nil || rec.Pin == nil || rec.Pin.Version != 1 {
+		t.Fatalf("record after the rollback: %+v, %v", rec, err)
+	}
+	if got := streamState(t, st.dist, "hub", "CUECAST_AUDIT"); got.Last != before.Last+1 || got.Msgs != before.Msgs+1 {
+		t.Errorf("audit stream %+v after the rollback, want one entry more than %+v", got, before)
+	}
+}
+
+// TestCompromisedNodeCannotWriteUpstream: whoever controls a node server
+// (its configuration, hence any local user) publishes through the node's
+// leafnode link into the level above: versions, pointers, audit entries,
+// rollout records and stream administration are refused there, and no
+// store of the tree changes.
+func TestCompromisedNodeCannotWriteUpstream(t *testing.T) {
+	for _, auth := range []string{"password", "creds"} {
+		t.Run(auth, func(t *testing.T) { testCompromisedNode(t, startSuiteTree(t, auth == "creds")) })
+	}
+}
+
+func testCompromisedNode(t *testing.T, st *suiteTree) {
+	node := st.servers[2]
+	// The node's own distributor user may do anything on the node.
+	nc := node.Connect(t, natsconf.DistributorUser)
+	before := snapshot(t, st.dist, st.domains)
+	for _, subj := range []string{
+		"cc.search.p.all.ranking", "cc.payments.v.checkout", "cca.payments.checkout", "$KV.cuecast-rollouts.payments.checkout",
+		"$JS.hub.API.STREAM.PURGE.CUECAST", "$JS.hub.API.STREAM.DELETE.CUECAST_AUDIT", "$JS.eu-west.API.STREAM.PURGE.CUECAST_search",
+		"$JS.hub.API.STREAM.UPDATE.CUECAST_AUDIT",
+	} {
+		if err := nc.Publish(subj, []byte(`{"name":"CUECAST_AUDIT","max_msgs":1}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The barrier: a report after them reaches the hub (reports may go up).
+	last := st.reportsLast(t)
+	if err := nc.Publish("ccs.payments.barrier.checkout", []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	natstest.Eventually(t, 20*time.Second, "the barrier report at the hub", func() (bool, string) {
+		got := st.reportsLast(t)
+		return got > last, fmt.Sprintf("last report %d", got)
+	})
+	key := "hub/" + distributor.ReportStream
+	r := before[key]
+	r.Last = last + 1
+	before[key] = r
+	for _, d := range before.diff(snapshot(t, st.dist, st.domains)) {
+		t.Errorf("store changed from a node: %s", d)
+	}
 }

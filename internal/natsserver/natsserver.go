@@ -29,6 +29,10 @@ type Options struct {
 	// Logger receives the server's warnings and errors (its notices at
 	// Debug); nil discards them.
 	Logger *slog.Logger
+	// ConfigFile, when set, is a nats-server configuration (natsconf's
+	// Standalone level: accounts, users, TLS) the server runs with; Dir
+	// and Listen still decide the store and the address.
+	ConfigFile string
 }
 
 // Start runs an embedded NATS server with JetStream and waits until it accepts
@@ -57,18 +61,18 @@ func Start(ctx context.Context, o Options) (*server.Server, error) {
 	if o.ReadyTimeout == 0 {
 		o.ReadyTimeout = 10 * time.Second
 	}
-	opts := &server.Options{
-		ServerName: o.ServerName,
-		Host:       host,
-		Port:       port,
-		JetStream:  true,
-		StoreDir:   o.Dir,
-		NoSigs:     true,
-		NoLog:      true,
-		// Reports and pointers are small, but a fan-out to thousands of local
-		// subscribers must not trip slow-consumer disconnects on a busy box.
-		WriteDeadline: 10 * time.Second,
+	opts := &server.Options{}
+	if o.ConfigFile != "" {
+		if opts, err = server.ProcessConfigFile(o.ConfigFile); err != nil {
+			return nil, fmt.Errorf("start nats: %w", err)
+		}
 	}
+	opts.ServerName, opts.Host, opts.Port = o.ServerName, host, port
+	opts.JetStream, opts.StoreDir = true, o.Dir
+	opts.NoSigs = true
+	// Reports and pointers are small, but a fan-out to thousands of local
+	// subscribers must not trip slow-consumer disconnects on a busy box.
+	opts.WriteDeadline = 10 * time.Second
 	// A full store refuses publishes ("insufficient resources") and serve's
 	// /readyz says so; see internal/pipeline/space.go.
 	opts.JetStreamMaxStore = o.MaxFileStore

@@ -43,11 +43,11 @@ func (p *Pipeline) connect(ctx context.Context, cfg Config) error {
 		var err error
 		p.storeDir = filepath.Join(cfg.DataDir, "jetstream")
 		p.Server, err = natsserver.Start(ctx, natsserver.Options{Dir: p.storeDir, Listen: cfg.Listen,
-			Logger: p.log, MaxFileStore: cfg.MaxFileStore})
+			Logger: p.log, MaxFileStore: cfg.MaxFileStore, ConfigFile: cfg.EmbeddedConfig})
 		if err != nil {
 			return err
 		}
-		p.NC, err = nats.Connect(p.Server.ClientURL(), nats.Name("cuecast serve"), nats.InProcessServer(p.Server))
+		p.NC, err = nats.Connect(p.Server.ClientURL(), append([]nats.Option{nats.Name("cuecast serve"), nats.InProcessServer(p.Server)}, cfg.EmbeddedOptions...)...)
 		if err != nil {
 			return fmt.Errorf("start pipeline: connect: %w", err)
 		}

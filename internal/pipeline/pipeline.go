@@ -42,6 +42,11 @@ type Config struct {
 	SigningKey nkeys.KeyPair
 	// Listen is the embedded server's client address; port 0 picks one.
 	Listen string
+	// EmbeddedConfig, when set, is the nats-server configuration the
+	// embedded server runs with (serve --secure: accounts, users, TLS), and
+	// EmbeddedOptions log the pipeline's own connection in (the distributor).
+	EmbeddedConfig  string
+	EmbeddedOptions []nats.Option
 	// Interval is the tailer's poll interval (zero: its default).
 	Interval time.Duration
 	// StartAt is the first commit to process on an empty data directory.

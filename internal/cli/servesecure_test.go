@@ -1,0 +1,202 @@
+package cli_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/cuecast/cuecast/internal/cli"
+	"github.com/cuecast/cuecast/internal/iostreams"
+	"github.com/cuecast/cuecast/internal/natstest"
+)
+
+// TestServeRefusesOpenNonLoopback: an embedded server reachable beyond
+// this host without credentials is refused at once, saying what to do.
+func TestServeRefusesOpenNonLoopback(t *testing.T) {
+	for _, listen := range []string{"0.0.0.0:4222", ":4222", "[::]:4222", "192.0.2.10:4222", "nats.example.com:4222"} {
+		t.Run(listen, func(t *testing.T) {
+			data := t.TempDir()
+			code, _, stderr := run(context.Background(), "serve", "--repo", t.TempDir(), "--data", data, "--listen", listen)
+			if code != cli.ExitUsage || !strings.Contains(stderr.String(), "--secure") || !strings.Contains(stderr.String(), listen) {
+				t.Errorf("exit %d, stderr %q; want %d naming %s and --secure", code, stderr, cli.ExitUsage, listen)
+			}
+			if _, err := os.Stat(filepath.Join(data, "jetstream")); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("a refused serve created its store: %v", err)
+			}
+		})
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"secure and insecure", []string{"--secure", "--insecure"}, "--insecure"},
+		{"namespace without secure", []string{"--namespace", "payments"}, "--secure"},
+		{"secure with external nats", []string{"--secure", "--nats", "nats://127.0.0.1:1"}, "nats-config"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, stderr := run(context.Background(), append([]string{"serve", "--data", t.TempDir(), "--listen", "127.0.0.1:0"}, tc.args...)...)
+			if code != cli.ExitUsage || !strings.Contains(stderr.String(), tc.want) {
+				t.Errorf("exit %d, stderr %q; want %d naming %s", code, stderr, cli.ExitUsage, tc.want)
+			}
+		})
+	}
+}
+
+// TestServeInsecureWarns: --insecure lets the embedded server listen
+// beyond loopback, and says so loudly on every start.
+func TestServeInsecureWarns(t *testing.T) {
+	// Not a repository: serve stops right after deciding how to listen.
+	code, _, stderr := run(context.Background(), "serve", "--repo", t.TempDir(), "--data", t.TempDir(), "--listen", "0.0.0.0:0", "--insecure")
+	if code != cli.ExitUsage || !strings.Contains(stderr.String(), "WARN") || !strings.Contains(stderr.String(), "--insecure") {
+		t.Errorf("exit %d, stderr %q; want the repository refused after a warning naming --insecure", code, stderr)
+	}
+}
+
+// nonLoopback is an address of this machine beyond loopback, or
+// 127.0.0.1 when it has none (the server then listens on loopback, with
+// the same generated configuration).
+func nonLoopback(t *testing.T) string {
+	t.Helper()
+	addrs, err := net.InterfaceAddrs()
+	if err == nil {
+		for _, a := range addrs {
+			if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil && !ipn.IP.IsLoopback() && !ipn.IP.IsLinkLocalUnicast() {
+				return ipn.IP.String()
+			}
+		}
+	}
+	t.Logf("no non-loopback address: the secure server listens on 127.0.0.1")
+	return "127.0.0.1"
+}
+
+// TestServeSecure: serve --secure on a non-loopback address refuses
+// anonymous connections and commands; the operator's and a service's
+// generated passwords, over TLS with the generated CA, work.
+func TestServeSecure(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	repo := exampleRepo(t)
+	data := t.TempDir()
+	ln, err := net.Listen("tcp", net.JoinHostPort(nonLoopback(t), "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	serveDone := make(chan struct{})
+	go func() {
+		defer close(serveDone)
+		code, _, errOut := run(ctx, "serve", "--repo", repo.Dir, "--data", data, "--interval", "20ms",
+			"--listen", addr, "--secure", "--namespace", "search", "--namespace", "payments")
+		if code != 0 {
+			t.Errorf("serve: exit %d: %s", code, errOut)
+		}
+	}()
+	defer func() { cancel(); <-serveDone }()
+	secrets := filepath.Join(data, cli.EmbeddedSecretsDir)
+	url := "tls://" + addr
+	ca := filepath.Join(secrets, "ca.pem")
+	login := func(user string) []string {
+		return []string{"--nats", url, "--user", user, "--password-file", filepath.Join(secrets, user+".password"), "--tls-ca", ca}
+	}
+	natstest.Eventually(t, 30*time.Second, "status as the operator", func() (bool, string) {
+		code, o, e := run(ctx, append([]string{"status", "search/ranking"}, login("operator")...)...)
+		return code == 0 && strings.Contains(o.String(), "search/ranking"), o.String() + e.String()
+	})
+	for _, f := range []string{"operator.password", "distributor.password", "svc-search.password", "ca-key.pem", "server-key.pem", "nats.conf"} {
+		if fi, err := os.Stat(filepath.Join(secrets, f)); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s: %v, want mode 0600", f, err)
+		}
+	}
+
+	// Anyone else is refused: without a login, with a wrong one, without TLS.
+	for _, tc := range []struct {
+		name string
+		opts []nats.Option
+		url  string
+	}{
+		{"anonymous over TLS", []nats.Option{nats.RootCAs(ca)}, url},
+		{"anonymous in plain text", nil, "nats://" + addr},
+		{"wrong password", []nats.Option{nats.RootCAs(ca), nats.UserInfo("operator", "guess")}, url},
+		{"without the CA", []nats.Option{nats.UserInfo("operator", "guess")}, url},
+	} {
+		nc, err := nats.Connect(tc.url, append(tc.opts, nats.Timeout(5*time.Second), nats.MaxReconnects(0))...)
+		if err == nil {
+			nc.Close()
+			t.Errorf("%s: connected", tc.name)
+		}
+	}
+	for _, args := range [][]string{
+		{"status", "--nats", url, "--tls-ca", ca},
+		{"rollout", "audit", "search/ranking", "--nats", url, "--tls-ca", ca},
+		{"rollback", "search/ranking", "--to", "1", "--reason", "x", "--nats", url, "--tls-ca", ca},
+		{"status", "--nats", "nats://" + addr},
+	} {
+		if code, _, _ := run(ctx, args...); code == 0 {
+			t.Errorf("%v without a login: exit 0", args)
+		}
+	}
+
+	// A service of search reads its namespace's mirror in the embedded server.
+	wctx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	out := filepath.Join(t.TempDir(), "ranking.json")
+	watchDone := make(chan struct{})
+	go func() {
+		defer close(watchDone)
+		// Every login costs the server a bcrypt comparison, which under
+		// -race on a busy machine may outlast a connect timeout: start the
+		// watch again until the test ends it.
+		for wctx.Err() == nil {
+			run(wctx, append([]string{"watch", "--namespace-mirror", "--config", "search/ranking", "--instance", "search-canary-1", "--lkg", out}, login("svc-search")...)...)
+		}
+	}()
+	natstest.Eventually(t, 30*time.Second, "the service applying search/ranking", func() (bool, string) {
+		code, o, e := run(ctx, append([]string{"status", "search/ranking"}, login("operator")...)...)
+		ok := code == 0 && regexp.MustCompile(`(?m)^search/ranking\s+v1\s+1/1 instances`).MatchString(o.String())
+		return ok, o.String() + e.String()
+	})
+	stopWatch()
+	<-watchDone
+}
+
+// TestConnectionEnvironment: $NATS_URL is every --nats flag's default and
+// $CUECAST_NATS_CREDS the default of --creds.
+func TestConnectionEnvironment(t *testing.T) {
+	creds := filepath.Join(t.TempDir(), "missing.creds")
+	env := map[string]string{"NATS_URL": "nats://127.0.0.1:1", "CUECAST_NATS_CREDS": creds}
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  []string
+		want string
+	}{
+		{"NATS_URL", []string{"status"}, []string{"NATS_URL"}, "127.0.0.1:1"},
+		{"CUECAST_NATS_CREDS", []string{"status", "--nats", "nats://127.0.0.1:1"}, []string{"CUECAST_NATS_CREDS"}, "missing.creds"},
+		{"--nats wins over NATS_URL", []string{"rollout", "audit", "a/b", "--nats", "nats://127.0.0.1:2"}, []string{"NATS_URL"}, "127.0.0.1:2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			stdout, stderr := &syncBuffer{}, &syncBuffer{}
+			io := &iostreams.IOStreams{In: strings.NewReader(""), Out: stdout, ErrOut: stderr}
+			code := cli.Main(context.Background(), tc.args, io, func(k string) string {
+				if slices.Contains(tc.env, k) {
+					return env[k]
+				}
+				return ""
+			})
+			if code == 0 || !strings.Contains(stderr.String(), tc.want) {
+				t.Errorf("exit %d, stderr %q; want a failure naming %s", code, stderr, tc.want)
+			}
+		})
+	}
+}
