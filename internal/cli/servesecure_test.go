@@ -158,7 +158,8 @@ func TestServeSecure(t *testing.T) {
 		// -race on a busy machine may outlast a connect timeout: start the
 		// watch again until the test ends it.
 		for wctx.Err() == nil {
-			run(wctx, append([]string{"watch", "--namespace-mirror", "--config", "search/ranking", "--instance", "search-canary-1", "--lkg", out}, login("svc-search")...)...)
+			run(wctx, append([]string{"watch", "--namespace-mirror", "--config", "search/ranking", "--instance", "search-canary-1", "--lkg", out,
+				"--trusted-keys-file", filepath.Join(data, "trusted-keys")}, login("svc-search")...)...)
 		}
 	}()
 	natstest.Eventually(t, 30*time.Second, "the service applying search/ranking", func() (bool, string) {

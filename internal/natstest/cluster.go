@@ -435,13 +435,22 @@ func StartHubCluster(t testing.TB, n int, namespaces []string) (*Tree, []*TreeSe
 		servers = append(servers, tr.StartServer(t, spec))
 	}
 	tr.Hub = servers[0]
-	Eventually(t, 30*time.Second, "JetStream meta leader", func() (bool, string) {
+	// A meta leader alone is not enough: an R3 stream is placed only on
+	// peers the leader has stats from ("no suitable peers for placement"
+	// when a test created one a moment too early on a busy machine).
+	Eventually(t, 30*time.Second, "JetStream meta leader with every peer ready", func() (bool, string) {
 		for _, s := range servers {
-			if s.JetStreamIsLeader() {
-				return true, ""
+			if !s.JetStreamIsCurrent() {
+				return false, s.Name() + " not current"
 			}
 		}
-		return false, "none"
+		for _, s := range servers {
+			if s.JetStreamIsLeader() {
+				peers := s.JetStreamClusterPeers()
+				return len(peers) == len(servers), fmt.Sprintf("leader %s sees peers %v", s.Name(), peers)
+			}
+		}
+		return false, "no leader"
 	})
 	return tr, servers
 }
