@@ -244,7 +244,7 @@ func TestServeStatefulSet(t *testing.T) {
 			t.Errorf("--%s %s is not a file mounted from a Secret", f, flags[f])
 		}
 	}
-	if !mountedFromSecret(pod.Spec, c, filepath.Join(flags["data"], "signing.nk")) {
+	if !mountedFromSecret(pod.Spec, c, flags["signing-key"]) {
 		t.Error("the signing key is not mounted from a Secret: replicas must share it")
 	}
 	for _, e := range c.Env {
