@@ -2,7 +2,7 @@
 GO ?= go
 BENCHTIME ?= 1x
 
-.PHONY: all build demo test vet fmt bench soak clean e2e release
+.PHONY: all build demo test vet fmt bench soak clean e2e release dockerfile-lint
 
 all: build
 
@@ -24,7 +24,7 @@ vet:
 # The compiler's differential test runs the official cue CLI beside cuecast on
 # generated repos; make test installs it (the version go.mod names) into bin/.
 CUE_VERSION ?= $(shell $(GO) list -m -f '{{.Version}}' cuelang.org/go)
-test: vet
+test: vet dockerfile-lint
 	GOBIN=$(CURDIR)/bin $(GO) install cuelang.org/go/cmd/cue@$(CUE_VERSION)
 	CUECAST_CUE=$(CURDIR)/bin/cue $(GO) test -race -timeout 9m ./...
 	cd deploy/kubernetes && $(GO) vet ./... && $(GO) test -race -timeout 5m ./...
@@ -49,6 +49,11 @@ e2e:
 	$(GO) vet -tags e2e ./internal/web/e2e/
 	@mkdir -p $(E2E_ARTIFACTS)
 	CUECAST_ARTIFACTS=$(E2E_ARTIFACTS) $(GO) test -tags e2e -count=1 -timeout 10m -v ./internal/web/e2e/
+
+# The Dockerfile, linted with dockerfilelint from the npm registry (no image can be
+# built here; see CONTRIBUTING.md).
+dockerfile-lint:
+	npx --yes dockerfilelint@1.8.0 Dockerfile
 
 # Benchmarks; results are recorded by hand in BENCHMARKS.md with the machine and method.
 bench:
