@@ -153,6 +153,13 @@ func TestDashboardShowsRolloutLive(t *testing.T) {
 		}
 	})
 
+	// serve writes the keys file before it signs anything; the services
+	// read it at start, as a deployment that waits for serve would.
+	keys := filepath.Join(data, distributor.TrustedKeysFile)
+	poll(t, "serve's trusted-keys file", 30*time.Second, func() (bool, string) {
+		_, err := os.Stat(keys)
+		return err == nil, fmt.Sprint(err)
+	})
 	// Three service instances.
 	for i := range 3 {
 		nc, err := nats.Connect("nats://"+natsAddr, nats.RetryOnFailedConnect(true), nats.MaxReconnects(-1))
@@ -162,7 +169,7 @@ func TestDashboardShowsRolloutLive(t *testing.T) {
 		t.Cleanup(nc.Close)
 		// The one documented step: the keys file serve writes.
 		cl, err := client.New(nc, client.WithInstance(fmt.Sprintf("checkout-%d", i+1)),
-			client.WithTrustedKeysFile(filepath.Join(data, distributor.TrustedKeysFile)))
+			client.WithTrustedKeysFile(keys))
 		if err != nil {
 			t.Fatal(err)
 		}
