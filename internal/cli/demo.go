@@ -19,6 +19,7 @@ import (
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/client"
+	example "github.com/cuecast/cuecast/configs-example"
 	"github.com/cuecast/cuecast/distributor"
 	"github.com/cuecast/cuecast/internal/pipeline"
 	"github.com/cuecast/cuecast/internal/revert"
@@ -61,7 +62,7 @@ exits 0 when every step checked out, 1 otherwise.`,
 			return demoRun(c.Context(), env, opts)
 		},
 	}
-	cmd.Flags().StringVar(&opts.Example, "example", "configs-example", "the example config repo to copy")
+	cmd.Flags().StringVar(&opts.Example, "example", "", "the example config repo to copy (default: the copy of configs-example built into cuecast)")
 	cmd.Flags().BoolVar(&opts.Keep, "keep", false, "keep the temporary repository and data directory")
 	cmd.Flags().DurationVar(&opts.Timeout, "step-timeout", 30*time.Second, "how long any one step may take")
 	return cmd
@@ -82,8 +83,10 @@ type demo struct {
 }
 
 func demoRun(ctx context.Context, env *Env, opts *DemoOptions) error {
-	if _, err := os.Stat(filepath.Join(opts.Example, "cuecast.cue")); err != nil {
-		return usageErrorf("run it from the cuecast source tree (make demo), or pass --example DIR", "%s is not the example config repo: %v", opts.Example, err)
+	if opts.Example != "" {
+		if _, err := os.Stat(filepath.Join(opts.Example, "cuecast.cue")); err != nil {
+			return usageErrorf("pass the directory holding cuecast.cue, or no --example for the built-in one", "%s is not an example config repo: %v", opts.Example, err)
+		}
 	}
 	dir, err := os.MkdirTemp("", "cuecast-demo-")
 	if err != nil {
@@ -91,6 +94,13 @@ func demoRun(ctx context.Context, env *Env, opts *DemoOptions) error {
 	}
 	d := &demo{out: env.IO.Out, opts: opts, dir: dir, started: time.Now()}
 	defer d.cleanup()
+	if opts.Example == "" {
+		// The copy built into the binary: the demo needs no source tree.
+		opts.Example = filepath.Join(dir, "configs-example")
+		if err := os.CopyFS(opts.Example, example.FS); err != nil {
+			return fmt.Errorf("demo: unpack the built-in example: %w", err)
+		}
+	}
 	fmt.Fprintln(d.out, "cuecast demo: the whole pipeline on one machine, end to end.")
 	if err := d.run(ctx, env); err != nil {
 		fmt.Fprintf(d.out, "\nThe demo failed: %v\n", err)
