@@ -18,12 +18,16 @@ import (
 	"github.com/cuecast/cuecast/internal/pipeline"
 )
 
-// defaultNATSURL is every --nats flag's default: $NATS_URL, else the local
-// server.
+// defaultNATSURL is every --nats flag's default: $NATS_URL, else the url of
+// the nats CLI's context ($NATS_CONTEXT or the selected one), else the local
+// server. A context that cannot be read is reported by ConnFlags.Options.
 func defaultNATSURL(env *Env) string {
 	if env != nil && env.Getenv != nil {
 		if u := env.Getenv("NATS_URL"); u != "" {
 			return u
+		}
+		if c, err := selectedContext(env); err == nil && c != nil && c.URL != "" {
+			return c.URL
 		}
 	}
 	return nats.DefaultURL
@@ -44,7 +48,9 @@ type ConnFlags struct {
 	TLSCA        string
 }
 
-// Register adds the flags to fs.
+// Register adds the flags to fs. Flags and $CUECAST_NATS_* variables win over
+// the nats CLI's context ($NATS_CONTEXT, or the one `nats context select`
+// chose), which fills the rest.
 func (f *ConnFlags) Register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.Creds, "creds", "", "NATS credentials file (.creds: user JWT and seed; default $CUECAST_NATS_CREDS)")
 	fs.StringVar(&f.User, "user", "", "NATS user (with --password-file, --password or $CUECAST_NATS_PASSWORD)")
@@ -77,7 +83,17 @@ func (f *ConnFlags) Options(env *Env) ([]nats.Option, error) {
 	if f.Creds == "" && f.User == "" && env.Getenv != nil {
 		f.Creds = env.Getenv("CUECAST_NATS_CREDS")
 	}
+	// The nats CLI's context fills what no flag or variable set.
+	ctx, err := selectedContext(env)
+	if err != nil {
+		return nil, err
+	}
 	var opts []nats.Option
+	if ctx != nil {
+		if opts, err = ctx.options(f); err != nil {
+			return nil, err
+		}
+	}
 	switch {
 	case f.Creds != "" && f.User != "":
 		return nil, usageErrorf("pass either --creds or --user", "--creds and --user both given")
