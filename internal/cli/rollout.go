@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/distributor"
 	"github.com/cuecast/cuecast/distributor/rollout"
 )
 
@@ -25,6 +26,10 @@ type RolloutOptions struct {
 	Actor     string
 	Emergency bool
 	Interval  time.Duration
+	// Version and Commit (watch): wait for the rollout of this version, or
+	// of the version made from this commit, to begin before following it.
+	Version uint64
+	Commit  string
 	// Conn: credentials and TLS (connflags.go).
 	Conn ConnFlags
 }
@@ -111,6 +116,8 @@ Exit status 4 when the rollout shown or watched is halted.`,
 		}
 		if v.name == "watch" {
 			sub.Flags().DurationVar(&opts.Interval, "interval", time.Second, "refresh interval")
+			sub.Flags().Uint64Var(&opts.Version, "version", 0, "wait for this version's rollout (or a newer one) to begin, then follow it")
+			sub.Flags().StringVar(&opts.Commit, "commit", "", "wait for the version made from this commit (a hash or a prefix of one), then follow its rollout")
 		}
 		cmd.AddCommand(sub)
 	}
@@ -121,31 +128,38 @@ Exit status 4 when the rollout shown or watched is halted.`,
 // controller that acts on the shared rollout state (it does not run).
 // conn carries the credentials and TLS flags.
 func openController(ctx context.Context, env *Env, url, name string, conn *ConnFlags) (*rollout.Controller, func(), error) {
+	c, _, closeFn, err := openControllerAndDistributor(ctx, env, url, name, conn)
+	return c, closeFn, err
+}
+
+// openControllerAndDistributor is openController that also returns the
+// distributor it opened (rollout watch reads versions through it).
+func openControllerAndDistributor(ctx context.Context, env *Env, url, name string, conn *ConnFlags) (*rollout.Controller, *distributor.Distributor, func(), error) {
 	connOpts, err := conn.Options(env)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	nc, err := nats.Connect(url, append([]nats.Option{nats.Name(name), nats.Timeout(5 * time.Second)}, connOpts...)...)
 	if err != nil {
-		return nil, nil, fmt.Errorf("connect %s: %w (is `cuecast serve` running?)", url, err)
+		return nil, nil, nil, fmt.Errorf("connect %s: %w (is `cuecast serve` running?)", url, err)
 	}
 	// Read-only opens: an operator steers rollouts without the right to
 	// create or update any stream (docs/SECURITY.md).
 	d, err := openDistributor(ctx, nc, env)
 	if err != nil {
 		nc.Close()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	c, err := openRollout(ctx, nc, d, env)
 	if err != nil {
 		nc.Close()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return c, nc.Close, nil
+	return c, d, nc.Close, nil
 }
 
 func rolloutRun(ctx context.Context, env *Env, opts *RolloutOptions) error {
-	c, closeFn, err := openController(ctx, env, opts.NATS, "cuecast rollout "+opts.Verb, &opts.Conn)
+	c, d, closeFn, err := openControllerAndDistributor(ctx, env, opts.NATS, "cuecast rollout "+opts.Verb, &opts.Conn)
 	if err != nil {
 		return err
 	}
@@ -156,7 +170,7 @@ func rolloutRun(ctx context.Context, env *Env, opts *RolloutOptions) error {
 	case "status":
 		return rolloutStatus(ctx, env, c, opts)
 	case "watch":
-		return rolloutWatch(ctx, env, c, opts)
+		return rolloutWatch(ctx, env, c, d, opts)
 	case "audit":
 		entries, err := c.Audit(ctx, opts.Config)
 		if err != nil {
@@ -319,18 +333,38 @@ func bar(done, total, width int) string {
 
 // rolloutWatch redraws the rollout in place on a terminal, or prints a line
 // whenever it changes when piped, until it is no longer active.
-func rolloutWatch(ctx context.Context, env *Env, c *rollout.Controller, opts *RolloutOptions) error {
+func rolloutWatch(ctx context.Context, env *Env, c *rollout.Controller, d *distributor.Distributor, opts *RolloutOptions) error {
 	tty := env.IO.IsStdoutTTY()
 	lines := 0
 	last := ""
 	t := time.NewTicker(opts.Interval)
 	defer t.Stop()
+	waitingSaid := false
 	for {
-		p, err := c.Progress(ctx, opts.Config)
+		want, err := watchTarget(ctx, d, opts)
 		if err != nil {
+			return err
+		}
+		p, err := c.Progress(ctx, opts.Config)
+		if err != nil && (want == 0 || !errors.Is(err, rollout.ErrNoRollout)) {
 			return actionError(err)
 		}
 		r := p.Record.Current
+		// Right after a commit the record still shows the previous
+		// rollout, complete: following it would end the watch at once
+		// with success. With --version or --commit, wait for the new one.
+		if want > 0 && (r == nil || r.Version < want) && p.Record.Stable < want {
+			if !waitingSaid {
+				fmt.Fprintf(env.IO.ErrOut, "waiting for the rollout of %s v%d to begin…\n", opts.Config, want)
+				waitingSaid = true
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-t.C:
+			}
+			continue
+		}
 		switch {
 		case opts.Output == "json":
 			if err := jsonLine(env.IO.Out).Encode(p); err != nil {
@@ -363,6 +397,33 @@ func rolloutWatch(ctx context.Context, env *Env, c *rollout.Controller, opts *Ro
 		case <-t.C:
 		}
 	}
+}
+
+// watchTarget is the version a watch waits for: --version, or the version
+// made from --commit once it is published (0 until then), or 0 when neither
+// is given.
+func watchTarget(ctx context.Context, d *distributor.Distributor, opts *RolloutOptions) (uint64, error) {
+	if opts.Version > 0 || opts.Commit == "" {
+		if opts.Version == 0 {
+			return 0, nil
+		}
+		return opts.Version, nil
+	}
+	vs, err := d.Versions(ctx, opts.Config)
+	if err != nil && !errors.Is(err, cuecast.ErrNotFound) {
+		return 0, fmt.Errorf("watch: read versions of %s: %w", opts.Config, err)
+	}
+	for _, v := range vs {
+		if strings.HasPrefix(v.Commit, opts.Commit) {
+			return v.Version, nil
+		}
+	}
+	// Not published yet: wait for any rollout newer than the newest now.
+	var newest uint64
+	for _, v := range vs {
+		newest = max(newest, v.Version)
+	}
+	return newest + 1, nil
 }
 
 // summary is one plain line for a piped watch.

@@ -251,6 +251,34 @@ func TestRolloutOperatorCommands(t *testing.T) {
 	if strings.Join(got, " ") != want {
 		t.Errorf("audit: got %v, want %s", got, want)
 	}
+
+	// Right after a commit the record still shows v2's rollout, complete: a
+	// plain watch ended at once with success. With --commit it waits for the
+	// rollout of the version that commit makes (issue 17, item 8).
+	third := editCheckoutFile(t, repo, "max_amount_minor: 2_500_000", "max_amount_minor: 1_000_000", "checkout: lower the limit")
+	watched := make(chan struct{})
+	var wcode int
+	var wout, werr *syncBuffer
+	go func() {
+		defer close(watched)
+		wcode, wout, werr = run(ctx, "rollout", "watch", "--nats", url, "payments/checkout", "--commit", third[:10], "--interval", "50ms")
+	}()
+	waitFor(t, "v3 canary holding", func() (bool, string) {
+		_, out, _ := run(ctx, "rollout", "status", "--nats", url, "payments/checkout")
+		return strings.Contains(out.String(), "v3 HOLDING"), out.String()
+	})
+	select {
+	case <-watched:
+		t.Fatalf("watch --commit ended while v3 was still holding: exit %d, %q %q", wcode, wout, werr)
+	default:
+	}
+	if code, _, errOut := run(ctx, "rollout", "advance", "--nats", url, "payments/checkout", "--reason", "ship", "--emergency", "--as", "bob"); code != 0 {
+		t.Fatalf("advance --emergency: exit %d, %q", code, errOut)
+	}
+	<-watched
+	if wcode != 0 || !strings.Contains(wout.String(), "v3") || !strings.Contains(wout.String(), "complete") {
+		t.Errorf("watch --commit: exit %d, stdout %q stderr %q; want v3 followed to complete", wcode, wout, werr)
+	}
 }
 
 func TestRevertConflictPushAndPR(t *testing.T) {
