@@ -5,7 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"io"
+	mrand "math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
@@ -284,8 +284,10 @@ func Eventually(t testing.TB, d time.Duration, what string, cond func() (bool, s
 	poll.Until(t, what, d, cond)
 }
 
-// Link is a TCP proxy standing for the network between two servers; Cut
-// drops its connections and refuses new ones until Heal.
+// Link is a TCP proxy standing for the network between two servers (or a
+// client and its server). Cut drops its connections and refuses new ones
+// until Heal; Reset drops the connections open now with a TCP reset and
+// keeps accepting; Delay adds latency and jitter per direction.
 type Link struct {
 	ln     net.Listener
 	target string
@@ -293,7 +295,19 @@ type Link struct {
 	mu    sync.Mutex
 	cut   bool
 	conns map[net.Conn]struct{}
-	wg    sync.WaitGroup
+	// delays of the data sent up (to target) and down (back).
+	up, down delay
+	wg       sync.WaitGroup
+}
+
+// delay is a one-way latency: base plus a uniform random extra below jitter.
+type delay struct{ base, jitter time.Duration }
+
+func (d delay) draw() time.Duration {
+	if d.jitter <= 0 {
+		return d.base
+	}
+	return d.base + mrand.N(d.jitter)
 }
 
 // StartLink proxies a random local port to target; t.Cleanup closes it.
@@ -330,6 +344,42 @@ func (l *Link) Heal() {
 	l.mu.Unlock()
 }
 
+// Reset aborts every connection open now, both ends, with a TCP reset
+// (RST, no FIN: what a middlebox or a peer's crash does mid-stream), and
+// keeps accepting new connections. It returns how many proxied connections
+// it reset.
+func (l *Link) Reset() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for c := range l.conns {
+		if tc, ok := c.(*net.TCPConn); ok {
+			_ = tc.SetLinger(0) // Close sends RST
+		}
+		c.Close()
+	}
+	return len(l.conns) / 2
+}
+
+// Delay holds every chunk of data sent upstream (towards the target) for
+// up and every chunk sent back for down, each plus a random extra in
+// [0, jitter), on the connections open now and later. Chunks keep their
+// order, as TCP does, so jitter delays a chunk that overtook none. Zeros
+// remove the latency.
+func (l *Link) Delay(up, down, jitter time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.up, l.down = delay{up, jitter}, delay{down, jitter}
+}
+
+func (l *Link) delay(upstream bool) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if upstream {
+		return l.up.draw()
+	}
+	return l.down.draw()
+}
+
 // Close stops the proxy and waits for its goroutines.
 func (l *Link) Close() {
 	l.ln.Close()
@@ -360,8 +410,8 @@ func (l *Link) accept() {
 			continue
 		}
 		l.wg.Add(2)
-		go l.pipe(c, up)
-		go l.pipe(up, c)
+		go l.pipe(up, c, true)
+		go l.pipe(c, up, false)
 	}
 }
 
@@ -377,10 +427,52 @@ func (l *Link) track(a, b net.Conn) bool {
 	return true
 }
 
-func (l *Link) pipe(dst, src net.Conn) {
+// chunk is data read from one side, due on the other at a time.
+type chunk struct {
+	b   []byte
+	due time.Time
+}
+
+// pipe copies src to dst, each chunk held for the direction's delay. It
+// ends when either side closes, or Cut or Reset closes both.
+func (l *Link) pipe(dst, src net.Conn, upstream bool) {
 	defer l.wg.Done()
-	// The copy ends when either side closes, or Cut closes both.
-	_, _ = io.Copy(dst, src)
+	q := make(chan chunk, 64)
+	done := make(chan struct{})
+	go func() { // the writer
+		defer close(done)
+		failed := false
+		for c := range q {
+			if failed {
+				continue // drain so that the reader never blocks
+			}
+			if d := time.Until(c.due); d > 0 {
+				time.Sleep(d)
+			}
+			if _, err := dst.Write(c.b); err != nil {
+				failed = true
+				src.Close()
+			}
+		}
+	}()
+	var last time.Time
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			due := time.Now().Add(l.delay(upstream))
+			if due.Before(last) {
+				due = last // TCP keeps the order
+			}
+			last = due
+			q <- chunk{b: slices.Clone(buf[:n]), due: due}
+		}
+		if err != nil {
+			break
+		}
+	}
+	close(q)
+	<-done
 	dst.Close()
 	src.Close()
 	l.mu.Lock()
