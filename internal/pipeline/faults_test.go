@@ -170,12 +170,23 @@ func (f *fleet) check(t *testing.T, version func(cuecast.ConfigPath, uint64) (cu
 
 // faults counts what a run injected.
 type faults struct {
-	commits, cuts, resets, delays, restarts, partitions, kills, exits int
+	commits, cuts, resets, delays, restarts, partitions, kills int
 }
 
 func (c faults) String() string {
-	return fmt.Sprintf("%d commits, %d link cuts, %d connection resets, %d delayed links, %d serve restarts, %d serve↔NATS partitions, %d kill -9, %d serve exits",
-		c.commits, c.cuts, c.resets, c.delays, c.restarts, c.partitions, c.kills, c.exits)
+	var parts []string
+	for _, f := range []struct {
+		n    int
+		what string
+	}{
+		{c.commits, "commits"}, {c.cuts, "link cuts"}, {c.resets, "connection resets"}, {c.delays, "delayed links"},
+		{c.restarts, "serve restarts"}, {c.partitions, "serve↔NATS partitions"}, {c.kills, "kill -9"},
+	} {
+		if f.n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", f.n, f.what))
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 // commits changes configs of repo, remembering each one's last commit.
