@@ -97,10 +97,10 @@ func startFleet(t *testing.T, addr, pub string, cfgs []cuecast.ConfigPath, n int
 }
 
 // converge waits until every instance holds its config's latest version,
-// failing after convergeBound, and returns how long it took.
-func (f *fleet) converge(t *testing.T, latest map[cuecast.ConfigPath]cuecast.Version) time.Duration {
+// failing convergeBound after healed (when the last fault healed), and
+// returns how long after healed it took.
+func (f *fleet) converge(t *testing.T, healed time.Time, latest map[cuecast.ConfigPath]cuecast.Version) time.Duration {
 	t.Helper()
-	began := time.Now()
 	check := func() (bool, string) {
 		for _, in := range f.ins {
 			cur := in.w.Current()
@@ -110,10 +110,10 @@ func (f *fleet) converge(t *testing.T, latest map[cuecast.ConfigPath]cuecast.Ver
 		}
 		return true, ""
 	}
-	for deadline := began.Add(convergeBound); ; time.Sleep(20 * time.Millisecond) {
+	for deadline := healed.Add(convergeBound); ; time.Sleep(20 * time.Millisecond) {
 		ok, state := check()
 		if ok {
-			return time.Since(began)
+			return time.Since(healed)
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("not converged %s after the faults healed: %s", convergeBound, state)
@@ -365,6 +365,7 @@ func soakFaults(t *testing.T, external bool) {
 
 	// Quiescence: everything healed; every instance must reach its config's
 	// newest version.
+	healed := time.Now()
 	head := repo.Head()
 	eventually(t, "the tailer at the head", func() (bool, string) {
 		st, err := s.p.Tailer.State(ctx)
@@ -378,7 +379,7 @@ func soakFaults(t *testing.T, external bool) {
 		}
 		latest[cf] = v
 	}
-	took := f.converge(t, latest)
+	took := f.converge(t, healed, latest)
 	pairs, failures := f.check(t, func(cf cuecast.ConfigPath, v uint64) (cuecast.Version, error) {
 		ver, _, err := s.p.Distributor.Version(ctx, cf, v)
 		return ver, err

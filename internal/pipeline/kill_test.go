@@ -237,6 +237,7 @@ func TestKillServe(t *testing.T) {
 		sp = startServeProc(t, repo.Dir, data, addr)
 	}
 	sp.waitReady(t)
+	healed := time.Now()
 	last := sp
 	t.Cleanup(func() {
 		last.stdin.Close() // a clean stop
@@ -290,12 +291,12 @@ func TestKillServe(t *testing.T) {
 			}
 		}
 	}
-	took := f.converge(t, latest)
+	took := f.converge(t, healed, latest)
 	pairs, ff := f.check(t, func(cf cuecast.ConfigPath, v uint64) (cuecast.Version, error) {
 		ver, _, err := d.Version(ctx, cf, v)
 		return ver, err
 	})
 	failures += ff
-	t.Logf("%d kills: %s; %d (config, version) pairs applied; converged %s after the last publish; %d failures",
+	t.Logf("%d kills: %s; %d (config, version) pairs applied; converged %s after the last start; %d failures",
 		kills, n, pairs, took.Round(time.Millisecond), failures)
 }
