@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -24,6 +25,7 @@ import (
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/client"
 	"github.com/cuecast/cuecast/distributor"
+	"github.com/cuecast/cuecast/internal/natstest"
 	"github.com/cuecast/cuecast/internal/pipeline"
 )
 
@@ -33,6 +35,9 @@ const (
 	envServeChild  = "CUECAST_FAULTS_SERVE_DATA" // the data directory
 	envServeRepo   = "CUECAST_FAULTS_SERVE_REPO"
 	envServeListen = "CUECAST_FAULTS_SERVE_LISTEN"
+	// envServeNATS, when set, is the external NATS server serve uses
+	// instead of its embedded one (a lease of 1 s, as one replica).
+	envServeNATS = "CUECAST_FAULTS_SERVE_NATS"
 )
 
 // runServeChild runs serve until SIGKILL, or until its stdin closes (the
@@ -48,6 +53,9 @@ func runServeChild() int {
 	cfg := pipeline.Config{
 		Repo: os.Getenv(envServeRepo), Branch: "main", DataDir: os.Getenv(envServeChild),
 		Listen: os.Getenv(envServeListen), Interval: 20 * time.Millisecond, Logger: log,
+	}
+	if url := os.Getenv(envServeNATS); url != "" {
+		cfg.External = pipeline.External{NATS: url, LeaseTTL: time.Second, ReplicaID: "serve"}
 	}
 	var p *pipeline.Pipeline
 	var err error
@@ -97,10 +105,12 @@ func (s *syncBuf) String() string {
 	return s.b.String()
 }
 
-func startServeProc(t *testing.T, repo, data, listen string) *serveProc {
+// startServeProc starts a serve child listening on listen, or using the
+// NATS server at natsURL when it is set.
+func startServeProc(t *testing.T, repo, data, listen, natsURL string) *serveProc {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), envServeChild+"="+data, envServeRepo+"="+repo, envServeListen+"="+listen)
+	cmd.Env = append(os.Environ(), envServeChild+"="+data, envServeRepo+"="+repo, envServeListen+"="+listen, envServeNATS+"="+natsURL)
 	sp := &serveProc{cmd: cmd, ready: make(chan struct{}), exited: make(chan error, 1), stderr: &syncBuf{}}
 	cmd.Stderr = sp.stderr
 	out, err := cmd.StdoutPipe()
@@ -150,17 +160,26 @@ func (sp *serveProc) waitReady(t *testing.T) {
 	}
 }
 
-// TestKillServe kills a separate serve process (the test binary re-executed,
-// embedded NATS inside it) with SIGKILL at random points: during its start
-// and JetStream recovery, right after commits while it compiles and
+// TestKillServe kills a separate serve process (the test binary re-executed)
+// with SIGKILL at random points: during its start (and the embedded
+// server's JetStream recovery), right after commits while it compiles and
 // publishes, or idle; while dead, commits go on. Each time a new serve
-// starts on the same data directory and port. A fleet of instances watches
+// starts on the same data directory (and port). "embedded" kills NATS with
+// serve; "external" runs serve against a separate server through a Link,
+// which is also cut (serve↔NATS partitions), and the killed serve's lease
+// must expire before the next one works. A fleet of instances watches
 // throughout, behind links that also get cut. Checked as TestSoakFaults
 // does (fleet.check, convergence within convergeBound), and the stream
 // itself: each config's versions are numbered 1… without gaps, version n+1
 // being the config's n-th change (no commit published twice or lost).
 // CUECAST_SOAK=1 kills it many more times.
 func TestKillServe(t *testing.T) {
+	for _, mode := range []string{"embedded", "external"} {
+		t.Run(mode, func(t *testing.T) { killServe(t, mode == "external") })
+	}
+}
+
+func killServe(t *testing.T, external bool) {
 	kills := 4
 	if os.Getenv("CUECAST_SOAK") != "" {
 		kills = 60
@@ -187,8 +206,16 @@ func TestKillServe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := ln.Addr().String()
+	addr := ln.Addr().String() // where the fleet connects
 	ln.Close()
+	listen, natsURL := addr, ""
+	var serveLink *natstest.Link
+	if external {
+		srv := natstest.Start(t)
+		addr = strings.TrimPrefix(srv.ClientURL(), "nats://")
+		serveLink = natstest.StartLink(t, addr)
+		listen, natsURL = "", "nats://"+serveLink.Addr()
+	}
 
 	var n faults
 	c := &commits{repo: repo, values: map[cuecast.ConfigPath]int{}, last: map[cuecast.ConfigPath]string{}}
@@ -200,7 +227,7 @@ func TestKillServe(t *testing.T) {
 		n.commits++
 	}
 
-	sp := startServeProc(t, repo.Dir, data, addr)
+	sp := startServeProc(t, repo.Dir, data, listen, natsURL)
 	sp.waitReady(t)
 	f := startFleet(t, addr, pub, cfgs, 6)
 	for range kills {
@@ -216,6 +243,10 @@ func TestKillServe(t *testing.T) {
 		default: // settled, with cut links
 			sp.waitReady(t)
 			change()
+			if serveLink != nil && rng.IntN(2) == 0 { // and serve cut off from NATS
+				serveLink.Cut()
+				n.partitions++
+			}
 			var cut []*instance
 			for _, in := range f.ins {
 				if rng.IntN(3) == 0 {
@@ -230,11 +261,14 @@ func TestKillServe(t *testing.T) {
 			}
 		}
 		sp.kill(t)
+		if serveLink != nil {
+			serveLink.Heal()
+		}
 		n.kills++
 		if rng.IntN(2) == 0 { // commits while serve is dead
 			change()
 		}
-		sp = startServeProc(t, repo.Dir, data, addr)
+		sp = startServeProc(t, repo.Dir, data, listen, natsURL)
 	}
 	sp.waitReady(t)
 	healed := time.Now()
