@@ -29,6 +29,24 @@ import (
 // machine; a fleet that does not converge at all fails it regardless.
 const convergeBound = 30 * time.Second
 
+// soakLength is short in `go test` and long with CUECAST_SOAK set (`make
+// soak`); CUECAST_SOAK_FOR, a duration, additionally ends the faults phase
+// at the time returned (a brief soak, without a flag of its own).
+func soakLength(t *testing.T, short, long int) (int, time.Time) {
+	t.Helper()
+	if os.Getenv("CUECAST_SOAK") == "" {
+		return short, time.Now().Add(24 * time.Hour)
+	}
+	if s := os.Getenv("CUECAST_SOAK_FOR"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			t.Fatalf("CUECAST_SOAK_FOR: %v", err)
+		}
+		return long, time.Now().Add(d)
+	}
+	return long, time.Now().Add(24 * time.Hour)
+}
+
 // applied is one update a watcher delivered.
 type applied struct {
 	version  uint64
@@ -283,10 +301,7 @@ func TestSoakFaults(t *testing.T) {
 }
 
 func soakFaults(t *testing.T, external bool) {
-	rounds := 8
-	if os.Getenv("CUECAST_SOAK") != "" {
-		rounds = 300
-	}
+	rounds, stopAt := soakLength(t, 8, 300)
 	seed := rand.Uint64()
 	rng := rand.New(rand.NewPCG(seed, 1))
 	t.Logf("seed %d, %d rounds", seed, rounds)
@@ -349,7 +364,11 @@ func soakFaults(t *testing.T, external bool) {
 
 	f := startFleet(t, natsAddr, s.p.PublicKey, cfgs, 8)
 	c := &commits{repo: repo, values: map[cuecast.ConfigPath]int{}, last: map[cuecast.ConfigPath]string{}}
-	for range rounds {
+	for r := 0; r < rounds; r++ {
+		if time.Now().After(stopAt) {
+			rounds = r
+			break
+		}
 		if rng.IntN(2) == 0 {
 			c.change(cfgs[rng.IntN(len(cfgs))])
 			n.commits++

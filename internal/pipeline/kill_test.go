@@ -180,10 +180,7 @@ func TestKillServe(t *testing.T) {
 }
 
 func killServe(t *testing.T, external bool) {
-	kills := 4
-	if os.Getenv("CUECAST_SOAK") != "" {
-		kills = 60
-	}
+	kills, stopAt := soakLength(t, 4, 60)
 	seed := rand.Uint64()
 	rng := rand.New(rand.NewPCG(seed, 3))
 	t.Logf("seed %d, %d kills", seed, kills)
@@ -230,7 +227,11 @@ func killServe(t *testing.T, external bool) {
 	sp := startServeProc(t, repo.Dir, data, listen, natsURL)
 	sp.waitReady(t)
 	f := startFleet(t, addr, pub, cfgs, 6)
-	for range kills {
+	for r := 0; r < kills; r++ {
+		if time.Now().After(stopAt) {
+			kills = r
+			break
+		}
 		switch k := rng.IntN(3); k {
 		case 0: // early: before or during the start
 			time.Sleep(time.Duration(rng.IntN(400)) * time.Millisecond)
