@@ -287,7 +287,8 @@ func Eventually(t testing.TB, d time.Duration, what string, cond func() (bool, s
 // Link is a TCP proxy standing for the network between two servers (or a
 // client and its server). Cut drops its connections and refuses new ones
 // until Heal; Reset drops the connections open now with a TCP reset and
-// keeps accepting; Delay adds latency and jitter per direction.
+// keeps accepting, ResetAfter does so once some bytes more have passed;
+// Delay adds latency and jitter per direction.
 type Link struct {
 	ln     net.Listener
 	target string
@@ -297,7 +298,10 @@ type Link struct {
 	conns map[net.Conn]struct{}
 	// delays of the data sent up (to target) and down (back).
 	up, down delay
-	wg       sync.WaitGroup
+	// budget is how many more bytes pass before every connection is reset;
+	// negative: no reset is armed.
+	budget int
+	wg     sync.WaitGroup
 }
 
 // delay is a one-way latency: base plus a uniform random extra below jitter.
@@ -317,7 +321,7 @@ func StartLink(t testing.TB, target string) *Link {
 	if err != nil {
 		t.Fatalf("listen: %v", err)
 	}
-	l := &Link{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	l := &Link{ln: ln, target: target, conns: map[net.Conn]struct{}{}, budget: -1}
 	l.wg.Add(1)
 	go l.accept()
 	t.Cleanup(l.Close)
@@ -358,6 +362,33 @@ func (l *Link) Reset() int {
 		c.Close()
 	}
 	return len(l.conns) / 2
+}
+
+// ResetAfter arms a reset mid-stream: once n more bytes have passed the
+// link (both directions, all connections), the chunk carrying the n-th is
+// cut after it and every connection is reset as Reset does, so that a
+// protocol message is torn in the middle. Negative n disarms it.
+func (l *Link) ResetAfter(n int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.budget = n
+}
+
+// spend takes n bytes from an armed reset's budget: it returns how many of
+// them pass and whether the reset fires after them.
+func (l *Link) spend(n int) (int, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.budget < 0 {
+		return n, false
+	}
+	if n < l.budget {
+		l.budget -= n
+		return n, false
+	}
+	pass := l.budget
+	l.budget = -1
+	return pass, true
 }
 
 // Delay holds every chunk of data sent upstream (towards the target) for
@@ -427,10 +458,12 @@ func (l *Link) track(a, b net.Conn) bool {
 	return true
 }
 
-// chunk is data read from one side, due on the other at a time.
+// chunk is data read from one side, due on the other at a time; a reset
+// chunk resets the link's connections once the data before it is written.
 type chunk struct {
-	b   []byte
-	due time.Time
+	b     []byte
+	due   time.Time
+	reset bool
 }
 
 // pipe copies src to dst, each chunk held for the direction's delay. It
@@ -449,6 +482,10 @@ func (l *Link) pipe(dst, src net.Conn, upstream bool) {
 			if d := time.Until(c.due); d > 0 {
 				time.Sleep(d)
 			}
+			if c.reset {
+				l.Reset()
+				continue
+			}
 			if _, err := dst.Write(c.b); err != nil {
 				failed = true
 				src.Close()
@@ -465,7 +502,13 @@ func (l *Link) pipe(dst, src net.Conn, upstream bool) {
 				due = last // TCP keeps the order
 			}
 			last = due
-			q <- chunk{b: slices.Clone(buf[:n]), due: due}
+			pass, reset := l.spend(n)
+			if pass > 0 {
+				q <- chunk{b: slices.Clone(buf[:pass]), due: due}
+			}
+			if reset {
+				q <- chunk{due: due, reset: true}
+			}
 		}
 		if err != nil {
 			break

@@ -116,3 +116,27 @@ func TestLinkResetCut(t *testing.T) {
 		t.Fatalf("new connection after Heal: %q, %v", got, err)
 	}
 }
+
+// TestLinkResetAfter: an armed reset lets exactly its budget through, tears
+// the stream there, and disarms itself.
+func TestLinkResetAfter(t *testing.T) {
+	l := StartLink(t, echo(t))
+	c := dial(t, l)
+	l.ResetAfter(10)
+	got, err := roundTrip(c, bytes.Repeat([]byte("x"), 100))
+	if err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("100 bytes through a link armed to reset after 10: %v, want the connection reset", err)
+	}
+	if n := bytes.Count(got, []byte("x")); n > 10 {
+		t.Errorf("%d bytes came back through a link armed to reset after 10", n)
+	}
+	if got, err := roundTrip(dial(t, l), []byte("after")); err != nil || string(got) != "after" {
+		t.Fatalf("new connection after the armed reset fired: %q, %v", got, err)
+	}
+
+	l.ResetAfter(5)
+	l.ResetAfter(-1)
+	if got, err := roundTrip(dial(t, l), []byte("disarmed")); err != nil || string(got) != "disarmed" {
+		t.Fatalf("through a disarmed link: %q, %v", got, err)
+	}
+}
