@@ -188,7 +188,7 @@ func (f *fleet) check(t *testing.T, version func(cuecast.ConfigPath, uint64) (cu
 
 // faults counts what a run injected.
 type faults struct {
-	commits, cuts, resets, delays, restarts, partitions, kills int
+	commits, cuts, resets, torn, delays, restarts, partitions, kills int
 }
 
 func (c faults) String() string {
@@ -197,7 +197,7 @@ func (c faults) String() string {
 		n    int
 		what string
 	}{
-		{c.commits, "commits"}, {c.cuts, "link cuts"}, {c.resets, "connection resets"}, {c.delays, "delayed links"},
+		{c.commits, "commits"}, {c.cuts, "link cuts"}, {c.resets, "connection resets"}, {c.torn, "links armed to reset mid-message"}, {c.delays, "delayed links"},
 		{c.restarts, "serve restarts"}, {c.partitions, "serve↔NATS partitions"}, {c.kills, "kill -9"},
 	} {
 		if f.n > 0 {
@@ -253,9 +253,21 @@ func netFault(rng *rand.Rand, f *fleet, serveLink *natstest.Link, n *faults) {
 		if serveLink != nil && rng.IntN(2) == 0 {
 			ls = append(ls, serveLink)
 		}
+		if rng.IntN(2) == 0 {
+			for _, l := range ls {
+				n.resets += l.Reset()
+				pause(30)
+			}
+			return
+		}
+		// Torn inside a message: after a random number of bytes.
 		for _, l := range ls {
-			n.resets += l.Reset()
-			pause(30)
+			l.ResetAfter(rng.IntN(2048))
+		}
+		n.torn += len(ls)
+		pause(300)
+		for _, l := range ls {
+			l.ResetAfter(-1)
 		}
 	case k < 7: // latency and jitter, each direction its own
 		ls := some(3)
