@@ -292,10 +292,11 @@ func killServe(t *testing.T, external bool) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	d, err := distributor.New(ctx, nc, distributor.Options{})
+	d, err := distributor.Open(ctx, nc, distributor.Options{}) // read-only: nothing of the parent's may mend the store
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer d.Close()
 	latest := map[cuecast.ConfigPath]cuecast.Version{}
 	eventually(t, "every change published", func() (bool, string) {
 		for _, cf := range cfgs {
