@@ -194,8 +194,8 @@ func killServe(t *testing.T, external bool) {
 	}
 	seedKey, _ := kp.Seed()
 	pub, _ := kp.PublicKey()
-	// Written before the first start, so the fleet knows whom to trust even
-	// if the first serve dies before creating it.
+	// Written before the first start: the fleet knows whom to trust from the
+	// start, and no kill catches serve writing it (not what is under test).
 	if err := os.WriteFile(filepath.Join(data, "signing.nk"), seedKey, 0o600); err != nil {
 		t.Fatal(err)
 	}
