@@ -5,7 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"io"
+	mrand "math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
@@ -284,8 +284,11 @@ func Eventually(t testing.TB, d time.Duration, what string, cond func() (bool, s
 	poll.Until(t, what, d, cond)
 }
 
-// Link is a TCP proxy standing for the network between two servers; Cut
-// drops its connections and refuses new ones until Heal.
+// Link is a TCP proxy standing for the network between two servers (or a
+// client and its server). Cut drops its connections and refuses new ones
+// until Heal; Reset drops the connections open now with a TCP reset and
+// keeps accepting, ResetAfter does so once some bytes more have passed;
+// Delay adds latency and jitter per direction.
 type Link struct {
 	ln     net.Listener
 	target string
@@ -293,7 +296,22 @@ type Link struct {
 	mu    sync.Mutex
 	cut   bool
 	conns map[net.Conn]struct{}
-	wg    sync.WaitGroup
+	// delays of the data sent up (to target) and down (back).
+	up, down delay
+	// budget is how many more bytes pass before every connection is reset;
+	// negative: no reset is armed.
+	budget int
+	wg     sync.WaitGroup
+}
+
+// delay is a one-way latency: base plus a uniform random extra below jitter.
+type delay struct{ base, jitter time.Duration }
+
+func (d delay) draw() time.Duration {
+	if d.jitter <= 0 {
+		return d.base
+	}
+	return d.base + mrand.N(d.jitter)
 }
 
 // StartLink proxies a random local port to target; t.Cleanup closes it.
@@ -303,7 +321,7 @@ func StartLink(t testing.TB, target string) *Link {
 	if err != nil {
 		t.Fatalf("listen: %v", err)
 	}
-	l := &Link{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	l := &Link{ln: ln, target: target, conns: map[net.Conn]struct{}{}, budget: -1}
 	l.wg.Add(1)
 	go l.accept()
 	t.Cleanup(l.Close)
@@ -328,6 +346,69 @@ func (l *Link) Heal() {
 	l.mu.Lock()
 	l.cut = false
 	l.mu.Unlock()
+}
+
+// Reset aborts every connection open now, both ends, with a TCP reset
+// (RST, no FIN: what a middlebox or a peer's crash does mid-stream), and
+// keeps accepting new connections. It returns how many proxied connections
+// it reset.
+func (l *Link) Reset() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for c := range l.conns {
+		if tc, ok := c.(*net.TCPConn); ok {
+			_ = tc.SetLinger(0) // Close sends RST
+		}
+		c.Close()
+	}
+	return len(l.conns) / 2
+}
+
+// ResetAfter arms a reset mid-stream: once n more bytes have passed the
+// link (both directions, all connections), the chunk carrying the n-th is
+// cut after it and every connection is reset as Reset does, so that a
+// protocol message is torn in the middle. Negative n disarms it.
+func (l *Link) ResetAfter(n int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.budget = n
+}
+
+// spend takes n bytes from an armed reset's budget: it returns how many of
+// them pass and whether the reset fires after them.
+func (l *Link) spend(n int) (int, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.budget < 0 {
+		return n, false
+	}
+	if n < l.budget {
+		l.budget -= n
+		return n, false
+	}
+	pass := l.budget
+	l.budget = -1
+	return pass, true
+}
+
+// Delay holds every chunk of data sent upstream (towards the target) for
+// up and every chunk sent back for down, each plus a random extra in
+// [0, jitter), on the connections open now and later. Chunks keep their
+// order, as TCP does, so jitter delays a chunk that overtook none. Zeros
+// remove the latency.
+func (l *Link) Delay(up, down, jitter time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.up, l.down = delay{up, jitter}, delay{down, jitter}
+}
+
+func (l *Link) delay(upstream bool) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if upstream {
+		return l.up.draw()
+	}
+	return l.down.draw()
 }
 
 // Close stops the proxy and waits for its goroutines.
@@ -360,8 +441,8 @@ func (l *Link) accept() {
 			continue
 		}
 		l.wg.Add(2)
-		go l.pipe(c, up)
-		go l.pipe(up, c)
+		go l.pipe(up, c, true)
+		go l.pipe(c, up, false)
 	}
 }
 
@@ -377,10 +458,64 @@ func (l *Link) track(a, b net.Conn) bool {
 	return true
 }
 
-func (l *Link) pipe(dst, src net.Conn) {
+// chunk is data read from one side, due on the other at a time; a reset
+// chunk resets the link's connections once the data before it is written.
+type chunk struct {
+	b     []byte
+	due   time.Time
+	reset bool
+}
+
+// pipe copies src to dst, each chunk held for the direction's delay. It
+// ends when either side closes, or Cut or Reset closes both.
+func (l *Link) pipe(dst, src net.Conn, upstream bool) {
 	defer l.wg.Done()
-	// The copy ends when either side closes, or Cut closes both.
-	_, _ = io.Copy(dst, src)
+	q := make(chan chunk, 64)
+	done := make(chan struct{})
+	go func() { // the writer
+		defer close(done)
+		failed := false
+		for c := range q {
+			if failed {
+				continue // drain so that the reader never blocks
+			}
+			if d := time.Until(c.due); d > 0 {
+				time.Sleep(d)
+			}
+			if c.reset {
+				l.Reset()
+				continue
+			}
+			if _, err := dst.Write(c.b); err != nil {
+				failed = true
+				src.Close()
+			}
+		}
+	}()
+	var last time.Time
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			due := time.Now().Add(l.delay(upstream))
+			if due.Before(last) {
+				due = last // TCP keeps the order
+			}
+			last = due
+			pass, reset := l.spend(n)
+			if pass > 0 {
+				q <- chunk{b: slices.Clone(buf[:pass]), due: due}
+			}
+			if reset {
+				q <- chunk{due: due, reset: true}
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+	close(q)
+	<-done
 	dst.Close()
 	src.Close()
 	l.mu.Lock()

@@ -62,8 +62,12 @@ func BenchmarkCommitToApplied(b *testing.B) {
 	}
 }
 
-// TestMain runs the benchmark's instances when re-executed as its child.
+// TestMain runs the benchmark's instances, or TestKillServe's serve, when
+// re-executed as its child.
 func TestMain(m *testing.M) {
+	if os.Getenv(envServeChild) != "" {
+		os.Exit(runServeChild())
+	}
 	if os.Getenv(simfleet.ChildEnv) == "pipeline" {
 		os.Exit(runCommitBenchChild())
 	}

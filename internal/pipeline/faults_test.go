@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,6 +18,34 @@ import (
 	"github.com/cuecast/cuecast/internal/natstest"
 	"github.com/cuecast/cuecast/internal/pipeline"
 )
+
+// convergeBound is how long every instance may take to reach its config's
+// newest version once the faults have healed. Measured convergence is
+// under a second on two shared cores (BENCHMARKS.md "Reliability"); the
+// slowest path is an instance whose reconnect backoff reached the client's
+// 5 s cap while its link was cut, plus a lease expiry (1 s) or a serve
+// start (JetStream recovery, a few hundred ms), plus the tailer's poll.
+// 30 s leaves a factor of about four over that worst case for a loaded
+// machine; a fleet that does not converge at all fails it regardless.
+const convergeBound = 30 * time.Second
+
+// soakLength is short in `go test` and long with CUECAST_SOAK set (`make
+// soak`); CUECAST_SOAK_FOR, a duration, additionally ends the faults phase
+// at the time returned (a brief soak, without a flag of its own).
+func soakLength(t *testing.T, short, long int) (int, time.Time) {
+	t.Helper()
+	if os.Getenv("CUECAST_SOAK") == "" {
+		return short, time.Now().Add(24 * time.Hour)
+	}
+	if s := os.Getenv("CUECAST_SOAK_FOR"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			t.Fatalf("CUECAST_SOAK_FOR: %v", err)
+		}
+		return long, time.Now().Add(d)
+	}
+	return long, time.Now().Add(24 * time.Hour)
+}
 
 // applied is one update a watcher delivered.
 type applied struct {
@@ -37,24 +66,254 @@ func (h *history) add(id string, a applied) {
 	h.per[id] = append(h.per[id], a)
 }
 
-// TestSoakFaults is a small fault-injection run in the spirit of etcd's
-// robustness tests: serve with an embedded NATS server, a fleet of
-// instances each behind its own TCP link (natstest.Link), commits at random
-// times while links are cut and healed and serve is restarted (kill of the
-// process' parts and a new start over the same data directory and port).
-// The recorded history is checked afterwards: every instance's applied
-// versions only move forward, every applied content hashes to its checksum
-// (the client verified its signature: it trusts only serve's key), every
-// (config, version) maps to one checksum across the run and matches what the
-// stream holds, and once the faults heal every instance converges on its
-// config's latest version within a bound. Short in `make test`; with
-// CUECAST_SOAK=1 (`make soak`) it runs many more rounds.
-func TestSoakFaults(t *testing.T) {
-	rounds := 12
-	if os.Getenv("CUECAST_SOAK") != "" {
-		rounds = 300
+// instance is one watcher of the fleet, connected through its own link.
+type instance struct {
+	id   string
+	cfg  cuecast.ConfigPath
+	link *natstest.Link
+	w    *client.Watcher
+}
+
+// fleet is the instances under test and their recorded history.
+type fleet struct {
+	ins       []*instance
+	hist      *history
+	recorders sync.WaitGroup
+}
+
+// startFleet connects n instances to the NATS server at addr, each through
+// its own Link, each watching one of cfgs and trusting only pub.
+func startFleet(t *testing.T, addr, pub string, cfgs []cuecast.ConfigPath, n int) *fleet {
+	t.Helper()
+	ctx := context.Background()
+	f := &fleet{hist: &history{per: map[string][]applied{}}}
+	for i := range n {
+		in := &instance{id: fmt.Sprintf("i%d", i), cfg: cfgs[i%len(cfgs)], link: natstest.StartLink(t, addr)}
+		nc, err := nats.Connect("nats://"+in.link.Addr(), append(client.ConnectOptions(),
+			nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))...) // cut links: EOFs are the point
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		cl, err := client.New(nc, client.WithInstance(in.id), client.WithTrustedKeys(pub))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if in.w, err = cl.Watch(ctx, in.cfg, client.LastKnownGood(t.TempDir()+"/lkg.json")); err != nil {
+			t.Fatal(err)
+		}
+		f.recorders.Add(1)
+		go func() {
+			defer f.recorders.Done()
+			for u := range in.w.Updates() {
+				f.hist.add(in.id, applied{version: u.Version, checksum: u.Checksum, ok: u.Deleted || cuecast.Checksum(u.Content) == u.Checksum})
+			}
+		}()
+		f.ins = append(f.ins, in)
 	}
-	const converge = 30 * time.Second
+	return f
+}
+
+// converge waits until every instance holds its config's latest version,
+// failing convergeBound after healed (when the last fault healed), and
+// returns how long after healed it took.
+func (f *fleet) converge(t *testing.T, healed time.Time, latest map[cuecast.ConfigPath]cuecast.Version) time.Duration {
+	t.Helper()
+	check := func() (bool, string) {
+		for _, in := range f.ins {
+			cur := in.w.Current()
+			if want := latest[in.cfg]; cur.Version != want.Version || cur.Checksum != want.Checksum {
+				return false, fmt.Sprintf("%s on %s v%d, want v%d", in.id, in.cfg, cur.Version, want.Version)
+			}
+		}
+		return true, ""
+	}
+	for deadline := healed.Add(convergeBound); ; time.Sleep(20 * time.Millisecond) {
+		ok, state := check()
+		if ok {
+			return time.Since(healed)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not converged %s after the faults healed: %s", convergeBound, state)
+		}
+	}
+}
+
+// check stops the watchers and checks the recorded history: every
+// instance's versions only move forward, every applied content hashes to
+// its checksum, every (config, version) maps to one checksum across the
+// run and to the one stored (version looks it up; an error means it is no
+// longer stored). It returns the (config, version) pairs applied and the
+// failures.
+func (f *fleet) check(t *testing.T, version func(cuecast.ConfigPath, uint64) (cuecast.Version, error)) (pairs, failures int) {
+	t.Helper()
+	for _, in := range f.ins {
+		in.w.Stop()
+	}
+	f.recorders.Wait()
+	type key struct {
+		cfg cuecast.ConfigPath
+		n   uint64
+	}
+	seen := map[key]string{} // ▶ checksum
+	for _, in := range f.ins {
+		var last uint64
+		for i, a := range f.hist.per[in.id] {
+			if !a.ok {
+				t.Errorf("%s: update %d (v%d) content does not hash to its checksum", in.id, i, a.version)
+				failures++
+			}
+			if a.version < last {
+				t.Errorf("%s: went back from v%d to v%d", in.id, last, a.version)
+				failures++
+			}
+			last = a.version
+			k := key{in.cfg, a.version}
+			if prev, ok := seen[k]; ok && prev != a.checksum {
+				t.Errorf("%s@%d means two contents: %s and %s", k.cfg, k.n, prev, a.checksum)
+				failures++
+			}
+			seen[k] = a.checksum
+		}
+	}
+	for k, sum := range seen {
+		v, err := version(k.cfg, k.n)
+		if err == nil && v.Checksum != sum {
+			t.Errorf("%s@%d applied with %s, the stream holds %s", k.cfg, k.n, sum, v.Checksum)
+			failures++
+		}
+	}
+	return len(seen), failures
+}
+
+// faults counts what a run injected.
+type faults struct {
+	commits, cuts, resets, torn, delays, restarts, partitions, kills int
+}
+
+func (c faults) String() string {
+	var parts []string
+	for _, f := range []struct {
+		n    int
+		what string
+	}{
+		{c.commits, "commits"}, {c.cuts, "link cuts"}, {c.resets, "connection resets"}, {c.torn, "links armed to reset mid-message"}, {c.delays, "delayed links"},
+		{c.restarts, "serve restarts"}, {c.partitions, "serve↔NATS partitions"}, {c.kills, "kill -9"},
+	} {
+		if f.n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", f.n, f.what))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// commits changes configs of repo, remembering each one's last commit.
+type commits struct {
+	repo interface {
+		CommitFiles(string, map[string]string) string
+	}
+	values map[cuecast.ConfigPath]int
+	last   map[cuecast.ConfigPath]string
+}
+
+func (c *commits) change(cfg cuecast.ConfigPath) {
+	c.values[cfg]++
+	c.last[cfg] = c.repo.CommitFiles(fmt.Sprintf("%s: value %d", cfg, c.values[cfg]), map[string]string{
+		string(cfg) + "/c.cue": fmt.Sprintf("package %s\n\nvalue: %d\n", cfg.Name(), c.values[cfg]),
+	})
+}
+
+// netFault injects one network fault on the instances' links and, when
+// serveLink is set, on serve's own connection to NATS; it returns once the
+// fault has healed.
+func netFault(rng *rand.Rand, f *fleet, serveLink *natstest.Link, n *faults) {
+	some := func(p int) []*natstest.Link {
+		var ls []*natstest.Link
+		for _, in := range f.ins {
+			if rng.IntN(p) == 0 {
+				ls = append(ls, in.link)
+			}
+		}
+		return ls
+	}
+	pause := func(upTo int) { time.Sleep(time.Duration(20+rng.IntN(upTo)) * time.Millisecond) }
+	switch k := rng.IntN(8); {
+	case k < 4: // a partition between some instances and NATS
+		cut := some(3)
+		for _, l := range cut {
+			l.Cut()
+		}
+		n.cuts += len(cut)
+		pause(300)
+		for _, l := range cut {
+			l.Heal()
+		}
+	case k < 5: // connections reset mid-stream; redials succeed at once
+		ls := some(2)
+		if serveLink != nil && rng.IntN(2) == 0 {
+			ls = append(ls, serveLink)
+		}
+		if rng.IntN(2) == 0 {
+			for _, l := range ls {
+				n.resets += l.Reset()
+				pause(30)
+			}
+			return
+		}
+		// Torn inside a message: after a random number of bytes.
+		for _, l := range ls {
+			l.ResetAfter(rng.IntN(2048))
+		}
+		n.torn += len(ls)
+		pause(300)
+		for _, l := range ls {
+			l.ResetAfter(-1)
+		}
+	case k < 7: // latency and jitter, each direction its own
+		ls := some(3)
+		if serveLink != nil && rng.IntN(2) == 0 {
+			ls = append(ls, serveLink)
+		}
+		for _, l := range ls {
+			l.Delay(time.Duration(rng.IntN(80))*time.Millisecond, time.Duration(rng.IntN(80))*time.Millisecond,
+				time.Duration(1+rng.IntN(40))*time.Millisecond)
+		}
+		n.delays += len(ls)
+		pause(400)
+		for _, l := range ls {
+			l.Delay(0, 0, 0)
+		}
+	default: // serve cut off from NATS, sometimes past its lease (1 s)
+		if serveLink == nil {
+			pause(100)
+			return
+		}
+		serveLink.Cut()
+		n.partitions++
+		pause(1500)
+		serveLink.Heal()
+	}
+}
+
+// TestSoakFaults is a fault-injection run in the spirit of etcd's robustness
+// tests: serve, NATS and a fleet of instances each behind its own TCP link
+// (natstest.Link), commits at random times while links are cut, reset and
+// delayed and serve is restarted (its parts stopped and a new start over the
+// same data directory). "embedded" runs serve's own NATS server, which it
+// reaches in-process; "external" runs serve against a separate server
+// through a Link too, so serve itself is partitioned from NATS. The recorded
+// history is checked afterwards (fleet.check) and once the faults heal every
+// instance must converge within convergeBound. Short in `make test`; with
+// CUECAST_SOAK=1 (`make soak`) it runs many more rounds. TestKillServe
+// does the same to a serve process killed with SIGKILL.
+func TestSoakFaults(t *testing.T) {
+	for _, mode := range []string{"embedded", "external"} {
+		t.Run(mode, func(t *testing.T) { soakFaults(t, mode == "external") })
+	}
+}
+
+func soakFaults(t *testing.T, external bool) {
+	rounds, stopAt := soakLength(t, 8, 300)
 	seed := rand.Uint64()
 	rng := rand.New(rand.NewPCG(seed, 1))
 	t.Logf("seed %d, %d rounds", seed, rounds)
@@ -62,14 +321,25 @@ func TestSoakFaults(t *testing.T) {
 	ctx := context.Background()
 	repo, cfgs := smallRepo(t)
 	data := t.TempDir()
-	addr := func() string {
+	var natsAddr string // where instances connect
+	var serveLink *natstest.Link
+	cfg := pipeline.Config{Repo: repo.Dir, Branch: "main", DataDir: data, Interval: 20 * time.Millisecond}
+	if external {
+		srv := natstest.Start(t)
+		natsAddr = strings.TrimPrefix(srv.ClientURL(), "nats://")
+		serveLink = natstest.StartLink(t, natsAddr)
+		cfg.External = pipeline.External{NATS: "nats://" + serveLink.Addr(), LeaseTTL: time.Second, ReplicaID: "serve"}
+	} else {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer ln.Close()
-		return ln.Addr().String()
-	}()
+		natsAddr = ln.Addr().String()
+		ln.Close()
+		cfg.Listen = natsAddr
+	}
+
+	var n faults
 	type serve struct {
 		p    *pipeline.Pipeline
 		stop func()
@@ -81,7 +351,7 @@ func TestSoakFaults(t *testing.T) {
 		var err error
 		// The port of the previous serve may take a moment to be free.
 		for deadline := time.Now().Add(10 * time.Second); ; {
-			p, err = pipeline.Start(pctx, pipeline.Config{Repo: repo.Dir, Branch: "main", DataDir: data, Listen: addr, Interval: 20 * time.Millisecond})
+			p, err = pipeline.Start(pctx, cfg)
 			if err == nil || time.Now().After(deadline) {
 				break
 			}
@@ -103,155 +373,48 @@ func TestSoakFaults(t *testing.T) {
 	}
 	s := startServe()
 	defer func() { s.stop() }()
-	pub := s.p.PublicKey
 
-	hist := &history{per: map[string][]applied{}}
-	type instance struct {
-		id   string
-		cfg  cuecast.ConfigPath
-		link *natstest.Link
-		w    *client.Watcher
-	}
-	var fleet []*instance
-	var recorders sync.WaitGroup
-	for i := range 8 {
-		in := &instance{id: fmt.Sprintf("i%d", i), cfg: cfgs[i%len(cfgs)], link: natstest.StartLink(t, addr)}
-		nc, err := nats.Connect("nats://"+in.link.Addr(), append(client.ConnectOptions(), nats.ReconnectWait(50*time.Millisecond),
-			nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))...) // cut links: EOFs are the point
-		if err != nil {
-			t.Fatal(err)
+	f := startFleet(t, natsAddr, s.p.PublicKey, cfgs, 8)
+	c := &commits{repo: repo, values: map[cuecast.ConfigPath]int{}, last: map[cuecast.ConfigPath]string{}}
+	for r := 0; r < rounds; r++ {
+		if time.Now().After(stopAt) {
+			rounds = r
+			break
 		}
-		t.Cleanup(nc.Close)
-		cl, err := client.New(nc, client.WithInstance(in.id), client.WithTrustedKeys(pub))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if in.w, err = cl.Watch(ctx, in.cfg, client.LastKnownGood(t.TempDir()+"/lkg.json")); err != nil {
-			t.Fatal(err)
-		}
-		recorders.Add(1)
-		go func() {
-			defer recorders.Done()
-			for u := range in.w.Updates() {
-				hist.add(in.id, applied{version: u.Version, checksum: u.Checksum, ok: u.Deleted || cuecast.Checksum(u.Content) == u.Checksum})
-			}
-		}()
-		fleet = append(fleet, in)
-	}
-
-	var cuts, restarts, commits int
-	values := map[cuecast.ConfigPath]int{}
-	for range rounds {
 		if rng.IntN(2) == 0 {
-			c := cfgs[rng.IntN(len(cfgs))]
-			values[c]++
-			repo.CommitFiles(fmt.Sprintf("%s: value %d", c, values[c]), map[string]string{
-				string(c) + "/c.cue": fmt.Sprintf("package %s\n\nvalue: %d\n", c.Name(), values[c]),
-			})
-			commits++
+			c.change(cfgs[rng.IntN(len(cfgs))])
+			n.commits++
 		}
-		switch f := rng.IntN(10); {
-		case f < 6: // a partition between some instances and NATS
-			var cut []*instance
-			for _, in := range fleet {
-				if rng.IntN(3) == 0 {
-					in.link.Cut()
-					cut = append(cut, in)
-				}
-			}
-			cuts += len(cut)
-			time.Sleep(time.Duration(20+rng.IntN(300)) * time.Millisecond)
-			for _, in := range cut {
-				in.link.Heal()
-			}
-		case f < 7: // serve stops and starts again
+		if rng.IntN(10) == 0 { // serve stops and starts again
 			s.stop()
 			s = startServe()
-			restarts++
-		default:
-			time.Sleep(time.Duration(rng.IntN(100)) * time.Millisecond)
+			n.restarts++
+			continue
 		}
+		netFault(rng, f, serveLink, &n)
 	}
 
 	// Quiescence: everything healed; every instance must reach its config's
 	// newest version.
-	began := time.Now()
+	healed := time.Now()
 	head := repo.Head()
 	eventually(t, "the tailer at the head", func() (bool, string) {
 		st, err := s.p.Tailer.State(ctx)
 		return err == nil && st.Cursor == head && len(st.Undeployed) == 0, fmt.Sprint(st.Cursor, err)
 	})
 	latest := map[cuecast.ConfigPath]cuecast.Version{}
-	for _, c := range cfgs {
-		v, err := s.p.Distributor.Latest(ctx, c)
+	for _, cf := range cfgs {
+		v, err := s.p.Distributor.Latest(ctx, cf)
 		if err != nil {
 			t.Fatal(err)
 		}
-		latest[c] = v
+		latest[cf] = v
 	}
-	poll := func() (bool, string) {
-		for _, in := range fleet {
-			cur := in.w.Current()
-			if want := latest[in.cfg]; cur.Version != want.Version || cur.Checksum != want.Checksum {
-				return false, fmt.Sprintf("%s on %s v%d, want v%d", in.id, in.cfg, cur.Version, want.Version)
-			}
-		}
-		return true, ""
-	}
-	for deadline := time.Now().Add(converge); ; time.Sleep(20 * time.Millisecond) {
-		ok, state := poll()
-		if ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not converged %s after the faults healed: %s", converge, state)
-		}
-	}
-	took := time.Since(began)
-	for _, in := range fleet {
-		in.w.Stop()
-	}
-	recorders.Wait()
-
-	// The history.
-	seen := map[string]string{} // config@version ▶ checksum
-	failures := 0
-	for _, in := range fleet {
-		var last uint64
-		for i, a := range hist.per[in.id] {
-			if !a.ok {
-				t.Errorf("%s: update %d (v%d) content does not hash to its checksum", in.id, i, a.version)
-				failures++
-			}
-			if a.version < last {
-				t.Errorf("%s: went back from v%d to v%d", in.id, last, a.version)
-				failures++
-			}
-			last = a.version
-			k := fmt.Sprintf("%s@%d", in.cfg, a.version)
-			if prev, ok := seen[k]; ok && prev != a.checksum {
-				t.Errorf("%s means two contents: %s and %s", k, prev, a.checksum)
-				failures++
-			}
-			seen[k] = a.checksum
-		}
-	}
-	for k, sum := range seen {
-		var cfg string
-		var n uint64
-		for i := len(k) - 1; i >= 0; i-- {
-			if k[i] == '@' {
-				cfg = k[:i]
-				fmt.Sscan(k[i+1:], &n)
-				break
-			}
-		}
-		v, _, err := s.p.Distributor.Version(ctx, cuecast.ConfigPath(cfg), n)
-		if err == nil && v.Checksum != sum {
-			t.Errorf("%s applied with %s, the stream holds %s", k, sum, v.Checksum)
-			failures++
-		}
-	}
-	t.Logf("%d rounds: %d commits, %d link cuts, %d serve restarts; %d (config, version) pairs applied; converged %s after healing; %d failures",
-		rounds, commits, cuts, restarts, len(seen), took.Round(time.Millisecond), failures)
+	took := f.converge(t, healed, latest)
+	pairs, failures := f.check(t, func(cf cuecast.ConfigPath, v uint64) (cuecast.Version, error) {
+		ver, _, err := s.p.Distributor.Version(ctx, cf, v)
+		return ver, err
+	})
+	t.Logf("%d rounds: %s; %d (config, version) pairs applied; converged %s after healing; %d failures",
+		rounds, n, pairs, took.Round(time.Millisecond), failures)
 }

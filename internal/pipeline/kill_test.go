@@ -1,0 +1,338 @@
+package pipeline_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
+
+	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/client"
+	"github.com/cuecast/cuecast/distributor"
+	"github.com/cuecast/cuecast/internal/natstest"
+	"github.com/cuecast/cuecast/internal/pipeline"
+)
+
+// The serve child of TestKillServe: the test binary re-executed with these
+// set runs one pipeline (embedded NATS) and nothing else.
+const (
+	envServeChild  = "CUECAST_FAULTS_SERVE_DATA" // the data directory
+	envServeRepo   = "CUECAST_FAULTS_SERVE_REPO"
+	envServeListen = "CUECAST_FAULTS_SERVE_LISTEN"
+	// envServeNATS, when set, is the external NATS server serve uses
+	// instead of its embedded one (a lease of 1 s, as one replica).
+	envServeNATS = "CUECAST_FAULTS_SERVE_NATS"
+)
+
+// runServeChild runs serve until SIGKILL, or until its stdin closes (the
+// parent test is gone). It prints "ready" once the pipeline started.
+func runServeChild() int {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		cancel()
+	}()
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	cfg := pipeline.Config{
+		Repo: os.Getenv(envServeRepo), Branch: "main", DataDir: os.Getenv(envServeChild),
+		Listen: os.Getenv(envServeListen), Interval: 20 * time.Millisecond, Logger: log,
+	}
+	if url := os.Getenv(envServeNATS); url != "" {
+		cfg.External = pipeline.External{NATS: url, LeaseTTL: time.Second, ReplicaID: "serve"}
+	}
+	var p *pipeline.Pipeline
+	var err error
+	// The killed serve's port and data directory lock are released by the
+	// kernel; a moment's retry covers a port still in use.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if p, err = pipeline.Start(ctx, cfg); err == nil || time.Now().After(deadline) || ctx.Err() != nil {
+			break
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "serve child: %v\n", err)
+		return 1
+	}
+	defer p.Close()
+	fmt.Println("ready")
+	if err := p.Run(ctx); err != nil {
+		fmt.Fprintf(os.Stderr, "serve child: run: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// serveProc is one serve child.
+type serveProc struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	ready  chan struct{}
+	exited chan error
+	stderr *syncBuf
+}
+
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// startServeProc starts a serve child listening on listen, or using the
+// NATS server at natsURL when it is set.
+func startServeProc(t *testing.T, repo, data, listen, natsURL string) *serveProc {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), envServeChild+"="+data, envServeRepo+"="+repo, envServeListen+"="+listen, envServeNATS+"="+natsURL)
+	sp := &serveProc{cmd: cmd, ready: make(chan struct{}), exited: make(chan error, 1), stderr: &syncBuf{}}
+	cmd.Stderr = sp.stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sp.stdin, err = cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start serve child: %v", err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() }) // when the test failed half-way; harmless after Wait
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if sc.Text() == "ready" {
+				close(sp.ready)
+			}
+		}
+		sp.exited <- cmd.Wait()
+	}()
+	return sp
+}
+
+// kill sends SIGKILL and waits; it fails the test when serve had exited on
+// its own (a failed start, say after the previous kill).
+func (sp *serveProc) kill(t *testing.T) {
+	t.Helper()
+	_ = sp.cmd.Process.Signal(syscall.SIGKILL)
+	err := <-sp.exited
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || !ee.Sys().(syscall.WaitStatus).Signaled() {
+		t.Fatalf("serve exited by itself before the kill: %v\n%s", err, sp.stderr.String())
+	}
+}
+
+// waitReady waits for serve's "ready", failing if it exits first.
+func (sp *serveProc) waitReady(t *testing.T) {
+	t.Helper()
+	select {
+	case <-sp.ready:
+	case err := <-sp.exited:
+		t.Fatalf("serve exited before it was ready: %v\n%s", err, sp.stderr.String())
+	case <-time.After(convergeBound):
+		t.Fatalf("serve not ready after %s\n%s", convergeBound, sp.stderr.String())
+	}
+}
+
+// TestKillServe kills a separate serve process (the test binary re-executed)
+// with SIGKILL at random points: during its start (and the embedded
+// server's JetStream recovery), right after commits while it compiles and
+// publishes, or idle; while dead, commits go on. Each time a new serve
+// starts on the same data directory (and port). "embedded" kills NATS with
+// serve; "external" runs serve against a separate server through a Link,
+// which is also cut (serve↔NATS partitions), and the killed serve's lease
+// must expire before the next one works. A fleet of instances watches
+// throughout, behind links that also get cut. Checked as TestSoakFaults
+// does (fleet.check, convergence within convergeBound), and the stream
+// itself: each config's versions are numbered 1… without gaps, version n+1
+// being the config's n-th change (no commit published twice or lost).
+// CUECAST_SOAK=1 kills it many more times.
+func TestKillServe(t *testing.T) {
+	for _, mode := range []string{"embedded", "external"} {
+		t.Run(mode, func(t *testing.T) { killServe(t, mode == "external") })
+	}
+}
+
+func killServe(t *testing.T, external bool) {
+	kills, stopAt := soakLength(t, 4, 60)
+	seed := rand.Uint64()
+	rng := rand.New(rand.NewPCG(seed, 3))
+	t.Logf("seed %d, %d kills", seed, kills)
+
+	ctx := context.Background()
+	repo, cfgs := smallRepo(t)
+	data := t.TempDir()
+	kp, err := nkeys.CreateAccount()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seedKey, _ := kp.Seed()
+	pub, _ := kp.PublicKey()
+	// Written before the first start: the fleet knows whom to trust from the
+	// start, and no kill catches serve writing it (not what is under test).
+	if err := os.WriteFile(filepath.Join(data, "signing.nk"), seedKey, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String() // where the fleet connects
+	ln.Close()
+	listen, natsURL := addr, ""
+	var serveLink *natstest.Link
+	if external {
+		srv := natstest.Start(t)
+		addr = strings.TrimPrefix(srv.ClientURL(), "nats://")
+		serveLink = natstest.StartLink(t, addr)
+		listen, natsURL = "", "nats://"+serveLink.Addr()
+	}
+
+	var n faults
+	c := &commits{repo: repo, values: map[cuecast.ConfigPath]int{}, last: map[cuecast.ConfigPath]string{}}
+	changes := map[cuecast.ConfigPath][]string{} // config ▶ its changing commits in order
+	change := func() {
+		cf := cfgs[rng.IntN(len(cfgs))]
+		c.change(cf)
+		changes[cf] = append(changes[cf], c.last[cf])
+		n.commits++
+	}
+
+	sp := startServeProc(t, repo.Dir, data, listen, natsURL)
+	sp.waitReady(t)
+	f := startFleet(t, addr, pub, cfgs, 6)
+	for r := 0; r < kills; r++ {
+		if time.Now().After(stopAt) {
+			kills = r
+			break
+		}
+		switch k := rng.IntN(3); k {
+		case 0: // early: before or during the start
+			time.Sleep(time.Duration(rng.IntN(400)) * time.Millisecond)
+		case 1: // while it publishes
+			sp.waitReady(t)
+			for range 1 + rng.IntN(3) {
+				change()
+			}
+			time.Sleep(time.Duration(rng.IntN(150)) * time.Millisecond)
+		default: // settled, with cut links
+			sp.waitReady(t)
+			change()
+			if serveLink != nil && rng.IntN(2) == 0 { // and serve cut off from NATS
+				serveLink.Cut()
+				n.partitions++
+			}
+			var cut []*instance
+			for _, in := range f.ins {
+				if rng.IntN(3) == 0 {
+					in.link.Cut()
+					cut = append(cut, in)
+				}
+			}
+			n.cuts += len(cut)
+			time.Sleep(time.Duration(100+rng.IntN(400)) * time.Millisecond)
+			for _, in := range cut {
+				in.link.Heal()
+			}
+		}
+		sp.kill(t)
+		if serveLink != nil {
+			serveLink.Heal()
+		}
+		n.kills++
+		if rng.IntN(2) == 0 { // commits while serve is dead
+			change()
+		}
+		sp = startServeProc(t, repo.Dir, data, listen, natsURL)
+	}
+	sp.waitReady(t)
+	healed := time.Now()
+	last := sp
+	t.Cleanup(func() {
+		last.stdin.Close() // a clean stop
+		select {
+		case err := <-last.exited:
+			if err != nil {
+				t.Errorf("serve child: %v\n%s", err, last.stderr.String())
+			}
+		case <-time.After(convergeBound):
+			t.Errorf("serve child did not stop %s after its stdin closed\n%s", convergeBound, last.stderr.String())
+		}
+	})
+
+	// Read the stream as serve wrote it, through a connection of our own.
+	nc, err := nats.Connect("nats://"+addr, client.ConnectOptions()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	d, err := distributor.Open(ctx, nc, distributor.Options{}) // read-only: nothing of the parent's may mend the store
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	latest := map[cuecast.ConfigPath]cuecast.Version{}
+	eventually(t, "every change published", func() (bool, string) {
+		for _, cf := range cfgs {
+			v, err := d.Latest(ctx, cf)
+			want := len(changes[cf]) + 1
+			if err != nil || v.Version != uint64(want) {
+				return false, fmt.Sprintf("%s at v%d, want v%d (%v)\n%s", cf, v.Version, want, err, sp.stderr.String())
+			}
+			latest[cf] = v
+		}
+		return true, ""
+	})
+	failures := 0
+	for _, cf := range cfgs {
+		vs, err := d.Versions(ctx, cf)
+		if err != nil {
+			t.Fatalf("versions of %s: %v", cf, err)
+		}
+		for i, v := range vs { // newest first
+			want := uint64(len(vs) - i)
+			if v.Version != want {
+				t.Errorf("%s: v%d at position %d, want v%d (a gap or a duplicate)", cf, v.Version, i, want)
+				failures++
+			}
+			if want > 1 && int(want-2) < len(changes[cf]) && v.Commit != changes[cf][want-2] {
+				t.Errorf("%s@%d: commit %s, want %s", cf, want, v.Commit, changes[cf][want-2])
+				failures++
+			}
+		}
+	}
+	took := f.converge(t, healed, latest)
+	pairs, ff := f.check(t, func(cf cuecast.ConfigPath, v uint64) (cuecast.Version, error) {
+		ver, _, err := d.Version(ctx, cf, v)
+		return ver, err
+	})
+	failures += ff
+	t.Logf("%d kills: %s; %d (config, version) pairs applied; converged %s after the last start; %d failures",
+		kills, n, pairs, took.Round(time.Millisecond), failures)
+}
