@@ -10,8 +10,18 @@
 //		client.WithTrustedKeysFile("/etc/cuecast/trusted-keys")) // serve's <data>/trusted-keys
 //	w, err := c.Watch(ctx, "payments/checkout", client.LastKnownGood("/var/lib/checkout/config.lkg"))
 //	defer w.Stop()
+//	if err := w.WaitReady(ctx); err != nil { ... } // errors.Is(err, client.ErrNotReady)
 //	cfg := w.Current() // never blocks; zero before any version is known
 //	for s := range w.Updates() { ... }
+//
+// Ready and WaitReady: Current is the zero Snapshot until the watcher has a
+// verified version, either the first one read from the server or a
+// last-known-good file that verified at start. Ready() is a channel closed
+// at that moment; WaitReady(ctx) waits for it and returns an error wrapping
+// ErrNotReady (and ctx's error) when ctx ends first. While it waits, the
+// events (WithEvents) say why: EventNotFound when nothing is deployed to
+// this instance (a misspelt config path, or a rollout not at its cohort
+// yet), EventError for reads that fail. Example shows it end to end.
 //
 // Or decode into a struct with Typed:
 //

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -41,10 +42,14 @@ type Watcher struct {
 	subs   []*nats.Subscription
 	status chan nats.Status
 
-	ctx    context.Context
-	cancel context.CancelFunc
-	ready  chan struct{}
-	done   chan struct{}
+	ctx     context.Context
+	cancel  context.CancelFunc
+	started chan struct{} // closed after the start read
+	// ready is closed at the first verified version or verified
+	// last-known-good file (Ready); readyOnce guards it.
+	ready     chan struct{}
+	readyOnce sync.Once
+	done      chan struct{}
 
 	// Owned by the run goroutine.
 	// revs is the revision of the last pointer accepted on each pointer
@@ -131,7 +136,7 @@ func (c *Client) Watch(ctx context.Context, cfg cuecast.ConfigPath, opts ...Watc
 	go w.run()
 	if c.nc.IsConnected() {
 		select {
-		case <-w.ready:
+		case <-w.started:
 		case <-w.ctx.Done():
 		}
 	}
@@ -147,6 +152,7 @@ func newWatcher(c *Client, cfg cuecast.ConfigPath, wo watchOptions) *Watcher {
 		o:        wo,
 		updates:  make(chan Snapshot, 1),
 		msgs:     make(chan *nats.Msg, 256),
+		started:  make(chan struct{}),
 		ready:    make(chan struct{}),
 		done:     make(chan struct{}),
 		cache:    map[uint64]cachedVersion{},
@@ -182,6 +188,48 @@ func (w *Watcher) Stop() {
 	<-w.done
 }
 
+// ErrNotReady is WaitReady's error when its context ends (or the watcher
+// stops) before the watcher has a verified version: the error wraps it and
+// the context's error.
+var ErrNotReady = errors.New("no verified version yet")
+
+// Ready is closed once the watcher has a verified version to serve: the
+// first one applied from the server, or a last-known-good file that
+// verified at start, whichever comes first. Until then Current is the zero
+// Snapshot. A service that must not run on a zero config waits for it
+// (WaitReady) before serving; one that has a default can start at once and
+// pick the version up from Updates. It is never closed for a watcher that
+// stops before having a version.
+func (w *Watcher) Ready() <-chan struct{} { return w.ready }
+
+// WaitReady blocks until Ready is closed, ctx ends or the watcher stops.
+// It returns nil when the watcher has a verified version, else an error
+// wrapping ErrNotReady (and ctx's error when ctx ended). Watch events
+// (WithEvents) say why it is waiting: EventNotFound when no version is
+// deployed to this instance, EventError for a failing read, EventRejected.
+func (w *Watcher) WaitReady(ctx context.Context) error {
+	select {
+	case <-w.ready:
+		return nil
+	default:
+	}
+	select {
+	case <-w.ready:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("wait ready %s: %w: %w", w.cfg, ErrNotReady, ctx.Err())
+	case <-w.done:
+		select {
+		case <-w.ready:
+			return nil
+		default:
+		}
+		return fmt.Errorf("wait ready %s: %w: watcher stopped", w.cfg, ErrNotReady)
+	}
+}
+
+func (w *Watcher) markReady() { w.readyOnce.Do(func() { close(w.ready) }) }
+
 // Bucket is the cohort bucket whose pointer this watcher follows.
 func (w *Watcher) Bucket() int { return w.bucket }
 
@@ -208,7 +256,7 @@ func (w *Watcher) run() {
 		w.event(EventError, 0, "signatures are NOT verified (WithInsecureSkipVerify): anyone who can publish on the server decides what this instance runs", errInsecure)
 	}
 	w.resync("start")
-	close(w.ready)
+	close(w.started)
 	for {
 		select {
 		case <-w.ctx.Done():
@@ -317,7 +365,8 @@ func (w *Watcher) loadLKG() {
 		Deleted: meta.Deleted, FromLastKnownGood: true, AppliedAt: time.Now(), value: value}
 	w.cur.Store(s)
 	w.servingLKG = true
-	w.updates <- *s
+	w.publish(*s)
+	w.markReady()
 	w.event(EventLoaded, meta.Version, "serving last-known-good "+w.o.lkgPath, nil)
 }
 
@@ -547,6 +596,7 @@ func (w *Watcher) apply(p cuecast.Pointer, body []byte, why string) {
 		}
 	}
 	w.publish(*s)
+	w.markReady()
 	if w.o.lkgPath != "" {
 		if err := writeLKG(w.o.lkgPath, p, content); err != nil {
 			w.lastErr = err.Error()
