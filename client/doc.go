@@ -39,8 +39,8 @@
 // the watcher keeps the previous version so that a rollback to it needs no
 // read.
 //
-// The client does not log: it reports applies, rejections and errors through
-// WithEvents. It never creates JetStream consumers: it core-subscribes to the
+// The client does not log: it reports applies, rejections, errors and
+// warnings (EventNotFound) through WithEvents. It never creates JetStream consumers: it core-subscribes to the
 // RePublished subjects and reads with direct gets (docs/PROTOCOL.md). It
 // imports only the root package, nats.go and the standard library.
 //

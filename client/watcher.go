@@ -66,6 +66,7 @@ type Watcher struct {
 	refused           string          // the last pointer refused (Report.Refused)
 	rejected          map[string]bool // version@checksum rejected for good (validation, signature)
 	retries           int
+	notFoundAt        time.Time // last EventNotFound; zero once a pointer is found
 	// held is the applied version as read (with its sequence), prev the one
 	// before it: a rollback pointer to the previous version, the common
 	// emergency, needs no read.
@@ -410,6 +411,7 @@ func (w *Watcher) resync(why string) {
 	}
 	w.retries = 0
 	if !found {
+		w.warnNotFound(ctx, why)
 		// Not deployed to this instance yet, but a strict config's
 		// version may be staged already: its cohort pointer follows the
 		// flip, which waits for this instance to stage it (issue 15,
@@ -417,6 +419,7 @@ func (w *Watcher) resync(why string) {
 		w.resyncCutover(ctx)
 		return
 	}
+	w.notFoundAt = time.Time{}
 	if why != "start" {
 		w.event(EventResync, 0, why, nil)
 	}
@@ -447,6 +450,36 @@ func (w *Watcher) resync(why string) {
 	}
 	w.apply(p, body, why)
 	w.resyncCutover(ctx)
+}
+
+// warnNotFound says, in an EventNotFound, that no pointer for this
+// instance exists: at the first read that finds none, then at most once per
+// reconcile interval while that lasts (the reconcile re-reads the
+// pointers). It tells a config that has no version at all (a misspelt path,
+// or one not merged yet) from one whose rollout has not reached this
+// instance.
+func (w *Watcher) warnNotFound(ctx context.Context, why string) {
+	if !w.notFoundAt.IsZero() && time.Since(w.notFoundAt) < w.c.o.reconcile*9/10 {
+		return
+	}
+	w.notFoundAt = time.Now()
+	var detail string
+	m, err := getLast(ctx, w.c.nc, w.c.o.directGet, cuecast.VersionSubject(w.cfg))
+	var meta cuecast.Version
+	switch {
+	case errors.Is(err, cuecast.ErrNotFound):
+		detail = fmt.Sprintf("config %s does not exist: no version was ever published under this path "+
+			"(misspelt? `cuecast log %s` lists its versions); waiting for one", w.cfg, w.cfg)
+	case err == nil && json.Unmarshal([]byte(m.Header.Get(headerMeta)), &meta) == nil && meta.Version != 0:
+		detail = fmt.Sprintf("config %s has versions (newest %d) but none is deployed to this instance "+
+			"(cohort %d) yet: its rollout has not reached it (`cuecast status %s`); waiting", w.cfg, meta.Version, w.bucket, w.cfg)
+	default:
+		detail = fmt.Sprintf("no version of config %s is deployed to this instance (cohort %d) yet; waiting", w.cfg, w.bucket)
+	}
+	if why != "start" {
+		detail += " (" + why + ")"
+	}
+	w.event(EventNotFound, 0, detail, cuecast.ErrNotFound)
 }
 
 // handle processes one message from the pointer or cutover subjects. Which
