@@ -25,8 +25,18 @@
 //
 // Or decode into a struct with Typed:
 //
-//	tw, err := client.Typed[Checkout](ctx, c, "payments/checkout")
+//	tw, err := client.Typed[Checkout](ctx, c, "payments/checkout",
+//		client.ValidateValue(func(c Checkout) error { ... }))
 //	v, snap := tw.Value()
+//	for u := range tw.Updates() { use(u.Value, u.Version) }
+//
+// Typed decodes leniently: a field the config has and Checkout does not is
+// ignored, so a config that gains a field (a compatible change for
+// `cuecast check`) is applied by services built before it. StrictDecoding
+// refuses such a version instead (reported as rejected, which a staged
+// rollout's health gate counts), for a service that must understand every
+// field. Validate checks the content's bytes, ValidateValue the decoded
+// value; a version either refuses is not applied.
 //
 // Signatures: a Client needs trusted keys (WithTrustedKeysFile with the file
 // `cuecast serve` writes to <data>/trusted-keys and `cuecast keys` prints,

@@ -113,6 +113,9 @@ func (c *Client) Watch(ctx context.Context, cfg cuecast.ConfigPath, opts ...Watc
 			return nil, fmt.Errorf("watch %s: %w", cfg, err)
 		}
 	}
+	if wo.decode == nil && (wo.strict || wo.validateValue != nil) {
+		return nil, fmt.Errorf("watch %s: StrictDecoding and ValidateValue are options of Typed, not Watch", cfg)
+	}
 	w := newWatcher(c, cfg, wo)
 	w.ctx, w.cancel = context.WithCancel(ctx)
 	if err := c.track(w); err != nil {
@@ -243,6 +246,9 @@ func (w *Watcher) unsubscribe() {
 func (w *Watcher) run() {
 	defer close(w.done)
 	defer close(w.updates)
+	if w.o.closeSink != nil {
+		defer w.o.closeSink()
+	}
 	defer w.c.untrack(w)
 	defer w.c.nc.RemoveStatusListener(w.status)
 	defer w.unsubscribe()
@@ -349,14 +355,12 @@ func (w *Watcher) loadLKG() {
 		err = w.verifyPointer(p, "")
 	}
 	meta := p.Meta()
-	if err == nil && !meta.Deleted && w.o.validate != nil {
-		if verr := w.o.validate(content); verr != nil {
-			err = fmt.Errorf("last-known-good %s: validation: %w", w.o.lkgPath, verr)
-		}
-	}
 	var value any
-	if err == nil && w.o.decode != nil && !meta.Deleted {
-		value, err = w.o.decode(content)
+	if err == nil && !meta.Deleted {
+		var what string
+		if value, what, err = w.check(content); err != nil {
+			err = fmt.Errorf("last-known-good %s: %s: %w", w.o.lkgPath, what, err)
+		}
 	}
 	if err != nil {
 		w.event(EventError, meta.Version, "ignoring last-known-good file; it will be replaced by the next good version", err)
@@ -599,19 +603,11 @@ func (w *Watcher) apply(p cuecast.Pointer, body []byte, why string) {
 	}
 	var value any
 	if !meta.Deleted {
-		if w.o.validate != nil {
-			if err := w.o.validate(content); err != nil {
-				w.rejected[rejectKey(p)] = true
-				w.reject(p.Version, "validation hook", err, true)
-				return
-			}
-		}
-		if w.o.decode != nil {
-			if value, err = w.o.decode(content); err != nil {
-				w.rejected[rejectKey(p)] = true
-				w.reject(p.Version, "decode", err, true)
-				return
-			}
+		var what string
+		if value, what, err = w.check(content); err != nil {
+			w.rejected[rejectKey(p)] = true
+			w.reject(p.Version, what, err, true)
+			return
 		}
 	}
 	s := &Snapshot{Config: w.cfg, Version: meta.Version, Checksum: meta.Checksum, Commit: meta.Commit,
@@ -638,6 +634,29 @@ func (w *Watcher) apply(p cuecast.Pointer, body []byte, why string) {
 	}
 	w.event(EventApplied, meta.Version, why, nil)
 	w.reportSoon()
+}
+
+// check runs the service's checks on a version's content: the validation
+// hook on the bytes, then (Typed) the decoding and the hook on the value.
+// what names the check that failed.
+func (w *Watcher) check(content []byte) (value any, what string, err error) {
+	if w.o.validate != nil {
+		if err := w.o.validate(content); err != nil {
+			return nil, "validation hook", err
+		}
+	}
+	if w.o.decode == nil {
+		return nil, "", nil
+	}
+	if value, err = w.o.decode(content); err != nil {
+		return nil, "decode", err
+	}
+	if w.o.validateValue != nil {
+		if err := w.o.validateValue(value); err != nil {
+			return nil, "validation hook", err
+		}
+	}
+	return value, "", nil
 }
 
 // The messages of apply's refusals are built out of line: every apply's
@@ -694,6 +713,9 @@ func (w *Watcher) clearLKGFlag() {
 
 // publish offers s on Updates, replacing an unread older one.
 func (w *Watcher) publish(s Snapshot) {
+	if w.o.sink != nil {
+		w.o.sink(s)
+	}
 	for {
 		select {
 		case w.updates <- s:
