@@ -30,8 +30,11 @@ type Checkout struct {
 // is down) before serving, and logs the client's events, which say why it
 // is still waiting (a misspelt config path, a rollout not here yet).
 //
-// The test binary's TestMain provides the environment: an embedded server
-// with version 1 of payments/checkout deployed (example_setup_test.go).
+// It runs, as it is here, in client/integration, whose test binary
+// provides the environment: an embedded server with version 1 of
+// payments/checkout deployed (example_setup_test.go there). It is not run
+// in this package, whose tests use no server, so that a service's go.sum
+// does not gain nats-server through them (docs/ARCHITECTURE.md, "client").
 func Example() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -78,8 +81,6 @@ func Example() {
 
 	// Later versions arrive on Updates, decoded; a real service loops:
 	//	for u := range w.Updates() { apply(u.Value) }
-
-	// Output: version 1: limit 250 EUR
 }
 
 // instanceSuffix makes an instance ID (1-128 of [A-Za-z0-9_-]) from a host

@@ -1,4 +1,4 @@
-package client_test
+package integration_test
 
 import (
 	"context"
@@ -96,20 +96,38 @@ func setupExample() (cleanup func(), err error) {
 	return cleanup, nil
 }
 
-// TestExampleIsCopyable: example_test.go imports only what a service can
-// import (it used to import internal/natsserver, so it could not be copied).
+// TestExampleIsCopyable: the examples import only what a service can
+// import (the one in client/ used to import internal/natsserver, so it
+// could not be copied), and client/'s, which godoc shows and which cannot
+// run there, is the one run here.
 func TestExampleIsCopyable(t *testing.T) {
-	f, err := parser.ParseFile(token.NewFileSet(), "example_test.go", nil, parser.ImportsOnly)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(f.Imports) == 0 {
-		t.Fatal("example_test.go: no imports parsed")
-	}
-	for _, imp := range f.Imports {
-		p, _ := strconv.Unquote(imp.Path.Value)
-		if strings.Contains(p, "/internal/") || strings.HasSuffix(p, "/internal") || p == "github.com/cuecast/cuecast/distributor" {
-			t.Errorf("example_test.go imports %s, which a service copying it cannot (or need not) import", p)
+	for _, path := range []string{"example_test.go", "../example_test.go"} {
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
+		if err != nil {
+			t.Fatal(err)
 		}
+		if len(f.Imports) == 0 {
+			t.Fatalf("%s: no imports parsed", path)
+		}
+		for _, imp := range f.Imports {
+			p, _ := strconv.Unquote(imp.Path.Value)
+			if strings.Contains(p, "/internal/") || strings.HasSuffix(p, "/internal") || p == "github.com/cuecast/cuecast/distributor" {
+				t.Errorf("%s imports %s, which a service copying it cannot (or need not) import", path, p)
+			}
+		}
+	}
+	body := func(path string) string {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, rest, ok := strings.Cut(string(b), "\ntype Checkout struct")
+		if !ok {
+			t.Fatalf("%s: no Checkout type", path)
+		}
+		return strings.Replace(rest, "\n\n\t// Output: version 1: limit 250 EUR\n", "\n", 1)
+	}
+	if run, shown := body("example_test.go"), body("../example_test.go"); run != shown {
+		t.Fatalf("client/example_test.go and client/integration/example_test.go differ (beyond the Output line):\n--- shown\n%s\n--- run\n%s", shown, run)
 	}
 }
