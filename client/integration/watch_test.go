@@ -609,3 +609,45 @@ func TestInsecureSkipVerifySaysSo(t *testing.T) {
 		t.Fatalf("no event saying signatures are not verified; events:%s", ev)
 	}
 }
+
+// TestTypedStrictRefusesAtStage: a strict config's staged version that a
+// StrictDecoding watcher cannot decode is refused when staged (reported, not
+// counted as staged), not only at the activation; a lenient one stages it.
+// Staging used to run only the bytes-level hook.
+func TestTypedStrictRefusesAtStage(t *testing.T) {
+	type checkout struct {
+		Limit int    `json:"limit"`
+		Name  string `json:"name"`
+	}
+	e := newEnv(t, envOpts{})
+	e.ship(1, body(1))
+	lenient, _ := e.newClient("stage-lenient")
+	lw, err := client.Typed[checkout](t.Context(), lenient, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(lw.Stop)
+	strict, sev := e.newClient("stage-strict")
+	sw, err := client.Typed[checkout](t.Context(), strict, cfg, client.StrictDecoding())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sw.Stop)
+	v2 := cuecast.Version{Config: cfg, Version: 2, Commit: "c002", Author: "ann"}
+	if err := e.d.Publish(t.Context(), v2, []byte(`{"limit":2,"name":"checkout","retry_budget":3}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.d.Stage(t.Context(), cfg, cuecast.Pointer{Version: 2}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitReport("stage-lenient", func(r cuecast.Report) bool { return r.Staged == 2 })
+	rej := waitEvent(t, sev, "the strict watcher's refusal at staging", func(e client.Event) bool {
+		return e.Kind == client.EventRejected && e.Version == 2
+	})
+	if rej.Detail != "decode" || !strings.Contains(rej.Err.Error(), `unknown field "retry_budget"`) {
+		t.Fatalf("strict refusal at staging: got %s, want a decode error naming retry_budget", rej)
+	}
+	if r := e.waitReport("stage-strict", func(r cuecast.Report) bool { return r.LastError != "" }); r.Staged == 2 || r.Version != 1 {
+		t.Fatalf("strict report: got staged %d at version %d, want nothing staged at 1", r.Staged, r.Version)
+	}
+}
