@@ -466,7 +466,6 @@ func (w *Watcher) warnNotFound(ctx context.Context, why string) {
 	if !w.notFoundAt.IsZero() && time.Since(w.notFoundAt) < w.c.o.reconcile*9/10 {
 		return
 	}
-	w.notFoundAt = time.Now()
 	var detail string
 	m, err := getLast(ctx, w.c.nc, w.c.o.directGet, cuecast.VersionSubject(w.cfg))
 	var meta cuecast.Version
@@ -483,6 +482,9 @@ func (w *Watcher) warnNotFound(ctx context.Context, why string) {
 	if why != "start" {
 		detail += " (" + why + ")"
 	}
+	// Stamped after the read, right before the event: the events are
+	// then at least 9/10 of the interval apart, however long reads take.
+	w.notFoundAt = time.Now()
 	w.event(EventNotFound, 0, detail, cuecast.ErrNotFound)
 }
 
