@@ -144,6 +144,13 @@ const (
 	// EventResync: the pointer was re-read; Detail says why (start, gap,
 	// reconnect, reconcile, retry, purged).
 	EventResync
+	// EventNotFound: a warning that no version is deployed to this
+	// instance, so Current stays what it is (zero without a last-known-good
+	// file). Detail tells a config with no version at all (a misspelt
+	// path) from one whose rollout has not reached the instance; Err wraps
+	// cuecast.ErrNotFound. Sent at the first read that finds nothing, then
+	// at most once per reconcile interval (WithReconcile) while it lasts.
+	EventNotFound
 )
 
 func (k EventKind) String() string {
@@ -160,6 +167,8 @@ func (k EventKind) String() string {
 		return "skipped"
 	case EventResync:
 		return "resync"
+	case EventNotFound:
+		return "not-found"
 	}
 	return fmt.Sprintf("EventKind(%d)", int(k))
 }

@@ -63,10 +63,12 @@ func (w *Watcher) stage(p cuecast.Pointer, body []byte) {
 		w.reject(p.Version, "stage", err, false)
 		return
 	}
-	if !meta.Deleted && w.o.validate != nil {
-		if err := w.o.validate(content); err != nil {
+	if !meta.Deleted {
+		// Decoded too (Typed): a version this instance cannot decode
+		// must not be staged, or the activation would fail here.
+		if _, what, err := w.check(content); err != nil {
 			w.rejected[rejectKey(p)] = true
-			w.reject(p.Version, "validation hook", err, true)
+			w.reject(p.Version, what, err, true)
 			return
 		}
 	}

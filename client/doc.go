@@ -10,13 +10,33 @@
 //		client.WithTrustedKeysFile("/etc/cuecast/trusted-keys")) // serve's <data>/trusted-keys
 //	w, err := c.Watch(ctx, "payments/checkout", client.LastKnownGood("/var/lib/checkout/config.lkg"))
 //	defer w.Stop()
+//	if err := w.WaitReady(ctx); err != nil { ... } // errors.Is(err, client.ErrNotReady)
 //	cfg := w.Current() // never blocks; zero before any version is known
 //	for s := range w.Updates() { ... }
 //
+// Ready and WaitReady: Current is the zero Snapshot until the watcher has a
+// verified version, either the first one read from the server or a
+// last-known-good file that verified at start. Ready() is a channel closed
+// at that moment; WaitReady(ctx) waits for it and returns an error wrapping
+// ErrNotReady (and ctx's error) when ctx ends first. While it waits, the
+// events (WithEvents) say why: EventNotFound when nothing is deployed to
+// this instance (a misspelt config path, or a rollout not at its cohort
+// yet), EventError for reads that fail. Example shows it end to end.
+//
 // Or decode into a struct with Typed:
 //
-//	tw, err := client.Typed[Checkout](ctx, c, "payments/checkout")
+//	tw, err := client.Typed[Checkout](ctx, c, "payments/checkout",
+//		client.ValidateValue(func(c Checkout) error { ... }))
 //	v, snap := tw.Value()
+//	for u := range tw.Updates() { use(u.Value, u.Version) }
+//
+// Typed decodes leniently: a field the config has and Checkout does not is
+// ignored, so a config that gains a field (a compatible change for
+// `cuecast check`) is applied by services built before it. StrictDecoding
+// refuses such a version instead (reported as rejected, which a staged
+// rollout's health gate counts), for a service that must understand every
+// field. Validate checks the content's bytes, ValidateValue the decoded
+// value; a version either refuses is not applied.
 //
 // Signatures: a Client needs trusted keys (WithTrustedKeysFile with the file
 // `cuecast serve` writes to <data>/trusted-keys and `cuecast keys` prints,
@@ -29,8 +49,8 @@
 // the watcher keeps the previous version so that a rollback to it needs no
 // read.
 //
-// The client does not log: it reports applies, rejections and errors through
-// WithEvents. It never creates JetStream consumers: it core-subscribes to the
+// The client does not log: it reports applies, rejections, errors and
+// warnings (EventNotFound) through WithEvents. It never creates JetStream consumers: it core-subscribes to the
 // RePublished subjects and reads with direct gets (docs/PROTOCOL.md). It
 // imports only the root package, nats.go and the standard library.
 //

@@ -179,9 +179,15 @@ func WithEvents(f func(Event)) Option {
 type WatchOption func(*watchOptions) error
 
 type watchOptions struct {
-	lkgPath  string
-	validate func([]byte) error
-	decode   func([]byte) (any, error)
+	lkgPath       string
+	validate      func([]byte) error
+	decode        func([]byte) (any, error) // set by Typed
+	strict        bool                      // StrictDecoding
+	validateValue func(any) error           // ValidateValue
+	// sink receives every published snapshot, closeSink runs when the
+	// watcher stops: Typed's decoded Updates.
+	sink      func(Snapshot)
+	closeSink func()
 }
 
 // LastKnownGood keeps the last applied version in the file at path (written
@@ -196,7 +202,8 @@ func LastKnownGood(path string) WatchOption {
 	}
 }
 
-// Validate sets the service's own check of a version's content. A version
+// Validate sets the service's own check of a version's content (the
+// bytes; with Typed, ValidateValue checks the decoded value). A version
 // it rejects is reported as failed and not applied; the instance keeps what
 // it has. It is not called for tombstones.
 func Validate(f func(content []byte) error) WatchOption {

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -41,10 +42,14 @@ type Watcher struct {
 	subs   []*nats.Subscription
 	status chan nats.Status
 
-	ctx    context.Context
-	cancel context.CancelFunc
-	ready  chan struct{}
-	done   chan struct{}
+	ctx     context.Context
+	cancel  context.CancelFunc
+	started chan struct{} // closed after the start read
+	// ready is closed at the first verified version or verified
+	// last-known-good file (Ready); readyOnce guards it.
+	ready     chan struct{}
+	readyOnce sync.Once
+	done      chan struct{}
 
 	// Owned by the run goroutine.
 	// revs is the revision of the last pointer accepted on each pointer
@@ -61,6 +66,7 @@ type Watcher struct {
 	refused           string          // the last pointer refused (Report.Refused)
 	rejected          map[string]bool // version@checksum rejected for good (validation, signature)
 	retries           int
+	notFoundAt        time.Time // last EventNotFound; zero once a pointer is found
 	// held is the applied version as read (with its sequence), prev the one
 	// before it: a rollback pointer to the previous version, the common
 	// emergency, needs no read.
@@ -107,6 +113,9 @@ func (c *Client) Watch(ctx context.Context, cfg cuecast.ConfigPath, opts ...Watc
 			return nil, fmt.Errorf("watch %s: %w", cfg, err)
 		}
 	}
+	if wo.decode == nil && (wo.strict || wo.validateValue != nil) {
+		return nil, fmt.Errorf("watch %s: StrictDecoding and ValidateValue are options of Typed, not Watch", cfg)
+	}
 	w := newWatcher(c, cfg, wo)
 	w.ctx, w.cancel = context.WithCancel(ctx)
 	if err := c.track(w); err != nil {
@@ -131,7 +140,7 @@ func (c *Client) Watch(ctx context.Context, cfg cuecast.ConfigPath, opts ...Watc
 	go w.run()
 	if c.nc.IsConnected() {
 		select {
-		case <-w.ready:
+		case <-w.started:
 		case <-w.ctx.Done():
 		}
 	}
@@ -147,6 +156,7 @@ func newWatcher(c *Client, cfg cuecast.ConfigPath, wo watchOptions) *Watcher {
 		o:        wo,
 		updates:  make(chan Snapshot, 1),
 		msgs:     make(chan *nats.Msg, 256),
+		started:  make(chan struct{}),
 		ready:    make(chan struct{}),
 		done:     make(chan struct{}),
 		cache:    map[uint64]cachedVersion{},
@@ -182,6 +192,48 @@ func (w *Watcher) Stop() {
 	<-w.done
 }
 
+// ErrNotReady is WaitReady's error when its context ends (or the watcher
+// stops) before the watcher has a verified version: the error wraps it and
+// the context's error.
+var ErrNotReady = errors.New("no verified version yet")
+
+// Ready is closed once the watcher has a verified version to serve: the
+// first one applied from the server, or a last-known-good file that
+// verified at start, whichever comes first. Until then Current is the zero
+// Snapshot. A service that must not run on a zero config waits for it
+// (WaitReady) before serving; one that has a default can start at once and
+// pick the version up from Updates. It is never closed for a watcher that
+// stops before having a version.
+func (w *Watcher) Ready() <-chan struct{} { return w.ready }
+
+// WaitReady blocks until Ready is closed, ctx ends or the watcher stops.
+// It returns nil when the watcher has a verified version, else an error
+// wrapping ErrNotReady (and ctx's error when ctx ended). Watch events
+// (WithEvents) say why it is waiting: EventNotFound when no version is
+// deployed to this instance, EventError for a failing read, EventRejected.
+func (w *Watcher) WaitReady(ctx context.Context) error {
+	select {
+	case <-w.ready:
+		return nil
+	default:
+	}
+	select {
+	case <-w.ready:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("wait ready %s: %w: %w", w.cfg, ErrNotReady, ctx.Err())
+	case <-w.done:
+		select {
+		case <-w.ready:
+			return nil
+		default:
+		}
+		return fmt.Errorf("wait ready %s: %w: watcher stopped", w.cfg, ErrNotReady)
+	}
+}
+
+func (w *Watcher) markReady() { w.readyOnce.Do(func() { close(w.ready) }) }
+
 // Bucket is the cohort bucket whose pointer this watcher follows.
 func (w *Watcher) Bucket() int { return w.bucket }
 
@@ -194,6 +246,9 @@ func (w *Watcher) unsubscribe() {
 func (w *Watcher) run() {
 	defer close(w.done)
 	defer close(w.updates)
+	if w.o.closeSink != nil {
+		defer w.o.closeSink()
+	}
 	defer w.c.untrack(w)
 	defer w.c.nc.RemoveStatusListener(w.status)
 	defer w.unsubscribe()
@@ -208,7 +263,7 @@ func (w *Watcher) run() {
 		w.event(EventError, 0, "signatures are NOT verified (WithInsecureSkipVerify): anyone who can publish on the server decides what this instance runs", errInsecure)
 	}
 	w.resync("start")
-	close(w.ready)
+	close(w.started)
 	for {
 		select {
 		case <-w.ctx.Done():
@@ -300,14 +355,12 @@ func (w *Watcher) loadLKG() {
 		err = w.verifyPointer(p, "")
 	}
 	meta := p.Meta()
-	if err == nil && !meta.Deleted && w.o.validate != nil {
-		if verr := w.o.validate(content); verr != nil {
-			err = fmt.Errorf("last-known-good %s: validation: %w", w.o.lkgPath, verr)
-		}
-	}
 	var value any
-	if err == nil && w.o.decode != nil && !meta.Deleted {
-		value, err = w.o.decode(content)
+	if err == nil && !meta.Deleted {
+		var what string
+		if value, what, err = w.check(content); err != nil {
+			err = fmt.Errorf("last-known-good %s: %s: %w", w.o.lkgPath, what, err)
+		}
 	}
 	if err != nil {
 		w.event(EventError, meta.Version, "ignoring last-known-good file; it will be replaced by the next good version", err)
@@ -317,7 +370,8 @@ func (w *Watcher) loadLKG() {
 		Deleted: meta.Deleted, FromLastKnownGood: true, AppliedAt: time.Now(), value: value}
 	w.cur.Store(s)
 	w.servingLKG = true
-	w.updates <- *s
+	w.publish(*s)
+	w.markReady()
 	w.event(EventLoaded, meta.Version, "serving last-known-good "+w.o.lkgPath, nil)
 }
 
@@ -361,6 +415,7 @@ func (w *Watcher) resync(why string) {
 	}
 	w.retries = 0
 	if !found {
+		w.warnNotFound(ctx, why)
 		// Not deployed to this instance yet, but a strict config's
 		// version may be staged already: its cohort pointer follows the
 		// flip, which waits for this instance to stage it (issue 15,
@@ -368,6 +423,7 @@ func (w *Watcher) resync(why string) {
 		w.resyncCutover(ctx)
 		return
 	}
+	w.notFoundAt = time.Time{}
 	if why != "start" {
 		w.event(EventResync, 0, why, nil)
 	}
@@ -398,6 +454,38 @@ func (w *Watcher) resync(why string) {
 	}
 	w.apply(p, body, why)
 	w.resyncCutover(ctx)
+}
+
+// warnNotFound says, in an EventNotFound, that no pointer for this
+// instance exists: at the first read that finds none, then at most once per
+// reconcile interval while that lasts (the reconcile re-reads the
+// pointers). It tells a config that has no version at all (a misspelt path,
+// or one not merged yet) from one whose rollout has not reached this
+// instance.
+func (w *Watcher) warnNotFound(ctx context.Context, why string) {
+	if !w.notFoundAt.IsZero() && time.Since(w.notFoundAt) < w.c.o.reconcile*9/10 {
+		return
+	}
+	var detail string
+	m, err := getLast(ctx, w.c.nc, w.c.o.directGet, cuecast.VersionSubject(w.cfg))
+	var meta cuecast.Version
+	switch {
+	case errors.Is(err, cuecast.ErrNotFound):
+		detail = fmt.Sprintf("config %s does not exist: no version was ever published under this path "+
+			"(misspelt? `cuecast log %s` lists its versions); waiting for one", w.cfg, w.cfg)
+	case err == nil && json.Unmarshal([]byte(m.Header.Get(headerMeta)), &meta) == nil && meta.Version != 0:
+		detail = fmt.Sprintf("config %s has versions (newest %d) but none is deployed to this instance "+
+			"(cohort %d) yet: its rollout has not reached it (`cuecast status %s`); waiting", w.cfg, meta.Version, w.bucket, w.cfg)
+	default:
+		detail = fmt.Sprintf("no version of config %s is deployed to this instance (cohort %d) yet; waiting", w.cfg, w.bucket)
+	}
+	if why != "start" {
+		detail += " (" + why + ")"
+	}
+	// Stamped after the read, right before the event: the events are
+	// then at least 9/10 of the interval apart, however long reads take.
+	w.notFoundAt = time.Now()
+	w.event(EventNotFound, 0, detail, cuecast.ErrNotFound)
 }
 
 // handle processes one message from the pointer or cutover subjects. Which
@@ -517,19 +605,11 @@ func (w *Watcher) apply(p cuecast.Pointer, body []byte, why string) {
 	}
 	var value any
 	if !meta.Deleted {
-		if w.o.validate != nil {
-			if err := w.o.validate(content); err != nil {
-				w.rejected[rejectKey(p)] = true
-				w.reject(p.Version, "validation hook", err, true)
-				return
-			}
-		}
-		if w.o.decode != nil {
-			if value, err = w.o.decode(content); err != nil {
-				w.rejected[rejectKey(p)] = true
-				w.reject(p.Version, "decode", err, true)
-				return
-			}
+		var what string
+		if value, what, err = w.check(content); err != nil {
+			w.rejected[rejectKey(p)] = true
+			w.reject(p.Version, what, err, true)
+			return
 		}
 	}
 	s := &Snapshot{Config: w.cfg, Version: meta.Version, Checksum: meta.Checksum, Commit: meta.Commit,
@@ -547,6 +627,7 @@ func (w *Watcher) apply(p cuecast.Pointer, body []byte, why string) {
 		}
 	}
 	w.publish(*s)
+	w.markReady()
 	if w.o.lkgPath != "" {
 		if err := writeLKG(w.o.lkgPath, p, content); err != nil {
 			w.lastErr = err.Error()
@@ -555,6 +636,29 @@ func (w *Watcher) apply(p cuecast.Pointer, body []byte, why string) {
 	}
 	w.event(EventApplied, meta.Version, why, nil)
 	w.reportSoon()
+}
+
+// check runs the service's checks on a version's content: the validation
+// hook on the bytes, then (Typed) the decoding and the hook on the value.
+// what names the check that failed.
+func (w *Watcher) check(content []byte) (value any, what string, err error) {
+	if w.o.validate != nil {
+		if err := w.o.validate(content); err != nil {
+			return nil, "validation hook", err
+		}
+	}
+	if w.o.decode == nil {
+		return nil, "", nil
+	}
+	if value, err = w.o.decode(content); err != nil {
+		return nil, "decode", err
+	}
+	if w.o.validateValue != nil {
+		if err := w.o.validateValue(value); err != nil {
+			return nil, "validation hook", err
+		}
+	}
+	return value, "", nil
 }
 
 // The messages of apply's refusals are built out of line: every apply's
@@ -611,6 +715,9 @@ func (w *Watcher) clearLKGFlag() {
 
 // publish offers s on Updates, replacing an unread older one.
 func (w *Watcher) publish(s Snapshot) {
+	if w.o.sink != nil {
+		w.o.sink(s)
+	}
 	for {
 		select {
 		case w.updates <- s:

@@ -36,7 +36,10 @@ as --trusted-keys-file (` + "`cuecast keys`" + ` prints it); watch refuses to st
 without trusted keys unless told --insecure-skip-verify.
 
 Problems (a corrupt last-known-good file, a rejected version, a lost connection) are
-said on stderr; watch keeps running until interrupted.`,
+said on stderr; watch keeps running until interrupted. So is a config with no version
+deployed to this instance: "not-found" says whether the config does not exist at all
+(a misspelt --config) or its rollout has not reached the instance yet, at the start
+and then about once a minute while it lasts.`,
 		Example: `  cuecast watch --config payments/checkout --instance web-1 --lkg /var/lib/app/checkout.json \
       --trusted-keys-file /etc/cuecast/trusted-keys`,
 		RunE: func(c *cobra.Command, args []string) error {

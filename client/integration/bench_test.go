@@ -1,4 +1,4 @@
-package client_test
+package integration_test
 
 import (
 	"context"
@@ -34,7 +34,14 @@ func TestMain(m *testing.M) {
 	if os.Getenv(simfleet.ChildEnv) != "" {
 		os.Exit(benchChild())
 	}
-	os.Exit(m.Run())
+	cleanup, err := setupExample()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	cleanup()
+	os.Exit(code)
 }
 
 // benchContent is a realistic ~2 KB config.

@@ -1,4 +1,4 @@
-package client_test
+package integration_test
 
 import (
 	"bytes"
@@ -355,6 +355,11 @@ func TestLargeConfig16MiB(t *testing.T) {
 	}
 }
 
+// TestTyped: a config gaining a field (a compatible change for `cuecast
+// check`) is applied by a default Typed watcher, which ignores the field,
+// and refused (reported, not applied) by a StrictDecoding one; updates
+// arrive decoded; ValidateValue checks the decoded value. Typed used to
+// decode strictly, so an added field halted a rollout (issue 17, item 5).
 func TestTyped(t *testing.T) {
 	type checkout struct {
 		Limit int    `json:"limit"`
@@ -362,22 +367,67 @@ func TestTyped(t *testing.T) {
 	}
 	e := newEnv(t, envOpts{})
 	e.ship(1, body(5))
-	c, ev := e.newClient("typed")
-	tw, err := client.Typed[checkout](t.Context(), c, cfg)
+	lenient, lev := e.newClient("typed-lenient")
+	tw, err := client.Typed[checkout](t.Context(), lenient, cfg,
+		client.ValidateValue(func(c checkout) error {
+			if c.Limit > 100 {
+				return fmt.Errorf("limit %d above 100", c.Limit)
+			}
+			return nil
+		}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(tw.Stop)
-	v, s := tw.Value()
-	if v != (checkout{Limit: 5, Name: "checkout"}) || s.Version != 1 {
-		t.Fatalf("Value: got %+v at %d, want limit 5 at 1", v, s.Version)
+	strict, sev := e.newClient("typed-strict")
+	sw, err := client.Typed[checkout](t.Context(), strict, cfg, client.StrictDecoding())
+	if err != nil {
+		t.Fatal(err)
 	}
-	e.ship(2, []byte(`{"limit":6,"name":"checkout","surprise":true}`))
-	waitEvent(t, ev, "rejection of an unknown field", func(e client.Event) bool { return e.Kind == client.EventRejected && e.Version == 2 })
-	e.ship(3, body(7))
-	waitVersion(t, tw.Watcher, ev, 3)
+	t.Cleanup(sw.Stop)
+	for _, w := range []*client.TypedWatcher[checkout]{tw, sw} {
+		v, s := w.Value()
+		if v != (checkout{Limit: 5, Name: "checkout"}) || s.Version != 1 {
+			t.Fatalf("Value: got %+v at %d, want limit 5 at 1", v, s.Version)
+		}
+		if u := <-w.Updates(); u.Value != v || u.Version != 1 {
+			t.Fatalf("first typed update: got %+v, want limit 5 at 1", u)
+		}
+	}
+
+	e.ship(2, []byte(`{"limit":6,"name":"checkout","retry_budget":3}`))
+	if u := <-tw.Updates(); u.Value != (checkout{Limit: 6, Name: "checkout"}) || u.Version != 2 {
+		t.Fatalf("lenient typed update with an added field: got %+v, want limit 6 at 2", u)
+	}
+	rej := waitEvent(t, sev, "the strict watcher's rejection of the added field",
+		func(e client.Event) bool { return e.Kind == client.EventRejected && e.Version == 2 })
+	if rej.Detail != "decode" || !strings.Contains(rej.Err.Error(), `unknown field "retry_budget"`) {
+		t.Fatalf("strict rejection: got %s, want a decode error naming retry_budget", rej)
+	}
+	if r := e.waitReport("typed-strict", func(r cuecast.Report) bool { return r.LastError != "" }); r.Version != 1 {
+		t.Fatalf("strict instance report: got version %d, want 1 kept", r.Version)
+	}
+	if v, s := sw.Value(); v.Limit != 5 || s.Version != 1 {
+		t.Fatalf("strict Value after the refusal: got %+v at %d, want limit 5 at 1", v, s.Version)
+	}
+
+	e.ship(3, body(700))
+	waitEvent(t, lev, "the value hook's rejection", func(e client.Event) bool {
+		return e.Kind == client.EventRejected && e.Version == 3 && e.Detail == "validation hook" && strings.Contains(e.Err.Error(), "limit 700 above 100")
+	})
+	e.ship(4, body(7))
+	waitVersion(t, tw.Watcher, lev, 4)
+	waitVersion(t, sw.Watcher, sev, 4)
 	if v, _ := tw.Value(); v.Limit != 7 {
 		t.Fatalf("Value: got %+v, want limit 7", v)
+	}
+	tw.Stop()
+	for range tw.Updates() {
+	}
+
+	c, _ := e.newClient("typed-misuse")
+	if _, err := c.Watch(t.Context(), cfg, client.StrictDecoding()); err == nil {
+		t.Fatal("Watch with StrictDecoding: got success, want an error (it is Typed's)")
 	}
 }
 
@@ -557,5 +607,47 @@ func TestInsecureSkipVerifySaysSo(t *testing.T) {
 		return e.Kind == client.EventError && strings.Contains(e.Detail, "NOT verified")
 	}); !ok {
 		t.Fatalf("no event saying signatures are not verified; events:%s", ev)
+	}
+}
+
+// TestTypedStrictRefusesAtStage: a strict config's staged version that a
+// StrictDecoding watcher cannot decode is refused when staged (reported, not
+// counted as staged), not only at the activation; a lenient one stages it.
+// Staging used to run only the bytes-level hook.
+func TestTypedStrictRefusesAtStage(t *testing.T) {
+	type checkout struct {
+		Limit int    `json:"limit"`
+		Name  string `json:"name"`
+	}
+	e := newEnv(t, envOpts{})
+	e.ship(1, body(1))
+	lenient, _ := e.newClient("stage-lenient")
+	lw, err := client.Typed[checkout](t.Context(), lenient, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(lw.Stop)
+	strict, sev := e.newClient("stage-strict")
+	sw, err := client.Typed[checkout](t.Context(), strict, cfg, client.StrictDecoding())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sw.Stop)
+	v2 := cuecast.Version{Config: cfg, Version: 2, Commit: "c002", Author: "ann"}
+	if err := e.d.Publish(t.Context(), v2, []byte(`{"limit":2,"name":"checkout","retry_budget":3}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.d.Stage(t.Context(), cfg, cuecast.Pointer{Version: 2}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitReport("stage-lenient", func(r cuecast.Report) bool { return r.Staged == 2 })
+	rej := waitEvent(t, sev, "the strict watcher's refusal at staging", func(e client.Event) bool {
+		return e.Kind == client.EventRejected && e.Version == 2
+	})
+	if rej.Detail != "decode" || !strings.Contains(rej.Err.Error(), `unknown field "retry_budget"`) {
+		t.Fatalf("strict refusal at staging: got %s, want a decode error naming retry_budget", rej)
+	}
+	if r := e.waitReport("stage-strict", func(r cuecast.Report) bool { return r.LastError != "" }); r.Staged == 2 || r.Version != 1 {
+		t.Fatalf("strict report: got staged %d at version %d, want nothing staged at 1", r.Staged, r.Version)
 	}
 }

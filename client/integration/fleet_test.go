@@ -1,4 +1,4 @@
-package client_test
+package integration_test
 
 import (
 	"fmt"
@@ -114,7 +114,7 @@ func TestFleetConverges(t *testing.T) {
 }
 
 // TestFootprint: client imports only the root package, nats.go (with what
-// nats.go itself needs) and the standard library.
+// nats.go itself needs) and the standard library, and so do its tests.
 func TestFootprint(t *testing.T) {
 	list := func(args ...string) []string {
 		out, err := exec.Command("go", append([]string{"list"}, args...)...).Output()
@@ -138,5 +138,16 @@ func TestFootprint(t *testing.T) {
 	}
 	if !slices.Contains(deps, "github.com/nats-io/nats.go") {
 		t.Fatalf("go list -deps client: got %d packages without nats.go; is the listing broken?", len(deps))
+	}
+	// A service's `go mod tidy` also records what the client's own tests
+	// import: they must need no server, CUE or Git either, or every service
+	// gets nats-server in its go.sum (issue 17, item 4). Tests that need a
+	// server live here, in client/integration.
+	for _, p := range list("-test", "-deps", "github.com/cuecast/cuecast/client") {
+		for _, heavy := range []string{"github.com/nats-io/nats-server", "cuelang.org/", "github.com/go-git/", "github.com/cuecast/cuecast/internal/"} {
+			if strings.HasPrefix(p, heavy) {
+				t.Errorf("client's tests depend on %s: a service importing client would get it in its go.sum", p)
+			}
+		}
 	}
 }

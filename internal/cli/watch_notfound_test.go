@@ -1,0 +1,46 @@
+package cli_test
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cuecast/cuecast/internal/cli"
+	"github.com/cuecast/cuecast/internal/iostreams"
+	"github.com/cuecast/cuecast/internal/pipeline"
+	"github.com/cuecast/cuecast/internal/poll"
+)
+
+// TestWatchSaysConfigNotFound: a misspelt --config makes watch say on
+// stderr that the config does not exist, instead of waiting in silence
+// (issue 17, item 3).
+func TestWatchSaysConfigNotFound(t *testing.T) {
+	repo := exampleRepo(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	p, err := pipeline.Start(ctx, pipeline.Config{Repo: repo.Dir, Branch: "main", DataDir: t.TempDir(), Listen: "127.0.0.1:0", Interval: 20 * time.Millisecond})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	served := make(chan struct{})
+	go func() { p.Run(ctx); close(served) }()
+	defer func() { cancel(); <-served; p.Close() }()
+
+	wctx, stopWatch := context.WithCancel(context.Background())
+	stdout, stderr := &syncBuffer{}, &syncBuffer{}
+	done := make(chan int, 1)
+	go func() {
+		io := &iostreams.IOStreams{In: strings.NewReader(""), Out: stdout, ErrOut: stderr}
+		done <- cli.Main(wctx, []string{"watch", "--nats", p.ClientURL(), "--config", "payments/chekout", "--instance", "web-1",
+			"--trusted-key", p.PublicKey, "--lkg", filepath.Join(t.TempDir(), "lkg.json")}, io, func(string) string { return "" })
+	}()
+	defer func() { stopWatch(); <-done }()
+	poll.Until(t, "watch says the config does not exist", 20*time.Second, func() (bool, string) {
+		return strings.Contains(stderr.String(), "watch web-1: not-found payments/chekout: config payments/chekout does not exist"), stderr.String()
+	})
+	if stdout.String() != "" {
+		t.Fatalf("stdout: got %q, want nothing applied", stdout.String())
+	}
+}
