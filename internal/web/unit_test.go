@@ -229,10 +229,36 @@ func TestRolloutStagesCountNamedInstances(t *testing.T) {
 		}},
 		Cohort: rollout.Cohort{Instances: []string{named}},
 	}}
-	rv := rolloutOf(rec, reports)
+	rv := rolloutOf(rec, reports, time.Now())
 	for i, want := range []struct{ instances, onTarget int }{{1, 1}, {3, 1}, {4, 1}} {
 		if got := rv.Stages[i]; got.Instances != want.instances || got.OnTarget != want.onTarget {
 			t.Errorf("stage %s: got %d/%d on v2, want %d/%d", got.Name, got.OnTarget, got.Instances, want.onTarget, want.instances)
 		}
+	}
+}
+
+// TestRolloutViewShowsNoPastDeadline: the dashboard showed "holding until
+// 5:20:09 PM" long after that time, for a stage held by min_instances. The
+// view's deadline is the next one ahead, and the note names none passed.
+func TestRolloutViewShowsNoPastDeadline(t *testing.T) {
+	now := time.Date(2026, 12, 1, 17, 30, 0, 0, time.UTC)
+	hold, enough := now.Add(-10*time.Minute), now.Add(5*time.Minute)
+	rec := rollout.Record{Config: "payments/checkout", Stable: 1, Current: &rollout.Rollout{
+		Config: "payments/checkout", Version: 2, From: 1, State: rollout.StateHolding,
+		Policy:    cuecast.Policy{Stages: []cuecast.Stage{{Name: "canary", Percent: 1, MinInstances: 2}, {Name: "all", Percent: 100}}},
+		Cohort:    rollout.Cohort{Buckets: []int{0}},
+		HoldUntil: hold, EnoughBy: enough,
+		Note: "holding until " + hold.Format(time.RFC3339),
+	}}
+	rv := rolloutOf(rec, nil, now)
+	if !rv.HoldUntil.Equal(enough) {
+		t.Errorf("hold_until %s, want the next deadline %s", rv.HoldUntil, enough)
+	}
+	if strings.Contains(rv.Note, hold.Format(time.RFC3339)) {
+		t.Errorf("note %q names the past hold", rv.Note)
+	}
+	rv = rolloutOf(rec, nil, enough.Add(time.Second))
+	if !rv.HoldUntil.IsZero() {
+		t.Errorf("hold_until %s after every deadline passed, want none", rv.HoldUntil)
 	}
 }
