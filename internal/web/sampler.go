@@ -198,15 +198,15 @@ func haltCause(r *rollout.Rollout) string {
 	why := strings.ToLower(r.Reason)
 	switch {
 	case strings.Contains(why, "strict cutover") && strings.Contains(why, "failed to stage"):
-		return "strict_stage_failed"
+		return metrics.CauseStrictStageFailed
 	case strings.Contains(why, "strict cutover"):
-		return "strict_unconfirmed"
+		return metrics.CauseStrictUnconfirmed
 	case strings.Contains(why, "instances unhealthy"):
-		return "unhealthy"
+		return metrics.CauseUnhealthy
 	case strings.Contains(why, "failed to apply"):
-		return "apply_failures"
+		return metrics.CauseApplyFailures
 	}
-	return "operator"
+	return metrics.CauseOperator
 }
 
 func (s *Server) sampleFleet(ctx context.Context, snap *snapshot) error {
