@@ -377,3 +377,32 @@ func TestHaltAlertFiresOnFirstHalt(t *testing.T) {
 		t.Errorf("rejections: first scrape %v (present %t), second %v: increase() does not fire on the first rejection", rejBefore, rejOK, rejAfter)
 	}
 }
+
+// TestCoverageAbsentWithNoInstance: a config with no live instance has no
+// coverage to export; the gauge read 1, "fully covered".
+func TestCoverageAbsentWithNoInstance(t *testing.T) {
+	m := New(Options{})
+	m.ObserveFleet(time.Now(), []ConfigSample{
+		{Config: "a/none", Target: cuecast.Version{Version: 1}},
+		{Config: "a/some", Target: cuecast.Version{Version: 1}, Instances: 4, OnTarget: 1, OnIntended: 4},
+	})
+	mfs, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "cuecast_config_coverage_ratio" {
+			continue
+		}
+		for _, mm := range mf.Metric {
+			got[mm.Label[0].GetValue()] = mm.GetGauge().GetValue()
+		}
+	}
+	if _, ok := got["a/none"]; ok {
+		t.Errorf("coverage of a config with no instance exported: %v", got["a/none"])
+	}
+	if got["a/some"] != 1 {
+		t.Errorf("coverage of a/some = %v, want 1 (every instance where its rollout means it)", got["a/some"])
+	}
+}
