@@ -59,6 +59,7 @@ type configRow struct {
 	Message    string             `json:"message"`
 	Instances  int                `json:"instances"`
 	OnLatest   int                `json:"on_latest"`
+	OnIntended int                `json:"on_intended"` // on the version their rollout means them to run now (distributor.Intent), as Coverage
 	Coverage   float64            `json:"coverage"`
 	Stragglers int                `json:"stragglers"`
 	LKG        int                `json:"lkg"`
@@ -176,7 +177,7 @@ func (s *Server) row(snap *snapshot, st distributor.ConfigStatus) configRow {
 	r := configRow{
 		Config: st.Config, Version: v.Version, Deleted: v.Deleted, Commit: v.Commit, CommitURL: s.commitURL(v.Commit),
 		Author: v.Author, Message: firstLine(v.Message), Instances: st.Instances, OnLatest: st.OnLatest,
-		Coverage: st.Coverage, Stragglers: len(st.Stragglers), LKG: len(st.LastKnownGood),
+		OnIntended: st.OnIntended, Coverage: st.Coverage, Stragglers: len(st.Stragglers), LKG: len(st.LastKnownGood),
 		Drift: len(snap.drift[st.Config]), Unhealthy: st.Unhealthy, Failing: st.Failing,
 	}
 	if rec, ok := snap.records[st.Config]; ok {
