@@ -33,7 +33,10 @@ func newStatusCmd(env *Env, runF func(*cobra.Command, *StatusOptions) error) *co
 		Use:   "status [CONFIG...]",
 		Short: "Show each config's current version and how much of the fleet runs it",
 		Long: `Status reads the versions published and the live reports of instances, and shows
-for each config its latest version and how many live instances report it.
+for each config the version its fleet is meant to end on (the latest, or a pin's or a
+halted rollout's, with the latest beside it) and how many live instances report it.
+During a staged rollout it adds how many are where the rollout means them now.
+Stragglers are counted against that same rule (docs/ROLLOUT.md, "What status counts").
 
 An instance is live while its reports keep arriving (they expire after a few missed
 heartbeats).`,
