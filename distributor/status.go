@@ -159,31 +159,68 @@ type ConfigStatus struct {
 	Config cuecast.ConfigPath `json:"config"`
 	// Latest is the newest version (a tombstone when the config was removed).
 	Latest cuecast.Version `json:"latest"`
+	// Target is the version the whole fleet is meant to end on as things
+	// stand: Latest, unless the rollout controller says otherwise (a pin,
+	// a halt moving the fleet back, a rollout of an older version); see
+	// Intent. OnTarget counts the instances on it.
+	Target   uint64 `json:"target"`
+	OnTarget int    `json:"on_target"`
 	// Instances is the number of live instances reporting on the config.
 	Instances int `json:"instances"`
 	// OnLatest counts the instances applying Latest.
 	OnLatest int `json:"on_latest"`
-	// Behind counts the instances on an older version (stragglers included).
-	Behind int `json:"behind"`
+	// OnIntended counts the instances on the version intended for each of
+	// them now (Intent: its stage, cohort, a halt, a pin); Behind those on
+	// an older one than that (stragglers included).
+	OnIntended int `json:"on_intended"`
+	Behind     int `json:"behind"`
 	// Unhealthy counts the instances whose health provider says unhealthy.
 	Unhealthy int `json:"unhealthy"`
 	// Failing counts the instances whose last apply failed (LastError set).
 	Failing int `json:"failing"`
-	// Stragglers are the instances still behind Latest longer than
-	// Options.StragglerAfter after it was published.
+	// Stragglers are the instances not on the version intended for them
+	// longer than Options.StragglerAfter after it became intended.
 	Stragglers []cuecast.Report `json:"stragglers,omitempty"`
 	// LastKnownGood are the instances serving their last-known-good file
 	// because they could not confirm it with the distributor.
 	LastKnownGood []cuecast.Report `json:"last_known_good,omitempty"`
-	// Coverage is OnLatest / Instances (1 when no instance reports).
+	// Coverage is OnIntended / Instances: the share of the fleet where it
+	// is meant to be now. It is 0 when no instance reports (nobody is
+	// covered; Instances says why), never 1.
 	Coverage float64 `json:"coverage"`
 }
 
+// Intent is the one rule for "the version this instance is meant to run
+// now" (docs/ROLLOUT.md, "What status counts"): it returns that version
+// and since when it has been meant, the straggler clock's start. The
+// rollout controller's records give one per config (rollout.Record.Intent:
+// stage, cohort, halt, pin); without a record, every instance is meant to
+// run the latest version since it was published (LatestIntent).
+type Intent func(instance string) (version uint64, since time.Time)
+
+// LatestIntent is the Intent of a config no rollout controller governs:
+// latest for everyone since published.
+func LatestIntent(latest uint64, published time.Time) Intent {
+	return func(string) (uint64, time.Time) { return latest, published }
+}
+
+// Intents gives the Intent of each config (nil: LatestIntent) and the
+// version its whole fleet is meant to end on (0: the latest).
+type Intents func(cfg cuecast.ConfigPath, latest cuecast.Version, published time.Time) (Intent, uint64)
+
 // Status computes coverage for the given configs (every config when none is
-// given): how many live instances run the latest version, which stragglers
-// lag behind, and which serve their last-known-good file. A config named
-// explicitly with no version returns an error wrapping cuecast.ErrNotFound.
+// given) against the latest version of each: how many live instances run
+// it, which stragglers lag behind, and which serve their last-known-good
+// file. A config named explicitly with no version returns an error wrapping
+// cuecast.ErrNotFound. StatusWith counts against what the rollout
+// controller intends instead; status, the dashboard and the metrics use it.
 func (d *Distributor) Status(ctx context.Context, cfgs ...cuecast.ConfigPath) ([]ConfigStatus, error) {
+	return d.StatusWith(ctx, nil, cfgs...)
+}
+
+// StatusWith is Status with each instance counted against the version
+// intents says it is meant to run (nil: the latest, as Status).
+func (d *Distributor) StatusWith(ctx context.Context, intents Intents, cfgs ...cuecast.ConfigPath) ([]ConfigStatus, error) {
 	var err error
 	if len(cfgs) == 0 {
 		if cfgs, err = d.Configs(ctx); err != nil {
@@ -213,21 +250,47 @@ func (d *Distributor) Status(ctx context.Context, cfgs ...cuecast.ConfigPath) ([
 		if err != nil {
 			return nil, fmt.Errorf("compute status of %s: %w", cfg, err)
 		}
-		out = append(out, d.summarize(sv, byConfig[cfg], now))
+		var intent Intent
+		var target uint64
+		if intents != nil {
+			intent, target = intents(cfg, sv.Version, sv.At)
+		}
+		out = append(out, Summarize(sv.Version, sv.At, byConfig[cfg], intent, target, d.o.StragglerAfter, now))
 	}
 	return out, nil
 }
 
-func (d *Distributor) summarize(latest storedVersion, reports []cuecast.Report, now time.Time) ConfigStatus {
-	st := ConfigStatus{Config: latest.Config, Latest: latest.Version, Instances: len(reports), Coverage: 1}
-	published := latest.At
+// Summarize measures reports, the live reports on latest's config, against
+// intent (nil: LatestIntent) at now. target is the version the whole fleet
+// is meant to end on (0: latest). An instance is a straggler when it is not
+// on its intended version longer than stragglerAfter after that version
+// became intended; one on a newer version than intended (an instance a
+// halt is moving back) is neither on it nor behind, and a straggler too
+// once stragglerAfter has passed.
+func Summarize(latest cuecast.Version, published time.Time, reports []cuecast.Report, intent Intent, target uint64, stragglerAfter time.Duration, now time.Time) ConfigStatus {
+	if intent == nil {
+		intent = LatestIntent(latest.Version, published)
+	}
+	if target == 0 {
+		target = latest.Version
+	}
+	st := ConfigStatus{Config: latest.Config, Latest: latest, Target: target, Instances: len(reports)}
 	for _, r := range reports {
-		switch {
-		case r.Version == latest.Version.Version && r.Checksum == latest.Checksum:
+		want, since := intent(r.Instance)
+		if r.Version == latest.Version && r.Checksum == latest.Checksum {
 			st.OnLatest++
-		case r.Version < latest.Version.Version:
+		}
+		if r.Version == target {
+			st.OnTarget++
+		}
+		switch {
+		case r.Version == want:
+			st.OnIntended++
+		case r.Version < want:
 			st.Behind++
-			if now.Sub(published) > d.o.StragglerAfter {
+			fallthrough
+		default:
+			if now.Sub(since) > stragglerAfter {
 				st.Stragglers = append(st.Stragglers, r)
 			}
 		}
@@ -242,7 +305,29 @@ func (d *Distributor) summarize(latest storedVersion, reports []cuecast.Report, 
 		}
 	}
 	if st.Instances > 0 {
-		st.Coverage = float64(st.OnLatest) / float64(st.Instances)
+		st.Coverage = float64(st.OnIntended) / float64(st.Instances)
 	}
 	return st
+}
+
+// Drift says whether r reports content cuecast did not publish, and why:
+// a version newer than latest, or a checksum other than the stored one for
+// its version (sums: the retained versions' checksums). A version older
+// than retention keeps cannot be checked and is not drift; nor is an
+// instance with no version yet, or one reporting no checksum. (The CLI
+// called a version out of retention drift, the dashboard did not: two
+// rules for one word, issue 17, item 7.) The one rule for `cuecast status`, the
+// dashboard and cuecast_config_instances_drifted.
+func Drift(r cuecast.Report, sums map[uint64]string, latest uint64) (string, bool) {
+	if r.Version == 0 {
+		return "", false
+	}
+	if r.Version > latest {
+		return fmt.Sprintf("%s reports v%d, newer than the latest v%d (checksum %.12s)", r.Instance, r.Version, latest, r.Checksum), true
+	}
+	sum, ok := sums[r.Version]
+	if !ok || r.Checksum == "" || r.Checksum == sum {
+		return "", false
+	}
+	return fmt.Sprintf("%s reports v%d with checksum %.12s, v%d is %.12s", r.Instance, r.Version, r.Checksum, r.Version, sum), true
 }

@@ -102,3 +102,37 @@ func TestReportsWhileInstancesReport(t *testing.T) {
 		}
 	}
 }
+
+// TestDriftOneRule: the one drift rule of status, the dashboard and the
+// metrics. The CLI called a version out of retention drift and the
+// dashboard did not; the CLI missed a version newer than the latest.
+func TestDriftOneRule(t *testing.T) {
+	sums := map[uint64]string{2: "aaa", 3: "bbb"}
+	for _, c := range []struct {
+		name string
+		r    cuecast.Report
+		want bool
+	}{
+		{"on latest", cuecast.Report{Version: 3, Checksum: "bbb"}, false},
+		{"behind, intact", cuecast.Report{Version: 2, Checksum: "aaa"}, false},
+		{"other content", cuecast.Report{Version: 3, Checksum: "zzz"}, true},
+		{"newer than latest", cuecast.Report{Version: 4, Checksum: "ccc"}, true},
+		{"out of retention", cuecast.Report{Version: 1, Checksum: "old"}, false},
+		{"no checksum reported", cuecast.Report{Version: 3}, false},
+		{"nothing applied", cuecast.Report{}, false},
+	} {
+		why, got := distributor.Drift(c.r, sums, 3)
+		if got != c.want || (got && why == "") {
+			t.Errorf("%s: drift = %t (%q), want %t", c.name, got, why, c.want)
+		}
+	}
+}
+
+// TestCoverageOfNoInstanceIsNotOne: a config nobody runs is not "fully
+// covered"; it read 1.
+func TestCoverageOfNoInstanceIsNotOne(t *testing.T) {
+	st := distributor.Summarize(cuecast.Version{Config: "a/b", Version: 1}, time.Now(), nil, nil, 0, time.Second, time.Now())
+	if st.Coverage != 0 || st.Instances != 0 {
+		t.Errorf("coverage %v with %d instances, want 0", st.Coverage, st.Instances)
+	}
+}

@@ -340,7 +340,7 @@ func (c *Controller) enterStage(r *Rollout, i int, reports []cuecast.Report, now
 	r.Moved = r.Moved.union(r.Config.Namespace(), r.Cohort)
 	r.Cohort = Cohort{}
 	r.StageStarted = now
-	r.WaitUntil, r.HoldUntil = time.Time{}, time.Time{}
+	r.WaitUntil, r.HoldUntil, r.EnoughBy = time.Time{}, time.Time{}, time.Time{}
 	r.Unconfirmed = nil
 	r.Note = ""
 	r.Updated = now
@@ -743,6 +743,28 @@ func (c *Controller) evaluate(ctx context.Context, rec *Record, r *Rollout, now 
 	if err != nil {
 		return nil, false, err
 	}
+	return c.judge(rec, r, reports, now)
+}
+
+// judge is evaluate on the live reports of the config: one step of a
+// waiting or holding stage (docs/ROLLOUT.md, "The controller"):
+//
+//   - a breach halts;
+//   - a waiting stage waits until every live cohort instance runs the
+//     version or the wait times out, then holds for the stage's hold;
+//   - a stage whose cohort has fewer live instances than min_instances
+//     holds past its hold until EnoughBy (the hold plus ApplyTimeout, the
+//     time an instance still starting gets to report), then passes with
+//     the instances it has, every one of them on the version: the fleet
+//     has no more, and holding for instances that do not exist would hold
+//     for ever. With no live instance on the config at all there is
+//     nobody starting to wait for: it passes when its hold has;
+//   - otherwise the stage passes when its hold has. A hold is a time, not
+//     a count: it runs with no instance too, and one that starts during it
+//     gets the stage's version from its pointers and is watched.
+//
+// The note always names the real next event, never a past deadline.
+func (c *Controller) judge(rec *Record, r *Rollout, reports []cuecast.Report, now time.Time) ([]AuditEntry, bool, error) {
 	st := r.Policy.Stages[r.Stage]
 	timedOut := !now.Before(r.WaitUntil)
 	if r.State == StateWaiting {
@@ -769,6 +791,12 @@ func (c *Controller) evaluate(ctx context.Context, rec *Record, r *Rollout, now 
 	if r.State == StateWaiting {
 		changed = r.confirm(m.Waiting, now)
 	}
+	short := m.Instances < st.MinInstances && !r.Emergency
+	nobody := len(reports) == 0
+	if short && r.EnoughBy.IsZero() && r.State == StateHolding {
+		// A record written before EnoughBy existed.
+		r.EnoughBy = r.HoldUntil.Add(c.o.ApplyTimeout)
+	}
 	switch {
 	case r.State == StateWaiting && len(m.Waiting) > 0 && !timedOut:
 		note = fmt.Sprintf("waiting for %d of %d instances to apply v%d: %s", len(m.Waiting), m.Instances, r.Version, list(m.Waiting, 5))
@@ -780,28 +808,42 @@ func (c *Controller) evaluate(ctx context.Context, rec *Record, r *Rollout, now 
 			hold = 0
 		}
 		r.HoldUntil = now.Add(hold)
+		r.EnoughBy = time.Time{}
+		if st.MinInstances > 0 {
+			r.EnoughBy = r.HoldUntil.Add(c.o.ApplyTimeout)
+		}
 		r.Note = ""
 		r.Updated = now
 		r.log(now, fmt.Sprintf("%d/%d instances on v%d; holding %s", m.OnTarget, m.Instances, r.Version, hold))
 		return nil, true, nil
-	case m.Instances < st.MinInstances && !r.Emergency:
-		note = fmt.Sprintf("holding: only %d instances report in stage %s, it needs %d to learn anything", m.Instances, st.Name, st.MinInstances)
+	case now.Before(r.HoldUntil) && nobody:
+		note = fmt.Sprintf("holding until %s; no live instance reports on the config", r.HoldUntil.Format(time.RFC3339))
+	case now.Before(r.HoldUntil) && short:
+		note = fmt.Sprintf("holding until %s; only %d instances report in stage %s, it needs %d to learn anything, so it holds on until %s unless more join",
+			r.HoldUntil.Format(time.RFC3339), m.Instances, st.Name, st.MinInstances, r.EnoughBy.Format(time.RFC3339))
 	case now.Before(r.HoldUntil):
 		note = fmt.Sprintf("holding until %s", r.HoldUntil.Format(time.RFC3339))
+	case short && !nobody && now.Before(r.EnoughBy):
+		note = fmt.Sprintf("holding: only %d instances report in stage %s, it needs %d to learn anything; it passes with them at %s unless more join",
+			m.Instances, st.Name, st.MinInstances, r.EnoughBy.Format(time.RFC3339))
 	default:
 		r.Note = ""
+		passed := fmt.Sprintf("passed: %d/%d on v%d, %d unhealthy, %d failing", m.OnTarget, m.Instances, r.Version, m.Unhealthy, m.Failing)
+		switch {
+		case nobody:
+			passed = "passed: no live instance reports on the config"
+		case short:
+			passed += fmt.Sprintf("; only %d of the %d instances min_instances asks for report in stage %s, and no more joined", m.Instances, st.MinInstances, st.Name)
+		}
 		if r.Stage+1 < len(r.Policy.Stages) {
-			r.log(now, fmt.Sprintf("passed: %d/%d on v%d, %d unhealthy, %d failing", m.OnTarget, m.Instances, r.Version, m.Unhealthy, m.Failing))
+			r.log(now, passed)
 			c.enterStage(r, r.Stage+1, reports, now)
 			return nil, true, nil
 		}
-		r.State = StateComplete
-		r.Updated = now
-		r.log(now, "complete")
-		rec.Stable, rec.StableChecksum = r.Version, r.Checksum
-		rec.Floor, rec.FloorChecksum = r.Version, r.Checksum
-		c.log.Info("rollout complete", "config", rec.Config, "version", r.Version)
-		return nil, true, nil
+		if !short && !nobody {
+			passed = ""
+		}
+		return c.complete(rec, r, now, passed), true, nil
 	}
 	if note != r.Note {
 		r.Note = note
@@ -809,6 +851,22 @@ func (c *Controller) evaluate(ctx context.Context, rec *Record, r *Rollout, now 
 		return nil, true, nil
 	}
 	return nil, changed, nil
+}
+
+// complete ends r's last stage: its version becomes the config's stable
+// version and floor. why, when set, is logged before "complete".
+func (c *Controller) complete(rec *Record, r *Rollout, now time.Time, why string) []AuditEntry {
+	if why != "" {
+		r.log(now, why)
+	}
+	r.State = StateComplete
+	r.Note = ""
+	r.Updated = now
+	r.log(now, "complete")
+	rec.Stable, rec.StableChecksum = r.Version, r.Checksum
+	rec.Floor, rec.FloorChecksum = r.Version, r.Checksum
+	c.log.Info("rollout complete", "config", rec.Config, "version", r.Version)
+	return nil
 }
 
 // gathering notes that a stage with label selectors waits to hear n live
@@ -1034,7 +1092,7 @@ func (kn *known) due(now time.Time, newReport bool) bool {
 	if r.State != StateWaiting && r.State != StateHolding && r.State != StateStaging {
 		return true
 	}
-	for _, t := range [2]time.Time{r.WaitUntil, r.HoldUntil} {
+	for _, t := range [3]time.Time{r.WaitUntil, r.HoldUntil, r.EnoughBy} {
 		if !t.IsZero() && !now.Before(t) && kn.judged.Before(t) {
 			return true
 		}

@@ -3,6 +3,7 @@ package rollout
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"slices"
 	"time"
 
@@ -39,6 +40,52 @@ type Progress struct {
 	// reports less than a heartbeat and a quarter ago): their state is
 	// unknown, and they count as not on the version.
 	Unheard int `json:"unheard"`
+	// Next is when the controller next judges the current stage by the
+	// clock (the end of its wait, its hold, or its min_instances grace);
+	// zero when that moment has passed or the rollout waits for nothing.
+	Next time.Time `json:"next,omitzero"`
+}
+
+// Deadline returns the moment the controller next steps r by the clock:
+// the end of a waiting (or staging) stage's wait, of a holding stage's
+// hold, or then of its min_instances grace (EnoughBy). It is zero when r
+// waits for no deadline or the deadline has passed (the controller steps
+// it within its interval).
+func (r *Rollout) Deadline(now time.Time) time.Time {
+	var ts []time.Time
+	switch r.State {
+	case StateWaiting, StateStaging:
+		ts = []time.Time{r.WaitUntil}
+	case StateHolding:
+		ts = []time.Time{r.HoldUntil, r.EnoughBy}
+	}
+	for _, t := range ts {
+		if t.After(now) {
+			return t
+		}
+	}
+	return time.Time{}
+}
+
+// noteTime matches the RFC 3339 times the controller writes in notes.
+var noteTime = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)`)
+
+// NoteAt returns r's note as of now: the note itself while every deadline
+// it names lies ahead; once one has passed (the controller has not judged
+// the stage since), what is due instead, so that no status shows a past
+// deadline as the next event.
+func (r *Rollout) NoteAt(now time.Time) string {
+	for _, m := range noteTime.FindAllString(r.Note, -1) {
+		at, err := time.Parse(time.RFC3339, m)
+		if err != nil || at.After(now) {
+			continue
+		}
+		if next := r.Deadline(now); !next.IsZero() {
+			return fmt.Sprintf("%s: judged again by %s", r.State, next.Format(time.RFC3339))
+		}
+		return fmt.Sprintf("%s: a deadline has passed; the controller judges the stage on its next step", r.State)
+	}
+	return r.Note
 }
 
 // Progress reads cfg's record and the live reports and measures each stage.
@@ -62,6 +109,12 @@ func progress(rec Record, reports []cuecast.Report, now time.Time) Progress {
 	if r == nil {
 		return p
 	}
+	// The note as of now: one written before a deadline passed must not
+	// show that deadline as ahead.
+	cur := *r
+	cur.Note = r.NoteAt(now)
+	p.Record.Current = &cur
+	p.Next = r.Deadline(now)
 	ns := rec.Config.Namespace()
 	for _, rp := range reports {
 		if rp.Version == r.Version {

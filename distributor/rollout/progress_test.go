@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -38,5 +39,45 @@ func TestProgressCountsNamedInstances(t *testing.T) {
 	}
 	if m := p.Cohort; m.Instances != 1 || m.OnTarget != 1 || m.Outside != 3 {
 		t.Errorf("cohort: got %d instances (%d on v2), %d outside; want 1 (1), 3 outside", m.Instances, m.OnTarget, m.Outside)
+	}
+}
+
+// TestProgressNeverShowsPastDeadline: a note written before its deadline
+// passed (the controller has not judged the stage since) is not shown as
+// the next event; Next is the real one, or zero once every one has passed.
+func TestProgressNeverShowsPastDeadline(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 17, 0, 0, 0, time.UTC)
+	hold, enough := t0.Add(5*time.Minute), t0.Add(10*time.Minute)
+	rec := func() Record {
+		return Record{Config: "payments/checkout", Stable: 1, Current: &Rollout{
+			Config: "payments/checkout", Version: 2, From: 1, State: StateHolding, Stage: 0,
+			Policy:    cuecast.Policy{Stages: []cuecast.Stage{{Name: "canary", Percent: 1, MinInstances: 2}, {Name: "all", Percent: 100}}},
+			Cohort:    Cohort{Buckets: []int{0}},
+			HoldUntil: hold, EnoughBy: enough,
+			Note: "holding until " + hold.Format(time.RFC3339),
+		}}
+	}
+	for _, tc := range []struct {
+		now        time.Time
+		note, next string
+	}{
+		{now: t0, note: "holding until " + hold.Format(time.RFC3339), next: hold.Format(time.RFC3339)},
+		{now: hold.Add(time.Second), note: "judged again by " + enough.Format(time.RFC3339), next: enough.Format(time.RFC3339)},
+		{now: enough.Add(time.Second), note: "the controller judges the stage on its next step"},
+	} {
+		r := rec()
+		p := progress(r, nil, tc.now)
+		if got := p.Record.Current.Note; !strings.Contains(got, tc.note) {
+			t.Errorf("at %s: note %q, want it to say %q", tc.now, got, tc.note)
+		}
+		if strings.Contains(p.Record.Current.Note, hold.Format(time.RFC3339)) && !tc.now.Before(hold) {
+			t.Errorf("at %s: note %q names the past hold", tc.now, p.Record.Current.Note)
+		}
+		if got := p.Next; (tc.next == "" && !got.IsZero()) || (tc.next != "" && got.Format(time.RFC3339) != tc.next) {
+			t.Errorf("at %s: next %s, want %q", tc.now, got, tc.next)
+		}
+		if r.Current.Note != "holding until "+hold.Format(time.RFC3339) {
+			t.Errorf("progress changed the record it was given: %q", r.Current.Note)
+		}
 	}
 }

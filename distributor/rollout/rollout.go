@@ -114,6 +114,11 @@ type Rollout struct {
 	// instances never report; HoldUntil ends StateHolding.
 	WaitUntil time.Time `json:"wait_until,omitzero"`
 	HoldUntil time.Time `json:"hold_until,omitzero"`
+	// EnoughBy ends a holding stage whose cohort has fewer live instances
+	// than its min_instances: the stage then passes with those it has
+	// (HoldUntil plus Options.ApplyTimeout; zero for a stage without
+	// min_instances).
+	EnoughBy time.Time `json:"enough_by,omitzero"`
 	// Unconfirmed are the instances a waiting stage (or a strict staging)
 	// waits for, as of its last evaluation. One that stops reporting stays
 	// waited for until the wait times out (then it fails to apply, or

@@ -80,10 +80,15 @@ func (c *Controller) stepStrict(ctx context.Context, rec *Record, r *Rollout, no
 		r.log(now, "halted: "+why)
 		return []AuditEntry{{At: now, Actor: c.o.Actor, Action: "halt", Config: rec.Config, Version: r.Version, Stage: "staging", Reason: why}}, true, nil
 	}
-	if len(missing) > 0 || len(reports) < st.MinInstances {
+	// Too few live instances for min_instances, every one of them staged:
+	// wait for more until the wait ends, then flip with those there are
+	// (docs/ROLLOUT.md, "Small fleets and the first version").
+	short := len(reports) < st.MinInstances
+	if len(missing) > 0 || (short && now.Before(r.WaitUntil)) {
 		note := fmt.Sprintf("staged on %d of %d live instances; waiting for %s", len(reports)-len(missing), len(reports), list(missing, 10))
 		if len(missing) == 0 {
-			note = fmt.Sprintf("staged on all %d live instances, but the policy needs %d", len(reports), st.MinInstances)
+			note = fmt.Sprintf("staged on all %d live instances, but the policy needs %d; it flips with them at %s unless more join",
+				len(reports), st.MinInstances, r.WaitUntil.Format(time.RFC3339))
 		}
 		if note != r.Note {
 			r.Note = note
@@ -95,6 +100,9 @@ func (c *Controller) stepStrict(ctx context.Context, rec *Record, r *Rollout, no
 	p := cuecast.Pointer{Config: rec.Config, Version: r.Version, Rollout: r.ID, Reason: "activate"}
 	if err := cut.Activate(ctx, rec.Config, p); err != nil {
 		return nil, false, err
+	}
+	if short {
+		r.log(now, fmt.Sprintf("only %d of the %d live instances min_instances asks for, and no more joined", len(reports), st.MinInstances))
 	}
 	r.log(now, fmt.Sprintf("activated on %d live instances at once", len(reports)))
 	// The cohort pointers follow, so that an instance that missed the

@@ -283,3 +283,40 @@ func TestStageWaitsForHungCohortMember(t *testing.T) {
 		t.Errorf("reason: got %q, want hung-1 named as stopped reporting", rec.Current.Reason)
 	}
 }
+
+// TestStrictCutoverFlipsOnSmallFleet: a strict cutover whose live fleet is
+// smaller than min_instances, every instance staged, waited for more until
+// its wait ended and then stayed "staged on all 2 live instances, but the
+// policy needs 3" for ever. It now says when it flips and flips then
+// (docs/ROLLOUT.md, "Small fleets and the first version").
+func TestStrictCutoverFlipsOnSmallFleet(t *testing.T) {
+	pol := threeStages(0)
+	pol.Stages[0].MinInstances = 3
+	const wait = 2 * time.Second
+	e := newEnvSet(t, pol, rollout.Strict, func(e *env) {
+		e.opts = func(o *rollout.Options) { o.ApplyTimeout = wait }
+	})
+	e.baseline()
+	var ins []*instance
+	for _, id := range idIn("web", 0, 100, 2) {
+		ins = append(ins, e.instance(id))
+	}
+	waitOn(t, 1, ins...)
+	e.waitLive(2)
+	e.deploy(e.publish(2, content(2)))
+	eventually(t, "staged everywhere, waiting for more instances until a deadline ahead", func() (bool, string) {
+		r := e.record().Current
+		ok := r.State == rollout.StateStaging && strings.Contains(r.Note, "the policy needs 3; it flips with them at ") &&
+			strings.Contains(r.Note, r.WaitUntil.Format(time.RFC3339))
+		return ok, string(r.State) + ": " + r.Note
+	})
+	rec := e.waitState(2, rollout.StateComplete, -1)
+	waitOn(t, 2, ins...)
+	var said bool
+	for _, s := range rec.Current.Log {
+		said = said || strings.Contains(s.Detail, "only 2 of the 3 live instances min_instances asks for")
+	}
+	if !said {
+		t.Errorf("the log does not say it flipped short of min_instances: %+v", rec.Current.Log)
+	}
+}

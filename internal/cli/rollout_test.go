@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -155,6 +156,11 @@ func TestRollbackPinRevertAndWait(t *testing.T) {
 	code, out, _ = run(ctx, "status", "--nats", url, "payments/checkout")
 	if code != 0 || !strings.Contains(out.String(), "PINNED to v1 by ann") {
 		t.Errorf("status payments/checkout: exit %d, got %q, want the pin shown loudly", code, out)
+	}
+	// Counted against the pin, not the newest version: it said "v2 0/2
+	// instances", and both instances were stragglers.
+	if !regexp.MustCompile(`(?m)^payments/checkout\s+v1 \(latest v2\)\s+2/2 instances\s`).MatchString(out.String()) || strings.Contains(out.String(), "stragglers") {
+		t.Errorf("status payments/checkout after rollback --to 1: got %q, want v1 (latest v2) 2/2 instances and no stragglers", out)
 	}
 	code, out, _ = run(ctx, "status", "--nats", url)
 	if code != 0 || !strings.Contains(out.String(), "!!! payments/checkout PINNED to v1") {

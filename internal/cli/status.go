@@ -10,6 +10,7 @@ import (
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/distributor"
+	"github.com/cuecast/cuecast/distributor/rollout"
 	"github.com/cuecast/cuecast/tailer"
 )
 
@@ -32,7 +33,10 @@ func newStatusCmd(env *Env, runF func(*cobra.Command, *StatusOptions) error) *co
 		Use:   "status [CONFIG...]",
 		Short: "Show each config's current version and how much of the fleet runs it",
 		Long: `Status reads the versions published and the live reports of instances, and shows
-for each config its latest version and how many live instances report it.
+for each config the version its fleet is meant to end on (the latest, or a pin's or a
+halted rollout's, with the latest beside it) and how many live instances report it.
+During a staged rollout it adds how many are where the rollout means them now.
+Stragglers are counted against that same rule (docs/ROLLOUT.md, "What status counts").
 
 An instance is live while its reports keep arriving (they expire after a few missed
 heartbeats).`,
@@ -81,7 +85,18 @@ func statusRun(c *cobra.Command, env *Env, opts *StatusOptions) error {
 	for _, a := range opts.Configs {
 		cfgs = append(cfgs, cuecast.ConfigPath(a))
 	}
-	st, err := d.Status(ctx, cfgs...)
+	// Each instance is counted against the version the rollout controller
+	// means it to run now (rollout.Record.Intent), as the dashboard and the
+	// metrics count it.
+	ctl, err := openRollout(ctx, nc, d, env)
+	if err != nil {
+		return err
+	}
+	recs, err := ctl.Records(ctx)
+	if err != nil {
+		return fmt.Errorf("status: %w", err)
+	}
+	st, err := d.StatusWith(ctx, rollout.IntentsOf(recs), cfgs...)
 	if errors.Is(err, cuecast.ErrNotFound) {
 		// As log does: naming a config that was never published is wrong
 		// usage (a typo, most often), not a failure of cuecast.
@@ -102,11 +117,7 @@ func statusRun(c *cobra.Command, env *Env, opts *StatusOptions) error {
 	}
 	tw := newTable(env.IO.Out)
 	for _, s := range st {
-		ver := fmt.Sprintf("v%d", s.Latest.Version)
-		if s.Latest.Deleted {
-			ver += " (deleted)"
-		}
-		tw.row(string(s.Config), ver, fmt.Sprintf("%d/%d instances", s.OnLatest, s.Instances), shortCommit(s.Latest.Commit))
+		tw.row(string(s.Config), targetColumn(s), countColumn(s), shortCommit(s.Latest.Commit))
 	}
 	tw.flush()
 	// A halted tailer is the loudest news: nothing new reaches the fleet.
@@ -117,6 +128,29 @@ func statusRun(c *cobra.Command, env *Env, opts *StatusOptions) error {
 		}
 	}
 	return statusRollout(ctx, env, nc, d, cfgs, st)
+}
+
+// targetColumn is the version the config's fleet is meant to end on, and
+// the latest when that is another (a pin, a halt).
+func targetColumn(s distributor.ConfigStatus) string {
+	ver := fmt.Sprintf("v%d", s.Target)
+	if s.Target != s.Latest.Version {
+		ver += fmt.Sprintf(" (latest v%d)", s.Latest.Version)
+	}
+	if s.Latest.Deleted {
+		ver += " (deleted)"
+	}
+	return ver
+}
+
+// countColumn counts the instances on the target, and where a staged
+// rollout means some to be elsewhere for now, those where it means them.
+func countColumn(s distributor.ConfigStatus) string {
+	c := fmt.Sprintf("%d/%d instances", s.OnTarget, s.Instances)
+	if s.OnIntended != s.OnTarget {
+		c += fmt.Sprintf(", %d/%d where the rollout means them now", s.OnIntended, s.Instances)
+	}
+	return c
 }
 
 func shortCommit(c string) string {

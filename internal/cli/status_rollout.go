@@ -171,7 +171,7 @@ func statusRollout(ctx context.Context, env *Env, nc *nats.Conn, d *distributor.
 		printRecord(w, p, time.Now())
 	}
 	if len(s.Stragglers) > 0 {
-		fmt.Fprintf(w, "  stragglers (behind v%d for too long):\n", s.Latest.Version)
+		fmt.Fprintf(w, "  stragglers (not on the version the rollout means them to run, for too long):\n")
 		for _, r := range s.Stragglers {
 			fmt.Fprintf(w, "    %s on v%d%s\n", r.Instance, r.Version, reportFlags(r))
 		}
@@ -182,13 +182,14 @@ func statusRollout(ctx context.Context, env *Env, nc *nats.Conn, d *distributor.
 			fmt.Fprintf(w, "    %s on v%d\n", r.Instance, r.Version)
 		}
 	}
-	return printDrift(ctx, w, d, s.Config)
+	return printDrift(ctx, w, d, s.Config, s.Latest.Version)
 }
 
-// printDrift lists instances whose reported checksum is not the checksum of
-// the version they say they run: tampered files, a bad build of the client,
-// a version from another store.
-func printDrift(ctx context.Context, w io.Writer, d *distributor.Distributor, cfg cuecast.ConfigPath) error {
+// printDrift lists instances whose reported content is not what cuecast
+// published for the version they say they run (distributor.Drift, the rule
+// the dashboard and the metrics use): tampered files, a bad build of the
+// client, a version from another store.
+func printDrift(ctx context.Context, w io.Writer, d *distributor.Distributor, cfg cuecast.ConfigPath, latest uint64) error {
 	vs, err := d.Versions(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("status: %w", err)
@@ -203,15 +204,8 @@ func printDrift(ctx context.Context, w io.Writer, d *distributor.Distributor, cf
 	}
 	var drift []string
 	for _, r := range reports {
-		if r.Version == 0 {
-			continue
-		}
-		sum, ok := sums[r.Version]
-		switch {
-		case !ok:
-			drift = append(drift, fmt.Sprintf("%s reports v%d, which is not retained (checksum %.12s)", r.Instance, r.Version, r.Checksum))
-		case sum != r.Checksum:
-			drift = append(drift, fmt.Sprintf("%s reports v%d with checksum %.12s, v%d is %.12s", r.Instance, r.Version, r.Checksum, r.Version, sum))
+		if why, ok := distributor.Drift(r, sums, latest); ok {
+			drift = append(drift, why)
 		}
 	}
 	slices.Sort(drift)

@@ -14,19 +14,32 @@ import (
 // distributor's Status says, plus the drift the sampler found in the reports.
 type ConfigSample struct {
 	Config cuecast.ConfigPath
-	// Target is the version the fleet should converge on (the latest).
+	// Target is the latest version, whose propagation is measured.
 	Target cuecast.Version
-	// Instances live on the config; OnTarget of them apply Target.
-	Instances, OnTarget int
-	// Stragglers are behind Target for longer than the distributor allows;
-	// LastKnownGood serve their last-known-good file; Drifted report content
-	// cuecast did not publish for the version they name; Unhealthy and
-	// Failing are as the distributor's Status counts them.
+	// Instances live on the config; OnTarget of them apply Target, and
+	// OnIntended run the version the rollout means each of them to run now
+	// (distributor.Intent).
+	Instances, OnTarget, OnIntended int
+	// Stragglers are off their intended version for longer than the
+	// distributor allows; LastKnownGood serve their last-known-good file;
+	// Drifted report content cuecast did not publish for the version they
+	// name; Unhealthy and Failing are as the distributor's Status counts them.
 	Stragglers, LastKnownGood, Drifted, Unhealthy, Failing int
 }
 
-// Coverage is OnTarget / Instances, 1 with no instance.
-func (c ConfigSample) Coverage() float64 {
+// Coverage is OnIntended / Instances, the share of the fleet where the
+// rollout means it to be now; ok is false with no instance (there is no
+// share of nobody: the gauge is left out, rather than reading 1).
+func (c ConfigSample) Coverage() (float64, bool) {
+	if c.Instances == 0 {
+		return 0, false
+	}
+	return float64(c.OnIntended) / float64(c.Instances), true
+}
+
+// Share is OnTarget / Instances, the share of the fleet applying the latest
+// version (propagation's measure); 1 with no instance.
+func (c ConfigSample) Share() float64 {
 	if c.Instances == 0 {
 		return 1
 	}
@@ -146,15 +159,15 @@ type sampled struct{ m *Metrics }
 
 var (
 	descCoverage = prometheus.NewDesc("cuecast_config_coverage_ratio",
-		"Share of the config's live instances applying its target (latest) version; 1 with no instance.", []string{"config"}, nil)
+		"Share of the config's live instances on the version the rollout means each to run now (stage, cohort, halt, pin); absent with no instance.", []string{"config"}, nil)
 	descTarget = prometheus.NewDesc("cuecast_config_target_version",
-		"The version number the config's fleet should converge on.", []string{"config"}, nil)
+		"The config's latest version number, whose propagation is measured.", []string{"config"}, nil)
 	descInstances = prometheus.NewDesc("cuecast_config_instances",
 		"Live instances reporting on the config.", []string{"config"}, nil)
 	descOnTarget = prometheus.NewDesc("cuecast_config_instances_on_target",
-		"Live instances applying the config's target version.", []string{"config"}, nil)
+		"Live instances applying the config's target (latest) version.", []string{"config"}, nil)
 	descStragglers = prometheus.NewDesc("cuecast_config_stragglers",
-		"Instances behind the target version for longer than the straggler threshold.", []string{"config"}, nil)
+		"Instances not on the version the rollout means them to run now for longer than the straggler threshold.", []string{"config"}, nil)
 	descLKG = prometheus.NewDesc("cuecast_config_instances_last_known_good",
 		"Instances serving their last-known-good file because they could not confirm it with cuecast.", []string{"config"}, nil)
 	descDrifted = prometheus.NewDesc("cuecast_config_instances_drifted",
@@ -192,7 +205,9 @@ func (s sampled) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, c := range m.fleet.configs {
 		cfg := string(c.Config)
-		gauge(descCoverage, c.Coverage(), cfg)
+		if cov, ok := c.Coverage(); ok {
+			gauge(descCoverage, cov, cfg)
+		}
 		gauge(descTarget, float64(c.Target.Version), cfg)
 		gauge(descInstances, float64(c.Instances), cfg)
 		gauge(descOnTarget, float64(c.OnTarget), cfg)

@@ -32,6 +32,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/compiler"
 	"github.com/cuecast/cuecast/internal/buildinfo"
 )
 
@@ -153,7 +154,45 @@ func New(o Options) *Metrics {
 	for _, r := range []string{ResultPublished, ResultUnchanged, ResultRejected} {
 		m.commits.WithLabelValues(r)
 	}
+	// And every documented cause and error ID: a counter that appears only
+	// at 1 has no earlier sample, so increase() never sees its first event
+	// and the documented alerts missed the first halt (issue 17, item 7).
+	for _, c := range HaltCauses() {
+		m.halts.WithLabelValues(c)
+	}
+	for _, id := range RejectionIDs() {
+		m.rejections.WithLabelValues(id)
+	}
 	return m
+}
+
+// The causes of cuecast_rollout_halts_total, as docs/OPERATIONS.md lists them.
+const (
+	CauseUnhealthy         = "unhealthy"
+	CauseApplyFailures     = "apply_failures"
+	CauseStrictStageFailed = "strict_stage_failed"
+	CauseStrictUnconfirmed = "strict_unconfirmed"
+	CauseOperator          = "operator"
+)
+
+// HaltCauses are the values of cuecast_rollout_halts_total's cause label,
+// each exported at 0 from the start.
+func HaltCauses() []string {
+	return []string{CauseUnhealthy, CauseApplyFailures, CauseStrictStageFailed, CauseStrictUnconfirmed, CauseOperator}
+}
+
+// RejectionIDs are the values of cuecast_validation_rejections_total's id
+// label exported at 0 from the start: the compiler's error and lint IDs,
+// the tailer's manifest/no-module, and "unknown" for an error without one.
+func RejectionIDs() []string {
+	return []string{
+		compiler.IDCue, compiler.IDManifestMissing, compiler.IDManifestSchema, compiler.IDUnknownNamespace,
+		compiler.IDConfigName, compiler.IDConfigPackages, compiler.IDConfigTimeout, compiler.IDCrossNamespaceImport,
+		compiler.IDSizeConfig, compiler.IDFileNotUTF8, compiler.IDFileTooLarge, compiler.IDFileSymlinkEscape,
+		compiler.IDFileSymlinkDir, compiler.IDFileSymlinkBroken, compiler.IDSecretPrivateKey, compiler.IDSecretAWSKey,
+		compiler.IDSecretGitHubToken, compiler.IDSecretJWT, compiler.IDSecretHighEntropy, compiler.IDLintAllowNoReason,
+		compiler.IDLintAllowUnknownID, "manifest/no-module", "unknown",
+	}
 }
 
 // Registry is the registry holding every collector, for tests and for

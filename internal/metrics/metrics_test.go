@@ -316,3 +316,93 @@ cuecast_build_info{commit="abc123",go_version="go1.26.8",version="v0.1.0"} 1
 		t.Error(err)
 	}
 }
+
+// scrapeCounter is one scrape of the registry: the value of name's series
+// with label=value, and whether the series was there at all.
+func scrapeCounter(t *testing.T, m *Metrics, name, label, value string) (float64, bool) {
+	t.Helper()
+	mfs, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, mm := range mf.Metric {
+			for _, l := range mm.Label {
+				if l.GetName() == label && l.GetValue() == value {
+					return mm.GetCounter().GetValue(), true
+				}
+			}
+		}
+	}
+	return 0, false
+}
+
+// TestCountersExistAtZero: every documented halt cause and rejection ID is
+// exported at 0 from the start. They appeared only at 1, so increase() had
+// no earlier sample and OPERATIONS.md's alerts missed the first event.
+func TestCountersExistAtZero(t *testing.T) {
+	m := New(Options{})
+	for _, c := range HaltCauses() {
+		if v, ok := scrapeCounter(t, m, "cuecast_rollout_halts_total", "cause", c); !ok || v != 0 {
+			t.Errorf("cuecast_rollout_halts_total{cause=%q} = %v (present %t), want 0 from the start", c, v, ok)
+		}
+	}
+	for _, id := range []string{"cue", "secret/aws-access-key", "manifest/missing", "manifest/no-module", "unknown"} {
+		if v, ok := scrapeCounter(t, m, "cuecast_validation_rejections_total", "id", id); !ok || v != 0 {
+			t.Errorf("cuecast_validation_rejections_total{id=%q} = %v (present %t), want 0 from the start", id, v, ok)
+		}
+	}
+}
+
+// TestHaltAlertFiresOnFirstHalt evaluates OPERATIONS.md's alert
+// increase(cuecast_rollout_halts_total[10m]) > 0 over two scrapes, one
+// before the first halt and one after: the series must be in both, and rise.
+// The same for the rejected-commit counter's first rejection.
+func TestHaltAlertFiresOnFirstHalt(t *testing.T) {
+	m := New(Options{})
+	m.ObserveTailer(TailerSample{}) // the first sample only learns what was rejected before
+	before, ok := scrapeCounter(t, m, "cuecast_rollout_halts_total", "cause", CauseUnhealthy)
+	rejBefore, rejOK := scrapeCounter(t, m, "cuecast_validation_rejections_total", "id", "cue")
+	m.CountHalt("payments/checkout@2@t1", CauseUnhealthy)
+	m.ObserveTailer(TailerSample{Rejected: []Rejection{{Commit: "abc", IDs: []string{"cue"}}}})
+	after, _ := scrapeCounter(t, m, "cuecast_rollout_halts_total", "cause", CauseUnhealthy)
+	rejAfter, _ := scrapeCounter(t, m, "cuecast_validation_rejections_total", "id", "cue")
+	if !ok || after-before <= 0 {
+		t.Errorf("halts: first scrape %v (present %t), second %v: increase() does not fire on the first halt", before, ok, after)
+	}
+	if !rejOK || rejAfter-rejBefore <= 0 {
+		t.Errorf("rejections: first scrape %v (present %t), second %v: increase() does not fire on the first rejection", rejBefore, rejOK, rejAfter)
+	}
+}
+
+// TestCoverageAbsentWithNoInstance: a config with no live instance has no
+// coverage to export; the gauge read 1, "fully covered".
+func TestCoverageAbsentWithNoInstance(t *testing.T) {
+	m := New(Options{})
+	m.ObserveFleet(time.Now(), []ConfigSample{
+		{Config: "a/none", Target: cuecast.Version{Version: 1}},
+		{Config: "a/some", Target: cuecast.Version{Version: 1}, Instances: 4, OnTarget: 1, OnIntended: 4},
+	})
+	mfs, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "cuecast_config_coverage_ratio" {
+			continue
+		}
+		for _, mm := range mf.Metric {
+			got[mm.Label[0].GetValue()] = mm.GetGauge().GetValue()
+		}
+	}
+	if _, ok := got["a/none"]; ok {
+		t.Errorf("coverage of a config with no instance exported: %v", got["a/none"])
+	}
+	if got["a/some"] != 1 {
+		t.Errorf("coverage of a/some = %v, want 1 (every instance where its rollout means it)", got["a/some"])
+	}
+}

@@ -100,7 +100,7 @@ func (p *propagation) observe(at time.Time, c ConfigSample) []crossing {
 		// the series only moves forward.
 		elapsed = max(elapsed, cur.Points[n-1].Elapsed)
 	}
-	share := c.Coverage()
+	share := c.Share()
 	pt := Point{Elapsed: elapsed, Share: share, Instances: c.Instances}
 	_, full := cur.Reached["1"]
 	if n := len(cur.Points); full && n > 0 && cur.Points[n-1].Share == share && cur.Points[n-1].Instances == c.Instances {

@@ -15,7 +15,7 @@ import (
 // fakeFleet answers with fixed statuses, or err.
 type fakeFleet struct{ err error }
 
-func (f fakeFleet) Status(context.Context, ...cuecast.ConfigPath) ([]distributor.ConfigStatus, error) {
+func (f fakeFleet) StatusWith(context.Context, distributor.Intents, ...cuecast.ConfigPath) ([]distributor.ConfigStatus, error) {
 	if f.err != nil {
 		return nil, f.err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -92,7 +93,14 @@ func (s *Server) Sample(ctx context.Context) {
 	if s.o.Rollouts != nil {
 		recs, recsErr = s.o.Rollouts.Records(ctx)
 	}
-	if err := s.sampleFleet(ctx, snap); err != nil {
+	// Stragglers and coverage count each instance against the version its
+	// rollout means it to run now (rollout.Record.Intent), from these
+	// records, or the last ones read when this read failed.
+	intentRecs := recs
+	if recsErr != nil && prev != nil {
+		intentRecs = slices.Collect(maps.Values(prev.records))
+	}
+	if err := s.sampleFleet(ctx, snap, rollout.IntentsOf(intentRecs)); err != nil {
 		snap.err = err.Error()
 		if prev != nil {
 			// Keep showing the last good sample, marked stale.
@@ -198,19 +206,19 @@ func haltCause(r *rollout.Rollout) string {
 	why := strings.ToLower(r.Reason)
 	switch {
 	case strings.Contains(why, "strict cutover") && strings.Contains(why, "failed to stage"):
-		return "strict_stage_failed"
+		return metrics.CauseStrictStageFailed
 	case strings.Contains(why, "strict cutover"):
-		return "strict_unconfirmed"
+		return metrics.CauseStrictUnconfirmed
 	case strings.Contains(why, "instances unhealthy"):
-		return "unhealthy"
+		return metrics.CauseUnhealthy
 	case strings.Contains(why, "failed to apply"):
-		return "apply_failures"
+		return metrics.CauseApplyFailures
 	}
-	return "operator"
+	return metrics.CauseOperator
 }
 
-func (s *Server) sampleFleet(ctx context.Context, snap *snapshot) error {
-	status, err := s.o.Fleet.Status(ctx)
+func (s *Server) sampleFleet(ctx context.Context, snap *snapshot, intents distributor.Intents) error {
+	status, err := s.o.Fleet.StatusWith(ctx, intents)
 	if err != nil {
 		return fmt.Errorf("read status: %w", err)
 	}
@@ -234,26 +242,12 @@ func (s *Server) sampleFleet(ctx context.Context, snap *snapshot) error {
 			sums[v.Version] = v.Checksum
 		}
 		for _, r := range snap.reports[st.Config] {
-			if drifted(r, sums, st.Latest.Version) {
+			if _, ok := distributor.Drift(r, sums, st.Latest.Version); ok {
 				snap.drift[st.Config] = append(snap.drift[st.Config], r)
 			}
 		}
 	}
 	return nil
-}
-
-// drifted reports whether r says it runs content cuecast did not publish:
-// a checksum other than the stored one for its version, or a version newer
-// than the latest. Versions retention removed cannot be checked.
-func drifted(r cuecast.Report, sums map[uint64]string, latest uint64) bool {
-	if r.Version == 0 {
-		return false
-	}
-	if r.Version > latest {
-		return true
-	}
-	sum, ok := sums[r.Version]
-	return ok && r.Checksum != "" && r.Checksum != sum
 }
 
 // versions returns cfg's retained versions, reading them again only when
@@ -280,7 +274,7 @@ func (s *Server) fleetSamples(snap *snapshot) []metrics.ConfigSample {
 	out := make([]metrics.ConfigSample, 0, len(snap.status))
 	for _, st := range snap.status {
 		out = append(out, metrics.ConfigSample{
-			Config: st.Config, Target: st.Latest, Instances: st.Instances, OnTarget: st.OnLatest,
+			Config: st.Config, Target: st.Latest, Instances: st.Instances, OnTarget: st.OnLatest, OnIntended: st.OnIntended,
 			Stragglers: len(st.Stragglers), LastKnownGood: len(st.LastKnownGood),
 			Drifted: len(snap.drift[st.Config]), Unhealthy: st.Unhealthy, Failing: st.Failing,
 		})

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/distributor"
 	"github.com/cuecast/cuecast/distributor/rollout"
 	"github.com/cuecast/cuecast/internal/metrics"
 )
@@ -42,26 +43,6 @@ func TestHaltCause(t *testing.T) {
 	} {
 		if got := haltCause(&rollout.Rollout{Reason: c.reason}); got != c.want {
 			t.Errorf("haltCause(%q) = %q, want %q", c.reason, got, c.want)
-		}
-	}
-}
-
-func TestDrifted(t *testing.T) {
-	sums := map[uint64]string{2: "aaa", 3: "bbb"}
-	for _, c := range []struct {
-		name string
-		r    cuecast.Report
-		want bool
-	}{
-		{"on latest", cuecast.Report{Version: 3, Checksum: "bbb"}, false},
-		{"behind, intact", cuecast.Report{Version: 2, Checksum: "aaa"}, false},
-		{"other content", cuecast.Report{Version: 3, Checksum: "zzz"}, true},
-		{"newer than latest", cuecast.Report{Version: 4, Checksum: "ccc"}, true},
-		{"purged version", cuecast.Report{Version: 1, Checksum: "old"}, false},
-		{"nothing applied", cuecast.Report{}, false},
-	} {
-		if got := drifted(c.r, sums, 3); got != c.want {
-			t.Errorf("%s: drifted = %t, want %t", c.name, got, c.want)
 		}
 	}
 }
@@ -229,10 +210,103 @@ func TestRolloutStagesCountNamedInstances(t *testing.T) {
 		}},
 		Cohort: rollout.Cohort{Instances: []string{named}},
 	}}
-	rv := rolloutOf(rec, reports)
+	rv := rolloutOf(rec, reports, time.Now())
 	for i, want := range []struct{ instances, onTarget int }{{1, 1}, {3, 1}, {4, 1}} {
 		if got := rv.Stages[i]; got.Instances != want.instances || got.OnTarget != want.onTarget {
 			t.Errorf("stage %s: got %d/%d on v2, want %d/%d", got.Name, got.OnTarget, got.Instances, want.onTarget, want.instances)
+		}
+	}
+}
+
+// TestRolloutViewShowsNoPastDeadline: the dashboard showed "holding until
+// 5:20:09 PM" long after that time, for a stage held by min_instances. The
+// view's deadline is the next one ahead, and the note names none passed.
+func TestRolloutViewShowsNoPastDeadline(t *testing.T) {
+	now := time.Date(2026, 12, 1, 17, 30, 0, 0, time.UTC)
+	hold, enough := now.Add(-10*time.Minute), now.Add(5*time.Minute)
+	rec := rollout.Record{Config: "payments/checkout", Stable: 1, Current: &rollout.Rollout{
+		Config: "payments/checkout", Version: 2, From: 1, State: rollout.StateHolding,
+		Policy:    cuecast.Policy{Stages: []cuecast.Stage{{Name: "canary", Percent: 1, MinInstances: 2}, {Name: "all", Percent: 100}}},
+		Cohort:    rollout.Cohort{Buckets: []int{0}},
+		HoldUntil: hold, EnoughBy: enough,
+		Note: "holding until " + hold.Format(time.RFC3339),
+	}}
+	rv := rolloutOf(rec, nil, now)
+	if !rv.HoldUntil.Equal(enough) {
+		t.Errorf("hold_until %s, want the next deadline %s", rv.HoldUntil, enough)
+	}
+	if strings.Contains(rv.Note, hold.Format(time.RFC3339)) {
+		t.Errorf("note %q names the past hold", rv.Note)
+	}
+	rv = rolloutOf(rec, nil, enough.Add(time.Second))
+	if !rv.HoldUntil.IsZero() {
+		t.Errorf("hold_until %s after every deadline passed, want none", rv.HoldUntil)
+	}
+}
+
+// TestStragglerAlertQuietOnStagedRollout: OPERATIONS.md's alert
+// cuecast_config_stragglers > 0 stays false through a normal staged rollout
+// (the canary on v2, everyone else on v1 as the rollout means them) and
+// after a halt moved the canary back; it fires for a canary that never
+// took v2. Counted against the newest version, every instance outside the
+// canary was a straggler.
+func TestStragglerAlertQuietOnStagedRollout(t *testing.T) {
+	const cfg cuecast.ConfigPath = "payments/checkout"
+	t0 := time.Date(2026, 12, 1, 17, 0, 0, 0, time.UTC)
+	now := t0.Add(time.Hour)
+	var canary string
+	var rest []string
+	for i := 0; canary == "" || len(rest) < 3; i++ {
+		id := fmt.Sprintf("checkout-%d", i)
+		switch b := cuecast.Cohort(cfg.Namespace(), id); {
+		case b == 0 && canary == "":
+			canary = id
+		case b > 0 && len(rest) < 3:
+			rest = append(rest, id)
+		}
+	}
+	latest := cuecast.Version{Config: cfg, Version: 2, Checksum: "c2"}
+	fleet := func(canaryOn uint64) []cuecast.Report {
+		rs := []cuecast.Report{{Config: cfg, Instance: canary, Version: canaryOn, Healthy: true}}
+		for _, id := range rest {
+			rs = append(rs, cuecast.Report{Config: cfg, Instance: id, Version: 1, Healthy: true})
+		}
+		return rs
+	}
+	ro := func(state rollout.State) rollout.Record {
+		return rollout.Record{Config: cfg, Stable: 1, Floor: 1, Current: &rollout.Rollout{
+			Config: cfg, Version: 2, From: 1, State: state, Started: t0, StageStarted: t0, Updated: t0,
+			Policy: cuecast.Policy{Stages: []cuecast.Stage{{Name: "canary", Percent: 1}, {Name: "all", Percent: 100}}},
+			Cohort: rollout.Cohort{Buckets: []int{0}},
+		}}
+	}
+	for _, c := range []struct {
+		name    string
+		rec     rollout.Record
+		reports []cuecast.Report
+		want    float64
+	}{
+		{"canary holding", ro(rollout.StateHolding), fleet(2), 0},
+		{"halted, canary back on v1", ro(rollout.StateHalted), fleet(1), 0},
+		{"canary holding, canary never took v2", ro(rollout.StateHolding), fleet(1), 1},
+	} {
+		intent, target := rollout.IntentsOf([]rollout.Record{c.rec})(cfg, latest, t0)
+		st := distributor.Summarize(latest, t0, c.reports, intent, target, 20*time.Second, now)
+		m := metrics.New(metrics.Options{})
+		s := &Server{}
+		m.ObserveFleet(now, s.fleetSamples(&snapshot{status: []distributor.ConfigStatus{st}}))
+		got := -1.0
+		mfs, err := m.Registry().Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() == "cuecast_config_stragglers" {
+				got = mf.Metric[0].GetGauge().GetValue()
+			}
+		}
+		if got != c.want {
+			t.Errorf("%s: cuecast_config_stragglers = %v, want %v", c.name, got, c.want)
 		}
 	}
 }

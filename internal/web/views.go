@@ -59,6 +59,7 @@ type configRow struct {
 	Message    string             `json:"message"`
 	Instances  int                `json:"instances"`
 	OnLatest   int                `json:"on_latest"`
+	OnIntended int                `json:"on_intended"` // on the version their rollout means them to run now (distributor.Intent), as Coverage
 	Coverage   float64            `json:"coverage"`
 	Stragglers int                `json:"stragglers"`
 	LKG        int                `json:"lkg"`
@@ -113,18 +114,20 @@ type instanceView struct {
 }
 
 type rolloutView struct {
-	ID        string         `json:"id"`
-	Version   uint64         `json:"version"`
-	From      uint64         `json:"from"`
-	State     rollout.State  `json:"state"`
-	Active    bool           `json:"active"`
-	Stage     string         `json:"stage"`
-	Note      string         `json:"note,omitempty"`
-	Reason    string         `json:"reason,omitempty"`
-	Reverted  bool           `json:"reverted,omitempty"`
-	Emergency bool           `json:"emergency,omitempty"`
-	Started   time.Time      `json:"started"`
-	Updated   time.Time      `json:"updated"`
+	ID        string        `json:"id"`
+	Version   uint64        `json:"version"`
+	From      uint64        `json:"from"`
+	State     rollout.State `json:"state"`
+	Active    bool          `json:"active"`
+	Stage     string        `json:"stage"`
+	Note      string        `json:"note,omitempty"`
+	Reason    string        `json:"reason,omitempty"`
+	Reverted  bool          `json:"reverted,omitempty"`
+	Emergency bool          `json:"emergency,omitempty"`
+	Started   time.Time     `json:"started"`
+	Updated   time.Time     `json:"updated"`
+	// HoldUntil and WaitUntil are the next deadline of a holding or a
+	// waiting stage, zero once it has passed (rollout.Rollout.Deadline).
 	HoldUntil time.Time      `json:"hold_until,omitzero"`
 	WaitUntil time.Time      `json:"wait_until,omitzero"`
 	Stages    []stageView    `json:"stages"`
@@ -174,7 +177,7 @@ func (s *Server) row(snap *snapshot, st distributor.ConfigStatus) configRow {
 	r := configRow{
 		Config: st.Config, Version: v.Version, Deleted: v.Deleted, Commit: v.Commit, CommitURL: s.commitURL(v.Commit),
 		Author: v.Author, Message: firstLine(v.Message), Instances: st.Instances, OnLatest: st.OnLatest,
-		Coverage: st.Coverage, Stragglers: len(st.Stragglers), LKG: len(st.LastKnownGood),
+		OnIntended: st.OnIntended, Coverage: st.Coverage, Stragglers: len(st.Stragglers), LKG: len(st.LastKnownGood),
 		Drift: len(snap.drift[st.Config]), Unhealthy: st.Unhealthy, Failing: st.Failing,
 	}
 	if rec, ok := snap.records[st.Config]; ok {
@@ -272,7 +275,7 @@ func (s *Server) configView(ctx context.Context, snap *snapshot, cfg cuecast.Con
 			Checksum: v.Checksum, Size: v.Size, Deleted: v.Deleted, Instances: onVersion[v.Version]})
 	}
 	if rec, ok := snap.records[cfg]; ok && rec.Current != nil {
-		cv.Rollout = rolloutOf(rec, reports)
+		cv.Rollout = rolloutOf(rec, reports, time.Now())
 	}
 	if s.o.Rollouts != nil {
 		cv.Audit = append(cv.Audit, s.audit(ctx, cfg, snap.records[cfg])...)
@@ -323,12 +326,21 @@ func auditKey(rec rollout.Record) string {
 	return k
 }
 
-func rolloutOf(rec rollout.Record, reports []cuecast.Report) *rolloutView {
+// rolloutOf is the view of rec's current rollout at now. Its note and
+// deadlines are as of now (rollout.Rollout.NoteAt and Deadline): the page
+// shows the real next event, never a deadline that has passed.
+func rolloutOf(rec rollout.Record, reports []cuecast.Report, now time.Time) *rolloutView {
 	r := rec.Current
 	rv := &rolloutView{ID: r.ID, Version: r.Version, From: r.From, State: r.State, Active: r.State.Active(),
-		Stage: r.StageName(), Note: r.Note, Reason: r.Reason, Reverted: r.Reverted, Emergency: r.Emergency,
-		Started: r.Started, Updated: r.Updated, HoldUntil: r.HoldUntil, WaitUntil: r.WaitUntil,
+		Stage: r.StageName(), Note: r.NoteAt(now), Reason: r.Reason, Reverted: r.Reverted, Emergency: r.Emergency,
+		Started: r.Started, Updated: r.Updated,
 		Stable: rec.Stable, Pin: rec.Pin, Pending: rec.Pending}
+	switch next := r.Deadline(now); r.State {
+	case rollout.StateHolding:
+		rv.HoldUntil = next
+	case rollout.StateWaiting, rollout.StateStaging:
+		rv.WaitUntil = next
+	}
 	if n := len(r.Log); n > 20 {
 		rv.Log = slices.Clone(r.Log[n-20:])
 	} else {

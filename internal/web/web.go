@@ -47,7 +47,7 @@ var static embed.FS
 
 // Fleet is what the server reads of the distributor.
 type Fleet interface {
-	Status(ctx context.Context, cfgs ...cuecast.ConfigPath) ([]distributor.ConfigStatus, error)
+	StatusWith(ctx context.Context, intents distributor.Intents, cfgs ...cuecast.ConfigPath) ([]distributor.ConfigStatus, error)
 	Reports(ctx context.Context, cfg cuecast.ConfigPath) ([]cuecast.Report, error)
 	Versions(ctx context.Context, cfg cuecast.ConfigPath) ([]cuecast.Version, error)
 }

@@ -383,8 +383,14 @@ func TestHealthHaltCounted(t *testing.T) {
 		w.Store(f.watch(checkout, id, client.WithHealth(health)))
 	}
 	f.waitRollout()
-	f.setAmount("9_000_000")
 	halts := `cuecast_rollout_halts_total{cause="unhealthy"}`
+	// OPERATIONS.md's alert is increase(cuecast_rollout_halts_total[10m]) > 0:
+	// the scrape before the first halt must hold the series at 0, or the
+	// first halt has nothing to increase from (it appeared only at 1).
+	if v, ok := scrape(t, f.base)[halts]; !ok || v != 0 {
+		t.Errorf("before any halt: %s = %v (present %t), want 0", halts, v, ok)
+	}
+	f.setAmount("9_000_000")
 	eventually(t, "the unhealthy canary halted and counted", func() (bool, string) {
 		m := scrape(t, f.base)
 		return m[halts] == 1 && m[`cuecast_rollouts{state="halted"}`] == 1,

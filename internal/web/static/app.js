@@ -82,14 +82,14 @@ function renderOverview(ov) {
       h('td', {class: 'version'}, c.deleted ? 'deleted' : 'v' + c.version),
       h('td', {}, commit(c.commit, c.commit_url), ' ', h('span', {class: 'msg'}, c.message)),
       h('td', {}, state(c.rollout), c.stage ? h('span', {class: 'muted'}, ' ' + c.stage) : '', c.pinned ? h('span', {class: 'count warn'}, ' pinned') : ''),
-      h('td', {class: 'coverage'}, c.instances ? bar(c.coverage, `${c.on_latest}/${c.instances} · ${pct(c.coverage)}`)
+      h('td', {class: 'coverage'}, c.instances ? bar(c.coverage, `${c.on_latest}/${c.instances} · ${pct(c.coverage)}` + (c.on_intended !== c.on_latest ? ` (${c.on_intended} where their rollout means them)` : ''))
         : bar(0, 'no instances', '', true)),
       h('td', {}, count(c.stragglers, 'warn')),
       h('td', {}, count(c.drift, 'danger')),
       h('td', {}, count(c.lkg, 'warn')),
       h('td', {}, count(c.unhealthy + c.failing, 'danger'))));
     parts.push(h('section', {class: 'panel'}, h('h2', {}, ns.name),
-      h('table', {class: 'configs'}, h('thead', {}, h('tr', {}, [['config'], ['version'], ['commit'], ['rollout'], ['coverage'], ['behind', 'stragglers: behind the target past the threshold'],
+      h('table', {class: 'configs'}, h('thead', {}, h('tr', {}, [['config'], ['version'], ['commit'], ['rollout'], ['coverage'], ['behind', 'stragglers: not on the version their rollout means them to run, past the threshold'],
           ['drift', 'reporting content cuecast did not publish'], ['LKG', 'serving their last-known-good file'],
           ['bad', 'unhealthy or failing to apply']].map(([t, title]) => h('th', {title}, t)))),
         h('tbody', {}, rows))));
@@ -138,7 +138,7 @@ function renderConfig(cv) {
       h('div', {}, h('span', {class: 'muted'}, 'version '), h('strong', {id: 'cfg-version'}, c.deleted ? 'deleted' : 'v' + c.version)),
       h('div', {}, h('span', {class: 'muted'}, 'commit '), commit(c.commit, c.commit_url), ' ', c.author),
       h('div', {}, h('span', {class: 'muted'}, 'rollout '), state(c.rollout))),
-    h('div', {class: 'coverage big'}, c.instances ? bar(c.coverage, `${c.on_latest}/${c.instances} instances on v${c.version}`)
+    h('div', {class: 'coverage big'}, c.instances ? bar(c.coverage, `${c.on_latest}/${c.instances} instances on v${c.version}` + (c.on_intended !== c.on_latest ? ` · ${c.on_intended}/${c.instances} where their rollout means them now` : ''))
       : bar(0, 'no live instances report on this config', '', true),
       h('strong', {id: 'cfg-coverage'}, c.instances ? pct(c.coverage) : '—')),
     h('div', {class: 'kv'},
