@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -119,10 +120,12 @@ func TestAgentSignal(t *testing.T) {
 	}
 	t.Cleanup(func() { svc.Process.Kill(); svc.Wait() })
 	await(t, "the service's trap", fileContains(ready, "ok"))
-	startCmd(t, "agent", "--nats", p.ClientURL(), "--instance", "sidecar-2", "--trusted-key", p.PublicKey,
+	stdout, stderr := startCmd(t, "agent", "--nats", p.ClientURL(), "--instance", "sidecar-2", "--trusted-key", p.PublicKey,
 		"--config", "payments/refunds", "--dir", t.TempDir(),
 		"--signal", strconv.Itoa(svc.Process.Pid)+":HUP")
-	await(t, "a SIGHUP to the service", fileContains(marker, "hup"))
+	poll.Until(t, "a SIGHUP to the service", 20*time.Second, func() (bool, string) {
+		return fileContains(marker, "hup")(), fmt.Sprintf("agent stdout %q, stderr %q", stdout, stderr)
+	})
 }
 
 func TestAgentUsage(t *testing.T) {
