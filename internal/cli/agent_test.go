@@ -113,8 +113,11 @@ func TestAgentSignal(t *testing.T) {
 	p := startPipeline(t, repo)
 	dir := t.TempDir()
 	marker, ready := filepath.Join(dir, "hups"), filepath.Join(dir, "ready")
-	// A stand-in service that counts SIGHUPs, and says when its trap is set.
-	svc := exec.Command("sh", "-c", `trap 'echo hup >> `+marker+`' HUP; echo ok > `+ready+`; while :; do sleep 0.05; done`)
+	// A stand-in service that counts SIGUSR1s, and says when its trap is set.
+	// Not SIGHUP: a shell started with SIGHUP ignored (under nohup, as
+	// some CI runners start jobs) may not trap it, and then never records
+	// the signal the agent did send.
+	svc := exec.Command("sh", "-c", `trap 'echo usr1 >> `+marker+`' USR1; echo ok > `+ready+`; while :; do sleep 0.05; done`)
 	if err := svc.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -122,9 +125,9 @@ func TestAgentSignal(t *testing.T) {
 	await(t, "the service's trap", fileContains(ready, "ok"))
 	stdout, stderr := startCmd(t, "agent", "--nats", p.ClientURL(), "--instance", "sidecar-2", "--trusted-key", p.PublicKey,
 		"--config", "payments/refunds", "--dir", t.TempDir(),
-		"--signal", strconv.Itoa(svc.Process.Pid)+":HUP")
-	poll.Until(t, "a SIGHUP to the service", 20*time.Second, func() (bool, string) {
-		return fileContains(marker, "hup")(), fmt.Sprintf("agent stdout %q, stderr %q", stdout, stderr)
+		"--signal", strconv.Itoa(svc.Process.Pid)+":USR1")
+	poll.Until(t, "a SIGUSR1 to the service", 20*time.Second, func() (bool, string) {
+		return fileContains(marker, "usr1")(), fmt.Sprintf("agent stdout %q, stderr %q", stdout, stderr)
 	})
 }
 
