@@ -131,23 +131,9 @@ func decodeVersionMsg(m *jetstream.RawStreamMsg) (storedVersion, error) {
 // publish, versions beyond Options.Retain are purged (failures are logged:
 // the version is published either way).
 func (d *Distributor) Publish(ctx context.Context, v cuecast.Version, content []byte) error {
-	if err := v.Config.Validate(); err != nil {
-		return fmt.Errorf("publish version: %w", err)
+	if err := prepareVersion("publish", &v, content); err != nil {
+		return err
 	}
-	if v.Version == 0 {
-		return fmt.Errorf("publish %s: version numbers start at 1", v.Config)
-	}
-	if v.Deleted && len(content) > 0 {
-		return fmt.Errorf("publish %s@%d: a tombstone carries no content", v.Config, v.Version)
-	}
-	sum := cuecast.Checksum(content)
-	if v.Checksum == "" {
-		v.Checksum = sum
-	} else if v.Checksum != sum {
-		return fmt.Errorf("publish %s@%d: checksum %s, content hashes to %s: %w", v.Config, v.Version, v.Checksum, sum, cuecast.ErrChecksumMismatch)
-	}
-	v.Size = int64(len(content))
-	v.Chunks, v.Signature = nil, ""
 
 	prev, err := d.cachedLatest(ctx, v.Config)
 	switch {
@@ -476,24 +462,34 @@ func (d *Distributor) Configs(ctx context.Context) ([]cuecast.ConfigPath, error)
 // the highest number ever published (v.Version), so no number is given a
 // second meaning; the versions in between are never stored, and reading them
 // returns cuecast.ErrPurged. Everything else is as for Publish.
-func (d *Distributor) Renumber(ctx context.Context, v cuecast.Version, content []byte) error {
+// prepareVersion checks v against its content and fills what the content
+// decides (checksum, size), for Publish and Renumber alike; verb names the
+// caller in errors.
+func prepareVersion(verb string, v *cuecast.Version, content []byte) error {
 	if err := v.Config.Validate(); err != nil {
-		return fmt.Errorf("renumber version: %w", err)
+		return fmt.Errorf("%s version: %w", verb, err)
 	}
 	if v.Version == 0 {
-		return fmt.Errorf("renumber %s: version numbers start at 1", v.Config)
+		return fmt.Errorf("%s %s: version numbers start at 1", verb, v.Config)
 	}
 	if v.Deleted && len(content) > 0 {
-		return fmt.Errorf("renumber %s@%d: a tombstone carries no content", v.Config, v.Version)
+		return fmt.Errorf("%s %s@%d: a tombstone carries no content", verb, v.Config, v.Version)
 	}
 	sum := cuecast.Checksum(content)
 	if v.Checksum == "" {
 		v.Checksum = sum
 	} else if v.Checksum != sum {
-		return fmt.Errorf("renumber %s@%d: checksum %s, content hashes to %s: %w", v.Config, v.Version, v.Checksum, sum, cuecast.ErrChecksumMismatch)
+		return fmt.Errorf("%s %s@%d: checksum %s, content hashes to %s: %w", verb, v.Config, v.Version, v.Checksum, sum, cuecast.ErrChecksumMismatch)
 	}
 	v.Size = int64(len(content))
 	v.Chunks, v.Signature = nil, ""
+	return nil
+}
+
+func (d *Distributor) Renumber(ctx context.Context, v cuecast.Version, content []byte) error {
+	if err := prepareVersion("renumber", &v, content); err != nil {
+		return err
+	}
 	for _, subj := range []string{cuecast.VersionSubject(v.Config), cuecast.ChunkSubject(v.Config)} {
 		if err := d.stream.Purge(ctx, jetstream.WithPurgeSubject(subj)); err != nil {
 			return fmt.Errorf("renumber %s@%d: purge %s: %w", v.Config, v.Version, subj, err)

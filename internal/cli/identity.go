@@ -35,6 +35,17 @@ func actor(env *Env) (string, error) {
 	return "", usageErrorf("pass --as NAME, or set $CUECAST_ACTOR", "cannot tell who is acting: no $CUECAST_ACTOR, Git identity, $USER or operating-system account")
 }
 
+// resolveActor fills an empty --as from actor, for every command that
+// writes to the audit trail.
+func resolveActor(env *Env, as *string) error {
+	if *as != "" {
+		return nil
+	}
+	a, err := actor(env)
+	*as = a
+	return err
+}
+
 // gitIdentity reads user.name and user.email from the global Git config
 // ($HOME/.gitconfig and $XDG_CONFIG_HOME/git/config), as git commit does.
 func gitIdentity(env *Env) (name, email string) {

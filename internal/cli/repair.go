@@ -51,12 +51,8 @@ them is not possible.`,
 			if opts.Reason == "" {
 				return usageErrorf("say why with --reason; it goes to the audit stream", "no reason given")
 			}
-			if opts.Actor == "" {
-				a, err := actor(env)
-				if err != nil {
-					return err
-				}
-				opts.Actor = a
+			if err := resolveActor(env, &opts.Actor); err != nil {
+				return err
 			}
 			if runF != nil {
 				return runF(c, opts)

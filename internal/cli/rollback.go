@@ -59,12 +59,8 @@ The action is recorded in the audit stream with --as and --reason.`,
 			if err := validateOutput(opts.Output, "text", "json"); err != nil {
 				return err
 			}
-			if opts.Actor == "" {
-				a, err := actor(env)
-				if err != nil {
-					return err
-				}
-				opts.Actor = a
+			if err := resolveActor(env, &opts.Actor); err != nil {
+				return err
 			}
 			if runF != nil {
 				return runF(c, opts)

@@ -91,12 +91,8 @@ Exit status 4 when the rollout shown or watched is halted.`,
 				if err := validateOutput(opts.Output, "text", "json"); err != nil {
 					return err
 				}
-				if opts.Actor == "" {
-					a, err := actor(env)
-					if err != nil {
-						return err
-					}
-					opts.Actor = a
+				if err := resolveActor(env, &opts.Actor); err != nil {
+					return err
 				}
 				if runF != nil {
 					return runF(c, opts)
