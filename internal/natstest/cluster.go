@@ -288,14 +288,19 @@ func Eventually(t testing.TB, d time.Duration, what string, cond func() (bool, s
 // client and its server). Cut drops its connections and refuses new ones
 // until Heal; Reset drops the connections open now with a TCP reset and
 // keeps accepting, ResetAfter does so once some bytes more have passed;
-// Delay adds latency and jitter per direction.
+// Delay adds latency and jitter per direction; Stall holds one direction's
+// bytes (a one-way partition) until Unstall.
 type Link struct {
 	ln     net.Listener
 	target string
 
-	mu    sync.Mutex
-	cut   bool
-	conns map[net.Conn]struct{}
+	mu  sync.Mutex
+	cut bool
+	// stalled[0] holds the data sent up (to target), stalled[1] the data
+	// sent back; unstall is closed and replaced when a stall ends.
+	stalled [2]bool
+	unstall chan struct{}
+	conns   map[net.Conn]struct{}
 	// delays of the data sent up (to target) and down (back).
 	up, down delay
 	// budget is how many more bytes pass before every connection is reset;
@@ -321,7 +326,7 @@ func StartLink(t testing.TB, target string) *Link {
 	if err != nil {
 		t.Fatalf("listen: %v", err)
 	}
-	l := &Link{ln: ln, target: target, conns: map[net.Conn]struct{}{}, budget: -1}
+	l := &Link{ln: ln, target: target, conns: map[net.Conn]struct{}{}, budget: -1, unstall: make(chan struct{})}
 	l.wg.Add(1)
 	go l.accept()
 	t.Cleanup(l.Close)
@@ -402,6 +407,40 @@ func (l *Link) Delay(up, down, jitter time.Duration) {
 	l.up, l.down = delay{up, jitter}, delay{down, jitter}
 }
 
+// Stall makes a one-way partition: the data sent up (towards the target)
+// when up is set, back when down is set, is held, on the connections open
+// now and later, while the other direction flows. The connections stay
+// open: what a dropped path does to TCP, which retransmits until the path
+// returns or a side gives up (here: a client's or server's ping timeout,
+// which then closes the connection). Unstall delivers what was held, in
+// order.
+func (l *Link) Stall(up, down bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.stalled = [2]bool{up, down}
+}
+
+// Unstall ends a Stall.
+func (l *Link) Unstall() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.stalled = [2]bool{}
+	close(l.unstall)
+	l.unstall = make(chan struct{})
+}
+
+// held reports whether the direction is stalled, and the channel closed
+// when the stall ends.
+func (l *Link) held(upstream bool) (bool, <-chan struct{}) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	i := 1
+	if upstream {
+		i = 0
+	}
+	return l.stalled[i], l.unstall
+}
+
 func (l *Link) delay(upstream bool) time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -415,6 +454,7 @@ func (l *Link) delay(upstream bool) time.Duration {
 func (l *Link) Close() {
 	l.ln.Close()
 	l.Cut()
+	l.Unstall()
 	l.wg.Wait()
 }
 
@@ -466,21 +506,38 @@ type chunk struct {
 	reset bool
 }
 
-// pipe copies src to dst, each chunk held for the direction's delay. It
-// ends when either side closes, or Cut or Reset closes both.
+// pipe copies src to dst, each chunk held for the direction's delay, and
+// while the direction is stalled. It ends when either side closes, or Cut
+// or Reset closes both.
 func (l *Link) pipe(dst, src net.Conn, upstream bool) {
 	defer l.wg.Done()
-	q := make(chan chunk, 64)
+	in, out := make(chan chunk), make(chan chunk)
+	go queue(in, out) // unbounded: a stalled writer never blocks the reader
 	done := make(chan struct{})
-	go func() { // the writer
+	closed := make(chan struct{}) // the reader ended: a stall must not outlive the connection
+	go func() {                   // the writer
 		defer close(done)
 		failed := false
-		for c := range q {
+		for c := range out {
 			if failed {
-				continue // drain so that the reader never blocks
+				continue // drain so that the queue ends
 			}
 			if d := time.Until(c.due); d > 0 {
 				time.Sleep(d)
+			}
+			for !failed {
+				stalled, unstall := l.held(upstream)
+				if !stalled {
+					break
+				}
+				select {
+				case <-unstall:
+				case <-closed:
+					failed = true
+				}
+			}
+			if failed {
+				continue
 			}
 			if c.reset {
 				l.Reset()
@@ -504,17 +561,18 @@ func (l *Link) pipe(dst, src net.Conn, upstream bool) {
 			last = due
 			pass, reset := l.spend(n)
 			if pass > 0 {
-				q <- chunk{b: slices.Clone(buf[:pass]), due: due}
+				in <- chunk{b: slices.Clone(buf[:pass]), due: due}
 			}
 			if reset {
-				q <- chunk{due: due, reset: true}
+				in <- chunk{due: due, reset: true}
 			}
 		}
 		if err != nil {
 			break
 		}
 	}
-	close(q)
+	close(closed)
+	close(in)
 	<-done
 	dst.Close()
 	src.Close()
@@ -522,6 +580,30 @@ func (l *Link) pipe(dst, src net.Conn, upstream bool) {
 	delete(l.conns, dst)
 	delete(l.conns, src)
 	l.mu.Unlock()
+}
+
+// queue passes what arrives on in to out in order, holding any number of
+// chunks; it closes out once in is closed and everything has passed.
+func queue(in <-chan chunk, out chan<- chunk) {
+	defer close(out)
+	var held []chunk
+	for in != nil || len(held) > 0 {
+		var send chan<- chunk
+		var next chunk
+		if len(held) > 0 {
+			send, next = out, held[0]
+		}
+		select {
+		case c, ok := <-in:
+			if !ok {
+				in = nil
+				continue
+			}
+			held = append(held, c)
+		case send <- next:
+			held = held[1:]
+		}
+	}
 }
 
 // freeAddr returns a 127.0.0.1 address with a port free a moment ago.

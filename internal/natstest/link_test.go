@@ -140,3 +140,64 @@ func TestLinkResetAfter(t *testing.T) {
 		t.Fatalf("through a disarmed link: %q, %v", got, err)
 	}
 }
+
+// TestLinkStall: a stalled direction holds its data while the other flows,
+// delivers it in order once unstalled, and a cut ends a stalled connection.
+func TestLinkStall(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	accepted := make(chan net.Conn, 2)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { c.Close() })
+			accepted <- c
+		}
+	}()
+	l := StartLink(t, ln.Addr().String())
+	c := dial(t, l)
+	srv := <-accepted
+
+	l.Stall(false, true) // the way back is held
+	if _, err := c.Write([]byte("up")); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 2)
+	_ = srv.SetReadDeadline(time.Now().Add(20 * time.Second))
+	if _, err := io.ReadFull(srv, got); err != nil || string(got) != "up" {
+		t.Fatalf("the open direction carried %q, %v", got, err)
+	}
+	if _, err := srv.Write([]byte("do")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := srv.Write([]byte("wn")); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	if n, err := c.Read(got); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("the stalled direction delivered %q, %v", got[:n], err)
+	}
+	l.Unstall()
+	got = make([]byte, 4)
+	_ = c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	if _, err := io.ReadFull(c, got); err != nil || string(got) != "down" {
+		t.Fatalf("after Unstall: %q, %v, want what was held, in order", got, err)
+	}
+
+	l.Stall(true, false)
+	if _, err := c.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	l.Cut() // must end the stalled connection, and Close must not hang on it
+	_ = c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	if _, err := c.Read(got); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("read on a cut stalled connection: %v, want it closed", err)
+	}
+	l.Close()
+}

@@ -62,11 +62,14 @@ func BenchmarkCommitToApplied(b *testing.B) {
 	}
 }
 
-// TestMain runs the benchmark's instances, or TestKillServe's serve, when
+// TestMain runs the benchmark's instances, or TestKillServe's serve or NATS, when
 // re-executed as its child.
 func TestMain(m *testing.M) {
 	if os.Getenv(envServeChild) != "" {
 		os.Exit(runServeChild())
+	}
+	if os.Getenv(envNATSChild) != "" {
+		os.Exit(runNATSChild())
 	}
 	if os.Getenv(simfleet.ChildEnv) == "pipeline" {
 		os.Exit(runCommitBenchChild())

@@ -6,12 +6,14 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/client"
@@ -188,7 +190,7 @@ func (f *fleet) check(t *testing.T, version func(cuecast.ConfigPath, uint64) (cu
 
 // faults counts what a run injected.
 type faults struct {
-	commits, cuts, resets, torn, delays, restarts, partitions, kills int
+	commits, cuts, oneWay, resets, torn, delays, restarts, partitions, natsKills, kills int
 }
 
 func (c faults) String() string {
@@ -197,8 +199,8 @@ func (c faults) String() string {
 		n    int
 		what string
 	}{
-		{c.commits, "commits"}, {c.cuts, "link cuts"}, {c.resets, "connection resets"}, {c.torn, "links armed to reset mid-message"}, {c.delays, "delayed links"},
-		{c.restarts, "serve restarts"}, {c.partitions, "serve↔NATS partitions"}, {c.kills, "kill -9"},
+		{c.commits, "commits"}, {c.cuts, "link cuts"}, {c.oneWay, "one-way partitions"}, {c.resets, "connection resets"}, {c.torn, "links armed to reset mid-message"}, {c.delays, "delayed links"},
+		{c.restarts, "serve restarts"}, {c.partitions, "serve↔NATS partitions"}, {c.natsKills, "kill -9 of NATS"}, {c.kills, "kill -9 of serve"},
 	} {
 		if f.n > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", f.n, f.what))
@@ -223,10 +225,14 @@ func (c *commits) change(cfg cuecast.ConfigPath) {
 	})
 }
 
-// netFault injects one network fault on the instances' links and, when
-// serveLink is set, on serve's own connection to NATS; it returns once the
-// fault has healed.
-func netFault(rng *rand.Rand, f *fleet, serveLink *natstest.Link, n *faults) {
+// netFault injects one network fault on the instances' links and on the
+// connections of serves to NATS (serveLinks: none for the embedded
+// server, one per replica otherwise); it returns once the fault has healed.
+func netFault(rng *rand.Rand, f *fleet, serveLinks []*natstest.Link, n *faults) {
+	var serveLink *natstest.Link // the serve a fault may hit
+	if len(serveLinks) > 0 {
+		serveLink = serveLinks[rng.IntN(len(serveLinks))]
+	}
 	some := func(p int) []*natstest.Link {
 		var ls []*natstest.Link
 		for _, in := range f.ins {
@@ -237,8 +243,22 @@ func netFault(rng *rand.Rand, f *fleet, serveLink *natstest.Link, n *faults) {
 		return ls
 	}
 	pause := func(upTo int) { time.Sleep(time.Duration(20+rng.IntN(upTo)) * time.Millisecond) }
-	switch k := rng.IntN(8); {
-	case k < 4: // a partition between some instances and NATS
+	switch k := rng.IntN(9); {
+	case k < 1: // a one-way partition: one direction's data held, then delivered
+		ls := some(3)
+		if serveLink != nil && rng.IntN(2) == 0 {
+			ls = append(ls, serveLink)
+		}
+		up := rng.IntN(2) == 0
+		for _, l := range ls {
+			l.Stall(up, !up)
+		}
+		n.oneWay += len(ls)
+		pause(1500)
+		for _, l := range ls {
+			l.Unstall()
+		}
+	case k < 5: // a partition between some instances and NATS
 		cut := some(3)
 		for _, l := range cut {
 			l.Cut()
@@ -248,7 +268,7 @@ func netFault(rng *rand.Rand, f *fleet, serveLink *natstest.Link, n *faults) {
 		for _, l := range cut {
 			l.Heal()
 		}
-	case k < 5: // connections reset mid-stream; redials succeed at once
+	case k < 6: // connections reset mid-stream; redials succeed at once
 		ls := some(2)
 		if serveLink != nil && rng.IntN(2) == 0 {
 			ls = append(ls, serveLink)
@@ -269,7 +289,7 @@ func netFault(rng *rand.Rand, f *fleet, serveLink *natstest.Link, n *faults) {
 		for _, l := range ls {
 			l.ResetAfter(-1)
 		}
-	case k < 7: // latency and jitter, each direction its own
+	case k < 8: // latency and jitter, each direction its own
 		ls := some(3)
 		if serveLink != nil && rng.IntN(2) == 0 {
 			ls = append(ls, serveLink)
@@ -297,22 +317,28 @@ func netFault(rng *rand.Rand, f *fleet, serveLink *natstest.Link, n *faults) {
 
 // TestSoakFaults is a fault-injection run in the spirit of etcd's robustness
 // tests: serve, NATS and a fleet of instances each behind its own TCP link
-// (natstest.Link), commits at random times while links are cut, reset and
-// delayed and serve is restarted (its parts stopped and a new start over the
-// same data directory). "embedded" runs serve's own NATS server, which it
-// reaches in-process; "external" runs serve against a separate server
-// through a Link too, so serve itself is partitioned from NATS. The recorded
-// history is checked afterwards (fleet.check) and once the faults heal every
-// instance must converge within convergeBound. Short in `make test`; with
-// CUECAST_SOAK=1 (`make soak`) it runs many more rounds. TestKillServe
-// does the same to a serve process killed with SIGKILL.
+// (natstest.Link), commits at random times while links are cut, stalled one
+// way, reset and delayed and serve is restarted (its parts stopped and a new
+// start over the same data directory). "embedded" runs serve's own NATS
+// server, which it reaches in-process; "external" runs serve against a
+// separate server through a Link too, so serve itself is partitioned from
+// NATS; "replicated" runs two serves sharing the lease against that server,
+// each through its own Link, each restarted and partitioned on its own. The
+// recorded history is checked afterwards (fleet.check) and once the faults
+// heal every instance must converge within convergeBound. Short in `make
+// test`; with CUECAST_SOAK=1 (`make soak`) it runs many more rounds.
+// TestKillServe does the same to serve and NATS processes killed with
+// SIGKILL.
 func TestSoakFaults(t *testing.T) {
-	for _, mode := range []string{"embedded", "external"} {
-		t.Run(mode, func(t *testing.T) { soakFaults(t, mode == "external") })
+	for _, mode := range []struct {
+		name   string
+		serves int // 0: embedded NATS
+	}{{"embedded", 0}, {"external", 1}, {"replicated", 2}} {
+		t.Run(mode.name, func(t *testing.T) { soakFaults(t, mode.serves) })
 	}
 }
 
-func soakFaults(t *testing.T, external bool) {
+func soakFaults(t *testing.T, replicas int) {
 	rounds, stopAt := soakLength(t, 8, 300)
 	seed := rand.Uint64()
 	rng := rand.New(rand.NewPCG(seed, 1))
@@ -320,15 +346,18 @@ func soakFaults(t *testing.T, external bool) {
 
 	ctx := context.Background()
 	repo, cfgs := smallRepo(t)
-	data := t.TempDir()
+	kp, err := nkeys.CreateAccount()
+	if err != nil {
+		t.Fatal(err)
+	}
+	signing, _ := kp.Seed() // replicas sign with one key, so clients trust either
+	pub, _ := kp.PublicKey()
 	var natsAddr string // where instances connect
-	var serveLink *natstest.Link
-	cfg := pipeline.Config{Repo: repo.Dir, Branch: "main", DataDir: data, Interval: 20 * time.Millisecond}
-	if external {
+	var serveLinks []*natstest.Link
+	var cfgOf []pipeline.Config
+	if replicas > 0 {
 		srv := natstest.Start(t)
 		natsAddr = strings.TrimPrefix(srv.ClientURL(), "nats://")
-		serveLink = natstest.StartLink(t, natsAddr)
-		cfg.External = pipeline.External{NATS: "nats://" + serveLink.Addr(), LeaseTTL: time.Second, ReplicaID: "serve"}
 	} else {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -336,7 +365,21 @@ func soakFaults(t *testing.T, external bool) {
 		}
 		natsAddr = ln.Addr().String()
 		ln.Close()
-		cfg.Listen = natsAddr
+	}
+	for i := range max(replicas, 1) {
+		data := t.TempDir()
+		if err := os.WriteFile(filepath.Join(data, "signing.nk"), signing, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cfg := pipeline.Config{Repo: repo.Dir, Branch: "main", DataDir: data, Interval: 20 * time.Millisecond}
+		if replicas > 0 {
+			l := natstest.StartLink(t, natsAddr)
+			serveLinks = append(serveLinks, l)
+			cfg.External = pipeline.External{NATS: "nats://" + l.Addr(), LeaseTTL: time.Second, ReplicaID: fmt.Sprintf("serve-%d", i)}
+		} else {
+			cfg.Listen = natsAddr
+		}
+		cfgOf = append(cfgOf, cfg)
 	}
 
 	var n faults
@@ -344,7 +387,7 @@ func soakFaults(t *testing.T, external bool) {
 		p    *pipeline.Pipeline
 		stop func()
 	}
-	startServe := func() serve {
+	startServe := func(cfg pipeline.Config) serve {
 		t.Helper()
 		pctx, cancel := context.WithCancel(ctx)
 		var p *pipeline.Pipeline
@@ -371,10 +414,17 @@ func soakFaults(t *testing.T, external bool) {
 			p.Close()
 		}}
 	}
-	s := startServe()
-	defer func() { s.stop() }()
+	serves := make([]serve, len(cfgOf))
+	for i, cfg := range cfgOf {
+		serves[i] = startServe(cfg)
+	}
+	defer func() {
+		for _, s := range serves {
+			s.stop()
+		}
+	}()
 
-	f := startFleet(t, natsAddr, s.p.PublicKey, cfgs, 8)
+	f := startFleet(t, natsAddr, pub, cfgs, 8)
 	c := &commits{repo: repo, values: map[cuecast.ConfigPath]int{}, last: map[cuecast.ConfigPath]string{}}
 	for r := 0; r < rounds; r++ {
 		if time.Now().After(stopAt) {
@@ -385,22 +435,32 @@ func soakFaults(t *testing.T, external bool) {
 			c.change(cfgs[rng.IntN(len(cfgs))])
 			n.commits++
 		}
-		if rng.IntN(10) == 0 { // serve stops and starts again
-			s.stop()
-			s = startServe()
+		if rng.IntN(10) == 0 { // a serve stops and starts again
+			i := rng.IntN(len(serves))
+			serves[i].stop()
+			serves[i] = startServe(cfgOf[i])
 			n.restarts++
 			continue
 		}
-		netFault(rng, f, serveLink, &n)
+		netFault(rng, f, serveLinks, &n)
 	}
 
 	// Quiescence: everything healed; every instance must reach its config's
-	// newest version.
+	// newest version. With replicas, the one holding the lease got there.
 	healed := time.Now()
 	head := repo.Head()
-	eventually(t, "the tailer at the head", func() (bool, string) {
-		st, err := s.p.Tailer.State(ctx)
-		return err == nil && st.Cursor == head && len(st.Undeployed) == 0, fmt.Sprint(st.Cursor, err)
+	var s serve
+	eventually(t, "a tailer at the head", func() (bool, string) {
+		var states []string
+		for _, r := range serves {
+			st, err := r.p.Tailer.State(ctx)
+			if err == nil && st.Cursor == head && len(st.Undeployed) == 0 {
+				s = r
+				return true, ""
+			}
+			states = append(states, fmt.Sprint(st.Cursor, err))
+		}
+		return false, strings.Join(states, "; ")
 	})
 	latest := map[cuecast.ConfigPath]cuecast.Version{}
 	for _, cf := range cfgs {

@@ -19,12 +19,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/client"
 	"github.com/cuecast/cuecast/distributor"
+	"github.com/cuecast/cuecast/internal/natsserver"
 	"github.com/cuecast/cuecast/internal/natstest"
 	"github.com/cuecast/cuecast/internal/pipeline"
 )
@@ -79,7 +81,7 @@ func runServeChild() int {
 	return 0
 }
 
-// serveProc is one serve child.
+// serveProc is one child process: a serve, or a NATS server.
 type serveProc struct {
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
@@ -109,8 +111,54 @@ func (s *syncBuf) String() string {
 // NATS server at natsURL when it is set.
 func startServeProc(t *testing.T, repo, data, listen, natsURL string) *serveProc {
 	t.Helper()
+	return startChild(t, envServeChild+"="+data, envServeRepo+"="+repo, envServeListen+"="+listen, envServeNATS+"="+natsURL)
+}
+
+// The NATS child of TestKillServe's "nats" mode: a NATS server with
+// JetStream over a store directory, on a fixed address, killed and started
+// again over the same store.
+const (
+	envNATSChild  = "CUECAST_FAULTS_NATS_DIR"
+	envNATSListen = "CUECAST_FAULTS_NATS_LISTEN"
+)
+
+// runNATSChild runs a NATS server until SIGKILL or until its stdin closes;
+// it prints "ready" once the server accepts clients.
+func runNATSChild() int {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var s *server.Server
+	var err error
+	// The killed server's port is released by the kernel; a moment's retry
+	// covers it still being in use.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if s, err = natsserver.Start(ctx, natsserver.Options{Dir: os.Getenv(envNATSChild), Listen: os.Getenv(envNATSListen)}); err == nil || time.Now().After(deadline) {
+			break
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "nats child: %v\n", err)
+		return 1
+	}
+	fmt.Println("ready")
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	s.Shutdown()
+	s.WaitForShutdown()
+	return 0
+}
+
+// startNATSProc starts a NATS child over the store dir, listening on listen.
+func startNATSProc(t *testing.T, dir, listen string) *serveProc {
+	t.Helper()
+	return startChild(t, envNATSChild+"="+dir, envNATSListen+"="+listen)
+}
+
+// startChild re-executes the test binary with env added; TestMain runs
+// the child that env names.
+func startChild(t *testing.T, env ...string) *serveProc {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), envServeChild+"="+data, envServeRepo+"="+repo, envServeListen+"="+listen, envServeNATS+"="+natsURL)
+	cmd.Env = append(os.Environ(), env...)
 	sp := &serveProc{cmd: cmd, ready: make(chan struct{}), exited: make(chan error, 1), stderr: &syncBuf{}}
 	cmd.Stderr = sp.stderr
 	out, err := cmd.StdoutPipe()
@@ -121,7 +169,7 @@ func startServeProc(t *testing.T, repo, data, listen, natsURL string) *serveProc
 		t.Fatal(err)
 	}
 	if err := cmd.Start(); err != nil {
-		t.Fatalf("start serve child: %v", err)
+		t.Fatalf("start child: %v", err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill() }) // when the test failed half-way; harmless after Wait
 	go func() {
@@ -144,7 +192,7 @@ func (sp *serveProc) kill(t *testing.T) {
 	err := <-sp.exited
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || !ee.Sys().(syscall.WaitStatus).Signaled() {
-		t.Fatalf("serve exited by itself before the kill: %v\n%s", err, sp.stderr.String())
+		t.Fatalf("child exited by itself before the kill: %v\n%s", err, sp.stderr.String())
 	}
 }
 
@@ -154,9 +202,9 @@ func (sp *serveProc) waitReady(t *testing.T) {
 	select {
 	case <-sp.ready:
 	case err := <-sp.exited:
-		t.Fatalf("serve exited before it was ready: %v\n%s", err, sp.stderr.String())
+		t.Fatalf("child exited before it was ready: %v\n%s", err, sp.stderr.String())
 	case <-time.After(convergeBound):
-		t.Fatalf("serve not ready after %s\n%s", convergeBound, sp.stderr.String())
+		t.Fatalf("child not ready after %s\n%s", convergeBound, sp.stderr.String())
 	}
 }
 
@@ -172,14 +220,17 @@ func (sp *serveProc) waitReady(t *testing.T) {
 // does (fleet.check, convergence within convergeBound), and the stream
 // itself: each config's versions are numbered 1… without gaps, version n+1
 // being the config's n-th change (no commit published twice or lost).
-// CUECAST_SOAK=1 kills it many more times.
+// "nats" runs that server as a process too and kills it (alone, or with
+// serve) with SIGKILL, restarting it over the same store: serve and the
+// fleet reconnect, and nothing it acknowledged is lost or published twice.
+// CUECAST_SOAK=1 kills them many more times.
 func TestKillServe(t *testing.T) {
-	for _, mode := range []string{"embedded", "external"} {
-		t.Run(mode, func(t *testing.T) { killServe(t, mode == "external") })
+	for _, mode := range []string{"embedded", "external", "nats"} {
+		t.Run(mode, func(t *testing.T) { killServe(t, mode != "embedded", mode == "nats") })
 	}
 }
 
-func killServe(t *testing.T, external bool) {
+func killServe(t *testing.T, external, killNATS bool) {
 	kills, stopAt := soakLength(t, 4, 60)
 	seed := rand.Uint64()
 	rng := rand.New(rand.NewPCG(seed, 3))
@@ -207,9 +258,18 @@ func killServe(t *testing.T, external bool) {
 	ln.Close()
 	listen, natsURL := addr, ""
 	var serveLink *natstest.Link
-	if external {
+	var np *serveProc // the NATS child
+	natsDir := t.TempDir()
+	switch {
+	case killNATS:
+		np = startNATSProc(t, natsDir, addr)
+		np.waitReady(t)
+		t.Cleanup(func() { np.stdin.Close(); <-np.exited })
+	case external:
 		srv := natstest.Start(t)
 		addr = strings.TrimPrefix(srv.ClientURL(), "nats://")
+	}
+	if external {
 		serveLink = natstest.StartLink(t, addr)
 		listen, natsURL = "", "nats://"+serveLink.Addr()
 	}
@@ -261,15 +321,33 @@ func killServe(t *testing.T, external bool) {
 				in.link.Heal()
 			}
 		}
-		sp.kill(t)
+		// In "nats": NATS alone a third of the time, serve alone a third,
+		// both the rest.
+		victim := 0
+		if killNATS {
+			victim = rng.IntN(3)
+		}
+		if victim != 1 {
+			sp.kill(t)
+			n.kills++
+		}
+		if victim != 0 {
+			np.kill(t)
+			n.natsKills++
+		}
 		if serveLink != nil {
 			serveLink.Heal()
 		}
-		n.kills++
-		if rng.IntN(2) == 0 { // commits while serve is dead
+		if rng.IntN(2) == 0 { // commits while dead
 			change()
 		}
-		sp = startServeProc(t, repo.Dir, data, listen, natsURL)
+		if victim != 0 {
+			np = startNATSProc(t, natsDir, addr)
+			np.waitReady(t)
+		}
+		if victim != 1 {
+			sp = startServeProc(t, repo.Dir, data, listen, natsURL)
+		}
 	}
 	sp.waitReady(t)
 	healed := time.Now()
