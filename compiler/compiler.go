@@ -25,6 +25,15 @@ import (
 // DefaultTimeout bounds the evaluation of one config.
 const DefaultTimeout = 30 * time.Second
 
+// shared is the limit of the evaluations every config depends on: the
+// module path, the manifest and the namespaces' schema packages.
+func (o Options) shared() time.Duration {
+	if o.sharedTimeout > 0 {
+		return o.sharedTimeout
+	}
+	return o.Timeout
+}
+
 // Options tune a compile. The zero value compiles every config of the repo on
 // disk with one worker per CPU.
 type Options struct {
@@ -53,6 +62,11 @@ type Options struct {
 	// compiles only the affected configs there.
 	PlanOnly bool
 
+	// sharedTimeout, when set, bounds what every config of the compile
+	// needs (module path, manifest, schema packages) instead of Timeout,
+	// so that a test can give a config a tight limit without a loaded
+	// machine making the manifest miss it too.
+	sharedTimeout time.Duration
 	// forceUnify turns off the wrapper packages (wrapConfig), so tests can
 	// check that both ways of applying a namespace schema agree.
 	forceUnify bool
@@ -246,7 +260,7 @@ func (c *compilation) run(ctx context.Context) error {
 	// bounded may abandon f on timeout while later steps add files to
 	// c.mem, so f gets the bytes rather than the map.
 	modSrc := c.mem.files["cue.mod/module.cue"]
-	modPath, err := bounded(ctx, c.opts.Timeout, func() string { return modulePath(modSrc) })
+	modPath, err := bounded(ctx, c.opts.shared(), func() string { return modulePath(modSrc) })
 	if err != nil && ctx.Err() != nil {
 		return fmt.Errorf("read module path: %w", err)
 	}

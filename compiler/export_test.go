@@ -1,6 +1,9 @@
 package compiler
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // CompileUnify compiles with namespace schemas applied by Value.Unify on
 // the evaluated config instead of through wrapper packages, for
@@ -8,4 +11,11 @@ import "context"
 func CompileUnify(ctx context.Context, repoDir string, opts Options) (*Result, error) {
 	opts.forceUnify = true
 	return Compile(ctx, repoDir, opts)
+}
+
+// WithSharedTimeout sets the limit of the module path, manifest and schema
+// evaluations apart from Options.Timeout.
+func WithSharedTimeout(o Options, d time.Duration) Options {
+	o.sharedTimeout = d
+	return o
 }

@@ -71,7 +71,7 @@ func (c *compilation) loadManifest(ctx context.Context) (*Manifest, map[string]E
 		pos  map[string]Error
 		errs []Error
 	}
-	r, err := bounded(ctx, c.opts.Timeout, func() result {
+	r, err := bounded(ctx, c.opts.shared(), func() result {
 		var r result
 		r.man, r.pos, r.errs = c.evalManifest(insts[0], files)
 		return r
@@ -79,7 +79,7 @@ func (c *compilation) loadManifest(ctx context.Context) (*Manifest, map[string]E
 	switch {
 	case errors.Is(err, errTimeout):
 		c.errs = append(c.errs, Error{File: files[0], Line: 1, Column: 1, ID: IDConfigTimeout,
-			Message: fmt.Sprintf("manifest evaluation did not finish within %s", c.opts.Timeout), Fix: fixFor(IDConfigTimeout)})
+			Message: fmt.Sprintf("manifest evaluation did not finish within %s", c.opts.shared()), Fix: fixFor(IDConfigTimeout)})
 		return nil, nil
 	case err != nil && ctx.Err() != nil:
 		return nil, nil // the caller reports the cancellation
@@ -227,7 +227,7 @@ func (c *compilation) checkSchema(ctx context.Context, ns Namespace, at Error, i
 		exists bool
 		defs   []string
 	}
-	l, err := bounded(ctx, c.opts.Timeout, func() look {
+	l, err := bounded(ctx, c.opts.shared(), func() look {
 		v := cuecontext.New().BuildInstance(inst)
 		if err := v.Err(); err != nil {
 			return look{err: err}
@@ -249,7 +249,7 @@ func (c *compilation) checkSchema(ctx context.Context, ns Namespace, at Error, i
 	switch {
 	case errors.Is(err, errTimeout):
 		return nil, &Error{File: at.File, Line: at.Line, Column: at.Column, ID: IDConfigTimeout, Fix: fixFor(IDConfigTimeout),
-			Message: fmt.Sprintf("namespace %s: schema package %q did not evaluate within %s", ns.Name, imp, c.opts.Timeout)}, nil
+			Message: fmt.Sprintf("namespace %s: schema package %q did not evaluate within %s", ns.Name, imp, c.opts.shared())}, nil
 	case err != nil:
 		return fail("schema package %q: %v", imp, err)
 	case l.err != nil:
