@@ -39,7 +39,12 @@ During a staged rollout it adds how many are where the rollout means them now.
 Stragglers are counted against that same rule (docs/ROLLOUT.md, "What status counts").
 
 An instance is live while its reports keep arriving (they expire after a few missed
-heartbeats).`,
+heartbeats).
+
+--wait CONFIG@VERSION waits until every live instance reports VERSION: exit 0,
+or exit 4 listing the stragglers at --timeout or when the rollout halts. On a
+terminal it prints its progress to stderr whenever it changes (and every 10s);
+when stderr is not a terminal it prints only the outcome.`,
 		Example: `  cuecast status
   cuecast status payments/checkout --output json`,
 		RunE: func(c *cobra.Command, args []string) error {
