@@ -162,6 +162,9 @@ func reportFlags(r cuecast.Report) string {
 	if r.LastError != "" {
 		f = append(f, "error: "+r.LastError)
 	}
+	if r.Refused != "" {
+		f = append(f, "refused a pointer: "+r.Refused)
+	}
 	if len(f) == 0 {
 		return ""
 	}
@@ -211,6 +214,24 @@ func statusRollout(ctx context.Context, env *Env, nc *nats.Conn, d *distributor.
 		fmt.Fprintf(w, "  stragglers (not on the version the rollout means them to run, for too long):\n")
 		for _, r := range s.Stragglers {
 			fmt.Fprintf(w, "    %s on v%d%s\n", r.Instance, r.Version, reportFlags(r))
+		}
+	}
+	if s.Failing > 0 {
+		reports, err := d.Reports(ctx, s.Config)
+		if err != nil {
+			return fmt.Errorf("status: %w", err)
+		}
+		fmt.Fprintf(w, "  failing to apply (their last apply failed):\n")
+		for _, r := range reports {
+			if r.LastError != "" {
+				fmt.Fprintf(w, "    %s on v%d: %s\n", r.Instance, r.Version, r.LastError)
+			}
+		}
+	}
+	if len(s.Refused) > 0 {
+		fmt.Fprintf(w, "  refused (a forged or unverifiable pointer, not applied; not an apply failure):\n")
+		for _, r := range s.Refused {
+			fmt.Fprintf(w, "    %s on v%d: %s\n", r.Instance, r.Version, r.Refused)
 		}
 	}
 	if len(s.LastKnownGood) > 0 {

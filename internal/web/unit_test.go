@@ -310,3 +310,49 @@ func TestStragglerAlertQuietOnStagedRollout(t *testing.T) {
 		}
 	}
 }
+
+// TestRefusedShownApartFromFailing: an instance whose last report refused
+// a forged pointer is counted and listed as refused, with the refusal and
+// its labels, and not as failing or unhealthy; an apply failure is failing
+// and not refused (issue 15 item 5: every refused forgery made an honest
+// instance look failing).
+func TestRefusedShownApartFromFailing(t *testing.T) {
+	const cfg cuecast.ConfigPath = "payments/checkout"
+	now := time.Date(2026, 12, 1, 17, 0, 0, 0, time.UTC)
+	reports := []cuecast.Report{
+		{Instance: "web-1", Config: cfg, Version: 1, Checksum: "c1", Healthy: true},
+		{Instance: "web-2", Config: cfg, Version: 1, Checksum: "c1", Healthy: true, LastError: "version 2: validate: no"},
+		{Instance: "web-3", Config: cfg, Version: 1, Checksum: "c1", Healthy: true, Refused: "version 2: pointer: bad signature",
+			Labels: map[string]string{"zone": "eu-1"}},
+	}
+	latest := cuecast.Version{Config: cfg, Version: 1, Checksum: "c1"}
+	st := distributor.Summarize(latest, now, reports, nil, 0, time.Minute, now)
+	s := &Server{}
+	snap := &snapshot{status: []distributor.ConfigStatus{st}, reports: map[cuecast.ConfigPath][]cuecast.Report{cfg: reports}}
+	row := s.row(snap, st)
+	if row.Failing != 1 || row.Refused != 1 || row.Unhealthy != 0 {
+		t.Errorf("row: failing %d, refused %d, unhealthy %d; want 1, 1, 0", row.Failing, row.Refused, row.Unhealthy)
+	}
+	refused := instances(st.Refused)
+	if len(refused) != 1 || refused[0].Instance != "web-3" || refused[0].Refused != "version 2: pointer: bad signature" ||
+		refused[0].LastError != "" || refused[0].Labels["zone"] != "eu-1" {
+		t.Errorf("refused instances: %+v; want web-3 with its refusal and labels", refused)
+	}
+	rec := rollout.Record{Config: cfg, Stable: 1, Current: &rollout.Rollout{
+		Config: cfg, Version: 2, Checksum: "c2", From: 1, State: rollout.StateHolding,
+		Policy: cuecast.Policy{Stages: []cuecast.Stage{{Name: "all", Percent: 100}}},
+		Cohort: rollout.Cohort{Buckets: allBuckets()},
+	}}
+	rv := rolloutOf(rec, reports, now)
+	if sv := rv.Stages[0]; sv.Failing != 1 || sv.Refused != 1 {
+		t.Errorf("stage all: failing %d, refused %d; want 1 and 1", sv.Failing, sv.Refused)
+	}
+}
+
+func allBuckets() []int {
+	b := make([]int, cuecast.Buckets)
+	for i := range b {
+		b[i] = i
+	}
+	return b
+}

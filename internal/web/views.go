@@ -66,6 +66,7 @@ type configRow struct {
 	Drift      int                `json:"drift"`
 	Unhealthy  int                `json:"unhealthy"`
 	Failing    int                `json:"failing"`
+	Refused    int                `json:"refused"` // refused a forged or unverifiable pointer: not failing, not applied
 	Rollout    string             `json:"rollout,omitempty"`
 	Stage      string             `json:"stage,omitempty"`
 	Pinned     bool               `json:"pinned,omitempty"`
@@ -82,6 +83,7 @@ type configView struct {
 	Drift      []instanceView       `json:"drift"`
 	LKG        []instanceView       `json:"lkg"`
 	Unhealthy  []instanceView       `json:"unhealthy"`
+	Refused    []instanceView       `json:"refused"`
 	Instances  []instanceView       `json:"instances"`
 	More       int                  `json:"more_instances,omitempty"`
 	Audit      []rollout.AuditEntry `json:"audit"`
@@ -103,14 +105,18 @@ type versionView struct {
 }
 
 type instanceView struct {
-	Instance  string    `json:"instance"`
-	Cohort    int       `json:"cohort"`
-	Version   uint64    `json:"version"`
-	Checksum  string    `json:"checksum"`
-	Healthy   bool      `json:"healthy"`
-	LKG       bool      `json:"lkg,omitempty"`
-	LastError string    `json:"last_error,omitempty"`
-	At        time.Time `json:"at"`
+	Instance  string `json:"instance"`
+	Cohort    int    `json:"cohort"`
+	Version   uint64 `json:"version"`
+	Checksum  string `json:"checksum"`
+	Healthy   bool   `json:"healthy"`
+	LKG       bool   `json:"lkg,omitempty"`
+	LastError string `json:"last_error,omitempty"`
+	// Refused is the last pointer the instance refused as forged or
+	// unverifiable (cuecast.Report.Refused): shown apart from LastError.
+	Refused string            `json:"refused,omitempty"`
+	Labels  map[string]string `json:"labels,omitempty"`
+	At      time.Time         `json:"at"`
 }
 
 type rolloutView struct {
@@ -148,6 +154,7 @@ type stageView struct {
 	Coverage  float64 `json:"coverage"`
 	Unhealthy int     `json:"unhealthy"`
 	Failing   int     `json:"failing"`
+	Refused   int     `json:"refused"`
 }
 
 func (s *Server) stale(snap *snapshot) string {
@@ -178,7 +185,7 @@ func (s *Server) row(snap *snapshot, st distributor.ConfigStatus) configRow {
 		Config: st.Config, Version: v.Version, Deleted: v.Deleted, Commit: v.Commit, CommitURL: s.commitURL(v.Commit),
 		Author: v.Author, Message: firstLine(v.Message), Instances: st.Instances, OnLatest: st.OnLatest,
 		OnIntended: st.OnIntended, Coverage: st.Coverage, Stragglers: len(st.Stragglers), LKG: len(st.LastKnownGood),
-		Drift: len(snap.drift[st.Config]), Unhealthy: st.Unhealthy, Failing: st.Failing,
+		Drift: len(snap.drift[st.Config]), Unhealthy: st.Unhealthy, Failing: st.Failing, Refused: len(st.Refused),
 	}
 	if rec, ok := snap.records[st.Config]; ok {
 		if rec.Current != nil {
@@ -225,7 +232,7 @@ func (s *Server) tailerView(snap *snapshot) *tailerView {
 
 func instance(r cuecast.Report) instanceView {
 	return instanceView{Instance: r.Instance, Cohort: r.Cohort, Version: r.Version, Checksum: r.Checksum,
-		Healthy: r.Healthy, LKG: r.LastKnownGood, LastError: r.LastError, At: r.At}
+		Healthy: r.Healthy, LKG: r.LastKnownGood, LastError: r.LastError, Refused: r.Refused, Labels: r.Labels, At: r.At}
 }
 
 func instances(rs []cuecast.Report) []instanceView {
@@ -250,7 +257,8 @@ func (s *Server) configView(ctx context.Context, snap *snapshot, cfg cuecast.Con
 	reports := snap.reports[cfg]
 	cv := configView{Actions: s.actionsEnabled(), Stale: s.stale(snap), Row: s.row(snap, st),
 		Stragglers: instances(st.Stragglers), Drift: instances(snap.drift[cfg]), LKG: instances(st.LastKnownGood),
-		Audit: []rollout.AuditEntry{}, Tailer: s.tailerView(snap)}
+		Refused: instances(st.Refused),
+		Audit:   []rollout.AuditEntry{}, Tailer: s.tailerView(snap)}
 	var unhealthy []cuecast.Report
 	for _, r := range reports {
 		if !r.Healthy || r.LastError != "" {
@@ -375,6 +383,9 @@ func rolloutOf(rec rollout.Record, reports []cuecast.Report, now time.Time) *rol
 			}
 			if rep.LastError != "" {
 				sv.Failing++
+			}
+			if rep.Refused != "" {
+				sv.Refused++
 			}
 		}
 		sv.Coverage = 1

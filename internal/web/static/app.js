@@ -87,25 +87,33 @@ function renderOverview(ov) {
       h('td', {}, count(c.stragglers, 'warn')),
       h('td', {}, count(c.drift, 'danger')),
       h('td', {}, count(c.lkg, 'warn')),
-      h('td', {}, count(c.unhealthy + c.failing, 'danger'))));
+      h('td', {}, count(c.unhealthy + c.failing, 'danger')),
+      h('td', {}, count(c.refused, 'warn'))));
     parts.push(h('section', {class: 'panel'}, h('h2', {}, ns.name),
       h('table', {class: 'configs'}, h('thead', {}, h('tr', {}, [['config'], ['version'], ['commit'], ['rollout'], ['coverage'], ['behind', 'stragglers: not on the version their rollout means them to run, past the threshold'],
           ['drift', 'reporting content cuecast did not publish'], ['LKG', 'serving their last-known-good file'],
-          ['bad', 'unhealthy or failing to apply']].map(([t, title]) => h('th', {title}, t)))),
+          ['bad', 'unhealthy or failing to apply'],
+          ['refused', 'refused a forged or unverifiable pointer: something sent them what serve did not sign; nothing was applied (not a failure)']].map(([t, title]) => h('th', {title}, t)))),
         h('tbody', {}, rows))));
   }
   view.replaceChildren(...parts);
 }
 
+function labels(m) {
+  const ks = Object.keys(m || {}).sort();
+  return ks.length ? ks.map(k => h('span', {class: 'label'}, `${k}=${m[k]}`)) : h('span', {class: 'muted'}, '—');
+}
+
 function instanceTable(title, list, cls) {
   if (!list || !list.length) return null;
   return h('section', {class: 'panel ' + (cls || '')}, h('h2', {}, `${title} (${list.length})`),
-    h('table', {}, h('thead', {}, h('tr', {}, ['instance', 'cohort', 'version', 'checksum', 'health', 'reported'].map(t => h('th', {}, t)))),
-      h('tbody', {}, list.map(i => h('tr', {},
-        h('td', {}, i.instance), h('td', {}, i.cohort), h('td', {}, 'v' + i.version),
+    h('table', {}, h('thead', {}, h('tr', {}, ['instance', 'labels', 'cohort', 'version', 'checksum', 'health', 'reported'].map(t => h('th', {}, t)))),
+      h('tbody', {}, list.map(i => h('tr', {'data-instance': i.instance},
+        h('td', {}, i.instance), h('td', {}, labels(i.labels)), h('td', {}, i.cohort), h('td', {}, 'v' + i.version),
         h('td', {}, h('code', {}, short(i.checksum))),
         h('td', {}, i.healthy ? 'healthy' : h('span', {class: 'count danger'}, 'unhealthy'), i.lkg ? ' · last-known-good' : '',
-          i.last_error ? h('div', {class: 'err'}, i.last_error) : ''),
+          i.last_error ? h('div', {class: 'err'}, i.last_error) : '',
+          i.refused ? h('div', {class: 'refused'}, 'refused a pointer: ' + i.refused) : ''),
         h('td', {class: 'muted'}, ago(i.at)))))));
 }
 
@@ -115,7 +123,8 @@ function renderRollout(r) {
     h('div', {class: 'stage-head'}, h('strong', {}, s.name), ' ', h('span', {class: 'muted'},
       `${s.percent}%${s.named ? ' + named' : ''}${s.hold ? ' · hold ' + s.hold : ''} · ${s.status}`)),
     s.instances ? bar(s.coverage, `${s.on_target}/${s.instances} on v${r.version}`) : bar(0, 'no instances', '', true),
-    h('div', {class: 'muted'}, s.unhealthy || s.failing ? h('span', {class: 'count danger'}, `${s.unhealthy} unhealthy · ${s.failing} failing`) : 'healthy')));
+    h('div', {class: 'muted'}, s.unhealthy || s.failing ? h('span', {class: 'count danger'}, `${s.unhealthy} unhealthy · ${s.failing} failing`) : 'healthy',
+      s.refused ? h('span', {class: 'count warn'}, ` · ${s.refused} refused a pointer`) : '')));
   return h('section', {class: 'panel', id: 'rollout'},
     h('h2', {}, `Rollout of v${r.version} `, state(r.state), r.emergency ? h('span', {class: 'count danger'}, ' emergency') : ''),
     h('p', {}, `from v${r.from || '—'} · stage ${r.stage} · started ${ago(r.started)} · updated ${ago(r.updated)}`,
@@ -144,7 +153,8 @@ function renderConfig(cv) {
     h('div', {class: 'kv'},
       h('div', {}, 'stragglers ', count(c.stragglers, 'warn')), h('div', {}, 'drift ', count(c.drift, 'danger')),
       h('div', {}, 'last-known-good ', count(c.lkg, 'warn')), h('div', {}, 'unhealthy ', count(c.unhealthy, 'danger')),
-      h('div', {}, 'failing ', count(c.failing, 'danger'))));
+      h('div', {}, 'failing ', count(c.failing, 'danger')),
+      h('div', {title: 'refused a forged or unverifiable pointer; nothing applied, not a failure'}, 'refused ', count(c.refused, 'warn'))));
   const chart = h('section', {class: 'panel'}, h('h2', {}, 'Propagation'), h('div', {id: 'chart'}));
   chart.querySelector('#chart').innerHTML = cv.chart; // server-drawn SVG, escaped there
   const versions = h('section', {class: 'panel'}, h('h2', {}, 'Versions'),
@@ -162,6 +172,7 @@ function renderConfig(cv) {
   view.replaceChildren(...[head, renderRollout(cv.rollout), chart,
     instanceTable('Stragglers', cv.stragglers, 'warn'), instanceTable('Drift', cv.drift, 'danger'),
     instanceTable('On last-known-good', cv.lkg, 'warn'), instanceTable('Unhealthy or failing', cv.unhealthy, 'danger'),
+    instanceTable('Refused a pointer (forged or unverifiable: nothing applied, not an apply failure)', cv.refused, 'warn'),
     versions, audit,
     instanceTable('Instances' + (cv.more_instances ? ` (first ${cv.instances.length}; ${cv.more_instances} more)` : ''), cv.instances),
   ].filter(Boolean));
