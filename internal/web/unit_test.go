@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"encoding/xml"
 	"fmt"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/cuecast/cuecast/distributor"
 	"github.com/cuecast/cuecast/distributor/rollout"
 	"github.com/cuecast/cuecast/internal/metrics"
+	"github.com/cuecast/cuecast/tailer"
 )
 
 func TestGitHubBase(t *testing.T) {
@@ -355,4 +357,61 @@ func allBuckets() []int {
 		b[i] = i
 	}
 	return b
+}
+
+// TestRejectedBadgeClearedByFix: a rejection counts as open until a later
+// commit compiles; then it is listed as fixed and no longer counted (the
+// "1 rejected" badge stayed after the fix, issue 17).
+func TestRejectedBadgeClearedByFix(t *testing.T) {
+	at := time.Date(2026, 12, 1, 17, 0, 0, 0, time.UTC)
+	rj := tailer.Rejected{Commit: "bad", At: at, Total: 1}
+	st := &tailer.State{Cursor: "bad", Base: "good", Rejected: []tailer.Rejected{rj}}
+	older := []distributor.ConfigStatus{{Latest: cuecast.Version{Config: "payments/checkout", Version: 1, CompiledAt: at.Add(-time.Minute)}}}
+	s := &Server{o: Options{Tailer: stateOnly{}}}
+	tv := s.tailerView(&snapshot{tailer: st, status: older})
+	if tv.Open != 1 || tv.Rejected[0].Fixed {
+		t.Errorf("before a fix: open %d, %+v; want 1 open", tv.Open, tv.Rejected)
+	}
+	// A later commit compiled and published a version.
+	newer := []distributor.ConfigStatus{{Latest: cuecast.Version{Config: "payments/checkout", Version: 2, CompiledAt: at.Add(time.Minute)}}}
+	tv = s.tailerView(&snapshot{tailer: &tailer.State{Cursor: "fix", Base: "fix", Rejected: []tailer.Rejected{rj}}, status: newer})
+	if tv.Open != 0 || !tv.Rejected[0].Fixed {
+		t.Errorf("after the fix: open %d, %+v; want none open, the rejection fixed", tv.Open, tv.Rejected)
+	}
+	// A later commit that compiled but changed no config's output.
+	tv = s.tailerView(&snapshot{tailer: &tailer.State{Cursor: "docs", Base: "docs", Rejected: []tailer.Rejected{rj}}, status: older})
+	if tv.Open != 0 {
+		t.Errorf("after a compiling commit publishing nothing: open %d, want 0", tv.Open)
+	}
+}
+
+// stateOnly stands for the tailer where tailerView only checks that one is
+// configured; the state comes from the snapshot.
+type stateOnly struct{}
+
+func (stateOnly) State(context.Context) (tailer.State, error) { return tailer.State{}, nil }
+
+// TestNamedStagesShownAsSuch: a stage naming instances or matching labels
+// carries them in its view, so the page says "checkout-1" or "zone=eu-1"
+// rather than "0% + named".
+func TestNamedStagesShownAsSuch(t *testing.T) {
+	rec := rollout.Record{Config: "search/ranking", Stable: 1, Current: &rollout.Rollout{
+		Config: "search/ranking", Version: 2, From: 1, State: rollout.StateHolding,
+		Policy: cuecast.Policy{Stages: []cuecast.Stage{
+			{Name: "canary-hosts", Instances: []string{"search-canary-1", "search-canary-2"}},
+			{Name: "eu", Labels: map[string]string{"zone": "eu-1"}},
+			{Name: "all", Percent: 100},
+		}},
+		Cohort: rollout.Cohort{Instances: []string{"search-canary-1", "search-canary-2"}},
+	}}
+	rv := rolloutOf(rec, nil, time.Now())
+	if got := rv.Stages[0].Names; len(got) != 2 || got[0] != "search-canary-1" {
+		t.Errorf("canary-hosts names %v, want its two instances", got)
+	}
+	if got := rv.Stages[1].Labels; got["zone"] != "eu-1" {
+		t.Errorf("eu labels %v, want zone=eu-1", got)
+	}
+	if rv.Stages[2].Names != nil || rv.Stages[2].Labels != nil {
+		t.Errorf("all: %+v, want no selectors", rv.Stages[2])
+	}
 }

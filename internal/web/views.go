@@ -31,7 +31,10 @@ type tailerView struct {
 	Lag       int             `json:"lag"`
 	Rewrite   *tailer.Rewrite `json:"rewrite,omitempty"`
 	Rejected  []rejectedView  `json:"rejected,omitempty"`
-	Error     string          `json:"error,omitempty"`
+	// Open counts the rejections not fixed yet: the badge and the panel
+	// show only those; fixed ones stay listed as history.
+	Open  int    `json:"open"`
+	Error string `json:"error,omitempty"`
 }
 
 type rejectedView struct {
@@ -42,6 +45,8 @@ type rejectedView struct {
 	At        time.Time `json:"at"`
 	First     string    `json:"first"`
 	Total     int       `json:"total"`
+	// Fixed: a later commit compiled (rejectionFixed).
+	Fixed bool `json:"fixed,omitempty"`
 }
 
 type namespaceView struct {
@@ -144,17 +149,21 @@ type rolloutView struct {
 }
 
 type stageView struct {
-	Name      string  `json:"name"`
-	Percent   int     `json:"percent"`
-	Named     int     `json:"named,omitempty"` // instances named or matched by labels
-	Hold      string  `json:"hold,omitempty"`
-	Status    string  `json:"status"` // done, current, pending
-	Instances int     `json:"instances"`
-	OnTarget  int     `json:"on_target"`
-	Coverage  float64 `json:"coverage"`
-	Unhealthy int     `json:"unhealthy"`
-	Failing   int     `json:"failing"`
-	Refused   int     `json:"refused"`
+	Name    string `json:"name"`
+	Percent int    `json:"percent"`
+	Named   int    `json:"named,omitempty"` // instances named or matched by labels
+	// Names and Labels are the stage's own selectors: the instances it
+	// names and the labels it matches, shown as such (not "0% + named").
+	Names     []string          `json:"names,omitempty"`
+	Labels    map[string]string `json:"labels,omitempty"`
+	Hold      string            `json:"hold,omitempty"`
+	Status    string            `json:"status"` // done, current, pending
+	Instances int               `json:"instances"`
+	OnTarget  int               `json:"on_target"`
+	Coverage  float64           `json:"coverage"`
+	Unhealthy int               `json:"unhealthy"`
+	Failing   int               `json:"failing"`
+	Refused   int               `json:"refused"`
 }
 
 func (s *Server) stale(snap *snapshot) string {
@@ -220,7 +229,10 @@ func (s *Server) tailerView(snap *snapshot) *tailerView {
 		for i := len(st.Rejected) - 1; i >= 0 && len(tv.Rejected) < 5; i-- {
 			rj := st.Rejected[i]
 			rv := rejectedView{Commit: rj.Commit, CommitURL: s.commitURL(rj.Commit), Author: rj.Author,
-				Message: rj.Message, At: rj.At, Total: rj.Total}
+				Message: rj.Message, At: rj.At, Total: rj.Total, Fixed: rejectionFixed(st, rj, snap.status)}
+			if !rv.Fixed {
+				tv.Open++
+			}
 			if len(rj.Errors) > 0 {
 				rv.First = rj.Errors[0].Error()
 			}
@@ -228,6 +240,22 @@ func (s *Server) tailerView(snap *snapshot) *tailerView {
 		}
 	}
 	return tv
+}
+
+// rejectionFixed says whether a commit compiled after rj was rejected: the
+// last commit processed compiled (the tailer's Base is its Cursor), or a
+// version was compiled after the rejection. The "rejected" badge stayed
+// after the fix (issue 17).
+func rejectionFixed(st *tailer.State, rj tailer.Rejected, status []distributor.ConfigStatus) bool {
+	if st.Cursor != "" && st.Base == st.Cursor {
+		return true
+	}
+	for _, cs := range status {
+		if cs.Latest.CompiledAt.After(rj.At) {
+			return true
+		}
+	}
+	return false
 }
 
 func instance(r cuecast.Report) instanceView {
@@ -357,7 +385,8 @@ func rolloutOf(rec rollout.Record, reports []cuecast.Report, now time.Time) *rol
 	slices.Reverse(rv.Log)
 	ns := r.Config.Namespace()
 	for i, stg := range r.Policy.Stages {
-		sv := stageView{Name: stg.Name, Percent: stg.Percent, Named: len(stg.Instances) + len(stg.Labels)}
+		sv := stageView{Name: stg.Name, Percent: stg.Percent, Named: len(stg.Instances) + len(stg.Labels),
+			Names: stg.Instances, Labels: stg.Labels}
 		if stg.Hold > 0 {
 			sv.Hold = stg.Hold.String()
 		}
