@@ -63,7 +63,9 @@ func TestChartSVG(t *testing.T) {
 		{"one version everywhere", []metrics.Series{{Version: v(7), Current: true,
 			Points:  []metrics.Point{{Elapsed: 100 * time.Millisecond, Share: 0.5, Instances: 2}, {Elapsed: 250 * time.Millisecond, Share: 1, Instances: 2}},
 			Reached: map[string]time.Duration{"0.5": 100 * time.Millisecond, "1": 250 * time.Millisecond}}},
-			[]string{`data-version="7"`, "v7 0123456", "100% after 250ms", "<circle", "since commit"}, []string{"<script>"}},
+			[]string{`data-version="7"`, "v7 0123456", "100% after 250ms", "<circle", "since commit",
+				// Full width, and each sample's values on hover (issue 17).
+				`width="100%"`, "<title>v7: 50% of 2 instances, 100ms after its commit</title>"}, []string{"<script>"}},
 		{"two versions, one partial", []metrics.Series{
 			{Version: v(1), Points: []metrics.Point{{Elapsed: 2 * time.Second, Share: 1, Instances: 3}}, Reached: map[string]time.Duration{"1": 2 * time.Second}},
 			{Version: v(2), Current: true, Points: []metrics.Point{{Elapsed: 90 * time.Second, Share: 2.0 / 3, Instances: 3}}, Reached: map[string]time.Duration{"0.5": 90 * time.Second}},
@@ -83,6 +85,9 @@ func TestChartSVG(t *testing.T) {
 				if strings.Contains(svg, a) {
 					t.Errorf("chart contains %q", a)
 				}
+			}
+			if n := strings.Count(svg, "<polyline"); n != len(c.series) {
+				t.Errorf("%d lines for %d versions, want one each", n, len(c.series))
 			}
 		})
 	}
