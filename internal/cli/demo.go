@@ -276,7 +276,8 @@ func (d *demo) run(ctx context.Context, env *Env) error {
 	if v3.Checksum != v1.Checksum {
 		return fmt.Errorf("after the revert v%d has checksum %s, want v1's %s", v3.Version, v3.Checksum, v1.Checksum)
 	}
-	d.detail("revert commit %s became v%d in %s; its content is byte-for-byte v1's (sha256:%s)", rev.String()[:10], v3.Version, time.Since(t1).Round(time.Millisecond), v3.Checksum[:12])
+	d.detail("revert commit %s became v%d; its content is byte-for-byte v1's (sha256:%s)", rev.String()[:10], v3.Version, v3.Checksum[:12])
+	d.detail("it took the same stages, %s: on every instance %s after the commit", stageLine(demoPolicy()), time.Since(t1).Round(time.Millisecond))
 	for i, w := range d.watchers {
 		s := w.Current()
 		d.detail("%s is on v%d, the original content", demoInstances[i], s.Version)

@@ -7,8 +7,10 @@
 //
 // It runs under `make e2e` (build tag e2e), which installs Debian's chromium
 // when it is missing. Chromium is found at $CUECAST_CHROMIUM, /usr/bin/chromium
-// or on $PATH; the test is skipped, saying so, only when there is none. The
-// screenshot goes to $CUECAST_ARTIFACTS (default: the test's temp directory).
+// or on $PATH; the test is skipped, saying so, only when there is none. A
+// screenshot of each page (config, a version's diff, overview, overview
+// filtered, a halted rollout) goes to $CUECAST_ARTIFACTS (default: the
+// test's temp directory).
 package e2e
 
 import (

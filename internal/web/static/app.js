@@ -95,7 +95,7 @@ function renderTailer(t) {
 function renderStale(msg) {
   const el = document.getElementById('stale');
   el.hidden = !msg;
-  el.textContent = msg || '';
+  el.textContent = times(msg || '');
 }
 
 function renderOverview(ov) {
