@@ -52,8 +52,10 @@ func TestGettingStarted(t *testing.T) {
 		script = strings.ReplaceAll(script, s.old, s.new)
 	}
 	// The harness's own lines: stop on the first failing command, show each
-	// command as it runs, and never leave a background job behind.
-	script = "set -eu\nset -x\ntrap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n" + script
+	// command as it runs, never leave a background job behind, and give up
+	// after 4 minutes (the doc's waits have no bound of their own).
+	script = "set -eu\nset -x\ntrap 'kill $(jobs -p) 2>/dev/null || true' EXIT\ntrap 'echo getting-started: gave up after 4m >&2; exit 124' TERM\n" +
+		"( sleep 240; kill -TERM $$ ) >/dev/null 2>&1 &\n" + script
 
 	dir := t.TempDir()
 	txtar := "exec bash getting-started.sh\n" +
