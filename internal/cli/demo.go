@@ -405,7 +405,10 @@ func (d *demo) startWatcher(ctx context.Context, env *Env, id string) (*client.W
 		client.WithInstance(id),
 		client.WithTrustedKeysFile(d.trust),
 		client.WithEvents(func(ev client.Event) {
-			if ev.Err != nil {
+			// EventNotFound: the instance starts a moment before the
+			// first version's pointers exist, and says so; the demo
+			// waits for them anyway, so only real trouble is shown.
+			if ev.Err != nil && ev.Kind != client.EventNotFound {
 				fmt.Fprintf(env.IO.ErrOut, "      %s: %s\n", id, ev)
 			}
 		}),
