@@ -31,8 +31,9 @@ test: vet dockerfile-lint
 
 # The dashboard in headless Chromium (internal/web/e2e, build tag e2e): installs
 # Debian's chromium with apt-get when /usr/bin/chromium is missing; the test skips,
-# saying why, only when no Chromium can be found or installed. Screenshots go to
-# $(E2E_ARTIFACTS).
+# saying why, only when no Chromium can be found or installed. Screenshots of each
+# page (overview, overview filtered, config, a version's diff, a halted rollout)
+# go to $(E2E_ARTIFACTS).
 E2E_ARTIFACTS ?= $(CURDIR)/bin/e2e
 e2e:
 	@if [ ! -x /usr/bin/chromium ] && [ -z "$$CUECAST_CHROMIUM" ]; then \

@@ -178,6 +178,11 @@ type ConfigStatus struct {
 	Unhealthy int `json:"unhealthy"`
 	// Failing counts the instances whose last apply failed (LastError set).
 	Failing int `json:"failing"`
+	// Refused are the instances whose last report says they refused a
+	// forged or unverifiable pointer (Report.Refused, PROTOCOL.md §5):
+	// something is sending them what serve did not sign. Not an apply
+	// failure, and not counted in Failing.
+	Refused []cuecast.Report `json:"refused,omitempty"`
 	// Stragglers are the instances not on the version intended for them
 	// longer than Options.StragglerAfter after it became intended.
 	Stragglers []cuecast.Report `json:"stragglers,omitempty"`
@@ -299,6 +304,9 @@ func Summarize(latest cuecast.Version, published time.Time, reports []cuecast.Re
 		}
 		if r.LastError != "" {
 			st.Failing++
+		}
+		if r.Refused != "" {
+			st.Refused = append(st.Refused, r)
 		}
 		if r.LastKnownGood {
 			st.LastKnownGood = append(st.LastKnownGood, r)

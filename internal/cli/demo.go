@@ -21,6 +21,7 @@ import (
 	"github.com/cuecast/cuecast/client"
 	example "github.com/cuecast/cuecast/configs-example"
 	"github.com/cuecast/cuecast/distributor"
+	"github.com/cuecast/cuecast/distributor/rollout"
 	"github.com/cuecast/cuecast/internal/pipeline"
 	"github.com/cuecast/cuecast/internal/revert"
 )
@@ -42,6 +43,31 @@ const (
 
 var demoInstances = []string{"checkout-1", "checkout-2", "checkout-3"}
 
+// demoHold is how long the demo's canary stage holds before the change goes
+// to everyone: long enough to see the other instances still on the old
+// version, short enough for `make demo`.
+const demoHold = 3 * time.Second
+
+// demoPolicy is the staged rollout the demo's change takes: one named canary
+// instance, a hold, then everyone (docs/ROLLOUT.md, named stages).
+func demoPolicy() cuecast.Policy {
+	return cuecast.Policy{Stages: []cuecast.Stage{
+		{Name: "canary", Instances: demoInstances[:1], Hold: cuecast.Duration(demoHold)},
+		{Name: "all", Percent: 100},
+	}}
+}
+
+// demoPolicies rolls the first version out to everyone at once (no instance
+// exists yet) and every later version of the demo's config in stages.
+type demoPolicies struct{}
+
+func (demoPolicies) Policy(_ context.Context, v cuecast.Version) (cuecast.Policy, string, error) {
+	if v.Config == demoConfig && v.Version > 1 {
+		return demoPolicy(), rollout.Relaxed, nil
+	}
+	return cuecast.DefaultPolicy(), rollout.Relaxed, nil
+}
+
 func newDemoCmd(env *Env, runF func(*cobra.Command, *DemoOptions) error) *cobra.Command {
 	opts := &DemoOptions{}
 	cmd := &cobra.Command{
@@ -52,7 +78,8 @@ func newDemoCmd(env *Env, runF func(*cobra.Command, *DemoOptions) error) *cobra.
 It copies the example config repo into a new Git repository in a temporary
 directory, starts serve (embedded NATS on a free port, the tailer, the
 distributor), starts three service instances watching payments/checkout, commits a
-change and shows every instance applying it, then commits a revert and shows every
+change and rolls it out in stages, a canary (checkout-1, held 3s) then all, showing
+which instance runs what at each stage, then commits a revert and shows every
 instance back on the old content as a newer version. It cleans up after itself and
 exits 0 when every step checked out, 1 otherwise.`,
 		RunE: func(c *cobra.Command, args []string) error {
@@ -110,9 +137,12 @@ func demoRun(ctx context.Context, env *Env, opts *DemoOptions) error {
 	return nil
 }
 
+// demoSteps is the number of d.say calls in a run.
+const demoSteps = 8
+
 func (d *demo) say(format string, args ...any) {
 	d.step++
-	fmt.Fprintf(d.out, "\n[%d/7] %s\n", d.step, fmt.Sprintf(format, args...))
+	fmt.Fprintf(d.out, "\n[%d/%d] %s\n", d.step, demoSteps, fmt.Sprintf(format, args...))
 }
 
 func (d *demo) detail(format string, args ...any) {
@@ -145,11 +175,12 @@ func (d *demo) run(ctx context.Context, env *Env) error {
 		logger = slog.New(slog.NewTextHandler(env.IO.ErrOut, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
 	d.pipe, err = pipeline.Start(ctx, pipeline.Config{
-		Repo:    repoDir,
-		Branch:  "main",
-		DataDir: filepath.Join(d.dir, "data"),
-		Listen:  "127.0.0.1:0",
-		Logger:  logger,
+		Repo:     repoDir,
+		Branch:   "main",
+		DataDir:  filepath.Join(d.dir, "data"),
+		Listen:   "127.0.0.1:0",
+		Logger:   logger,
+		Policies: demoPolicies{},
 	})
 	if err != nil {
 		return err
@@ -166,7 +197,8 @@ func (d *demo) run(ctx context.Context, env *Env) error {
 		return err
 	}
 	d.detail("signing key %s, listed in %s; the instances accept only what it signed", d.pipe.PublicKey, d.trust)
-	d.detail("rollout: everyone at once (serve itself follows the manifest's stages; see docs/ROLLOUT.md)")
+	d.detail("rollout: the first version to everyone at once; the change after it in stages, %s", stageLine(demoPolicy()))
+	d.detail("(serve follows the manifest's stages the same way; see docs/ROLLOUT.md)")
 	if err := d.waitCursor(ctx, first.String()); err != nil {
 		return err
 	}
@@ -216,12 +248,11 @@ func (d *demo) run(ctx context.Context, env *Env) error {
 		return err
 	}
 	published := time.Since(t0)
-	if err := d.waitApplied(ctx, v2); err != nil {
+	d.detail("commit %s became %s v%d (author %s) in %s", change.String()[:10], demoConfig, v2.Version, v2.Author, published.Round(time.Millisecond))
+	if err := d.staged(ctx, v1, v2); err != nil {
 		return err
 	}
-	applied := time.Since(t0)
-	d.detail("commit %s became %s v%d (author %s) in %s", change.String()[:10], demoConfig, v2.Version, v2.Author, published.Round(time.Millisecond))
-	d.detail("all three instances applied v%d %s after the commit", v2.Version, applied.Round(time.Millisecond))
+	d.detail("all three instances applied v%d %s after the commit", v2.Version, time.Since(t0).Round(time.Millisecond))
 
 	d.say("Asking `cuecast status` how much of the fleet runs it.")
 	if err := d.waitStatus(ctx, v2.Version, len(demoInstances)); err != nil {
@@ -245,7 +276,8 @@ func (d *demo) run(ctx context.Context, env *Env) error {
 	if v3.Checksum != v1.Checksum {
 		return fmt.Errorf("after the revert v%d has checksum %s, want v1's %s", v3.Version, v3.Checksum, v1.Checksum)
 	}
-	d.detail("revert commit %s became v%d in %s; its content is byte-for-byte v1's (sha256:%s)", rev.String()[:10], v3.Version, time.Since(t1).Round(time.Millisecond), v3.Checksum[:12])
+	d.detail("revert commit %s became v%d; its content is byte-for-byte v1's (sha256:%s)", rev.String()[:10], v3.Version, v3.Checksum[:12])
+	d.detail("it took the same stages, %s: on every instance %s after the commit", stageLine(demoPolicy()), time.Since(t1).Round(time.Millisecond))
 	for i, w := range d.watchers {
 		s := w.Current()
 		d.detail("%s is on v%d, the original content", demoInstances[i], s.Version)
@@ -260,6 +292,78 @@ func (d *demo) run(ctx context.Context, env *Env) error {
 		return fmt.Errorf("serve: %w", err)
 	}
 	return nil
+}
+
+// staged narrates v2's staged rollout: the canary stage with only its
+// instance on v2 while the others stay on v1, then the last stage with
+// everyone on v2. It fails when a stage does not look like that.
+func (d *demo) staged(ctx context.Context, v1, v2 cuecast.Version) error {
+	d.say("Rolling v%d out in stages: %s.", v2.Version, stageLine(demoPolicy()))
+	canary := demoInstances[0]
+	var rec rollout.Record
+	err := d.poll(ctx, func() (bool, error) {
+		var err error
+		rec, err = d.pipe.Rollout.Record(ctx, demoConfig)
+		if err != nil {
+			return false, nil
+		}
+		r := rec.Current
+		if r == nil || r.Version != v2.Version {
+			return false, nil
+		}
+		if r.Stage > 0 || r.State == rollout.StateComplete {
+			return false, fmt.Errorf("v%d left the canary stage before %s applied it", v2.Version, canary)
+		}
+		return d.watchers[0].Current().Version == v2.Version, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for the canary stage of v%d: %w", v2.Version, err)
+	}
+	d.detail("stage 1/2 canary (%s):", canary)
+	for i, w := range d.watchers {
+		s := w.Current()
+		switch {
+		case i == 0:
+			d.detail("  %s applied v%d", demoInstances[i], s.Version)
+		case s.Version == v1.Version:
+			d.detail("  %s still on v%d: not in the canary", demoInstances[i], s.Version)
+		default:
+			return fmt.Errorf("%s is on v%d during the canary stage, want v%d", demoInstances[i], s.Version, v1.Version)
+		}
+	}
+	d.detail("  the stage holds %s with its instance healthy, then the change goes to everyone", demoHold)
+	if err := d.waitApplied(ctx, v2); err != nil {
+		return fmt.Errorf("waiting for stage all of v%d: %w", v2.Version, err)
+	}
+	err = d.poll(ctx, func() (bool, error) {
+		rec, err = d.pipe.Rollout.Record(ctx, demoConfig)
+		if err != nil {
+			return false, err
+		}
+		return rec.Current != nil && rec.Current.Version == v2.Version && rec.Current.State == rollout.StateComplete, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for v%d's rollout to complete: %w", v2.Version, err)
+	}
+	d.detail("stage 2/2 all (100%%): every instance applied v%d; the rollout is %s", v2.Version, rec.Current.State)
+	return nil
+}
+
+// stageLine is a policy's stages as one line: "canary (checkout-1, hold 3s) ▶ all (100%)".
+func stageLine(p cuecast.Policy) string {
+	parts := make([]string, len(p.Stages))
+	for i, st := range p.Stages {
+		var what []string
+		if st.Percent > 0 {
+			what = append(what, fmt.Sprintf("%d%%", st.Percent))
+		}
+		what = append(what, st.Instances...)
+		if st.Hold > 0 {
+			what = append(what, "hold "+st.Hold.String())
+		}
+		parts[i] = fmt.Sprintf("%s (%s)", st.Name, strings.Join(what, ", "))
+	}
+	return strings.Join(parts, " ▶ ")
 }
 
 func (d *demo) commit(msg string) (plumbing.Hash, error) {
@@ -301,7 +405,10 @@ func (d *demo) startWatcher(ctx context.Context, env *Env, id string) (*client.W
 		client.WithInstance(id),
 		client.WithTrustedKeysFile(d.trust),
 		client.WithEvents(func(ev client.Event) {
-			if ev.Err != nil {
+			// EventNotFound: the instance starts a moment before the
+			// first version's pointers exist, and says so; the demo
+			// waits for them anyway, so only real trouble is shown.
+			if ev.Err != nil && ev.Kind != client.EventNotFound {
 				fmt.Fprintf(env.IO.ErrOut, "      %s: %s\n", id, ev)
 			}
 		}),

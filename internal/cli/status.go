@@ -36,10 +36,19 @@ func newStatusCmd(env *Env, runF func(*cobra.Command, *StatusOptions) error) *co
 for each config the version its fleet is meant to end on (the latest, or a pin's or a
 halted rollout's, with the latest beside it) and how many live instances report it.
 During a staged rollout it adds how many are where the rollout means them now.
+It counts apart the instances failing to apply a version (their last error) and
+those that refused a pointer as forged or unverifiable ("refused": something is
+sending them what serve did not sign; they apply nothing from it and stay
+healthy); with one CONFIG named it lists both by instance.
 Stragglers are counted against that same rule (docs/ROLLOUT.md, "What status counts").
 
 An instance is live while its reports keep arriving (they expire after a few missed
-heartbeats).`,
+heartbeats).
+
+--wait CONFIG@VERSION waits until every live instance reports VERSION: exit 0,
+or exit 4 listing the stragglers at --timeout or when the rollout halts. On a
+terminal it prints its progress to stderr whenever it changes (and every 10s);
+when stderr is not a terminal it prints only the outcome.`,
 		Example: `  cuecast status
   cuecast status payments/checkout --output json`,
 		RunE: func(c *cobra.Command, args []string) error {
@@ -149,6 +158,14 @@ func countColumn(s distributor.ConfigStatus) string {
 	c := fmt.Sprintf("%d/%d instances", s.OnTarget, s.Instances)
 	if s.OnIntended != s.OnTarget {
 		c += fmt.Sprintf(", %d/%d where the rollout means them now", s.OnIntended, s.Instances)
+	}
+	// Two different troubles, never one count: an apply that failed, and
+	// a pointer refused as forged or unverifiable (nothing applied).
+	if s.Failing > 0 {
+		c += fmt.Sprintf(", %d failing to apply", s.Failing)
+	}
+	if n := len(s.Refused); n > 0 {
+		c += fmt.Sprintf(", %d refused a pointer", n)
 	}
 	return c
 }

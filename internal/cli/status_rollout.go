@@ -57,6 +57,8 @@ func statusWait(ctx context.Context, env *Env, nc *nats.Conn, d *distributor.Dis
 		return fmt.Errorf("status --wait: %w", err)
 	}
 	defer stop()
+	var lastLine string
+	var lastAt time.Time
 	for {
 		reports, err := live(ctx)
 		if err != nil {
@@ -72,9 +74,23 @@ func statusWait(ctx context.Context, env *Env, nc *nats.Conn, d *distributor.Dis
 			fmt.Fprintf(env.IO.Out, "%s@%d: all %d live instances report it (%s)\n", cfg, n, len(reports), time.Since(start).Round(time.Millisecond))
 			return nil
 		}
-		halted := ""
-		if rec, err := ctl.Record(ctx, cfg); err == nil && rec.Current != nil && rec.Current.Version == n && rec.Current.State == rollout.StateHalted {
-			halted = rec.Current.Reason
+		halted, stage := "", ""
+		if rec, err := ctl.Record(ctx, cfg); err == nil && rec.Current != nil && rec.Current.Version == n {
+			if rec.Current.State == rollout.StateHalted {
+				halted = rec.Current.Reason
+			}
+			if st := rec.Current.Stage; st < len(rec.Current.Policy.Stages) {
+				stage = fmt.Sprintf("; rollout stage %d/%d %s: %s", st+1, len(rec.Current.Policy.Stages), rec.Current.Policy.Stages[st].Name, rec.Current.State)
+			}
+		}
+		if env.IO.IsStderrTTY() {
+			// A person watching sees the wait move; a pipeline's log
+			// (stderr not a terminal) gets only the outcome.
+			line := waitProgress(cfg, n, reports, behind) + stage
+			if line != lastLine || time.Since(lastAt) >= 10*time.Second {
+				fmt.Fprintf(env.IO.ErrOut, "%s (%s)\n", line, time.Since(start).Round(time.Second))
+				lastLine, lastAt = line, time.Now()
+			}
 		}
 		if halted != "" || !time.Now().Before(deadline) {
 			if halted != "" {
@@ -96,6 +112,27 @@ func statusWait(ctx context.Context, env *Env, nc *nats.Conn, d *distributor.Dis
 		case <-time.After(min(250*time.Millisecond, time.Until(deadline)+time.Millisecond)):
 		}
 	}
+}
+
+// waitProgress is one line of a wait's progress: how many live instances
+// report the version, and the first stragglers.
+func waitProgress(cfg cuecast.ConfigPath, n uint64, reports, behind []cuecast.Report) string {
+	if len(reports) == 0 {
+		return fmt.Sprintf("%s@%d: waiting: no live instance reports on this config yet", cfg, n)
+	}
+	line := fmt.Sprintf("%s@%d: waiting: %d of %d live instances report it", cfg, n, len(reports)-len(behind), len(reports))
+	var names []string
+	for i, r := range behind {
+		if i == 3 {
+			names = append(names, fmt.Sprintf("%d more", len(behind)-i))
+			break
+		}
+		names = append(names, fmt.Sprintf("%s on v%d", r.Instance, r.Version))
+	}
+	if len(names) > 0 {
+		line += "; behind: " + strings.Join(names, ", ")
+	}
+	return line
 }
 
 // liveReports returns how statusWait reads cfg's live reports, and how it
@@ -124,6 +161,9 @@ func reportFlags(r cuecast.Report) string {
 	}
 	if r.LastError != "" {
 		f = append(f, "error: "+r.LastError)
+	}
+	if r.Refused != "" {
+		f = append(f, "refused a pointer: "+r.Refused)
 	}
 	if len(f) == 0 {
 		return ""
@@ -174,6 +214,24 @@ func statusRollout(ctx context.Context, env *Env, nc *nats.Conn, d *distributor.
 		fmt.Fprintf(w, "  stragglers (not on the version the rollout means them to run, for too long):\n")
 		for _, r := range s.Stragglers {
 			fmt.Fprintf(w, "    %s on v%d%s\n", r.Instance, r.Version, reportFlags(r))
+		}
+	}
+	if s.Failing > 0 {
+		reports, err := d.Reports(ctx, s.Config)
+		if err != nil {
+			return fmt.Errorf("status: %w", err)
+		}
+		fmt.Fprintf(w, "  failing to apply (their last apply failed):\n")
+		for _, r := range reports {
+			if r.LastError != "" {
+				fmt.Fprintf(w, "    %s on v%d: %s\n", r.Instance, r.Version, r.LastError)
+			}
+		}
+	}
+	if len(s.Refused) > 0 {
+		fmt.Fprintf(w, "  refused (a forged or unverifiable pointer, not applied; not an apply failure):\n")
+		for _, r := range s.Refused {
+			fmt.Fprintf(w, "    %s on v%d: %s\n", r.Instance, r.Version, r.Refused)
 		}
 	}
 	if len(s.LastKnownGood) > 0 {

@@ -17,6 +17,7 @@ import (
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/distributor"
 	"github.com/cuecast/cuecast/internal/cli"
+	"github.com/cuecast/cuecast/internal/iostreams"
 	"github.com/cuecast/cuecast/internal/natstest"
 	"github.com/cuecast/cuecast/internal/poll"
 )
@@ -293,5 +294,40 @@ authorization {
 	}
 	if !strings.Contains(r.errOut, "cannot follow reports live") {
 		t.Errorf("stderr: got %q, want a warning that reports are read on every look", r.errOut)
+	}
+}
+
+// TestStatusWaitShowsProgressOnATerminal: on a terminal, a wait says how far
+// it is as instances move (it printed nothing for up to --timeout, issue 17
+// item 8); with stderr not a terminal it stays quiet until the outcome
+// (TestStatusWaitReadsReportsOnce).
+func TestStatusWaitShowsProgressOnATerminal(t *testing.T) {
+	f := startReportFleet(t, distributor.Options{})
+	f.report("web-1", 1)
+	f.report("web-2", 1)
+	stdout, stderr := &syncBuffer{}, &syncBuffer{}
+	io := &iostreams.IOStreams{In: strings.NewReader(""), Out: stdout, ErrOut: stderr}
+	io.SetTTY(false, true)
+	res := make(chan int, 1)
+	go func() {
+		res <- cli.Main(t.Context(), []string{"status", "--nats", f.url, "--wait", "payments/checkout@2", "--timeout", "20s"}, io, func(string) string { return "" })
+	}()
+	poll.Until(t, "progress with none on v2", 10*time.Second, func() (bool, string) {
+		s := stderr.String()
+		return strings.Contains(s, "payments/checkout@2: waiting: 0 of 2 live instances report it; behind: web-1 on v1, web-2 on v1"), s
+	})
+	f.report("web-1", 2)
+	poll.Until(t, "progress with web-1 on v2", 10*time.Second, func() (bool, string) {
+		s := stderr.String()
+		return strings.Contains(s, "payments/checkout@2: waiting: 1 of 2 live instances report it; behind: web-2 on v1"), s
+	})
+	f.report("web-2", 2)
+	select {
+	case code := <-res:
+		if code != 0 || !strings.HasPrefix(stdout.String(), "payments/checkout@2: all 2 live instances report it (") {
+			t.Fatalf("exit %d, stdout %q stderr %q; want 0 and all 2 instances", code, stdout, stderr)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("status --wait still running after 30s")
 	}
 }

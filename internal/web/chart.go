@@ -12,24 +12,27 @@ import (
 
 // Chart geometry, in SVG user units.
 const (
-	chartW, chartH             = 760, 240
-	padL, padR, padT, padB     = 46, 230, 14, 30
+	chartW, chartH             = 1040, 260
+	padL, padR, padT, padB     = 46, 250, 14, 30
 	plotW, plotH               = chartW - padL - padR, chartH - padT - padB
 	legendX, legendY, legendDY = padL + plotW + 14, padT + 10, 18
 )
 
-// palette colours the series, oldest to newest; the current version is
-// always drawn last in the strongest colour.
-var palette = []string{"#b8c2cc", "#9aa9b8", "#7d92a6", "#5f7a93", "#1f6feb"}
+// palette colours the series, oldest to newest, each version its own hue
+// so that overlapping lines stay apart; the current version is always
+// drawn last in the strongest colour, and thicker.
+var palette = []string{"#8c959f", "#bf8700", "#8250df", "#1a7f37", "#1f6feb"}
 
 // chartSVG draws the propagation of recent versions of one config: the share
 // of live instances applying each version (y, 0–100%) against the time since
 // its compile (x). Each series is a step line: a share holds until the next
-// sample. Dots mark where 50% and 100% were first reached.
+// sample. Dots mark where 50% and 100% were first reached. The SVG scales
+// to its container's width; every sample is a point whose tooltip gives
+// its values (hover), and each version is one line, one legend entry.
 func chartSVG(series []metrics.Series) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 %d %d" width="%d" height="%d" role="img" class="chart" font-family="system-ui, sans-serif" font-size="11">`,
-		chartW, chartH, chartW, chartH)
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 %d %d" width="100%%" preserveAspectRatio="xMinYMin meet" role="img" class="chart" font-family="system-ui, sans-serif" font-size="11">`,
+		chartW, chartH)
 	b.WriteString(`<title>Propagation: share of instances applying each version since its commit</title>`)
 	fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%d" height="%d" fill="#fff" stroke="#d0d7de"/>`, padL, padT, plotW, plotH)
 	var xmax time.Duration
@@ -77,8 +80,13 @@ func chartSVG(series []metrics.Series) string {
 			}
 			fmt.Fprintf(&pts, "%.1f,%.1f ", x(p.Elapsed), y(p.Share))
 		}
+		fmt.Fprintf(&b, `<g class="version" data-version="%d">`, s.Version.Version)
 		fmt.Fprintf(&b, `<polyline class="series" data-version="%d" fill="none" stroke="%s" stroke-width="%s" points="%s"/>`,
 			s.Version.Version, color, width, strings.TrimSpace(pts.String()))
+		for _, p := range s.Points {
+			fmt.Fprintf(&b, `<circle class="point" cx="%.1f" cy="%.1f" r="4" fill="%s" fill-opacity="0.25"><title>v%d: %.0f%% of %d instances, %s after its commit</title></circle>`,
+				x(p.Elapsed), y(p.Share), color, s.Version.Version, 100*p.Share, p.Instances, fmtDuration(p.Elapsed))
+		}
 		for _, key := range []string{"0.5", "1"} {
 			if d, ok := s.Reached[key]; ok {
 				share := 0.5
@@ -100,6 +108,7 @@ func chartSVG(series []metrics.Series) string {
 		ly := legendY + legendDY*(len(series)-1-i)
 		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="10" height="3" fill="%s"/>`, legendX, ly-4, color)
 		fmt.Fprintf(&b, `<text x="%d" y="%d" fill="#24292f">%s</text>`, legendX+14, ly, html.EscapeString(label))
+		b.WriteString(`</g>`)
 	}
 	b.WriteString(`</svg>`)
 	return b.String()

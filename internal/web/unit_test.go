@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"encoding/xml"
 	"fmt"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/cuecast/cuecast/distributor"
 	"github.com/cuecast/cuecast/distributor/rollout"
 	"github.com/cuecast/cuecast/internal/metrics"
+	"github.com/cuecast/cuecast/tailer"
 )
 
 func TestGitHubBase(t *testing.T) {
@@ -61,7 +63,9 @@ func TestChartSVG(t *testing.T) {
 		{"one version everywhere", []metrics.Series{{Version: v(7), Current: true,
 			Points:  []metrics.Point{{Elapsed: 100 * time.Millisecond, Share: 0.5, Instances: 2}, {Elapsed: 250 * time.Millisecond, Share: 1, Instances: 2}},
 			Reached: map[string]time.Duration{"0.5": 100 * time.Millisecond, "1": 250 * time.Millisecond}}},
-			[]string{`data-version="7"`, "v7 0123456", "100% after 250ms", "<circle", "since commit"}, []string{"<script>"}},
+			[]string{`data-version="7"`, "v7 0123456", "100% after 250ms", "<circle", "since commit",
+				// Full width, and each sample's values on hover (issue 17).
+				`width="100%"`, "<title>v7: 50% of 2 instances, 100ms after its commit</title>"}, []string{"<script>"}},
 		{"two versions, one partial", []metrics.Series{
 			{Version: v(1), Points: []metrics.Point{{Elapsed: 2 * time.Second, Share: 1, Instances: 3}}, Reached: map[string]time.Duration{"1": 2 * time.Second}},
 			{Version: v(2), Current: true, Points: []metrics.Point{{Elapsed: 90 * time.Second, Share: 2.0 / 3, Instances: 3}}, Reached: map[string]time.Duration{"0.5": 90 * time.Second}},
@@ -81,6 +85,9 @@ func TestChartSVG(t *testing.T) {
 				if strings.Contains(svg, a) {
 					t.Errorf("chart contains %q", a)
 				}
+			}
+			if n := strings.Count(svg, "<polyline"); n != len(c.series) {
+				t.Errorf("%d lines for %d versions, want one each", n, len(c.series))
 			}
 		})
 	}
@@ -308,5 +315,108 @@ func TestStragglerAlertQuietOnStagedRollout(t *testing.T) {
 		if got != c.want {
 			t.Errorf("%s: cuecast_config_stragglers = %v, want %v", c.name, got, c.want)
 		}
+	}
+}
+
+// TestRefusedShownApartFromFailing: an instance whose last report refused
+// a forged pointer is counted and listed as refused, with the refusal and
+// its labels, and not as failing or unhealthy; an apply failure is failing
+// and not refused (issue 15 item 5: every refused forgery made an honest
+// instance look failing).
+func TestRefusedShownApartFromFailing(t *testing.T) {
+	const cfg cuecast.ConfigPath = "payments/checkout"
+	now := time.Date(2026, 12, 1, 17, 0, 0, 0, time.UTC)
+	reports := []cuecast.Report{
+		{Instance: "web-1", Config: cfg, Version: 1, Checksum: "c1", Healthy: true},
+		{Instance: "web-2", Config: cfg, Version: 1, Checksum: "c1", Healthy: true, LastError: "version 2: validate: no"},
+		{Instance: "web-3", Config: cfg, Version: 1, Checksum: "c1", Healthy: true, Refused: "version 2: pointer: bad signature",
+			Labels: map[string]string{"zone": "eu-1"}},
+	}
+	latest := cuecast.Version{Config: cfg, Version: 1, Checksum: "c1"}
+	st := distributor.Summarize(latest, now, reports, nil, 0, time.Minute, now)
+	s := &Server{}
+	snap := &snapshot{status: []distributor.ConfigStatus{st}, reports: map[cuecast.ConfigPath][]cuecast.Report{cfg: reports}}
+	row := s.row(snap, st)
+	if row.Failing != 1 || row.Refused != 1 || row.Unhealthy != 0 {
+		t.Errorf("row: failing %d, refused %d, unhealthy %d; want 1, 1, 0", row.Failing, row.Refused, row.Unhealthy)
+	}
+	refused := instances(st.Refused)
+	if len(refused) != 1 || refused[0].Instance != "web-3" || refused[0].Refused != "version 2: pointer: bad signature" ||
+		refused[0].LastError != "" || refused[0].Labels["zone"] != "eu-1" {
+		t.Errorf("refused instances: %+v; want web-3 with its refusal and labels", refused)
+	}
+	rec := rollout.Record{Config: cfg, Stable: 1, Current: &rollout.Rollout{
+		Config: cfg, Version: 2, Checksum: "c2", From: 1, State: rollout.StateHolding,
+		Policy: cuecast.Policy{Stages: []cuecast.Stage{{Name: "all", Percent: 100}}},
+		Cohort: rollout.Cohort{Buckets: allBuckets()},
+	}}
+	rv := rolloutOf(rec, reports, now)
+	if sv := rv.Stages[0]; sv.Failing != 1 || sv.Refused != 1 {
+		t.Errorf("stage all: failing %d, refused %d; want 1 and 1", sv.Failing, sv.Refused)
+	}
+}
+
+func allBuckets() []int {
+	b := make([]int, cuecast.Buckets)
+	for i := range b {
+		b[i] = i
+	}
+	return b
+}
+
+// TestRejectedBadgeClearedByFix: a rejection counts as open until a later
+// commit compiles; then it is listed as fixed and no longer counted (the
+// "1 rejected" badge stayed after the fix, issue 17).
+func TestRejectedBadgeClearedByFix(t *testing.T) {
+	at := time.Date(2026, 12, 1, 17, 0, 0, 0, time.UTC)
+	rj := tailer.Rejected{Commit: "bad", At: at, Total: 1}
+	st := &tailer.State{Cursor: "bad", Base: "good", Rejected: []tailer.Rejected{rj}}
+	older := []distributor.ConfigStatus{{Latest: cuecast.Version{Config: "payments/checkout", Version: 1, CompiledAt: at.Add(-time.Minute)}}}
+	s := &Server{o: Options{Tailer: stateOnly{}}}
+	tv := s.tailerView(&snapshot{tailer: st, status: older})
+	if tv.Open != 1 || tv.Rejected[0].Fixed {
+		t.Errorf("before a fix: open %d, %+v; want 1 open", tv.Open, tv.Rejected)
+	}
+	// A later commit compiled and published a version.
+	newer := []distributor.ConfigStatus{{Latest: cuecast.Version{Config: "payments/checkout", Version: 2, CompiledAt: at.Add(time.Minute)}}}
+	tv = s.tailerView(&snapshot{tailer: &tailer.State{Cursor: "fix", Base: "fix", Rejected: []tailer.Rejected{rj}}, status: newer})
+	if tv.Open != 0 || !tv.Rejected[0].Fixed {
+		t.Errorf("after the fix: open %d, %+v; want none open, the rejection fixed", tv.Open, tv.Rejected)
+	}
+	// A later commit that compiled but changed no config's output.
+	tv = s.tailerView(&snapshot{tailer: &tailer.State{Cursor: "docs", Base: "docs", Rejected: []tailer.Rejected{rj}}, status: older})
+	if tv.Open != 0 {
+		t.Errorf("after a compiling commit publishing nothing: open %d, want 0", tv.Open)
+	}
+}
+
+// stateOnly stands for the tailer where tailerView only checks that one is
+// configured; the state comes from the snapshot.
+type stateOnly struct{}
+
+func (stateOnly) State(context.Context) (tailer.State, error) { return tailer.State{}, nil }
+
+// TestNamedStagesShownAsSuch: a stage naming instances or matching labels
+// carries them in its view, so the page says "checkout-1" or "zone=eu-1"
+// rather than "0% + named".
+func TestNamedStagesShownAsSuch(t *testing.T) {
+	rec := rollout.Record{Config: "search/ranking", Stable: 1, Current: &rollout.Rollout{
+		Config: "search/ranking", Version: 2, From: 1, State: rollout.StateHolding,
+		Policy: cuecast.Policy{Stages: []cuecast.Stage{
+			{Name: "canary-hosts", Instances: []string{"search-canary-1", "search-canary-2"}},
+			{Name: "eu", Labels: map[string]string{"zone": "eu-1"}},
+			{Name: "all", Percent: 100},
+		}},
+		Cohort: rollout.Cohort{Instances: []string{"search-canary-1", "search-canary-2"}},
+	}}
+	rv := rolloutOf(rec, nil, time.Now())
+	if got := rv.Stages[0].Names; len(got) != 2 || got[0] != "search-canary-1" {
+		t.Errorf("canary-hosts names %v, want its two instances", got)
+	}
+	if got := rv.Stages[1].Labels; got["zone"] != "eu-1" {
+		t.Errorf("eu labels %v, want zone=eu-1", got)
+	}
+	if rv.Stages[2].Names != nil || rv.Stages[2].Labels != nil {
+		t.Errorf("all: %+v, want no selectors", rv.Stages[2])
 	}
 }

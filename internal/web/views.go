@@ -31,7 +31,10 @@ type tailerView struct {
 	Lag       int             `json:"lag"`
 	Rewrite   *tailer.Rewrite `json:"rewrite,omitempty"`
 	Rejected  []rejectedView  `json:"rejected,omitempty"`
-	Error     string          `json:"error,omitempty"`
+	// Open counts the rejections not fixed yet: the badge and the panel
+	// show only those; fixed ones stay listed as history.
+	Open  int    `json:"open"`
+	Error string `json:"error,omitempty"`
 }
 
 type rejectedView struct {
@@ -42,6 +45,8 @@ type rejectedView struct {
 	At        time.Time `json:"at"`
 	First     string    `json:"first"`
 	Total     int       `json:"total"`
+	// Fixed: a later commit compiled (rejectionFixed).
+	Fixed bool `json:"fixed,omitempty"`
 }
 
 type namespaceView struct {
@@ -66,6 +71,7 @@ type configRow struct {
 	Drift      int                `json:"drift"`
 	Unhealthy  int                `json:"unhealthy"`
 	Failing    int                `json:"failing"`
+	Refused    int                `json:"refused"` // refused a forged or unverifiable pointer: not failing, not applied
 	Rollout    string             `json:"rollout,omitempty"`
 	Stage      string             `json:"stage,omitempty"`
 	Pinned     bool               `json:"pinned,omitempty"`
@@ -82,6 +88,7 @@ type configView struct {
 	Drift      []instanceView       `json:"drift"`
 	LKG        []instanceView       `json:"lkg"`
 	Unhealthy  []instanceView       `json:"unhealthy"`
+	Refused    []instanceView       `json:"refused"`
 	Instances  []instanceView       `json:"instances"`
 	More       int                  `json:"more_instances,omitempty"`
 	Audit      []rollout.AuditEntry `json:"audit"`
@@ -103,14 +110,18 @@ type versionView struct {
 }
 
 type instanceView struct {
-	Instance  string    `json:"instance"`
-	Cohort    int       `json:"cohort"`
-	Version   uint64    `json:"version"`
-	Checksum  string    `json:"checksum"`
-	Healthy   bool      `json:"healthy"`
-	LKG       bool      `json:"lkg,omitempty"`
-	LastError string    `json:"last_error,omitempty"`
-	At        time.Time `json:"at"`
+	Instance  string `json:"instance"`
+	Cohort    int    `json:"cohort"`
+	Version   uint64 `json:"version"`
+	Checksum  string `json:"checksum"`
+	Healthy   bool   `json:"healthy"`
+	LKG       bool   `json:"lkg,omitempty"`
+	LastError string `json:"last_error,omitempty"`
+	// Refused is the last pointer the instance refused as forged or
+	// unverifiable (cuecast.Report.Refused): shown apart from LastError.
+	Refused string            `json:"refused,omitempty"`
+	Labels  map[string]string `json:"labels,omitempty"`
+	At      time.Time         `json:"at"`
 }
 
 type rolloutView struct {
@@ -138,16 +149,21 @@ type rolloutView struct {
 }
 
 type stageView struct {
-	Name      string  `json:"name"`
-	Percent   int     `json:"percent"`
-	Named     int     `json:"named,omitempty"` // instances named or matched by labels
-	Hold      string  `json:"hold,omitempty"`
-	Status    string  `json:"status"` // done, current, pending
-	Instances int     `json:"instances"`
-	OnTarget  int     `json:"on_target"`
-	Coverage  float64 `json:"coverage"`
-	Unhealthy int     `json:"unhealthy"`
-	Failing   int     `json:"failing"`
+	Name    string `json:"name"`
+	Percent int    `json:"percent"`
+	Named   int    `json:"named,omitempty"` // instances named or matched by labels
+	// Names and Labels are the stage's own selectors: the instances it
+	// names and the labels it matches, shown as such (not "0% + named").
+	Names     []string          `json:"names,omitempty"`
+	Labels    map[string]string `json:"labels,omitempty"`
+	Hold      string            `json:"hold,omitempty"`
+	Status    string            `json:"status"` // done, current, pending
+	Instances int               `json:"instances"`
+	OnTarget  int               `json:"on_target"`
+	Coverage  float64           `json:"coverage"`
+	Unhealthy int               `json:"unhealthy"`
+	Failing   int               `json:"failing"`
+	Refused   int               `json:"refused"`
 }
 
 func (s *Server) stale(snap *snapshot) string {
@@ -178,7 +194,7 @@ func (s *Server) row(snap *snapshot, st distributor.ConfigStatus) configRow {
 		Config: st.Config, Version: v.Version, Deleted: v.Deleted, Commit: v.Commit, CommitURL: s.commitURL(v.Commit),
 		Author: v.Author, Message: firstLine(v.Message), Instances: st.Instances, OnLatest: st.OnLatest,
 		OnIntended: st.OnIntended, Coverage: st.Coverage, Stragglers: len(st.Stragglers), LKG: len(st.LastKnownGood),
-		Drift: len(snap.drift[st.Config]), Unhealthy: st.Unhealthy, Failing: st.Failing,
+		Drift: len(snap.drift[st.Config]), Unhealthy: st.Unhealthy, Failing: st.Failing, Refused: len(st.Refused),
 	}
 	if rec, ok := snap.records[st.Config]; ok {
 		if rec.Current != nil {
@@ -213,7 +229,10 @@ func (s *Server) tailerView(snap *snapshot) *tailerView {
 		for i := len(st.Rejected) - 1; i >= 0 && len(tv.Rejected) < 5; i-- {
 			rj := st.Rejected[i]
 			rv := rejectedView{Commit: rj.Commit, CommitURL: s.commitURL(rj.Commit), Author: rj.Author,
-				Message: rj.Message, At: rj.At, Total: rj.Total}
+				Message: rj.Message, At: rj.At, Total: rj.Total, Fixed: rejectionFixed(st, rj, snap.status)}
+			if !rv.Fixed {
+				tv.Open++
+			}
 			if len(rj.Errors) > 0 {
 				rv.First = rj.Errors[0].Error()
 			}
@@ -223,9 +242,25 @@ func (s *Server) tailerView(snap *snapshot) *tailerView {
 	return tv
 }
 
+// rejectionFixed says whether a commit compiled after rj was rejected: the
+// last commit processed compiled (the tailer's Base is its Cursor), or a
+// version was compiled after the rejection. The "rejected" badge stayed
+// after the fix (issue 17).
+func rejectionFixed(st *tailer.State, rj tailer.Rejected, status []distributor.ConfigStatus) bool {
+	if st.Cursor != "" && st.Base == st.Cursor {
+		return true
+	}
+	for _, cs := range status {
+		if cs.Latest.CompiledAt.After(rj.At) {
+			return true
+		}
+	}
+	return false
+}
+
 func instance(r cuecast.Report) instanceView {
 	return instanceView{Instance: r.Instance, Cohort: r.Cohort, Version: r.Version, Checksum: r.Checksum,
-		Healthy: r.Healthy, LKG: r.LastKnownGood, LastError: r.LastError, At: r.At}
+		Healthy: r.Healthy, LKG: r.LastKnownGood, LastError: r.LastError, Refused: r.Refused, Labels: r.Labels, At: r.At}
 }
 
 func instances(rs []cuecast.Report) []instanceView {
@@ -250,7 +285,8 @@ func (s *Server) configView(ctx context.Context, snap *snapshot, cfg cuecast.Con
 	reports := snap.reports[cfg]
 	cv := configView{Actions: s.actionsEnabled(), Stale: s.stale(snap), Row: s.row(snap, st),
 		Stragglers: instances(st.Stragglers), Drift: instances(snap.drift[cfg]), LKG: instances(st.LastKnownGood),
-		Audit: []rollout.AuditEntry{}, Tailer: s.tailerView(snap)}
+		Refused: instances(st.Refused),
+		Audit:   []rollout.AuditEntry{}, Tailer: s.tailerView(snap)}
 	var unhealthy []cuecast.Report
 	for _, r := range reports {
 		if !r.Healthy || r.LastError != "" {
@@ -349,7 +385,8 @@ func rolloutOf(rec rollout.Record, reports []cuecast.Report, now time.Time) *rol
 	slices.Reverse(rv.Log)
 	ns := r.Config.Namespace()
 	for i, stg := range r.Policy.Stages {
-		sv := stageView{Name: stg.Name, Percent: stg.Percent, Named: len(stg.Instances) + len(stg.Labels)}
+		sv := stageView{Name: stg.Name, Percent: stg.Percent, Named: len(stg.Instances) + len(stg.Labels),
+			Names: stg.Instances, Labels: stg.Labels}
 		if stg.Hold > 0 {
 			sv.Hold = stg.Hold.String()
 		}
@@ -375,6 +412,9 @@ func rolloutOf(rec rollout.Record, reports []cuecast.Report, now time.Time) *rol
 			}
 			if rep.LastError != "" {
 				sv.Failing++
+			}
+			if rep.Refused != "" {
+				sv.Refused++
 			}
 		}
 		sv.Coverage = 1

@@ -156,6 +156,7 @@ func New(o Options) (*Server, error) {
 	mux.HandleFunc("GET /api/overview", s.apiOverview)
 	mux.HandleFunc("GET /api/configs/{path...}", s.apiConfig)
 	mux.HandleFunc("GET /api/chart/{path...}", s.apiChart)
+	mux.HandleFunc("GET /api/versions/{path...}", s.apiVersion)
 	mux.HandleFunc("GET /api/events", s.events)
 	mux.HandleFunc("POST /api/rollouts/{action}/{path...}", s.action)
 	if o.Webhook != nil {

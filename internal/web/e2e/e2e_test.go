@@ -7,8 +7,10 @@
 //
 // It runs under `make e2e` (build tag e2e), which installs Debian's chromium
 // when it is missing. Chromium is found at $CUECAST_CHROMIUM, /usr/bin/chromium
-// or on $PATH; the test is skipped, saying so, only when there is none. The
-// screenshot goes to $CUECAST_ARTIFACTS (default: the test's temp directory).
+// or on $PATH; the test is skipped, saying so, only when there is none. A
+// screenshot of each page (config, a version's diff, overview, overview
+// filtered, a halted rollout) goes to $CUECAST_ARTIFACTS (default: the
+// test's temp directory).
 package e2e
 
 import (
@@ -248,9 +250,9 @@ func TestDashboardShowsRolloutLive(t *testing.T) {
 		t.Errorf("connection badge %q, want live", got)
 	}
 
-	png, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
-	if err != nil {
-		t.Fatalf("screenshot: %v", err)
+	// One time format everywhere: every time shown is UTC, written alike.
+	if got := text(`[...document.querySelectorAll('time')].map(e => e.textContent).filter(s => !/^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$/.test(s)).join('|') || 'ok'`); got != "ok" {
+		t.Errorf("times not in the one format: %q", got)
 	}
 	dir := os.Getenv("CUECAST_ARTIFACTS")
 	if dir == "" {
@@ -259,11 +261,30 @@ func TestDashboardShowsRolloutLive(t *testing.T) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	shot := filepath.Join(dir, "dashboard-config.png")
-	if err := os.WriteFile(shot, png, 0o644); err != nil {
-		t.Fatal(err)
+	screenshot := func(name string) {
+		t.Helper()
+		png, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
+		if err != nil {
+			t.Fatalf("screenshot: %v", err)
+		}
+		shot := filepath.Join(dir, name)
+		if err := os.WriteFile(shot, png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("screenshot: %s", shot)
 	}
-	t.Logf("screenshot: %s", shot)
+	screenshot("dashboard-config.png")
+
+	// v2's compiled content and its diff against v1, on the page.
+	if got := text(`(() => { document.querySelector('button[data-show="2"]').click(); return 'clicked'; })()`); got != "clicked" {
+		t.Fatalf("open v2's content: %s", got)
+	}
+	poll(t, "v2's diff against v1", 30*time.Second, func() (bool, string) {
+		s := text(`document.getElementById('content-v2')?.textContent || '-'`)
+		return strings.Contains(s, "v2 compared with v1") && strings.Contains(s, "max_amount_minor") &&
+			strings.Contains(s, "5000000") && strings.Contains(s, "2500000"), s
+	})
+	screenshot("dashboard-version-diff.png")
 
 	// The overview lists the config with its new version, also live.
 	if err := chromedp.Do(bctx, chromedp.Navigate(base+"/")); err != nil {
@@ -273,12 +294,22 @@ func TestDashboardShowsRolloutLive(t *testing.T) {
 		s := text(`document.querySelector('tr[data-config="payments/checkout"] .version')?.textContent || '-'`)
 		return s == "v2", s
 	})
-	png, err = chromedp.Run(bctx, chromedp.FullScreenshot(100))
-	if err != nil {
-		t.Fatalf("screenshot: %v", err)
+	screenshot("dashboard-overview.png")
+
+	// The filter: only the configs matching it.
+	visible := func() string {
+		return text(`[...document.querySelectorAll('tr[data-config]')].map(r => r.dataset.config).join(',')`)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "dashboard-overview.png"), png, 0o644); err != nil {
-		t.Fatal(err)
+	if got := text(`(() => { const s = document.getElementById('search'); s.value = 'ranking'; s.dispatchEvent(new Event('input')); return 'typed'; })()`); got != "typed" {
+		t.Fatalf("type in the filter: %s", got)
+	}
+	poll(t, "the overview filtered to search/ranking", 10*time.Second, func() (bool, string) {
+		s := visible()
+		return s == "search/ranking", s
+	})
+	screenshot("dashboard-overview-filtered.png")
+	if got := text(`(() => { const s = document.getElementById('search'); s.value = ''; s.dispatchEvent(new Event('input')); return 'cleared'; })()`); got != "cleared" {
+		t.Fatalf("clear the filter: %s", got)
 	}
 
 	// An operator halts search/ranking, which holds in its canary stage for
@@ -325,11 +356,28 @@ func TestDashboardShowsRolloutLive(t *testing.T) {
 		s := state() + " | " + text(`[...document.querySelectorAll('section.panel')].find(p => p.querySelector('h2')?.textContent === 'Audit')?.querySelector('tbody tr')?.textContent || '-'`)
 		return strings.HasPrefix(s, "halted | ") && strings.Contains(s, "web:e2e") && strings.Contains(s, "e2e: error rate up"), s
 	})
-	png, err = chromedp.Run(bctx, chromedp.FullScreenshot(100))
-	if err != nil {
-		t.Fatalf("screenshot: %v", err)
+	// Its named stage is shown as the instances it names.
+	if got := text(`[...document.querySelectorAll('.stage-head')].map(e => e.textContent).join(' | ')`); !strings.Contains(got, "canary-hosts instances search-canary-1, search-canary-2") {
+		t.Errorf("stages %q: want canary-hosts shown with the instances it names", got)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "dashboard-halted.png"), png, 0o644); err != nil {
-		t.Fatal(err)
+	screenshot("dashboard-halted.png")
+
+	// Rollback asks first: declined, nothing is sent; accepted, it is.
+	asked := func(answer bool) string {
+		return text(fmt.Sprintf(`(() => { window.cuecastAsked = ''; window.confirm = m => { window.cuecastAsked = m; return %t; }; return 'ok'; })()`, answer))
+	}
+	asked(false)
+	if got := act(operatorToken, "rollback"); got != "rollback: cancelled" {
+		t.Errorf("rollback declined: %q, want cancelled", got)
+	}
+	if got := text(`window.cuecastAsked`); !strings.Contains(got, "Roll search/ranking back") {
+		t.Errorf("rollback confirmation %q, want it to name the config", got)
+	}
+	if s := state(); s != "halted" {
+		t.Errorf("after a declined rollback the rollout is %q, want halted", s)
+	}
+	asked(true)
+	if got := act(operatorToken, "rollback"); got == "rollback: cancelled" || !strings.HasPrefix(got, "rollback: ") {
+		t.Errorf("rollback accepted: %q, want the server's answer", got)
 	}
 }

@@ -11,7 +11,7 @@ function h(tag, attrs, ...children) {
     if (k === 'style') Object.assign(el.style, v);
     else el.setAttribute(k, v === true ? '' : v);
   }
-  for (const c of children.flat()) {
+  for (const c of children.flat(Infinity)) {
     if (c === undefined || c === null || c === false) continue;
     el.append(c instanceof Node ? c : document.createTextNode(String(c)));
   }
@@ -22,15 +22,54 @@ const view = document.getElementById('view');
 const config = location.pathname.startsWith('/configs/')
   ? decodeURIComponent(location.pathname.slice('/configs/'.length)) : '';
 
+// The last view received, so a filter or an opened version re-renders it
+// without waiting for the next event.
+let last = null;
+// Versions whose content and diff are shown (by number), and what the
+// server said about each.
+const openVersions = new Set();
+const contents = {};
+
+// filterText and problemsOnly are the filter bar (index.html): a text that
+// rows must contain, and whether to list only rows with a problem.
+function filterText() { return (document.getElementById('search').value || '').trim().toLowerCase(); }
+function problemsOnly() { return document.getElementById('problems').checked; }
+function matches(q, ...fields) {
+  if (!q) return true;
+  return fields.some(f => String(f ?? '').toLowerCase().includes(q));
+}
+function rowProblem(c) { return c.stragglers + c.drift + c.lkg + c.unhealthy + c.failing + c.refused > 0 || c.rollout === 'halted' || c.pinned; }
+function instanceProblem(i) { return !i.healthy || i.lkg || !!i.last_error || !!i.refused; }
+function instanceMatches(i) {
+  const q = filterText();
+  if (problemsOnly() && !instanceProblem(i)) return false;
+  return matches(q, i.instance, 'v' + i.version, i.checksum, i.last_error, i.refused,
+    ...Object.entries(i.labels || {}).map(([k, v]) => `${k}=${v}`));
+}
+
 function pct(x) { return Math.round(x * 1000) / 10 + '%'; }
 function short(sha) { return (sha || '').slice(0, 7); }
+// One time format everywhere: UTC, "2026-12-01 17:20:09 UTC" (the server's
+// RFC 3339 times in notes are rewritten to it too); ago() shows it with
+// the age beside it.
+function fmtTime(t) {
+  if (!t) return '';
+  const d = new Date(t);
+  if (isNaN(d)) return String(t);
+  return d.toISOString().slice(0, 19).replace('T', ' ') + ' UTC';
+}
+function age(t) {
+  const s = Math.round((Date.now() - new Date(t).getTime()) / 1000);
+  const a = Math.abs(s);
+  const n = a < 60 ? a + 's' : a < 3600 ? Math.round(a / 60) + 'm' : a < 86400 ? Math.round(a / 3600) + 'h' : Math.round(a / 86400) + 'd';
+  return s < 0 ? 'in ' + n : n + ' ago';
+}
 function ago(t) {
   if (!t) return '';
-  const s = Math.round((Date.now() - new Date(t).getTime()) / 1000);
-  if (s < 60) return Math.max(s, 0) + 's ago';
-  if (s < 3600) return Math.round(s / 60) + 'm ago';
-  if (s < 86400) return Math.round(s / 3600) + 'h ago';
-  return new Date(t).toISOString().slice(0, 16).replace('T', ' ');
+  return h('time', {datetime: new Date(t).toISOString(), title: age(t)}, fmtTime(t));
+}
+function times(text) {
+  return String(text || '').replace(/\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)/g, m => fmtTime(m));
 }
 function commit(sha, url) {
   return url ? h('a', {href: url, class: 'sha', rel: 'noreferrer'}, short(sha)) : h('code', {class: 'sha'}, short(sha));
@@ -49,14 +88,14 @@ function renderTailer(t) {
   el.append(h('span', {}, t.branch ? `${t.branch} @ ` : ''), commit(t.cursor, t.cursor_url));
   if (t.lag >= 0) el.append(h('span', {class: t.lag ? 'count warn' : ''}, ` · ${t.lag} behind`));
   if (t.rewrite) el.append(h('span', {class: 'count danger'}, ' · HALTED: history rewritten'));
-  if (t.rejected && t.rejected.length) el.append(h('span', {class: 'count danger', title: t.rejected[0].first}, ` · ${t.rejected.length} rejected`));
+  if (t.open) el.append(h('span', {class: 'count danger', title: t.rejected[0].first}, ` · ${t.open} rejected`));
   if (t.error) el.append(h('span', {class: 'count danger'}, ' · ' + t.error));
 }
 
 function renderStale(msg) {
   const el = document.getElementById('stale');
   el.hidden = !msg;
-  el.textContent = msg || '';
+  el.textContent = times(msg || '');
 }
 
 function renderOverview(ov) {
@@ -67,17 +106,28 @@ function renderOverview(ov) {
   if (t && t.rewrite) {
     parts.push(h('section', {class: 'panel danger'}, h('h2', {}, 'Publishing halted: main was rewritten'),
       h('p', {}, 'The branch tip ', h('code', {}, short(t.rewrite.tip)), ' does not descend from ', h('code', {}, short(t.rewrite.cursor)),
-        `, the last commit processed (detected ${ago(t.rewrite.detected_at)}). Nothing is published until an operator accepts a commit; see docs/OPERATIONS.md.`)));
+        `, the last commit processed (detected ${fmtTime(t.rewrite.detected_at)}). Nothing is published until an operator accepts a commit; see docs/OPERATIONS.md.`)));
   }
   if (t && t.rejected && t.rejected.length) {
-    parts.push(h('section', {class: 'panel warn'}, h('h2', {}, 'Rejected commits (newest first)'),
-      h('table', {}, h('thead', {}, h('tr', {}, ['commit', 'author', 'message', 'first error', 'errors', 'when'].map(x => h('th', {}, x)))),
-        h('tbody', {}, t.rejected.map(r => h('tr', {}, h('td', {}, commit(r.commit, r.commit_url)), h('td', {}, r.author),
-          h('td', {}, r.message), h('td', {class: 'err'}, r.first), h('td', {}, r.total), h('td', {class: 'muted'}, ago(r.at))))))));
+    const table = h('table', {}, h('thead', {}, h('tr', {}, ['commit', 'author', 'message', 'first error', 'errors', 'when', ''].map(x => h('th', {}, x)))),
+      h('tbody', {}, t.rejected.map(r => h('tr', {class: r.fixed ? 'fixed' : ''}, h('td', {}, commit(r.commit, r.commit_url)), h('td', {}, r.author),
+        h('td', {}, r.message), h('td', {class: r.fixed ? 'muted' : 'err'}, r.first), h('td', {}, r.total), h('td', {class: 'muted'}, ago(r.at)),
+        h('td', {}, r.fixed ? h('span', {class: 'count ok'}, 'fixed') : h('span', {class: 'count danger'}, 'open'))))));
+    // Open rejections are news; fixed ones are history, folded away.
+    parts.push(t.open
+      ? h('section', {class: 'panel warn', id: 'rejected'}, h('h2', {}, `Rejected commits: ${t.open} not fixed yet (newest first)`), table)
+      : h('details', {class: 'panel', id: 'rejected'}, h('summary', {}, `Rejected commits, since fixed (${t.rejected.length})`), table));
   }
   if (!ov.namespaces.length) parts.push(h('p', {class: 'muted'}, 'No config has a version yet.'));
+  const q = filterText();
+  let shownRows = 0, allRows = 0;
   for (const ns of ov.namespaces) {
-    const rows = ns.configs.map(c => h('tr', {'data-config': c.config},
+    allRows += ns.configs.length;
+    const configs = ns.configs.filter(c => (!problemsOnly() || rowProblem(c)) &&
+      matches(q, c.config, c.message, c.author, c.commit, c.rollout, c.stage, 'v' + c.version));
+    shownRows += configs.length;
+    if (!configs.length) continue;
+    const rows = configs.map(c => h('tr', {'data-config': c.config},
       h('td', {}, h('a', {href: '/configs/' + c.config}, c.config)),
       h('td', {class: 'version'}, c.deleted ? 'deleted' : 'v' + c.version),
       h('td', {}, commit(c.commit, c.commit_url), ' ', h('span', {class: 'msg'}, c.message)),
@@ -87,45 +137,72 @@ function renderOverview(ov) {
       h('td', {}, count(c.stragglers, 'warn')),
       h('td', {}, count(c.drift, 'danger')),
       h('td', {}, count(c.lkg, 'warn')),
-      h('td', {}, count(c.unhealthy + c.failing, 'danger'))));
+      h('td', {}, count(c.unhealthy + c.failing, 'danger')),
+      h('td', {}, count(c.refused, 'warn'))));
     parts.push(h('section', {class: 'panel'}, h('h2', {}, ns.name),
       h('table', {class: 'configs'}, h('thead', {}, h('tr', {}, [['config'], ['version'], ['commit'], ['rollout'], ['coverage'], ['behind', 'stragglers: not on the version their rollout means them to run, past the threshold'],
           ['drift', 'reporting content cuecast did not publish'], ['LKG', 'serving their last-known-good file'],
-          ['bad', 'unhealthy or failing to apply']].map(([t, title]) => h('th', {title}, t)))),
+          ['bad', 'unhealthy or failing to apply'],
+          ['refused', 'refused a forged or unverifiable pointer: something sent them what serve did not sign; nothing was applied (not a failure)']].map(([t, title]) => h('th', {title}, t)))),
         h('tbody', {}, rows))));
+  }
+  if (allRows && shownRows < allRows) {
+    parts.splice(1, 0, h('p', {class: 'muted', id: 'filtered'}, `${shownRows} of ${allRows} configs match the filter.`));
   }
   view.replaceChildren(...parts);
 }
 
-function instanceTable(title, list, cls) {
-  if (!list || !list.length) return null;
-  return h('section', {class: 'panel ' + (cls || '')}, h('h2', {}, `${title} (${list.length})`),
-    h('table', {}, h('thead', {}, h('tr', {}, ['instance', 'cohort', 'version', 'checksum', 'health', 'reported'].map(t => h('th', {}, t)))),
-      h('tbody', {}, list.map(i => h('tr', {},
-        h('td', {}, i.instance), h('td', {}, i.cohort), h('td', {}, 'v' + i.version),
+function labels(m) {
+  const ks = Object.keys(m || {}).sort();
+  return ks.length ? ks.map(k => h('span', {class: 'label'}, `${k}=${m[k]}`)) : h('span', {class: 'muted'}, '—');
+}
+
+function instanceTable(title, all, cls) {
+  if (!all || !all.length) return null;
+  const list = all.filter(instanceMatches);
+  if (!list.length) return h('section', {class: 'panel ' + (cls || '')}, h('h2', {}, `${title} (${all.length})`),
+    h('p', {class: 'muted'}, 'None matches the filter.'));
+  return h('section', {class: 'panel ' + (cls || '')}, h('h2', {}, list.length === all.length ? `${title} (${all.length})` : `${title} (${list.length} of ${all.length} match)`),
+    h('table', {}, h('thead', {}, h('tr', {}, ['instance', 'labels', 'cohort', 'version', 'checksum', 'health', 'reported'].map(t => h('th', {}, t)))),
+      h('tbody', {}, list.map(i => h('tr', {'data-instance': i.instance},
+        h('td', {}, i.instance), h('td', {}, labels(i.labels)), h('td', {}, i.cohort), h('td', {}, 'v' + i.version),
         h('td', {}, h('code', {}, short(i.checksum))),
         h('td', {}, i.healthy ? 'healthy' : h('span', {class: 'count danger'}, 'unhealthy'), i.lkg ? ' · last-known-good' : '',
-          i.last_error ? h('div', {class: 'err'}, i.last_error) : ''),
+          i.last_error ? h('div', {class: 'err'}, i.last_error) : '',
+          i.refused ? h('div', {class: 'refused'}, 'refused a pointer: ' + i.refused) : ''),
         h('td', {class: 'muted'}, ago(i.at)))))));
+}
+
+// stageScope says what a stage covers: a share of the cohort buckets, the
+// instances it names, the labels it matches, or a mix.
+function stageScope(s) {
+  const parts = [];
+  if (s.percent) parts.push(s.percent + '%');
+  if (s.names && s.names.length) parts.push('instances ' + s.names.join(', '));
+  const ls = Object.keys(s.labels || {}).sort().map(k => `${k}=${s.labels[k]}`);
+  if (ls.length) parts.push('labels ' + ls.join(', '));
+  return parts.length ? parts.join(' + ') : '0%';
 }
 
 function renderRollout(r) {
   if (!r) return h('section', {class: 'panel'}, h('h2', {}, 'Rollout'), h('p', {class: 'muted'}, 'No rollout recorded for this config.'));
   const stages = r.stages.map(s => h('div', {class: 'stage st-' + s.status},
     h('div', {class: 'stage-head'}, h('strong', {}, s.name), ' ', h('span', {class: 'muted'},
-      `${s.percent}%${s.named ? ' + named' : ''}${s.hold ? ' · hold ' + s.hold : ''} · ${s.status}`)),
+      `${stageScope(s)}${s.hold ? ' · hold ' + s.hold : ''} · ${s.status}`)),
     s.instances ? bar(s.coverage, `${s.on_target}/${s.instances} on v${r.version}`) : bar(0, 'no instances', '', true),
-    h('div', {class: 'muted'}, s.unhealthy || s.failing ? h('span', {class: 'count danger'}, `${s.unhealthy} unhealthy · ${s.failing} failing`) : 'healthy')));
+    h('div', {class: 'muted'}, s.unhealthy || s.failing ? h('span', {class: 'count danger'}, `${s.unhealthy} unhealthy · ${s.failing} failing`) : 'healthy',
+      s.refused ? h('span', {class: 'count warn'}, ` · ${s.refused} refused a pointer`) : '')));
   return h('section', {class: 'panel', id: 'rollout'},
     h('h2', {}, `Rollout of v${r.version} `, state(r.state), r.emergency ? h('span', {class: 'count danger'}, ' emergency') : ''),
-    h('p', {}, `from v${r.from || '—'} · stage ${r.stage} · started ${ago(r.started)} · updated ${ago(r.updated)}`,
-      r.hold_until && r.state === 'holding' ? ` · holding until ${new Date(r.hold_until).toLocaleTimeString()}` : ''),
-    r.note ? h('p', {class: 'note'}, r.note) : null,
+    h('p', {}, `from v${r.from || '—'} · stage ${r.stage} · started ${fmtTime(r.started)} · updated ${fmtTime(r.updated)}`,
+      r.hold_until && r.state === 'holding' ? ` · holding until ${fmtTime(r.hold_until)}` : '',
+      r.wait_until && r.state !== 'holding' ? ` · waiting until ${fmtTime(r.wait_until)}` : ''),
+    r.note ? h('p', {class: 'note'}, times(r.note)) : null,
     r.reason ? h('p', {class: 'err'}, r.reason) : null,
     r.pin ? h('p', {class: 'count warn'}, `pinned to v${r.pin.version} by ${r.pin.actor}: ${r.pin.reason}${r.pending ? ` · v${r.pending} pending` : ''}`) : null,
     h('div', {class: 'stages'}, stages),
     r.log && r.log.length ? h('details', {}, h('summary', {}, 'history'),
-      h('ul', {class: 'log'}, r.log.map(s => h('li', {}, h('span', {class: 'muted'}, ago(s.at) + ' '), `${s.stage || ''} ${s.state} ${s.detail || ''}`)))) : null);
+      h('ul', {class: 'log'}, r.log.map(s => h('li', {}, h('span', {class: 'muted'}, fmtTime(s.at) + ' '), `${s.stage || ''} ${s.state} ${times(s.detail || '')}`)))) : null);
 }
 
 function renderConfig(cv) {
@@ -144,15 +221,25 @@ function renderConfig(cv) {
     h('div', {class: 'kv'},
       h('div', {}, 'stragglers ', count(c.stragglers, 'warn')), h('div', {}, 'drift ', count(c.drift, 'danger')),
       h('div', {}, 'last-known-good ', count(c.lkg, 'warn')), h('div', {}, 'unhealthy ', count(c.unhealthy, 'danger')),
-      h('div', {}, 'failing ', count(c.failing, 'danger'))));
+      h('div', {}, 'failing ', count(c.failing, 'danger')),
+      h('div', {title: 'refused a forged or unverifiable pointer; nothing applied, not a failure'}, 'refused ', count(c.refused, 'warn'))));
   const chart = h('section', {class: 'panel'}, h('h2', {}, 'Propagation'), h('div', {id: 'chart'}));
   chart.querySelector('#chart').innerHTML = cv.chart; // server-drawn SVG, escaped there
   const versions = h('section', {class: 'panel'}, h('h2', {}, 'Versions'),
-    h('table', {}, h('thead', {}, h('tr', {}, ['version', 'commit', 'author', 'message', 'committed', 'instances'].map(t => h('th', {}, t)))),
-      h('tbody', {}, (cv.versions || []).map(v => h('tr', {class: v.version === c.version ? 'current' : ''},
+    h('table', {}, h('thead', {}, h('tr', {}, ['version', 'commit', 'author', 'message', 'committed', 'instances', 'content'].map(t => h('th', {}, t)))),
+      h('tbody', {}, (cv.versions || []).filter(v => matches(filterText(), 'v' + v.version, v.commit, v.author, v.message)).map(v => [h('tr', {class: v.version === c.version ? 'current' : '', 'data-version': v.version},
         h('td', {}, 'v' + v.version, v.deleted ? ' (deleted)' : ''), h('td', {}, commit(v.commit, v.commit_url)),
         h('td', {}, v.author), h('td', {class: 'msg'}, v.message.split('\n')[0]), h('td', {class: 'muted'}, ago(v.committed_at)),
-        h('td', {}, v.instances))))));
+        h('td', {}, v.instances),
+        h('td', {}, h('button', {type: 'button', class: 'link', 'data-show': v.version}, openVersions.has(v.version) ? 'hide' : 'content & diff'))),
+        openVersions.has(v.version) ? h('tr', {class: 'content-row'}, h('td', {colspan: 7}, renderContent(v.version))) : null]))));
+  versions.addEventListener('click', e => {
+    const b = e.target.closest('button[data-show]');
+    if (!b) return;
+    const n = Number(b.dataset.show);
+    if (openVersions.has(n)) openVersions.delete(n); else { openVersions.add(n); loadContent(n); }
+    rerender();
+  });
   const audit = h('section', {class: 'panel'}, h('h2', {}, 'Audit'),
     cv.audit.length ? h('table', {}, h('thead', {}, h('tr', {}, ['when', 'actor', 'action', 'version', 'stage', 'reason'].map(t => h('th', {}, t)))),
       h('tbody', {}, cv.audit.map(a => h('tr', {}, h('td', {class: 'muted'}, ago(a.at)), h('td', {}, a.actor),
@@ -162,10 +249,60 @@ function renderConfig(cv) {
   view.replaceChildren(...[head, renderRollout(cv.rollout), chart,
     instanceTable('Stragglers', cv.stragglers, 'warn'), instanceTable('Drift', cv.drift, 'danger'),
     instanceTable('On last-known-good', cv.lkg, 'warn'), instanceTable('Unhealthy or failing', cv.unhealthy, 'danger'),
+    instanceTable('Refused a pointer (forged or unverifiable: nothing applied, not an apply failure)', cv.refused, 'warn'),
     versions, audit,
     instanceTable('Instances' + (cv.more_instances ? ` (first ${cv.instances.length}; ${cv.more_instances} more)` : ''), cv.instances),
   ].filter(Boolean));
   document.getElementById('actions').hidden = !cv.actions || !cv.rollout;
+}
+
+// loadContent fetches version n's compiled content and diff once.
+async function loadContent(n) {
+  if (contents[n] && !contents[n].error) return;
+  contents[n] = {loading: true};
+  try {
+    const res = await fetch(`/api/versions/${config}?version=${n}`);
+    const body = await res.json();
+    contents[n] = res.ok ? body : {error: body.error || res.statusText};
+  } catch (e) {
+    contents[n] = {error: String(e)};
+  }
+  rerender();
+}
+
+// renderContent shows a version's diff against the one before it and its
+// compiled JSON.
+function renderContent(n) {
+  const ct = contents[n];
+  if (!ct || ct.loading) return h('p', {class: 'muted'}, `loading v${n}…`);
+  if (ct.error) return h('p', {class: 'err'}, ct.error);
+  const diff = ct.previous
+    ? (ct.diff.length
+      ? h('table', {class: 'diff'}, h('thead', {}, h('tr', {}, ['path', 'change', `v${ct.previous}`, `v${ct.version}`].map(t => h('th', {}, t)))),
+        h('tbody', {}, ct.diff.map(d => h('tr', {class: 'op-' + d.op},
+          h('td', {}, h('code', {}, d.path || '(document)')),
+          h('td', {}, d.op, d.breaking ? h('span', {class: 'count danger'}, ' breaking') : '', d.new_field ? h('span', {class: 'count warn'}, ' new field') : ''),
+          h('td', {}, d.old ? h('code', {class: 'old'}, JSON.stringify(d.old)) : ''),
+          h('td', {}, d.new ? h('code', {class: 'new'}, JSON.stringify(d.new)) : '')))))
+      : h('p', {class: 'muted'}, `Same content as v${ct.previous}.`))
+    : h('p', {class: 'muted'}, 'The first retained version: nothing to compare with.');
+  return h('div', {class: 'content', id: 'content-v' + n},
+    h('h3', {}, `v${ct.version}` + (ct.previous ? ` compared with v${ct.previous}` : ''), ' ', h('code', {class: 'muted'}, 'sha256:' + ct.checksum.slice(0, 12))),
+    diff,
+    h('details', {}, h('summary', {}, `compiled content of v${ct.version}`), h('pre', {class: 'json'}, ct.deleted ? '(deleted)' : ct.content)));
+}
+
+function rerender() {
+  if (!last) return;
+  if (last.kind === 'overview') renderOverview(last.data); else renderConfig(last.data);
+}
+
+function setupFilters() {
+  const search = document.getElementById('search');
+  search.placeholder = config ? 'Filter instances and versions (name, label, version, error)' : 'Filter configs (path, commit, author, state)';
+  search.value = new URLSearchParams(location.search).get('q') || '';
+  search.addEventListener('input', rerender);
+  document.getElementById('problems').addEventListener('change', rerender);
 }
 
 function setupActions() {
@@ -177,6 +314,15 @@ function setupActions() {
   for (const b of document.querySelectorAll('#actions button')) {
     b.addEventListener('click', async () => {
       const action = b.dataset.action;
+      if (action === 'rollback') {
+        // A rollback moves every instance and pins the config: ask first.
+        const to = Number(document.getElementById('to').value) || 0;
+        const what = `Roll ${config} back to ${to ? 'v' + to : 'the previous version'} on every instance and pin it there?\n\nReason: ${document.getElementById('reason').value || '(none given)'}`;
+        if (!window.confirm(what)) {
+          result.textContent = 'rollback: cancelled';
+          return;
+        }
+      }
       result.textContent = action + '…';
       try {
         const res = await fetch(`/api/rollouts/${action}/${config}`, {
@@ -199,10 +345,11 @@ function connect() {
   const es = new EventSource('/api/events' + (config ? '?config=' + encodeURIComponent(config) : ''));
   es.onopen = () => { conn.textContent = 'live'; conn.className = 'conn live'; };
   es.onerror = () => { conn.textContent = 'reconnecting…'; conn.className = 'conn down'; };
-  es.addEventListener('overview', e => renderOverview(JSON.parse(e.data)));
-  es.addEventListener('config', e => renderConfig(JSON.parse(e.data)));
+  es.addEventListener('overview', e => { last = {kind: 'overview', data: JSON.parse(e.data)}; renderOverview(last.data); });
+  es.addEventListener('config', e => { last = {kind: 'config', data: JSON.parse(e.data)}; renderConfig(last.data); });
   es.addEventListener('problem', e => view.replaceChildren(h('p', {class: 'err'}, JSON.parse(e.data).error)));
 }
 
+setupFilters();
 if (config) setupActions();
 connect();

@@ -1,0 +1,154 @@
+package cli_test
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/rogpeppe/go-internal/testscript"
+)
+
+// TestGettingStarted runs docs/GETTING-STARTED.md as written: every ```sh
+// block, in order, in one bash (so cd, export and background jobs carry over
+// as in the reader's terminal), with every file block (a fenced block after
+// a `<!-- file: PATH -->` line) saved to PATH relative to the shell's
+// directory at that point. It runs under testscript, whose PATH has this
+// tree's cuecast. The doc cannot go stale: a command that fails, a file
+// that does not compile, a wait that never ends, all fail this test.
+//
+// Three things differ from a reader's machine, each a substitution that
+// must match the doc (so the doc cannot drift away from them either):
+// `go install …@latest` (cuecast is already this build), `go get
+// …/client@latest` (the service uses this tree, offline, by a replace
+// directive) and port 4222 (a free port, so parallel runs do not meet).
+func TestGettingStarted(t *testing.T) {
+	root := repoRoot(t)
+	doc, err := os.ReadFile(filepath.Join(root, "docs", "GETTING-STARTED.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	script, err := docScript(string(doc))
+	if err != nil {
+		t.Fatalf("docs/GETTING-STARTED.md: %v", err)
+	}
+	_, port, err := net.SplitHostPort(freePort(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []struct{ old, new string }{
+		{"go install github.com/cuecast/cuecast/cmd/cuecast@latest", "command -v cuecast"},
+		{"go get github.com/cuecast/cuecast/client@latest",
+			`go mod edit -require=github.com/cuecast/cuecast@v0.0.0-00010101000000-000000000000 -replace=github.com/cuecast/cuecast="$CUECAST_SRC"`},
+		{"127.0.0.1:4222", "127.0.0.1:" + port},
+	} {
+		if !strings.Contains(script, s.old) {
+			t.Fatalf("docs/GETTING-STARTED.md no longer says %q; update TestGettingStarted's substitutions", s.old)
+		}
+		script = strings.ReplaceAll(script, s.old, s.new)
+	}
+	// The harness's own lines: stop on the first failing command, show each
+	// command as it runs, never leave a background job behind, and give up
+	// after 4 minutes (the doc's waits have no bound of their own).
+	script = "set -eu\nset -x\ntrap 'kill $(jobs -p) 2>/dev/null || true' EXIT\ntrap 'echo getting-started: gave up after 4m >&2; exit 124' TERM\n" +
+		"( sleep 240; kill -TERM $$ ) >/dev/null 2>&1 &\n" + script
+
+	dir := t.TempDir()
+	txtar := "exec bash getting-started.sh\n" +
+		// What the doc promises along the way.
+		"stdout 'created a cuecast config repo in configs'\n" +
+		"stdout 'payments/checkout  v1 HOLDING'\n" +
+		"stdout 'checkout-1: version 1: \"hello\"'\n" +
+		"stdout 'none is deployed to this instance .* yet'\n" +
+		"stdout 'checkout-2: version 1: \"hello\"'\n" +
+		"stdout 'payments/checkout  v2 HOLDING'\n" +
+		"stdout 'payments/checkout  v2  1/2 instances'\n" +
+		"stdout 'payments/checkout@2: all 2 live instances report it'\n" +
+		"stdout 'checkout-2: version 2: \"hello, world\"'\n" +
+		"-- getting-started.sh --\n" + script
+	if err := os.WriteFile(filepath.Join(dir, "getting_started.txtar"), []byte(txtar), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	goEnv := map[string]string{}
+	for _, k := range []string{"GOCACHE", "GOMODCACHE", "GOPATH", "GOROOT"} {
+		out, err := exec.Command("go", "env", k).Output()
+		if err != nil {
+			t.Fatalf("go env %s: %v", k, err)
+		}
+		goEnv[k] = strings.TrimSpace(string(out))
+	}
+	testscript.Run(t, testscript.Params{
+		Dir: dir,
+		Setup: func(e *testscript.Env) error {
+			for k, v := range goEnv {
+				e.Setenv(k, v)
+			}
+			e.Setenv("CUECAST_SRC", root)
+			e.Setenv("HOME", e.WorkDir)
+			e.Setenv("PATH", filepath.Join(goEnv["GOROOT"], "bin")+string(os.PathListSeparator)+e.Getenv("PATH"))
+			// Offline: the service's module resolves from the module cache
+			// this tree's build filled.
+			e.Setenv("GOPROXY", "off")
+			e.Setenv("GOSUMDB", "off")
+			e.Setenv("GOFLAGS", "-mod=mod -buildvcs=false")
+			e.Setenv("GOTOOLCHAIN", "local")
+			e.Setenv("GIT_AUTHOR_NAME", "Alice Engineer")
+			e.Setenv("GIT_AUTHOR_EMAIL", "alice@example.com")
+			e.Setenv("GIT_COMMITTER_NAME", "Alice Engineer")
+			e.Setenv("GIT_COMMITTER_EMAIL", "alice@example.com")
+			return nil
+		},
+	})
+}
+
+// fileCaption is the line that makes the next fenced block a file.
+var fileCaption = regexp.MustCompile(`^<!-- file: (\S+) -->$`)
+
+// docScript turns a Markdown guide into one shell script: ```sh blocks as
+// they are, file blocks as heredocs writing them. Other blocks are prose.
+func docScript(doc string) (string, error) {
+	var b strings.Builder
+	lines := strings.Split(doc, "\n")
+	file := ""
+	for i := 0; i < len(lines); i++ {
+		line := lines[i]
+		if m := fileCaption.FindStringSubmatch(line); m != nil {
+			file = m[1]
+			continue
+		}
+		if !strings.HasPrefix(line, "```") || line == "```" {
+			if strings.TrimSpace(line) != "" {
+				file = ""
+			}
+			continue
+		}
+		lang := strings.TrimPrefix(line, "```")
+		var body []string
+		closed := false
+		for i++; i < len(lines); i++ {
+			if lines[i] == "```" {
+				closed = true
+				break
+			}
+			body = append(body, lines[i])
+		}
+		if !closed {
+			return "", fmt.Errorf("the %s block at line %d is not closed", lang, i)
+		}
+		switch {
+		case file != "":
+			fmt.Fprintf(&b, "mkdir -p \"$(dirname '%s')\"\ncat > '%s' <<'CUECAST_DOC_EOF'\n%s\nCUECAST_DOC_EOF\n", file, file, strings.Join(body, "\n"))
+		case lang == "sh":
+			b.WriteString(strings.Join(body, "\n") + "\n")
+		}
+		file = ""
+	}
+	if b.Len() == 0 {
+		return "", fmt.Errorf("no sh blocks")
+	}
+	return b.String(), nil
+}

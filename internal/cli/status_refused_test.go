@@ -1,0 +1,77 @@
+package cli_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/internal/pipeline"
+	"github.com/cuecast/cuecast/internal/poll"
+)
+
+// TestStatusShowsRefusedApartFromFailing: an instance whose last report
+// refused a forged pointer (Report.Refused, PROTOCOL.md §5) is shown as
+// refused, by name, and not as failing to apply; one whose apply failed is
+// shown as failing. Status showed neither (issue 17, issue 15 item 5).
+func TestStatusShowsRefusedApartFromFailing(t *testing.T) {
+	repo := exampleRepo(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	p, err := pipeline.Start(ctx, pipeline.Config{Repo: repo.Dir, Branch: "main", DataDir: t.TempDir(), Listen: "127.0.0.1:0", Interval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	go p.Run(ctx)
+	poll.Until(t, "payments/checkout v1 published", 20*time.Second, func() (bool, string) {
+		_, err := p.Distributor.Latest(ctx, checkoutCfg)
+		return err == nil, fmt.Sprint(err)
+	})
+	nc, err := nats.Connect(p.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []cuecast.Report{
+		{Instance: "web-1", Version: 1, Healthy: true},
+		{Instance: "web-2", Version: 1, Healthy: true, LastError: "version 2: validate: limit must be positive"},
+		{Instance: "web-3", Version: 1, Healthy: true, Refused: "version 2: pointer: bad signature"},
+	} {
+		r.Config, r.At = checkoutCfg, time.Now().UTC()
+		b, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := js.Publish(ctx, cuecast.ReportSubject(checkoutCfg, r.Instance), b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out string
+	poll.Until(t, "status with three instances", 20*time.Second, func() (bool, string) {
+		code, o, e := run(ctx, "status", "--nats", p.ClientURL(), "payments/checkout")
+		out = o.String()
+		return code == 0 && strings.Contains(out, "/3 instances"), fmt.Sprintf("exit %d, stdout %q, stderr %q", code, out, e)
+	})
+	// The failing list holds web-2 alone, and the refused list, right
+	// after it, web-3 alone.
+	for _, want := range []string{
+		"3/3 instances, 1 failing to apply, 1 refused a pointer",
+		"  failing to apply (their last apply failed):\n    web-2 on v1: version 2: validate: limit must be positive\n" +
+			"  refused (a forged or unverifiable pointer, not applied; not an apply failure):\n    web-3 on v1: version 2: pointer: bad signature\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status payments/checkout lacks %q:\n%s", want, out)
+		}
+	}
+}
