@@ -127,12 +127,12 @@ func (c *Client) Watch(ctx context.Context, cfg cuecast.ConfigPath, opts ...Watc
 	// every message the server need not send to 10,000 instances shortens
 	// the fan-out (docs/PROTOCOL.md §3).
 	for _, subj := range append(w.ptrSubjects[:], cutoverSubjects(cfg)...) {
-		sub, err := c.nc.ChanSubscribe(republished(subj), w.msgs)
+		sub, err := c.nc.ChanSubscribe(cuecast.Republished(subj), w.msgs)
 		if err != nil {
 			w.unsubscribe()
 			w.cancel()
 			c.untrack(w)
-			return nil, fmt.Errorf("watch %s: subscribe %s: %w", cfg, republished(subj), err)
+			return nil, fmt.Errorf("watch %s: subscribe %s: %w", cfg, cuecast.Republished(subj), err)
 		}
 		w.subs = append(w.subs, sub)
 	}
@@ -165,7 +165,7 @@ func newWatcher(c *Client, cfg cuecast.ConfigPath, wo watchOptions) *Watcher {
 	}
 	w.timer.Stop()
 	w.stagedStored, w.activationStored = cuecast.StagedSubject(cfg), cuecast.ActivationSubject(cfg)
-	w.stagedSubj, w.activationSubj = republished(w.stagedStored), republished(w.activationStored)
+	w.stagedSubj, w.activationSubj = cuecast.Republished(w.stagedStored), cuecast.Republished(w.activationStored)
 	w.reportSubj = cuecast.ReportSubject(cfg, c.o.instance)
 	w.ptrSubjects = [3]string{cuecast.PointerSubject(cfg, w.bucket), cuecast.AllPointerSubject(cfg), cuecast.InstancePointerSubject(cfg, c.o.instance)}
 	return w
@@ -473,7 +473,7 @@ func (w *Watcher) warnNotFound(ctx context.Context, why string) {
 	case errors.Is(err, cuecast.ErrNotFound):
 		detail = fmt.Sprintf("config %s does not exist: no version was ever published under this path "+
 			"(misspelt? `cuecast log %s` lists its versions); waiting for one", w.cfg, w.cfg)
-	case err == nil && json.Unmarshal([]byte(m.Header.Get(headerMeta)), &meta) == nil && meta.Version != 0:
+	case err == nil && json.Unmarshal([]byte(m.Header.Get(cuecast.HeaderMeta)), &meta) == nil && meta.Version != 0:
 		detail = fmt.Sprintf("config %s has versions (newest %d) but none is deployed to this instance "+
 			"(cohort %d) yet: its rollout has not reached it (`cuecast status %s`); waiting", w.cfg, meta.Version, w.bucket, w.cfg)
 	default:
@@ -521,12 +521,19 @@ func (w *Watcher) handle(m *nats.Msg) {
 	}
 }
 
+// The lengths pointerSubject compares by.
+const (
+	spLen   = len(cuecast.StoredPrefix)
+	rpLen   = len(cuecast.RepublishPrefix)
+	rpDelta = rpLen - spLen
+)
+
 // pointerSubject returns which of ptrSubjects a RePublished message came
 // on, or -1.
 func (w *Watcher) pointerSubject(republishedSubj string) int {
 	for i, subj := range w.ptrSubjects {
-		// republished(subj) without building it: "ccr" + subj[2:].
-		if len(republishedSubj) == len(subj)+1 && republishedSubj[3:] == subj[2:] {
+		// cuecast.Republished(subj) without building it.
+		if len(republishedSubj) == len(subj)+rpDelta && republishedSubj[rpLen:] == subj[spLen:] {
 			return i
 		}
 	}
@@ -539,9 +546,9 @@ func (w *Watcher) pointerSubject(republishedSubj string) int {
 // the inline content when the pointer says so (still to be checked against
 // the pointer's checksum), else nil.
 func (w *Watcher) pointer(m *nats.Msg, subj string, after uint64) (p cuecast.Pointer, body []byte, ok bool) {
-	p, err := decodePointer(m.Header.Get(headerPtr))
+	p, err := decodePointer(m.Header.Get(cuecast.HeaderPointer))
 	if err != nil {
-		w.reject(0, "undecodable pointer", fmt.Errorf("%s header: %w", headerPtr, err), false)
+		w.reject(0, "undecodable pointer", fmt.Errorf("%s header: %w", cuecast.HeaderPointer, err), false)
 		return p, nil, false
 	}
 	if p.Revision == 0 {
@@ -800,7 +807,7 @@ func (w *Watcher) fetchKept(p cuecast.Pointer) (cuecast.Version, []byte, error) 
 		if s := m.Header.Get(headerSubj); s != cuecast.VersionSubject(w.cfg) {
 			return meta, nil, fmt.Errorf("pointer names sequence %d on %s, not a version of %s: %w", p.Seq, s, w.cfg, cuecast.ErrChecksumMismatch)
 		}
-		if err := json.Unmarshal([]byte(m.Header.Get(headerMeta)), &meta); err != nil {
+		if err := json.Unmarshal([]byte(m.Header.Get(cuecast.HeaderMeta)), &meta); err != nil {
 			return meta, nil, fmt.Errorf("decode version %d metadata: %w", p.Version, err)
 		}
 		body = m.Data
@@ -852,7 +859,7 @@ func (w *Watcher) fetchChunks(meta cuecast.Version) ([]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("read chunk %d/%d of version %d: %w", i+1, len(meta.Chunks), meta.Version, err)
 		}
-		if m.Header.Get(headerSubj) != cuecast.ChunkSubject(w.cfg) || m.Header.Get(headerChunkV) != want {
+		if m.Header.Get(headerSubj) != cuecast.ChunkSubject(w.cfg) || m.Header.Get(cuecast.HeaderChunkVersion) != want {
 			return nil, fmt.Errorf("chunk %d/%d at %d is not part of version %d: %w", i+1, len(meta.Chunks), seq, meta.Version, cuecast.ErrChecksumMismatch)
 		}
 		buf = append(buf, m.Data...)

@@ -249,12 +249,12 @@ func (c *Controller) start(ctx context.Context, rec *Record, rev uint64, v cueca
 		}
 		// The commit restored the pinned content: lift the pin and point
 		// everyone at the new number for the same bytes.
-		r := c.newRollout(v, cuecast.Policy{Stages: []cuecast.Stage{{Name: "restore", Percent: 100}}}, Relaxed, rec, now)
+		r := c.newRollout(v, cuecast.Policy{Stages: []cuecast.Stage{{Name: "restore", Percent: 100}}}, cuecast.Relaxed, rec, now)
 		r.Reason = fmt.Sprintf("v%d restores the pinned content of v%d", v.Version, p.Version)
 		c.supersede(rec, r, now)
 		rec.Pin, rec.Pending = nil, 0
 		return []AuditEntry{{At: now, Actor: c.o.Actor, Action: "unpin", Config: v.Config, Version: v.Version,
-			Reason: fmt.Sprintf("commit %s restores the content of pinned v%d", short(v.Commit), p.Version)}}, true, nil
+			Reason: fmt.Sprintf("commit %s restores the content of pinned v%d", cuecast.ShortCommit(v.Commit), p.Version)}}, true, nil
 	}
 	pol, cons, err := c.pol.Policy(ctx, v)
 	if err != nil {
@@ -302,9 +302,9 @@ func normalize(p cuecast.Policy) cuecast.Policy {
 	return p
 }
 
-func (c *Controller) newRollout(v cuecast.Version, pol cuecast.Policy, cons string, rec *Record, now time.Time) *Rollout {
+func (c *Controller) newRollout(v cuecast.Version, pol cuecast.Policy, cons cuecast.Consistency, rec *Record, now time.Time) *Rollout {
 	if cons == "" {
-		cons = Relaxed
+		cons = cuecast.Relaxed
 	}
 	from, fromSum := rec.floor()
 	r := &Rollout{
@@ -312,7 +312,7 @@ func (c *Controller) newRollout(v cuecast.Version, pol cuecast.Policy, cons stri
 		Commit: v.Commit, Author: v.Author, From: from, FromChecksum: fromSum,
 		Policy: normalize(pol), Consistency: cons, Started: now,
 	}
-	if cons == Strict && r.From == 0 {
+	if cons == cuecast.Strict && r.From == 0 {
 		// A strict config's first version: nobody runs anything to be
 		// inconsistent with, and instances do not look for a staged pointer
 		// before the first cohort pointer exists. Everyone gets it at once.
@@ -320,7 +320,7 @@ func (c *Controller) newRollout(v cuecast.Version, pol cuecast.Policy, cons stri
 		r.log(now, "strict: first version, to every instance at once")
 		return r
 	}
-	if cons == Strict {
+	if cons == cuecast.Strict {
 		r.State = StateStaging
 		r.StageStarted = now
 		r.WaitUntil = now.Add(c.o.ApplyTimeout)
@@ -438,16 +438,16 @@ func (c *Controller) reports(ctx context.Context, cfg cuecast.ConfigPath) ([]cue
 // consumer): its reports expire after the liveness time, so every subject
 // holding one is a live instance.
 func (c *Controller) liveInstances(ctx context.Context, cfg cuecast.ConfigPath) ([]string, error) {
-	st, err := c.js.Stream(ctx, distributor.ReportStream)
+	st, err := c.js.Stream(ctx, cuecast.ReportStream)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil, nil // no distributor created it: no instance reports
 	}
 	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", distributor.ReportStream, err)
+		return nil, fmt.Errorf("open %s: %w", cuecast.ReportStream, err)
 	}
 	info, err := st.Info(ctx, jetstream.WithSubjectFilter(cuecast.ReportWildcard(cfg)))
 	if err != nil {
-		return nil, fmt.Errorf("read %s state: %w", distributor.ReportStream, err)
+		return nil, fmt.Errorf("read %s state: %w", cuecast.ReportStream, err)
 	}
 	var ids []string
 	for subj := range info.State.Subjects {
@@ -461,12 +461,12 @@ func (c *Controller) liveInstances(ctx context.Context, cfg cuecast.ConfigPath) 
 // lastReport reads instance's last report on cfg from the report stream;
 // ok is false when the stream holds none (it expired).
 func (c *Controller) lastReport(ctx context.Context, cfg cuecast.ConfigPath, instance string) (cuecast.Report, bool, error) {
-	st, err := c.js.Stream(ctx, distributor.ReportStream)
+	st, err := c.js.Stream(ctx, cuecast.ReportStream)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return cuecast.Report{}, false, nil
 	}
 	if err != nil {
-		return cuecast.Report{}, false, fmt.Errorf("open %s: %w", distributor.ReportStream, err)
+		return cuecast.Report{}, false, fmt.Errorf("open %s: %w", cuecast.ReportStream, err)
 	}
 	m, err := st.GetLastMsgForSubject(ctx, cuecast.ReportSubject(cfg, instance))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
@@ -490,7 +490,7 @@ func (c *Controller) lastReport(ctx context.Context, cfg cuecast.ConfigPath, ins
 // stream and everything reading it follow one rule; LiveFor(Heartbeat)
 // when the stream cannot be read.
 func (c *Controller) liveFor(ctx context.Context) time.Duration {
-	if st, err := c.js.Stream(ctx, distributor.ReportStream); err == nil {
+	if st, err := c.js.Stream(ctx, cuecast.ReportStream); err == nil {
 		if info := st.CachedInfo(); info != nil && info.Config.MaxAge > 0 {
 			return info.Config.MaxAge
 		}
@@ -941,13 +941,6 @@ func allBuckets() []int {
 		b[i] = i
 	}
 	return b
-}
-
-func short(sha string) string {
-	if len(sha) > 10 {
-		return sha[:10]
-	}
-	return sha
 }
 
 // Run evaluates the active rollouts every Options.Interval until ctx is
