@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -123,6 +124,10 @@ type Controller struct {
 	fmu   sync.Mutex
 	ownMu sync.Mutex
 	own   map[string]uint64 // last revision this controller wrote, per key
+	// ticks counts Run's ticks, each a look at every active rollout, so
+	// that a test can say "it stays halted for n ticks" instead of
+	// sleeping.
+	ticks atomic.Uint64
 	// readHook, set by tests only, replaces what a read of the bucket
 	// returns (to play a replica that has not seen the last write yet).
 	readHook func(ctx context.Context, k string, val []byte, rev uint64) ([]byte, uint64, error)

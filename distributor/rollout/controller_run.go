@@ -132,6 +132,7 @@ func (c *Controller) Run(ctx context.Context) error {
 					step(k, kn)
 				}
 			}
+			c.ticks.Add(1)
 		}
 	}
 }

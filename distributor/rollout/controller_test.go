@@ -95,7 +95,7 @@ func TestCanaryUnhealthyHalts(t *testing.T) {
 		t.Errorf("audit: got %+v, want one halt of v2", audit)
 	}
 	// It stays halted until an operator acts.
-	time.Sleep(200 * time.Millisecond)
+	e.ticks(10)
 	if got := e.record().Current.State; got != rollout.StateHalted {
 		t.Errorf("later: got %s, want halted", got)
 	}
@@ -128,7 +128,7 @@ func TestTooFewInstancesHolds(t *testing.T) {
 		r := e.record().Current
 		return r.State == rollout.StateHolding && strings.Contains(r.Note, "needs 3"), string(r.State) + " " + r.Note
 	})
-	time.Sleep(200 * time.Millisecond)
+	e.ticks(10)
 	if r := e.record().Current; r.Stage != 0 {
 		t.Errorf("advanced blind to stage %d", r.Stage)
 	}
@@ -215,7 +215,7 @@ func TestRollbackPinsUntilMatchingCommit(t *testing.T) {
 	if rec := e.record(); rec.Pending != 3 || rec.Current.Version != 2 {
 		t.Errorf("pinned: pending v%d current v%d, want pending v3, no rollout of it", rec.Pending, rec.Current.Version)
 	}
-	time.Sleep(200 * time.Millisecond)
+	e.ticks(10)
 	if p := e.pointer(50); p.Version != 1 {
 		t.Errorf("pinned: bucket 50 on v%d, want v1", p.Version)
 	}

@@ -317,6 +317,21 @@ func idIn(prefix string, lo, hi, n int) []string {
 }
 
 // eventually polls cond until it holds or 15s pass.
+// ticks waits for the running controller to finish n more ticks, each a
+// look at every active rollout, then steps cfg once more itself: what
+// holds after it holds whatever the controller's timing.
+func (e *env) ticks(n uint64) {
+	e.t.Helper()
+	from := rollout.Ticks(e.c)
+	eventually(e.t, fmt.Sprintf("%d controller ticks", n), func() (bool, string) {
+		got := rollout.Ticks(e.c) - from
+		return got >= n, fmt.Sprintf("%d ticks", got)
+	})
+	if err := rollout.StepNow(e.t.Context(), e.c, cfg); err != nil {
+		e.t.Fatalf("step %s: %v", cfg, err)
+	}
+}
+
 func eventually(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
 	poll.Until(t, what, 15*time.Second, cond)

@@ -132,7 +132,7 @@ func TestStrictCutoverHaltsWhenStagingFails(t *testing.T) {
 	if !strings.Contains(rec.Current.Reason, "web-b") || !strings.Contains(rec.Current.Reason, "failed to stage") {
 		t.Errorf("reason: got %q, want web-b failing to stage", rec.Current.Reason)
 	}
-	time.Sleep(100 * time.Millisecond)
+	e.ticks(5)
 	waitOn(t, 1, ins...)
 }
 

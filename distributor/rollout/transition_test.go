@@ -18,7 +18,9 @@ func TestTransitions(t *testing.T) {
 	ru := rules{applyTimeout: time.Minute, heartbeat: 8 * time.Second, actor: "test"}
 	three := cuecast.Policy{Stages: []cuecast.Stage{{Name: "canary", Percent: 1}, {Name: "half", Percent: 50}, {Name: "all", Percent: 100}}}
 	v2 := cuecast.Version{Config: cfg, Version: 2, Checksum: "c2", Commit: "abc"}
-	onV1 := func() *Record { return &Record{Config: cfg, Stable: 1, StableChecksum: "c1", Floor: 1, FloorChecksum: "c1"} }
+	onV1 := func() *Record {
+		return &Record{Config: cfg, Stable: 1, StableChecksum: "c1", Floor: 1, FloorChecksum: "c1"}
+	}
 	rolling := func(state State, stage int, co Cohort) *Rollout {
 		return &Rollout{ID: "payments/checkout@2", Config: cfg, Version: 2, Checksum: "c2", From: 1, FromChecksum: "c1",
 			Policy: three, Stage: stage, State: state, Cohort: co}
@@ -67,7 +69,11 @@ func TestTransitions(t *testing.T) {
 			},
 			want: want{changed: true, state: StateMoving, stage: 0, floor: 1}},
 		{name: "moving: the cohort's pointers moved, the stage waits",
-			rec: func() *Record { rec := onV1(); rec.Current = rolling(StateMoving, 0, Cohort{Buckets: []int{0}}); return rec },
+			rec: func() *Record {
+				rec := onV1()
+				rec.Current = rolling(StateMoving, 0, Cohort{Buckets: []int{0}})
+				return rec
+			},
 			step: func(rec *Record) bool { movedForward(rec, rec.Current, t0, ru); return true },
 			want: want{changed: true, state: StateWaiting, stage: 0, floor: 1, waitUntil: t0.Add(time.Minute), logged: "v2 on 1 buckets"}},
 		{name: "moving every bucket: the floor follows",
@@ -145,7 +151,11 @@ func TestTransitions(t *testing.T) {
 			},
 			want: want{changed: true, state: StateMoving, stage: 1, floor: 1, note: "3 live instances not heard yet; label selectors need their labels (at most 10s)"}},
 		{name: "superseding: the rollout in flight is kept as superseded",
-			rec: func() *Record { rec := onV1(); rec.Current = rolling(StateWaiting, 1, Cohort{Buckets: []int{0}}); return rec },
+			rec: func() *Record {
+				rec := onV1()
+				rec.Current = rolling(StateWaiting, 1, Cohort{Buckets: []int{0}})
+				return rec
+			},
 			step: func(rec *Record) bool {
 				supersede(rec, newRollout(cuecast.Version{Config: cfg, Version: 3, Checksum: "c3"}, three, cuecast.Relaxed, rec, t0, ru), t0)
 				return rec.Superseded != nil && rec.Superseded.State == StateSuperseded && rec.Superseded.Reason == "superseded by v3"
