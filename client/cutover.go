@@ -26,7 +26,7 @@ func cutoverSubjects(cfg cuecast.ConfigPath) []string {
 func (w *Watcher) handleCutover(m *nats.Msg) bool {
 	switch m.Subject {
 	case w.stagedSubj:
-		// Revisions as on the pointer subjects (watcher.go, handle): a
+		// Revisions as on the pointer subjects (watcher_resync.go, handle): a
 		// replayed staged or activation pointer changes nothing.
 		if p, body, ok := w.pointer(m, w.stagedStored, w.stagedRev); ok {
 			w.stagedRev = p.Revision
