@@ -25,22 +25,7 @@ var errNoRevision = fmt.Errorf("pointer has no revision (written by a serve olde
 func (w *Watcher) resync(why string) {
 	ctx, cancel := context.WithTimeout(w.ctx, w.c.o.timeout)
 	defer cancel()
-	type read struct {
-		m   *nats.Msg
-		err error
-	}
-	var reads [3]chan read
-	for i, subj := range w.ptrSubjects {
-		reads[i] = make(chan read, 1)
-		go func() {
-			m, err := getLast(ctx, w.c.nc, w.c.o.directGet, subj)
-			reads[i] <- read{m, err}
-		}()
-	}
-	var got [3]read
-	for i := range reads {
-		got[i] = <-reads[i]
-	}
+	got := w.readPointers(ctx)
 	found := false
 	for _, r := range got {
 		if errors.Is(r.err, cuecast.ErrNotFound) {
@@ -72,13 +57,43 @@ func (w *Watcher) resync(why string) {
 	if why != "start" {
 		w.event(EventResync, 0, why, nil)
 	}
-	// The stored pointers are the truth, even below the revisions seen (a
-	// stream restored from an older backup): the one with the highest
-	// revision governs. One that does not verify counts as absent.
+	if p, body, ok := w.governing(got); ok {
+		w.apply(p, body, why)
+		w.resyncCutover(ctx)
+	}
+}
+
+// read is one stored pointer as a direct get returned it.
+type read struct {
+	m   *nats.Msg
+	err error
+}
+
+// readPointers reads the stored pointers of ptrSubjects at once.
+func (w *Watcher) readPointers(ctx context.Context) [3]read {
+	var reads [3]chan read
+	for i, subj := range w.ptrSubjects {
+		reads[i] = make(chan read, 1)
+		go func() {
+			m, err := getLast(ctx, w.c.nc, w.c.o.directGet, subj)
+			reads[i] <- read{m, err}
+		}()
+	}
+	var got [3]read
+	for i := range reads {
+		got[i] = <-reads[i]
+	}
+	return got
+}
+
+// governing returns the stored pointer that governs and sets the
+// revisions and sequences seen from the stored ones. The stored pointers
+// are the truth, even below the revisions seen (a stream restored from an
+// older backup): the one with the highest revision governs. One that does
+// not verify counts as absent; ok is false when none does.
+func (w *Watcher) governing(got [3]read) (p cuecast.Pointer, body []byte, ok bool) {
 	var revs, seqs [3]uint64
 	newest := -1
-	var p cuecast.Pointer
-	var body []byte
 	for i, r := range got {
 		if r.err != nil {
 			continue
@@ -94,11 +109,7 @@ func (w *Watcher) resync(why string) {
 		}
 	}
 	w.revs, w.seen, w.actRev = revs, seqs, 0
-	if newest < 0 {
-		return
-	}
-	w.apply(p, body, why)
-	w.resyncCutover(ctx)
+	return p, body, newest >= 0
 }
 
 // warnNotFound says, in an EventNotFound, that no pointer for this
