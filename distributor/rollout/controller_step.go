@@ -129,24 +129,7 @@ func (c *Controller) transition(ctx context.Context, rec *Record, force bool) ([
 	}
 	switch r.State {
 	case StateMoving:
-		var reports []cuecast.Report
-		if needsReports(r.Policy, r.Stage) {
-			rs, err := c.reports(ctx, cfg)
-			if err != nil {
-				return nil, false, err
-			}
-			if n := unheard(rs); n > 0 {
-				// Label selectors need every live instance's labels.
-				return nil, gathering(r, n, now, c.rules()), nil
-			}
-			reports = rs
-		}
-		r.Cohort = stageCohort(cfg.Namespace(), r.Policy, r.Stage, reports).union(cfg.Namespace(), r.Moved)
-		if err := c.moveForward(ctx, r); err != nil {
-			return nil, false, err
-		}
-		movedForward(rec, r, now, c.rules())
-		return nil, true, nil
+		return c.stepMoving(ctx, rec, r, now)
 	case StateWaiting, StateHolding:
 		if force {
 			if err := c.moveForward(ctx, r); err != nil {
@@ -168,6 +151,31 @@ func (c *Controller) transition(ctx context.Context, rec *Record, force bool) ([
 		return nil, reverted(rec, r, now), nil
 	}
 	return nil, false, nil
+}
+
+// stepMoving moves the pointers of the stage r is moving to: its cohort
+// (from the live reports, for label selectors, once every live instance
+// was heard), then the stage waits.
+func (c *Controller) stepMoving(ctx context.Context, rec *Record, r *Rollout, now time.Time) ([]AuditEntry, bool, error) {
+	ns := rec.Config.Namespace()
+	var reports []cuecast.Report
+	if needsReports(r.Policy, r.Stage) {
+		rs, err := c.reports(ctx, rec.Config)
+		if err != nil {
+			return nil, false, err
+		}
+		if n := unheard(rs); n > 0 {
+			// Label selectors need every live instance's labels.
+			return nil, gathering(r, n, now, c.rules()), nil
+		}
+		reports = rs
+	}
+	r.Cohort = stageCohort(ns, r.Policy, r.Stage, reports).union(ns, r.Moved)
+	if err := c.moveForward(ctx, r); err != nil {
+		return nil, false, err
+	}
+	movedForward(rec, r, now, c.rules())
+	return nil, true, nil
 }
 
 func (c *Controller) moveForward(ctx context.Context, r *Rollout) error {
