@@ -217,14 +217,7 @@ func judgeStage(rec *Record, r *Rollout, reports []cuecast.Report, now time.Time
 	}
 	m := measure(rec.Config.Namespace(), reports, r.Cohort, r.Version, timedOut)
 	if why := breach(m, st); why != "" {
-		r.State = StateHalted
-		r.Reason = why
-		r.Reverted = false
-		r.Note = ""
-		r.Updated = now
-		r.log(now, "halted: "+why)
-		return []AuditEntry{{At: now, Actor: ru.actor, Action: "halt", Config: rec.Config, Version: r.Version,
-			Stage: st.Name, Reason: why}}, true
+		return halt(rec, r, st, why, now, ru), true
 	}
 	note := r.Note
 	changed := false
@@ -241,20 +234,7 @@ func judgeStage(rec *Record, r *Rollout, reports []cuecast.Report, now time.Time
 	case r.State == StateWaiting && len(m.Waiting) > 0 && !timedOut:
 		note = fmt.Sprintf("waiting for %d of %d instances to apply v%d: %s", len(m.Waiting), m.Instances, r.Version, list(m.Waiting, 5))
 	case r.State == StateWaiting:
-		r.State = StateHolding
-		r.Unconfirmed = nil
-		hold := time.Duration(st.Hold)
-		if r.Emergency {
-			hold = 0
-		}
-		r.HoldUntil = now.Add(hold)
-		r.EnoughBy = time.Time{}
-		if st.MinInstances > 0 {
-			r.EnoughBy = r.HoldUntil.Add(ru.applyTimeout)
-		}
-		r.Note = ""
-		r.Updated = now
-		r.log(now, fmt.Sprintf("%d/%d instances on v%d; holding %s", m.OnTarget, m.Instances, r.Version, hold))
+		startHold(r, st, m, now, ru)
 		return nil, true
 	case now.Before(r.HoldUntil) && nobody:
 		note = fmt.Sprintf("holding until %s; no live instance reports on the config", r.HoldUntil.Format(time.RFC3339))
@@ -267,23 +247,7 @@ func judgeStage(rec *Record, r *Rollout, reports []cuecast.Report, now time.Time
 		note = fmt.Sprintf("holding: only %d instances report in stage %s, it needs %d to learn anything; it passes with them at %s unless more join",
 			m.Instances, st.Name, st.MinInstances, r.EnoughBy.Format(time.RFC3339))
 	default:
-		r.Note = ""
-		passed := fmt.Sprintf("passed: %d/%d on v%d, %d unhealthy, %d failing", m.OnTarget, m.Instances, r.Version, m.Unhealthy, m.Failing)
-		switch {
-		case nobody:
-			passed = "passed: no live instance reports on the config"
-		case short:
-			passed += fmt.Sprintf("; only %d of the %d instances min_instances asks for report in stage %s, and no more joined", m.Instances, st.MinInstances, st.Name)
-		}
-		if r.Stage+1 < len(r.Policy.Stages) {
-			r.log(now, passed)
-			enterStage(r, r.Stage+1, now)
-			return nil, true
-		}
-		if !short && !nobody {
-			passed = ""
-		}
-		complete(rec, r, now, passed)
+		pass(rec, r, st, m, nobody, short, now)
 		return nil, true
 	}
 	if note != r.Note {
@@ -292,6 +256,61 @@ func judgeStage(rec *Record, r *Rollout, reports []cuecast.Report, now time.Time
 		return nil, true
 	}
 	return nil, changed
+}
+
+// halt stops r on a breach of its stage st's limits (why); its cohort is
+// moved back at the next step (backMove).
+func halt(rec *Record, r *Rollout, st cuecast.Stage, why string, now time.Time, ru rules) []AuditEntry {
+	r.State = StateHalted
+	r.Reason = why
+	r.Reverted = false
+	r.Note = ""
+	r.Updated = now
+	r.log(now, "halted: "+why)
+	return []AuditEntry{{At: now, Actor: ru.actor, Action: "halt", Config: rec.Config, Version: r.Version,
+		Stage: st.Name, Reason: why}}
+}
+
+// startHold ends a stage's wait: it holds for the stage's hold (none in
+// an emergency), and with min_instances until EnoughBy at the latest.
+func startHold(r *Rollout, st cuecast.Stage, m Measure, now time.Time, ru rules) {
+	r.State = StateHolding
+	r.Unconfirmed = nil
+	hold := time.Duration(st.Hold)
+	if r.Emergency {
+		hold = 0
+	}
+	r.HoldUntil = now.Add(hold)
+	r.EnoughBy = time.Time{}
+	if st.MinInstances > 0 {
+		r.EnoughBy = r.HoldUntil.Add(ru.applyTimeout)
+	}
+	r.Note = ""
+	r.Updated = now
+	r.log(now, fmt.Sprintf("%d/%d instances on v%d; holding %s", m.OnTarget, m.Instances, r.Version, hold))
+}
+
+// pass ends a stage whose hold has passed: the next stage starts, or the
+// rollout completes. nobody says no live instance reports on the config,
+// short that fewer than min_instances report in the stage; the log says so.
+func pass(rec *Record, r *Rollout, st cuecast.Stage, m Measure, nobody, short bool, now time.Time) {
+	r.Note = ""
+	passed := fmt.Sprintf("passed: %d/%d on v%d, %d unhealthy, %d failing", m.OnTarget, m.Instances, r.Version, m.Unhealthy, m.Failing)
+	switch {
+	case nobody:
+		passed = "passed: no live instance reports on the config"
+	case short:
+		passed += fmt.Sprintf("; only %d of the %d instances min_instances asks for report in stage %s, and no more joined", m.Instances, st.MinInstances, st.Name)
+	}
+	if r.Stage+1 < len(r.Policy.Stages) {
+		r.log(now, passed)
+		enterStage(r, r.Stage+1, now)
+		return
+	}
+	if !short && !nobody {
+		passed = ""
+	}
+	complete(rec, r, now, passed)
 }
 
 // complete ends r's last stage: its version becomes the config's stable

@@ -124,6 +124,23 @@ func TestTransitions(t *testing.T) {
 			},
 			step: func(rec *Record) bool { return reverted(rec, rec.Current, t0) },
 			want: want{state: StateHalted, floor: 1}},
+		{name: "holding: an unhealthy cohort instance halts, audited",
+			rec: func() *Record {
+				rec := onV1()
+				r := rolling(StateHolding, 0, Cohort{Buckets: []int{0}})
+				r.HoldUntil = t0.Add(time.Hour)
+				rec.Current = r
+				return rec
+			},
+			step: func(rec *Record) bool {
+				sick := cuecast.Report{Config: cfg, Instance: idsIn("canary", 0, 1, 1)[0], Version: 2}
+				audits, changed := judgeStage(rec, rec.Current, []cuecast.Report{sick}, t0, ru)
+				if len(audits) != 1 || audits[0].Action != "halt" || audits[0].Actor != "test" || audits[0].Stage != "canary" || !audits[0].At.Equal(t0) {
+					t.Errorf("audit: got %+v, want one halt of stage canary by test at t0", audits)
+				}
+				return changed && strings.Contains(rec.Current.Reason, "unhealthy")
+			},
+			want: want{changed: true, state: StateHalted, stage: 0, floor: 1, logged: "halted: stage canary: 1/1 instances unhealthy"}},
 		{name: "pin applied: the pinned version is the floor",
 			rec: func() *Record {
 				rec := onV1()
