@@ -25,6 +25,14 @@ func TestTransitions(t *testing.T) {
 		return &Rollout{ID: "payments/checkout@2", Config: cfg, Version: 2, Checksum: "c2", From: 1, FromChecksum: "c1",
 			Policy: three, Stage: stage, State: state, Cohort: co}
 	}
+	staging := func(waitUntil time.Time) *Rollout {
+		r := rolling(StateStaging, 0, Cohort{})
+		r.Consistency, r.Announced, r.WaitUntil = cuecast.Strict, true, waitUntil
+		return r
+	}
+	staged := func(id string, v uint64) cuecast.Report {
+		return cuecast.Report{Config: cfg, Instance: id, Version: 1, Staged: v, Healthy: true, At: t0}
+	}
 	type want struct {
 		changed      bool
 		state        State
@@ -141,6 +149,53 @@ func TestTransitions(t *testing.T) {
 				return changed && strings.Contains(rec.Current.Reason, "unhealthy")
 			},
 			want: want{changed: true, state: StateHalted, stage: 0, floor: 1, logged: "halted: stage canary: 1/1 instances unhealthy"}},
+		{name: "staging: every live instance staged, flip",
+			rec: func() *Record { rec := onV1(); rec.Current = staging(t0.Add(time.Minute)); return rec },
+			step: func(rec *Record) bool {
+				audits, _, flip := judgeStaging(rec, rec.Current, []cuecast.Report{staged("a", 2), staged("b", 2)}, t0, ru)
+				return len(audits) == 0 && flip
+			},
+			want: want{changed: true, state: StateStaging, floor: 1, waitUntil: t0.Add(time.Minute)}},
+		{name: "staging: one not confirmed yet, the note names it",
+			rec: func() *Record { rec := onV1(); rec.Current = staging(t0.Add(time.Minute)); return rec },
+			step: func(rec *Record) bool {
+				_, changed, flip := judgeStaging(rec, rec.Current, []cuecast.Report{staged("a", 2), staged("b", 0)}, t0, ru)
+				return changed && !flip
+			},
+			want: want{changed: true, state: StateStaging, floor: 1, waitUntil: t0.Add(time.Minute), note: "staged on 1 of 2 live instances; waiting for b"}},
+		{name: "staging: one not confirmed by the wait's end, halted with nothing to move back",
+			rec: func() *Record { rec := onV1(); rec.Current = staging(t0); return rec },
+			step: func(rec *Record) bool {
+				audits, changed, flip := judgeStaging(rec, rec.Current, []cuecast.Report{staged("a", 2), staged("b", 0)}, t0, ru)
+				if len(audits) != 1 || audits[0].Stage != "staging" || !rec.Current.Reverted {
+					t.Errorf("audit %+v, reverted %t: want one halt of staging, reverted", audits, rec.Current.Reverted)
+				}
+				return changed && !flip
+			},
+			want: want{changed: true, state: StateHalted, floor: 1, waitUntil: t0, logged: "1 instances did not confirm within 1m0s (b)"}},
+		{name: "staging: one failed to stage, halted at once",
+			rec: func() *Record { rec := onV1(); rec.Current = staging(t0.Add(time.Minute)); return rec },
+			step: func(rec *Record) bool {
+				bad := staged("b", 0)
+				bad.LastError = "version 2: decode: bad"
+				_, changed, flip := judgeStaging(rec, rec.Current, []cuecast.Report{staged("a", 2), bad}, t0, ru)
+				return changed && !flip
+			},
+			want: want{changed: true, state: StateHalted, floor: 1, waitUntil: t0.Add(time.Minute), logged: "1 instances failed to stage it (b: version 2: decode: bad)"}},
+		{name: "strict flip: the cohort pointers followed, the last stage waits",
+			rec: func() *Record {
+				rec := onV1()
+				r := staging(t0)
+				r.Stage, r.Cohort = 2, Cohort{Buckets: allBuckets()}
+				rec.Current = r
+				return rec
+			},
+			step: func(rec *Record) bool {
+				activated(rec.Current, 2, t0)
+				flipped(rec, rec.Current, t0, ru)
+				return true
+			},
+			want: want{changed: true, state: StateWaiting, stage: 2, floor: 2, waitUntil: t0.Add(time.Minute), logged: "activated on 2 live instances at once"}},
 		{name: "pin applied: the pinned version is the floor",
 			rec: func() *Record {
 				rec := onV1()
