@@ -22,54 +22,60 @@ func SubjectName(cfg ConfigPath) string {
 }
 
 // VersionSubject stores every version of cfg: cc.<ns>.v.<name>.
-func VersionSubject(cfg ConfigPath) string { return "cc." + cfg.Namespace() + ".v." + SubjectName(cfg) }
+func VersionSubject(cfg ConfigPath) string {
+	return StoredPrefix + "." + cfg.Namespace() + ".v." + SubjectName(cfg)
+}
 
 // ChunkSubject stores the chunks of cfg's large versions: cc.<ns>.c.<name>.
-func ChunkSubject(cfg ConfigPath) string { return "cc." + cfg.Namespace() + ".c." + SubjectName(cfg) }
+func ChunkSubject(cfg ConfigPath) string {
+	return StoredPrefix + "." + cfg.Namespace() + ".c." + SubjectName(cfg)
+}
 
 // PointerSubject is the pointer of one cohort bucket: cc.<ns>.p.<bucket>.<name>.
 func PointerSubject(cfg ConfigPath, bucket int) string {
-	return "cc." + cfg.Namespace() + ".p." + strconv.Itoa(bucket) + "." + SubjectName(cfg)
+	return StoredPrefix + "." + cfg.Namespace() + ".p." + strconv.Itoa(bucket) + "." + SubjectName(cfg)
 }
 
 // AllPointerSubject is the pointer of every cohort bucket at once:
 // cc.<ns>.p.all.<name>. Every instance follows it as well as its bucket's.
 func AllPointerSubject(cfg ConfigPath) string {
-	return "cc." + cfg.Namespace() + ".p.all." + SubjectName(cfg)
+	return StoredPrefix + "." + cfg.Namespace() + ".p.all." + SubjectName(cfg)
 }
 
 // InstancePointerSubject is the pointer of one instance: cc.<ns>.i.<instance>.<name>.
 func InstancePointerSubject(cfg ConfigPath, instance string) string {
-	return "cc." + cfg.Namespace() + ".i." + instance + "." + SubjectName(cfg)
+	return StoredPrefix + "." + cfg.Namespace() + ".i." + instance + "." + SubjectName(cfg)
 }
 
 // StagedSubject announces the version of a strict config every instance
 // should fetch, verify, validate and hold without applying: cc.<ns>.s.<name>.
-func StagedSubject(cfg ConfigPath) string { return "cc." + cfg.Namespace() + ".s." + SubjectName(cfg) }
+func StagedSubject(cfg ConfigPath) string {
+	return StoredPrefix + "." + cfg.Namespace() + ".s." + SubjectName(cfg)
+}
 
 // ActivationSubject tells every instance to switch to the staged version
 // it names at once: cc.<ns>.a.<name>.
 func ActivationSubject(cfg ConfigPath) string {
-	return "cc." + cfg.Namespace() + ".a." + SubjectName(cfg)
+	return StoredPrefix + "." + cfg.Namespace() + ".a." + SubjectName(cfg)
 }
 
 // ReportSubject is where an instance reports on cfg: ccs.<ns>.<instance>.<name>.
 func ReportSubject(cfg ConfigPath, instance string) string {
-	return "ccs." + cfg.Namespace() + "." + instance + "." + SubjectName(cfg)
+	return ReportPrefix + "." + cfg.Namespace() + "." + instance + "." + SubjectName(cfg)
 }
 
 // ReportWildcard matches every instance's report on cfg: ccs.<ns>.*.<name>.
 // Readers of the fleet's live reports subscribe to it or filter the report
 // stream with it.
 func ReportWildcard(cfg ConfigPath) string {
-	return "ccs." + cfg.Namespace() + ".*." + SubjectName(cfg)
+	return ReportPrefix + "." + cfg.Namespace() + ".*." + SubjectName(cfg)
 }
 
 // ParseReportSubject inverts ReportSubject: the config and instance a report
 // subject names; ok is false for a subject of another shape. It does not
 // validate the names: a reader checks them against the report itself.
 func ParseReportSubject(subj string) (cfg ConfigPath, instance string, ok bool) {
-	rest, ok := strings.CutPrefix(subj, "ccs.")
+	rest, ok := strings.CutPrefix(subj, ReportPrefix+".")
 	if !ok {
 		return "", "", false
 	}

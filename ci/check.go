@@ -260,7 +260,7 @@ func resolve(r *git.Repository, which, rev string) (*object.Commit, error) {
 func compileAt(ctx context.Context, r *git.Repository, repoDir string, c *object.Commit, configs []cuecast.ConfigPath, planOnly bool, opts Options) (*compiler.Result, error) {
 	fsys, err := gitfs.New(r.Storer, c.TreeHash, c.Committer.When)
 	if err != nil {
-		return nil, fmt.Errorf("read tree of %s: %w", short(c.Hash.String()), err)
+		return nil, fmt.Errorf("read tree of %s: %w", cuecast.ShortCommit(c.Hash.String()), err)
 	}
 	res, err := compiler.Compile(ctx, repoDir, compiler.Options{
 		Configs: configs, FS: fsys, Workers: opts.Workers, Timeout: opts.Timeout, Logger: opts.Logger, PlanOnly: planOnly,
@@ -273,7 +273,7 @@ func compileAt(ctx context.Context, r *git.Repository, repoDir string, c *object
 		}, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("compile %s: %w", short(c.Hash.String()), err)
+		return nil, fmt.Errorf("compile %s: %w", cuecast.ShortCommit(c.Hash.String()), err)
 	}
 	return res, nil
 }
@@ -299,15 +299,15 @@ func mergeResults(res, more *compiler.Result) {
 func changedFiles(base, head *object.Commit) ([]string, error) {
 	bt, err := base.Tree()
 	if err != nil {
-		return nil, fmt.Errorf("read tree of %s: %w", short(base.Hash.String()), err)
+		return nil, fmt.Errorf("read tree of %s: %w", cuecast.ShortCommit(base.Hash.String()), err)
 	}
 	ht, err := head.Tree()
 	if err != nil {
-		return nil, fmt.Errorf("read tree of %s: %w", short(head.Hash.String()), err)
+		return nil, fmt.Errorf("read tree of %s: %w", cuecast.ShortCommit(head.Hash.String()), err)
 	}
 	changes, err := object.DiffTree(bt, ht)
 	if err != nil {
-		return nil, fmt.Errorf("diff %s..%s: %w", short(base.Hash.String()), short(head.Hash.String()), err)
+		return nil, fmt.Errorf("diff %s..%s: %w", cuecast.ShortCommit(base.Hash.String()), cuecast.ShortCommit(head.Hash.String()), err)
 	}
 	var out []string
 	for _, ch := range changes {
@@ -351,11 +351,4 @@ func without(a, b []cuecast.ConfigPath) []cuecast.ConfigPath {
 		}
 	}
 	return out
-}
-
-func short(sha string) string {
-	if len(sha) > 12 {
-		return sha[:12]
-	}
-	return sha
 }

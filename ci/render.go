@@ -6,6 +6,8 @@ import (
 	"io"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/cuecast/cuecast"
 )
 
 // Marker is the hidden line that identifies cuecast's PR comment, so a re-run
@@ -47,7 +49,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "cuecast check %s → %s\n", r.Base.describe(), r.Head.describe())
 	if r.MergeBase != "" {
-		fmt.Fprintf(&b, "compared with merge base %s\n", short(r.MergeBase))
+		fmt.Fprintf(&b, "compared with merge base %s\n", cuecast.ShortCommit(r.MergeBase))
 	}
 	fmt.Fprintf(&b, "risk: %s — %s\n", r.Risk.Level, r.headline())
 	for _, l := range r.riskLines(func(s string) string { return s }) {
@@ -119,9 +121,9 @@ func (r *Report) Markdown(limit int) string {
 		}
 		add("\n")
 	}
-	cmp := fmt.Sprintf("Compared `%s` (%s) → `%s` (%s)", r.Base.Rev, short(r.Base.Commit), r.Head.Rev, short(r.Head.Commit))
+	cmp := fmt.Sprintf("Compared `%s` (%s) → `%s` (%s)", r.Base.Rev, cuecast.ShortCommit(r.Base.Commit), r.Head.Rev, cuecast.ShortCommit(r.Head.Commit))
 	if r.MergeBase != "" {
-		cmp += fmt.Sprintf(", from their merge base %s", short(r.MergeBase))
+		cmp += fmt.Sprintf(", from their merge base %s", cuecast.ShortCommit(r.MergeBase))
 	}
 	add("%s; %d file(s) changed.\n\n", cmp, len(r.ChangedFiles))
 
@@ -286,9 +288,9 @@ func fence(lines []string) string {
 
 func (rv Revision) describe() string {
 	if rv.Rev == rv.Commit || rv.Rev == "" {
-		return short(rv.Commit)
+		return cuecast.ShortCommit(rv.Commit)
 	}
-	return fmt.Sprintf("%s (%s)", rv.Rev, short(rv.Commit))
+	return fmt.Sprintf("%s (%s)", rv.Rev, cuecast.ShortCommit(rv.Commit))
 }
 
 func (r *Report) verdict() string {

@@ -26,7 +26,7 @@ func cutoverSubjects(cfg cuecast.ConfigPath) []string {
 func (w *Watcher) handleCutover(m *nats.Msg) bool {
 	switch m.Subject {
 	case w.stagedSubj:
-		// Revisions as on the pointer subjects (watcher.go, handle): a
+		// Revisions as on the pointer subjects (watcher_resync.go, handle): a
 		// replayed staged or activation pointer changes nothing.
 		if p, body, ok := w.pointer(m, w.stagedStored, w.stagedRev); ok {
 			w.stagedRev = p.Revision
@@ -58,21 +58,19 @@ func (w *Watcher) stage(p cuecast.Pointer, body []byte) {
 	if w.isRejected(p) {
 		return
 	}
-	meta, content, err := w.fetch(p, body)
-	if err != nil {
-		w.reject(p.Version, "stage", err, false)
-		return
-	}
-	if !meta.Deleted {
-		// Decoded too (Typed): a version this instance cannot decode
-		// must not be staged, or the activation would fail here.
-		if _, what, err := w.check(content); err != nil {
-			w.rejected[rejectKey(p)] = true
-			w.reject(p.Version, what, err, true)
+	// Accepted as apply would (decoded too, for Typed): a version this
+	// instance cannot decode must not be staged, or the activation would
+	// fail here.
+	a, ae := w.accept(p, body, fromServer)
+	if ae != nil {
+		if ae.checks {
+			w.rejectForGood(p, ae)
 			return
 		}
+		w.reject(p.Version, "stage", ae.err, false)
+		return
 	}
-	w.cache[p.Version] = cachedVersion{meta: meta, seq: p.Seq, body: content}
+	w.cache[p.Version] = cachedVersion{meta: a.meta, seq: p.Seq, body: a.content}
 	w.staged = p.Version
 	w.event(EventResync, p.Version, "staged", nil)
 	w.report()

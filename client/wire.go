@@ -4,30 +4,21 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/cuecast/cuecast"
 )
 
-// The wire layout, as specified in docs/PROTOCOL.md. The subjects come from
-// the root package; the client does not import the distributor (its
-// footprint stays nats.go and the standard library), so it spells the
-// stream and header names itself.
+// The wire layout of docs/PROTOCOL.md is spelled in the root package
+// (stream, subjects, cuecast's own headers); what is the client's own is the
+// direct-get subject and the headers NATS adds to what it reads.
 const (
-	stream       = "CUECAST"
-	directGet    = "$JS.API.DIRECT.GET." + stream
-	headerMeta   = "Cuecast-Meta"
-	headerPtr    = "Cuecast-Pointer"
-	headerChunkV = "Cuecast-Version"
-	headerSeq    = "Nats-Sequence"
-	headerLast   = "Nats-Last-Sequence"
-	headerSubj   = "Nats-Subject"
+	directGet  = "$JS.API.DIRECT.GET." + cuecast.Stream
+	headerSeq  = "Nats-Sequence"
+	headerLast = "Nats-Last-Sequence"
+	headerSubj = "Nats-Subject"
 )
-
-// republished is the core subject the stream RePublishes subj onto.
-func republished(subj string) string { return "ccr" + strings.TrimPrefix(subj, "cc") }
 
 // errNoMessage is a direct get's 404.
 var errNoMessage = fmt.Errorf("no such message: %w", cuecast.ErrNotFound)

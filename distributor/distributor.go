@@ -131,7 +131,7 @@ func (d *Distributor) followPointers() error {
 		seq, err := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
 		subj := m.Header.Get(jetstream.SubjectHeader)
 		var p cuecast.Pointer
-		if err != nil || subj == "" || json.Unmarshal([]byte(m.Header.Get(HeaderPointer)), &p) != nil {
+		if err != nil || subj == "" || json.Unmarshal([]byte(m.Header.Get(cuecast.HeaderPointer)), &p) != nil {
 			return
 		}
 		// Anyone able to publish on ccr.> could otherwise set the
@@ -146,7 +146,7 @@ func (d *Distributor) followPointers() error {
 		}
 		d.ptrs.Store(subj, cachedPointer{p: p, seq: seq})
 	}
-	for _, subj := range []string{"ccr.*.p.>", "ccr.*.i.>"} {
+	for _, subj := range []string{cuecast.RepublishPrefix + ".*.p.>", cuecast.RepublishPrefix + ".*.i.>"} {
 		sub, err := d.nc.Subscribe(subj, follow)
 		if err != nil {
 			d.Close()
@@ -213,23 +213,23 @@ func New(ctx context.Context, nc *nats.Conn, o Options) (*Distributor, error) {
 		d.signPub = pub
 	}
 	d.stream, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name:        Stream,
+		Name:        cuecast.Stream,
 		Description: "cuecast versions, chunks and cohort pointers (docs/PROTOCOL.md)",
-		Subjects:    []string{"cc.>"},
+		Subjects:    []string{cuecast.StoredPrefix + ".>"},
 		Storage:     jetstream.FileStorage,
 		Replicas:    o.Replicas,
 		AllowDirect: true,
 		AllowRollup: true,
 		Duplicates:  2 * time.Minute,
-		RePublish:   &jetstream.RePublish{Source: "cc.>", Destination: "ccr.>"},
+		RePublish:   &jetstream.RePublish{Source: cuecast.StoredPrefix + ".>", Destination: cuecast.RepublishPrefix + ".>"},
 	})
 	if err != nil {
-		return nil, fmt.Errorf("new distributor: create stream %s: %w", Stream, err)
+		return nil, fmt.Errorf("new distributor: create stream %s: %w", cuecast.Stream, err)
 	}
 	d.reports, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name:        ReportStream,
+		Name:        cuecast.ReportStream,
 		Description: "cuecast instance reports, keep-last-1 per instance and config",
-		Subjects:    []string{"ccs.>"},
+		Subjects:    []string{cuecast.ReportPrefix + ".>"},
 		// File storage: the stream (not only its contents) must survive a
 		// server restart, or reports published after it would go nowhere.
 		Storage:           jetstream.FileStorage,
@@ -240,14 +240,14 @@ func New(ctx context.Context, nc *nats.Conn, o Options) (*Distributor, error) {
 		Discard:           jetstream.DiscardOld,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("new distributor: create stream %s: %w", ReportStream, err)
+		return nil, fmt.Errorf("new distributor: create stream %s: %w", cuecast.ReportStream, err)
 	}
 	if err := d.followPointers(); err != nil {
 		return nil, fmt.Errorf("new distributor: %w", err)
 	}
 	// Debug: every operator command opens a distributor, and an INFO line
 	// first thing garbled what they print (rollout watch redraws a screen).
-	d.log.Debug("distributor ready", "stream", Stream, "reports", ReportStream,
+	d.log.Debug("distributor ready", "stream", cuecast.Stream, "reports", cuecast.ReportStream,
 		"replicas", o.Replicas, "retain", o.Retain, "heartbeat", o.Heartbeat, "signing_key", d.signPub)
 	return d, nil
 }

@@ -183,7 +183,7 @@ func TestRetention(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := js.Stream(ctx, distributor.Stream)
+	st, err := js.Stream(ctx, cuecast.Stream)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +216,7 @@ func lastSeq(t *testing.T, nc *nats.Conn) uint64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := js.Stream(t.Context(), distributor.Stream)
+	st, err := js.Stream(t.Context(), cuecast.Stream)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -591,7 +591,7 @@ func TestInlinePointers(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			d, nc := newDist(t, distributor.Options{InlineLimit: tt.limit})
 			js, _ := jetstream.New(nc)
-			st, _ := js.Stream(t.Context(), distributor.Stream)
+			st, _ := js.Stream(t.Context(), cuecast.Stream)
 			check := func(bucket string, want uint64, wantBody []byte) {
 				t.Helper()
 				m, err := st.GetLastMsgForSubject(t.Context(), "cc.payments.p."+bucket+".checkout")
@@ -599,7 +599,7 @@ func TestInlinePointers(t *testing.T) {
 					t.Fatal(err)
 				}
 				var p cuecast.Pointer
-				if err := json.Unmarshal([]byte(m.Header.Get(distributor.HeaderPointer)), &p); err != nil {
+				if err := json.Unmarshal([]byte(m.Header.Get(cuecast.HeaderPointer)), &p); err != nil {
 					t.Fatalf("pointer header: %v", err)
 				}
 				if p.Version != want || p.Commit != version(want).Commit || p.Inline != tt.inline {
@@ -828,7 +828,7 @@ func TestRevisionsRiseAcrossWriters(t *testing.T) {
 			t.Fatalf("%s: read %s: %v", step, subj, err)
 		}
 		var p cuecast.Pointer
-		if err := json.Unmarshal([]byte(m.Header.Get(distributor.HeaderPointer)), &p); err != nil {
+		if err := json.Unmarshal([]byte(m.Header.Get(cuecast.HeaderPointer)), &p); err != nil {
 			t.Fatal(err)
 		}
 		if p.Revision <= last || p.Subject != subj {
@@ -961,7 +961,7 @@ func TestForgedRepublishLeavesCacheAlone(t *testing.T) {
 		{"Nats-Sequence": "999999999", "Cuecast-Pointer": `{"config":"x"}`}, // garbage
 	} {
 		m := nats.NewMsg("ccr" + subj[2:])
-		m.Header.Set(distributor.HeaderPointer, real.Header.Get(distributor.HeaderPointer))
+		m.Header.Set(cuecast.HeaderPointer, real.Header.Get(cuecast.HeaderPointer))
 		m.Header.Set("Nats-Subject", subj)
 		for k, v := range h {
 			m.Header.Set(k, v)

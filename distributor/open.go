@@ -6,6 +6,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cuecast/cuecast"
 )
 
 // Open returns a Distributor over the CUECAST and CUECAST_REPORTS streams
@@ -25,11 +27,11 @@ func Open(ctx context.Context, nc *nats.Conn, o Options) (*Distributor, error) {
 		return nil, fmt.Errorf("open distributor: %w", err)
 	}
 	d := &Distributor{nc: nc, js: js, o: o, log: o.Logger}
-	if d.stream, err = js.Stream(ctx, Stream); err != nil {
-		return nil, fmt.Errorf("open distributor: stream %s: %w", Stream, err)
+	if d.stream, err = js.Stream(ctx, cuecast.Stream); err != nil {
+		return nil, fmt.Errorf("open distributor: stream %s: %w", cuecast.Stream, err)
 	}
-	if d.reports, err = js.Stream(ctx, ReportStream); err != nil {
-		return nil, fmt.Errorf("open distributor: stream %s: %w", ReportStream, err)
+	if d.reports, err = js.Stream(ctx, cuecast.ReportStream); err != nil {
+		return nil, fmt.Errorf("open distributor: stream %s: %w", cuecast.ReportStream, err)
 	}
 	// Like New: the pointer cache follows the RePublished pointers.
 	if err := d.followPointers(); err != nil {

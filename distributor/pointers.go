@@ -216,7 +216,7 @@ func (d *Distributor) pointer(ctx context.Context, subj string) (cuecast.Pointer
 		return cuecast.Pointer{}, 0, err
 	}
 	var p cuecast.Pointer
-	if err := json.Unmarshal([]byte(m.Header.Get(HeaderPointer)), &p); err != nil {
+	if err := json.Unmarshal([]byte(m.Header.Get(cuecast.HeaderPointer)), &p); err != nil {
 		return cuecast.Pointer{}, 0, fmt.Errorf("decode pointer at %d: %w", m.Sequence, err)
 	}
 	return p, m.Sequence, nil
@@ -438,7 +438,7 @@ func (d *Distributor) setPointers(ctx context.Context, cfg cuecast.ConfigPath, t
 func pointerMsg(subj string, enc, body []byte) *nats.Msg {
 	m := nats.NewMsg(subj)
 	m.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
-	m.Header.Set(HeaderPointer, string(enc))
+	m.Header.Set(cuecast.HeaderPointer, string(enc))
 	m.Data = body
 	return m
 }
@@ -595,7 +595,7 @@ func (d *Distributor) nextRevisions(ctx context.Context, cfg cuecast.ConfigPath,
 func (d *Distributor) storedRevision(ctx context.Context, cfg cuecast.ConfigPath) (uint64, error) {
 	ns, name := cfg.Namespace(), cuecast.SubjectName(cfg)
 	filters := [...]string{
-		"cc." + ns + ".p.*." + name, // every bucket's and the all-buckets pointer
+		cuecast.StoredPrefix + "." + ns + ".p.*." + name, // every bucket's and the all-buckets pointer
 		cuecast.InstancePointerSubject(cfg, "*"),
 		cuecast.StagedSubject(cfg),
 		cuecast.ActivationSubject(cfg),
@@ -617,7 +617,7 @@ func (d *Distributor) storedRevision(ctx context.Context, cfg cuecast.ConfigPath
 				errs = append(errs, fmt.Errorf("read %s: %w", f, err))
 			default:
 				var p cuecast.Pointer
-				if json.Unmarshal([]byte(m.Header.Get(HeaderPointer)), &p) == nil {
+				if json.Unmarshal([]byte(m.Header.Get(cuecast.HeaderPointer)), &p) == nil {
 					rev = max(rev, p.Revision)
 				}
 			}

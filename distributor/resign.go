@@ -63,7 +63,7 @@ type storedPointer struct {
 func (d *Distributor) resignConfig(ctx context.Context, cfg cuecast.ConfigPath) (int, error) {
 	ns, name := cfg.Namespace(), cuecast.SubjectName(cfg)
 	var subjs []string
-	for _, f := range []string{"cc." + ns + ".p.*." + name, cuecast.InstancePointerSubject(cfg, "*"), cuecast.StagedSubject(cfg)} {
+	for _, f := range []string{cuecast.StoredPrefix + "." + ns + ".p.*." + name, cuecast.InstancePointerSubject(cfg, "*"), cuecast.StagedSubject(cfg)} {
 		info, err := d.stream.Info(ctx, jetstream.WithSubjectFilter(f))
 		if err != nil {
 			return 0, fmt.Errorf("list %s: %w", f, err)
@@ -83,7 +83,7 @@ func (d *Distributor) resignConfig(ctx context.Context, cfg cuecast.ConfigPath) 
 			return 0, fmt.Errorf("read %s: %w", subj, err)
 		}
 		var p cuecast.Pointer
-		if err := json.Unmarshal([]byte(m.Header.Get(HeaderPointer)), &p); err != nil {
+		if err := json.Unmarshal([]byte(m.Header.Get(cuecast.HeaderPointer)), &p); err != nil {
 			return 0, fmt.Errorf("decode pointer at %d: %w", m.Sequence, err)
 		}
 		stale = stale || !d.signedHere(p, subj)

@@ -113,8 +113,8 @@ func (d *Distributor) cachedLatest(ctx context.Context, cfg cuecast.ConfigPath) 
 
 func decodeVersionMsg(m *jetstream.RawStreamMsg) (storedVersion, error) {
 	var v cuecast.Version
-	if err := json.Unmarshal([]byte(m.Header.Get(HeaderMeta)), &v); err != nil {
-		return storedVersion{}, fmt.Errorf("decode %s of message %d: %w", HeaderMeta, m.Sequence, err)
+	if err := json.Unmarshal([]byte(m.Header.Get(cuecast.HeaderMeta)), &v); err != nil {
+		return storedVersion{}, fmt.Errorf("decode %s of message %d: %w", cuecast.HeaderMeta, m.Sequence, err)
 	}
 	return storedVersion{Version: v, Seq: m.Sequence, At: m.Time}, nil
 }
@@ -173,7 +173,7 @@ func (d *Distributor) publish(ctx context.Context, v cuecast.Version, content []
 		return fmt.Errorf("publish %s@%d: encode metadata: %w", v.Config, v.Version, err)
 	}
 	m := nats.NewMsg(cuecast.VersionSubject(v.Config))
-	m.Header.Set(HeaderMeta, string(meta))
+	m.Header.Set(cuecast.HeaderMeta, string(meta))
 	m.Header.Set(jetstream.MsgIDHeader, fmt.Sprintf("%s@%d", v.Config, v.Version))
 	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(prev.Seq, 10))
 	m.Data = body
@@ -232,8 +232,8 @@ func (d *Distributor) publishChunks(ctx context.Context, v cuecast.Version, cont
 	for i := range n {
 		part := content[i*ChunkSize : min((i+1)*ChunkSize, len(content))]
 		m := nats.NewMsg(cuecast.ChunkSubject(v.Config))
-		m.Header.Set(HeaderChunkVersion, strconv.FormatUint(v.Version, 10))
-		m.Header.Set(HeaderChunk, fmt.Sprintf("%d/%d", i+1, n))
+		m.Header.Set(cuecast.HeaderChunkVersion, strconv.FormatUint(v.Version, 10))
+		m.Header.Set(cuecast.HeaderChunk, fmt.Sprintf("%d/%d", i+1, n))
 		m.Header.Set(jetstream.MsgIDHeader, fmt.Sprintf("%s@%d#%d/%d:%s", v.Config, v.Version, i+1, n, v.Checksum))
 		m.Data = part
 		ack, err := d.js.PublishMsg(ctx, m)
@@ -397,9 +397,9 @@ func (d *Distributor) content(ctx context.Context, sv storedVersion, body []byte
 			if err != nil {
 				return nil, fmt.Errorf("read chunk %d/%d at %d: %w", i+1, len(sv.Chunks), seq, err)
 			}
-			if m.Subject != cuecast.ChunkSubject(sv.Config) || m.Header.Get(HeaderChunkVersion) != strconv.FormatUint(sv.Version.Version, 10) {
+			if m.Subject != cuecast.ChunkSubject(sv.Config) || m.Header.Get(cuecast.HeaderChunkVersion) != strconv.FormatUint(sv.Version.Version, 10) {
 				return nil, fmt.Errorf("read chunk %d/%d at %d: message on %s for version %q is not a chunk of this version: %w",
-					i+1, len(sv.Chunks), seq, m.Subject, m.Header.Get(HeaderChunkVersion), cuecast.ErrChecksumMismatch)
+					i+1, len(sv.Chunks), seq, m.Subject, m.Header.Get(cuecast.HeaderChunkVersion), cuecast.ErrChecksumMismatch)
 			}
 			buf = append(buf, m.Data...)
 		}
@@ -440,7 +440,7 @@ func (d *Distributor) Versions(ctx context.Context, cfg cuecast.ConfigPath) ([]c
 // Configs returns every config with at least one retained version, tombstoned
 // ones included, sorted.
 func (d *Distributor) Configs(ctx context.Context) ([]cuecast.ConfigPath, error) {
-	info, err := d.stream.Info(ctx, jetstream.WithSubjectFilter("cc.*.v.>"))
+	info, err := d.stream.Info(ctx, jetstream.WithSubjectFilter(cuecast.StoredPrefix+".*.v.>"))
 	if err != nil {
 		return nil, fmt.Errorf("list configs: %w", err)
 	}

@@ -3,6 +3,8 @@ package tailer
 import (
 	"errors"
 	"fmt"
+
+	"github.com/cuecast/cuecast"
 )
 
 // Sentinel errors. Callers match them with errors.Is.
@@ -38,15 +40,8 @@ type RewriteError struct {
 
 func (e *RewriteError) Error() string {
 	return fmt.Sprintf("%s: branch %s was rewritten: tip %s does not descend from cursor %s; publishing is halted until `cuecast tailer accept-rewrite --to SHA`",
-		e.Repo, e.Branch, short(e.Tip), short(e.Cursor))
+		e.Repo, e.Branch, cuecast.ShortCommit(e.Tip), cuecast.ShortCommit(e.Cursor))
 }
 
 // Unwrap makes errors.Is(err, ErrRewrite) true.
 func (e *RewriteError) Unwrap() error { return ErrRewrite }
-
-func short(sha string) string {
-	if len(sha) > 12 {
-		return sha[:12]
-	}
-	return sha
-}

@@ -232,10 +232,10 @@ func (t *Tailer) Repair(ctx context.Context, rn Renumberer) (RepairReport, error
 	}
 	s, err := t.prepare(ctx, r, "", c)
 	if err != nil {
-		return rep, fmt.Errorf("repair: compile %s: %w", short(tip.String()), err)
+		return rep, fmt.Errorf("repair: compile %s: %w", cuecast.ShortCommit(tip.String()), err)
 	}
 	if s.kind != stepPublish {
-		return rep, fmt.Errorf("repair: the tip %s does not compile; fix the branch first", short(tip.String()))
+		return rep, fmt.Errorf("repair: the tip %s does not compile; fix the branch first", cuecast.ShortCommit(tip.String()))
 	}
 	fl, err := t.floors(ctx, &st)
 	if err != nil {

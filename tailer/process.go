@@ -73,7 +73,7 @@ func (t *Tailer) run(ctx context.Context, r *git.Repository, st *State, commits 
 			return err
 		}
 		if err := t.apply(ctx, st, p.s, sum); err != nil {
-			return fmt.Errorf("commit %s: %w", short(p.s.c.Hash.String()), err)
+			return fmt.Errorf("commit %s: %w", cuecast.ShortCommit(p.s.c.Hash.String()), err)
 		}
 		sum.Cursor = st.Cursor
 		if time.Since(lastDeploy) >= deployEvery {
@@ -108,7 +108,7 @@ func (t *Tailer) prepareRun(ctx context.Context, r *git.Repository, base string,
 	single := func() ([]*step, error) {
 		s, err := t.prepare(ctx, r, base, commits[0])
 		if err != nil {
-			return nil, fmt.Errorf("commit %s: %w", short(commits[0].Hash.String()), err)
+			return nil, fmt.Errorf("commit %s: %w", cuecast.ShortCommit(commits[0].Hash.String()), err)
 		}
 		return []*step{s}, nil
 	}
@@ -121,7 +121,7 @@ func (t *Tailer) prepareRun(ctx context.Context, r *git.Repository, base string,
 	}
 	bc, err := r.CommitObject(plumbing.NewHash(base))
 	if err != nil {
-		return nil, fmt.Errorf("read base commit %s: %w", short(base), err)
+		return nil, fmt.Errorf("read base commit %s: %w", cuecast.ShortCommit(base), err)
 	}
 	prevTree := bc.TreeHash
 	var (
@@ -132,7 +132,7 @@ func (t *Tailer) prepareRun(ctx context.Context, r *git.Repository, base string,
 	for _, c := range commits[:min(len(commits), maxRun)] {
 		ch, err := gitfs.Diff(r.Storer, t.cache, prevTree, c.TreeHash)
 		if err != nil {
-			return nil, fmt.Errorf("diff %s: %w", short(c.Hash.String()), err)
+			return nil, fmt.Errorf("diff %s: %w", cuecast.ShortCommit(c.Hash.String()), err)
 		}
 		if touchesAll(ch) {
 			break
@@ -161,7 +161,7 @@ func (t *Tailer) prepareRun(ctx context.Context, r *git.Repository, base string,
 		Configs: targets, FS: fsys, Workers: t.cfg.Workers, Timeout: t.cfg.Timeout, Logger: t.cfg.Logger,
 	})
 	if err != nil && !errors.Is(err, compiler.ErrNoModule) {
-		return nil, fmt.Errorf("compile commits %s..%s: %w", short(commits[0].Hash.String()), short(last.Hash.String()), err)
+		return nil, fmt.Errorf("compile commits %s..%s: %w", cuecast.ShortCommit(commits[0].Hash.String()), cuecast.ShortCommit(last.Hash.String()), err)
 	}
 	if err != nil || !res.OK() {
 		return single()
@@ -458,7 +458,7 @@ func (t *Tailer) index(ctx context.Context, r *git.Repository, base string) (*co
 	}
 	c, err := r.CommitObject(plumbing.NewHash(base))
 	if err != nil {
-		return nil, fmt.Errorf("read base commit %s: %w", short(base), err)
+		return nil, fmt.Errorf("read base commit %s: %w", cuecast.ShortCommit(base), err)
 	}
 	fsys, err := t.cache.FS(r.Storer, c.TreeHash, c.Committer.When)
 	if err != nil {
@@ -468,7 +468,7 @@ func (t *Tailer) index(ctx context.Context, r *git.Repository, base string) (*co
 	res, err := compiler.Compile(ctx, t.src.dir, compiler.Options{FS: fsys, Workers: t.cfg.Workers,
 		Timeout: t.cfg.Timeout, Logger: t.cfg.Logger})
 	if err != nil {
-		return nil, fmt.Errorf("index base commit %s: %w", short(base), err)
+		return nil, fmt.Errorf("index base commit %s: %w", cuecast.ShortCommit(base), err)
 	}
 	t.idx, t.idxCommit = res.Index, base
 	t.log.Info("dependency index built", "commit", base, "configs", len(res.Configs), "elapsed", time.Since(start))
@@ -580,11 +580,11 @@ func firstLine(s string) string {
 func (t *Tailer) changedFiles(r *git.Repository, base string, c *object.Commit) ([]string, error) {
 	bc, err := r.CommitObject(plumbing.NewHash(base))
 	if err != nil {
-		return nil, fmt.Errorf("read base commit %s: %w", short(base), err)
+		return nil, fmt.Errorf("read base commit %s: %w", cuecast.ShortCommit(base), err)
 	}
 	changed, err := gitfs.Diff(r.Storer, t.cache, bc.TreeHash, c.TreeHash)
 	if err != nil {
-		return nil, fmt.Errorf("diff %s..%s: %w", short(base), short(c.Hash.String()), err)
+		return nil, fmt.Errorf("diff %s..%s: %w", cuecast.ShortCommit(base), cuecast.ShortCommit(c.Hash.String()), err)
 	}
 	return changed, nil
 }

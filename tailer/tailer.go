@@ -191,7 +191,7 @@ func (t *Tailer) onBranch(r *git.Repository, rev string, tip plumbing.Hash) (plu
 		return plumbing.ZeroHash, fmt.Errorf("check ancestry of %s: %w", rev, err)
 	}
 	if !ok {
-		return plumbing.ZeroHash, fmt.Errorf("commit %s is not on branch %s: %w", short(c.Hash.String()), t.cfg.Branch, ErrNoCommit)
+		return plumbing.ZeroHash, fmt.Errorf("commit %s is not on branch %s: %w", cuecast.ShortCommit(c.Hash.String()), t.cfg.Branch, ErrNoCommit)
 	}
 	return c.Hash, nil
 }
@@ -417,7 +417,7 @@ func (t *Tailer) pending(r *git.Repository, st State, tip plumbing.Hash) ([]*obj
 			return t.offChain(r, st, tip)
 		}
 		if c, err = c.Parent(0); err != nil {
-			return nil, fmt.Errorf("read parent of %s: %w", short(out[len(out)-1].Hash.String()), err)
+			return nil, fmt.Errorf("read parent of %s: %w", cuecast.ShortCommit(out[len(out)-1].Hash.String()), err)
 		}
 	}
 	slices.Reverse(out)
@@ -427,7 +427,7 @@ func (t *Tailer) pending(r *git.Repository, st State, tip plumbing.Hash) ([]*obj
 // offChain handles a stop commit that is not on tip's first-parent chain.
 func (t *Tailer) offChain(r *git.Repository, st State, tip plumbing.Hash) ([]*object.Commit, error) {
 	if st.Cursor == "" {
-		return nil, fmt.Errorf("commit %s is not on the first-parent history of %s: %w", short(st.From), t.cfg.Branch, ErrNoCommit)
+		return nil, fmt.Errorf("commit %s is not on the first-parent history of %s: %w", cuecast.ShortCommit(st.From), t.cfg.Branch, ErrNoCommit)
 	}
 	tc, err := r.CommitObject(tip)
 	if err != nil {
@@ -437,13 +437,13 @@ func (t *Tailer) offChain(r *git.Repository, st State, tip plumbing.Hash) ([]*ob
 	if err == nil {
 		ok, err := cc.IsAncestor(tc)
 		if err != nil {
-			return nil, fmt.Errorf("check ancestry of %s: %w", short(st.Cursor), err)
+			return nil, fmt.Errorf("check ancestry of %s: %w", cuecast.ShortCommit(st.Cursor), err)
 		}
 		if ok {
 			return []*object.Commit{tc}, nil
 		}
 	} else if !errors.Is(err, plumbing.ErrObjectNotFound) {
-		return nil, fmt.Errorf("read cursor %s: %w", short(st.Cursor), err)
+		return nil, fmt.Errorf("read cursor %s: %w", cuecast.ShortCommit(st.Cursor), err)
 	}
 	return nil, &RewriteError{Repo: t.cfg.Repo, Branch: t.cfg.Branch, Cursor: st.Cursor, Tip: tip.String()}
 }

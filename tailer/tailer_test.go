@@ -612,7 +612,7 @@ func nextVersion(t testing.TB, sub *nats.Subscription, want uint64) cuecast.Vers
 		t.Fatalf("waiting for version %d: %v", want, err)
 	}
 	var v cuecast.Version
-	if err := json.Unmarshal([]byte(m.Header.Get(distributor.HeaderMeta)), &v); err != nil {
+	if err := json.Unmarshal([]byte(m.Header.Get(cuecast.HeaderMeta)), &v); err != nil {
 		t.Fatalf("decode version: %v", err)
 	}
 	if v.Version != want {

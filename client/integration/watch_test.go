@@ -651,3 +651,35 @@ func TestTypedStrictRefusesAtStage(t *testing.T) {
 		t.Fatalf("strict report: got staged %d at version %d, want nothing staged at 1", r.Staged, r.Version)
 	}
 }
+
+// The last-known-good file passes the same checks as a version from the
+// server: content the validation hook refuses is not served, and the event
+// names the file and the check.
+func TestLastKnownGoodValidationHookRejects(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	e.ship(1, body(1))
+	path := lkgPath(t)
+	c1, ev1 := e.newClient("lkg-hook")
+	w1 := watch(t, c1, client.LastKnownGood(path))
+	waitVersion(t, w1, ev1, 1)
+	w1.Stop()
+
+	refuse := func([]byte) error { return errors.New("refused by the hook") }
+	c2, ev2 := e.newClient("lkg-hook")
+	w2 := watch(t, c2, client.Validate(refuse), client.LastKnownGood(path))
+	if s := w2.Current(); s.FromLastKnownGood || s.Version != 0 {
+		t.Fatalf("Current with a last-known-good file the hook refuses: got version %d (last-known-good %t), want none", s.Version, s.FromLastKnownGood)
+	}
+	ev, ok := ev2.find(func(e client.Event) bool {
+		return e.Kind == client.EventError && strings.HasPrefix(e.Detail, "ignoring last-known-good file")
+	})
+	if !ok {
+		t.Fatalf("no event ignoring the last-known-good file; events:%s", ev2)
+	}
+	if want := "last-known-good " + path + ": validation hook: refused by the hook"; ev.Err == nil || ev.Err.Error() != want {
+		t.Fatalf("ignoring event's error: got %v, want %q", ev.Err, want)
+	}
+	if _, ok := ev2.find(func(e client.Event) bool { return e.Kind == client.EventLoaded }); ok {
+		t.Fatalf("loaded a last-known-good file the hook refuses; events:%s", ev2)
+	}
+}

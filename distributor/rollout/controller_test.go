@@ -37,7 +37,7 @@ func (e *env) fleet() (canary, early, late []*instance) {
 }
 
 func TestHealthyRolloutThroughThreeStages(t *testing.T) {
-	e := newEnv(t, threeStages(300*time.Millisecond), rollout.Relaxed)
+	e := newEnv(t, threeStages(300*time.Millisecond), cuecast.Relaxed)
 	e.baseline()
 	canary, early, late := e.fleet()
 	v2 := e.publish(2, content(2))
@@ -63,7 +63,7 @@ func TestHealthyRolloutThroughThreeStages(t *testing.T) {
 }
 
 func TestCanaryUnhealthyHalts(t *testing.T) {
-	e := newEnv(t, threeStages(10*time.Second), rollout.Relaxed)
+	e := newEnv(t, threeStages(10*time.Second), cuecast.Relaxed)
 	e.baseline()
 	canary, early, late := e.fleet()
 	canary[0].sick.Store(2)
@@ -95,14 +95,14 @@ func TestCanaryUnhealthyHalts(t *testing.T) {
 		t.Errorf("audit: got %+v, want one halt of v2", audit)
 	}
 	// It stays halted until an operator acts.
-	time.Sleep(200 * time.Millisecond)
+	e.ticks(10)
 	if got := e.record().Current.State; got != rollout.StateHalted {
 		t.Errorf("later: got %s, want halted", got)
 	}
 }
 
 func TestApplyFailureHalts(t *testing.T) {
-	e := newEnv(t, threeStages(10*time.Second), rollout.Relaxed)
+	e := newEnv(t, threeStages(10*time.Second), cuecast.Relaxed)
 	e.baseline()
 	canary, _, _ := e.fleet()
 	canary[0].reject.Store(2)
@@ -120,7 +120,7 @@ func TestApplyFailureHalts(t *testing.T) {
 func TestTooFewInstancesHolds(t *testing.T) {
 	pol := threeStages(0)
 	pol.Stages[0].MinInstances = 3
-	e := newEnv(t, pol, rollout.Relaxed)
+	e := newEnv(t, pol, cuecast.Relaxed)
 	e.baseline()
 	e.fleet()
 	e.deploy(e.publish(2, content(2)))
@@ -128,14 +128,14 @@ func TestTooFewInstancesHolds(t *testing.T) {
 		r := e.record().Current
 		return r.State == rollout.StateHolding && strings.Contains(r.Note, "needs 3"), string(r.State) + " " + r.Note
 	})
-	time.Sleep(200 * time.Millisecond)
+	e.ticks(10)
 	if r := e.record().Current; r.Stage != 0 {
 		t.Errorf("advanced blind to stage %d", r.Stage)
 	}
 }
 
 func TestSupersede(t *testing.T) {
-	e := newEnv(t, threeStages(time.Hour), rollout.Relaxed)
+	e := newEnv(t, threeStages(time.Hour), cuecast.Relaxed)
 	e.baseline()
 	canary, early, late := e.fleet()
 	e.deploy(e.publish(2, content(2)))
@@ -194,7 +194,7 @@ func TestRestartMidHold(t *testing.T) {
 }
 
 func TestRollbackPinsUntilMatchingCommit(t *testing.T) {
-	e := newEnv(t, cuecast.DefaultPolicy(), rollout.Relaxed)
+	e := newEnv(t, cuecast.DefaultPolicy(), cuecast.Relaxed)
 	e.baseline()
 	canary, early, late := e.fleet()
 	all := slices.Concat(canary, early, late)
@@ -215,7 +215,7 @@ func TestRollbackPinsUntilMatchingCommit(t *testing.T) {
 	if rec := e.record(); rec.Pending != 3 || rec.Current.Version != 2 {
 		t.Errorf("pinned: pending v%d current v%d, want pending v3, no rollout of it", rec.Pending, rec.Current.Version)
 	}
-	time.Sleep(200 * time.Millisecond)
+	e.ticks(10)
 	if p := e.pointer(50); p.Version != 1 {
 		t.Errorf("pinned: bucket 50 on v%d, want v1", p.Version)
 	}
@@ -241,7 +241,7 @@ func TestRollbackPinsUntilMatchingCommit(t *testing.T) {
 }
 
 func TestUnpinRollsOutPending(t *testing.T) {
-	e := newEnv(t, cuecast.DefaultPolicy(), rollout.Relaxed)
+	e := newEnv(t, cuecast.DefaultPolicy(), cuecast.Relaxed)
 	e.baseline()
 	e.deploy(e.publish(2, content(2)))
 	e.waitState(2, rollout.StateComplete, 0)
@@ -259,7 +259,7 @@ func TestUnpinRollsOutPending(t *testing.T) {
 }
 
 func TestOperatorActions(t *testing.T) {
-	e := newEnv(t, threeStages(time.Hour), rollout.Relaxed)
+	e := newEnv(t, threeStages(time.Hour), cuecast.Relaxed)
 	e.baseline()
 	canary, _, late := e.fleet()
 	ctx := t.Context()
@@ -331,7 +331,7 @@ func TestNamedStagesMoveExactlyThoseInstances(t *testing.T) {
 				tc.pick,
 				{Name: "tenth", Percent: 10, Hold: hour},
 				{Name: "all", Percent: 100},
-			}}, rollout.Relaxed)
+			}}, cuecast.Relaxed)
 			e.baseline()
 			tgt := e.instanceWith(target, map[string]string{"canary": "true"})
 			mat := e.instanceWith(mate, map[string]string{"canary": "false"})
@@ -426,7 +426,7 @@ func TestRollbackCoversNamedInstances(t *testing.T) {
 			e := newEnv(t, cuecast.Policy{Stages: []cuecast.Stage{
 				{Name: "tenth", Percent: 10, Hold: hour},
 				{Name: "all", Percent: 100},
-			}}, rollout.Relaxed)
+			}}, cuecast.Relaxed)
 			e.baseline()
 			tgt, mat := e.instance(target), e.instance(mate)
 			waitOn(t, 1, tgt, mat)
@@ -441,11 +441,11 @@ func TestRollbackCoversNamedInstances(t *testing.T) {
 				t.Fatalf("after halt: bucket %d v%d rollback=%t, want v1 rollback", bucket, p.Version, p.Rollback)
 			}
 
-			e.pol.set(pick(target), rollout.Relaxed)
+			e.pol.set(pick(target), cuecast.Relaxed)
 			e.deploy(e.publish(3, content(3)))
 			e.waitState(3, rollout.StateHolding, 0)
 			waitOn(t, 3, tgt)
-			e.pol.set(pick(other), rollout.Relaxed)
+			e.pol.set(pick(other), cuecast.Relaxed)
 			for v := uint64(4); v < uint64(4+tc.later); v++ {
 				e.deploy(e.publish(v, content(int(v))))
 				e.waitState(v, rollout.StateHolding, 0)
@@ -467,7 +467,7 @@ func TestRollbackCoversNamedInstances(t *testing.T) {
 
 // TestAuditIsAppendOnly: the audit stream refuses purges and deletes.
 func TestAuditIsAppendOnly(t *testing.T) {
-	e := newEnv(t, cuecast.DefaultPolicy(), rollout.Relaxed)
+	e := newEnv(t, cuecast.DefaultPolicy(), cuecast.Relaxed)
 	e.baseline()
 	e.deploy(e.publish(2, content(2)))
 	e.waitState(2, rollout.StateComplete, 0)
@@ -507,7 +507,7 @@ func TestLaterStageKeepsWhomEarlierStagesMoved(t *testing.T) {
 		{Name: "canary", Labels: map[string]string{"canary": "true"}, Hold: hour},
 		{Name: "tenth", Percent: 10, Hold: hour},
 		{Name: "all", Percent: 100},
-	}}, rollout.Relaxed)
+	}}, cuecast.Relaxed)
 	e.baseline()
 	id := idIn("relabelled", 10, 100, 1)[0] // outside the tenth's buckets
 	first := e.instanceWith(id, map[string]string{"canary": "true"})
@@ -573,7 +573,7 @@ func TestHaltDuringStageMoveRevertsTheMove(t *testing.T) {
 	var fired atomic.Bool
 	halted := make(chan error, 1)
 	act := rollout.Action{Actor: "ann", Reason: "error rate"}
-	e = newEnvWrapped(t, threeStages(time.Hour), rollout.Relaxed, func(d rollout.Distributor) rollout.Distributor {
+	e = newEnvWrapped(t, threeStages(time.Hour), cuecast.Relaxed, func(d rollout.Distributor) rollout.Distributor {
 		return &afterSetPointers{Distributor: d, hook: func(buckets []int, p cuecast.Pointer) {
 			// The early stage's move of v2 (ten buckets), once.
 			if p.Version != 2 || len(buckets) < 10 || !fired.CompareAndSwap(false, true) {
@@ -633,7 +633,7 @@ func TestHaltDuringStageMoveRevertsTheMove(t *testing.T) {
 // advance but before the controller moved the new stage (the rollout's
 // cohort is then empty) moves back everyone the earlier stages moved.
 func TestHaltBeforeStageMoveRevertsEarlierStages(t *testing.T) {
-	e := newEnv(t, threeStages(time.Hour), rollout.Relaxed)
+	e := newEnv(t, threeStages(time.Hour), cuecast.Relaxed)
 	e.baseline()
 	canary := e.instance(idIn("canary", 0, 1, 1)[0])
 	waitOn(t, 1, canary)

@@ -40,6 +40,9 @@ func LagOwnWrites(c *Controller) {
 	}
 }
 
+// Ticks is how many ticks Run has finished.
+func Ticks(c *Controller) uint64 { return c.ticks.Load() }
+
 // StepNow runs cfg's record through its transitions as the running controller
 // does on a tick, for tests that drive the controller without Run.
 func StepNow(ctx context.Context, c *Controller, cfg cuecast.ConfigPath) error {

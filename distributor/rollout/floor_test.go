@@ -93,7 +93,7 @@ func TestHaltNeverFallsBelowWholeFleet(t *testing.T) {
 		hold := cuecast.Duration(time.Minute)
 		pol := &policies{p: cuecast.Policy{Stages: []cuecast.Stage{
 			{Name: "canary", Percent: 1, Hold: hold}, {Name: "early", Percent: 10, Hold: hold}, {Name: "all", Percent: 100, Hold: hold},
-		}}, cons: rollout.Relaxed}
+		}}, cons: cuecast.Relaxed}
 		if trial%2 == 1 {
 			pol.p = cuecast.Policy{Stages: []cuecast.Stage{{Name: "all", Percent: 100, Hold: hold}}}
 		}

@@ -51,16 +51,16 @@ type env struct {
 type policies struct {
 	mu   sync.Mutex
 	p    cuecast.Policy
-	cons string
+	cons cuecast.Consistency
 }
 
-func (p *policies) Policy(context.Context, cuecast.Version) (cuecast.Policy, string, error) {
+func (p *policies) Policy(context.Context, cuecast.Version) (cuecast.Policy, cuecast.Consistency, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.p, p.cons, nil
 }
 
-func (p *policies) set(pol cuecast.Policy, cons string) {
+func (p *policies) set(pol cuecast.Policy, cons cuecast.Consistency) {
 	p.mu.Lock()
 	p.p, p.cons = pol, cons
 	p.mu.Unlock()
@@ -70,20 +70,20 @@ func logger(t *testing.T) *slog.Logger {
 	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
-func newEnv(t *testing.T, pol cuecast.Policy, cons string) *env {
+func newEnv(t *testing.T, pol cuecast.Policy, cons cuecast.Consistency) *env {
 	t.Helper()
 	return newEnvWrapped(t, pol, cons, nil)
 }
 
 // newEnvWrapped is newEnv with the controller's distributor wrapped by wrap
 // (when not nil), for tests that step in between its calls.
-func newEnvWrapped(t *testing.T, pol cuecast.Policy, cons string, wrap func(rollout.Distributor) rollout.Distributor) *env {
+func newEnvWrapped(t *testing.T, pol cuecast.Policy, cons cuecast.Consistency, wrap func(rollout.Distributor) rollout.Distributor) *env {
 	t.Helper()
 	return newEnvSet(t, pol, cons, func(e *env) { e.wrap = wrap })
 }
 
 // newEnvSet is newEnv with set called on the env before it opens.
-func newEnvSet(t *testing.T, pol cuecast.Policy, cons string, set func(*env)) *env {
+func newEnvSet(t *testing.T, pol cuecast.Policy, cons cuecast.Consistency, set func(*env)) *env {
 	t.Helper()
 	srv := natstest.Start(t)
 	e := &env{t: t, srv: srv, pol: &policies{p: pol, cons: cons}}
@@ -317,6 +317,21 @@ func idIn(prefix string, lo, hi, n int) []string {
 }
 
 // eventually polls cond until it holds or 15s pass.
+// ticks waits for the running controller to finish n more ticks, each a
+// look at every active rollout, then steps cfg once more itself: what
+// holds after it holds whatever the controller's timing.
+func (e *env) ticks(n uint64) {
+	e.t.Helper()
+	from := rollout.Ticks(e.c)
+	eventually(e.t, fmt.Sprintf("%d controller ticks", n), func() (bool, string) {
+		got := rollout.Ticks(e.c) - from
+		return got >= n, fmt.Sprintf("%d ticks", got)
+	})
+	if err := rollout.StepNow(e.t.Context(), e.c, cfg); err != nil {
+		e.t.Fatalf("step %s: %v", cfg, err)
+	}
+}
+
 func eventually(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
 	poll.Until(t, what, 15*time.Second, cond)

@@ -14,7 +14,7 @@ import (
 // record back to move the first stage, found nothing, and returned with no
 // pointer written; the running controller then read the same lagging view.
 func TestDeployMovesFirstStageThoughReadsLag(t *testing.T) {
-	e := newEnvSet(t, cuecast.DefaultPolicy(), rollout.Relaxed, func(e *env) { e.before = rollout.LagOwnWrites })
+	e := newEnvSet(t, cuecast.DefaultPolicy(), cuecast.Relaxed, func(e *env) { e.before = rollout.LagOwnWrites })
 	v1 := e.publish(1, content(1))
 	e.deploy(v1)
 	if p := e.pointer(42); p.Version != 1 {
@@ -38,7 +38,7 @@ func TestHoldEndsWithinIntervalOfDeadline(t *testing.T) {
 		{Name: "all", Percent: 100, Hold: cuecast.Duration(300 * time.Millisecond)},
 	}}
 	const interval = 20 * time.Millisecond
-	e := newEnvSet(t, pol, rollout.Relaxed, func(e *env) {
+	e := newEnvSet(t, pol, cuecast.Relaxed, func(e *env) {
 		// A quarter heartbeat (2.5s) far longer than the holds.
 		e.opts = func(o *rollout.Options) { o.Interval, o.Heartbeat = interval, 10*time.Second }
 	})

@@ -96,7 +96,7 @@ func (c *Controller) Halt(ctx context.Context, cfg cuecast.ConfigPath, a Action)
 		}
 		now := c.o.Now().UTC()
 		r.State, r.Reason, r.Reverted, r.Note, r.Updated = StateHalted, "operator "+a.Actor+": "+a.Reason, false, "", now
-		if r.Consistency == Strict && r.Stage == 0 {
+		if r.Consistency == cuecast.Strict && r.Stage == 0 {
 			r.Reverted = true // staging switched nobody
 		}
 		r.log(now, r.Reason)
@@ -120,7 +120,7 @@ func (c *Controller) Resume(ctx context.Context, cfg cuecast.ConfigPath, a Actio
 		}
 		r.Reason = ""
 		now := c.o.Now().UTC()
-		if r.Consistency == Strict && r.Stage == 0 {
+		if r.Consistency == cuecast.Strict && r.Stage == 0 {
 			r.State, r.Announced, r.WaitUntil, r.Note, r.Updated = StateStaging, false, now.Add(c.o.ApplyTimeout), "", now
 			r.log(now, "resumed by "+a.Actor)
 		} else {

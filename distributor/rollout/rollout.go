@@ -42,36 +42,30 @@ func (s State) Active() bool {
 	return s == StateMoving || s == StateWaiting || s == StateHolding || s == StateStaging
 }
 
-// Consistency classes, as written in the manifest.
-const (
-	Relaxed = "relaxed"
-	Strict  = "strict"
-)
-
 // Policies tells the controller how a version rolls out: its namespace's
-// policy (or the config's own override) and its consistency class, Relaxed
-// or Strict, as the manifest of the version's own commit says, so that a
+// policy (or the config's own override) and its consistency class, cuecast.Relaxed
+// or cuecast.Strict, as the manifest of the version's own commit says, so that a
 // policy change rolls out with the commits after it and not with older
 // versions still in flight. The controller asks once, when a version's
 // rollout starts, and keeps the answer in the rollout's state.
 type Policies interface {
-	Policy(ctx context.Context, v cuecast.Version) (cuecast.Policy, string, error)
+	Policy(ctx context.Context, v cuecast.Version) (cuecast.Policy, cuecast.Consistency, error)
 }
 
 // Static is a Policies giving every config the same policy and class.
 type Static struct {
 	P           cuecast.Policy
-	Consistency string
+	Consistency cuecast.Consistency
 }
 
 // Policy implements Policies.
-func (s Static) Policy(context.Context, cuecast.Version) (cuecast.Policy, string, error) {
+func (s Static) Policy(context.Context, cuecast.Version) (cuecast.Policy, cuecast.Consistency, error) {
 	p, c := s.P, s.Consistency
 	if len(p.Stages) == 0 {
 		p = cuecast.DefaultPolicy()
 	}
 	if c == "" {
-		c = Relaxed
+		c = cuecast.Relaxed
 	}
 	return p, c, nil
 }
@@ -92,10 +86,10 @@ type Rollout struct {
 	// From is where a halted cohort goes back to: the config's floor when
 	// the rollout began (Record.Floor), the newest version the whole fleet
 	// ran; 0 when there is none.
-	From         uint64         `json:"from"`
-	FromChecksum string         `json:"from_checksum,omitempty"`
-	Policy       cuecast.Policy `json:"policy"`
-	Consistency  string         `json:"consistency"`
+	From         uint64              `json:"from"`
+	FromChecksum string              `json:"from_checksum,omitempty"`
+	Policy       cuecast.Policy      `json:"policy"`
+	Consistency  cuecast.Consistency `json:"consistency"`
 	// Stage is the index of the current stage in Policy.Stages.
 	Stage int   `json:"stage"`
 	State State `json:"state"`

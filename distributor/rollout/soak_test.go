@@ -47,7 +47,7 @@ func TestSoakNoLostDeploy(t *testing.T) {
 	hold := cuecast.Duration(time.Duration(20+intn(80)) * time.Millisecond)
 	pol := &policies{p: cuecast.Policy{Stages: []cuecast.Stage{
 		{Name: "canary", Percent: 1, Hold: hold}, {Name: "all", Percent: 100, Hold: hold},
-	}}, cons: rollout.Relaxed}
+	}}, cons: cuecast.Relaxed}
 
 	// The running controller, replaced at random; the deployer uses the
 	// current one.

@@ -25,7 +25,8 @@ var _ Cutover = (*distributor.Distributor)(nil)
 // activation pointer and the cohort pointers of every bucket. Instances that
 // do not confirm block the flip and are listed in the note; when
 // Options.ApplyTimeout passes first, the rollout halts naming them, and
-// nothing has switched.
+// nothing has switched. The decisions are judgeStaging's; this makes the
+// pointer writes they ask for.
 func (c *Controller) stepStrict(ctx context.Context, rec *Record, r *Rollout, now time.Time) ([]AuditEntry, bool, error) {
 	cut, ok := c.d.(Cutover)
 	if !ok {
@@ -35,42 +36,58 @@ func (c *Controller) stepStrict(ctx context.Context, rec *Record, r *Rollout, no
 		if err := cut.Stage(ctx, rec.Config, cuecast.Pointer{Config: rec.Config, Version: r.Version, Rollout: r.ID, Reason: "staged"}); err != nil {
 			return nil, false, err
 		}
-		r.Announced = true
-		r.Updated = now
-		r.log(now, fmt.Sprintf("v%d announced as staged", r.Version))
+		announced(r, now)
 		return nil, true, nil
 	}
 	reports, err := c.reports(ctx, rec.Config)
 	if err != nil {
 		return nil, false, err
 	}
+	audits, changed, flip := judgeStaging(rec, r, reports, now, c.rules())
+	if !flip {
+		return audits, changed, nil
+	}
+	p := cuecast.Pointer{Config: rec.Config, Version: r.Version, Rollout: r.ID, Reason: "activate"}
+	if err := cut.Activate(ctx, rec.Config, p); err != nil {
+		return nil, false, err
+	}
+	activated(r, len(reports), now)
+	// The cohort pointers follow, so that an instance that missed the
+	// activation (or starts later) reads the same version.
+	r.Stage = len(r.Policy.Stages) - 1
+	r.Cohort = Cohort{Buckets: allBuckets()}
+	if err := c.moveForward(ctx, r); err != nil {
+		return nil, false, err
+	}
+	flipped(rec, r, now, c.rules())
+	return nil, true, nil
+}
+
+// announced records that the staged pointer was published.
+func announced(r *Rollout, now time.Time) {
+	r.Announced = true
+	r.Updated = now
+	r.log(now, fmt.Sprintf("v%d announced as staged", r.Version))
+}
+
+// judgeStaging judges a strict rollout's staging on the live reports: it
+// halts when an instance failed to stage the version or some did not
+// confirm by the wait's end, waits (saying for whom) while instances have
+// not confirmed or fewer than min_instances report, and otherwise says flip.
+func judgeStaging(rec *Record, r *Rollout, reports []cuecast.Report, now time.Time, ru rules) (audits []AuditEntry, changed, flip bool) {
 	// Every live instance must confirm, those not heard yet included; one
 	// that stops reporting while it is waited for blocks the flip until
 	// the timeout, as one that is live does (issue 15, item 11).
 	reports = withGone(rec.Config, reports, r.Unconfirmed)
-	var missing, failed []string
-	for _, rp := range reports {
-		switch {
-		case rp.Staged == r.Version || rp.Version == r.Version:
-		case applyFailure(rp.LastError, r.Version):
-			failed = append(failed, rp.Instance+": "+rp.LastError)
-		case rp.LastError == goneError:
-			missing = append(missing, rp.Instance+" (stopped reporting)")
-		case distributor.Unheard(rp):
-			missing = append(missing, rp.Instance+" (not heard yet)")
-		default:
-			missing = append(missing, rp.Instance)
-		}
-	}
-	slices.Sort(missing)
-	changed := r.confirm(instancesOf(missing), now)
+	missing, failed := unstaged(reports, r.Version)
+	changed = r.confirm(instancesOf(missing), now)
 	st := r.Policy.Stages[0]
 	if len(failed) > 0 || (len(missing) > 0 && !now.Before(r.WaitUntil)) {
 		why := fmt.Sprintf("strict cutover of v%d blocked: ", r.Version)
 		if len(failed) > 0 {
 			why += fmt.Sprintf("%d instances failed to stage it (%s)", len(failed), list(failed, 5))
 		} else {
-			why += fmt.Sprintf("%d instances did not confirm within %s (%s)", len(missing), c.o.ApplyTimeout, list(missing, 10))
+			why += fmt.Sprintf("%d instances did not confirm within %s (%s)", len(missing), ru.applyTimeout, list(missing, 10))
 		}
 		r.State = StateHalted
 		r.Reason = why
@@ -78,7 +95,7 @@ func (c *Controller) stepStrict(ctx context.Context, rec *Record, r *Rollout, no
 		r.Note = ""
 		r.Updated = now
 		r.log(now, "halted: "+why)
-		return []AuditEntry{{At: now, Actor: c.o.Actor, Action: "halt", Config: rec.Config, Version: r.Version, Stage: "staging", Reason: why}}, true, nil
+		return []AuditEntry{{At: now, Actor: ru.actor, Action: "halt", Config: rec.Config, Version: r.Version, Stage: "staging", Reason: why}}, true, false
 	}
 	// Too few live instances for min_instances, every one of them staged:
 	// wait for more until the wait ends, then flip with those there are
@@ -93,34 +110,54 @@ func (c *Controller) stepStrict(ctx context.Context, rec *Record, r *Rollout, no
 		if note != r.Note {
 			r.Note = note
 			r.Updated = now
-			return nil, true, nil
+			return nil, true, false
 		}
-		return nil, changed, nil
+		return nil, changed, false
 	}
-	p := cuecast.Pointer{Config: rec.Config, Version: r.Version, Rollout: r.ID, Reason: "activate"}
-	if err := cut.Activate(ctx, rec.Config, p); err != nil {
-		return nil, false, err
+	return nil, changed, true
+}
+
+// unstaged lists the instances in reports that have not staged (nor
+// applied) version v, sorted, with why when it is not plain (stopped
+// reporting, not heard yet), and those that failed to stage it.
+func unstaged(reports []cuecast.Report, v uint64) (missing, failed []string) {
+	for _, rp := range reports {
+		switch {
+		case rp.Staged == v || rp.Version == v:
+		case applyFailure(rp.LastError, v):
+			failed = append(failed, rp.Instance+": "+rp.LastError)
+		case rp.LastError == goneError:
+			missing = append(missing, rp.Instance+" (stopped reporting)")
+		case distributor.Unheard(rp):
+			missing = append(missing, rp.Instance+" (not heard yet)")
+		default:
+			missing = append(missing, rp.Instance)
+		}
 	}
-	if short {
-		r.log(now, fmt.Sprintf("only %d of the %d live instances min_instances asks for, and no more joined", len(reports), st.MinInstances))
+	slices.Sort(missing)
+	return missing, failed
+}
+
+// activated logs that a strict rollout's activation pointer was written,
+// with live instances reporting.
+func activated(r *Rollout, live int, now time.Time) {
+	if st := r.Policy.Stages[0]; live < st.MinInstances {
+		r.log(now, fmt.Sprintf("only %d of the %d live instances min_instances asks for, and no more joined", live, st.MinInstances))
 	}
-	r.log(now, fmt.Sprintf("activated on %d live instances at once", len(reports)))
-	// The cohort pointers follow, so that an instance that missed the
-	// activation (or starts later) reads the same version. From here the
-	// rollout is a relaxed one at its last stage: held and health-checked.
-	r.Stage = len(r.Policy.Stages) - 1
-	r.Cohort = Cohort{Buckets: allBuckets()}
-	if err := c.moveForward(ctx, r); err != nil {
-		return nil, false, err
-	}
+	r.log(now, fmt.Sprintf("activated on %d live instances at once", live))
+}
+
+// flipped records that the cohort pointers of every bucket followed the
+// activation: from here the rollout is a relaxed one at its last stage,
+// held and health-checked.
+func flipped(rec *Record, r *Rollout, now time.Time, ru rules) {
 	rec.Floor, rec.FloorChecksum = r.Version, r.Checksum
 	r.State = StateWaiting
 	r.Unconfirmed = nil
 	r.StageStarted = now
-	r.WaitUntil = now.Add(c.o.ApplyTimeout)
+	r.WaitUntil = now.Add(ru.applyTimeout)
 	r.Note = ""
 	r.Updated = now
-	return nil, true, nil
 }
 
 // instancesOf strips the " (why)" suffixes of a note's instance list.

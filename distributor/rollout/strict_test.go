@@ -70,7 +70,7 @@ func (e *env) slowInstance(id string) *slowInstance {
 }
 
 func TestStrictCutoverWaitsForSlowInstance(t *testing.T) {
-	e := newEnv(t, threeStages(0), rollout.Strict)
+	e := newEnv(t, threeStages(0), cuecast.Strict)
 	e.baseline()
 	var fast []*instance
 	for _, id := range idIn("web", 0, 100, 3) {
@@ -121,7 +121,7 @@ func TestStrictCutoverWaitsForSlowInstance(t *testing.T) {
 }
 
 func TestStrictCutoverHaltsWhenStagingFails(t *testing.T) {
-	e := newEnv(t, threeStages(0), rollout.Strict)
+	e := newEnv(t, threeStages(0), cuecast.Strict)
 	e.baseline()
 	ins := []*instance{e.instance("web-a"), e.instance("web-b")}
 	waitOn(t, 1, ins...)
@@ -132,7 +132,7 @@ func TestStrictCutoverHaltsWhenStagingFails(t *testing.T) {
 	if !strings.Contains(rec.Current.Reason, "web-b") || !strings.Contains(rec.Current.Reason, "failed to stage") {
 		t.Errorf("reason: got %q, want web-b failing to stage", rec.Current.Reason)
 	}
-	time.Sleep(100 * time.Millisecond)
+	e.ticks(5)
 	waitOn(t, 1, ins...)
 }
 
@@ -142,7 +142,7 @@ func TestStrictCutoverHaltsWhenStagingFails(t *testing.T) {
 // instances with no pointer never staged it, and the cutover halted. With
 // nothing deployed, v2 is the config's first rollout: everyone at once.
 func TestStrictFirstRolloutFromFreshStart(t *testing.T) {
-	e := newEnv(t, threeStages(0), rollout.Strict)
+	e := newEnv(t, threeStages(0), cuecast.Strict)
 	e.publish(1, content(1))
 	v2 := e.publish(2, content(2))
 	var ins []*instance
@@ -162,7 +162,7 @@ func TestStrictFirstRolloutFromFreshStart(t *testing.T) {
 // pointer, so that a strict version staged before its first cohort pointer
 // exists is confirmed, and the flip that waits for it can happen.
 func TestWatcherWithoutPointerStagesStrictVersion(t *testing.T) {
-	e := newEnv(t, threeStages(0), rollout.Strict)
+	e := newEnv(t, threeStages(0), cuecast.Strict)
 	v1 := e.publish(1, content(1))
 	if err := e.d.Stage(t.Context(), cfg, cuecast.Pointer{Config: cfg, Version: v1.Version, Reason: "staged"}); err != nil {
 		t.Fatalf("Stage: %v", err)
@@ -192,7 +192,7 @@ func TestWatcherWithoutPointerStagesStrictVersion(t *testing.T) {
 // millisecond after its flip. Before the flip, the failed fetch halted the
 // cutover though the instance was still trying.
 func TestStrictCutoverIgnoresStagingErrors(t *testing.T) {
-	e := newEnv(t, threeStages(0), rollout.Strict)
+	e := newEnv(t, threeStages(0), cuecast.Strict)
 	e.baseline()
 	forged, retried := e.slowInstance("forged-1"), e.slowInstance("retried-1")
 	e.waitLive(2)
@@ -232,7 +232,7 @@ func TestStrictCutoverIgnoresStagingErrors(t *testing.T) {
 // once" while `cuecast status` counted 3. It must block the flip, be named,
 // and lead to the apply timeout's halt, with nothing switched.
 func TestStrictCutoverBlockedByStalledInstance(t *testing.T) {
-	e := newEnv(t, threeStages(0), rollout.Strict)
+	e := newEnv(t, threeStages(0), cuecast.Strict)
 	e.baseline()
 	a, b, frozen := e.slowInstance("web-a"), e.slowInstance("web-b"), e.slowInstance("frozen-1")
 	e.waitLive(3)
@@ -264,7 +264,7 @@ func TestStrictCutoverBlockedByStalledInstance(t *testing.T) {
 // report expired, the stage passed without it. It fails to apply at the
 // wait's timeout, and the rollout halts naming it.
 func TestStageWaitsForHungCohortMember(t *testing.T) {
-	e := newEnv(t, cuecast.Policy{Stages: []cuecast.Stage{{Name: "all", Percent: 100}}}, rollout.Relaxed)
+	e := newEnv(t, cuecast.Policy{Stages: []cuecast.Stage{{Name: "all", Percent: 100}}}, cuecast.Relaxed)
 	e.baseline()
 	a, hung := e.slowInstance("web-a"), e.slowInstance("hung-1")
 	e.waitLive(2)
@@ -293,7 +293,7 @@ func TestStrictCutoverFlipsOnSmallFleet(t *testing.T) {
 	pol := threeStages(0)
 	pol.Stages[0].MinInstances = 3
 	const wait = 2 * time.Second
-	e := newEnvSet(t, pol, rollout.Strict, func(e *env) {
+	e := newEnvSet(t, pol, cuecast.Strict, func(e *env) {
 		e.opts = func(o *rollout.Options) { o.ApplyTimeout = wait }
 	})
 	e.baseline()

@@ -276,7 +276,7 @@ func printRecord(w io.Writer, p rollout.Progress, now time.Time) {
 		fmt.Fprintf(w, "%s  no rollout\n", rec.Config)
 	} else {
 		head := fmt.Sprintf("%s  v%d %s", rec.Config, r.Version, strings.ToUpper(string(r.State)))
-		if r.Consistency == rollout.Strict {
+		if r.Consistency == cuecast.Strict {
 			head += "  (strict: two-phase cutover)"
 		}
 		if r.Emergency {

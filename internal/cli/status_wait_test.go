@@ -97,7 +97,7 @@ func (f *reportFleet) heartbeat(inst string, v uint64, interval time.Duration) (
 func (f *reportFleet) consumers() (created func() int, existing func() int) {
 	f.t.Helper()
 	ch := make(chan *nats.Msg, 4096)
-	for _, subj := range []string{"$JS.API.CONSUMER.CREATE." + distributor.ReportStream, "$JS.API.CONSUMER.CREATE." + distributor.ReportStream + ".>", "$JS.API.CONSUMER.DURABLE.CREATE." + distributor.ReportStream + ".>"} {
+	for _, subj := range []string{"$JS.API.CONSUMER.CREATE." + cuecast.ReportStream, "$JS.API.CONSUMER.CREATE." + cuecast.ReportStream + ".>", "$JS.API.CONSUMER.DURABLE.CREATE." + cuecast.ReportStream + ".>"} {
 		sub, err := f.nc.ChanSubscribe(subj, ch)
 		if err != nil {
 			f.t.Fatal(err)
@@ -111,7 +111,7 @@ func (f *reportFleet) consumers() (created func() int, existing func() int) {
 		return len(ch)
 	}
 	existing = func() int {
-		st, err := f.js.Stream(f.t.Context(), distributor.ReportStream)
+		st, err := f.js.Stream(f.t.Context(), cuecast.ReportStream)
 		if err != nil {
 			f.t.Fatal(err)
 		}
@@ -204,7 +204,7 @@ func TestStatusWaitReadsReportsOnce(t *testing.T) {
 		t.Errorf("stderr: got %q, want %q", r.errOut, want)
 	}
 	if n := extra(); n != 0 {
-		t.Errorf("consumers created on %s during a 1.5s wait beyond its first read: got %d, want 0", distributor.ReportStream, n)
+		t.Errorf("consumers created on %s during a 1.5s wait beyond its first read: got %d, want 0", cuecast.ReportStream, n)
 	}
 }
 
@@ -228,7 +228,7 @@ func TestStatusWaitSeesInstancesMoveAfterItStarted(t *testing.T) {
 		t.Fatalf("exit %d, stdout %q stderr %q; want 0 and all 2 instances", r.code, r.out, r.errOut)
 	}
 	if n := extra(); n != 0 {
-		t.Errorf("consumers created on %s during the wait beyond its first read: got %d, want 0", distributor.ReportStream, n)
+		t.Errorf("consumers created on %s during the wait beyond its first read: got %d, want 0", cuecast.ReportStream, n)
 	}
 }
 

@@ -53,7 +53,7 @@ const (
 	SystemUser = "sys"
 	// HubDomain is the hub's JetStream domain unless Spec.Domain says otherwise.
 	HubDomain = "hub"
-	// Stream is the distributor's stream (distributor.Stream); MirrorPrefix
+	// Stream is the distributor's stream (cuecast.Stream); MirrorPrefix
 	// plus a namespace names that namespace's mirror.
 	Stream       = "CUECAST"
 	MirrorPrefix = "CUECAST_"

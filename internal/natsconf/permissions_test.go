@@ -216,7 +216,7 @@ func (a storeState) diff(b storeState) []string {
 	var d []string
 	for k, v := range a {
 		w, ok := b[k]
-		if strings.HasSuffix(k, "/"+distributor.ReportStream) {
+		if strings.HasSuffix(k, "/"+cuecast.ReportStream) {
 			v.Msgs, v.First, w.Msgs, w.First = 0, 0, 0, 0
 		}
 		if !ok || v != w {
@@ -319,7 +319,7 @@ func serviceAttacks(own, other string) []attack {
 // stream's configuration or contents, nor write versions and pointers.
 func operatorAttacks(domains []string) []attack {
 	var as []attack
-	for _, st := range []string{natsconf.Stream, distributor.ReportStream, "KV_cuecast-rollouts", "CUECAST_AUDIT"} {
+	for _, st := range []string{natsconf.Stream, cuecast.ReportStream, "KV_cuecast-rollouts", "CUECAST_AUDIT"} {
 		for _, op := range []string{"UPDATE", "DELETE", "PURGE", "MSG.DELETE", "CREATE"} {
 			as = append(as, attack{pub: "$JS.API.STREAM." + op + "." + st, reply: "_INBOX.attack", body: `{"name":"` + st + `","max_msgs":1,"seq":1}`})
 		}
@@ -482,7 +482,7 @@ func fillStores(t *testing.T, tr *natstest.Tree, servers []*natstest.TreeServer,
 // reportsLast is the hub's last report sequence.
 func (st *suiteTree) reportsLast(t *testing.T) uint64 {
 	t.Helper()
-	return streamState(t, st.dist, "hub", distributor.ReportStream).Last
+	return streamState(t, st.dist, "hub", cuecast.ReportStream).Last
 }
 
 // run makes every attempt of as on nc, each a permissions violation unless
@@ -511,7 +511,7 @@ func (st *suiteTree) run(t *testing.T, nc *nats.Conn, errs asyncErrs, as []attac
 	if err := nc.Flush(); err != nil {
 		t.Fatalf("flush: %v", err)
 	}
-	key := "hub/" + distributor.ReportStream
+	key := "hub/" + cuecast.ReportStream
 	r := before[key]
 	r.Last = barrier(r.Last)
 	before[key] = r
@@ -686,7 +686,7 @@ func testCompromisedNode(t *testing.T, st *suiteTree) {
 		got := st.reportsLast(t)
 		return got > last, fmt.Sprintf("last report %d", got)
 	})
-	key := "hub/" + distributor.ReportStream
+	key := "hub/" + cuecast.ReportStream
 	r := before[key]
 	r.Last = last + 1
 	before[key] = r

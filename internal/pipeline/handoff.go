@@ -11,7 +11,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cuecast/cuecast"
-	"github.com/cuecast/cuecast/distributor"
 	"github.com/cuecast/cuecast/internal/metrics"
 	"github.com/cuecast/cuecast/tailer"
 )
@@ -119,7 +118,7 @@ func leaderLatest(ctx context.Context, nc *nats.Conn, cfg cuecast.ConfigPath) (c
 	if err != nil {
 		return cuecast.Version{}, false, err
 	}
-	m, err := nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+distributor.Stream, req)
+	m, err := nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+cuecast.Stream, req)
 	if err != nil {
 		return cuecast.Version{}, false, fmt.Errorf("read latest version from the stream leader: %w", err)
 	}
@@ -148,8 +147,8 @@ func leaderLatest(ctx context.Context, nc *nats.Conn, cfg cuecast.ConfigPath) (c
 		return cuecast.Version{}, false, fmt.Errorf("read latest version from the stream leader: %w", err)
 	}
 	var v cuecast.Version
-	if err := json.Unmarshal([]byte(hdr.Get(distributor.HeaderMeta)), &v); err != nil || v.Config != cfg || v.Version == 0 {
-		return cuecast.Version{}, false, fmt.Errorf("read latest version from the stream leader: undecodable %s header", distributor.HeaderMeta)
+	if err := json.Unmarshal([]byte(hdr.Get(cuecast.HeaderMeta)), &v); err != nil || v.Config != cfg || v.Version == 0 {
+		return cuecast.Version{}, false, fmt.Errorf("read latest version from the stream leader: undecodable %s header", cuecast.HeaderMeta)
 	}
 	return v, true, nil
 }

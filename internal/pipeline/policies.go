@@ -47,7 +47,7 @@ type manifestPolicies struct {
 	byKey map[string]*compiler.Manifest
 }
 
-func (m *manifestPolicies) Policy(ctx context.Context, v cuecast.Version) (cuecast.Policy, string, error) {
+func (m *manifestPolicies) Policy(ctx context.Context, v cuecast.Version) (cuecast.Policy, cuecast.Consistency, error) {
 	man, err := m.manifest(ctx, v.Commit)
 	if err != nil {
 		return cuecast.Policy{}, "", fmt.Errorf("read rollout policy of %s v%d: %w", v.Config, v.Version, err)
@@ -55,7 +55,7 @@ func (m *manifestPolicies) Policy(ctx context.Context, v cuecast.Version) (cueca
 	cfg := v.Config
 	ns, ok := man.Namespaces[cfg.Namespace()]
 	if !ok {
-		return cuecast.DefaultPolicy(), rollout.Relaxed, nil
+		return cuecast.DefaultPolicy(), cuecast.Relaxed, nil
 	}
 	pol, cons := ns.Policy, ns.Consistency
 	if o, ok := ns.Configs[cfg.Name()]; ok {
@@ -66,7 +66,7 @@ func (m *manifestPolicies) Policy(ctx context.Context, v cuecast.Version) (cueca
 			cons = o.Consistency
 		}
 	}
-	return pol, cons, nil
+	return pol, cuecast.Consistency(cons), nil
 }
 
 // manifest compiles the manifest of commit sha (the branch tip when empty).

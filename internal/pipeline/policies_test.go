@@ -45,7 +45,7 @@ namespaces: search: owners: ["team-search"]
 		for _, s := range p.Stages {
 			got = append(got, s.Name)
 		}
-		if cons != tc.cons || len(got) != len(tc.stages) || got[0] != tc.stages[0] {
+		if string(cons) != tc.cons || len(got) != len(tc.stages) || got[0] != tc.stages[0] {
 			t.Errorf("%s: got %v %s, want %v %s", tc.cfg, got, cons, tc.stages, tc.cons)
 		}
 	}
@@ -74,7 +74,7 @@ namespaces: search: owners: ["team-search"]
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
-		if cons != tc.cons || p.Stages[0].Name != tc.stage {
+		if string(cons) != tc.cons || p.Stages[0].Name != tc.stage {
 			t.Errorf("%s: got %v %s, want %s %s", tc.name, p.Stages, cons, tc.stage, tc.cons)
 		}
 	}

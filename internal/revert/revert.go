@@ -12,6 +12,8 @@ import (
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
+
+	"github.com/cuecast/cuecast"
 )
 
 // ErrConflict: a later commit changed a file the reverted commit changed, so
@@ -28,38 +30,38 @@ func Commit(r *git.Repository, sha string, author *object.Signature) (plumbing.H
 		return plumbing.ZeroHash, fmt.Errorf("revert %s: %w", sha, err)
 	}
 	if target.NumParents() == 0 {
-		return plumbing.ZeroHash, fmt.Errorf("revert %s: it is the root commit", short(sha))
+		return plumbing.ZeroHash, fmt.Errorf("revert %s: it is the root commit", cuecast.ShortCommit(sha))
 	}
 	parent, err := target.Parent(0)
 	if err != nil {
-		return plumbing.ZeroHash, fmt.Errorf("revert %s: parent: %w", short(sha), err)
+		return plumbing.ZeroHash, fmt.Errorf("revert %s: parent: %w", cuecast.ShortCommit(sha), err)
 	}
 	changes, err := diff(parent, target)
 	if err != nil {
-		return plumbing.ZeroHash, fmt.Errorf("revert %s: %w", short(sha), err)
+		return plumbing.ZeroHash, fmt.Errorf("revert %s: %w", cuecast.ShortCommit(sha), err)
 	}
 	head, err := r.Head()
 	if err != nil {
-		return plumbing.ZeroHash, fmt.Errorf("revert %s: head: %w", short(sha), err)
+		return plumbing.ZeroHash, fmt.Errorf("revert %s: head: %w", cuecast.ShortCommit(sha), err)
 	}
 	headCommit, err := r.CommitObject(head.Hash())
 	if err != nil {
-		return plumbing.ZeroHash, fmt.Errorf("revert %s: head: %w", short(sha), err)
+		return plumbing.ZeroHash, fmt.Errorf("revert %s: head: %w", cuecast.ShortCommit(sha), err)
 	}
 	if head.Hash() != target.Hash {
 		later, err := diff(target, headCommit)
 		if err != nil {
-			return plumbing.ZeroHash, fmt.Errorf("revert %s: %w", short(sha), err)
+			return plumbing.ZeroHash, fmt.Errorf("revert %s: %w", cuecast.ShortCommit(sha), err)
 		}
 		for name := range changes {
 			if _, ok := later[name]; ok {
-				return plumbing.ZeroHash, fmt.Errorf("revert %s: %w: %s changed again after it (revert the later commit first, or edit by hand)", short(sha), ErrConflict, name)
+				return plumbing.ZeroHash, fmt.Errorf("revert %s: %w: %s changed again after it (revert the later commit first, or edit by hand)", cuecast.ShortCommit(sha), ErrConflict, name)
 			}
 		}
 	}
 	wt, err := r.Worktree()
 	if err != nil {
-		return plumbing.ZeroHash, fmt.Errorf("revert %s: %w", short(sha), err)
+		return plumbing.ZeroHash, fmt.Errorf("revert %s: %w", cuecast.ShortCommit(sha), err)
 	}
 	root := wt.Filesystem.Root()
 	for name := range changes {
@@ -67,28 +69,28 @@ func Commit(r *git.Repository, sha string, author *object.Signature) (plumbing.H
 		f, err := parent.File(name)
 		if errors.Is(err, object.ErrFileNotFound) {
 			if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-				return plumbing.ZeroHash, fmt.Errorf("revert %s: remove %s: %w", short(sha), name, err)
+				return plumbing.ZeroHash, fmt.Errorf("revert %s: remove %s: %w", cuecast.ShortCommit(sha), name, err)
 			}
 			continue
 		}
 		if err != nil {
-			return plumbing.ZeroHash, fmt.Errorf("revert %s: %s: %w", short(sha), name, err)
+			return plumbing.ZeroHash, fmt.Errorf("revert %s: %s: %w", cuecast.ShortCommit(sha), name, err)
 		}
 		content, err := f.Contents()
 		if err != nil {
-			return plumbing.ZeroHash, fmt.Errorf("revert %s: %s: %w", short(sha), name, err)
+			return plumbing.ZeroHash, fmt.Errorf("revert %s: %s: %w", cuecast.ShortCommit(sha), name, err)
 		}
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			return plumbing.ZeroHash, fmt.Errorf("revert %s: %w", short(sha), err)
+			return plumbing.ZeroHash, fmt.Errorf("revert %s: %w", cuecast.ShortCommit(sha), err)
 		}
 		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-			return plumbing.ZeroHash, fmt.Errorf("revert %s: write %s: %w", short(sha), name, err)
+			return plumbing.ZeroHash, fmt.Errorf("revert %s: write %s: %w", cuecast.ShortCommit(sha), name, err)
 		}
 	}
 	for name := range changes {
 		if _, err := wt.Add(name); err != nil {
 			if _, rmErr := wt.Remove(name); rmErr != nil {
-				return plumbing.ZeroHash, fmt.Errorf("revert %s: stage %s: %w", short(sha), name, err)
+				return plumbing.ZeroHash, fmt.Errorf("revert %s: stage %s: %w", cuecast.ShortCommit(sha), name, err)
 			}
 		}
 	}
@@ -101,7 +103,7 @@ func Commit(r *git.Repository, sha string, author *object.Signature) (plumbing.H
 	msg := fmt.Sprintf("Revert %q\n\nThis reverts commit %s.\n", subject(target.Message), target.Hash)
 	h, err := wt.Commit(msg, &git.CommitOptions{Author: author})
 	if err != nil {
-		return plumbing.ZeroHash, fmt.Errorf("revert %s: commit: %w", short(sha), err)
+		return plumbing.ZeroHash, fmt.Errorf("revert %s: commit: %w", cuecast.ShortCommit(sha), err)
 	}
 	return h, nil
 }
@@ -139,11 +141,4 @@ func subject(msg string) string {
 		}
 	}
 	return msg
-}
-
-func short(sha string) string {
-	if len(sha) > 12 {
-		return sha[:12]
-	}
-	return sha
 }

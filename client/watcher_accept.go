@@ -1,0 +1,274 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/cuecast/cuecast"
+)
+
+// The accept step. Every version the watcher holds passed it, whatever
+// brought it (a pointer, an activation, a staged pointer, the
+// last-known-good file): verify → checksum → validate → decode. Then apply
+// swaps it in, saves it as last-known-good and reports it (install), a
+// staged pointer keeps it for the activation (stage), and the
+// last-known-good file is served until the server's version arrives
+// (loadLKG).
+
+// accepted is a version that passed accept: its verified metadata and
+// content, and the value decoded from it (Typed; nil otherwise).
+type accepted struct {
+	meta    cuecast.Version
+	content []byte
+	value   any
+}
+
+// source says where accept's content comes from.
+type source uint8
+
+const (
+	// fromServer: a verified pointer, with its inline content or none;
+	// the content is read (or taken from a kept copy) and verified
+	// against the pointer's signed checksum and size.
+	fromServer source = iota
+	// fromLKG: the last-known-good file, whose content readLKG checked
+	// against the pointer's checksum; the pointer's signature and subject
+	// are verified here.
+	fromLKG
+)
+
+// acceptError says which step of accept refused a version, and why.
+type acceptError struct {
+	// step names it: "fetch" (reading or verifying the content),
+	// "verify" (a last-known-good pointer), "validation hook" or
+	// "decode".
+	step string
+	// checks is set when the service's checks (validate, decode) refused
+	// the content: the same bytes would fail the same way.
+	checks bool
+	err    error
+}
+
+// accept verifies the version p names and runs the service's checks on
+// it. body is the pointer's inline content (fromServer; nil when it has
+// none) or the last-known-good file's content (fromLKG). A deleted version
+// has no content to check.
+func (w *Watcher) accept(p cuecast.Pointer, body []byte, src source) (accepted, *acceptError) {
+	var a accepted
+	var err error
+	if src == fromLKG {
+		a.meta, a.content = p.Meta(), body
+		if err = w.verifyPointer(p, ""); err != nil {
+			return a, &acceptError{step: "verify", err: err}
+		}
+	} else if a.meta, a.content, err = w.fetch(p, body); err != nil {
+		return a, &acceptError{step: "fetch", err: err}
+	}
+	if a.meta.Deleted {
+		return a, nil
+	}
+	value, what, err := w.check(a.content)
+	if err != nil {
+		return a, &acceptError{step: what, checks: true, err: err}
+	}
+	a.value = value
+	return a, nil
+}
+
+func (w *Watcher) loadLKG() {
+	if w.o.lkgPath == "" {
+		return
+	}
+	p, content, err := readLKG(w.o.lkgPath, w.cfg)
+	if errors.Is(err, os.ErrNotExist) {
+		return
+	}
+	var a accepted
+	if err == nil {
+		var ae *acceptError
+		if a, ae = w.accept(p, content, fromLKG); ae != nil {
+			err = ae.err
+			if ae.checks {
+				err = fmt.Errorf("last-known-good %s: %s: %w", w.o.lkgPath, ae.step, ae.err)
+			}
+		}
+	}
+	if err != nil {
+		w.event(EventError, p.Version, "ignoring last-known-good file; it will be replaced by the next good version", err)
+		return
+	}
+	w.servingLKG = true
+	w.swap(a, true)
+	w.event(EventLoaded, a.meta.Version, "serving last-known-good "+w.o.lkgPath, nil)
+}
+
+// apply moves to the version a verified pointer names, if it should; body
+// is the pointer's inline content or nil.
+func (w *Watcher) apply(p cuecast.Pointer, body []byte, why string) {
+	cur := w.cur.Load()
+	if cur != nil {
+		switch {
+		case p.Version == cur.Version && p.Checksum == cur.Checksum:
+			if w.servingLKG {
+				w.servingLKG = false
+				w.clearLKGFlag()
+				w.reportSoon()
+			}
+			return
+		case p.Version < cur.Version && !p.Rollback:
+			// Never backwards without a rollback pointer.
+			w.skipOlder(p, cur.Version)
+			return
+		case p.Version == cur.Version:
+			w.rejectOtherChecksum(p, cur.Checksum)
+			return
+		}
+	}
+	if w.isRejected(p) {
+		return
+	}
+	a, ae := w.accept(p, body, fromServer)
+	if ae != nil {
+		w.notApplied(p, ae, why)
+		return
+	}
+	w.install(p, a, why)
+}
+
+// notApplied handles a version apply could not accept: a purged one falls
+// back to the current pointer, a failed read is retried, and content the
+// service's checks refused stays refused.
+func (w *Watcher) notApplied(p cuecast.Pointer, ae *acceptError, why string) {
+	if ae.checks {
+		w.rejectForGood(p, ae)
+		return
+	}
+	err := ae.err
+	if errors.Is(err, cuecast.ErrPurged) && why != "purged" {
+		w.event(EventError, p.Version, "version purged; falling back to the current pointer", err)
+		w.resync("purged")
+		return
+	}
+	permanent := errors.Is(err, cuecast.ErrBadSignature) || errors.Is(err, cuecast.ErrChecksumMismatch)
+	if !permanent {
+		w.scheduleRetry()
+	}
+	w.reject(p.Version, ae.step, err, false)
+}
+
+// rejectForGood refuses p's version after the service's checks failed on
+// it: the same bytes would fail the same way.
+func (w *Watcher) rejectForGood(p cuecast.Pointer, ae *acceptError) {
+	w.rejected[rejectKey(p)] = true
+	w.reject(p.Version, ae.step, ae.err, true)
+}
+
+// install makes an accepted version the current one (swap), keeps its
+// bytes for a rollback, saves it as last-known-good and reports it.
+func (w *Watcher) install(p cuecast.Pointer, a accepted, why string) {
+	w.swap(a, false)
+	if w.held.seq != 0 {
+		w.prev = w.held
+	}
+	w.held = cachedVersion{meta: a.meta, seq: p.Seq, body: a.content}
+	w.servingLKG = false
+	w.lastErr = ""
+	for n := range w.cache {
+		if n <= a.meta.Version {
+			delete(w.cache, n)
+		}
+	}
+	if w.o.lkgPath != "" {
+		if err := writeLKG(w.o.lkgPath, p, a.content); err != nil {
+			w.lastErr = err.Error()
+			w.event(EventError, a.meta.Version, "applied, but not saved as last-known-good", err)
+		}
+	}
+	w.event(EventApplied, a.meta.Version, why, nil)
+	w.reportSoon()
+}
+
+// swap makes a the snapshot Current returns, offers it on Updates and
+// marks the watcher ready.
+func (w *Watcher) swap(a accepted, fromLKG bool) {
+	s := &Snapshot{Config: w.cfg, Version: a.meta.Version, Checksum: a.meta.Checksum, Commit: a.meta.Commit,
+		Content: a.content, Deleted: a.meta.Deleted, FromLastKnownGood: fromLKG, AppliedAt: time.Now(), value: a.value}
+	w.cur.Store(s)
+	w.publish(*s)
+	w.markReady()
+}
+
+// check runs the service's checks on a version's content: the validation
+// hook on the bytes, then (Typed) the decoding and the hook on the value.
+// what names the check that failed.
+func (w *Watcher) check(content []byte) (value any, what string, err error) {
+	if w.o.validate != nil {
+		if err := w.o.validate(content); err != nil {
+			return nil, "validation hook", err
+		}
+	}
+	if w.o.decode == nil {
+		return nil, "", nil
+	}
+	if value, err = w.o.decode(content); err != nil {
+		return nil, "decode", err
+	}
+	if w.o.validateValue != nil {
+		if err := w.o.validateValue(value); err != nil {
+			return nil, "validation hook", err
+		}
+	}
+	return value, "", nil
+}
+
+// skipOlder and rejectOtherChecksum are apply's refusals, built out of
+// line: every apply's stack frame would otherwise hold their formatting,
+// and a frame that outgrows an idle watcher's shrunken stack costs a stack
+// copy per apply.
+func (w *Watcher) skipOlder(p cuecast.Pointer, cur uint64) {
+	w.event(EventSkipped, p.Version, fmt.Sprintf("pointer names version %d, older than %d, without rollback", p.Version, cur), nil)
+}
+
+func (w *Watcher) rejectOtherChecksum(p cuecast.Pointer, cur string) {
+	w.reject(p.Version, "pointer", fmt.Errorf("names version %d with checksum %s, running %s: %w", p.Version, p.Checksum, cur, cuecast.ErrChecksumMismatch), false)
+}
+
+// rejectKey names a version whose content was refused for good (by the
+// validation hook or the decoder): the same bytes would fail the same way.
+func rejectKey(p cuecast.Pointer) string {
+	return strconv.FormatUint(p.Version, 10) + "@" + p.Checksum
+}
+
+func (w *Watcher) isRejected(p cuecast.Pointer) bool {
+	return len(w.rejected) > 0 && w.rejected[rejectKey(p)]
+}
+
+// clearLKGFlag republishes the current snapshot as confirmed.
+func (w *Watcher) clearLKGFlag() {
+	if cur := w.cur.Load(); cur != nil && cur.FromLastKnownGood {
+		s := *cur
+		s.FromLastKnownGood = false
+		w.cur.Store(&s)
+	}
+}
+
+// publish offers s on Updates, replacing an unread older one.
+func (w *Watcher) publish(s Snapshot) {
+	if w.o.sink != nil {
+		w.o.sink(s)
+	}
+	for {
+		select {
+		case w.updates <- s:
+			return
+		default:
+		}
+		select {
+		case <-w.updates:
+		default:
+		}
+	}
+}

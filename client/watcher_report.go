@@ -1,0 +1,66 @@
+package client
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/cuecast/cuecast"
+)
+
+// What the watcher says about itself: its report on the report subject, and
+// the refusals and rejections that report carries.
+
+// refuse reports a pointer that failed verification apart from last_error:
+// a forgery says nothing about this instance's ability to apply the version
+// (issue 15, item 5), so the health gate must not count it as a failure.
+func (w *Watcher) refuse(version uint64, err error) {
+	w.refused = fmt.Sprintf("version %d: pointer: %v", version, err)
+	w.event(EventRejected, version, "pointer", err)
+	w.reportSoon()
+}
+
+func (w *Watcher) reject(version uint64, what string, err error, forGood bool) {
+	if forGood {
+		// Stays rejected: the same bytes will fail the same way.
+		if cur := w.cache[version]; cur.meta.Version == version {
+			delete(w.cache, version)
+		}
+	}
+	w.lastErr = fmt.Sprintf("version %d: %s: %v", version, what, err)
+	w.event(EventRejected, version, what, err)
+	if forGood || errors.Is(err, cuecast.ErrBadSignature) || errors.Is(err, cuecast.ErrChecksumMismatch) {
+		w.reportSoon()
+	}
+}
+
+// report publishes the instance's state on its report subject (a core
+// publish: the report stream stores it, nothing waits for an ack).
+func (w *Watcher) report() {
+	s := w.Current()
+	r := cuecast.Report{
+		Instance:      w.c.o.instance,
+		Labels:        w.c.o.labels,
+		Cohort:        w.bucket,
+		Config:        w.cfg,
+		Version:       s.Version,
+		Checksum:      s.Checksum,
+		Healthy:       w.c.o.health().Healthy,
+		LastKnownGood: w.servingLKG,
+		LastError:     w.lastErr,
+		Refused:       w.refused,
+		Staged:        w.staged,
+		AppliedAt:     s.AppliedAt.UTC(),
+		At:            time.Now().UTC(),
+	}
+	b, err := json.Marshal(r)
+	if err == nil {
+		err = w.c.nc.Publish(w.reportSubj, b)
+	}
+	if err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+		w.event(EventError, s.Version, "report", err)
+	}
+}

@@ -1,0 +1,215 @@
+package rollout
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cuecast/cuecast"
+)
+
+// Run: the running controller's loop over the bucket's watch and its ticker.
+
+// Run evaluates the active rollouts every Options.Interval until ctx is
+// cancelled, keeping its own view of the live reports. It returns nil when
+// ctx is cancelled, or an error when it cannot subscribe or watch.
+func (c *Controller) Run(ctx context.Context) error {
+	f := c.startFleet(ctx)
+	defer c.stopFleet(f)
+	w, err := c.kv.WatchAll(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped while starting: a clean stop, not a failure
+		}
+		return fmt.Errorf("run rollout controller: watch %s: %w", Bucket, err)
+	}
+	defer func() { _ = w.Stop() }()
+	rn := &runner{c: c, ctx: ctx, f: f, busy: map[string]*known{}}
+	tick := time.NewTicker(c.o.Interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case e, ok := <-w.Updates():
+			if !ok {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return fmt.Errorf("run rollout controller: watch %s stopped", Bucket)
+			}
+			if e != nil {
+				rn.update(e)
+			}
+		case <-tick.C:
+			rn.tick()
+			c.ticks.Add(1)
+		}
+	}
+}
+
+// startFleet starts the running controller's view of the live reports
+// (reports reads it while it is set).
+func (c *Controller) startFleet(ctx context.Context) *fleet {
+	f := newFleet(c.liveFor(ctx), c.o.Now)
+	f.subscribe = func(cfg cuecast.ConfigPath) (*nats.Subscription, error) {
+		sub, err := c.nc.Subscribe(cuecast.ReportWildcard(cfg), f.handle)
+		if err != nil {
+			return nil, err
+		}
+		// Subscribed at the server before the stream is listed: no
+		// report falls between the two.
+		if err := c.nc.FlushTimeout(5 * time.Second); err != nil {
+			_ = sub.Unsubscribe()
+			return nil, err
+		}
+		return sub, nil
+	}
+	c.fmu.Lock()
+	c.fleet = f
+	c.fmu.Unlock()
+	return f
+}
+
+func (c *Controller) stopFleet(f *fleet) {
+	c.fmu.Lock()
+	c.fleet = nil
+	c.fmu.Unlock()
+	f.close()
+}
+
+// runner is Run's state between events.
+type runner struct {
+	c   *Controller
+	ctx context.Context
+	f   *fleet
+	// busy holds the record of every config with work to do, as last
+	// seen in the watch or written here, so that a tick that changes
+	// nothing reads nothing; rev 0 means "read it".
+	busy     map[string]*known
+	lastFull time.Time
+}
+
+// step settles the config of key k from what the runner knows of it.
+func (rn *runner) step(k string, kn *known) {
+	c := rn.c
+	c.mu.Lock()
+	var start *Record
+	if kn.rev != 0 {
+		start = &kn.rec
+	}
+	rec, rev, err := c.settleFrom(rn.ctx, configOfKey(k), start, kn.rev, false)
+	c.mu.Unlock()
+	if rev >= kn.rev || rev == 0 {
+		kn.rec, kn.rev = rec, rev
+	}
+	kn.judged = c.o.Now()
+	if err != nil && rn.ctx.Err() == nil {
+		c.log.Error("rollout step failed; retrying", "config", configOfKey(k), "err", err)
+	}
+}
+
+// update takes a record from the bucket's watch: one with no work to do is
+// forgotten, one written by another (an operator, Deploy) is carried out
+// now, not at the next tick: a rollback must reach the fleet in seconds.
+func (rn *runner) update(e jetstream.KeyValueEntry) {
+	k := e.Key()
+	var rec Record
+	if e.Operation() != jetstream.KeyValuePut || json.Unmarshal(e.Value(), &rec) != nil {
+		rn.forget(k)
+		return
+	}
+	kn := rn.busy[k]
+	if kn != nil && kn.rev > e.Revision() {
+		return // older than what this controller wrote since
+	}
+	if !needsWork(rec) {
+		rn.forget(k)
+		return
+	}
+	if kn == nil {
+		kn = &known{}
+		rn.busy[k] = kn
+	}
+	own := rn.c.ownWrite(k, e.Revision())
+	kn.rec, kn.rev = rec, e.Revision()
+	if !own {
+		rn.step(k, kn)
+	}
+}
+
+func (rn *runner) forget(k string) {
+	delete(rn.busy, k)
+	rn.f.untrack(configOfKey(k))
+}
+
+// tick judges, every Interval, each active rollout whose judgement may
+// have changed, from the record in memory and the fleet view: one of its
+// instances reported something new, or its wait or hold ended since it was
+// last judged (so a hold ends within one Interval of its deadline), and
+// every quarter heartbeat anyway (reports expire, silent instances are
+// read). A tick that changes nothing costs no I/O.
+func (rn *runner) tick() {
+	now := rn.c.o.Now()
+	full := now.Sub(rn.lastFull) >= rn.c.o.Heartbeat/4
+	if full {
+		rn.lastFull = now
+	}
+	for k, kn := range rn.busy {
+		if full || kn.due(now, rn.f.takeChanged(configOfKey(k))) {
+			rn.step(k, kn)
+		}
+	}
+}
+
+// known is a record and its revision as the running controller last saw
+// it, and when it was last judged.
+type known struct {
+	rec    Record
+	rev    uint64
+	judged time.Time
+}
+
+// due says whether the record must be judged again at now: it is not a
+// waiting, holding or staging rollout (those steps are short, or write
+// pointers), a new report arrived, or a deadline passed since the last
+// judgement.
+func (kn *known) due(now time.Time, newReport bool) bool {
+	r := kn.rec.Current
+	if kn.rev == 0 || kn.rec.Pin != nil || kn.rec.Pending > 0 || r == nil || newReport {
+		return true
+	}
+	if r.State != StateWaiting && r.State != StateHolding && r.State != StateStaging {
+		return true
+	}
+	for _, t := range [3]time.Time{r.WaitUntil, r.HoldUntil, r.EnoughBy} {
+		if !t.IsZero() && !now.Before(t) && kn.judged.Before(t) {
+			return true
+		}
+	}
+	return false
+}
+
+// acts says whether rec's next step may move pointers before it saves.
+func acts(rec Record) bool {
+	if rec.Pin != nil || rec.Pending > 0 {
+		return true
+	}
+	r := rec.Current
+	return r != nil && r.State != StateWaiting && r.State != StateHolding
+}
+
+func needsWork(rec Record) bool {
+	if rec.Pin != nil {
+		return !rec.Pin.Applied
+	}
+	if rec.Pending > 0 {
+		return true
+	}
+	r := rec.Current
+	return r != nil && (r.State.Active() || (r.State == StateHalted && !r.Reverted))
+}

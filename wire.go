@@ -1,0 +1,62 @@
+package cuecast
+
+import "strings"
+
+// The wire vocabulary of docs/PROTOCOL.md: stream, header and subject
+// prefix names, spelled once here for the distributor that writes them and
+// the client that reads them.
+const (
+	// Stream holds versions, chunks and pointers, so a mirror can never show
+	// a pointer before the content it names.
+	Stream = "CUECAST"
+	// ReportStream holds the live reports, one per instance and config.
+	ReportStream = "CUECAST_REPORTS"
+
+	// HeaderMeta carries the compact Version JSON on a version message.
+	HeaderMeta = "Cuecast-Meta"
+	// HeaderPointer carries the Pointer JSON on a pointer message; the body
+	// is the version's content when the pointer says inline, else empty.
+	HeaderPointer = "Cuecast-Pointer"
+	// HeaderChunkVersion names the version a chunk belongs to.
+	HeaderChunkVersion = "Cuecast-Version"
+	// HeaderChunk is "i/n", 1-based, on each chunk message.
+	HeaderChunk = "Cuecast-Chunk"
+
+	// StoredPrefix is the first token of every subject Stream stores
+	// (versions, chunks, pointers): cc.<ns>.….
+	StoredPrefix = "cc"
+	// RepublishPrefix replaces StoredPrefix on the core subjects Stream
+	// RePublishes onto, which instances subscribe to: ccr.<ns>.….
+	RepublishPrefix = "ccr"
+	// ReportPrefix is the first token of every report subject: ccs.<ns>.….
+	ReportPrefix = "ccs"
+)
+
+// Republished is the core subject Stream RePublishes the stored subject
+// subj onto: "cc.svc.p.3.flags" ▶ "ccr.svc.p.3.flags".
+func Republished(subj string) string {
+	return RepublishPrefix + strings.TrimPrefix(subj, StoredPrefix)
+}
+
+// Consistency is a namespace's (or a config's) consistency class, as
+// written in the manifest.
+type Consistency string
+
+// The consistency classes (docs/ROLLOUT.md).
+const (
+	// Relaxed rolls a version out stage by stage; instances of a config may
+	// run different versions meanwhile.
+	Relaxed Consistency = "relaxed"
+	// Strict stages a version on every instance, then activates it
+	// everywhere at once (two-phase cutover).
+	Strict Consistency = "strict"
+)
+
+// ShortCommit abbreviates a commit hash for people to read: its first 12
+// hex digits (or all of it when shorter).
+func ShortCommit(sha string) string {
+	if len(sha) > 12 {
+		return sha[:12]
+	}
+	return sha
+}

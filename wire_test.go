@@ -1,0 +1,35 @@
+package cuecast_test
+
+import (
+	"testing"
+
+	"github.com/cuecast/cuecast"
+)
+
+func TestRepublished(t *testing.T) {
+	cfg := cuecast.ConfigPath("svc/app/flags")
+	for _, tc := range []struct{ stored, want string }{
+		{cuecast.PointerSubject(cfg, 3), "ccr.svc.p.3.app.flags"},
+		{cuecast.AllPointerSubject(cfg), "ccr.svc.p.all.app.flags"},
+		{cuecast.InstancePointerSubject(cfg, "i-1"), "ccr.svc.i.i-1.app.flags"},
+		{cuecast.StagedSubject(cfg), "ccr.svc.s.app.flags"},
+		{cuecast.ActivationSubject(cfg), "ccr.svc.a.app.flags"},
+	} {
+		if got := cuecast.Republished(tc.stored); got != tc.want {
+			t.Errorf("Republished(%q) = %q, want %q", tc.stored, got, tc.want)
+		}
+	}
+}
+
+func TestShortCommit(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"", ""},
+		{"abc", "abc"},
+		{"0123456789ab", "0123456789ab"},
+		{"0123456789abcdef0123456789abcdef01234567", "0123456789ab"},
+	} {
+		if got := cuecast.ShortCommit(tc.in); got != tc.want {
+			t.Errorf("ShortCommit(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
