@@ -61,11 +61,11 @@ func demoPolicy() cuecast.Policy {
 // exists yet) and every later version of the demo's config in stages.
 type demoPolicies struct{}
 
-func (demoPolicies) Policy(_ context.Context, v cuecast.Version) (cuecast.Policy, string, error) {
+func (demoPolicies) Policy(_ context.Context, v cuecast.Version) (cuecast.Policy, cuecast.Consistency, error) {
 	if v.Config == demoConfig && v.Version > 1 {
-		return demoPolicy(), rollout.Relaxed, nil
+		return demoPolicy(), cuecast.Relaxed, nil
 	}
-	return cuecast.DefaultPolicy(), rollout.Relaxed, nil
+	return cuecast.DefaultPolicy(), cuecast.Relaxed, nil
 }
 
 func newDemoCmd(env *Env, runF func(*cobra.Command, *DemoOptions) error) *cobra.Command {
