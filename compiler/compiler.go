@@ -56,6 +56,10 @@ type Options struct {
 	// forceUnify turns off the wrapper packages (wrapConfig), so tests can
 	// check that both ways of applying a namespace schema agree.
 	forceUnify bool
+	// onBatchLoad, when set, is told how many files the loader is offered
+	// for each batch of configs, so a test can check that it does not
+	// grow with the repo.
+	onBatchLoad func(files int)
 }
 
 // Result is what a compile found. Invalid configs are reported in Errors and

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/fstest"
@@ -388,5 +389,35 @@ func TestParallelMatchesSerial(t *testing.T) {
 		if !slices.Equal(par.Errors, serial.Errors) {
 			t.Errorf("workers=%d: errors differ:\n%v\nwant\n%v", w, par.Errors, serial.Errors)
 		}
+	}
+}
+
+// TestLoadDoesNotGrowWithRepo guards against the loader being offered the
+// whole repo for every batch of configs: it lists each package's ancestor
+// directories, a namespace directory lists all its configs, and compiling
+// n configs took time in n². What a batch is offered must not depend on
+// how many configs the repo holds.
+func TestLoadDoesNotGrowWithRepo(t *testing.T) {
+	maxFiles := func(configs int) int {
+		t.Helper()
+		files := gen.Repo(gen.Options{Configs: configs, Seed: 5})
+		var mu sync.Mutex
+		most := 0
+		res, err := compiler.CompileLoads(context.Background(), "gen", compiler.Options{FS: files.MapFS()}, func(n int) {
+			mu.Lock()
+			defer mu.Unlock()
+			most = max(most, n)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res.OK() || len(res.Outputs) != configs {
+			t.Fatalf("%d configs: %d outputs, errors %v", configs, len(res.Outputs), res.Errors)
+		}
+		return most
+	}
+	small, large := maxFiles(60), maxFiles(240)
+	if small == 0 || large > small+5 {
+		t.Errorf("the loader is offered up to %d files per batch with 60 configs and %d with 240; want about the same", small, large)
 	}
 }

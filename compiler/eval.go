@@ -204,7 +204,11 @@ func (c *compilation) loadBatch(jobs []job) (insts []*build.Instance, err error)
 			dirs = append(dirs, j.wrapDir)
 		}
 	}
-	loaded := load.Instances(args, c.loadConfigFor(dirs))
+	cfg := c.loadConfigFor(dirs)
+	if c.opts.onBatchLoad != nil {
+		c.opts.onBatchLoad(len(cfg.Overlay))
+	}
+	loaded := load.Instances(args, cfg)
 	insts = make([]*build.Instance, 2*len(jobs))
 	copy(insts, loaded[:len(jobs)])
 	for n, k := range wrapAt {
