@@ -183,7 +183,8 @@ func (c *compilation) runJobs(ctx context.Context, jobs []job) error {
 }
 
 // loadBatch loads the configs of jobs, then their wrapper packages: the
-// result has 2*len(jobs) entries, nil for a config without a wrapper. A
+// result has 2*len(jobs) entries, nil for a config without a wrapper or
+// whose wrapper did not load. A
 // panic in the loader is a bug in CUE; it is returned as an error.
 func (c *compilation) loadBatch(jobs []job) (insts []*build.Instance, err error) {
 	defer func() {
@@ -191,16 +192,10 @@ func (c *compilation) loadBatch(jobs []job) (insts []*build.Instance, err error)
 			insts, err = nil, fmt.Errorf("internal error loading %s…: %v", jobs[0].cfg, p)
 		}
 	}()
-	var args, dirs []string
-	var wrapAt []int
+	var dirs []string
 	for _, j := range jobs {
-		args = append(args, "./"+string(j.cfg))
 		dirs = append(dirs, j.deps...)
-	}
-	for k, j := range jobs {
 		if j.wrapDir != "" {
-			wrapAt = append(wrapAt, k)
-			args = append(args, "./"+j.wrapDir)
 			dirs = append(dirs, j.wrapDir)
 		}
 	}
@@ -208,13 +203,58 @@ func (c *compilation) loadBatch(jobs []job) (insts []*build.Instance, err error)
 	if c.opts.onBatchLoad != nil {
 		c.opts.onBatchLoad(len(cfg.Overlay))
 	}
+	// A config with a wrapper is loaded only as the wrapper's import:
+	// loaded as an argument as well, under its unqualified import path, it
+	// would be built a second time.
+	args := make([]string, len(jobs))
+	for k, j := range jobs {
+		args[k] = "./" + string(j.cfg)
+		if j.wrapDir != "" && j.schema.inst != nil {
+			args[k] = "./" + j.wrapDir
+		}
+	}
 	loaded := load.Instances(args, cfg)
 	insts = make([]*build.Instance, 2*len(jobs))
-	copy(insts, loaded[:len(jobs)])
-	for n, k := range wrapAt {
-		insts[len(jobs)+k] = loaded[len(jobs)+n]
+	var retry []int
+	for k, j := range jobs {
+		l := loaded[k]
+		if args[k] == "./"+string(j.cfg) {
+			insts[k] = l
+			continue
+		}
+		if l.Err == nil {
+			if ci := importOf(l, c.modPath+"/"+string(j.cfg)); ci != nil {
+				insts[k], insts[len(jobs)+k] = ci, l
+				continue
+			}
+		}
+		retry = append(retry, k)
+	}
+	if len(retry) > 0 {
+		// The wrapper did not load: load the config itself, whose errors
+		// are the ones to report (eval then applies the schema with
+		// Value.Unify, as for a config without a wrapper).
+		args = args[:0]
+		for _, k := range retry {
+			args = append(args, "./"+string(jobs[k].cfg))
+		}
+		again := load.Instances(args, c.loadConfigFor(dirs))
+		for n, k := range retry {
+			insts[k] = again[n]
+		}
 	}
 	return insts, nil
+}
+
+// importOf returns the instance inst imports under path, with or without a
+// package qualifier, or nil.
+func importOf(inst *build.Instance, path string) *build.Instance {
+	for _, imp := range inst.Imports {
+		if imp.ImportPath == path || strings.HasPrefix(imp.ImportPath, path+":") {
+			return imp
+		}
+	}
+	return nil
 }
 
 // evalWithTimeout runs one evaluation with the per-config time limit. CUE
