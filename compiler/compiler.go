@@ -37,7 +37,9 @@ type Options struct {
 	// not read; repoDir then only labels log lines. The tailer and the PR
 	// check pass a file system over a Git tree.
 	FS fs.FS
-	// Workers is how many configs evaluate at once; default runtime.NumCPU().
+	// Workers is how many goroutines load and evaluate configs at once,
+	// each a batch at a time with its own CUE context; default
+	// runtime.NumCPU(). The Result does not depend on it.
 	Workers int
 	// Timeout bounds each config's evaluation; default DefaultTimeout.
 	Timeout time.Duration
