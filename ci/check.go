@@ -104,14 +104,17 @@ func Check(ctx context.Context, repoDir string, opts Options) (*Report, error) {
 		baseC = bases[0]
 		rep.MergeBase = baseC.Hash.String()
 	}
-	changed, err := changedFiles(baseC, headC)
+	// One object cache for the whole check: the two trees share almost
+	// every object, and the base is read twice (planned, then compiled).
+	cache := gitfs.NewCache(checkCacheObjects)
+	changed, err := changedFiles(r, cache, baseC, headC)
 	if err != nil {
 		return nil, err
 	}
 	rep.ChangedFiles = changed
 
 	start := time.Now()
-	base, err := compileAt(ctx, r, repoDir, baseC, nil, true, opts)
+	base, err := compileAt(ctx, r, cache, repoDir, baseC, nil, true, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -136,7 +139,7 @@ func Check(ctx context.Context, repoDir string, opts Options) (*Report, error) {
 		// the repo where compile looks and no config does (a symlinked
 		// directory, a file lint): plan the head, which reads and lints
 		// every file the way compile does and evaluates nothing.
-		head, err = compileAt(ctx, r, repoDir, headC, nil, true, opts)
+		head, err = compileAt(ctx, r, cache, repoDir, headC, nil, true, opts)
 		if err != nil {
 			return nil, err
 		}
@@ -145,7 +148,7 @@ func Check(ctx context.Context, repoDir string, opts Options) (*Report, error) {
 		}
 	default:
 		start = time.Now()
-		head, err = compileAt(ctx, r, repoDir, headC, targets, false, opts)
+		head, err = compileAt(ctx, r, cache, repoDir, headC, targets, false, opts)
 		if err != nil {
 			return nil, err
 		}
@@ -156,7 +159,7 @@ func Check(ctx context.Context, repoDir string, opts Options) (*Report, error) {
 			// through a dependency only the head has.
 			merged := base.Index.Merge(head.Index, head.Configs)
 			if extra := without(merged.Affected(changed), targets); len(extra) > 0 {
-				more, err := compileAt(ctx, r, repoDir, headC, extra, false, opts)
+				more, err := compileAt(ctx, r, cache, repoDir, headC, extra, false, opts)
 				if err != nil {
 					return nil, err
 				}
@@ -174,7 +177,7 @@ func Check(ctx context.Context, repoDir string, opts Options) (*Report, error) {
 		if !everything {
 			only = targets
 		}
-		compiled, err := compileAt(ctx, r, repoDir, baseC, only, false, opts)
+		compiled, err := compileAt(ctx, r, cache, repoDir, baseC, only, false, opts)
 		if err != nil {
 			return nil, err
 		}
@@ -257,8 +260,8 @@ func resolve(r *git.Repository, which, rev string) (*object.Commit, error) {
 // compileAt compiles commit c's tree from the object store. A tree without
 // cue.mod/module.cue compiles to an empty result at the base and to an error
 // at the head (the caller decides by looking at Manifest).
-func compileAt(ctx context.Context, r *git.Repository, repoDir string, c *object.Commit, configs []cuecast.ConfigPath, planOnly bool, opts Options) (*compiler.Result, error) {
-	fsys, err := gitfs.New(r.Storer, c.TreeHash, c.Committer.When)
+func compileAt(ctx context.Context, r *git.Repository, cache *gitfs.Cache, repoDir string, c *object.Commit, configs []cuecast.ConfigPath, planOnly bool, opts Options) (*compiler.Result, error) {
+	fsys, err := cache.FS(r.Storer, c.TreeHash, c.Committer.When)
 	if err != nil {
 		return nil, fmt.Errorf("read tree of %s: %w", cuecast.ShortCommit(c.Hash.String()), err)
 	}
@@ -294,32 +297,20 @@ func mergeResults(res, more *compiler.Result) {
 	}
 }
 
+// checkCacheObjects bounds the objects (trees, and blobs up to 64 KiB) a
+// check keeps decoded: enough for both revisions of a repo of ~5,000
+// configs; a bigger repo only reads some objects twice.
+const checkCacheObjects = 16384
+
 // changedFiles lists the paths that differ between the trees of base and
-// head: modified, added and deleted files, both names of a rename.
-func changedFiles(base, head *object.Commit) ([]string, error) {
-	bt, err := base.Tree()
-	if err != nil {
-		return nil, fmt.Errorf("read tree of %s: %w", cuecast.ShortCommit(base.Hash.String()), err)
-	}
-	ht, err := head.Tree()
-	if err != nil {
-		return nil, fmt.Errorf("read tree of %s: %w", cuecast.ShortCommit(head.Hash.String()), err)
-	}
-	changes, err := object.DiffTree(bt, ht)
+// head: modified, added and deleted files, both names of a rename. Subtrees
+// with equal hashes are not read.
+func changedFiles(r *git.Repository, cache *gitfs.Cache, base, head *object.Commit) ([]string, error) {
+	out, err := gitfs.Diff(r.Storer, cache, base.TreeHash, head.TreeHash)
 	if err != nil {
 		return nil, fmt.Errorf("diff %s..%s: %w", cuecast.ShortCommit(base.Hash.String()), cuecast.ShortCommit(head.Hash.String()), err)
 	}
-	var out []string
-	for _, ch := range changes {
-		if ch.From.Name != "" {
-			out = append(out, ch.From.Name)
-		}
-		if ch.To.Name != "" {
-			out = append(out, ch.To.Name)
-		}
-	}
-	slices.Sort(out)
-	return slices.Compact(out), nil
+	return out, nil
 }
 
 // touchesAll reports a change that can alter every config: the module or the

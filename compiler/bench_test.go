@@ -51,8 +51,10 @@ func mustCompile(b *testing.B, dir string, opts compiler.Options) *compiler.Resu
 	return res
 }
 
+// BenchmarkCompileFull includes 5,000 and 10,000 configs so that
+// superlinear growth shows: cpu-ms/op divided by configs should stay flat.
 func BenchmarkCompileFull(b *testing.B) {
-	for _, n := range []int{200, 2000} {
+	for _, n := range []int{200, 2000, 5000, 10000} {
 		b.Run(fmt.Sprintf("configs=%d", n), func(b *testing.B) {
 			dir, _ := benchRepo(b, n)
 			b.ReportAllocs()

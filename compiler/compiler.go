@@ -46,7 +46,9 @@ type Options struct {
 	// not read; repoDir then only labels log lines. The tailer and the PR
 	// check pass a file system over a Git tree.
 	FS fs.FS
-	// Workers is how many configs evaluate at once; default runtime.NumCPU().
+	// Workers is how many goroutines load and evaluate configs at once,
+	// each a batch at a time with its own CUE context; default
+	// runtime.NumCPU(). The Result does not depend on it.
 	Workers int
 	// Timeout bounds each config's evaluation; default DefaultTimeout.
 	Timeout time.Duration
@@ -70,6 +72,10 @@ type Options struct {
 	// forceUnify turns off the wrapper packages (wrapConfig), so tests can
 	// check that both ways of applying a namespace schema agree.
 	forceUnify bool
+	// onBatchLoad, when set, is told how many files the loader is offered
+	// for each batch of configs, so a test can check that it does not
+	// grow with the repo.
+	onBatchLoad func(files int)
 }
 
 // Result is what a compile found. Invalid configs are reported in Errors and
@@ -203,16 +209,17 @@ func Compile(ctx context.Context, repoDir string, opts Options) (res *Result, er
 		return nil, fmt.Errorf("list repo %s: %w", repoDir, err)
 	}
 	c := &compilation{
-		opts:    opts,
-		fsys:    fsys,
-		root:    filepath.ToSlash(root),
-		tree:    tree,
-		mem:     newMemFS(),
-		headers: make(map[string]header),
-		read:    make(map[string]bool),
-		closure: make(map[string][]string),
-		secrets: secretPatterns(),
-		res:     &Result{Outputs: make(map[cuecast.ConfigPath]Output)},
+		opts:      opts,
+		fsys:      fsys,
+		root:      filepath.ToSlash(root),
+		tree:      tree,
+		mem:       newMemFS(),
+		headers:   make(map[string]header),
+		read:      make(map[string]bool),
+		closure:   make(map[string][]string),
+		embedDirs: make(map[string]bool),
+		secrets:   secretPatterns(),
+		res:       &Result{Outputs: make(map[cuecast.ConfigPath]Output)},
 	}
 	c.errs = append(c.errs, tree.errs...)
 	if err := c.run(ctx); err != nil {
@@ -245,10 +252,13 @@ type compilation struct {
 	headers map[string]header
 	read    map[string]bool // directories already read into mem
 	closure map[string][]string
-	modPath string
-	secrets []secretPattern
-	errs    []Error
-	res     *Result
+	// embedDirs are the directories whose packages embed files: readData
+	// copied the files below them into mem.
+	embedDirs map[string]bool
+	modPath   string
+	secrets   []secretPattern
+	errs      []Error
+	res       *Result
 }
 
 func (c *compilation) run(ctx context.Context) error {
@@ -357,23 +367,20 @@ func (c *compilation) run(ctx context.Context) error {
 		compile = append(compile, cp)
 	}
 
-	// Namespace schemas are loaded alongside the configs, and so is a
-	// wrapper package per config that unifies it with its schema (see
-	// wrapConfig).
-	schemaArgs := make(map[string]int) // import path -> index in args
-	args := make([]string, 0, 2*len(compile)+len(man.Namespaces))
-	for _, cp := range compile {
-		args = append(args, "./"+string(cp))
-	}
-	wrapArgs := make(map[cuecast.ConfigPath]int)
-	for _, cp := range compile {
-		if !c.opts.forceUnify {
+	// Each config gets a wrapper package that unifies it with its
+	// namespace schema (see wrapConfig).
+	wrapped := make(map[cuecast.ConfigPath]string)
+	if !c.opts.forceUnify {
+		for _, cp := range compile {
 			if dir, ok := c.wrapConfig(cp, man.Namespaces[cp.Namespace()].Schema); ok {
-				wrapArgs[cp] = len(args)
-				args = append(args, "./"+dir)
+				wrapped[cp] = dir
 			}
 		}
 	}
+	// The namespace schemas are loaded once, on their own; the configs are
+	// loaded in batches by the workers (see runJobs).
+	schemaArgs := make(map[string]int) // import path -> index in args
+	var args, schemaDirs []string
 	for _, ns := range sortedKeys(man.Namespaces) {
 		imp, _, ok := splitSchema(man.Namespaces[ns].Schema)
 		if !ok {
@@ -385,6 +392,9 @@ func (c *compilation) run(ctx context.Context) error {
 		if err := c.readImport(imp); err != nil {
 			return err
 		}
+		if dir, ok := c.importDir(imp); ok {
+			schemaDirs = append(append(schemaDirs, dir), c.closure[dir]...)
+		}
 		schemaArgs[imp] = len(args)
 		args = append(args, imp)
 	}
@@ -393,7 +403,7 @@ func (c *compilation) run(ctx context.Context) error {
 	}
 	var insts []*build.Instance
 	if len(args) > 0 {
-		insts = load.Instances(args, c.loadConfig())
+		insts = load.Instances(args, c.loadConfigFor(schemaDirs))
 	}
 
 	// Check each namespace schema once; configs of a namespace whose schema
@@ -425,17 +435,13 @@ func (c *compilation) run(ctx context.Context) error {
 		schemas[ns] = s
 	}
 
-	jobs := make([]job, 0, len(compile))
-	for i, cp := range compile {
+	var jobs []job
+	for _, cp := range compile {
 		s, ok := schemas[cp.Namespace()]
 		if !ok {
 			continue
 		}
-		j := job{cfg: cp, inst: insts[i], schema: s, ns: man.Namespaces[cp.Namespace()]}
-		if w, ok := wrapArgs[cp]; ok && s.inst != nil && insts[w].Err == nil {
-			j.wrap = insts[w]
-		}
-		jobs = append(jobs, j)
+		jobs = append(jobs, job{cfg: cp, schema: s, ns: man.Namespaces[cp.Namespace()], wrapDir: wrapped[cp], deps: deps[cp]})
 	}
 	if err := c.runJobs(ctx, jobs); err != nil {
 		return err
@@ -612,6 +618,46 @@ func (c *compilation) loadConfig() *load.Config {
 	for name, b := range c.mem.files {
 		ov[c.root+"/"+name] = load.FromBytes(b)
 	}
+	return c.loaderConfig(ov)
+}
+
+// loadConfigFor is loadConfig limited to the files packages in dirs can
+// read: the files directly in each of dirs (which must include the
+// ancestors of every package to load, as Compile's dependency lists do),
+// those below a directory whose package embeds files, the root's and
+// cue.mod's. The loader lists every ancestor directory of every package it
+// loads, and a listing holds the subdirectories too, so with the whole repo
+// in the overlay loading n configs of one namespace took time in n²: each
+// config listed (and the loader sorted) its namespace directory of n
+// entries.
+func (c *compilation) loadConfigFor(dirs []string) *load.Config {
+	ov := make(map[string]load.Source)
+	add := func(name string) { ov[c.root+"/"+name] = load.FromBytes(c.mem.files[name]) }
+	for _, name := range c.mem.filesIn(".") {
+		add(name)
+	}
+	for _, name := range c.mem.filesUnder("cue.mod") {
+		add(name)
+	}
+	seen := make(map[string]bool, len(dirs))
+	for _, d := range dirs {
+		if seen[d] {
+			continue
+		}
+		seen[d] = true
+		for _, name := range c.mem.filesIn(d) {
+			add(name)
+		}
+		if c.embedDirs[d] && d != "." {
+			for _, name := range c.mem.filesUnder(d) {
+				add(name)
+			}
+		}
+	}
+	return c.loaderConfig(ov)
+}
+
+func (c *compilation) loaderConfig(ov map[string]load.Source) *load.Config {
 	return &load.Config{
 		Overlay:    ov,
 		Dir:        c.root,
@@ -657,6 +703,7 @@ func (c *compilation) readDir(dir string) error {
 		embeds = embeds || c.headers[p].embeds
 	}
 	if embeds {
+		c.embedDirs[dir] = true
 		return c.readData(dir)
 	}
 	return nil

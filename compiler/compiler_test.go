@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/fstest"
@@ -336,5 +337,91 @@ schemas.#FeatureFlag & {
 		if got := string(res.Outputs[cp].JSON); got != want {
 			t.Errorf("%s = %s, want %s", cp, got, want)
 		}
+	}
+}
+
+// TestParallelMatchesSerial compiles a repo large enough for several load
+// batches per worker, with configs failing in different ways (a schema
+// conflict, an incomplete value, a missing import, a syntax error, a broken
+// shared library), serially and in parallel, and requires byte-identical
+// outputs and the same errors in the same order. Run it under -race.
+func TestParallelMatchesSerial(t *testing.T) {
+	o := gen.Options{Configs: 130, Seed: 11}
+	files := gen.Repo(o)
+	appendTo := func(i int, s string) {
+		p := gen.ConfigPath(o, i) + "/config.cue"
+		files[p] = append(append([]byte(nil), files[p]...), []byte(s)...)
+	}
+	appendTo(3, "port: 1\n")
+	appendTo(55, "extra: string\n")
+	appendTo(77, "bad: {\n")
+	appendTo(101, "replicas: \"three\"\n")
+	appendTo(128, "port: 2\n")
+	files[gen.ConfigPath(o, 90)+"/more.cue"] = []byte("package svc90\n\nimport \"" + gen.Module + "/lib/nosuch\"\n\nx: nosuch.X\n")
+	// lib/l7 is imported by every tenth config, in every batch.
+	files["lib/l7/l7.cue"] = append(append([]byte(nil), files["lib/l7/l7.cue"]...), []byte("Limits: cpu_millis: \"many\"\n")...)
+
+	compile := func(workers int) *compiler.Result {
+		t.Helper()
+		res, err := compiler.Compile(context.Background(), "gen", compiler.Options{FS: files.MapFS(), Workers: workers})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	serial := compile(1)
+	if len(serial.Outputs) < 100 || len(serial.Errors) < 15 {
+		t.Fatalf("want many outputs and errors, got %d and %d", len(serial.Outputs), len(serial.Errors))
+	}
+	workers := []int{2, 4}
+	if raceEnabled {
+		workers = []int{2}
+	}
+	for _, w := range workers {
+		par := compile(w)
+		if !slices.Equal(par.Configs, serial.Configs) {
+			t.Errorf("workers=%d: configs differ", w)
+		}
+		if len(par.Outputs) != len(serial.Outputs) {
+			t.Errorf("workers=%d: %d outputs, want %d", w, len(par.Outputs), len(serial.Outputs))
+		}
+		for cp, o := range serial.Outputs {
+			if got, ok := par.Outputs[cp]; !ok || !bytes.Equal(got.JSON, o.JSON) || got.Checksum != o.Checksum || !slices.Equal(got.Files, o.Files) {
+				t.Errorf("workers=%d: %s differs", w, cp)
+			}
+		}
+		if !slices.Equal(par.Errors, serial.Errors) {
+			t.Errorf("workers=%d: errors differ:\n%v\nwant\n%v", w, par.Errors, serial.Errors)
+		}
+	}
+}
+
+// TestLoadDoesNotGrowWithRepo guards against the loader being offered the
+// whole repo for every batch of configs: it lists each package's ancestor
+// directories, a namespace directory lists all its configs, and compiling
+// n configs took time in n². What a batch is offered must not depend on
+// how many configs the repo holds.
+func TestLoadDoesNotGrowWithRepo(t *testing.T) {
+	maxFiles := func(configs int) int {
+		t.Helper()
+		files := gen.Repo(gen.Options{Configs: configs, Seed: 5})
+		var mu sync.Mutex
+		most := 0
+		res, err := compiler.CompileLoads(context.Background(), "gen", compiler.Options{FS: files.MapFS()}, func(n int) {
+			mu.Lock()
+			defer mu.Unlock()
+			most = max(most, n)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res.OK() || len(res.Outputs) != configs {
+			t.Fatalf("%d configs: %d outputs, errors %v", configs, len(res.Outputs), res.Errors)
+		}
+		return most
+	}
+	small, large := maxFiles(60), maxFiles(240)
+	if small == 0 || large > small+5 {
+		t.Errorf("the loader is offered up to %d files per batch with 60 configs and %d with 240; want about the same", small, large)
 	}
 }

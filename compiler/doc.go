@@ -62,8 +62,17 @@
 //
 // # Concurrency and limits
 //
-// Configs evaluate on a pool of Options.Workers goroutines, each with its own
-// CUE context, replaced every 50 configs because a context only grows.
+// Configs load and evaluate on a pool of Options.Workers goroutines (default
+// one per CPU). The configs, sorted, are cut into batches of 50 neighbours;
+// a worker loads a batch with one call of the CUE loader over only the files
+// that batch can read (its configs' directories, their ancestors and
+// imports, cue.mod/ and the root), evaluates it in a fresh CUE context of its
+// own and drops both before the next batch. Offering the loader the whole
+// repo instead made loading quadratic (it lists every ancestor directory of
+// every package, and a namespace directory lists all its configs), and
+// holding every loaded instance made memory grow with the repo; now neither
+// does. Results are merged in config order, so serial and parallel compiles
+// give the same bytes and the same errors in the same order.
 // Options.Timeout bounds one config's evaluation; CUE cannot interrupt an
 // evaluation, so a config that exceeds it is reported (config/timeout) and
 // its goroutine is abandoned to finish in the background. CUE cannot say

@@ -15,6 +15,7 @@ import (
 	"cuelang.org/go/cue/build"
 	"cuelang.org/go/cue/cuecontext"
 	cueerrors "cuelang.org/go/cue/errors"
+	"cuelang.org/go/cue/load"
 	"cuelang.org/go/cue/token"
 
 	"github.com/cuecast/cuecast"
@@ -61,6 +62,10 @@ type job struct {
 	// namespace schema (see wrapConfig); it replaces inst for evaluation.
 	wrap *build.Instance
 	ns   Namespace
+	// wrapDir is the directory of the config's wrapper package, "" when
+	// there is none; deps are the directories its packages load from.
+	wrapDir string
+	deps    []string
 }
 
 type jobResult struct {
@@ -69,39 +74,72 @@ type jobResult struct {
 	errs []Error
 }
 
-// runJobs evaluates jobs on a bounded pool. Results are collected on this
-// goroutine and sorted afterwards, so the Result never depends on which
-// worker finished first.
+// runJobs loads and evaluates jobs on a bounded pool. The jobs, sorted by
+// config, are cut into batches of contextReuse neighbours; a worker loads a
+// batch with one load.Instances call over only the files it needs (see
+// loadConfigFor), evaluates its configs in one fresh CUE context and drops
+// it. So loading runs in parallel too, and no more than a batch per worker
+// of loaded packages and evaluated values is alive at a time. Results are
+// kept by job and merged in job order, so the Result never depends on
+// which worker finished first.
 func (c *compilation) runJobs(ctx context.Context, jobs []job) error {
 	if len(jobs) == 0 {
 		return nil
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	work := make(chan job)
-	results := make(chan jobResult)
+	type batch struct {
+		first int
+		jobs  []job
+	}
+	var batches []batch
+	for i := 0; i < len(jobs); i += contextReuse {
+		batches = append(batches, batch{first: i, jobs: jobs[i:min(i+contextReuse, len(jobs))]})
+	}
+	type indexed struct {
+		i     int
+		r     jobResult
+		fatal error
+	}
+	work := make(chan batch)
+	results := make(chan indexed)
 	var wg sync.WaitGroup
-	workers := min(c.opts.Workers, len(jobs))
+	workers := min(c.opts.Workers, len(batches))
 	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			w := &worker{}
-			for j := range work {
-				r := c.evalWithTimeout(ctx, w, j)
-				select {
-				case results <- r:
-				case <-ctx.Done():
+			for b := range work {
+				insts, err := c.loadBatch(b.jobs)
+				if err != nil {
+					select {
+					case results <- indexed{i: -1, fatal: err}:
+					case <-ctx.Done():
+					}
 					return
+				}
+				w.discard()
+				for k, j := range b.jobs {
+					j.inst = insts[k]
+					if wi := len(b.jobs) + k; j.wrapDir != "" && j.schema.inst != nil && insts[wi] != nil && insts[wi].Err == nil {
+						j.wrap = insts[wi]
+					}
+					r := c.evalWithTimeout(ctx, w, j)
+					select {
+					case results <- indexed{i: b.first + k, r: r}:
+					case <-ctx.Done():
+						return
+					}
 				}
 			}
 		}()
 	}
 	go func() {
 		defer close(work)
-		for _, j := range jobs {
+		for _, b := range batches {
 			select {
-			case work <- j:
+			case work <- b:
 			case <-ctx.Done():
 				return
 			}
@@ -110,18 +148,111 @@ func (c *compilation) runJobs(ctx context.Context, jobs []job) error {
 	go func() { wg.Wait(); close(results) }()
 
 	done := 0
+	got := make([]*jobResult, len(jobs))
+	var fatal error
 	for r := range results {
-		done++
-		if r.out != nil {
-			c.res.Outputs[r.cfg] = *r.out
+		if r.fatal != nil {
+			if fatal == nil {
+				fatal = r.fatal
+			}
+			cancel()
+			continue
 		}
-		c.errs = append(c.errs, r.errs...)
+		done++
+		got[r.i] = &r.r
 		if c.opts.Progress != nil {
 			c.opts.Progress(done, len(jobs))
 		}
 	}
+	if fatal != nil {
+		return fmt.Errorf("compile configs: %w", fatal)
+	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("compile configs: %w", err)
+	}
+	for _, r := range got {
+		if r == nil {
+			continue
+		}
+		if r.out != nil {
+			c.res.Outputs[r.cfg] = *r.out
+		}
+		c.errs = append(c.errs, r.errs...)
+	}
+	return nil
+}
+
+// loadBatch loads the configs of jobs, then their wrapper packages: the
+// result has 2*len(jobs) entries, nil for a config without a wrapper or
+// whose wrapper did not load. A
+// panic in the loader is a bug in CUE; it is returned as an error.
+func (c *compilation) loadBatch(jobs []job) (insts []*build.Instance, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			insts, err = nil, fmt.Errorf("internal error loading %s…: %v", jobs[0].cfg, p)
+		}
+	}()
+	var dirs []string
+	for _, j := range jobs {
+		dirs = append(dirs, j.deps...)
+		if j.wrapDir != "" {
+			dirs = append(dirs, j.wrapDir)
+		}
+	}
+	cfg := c.loadConfigFor(dirs)
+	if c.opts.onBatchLoad != nil {
+		c.opts.onBatchLoad(len(cfg.Overlay))
+	}
+	// A config with a wrapper is loaded only as the wrapper's import:
+	// loaded as an argument as well, under its unqualified import path, it
+	// would be built a second time.
+	args := make([]string, len(jobs))
+	for k, j := range jobs {
+		args[k] = "./" + string(j.cfg)
+		if j.wrapDir != "" && j.schema.inst != nil {
+			args[k] = "./" + j.wrapDir
+		}
+	}
+	loaded := load.Instances(args, cfg)
+	insts = make([]*build.Instance, 2*len(jobs))
+	var retry []int
+	for k, j := range jobs {
+		l := loaded[k]
+		if args[k] == "./"+string(j.cfg) {
+			insts[k] = l
+			continue
+		}
+		if l.Err == nil {
+			if ci := importOf(l, c.modPath+"/"+string(j.cfg)); ci != nil {
+				insts[k], insts[len(jobs)+k] = ci, l
+				continue
+			}
+		}
+		retry = append(retry, k)
+	}
+	if len(retry) > 0 {
+		// The wrapper did not load: load the config itself, whose errors
+		// are the ones to report (eval then applies the schema with
+		// Value.Unify, as for a config without a wrapper).
+		args = args[:0]
+		for _, k := range retry {
+			args = append(args, "./"+string(jobs[k].cfg))
+		}
+		again := load.Instances(args, c.loadConfigFor(dirs))
+		for n, k := range retry {
+			insts[k] = again[n]
+		}
+	}
+	return insts, nil
+}
+
+// importOf returns the instance inst imports under path, with or without a
+// package qualifier, or nil.
+func importOf(inst *build.Instance, path string) *build.Instance {
+	for _, imp := range inst.Imports {
+		if imp.ImportPath == path || strings.HasPrefix(imp.ImportPath, path+":") {
+			return imp
+		}
 	}
 	return nil
 }
@@ -175,9 +306,10 @@ func (c *compilation) timeoutError(j job) Error {
 }
 
 // contextReuse is how many configs one CUE context evaluates before it is
-// replaced. Reusing a context lets configs share the compiled form of the
-// packages they import (the cue CLI gets its speed the same way); replacing
-// it bounds memory, because a CUE context only grows.
+// replaced, and how many configs a worker loads at once (runJobs). Reusing
+// a context lets configs share the compiled form of the packages they
+// import (the cue CLI gets its speed the same way); replacing it bounds
+// memory, because a CUE context only grows.
 const contextReuse = 50
 
 // worker owns the CUE context of one pool goroutine. A context is never

@@ -19,3 +19,10 @@ func WithSharedTimeout(o Options, d time.Duration) Options {
 	o.sharedTimeout = d
 	return o
 }
+
+// CompileLoads compiles and calls onLoad with the number of files the
+// loader was offered for each batch of configs (see runJobs).
+func CompileLoads(ctx context.Context, repoDir string, opts Options, onLoad func(files int)) (*Result, error) {
+	opts.onBatchLoad = onLoad
+	return Compile(ctx, repoDir, opts)
+}

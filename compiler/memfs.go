@@ -55,6 +55,31 @@ func (m *memFS) snapshot(names []string) map[string][]byte {
 	return out
 }
 
+// filesIn returns the paths of the files directly in dir.
+func (m *memFS) filesIn(dir string) []string {
+	var out []string
+	for _, e := range m.dirs[dir] {
+		if !e.IsDir() {
+			out = append(out, path.Join(dir, e.Name()))
+		}
+	}
+	return out
+}
+
+// filesUnder returns the paths of the files in dir and below it.
+func (m *memFS) filesUnder(dir string) []string {
+	var out []string
+	for _, e := range m.dirs[dir] {
+		p := path.Join(dir, e.Name())
+		if e.IsDir() {
+			out = append(out, m.filesUnder(p)...)
+		} else {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 func (m *memFS) insert(dir string, e fs.DirEntry) {
 	ents := m.dirs[dir]
 	i, found := slices.BinarySearchFunc(ents, e.Name(), func(a fs.DirEntry, n string) int { return strings.Compare(a.Name(), n) })
