@@ -345,6 +345,8 @@ func Validate(s *Set) error {
 			switch {
 			case sv.Rollout != nil && sv.Variant != "":
 				fail(key, field, "both a variant and a rollout: serve one")
+			case sv.Rollout == nil && sv.Variant == "":
+				fail(key, field, "neither a variant nor a rollout: serve one")
 			case sv.Rollout == nil:
 				has(field+".variant", sv.Variant)
 			default:

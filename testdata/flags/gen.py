@@ -293,6 +293,8 @@ invalid = [
     inv("bad semver value", {"f": boolflag([rule([clause("a", "semverEq", ["1.2"])])])}, [("f", "rules[0].clauses[0].values[0]")]),
     inv("unknown operator", {"f": boolflag([rule([clause("a", "matches", ["x"])])])}, [("f", "rules[0].clauses[0].values[0]")]),
     inv("rule without clauses", {"f": boolflag([rule([])])}, [("f", "rules[0].clauses")]),
+    inv("variant and rollout", {"f": boolflag(fall=dict(rollout(half), variant="on"))}, [("f", "fallthrough")]),
+    inv("rule serves nothing", {"f": boolflag([{"clauses": [clause("a", "in", ["x"])]}])}, [("f", "rules[0]")]),
     inv("unknown type", {"f": dict(boolflag(), type="date")}, [("f", "type")]),
 ]
 unsupported = [{"name": "future schema", "set": {"schema": "cuecast.flags/v2", "flags": {}}}]
