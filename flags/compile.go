@@ -439,8 +439,52 @@ func Validate(s *Set) error {
 	return errors.Join(errs...)
 }
 
-// Keys returns the flag keys, sorted.
-func (e *Evaluator) Keys() []string { return slices.Clone(e.keys) }
+// Keys returns the flag keys, sorted (none for a nil Evaluator).
+func (e *Evaluator) Keys() []string {
+	if e == nil {
+		return nil
+	}
+	return slices.Clone(e.keys)
+}
 
-// Set returns the flag set the evaluator was compiled from. Do not modify it.
-func (e *Evaluator) Set() *Set { return e.set }
+// Set returns the flag set the evaluator was compiled from (nil for a nil
+// Evaluator). Do not modify it.
+func (e *Evaluator) Set() *Set {
+	if e == nil {
+		return nil
+	}
+	return e.set
+}
+
+// Changed lists the keys of the flags that differ between old and new
+// (added, removed or changed in any field), sorted: what an OpenFeature
+// PROVIDER_CONFIGURATION_CHANGED event names. Either may be nil.
+func Changed(old, new *Evaluator) []string {
+	var out []string
+	o, n := old.Set(), new.Set()
+	var of, nf map[string]Flag
+	if o != nil {
+		of = o.Flags
+	}
+	if n != nil {
+		nf = n.Flags
+	}
+	for k, f := range nf {
+		if g, ok := of[k]; !ok || !sameFlag(f, g) {
+			out = append(out, k)
+		}
+	}
+	for k := range of {
+		if _, ok := nf[k]; !ok {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func sameFlag(a, b Flag) bool {
+	x, err1 := json.Marshal(a)
+	y, err2 := json.Marshal(b)
+	return err1 == nil && err2 == nil && bytes.Equal(x, y)
+}

@@ -29,8 +29,12 @@ type Result struct {
 }
 
 // Evaluate evaluates flag key for ctx. It does not allocate. A key that is
-// not in the set gives Reason ERROR with ErrorFlagNotFound.
+// not in the set gives Reason ERROR with ErrorFlagNotFound, a nil
+// Evaluator (no version yet) ERROR with ErrorNotReady.
 func (e *Evaluator) Evaluate(key string, ctx Context) Result {
+	if e == nil {
+		return Result{Reason: ReasonError, ErrorCode: ErrorNotReady, Rule: -1, Position: -1}
+	}
 	f := e.flags[key]
 	if f == nil {
 		return Result{Reason: ReasonError, ErrorCode: ErrorFlagNotFound, Rule: -1, Position: -1}
@@ -40,6 +44,9 @@ func (e *Evaluator) Evaluate(key string, ctx Context) Result {
 
 // Type returns flag key's type and whether the set has it.
 func (e *Evaluator) Type(key string) (Type, bool) {
+	if e == nil {
+		return "", false
+	}
 	f := e.flags[key]
 	if f == nil {
 		return "", false
@@ -270,6 +277,9 @@ func (e *Evaluator) Object(key string, ctx Context, def map[string]any) (map[str
 }
 
 func (e *Evaluator) typed(key string, ctx Context, t Type) Result {
+	if e == nil {
+		return Result{Reason: ReasonError, ErrorCode: ErrorNotReady, Rule: -1, Position: -1}
+	}
 	f := e.flags[key]
 	if f == nil {
 		return Result{Reason: ReasonError, ErrorCode: ErrorFlagNotFound, Rule: -1, Position: -1}

@@ -167,6 +167,9 @@ type ErrorCode string
 const (
 	ErrorFlagNotFound ErrorCode = "FLAG_NOT_FOUND"
 	ErrorTypeMismatch ErrorCode = "TYPE_MISMATCH"
+	// ErrorNotReady: evaluated with a nil Evaluator (Watch has no
+	// version yet, or the config was deleted).
+	ErrorNotReady ErrorCode = "PROVIDER_NOT_READY"
 )
 
 // Sentinel errors.
