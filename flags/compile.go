@@ -31,6 +31,11 @@ type flag struct {
 	rules    []rule
 	fall     serve
 	static   bool
+	// attrs are the distinct attributes the rules' clauses read; with
+	// many rules and few attributes, an evaluation looks each up once
+	// (attrCache).
+	attrs  []string
+	cached bool
 }
 
 type variant struct {
@@ -62,6 +67,7 @@ type weight struct {
 
 type clause struct {
 	attr   string
+	idx    int // in flag.attrs
 	op     Op
 	negate bool
 	values []value
@@ -139,7 +145,12 @@ func (e *Evaluator) build(f *flag, src Flag) error {
 	for _, r := range src.Rules {
 		cr := rule{id: r.ID, serve: buildServe(r.Serve, idx)}
 		for _, c := range r.Clauses {
-			cc := clause{attr: c.Attribute, op: c.Op, negate: c.Negate}
+			ai := slices.Index(f.attrs, c.Attribute)
+			if ai < 0 {
+				ai = len(f.attrs)
+				f.attrs = append(f.attrs, c.Attribute)
+			}
+			cc := clause{attr: c.Attribute, idx: ai, op: c.Op, negate: c.Negate}
 			for _, raw := range c.Values {
 				v, err := clauseValue(c.Op, raw)
 				if err != nil {
@@ -156,6 +167,7 @@ func (e *Evaluator) build(f *flag, src Flag) error {
 	} else {
 		f.fall = serve{variant: f.def}
 	}
+	f.cached = len(f.rules) > cacheMinRules && len(f.attrs) <= cacheAttrs
 	f.static = len(f.prereqs) == 0 && len(f.rules) == 0 && f.fall.weights == nil
 	return nil
 }

@@ -72,9 +72,13 @@ func (f *flag) eval(ctx Context) Result {
 			return f.result(f.off, ReasonPrerequisiteFailed)
 		}
 	}
+	var ac *attrCache
+	if f.cached {
+		ac = new(attrCache) // on the stack: it does not escape
+	}
 	for i := range f.rules {
 		r := &f.rules[i]
-		if !r.matches(ctx) {
+		if !r.matches(ctx, ac) {
 			continue
 		}
 		res := f.serve(&r.serve, ctx, ReasonTargetingMatch)
@@ -110,32 +114,94 @@ func (f *flag) serve(s *serve, ctx Context, reason Reason) Result {
 	return res
 }
 
-// matches reports whether every clause matches.
-func (r *rule) matches(ctx Context) bool {
+// cacheMinRules and cacheAttrs bound when an evaluation caches attribute
+// lookups: more rules than cacheMinRules reading at most cacheAttrs
+// distinct attributes.
+const (
+	cacheMinRules = 4
+	cacheAttrs    = 8
+)
+
+// attrCache holds one evaluation's attribute lookups and parsed versions,
+// by index in flag.attrs.
+type attrCache struct {
+	vals     [cacheAttrs]any
+	state    [cacheAttrs]uint8 // 0 not looked up, 1 present, 2 missing
+	ver      [cacheAttrs]version
+	verState [cacheAttrs]uint8 // 0 not parsed, 1 a version, 2 not one
+}
+
+// matches reports whether every clause matches; ac may be nil.
+func (r *rule) matches(ctx Context, ac *attrCache) bool {
 	for i := range r.clauses {
-		if !r.clauses[i].matches(ctx) {
+		if !r.clauses[i].matches(ctx, ac) {
 			return false
 		}
 	}
 	return true
 }
 
-func (c *clause) matches(ctx Context) bool {
+func (c *clause) lookup(ctx Context, ac *attrCache) (any, bool) {
+	if ac == nil {
+		a, ok := ctx[c.attr]
+		return a, ok && a != nil
+	}
+	switch ac.state[c.idx] {
+	case 1:
+		return ac.vals[c.idx], true
+	case 2:
+		return nil, false
+	}
 	a, ok := ctx[c.attr]
 	if !ok || a == nil {
+		ac.state[c.idx] = 2
+		return nil, false
+	}
+	ac.vals[c.idx], ac.state[c.idx] = a, 1
+	return a, true
+}
+
+func (c *clause) matches(ctx Context, ac *attrCache) bool {
+	a, ok := c.lookup(ctx, ac)
+	if !ok {
 		return false // a missing attribute never matches, negated or not
 	}
 	for i := range c.values {
-		if c.match(a, &c.values[i]) {
+		if c.match(a, &c.values[i], ac) {
 			return !c.negate
 		}
 	}
 	return c.negate
 }
 
+// semver parses attribute a (a string) as a version, once per evaluation
+// when ac is not nil.
+func (c *clause) semver(a any, ac *attrCache) (version, bool) {
+	if ac != nil {
+		switch ac.verState[c.idx] {
+		case 1:
+			return ac.ver[c.idx], true
+		case 2:
+			return version{}, false
+		}
+	}
+	s, ok := a.(string)
+	var v version
+	if ok {
+		v, ok = parseVersion(s)
+	}
+	if ac != nil {
+		ac.ver[c.idx], ac.verState[c.idx] = v, 2
+		if ok {
+			ac.verState[c.idx] = 1
+		}
+	}
+	return v, ok
+}
+
 // match compares attribute a with one value; a type that does not suit the
 // operator does not match.
-func (c *clause) match(a any, v *value) bool {
+func (c *clause) match(a any, v *value, ac *attrCache) bool {
 	switch c.op {
 	case OpIn:
 		switch v.kind {
@@ -174,11 +240,7 @@ func (c *clause) match(a any, v *value) bool {
 			return n >= v.num
 		}
 	case OpSemverEq, OpSemverLt, OpSemverGt:
-		s, ok := a.(string)
-		if !ok {
-			return false
-		}
-		sv, ok := parseVersion(s)
+		sv, ok := c.semver(a, ac)
 		if !ok {
 			return false
 		}

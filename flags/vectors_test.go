@@ -65,6 +65,18 @@ func readVectors(t *testing.T) vectors {
 
 // TestVectors runs the language-neutral vectors every SDK runs.
 func TestVectors(t *testing.T) {
+	runVectors(t, 0)
+}
+
+// TestVectorsCached runs them again with padding rules in front of every
+// rule, which never match but read the attributes first: the evaluation
+// then caches attribute lookups and parsed versions (more than four rules),
+// and must not change any result.
+func TestVectorsCached(t *testing.T) {
+	runVectors(t, 5)
+}
+
+func runVectors(t *testing.T, pad int) {
 	v := readVectors(t)
 	if len(v.Cases) < 200 {
 		t.Errorf("%d cases, the issue asks for at least 200", len(v.Cases))
@@ -76,6 +88,9 @@ func TestVectors(t *testing.T) {
 	}
 	sets := map[string]*flags.Evaluator{}
 	for name, raw := range v.Sets {
+		if pad > 0 {
+			raw = padRules(t, raw, pad)
+		}
 		e, err := flags.Compile(raw)
 		if err != nil {
 			t.Fatalf("set %s: %v", name, err)
@@ -116,7 +131,7 @@ func TestVectors(t *testing.T) {
 		}
 		wantRule := -1
 		if w.Rule != nil {
-			wantRule = *w.Rule
+			wantRule = *w.Rule + pad
 		}
 		if r.Rule != wantRule {
 			t.Errorf("%s: rule %d, want %d", c.Name, r.Rule, wantRule)
@@ -148,6 +163,43 @@ func TestVectors(t *testing.T) {
 			t.Errorf("%s: Compile: %v, want ErrUnsupportedSchema", c.Name, err)
 		}
 	}
+}
+
+// padRules puts n rules that never match in front of each flag's rules
+// (of a flag that has some), reading the attributes its rules read.
+func padRules(t *testing.T, raw []byte, n int) []byte {
+	t.Helper()
+	var s flags.Set
+	if err := json.Unmarshal(raw, &s); err != nil {
+		t.Fatal(err)
+	}
+	for k, f := range s.Flags {
+		if len(f.Rules) == 0 {
+			continue
+		}
+		var pad []flags.Rule
+		for i := range n {
+			for _, r := range f.Rules {
+				for _, c := range r.Clauses {
+					never := []flags.Clause{
+						{Attribute: c.Attribute, Op: flags.OpSemverGt, Values: []flags.RawVariant{flags.RawVariant(`"999.0.0"`)}},
+						{Attribute: c.Attribute, Op: flags.OpIn, Values: []flags.RawVariant{flags.RawVariant(`"\u0000never"`)}},
+						{Attribute: c.Attribute, Op: flags.OpGt, Values: []flags.RawVariant{flags.RawVariant(`1e300`)}},
+					}[i%3]
+					pad = append(pad, flags.Rule{Clauses: []flags.Clause{never}, Serve: flags.Serve{Variant: f.OffVariant}})
+					break
+				}
+				break
+			}
+		}
+		f.Rules = append(pad, f.Rules...)
+		s.Flags[k] = f
+	}
+	b, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 func hasFieldError(err error, flag, field string) bool {

@@ -29,13 +29,13 @@ const cfg = cuecast.ConfigPath("payments/flags")
 // env is an embedded NATS server with a signing distributor, as in
 // client/integration.
 type env struct {
-	t   *testing.T
+	t   testing.TB
 	srv *natstest.Server
 	d   *distributor.Distributor
 	pub string
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	e := &env{t: t, srv: natstest.Start(t)}
 	dnc := e.srv.Connect(t)
