@@ -1,7 +1,10 @@
 package schemas_test
 
 import (
+	"cmp"
 	"errors"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 
@@ -14,6 +17,16 @@ import (
 
 // TestFlagSetSchema unifies configs with #FlagSet: valid ones export JSON
 // that flags.Compile accepts, invalid ones fail on the field named.
+func importLines(b []byte) int {
+	n := 0
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "import ") {
+			n++
+		}
+	}
+	return n
+}
+
 func TestFlagSetSchema(t *testing.T) {
 	ctx := cuecontext.New()
 	pkg := ctx.CompileBytes(schemas.Files()["flags.cue"], cue.Filename("flags.cue"))
@@ -89,6 +102,31 @@ func TestFlagSetSchema(t *testing.T) {
 			}
 		})
 	}
+	// Every shipped file is one package, as a repo vendors it: flags.cue
+	// must not collide with the others.
+	files := schemas.Files()
+	names := slices.Sorted(maps.Keys(files))
+	// The file with imports goes first, keeping its clauses; the others
+	// lose their package clause and may import only what it does.
+	slices.SortStableFunc(names, func(a, b string) int {
+		return cmp.Compare(importLines(files[b]), importLines(files[a]))
+	})
+	var all strings.Builder
+	for i, name := range names {
+		src := string(files[name])
+		if i > 0 {
+			src = strings.Replace(src, "package schemas", "", 1)
+			src = strings.Replace(src, `import "list"`, "", 1)
+			if importLines([]byte(src)) > 0 {
+				t.Fatalf("%s imports a package the first file does not", name)
+			}
+		}
+		all.WriteString(src + "\n")
+	}
+	if err := ctx.CompileString(all.String()).Err(); err != nil {
+		t.Fatalf("the shipped schemas do not compile as one package: %v", err)
+	}
+
 	// What CUE lets through, Validate catches.
 	in := ctx.CompileString(`flags: f: {type: "bool", variants: {a: true}, on: true, offVariant: "b", defaultVariant: "a"}`)
 	b, err := pkg.LookupPath(cue.ParsePath("#FlagSet")).Unify(in).MarshalJSON()
