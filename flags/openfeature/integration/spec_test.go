@@ -1,4 +1,4 @@
-package openfeature_test
+package integration_test
 
 import (
 	"context"
