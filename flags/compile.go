@@ -340,7 +340,7 @@ func Validate(s *Set) error {
 		}
 		for _, n := range slices.Sorted(mapKeys(f.Variants)) {
 			if _, err := decodeValue(f.Type, f.Variants[n]); err != nil {
-				fail(key, "variants."+n, "%v", err)
+				fail(key, "variants."+label(n), "%v", err)
 			}
 		}
 		if f.On == nil {

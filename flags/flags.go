@@ -3,6 +3,7 @@ package flags
 import (
 	"errors"
 	"fmt"
+	"strconv"
 )
 
 // Schema is the value of a flag set's "schema" field that this package
@@ -194,3 +195,28 @@ func (e *FieldError) Error() string {
 
 // Unwrap returns ErrInvalid.
 func (e *FieldError) Unwrap() error { return ErrInvalid }
+
+// Path is the field's path in the flag set config as CUE spells it
+// (cue.ParsePath), e.g. flags."checkout-v2".rules[0].variant: where the
+// compiler finds the file and line to report.
+func (e *FieldError) Path() string {
+	return "flags." + label(e.Flag) + "." + e.Field
+}
+
+// label quotes name unless it is a plain identifier (and not a keyword).
+func label(name string) string {
+	switch name {
+	case "true", "false", "null", "_", "if", "for", "in", "let", "import", "package":
+		return strconv.Quote(name)
+	}
+	for i, c := range name {
+		letter := c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+		if !letter && (i == 0 || c < '0' || c > '9') {
+			return strconv.Quote(name)
+		}
+	}
+	if name == "" {
+		return `""`
+	}
+	return name
+}
