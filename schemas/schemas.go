@@ -1,6 +1,7 @@
 // Package schemas embeds the CUE shipped with cuecast: the manifest schema
 // (#Manifest) that every config repo's cuecast.cue is validated against, and
-// a reference #FeatureFlag for repos to copy.
+// a reference #FeatureFlag for repos to copy, and #FlagSet (flags.cue), the
+// feature flags that package flags evaluates in-process (docs/FLAGS.md).
 package schemas
 
 import (

@@ -1,0 +1,137 @@
+package flags_test
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/cuecast/cuecast/flags"
+)
+
+// TestKnownVectors is the issue's four bucketing vectors.
+func TestKnownVectors(t *testing.T) {
+	for _, c := range []struct {
+		value string
+		want  int
+	}{{"user-1", 64759}, {"user-2", 9543}, {"héllo", 4028}, {"42", 48802}} {
+		if got := flags.Position("checkout-v2", c.value); got != c.want {
+			t.Errorf("Position(checkout-v2, %q) = %d, want %d", c.value, got, c.want)
+		}
+	}
+	// Past the stack buffer, the same function.
+	long := strings.Repeat("x", 500)
+	if a, b := flags.Position("s", long), flags.Position("s", long); a != b || a < 0 || a >= flags.Whole {
+		t.Errorf("Position of a long value: %d, %d", a, b)
+	}
+}
+
+var benchSet = `{"schema": "cuecast.flags/v1", "flags": {
+ "one-rule": {"type": "bool", "variants": {"on": true, "off": false}, "on": true, "offVariant": "off", "defaultVariant": "off", "salt": "one-rule",
+  "rules": [{"clauses": [{"attribute": "country", "op": "in", "values": ["NL", "BE"]}], "variant": "on"}], "fallthrough": {"variant": "off"}},
+ "rollout": {"type": "bool", "variants": {"on": true, "off": false}, "on": true, "offVariant": "off", "defaultVariant": "off", "salt": "checkout-v2",
+  "fallthrough": {"rollout": {"weights": [{"variant": "on", "weight": 25000}, {"variant": "off", "weight": 75000}]}}},
+ "string": {"type": "string", "variants": {"a": "A", "b": "B"}, "on": true, "offVariant": "a", "defaultVariant": "a", "salt": "s",
+  "rules": [{"clauses": [{"attribute": "app", "op": "semverGt", "values": ["1.2.3-rc.1"]}, {"attribute": "email", "op": "endsWith", "values": ["@example.com"]}], "variant": "b"}]},
+ "hundred": ` + hundred + `}}`
+
+// hundred is a flag with 100 rules none of which match the bench context.
+var hundred = func() string {
+	var b strings.Builder
+	b.WriteString(`{"type": "bool", "variants": {"on": true, "off": false}, "on": true, "offVariant": "off", "defaultVariant": "off", "salt": "h", "rules": [`)
+	ops := []string{`"op": "in", "values": ["x%d", "y%d"]`, `"op": "startsWith", "values": ["p%d-", "q%d-"]`, `"op": "gt", "values": [%d, %d]`, `"op": "semverLt", "values": ["0.0.%d", "0.0.%d"]`}
+	attrs := []string{"country", "email", "age", "app"}
+	for i := range 100 {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, `{"clauses": [{"attribute": %q, `+ops[i%4]+`}], "variant": "on"}`, attrs[i%4], i+1000, i+2000)
+	}
+	b.WriteString(`], "fallthrough": {"variant": "off"}}`)
+	return b.String()
+}()
+
+func benchEvaluator(tb testing.TB) *flags.Evaluator {
+	tb.Helper()
+	e, err := flags.Compile([]byte(benchSet))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return e
+}
+
+var benchCtx = flags.Context{"targetingKey": "user-1", "country": "NL", "email": "ann@example.com", "age": 41, "app": "1.4.0"}
+
+// TestZeroAllocs keeps the hot paths allocation-free: CI catches a
+// regression here, the benchmarks measure speed.
+func TestZeroAllocs(t *testing.T) {
+	e := benchEvaluator(t)
+	for _, key := range []string{"one-rule", "rollout", "string", "hundred", "missing"} {
+		var r flags.Result
+		if n := testing.AllocsPerRun(200, func() { r = e.Evaluate(key, benchCtx) }); n != 0 {
+			t.Errorf("Evaluate(%s): %v allocations, want 0", key, n)
+		}
+		_ = r
+	}
+	if n := testing.AllocsPerRun(200, func() { e.Bool("one-rule", benchCtx, false) }); n != 0 {
+		t.Errorf("Bool: %v allocations, want 0", n)
+	}
+	if n := testing.AllocsPerRun(200, func() { flags.Position("checkout-v2", "user-1") }); n != 0 {
+		t.Errorf("Position: %v allocations, want 0", n)
+	}
+	if r := e.Evaluate("one-rule", benchCtx); r.Reason != flags.ReasonTargetingMatch {
+		t.Errorf("one-rule: %s, want TARGETING_MATCH", r.Reason)
+	}
+	if r := e.Evaluate("rollout", benchCtx); r.Reason != flags.ReasonSplit || r.Position != 64759 || r.Variant != "off" {
+		t.Errorf("rollout: %+v, want SPLIT at 64759, off", r)
+	}
+	if r := e.Evaluate("hundred", benchCtx); r.Reason != flags.ReasonDefault {
+		t.Errorf("hundred: %+v, want DEFAULT", r)
+	}
+	if r := e.Evaluate("string", benchCtx); r.Variant != "b" {
+		t.Errorf("string: %+v, want b", r)
+	}
+}
+
+func BenchmarkEvaluate(b *testing.B) {
+	e := benchEvaluator(b)
+	for _, key := range []string{"one-rule", "rollout", "hundred"} {
+		b.Run(key, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				e.Evaluate(key, benchCtx)
+			}
+		})
+	}
+}
+
+// TestGoContextTypes: Go integers of every size compare and bucket like
+// the JSON numbers of the vectors.
+func TestGoContextTypes(t *testing.T) {
+	e := benchEvaluator(t)
+	for _, v := range []any{42, int64(42), int32(42), uint(42), uint64(42), float64(42)} {
+		if r := e.Evaluate("rollout", flags.Context{"targetingKey": v}); r.Position != 48802 {
+			t.Errorf("targetingKey %T(42): position %d, want 48802", v, r.Position)
+		}
+	}
+}
+
+func TestValidateMessages(t *testing.T) {
+	_, err := flags.Compile([]byte(`{"schema": "cuecast.flags/v1", "flags": {
+	 "f": {"type": "bool", "variants": {"on": true, "off": false}, "on": true, "offVariant": "off", "defaultVariant": "of", "salt": "f",
+	  "fallthrough": {"rollout": {"weights": [{"variant": "on", "weight": 50}, {"variant": "off", "weight": 50}]}}},
+	 "a": {"type": "bool", "variants": {"on": true}, "on": true, "offVariant": "on", "defaultVariant": "on", "salt": "a", "prerequisites": [{"flag": "b", "variant": "on"}]},
+	 "b": {"type": "bool", "variants": {"on": true}, "on": true, "offVariant": "on", "defaultVariant": "on", "salt": "b", "prerequisites": [{"flag": "a", "variant": "on"}]}}}`))
+	if !errors.Is(err, flags.ErrInvalid) {
+		t.Fatalf("Compile: %v, want ErrInvalid", err)
+	}
+	for _, want := range []string{
+		`flag "f": defaultVariant: no variant "of" (variants: off, on)`,
+		`flag "f": fallthrough.rollout.weights: sum to 100, not 100000 (100%)`,
+		`flag "b": prerequisites[0].flag: cycle: a -> b -> a`,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("errors:\n%v\nwant a line %s", err, want)
+		}
+	}
+}
