@@ -63,7 +63,7 @@ func (e *RevisionError) Unwrap() error { return e.Err }
 //
 // Which configs: the files that differ between the two trees, mapped through
 // the dependency index of both sides (compiler.Index.Affected); a change to
-// the manifest or cue.mod/ affects every config. The base is first planned
+// the manifest or cue.mod/ affects every config (compiler.AffectsAll). The base is first planned
 // (read, linted and indexed, nothing evaluated: compiler.Options.PlanOnly);
 // then both revisions compile only the affected configs, which is also what
 // tells an error the change introduced from one the base already had.
@@ -121,7 +121,7 @@ func Check(ctx context.Context, repoDir string, opts Options) (*Report, error) {
 	log.Debug("base planned", "commit", baseC.Hash.String(), "configs", len(base.Configs), "elapsed", time.Since(start))
 
 	var targets []cuecast.ConfigPath
-	everything := touchesAll(changed) || base.Manifest == nil
+	everything := slices.ContainsFunc(changed, compiler.AffectsAll) || base.Manifest == nil
 	switch {
 	case len(changed) == 0:
 		// Nothing differs: nothing to compile at head.
@@ -311,21 +311,6 @@ func changedFiles(r *git.Repository, cache *gitfs.Cache, base, head *object.Comm
 		return nil, fmt.Errorf("diff %s..%s: %w", cuecast.ShortCommit(base.Hash.String()), cuecast.ShortCommit(head.Hash.String()), err)
 	}
 	return out, nil
-}
-
-// touchesAll reports a change that can alter every config: the module or the
-// manifest (any .cue file in the repo root).
-func touchesAll(changed []string) bool {
-	for _, f := range changed {
-		if isGlobal(f) {
-			return true
-		}
-	}
-	return false
-}
-
-func isGlobal(f string) bool {
-	return f == "cue.mod" || strings.HasPrefix(f, "cue.mod/") || (path.Dir(f) == "." && strings.HasSuffix(f, ".cue"))
 }
 
 func union(a, b []cuecast.ConfigPath) []cuecast.ConfigPath {

@@ -605,3 +605,21 @@ func TestCheckCrossNamespaceImport(t *testing.T) {
 		t.Errorf("namespaces %+v, want search importing configs from payments", rep.Namespaces)
 	}
 }
+
+// TestCheckEmbeddedFile: a file matched by an @embed glob below a config's
+// directory is part of that config, so changing it makes the config
+// affected (issue 16).
+func TestCheckEmbeddedFile(t *testing.T) {
+	r, _ := exampleRepo(t)
+	base := r.CommitFiles("search: embed a stop-word list", map[string]string{
+		"search/indexer/stopwords.cue": "@extern(embed)\n\npackage indexer\n\nstop_words: _ @embed(glob=\"lists/*.json\")\n",
+		"search/indexer/lists/en.json": `["a", "the"]`,
+	})
+	head := r.CommitFiles("search: one more stop word", map[string]string{
+		"search/indexer/lists/en.json": `["a", "an", "the"]`,
+	})
+	rep := check(t, r, base, head)
+	if got, want := statuses(rep), []string{"search/indexer changed"}; !slices.Equal(got, want) {
+		t.Errorf("configs: got %q, want %q (failed %v, errors %v)", got, want, rep.Failed(), rep.Errors)
+	}
+}

@@ -339,7 +339,7 @@ func (r *Report) renames(added, removed []int) {
 func (r *Report) libraries(base, head *compiler.Result, changed []string, fanOut int) {
 	byDir := make(map[string][]string)
 	for _, f := range changed {
-		if isGlobal(f) {
+		if compiler.AffectsAll(f) {
 			continue
 		}
 		first, _, _ := strings.Cut(f, "/")

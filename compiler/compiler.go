@@ -284,7 +284,7 @@ func (c *compilation) run(ctx context.Context) error {
 	}
 	c.res.Manifest = man
 	if man == nil {
-		c.res.Index = newIndex(nil, nil)
+		c.res.Index = newIndex(nil, nil, nil)
 		return nil
 	}
 
@@ -350,7 +350,7 @@ func (c *compilation) run(ctx context.Context) error {
 	}
 	crossing := c.crossNamespaceImports(man, targets, deps)
 	if c.opts.PlanOnly {
-		c.res.Index = newIndex(deps, man.Namespaces)
+		c.res.Index = newIndex(deps, man.Namespaces, c.embedDirs)
 		return nil
 	}
 	// A config with several packages in its directory is not compiled: the
@@ -449,7 +449,7 @@ func (c *compilation) run(ctx context.Context) error {
 	if len(c.opts.Configs) == 0 {
 		c.warnUnused(man, deps)
 	}
-	c.res.Index = newIndex(deps, man.Namespaces)
+	c.res.Index = newIndex(deps, man.Namespaces, c.embedDirs)
 	return nil
 }
 

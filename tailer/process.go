@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"path"
 	"slices"
 	"strings"
 	"sync"
@@ -134,7 +133,7 @@ func (t *Tailer) prepareRun(ctx context.Context, r *git.Repository, base string,
 		if err != nil {
 			return nil, fmt.Errorf("diff %s: %w", cuecast.ShortCommit(c.Hash.String()), err)
 		}
-		if touchesAll(ch) {
+		if slices.ContainsFunc(ch, compiler.AffectsAll) {
 			break
 		}
 		aff := idx.Affected(ch)
@@ -302,7 +301,7 @@ func (t *Tailer) prepare(ctx context.Context, r *git.Repository, base string, c 
 		if err != nil {
 			return s, err
 		}
-		if touchesAll(changed) {
+		if slices.ContainsFunc(changed, compiler.AffectsAll) {
 			full, known = true, idx.Configs()
 		} else {
 			s.targets = idx.Affected(changed)
@@ -587,15 +586,4 @@ func (t *Tailer) changedFiles(r *git.Repository, base string, c *object.Commit) 
 		return nil, fmt.Errorf("diff %s..%s: %w", cuecast.ShortCommit(base), cuecast.ShortCommit(c.Hash.String()), err)
 	}
 	return changed, nil
-}
-
-// touchesAll reports a change that can alter every config: the module or the
-// manifest (any .cue file in the repo root).
-func touchesAll(changed []string) bool {
-	for _, f := range changed {
-		if f == "cue.mod" || strings.HasPrefix(f, "cue.mod/") || (path.Dir(f) == "." && strings.HasSuffix(f, ".cue")) {
-			return true
-		}
-	}
-	return false
 }
