@@ -63,6 +63,12 @@ type Options struct {
 	// of parsing; the PR check plans the base revision this way and then
 	// compiles only the affected configs there.
 	PlanOnly bool
+	// ManifestOnly reads, lints and evaluates the manifest (cuecast.cue)
+	// and the module, and nothing else: Result.Manifest and the errors
+	// found on the way; no config is discovered or read, so Configs and
+	// Outputs are empty. serve resolves a version's rollout policy this
+	// way from the manifest of the version's commit.
+	ManifestOnly bool
 
 	// sharedTimeout, when set, bounds what every config of the compile
 	// needs (module path, manifest, schema packages) instead of Timeout,
@@ -283,7 +289,7 @@ func (c *compilation) run(ctx context.Context) error {
 		return fmt.Errorf("load manifest: %w", err)
 	}
 	c.res.Manifest = man
-	if man == nil {
+	if man == nil || c.opts.ManifestOnly {
 		c.res.Index = newIndex(nil, nil, nil)
 		return nil
 	}

@@ -368,6 +368,9 @@ func (t *Tailer) apply(ctx context.Context, st *State, s *step, sum *Summary) er
 	case stepReject:
 		return t.reject(ctx, st, c, s.errs, sum)
 	}
+	if mr, ok := t.dep.(ManifestRecorder); ok && s.res.Manifest != nil {
+		mr.RecordManifest(c.Hash.String(), s.res.Manifest)
+	}
 	targets := s.targets
 	if s.noBase {
 		known, err := t.listed(ctx)

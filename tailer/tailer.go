@@ -38,6 +38,15 @@ type Deployer interface {
 	Deploy(ctx context.Context, v cuecast.Version) error
 }
 
+// ManifestRecorder is an optional capability of a Deployer: before the
+// tailer publishes a commit's versions it hands over the manifest that
+// commit compiled with, so a Deployer that resolves a version's rollout
+// policy from its commit's manifest (serve's does) needs no second compile.
+// It is called in commit order from the goroutine that publishes.
+type ManifestRecorder interface {
+	RecordManifest(commit string, m *compiler.Manifest)
+}
+
 // Lister is an optional capability of a Publisher: every config that has a
 // version. When the tailer compiles a whole tree with nothing to diff against
 // (after StartAt or an accepted rewrite) it tombstones the listed configs the
