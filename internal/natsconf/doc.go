@@ -17,7 +17,10 @@
 // through its exports, imported as services (direct get of their mirror,
 // their reports) and as a stream (their updates): a service import rewrites
 // reply subjects, so no request of theirs, whatever its reply subject, can
-// make JetStream store or deliver an answer in the CUECAST account. TLS on every
+// make JetStream store or deliver an answer in the CUECAST account. The
+// operator lives in an account of its own (OperatorAccount) the same way,
+// importing the direct gets of what it reads and its two writes
+// (OperatorImports), and no JetStream management API. TLS on every
 // listener and remote, and the leafnode remotes that deny the core ccr.>
 // subjects in both directions, so each level's instances receive updates only
 // from their own level's mirrors.

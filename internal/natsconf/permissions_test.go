@@ -242,6 +242,7 @@ type attack struct {
 	pub     string
 	reply   string
 	body    string
+	header  nats.Header
 	allowed bool
 }
 
@@ -338,6 +339,54 @@ func operatorAttacks(domains []string) []attack {
 		attack{pub: "ccr.payments.p.all.checkout", body: `{}`},
 		attack{pub: "ccs.payments.web-1.checkout", body: `{}`},
 	)
+	return append(as, operatorReplyAttacks()...)
+}
+
+// operatorReplyAttacks are the requests the operator may make (its reads,
+// and writes refused by their expectations) with the reply aimed at a
+// store, and the push consumers it could create with such a deliver
+// subject (docs/SECURITY.md, the operator). The reply of a request it makes
+// must reach only itself, and it can create no consumer.
+func operatorReplyAttacks() []attack {
+	var as []attack
+	wrongSeq := nats.Header{"Nats-Expected-Last-Subject-Sequence": []string{"999999"}}
+	wrongStream := nats.Header{"Nats-Expected-Stream": []string{"NOPE"}}
+	for _, reply := range replyTargets("payments", "search") {
+		for _, st := range []string{natsconf.Stream, distributor.ReportStream, "KV_cuecast-rollouts", "KV_cuecast-tailer", "CUECAST_AUDIT"} {
+			as = append(as,
+				attack{pub: "$JS.API.DIRECT.GET." + st, reply: reply, body: `{"seq":1}`, allowed: true},
+				attack{pub: "$JS.API.DIRECT.GET." + st, reply: reply, body: `{"seq":1,"batch":10,"next_by_subj":">"}`, allowed: true},
+				attack{pub: "$JS.API.STREAM.INFO." + st, reply: reply, allowed: true},
+			)
+		}
+		as = append(as,
+			attack{pub: "$JS.API.DIRECT.GET.CUECAST.cc.payments.v.checkout", reply: reply, allowed: true},
+			attack{pub: "$JS.API.DIRECT.GET.CUECAST", reply: reply, body: `{"multi_last":["cc.>"]}`, allowed: true},
+			attack{pub: "$JS.API.DIRECT.GET.CUECAST_REPORTS.ccs.search.web-1.ranking", reply: reply, allowed: true},
+			attack{pub: "$JS.API.STREAM.MSG.GET.CUECAST", reply: reply, body: `{"seq":1}`, allowed: true},
+			attack{pub: "$JS.API.INFO", reply: reply, allowed: true},
+			attack{pub: "$JS.API.STREAM.NAMES", reply: reply, allowed: true},
+			// Writes it may make, refused by their expectations: only the
+			// error answers the reply.
+			attack{pub: "$KV.cuecast-rollouts.payments.checkout", reply: reply, body: `{}`, header: wrongSeq, allowed: true},
+			attack{pub: "cca.payments.checkout", reply: reply, body: `{}`, header: wrongStream, allowed: true},
+		)
+	}
+	// Push consumers delivering into another stream's subjects, with
+	// interest in them (the operator follows ccs.> and ccr.>).
+	for i, c := range []struct{ stream, deliver string }{
+		{natsconf.Stream, "ccs.search.web-7.ranking"},
+		{distributor.ReportStream, "cc.search.v.junk"},
+		{"CUECAST_AUDIT", "ccs.payments.web-7.checkout"},
+		{"KV_cuecast-rollouts", "cc.payments.p.all.checkout"},
+	} {
+		name := fmt.Sprintf("evil%d", i)
+		body := fmt.Sprintf(`{"stream_name":%q,"config":{"name":%q,"deliver_subject":%q,"ack_policy":"none","deliver_policy":"all"}}`, c.stream, name, c.deliver)
+		as = append(as,
+			attack{pub: "$JS.API.CONSUMER.CREATE." + c.stream + "." + name, reply: "_INBOX.attack", body: body, allowed: true},
+			attack{pub: "$JS.API.CONSUMER.CREATE." + c.stream, reply: "_INBOX.attack", body: body, allowed: true},
+		)
+	}
 	return as
 }
 
@@ -501,6 +550,9 @@ func (st *suiteTree) run(t *testing.T, nc *nats.Conn, errs asyncErrs, as []attac
 		}
 		m := nats.NewMsg(a.pub)
 		m.Reply, m.Data = a.reply, []byte(a.body)
+		if a.header != nil {
+			m.Header = a.header
+		}
 		if err := nc.PublishMsg(m); err != nil {
 			t.Fatalf("%s: %v", a, err)
 		}
@@ -607,11 +659,45 @@ func TestPermissionSuite(t *testing.T) {
 				t.Run("operator@"+srv.Spec.Name, func(t *testing.T) {
 					errs := asyncErrs(make(chan error, 1024))
 					nc := srv.Connect(t, natsconf.OperatorUser, errs.option(), nats.PermissionErrOnSubscribe(true))
+					// Interest in what a consumer it created would deliver:
+					// it follows reports and updates live.
+					for _, subj := range []string{"ccs.>", "ccr.>"} {
+						if _, err := nc.Subscribe(subj, func(*nats.Msg) {}); err != nil {
+							t.Fatal(err)
+						}
+					}
 					st.run(t, nc, errs, operatorAttacks(st.domains), func(before uint64) uint64 {
-						// The barrier: an answered JetStream request after
-						// the refused ones.
-						if _, err := nc.Request("$JS.API.STREAM.INFO."+natsconf.Stream, nil, 5*time.Second); err != nil {
-							t.Fatalf("stream info as operator: %v", err)
+						// The barrier: an answered direct get of the hub's
+						// stream after the attempts, and no consumer on any
+						// stream of the hub. Operators read from the hub:
+						// below it, the hub's streams answer only their
+						// domain's API ($JS.hub.API), which the operator's
+						// account does not import, so there the barrier is
+						// the server's link to the hub, which forwards in
+						// order what reaches it.
+						barrier, subj := nc, "$JS.API.DIRECT.GET."+natsconf.Stream+".cc.payments.v.checkout"
+						if srv != st.Hub {
+							if err := nc.Flush(); err != nil {
+								t.Fatal(err)
+							}
+							barrier, subj = srv.Connect(t, natsconf.DistributorUser), "$JS.hub.API.DIRECT.GET."+natsconf.Stream+".cc.payments.v.checkout"
+						}
+						m, err := barrier.Request(subj, nil, 5*time.Second)
+						if err != nil {
+							t.Fatalf("direct get of the hub's stream after the operator's attempts: %v", err)
+						}
+						if got := m.Header.Get("Nats-Subject"); got != "cc.payments.v.checkout" {
+							t.Errorf("direct get of the hub's stream: subject %q, status %q", got, m.Header.Get("Status"))
+						}
+						for _, name := range []string{natsconf.Stream, distributor.ReportStream, "KV_cuecast-rollouts", "CUECAST_AUDIT"} {
+							s, err := st.js.Stream(t.Context(), name)
+							if err != nil {
+								t.Fatal(err)
+							}
+							for c := range s.ListConsumers(t.Context()).Info() {
+								t.Errorf("consumer %s on %s (deliver subject %q) after the operator's attempts", c.Name, name, c.Config.DeliverSubject)
+								_ = s.DeleteConsumer(t.Context(), c.Name)
+							}
 						}
 						return before
 					})
