@@ -20,6 +20,7 @@ import (
 	"github.com/cuecast/cuecast/distributor/rollout"
 	"github.com/cuecast/cuecast/internal/natsconf"
 	"github.com/cuecast/cuecast/internal/natstest"
+	"github.com/cuecast/cuecast/tailer"
 )
 
 // asyncErrs collects the asynchronous errors of a connection.
@@ -708,13 +709,36 @@ func TestPermissionSuite(t *testing.T) {
 }
 
 // TestOperatorSteersWithoutManagingStreams: the operator's credentials open
-// the distributor and the rollout state read-only (as every CLI command
-// does) and record a rollback, which only serve's controller carries out,
-// while the suite above proves they change no stream's configuration.
+// the distributor, the rollout state and the tailer's state read-only (as
+// every CLI command does), from the operator's account, which reaches the
+// streams by direct get only: status, versions, reports, rollout records,
+// progress, the audit trail and the tailer's cursor all read, and a
+// rollback is recorded, which only serve's controller carries out, while
+// the suite above proves they change no stream's configuration.
 func TestOperatorSteersWithoutManagingStreams(t *testing.T) {
+	for _, auth := range []string{"password", "creds", "standalone"} {
+		t.Run(auth, func(t *testing.T) {
+			var st *suiteTree
+			if auth == "standalone" {
+				st = startSuiteStandalone(t)
+			} else {
+				st = startSuiteTree(t, auth == "creds")
+			}
+			testOperatorSteers(t, st)
+		})
+	}
+}
+
+func testOperatorSteers(t *testing.T, st *suiteTree) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	st := startSuiteTree(t, false)
+	tkv, err := st.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: tailer.Bucket})
+	if err != nil {
+		t.Fatalf("tailer bucket: %v", err)
+	}
+	if _, err := tkv.Put(ctx, "cursor.default", []byte(`{"repo":"r","branch":"main","cursor":"c0ffee"}`)); err != nil {
+		t.Fatalf("tailer state: %v", err)
+	}
 	nc := st.Hub.Connect(t, natsconf.OperatorUser)
 	d, err := distributor.Open(ctx, nc, distributor.Options{})
 	if err != nil {
@@ -735,6 +759,36 @@ func TestOperatorSteersWithoutManagingStreams(t *testing.T) {
 	}
 	if got := streamState(t, st.dist, "hub", "CUECAST_AUDIT"); got.Last != before.Last+1 || got.Msgs != before.Msgs+1 {
 		t.Errorf("audit stream %+v after the rollback, want one entry more than %+v", got, before)
+	}
+	// Every read of the operator's commands.
+	if recs, err := ctl.Records(ctx); err != nil || len(recs) != 1 || recs[0].Config != checkout {
+		t.Errorf("rollout records as operator: %+v, %v; want %s's", recs, err, checkout)
+	}
+	if _, err := ctl.Progress(ctx, checkout); err != nil && !errors.Is(err, rollout.ErrNoRollout) {
+		t.Errorf("progress as operator: %v", err)
+	}
+	audit, err := ctl.Audit(ctx, "")
+	if err != nil || len(audit) == 0 || audit[len(audit)-1].Action != "rollback" || audit[len(audit)-1].Actor != "oncall" {
+		t.Errorf("audit as operator: %+v, %v; want oncall's rollback last", audit, err)
+	}
+	if cfgs, err := d.Configs(ctx); err != nil || len(cfgs) != 2 {
+		t.Errorf("configs as operator: %v, %v; want 2", cfgs, err)
+	}
+	if s, err := d.Status(ctx); err != nil || len(s) != 2 {
+		t.Errorf("status as operator: %+v, %v; want 2 configs", s, err)
+	}
+	if vs, err := d.Versions(ctx, checkout); err != nil || len(vs) != 1 {
+		t.Errorf("versions as operator: %+v, %v; want 1", vs, err)
+	}
+	if rs, err := d.Reports(ctx, ""); err != nil || len(rs) != 1 {
+		t.Errorf("reports as operator: %+v, %v; want search's one", rs, err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ts, err := tailer.LoadState(ctx, js, "default"); err != nil || ts.Cursor != "c0ffee" {
+		t.Errorf("tailer state as operator: %+v, %v; want cursor c0ffee", ts, err)
 	}
 }
 
