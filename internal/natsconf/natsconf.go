@@ -455,13 +455,20 @@ func InstancePermissions(ns, instance string) Permissions {
 
 // LeafDenied are the subjects a lower level's leafnode connection may not
 // publish into its upstream: versions and pointers, audit entries, rollout
-// records and the administration of any stream, by the local or any
-// domain's API. What the mirrors need (consumers upstream) and reports
-// still go up, so a compromised node or leaf host cannot write the hub's
-// stores directly (but see docs/SECURITY.md for consumers).
+// records, the administration of any stream, by the local or any domain's
+// API, and direct gets. What the mirrors need (consumers upstream) and
+// reports still go up, so a compromised node or leaf host cannot write the
+// hub's stores directly (but see docs/SECURITY.md for consumers).
+//
+// Direct gets: a stream publishes its answer on the request's reply
+// subject in its own account, where a reply aimed at a JetStream API
+// subject ($JS.API.STREAM.PURGE.CUECAST, ….DELETE.CUECAST_AUDIT) is
+// executed as a request of that account. No level below needs one
+// upstream: mirrors follow by consumer, services read their own level's
+// mirror.
 func LeafDenied() []string {
 	var d []string
-	d = append(d, "cc.>", "cca.>", "$KV.>", "$JS.API.>")
+	d = append(d, "cc.>", "cca.>", "$KV.>", "$JS.API.>", "$JS.*.API.DIRECT.GET.>")
 	for _, op := range []string{"CREATE", "UPDATE", "DELETE", "PURGE", "MSG.DELETE", "SNAPSHOT", "RESTORE"} {
 		d = append(d, "$JS.*.API.STREAM."+op+".>")
 	}

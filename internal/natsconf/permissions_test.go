@@ -674,21 +674,24 @@ func TestPermissionSuite(t *testing.T) {
 						// below it, the hub's streams answer only their
 						// domain's API ($JS.hub.API), which the operator's
 						// account does not import, so there the barrier is
-						// the server's link to the hub, which forwards in
-						// order what reaches it.
-						barrier, subj := nc, "$JS.API.DIRECT.GET."+natsconf.Stream+".cc.payments.v.checkout"
-						if srv != st.Hub {
+						// a request through the server's link to the hub,
+						// which forwards in order what reaches it.
+						if srv == st.Hub {
+							m, err := nc.Request("$JS.API.DIRECT.GET."+natsconf.Stream+".cc.payments.v.checkout", nil, 5*time.Second)
+							if err != nil {
+								t.Fatalf("direct get of the hub's stream after the operator's attempts: %v", err)
+							}
+							if got := m.Header.Get("Nats-Subject"); got != "cc.payments.v.checkout" {
+								t.Errorf("direct get of the hub's stream: subject %q, status %q", got, m.Header.Get("Status"))
+							}
+						} else {
 							if err := nc.Flush(); err != nil {
 								t.Fatal(err)
 							}
-							barrier, subj = srv.Connect(t, natsconf.DistributorUser), "$JS.hub.API.DIRECT.GET."+natsconf.Stream+".cc.payments.v.checkout"
-						}
-						m, err := barrier.Request(subj, nil, 5*time.Second)
-						if err != nil {
-							t.Fatalf("direct get of the hub's stream after the operator's attempts: %v", err)
-						}
-						if got := m.Header.Get("Nats-Subject"); got != "cc.payments.v.checkout" {
-							t.Errorf("direct get of the hub's stream: subject %q, status %q", got, m.Header.Get("Status"))
+							m, err := srv.Connect(t, natsconf.DistributorUser).Request("$JS.hub.API.STREAM.INFO."+natsconf.Stream, nil, 5*time.Second)
+							if err != nil || !strings.Contains(string(m.Data), `"config"`) {
+								t.Fatalf("the hub's stream info through the link after the operator's attempts: %v", err)
+							}
 						}
 						for _, name := range []string{natsconf.Stream, distributor.ReportStream, "KV_cuecast-rollouts", "CUECAST_AUDIT"} {
 							s, err := st.js.Stream(t.Context(), name)
@@ -795,7 +798,8 @@ func testOperatorSteers(t *testing.T, st *suiteTree) {
 // TestCompromisedNodeCannotWriteUpstream: whoever controls a node server
 // (its configuration, hence any local user) publishes through the node's
 // leafnode link into the level above: versions, pointers, audit entries,
-// rollout records and stream administration are refused there, and no
+// rollout records, stream administration and direct gets (whose answers a
+// reply subject could aim at a stream's API) are refused there, and no
 // store of the tree changes.
 func TestCompromisedNodeCannotWriteUpstream(t *testing.T) {
 	for _, auth := range []string{"password", "creds"} {
@@ -814,6 +818,25 @@ func testCompromisedNode(t *testing.T, st *suiteTree) {
 		"$JS.hub.API.STREAM.UPDATE.CUECAST_AUDIT",
 	} {
 		if err := nc.Publish(subj, []byte(`{"name":"CUECAST_AUDIT","max_msgs":1}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Direct gets upstream, with the reply aimed at a stream's API or a
+	// store: the stream publishes its answer on the reply subject in the
+	// upstream account, where a JetStream API subject executes it (a reply
+	// $JS.API.STREAM.PURGE.CUECAST purged the hub's versions and pointers,
+	// one aimed at a region's API its mirror). The levels below never need
+	// a direct get upstream (mirrors follow by consumer, services read
+	// their own level's mirror), so the link may not send one.
+	for _, reply := range replyTargets("payments", "search") {
+		for _, get := range []string{"$JS.hub.API.DIRECT.GET.CUECAST", "$JS.hub.API.DIRECT.GET.CUECAST_REPORTS", "$JS.hub.API.DIRECT.GET.CUECAST_AUDIT", "$JS.eu-west.API.DIRECT.GET.CUECAST_payments"} {
+			for _, body := range []string{`{"seq":1}`, `{"seq":1,"batch":10}`} {
+				if err := nc.PublishRequest(get, reply, []byte(body)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if err := nc.PublishRequest("$JS.hub.API.DIRECT.GET.CUECAST.cc.payments.v.checkout", reply, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
