@@ -31,8 +31,8 @@
 // their bcrypt hashes) or, in operator mode (Spec.Keys), with .creds files
 // from Keys.UserCreds carrying the same permissions; Keys.InstanceCreds
 // binds one instance's reports to it. The leaf user a lower level's link
-// logs in with may not send versions, pointers or stream administration up
-// (LeafDenied). The Standalone level is serve's embedded server with
+// logs in with may not send versions, pointers, stream administration or
+// direct gets up (LeafDenied). The Standalone level is serve's embedded server with
 // --secure: the hub's accounts without cluster or leafnodes. EnsureTLS
 // makes a private CA and a server's own certificate.
 //
