@@ -96,13 +96,18 @@ func (o Options) Validate() error {
 // the only writer of pointers (compare-and-swap makes a second one safe, not
 // useful).
 type Distributor struct {
-	nc      *nats.Conn
-	js      jetstream.JetStream
-	stream  jetstream.Stream
-	reports jetstream.Stream
-	o       Options
-	log     *slog.Logger
-	signPub string
+	nc *nats.Conn
+	js jetstream.JetStream
+	// stream and reports are managed through the JetStream API (New);
+	// an opened Distributor has read-only stand-ins (Open). Every read goes
+	// by direct get, through versions and reportsRd.
+	stream    jetstream.Stream
+	reports   jetstream.Stream
+	versions  DirectStream
+	reportsRd DirectStream
+	o         Options
+	log       *slog.Logger
+	signPub   string
 	// ptrs caches each pointer subject's last known pointer and sequence
 	// (cachedPointer), so a deploy needs no reads; a lost compare-and-swap
 	// evicts the entry.
@@ -201,7 +206,7 @@ func New(ctx context.Context, nc *nats.Conn, o Options) (*Distributor, error) {
 	if err != nil {
 		return nil, fmt.Errorf("new distributor: %w", err)
 	}
-	d := &Distributor{nc: nc, js: js, o: o, log: o.Logger}
+	d := &Distributor{nc: nc, js: js, o: o, log: o.Logger, versions: NewDirectStream(nc, cuecast.Stream), reportsRd: NewDirectStream(nc, cuecast.ReportStream)}
 	if o.SigningKey != nil {
 		pub, err := o.SigningKey.PublicKey()
 		if err != nil {

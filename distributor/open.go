@@ -2,7 +2,9 @@ package distributor
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -13,9 +15,15 @@ import (
 // Open returns a Distributor over the CUECAST and CUECAST_REPORTS streams
 // that must already exist, without creating or updating them: for readers
 // such as `cuecast status`, whose credentials may only read (docs/SCALING.md).
-// It returns an error wrapping jetstream.ErrStreamNotFound when serve has not
-// created the streams yet. Options.SigningKey is ignored: an opened
-// Distributor is not meant to publish. Close it like one from New.
+// It reads by direct get only, never through JetStream's management API
+// (no consumer; one best-effort STREAM.INFO of the report stream for its
+// max age, see reportTTL), so it works from the operator's account, which
+// reaches the streams through service imports of their direct gets alone
+// (docs/SECURITY.md). It returns an error wrapping
+// jetstream.ErrStreamNotFound when serve has not created the streams yet.
+// Options.SigningKey is ignored: an opened Distributor is not meant to
+// publish; its writes that need the management API (purges) fail with
+// ErrReadOnly. Close it like one from New.
 func Open(ctx context.Context, nc *nats.Conn, o Options) (*Distributor, error) {
 	if err := o.Validate(); err != nil {
 		return nil, fmt.Errorf("open distributor: %w", err)
@@ -26,16 +34,54 @@ func Open(ctx context.Context, nc *nats.Conn, o Options) (*Distributor, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open distributor: %w", err)
 	}
-	d := &Distributor{nc: nc, js: js, o: o, log: o.Logger}
-	if d.stream, err = js.Stream(ctx, cuecast.Stream); err != nil {
-		return nil, fmt.Errorf("open distributor: stream %s: %w", cuecast.Stream, err)
+	d := &Distributor{nc: nc, js: js, o: o, log: o.Logger,
+		stream: readOnlyStream{name: cuecast.Stream}, reports: readOnlyStream{name: cuecast.ReportStream},
+		versions: NewDirectStream(nc, cuecast.Stream), reportsRd: NewDirectStream(nc, cuecast.ReportStream)}
+	for _, s := range []DirectStream{d.versions, d.reportsRd} {
+		if err := s.Probe(ctx); err != nil {
+			return nil, fmt.Errorf("open distributor: stream %s: %w", s.name, err)
+		}
 	}
-	if d.reports, err = js.Stream(ctx, cuecast.ReportStream); err != nil {
-		return nil, fmt.Errorf("open distributor: stream %s: %w", cuecast.ReportStream, err)
+	// Best effort, for the report stream's max age (how long a report
+	// stays live, reportTTL): credentials with JetStream's management API
+	// read the stream's configuration; the operator's account, which has
+	// none, gets no answer and follows Options.Heartbeat.
+	ictx, cancel := context.WithTimeout(ctx, time.Second)
+	if st, err := js.Stream(ictx, cuecast.ReportStream); err == nil {
+		d.reports = st
 	}
+	cancel()
 	// Like New: the pointer cache follows the RePublished pointers.
 	if err := d.followPointers(); err != nil {
 		return nil, fmt.Errorf("open distributor: %w", err)
 	}
 	return d, nil
+}
+
+// ErrReadOnly is returned by the writes of an opened Distributor that need
+// JetStream's management API.
+var ErrReadOnly = errors.New("distributor opened read-only (distributor.Open)")
+
+// readOnlyStream stands in for a stream an opened Distributor does not
+// manage: it has no cached information (the report TTL then follows
+// Options.Heartbeat), and what the distributor calls on it fails with
+// ErrReadOnly. It implements nothing else: the distributor calls nothing
+// else.
+type readOnlyStream struct {
+	jetstream.Stream
+	name string
+}
+
+func (s readOnlyStream) CachedInfo() *jetstream.StreamInfo { return nil }
+
+func (s readOnlyStream) Info(context.Context, ...jetstream.StreamInfoOpt) (*jetstream.StreamInfo, error) {
+	return nil, fmt.Errorf("stream %s: %w", s.name, ErrReadOnly)
+}
+
+func (s readOnlyStream) Purge(context.Context, ...jetstream.StreamPurgeOpt) error {
+	return fmt.Errorf("purge stream %s: %w", s.name, ErrReadOnly)
+}
+
+func (s readOnlyStream) GetLastMsgForSubject(context.Context, string) (*jetstream.RawStreamMsg, error) {
+	return nil, fmt.Errorf("stream %s: %w", s.name, ErrReadOnly)
 }

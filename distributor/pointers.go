@@ -208,7 +208,7 @@ func checkTarget(cfg cuecast.ConfigPath, bucket int) error {
 
 // pointer reads the pointer on subj and the sequence it is stored at.
 func (d *Distributor) pointer(ctx context.Context, subj string) (cuecast.Pointer, uint64, error) {
-	m, err := d.stream.GetLastMsgForSubject(ctx, subj)
+	m, err := d.versions.GetLastMsgForSubject(ctx, subj)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return cuecast.Pointer{}, 0, cuecast.ErrNotFound
 	}
@@ -250,7 +250,7 @@ func (d *Distributor) inlineContent(ctx context.Context, sv storedVersion) ([]by
 			return l.body, true, nil
 		}
 	}
-	m, err := d.stream.GetMsg(ctx, sv.Seq)
+	m, err := d.versions.GetMsg(ctx, sv.Seq, "")
 	if err != nil {
 		return nil, false, fmt.Errorf("read version %d at %d for inlining: %w", sv.Version.Version, sv.Seq, err)
 	}
@@ -608,7 +608,7 @@ func (d *Distributor) storedRevision(ctx context.Context, cfg cuecast.ConfigPath
 	)
 	for _, f := range filters {
 		wg.Go(func() {
-			m, err := d.stream.GetLastMsgForSubject(ctx, f)
+			m, err := d.versions.GetLastMsgForSubject(ctx, f)
 			mu.Lock()
 			defer mu.Unlock()
 			switch {

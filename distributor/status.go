@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -33,125 +32,35 @@ func (d *Distributor) Reports(ctx context.Context, cfg cuecast.ConfigPath) ([]cu
 	return out, nil
 }
 
-// readBatch is how many reports one pull asks for.
-const readBatch = 512
-
-// fetchGiveUp is how long nats.go's FetchNoWait waits for the next message
-// before it ends the batch itself, with no error. A batch that took less
-// was ended by the server: full, or at the end of the stream.
-const fetchGiveUp = time.Second
-
-// readReports walks the last message of each report subject with an ordered
-// (ephemeral, server-cleaned) consumer, until it has read everything the
-// stream holds on filter.
+// readReports reads the report of each instance on filter by batched
+// direct gets ({"seq":N,"batch":B,"next_by_subj":filter} until the
+// server's end-of-batch status says nothing is pending): the report stream
+// keeps one message per subject, so that is each instance's latest. No
+// consumer: the operator's account reaches the report stream by direct get
+// only (docs/SECURITY.md), and a consumer's deliver subject is one more
+// subject its creator chooses.
 //
-// The end is not the consumer's pending count: when a report replaces one
-// not yet delivered (keep-last-1), the server lowers that count at once but
-// raises it for the new report only when its stream signal is processed, so
-// under a reporting fleet it says 0 while reports remain (and so does the
-// pending count on each message). Reads that trusted it came back short, or
-// empty. The end is a pull that the server closed at the end of the stream
-// after delivering something, or, when a pull delivered nothing (which the
-// server also answers from that count), the newest report on filter being
-// one already read; when it is not, the next pull waits for a report.
+// Reports keep arriving while we read, so a subject can be read twice (its
+// report, then a newer one stored further on): the newest wins.
 func (d *Distributor) readReports(ctx context.Context, filter string) ([]cuecast.Report, error) {
-	cons, err := d.reports.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{filter},
-		DeliverPolicy:  jetstream.DeliverLastPerSubjectPolicy,
+	bySubject := map[string]cuecast.Report{}
+	err := d.reportsRd.Each(ctx, filter, func(m *jetstream.RawStreamMsg) error {
+		var r cuecast.Report
+		if err := json.Unmarshal(m.Data, &r); err != nil {
+			d.log.Warn("skipping undecodable report", "subject", m.Subject, "err", err)
+			return nil
+		}
+		bySubject[m.Subject] = r
+		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("create reader: %w", err)
+		return nil, fmt.Errorf("fetch reports: %w", err)
 	}
-	defer func() {
-		// An ordered consumer is ephemeral; deleting it frees the server now
-		// rather than after its inactivity threshold.
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-		defer cancel()
-		if info := cons.CachedInfo(); info != nil {
-			_ = d.reports.DeleteConsumer(dctx, info.Name)
-		}
-	}()
-	// Reports keep arriving while we read, so a subject can be delivered
-	// twice (its last message, then a newer one): keep the newest.
-	bySubject := map[string]cuecast.Report{}
-	collect := func() []cuecast.Report {
-		out := make([]cuecast.Report, 0, len(bySubject))
-		for _, r := range bySubject {
-			out = append(out, r)
-		}
-		return out
+	out := make([]cuecast.Report, 0, len(bySubject))
+	for _, r := range bySubject {
+		out = append(out, r)
 	}
-	var read uint64 // the highest stream sequence delivered
-	wait := false
-	for {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		start := time.Now()
-		var batch jetstream.MessageBatch
-		if wait {
-			// A pull without waiting found nothing while the stream holds
-			// newer reports: the server answered from its pending count.
-			// Waiting for one report does not depend on that count.
-			batch, err = cons.Fetch(1, jetstream.FetchMaxWait(time.Second))
-		} else {
-			// The server sends what the stream holds, up to the batch, and
-			// closes the pull at its end instead of waiting for more.
-			batch, err = cons.FetchNoWait(readBatch)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("fetch reports: %w", err)
-		}
-		n := 0
-		for m := range batch.Messages() {
-			n++
-			meta, err := m.Metadata()
-			if err != nil {
-				return nil, fmt.Errorf("fetch reports: %s: %w", m.Subject(), err)
-			}
-			read = max(read, meta.Sequence.Stream)
-			var r cuecast.Report
-			if err := json.Unmarshal(m.Data(), &r); err != nil {
-				d.log.Warn("skipping undecodable report", "subject", m.Subject(), "err", err)
-				continue
-			}
-			bySubject[m.Subject()] = r
-		}
-		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
-			return nil, fmt.Errorf("fetch reports: %w", err)
-		}
-		switch {
-		case n > 0 && wait:
-			wait = false
-			continue
-		case n == readBatch:
-			continue
-		case n > 0 && time.Since(start) < fetchGiveUp:
-			return collect(), nil
-		}
-		newest, err := d.newestReport(ctx, filter)
-		if err != nil {
-			return nil, err
-		}
-		if newest <= read {
-			return collect(), nil
-		}
-		wait = n == 0
-	}
-}
-
-// newestReport is the stream sequence of the newest report on filter, 0
-// when there is none. filter may hold wildcards: a direct get by subject
-// takes the last message matching it.
-func (d *Distributor) newestReport(ctx context.Context, filter string) (uint64, error) {
-	m, err := d.reports.GetLastMsgForSubject(ctx, filter)
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, fmt.Errorf("read newest report: %w", err)
-	}
-	return m.Sequence, nil
+	return out, nil
 }
 
 // ConfigStatus is the fleet's view of one config.

@@ -42,7 +42,7 @@ func (d *Distributor) Latest(ctx context.Context, cfg cuecast.ConfigPath) (cueca
 }
 
 func (d *Distributor) latest(ctx context.Context, cfg cuecast.ConfigPath) (storedVersion, error) {
-	m, err := d.stream.GetLastMsgForSubject(ctx, cuecast.VersionSubject(cfg))
+	m, err := d.versions.GetLastMsgForSubject(ctx, cuecast.VersionSubject(cfg))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return storedVersion{}, cuecast.ErrNotFound
 	}
@@ -292,7 +292,7 @@ func (d *Distributor) first(ctx context.Context, cfg cuecast.ConfigPath) (stored
 
 // nextFrom is the first version of cfg stored at or after seq.
 func (d *Distributor) nextFrom(ctx context.Context, cfg cuecast.ConfigPath, seq uint64) (storedVersion, error) {
-	m, err := d.stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(cuecast.VersionSubject(cfg)))
+	m, err := d.versions.GetMsg(ctx, seq, cuecast.VersionSubject(cfg))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return storedVersion{}, cuecast.ErrNotFound
 	}
@@ -341,7 +341,7 @@ func (d *Distributor) Version(ctx context.Context, cfg cuecast.ConfigPath, n uin
 // without gaps and stored in order, so the version number grows with the
 // sequence.
 func (d *Distributor) findVersion(ctx context.Context, cfg cuecast.ConfigPath, n uint64) (storedVersion, []byte, error) {
-	last, err := d.stream.GetLastMsgForSubject(ctx, cuecast.VersionSubject(cfg))
+	last, err := d.versions.GetLastMsgForSubject(ctx, cuecast.VersionSubject(cfg))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return storedVersion{}, nil, cuecast.ErrNotFound
 	}
@@ -361,7 +361,7 @@ func (d *Distributor) findVersion(ctx context.Context, cfg cuecast.ConfigPath, n
 	lo, hi := uint64(1), lv.Seq
 	for lo <= hi {
 		mid := lo + (hi-lo)/2
-		m, err := d.stream.GetMsg(ctx, mid, jetstream.WithGetMsgSubject(cuecast.VersionSubject(cfg)))
+		m, err := d.versions.GetMsg(ctx, mid, cuecast.VersionSubject(cfg))
 		if err != nil {
 			return storedVersion{}, nil, err
 		}
@@ -390,7 +390,7 @@ func (d *Distributor) content(ctx context.Context, sv storedVersion, body []byte
 	if len(sv.Chunks) > 0 {
 		buf := make([]byte, 0, sv.Size)
 		for i, seq := range sv.Chunks {
-			m, err := d.stream.GetMsg(ctx, seq)
+			m, err := d.versions.GetMsg(ctx, seq, "")
 			if errors.Is(err, jetstream.ErrMsgNotFound) {
 				return nil, fmt.Errorf("read chunk %d/%d at %d: %w", i+1, len(sv.Chunks), seq, cuecast.ErrPurged)
 			}
@@ -440,15 +440,26 @@ func (d *Distributor) Versions(ctx context.Context, cfg cuecast.ConfigPath) ([]c
 // Configs returns every config with at least one retained version, tombstoned
 // ones included, sorted.
 func (d *Distributor) Configs(ctx context.Context) ([]cuecast.ConfigPath, error) {
-	info, err := d.stream.Info(ctx, jetstream.WithSubjectFilter(cuecast.StoredPrefix+".*.v.>"))
+	// By direct get only (the operator's account has no JetStream API):
+	// the newest version of each config in one answer, or, beyond the
+	// server's limit of subjects for that, every retained version.
+	seen := map[cuecast.ConfigPath]bool{}
+	collect := func(m *jetstream.RawStreamMsg) error {
+		if p, ok := configFromVersionSubject(m.Subject); ok {
+			seen[p] = true
+		}
+		return nil
+	}
+	err := d.versions.LastPerSubject(ctx, cuecast.StoredPrefix+".*.v.>", collect)
+	if errors.Is(err, ErrTooManySubjects) {
+		err = d.versions.Each(ctx, cuecast.StoredPrefix+".*.v.>", collect)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("list configs: %w", err)
 	}
-	out := make([]cuecast.ConfigPath, 0, len(info.State.Subjects))
-	for subj := range info.State.Subjects {
-		if p, ok := configFromVersionSubject(subj); ok {
-			out = append(out, p)
-		}
+	out := make([]cuecast.ConfigPath, 0, len(seen))
+	for p := range seen {
+		out = append(out, p)
 	}
 	slices.SortFunc(out, func(a, b cuecast.ConfigPath) int { return strings.Compare(string(a), string(b)) })
 	return out, nil

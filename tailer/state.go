@@ -12,6 +12,7 @@ import (
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/compiler"
+	"github.com/cuecast/cuecast/distributor"
 )
 
 // Bucket is the JetStream KV bucket holding every tailer's cursor, under the
@@ -159,11 +160,27 @@ var errConcurrent = errors.New("state changed by another writer; re-reading it")
 // LoadState reads the state of the tailer with the given ID from the KV
 // bucket, without a Tailer (for `cuecast status` in another process). It
 // returns a zero State when that tailer has not written one, and an error
-// wrapping jetstream.ErrBucketNotFound when no tailer ever ran.
+// wrapping jetstream.ErrBucketNotFound when no tailer ever ran. It reads by
+// direct get only, never through JetStream's management API, so the
+// operator's account, which reaches the bucket through a service import
+// of its direct get alone, can (docs/SECURITY.md).
 func LoadState(ctx context.Context, js jetstream.JetStream, id string) (State, error) {
-	kv, err := js.KeyValue(ctx, Bucket)
-	if err != nil {
-		return State{}, fmt.Errorf("open bucket %s: %w", Bucket, err)
+	key := "cursor." + id
+	m, err := distributor.NewDirectStream(js.Conn(), "KV_"+Bucket).GetLastMsgForSubject(ctx, "$KV."+Bucket+"."+key)
+	switch {
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+		return State{}, nil
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		return State{}, fmt.Errorf("open bucket %s: %w", Bucket, errors.Join(jetstream.ErrBucketNotFound, err))
+	case err != nil:
+		return State{}, fmt.Errorf("read %s/%s: %w", Bucket, key, err)
+	case m.Header.Get("KV-Operation") != "":
+		return State{}, nil // deleted or purged
 	}
-	return (&store{kv: kv, key: "cursor." + id}).load(ctx)
+	var st State
+	if err := json.Unmarshal(m.Data, &st); err != nil {
+		return State{}, fmt.Errorf("decode %s/%s revision %d: %w", Bucket, key, m.Sequence, err)
+	}
+	st.rev = m.Sequence
+	return st, nil
 }

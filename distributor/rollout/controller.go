@@ -154,9 +154,12 @@ func New(ctx context.Context, nc *nats.Conn, d Distributor, pol Policies, o Opti
 
 // Open opens the existing rollout KV bucket and audit stream without
 // creating or updating them, which needs no right to manage streams: the
-// operator's credentials can (docs/SECURITY.md). It returns an error
-// wrapping jetstream.ErrBucketNotFound or jetstream.ErrStreamNotFound when
-// serve has not created them yet.
+// operator's credentials can (docs/SECURITY.md). It reads by direct get
+// only and writes records by compare-and-swap publishes, never through
+// JetStream's management API, so it works from the operator's account,
+// which has none; such a controller cannot Run (ErrReadOnly). It returns
+// an error wrapping jetstream.ErrBucketNotFound or
+// jetstream.ErrStreamNotFound when serve has not created them yet.
 func Open(ctx context.Context, nc *nats.Conn, d Distributor, pol Policies, o Options) (*Controller, error) {
 	if err := o.Validate(); err != nil {
 		return nil, fmt.Errorf("open rollout controller: %w", err)
@@ -166,13 +169,9 @@ func Open(ctx context.Context, nc *nats.Conn, d Distributor, pol Policies, o Opt
 	if err != nil {
 		return nil, fmt.Errorf("open rollout controller: %w", err)
 	}
-	kv, err := js.KeyValue(ctx, Bucket)
+	kv, st, err := openDirect(ctx, nc, js)
 	if err != nil {
-		return nil, fmt.Errorf("open rollout controller: bucket %s: %w", Bucket, err)
-	}
-	st, err := js.Stream(ctx, AuditStream)
-	if err != nil {
-		return nil, fmt.Errorf("open rollout controller: stream %s: %w", AuditStream, err)
+		return nil, fmt.Errorf("open rollout controller: %w", err)
 	}
 	return &Controller{nc: nc, js: js, kv: kv, auditStream: st, d: d, pol: pol, o: o, log: o.Logger, own: map[string]uint64{}}, nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/distributor"
 )
 
 // The JetStream layout of the controller (docs/ROLLOUT.md).
@@ -28,6 +29,9 @@ const (
 func auditSubject(cfg cuecast.ConfigPath) string { return "cca." + cfg.Tokens() }
 
 func key(cfg cuecast.ConfigPath) string { return cfg.Tokens() }
+
+// kvOperationHeader marks a deleted or purged key.
+const kvOperationHeader = "KV-Operation"
 
 func configOfKey(k string) cuecast.ConfigPath {
 	return cuecast.ConfigPath(strings.ReplaceAll(k, ".", "/"))
@@ -66,6 +70,9 @@ func openStore(ctx context.Context, js jetstream.JetStream, replicas int) (jetst
 		Replicas:    replicas,
 		DenyDelete:  true,
 		DenyPurge:   true,
+		// Read by direct get only (Audit), which the operator's account
+		// reaches through a service import (docs/SECURITY.md).
+		AllowDirect: true,
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("open stream %s: %w", AuditStream, err)
@@ -99,7 +106,23 @@ func (c *Controller) load(ctx context.Context, cfg cuecast.ConfigPath) (Record, 
 // controller then judged a rollout from the state before its own last step
 // (a Deploy that moved nothing, or an undone move; issue 15, item 2). The
 // leader has applied every write it acknowledged.
+//
+// A controller from Open reads by direct get instead: the operator's
+// account has no JetStream management API (docs/SECURITY.md). It only
+// records actions by compare-and-swap, which a stale read fails and retries.
 func (c *Controller) get(ctx context.Context, k string) ([]byte, uint64, error) {
+	if _, ro := c.kv.(*directKV); ro {
+		m, err := distributor.NewDirectStream(c.nc, bucketStream).GetLastMsgForSubject(ctx, bucketPrefix+k)
+		switch {
+		case errors.Is(err, jetstream.ErrMsgNotFound):
+			return nil, 0, jetstream.ErrKeyNotFound
+		case err != nil:
+			return nil, 0, err
+		case m.Header.Get(kvOperationHeader) != "":
+			return nil, 0, jetstream.ErrKeyNotFound // deleted or purged
+		}
+		return m.Data, m.Sequence, nil
+	}
 	req, err := json.Marshal(map[string]string{"last_by_subj": "$KV." + Bucket + "." + k})
 	if err != nil {
 		return nil, 0, err
@@ -176,12 +199,29 @@ func isWrongSeq(err error) bool {
 
 // Records returns the record of every config the controller has seen, sorted.
 func (c *Controller) Records(ctx context.Context) ([]Record, error) {
-	keys, err := c.kv.ListKeys(ctx)
+	// By direct get over the bucket's subjects (no consumer, which the
+	// operator's account could not create): the newest revision of each
+	// key in one answer or, beyond the server's limit of subjects for
+	// that, every revision the bucket keeps.
+	keys := map[string]bool{}
+	collect := func(m *jetstream.RawStreamMsg) error {
+		k := strings.TrimPrefix(m.Subject, bucketPrefix)
+		keys[k] = m.Header.Get(kvOperationHeader) == ""
+		return nil
+	}
+	rd := distributor.NewDirectStream(c.nc, bucketStream)
+	err := rd.LastPerSubject(ctx, bucketPrefix+">", collect)
+	if errors.Is(err, distributor.ErrTooManySubjects) {
+		err = rd.Each(ctx, bucketPrefix+">", collect)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", Bucket, err)
 	}
 	var out []Record
-	for k := range keys.Keys() {
+	for k, live := range keys {
+		if !live {
+			continue // deleted or purged
+		}
 		rec, _, err := c.load(ctx, configOfKey(k))
 		if err != nil {
 			return nil, err
@@ -229,23 +269,22 @@ func (c *Controller) Audit(ctx context.Context, cfg cuecast.ConfigPath) ([]Audit
 	if cfg != "" {
 		subj = auditSubject(cfg)
 	}
+	// By batched direct gets: the operator's account reaches the audit
+	// stream by direct get only (docs/SECURITY.md).
 	var out []AuditEntry
-	for seq := uint64(1); ; {
-		m, err := c.auditStream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subj))
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			return out, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("read audit of %q: %w", cfg, err)
-		}
+	err := distributor.NewDirectStream(c.nc, AuditStream).Each(ctx, subj, func(m *jetstream.RawStreamMsg) error {
 		var e AuditEntry
 		if err := json.Unmarshal(m.Data, &e); err != nil {
-			return nil, fmt.Errorf("decode audit entry %d: %w", m.Sequence, err)
+			return fmt.Errorf("decode audit entry %d: %w", m.Sequence, err)
 		}
 		e.Seq = m.Sequence
 		out = append(out, e)
-		seq = m.Sequence + 1
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read audit of %q: %w", cfg, err)
 	}
+	return out, nil
 }
 
 // AppendAudit appends e to the audit trail, for actions taken outside the

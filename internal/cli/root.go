@@ -89,6 +89,7 @@ Exit codes: 0 ok, 1 cuecast failed, 2 wrong usage, 3 invalid configs, 4 halted o
 		newNATSConfigCmd(env, nil, nil),
 		newVersionCmd(env, nil),
 		newInitCmd(env, nil),
+		newFlagsCmd(env, nil),
 	)
 	guardGroups(root)
 	root.Version = versionLine(buildinfo.Read())

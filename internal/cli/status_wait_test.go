@@ -94,34 +94,35 @@ func (f *reportFleet) heartbeat(inst string, v uint64, interval time.Duration) (
 // the stream has. The server routes a copy of each request to this
 // subscription before the request is answered, so after a flush the count
 // includes every request answered before.
-func (f *reportFleet) consumers() (created func() int, existing func() int) {
+// reads counts the reads of the report stream: batched direct gets (a
+// read walks the stream with one or more of them), seen by a subscription
+// on the report stream's direct get subject, which answers nothing.
+func (f *reportFleet) reads() func() int {
 	f.t.Helper()
-	ch := make(chan *nats.Msg, 4096)
-	for _, subj := range []string{"$JS.API.CONSUMER.CREATE." + cuecast.ReportStream, "$JS.API.CONSUMER.CREATE." + cuecast.ReportStream + ".>", "$JS.API.CONSUMER.DURABLE.CREATE." + cuecast.ReportStream + ".>"} {
-		sub, err := f.nc.ChanSubscribe(subj, ch)
-		if err != nil {
-			f.t.Fatal(err)
+	var mu sync.Mutex
+	n := 0
+	sub, err := f.nc.Subscribe("$JS.API.DIRECT.GET."+cuecast.ReportStream, func(m *nats.Msg) {
+		if strings.Contains(string(m.Data), `"next_by_subj"`) {
+			mu.Lock()
+			n++
+			mu.Unlock()
 		}
-		f.t.Cleanup(func() { _ = sub.Unsubscribe() })
+	})
+	if err != nil {
+		f.t.Fatal(err)
 	}
-	created = func() int {
+	f.t.Cleanup(func() { _ = sub.Unsubscribe() })
+	if err := f.nc.Flush(); err != nil {
+		f.t.Fatal(err)
+	}
+	return func() int {
 		if err := f.nc.Flush(); err != nil {
 			f.t.Fatal(err)
 		}
-		return len(ch)
+		mu.Lock()
+		defer mu.Unlock()
+		return n
 	}
-	existing = func() int {
-		st, err := f.js.Stream(f.t.Context(), cuecast.ReportStream)
-		if err != nil {
-			f.t.Fatal(err)
-		}
-		info, err := st.Info(f.t.Context())
-		if err != nil {
-			f.t.Fatal(err)
-		}
-		return info.State.Consumers
-	}
-	return created, existing
 }
 
 type waitResult struct {
@@ -140,38 +141,31 @@ func (f *reportFleet) startWait(args ...string) <-chan waitResult {
 }
 
 // startWaitRead starts `status --wait` and returns once the wait has read
-// the report stream: created a consumer, and then left none for quietFor.
-// extra then counts the consumers created on the report stream since.
+// the report stream: sent a batched direct get, and then none for quietFor.
+// extra then counts the batched direct gets on the report stream since.
 //
-// A read may create more than one consumer, and how many varies (nats.go's
-// ordered consumer recreates its consumer when a fetch finds it wanting),
-// so the end of the read is the stream without consumers for a while, not
-// a count: quietFor is well above the moment a read spends between two of
-// its consumers and well below the 250 ms between the looks of a wait that
-// reads the stream on every look, whose later reads extra then counts.
+// quietFor is well above the moment a read spends between two of its
+// batches and well below the 250 ms between the looks of a wait that reads
+// the stream on every look, whose later reads extra then counts.
 func (f *reportFleet) startWaitRead(args ...string) (res <-chan waitResult, extra func() int) {
 	f.t.Helper()
 	const quietFor = 100 * time.Millisecond
-	created, existing := f.consumers()
-	before := created()
+	reads := f.reads()
+	before := reads()
 	res = f.startWait(args...)
 	poll.Until(f.t, "the wait's read of the report stream", 10*time.Second, func() (bool, string) {
-		c := created() - before
-		return c > 0, fmt.Sprintf("%d consumers created", c)
+		c := reads() - before
+		return c > 0, fmt.Sprintf("%d batched direct gets", c)
 	})
-	var quiet time.Time
+	last, since := reads(), time.Now()
 	poll.Until(f.t, "the wait's read done", 10*time.Second, func() (bool, string) {
-		if e := existing(); e != 0 {
-			quiet = time.Time{}
-			return false, fmt.Sprintf("%d consumers exist", e)
+		if n := reads(); n != last {
+			last, since = n, time.Now()
 		}
-		if quiet.IsZero() {
-			quiet = time.Now()
-		}
-		return time.Since(quiet) >= quietFor, "no consumer, for less than " + quietFor.String()
+		return time.Since(since) >= quietFor, "a batched direct get less than " + quietFor.String() + " ago"
 	})
-	base := created()
-	return res, func() int { return created() - base }
+	base := reads()
+	return res, func() int { return reads() - base }
 }
 
 func (f *reportFleet) result(res <-chan waitResult) waitResult {
@@ -186,8 +180,8 @@ func (f *reportFleet) result(res <-chan waitResult) waitResult {
 }
 
 // TestStatusWaitReadsReportsOnce: a wait that times out after several looks
-// has read the report stream with one consumer, the initial read, which is
-// gone; the stragglers are listed as before.
+// has read the report stream once, by batched direct get, the initial
+// read; the stragglers are listed as before.
 func TestStatusWaitReadsReportsOnce(t *testing.T) {
 	f := startReportFleet(t, distributor.Options{})
 	f.report("web-1", 1)
@@ -204,7 +198,7 @@ func TestStatusWaitReadsReportsOnce(t *testing.T) {
 		t.Errorf("stderr: got %q, want %q", r.errOut, want)
 	}
 	if n := extra(); n != 0 {
-		t.Errorf("consumers created on %s during a 1.5s wait beyond its first read: got %d, want 0", cuecast.ReportStream, n)
+		t.Errorf("reads of %s during a 1.5s wait beyond its first: got %d batched direct gets, want 0", cuecast.ReportStream, n)
 	}
 }
 
@@ -228,7 +222,7 @@ func TestStatusWaitSeesInstancesMoveAfterItStarted(t *testing.T) {
 		t.Fatalf("exit %d, stdout %q stderr %q; want 0 and all 2 instances", r.code, r.out, r.errOut)
 	}
 	if n := extra(); n != 0 {
-		t.Errorf("consumers created on %s during the wait beyond its first read: got %d, want 0", cuecast.ReportStream, n)
+		t.Errorf("reads of %s during the wait beyond its first: got %d batched direct gets, want 0", cuecast.ReportStream, n)
 	}
 }
 

@@ -17,7 +17,10 @@
 // through its exports, imported as services (direct get of their mirror,
 // their reports) and as a stream (their updates): a service import rewrites
 // reply subjects, so no request of theirs, whatever its reply subject, can
-// make JetStream store or deliver an answer in the CUECAST account. TLS on every
+// make JetStream store or deliver an answer in the CUECAST account. The
+// operator lives in an account of its own (OperatorAccount) the same way,
+// importing the direct gets of what it reads and its two writes
+// (OperatorImports), and no JetStream management API. TLS on every
 // listener and remote, and the leafnode remotes that deny the core ccr.>
 // subjects in both directions, so each level's instances receive updates only
 // from their own level's mirrors.
@@ -28,8 +31,8 @@
 // their bcrypt hashes) or, in operator mode (Spec.Keys), with .creds files
 // from Keys.UserCreds carrying the same permissions; Keys.InstanceCreds
 // binds one instance's reports to it. The leaf user a lower level's link
-// logs in with may not send versions, pointers or stream administration up
-// (LeafDenied). The Standalone level is serve's embedded server with
+// logs in with may not send versions, pointers, stream administration or
+// direct gets up (LeafDenied). The Standalone level is serve's embedded server with
 // --secure: the hub's accounts without cluster or leafnodes. EnsureTLS
 // makes a private CA and a server's own certificate.
 //

@@ -91,6 +91,11 @@ func (k *Keys) UserCreds(user string) ([]byte, error) {
 	if user == SystemUser {
 		signer = k.System
 	}
+	if user == OperatorUser {
+		if signer, err = k.OperatorAccountKey(); err != nil {
+			return nil, err
+		}
+	}
 	if ns, ok := strings.CutPrefix(user, "svc-"); ok {
 		if signer, err = k.ServiceAccountKey(ns); err != nil {
 			return nil, err
@@ -172,6 +177,49 @@ func (k *Keys) ServiceAccountKey(ns string) (nkeys.KeyPair, error) {
 	return kp, nil
 }
 
+// OperatorAccountKey is the key of the operator's account
+// (OperatorAccount), derived from the CUECAST account's seed as the
+// namespaces' are (ServiceAccountKey).
+func (k *Keys) OperatorAccountKey() (nkeys.KeyPair, error) {
+	seed, err := k.Account.Seed()
+	if err != nil {
+		return nil, fmt.Errorf("read account seed: %w", err)
+	}
+	raw := sha256.Sum256(append([]byte("cuecast operator account\x00"), seed...))
+	kp, err := nkeys.FromRawSeed(nkeys.PrefixByteAccount, raw[:])
+	if err != nil {
+		return nil, fmt.Errorf("derive the operator's account key: %w", err)
+	}
+	return kp, nil
+}
+
+// importInto exports im from the CUECAST account (claims ac, public key
+// acctPub) to the account with public key pub alone, and imports it there
+// (claims into) with an activation token the CUECAST account signed.
+// With ac nil, the export exists already (another account imports it too).
+func (k *Keys) importInto(ac, into *jwt.AccountClaims, acctPub, pub, name string, im serviceImport) error {
+	typ := jwt.Service
+	if im.stream {
+		typ = jwt.Stream
+	}
+	if ac != nil {
+		e := &jwt.Export{Name: name + " " + im.subject, Subject: jwt.Subject(im.subject), Type: typ, TokenReq: true}
+		if im.streamed {
+			e.ResponseType = jwt.ResponseTypeStream
+		}
+		ac.Exports.Add(e)
+	}
+	act := jwt.NewActivationClaims(pub)
+	act.ImportSubject = jwt.Subject(im.subject)
+	act.ImportType = typ
+	token, err := act.Encode(k.Account)
+	if err != nil {
+		return fmt.Errorf("sign activation of %s for %s: %w", im.subject, name, err)
+	}
+	into.Imports.Add(&jwt.Import{Name: im.subject, Subject: jwt.Subject(im.subject), Account: acctPub, Token: token, Type: typ})
+	return nil
+}
+
 // operatorMode are the JWTs an operator-mode server preloads.
 type operatorMode struct {
 	operatorJWT string
@@ -179,7 +227,7 @@ type operatorMode struct {
 	systemPub   string
 	accounts    map[string]string // public key ▶ account JWT
 	// serviceAccounts are the namespaces' accounts' public keys, in the
-	// order of Spec.Namespaces.
+	// order of Spec.Namespaces, then the operator's account's.
 	serviceAccounts []string
 }
 
@@ -217,21 +265,11 @@ func (k *Keys) operatorMode(namespaces []string) (operatorMode, error) {
 		sc := jwt.NewAccountClaims(spub)
 		sc.Name = ServiceAccount(ns)
 		for _, im := range serviceImports(ns) {
-			typ := jwt.Service
-			if im.stream {
-				typ = jwt.Stream
-			}
 			// Exported to this account alone: the import carries an
 			// activation token the CUECAST account signed for it.
-			ac.Exports.Add(&jwt.Export{Name: ns + " " + im.subject, Subject: jwt.Subject(im.subject), Type: typ, TokenReq: true})
-			act := jwt.NewActivationClaims(spub)
-			act.ImportSubject = jwt.Subject(im.subject)
-			act.ImportType = typ
-			token, err := act.Encode(k.Account)
-			if err != nil {
-				return m, fmt.Errorf("sign activation of %s for %s: %w", im.subject, ns, err)
+			if err := k.importInto(ac, sc, m.accountPub, spub, ns, im); err != nil {
+				return m, err
 			}
-			sc.Imports.Add(&jwt.Import{Name: im.subject, Subject: jwt.Subject(im.subject), Account: m.accountPub, Token: token, Type: typ})
 		}
 		sjwt, err := sc.Encode(k.Operator)
 		if err != nil {
@@ -240,6 +278,36 @@ func (k *Keys) operatorMode(namespaces []string) (operatorMode, error) {
 		m.accounts[spub] = sjwt
 		m.serviceAccounts = append(m.serviceAccounts, spub)
 	}
+	okp, err := k.OperatorAccountKey()
+	if err != nil {
+		return m, err
+	}
+	opPub, err := okp.PublicKey()
+	if err != nil {
+		return m, fmt.Errorf("read the operator's account key: %w", err)
+	}
+	oac := jwt.NewAccountClaims(opPub)
+	oac.Name = OperatorAccount
+	for _, im := range operatorImports() {
+		if im.subject == "ccr.>" {
+			// An account's stream exports may not overlap, and each
+			// namespace's account imports its own updates: the operator
+			// imports those exports, one per namespace of the tree.
+			for _, ns := range namespaces {
+				if err := k.importInto(nil, oac, m.accountPub, opPub, OperatorAccount, serviceImport{subject: "ccr." + ns + ".>", stream: true}); err != nil {
+					return m, err
+				}
+			}
+			continue
+		}
+		if err := k.importInto(ac, oac, m.accountPub, opPub, OperatorAccount, im); err != nil {
+			return m, err
+		}
+	}
+	if m.accounts[opPub], err = oac.Encode(k.Operator); err != nil {
+		return m, fmt.Errorf("sign the operator's account: %w", err)
+	}
+	m.serviceAccounts = append(m.serviceAccounts, opPub)
 	acctJWT, err := ac.Encode(k.Operator)
 	if err != nil {
 		return m, fmt.Errorf("sign account: %w", err)

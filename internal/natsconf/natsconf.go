@@ -42,6 +42,10 @@ const (
 	Account = "CUECAST"
 	// SystemAccount is the server's system account.
 	SystemAccount = "SYS"
+	// OperatorAccount holds the operator: no JetStream, no stream; it
+	// reaches the CUECAST account only through the imports OperatorImports
+	// lists (docs/SECURITY.md).
+	OperatorAccount = "OPERATOR"
 	// DistributorUser writes versions and pointers (serve, the tailer, the
 	// rollout controller) and administers the mirrors.
 	DistributorUser = "distributor"
@@ -79,10 +83,51 @@ func ServiceUser(ns string) string { return "svc-" + ns }
 func ServiceAccount(ns string) string { return "SVC_" + ns }
 
 // serviceImport is one subject the CUECAST account exports to a
-// namespace's account.
+// namespace's account or the operator's.
 type serviceImport struct {
 	subject string
 	stream  bool // a stream export (messages flow in); else a service
+	// streamed: a service answering with several messages (a batched
+	// direct get), whose responses the import must let through until the
+	// end of the batch.
+	streamed bool
+}
+
+// operatorStreams are the streams the operator reads, by direct get only.
+var operatorStreams = []string{Stream, reportStream, rolloutStream, auditStream, tailerStream}
+
+// OperatorImports are the exports of the CUECAST account the operator's
+// account reaches, the only ways out of it: the direct gets of every
+// stream it reads (batched: responses streamed), its two writes (rollout
+// records by compare-and-swap, audit entries), and the updates and reports
+// it follows live. Like a namespace's, its account rewrites the reply
+// subject of every request it makes, so no answer is stored in or
+// delivered on a subject of the CUECAST account; and it reaches no
+// JetStream management API (no STREAM.INFO, no consumer, whose deliver
+// subject no permission sees), which an account without JetStream is not
+// answered on through an import anyway.
+func OperatorImports() []string {
+	var out []string
+	for _, im := range operatorImports() {
+		out = append(out, im.subject)
+	}
+	return out
+}
+
+func operatorImports() []serviceImport {
+	var im []serviceImport
+	for _, st := range operatorStreams {
+		im = append(im,
+			serviceImport{subject: "$JS.API.DIRECT.GET." + st, streamed: true},
+			serviceImport{subject: "$JS.API.DIRECT.GET." + st + ".>", streamed: true},
+		)
+	}
+	return append(im,
+		serviceImport{subject: "$KV." + strings.TrimPrefix(rolloutStream, "KV_") + ".>"},
+		serviceImport{subject: "cca.>"},
+		serviceImport{subject: "ccr.>", stream: true},
+		serviceImport{subject: "ccs.>", stream: true},
+	)
 }
 
 // serviceImports are the exports of the CUECAST account a namespace's
@@ -339,26 +384,21 @@ type Permissions struct {
 func UserPermissions(user string) (Permissions, bool) {
 	switch {
 	case user == OperatorUser:
+		// The operator's account (OperatorAccount) reaches CUECAST only
+		// through its imports: direct gets of what it reads; the config's
+		// record in the rollout bucket (compare-and-swap) and the audit
+		// stream, which steering a rollout writes (serve's controller then
+		// moves the pointers). No stream's configuration or contents
+		// otherwise, and no consumer. The permissions say the same.
 		var pub []string
-		for _, st := range []string{Stream, reportStream, rolloutStream, auditStream, tailerStream} {
-			pub = append(pub,
-				"$JS.API.STREAM.INFO."+st,
-				"$JS.API.STREAM.MSG.GET."+st,
-				"$JS.API.DIRECT.GET."+st,
-				"$JS.API.DIRECT.GET."+st+".>",
-				"$JS.API.CONSUMER.CREATE."+st+".>",
-				"$JS.API.CONSUMER.INFO."+st+".>",
-				"$JS.API.CONSUMER.DELETE."+st+".>",
-				"$JS.API.CONSUMER.MSG.NEXT."+st+".>",
-			)
+		for _, im := range operatorImports() {
+			if !im.stream {
+				pub = append(pub, im.subject)
+			}
 		}
-		// Steering a rollout writes the config's record in the rollout
-		// bucket (compare-and-swap) and appends to the audit stream; serve's
-		// controller then moves the pointers. No stream's configuration or
-		// contents otherwise: no STREAM.CREATE, UPDATE, DELETE, PURGE or
-		// MSG.DELETE (the audit stream denies delete and purge besides).
-		pub = append(pub, "$KV."+strings.TrimPrefix(rolloutStream, "KV_")+".>", "cca.>")
-		pub = append(pub, "$JS.API.INFO", "$JS.API.STREAM.NAMES", "$JS.API.STREAM.LIST", "$JS.FC.>")
+		// distributor.Open asks for the report stream's max age, best
+		// effort: the operator's account has no JetStream, nothing answers.
+		pub = append(pub, "$JS.API.STREAM.INFO."+reportStream)
 		// ccs.>: `status --wait` follows the reports live rather than
 		// reading the report stream several times a second.
 		return Permissions{Publish: pub, Subscribe: []string{"_INBOX.>", "ccr.>", "ccs.>"}}, true
@@ -415,13 +455,20 @@ func InstancePermissions(ns, instance string) Permissions {
 
 // LeafDenied are the subjects a lower level's leafnode connection may not
 // publish into its upstream: versions and pointers, audit entries, rollout
-// records and the administration of any stream, by the local or any
-// domain's API. What the mirrors need (consumers upstream) and reports
-// still go up, so a compromised node or leaf host cannot write the hub's
-// stores directly (but see docs/SECURITY.md for consumers).
+// records, the administration of any stream, by the local or any domain's
+// API, and direct gets. What the mirrors need (consumers upstream) and
+// reports still go up, so a compromised node or leaf host cannot write the
+// hub's stores directly (but see docs/SECURITY.md for consumers).
+//
+// Direct gets: a stream publishes its answer on the request's reply
+// subject in its own account, where a reply aimed at a JetStream API
+// subject ($JS.API.STREAM.PURGE.CUECAST, ….DELETE.CUECAST_AUDIT) is
+// executed as a request of that account. No level below needs one
+// upstream: mirrors follow by consumer, services read their own level's
+// mirror.
 func LeafDenied() []string {
 	var d []string
-	d = append(d, "cc.>", "cca.>", "$KV.>", "$JS.API.>")
+	d = append(d, "cc.>", "cca.>", "$KV.>", "$JS.API.>", "$JS.*.API.DIRECT.GET.>")
 	for _, op := range []string{"CREATE", "UPDATE", "DELETE", "PURGE", "MSG.DELETE", "SNAPSHOT", "RESTORE"} {
 		d = append(d, "$JS.*.API.STREAM."+op+".>")
 	}
@@ -538,9 +585,7 @@ func Generate(s Spec) (string, error) {
 	w.open(Account)
 	w.kv("jetstream", "enabled")
 	w.open("users = [")
-	for _, u := range []string{DistributorUser, OperatorUser} {
-		w.user(u, s.Passwords[u])
-	}
+	w.user(DistributorUser, s.Passwords[DistributorUser])
 	if s.LeafListen != "" {
 		w.user(LeafUser, s.Passwords[LeafUser])
 	}
@@ -553,20 +598,27 @@ func Generate(s Spec) (string, error) {
 		w.line("{service: {account: %s, subject: %s}, to: %s}", q(SystemAccount), q("$JS.API.>"), q("$JS."+s.Domain+".API.>"))
 		w.closeWith("]")
 	}
-	if len(s.Namespaces) > 0 {
-		w.comment("Each namespace's services reach these subjects only, from their own account.")
-		w.open("exports = [")
-		for _, ns := range s.Namespaces {
-			for _, im := range serviceImports(ns) {
-				kind := "service"
-				if im.stream {
-					kind = "stream"
-				}
-				w.line("{%s: %s, accounts: [%s]}", kind, q(im.subject), q(ServiceAccount(ns)))
-			}
-		}
-		w.closeWith("]")
+	w.comment("The operator's account and each namespace's services reach these subjects only.")
+	w.open("exports = [")
+	for _, im := range operatorImports() {
+		w.export(im, OperatorAccount)
 	}
+	for _, ns := range s.Namespaces {
+		for _, im := range serviceImports(ns) {
+			w.export(im, ServiceAccount(ns))
+		}
+	}
+	w.closeWith("]")
+	w.close()
+	w.open(OperatorAccount)
+	w.open("users = [")
+	w.user(OperatorUser, s.Passwords[OperatorUser])
+	w.closeWith("]")
+	w.open("imports = [")
+	for _, im := range operatorImports() {
+		w.imp(im)
+	}
+	w.closeWith("]")
 	w.close()
 	for _, ns := range s.Namespaces {
 		w.open(q(ServiceAccount(ns)))
@@ -575,11 +627,7 @@ func Generate(s Spec) (string, error) {
 		w.closeWith("]")
 		w.open("imports = [")
 		for _, im := range serviceImports(ns) {
-			kind := "service"
-			if im.stream {
-				kind = "stream"
-			}
-			w.line("{%s: {account: %s, subject: %s}}", kind, q(Account), q(im.subject))
+			w.imp(im)
 		}
 		w.closeWith("]")
 		w.close()
@@ -692,6 +740,27 @@ func (w *confWriter) user(u, password string) {
 	w.close()
 	w.close()
 	w.closeWith("}")
+}
+
+// export writes one export of the CUECAST account to account.
+func (w *confWriter) export(im serviceImport, account string) {
+	switch {
+	case im.stream:
+		w.line("{stream: %s, accounts: [%s]}", q(im.subject), q(account))
+	case im.streamed:
+		w.line("{service: %s, accounts: [%s], response_type: stream}", q(im.subject), q(account))
+	default:
+		w.line("{service: %s, accounts: [%s]}", q(im.subject), q(account))
+	}
+}
+
+// imp writes one import from the CUECAST account.
+func (w *confWriter) imp(im serviceImport) {
+	kind := "service"
+	if im.stream {
+		kind = "stream"
+	}
+	w.line("{%s: {account: %s, subject: %s}}", kind, q(Account), q(im.subject))
 }
 
 func (w *confWriter) tls(t *TLS, verify bool) {

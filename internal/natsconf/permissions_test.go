@@ -20,6 +20,7 @@ import (
 	"github.com/cuecast/cuecast/distributor/rollout"
 	"github.com/cuecast/cuecast/internal/natsconf"
 	"github.com/cuecast/cuecast/internal/natstest"
+	"github.com/cuecast/cuecast/tailer"
 )
 
 // asyncErrs collects the asynchronous errors of a connection.
@@ -242,6 +243,7 @@ type attack struct {
 	pub     string
 	reply   string
 	body    string
+	header  nats.Header
 	allowed bool
 }
 
@@ -338,6 +340,54 @@ func operatorAttacks(domains []string) []attack {
 		attack{pub: "ccr.payments.p.all.checkout", body: `{}`},
 		attack{pub: "ccs.payments.web-1.checkout", body: `{}`},
 	)
+	return append(as, operatorReplyAttacks()...)
+}
+
+// operatorReplyAttacks are the requests the operator may make (its reads,
+// and writes refused by their expectations) with the reply aimed at a
+// store, and the push consumers it could create with such a deliver
+// subject (docs/SECURITY.md, the operator). The reply of a request it makes
+// must reach only itself, and it can create no consumer.
+func operatorReplyAttacks() []attack {
+	var as []attack
+	wrongSeq := nats.Header{"Nats-Expected-Last-Subject-Sequence": []string{"999999"}}
+	wrongStream := nats.Header{"Nats-Expected-Stream": []string{"NOPE"}}
+	for _, reply := range replyTargets("payments", "search") {
+		for _, st := range []string{natsconf.Stream, cuecast.ReportStream, "KV_cuecast-rollouts", "KV_cuecast-tailer", "CUECAST_AUDIT"} {
+			as = append(as,
+				attack{pub: "$JS.API.DIRECT.GET." + st, reply: reply, body: `{"seq":1}`, allowed: true},
+				attack{pub: "$JS.API.DIRECT.GET." + st, reply: reply, body: `{"seq":1,"batch":10,"next_by_subj":">"}`, allowed: true},
+				attack{pub: "$JS.API.STREAM.INFO." + st, reply: reply, allowed: true},
+			)
+		}
+		as = append(as,
+			attack{pub: "$JS.API.DIRECT.GET.CUECAST.cc.payments.v.checkout", reply: reply, allowed: true},
+			attack{pub: "$JS.API.DIRECT.GET.CUECAST", reply: reply, body: `{"multi_last":["cc.>"]}`, allowed: true},
+			attack{pub: "$JS.API.DIRECT.GET.CUECAST_REPORTS.ccs.search.web-1.ranking", reply: reply, allowed: true},
+			attack{pub: "$JS.API.STREAM.MSG.GET.CUECAST", reply: reply, body: `{"seq":1}`, allowed: true},
+			attack{pub: "$JS.API.INFO", reply: reply, allowed: true},
+			attack{pub: "$JS.API.STREAM.NAMES", reply: reply, allowed: true},
+			// Writes it may make, refused by their expectations: only the
+			// error answers the reply.
+			attack{pub: "$KV.cuecast-rollouts.payments.checkout", reply: reply, body: `{}`, header: wrongSeq, allowed: true},
+			attack{pub: "cca.payments.checkout", reply: reply, body: `{}`, header: wrongStream, allowed: true},
+		)
+	}
+	// Push consumers delivering into another stream's subjects, with
+	// interest in them (the operator follows ccs.> and ccr.>).
+	for i, c := range []struct{ stream, deliver string }{
+		{natsconf.Stream, "ccs.search.web-7.ranking"},
+		{cuecast.ReportStream, "cc.search.v.junk"},
+		{"CUECAST_AUDIT", "ccs.payments.web-7.checkout"},
+		{"KV_cuecast-rollouts", "cc.payments.p.all.checkout"},
+	} {
+		name := fmt.Sprintf("evil%d", i)
+		body := fmt.Sprintf(`{"stream_name":%q,"config":{"name":%q,"deliver_subject":%q,"ack_policy":"none","deliver_policy":"all"}}`, c.stream, name, c.deliver)
+		as = append(as,
+			attack{pub: "$JS.API.CONSUMER.CREATE." + c.stream + "." + name, reply: "_INBOX.attack", body: body, allowed: true},
+			attack{pub: "$JS.API.CONSUMER.CREATE." + c.stream, reply: "_INBOX.attack", body: body, allowed: true},
+		)
+	}
 	return as
 }
 
@@ -501,6 +551,9 @@ func (st *suiteTree) run(t *testing.T, nc *nats.Conn, errs asyncErrs, as []attac
 		}
 		m := nats.NewMsg(a.pub)
 		m.Reply, m.Data = a.reply, []byte(a.body)
+		if a.header != nil {
+			m.Header = a.header
+		}
 		if err := nc.PublishMsg(m); err != nil {
 			t.Fatalf("%s: %v", a, err)
 		}
@@ -607,11 +660,48 @@ func TestPermissionSuite(t *testing.T) {
 				t.Run("operator@"+srv.Spec.Name, func(t *testing.T) {
 					errs := asyncErrs(make(chan error, 1024))
 					nc := srv.Connect(t, natsconf.OperatorUser, errs.option(), nats.PermissionErrOnSubscribe(true))
+					// Interest in what a consumer it created would deliver:
+					// it follows reports and updates live.
+					for _, subj := range []string{"ccs.>", "ccr.>"} {
+						if _, err := nc.Subscribe(subj, func(*nats.Msg) {}); err != nil {
+							t.Fatal(err)
+						}
+					}
 					st.run(t, nc, errs, operatorAttacks(st.domains), func(before uint64) uint64 {
-						// The barrier: an answered JetStream request after
-						// the refused ones.
-						if _, err := nc.Request("$JS.API.STREAM.INFO."+natsconf.Stream, nil, 5*time.Second); err != nil {
-							t.Fatalf("stream info as operator: %v", err)
+						// The barrier: an answered direct get of the hub's
+						// stream after the attempts, and no consumer on any
+						// stream of the hub. Operators read from the hub:
+						// below it, the hub's streams answer only their
+						// domain's API ($JS.hub.API), which the operator's
+						// account does not import, so there the barrier is
+						// a request through the server's link to the hub,
+						// which forwards in order what reaches it.
+						if srv == st.Hub {
+							m, err := nc.Request("$JS.API.DIRECT.GET."+natsconf.Stream+".cc.payments.v.checkout", nil, 5*time.Second)
+							if err != nil {
+								t.Fatalf("direct get of the hub's stream after the operator's attempts: %v", err)
+							}
+							if got := m.Header.Get("Nats-Subject"); got != "cc.payments.v.checkout" {
+								t.Errorf("direct get of the hub's stream: subject %q, status %q", got, m.Header.Get("Status"))
+							}
+						} else {
+							if err := nc.Flush(); err != nil {
+								t.Fatal(err)
+							}
+							m, err := srv.Connect(t, natsconf.DistributorUser).Request("$JS.hub.API.STREAM.INFO."+natsconf.Stream, nil, 5*time.Second)
+							if err != nil || !strings.Contains(string(m.Data), `"config"`) {
+								t.Fatalf("the hub's stream info through the link after the operator's attempts: %v", err)
+							}
+						}
+						for _, name := range []string{natsconf.Stream, cuecast.ReportStream, "KV_cuecast-rollouts", "CUECAST_AUDIT"} {
+							s, err := st.js.Stream(t.Context(), name)
+							if err != nil {
+								t.Fatal(err)
+							}
+							for c := range s.ListConsumers(t.Context()).Info() {
+								t.Errorf("consumer %s on %s (deliver subject %q) after the operator's attempts", c.Name, name, c.Config.DeliverSubject)
+								_ = s.DeleteConsumer(t.Context(), c.Name)
+							}
 						}
 						return before
 					})
@@ -622,13 +712,36 @@ func TestPermissionSuite(t *testing.T) {
 }
 
 // TestOperatorSteersWithoutManagingStreams: the operator's credentials open
-// the distributor and the rollout state read-only (as every CLI command
-// does) and record a rollback, which only serve's controller carries out,
-// while the suite above proves they change no stream's configuration.
+// the distributor, the rollout state and the tailer's state read-only (as
+// every CLI command does), from the operator's account, which reaches the
+// streams by direct get only: status, versions, reports, rollout records,
+// progress, the audit trail and the tailer's cursor all read, and a
+// rollback is recorded, which only serve's controller carries out, while
+// the suite above proves they change no stream's configuration.
 func TestOperatorSteersWithoutManagingStreams(t *testing.T) {
+	for _, auth := range []string{"password", "creds", "standalone"} {
+		t.Run(auth, func(t *testing.T) {
+			var st *suiteTree
+			if auth == "standalone" {
+				st = startSuiteStandalone(t)
+			} else {
+				st = startSuiteTree(t, auth == "creds")
+			}
+			testOperatorSteers(t, st)
+		})
+	}
+}
+
+func testOperatorSteers(t *testing.T, st *suiteTree) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	st := startSuiteTree(t, false)
+	tkv, err := st.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: tailer.Bucket})
+	if err != nil {
+		t.Fatalf("tailer bucket: %v", err)
+	}
+	if _, err := tkv.Put(ctx, "cursor.default", []byte(`{"repo":"r","branch":"main","cursor":"c0ffee"}`)); err != nil {
+		t.Fatalf("tailer state: %v", err)
+	}
 	nc := st.Hub.Connect(t, natsconf.OperatorUser)
 	d, err := distributor.Open(ctx, nc, distributor.Options{})
 	if err != nil {
@@ -650,12 +763,43 @@ func TestOperatorSteersWithoutManagingStreams(t *testing.T) {
 	if got := streamState(t, st.dist, "hub", "CUECAST_AUDIT"); got.Last != before.Last+1 || got.Msgs != before.Msgs+1 {
 		t.Errorf("audit stream %+v after the rollback, want one entry more than %+v", got, before)
 	}
+	// Every read of the operator's commands.
+	if recs, err := ctl.Records(ctx); err != nil || len(recs) != 1 || recs[0].Config != checkout {
+		t.Errorf("rollout records as operator: %+v, %v; want %s's", recs, err, checkout)
+	}
+	if _, err := ctl.Progress(ctx, checkout); err != nil && !errors.Is(err, rollout.ErrNoRollout) {
+		t.Errorf("progress as operator: %v", err)
+	}
+	audit, err := ctl.Audit(ctx, "")
+	if err != nil || len(audit) == 0 || audit[len(audit)-1].Action != "rollback" || audit[len(audit)-1].Actor != "oncall" {
+		t.Errorf("audit as operator: %+v, %v; want oncall's rollback last", audit, err)
+	}
+	if cfgs, err := d.Configs(ctx); err != nil || len(cfgs) != 2 {
+		t.Errorf("configs as operator: %v, %v; want 2", cfgs, err)
+	}
+	if s, err := d.Status(ctx); err != nil || len(s) != 2 {
+		t.Errorf("status as operator: %+v, %v; want 2 configs", s, err)
+	}
+	if vs, err := d.Versions(ctx, checkout); err != nil || len(vs) != 1 {
+		t.Errorf("versions as operator: %+v, %v; want 1", vs, err)
+	}
+	if rs, err := d.Reports(ctx, ""); err != nil || len(rs) != 1 {
+		t.Errorf("reports as operator: %+v, %v; want search's one", rs, err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ts, err := tailer.LoadState(ctx, js, "default"); err != nil || ts.Cursor != "c0ffee" {
+		t.Errorf("tailer state as operator: %+v, %v; want cursor c0ffee", ts, err)
+	}
 }
 
 // TestCompromisedNodeCannotWriteUpstream: whoever controls a node server
 // (its configuration, hence any local user) publishes through the node's
 // leafnode link into the level above: versions, pointers, audit entries,
-// rollout records and stream administration are refused there, and no
+// rollout records, stream administration and direct gets (whose answers a
+// reply subject could aim at a stream's API) are refused there, and no
 // store of the tree changes.
 func TestCompromisedNodeCannotWriteUpstream(t *testing.T) {
 	for _, auth := range []string{"password", "creds"} {
@@ -674,6 +818,25 @@ func testCompromisedNode(t *testing.T, st *suiteTree) {
 		"$JS.hub.API.STREAM.UPDATE.CUECAST_AUDIT",
 	} {
 		if err := nc.Publish(subj, []byte(`{"name":"CUECAST_AUDIT","max_msgs":1}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Direct gets upstream, with the reply aimed at a stream's API or a
+	// store: the stream publishes its answer on the reply subject in the
+	// upstream account, where a JetStream API subject executes it (a reply
+	// $JS.API.STREAM.PURGE.CUECAST purged the hub's versions and pointers,
+	// one aimed at a region's API its mirror). The levels below never need
+	// a direct get upstream (mirrors follow by consumer, services read
+	// their own level's mirror), so the link may not send one.
+	for _, reply := range replyTargets("payments", "search") {
+		for _, get := range []string{"$JS.hub.API.DIRECT.GET.CUECAST", "$JS.hub.API.DIRECT.GET.CUECAST_REPORTS", "$JS.hub.API.DIRECT.GET.CUECAST_AUDIT", "$JS.eu-west.API.DIRECT.GET.CUECAST_payments"} {
+			for _, body := range []string{`{"seq":1}`, `{"seq":1,"batch":10}`} {
+				if err := nc.PublishRequest(get, reply, []byte(body)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if err := nc.PublishRequest("$JS.hub.API.DIRECT.GET.CUECAST.cc.payments.v.checkout", reply, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
