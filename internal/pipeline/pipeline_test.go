@@ -15,6 +15,7 @@ import (
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/client"
+	"github.com/cuecast/cuecast/distributor/rollout"
 	"github.com/cuecast/cuecast/internal/gittest"
 	"github.com/cuecast/cuecast/internal/pipeline"
 	"github.com/cuecast/cuecast/internal/poll"
@@ -35,6 +36,12 @@ type fixture struct {
 
 func start(t *testing.T, repo *gittest.Repo, data string) *fixture {
 	t.Helper()
+	return startWith(t, repo, data, nil)
+}
+
+// startWith is start with the rollout policies pol (nil: the default).
+func startWith(t *testing.T, repo *gittest.Repo, data string, pol rollout.Policies) *fixture {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	p, err := pipeline.Start(ctx, pipeline.Config{
 		Repo:     repo.Dir,
@@ -42,6 +49,7 @@ func start(t *testing.T, repo *gittest.Repo, data string) *fixture {
 		DataDir:  data,
 		Listen:   "127.0.0.1:0",
 		Interval: 20 * time.Millisecond,
+		Policies: pol,
 	})
 	if err != nil {
 		cancel()

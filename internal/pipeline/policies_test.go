@@ -1,11 +1,9 @@
 package pipeline_test
 
 import (
-	"context"
 	"fmt"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/internal/gittest"
@@ -118,22 +116,7 @@ namespaces: pay: {
 		defer mu.Unlock()
 		compiles[commit]++
 	})
-	ctx, cancel := context.WithCancel(t.Context())
-	p, err := pipeline.Start(ctx, pipeline.Config{Repo: repo.Dir, Branch: "main", DataDir: data,
-		Listen: "127.0.0.1:0", Interval: 20 * time.Millisecond, Policies: pol})
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("pipeline run: %v", err)
-		}
-		p.Close()
-	})
+	p := startWith(t, repo, data, pol).p
 	for n := 1; n <= 3; n++ {
 		if n > 1 {
 			repo.CommitFiles(fmt.Sprintf("a to %d", n), map[string]string{"pay/a/a.cue": fmt.Sprintf("package a\n\nvalue: %d\n", n)})
