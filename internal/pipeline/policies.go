@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 
@@ -79,6 +80,12 @@ func (m *manifestPolicies) RecordManifest(commit string, man *compiler.Manifest)
 	if len(m.commits) >= maxCommits {
 		delete(m.byCommit, m.commits[0])
 		m.commits = m.commits[1:]
+	}
+	if n := len(m.commits); n > 0 {
+		// Consecutive commits mostly share a manifest: keep one copy.
+		if last := m.byCommit[m.commits[n-1]]; reflect.DeepEqual(last, man) {
+			man = last
+		}
 	}
 	m.byCommit[commit] = man
 	m.commits = append(m.commits, commit)
