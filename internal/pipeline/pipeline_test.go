@@ -161,8 +161,8 @@ func TestDemoPath(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(cfgs) != 6 {
-		t.Fatalf("got %d configs published (%v), want 6", len(cfgs), cfgs)
+	if len(cfgs) != 7 {
+		t.Fatalf("got %d configs published (%v), want 7", len(cfgs), cfgs)
 	}
 	for _, c := range cfgs {
 		vs := f.versions(c)
