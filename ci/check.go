@@ -12,7 +12,9 @@ import (
 
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/cache"
 	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/storage/filesystem"
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/compiler"
@@ -79,13 +81,11 @@ func Check(ctx context.Context, repoDir string, opts Options) (*Report, error) {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	log := opts.Logger
-	r, err := git.PlainOpen(repoDir)
+	r, closeRepo, err := openRepo(repoDir)
 	if err != nil {
-		if errors.Is(err, git.ErrRepositoryNotExists) {
-			return nil, fmt.Errorf("open %s: %w", repoDir, ErrNotRepo)
-		}
-		return nil, fmt.Errorf("open %s: %w", repoDir, err)
+		return nil, err
 	}
+	defer closeRepo()
 	baseC, err := resolve(r, "base", opts.Base)
 	if err != nil {
 		return nil, err
@@ -222,6 +222,32 @@ func undeclared(changed []string, base, head *compiler.Result) []string {
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
+}
+
+// openRepo opens the repository at repoDir for one check: its packfiles
+// stay open until close (go-git otherwise opens the pack again for every
+// object it reads), and objects over compiler.MaxFileSize are not read into
+// memory when looked up, so the compiler can refuse them unread.
+func openRepo(repoDir string) (*git.Repository, func(), error) {
+	r, err := git.PlainOpen(repoDir)
+	if err != nil {
+		if errors.Is(err, git.ErrRepositoryNotExists) {
+			return nil, nil, fmt.Errorf("open %s: %w", repoDir, ErrNotRepo)
+		}
+		return nil, nil, fmt.Errorf("open %s: %w", repoDir, err)
+	}
+	st, ok := r.Storer.(*filesystem.Storage)
+	if !ok {
+		return r, func() {}, nil
+	}
+	kept := filesystem.NewStorageWithOptions(st.Filesystem(), cache.NewObjectLRUDefault(), filesystem.Options{
+		KeepDescriptors: true, LargeObjectThreshold: compiler.MaxFileSize,
+	})
+	r, err = git.Open(kept, nil)
+	if err != nil {
+		return nil, nil, fmt.Errorf("open %s: %w", repoDir, err)
+	}
+	return r, func() { _ = kept.Close() }, nil
 }
 
 // ResolveCommit returns the full hash of the commit rev names in the

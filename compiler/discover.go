@@ -3,6 +3,7 @@ package compiler
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"path"
 	"slices"
@@ -202,21 +203,9 @@ func checkSymlink(fsys fs.FS, rl fs.ReadLinkFS, canReadLink bool, p string) (ok,
 // readFile reads one .cue file and applies the file lints. It returns nil
 // contents when the file is rejected.
 func readFile(fsys fs.FS, p string) ([]byte, *Error, error) {
-	fi, err := fs.Stat(fsys, p)
-	if err != nil {
-		return nil, nil, fmt.Errorf("stat %s: %w", p, err)
-	}
-	if fi.Size() > MaxFileSize {
-		return nil, &Error{File: p, Line: 1, Column: 1, ID: IDFileTooLarge,
-			Message: fmt.Sprintf("file is %d bytes, over the %d-byte limit", fi.Size(), MaxFileSize)}, nil
-	}
-	b, err := fs.ReadFile(fsys, p)
-	if err != nil {
-		return nil, nil, fmt.Errorf("read %s: %w", p, err)
-	}
-	if len(b) > MaxFileSize {
-		return nil, &Error{File: p, Line: 1, Column: 1, ID: IDFileTooLarge,
-			Message: fmt.Sprintf("file is %d bytes, over the %d-byte limit", len(b), MaxFileSize)}, nil
+	b, lint, err := readLimited(fsys, p)
+	if b == nil {
+		return nil, lint, err
 	}
 	if !utf8.Valid(b) {
 		line, col := firstInvalidUTF8(b)
@@ -229,23 +218,47 @@ func readFile(fsys fs.FS, p string) ([]byte, *Error, error) {
 // readData reads a file a package may embed. Only the size limit applies:
 // embedded data need not be text.
 func readData(fsys fs.FS, p string) ([]byte, *Error, error) {
-	fi, err := fs.Stat(fsys, p)
+	return readLimited(fsys, p)
+}
+
+// readLimited reads p unless it is over MaxFileSize. It opens the file once
+// and takes the size from the open file, so a Git-backed file system looks
+// the object up once and never reads a blob that is too large.
+func readLimited(fsys fs.FS, p string) ([]byte, *Error, error) {
+	tooLarge := func(n int64) *Error {
+		return &Error{File: p, Line: 1, Column: 1, ID: IDFileTooLarge,
+			Message: fmt.Sprintf("file is %d bytes, over the %d-byte limit", n, MaxFileSize)}
+	}
+	f, err := fsys.Open(p)
+	if err != nil {
+		return nil, nil, fmt.Errorf("open %s: %w", p, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
 	if err != nil {
 		return nil, nil, fmt.Errorf("stat %s: %w", p, err)
 	}
 	if fi.Size() > MaxFileSize {
-		return nil, &Error{File: p, Line: 1, Column: 1, ID: IDFileTooLarge,
-			Message: fmt.Sprintf("file is %d bytes, over the %d-byte limit", fi.Size(), MaxFileSize)}, nil
+		return nil, tooLarge(fi.Size()), nil
 	}
-	b, err := fs.ReadFile(fsys, p)
-	if err != nil {
-		return nil, nil, fmt.Errorf("read %s: %w", p, err)
+	// Read one byte past the limit, in case the file grew since Stat.
+	b := make([]byte, 0, max(fi.Size(), 0)+1)
+	for {
+		n, err := f.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if int64(len(b)) > MaxFileSize {
+			return nil, tooLarge(int64(len(b))), nil
+		}
+		if err == io.EOF {
+			return b, nil, nil
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("read %s: %w", p, err)
+		}
+		if len(b) == cap(b) {
+			b = slices.Grow(b, min(len(b), MaxFileSize+1-len(b)))
+		}
 	}
-	if len(b) > MaxFileSize {
-		return nil, &Error{File: p, Line: 1, Column: 1, ID: IDFileTooLarge,
-			Message: fmt.Sprintf("file is %d bytes, over the %d-byte limit", len(b), MaxFileSize)}, nil
-	}
-	return b, nil, nil
 }
 
 // firstInvalidUTF8 returns the 1-based line and byte column of the first

@@ -102,13 +102,27 @@ func (f *FS) Open(name string) (fs.File, error) {
 		}
 		return &dir{info: f.info(name, e), entries: entries}, nil
 	}
-	b, err := f.blob("open", name, e.Hash)
-	if err != nil {
-		return nil, err
-	}
+	// One object lookup: the size comes from the object's header and the
+	// content is read on first use, so a caller can Stat the open file and
+	// refuse a huge blob without reading it.
 	info := f.info(name, e)
-	info.once.Do(func() { info.size = int64(len(b)) })
-	return &file{info: info, r: bytes.NewReader(b)}, nil
+	fl := &file{fsys: f, info: info}
+	if f.cache != nil {
+		if b, ok := f.cache.cached(e.Hash); ok {
+			info.once.Do(func() { info.size = int64(len(b)) })
+			fl.r = bytes.NewReader(b)
+			return fl, nil
+		}
+	}
+	f.mu.Lock()
+	obj, err := f.s.EncodedObject(plumbing.BlobObject, e.Hash)
+	f.mu.Unlock()
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: fmt.Errorf("read blob %s: %w", e.Hash, err)}
+	}
+	info.once.Do(func() { info.size = obj.Size() })
+	fl.obj = obj
+	return fl, nil
 }
 
 // ReadFile returns the content of the named file, following symbolic links.
@@ -373,18 +387,27 @@ func (f *FS) readBlobLocked(h plumbing.Hash) ([]byte, error) {
 }
 
 func readBlob(s storer.EncodedObjectStorer, h plumbing.Hash) ([]byte, error) {
-	b, err := object.GetBlob(s, h)
+	obj, err := s.EncodedObject(plumbing.BlobObject, h)
 	if err != nil {
 		return nil, fmt.Errorf("read blob %s: %w", h, err)
 	}
-	r, err := b.Reader()
+	return readObject(obj)
+}
+
+// readObject reads the content of obj, an object already looked up.
+func readObject(obj plumbing.EncodedObject) (b []byte, err error) {
+	r, err := obj.Reader()
 	if err != nil {
-		return nil, fmt.Errorf("read blob %s: %w", h, err)
+		return nil, fmt.Errorf("read blob %s: %w", obj.Hash(), err)
 	}
-	defer r.Close()
-	w := bytes.NewBuffer(make([]byte, 0, b.Size))
+	defer func() {
+		if cerr := r.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("read blob %s: %w", obj.Hash(), cerr)
+		}
+	}()
+	w := bytes.NewBuffer(make([]byte, 0, obj.Size()))
 	if _, err := io.Copy(w, r); err != nil {
-		return nil, fmt.Errorf("read blob %s: %w", h, err)
+		return nil, fmt.Errorf("read blob %s: %w", obj.Hash(), err)
 	}
 	return w.Bytes(), nil
 }
@@ -444,17 +467,69 @@ func (i *fileInfo) Size() int64 {
 	return i.size
 }
 
-// file is an open blob, held in memory (config files are small).
+// file is an open blob. Its content is read into memory on the first Read,
+// ReadAt or Seek (config files are small); Stat needs only the object's
+// header.
 type file struct {
+	fsys *FS
 	info *fileInfo
+	obj  plumbing.EncodedObject // set until the content is read
 	r    *bytes.Reader
+	err  error
 }
 
-func (f *file) Stat() (fs.FileInfo, error)                   { return f.info, nil }
-func (f *file) Read(p []byte) (int, error)                   { return f.r.Read(p) }
-func (f *file) ReadAt(p []byte, off int64) (int, error)      { return f.r.ReadAt(p, off) }
-func (f *file) Seek(offset int64, whence int) (int64, error) { return f.r.Seek(offset, whence) }
-func (f *file) Close() error                                 { return nil }
+func (f *file) load() error {
+	if f.r != nil || f.err != nil {
+		return f.err
+	}
+	h := f.info.e.Hash
+	var b []byte
+	var err error
+	if c := f.fsys.cache; c != nil {
+		b, err = c.blob(h, f.readLocked)
+		b = bytes.Clone(b) // the cache's copy is shared
+	} else {
+		b, err = f.readLocked()
+	}
+	if err != nil {
+		f.err = &fs.PathError{Op: "read", Path: f.info.name, Err: err}
+		return f.err
+	}
+	f.obj, f.r = nil, bytes.NewReader(b)
+	return nil
+}
+
+// readLocked reads the object looked up by Open, under the FS's lock: an
+// object too large for go-git to hold in memory reads the object store.
+func (f *file) readLocked() ([]byte, error) {
+	f.fsys.mu.Lock()
+	defer f.fsys.mu.Unlock()
+	return readObject(f.obj)
+}
+
+func (f *file) Stat() (fs.FileInfo, error) { return f.info, nil }
+func (f *file) Close() error               { return nil }
+
+func (f *file) Read(p []byte) (int, error) {
+	if err := f.load(); err != nil {
+		return 0, err
+	}
+	return f.r.Read(p)
+}
+
+func (f *file) ReadAt(p []byte, off int64) (int, error) {
+	if err := f.load(); err != nil {
+		return 0, err
+	}
+	return f.r.ReadAt(p, off)
+}
+
+func (f *file) Seek(offset int64, whence int) (int64, error) {
+	if err := f.load(); err != nil {
+		return 0, err
+	}
+	return f.r.Seek(offset, whence)
+}
 
 // dir is an open directory.
 type dir struct {
