@@ -14,6 +14,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/cache"
 	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/storer"
 	"github.com/go-git/go-git/v5/storage/filesystem"
 
 	"github.com/cuecast/cuecast"
@@ -64,11 +65,12 @@ func (e *RevisionError) Unwrap() error { return e.Err }
 // change does to each config's compiled output.
 //
 // Which configs: the files that differ between the two trees, mapped through
-// the dependency index of both sides (compiler.Index.Affected); a change to
-// the manifest or cue.mod/ affects every config. The base is first planned
-// (read, linted and indexed, nothing evaluated: compiler.Options.PlanOnly);
-// then both revisions compile only the affected configs, which is also what
-// tells an error the change introduced from one the base already had.
+// the base's dependency index (compiler.Index.Affected), which finds every
+// config the head's would too; a change to the manifest or cue.mod/ affects
+// every config. The base is first planned (read, linted and indexed,
+// nothing evaluated: compiler.Options.PlanOnly); then both revisions
+// compile only the affected configs, which is also what tells an error the
+// change introduced from one the base already had.
 //
 // The error is non-nil only when the check could not run: ErrNotRepo, a
 // *RevisionError, an unreadable object store, or ctx's error. Invalid configs
@@ -104,17 +106,19 @@ func Check(ctx context.Context, repoDir string, opts Options) (*Report, error) {
 		baseC = bases[0]
 		rep.MergeBase = baseC.Hash.String()
 	}
-	// One object cache for the whole check: the two trees share almost
-	// every object, and the base is read twice (planned, then compiled).
+	// One object cache for the whole check, and one file system per
+	// commit (commitTrees): the two trees share almost every object, and
+	// the base is read twice (planned, then compiled).
 	cache := gitfs.NewCache(checkCacheObjects)
 	changed, err := changedFiles(r, cache, baseC, headC)
 	if err != nil {
 		return nil, err
 	}
 	rep.ChangedFiles = changed
+	trees := &commitTrees{s: r.Storer, cache: cache, byRev: make(map[plumbing.Hash]*gitfs.FS)}
 
 	start := time.Now()
-	base, err := compileAt(ctx, r, cache, repoDir, baseC, nil, true, opts)
+	base, err := compileAt(ctx, trees, repoDir, baseC, nil, true, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -139,7 +143,7 @@ func Check(ctx context.Context, repoDir string, opts Options) (*Report, error) {
 		// the repo where compile looks and no config does (a symlinked
 		// directory, a file lint): plan the head, which reads and lints
 		// every file the way compile does and evaluates nothing.
-		head, err = compileAt(ctx, r, cache, repoDir, headC, nil, true, opts)
+		head, err = compileAt(ctx, trees, repoDir, headC, nil, true, opts)
 		if err != nil {
 			return nil, err
 		}
@@ -148,24 +152,17 @@ func Check(ctx context.Context, repoDir string, opts Options) (*Report, error) {
 		}
 	default:
 		start = time.Now()
-		head, err = compileAt(ctx, r, cache, repoDir, headC, targets, false, opts)
+		head, err = compileAt(ctx, trees, repoDir, headC, targets, false, opts)
 		if err != nil {
 			return nil, err
 		}
+		// The base's index alone finds every affected config: a config
+		// that reaches a changed file only through the head's imports
+		// reaches it along a path whose first changed file is itself
+		// changed and reached the same way at the base
+		// (TestCheckPlansWhatFullPlansDo holds this to full plans of both).
 		if everything {
 			targets = union(base.Configs, head.Configs)
-		} else if head.Index != nil {
-			// The head's side of the index: a change can reach a config
-			// through a dependency only the head has.
-			merged := base.Index.Merge(head.Index, head.Configs)
-			if extra := without(merged.Affected(changed), targets); len(extra) > 0 {
-				more, err := compileAt(ctx, r, cache, repoDir, headC, extra, false, opts)
-				if err != nil {
-					return nil, err
-				}
-				mergeResults(head, more)
-				targets = union(targets, extra)
-			}
 		}
 		log.Debug("head compiled", "commit", headC.Hash.String(), "configs", len(targets), "elapsed", time.Since(start))
 	}
@@ -177,7 +174,7 @@ func Check(ctx context.Context, repoDir string, opts Options) (*Report, error) {
 		if !everything {
 			only = targets
 		}
-		compiled, err := compileAt(ctx, r, cache, repoDir, baseC, only, false, opts)
+		compiled, err := compileAt(ctx, trees, repoDir, baseC, only, false, opts)
 		if err != nil {
 			return nil, err
 		}
@@ -286,10 +283,10 @@ func resolve(r *git.Repository, which, rev string) (*object.Commit, error) {
 // compileAt compiles commit c's tree from the object store. A tree without
 // cue.mod/module.cue compiles to an empty result at the base and to an error
 // at the head (the caller decides by looking at Manifest).
-func compileAt(ctx context.Context, r *git.Repository, cache *gitfs.Cache, repoDir string, c *object.Commit, configs []cuecast.ConfigPath, planOnly bool, opts Options) (*compiler.Result, error) {
-	fsys, err := cache.FS(r.Storer, c.TreeHash, c.Committer.When)
+func compileAt(ctx context.Context, trees *commitTrees, repoDir string, c *object.Commit, configs []cuecast.ConfigPath, planOnly bool, opts Options) (*compiler.Result, error) {
+	fsys, err := trees.fs(c)
 	if err != nil {
-		return nil, fmt.Errorf("read tree of %s: %w", cuecast.ShortCommit(c.Hash.String()), err)
+		return nil, err
 	}
 	res, err := compiler.Compile(ctx, repoDir, compiler.Options{
 		Configs: configs, FS: fsys, Workers: opts.Workers, Timeout: opts.Timeout, Logger: opts.Logger, PlanOnly: planOnly,
@@ -307,20 +304,25 @@ func compileAt(ctx context.Context, r *git.Repository, cache *gitfs.Cache, repoD
 	return res, nil
 }
 
-// mergeResults adds more's outputs and errors to res; both are compiles of
-// the same tree.
-func mergeResults(res, more *compiler.Result) {
-	for cp, o := range more.Outputs {
-		res.Outputs[cp] = o
+// commitTrees hands out one file system per commit, so the compiles of a
+// commit in one check share its decoded trees and directory listings, and
+// one object cache across commits, which share most objects.
+type commitTrees struct {
+	s     storer.EncodedObjectStorer
+	cache *gitfs.Cache
+	byRev map[plumbing.Hash]*gitfs.FS
+}
+
+func (t *commitTrees) fs(c *object.Commit) (*gitfs.FS, error) {
+	if fsys, ok := t.byRev[c.Hash]; ok {
+		return fsys, nil
 	}
-	for _, e := range more.Errors {
-		if !slices.Contains(res.Errors, e) {
-			res.Errors = append(res.Errors, e)
-		}
+	fsys, err := t.cache.FS(t.s, c.TreeHash, c.Committer.When)
+	if err != nil {
+		return nil, fmt.Errorf("read tree of %s: %w", cuecast.ShortCommit(c.Hash.String()), err)
 	}
-	if res.Index != nil && more.Index != nil {
-		res.Index = res.Index.Merge(more.Index, res.Configs)
-	}
+	t.byRev[c.Hash] = fsys
+	return fsys, nil
 }
 
 // checkCacheObjects bounds the objects (trees, and blobs up to 64 KiB) a
@@ -358,14 +360,4 @@ func union(a, b []cuecast.ConfigPath) []cuecast.ConfigPath {
 	out := slices.Concat(a, b)
 	slices.Sort(out)
 	return slices.Compact(out)
-}
-
-func without(a, b []cuecast.ConfigPath) []cuecast.ConfigPath {
-	var out []cuecast.ConfigPath
-	for _, x := range a {
-		if !slices.Contains(b, x) {
-			out = append(out, x)
-		}
-	}
-	return out
 }

@@ -50,6 +50,10 @@ type FS struct {
 
 	mu    sync.Mutex
 	trees map[string]*object.Tree // decoded trees by directory path; "." is the root
+	// listings are the directory listings made so far, by path without
+	// symbolic links: a compile walks the tree, and a check compiles one
+	// commit more than once.
+	listings map[string][]fs.DirEntry
 }
 
 var (
@@ -333,6 +337,10 @@ func (f *FS) treeLocked(dir string) (*object.Tree, error) {
 
 func (f *FS) dirEntries(op, name string) ([]fs.DirEntry, error) {
 	f.mu.Lock()
+	if l, ok := f.listings[name]; ok {
+		f.mu.Unlock()
+		return slices.Clone(l), nil // the caller may reorder its slice
+	}
 	t, err := f.treeLocked(name)
 	f.mu.Unlock()
 	if err != nil {
@@ -350,7 +358,13 @@ func (f *FS) dirEntries(op, name string) ([]fs.DirEntry, error) {
 	if !slices.IsSortedFunc(out, byName) {
 		slices.SortFunc(out, byName)
 	}
-	return out, nil
+	f.mu.Lock()
+	if f.listings == nil {
+		f.listings = make(map[string][]fs.DirEntry)
+	}
+	f.listings[name] = out
+	f.mu.Unlock()
+	return slices.Clone(out), nil
 }
 
 // dirEntry is one entry of a directory listing; its FileInfo is made on

@@ -256,3 +256,26 @@ func TestOpenLargeObject(t *testing.T) {
 		}
 	}
 }
+
+// TestReadDirListingIsTheCallers: listings are kept for the next walk, so
+// a caller reordering the slice it got must not change what others get.
+func TestReadDirListingIsTheCallers(t *testing.T) {
+	r := gittest.New(t)
+	head := r.CommitFiles("files", map[string]string{"d/a.cue": "a: 1\n", "d/b.cue": "b: 1\n"})
+	fsys, err := gitfs.Commit(r.Git, head)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := fsys.ReadDir("d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first[0], first[1] = first[1], first[0]
+	again, err := fsys.ReadDir("d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again[0].Name() != "a.cue" || again[1].Name() != "b.cue" {
+		t.Errorf("second ReadDir = %s, %s; want a.cue, b.cue", again[0].Name(), again[1].Name())
+	}
+}
