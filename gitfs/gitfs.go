@@ -227,9 +227,18 @@ restart:
 	if name == "." {
 		return entry{Name: ".", Mode: filemode.Dir, Hash: root.Hash}, ".", nil
 	}
-	parts := strings.Split(name, "/")
+	// name is a valid fs path, so each prefix name[:end] up to a "/" is
+	// the clean path of a directory: no path building on the way down.
 	cur := "."
-	for i, part := range parts {
+	for start := 0; ; {
+		end := strings.IndexByte(name[start:], '/')
+		last := end < 0
+		if last {
+			end = len(name)
+		} else {
+			end += start
+		}
+		part := name[start:end]
 		t, err := f.treeLocked(cur)
 		if err != nil {
 			return entry{}, "", err
@@ -238,7 +247,6 @@ restart:
 		if !ok {
 			return entry{}, "", fs.ErrNotExist
 		}
-		last := i == len(parts)-1
 		if te.Mode == filemode.Symlink && (!last || follow) {
 			if hops++; hops > maxSymlinks {
 				return entry{}, "", errTooMany
@@ -251,18 +259,21 @@ restart:
 			if path.IsAbs(string(target)) || next == ".." || strings.HasPrefix(next, "../") {
 				return entry{}, "", fmt.Errorf("symbolic link to %s leaves the tree: %w", target, fs.ErrNotExist)
 			}
-			name = path.Join(append([]string{next}, parts[i+1:]...)...)
+			if !last {
+				next = path.Join(next, name[end+1:])
+			}
+			name = next
 			goto restart
 		}
 		if last {
-			return entry{Name: te.Name, Mode: te.Mode, Hash: te.Hash}, path.Join(cur, part), nil
+			return entry{Name: te.Name, Mode: te.Mode, Hash: te.Hash}, name, nil
 		}
 		if te.Mode != filemode.Dir && te.Mode != filemode.Submodule {
 			return entry{}, "", fs.ErrNotExist // a path through a file
 		}
-		cur = path.Join(cur, part)
+		cur = name[:end]
+		start = end + 1
 	}
-	panic("unreachable")
 }
 
 // findEntry looks name up in t by binary search: Git keeps entries sorted
