@@ -12,6 +12,7 @@ import (
 
 	"cuelang.org/go/cue/ast"
 	"cuelang.org/go/cue/parser"
+	"cuelang.org/go/cue/scanner"
 	"cuelang.org/go/cue/token"
 
 	"github.com/cuecast/cuecast"
@@ -300,6 +301,14 @@ type header struct {
 }
 
 func parseHeader(name string, src []byte) header {
+	if h, ok := scanHeader(name, src); ok {
+		return h
+	}
+	return parseHeaderAST(name, src)
+}
+
+// parseHeaderAST is parseHeader through the parser, for any header.
+func parseHeaderAST(name string, src []byte) header {
 	f, err := parser.ParseFile(name, src, parser.ImportsOnly)
 	if err != nil && f == nil {
 		return header{}
@@ -328,6 +337,108 @@ func parseHeader(name string, src []byte) header {
 		}
 	}
 	return h
+}
+
+// scanHeader reads a header with the CUE scanner alone, without building
+// and resolving a syntax tree: the plan of a check reads every file's
+// header, and the parser took most of that time (BENCHMARKS.md,
+// Compiler). It accepts only a header written the plain way (attributes,
+// a package clause, import declarations, each ended by a comma or a
+// newline) and reports ok false for anything else, which parseHeader then
+// parses; TestScanHeaderAgrees holds the two to the same answer.
+func scanHeader(name string, src []byte) (h header, ok bool) {
+	var s scanner.Scanner
+	bad := false
+	s.Init(token.NewFile(name, 0, len(src)), src, func(token.Pos, string, []any) { bad = true }, 0)
+	pos, tok, lit := s.Scan()
+	next := func() { pos, tok, lit = s.Scan() }
+	// endDecl consumes the comma (or newline) ending a declaration.
+	endDecl := func() bool {
+		switch tok {
+		case token.COMMA:
+			next()
+			return true
+		case token.EOF:
+			return true
+		}
+		return false
+	}
+	attrs := func() bool {
+		for tok == token.ATTRIBUTE {
+			key, body := (&ast.Attribute{Text: lit}).Split()
+			switch key {
+			case "if":
+				included, ok := buildTagsTrue(body)
+				if !ok {
+					return false
+				}
+				h.excluded = h.excluded || !included
+			case "extern":
+				h.embeds = h.embeds || strings.TrimSpace(body) == "embed"
+			case "experiment":
+				return false // changes how the file parses
+			}
+			next()
+			if !endDecl() {
+				return false
+			}
+		}
+		return true
+	}
+	spec := func() bool {
+		at := pos // a named import starts at its name, as ast.ImportSpec.Pos
+
+		if tok == token.IDENT {
+			next()
+		}
+		if tok != token.STRING {
+			return false
+		}
+		p, ok := importPath(&ast.ImportSpec{Path: &ast.BasicLit{Value: lit}})
+		if !ok || !strings.HasPrefix(lit, "\"") {
+			return false
+		}
+		h.imports = append(h.imports, p)
+		h.importAt = append(h.importAt, [2]int{at.Line(), at.Column()})
+		next()
+		return tok == token.COMMA
+	}
+	if !attrs() {
+		return header{}, false
+	}
+	if tok == token.IDENT && lit == "package" {
+		next()
+		if tok != token.IDENT || lit == "_" || strings.HasPrefix(lit, "#") || strings.HasPrefix(lit, "_#") {
+			return header{}, false
+		}
+		h.pkg = lit
+		next()
+		if !endDecl() || !attrs() {
+			return header{}, false
+		}
+	}
+	for tok == token.IDENT && lit == "import" {
+		next()
+		if tok != token.LPAREN {
+			if !spec() {
+				return header{}, false
+			}
+			next()
+			continue
+		}
+		next()
+		for tok != token.RPAREN {
+			if !spec() {
+				return header{}, false
+			}
+			next()
+		}
+		next()
+		if !endDecl() {
+			return header{}, false
+		}
+	}
+	return h, !bad
 }
 
 // buildTagsTrue evaluates the expression of an @if attribute with no build
