@@ -511,8 +511,7 @@ func (f *file) load() error {
 	var b []byte
 	var err error
 	if c := f.fsys.cache; c != nil {
-		b, err = c.blob(h, f.readLocked)
-		b = bytes.Clone(b) // the cache's copy is shared
+		b, err = c.blob(h, f.readLocked) // shared, but a bytes.Reader only copies out
 	} else {
 		b, err = f.readLocked()
 	}
