@@ -7,8 +7,13 @@
 //	res, err := compiler.Compile(ctx, dir, compiler.Options{FS: fsys})
 //
 // An FS is read-only and safe for concurrent use: tree objects are decoded once
-// and cached by directory path, and every read of the object store is
-// serialised, because go-git's object storage is not safe for concurrent use.
+// and cached by directory path, as are directory listings, and every read of
+// the object store is serialised, because go-git's object storage is not
+// safe for concurrent use (it fills its pack index and open-pack maps lazily,
+// and a packfile is read through one shared seeking scanner). Open looks a
+// blob up once: Stat on the open file needs only the object's header, and
+// the content is read on the first Read, so a caller can refuse a huge file
+// unread.
 //
 // Git entries map to fs entries as follows: trees are directories (mode
 // fs.ModeDir|0o755), blobs are regular files (0o644, or 0o755 when
