@@ -19,10 +19,6 @@ type Index struct {
 	deps map[cuecast.ConfigPath][]string
 	// byDir maps a dependency directory to the configs that depend on it.
 	byDir map[string][]cuecast.ConfigPath
-	// pkgDirs maps a config to the directories that hold its packages
-	// proper (own directory and imports, without ancestors): non-.cue files
-	// there may be embedded, files in ancestors may not.
-	pkgDirs map[cuecast.ConfigPath]map[string]bool
 	// namespaces are the top-level directories declared in the manifest,
 	// so a file in a directory no config existed in can be recognised as
 	// a new config.
@@ -33,7 +29,6 @@ func newIndex(deps map[cuecast.ConfigPath][]string, namespaces map[string]Namesp
 	ix := &Index{
 		deps:       make(map[cuecast.ConfigPath][]string, len(deps)),
 		byDir:      make(map[string][]cuecast.ConfigPath),
-		pkgDirs:    make(map[cuecast.ConfigPath]map[string]bool, len(deps)),
 		namespaces: make(map[string]bool, len(namespaces)),
 	}
 	for ns := range namespaces {
@@ -51,17 +46,15 @@ func (ix *Index) add(cp cuecast.ConfigPath, dirs []string) {
 	for _, d := range dirs {
 		ix.byDir[d] = append(ix.byDir[d], cp)
 	}
-	pk := make(map[string]bool)
-	anc := make(map[string]bool)
-	for _, a := range ancestors(string(cp)) {
-		anc[a] = true
-	}
-	for _, d := range dirs {
-		if !anc[d] {
-			pk[d] = true
-		}
-	}
-	ix.pkgDirs[cp] = pk
+}
+
+// holdsPackage reports whether dep, one of cp's dependency directories,
+// holds one of its packages proper (its own directory or an import's)
+// rather than only being an ancestor of its directory: non-.cue files
+// there may be embedded, files in ancestors may not. (The root is never a
+// dependency directory: its files are the manifest.)
+func holdsPackage(cp cuecast.ConfigPath, dep string) bool {
+	return !strings.HasPrefix(string(cp), dep+"/")
 }
 
 func (ix *Index) sortDirs() {
@@ -115,7 +108,7 @@ func (ix *Index) Affected(changed []string) []cuecast.ConfigPath {
 			continue
 		}
 		for _, cp := range ix.byDir[dir] {
-			if ix.pkgDirs[cp][dir] {
+			if holdsPackage(cp, dir) {
 				set[cp] = true
 			}
 		}
@@ -136,7 +129,6 @@ func (ix *Index) Merge(newer *Index, present []cuecast.ConfigPath) *Index {
 	out := &Index{
 		deps:       make(map[cuecast.ConfigPath][]string, len(ix.deps)),
 		byDir:      make(map[string][]cuecast.ConfigPath),
-		pkgDirs:    make(map[cuecast.ConfigPath]map[string]bool, len(ix.deps)),
 		namespaces: newer.namespaces,
 	}
 	keep := make(map[cuecast.ConfigPath]bool, len(present))
