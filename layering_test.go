@@ -13,6 +13,7 @@ var layer = map[string]int{
 	"":                    0, // the root package: the shared vocabulary
 	"schemas":             0,
 	"configs-example":     0,
+	"flags":               0, // the evaluator: standard library only, so the compiler can validate sets
 	"gitfs":               1,
 	"compiler":            1,
 	"distributor":         1,
@@ -20,7 +21,7 @@ var layer = map[string]int{
 	"tailer":              2,
 	"ci":                  2,
 	"distributor/rollout": 2,
-	"flags":               2,
+	"flags/openfeature":   2,
 	"internal":            3,
 	"cmd":                 4,
 }
@@ -128,6 +129,8 @@ func TestLayeringRule(t *testing.T) {
 		{"distributor/rollout", "distributor", true},
 		{"flags/openfeature", "flags", true},
 		{"flags", "ci", false},
+		{"flags", "client", false},
+		{"compiler", "flags", true},
 		{"client", "gitfs", false},
 		{"client", "", true},
 		{"gitfs", "compiler", false},

@@ -120,6 +120,8 @@ func fixFor(id string) string {
 		return `move the value to your secret store, or mark the field @cuecast(allow="secret/high-entropy", reason="...") if it is not secret`
 	case IDLintAllowNoReason:
 		return `add reason="why this is safe" to the @cuecast(allow=...) attribute`
+	case IDFlagInvalid:
+		return "fix the flag as the message says (docs/FLAGS.md, Checks); every evaluator refuses a set with this error"
 	case IDLintAllowUnknownID:
 		return "name a secret lint ID such as secret/high-entropy, or \"secret\" for all of them"
 	}

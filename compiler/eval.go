@@ -399,6 +399,7 @@ func (c *compilation) eval(wc *workerContext, j job) (r jobResult) {
 		r.errs = c.cueErrors(err, j.cfg, own, v)
 		return r
 	}
+	lints = append(lints, c.lintFlagSet(j.cfg, v, b)...)
 	if int64(len(b)) > j.ns.MaxSize {
 		lints = append(lints, Error{Config: j.cfg, File: firstOr(c.tree.dirs[string(j.cfg)], string(j.cfg)), Line: 1, Column: 1,
 			ID: IDSizeConfig, Fix: fixFor(IDSizeConfig),

@@ -313,11 +313,8 @@ func clauseValue(op Op, raw RawVariant) (value, error) {
 // weights sum to Whole, clause values suit their operator, prerequisites
 // name existing flags and variants and form no cycle. It returns nil or
 // the failures, each a *FieldError wrapping ErrInvalid, joined
-// (errors.Join), in flag-key order.
-//
-// The compiler is meant to call it for configs of schema #FlagSet and
-// report each FieldError at the file and line of its field (not wired
-// yet: docs/FLAGS.md, "Compiler checks").
+// (errors.Join), in flag-key order. The compiler runs it on every flag
+// set and reports each FieldError at its field's position.
 func Validate(s *Set) error {
 	var errs []error
 	fail := func(key, field, format string, args ...any) {

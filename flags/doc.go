@@ -4,7 +4,7 @@
 // variant and the reason (OpenFeature's: STATIC, DEFAULT, TARGETING_MATCH,
 // SPLIT, DISABLED, PREREQUISITE_FAILED, ERROR) without allocating.
 //
-//	w, err := flags.Watch(ctx, c, "payments/flags", client.LastKnownGood(path))
+//	w, err := client.Typed[*flags.Evaluator](ctx, c, "payments/flags", client.LastKnownGood(path))
 //	if err != nil { ... }
 //	defer w.Stop()
 //	if err := w.WaitReady(ctx); err != nil { ... } // errors.Is(err, client.ErrNotReady)

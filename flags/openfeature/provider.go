@@ -1,5 +1,5 @@
 // Package openfeature is an OpenFeature provider (github.com/open-feature/go-sdk)
-// for cuecast flag sets: it follows one flag set config with flags.Watch
+// for cuecast flag sets: it follows one flag set config with client.Typed[*flags.Evaluator]
 // and evaluates in-process, so an evaluation makes no network call.
 //
 //	p, err := openfeature.New(nc, openfeature.Options{
@@ -154,7 +154,7 @@ func (p *Provider) Init(evalCtx of.EvaluationContext) error {
 // *of.ProviderInitError with PROVIDER_FATAL when the flag set's schema is
 // not one this build reads, ctx's error (wrapping client.ErrNotReady) when
 // ctx ends first (the watch goes on, and PROVIDER_READY follows when a
-// version arrives), ErrShutdown after Shutdown, and flags.Watch's errors.
+// version arrives), ErrShutdown after Shutdown, and client.Typed's errors.
 // A second Init of a started provider waits like the first.
 func (p *Provider) InitWithContext(ctx context.Context, _ of.EvaluationContext) error {
 	p.mu.Lock()
@@ -164,7 +164,7 @@ func (p *Provider) InitWithContext(ctx context.Context, _ of.EvaluationContext) 
 	}
 	if !p.started {
 		runCtx, cancel := context.WithCancel(context.Background())
-		tw, err := flags.Watch(runCtx, p.c, p.o.Config, p.o.Watch...)
+		tw, err := client.Typed[*flags.Evaluator](runCtx, p.c, p.o.Config, p.o.Watch...)
 		if err != nil {
 			cancel()
 			p.mu.Unlock()

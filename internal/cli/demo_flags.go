@@ -31,7 +31,7 @@ func (d *demo) flipFlag(ctx context.Context, repoDir string) error {
 	d.say("Feature flags: every instance evaluates %s's %q in-process, no network call per evaluation.", demoFlagsConfig, demoFlag)
 	var ws []*client.TypedWatcher[*flags.Evaluator]
 	for i, cl := range d.clients {
-		w, err := flags.Watch(ctx, cl, demoFlagsConfig, client.LastKnownGood(filepath.Join(d.dir, demoInstances[i]+"-flags.lkg")))
+		w, err := client.Typed[*flags.Evaluator](ctx, cl, demoFlagsConfig, client.LastKnownGood(filepath.Join(d.dir, demoInstances[i]+"-flags.lkg")))
 		if err != nil {
 			return fmt.Errorf("watch %s on %s: %w", demoFlagsConfig, demoInstances[i], err)
 		}
