@@ -52,9 +52,6 @@ func NewKeyring(publicKeys ...string) (*Keyring, error) {
 	return k, nil
 }
 
-// PublicKeys returns the trusted keys.
-func (k *Keyring) PublicKeys() []string { return append([]string(nil), k.pubs...) }
-
 // Verify checks sig (unpadded base64url ed25519) over data against the
 // trusted keys. It returns an error wrapping cuecast.ErrBadSignature when
 // sig is missing, malformed or made by no trusted key.

@@ -608,7 +608,6 @@ type conflict struct {
 	own  bool
 	path string
 	a, b string
-	see  []string
 	idx  int
 }
 

@@ -226,11 +226,10 @@ func (e *env) instancePointer(id string) (cuecast.Pointer, bool) {
 // instance is a service instance running the real client library, with a
 // health and a validation hook the test controls.
 type instance struct {
-	id      string
-	w       *client.Watcher
-	sick    atomic.Uint64 // unhealthy while running this version
-	reject  atomic.Uint64 // the validation hook rejects this version
-	applied chan uint64
+	id     string
+	w      *client.Watcher
+	sick   atomic.Uint64 // unhealthy while running this version
+	reject atomic.Uint64 // the validation hook rejects this version
 }
 
 func (e *env) instance(id string) *instance {

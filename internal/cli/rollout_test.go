@@ -342,7 +342,7 @@ func TestRevertConflictPushAndPR(t *testing.T) {
 		fmt.Fprint(w, `{"number":7,"html_url":"https://github.example/acme/configs/pull/7"}`)
 	}))
 	t.Cleanup(gh.Close)
-	code, out, errOut = runEnv(ctx, map[string]string{"GITHUB_TOKEN": "tok"}, "revert", other, "--repo", repo.Dir,
+	code, _, errOut = runEnv(ctx, map[string]string{"GITHUB_TOKEN": "tok"}, "revert", other, "--repo", repo.Dir,
 		"--github-pr", "--github-repo", "acme/configs", "--github-api-url", gh.URL)
 	if code != cli.ExitUsage || !strings.Contains(errOut.String(), "changed again") {
 		// The first revert already touched other.cue: reverting again conflicts.
