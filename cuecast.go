@@ -204,6 +204,9 @@ var (
 	ErrConflict = errors.New("conflict")
 	// ErrPurged: a version that retention has removed.
 	ErrPurged = errors.New("version purged")
+	// ErrNotRepo: a directory or remote that is not a Git repository;
+	// tailer.ErrNotRepo and ci.ErrNotRepo are this error.
+	ErrNotRepo = errors.New("not a git repository")
 )
 
 // SigningBytes is what the distributor signs for a version (its metadata and

@@ -438,7 +438,7 @@ func (t *Tailer) advance(ctx context.Context, st *State, c *object.Commit, good 
 
 func (t *Tailer) reject(ctx context.Context, st *State, c *object.Commit, errs []compiler.Error, sum *Summary) error {
 	sum.Rejected++
-	rj := Rejected{Commit: c.Hash.String(), Author: author(c), Message: firstLine(c.Message),
+	rj := Rejected{Commit: c.Hash.String(), Author: author(c), Message: cuecast.CommitSubject(c.Message),
 		At: time.Now().UTC(), Errors: errs[:min(len(errs), maxRejectedErrors)], Total: len(errs)}
 	st.Rejected = append(st.Rejected, rj)
 	if n := len(st.Rejected); n > maxRejected {
@@ -569,11 +569,6 @@ func versionMeta(c *object.Commit) cuecast.Version {
 }
 
 func author(c *object.Commit) string { return fmt.Sprintf("%s <%s>", c.Author.Name, c.Author.Email) }
-
-func firstLine(s string) string {
-	s, _, _ = strings.Cut(s, "\n")
-	return s
-}
 
 // changedFiles lists the paths that differ between the trees of commit base
 // and c: modified, added and deleted files, both names of a rename.

@@ -357,7 +357,7 @@ func TestRevertConflictPushAndPR(t *testing.T) {
 	if !strings.Contains(out.String(), "opened pull request #7") {
 		t.Errorf("revert --github-pr output: %q", out)
 	}
-	branch := "cuecast/revert-" + target[:10]
+	branch := "cuecast/revert-" + cuecast.ShortCommit(target)
 	mu.Lock()
 	if got["head"] != branch || got["base"] != "main" || auth != "Bearer tok" {
 		t.Errorf("pull request: %v (auth %q), want head %s base main", got, auth, branch)
