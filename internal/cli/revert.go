@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"regexp"
 	"strings"
 	"time"
 
@@ -19,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/ci"
 	"github.com/cuecast/cuecast/internal/revert"
 )
 
@@ -216,17 +216,13 @@ func remoteAuth(r *git.Repository, opts *RevertOptions) (string, transport.AuthM
 	return url, nil, nil
 }
 
-var githubURL = regexp.MustCompile(`github\.com[:/]([^/]+)/([^/]+?)(\.git)?/?$`)
-
 // githubTarget is the OWNER/NAME a pull request goes to.
 func githubTarget(opts *RevertOptions, remoteURL string) (owner, name string, err error) {
 	owner, name, ok := strings.Cut(opts.GitHubRepo, "/")
 	if opts.GitHubRepo == "" {
-		m := githubURL.FindStringSubmatch(remoteURL)
-		if m == nil {
+		if owner, name, ok = ci.ParseGitHubRepo(remoteURL); !ok {
 			return "", "", usageErrorf("pass --github-repo OWNER/NAME", "cannot tell the GitHub repository from remote URL %s", remoteURL)
 		}
-		owner, name, ok = m[1], m[2], true
 	}
 	if !ok || owner == "" || name == "" {
 		return "", "", usageErrorf("pass --github-repo OWNER/NAME", "GitHub repository %q is not OWNER/NAME", opts.GitHubRepo)
