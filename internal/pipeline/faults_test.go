@@ -19,6 +19,7 @@ import (
 	"github.com/cuecast/cuecast/client"
 	"github.com/cuecast/cuecast/internal/natstest"
 	"github.com/cuecast/cuecast/internal/pipeline"
+	"github.com/cuecast/cuecast/internal/poll"
 )
 
 // convergeBound is how long every instance may take to reach its config's
@@ -450,7 +451,7 @@ func soakFaults(t *testing.T, replicas int) {
 	healed := time.Now()
 	head := repo.Head()
 	var s serve
-	eventually(t, "a tailer at the head", func() (bool, string) {
+	poll.Until(t, "a tailer at the head", poll.Patience, func() (bool, string) {
 		var states []string
 		for _, r := range serves {
 			st, err := r.p.Tailer.State(ctx)
