@@ -227,8 +227,7 @@ const PointerSigningVersion = "cuecast-pointer-v3"
 // SigningBytes is what the distributor signs for a pointer: one field per
 // line (docs/PROTOCOL.md §6); SetAt as Unix nanoseconds. Every instance
 // builds it for every pointer it receives, so it is appended field by field
-// rather than formatted (fmt took 3 µs, a third of an instance's work per
-// apply).
+// rather than formatted (BENCHMARKS.md, "Distribution").
 func (p Pointer) SigningBytes() []byte {
 	b := make([]byte, 0, 160+len(p.Config)+len(p.Subject)+len(p.Checksum)+len(p.Commit))
 	b = append(b, PointerSigningVersion+"\n"...)

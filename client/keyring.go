@@ -18,9 +18,9 @@ import (
 // Keyring is a set of trusted public keys that remembers the signatures it
 // has verified. The Clients of one process can share one (WithKeyring), so
 // that a pointer signature checked by one instance is not checked again by
-// the others: an ed25519 verification costs about 100 µs on a small CPU,
-// which adds up for a sidecar or a test holding many instances. It is safe
-// for concurrent use.
+// the others: verification is the costliest step of an apply, which adds
+// up for a sidecar or a test holding many instances (BENCHMARKS.md,
+// "Distribution"). It is safe for concurrent use.
 type Keyring struct {
 	keys []nkeys.KeyPair
 	pubs []string

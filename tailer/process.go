@@ -192,10 +192,9 @@ func (t *Tailer) prepareRun(ctx context.Context, r *git.Repository, base string,
 // deployEvery bounds how long a long batch of commits (a replay after
 // downtime) defers its deploys. Deploying a version that a later commit of
 // the batch replaces only starts a rollout to be superseded, and costs the
-// distributor a pointer per cohort: in a replay of 10,000 commits a flush
-// every 30 s spent a third of the time deploying versions about to be
-// replaced. Until the batch ends the fleet keeps running what it ran, which
-// is safe; the bound only keeps a backlog of hours from hiding every change.
+// distributor a pointer per cohort (BENCHMARKS.md, "Replay"). Until the
+// batch ends the fleet keeps running what it ran, which is safe; the bound
+// only keeps a backlog of hours from hiding every change.
 const deployEvery = 5 * time.Minute
 
 // deployWorkers is how many deploys run at once when a batch ends.

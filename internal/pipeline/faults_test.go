@@ -131,15 +131,8 @@ func (f *fleet) converge(t *testing.T, healed time.Time, latest map[cuecast.Conf
 		}
 		return true, ""
 	}
-	for deadline := healed.Add(convergeBound); ; time.Sleep(20 * time.Millisecond) {
-		ok, state := check()
-		if ok {
-			return time.Since(healed)
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not converged %s after the faults healed: %s", convergeBound, state)
-		}
-	}
+	poll.Until(t, fmt.Sprintf("converged within %s after the faults healed", convergeBound), time.Until(healed.Add(convergeBound)), check)
+	return time.Since(healed)
 }
 
 // check stops the watchers and checks the recorded history: every
