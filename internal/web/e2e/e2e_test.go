@@ -229,8 +229,8 @@ func TestDashboardShowsRolloutLive(t *testing.T) {
 	if got := text(`document.querySelector('#chart polyline[data-version="2"]') ? 'yes' : 'no'`); got != "yes" {
 		t.Errorf("no propagation line for v2 in the chart")
 	}
-	if got := text(`document.querySelector('tr.current')?.textContent || ''`); !strings.Contains(got, sha[:7]) {
-		t.Errorf("current version row %q does not name commit %s", got, sha[:7])
+	if got := text(`document.querySelector('tr.current')?.textContent || ''`); !strings.Contains(got, cuecast.ShortCommit(sha)) {
+		t.Errorf("current version row %q does not name commit %s", got, cuecast.ShortCommit(sha))
 	}
 	if got := text(`document.getElementById('conn').textContent`); got != "live" {
 		t.Errorf("connection badge %q, want live", got)
