@@ -13,8 +13,13 @@ build:
 demo:
 	$(GO) run ./cmd/cuecast demo --example configs-example
 
+# staticcheck is installed into bin/ at the version named here, as bin/cue is.
+STATICCHECK_VERSION ?= v0.8.2
 vet:
 	$(GO) vet ./...
+	GOBIN=$(CURDIR)/bin $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+	$(CURDIR)/bin/staticcheck ./...
+	cd deploy/kubernetes && $(CURDIR)/bin/staticcheck ./...
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 

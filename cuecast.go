@@ -204,6 +204,9 @@ var (
 	ErrConflict = errors.New("conflict")
 	// ErrPurged: a version that retention has removed.
 	ErrPurged = errors.New("version purged")
+	// ErrNotRepo: a directory or remote that is not a Git repository;
+	// tailer.ErrNotRepo and ci.ErrNotRepo are this error.
+	ErrNotRepo = errors.New("not a git repository")
 )
 
 // SigningBytes is what the distributor signs for a version (its metadata and
@@ -224,8 +227,7 @@ const PointerSigningVersion = "cuecast-pointer-v3"
 // SigningBytes is what the distributor signs for a pointer: one field per
 // line (docs/PROTOCOL.md §6); SetAt as Unix nanoseconds. Every instance
 // builds it for every pointer it receives, so it is appended field by field
-// rather than formatted (fmt took 3 µs, a third of an instance's work per
-// apply).
+// rather than formatted (BENCHMARKS.md, "Distribution").
 func (p Pointer) SigningBytes() []byte {
 	b := make([]byte, 0, 160+len(p.Config)+len(p.Subject)+len(p.Checksum)+len(p.Commit))
 	b = append(b, PointerSigningVersion+"\n"...)

@@ -60,3 +60,10 @@ func ShortCommit(sha string) string {
 	}
 	return sha
 }
+
+// CommitSubject is a commit message's first line, the one people read in a
+// list of commits.
+func CommitSubject(msg string) string {
+	line, _, _ := strings.Cut(msg, "\n")
+	return line
+}

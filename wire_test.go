@@ -33,3 +33,15 @@ func TestShortCommit(t *testing.T) {
 		}
 	}
 }
+
+func TestCommitSubject(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"", ""},
+		{"fix: one line", "fix: one line"},
+		{"fix: subject\n\nbody\nmore", "fix: subject"},
+	} {
+		if got := cuecast.CommitSubject(tc.in); got != tc.want {
+			t.Errorf("CommitSubject(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}

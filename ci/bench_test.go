@@ -13,7 +13,7 @@ import (
 
 	"github.com/cuecast/cuecast/ci"
 	"github.com/cuecast/cuecast/compiler"
-	"github.com/cuecast/cuecast/compiler/gen"
+	"github.com/cuecast/cuecast/internal/gen"
 	"github.com/cuecast/cuecast/internal/gittest"
 )
 

@@ -43,8 +43,9 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// ErrNotRepo is returned by Check when the directory is not a Git repository.
-var ErrNotRepo = errors.New("not a git repository")
+// ErrNotRepo is returned by Check when the directory is not a Git
+// repository. It is cuecast.ErrNotRepo.
+var ErrNotRepo = cuecast.ErrNotRepo
 
 // RevisionError is returned by Check when Base or Head names no commit.
 type RevisionError struct {

@@ -458,7 +458,7 @@ func TestCheckErrors(t *testing.T) {
 		t.Errorf("bad head: got %v, want a RevisionError naming the head", err)
 	}
 	_, err = ci.Check(ctx, t.TempDir(), ci.Options{Base: "a", Head: "b"})
-	if !errors.Is(err, ci.ErrNotRepo) {
+	if !errors.Is(err, ci.ErrNotRepo) || !errors.Is(err, cuecast.ErrNotRepo) {
 		t.Errorf("not a repo: got %v, want ErrNotRepo", err)
 	}
 	cctx, cancel := context.WithCancel(ctx)

@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/cuecast/cuecast/ci"
-	"github.com/cuecast/cuecast/ci/githubtest"
 	"github.com/cuecast/cuecast/compiler"
+	"github.com/cuecast/cuecast/internal/githubtest"
 )
 
 const headSHA = "2222222222222222222222222222222222222222"

@@ -13,8 +13,8 @@ import (
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/ci"
 	"github.com/cuecast/cuecast/compiler"
-	"github.com/cuecast/cuecast/compiler/gen"
 	"github.com/cuecast/cuecast/gitfs"
+	"github.com/cuecast/cuecast/internal/gen"
 	"github.com/cuecast/cuecast/internal/gittest"
 )
 

@@ -65,14 +65,6 @@ func New(nc *nats.Conn, opts ...Option) (*Client, error) {
 	return &Client{nc: nc, o: o, watchers: map[*Watcher]struct{}{}}, nil
 }
 
-// Instance is the instance ID.
-func (c *Client) Instance() string { return c.o.instance }
-
-// Cohort is the instance's cohort bucket for cfg's namespace.
-func (c *Client) Cohort(cfg cuecast.ConfigPath) int {
-	return cuecast.Cohort(cfg.Namespace(), c.o.instance)
-}
-
 // Close stops every watcher. It does not close the connection.
 func (c *Client) Close() {
 	c.mu.Lock()

@@ -18,9 +18,9 @@ import (
 // Keyring is a set of trusted public keys that remembers the signatures it
 // has verified. The Clients of one process can share one (WithKeyring), so
 // that a pointer signature checked by one instance is not checked again by
-// the others: an ed25519 verification costs about 100 µs on a small CPU,
-// which adds up for a sidecar or a test holding many instances. It is safe
-// for concurrent use.
+// the others: verification is the costliest step of an apply, which adds
+// up for a sidecar or a test holding many instances (BENCHMARKS.md,
+// "Distribution"). It is safe for concurrent use.
 type Keyring struct {
 	keys []nkeys.KeyPair
 	pubs []string
@@ -51,9 +51,6 @@ func NewKeyring(publicKeys ...string) (*Keyring, error) {
 	}
 	return k, nil
 }
-
-// PublicKeys returns the trusted keys.
-func (k *Keyring) PublicKeys() []string { return append([]string(nil), k.pubs...) }
 
 // Verify checks sig (unpadded base64url ed25519) over data against the
 // trusted keys. It returns an error wrapping cuecast.ErrBadSignature when

@@ -8,14 +8,13 @@ import (
 	"github.com/cuecast/cuecast"
 )
 
-// decodePointer decodes the Pointer JSON of a pointer message. A change to
-// 10,000 instances is 10,000 of these, and encoding/json takes about 8 µs
-// for one (reflection, a validating pre-scan, stack growth on a goroutine
-// that has been idle); that was the largest part of an instance's work per
-// apply. So the encoding the distributor writes (encoding/json's own: no
-// whitespace, no escapes in these fields, known keys) is read directly in
-// about a microsecond, and anything else falls back to encoding/json, which
-// stays the definition of what is accepted. It reads the header's string
+// decodePointer decodes the Pointer JSON of a pointer message. Every
+// instance decodes every pointer, and encoding/json was the largest part of
+// an instance's work per apply (BENCHMARKS.md, "Distribution"). So the
+// encoding the distributor writes (encoding/json's own: no whitespace, no
+// escapes in these fields, known keys) is read directly, and anything else
+// falls back to encoding/json, which stays the definition of what is
+// accepted. It reads the header's string
 // as it is: the pointer's strings are substrings of it, not copies.
 func decodePointer(b string) (cuecast.Pointer, error) {
 	if p, ok := scanPointer(b); ok {

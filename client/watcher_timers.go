@@ -69,9 +69,7 @@ func jitter10(d time.Duration) time.Duration {
 // second): a fleet applying the same pointer at the same moment would
 // otherwise send its reports in one burst, which the server must store while
 // it is still fanning the change out. The quarter keeps reports out of the
-// fan-out itself (about 0.2 s for 10,000 instances on the reference box);
-// storing them during it made the change reach the last instance about
-// 20 % later (BENCHMARKS.md, "Distribution").
+// fan-out itself, which storing them slows (BENCHMARKS.md, "Distribution").
 func (w *Watcher) reportSoon() {
 	if !w.reportAt.IsZero() {
 		return // one is due already

@@ -7,7 +7,7 @@ import (
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/compiler"
-	"github.com/cuecast/cuecast/compiler/gen"
+	"github.com/cuecast/cuecast/internal/gen"
 )
 
 // The benchmarks compile generated repos written to disk, as the CLI and

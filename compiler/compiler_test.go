@@ -18,7 +18,7 @@ import (
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/compiler"
-	"github.com/cuecast/cuecast/compiler/gen"
+	"github.com/cuecast/cuecast/internal/gen"
 	"github.com/cuecast/cuecast/schemas"
 )
 

@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/cuecast/cuecast/compiler"
-	"github.com/cuecast/cuecast/compiler/gen"
+	"github.com/cuecast/cuecast/internal/gen"
 )
 
 // cueVersion is the cue CLI the differential test compares with: the

@@ -609,7 +609,6 @@ type conflict struct {
 	own  bool
 	path string
 	a, b string
-	see  []string
 	idx  int
 }
 

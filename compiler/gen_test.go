@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/cuecast/cuecast/compiler"
-	"github.com/cuecast/cuecast/compiler/gen"
+	"github.com/cuecast/cuecast/internal/gen"
 )
 
 // TestGeneratedRepoCompiles keeps the generator honest: the repos the

@@ -11,8 +11,8 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/storer"
 
 	"github.com/cuecast/cuecast/compiler"
-	"github.com/cuecast/cuecast/compiler/gen"
 	"github.com/cuecast/cuecast/gitfs"
+	"github.com/cuecast/cuecast/internal/gen"
 	"github.com/cuecast/cuecast/internal/gittest"
 )
 

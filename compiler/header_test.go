@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cuecast/cuecast/compiler/gen"
+	"github.com/cuecast/cuecast/internal/gen"
 )
 
 // TestScanHeaderAgrees: wherever the scanner's fast path answers, it gives

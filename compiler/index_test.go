@@ -11,7 +11,7 @@ import (
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/compiler"
-	"github.com/cuecast/cuecast/compiler/gen"
+	"github.com/cuecast/cuecast/internal/gen"
 )
 
 func TestAffected(t *testing.T) {

@@ -233,7 +233,8 @@ func (c *compilation) checkSchema(ctx context.Context, ns Namespace, at Error, i
 	inst := insts[i]
 	if inst.Err != nil {
 		if missingPackage(inst.Err) {
-			return fail("schema package %q: %v", imp, firstLine(relMessage(inst.Err.Error())))
+			msg, _, _ := strings.Cut(relMessage(inst.Err.Error()), "\n")
+			return fail("schema package %q: %v", imp, msg)
 		}
 		return nil, nil, inst.Err
 	}
@@ -304,9 +305,4 @@ func (c *compilation) schemaPackageErrors(imp string, namespaces []string, err e
 		errs[i].Message += fmt.Sprintf(" (in schema package %s of %s configs are not compiled until it is fixed)", imp, which)
 	}
 	return errs
-}
-
-func firstLine(s string) string {
-	s, _, _ = strings.Cut(s, "\n")
-	return s
 }

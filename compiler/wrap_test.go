@@ -12,7 +12,7 @@ import (
 	"testing/fstest"
 
 	"github.com/cuecast/cuecast/compiler"
-	"github.com/cuecast/cuecast/compiler/gen"
+	"github.com/cuecast/cuecast/internal/gen"
 )
 
 // The compiler applies a namespace schema by evaluating a wrapper package,

@@ -46,13 +46,6 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// DefaultOptions returns Options with every default filled in.
-func DefaultOptions() Options {
-	var o Options
-	o.setDefaults()
-	return o
-}
-
 func (o *Options) setDefaults() {
 	if o.Replicas == 0 {
 		o.Replicas = 1

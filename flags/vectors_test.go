@@ -178,19 +178,19 @@ func padRules(t *testing.T, raw []byte, n int) []byte {
 			continue
 		}
 		var pad []flags.Rule
+		// Pad with rules on the first rule's first attribute.
+		cs := f.Rules[0].Clauses
 		for i := range n {
-			for _, r := range f.Rules {
-				for _, c := range r.Clauses {
-					never := []flags.Clause{
-						{Attribute: c.Attribute, Op: flags.OpSemverGt, Values: []flags.RawVariant{flags.RawVariant(`"999.0.0"`)}},
-						{Attribute: c.Attribute, Op: flags.OpIn, Values: []flags.RawVariant{flags.RawVariant(`"\u0000never"`)}},
-						{Attribute: c.Attribute, Op: flags.OpGt, Values: []flags.RawVariant{flags.RawVariant(`1e300`)}},
-					}[i%3]
-					pad = append(pad, flags.Rule{Clauses: []flags.Clause{never}, Serve: flags.Serve{Variant: f.OffVariant}})
-					break
-				}
+			if len(cs) == 0 {
 				break
 			}
+			c := cs[0]
+			never := []flags.Clause{
+				{Attribute: c.Attribute, Op: flags.OpSemverGt, Values: []flags.RawVariant{flags.RawVariant(`"999.0.0"`)}},
+				{Attribute: c.Attribute, Op: flags.OpIn, Values: []flags.RawVariant{flags.RawVariant(`"\u0000never"`)}},
+				{Attribute: c.Attribute, Op: flags.OpGt, Values: []flags.RawVariant{flags.RawVariant(`1e300`)}},
+			}[i%3]
+			pad = append(pad, flags.Rule{Clauses: []flags.Clause{never}, Serve: flags.Serve{Variant: f.OffVariant}})
 		}
 		f.Rules = append(pad, f.Rules...)
 		s.Flags[k] = f

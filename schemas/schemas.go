@@ -12,9 +12,6 @@ import (
 //go:embed *.cue
 var files embed.FS
 
-// FS returns the shipped CUE files, at the root of the returned file system.
-func FS() fs.FS { return files }
-
 // Files returns the shipped CUE files by name.
 func Files() map[string][]byte {
 	out := make(map[string][]byte)

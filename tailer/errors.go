@@ -10,8 +10,9 @@ import (
 // Sentinel errors. Callers match them with errors.Is.
 var (
 	// ErrNotRepo: Config.Repo is not a Git repository (or a remote that
-	// cannot be cloned). The error names the path or URL.
-	ErrNotRepo = errors.New("not a git repository")
+	// cannot be cloned). The error names the path or URL. It is
+	// cuecast.ErrNotRepo.
+	ErrNotRepo = cuecast.ErrNotRepo
 	// ErrNoBranch: the tracked branch does not exist in the repository.
 	// The error names the branch.
 	ErrNoBranch = errors.New("no such branch")

@@ -217,10 +217,9 @@ func (t *Tailer) stillDisjoint(next *compiler.Index, commits []*object.Commit, r
 // deployEvery bounds how long a long batch of commits (a replay after
 // downtime) defers its deploys. Deploying a version that a later commit of
 // the batch replaces only starts a rollout to be superseded, and costs the
-// distributor a pointer per cohort: in a replay of 10,000 commits a flush
-// every 30 s spent a third of the time deploying versions about to be
-// replaced. Until the batch ends the fleet keeps running what it ran, which
-// is safe; the bound only keeps a backlog of hours from hiding every change.
+// distributor a pointer per cohort (BENCHMARKS.md, "Replay"). Until the
+// batch ends the fleet keeps running what it ran, which is safe; the bound
+// only keeps a backlog of hours from hiding every change.
 const deployEvery = 5 * time.Minute
 
 // deployWorkers is how many deploys run at once when a batch ends.
@@ -466,7 +465,7 @@ func (t *Tailer) advance(ctx context.Context, st *State, c *object.Commit, good 
 
 func (t *Tailer) reject(ctx context.Context, st *State, c *object.Commit, errs []compiler.Error, sum *Summary) error {
 	sum.Rejected++
-	rj := Rejected{Commit: c.Hash.String(), Author: author(c), Message: firstLine(c.Message),
+	rj := Rejected{Commit: c.Hash.String(), Author: author(c), Message: cuecast.CommitSubject(c.Message),
 		At: time.Now().UTC(), Errors: errs[:min(len(errs), maxRejectedErrors)], Total: len(errs)}
 	st.Rejected = append(st.Rejected, rj)
 	if n := len(st.Rejected); n > maxRejected {
@@ -597,11 +596,6 @@ func versionMeta(c *object.Commit) cuecast.Version {
 }
 
 func author(c *object.Commit) string { return fmt.Sprintf("%s <%s>", c.Author.Name, c.Author.Email) }
-
-func firstLine(s string) string {
-	s, _, _ = strings.Cut(s, "\n")
-	return s
-}
 
 // changedFiles lists the paths that differ between the trees of commit base
 // and c: modified, added and deleted files, both names of a rename.

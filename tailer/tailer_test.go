@@ -525,6 +525,9 @@ func TestNewErrors(t *testing.T) {
 			if !errors.Is(err, tt.err) || !strings.Contains(fmt.Sprint(err), tt.says) {
 				t.Errorf("New: got %v, want %v naming %q", err, tt.err, tt.says)
 			}
+			if tt.err == tailer.ErrNotRepo && !errors.Is(err, cuecast.ErrNotRepo) {
+				t.Errorf("New: got %v, want cuecast.ErrNotRepo", err)
+			}
 		})
 	}
 	_ = c1

@@ -17,8 +17,7 @@ import (
 // push whose payload is larger (thousands of commits at once) is refused and
 // found by the next poll instead. The signature covers the whole body, so it
 // can only be checked after reading it: the cap bounds what an unsigned
-// sender makes serve hold (it was GitHub's 25 MiB; 8 concurrent posts of
-// 50 MB took serve from 45 MB to 287 MB).
+// sender makes serve hold (BENCHMARKS.md, "Webhook body cap").
 const maxWebhookBody = 1 << 20
 
 // rememberedDeliveries is how many recent deliveries the webhook remembers

@@ -186,7 +186,7 @@ func benchFanout(outer *testing.B, n int, mode string) {
 		if f == nil {
 			f = startFleet(outer, n, mode)
 		}
-		var floor, apply, rollback []time.Duration
+		var floor, apply []time.Duration
 		var floorAll, applyAll, rollbackAll, ship []time.Duration
 		payload := benchContent(0)
 		settle := benchSettle(b)
@@ -224,7 +224,7 @@ func benchFanout(outer *testing.B, n int, mode string) {
 				b.Fatal(err)
 			}
 		})
-		rollback, rollbackAll = append(rollback, lat...), append(rollbackAll, lat[len(lat)-1])
+		rollbackAll = append(rollbackAll, lat[len(lat)-1])
 		f.measure(b, simfleet.Applied, f.ver+1, func() { f.ship(b) })
 		b.ReportMetric(ms(simfleet.Percentile(floor, 0.5)), "floor-p50-ms")
 		b.ReportMetric(ms(simfleet.Percentile(floorAll, 0.5)), "floor-all-p50-ms")

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/cuecast/cuecast/client"
+	"github.com/cuecast/cuecast/internal/poll"
 )
 
 // TestFleetConverges runs 1,000 instances (200 with -short) in this process
@@ -59,18 +60,8 @@ func TestFleetConverges(t *testing.T) {
 	if t.Failed() {
 		return
 	}
-	onVersion := func(v uint64) func() bool {
-		return func() bool {
-			for _, w := range ws {
-				if w.Current().Version != v {
-					return false
-				}
-			}
-			return true
-		}
-	}
-	behind := func(v uint64) func() string {
-		return func() string {
+	onVersion := func(v uint64) func() (bool, string) {
+		return func() (bool, string) {
 			var ids []string
 			for i, w := range ws {
 				if w.Current().Version != v {
@@ -80,33 +71,30 @@ func TestFleetConverges(t *testing.T) {
 					}
 				}
 			}
-			return fmt.Sprintf("; %d behind: %v", len(ids), ids[:min(len(ids), 10)])
+			return len(ids) == 0, fmt.Sprintf("%d behind: %v", len(ids), ids[:min(len(ids), 10)])
 		}
 	}
-	eventually(t, "every instance on version 1", onVersion(1), behind(1))
+	poll.Until(t, "every instance on version 1", poll.Patience, onVersion(1))
 	e.ship(2, body(2))
-	eventually(t, "every instance on version 2", onVersion(2), behind(2))
+	poll.Until(t, "every instance on version 2", poll.Patience, onVersion(2))
 	// The snapshot is swapped in a moment before the applied event is
 	// emitted: wait for the events before judging them.
-	eventually(t, "every instance's applied event for version 2", func() bool {
-		for _, ev := range evs {
+	poll.Until(t, "every instance's applied event for version 2", poll.Patience, func() (bool, string) {
+		for i, ev := range evs {
 			if a := ev.applied(); len(a) == 0 || a[len(a)-1] != 2 {
-				return false
+				return false, fmt.Sprintf("instance %d applied %v", i, a)
 			}
 		}
-		return true
-	}, func() string { return "" })
+		return true, ""
+	})
 	for i, ev := range evs {
 		if got := ev.applied(); !slices.Equal(got, []uint64{1, 2}) {
 			t.Fatalf("instance %d applied %v, want [1 2]", i, got)
 		}
 	}
-	eventually(t, "status counting every instance", func() bool {
+	poll.Until(t, "status counting every instance", poll.Patience, func() (bool, string) {
 		sts, err := e.d.Status(t.Context(), cfg)
-		return err == nil && sts[0].Instances == n && sts[0].OnLatest == n
-	}, func() string {
-		sts, err := e.d.Status(t.Context(), cfg)
-		return fmt.Sprintf("; status %+v %v", sts, err)
+		return err == nil && sts[0].Instances == n && sts[0].OnLatest == n, fmt.Sprintf("status %+v %v", sts, err)
 	})
 	for _, w := range ws {
 		w.Stop()

@@ -20,6 +20,7 @@ import (
 	"github.com/cuecast/cuecast/distributor"
 	"github.com/cuecast/cuecast/internal/natsserver"
 	"github.com/cuecast/cuecast/internal/natstest"
+	"github.com/cuecast/cuecast/internal/poll"
 )
 
 const cfg = cuecast.ConfigPath("payments/checkout")
@@ -168,30 +169,18 @@ func watch(t *testing.T, c *client.Client, opts ...client.WatchOption) *client.W
 	return w
 }
 
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, what string, cond func() bool, detail func() string) {
-	t.Helper()
-	// Generous: the machine may be shared; the deadline is a hang guard,
-	// not a timing assertion.
-	deadline := time.Now().Add(60 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s%s", what, detail())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func waitVersion(t *testing.T, w *client.Watcher, ev *events, n uint64) client.Snapshot {
 	t.Helper()
-	eventually(t, fmt.Sprintf("version %d", n), func() bool { return w.Current().Version == n },
-		func() string { return fmt.Sprintf("; at %d; events:%s", w.Current().Version, ev) })
+	poll.Until(t, fmt.Sprintf("version %d", n), poll.Patience, func() (bool, string) {
+		at := w.Current().Version
+		return at == n, fmt.Sprintf("at %d; events:%s", at, ev)
+	})
 	return w.Current()
 }
 
 func waitEvent(t *testing.T, ev *events, what string, f func(client.Event) bool) client.Event {
 	t.Helper()
-	eventually(t, what, func() bool { _, ok := ev.find(f); return ok }, func() string { return "; events:" + ev.String() })
+	poll.Until(t, what, poll.Patience, func() (bool, string) { _, ok := ev.find(f); return ok, "events:" + ev.String() })
 	e, _ := ev.find(f)
 	return e
 }
@@ -213,8 +202,10 @@ func (e *env) waitReport(instance string, f func(cuecast.Report) bool) cuecast.R
 		}
 		return cuecast.Report{}, false
 	}
-	eventually(e.t, "report from "+instance, func() bool { _, ok := find(); return ok },
-		func() string { return fmt.Sprintf("; reports: %+v", last) })
+	poll.Until(e.t, "report from "+instance, poll.Patience, func() (bool, string) {
+		_, ok := find()
+		return ok, fmt.Sprintf("reports: %+v", last)
+	})
 	r, _ := find()
 	return r
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/client"
+	"github.com/cuecast/cuecast/internal/poll"
 )
 
 // notFound lists the EventNotFound events of ev.
@@ -38,7 +39,7 @@ func TestNotFoundMisspeltConfig(t *testing.T) {
 	if !strings.Contains(first.Detail, "payments/chekout does not exist") || !errors.Is(first.Err, cuecast.ErrNotFound) {
 		t.Fatalf("warning: got %q (err %v), want it to say payments/chekout does not exist", first.Detail, first.Err)
 	}
-	eventually(t, "three warnings", func() bool { return len(notFound(ev)) >= 3 }, func() string { return "; events:" + ev.String() })
+	poll.Until(t, "three warnings", poll.Patience, func() (bool, string) { return len(notFound(ev)) >= 3, "events:" + ev.String() })
 	got := notFound(ev)
 	for i := 1; i < len(got); i++ {
 		if gap := got[i].At.Sub(got[i-1].At); gap < reconcile/2 {
@@ -72,15 +73,15 @@ func TestNotFoundUntilDeployed(t *testing.T) {
 	waitVersion(t, w, ev, 1)
 	n := len(notFound(ev))
 	// Two reconciles after the apply: no further warning.
-	eventually(t, "two reconciles after the apply", func() bool {
+	poll.Until(t, "two reconciles after the apply", poll.Patience, func() (bool, string) {
 		k := 0
 		for _, e := range ev.list() {
 			if e.Kind == client.EventResync && e.Detail == "reconcile" {
 				k++
 			}
 		}
-		return k >= 2
-	}, func() string { return "; events:" + ev.String() })
+		return k >= 2, "events:" + ev.String()
+	})
 	if got := len(notFound(ev)); got != n {
 		t.Fatalf("not-found warnings after the apply: got %d more; events:%s", got-n, ev)
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/client"
+	"github.com/cuecast/cuecast/internal/poll"
 )
 
 // fastReconnect overrides ConnectOptions' backoff so tests reconnect quickly.
@@ -108,7 +109,7 @@ func TestOffline50Versions(t *testing.T) {
 			w := watch(t, c)
 			waitVersion(t, w, ev, 1)
 			p.cut()
-			eventually(t, "disconnect", func() bool { return !nc.IsConnected() }, func() string { return "" })
+			poll.Until(t, "disconnect", poll.Patience, func() (bool, string) { return !nc.IsConnected(), "connected" })
 			ship50(e)
 			p.restore()
 			waitEvent(t, ev, "resync after reconnect", func(e client.Event) bool { return e.Kind == client.EventResync && e.Detail == "reconnect" })
@@ -197,7 +198,7 @@ func TestServerRestartMidStream(t *testing.T) {
 	for n := range progress {
 		if n == 10 {
 			rs.stop()
-			eventually(t, "instance disconnected", func() bool { return !nc.IsConnected() }, func() string { return "" })
+			poll.Until(t, "instance disconnected", poll.Patience, func() (bool, string) { return !nc.IsConnected(), "connected" })
 			rs.start()
 		}
 		if n == last {

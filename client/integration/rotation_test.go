@@ -11,6 +11,7 @@ import (
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/client"
+	"github.com/cuecast/cuecast/internal/poll"
 )
 
 // TestKeyRotation follows docs/OPERATIONS.md, "Rotating the signing key",
@@ -128,9 +129,8 @@ func TestResignAfterRotation(t *testing.T) {
 	// The applied event follows the swap that Current shows, so wait for it
 	// rather than read it at once.
 	want := append(before, 3)
-	eventually(t, "the applied events of the instance trusting both", func() bool {
-		return slices.Equal(evBoth.applied(), want)
-	}, func() string {
-		return fmt.Sprintf("; applied %v, want %v; events:%s", evBoth.applied(), want, evBoth)
+	poll.Until(t, "the applied events of the instance trusting both", poll.Patience, func() (bool, string) {
+		got := evBoth.applied()
+		return slices.Equal(got, want), fmt.Sprintf("applied %v, want %v; events:%s", got, want, evBoth)
 	})
 }

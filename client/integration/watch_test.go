@@ -16,6 +16,7 @@ import (
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/client"
+	"github.com/cuecast/cuecast/internal/poll"
 )
 
 func TestWatchAppliesAndReports(t *testing.T) {
@@ -141,8 +142,9 @@ func TestLastKnownGoodWithoutNetwork(t *testing.T) {
 	// The server comes back (same store, same address): the watcher confirms
 	// version 2 and reports it as no longer last-known-good.
 	rs.start()
-	eventually(t, "confirmation of the last-known-good version", func() bool { return !w2.Current().FromLastKnownGood },
-		func() string { return "; events:" + ev2.String() })
+	poll.Until(t, "confirmation of the last-known-good version", poll.Patience, func() (bool, string) {
+		return !w2.Current().FromLastKnownGood, "events:" + ev2.String()
+	})
 	if got := ev2.applied(); len(got) != 0 {
 		t.Fatalf("applied after confirming: got %v, want nothing re-applied", got)
 	}

@@ -1,6 +1,6 @@
 #!/bin/sh
 # bench-vs-cue.sh: cuecast compile against the official cue CLI on the repos
-# compiler/gen makes, as BENCHMARKS.md (section Compiler) reports them.
+# internal/gen makes, as BENCHMARKS.md (section Compiler) reports them.
 #
 #   compiler/testdata/bench-vs-cue.sh [RUNS] [CONFIGS...]   (from the module root)
 #

@@ -53,13 +53,6 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// DefaultOptions returns Options with every default filled in.
-func DefaultOptions() Options {
-	var o Options
-	o.fill()
-	return o
-}
-
 func (o *Options) fill() {
 	if o.Interval == 0 {
 		o.Interval = time.Second

@@ -15,6 +15,7 @@ import (
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/distributor/rollout"
 	"github.com/cuecast/cuecast/internal/natstest"
+	"github.com/cuecast/cuecast/internal/poll"
 )
 
 // fleet starts one canary (bucket 0), two early (buckets 1-9) and three
@@ -124,7 +125,7 @@ func TestTooFewInstancesHolds(t *testing.T) {
 	e.baseline()
 	e.fleet()
 	e.deploy(e.publish(2, content(2)))
-	eventually(t, "hold that says why", func() (bool, string) {
+	poll.Until(t, "hold that says why", poll.Patience, func() (bool, string) {
 		r := e.record().Current
 		return r.State == rollout.StateHolding && strings.Contains(r.Note, "needs 3"), string(r.State) + " " + r.Note
 	})
@@ -520,7 +521,7 @@ func TestLaterStageKeepsWhomEarlierStagesMoved(t *testing.T) {
 	first.w.Stop()
 	again := e.instanceWith(id, nil)
 	waitOn(t, 2, again) // its own pointer still says v2
-	eventually(t, "the label-less report", func() (bool, string) {
+	poll.Until(t, "the label-less report", poll.Patience, func() (bool, string) {
 		rs, err := e.d.Reports(t.Context(), cfg)
 		if err != nil {
 			return false, err.Error()
@@ -660,7 +661,7 @@ func TestHaltBeforeStageMoveRevertsEarlierStages(t *testing.T) {
 
 	e.open() // serve is back
 	waitOn(t, 1, canary)
-	eventually(t, "the halt recorded as carried out", func() (bool, string) {
+	poll.Until(t, "the halt recorded as carried out", poll.Patience, func() (bool, string) {
 		r := e.record().Current
 		return r.Reverted, fmt.Sprintf("%s, reverted %t", r.State, r.Reverted)
 	})

@@ -219,7 +219,7 @@ func judgeStage(rec *Record, r *Rollout, reports []cuecast.Report, now time.Time
 	if why := breach(m, st); why != "" {
 		return halt(rec, r, st, why, now, ru), true
 	}
-	note := r.Note
+	var note string
 	changed := false
 	if r.State == StateWaiting {
 		changed = r.confirm(m.Waiting, now)

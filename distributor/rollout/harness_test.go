@@ -184,7 +184,7 @@ func (e *env) record() rollout.Record {
 func (e *env) waitState(v uint64, s rollout.State, stage int) rollout.Record {
 	e.t.Helper()
 	var rec rollout.Record
-	eventually(e.t, fmt.Sprintf("rollout of v%d %s at stage %d", v, s, stage), func() (bool, string) {
+	poll.Until(e.t, fmt.Sprintf("rollout of v%d %s at stage %d", v, s, stage), poll.Patience, func() (bool, string) {
 		r, err := e.c.Record(e.t.Context(), cfg)
 		if err != nil {
 			return false, err.Error()
@@ -226,11 +226,10 @@ func (e *env) instancePointer(id string) (cuecast.Pointer, bool) {
 // instance is a service instance running the real client library, with a
 // health and a validation hook the test controls.
 type instance struct {
-	id      string
-	w       *client.Watcher
-	sick    atomic.Uint64 // unhealthy while running this version
-	reject  atomic.Uint64 // the validation hook rejects this version
-	applied chan uint64
+	id     string
+	w      *client.Watcher
+	sick   atomic.Uint64 // unhealthy while running this version
+	reject atomic.Uint64 // the validation hook rejects this version
 }
 
 func (e *env) instance(id string) *instance {
@@ -279,7 +278,7 @@ func (in *instance) version() uint64 { return in.w.Current().Version }
 // waitOn polls until every instance runs version v.
 func waitOn(t *testing.T, v uint64, ins ...*instance) {
 	t.Helper()
-	eventually(t, fmt.Sprintf("instances on v%d", v), func() (bool, string) {
+	poll.Until(t, fmt.Sprintf("instances on v%d", v), poll.Patience, func() (bool, string) {
 		var off []string
 		for _, in := range ins {
 			if in.version() != v {
@@ -294,7 +293,7 @@ func waitOn(t *testing.T, v uint64, ins ...*instance) {
 // live instances.
 func (e *env) waitLive(n int) {
 	e.t.Helper()
-	eventually(e.t, fmt.Sprintf("%d live instances", n), func() (bool, string) {
+	poll.Until(e.t, fmt.Sprintf("%d live instances", n), poll.Patience, func() (bool, string) {
 		rs, err := e.d.Reports(e.t.Context(), cfg)
 		if err != nil {
 			return false, err.Error()
@@ -323,18 +322,13 @@ func idIn(prefix string, lo, hi, n int) []string {
 func (e *env) ticks(n uint64) {
 	e.t.Helper()
 	from := rollout.Ticks(e.c)
-	eventually(e.t, fmt.Sprintf("%d controller ticks", n), func() (bool, string) {
+	poll.Until(e.t, fmt.Sprintf("%d controller ticks", n), poll.Patience, func() (bool, string) {
 		got := rollout.Ticks(e.c) - from
 		return got >= n, fmt.Sprintf("%d ticks", got)
 	})
 	if err := rollout.StepNow(e.t.Context(), e.c, cfg); err != nil {
 		e.t.Fatalf("step %s: %v", cfg, err)
 	}
-}
-
-func eventually(t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	poll.Until(t, what, 15*time.Second, cond)
 }
 
 // threeStages is canary 1%, early 10%, all: holds of hold each.

@@ -70,8 +70,6 @@ func (s Static) Policy(context.Context, cuecast.Version) (cuecast.Policy, cuecas
 	return p, c, nil
 }
 
-// Default is the policy of a pipeline given none: one stage to everyone,
-// relaxed, exactly what distributor.Deploy did.
 var _ Policies = Static{}
 
 // Rollout is one version's way through its stages. It is stored as JSON in

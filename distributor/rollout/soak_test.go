@@ -14,6 +14,7 @@ import (
 	"github.com/cuecast/cuecast/distributor"
 	"github.com/cuecast/cuecast/distributor/rollout"
 	"github.com/cuecast/cuecast/internal/natstest"
+	"github.com/cuecast/cuecast/internal/poll"
 )
 
 // TestSoakNoLostDeploy: issue 15, item 2, randomized. Several configs get
@@ -152,7 +153,7 @@ func TestSoakNoLostDeploy(t *testing.T) {
 	defer last.stop()
 	for _, c := range cfgs {
 		want := newest[c]
-		eventually(t, fmt.Sprintf("%s complete on v%d everywhere", c, want), func() (bool, string) {
+		poll.Until(t, fmt.Sprintf("%s complete on v%d everywhere", c, want), poll.Patience, func() (bool, string) {
 			rec, err := last.c.Record(ctx, c)
 			if err != nil {
 				return false, err.Error()

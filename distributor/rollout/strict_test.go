@@ -14,6 +14,7 @@ import (
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/distributor/rollout"
+	"github.com/cuecast/cuecast/internal/poll"
 )
 
 // slowInstance is a simulated instance the test drives by hand: it reports
@@ -81,7 +82,7 @@ func TestStrictCutoverWaitsForSlowInstance(t *testing.T) {
 	e.waitLive(4)
 
 	e.deploy(e.publish(2, content(2)))
-	eventually(t, "cutover blocked by the slow instance", func() (bool, string) {
+	poll.Until(t, "cutover blocked by the slow instance", poll.Patience, func() (bool, string) {
 		r := e.record().Current
 		return r.State == rollout.StateStaging && strings.Contains(r.Note, "slow-1") && strings.Contains(r.Note, "staged on 3 of 4"),
 			string(r.State) + ": " + r.Note
@@ -101,7 +102,7 @@ func TestStrictCutoverWaitsForSlowInstance(t *testing.T) {
 	// It confirms; a real instance would then apply on the activation.
 	slow.staged.Store(2)
 	slow.version.Store(2)
-	eventually(t, "flip", func() (bool, string) {
+	poll.Until(t, "flip", poll.Patience, func() (bool, string) {
 		r := e.record().Current
 		return r.State == rollout.StateComplete, string(r.State) + ": " + r.Note
 	})
@@ -168,7 +169,7 @@ func TestWatcherWithoutPointerStagesStrictVersion(t *testing.T) {
 		t.Fatalf("Stage: %v", err)
 	}
 	in := e.instance("web-1")
-	eventually(t, "web-1 reports v1 staged", func() (bool, string) {
+	poll.Until(t, "web-1 reports v1 staged", poll.Patience, func() (bool, string) {
 		rs, err := e.d.Reports(t.Context(), cfg)
 		if err != nil {
 			return false, err.Error()
@@ -201,14 +202,14 @@ func TestStrictCutoverIgnoresStagingErrors(t *testing.T) {
 	retried.lastErr.Store("version 2: stage: read version: context deadline exceeded")
 
 	e.deploy(e.publish(2, content(2)))
-	eventually(t, "cutover waiting for retried-1", func() (bool, string) {
+	poll.Until(t, "cutover waiting for retried-1", poll.Patience, func() (bool, string) {
 		r := e.record().Current
 		return r.State == rollout.StateStaging && strings.Contains(r.Note, "retried-1"), string(r.State) + ": " + r.Note + r.Reason
 	})
 	retried.staged.Store(2)
 	// The apply reports come a little later, as from real instances: the
 	// controller judges the staging ones first.
-	eventually(t, "flip, then waiting for the apply reports", func() (bool, string) {
+	poll.Until(t, "flip, then waiting for the apply reports", poll.Patience, func() (bool, string) {
 		r := e.record().Current
 		if r.State == rollout.StateHalted {
 			t.Fatalf("halted on staging-time errors: %s", r.Reason)
@@ -241,7 +242,7 @@ func TestStrictCutoverBlockedByStalledInstance(t *testing.T) {
 	for _, in := range []*slowInstance{a, b} {
 		in.staged.Store(2)
 	}
-	eventually(t, "cutover blocked by frozen-1", func() (bool, string) {
+	poll.Until(t, "cutover blocked by frozen-1", poll.Patience, func() (bool, string) {
 		r := e.record().Current
 		if r.State != rollout.StateStaging {
 			t.Fatalf("left staging without frozen-1: %s %s %s", r.State, r.Note, r.Reason)
@@ -271,7 +272,7 @@ func TestStageWaitsForHungCohortMember(t *testing.T) {
 	e.deploy(e.publish(2, content(2)))
 	hung.freeze()
 	a.version.Store(2)
-	eventually(t, "waiting for hung-1", func() (bool, string) {
+	poll.Until(t, "waiting for hung-1", poll.Patience, func() (bool, string) {
 		r := e.record().Current
 		if r.State != rollout.StateWaiting {
 			t.Fatalf("stage left waiting without hung-1: %s %s %s", r.State, r.Note, r.Reason)
@@ -304,7 +305,7 @@ func TestStrictCutoverFlipsOnSmallFleet(t *testing.T) {
 	waitOn(t, 1, ins...)
 	e.waitLive(2)
 	e.deploy(e.publish(2, content(2)))
-	eventually(t, "staged everywhere, waiting for more instances until a deadline ahead", func() (bool, string) {
+	poll.Until(t, "staged everywhere, waiting for more instances until a deadline ahead", poll.Patience, func() (bool, string) {
 		r := e.record().Current
 		ok := r.State == rollout.StateStaging && strings.Contains(r.Note, "the policy needs 3; it flips with them at ") &&
 			strings.Contains(r.Note, r.WaitUntil.Format(time.RFC3339))

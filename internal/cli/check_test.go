@@ -11,8 +11,8 @@ import (
 	"testing"
 
 	"github.com/cuecast/cuecast/ci"
-	"github.com/cuecast/cuecast/ci/githubtest"
 	"github.com/cuecast/cuecast/internal/cli"
+	"github.com/cuecast/cuecast/internal/githubtest"
 	"github.com/cuecast/cuecast/internal/gittest"
 	"github.com/cuecast/cuecast/internal/iostreams"
 )

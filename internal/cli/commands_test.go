@@ -17,6 +17,7 @@ import (
 	"github.com/cuecast/cuecast/internal/gittest"
 	"github.com/cuecast/cuecast/internal/iostreams"
 	"github.com/cuecast/cuecast/internal/pipeline"
+	"github.com/cuecast/cuecast/internal/poll"
 )
 
 // syncBuffer is written by a running command while the test reads it.
@@ -105,26 +106,17 @@ func TestWatchCorruptLastKnownGood(t *testing.T) {
 		done <- code
 	}()
 	<-ready
-	deadline := time.Now().Add(20 * time.Second)
-	for !strings.Contains(stdout.String(), "\n") && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	poll.Until(t, "watch's first line", poll.Patience, func() (bool, string) {
+		s := stdout.String()
+		return strings.Contains(s, "\n"), fmt.Sprintf("stdout %q", s)
+	})
 	// status counts the report web-1 sends (clients spread reports a little
 	// after an apply, so poll while the watcher runs).
 	statusRE := regexp.MustCompile(`(?m)^payments/checkout\s+v1\s+1/1 instances`)
-	var lastStatus string
-	counted := false
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	poll.Until(t, "status with payments/checkout v1 1/1 instances", poll.Patience, func() (bool, string) {
 		code, out, errOut := run(ctx, "status", "--nats", p.ClientURL(), "payments/checkout")
-		lastStatus = fmt.Sprintf("exit %d, stdout %q, stderr %q", code, out, errOut)
-		if code == 0 && statusRE.MatchString(out.String()) {
-			counted = true
-			break
-		}
-	}
-	if !counted {
-		t.Errorf("status: %s; want payments/checkout v1 1/1 instances", lastStatus)
-	}
+		return code == 0 && statusRE.MatchString(out.String()), fmt.Sprintf("exit %d, stdout %q, stderr %q", code, out, errOut)
+	})
 	code, out, _ := run(ctx, "status", "--nats", p.ClientURL(), "--output", "json")
 	var st []struct {
 		Config    string `json:"config"`

@@ -169,7 +169,7 @@ func (d *demo) run(ctx context.Context, env *Env) error {
 	if err != nil {
 		return err
 	}
-	d.detail("commit %s  %q", first.String()[:10], "Import the example configs")
+	d.detail("commit %s  %q", cuecast.ShortCommit(first.String()), "Import the example configs")
 
 	d.say("Starting cuecast serve: embedded NATS with JetStream, the tailer and the distributor.")
 	logger := env.Logger()
@@ -251,7 +251,7 @@ func (d *demo) run(ctx context.Context, env *Env) error {
 		return err
 	}
 	published := time.Since(t0)
-	d.detail("commit %s became %s v%d (author %s) in %s", change.String()[:10], demoConfig, v2.Version, v2.Author, published.Round(time.Millisecond))
+	d.detail("commit %s became %s v%d (author %s) in %s", cuecast.ShortCommit(change.String()), demoConfig, v2.Version, v2.Author, published.Round(time.Millisecond))
 	if err := d.staged(ctx, v1, v2); err != nil {
 		return err
 	}
@@ -279,7 +279,7 @@ func (d *demo) run(ctx context.Context, env *Env) error {
 	if v3.Checksum != v1.Checksum {
 		return fmt.Errorf("after the revert v%d has checksum %s, want v1's %s", v3.Version, v3.Checksum, v1.Checksum)
 	}
-	d.detail("revert commit %s became v%d; its content is byte-for-byte v1's (sha256:%s)", rev.String()[:10], v3.Version, v3.Checksum[:12])
+	d.detail("revert commit %s became v%d; its content is byte-for-byte v1's (sha256:%s)", cuecast.ShortCommit(rev.String()), v3.Version, v3.Checksum[:12])
 	d.detail("it took the same stages, %s: on every instance %s after the commit", stageLine(demoPolicy()), time.Since(t1).Round(time.Millisecond))
 	for i, w := range d.watchers {
 		s := w.Current()

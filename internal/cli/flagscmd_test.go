@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/cuecast/cuecast/internal/gittest"
+	"github.com/cuecast/cuecast/internal/poll"
 )
 
 const flagSetV1 = `package flags
@@ -33,14 +34,14 @@ func TestFlagsEvalPublished(t *testing.T) {
 	p := servePipeline(t, repo, nil)
 	ctx := t.Context()
 	url := p.ClientURL()
-	waitFor(t, "v1 published", func() (bool, string) {
+	poll.Until(t, "v1 published", poll.Patience, func() (bool, string) {
 		code, out, errOut := run(ctx, "flags", "eval", "growth/flags", "checkout-v2", "--published", "--nats", url, "--ctx", "targetingKey=user-2")
 		return code == 0, out.String() + errOut.String()
 	})
 	repo.CommitFiles("growth: checkout-v2 off", map[string]string{
 		"growth/flags/f.cue": strings.Replace(flagSetV1, "%s", "false", 1),
 	})
-	waitFor(t, "v2 published and evaluated", func() (bool, string) {
+	poll.Until(t, "v2 published and evaluated", poll.Patience, func() (bool, string) {
 		code, out, errOut := run(ctx, "flags", "eval", "growth/flags", "checkout-v2", "--published", "--nats", url, "--ctx", "targetingKey=user-2")
 		return code == 0 && strings.Contains(out.String(), "reason:  DISABLED") && strings.Contains(out.String(), "growth/flags@2"), out.String() + errOut.String()
 	})

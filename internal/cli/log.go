@@ -3,7 +3,6 @@ package cli
 import (
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -81,8 +80,7 @@ func logRun(c *cobra.Command, env *Env, opts *LogOptions) error {
 		if v.Deleted {
 			sum = "(deleted)"
 		}
-		subject, _, _ := strings.Cut(v.Message, "\n")
-		tw.row(fmt.Sprintf("v%d", v.Version), shortCommit(v.Commit), v.CommittedAt.UTC().Format("2006-01-02 15:04"), v.Author, sum, subject)
+		tw.row(fmt.Sprintf("v%d", v.Version), cuecast.ShortCommit(v.Commit), v.CommittedAt.UTC().Format("2006-01-02 15:04"), v.Author, sum, cuecast.CommitSubject(v.Message))
 	}
 	tw.flush()
 	return nil

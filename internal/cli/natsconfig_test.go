@@ -14,6 +14,7 @@ import (
 
 	"github.com/cuecast/cuecast/internal/cli"
 	"github.com/cuecast/cuecast/internal/natstest"
+	"github.com/cuecast/cuecast/internal/poll"
 )
 
 func freePort(t *testing.T) string {
@@ -98,7 +99,7 @@ func testNATSConfigTree(t *testing.T, auth string, tls bool) {
 		"--store", t.TempDir(), "--namespace", "payments", "--namespace", "search", "--secrets", secrets}, serverTLS["hub"]...)...)
 	node := natsConfig(t, append([]string{"node", "--auth", auth, "--name", "host-1", "--listen", "127.0.0.1:-1", "--upstream", leafAddr,
 		"--store", t.TempDir(), "--namespace", "payments", "--namespace", "search", "--secrets", secrets}, serverTLS["host-1"]...)...)
-	natstest.Eventually(t, 20*time.Second, "node linked to the hub", func() (bool, string) {
+	poll.Until(t, "node linked to the hub", 20*time.Second, func() (bool, string) {
 		return node.NumLeafNodes() == 1, "not yet"
 	})
 
@@ -118,7 +119,7 @@ func testNATSConfigTree(t *testing.T, auth string, tls bool) {
 	defer func() { cancel(); <-serveDone }()
 
 	var out string
-	natstest.Eventually(t, 30*time.Second, "mirrors created", func() (bool, string) {
+	poll.Until(t, "mirrors created", 30*time.Second, func() (bool, string) {
 		code, o, errOut := run(ctx, append([]string{"nats-config", "mirrors", "--nats", hub.ClientURL(),
 			"--domain", "host-1", "--upstream", "hub", "--from-hub",
 			"--namespace", "payments", "--namespace", "search"}, login("distributor")...)...)
@@ -130,7 +131,7 @@ func testNATSConfigTree(t *testing.T, auth string, tls bool) {
 	}
 
 	// The one step that gives a service serve's key: the file it writes.
-	natstest.Eventually(t, 30*time.Second, "serve's trusted-keys file", func() (bool, string) {
+	poll.Until(t, "serve's trusted-keys file", 30*time.Second, func() (bool, string) {
 		_, err := os.Stat(filepath.Join(data, "trusted-keys"))
 		if err != nil {
 			return false, err.Error()
@@ -161,7 +162,7 @@ func testNATSConfigTree(t *testing.T, auth string, tls bool) {
 		}
 	}()
 	// status, as the operator on the hub, sees the instance on the node.
-	natstest.Eventually(t, 30*time.Second, "status counting the instance on the node", func() (bool, string) {
+	poll.Until(t, "status counting the instance on the node", 30*time.Second, func() (bool, string) {
 		code, o, e := run(ctx, append([]string{"status", "--nats", hub.ClientURL(), "search/ranking"}, login("operator")...)...)
 		ok := code == 0 && regexp.MustCompile(`(?m)^search/ranking\s+v1\s+1/1 instances`).MatchString(o.String())
 		return ok, o.String() + e.String()

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/internal/pipeline"
 	"github.com/cuecast/cuecast/tailer"
 )
@@ -96,7 +97,7 @@ func repairRun(c *cobra.Command, env *Env, opts *RepairOptions) error {
 		return repoError(err)
 	}
 	w := env.IO.Out
-	fmt.Fprintf(w, "repaired from commit %s\n", shortCommit(rep.Commit))
+	fmt.Fprintf(w, "repaired from commit %s\n", cuecast.ShortCommit(rep.Commit))
 	for _, r := range rep.Renumbered {
 		what := "content"
 		if r.Deleted {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"regexp"
 	"strings"
 	"time"
 
@@ -18,6 +17,8 @@ import (
 	"github.com/google/go-github/v60/github"
 	"github.com/spf13/cobra"
 
+	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/ci"
 	"github.com/cuecast/cuecast/internal/revert"
 )
 
@@ -143,7 +144,7 @@ func revertRun(ctx context.Context, env *Env, opts *RevertOptions) error {
 	base := head.Name()
 	branch := base
 	if opts.GitHubPR {
-		branch = plumbing.NewBranchReferenceName("cuecast/revert-" + shortCommit(target.String()))
+		branch = plumbing.NewBranchReferenceName("cuecast/revert-" + cuecast.ShortCommit(target.String()))
 		if err := wt.Checkout(&git.CheckoutOptions{Branch: branch, Create: true}); err != nil {
 			return fmt.Errorf("create branch %s: %w", branch.Short(), err)
 		}
@@ -164,7 +165,7 @@ func revertRun(ctx context.Context, env *Env, opts *RevertOptions) error {
 	if err != nil {
 		return fmt.Errorf("read revert commit: %w", err)
 	}
-	fmt.Fprintf(env.IO.Out, "created %s on %s: %s\n", shortCommit(h.String()), branch.Short(), firstLine(c.Message))
+	fmt.Fprintf(env.IO.Out, "created %s on %s: %s\n", cuecast.ShortCommit(h.String()), branch.Short(), cuecast.CommitSubject(c.Message))
 	if !opts.Push && !opts.GitHubPR {
 		fmt.Fprintf(env.IO.Out, "push it (git push, or cuecast revert --push) and the pipeline rolls it out as a new version\n")
 		return nil
@@ -201,11 +202,6 @@ func signature(r *git.Repository) (*object.Signature, error) {
 	return &object.Signature{Name: cfg.User.Name, Email: cfg.User.Email, When: time.Now()}, nil
 }
 
-func firstLine(s string) string {
-	line, _, _ := strings.Cut(s, "\n")
-	return line
-}
-
 // remoteAuth returns the remote's URL and the credentials to push to it: a
 // token over HTTPS, nothing for local and SSH remotes (the agent answers).
 func remoteAuth(r *git.Repository, opts *RevertOptions) (string, transport.AuthMethod, error) {
@@ -220,17 +216,13 @@ func remoteAuth(r *git.Repository, opts *RevertOptions) (string, transport.AuthM
 	return url, nil, nil
 }
 
-var githubURL = regexp.MustCompile(`github\.com[:/]([^/]+)/([^/]+?)(\.git)?/?$`)
-
 // githubTarget is the OWNER/NAME a pull request goes to.
 func githubTarget(opts *RevertOptions, remoteURL string) (owner, name string, err error) {
 	owner, name, ok := strings.Cut(opts.GitHubRepo, "/")
 	if opts.GitHubRepo == "" {
-		m := githubURL.FindStringSubmatch(remoteURL)
-		if m == nil {
+		if owner, name, ok = ci.ParseGitHubRepo(remoteURL); !ok {
 			return "", "", usageErrorf("pass --github-repo OWNER/NAME", "cannot tell the GitHub repository from remote URL %s", remoteURL)
 		}
-		owner, name, ok = m[1], m[2], true
 	}
 	if !ok || owner == "" || name == "" {
 		return "", "", usageErrorf("pass --github-repo OWNER/NAME", "GitHub repository %q is not OWNER/NAME", opts.GitHubRepo)
@@ -246,9 +238,9 @@ func openPR(ctx context.Context, opts *RevertOptions, owner, name, head, base st
 			return nil, fmt.Errorf("GitHub API URL %s: %w", opts.APIURL, err)
 		}
 	}
-	body := fmt.Sprintf("%s\n\nOpened by `cuecast revert %s`. Merging it rolls the previous content out as a new version and lifts an emergency-rollback pin on it.", strings.TrimSpace(c.Message), shortCommit(target))
+	body := fmt.Sprintf("%s\n\nOpened by `cuecast revert %s`. Merging it rolls the previous content out as a new version and lifts an emergency-rollback pin on it.", strings.TrimSpace(c.Message), cuecast.ShortCommit(target))
 	pr, _, err := gh.PullRequests.Create(ctx, owner, name, &github.NewPullRequest{
-		Title: github.String(firstLine(c.Message)), Head: github.String(head), Base: github.String(base), Body: github.String(body),
+		Title: github.String(cuecast.CommitSubject(c.Message)), Head: github.String(head), Base: github.String(base), Body: github.String(body),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("open pull request on %s/%s: %w", owner, name, err)

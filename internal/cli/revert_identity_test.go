@@ -9,6 +9,7 @@ import (
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 
+	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/internal/cli"
 	"github.com/cuecast/cuecast/internal/gittest"
 )
@@ -43,7 +44,7 @@ func TestRevertChecksBeforeChanging(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.Reference(plumbing.NewBranchReferenceName("cuecast/revert-"+target[:10]), false); err == nil {
+	if _, err := r.Reference(plumbing.NewBranchReferenceName("cuecast/revert-"+cuecast.ShortCommit(target)), false); err == nil {
 		t.Error("a refused --github-pr created its branch")
 	}
 	if repo.Head() != target {

@@ -283,7 +283,7 @@ func printRecord(w io.Writer, p rollout.Progress, now time.Time) {
 			head += "  EMERGENCY"
 		}
 		fmt.Fprintln(w, head)
-		fmt.Fprintf(w, "  commit %s by %s; falls back to v%d\n", shortCommit(r.Commit), r.Author, r.From)
+		fmt.Fprintf(w, "  commit %s by %s; falls back to v%d\n", cuecast.ShortCommit(r.Commit), r.Author, r.From)
 		for _, s := range p.Stages {
 			mark := map[string]string{"done": "done", "current": "now ", "pending": "    "}[s.Status]
 			line := fmt.Sprintf("  %s %-12s %3d%%  %s %d/%d on v%d", mark, s.Name, s.Percent, bar(s.OnTarget, s.Instances, 20), s.OnTarget, s.Instances, r.Version)

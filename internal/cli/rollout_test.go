@@ -72,14 +72,9 @@ func watchers(t *testing.T, p *pipeline.Pipeline, ids ...string) []*client.Watch
 	return ws
 }
 
-func waitFor(t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	poll.Until(t, what, 20*time.Second, cond)
-}
-
 func waitVersion(t *testing.T, ws []*client.Watcher, v uint64) {
 	t.Helper()
-	waitFor(t, fmt.Sprintf("instances on v%d", v), func() (bool, string) {
+	poll.Until(t, fmt.Sprintf("instances on v%d", v), poll.Patience, func() (bool, string) {
 		for i, w := range ws {
 			if w.Current().Version != v {
 				return false, fmt.Sprintf("instance %d on v%d", i, w.Current().Version)
@@ -139,7 +134,7 @@ func TestRollbackPinRevertAndWait(t *testing.T) {
 	}
 	waitVersion(t, ws, 1)
 	// Both instances' reports of v1 reach the report stream.
-	waitFor(t, "status --wait @1 seeing both instances", func() (bool, string) {
+	poll.Until(t, "status --wait @1 seeing both instances", poll.Patience, func() (bool, string) {
 		code, out, errOut := run(ctx, "status", "--nats", url, "--wait", "payments/checkout@1", "--timeout", "10s")
 		return code == 0 && strings.Contains(out.String(), "all 2 live instances"), out.String() + errOut.String()
 	})
@@ -201,7 +196,7 @@ func TestRolloutOperatorCommands(t *testing.T) {
 	ctx := t.Context()
 	url := p.ClientURL()
 	// v1 rolls out through the same stages: skip its holds.
-	waitFor(t, "v1 rollout", func() (bool, string) {
+	poll.Until(t, "v1 rollout", poll.Patience, func() (bool, string) {
 		code, out, _ := run(ctx, "rollout", "status", "--nats", url, "payments/checkout")
 		return code == 0 && strings.Contains(out.String(), "HOLDING"), out.String()
 	})
@@ -209,7 +204,7 @@ func TestRolloutOperatorCommands(t *testing.T) {
 		t.Fatalf("advance --emergency: exit %d, %q", code, errOut)
 	}
 	editCheckoutFile(t, repo, "max_amount_minor: 5_000_000", "max_amount_minor: 2_500_000", "checkout: halve the limit")
-	waitFor(t, "v2 canary holding", func() (bool, string) {
+	poll.Until(t, "v2 canary holding", poll.Patience, func() (bool, string) {
 		code, out, _ := run(ctx, "rollout", "status", "--nats", url, "payments/checkout")
 		s := out.String()
 		return code == 0 && strings.Contains(s, "v2 HOLDING") && strings.Contains(s, "now  canary"), s
@@ -233,7 +228,7 @@ func TestRolloutOperatorCommands(t *testing.T) {
 	if code, _, errOut := run(ctx, "rollout", "advance", "--nats", url, "payments/checkout", "--reason", "ok", "--as", "bob"); code != 0 {
 		t.Fatalf("advance: exit %d, %q", code, errOut)
 	}
-	waitFor(t, "early", func() (bool, string) {
+	poll.Until(t, "early", poll.Patience, func() (bool, string) {
 		_, out, _ := run(ctx, "rollout", "status", "--nats", url, "payments/checkout")
 		return strings.Contains(out.String(), "now  early"), out.String()
 	})
@@ -269,7 +264,7 @@ func TestRolloutOperatorCommands(t *testing.T) {
 		defer close(watched)
 		wcode, wout, werr = run(ctx, "rollout", "watch", "--nats", url, "payments/checkout", "--commit", third[:10], "--interval", "50ms")
 	}()
-	waitFor(t, "v3 canary holding", func() (bool, string) {
+	poll.Until(t, "v3 canary holding", poll.Patience, func() (bool, string) {
 		_, out, _ := run(ctx, "rollout", "status", "--nats", url, "payments/checkout")
 		return strings.Contains(out.String(), "v3 HOLDING"), out.String()
 	})
@@ -342,7 +337,7 @@ func TestRevertConflictPushAndPR(t *testing.T) {
 		fmt.Fprint(w, `{"number":7,"html_url":"https://github.example/acme/configs/pull/7"}`)
 	}))
 	t.Cleanup(gh.Close)
-	code, out, errOut = runEnv(ctx, map[string]string{"GITHUB_TOKEN": "tok"}, "revert", other, "--repo", repo.Dir,
+	code, _, errOut = runEnv(ctx, map[string]string{"GITHUB_TOKEN": "tok"}, "revert", other, "--repo", repo.Dir,
 		"--github-pr", "--github-repo", "acme/configs", "--github-api-url", gh.URL)
 	if code != cli.ExitUsage || !strings.Contains(errOut.String(), "changed again") {
 		// The first revert already touched other.cue: reverting again conflicts.
@@ -357,7 +352,7 @@ func TestRevertConflictPushAndPR(t *testing.T) {
 	if !strings.Contains(out.String(), "opened pull request #7") {
 		t.Errorf("revert --github-pr output: %q", out)
 	}
-	branch := "cuecast/revert-" + target[:10]
+	branch := "cuecast/revert-" + cuecast.ShortCommit(target)
 	mu.Lock()
 	if got["head"] != branch || got["base"] != "main" || auth != "Bearer tok" {
 		t.Errorf("pull request: %v (auth %q), want head %s base main", got, auth, branch)

@@ -16,7 +16,7 @@ import (
 
 	"github.com/cuecast/cuecast/internal/cli"
 	"github.com/cuecast/cuecast/internal/iostreams"
-	"github.com/cuecast/cuecast/internal/natstest"
+	"github.com/cuecast/cuecast/internal/poll"
 )
 
 // TestServeRefusesOpenNonLoopback: an embedded server reachable beyond
@@ -109,7 +109,7 @@ func TestServeSecure(t *testing.T) {
 	login := func(user string) []string {
 		return []string{"--nats", url, "--user", user, "--password-file", filepath.Join(secrets, user+".password"), "--tls-ca", ca}
 	}
-	natstest.Eventually(t, 30*time.Second, "status as the operator", func() (bool, string) {
+	poll.Until(t, "status as the operator", 30*time.Second, func() (bool, string) {
 		code, o, e := run(ctx, append([]string{"status", "search/ranking"}, login("operator")...)...)
 		return code == 0 && strings.Contains(o.String(), "search/ranking"), o.String() + e.String()
 	})
@@ -162,7 +162,7 @@ func TestServeSecure(t *testing.T) {
 				"--trusted-keys-file", filepath.Join(data, "trusted-keys")}, login("svc-search")...)...)
 		}
 	}()
-	natstest.Eventually(t, 30*time.Second, "the service applying search/ranking", func() (bool, string) {
+	poll.Until(t, "the service applying search/ranking", 30*time.Second, func() (bool, string) {
 		code, o, e := run(ctx, append([]string{"status", "search/ranking"}, login("operator")...)...)
 		ok := code == 0 && regexp.MustCompile(`(?m)^search/ranking\s+v1\s+1/1 instances`).MatchString(o.String())
 		return ok, o.String() + e.String()

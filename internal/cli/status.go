@@ -125,7 +125,7 @@ func statusRun(c *cobra.Command, env *Env, opts *StatusOptions) error {
 	}
 	tw := newTable(env.IO.Out)
 	for _, s := range st {
-		tw.row(string(s.Config), targetColumn(s), countColumn(s), shortCommit(s.Latest.Commit))
+		tw.row(string(s.Config), targetColumn(s), countColumn(s), cuecast.ShortCommit(s.Latest.Commit))
 	}
 	tw.flush()
 	// A halted tailer is the loudest news: nothing new reaches the fleet.
@@ -163,13 +163,6 @@ func countColumn(s distributor.ConfigStatus) string {
 	}
 	if n := len(s.Refused); n > 0 {
 		c += fmt.Sprintf(", %d refused a pointer", n)
-	}
-	return c
-}
-
-func shortCommit(c string) string {
-	if len(c) > 10 {
-		return c[:10]
 	}
 	return c
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/distributor"
+	"github.com/cuecast/cuecast/distributor/rollout"
 	"github.com/cuecast/cuecast/internal/cli"
 	"github.com/cuecast/cuecast/internal/iostreams"
 	"github.com/cuecast/cuecast/internal/natstest"
@@ -66,16 +68,19 @@ func (f *reportFleet) report(inst string, v uint64) {
 }
 
 // heartbeat makes inst report v every interval until the returned stop is
-// called (or the test ends).
-func (f *reportFleet) heartbeat(inst string, v uint64, interval time.Duration) (stop func()) {
+// called (or the test ends); sent counts the reports sent so far.
+func (f *reportFleet) heartbeat(inst string, v uint64, interval time.Duration) (stop func(), sent func() int) {
 	done := make(chan struct{})
+	var n atomic.Int64
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		tick := time.NewTicker(interval)
 		defer tick.Stop()
 		for {
 			b, _ := json.Marshal(cuecast.Report{Instance: inst, Config: checkoutCfg, Version: v, Healthy: true, At: time.Now().UTC()})
-			_ = f.nc.Publish(cuecast.ReportSubject(checkoutCfg, inst), b)
+			if f.nc.Publish(cuecast.ReportSubject(checkoutCfg, inst), b) == nil {
+				n.Add(1)
+			}
 			select {
 			case <-done:
 				return
@@ -86,7 +91,7 @@ func (f *reportFleet) heartbeat(inst string, v uint64, interval time.Duration) (
 	var once sync.Once
 	stop = func() { once.Do(func() { close(done); wg.Wait() }) }
 	f.t.Cleanup(stop)
-	return stop
+	return stop, func() int { return int(n.Load()) }
 }
 
 // consumers returns how many requests to create a consumer on the report
@@ -122,6 +127,27 @@ func (f *reportFleet) reads() func() int {
 		mu.Lock()
 		defer mu.Unlock()
 		return n
+	}
+}
+
+// recordReads counts the reads of a rollout record the server has routed
+// since it was called: a wait reads checkout's record on every look.
+func (f *reportFleet) recordReads() func() int {
+	f.t.Helper()
+	ch := make(chan *nats.Msg, 4096)
+	stream := "KV_" + rollout.Bucket
+	for _, subj := range []string{"$JS.API.DIRECT.GET." + stream + ".>", "$JS.API.DIRECT.GET." + stream, "$JS.API.STREAM.MSG.GET." + stream} {
+		sub, err := f.nc.ChanSubscribe(subj, ch)
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		f.t.Cleanup(func() { _ = sub.Unsubscribe() })
+	}
+	return func() int {
+		if err := f.nc.Flush(); err != nil {
+			f.t.Fatal(err)
+		}
+		return len(ch)
 	}
 }
 
@@ -233,14 +259,22 @@ func TestStatusWaitSeesInstancesMoveAfterItStarted(t *testing.T) {
 func TestStatusWaitExpiresSilentInstances(t *testing.T) {
 	f := startReportFleet(t, distributor.Options{Heartbeat: 100 * time.Millisecond})
 	f.heartbeat("web-1", 2, 50*time.Millisecond)
-	stopWeb2 := f.heartbeat("web-2", 1, 50*time.Millisecond)
+	stopWeb2, web2Sent := f.heartbeat("web-2", 1, 50*time.Millisecond)
 	res, _ := f.startWaitRead("--wait", "payments/checkout@2", "--timeout", "20s")
 	// Still reporting v1, web-2 holds the wait for longer than one of its
-	// reports lives.
+	// reports lives: counted in steps, web-2's reports (20 × 50ms, 2.5
+	// report lives) and the wait's looks, not in a guessed sleep, so a slow
+	// machine slows what is counted too.
+	looks := f.recordReads()
+	from := web2Sent()
+	poll.Until(t, "web-2 reporting v1 through 2.5 report lives", poll.Patience, func() (bool, string) {
+		n, l := web2Sent()-from, looks()
+		return n >= 20 && l >= 4, fmt.Sprintf("%d reports sent, %d looks by the wait", n, l)
+	})
 	select {
 	case r := <-res:
 		t.Fatalf("the wait ended while web-2 reported v1: exit %d, stdout %q stderr %q", r.code, r.out, r.errOut)
-	case <-time.After(time.Second):
+	default:
 	}
 	stopWeb2()
 	start := time.Now()

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
+	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/distributor"
 	"github.com/cuecast/cuecast/tailer"
 )
@@ -116,18 +117,18 @@ func tailerStatusRun(c *cobra.Command, env *Env, opts *TailerOptions) error {
 func printTailerState(w io.Writer, st tailer.State) {
 	if st.Rewrite != nil {
 		fmt.Fprintf(w, "PUBLISHING HALTED: %s was rewritten (force push) at %s: tip %s does not descend from %s.\n",
-			st.Branch, st.Rewrite.DetectedAt.UTC().Format(time.RFC3339), shortCommit(st.Rewrite.Tip), shortCommit(st.Rewrite.Cursor))
+			st.Branch, st.Rewrite.DetectedAt.UTC().Format(time.RFC3339), cuecast.ShortCommit(st.Rewrite.Tip), cuecast.ShortCommit(st.Rewrite.Cursor))
 		fmt.Fprintln(w, "  Nothing is published until: cuecast tailer accept-rewrite --to SHA (or the old history is pushed back)")
 	}
-	fmt.Fprintf(w, "tailer: %s %s at %s", st.Repo, st.Branch, shortCommit(st.Cursor))
+	fmt.Fprintf(w, "tailer: %s %s at %s", st.Repo, st.Branch, cuecast.ShortCommit(st.Cursor))
 	if st.Base != "" && st.Base != st.Cursor {
-		fmt.Fprintf(w, " (last good %s)", shortCommit(st.Base))
+		fmt.Fprintf(w, " (last good %s)", cuecast.ShortCommit(st.Base))
 	}
 	fmt.Fprintln(w)
 	if n := len(st.Rejected); n > 0 {
 		fmt.Fprintf(w, "%d rejected commit(s), newest last:\n", n)
 		for _, r := range st.Rejected[max(0, n-5):] {
-			fmt.Fprintf(w, "  %s %s: %s (%d error(s))\n", shortCommit(r.Commit), r.Author, r.Message, r.Total)
+			fmt.Fprintf(w, "  %s %s: %s (%d error(s))\n", cuecast.ShortCommit(r.Commit), r.Author, r.Message, r.Total)
 			for _, e := range r.Errors[:min(3, len(r.Errors))] {
 				fmt.Fprintf(w, "    %s\n", e.Error())
 			}

@@ -42,7 +42,7 @@ func TestLogAndForcePush(t *testing.T) {
 
 	code, out, errOut := run(ctx, "log", "payments/checkout", "--nats", p.ClientURL())
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	if code != 0 || len(lines) != 2 || !strings.HasPrefix(lines[0], "v2 ") || !strings.Contains(lines[0], second[:10]) ||
+	if code != 0 || len(lines) != 2 || !strings.HasPrefix(lines[0], "v2 ") || !strings.Contains(lines[0], cuecast.ShortCommit(second)) ||
 		!strings.Contains(lines[0], "checkout: bill in dollars") || strings.Contains(lines[0], "Finance") || !strings.HasPrefix(lines[1], "v1 ") {
 		t.Fatalf("log: exit %d, stdout %q, stderr %q; want v2 (subject only) then v1", code, out, errOut)
 	}
@@ -77,7 +77,7 @@ func TestLogAndForcePush(t *testing.T) {
 	code, out, _ = run(ctx, "tailer", "status", "--nats", p.ClientURL())
 	// The halt names the cursor and the tip seen when it was detected (the
 	// reset to the first commit, or the commit on top of it).
-	if code != cli.ExitHalted || !strings.Contains(out.String(), "does not descend from "+second[:10]) {
+	if code != cli.ExitHalted || !strings.Contains(out.String(), "does not descend from "+cuecast.ShortCommit(second)) {
 		t.Fatalf("tailer status: exit %d, stdout %q; want %d naming the cursor %s", code, out, cli.ExitHalted, second)
 	}
 	if latest().Version != 2 {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/cuecast/cuecast/internal/leader"
 	"github.com/cuecast/cuecast/internal/natstest"
+	"github.com/cuecast/cuecast/internal/poll"
 )
 
 const ttl = 600 * time.Millisecond
@@ -123,7 +124,7 @@ func TestLeaseTakenOverCancelsWork(t *testing.T) {
 	if _, err := kv.Put(context.Background(), "serve", []byte("intruder")); err != nil {
 		t.Fatal(err)
 	}
-	natstest.Eventually(t, 10*time.Second, "holder stopping", func() (bool, string) {
+	poll.Until(t, "holder stopping", 10*time.Second, func() (bool, string) {
 		return active.Load() == 0, fmt.Sprintf("%d working", active.Load())
 	})
 }
@@ -144,7 +145,7 @@ func TestManyCandidatesOneHolder(t *testing.T) {
 	}
 	for range 3 {
 		var holder *candidate
-		natstest.Eventually(t, 20*time.Second, "a holder", func() (bool, string) {
+		poll.Until(t, "a holder", 20*time.Second, func() (bool, string) {
 			mu.Lock()
 			defer mu.Unlock()
 			for c := range left {

@@ -20,6 +20,7 @@ import (
 	"github.com/cuecast/cuecast/distributor/rollout"
 	"github.com/cuecast/cuecast/internal/natsconf"
 	"github.com/cuecast/cuecast/internal/natstest"
+	"github.com/cuecast/cuecast/internal/poll"
 	"github.com/cuecast/cuecast/tailer"
 )
 
@@ -79,7 +80,7 @@ func testPermissions(t *testing.T, tr *natstest.Tree) {
 
 			// Its own namespace works: the mirror answers a direct get.
 			own := "$JS.API.DIRECT.GET.CUECAST_payments.cc.payments.v.checkout"
-			natstest.Eventually(t, 10*time.Second, "direct get of its own version", func() (bool, string) {
+			poll.Until(t, "direct get of its own version", 10*time.Second, func() (bool, string) {
 				m, err := nc.RequestWithContext(ctx, own, nil)
 				if err != nil {
 					return false, err.Error()
@@ -160,7 +161,7 @@ func testPermissions(t *testing.T, tr *natstest.Tree) {
 		defer w.Stop()
 		svc := tr.Leaves[0].Connect(t, natsconf.ServiceUser("payments"))
 		report, _ := json.Marshal(cuecast.Report{Instance: "web-9", Config: checkout, Version: 1, Healthy: true, At: time.Now()})
-		natstest.Eventually(t, 10*time.Second, "the leaf's report in the operator's live view", func() (bool, string) {
+		poll.Until(t, "the leaf's report in the operator's live view", 10*time.Second, func() (bool, string) {
 			if err := svc.Publish(cuecast.ReportSubject(checkout, "web-9"), report); err != nil {
 				return false, err.Error()
 			}
@@ -520,7 +521,7 @@ func fillStores(t *testing.T, tr *natstest.Tree, servers []*natstest.TreeServer,
 			want += n
 		}
 		for _, dom := range domains[min(1, len(domains)-1):] {
-			natstest.Eventually(t, 20*time.Second, dom+" mirror of "+ns+" caught up", func() (bool, string) {
+			poll.Until(t, dom+" mirror of "+ns+" caught up", 20*time.Second, func() (bool, string) {
 				got := streamState(t, nc, dom, natsconf.MirrorStream(ns))
 				return got.Msgs == want, fmt.Sprintf("%d messages, want %d", got.Msgs, want)
 			})
@@ -647,7 +648,7 @@ func TestPermissionSuite(t *testing.T) {
 								t.Fatal(err)
 							}
 							want := before + uint64(reports) + 1
-							natstest.Eventually(t, 20*time.Second, "the reports at the hub", func() (bool, string) {
+							poll.Until(t, "the reports at the hub", 20*time.Second, func() (bool, string) {
 								got := st.reportsLast(t)
 								return got >= want, fmt.Sprintf("last report %d, want %d", got, want)
 							})
@@ -845,7 +846,7 @@ func testCompromisedNode(t *testing.T, st *suiteTree) {
 	if err := nc.Publish("ccs.payments.barrier.checkout", []byte(`{}`)); err != nil {
 		t.Fatal(err)
 	}
-	natstest.Eventually(t, 20*time.Second, "the barrier report at the hub", func() (bool, string) {
+	poll.Until(t, "the barrier report at the hub", 20*time.Second, func() (bool, string) {
 		got := st.reportsLast(t)
 		return got > last, fmt.Sprintf("last report %d", got)
 	})

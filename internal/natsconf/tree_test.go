@@ -14,6 +14,7 @@ import (
 	"github.com/cuecast/cuecast/distributor"
 	"github.com/cuecast/cuecast/internal/natsconf"
 	"github.com/cuecast/cuecast/internal/natstest"
+	"github.com/cuecast/cuecast/internal/poll"
 )
 
 const checkout = cuecast.ConfigPath("payments/checkout")
@@ -60,7 +61,7 @@ func instances(t *testing.T, s *natstest.TreeServer, cfg cuecast.ConfigPath, n i
 
 func waitVersion(t *testing.T, what string, ws []*client.Watcher, want uint64) {
 	t.Helper()
-	natstest.Eventually(t, 30*time.Second, what, func() (bool, string) {
+	poll.Until(t, what, 30*time.Second, func() (bool, string) {
 		for i, w := range ws {
 			if got := w.Current().Version; got != want {
 				return false, fmt.Sprintf("instance %d on version %d, want %d", i, got, want)
@@ -99,7 +100,7 @@ func testTree(t *testing.T, tr *natstest.Tree) {
 	waitVersion(t, "a commit reaching both leaves", append(leaf1, leaf2...), 2)
 
 	tr.Leaves[0].Link.Cut()
-	natstest.Eventually(t, 10*time.Second, "leaf-1 cut off", func() (bool, string) {
+	poll.Until(t, "leaf-1 cut off", 10*time.Second, func() (bool, string) {
 		n := tr.Leaves[0].NumLeafNodes()
 		return n == 0, fmt.Sprintf("%d leafnode connections", n)
 	})
@@ -144,7 +145,7 @@ func TestThreeLevelTree(t *testing.T) {
 	waitVersion(t, "instances on the region and the node", append(onNode, onRegion...), 1)
 
 	region.Link.Cut()
-	natstest.Eventually(t, 10*time.Second, "region cut off", func() (bool, string) {
+	poll.Until(t, "region cut off", 10*time.Second, func() (bool, string) {
 		return !linkedUp(region), "still linked"
 	})
 	publish(t, d, checkout, 2, `{"v":2}`)
@@ -161,7 +162,7 @@ func TestThreeLevelTree(t *testing.T) {
 	// The mirrors hold what the hub holds: 3 versions, 100 pointers.
 	hub := streamState(t, nc, "hub", natsconf.Stream)
 	for _, dom := range []string{"eu-west", "host-1"} {
-		natstest.Eventually(t, 10*time.Second, dom+" mirror holding what the hub holds", func() (bool, string) {
+		poll.Until(t, dom+" mirror holding what the hub holds", 10*time.Second, func() (bool, string) {
 			got := streamState(t, nc, dom, natsconf.MirrorStream("payments"))
 			return got.Msgs == hub.Msgs && got.Last == hub.Last, fmt.Sprintf("%+v, hub %+v", got, hub)
 		})

@@ -249,7 +249,7 @@ func (tr *Tree) Creds(t testing.TB, user string) string {
 // WaitLinked polls until the server has a leafnode connection upstream.
 func (s *TreeServer) WaitLinked(t testing.TB) {
 	t.Helper()
-	Eventually(t, 20*time.Second, s.Spec.Name+" linked to its upstream", func() (bool, string) {
+	poll.Until(t, s.Spec.Name+" linked to its upstream", 20*time.Second, func() (bool, string) {
 		n := s.NumLeafNodes()
 		return n > 0, fmt.Sprintf("%d leafnode connections", n)
 	})
@@ -274,14 +274,6 @@ func (tr *Tree) Mirrors(t testing.TB) {
 			t.Fatalf("%s mirrors: %v", l.Spec.Name, err)
 		}
 	}
-}
-
-// Eventually polls cond every 10ms until it holds or d passes, then fails
-// the test with cond's last description (poll.Until with this package's
-// argument order).
-func Eventually(t testing.TB, d time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	poll.Until(t, what, d, cond)
 }
 
 // Link is a TCP proxy standing for the network between two servers (or a
@@ -655,7 +647,7 @@ func StartHubCluster(t testing.TB, n int, namespaces []string) (*Tree, []*TreeSe
 	// A meta leader alone is not enough: an R3 stream is placed only on
 	// peers the leader has stats from ("no suitable peers for placement"
 	// when a test created one a moment too early on a busy machine).
-	Eventually(t, 30*time.Second, "JetStream meta leader with every peer ready", func() (bool, string) {
+	poll.Until(t, "JetStream meta leader with every peer ready", 30*time.Second, func() (bool, string) {
 		for _, s := range servers {
 			if !s.JetStreamIsCurrent() {
 				return false, s.Name() + " not current"

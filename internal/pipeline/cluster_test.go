@@ -15,6 +15,7 @@ import (
 	"github.com/cuecast/cuecast/internal/natsconf"
 	"github.com/cuecast/cuecast/internal/natstest"
 	"github.com/cuecast/cuecast/internal/pipeline"
+	"github.com/cuecast/cuecast/internal/poll"
 )
 
 // TestServeOnR3Cluster runs serve against a three-server hub cluster
@@ -51,7 +52,7 @@ func TestServeOnR3Cluster(t *testing.T) {
 	go func() { done <- p.Run(ctx) }()
 	defer func() { cancel(); <-done; p.Close() }()
 
-	natstest.Eventually(t, 30*time.Second, "versions published on the cluster", func() (bool, string) {
+	poll.Until(t, "versions published on the cluster", 30*time.Second, func() (bool, string) {
 		vs, err := p.Distributor.Versions(context.Background(), cfgs[0])
 		if err != nil {
 			return false, err.Error()

@@ -19,6 +19,7 @@ import (
 	"github.com/cuecast/cuecast/client"
 	"github.com/cuecast/cuecast/internal/natstest"
 	"github.com/cuecast/cuecast/internal/pipeline"
+	"github.com/cuecast/cuecast/internal/poll"
 )
 
 // convergeBound is how long every instance may take to reach its config's
@@ -130,15 +131,8 @@ func (f *fleet) converge(t *testing.T, healed time.Time, latest map[cuecast.Conf
 		}
 		return true, ""
 	}
-	for deadline := healed.Add(convergeBound); ; time.Sleep(20 * time.Millisecond) {
-		ok, state := check()
-		if ok {
-			return time.Since(healed)
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not converged %s after the faults healed: %s", convergeBound, state)
-		}
-	}
+	poll.Until(t, fmt.Sprintf("converged within %s after the faults healed", convergeBound), time.Until(healed.Add(convergeBound)), check)
+	return time.Since(healed)
 }
 
 // check stops the watchers and checks the recorded history: every
@@ -450,7 +444,7 @@ func soakFaults(t *testing.T, replicas int) {
 	healed := time.Now()
 	head := repo.Head()
 	var s serve
-	eventually(t, "a tailer at the head", func() (bool, string) {
+	poll.Until(t, "a tailer at the head", poll.Patience, func() (bool, string) {
 		var states []string
 		for _, r := range serves {
 			st, err := r.p.Tailer.State(ctx)

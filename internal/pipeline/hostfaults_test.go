@@ -18,6 +18,7 @@ import (
 	"github.com/cuecast/cuecast/distributor/rollout"
 	"github.com/cuecast/cuecast/internal/gittest"
 	"github.com/cuecast/cuecast/internal/pipeline"
+	"github.com/cuecast/cuecast/internal/poll"
 )
 
 // TestDataDirLocked: a second pipeline over a data directory in use exits at
@@ -99,7 +100,7 @@ func TestStoreFullNamedAndRecovers(t *testing.T) {
 	go func() { done <- p.Run(pctx) }()
 	t.Cleanup(func() { cancel(); <-done; p.Close() })
 	base := "http://" + p.HTTPAddr()
-	eventually(t, "first commit deployed everywhere", func() (bool, string) {
+	poll.Until(t, "first commit deployed everywhere", poll.Patience, func() (bool, string) {
 		recs, err := p.Rollout.Records(ctx)
 		if err != nil || len(recs) != len(cfgs) {
 			return false, fmt.Sprint(len(recs), err)
@@ -127,24 +128,24 @@ func TestStoreFullNamedAndRecovers(t *testing.T) {
 			t.Fatal("the store never filled up")
 		}
 	}
-	eventually(t, "/readyz 503 naming the full store", func() (bool, string) {
+	poll.Until(t, "/readyz 503 naming the full store", poll.Patience, func() (bool, string) {
 		code, body := get(t, base+"/readyz")
 		return code == http.StatusServiceUnavailable && strings.Contains(body, "store full"), fmt.Sprint(code, body)
 	})
 	change := repo.CommitFiles("a: value 1", map[string]string{string(cfgs[0]) + "/c.cue": fmt.Sprintf("package %s\n\nvalue: 1\n", cfgs[0].Name())})
 	p.Tailer.Wake()
-	eventually(t, "the failed publish named as lack of space", func() (bool, string) {
+	poll.Until(t, "the failed publish named as lack of space", poll.Patience, func() (bool, string) {
 		return strings.Contains(logs.String(), "no space left"), logs.String()
 	})
 
 	if err := js.DeleteStream(ctx, "FILLER"); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the change published after space was freed", func() (bool, string) {
+	poll.Until(t, "the change published after space was freed", poll.Patience, func() (bool, string) {
 		v, err := p.Distributor.Latest(ctx, cfgs[0])
 		return err == nil && v.Commit == change, fmt.Sprint(v.Version, err)
 	})
-	eventually(t, "/readyz 200", func() (bool, string) {
+	poll.Until(t, "/readyz 200", poll.Patience, func() (bool, string) {
 		code, body := get(t, base+"/readyz")
 		return code == http.StatusOK, fmt.Sprint(code, body)
 	})

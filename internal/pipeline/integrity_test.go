@@ -16,6 +16,7 @@ import (
 
 	"github.com/cuecast/cuecast/internal/gittest"
 	"github.com/cuecast/cuecast/internal/pipeline"
+	"github.com/cuecast/cuecast/internal/poll"
 	"github.com/cuecast/cuecast/tailer"
 )
 
@@ -162,12 +163,12 @@ func TestDamagedStreamRefusedAndRepaired(t *testing.T) {
 			}
 			change := repo.CommitFiles("a: value 100", map[string]string{string(a) + "/c.cue": "package a\n\nvalue: 100\n"})
 			f.p.Tailer.Wake()
-			eventually(t, "publishing refused", func() (bool, string) {
+			poll.Until(t, "publishing refused", poll.Patience, func() (bool, string) {
 				err := f.p.Tailer.Inconsistent()
 				return errors.Is(err, tailer.ErrInconsistent), fmt.Sprint(err)
 			})
 			base := "http://" + f.p.HTTPAddr()
-			eventually(t, "/readyz 503", func() (bool, string) {
+			poll.Until(t, "/readyz 503", poll.Patience, func() (bool, string) {
 				code, body := get(t, base+"/readyz")
 				return code == http.StatusServiceUnavailable && strings.Contains(body, "repair"), fmt.Sprint(code, body)
 			})
@@ -222,7 +223,7 @@ func TestDamagedStreamRefusedAndRepaired(t *testing.T) {
 				t.Fatalf("after repair: latest %+v (%v), want v%d from %s", v, err, got.Version+1, short(next))
 			}
 			base = "http://" + f.p.HTTPAddr()
-			eventually(t, "/readyz 200", func() (bool, string) {
+			poll.Until(t, "/readyz 200", poll.Patience, func() (bool, string) {
 				code, body := get(t, base+"/readyz")
 				return code == http.StatusOK, fmt.Sprint(code, body)
 			})

@@ -29,6 +29,7 @@ import (
 	"github.com/cuecast/cuecast/internal/natsserver"
 	"github.com/cuecast/cuecast/internal/natstest"
 	"github.com/cuecast/cuecast/internal/pipeline"
+	"github.com/cuecast/cuecast/internal/poll"
 )
 
 // The serve child of TestKillServe: the test binary re-executed with these
@@ -376,7 +377,7 @@ func killServe(t *testing.T, external, killNATS bool) {
 	}
 	defer d.Close()
 	latest := map[cuecast.ConfigPath]cuecast.Version{}
-	eventually(t, "every change published", func() (bool, string) {
+	poll.Until(t, "every change published", poll.Patience, func() (bool, string) {
 		for _, cf := range cfgs {
 			v, err := d.Latest(ctx, cf)
 			want := len(changes[cf]) + 1

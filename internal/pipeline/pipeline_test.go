@@ -74,15 +74,9 @@ func startWith(t *testing.T, repo *gittest.Repo, data string, pol rollout.Polici
 	return f
 }
 
-// eventually polls cond until it holds or 20s pass.
-func eventually(t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	poll.Until(t, what, 20*time.Second, cond)
-}
-
 func (f *fixture) waitCursor(sha string) {
 	f.t.Helper()
-	eventually(f.t, "tailer cursor", func() (bool, string) {
+	poll.Until(f.t, "tailer cursor", poll.Patience, func() (bool, string) {
 		st, err := f.p.Tailer.State(context.Background())
 		if err != nil {
 			return false, err.Error()
@@ -121,7 +115,7 @@ func (f *fixture) watcher(id, lkg string) *client.Watcher {
 
 func waitApplied(t *testing.T, ws []*client.Watcher, v cuecast.Version) {
 	t.Helper()
-	eventually(t, fmt.Sprintf("every watcher on v%d", v.Version), func() (bool, string) {
+	poll.Until(t, fmt.Sprintf("every watcher on v%d", v.Version), poll.Patience, func() (bool, string) {
 		for i, w := range ws {
 			s := w.Current()
 			if s.Version != v.Version || s.Checksum != v.Checksum {
@@ -204,7 +198,7 @@ func TestDemoPath(t *testing.T) {
 	if !strings.Contains(string(ws[0].Current().Content), `"max_amount_minor":2500000`) {
 		t.Errorf("applied content lacks the change: %s", ws[0].Current().Content)
 	}
-	eventually(t, "status 3/3 on v2", func() (bool, string) {
+	poll.Until(t, "status 3/3 on v2", poll.Patience, func() (bool, string) {
 		st, err := f.p.Distributor.Status(ctx, checkout)
 		if err != nil || len(st) != 1 {
 			return false, fmt.Sprint(st, err)

@@ -8,6 +8,7 @@ import (
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/internal/gittest"
 	"github.com/cuecast/cuecast/internal/pipeline"
+	"github.com/cuecast/cuecast/internal/poll"
 )
 
 func TestManifestPolicies(t *testing.T) {
@@ -121,7 +122,7 @@ namespaces: pay: {
 		if n > 1 {
 			repo.CommitFiles(fmt.Sprintf("a to %d", n), map[string]string{"pay/a/a.cue": fmt.Sprintf("package a\n\nvalue: %d\n", n)})
 		}
-		eventually(t, fmt.Sprintf("rollout of pay/a v%d", n), func() (bool, string) {
+		poll.Until(t, fmt.Sprintf("rollout of pay/a v%d", n), poll.Patience, func() (bool, string) {
 			rec, err := p.Rollout.Record(t.Context(), "pay/a")
 			if err != nil {
 				return false, err.Error()

@@ -14,6 +14,7 @@ import (
 	"github.com/cuecast/cuecast/internal/gittest"
 	"github.com/cuecast/cuecast/internal/natstest"
 	"github.com/cuecast/cuecast/internal/pipeline"
+	"github.com/cuecast/cuecast/internal/poll"
 )
 
 // replica is one serve process against a shared NATS server.
@@ -88,7 +89,7 @@ func TestReplicaTakeoverDuringReplay(t *testing.T) {
 	// Kill whichever holds the lease once it is part-way through.
 	var active, survivor *replica
 	var cursorAtKill string
-	natstest.Eventually(t, 30*time.Second, "an active replica part-way through the replay", func() (bool, string) {
+	poll.Until(t, "an active replica part-way through the replay", 30*time.Second, func() (bool, string) {
 		for _, r := range []*replica{a, b} {
 			vs, err := r.p.Distributor.Versions(context.Background(), cfgs[0])
 			if err == nil && len(vs) >= 5 {
@@ -115,7 +116,7 @@ func TestReplicaTakeoverDuringReplay(t *testing.T) {
 		t.Fatalf("the active replica had finished the replay before it was killed")
 	}
 
-	natstest.Eventually(t, 60*time.Second, "the survivor finishing the replay", func() (bool, string) {
+	poll.Until(t, "the survivor finishing the replay", 60*time.Second, func() (bool, string) {
 		st, err := survivor.p.Tailer.State(context.Background())
 		if err != nil {
 			return false, err.Error()

@@ -7,6 +7,11 @@ import (
 	"time"
 )
 
+// Patience is the timeout for a condition that should hold soon: generous,
+// since the machine may be shared; a guard against a hang, not a timing
+// assertion.
+const Patience = 60 * time.Second
+
 // Until calls cond every 10ms until it reports true, and fails t after
 // timeout with what and cond's last description of the state it saw.
 func Until(t testing.TB, what string, timeout time.Duration, cond func() (ok bool, state string)) {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/internal/metrics"
 )
 
@@ -97,7 +98,7 @@ func chartSVG(series []metrics.Series) string {
 					x(d), y(share), color, s.Version.Version, map[string]string{"0.5": "50", "1": "100"}[key], fmtDuration(d))
 			}
 		}
-		label := fmt.Sprintf("v%d %s", s.Version.Version, shortSHA(s.Version.Commit))
+		label := fmt.Sprintf("v%d %s", s.Version.Version, cuecast.ShortCommit(s.Version.Commit))
 		if s.Unmeasured {
 			label += " · instances joined later"
 		} else if d, ok := s.Reached["1"]; ok {
@@ -146,5 +147,3 @@ func fmtDuration(d time.Duration) string {
 		return d.Round(time.Second).String()
 	}
 }
-
-func shortSHA(sha string) string { return sha[:min(len(sha), 7)] }

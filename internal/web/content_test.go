@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/cuecast/cuecast/internal/poll"
 )
 
 // TestVersionContentAndDiff: the dashboard serves each version's compiled
@@ -26,7 +28,7 @@ func TestVersionContentAndDiff(t *testing.T) {
 		Previous uint64 `json:"previous"`
 		Diff     []diff `json:"diff"`
 	}
-	eventually(t, "v2 of payments/checkout with its diff", func() (bool, string) {
+	poll.Until(t, "v2 of payments/checkout with its diff", poll.Patience, func() (bool, string) {
 		code, body := get(t, f.base+"/api/versions/payments/checkout?version=2")
 		if code != http.StatusOK {
 			return false, fmt.Sprintf("%d %s", code, body)

@@ -20,7 +20,6 @@ import (
 	"github.com/cuecast/cuecast/distributor/rollout"
 	"github.com/cuecast/cuecast/internal/gittest"
 	"github.com/cuecast/cuecast/internal/pipeline"
-	"github.com/cuecast/cuecast/internal/poll"
 )
 
 const checkout = cuecast.ConfigPath("payments/checkout")
@@ -132,12 +131,6 @@ func (f *fixture) setAmount(amount string) string {
 	return f.repo.CommitFiles("checkout: max amount "+amount, map[string]string{
 		"payments/checkout/checkout.cue": strings.Join(out, "\n"),
 	})
-}
-
-// eventually polls cond until it holds or 30s pass.
-func eventually(t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	poll.Until(t, what, 30*time.Second, cond)
 }
 
 // scrape reads /metrics in the text format into "name{labels}" ▶ value.

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/cuecast/cuecast/internal/poll"
 )
 
 // syncBuffer is a bytes.Buffer safe for the pipeline's concurrent writers.
@@ -61,7 +63,7 @@ func TestStructuredLogs(t *testing.T) {
 		}
 		return nil
 	}
-	eventually(t, "the version of the commit logged", func() (bool, string) {
+	poll.Until(t, "the version of the commit logged", poll.Patience, func() (bool, string) {
 		r := find("published version", func(r map[string]any) bool { return r["commit"] == sha })
 		return r != nil, "no record"
 	})

@@ -15,6 +15,7 @@ import (
 	"github.com/cuecast/cuecast/client"
 	"github.com/cuecast/cuecast/distributor"
 	"github.com/cuecast/cuecast/distributor/rollout"
+	"github.com/cuecast/cuecast/internal/poll"
 	"github.com/cuecast/cuecast/internal/web"
 )
 
@@ -86,7 +87,7 @@ func TestSampleShowsWhyItHalted(t *testing.T) {
 	}
 	f.waitRollout()
 	f.setAmount("9_000_000")
-	eventually(t, "the canary reporting v2", func() (bool, string) {
+	poll.Until(t, "the canary reporting v2", poll.Patience, func() (bool, string) {
 		rs, err := f.p.Distributor.Reports(context.Background(), checkout)
 		if err != nil {
 			return false, err.Error()

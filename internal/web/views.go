@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/cuecast/cuecast"
@@ -183,16 +182,11 @@ func (s *Server) commitURL(sha string) string {
 	return s.o.CommitURL(sha)
 }
 
-func firstLine(msg string) string {
-	line, _, _ := strings.Cut(msg, "\n")
-	return line
-}
-
 func (s *Server) row(snap *snapshot, st distributor.ConfigStatus) configRow {
 	v := st.Latest
 	r := configRow{
 		Config: st.Config, Version: v.Version, Deleted: v.Deleted, Commit: v.Commit, CommitURL: s.commitURL(v.Commit),
-		Author: v.Author, Message: firstLine(v.Message), Instances: st.Instances, OnLatest: st.OnLatest,
+		Author: v.Author, Message: cuecast.CommitSubject(v.Message), Instances: st.Instances, OnLatest: st.OnLatest,
 		OnIntended: st.OnIntended, Coverage: st.Coverage, Stragglers: len(st.Stragglers), LKG: len(st.LastKnownGood),
 		Drift: len(snap.drift[st.Config]), Unhealthy: st.Unhealthy, Failing: st.Failing, Refused: len(st.Refused),
 	}

@@ -5,7 +5,8 @@
 //
 //	srv, err := web.New(web.Options{Fleet: dist, Rollouts: ctrl, Metrics: m, Logger: log})
 //	go srv.Run(ctx)                            // samples the fleet every Interval
-//	err = srv.ListenAndServe(ctx, "127.0.0.1:8080") // until ctx is done
+//	ln, err := net.Listen("tcp", "127.0.0.1:8080")
+//	err = srv.Serve(ctx, ln)                   // until ctx is done
 //
 // The dashboard is read-only unless Options.OperatorToken is set; then the
 // rollout actions (advance, halt, resume, rollback) accept requests carrying
@@ -118,7 +119,7 @@ type Server struct {
 }
 
 // New checks o and builds the server's routes. It starts nothing: call Run to
-// sample and ListenAndServe (or Handler) to serve.
+// sample and Serve (or Handler) to serve.
 func New(o Options) (*Server, error) {
 	if o.Fleet == nil {
 		return nil, errors.New("new web server: a Fleet is required")
@@ -169,21 +170,9 @@ func New(o Options) (*Server, error) {
 // Handler serves every route.
 func (s *Server) Handler() http.Handler { return s.mux }
 
-// Metrics is the Metrics the server feeds.
-func (s *Server) Metrics() *metrics.Metrics { return s.metrics }
-
-// ListenAndServe serves on addr until ctx is done, then shuts down, giving
-// open requests (event streams end at once) a few seconds. It returns the
-// listener's error, or nil after a shutdown caused by ctx.
-func (s *Server) ListenAndServe(ctx context.Context, addr string) error {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("listen http %s: %w", addr, err)
-	}
-	return s.Serve(ctx, ln)
-}
-
-// Serve serves on ln until ctx is done; see ListenAndServe. It closes ln.
+// Serve serves on ln until ctx is done, then shuts down, giving open
+// requests (event streams end at once) a few seconds. It closes ln. It
+// returns the listener's error, or nil after a shutdown caused by ctx.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	hs := &http.Server{
 		Handler:           s.mux,

@@ -18,6 +18,7 @@ import (
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/client"
 	"github.com/cuecast/cuecast/distributor/rollout"
+	"github.com/cuecast/cuecast/internal/poll"
 )
 
 // TestMetricsDuringRun scrapes /metrics while commits flow through the
@@ -38,7 +39,7 @@ func TestMetricsDuringRun(t *testing.T) {
 	prop50 := `cuecast_propagation_seconds_count{coverage="0.5",namespace="payments"}`
 
 	var m map[string]float64
-	eventually(t, "three instances on v1", func() (bool, string) {
+	poll.Until(t, "three instances on v1", poll.Patience, func() (bool, string) {
 		m = scrape(t, f.base)
 		return m[target] == 1 && m[inst] == 3 && m[cov] == 1, fmt.Sprintf("target %v, instances %v, coverage %v", m[target], m[inst], m[cov])
 	})
@@ -54,7 +55,7 @@ func TestMetricsDuringRun(t *testing.T) {
 	}
 
 	f.setAmount("2_500_000")
-	eventually(t, "v2 everywhere", func() (bool, string) {
+	poll.Until(t, "v2 everywhere", poll.Patience, func() (bool, string) {
 		m = scrape(t, f.base)
 		return m[target] == 2 && m[cov] == 1 && m[prop100] >= before[prop100]+1,
 			fmt.Sprintf("target %v, coverage %v, propagation count %v", m[target], m[cov], m[prop100])
@@ -84,7 +85,7 @@ func TestMetricsDuringRun(t *testing.T) {
 	// next version reaches two of three, and the gauge says so.
 	w3.Stop()
 	f.setAmount("3_000_000")
-	eventually(t, "v3 on two of three", func() (bool, string) {
+	poll.Until(t, "v3 on two of three", poll.Patience, func() (bool, string) {
 		m = scrape(t, f.base)
 		return m[target] == 3 && m[inst] == 3 && m[cov] > 0.66 && m[cov] < 0.67 && m[prop50] == before[prop50]+2,
 			fmt.Sprintf("target %v, instances %v, coverage %v, 50%% count %v", m[target], m[inst], m[cov], m[prop50])
@@ -97,7 +98,7 @@ func TestMetricsDuringRun(t *testing.T) {
 	f.repo.CommitFiles("checkout: break it", map[string]string{
 		"payments/checkout/broken.cue": "package checkout\n\nmax_amount_minor: \"lots\"\n",
 	})
-	eventually(t, "rejection counted", func() (bool, string) {
+	poll.Until(t, "rejection counted", poll.Patience, func() (bool, string) {
 		m = scrape(t, f.base)
 		var ids float64
 		for k, v := range m {
@@ -119,7 +120,7 @@ func TestMetricsDuringRun(t *testing.T) {
 
 func TestHealthAndReadiness(t *testing.T) {
 	f := start(t, fixtureOptions{})
-	eventually(t, "the first commit's configs listed", func() (bool, string) {
+	poll.Until(t, "the first commit's configs listed", poll.Patience, func() (bool, string) {
 		_, body := get(t, f.base+"/api/overview")
 		return strings.Contains(body, `"config":"payments/checkout"`), body
 	})
@@ -132,7 +133,7 @@ func TestHealthAndReadiness(t *testing.T) {
 		t.Run(c.path, func(t *testing.T) {
 			var code int
 			var body string
-			eventually(t, c.path, func() (bool, string) {
+			poll.Until(t, c.path, poll.Patience, func() (bool, string) {
 				code, body = get(t, f.base+c.path)
 				return code == http.StatusOK, fmt.Sprintf("%d %q", code, body)
 			})
@@ -200,7 +201,7 @@ func (f *fixture) post(action, auth, body string) (int, string) {
 
 func (f *fixture) waitRollout() {
 	f.t.Helper()
-	eventually(f.t, "the rollout of v1 holding in its first stage", func() (bool, string) {
+	poll.Until(f.t, "the rollout of v1 holding in its first stage", poll.Patience, func() (bool, string) {
 		rec, err := f.p.Rollout.Record(context.Background(), checkout)
 		if err != nil {
 			return false, err.Error()
@@ -273,7 +274,7 @@ func TestActionWithToken(t *testing.T) {
 	if last.Action != "halt" || last.Actor != "web:ada" || last.Reason != "error rate up" {
 		t.Errorf("audit entry %+v, want halt by web:ada for \"error rate up\"", last)
 	}
-	eventually(t, "halt counted", func() (bool, string) {
+	poll.Until(t, "halt counted", poll.Patience, func() (bool, string) {
 		m := scrape(t, f.base)
 		k := `cuecast_rollout_halts_total{cause="operator"}`
 		return m[k] == 1 && m[`cuecast_rollouts{state="halted"}`] >= 1, fmt.Sprintf("%s = %v", k, m[k])
@@ -391,7 +392,7 @@ func TestHealthHaltCounted(t *testing.T) {
 		t.Errorf("before any halt: %s = %v (present %t), want 0", halts, v, ok)
 	}
 	f.setAmount("9_000_000")
-	eventually(t, "the unhealthy canary halted and counted", func() (bool, string) {
+	poll.Until(t, "the unhealthy canary halted and counted", poll.Patience, func() (bool, string) {
 		m := scrape(t, f.base)
 		return m[halts] == 1 && m[`cuecast_rollouts{state="halted"}`] == 1,
 			fmt.Sprintf("%s = %v, halted rollouts %v", halts, m[halts], m[`cuecast_rollouts{state="halted"}`])
@@ -414,7 +415,7 @@ func TestHealthHaltCounted(t *testing.T) {
 	// once its sample of the fleet has them (every 50 ms here), and until
 	// the reverted instances report v1 again.
 	var cv configView
-	eventually(t, "the page showing the unhealthy canary", func() (bool, string) {
+	poll.Until(t, "the page showing the unhealthy canary", poll.Patience, func() (bool, string) {
 		_, body := get(t, f.base+"/api/configs/"+string(checkout))
 		cv = configView{}
 		if err := json.Unmarshal([]byte(body), &cv); err != nil {
@@ -439,7 +440,7 @@ func TestWebhookWakesTailer(t *testing.T) {
 	const secret = "hook-secret"
 	f := start(t, fixtureOptions{interval: time.Hour, webhookSecret: secret})
 	target := `cuecast_config_target_version{config="payments/checkout"}`
-	eventually(t, "v1 published", func() (bool, string) {
+	poll.Until(t, "v1 published", poll.Patience, func() (bool, string) {
 		m := scrape(t, f.base)
 		return m[target] == 1, fmt.Sprintf("target %v", m[target])
 	})
@@ -466,7 +467,7 @@ func TestWebhookWakesTailer(t *testing.T) {
 	if code := hook("sha256=" + hex.EncodeToString(mac.Sum(nil))); code != http.StatusAccepted {
 		t.Fatalf("signed webhook: %d, want 202", code)
 	}
-	eventually(t, "v2 published after the webhook", func() (bool, string) {
+	poll.Until(t, "v2 published after the webhook", poll.Patience, func() (bool, string) {
 		m := scrape(t, f.base)
 		return m[target] == 2, fmt.Sprintf("target %v", m[target])
 	})

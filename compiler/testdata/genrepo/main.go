@@ -1,4 +1,4 @@
-// Command genrepo writes a repo made by compiler/gen to a directory, for
+// Command genrepo writes a repo made by internal/gen to a directory, for
 // bench-vs-cue.sh: go run ./compiler/testdata/genrepo -configs 2000 DIR
 package main
 
@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/cuecast/cuecast/compiler/gen"
+	"github.com/cuecast/cuecast/internal/gen"
 )
 
 func main() {

@@ -34,6 +34,7 @@ import (
 	"github.com/cuecast/cuecast/internal/cli"
 	"github.com/cuecast/cuecast/internal/gittest"
 	"github.com/cuecast/cuecast/internal/iostreams"
+	"github.com/cuecast/cuecast/internal/poll"
 )
 
 const (
@@ -112,21 +113,6 @@ func setAmount(t *testing.T, repo *gittest.Repo, amount string) string {
 	})
 }
 
-// poll runs f until it returns true, failing after the deadline.
-func poll(t *testing.T, what string, d time.Duration, f func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	var last string
-	for time.Now().Before(deadline) {
-		var ok bool
-		if ok, last = f(); ok {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("%s: still %s after %s", what, last, d)
-}
-
 func TestDashboardShowsRolloutLive(t *testing.T) {
 	chromium := findChromium(t)
 	repo := exampleRepo(t)
@@ -158,7 +144,7 @@ func TestDashboardShowsRolloutLive(t *testing.T) {
 	// serve writes the keys file before it signs anything; the services
 	// read it at start, as a deployment that waits for serve would.
 	keys := filepath.Join(data, distributor.TrustedKeysFile)
-	poll(t, "serve's trusted-keys file", 30*time.Second, func() (bool, string) {
+	poll.Until(t, "serve's trusted-keys file", 30*time.Second, func() (bool, string) {
 		_, err := os.Stat(keys)
 		return err == nil, fmt.Sprint(err)
 	})
@@ -200,7 +186,7 @@ func TestDashboardShowsRolloutLive(t *testing.T) {
 	defer bcancel()
 
 	page := base + "/configs/" + string(checkout)
-	poll(t, "serve answering", 30*time.Second, func() (bool, string) {
+	poll.Until(t, "serve answering", 30*time.Second, func() (bool, string) {
 		c, err := net.Dial("tcp", httpAddr)
 		if err != nil {
 			return false, err.Error()
@@ -223,7 +209,7 @@ func TestDashboardShowsRolloutLive(t *testing.T) {
 			(document.getElementById('cfg-coverage')?.textContent || '-') + ' ' +
 			(document.querySelector('.cov .covtext')?.textContent || '-')`)
 	}
-	poll(t, "the page showing v1 on all three instances", 60*time.Second, func() (bool, string) {
+	poll.Until(t, "the page showing v1 on all three instances", 60*time.Second, func() (bool, string) {
 		s := shown()
 		return s == "v1 100% 3/3 instances on v1", s
 	})
@@ -233,7 +219,7 @@ func TestDashboardShowsRolloutLive(t *testing.T) {
 	}
 
 	sha := setAmount(t, repo, "2_500_000")
-	poll(t, "the page showing v2 everywhere", 60*time.Second, func() (bool, string) {
+	poll.Until(t, "the page showing v2 everywhere", 60*time.Second, func() (bool, string) {
 		s := shown()
 		return s == "v2 100% 3/3 instances on v2", s
 	})
@@ -243,8 +229,8 @@ func TestDashboardShowsRolloutLive(t *testing.T) {
 	if got := text(`document.querySelector('#chart polyline[data-version="2"]') ? 'yes' : 'no'`); got != "yes" {
 		t.Errorf("no propagation line for v2 in the chart")
 	}
-	if got := text(`document.querySelector('tr.current')?.textContent || ''`); !strings.Contains(got, sha[:7]) {
-		t.Errorf("current version row %q does not name commit %s", got, sha[:7])
+	if got := text(`document.querySelector('tr.current')?.textContent || ''`); !strings.Contains(got, cuecast.ShortCommit(sha)) {
+		t.Errorf("current version row %q does not name commit %s", got, cuecast.ShortCommit(sha))
 	}
 	if got := text(`document.getElementById('conn').textContent`); got != "live" {
 		t.Errorf("connection badge %q, want live", got)
@@ -279,7 +265,7 @@ func TestDashboardShowsRolloutLive(t *testing.T) {
 	if got := text(`(() => { document.querySelector('button[data-show="2"]').click(); return 'clicked'; })()`); got != "clicked" {
 		t.Fatalf("open v2's content: %s", got)
 	}
-	poll(t, "v2's diff against v1", 30*time.Second, func() (bool, string) {
+	poll.Until(t, "v2's diff against v1", 30*time.Second, func() (bool, string) {
 		s := text(`document.getElementById('content-v2')?.textContent || '-'`)
 		return strings.Contains(s, "v2 compared with v1") && strings.Contains(s, "max_amount_minor") &&
 			strings.Contains(s, "5000000") && strings.Contains(s, "2500000"), s
@@ -290,7 +276,7 @@ func TestDashboardShowsRolloutLive(t *testing.T) {
 	if err := chromedp.Do(bctx, chromedp.Navigate(base+"/")); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, "the overview showing v2", 30*time.Second, func() (bool, string) {
+	poll.Until(t, "the overview showing v2", 30*time.Second, func() (bool, string) {
 		s := text(`document.querySelector('tr[data-config="payments/checkout"] .version')?.textContent || '-'`)
 		return s == "v2", s
 	})
@@ -303,7 +289,7 @@ func TestDashboardShowsRolloutLive(t *testing.T) {
 	if got := text(`(() => { const s = document.getElementById('search'); s.value = 'ranking'; s.dispatchEvent(new Event('input')); return 'typed'; })()`); got != "typed" {
 		t.Fatalf("type in the filter: %s", got)
 	}
-	poll(t, "the overview filtered to search/ranking", 10*time.Second, func() (bool, string) {
+	poll.Until(t, "the overview filtered to search/ranking", 10*time.Second, func() (bool, string) {
 		s := visible()
 		return s == "search/ranking", s
 	})
@@ -320,7 +306,7 @@ func TestDashboardShowsRolloutLive(t *testing.T) {
 		t.Fatal(err)
 	}
 	state := func() string { return text(`document.querySelector('#rollout .state')?.textContent || '-'`) }
-	poll(t, "search/ranking holding, with the actions offered", 30*time.Second, func() (bool, string) {
+	poll.Until(t, "search/ranking holding, with the actions offered", 30*time.Second, func() (bool, string) {
 		s := state() + " actions hidden=" + text(`String(document.getElementById('actions').hidden)`)
 		return s == "holding actions hidden=false", s
 	})
@@ -337,7 +323,7 @@ func TestDashboardShowsRolloutLive(t *testing.T) {
 			t.Fatalf("click %s: %s", action, got)
 		}
 		var result string
-		poll(t, action+" answered", 30*time.Second, func() (bool, string) {
+		poll.Until(t, action+" answered", 30*time.Second, func() (bool, string) {
 			result = text(`document.getElementById('action-result').textContent`)
 			return result != "" && !strings.HasSuffix(result, "…"), result
 		})
@@ -352,7 +338,7 @@ func TestDashboardShowsRolloutLive(t *testing.T) {
 	if got := act(operatorToken, "halt"); got != "halt: done" {
 		t.Fatalf("halt with the token: %q", got)
 	}
-	poll(t, "the page showing the halt and its audit", 30*time.Second, func() (bool, string) {
+	poll.Until(t, "the page showing the halt and its audit", 30*time.Second, func() (bool, string) {
 		s := state() + " | " + text(`[...document.querySelectorAll('section.panel')].find(p => p.querySelector('h2')?.textContent === 'Audit')?.querySelector('tbody tr')?.textContent || '-'`)
 		return strings.HasPrefix(s, "halted | ") && strings.Contains(s, "web:e2e") && strings.Contains(s, "e2e: error rate up"), s
 	})

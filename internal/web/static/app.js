@@ -48,7 +48,8 @@ function instanceMatches(i) {
 }
 
 function pct(x) { return Math.round(x * 1000) / 10 + '%'; }
-function short(sha) { return (sha || '').slice(0, 7); }
+// Hashes abbreviated as everywhere else (cuecast.ShortCommit): 12 hex digits.
+function short(sha) { return (sha || '').slice(0, 12); }
 // One time format everywhere: UTC, "2026-12-01 17:20:09 UTC" (the server's
 // RFC 3339 times in notes are rewritten to it too); ago() shows it with
 // the age beside it.

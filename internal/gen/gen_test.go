@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cuecast/cuecast/compiler/gen"
+	"github.com/cuecast/cuecast/internal/gen"
 )
 
 func TestRepoIsDeterministic(t *testing.T) {
