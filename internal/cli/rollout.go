@@ -160,8 +160,6 @@ func rolloutRun(ctx context.Context, env *Env, opts *RolloutOptions) error {
 		return err
 	}
 	defer closeFn()
-	a := rollout.Action{Actor: opts.Actor, Reason: opts.Reason, Emergency: opts.Emergency}
-	var rec rollout.Record
 	switch opts.Verb {
 	case "status":
 		return rolloutStatus(ctx, env, c, opts)
@@ -188,15 +186,12 @@ func rolloutRun(ctx context.Context, env *Env, opts *RolloutOptions) error {
 		}
 		tw.flush()
 		return nil
-	case "advance":
-		rec, err = c.Advance(ctx, opts.Config, a)
-	case "halt":
-		rec, err = c.Halt(ctx, opts.Config, a)
-	case "resume":
-		rec, err = c.Resume(ctx, opts.Config, a)
-	case "unpin":
-		rec, err = c.Unpin(ctx, opts.Config, a)
 	}
+	verb, err := rollout.ParseVerb(opts.Verb)
+	if err != nil {
+		return err
+	}
+	rec, err := c.Act(ctx, rollout.Action{Verb: verb, Config: opts.Config, Actor: opts.Actor, Reason: opts.Reason, Emergency: opts.Emergency})
 	if err != nil {
 		return actionError(err)
 	}
