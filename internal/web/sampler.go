@@ -237,14 +237,8 @@ func (s *Server) sampleFleet(ctx context.Context, snap *snapshot, intents distri
 		if err != nil {
 			return err
 		}
-		sums := make(map[uint64]string, len(vl.versions))
-		for _, v := range vl.versions {
-			sums[v.Version] = v.Checksum
-		}
-		for _, r := range snap.reports[st.Config] {
-			if _, ok := distributor.Drift(r, sums, st.Latest.Version); ok {
-				snap.drift[st.Config] = append(snap.drift[st.Config], r)
-			}
+		for _, r := range distributor.DriftOf(snap.reports[st.Config], vl.versions, st.Latest.Version) {
+			snap.drift[st.Config] = append(snap.drift[st.Config], r.Report)
 		}
 	}
 	return nil
