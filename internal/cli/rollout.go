@@ -182,7 +182,7 @@ func rolloutRun(ctx context.Context, env *Env, opts *RolloutOptions) error {
 			if e.Emergency {
 				action += " (emergency)"
 			}
-			tw.row(e.At.Local().Format(time.DateTime), e.Actor, action, fmt.Sprintf("%s@%d", e.Config, e.Version), e.Reason)
+			tw.row(rollout.FormatTime(e.At), e.Actor, action, fmt.Sprintf("%s@%d", e.Config, e.Version), e.Reason)
 		}
 		tw.flush()
 		return nil
@@ -281,7 +281,7 @@ func printRecord(w io.Writer, p rollout.Progress, now time.Time) {
 		fmt.Fprintf(w, "  commit %s by %s; falls back to v%d\n", shortCommit(r.Commit), r.Author, r.From)
 		for _, s := range p.Stages {
 			mark := map[string]string{"done": "done", "current": "now ", "pending": "    "}[s.Status]
-			line := fmt.Sprintf("  %s %-12s %3d%%  %s %d/%d on v%d", mark, s.Name, s.Percent, bar(s.OnTarget, s.Instances, 20), s.OnTarget, s.Instances, r.Version)
+			line := fmt.Sprintf("  %s %-12s %4s  %s %d/%d on v%d", mark, s.Name, s.Scope, bar(s.OnTarget, s.Instances, 20), s.OnTarget, s.Instances, r.Version)
 			if s.Hold > 0 {
 				line += "  hold " + s.Hold.String()
 			}
@@ -295,7 +295,7 @@ func printRecord(w io.Writer, p rollout.Progress, now time.Time) {
 				m.Instances, m.OnTarget, r.Version, m.Unhealthy, m.Failing, m.Outside, m.OutsideUnhealthy)
 		}
 		if r.Note != "" {
-			fmt.Fprintf(w, "  %s\n", r.Note)
+			fmt.Fprintf(w, "  %s\n", rollout.FormatTimes(r.Note))
 		}
 		if r.Reason != "" {
 			fmt.Fprintf(w, "  reason: %s\n", r.Reason)
@@ -305,7 +305,7 @@ func printRecord(w io.Writer, p rollout.Progress, now time.Time) {
 		}
 	}
 	if pin := rec.Pin; pin != nil {
-		fmt.Fprintf(w, "  !!! PINNED to v%d by %s at %s: %q\n", pin.Version, pin.Actor, pin.At.Local().Format(time.DateTime), pin.Reason)
+		fmt.Fprintf(w, "  !!! PINNED to v%d by %s at %s: %q\n", pin.Version, pin.Actor, rollout.FormatTime(pin.At), pin.Reason)
 		if rec.Pending > 0 {
 			fmt.Fprintf(w, "  !!! v%d is compiled but held back by the pin\n", rec.Pending)
 		}
@@ -426,7 +426,7 @@ func summary(p rollout.Progress) string {
 	s := fmt.Sprintf("%s v%d %s stage %d/%d %s: %d/%d live instances on v%d",
 		p.Record.Config, r.Version, r.State, r.Stage+1, len(r.Policy.Stages), r.StageName(), p.OnTarget, p.Live, r.Version)
 	if r.Note != "" {
-		s += "; " + r.Note
+		s += "; " + rollout.FormatTimes(r.Note)
 	}
 	if r.Reason != "" {
 		s += "; reason: " + r.Reason
