@@ -301,7 +301,7 @@ func printRecord(w io.Writer, p rollout.Progress, now time.Time) {
 			fmt.Fprintf(w, "  reason: %s\n", r.Reason)
 		}
 		if r.State == rollout.StateHalted {
-			fmt.Fprintf(w, "  next: cuecast rollout resume|advance %s --reason TEXT, or cuecast rollback %s --to VERSION --reason TEXT\n", rec.Config, rec.Config)
+			fmt.Fprintf(w, "  next: cuecast rollout resume|advance %s --reason TEXT, or cuecast rollback %s (--previous | --to VERSION) --reason TEXT\n", rec.Config, rec.Config)
 		}
 	}
 	if pin := rec.Pin; pin != nil {
