@@ -16,7 +16,7 @@ import (
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/compiler"
-	"github.com/cuecast/cuecast/internal/gitfs"
+	"github.com/cuecast/cuecast/gitfs"
 )
 
 // DefaultFanOut is how many compiled outputs one library change must alter
@@ -63,7 +63,7 @@ func (e *RevisionError) Unwrap() error { return e.Err }
 //
 // Which configs: the files that differ between the two trees, mapped through
 // the dependency index of both sides (compiler.Index.Affected); a change to
-// the manifest or cue.mod/ affects every config. The base is first planned
+// the manifest or cue.mod/ affects every config (compiler.AffectsAll). The base is first planned
 // (read, linted and indexed, nothing evaluated: compiler.Options.PlanOnly);
 // then both revisions compile only the affected configs, which is also what
 // tells an error the change introduced from one the base already had.
@@ -78,112 +78,38 @@ func Check(ctx context.Context, repoDir string, opts Options) (*Report, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	log := opts.Logger
-	r, err := git.PlainOpen(repoDir)
-	if err != nil {
-		if errors.Is(err, git.ErrRepositoryNotExists) {
-			return nil, fmt.Errorf("open %s: %w", repoDir, ErrNotRepo)
-		}
-		return nil, fmt.Errorf("open %s: %w", repoDir, err)
-	}
-	baseC, err := resolve(r, "base", opts.Base)
+	r, err := openRepo(repoDir)
 	if err != nil {
 		return nil, err
 	}
-	headC, err := resolve(r, "head", opts.Head)
+	baseC, headC, rep, err := revisions(r, opts)
 	if err != nil {
 		return nil, err
-	}
-	rep := &Report{
-		Base: Revision{Rev: opts.Base, Commit: baseC.Hash.String()},
-		Head: Revision{Rev: opts.Head, Commit: headC.Hash.String()},
-	}
-	if bases, err := baseC.MergeBase(headC); err != nil {
-		return nil, fmt.Errorf("find merge base of %s and %s: %w", opts.Base, opts.Head, err)
-	} else if len(bases) > 0 && bases[0].Hash != baseC.Hash {
-		baseC = bases[0]
-		rep.MergeBase = baseC.Hash.String()
 	}
 	// One object cache for the whole check: the two trees share almost
 	// every object, and the base is read twice (planned, then compiled).
-	cache := gitfs.NewCache(checkCacheObjects)
-	changed, err := changedFiles(r, cache, baseC, headC)
+	k := &checkRun{r: r, cache: gitfs.NewCache(checkCacheObjects), repoDir: repoDir, opts: opts}
+	changed, err := changedFiles(r, k.cache, baseC, headC)
 	if err != nil {
 		return nil, err
 	}
 	rep.ChangedFiles = changed
 
 	start := time.Now()
-	base, err := compileAt(ctx, r, cache, repoDir, baseC, nil, true, opts)
+	base, err := k.compile(ctx, baseC, nil, true)
 	if err != nil {
 		return nil, err
 	}
-	log.Debug("base planned", "commit", baseC.Hash.String(), "configs", len(base.Configs), "elapsed", time.Since(start))
-
-	var targets []cuecast.ConfigPath
-	everything := touchesAll(changed) || base.Manifest == nil
-	switch {
-	case len(changed) == 0:
-		// Nothing differs: nothing to compile at head.
-	case everything:
-		targets = nil // all of them
-	default:
-		targets = base.Index.Affected(changed)
-	}
-	var head *compiler.Result
-	switch {
-	case len(changed) == 0:
-		head = &compiler.Result{Manifest: base.Manifest, Configs: base.Configs, Outputs: map[cuecast.ConfigPath]compiler.Output{}, Index: base.Index}
-	case !everything && len(targets) == 0:
-		// No config's output can change, but the change can still break
-		// the repo where compile looks and no config does (a symlinked
-		// directory, a file lint): plan the head, which reads and lints
-		// every file the way compile does and evaluates nothing.
-		head, err = compileAt(ctx, r, cache, repoDir, headC, nil, true, opts)
-		if err != nil {
-			return nil, err
-		}
-		if head.Manifest == nil {
-			head.Manifest = base.Manifest
-		}
-	default:
-		start = time.Now()
-		head, err = compileAt(ctx, r, cache, repoDir, headC, targets, false, opts)
-		if err != nil {
-			return nil, err
-		}
-		if everything {
-			targets = union(base.Configs, head.Configs)
-		} else if head.Index != nil {
-			// The head's side of the index: a change can reach a config
-			// through a dependency only the head has.
-			merged := base.Index.Merge(head.Index, head.Configs)
-			if extra := without(merged.Affected(changed), targets); len(extra) > 0 {
-				more, err := compileAt(ctx, r, cache, repoDir, headC, extra, false, opts)
-				if err != nil {
-					return nil, err
-				}
-				mergeResults(head, more)
-				targets = union(targets, extra)
-			}
-		}
-		log.Debug("head compiled", "commit", headC.Hash.String(), "configs", len(targets), "elapsed", time.Since(start))
+	opts.Logger.Debug("base planned", "commit", baseC.Hash.String(), "configs", len(base.Configs), "elapsed", time.Since(start))
+	everything := slices.ContainsFunc(changed, compiler.AffectsAll) || base.Manifest == nil
+	head, targets, err := k.headSide(ctx, headC, base, changed, everything)
+	if err != nil {
+		return nil, err
 	}
 	if base.Manifest != nil && (everything || len(targets) > 0) {
-		// Now the base's side of exactly those configs; its plan's index,
-		// which covers every config, stays the base's index.
-		start = time.Now()
-		var only []cuecast.ConfigPath
-		if !everything {
-			only = targets
-		}
-		compiled, err := compileAt(ctx, r, cache, repoDir, baseC, only, false, opts)
-		if err != nil {
+		if base, err = k.baseSide(ctx, baseC, base, targets, everything); err != nil {
 			return nil, err
 		}
-		compiled.Index = base.Index
-		base = compiled
-		log.Debug("base compiled", "commit", baseC.Hash.String(), "configs", len(only), "elapsed", time.Since(start))
 	}
 	rep.Everything = everything && len(changed) > 0
 	if err := rep.build(base, head, targets); err != nil {
@@ -192,6 +118,123 @@ func Check(ctx context.Context, repoDir string, opts Options) (*Report, error) {
 	rep.libraries(base, head, changed, opts.FanOut)
 	rep.Undeclared = undeclared(changed, base, head)
 	return rep, nil
+}
+
+// openRepo opens the repository at repoDir; ErrNotRepo when there is none.
+func openRepo(repoDir string) (*git.Repository, error) {
+	r, err := git.PlainOpen(repoDir)
+	if errors.Is(err, git.ErrRepositoryNotExists) {
+		return nil, fmt.Errorf("open %s: %w", repoDir, ErrNotRepo)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", repoDir, err)
+	}
+	return r, nil
+}
+
+// revisions resolves opts.Base and opts.Head and starts the report. The
+// base returned is their merge base when Base is not an ancestor of Head
+// (Report.MergeBase says so).
+func revisions(r *git.Repository, opts Options) (base, head *object.Commit, rep *Report, err error) {
+	if base, err = resolve(r, "base", opts.Base); err != nil {
+		return nil, nil, nil, err
+	}
+	if head, err = resolve(r, "head", opts.Head); err != nil {
+		return nil, nil, nil, err
+	}
+	rep = &Report{
+		Base: Revision{Rev: opts.Base, Commit: base.Hash.String()},
+		Head: Revision{Rev: opts.Head, Commit: head.Hash.String()},
+	}
+	bases, err := base.MergeBase(head)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("find merge base of %s and %s: %w", opts.Base, opts.Head, err)
+	}
+	if len(bases) > 0 && bases[0].Hash != base.Hash {
+		base = bases[0]
+		rep.MergeBase = base.Hash.String()
+	}
+	return base, head, rep, nil
+}
+
+// checkRun is what one Check's compiles share: the repository, the object
+// cache and the options.
+type checkRun struct {
+	r       *git.Repository
+	cache   *gitfs.Cache
+	repoDir string
+	opts    Options
+}
+
+func (k *checkRun) compile(ctx context.Context, c *object.Commit, configs []cuecast.ConfigPath, planOnly bool) (*compiler.Result, error) {
+	return compileAt(ctx, k.r, k.cache, k.repoDir, c, configs, planOnly, k.opts)
+}
+
+// headSide compiles the head's side of the change and returns it with the
+// configs to report. Nothing differs: nothing to compile. No config's
+// output can change: the head is only planned, because the change can
+// still break the repo where compile looks and no config does (a symlinked
+// directory, a file lint); planning reads and lints every file the way
+// compile does and evaluates nothing. Otherwise the affected configs
+// (every one when everything) are compiled, and then those that only the
+// head's side of the index shows: a change can reach a config through a
+// dependency only the head has.
+func (k *checkRun) headSide(ctx context.Context, headC *object.Commit, base *compiler.Result, changed []string, everything bool) (*compiler.Result, []cuecast.ConfigPath, error) {
+	if len(changed) == 0 {
+		return &compiler.Result{Manifest: base.Manifest, Configs: base.Configs, Outputs: map[cuecast.ConfigPath]compiler.Output{}, Index: base.Index}, nil, nil
+	}
+	var targets []cuecast.ConfigPath // nil: all of them
+	if !everything {
+		targets = base.Index.Affected(changed)
+		if len(targets) == 0 {
+			head, err := k.compile(ctx, headC, nil, true)
+			if err != nil {
+				return nil, nil, err
+			}
+			if head.Manifest == nil {
+				head.Manifest = base.Manifest
+			}
+			return head, targets, nil
+		}
+	}
+	start := time.Now()
+	head, err := k.compile(ctx, headC, targets, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	if everything {
+		targets = union(base.Configs, head.Configs)
+	} else if head.Index != nil {
+		merged := base.Index.Merge(head.Index, head.Configs)
+		if extra := without(merged.Affected(changed), targets); len(extra) > 0 {
+			more, err := k.compile(ctx, headC, extra, false)
+			if err != nil {
+				return nil, nil, err
+			}
+			mergeResults(head, more)
+			targets = union(targets, extra)
+		}
+	}
+	k.opts.Logger.Debug("head compiled", "commit", headC.Hash.String(), "configs", len(targets), "elapsed", time.Since(start))
+	return head, targets, nil
+}
+
+// baseSide compiles the base's side of exactly the targets (every config
+// when everything); plan's index, which covers every config, stays the
+// base's index.
+func (k *checkRun) baseSide(ctx context.Context, baseC *object.Commit, plan *compiler.Result, targets []cuecast.ConfigPath, everything bool) (*compiler.Result, error) {
+	start := time.Now()
+	var only []cuecast.ConfigPath
+	if !everything {
+		only = targets
+	}
+	compiled, err := k.compile(ctx, baseC, only, false)
+	if err != nil {
+		return nil, err
+	}
+	compiled.Index = plan.Index
+	k.opts.Logger.Debug("base compiled", "commit", baseC.Hash.String(), "configs", len(only), "elapsed", time.Since(start))
+	return compiled, nil
 }
 
 // undeclared lists the top-level directories of changed .cue files that are
@@ -228,12 +271,9 @@ func undeclared(changed []string, base, head *compiler.Result) []string {
 // repository at repoDir, for attaching a check run to it before the check
 // has run. It returns ErrNotRepo or a *RevisionError (Which "head").
 func ResolveCommit(repoDir, rev string) (string, error) {
-	r, err := git.PlainOpen(repoDir)
+	r, err := openRepo(repoDir)
 	if err != nil {
-		if errors.Is(err, git.ErrRepositoryNotExists) {
-			return "", fmt.Errorf("open %s: %w", repoDir, ErrNotRepo)
-		}
-		return "", fmt.Errorf("open %s: %w", repoDir, err)
+		return "", err
 	}
 	c, err := resolve(r, "head", rev)
 	if err != nil {
@@ -311,21 +351,6 @@ func changedFiles(r *git.Repository, cache *gitfs.Cache, base, head *object.Comm
 		return nil, fmt.Errorf("diff %s..%s: %w", cuecast.ShortCommit(base.Hash.String()), cuecast.ShortCommit(head.Hash.String()), err)
 	}
 	return out, nil
-}
-
-// touchesAll reports a change that can alter every config: the module or the
-// manifest (any .cue file in the repo root).
-func touchesAll(changed []string) bool {
-	for _, f := range changed {
-		if isGlobal(f) {
-			return true
-		}
-	}
-	return false
-}
-
-func isGlobal(f string) bool {
-	return f == "cue.mod" || strings.HasPrefix(f, "cue.mod/") || (path.Dir(f) == "." && strings.HasSuffix(f, ".cue"))
 }
 
 func union(a, b []cuecast.ConfigPath) []cuecast.ConfigPath {

@@ -294,10 +294,10 @@ func TestCheckScenarios(t *testing.T) {
 			change: func(t *testing.T, r *gittest.Repo) {
 				edit(t, r, "cuecast.cue", `consistency: "relaxed"`, `consistency: "sometimes"`)
 			},
-			want: []string{"payments/checkout invalid", "payments/fraud-rules invalid", "payments/refunds invalid",
+			want: []string{"growth/flags invalid", "payments/checkout invalid", "payments/fraud-rules invalid", "payments/refunds invalid",
 				"search/indexer invalid", "search/new-ui-flag invalid", "search/ranking invalid"},
 			failed:     true,
-			namespaces: []string{"payments", "search"},
+			namespaces: []string{"growth", "payments", "search"},
 			level:      "high",
 			verify: func(t *testing.T, rep *ci.Report) {
 				if len(rep.Errors) == 0 || rep.Errors[0].File != "cuecast.cue" || rep.Errors[0].PreExisting {
@@ -339,15 +339,15 @@ func TestCheckScenarios(t *testing.T) {
 			change: func(t *testing.T, r *gittest.Repo) {
 				edit(t, r, "cuecast.cue", `owners: ["team-search"]`, `owners: ["team-search", "bob@example.com"]`)
 			},
-			want: []string{"payments/checkout unchanged", "payments/fraud-rules unchanged", "payments/refunds unchanged",
+			want: []string{"growth/flags unchanged", "payments/checkout unchanged", "payments/fraud-rules unchanged", "payments/refunds unchanged",
 				"search/indexer unchanged", "search/new-ui-flag unchanged", "search/ranking unchanged"},
-			namespaces: []string{"payments", "search"},
+			namespaces: []string{"growth", "payments", "search"},
 			level:      "low",
 			verify: func(t *testing.T, rep *ci.Report) {
 				if !rep.Everything {
 					t.Error("Everything: got false, want true")
 				}
-				if o := rep.Namespaces[1].Owners; !slices.Equal(o, []string{"team-search", "bob@example.com"}) {
+				if o := rep.Namespaces[2].Owners; !slices.Equal(o, []string{"team-search", "bob@example.com"}) {
 					t.Errorf("owners: got %v, want the head's", o)
 				}
 			},
@@ -486,7 +486,7 @@ func TestCheckAdoption(t *testing.T) {
 	r.CopyDir(example(t))
 	head := r.Commit("adopt cuecast")
 	rep := check(t, r, base, head)
-	want := []string{"payments/checkout added", "payments/fraud-rules added", "payments/refunds added",
+	want := []string{"growth/flags added", "payments/checkout added", "payments/fraud-rules added", "payments/refunds added",
 		"search/indexer added", "search/new-ui-flag added", "search/ranking added"}
 	if got := statuses(rep); !slices.Equal(got, want) {
 		t.Errorf("configs: got %q, want %q", got, want)
@@ -603,5 +603,23 @@ func TestCheckCrossNamespaceImport(t *testing.T) {
 	i := slices.IndexFunc(rep.Namespaces, func(n ci.Namespace) bool { return n.Name == "search" })
 	if i < 0 || !slices.Equal(rep.Namespaces[i].ImportConfigsFrom, []string{"payments"}) {
 		t.Errorf("namespaces %+v, want search importing configs from payments", rep.Namespaces)
+	}
+}
+
+// TestCheckEmbeddedFile: a file matched by an @embed glob below a config's
+// directory is part of that config, so changing it makes the config
+// affected (issue 16).
+func TestCheckEmbeddedFile(t *testing.T) {
+	r, _ := exampleRepo(t)
+	base := r.CommitFiles("search: embed a stop-word list", map[string]string{
+		"search/indexer/stopwords.cue": "@extern(embed)\n\npackage indexer\n\nstop_words: _ @embed(glob=\"lists/*.json\")\n",
+		"search/indexer/lists/en.json": `["a", "the"]`,
+	})
+	head := r.CommitFiles("search: one more stop word", map[string]string{
+		"search/indexer/lists/en.json": `["a", "an", "the"]`,
+	})
+	rep := check(t, r, base, head)
+	if got, want := statuses(rep), []string{"search/indexer changed"}; !slices.Equal(got, want) {
+		t.Errorf("configs: got %q, want %q (failed %v, errors %v)", got, want, rep.Failed(), rep.Errors)
 	}
 }

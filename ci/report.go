@@ -151,73 +151,119 @@ type Breaking struct {
 func (r *Report) Failed() bool { return r.Risk.NewErrors > 0 }
 
 // build fills Configs, Errors, Namespaces and the risk figures from the two
-// compiles.
+// compiles, in named steps: what happened to each config, the errors at
+// head, then the namespaces and the risks.
 func (r *Report) build(base, head *compiler.Result, targets []cuecast.ConfigPath) error {
+	baseErrs := errorsByConfig(base.Errors)
+	if err := r.configChanges(base, head, targets, baseErrs); err != nil {
+		return err
+	}
+	r.headErrors(base, head, targets, baseErrs)
+	r.namespaces(base, head)
+	for _, cc := range r.Configs {
+		r.risks(cc)
+	}
+	r.Risk.Compiled = len(r.Configs)
+	r.Risk.Namespaces = len(r.Namespaces)
+	return nil
+}
+
+// configChanges fills Configs: each target's status at head against base,
+// with the diff of its output, and configs moved unchanged paired up as
+// renames.
+func (r *Report) configChanges(base, head *compiler.Result, targets []cuecast.ConfigPath, baseErrs map[cuecast.ConfigPath]int) error {
 	baseHas, headHas := set(base.Configs), set(head.Configs)
-	baseErrs, headErrs := errorsByConfig(base.Errors), errorsByConfig(head.Errors)
+	headErrs := errorsByConfig(head.Errors)
 	var added, removed []int
 	r.Configs = []ConfigChange{}
 	for _, cp := range targets {
-		inBase, inHead := baseHas[cp], headHas[cp]
 		bo, bok := base.Outputs[cp]
 		ho, hok := head.Outputs[cp]
 		cc := ConfigChange{Config: cp, BaseChecksum: bo.Checksum, HeadChecksum: ho.Checksum, Errors: headErrs[cp]}
-		switch {
-		case head.Manifest == nil:
-			// No manifest at head, so no list of its configs: what the
-			// base had cannot compile, which the manifest's errors say.
-			if !inBase {
-				continue
-			}
-			cc.Status, cc.HeadChecksum = StatusInvalid, ""
-			if !bok && baseErrs[cp] > 0 {
-				cc.Status = StatusStillInvalid
-			}
-		case !inBase && !inHead:
+		status, ok := configStatus(head.Manifest != nil, baseHas[cp], headHas[cp], bok, hok, baseErrs[cp] > 0, bo.Checksum == ho.Checksum)
+		if !ok {
 			continue
-		case !inHead:
-			cc.Status = StatusRemoved
+		}
+		cc.Status = status
+		switch status {
+		case StatusRemoved:
 			cc.HeadChecksum = ""
 			removed = append(removed, len(r.Configs))
-		case !hok && (!inBase || !bok && baseErrs[cp] == 0):
-			cc.Status = StatusInvalid
-		case !hok && !bok:
-			cc.Status = StatusStillInvalid
-		case !hok:
-			cc.Status = StatusInvalid
-		case !inBase:
-			cc.Status = StatusAdded
+		case StatusAdded:
 			added = append(added, len(r.Configs))
-		case !bok:
-			cc.Status = StatusFixed
-		case bo.Checksum == ho.Checksum:
-			cc.Status = StatusUnchanged
-		default:
-			cc.Status = StatusChanged
 		}
-		switch cc.Status {
-		case StatusChanged:
-			d, err := Diff(bo.JSON, ho.JSON)
-			if err != nil {
-				return fmt.Errorf("diff %s: %w", cp, err)
-			}
-			cc.Diff = d
-		case StatusAdded, StatusFixed:
-			d, err := Diff([]byte("{}"), ho.JSON)
-			if err != nil {
-				return fmt.Errorf("diff %s: %w", cp, err)
-			}
-			// No service read this config before: nothing is new to one.
-			for i := range d {
-				d[i].NewField = false
-			}
-			cc.Diff = d
+		if head.Manifest == nil {
+			cc.HeadChecksum = ""
 		}
+		d, err := outputDiff(status, bo.JSON, ho.JSON)
+		if err != nil {
+			return fmt.Errorf("diff %s: %w", cp, err)
+		}
+		cc.Diff = d
 		r.Configs = append(r.Configs, cc)
 	}
 	r.renames(added, removed)
+	return nil
+}
 
-	// Errors at head: those of the affected configs and those of no config.
+// configStatus decides a config's status from where it exists (inBase,
+// inHead), where it compiled (bok, hok), whether the base had errors in it
+// and whether both outputs are equal. ok is false for a config to leave
+// out. Without a manifest at head (hasManifest false) there is no list of
+// its configs: what the base had cannot compile, which the manifest's
+// errors say.
+func configStatus(hasManifest, inBase, inHead, bok, hok, baseErrs, same bool) (status Status, ok bool) {
+	switch {
+	case !hasManifest && !inBase:
+		return "", false
+	case !hasManifest && !bok && baseErrs:
+		return StatusStillInvalid, true
+	case !hasManifest:
+		return StatusInvalid, true
+	case !inBase && !inHead:
+		return "", false
+	case !inHead:
+		return StatusRemoved, true
+	case !hok && (!inBase || !bok && !baseErrs):
+		return StatusInvalid, true
+	case !hok && !bok:
+		return StatusStillInvalid, true
+	case !hok:
+		return StatusInvalid, true
+	case !inBase:
+		return StatusAdded, true
+	case !bok:
+		return StatusFixed, true
+	case same:
+		return StatusUnchanged, true
+	default:
+		return StatusChanged, true
+	}
+}
+
+// outputDiff is the diff a config of that status shows: base to head for a
+// change, and everything as added for a new or fixed config (no service
+// read it before, so no field is new to one).
+func outputDiff(status Status, base, head []byte) ([]Difference, error) {
+	switch status {
+	case StatusChanged:
+		return Diff(base, head)
+	case StatusAdded, StatusFixed:
+		d, err := Diff([]byte("{}"), head)
+		if err != nil {
+			return nil, err
+		}
+		for i := range d {
+			d[i].NewField = false
+		}
+		return d, nil
+	}
+	return nil, nil
+}
+
+// headErrors fills Errors and counts new and pre-existing ones: the errors
+// at head of the affected configs and those of no config.
+func (r *Report) headErrors(base, head *compiler.Result, targets []cuecast.ConfigPath, baseErrs map[cuecast.ConfigPath]int) {
 	inTargets := set(targets)
 	seen := make(map[string]bool)
 	for _, e := range base.Errors {
@@ -243,8 +289,12 @@ func (r *Report) build(base, head *compiler.Result, targets []cuecast.ConfigPath
 		}
 		r.Errors = append(r.Errors, f)
 	}
+}
 
-	// Namespaces, strict configs and breaking changes.
+// namespaces fills Namespaces: each namespace a reported config (or the
+// config it was moved from) is in, with its owners and class as the
+// manifest at head says (else at base), sorted.
+func (r *Report) namespaces(base, head *compiler.Result) {
 	byNS := make(map[string]*Namespace)
 	var names []string
 	for _, cc := range r.Configs {
@@ -266,33 +316,6 @@ func (r *Report) build(base, head *compiler.Result, targets []cuecast.ConfigPath
 				n.Configs = append(n.Configs, cp)
 			}
 		}
-		if cc.Status == StatusUnchanged || cc.Status == StatusStillInvalid {
-			continue
-		}
-		r.Risk.Configs++
-		if n := byNS[cc.Config.Namespace()]; n.Consistency == "strict" {
-			r.Risk.Strict = append(r.Risk.Strict, cc.Config)
-		}
-		switch cc.Status {
-		case StatusRemoved:
-			r.Risk.Breaking = append(r.Risk.Breaking, Breaking{Config: cc.Config, Reason: "config removed"})
-		case StatusRenamed:
-			r.Risk.Breaking = append(r.Risk.Breaking, Breaking{Config: cc.From, Reason: "config moved to " + string(cc.Config)})
-		case StatusChanged:
-			for _, d := range cc.Diff {
-				if d.NewField {
-					r.Risk.NewFields = append(r.Risk.NewFields, Breaking{Config: cc.Config, Path: d.Path, Reason: "new field"})
-				}
-				if !d.Breaking {
-					continue
-				}
-				reason := "field removed"
-				if d.Op == OpType {
-					reason = fmt.Sprintf("type changed: %s → %s", typeOf(d.Old), typeOf(d.New))
-				}
-				r.Risk.Breaking = append(r.Risk.Breaking, Breaking{Config: cc.Config, Path: d.Path, Reason: reason})
-			}
-		}
 	}
 	slices.Sort(names)
 	r.Namespaces = []Namespace{}
@@ -301,9 +324,48 @@ func (r *Report) build(base, head *compiler.Result, targets []cuecast.ConfigPath
 		slices.Sort(n.Configs)
 		r.Namespaces = append(r.Namespaces, *n)
 	}
-	r.Risk.Compiled = len(r.Configs)
-	r.Risk.Namespaces = len(r.Namespaces)
-	return nil
+}
+
+// risks adds what cc contributes to the risk summary: a config whose
+// output changes counts, is strict when its namespace is, and its removal,
+// move, removed or retyped fields and new fields are listed.
+func (r *Report) risks(cc ConfigChange) {
+	if cc.Status == StatusUnchanged || cc.Status == StatusStillInvalid {
+		return
+	}
+	r.Risk.Configs++
+	if n, ok := r.namespace(cc.Config.Namespace()); ok && n.Consistency == "strict" {
+		r.Risk.Strict = append(r.Risk.Strict, cc.Config)
+	}
+	switch cc.Status {
+	case StatusRemoved:
+		r.Risk.Breaking = append(r.Risk.Breaking, Breaking{Config: cc.Config, Reason: "config removed"})
+	case StatusRenamed:
+		r.Risk.Breaking = append(r.Risk.Breaking, Breaking{Config: cc.From, Reason: "config moved to " + string(cc.Config)})
+	case StatusChanged:
+		for _, d := range cc.Diff {
+			if d.NewField {
+				r.Risk.NewFields = append(r.Risk.NewFields, Breaking{Config: cc.Config, Path: d.Path, Reason: "new field"})
+			}
+			if !d.Breaking {
+				continue
+			}
+			reason := "field removed"
+			if d.Op == OpType {
+				reason = fmt.Sprintf("type changed: %s → %s", typeOf(d.Old), typeOf(d.New))
+			}
+			r.Risk.Breaking = append(r.Risk.Breaking, Breaking{Config: cc.Config, Path: d.Path, Reason: reason})
+		}
+	}
+}
+
+// namespace returns the entry of Namespaces named ns.
+func (r *Report) namespace(ns string) (Namespace, bool) {
+	i, ok := slices.BinarySearchFunc(r.Namespaces, ns, func(n Namespace, name string) int { return strings.Compare(n.Name, name) })
+	if !ok {
+		return Namespace{}, false
+	}
+	return r.Namespaces[i], true
 }
 
 // renames pairs removed and added configs whose outputs are identical: a
@@ -339,7 +401,7 @@ func (r *Report) renames(added, removed []int) {
 func (r *Report) libraries(base, head *compiler.Result, changed []string, fanOut int) {
 	byDir := make(map[string][]string)
 	for _, f := range changed {
-		if isGlobal(f) {
+		if compiler.AffectsAll(f) {
 			continue
 		}
 		first, _, _ := strings.Cut(f, "/")

@@ -63,6 +63,12 @@ type Options struct {
 	// of parsing; the PR check plans the base revision this way and then
 	// compiles only the affected configs there.
 	PlanOnly bool
+	// ManifestOnly reads, lints and evaluates the manifest (cuecast.cue)
+	// and the module, and nothing else: Result.Manifest and the errors
+	// found on the way; no config is discovered or read, so Configs and
+	// Outputs are empty. serve resolves a version's rollout policy this
+	// way from the manifest of the version's commit.
+	ManifestOnly bool
 
 	// sharedTimeout, when set, bounds what every config of the compile
 	// needs (module path, manifest, schema packages) instead of Timeout,
@@ -261,7 +267,72 @@ type compilation struct {
 	res       *Result
 }
 
+// run compiles in named phases: the module and the manifest, discovery of
+// the configs, the targets and what they depend on, then (unless planning)
+// the namespace schemas and the configs' evaluation.
 func (c *compilation) run(ctx context.Context) error {
+	if err := c.readModule(ctx); err != nil {
+		return err
+	}
+	man, schemaPos := c.loadManifest(ctx)
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("load manifest: %w", err)
+	}
+	c.res.Manifest = man
+	if man == nil || c.opts.ManifestOnly {
+		c.res.Index = newIndex(nil, nil, nil)
+		return nil
+	}
+	c.errs = append(c.errs, c.tree.symlinkDirErrors(man.Namespaces)...)
+	c.res.Configs = c.discover(man)
+	targets := c.selectTargets(man, c.res.Configs)
+	deps, err := c.readDeps(man, targets)
+	if err != nil {
+		return err
+	}
+	crossing := c.crossNamespaceImports(man, targets, deps)
+	if c.opts.PlanOnly {
+		c.res.Index = newIndex(deps, man.Namespaces, c.embedDirs)
+		return nil
+	}
+	compile := c.compilable(targets, deps, crossing)
+	// Each config gets a wrapper package that unifies it with its
+	// namespace schema (see wrapConfig).
+	wrapped := make(map[cuecast.ConfigPath]string)
+	if !c.opts.forceUnify {
+		for _, cp := range compile {
+			if dir, ok := c.wrapConfig(cp, man.Namespaces[cp.Namespace()].Schema); ok {
+				wrapped[cp] = dir
+			}
+		}
+	}
+	schemas, err := c.loadSchemas(ctx, man, schemaPos)
+	if err != nil {
+		return err
+	}
+	var jobs []job
+	for _, cp := range compile {
+		s, ok := schemas[cp.Namespace()]
+		if !ok {
+			continue
+		}
+		jobs = append(jobs, job{cfg: cp, schema: s, ns: man.Namespaces[cp.Namespace()], wrapDir: wrapped[cp], deps: deps[cp]})
+	}
+	if err := c.runJobs(ctx, jobs); err != nil {
+		return err
+	}
+	if len(c.opts.Configs) == 0 {
+		c.warnUnused(man, deps)
+	}
+	c.res.Index = newIndex(deps, man.Namespaces, c.embedDirs)
+	return nil
+}
+
+// readModule reads cue.mod/ into the loader's file system and the module
+// path from module.cue. Without a module path imports of the module cannot
+// be followed; the loader then reports them with positions, so only a
+// cancelled ctx is an error.
+func (c *compilation) readModule(ctx context.Context) error {
 	for _, p := range c.tree.modFiles {
 		if err := c.readInto(p); err != nil {
 			return err
@@ -274,23 +345,14 @@ func (c *compilation) run(ctx context.Context) error {
 	if err != nil && ctx.Err() != nil {
 		return fmt.Errorf("read module path: %w", err)
 	}
-	// Without a module path imports of the module cannot be followed; the
-	// loader then reports them with positions, so carry on.
 	c.modPath = modPath
+	return nil
+}
 
-	man, schemaPos := c.loadManifest(ctx)
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("load manifest: %w", err)
-	}
-	c.res.Manifest = man
-	if man == nil {
-		c.res.Index = newIndex(nil, nil)
-		return nil
-	}
-
-	c.errs = append(c.errs, c.tree.symlinkDirErrors(man.Namespaces)...)
-
-	// Discovery: every directory with .cue files below a namespace.
+// discover returns every config, sorted: each directory with .cue files
+// below a namespace. A directory whose name is no valid config path is
+// reported instead.
+func (c *compilation) discover(man *Manifest) []cuecast.ConfigPath {
 	var all []cuecast.ConfigPath
 	for dir, files := range c.tree.dirs {
 		cp, ok := configPathOf(dir, man.Namespaces)
@@ -306,40 +368,48 @@ func (c *compilation) run(ctx context.Context) error {
 		all = append(all, cp)
 	}
 	slices.Sort(all)
-	c.res.Configs = all
+	return all
+}
 
-	targets := all
-	if len(c.opts.Configs) > 0 {
-		targets = nil
-		for _, cp := range c.opts.Configs {
-			if _, ok := man.Namespaces[cp.Namespace()]; !ok {
-				c.errs = append(c.errs, Error{Config: cp, File: "cuecast.cue", Line: 1, Column: 1, ID: IDUnknownNamespace,
-					Message: fmt.Sprintf("config %s is in namespace %q, which cuecast.cue does not declare", cp, cp.Namespace()),
-					Fix:     fixFor(IDUnknownNamespace)})
-				continue
-			}
-			if _, found := slices.BinarySearch(all, cp); found {
-				targets = append(targets, cp)
-			}
-		}
-		slices.Sort(targets)
-		targets = slices.Compact(targets)
+// selectTargets returns the configs to compile, sorted: all of them, or
+// those of Options.Configs that exist. A named config of an undeclared
+// namespace is reported.
+func (c *compilation) selectTargets(man *Manifest, all []cuecast.ConfigPath) []cuecast.ConfigPath {
+	if len(c.opts.Configs) == 0 {
+		return all
 	}
+	var targets []cuecast.ConfigPath
+	for _, cp := range c.opts.Configs {
+		if _, ok := man.Namespaces[cp.Namespace()]; !ok {
+			c.errs = append(c.errs, Error{Config: cp, File: "cuecast.cue", Line: 1, Column: 1, ID: IDUnknownNamespace,
+				Message: fmt.Sprintf("config %s is in namespace %q, which cuecast.cue does not declare", cp, cp.Namespace()),
+				Fix:     fixFor(IDUnknownNamespace)})
+			continue
+		}
+		if _, found := slices.BinarySearch(all, cp); found {
+			targets = append(targets, cp)
+		}
+	}
+	slices.Sort(targets)
+	return slices.Compact(targets)
+}
 
-	// Read what the targets need, following imports.
-	// A namespace's schema package is a dependency of each of its configs
-	// even though they need not import it.
+// readDeps reads what the targets need, following imports, and returns each
+// target's dependency directories (dirClosure). A namespace's schema
+// package is a dependency of each of its configs even though they need not
+// import it.
+func (c *compilation) readDeps(man *Manifest, targets []cuecast.ConfigPath) (map[cuecast.ConfigPath][]string, error) {
 	deps := make(map[cuecast.ConfigPath][]string, len(targets))
 	for _, cp := range targets {
 		d, err := c.dirClosure(string(cp))
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if imp, _, ok := splitSchema(man.Namespaces[cp.Namespace()].Schema); ok {
 			if sdir, ok := c.importDir(imp); ok {
 				sd, err := c.dirClosure(sdir)
 				if err != nil {
-					return err
+					return nil, err
 				}
 				d = append(append(append([]string(nil), d...), sdir), sd...)
 				slices.Sort(d)
@@ -348,13 +418,14 @@ func (c *compilation) run(ctx context.Context) error {
 		}
 		deps[cp] = d
 	}
-	crossing := c.crossNamespaceImports(man, targets, deps)
-	if c.opts.PlanOnly {
-		c.res.Index = newIndex(deps, man.Namespaces)
-		return nil
-	}
-	// A config with several packages in its directory is not compiled: the
-	// loader would refuse it with a less helpful message.
+	return deps, nil
+}
+
+// compilable returns the targets that can be compiled: not a config with
+// several packages in its directory (reported here: the loader would
+// refuse it with a less helpful message), nor one that loads a file a lint
+// rejected or an import import_configs_from forbids (reported already).
+func (c *compilation) compilable(targets []cuecast.ConfigPath, deps map[cuecast.ConfigPath][]string, crossing map[cuecast.ConfigPath]bool) []cuecast.ConfigPath {
 	var compile []cuecast.ConfigPath
 	for _, cp := range targets {
 		if e, bad := c.multiplePackages(cp); bad {
@@ -366,19 +437,16 @@ func (c *compilation) run(ctx context.Context) error {
 		}
 		compile = append(compile, cp)
 	}
+	return compile
+}
 
-	// Each config gets a wrapper package that unifies it with its
-	// namespace schema (see wrapConfig).
-	wrapped := make(map[cuecast.ConfigPath]string)
-	if !c.opts.forceUnify {
-		for _, cp := range compile {
-			if dir, ok := c.wrapConfig(cp, man.Namespaces[cp.Namespace()].Schema); ok {
-				wrapped[cp] = dir
-			}
-		}
-	}
-	// The namespace schemas are loaded once, on their own; the configs are
-	// loaded in batches by the workers (see runJobs).
+// loadSchemas loads the namespace schema packages once, on their own (the
+// configs are loaded in batches by the workers, see runJobs), and checks
+// each namespace's schema once. It returns the usable schema of each
+// namespace; configs of a namespace whose schema is broken are not
+// compiled (the errors say why). A schema package that does not load or
+// evaluate is reported once, at its own lines, whichever namespaces use it.
+func (c *compilation) loadSchemas(ctx context.Context, man *Manifest, schemaPos map[string]Error) (map[string]*nsSchema, error) {
 	schemaArgs := make(map[string]int) // import path -> index in args
 	var args, schemaDirs []string
 	for _, ns := range sortedKeys(man.Namespaces) {
@@ -390,7 +458,7 @@ func (c *compilation) run(ctx context.Context) error {
 			continue
 		}
 		if err := c.readImport(imp); err != nil {
-			return err
+			return nil, err
 		}
 		if dir, ok := c.importDir(imp); ok {
 			schemaDirs = append(append(schemaDirs, dir), c.closure[dir]...)
@@ -399,17 +467,12 @@ func (c *compilation) run(ctx context.Context) error {
 		args = append(args, imp)
 	}
 	if err := ctx.Err(); err != nil {
-		return err
+		return nil, err
 	}
 	var insts []*build.Instance
 	if len(args) > 0 {
 		insts = load.Instances(args, c.loadConfigFor(schemaDirs))
 	}
-
-	// Check each namespace schema once; configs of a namespace whose schema
-	// is broken are not compiled (the errors say why). A schema package
-	// that does not load or evaluate is reported once, at its own lines,
-	// whichever namespaces use it.
 	schemas := make(map[string]*nsSchema)
 	users := make(map[string][]string) // schema import path -> namespaces
 	for _, ns := range sortedKeys(man.Namespaces) {
@@ -434,23 +497,7 @@ func (c *compilation) run(ctx context.Context) error {
 		}
 		schemas[ns] = s
 	}
-
-	var jobs []job
-	for _, cp := range compile {
-		s, ok := schemas[cp.Namespace()]
-		if !ok {
-			continue
-		}
-		jobs = append(jobs, job{cfg: cp, schema: s, ns: man.Namespaces[cp.Namespace()], wrapDir: wrapped[cp], deps: deps[cp]})
-	}
-	if err := c.runJobs(ctx, jobs); err != nil {
-		return err
-	}
-	if len(c.opts.Configs) == 0 {
-		c.warnUnused(man, deps)
-	}
-	c.res.Index = newIndex(deps, man.Namespaces)
-	return nil
+	return schemas, nil
 }
 
 // crossNamespaceImports enforces import_configs_from: it reports every

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -423,5 +424,26 @@ func TestLoadDoesNotGrowWithRepo(t *testing.T) {
 	small, large := maxFiles(60), maxFiles(240)
 	if small == 0 || large > small+5 {
 		t.Errorf("the loader is offered up to %d files per batch with 60 configs and %d with 240; want about the same", small, large)
+	}
+}
+
+// TestManifestOnly: a manifest-only compile returns the manifest a full
+// compile validates, and reads no config (a broken one reports nothing).
+func TestManifestOnly(t *testing.T) {
+	fsys, _ := loadCase(t, "testdata/ok-nested-configs")
+	full, err := compiler.Compile(t.Context(), "repo", compiler.Options{FS: fsys})
+	if err != nil || !full.OK() || full.Manifest == nil {
+		t.Fatalf("full compile: %v %v", err, full.Errors)
+	}
+	fsys["app/api/broken.cue"] = &fstest.MapFile{Data: []byte("package api\n\nnot cue at all {\n")}
+	res, err := compiler.Compile(t.Context(), "repo", compiler.Options{FS: fsys, ManifestOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.OK() || len(res.Configs) != 0 || len(res.Outputs) != 0 {
+		t.Errorf("manifest-only: errors %v, configs %v, %d outputs; want none", res.Errors, res.Configs, len(res.Outputs))
+	}
+	if !reflect.DeepEqual(res.Manifest, full.Manifest) {
+		t.Errorf("manifest-only manifest:\n got %+v\nwant %+v", res.Manifest, full.Manifest)
 	}
 }

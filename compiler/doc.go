@@ -58,7 +58,12 @@
 // sees files change asks Index.Affected, then compiles only those configs
 // with Options.Configs, which loads only them and their imports. A compile
 // limited that way returns an Index covering only those configs; merge it
-// into the previous one with Index.Merge.
+// into the previous one with Index.Merge. AffectsAll says which files
+// (cue.mod/, the root's .cue files) affect every config, new ones included:
+// the tailer and the PR check then compile everything. A file below a
+// package that embeds files affects the configs loading that package.
+// Options.ManifestOnly evaluates the manifest alone, for a caller that
+// needs only Manifest.Policy.
 //
 // # Concurrency and limits
 //

@@ -23,31 +23,51 @@ type Index struct {
 	// proper (own directory and imports, without ancestors): non-.cue files
 	// there may be embedded, files in ancestors may not.
 	pkgDirs map[cuecast.ConfigPath]map[string]bool
+	// embeds maps a config to its dependency directories whose package
+	// embeds files (@extern(embed)): such a package may read any file
+	// below its directory, so those files affect the config too.
+	embeds map[cuecast.ConfigPath][]string
 	// namespaces are the top-level directories declared in the manifest,
 	// so a file in a directory no config existed in can be recognised as
 	// a new config.
 	namespaces map[string]bool
 }
 
-func newIndex(deps map[cuecast.ConfigPath][]string, namespaces map[string]Namespace) *Index {
-	ix := &Index{
-		deps:       make(map[cuecast.ConfigPath][]string, len(deps)),
-		byDir:      make(map[string][]cuecast.ConfigPath),
-		pkgDirs:    make(map[cuecast.ConfigPath]map[string]bool, len(deps)),
-		namespaces: make(map[string]bool, len(namespaces)),
-	}
+// newIndex builds the index of configs' dependency directories; embedDirs
+// are the directories whose package embeds files.
+func newIndex(deps map[cuecast.ConfigPath][]string, namespaces map[string]Namespace, embedDirs map[string]bool) *Index {
+	ix := emptyIndex(len(deps))
+	ix.namespaces = make(map[string]bool, len(namespaces))
 	for ns := range namespaces {
 		ix.namespaces[ns] = true
 	}
 	for cp, dirs := range deps {
-		ix.add(cp, dirs)
+		var embeds []string
+		for _, d := range dirs {
+			if embedDirs[d] && d != "." {
+				embeds = append(embeds, d)
+			}
+		}
+		ix.add(cp, dirs, embeds)
 	}
 	ix.sortDirs()
 	return ix
 }
 
-func (ix *Index) add(cp cuecast.ConfigPath, dirs []string) {
+func emptyIndex(n int) *Index {
+	return &Index{
+		deps:    make(map[cuecast.ConfigPath][]string, n),
+		byDir:   make(map[string][]cuecast.ConfigPath),
+		pkgDirs: make(map[cuecast.ConfigPath]map[string]bool, n),
+		embeds:  make(map[cuecast.ConfigPath][]string),
+	}
+}
+
+func (ix *Index) add(cp cuecast.ConfigPath, dirs, embeds []string) {
 	ix.deps[cp] = dirs
+	if len(embeds) > 0 {
+		ix.embeds[cp] = embeds
+	}
 	for _, d := range dirs {
 		ix.byDir[d] = append(ix.byDir[d], cp)
 	}
@@ -91,18 +111,19 @@ func (ix *Index) Configs() []cuecast.ConfigPath {
 //     ancestor, an imported package's or its ancestors') affects that config,
 //     whether the file is new, changed or deleted;
 //   - any other file in a config's package directory affects it (CUE can
-//     embed files);
+//     embed files), and so does any file below a directory whose package
+//     embeds files (@embed(glob="data/*.json"));
 //   - a .cue file in a directory below a namespace where no config existed
 //     yet names the new config that directory becomes.
 func (ix *Index) Affected(changed []string) []cuecast.ConfigPath {
 	set := make(map[cuecast.ConfigPath]bool)
 	for _, f := range changed {
 		f = path.Clean(strings.TrimPrefix(f, "/"))
-		dir := path.Dir(f)
-		isCUE := strings.HasSuffix(f, ".cue")
-		if f == "cue.mod" || strings.HasPrefix(f, "cue.mod/") || (dir == "." && isCUE) {
+		if affectsAll(f) {
 			return ix.Configs()
 		}
+		dir := path.Dir(f)
+		isCUE := strings.HasSuffix(f, ".cue")
 		if isCUE {
 			for _, cp := range ix.byDir[dir] {
 				set[cp] = true
@@ -119,6 +140,7 @@ func (ix *Index) Affected(changed []string) []cuecast.ConfigPath {
 				set[cp] = true
 			}
 		}
+		ix.embedders(dir, set)
 	}
 	out := make([]cuecast.ConfigPath, 0, len(set))
 	for cp := range set {
@@ -128,29 +150,51 @@ func (ix *Index) Affected(changed []string) []cuecast.ConfigPath {
 	return out
 }
 
+// embedders adds to set the configs that load a package embedding files
+// from dir: a package in dir or in one of its ancestors (the root aside)
+// that declares @extern(embed).
+func (ix *Index) embedders(dir string, set map[cuecast.ConfigPath]bool) {
+	if len(ix.embeds) == 0 {
+		return
+	}
+	for d := dir; d != "."; d = path.Dir(d) {
+		for _, cp := range ix.byDir[d] {
+			if slices.Contains(ix.embeds[cp], d) {
+				set[cp] = true
+			}
+		}
+	}
+}
+
+// AffectsAll reports whether a change to the file f (a repo-relative slash
+// path) can alter every config: anything under cue.mod/ (the module) and
+// any .cue file in the repo root (the manifest's package). Index.Affected,
+// the tailer and the PR check all decide "everything" by it.
+func AffectsAll(f string) bool { return affectsAll(path.Clean(strings.TrimPrefix(f, "/"))) }
+
+func affectsAll(f string) bool {
+	return f == "cue.mod" || strings.HasPrefix(f, "cue.mod/") || (path.Dir(f) == "." && strings.HasSuffix(f, ".cue"))
+}
+
 // Merge returns a new index: ix updated with newer, the index of a compile
 // limited to some configs. Entries for the configs newer covers replace
 // ix's; configs missing from present (the full list of configs in the repo,
 // Result.Configs) are dropped. ix itself is not modified.
 func (ix *Index) Merge(newer *Index, present []cuecast.ConfigPath) *Index {
-	out := &Index{
-		deps:       make(map[cuecast.ConfigPath][]string, len(ix.deps)),
-		byDir:      make(map[string][]cuecast.ConfigPath),
-		pkgDirs:    make(map[cuecast.ConfigPath]map[string]bool, len(ix.deps)),
-		namespaces: newer.namespaces,
-	}
+	out := emptyIndex(len(ix.deps))
+	out.namespaces = newer.namespaces
 	keep := make(map[cuecast.ConfigPath]bool, len(present))
 	for _, cp := range present {
 		keep[cp] = true
 	}
 	for cp, d := range ix.deps {
 		if _, replaced := newer.deps[cp]; !replaced && keep[cp] {
-			out.add(cp, d)
+			out.add(cp, d, ix.embeds[cp])
 		}
 	}
 	for cp, d := range newer.deps {
 		if keep[cp] {
-			out.add(cp, d)
+			out.add(cp, d, newer.embeds[cp])
 		}
 	}
 	out.sortDirs()

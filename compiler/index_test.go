@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"testing/fstest"
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/compiler"
@@ -258,4 +259,61 @@ func outcome(r *compiler.Result, cp cuecast.ConfigPath) string {
 		return "error"
 	}
 	return "absent"
+}
+
+// TestAffectedEmbedBelowPackage: a package that embeds files can read any
+// file below its directory (@embed(glob="data/*.json")), so a change there
+// affects the configs loading that package; below a package that embeds
+// nothing it affects none.
+func TestAffectedEmbedBelowPackage(t *testing.T) {
+	fsys, _ := loadCase(t, "testdata/ok-embed")
+	fsys["web/embedded/embedded.cue"] = &fstest.MapFile{Data: []byte("@extern(embed)\n\npackage embedded\n\ndata: _ @embed(file=\"data.json\")\nmore: _ @embed(glob=\"extra/*.json\")\n")}
+	fsys["web/embedded/extra/a.json"] = &fstest.MapFile{Data: []byte(`{"a": 1}`)}
+	res, err := compiler.Compile(context.Background(), "base", compiler.Options{FS: fsys, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.OK() {
+		t.Fatalf("repo has errors: %v", res.Errors)
+	}
+	if _, ok := res.Outputs["web/embedded"]; !ok {
+		t.Fatalf("web/embedded did not compile; configs %v", res.Configs)
+	}
+	tests := []struct {
+		changed string
+		want    []cuecast.ConfigPath
+	}{
+		{"web/embedded/extra/a.json", []cuecast.ConfigPath{"web/embedded"}},
+		{"web/embedded/extra/new.json", []cuecast.ConfigPath{"web/embedded"}},
+		{"web/embedded/extra/deeper/b.yaml", []cuecast.ConfigPath{"web/embedded"}},
+		{"web/embedded/data.json", []cuecast.ConfigPath{"web/embedded"}},
+		{"web/other/extra/a.json", nil},
+	}
+	for _, tt := range tests {
+		if got := res.Index.Affected([]string{tt.changed}); !slices.Equal(got, tt.want) {
+			t.Errorf("Affected(%q) = %v, want %v", tt.changed, got, tt.want)
+		}
+	}
+}
+
+// TestAffectsAll: the one rule for "this change can alter every config",
+// which the tailer and the PR check use as Index.Affected does.
+func TestAffectsAll(t *testing.T) {
+	for f, want := range map[string]bool{
+		"cue.mod":              true,
+		"cue.mod/module.cue":   true,
+		"cue.mod/pkg/x/y.json": true,
+		"cuecast.cue":          true,
+		"owners.cue":           true,
+		"/cuecast.cue":         true,
+		"./owners.cue":         true,
+		"README.md":            false,
+		"web/site/site.cue":    false,
+		"cue.modx/a.cue":       false,
+		"lib/cue.mod/a.cue":    false,
+	} {
+		if got := compiler.AffectsAll(f); got != want {
+			t.Errorf("AffectsAll(%q) = %v, want %v", f, got, want)
+		}
+	}
 }

@@ -160,6 +160,27 @@ func (c *compilation) evalManifest(inst *build.Instance, files []string) (*Manif
 	return man, schemaPos, errs
 }
 
+// Policy returns the rollout policy and consistency class of config cfg: its
+// own override (configs: in its namespace's entry) where it sets one, else
+// its namespace's; a config of an undeclared namespace gets
+// cuecast.DefaultPolicy and relaxed.
+func (m *Manifest) Policy(cfg cuecast.ConfigPath) (cuecast.Policy, cuecast.Consistency) {
+	ns, ok := m.Namespaces[cfg.Namespace()]
+	if !ok {
+		return cuecast.DefaultPolicy(), cuecast.Relaxed
+	}
+	pol, cons := ns.Policy, ns.Consistency
+	if o, ok := ns.Configs[cfg.Name()]; ok {
+		if len(o.Policy.Stages) > 0 {
+			pol = o.Policy
+		}
+		if o.Consistency != "" {
+			cons = o.Consistency
+		}
+	}
+	return pol, cuecast.Consistency(cons)
+}
+
 // positionError is an Error located at v's source position, or at fallback
 // line 1 when v has none.
 func positionError(v cue.Value, fallback string) Error {

@@ -7,5 +7,5 @@ import "embed"
 
 // FS holds the example config repo, rooted at its top (cuecast.cue).
 //
-//go:embed cue.mod cuecast.cue schemas lib payments search README.md
+//go:embed cue.mod cuecast.cue schemas lib payments search growth README.md
 var FS embed.FS

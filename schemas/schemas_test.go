@@ -1,6 +1,9 @@
 package schemas_test
 
 import (
+	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -82,5 +85,33 @@ func TestShippedSchemas(t *testing.T) {
 				t.Errorf("got error %q, want one mentioning %q", err, tt.wantErr)
 			}
 		})
+	}
+}
+
+// TestExampleVendorsTheseSchemas: configs-example vendors this package under
+// cue.mod/pkg, as its README tells a config repo to; the copy must be these
+// files, or the example (and `make demo`) tests an older schema.
+func TestExampleVendorsTheseSchemas(t *testing.T) {
+	const vendored = "../configs-example/cue.mod/pkg/github.com/cuecast/cuecast/schemas"
+	ours, err := filepath.Glob("*.cue")
+	if err != nil {
+		t.Fatal(err)
+	}
+	theirs, err := filepath.Glob(filepath.Join(vendored, "*.cue"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ours) != len(theirs) {
+		t.Fatalf("configs-example vendors %d files, the package has %d: copy schemas/*.cue to %s", len(theirs), len(ours), vendored)
+	}
+	for _, f := range ours {
+		want, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(filepath.Join(vendored, f))
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%s/%s differs from schemas/%s (%v): copy schemas/*.cue again", vendored, f, f, err)
+		}
 	}
 }

@@ -5,7 +5,7 @@
 // first-parent commit, oldest first, it diffs the commit's tree against the
 // last commit that compiled, maps the changed files through the compiler's
 // dependency index to the configs they affect, compiles only those straight
-// from the Git objects (internal/gitfs; no checkout), and publishes a new
+// from the Git objects (gitfs; no checkout), and publishes a new
 // version of each config whose output changed (a tombstone for one that was
 // deleted), attributed to the commit: hash, first parent, author, time and
 // message. Then it deploys the newest version of each.

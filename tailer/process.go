@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"path"
 	"slices"
 	"strings"
 	"sync"
@@ -17,7 +16,7 @@ import (
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/compiler"
-	"github.com/cuecast/cuecast/internal/gitfs"
+	"github.com/cuecast/cuecast/gitfs"
 )
 
 // run processes commits in a two-stage pipeline: one goroutine diffs and
@@ -119,36 +118,12 @@ func (t *Tailer) prepareRun(ctx context.Context, r *git.Repository, base string,
 	if err != nil {
 		return nil, err
 	}
-	bc, err := r.CommitObject(plumbing.NewHash(base))
+	run, err := t.disjointRun(r, idx, base, commits[:min(len(commits), maxRun)])
 	if err != nil {
-		return nil, fmt.Errorf("read base commit %s: %w", cuecast.ShortCommit(base), err)
+		return nil, err
 	}
-	prevTree := bc.TreeHash
-	var (
-		changed  [][]string
-		affected [][]cuecast.ConfigPath
-		union    = make(map[cuecast.ConfigPath]bool)
-	)
-	for _, c := range commits[:min(len(commits), maxRun)] {
-		ch, err := gitfs.Diff(r.Storer, t.cache, prevTree, c.TreeHash)
-		if err != nil {
-			return nil, fmt.Errorf("diff %s: %w", cuecast.ShortCommit(c.Hash.String()), err)
-		}
-		if touchesAll(ch) {
-			break
-		}
-		aff := idx.Affected(ch)
-		if slices.ContainsFunc(aff, func(cp cuecast.ConfigPath) bool { return union[cp] }) {
-			break
-		}
-		for _, cp := range aff {
-			union[cp] = true
-		}
-		changed, affected = append(changed, ch), append(affected, aff)
-		prevTree = c.TreeHash
-	}
-	n := len(changed)
-	if n < 2 || len(union) == 0 {
+	n := len(run.changed)
+	if n < 2 || len(run.union) == 0 {
 		return single()
 	}
 	last := commits[n-1]
@@ -156,7 +131,7 @@ func (t *Tailer) prepareRun(ctx context.Context, r *git.Repository, base string,
 	if err != nil {
 		return nil, err
 	}
-	targets := slices.Sorted(maps.Keys(union))
+	targets := slices.Sorted(maps.Keys(run.union))
 	res, err := compiler.Compile(ctx, t.src.dir, compiler.Options{
 		Configs: targets, FS: fsys, Workers: t.cfg.Workers, Timeout: t.cfg.Timeout, Logger: t.cfg.Logger,
 	})
@@ -167,26 +142,76 @@ func (t *Tailer) prepareRun(ctx context.Context, r *git.Repository, base string,
 		return single()
 	}
 	next := idx.Merge(res.Index, res.Configs)
-	for l := range n {
-		for _, cp := range next.Affected(changed[l]) {
-			if !slices.Contains(affected[l], cp) {
-				t.log.Debug("run split: a commit affects a config the old index did not show",
-					"commit", commits[l].Hash.String(), "config", cp)
-				return single()
-			}
-		}
+	if !t.stillDisjoint(next, commits, run) {
+		return single()
 	}
 	t.idx, t.idxCommit = next, last.Hash.String()
 	out := make([]*step, n)
 	now := time.Now()
 	for j := range n {
 		s := &step{c: commits[j], start: now, base: commits[j].Hash.String(), kind: stepSkip}
-		if len(affected[j]) > 0 {
-			s.kind, s.res, s.targets = stepPublish, res, affected[j]
+		if len(run.affected[j]) > 0 {
+			s.kind, s.res, s.targets = stepPublish, res, run.affected[j]
 		}
 		out[j] = s
 	}
 	return out, nil
+}
+
+// disjoint is the longest prefix of a batch of commits whose affected
+// configs are disjoint: each commit's changed files and affected configs,
+// and their union.
+type disjoint struct {
+	changed  [][]string
+	affected [][]cuecast.ConfigPath
+	union    map[cuecast.ConfigPath]bool
+}
+
+// disjointRun diffs commits one after the other, from base, and stops
+// before the first that affects every config or a config an earlier one
+// of the run affects (by idx, the index at base).
+func (t *Tailer) disjointRun(r *git.Repository, idx *compiler.Index, base string, commits []*object.Commit) (disjoint, error) {
+	out := disjoint{union: make(map[cuecast.ConfigPath]bool)}
+	bc, err := r.CommitObject(plumbing.NewHash(base))
+	if err != nil {
+		return out, fmt.Errorf("read base commit %s: %w", cuecast.ShortCommit(base), err)
+	}
+	prevTree := bc.TreeHash
+	for _, c := range commits {
+		ch, err := gitfs.Diff(r.Storer, t.cache, prevTree, c.TreeHash)
+		if err != nil {
+			return out, fmt.Errorf("diff %s: %w", cuecast.ShortCommit(c.Hash.String()), err)
+		}
+		if slices.ContainsFunc(ch, compiler.AffectsAll) {
+			break
+		}
+		aff := idx.Affected(ch)
+		if slices.ContainsFunc(aff, func(cp cuecast.ConfigPath) bool { return out.union[cp] }) {
+			break
+		}
+		for _, cp := range aff {
+			out.union[cp] = true
+		}
+		out.changed, out.affected = append(out.changed, ch), append(out.affected, aff)
+		prevTree = c.TreeHash
+	}
+	return out, nil
+}
+
+// stillDisjoint checks the run against next, the index of its compile: a
+// commit may add an import the index at base cannot know, and then affects
+// a config the run did not attribute to it.
+func (t *Tailer) stillDisjoint(next *compiler.Index, commits []*object.Commit, run disjoint) bool {
+	for l := range run.changed {
+		for _, cp := range next.Affected(run.changed[l]) {
+			if !slices.Contains(run.affected[l], cp) {
+				t.log.Debug("run split: a commit affects a config the old index did not show",
+					"commit", commits[l].Hash.String(), "config", cp)
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // deployEvery bounds how long a long batch of commits (a replay after
@@ -302,7 +327,7 @@ func (t *Tailer) prepare(ctx context.Context, r *git.Repository, base string, c 
 		if err != nil {
 			return s, err
 		}
-		if touchesAll(changed) {
+		if slices.ContainsFunc(changed, compiler.AffectsAll) {
 			full, known = true, idx.Configs()
 		} else {
 			s.targets = idx.Affected(changed)
@@ -368,6 +393,9 @@ func (t *Tailer) apply(ctx context.Context, st *State, s *step, sum *Summary) er
 		return t.advance(ctx, st, c, s.base != "")
 	case stepReject:
 		return t.reject(ctx, st, c, s.errs, sum)
+	}
+	if mr, ok := t.dep.(ManifestRecorder); ok && s.res.Manifest != nil {
+		mr.RecordManifest(c.Hash.String(), s.res.Manifest)
 	}
 	targets := s.targets
 	if s.noBase {
@@ -587,15 +615,4 @@ func (t *Tailer) changedFiles(r *git.Repository, base string, c *object.Commit) 
 		return nil, fmt.Errorf("diff %s..%s: %w", cuecast.ShortCommit(base), cuecast.ShortCommit(c.Hash.String()), err)
 	}
 	return changed, nil
-}
-
-// touchesAll reports a change that can alter every config: the module or the
-// manifest (any .cue file in the repo root).
-func touchesAll(changed []string) bool {
-	for _, f := range changed {
-		if f == "cue.mod" || strings.HasPrefix(f, "cue.mod/") || (path.Dir(f) == "." && strings.HasSuffix(f, ".cue")) {
-			return true
-		}
-	}
-	return false
 }

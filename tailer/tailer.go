@@ -17,7 +17,7 @@ import (
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/compiler"
-	"github.com/cuecast/cuecast/internal/gitfs"
+	"github.com/cuecast/cuecast/gitfs"
 )
 
 // Publisher stores versions. The distributor implements it.
@@ -36,6 +36,15 @@ type Publisher interface {
 type Deployer interface {
 	// Deploy starts v's rollout; it is idempotent.
 	Deploy(ctx context.Context, v cuecast.Version) error
+}
+
+// ManifestRecorder is an optional capability of a Deployer: before the
+// tailer publishes a commit's versions it hands over the manifest that
+// commit compiled with, so a Deployer that resolves a version's rollout
+// policy from its commit's manifest (serve's does) needs no second compile.
+// It is called in commit order from the goroutine that publishes.
+type ManifestRecorder interface {
+	RecordManifest(commit string, m *compiler.Manifest)
 }
 
 // Lister is an optional capability of a Publisher: every config that has a

@@ -732,3 +732,20 @@ func TestRewriteUndoneClearsHalt(t *testing.T) {
 	}
 	wantHistory(t, e, map[cuecast.ConfigPath][]string{"pay/a": {at(1, c1)}, "pay/b": {at(1, c1), at(2, c2), at(3, c3)}})
 }
+
+// TestEmbeddedFileChange: a file matched by an @embed glob below a config's
+// directory is part of that config: changing it publishes a version
+// (issue 16).
+func TestEmbeddedFileChange(t *testing.T) {
+	e := newEnv(t)
+	r := e.repo
+	files := baseRepo()
+	files["pay/b/words.cue"] = "@extern(embed)\n\npackage b\n\nwords: _ @embed(glob=\"lists/*.json\")\n"
+	files["pay/b/lists/en.json"] = `["a", "the"]`
+	c1 := r.CommitFiles("initial", files)
+	tl := e.tailer(tailer.Config{})
+	e.poll(tl)
+	c2 := r.CommitFiles("one more word", map[string]string{"pay/b/lists/en.json": `["a", "an", "the"]`})
+	wantSummary(t, e.poll(tl), tailer.Summary{Commits: 1, Versions: 1})
+	wantHistory(t, e, map[cuecast.ConfigPath][]string{"pay/b": {at(1, c1), at(2, c2)}})
+}

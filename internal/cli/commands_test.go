@@ -131,8 +131,8 @@ func TestWatchCorruptLastKnownGood(t *testing.T) {
 		Instances int    `json:"instances"`
 		OnLatest  int    `json:"on_latest"`
 	}
-	if err := json.Unmarshal([]byte(out.String()), &st); code != 0 || err != nil || len(st) != 6 {
-		t.Errorf("status --output json: exit %d, %v, %d configs; want 6 configs", code, err, len(st))
+	if err := json.Unmarshal([]byte(out.String()), &st); code != 0 || err != nil || len(st) != 7 {
+		t.Errorf("status --output json: exit %d, %v, %d configs; want 7 configs", code, err, len(st))
 	}
 	stopWatch()
 	if code := <-done; code != 0 {

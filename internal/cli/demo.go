@@ -80,8 +80,10 @@ directory, starts serve (embedded NATS on a free port, the tailer, the
 distributor), starts three service instances watching payments/checkout, commits a
 change and rolls it out in stages, a canary (checkout-1, held 3s) then all, showing
 which instance runs what at each stage, then commits a revert and shows every
-instance back on the old content as a newer version. It cleans up after itself and
-exits 0 when every step checked out, 1 otherwise.`,
+instance back on the old content as a newer version. Last, the instances evaluate a
+feature flag of growth/flags in-process for 1,000 users, a commit raises its rollout
+from 20% to 50%, and they evaluate the new version: the users who had it keep it.
+It cleans up after itself and exits 0 when every step checked out, 1 otherwise.`,
 		RunE: func(c *cobra.Command, args []string) error {
 			if runF != nil {
 				return runF(c, opts)
@@ -104,6 +106,7 @@ type demo struct {
 	pipe     *pipeline.Pipeline
 	trust    string // the trusted-keys file, as serve writes it
 	watchers []*client.Watcher
+	clients  []*client.Client // one per instance, for the flag step
 	conns    []*nats.Conn
 	step     int
 	started  time.Time
@@ -138,7 +141,7 @@ func demoRun(ctx context.Context, env *Env, opts *DemoOptions) error {
 }
 
 // demoSteps is the number of d.say calls in a run.
-const demoSteps = 8
+const demoSteps = 10
 
 func (d *demo) say(format string, args ...any) {
 	d.step++
@@ -286,6 +289,10 @@ func (d *demo) run(ctx context.Context, env *Env) error {
 		return err
 	}
 
+	if err := d.flipFlag(ctx, repoDir); err != nil {
+		return err
+	}
+
 	d.say("Stopping the instances and the server.")
 	stopRun()
 	if err := <-runErr; err != nil {
@@ -420,6 +427,7 @@ func (d *demo) startWatcher(ctx context.Context, env *Env, id string) (*client.W
 	if err != nil {
 		return nil, fmt.Errorf("watch %s: %w", id, err)
 	}
+	d.clients = append(d.clients, cl)
 	return w, nil
 }
 

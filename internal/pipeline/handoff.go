@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/compiler"
 	"github.com/cuecast/cuecast/internal/metrics"
 	"github.com/cuecast/cuecast/tailer"
 )
@@ -34,13 +35,24 @@ type handoff struct {
 	// leader before each deploy: a process that took over from another
 	// (a lease changing hands) has not seen its publishes.
 	nc *nats.Conn
+	// manifests, when set, is told the manifest of each commit the tailer
+	// publishes from: the rollout policies, so a deploy costs no second
+	// compile of it.
+	manifests tailer.ManifestRecorder
 
 	mu     sync.Mutex
 	newest map[cuecast.ConfigPath]cuecast.Version
 }
 
-func newHandoff(store metrics.Store, dep tailer.Deployer, nc *nats.Conn) *handoff {
-	return &handoff{store: store, dep: dep, nc: nc, newest: map[cuecast.ConfigPath]cuecast.Version{}}
+func newHandoff(store metrics.Store, dep tailer.Deployer, nc *nats.Conn, manifests tailer.ManifestRecorder) *handoff {
+	return &handoff{store: store, dep: dep, nc: nc, manifests: manifests, newest: map[cuecast.ConfigPath]cuecast.Version{}}
+}
+
+// RecordManifest implements tailer.ManifestRecorder for the policies.
+func (h *handoff) RecordManifest(commit string, m *compiler.Manifest) {
+	if h.manifests != nil {
+		h.manifests.RecordManifest(commit, m)
+	}
 }
 
 // Latest implements tailer.Publisher: the store's latest version, or the

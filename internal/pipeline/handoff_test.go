@@ -85,7 +85,7 @@ func TestHandoffDeploysWhatWasPublishedThoughLatestLags(t *testing.T) {
 	repo.CopyDir("../../configs-example")
 	repo.Commit("Import the example configs")
 	store := &laggingStore{Store: d, prev: map[cuecast.ConfigPath]*cuecast.Version{}, lag: map[cuecast.ConfigPath]bool{}}
-	ho := newHandoff(store, ctl, nil)
+	ho := newHandoff(store, ctl, nil, nil)
 	tl, err := tailer.New(ctx, tailer.Config{Repo: repo.Dir, Branch: "main", DataDir: t.TempDir(), Interval: time.Hour}, js, ho, ho)
 	if err != nil {
 		t.Fatal(err)
@@ -149,7 +149,7 @@ func TestHandoffAfterTakeoverDeploysNewest(t *testing.T) {
 		v.Checksum = cuecast.Checksum(fmt.Appendf(nil, `{"n":%d}`, n))
 		vs = append(vs, v)
 	}
-	ho := newHandoff(d, ctl, nc) // the new process: it published nothing
+	ho := newHandoff(d, ctl, nc, nil) // the new process: it published nothing
 	if err := ho.Deploy(ctx, vs[0]); err != nil {
 		t.Fatalf("Deploy: %v", err)
 	}

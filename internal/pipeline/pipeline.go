@@ -186,7 +186,9 @@ func Start(ctx context.Context, cfg Config) (_ *Pipeline, err error) {
 		Logger:   cfg.Logger,
 		Replicas: cfg.Replicas,
 	}
-	ho := newHandoff(store, deployer{p.Rollout}, p.NC)
+	// ManifestPolicies take each commit's manifest from the tailer's compile.
+	manifests, _ := pol.(tailer.ManifestRecorder)
+	ho := newHandoff(store, deployer{p.Rollout}, p.NC, manifests)
 	p.Tailer, err = tailer.New(ctx, tcfg, js, ho, ho)
 	if err != nil {
 		return nil, err

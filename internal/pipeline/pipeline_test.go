@@ -15,6 +15,7 @@ import (
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/client"
+	"github.com/cuecast/cuecast/distributor/rollout"
 	"github.com/cuecast/cuecast/internal/gittest"
 	"github.com/cuecast/cuecast/internal/pipeline"
 	"github.com/cuecast/cuecast/internal/poll"
@@ -35,6 +36,12 @@ type fixture struct {
 
 func start(t *testing.T, repo *gittest.Repo, data string) *fixture {
 	t.Helper()
+	return startWith(t, repo, data, nil)
+}
+
+// startWith is start with the rollout policies pol (nil: the default).
+func startWith(t *testing.T, repo *gittest.Repo, data string, pol rollout.Policies) *fixture {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	p, err := pipeline.Start(ctx, pipeline.Config{
 		Repo:     repo.Dir,
@@ -42,6 +49,7 @@ func start(t *testing.T, repo *gittest.Repo, data string) *fixture {
 		DataDir:  data,
 		Listen:   "127.0.0.1:0",
 		Interval: 20 * time.Millisecond,
+		Policies: pol,
 	})
 	if err != nil {
 		cancel()
@@ -153,8 +161,8 @@ func TestDemoPath(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(cfgs) != 6 {
-		t.Fatalf("got %d configs published (%v), want 6", len(cfgs), cfgs)
+	if len(cfgs) != 7 {
+		t.Fatalf("got %d configs published (%v), want 7", len(cfgs), cfgs)
 	}
 	for _, c := range cfgs {
 		vs := f.versions(c)

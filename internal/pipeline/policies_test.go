@@ -1,6 +1,8 @@
 package pipeline_test
 
 import (
+	"fmt"
+	"sync"
 	"testing"
 
 	"github.com/cuecast/cuecast"
@@ -26,7 +28,10 @@ namespaces: payments: {
 namespaces: search: owners: ["team-search"]
 `,
 	})
-	pol := pipeline.ManifestPolicies(repo.Dir, "main", t.TempDir())
+	// Without the tailer's manifests, each distinct manifest is compiled
+	// once, alone.
+	compiled := 0
+	pol := pipeline.ManifestPoliciesCounting(repo.Dir, "main", t.TempDir(), func(string) { compiled++ })
 	for _, tc := range []struct {
 		cfg    cuecast.ConfigPath
 		stages []string
@@ -80,5 +85,57 @@ namespaces: search: owners: ["team-search"]
 	}
 	if _, _, err := pol.Policy(t.Context(), cuecast.Version{Config: "payments/checkout", Commit: "0123456789012345678901234567890123456789"}); err == nil {
 		t.Error("a commit the repository does not have: got no error")
+	}
+	if compiled != 2 {
+		t.Errorf("manifest compiles: got %d, want 2 (one per distinct manifest)", compiled)
+	}
+}
+
+// TestPolicyTravelsWithTheTailer: serve's rollout policies take the manifest
+// the tailer compiled for each commit it publishes from: no commit's
+// manifest is compiled a second time to deploy its versions (issue 21).
+func TestPolicyTravelsWithTheTailer(t *testing.T) {
+	repo := gittest.New(t)
+	manifest := `package manifest
+
+namespaces: pay: {
+	owners: ["team-pay"]
+	rollout: stages: [{name: "canary", percent: 50, hold: "1h"}, {name: "all", percent: 100}]
+}
+`
+	repo.CommitFiles("initial", map[string]string{
+		"cue.mod/module.cue": "module: \"example.com/t@v0\"\nlanguage: version: \"v0.17.0\"\n",
+		"cuecast.cue":        manifest,
+		"pay/a/a.cue":        "package a\n\nvalue: 0\n",
+	})
+	var mu sync.Mutex
+	compiles := map[string]int{}
+	data := t.TempDir()
+	pol := pipeline.ManifestPoliciesCounting(repo.Dir, "main", data, func(commit string) {
+		mu.Lock()
+		defer mu.Unlock()
+		compiles[commit]++
+	})
+	p := startWith(t, repo, data, pol).p
+	for n := 1; n <= 3; n++ {
+		if n > 1 {
+			repo.CommitFiles(fmt.Sprintf("a to %d", n), map[string]string{"pay/a/a.cue": fmt.Sprintf("package a\n\nvalue: %d\n", n)})
+		}
+		eventually(t, fmt.Sprintf("rollout of pay/a v%d", n), func() (bool, string) {
+			rec, err := p.Rollout.Record(t.Context(), "pay/a")
+			if err != nil {
+				return false, err.Error()
+			}
+			if rec.Current == nil {
+				return false, "no current rollout"
+			}
+			return rec.Current.Version == uint64(n) && rec.Current.Policy.Stages[0].Name == "canary",
+				fmt.Sprintf("v%d under %v", rec.Current.Version, rec.Current.Policy.Stages)
+		})
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(compiles) != 0 {
+		t.Errorf("manifest compiles by the policies, per commit: %v; want none (the tailer's compile serves)", compiles)
 	}
 }

@@ -96,7 +96,7 @@ func TestSoakNoLostDeploy(t *testing.T) {
 	repo.CopyDir("../../configs-example")
 	repo.Commit("Import the example configs")
 	store := &laggingStore{Store: d, prev: map[cuecast.ConfigPath]*cuecast.Version{}, lag: map[cuecast.ConfigPath]bool{}}
-	ho := newHandoff(store, sw, nil)
+	ho := newHandoff(store, sw, nil, nil)
 	tl, err := tailer.New(ctx, tailer.Config{Repo: repo.Dir, Branch: "main", DataDir: t.TempDir(), Interval: time.Hour}, js, ho, ho)
 	if err != nil {
 		t.Fatal(err)

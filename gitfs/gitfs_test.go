@@ -13,7 +13,7 @@ import (
 
 	"github.com/go-git/go-git/v5/plumbing"
 
-	"github.com/cuecast/cuecast/internal/gitfs"
+	"github.com/cuecast/cuecast/gitfs"
 	"github.com/cuecast/cuecast/internal/gittest"
 )
 

@@ -9,7 +9,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
 
-	"github.com/cuecast/cuecast/internal/gitfs"
+	"github.com/cuecast/cuecast/gitfs"
 	"github.com/cuecast/cuecast/internal/gittest"
 )
 

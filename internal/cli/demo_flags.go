@@ -1,0 +1,127 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/client"
+	"github.com/cuecast/cuecast/flags"
+)
+
+// The demo's flag flip: configs-example's flag set, one rollout raised.
+const (
+	demoFlagsConfig = cuecast.ConfigPath("growth/flags")
+	demoFlagsFile   = "growth/flags/flags.cue"
+	demoFlag        = "new-checkout"
+	demoFlagBefore  = `weights: [{variant: "on", weight: 20000}, {variant: "off", weight: 80000}]`
+	demoFlagAfter   = `weights: [{variant: "on", weight: 50000}, {variant: "off", weight: 50000}]`
+	demoUsers       = 1000
+)
+
+// flipFlag has every instance evaluate demoFlag in-process for demoUsers
+// users, raises its rollout from 20% to 50% by a commit, and shows the
+// instances evaluating the new version: about half the users on, every one
+// who was on still on, and the three instances agreeing user by user.
+func (d *demo) flipFlag(ctx context.Context, repoDir string) error {
+	d.say("Feature flags: every instance evaluates %s's %q in-process, no network call per evaluation.", demoFlagsConfig, demoFlag)
+	var ws []*client.TypedWatcher[*flags.Evaluator]
+	for i, cl := range d.clients {
+		w, err := flags.Watch(ctx, cl, demoFlagsConfig, client.LastKnownGood(filepath.Join(d.dir, demoInstances[i]+"-flags.lkg")))
+		if err != nil {
+			return fmt.Errorf("watch %s on %s: %w", demoFlagsConfig, demoInstances[i], err)
+		}
+		defer w.Stop()
+		if err := w.WaitReady(ctx); err != nil {
+			return fmt.Errorf("%s: %s: %w", demoInstances[i], demoFlagsConfig, err)
+		}
+		ws = append(ws, w)
+	}
+	before, err := d.evalUsers(ws, 0)
+	if err != nil {
+		return err
+	}
+
+	path := filepath.Join(repoDir, filepath.FromSlash(demoFlagsFile))
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("edit %s: %w", demoFlagsFile, err)
+	}
+	if !strings.Contains(string(b), demoFlagBefore) {
+		return fmt.Errorf("edit %s: the line %q is not there; the demo and configs-example disagree", demoFlagsFile, demoFlagBefore)
+	}
+	if err := os.WriteFile(path, []byte(strings.Replace(string(b), demoFlagBefore, demoFlagAfter, 1)), 0o644); err != nil {
+		return fmt.Errorf("edit %s: %w", demoFlagsFile, err)
+	}
+	d.say("Committing a change to %s: %q from 20%% to 50%% of users.", demoFlagsFile, demoFlag)
+	t0 := time.Now()
+	change, err := d.commit("growth: new-checkout to 50% of users")
+	if err != nil {
+		return err
+	}
+	d.pipe.Tailer.Wake()
+	v, err := d.waitVersion(ctx, demoFlagsConfig, func(v cuecast.Version) bool { return v.Commit == change.String() })
+	if err != nil {
+		return err
+	}
+	if err := d.poll(ctx, func() (bool, error) {
+		for _, w := range ws {
+			if _, s := w.Value(); s.Version != v.Version {
+				return false, nil
+			}
+		}
+		return true, nil
+	}); err != nil {
+		return err
+	}
+	d.detail("commit %s became %s v%d; every instance compiled and swapped it in %s", change.String()[:10], demoFlagsConfig, v.Version, time.Since(t0).Round(time.Millisecond))
+	after, err := d.evalUsers(ws, v.Version)
+	if err != nil {
+		return err
+	}
+	for u := range before {
+		if before[u] && !after[u] {
+			return fmt.Errorf("user-%d had %s on at 20%% and lost it at 50%%", u, demoFlag)
+		}
+	}
+	d.detail("every user who had it at 20%% still has it: a user's bucket position does not depend on the weights")
+	d.detail("explain one: cuecast flags eval %s %s --ctx targetingKey=user-1 --published", demoFlagsConfig, demoFlag)
+	return nil
+}
+
+// evalUsers evaluates demoFlag for user-0… on every instance, checks that
+// they agree user by user and, when version is set, that each evaluates
+// it; it narrates the share on and returns who is on.
+func (d *demo) evalUsers(ws []*client.TypedWatcher[*flags.Evaluator], version uint64) ([]bool, error) {
+	on := make([]bool, demoUsers)
+	count := 0
+	var at uint64
+	for i, w := range ws {
+		e, snap := w.Value()
+		if version > 0 && snap.Version != version {
+			return nil, fmt.Errorf("%s evaluates v%d, want v%d", demoInstances[i], snap.Version, version)
+		}
+		at = snap.Version
+		for u := range demoUsers {
+			got, res := e.Bool(demoFlag, flags.Context{"targetingKey": fmt.Sprintf("user-%d", u)}, false)
+			if res.Reason == flags.ReasonError {
+				return nil, fmt.Errorf("%s: %s: %s", demoInstances[i], demoFlag, res.ErrorCode)
+			}
+			switch {
+			case i == 0:
+				on[u] = got
+				if got {
+					count++
+				}
+			case got != on[u]:
+				return nil, fmt.Errorf("%s and %s disagree on user-%d", demoInstances[0], demoInstances[i], u)
+			}
+		}
+	}
+	d.detail("%s (v%d), user by user alike: %s on for %d of %d users", strings.Join(demoInstances, ", "), at, demoFlag, count, demoUsers)
+	return on, nil
+}
