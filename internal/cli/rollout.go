@@ -55,10 +55,10 @@ Exit status 4 when the rollout shown or watched is halted.`,
 	verbs := []verb{
 		{"status", "status [CONFIG]", "Show each rollout: stage, coverage, holds, halts and pins", false, false},
 		{"watch", "watch CONFIG", "Follow a rollout live until it completes or halts", true, false},
-		{"advance", "advance CONFIG --reason TEXT [--emergency]", "Move to the next stage now (--emergency: to the last, skipping every hold)", true, true},
-		{"halt", "halt CONFIG --reason TEXT", "Stop the rollout and move its cohort back to the previous version", true, true},
-		{"resume", "resume CONFIG --reason TEXT", "Restart a halted rollout at the stage it halted in", true, true},
-		{"unpin", "unpin CONFIG --reason TEXT", "Lift the pin of an emergency rollback; the newest held-back version rolls out", true, true},
+		{string(rollout.VerbAdvance), "advance CONFIG --reason TEXT [--emergency]", "Move to the next stage now (--emergency: to the last, skipping every hold)", true, true},
+		{string(rollout.VerbHalt), "halt CONFIG --reason TEXT", "Stop the rollout and move its cohort back to the previous version", true, true},
+		{string(rollout.VerbResume), "resume CONFIG --reason TEXT", "Restart a halted rollout at the stage it halted in", true, true},
+		{string(rollout.VerbUnpin), "unpin CONFIG --reason TEXT", "Lift the pin of an emergency rollback; the newest held-back version rolls out", true, true},
 		{"audit", "audit [CONFIG]", "List the recorded operator actions and automatic halts", false, false},
 	}
 	for _, v := range verbs {
@@ -85,7 +85,7 @@ Exit status 4 when the rollout shown or watched is halted.`,
 				if v.act && strings.TrimSpace(opts.Reason) == "" {
 					return usageErrorf(fmt.Sprintf("cuecast rollout %s %s --reason \"why\"", v.name, opts.Config), "rollout %s needs --reason: it is recorded in the audit stream", v.name)
 				}
-				if opts.Emergency && v.name != "advance" {
+				if opts.Emergency && v.name != string(rollout.VerbAdvance) {
 					return usageErrorf("only advance takes --emergency", "--emergency with rollout %s", v.name)
 				}
 				if err := validateOutput(opts.Output, "text", "json"); err != nil {
@@ -107,7 +107,7 @@ Exit status 4 when the rollout shown or watched is halted.`,
 			sub.Flags().StringVar(&opts.Reason, "reason", "", "why (required; recorded in the audit stream)")
 			sub.Flags().StringVar(&opts.Actor, "as", "", "who is acting, for the audit trail (default $CUECAST_ACTOR, your Git identity, $USER, or the OS account@host)")
 		}
-		if v.name == "advance" {
+		if v.name == string(rollout.VerbAdvance) {
 			sub.Flags().BoolVar(&opts.Emergency, "emergency", false, "skip every remaining hold and go to the last stage (audited as an emergency)")
 		}
 		if v.name == "watch" {
