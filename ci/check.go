@@ -12,7 +12,10 @@ import (
 
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/cache"
 	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/storer"
+	"github.com/go-git/go-git/v5/storage/filesystem"
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/compiler"
@@ -62,10 +65,11 @@ func (e *RevisionError) Unwrap() error { return e.Err }
 // change does to each config's compiled output.
 //
 // Which configs: the files that differ between the two trees, mapped through
-// the dependency index of both sides (compiler.Index.Affected); a change to
-// the manifest or cue.mod/ affects every config (compiler.AffectsAll). The base is first planned
-// (read, linted and indexed, nothing evaluated: compiler.Options.PlanOnly);
-// then both revisions compile only the affected configs, which is also what
+// the base's dependency index (compiler.Index.Affected), which finds every
+// config the head's would too; a change to the manifest or cue.mod/ affects
+// every config (compiler.AffectsAll). The base is first planned (read,
+// linted and indexed, nothing evaluated: compiler.Options.PlanOnly); then
+// both revisions compile only the affected configs, which is also what
 // tells an error the change introduced from one the base already had.
 //
 // The error is non-nil only when the check could not run: ErrNotRepo, a
@@ -78,18 +82,21 @@ func Check(ctx context.Context, repoDir string, opts Options) (*Report, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	r, err := openRepo(repoDir)
+	r, closeRepo, err := openRepo(repoDir)
 	if err != nil {
 		return nil, err
 	}
+	defer closeRepo()
 	baseC, headC, rep, err := revisions(r, opts)
 	if err != nil {
 		return nil, err
 	}
-	// One object cache for the whole check: the two trees share almost
-	// every object, and the base is read twice (planned, then compiled).
-	k := &checkRun{r: r, cache: gitfs.NewCache(checkCacheObjects), repoDir: repoDir, opts: opts}
-	changed, err := changedFiles(r, k.cache, baseC, headC)
+	// One object cache for the whole check, and one file system per
+	// commit (commitTrees): the two trees share almost every object, and
+	// the base is read twice (planned, then compiled).
+	cache := gitfs.NewCache(checkCacheObjects)
+	k := &checkRun{trees: &commitTrees{s: r.Storer, cache: cache, byRev: make(map[plumbing.Hash]*gitfs.FS)}, repoDir: repoDir, opts: opts}
+	changed, err := changedFiles(r, cache, baseC, headC)
 	if err != nil {
 		return nil, err
 	}
@@ -120,16 +127,31 @@ func Check(ctx context.Context, repoDir string, opts Options) (*Report, error) {
 	return rep, nil
 }
 
-// openRepo opens the repository at repoDir; ErrNotRepo when there is none.
-func openRepo(repoDir string) (*git.Repository, error) {
+// openRepo opens the repository at repoDir (ErrNotRepo when there is
+// none) for one check: its packfiles stay open until close (go-git
+// otherwise opens the pack again for every object it reads), and objects
+// over compiler.MaxFileSize are not read into memory when looked up, so the
+// compiler can refuse them unread.
+func openRepo(repoDir string) (*git.Repository, func(), error) {
 	r, err := git.PlainOpen(repoDir)
 	if errors.Is(err, git.ErrRepositoryNotExists) {
-		return nil, fmt.Errorf("open %s: %w", repoDir, ErrNotRepo)
+		return nil, nil, fmt.Errorf("open %s: %w", repoDir, ErrNotRepo)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", repoDir, err)
+		return nil, nil, fmt.Errorf("open %s: %w", repoDir, err)
 	}
-	return r, nil
+	st, ok := r.Storer.(*filesystem.Storage)
+	if !ok {
+		return r, func() {}, nil
+	}
+	kept := filesystem.NewStorageWithOptions(st.Filesystem(), cache.NewObjectLRUDefault(), filesystem.Options{
+		KeepDescriptors: true, LargeObjectThreshold: compiler.MaxFileSize,
+	})
+	r, err = git.Open(kept, nil)
+	if err != nil {
+		return nil, nil, fmt.Errorf("open %s: %w", repoDir, err)
+	}
+	return r, func() { _ = kept.Close() }, nil
 }
 
 // revisions resolves opts.Base and opts.Head and starts the report. The
@@ -157,17 +179,16 @@ func revisions(r *git.Repository, opts Options) (base, head *object.Commit, rep 
 	return base, head, rep, nil
 }
 
-// checkRun is what one Check's compiles share: the repository, the object
-// cache and the options.
+// checkRun is what one Check's compiles share: a file system per commit
+// over one object cache, and the options.
 type checkRun struct {
-	r       *git.Repository
-	cache   *gitfs.Cache
+	trees   *commitTrees
 	repoDir string
 	opts    Options
 }
 
 func (k *checkRun) compile(ctx context.Context, c *object.Commit, configs []cuecast.ConfigPath, planOnly bool) (*compiler.Result, error) {
-	return compileAt(ctx, k.r, k.cache, k.repoDir, c, configs, planOnly, k.opts)
+	return compileAt(ctx, k.trees, k.repoDir, c, configs, planOnly, k.opts)
 }
 
 // headSide compiles the head's side of the change and returns it with the
@@ -176,9 +197,11 @@ func (k *checkRun) compile(ctx context.Context, c *object.Commit, configs []cuec
 // still break the repo where compile looks and no config does (a symlinked
 // directory, a file lint); planning reads and lints every file the way
 // compile does and evaluates nothing. Otherwise the affected configs
-// (every one when everything) are compiled, and then those that only the
-// head's side of the index shows: a change can reach a config through a
-// dependency only the head has.
+// (every one when everything) are compiled. The base's index alone finds
+// every affected config: a config that reaches a changed file only through
+// the head's imports reaches it along a path whose first changed file is
+// itself changed and reached the same way at the base
+// (TestCheckPlansWhatFullPlansDo holds this to full plans of both).
 func (k *checkRun) headSide(ctx context.Context, headC *object.Commit, base *compiler.Result, changed []string, everything bool) (*compiler.Result, []cuecast.ConfigPath, error) {
 	if len(changed) == 0 {
 		return &compiler.Result{Manifest: base.Manifest, Configs: base.Configs, Outputs: map[cuecast.ConfigPath]compiler.Output{}, Index: base.Index}, nil, nil
@@ -204,16 +227,6 @@ func (k *checkRun) headSide(ctx context.Context, headC *object.Commit, base *com
 	}
 	if everything {
 		targets = union(base.Configs, head.Configs)
-	} else if head.Index != nil {
-		merged := base.Index.Merge(head.Index, head.Configs)
-		if extra := without(merged.Affected(changed), targets); len(extra) > 0 {
-			more, err := k.compile(ctx, headC, extra, false)
-			if err != nil {
-				return nil, nil, err
-			}
-			mergeResults(head, more)
-			targets = union(targets, extra)
-		}
 	}
 	k.opts.Logger.Debug("head compiled", "commit", headC.Hash.String(), "configs", len(targets), "elapsed", time.Since(start))
 	return head, targets, nil
@@ -271,10 +284,11 @@ func undeclared(changed []string, base, head *compiler.Result) []string {
 // repository at repoDir, for attaching a check run to it before the check
 // has run. It returns ErrNotRepo or a *RevisionError (Which "head").
 func ResolveCommit(repoDir, rev string) (string, error) {
-	r, err := openRepo(repoDir)
+	r, closeRepo, err := openRepo(repoDir)
 	if err != nil {
 		return "", err
 	}
+	defer closeRepo()
 	c, err := resolve(r, "head", rev)
 	if err != nil {
 		return "", err
@@ -300,10 +314,10 @@ func resolve(r *git.Repository, which, rev string) (*object.Commit, error) {
 // compileAt compiles commit c's tree from the object store. A tree without
 // cue.mod/module.cue compiles to an empty result at the base and to an error
 // at the head (the caller decides by looking at Manifest).
-func compileAt(ctx context.Context, r *git.Repository, cache *gitfs.Cache, repoDir string, c *object.Commit, configs []cuecast.ConfigPath, planOnly bool, opts Options) (*compiler.Result, error) {
-	fsys, err := cache.FS(r.Storer, c.TreeHash, c.Committer.When)
+func compileAt(ctx context.Context, trees *commitTrees, repoDir string, c *object.Commit, configs []cuecast.ConfigPath, planOnly bool, opts Options) (*compiler.Result, error) {
+	fsys, err := trees.fs(c)
 	if err != nil {
-		return nil, fmt.Errorf("read tree of %s: %w", cuecast.ShortCommit(c.Hash.String()), err)
+		return nil, err
 	}
 	res, err := compiler.Compile(ctx, repoDir, compiler.Options{
 		Configs: configs, FS: fsys, Workers: opts.Workers, Timeout: opts.Timeout, Logger: opts.Logger, PlanOnly: planOnly,
@@ -321,20 +335,25 @@ func compileAt(ctx context.Context, r *git.Repository, cache *gitfs.Cache, repoD
 	return res, nil
 }
 
-// mergeResults adds more's outputs and errors to res; both are compiles of
-// the same tree.
-func mergeResults(res, more *compiler.Result) {
-	for cp, o := range more.Outputs {
-		res.Outputs[cp] = o
+// commitTrees hands out one file system per commit, so the compiles of a
+// commit in one check share its decoded trees and directory listings, and
+// one object cache across commits, which share most objects.
+type commitTrees struct {
+	s     storer.EncodedObjectStorer
+	cache *gitfs.Cache
+	byRev map[plumbing.Hash]*gitfs.FS
+}
+
+func (t *commitTrees) fs(c *object.Commit) (*gitfs.FS, error) {
+	if fsys, ok := t.byRev[c.Hash]; ok {
+		return fsys, nil
 	}
-	for _, e := range more.Errors {
-		if !slices.Contains(res.Errors, e) {
-			res.Errors = append(res.Errors, e)
-		}
+	fsys, err := t.cache.FS(t.s, c.TreeHash, c.Committer.When)
+	if err != nil {
+		return nil, fmt.Errorf("read tree of %s: %w", cuecast.ShortCommit(c.Hash.String()), err)
 	}
-	if res.Index != nil && more.Index != nil {
-		res.Index = res.Index.Merge(more.Index, res.Configs)
-	}
+	t.byRev[c.Hash] = fsys
+	return fsys, nil
 }
 
 // checkCacheObjects bounds the objects (trees, and blobs up to 64 KiB) a
@@ -357,14 +376,4 @@ func union(a, b []cuecast.ConfigPath) []cuecast.ConfigPath {
 	out := slices.Concat(a, b)
 	slices.Sort(out)
 	return slices.Compact(out)
-}
-
-func without(a, b []cuecast.ConfigPath) []cuecast.ConfigPath {
-	var out []cuecast.ConfigPath
-	for _, x := range a {
-		if !slices.Contains(b, x) {
-			out = append(out, x)
-		}
-	}
-	return out
 }

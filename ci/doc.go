@@ -12,11 +12,12 @@
 //		// the change leaves a config invalid that the base had valid
 //	}
 //
-// Check compiles the base revision in full (its dependency index decides
-// which configs the changed files reach, and its errors tell pre-existing
-// errors from new ones) and the head only for the affected configs. It reads
-// the repository through go-git and never touches the work tree, so it is
-// safe to run on any clone, including a bare one.
+// Check plans the base revision in full (every file read and indexed,
+// nothing evaluated: its dependency index decides which configs the changed
+// files reach) and compiles only those configs, at both revisions (the
+// base's errors tell pre-existing errors from new ones). It reads the
+// repository through go-git (package gitfs) and never touches the work
+// tree, so it is safe to run on any clone, including a bare one.
 //
 // A Report renders as text (WriteText), JSON (WriteJSON) and GitHub Markdown
 // (Markdown, cut to fit GitHub's body limit without breaking a code block).

@@ -3,6 +3,7 @@ package compiler
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"path"
 	"slices"
@@ -11,6 +12,7 @@ import (
 
 	"cuelang.org/go/cue/ast"
 	"cuelang.org/go/cue/parser"
+	"cuelang.org/go/cue/scanner"
 	"cuelang.org/go/cue/token"
 
 	"github.com/cuecast/cuecast"
@@ -202,21 +204,9 @@ func checkSymlink(fsys fs.FS, rl fs.ReadLinkFS, canReadLink bool, p string) (ok,
 // readFile reads one .cue file and applies the file lints. It returns nil
 // contents when the file is rejected.
 func readFile(fsys fs.FS, p string) ([]byte, *Error, error) {
-	fi, err := fs.Stat(fsys, p)
-	if err != nil {
-		return nil, nil, fmt.Errorf("stat %s: %w", p, err)
-	}
-	if fi.Size() > MaxFileSize {
-		return nil, &Error{File: p, Line: 1, Column: 1, ID: IDFileTooLarge,
-			Message: fmt.Sprintf("file is %d bytes, over the %d-byte limit", fi.Size(), MaxFileSize)}, nil
-	}
-	b, err := fs.ReadFile(fsys, p)
-	if err != nil {
-		return nil, nil, fmt.Errorf("read %s: %w", p, err)
-	}
-	if len(b) > MaxFileSize {
-		return nil, &Error{File: p, Line: 1, Column: 1, ID: IDFileTooLarge,
-			Message: fmt.Sprintf("file is %d bytes, over the %d-byte limit", len(b), MaxFileSize)}, nil
+	b, lint, err := readLimited(fsys, p)
+	if b == nil {
+		return nil, lint, err
 	}
 	if !utf8.Valid(b) {
 		line, col := firstInvalidUTF8(b)
@@ -229,23 +219,47 @@ func readFile(fsys fs.FS, p string) ([]byte, *Error, error) {
 // readData reads a file a package may embed. Only the size limit applies:
 // embedded data need not be text.
 func readData(fsys fs.FS, p string) ([]byte, *Error, error) {
-	fi, err := fs.Stat(fsys, p)
+	return readLimited(fsys, p)
+}
+
+// readLimited reads p unless it is over MaxFileSize. It opens the file once
+// and takes the size from the open file, so a Git-backed file system looks
+// the object up once and never reads a blob that is too large.
+func readLimited(fsys fs.FS, p string) ([]byte, *Error, error) {
+	tooLarge := func(n int64) *Error {
+		return &Error{File: p, Line: 1, Column: 1, ID: IDFileTooLarge,
+			Message: fmt.Sprintf("file is %d bytes, over the %d-byte limit", n, MaxFileSize)}
+	}
+	f, err := fsys.Open(p)
+	if err != nil {
+		return nil, nil, fmt.Errorf("open %s: %w", p, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
 	if err != nil {
 		return nil, nil, fmt.Errorf("stat %s: %w", p, err)
 	}
 	if fi.Size() > MaxFileSize {
-		return nil, &Error{File: p, Line: 1, Column: 1, ID: IDFileTooLarge,
-			Message: fmt.Sprintf("file is %d bytes, over the %d-byte limit", fi.Size(), MaxFileSize)}, nil
+		return nil, tooLarge(fi.Size()), nil
 	}
-	b, err := fs.ReadFile(fsys, p)
-	if err != nil {
-		return nil, nil, fmt.Errorf("read %s: %w", p, err)
+	// Read one byte past the limit, in case the file grew since Stat.
+	b := make([]byte, 0, max(fi.Size(), 0)+1)
+	for {
+		n, err := f.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if int64(len(b)) > MaxFileSize {
+			return nil, tooLarge(int64(len(b))), nil
+		}
+		if err == io.EOF {
+			return b, nil, nil
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("read %s: %w", p, err)
+		}
+		if len(b) == cap(b) {
+			b = slices.Grow(b, min(len(b), MaxFileSize+1-len(b)))
+		}
 	}
-	if len(b) > MaxFileSize {
-		return nil, &Error{File: p, Line: 1, Column: 1, ID: IDFileTooLarge,
-			Message: fmt.Sprintf("file is %d bytes, over the %d-byte limit", len(b), MaxFileSize)}, nil
-	}
-	return b, nil, nil
 }
 
 // firstInvalidUTF8 returns the 1-based line and byte column of the first
@@ -287,6 +301,14 @@ type header struct {
 }
 
 func parseHeader(name string, src []byte) header {
+	if h, ok := scanHeader(name, src); ok {
+		return h
+	}
+	return parseHeaderAST(name, src)
+}
+
+// parseHeaderAST is parseHeader through the parser, for any header.
+func parseHeaderAST(name string, src []byte) header {
 	f, err := parser.ParseFile(name, src, parser.ImportsOnly)
 	if err != nil && f == nil {
 		return header{}
@@ -315,6 +337,108 @@ func parseHeader(name string, src []byte) header {
 		}
 	}
 	return h
+}
+
+// scanHeader reads a header with the CUE scanner alone, without building
+// and resolving a syntax tree: the plan of a check reads every file's
+// header, and the parser took most of that time (BENCHMARKS.md,
+// Compiler). It accepts only a header written the plain way (attributes,
+// a package clause, import declarations, each ended by a comma or a
+// newline) and reports ok false for anything else, which parseHeader then
+// parses; TestScanHeaderAgrees holds the two to the same answer.
+func scanHeader(name string, src []byte) (h header, ok bool) {
+	var s scanner.Scanner
+	bad := false
+	s.Init(token.NewFile(name, 0, len(src)), src, func(token.Pos, string, []any) { bad = true }, 0)
+	pos, tok, lit := s.Scan()
+	next := func() { pos, tok, lit = s.Scan() }
+	// endDecl consumes the comma (or newline) ending a declaration.
+	endDecl := func() bool {
+		switch tok {
+		case token.COMMA:
+			next()
+			return true
+		case token.EOF:
+			return true
+		}
+		return false
+	}
+	attrs := func() bool {
+		for tok == token.ATTRIBUTE {
+			key, body := (&ast.Attribute{Text: lit}).Split()
+			switch key {
+			case "if":
+				included, ok := buildTagsTrue(body)
+				if !ok {
+					return false
+				}
+				h.excluded = h.excluded || !included
+			case "extern":
+				h.embeds = h.embeds || strings.TrimSpace(body) == "embed"
+			case "experiment":
+				return false // changes how the file parses
+			}
+			next()
+			if !endDecl() {
+				return false
+			}
+		}
+		return true
+	}
+	spec := func() bool {
+		at := pos // a named import starts at its name, as ast.ImportSpec.Pos
+
+		if tok == token.IDENT {
+			next()
+		}
+		if tok != token.STRING {
+			return false
+		}
+		p, ok := importPath(&ast.ImportSpec{Path: &ast.BasicLit{Value: lit}})
+		if !ok || !strings.HasPrefix(lit, "\"") {
+			return false
+		}
+		h.imports = append(h.imports, p)
+		h.importAt = append(h.importAt, [2]int{at.Line(), at.Column()})
+		next()
+		return tok == token.COMMA
+	}
+	if !attrs() {
+		return header{}, false
+	}
+	if tok == token.IDENT && lit == "package" {
+		next()
+		if tok != token.IDENT || lit == "_" || strings.HasPrefix(lit, "#") || strings.HasPrefix(lit, "_#") {
+			return header{}, false
+		}
+		h.pkg = lit
+		next()
+		if !endDecl() || !attrs() {
+			return header{}, false
+		}
+	}
+	for tok == token.IDENT && lit == "import" {
+		next()
+		if tok != token.LPAREN {
+			if !spec() {
+				return header{}, false
+			}
+			next()
+			continue
+		}
+		next()
+		for tok != token.RPAREN {
+			if !spec() {
+				return header{}, false
+			}
+			next()
+		}
+		next()
+		if !endDecl() {
+			return header{}, false
+		}
+	}
+	return h, !bad
 }
 
 // buildTagsTrue evaluates the expression of an @if attribute with no build

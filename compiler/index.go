@@ -19,10 +19,6 @@ type Index struct {
 	deps map[cuecast.ConfigPath][]string
 	// byDir maps a dependency directory to the configs that depend on it.
 	byDir map[string][]cuecast.ConfigPath
-	// pkgDirs maps a config to the directories that hold its packages
-	// proper (own directory and imports, without ancestors): non-.cue files
-	// there may be embedded, files in ancestors may not.
-	pkgDirs map[cuecast.ConfigPath]map[string]bool
 	// embeds maps a config to its dependency directories whose package
 	// embeds files (@extern(embed)): such a package may read any file
 	// below its directory, so those files affect the config too.
@@ -56,10 +52,9 @@ func newIndex(deps map[cuecast.ConfigPath][]string, namespaces map[string]Namesp
 
 func emptyIndex(n int) *Index {
 	return &Index{
-		deps:    make(map[cuecast.ConfigPath][]string, n),
-		byDir:   make(map[string][]cuecast.ConfigPath),
-		pkgDirs: make(map[cuecast.ConfigPath]map[string]bool, n),
-		embeds:  make(map[cuecast.ConfigPath][]string),
+		deps:   make(map[cuecast.ConfigPath][]string, n),
+		byDir:  make(map[string][]cuecast.ConfigPath),
+		embeds: make(map[cuecast.ConfigPath][]string),
 	}
 }
 
@@ -71,17 +66,15 @@ func (ix *Index) add(cp cuecast.ConfigPath, dirs, embeds []string) {
 	for _, d := range dirs {
 		ix.byDir[d] = append(ix.byDir[d], cp)
 	}
-	pk := make(map[string]bool)
-	anc := make(map[string]bool)
-	for _, a := range ancestors(string(cp)) {
-		anc[a] = true
-	}
-	for _, d := range dirs {
-		if !anc[d] {
-			pk[d] = true
-		}
-	}
-	ix.pkgDirs[cp] = pk
+}
+
+// holdsPackage reports whether dep, one of cp's dependency directories,
+// holds one of its packages proper (its own directory or an import's)
+// rather than only being an ancestor of its directory: non-.cue files
+// there may be embedded, files in ancestors may not. (The root is never a
+// dependency directory: its files are the manifest.)
+func holdsPackage(cp cuecast.ConfigPath, dep string) bool {
+	return !strings.HasPrefix(string(cp), dep+"/")
 }
 
 func (ix *Index) sortDirs() {
@@ -136,7 +129,7 @@ func (ix *Index) Affected(changed []string) []cuecast.ConfigPath {
 			continue
 		}
 		for _, cp := range ix.byDir[dir] {
-			if ix.pkgDirs[cp][dir] {
+			if holdsPackage(cp, dir) {
 				set[cp] = true
 			}
 		}

@@ -100,6 +100,16 @@ func (c *Cache) blob(h plumbing.Hash, read func() ([]byte, error)) ([]byte, erro
 	return b, nil
 }
 
+// cached returns blob h's content when the cache holds it. The caller
+// must not modify the result.
+func (c *Cache) cached(h plumbing.Hash) ([]byte, bool) {
+	if v, ok := c.get(h); ok {
+		b, ok := v.([]byte)
+		return b, ok
+	}
+	return nil, false
+}
+
 // size returns the cached size of blob h, if its content is cached.
 func (c *Cache) size(h plumbing.Hash) (int64, bool) {
 	if v, ok := c.get(h); ok {

@@ -7,8 +7,13 @@
 //	res, err := compiler.Compile(ctx, dir, compiler.Options{FS: fsys})
 //
 // An FS is read-only and safe for concurrent use: tree objects are decoded once
-// and cached by directory path, and every read of the object store is
-// serialised, because go-git's object storage is not safe for concurrent use.
+// and cached by directory path, as are directory listings, and every read of
+// the object store is serialised, because go-git's object storage is not
+// safe for concurrent use (it fills its pack index and open-pack maps lazily,
+// and a packfile is read through one shared seeking scanner). Open looks a
+// blob up once: Stat on the open file needs only the object's header, and
+// the content is read on the first Read, so a caller can refuse a huge file
+// unread.
 //
 // Git entries map to fs entries as follows: trees are directories (mode
 // fs.ModeDir|0o755), blobs are regular files (0o644, or 0o755 when
@@ -50,6 +55,10 @@ type FS struct {
 
 	mu    sync.Mutex
 	trees map[string]*object.Tree // decoded trees by directory path; "." is the root
+	// listings are the directory listings made so far, by path without
+	// symbolic links: a compile walks the tree, and a check compiles one
+	// commit more than once.
+	listings map[string][]fs.DirEntry
 }
 
 var (
@@ -102,13 +111,27 @@ func (f *FS) Open(name string) (fs.File, error) {
 		}
 		return &dir{info: f.info(name, e), entries: entries}, nil
 	}
-	b, err := f.blob("open", name, e.Hash)
-	if err != nil {
-		return nil, err
-	}
+	// One object lookup: the size comes from the object's header and the
+	// content is read on first use, so a caller can Stat the open file and
+	// refuse a huge blob without reading it.
 	info := f.info(name, e)
-	info.once.Do(func() { info.size = int64(len(b)) })
-	return &file{info: info, r: bytes.NewReader(b)}, nil
+	fl := &file{fsys: f, info: info}
+	if f.cache != nil {
+		if b, ok := f.cache.cached(e.Hash); ok {
+			info.once.Do(func() { info.size = int64(len(b)) })
+			fl.r = bytes.NewReader(b)
+			return fl, nil
+		}
+	}
+	f.mu.Lock()
+	obj, err := f.s.EncodedObject(plumbing.BlobObject, e.Hash)
+	f.mu.Unlock()
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: fmt.Errorf("read blob %s: %w", e.Hash, err)}
+	}
+	info.once.Do(func() { info.size = obj.Size() })
+	fl.obj = obj
+	return fl, nil
 }
 
 // ReadFile returns the content of the named file, following symbolic links.
@@ -209,9 +232,18 @@ restart:
 	if name == "." {
 		return entry{Name: ".", Mode: filemode.Dir, Hash: root.Hash}, ".", nil
 	}
-	parts := strings.Split(name, "/")
+	// name is a valid fs path, so each prefix name[:end] up to a "/" is
+	// the clean path of a directory: no path building on the way down.
 	cur := "."
-	for i, part := range parts {
+	for start := 0; ; {
+		end := strings.IndexByte(name[start:], '/')
+		last := end < 0
+		if last {
+			end = len(name)
+		} else {
+			end += start
+		}
+		part := name[start:end]
 		t, err := f.treeLocked(cur)
 		if err != nil {
 			return entry{}, "", err
@@ -220,7 +252,6 @@ restart:
 		if !ok {
 			return entry{}, "", fs.ErrNotExist
 		}
-		last := i == len(parts)-1
 		if te.Mode == filemode.Symlink && (!last || follow) {
 			if hops++; hops > maxSymlinks {
 				return entry{}, "", errTooMany
@@ -233,18 +264,21 @@ restart:
 			if path.IsAbs(string(target)) || next == ".." || strings.HasPrefix(next, "../") {
 				return entry{}, "", fmt.Errorf("symbolic link to %s leaves the tree: %w", target, fs.ErrNotExist)
 			}
-			name = path.Join(append([]string{next}, parts[i+1:]...)...)
+			if !last {
+				next = path.Join(next, name[end+1:])
+			}
+			name = next
 			goto restart
 		}
 		if last {
-			return entry{Name: te.Name, Mode: te.Mode, Hash: te.Hash}, path.Join(cur, part), nil
+			return entry{Name: te.Name, Mode: te.Mode, Hash: te.Hash}, name, nil
 		}
 		if te.Mode != filemode.Dir && te.Mode != filemode.Submodule {
 			return entry{}, "", fs.ErrNotExist // a path through a file
 		}
-		cur = path.Join(cur, part)
+		cur = name[:end]
+		start = end + 1
 	}
-	panic("unreachable")
 }
 
 // findEntry looks name up in t by binary search: Git keeps entries sorted
@@ -319,6 +353,10 @@ func (f *FS) treeLocked(dir string) (*object.Tree, error) {
 
 func (f *FS) dirEntries(op, name string) ([]fs.DirEntry, error) {
 	f.mu.Lock()
+	if l, ok := f.listings[name]; ok {
+		f.mu.Unlock()
+		return slices.Clone(l), nil // the caller may reorder its slice
+	}
 	t, err := f.treeLocked(name)
 	f.mu.Unlock()
 	if err != nil {
@@ -336,7 +374,13 @@ func (f *FS) dirEntries(op, name string) ([]fs.DirEntry, error) {
 	if !slices.IsSortedFunc(out, byName) {
 		slices.SortFunc(out, byName)
 	}
-	return out, nil
+	f.mu.Lock()
+	if f.listings == nil {
+		f.listings = make(map[string][]fs.DirEntry)
+	}
+	f.listings[name] = out
+	f.mu.Unlock()
+	return slices.Clone(out), nil
 }
 
 // dirEntry is one entry of a directory listing; its FileInfo is made on
@@ -373,18 +417,27 @@ func (f *FS) readBlobLocked(h plumbing.Hash) ([]byte, error) {
 }
 
 func readBlob(s storer.EncodedObjectStorer, h plumbing.Hash) ([]byte, error) {
-	b, err := object.GetBlob(s, h)
+	obj, err := s.EncodedObject(plumbing.BlobObject, h)
 	if err != nil {
 		return nil, fmt.Errorf("read blob %s: %w", h, err)
 	}
-	r, err := b.Reader()
+	return readObject(obj)
+}
+
+// readObject reads the content of obj, an object already looked up.
+func readObject(obj plumbing.EncodedObject) (b []byte, err error) {
+	r, err := obj.Reader()
 	if err != nil {
-		return nil, fmt.Errorf("read blob %s: %w", h, err)
+		return nil, fmt.Errorf("read blob %s: %w", obj.Hash(), err)
 	}
-	defer r.Close()
-	w := bytes.NewBuffer(make([]byte, 0, b.Size))
+	defer func() {
+		if cerr := r.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("read blob %s: %w", obj.Hash(), cerr)
+		}
+	}()
+	w := bytes.NewBuffer(make([]byte, 0, obj.Size()))
 	if _, err := io.Copy(w, r); err != nil {
-		return nil, fmt.Errorf("read blob %s: %w", h, err)
+		return nil, fmt.Errorf("read blob %s: %w", obj.Hash(), err)
 	}
 	return w.Bytes(), nil
 }
@@ -444,17 +497,68 @@ func (i *fileInfo) Size() int64 {
 	return i.size
 }
 
-// file is an open blob, held in memory (config files are small).
+// file is an open blob. Its content is read into memory on the first Read,
+// ReadAt or Seek (config files are small); Stat needs only the object's
+// header.
 type file struct {
+	fsys *FS
 	info *fileInfo
+	obj  plumbing.EncodedObject // set until the content is read
 	r    *bytes.Reader
+	err  error
 }
 
-func (f *file) Stat() (fs.FileInfo, error)                   { return f.info, nil }
-func (f *file) Read(p []byte) (int, error)                   { return f.r.Read(p) }
-func (f *file) ReadAt(p []byte, off int64) (int, error)      { return f.r.ReadAt(p, off) }
-func (f *file) Seek(offset int64, whence int) (int64, error) { return f.r.Seek(offset, whence) }
-func (f *file) Close() error                                 { return nil }
+func (f *file) load() error {
+	if f.r != nil || f.err != nil {
+		return f.err
+	}
+	h := f.info.e.Hash
+	var b []byte
+	var err error
+	if c := f.fsys.cache; c != nil {
+		b, err = c.blob(h, f.readLocked) // shared, but a bytes.Reader only copies out
+	} else {
+		b, err = f.readLocked()
+	}
+	if err != nil {
+		f.err = &fs.PathError{Op: "read", Path: f.info.name, Err: err}
+		return f.err
+	}
+	f.obj, f.r = nil, bytes.NewReader(b)
+	return nil
+}
+
+// readLocked reads the object looked up by Open, under the FS's lock: an
+// object too large for go-git to hold in memory reads the object store.
+func (f *file) readLocked() ([]byte, error) {
+	f.fsys.mu.Lock()
+	defer f.fsys.mu.Unlock()
+	return readObject(f.obj)
+}
+
+func (f *file) Stat() (fs.FileInfo, error) { return f.info, nil }
+func (f *file) Close() error               { return nil }
+
+func (f *file) Read(p []byte) (int, error) {
+	if err := f.load(); err != nil {
+		return 0, err
+	}
+	return f.r.Read(p)
+}
+
+func (f *file) ReadAt(p []byte, off int64) (int, error) {
+	if err := f.load(); err != nil {
+		return 0, err
+	}
+	return f.r.ReadAt(p, off)
+}
+
+func (f *file) Seek(offset int64, whence int) (int64, error) {
+	if err := f.load(); err != nil {
+		return 0, err
+	}
+	return f.r.Seek(offset, whence)
+}
 
 // dir is an open directory.
 type dir struct {

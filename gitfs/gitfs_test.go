@@ -2,6 +2,7 @@ package gitfs_test
 
 import (
 	"errors"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -11,7 +12,10 @@ import (
 	"testing/fstest"
 	"time"
 
+	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/cache"
+	"github.com/go-git/go-git/v5/storage/filesystem"
 
 	"github.com/cuecast/cuecast/gitfs"
 	"github.com/cuecast/cuecast/internal/gittest"
@@ -192,5 +196,86 @@ func TestCommitErrors(t *testing.T) {
 	}
 	if _, err := gitfs.New(r.Git.Storer, plumbing.NewHash("0123456789012345678901234567890123456789"), time.Time{}); !errors.Is(err, plumbing.ErrObjectNotFound) {
 		t.Errorf("New(missing tree): got %v, want ErrObjectNotFound", err)
+	}
+}
+
+// TestOpenLargeObject: Open looks a blob up once and Stat on the open file
+// gives its size before the content is read, also for objects go-git leaves
+// on disk because they are over its LargeObjectThreshold; the content then
+// reads in full, with and without a Cache.
+func TestOpenLargeObject(t *testing.T) {
+	r := gittest.New(t)
+	big := strings.Repeat("x: 1\n", 1000)
+	head := r.CommitFiles("files", map[string]string{"small.cue": "a: 1\n", "big.cue": big})
+	for _, packed := range []bool{false, true} {
+		if packed {
+			if err := r.Git.RepackObjects(&git.RepackConfig{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		st := r.Git.Storer.(*filesystem.Storage)
+		lazy := filesystem.NewStorageWithOptions(st.Filesystem(), cache.NewObjectLRUDefault(), filesystem.Options{LargeObjectThreshold: 100, KeepDescriptors: true})
+		repo, err := git.Open(lazy, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := repo.CommitObject(plumbing.NewHash(head))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, gc := range []*gitfs.Cache{nil, gitfs.NewCache(16)} {
+			var fsys *gitfs.FS
+			if gc != nil {
+				fsys, err = gc.FS(lazy, c.TreeHash, c.Committer.When)
+			} else {
+				fsys, err = gitfs.New(lazy, c.TreeHash, c.Committer.When)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			for name, want := range map[string]string{"small.cue": "a: 1\n", "big.cue": big} {
+				for range 2 { // the second time from the cache, when there is one
+					f, err := fsys.Open(name)
+					if err != nil {
+						t.Fatal(err)
+					}
+					fi, err := f.Stat()
+					if err != nil || fi.Size() != int64(len(want)) {
+						t.Fatalf("packed=%v cache=%v: Stat(%s) = %v, %v; want size %d", packed, gc != nil, name, fi.Size(), err, len(want))
+					}
+					got, err := io.ReadAll(f)
+					if err != nil || string(got) != want {
+						t.Fatalf("packed=%v cache=%v: read %s = %d bytes, %v; want %d bytes", packed, gc != nil, name, len(got), err, len(want))
+					}
+					f.Close()
+				}
+			}
+		}
+		if err := lazy.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestReadDirListingIsTheCallers: listings are kept for the next walk, so
+// a caller reordering the slice it got must not change what others get.
+func TestReadDirListingIsTheCallers(t *testing.T) {
+	r := gittest.New(t)
+	head := r.CommitFiles("files", map[string]string{"d/a.cue": "a: 1\n", "d/b.cue": "b: 1\n"})
+	fsys, err := gitfs.Commit(r.Git, head)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := fsys.ReadDir("d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first[0], first[1] = first[1], first[0]
+	again, err := fsys.ReadDir("d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again[0].Name() != "a.cue" || again[1].Name() != "b.cue" {
+		t.Errorf("second ReadDir = %s, %s; want a.cue, b.cue", again[0].Name(), again[1].Name())
 	}
 }

@@ -12,8 +12,10 @@ import (
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/storer"
 
 	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/gitfs"
 )
 
 // ErrConflict: a later commit changed a file the reverted commit changed, so
@@ -36,7 +38,7 @@ func Commit(r *git.Repository, sha string, author *object.Signature) (plumbing.H
 	if err != nil {
 		return plumbing.ZeroHash, fmt.Errorf("revert %s: parent: %w", cuecast.ShortCommit(sha), err)
 	}
-	changes, err := diff(parent, target)
+	changes, err := diff(r.Storer, parent, target)
 	if err != nil {
 		return plumbing.ZeroHash, fmt.Errorf("revert %s: %w", cuecast.ShortCommit(sha), err)
 	}
@@ -49,7 +51,7 @@ func Commit(r *git.Repository, sha string, author *object.Signature) (plumbing.H
 		return plumbing.ZeroHash, fmt.Errorf("revert %s: head: %w", cuecast.ShortCommit(sha), err)
 	}
 	if head.Hash() != target.Hash {
-		later, err := diff(target, headCommit)
+		later, err := diff(r.Storer, target, headCommit)
 		if err != nil {
 			return plumbing.ZeroHash, fmt.Errorf("revert %s: %w", cuecast.ShortCommit(sha), err)
 		}
@@ -108,28 +110,16 @@ func Commit(r *git.Repository, sha string, author *object.Signature) (plumbing.H
 	return h, nil
 }
 
-// diff returns the paths that differ between two commits' trees.
-func diff(from, to *object.Commit) (map[string]struct{}, error) {
-	a, err := from.Tree()
+// diff returns the paths that differ between two commits' trees
+// (gitfs.Diff: the one tree diff the tailer and the PR check use too).
+func diff(s storer.EncodedObjectStorer, from, to *object.Commit) (map[string]struct{}, error) {
+	paths, err := gitfs.Diff(s, nil, from.TreeHash, to.TreeHash)
 	if err != nil {
 		return nil, err
 	}
-	b, err := to.Tree()
-	if err != nil {
-		return nil, err
-	}
-	changes, err := object.DiffTree(a, b)
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[string]struct{}, len(changes))
-	for _, c := range changes {
-		if c.From.Name != "" {
-			out[c.From.Name] = struct{}{}
-		}
-		if c.To.Name != "" {
-			out[c.To.Name] = struct{}{}
-		}
+	out := make(map[string]struct{}, len(paths))
+	for _, p := range paths {
+		out[p] = struct{}{}
 	}
 	return out, nil
 }

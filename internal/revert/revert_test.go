@@ -1,0 +1,80 @@
+package revert_test
+
+import (
+	"errors"
+	"maps"
+	"testing"
+
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
+
+	"github.com/cuecast/cuecast/internal/gittest"
+	"github.com/cuecast/cuecast/internal/revert"
+)
+
+func files(t *testing.T, r *gittest.Repo, commit plumbing.Hash) map[string]string {
+	t.Helper()
+	c, err := r.Git.CommitObject(commit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	it, err := c.Files()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make(map[string]string)
+	err = it.ForEach(func(f *object.File) error {
+		s, err := f.Contents()
+		out[f.Name] = s
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+var author = &object.Signature{Name: "Oncall", Email: "oncall@example.com"}
+
+// TestCommit: a revert restores, for each file the commit changed (edited,
+// added, deleted), its first parent's
+// content, and leaves every other file as the tip has it.
+func TestCommit(t *testing.T) {
+	r := gittest.New(t)
+	before := r.CommitFiles("first", map[string]string{
+		"a/x.cue": "x: 1\n", "a/y.cue": "y: 1\n", "b/z.cue": "z: 1\n", "c": "a file\n", "keep.cue": "k: 1\n",
+	})
+	r.Write(map[string]string{"a/x.cue": "x: 2\n", "a/new/n.cue": "n: 1\n"})
+	r.Remove("b/z.cue", "c")
+	bad := r.Commit("bad")
+	later := r.CommitFiles("later", map[string]string{"keep.cue": "k: 2\n"})
+
+	h, err := revert.Commit(r.Git, bad, author)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := files(t, r, plumbing.NewHash(before))
+	want["keep.cue"] = files(t, r, plumbing.NewHash(later))["keep.cue"]
+	if got := files(t, r, h); !maps.Equal(got, want) {
+		t.Errorf("files after the revert:\n got %v\nwant %v", got, want)
+	}
+	c, err := r.Git.CommitObject(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.NumParents() != 1 || c.ParentHashes[0].String() != later {
+		t.Errorf("revert's parents = %v, want [%s]", c.ParentHashes, later)
+	}
+}
+
+// TestCommitConflict: a later commit that touched a file the reverted
+// commit changed makes the revert refuse with ErrConflict.
+func TestCommitConflict(t *testing.T) {
+	r := gittest.New(t)
+	r.CommitFiles("first", map[string]string{"a/x.cue": "x: 1\n", "b/y.cue": "y: 1\n"})
+	bad := r.CommitFiles("bad", map[string]string{"a/x.cue": "x: 2\n"})
+	r.CommitFiles("later", map[string]string{"a/x.cue": "x: 3\n"})
+	if _, err := revert.Commit(r.Git, bad, author); !errors.Is(err, revert.ErrConflict) {
+		t.Fatalf("revert = %v, want ErrConflict", err)
+	}
+}
