@@ -12,7 +12,6 @@ import (
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/compiler"
-	"github.com/cuecast/cuecast/distributor"
 )
 
 // Bucket is the JetStream KV bucket holding every tailer's cursor, under the
@@ -157,16 +156,29 @@ func (s *store) save(ctx context.Context, st *State) error {
 
 var errConcurrent = errors.New("state changed by another writer; re-reading it")
 
+// StateStream is the stream behind the tailer's KV bucket, which LoadState
+// reads.
+const StateStream = "KV_" + Bucket
+
+// LastMsgReader reads the newest message on a subject of one stream; a
+// missing message is an error wrapping jetstream.ErrMsgNotFound, a missing
+// stream one wrapping jetstream.ErrStreamNotFound.
+// distributor.NewDirectStream(nc, tailer.StateStream) is one, by direct get.
+type LastMsgReader interface {
+	GetLastMsgForSubject(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error)
+}
+
 // LoadState reads the state of the tailer with the given ID from the KV
-// bucket, without a Tailer (for `cuecast status` in another process). It
-// returns a zero State when that tailer has not written one, and an error
-// wrapping jetstream.ErrBucketNotFound when no tailer ever ran. It reads by
-// direct get only, never through JetStream's management API, so the
-// operator's account, which reaches the bucket through a service import
-// of its direct get alone, can (docs/SECURITY.md).
-func LoadState(ctx context.Context, js jetstream.JetStream, id string) (State, error) {
+// bucket's stream through r, without a Tailer (for `cuecast status` in
+// another process). It returns a zero State when that tailer has not written
+// one, and an error wrapping jetstream.ErrBucketNotFound when no tailer ever
+// ran. Given a direct-get reader it never goes through JetStream's
+// management API, so the operator's account, which reaches the bucket
+// through a service import of its direct get alone, can read it
+// (docs/SECURITY.md).
+func LoadState(ctx context.Context, r LastMsgReader, id string) (State, error) {
 	key := "cursor." + id
-	m, err := distributor.NewDirectStream(js.Conn(), "KV_"+Bucket).GetLastMsgForSubject(ctx, "$KV."+Bucket+"."+key)
+	m, err := r.GetLastMsgForSubject(ctx, "$KV."+Bucket+"."+key)
 	switch {
 	case errors.Is(err, jetstream.ErrMsgNotFound):
 		return State{}, nil

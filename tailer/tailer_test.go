@@ -254,11 +254,11 @@ func TestPoll(t *testing.T) {
 		t.Errorf("state: got %+v, want cursor and base %s", st, c8)
 	}
 	// Another process (cuecast status) reads the same state without a Tailer.
-	other, err := tailer.LoadState(e.ctx, e.js, "default")
+	other, err := tailer.LoadState(e.ctx, distributor.NewDirectStream(e.js.Conn(), tailer.StateStream), "default")
 	if err != nil || other.Cursor != st.Cursor || other.Base != st.Base || other.Repo != r.Dir || other.Branch != "main" {
 		t.Errorf("LoadState: got %+v, %v; want cursor %s for %s main", other, err, st.Cursor, r.Dir)
 	}
-	if got, err := tailer.LoadState(e.ctx, e.js, "nobody"); err != nil || got.Cursor != "" {
+	if got, err := tailer.LoadState(e.ctx, distributor.NewDirectStream(e.js.Conn(), tailer.StateStream), "nobody"); err != nil || got.Cursor != "" {
 		t.Errorf("LoadState of an unknown id: got %+v, %v; want an empty state", got, err)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
 	"github.com/cuecast/cuecast"
@@ -130,11 +129,9 @@ func statusRun(c *cobra.Command, env *Env, opts *StatusOptions) error {
 	}
 	tw.flush()
 	// A halted tailer is the loudest news: nothing new reaches the fleet.
-	if js, err := jetstream.New(nc); err == nil {
-		if ts, err := tailer.LoadState(ctx, js, "default"); err == nil && (ts.Rewrite != nil || len(ts.Rejected) > 0) {
-			fmt.Fprintln(env.IO.Out)
-			printTailerState(env.IO.Out, ts)
-		}
+	if ts, err := tailer.LoadState(ctx, distributor.NewDirectStream(nc, tailer.StateStream), "default"); err == nil && (ts.Rewrite != nil || len(ts.Rejected) > 0) {
+		fmt.Fprintln(env.IO.Out)
+		printTailerState(env.IO.Out, ts)
 	}
 	return statusRollout(ctx, env, nc, d, cfgs, st)
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
+	"github.com/cuecast/cuecast/distributor"
 	"github.com/cuecast/cuecast/tailer"
 )
 
@@ -94,11 +95,7 @@ func tailerStatusRun(c *cobra.Command, env *Env, opts *TailerOptions) error {
 		return err
 	}
 	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return fmt.Errorf("tailer status: %w", err)
-	}
-	st, err := tailer.LoadState(ctx, js, opts.ID)
+	st, err := tailer.LoadState(ctx, distributor.NewDirectStream(nc, tailer.StateStream), opts.ID)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		return &UsageError{Err: errors.New("no tailer has run against this NATS server"), Hint: "start `cuecast serve` first"}
 	}

@@ -790,7 +790,7 @@ func testOperatorSteers(t *testing.T, st *suiteTree) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ts, err := tailer.LoadState(ctx, js, "default"); err != nil || ts.Cursor != "c0ffee" {
+	if ts, err := tailer.LoadState(ctx, distributor.NewDirectStream(js.Conn(), tailer.StateStream), "default"); err != nil || ts.Cursor != "c0ffee" {
 		t.Errorf("tailer state as operator: %+v, %v; want cursor c0ffee", ts, err)
 	}
 }
