@@ -63,9 +63,9 @@ func sampleReport() *ci.Report {
 				Message: "looks like an AWS access key", Fix: "move it to the secret store and reference it"}, PreExisting: true},
 		},
 		Namespaces: []ci.Namespace{
-			{Name: "payments", Owners: []string{"team-payments", "alice@example.com"}, Consistency: "strict",
+			{Name: "payments", Owners: []string{"team-payments", "alice@example.com"}, Consistency: cuecast.Strict,
 				Configs: []cuecast.ConfigPath{"payments/checkout", "payments/ledger", "payments/refunds"}},
-			{Name: "search", Owners: []string{"team-search"}, Consistency: "relaxed", ImportConfigsFrom: []string{"payments"},
+			{Name: "search", Owners: []string{"team-search"}, Consistency: cuecast.Relaxed, ImportConfigsFrom: []string{"payments"},
 				Configs: []cuecast.ConfigPath{"search/broken", "search/flag", "search/indexer", "search/new", "search/old", "search/ui-flag"}},
 		},
 		Undeclared: []string{"billing"},

@@ -84,9 +84,9 @@ type Finding struct {
 // Namespace is a namespace the change touches, as the head's manifest (or
 // the base's, for a namespace the change removes) describes it.
 type Namespace struct {
-	Name        string   `json:"name"`
-	Owners      []string `json:"owners"`
-	Consistency string   `json:"consistency,omitempty"`
+	Name        string              `json:"name"`
+	Owners      []string            `json:"owners"`
+	Consistency cuecast.Consistency `json:"consistency,omitempty"`
 	// ImportConfigsFrom are the other namespaces whose configs this one's
 	// may import (the manifest's import_configs_from); none when empty.
 	ImportConfigsFrom []string             `json:"import_configs_from,omitempty"`
@@ -334,7 +334,7 @@ func (r *Report) risks(cc ConfigChange) {
 		return
 	}
 	r.Risk.Configs++
-	if n, ok := r.namespace(cc.Config.Namespace()); ok && n.Consistency == "strict" {
+	if n, ok := r.namespace(cc.Config.Namespace()); ok && n.Consistency == cuecast.Strict {
 		r.Risk.Strict = append(r.Risk.Strict, cc.Config)
 	}
 	switch cc.Status {

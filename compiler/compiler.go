@@ -132,8 +132,8 @@ type Namespace struct {
 	Owners []string
 	// Schema is "<import path>#<Definition>"; empty when none is enforced.
 	Schema string
-	// Consistency is "relaxed" or "strict".
-	Consistency string
+	// Consistency is cuecast.Relaxed (the default) or cuecast.Strict.
+	Consistency cuecast.Consistency
 	Policy      cuecast.Policy
 	// MaxSize caps one compiled config, in bytes.
 	MaxSize int64
@@ -149,7 +149,7 @@ type Namespace struct {
 // ConfigOverride is one config's own rollout policy or consistency class;
 // a zero field keeps the namespace's.
 type ConfigOverride struct {
-	Consistency string
+	Consistency cuecast.Consistency
 	Policy      cuecast.Policy
 }
 

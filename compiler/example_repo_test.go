@@ -49,10 +49,10 @@ func TestExampleRepoCompiles(t *testing.T) {
 	if !reflect.DeepEqual(pay.Policy, wantPolicy) {
 		t.Errorf("payments policy %+v, want %+v", pay.Policy, wantPolicy)
 	}
-	if pay.Consistency != "strict" || pay.MaxSize != 262144 || pay.Schema != "example.com/configs/schemas#Payments" || len(pay.Owners) != 2 {
+	if pay.Consistency != cuecast.Strict || pay.MaxSize != 262144 || pay.Schema != "example.com/configs/schemas#Payments" || len(pay.Owners) != 2 {
 		t.Errorf("payments namespace %+v", pay)
 	}
-	if s := res.Manifest.Namespaces["search"]; s.Consistency != "relaxed" || s.MaxSize != compiler.DefaultMaxSize || s.Policy.Stages[0].Instances[0] != "search-canary-1" {
+	if s := res.Manifest.Namespaces["search"]; s.Consistency != cuecast.Relaxed || s.MaxSize != compiler.DefaultMaxSize || s.Policy.Stages[0].Instances[0] != "search-canary-1" {
 		t.Errorf("search namespace %+v", s)
 	}
 }

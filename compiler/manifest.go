@@ -28,16 +28,16 @@ const DefaultMaxSize = 1 << 20
 // manifestJSON mirrors #Manifest in schemas/manifest.cue.
 type manifestJSON struct {
 	Namespaces map[string]struct {
-		Name        string         `json:"name"`
-		Owners      []string       `json:"owners"`
-		Schema      string         `json:"schema"`
-		Consistency string         `json:"consistency"`
-		MaxSize     int64          `json:"max_size"`
-		Rollout     cuecast.Policy `json:"rollout"`
-		ImportFrom  []string       `json:"import_configs_from"`
+		Name        string              `json:"name"`
+		Owners      []string            `json:"owners"`
+		Schema      string              `json:"schema"`
+		Consistency cuecast.Consistency `json:"consistency"`
+		MaxSize     int64               `json:"max_size"`
+		Rollout     cuecast.Policy      `json:"rollout"`
+		ImportFrom  []string            `json:"import_configs_from"`
 		Configs     map[string]struct {
-			Consistency string         `json:"consistency"`
-			Rollout     cuecast.Policy `json:"rollout"`
+			Consistency cuecast.Consistency `json:"consistency"`
+			Rollout     cuecast.Policy      `json:"rollout"`
 		} `json:"configs"`
 	} `json:"namespaces"`
 }
@@ -133,7 +133,7 @@ func (c *compilation) evalManifest(inst *build.Instance, files []string) (*Manif
 		}
 		cons := ns.Consistency
 		if cons == "" {
-			cons = "relaxed"
+			cons = cuecast.Relaxed
 		}
 		size := ns.MaxSize
 		if size == 0 {
@@ -178,7 +178,7 @@ func (m *Manifest) Policy(cfg cuecast.ConfigPath) (cuecast.Policy, cuecast.Consi
 			cons = o.Consistency
 		}
 	}
-	return pol, cuecast.Consistency(cons)
+	return pol, cons
 }
 
 // positionError is an Error located at v's source position, or at fallback

@@ -248,3 +248,29 @@ func Drift(r cuecast.Report, sums map[uint64]string, latest uint64) (string, boo
 	}
 	return fmt.Sprintf("%s reports v%d with checksum %.12s, v%d is %.12s", r.Instance, r.Version, r.Checksum, r.Version, sum), true
 }
+
+// Drifted is a report whose content cuecast did not publish, and why
+// (Drift).
+type Drifted struct {
+	cuecast.Report
+	Why string
+}
+
+// DriftOf applies Drift to a config's live reports against its retained
+// versions (Versions; any order) and its latest version, and returns the
+// drifted ones sorted by instance. `cuecast status`, the dashboard and
+// cuecast_config_instances_drifted all count drift with it.
+func DriftOf(reports []cuecast.Report, retained []cuecast.Version, latest uint64) []Drifted {
+	sums := make(map[uint64]string, len(retained))
+	for _, v := range retained {
+		sums[v.Version] = v.Checksum
+	}
+	var out []Drifted
+	for _, r := range reports {
+		if why, ok := Drift(r, sums, latest); ok {
+			out = append(out, Drifted{Report: r, Why: why})
+		}
+	}
+	slices.SortFunc(out, func(a, b Drifted) int { return cmp.Compare(a.Instance, b.Instance) })
+	return out
+}

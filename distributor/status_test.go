@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -124,6 +125,36 @@ func TestDriftOneRule(t *testing.T) {
 		why, got := distributor.Drift(c.r, sums, 3)
 		if got != c.want || (got && why == "") {
 			t.Errorf("%s: drift = %t (%q), want %t", c.name, got, why, c.want)
+		}
+	}
+}
+
+// TestDriftOfRetention: drift over a config's reports and retained
+// versions, the form status and the dashboard both ask. An instance on a
+// version retention removed cannot be checked and is not drift (the CLI
+// called it drift, the dashboard did not); one on a retained version with
+// other content, or on a version newer than the latest, is.
+func TestDriftOfRetention(t *testing.T) {
+	retained := []cuecast.Version{{Version: 4, Checksum: "ddd"}, {Version: 3, Checksum: "ccc"}} // v1 and v2 removed
+	for _, c := range []struct {
+		name    string
+		reports []cuecast.Report
+		want    []string
+	}{
+		{"on a version retention removed", []cuecast.Report{{Instance: "old-1", Version: 1, Checksum: "aaa"}, {Instance: "old-2", Version: 2, Checksum: "zzz"}}, nil},
+		{"on retained versions, intact", []cuecast.Report{{Instance: "a", Version: 3, Checksum: "ccc"}, {Instance: "b", Version: 4, Checksum: "ddd"}}, nil},
+		{"retained version, other content", []cuecast.Report{{Instance: "b", Version: 3, Checksum: "xxx"}, {Instance: "a", Version: 1, Checksum: "xxx"}}, []string{"b"}},
+		{"newer than the latest", []cuecast.Report{{Instance: "c", Version: 5, Checksum: "eee"}, {Instance: "a", Version: 4, Checksum: "bad"}}, []string{"a", "c"}},
+	} {
+		var got []string
+		for _, d := range distributor.DriftOf(c.reports, retained, 4) {
+			if d.Why == "" {
+				t.Errorf("%s: %s drifted without a why", c.name, d.Instance)
+			}
+			got = append(got, d.Instance)
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("%s: drifted %v, want %v", c.name, got, c.want)
 		}
 	}
 }

@@ -10,6 +10,86 @@ import (
 	"github.com/cuecast/cuecast"
 )
 
+// Verb names an operator action.
+type Verb string
+
+// The operator actions, as the CLI's verbs, the dashboard's
+// /api/rollouts/{verb}/… and the audit stream's Action name them.
+const (
+	VerbAdvance  Verb = "advance"
+	VerbHalt     Verb = "halt"
+	VerbResume   Verb = "resume"
+	VerbRollback Verb = "rollback"
+	VerbUnpin    Verb = "unpin"
+)
+
+// Verbs lists the operator actions in the order the CLI and the dashboard
+// offer them.
+func Verbs() []Verb { return []Verb{VerbAdvance, VerbHalt, VerbResume, VerbRollback, VerbUnpin} }
+
+// ParseVerb returns the operator action named s, or an error wrapping
+// ErrUnknownVerb that lists them.
+func ParseVerb(s string) (Verb, error) {
+	names := make([]string, 0, len(Verbs()))
+	for _, v := range Verbs() {
+		if string(v) == s {
+			return v, nil
+		}
+		names = append(names, string(v))
+	}
+	return "", fmt.Errorf("%w %q: want one of %s", ErrUnknownVerb, s, strings.Join(names, ", "))
+}
+
+// Act carries out a, the one way the CLI and the dashboard steer rollouts,
+// with its defaults: a rollback with no Version goes to the version the
+// current rollout falls back to (ErrState when there is none), a rollback
+// is always an emergency, and Emergency means nothing to halt, resume and
+// unpin. It returns what the named method returns, ErrUnknownVerb for a
+// Verb it does not know, and the config's record as the action left it.
+func (c *Controller) Act(ctx context.Context, a Action) (Record, error) {
+	cfg := a.Config
+	switch a.Verb {
+	case VerbAdvance:
+		return c.Advance(ctx, cfg, a)
+	case VerbHalt:
+		a.Emergency = false
+		return c.Halt(ctx, cfg, a)
+	case VerbResume:
+		a.Emergency = false
+		return c.Resume(ctx, cfg, a)
+	case VerbUnpin:
+		a.Emergency = false
+		return c.Unpin(ctx, cfg, a)
+	case VerbRollback:
+		to, err := c.rollbackTarget(ctx, a)
+		if err != nil {
+			return Record{}, err
+		}
+		return c.Rollback(ctx, cfg, to, a)
+	}
+	_, err := ParseVerb(string(a.Verb))
+	return Record{}, fmt.Errorf("%s: %w", cfg, err)
+}
+
+// rollbackTarget is the version a's rollback goes to: a.Version, or the
+// version the current rollout falls back to.
+func (c *Controller) rollbackTarget(ctx context.Context, a Action) (uint64, error) {
+	if a.Version > 0 {
+		return a.Version, nil
+	}
+	if err := a.Config.Validate(); err != nil {
+		return 0, fmt.Errorf("rollback %s: %w", a.Config, err)
+	}
+	rec, err := c.Record(ctx, a.Config)
+	if err != nil {
+		return 0, fmt.Errorf("rollback %s to the previous version: %w", a.Config, err)
+	}
+	if rec.Current == nil || rec.Current.From == 0 {
+		return 0, fmt.Errorf("rollback %s: no previous version known; name the version: %w", a.Config, ErrState)
+	}
+	return rec.Current.From, nil
+}
+
 // act applies an operator action to cfg's record by compare-and-swap,
 // records it in the audit stream, then carries out its pointer moves.
 //
@@ -21,7 +101,7 @@ func (c *Controller) act(ctx context.Context, cfg cuecast.ConfigPath, verb strin
 		return Record{}, fmt.Errorf("%s %s: %w", verb, cfg, err)
 	}
 	if strings.TrimSpace(a.Reason) == "" {
-		return Record{}, fmt.Errorf("%s %s: %w (say why with --reason)", verb, cfg, ErrNoReason)
+		return Record{}, fmt.Errorf("%s %s: %w", verb, cfg, ErrNoReason)
 	}
 	if a.Actor == "" {
 		a.Actor = "unknown"

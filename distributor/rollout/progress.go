@@ -3,8 +3,10 @@ package rollout
 import (
 	"context"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/cuecast/cuecast"
@@ -13,9 +15,11 @@ import (
 
 // StageProgress is one stage of a rollout as an operator sees it.
 type StageProgress struct {
-	Name    string           `json:"name"`
-	Percent int              `json:"percent"`
-	Hold    cuecast.Duration `json:"hold"`
+	Name    string `json:"name"`
+	Percent int    `json:"percent"`
+	// Scope says what the stage covers, for people (StageScope).
+	Scope string           `json:"scope"`
+	Hold  cuecast.Duration `json:"hold"`
 	// Status is "done", "current" or "pending".
 	Status string `json:"status"`
 	// Instances live in this stage's cohort (cumulative: the buckets it
@@ -46,6 +50,32 @@ type Progress struct {
 	Next time.Time `json:"next,omitzero"`
 }
 
+// StageScope says what stage s covers, the one wording of `cuecast rollout
+// status` and the dashboard: a share of the cohort buckets ("25%"), the
+// instances it names ("instances a, b"), the labels it matches ("labels
+// zone=eu-1"), or a mix of them joined by " + "; "0%" when it covers
+// nothing. A named stage is not "0%".
+func StageScope(s cuecast.Stage) string {
+	var parts []string
+	if s.Percent > 0 {
+		parts = append(parts, fmt.Sprintf("%d%%", s.Percent))
+	}
+	if len(s.Instances) > 0 {
+		parts = append(parts, "instances "+strings.Join(s.Instances, ", "))
+	}
+	if len(s.Labels) > 0 {
+		ls := make([]string, 0, len(s.Labels))
+		for _, k := range slices.Sorted(maps.Keys(s.Labels)) {
+			ls = append(ls, k+"="+s.Labels[k])
+		}
+		parts = append(parts, "labels "+strings.Join(ls, ", "))
+	}
+	if len(parts) == 0 {
+		return "0%"
+	}
+	return strings.Join(parts, " + ")
+}
+
 // Deadline returns the moment the controller next steps r by the clock:
 // the end of a waiting (or staging) stage's wait, of a holding stage's
 // hold, or then of its min_instances grace (EnoughBy). It is zero when r
@@ -69,6 +99,26 @@ func (r *Rollout) Deadline(now time.Time) time.Time {
 
 // noteTime matches the RFC 3339 times the controller writes in notes.
 var noteTime = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)`)
+
+// FormatTime is the one way `cuecast rollout status`, `cuecast status` and
+// the dashboard show a time to people: UTC, to the second,
+// "2026-12-01 17:20:09 UTC".
+func FormatTime(t time.Time) string {
+	return t.UTC().Format(time.DateTime) + " UTC"
+}
+
+// FormatTimes rewrites the RFC 3339 times in text (a note, a log step's
+// detail: the controller writes them so, NoteAt reads them back) as
+// FormatTime shows them.
+func FormatTimes(text string) string {
+	return noteTime.ReplaceAllStringFunc(text, func(m string) string {
+		at, err := time.Parse(time.RFC3339, m)
+		if err != nil {
+			return m
+		}
+		return FormatTime(at)
+	})
+}
 
 // NoteAt returns r's note as of now: the note itself while every deadline
 // it names lies ahead; once one has passed (the controller has not judged
@@ -125,7 +175,7 @@ func progress(rec Record, reports []cuecast.Report, now time.Time) Progress {
 		}
 	}
 	for i, st := range r.Policy.Stages {
-		sp := StageProgress{Name: st.Name, Percent: st.Percent, Hold: st.Hold, Status: "pending"}
+		sp := StageProgress{Name: st.Name, Percent: st.Percent, Scope: StageScope(st), Hold: st.Hold, Status: "pending"}
 		switch {
 		case r.State == StateComplete || i < r.Stage:
 			sp.Status = "done"

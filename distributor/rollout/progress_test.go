@@ -81,3 +81,42 @@ func TestProgressNeverShowsPastDeadline(t *testing.T) {
 		}
 	}
 }
+
+// TestStageScope: the one wording of what a stage covers, for `cuecast
+// rollout status` and the dashboard. The CLI printed a named stage as
+// "canary 0%".
+func TestStageScope(t *testing.T) {
+	for _, c := range []struct {
+		stage cuecast.Stage
+		want  string
+	}{
+		{cuecast.Stage{Name: "all", Percent: 100}, "100%"},
+		{cuecast.Stage{Name: "canary", Instances: []string{"a", "b"}}, "instances a, b"},
+		{cuecast.Stage{Name: "eu", Labels: map[string]string{"zone": "eu-1", "tier": "web"}}, "labels tier=web, zone=eu-1"},
+		{cuecast.Stage{Name: "mix", Percent: 5, Instances: []string{"a"}, Labels: map[string]string{"zone": "eu-1"}}, "5% + instances a + labels zone=eu-1"},
+		{cuecast.Stage{Name: "none"}, "0%"},
+	} {
+		if got := StageScope(c.stage); got != c.want {
+			t.Errorf("StageScope(%s) = %q, want %q", c.stage.Name, got, c.want)
+		}
+	}
+}
+
+// TestFormatTimes: the one time format of the CLI and the dashboard, also
+// for the RFC 3339 times the controller writes in notes. The CLI showed
+// notes' times as written; the dashboard rewrote them.
+func TestFormatTimes(t *testing.T) {
+	at := time.Date(2026, 12, 1, 18, 20, 9, 500, time.FixedZone("CET", 3600))
+	if got, want := FormatTime(at), "2026-12-01 17:20:09 UTC"; got != want {
+		t.Errorf("FormatTime = %q, want %q", got, want)
+	}
+	for _, c := range []struct{ in, want string }{
+		{"holding until 2026-12-01T17:20:09Z", "holding until 2026-12-01 17:20:09 UTC"},
+		{"holding until 2026-12-01T18:20:09+01:00; 1 of 2 by 2026-12-01T17:25:00.5Z", "holding until 2026-12-01 17:20:09 UTC; 1 of 2 by 2026-12-01 17:25:00 UTC"},
+		{"no time here", "no time here"},
+	} {
+		if got := FormatTimes(c.in); got != c.want {
+			t.Errorf("FormatTimes(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}

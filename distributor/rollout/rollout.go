@@ -202,10 +202,27 @@ func (rec *Record) floor() (uint64, string) {
 	return rec.Stable, rec.StableChecksum
 }
 
-// Action is an operator's request: who, why, and whether it skips holds.
+// Action is an operator's request: what (Verb, on Config; Version for a
+// rollback), who, why, and whether it skips holds. Controller.Act carries
+// out any of them, with the defaults below; the named methods (Halt,
+// Advance, …) take the config and version as arguments and ignore Verb,
+// Config and Version.
 type Action struct {
-	Actor     string
-	Reason    string
+	// Verb is what to do (Act).
+	Verb Verb
+	// Config is the config acted on (Act).
+	Config cuecast.ConfigPath
+	// Version is where a rollback goes; 0: the version the current
+	// rollout falls back to (its From), "the previous version".
+	Version uint64
+	// Actor is who acts, for the audit stream ("unknown" when empty).
+	Actor string
+	// Reason is why; every action needs one (ErrNoReason).
+	Reason string
+	// Emergency makes an advance skip every remaining hold and go to the
+	// last stage. A rollback is always an emergency; the other verbs
+	// ignore it (they have nothing to skip), so the audit stream marks
+	// as emergencies only what skipped something.
 	Emergency bool
 }
 
@@ -219,6 +236,8 @@ var (
 	ErrNoReason = errors.New("a reason is required")
 	// ErrNotPinned: unpin of a config that is not pinned.
 	ErrNotPinned = errors.New("config is not pinned")
+	// ErrUnknownVerb: Act was given a Verb it does not know.
+	ErrUnknownVerb = errors.New("unknown operator action")
 	// ErrNotCarriedOut: an action recorded by a controller without
 	// Policies that no running controller carried out in time.
 	ErrNotCarriedOut = errors.New("action not carried out")

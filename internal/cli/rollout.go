@@ -55,10 +55,10 @@ Exit status 4 when the rollout shown or watched is halted.`,
 	verbs := []verb{
 		{"status", "status [CONFIG]", "Show each rollout: stage, coverage, holds, halts and pins", false, false},
 		{"watch", "watch CONFIG", "Follow a rollout live until it completes or halts", true, false},
-		{"advance", "advance CONFIG --reason TEXT [--emergency]", "Move to the next stage now (--emergency: to the last, skipping every hold)", true, true},
-		{"halt", "halt CONFIG --reason TEXT", "Stop the rollout and move its cohort back to the previous version", true, true},
-		{"resume", "resume CONFIG --reason TEXT", "Restart a halted rollout at the stage it halted in", true, true},
-		{"unpin", "unpin CONFIG --reason TEXT", "Lift the pin of an emergency rollback; the newest held-back version rolls out", true, true},
+		{string(rollout.VerbAdvance), "advance CONFIG --reason TEXT [--emergency]", "Move to the next stage now (--emergency: to the last, skipping every hold)", true, true},
+		{string(rollout.VerbHalt), "halt CONFIG --reason TEXT", "Stop the rollout and move its cohort back to the previous version", true, true},
+		{string(rollout.VerbResume), "resume CONFIG --reason TEXT", "Restart a halted rollout at the stage it halted in", true, true},
+		{string(rollout.VerbUnpin), "unpin CONFIG --reason TEXT", "Lift the pin of an emergency rollback; the newest held-back version rolls out", true, true},
 		{"audit", "audit [CONFIG]", "List the recorded operator actions and automatic halts", false, false},
 	}
 	for _, v := range verbs {
@@ -85,7 +85,7 @@ Exit status 4 when the rollout shown or watched is halted.`,
 				if v.act && strings.TrimSpace(opts.Reason) == "" {
 					return usageErrorf(fmt.Sprintf("cuecast rollout %s %s --reason \"why\"", v.name, opts.Config), "rollout %s needs --reason: it is recorded in the audit stream", v.name)
 				}
-				if opts.Emergency && v.name != "advance" {
+				if opts.Emergency && v.name != string(rollout.VerbAdvance) {
 					return usageErrorf("only advance takes --emergency", "--emergency with rollout %s", v.name)
 				}
 				if err := validateOutput(opts.Output, "text", "json"); err != nil {
@@ -107,7 +107,7 @@ Exit status 4 when the rollout shown or watched is halted.`,
 			sub.Flags().StringVar(&opts.Reason, "reason", "", "why (required; recorded in the audit stream)")
 			sub.Flags().StringVar(&opts.Actor, "as", "", "who is acting, for the audit trail (default $CUECAST_ACTOR, your Git identity, $USER, or the OS account@host)")
 		}
-		if v.name == "advance" {
+		if v.name == string(rollout.VerbAdvance) {
 			sub.Flags().BoolVar(&opts.Emergency, "emergency", false, "skip every remaining hold and go to the last stage (audited as an emergency)")
 		}
 		if v.name == "watch" {
@@ -160,8 +160,6 @@ func rolloutRun(ctx context.Context, env *Env, opts *RolloutOptions) error {
 		return err
 	}
 	defer closeFn()
-	a := rollout.Action{Actor: opts.Actor, Reason: opts.Reason, Emergency: opts.Emergency}
-	var rec rollout.Record
 	switch opts.Verb {
 	case "status":
 		return rolloutStatus(ctx, env, c, opts)
@@ -184,19 +182,16 @@ func rolloutRun(ctx context.Context, env *Env, opts *RolloutOptions) error {
 			if e.Emergency {
 				action += " (emergency)"
 			}
-			tw.row(e.At.Local().Format(time.DateTime), e.Actor, action, fmt.Sprintf("%s@%d", e.Config, e.Version), e.Reason)
+			tw.row(rollout.FormatTime(e.At), e.Actor, action, fmt.Sprintf("%s@%d", e.Config, e.Version), e.Reason)
 		}
 		tw.flush()
 		return nil
-	case "advance":
-		rec, err = c.Advance(ctx, opts.Config, a)
-	case "halt":
-		rec, err = c.Halt(ctx, opts.Config, a)
-	case "resume":
-		rec, err = c.Resume(ctx, opts.Config, a)
-	case "unpin":
-		rec, err = c.Unpin(ctx, opts.Config, a)
 	}
+	verb, err := rollout.ParseVerb(opts.Verb)
+	if err != nil {
+		return err
+	}
+	rec, err := c.Act(ctx, rollout.Action{Verb: verb, Config: opts.Config, Actor: opts.Actor, Reason: opts.Reason, Emergency: opts.Emergency})
 	if err != nil {
 		return actionError(err)
 	}
@@ -286,7 +281,7 @@ func printRecord(w io.Writer, p rollout.Progress, now time.Time) {
 		fmt.Fprintf(w, "  commit %s by %s; falls back to v%d\n", cuecast.ShortCommit(r.Commit), r.Author, r.From)
 		for _, s := range p.Stages {
 			mark := map[string]string{"done": "done", "current": "now ", "pending": "    "}[s.Status]
-			line := fmt.Sprintf("  %s %-12s %3d%%  %s %d/%d on v%d", mark, s.Name, s.Percent, bar(s.OnTarget, s.Instances, 20), s.OnTarget, s.Instances, r.Version)
+			line := fmt.Sprintf("  %s %-12s %4s  %s %d/%d on v%d", mark, s.Name, s.Scope, bar(s.OnTarget, s.Instances, 20), s.OnTarget, s.Instances, r.Version)
 			if s.Hold > 0 {
 				line += "  hold " + s.Hold.String()
 			}
@@ -300,17 +295,17 @@ func printRecord(w io.Writer, p rollout.Progress, now time.Time) {
 				m.Instances, m.OnTarget, r.Version, m.Unhealthy, m.Failing, m.Outside, m.OutsideUnhealthy)
 		}
 		if r.Note != "" {
-			fmt.Fprintf(w, "  %s\n", r.Note)
+			fmt.Fprintf(w, "  %s\n", rollout.FormatTimes(r.Note))
 		}
 		if r.Reason != "" {
 			fmt.Fprintf(w, "  reason: %s\n", r.Reason)
 		}
 		if r.State == rollout.StateHalted {
-			fmt.Fprintf(w, "  next: cuecast rollout resume|advance %s --reason TEXT, or cuecast rollback %s --to VERSION --reason TEXT\n", rec.Config, rec.Config)
+			fmt.Fprintf(w, "  next: cuecast rollout resume|advance %s --reason TEXT, or cuecast rollback %s (--previous | --to VERSION) --reason TEXT\n", rec.Config, rec.Config)
 		}
 	}
 	if pin := rec.Pin; pin != nil {
-		fmt.Fprintf(w, "  !!! PINNED to v%d by %s at %s: %q\n", pin.Version, pin.Actor, pin.At.Local().Format(time.DateTime), pin.Reason)
+		fmt.Fprintf(w, "  !!! PINNED to v%d by %s at %s: %q\n", pin.Version, pin.Actor, rollout.FormatTime(pin.At), pin.Reason)
 		if rec.Pending > 0 {
 			fmt.Fprintf(w, "  !!! v%d is compiled but held back by the pin\n", rec.Pending)
 		}
@@ -431,7 +426,7 @@ func summary(p rollout.Progress) string {
 	s := fmt.Sprintf("%s v%d %s stage %d/%d %s: %d/%d live instances on v%d",
 		p.Record.Config, r.Version, r.State, r.Stage+1, len(r.Policy.Stages), r.StageName(), p.OnTarget, p.Live, r.Version)
 	if r.Note != "" {
-		s += "; " + r.Note
+		s += "; " + rollout.FormatTimes(r.Note)
 	}
 	if r.Reason != "" {
 		s += "; reason: " + r.Reason

@@ -105,7 +105,8 @@ func runEnv(ctx context.Context, env map[string]string, args ...string) (int, *s
 	return code, stdout, stderr
 }
 
-// TestRollbackPinRevertAndWait: an emergency rollback reaches every
+// TestRollbackPinRevertAndWait: an emergency rollback to the previous
+// version (rollback --previous) reaches every
 // instance and pins the config; status shows the pin and --wait fails on
 // the rolled-back version with the stragglers; the revert commit made by
 // `cuecast revert` restores the pinned content, which lifts the pin.
@@ -125,9 +126,14 @@ func TestRollbackPinRevertAndWait(t *testing.T) {
 		t.Errorf("status --wait @2: got %q", out)
 	}
 
-	code, out, errOut := runEnv(ctx, map[string]string{"USER": "ann"}, "rollback", "payments/checkout", "--nats", url, "--to", "1", "--reason", "checkout 5xx")
+	// --previous: the version v2's rollout falls back to, v1 (only the
+	// dashboard could say "the previous version").
+	code, out, errOut := runEnv(ctx, map[string]string{"USER": "ann"}, "rollback", "payments/checkout", "--nats", url, "--previous", "--reason", "checkout 5xx")
 	if code != 0 {
-		t.Fatalf("rollback: exit %d, stderr %q", code, errOut)
+		t.Fatalf("rollback --previous: exit %d, stderr %q", code, errOut)
+	}
+	if !strings.Contains(out.String(), "every cohort points at v1 (rollback)") {
+		t.Errorf("rollback --previous: got %q, want every cohort pointed at v1", out)
 	}
 	if !strings.Contains(out.String(), "PINNED") {
 		t.Errorf("rollback output does not say the config is pinned: %q", out)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -244,33 +243,23 @@ func statusRollout(ctx context.Context, env *Env, nc *nats.Conn, d *distributor.
 }
 
 // printDrift lists instances whose reported content is not what cuecast
-// published for the version they say they run (distributor.Drift, the rule
-// the dashboard and the metrics use): tampered files, a bad build of the
+// published for the version they say they run (distributor.DriftOf, the
+// rule the dashboard and the metrics use): tampered files, a bad build of the
 // client, a version from another store.
 func printDrift(ctx context.Context, w io.Writer, d *distributor.Distributor, cfg cuecast.ConfigPath, latest uint64) error {
 	vs, err := d.Versions(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("status: %w", err)
 	}
-	sums := make(map[uint64]string, len(vs))
-	for _, v := range vs {
-		sums[v.Version] = v.Checksum
-	}
 	reports, err := d.Reports(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("status: %w", err)
 	}
-	var drift []string
-	for _, r := range reports {
-		if why, ok := distributor.Drift(r, sums, latest); ok {
-			drift = append(drift, why)
-		}
-	}
-	slices.Sort(drift)
+	drift := distributor.DriftOf(reports, vs, latest)
 	if len(drift) > 0 {
 		fmt.Fprintf(w, "  DRIFT (reported content matches no version it should hold):\n")
-		for _, l := range drift {
-			fmt.Fprintf(w, "    %s\n", l)
+		for _, r := range drift {
+			fmt.Fprintf(w, "    %s\n", r.Why)
 		}
 	}
 	return nil

@@ -23,8 +23,10 @@ type ConfigSample struct {
 	// Stragglers are off their intended version for longer than the
 	// distributor allows; LastKnownGood serve their last-known-good file;
 	// Drifted report content cuecast did not publish for the version they
-	// name; Unhealthy and Failing are as the distributor's Status counts them.
-	Stragglers, LastKnownGood, Drifted, Unhealthy, Failing int
+	// name; Unhealthy and Failing are as the distributor's Status counts them;
+	// Refused refused a pointer as forged or unverifiable
+	// (distributor.ConfigStatus.Refused; not failing).
+	Stragglers, LastKnownGood, Drifted, Unhealthy, Failing, Refused int
 }
 
 // Coverage is OnIntended / Instances, the share of the fleet where the
@@ -176,6 +178,8 @@ var (
 		"Instances whose own health check says unhealthy.", []string{"config"}, nil)
 	descFailing = prometheus.NewDesc("cuecast_config_instances_failing",
 		"Instances whose last apply failed.", []string{"config"}, nil)
+	descRefused = prometheus.NewDesc("cuecast_config_instances_refused",
+		"Instances whose last report says they refused a pointer as forged or unverifiable (a bad signature, an untrusted key); not failing.", []string{"config"}, nil)
 	descLag = prometheus.NewDesc("cuecast_tailer_lag_commits",
 		"First-parent commits on the followed branch that the tailer has not processed yet.", nil, nil)
 	descHalted = prometheus.NewDesc("cuecast_tailer_halted",
@@ -188,7 +192,7 @@ var (
 
 func (s sampled) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descCoverage, descTarget, descInstances, descOnTarget, descStragglers,
-		descLKG, descDrifted, descUnhealthy, descFailing, descLag, descHalted, descRollouts, descSampleAge} {
+		descLKG, descDrifted, descUnhealthy, descFailing, descRefused, descLag, descHalted, descRollouts, descSampleAge} {
 		ch <- d
 	}
 }
@@ -216,6 +220,7 @@ func (s sampled) Collect(ch chan<- prometheus.Metric) {
 		gauge(descDrifted, float64(c.Drifted), cfg)
 		gauge(descUnhealthy, float64(c.Unhealthy), cfg)
 		gauge(descFailing, float64(c.Failing), cfg)
+		gauge(descRefused, float64(c.Refused), cfg)
 	}
 	if m.tailer.set {
 		if m.tailer.Lag >= 0 {

@@ -406,3 +406,33 @@ func TestCoverageAbsentWithNoInstance(t *testing.T) {
 		t.Errorf("coverage of a/some = %v, want 1 (every instance where its rollout means it)", got["a/some"])
 	}
 }
+
+// TestRefusedGauge: the instances that refused a pointer have their own
+// gauge, exported at 0 for every config sampled (ConfigStatus.Refused had
+// none), apart from the failing ones.
+func TestRefusedGauge(t *testing.T) {
+	m := New(Options{})
+	m.ObserveFleet(time.Now(), []ConfigSample{
+		{Config: "a/calm", Target: cuecast.Version{Version: 1}, Instances: 2, OnTarget: 2},
+		{Config: "a/forged", Target: cuecast.Version{Version: 1}, Instances: 3, Refused: 2, Failing: 1},
+	})
+	mfs, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "cuecast_config_instances_refused" {
+			continue
+		}
+		for _, mm := range mf.Metric {
+			got[mm.Label[0].GetValue()] = mm.GetGauge().GetValue()
+		}
+	}
+	if v, ok := got["a/calm"]; !ok || v != 0 {
+		t.Errorf("refused of a/calm = %v (exported %t), want 0, exported", v, ok)
+	}
+	if got["a/forged"] != 2 {
+		t.Errorf("refused of a/forged = %v, want 2", got["a/forged"])
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -13,61 +12,23 @@ import (
 	"github.com/cuecast/cuecast/distributor/rollout"
 )
 
-// The operator actions the dashboard offers.
-const (
-	ActionAdvance  = "advance"
-	ActionHalt     = "halt"
-	ActionResume   = "resume"
-	ActionRollback = "rollback"
-	ActionUnpin    = "unpin"
-)
-
-var actions = []string{ActionAdvance, ActionHalt, ActionResume, ActionRollback, ActionUnpin}
-
-// Operator performs an operator action on a config's rollout; the rollout
-// controller audits it. to is the version a rollback goes to (0: the
-// rollout's previous version). It returns errors wrapping
+// Operator performs an operator action on a config's rollout
+// (rollout.Controller.Act, with the actions' defaults: a rollback with no
+// version goes to the rollout's previous version); the rollout controller
+// audits it. It returns errors wrapping rollout.ErrUnknownVerb,
 // rollout.ErrNoRollout, rollout.ErrState, rollout.ErrNoReason,
-// rollout.ErrNotPinned or cuecast.ErrNotFound for requests that cannot apply,
-// anything else for failures. On success it returns the config's record as
-// the action left it, which is what the action's log record names (the
-// dashboard's sample may be older than the action).
+// rollout.ErrNotPinned or cuecast.ErrNotFound for requests that cannot
+// apply, anything else for failures. On success it returns the config's
+// record as the action left it, which is what the action's log record
+// names (the dashboard's sample may be older than the action).
 type Operator interface {
-	Act(ctx context.Context, cfg cuecast.ConfigPath, action string, to uint64, a rollout.Action) (rollout.Record, error)
+	Act(ctx context.Context, a rollout.Action) (rollout.Record, error)
 }
 
-// ControllerOperator performs the actions with the rollout controller's
-// operator methods.
-func ControllerOperator(c *rollout.Controller) Operator { return controllerOperator{c} }
+var _ Operator = (*rollout.Controller)(nil)
 
-type controllerOperator struct{ c *rollout.Controller }
-
-func (o controllerOperator) Act(ctx context.Context, cfg cuecast.ConfigPath, action string, to uint64, a rollout.Action) (rollout.Record, error) {
-	switch action {
-	case ActionAdvance:
-		return o.c.Advance(ctx, cfg, a)
-	case ActionHalt:
-		return o.c.Halt(ctx, cfg, a)
-	case ActionResume:
-		return o.c.Resume(ctx, cfg, a)
-	case ActionUnpin:
-		return o.c.Unpin(ctx, cfg, a)
-	case ActionRollback:
-		if to == 0 {
-			rec, err := o.c.Record(ctx, cfg)
-			if err != nil {
-				return rollout.Record{}, err
-			}
-			if rec.Current == nil || rec.Current.From == 0 {
-				return rollout.Record{}, fmt.Errorf("rollback %s: no previous version known; name one: %w", cfg, rollout.ErrState)
-			}
-			to = rec.Current.From
-		}
-		return o.c.Rollback(ctx, cfg, to, a)
-	default:
-		return rollout.Record{}, fmt.Errorf("unknown action %q", action)
-	}
-}
+// ControllerOperator performs the actions with the rollout controller.
+func ControllerOperator(c *rollout.Controller) Operator { return c }
 
 func (s *Server) actionsEnabled() bool { return s.o.OperatorToken != "" && s.o.Operator != nil }
 
@@ -107,12 +68,9 @@ func (s *Server) action(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	known := false
-	for _, a := range actions {
-		known = known || a == act
-	}
-	if !known {
-		writeError(w, http.StatusBadRequest, "unknown action "+act+": want one of "+strings.Join(actions, ", "))
+	verb, err := rollout.ParseVerb(act)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	var req actionRequest
@@ -128,9 +86,9 @@ func (s *Server) action(w http.ResponseWriter, r *http.Request) {
 	if actor == "" {
 		actor = "operator"
 	}
-	a := rollout.Action{Actor: "web:" + actor, Reason: strings.TrimSpace(req.Reason), Emergency: req.Emergency}
+	a := rollout.Action{Verb: verb, Config: cfg, Version: req.Version, Actor: "web:" + actor, Reason: strings.TrimSpace(req.Reason), Emergency: req.Emergency}
 	log := s.log.With("action", act, "config", cfg, "actor", a.Actor, "remote", r.RemoteAddr, "emergency", a.Emergency)
-	rec, err := s.o.Operator.Act(r.Context(), cfg, act, req.Version, a)
+	rec, err := s.o.Operator.Act(r.Context(), a)
 	switch {
 	case err == nil:
 		// The rollout is the one the action itself returned: the dashboard's
@@ -147,7 +105,7 @@ func (s *Server) action(w http.ResponseWriter, r *http.Request) {
 		default:
 		}
 		return
-	case errors.Is(err, rollout.ErrNoReason):
+	case errors.Is(err, rollout.ErrNoReason), errors.Is(err, rollout.ErrUnknownVerb):
 		writeError(w, http.StatusBadRequest, err.Error())
 	case errors.Is(err, rollout.ErrNoRollout), errors.Is(err, cuecast.ErrNotFound), errors.Is(err, cuecast.ErrPurged):
 		writeError(w, http.StatusNotFound, err.Error())

@@ -237,14 +237,8 @@ func (s *Server) sampleFleet(ctx context.Context, snap *snapshot, intents distri
 		if err != nil {
 			return err
 		}
-		sums := make(map[uint64]string, len(vl.versions))
-		for _, v := range vl.versions {
-			sums[v.Version] = v.Checksum
-		}
-		for _, r := range snap.reports[st.Config] {
-			if _, ok := distributor.Drift(r, sums, st.Latest.Version); ok {
-				snap.drift[st.Config] = append(snap.drift[st.Config], r)
-			}
+		for _, r := range distributor.DriftOf(snap.reports[st.Config], vl.versions, st.Latest.Version) {
+			snap.drift[st.Config] = append(snap.drift[st.Config], r.Report)
 		}
 	}
 	return nil
@@ -276,7 +270,7 @@ func (s *Server) fleetSamples(snap *snapshot) []metrics.ConfigSample {
 		out = append(out, metrics.ConfigSample{
 			Config: st.Config, Target: st.Latest, Instances: st.Instances, OnTarget: st.OnLatest, OnIntended: st.OnIntended,
 			Stragglers: len(st.Stragglers), LastKnownGood: len(st.LastKnownGood),
-			Drifted: len(snap.drift[st.Config]), Unhealthy: st.Unhealthy, Failing: st.Failing,
+			Drifted: len(snap.drift[st.Config]), Unhealthy: st.Unhealthy, Failing: st.Failing, Refused: len(st.Refused),
 		})
 	}
 	return out

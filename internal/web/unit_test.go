@@ -242,8 +242,11 @@ func TestRolloutViewShowsNoPastDeadline(t *testing.T) {
 	if !rv.HoldUntil.Equal(enough) {
 		t.Errorf("hold_until %s, want the next deadline %s", rv.HoldUntil, enough)
 	}
-	if strings.Contains(rv.Note, hold.Format(time.RFC3339)) {
+	if strings.Contains(rv.Note, hold.Format(time.RFC3339)) || strings.Contains(rv.Note, rollout.FormatTime(hold)) {
 		t.Errorf("note %q names the past hold", rv.Note)
+	}
+	if want := "judged again by " + rollout.FormatTime(enough); !strings.Contains(rv.Note, want) {
+		t.Errorf("note %q, want %q, in the one time format", rv.Note, want)
 	}
 	rv = rolloutOf(rec, nil, enough.Add(time.Second))
 	if !rv.HoldUntil.IsZero() {
@@ -418,5 +421,11 @@ func TestNamedStagesShownAsSuch(t *testing.T) {
 	}
 	if rv.Stages[2].Names != nil || rv.Stages[2].Labels != nil {
 		t.Errorf("all: %+v, want no selectors", rv.Stages[2])
+	}
+	// Worded by rollout.StageScope, as `cuecast rollout status` words them.
+	for i, want := range []string{"instances search-canary-1, search-canary-2", "labels zone=eu-1", "100%"} {
+		if got := rv.Stages[i].Scope; got != want {
+			t.Errorf("stage %d scope %q, want %q", i, got, want)
+		}
 	}
 }

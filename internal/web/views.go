@@ -151,6 +151,9 @@ type stageView struct {
 	Name    string `json:"name"`
 	Percent int    `json:"percent"`
 	Named   int    `json:"named,omitempty"` // instances named or matched by labels
+	// Scope says what the stage covers (rollout.StageScope), as
+	// `cuecast rollout status` says it.
+	Scope string `json:"scope"`
 	// Names and Labels are the stage's own selectors: the instances it
 	// names and the labels it matches, shown as such (not "0% + named").
 	Names     []string          `json:"names,omitempty"`
@@ -172,7 +175,7 @@ func (s *Server) stale(snap *snapshot) string {
 	if snap.ok.IsZero() {
 		return "cannot read the fleet: " + snap.err
 	}
-	return "showing the sample of " + snap.ok.UTC().Format(time.RFC3339) + ": " + snap.err
+	return "showing the sample of " + rollout.FormatTime(snap.ok) + ": " + snap.err
 }
 
 func (s *Server) commitURL(sha string) string {
@@ -358,11 +361,12 @@ func auditKey(rec rollout.Record) string {
 
 // rolloutOf is the view of rec's current rollout at now. Its note and
 // deadlines are as of now (rollout.Rollout.NoteAt and Deadline): the page
-// shows the real next event, never a deadline that has passed.
+// shows the real next event, never a deadline that has passed. The times in
+// its note and log are shown as everywhere (rollout.FormatTimes).
 func rolloutOf(rec rollout.Record, reports []cuecast.Report, now time.Time) *rolloutView {
 	r := rec.Current
 	rv := &rolloutView{ID: r.ID, Version: r.Version, From: r.From, State: r.State, Active: r.State.Active(),
-		Stage: r.StageName(), Note: r.NoteAt(now), Reason: r.Reason, Reverted: r.Reverted, Emergency: r.Emergency,
+		Stage: r.StageName(), Note: rollout.FormatTimes(r.NoteAt(now)), Reason: r.Reason, Reverted: r.Reverted, Emergency: r.Emergency,
 		Started: r.Started, Updated: r.Updated,
 		Stable: rec.Stable, Pin: rec.Pin, Pending: rec.Pending}
 	switch next := r.Deadline(now); r.State {
@@ -377,10 +381,13 @@ func rolloutOf(rec rollout.Record, reports []cuecast.Report, now time.Time) *rol
 		rv.Log = slices.Clone(r.Log)
 	}
 	slices.Reverse(rv.Log)
+	for i := range rv.Log {
+		rv.Log[i].Detail = rollout.FormatTimes(rv.Log[i].Detail)
+	}
 	ns := r.Config.Namespace()
 	for i, stg := range r.Policy.Stages {
 		sv := stageView{Name: stg.Name, Percent: stg.Percent, Named: len(stg.Instances) + len(stg.Labels),
-			Names: stg.Instances, Labels: stg.Labels}
+			Scope: rollout.StageScope(stg), Names: stg.Instances, Labels: stg.Labels}
 		if stg.Hold > 0 {
 			sv.Hold = stg.Hold.String()
 		}

@@ -72,9 +72,10 @@ func TestMetricsDuringRun(t *testing.T) {
 		{"cuecast_tailer_lag_commits", 0},
 		{"cuecast_tailer_halted", 0},
 		{`cuecast_config_instances_drifted{config="payments/checkout"}`, 0},
+		{`cuecast_config_instances_refused{config="payments/checkout"}`, 0},
 	} {
-		if got := m[c.name]; got != c.want {
-			t.Errorf("%s = %v, want %v", c.name, got, c.want)
+		if got, ok := m[c.name]; got != c.want || !ok {
+			t.Errorf("%s = %v (exported %t), want %v", c.name, got, ok, c.want)
 		}
 	}
 	if m["cuecast_tailer_commit_duration_seconds_count"] < 2 {

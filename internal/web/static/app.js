@@ -50,9 +50,9 @@ function instanceMatches(i) {
 function pct(x) { return Math.round(x * 1000) / 10 + '%'; }
 // Hashes abbreviated as everywhere else (cuecast.ShortCommit): 12 hex digits.
 function short(sha) { return (sha || '').slice(0, 12); }
-// One time format everywhere: UTC, "2026-12-01 17:20:09 UTC" (the server's
-// RFC 3339 times in notes are rewritten to it too); ago() shows it with
-// the age beside it.
+// One time format everywhere: UTC, "2026-12-01 17:20:09 UTC", as
+// rollout.FormatTime writes it (the server sends notes, log details and
+// messages in it already); ago() shows it with the age beside it.
 function fmtTime(t) {
   if (!t) return '';
   const d = new Date(t);
@@ -68,9 +68,6 @@ function age(t) {
 function ago(t) {
   if (!t) return '';
   return h('time', {datetime: new Date(t).toISOString(), title: age(t)}, fmtTime(t));
-}
-function times(text) {
-  return String(text || '').replace(/\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)/g, m => fmtTime(m));
 }
 function commit(sha, url) {
   return url ? h('a', {href: url, class: 'sha', rel: 'noreferrer'}, short(sha)) : h('code', {class: 'sha'}, short(sha));
@@ -96,7 +93,7 @@ function renderTailer(t) {
 function renderStale(msg) {
   const el = document.getElementById('stale');
   el.hidden = !msg;
-  el.textContent = times(msg || '');
+  el.textContent = msg || '';
 }
 
 function renderOverview(ov) {
@@ -174,22 +171,11 @@ function instanceTable(title, all, cls) {
         h('td', {class: 'muted'}, ago(i.at)))))));
 }
 
-// stageScope says what a stage covers: a share of the cohort buckets, the
-// instances it names, the labels it matches, or a mix.
-function stageScope(s) {
-  const parts = [];
-  if (s.percent) parts.push(s.percent + '%');
-  if (s.names && s.names.length) parts.push('instances ' + s.names.join(', '));
-  const ls = Object.keys(s.labels || {}).sort().map(k => `${k}=${s.labels[k]}`);
-  if (ls.length) parts.push('labels ' + ls.join(', '));
-  return parts.length ? parts.join(' + ') : '0%';
-}
-
 function renderRollout(r) {
   if (!r) return h('section', {class: 'panel'}, h('h2', {}, 'Rollout'), h('p', {class: 'muted'}, 'No rollout recorded for this config.'));
   const stages = r.stages.map(s => h('div', {class: 'stage st-' + s.status},
     h('div', {class: 'stage-head'}, h('strong', {}, s.name), ' ', h('span', {class: 'muted'},
-      `${stageScope(s)}${s.hold ? ' · hold ' + s.hold : ''} · ${s.status}`)),
+      `${s.scope}${s.hold ? ' · hold ' + s.hold : ''} · ${s.status}`)),
     s.instances ? bar(s.coverage, `${s.on_target}/${s.instances} on v${r.version}`) : bar(0, 'no instances', '', true),
     h('div', {class: 'muted'}, s.unhealthy || s.failing ? h('span', {class: 'count danger'}, `${s.unhealthy} unhealthy · ${s.failing} failing`) : 'healthy',
       s.refused ? h('span', {class: 'count warn'}, ` · ${s.refused} refused a pointer`) : '')));
@@ -198,12 +184,12 @@ function renderRollout(r) {
     h('p', {}, `from v${r.from || '—'} · stage ${r.stage} · started ${fmtTime(r.started)} · updated ${fmtTime(r.updated)}`,
       r.hold_until && r.state === 'holding' ? ` · holding until ${fmtTime(r.hold_until)}` : '',
       r.wait_until && r.state !== 'holding' ? ` · waiting until ${fmtTime(r.wait_until)}` : ''),
-    r.note ? h('p', {class: 'note'}, times(r.note)) : null,
+    r.note ? h('p', {class: 'note'}, r.note) : null,
     r.reason ? h('p', {class: 'err'}, r.reason) : null,
     r.pin ? h('p', {class: 'count warn'}, `pinned to v${r.pin.version} by ${r.pin.actor}: ${r.pin.reason}${r.pending ? ` · v${r.pending} pending` : ''}`) : null,
     h('div', {class: 'stages'}, stages),
     r.log && r.log.length ? h('details', {}, h('summary', {}, 'history'),
-      h('ul', {class: 'log'}, r.log.map(s => h('li', {}, h('span', {class: 'muted'}, fmtTime(s.at) + ' '), `${s.stage || ''} ${s.state} ${times(s.detail || '')}`)))) : null);
+      h('ul', {class: 'log'}, r.log.map(s => h('li', {}, h('span', {class: 'muted'}, fmtTime(s.at) + ' '), `${s.stage || ''} ${s.state} ${s.detail || ''}`)))) : null);
 }
 
 function renderConfig(cv) {

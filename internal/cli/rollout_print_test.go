@@ -1,0 +1,48 @@
+package cli
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/distributor/rollout"
+)
+
+// TestPrintRecordAsTheDashboard: `cuecast rollout status` words a named
+// stage and shows times as the dashboard does (rollout.StageScope,
+// rollout.FormatTime). It printed "canary 0%" and the note's RFC 3339 time.
+func TestPrintRecordAsTheDashboard(t *testing.T) {
+	now := time.Date(2026, 12, 1, 17, 0, 0, 0, time.UTC)
+	hold := now.Add(20*time.Minute + 9*time.Second)
+	rec := rollout.Record{Config: "search/ranking", Stable: 1, Current: &rollout.Rollout{
+		Config: "search/ranking", Version: 2, From: 1, State: rollout.StateHolding, HoldUntil: hold,
+		Policy: cuecast.Policy{Stages: []cuecast.Stage{
+			{Name: "canary", Instances: []string{"search-canary-1", "search-canary-2"}},
+			{Name: "eu", Labels: map[string]string{"zone": "eu-1"}},
+			{Name: "all", Percent: 100},
+		}},
+		Note: "holding until " + hold.Format(time.RFC3339),
+	}, Pin: &rollout.Pin{Version: 1, Actor: "ann", Reason: "bad", At: now.In(time.FixedZone("CET", 3600))}}
+	var stages []rollout.StageProgress
+	for _, st := range rec.Current.Policy.Stages {
+		stages = append(stages, rollout.StageProgress{Name: st.Name, Percent: st.Percent, Scope: rollout.StageScope(st), Status: "pending"})
+	}
+	var b strings.Builder
+	printRecord(&b, rollout.Progress{Record: rec, Stages: stages}, now)
+	out := b.String()
+	for _, want := range []string{
+		"canary       instances search-canary-1, search-canary-2  [",
+		"eu           labels zone=eu-1  [",
+		"all          100%  [",
+		"holding until 2026-12-01 17:20:09 UTC",
+		"PINNED to v1 by ann at 2026-12-01 17:00:00 UTC",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("rollout status:\n%s\nwant it to contain %q", out, want)
+		}
+	}
+	if strings.Contains(out, " 0%") || strings.Contains(out, "T17:20:09Z") {
+		t.Errorf("rollout status:\n%s\nshows a named stage as 0%% or an RFC 3339 time", out)
+	}
+}
