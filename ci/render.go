@@ -297,6 +297,8 @@ func (r *Report) verdict() string {
 	switch {
 	case r.Risk.NewErrors > 0:
 		return fmt.Sprintf("❌ %d new error(s) at head", r.Risk.NewErrors)
+	case r.Risk.Reshuffles > 0:
+		return fmt.Sprintf("❌ %d flag rollout(s) move more users than their weights require", r.Risk.Reshuffles)
 	case r.Risk.PreExisting > 0:
 		return fmt.Sprintf("✅ no new errors (%d pre-existing)", r.Risk.PreExisting)
 	default:
@@ -370,6 +372,19 @@ func (r *Report) riskLines(code func(string) string) []string {
 			s = append(s, fmt.Sprintf("and %d more", n-maxRiskItems))
 		}
 		out = append(out, fmt.Sprintf("new field(s), which services decoding strictly reject until they know them: %s", strings.Join(s, ", ")))
+	}
+	for _, f := range r.Risk.FlagRollouts {
+		s := fmt.Sprintf("flag %s %s %s: %s of users change variant (the weights require %s)",
+			code(string(f.Config)), code(f.Flag), f.Where, pct(f.Changed), pct(f.Required))
+		switch {
+		case f.Reshuffled && f.Intended:
+			s += "; a reshuffle, meant (reshuffle: true)"
+		case f.Reshuffled && f.Resalted:
+			s += "; the salt or bucketBy changed, so every user is bucketed anew: keep them, or set reshuffle: true on the flag"
+		case f.Reshuffled:
+			s += "; reshuffled: keep the variants' order in the weights (grow one share at the others' end), or set reshuffle: true on the flag"
+		}
+		out = append(out, s)
 	}
 	if r.Risk.NewErrors > 0 {
 		out = append(out, fmt.Sprintf("%d new error(s) at head", r.Risk.NewErrors))
@@ -480,3 +495,6 @@ func importsFrom(n Namespace) string {
 	}
 	return strings.Join(n.ImportConfigsFrom, ", ")
 }
+
+// pct is a share of users as a percentage with one decimal.
+func pct(x float64) string { return fmt.Sprintf("%.1f%%", x*100) }

@@ -122,6 +122,12 @@ type Risk struct {
 	// harmless to services that ignore unknown fields, fatal to those
 	// decoding strictly until they learn the field.
 	NewFields []Breaking `json:"new_fields,omitempty"`
+	// FlagRollouts are the feature flag rollouts the change alters, with
+	// the share of users whose variant changes; Reshuffles counts those
+	// that move more users than their weights require and do not say they
+	// mean to (a reason to fail, like a new error).
+	FlagRollouts []FlagRollout `json:"flag_rollouts,omitempty"`
+	Reshuffles   int           `json:"reshuffles,omitempty"`
 	// NewErrors counts errors at head that the base did not have.
 	NewErrors   int `json:"new_errors"`
 	PreExisting int `json:"pre_existing_errors"`
@@ -147,8 +153,9 @@ type Breaking struct {
 }
 
 // Failed reports whether the change leaves a config invalid that the base
-// had valid: the check's verdict (exit status 3, check run failure).
-func (r *Report) Failed() bool { return r.Risk.NewErrors > 0 }
+// had valid, or reshuffles a flag rollout's users without saying it means
+// to: the check's verdict (exit status 3, check run failure).
+func (r *Report) Failed() bool { return r.Risk.NewErrors > 0 || r.Risk.Reshuffles > 0 }
 
 // build fills Configs, Errors, Namespaces and the risk figures from the two
 // compiles, in named steps: what happened to each config, the errors at
@@ -159,6 +166,7 @@ func (r *Report) build(base, head *compiler.Result, targets []cuecast.ConfigPath
 		return err
 	}
 	r.headErrors(base, head, targets, baseErrs)
+	r.flagRollouts(outputJSON(base), outputJSON(head))
 	r.namespaces(base, head)
 	for _, cc := range r.Configs {
 		r.risks(cc)
@@ -433,7 +441,7 @@ func (r *Report) libraries(base, head *compiler.Result, changed []string, fanOut
 		r.Risk.Level = "medium"
 	}
 	wide := slices.ContainsFunc(r.Risk.Libraries, func(l Library) bool { return l.Wide })
-	if len(r.Risk.Breaking) > 0 || len(r.Risk.Strict) > 0 || wide || (r.Everything && r.Risk.Configs > 0) {
+	if len(r.Risk.Breaking) > 0 || len(r.Risk.Strict) > 0 || wide || r.Risk.Reshuffles > 0 || (r.Everything && r.Risk.Configs > 0) {
 		r.Risk.Level = "high"
 	}
 }
@@ -490,4 +498,13 @@ func typeOf(raw []byte) string {
 		return "?"
 	}
 	return jsonType(v)
+}
+
+// outputJSON is each compiled config's JSON.
+func outputJSON(res *compiler.Result) map[cuecast.ConfigPath][]byte {
+	out := make(map[cuecast.ConfigPath][]byte, len(res.Outputs))
+	for cp, o := range res.Outputs {
+		out[cp] = o.JSON
+	}
+	return out
 }

@@ -37,6 +37,10 @@ type Flag struct {
 	Prerequisites  []Prerequisite        `json:"prerequisites,omitempty"`
 	Rules          []Rule                `json:"rules,omitempty"`
 	Fallthrough    *Serve                `json:"fallthrough,omitempty"`
+	// Reshuffle tells `cuecast check` that a change moving more users
+	// between variants than its weights require (weights reordered, the
+	// salt or bucketing attribute changed) is meant; evaluation ignores it.
+	Reshuffle bool `json:"reshuffle,omitempty"`
 }
 
 // RawVariant is a variant's value as JSON; Compile checks it against the
