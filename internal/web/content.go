@@ -34,6 +34,9 @@ type contentView struct {
 	// what changed from it, path by path, as `cuecast check` shows it.
 	Previous uint64          `json:"previous,omitempty"`
 	Diff     []ci.Difference `json:"diff"`
+	// Flags describes a flag set version's flags (docs/FLAGS.md); absent
+	// for any other config.
+	Flags []flagView `json:"flags,omitempty"`
 }
 
 // apiVersion serves GET /api/versions/<config>?version=N.
@@ -70,7 +73,7 @@ func (s *Server) contentOf(ctx context.Context, vr VersionReader, cfg cuecast.Co
 		return contentView{}, err
 	}
 	cv := contentView{Config: cfg, Version: v.Version, Checksum: v.Checksum, Commit: v.Commit, Deleted: v.Deleted,
-		Content: indent(body), Diff: []ci.Difference{}}
+		Content: indent(body), Diff: []ci.Difference{}, Flags: flagViews(body)}
 	vl, err := s.versions(ctx, cfg, n)
 	if err != nil {
 		return contentView{}, err

@@ -9,7 +9,7 @@
 // when it is missing. Chromium is found at $CUECAST_CHROMIUM, /usr/bin/chromium
 // or on $PATH; the test is skipped, saying so, only when there is none. A
 // screenshot of each page (config, a version's diff, overview, overview
-// filtered, a halted rollout) goes to $CUECAST_ARTIFACTS (default: the
+// filtered, a halted rollout, a flag set's flags) goes to $CUECAST_ARTIFACTS (default: the
 // test's temp directory).
 package e2e
 
@@ -366,4 +366,16 @@ func TestDashboardShowsRolloutLive(t *testing.T) {
 	if got := act(operatorToken, "rollback"); got == "rollback: cancelled" || !strings.HasPrefix(got, "rollback: ") {
 		t.Errorf("rollback accepted: %q, want the server's answer", got)
 	}
+
+	// A flag set's page shows its flags: the switch, the rules in order and
+	// the current rollout (issue 19).
+	if err := chromedp.Do(bctx, chromedp.Navigate(base+"/configs/growth/flags")); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, "growth/flags showing its flags", 30*time.Second, func() (bool, string) {
+		s := text(`document.querySelector('#flags tr[data-flag="new-checkout"]')?.textContent || '-'`)
+		return strings.Contains(s, "new-checkout") && strings.Contains(s, "staff: email endsWith") &&
+			strings.Contains(s, "on 20% · off 80%"), s
+	})
+	screenshot("dashboard-flags.png")
 }

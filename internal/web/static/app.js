@@ -233,7 +233,11 @@ function renderConfig(cv) {
         h('td', {}, a.action, a.emergency ? ' (emergency)' : ''), h('td', {}, a.version ? 'v' + a.version : ''),
         h('td', {}, a.stage || ''), h('td', {}, a.reason))))) : h('p', {class: 'muted'}, 'No operator action or halt recorded.'));
   renderTailer(cv.tailer);
-  view.replaceChildren(...[head, renderRollout(cv.rollout), chart,
+  // A flag set: its flags, rules and rollouts as the current version has
+  // them (the version's content, fetched once per version).
+  if (!c.deleted && c.version) loadContentOnce(c.version);
+  const flagsPanel = renderFlags(contents[c.version]);
+  view.replaceChildren(...[head, flagsPanel, renderRollout(cv.rollout), chart,
     instanceTable('Stragglers', cv.stragglers, 'warn'), instanceTable('Drift', cv.drift, 'danger'),
     instanceTable('On last-known-good', cv.lkg, 'warn'), instanceTable('Unhealthy or failing', cv.unhealthy, 'danger'),
     instanceTable('Refused a pointer (forged or unverifiable: nothing applied, not an apply failure)', cv.refused, 'warn'),
@@ -255,6 +259,26 @@ async function loadContent(n) {
     contents[n] = {error: String(e)};
   }
   rerender();
+}
+
+// loadContentOnce fetches version n's content unless it is there or on
+// its way (a failed fetch is not retried on every refresh).
+function loadContentOnce(n) {
+  if (!contents[n]) loadContent(n);
+}
+
+// renderFlags shows a flag set version's flags: on or off, the rules in
+// order and what the fallthrough serves; nothing for other configs.
+function renderFlags(ct) {
+  if (!ct || !ct.flags) return null;
+  return h('section', {class: 'panel', id: 'flags'}, h('h2', {}, `Flags (v${ct.version})`),
+    h('table', {}, h('thead', {}, h('tr', {}, ['flag', 'state', 'rules (first match wins)', 'everyone else'].map(t => h('th', {}, t)))),
+      h('tbody', {}, ct.flags.filter(f => matches(filterText(), f.key, f.fallthrough, ...(f.rules || []).map(r => r.when))).map(f => h('tr', {'data-flag': f.key},
+        h('td', {}, h('code', {}, f.key), h('div', {class: 'muted'}, f.type)),
+        h('td', {}, f.on ? 'on' : h('span', {class: 'count warn'}, `off: serves ${f.off_variant}`),
+          (f.prerequisites || []).length ? h('div', {class: 'muted'}, 'needs ' + f.prerequisites.join(', ')) : ''),
+        h('td', {}, (f.rules || []).length ? h('ol', {}, f.rules.map(r => h('li', {}, r.id ? h('strong', {}, r.id + ': ') : '', `${r.when} ▶ ${r.serves}`))) : h('span', {class: 'muted'}, 'none')),
+        h('td', {class: 'rollout'}, f.fallthrough || `${f.default_variant} (default)`))))));
 }
 
 // renderContent shows a version's diff against the one before it and its
