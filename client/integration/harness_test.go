@@ -178,6 +178,17 @@ func waitVersion(t *testing.T, w *client.Watcher, ev *events, n uint64) client.S
 	return w.Current()
 }
 
+// waitApplied waits until ev's newest applied event is version n: the
+// watcher swaps its snapshot a moment before it emits the applied event, so
+// a test that judges the events after waitVersion must wait for them too.
+func waitApplied(t *testing.T, ev *events, n uint64) {
+	t.Helper()
+	poll.Until(t, fmt.Sprintf("the applied event of version %d", n), poll.Patience, func() (bool, string) {
+		a := ev.applied()
+		return len(a) > 0 && a[len(a)-1] == n, "events:" + ev.String()
+	})
+}
+
 func waitEvent(t *testing.T, ev *events, what string, f func(client.Event) bool) client.Event {
 	t.Helper()
 	poll.Until(t, what, poll.Patience, func() (bool, string) { _, ok := ev.find(f); return ok, "events:" + ev.String() })

@@ -130,6 +130,7 @@ func TestReplayedPointersNeverMoveBackOrFreeze(t *testing.T) {
 		ev   *events
 	}{{"live", wLive, evLive}, {"late", wLate, evLate}} {
 		waitVersion(t, w.w, w.ev, 4)
+		waitApplied(t, w.ev, 4)
 		applied := w.ev.applied()
 		since := applied[slices.Index(applied, 3):]
 		if !slices.Equal(since, []uint64{3, 4}) {

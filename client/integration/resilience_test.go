@@ -136,6 +136,7 @@ func TestOffline50Versions(t *testing.T) {
 			e.ship(1, body(1))
 			w, ev := tt.run(t, e)
 			waitVersion(t, w, ev, 51)
+			waitApplied(t, ev, 51) // seen failing under load without it: applied [1] with the watcher on 51
 			if got := fmt.Sprint(ev.applied()); got != tt.want {
 				t.Fatalf("applied: got %s, want %s", got, tt.want)
 			}

@@ -68,6 +68,7 @@ func TestKeyRotation(t *testing.T) {
 	e.newDistributor(envOpts{})
 	e.ship(4, body(4))
 	waitVersion(t, wRetired, evRetired, 4)
+	waitApplied(t, evRetired, 4)
 	if got := evRetired.applied(); !slices.Equal(got, []uint64{2, 4}) {
 		t.Fatalf("retired-key instance applied %v, want [2 4]; events:%s", got, evRetired)
 	}
@@ -105,6 +106,7 @@ func TestResignAfterRotation(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitVersion(t, wBoth, evBoth, 1)
+	waitApplied(t, evBoth, 1)
 	before := evBoth.applied()
 
 	e.key, e.pub = newKey, newPub
