@@ -134,12 +134,9 @@ func Check(ctx context.Context, repoDir string, opts Options) (*Report, error) {
 // over compiler.MaxFileSize are not read into memory when looked up, so the
 // compiler can refuse them unread.
 func openRepo(repoDir string) (*git.Repository, func(), error) {
-	r, err := git.PlainOpen(repoDir)
-	if errors.Is(err, git.ErrRepositoryNotExists) {
-		return nil, nil, fmt.Errorf("open %s: %w", repoDir, ErrNotRepo)
-	}
+	r, err := gitfs.Open(repoDir)
 	if err != nil {
-		return nil, nil, fmt.Errorf("open %s: %w", repoDir, err)
+		return nil, nil, err
 	}
 	st, ok := r.Storer.(*filesystem.Storage)
 	if !ok {

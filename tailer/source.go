@@ -14,6 +14,8 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/cache"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	"github.com/go-git/go-git/v5/storage/filesystem"
+
+	"github.com/cuecast/cuecast/gitfs"
 )
 
 // source is where commits come from: a local repository read in place, or a
@@ -52,8 +54,9 @@ func (s *source) open(ctx context.Context) (*git.Repository, error) {
 	if s.remote {
 		return s.openClone(ctx)
 	}
-	r, err := git.PlainOpen(s.dir)
-	if errors.Is(err, git.ErrRepositoryNotExists) {
+	// gitfs.Open: a linked worktree's branches are in the main .git.
+	r, err := gitfs.Open(s.dir)
+	if errors.Is(err, ErrNotRepo) {
 		return nil, fmt.Errorf("open repository %s: %w", s.repo, ErrNotRepo)
 	}
 	if err != nil {

@@ -355,6 +355,22 @@ func TestRestart(t *testing.T) {
 	wantSummary(t, e.poll(e.tailer(tailer.Config{ID: "other"})), tailer.Summary{Commits: 2})
 }
 
+// TestFollowsLinkedWorktree: serve pointed at a `git worktree` checkout
+// follows the repository's branch (go-git found no branch there: the
+// worktree's .git is a file and its branches are in the main .git).
+func TestFollowsLinkedWorktree(t *testing.T) {
+	e := newEnv(t)
+	r := e.repo
+	c1 := r.CommitFiles("initial", baseRepo())
+	wt := r.LinkedWorktree("follow", c1)
+	tl := e.tailer(tailer.Config{Repo: wt})
+	c2 := r.CommitFiles("b2", map[string]string{"pay/b/b.cue": config("b", false, 2)})
+	wantSummary(t, e.poll(tl), tailer.Summary{Commits: 2, Versions: 4})
+	wantHistory(t, e, map[cuecast.ConfigPath][]string{
+		"pay/a": {at(1, c1)}, "pay/b": {at(1, c1), at(2, c2)}, "web/c": {at(1, c1)},
+	})
+}
+
 // TestStartAt backfills from a given commit on an empty store.
 func TestStartAt(t *testing.T) {
 	e := newEnv(t)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/ci"
+	"github.com/cuecast/cuecast/gitfs"
 	"github.com/cuecast/cuecast/internal/revert"
 )
 
@@ -90,7 +91,7 @@ remote's URL, API root from $GITHUB_API_URL).`,
 }
 
 func revertRun(ctx context.Context, env *Env, opts *RevertOptions) error {
-	r, err := git.PlainOpen(opts.Repo)
+	r, err := gitfs.Open(opts.Repo) // also a linked worktree
 	if err != nil {
 		return &UsageError{Err: fmt.Errorf("open repository %s: %w", opts.Repo, err), Hint: "point --repo at the config repository's work tree"}
 	}

@@ -135,3 +135,28 @@ func (r *Repo) Bare() string {
 	}
 	return dir
 }
+
+// LinkedWorktree lays out what `git worktree add DIR` makes, by hand (go-git
+// cannot add one), with head checked out detached: DIR/.git is a file
+// naming <repo>/.git/worktrees/<name>, which holds HEAD and a commondir
+// pointing back at the repository's .git, where the objects and branches
+// are. It returns DIR.
+func (r *Repo) LinkedWorktree(name, head string) string {
+	r.t.Helper()
+	dir := r.t.TempDir()
+	admin := filepath.Join(r.Dir, ".git", "worktrees", name)
+	if err := os.MkdirAll(admin, 0o755); err != nil {
+		r.t.Fatal(err)
+	}
+	for file, body := range map[string]string{
+		filepath.Join(admin, "HEAD"):      head + "\n",
+		filepath.Join(admin, "commondir"): "../..\n",
+		filepath.Join(admin, "gitdir"):    filepath.Join(dir, ".git") + "\n",
+		filepath.Join(dir, ".git"):        "gitdir: " + admin + "\n",
+	} {
+		if err := os.WriteFile(file, []byte(body), 0o644); err != nil {
+			r.t.Fatal(err)
+		}
+	}
+	return dir
+}

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 
 	"github.com/cuecast/cuecast"
@@ -108,9 +107,9 @@ func (m *manifestPolicies) manifest(ctx context.Context, sha string) (*compiler.
 	if man, ok := m.byCommit[sha]; ok && sha != "" {
 		return man, nil
 	}
-	r, err := git.PlainOpen(m.dir)
+	r, err := gitfs.Open(m.dir)
 	if err != nil {
-		return nil, fmt.Errorf("open repository %s: %w", m.dir, err)
+		return nil, fmt.Errorf("open repository: %w", err)
 	}
 	h := plumbing.NewHash(sha)
 	if sha == "" {
