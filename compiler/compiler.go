@@ -804,6 +804,11 @@ func (c *compilation) dirClosure(dir string) ([]string, error) {
 	}
 	for _, d := range own {
 		for _, f := range c.tree.dirs[d] {
+			// A symlinked file is read like its target: the target's
+			// directory is a dependency too.
+			if target, ok := c.tree.links[f]; ok {
+				set[path.Dir(target)] = true
+			}
 			for _, imp := range c.headers[f].imports {
 				idir, ok := c.importDir(imp)
 				if !ok {

@@ -44,6 +44,10 @@ type repoTree struct {
 	// symlinkDirs are symlinks to directories inside the repo. The walk
 	// does not follow them (neither does this compiler's loader).
 	symlinkDirs []symlinkDir
+	// links maps a symlinked file that is read (a .cue file, or one a
+	// package may embed) to the file it finally resolves to: a change to
+	// the target is a change to every config reading the link.
+	links map[string]string
 }
 
 type symlinkDir struct{ link, target string }
@@ -84,7 +88,7 @@ func (t *repoTree) symlinkDirErrors(namespaces map[string]Namespace) []Error {
 // ignores (names starting with '.' or '_'), checks symlinks, and never reads
 // file contents.
 func walkRepo(fsys fs.FS) (*repoTree, error) {
-	t := &repoTree{dirs: make(map[string][]string), data: make(map[string][]string), bad: make(map[string]bool)}
+	t := &repoTree{dirs: make(map[string][]string), data: make(map[string][]string), bad: make(map[string]bool), links: make(map[string]string)}
 	rl, canReadLink := fsys.(fs.ReadLinkFS)
 	err := fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -128,6 +132,7 @@ func walkRepo(fsys fs.FS) (*repoTree, error) {
 				t.symlinkDirs = append(t.symlinkDirs, symlinkDir{p, resolveLink(rl, p)})
 				return nil
 			}
+			t.links[p] = finalTarget(rl, p)
 		} else if !d.Type().IsRegular() {
 			return nil
 		}
@@ -161,6 +166,22 @@ func (t *repoTree) reject(e Error) {
 	e.Fix = fixFor(e.ID)
 	t.errs = append(t.errs, e)
 	t.bad[e.File] = true
+}
+
+// finalTarget follows the symlink at p, hop by hop, to the file it names
+// (checkSymlink has made sure the chain ends inside the repo).
+func finalTarget(rl fs.ReadLinkFS, p string) string {
+	for range 40 {
+		next := resolveLink(rl, p)
+		if next == "" {
+			return p
+		}
+		p = next
+		if fi, err := rl.Lstat(p); err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+			return p
+		}
+	}
+	return p
 }
 
 // checkSymlink reports whether the symlink at p resolves inside the repo and

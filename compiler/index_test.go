@@ -2,6 +2,7 @@ package compiler_test
 
 import (
 	"context"
+	"io/fs"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -314,6 +315,32 @@ func TestAffectsAll(t *testing.T) {
 	} {
 		if got := compiler.AffectsAll(f); got != want {
 			t.Errorf("AffectsAll(%q) = %v, want %v", f, got, want)
+		}
+	}
+}
+
+// TestAffectedThroughSymlinkedFile: a config directory's CUE file that is a
+// symlink is read like its target, so a change to the target file is a
+// change to the config (it was not: check showed nothing and the tailer
+// published no new version).
+func TestAffectedThroughSymlinkedFile(t *testing.T) {
+	fsys, _ := loadCase(t, "testdata/ok-base")
+	fsys["shared/limits.cue"] = &fstest.MapFile{Data: []byte("package site\n\nlimit: 1\n"), Mode: 0o644}
+	fsys["web/site/limits.cue"] = &fstest.MapFile{Data: []byte("../../shared/limits.cue"), Mode: fs.ModeSymlink | 0o777}
+	res, err := compiler.Compile(context.Background(), "base", compiler.Options{FS: fsys, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.OK() || !strings.Contains(string(res.Outputs["web/site"].JSON), `"limit":1`) {
+		t.Fatalf("web/site does not compile with the linked file: errors %v, output %s", res.Errors, res.Outputs["web/site"].JSON)
+	}
+	for changed, want := range map[string][]cuecast.ConfigPath{
+		"shared/limits.cue":   {"web/site"},
+		"web/site/limits.cue": {"web/site"},
+		"shared/other.cue":    {"web/site"}, // a file beside the target: the directory is a dependency
+	} {
+		if got := res.Index.Affected([]string{changed}); !slices.Equal(got, want) {
+			t.Errorf("Affected(%q) = %v, want %v", changed, got, want)
 		}
 	}
 }
