@@ -87,3 +87,23 @@ func TestCheckFlagRollouts(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckStrictByConfigOverride: a config made strict by its own override
+// in the manifest (a relaxed namespace) is listed as strict and raises the
+// risk, as the rollout treats it (it was judged by its namespace alone).
+func TestCheckStrictByConfigOverride(t *testing.T) {
+	r := gittest.New(t)
+	base := r.CommitFiles("base", map[string]string{
+		"cue.mod/module.cue": "module: \"example.com/s@v0\"\nlanguage: version: \"v0.17.0\"\n",
+		"cuecast.cue":        "package manifest\n\nnamespaces: web: {\n\towners: [\"team-web\"]\n\tconsistency: \"relaxed\"\n\tconfigs: site: consistency: \"strict\"\n}\n",
+		"web/site/site.cue":  "package site\n\ntitle: \"a\"\n",
+		"web/blog/blog.cue":  "package blog\n\ntitle: \"a\"\n",
+	})
+	edit(t, r, "web/site/site.cue", `"a"`, `"b"`)
+	edit(t, r, "web/blog/blog.cue", `"a"`, `"b"`)
+	head := r.Commit("titles")
+	rep := check(t, r, base, head)
+	if got := rep.Risk.Strict; len(got) != 1 || got[0] != "web/site" || rep.Risk.Level != "high" {
+		t.Errorf("strict %v, level %s; want [web/site] and high (errors %+v)", got, rep.Risk.Level, rep.Errors)
+	}
+}

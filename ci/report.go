@@ -111,7 +111,8 @@ type Risk struct {
 	Configs    int `json:"configs"`
 	Compiled   int `json:"compiled"`
 	Namespaces int `json:"namespaces"`
-	// Strict lists changed configs in namespaces with strict consistency.
+	// Strict lists changed configs that roll out with strict consistency (their
+	// namespace's class, or their own override in the manifest).
 	Strict []cuecast.ConfigPath `json:"strict,omitempty"`
 	// Libraries lists changed library directories and the configs they reach.
 	Libraries []Library `json:"libraries,omitempty"`
@@ -168,8 +169,23 @@ func (r *Report) build(base, head *compiler.Result, targets []cuecast.ConfigPath
 	r.headErrors(base, head, targets, baseErrs)
 	r.flagRollouts(outputJSON(base), outputJSON(head))
 	r.namespaces(base, head)
+	strict := func(cp cuecast.ConfigPath) bool {
+		// The class the rollout uses: the config's own override, else its
+		// namespace's (Manifest.Policy); the head's manifest, or the base's
+		// for a config the change removes.
+		for _, m := range []*compiler.Manifest{head.Manifest, base.Manifest} {
+			if m == nil {
+				continue
+			}
+			if _, ok := m.Namespaces[cp.Namespace()]; ok {
+				_, c := m.Policy(cp)
+				return c == cuecast.Strict
+			}
+		}
+		return false
+	}
 	for _, cc := range r.Configs {
-		r.risks(cc)
+		r.risks(cc, strict)
 	}
 	r.Risk.Compiled = len(r.Configs)
 	r.Risk.Namespaces = len(r.Namespaces)
@@ -337,12 +353,12 @@ func (r *Report) namespaces(base, head *compiler.Result) {
 // risks adds what cc contributes to the risk summary: a config whose
 // output changes counts, is strict when its namespace is, and its removal,
 // move, removed or retyped fields and new fields are listed.
-func (r *Report) risks(cc ConfigChange) {
+func (r *Report) risks(cc ConfigChange, strict func(cuecast.ConfigPath) bool) {
 	if cc.Status == StatusUnchanged || cc.Status == StatusStillInvalid {
 		return
 	}
 	r.Risk.Configs++
-	if n, ok := r.namespace(cc.Config.Namespace()); ok && n.Consistency == cuecast.Strict {
+	if strict(cc.Config) {
 		r.Risk.Strict = append(r.Risk.Strict, cc.Config)
 	}
 	switch cc.Status {
