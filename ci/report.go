@@ -101,8 +101,9 @@ type Risk struct {
 	//   - "low": no config's compiled output changes;
 	//   - "medium": outputs change, none of the below;
 	//   - "high": a breaking change (a field removed or retyped, a config
-	//     removed or moved), a changed output of a strict config (namespace or override),
-	//     consistency, one library change altering at least the fan-out
+	//     removed or moved), a changed output of a config with strict
+	//     consistency (its namespace's or its own override), a flag rollout
+	//     reshuffled, one library change altering at least the fan-out
 	//     threshold of outputs (wide), or a manifest or cue.mod/ change
 	//     that alters any output.
 	Level string `json:"level"`
