@@ -384,15 +384,6 @@ func (r *Report) risks(cc ConfigChange, strict func(cuecast.ConfigPath) bool) {
 	}
 }
 
-// namespace returns the entry of Namespaces named ns.
-func (r *Report) namespace(ns string) (Namespace, bool) {
-	i, ok := slices.BinarySearchFunc(r.Namespaces, ns, func(n Namespace, name string) int { return strings.Compare(n.Name, name) })
-	if !ok {
-		return Namespace{}, false
-	}
-	return r.Namespaces[i], true
-}
-
 // renames pairs removed and added configs whose outputs are identical: a
 // config moved without changing what services receive.
 func (r *Report) renames(added, removed []int) {
