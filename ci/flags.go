@@ -168,7 +168,7 @@ func compareServe(key string, of, nf flags.Flag, os, ns *flags.Serve) (fr FlagRo
 	} else {
 		moved := 0
 		for p := range flags.Whole {
-			if variantAt(ow, p) != variantAt(nw, p) {
+			if flags.VariantAt(ow, p) != flags.VariantAt(nw, p) {
 				moved++
 			}
 		}
@@ -176,17 +176,4 @@ func compareServe(key string, of, nf flags.Flag, os, ns *flags.Serve) (fr FlagRo
 	}
 	fr.Reshuffled = fr.Changed > fr.Required+0.5/flags.Whole
 	return fr, true
-}
-
-// variantAt is the variant weights serve at bucket position p: the first
-// whose running sum exceeds p (flags' own rule).
-func variantAt(w []flags.Weight, p int) string {
-	sum := 0
-	for _, x := range w {
-		sum += x.Weight
-		if p < sum {
-			return x.Variant
-		}
-	}
-	return ""
 }

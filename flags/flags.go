@@ -130,6 +130,24 @@ type Rollout struct {
 	Weights  []Weight `json:"weights"`
 }
 
+// VariantAt is the variant weights serve at bucket position pos: the first
+// whose running sum exceeds pos (the last one when they sum to less, which
+// Validate refuses). It is the rule Evaluate applies, for tools that reason
+// about positions (cuecast check's rollout review).
+func VariantAt(weights []Weight, pos int) string {
+	sum := 0
+	for _, w := range weights {
+		sum += w.Weight
+		if pos < sum {
+			return w.Variant
+		}
+	}
+	if len(weights) == 0 {
+		return ""
+	}
+	return weights[len(weights)-1].Variant
+}
+
 // Weight is one variant's share of a Rollout, in thousandths of a percent.
 type Weight struct {
 	Variant string `json:"variant"`

@@ -135,3 +135,26 @@ func TestValidateMessages(t *testing.T) {
 		}
 	}
 }
+
+// TestVariantAtAgreesWithEvaluate: the exported position rule is the one
+// Evaluate applies, at every boundary of a three-way rollout.
+func TestVariantAtAgreesWithEvaluate(t *testing.T) {
+	w := []flags.Weight{{Variant: "a", Weight: 20000}, {Variant: "b", Weight: 30000}, {Variant: "c", Weight: 50000}}
+	for pos, want := range map[int]string{0: "a", 19999: "a", 20000: "b", 49999: "b", 50000: "c", 99999: "c"} {
+		if got := flags.VariantAt(w, pos); got != want {
+			t.Errorf("VariantAt(%d) = %q, want %q", pos, got, want)
+		}
+	}
+	e, err := flags.Compile([]byte(`{"schema": "cuecast.flags/v1", "flags": {"f": {"type": "string",
+	 "variants": {"a": "a", "b": "b", "c": "c"}, "on": true, "offVariant": "a", "defaultVariant": "a", "salt": "f",
+	 "fallthrough": {"rollout": {"weights": [{"variant": "a", "weight": 20000}, {"variant": "b", "weight": 30000}, {"variant": "c", "weight": 50000}]}}}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 200 {
+		r := e.Evaluate("f", flags.Context{"targetingKey": fmt.Sprintf("user-%d", i)})
+		if got := flags.VariantAt(w, r.Position); got != r.Variant {
+			t.Fatalf("user-%d at %d: Evaluate %q, VariantAt %q", i, r.Position, r.Variant, got)
+		}
+	}
+}

@@ -34,8 +34,9 @@ func newCheckCmd(env *Env, runF func(*cobra.Command, *CheckOptions) error) *cobr
 objects (the work tree is not read or touched), and reports for each: added,
 removed, renamed, changed (the compiled JSON diff: path, old → new), or unchanged
 (its CUE changed, its output did not). A risk summary comes first: how many configs
-and namespaces change, configs in strict namespaces, library changes that reach many
-configs, and breaking changes (a field removed or its JSON type changed). Errors and
+and namespaces change, strict configs, library changes that reach many configs,
+breaking changes (a field removed or its JSON type changed), and for feature flag
+sets the share of users each changed rollout moves to another variant. Errors and
 lint findings at head are listed as file:line:col: message [ID]; one the base already
 had is marked pre-existing and does not fail the check.
 
@@ -48,7 +49,8 @@ GITHUB_API_URL (GitHub Enterprise). It creates a check run on the head commit wi
 annotation per error, and one PR comment, edited on every re-run. The token needs the
 workflow permissions checks: write and pull-requests: write.
 
-Exit status: 0 no new errors, 3 the change leaves configs invalid, 1 cuecast or the
+Exit status: 0 no new errors, 3 the change leaves configs invalid or reshuffles a flag
+rollout's users more than its weights require (docs/FLAGS.md), 1 cuecast or the
 GitHub report failed, 2 wrong usage (an unknown revision is named).`,
 		Example: `  cuecast check --base main --head HEAD
   cuecast check --repo configs --base origin/main --head my-branch --output json
