@@ -2,6 +2,7 @@ package compiler
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -175,7 +176,7 @@ type Explanation struct {
 	Variant map[string]string  `json:"variant,omitempty"`
 	Path    string             `json:"path,omitempty"`
 	// JSON is the compiled output (canonical), as Compile gives it.
-	JSON   string           `json:"json"`
+	JSON   json.RawMessage  `json:"output"`
 	Values []ExplainedValue `json:"values"`
 }
 
@@ -253,7 +254,7 @@ func Explain(ctx context.Context, repoDir string, cfg cuecast.ConfigPath, opts E
 	if e.r.out == nil {
 		return nil, &CompileError{Config: cfg, Errors: sortErrors(append(c.errs, e.r.errs...))}
 	}
-	ex = &Explanation{Config: cfg, Variant: opts.Variant, Path: opts.Path, JSON: string(e.r.out.JSON)}
+	ex = &Explanation{Config: cfg, Variant: opts.Variant, Path: opts.Path, JSON: e.r.out.JSON}
 	root := e.v
 	var prefix []cue.Selector
 	if opts.Path != "" {
@@ -646,7 +647,7 @@ func (x *explainer) analyze(v cue.Value, depth int) analysis {
 		tagField, literal, computed []Position
 		operands, defaults          []Position
 		overridden, constraints     []Position
-		refs                        []cue.Value
+		refs, typeRefs              []cue.Value
 	)
 	tag := ""
 	if attr := v.Attribute("tag"); attr.Err() == nil {
@@ -669,7 +670,11 @@ func (x *explainer) analyze(v cue.Value, depth int) analysis {
 				tagField = append(tagField, pos)
 			}
 		case isReference(c):
-			refs = append(refs, c)
+			if x.decides(c) {
+				refs = append(refs, c)
+			} else {
+				typeRefs = append(typeRefs, c)
+			}
 		case isDefault || op == cue.OrOp:
 			if d, isDef := c.Default(); isDef && d.IsConcrete() {
 				ps := defaultPositions(c)
@@ -697,7 +702,7 @@ func (x *explainer) analyze(v cue.Value, depth int) analysis {
 		for _, m := range more {
 			out = append(out, m...)
 		}
-		return append(append(out, overridden...), constraints...)
+		return append(append(append(out, overridden...), constraints...), x.otherRefs(typeRefs, depth)...)
 	}
 	switch {
 	case tag != "":
@@ -723,7 +728,7 @@ func (x *explainer) analyze(v cue.Value, depth int) analysis {
 		}
 		return analysis{origin: OriginComputed, value: computed, rest: rest(operands)}
 	case len(defaults) > 0:
-		return analysis{origin: OriginDefault, value: defaults, rest: constraints}
+		return analysis{origin: OriginDefault, value: defaults, rest: append(constraints, x.otherRefs(typeRefs, depth)...)}
 	}
 	return analysis{origin: OriginComputed, rest: rest()}
 }
@@ -752,6 +757,21 @@ func (x *explainer) target(r cue.Value) (cue.Value, string, bool) {
 		}
 	}
 	return t, name, true
+}
+
+// decides reports whether a reference can have set a value: it names a
+// concrete value (after defaults), or CUE cannot resolve it to a field (a
+// comprehension's variable). A reference to a type (port: #Port) only
+// constrains.
+func (x *explainer) decides(r cue.Value) bool {
+	t, _, ok := x.target(r)
+	if !ok {
+		return true
+	}
+	if d, ok := t.Default(); ok {
+		t = d
+	}
+	return t.IsConcrete()
 }
 
 // reference follows the first of refs that resolves and reports the
@@ -797,6 +817,12 @@ func (x *explainer) otherRefs(refs []cue.Value, depth int) []Position {
 				role = RoleDefault
 			}
 			out = append(out, withRole(an.value, role)...)
+			for _, p := range an.rest {
+				if p.Role == RoleValue || p.Role == RoleOperand {
+					p.Role = RoleConstraint
+				}
+				out = append(out, p)
+			}
 		}
 	}
 	return out

@@ -97,7 +97,7 @@ func sameAsCompile(t *testing.T, fsys fs.FS, cfg cuecast.ConfigPath, ex *compile
 	if !ok {
 		t.Fatalf("Compile has no output for %s: %v", cfg, res.Errors)
 	}
-	if string(out.JSON) != ex.JSON {
+	if string(out.JSON) != string(ex.JSON) {
 		t.Errorf("Explain's output differs from Compile's:\ngot  %s\nwant %s", ex.JSON, out.JSON)
 	}
 }
