@@ -206,7 +206,19 @@ func Explain(ctx context.Context, repoDir string, cfg cuecast.ConfigPath, opts E
 			return nil, fmt.Errorf("explain %s: path %q: %w: %v", cfg, opts.Path, ErrUnknownPath, err)
 		}
 	}
-	c, cleanup, err := newExplainCompilation(ctx, repoDir, cfg, opts)
+	ex, err = explain(ctx, repoDir, cfg, path, opts, true)
+	var ce *CompileError
+	if errors.As(err, &ce) || errors.Is(err, ErrUnknownConfig) {
+		// The scoped walk (scopeFor) should never change the answer;
+		// a config that fails there is explained over the whole repo, so
+		// that a mistake in the scope costs time, not correctness.
+		ex, err = explain(ctx, repoDir, cfg, path, opts, false)
+	}
+	return ex, err
+}
+
+func explain(ctx context.Context, repoDir string, cfg cuecast.ConfigPath, path cue.Path, opts ExplainOptions, scoped bool) (*Explanation, error) {
+	c, cleanup, err := newExplainCompilation(ctx, repoDir, cfg, opts, scoped)
 	if err != nil {
 		return nil, err
 	}
@@ -254,7 +266,7 @@ func Explain(ctx context.Context, repoDir string, cfg cuecast.ConfigPath, opts E
 	if e.r.out == nil {
 		return nil, &CompileError{Config: cfg, Errors: sortErrors(append(c.errs, e.r.errs...))}
 	}
-	ex = &Explanation{Config: cfg, Variant: opts.Variant, Path: opts.Path, JSON: e.r.out.JSON}
+	ex := &Explanation{Config: cfg, Variant: opts.Variant, Path: opts.Path, JSON: e.r.out.JSON}
 	root := e.v
 	var prefix []cue.Selector
 	if opts.Path != "" {
@@ -283,7 +295,7 @@ func Explain(ctx context.Context, repoDir string, cfg cuecast.ConfigPath, opts E
 
 // newExplainCompilation prepares a compilation as Compile does, limited to
 // cfg.
-func newExplainCompilation(ctx context.Context, repoDir string, cfg cuecast.ConfigPath, opts ExplainOptions) (*compilation, func(), error) {
+func newExplainCompilation(ctx context.Context, repoDir string, cfg cuecast.ConfigPath, opts ExplainOptions, scoped bool) (*compilation, func(), error) {
 	copts := Options{Configs: []cuecast.ConfigPath{cfg}, FS: opts.FS, Workers: 1, Timeout: opts.Timeout, Logger: opts.Logger}
 	fsys := opts.FS
 	closeRoot := func() {}
@@ -311,6 +323,11 @@ func newExplainCompilation(ctx context.Context, repoDir string, cfg cuecast.Conf
 	root, cleanup, err := loaderRoot()
 	if err != nil {
 		return fail(err)
+	}
+	if scoped {
+		if sfs, ok := scopeFor(fsys, cfg); ok {
+			fsys = sfs
+		}
 	}
 	tree, err := walkRepo(fsys)
 	if err != nil {

@@ -3,8 +3,10 @@ package compiler_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -63,6 +65,7 @@ func TestExplainGolden(t *testing.T) {
 				t.Fatal("repo.txtar's comment names no config:")
 			}
 			ex, err := compiler.Explain(context.Background(), dir, cfg, opts)
+			sameWalks(t, dir, cfg, opts)
 			var got strings.Builder
 			var ce *compiler.CompileError
 			switch {
@@ -83,6 +86,20 @@ func TestExplainGolden(t *testing.T) {
 			}
 			checkGolden(t, filepath.Join(dir, "want.txt"), []byte(got.String()))
 		})
+	}
+}
+
+// sameWalks checks that explaining cfg over only what it can read gives
+// what explaining it over the whole repo does, without Explain's retry.
+func sameWalks(t *testing.T, dir string, cfg cuecast.ConfigPath, opts compiler.ExplainOptions) {
+	t.Helper()
+	scoped, err1 := compiler.ExplainWalk(context.Background(), dir, cfg, opts, true)
+	whole, err2 := compiler.ExplainWalk(context.Background(), dir, cfg, opts, false)
+	if fmt.Sprint(err1) != fmt.Sprint(err2) {
+		t.Errorf("scoped walk: error %v, whole repo: %v", err1, err2)
+	}
+	if !reflect.DeepEqual(scoped, whole) {
+		t.Errorf("scoped walk explains differently from the whole repo's:\n%+v\n%+v", scoped, whole)
 	}
 }
 
