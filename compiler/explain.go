@@ -193,12 +193,6 @@ func Explain(ctx context.Context, repoDir string, cfg cuecast.ConfigPath, opts E
 			ex, err = nil, fmt.Errorf("explain %s: internal error: %v", cfg, p)
 		}
 	}()
-	if opts.Timeout <= 0 {
-		opts.Timeout = DefaultTimeout
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
 	var path cue.Path
 	if opts.Path != "" {
 		path = cue.ParsePath(opts.Path)
@@ -218,6 +212,12 @@ func Explain(ctx context.Context, repoDir string, cfg cuecast.ConfigPath, opts E
 }
 
 func explain(ctx context.Context, repoDir string, cfg cuecast.ConfigPath, path cue.Path, opts ExplainOptions, scoped bool) (*Explanation, error) {
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
 	c, cleanup, err := newExplainCompilation(ctx, repoDir, cfg, opts, scoped)
 	if err != nil {
 		return nil, err
@@ -697,6 +697,19 @@ func (x *explainer) analyze(v cue.Value, depth int) analysis {
 				ps := defaultPositions(c)
 				defaults = append(defaults, ps...)
 				overridden = append(overridden, withRole(ps, RoleDefault)...)
+				if depth < maxRefDepth {
+					// A default that is itself an expression or a
+					// reference (*table[env] | int): where its inputs
+					// were set.
+					if da := x.analyze(d, depth+1); da.origin == OriginComputed || da.origin == OriginReference {
+						operands = append(operands, withRole(da.value, RoleOperand)...)
+						for _, p := range da.rest {
+							if p.Role == RoleOperand || p.Role == RoleReference {
+								operands = append(operands, p)
+							}
+						}
+					}
+				}
 			}
 			if ok {
 				constraints = append(constraints, withRole([]Position{pos}, RoleConstraint)...)
@@ -735,7 +748,7 @@ func (x *explainer) analyze(v cue.Value, depth int) analysis {
 		}
 	}
 	switch {
-	case len(computed) > 0 || len(operands) > 0 || len(refs) > 0:
+	case len(computed) > 0 || len(refs) > 0:
 		// A reference CUE cannot resolve to a field (a comprehension's
 		// variable, a let) is part of the expression that holds it.
 		for _, r := range refs {
@@ -745,7 +758,7 @@ func (x *explainer) analyze(v cue.Value, depth int) analysis {
 		}
 		return analysis{origin: OriginComputed, value: computed, rest: rest(operands)}
 	case len(defaults) > 0:
-		return analysis{origin: OriginDefault, value: defaults, rest: append(constraints, x.otherRefs(typeRefs, depth)...)}
+		return analysis{origin: OriginDefault, value: defaults, rest: append(append(operands, constraints...), x.otherRefs(typeRefs, depth)...)}
 	}
 	return analysis{origin: OriginComputed, rest: rest()}
 }
