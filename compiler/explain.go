@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -334,20 +333,7 @@ func newExplainCompilation(ctx context.Context, repoDir string, cfg cuecast.Conf
 		cleanup()
 		return fail(fmt.Errorf("list repo %s: %w", repoDir, err))
 	}
-	c := &compilation{
-		opts:      copts,
-		fsys:      fsys,
-		root:      filepath.ToSlash(root),
-		tree:      tree,
-		mem:       newMemFS(),
-		headers:   make(map[string]header),
-		read:      make(map[string]bool),
-		closure:   make(map[string][]string),
-		embedDirs: make(map[string]bool),
-		secrets:   secretPatterns(),
-		res:       &Result{Outputs: make(map[cuecast.ConfigPath]Output)},
-	}
-	c.errs = append(c.errs, tree.errs...)
+	c := newCompilation(copts, fsys, root, tree)
 	return c, func() { cleanup(); closeRoot() }, nil
 }
 
