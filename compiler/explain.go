@@ -99,8 +99,9 @@ const (
 	// RoleValue: the position that decided the value (the literal, the
 	// chosen default, the expression, the @tag field, the reference).
 	RoleValue Role = "value"
-	// RoleReference: a field the value was read from on the way to the
-	// position that set it.
+	// RoleReference: a reference followed on the way to the position
+	// that set the value, or through which an enclosing struct or list
+	// was read (ledger: net.Internal.ledger).
 	RoleReference Role = "reference"
 	// RoleOperand: an operand of a computed value.
 	RoleOperand Role = "operand"
@@ -286,7 +287,7 @@ func explain(ctx context.Context, repoDir string, cfg cuecast.ConfigPath, path c
 			x.tagAt[at] = true
 		}
 	}
-	if err := x.walk(root, prefix, func(ev ExplainedValue) { ex.Values = append(ex.Values, ev) }); err != nil {
+	if err := x.walk(root, prefix, nil, func(ev ExplainedValue) { ex.Values = append(ex.Values, ev) }); err != nil {
 		return nil, fmt.Errorf("explain %s: %w", cfg, err)
 	}
 	return ex, nil
@@ -549,11 +550,25 @@ type explainer struct {
 }
 
 // walk calls f for each leaf below v in the order of the canonical output
-// (sorted keys), as encodeCanonical visits them.
-func (x *explainer) walk(v cue.Value, at []cue.Selector, f func(ExplainedValue)) error {
+// (sorted keys), as encodeCanonical visits them; through are the
+// references to enclosing structs and lists on the way.
+func (x *explainer) walk(v cue.Value, at []cue.Selector, through []Position, f func(ExplainedValue)) error {
 	d := v
 	if dv, ok := v.Default(); ok {
 		d = dv
+	}
+	if k := d.Kind(); len(at) > 0 && (k == cue.StructKind || k == cue.ListKind) {
+		// A struct or list read through a reference (ledger:
+		// net.Internal.ledger, service: svc.#Defaults & {...}): its values
+		// keep the positions where they are written, and the reference is
+		// how they got here.
+		for _, c := range valueConjuncts(v) {
+			if isReference(c) {
+				if p, ok := position(valuePos(c), RoleReference); ok {
+					through = append(slices.Clip(through), p)
+				}
+			}
+		}
 	}
 	switch d.Kind() {
 	case cue.StructKind:
@@ -572,7 +587,7 @@ func (x *explainer) walk(v cue.Value, at []cue.Selector, f func(ExplainedValue))
 		if len(fs) > 0 {
 			slices.SortFunc(fs, func(a, b field) int { return strings.Compare(a.sel.Unquoted(), b.sel.Unquoted()) })
 			for _, fl := range fs {
-				if err := x.walk(fl.v, append(slices.Clip(at), fl.sel), f); err != nil {
+				if err := x.walk(fl.v, append(slices.Clip(at), fl.sel), through, f); err != nil {
 					return err
 				}
 			}
@@ -585,7 +600,7 @@ func (x *explainer) walk(v cue.Value, at []cue.Selector, f func(ExplainedValue))
 		}
 		n := 0
 		for ; it.Next(); n++ {
-			if err := x.walk(it.Value(), append(slices.Clip(at), cue.Index(n)), f); err != nil {
+			if err := x.walk(it.Value(), append(slices.Clip(at), cue.Index(n)), through, f); err != nil {
 				return err
 			}
 		}
@@ -597,7 +612,7 @@ func (x *explainer) walk(v cue.Value, at []cue.Selector, f func(ExplainedValue))
 	if err != nil {
 		return err
 	}
-	ev := x.explain(v)
+	ev := x.explain(v, through)
 	ev.Path = cue.MakePath(at...).String()
 	ev.JSON = string(b)
 	f(ev)
@@ -605,7 +620,7 @@ func (x *explainer) walk(v cue.Value, at []cue.Selector, f func(ExplainedValue))
 }
 
 // explain labels one value and collects its positions.
-func (x *explainer) explain(v cue.Value) ExplainedValue {
+func (x *explainer) explain(v cue.Value, through []Position) ExplainedValue {
 	a := x.analyze(v, 0)
 	ev := ExplainedValue{Origin: a.origin, Target: a.target, Tag: a.tag, Via: a.via}
 	seen := make(map[string]bool)
@@ -621,6 +636,7 @@ func (x *explainer) explain(v cue.Value) ExplainedValue {
 	}
 	add(a.value)
 	add(a.rest)
+	add(through)
 	if ev.Positions == nil {
 		ev.Positions = []Position{}
 	}

@@ -42,7 +42,8 @@ The origin is one of
   computed   the result of an expression: arithmetic, interpolation, a call, a comprehension
 
 Every position CUE has for the value is listed, the deciding ones first; the
-others carry their role: (reference) a field followed, (operand) an input of a
+others carry their role: (reference) a reference followed to the value or to
+a struct or list enclosing it, (operand) an input of a
 computed value, (default) a default the value overrode, (constraint) a
 conjunct that only constrains it, such as the namespace schema's type.
 
