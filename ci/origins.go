@@ -29,18 +29,29 @@ type ValueOrigin struct {
 // configs alike reads the same in the first few.
 const maxOriginConfigs = 10
 
-// ExplainChanges explains, at the report's head commit, every value below
+// ExplainChanges sets rep.Origins (see Origins).
+func ExplainChanges(ctx context.Context, repoDir string, rep *Report) error {
+	o, err := Origins(ctx, repoDir, rep)
+	if err != nil {
+		return err
+	}
+	rep.Origins = o
+	return nil
+}
+
+// Origins explains, at the report's head commit, every value below
 // a path that the diff of a changed or added config names (removed values
 // have no origin at head), with compiler.Explain: literal, default,
 // reference, tag or computed, and every position. It compiles each such
 // config once more, so it is a separate step from Check, for the pull
-// request comment (OriginsMarkdown); at most maxOriginConfigs configs,
+// request comment (Report.Markdown shows rep.Origins with
+// OriginsMarkdown); at most maxOriginConfigs configs,
 // the first in the report's order.
 //
 // Errors: opening the repo or the head commit's tree, and those of
 // compiler.Explain other than a config that does not compile at head
 // (such a config has no values to explain and is skipped).
-func ExplainChanges(ctx context.Context, repoDir string, rep *Report) ([]ValueOrigin, error) {
+func Origins(ctx context.Context, repoDir string, rep *Report) ([]ValueOrigin, error) {
 	var todo []ConfigChange
 	for _, cc := range rep.Configs {
 		if (cc.Status == StatusChanged || cc.Status == StatusAdded) && len(cc.Diff) > 0 {
@@ -258,8 +269,7 @@ const maxOriginLines = 40
 // OriginsMarkdown renders origins as a section of the pull request
 // comment, one fenced block per config, in at most limit bytes (whole
 // configs are left out from the end, and a note says how many); "" when
-// there are none. A caller appends it to Report.Markdown, given the rest
-// of the comment's limit.
+// there are none. Report.Markdown ends with it.
 func OriginsMarkdown(origins []ValueOrigin, limit int) string {
 	if len(origins) == 0 {
 		return ""

@@ -15,10 +15,10 @@ func TestExplainChanges(t *testing.T) {
 	edit(t, r, "payments/checkout/checkout.cue", `weight: 20`, `weight: 30`)
 	head := r.Commit("checkout: USD, more adyen")
 	rep := check(t, r, base, head)
-	origins, err := ci.ExplainChanges(context.Background(), r.Dir, rep)
-	if err != nil {
+	if err := ci.ExplainChanges(context.Background(), r.Dir, rep); err != nil {
 		t.Fatalf("ExplainChanges: %v", err)
 	}
+	origins := rep.Origins
 	var got []string
 	for _, o := range origins {
 		if o.Config != "payments/checkout" {
@@ -39,7 +39,7 @@ func TestExplainChanges(t *testing.T) {
 			t.Errorf("origin %d:\ngot  %s\nwant %s…", i, got[i], want[i])
 		}
 	}
-	md := ci.OriginsMarkdown(origins, ci.MaxBody)
+	md := rep.Markdown(0)
 	for _, s := range []string{"### Where the changed values come from", "#### `payments/checkout`", want[0]} {
 		if !strings.Contains(md, s) {
 			t.Errorf("OriginsMarkdown lacks %q:\n%s", s, md)
