@@ -127,7 +127,7 @@ func (p Position) String() string { return fmt.Sprintf("%s:%d:%d", p.File, p.Lin
 // the role is named for every position but the deciding ones.
 func (ev ExplainedValue) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s = %s  %s", ev.Path, ev.JSON, ev.Origin)
+	fmt.Fprintf(&b, "%s = %s  %s", ev.Path, string(ev.JSON), ev.Origin)
 	if len(ev.Via) > 0 {
 		fmt.Fprintf(&b, " via %s (%s)", strings.Join(ev.Via, ", "), ev.Target)
 	}
@@ -153,8 +153,8 @@ type ExplainedValue struct {
 	// Path is the CUE path of the leaf in the output (extra.region, hosts[0]).
 	Path string `json:"path"`
 	// JSON is the leaf's canonical JSON, as it appears in the output.
-	JSON   string `json:"value"`
-	Origin Origin `json:"origin"`
+	JSON   json.RawMessage `json:"value"`
+	Origin Origin          `json:"origin"`
 	// Target is, for OriginReference, the origin of the value where the
 	// chain of references ends (literal, default, tag or computed).
 	Target Origin `json:"target,omitempty"`
@@ -614,7 +614,7 @@ func (x *explainer) walk(v cue.Value, at []cue.Selector, through []Position, f f
 	}
 	ev := x.explain(v, through)
 	ev.Path = cue.MakePath(at...).String()
-	ev.JSON = string(b)
+	ev.JSON = b
 	f(ev)
 	return nil
 }
