@@ -186,6 +186,10 @@ func (r *Report) Markdown(limit int) string {
 			add("#### %s %s\n\n%s\n", g.names(mdCode), cc.Status, body)
 		}
 	}
+	// Last, so it is the first section left out of a comment too long.
+	if o := OriginsMarkdown(r.Origins, limit); o != "" {
+		add("%s", o)
+	}
 	return fit(blocks, limit)
 }
 

@@ -54,6 +54,10 @@ type Report struct {
 	// is compiled, which is what a forgotten namespace declaration looks
 	// like. A warning; the check does not fail for it.
 	Undeclared []string `json:"undeclared,omitempty"`
+	// Origins are where the values the change touched come from at head;
+	// Check leaves it empty, ExplainChanges fills it (cuecast check does
+	// for the pull request comment and --output markdown).
+	Origins []ValueOrigin `json:"origins,omitempty"`
 }
 
 // ConfigChange is one affected config.

@@ -214,20 +214,7 @@ func Compile(ctx context.Context, repoDir string, opts Options) (res *Result, er
 	if err != nil {
 		return nil, fmt.Errorf("list repo %s: %w", repoDir, err)
 	}
-	c := &compilation{
-		opts:      opts,
-		fsys:      fsys,
-		root:      filepath.ToSlash(root),
-		tree:      tree,
-		mem:       newMemFS(),
-		headers:   make(map[string]header),
-		read:      make(map[string]bool),
-		closure:   make(map[string][]string),
-		embedDirs: make(map[string]bool),
-		secrets:   secretPatterns(),
-		res:       &Result{Outputs: make(map[cuecast.ConfigPath]Output)},
-	}
-	c.errs = append(c.errs, tree.errs...)
+	c := newCompilation(opts, fsys, root, tree)
 	if err := c.run(ctx); err != nil {
 		return nil, err
 	}
@@ -265,6 +252,27 @@ type compilation struct {
 	secrets   []secretPattern
 	errs      []Error
 	res       *Result
+}
+
+// newCompilation starts the state of one compile of the repo listed in
+// tree, with the loader rooted at root (loaderRoot). Explain starts its
+// compilation here too, so it loads a config as Compile does.
+func newCompilation(opts Options, fsys fs.FS, root string, tree *repoTree) *compilation {
+	c := &compilation{
+		opts:      opts,
+		fsys:      fsys,
+		root:      filepath.ToSlash(root),
+		tree:      tree,
+		mem:       newMemFS(),
+		headers:   make(map[string]header),
+		read:      make(map[string]bool),
+		closure:   make(map[string][]string),
+		embedDirs: make(map[string]bool),
+		secrets:   secretPatterns(),
+		res:       &Result{Outputs: make(map[cuecast.ConfigPath]Output)},
+	}
+	c.errs = append(c.errs, tree.errs...)
+	return c
 }
 
 // run compiles in named phases: the module and the manifest, discovery of

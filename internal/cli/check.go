@@ -46,7 +46,9 @@ as 'git diff base...head' does.
 With --github it also reports to GitHub, from the Actions environment: GITHUB_TOKEN,
 GITHUB_REPOSITORY, GITHUB_EVENT_PATH (the pull request's number, base and head) and
 GITHUB_API_URL (GitHub Enterprise). It creates a check run on the head commit with an
-annotation per error, and one PR comment, edited on every re-run. The token needs the
+annotation per error, and one PR comment, edited on every re-run. The comment (and
+--output markdown) ends with where each changed value comes from at head, as
+'cuecast explain' shows it. The token needs the
 workflow permissions checks: write and pull-requests: write.
 
 Exit status: 0 no new errors, 3 the change leaves configs invalid or reshuffles a flag
@@ -136,6 +138,13 @@ func checkRun(c *cobra.Command, env *Env, opts *CheckOptions) error {
 			}
 		}
 		return errors.Join(append([]error{err}, ghErrs...)...)
+	}
+	if opts.Output == "markdown" || gh != nil {
+		// The comment shows where each changed value comes from; without
+		// it the check still reports, so a failure here is only logged.
+		if err := ci.ExplainChanges(ctx, opts.Repo, rep); err != nil {
+			log.Warn("could not explain the changed values", "err", err)
+		}
 	}
 	switch opts.Output {
 	case "json":

@@ -73,6 +73,7 @@ Exit codes: 0 ok, 1 cuecast failed, 2 wrong usage, 3 invalid configs, 4 halted o
 	})
 	root.AddCommand(
 		newCompileCmd(env, nil),
+		newExplainCmd(env, nil),
 		newServeCmd(env, nil),
 		newWatchCmd(env, nil),
 		newAgentCmd(env, nil),

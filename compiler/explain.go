@@ -1,0 +1,970 @@
+package compiler
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"cuelang.org/go/cue"
+	"cuelang.org/go/cue/ast"
+	"cuelang.org/go/cue/cuecontext"
+	"cuelang.org/go/cue/load"
+	"cuelang.org/go/cue/parser"
+	"cuelang.org/go/cue/token"
+
+	"github.com/cuecast/cuecast"
+)
+
+// Errors of Explain besides those of reading the repo. A caller maps each
+// to its own exit code (cuecast explain: 2 for the first three, 3 for a
+// *CompileError).
+var (
+	// ErrUnknownConfig: the repo has no config at the path asked for.
+	ErrUnknownConfig = errors.New("no such config")
+	// ErrUnknownPath: the compiled config has no field at ExplainOptions.Path.
+	ErrUnknownPath = errors.New("no such path in the compiled config")
+	// ErrUnknownVariant: a dimension of ExplainOptions.Variant is one the
+	// config does not use, or a dimension the config reads with @tag was
+	// given no value.
+	ErrUnknownVariant = errors.New("no such variant")
+)
+
+// CompileError is Explain's error for a config that does not compile: the
+// errors Compile would report for it.
+type CompileError struct {
+	Config cuecast.ConfigPath
+	Errors []Error
+}
+
+func (e *CompileError) Error() string {
+	if len(e.Errors) == 0 {
+		return fmt.Sprintf("config %s does not compile", e.Config)
+	}
+	return fmt.Sprintf("config %s does not compile: %s (and %d more)", e.Config, e.Errors[0], len(e.Errors)-1)
+}
+
+// ExplainOptions select what Explain explains.
+type ExplainOptions struct {
+	// Variant gives a value to each dimension the config uses
+	// ({"env": "prod"}); empty for a config without variants.
+	Variant map[string]string
+	// Path limits the explanation to the subtree at this CUE path of the
+	// compiled output ("server.port", `hosts[0]`, `labels."app.kubernetes.io/name"`);
+	// empty means the whole output.
+	Path string
+	// FS, when set, is the repo (as Options.FS); otherwise repoDir is read.
+	FS fs.FS
+	// Timeout bounds the evaluation; default DefaultTimeout.
+	Timeout time.Duration
+	// Logger receives debug logs; default discards.
+	Logger *slog.Logger
+}
+
+// Origin says where a value of the compiled output came from. The labels
+// are stable: scripts read them from `cuecast explain --output json`.
+type Origin string
+
+const (
+	// OriginLiteral: a concrete value written as such in a file
+	// (port: 8080), possibly alongside constraints and an overridden
+	// default elsewhere.
+	OriginLiteral Origin = "literal"
+	// OriginDefault: no file sets the value; it is the default (*value) of
+	// a disjunction, such as a schema's replicas: *2 | int.
+	OriginDefault Origin = "default"
+	// OriginReference: the value is a reference to another field
+	// (region: common.Region); Via names the fields followed and the
+	// positions include where the value was finally set.
+	OriginReference Origin = "reference"
+	// OriginTag: the value was injected by a variant's dimension into a
+	// field marked @tag(<dimension>); the positions are the @tag field's.
+	OriginTag Origin = "tag"
+	// OriginComputed: the value is the result of an expression
+	// (arithmetic, interpolation, a builtin call, a comprehension); the
+	// positions are the expression's and its operands'.
+	OriginComputed Origin = "computed"
+)
+
+// Role says what a Position contributed to a value.
+type Role string
+
+const (
+	// RoleValue: the position that decided the value (the literal, the
+	// chosen default, the expression, the @tag field, the reference).
+	RoleValue Role = "value"
+	// RoleReference: a reference followed on the way to the position
+	// that set the value, or through which an enclosing struct or list
+	// was read (ledger: net.Internal.ledger).
+	RoleReference Role = "reference"
+	// RoleOperand: an operand of a computed value.
+	RoleOperand Role = "operand"
+	// RoleDefault: a default (*value) that the value overrode.
+	RoleDefault Role = "default"
+	// RoleConstraint: a conjunct that constrains the value without setting
+	// it (a schema's int & >=1024, a disjunction of allowed values).
+	RoleConstraint Role = "constraint"
+)
+
+// Position is one place a value came from; File is repo-relative.
+type Position struct {
+	File   string `json:"file"`
+	Line   int    `json:"line"`
+	Column int    `json:"column"`
+	Role   Role   `json:"role"`
+}
+
+func (p Position) String() string { return fmt.Sprintf("%s:%d:%d", p.File, p.Line, p.Column) }
+
+// String is the value on one line, as cuecast explain prints it:
+// "path = value  origin[ via a, b (target)][ dim=value]  file:line:col, file:line:col (role), …";
+// the role is named for every position but the deciding ones.
+func (ev ExplainedValue) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s = %s  %s", ev.Path, string(ev.JSON), ev.Origin)
+	if len(ev.Via) > 0 {
+		fmt.Fprintf(&b, " via %s (%s)", strings.Join(ev.Via, ", "), ev.Target)
+	}
+	if ev.Tag != "" {
+		fmt.Fprintf(&b, " %s", ev.Tag)
+	}
+	b.WriteString(" ")
+	for i, p := range ev.Positions {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		b.WriteString(" " + p.String())
+		if p.Role != RoleValue {
+			fmt.Fprintf(&b, " (%s)", p.Role)
+		}
+	}
+	return b.String()
+}
+
+// ExplainedValue is one leaf of the compiled output: a scalar, or an empty
+// struct or list.
+type ExplainedValue struct {
+	// Path is the CUE path of the leaf in the output (extra.region, hosts[0]).
+	Path string `json:"path"`
+	// JSON is the leaf's canonical JSON, as it appears in the output.
+	JSON   json.RawMessage `json:"value"`
+	Origin Origin          `json:"origin"`
+	// Target is, for OriginReference, the origin of the value where the
+	// chain of references ends (literal, default, tag or computed).
+	Target Origin `json:"target,omitempty"`
+	// Tag is "<dimension>=<value>" for a value injected by a variant,
+	// whether directly (OriginTag) or at the end of a reference.
+	Tag string `json:"tag,omitempty"`
+	// Via lists the paths of the fields a reference was followed through,
+	// nearest first, for OriginReference; fields of an imported package
+	// are prefixed with its import path.
+	Via []string `json:"via,omitempty"`
+	// Positions are every position CUE gives for the value, the deciding
+	// ones (RoleValue) first, each once.
+	Positions []Position `json:"positions"`
+}
+
+// Explanation is the origin of every value of one compiled config.
+type Explanation struct {
+	Config  cuecast.ConfigPath `json:"config"`
+	Variant map[string]string  `json:"variant,omitempty"`
+	Path    string             `json:"path,omitempty"`
+	// JSON is the compiled output (canonical), as Compile gives it.
+	JSON   json.RawMessage  `json:"output"`
+	Values []ExplainedValue `json:"values"`
+}
+
+// Explain compiles one config, with the variant's dimension values injected,
+// exactly as Compile does (same module, files, namespace schema and lints),
+// and explains each leaf of its output (or of the subtree at opts.Path).
+//
+// Errors: ErrNoModule, ErrUnknownConfig, ErrUnknownVariant, ErrUnknownPath
+// (wrapped), *CompileError when the config does not compile, ctx.Err() when
+// cancelled, and I/O errors reading the repo.
+func Explain(ctx context.Context, repoDir string, cfg cuecast.ConfigPath, opts ExplainOptions) (ex *Explanation, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			ex, err = nil, fmt.Errorf("explain %s: internal error: %v", cfg, p)
+		}
+	}()
+	var path cue.Path
+	if opts.Path != "" {
+		path = cue.ParsePath(opts.Path)
+		if err := path.Err(); err != nil {
+			return nil, fmt.Errorf("explain %s: path %q: %w: %v", cfg, opts.Path, ErrUnknownPath, err)
+		}
+	}
+	ex, err = explain(ctx, repoDir, cfg, path, opts, true)
+	var ce *CompileError
+	if errors.As(err, &ce) || errors.Is(err, ErrUnknownConfig) {
+		// The scoped walk (scopeFor) should never change the answer;
+		// a config that fails there is explained over the whole repo, so
+		// that a mistake in the scope costs time, not correctness.
+		ex, err = explain(ctx, repoDir, cfg, path, opts, false)
+	}
+	return ex, err
+}
+
+func explain(ctx context.Context, repoDir string, cfg cuecast.ConfigPath, path cue.Path, opts ExplainOptions, scoped bool) (*Explanation, error) {
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	c, cleanup, err := newExplainCompilation(ctx, repoDir, cfg, opts, scoped)
+	if err != nil {
+		return nil, err
+	}
+	defer cleanup()
+	j, err := c.explainJob(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	tags, decls, err := c.variantTags(cfg, j.deps, opts.Variant)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.loadExplainJob(&j, tags); err != nil {
+		return nil, err
+	}
+	type evaluated struct {
+		r jobResult
+		v cue.Value
+	}
+	e, err := bounded(ctx, opts.Timeout, func() evaluated {
+		wc := &workerContext{cue: cuecontext.New(), schemas: make(map[*nsSchema]cue.Value)}
+		r := c.eval(wc, j)
+		if r.out == nil {
+			return evaluated{r: r}
+		}
+		// eval built the instance; BuildInstance returns it from the
+		// context's cache.
+		var v cue.Value
+		if j.wrap != nil {
+			v = wc.cue.BuildInstance(j.wrap)
+		} else {
+			v = wc.cue.BuildInstance(j.inst)
+			if j.schema.inst != nil {
+				v = v.Unify(wc.schemas[j.schema])
+			}
+		}
+		return evaluated{r: r, v: v}
+	})
+	switch {
+	case errors.Is(err, errTimeout):
+		return nil, &CompileError{Config: cfg, Errors: []Error{c.timeoutError(j)}}
+	case err != nil:
+		return nil, fmt.Errorf("explain %s: %w", cfg, err)
+	}
+	if e.r.out == nil {
+		return nil, &CompileError{Config: cfg, Errors: sortErrors(append(c.errs, e.r.errs...))}
+	}
+	ex := &Explanation{Config: cfg, Variant: opts.Variant, Path: opts.Path, JSON: e.r.out.JSON}
+	root := e.v
+	var prefix []cue.Selector
+	if opts.Path != "" {
+		prefix = path.Selectors()
+		for _, s := range prefix {
+			if s.Type() != cue.StringLabel && s.Type() != cue.IndexLabel {
+				return nil, fmt.Errorf("explain %s: %q: %w (%s is not a regular field)", cfg, opts.Path, ErrUnknownPath, s)
+			}
+		}
+		root = root.LookupPath(path)
+		if !root.Exists() {
+			return nil, fmt.Errorf("explain %s: %q: %w", cfg, opts.Path, ErrUnknownPath)
+		}
+	}
+	x := &explainer{variant: opts.Variant, pkg: c.modPath + "/" + string(cfg), tagAt: make(map[string]bool)}
+	for _, d := range decls {
+		for _, at := range d.at {
+			x.tagAt[at] = true
+		}
+	}
+	if err := x.walk(root, prefix, nil, func(ev ExplainedValue) { ex.Values = append(ex.Values, ev) }); err != nil {
+		return nil, fmt.Errorf("explain %s: %w", cfg, err)
+	}
+	return ex, nil
+}
+
+// newExplainCompilation prepares a compilation as Compile does, limited to
+// cfg.
+func newExplainCompilation(ctx context.Context, repoDir string, cfg cuecast.ConfigPath, opts ExplainOptions, scoped bool) (*compilation, func(), error) {
+	copts := Options{Configs: []cuecast.ConfigPath{cfg}, FS: opts.FS, Workers: 1, Timeout: opts.Timeout, Logger: opts.Logger}
+	fsys := opts.FS
+	closeRoot := func() {}
+	if fsys == nil {
+		r, err := os.OpenRoot(repoDir)
+		if err != nil {
+			return nil, nil, fmt.Errorf("open repo %s: %w", repoDir, err)
+		}
+		closeRoot = func() { r.Close() }
+		fsys = r.FS()
+	}
+	fail := func(err error) (*compilation, func(), error) {
+		closeRoot()
+		return nil, nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return fail(err)
+	}
+	if _, err := fs.Stat(fsys, "cue.mod/module.cue"); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return fail(fmt.Errorf("explain %s: %w", repoDir, ErrNoModule))
+		}
+		return fail(fmt.Errorf("stat cue.mod/module.cue: %w", err))
+	}
+	root, cleanup, err := loaderRoot()
+	if err != nil {
+		return fail(err)
+	}
+	if scoped {
+		if sfs, ok := scopeFor(fsys, cfg); ok {
+			fsys = sfs
+		}
+	}
+	tree, err := walkRepo(fsys)
+	if err != nil {
+		cleanup()
+		return fail(fmt.Errorf("list repo %s: %w", repoDir, err))
+	}
+	c := newCompilation(copts, fsys, root, tree)
+	return c, func() { cleanup(); closeRoot() }, nil
+}
+
+// explainJob runs Compile's phases up to the evaluation for cfg alone and
+// returns its job, not yet loaded.
+func (c *compilation) explainJob(ctx context.Context, cfg cuecast.ConfigPath) (job, error) {
+	fail := func() (job, error) {
+		return job{}, &CompileError{Config: cfg, Errors: sortErrors(c.errs)}
+	}
+	if err := c.readModule(ctx); err != nil {
+		return job{}, err
+	}
+	man, schemaPos := c.loadManifest(ctx)
+	if err := ctx.Err(); err != nil {
+		return job{}, fmt.Errorf("load manifest: %w", err)
+	}
+	if man == nil {
+		return fail()
+	}
+	if _, ok := man.Namespaces[cfg.Namespace()]; !ok {
+		return job{}, fmt.Errorf("explain %s: %w (namespace %q is not declared in cuecast.cue)", cfg, ErrUnknownConfig, cfg.Namespace())
+	}
+	all := c.discover(man)
+	if _, found := slices.BinarySearch(all, cfg); !found {
+		return job{}, fmt.Errorf("explain %s: %w", cfg, ErrUnknownConfig)
+	}
+	targets := []cuecast.ConfigPath{cfg}
+	deps, err := c.readDeps(man, targets)
+	if err != nil {
+		return job{}, err
+	}
+	crossing := c.crossNamespaceImports(man, targets, deps)
+	if len(c.compilable(targets, deps, crossing)) == 0 {
+		return fail()
+	}
+	ns := man.Namespaces[cfg.Namespace()]
+	wrapDir, _ := c.wrapConfig(cfg, ns.Schema)
+	schemas, err := c.loadSchemas(ctx, man, schemaPos)
+	if err != nil {
+		return job{}, err
+	}
+	s, ok := schemas[cfg.Namespace()]
+	if !ok {
+		return fail()
+	}
+	return job{cfg: cfg, schema: s, ns: ns, wrapDir: wrapDir, deps: deps[cfg]}, nil
+}
+
+// loadExplainJob loads j's packages as loadBatch does, with tags. With tags
+// the config is loaded on its own and unified with its schema by eval: CUE
+// injects tags only into the packages named to the loader, never into an
+// import such as the config inside its wrapper package.
+func (c *compilation) loadExplainJob(j *job, tags []string) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("internal error loading %s: %v", j.cfg, p)
+		}
+	}()
+	dirs := j.deps
+	if j.wrapDir != "" && len(tags) == 0 && j.schema.inst != nil {
+		cfg := c.loadConfigFor(append(slices.Clone(dirs), j.wrapDir))
+		l := load.Instances([]string{"./" + j.wrapDir}, cfg)[0]
+		if l.Err == nil {
+			if ci := importOf(l, c.modPath+"/"+string(j.cfg)); ci != nil {
+				j.inst, j.wrap = ci, l
+				return nil
+			}
+		}
+	}
+	cfg := c.loadConfigFor(dirs)
+	cfg.Tags = tags
+	j.inst = load.Instances([]string{"./" + string(j.cfg)}, cfg)[0]
+	return nil
+}
+
+// variantTags turns a variant into the loader's tags: the shorthand
+// (`prod`) where the config's @tag(env, short=...) lists the value, since
+// that both sets the field and enables @if(prod) files; otherwise
+// `env=prod` for a config that reads the dimension with @tag, plus `prod`
+// where some file the config loads is conditional on it.
+func (c *compilation) variantTags(cfg cuecast.ConfigPath, deps []string, variant map[string]string) ([]string, map[string]*tagDecl, error) {
+	own := append(ancestors(string(cfg)), string(cfg))
+	declared := make(map[string]*tagDecl)
+	for _, d := range own {
+		for _, f := range c.tree.dirs[d] {
+			tagsIn(f, c.mem.files[f], declared)
+		}
+	}
+	ifNames := make(map[string]bool)
+	for _, d := range append(slices.Clone(own), deps...) {
+		for _, f := range c.tree.dirs[d] {
+			for _, n := range ifNamesIn(f, c.mem.files[f]) {
+				ifNames[n] = true
+			}
+		}
+	}
+	var tags []string
+	for _, dim := range sortedKeys(variant) {
+		val := variant[dim]
+		if !cuecast.ValidSegment(dim) || !cuecast.ValidSegment(val) {
+			return nil, nil, fmt.Errorf("explain %s: %w: %s=%s (names and values match [a-z0-9][a-z0-9_-]*)", cfg, ErrUnknownVariant, dim, val)
+		}
+		decl, hasTag := declared[dim]
+		switch {
+		case hasTag && slices.Contains(decl.shorts, val):
+			tags = append(tags, val)
+		case hasTag:
+			tags = append(tags, dim+"="+val)
+			if ifNames[val] {
+				tags = append(tags, val)
+			}
+		case ifNames[val]:
+			tags = append(tags, val)
+		default:
+			return nil, nil, fmt.Errorf("explain %s: %w: the config does not use dimension %s (no @tag(%s) in its package, no @if(%s) in the files it loads)",
+				cfg, ErrUnknownVariant, dim, dim, val)
+		}
+	}
+	for _, dim := range sortedKeys(declared) {
+		if _, ok := variant[dim]; !ok {
+			return nil, nil, fmt.Errorf("explain %s: %w: the config reads dimension %s with @tag(%s); name its value, as in --variant %s=<value>",
+				cfg, ErrUnknownVariant, dim, dim, dim)
+		}
+	}
+	return tags, declared, nil
+}
+
+// tagDecl is what a package's @tag(<dimension>, short=...) fields
+// declare: the shorthands, and where each field's value starts
+// ("file:line:col"), which is where explain places an injected value.
+type tagDecl struct {
+	shorts []string
+	at     []string
+}
+
+// tagsIn adds the @tag fields of a .cue file to decls.
+func tagsIn(name string, src []byte, decls map[string]*tagDecl) {
+	if !strings.HasSuffix(name, ".cue") || !strings.Contains(string(src), "@tag(") {
+		return
+	}
+	f, err := parser.ParseFile(name, src)
+	if err != nil {
+		return // the loader reports it
+	}
+	ast.Walk(f, func(n ast.Node) bool {
+		fd, ok := n.(*ast.Field)
+		if !ok {
+			return true
+		}
+		for _, a := range fd.Attrs {
+			key, body := a.Split()
+			if key != "tag" {
+				continue
+			}
+			parts := strings.Split(body, ",")
+			dim := strings.TrimSpace(parts[0])
+			d := decls[dim]
+			if d == nil {
+				d = &tagDecl{}
+				decls[dim] = d
+			}
+			if p, ok := position(fd.Value.Pos(), RoleValue); ok {
+				d.at = append(d.at, p.String())
+			}
+			for _, p := range parts[1:] {
+				if s, ok := strings.CutPrefix(strings.TrimSpace(p), "short="); ok {
+					d.shorts = append(d.shorts, strings.Split(s, "|")...)
+				}
+			}
+		}
+		return true
+	}, nil)
+}
+
+// ifNamesIn returns the names a .cue file's @if attribute reads.
+func ifNamesIn(name string, src []byte) []string {
+	if !strings.HasSuffix(name, ".cue") || !strings.Contains(string(src), "@if(") {
+		return nil
+	}
+	f, err := parser.ParseFile(name, src, parser.ImportsOnly)
+	if err != nil && f == nil {
+		return nil
+	}
+	var names []string
+	for _, d := range f.Decls {
+		a, ok := d.(*ast.Attribute)
+		if !ok {
+			continue
+		}
+		if key, body := a.Split(); key == "if" {
+			if x, err := parser.ParseExpr("@if", body); err == nil {
+				ast.Walk(x, func(n ast.Node) bool {
+					if id, ok := n.(*ast.Ident); ok {
+						names = append(names, id.Name)
+					}
+					return true
+				}, nil)
+			}
+		}
+	}
+	return names
+}
+
+// explainer finds the origin of values.
+type explainer struct {
+	variant map[string]string
+	// pkg is the import path of the config's package; references into
+	// it are named by their path alone.
+	pkg string
+	// tagAt holds the positions of the values of the @tag fields
+	// (tagDecl.at).
+	tagAt map[string]bool
+}
+
+// walk calls f for each leaf below v in the order of the canonical output
+// (sorted keys), as encodeCanonical visits them; through are the
+// references to enclosing structs and lists on the way.
+func (x *explainer) walk(v cue.Value, at []cue.Selector, through []Position, f func(ExplainedValue)) error {
+	d := v
+	if dv, ok := v.Default(); ok {
+		d = dv
+	}
+	if k := d.Kind(); len(at) > 0 && (k == cue.StructKind || k == cue.ListKind) {
+		// A struct or list read through a reference (ledger:
+		// net.Internal.ledger, service: svc.#Defaults & {...}): its values
+		// keep the positions where they are written, and the reference is
+		// how they got here.
+		for _, c := range valueConjuncts(v) {
+			if isReference(c) {
+				if p, ok := position(valuePos(c), RoleReference); ok {
+					through = append(slices.Clip(through), p)
+				}
+			}
+		}
+	}
+	switch d.Kind() {
+	case cue.StructKind:
+		it, err := d.Fields()
+		if err != nil {
+			return err
+		}
+		type field struct {
+			sel cue.Selector
+			v   cue.Value
+		}
+		var fs []field
+		for it.Next() {
+			fs = append(fs, field{it.Selector(), it.Value()})
+		}
+		if len(fs) > 0 {
+			slices.SortFunc(fs, func(a, b field) int { return strings.Compare(a.sel.Unquoted(), b.sel.Unquoted()) })
+			for _, fl := range fs {
+				if err := x.walk(fl.v, append(slices.Clip(at), fl.sel), through, f); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	case cue.ListKind:
+		it, err := d.List()
+		if err != nil {
+			return err
+		}
+		n := 0
+		for ; it.Next(); n++ {
+			if err := x.walk(it.Value(), append(slices.Clip(at), cue.Index(n)), through, f); err != nil {
+				return err
+			}
+		}
+		if n > 0 {
+			return nil
+		}
+	}
+	b, err := encodeCanonical(d, nil, nil)
+	if err != nil {
+		return err
+	}
+	ev := x.explain(v, through)
+	ev.Path = cue.MakePath(at...).String()
+	ev.JSON = b
+	f(ev)
+	return nil
+}
+
+// explain labels one value and collects its positions.
+func (x *explainer) explain(v cue.Value, through []Position) ExplainedValue {
+	a := x.analyze(v, 0)
+	ev := ExplainedValue{Origin: a.origin, Target: a.target, Tag: a.tag, Via: a.via}
+	seen := make(map[string]bool)
+	add := func(ps []Position) {
+		for _, p := range ps {
+			k := p.String()
+			if seen[k] {
+				continue
+			}
+			seen[k] = true
+			ev.Positions = append(ev.Positions, p)
+		}
+	}
+	add(a.value)
+	add(a.rest)
+	add(through)
+	if ev.Positions == nil {
+		ev.Positions = []Position{}
+	}
+	return ev
+}
+
+// analysis is the origin of a value: value holds the deciding positions,
+// rest the others.
+type analysis struct {
+	origin Origin
+	target Origin
+	tag    string
+	via    []string
+	value  []Position
+	rest   []Position
+}
+
+// maxRefDepth bounds how many references and nested expressions explain
+// follows.
+const maxRefDepth = 16
+
+// analyze splits v into its conjuncts and decides which one set it: a tag
+// injection, else a literal, else a reference, else an expression, else a
+// default.
+func (x *explainer) analyze(v cue.Value, depth int) analysis {
+	var (
+		tagField, literal, computed []Position
+		operands, defaults          []Position
+		overridden, constraints     []Position
+		refs, typeRefs              []cue.Value
+	)
+	tag := ""
+	if attr := v.Attribute("tag"); attr.Err() == nil {
+		if dim, err := attr.String(0); err == nil {
+			if val, ok := x.variant[dim]; ok {
+				tag = dim + "=" + val
+			}
+		}
+	}
+	for _, c := range valueConjuncts(v) {
+		pos, ok := position(valuePos(c), RoleValue)
+		op, args := c.Expr()
+		_, isDefault := c.Default()
+		switch {
+		case !ok && c.IsConcrete() && op == cue.NoOp && !isDefault:
+			// An injected tag value has no position; nor has anything
+			// else worth naming.
+		case tag != "" && ok && x.tagAt[pos.String()]:
+			if ok {
+				tagField = append(tagField, pos)
+			}
+		case isReference(c):
+			if x.decides(c) {
+				refs = append(refs, c)
+			} else {
+				typeRefs = append(typeRefs, c)
+			}
+		case isDefault || op == cue.OrOp:
+			if d, isDef := c.Default(); isDef && d.IsConcrete() {
+				ps := defaultPositions(c)
+				defaults = append(defaults, ps...)
+				overridden = append(overridden, withRole(ps, RoleDefault)...)
+				if depth < maxRefDepth {
+					// A default that is itself an expression or a
+					// reference (*table[env] | int): where its inputs
+					// were set.
+					if da := x.analyze(d, depth+1); da.origin == OriginComputed || da.origin == OriginReference {
+						operands = append(operands, withRole(da.value, RoleOperand)...)
+						for _, p := range da.rest {
+							if p.Role == RoleOperand || p.Role == RoleReference {
+								operands = append(operands, p)
+							}
+						}
+					}
+				}
+			}
+			if ok {
+				constraints = append(constraints, withRole([]Position{pos}, RoleConstraint)...)
+			}
+		case c.IsConcrete() && op == cue.NoOp:
+			literal = append(literal, pos)
+		case c.IsConcrete() || isComputed(op):
+			if ok {
+				computed = append(computed, pos)
+			}
+			operands = append(operands, x.operandPositions(args, depth)...)
+		default:
+			if ok {
+				constraints = append(constraints, withRole([]Position{pos}, RoleConstraint)...)
+			}
+		}
+	}
+	rest := func(more ...[]Position) []Position {
+		var out []Position
+		for _, m := range more {
+			out = append(out, m...)
+		}
+		return append(append(append(out, overridden...), constraints...), x.otherRefs(typeRefs, depth)...)
+	}
+	switch {
+	case tag != "":
+		return analysis{origin: OriginTag, tag: tag, value: tagField,
+			rest: rest(literal, withRole(computed, RoleConstraint), operands, x.otherRefs(refs, depth))}
+	case len(literal) > 0:
+		return analysis{origin: OriginLiteral, value: literal,
+			rest: rest(withRole(computed, RoleConstraint), operands, x.otherRefs(refs, depth))}
+	case len(refs) > 0 && depth < maxRefDepth:
+		if a, ok := x.reference(refs, depth); ok {
+			a.rest = append(a.rest, rest(computed, operands)...)
+			return a
+		}
+	}
+	switch {
+	case len(computed) > 0 || len(refs) > 0:
+		// A reference CUE cannot resolve to a field (a comprehension's
+		// variable, a let) is part of the expression that holds it.
+		for _, r := range refs {
+			if p, ok := position(valuePos(r), RoleValue); ok {
+				computed = append(computed, p)
+			}
+		}
+		return analysis{origin: OriginComputed, value: computed, rest: rest(operands)}
+	case len(defaults) > 0:
+		return analysis{origin: OriginDefault, value: defaults, rest: append(append(operands, constraints...), x.otherRefs(typeRefs, depth)...)}
+	}
+	return analysis{origin: OriginComputed, rest: rest()}
+}
+
+// target resolves a reference to the field it names, with the name to show
+// for it: its path, prefixed by its package's import path when that is not
+// the package of the value explained.
+func (x *explainer) target(r cue.Value) (cue.Value, string, bool) {
+	root, p := r.ReferencePath()
+	if len(p.Selectors()) == 0 || p.Err() != nil {
+		return cue.Value{}, "", false
+	}
+	t := root.LookupPath(p)
+	if !t.Exists() {
+		return cue.Value{}, "", false
+	}
+	name := p.String()
+	if inst := root.BuildInstance(); inst != nil && inst.ImportPath != "" {
+		imp := inst.ImportPath
+		if i := strings.LastIndexByte(imp, '@'); i >= 0 {
+			imp = imp[:i]
+		}
+		imp, _, _ = strings.Cut(imp, ":")
+		if imp != x.pkg {
+			name = imp + "." + name
+		}
+	}
+	return t, name, true
+}
+
+// decides reports whether a reference can have set a value: it names a
+// concrete value (after defaults), or CUE cannot resolve it to a field (a
+// comprehension's variable). A reference to a type (port: #Port) only
+// constrains.
+func (x *explainer) decides(r cue.Value) bool {
+	t, _, ok := x.target(r)
+	if !ok {
+		return true
+	}
+	if d, ok := t.Default(); ok {
+		t = d
+	}
+	return t.IsConcrete()
+}
+
+// reference follows the first of refs that resolves and reports the
+// origin of the value found there, with the other references' positions.
+func (x *explainer) reference(refs []cue.Value, depth int) (analysis, bool) {
+	for i, r := range refs {
+		t, name, ok := x.target(r)
+		if !ok {
+			continue
+		}
+		an := x.analyze(t, depth+1)
+		out := analysis{origin: OriginReference, target: an.origin, tag: an.tag,
+			via: append([]string{name}, an.via...), value: an.value}
+		if an.origin == OriginReference {
+			out.target = an.target
+		}
+		if p, ok := position(valuePos(r), RoleReference); ok {
+			out.rest = append(out.rest, p)
+		}
+		out.rest = append(out.rest, an.rest...)
+		out.rest = append(out.rest, x.otherRefs(slices.Delete(slices.Clone(refs), i, i+1), depth)...)
+		return out, true
+	}
+	return analysis{}, false
+}
+
+// otherRefs returns the positions of references that did not decide a
+// value: each reference, as a constraint, and where the field it names
+// was set (a default it offered is one the value overrode).
+func (x *explainer) otherRefs(refs []cue.Value, depth int) []Position {
+	var out []Position
+	for _, r := range refs {
+		if p, ok := position(valuePos(r), RoleConstraint); ok {
+			out = append(out, p)
+		}
+		if depth >= maxRefDepth {
+			continue
+		}
+		if t, _, ok := x.target(r); ok {
+			an := x.analyze(t, depth+1)
+			role := RoleConstraint
+			if an.origin == OriginDefault || an.target == OriginDefault {
+				role = RoleDefault
+			}
+			out = append(out, withRole(an.value, role)...)
+			for _, p := range an.rest {
+				if p.Role == RoleValue || p.Role == RoleOperand {
+					p.Role = RoleConstraint
+				}
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+// operandPositions returns the positions of an expression's references,
+// of the values they name, and of its nested expressions, recursively;
+// literal operands are part of the expression and not listed.
+func (x *explainer) operandPositions(args []cue.Value, depth int) []Position {
+	if depth >= maxRefDepth {
+		return nil
+	}
+	var out []Position
+	for _, a := range args {
+		if isReference(a) {
+			if p, ok := position(valuePos(a), RoleOperand); ok {
+				out = append(out, p)
+			}
+			if t, _, ok := x.target(a); ok {
+				out = append(out, withRole(x.analyze(t, depth+1).value, RoleOperand)...)
+			}
+			continue
+		}
+		if op, sub := a.Expr(); op != cue.NoOp && len(sub) > 0 {
+			out = append(out, x.operandPositions(sub, depth+1)...)
+		}
+	}
+	return out
+}
+
+// valueConjuncts returns the conjuncts of v, with any unification (a & b)
+// split into its parts.
+func valueConjuncts(v cue.Value) []cue.Value {
+	op, args := v.Expr()
+	if op != cue.AndOp {
+		return []cue.Value{v}
+	}
+	var out []cue.Value
+	for _, a := range args {
+		out = append(out, valueConjuncts(a)...)
+	}
+	return out
+}
+
+func isReference(v cue.Value) bool {
+	_, p := v.ReferencePath()
+	if len(p.Selectors()) > 0 {
+		return true
+	}
+	op, _ := v.Expr()
+	return op == cue.SelectorOp
+}
+
+func isComputed(op cue.Op) bool {
+	switch op {
+	case cue.AddOp, cue.SubtractOp, cue.MultiplyOp, cue.FloatQuotientOp,
+		cue.InterpolationOp, cue.CallOp, cue.IndexOp, cue.SliceOp,
+		cue.BooleanAndOp, cue.BooleanOrOp, cue.NotOp:
+		return true
+	}
+	return false
+}
+
+// defaultPositions returns the positions of the marked defaults
+// (*value) of a disjunction, or the disjunction's own when its source is
+// not at hand.
+func defaultPositions(v cue.Value) []Position {
+	var out []Position
+	if src := v.Source(); src != nil {
+		ast.Walk(src, func(n ast.Node) bool {
+			if u, ok := n.(*ast.UnaryExpr); ok && u.Op == token.MUL {
+				if p, ok := position(u.X.Pos(), RoleValue); ok {
+					out = append(out, p)
+				}
+				return false
+			}
+			return true
+		}, nil)
+	}
+	if len(out) == 0 {
+		if p, ok := position(v.Pos(), RoleValue); ok {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// valuePos is where a conjunct's value starts: for a field, its value
+// rather than its label.
+func valuePos(v cue.Value) token.Pos {
+	if f, ok := v.Source().(*ast.Field); ok && f.Value != nil {
+		return f.Value.Pos()
+	}
+	return v.Pos()
+}
+
+func withRole(ps []Position, r Role) []Position {
+	out := make([]Position, len(ps))
+	for i, p := range ps {
+		p.Role = r
+		out[i] = p
+	}
+	return out
+}
+
+// position converts a CUE position, dropping those of the wrapper package
+// (nobody's file) and those without a file.
+func position(p token.Pos, r Role) (Position, bool) {
+	if !p.IsValid() || p.Filename() == "" || synthetic(p.Filename()) {
+		return Position{}, false
+	}
+	return Position{File: relFile(p.Filename()), Line: p.Line(), Column: p.Column(), Role: r}, true
+}

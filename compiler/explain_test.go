@@ -1,0 +1,120 @@
+package compiler_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/rogpeppe/go-internal/txtar"
+
+	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/compiler"
+)
+
+// An explain golden case is a directory testdata/explain/<case>/ holding
+// repo.txtar, laid over testdata/base.txtar as for TestGolden, and want.txt:
+// one line per explained value (ExplainedValue.String), or the error. The
+// archive comment names what to explain, one directive a line:
+//
+//	config: <a/b>             the config (required)
+//	variant: env=prod,...     ExplainOptions.Variant
+//	path: <cue path>          ExplainOptions.Path
+func TestExplainGolden(t *testing.T) {
+	dirs, err := filepath.Glob(filepath.Join("testdata", "explain", "*", "repo.txtar"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dirs) == 0 {
+		t.Fatal("no explain golden cases found")
+	}
+	for _, f := range dirs {
+		dir := filepath.Dir(f)
+		t.Run(filepath.Base(dir), func(t *testing.T) {
+			fsys, _ := loadCase(t, dir)
+			ar, err := txtar.ParseFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var cfg cuecast.ConfigPath
+			opts := compiler.ExplainOptions{FS: fsys, Logger: testLogger(t)}
+			for _, d := range strings.Split(string(ar.Comment), "\n") {
+				key, val, ok := strings.Cut(strings.TrimSpace(d), ":")
+				if !ok {
+					continue
+				}
+				val = strings.TrimSpace(val)
+				switch key {
+				case "config":
+					cfg = cuecast.ConfigPath(val)
+				case "path":
+					opts.Path = val
+				case "variant":
+					opts.Variant = make(map[string]string)
+					for _, kv := range strings.Split(val, ",") {
+						k, v, _ := strings.Cut(kv, "=")
+						opts.Variant[k] = v
+					}
+				}
+			}
+			if cfg == "" {
+				t.Fatal("repo.txtar's comment names no config:")
+			}
+			ex, err := compiler.Explain(context.Background(), dir, cfg, opts)
+			sameWalks(t, dir, cfg, opts)
+			var got strings.Builder
+			var ce *compiler.CompileError
+			switch {
+			case errors.As(err, &ce):
+				got.WriteString("compile error:\n")
+				for _, e := range ce.Errors {
+					got.WriteString(e.Error() + "\n")
+				}
+			case err != nil:
+				got.WriteString("error: " + err.Error() + "\n")
+			default:
+				if opts.Variant == nil {
+					sameAsCompile(t, fsys, cfg, ex)
+				}
+				for _, v := range ex.Values {
+					got.WriteString(v.String() + "\n")
+				}
+			}
+			checkGolden(t, filepath.Join(dir, "want.txt"), []byte(got.String()))
+		})
+	}
+}
+
+// sameWalks checks that explaining cfg over only what it can read gives
+// what explaining it over the whole repo does, without Explain's retry.
+func sameWalks(t *testing.T, dir string, cfg cuecast.ConfigPath, opts compiler.ExplainOptions) {
+	t.Helper()
+	scoped, err1 := compiler.ExplainWalk(context.Background(), dir, cfg, opts, true)
+	whole, err2 := compiler.ExplainWalk(context.Background(), dir, cfg, opts, false)
+	if fmt.Sprint(err1) != fmt.Sprint(err2) {
+		t.Errorf("scoped walk: error %v, whole repo: %v", err1, err2)
+	}
+	if !reflect.DeepEqual(scoped, whole) {
+		t.Errorf("scoped walk explains differently from the whole repo's:\n%+v\n%+v", scoped, whole)
+	}
+}
+
+// sameAsCompile checks that Explain compiled cfg to what Compile does.
+func sameAsCompile(t *testing.T, fsys fs.FS, cfg cuecast.ConfigPath, ex *compiler.Explanation) {
+	t.Helper()
+	res, err := compiler.Compile(context.Background(), "repo", compiler.Options{FS: fsys, Configs: []cuecast.ConfigPath{cfg}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, ok := res.Outputs[cfg]
+	if !ok {
+		t.Fatalf("Compile has no output for %s: %v", cfg, res.Errors)
+	}
+	if string(out.JSON) != string(ex.JSON) {
+		t.Errorf("Explain's output differs from Compile's:\ngot  %s\nwant %s", ex.JSON, out.JSON)
+	}
+}

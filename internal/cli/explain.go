@@ -1,0 +1,196 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/compiler"
+)
+
+// ExplainOptions are the arguments and flags of `cuecast explain`.
+type ExplainOptions struct {
+	Repo    string
+	Output  string
+	Config  string
+	Path    string
+	Variant string
+}
+
+func newExplainCmd(env *Env, runF func(*cobra.Command, *ExplainOptions) error) *cobra.Command {
+	opts := &ExplainOptions{}
+	cmd := &cobra.Command{
+		Use:   "explain CONFIG [PATH]",
+		Short: "Show where each value of a compiled config comes from",
+		Long: `Explain compiles one config from the repo on disk, offline, exactly as compile does,
+and prints each value of its output (or of the subtree at PATH, a CUE path such
+as server.port or hosts[0]) on one line:
+
+  path = value  origin  file:line:col, file:line:col (role), ...
+
+The origin is one of
+  literal    written as a concrete value in a file
+  default    no file sets it: the default (*value) of a disjunction, often a schema's
+  reference  read from another field; "via" names the fields followed and, in
+             parentheses, the origin where the chain ends
+  tag        injected by the variant's dimension into a field marked @tag(<dimension>)
+  computed   the result of an expression: arithmetic, interpolation, a call, a comprehension
+
+Every position CUE has for the value is listed, the deciding ones first; the
+others carry their role: (reference) a reference followed to the value or to
+a struct or list enclosing it, (operand) an input of a
+computed value, (default) a default the value overrode, (constraint) a
+conjunct that only constrains it, such as the namespace schema's type.
+
+A config that uses dimensions is explained per variant: name the dimension
+values with --variant, or append them to CONFIG as its variant path does
+(payments/checkout/env=prod/region=eu). See docs/VARIANTS.md.
+
+Exit status: 0 explained, 2 unknown config, path or variant (or wrong usage),
+3 the config does not compile (the errors are printed), 1 cuecast failed.`,
+		Example: `  cuecast explain payments/checkout
+  cuecast explain payments/checkout service.replicas
+  cuecast explain --variant env=prod,region=eu payments/checkout
+  cuecast explain --repo configs-example --output json payments/checkout | jq '.values[] | select(.origin == "default")'`,
+		Args: func(c *cobra.Command, args []string) error {
+			if len(args) < 1 || len(args) > 2 {
+				return usageErrorf("see 'cuecast explain --help'", "explain takes a config and an optional path, got %d arguments", len(args))
+			}
+			return nil
+		},
+		RunE: func(c *cobra.Command, args []string) error {
+			opts.Config = args[0]
+			if len(args) == 2 {
+				opts.Path = args[1]
+			}
+			if err := validateOutput(opts.Output, "text", "json"); err != nil {
+				return err
+			}
+			if runF != nil {
+				return runF(c, opts)
+			}
+			return explainRun(c, env, opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.Repo, "repo", ".", "config repository root (the directory holding cue.mod/)")
+	cmd.Flags().StringVar(&opts.Variant, "variant", "", "the variant's dimension values, as env=prod,region=eu")
+	cmd.Flags().StringVarP(&opts.Output, "output", "o", "text", "output format: text or json")
+	return cmd
+}
+
+// explainFailure is --output json for a config that does not compile.
+type explainFailure struct {
+	Config cuecast.ConfigPath `json:"config"`
+	Errors []compiler.Error   `json:"errors"`
+}
+
+func explainRun(c *cobra.Command, env *Env, opts *ExplainOptions) error {
+	if _, err := os.Stat(filepath.Join(opts.Repo, "cue.mod")); err != nil {
+		return usageErrorf("point --repo at the directory that holds cue.mod/", "%s is not a CUE config repo: no cue.mod/ directory", opts.Repo)
+	}
+	cfg, variant, err := explainTarget(opts.Config, opts.Variant)
+	if err != nil {
+		return err
+	}
+	ex, err := compiler.Explain(c.Context(), opts.Repo, cfg, compiler.ExplainOptions{
+		Variant: variant,
+		Path:    opts.Path,
+		Logger:  env.Logger(),
+	})
+	var ce *compiler.CompileError
+	switch {
+	case errors.As(err, &ce):
+		if opts.Output == "json" {
+			if err := writeJSON(env.IO.Out, explainFailure{Config: cfg, Errors: ce.Errors}); err != nil {
+				return err
+			}
+		}
+		for _, e := range ce.Errors {
+			fmt.Fprintln(env.IO.ErrOut, e.Error())
+			if e.Fix != "" {
+				fmt.Fprintf(env.IO.ErrOut, "\tfix: %s\n", e.Fix)
+			}
+		}
+		fmt.Fprintf(env.IO.ErrOut, "%s does not compile: %d error(s)\n", cfg, len(ce.Errors))
+		return errInvalid
+	case errors.Is(err, compiler.ErrUnknownConfig):
+		return &UsageError{Err: err, Hint: "name a config by its directory, like payments/checkout; 'cuecast compile' lists them"}
+	case errors.Is(err, compiler.ErrUnknownPath):
+		return &UsageError{Err: err, Hint: "name a field of the compiled output, like server.port or hosts[0]; without PATH explain shows them all"}
+	case errors.Is(err, compiler.ErrUnknownVariant):
+		return &UsageError{Err: err, Hint: "give each dimension the config uses a value, as --variant env=prod,region=eu"}
+	case err != nil:
+		return fmt.Errorf("explain %s: %w", cfg, err)
+	}
+	if opts.Output == "json" {
+		if ex.Values == nil {
+			ex.Values = []compiler.ExplainedValue{}
+		}
+		return writeJSON(env.IO.Out, ex)
+	}
+	for _, v := range ex.Values {
+		fmt.Fprintln(env.IO.Out, v.String())
+	}
+	return nil
+}
+
+// explainTarget splits CONFIG into the config's base path and the
+// dimension values of its trailing dim=value segments (a variant path),
+// merged with --variant.
+func explainTarget(arg, flag string) (cuecast.ConfigPath, map[string]string, error) {
+	variant, err := parseVariant(flag)
+	if err != nil {
+		return "", nil, &UsageError{Err: fmt.Errorf("--variant: %w", err), Hint: "write it as env=prod,region=eu"}
+	}
+	segs := strings.Split(filepath.ToSlash(filepath.Clean(arg)), "/")
+	base := segs
+	for i, s := range segs {
+		if strings.Contains(s, "=") {
+			base = segs[:i]
+			more, err := parseVariant(strings.Join(segs[i:], ","))
+			if err != nil {
+				return "", nil, &UsageError{Err: fmt.Errorf("config %s: %w", arg, err), Hint: "a variant path ends in dim=value segments, like payments/checkout/env=prod"}
+			}
+			for k, v := range more {
+				if old, ok := variant[k]; ok && old != v {
+					return "", nil, usageErrorf("give each dimension one value", "dimension %s is %s in the config path but %s in --variant", k, v, old)
+				}
+				if variant == nil {
+					variant = make(map[string]string)
+				}
+				variant[k] = v
+			}
+			break
+		}
+	}
+	cfg := cuecast.ConfigPath(strings.Join(base, "/"))
+	if err := cfg.Validate(); err != nil {
+		return "", nil, &UsageError{Err: err, Hint: "name configs by their directory, like payments/checkout"}
+	}
+	return cfg, variant, nil
+}
+
+// parseVariant reads "env=prod,region=eu"; nil for "".
+// TODO(issue 20): use cuecast.ParseVariant once the root package has it.
+func parseVariant(s string) (map[string]string, error) {
+	if s == "" {
+		return nil, nil
+	}
+	out := make(map[string]string)
+	for _, kv := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		if !ok || !cuecast.ValidSegment(k) || !cuecast.ValidSegment(v) {
+			return nil, fmt.Errorf("%q is not dimension=value (both matching [a-z0-9][a-z0-9_-]*)", kv)
+		}
+		if _, dup := out[k]; dup {
+			return nil, fmt.Errorf("dimension %s is given twice", k)
+		}
+		out[k] = v
+	}
+	return out, nil
+}
