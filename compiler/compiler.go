@@ -144,6 +144,14 @@ type Namespace struct {
 	// namespace's configs may import (import_configs_from); importing a
 	// config of any other is config/cross-namespace-import.
 	ImportConfigsFrom []string
+	// Dimensions are the axes the namespace's configs may vary along and
+	// their values (dimensions:), e.g. env: [staging, prod]; nil when none
+	// (docs/VARIANTS.md). No value is in two dimensions.
+	Dimensions map[string][]string
+	// Combinations, when not nil, are the only valid combinations of
+	// dimension values, each naming a value of every dimension
+	// (combinations:); nil means every combination is valid.
+	Combinations []map[string]string
 }
 
 // ConfigOverride is one config's own rollout policy or consistency class;

@@ -58,6 +58,7 @@ const (
 	IDCue                  = "cue"
 	IDManifestMissing      = "manifest/missing"
 	IDManifestSchema       = "manifest/unknown-schema"
+	IDManifestDimensions   = "manifest/dimensions"
 	IDUnknownNamespace     = "manifest/unknown-namespace"
 	IDConfigName           = "config/bad-name"
 	IDConfigPackages       = "config/multiple-packages"
@@ -86,6 +87,8 @@ func fixFor(id string) string {
 		return "add cuecast.cue at the repo root declaring your namespaces (see configs-example/cuecast.cue)"
 	case IDManifestSchema:
 		return `point schema at an existing definition, written "<import path>#<Definition>"`
+	case IDManifestDimensions:
+		return "give each dimension value to one dimension, and list combinations naming a declared value of every dimension (docs/VARIANTS.md)"
 	case IDUnknownNamespace:
 		return "declare the namespace under namespaces: in cuecast.cue, or move the config into a declared namespace"
 	case IDConfigName:
