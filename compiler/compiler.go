@@ -286,7 +286,7 @@ type compilation struct {
 	// variants are the variants of each config compiled that has any.
 	variants map[cuecast.ConfigPath][]variant
 	errs     []Error
-	res       *Result
+	res      *Result
 }
 
 // run compiles in named phases: the module and the manifest, discovery of
