@@ -127,6 +127,11 @@ type Output struct {
 	// Files are the repo-relative .cue files the output was built from,
 	// sorted, including imported packages.
 	Files []string
+	// Tags are the build tags a variant was loaded with, sorted: the
+	// values of its dimensions that some file of the config reads, in the
+	// shorthand form (`cue export -t prod -t eu` reproduces the output);
+	// nil for a config without variants and for a variant index.
+	Tags []string
 }
 
 // Manifest is the repo's cuecast.cue after validation.
