@@ -57,7 +57,9 @@ type Options struct {
 	Timeout time.Duration
 	// Logger receives debug and progress logs; default discards.
 	Logger *slog.Logger
-	// Progress, when set, is called from one goroutine as configs finish.
+	// Progress, when set, is called from one goroutine as configs finish;
+	// done and total count evaluations, so a config with variants counts
+	// once per variant.
 	Progress func(done, total int)
 	// PlanOnly reads and lints the files, evaluates the manifest and builds
 	// the dependency index, but evaluates no config: Outputs is empty and
