@@ -79,9 +79,19 @@ func (c *compilation) variantsOf(cp cuecast.ConfigPath, deps []string, ns Namesp
 	}
 	used := make(map[string]bool)
 	read := make(map[string]bool) // values some file names
+	pkg := ""
+	for _, f := range c.tree.dirs[string(cp)] {
+		if h := c.headers[f]; h.pkg != "" && h.pkg != "_" {
+			pkg = h.pkg
+			break
+		}
+	}
 	own := append(ancestors(string(cp)), string(cp))
 	for _, d := range own {
 		for _, f := range c.tree.dirs[d] {
+			if d != string(cp) && c.headers[f].pkg != pkg {
+				continue // an ancestor's file of another package is not the config's
+			}
 			for _, t := range c.tags[f] {
 				vals, isDim := ns.Dimensions[t.name]
 				if !isDim {
