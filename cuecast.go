@@ -15,7 +15,11 @@ import (
 // ConfigPath names a config by its directory in the config repo, relative to the
 // repo root and slash-separated: "payments/checkout". The first segment is the
 // namespace. Segments map 1:1 to NATS subject tokens, which is why they are
-// restricted to lower-case letters, digits, '_' and '-'.
+// restricted to lower-case letters, digits, '_' and '-'. A variant of a config
+// (docs/VARIANTS.md) is the config's path followed by one "<dim>=<value>"
+// segment per dimension it uses, sorted by dimension:
+// "payments/checkout/env=prod/region=eu"; '=' is valid in subject tokens and
+// KV keys, and no config directory can contain it.
 type ConfigPath string
 
 var segmentRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]*$`)
@@ -24,15 +28,24 @@ var segmentRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]*$`)
 func ValidSegment(s string) bool { return segmentRE.MatchString(s) }
 
 // Validate returns an error wrapping ErrInvalidPath when p is not a config path:
-// at least two segments (namespace and name), each matching [a-z0-9][a-z0-9_-]*.
+// at least two segments (namespace and name), each matching [a-z0-9][a-z0-9_-]*,
+// optionally followed by variant segments "<dim>=<value>" (dimension and value
+// each a valid segment, dimensions sorted and each once), as in
+// "payments/checkout/env=prod/region=eu" (docs/VARIANTS.md).
 func (p ConfigPath) Validate() error {
-	segs := strings.Split(string(p), "/")
-	if len(segs) < 2 {
-		return fmt.Errorf("%w: %q: want <namespace>/<name>", ErrInvalidPath, string(p))
+	plain, dims, bad := splitVariant(p)
+	if bad != "" {
+		if len(dims) > 0 && ValidSegment(bad) {
+			return fmt.Errorf("%w: %q: plain segment %q after a <dim>=<value> segment", ErrInvalidPath, string(p), bad)
+		}
+		return fmt.Errorf("%w: %q: segment %q must match [a-z0-9][a-z0-9_-]*", ErrInvalidPath, string(p), bad)
 	}
-	for _, s := range segs {
-		if !ValidSegment(s) {
-			return fmt.Errorf("%w: %q: segment %q must match [a-z0-9][a-z0-9_-]*", ErrInvalidPath, string(p), s)
+	if len(plain) < 2 {
+		return fmt.Errorf("%w: %q: want <namespace>/<name>[/<dim>=<value>...]", ErrInvalidPath, string(p))
+	}
+	for i := 1; i < len(dims); i++ {
+		if dims[i-1].Dim >= dims[i].Dim {
+			return fmt.Errorf("%w: %q: variant dimensions must be sorted and each given once", ErrInvalidPath, string(p))
 		}
 	}
 	return nil

@@ -1,6 +1,7 @@
 package compiler
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -39,6 +40,8 @@ func (o Options) shared() time.Duration {
 type Options struct {
 	// Configs restricts the compile to these configs; only they and the
 	// packages they import are read and loaded. Empty means every config.
+	// A config is compiled with all its variants; a variant path stands
+	// for its config (its Base).
 	// A named config that does not exist is absent from Result.Configs,
 	// which is how a caller learns it was deleted.
 	Configs []cuecast.ConfigPath
@@ -54,7 +57,9 @@ type Options struct {
 	Timeout time.Duration
 	// Logger receives debug and progress logs; default discards.
 	Logger *slog.Logger
-	// Progress, when set, is called from one goroutine as configs finish.
+	// Progress, when set, is called from one goroutine as configs finish;
+	// done and total count evaluations, so a config with variants counts
+	// once per variant.
 	Progress func(done, total int)
 	// PlanOnly reads and lints the files, evaluates the manifest and builds
 	// the dependency index, but evaluates no config: Outputs is empty and
@@ -91,11 +96,16 @@ type Result struct {
 	// Configs is every config found in the repo, sorted, whether or not it
 	// was compiled.
 	Configs []cuecast.ConfigPath
-	// Outputs holds the compiled configs that are valid.
+	// Outputs holds the compiled configs that are valid, keyed by the path
+	// to publish each at: a config that uses no dimension at its own path;
+	// a config that uses dimensions at one variant path per combination
+	// (payments/checkout/env=prod), and at its own path its variant index
+	// (VariantIndex), present only when every variant compiled.
 	Outputs map[cuecast.ConfigPath]Output
 	// Errors is sorted by file, line and column.
 	Errors []Error
-	// Index maps files to the configs they affect. After a compile limited
+	// Index maps files to the configs they affect (base paths, never
+	// variants: a change recompiles every variant of a config). After a compile limited
 	// by Options.Configs it covers only those configs; see Index.Merge.
 	Index *Index
 	// Undeclared lists top-level directories that hold CUE packages but
@@ -119,6 +129,11 @@ type Output struct {
 	// Files are the repo-relative .cue files the output was built from,
 	// sorted, including imported packages.
 	Files []string
+	// Tags are the build tags a variant was loaded with, sorted: the
+	// values of its dimensions that some file of the config reads, in the
+	// shorthand form (`cue export -t prod -t eu` reproduces the output);
+	// nil for a config without variants and for a variant index.
+	Tags []string
 }
 
 // Manifest is the repo's cuecast.cue after validation.
@@ -144,6 +159,14 @@ type Namespace struct {
 	// namespace's configs may import (import_configs_from); importing a
 	// config of any other is config/cross-namespace-import.
 	ImportConfigsFrom []string
+	// Dimensions are the axes the namespace's configs may vary along and
+	// their values (dimensions:), e.g. env: [staging, prod]; nil when none
+	// (docs/VARIANTS.md). No value is in two dimensions.
+	Dimensions map[string][]string
+	// Combinations, when not nil, are the only valid combinations of
+	// dimension values, each naming a value of every dimension
+	// (combinations:); nil means every combination is valid.
+	Combinations []map[string]string
 }
 
 // ConfigOverride is one config's own rollout policy or consistency class;
@@ -250,8 +273,12 @@ type compilation struct {
 	embedDirs map[string]bool
 	modPath   string
 	secrets   []secretPattern
-	errs      []Error
-	res       *Result
+	// tags holds the @tag attributes of each file read that has any.
+	tags map[string][]tagAttr
+	// variants are the variants of each config compiled that has any.
+	variants map[cuecast.ConfigPath][]variant
+	errs     []Error
+	res      *Result
 }
 
 // newCompilation starts the state of one compile of the repo listed in
@@ -269,6 +296,8 @@ func newCompilation(opts Options, fsys fs.FS, root string, tree *repoTree) *comp
 		closure:   make(map[string][]string),
 		embedDirs: make(map[string]bool),
 		secrets:   secretPatterns(),
+		tags:      make(map[string][]tagAttr),
+		variants:  make(map[cuecast.ConfigPath][]variant),
 		res:       &Result{Outputs: make(map[cuecast.ConfigPath]Output)},
 	}
 	c.errs = append(c.errs, tree.errs...)
@@ -324,11 +353,39 @@ func (c *compilation) run(ctx context.Context) error {
 		if !ok {
 			continue
 		}
-		jobs = append(jobs, job{cfg: cp, schema: s, ns: man.Namespaces[cp.Namespace()], wrapDir: wrapped[cp], deps: deps[cp]})
+		ns := man.Namespaces[cp.Namespace()]
+		j := job{cfg: cp, out: cp, schema: s, ns: ns, wrapDir: wrapped[cp], deps: deps[cp]}
+		vs, ownTags, verrs := c.variantsOf(cp, deps[cp], ns)
+		if len(verrs) > 0 {
+			c.errs = append(c.errs, verrs...)
+			continue
+		}
+		if ownTags {
+			// CUE injects @tag values only into the packages loaded as
+			// arguments, never into an import such as the wrapper's.
+			j.wrapDir = ""
+		}
+		if len(vs) == 0 {
+			jobs = append(jobs, j)
+			continue
+		}
+		c.variants[cp] = vs
+		for _, v := range vs {
+			vj := j
+			vj.out, vj.tags = v.path, v.tags
+			jobs = append(jobs, vj)
+		}
 	}
+	// One load takes one set of tags: jobs with the same tags are
+	// neighbours, so they share batches (runJobs).
+	slices.SortStableFunc(jobs, func(a, b job) int {
+		return cmp.Or(slices.Compare(a.tags, b.tags), strings.Compare(string(a.cfg), string(b.cfg)))
+	})
 	if err := c.runJobs(ctx, jobs); err != nil {
 		return err
 	}
+	c.indexVariants()
+	c.nameVariants()
 	if len(c.opts.Configs) == 0 {
 		c.warnUnused(man, deps)
 	}
@@ -388,6 +445,7 @@ func (c *compilation) selectTargets(man *Manifest, all []cuecast.ConfigPath) []c
 	}
 	var targets []cuecast.ConfigPath
 	for _, cp := range c.opts.Configs {
+		cp = cp.Base() // a variant is compiled with its config's other variants
 		if _, ok := man.Namespaces[cp.Namespace()]; !ok {
 			c.errs = append(c.errs, Error{Config: cp, File: "cuecast.cue", Line: 1, Column: 1, ID: IDUnknownNamespace,
 				Message: fmt.Sprintf("config %s is in namespace %q, which cuecast.cue does not declare", cp, cp.Namespace()),
@@ -522,8 +580,8 @@ func (c *compilation) crossNamespaceImports(man *Manifest, targets []cuecast.Con
 		for _, d := range dirs {
 			for _, f := range c.tree.dirs[d] {
 				h := c.headers[f]
-				if h.excluded {
-					continue
+				if h.excluded && !readsDimension(h, ns) {
+					continue // left out of every variant
 				}
 				for i, imp := range h.imports {
 					idir, ok := c.importDir(imp)
@@ -741,6 +799,9 @@ func (c *compilation) readInto(p string) error {
 	c.mem.add(p, b)
 	if strings.HasSuffix(p, ".cue") {
 		c.headers[p] = parseHeader(p, b)
+		if t := scanTags(p, b); len(t) > 0 {
+			c.tags[p] = t
+		}
 	}
 	return nil
 }

@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -112,12 +114,22 @@ func TestDifferentialCueExport(t *testing.T) {
 	// does not apply it, so drop it (the configs embed it anyway).
 	genCase.files["cuecast.cue"] = strings.ReplaceAll(genCase.files["cuecast.cue"], "\tschema: \""+gen.Module+"/schemas#Service\"\n", "")
 	cases = append(cases, genCase)
+	// Variants: a quarter of the configs read env (@tag) and region (an
+	// @if file of a library they import); each variant is held to
+	// `cue export -t <value>...`.
+	gv := gen.Repo(gen.Options{Configs: 8, Seed: 7, Variants: true})
+	varCase := diffCase{name: "generated variants", files: map[string]string{}}
+	for p, b := range gv {
+		varCase.files[p] = string(b)
+	}
+	varCase.files["cuecast.cue"] = strings.ReplaceAll(varCase.files["cuecast.cue"], "\tschema: \""+gen.Module+"/schemas#Service\"\n", "")
+	cases = append(cases, varCase)
 
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			files := tc.files
-			if tc.name != "generated" {
+			if !strings.HasPrefix(tc.name, "generated") {
 				files = make(map[string]string)
 				for p, s := range base {
 					files[p] = s
@@ -155,7 +167,48 @@ func TestDifferentialCueExport(t *testing.T) {
 				}
 				failed[string(e.Config)] = true
 			}
+			variants := 0
 			for _, cp := range res.Configs {
+				ix, ok := compiler.ParseVariantIndex(res.Outputs[cp].JSON)
+				if !ok {
+					continue
+				}
+				for _, vp := range ix.Variants {
+					variants++
+					args := []string{"export", "--out", "json", "./" + string(cp)}
+					var tags []string
+					for _, dv := range vp.Variant() {
+						if readsTag(files, dv.Value) {
+							args = append(args, "-t", dv.Value)
+							tags = append(tags, dv.Value)
+						}
+					}
+					slices.Sort(tags)
+					if o := res.Outputs[vp]; !slices.Equal(o.Tags, tags) {
+						t.Errorf("%s: Output.Tags %q, want %q", vp, o.Tags, tags)
+					}
+					cmd := exec.Command(cue, args...)
+					cmd.Dir = dir
+					cmd.Env = append(os.Environ(), "CUE_REGISTRY=none")
+					want, err := cmd.CombinedOutput()
+					got, ok := res.Outputs[vp]
+					switch {
+					case err != nil:
+						t.Errorf("%s: cue %s: %v: %s", vp, strings.Join(args, " "), err, want)
+					case !ok:
+						t.Errorf("%s: cue export succeeds but cuecast has no output", vp)
+					case !sameJSON(t, got.JSON, want):
+						t.Errorf("%s: cuecast %s, cue %s: %s", vp, got.JSON, strings.Join(args, " "), want)
+					}
+				}
+			}
+			if tc.name == "generated variants" && variants != 2*6 {
+				t.Errorf("%d variants compared, want 12 (2 configs of 8 with 6 each)", variants)
+			}
+			for _, cp := range res.Configs {
+				if _, ok := compiler.ParseVariantIndex(res.Outputs[cp].JSON); ok {
+					continue
+				}
 				cmd := exec.Command(cue, "export", "--out", "json", "./"+string(cp))
 				cmd.Dir = dir
 				cmd.Env = append(os.Environ(), "CUE_REGISTRY=none")
@@ -216,4 +269,17 @@ func sameJSON(t *testing.T, a, b []byte) bool {
 		return v
 	}
 	return reflect.DeepEqual(decode(a), decode(b))
+}
+
+// readsTag reports whether some .cue file reads the tag value v, in an
+// @if or as an @tag shorthand: cuecast passes only those (cue refuses a
+// tag no file reads), and so does the test.
+func readsTag(files map[string]string, v string) bool {
+	re := regexp.MustCompile(`@if\([^)]*\b` + regexp.QuoteMeta(v) + `\b|short=[a-z0-9_|-]*\b` + regexp.QuoteMeta(v) + `\b`)
+	for p, src := range files {
+		if strings.HasSuffix(p, ".cue") && re.MatchString(src) {
+			return true
+		}
+	}
+	return false
 }

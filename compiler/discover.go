@@ -1,6 +1,7 @@
 package compiler
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -316,6 +317,10 @@ type header struct {
 	// `cue export`; the loader skips the file and so does every check made
 	// before loading (one package per directory, the wrapper's package).
 	excluded bool
+	// ifNames are the build tag names the file's @if attributes read, in
+	// order: the values of dimensions a config may vary along
+	// (docs/VARIANTS.md).
+	ifNames []string
 	// embeds is set by @extern(embed): the package may read other files
 	// of its directory with @embed.
 	embeds bool
@@ -346,6 +351,7 @@ func parseHeaderAST(name string, src []byte) header {
 			if included, ok := buildTagsTrue(body); ok && !included {
 				h.excluded = true
 			}
+			h.ifNames = append(h.ifNames, ifIdents(body)...)
 		case "extern":
 			h.embeds = h.embeds || strings.TrimSpace(body) == "embed"
 		}
@@ -394,6 +400,7 @@ func scanHeader(name string, src []byte) (h header, ok bool) {
 					return false
 				}
 				h.excluded = h.excluded || !included
+				h.ifNames = append(h.ifNames, ifIdents(body)...)
 			case "extern":
 				h.embeds = h.embeds || strings.TrimSpace(body) == "embed"
 			case "experiment":
@@ -497,6 +504,79 @@ func buildTagsTrue(expr string) (value, ok bool) {
 		return false, false
 	}
 	return eval(x)
+}
+
+// ifIdents returns the tag names an @if expression reads, in order.
+func ifIdents(expr string) []string {
+	x, err := parser.ParseExpr("@if", expr)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	ast.Walk(x, func(n ast.Node) bool {
+		if id, ok := n.(*ast.Ident); ok {
+			out = append(out, id.Name)
+		}
+		return true
+	}, nil)
+	return out
+}
+
+// tagAttr is one @tag attribute of a file: the tag's name, its shorthands
+// and where it is written.
+type tagAttr struct {
+	name      string
+	short     []string
+	line, col int
+}
+
+// scanTags lists the @tag attributes of a file with the scanner, without
+// parsing it; a file that does not mention @tag( is not scanned.
+func scanTags(name string, src []byte) []tagAttr {
+	if !bytes.Contains(src, []byte("@tag(")) {
+		return nil
+	}
+	var s scanner.Scanner
+	s.Init(token.NewFile(name, 0, len(src)), src, func(token.Pos, string, []any) {}, 0)
+	var out []tagAttr
+	for {
+		pos, tok, lit := s.Scan()
+		if tok == token.EOF {
+			return out
+		}
+		if tok != token.ATTRIBUTE {
+			continue
+		}
+		a := &ast.Attribute{Text: lit}
+		if key, _ := a.Split(); key != "tag" {
+			continue
+		}
+		pa := parseTagAttr(lit)
+		if pa.name == "" {
+			continue
+		}
+		pa.line, pa.col = pos.Line(), pos.Column()
+		out = append(out, pa)
+	}
+}
+
+// parseTagAttr reads "@tag(name,short=a|b,type=string)".
+func parseTagAttr(lit string) tagAttr {
+	body := strings.TrimSuffix(strings.TrimPrefix(lit, "@tag("), ")")
+	var t tagAttr
+	for i, part := range strings.Split(body, ",") {
+		part = strings.TrimSpace(part)
+		if i == 0 {
+			t.name = part
+			continue
+		}
+		if v, ok := strings.CutPrefix(part, "short="); ok {
+			for _, sh := range strings.Split(v, "|") {
+				t.short = append(t.short, strings.TrimSpace(sh))
+			}
+		}
+	}
+	return t
 }
 
 func importPath(spec *ast.ImportSpec) (string, bool) {

@@ -58,10 +58,13 @@ const (
 	IDCue                  = "cue"
 	IDManifestMissing      = "manifest/missing"
 	IDManifestSchema       = "manifest/unknown-schema"
+	IDManifestDimensions   = "manifest/dimensions"
 	IDUnknownNamespace     = "manifest/unknown-namespace"
 	IDConfigName           = "config/bad-name"
 	IDConfigPackages       = "config/multiple-packages"
 	IDConfigTimeout        = "config/timeout"
+	IDVariantTag           = "config/variant-tag"
+	IDDoubleDefault        = "config/two-defaults"
 	IDCrossNamespaceImport = "config/cross-namespace-import"
 	IDSizeConfig           = "size/config-too-large"
 	IDFileNotUTF8          = "file/not-utf8"
@@ -86,6 +89,12 @@ func fixFor(id string) string {
 		return "add cuecast.cue at the repo root declaring your namespaces (see configs-example/cuecast.cue)"
 	case IDManifestSchema:
 		return `point schema at an existing definition, written "<import path>#<Definition>"`
+	case IDManifestDimensions:
+		return "give each dimension value to one dimension, and list combinations naming a declared value of every dimension (docs/VARIANTS.md)"
+	case IDVariantTag:
+		return "list every value of the dimension as a shorthand of its @tag, and select variants with the value alone (cue export -t prod), as cuecast does (docs/VARIANTS.md)"
+	case IDDoubleDefault:
+		return "keep the default in one layer and make the more specific layer concrete, or look the default up in a table keyed by the dimension (docs/VARIANTS.md)"
 	case IDUnknownNamespace:
 		return "declare the namespace under namespaces: in cuecast.cue, or move the config into a declared namespace"
 	case IDConfigName:

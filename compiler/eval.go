@@ -55,7 +55,11 @@ func bounded[T any](ctx context.Context, d time.Duration, f func() T) (T, error)
 }
 
 type job struct {
+	// cfg is the config to load; out is the path its output is published
+	// at, cfg or one of its variants, whose tags are set at load.
 	cfg    cuecast.ConfigPath
+	out    cuecast.ConfigPath
+	tags   []string
 	inst   *build.Instance
 	schema *nsSchema
 	// wrap, when set, is the wrapper package unifying the config with its
@@ -92,9 +96,15 @@ func (c *compilation) runJobs(ctx context.Context, jobs []job) error {
 		first int
 		jobs  []job
 	}
+	// A batch is one load, with one set of tags (run sorts jobs by tags).
 	var batches []batch
-	for i := 0; i < len(jobs); i += contextReuse {
-		batches = append(batches, batch{first: i, jobs: jobs[i:min(i+contextReuse, len(jobs))]})
+	for i := 0; i < len(jobs); {
+		n := 1
+		for n < contextReuse && i+n < len(jobs) && slices.Equal(jobs[i+n].tags, jobs[i].tags) {
+			n++
+		}
+		batches = append(batches, batch{first: i, jobs: jobs[i : i+n]})
+		i += n
 	}
 	type indexed struct {
 		i     int
@@ -200,6 +210,7 @@ func (c *compilation) loadBatch(jobs []job) (insts []*build.Instance, err error)
 		}
 	}
 	cfg := c.loadConfigFor(dirs)
+	cfg.Tags = jobs[0].tags
 	if c.opts.onBatchLoad != nil {
 		c.opts.onBatchLoad(len(cfg.Overlay))
 	}
@@ -238,7 +249,7 @@ func (c *compilation) loadBatch(jobs []job) (insts []*build.Instance, err error)
 		for _, k := range retry {
 			args = append(args, "./"+string(jobs[k].cfg))
 		}
-		again := load.Instances(args, c.loadConfigFor(dirs))
+		again := load.Instances(args, cfg)
 		for n, k := range retry {
 			insts[k] = again[n]
 		}
@@ -261,6 +272,18 @@ func importOf(inst *build.Instance, path string) *build.Instance {
 // offers no way to interrupt an evaluation, so on timeout the evaluating
 // goroutine is left to finish on its own and its result is dropped.
 func (c *compilation) evalWithTimeout(ctx context.Context, w *worker, j job) jobResult {
+	r := c.evalBounded(ctx, w, j)
+	if j.out != j.cfg {
+		// nameVariants words the errors once all variants are in.
+		r.cfg = j.out
+		for i := range r.errs {
+			r.errs[i].Config = j.out
+		}
+	}
+	return r
+}
+
+func (c *compilation) evalBounded(ctx context.Context, w *worker, j job) jobResult {
 	cctx := w.context()
 	r, err := bounded(ctx, c.opts.Timeout, func() jobResult { return c.eval(cctx, j) })
 	switch {
@@ -409,7 +432,7 @@ func (c *compilation) eval(wc *workerContext, j job) (r jobResult) {
 		r.errs = lints
 		return r
 	}
-	r.out = &Output{JSON: b, Checksum: cuecast.Checksum(b), Files: instanceFiles(j.inst, j.schema.inst)}
+	r.out = &Output{JSON: b, Checksum: cuecast.Checksum(b), Files: instanceFiles(j.inst, j.schema.inst), Tags: j.tags}
 	return r
 }
 
@@ -520,6 +543,15 @@ func (c *compilation) cueErrors(err error, cfg cuecast.ConfigPath, ownDirs []str
 		}
 		if primary < 0 && len(poss) > 0 {
 			primary = 0
+		}
+		if strings.Contains(msg, "incomplete value") && root.Exists() && len(e.Path()) > 0 {
+			if d, ok := twoDefaults(root.LookupPath(cue.MakePath(selectors(e.Path())...)), isOwn); ok {
+				d.Config = cfg
+				d.Message = strings.Join(e.Path(), ".") + ": " + d.Message
+				out = append(out, d)
+				conflicts = append(conflicts, conflict{idx: len(out) - 1})
+				continue
+			}
 		}
 		out1 := Error{Config: cfg, ID: IDCue}
 		if primary >= 0 {
@@ -756,4 +788,68 @@ func cutLast(s string) (before, after string, found bool) {
 		return s, "", false
 	}
 	return s[:i], s[i+1:], true
+}
+
+// twoDefaults explains a field left incomplete because two of its
+// conjuncts each give it a different default (`*1 | int` & `*2 | int`):
+// CUE unifies the defaults, they conflict, and the field has none; its own
+// message ("incomplete value 1 | 2 | int") names neither place. The error
+// is at the first place in the config's own files (isOwn) and names the
+// others.
+func twoDefaults(v cue.Value, isOwn func(token.Pos) bool) (Error, bool) {
+	if !v.Exists() {
+		return Error{}, false
+	}
+	if _, ok := v.Default(); ok {
+		return Error{}, false
+	}
+	type def struct {
+		val string
+		pos token.Pos
+	}
+	var defs []def
+	var walk func(cue.Value, int)
+	walk = func(x cue.Value, depth int) {
+		op, args := x.Expr()
+		if op == cue.AndOp && depth < 8 {
+			for _, a := range args {
+				walk(a, depth+1)
+			}
+			return
+		}
+		if d, ok := x.Default(); ok && d.IsConcrete() {
+			defs = append(defs, def{val: fmt.Sprint(d), pos: x.Pos()})
+		}
+	}
+	walk(v, 0)
+	distinct := make(map[string]bool)
+	for _, d := range defs {
+		distinct[d.val] = true
+	}
+	if len(distinct) < 2 {
+		return Error{}, false
+	}
+	slices.SortStableFunc(defs, func(a, b def) int {
+		switch {
+		case isOwn(a.pos) && !isOwn(b.pos):
+			return -1
+		case isOwn(b.pos) && !isOwn(a.pos):
+			return 1
+		}
+		return 0
+	})
+	var places []string
+	for _, d := range defs {
+		where := "an unknown place"
+		if d.pos.IsValid() && !synthetic(d.pos.Filename()) {
+			where = fmt.Sprintf("%s:%d:%d", relFile(d.pos.Filename()), d.pos.Line(), d.pos.Column())
+		}
+		places = append(places, fmt.Sprintf("*%s at %s", d.val, where))
+	}
+	e := Error{ID: IDDoubleDefault, Fix: fixFor(IDDoubleDefault), File: "", Line: 1, Column: 1,
+		Message: fmt.Sprintf("two defaults meet (%s); CUE unifies defaults, they conflict, and the field is left with no value: only one layer may give a default", strings.Join(places, ", "))}
+	if p := defs[0].pos; p.IsValid() && !synthetic(p.Filename()) {
+		e.File, e.Line, e.Column = relFile(p.Filename()), p.Line(), p.Column()
+	}
+	return e, true
 }

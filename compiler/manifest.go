@@ -35,6 +35,8 @@ type manifestJSON struct {
 		MaxSize     int64               `json:"max_size"`
 		Rollout     cuecast.Policy      `json:"rollout"`
 		ImportFrom  []string            `json:"import_configs_from"`
+		Dimensions  map[string][]string `json:"dimensions"`
+		Combos      []map[string]string `json:"combinations"`
 		Configs     map[string]struct {
 			Consistency cuecast.Consistency `json:"consistency"`
 			Rollout     cuecast.Policy      `json:"rollout"`
@@ -142,7 +144,9 @@ func (c *compilation) evalManifest(inst *build.Instance, files []string) (*Manif
 		man.Namespaces[name] = Namespace{
 			Name: name, Owners: ns.Owners, Schema: ns.Schema, Consistency: cons,
 			Policy: pol, MaxSize: size, ImportConfigsFrom: ns.ImportFrom,
+			Dimensions: ns.Dimensions, Combinations: ns.Combos,
 		}
+		errs = append(errs, checkDimensions(m, name, ns.Dimensions, ns.Combos, files[0])...)
 		for cfg, o := range ns.Configs {
 			n := man.Namespaces[name]
 			if n.Configs == nil {
@@ -164,7 +168,10 @@ func (c *compilation) evalManifest(inst *build.Instance, files []string) (*Manif
 // own override (configs: in its namespace's entry) where it sets one, else
 // its namespace's; a config of an undeclared namespace gets
 // cuecast.DefaultPolicy and relaxed.
+//
+// A variant path (payments/checkout/env=prod) is looked up by its Base().
 func (m *Manifest) Policy(cfg cuecast.ConfigPath) (cuecast.Policy, cuecast.Consistency) {
+	cfg = cfg.Base()
 	ns, ok := m.Namespaces[cfg.Namespace()]
 	if !ok {
 		return cuecast.DefaultPolicy(), cuecast.Relaxed
@@ -303,6 +310,75 @@ func (c *compilation) schemaPackageErrors(imp string, namespaces []string, err e
 	}
 	for i := range errs {
 		errs[i].Message += fmt.Sprintf(" (in schema package %s of %s configs are not compiled until it is fixed)", imp, which)
+	}
+	return errs
+}
+
+// checkDimensions reports what the schema cannot say about a namespace's
+// dimensions and combinations: a value in two dimensions (@if(prod) must
+// name one dimension), and a combination that names an undeclared
+// dimension or value, leaves a dimension out, or repeats another.
+func checkDimensions(m cue.Value, ns string, dims map[string][]string, combos []map[string]string, fallback string) []Error {
+	var errs []Error
+	at := func(msg string, sels ...cue.Selector) {
+		p := append([]cue.Selector{cue.Str("namespaces"), cue.Str(ns)}, sels...)
+		v := m.LookupPath(cue.MakePath(p...))
+		// A struct unified with the schema may carry the schema's
+		// position; its first field is where the author wrote it.
+		if pos := v.Pos(); !pos.IsValid() || strings.HasPrefix(pos.Filename(), "cuecast:") {
+			if it, err := v.Fields(); err == nil && it.Next() {
+				v = it.Value()
+			}
+		}
+		e := positionError(v, fallback)
+		e.ID, e.Fix = IDManifestDimensions, fixFor(IDManifestDimensions)
+		e.Message = fmt.Sprintf("namespace %s: %s", ns, msg)
+		errs = append(errs, e)
+	}
+	owner := make(map[string]string) // value -> dimension
+	for _, d := range sortedKeys(dims) {
+		for i, v := range dims[d] {
+			if o, ok := owner[v]; ok {
+				at(fmt.Sprintf("value %q is in dimensions %s and %s; @if(%s) could not say which, so a value may be in one dimension only", v, o, d, v),
+					cue.Str("dimensions"), cue.Str(d), cue.Index(i))
+				continue
+			}
+			owner[v] = d
+		}
+	}
+	if len(combos) > 0 && len(dims) == 0 {
+		at("combinations are listed but no dimensions are declared", cue.Str("combinations"))
+		return errs
+	}
+	seen := make(map[string]int)
+	for i, c := range combos {
+		ok := true
+		for _, d := range sortedKeys(c) {
+			vals, declared := dims[d]
+			switch {
+			case !declared:
+				at(fmt.Sprintf("combination %d names dimension %q, which dimensions does not declare", i+1, d), cue.Str("combinations"), cue.Index(i), cue.Str(d))
+				ok = false
+			case !slices.Contains(vals, c[d]):
+				at(fmt.Sprintf("combination %d: %q is not a value of dimension %s (%s)", i+1, c[d], d, strings.Join(vals, ", ")), cue.Str("combinations"), cue.Index(i), cue.Str(d))
+				ok = false
+			}
+		}
+		for _, d := range sortedKeys(dims) {
+			if _, set := c[d]; !set {
+				at(fmt.Sprintf("combination %d gives no value for dimension %s; each combination names a value of every dimension", i+1, d), cue.Str("combinations"), cue.Index(i))
+				ok = false
+			}
+		}
+		if !ok {
+			continue
+		}
+		key := cuecast.VariantPath("", c).String()
+		if j, dup := seen[key]; dup {
+			at(fmt.Sprintf("combination %d repeats combination %d", i+1, j+1), cue.Str("combinations"), cue.Index(i))
+			continue
+		}
+		seen[key] = i
 	}
 	return errs
 }

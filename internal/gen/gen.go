@@ -27,7 +27,18 @@ type Options struct {
 	Namespaces int    // default 4
 	Libraries  int    // shared libraries lib/l0…; default 10
 	Seed       uint64 // varies the values, not the shape
+	// Variants makes every namespace declare three dimensions, env (dev,
+	// staging, prod), region (eu, us) and tier (t1…t4): 24 combinations.
+	// A quarter of the configs (UsesDimensions) read env with @tag and
+	// region through lib/geo, whose eu.cue is @if(eu): 6 variants each.
+	// No config reads tier, so a compile shows whether its cost follows
+	// the variants compiled or the combinations declared.
+	Variants bool
 }
+
+// UsesDimensions reports whether config i of a repo generated with
+// Variants reads env and region (6 variants).
+func UsesDimensions(o Options, i int) bool { return o.Variants && i%4 == 0 }
 
 func (o *Options) defaults() {
 	if o.Configs <= 0 {
@@ -55,7 +66,11 @@ func Repo(o Options) Files {
 	man.WriteString("package manifest\n\n")
 	for n := range o.Namespaces {
 		fmt.Fprintf(&man, "namespaces: %s: {\n\towners: [\"team-%s\"]\n\tschema: %q\n", NS(n), NS(n), Module+"/schemas#Service")
-		fmt.Fprintf(&man, "\trollout: stages: [{name: \"canary\", percent: 1, hold: \"5m\"}, {name: \"all\", percent: 100}]\n}\n")
+		fmt.Fprintf(&man, "\trollout: stages: [{name: \"canary\", percent: 1, hold: \"5m\"}, {name: \"all\", percent: 100}]\n")
+		if o.Variants {
+			fmt.Fprintf(&man, "\tdimensions: {\n\t\tenv: [\"dev\", \"staging\", \"prod\"]\n\t\tregion: [\"eu\", \"us\"]\n\t\ttier: [\"t1\", \"t2\", \"t3\", \"t4\"]\n\t}\n")
+		}
+		fmt.Fprintf(&man, "}\n")
 	}
 	f["cuecast.cue"] = []byte(man.String())
 
@@ -113,6 +128,10 @@ Regions: ["eu-west-1", "us-east-1", "ap-southeast-1"]
 		fmt.Fprintf(&b, "}\n\nLimits: {cpu_millis: %d, memory_mb: %d}\n", 250*(1+r.IntN(8)), 256*(1+r.IntN(8)))
 		f[fmt.Sprintf("lib/%s/%s.cue", Lib(l), Lib(l))] = []byte(b.String())
 	}
+	if o.Variants {
+		f["lib/geo/geo.cue"] = []byte("package geo\n\nZone: *\"us-east-1\" | string\n")
+		f["lib/geo/eu.cue"] = []byte("@if(eu)\n\npackage geo\n\nZone: \"eu-west-1\"\n")
+	}
 	for n := range o.Namespaces {
 		f[fmt.Sprintf("lib/ns/%s/%s.cue", NS(n), NS(n))] = []byte(fmt.Sprintf(`package %s
 
@@ -143,7 +162,20 @@ import "%s/lib/base"
 			fmt.Fprintf(&b, "\tkey_%d: %q\n", k, fmt.Sprintf("value-%d-%d", i, r.IntN(1000)))
 		}
 		fmt.Fprintf(&b, "\tratio: %d.%02d\n}\n", r.IntN(10), r.IntN(100))
-		f[p+"/config.cue"] = []byte(b.String())
+		if UsesDimensions(o, i) {
+			// The layering idiom: lib/base's default env, replaced by
+			// the injected one; replicas from a table keyed by env.
+			fmt.Fprintf(&b, "\n_env: string @tag(env,short=dev|staging|prod)\n")
+			fmt.Fprintf(&b, "env: _env\n")
+			fmt.Fprintf(&b, "_replicas: {dev: 1, staging: 2, prod: %d}\n", 3+r.IntN(20))
+			fmt.Fprintf(&b, "settings: replicas_for_env: _replicas[_env]\n")
+			fmt.Fprintf(&b, "settings: zone: geo.Zone\n")
+		}
+		src := b.String()
+		if UsesDimensions(o, i) {
+			src = strings.Replace(src, "import (\n", "import (\n\t\""+Module+"/lib/geo\"\n", 1)
+		}
+		f[p+"/config.cue"] = []byte(src)
 	}
 	return f
 }

@@ -183,16 +183,22 @@ func (s *Server) Sample(ctx context.Context) {
 	}
 }
 
-// haltKey identifies one halt of r: its ID and when it halted (the last
-// step of its history in state halted), so that a rollout halted, resumed
-// and halted again counts twice, and a halt seen in many samples once.
+// haltKey identifies one halt of r: its ID and when it halted (the first
+// step of the last run of steps of its history in state halted), so that a
+// rollout halted, resumed and halted again counts twice, and a halt seen in
+// many samples once, even when the controller adds a step while it stays
+// halted ("no earlier version to move the cohort back to").
 func haltKey(r *rollout.Rollout) string {
 	at := r.Updated
 	for i := len(r.Log) - 1; i >= 0; i-- {
-		if r.Log[i].State == rollout.StateHalted {
-			at = r.Log[i].At
-			break
+		if r.Log[i].State != rollout.StateHalted {
+			continue
 		}
+		for i > 0 && r.Log[i-1].State == rollout.StateHalted {
+			i--
+		}
+		at = r.Log[i].At
+		break
 	}
 	return r.ID + "@" + at.UTC().Format(time.RFC3339Nano)
 }

@@ -152,8 +152,16 @@ func TestHaltKey(t *testing.T) {
 		t.Errorf("the same halt gave keys %q and %q", first, again)
 	}
 	r.Log = append(r.Log, rollout.Step{At: t0.Add(3 * time.Minute), State: rollout.StateHalted})
-	if second := haltKey(r); second == first {
+	second := haltKey(r)
+	if second == first {
 		t.Errorf("a second halt has the first one's key %q", first)
+	}
+	// A step the controller adds while it stays halted (an operator's halt,
+	// then "no earlier version to move the cohort back to") is the same
+	// halt: a sample between the two must not count it twice.
+	r.Log = append(r.Log, rollout.Step{At: t0.Add(4 * time.Minute), State: rollout.StateHalted, Detail: "no earlier version"})
+	if again := haltKey(r); again != second {
+		t.Errorf("a further step of one halt changed its key from %q to %q", second, again)
 	}
 }
 
