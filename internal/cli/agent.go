@@ -51,6 +51,12 @@ Only content signed by a trusted key is written: pass serve's <data>/trusted-key
 as --trusted-keys-file (` + "`cuecast keys`" + ` prints it); agent refuses to start
 without trusted keys unless told --insecure-skip-verify.
 
+A config with variants (docs/VARIANTS.md) is kept in the variant of this
+instance's dimension values, --dim env=prod (repeatable) or --variant
+env=prod,region=eu, still as OUT/<config path>.json; the printed line's config
+names the variant. A value the config uses that is not given, or a combination
+that is not one of its variants, is an error (exit 2), never a default.
+
 Each file written is printed as one JSON line on stdout.`,
 		Example: `  cuecast agent --instance web-1 --config payments/checkout --config payments/refunds \
       --dir /etc/app/config --exec 'systemctl reload app' --trusted-keys-file /etc/cuecast/trusted-keys
@@ -170,7 +176,7 @@ func agentRun(ctx context.Context, env *Env, opts *AgentOptions) error {
 		}
 		w, err := cl.Watch(ctx, cfg, client.LastKnownGood(lkg))
 		if err != nil {
-			return fmt.Errorf("watch %s: %w", cfg, err)
+			return opts.watchError(cfg, err)
 		}
 		defer w.Stop()
 		wg.Add(1)
@@ -200,7 +206,9 @@ func agentRun(ctx context.Context, env *Env, opts *AgentOptions) error {
 
 // write puts one snapshot on disk and asks for a notification.
 func (a *agent) write(s client.Snapshot) error {
-	path := filepath.Join(a.opts.Dir, filepath.FromSlash(string(s.Config))+".json")
+	// A variant is written at its config's file: the service reads
+	// OUT/payments/checkout.json whichever variant it runs.
+	path := filepath.Join(a.opts.Dir, filepath.FromSlash(string(s.Config.Base()))+".json")
 	line := writtenLine{Config: s.Config, Version: s.Version, File: path, Deleted: s.Deleted}
 	if s.Deleted {
 		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {

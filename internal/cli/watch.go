@@ -39,8 +39,17 @@ Problems (a corrupt last-known-good file, a rejected version, a lost connection)
 said on stderr; watch keeps running until interrupted. So is a config with no version
 deployed to this instance: "not-found" says whether the config does not exist at all
 (a misspelt --config) or its rollout has not reached the instance yet, at the start
-and then about once a minute while it lasts.`,
+and then about once a minute while it lasts.
+
+A config with variants (docs/VARIANTS.md) is watched in the variant of this
+instance's dimension values, given by --dim env=prod (repeatable) or --variant
+env=prod,region=eu; they are reported as labels too. A value the config uses
+that is not given, or a combination that is not one of its variants, is an
+error (exit 2), never a default or another variant. --config may also name a
+variant path itself, like payments/checkout/env=prod/region=eu.`,
 		Example: `  cuecast watch --config payments/checkout --instance web-1 --lkg /var/lib/app/checkout.json \
+      --trusted-keys-file /etc/cuecast/trusted-keys
+  cuecast watch --config payments/checkout --instance web-1 --dim env=prod --dim region=eu \
       --trusted-keys-file /etc/cuecast/trusted-keys`,
 		RunE: func(c *cobra.Command, args []string) error {
 			if err := cuecast.ConfigPath(opts.Config).Validate(); err != nil {
@@ -89,7 +98,7 @@ func watchRun(c *cobra.Command, env *Env, opts *WatchOptions) error {
 	}
 	w, err := cl.Watch(ctx, cuecast.ConfigPath(opts.Config), wopts...)
 	if err != nil {
-		return fmt.Errorf("watch %s: %w", opts.Config, err)
+		return opts.watchError(cuecast.ConfigPath(opts.Config), err)
 	}
 	defer w.Stop()
 	for {
