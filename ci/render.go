@@ -311,6 +311,9 @@ func (r *Report) headline() string {
 		return "no files changed"
 	}
 	s := fmt.Sprintf("%d config(s) change in %d namespace(s); %d compiled", r.Risk.Configs, r.Risk.Namespaces, r.Risk.Compiled)
+	if r.Risk.Variants > 0 {
+		s += fmt.Sprintf("; %d variants, %d distinct outputs", r.Risk.Variants, r.Risk.DistinctOutputs)
+	}
 	if r.Everything {
 		s += " (the manifest or cue.mod changed: every config)"
 	}

@@ -54,6 +54,11 @@ type Report struct {
 	// is compiled, which is what a forgotten namespace declaration looks
 	// like. A warning; the check does not fail for it.
 	Undeclared []string `json:"undeclared,omitempty"`
+
+	// counted and distinct are the configs and variant outputs risks has
+	// counted.
+	counted  map[cuecast.ConfigPath]bool
+	distinct map[string]bool
 }
 
 // ConfigChange is one affected config.
@@ -107,11 +112,18 @@ type Risk struct {
 	//     threshold of outputs (wide), or a manifest or cue.mod/ change
 	//     that alters any output.
 	Level string `json:"level"`
-	// Configs is how many configs' output changes (or breaks); Compiled
-	// how many were compiled at head because the change could affect them.
-	Configs    int `json:"configs"`
-	Compiled   int `json:"compiled"`
-	Namespaces int `json:"namespaces"`
+	// Configs is how many configs' output changes (or breaks), a config
+	// with variants once; Compiled how many outputs (configs and
+	// variants) were compiled at head because the change could affect
+	// them.
+	Configs int `json:"configs"`
+	// Variants is how many variants of configs (docs/VARIANTS.md) change;
+	// DistinctOutputs how many different outputs they have at head, so
+	// "6 variants, 2 distinct outputs" is two things to review.
+	Variants        int `json:"variants,omitempty"`
+	DistinctOutputs int `json:"distinct_outputs,omitempty"`
+	Compiled        int `json:"compiled"`
+	Namespaces      int `json:"namespaces"`
 	// Strict lists changed configs that roll out with strict consistency (their
 	// namespace's class, or their own override in the manifest).
 	Strict []cuecast.ConfigPath `json:"strict,omitempty"`
@@ -164,7 +176,7 @@ func (r *Report) Failed() bool { return r.Risk.NewErrors > 0 || r.Risk.Reshuffle
 // head, then the namespaces and the risks.
 func (r *Report) build(base, head *compiler.Result, targets []cuecast.ConfigPath) error {
 	baseErrs := errorsByConfig(base.Errors)
-	if err := r.configChanges(base, head, targets, baseErrs); err != nil {
+	if err := r.configChanges(base, head, variantTargets(base, head, targets), baseErrs); err != nil {
 		return err
 	}
 	r.headErrors(base, head, targets, baseErrs)
@@ -204,8 +216,17 @@ func (r *Report) configChanges(base, head *compiler.Result, targets []cuecast.Co
 	for _, cp := range targets {
 		bo, bok := base.Outputs[cp]
 		ho, hok := head.Outputs[cp]
+		inBase, inHead, bErrs := baseHas[cp], headHas[cp], baseErrs[cp] > 0
+		if cp.IsVariant() {
+			// A variant exists at a side where its config does and it
+			// compiled or failed there (a failed config may have had it).
+			b := cp.Base()
+			inBase = baseHas[b] && (bok || baseErrs[cp] > 0 || baseErrs[b] > 0)
+			inHead = headHas[b] && (hok || headErrs[cp] > 0 || headErrs[b] > 0)
+			bErrs = bErrs || baseErrs[b] > 0
+		}
 		cc := ConfigChange{Config: cp, BaseChecksum: bo.Checksum, HeadChecksum: ho.Checksum, Errors: headErrs[cp]}
-		status, ok := configStatus(head.Manifest != nil, baseHas[cp], headHas[cp], bok, hok, baseErrs[cp] > 0, bo.Checksum == ho.Checksum)
+		status, ok := configStatus(head.Manifest != nil, inBase, inHead, bok, hok, bErrs, bo.Checksum == ho.Checksum)
 		if !ok {
 			continue
 		}
@@ -296,15 +317,16 @@ func (r *Report) headErrors(base, head *compiler.Result, targets []cuecast.Confi
 	}
 	r.Errors = []Finding{}
 	for _, e := range head.Errors {
-		if e.Config != "" && !inTargets[e.Config] {
+		if e.Config != "" && !inTargets[e.Config] && !inTargets[e.Config.Base()] {
 			continue
 		}
 		pre := seen[findingKey(e)]
 		if e.Config != "" {
 			// The compiler stops at a config's first error, so the
 			// base's errors in a broken config are not a full list:
-			// what counts is that it was broken already.
-			pre = baseErrs[e.Config] > 0
+			// what counts is that it was broken already (the variant,
+			// or the whole config).
+			pre = baseErrs[e.Config] > 0 || baseErrs[e.Config.Base()] > 0
 		}
 		f := Finding{Error: e, PreExisting: pre}
 		if f.PreExisting {
@@ -358,7 +380,25 @@ func (r *Report) risks(cc ConfigChange, strict func(cuecast.ConfigPath) bool) {
 	if cc.Status == StatusUnchanged || cc.Status == StatusStillInvalid {
 		return
 	}
-	r.Risk.Configs++
+	if cc.Config.IsVariant() {
+		r.Risk.Variants++
+		if cc.HeadChecksum != "" {
+			if r.distinct == nil {
+				r.distinct = make(map[string]bool)
+			}
+			if !r.distinct[cc.HeadChecksum] {
+				r.distinct[cc.HeadChecksum] = true
+				r.Risk.DistinctOutputs++
+			}
+		}
+	}
+	if r.counted == nil {
+		r.counted = make(map[cuecast.ConfigPath]bool)
+	}
+	if !r.counted[cc.Config.Base()] {
+		r.counted[cc.Config.Base()] = true
+		r.Risk.Configs++
+	}
 	if strict(cc.Config) {
 		r.Risk.Strict = append(r.Risk.Strict, cc.Config)
 	}
@@ -436,12 +476,13 @@ func (r *Report) libraries(base, head *compiler.Result, changed []string, fanOut
 		if reach == nil {
 			reach = []cuecast.ConfigPath{}
 		}
-		changes := 0
+		changed := make(map[cuecast.ConfigPath]bool)
 		for _, cc := range r.Configs {
-			if _, found := slices.BinarySearch(reach, cc.Config); found && cc.Status != StatusUnchanged && cc.Status != StatusStillInvalid {
-				changes++
+			if _, found := slices.BinarySearch(reach, cc.Config.Base()); found && cc.Status != StatusUnchanged && cc.Status != StatusStillInvalid {
+				changed[cc.Config.Base()] = true
 			}
 		}
+		changes := len(changed)
 		r.Risk.Libraries = append(r.Risk.Libraries, Library{Dir: dir, Configs: reach, Changes: changes, Wide: changes >= fanOut})
 	}
 	r.Risk.Level = "low"
@@ -515,4 +556,45 @@ func outputJSON(res *compiler.Result) map[cuecast.ConfigPath][]byte {
 		out[cp] = o.JSON
 	}
 	return out
+}
+
+// variantTargets expands the affected configs into the outputs to diff:
+// each config's own path and the paths of its variants at either side. The
+// variant index at a config's own path is left out while the config has
+// variants at both sides (or is added or removed with them): its variants
+// are diffed instead. A config that gains or loses its variants keeps its
+// own path, whose output changes kind for every reader.
+func variantTargets(base, head *compiler.Result, targets []cuecast.ConfigPath) []cuecast.ConfigPath {
+	want := set(targets)
+	var out []cuecast.ConfigPath
+	for _, res := range []*compiler.Result{base, head} {
+		for p := range res.Outputs {
+			if p.IsVariant() && want[p.Base()] {
+				out = append(out, p)
+			}
+		}
+		for _, e := range res.Errors {
+			if e.Config.IsVariant() && want[e.Config.Base()] {
+				out = append(out, e.Config)
+			}
+		}
+	}
+	isIndex := func(res *compiler.Result, cp cuecast.ConfigPath) (index, present bool) {
+		o, ok := res.Outputs[cp]
+		if !ok {
+			return false, false
+		}
+		_, index = compiler.ParseVariantIndex(o.JSON)
+		return index, true
+	}
+	for _, cp := range targets {
+		bi, bp := isIndex(base, cp)
+		hi, hp := isIndex(head, cp)
+		if (bi || !bp) && (hi || !hp) && (bi || hi) {
+			continue
+		}
+		out = append(out, cp)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }

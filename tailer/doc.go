@@ -8,7 +8,10 @@
 // from the Git objects (gitfs; no checkout), and publishes a new
 // version of each config whose output changed (a tombstone for one that was
 // deleted), attributed to the commit: hash, first parent, author, time and
-// message. Then it deploys the newest version of each.
+// message. Then it deploys the newest version of each. A config that varies
+// along dimensions is published as one version stream per variant path
+// (payments/checkout/env=prod) plus its variant index at its own path; a
+// variant it no longer has gets a tombstone (docs/VARIANTS.md).
 //
 //	js, _ := jetstream.New(nc)
 //	d, _ := distributor.New(ctx, nc, distributor.Options{})

@@ -397,19 +397,21 @@ func (t *Tailer) apply(ctx context.Context, st *State, s *step, sum *Summary) er
 		mr.RecordManifest(c.Hash.String(), s.res.Manifest)
 	}
 	targets := s.targets
+	var listed []cuecast.ConfigPath
 	if s.noBase {
-		known, err := t.listed(ctx)
-		if err != nil {
+		var err error
+		if listed, err = t.listed(ctx); err != nil {
 			return err
 		}
-		for _, cp := range known {
-			if !slices.Contains(s.res.Configs, cp) {
-				targets = append(targets, cp) // deleted: tombstone
+		for _, cp := range listed {
+			if !slices.Contains(s.res.Configs, cp.Base()) {
+				targets = append(targets, cp.Base()) // deleted: tombstone
 			}
 		}
 		slices.Sort(targets)
 		targets = slices.Compact(targets)
 	}
+	targets = withVariants(targets, s.res, st.HighWater, listed)
 	meta := versionMeta(c)
 	var published, tombstones int
 	undeployed := make(map[cuecast.ConfigPath]bool)
@@ -423,7 +425,7 @@ func (t *Tailer) apply(ctx context.Context, st *State, s *step, sum *Summary) er
 		var out *compiler.Output
 		if o, ok := s.res.Outputs[cp]; ok {
 			out = &o
-		} else if slices.Contains(s.res.Configs, cp) {
+		} else if !cp.IsVariant() && slices.Contains(s.res.Configs, cp) {
 			t.log.Warn("config compiled to nothing; keeping its last version", "commit", c.Hash.String(), "config", cp)
 			continue
 		}
@@ -452,6 +454,36 @@ func (t *Tailer) apply(ctx context.Context, st *State, s *step, sum *Summary) er
 	t.log.Info("commit processed", "commit", c.Hash.String(), "configs", len(targets), "versions", published,
 		"tombstones", tombstones, "elapsed", time.Since(s.start))
 	return t.advance(ctx, st, c, true)
+}
+
+// withVariants expands targets, the configs a commit affects, into the
+// paths to publish: each config's own path (its output, or its variant
+// index when it has variants), the paths of its variants in res.Outputs,
+// and the variants it had before, by the high-water marks and the stream's
+// listing, that res no longer has: those get tombstones, as a deleted
+// config does. Each variant is its own version stream (docs/VARIANTS.md).
+func withVariants(targets []cuecast.ConfigPath, res *compiler.Result, highWater map[cuecast.ConfigPath]uint64, listed []cuecast.ConfigPath) []cuecast.ConfigPath {
+	want := make(map[cuecast.ConfigPath]bool, len(targets))
+	for _, cp := range targets {
+		want[cp.Base()] = true
+	}
+	out := slices.Clone(targets)
+	add := func(p cuecast.ConfigPath) {
+		if p.IsVariant() && want[p.Base()] {
+			out = append(out, p)
+		}
+	}
+	for p := range res.Outputs {
+		add(p)
+	}
+	for p := range highWater {
+		add(p)
+	}
+	for _, p := range listed {
+		add(p)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // advance moves the cursor to c (and the base too when c compiled).
