@@ -295,7 +295,8 @@ func TestCheckScenarios(t *testing.T) {
 				edit(t, r, "cuecast.cue", `consistency: "relaxed"`, `consistency: "sometimes"`)
 			},
 			want: []string{"growth/flags invalid", "payments/checkout invalid", "payments/fraud-rules invalid", "payments/refunds invalid",
-				"search/indexer invalid", "search/new-ui-flag invalid", "search/ranking invalid"},
+				"search/indexer invalid", "search/new-ui-flag invalid", "search/ranking invalid",
+				"search/suggest/env=prod/region=eu invalid", "search/suggest/env=prod/region=us invalid", "search/suggest/env=staging/region=eu invalid", "search/suggest/env=staging/region=us invalid"},
 			failed:     true,
 			namespaces: []string{"growth", "payments", "search"},
 			level:      "high",
@@ -340,7 +341,8 @@ func TestCheckScenarios(t *testing.T) {
 				edit(t, r, "cuecast.cue", `owners: ["team-search"]`, `owners: ["team-search", "bob@example.com"]`)
 			},
 			want: []string{"growth/flags unchanged", "payments/checkout unchanged", "payments/fraud-rules unchanged", "payments/refunds unchanged",
-				"search/indexer unchanged", "search/new-ui-flag unchanged", "search/ranking unchanged"},
+				"search/indexer unchanged", "search/new-ui-flag unchanged", "search/ranking unchanged",
+				"search/suggest/env=prod/region=eu unchanged", "search/suggest/env=prod/region=us unchanged", "search/suggest/env=staging/region=eu unchanged", "search/suggest/env=staging/region=us unchanged"},
 			namespaces: []string{"growth", "payments", "search"},
 			level:      "low",
 			verify: func(t *testing.T, rep *ci.Report) {
@@ -487,7 +489,8 @@ func TestCheckAdoption(t *testing.T) {
 	head := r.Commit("adopt cuecast")
 	rep := check(t, r, base, head)
 	want := []string{"growth/flags added", "payments/checkout added", "payments/fraud-rules added", "payments/refunds added",
-		"search/indexer added", "search/new-ui-flag added", "search/ranking added"}
+		"search/indexer added", "search/new-ui-flag added", "search/ranking added",
+		"search/suggest/env=prod/region=eu added", "search/suggest/env=prod/region=us added", "search/suggest/env=staging/region=eu added", "search/suggest/env=staging/region=us added"}
 	if got := statuses(rep); !slices.Equal(got, want) {
 		t.Errorf("configs: got %q, want %q", got, want)
 	}

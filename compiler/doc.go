@@ -36,7 +36,8 @@
 // # What Compile reads
 //
 // The repo as `cue export` reads it: files named _* or .* are ignored, a
-// file whose @if attribute is false (no build tags are set) is left out,
+// file whose @if attribute is false (no build tags are set, except a
+// variant's dimension values, below) is left out,
 // packages vendored under cue.mod/pkg (usr, gen) are importable, and a
 // package declaring @extern(embed) may @embed files below its directory.
 // One walk lists the repo for compile, check and the tailer, with one
@@ -52,9 +53,28 @@
 // cuecast.Checksum of those bytes. Results do not depend on the number of
 // workers or on scheduling.
 //
+// # Variants
+//
+// A namespace may declare dimensions (env: [staging, prod]) and the valid
+// combinations of their values (docs/VARIANTS.md). A config uses a
+// dimension when its own package has @tag(<dim>) or a file it loads (its
+// imports' too) has an @if naming one of the dimension's values; it is
+// then compiled once per combination of the dimensions it uses (the listed
+// combinations projected onto them), with each value passed to the loader
+// as a build tag: the shorthand form, `cue export -t prod`, which sets
+// @tag(env,short=staging|prod) and turns on @if(prod) files at once. An
+// @tag of a dimension that does not list every value as a shorthand is
+// config/variant-tag. Each variant's output is at its variant path
+// (payments/checkout/env=prod/region=eu) and the config's own path holds
+// its VariantIndex. Errors of one variant name it ("payments/checkout
+// [env=prod]: …" and Error.Config is the variant path); an error every
+// variant has is reported once, against the config. Two defaults meeting on
+// one field is config/two-defaults, naming both places.
+//
 // # Incremental compiles
 //
-// Result.Index maps files to the configs they can affect. A caller that
+// Result.Index maps files to the configs they can affect (configs, never
+// variants: a config is compiled with all its variants). A caller that
 // sees files change asks Index.Affected, then compiles only those configs
 // with Options.Configs, which loads only them and their imports. A compile
 // limited that way returns an Index covering only those configs; merge it

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,16 +23,41 @@ func TestExampleRepoCompiles(t *testing.T) {
 	for _, e := range res.Errors {
 		t.Errorf("%v", e)
 	}
-	want := []cuecast.ConfigPath{"growth/flags", "payments/checkout", "payments/fraud-rules", "payments/refunds", "search/indexer", "search/new-ui-flag", "search/ranking"}
+	want := []cuecast.ConfigPath{"growth/flags", "payments/checkout", "payments/fraud-rules", "payments/refunds", "search/indexer", "search/new-ui-flag", "search/ranking", "search/suggest"}
 	if !reflect.DeepEqual(res.Configs, want) {
 		t.Errorf("configs %v, want %v", res.Configs, want)
 	}
+	var outputs []cuecast.ConfigPath
 	for _, cp := range want {
 		o, ok := res.Outputs[cp]
 		if !ok {
 			t.Errorf("%s: no output", cp)
 			continue
 		}
+		if ix, ok := compiler.ParseVariantIndex(o.JSON); ok {
+			outputs = append(outputs, ix.Variants...)
+		} else {
+			outputs = append(outputs, cp)
+		}
+	}
+	// search/suggest reads env and region: four variants, the
+	// layering idiom of docs/VARIANTS.md.
+	ix, ok := compiler.ParseVariantIndex(res.Outputs["search/suggest"].JSON)
+	wantVariants := []cuecast.ConfigPath{"search/suggest/env=prod/region=eu", "search/suggest/env=prod/region=us",
+		"search/suggest/env=staging/region=eu", "search/suggest/env=staging/region=us"}
+	if !ok || !reflect.DeepEqual(ix.Variants, wantVariants) || !reflect.DeepEqual(ix.Dimensions, []string{"env", "region"}) {
+		t.Errorf("variant index of search/suggest: %s", res.Outputs["search/suggest"].JSON)
+	}
+	for vp, want := range map[cuecast.ConfigPath]string{
+		"search/suggest/env=prod/region=eu":    `"owner":"team-search","region":"eu","settings":{"data_residency":"eu-only","env":"prod","max_suggestions":8,"read_timeout":"1s","replicas":6,"shards":["eu-1","eu-2"]}}`,
+		"search/suggest/env=staging/region=us": `"owner":"team-search","region":"us","settings":{"data_residency":"none","env":"staging","max_suggestions":10,"read_timeout":"5s","replicas":1,"shards":["default"]}}`,
+	} {
+		if got := string(res.Outputs[vp].JSON); !strings.HasSuffix(got, want) {
+			t.Errorf("%s:\n got %s\nwant …%s", vp, got, want)
+		}
+	}
+	for _, cp := range outputs {
+		o := res.Outputs[cp]
 		var doc map[string]any
 		if err := json.Unmarshal(o.JSON, &doc); err != nil {
 			t.Errorf("%s: %v", cp, err)

@@ -23,7 +23,7 @@ func Example() {
 	fmt.Println("namespace payments is", res.Manifest.Namespaces["payments"].Consistency)
 	// Output:
 	// valid: true
-	// configs: [growth/flags payments/checkout payments/fraud-rules payments/refunds search/indexer search/new-ui-flag search/ranking]
+	// configs: [growth/flags payments/checkout payments/fraud-rules payments/refunds search/indexer search/new-ui-flag search/ranking search/suggest]
 	// lib/net affects: [payments/checkout payments/refunds search/indexer]
 	// namespace payments is strict
 }

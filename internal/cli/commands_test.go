@@ -123,8 +123,9 @@ func TestWatchCorruptLastKnownGood(t *testing.T) {
 		Instances int    `json:"instances"`
 		OnLatest  int    `json:"on_latest"`
 	}
-	if err := json.Unmarshal([]byte(out.String()), &st); code != 0 || err != nil || len(st) != 7 {
-		t.Errorf("status --output json: exit %d, %v, %d configs; want 7 configs", code, err, len(st))
+	if err := json.Unmarshal([]byte(out.String()), &st); code != 0 || err != nil || len(st) != 12 {
+		// 7 configs, and search/suggest's variant index and 4 variants.
+		t.Errorf("status --output json: exit %d, %v, %d configs; want 12 configs", code, err, len(st))
 	}
 	stopWatch()
 	if code := <-done; code != 0 {

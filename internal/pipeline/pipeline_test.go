@@ -155,8 +155,10 @@ func TestDemoPath(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(cfgs) != 7 {
-		t.Fatalf("got %d configs published (%v), want 7", len(cfgs), cfgs)
+	// 7 configs without variants, and search/suggest: its variant index
+	// and 4 variants (docs/VARIANTS.md).
+	if len(cfgs) != 12 {
+		t.Fatalf("got %d configs published (%v), want 12", len(cfgs), cfgs)
 	}
 	for _, c := range cfgs {
 		vs := f.versions(c)
