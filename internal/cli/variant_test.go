@@ -77,3 +77,47 @@ func TestWatchVariant(t *testing.T) {
 		})
 	}
 }
+
+// TestOperatorVariant: status shows a config with variants as one row per
+// variant; status, log and rollout take CONFIG --variant k=v or the
+// variant path.
+func TestOperatorVariant(t *testing.T) {
+	p := startPipeline(t, variantRepo(t))
+	await(t, "the variants published", func() bool {
+		_, err := p.Distributor.Latest(context.Background(), "search/ranking/env=staging")
+		return err == nil
+	})
+	nats := p.ClientURL()
+	code, stdout, stderr := run(context.Background(), "status", "--nats", nats, "search/ranking")
+	if code != 0 || !strings.Contains(stdout.String(), "search/ranking/env=prod ") || !strings.Contains(stdout.String(), "search/ranking/env=staging ") {
+		t.Fatalf("status search/ranking: exit %d, stdout %q, stderr %q; want a row per variant", code, stdout, stderr)
+	}
+	code, stdout, stderr = run(context.Background(), "status", "--nats", nats, "search/ranking", "--variant", "env=prod", "-o", "json")
+	if code != 0 || !strings.Contains(stdout.String(), `"search/ranking/env=prod"`) || strings.Contains(stdout.String(), "env=staging") {
+		t.Fatalf("status --variant env=prod: exit %d, stdout %q, stderr %q; want prod's row only", code, stdout, stderr)
+	}
+	for _, args := range [][]string{
+		{"log", "search/ranking", "--variant", "env=prod"},
+		{"log", "search/ranking/env=prod"},
+	} {
+		code, stdout, stderr = run(context.Background(), append(args, "--nats", nats)...)
+		if code != 0 || !strings.Contains(stdout.String(), "1 ") {
+			t.Fatalf("%v: exit %d, stdout %q, stderr %q; want version 1 listed", args, code, stdout, stderr)
+		}
+	}
+	// The first version is deployed without a rollout: rollout status
+	// says so about the variant it was asked.
+	code, stdout, stderr = run(context.Background(), "rollout", "status", "search/ranking", "--variant", "env=staging", "--nats", nats)
+	if !strings.Contains(stderr.String(), "read rollout of search/ranking/env=staging: no rollout") {
+		t.Fatalf("rollout status --variant: exit %d, stdout %q, stderr %q; want it to ask about search/ranking/env=staging", code, stdout, stderr)
+	}
+	for _, args := range [][]string{
+		{"log", "search/ranking/env=prod", "--variant", "env=prod"},
+		{"status", "--variant", "env=prod"},
+		{"log", "search/ranking", "--variant", "env"},
+	} {
+		if code, _, stderr := run(context.Background(), append(args, "--nats", nats)...); code != 2 {
+			t.Fatalf("%v: exit %d (stderr %q), want 2", args, code, stderr)
+		}
+	}
+}
