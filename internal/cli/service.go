@@ -24,9 +24,14 @@ type serviceFlags struct {
 	// Dims and Variant are the instance's dimension values (--dim
 	// env=prod, repeatable, and --variant env=prod,region=eu), merged by
 	// validate into dims.
-	Dims        map[string]string
-	Variant     string
-	dims        map[string]string
+	Dims    map[string]string
+	Variant string
+	dims    map[string]string
+	// rewatch, when set, is told (it must not block) the base path of a
+	// config whose watcher must start again to pick its variant: a
+	// variant index arrived at a plain config's watcher, or the variant
+	// watched was removed (client.ErrVariant events).
+	rewatch     func(cuecast.ConfigPath)
 	TrustedKeys []string
 	// TrustedKeysFile is serve's <data>/trusted-keys (or a copy of it).
 	TrustedKeysFile string
@@ -111,7 +116,12 @@ func (f *serviceFlags) connect(env *Env, name, namespace string, extra ...client
 		client.WithInstance(f.Instance),
 		client.WithLabels(f.Labels),
 		client.WithDimensions(f.dims),
-		client.WithEvents(func(ev client.Event) { fmt.Fprintf(env.IO.ErrOut, "%s %s: %s\n", name, f.Instance, ev) }),
+		client.WithEvents(func(ev client.Event) {
+			fmt.Fprintf(env.IO.ErrOut, "%s %s: %s\n", name, f.Instance, ev)
+			if f.rewatch != nil && errors.Is(ev.Err, client.ErrVariant) && (ev.Kind == client.EventRejected || ev.Kind == client.EventError) {
+				f.rewatch(ev.Config.Base())
+			}
+		}),
 	}
 	switch {
 	case f.InsecureSkipVerify:
@@ -145,4 +155,27 @@ func (f *serviceFlags) connect(env *Env, name, namespace string, extra ...client
 		return nil, nil, fmt.Errorf("start client: %w", err)
 	}
 	return nc, cl, nil
+}
+
+// rewatchSignal is a rewatch hook that never blocks: each base path has
+// a channel of one, and a signal while one is pending is the same signal.
+type rewatchSignal map[cuecast.ConfigPath]chan struct{}
+
+func newRewatchSignal(cfgs ...cuecast.ConfigPath) rewatchSignal {
+	r := make(rewatchSignal, len(cfgs))
+	for _, c := range cfgs {
+		if r[c.Base()] == nil {
+			r[c.Base()] = make(chan struct{}, 1)
+		}
+	}
+	return r
+}
+
+func (r rewatchSignal) notify(base cuecast.ConfigPath) {
+	if ch := r[base]; ch != nil {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
 }

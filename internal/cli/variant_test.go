@@ -6,21 +6,22 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cuecast/cuecast/internal/gittest"
+	"github.com/cuecast/cuecast/internal/poll"
 )
 
-// variantRepo is the example repository with search/ranking made to vary
-// by env: the search namespace declares env, and ranking reads it.
-func variantRepo(t *testing.T) *gittest.Repo {
+// rankingByEnv edits the example repository in dir so that
+// search/ranking varies by env: the search namespace declares env, and
+// ranking reads it.
+func rankingByEnv(t *testing.T, dir string) map[string]string {
 	t.Helper()
-	repo := gittest.New(t)
-	repo.CopyDir(filepath.Join(repoRoot(t), "configs-example"))
-	manifest, err := os.ReadFile(filepath.Join(repo.Dir, "cuecast.cue"))
+	manifest, err := os.ReadFile(filepath.Join(dir, "cuecast.cue"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ranking, err := os.ReadFile(filepath.Join(repo.Dir, "search", "ranking", "ranking.cue"))
+	ranking, err := os.ReadFile(filepath.Join(dir, "search", "ranking", "ranking.cue"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +30,16 @@ func variantRepo(t *testing.T) *gittest.Repo {
 	if m == string(manifest) || r == string(ranking) {
 		t.Fatal("the example repository changed: the variant edits no longer apply")
 	}
-	repo.CommitFiles("Import the example configs, ranking varying by env", map[string]string{"cuecast.cue": m, "search/ranking/ranking.cue": r})
+	return map[string]string{"cuecast.cue": m, "search/ranking/ranking.cue": r}
+}
+
+// variantRepo is the example repository with search/ranking made to vary
+// by env: the search namespace declares env, and ranking reads it.
+func variantRepo(t *testing.T) *gittest.Repo {
+	t.Helper()
+	repo := gittest.New(t)
+	repo.CopyDir(filepath.Join(repoRoot(t), "configs-example"))
+	repo.CommitFiles("Import the example configs, ranking varying by env", rankingByEnv(t, repo.Dir))
 	return repo
 }
 
@@ -119,5 +129,32 @@ func TestOperatorVariant(t *testing.T) {
 		if code, _, stderr := run(context.Background(), append(args, "--nats", nats)...); code != 2 {
 			t.Fatalf("%v: exit %d (stderr %q), want 2", args, code, stderr)
 		}
+	}
+}
+
+// TestWatchPicksVariantWhenConfigGainsVariants: watch and agent started on
+// a plain config take their variant when the config gains variants, by
+// watching it again (the client never applies the variant index).
+func TestWatchPicksVariantWhenConfigGainsVariants(t *testing.T) {
+	repo := exampleRepo(t)
+	p := startPipeline(t, repo)
+	stdout, stderr := startCmd(t, "watch", "--nats", p.ClientURL(), "--config", "search/ranking", "--instance", "web-1",
+		"--trusted-key", p.PublicKey, "--dim", "env=staging")
+	out := t.TempDir()
+	file := filepath.Join(out, "search", "ranking.json")
+	startCmd(t, "agent", "--nats", p.ClientURL(), "--instance", "sidecar-1", "--trusted-key", p.PublicKey,
+		"--config", "search/ranking", "--dir", out, "--dim", "env=staging")
+	await(t, "the plain config applied", func() bool {
+		return strings.Contains(stdout.String(), `"config":"search/ranking","version":1`)
+	})
+	await(t, "the agent's file", fileContains(file, `"env":"prod"`))
+	repo.CommitFiles("search: ranking varies by env", rankingByEnv(t, repo.Dir))
+	p.Tailer.Wake()
+	poll.Until(t, "the staging variant applied by watch", 20*time.Second, func() (bool, string) {
+		return strings.Contains(stdout.String(), `"config":"search/ranking/env=staging","version":1`), "stdout " + stdout.String() + "\nstderr " + stderr.String()
+	})
+	await(t, "the agent's file holding the staging variant", fileContains(file, `"env":"staging"`))
+	if strings.Contains(stdout.String(), `"version":2`) {
+		t.Errorf("watch applied the variant index (version 2 of search/ranking): %s", stdout)
 	}
 }
