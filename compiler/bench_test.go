@@ -3,6 +3,7 @@ package compiler_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/cuecast/cuecast"
@@ -115,5 +116,81 @@ func BenchmarkAffected(b *testing.B) {
 	}
 	if len(got) == 0 {
 		b.Fatal("nothing affected")
+	}
+}
+
+// benchVariantRepo writes a generated repo with Variants: a quarter of the
+// configs read env and region (6 variants each); every namespace also
+// declares tier, which no config reads. Without tier, the namespaces
+// declare 6 combinations instead of 24.
+func benchVariantRepo(b *testing.B, configs int, tier bool) string {
+	b.Helper()
+	dir := b.TempDir()
+	files := gen.Repo(gen.Options{Configs: configs, Seed: 7, Variants: true})
+	if !tier {
+		files = files.Clone()
+		files["cuecast.cue"] = []byte(strings.ReplaceAll(string(files["cuecast.cue"]), "\t\ttier: [\"t1\", \"t2\", \"t3\", \"t4\"]\n", ""))
+	}
+	if err := files.Write(dir); err != nil {
+		b.Fatal(err)
+	}
+	return dir
+}
+
+// BenchmarkCompileVariants is a full compile of a repo whose configs use
+// dimensions (docs/VARIANTS.md): "plain" has no dimensions; "variants"
+// has a quarter of the configs compiled 6 times each; "declared=24" is
+// the same with a third, unused dimension declared (24 combinations
+// declared, still 6 compiled). Time should follow variants/op, the
+// outputs compiled, and "declared=24" should cost what "variants" does.
+func BenchmarkCompileVariants(b *testing.B) {
+	for _, n := range []int{200, 2000} {
+		for _, c := range []struct {
+			name           string
+			variants, tier bool
+		}{{"plain", false, false}, {"variants", true, false}, {"declared=24", true, true}} {
+			b.Run(fmt.Sprintf("configs=%d/%s", n, c.name), func(b *testing.B) {
+				var dir string
+				if c.variants {
+					dir = benchVariantRepo(b, n, c.tier)
+				} else {
+					dir, _ = benchRepo(b, n)
+				}
+				b.ReportAllocs()
+				var res *compiler.Result
+				cpuPerOp(b, func() { res = mustCompile(b, dir, compiler.Options{}) })
+				b.ReportMetric(float64(len(res.Outputs)), "outputs/op")
+			})
+		}
+	}
+}
+
+// BenchmarkIncrementalOneVariantConfig is the tailer's work for a commit
+// that changes one config using two dimensions: plan with the Index, then
+// compile that config's 6 variants (and its index). Compare with
+// BenchmarkCompileVariants/configs=2000/variants: the issue asks for at
+// least 20 times faster.
+func BenchmarkIncrementalOneVariantConfig(b *testing.B) {
+	for _, n := range []int{200, 2000} {
+		b.Run(fmt.Sprintf("configs=%d", n), func(b *testing.B) {
+			dir := benchVariantRepo(b, n, true)
+			full := mustCompile(b, dir, compiler.Options{})
+			i := n / 2
+			if !gen.UsesDimensions(gen.Options{Variants: true}, i) {
+				b.Fatalf("config %d uses no dimension", i)
+			}
+			changed := gen.ConfigPath(gen.Options{}, i) + "/config.cue"
+			b.ReportAllocs()
+			cpuPerOp(b, func() {
+				affected := full.Index.Affected([]string{changed})
+				if len(affected) != 1 {
+					b.Fatalf("affected %v, want one config", affected)
+				}
+				res := mustCompile(b, dir, compiler.Options{Configs: affected})
+				if len(res.Outputs) != 7 {
+					b.Fatalf("%d outputs, want 6 variants and the index", len(res.Outputs))
+				}
+			})
+		})
 	}
 }

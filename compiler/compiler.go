@@ -57,7 +57,9 @@ type Options struct {
 	Timeout time.Duration
 	// Logger receives debug and progress logs; default discards.
 	Logger *slog.Logger
-	// Progress, when set, is called from one goroutine as configs finish.
+	// Progress, when set, is called from one goroutine as configs finish;
+	// done and total count evaluations, so a config with variants counts
+	// once per variant.
 	Progress func(done, total int)
 	// PlanOnly reads and lints the files, evaluates the manifest and builds
 	// the dependency index, but evaluates no config: Outputs is empty and
@@ -127,6 +129,11 @@ type Output struct {
 	// Files are the repo-relative .cue files the output was built from,
 	// sorted, including imported packages.
 	Files []string
+	// Tags are the build tags a variant was loaded with, sorted: the
+	// values of its dimensions that some file of the config reads, in the
+	// shorthand form (`cue export -t prod -t eu` reproduces the output);
+	// nil for a config without variants and for a variant index.
+	Tags []string
 }
 
 // Manifest is the repo's cuecast.cue after validation.

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -175,10 +176,16 @@ func TestDifferentialCueExport(t *testing.T) {
 				for _, vp := range ix.Variants {
 					variants++
 					args := []string{"export", "--out", "json", "./" + string(cp)}
+					var tags []string
 					for _, dv := range vp.Variant() {
 						if readsTag(files, dv.Value) {
 							args = append(args, "-t", dv.Value)
+							tags = append(tags, dv.Value)
 						}
+					}
+					slices.Sort(tags)
+					if o := res.Outputs[vp]; !slices.Equal(o.Tags, tags) {
+						t.Errorf("%s: Output.Tags %q, want %q", vp, o.Tags, tags)
 					}
 					cmd := exec.Command(cue, args...)
 					cmd.Dir = dir

@@ -432,7 +432,7 @@ func (c *compilation) eval(wc *workerContext, j job) (r jobResult) {
 		r.errs = lints
 		return r
 	}
-	r.out = &Output{JSON: b, Checksum: cuecast.Checksum(b), Files: instanceFiles(j.inst, j.schema.inst)}
+	r.out = &Output{JSON: b, Checksum: cuecast.Checksum(b), Files: instanceFiles(j.inst, j.schema.inst), Tags: j.tags}
 	return r
 }
 

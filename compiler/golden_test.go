@@ -140,6 +140,7 @@ type goldenOutput struct {
 	Checksum string   `json:"checksum"`
 	JSON     string   `json:"json"`
 	Files    []string `json:"files"`
+	Tags     []string `json:"tags,omitempty"`
 }
 
 type goldenResult struct {
@@ -156,7 +157,7 @@ func renderOutputs(t *testing.T, res *compiler.Result) []byte {
 		if !json.Valid(o.JSON) {
 			t.Errorf("%s: output is not valid JSON: %s", cp, o.JSON)
 		}
-		g.Outputs[cp] = goldenOutput{Checksum: o.Checksum, JSON: string(o.JSON), Files: o.Files}
+		g.Outputs[cp] = goldenOutput{Checksum: o.Checksum, JSON: string(o.JSON), Files: o.Files, Tags: o.Tags}
 	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)

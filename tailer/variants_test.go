@@ -36,7 +36,8 @@ func TestVariants(t *testing.T) {
 	e := newEnv(t)
 	r := e.repo
 	c1 := r.CommitFiles("initial configs", variantRepo(1))
-	tl := e.tailer(tailer.Config{})
+	data := t.TempDir() // the high-water marks of variant paths, on disk
+	tl := e.tailer(tailer.Config{ID: "configs", DataDir: data})
 
 	// 4 variants + index of pay/a, 2 + index of pay/b, web/c.
 	wantSummary(t, e.poll(tl), tailer.Summary{Commits: 1, Versions: 9})
@@ -58,9 +59,15 @@ func TestVariants(t *testing.T) {
 	}
 
 	// The staging size changes: the two staging variants of pay/a get a
-	// version; the prod ones, the index and pay/b do not.
+	// version; the prod ones, the index and pay/b do not. (A restarted
+	// tailer, on the same server and data directory, reads its state and
+	// high-water marks of variant paths back.)
 	c2 := r.CommitFiles("staging size", map[string]string{"pay/a/a.cue": variantRepo(2)["pay/a/a.cue"]})
+	tl = e.tailer(tailer.Config{ID: "configs", DataDir: data})
 	wantSummary(t, e.poll(tl), tailer.Summary{Commits: 1, Versions: 2})
+	if st, err := tl.State(e.ctx); err != nil || st.HighWater[a("staging", "eu")] != 2 || st.HighWater["pay/b/env=prod"] != 1 {
+		t.Errorf("high-water marks of variants: %v, %v", st.HighWater, err)
+	}
 	wantHistory(t, e, map[cuecast.ConfigPath][]string{
 		"pay/a": {at(1, c1)}, a("prod", "eu"): {at(1, c1)}, a("prod", "us"): {at(1, c1)},
 		a("staging", "eu"): {at(1, c1), at(2, c2)}, a("staging", "us"): {at(1, c1), at(2, c2)},
