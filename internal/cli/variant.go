@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/spf13/pflag"
@@ -41,8 +42,12 @@ func variantsOf(ctx context.Context, d *distributor.Distributor, cfg cuecast.Con
 		return nil, nil
 	}
 	latest, err := d.Latest(ctx, cfg)
-	if err != nil || latest.Deleted {
-		return nil, nil //nolint:nilerr // no version: not a config with variants; the caller reports a missing config
+	if errors.Is(err, cuecast.ErrNotFound) || err == nil && latest.Deleted {
+		// Not a config with variants; the caller reports a missing one.
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", cfg, err)
 	}
 	_, content, err := d.Version(ctx, cfg, latest.Version)
 	if err != nil {
