@@ -48,10 +48,14 @@ type VariantIndex struct {
 // a cheap test before decoding content as one.
 var indexPrefix = []byte(`{"config":`)
 
+// indexSchema is in every variant index, canonical or not: a config
+// whose first key happens to be "config" is told apart without decoding.
+var indexSchema = []byte(`"` + VariantIndexSchema + `"`)
+
 // ParseVariantIndex decodes content as a variant index; ok is false when
 // it is not one (a config's own content).
 func ParseVariantIndex(content []byte) (ix VariantIndex, ok bool) {
-	if !bytes.HasPrefix(bytes.TrimLeft(content, " \t\r\n"), indexPrefix) {
+	if !bytes.HasPrefix(bytes.TrimLeft(content, " \t\r\n"), indexPrefix) || !bytes.Contains(content, indexSchema) {
 		return VariantIndex{}, false
 	}
 	if err := json.Unmarshal(content, &ix); err != nil || ix.Schema != VariantIndexSchema {
