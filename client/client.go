@@ -3,6 +3,7 @@ package client
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -61,6 +62,14 @@ func New(nc *nats.Conn, opts ...Option) (*Client, error) {
 		return nil, fmt.Errorf("new client: %w", ErrNoTrustedKeys)
 	case o.keyring != nil && o.insecure:
 		return nil, errors.New("new client: WithInsecureSkipVerify and trusted keys together: drop WithInsecureSkipVerify")
+	}
+	if len(o.dims) > 0 {
+		labels := maps.Clone(o.labels)
+		if labels == nil {
+			labels = make(map[string]string, len(o.dims))
+		}
+		maps.Copy(labels, o.dims)
+		o.labels = labels
 	}
 	return &Client{nc: nc, o: o, watchers: map[*Watcher]struct{}{}}, nil
 }

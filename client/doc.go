@@ -49,6 +49,16 @@
 // the watcher keeps the previous version so that a rollback to it needs no
 // read.
 //
+// Variants: a config that varies by dimensions (env, region…) is published
+// once per variant at its variant path (payments/checkout/env=prod/region=eu),
+// with a variant index at the base path. An instance declares its values,
+//
+//	c, err := client.New(nc, ..., client.WithDimensions(map[string]string{"env": "prod", "region": "eu"}))
+//
+// and Watch of the base path watches its variant. A value missing, or a
+// combination that is not a variant, is an error wrapping ErrVariant, never
+// a default or another variant (docs/VARIANTS.md).
+//
 // The client does not log: it reports applies, rejections, errors and
 // warnings (EventNotFound) through WithEvents. It never creates JetStream consumers: it core-subscribes to the
 // RePublished subjects and reads with direct gets (docs/PROTOCOL.md). It

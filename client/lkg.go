@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -94,4 +95,23 @@ func writeLKG(path string, p cuecast.Pointer, content []byte) (err error) {
 		}
 	}
 	return nil
+}
+
+// lkgConfig is the config a last-known-good file holds, from its header,
+// unverified (the watcher verifies the file when it loads it).
+func lkgConfig(path string) (cuecast.ConfigPath, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("read last-known-good %s: %w", path, err)
+	}
+	defer f.Close()
+	line, err := bufio.NewReaderSize(f, 4096).ReadSlice('\n')
+	if err != nil {
+		return "", fmt.Errorf("read last-known-good %s: header: %w", path, err)
+	}
+	var h lkgHeader
+	if err := json.Unmarshal(line, &h); err != nil || h.Format != lkgFormat {
+		return "", fmt.Errorf("read last-known-good %s: header: not %s", path, lkgFormat)
+	}
+	return h.Pointer.Config, nil
 }

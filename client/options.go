@@ -18,8 +18,9 @@ type Option func(*options) error
 type options struct {
 	instance  string
 	labels    map[string]string
-	keyring   *Keyring // nil: signatures are not checked (only with insecure)
-	insecure  bool     // WithInsecureSkipVerify: no keys, on purpose
+	dims      map[string]string // WithDimensions
+	keyring   *Keyring          // nil: signatures are not checked (only with insecure)
+	insecure  bool              // WithInsecureSkipVerify: no keys, on purpose
 	health    func() cuecast.Health
 	heartbeat time.Duration
 	reconcile time.Duration

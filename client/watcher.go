@@ -94,8 +94,21 @@ type cachedVersion struct {
 // the cutover subjects), then reads the current pointer; it waits for that first read unless the
 // connection is down (the watcher then serves the last-known-good value and
 // keeps trying). ctx bounds the watcher's life: cancelling it is the same
-// as Stop. Watch returns an error only for invalid arguments or a failed
-// subscription.
+// as Stop. Watch returns an error only for invalid arguments, a failed
+// subscription, or a config with variants that has none for this instance
+// (wrapping ErrVariant).
+//
+// A config with variants (docs/VARIANTS.md) has a variant index at cfg:
+// Watch reads it once, picks the variant of the instance's dimensions
+// (WithDimensions) and watches that variant path instead, exactly like a
+// config (Snapshot.Config, events, reports and the last-known-good file
+// name it). The choice is made at Watch: a later change of the index that
+// removes the variant tombstones it (the watcher holds the tombstone and
+// says, in an EventError wrapping ErrVariant, to Watch again), and a
+// plain config's watcher never applies a variant index published at its
+// path later (EventRejected wrapping ErrVariant). When the server is
+// unreachable at Watch, the variant named by the last-known-good file is
+// watched if it matches the declared dimensions.
 func (c *Client) Watch(ctx context.Context, cfg cuecast.ConfigPath, opts ...WatchOption) (*Watcher, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("watch: %w", err)
@@ -109,6 +122,11 @@ func (c *Client) Watch(ctx context.Context, cfg cuecast.ConfigPath, opts ...Watc
 	if wo.decode == nil && (wo.strict || wo.validateValue != nil) {
 		return nil, fmt.Errorf("watch %s: StrictDecoding and ValidateValue are options of Typed, not Watch", cfg)
 	}
+	target, err := c.resolveVariant(ctx, cfg, wo)
+	if err != nil {
+		return nil, fmt.Errorf("watch %s: %w", cfg, err)
+	}
+	cfg = target
 	w := newWatcher(c, cfg, wo)
 	w.ctx, w.cancel = context.WithCancel(ctx)
 	if err := c.track(w); err != nil {

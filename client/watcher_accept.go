@@ -70,6 +70,9 @@ func (w *Watcher) accept(p cuecast.Pointer, body []byte, src source) (accepted, 
 	if a.meta.Deleted {
 		return a, nil
 	}
+	if err := w.acceptIndex(a.content); err != nil {
+		return a, &acceptError{step: "variant index", checks: true, err: err}
+	}
 	value, what, err := w.check(a.content)
 	if err != nil {
 		return a, &acceptError{step: what, checks: true, err: err}
@@ -188,6 +191,9 @@ func (w *Watcher) install(p cuecast.Pointer, a accepted, why string) {
 		}
 	}
 	w.event(EventApplied, a.meta.Version, why, nil)
+	if a.meta.Deleted && w.cfg.IsVariant() {
+		w.variantRemoved(a.meta.Version)
+	}
 	w.reportSoon()
 }
 

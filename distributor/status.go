@@ -235,9 +235,18 @@ func Summarize(latest cuecast.Version, published time.Time, reports []cuecast.Re
 // called a version out of retention drift, the dashboard did not: two
 // rules for one word, issue 17, item 7.) The one rule for `cuecast status`, the
 // dashboard and cuecast_config_instances_drifted.
+//
+// Per variant (docs/VARIANTS.md): an instance whose labels declare a value
+// of a dimension other than the one of the variant it reports on runs
+// another variant's content than its identity says, and is drift too
+// (the client labels every report with its dimensions); so is one on a
+// variant whose content is not that variant's (the checksum rule).
 func Drift(r cuecast.Report, sums map[uint64]string, latest uint64) (string, bool) {
 	if r.Version == 0 {
 		return "", false
+	}
+	if why, ok := variantDrift(r); ok {
+		return why, true
 	}
 	if r.Version > latest {
 		return fmt.Sprintf("%s reports v%d, newer than the latest v%d (checksum %.12s)", r.Instance, r.Version, latest, r.Checksum), true
@@ -273,4 +282,16 @@ func DriftOf(reports []cuecast.Report, retained []cuecast.Version, latest uint64
 	}
 	slices.SortFunc(out, func(a, b Drifted) int { return cmp.Compare(a.Instance, b.Instance) })
 	return out
+}
+
+// variantDrift says whether r reports on a variant its own dimension
+// labels contradict: an instance declaring env=staging that runs
+// payments/checkout/env=prod/region=eu.
+func variantDrift(r cuecast.Report) (string, bool) {
+	for _, dv := range r.Config.Variant() {
+		if v, ok := r.Labels[dv.Dim]; ok && v != dv.Value {
+			return fmt.Sprintf("%s declares %s=%s but runs variant %s (v%d)", r.Instance, dv.Dim, v, r.Config.VariantLabel(), r.Version), true
+		}
+	}
+	return "", false
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -156,6 +157,32 @@ func TestDriftOfRetention(t *testing.T) {
 		if !slices.Equal(got, c.want) {
 			t.Errorf("%s: drifted %v, want %v", c.name, got, c.want)
 		}
+	}
+}
+
+// TestDriftPerVariant: an instance reporting on a variant its dimension
+// labels contradict runs another variant's content, and is drift; one
+// whose labels agree, or that declares no such dimension, is not.
+func TestDriftPerVariant(t *testing.T) {
+	const prodEU = cuecast.ConfigPath("payments/checkout/env=prod/region=eu")
+	retained := []cuecast.Version{{Config: prodEU, Version: 2, Checksum: "eu2"}}
+	reports := []cuecast.Report{
+		{Instance: "eu-1", Config: prodEU, Version: 2, Checksum: "eu2", Labels: map[string]string{"env": "prod", "region": "eu", "tier": "gold"}},
+		{Instance: "stg-1", Config: prodEU, Version: 2, Checksum: "eu2", Labels: map[string]string{"env": "staging", "region": "eu"}},
+		{Instance: "us-1", Config: prodEU, Version: 2, Checksum: "us2", Labels: map[string]string{"env": "prod", "region": "us"}},
+		{Instance: "unlabelled", Config: prodEU, Version: 2, Checksum: "eu2"},
+	}
+	got := distributor.DriftOf(reports, retained, 2)
+	var names []string
+	for _, d := range got {
+		names = append(names, d.Instance+": "+d.Why)
+	}
+	want := []string{
+		"stg-1: stg-1 declares env=staging but runs variant env=prod,region=eu (v2)",
+		"us-1: us-1 declares region=us but runs variant env=prod,region=eu (v2)",
+	}
+	if !slices.Equal(names, want) {
+		t.Errorf("drifted:\n%s\nwant:\n%s", strings.Join(names, "\n"), strings.Join(want, "\n"))
 	}
 }
 

@@ -51,6 +51,14 @@ Only content signed by a trusted key is written: pass serve's <data>/trusted-key
 as --trusted-keys-file (` + "`cuecast keys`" + ` prints it); agent refuses to start
 without trusted keys unless told --insecure-skip-verify.
 
+A config with variants (docs/VARIANTS.md) is kept in the variant of this
+instance's dimension values, --dim env=prod (repeatable) or --variant
+env=prod,region=eu, still as OUT/<config path>.json; the printed line's config
+names the variant. A value the config uses that is not given, or a combination
+that is not one of its variants, is an error (exit 2), never a default. When the
+config's variants change (it gains variants, or the variant kept is removed), agent
+watches it again to pick the instance's variant, and says so on stderr.
+
 Each file written is printed as one JSON line on stdout.`,
 		Example: `  cuecast agent --instance web-1 --config payments/checkout --config payments/refunds \
       --dir /etc/app/config --exec 'systemctl reload app' --trusted-keys-file /etc/cuecast/trusted-keys
@@ -153,6 +161,12 @@ func agentRun(ctx context.Context, env *Env, opts *AgentOptions) error {
 	if err := os.MkdirAll(filepath.Join(opts.Dir, ".cuecast"), 0o755); err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
+	var cfgs []cuecast.ConfigPath
+	for _, c := range opts.Configs {
+		cfgs = append(cfgs, cuecast.ConfigPath(c))
+	}
+	rewatch := newRewatchSignal(cfgs...)
+	opts.rewatch = rewatch.notify
 	nc, cl, err := opts.connect(env, "agent", cuecast.ConfigPath(opts.Configs[0]).Namespace(), client.WithHealth(a.health))
 	if err != nil {
 		return err
@@ -161,6 +175,8 @@ func agentRun(ctx context.Context, env *Env, opts *AgentOptions) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
+	// On an early return too, the watchers started stop before agent does.
+	defer func() { cancel(); wg.Wait() }()
 	errs := make(chan error, len(opts.Configs))
 	for _, c := range opts.Configs {
 		cfg := cuecast.ConfigPath(c)
@@ -170,18 +186,14 @@ func agentRun(ctx context.Context, env *Env, opts *AgentOptions) error {
 		}
 		w, err := cl.Watch(ctx, cfg, client.LastKnownGood(lkg))
 		if err != nil {
-			return fmt.Errorf("watch %s: %w", cfg, err)
+			return opts.watchError(cfg, err)
 		}
-		defer w.Stop()
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for s := range w.Updates() {
-				if err := a.write(s); err != nil {
-					errs <- err
-					cancel()
-					return
-				}
+			if err := a.keep(ctx, cl, cfg, lkg, w, rewatch[cfg.Base()]); err != nil {
+				errs <- err
+				cancel()
 			}
 		}()
 	}
@@ -198,9 +210,46 @@ func agentRun(ctx context.Context, env *Env, opts *AgentOptions) error {
 	}
 }
 
+// keep writes each version w applies until ctx ends, and watches cfg
+// anew when its variants change (docs/VARIANTS.md): a variant index
+// arrived where a plain config was, or the variant kept was removed.
+func (a *agent) keep(ctx context.Context, cl *client.Client, cfg cuecast.ConfigPath, lkg string, w *client.Watcher, rewatch <-chan struct{}) error {
+	for {
+		again, err := a.keepOnce(ctx, w, rewatch)
+		w.Stop()
+		if err != nil || !again {
+			return err
+		}
+		fmt.Fprintf(a.env.IO.ErrOut, "agent %s: %s's variants changed; watching it again to pick this instance's variant\n", a.opts.Instance, cfg.Base())
+		if w, err = cl.Watch(ctx, cfg, client.LastKnownGood(lkg)); err != nil {
+			return a.opts.watchError(cfg, err)
+		}
+	}
+}
+
+func (a *agent) keepOnce(ctx context.Context, w *client.Watcher, rewatch <-chan struct{}) (again bool, err error) {
+	for {
+		select {
+		case <-ctx.Done():
+			return false, nil
+		case <-rewatch:
+			return true, nil
+		case s, ok := <-w.Updates():
+			if !ok {
+				return false, nil
+			}
+			if err := a.write(s); err != nil {
+				return false, err
+			}
+		}
+	}
+}
+
 // write puts one snapshot on disk and asks for a notification.
 func (a *agent) write(s client.Snapshot) error {
-	path := filepath.Join(a.opts.Dir, filepath.FromSlash(string(s.Config))+".json")
+	// A variant is written at its config's file: the service reads
+	// OUT/payments/checkout.json whichever variant it runs.
+	path := filepath.Join(a.opts.Dir, filepath.FromSlash(string(s.Config.Base()))+".json")
 	line := writtenLine{Config: s.Config, Version: s.Version, File: path, Deleted: s.Deleted}
 	if s.Deleted {
 		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {

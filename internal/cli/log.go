@@ -11,11 +11,12 @@ import (
 
 // LogOptions are the flags of `cuecast log`.
 type LogOptions struct {
-	Config string
-	Limit  int
-	NATS   string
-	Output string
-	Conn   ConnFlags
+	Config  string
+	Variant string
+	Limit   int
+	NATS    string
+	Output  string
+	Conn    ConnFlags
 }
 
 func newLogCmd(env *Env, runF func(*cobra.Command, *LogOptions) error) *cobra.Command {
@@ -28,13 +29,19 @@ commit that made it, its author and date, the first line of its message and the
 checksum of the compiled JSON. Git is the audit trail; this is its view per config.
 A tombstone (the config deleted on main) is marked as such.`,
 		Example: `  cuecast log payments/checkout
-  cuecast log payments/checkout --limit 5 --output json`,
+  cuecast log payments/checkout --limit 5 --output json
+  cuecast log payments/checkout --variant env=prod,region=eu`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.Config = args[0]
 			if err := cuecast.ConfigPath(opts.Config).Validate(); err != nil {
 				return &UsageError{Err: err, Hint: "name configs by their directory, like payments/checkout"}
 			}
+			cfg, err := withVariant(cuecast.ConfigPath(opts.Config), opts.Variant)
+			if err != nil {
+				return err
+			}
+			opts.Config = string(cfg)
 			if opts.Limit < 1 {
 				return usageErrorf("pass a positive --limit", "--limit %d", opts.Limit)
 			}
@@ -47,6 +54,7 @@ A tombstone (the config deleted on main) is marked as such.`,
 			return logRun(c, env, opts)
 		},
 	}
+	registerVariant(cmd.Flags(), &opts.Variant)
 	cmd.Flags().IntVarP(&opts.Limit, "limit", "n", 20, "show at most this many versions")
 	cmd.Flags().StringVar(&opts.NATS, "nats", defaultNATSURL(env), "NATS server URL")
 	cmd.Flags().StringVarP(&opts.Output, "output", "o", "text", "output format: text or json")

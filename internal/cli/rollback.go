@@ -14,8 +14,9 @@ import (
 
 // RollbackOptions are the flags of `cuecast rollback`.
 type RollbackOptions struct {
-	Config cuecast.ConfigPath
-	To     uint64
+	Config  cuecast.ConfigPath
+	Variant string
+	To      uint64
 	// Previous: go back to the version the current rollout falls back to
 	// (its previous version) instead of To.
 	Previous bool
@@ -55,6 +56,11 @@ The action is recorded in the audit stream with --as and --reason.`,
 			if err := opts.Config.Validate(); err != nil {
 				return &UsageError{Err: err, Hint: "name configs by their directory, like payments/checkout"}
 			}
+			cfg, err := withVariant(opts.Config, opts.Variant)
+			if err != nil {
+				return err
+			}
+			opts.Config = cfg
 			if opts.To > 0 && opts.Previous {
 				return usageErrorf("name a version with --to, or take the rollout's previous one with --previous", "--to and --previous exclude each other")
 			}
@@ -76,6 +82,7 @@ The action is recorded in the audit stream with --as and --reason.`,
 			return rollbackRun(c, env, opts)
 		},
 	}
+	registerVariant(cmd.Flags(), &opts.Variant)
 	cmd.Flags().Uint64Var(&opts.To, "to", 0, "the retained version to go back to (this or --previous)")
 	cmd.Flags().BoolVar(&opts.Previous, "previous", false, "go back to the version the current rollout falls back to")
 	cmd.Flags().StringVar(&opts.Reason, "reason", "", "why (required; recorded in the audit stream)")

@@ -20,6 +20,7 @@ import (
 type RolloutOptions struct {
 	Verb      string
 	Config    cuecast.ConfigPath
+	Variant   string // --variant: Config's variant
 	NATS      string
 	Output    string
 	Reason    string
@@ -81,6 +82,13 @@ Exit status 4 when the rollout shown or watched is halted.`,
 					if err := opts.Config.Validate(); err != nil {
 						return &UsageError{Err: err, Hint: "name configs by their directory, like payments/checkout"}
 					}
+					cfg, err := withVariant(opts.Config, opts.Variant)
+					if err != nil {
+						return err
+					}
+					opts.Config = cfg
+				} else if opts.Variant != "" {
+					return usageErrorf(fmt.Sprintf("cuecast rollout %s payments/checkout --variant %s", v.name, opts.Variant), "--variant needs a CONFIG")
 				}
 				if v.act && strings.TrimSpace(opts.Reason) == "" {
 					return usageErrorf(fmt.Sprintf("cuecast rollout %s %s --reason \"why\"", v.name, opts.Config), "rollout %s needs --reason: it is recorded in the audit stream", v.name)
@@ -101,6 +109,7 @@ Exit status 4 when the rollout shown or watched is halted.`,
 			},
 		}
 		sub.Flags().StringVar(&opts.NATS, "nats", defaultNATSURL(env), "NATS server URL")
+		registerVariant(sub.Flags(), &opts.Variant)
 		opts.Conn.Register(sub.Flags())
 		sub.Flags().StringVarP(&opts.Output, "output", "o", "text", "output format: text or json")
 		if v.act {

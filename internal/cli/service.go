@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -16,9 +18,20 @@ import (
 // serviceFlags are what watch and agent share: they both run the client
 // library as one service instance.
 type serviceFlags struct {
-	Instance    string
-	NATS        string
-	Labels      map[string]string
+	Instance string
+	NATS     string
+	Labels   map[string]string
+	// Dims and Variant are the instance's dimension values (--dim
+	// env=prod, repeatable, and --variant env=prod,region=eu), merged by
+	// validate into dims.
+	Dims    map[string]string
+	Variant string
+	dims    map[string]string
+	// rewatch, when set, is told (it must not block) the base path of a
+	// config whose watcher must start again to pick its variant: a
+	// variant index arrived at a plain config's watcher, or the variant
+	// watched was removed (client.ErrVariant events).
+	rewatch     func(cuecast.ConfigPath)
 	TrustedKeys []string
 	// TrustedKeysFile is serve's <data>/trusted-keys (or a copy of it).
 	TrustedKeysFile string
@@ -35,6 +48,8 @@ func (f *serviceFlags) register(fs *pflag.FlagSet, env *Env) {
 	fs.StringVar(&f.Instance, "instance", "", "this instance's ID (its cohort is derived from it)")
 	fs.StringVar(&f.NATS, "nats", defaultNATSURL(env), "NATS server URL")
 	fs.StringToStringVar(&f.Labels, "label", nil, "labels reported with this instance, like --label canary=true")
+	fs.StringToStringVar(&f.Dims, "dim", nil, "this instance's value of a dimension, like --dim env=prod (repeatable): a config with variants is watched in the variant of these values")
+	fs.StringVar(&f.Variant, "variant", "", "this instance's dimension values at once, like --variant env=prod,region=eu (with --dim: the same dimension may not differ)")
 	fs.StringSliceVar(&f.TrustedKeys, "trusted-key", nil, "public key that signs what to accept, as 'cuecast keys' prints it (repeatable)")
 	fs.StringVar(&f.TrustedKeysFile, "trusted-keys-file", "", "file of trusted public keys: serve's <data>/trusted-keys, or 'cuecast keys' output")
 	fs.BoolVar(&f.InsecureSkipVerify, "insecure-skip-verify", false, "accept unsigned content: anyone who can publish on NATS decides what runs (tests and demos only)")
@@ -46,7 +61,32 @@ func (f *serviceFlags) validate() error {
 	if err := cuecast.ValidateInstance(f.Instance); err != nil {
 		return &UsageError{Err: err, Hint: "pass --instance with a stable ID for this service instance"}
 	}
+	dims, err := cuecast.ParseVariant(f.Variant)
+	if err != nil {
+		return &UsageError{Err: fmt.Errorf("--variant: %w", err), Hint: "write --variant env=prod,region=eu"}
+	}
+	for _, d := range slices.Sorted(maps.Keys(f.Dims)) {
+		v := f.Dims[d]
+		if !cuecast.ValidSegment(d) || !cuecast.ValidSegment(v) {
+			return usageErrorf("write --dim env=prod: dimension and value each [a-z0-9][a-z0-9_-]*", "--dim %s=%s: not <dimension>=<value>", d, v)
+		}
+		if w, ok := dims[d]; ok && w != v {
+			return usageErrorf("give each dimension one value", "dimension %s is %s by --variant and %s by --dim", d, w, v)
+		}
+		dims[d] = v
+	}
+	f.dims = dims
 	return nil
+}
+
+// watchError is a Watch error for the command line: a config with
+// variants that has none for the declared dimensions is a usage error
+// (exit 2) saying which flag to pass.
+func (f *serviceFlags) watchError(cfg cuecast.ConfigPath, err error) error {
+	if errors.Is(err, client.ErrVariant) {
+		return &UsageError{Err: fmt.Errorf("watch %s: %w", cfg, err), Hint: "declare this instance's values with --dim <dimension>=<value> (repeatable) or --variant env=prod,region=eu; `cuecast status " + string(cfg.Base()) + "` lists the variants"}
+	}
+	return fmt.Errorf("watch %s: %w", cfg, err)
 }
 
 // validateTrust refuses to run without trusted keys unless told
@@ -75,7 +115,13 @@ func (f *serviceFlags) connect(env *Env, name, namespace string, extra ...client
 	clientOpts := []client.Option{
 		client.WithInstance(f.Instance),
 		client.WithLabels(f.Labels),
-		client.WithEvents(func(ev client.Event) { fmt.Fprintf(env.IO.ErrOut, "%s %s: %s\n", name, f.Instance, ev) }),
+		client.WithDimensions(f.dims),
+		client.WithEvents(func(ev client.Event) {
+			fmt.Fprintf(env.IO.ErrOut, "%s %s: %s\n", name, f.Instance, ev)
+			if f.rewatch != nil && errors.Is(ev.Err, client.ErrVariant) && (ev.Kind == client.EventRejected || ev.Kind == client.EventError) {
+				f.rewatch(ev.Config.Base())
+			}
+		}),
 	}
 	switch {
 	case f.InsecureSkipVerify:
@@ -109,4 +155,27 @@ func (f *serviceFlags) connect(env *Env, name, namespace string, extra ...client
 		return nil, nil, fmt.Errorf("start client: %w", err)
 	}
 	return nc, cl, nil
+}
+
+// rewatchSignal is a rewatch hook that never blocks: each base path has
+// a channel of one, and a signal while one is pending is the same signal.
+type rewatchSignal map[cuecast.ConfigPath]chan struct{}
+
+func newRewatchSignal(cfgs ...cuecast.ConfigPath) rewatchSignal {
+	r := make(rewatchSignal, len(cfgs))
+	for _, c := range cfgs {
+		if r[c.Base()] == nil {
+			r[c.Base()] = make(chan struct{}, 1)
+		}
+	}
+	return r
+}
+
+func (r rewatchSignal) notify(base cuecast.ConfigPath) {
+	if ch := r[base]; ch != nil {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
 }

@@ -16,6 +16,8 @@ import (
 // StatusOptions are the flags of `cuecast status`.
 type StatusOptions struct {
 	Configs []string
+	// Variant narrows each CONFIG to its variant (--variant env=prod).
+	Variant string
 	NATS    string
 	Output  string
 	// Wait is CONFIG@VERSION: wait until every live instance reports it
@@ -47,9 +49,14 @@ heartbeats).
 --wait CONFIG@VERSION waits until every live instance reports VERSION: exit 0,
 or exit 4 listing the stragglers at --timeout or when the rollout halts. On a
 terminal it prints its progress to stderr whenever it changes (and every 10s);
-when stderr is not a terminal it prints only the outcome.`,
+when stderr is not a terminal it prints only the outcome.
+
+A config with variants (docs/VARIANTS.md) is shown as one row per variant, its
+path ending in the variant's dimension values (payments/checkout/env=prod/region=eu);
+--variant env=prod,region=eu narrows each CONFIG to that variant.`,
 		Example: `  cuecast status
-  cuecast status payments/checkout --output json`,
+  cuecast status payments/checkout --output json
+  cuecast status payments/checkout --variant env=prod,region=eu`,
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.Configs = args
 			if opts.Wait != "" {
@@ -57,10 +64,18 @@ when stderr is not a terminal it prints only the outcome.`,
 					return err
 				}
 			}
-			for _, a := range args {
+			if opts.Variant != "" && len(args) == 0 {
+				return usageErrorf("cuecast status payments/checkout --variant "+opts.Variant, "--variant needs a CONFIG")
+			}
+			for i, a := range args {
 				if err := cuecast.ConfigPath(a).Validate(); err != nil {
 					return &UsageError{Err: err, Hint: "name configs by their directory, like payments/checkout"}
 				}
+				cfg, err := withVariant(cuecast.ConfigPath(a), opts.Variant)
+				if err != nil {
+					return err
+				}
+				args[i] = string(cfg)
 			}
 			if err := validateOutput(opts.Output, "text", "json"); err != nil {
 				return err
@@ -73,6 +88,7 @@ when stderr is not a terminal it prints only the outcome.`,
 	}
 	cmd.Flags().StringVar(&opts.NATS, "nats", defaultNATSURL(env), "NATS server URL")
 	cmd.Flags().StringVarP(&opts.Output, "output", "o", "text", "output format: text or json")
+	registerVariant(cmd.Flags(), &opts.Variant)
 	cmd.Flags().StringVar(&opts.Wait, "wait", "", "CONFIG@VERSION: wait until every live instance reports it; exit 4 listing stragglers at --timeout")
 	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 5*time.Minute, "how long --wait waits")
 	opts.Conn.Register(cmd.Flags())
@@ -91,7 +107,16 @@ func statusRun(c *cobra.Command, env *Env, opts *StatusOptions) error {
 	}
 	var cfgs []cuecast.ConfigPath
 	for _, a := range opts.Configs {
-		cfgs = append(cfgs, cuecast.ConfigPath(a))
+		// A config with variants is shown as its variants, one row each:
+		// its own path holds only their index.
+		vs, err := variantsOf(ctx, d, cuecast.ConfigPath(a))
+		if err != nil {
+			return fmt.Errorf("status: %w", err)
+		}
+		if len(vs) == 0 {
+			vs = []cuecast.ConfigPath{cuecast.ConfigPath(a)}
+		}
+		cfgs = append(cfgs, vs...)
 	}
 	// Each instance is counted against the version the rollout controller
 	// means it to run now (rollout.Record.Intent), as the dashboard and the

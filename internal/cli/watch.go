@@ -39,8 +39,19 @@ Problems (a corrupt last-known-good file, a rejected version, a lost connection)
 said on stderr; watch keeps running until interrupted. So is a config with no version
 deployed to this instance: "not-found" says whether the config does not exist at all
 (a misspelt --config) or its rollout has not reached the instance yet, at the start
-and then about once a minute while it lasts.`,
+and then about once a minute while it lasts.
+
+A config with variants (docs/VARIANTS.md) is watched in the variant of this
+instance's dimension values, given by --dim env=prod (repeatable) or --variant
+env=prod,region=eu; they are reported as labels too. A value the config uses
+that is not given, or a combination that is not one of its variants, is an
+error (exit 2), never a default or another variant. --config may also name a
+variant path itself, like payments/checkout/env=prod/region=eu. When the config's
+variants change (it gains variants, or the variant watched is removed), watch
+watches it again to pick the instance's variant, and says so on stderr.`,
 		Example: `  cuecast watch --config payments/checkout --instance web-1 --lkg /var/lib/app/checkout.json \
+      --trusted-keys-file /etc/cuecast/trusted-keys
+  cuecast watch --config payments/checkout --instance web-1 --dim env=prod --dim region=eu \
       --trusted-keys-file /etc/cuecast/trusted-keys`,
 		RunE: func(c *cobra.Command, args []string) error {
 			if err := cuecast.ConfigPath(opts.Config).Validate(); err != nil {
@@ -77,7 +88,10 @@ type appliedLine struct {
 
 func watchRun(c *cobra.Command, env *Env, opts *WatchOptions) error {
 	ctx := c.Context()
-	nc, cl, err := opts.connect(env, "watch", cuecast.ConfigPath(opts.Config).Namespace())
+	cfg := cuecast.ConfigPath(opts.Config)
+	rewatch := newRewatchSignal(cfg)
+	opts.rewatch = rewatch.notify
+	nc, cl, err := opts.connect(env, "watch", cfg.Namespace())
 	if err != nil {
 		return err
 	}
@@ -87,21 +101,35 @@ func watchRun(c *cobra.Command, env *Env, opts *WatchOptions) error {
 	if opts.LKG != "" {
 		wopts = append(wopts, client.LastKnownGood(opts.LKG))
 	}
-	w, err := cl.Watch(ctx, cuecast.ConfigPath(opts.Config), wopts...)
+	for {
+		again, err := watchOnce(ctx, env, opts, cl, cfg, wopts, rewatch[cfg.Base()])
+		if err != nil || !again {
+			return err
+		}
+		fmt.Fprintf(env.IO.ErrOut, "watch %s: %s's variants changed; watching it again to pick this instance's variant\n", opts.Instance, cfg.Base())
+	}
+}
+
+// watchOnce runs one watcher of cfg until ctx ends (again false) or its
+// variants change (again true: watch cfg anew, docs/VARIANTS.md).
+func watchOnce(ctx context.Context, env *Env, opts *WatchOptions, cl *client.Client, cfg cuecast.ConfigPath, wopts []client.WatchOption, rewatch <-chan struct{}) (again bool, err error) {
+	w, err := cl.Watch(ctx, cfg, wopts...)
 	if err != nil {
-		return fmt.Errorf("watch %s: %w", opts.Config, err)
+		return false, opts.watchError(cfg, err)
 	}
 	defer w.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return nil
+			return false, nil
+		case <-rewatch:
+			return true, nil
 		case s, ok := <-w.Updates():
 			if !ok {
-				return nil
+				return false, nil
 			}
 			if err := printApplied(env, opts.Instance, s); err != nil {
-				return err
+				return false, err
 			}
 		}
 	}

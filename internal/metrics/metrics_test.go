@@ -436,3 +436,31 @@ func TestRefusedGauge(t *testing.T) {
 		t.Errorf("refused of a/forged = %v, want 2", got["a/forged"])
 	}
 }
+
+// TestVariantsAreTheirOwnSeries: each variant of a config is sampled
+// under its variant path, so the config label of every cuecast_config_*
+// series names the variant (docs/VARIANTS.md) and two variants never
+// share a series.
+func TestVariantsAreTheirOwnSeries(t *testing.T) {
+	m := New(Options{})
+	m.ObserveFleet(time.Now(), []ConfigSample{
+		{Config: "payments/checkout/env=prod/region=eu", Target: cuecast.Version{Version: 3}, Instances: 4, OnTarget: 4, OnIntended: 4},
+		{Config: "payments/checkout/env=staging/region=eu", Target: cuecast.Version{Version: 7}, Instances: 2, OnTarget: 1, OnIntended: 1},
+	})
+	mfs, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "cuecast_config_target_version" {
+			continue
+		}
+		for _, mm := range mf.Metric {
+			got[mm.Label[0].GetValue()] = mm.GetGauge().GetValue()
+		}
+	}
+	if got["payments/checkout/env=prod/region=eu"] != 3 || got["payments/checkout/env=staging/region=eu"] != 7 || len(got) != 2 {
+		t.Errorf("cuecast_config_target_version by config: %v, want prod-eu 3 and staging-eu 7", got)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/xml"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -435,5 +436,35 @@ func TestNamedStagesShownAsSuch(t *testing.T) {
 		if got := rv.Stages[i].Scope; got != want {
 			t.Errorf("stage %d scope %q, want %q", i, got, want)
 		}
+	}
+}
+
+// TestOverviewListsVariantsUnderConfig: the overview lists each variant
+// right under its config, labelled by its dimension values, and the
+// config's own row (its variant index) counts its variants.
+func TestOverviewListsVariantsUnderConfig(t *testing.T) {
+	now := time.Date(2026, 12, 1, 17, 0, 0, 0, time.UTC)
+	var status []distributor.ConfigStatus
+	for _, p := range []cuecast.ConfigPath{"payments/checkout", "payments/checkout-v2",
+		"payments/checkout/env=prod/region=eu", "payments/checkout/env=staging/region=eu", "search/ranking"} {
+		status = append(status, distributor.Summarize(cuecast.Version{Config: p, Version: 1}, now, nil, nil, 0, time.Minute, now))
+	}
+	s := &Server{}
+	ov := s.overview(&snapshot{status: status})
+	var got []string
+	for _, ns := range ov.Namespaces {
+		for _, r := range ns.Configs {
+			got = append(got, fmt.Sprintf("%s variant=%q variants=%d", r.Config, r.Variant, r.Variants))
+		}
+	}
+	want := []string{
+		`payments/checkout variant="" variants=2`,
+		`payments/checkout/env=prod/region=eu variant="env=prod,region=eu" variants=0`,
+		`payments/checkout/env=staging/region=eu variant="env=staging,region=eu" variants=0`,
+		`payments/checkout-v2 variant="" variants=0`,
+		`search/ranking variant="" variants=0`,
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("overview rows:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -74,6 +75,12 @@ type configRow struct {
 	Rollout    string             `json:"rollout,omitempty"`
 	Stage      string             `json:"stage,omitempty"`
 	Pinned     bool               `json:"pinned,omitempty"`
+	// Variant is a variant's dimension values ("env=prod,region=eu"),
+	// Variants the number of variants of a config that has them (its own
+	// row is its variant index): the overview lists variants under their
+	// config (docs/VARIANTS.md).
+	Variant  string `json:"variant,omitempty"`
+	Variants int    `json:"variants,omitempty"`
 }
 
 type configView struct {
@@ -192,6 +199,7 @@ func (s *Server) row(snap *snapshot, st distributor.ConfigStatus) configRow {
 		Author: v.Author, Message: cuecast.CommitSubject(v.Message), Instances: st.Instances, OnLatest: st.OnLatest,
 		OnIntended: st.OnIntended, Coverage: st.Coverage, Stragglers: len(st.Stragglers), LKG: len(st.LastKnownGood),
 		Drift: len(snap.drift[st.Config]), Unhealthy: st.Unhealthy, Failing: st.Failing, Refused: len(st.Refused),
+		Variant: st.Config.VariantLabel(),
 	}
 	if rec, ok := snap.records[st.Config]; ok {
 		if rec.Current != nil {
@@ -204,13 +212,30 @@ func (s *Server) row(snap *snapshot, st distributor.ConfigStatus) configRow {
 
 func (s *Server) overview(snap *snapshot) overviewView {
 	ov := overviewView{Actions: s.actionsEnabled(), Stale: s.stale(snap), Namespaces: []namespaceView{}}
-	for _, st := range snap.status {
+	// Each config's variants right under it: by base path, then path
+	// (payments/checkout-v2 sorts between payments/checkout and its
+	// variants otherwise).
+	status := slices.Clone(snap.status)
+	slices.SortStableFunc(status, func(a, b distributor.ConfigStatus) int {
+		return cmp.Or(cmp.Compare(a.Config.Base(), b.Config.Base()), cmp.Compare(a.Config, b.Config))
+	})
+	variants := make(map[cuecast.ConfigPath]int)
+	for _, st := range status {
+		if st.Config.IsVariant() && !st.Latest.Deleted {
+			variants[st.Config.Base()]++
+		}
+	}
+	for _, st := range status {
 		ns := st.Config.Namespace()
 		if n := len(ov.Namespaces); n == 0 || ov.Namespaces[n-1].Name != ns {
 			ov.Namespaces = append(ov.Namespaces, namespaceView{Name: ns})
 		}
 		n := &ov.Namespaces[len(ov.Namespaces)-1]
-		n.Configs = append(n.Configs, s.row(snap, st))
+		r := s.row(snap, st)
+		if !st.Config.IsVariant() {
+			r.Variants = variants[st.Config]
+		}
+		n.Configs = append(n.Configs, r)
 	}
 	ov.Tailer = s.tailerView(snap)
 	return ov

@@ -126,7 +126,10 @@ function renderOverview(ov) {
     shownRows += configs.length;
     if (!configs.length) continue;
     const rows = configs.map(c => h('tr', {'data-config': c.config},
-      h('td', {}, h('a', {href: '/configs/' + c.config}, c.config)),
+      c.variant
+        ? h('td', {class: 'variant'}, '\u21b3 ', h('a', {href: '/configs/' + c.config, title: c.config}, c.variant))
+        : h('td', {}, h('a', {href: '/configs/' + c.config}, c.config),
+          c.variants ? h('span', {class: 'muted'}, ` · ${c.variants} variant${c.variants === 1 ? '' : 's'}`) : ''),
       h('td', {class: 'version'}, c.deleted ? 'deleted' : 'v' + c.version),
       h('td', {}, commit(c.commit, c.commit_url), ' ', h('span', {class: 'msg'}, c.message)),
       h('td', {}, state(c.rollout), c.stage ? h('span', {class: 'muted'}, ' ' + c.stage) : '', c.pinned ? h('span', {class: 'count warn'}, ' pinned') : ''),

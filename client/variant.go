@@ -1,0 +1,255 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/cuecast/cuecast"
+)
+
+// Variants (docs/VARIANTS.md, docs/PROTOCOL.md §10): a config that reads
+// dimensions (env, region…) is compiled once per combination it uses, each
+// combination published at its variant path
+// (payments/checkout/env=prod/region=eu). Its base path carries a variant
+// index instead of a config. Watch reads that index once, picks the
+// variant of the instance's dimensions (WithDimensions) and watches it
+// exactly like a config. Nothing here runs per message.
+
+// ErrVariant is wrapped by Watch's errors about variants: a config with
+// variants watched by an instance that declares no dimensions, a dimension
+// the config uses that the instance has no value for, a combination of
+// values that is not one of the config's variants, or an explicit variant
+// path that contradicts the declared values. Never a silent default, never
+// another variant.
+var ErrVariant = errors.New("no variant for this instance")
+
+// VariantIndexSchema is the "schema" field of a variant index, the document
+// published at the base path of a config that has variants.
+const VariantIndexSchema = "cuecast.variants/v1"
+
+// VariantIndex is the document published at a config's base path when the
+// config has variants: the dimensions it uses and its variant paths,
+// sorted (the compiler's canonical JSON, docs/PROTOCOL.md §10).
+type VariantIndex struct {
+	Config     cuecast.ConfigPath   `json:"config"`
+	Dimensions []string             `json:"dimensions"`
+	Schema     string               `json:"schema"`
+	Variants   []cuecast.ConfigPath `json:"variants"`
+}
+
+// indexPrefix is how every canonical variant index starts (keys sorted):
+// a cheap test before decoding content as one.
+var indexPrefix = []byte(`{"config":`)
+
+// indexSchema is in every variant index, canonical or not: a config
+// whose first key happens to be "config" is told apart without decoding.
+var indexSchema = []byte(`"` + VariantIndexSchema + `"`)
+
+// ParseVariantIndex decodes content as a variant index; ok is false when
+// it is not one (a config's own content).
+func ParseVariantIndex(content []byte) (ix VariantIndex, ok bool) {
+	if !bytes.HasPrefix(bytes.TrimLeft(content, " \t\r\n"), indexPrefix) || !bytes.Contains(content, indexSchema) {
+		return VariantIndex{}, false
+	}
+	if err := json.Unmarshal(content, &ix); err != nil || ix.Schema != VariantIndexSchema {
+		return VariantIndex{}, false
+	}
+	return ix, true
+}
+
+// Pick is the variant path of the dimension values dims: the values of the
+// dimensions the config uses (ix.Dimensions; others in dims are ignored, a
+// config need not use every dimension of its namespace). It fails, wrapping
+// ErrVariant, when dims lacks a value the config uses or the combination
+// is not one of ix.Variants.
+func (ix VariantIndex) Pick(dims map[string]string) (cuecast.ConfigPath, error) {
+	if len(dims) == 0 {
+		return "", fmt.Errorf("config %s has variants by %s: declare this instance's values "+
+			"(client.WithDimensions, or --dim on watch and agent), e.g. %s: %w",
+			ix.Config, strings.Join(ix.Dimensions, ", "), exampleDims(ix), ErrVariant)
+	}
+	used := make(map[string]string, len(ix.Dimensions))
+	var missing []string
+	for _, d := range ix.Dimensions {
+		v, ok := dims[d]
+		if !ok {
+			missing = append(missing, d)
+			continue
+		}
+		used[d] = v
+	}
+	if len(missing) > 0 {
+		return "", fmt.Errorf("config %s has variants by %s; this instance declares no value for %s (it declares %s): %w",
+			ix.Config, strings.Join(ix.Dimensions, ", "), strings.Join(missing, ", "), dimsLabel(dims), ErrVariant)
+	}
+	p := cuecast.VariantPath(ix.Config, used)
+	if !slices.Contains(ix.Variants, p) {
+		return "", fmt.Errorf("config %s has no variant %s (its variants: %s): %w",
+			ix.Config, p.VariantLabel(), variantLabels(ix.Variants), ErrVariant)
+	}
+	return p, nil
+}
+
+func exampleDims(ix VariantIndex) string {
+	if len(ix.Variants) > 0 {
+		return ix.Variants[0].VariantLabel()
+	}
+	return strings.Join(ix.Dimensions, "=…,") + "=…"
+}
+
+func dimsLabel(dims map[string]string) string {
+	if len(dims) == 0 {
+		return "none"
+	}
+	return cuecast.VariantPath("x", dims).VariantLabel()
+}
+
+func variantLabels(ps []cuecast.ConfigPath) string {
+	ls := make([]string, len(ps))
+	for i, p := range ps {
+		ls[i] = p.VariantLabel()
+	}
+	return strings.Join(ls, "; ")
+}
+
+// WithDimensions declares the instance's dimension values (env=prod,
+// region=eu…): Watch of a config with variants watches the variant of
+// these values (docs/VARIANTS.md). They are added to the labels of every
+// report too (a label of the same name given by WithLabels is replaced).
+// Names and values are [a-z0-9][a-z0-9_-]*.
+func WithDimensions(dims map[string]string) Option {
+	return func(o *options) error {
+		for _, d := range slices.Sorted(maps.Keys(dims)) {
+			if !cuecast.ValidSegment(d) || !cuecast.ValidSegment(dims[d]) {
+				return fmt.Errorf("dimension %s=%s: want <dimension>=<value>, each [a-z0-9][a-z0-9_-]*", d, dims[d])
+			}
+		}
+		o.dims = maps.Clone(dims)
+		return nil
+	}
+}
+
+// resolveVariant is the path Watch watches for cfg: cfg itself for a plain
+// config, the instance's variant when cfg's newest version is a variant
+// index. An explicit variant path is kept when it agrees with the declared
+// dimensions. When the index cannot be read (the server is down at start),
+// the variant named by the last-known-good file is taken if it matches the
+// declared dimensions; else cfg is watched, and a variant index arriving
+// there is refused (acceptIndex) with a hint to Watch again.
+func (c *Client) resolveVariant(ctx context.Context, cfg cuecast.ConfigPath, wo watchOptions) (cuecast.ConfigPath, error) {
+	if cfg.IsVariant() {
+		for _, dv := range cfg.Variant() {
+			if v, ok := c.o.dims[dv.Dim]; ok && v != dv.Value {
+				return "", fmt.Errorf("variant %s: this instance declares %s=%s: %w", cfg, dv.Dim, v, ErrVariant)
+			}
+		}
+		return cfg, nil
+	}
+	ix, err := c.readIndex(ctx, cfg)
+	switch {
+	case err != nil:
+		p, ok := c.variantFromLKG(cfg, wo.lkgPath)
+		detail := fmt.Sprintf("could not read the newest version of %s to pick a variant; watching %s", cfg, p)
+		if !ok {
+			detail += " (if it has variants, Watch again once the server is reachable)"
+		}
+		c.o.events(Event{Kind: EventError, Config: cfg, Detail: detail, Err: err, At: time.Now()})
+		return p, nil
+	case ix == nil:
+		return cfg, nil
+	}
+	return ix.Pick(c.o.dims)
+}
+
+// readIndex reads cfg's newest version; it returns its variant index, or
+// nil when cfg has no version, was removed, or holds a config. An index
+// is verified like a last-known-good file: the version's signature covers
+// the checksum and size its content is checked against.
+func (c *Client) readIndex(ctx context.Context, cfg cuecast.ConfigPath) (*VariantIndex, error) {
+	if !c.nc.IsConnected() {
+		return nil, errors.New("not connected")
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.o.timeout)
+	defer cancel()
+	m, err := getLast(ctx, c.nc, c.o.directGet, cuecast.VersionSubject(cfg))
+	if errors.Is(err, cuecast.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the newest version of %s: %w", cfg, err)
+	}
+	var meta cuecast.Version
+	if err := json.Unmarshal([]byte(m.Header.Get(cuecast.HeaderMeta)), &meta); err != nil {
+		return nil, fmt.Errorf("decode the newest version of %s: %w", cfg, err)
+	}
+	if meta.Deleted || meta.Config != cfg || len(meta.Chunks) > 0 {
+		// A variant index is small: it is never chunked.
+		return nil, nil
+	}
+	ix, ok := ParseVariantIndex(m.Data)
+	if !ok {
+		return nil, nil
+	}
+	if int64(len(m.Data)) != meta.Size || !cuecast.ChecksumMatches(m.Data, meta.Checksum) {
+		return nil, fmt.Errorf("variant index of %s version %d: content does not match its checksum: %w", cfg, meta.Version, cuecast.ErrChecksumMismatch)
+	}
+	if c.o.keyring != nil {
+		if err := c.o.keyring.Verify(meta.SigningBytes(), meta.Signature); err != nil {
+			return nil, fmt.Errorf("variant index of %s version %d: %w", cfg, meta.Version, err)
+		}
+	}
+	if ix.Config != cfg {
+		return nil, fmt.Errorf("variant index at %s names config %s: %w", cfg, ix.Config, cuecast.ErrChecksumMismatch)
+	}
+	return &ix, nil
+}
+
+// variantFromLKG is the variant of cfg the last-known-good file holds,
+// when it agrees with every declared dimension; else cfg. The file itself
+// is verified when the watcher loads it.
+func (c *Client) variantFromLKG(cfg cuecast.ConfigPath, path string) (cuecast.ConfigPath, bool) {
+	if path == "" || len(c.o.dims) == 0 {
+		return cfg, false
+	}
+	held, err := lkgConfig(path)
+	if err != nil || held.Base() != cfg || !held.IsVariant() {
+		return cfg, false
+	}
+	for _, dv := range held.Variant() {
+		if c.o.dims[dv.Dim] != dv.Value {
+			return cfg, false
+		}
+	}
+	return held, true
+}
+
+// acceptIndex refuses a variant index arriving as the content of the
+// config this watcher watches: an instance must never run the index as its
+// config. It runs once per version applied, not per message.
+func (w *Watcher) acceptIndex(content []byte) error {
+	ix, ok := ParseVariantIndex(content)
+	if !ok {
+		return nil
+	}
+	if _, err := ix.Pick(w.c.o.dims); err != nil {
+		return err
+	}
+	return fmt.Errorf("config %s now has variants (by %s): this watcher was started before; Watch it again to pick this instance's variant: %w",
+		ix.Config, strings.Join(ix.Dimensions, ", "), ErrVariant)
+}
+
+// variantRemoved says that the variant this watcher follows was removed
+// (tombstoned): the config's variants changed. The watcher holds the
+// tombstone like any removed config; picking the new variant takes a new
+// Watch of the base path.
+func (w *Watcher) variantRemoved(version uint64) {
+	w.event(EventError, version, fmt.Sprintf("variant %s was removed from %s's variants: Watch %s again to pick this instance's variant",
+		w.cfg, w.cfg.Base(), w.cfg.Base()), ErrVariant)
+}

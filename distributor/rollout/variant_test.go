@@ -1,0 +1,122 @@
+package rollout_test
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/client"
+	"github.com/cuecast/cuecast/distributor/rollout"
+	"github.com/cuecast/cuecast/internal/poll"
+)
+
+// publishAt stores version n of path p with content b.
+func (e *env) publishAt(p cuecast.ConfigPath, n uint64, b []byte) cuecast.Version {
+	e.t.Helper()
+	v := cuecast.Version{Config: p, Version: n, Commit: fmt.Sprintf("c%039d", n), Author: "ann", Message: "change"}
+	if err := e.d.Publish(e.t.Context(), v, b); err != nil {
+		e.t.Fatalf("Publish %s@%d: %v", p, n, err)
+	}
+	v.Checksum, v.Size = cuecast.Checksum(b), int64(len(b))
+	return v
+}
+
+// variantWatcher is an instance declaring dims that watches cfg, so that
+// it runs cfg's variant of dims.
+func (e *env) variantWatcher(id string, dims map[string]string) *client.Watcher {
+	e.t.Helper()
+	nc := e.srv.Connect(e.t, client.ConnectOptions()...)
+	cl, err := client.New(nc, client.WithInstance(id), client.WithTrustedKeys(e.pub), client.WithHeartbeat(heartbeat), client.WithDimensions(dims))
+	if err != nil {
+		e.t.Fatalf("client.New: %v", err)
+	}
+	w, err := cl.Watch(e.t.Context(), cfg)
+	if err != nil {
+		e.t.Fatalf("Watch: %v", err)
+	}
+	e.t.Cleanup(func() { w.Stop(); cl.Close() })
+	return w
+}
+
+func (e *env) waitVariantState(p cuecast.ConfigPath, v uint64, s rollout.State, stage int) {
+	e.t.Helper()
+	poll.Until(e.t, fmt.Sprintf("rollout of %s v%d %s at stage %d", p, v, s, stage), poll.Patience, func() (bool, string) {
+		r, err := e.c.Record(e.t.Context(), p)
+		if err != nil {
+			return false, err.Error()
+		}
+		cur := r.Current
+		if cur == nil {
+			return false, "no rollout"
+		}
+		return cur.Version == v && cur.State == s && (stage < 0 || cur.Stage == stage),
+			fmt.Sprintf("v%d %s stage %d reason %q", cur.Version, cur.State, cur.Stage, cur.Reason)
+	})
+}
+
+// TestVariantRolloutsIndependent: the staged rollouts of two variants of
+// one config are independent: halting prod-eu's keeps prod-eu's fleet on
+// v1 while staging's completes and its fleet reaches v2.
+func TestVariantRolloutsIndependent(t *testing.T) {
+	e := newEnv(t, threeStages(300*time.Millisecond), cuecast.Relaxed)
+	prod := cuecast.ConfigPath("payments/checkout/env=prod/region=eu")
+	staging := cuecast.ConfigPath("payments/checkout/env=staging/region=eu")
+	index := []byte(`{"config":"payments/checkout","dimensions":["env","region"],"schema":"cuecast.variants/v1",` +
+		`"variants":["payments/checkout/env=prod/region=eu","payments/checkout/env=staging/region=eu"]}`)
+	for _, v := range []cuecast.Version{e.publishAt(cfg, 1, index), e.publishAt(prod, 1, content(1)), e.publishAt(staging, 1, content(1))} {
+		if err := e.d.Deploy(t.Context(), v); err != nil {
+			t.Fatalf("Deploy %s: %v", v.Config, err)
+		}
+	}
+	fleet := map[cuecast.ConfigPath][]*client.Watcher{}
+	for _, env := range []string{"prod", "staging"} {
+		p := cuecast.VariantPath(cfg, map[string]string{"env": env, "region": "eu"})
+		for _, id := range slices.Concat(idIn(env+"-canary", 0, 1, 1), idIn(env+"-early", 1, 10, 1), idIn(env+"-late", 10, 100, 2)) {
+			fleet[p] = append(fleet[p], e.variantWatcher(id, map[string]string{"env": env, "region": "eu"}))
+		}
+	}
+	on := func(p cuecast.ConfigPath, v uint64) {
+		t.Helper()
+		poll.Until(t, fmt.Sprintf("%s's fleet on v%d", p, v), poll.Patience, func() (bool, string) {
+			var off []string
+			for _, w := range fleet[p] {
+				if s := w.Current(); s.Config != p || s.Version != v {
+					off = append(off, fmt.Sprintf("%s@%d", s.Config, s.Version))
+				}
+			}
+			return len(off) == 0, fmt.Sprint(off)
+		})
+	}
+	on(prod, 1)
+	on(staging, 1)
+	poll.Until(t, "eight live instances", poll.Patience, func() (bool, string) {
+		n := 0
+		for _, p := range []cuecast.ConfigPath{prod, staging} {
+			rs, err := e.d.Reports(t.Context(), p)
+			if err != nil {
+				return false, err.Error()
+			}
+			n += len(rs)
+		}
+		return n == 8, fmt.Sprint(n)
+	})
+
+	for _, p := range []cuecast.ConfigPath{prod, staging} {
+		if err := e.c.Deploy(t.Context(), e.publishAt(p, 2, content(2))); err != nil {
+			t.Fatalf("controller Deploy %s v2: %v", p, err)
+		}
+	}
+	e.waitVariantState(prod, 2, rollout.StateHolding, 0)
+	if _, err := e.c.Halt(t.Context(), prod, rollout.Action{Actor: "ann", Reason: "hold prod"}); err != nil {
+		t.Fatalf("Halt %s: %v", prod, err)
+	}
+	e.waitVariantState(staging, 2, rollout.StateComplete, 2)
+	on(staging, 2)
+	on(prod, 1)
+	e.waitVariantState(prod, 2, rollout.StateHalted, -1)
+	if r, err := e.c.Record(t.Context(), staging); err != nil || r.Current.State != rollout.StateComplete {
+		t.Fatalf("staging's rollout after prod's halt: %+v, %v", r.Current, err)
+	}
+}
