@@ -131,11 +131,13 @@ func operatorImports() []serviceImport {
 }
 
 // serviceImports are the exports of the CUECAST account a namespace's
-// services reach: the only ways out of their account.
+// services reach: the only ways out of their account. The direct gets
+// answer a batched get with several messages (streamed), which the import
+// lets through only as a stream response.
 func serviceImports(ns string) []serviceImport {
 	return []serviceImport{
-		{subject: "$JS.API.DIRECT.GET." + MirrorStream(ns)},
-		{subject: "$JS.API.DIRECT.GET." + MirrorStream(ns) + ".>"},
+		{subject: "$JS.API.DIRECT.GET." + MirrorStream(ns), streamed: true},
+		{subject: "$JS.API.DIRECT.GET." + MirrorStream(ns) + ".>", streamed: true},
 		{subject: "ccs." + ns + ".>"},
 		{subject: "ccr." + ns + ".>", stream: true},
 	}
