@@ -216,7 +216,11 @@ func (k *Keys) importInto(ac, into *jwt.AccountClaims, acctPub, pub, name string
 	if err != nil {
 		return fmt.Errorf("sign activation of %s for %s: %w", im.subject, name, err)
 	}
-	into.Imports.Add(&jwt.Import{Name: im.subject, Subject: jwt.Subject(im.subject), Account: acctPub, Token: token, Type: typ})
+	imp := &jwt.Import{Name: im.subject, Subject: jwt.Subject(im.subject), Account: acctPub, Token: token, Type: typ}
+	if im.to != "" {
+		imp.LocalSubject = jwt.RenamingSubject(im.to)
+	}
+	into.Imports.Add(imp)
 	return nil
 }
 

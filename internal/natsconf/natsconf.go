@@ -91,25 +91,43 @@ type serviceImport struct {
 	// direct get), whose responses the import must let through until the
 	// end of the batch.
 	streamed bool
+	// to, when set, is the subject the importing account requests it on.
+	to string
 }
+
+// local is the subject the importing account uses.
+func (im serviceImport) local() string { return cmp.Or(im.to, im.subject) }
+
+// OperatorAPIPrefix is the API prefix (jetstream.WithAPIPrefix) under which
+// the operator's account reaches the one JetStream management request it
+// may make, the report stream's information (ReportStreamInfo). Every
+// account has the server's own $JS.API.> import, which would answer it
+// for the operator's account, which has no JetStream.
+const OperatorAPIPrefix = "cuecast.operator.api"
+
+// ReportStreamInfo is the subject, in the operator's account, of the
+// report stream's information: its max age is how long a report stays
+// live, which serve sets from its heartbeat and `status --wait` needs.
+const ReportStreamInfo = OperatorAPIPrefix + ".STREAM.INFO." + reportStream
 
 // operatorStreams are the streams the operator reads, by direct get only.
 var operatorStreams = []string{Stream, reportStream, rolloutStream, auditStream, tailerStream}
 
 // OperatorImports are the exports of the CUECAST account the operator's
-// account reaches, the only ways out of it: the direct gets of every
-// stream it reads (batched: responses streamed), its two writes (rollout
+// account reaches (named as it requests them), the only ways out of it:
+// the direct gets of every stream it reads (batched: responses streamed),
+// the report stream's information (ReportStreamInfo), its two writes (rollout
 // records by compare-and-swap, audit entries), and the updates and reports
 // it follows live. Like a namespace's, its account rewrites the reply
 // subject of every request it makes, so no answer is stored in or
 // delivered on a subject of the CUECAST account; and it reaches no
-// JetStream management API (no STREAM.INFO, no consumer, whose deliver
+// JetStream management API but that one read (no consumer, whose deliver
 // subject no permission sees), which an account without JetStream is not
 // answered on through an import anyway.
 func OperatorImports() []string {
 	var out []string
 	for _, im := range operatorImports() {
-		out = append(out, im.subject)
+		out = append(out, im.local())
 	}
 	return out
 }
@@ -123,6 +141,9 @@ func operatorImports() []serviceImport {
 		)
 	}
 	return append(im,
+		// A read of one stream's information, answered like every request
+		// through an import: to the requester alone.
+		serviceImport{subject: "$JS.API.STREAM.INFO." + reportStream, to: ReportStreamInfo},
 		serviceImport{subject: "$KV." + strings.TrimPrefix(rolloutStream, "KV_") + ".>"},
 		serviceImport{subject: "cca.>"},
 		serviceImport{subject: "ccr.>", stream: true},
@@ -395,12 +416,9 @@ func UserPermissions(user string) (Permissions, bool) {
 		var pub []string
 		for _, im := range operatorImports() {
 			if !im.stream {
-				pub = append(pub, im.subject)
+				pub = append(pub, im.local())
 			}
 		}
-		// distributor.Open asks for the report stream's max age, best
-		// effort: the operator's account has no JetStream, nothing answers.
-		pub = append(pub, "$JS.API.STREAM.INFO."+reportStream)
 		// ccs.>: `status --wait` follows the reports live rather than
 		// reading the report stream several times a second.
 		return Permissions{Publish: pub, Subscribe: []string{"_INBOX.>", "ccr.>", "ccs.>"}}, true
@@ -761,6 +779,10 @@ func (w *confWriter) imp(im serviceImport) {
 	kind := "service"
 	if im.stream {
 		kind = "stream"
+	}
+	if im.to != "" {
+		w.line("{%s: {account: %s, subject: %s}, to: %s}", kind, q(Account), q(im.subject), q(im.to))
+		return
 	}
 	w.line("{%s: {account: %s, subject: %s}}", kind, q(Account), q(im.subject))
 }

@@ -367,6 +367,7 @@ func operatorReplyAttacks() []attack {
 			attack{pub: "$JS.API.DIRECT.GET.CUECAST_REPORTS.ccs.search.web-1.ranking", reply: reply, allowed: true},
 			attack{pub: "$JS.API.STREAM.MSG.GET.CUECAST", reply: reply, body: `{"seq":1}`, allowed: true},
 			attack{pub: "$JS.API.INFO", reply: reply, allowed: true},
+			attack{pub: natsconf.ReportStreamInfo, reply: reply, allowed: true},
 			attack{pub: "$JS.API.STREAM.NAMES", reply: reply, allowed: true},
 			// Writes it may make, refused by their expectations: only the
 			// error answers the reply.
