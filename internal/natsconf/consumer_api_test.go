@@ -18,7 +18,9 @@ import (
 // as requests of its account, as a direct get's answers were (a stored
 // message's body parses as a purge request that purges everything). A
 // compromised node creates, through its leafnode link, consumers upstream
-// delivering on the local API of the hub and the region, on the hub's own
+// (on the hub's fan-out mirror, the one stream the link reaches there, and
+// on the region's mirror) delivering on the local API of the hub and the
+// region, on the hub's own
 // domain API and on the region's, also with interest in those subjects
 // from below; a control consumer delivering on an ordinary subject shows
 // when the others would have delivered. None delivers, none purges: the
@@ -29,7 +31,7 @@ func TestConsumerDeliveryOnAPISubject(t *testing.T) {
 	st := startSuiteTree(t, false)
 	node := st.servers[2]
 	nc := node.Connect(t, natsconf.DistributorUser)
-	for _, subj := range []string{"$JS.API.STREAM.PURGE.CUECAST", "$JS.API.STREAM.PURGE.CUECAST_REPORTS", "$JS.API.STREAM.PURGE.CUECAST_search"} {
+	for _, subj := range []string{"$JS.API.STREAM.PURGE.CUECAST", "$JS.API.STREAM.PURGE." + natsconf.FanoutStream, "$JS.API.STREAM.PURGE.CUECAST_search"} {
 		if _, err := nc.Subscribe(subj, func(*nats.Msg) {}); err != nil {
 			t.Fatal(err)
 		}
@@ -44,12 +46,12 @@ func TestConsumerDeliveryOnAPISubject(t *testing.T) {
 	before := snapshot(t, st.dist, st.domains)
 	type evil struct{ api, stream, name, deliver string }
 	cs := []evil{
-		{"$JS.hub.API", "KV_cuecast-rollouts", "evil0", "$JS.API.STREAM.PURGE.CUECAST"},
-		{"$JS.hub.API", "CUECAST", "evil1", "$JS.API.STREAM.PURGE.CUECAST_REPORTS"},
+		{"$JS.hub.API", natsconf.FanoutStream, "evil0", "$JS.API.STREAM.PURGE." + natsconf.FanoutStream},
+		{"$JS.hub.API", natsconf.FanoutStream, "evil1", "$JS.API.STREAM.PURGE.CUECAST"},
 		{"$JS.eu-west.API", "CUECAST_payments", "evil2", "$JS.API.STREAM.PURGE.CUECAST_search"},
-		{"$JS.hub.API", "KV_cuecast-rollouts", "evil3", "$JS.eu-west.API.STREAM.PURGE.CUECAST_search"},
-		{"$JS.hub.API", "CUECAST_REPORTS", "evil4", "$JS.hub.API.STREAM.PURGE.CUECAST"},
-		{"$JS.hub.API", "CUECAST", "control", "probe.control"},
+		{"$JS.hub.API", natsconf.FanoutStream, "evil3", "$JS.eu-west.API.STREAM.PURGE.CUECAST_search"},
+		{"$JS.hub.API", natsconf.FanoutStream, "evil4", "$JS.hub.API.STREAM.PURGE." + natsconf.FanoutStream},
+		{"$JS.hub.API", natsconf.FanoutStream, "control", "probe.control"},
 	}
 	for _, c := range cs {
 		body := fmt.Sprintf(`{"stream_name":%q,"config":{"name":%q,"deliver_subject":%q,"ack_policy":"none","deliver_policy":"all"}}`, c.stream, c.name, c.deliver)
@@ -64,7 +66,7 @@ func TestConsumerDeliveryOnAPISubject(t *testing.T) {
 			t.Fatalf("create consumer %s: %s", c.name, m.Data)
 		}
 	}
-	want := int64(streamState(t, st.dist, "hub", natsconf.Stream).Msgs)
+	want := int64(streamState(t, st.dist, "fanout", natsconf.FanoutStream).Msgs)
 	poll.Until(t, "the control consumer delivered the stream", 10*time.Second, func() (bool, string) {
 		n := control.Load()
 		return n >= want, fmt.Sprintf("%d of %d messages", n, want)
