@@ -17,8 +17,9 @@ type MirrorSpec struct {
 	// Upstream is the JetStream domain of the level above.
 	Upstream string
 	// FromHub says Upstream is the hub's domain: the mirrors then read the
-	// CUECAST stream filtered to their namespace; otherwise they read the
-	// upstream level's CUECAST_<ns> mirrors.
+	// hub's FanoutStream (in the account the links log in to) filtered to
+	// their namespace; otherwise they read the upstream level's
+	// CUECAST_<ns> mirrors.
 	FromHub bool
 	// Namespaces get one mirror each.
 	Namespaces []string
