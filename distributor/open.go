@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/internal/natsconf"
 )
 
 // Open returns a Distributor over the CUECAST and CUECAST_REPORTS streams
@@ -44,13 +45,11 @@ func Open(ctx context.Context, nc *nats.Conn, o Options) (*Distributor, error) {
 	}
 	// Best effort, for the report stream's max age (how long a report
 	// stays live, reportTTL): credentials with JetStream's management API
-	// read the stream's configuration; the operator's account, which has
-	// none, gets no answer and follows Options.Heartbeat.
-	ictx, cancel := context.WithTimeout(ctx, time.Second)
-	if st, err := js.Stream(ictx, cuecast.ReportStream); err == nil {
-		d.reports = st
-	}
-	cancel()
+	// read the stream's information; the operator's account reads it
+	// under natsconf.OperatorAPIPrefix, its one import of that API
+	// (docs/SECURITY.md). Without either, Options.Heartbeat decides. The
+	// stream stays read-only either way.
+	d.reports = readOnlyStream{name: cuecast.ReportStream, info: reportStreamInfo(ctx, js, nc)}
 	// Like New: the pointer cache follows the RePublished pointers.
 	if err := d.followPointers(); err != nil {
 		return nil, fmt.Errorf("open distributor: %w", err)
@@ -63,25 +62,31 @@ func Open(ctx context.Context, nc *nats.Conn, o Options) (*Distributor, error) {
 var ErrReadOnly = errors.New("distributor opened read-only (distributor.Open)")
 
 // readOnlyStream stands in for a stream an opened Distributor does not
-// manage: it has no cached information (the report TTL then follows
-// Options.Heartbeat), and what the distributor calls on it fails with
+// manage: its cached information is what Open read, if anything (else the
+// report TTL follows Options.Heartbeat), and what the distributor calls on it fails with
 // ErrReadOnly. It implements nothing else: the distributor calls nothing
 // else.
 type readOnlyStream struct {
 	jetstream.Stream
 	name string
+	info *jetstream.StreamInfo // read once by Open, or nil
 }
 
-func (s readOnlyStream) CachedInfo() *jetstream.StreamInfo { return nil }
+func (s readOnlyStream) CachedInfo() *jetstream.StreamInfo { return s.info }
 
-func (s readOnlyStream) Info(context.Context, ...jetstream.StreamInfoOpt) (*jetstream.StreamInfo, error) {
-	return nil, fmt.Errorf("stream %s: %w", s.name, ErrReadOnly)
-}
-
-func (s readOnlyStream) Purge(context.Context, ...jetstream.StreamPurgeOpt) error {
-	return fmt.Errorf("purge stream %s: %w", s.name, ErrReadOnly)
-}
-
-func (s readOnlyStream) GetLastMsgForSubject(context.Context, string) (*jetstream.RawStreamMsg, error) {
-	return nil, fmt.Errorf("stream %s: %w", s.name, ErrReadOnly)
+// reportStreamInfo reads the report stream's information under the
+// operator's prefix (no responders at once for other credentials), else
+// through the JetStream API; nil when neither answers within a second.
+func reportStreamInfo(ctx context.Context, js jetstream.JetStream, nc *nats.Conn) *jetstream.StreamInfo {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if ojs, err := jetstream.NewWithAPIPrefix(nc, natsconf.OperatorAPIPrefix); err == nil {
+		if st, err := ojs.Stream(ctx, cuecast.ReportStream); err == nil {
+			return st.CachedInfo()
+		}
+	}
+	if st, err := js.Stream(ctx, cuecast.ReportStream); err == nil {
+		return st.CachedInfo()
+	}
+	return nil
 }

@@ -240,7 +240,8 @@ func newMirrorsCmd(env *Env, runF func(*cobra.Command, *MirrorsOptions) error) *
 		Short: "Create the namespace mirrors of a leaf or node domain",
 		Long: `Mirrors connects (as the distributor user) and creates or updates CUECAST_<ns> for
 every --namespace in JetStream domain --domain, mirroring the upstream domain: the
-hub's CUECAST stream filtered to the namespace with --from-hub, the upstream level's
+hub's CUECAST_FANOUT (its mirror of CUECAST in the account the links log in to, which
+serve creates) filtered to the namespace with --from-hub, the upstream level's
 CUECAST_<ns> otherwise. Each mirror RePublishes onto ccr.<ns>.> for its level.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
@@ -257,7 +258,7 @@ CUECAST_<ns> otherwise. Each mirror RePublishes onto ccr.<ns>.> for its level.`,
 	f.StringVar(&opts.NATS, "nats", defaultNATSURL(env), "NATS server URL (any server of the tree)")
 	f.StringVar(&opts.Domain, "domain", "", "JetStream domain to create the mirrors in")
 	f.StringVar(&opts.Upstream, "upstream", "", "JetStream domain of the level above")
-	f.BoolVar(&opts.FromHub, "from-hub", false, "the upstream domain is the hub's (mirror CUECAST filtered by namespace)")
+	f.BoolVar(&opts.FromHub, "from-hub", false, "the upstream domain is the hub's (mirror its CUECAST_FANOUT filtered by namespace)")
 	f.StringSliceVar(&opts.Namespaces, "namespace", nil, "namespace to mirror (repeatable)")
 	f.IntVar(&opts.Replicas, "replicas", 1, "replicas of each mirror (3 in a clustered domain)")
 	f.IntVar(&opts.Retain, "retain", 100, "messages kept per subject: serve's retention of versions per config")

@@ -32,7 +32,10 @@
 // from Keys.UserCreds carrying the same permissions; Keys.InstanceCreds
 // binds one instance's reports to it. The leaf user a lower level's link
 // logs in with may not send versions, pointers, stream administration or
-// direct gets up (LeafDenied). The Standalone level is serve's embedded server with
+// direct gets up (LeafDenied); at the hub it is a user of FanoutAccount,
+// whose only stream is FanoutStream, a mirror of CUECAST that serve
+// creates (Fanout) and the regions mirror, so nothing JetStream answers or
+// delivers for a link is stored. The Standalone level is serve's embedded server with
 // --secure: the hub's accounts without cluster or leafnodes. EnsureTLS
 // makes a private CA and a server's own certificate.
 //

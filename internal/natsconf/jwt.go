@@ -86,6 +86,7 @@ func (k *Keys) UserCreds(user string) ([]byte, error) {
 		uc.Permissions.Pub.Allow.Add(p.Publish...)
 		uc.Permissions.Pub.Deny.Add(p.PublishDeny...)
 		uc.Permissions.Sub.Allow.Add(p.Subscribe...)
+		uc.Permissions.Sub.Deny.Add(p.SubscribeDeny...)
 	}
 	signer := k.Account
 	if user == SystemUser {
@@ -93,6 +94,12 @@ func (k *Keys) UserCreds(user string) ([]byte, error) {
 	}
 	if user == OperatorUser {
 		if signer, err = k.OperatorAccountKey(); err != nil {
+			return nil, err
+		}
+	}
+	if user == LeafUser {
+		// The links' user: the hub's fan-out account, a region's mirrors'.
+		if signer, err = k.FanoutAccountKey(); err != nil {
 			return nil, err
 		}
 	}
@@ -193,55 +200,106 @@ func (k *Keys) OperatorAccountKey() (nkeys.KeyPair, error) {
 	return kp, nil
 }
 
-// importInto exports im from the CUECAST account (claims ac, public key
-// acctPub) to the account with public key pub alone, and imports it there
-// (claims into) with an activation token the CUECAST account signed.
-// With ac nil, the export exists already (another account imports it too).
-func (k *Keys) importInto(ac, into *jwt.AccountClaims, acctPub, pub, name string, im serviceImport) error {
+// FanoutAccountKey is the key of the hub's fan-out account
+// (FanoutAccount), which the leafnode links' user (LeafUser) belongs to,
+// derived from the CUECAST account's seed as the namespaces' are
+// (ServiceAccountKey). Below the hub, the account holding a level's
+// mirrors has this key too (named CUECAST there), so that the same
+// leaf.creds binds a region's links to its mirrors and a link into the hub
+// to the fan-out account, never to the hub's CUECAST.
+func (k *Keys) FanoutAccountKey() (nkeys.KeyPair, error) {
+	seed, err := k.Account.Seed()
+	if err != nil {
+		return nil, fmt.Errorf("read account seed: %w", err)
+	}
+	raw := sha256.Sum256(append([]byte("cuecast fanout account\x00"), seed...))
+	kp, err := nkeys.FromRawSeed(nkeys.PrefixByteAccount, raw[:])
+	if err != nil {
+		return nil, fmt.Errorf("derive the fan-out account key: %w", err)
+	}
+	return kp, nil
+}
+
+// LocalAdminCreds returns the .creds file of a user without permissions in
+// the account holding the mirrors of a level below the hub: what whoever
+// administers such a server can make for itself anyway (its own
+// configuration). For tests of a compromised host and for local tooling;
+// the hub does not know this account by that name.
+func (k *Keys) LocalAdminCreds() ([]byte, error) {
+	fkp, err := k.FanoutAccountKey()
+	if err != nil {
+		return nil, err
+	}
+	return userCreds(fkp, "local-admin", Permissions{})
+}
+
+// exporter is an account that exports to others in operator mode.
+type exporter struct {
+	kp     nkeys.KeyPair
+	pub    string
+	claims *jwt.AccountClaims
+}
+
+// importInto exports im from ex (with claims nil, the export exists
+// already: another account imports it too) to the account with public key
+// pub alone, and imports it there (claims into) with an activation token
+// ex signed.
+func importInto(ex exporter, exportClaims, into *jwt.AccountClaims, pub, name string, im serviceImport) error {
 	typ := jwt.Service
 	if im.stream {
 		typ = jwt.Stream
 	}
-	if ac != nil {
+	if exportClaims != nil {
 		e := &jwt.Export{Name: name + " " + im.subject, Subject: jwt.Subject(im.subject), Type: typ, TokenReq: true}
 		if im.streamed {
 			e.ResponseType = jwt.ResponseTypeStream
 		}
-		ac.Exports.Add(e)
+		exportClaims.Exports.Add(e)
 	}
 	act := jwt.NewActivationClaims(pub)
 	act.ImportSubject = jwt.Subject(im.subject)
 	act.ImportType = typ
-	token, err := act.Encode(k.Account)
+	token, err := act.Encode(ex.kp)
 	if err != nil {
 		return fmt.Errorf("sign activation of %s for %s: %w", im.subject, name, err)
 	}
-	into.Imports.Add(&jwt.Import{Name: im.subject, Subject: jwt.Subject(im.subject), Account: acctPub, Token: token, Type: typ})
+	imp := &jwt.Import{Name: im.subject, Subject: jwt.Subject(im.subject), Account: ex.pub, Token: token, Type: typ}
+	if im.to != "" {
+		imp.LocalSubject = jwt.RenamingSubject(im.to)
+	}
+	into.Imports.Add(imp)
 	return nil
 }
 
 // operatorMode are the JWTs an operator-mode server preloads.
 type operatorMode struct {
 	operatorJWT string
-	accountPub  string
-	systemPub   string
-	accounts    map[string]string // public key ▶ account JWT
-	// serviceAccounts are the namespaces' accounts' public keys, in the
-	// order of Spec.Namespaces, then the operator's account's.
-	serviceAccounts []string
+	// mainPub is the account holding the level's streams or mirrors,
+	// which the leafnode remote binds: CUECAST's key at the hub (and
+	// standalone), FanoutAccountKey's below it.
+	mainPub   string
+	systemPub string
+	accounts  map[string]string // public key ▶ account JWT
+	// preload lists the accounts' public keys in the order written.
+	preload []string
 }
 
-func (k *Keys) operatorMode(namespaces []string) (operatorMode, error) {
+func accountPub(kp nkeys.KeyPair, name string) (string, error) {
+	pub, err := kp.PublicKey()
+	if err != nil {
+		return "", fmt.Errorf("read the %s account key: %w", name, err)
+	}
+	return pub, nil
+}
+
+func (k *Keys) operatorMode(namespaces []string, level Level) (operatorMode, error) {
 	var m operatorMode
 	opub, err := k.Operator.PublicKey()
 	if err != nil {
 		return m, fmt.Errorf("read operator key: %w", err)
 	}
-	if m.accountPub, err = k.Account.PublicKey(); err != nil {
-		return m, fmt.Errorf("read account key: %w", err)
-	}
-	if m.systemPub, err = k.System.PublicKey(); err != nil {
-		return m, fmt.Errorf("read system account key: %w", err)
+	if m.systemPub, err = accountPub(k.System, SystemAccount); err != nil {
+		return m, err
 	}
 	oc := jwt.NewOperatorClaims(opub)
 	oc.Name = "cuecast"
@@ -250,41 +308,59 @@ func (k *Keys) operatorMode(namespaces []string) (operatorMode, error) {
 		return m, fmt.Errorf("sign operator: %w", err)
 	}
 	m.accounts = map[string]string{}
-	ac := jwt.NewAccountClaims(m.accountPub)
+	fkp, err := k.FanoutAccountKey()
+	if err != nil {
+		return m, err
+	}
+	fanoutPub, err := accountPub(fkp, FanoutAccount)
+	if err != nil {
+		return m, err
+	}
+	cuecastPub, err := accountPub(k.Account, Account)
+	if err != nil {
+		return m, err
+	}
+	main := exporter{kp: k.Account, pub: cuecastPub}
+	if level == Leaf || level == Node {
+		main = exporter{kp: fkp, pub: fanoutPub}
+	}
+	m.mainPub = main.pub
+	jsLimits := jwt.JetStreamLimits{MemoryStorage: -1, DiskStorage: -1, Streams: -1, Consumer: -1, MaxAckPending: -1, MemoryMaxStreamBytes: -1, DiskMaxStreamBytes: -1}
+	ac := jwt.NewAccountClaims(main.pub)
 	ac.Name = Account
-	ac.Limits.JetStreamLimits = jwt.JetStreamLimits{MemoryStorage: -1, DiskStorage: -1, Streams: -1, Consumer: -1, MaxAckPending: -1, MemoryMaxStreamBytes: -1, DiskMaxStreamBytes: -1}
+	ac.Limits.JetStreamLimits = jsLimits
+	main.claims = ac
+	m.preload = append(m.preload, main.pub, m.systemPub)
 	for _, ns := range namespaces {
 		skp, err := k.ServiceAccountKey(ns)
 		if err != nil {
 			return m, err
 		}
-		spub, err := skp.PublicKey()
+		spub, err := accountPub(skp, ServiceAccount(ns))
 		if err != nil {
-			return m, fmt.Errorf("read account key of %s: %w", ns, err)
+			return m, err
 		}
 		sc := jwt.NewAccountClaims(spub)
 		sc.Name = ServiceAccount(ns)
 		for _, im := range serviceImports(ns) {
 			// Exported to this account alone: the import carries an
-			// activation token the CUECAST account signed for it.
-			if err := k.importInto(ac, sc, m.accountPub, spub, ns, im); err != nil {
+			// activation token the exporting account signed for it.
+			if err := importInto(main, ac, sc, spub, ns, im); err != nil {
 				return m, err
 			}
 		}
-		sjwt, err := sc.Encode(k.Operator)
-		if err != nil {
+		if m.accounts[spub], err = sc.Encode(k.Operator); err != nil {
 			return m, fmt.Errorf("sign account of %s: %w", ns, err)
 		}
-		m.accounts[spub] = sjwt
-		m.serviceAccounts = append(m.serviceAccounts, spub)
+		m.preload = append(m.preload, spub)
 	}
 	okp, err := k.OperatorAccountKey()
 	if err != nil {
 		return m, err
 	}
-	opPub, err := okp.PublicKey()
+	opPub, err := accountPub(okp, OperatorAccount)
 	if err != nil {
-		return m, fmt.Errorf("read the operator's account key: %w", err)
+		return m, err
 	}
 	oac := jwt.NewAccountClaims(opPub)
 	oac.Name = OperatorAccount
@@ -294,30 +370,64 @@ func (k *Keys) operatorMode(namespaces []string) (operatorMode, error) {
 			// namespace's account imports its own updates: the operator
 			// imports those exports, one per namespace of the tree.
 			for _, ns := range namespaces {
-				if err := k.importInto(nil, oac, m.accountPub, opPub, OperatorAccount, serviceImport{subject: "ccr." + ns + ".>", stream: true}); err != nil {
+				if err := importInto(main, nil, oac, opPub, OperatorAccount, serviceImport{subject: "ccr." + ns + ".>", stream: true}); err != nil {
 					return m, err
 				}
 			}
 			continue
 		}
-		if err := k.importInto(ac, oac, m.accountPub, opPub, OperatorAccount, im); err != nil {
+		if err := importInto(main, ac, oac, opPub, OperatorAccount, im); err != nil {
 			return m, err
 		}
+	}
+	if level == Hub {
+		// The fan-out account the links are bound to (natsconf.go,
+		// Generate): its mirror's imports from CUECAST, and what it
+		// exports to CUECAST and, for the reports, to the operator.
+		fc := jwt.NewAccountClaims(fanoutPub)
+		fc.Name = FanoutAccount
+		fc.Limits.JetStreamLimits = jsLimits
+		fanout := exporter{kp: fkp, pub: fanoutPub, claims: fc}
+		for _, im := range fanoutImports() {
+			if im.subject == "ccs.>" {
+				// An account's service exports may not overlap either:
+				// the reports of each namespace of the tree, through
+				// the exports its services import.
+				for _, ns := range namespaces {
+					if err := importInto(main, nil, fc, fanoutPub, FanoutAccount, serviceImport{subject: "ccs." + ns + ".>"}); err != nil {
+						return m, err
+					}
+				}
+				continue
+			}
+			if err := importInto(main, ac, fc, fanoutPub, FanoutAccount, im); err != nil {
+				return m, err
+			}
+		}
+		for _, im := range fanoutExports() {
+			if err := importInto(fanout, fc, ac, main.pub, Account, im); err != nil {
+				return m, err
+			}
+		}
+		if err := importInto(fanout, fc, oac, opPub, OperatorAccount, operatorFanoutReports); err != nil {
+			return m, err
+		}
+		if m.accounts[fanoutPub], err = fc.Encode(k.Operator); err != nil {
+			return m, fmt.Errorf("sign the fan-out account: %w", err)
+		}
+		m.preload = append(m.preload, fanoutPub)
 	}
 	if m.accounts[opPub], err = oac.Encode(k.Operator); err != nil {
 		return m, fmt.Errorf("sign the operator's account: %w", err)
 	}
-	m.serviceAccounts = append(m.serviceAccounts, opPub)
-	acctJWT, err := ac.Encode(k.Operator)
-	if err != nil {
+	m.preload = append(m.preload, opPub)
+	if m.accounts[main.pub], err = ac.Encode(k.Operator); err != nil {
 		return m, fmt.Errorf("sign account: %w", err)
 	}
 	sc := jwt.NewAccountClaims(m.systemPub)
 	sc.Name = SystemAccount
-	sysJWT, err := sc.Encode(k.Operator)
-	if err != nil {
+	if m.accounts[m.systemPub], err = sc.Encode(k.Operator); err != nil {
 		return m, fmt.Errorf("sign system account: %w", err)
 	}
-	m.accounts[m.accountPub], m.accounts[m.systemPub] = acctJWT, sysJWT
 	return m, nil
 }

@@ -69,6 +69,27 @@ const (
 	auditStream  = "CUECAST_AUDIT"
 )
 
+// The hub's fan-out account (docs/SECURITY.md, a compromised node or leaf
+// host): the leafnode links from below are bound to it, never to CUECAST.
+const (
+	// FanoutAccount holds FanoutStream, a mirror of CUECAST, which the
+	// regions' mirrors read; its own streams capture no subject, so
+	// nothing JetStream publishes there for a link (an answer on the
+	// link's reply subject, a consumer's deliveries) is stored.
+	FanoutAccount = "FANOUT"
+	// FanoutStream is the hub's mirror of CUECAST in FanoutAccount.
+	FanoutStream = "CUECAST_FANOUT"
+	// FanoutAPIPrefix is where FanoutAccount imports the one JetStream
+	// request its mirror makes of CUECAST, the creation of its consumer
+	// ($JS.API.CONSUMER.CREATE.CUECAST.>), and FanoutDeliverPrefix where
+	// that consumer's deliveries arrive (StreamSource.External).
+	FanoutAPIPrefix     = "cuecast.fanout.api"
+	FanoutDeliverPrefix = "cuecast.fanout.deliver"
+	// FanoutAdminPrefix is the API prefix (jetstream.WithAPIPrefix) under
+	// which the CUECAST account (serve) manages FanoutAccount's streams.
+	FanoutAdminPrefix = "cuecast.fanout.admin"
+)
+
 // ServiceUser is the user a namespace's services connect as.
 func ServiceUser(ns string) string { return "svc-" + ns }
 
@@ -91,25 +112,43 @@ type serviceImport struct {
 	// direct get), whose responses the import must let through until the
 	// end of the batch.
 	streamed bool
+	// to, when set, is the subject the importing account requests it on.
+	to string
 }
+
+// local is the subject the importing account uses.
+func (im serviceImport) local() string { return cmp.Or(im.to, im.subject) }
+
+// OperatorAPIPrefix is the API prefix (jetstream.WithAPIPrefix) under which
+// the operator's account reaches the one JetStream management request it
+// may make, the report stream's information (ReportStreamInfo). Every
+// account has the server's own $JS.API.> import, which would answer it
+// for the operator's account, which has no JetStream.
+const OperatorAPIPrefix = "cuecast.operator.api"
+
+// ReportStreamInfo is the subject, in the operator's account, of the
+// report stream's information: its max age is how long a report stays
+// live, which serve sets from its heartbeat and `status --wait` needs.
+const ReportStreamInfo = OperatorAPIPrefix + ".STREAM.INFO." + reportStream
 
 // operatorStreams are the streams the operator reads, by direct get only.
 var operatorStreams = []string{Stream, reportStream, rolloutStream, auditStream, tailerStream}
 
 // OperatorImports are the exports of the CUECAST account the operator's
-// account reaches, the only ways out of it: the direct gets of every
-// stream it reads (batched: responses streamed), its two writes (rollout
+// account reaches (named as it requests them), the only ways out of it:
+// the direct gets of every stream it reads (batched: responses streamed),
+// the report stream's information (ReportStreamInfo), its two writes (rollout
 // records by compare-and-swap, audit entries), and the updates and reports
 // it follows live. Like a namespace's, its account rewrites the reply
 // subject of every request it makes, so no answer is stored in or
 // delivered on a subject of the CUECAST account; and it reaches no
-// JetStream management API (no STREAM.INFO, no consumer, whose deliver
+// JetStream management API but that one read (no consumer, whose deliver
 // subject no permission sees), which an account without JetStream is not
 // answered on through an import anyway.
 func OperatorImports() []string {
 	var out []string
 	for _, im := range operatorImports() {
-		out = append(out, im.subject)
+		out = append(out, im.local())
 	}
 	return out
 }
@@ -123,6 +162,9 @@ func operatorImports() []serviceImport {
 		)
 	}
 	return append(im,
+		// A read of one stream's information, answered like every request
+		// through an import: to the requester alone.
+		serviceImport{subject: "$JS.API.STREAM.INFO." + reportStream, to: ReportStreamInfo},
 		serviceImport{subject: "$KV." + strings.TrimPrefix(rolloutStream, "KV_") + ".>"},
 		serviceImport{subject: "cca.>"},
 		serviceImport{subject: "ccr.>", stream: true},
@@ -131,15 +173,51 @@ func operatorImports() []serviceImport {
 }
 
 // serviceImports are the exports of the CUECAST account a namespace's
-// services reach: the only ways out of their account.
+// services reach: the only ways out of their account. The direct gets
+// answer a batched get with several messages (streamed), which the import
+// lets through only as a stream response.
 func serviceImports(ns string) []serviceImport {
 	return []serviceImport{
-		{subject: "$JS.API.DIRECT.GET." + MirrorStream(ns)},
-		{subject: "$JS.API.DIRECT.GET." + MirrorStream(ns) + ".>"},
+		{subject: "$JS.API.DIRECT.GET." + MirrorStream(ns), streamed: true},
+		{subject: "$JS.API.DIRECT.GET." + MirrorStream(ns) + ".>", streamed: true},
 		{subject: "ccs." + ns + ".>"},
 		{subject: "ccr." + ns + ".>", stream: true},
 	}
 }
+
+// fanoutImports are the exports of the CUECAST account the hub's fan-out
+// account (FanoutAccount) reaches: the creation of its mirror's consumer
+// (imported under FanoutAPIPrefix; its deliveries under FanoutDeliverPrefix
+// and its flow control), and reports, which the links carry up.
+//
+// Only the filtered form of the consumer creation
+// ($JS.API.CONSUMER.CREATE.CUECAST.<name>.<filter>, FanoutConfig filters
+// on cc.>): an import of a literal subject is interest a consumer the link
+// created would deliver on, and its deliveries would reach CUECAST's API.
+func fanoutImports() []serviceImport {
+	create := "$JS.API.CONSUMER.CREATE." + Stream + ".>"
+	return []serviceImport{
+		{subject: create, to: FanoutAPIPrefix + ".CONSUMER.CREATE." + Stream + ".>"},
+		{subject: "$JS.FC." + Stream + ".>"},
+		{subject: FanoutDeliverPrefix + ".>", stream: true},
+		{subject: "ccs.>"},
+	}
+}
+
+// fanoutExports are what the CUECAST account imports from FanoutAccount:
+// its JetStream API under FanoutAdminPrefix (serve manages FanoutStream),
+// and the lower domains' APIs, which reach them through the links
+// (`nats-config mirrors` from the hub).
+func fanoutExports() []serviceImport {
+	return []serviceImport{
+		{subject: "$JS.API.>", to: FanoutAdminPrefix + ".>"},
+		{subject: "$JS.*.API.>"},
+	}
+}
+
+// operatorFanoutReports is what the operator's account imports from the
+// hub's fan-out account: the reports the links carry up, followed live.
+var operatorFanoutReports = serviceImport{subject: "ccs.>", stream: true}
 
 // MirrorStream is the stream holding one namespace's versions and pointers in
 // every domain; services direct-get from it and from nothing else.
@@ -370,6 +448,8 @@ type Permissions struct {
 	Publish     []string
 	Subscribe   []string
 	PublishDeny []string
+	// SubscribeDeny, when set, are subjects denied within Subscribe.
+	SubscribeDeny []string
 }
 
 // UserPermissions returns the permissions of user in the CUECAST account;
@@ -393,19 +473,16 @@ func UserPermissions(user string) (Permissions, bool) {
 		var pub []string
 		for _, im := range operatorImports() {
 			if !im.stream {
-				pub = append(pub, im.subject)
+				pub = append(pub, im.local())
 			}
 		}
-		// distributor.Open asks for the report stream's max age, best
-		// effort: the operator's account has no JetStream, nothing answers.
-		pub = append(pub, "$JS.API.STREAM.INFO."+reportStream)
 		// ccs.>: `status --wait` follows the reports live rather than
 		// reading the report stream several times a second.
 		return Permissions{Publish: pub, Subscribe: []string{"_INBOX.>", "ccr.>", "ccs.>"}}, true
 	case user == LeafUser:
 		// A leafnode connection from the level below: it sends reports and
 		// what its mirrors need up, never writes (LeafDenied).
-		return Permissions{PublishDeny: LeafDenied(), Subscribe: []string{">"}}, true
+		return Permissions{PublishDeny: LeafDenied(), Subscribe: []string{">"}, SubscribeDeny: LeafNoInterest()}, true
 	case strings.HasPrefix(user, "svc-"):
 		ns := strings.TrimPrefix(user, "svc-")
 		return Permissions{
@@ -468,11 +545,25 @@ func InstancePermissions(ns, instance string) Permissions {
 // mirror.
 func LeafDenied() []string {
 	var d []string
-	d = append(d, "cc.>", "cca.>", "$KV.>", "$JS.API.>", "$JS.*.API.DIRECT.GET.>")
+	d = append(d, "cc.>", "cca.>", "$KV.>", "$JS.API.>", "$JS.*.API.DIRECT.GET.>",
+		// The hub's fan-out account imports these from CUECAST for its
+		// mirror alone: the creation of its consumer, the consumer's
+		// deliveries and flow control.
+		FanoutAPIPrefix+".>", FanoutDeliverPrefix+".>", FanoutAdminPrefix+".>", "$JS.FC."+Stream+".>")
 	for _, op := range []string{"CREATE", "UPDATE", "DELETE", "PURGE", "MSG.DELETE", "SNAPSHOT", "RESTORE"} {
 		d = append(d, "$JS.*.API.STREAM."+op+".>")
 	}
 	return d
+}
+
+// LeafNoInterest are the subjects a lower level's leafnode connection may
+// not subscribe to upstream: the hub's fan-out account imports these from
+// CUECAST for its mirror alone. Interest from a link there would make a
+// consumer the link created deliver on them, and a delivery the import
+// then carries into CUECAST (a consumer's creation, its flow control, the
+// fan-out mirror's own deliveries).
+func LeafNoInterest() []string {
+	return []string{FanoutAPIPrefix + ".>", FanoutDeliverPrefix + ".>", FanoutAdminPrefix + ".>", "$JS.FC." + Stream + ".>"}
 }
 
 // Generate renders the nats-server configuration of one server.
@@ -491,7 +582,7 @@ func Generate(s Spec) (string, error) {
 	var om operatorMode
 	if s.Keys != nil {
 		var err error
-		if om, err = s.Keys.operatorMode(s.Namespaces); err != nil {
+		if om, err = s.Keys.operatorMode(s.Namespaces, s.Level); err != nil {
 			return "", fmt.Errorf("generate %s config: %w", s.Level, err)
 		}
 		w.blank()
@@ -499,7 +590,7 @@ func Generate(s Spec) (string, error) {
 		w.kv("operator", q(om.operatorJWT))
 		w.kv("resolver", "MEMORY")
 		w.open("resolver_preload")
-		for _, pub := range append([]string{om.accountPub, om.systemPub}, om.serviceAccounts...) {
+		for _, pub := range om.preload {
 			w.kv(pub, q(om.accounts[pub]))
 		}
 		w.close()
@@ -562,7 +653,7 @@ func Generate(s Spec) (string, error) {
 			w.list("urls", urls)
 			if s.Keys != nil {
 				w.kv("credentials", q(s.LeafCreds))
-				w.kv("account", q(om.accountPub))
+				w.kv("account", q(om.mainPub))
 			} else {
 				w.kv("account", q(Account))
 			}
@@ -586,10 +677,21 @@ func Generate(s Spec) (string, error) {
 	w.kv("jetstream", "enabled")
 	w.open("users = [")
 	w.user(DistributorUser, s.Passwords[DistributorUser])
-	if s.LeafListen != "" {
+	if s.LeafListen != "" && s.Level != Hub {
+		// A region's account holds mirrors only: nothing JetStream
+		// publishes there for a node's link is stored (docs/SECURITY.md).
 		w.user(LeafUser, s.Passwords[LeafUser])
 	}
 	w.closeWith("]")
+	if s.Level == Hub {
+		w.comment("The fan-out account's JetStream API (serve manages its mirror) and, through")
+		w.comment("the links bound to it, the lower domains' APIs.")
+		w.open("imports = [")
+		for _, im := range fanoutExports() {
+			w.impFrom(im, FanoutAccount)
+		}
+		w.closeWith("]")
+	}
 	if s.Level == Standalone {
 		// Without leafnodes nothing maps the domain's API onto the local
 		// one (and account mappings do not apply to the streams' own
@@ -608,8 +710,36 @@ func Generate(s Spec) (string, error) {
 			w.export(im, ServiceAccount(ns))
 		}
 	}
+	if s.Level == Hub {
+		for _, im := range fanoutImports() {
+			w.export(im, FanoutAccount)
+		}
+	}
 	w.closeWith("]")
 	w.close()
+	if s.Level == Hub {
+		w.comment("The leafnode links from below log in here, never into %s: this account's", Account)
+		w.comment("only stream is %s, a mirror that captures no subject, so nothing JetStream", FanoutStream)
+		w.comment("publishes for a link (an answer on its reply subject, a consumer's deliveries)")
+		w.comment("is stored (docs/SECURITY.md).")
+		w.open(FanoutAccount)
+		w.kv("jetstream", "enabled")
+		w.open("users = [")
+		w.user(LeafUser, s.Passwords[LeafUser])
+		w.closeWith("]")
+		w.open("imports = [")
+		for _, im := range fanoutImports() {
+			w.imp(im)
+		}
+		w.closeWith("]")
+		w.open("exports = [")
+		for _, im := range fanoutExports() {
+			w.line("{service: %s, accounts: [%s]}", q(im.subject), q(Account))
+		}
+		w.export(operatorFanoutReports, OperatorAccount)
+		w.closeWith("]")
+		w.close()
+	}
 	w.open(OperatorAccount)
 	w.open("users = [")
 	w.user(OperatorUser, s.Passwords[OperatorUser])
@@ -617,6 +747,11 @@ func Generate(s Spec) (string, error) {
 	w.open("imports = [")
 	for _, im := range operatorImports() {
 		w.imp(im)
+	}
+	if s.Level == Hub {
+		// The reports the links carry up, live: those reach CUECAST
+		// through a service import, which no stream export passes on.
+		w.impFrom(operatorFanoutReports, FanoutAccount)
 	}
 	w.closeWith("]")
 	w.close()
@@ -737,6 +872,9 @@ func (w *confWriter) user(u, password string) {
 	w.close()
 	w.open("subscribe")
 	w.list("allow", quoteAll(perm.Subscribe))
+	if len(perm.SubscribeDeny) > 0 {
+		w.list("deny", quoteAll(perm.SubscribeDeny))
+	}
 	w.close()
 	w.close()
 	w.closeWith("}")
@@ -755,12 +893,19 @@ func (w *confWriter) export(im serviceImport, account string) {
 }
 
 // imp writes one import from the CUECAST account.
-func (w *confWriter) imp(im serviceImport) {
+func (w *confWriter) imp(im serviceImport) { w.impFrom(im, Account) }
+
+// impFrom writes one import from account.
+func (w *confWriter) impFrom(im serviceImport, account string) {
 	kind := "service"
 	if im.stream {
 		kind = "stream"
 	}
-	w.line("{%s: {account: %s, subject: %s}}", kind, q(Account), q(im.subject))
+	if im.to != "" {
+		w.line("{%s: {account: %s, subject: %s}, to: %s}", kind, q(account), q(im.subject), q(im.to))
+		return
+	}
+	w.line("{%s: {account: %s, subject: %s}}", kind, q(account), q(im.subject))
 }
 
 func (w *confWriter) tls(t *TLS, verify bool) {

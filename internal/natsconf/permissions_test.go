@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -193,6 +194,9 @@ func snapshot(t *testing.T, nc *nats.Conn, domains []string) storeState {
 	out := storeState{}
 	for _, dom := range domains {
 		js, err := jetstream.NewWithDomain(nc, dom)
+		if dom == "fanout" {
+			js, err = jetstream.NewWithAPIPrefix(nc, natsconf.FanoutAdminPrefix)
+		}
 		if err != nil {
 			t.Fatalf("jetstream %s: %v", dom, err)
 		}
@@ -367,6 +371,7 @@ func operatorReplyAttacks() []attack {
 			attack{pub: "$JS.API.DIRECT.GET.CUECAST_REPORTS.ccs.search.web-1.ranking", reply: reply, allowed: true},
 			attack{pub: "$JS.API.STREAM.MSG.GET.CUECAST", reply: reply, body: `{"seq":1}`, allowed: true},
 			attack{pub: "$JS.API.INFO", reply: reply, allowed: true},
+			attack{pub: natsconf.ReportStreamInfo, reply: reply, allowed: true},
 			attack{pub: "$JS.API.STREAM.NAMES", reply: reply, allowed: true},
 			// Writes it may make, refused by their expectations: only the
 			// error answers the reply.
@@ -437,7 +442,10 @@ func startSuiteTree(t *testing.T, jwt bool) *suiteTree {
 	region.WaitLinked(t)
 	node := tr.AddLeaf(t, region, natsconf.Node, "host-1")
 	node.WaitLinked(t)
-	return fillStores(t, tr, []*natstest.TreeServer{tr.Hub, region, node}, []string{"hub", "eu-west", "host-1"}, tr.Mirrors)
+	st := fillStores(t, tr, []*natstest.TreeServer{tr.Hub, region, node}, []string{"hub", "eu-west", "host-1"}, tr.Mirrors)
+	// The hub's fan-out account too.
+	st.domains = append(st.domains, "fanout")
+	return st
 }
 
 // startSuiteStandalone is serve's embedded server as `serve --secure`
@@ -689,7 +697,7 @@ func TestPermissionSuite(t *testing.T) {
 							if err := nc.Flush(); err != nil {
 								t.Fatal(err)
 							}
-							m, err := srv.Connect(t, natsconf.DistributorUser).Request("$JS.hub.API.STREAM.INFO."+natsconf.Stream, nil, 5*time.Second)
+							m, err := srv.Connect(t, natsconf.DistributorUser).Request("$JS.hub.API.STREAM.INFO."+natsconf.FanoutStream, nil, 5*time.Second)
 							if err != nil || !strings.Contains(string(m.Data), `"config"`) {
 								t.Fatalf("the hub's stream info through the link after the operator's attempts: %v", err)
 							}
@@ -809,6 +817,23 @@ func TestCompromisedNodeCannotWriteUpstream(t *testing.T) {
 }
 
 func testCompromisedNode(t *testing.T, st *suiteTree) {
+	// A version whose content is a consumer's creation in CUECAST
+	// delivering every version onto the audit stream's subjects: what a
+	// committer could write, and a compromised link could then try to
+	// have delivered onto the fan-out account's import of that API.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	d, err := distributor.New(ctx, st.dist, distributor.Options{Heartbeat: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	publish(t, d, checkout, 2, `{"stream_name":"CUECAST","config":{"name":"evil","deliver_subject":"cca.search.ranking","ack_policy":"none","deliver_policy":"all"}}`)
+	for _, dom := range []string{"eu-west", "host-1"} {
+		poll.Until(t, dom+" mirror of payments caught up", 20*time.Second, func() (bool, string) {
+			got := streamState(t, st.dist, dom, natsconf.MirrorStream("payments"))
+			return got.Last >= streamState(t, st.dist, "hub", natsconf.Stream).Last, fmt.Sprintf("last %d", got.Last)
+		})
+	}
 	node := st.servers[2]
 	// The node's own distributor user may do anything on the node.
 	nc := node.Connect(t, natsconf.DistributorUser)
@@ -841,6 +866,11 @@ func testCompromisedNode(t *testing.T, st *suiteTree) {
 			t.Fatal(err)
 		}
 	}
+	// The compromised link: requests the link may make (management reads,
+	// reports, consumers for the mirrors) with the reply aimed at a store,
+	// and consumers upstream delivering on one. JetStream publishes both
+	// in the account the link is bound to upstream.
+	linkAttacks(t, nc, st)
 	// The barrier: a report after them reaches the hub (reports may go up).
 	last := st.reportsLast(t)
 	if err := nc.Publish("ccs.payments.barrier.checkout", []byte(`{}`)); err != nil {
@@ -857,4 +887,114 @@ func testCompromisedNode(t *testing.T, st *suiteTree) {
 	for _, d := range before.diff(snapshot(t, st.dist, st.domains)) {
 		t.Errorf("store changed from a node: %s", d)
 	}
+}
+
+// upstreamStreams are the streams a compromised node's link may name in a
+// request at the hub and at the region.
+var upstreamStreams = map[string][]string{
+	"$JS.hub.API":     {natsconf.Stream, natsconf.FanoutStream, cuecast.ReportStream, "KV_cuecast-rollouts", "CUECAST_AUDIT"},
+	"$JS.eu-west.API": {natsconf.MirrorStream("payments"), natsconf.MirrorStream("search")},
+}
+
+// linkAttacks makes, from a node's local connection nc and so through its
+// leafnode link, every request the link may send up with its reply aimed
+// at a store (the stream information, the list of streams, a report, whose
+// acknowledgement answers, a consumer's creation), and creates consumers
+// at the hub and at the region delivering on a store's subject, with a
+// control consumer after them on the same stream delivering to nc, which
+// shows when the others have delivered what they would. Reports aimed at
+// ccs. are left out: the link may send reports of any namespace itself
+// (docs/SECURITY.md).
+func linkAttacks(t *testing.T, nc *nats.Conn, st *suiteTree) {
+	t.Helper()
+	var targets []string
+	for _, r := range replyTargets("payments", "search") {
+		if !strings.HasPrefix(r, "ccs.") {
+			targets = append(targets, r)
+		}
+	}
+	// Interest in the control consumers' deliveries first, so that it has
+	// reached the hub when they are created.
+	var delivered atomic.Int64
+	for _, streams := range upstreamStreams {
+		for _, s := range streams {
+			if _, err := nc.Subscribe("probe.control."+s, func(*nats.Msg) { delivered.Add(1) }); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	targets = append(targets, "$JS.hub.API.STREAM.PURGE.CUECAST_FANOUT", "$JS.eu-west.API.STREAM.PURGE.CUECAST_search",
+		"cuecast.fanout.api.CONSUMER.CREATE.CUECAST", "cuecast.fanout.api.CONSUMER.CREATE.CUECAST.evil", "$JS.FC.CUECAST.x.y")
+	// Interest in every target from below, as a compromised host can
+	// have: a consumer delivers only where someone listens. (Not in the
+	// JetStream API's subjects: a node's own subscription there takes its
+	// requests to the upstream domains off the link, which stops the
+	// suite, not an attack.)
+	for _, s := range targets {
+		if strings.HasPrefix(s, "$JS.") && !strings.HasPrefix(s, "$JS.FC.") {
+			continue
+		}
+		if _, err := nc.Subscribe(s, func(*nats.Msg) {}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, reply := range targets {
+		for api, streams := range upstreamStreams {
+			for _, s := range streams {
+				for _, subj := range []string{api + ".STREAM.INFO." + s, api + ".CONSUMER.CREATE." + s + ".evil-r", api + ".CONSUMER.INFO." + s + ".none"} {
+					body := fmt.Sprintf(`{"stream_name":%q,"config":{"name":"evil-r","deliver_subject":"cc.search.v.junk","ack_policy":"none"}}`, s)
+					if err := nc.PublishRequest(subj, reply, []byte(body)); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			for _, subj := range []string{api + ".STREAM.NAMES", api + ".STREAM.LIST", api + ".INFO"} {
+				if err := nc.PublishRequest(subj, reply, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if err := nc.PublishRequest("ccs.payments.web-1.checkout", reply, []byte(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	type control struct{ api, stream string }
+	var controls []control
+	for api, streams := range upstreamStreams {
+		for _, s := range streams {
+			created := 0
+			for i, deliver := range targets {
+				name := fmt.Sprintf("evil%d", i)
+				body := fmt.Sprintf(`{"stream_name":%q,"config":{"name":%q,"deliver_subject":%q,"ack_policy":"none","deliver_policy":"all"}}`, s, name, deliver)
+				m, err := nc.Request(api+".CONSUMER.CREATE."+s+"."+name, []byte(body), 5*time.Second)
+				if err == nil && !strings.Contains(string(m.Data), `"error"`) {
+					created++
+				}
+			}
+			if created == 0 {
+				continue
+			}
+			body := fmt.Sprintf(`{"stream_name":%q,"config":{"name":"control","deliver_subject":"probe.control.%s","ack_policy":"none","deliver_policy":"all"}}`, s, s)
+			m, err := nc.Request(api+".CONSUMER.CREATE."+s+".control", []byte(body), 5*time.Second)
+			if err != nil || strings.Contains(string(m.Data), `"error"`) {
+				t.Fatalf("control consumer on %s: %v", s, err)
+			}
+			controls = append(controls, control{api, s})
+		}
+	}
+	var want int64
+	for _, c := range controls {
+		domain := "fanout"
+		if c.api != "$JS.hub.API" {
+			domain = "eu-west"
+		}
+		want += int64(streamState(t, st.dist, domain, c.stream).Msgs)
+	}
+	poll.Until(t, "the control consumers delivered their streams", 20*time.Second, func() (bool, string) {
+		n := delivered.Load()
+		return n >= want, fmt.Sprintf("%d of %d messages", n, want)
+	})
 }

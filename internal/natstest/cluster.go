@@ -207,7 +207,14 @@ func (s *TreeServer) Connect(t testing.TB, user string, opts ...nats.Option) *na
 	t.Helper()
 	base := []nats.Option{nats.Timeout(5 * time.Second), nats.UserInfo(user, s.tree.Passwords[user])}
 	if s.tree.Keys != nil {
-		base = []nats.Option{nats.Timeout(5 * time.Second), nats.UserCredentials(s.tree.Creds(t, user))}
+		creds := s.tree.Creds(t, user)
+		if user == natsconf.DistributorUser && s.Spec.Level != natsconf.Hub && s.Spec.Level != natsconf.Standalone {
+			// Below the hub, the distributor's account holds nothing:
+			// the mirrors are in the links' account (natsconf.Keys.
+			// FanoutAccountKey), whose administrator this stands for.
+			creds = s.tree.Creds(t, localAdmin)
+		}
+		base = []nats.Option{nats.Timeout(5 * time.Second), nats.UserCredentials(creds)}
 	}
 	if t := s.tree.TLS; t != nil {
 		base = append(base, nats.RootCAs(t.CA), nats.ClientCert(t.Cert, t.Key))
@@ -235,6 +242,9 @@ func (tr *Tree) Creds(t testing.TB, user string) string {
 		return p
 	}
 	b, err := tr.Keys.UserCreds(user)
+	if user == localAdmin {
+		b, err = tr.Keys.LocalAdminCreds()
+	}
 	if err != nil {
 		t.Fatalf("creds of %s: %v", user, err)
 	}
@@ -245,6 +255,9 @@ func (tr *Tree) Creds(t testing.TB, user string) string {
 	tr.creds[user] = p
 	return p
 }
+
+// localAdmin names the .creds of natsconf.Keys.LocalAdminCreds.
+const localAdmin = "local-admin"
 
 // WaitLinked polls until the server has a leafnode connection upstream.
 func (s *TreeServer) WaitLinked(t testing.TB) {
