@@ -30,6 +30,26 @@ const (
 	RepublishPrefix = "ccr"
 	// ReportPrefix is the first token of every report subject: ccs.<ns>.….
 	ReportPrefix = "ccs"
+
+	// FanoutStream is the hub's mirror of Stream in the fan-out account,
+	// which the leafnode links from below are bound to and the regions
+	// mirror (docs/SECURITY.md, a compromised node or leaf host).
+	FanoutStream = "CUECAST_FANOUT"
+	// FanoutAPIPrefix is where the fan-out account imports the one
+	// JetStream request its mirror makes of Stream, the creation of its
+	// consumer ($JS.API.CONSUMER.CREATE.CUECAST.>), and FanoutDeliverPrefix
+	// where that consumer's deliveries arrive (StreamSource.External).
+	FanoutAPIPrefix     = "cuecast.fanout.api"
+	FanoutDeliverPrefix = "cuecast.fanout.deliver"
+	// FanoutAdminPrefix is the API prefix (jetstream.WithAPIPrefix) under
+	// which the distributor manages the fan-out account's streams.
+	FanoutAdminPrefix = "cuecast.fanout.admin"
+	// OperatorAPIPrefix is the API prefix under which the operator's
+	// account reaches the one JetStream management request it may make,
+	// the report stream's information. Every account has the server's own
+	// $JS.API.> import, which would answer it for the operator's account,
+	// which has no JetStream.
+	OperatorAPIPrefix = "cuecast.operator.api"
 )
 
 // Republished is the core subject Stream RePublishes the stored subject

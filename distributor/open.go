@@ -10,7 +10,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cuecast/cuecast"
-	"github.com/cuecast/cuecast/internal/natsconf"
 )
 
 // Open returns a Distributor over the CUECAST and CUECAST_REPORTS streams
@@ -46,7 +45,7 @@ func Open(ctx context.Context, nc *nats.Conn, o Options) (*Distributor, error) {
 	// Best effort, for the report stream's max age (how long a report
 	// stays live, reportTTL): credentials with JetStream's management API
 	// read the stream's information; the operator's account reads it
-	// under natsconf.OperatorAPIPrefix, its one import of that API
+	// under cuecast.OperatorAPIPrefix, its one import of that API
 	// (docs/SECURITY.md). Without either, Options.Heartbeat decides. The
 	// stream stays read-only either way.
 	d.reports = readOnlyStream{name: cuecast.ReportStream, info: reportStreamInfo(ctx, js, nc)}
@@ -80,7 +79,7 @@ func (s readOnlyStream) CachedInfo() *jetstream.StreamInfo { return s.info }
 func reportStreamInfo(ctx context.Context, js jetstream.JetStream, nc *nats.Conn) *jetstream.StreamInfo {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	if ojs, err := jetstream.NewWithAPIPrefix(nc, natsconf.OperatorAPIPrefix); err == nil {
+	if ojs, err := jetstream.NewWithAPIPrefix(nc, cuecast.OperatorAPIPrefix); err == nil {
 		if st, err := ojs.Stream(ctx, cuecast.ReportStream); err == nil {
 			return st.CachedInfo()
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/internal/natsconf"
 	"github.com/cuecast/cuecast/internal/poll"
 )
@@ -31,7 +32,7 @@ func TestConsumerDeliveryOnAPISubject(t *testing.T) {
 	st := startSuiteTree(t, false)
 	node := st.servers[2]
 	nc := node.Connect(t, natsconf.DistributorUser)
-	for _, subj := range []string{"$JS.API.STREAM.PURGE.CUECAST", "$JS.API.STREAM.PURGE." + natsconf.FanoutStream, "$JS.API.STREAM.PURGE.CUECAST_search"} {
+	for _, subj := range []string{"$JS.API.STREAM.PURGE.CUECAST", "$JS.API.STREAM.PURGE." + cuecast.FanoutStream, "$JS.API.STREAM.PURGE.CUECAST_search"} {
 		if _, err := nc.Subscribe(subj, func(*nats.Msg) {}); err != nil {
 			t.Fatal(err)
 		}
@@ -46,12 +47,12 @@ func TestConsumerDeliveryOnAPISubject(t *testing.T) {
 	before := snapshot(t, st.dist, st.domains)
 	type evil struct{ api, stream, name, deliver string }
 	cs := []evil{
-		{"$JS.hub.API", natsconf.FanoutStream, "evil0", "$JS.API.STREAM.PURGE." + natsconf.FanoutStream},
-		{"$JS.hub.API", natsconf.FanoutStream, "evil1", "$JS.API.STREAM.PURGE.CUECAST"},
+		{"$JS.hub.API", cuecast.FanoutStream, "evil0", "$JS.API.STREAM.PURGE." + cuecast.FanoutStream},
+		{"$JS.hub.API", cuecast.FanoutStream, "evil1", "$JS.API.STREAM.PURGE.CUECAST"},
 		{"$JS.eu-west.API", "CUECAST_payments", "evil2", "$JS.API.STREAM.PURGE.CUECAST_search"},
-		{"$JS.hub.API", natsconf.FanoutStream, "evil3", "$JS.eu-west.API.STREAM.PURGE.CUECAST_search"},
-		{"$JS.hub.API", natsconf.FanoutStream, "evil4", "$JS.hub.API.STREAM.PURGE." + natsconf.FanoutStream},
-		{"$JS.hub.API", natsconf.FanoutStream, "control", "probe.control"},
+		{"$JS.hub.API", cuecast.FanoutStream, "evil3", "$JS.eu-west.API.STREAM.PURGE.CUECAST_search"},
+		{"$JS.hub.API", cuecast.FanoutStream, "evil4", "$JS.hub.API.STREAM.PURGE." + cuecast.FanoutStream},
+		{"$JS.hub.API", cuecast.FanoutStream, "control", "probe.control"},
 	}
 	for _, c := range cs {
 		body := fmt.Sprintf(`{"stream_name":%q,"config":{"name":%q,"deliver_subject":%q,"ack_policy":"none","deliver_policy":"all"}}`, c.stream, c.name, c.deliver)
@@ -66,7 +67,7 @@ func TestConsumerDeliveryOnAPISubject(t *testing.T) {
 			t.Fatalf("create consumer %s: %s", c.name, m.Data)
 		}
 	}
-	want := int64(streamState(t, st.dist, "fanout", natsconf.FanoutStream).Msgs)
+	want := int64(streamState(t, st.dist, "fanout", cuecast.FanoutStream).Msgs)
 	poll.Until(t, "the control consumer delivered the stream", 10*time.Second, func() (bool, string) {
 		n := control.Load()
 		return n >= want, fmt.Sprintf("%d of %d messages", n, want)

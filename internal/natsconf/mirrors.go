@@ -3,10 +3,8 @@ package natsconf
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cuecast/cuecast"
@@ -17,7 +15,7 @@ type MirrorSpec struct {
 	// Upstream is the JetStream domain of the level above.
 	Upstream string
 	// FromHub says Upstream is the hub's domain: the mirrors then read the
-	// hub's FanoutStream (in the account the links log in to) filtered to
+	// hub's cuecast.FanoutStream (in the account the links log in to) filtered to
 	// their namespace; otherwise they read the upstream level's
 	// CUECAST_<ns> mirrors.
 	FromHub bool
@@ -88,7 +86,7 @@ func MirrorConfig(m MirrorSpec, ns string) jetstream.StreamConfig {
 	}
 	if m.FromHub {
 		// The hub's fan-out mirror, in the account the links are bound to.
-		cfg.Mirror = &jetstream.StreamSource{Name: FanoutStream, FilterSubject: "cc." + ns + ".>", Domain: m.Upstream}
+		cfg.Mirror = &jetstream.StreamSource{Name: cuecast.FanoutStream, FilterSubject: "cc." + ns + ".>", Domain: m.Upstream}
 	}
 	if m.NoRePublish {
 		// CUECAST's own domain and account (Standalone): CUECAST itself.
@@ -96,44 +94,4 @@ func MirrorConfig(m MirrorSpec, ns string) jetstream.StreamConfig {
 		cfg.RePublish = nil
 	}
 	return cfg
-}
-
-// FanoutConfig is the configuration of the hub's FanoutStream: a mirror of
-// the whole CUECAST stream, same sequences, in FanoutAccount, read through
-// the imports the hub's configuration gives that account (FanoutAPIPrefix,
-// FanoutDeliverPrefix). It captures no subject and republishes nothing.
-// replicas and retain are the distributor's (retain: versions kept per
-// subject, as MirrorSpec.Retain).
-func FanoutConfig(replicas, retain int) jetstream.StreamConfig {
-	return jetstream.StreamConfig{
-		Name:              FanoutStream,
-		Description:       "cuecast: the hub's mirror of CUECAST that the leafnode links read (docs/SECURITY.md)",
-		Storage:           jetstream.FileStorage,
-		Replicas:          max(replicas, 1),
-		AllowRollup:       true,
-		MaxMsgsPerSubject: int64(cmp.Or(retain, 100)),
-		// Filtered, though it takes everything: the filter names the
-		// consumer's creation subject that the fan-out account imports.
-		Mirror: &jetstream.StreamSource{Name: Stream, FilterSubject: cuecast.StoredPrefix + ".>", External: &jetstream.ExternalStream{
-			APIPrefix: FanoutAPIPrefix, DeliverPrefix: FanoutDeliverPrefix,
-		}},
-	}
-}
-
-// Fanout creates or updates the hub's FanoutStream, as the CUECAST
-// account's distributor (nc) through FanoutAdminPrefix. ok is false, with
-// no error, where no fan-out account answers: a server that is no hub of a
-// tree (serve's embedded server, a hub configured without one).
-func Fanout(ctx context.Context, nc *nats.Conn, replicas, retain int) (ok bool, err error) {
-	js, err := jetstream.NewWithAPIPrefix(nc, FanoutAdminPrefix)
-	if err != nil {
-		return false, fmt.Errorf("create %s: %w", FanoutStream, err)
-	}
-	if _, err := js.CreateOrUpdateStream(ctx, FanoutConfig(replicas, retain)); err != nil {
-		if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) {
-			return false, nil
-		}
-		return false, fmt.Errorf("create %s: %w", FanoutStream, err)
-	}
-	return true, nil
 }

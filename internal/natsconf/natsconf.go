@@ -72,22 +72,11 @@ const (
 // The hub's fan-out account (docs/SECURITY.md, a compromised node or leaf
 // host): the leafnode links from below are bound to it, never to CUECAST.
 const (
-	// FanoutAccount holds FanoutStream, a mirror of CUECAST, which the
+	// FanoutAccount holds cuecast.FanoutStream, a mirror of CUECAST, which the
 	// regions' mirrors read; its own streams capture no subject, so
 	// nothing JetStream publishes there for a link (an answer on the
 	// link's reply subject, a consumer's deliveries) is stored.
 	FanoutAccount = "FANOUT"
-	// FanoutStream is the hub's mirror of CUECAST in FanoutAccount.
-	FanoutStream = "CUECAST_FANOUT"
-	// FanoutAPIPrefix is where FanoutAccount imports the one JetStream
-	// request its mirror makes of CUECAST, the creation of its consumer
-	// ($JS.API.CONSUMER.CREATE.CUECAST.>), and FanoutDeliverPrefix where
-	// that consumer's deliveries arrive (StreamSource.External).
-	FanoutAPIPrefix     = "cuecast.fanout.api"
-	FanoutDeliverPrefix = "cuecast.fanout.deliver"
-	// FanoutAdminPrefix is the API prefix (jetstream.WithAPIPrefix) under
-	// which the CUECAST account (serve) manages FanoutAccount's streams.
-	FanoutAdminPrefix = "cuecast.fanout.admin"
 )
 
 // ServiceUser is the user a namespace's services connect as.
@@ -119,17 +108,10 @@ type serviceImport struct {
 // local is the subject the importing account uses.
 func (im serviceImport) local() string { return cmp.Or(im.to, im.subject) }
 
-// OperatorAPIPrefix is the API prefix (jetstream.WithAPIPrefix) under which
-// the operator's account reaches the one JetStream management request it
-// may make, the report stream's information (ReportStreamInfo). Every
-// account has the server's own $JS.API.> import, which would answer it
-// for the operator's account, which has no JetStream.
-const OperatorAPIPrefix = "cuecast.operator.api"
-
 // ReportStreamInfo is the subject, in the operator's account, of the
 // report stream's information: its max age is how long a report stays
 // live, which serve sets from its heartbeat and `status --wait` needs.
-const ReportStreamInfo = OperatorAPIPrefix + ".STREAM.INFO." + reportStream
+const ReportStreamInfo = cuecast.OperatorAPIPrefix + ".STREAM.INFO." + reportStream
 
 // operatorStreams are the streams the operator reads, by direct get only.
 var operatorStreams = []string{Stream, reportStream, rolloutStream, auditStream, tailerStream}
@@ -187,7 +169,7 @@ func serviceImports(ns string) []serviceImport {
 
 // fanoutImports are the exports of the CUECAST account the hub's fan-out
 // account (FanoutAccount) reaches: the creation of its mirror's consumer
-// (imported under FanoutAPIPrefix; its deliveries under FanoutDeliverPrefix
+// (imported under cuecast.FanoutAPIPrefix; its deliveries under cuecast.FanoutDeliverPrefix
 // and its flow control), and reports, which the links carry up.
 //
 // Only the filtered form of the consumer creation
@@ -197,20 +179,20 @@ func serviceImports(ns string) []serviceImport {
 func fanoutImports() []serviceImport {
 	create := "$JS.API.CONSUMER.CREATE." + Stream + ".>"
 	return []serviceImport{
-		{subject: create, to: FanoutAPIPrefix + ".CONSUMER.CREATE." + Stream + ".>"},
+		{subject: create, to: cuecast.FanoutAPIPrefix + ".CONSUMER.CREATE." + Stream + ".>"},
 		{subject: "$JS.FC." + Stream + ".>"},
-		{subject: FanoutDeliverPrefix + ".>", stream: true},
+		{subject: cuecast.FanoutDeliverPrefix + ".>", stream: true},
 		{subject: "ccs.>"},
 	}
 }
 
 // fanoutExports are what the CUECAST account imports from FanoutAccount:
-// its JetStream API under FanoutAdminPrefix (serve manages FanoutStream),
+// its JetStream API under cuecast.FanoutAdminPrefix (serve manages cuecast.FanoutStream),
 // and the lower domains' APIs, which reach them through the links
 // (`nats-config mirrors` from the hub).
 func fanoutExports() []serviceImport {
 	return []serviceImport{
-		{subject: "$JS.API.>", to: FanoutAdminPrefix + ".>"},
+		{subject: "$JS.API.>", to: cuecast.FanoutAdminPrefix + ".>"},
 		{subject: "$JS.*.API.>"},
 	}
 }
@@ -549,7 +531,7 @@ func LeafDenied() []string {
 		// The hub's fan-out account imports these from CUECAST for its
 		// mirror alone: the creation of its consumer, the consumer's
 		// deliveries and flow control.
-		FanoutAPIPrefix+".>", FanoutDeliverPrefix+".>", FanoutAdminPrefix+".>", "$JS.FC."+Stream+".>")
+		cuecast.FanoutAPIPrefix+".>", cuecast.FanoutDeliverPrefix+".>", cuecast.FanoutAdminPrefix+".>", "$JS.FC."+Stream+".>")
 	for _, op := range []string{"CREATE", "UPDATE", "DELETE", "PURGE", "MSG.DELETE", "SNAPSHOT", "RESTORE"} {
 		d = append(d, "$JS.*.API.STREAM."+op+".>")
 	}
@@ -563,7 +545,7 @@ func LeafDenied() []string {
 // then carries into CUECAST (a consumer's creation, its flow control, the
 // fan-out mirror's own deliveries).
 func LeafNoInterest() []string {
-	return []string{FanoutAPIPrefix + ".>", FanoutDeliverPrefix + ".>", FanoutAdminPrefix + ".>", "$JS.FC." + Stream + ".>"}
+	return []string{cuecast.FanoutAPIPrefix + ".>", cuecast.FanoutDeliverPrefix + ".>", cuecast.FanoutAdminPrefix + ".>", "$JS.FC." + Stream + ".>"}
 }
 
 // Generate renders the nats-server configuration of one server.
@@ -719,7 +701,7 @@ func Generate(s Spec) (string, error) {
 	w.close()
 	if s.Level == Hub {
 		w.comment("The leafnode links from below log in here, never into %s: this account's", Account)
-		w.comment("only stream is %s, a mirror that captures no subject, so nothing JetStream", FanoutStream)
+		w.comment("only stream is %s, a mirror that captures no subject, so nothing JetStream", cuecast.FanoutStream)
 		w.comment("publishes for a link (an answer on its reply subject, a consumer's deliveries)")
 		w.comment("is stored (docs/SECURITY.md).")
 		w.open(FanoutAccount)

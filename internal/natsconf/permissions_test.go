@@ -195,7 +195,7 @@ func snapshot(t *testing.T, nc *nats.Conn, domains []string) storeState {
 	for _, dom := range domains {
 		js, err := jetstream.NewWithDomain(nc, dom)
 		if dom == "fanout" {
-			js, err = jetstream.NewWithAPIPrefix(nc, natsconf.FanoutAdminPrefix)
+			js, err = jetstream.NewWithAPIPrefix(nc, cuecast.FanoutAdminPrefix)
 		}
 		if err != nil {
 			t.Fatalf("jetstream %s: %v", dom, err)
@@ -697,7 +697,7 @@ func TestPermissionSuite(t *testing.T) {
 							if err := nc.Flush(); err != nil {
 								t.Fatal(err)
 							}
-							m, err := srv.Connect(t, natsconf.DistributorUser).Request("$JS.hub.API.STREAM.INFO."+natsconf.FanoutStream, nil, 5*time.Second)
+							m, err := srv.Connect(t, natsconf.DistributorUser).Request("$JS.hub.API.STREAM.INFO."+cuecast.FanoutStream, nil, 5*time.Second)
 							if err != nil || !strings.Contains(string(m.Data), `"config"`) {
 								t.Fatalf("the hub's stream info through the link after the operator's attempts: %v", err)
 							}
@@ -892,7 +892,7 @@ func testCompromisedNode(t *testing.T, st *suiteTree) {
 // upstreamStreams are the streams a compromised node's link may name in a
 // request at the hub and at the region.
 var upstreamStreams = map[string][]string{
-	"$JS.hub.API":     {natsconf.Stream, natsconf.FanoutStream, cuecast.ReportStream, "KV_cuecast-rollouts", "CUECAST_AUDIT"},
+	"$JS.hub.API":     {natsconf.Stream, cuecast.FanoutStream, cuecast.ReportStream, "KV_cuecast-rollouts", "CUECAST_AUDIT"},
 	"$JS.eu-west.API": {natsconf.MirrorStream("payments"), natsconf.MirrorStream("search")},
 }
 

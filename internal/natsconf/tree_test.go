@@ -187,12 +187,12 @@ func linkedUp(s *natstest.TreeServer) bool {
 type streamSummary struct{ Msgs, First, Last uint64 }
 
 // streamState reads a stream of domain; the domain "fanout" is the hub's
-// fan-out account (natsconf.FanoutAdminPrefix).
+// fan-out account (cuecast.FanoutAdminPrefix).
 func streamState(t *testing.T, nc *nats.Conn, domain, name string) streamSummary {
 	t.Helper()
 	js, err := jetstream.NewWithDomain(nc, domain)
 	if domain == "fanout" {
-		js, err = jetstream.NewWithAPIPrefix(nc, natsconf.FanoutAdminPrefix)
+		js, err = jetstream.NewWithAPIPrefix(nc, cuecast.FanoutAdminPrefix)
 	}
 	if err != nil {
 		t.Fatal(err)
