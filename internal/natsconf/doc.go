@@ -34,7 +34,7 @@
 // logs in with may not send versions, pointers, stream administration or
 // direct gets up (LeafDenied); at the hub it is a user of FanoutAccount,
 // whose only stream is cuecast.FanoutStream, a mirror of CUECAST that serve
-// creates (Fanout) and the regions mirror, so nothing JetStream answers or
+// creates (distributor.Fanout) and the regions mirror, so nothing JetStream answers or
 // delivers for a link is stored. The Standalone level is serve's embedded server with
 // --secure: the hub's accounts without cluster or leafnodes. EnsureTLS
 // makes a private CA and a server's own certificate.
