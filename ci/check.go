@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -83,7 +84,7 @@ func Check(ctx context.Context, repoDir string, opts Options) (*Report, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	r, closeRepo, err := openRepo(repoDir)
+	r, objs, closeRepo, err := openRepo(repoDir)
 	if err != nil {
 		return nil, err
 	}
@@ -104,6 +105,14 @@ func Check(ctx context.Context, repoDir string, opts Options) (*Report, error) {
 	rep.ChangedFiles = changed
 
 	start := time.Now()
+	if objs != nil {
+		// The plan reads the base's whole tree, one object at a time:
+		// read it on every core first.
+		if err := cache.Prefetch(ctx, objs, baseC.TreeHash, k.workers(), prefetched); err != nil {
+			return nil, fmt.Errorf("read tree of %s: %w", cuecast.ShortCommit(baseC.Hash.String()), err)
+		}
+		opts.Logger.Debug("base read", "commit", baseC.Hash.String(), "elapsed", time.Since(start))
+	}
 	base, err := k.compile(ctx, baseC, nil, true)
 	if err != nil {
 		return nil, err
@@ -133,24 +142,61 @@ func Check(ctx context.Context, repoDir string, opts Options) (*Report, error) {
 // otherwise opens the pack again for every object it reads), and objects
 // over compiler.MaxFileSize are not read into memory when looked up, so the
 // compiler can refuse them unread.
-func openRepo(repoDir string) (*git.Repository, func(), error) {
+func openRepo(repoDir string) (*git.Repository, *gitfs.Objects, func(), error) {
 	r, err := gitfs.Open(repoDir)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	st, ok := r.Storer.(*filesystem.Storage)
 	if !ok {
-		return r, func() {}, nil
+		return r, nil, func() {}, nil
 	}
 	kept := filesystem.NewStorageWithOptions(st.Filesystem(), cache.NewObjectLRUDefault(), filesystem.Options{
 		KeepDescriptors: true, LargeObjectThreshold: compiler.MaxFileSize,
 	})
-	r, err = git.Open(kept, nil)
+	objs, err := gitfs.OpenObjects(st.Filesystem(), kept, compiler.MaxFileSize)
 	if err != nil {
-		return nil, nil, fmt.Errorf("open %s: %w", repoDir, err)
+		_ = kept.Close()
+		return nil, nil, nil, fmt.Errorf("open %s: %w", repoDir, err)
 	}
-	return r, func() { _ = kept.Close() }, nil
+	r, err = git.Open(&readStorage{Storage: kept, objs: objs}, nil)
+	if err != nil {
+		_ = objs.Close()
+		_ = kept.Close()
+		return nil, nil, nil, fmt.Errorf("open %s: %w", repoDir, err)
+	}
+	return r, objs, func() { _ = objs.Close(); _ = kept.Close() }, nil
 }
+
+// prefetched is what the check reads of the base's tree before planning
+// it: the directories the compiler walks (not those CUE ignores) and the
+// files it reads (.cue files CUE does not ignore, and cue.mod/).
+func prefetched(p string, dir bool) bool {
+	name := path.Base(p)
+	if dir {
+		return !strings.HasPrefix(name, ".") && !strings.HasPrefix(name, "_")
+	}
+	return strings.HasPrefix(p, "cue.mod/") ||
+		strings.HasSuffix(name, ".cue") && !strings.HasPrefix(name, ".") && !strings.HasPrefix(name, "_")
+}
+
+// readStorage is a repository's storage whose object reads go through
+// gitfs.Objects, which reads packfiles without a lock, so the check's
+// reads can run on several goroutines.
+type readStorage struct {
+	*filesystem.Storage
+	objs *gitfs.Objects
+}
+
+func (s *readStorage) EncodedObject(t plumbing.ObjectType, h plumbing.Hash) (plumbing.EncodedObject, error) {
+	return s.objs.EncodedObject(t, h)
+}
+
+func (s *readStorage) EncodedObjectSize(h plumbing.Hash) (int64, error) {
+	return s.objs.EncodedObjectSize(h)
+}
+
+func (s *readStorage) HasEncodedObject(h plumbing.Hash) error { return s.objs.HasEncodedObject(h) }
 
 // revisions resolves opts.Base and opts.Head and starts the report. The
 // base returned is their merge base when Base is not an ancestor of Head
@@ -183,6 +229,14 @@ type checkRun struct {
 	trees   *commitTrees
 	repoDir string
 	opts    Options
+}
+
+// workers is how many goroutines read or compile at once.
+func (k *checkRun) workers() int {
+	if k.opts.Workers > 0 {
+		return k.opts.Workers
+	}
+	return runtime.NumCPU()
 }
 
 func (k *checkRun) compile(ctx context.Context, c *object.Commit, configs []cuecast.ConfigPath, planOnly bool) (*compiler.Result, error) {
@@ -282,7 +336,7 @@ func undeclared(changed []string, base, head *compiler.Result) []string {
 // repository at repoDir, for attaching a check run to it before the check
 // has run. It returns ErrNotRepo or a *RevisionError (Which "head").
 func ResolveCommit(repoDir, rev string) (string, error) {
-	r, closeRepo, err := openRepo(repoDir)
+	r, _, closeRepo, err := openRepo(repoDir)
 	if err != nil {
 		return "", err
 	}

@@ -10,10 +10,11 @@
 // and cached by directory path, as are directory listings, and every read of
 // the object store is serialised, because go-git's object storage is not
 // safe for concurrent use (it fills its pack index and open-pack maps lazily,
-// and a packfile is read through one shared seeking scanner). Open looks a
-// blob up once: Stat on the open file needs only the object's header, and
-// the content is read on the first Read, so a caller can refuse a huge file
-// unread.
+// and a packfile is read through one shared seeking scanner). Objects reads
+// packfiles without a lock, so file systems over one Objects, and
+// Cache.Prefetch, read on several cores. Open looks a blob up once: Stat on
+// the open file needs only the object's header, and the content is read on
+// the first Read, so a caller can refuse a huge file unread.
 //
 // Git entries map to fs entries as follows: trees are directories (mode
 // fs.ModeDir|0o755), blobs are regular files (0o644, or 0o755 when
@@ -426,6 +427,9 @@ func readBlob(s storer.EncodedObjectStorer, h plumbing.Hash) ([]byte, error) {
 
 // readObject reads the content of obj, an object already looked up.
 func readObject(obj plumbing.EncodedObject) (b []byte, err error) {
+	if m, ok := obj.(*memObject); ok {
+		return m.b, nil // read once, for this caller alone
+	}
 	r, err := obj.Reader()
 	if err != nil {
 		return nil, fmt.Errorf("read blob %s: %w", obj.Hash(), err)
