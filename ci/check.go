@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-git/go-git/v5"
@@ -119,14 +120,43 @@ func Check(ctx context.Context, repoDir string, opts Options) (*Report, error) {
 	}
 	opts.Logger.Debug("base planned", "commit", baseC.Hash.String(), "configs", len(base.Configs), "elapsed", time.Since(start))
 	everything := slices.ContainsFunc(changed, compiler.AffectsAll) || base.Manifest == nil
-	head, targets, err := k.headSide(ctx, headC, base, changed, everything)
-	if err != nil {
+	var targets []cuecast.ConfigPath // nil: all of them
+	if len(changed) > 0 && !everything {
+		targets = base.Index.Affected(changed)
+	}
+	// The two sides need nothing from each other: compile them at once
+	// (on two cores) when the object store can be read concurrently.
+	var head, compiled *compiler.Result
+	var headErr, baseErr error
+	compileBase := base.Manifest != nil && len(changed) > 0 && (everything || len(targets) > 0)
+	both := func(headSide, baseSide func()) {
+		if !compileBase {
+			headSide()
+			return
+		}
+		if objs == nil {
+			headSide()
+			baseSide()
+			return
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			baseSide()
+		}()
+		headSide()
+		<-done
+	}
+	both(func() { head, headErr = k.headSide(ctx, headC, base, changed, targets, everything) },
+		func() { compiled, baseErr = k.baseSide(ctx, baseC, base, targets, everything) })
+	if err := errors.Join(headErr, baseErr); err != nil {
 		return nil, err
 	}
-	if base.Manifest != nil && (everything || len(targets) > 0) {
-		if base, err = k.baseSide(ctx, baseC, base, targets, everything); err != nil {
-			return nil, err
-		}
+	if compileBase {
+		base = compiled
+	}
+	if everything && len(changed) > 0 {
+		targets = union(base.Configs, head.Configs)
 	}
 	rep.Everything = everything && len(changed) > 0
 	if err := rep.build(base, head, targets); err != nil {
@@ -243,45 +273,42 @@ func (k *checkRun) compile(ctx context.Context, c *object.Commit, configs []cuec
 	return compileAt(ctx, k.trees, k.repoDir, c, configs, planOnly, k.opts)
 }
 
-// headSide compiles the head's side of the change and returns it with the
-// configs to report. Nothing differs: nothing to compile. No config's
-// output can change: the head is only planned, because the change can
-// still break the repo where compile looks and no config does (a symlinked
-// directory, a file lint); planning reads and lints every file the way
-// compile does and evaluates nothing. Otherwise the affected configs
-// (every one when everything) are compiled. The base's index alone finds
-// every affected config: a config that reaches a changed file only through
-// the head's imports reaches it along a path whose first changed file is
-// itself changed and reached the same way at the base
-// (TestCheckPlansWhatFullPlansDo holds this to full plans of both).
-func (k *checkRun) headSide(ctx context.Context, headC *object.Commit, base *compiler.Result, changed []string, everything bool) (*compiler.Result, []cuecast.ConfigPath, error) {
+// headSide compiles the head's side of the change: the targets, the
+// configs the change affects (every one when everything). Nothing
+// differs: nothing to compile. No config's output can change: the head is
+// only planned, because the change can still break the repo where compile
+// looks and no config does (a symlinked directory, a file lint); planning
+// reads and lints every file the way compile does and evaluates nothing.
+// The base's index alone finds every affected config: a config that
+// reaches a changed file only through the head's imports reaches it along
+// a path whose first changed file is itself changed and reached the same
+// way at the base (TestCheckPlansWhatFullPlansDo holds this to full plans
+// of both).
+func (k *checkRun) headSide(ctx context.Context, headC *object.Commit, base *compiler.Result, changed []string, targets []cuecast.ConfigPath, everything bool) (*compiler.Result, error) {
 	if len(changed) == 0 {
-		return &compiler.Result{Manifest: base.Manifest, Configs: base.Configs, Outputs: map[cuecast.ConfigPath]compiler.Output{}, Index: base.Index}, nil, nil
+		return &compiler.Result{Manifest: base.Manifest, Configs: base.Configs, Outputs: map[cuecast.ConfigPath]compiler.Output{}, Index: base.Index}, nil
 	}
-	var targets []cuecast.ConfigPath // nil: all of them
-	if !everything {
-		targets = base.Index.Affected(changed)
-		if len(targets) == 0 {
-			head, err := k.compile(ctx, headC, nil, true)
-			if err != nil {
-				return nil, nil, err
-			}
-			if head.Manifest == nil {
-				head.Manifest = base.Manifest
-			}
-			return head, targets, nil
+	if !everything && len(targets) == 0 {
+		head, err := k.compile(ctx, headC, nil, true)
+		if err != nil {
+			return nil, err
 		}
+		if head.Manifest == nil {
+			head.Manifest = base.Manifest
+		}
+		return head, nil
 	}
 	start := time.Now()
-	head, err := k.compile(ctx, headC, targets, false)
+	var only []cuecast.ConfigPath
+	if !everything {
+		only = targets
+	}
+	head, err := k.compile(ctx, headC, only, false)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	if everything {
-		targets = union(base.Configs, head.Configs)
-	}
-	k.opts.Logger.Debug("head compiled", "commit", headC.Hash.String(), "configs", len(targets), "elapsed", time.Since(start))
-	return head, targets, nil
+	k.opts.Logger.Debug("head compiled", "commit", headC.Hash.String(), "configs", len(only), "elapsed", time.Since(start))
+	return head, nil
 }
 
 // baseSide compiles the base's side of exactly the targets (every config
@@ -389,14 +416,18 @@ func compileAt(ctx context.Context, trees *commitTrees, repoDir string, c *objec
 
 // commitTrees hands out one file system per commit, so the compiles of a
 // commit in one check share its decoded trees and directory listings, and
-// one object cache across commits, which share most objects.
+// one object cache across commits, which share most objects. It is safe
+// for concurrent use.
 type commitTrees struct {
 	s     storer.EncodedObjectStorer
 	cache *gitfs.Cache
+	mu    sync.Mutex
 	byRev map[plumbing.Hash]*gitfs.FS
 }
 
 func (t *commitTrees) fs(c *object.Commit) (*gitfs.FS, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	if fsys, ok := t.byRev[c.Hash]; ok {
 		return fsys, nil
 	}
