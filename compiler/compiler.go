@@ -12,6 +12,8 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"cuelang.org/go/cue"
@@ -44,7 +46,9 @@ type Options struct {
 	Configs []cuecast.ConfigPath
 	// FS, when set, is the repo (rooted at the repo root) and the disk is
 	// not read; repoDir then only labels log lines. The tailer and the PR
-	// check pass a file system over a Git tree.
+	// check pass a file system over a Git tree. It is read from up to
+	// Workers goroutines at once, so it must be safe for concurrent use
+	// (os.Root's, gitfs's and fstest.MapFS are).
 	FS fs.FS
 	// Workers is how many goroutines load and evaluate configs at once,
 	// each a batch at a time with its own CUE context; default
@@ -399,6 +403,9 @@ func (c *compilation) selectTargets(man *Manifest, all []cuecast.ConfigPath) []c
 // package is a dependency of each of its configs even though they need not
 // import it.
 func (c *compilation) readDeps(man *Manifest, targets []cuecast.ConfigPath) (map[cuecast.ConfigPath][]string, error) {
+	if err := c.readAhead(targets); err != nil {
+		return nil, err
+	}
 	deps := make(map[cuecast.ConfigPath][]string, len(targets))
 	for _, cp := range targets {
 		d, err := c.dirClosure(string(cp))
@@ -721,18 +728,101 @@ func (c *compilation) readInto(p string) error {
 	if c.tree.bad[p] {
 		return nil
 	}
-	b, lint, err := readFile(c.fsys, p)
-	if err != nil {
-		return err
+	return c.keep(readSource(c.fsys, p))
+}
+
+// source is one file as read: its content and header, or the lint that
+// rejected it, or the error reading it.
+type source struct {
+	p    string
+	b    []byte
+	h    header
+	lint *Error
+	err  error
+}
+
+// readSource reads p and, for a .cue file, its header. It touches nothing
+// but fsys, so files can be read on several goroutines (readAhead).
+func readSource(fsys fs.FS, p string) source {
+	b, lint, err := readFile(fsys, p)
+	s := source{p: p, b: b, lint: lint, err: err}
+	if err == nil && lint == nil && strings.HasSuffix(p, ".cue") {
+		s.h = parseHeader(p, b)
 	}
-	if lint != nil {
-		c.tree.reject(*lint)
+	return s
+}
+
+// keep records a file read by readSource, as readInto does.
+func (c *compilation) keep(s source) error {
+	if s.err != nil {
+		return s.err
+	}
+	if s.lint != nil {
+		c.tree.reject(*s.lint)
 		c.errs = append(c.errs, c.tree.errs[len(c.tree.errs)-1])
 		return nil
 	}
-	c.mem.add(p, b)
-	if strings.HasSuffix(p, ".cue") {
-		c.headers[p] = parseHeader(p, b)
+	c.mem.add(s.p, s.b)
+	if strings.HasSuffix(s.p, ".cue") {
+		c.headers[s.p] = s.h
+	}
+	return nil
+}
+
+// readAheadMin is the fewest targets for which readAhead reads on several
+// goroutines: below it, starting them costs more than it saves.
+const readAheadMin = 64
+
+// readAhead reads the directories of the targets and their ancestors
+// (what readDir would read first for each) on Options.Workers goroutines:
+// reading and scanning every file is most of a plan's work, and the rest
+// of it is serial. Files are kept in the order readDir would keep them,
+// so errors and lint findings do not depend on the workers.
+func (c *compilation) readAhead(targets []cuecast.ConfigPath) error {
+	workers := min(c.opts.Workers, len(targets)/readAheadMin)
+	if workers < 2 {
+		return nil
+	}
+	var dirs []string
+	seen := make(map[string]bool)
+	for _, cp := range targets {
+		for _, d := range append(ancestors(string(cp)), string(cp)) {
+			if !seen[d] && !c.read[d] {
+				seen[d] = true
+				dirs = append(dirs, d)
+			}
+		}
+	}
+	var files []string
+	for _, d := range dirs {
+		for _, p := range c.tree.dirs[d] {
+			if !c.tree.bad[p] {
+				files = append(files, p)
+			}
+		}
+	}
+	srcs := make([]source, len(files))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1) - 1); i < len(files); i = int(next.Add(1) - 1) {
+				srcs[i] = readSource(c.fsys, files[i])
+			}
+		}()
+	}
+	wg.Wait()
+	for _, s := range srcs {
+		if err := c.keep(s); err != nil {
+			return err
+		}
+	}
+	for _, d := range dirs {
+		if err := c.readDir(d); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -744,8 +834,10 @@ func (c *compilation) readDir(dir string) error {
 	c.read[dir] = true
 	embeds := false
 	for _, p := range c.tree.dirs[dir] {
-		if err := c.readInto(p); err != nil {
-			return err
+		if _, done := c.headers[p]; !done {
+			if err := c.readInto(p); err != nil {
+				return err
+			}
 		}
 		embeds = embeds || c.headers[p].embeds
 	}

@@ -288,7 +288,7 @@ restart:
 // scanned.
 func findEntry(t *object.Tree, name string) (object.TreeEntry, bool) {
 	for _, key := range []string{name, name + "/"} {
-		i := sort.Search(len(t.Entries), func(i int) bool { return gitSortName(&t.Entries[i]) >= key })
+		i := sort.Search(len(t.Entries), func(i int) bool { return gitCompare(&t.Entries[i], key) >= 0 })
 		if i < len(t.Entries) && t.Entries[i].Name == name {
 			return t.Entries[i], true
 		}
@@ -301,6 +301,35 @@ func findEntry(t *object.Tree, name string) (object.TreeEntry, bool) {
 		}
 	}
 	return object.TreeEntry{}, false
+}
+
+// gitCompare compares gitSortName(e) with key, without building the name.
+func gitCompare(e *object.TreeEntry, key string) int {
+	x, slash := e.Name, e.Mode == filemode.Dir
+	if len(key) <= len(x) {
+		if c := strings.Compare(x[:len(key)], key); c != 0 {
+			return c
+		}
+		if slash || len(x) > len(key) {
+			return 1 // x starts with key and is longer
+		}
+		return 0
+	}
+	if c := strings.Compare(x, key[:len(x)]); c != 0 {
+		return c
+	}
+	// key continues x: x (with its slash, if any) is shorter, or differs
+	// at the slash.
+	if !slash {
+		return -1
+	}
+	switch k := key[len(x)]; {
+	case k < '/':
+		return 1
+	case k > '/' || len(key) > len(x)+1:
+		return -1
+	}
+	return 0
 }
 
 func gitSortName(e *object.TreeEntry) string {
