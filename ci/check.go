@@ -106,15 +106,9 @@ func Check(ctx context.Context, repoDir string, opts Options) (*Report, error) {
 	rep.ChangedFiles = changed
 
 	start := time.Now()
-	if objs != nil {
-		// The plan reads the base's whole tree, one object at a time:
-		// read it on every core first.
-		if err := cache.Prefetch(ctx, objs, baseC.TreeHash, k.workers(), prefetched); err != nil {
-			return nil, fmt.Errorf("read tree of %s: %w", cuecast.ShortCommit(baseC.Hash.String()), err)
-		}
-		opts.Logger.Debug("base read", "commit", baseC.Hash.String(), "elapsed", time.Since(start))
-	}
+	stopPrefetch := k.prefetch(ctx, objs, baseC)
 	base, err := k.compile(ctx, baseC, nil, true)
+	stopPrefetch()
 	if err != nil {
 		return nil, err
 	}
@@ -259,6 +253,31 @@ type checkRun struct {
 	trees   *commitTrees
 	repoDir string
 	opts    Options
+}
+
+// prefetch starts reading the base's tree into the cache on every core,
+// while the plan, which reads it one object at a time, starts from the
+// other end (Cache.Prefetch reads the last entries of a directory first,
+// the walk the first), and returns the function that stops it once the
+// plan is done. An error is only logged: the plan reads what it needs
+// and reports what it cannot.
+func (k *checkRun) prefetch(ctx context.Context, objs *gitfs.Objects, c *object.Commit) (stop func()) {
+	if objs == nil {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	start := time.Now()
+	// One core is the plan's.
+	go func() { done <- k.trees.cache.Prefetch(ctx, objs, c.TreeHash, max(k.workers()-1, 1), prefetched) }()
+	return func() {
+		cancel()
+		err := <-done
+		if err != nil && !errors.Is(err, context.Canceled) {
+			k.opts.Logger.Debug("prefetch failed", "commit", c.Hash.String(), "err", err)
+		}
+		k.opts.Logger.Debug("prefetch stopped", "commit", c.Hash.String(), "elapsed", time.Since(start))
+	}
 }
 
 // workers is how many goroutines read or compile at once.
