@@ -71,9 +71,11 @@ func (e *RevisionError) Unwrap() error { return e.Err }
 // the base's dependency index (compiler.Index.Affected), which finds every
 // config the head's would too; a change to the manifest or cue.mod/ affects
 // every config (compiler.AffectsAll). The base is first planned (read,
-// linted and indexed, nothing evaluated: compiler.Options.PlanOnly); then
-// both revisions compile only the affected configs, which is also what
-// tells an error the change introduced from one the base already had.
+// linted and indexed, nothing evaluated: compiler.Options.PlanOnly), its
+// objects read on every core meanwhile (gitfs.Objects, Cache.Prefetch);
+// then both revisions compile only the affected configs, at once, which is
+// also what tells an error the change introduced from one the base already
+// had.
 //
 // The error is non-nil only when the check could not run: ErrNotRepo, a
 // *RevisionError, an unreadable object store, or ctx's error. Invalid configs
@@ -119,7 +121,8 @@ func Check(ctx context.Context, repoDir string, opts Options) (*Report, error) {
 		targets = base.Index.Affected(changed)
 	}
 	// The two sides need nothing from each other: compile them at once
-	// (on two cores) when the object store can be read concurrently.
+	// (on two cores) when the object store can be read concurrently,
+	// unless each is a whole compile, which uses every core already.
 	var head, compiled *compiler.Result
 	var headErr, baseErr error
 	compileBase := base.Manifest != nil && len(changed) > 0 && (everything || len(targets) > 0)
@@ -128,7 +131,7 @@ func Check(ctx context.Context, repoDir string, opts Options) (*Report, error) {
 			headSide()
 			return
 		}
-		if objs == nil {
+		if objs == nil || everything {
 			headSide()
 			baseSide()
 			return

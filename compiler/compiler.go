@@ -224,9 +224,9 @@ func Compile(ctx context.Context, repoDir string, opts Options) (res *Result, er
 		root:      filepath.ToSlash(root),
 		tree:      tree,
 		mem:       newMemFS(),
-		headers:   make(map[string]header),
-		read:      make(map[string]bool),
-		closure:   make(map[string][]string),
+		headers:   make(map[string]header, tree.cueFiles),
+		read:      make(map[string]bool, len(tree.dirs)),
+		closure:   make(map[string][]string, len(tree.dirs)),
 		embedDirs: make(map[string]bool),
 		secrets:   secretPatterns(),
 		res:       &Result{Outputs: make(map[cuecast.ConfigPath]Output)},
@@ -515,43 +515,71 @@ func (c *compilation) loadSchemas(ctx context.Context, man *Manifest, schemaPos 
 func (c *compilation) crossNamespaceImports(man *Manifest, targets []cuecast.ConfigPath, deps map[cuecast.ConfigPath][]string) map[cuecast.ConfigPath]bool {
 	bad := make(map[cuecast.ConfigPath]bool)
 	reported := make(map[string]bool)
+	byDir := make(map[string][]nsImport)
 	for _, cp := range targets {
 		ns := man.Namespaces[cp.Namespace()]
 		dirs := append(append(ancestors(string(cp)), string(cp)), deps[cp]...)
 		for _, d := range dirs {
-			for _, f := range c.tree.dirs[d] {
-				h := c.headers[f]
-				if h.excluded {
+			imps, ok := byDir[d]
+			if !ok {
+				imps = c.namespaceImports(man, d)
+				byDir[d] = imps
+			}
+			for _, ni := range imps {
+				if ni.other == ns.Name || slices.Contains(ns.ImportConfigsFrom, ni.other) {
 					continue
 				}
-				for i, imp := range h.imports {
-					idir, ok := c.importDir(imp)
-					if !ok {
-						continue
-					}
-					other, _, _ := strings.Cut(idir, "/")
-					if _, isNS := man.Namespaces[other]; !isNS || other == ns.Name || slices.Contains(ns.ImportConfigsFrom, other) {
-						continue
-					}
-					bad[cp] = true
-					var owner cuecast.ConfigPath
-					if cfg, ok := configPathOf(d, man.Namespaces); ok {
-						owner = cfg
-					}
-					key := fmt.Sprintf("%s:%d:%s", f, i, ns.Name)
-					if reported[key] {
-						continue
-					}
-					reported[key] = true
-					c.errs = append(c.errs, Error{Config: owner, File: f, Line: h.importAt[i][0], Column: h.importAt[i][1],
-						ID: IDCrossNamespaceImport, Fix: fixFor(IDCrossNamespaceImport),
-						Message: fmt.Sprintf("%s imports %s, a config of namespace %s, but cuecast.cue does not let namespace %s import configs from %s",
-							d, idir, other, ns.Name, other)})
+				bad[cp] = true
+				var owner cuecast.ConfigPath
+				if cfg, ok := configPathOf(d, man.Namespaces); ok {
+					owner = cfg
 				}
+				key := fmt.Sprintf("%s:%d:%s", ni.file, ni.i, ns.Name)
+				if reported[key] {
+					continue
+				}
+				reported[key] = true
+				h := c.headers[ni.file]
+				c.errs = append(c.errs, Error{Config: owner, File: ni.file, Line: h.importAt[ni.i][0], Column: h.importAt[ni.i][1],
+					ID: IDCrossNamespaceImport, Fix: fixFor(IDCrossNamespaceImport),
+					Message: fmt.Sprintf("%s imports %s, a config of namespace %s, but cuecast.cue does not let namespace %s import configs from %s",
+						d, ni.idir, ni.other, ns.Name, ni.other)})
 			}
 		}
 	}
 	return bad
+}
+
+// nsImport is the i-th import of file, of directory idir below namespace
+// other.
+type nsImport struct {
+	file, idir, other string
+	i                 int
+}
+
+// namespaceImports lists the imports, in the .cue files of dir that are
+// not excluded, of a directory below a declared namespace: the imports
+// import_configs_from may forbid. Most directories have none, so
+// crossNamespaceImports looks each directory up once, not once per config.
+func (c *compilation) namespaceImports(man *Manifest, dir string) []nsImport {
+	var out []nsImport
+	for _, f := range c.tree.dirs[dir] {
+		h := c.headers[f]
+		if h.excluded {
+			continue
+		}
+		for i, imp := range h.imports {
+			idir, ok := c.importDir(imp)
+			if !ok {
+				continue
+			}
+			other, _, _ := strings.Cut(idir, "/")
+			if _, isNS := man.Namespaces[other]; isNS {
+				out = append(out, nsImport{file: f, idir: idir, other: other, i: i})
+			}
+		}
+	}
+	return out
 }
 
 // warnUnused logs top-level directories that hold CUE packages but are
@@ -886,20 +914,21 @@ func (c *compilation) dirClosure(dir string) ([]string, error) {
 		return d, nil
 	}
 	c.closure[dir] = nil // breaks import cycles; CUE reports the cycle itself
-	set := make(map[string]bool)
 	own := append(ancestors(dir), dir)
 	for _, d := range own {
-		set[d] = true
 		if err := c.readDir(d); err != nil {
 			return nil, err
 		}
 	}
+	// A slice sorted and compacted at the end: a closure is a handful of
+	// directories, and a plan makes one per config.
+	out := slices.Clone(own)
 	for _, d := range own {
 		for _, f := range c.tree.dirs[d] {
 			// A symlinked file is read like its target: the target's
 			// directory is a dependency too.
 			if target, ok := c.tree.links[f]; ok {
-				set[path.Dir(target)] = true
+				out = append(out, path.Dir(target))
 			}
 			for _, imp := range c.headers[f].imports {
 				idir, ok := c.importDir(imp)
@@ -910,18 +939,12 @@ func (c *compilation) dirClosure(dir string) ([]string, error) {
 				if err != nil {
 					return nil, err
 				}
-				set[idir] = true
-				for _, s := range sub {
-					set[s] = true
-				}
+				out = append(append(out, idir), sub...)
 			}
 		}
 	}
-	out := make([]string, 0, len(set))
-	for d := range set {
-		out = append(out, d)
-	}
 	slices.Sort(out)
+	out = slices.Clip(slices.Compact(out))
 	c.closure[dir] = out
 	return out, nil
 }
