@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"path"
 	"strings"
 	"sync"
@@ -94,6 +95,9 @@ func openPack(dotgit billy.Filesystem, base string) (*pack, error) {
 		return nil, nil
 	}
 	f, err := dotgit.Open(p.name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil // an index being written or removed: left to the storer
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", p.name, err)
 	}
@@ -255,6 +259,15 @@ func (o *Objects) packed(p *pack, off int64, h plumbing.Hash) (plumbing.EncodedO
 			return nil, fmt.Errorf("read object %s in %s: %w", h, p.name, err)
 		}
 		return &memObject{hash: h, typ: plumbing.ObjectType(typ), b: b}, nil
+	}
+	if err == nil {
+		// A delta states the size of what it makes: a large one is
+		// resolved only when read.
+		var target int64
+		if target, err = r.deltaTarget(typ, size); err == nil && target > o.maxInMemory {
+			putReader(r)
+			return &lazyDelta{o: o, hash: h, size: target, p: p, off: off}, nil
+		}
 	}
 	putReader(r)
 	if err != nil {
@@ -482,6 +495,106 @@ func (r *packReader) resetZlib() error {
 		return fmt.Errorf("inflate: %w", err)
 	}
 	return nil
+}
+
+// deltaTarget reads, after a delta's header, the size of the object the
+// delta makes (the second of the two sizes its data starts with).
+func (r *packReader) deltaTarget(typ byte, size int64) (int64, error) {
+	var skip int
+	switch typ {
+	case objOfsDelta:
+		if _, err := r.ofs(); err != nil {
+			return 0, err
+		}
+	case objRefDelta:
+		skip = len(plumbing.Hash{})
+	}
+	if _, err := r.br.Discard(skip); err != nil {
+		return 0, err
+	}
+	if err := r.resetZlib(); err != nil {
+		return 0, err
+	}
+	var buf [20]byte
+	n, err := io.ReadFull(r.zr, buf[:min(size, int64(len(buf)))])
+	if err != nil {
+		return 0, fmt.Errorf("inflate: %w", err)
+	}
+	b := buf[:n]
+	var sizes [2]int64
+	for i := range sizes {
+		for shift := 0; ; shift += 7 {
+			if len(b) == 0 || shift > 56 {
+				return 0, errors.New("bad delta header")
+			}
+			c := b[0]
+			b = b[1:]
+			sizes[i] |= int64(c&0x7f) << shift
+			if c&0x80 == 0 {
+				break
+			}
+		}
+	}
+	return sizes[1], nil
+}
+
+// lazyDelta is a large object stored as a delta: its size is known from
+// the delta, its content is resolved when read.
+type lazyDelta struct {
+	o    *Objects
+	hash plumbing.Hash
+	size int64
+	p    *pack
+	off  int64
+}
+
+func (l *lazyDelta) Hash() plumbing.Hash         { return l.hash }
+func (l *lazyDelta) SetType(plumbing.ObjectType) {}
+func (l *lazyDelta) Size() int64                 { return l.size }
+func (l *lazyDelta) SetSize(int64)               {}
+func (l *lazyDelta) Writer() (io.WriteCloser, error) {
+	return nil, errors.New("gitfs: object is read-only")
+}
+
+// Type is the type of the delta's base, read from the pack.
+func (l *lazyDelta) Type() plumbing.ObjectType {
+	off := l.off
+	for range maxDeltaChain {
+		r := getReader(l.p, off)
+		typ, _, err := r.header()
+		var rel int64
+		if err == nil && typ == objOfsDelta {
+			rel, err = r.ofs()
+		}
+		var base plumbing.Hash
+		if err == nil && typ == objRefDelta {
+			_, err = io.ReadFull(r.br, base[:])
+		}
+		putReader(r)
+		switch {
+		case err != nil:
+			return plumbing.InvalidObject
+		case typ == objOfsDelta:
+			off -= rel
+		case typ == objRefDelta:
+			t, _, err := l.o.content(base, 0)
+			if err != nil {
+				return plumbing.InvalidObject
+			}
+			return t
+		default:
+			return plumbing.ObjectType(typ)
+		}
+	}
+	return plumbing.InvalidObject
+}
+
+func (l *lazyDelta) Reader() (io.ReadCloser, error) {
+	_, b, err := l.o.resolve(l.p, l.off, 0)
+	if err != nil {
+		return nil, fmt.Errorf("read object %s: %w", l.hash, err)
+	}
+	return io.NopCloser(bytes.NewReader(b)), nil
 }
 
 // memObject is an object read into memory. It is read-only: Writer and
