@@ -108,6 +108,13 @@ func Check(ctx context.Context, repoDir string, opts Options) (*Report, error) {
 	rep.ChangedFiles = changed
 
 	start := time.Now()
+	if objs != nil {
+		// Guess the targets from the changed files alone and compile
+		// them at both revisions while the plan runs, on the core the
+		// plan's serial part leaves idle; a wrong guess is dropped.
+		stopGuesses := k.guess(ctx, guessTargets(changed), baseC, headC)
+		defer stopGuesses()
+	}
 	stopPrefetch := k.prefetch(ctx, objs, baseC)
 	base, err := k.compile(ctx, baseC, nil, true)
 	stopPrefetch()
@@ -256,6 +263,8 @@ type checkRun struct {
 	trees   *commitTrees
 	repoDir string
 	opts    Options
+	// guesses are the compiles started before the plan, by commit.
+	guesses map[plumbing.Hash]*guessed
 }
 
 // prefetch starts reading the base's tree into the cache on every core,
@@ -292,8 +301,78 @@ func (k *checkRun) workers() int {
 }
 
 func (k *checkRun) compile(ctx context.Context, c *object.Commit, configs []cuecast.ConfigPath, planOnly bool) (*compiler.Result, error) {
+	if g := k.guesses[c.Hash]; g != nil && !planOnly && len(configs) > 0 && slices.Equal(g.configs, configs) {
+		if g.wait(); g.err == nil {
+			return g.res, nil
+		}
+	}
 	return compileAt(ctx, k.trees, k.repoDir, c, configs, planOnly, k.opts)
 }
+
+// guessed is a compile started before the plan said which configs to
+// compile: it is used only when the plan names exactly its configs.
+type guessed struct {
+	configs []cuecast.ConfigPath
+	done    chan struct{}
+	res     *compiler.Result
+	err     error
+}
+
+func (g *guessed) wait() { <-g.done }
+
+// guess starts compiling configs at each commit, and returns the function
+// that stops and waits for what is still running. Nothing is guessed when
+// configs is empty.
+func (k *checkRun) guess(ctx context.Context, configs []cuecast.ConfigPath, commits ...*object.Commit) (stop func()) {
+	if len(configs) == 0 {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	k.guesses = make(map[plumbing.Hash]*guessed)
+	for _, c := range commits {
+		g := &guessed{configs: configs, done: make(chan struct{})}
+		k.guesses[c.Hash] = g
+		go func() {
+			defer close(g.done)
+			g.res, g.err = compileAt(ctx, k.trees, k.repoDir, c, configs, false, k.opts)
+		}()
+	}
+	return func() {
+		cancel()
+		for _, g := range k.guesses {
+			g.wait()
+		}
+	}
+}
+
+// guessTargets is what Index.Affected most often answers for a change,
+// known without the plan: the directories of the changed .cue files, as
+// configs. It is right when each is a config that no other config
+// imports or lies below, as for most edits of a config; otherwise the
+// plan's targets differ and the guess is not used. Nothing is guessed for
+// a change that may affect every config, or for more than a few configs.
+func guessTargets(changed []string) []cuecast.ConfigPath {
+	var out []cuecast.ConfigPath
+	for _, f := range changed {
+		if compiler.AffectsAll(f) || !strings.HasSuffix(f, ".cue") {
+			return nil
+		}
+		cp := cuecast.ConfigPath(path.Dir(f))
+		if cp.Validate() != nil || strings.HasPrefix(path.Base(f), "_") || strings.HasPrefix(path.Base(f), ".") {
+			return nil
+		}
+		out = append(out, cp)
+	}
+	slices.Sort(out)
+	out = slices.Compact(out)
+	if len(out) > maxGuessed {
+		return nil
+	}
+	return out
+}
+
+// maxGuessed bounds the configs compiled on a guess.
+const maxGuessed = 4
 
 // headSide compiles the head's side of the change: the targets, the
 // configs the change affects (every one when everything). Nothing
