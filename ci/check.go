@@ -75,7 +75,9 @@ func (e *RevisionError) Unwrap() error { return e.Err }
 // objects read on every core meanwhile (gitfs.Objects, Cache.Prefetch);
 // then both revisions compile only the affected configs, at once, which is
 // also what tells an error the change introduced from one the base already
-// had.
+// had. The configs holding the changed .cue files are compiled at both
+// revisions while the plan runs, and those compiles are used when the plan
+// names exactly them (guessTargets).
 //
 // The error is non-nil only when the check could not run: ErrNotRepo, a
 // *RevisionError, an unreadable object store, or ctx's error. Invalid configs
