@@ -110,10 +110,12 @@ func Check(ctx context.Context, repoDir string, opts Options) (*Report, error) {
 	rep.ChangedFiles = changed
 
 	start := time.Now()
-	if objs != nil {
+	if objs != nil && objs.Packs() > 0 {
 		// Guess the targets from the changed files alone and compile
 		// them at both revisions while the plan runs, on the core the
 		// plan's serial part leaves idle; a wrong guess is dropped.
+		// (Not over loose objects: read one at a time through go-git,
+		// the trees both walk at once would be read twice.)
 		stopGuesses := k.guess(ctx, guessTargets(changed), baseC, headC)
 		defer stopGuesses()
 	}
@@ -276,7 +278,9 @@ type checkRun struct {
 // plan is done. An error is only logged: the plan reads what it needs
 // and reports what it cannot.
 func (k *checkRun) prefetch(ctx context.Context, objs *gitfs.Objects, c *object.Commit) (stop func()) {
-	if objs == nil {
+	if objs == nil || objs.Packs() == 0 {
+		// Loose objects are read through go-git one at a time: a
+		// prefetch would only read some of them twice.
 		return func() {}
 	}
 	ctx, cancel := context.WithCancel(ctx)
