@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"path"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-git/go-git/v5"
@@ -69,9 +71,13 @@ func (e *RevisionError) Unwrap() error { return e.Err }
 // the base's dependency index (compiler.Index.Affected), which finds every
 // config the head's would too; a change to the manifest or cue.mod/ affects
 // every config (compiler.AffectsAll). The base is first planned (read,
-// linted and indexed, nothing evaluated: compiler.Options.PlanOnly); then
-// both revisions compile only the affected configs, which is also what
-// tells an error the change introduced from one the base already had.
+// linted and indexed, nothing evaluated: compiler.Options.PlanOnly), its
+// objects read on every core meanwhile (gitfs.Objects, Cache.Prefetch);
+// then both revisions compile only the affected configs, at once, which is
+// also what tells an error the change introduced from one the base already
+// had. The configs holding the changed .cue files are compiled at both
+// revisions while the plan runs, and those compiles are used when the plan
+// names exactly them (guessTargets).
 //
 // The error is non-nil only when the check could not run: ErrNotRepo, a
 // *RevisionError, an unreadable object store, or ctx's error. Invalid configs
@@ -83,7 +89,7 @@ func Check(ctx context.Context, repoDir string, opts Options) (*Report, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	r, closeRepo, err := openRepo(repoDir)
+	r, objs, closeRepo, err := openRepo(repoDir)
 	if err != nil {
 		return nil, err
 	}
@@ -104,20 +110,61 @@ func Check(ctx context.Context, repoDir string, opts Options) (*Report, error) {
 	rep.ChangedFiles = changed
 
 	start := time.Now()
+	if objs != nil && objs.Packs() > 0 {
+		// Guess the targets from the changed files alone and compile
+		// them at both revisions while the plan runs, on the core the
+		// plan's serial part leaves idle; a wrong guess is dropped.
+		// (Not over loose objects: read one at a time through go-git,
+		// the trees both walk at once would be read twice.)
+		stopGuesses := k.guess(ctx, guessTargets(changed), baseC, headC)
+		defer stopGuesses()
+	}
+	stopPrefetch := k.prefetch(ctx, objs, baseC)
 	base, err := k.compile(ctx, baseC, nil, true)
+	stopPrefetch()
 	if err != nil {
 		return nil, err
 	}
 	opts.Logger.Debug("base planned", "commit", baseC.Hash.String(), "configs", len(base.Configs), "elapsed", time.Since(start))
 	everything := slices.ContainsFunc(changed, compiler.AffectsAll) || base.Manifest == nil
-	head, targets, err := k.headSide(ctx, headC, base, changed, everything)
-	if err != nil {
+	var targets []cuecast.ConfigPath // nil: all of them
+	if len(changed) > 0 && !everything {
+		targets = base.Index.Affected(changed)
+	}
+	// The two sides need nothing from each other: compile them at once
+	// (on two cores) when the object store can be read concurrently,
+	// unless each is a whole compile, which uses every core already.
+	var head, compiled *compiler.Result
+	var headErr, baseErr error
+	compileBase := base.Manifest != nil && len(changed) > 0 && (everything || len(targets) > 0)
+	both := func(headSide, baseSide func()) {
+		if !compileBase {
+			headSide()
+			return
+		}
+		if objs == nil || everything {
+			headSide()
+			baseSide()
+			return
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			baseSide()
+		}()
+		headSide()
+		<-done
+	}
+	both(func() { head, headErr = k.headSide(ctx, headC, base, changed, targets, everything) },
+		func() { compiled, baseErr = k.baseSide(ctx, baseC, base, targets, everything) })
+	if err := errors.Join(headErr, baseErr); err != nil {
 		return nil, err
 	}
-	if base.Manifest != nil && (everything || len(targets) > 0) {
-		if base, err = k.baseSide(ctx, baseC, base, targets, everything); err != nil {
-			return nil, err
-		}
+	if compileBase {
+		base = compiled
+	}
+	if everything && len(changed) > 0 {
+		targets = union(base.Configs, head.Configs)
 	}
 	rep.Everything = everything && len(changed) > 0
 	if err := rep.build(base, head, targets); err != nil {
@@ -133,24 +180,61 @@ func Check(ctx context.Context, repoDir string, opts Options) (*Report, error) {
 // otherwise opens the pack again for every object it reads), and objects
 // over compiler.MaxFileSize are not read into memory when looked up, so the
 // compiler can refuse them unread.
-func openRepo(repoDir string) (*git.Repository, func(), error) {
+func openRepo(repoDir string) (*git.Repository, *gitfs.Objects, func(), error) {
 	r, err := gitfs.Open(repoDir)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	st, ok := r.Storer.(*filesystem.Storage)
 	if !ok {
-		return r, func() {}, nil
+		return r, nil, func() {}, nil
 	}
 	kept := filesystem.NewStorageWithOptions(st.Filesystem(), cache.NewObjectLRUDefault(), filesystem.Options{
 		KeepDescriptors: true, LargeObjectThreshold: compiler.MaxFileSize,
 	})
-	r, err = git.Open(kept, nil)
+	objs, err := gitfs.OpenObjects(st.Filesystem(), kept, compiler.MaxFileSize)
 	if err != nil {
-		return nil, nil, fmt.Errorf("open %s: %w", repoDir, err)
+		_ = kept.Close()
+		return nil, nil, nil, fmt.Errorf("open %s: %w", repoDir, err)
 	}
-	return r, func() { _ = kept.Close() }, nil
+	r, err = git.Open(&readStorage{Storage: kept, objs: objs}, nil)
+	if err != nil {
+		_ = objs.Close()
+		_ = kept.Close()
+		return nil, nil, nil, fmt.Errorf("open %s: %w", repoDir, err)
+	}
+	return r, objs, func() { _ = objs.Close(); _ = kept.Close() }, nil
 }
+
+// prefetched is what the check reads of the base's tree before planning
+// it: the directories the compiler walks (not those CUE ignores) and the
+// files it reads (.cue files CUE does not ignore, and cue.mod/).
+func prefetched(p string, dir bool) bool {
+	name := path.Base(p)
+	if dir {
+		return !strings.HasPrefix(name, ".") && !strings.HasPrefix(name, "_")
+	}
+	return strings.HasPrefix(p, "cue.mod/") ||
+		strings.HasSuffix(name, ".cue") && !strings.HasPrefix(name, ".") && !strings.HasPrefix(name, "_")
+}
+
+// readStorage is a repository's storage whose object reads go through
+// gitfs.Objects, which reads packfiles without a lock, so the check's
+// reads can run on several goroutines.
+type readStorage struct {
+	*filesystem.Storage
+	objs *gitfs.Objects
+}
+
+func (s *readStorage) EncodedObject(t plumbing.ObjectType, h plumbing.Hash) (plumbing.EncodedObject, error) {
+	return s.objs.EncodedObject(t, h)
+}
+
+func (s *readStorage) EncodedObjectSize(h plumbing.Hash) (int64, error) {
+	return s.objs.EncodedObjectSize(h)
+}
+
+func (s *readStorage) HasEncodedObject(h plumbing.Hash) error { return s.objs.HasEncodedObject(h) }
 
 // revisions resolves opts.Base and opts.Head and starts the report. The
 // base returned is their merge base when Base is not an ancestor of Head
@@ -183,51 +267,155 @@ type checkRun struct {
 	trees   *commitTrees
 	repoDir string
 	opts    Options
+	// guesses are the compiles started before the plan, by commit.
+	guesses map[plumbing.Hash]*guessed
+}
+
+// prefetch starts reading the base's tree into the cache on every core,
+// while the plan, which reads it one object at a time, starts from the
+// other end (Cache.Prefetch reads the last entries of a directory first,
+// the walk the first), and returns the function that stops it once the
+// plan is done. An error is only logged: the plan reads what it needs
+// and reports what it cannot.
+func (k *checkRun) prefetch(ctx context.Context, objs *gitfs.Objects, c *object.Commit) (stop func()) {
+	if objs == nil || objs.Packs() == 0 {
+		// Loose objects are read through go-git one at a time: a
+		// prefetch would only read some of them twice.
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	start := time.Now()
+	// One core is the plan's.
+	go func() { done <- k.trees.cache.Prefetch(ctx, objs, c.TreeHash, max(k.workers()-1, 1), prefetched) }()
+	return func() {
+		cancel()
+		err := <-done
+		if err != nil && !errors.Is(err, context.Canceled) {
+			k.opts.Logger.Debug("prefetch failed", "commit", c.Hash.String(), "err", err)
+		}
+		k.opts.Logger.Debug("prefetch stopped", "commit", c.Hash.String(), "elapsed", time.Since(start))
+	}
+}
+
+// workers is how many goroutines read or compile at once.
+func (k *checkRun) workers() int {
+	if k.opts.Workers > 0 {
+		return k.opts.Workers
+	}
+	return runtime.NumCPU()
 }
 
 func (k *checkRun) compile(ctx context.Context, c *object.Commit, configs []cuecast.ConfigPath, planOnly bool) (*compiler.Result, error) {
+	if g := k.guesses[c.Hash]; g != nil && !planOnly && len(configs) > 0 && slices.Equal(g.configs, configs) {
+		if g.wait(); g.err == nil {
+			return g.res, nil
+		}
+	}
 	return compileAt(ctx, k.trees, k.repoDir, c, configs, planOnly, k.opts)
 }
 
-// headSide compiles the head's side of the change and returns it with the
-// configs to report. Nothing differs: nothing to compile. No config's
-// output can change: the head is only planned, because the change can
-// still break the repo where compile looks and no config does (a symlinked
-// directory, a file lint); planning reads and lints every file the way
-// compile does and evaluates nothing. Otherwise the affected configs
-// (every one when everything) are compiled. The base's index alone finds
-// every affected config: a config that reaches a changed file only through
-// the head's imports reaches it along a path whose first changed file is
-// itself changed and reached the same way at the base
-// (TestCheckPlansWhatFullPlansDo holds this to full plans of both).
-func (k *checkRun) headSide(ctx context.Context, headC *object.Commit, base *compiler.Result, changed []string, everything bool) (*compiler.Result, []cuecast.ConfigPath, error) {
-	if len(changed) == 0 {
-		return &compiler.Result{Manifest: base.Manifest, Configs: base.Configs, Outputs: map[cuecast.ConfigPath]compiler.Output{}, Index: base.Index}, nil, nil
+// guessed is a compile started before the plan said which configs to
+// compile: it is used only when the plan names exactly its configs.
+type guessed struct {
+	configs []cuecast.ConfigPath
+	done    chan struct{}
+	res     *compiler.Result
+	err     error
+}
+
+func (g *guessed) wait() { <-g.done }
+
+// guess starts compiling configs at each commit, and returns the function
+// that stops and waits for what is still running. Nothing is guessed when
+// configs is empty.
+func (k *checkRun) guess(ctx context.Context, configs []cuecast.ConfigPath, commits ...*object.Commit) (stop func()) {
+	if len(configs) == 0 {
+		return func() {}
 	}
-	var targets []cuecast.ConfigPath // nil: all of them
-	if !everything {
-		targets = base.Index.Affected(changed)
-		if len(targets) == 0 {
-			head, err := k.compile(ctx, headC, nil, true)
-			if err != nil {
-				return nil, nil, err
-			}
-			if head.Manifest == nil {
-				head.Manifest = base.Manifest
-			}
-			return head, targets, nil
+	ctx, cancel := context.WithCancel(ctx)
+	k.guesses = make(map[plumbing.Hash]*guessed)
+	for _, c := range commits {
+		g := &guessed{configs: configs, done: make(chan struct{})}
+		k.guesses[c.Hash] = g
+		go func() {
+			defer close(g.done)
+			g.res, g.err = compileAt(ctx, k.trees, k.repoDir, c, configs, false, k.opts)
+		}()
+	}
+	return func() {
+		cancel()
+		for _, g := range k.guesses {
+			g.wait()
 		}
 	}
+}
+
+// guessTargets is what Index.Affected most often answers for a change,
+// known without the plan: the directories of the changed .cue files, as
+// configs. It is right when each is a config that no other config
+// imports or lies below, as for most edits of a config; otherwise the
+// plan's targets differ and the guess is not used. Nothing is guessed for
+// a change that may affect every config, or for more than a few configs.
+func guessTargets(changed []string) []cuecast.ConfigPath {
+	var out []cuecast.ConfigPath
+	for _, f := range changed {
+		if compiler.AffectsAll(f) || !strings.HasSuffix(f, ".cue") {
+			return nil
+		}
+		cp := cuecast.ConfigPath(path.Dir(f))
+		if cp.Validate() != nil || strings.HasPrefix(path.Base(f), "_") || strings.HasPrefix(path.Base(f), ".") {
+			return nil
+		}
+		out = append(out, cp)
+	}
+	slices.Sort(out)
+	out = slices.Compact(out)
+	if len(out) > maxGuessed {
+		return nil
+	}
+	return out
+}
+
+// maxGuessed bounds the configs compiled on a guess.
+const maxGuessed = 4
+
+// headSide compiles the head's side of the change: the targets, the
+// configs the change affects (every one when everything). Nothing
+// differs: nothing to compile. No config's output can change: the head is
+// only planned, because the change can still break the repo where compile
+// looks and no config does (a symlinked directory, a file lint); planning
+// reads and lints every file the way compile does and evaluates nothing.
+// The base's index alone finds every affected config: a config that
+// reaches a changed file only through the head's imports reaches it along
+// a path whose first changed file is itself changed and reached the same
+// way at the base (TestCheckPlansWhatFullPlansDo holds this to full plans
+// of both).
+func (k *checkRun) headSide(ctx context.Context, headC *object.Commit, base *compiler.Result, changed []string, targets []cuecast.ConfigPath, everything bool) (*compiler.Result, error) {
+	if len(changed) == 0 {
+		return &compiler.Result{Manifest: base.Manifest, Configs: base.Configs, Outputs: map[cuecast.ConfigPath]compiler.Output{}, Index: base.Index}, nil
+	}
+	if !everything && len(targets) == 0 {
+		head, err := k.compile(ctx, headC, nil, true)
+		if err != nil {
+			return nil, err
+		}
+		if head.Manifest == nil {
+			head.Manifest = base.Manifest
+		}
+		return head, nil
+	}
 	start := time.Now()
-	head, err := k.compile(ctx, headC, targets, false)
+	var only []cuecast.ConfigPath
+	if !everything {
+		only = targets
+	}
+	head, err := k.compile(ctx, headC, only, false)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	if everything {
-		targets = union(base.Configs, head.Configs)
-	}
-	k.opts.Logger.Debug("head compiled", "commit", headC.Hash.String(), "configs", len(targets), "elapsed", time.Since(start))
-	return head, targets, nil
+	k.opts.Logger.Debug("head compiled", "commit", headC.Hash.String(), "configs", len(only), "elapsed", time.Since(start))
+	return head, nil
 }
 
 // baseSide compiles the base's side of exactly the targets (every config
@@ -282,7 +470,7 @@ func undeclared(changed []string, base, head *compiler.Result) []string {
 // repository at repoDir, for attaching a check run to it before the check
 // has run. It returns ErrNotRepo or a *RevisionError (Which "head").
 func ResolveCommit(repoDir, rev string) (string, error) {
-	r, closeRepo, err := openRepo(repoDir)
+	r, _, closeRepo, err := openRepo(repoDir)
 	if err != nil {
 		return "", err
 	}
@@ -335,14 +523,18 @@ func compileAt(ctx context.Context, trees *commitTrees, repoDir string, c *objec
 
 // commitTrees hands out one file system per commit, so the compiles of a
 // commit in one check share its decoded trees and directory listings, and
-// one object cache across commits, which share most objects.
+// one object cache across commits, which share most objects. It is safe
+// for concurrent use.
 type commitTrees struct {
 	s     storer.EncodedObjectStorer
 	cache *gitfs.Cache
+	mu    sync.Mutex
 	byRev map[plumbing.Hash]*gitfs.FS
 }
 
 func (t *commitTrees) fs(c *object.Commit) (*gitfs.FS, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	if fsys, ok := t.byRev[c.Hash]; ok {
 		return fsys, nil
 	}

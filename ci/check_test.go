@@ -626,3 +626,22 @@ func TestCheckEmbeddedFile(t *testing.T) {
 		t.Errorf("configs: got %q, want %q (failed %v, errors %v)", got, want, rep.Failed(), rep.Errors)
 	}
 }
+
+// TestCheckConfigImportedByAnother: a change to a config that another
+// config imports affects both. The check compiles the changed config at
+// both revisions before its plan is done (a guess, right for most edits of
+// a config); here the plan names one more config, so the guess must not be
+// used (issue 16).
+func TestCheckConfigImportedByAnother(t *testing.T) {
+	r, _ := exampleRepo(t)
+	edit(t, r, "payments/refunds/refunds.cue", "import (\n", "import (\n\t\"example.com/configs/payments/checkout\"\n")
+	edit(t, r, "payments/refunds/refunds.cue", "window_days:", "currency: checkout.currency\nwindow_days:")
+	base := r.Commit("refunds: the currency of checkout")
+	edit(t, r, "payments/checkout/checkout.cue", `currency:         "EUR"`, `currency:         "USD"`)
+	head := r.Commit("checkout: USD")
+	rep := check(t, r, base, head)
+	want := []string{"payments/checkout changed", "payments/refunds changed"}
+	if got := statuses(rep); !slices.Equal(got, want) {
+		t.Errorf("configs: got %q, want %q (failed %v, errors %v)", got, want, rep.Failed(), rep.Errors)
+	}
+}

@@ -62,7 +62,7 @@ func Origins(ctx context.Context, repoDir string, rep *Report) ([]ValueOrigin, e
 		return nil, nil
 	}
 	todo = todo[:min(len(todo), maxOriginConfigs)]
-	r, closeRepo, err := openRepo(repoDir)
+	r, _, closeRepo, err := openRepo(repoDir)
 	if err != nil {
 		return nil, err
 	}

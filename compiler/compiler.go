@@ -13,6 +13,8 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"cuelang.org/go/cue"
@@ -47,7 +49,9 @@ type Options struct {
 	Configs []cuecast.ConfigPath
 	// FS, when set, is the repo (rooted at the repo root) and the disk is
 	// not read; repoDir then only labels log lines. The tailer and the PR
-	// check pass a file system over a Git tree.
+	// check pass a file system over a Git tree. It is read from up to
+	// Workers goroutines at once, so it must be safe for concurrent use
+	// (os.Root's, gitfs's and fstest.MapFS are).
 	FS fs.FS
 	// Workers is how many goroutines load and evaluate configs at once,
 	// each a batch at a time with its own CUE context; default
@@ -291,9 +295,9 @@ func newCompilation(opts Options, fsys fs.FS, root string, tree *repoTree) *comp
 		root:      filepath.ToSlash(root),
 		tree:      tree,
 		mem:       newMemFS(),
-		headers:   make(map[string]header),
-		read:      make(map[string]bool),
-		closure:   make(map[string][]string),
+		headers:   make(map[string]header, tree.cueFiles),
+		read:      make(map[string]bool, len(tree.dirs)),
+		closure:   make(map[string][]string, len(tree.dirs)),
 		embedDirs: make(map[string]bool),
 		secrets:   secretPatterns(),
 		tags:      make(map[string][]tagAttr),
@@ -465,6 +469,9 @@ func (c *compilation) selectTargets(man *Manifest, all []cuecast.ConfigPath) []c
 // package is a dependency of each of its configs even though they need not
 // import it.
 func (c *compilation) readDeps(man *Manifest, targets []cuecast.ConfigPath) (map[cuecast.ConfigPath][]string, error) {
+	if err := c.readAhead(targets); err != nil {
+		return nil, err
+	}
 	deps := make(map[cuecast.ConfigPath][]string, len(targets))
 	for _, cp := range targets {
 		d, err := c.dirClosure(string(cp))
@@ -574,43 +581,72 @@ func (c *compilation) loadSchemas(ctx context.Context, man *Manifest, schemaPos 
 func (c *compilation) crossNamespaceImports(man *Manifest, targets []cuecast.ConfigPath, deps map[cuecast.ConfigPath][]string) map[cuecast.ConfigPath]bool {
 	bad := make(map[cuecast.ConfigPath]bool)
 	reported := make(map[string]bool)
+	byDir := make(map[string][]nsImport)
 	for _, cp := range targets {
 		ns := man.Namespaces[cp.Namespace()]
 		dirs := append(append(ancestors(string(cp)), string(cp)), deps[cp]...)
 		for _, d := range dirs {
-			for _, f := range c.tree.dirs[d] {
-				h := c.headers[f]
-				if h.excluded && !readsDimension(h, ns) {
-					continue // left out of every variant
+			imps, ok := byDir[d+"\x00"+ns.Name]
+			if !ok {
+				imps = c.namespaceImports(man, ns, d)
+				byDir[d+"\x00"+ns.Name] = imps
+			}
+			for _, ni := range imps {
+				if ni.other == ns.Name || slices.Contains(ns.ImportConfigsFrom, ni.other) {
+					continue
 				}
-				for i, imp := range h.imports {
-					idir, ok := c.importDir(imp)
-					if !ok {
-						continue
-					}
-					other, _, _ := strings.Cut(idir, "/")
-					if _, isNS := man.Namespaces[other]; !isNS || other == ns.Name || slices.Contains(ns.ImportConfigsFrom, other) {
-						continue
-					}
-					bad[cp] = true
-					var owner cuecast.ConfigPath
-					if cfg, ok := configPathOf(d, man.Namespaces); ok {
-						owner = cfg
-					}
-					key := fmt.Sprintf("%s:%d:%s", f, i, ns.Name)
-					if reported[key] {
-						continue
-					}
-					reported[key] = true
-					c.errs = append(c.errs, Error{Config: owner, File: f, Line: h.importAt[i][0], Column: h.importAt[i][1],
-						ID: IDCrossNamespaceImport, Fix: fixFor(IDCrossNamespaceImport),
-						Message: fmt.Sprintf("%s imports %s, a config of namespace %s, but cuecast.cue does not let namespace %s import configs from %s",
-							d, idir, other, ns.Name, other)})
+				bad[cp] = true
+				var owner cuecast.ConfigPath
+				if cfg, ok := configPathOf(d, man.Namespaces); ok {
+					owner = cfg
 				}
+				key := fmt.Sprintf("%s:%d:%s", ni.file, ni.i, ns.Name)
+				if reported[key] {
+					continue
+				}
+				reported[key] = true
+				h := c.headers[ni.file]
+				c.errs = append(c.errs, Error{Config: owner, File: ni.file, Line: h.importAt[ni.i][0], Column: h.importAt[ni.i][1],
+					ID: IDCrossNamespaceImport, Fix: fixFor(IDCrossNamespaceImport),
+					Message: fmt.Sprintf("%s imports %s, a config of namespace %s, but cuecast.cue does not let namespace %s import configs from %s",
+						d, ni.idir, ni.other, ns.Name, ni.other)})
 			}
 		}
 	}
 	return bad
+}
+
+// nsImport is the i-th import of file, of directory idir below namespace
+// other.
+type nsImport struct {
+	file, idir, other string
+	i                 int
+}
+
+// namespaceImports lists the imports, in the .cue files of dir that a
+// config of namespace ns loads (not excluded, or excluded by an @if that
+// names one of ns's dimension values), of a directory below a declared
+// namespace: the imports import_configs_from may forbid. Most directories have none, so
+// crossNamespaceImports looks each directory up once per namespace, not once per config.
+func (c *compilation) namespaceImports(man *Manifest, ns Namespace, dir string) []nsImport {
+	var out []nsImport
+	for _, f := range c.tree.dirs[dir] {
+		h := c.headers[f]
+		if h.excluded && !readsDimension(h, ns) {
+			continue // left out of every variant
+		}
+		for i, imp := range h.imports {
+			idir, ok := c.importDir(imp)
+			if !ok {
+				continue
+			}
+			other, _, _ := strings.Cut(idir, "/")
+			if _, isNS := man.Namespaces[other]; isNS {
+				out = append(out, nsImport{file: f, idir: idir, other: other, i: i})
+			}
+		}
+	}
+	return out
 }
 
 // warnUnused logs top-level directories that hold CUE packages but are
@@ -787,20 +823,105 @@ func (c *compilation) readInto(p string) error {
 	if c.tree.bad[p] {
 		return nil
 	}
-	b, lint, err := readFile(c.fsys, p)
-	if err != nil {
-		return err
+	return c.keep(readSource(c.fsys, p))
+}
+
+// source is one file as read: its content and header, or the lint that
+// rejected it, or the error reading it.
+type source struct {
+	p    string
+	b    []byte
+	h    header
+	tags []tagAttr
+	lint *Error
+	err  error
+}
+
+// readSource reads p and, for a .cue file, its header. It touches nothing
+// but fsys, so files can be read on several goroutines (readAhead).
+func readSource(fsys fs.FS, p string) source {
+	b, lint, err := readFile(fsys, p)
+	s := source{p: p, b: b, lint: lint, err: err}
+	if err == nil && lint == nil && strings.HasSuffix(p, ".cue") {
+		s.h = parseHeader(p, b)
+		s.tags = scanTags(p, b)
 	}
-	if lint != nil {
-		c.tree.reject(*lint)
+	return s
+}
+
+// keep records a file read by readSource, as readInto does.
+func (c *compilation) keep(s source) error {
+	if s.err != nil {
+		return s.err
+	}
+	if s.lint != nil {
+		c.tree.reject(*s.lint)
 		c.errs = append(c.errs, c.tree.errs[len(c.tree.errs)-1])
 		return nil
 	}
-	c.mem.add(p, b)
-	if strings.HasSuffix(p, ".cue") {
-		c.headers[p] = parseHeader(p, b)
-		if t := scanTags(p, b); len(t) > 0 {
-			c.tags[p] = t
+	c.mem.add(s.p, s.b)
+	if strings.HasSuffix(s.p, ".cue") {
+		c.headers[s.p] = s.h
+		if len(s.tags) > 0 {
+			c.tags[s.p] = s.tags
+		}
+	}
+	return nil
+}
+
+// readAheadMin is the fewest targets for which readAhead reads on several
+// goroutines: below it, starting them costs more than it saves.
+const readAheadMin = 64
+
+// readAhead reads the directories of the targets and their ancestors
+// (what readDir would read first for each) on Options.Workers goroutines:
+// reading and scanning every file is most of a plan's work, and the rest
+// of it is serial. Files are kept in the order readDir would keep them,
+// so errors and lint findings do not depend on the workers.
+func (c *compilation) readAhead(targets []cuecast.ConfigPath) error {
+	workers := min(c.opts.Workers, len(targets)/readAheadMin)
+	if workers < 2 {
+		return nil
+	}
+	var dirs []string
+	seen := make(map[string]bool)
+	for _, cp := range targets {
+		for _, d := range append(ancestors(string(cp)), string(cp)) {
+			if !seen[d] && !c.read[d] {
+				seen[d] = true
+				dirs = append(dirs, d)
+			}
+		}
+	}
+	var files []string
+	for _, d := range dirs {
+		for _, p := range c.tree.dirs[d] {
+			if !c.tree.bad[p] {
+				files = append(files, p)
+			}
+		}
+	}
+	srcs := make([]source, len(files))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1) - 1); i < len(files); i = int(next.Add(1) - 1) {
+				srcs[i] = readSource(c.fsys, files[i])
+			}
+		}()
+	}
+	wg.Wait()
+	for _, s := range srcs {
+		if err := c.keep(s); err != nil {
+			return err
+		}
+	}
+	for _, d := range dirs {
+		if err := c.readDir(d); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -813,8 +934,10 @@ func (c *compilation) readDir(dir string) error {
 	c.read[dir] = true
 	embeds := false
 	for _, p := range c.tree.dirs[dir] {
-		if err := c.readInto(p); err != nil {
-			return err
+		if _, done := c.headers[p]; !done {
+			if err := c.readInto(p); err != nil {
+				return err
+			}
 		}
 		embeds = embeds || c.headers[p].embeds
 	}
@@ -863,20 +986,21 @@ func (c *compilation) dirClosure(dir string) ([]string, error) {
 		return d, nil
 	}
 	c.closure[dir] = nil // breaks import cycles; CUE reports the cycle itself
-	set := make(map[string]bool)
 	own := append(ancestors(dir), dir)
 	for _, d := range own {
-		set[d] = true
 		if err := c.readDir(d); err != nil {
 			return nil, err
 		}
 	}
+	// A slice sorted and compacted at the end: a closure is a handful of
+	// directories, and a plan makes one per config.
+	out := slices.Clone(own)
 	for _, d := range own {
 		for _, f := range c.tree.dirs[d] {
 			// A symlinked file is read like its target: the target's
 			// directory is a dependency too.
 			if target, ok := c.tree.links[f]; ok {
-				set[path.Dir(target)] = true
+				out = append(out, path.Dir(target))
 			}
 			for _, imp := range c.headers[f].imports {
 				idir, ok := c.importDir(imp)
@@ -887,18 +1011,12 @@ func (c *compilation) dirClosure(dir string) ([]string, error) {
 				if err != nil {
 					return nil, err
 				}
-				set[idir] = true
-				for _, s := range sub {
-					set[s] = true
-				}
+				out = append(append(out, idir), sub...)
 			}
 		}
 	}
-	out := make([]string, 0, len(set))
-	for d := range set {
-		out = append(out, d)
-	}
 	slices.Sort(out)
+	out = slices.Clip(slices.Compact(out))
 	c.closure[dir] = out
 	return out, nil
 }

@@ -31,6 +31,8 @@ type repoTree struct {
 	// '.') are left out, so a directory holding only such files is no
 	// package and no config, as for cue itself.
 	dirs map[string][]string
+	// cueFiles counts the files in dirs.
+	cueFiles int
 	// data maps a directory to its other regular files: the ones a package
 	// there may embed with @embed. Only names are listed; a file is read
 	// when a package that declares @extern(embed) needs it.
@@ -149,6 +151,7 @@ func walkRepo(fsys fs.FS) (*repoTree, error) {
 			return nil
 		}
 		t.dirs[dir] = append(t.dirs[dir], p)
+		t.cueFiles++
 		return nil
 	})
 	if err != nil {

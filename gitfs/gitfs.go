@@ -10,10 +10,11 @@
 // and cached by directory path, as are directory listings, and every read of
 // the object store is serialised, because go-git's object storage is not
 // safe for concurrent use (it fills its pack index and open-pack maps lazily,
-// and a packfile is read through one shared seeking scanner). Open looks a
-// blob up once: Stat on the open file needs only the object's header, and
-// the content is read on the first Read, so a caller can refuse a huge file
-// unread.
+// and a packfile is read through one shared seeking scanner). Objects reads
+// packfiles without a lock, so file systems over one Objects, and
+// Cache.Prefetch, read on several cores. Open looks a blob up once: Stat on
+// the open file needs only the object's header, and the content is read on
+// the first Read, so a caller can refuse a huge file unread.
 //
 // Git entries map to fs entries as follows: trees are directories (mode
 // fs.ModeDir|0o755), blobs are regular files (0o644, or 0o755 when
@@ -287,7 +288,7 @@ restart:
 // scanned.
 func findEntry(t *object.Tree, name string) (object.TreeEntry, bool) {
 	for _, key := range []string{name, name + "/"} {
-		i := sort.Search(len(t.Entries), func(i int) bool { return gitSortName(&t.Entries[i]) >= key })
+		i := sort.Search(len(t.Entries), func(i int) bool { return gitCompare(&t.Entries[i], key) >= 0 })
 		if i < len(t.Entries) && t.Entries[i].Name == name {
 			return t.Entries[i], true
 		}
@@ -300,6 +301,35 @@ func findEntry(t *object.Tree, name string) (object.TreeEntry, bool) {
 		}
 	}
 	return object.TreeEntry{}, false
+}
+
+// gitCompare compares gitSortName(e) with key, without building the name.
+func gitCompare(e *object.TreeEntry, key string) int {
+	x, slash := e.Name, e.Mode == filemode.Dir
+	if len(key) <= len(x) {
+		if c := strings.Compare(x[:len(key)], key); c != 0 {
+			return c
+		}
+		if slash || len(x) > len(key) {
+			return 1 // x starts with key and is longer
+		}
+		return 0
+	}
+	if c := strings.Compare(x, key[:len(x)]); c != 0 {
+		return c
+	}
+	// key continues x: x (with its slash, if any) is shorter, or differs
+	// at the slash.
+	if !slash {
+		return -1
+	}
+	switch k := key[len(x)]; {
+	case k < '/':
+		return 1
+	case k > '/' || len(key) > len(x)+1:
+		return -1
+	}
+	return 0
 }
 
 func gitSortName(e *object.TreeEntry) string {
@@ -426,6 +456,9 @@ func readBlob(s storer.EncodedObjectStorer, h plumbing.Hash) ([]byte, error) {
 
 // readObject reads the content of obj, an object already looked up.
 func readObject(obj plumbing.EncodedObject) (b []byte, err error) {
+	if m, ok := obj.(*memObject); ok {
+		return m.b, nil // read once, for this caller alone
+	}
 	r, err := obj.Reader()
 	if err != nil {
 		return nil, fmt.Errorf("read blob %s: %w", obj.Hash(), err)
