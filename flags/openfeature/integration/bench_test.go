@@ -22,10 +22,25 @@ import (
 // before any of them, the floor included: every sub-benchmark allocates
 // the SDK's 1200 B per evaluation, and the garbage collector's cost per
 // evaluation depends on the process's heap and goroutines, so a floor
-// measured in an emptier process is not the same floor.
+// measured in an emptier process is not the same floor. noop-alone is that
+// other floor, the NoopProvider before anything else runs (how this
+// benchmark measured the floor until 2026-12-02), to show the difference.
 func BenchmarkOpenFeatureClient(b *testing.B) {
 	ctx := context.Background()
 	evalCtx := of.NewEvaluationContext("user-2", map[string]any{"country": "NL"})
+	b.Run("noop-alone", func(b *testing.B) {
+		api := isolated.NewAPI()
+		if err := api.SetProviderAndWait(ctx, of.NoopProvider{}); err != nil {
+			b.Fatal(err)
+		}
+		defer func() { _ = api.Shutdown(ctx) }()
+		c := api.NewClient()
+		b.ReportAllocs()
+		defer reportCPU(b)()
+		for b.Loop() {
+			c.Boolean(ctx, "kill", false, evalCtx)
+		}
+	})
 	e := newEnv(b)
 	e.ship(1, set(true, "blue"))
 	nc := e.srv.Connect(b, client.ConnectOptions()...)
