@@ -79,6 +79,48 @@ func BenchmarkOpenFeatureClient(b *testing.B) {
 			c.String(ctx, "color", "", evalCtx)
 		}
 	})
+	// vs-noop/...: a provider against the floor in alternating batches, so
+	// that a change of load between sub-benchmarks (a shared machine) does
+	// not land on one side only: x-floor is the provider's time over the
+	// floor's, both measured in the same batches; floor-ns/op is the floor
+	// alone, and ns/op is one evaluation of each.
+	for _, bc := range []struct {
+		name string
+		c    *of.Client
+		flag string
+	}{{"trivial", trivial, "kill"}, {"cuecast/kill", c, "kill"}, {"cuecast/checkout-v2", c, "checkout-v2"}} {
+		b.Run("vs-noop/"+bc.name, func(b *testing.B) {
+			const batch = 256
+			var floor, prov time.Duration
+			b.ResetTimer()
+			for done, i := 0, 0; done < b.N; i++ {
+				k := min(batch, b.N-done)
+				t0 := time.Now()
+				if i%2 == 0 {
+					for range k {
+						noop.Boolean(ctx, bc.flag, false, evalCtx)
+					}
+					t1 := time.Now()
+					for range k {
+						bc.c.Boolean(ctx, bc.flag, false, evalCtx)
+					}
+					floor, prov = floor+t1.Sub(t0), prov+time.Since(t1)
+				} else {
+					for range k {
+						bc.c.Boolean(ctx, bc.flag, false, evalCtx)
+					}
+					t1 := time.Now()
+					for range k {
+						noop.Boolean(ctx, bc.flag, false, evalCtx)
+					}
+					prov, floor = prov+t1.Sub(t0), floor+time.Since(t1)
+				}
+				done += k
+			}
+			b.ReportMetric(float64(prov)/float64(floor), "x-floor")
+			b.ReportMetric(float64(floor.Nanoseconds())/float64(b.N), "floor-ns/op")
+		})
+	}
 }
 
 // reportCPU starts measuring the process's CPU time; the function it
