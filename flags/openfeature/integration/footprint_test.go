@@ -8,7 +8,8 @@ import (
 
 // TestFootprint: the OpenFeature SDK reaches only flags/openfeature (not
 // client, not flags), and neither flags nor flags/openfeature, tests
-// included, needs a server, CUE or Git, which a service's `go mod tidy`
+// included, needs a server, CUE, Git or godog (the Gherkin runner of this
+// package's TestSpecEvaluation), which a service's `go mod tidy`
 // would otherwise record (the tests that need them are here, in a
 // directory no service imports).
 func TestFootprint(t *testing.T) {
@@ -21,7 +22,7 @@ func TestFootprint(t *testing.T) {
 	}
 	for _, pkg := range []string{"github.com/cuecast/cuecast/client", "github.com/cuecast/cuecast/flags"} {
 		for _, p := range list("-test", "-deps", pkg) {
-			if strings.HasPrefix(p, "github.com/open-feature/") {
+			if strings.HasPrefix(p, "github.com/open-feature/") || strings.HasPrefix(p, "github.com/cucumber/") {
 				t.Errorf("%s depends on %s", pkg, p)
 			}
 		}
@@ -30,7 +31,7 @@ func TestFootprint(t *testing.T) {
 	found := false
 	for _, p := range deps {
 		found = found || p == "github.com/open-feature/go-sdk/openfeature"
-		for _, heavy := range []string{"github.com/nats-io/nats-server", "cuelang.org/", "github.com/go-git/", "github.com/cuecast/cuecast/internal/", "github.com/cuecast/cuecast/distributor"} {
+		for _, heavy := range []string{"github.com/nats-io/nats-server", "cuelang.org/", "github.com/go-git/", "github.com/cuecast/cuecast/internal/", "github.com/cuecast/cuecast/distributor", "github.com/cucumber/"} {
 			if strings.HasPrefix(p, heavy) {
 				t.Errorf("flags or flags/openfeature (tests included) depends on %s", p)
 			}

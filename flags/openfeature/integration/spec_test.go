@@ -2,12 +2,18 @@ package integration_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
 	"reflect"
+	"strconv"
 	"testing"
 	"time"
 
 	"cuelang.org/go/cue"
 	"cuelang.org/go/cue/cuecontext"
+	"github.com/cucumber/godog"
 	of "github.com/open-feature/go-sdk/openfeature"
 	"github.com/open-feature/go-sdk/openfeature/isolated"
 
@@ -16,36 +22,20 @@ import (
 	"github.com/cuecast/cuecast/schemas"
 )
 
-// specFlags are the flags of the OpenFeature specification's evaluation
-// suite (appendix B, evaluation.feature), written in CUE against
-// #FlagSet.
-const specFlags = `
-flags: {
-	"boolean-flag": {type: "bool", variants: {on: true, off: false}, on: true, offVariant: "off", defaultVariant: "on"}
-	"string-flag": {type: "string", variants: {greeting: "hi", parting: "bye"}, on: true, offVariant: "parting", defaultVariant: "greeting"}
-	"integer-flag": {type: "int", variants: {one: 1, ten: 10}, on: true, offVariant: "one", defaultVariant: "ten"}
-	"float-flag": {type: "float", variants: {tenth: 0.1, half: 0.5}, on: true, offVariant: "tenth", defaultVariant: "half"}
-	"object-flag": {type: "object", on: true, offVariant: "empty", defaultVariant: "template"
-		variants: {empty: {}, template: {showImages: true, title: "Check out these pics!", imagesPerPage: 100}}}
-	"context-aware": {type: "string", variants: {internal: "INTERNAL", external: "EXTERNAL"}, on: true, offVariant: "external", defaultVariant: "external"
-		rules: [{clauses: [
-			{attribute: "fn", op: "in", values: ["Sulisław"]},
-			{attribute: "ln", op: "in", values: ["Świętopełk"]},
-			{attribute: "age", op: "in", values: [29]},
-			{attribute: "customer", op: "in", values: [false]},
-		], variant: "internal"}]}
-	"wrong-flag": {type: "string", variants: {one: "uno", two: "dos"}, on: true, offVariant: "two", defaultVariant: "one"}
-}`
-
-// TestSpecEvaluation runs the scenarios of the OpenFeature specification's
-// evaluation suite (evaluation.feature) through the SDK's client, with the
-// suite's flags in CUE, published and deployed like any config. The
-// scenarios are written as Go here; running the .feature file itself with
-// godog is not done (docs/FLAGS.md).
+// TestSpecEvaluation runs testdata/evaluation.feature, the scenarios of
+// the OpenFeature specification's flag evaluation suite, with godog: each
+// scenario is a subtest named after it, evaluated through the SDK's client
+// and this provider, with the suite's flags in CUE
+// (testdata/evaluation-flags.cue) published and deployed like any config.
+// A step that is undefined or pending fails its scenario (Strict).
 func TestSpecEvaluation(t *testing.T) {
+	src, err := os.ReadFile("testdata/evaluation-flags.cue")
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := cuecontext.New()
 	pkg := ctx.CompileBytes(schemas.Files()["flags.cue"])
-	v := pkg.LookupPath(cue.ParsePath("#FlagSet")).Unify(ctx.CompileString(specFlags))
+	v := pkg.LookupPath(cue.ParsePath("#FlagSet")).Unify(ctx.CompileBytes(src, cue.Filename("evaluation-flags.cue")))
 	if err := v.Validate(cue.Concrete(true)); err != nil {
 		t.Fatalf("the suite's flags in CUE: %v", err)
 	}
@@ -64,100 +54,239 @@ func TestSpecEvaluation(t *testing.T) {
 	t.Cleanup(func() { _ = api.Shutdown(context.Background()) })
 	sctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	// Background: a stable provider.
 	if err := api.SetProviderAndWait(sctx, p); err != nil {
 		t.Fatalf("SetProviderAndWait: %v", err)
 	}
 	c := api.NewClient()
-	bg := t.Context()
-	none := of.EvaluationContext{}
-	object := map[string]any{"showImages": true, "title": "Check out these pics!", "imagesPerPage": float64(100)}
 
-	t.Run("Resolves boolean value", func(t *testing.T) {
-		if v, err := c.BooleanValue(bg, "boolean-flag", false, none); err != nil || !v {
-			t.Errorf("got %v, %v; want true", v, err)
-		}
-	})
-	t.Run("Resolves string value", func(t *testing.T) {
-		if v, err := c.StringValue(bg, "string-flag", "bye", none); err != nil || v != "hi" {
-			t.Errorf("got %q, %v; want hi", v, err)
-		}
-	})
-	t.Run("Resolves integer value", func(t *testing.T) {
-		if v, err := c.IntValue(bg, "integer-flag", 1, none); err != nil || v != 10 {
-			t.Errorf("got %d, %v; want 10", v, err)
-		}
-	})
-	t.Run("Resolves float value", func(t *testing.T) {
-		if v, err := c.FloatValue(bg, "float-flag", 0.1, none); err != nil || v != 0.5 {
-			t.Errorf("got %v, %v; want 0.5", v, err)
-		}
-	})
-	t.Run("Resolves object value", func(t *testing.T) {
-		if v, err := c.ObjectValue(bg, "object-flag", nil, none); err != nil || !reflect.DeepEqual(v, object) {
-			t.Errorf("got %v, %v; want %v", v, err, object)
-		}
-	})
-	details := func(t *testing.T, d of.EvaluationDetails, variant string, reason of.Reason) {
-		t.Helper()
-		if d.Variant != variant || d.Reason != reason {
-			t.Errorf("variant %q reason %s, want %q %s", d.Variant, d.Reason, variant, reason)
-		}
+	var out io.Writer = io.Discard
+	if testing.Verbose() {
+		out = os.Stdout
 	}
-	t.Run("Resolves boolean details", func(t *testing.T) {
-		d, err := c.BooleanValueDetails(bg, "boolean-flag", false, none)
-		if err != nil || !d.Value {
-			t.Errorf("got %v, %v; want true", d.Value, err)
+	suite := godog.TestSuite{
+		Name:                "openfeature-evaluation",
+		ScenarioInitializer: func(sc *godog.ScenarioContext) { (&scenario{provided: c}).steps(sc) },
+		Options: &godog.Options{
+			Format:   "pretty",
+			Output:   out,
+			Paths:    []string{"testdata/evaluation.feature"},
+			TestingT: t,
+			Strict:   true, NoColors: true,
+		},
+	}
+	if suite.Run() != 0 {
+		t.Fatal("the evaluation suite failed (the failing scenarios are the subtests above)")
+	}
+}
+
+// scenario is one scenario's state: the client of its Background, the
+// context and flag its When steps evaluate, and what they got.
+type scenario struct {
+	provided *of.Client // the suite's client, ready
+	c        *of.Client // set by "a stable provider"
+	evalCtx  of.EvaluationContext
+	flag     string
+	def      any
+	value    any
+	details  of.EvaluationDetails
+	err      error
+}
+
+func (s *scenario) steps(sc *godog.ScenarioContext) {
+	sc.Given(`^a stable provider$`, s.stableProvider)
+
+	// Values.
+	sc.When(`^a boolean flag with key "([^"]*)" is evaluated with default value "(true|false)"$`, func(flag, def string) error {
+		d, err := strconv.ParseBool(def)
+		if err != nil {
+			return err
 		}
-		details(t, d.EvaluationDetails, "on", of.StaticReason)
+		s.flag, s.def = flag, d
+		s.value, s.err = s.client().BooleanValue(context.Background(), flag, d, s.evalCtx)
+		return nil
 	})
-	t.Run("Resolves string details", func(t *testing.T) {
-		d, err := c.StringValueDetails(bg, "string-flag", "bye", none)
-		if err != nil || d.Value != "hi" {
-			t.Errorf("got %q, %v; want hi", d.Value, err)
-		}
-		details(t, d.EvaluationDetails, "greeting", of.StaticReason)
+	sc.When(`^a string flag with key "([^"]*)" is evaluated with default value "([^"]*)"$`, func(flag, def string) {
+		s.flag, s.def = flag, def
+		s.value, s.err = s.client().StringValue(context.Background(), flag, def, s.evalCtx)
 	})
-	t.Run("Resolves integer details", func(t *testing.T) {
-		d, err := c.IntValueDetails(bg, "integer-flag", 1, none)
-		if err != nil || d.Value != 10 {
-			t.Errorf("got %d, %v; want 10", d.Value, err)
-		}
-		details(t, d.EvaluationDetails, "ten", of.StaticReason)
+	sc.When(`^an integer flag with key "([^"]*)" is evaluated with default value (-?\d+)$`, func(flag string, def int64) {
+		s.flag, s.def = flag, def
+		s.value, s.err = s.client().IntValue(context.Background(), flag, def, s.evalCtx)
 	})
-	t.Run("Resolves float details", func(t *testing.T) {
-		d, err := c.FloatValueDetails(bg, "float-flag", 0.1, none)
-		if err != nil || d.Value != 0.5 {
-			t.Errorf("got %v, %v; want 0.5", d.Value, err)
-		}
-		details(t, d.EvaluationDetails, "half", of.StaticReason)
+	sc.When(`^a float flag with key "([^"]*)" is evaluated with default value (-?\d+(?:\.\d+)?)$`, func(flag string, def float64) {
+		s.flag, s.def = flag, def
+		s.value, s.err = s.client().FloatValue(context.Background(), flag, def, s.evalCtx)
 	})
-	t.Run("Resolves object details", func(t *testing.T) {
-		d, err := c.ObjectValueDetails(bg, "object-flag", nil, none)
-		if err != nil || !reflect.DeepEqual(d.Value, object) {
-			t.Errorf("got %v, %v; want %v", d.Value, err, object)
-		}
-		details(t, d.EvaluationDetails, "template", of.StaticReason)
+	sc.When(`^an object flag with key "([^"]*)" is evaluated with a null default value$`, func(flag string) {
+		s.flag, s.def = flag, nil
+		s.value, s.err = s.client().ObjectValue(context.Background(), flag, nil, s.evalCtx)
 	})
-	t.Run("Resolves based on context", func(t *testing.T) {
-		ec := of.NewTargetlessEvaluationContext(map[string]any{"fn": "Sulisław", "ln": "Świętopełk", "age": int64(29), "customer": false})
-		if v, err := c.StringValue(bg, "context-aware", "EXTERNAL", ec); err != nil || v != "INTERNAL" {
-			t.Errorf("got %q, %v; want INTERNAL", v, err)
+	sc.Then(`^the resolved boolean value should be "(true|false)"$`, func(want string) error {
+		b, err := strconv.ParseBool(want)
+		if err != nil {
+			return err
 		}
-		if v, err := c.StringValue(bg, "context-aware", "EXTERNAL", none); err != nil || v != "EXTERNAL" {
-			t.Errorf("empty context: got %q, %v; want EXTERNAL", v, err)
-		}
+		return s.resolved(b)
 	})
-	t.Run("Flag not found", func(t *testing.T) {
-		d, err := c.StringValueDetails(bg, "missing-flag", "uh-oh", none)
-		if err == nil || d.Value != "uh-oh" || d.Reason != of.ErrorReason || d.ErrorCode != of.FlagNotFoundCode {
-			t.Errorf("got %+v, %v; want the default, ERROR, FLAG_NOT_FOUND", d, err)
+	sc.Then(`^the resolved string value should be "([^"]*)"$`, func(want string) error { return s.resolved(want) })
+	sc.Then(`^the resolved integer value should be (-?\d+)$`, func(want int64) error { return s.resolved(want) })
+	sc.Then(`^the resolved float value should be (-?\d+(?:\.\d+)?)$`, func(want float64) error { return s.resolved(want) })
+	sc.Then(`^the resolved object value should be contain fields "([^"]*)", "([^"]*)", and "([^"]*)", with values "([^"]*)", "([^"]*)" and (\d+), respectively$`, s.resolvedObject)
+
+	// Details.
+	sc.When(`^a boolean flag with key "([^"]*)" is evaluated with details and default value "(true|false)"$`, func(flag, def string) error {
+		d, err := strconv.ParseBool(def)
+		if err != nil {
+			return err
 		}
+		s.flag, s.def = flag, d
+		r, err := s.client().BooleanValueDetails(context.Background(), flag, d, s.evalCtx)
+		s.value, s.details, s.err = r.Value, r.EvaluationDetails, err
+		return nil
 	})
-	t.Run("Type error", func(t *testing.T) {
-		d, err := c.IntValueDetails(bg, "wrong-flag", 13, none)
-		if err == nil || d.Value != 13 || d.Reason != of.ErrorReason || d.ErrorCode != of.TypeMismatchCode {
-			t.Errorf("got %+v, %v; want the default, ERROR, TYPE_MISMATCH", d, err)
+	sc.When(`^a string flag with key "([^"]*)" is evaluated with details and default value "([^"]*)"$`, s.stringDetails)
+	sc.When(`^an integer flag with key "([^"]*)" is evaluated with details and default value (-?\d+)$`, s.intDetails)
+	sc.When(`^a float flag with key "([^"]*)" is evaluated with details and default value (-?\d+(?:\.\d+)?)$`, func(flag string, def float64) {
+		s.flag, s.def = flag, def
+		r, err := s.client().FloatValueDetails(context.Background(), flag, def, s.evalCtx)
+		s.value, s.details, s.err = r.Value, r.EvaluationDetails, err
+	})
+	sc.When(`^an object flag with key "([^"]*)" is evaluated with details and a null default value$`, func(flag string) {
+		s.flag, s.def = flag, nil
+		r, err := s.client().ObjectValueDetails(context.Background(), flag, nil, s.evalCtx)
+		s.value, s.details, s.err = r.Value, r.EvaluationDetails, err
+	})
+	sc.Then(`^the resolved boolean details value should be "(true|false)", the variant should be "([^"]*)", and the reason should be "([^"]*)"$`, func(want, variant, reason string) error {
+		b, err := strconv.ParseBool(want)
+		if err != nil {
+			return err
 		}
+		return errors.Join(s.resolved(b), s.variantReason(variant, reason))
 	})
+	sc.Then(`^the resolved string details value should be "([^"]*)", the variant should be "([^"]*)", and the reason should be "([^"]*)"$`, func(want, variant, reason string) error {
+		return errors.Join(s.resolved(want), s.variantReason(variant, reason))
+	})
+	sc.Then(`^the resolved integer details value should be (-?\d+), the variant should be "([^"]*)", and the reason should be "([^"]*)"$`, func(want int64, variant, reason string) error {
+		return errors.Join(s.resolved(want), s.variantReason(variant, reason))
+	})
+	sc.Then(`^the resolved float details value should be (-?\d+(?:\.\d+)?), the variant should be "([^"]*)", and the reason should be "([^"]*)"$`, func(want float64, variant, reason string) error {
+		return errors.Join(s.resolved(want), s.variantReason(variant, reason))
+	})
+	sc.Then(`^the resolved object details value should be contain fields "([^"]*)", "([^"]*)", and "([^"]*)", with values "([^"]*)", "([^"]*)" and (\d+), respectively$`, s.resolvedObject)
+	sc.Then(`^the variant should be "([^"]*)", and the reason should be "([^"]*)"$`, s.variantReason)
+
+	// Targeting.
+	sc.When(`^context contains keys "([^"]*)", "([^"]*)", "([^"]*)", "([^"]*)" with values "([^"]*)", "([^"]*)", (\d+), "([^"]*)"$`, func(k1, k2, k3, k4, v1, v2 string, v3 int64, v4 string) {
+		s.evalCtx = of.NewTargetlessEvaluationContext(map[string]any{k1: quoted(v1), k2: quoted(v2), k3: v3, k4: quoted(v4)})
+	})
+	sc.When(`^a flag with key "([^"]*)" is evaluated with default value "([^"]*)"$`, func(flag, def string) {
+		s.flag, s.def = flag, def
+		s.value, s.err = s.client().StringValue(context.Background(), flag, def, s.evalCtx)
+	})
+	sc.Then(`^the resolved string response should be "([^"]*)"$`, func(want string) error { return s.resolved(want) })
+	sc.Then(`^the resolved flag value is "([^"]*)" when the context is empty$`, func(want string) error {
+		got, err := s.client().StringValue(context.Background(), s.flag, s.def.(string), of.EvaluationContext{})
+		if err != nil || got != want {
+			return fmt.Errorf("%s with an empty context: %q, %v; want %q", s.flag, got, err, want)
+		}
+		return nil
+	})
+
+	// Errors.
+	sc.When(`^a non-existent string flag with key "([^"]*)" is evaluated with details and a default value "([^"]*)"$`, s.stringDetails)
+	sc.When(`^a string flag with key "([^"]*)" is evaluated as an integer, with details and a default value (\d+)$`, s.intDetails)
+	sc.Then(`^the default string value should be returned$`, s.defaultReturned)
+	sc.Then(`^the default integer value should be returned$`, s.defaultReturned)
+	sc.Then(`^the reason should indicate an error and the error code should indicate a missing flag with "([^"]*)"$`, s.errorCode)
+	sc.Then(`^the reason should indicate an error and the error code should indicate a type mismatch with "([^"]*)"$`, s.errorCode)
+}
+
+func (s *scenario) stableProvider() error {
+	if st := s.provided.State(); st != of.ReadyState {
+		return fmt.Errorf("provider state %s, want %s", st, of.ReadyState)
+	}
+	s.c = s.provided
+	return nil
+}
+
+// client is the Background's client; a step before it fails the scenario
+// on a nil client rather than evaluating elsewhere.
+func (s *scenario) client() *of.Client {
+	if s.c == nil {
+		panic("no provider: the Background did not run")
+	}
+	return s.c
+}
+
+func (s *scenario) stringDetails(flag, def string) {
+	s.flag, s.def = flag, def
+	r, err := s.client().StringValueDetails(context.Background(), flag, def, s.evalCtx)
+	s.value, s.details, s.err = r.Value, r.EvaluationDetails, err
+}
+
+func (s *scenario) intDetails(flag string, def int64) {
+	s.flag, s.def = flag, def
+	r, err := s.client().IntValueDetails(context.Background(), flag, def, s.evalCtx)
+	s.value, s.details, s.err = r.Value, r.EvaluationDetails, err
+}
+
+// resolved checks the value, of the Go type the client returns, and that
+// the evaluation did not fail.
+func (s *scenario) resolved(want any) error {
+	if s.err != nil {
+		return fmt.Errorf("%s: %w", s.flag, s.err)
+	}
+	if s.value != want {
+		return fmt.Errorf("%s: %#v, want %#v", s.flag, s.value, want)
+	}
+	return nil
+}
+
+// resolvedObject checks three fields of an object value: a bool given as
+// "true" or "false", a string, a number.
+func (s *scenario) resolvedObject(k1, k2, k3, v1, v2 string, v3 int) error {
+	if s.err != nil {
+		return fmt.Errorf("%s: %w", s.flag, s.err)
+	}
+	b, err := strconv.ParseBool(v1)
+	if err != nil {
+		return err
+	}
+	want := map[string]any{k1: b, k2: v2, k3: float64(v3)}
+	if !reflect.DeepEqual(s.value, want) {
+		return fmt.Errorf("%s: %#v, want %#v", s.flag, s.value, want)
+	}
+	return nil
+}
+
+func (s *scenario) variantReason(variant, reason string) error {
+	if s.details.Variant != variant || string(s.details.Reason) != reason {
+		return fmt.Errorf("%s: variant %q reason %s, want %q %s", s.flag, s.details.Variant, s.details.Reason, variant, reason)
+	}
+	return nil
+}
+
+func (s *scenario) defaultReturned() error {
+	if s.value != s.def {
+		return fmt.Errorf("%s: %#v, want the default %#v", s.flag, s.value, s.def)
+	}
+	return nil
+}
+
+// errorCode checks an evaluation that failed with code: reason ERROR, the
+// code in the details and an error from the client.
+func (s *scenario) errorCode(code string) error {
+	if s.err == nil || s.details.Reason != of.ErrorReason || string(s.details.ErrorCode) != code {
+		return fmt.Errorf("%s: reason %s code %s error %v; want ERROR %s and an error", s.flag, s.details.Reason, s.details.ErrorCode, s.err, code)
+	}
+	return nil
+}
+
+// quoted is a context value given quoted in a step: "true" and "false"
+// are bools, anything else a string.
+func quoted(v string) any {
+	if b, err := strconv.ParseBool(v); err == nil && (v == "true" || v == "false") {
+		return b
+	}
+	return v
 }
