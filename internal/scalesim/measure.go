@@ -48,6 +48,9 @@ type Change struct {
 	Nodes []ServerCost
 	// Load is /proc/loadavg's three averages at the end of the change.
 	Load string
+	// DeliveryWindow and TotalWindow are how long the servers' Delivery
+	// and Total costs were counted over.
+	DeliveryWindow, TotalWindow time.Duration
 }
 
 // FloorAll and ApplyAll are when the last instance had the change.
@@ -57,6 +60,7 @@ func (c Change) FloorAll() time.Duration { return c.Floor[len(c.Floor)-1] }
 func (c Change) ApplyAll() time.Duration { return c.Apply[len(c.Apply)-1] }
 
 type snapshot struct {
+	at     time.Time
 	hub    Usage
 	hubC   Counters
 	nodes  []Usage
@@ -73,7 +77,7 @@ func (t *Tree) snap(tb testing.TB) snapshot {
 		}
 		return u
 	}
-	s := snapshot{hub: use(t.Hub.Pid()), hubC: t.Hub.Counters(tb)}
+	s := snapshot{at: time.Now(), hub: use(t.Hub.Pid()), hubC: t.Hub.Counters(tb)}
 	for i, n := range t.Nodes {
 		s.nodes = append(s.nodes, use(n.Pid()))
 		s.nodeC = append(s.nodeC, n.Counters(tb))
@@ -130,6 +134,7 @@ func (t *Tree) Change(tb testing.TB, settle, reports time.Duration) Change {
 	time.Sleep(reports)
 	s2 := t.snap(tb)
 	c.Load = LoadAverage()
+	c.DeliveryWindow, c.TotalWindow = s1.at.Sub(s0.at), s2.at.Sub(s0.at)
 	c.Hub = ServerCost{Name: t.Hub.Name, Delivery: cost(s0.hub, s1.hub, s0.hubC, s1.hubC), Total: cost(s0.hub, s2.hub, s0.hubC, s2.hubC), RSS: s2.hub.RSS, HWM: s2.hub.HWM}
 	for i, n := range t.Nodes {
 		sc := ServerCost{Name: n.Name, Delivery: cost(s0.nodes[i], s1.nodes[i], s0.nodeC[i], s1.nodeC[i]), Total: cost(s0.nodes[i], s2.nodes[i], s0.nodeC[i], s2.nodeC[i]),
@@ -144,20 +149,43 @@ func (t *Tree) Change(tb testing.TB, settle, reports time.Duration) Change {
 	return c
 }
 
-// Idle is what each server spends over d with no change: the heartbeats
-// and pings of the fleet, to read Change's costs against.
-func (t *Tree) Idle(tb testing.TB, d time.Duration) (hub Cost, nodes []Cost) {
+// Idle is what each server spent over a window with no change: the
+// fleet's heartbeats and pings, to read Change's costs against.
+type Idle struct {
+	Window time.Duration
+	Hub    Cost
+	Nodes  []Cost
+}
+
+// Idle measures what each server spends over d with no change.
+func (t *Tree) Idle(tb testing.TB, d time.Duration) Idle {
 	tb.Helper()
 	s0 := t.snap(tb)
 	time.Sleep(d)
 	s1 := t.snap(tb)
-	hub = cost(s0.hub, s1.hub, s0.hubC, s1.hubC)
+	id := Idle{Window: s1.at.Sub(s0.at), Hub: cost(s0.hub, s1.hub, s0.hubC, s1.hubC)}
 	for i := range t.Nodes {
 		c := cost(s0.nodes[i], s1.nodes[i], s0.nodeC[i], s1.nodeC[i])
 		c.FleetCPU = s1.fleets[i].CPU - s0.fleets[i].CPU
-		nodes = append(nodes, c)
+		id.Nodes = append(id.Nodes, c)
 	}
-	return hub, nodes
+	return id
+}
+
+// net is c, counted over window, less what the idle rate would have
+// spent over it.
+func (id Idle) net(c, idle Cost, window time.Duration) Cost {
+	if id.Window <= 0 {
+		return c
+	}
+	f := float64(window) / float64(id.Window)
+	sub := func(a, b int64) int64 { return a - int64(float64(b)*f) }
+	return Cost{
+		CPU:    c.CPU - time.Duration(float64(idle.CPU)*f),
+		InMsgs: sub(c.InMsgs, idle.InMsgs), OutMsgs: sub(c.OutMsgs, idle.OutMsgs),
+		LeafInMsgs: sub(c.LeafInMsgs, idle.LeafInMsgs), LeafOutMsgs: sub(c.LeafOutMsgs, idle.LeafOutMsgs),
+		FleetCPU: c.FleetCPU - time.Duration(float64(idle.FleetCPU)*f),
+	}
 }
 
 // round2 arms every child for a round, runs act, and returns every
@@ -189,8 +217,9 @@ func mib(b int64) string { return strconv.FormatFloat(float64(b)/(1<<20), 'f', 0
 
 // Summary is the changes of one fleet size in a few lines: the medians
 // over the changes of apply-all, floor-all, p50 and p99, and each server's
-// median cost per change.
-func Summary(cs []Change) string {
+// median cost per change; with an Idle of the same fleet, also the cost
+// with reports less the idle rate over the same window ("net").
+func Summary(cs []Change, idle Idle) string {
 	if len(cs) == 0 {
 		return ""
 	}
@@ -221,8 +250,14 @@ func Summary(cs []Change) string {
 		ms(med(func(c Change) time.Duration { return simfleet.Percentile(c.Floor, 0.5) })),
 		ms(med(func(c Change) time.Duration { return simfleet.Percentile(c.Floor, 0.99) })),
 		ms(med(func(c Change) time.Duration { return c.Ship })))
-	row := func(name string, inst int, sc func(Change) ServerCost) {
-		fmt.Fprintf(&b, "  %-8s inst=%-6d delivery: cpu %s ms in %d out %d leaf-in %d leaf-out %d fleet-cpu %s ms | with reports: cpu %s ms in %d out %d leaf-in %d leaf-out %d fleet-cpu %s ms | rss %s MiB hwm %s MiB fleet-rss %s MiB\n",
+	row := func(name string, inst int, sc func(Change) ServerCost, idleOf func(Idle) Cost) {
+		netOf := func(c Change) Cost {
+			if idle.Window <= 0 {
+				return sc(c).Total
+			}
+			return idle.net(sc(c).Total, idleOf(idle), c.TotalWindow)
+		}
+		fmt.Fprintf(&b, "  %-8s inst=%-6d delivery: cpu %s ms in %d out %d leaf-in %d leaf-out %d fleet-cpu %s ms | with reports: cpu %s ms in %d out %d leaf-in %d leaf-out %d fleet-cpu %s ms | net of idle: cpu %s ms in %d out %d fleet-cpu %s ms | rss %s MiB hwm %s MiB fleet-rss %s MiB\n",
 			name, inst,
 			ms(med(func(c Change) time.Duration { return sc(c).Delivery.CPU })),
 			med64(func(c Change) int64 { return sc(c).Delivery.InMsgs }), med64(func(c Change) int64 { return sc(c).Delivery.OutMsgs }),
@@ -232,11 +267,19 @@ func Summary(cs []Change) string {
 			med64(func(c Change) int64 { return sc(c).Total.InMsgs }), med64(func(c Change) int64 { return sc(c).Total.OutMsgs }),
 			med64(func(c Change) int64 { return sc(c).Total.LeafInMsgs }), med64(func(c Change) int64 { return sc(c).Total.LeafOutMsgs }),
 			ms(med(func(c Change) time.Duration { return sc(c).Total.FleetCPU })),
+			ms(med(func(c Change) time.Duration { return netOf(c).CPU })),
+			med64(func(c Change) int64 { return netOf(c).InMsgs }), med64(func(c Change) int64 { return netOf(c).OutMsgs }),
+			ms(med(func(c Change) time.Duration { return netOf(c).FleetCPU })),
 			mib(sc(last).RSS), mib(sc(last).HWM), mib(sc(last).FleetRSS))
 	}
-	row("hub", 0, func(c Change) ServerCost { return c.Hub })
+	row("hub", 0, func(c Change) ServerCost { return c.Hub }, func(id Idle) Cost { return id.Hub })
 	for i, n := range last.Nodes {
-		row(n.Name, n.Instances, func(c Change) ServerCost { return c.Nodes[i] })
+		row(n.Name, n.Instances, func(c Change) ServerCost { return c.Nodes[i] }, func(id Idle) Cost {
+			if i < len(id.Nodes) {
+				return id.Nodes[i]
+			}
+			return Cost{}
+		})
 	}
 	return b.String()
 }

@@ -31,7 +31,7 @@ func TestScaleSmall(t *testing.T) {
 	for i, perNode := range []int{50, 50} {
 		tr.Grow(t, perNode)
 		c := tr.Change(t, 300*time.Millisecond, 1500*time.Millisecond)
-		t.Log(scalesim.Summary([]scalesim.Change{c}))
+		t.Log(scalesim.Summary([]scalesim.Change{c}, scalesim.Idle{}))
 		if len(c.Apply) != tr.Instances() || len(c.Floor) != tr.Instances() {
 			t.Fatalf("%d instances: %d applied, %d had the floor", tr.Instances(), len(c.Apply), len(c.Floor))
 		}
@@ -70,7 +70,11 @@ func TestScaleSoak(t *testing.T) {
 	nodes := envInts(t, "CUECAST_SCALE_NODES", "5")[0]
 	changes := envInts(t, "CUECAST_SCALE_CHANGES", "5")[0]
 	tr := scalesim.Start(t, scalesim.Options{Nodes: nodes, Mode: os.Getenv("CUECAST_SCALE_MODE")})
-	all := map[int][]scalesim.Change{}
+	type run struct {
+		Idle    scalesim.Idle
+		Changes []scalesim.Change
+	}
+	all := map[int]run{}
 	for _, size := range sizes {
 		grow := (size - tr.Instances()) / nodes
 		if grow <= 0 {
@@ -79,15 +83,15 @@ func TestScaleSoak(t *testing.T) {
 		start := time.Now()
 		tr.Grow(t, grow)
 		t.Logf("%d instances up in %s (load %s)", tr.Instances(), time.Since(start).Round(time.Second), scalesim.LoadAverage())
-		hub, nodeIdle := tr.Idle(t, 5*time.Second)
-		t.Logf("idle 5s: hub cpu %s in %d out %d; node-1 cpu %s in %d out %d fleet-cpu %s",
-			hub.CPU, hub.InMsgs, hub.OutMsgs, nodeIdle[0].CPU, nodeIdle[0].InMsgs, nodeIdle[0].OutMsgs, nodeIdle[0].FleetCPU)
+		idle := tr.Idle(t, 5*time.Second)
+		t.Logf("idle %s: hub cpu %s in %d out %d; node-1 cpu %s in %d out %d fleet-cpu %s (load %s)", idle.Window.Round(time.Millisecond),
+			idle.Hub.CPU, idle.Hub.InMsgs, idle.Hub.OutMsgs, idle.Nodes[0].CPU, idle.Nodes[0].InMsgs, idle.Nodes[0].OutMsgs, idle.Nodes[0].FleetCPU, scalesim.LoadAverage())
 		var cs []scalesim.Change
 		for range changes {
 			cs = append(cs, tr.Change(t, 1500*time.Millisecond, 3*time.Second))
 		}
-		all[tr.Instances()] = cs
-		t.Log("\n" + scalesim.Summary(cs))
+		all[tr.Instances()] = run{idle, cs}
+		t.Log("\n" + scalesim.Summary(cs, idle))
 	}
 	if out := os.Getenv("CUECAST_SCALE_OUT"); out != "" {
 		b, err := json.MarshalIndent(all, "", " ")
