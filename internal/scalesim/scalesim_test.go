@@ -60,8 +60,9 @@ func TestScaleSmall(t *testing.T) {
 // size to the next with the same CUECAST_SCALE_NODES nodes (default 5),
 // CUECAST_SCALE_CHANGES changes measured at each size (default 5),
 // instances checking signatures as CUECAST_SCALE_MODE says (default
-// signed-shared). Each size's summary is logged; with CUECAST_SCALE_OUT
-// set, every change is written there as JSON.
+// signed-shared), and with CUECAST_SCALE_HOP_RTT (a duration) added as the
+// round trip of every node's link to the hub. Each size's summary is
+// logged; with CUECAST_SCALE_OUT set, every change is written there as JSON.
 func TestScaleSoak(t *testing.T) {
 	if os.Getenv("CUECAST_SOAK") == "" {
 		t.Skip("the large scale run: CUECAST_SOAK=1 (make soak or make scale)")
@@ -69,7 +70,14 @@ func TestScaleSoak(t *testing.T) {
 	sizes := envInts(t, "CUECAST_SCALE_SIZES", "10000,25000,50000")
 	nodes := envInts(t, "CUECAST_SCALE_NODES", "5")[0]
 	changes := envInts(t, "CUECAST_SCALE_CHANGES", "5")[0]
-	tr := scalesim.Start(t, scalesim.Options{Nodes: nodes, Mode: os.Getenv("CUECAST_SCALE_MODE")})
+	var rtt time.Duration
+	if s := os.Getenv("CUECAST_SCALE_HOP_RTT"); s != "" {
+		var err error
+		if rtt, err = time.ParseDuration(s); err != nil {
+			t.Fatalf("CUECAST_SCALE_HOP_RTT=%q: %v", s, err)
+		}
+	}
+	tr := scalesim.Start(t, scalesim.Options{Nodes: nodes, Mode: os.Getenv("CUECAST_SCALE_MODE"), HopRTT: rtt})
 	type run struct {
 		Idle    scalesim.Idle
 		Changes []scalesim.Change

@@ -22,6 +22,7 @@ import (
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/distributor"
 	"github.com/cuecast/cuecast/internal/natsconf"
+	"github.com/cuecast/cuecast/internal/natstest"
 	"github.com/cuecast/cuecast/internal/simfleet"
 )
 
@@ -47,6 +48,11 @@ type Options struct {
 	// "signed" (each verifies every signature itself) or "unsigned"
 	// (client.WithInsecureSkipVerify).
 	Mode string
+	// HopRTT, when set, is the round trip added on every node's leafnode
+	// link to the hub: each link runs through a proxy in this process
+	// (natstest.Link) that holds each direction's bytes for HopRTT/2, a
+	// network between hosts where tc netem is not available.
+	HopRTT time.Duration
 }
 
 // Tree is the hub, its nodes, the distributor at the top, and the
@@ -86,9 +92,15 @@ func Start(tb testing.TB, o Options) *Tree {
 	}
 	t.Hub = t.startServer(tb, dir, hubSpec)
 	for i := range o.Nodes {
+		up := hubSpec.LeafListen
+		if o.HopRTT > 0 {
+			link := natstest.StartLink(tb, up)
+			link.Delay(o.HopRTT/2, o.HopRTT/2, 0)
+			up = link.Addr()
+		}
 		t.Nodes = append(t.Nodes, t.startServer(tb, dir, natsconf.Spec{
 			Level: natsconf.Node, Name: fmt.Sprintf("node-%d", i+1), Listen: "127.0.0.1:-1",
-			Upstreams: []string{hubSpec.LeafListen}, Namespaces: []string{Namespace},
+			Upstreams: []string{up}, Namespaces: []string{Namespace},
 		}))
 	}
 	t.Fleets, t.FleetSizes = make([][]*simfleet.Child, o.Nodes), make([][]int, o.Nodes)
