@@ -11,8 +11,10 @@
 // every cohort pointer), and, in the same run, the core-NATS floor: one
 // message of the same size published at the hub that every instance's
 // connection receives through the same leafnode links. Per change it
-// measures apply-all p50/p99, each server's CPU time and resident set (from
-// /proc/<pid>/stat and status) and its message counts (varz, leafz), so
+// measures apply-all p50/p99 (overall and per node), each server's CPU
+// time (its own getrusage: /proc/<pid>/stat counts 10 ms ticks) and
+// resident set (/proc/<pid>/status), its instances' children's CPU and
+// resident set (/proc), and each server's message counts (varz, leafz), so
 // that the hub's cost per change can be compared across fleet sizes with
 // the same number of nodes (docs/SCALING.md, BENCHMARKS.md "Scale").
 //

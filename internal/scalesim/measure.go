@@ -35,6 +35,9 @@ type ServerCost struct {
 	RSS, HWM int64
 	// FleetRSS is its instances' children's resident set.
 	FleetRSS int64
+	// FloorAll and ApplyAll, for a node, are when its last instance had
+	// the floor's message and had applied the version.
+	FloorAll, ApplyAll time.Duration
 }
 
 // Change is one measured change: the floor round, then the apply round.
@@ -93,9 +96,11 @@ func (t *Tree) snap(tb testing.TB) snapshot {
 	return s
 }
 
+// cost is a server's: CPU from its own getrusage (Counters.CPU; /proc's
+// ticks are too coarse for it), memory from /proc.
 func cost(u0, u1 Usage, c0, c1 Counters) Cost {
 	return Cost{
-		CPU:    u1.CPU - u0.CPU,
+		CPU:    c1.CPU - c0.CPU,
 		InMsgs: c1.InMsgs - c0.InMsgs, OutMsgs: c1.OutMsgs - c0.OutMsgs,
 		LeafInMsgs: c1.LeafInMsgs - c0.LeafInMsgs, LeafOutMsgs: c1.LeafOutMsgs - c0.LeafOutMsgs,
 	}
@@ -112,7 +117,8 @@ func (t *Tree) Change(tb testing.TB, settle, reports time.Duration) Change {
 	c := Change{Instances: t.Instances()}
 	time.Sleep(settle)
 	t.round++
-	c.Floor = t.round2(tb, floorKind, t.round, func() {
+	var floorNodes, applyNodes []time.Duration
+	c.Floor, floorNodes = t.round2(tb, floorKind, t.round, func() {
 		m := nats.NewMsg(floorSubject)
 		m.Data = Content(0)
 		m.Header.Set("Round", strconv.FormatUint(t.round, 10))
@@ -125,7 +131,7 @@ func (t *Tree) Change(tb testing.TB, settle, reports time.Duration) Change {
 	})
 	time.Sleep(settle)
 	s0 := t.snap(tb)
-	c.Apply = t.round2(tb, simfleet.Applied, t.ver+1, func() {
+	c.Apply, applyNodes = t.round2(tb, simfleet.Applied, t.ver+1, func() {
 		start := time.Now()
 		t.Ship(tb)
 		c.Ship = time.Since(start)
@@ -139,6 +145,7 @@ func (t *Tree) Change(tb testing.TB, settle, reports time.Duration) Change {
 	for i, n := range t.Nodes {
 		sc := ServerCost{Name: n.Name, Delivery: cost(s0.nodes[i], s1.nodes[i], s0.nodeC[i], s1.nodeC[i]), Total: cost(s0.nodes[i], s2.nodes[i], s0.nodeC[i], s2.nodeC[i]),
 			RSS: s2.nodes[i].RSS, HWM: s2.nodes[i].HWM, FleetRSS: s2.fleets[i].RSS}
+		sc.FloorAll, sc.ApplyAll = floorNodes[i], applyNodes[i]
 		sc.Delivery.FleetCPU = s1.fleets[i].CPU - s0.fleets[i].CPU
 		sc.Total.FleetCPU = s2.fleets[i].CPU - s0.fleets[i].CPU
 		for _, s := range t.FleetSizes[i] {
@@ -190,7 +197,8 @@ func (id Idle) net(c, idle Cost, window time.Duration) Cost {
 
 // round2 arms every child for a round, runs act, and returns every
 // instance's latency from just before act, shortest first.
-func (t *Tree) round2(tb testing.TB, kind string, want uint64, act func()) []time.Duration {
+// perNode[i] is the latest of node i's instances.
+func (t *Tree) round2(tb testing.TB, kind string, want uint64, act func()) (all, perNode []time.Duration) {
 	tb.Helper()
 	for _, fs := range t.Fleets {
 		for _, f := range fs {
@@ -199,14 +207,17 @@ func (t *Tree) round2(tb testing.TB, kind string, want uint64, act func()) []tim
 	}
 	t0 := time.Now()
 	act()
-	var lat []time.Duration
 	for _, fs := range t.Fleets {
+		var last time.Duration
 		for _, f := range fs {
-			lat = append(lat, f.Done(tb, t0)...)
+			lat := f.Done(tb, t0)
+			all = append(all, lat...)
+			last = max(last, lat[len(lat)-1])
 		}
+		perNode = append(perNode, last)
 	}
-	slices.Sort(lat)
-	return lat
+	slices.Sort(all)
+	return all, perNode
 }
 
 func ms(d time.Duration) string {
@@ -257,8 +268,9 @@ func Summary(cs []Change, idle Idle) string {
 			}
 			return idle.net(sc(c).Total, idleOf(idle), c.TotalWindow)
 		}
-		fmt.Fprintf(&b, "  %-8s inst=%-6d delivery: cpu %s ms in %d out %d leaf-in %d leaf-out %d fleet-cpu %s ms | with reports: cpu %s ms in %d out %d leaf-in %d leaf-out %d fleet-cpu %s ms | net of idle: cpu %s ms in %d out %d fleet-cpu %s ms | rss %s MiB hwm %s MiB fleet-rss %s MiB\n",
+		fmt.Fprintf(&b, "  %-8s inst=%-6d apply-all %s floor-all %s ms; delivery: cpu %s ms in %d out %d leaf-in %d leaf-out %d fleet-cpu %s ms | with reports: cpu %s ms in %d out %d leaf-in %d leaf-out %d fleet-cpu %s ms | net of idle: cpu %s ms in %d out %d fleet-cpu %s ms | rss %s MiB hwm %s MiB fleet-rss %s MiB\n",
 			name, inst,
+			ms(med(func(c Change) time.Duration { return sc(c).ApplyAll })), ms(med(func(c Change) time.Duration { return sc(c).FloorAll })),
 			ms(med(func(c Change) time.Duration { return sc(c).Delivery.CPU })),
 			med64(func(c Change) int64 { return sc(c).Delivery.InMsgs }), med64(func(c Change) int64 { return sc(c).Delivery.OutMsgs }),
 			med64(func(c Change) int64 { return sc(c).Delivery.LeafInMsgs }), med64(func(c Change) int64 { return sc(c).Delivery.LeafOutMsgs }),

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -45,6 +46,10 @@ type Counters struct {
 	// this server counts them (received from, sent to the other side).
 	LeafInMsgs, LeafOutMsgs int64
 	Connections             int
+	// CPU is the server process's user and system time (getrusage), which
+	// Linux keeps in nanoseconds where /proc/<pid>/stat has 10 ms ticks:
+	// a hub's cost per change is a few ticks.
+	CPU time.Duration
 }
 
 func serverMain(conf string, in io.Reader, out io.Writer) int {
@@ -95,7 +100,12 @@ func counters(s *server.Server) (Counters, error) {
 	if err != nil {
 		return Counters{}, fmt.Errorf("leafz: %w", err)
 	}
-	c := Counters{InMsgs: v.InMsgs, OutMsgs: v.OutMsgs, InBytes: v.InBytes, OutBytes: v.OutBytes, Connections: v.Connections}
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return Counters{}, fmt.Errorf("getrusage: %w", err)
+	}
+	c := Counters{InMsgs: v.InMsgs, OutMsgs: v.OutMsgs, InBytes: v.InBytes, OutBytes: v.OutBytes, Connections: v.Connections,
+		CPU: time.Duration(ru.Utime.Nano() + ru.Stime.Nano())}
 	for _, li := range l.Leafs {
 		c.LeafInMsgs += li.InMsgs
 		c.LeafOutMsgs += li.OutMsgs
