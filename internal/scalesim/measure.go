@@ -80,7 +80,20 @@ func (t *Tree) snap(tb testing.TB) snapshot {
 		}
 		return u
 	}
-	s := snapshot{at: time.Now(), hub: use(t.Hub.Pid()), hubC: t.Hub.Counters(tb)}
+	// A hub cluster counts as one: its servers' sums.
+	s := snapshot{at: time.Now()}
+	for _, h := range t.Hubs {
+		u, c := use(h.Pid()), h.Counters(tb)
+		s.hub.CPU, s.hub.RSS, s.hub.HWM = s.hub.CPU+u.CPU, s.hub.RSS+u.RSS, s.hub.HWM+u.HWM
+		s.hubC.InMsgs += c.InMsgs
+		s.hubC.OutMsgs += c.OutMsgs
+		s.hubC.InBytes += c.InBytes
+		s.hubC.OutBytes += c.OutBytes
+		s.hubC.LeafInMsgs += c.LeafInMsgs
+		s.hubC.LeafOutMsgs += c.LeafOutMsgs
+		s.hubC.Connections += c.Connections
+		s.hubC.CPU += c.CPU
+	}
 	for i, n := range t.Nodes {
 		s.nodes = append(s.nodes, use(n.Pid()))
 		s.nodeC = append(s.nodeC, n.Counters(tb))
@@ -141,7 +154,7 @@ func (t *Tree) Change(tb testing.TB, settle, reports time.Duration) Change {
 	s2 := t.snap(tb)
 	c.Load = LoadAverage()
 	c.DeliveryWindow, c.TotalWindow = s1.at.Sub(s0.at), s2.at.Sub(s0.at)
-	c.Hub = ServerCost{Name: t.Hub.Name, Delivery: cost(s0.hub, s1.hub, s0.hubC, s1.hubC), Total: cost(s0.hub, s2.hub, s0.hubC, s2.hubC), RSS: s2.hub.RSS, HWM: s2.hub.HWM}
+	c.Hub = ServerCost{Name: fmt.Sprintf("hub×%d", len(t.Hubs)), Delivery: cost(s0.hub, s1.hub, s0.hubC, s1.hubC), Total: cost(s0.hub, s2.hub, s0.hubC, s2.hubC), RSS: s2.hub.RSS, HWM: s2.hub.HWM}
 	for i, n := range t.Nodes {
 		sc := ServerCost{Name: n.Name, Delivery: cost(s0.nodes[i], s1.nodes[i], s0.nodeC[i], s1.nodeC[i]), Total: cost(s0.nodes[i], s2.nodes[i], s0.nodeC[i], s2.nodeC[i]),
 			RSS: s2.nodes[i].RSS, HWM: s2.nodes[i].HWM, FleetRSS: s2.fleets[i].RSS}

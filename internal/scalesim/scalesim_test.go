@@ -60,8 +60,9 @@ func TestScaleSmall(t *testing.T) {
 // size to the next with the same CUECAST_SCALE_NODES nodes (default 5),
 // CUECAST_SCALE_CHANGES changes measured at each size (default 5),
 // instances checking signatures as CUECAST_SCALE_MODE says (default
-// signed-shared), and with CUECAST_SCALE_HOP_RTT (a duration) added as the
-// round trip of every node's link to the hub. Each size's summary is
+// signed-shared), CUECAST_SCALE_HUB_SERVERS in the hub's cluster (default
+// 1; 3 makes the streams R3), and with CUECAST_SCALE_HOP_RTT (a duration)
+// added as the round trip of every node's link to the hub. Each size's summary is
 // logged; with CUECAST_SCALE_OUT set, every change is written there as JSON.
 func TestScaleSoak(t *testing.T) {
 	if os.Getenv("CUECAST_SOAK") == "" {
@@ -77,7 +78,8 @@ func TestScaleSoak(t *testing.T) {
 			t.Fatalf("CUECAST_SCALE_HOP_RTT=%q: %v", s, err)
 		}
 	}
-	tr := scalesim.Start(t, scalesim.Options{Nodes: nodes, Mode: os.Getenv("CUECAST_SCALE_MODE"), HopRTT: rtt})
+	hubs := envInts(t, "CUECAST_SCALE_HUB_SERVERS", "1")[0]
+	tr := scalesim.Start(t, scalesim.Options{Nodes: nodes, HubServers: hubs, Mode: os.Getenv("CUECAST_SCALE_MODE"), HopRTT: rtt})
 	type run struct {
 		Idle    scalesim.Idle
 		Changes []scalesim.Change

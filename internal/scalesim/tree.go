@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -43,6 +44,10 @@ var floorSubject = natsconf.InboxPrefix(Namespace) + ".floor"
 type Options struct {
 	// Nodes is the number of node servers under the hub.
 	Nodes int
+	// HubServers is the number of servers in the hub's cluster: 1 (the
+	// default) or 3, which makes the streams R3 (distributor.Options.
+	// Replicas) and gives every node one leafnode URL per hub server.
+	HubServers int
 	// Mode is how the instances check signatures: "signed-shared" (the
 	// default: each child process's instances share one client.Keyring),
 	// "signed" (each verifies every signature itself) or "unsigned"
@@ -58,7 +63,9 @@ type Options struct {
 // Tree is the hub, its nodes, the distributor at the top, and the
 // instances' child processes.
 type Tree struct {
+	// Hub is the hub's first server, the distributor's; Hubs all of them.
 	Hub   *Server
+	Hubs  []*Server
 	Nodes []*Server
 	// Fleets[i] are the instances' children connected to Nodes[i].
 	Fleets [][]*simfleet.Child
@@ -86,21 +93,43 @@ func Start(tb testing.TB, o Options) *Tree {
 	}
 	dir := tb.TempDir()
 	t := &Tree{opts: o, passwords: map[string]string{}}
-	hubSpec := natsconf.Spec{Level: natsconf.Hub, Name: "hub", Listen: "127.0.0.1:-1", LeafListen: freeAddr(tb), Namespaces: []string{Namespace}}
-	for _, u := range hubSpec.Users() {
+	if o.HubServers == 0 {
+		o.HubServers = 1
+	}
+	var hubSpecs []natsconf.Spec
+	routes := make([]string, o.HubServers)
+	for i := range routes {
+		routes[i] = freeAddr(tb)
+	}
+	for i := range o.HubServers {
+		spec := natsconf.Spec{Level: natsconf.Hub, Name: "hub", Listen: "127.0.0.1:-1", LeafListen: freeAddr(tb), Namespaces: []string{Namespace}}
+		if o.HubServers > 1 {
+			spec.Name = fmt.Sprintf("hub-%d", i+1)
+			spec.Cluster = &natsconf.Cluster{Name: "hub", Listen: routes[i], Routes: slices.Delete(slices.Clone(routes), i, i+1)}
+		}
+		hubSpecs = append(hubSpecs, spec)
+	}
+	for _, u := range hubSpecs[0].Users() {
 		t.passwords[u] = secret(tb)
 	}
-	t.Hub = t.startServer(tb, dir, hubSpec)
+	for _, spec := range hubSpecs {
+		t.Hubs = append(t.Hubs, t.startServer(tb, dir, spec))
+	}
+	t.Hub = t.Hubs[0]
 	for i := range o.Nodes {
-		up := hubSpec.LeafListen
-		if o.HopRTT > 0 {
-			link := natstest.StartLink(tb, up)
-			link.Delay(o.HopRTT/2, o.HopRTT/2, 0)
-			up = link.Addr()
+		var ups []string
+		for _, h := range hubSpecs {
+			up := h.LeafListen
+			if o.HopRTT > 0 {
+				link := natstest.StartLink(tb, up)
+				link.Delay(o.HopRTT/2, o.HopRTT/2, 0)
+				up = link.Addr()
+			}
+			ups = append(ups, up)
 		}
 		t.Nodes = append(t.Nodes, t.startServer(tb, dir, natsconf.Spec{
 			Level: natsconf.Node, Name: fmt.Sprintf("node-%d", i+1), Listen: "127.0.0.1:-1",
-			Upstreams: []string{up}, Namespaces: []string{Namespace},
+			Upstreams: ups, Namespaces: []string{Namespace},
 		}))
 	}
 	t.Fleets, t.FleetSizes = make([][]*simfleet.Child, o.Nodes), make([][]int, o.Nodes)
@@ -125,9 +154,17 @@ func Start(tb testing.TB, o Options) *Tree {
 	t.pubKey, _ = kp.PublicKey()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	t.d, err = distributor.New(ctx, t.pub, distributor.Options{SigningKey: kp, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		tb.Fatalf("distributor: %v", err)
+	// A hub cluster places R3 streams once its meta leader has every peer:
+	// until then New fails, and is tried again.
+	for {
+		t.d, err = distributor.New(ctx, t.pub, distributor.Options{SigningKey: kp, Replicas: o.HubServers, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			tb.Fatalf("distributor: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 	// The nodes' leafnode links: a mirror created before its node is
 	// linked would be created by nobody (the request crosses the link).
