@@ -46,9 +46,10 @@ type Change struct {
 	// Floor and Apply are every instance's latency, shortest first.
 	Floor, Apply []time.Duration
 	// Ship is how long Publish and Deploy took at the top.
-	Ship  time.Duration
-	Hub   ServerCost
-	Nodes []ServerCost
+	Ship    time.Duration
+	Hub     ServerCost
+	Regions []ServerCost
+	Nodes   []ServerCost
 	// Load is /proc/loadavg's three averages at the end of the change.
 	Load string
 	// DeliveryWindow and TotalWindow are how long the servers' Delivery
@@ -68,6 +69,8 @@ type snapshot struct {
 	hubC   Counters
 	nodes  []Usage
 	nodeC  []Counters
+	reg    []Usage
+	regC   []Counters
 	fleets []Usage // per node, summed over its children
 }
 
@@ -93,6 +96,10 @@ func (t *Tree) snap(tb testing.TB) snapshot {
 		s.hubC.LeafOutMsgs += c.LeafOutMsgs
 		s.hubC.Connections += c.Connections
 		s.hubC.CPU += c.CPU
+	}
+	for _, r := range t.Regions {
+		s.reg = append(s.reg, use(r.Pid()))
+		s.regC = append(s.regC, r.Counters(tb))
 	}
 	for i, n := range t.Nodes {
 		s.nodes = append(s.nodes, use(n.Pid()))
@@ -155,6 +162,10 @@ func (t *Tree) Change(tb testing.TB, settle, reports time.Duration) Change {
 	c.Load = LoadAverage()
 	c.DeliveryWindow, c.TotalWindow = s1.at.Sub(s0.at), s2.at.Sub(s0.at)
 	c.Hub = ServerCost{Name: fmt.Sprintf("hub×%d", len(t.Hubs)), Delivery: cost(s0.hub, s1.hub, s0.hubC, s1.hubC), Total: cost(s0.hub, s2.hub, s0.hubC, s2.hubC), RSS: s2.hub.RSS, HWM: s2.hub.HWM}
+	for i, r := range t.Regions {
+		c.Regions = append(c.Regions, ServerCost{Name: r.Name, Delivery: cost(s0.reg[i], s1.reg[i], s0.regC[i], s1.regC[i]), Total: cost(s0.reg[i], s2.reg[i], s0.regC[i], s2.regC[i]),
+			RSS: s2.reg[i].RSS, HWM: s2.reg[i].HWM})
+	}
 	for i, n := range t.Nodes {
 		sc := ServerCost{Name: n.Name, Delivery: cost(s0.nodes[i], s1.nodes[i], s0.nodeC[i], s1.nodeC[i]), Total: cost(s0.nodes[i], s2.nodes[i], s0.nodeC[i], s2.nodeC[i]),
 			RSS: s2.nodes[i].RSS, HWM: s2.nodes[i].HWM, FleetRSS: s2.fleets[i].RSS}
@@ -172,9 +183,10 @@ func (t *Tree) Change(tb testing.TB, settle, reports time.Duration) Change {
 // Idle is what each server spent over a window with no change: the
 // fleet's heartbeats and pings, to read Change's costs against.
 type Idle struct {
-	Window time.Duration
-	Hub    Cost
-	Nodes  []Cost
+	Window  time.Duration
+	Hub     Cost
+	Regions []Cost
+	Nodes   []Cost
 }
 
 // Idle measures what each server spends over d with no change.
@@ -184,6 +196,9 @@ func (t *Tree) Idle(tb testing.TB, d time.Duration) Idle {
 	time.Sleep(d)
 	s1 := t.snap(tb)
 	id := Idle{Window: s1.at.Sub(s0.at), Hub: cost(s0.hub, s1.hub, s0.hubC, s1.hubC)}
+	for i := range t.Regions {
+		id.Regions = append(id.Regions, cost(s0.reg[i], s1.reg[i], s0.regC[i], s1.regC[i]))
+	}
 	for i := range t.Nodes {
 		c := cost(s0.nodes[i], s1.nodes[i], s0.nodeC[i], s1.nodeC[i])
 		c.FleetCPU = s1.fleets[i].CPU - s0.fleets[i].CPU
@@ -298,6 +313,14 @@ func Summary(cs []Change, idle Idle) string {
 			mib(sc(last).RSS), mib(sc(last).HWM), mib(sc(last).FleetRSS))
 	}
 	row("hub", 0, func(c Change) ServerCost { return c.Hub }, func(id Idle) Cost { return id.Hub })
+	for i, r := range last.Regions {
+		row(r.Name, 0, func(c Change) ServerCost { return c.Regions[i] }, func(id Idle) Cost {
+			if i < len(id.Regions) {
+				return id.Regions[i]
+			}
+			return Cost{}
+		})
+	}
 	for i, n := range last.Nodes {
 		row(n.Name, n.Instances, func(c Change) ServerCost { return c.Nodes[i] }, func(id Idle) Cost {
 			if i < len(id.Nodes) {

@@ -61,8 +61,10 @@ func TestScaleSmall(t *testing.T) {
 // CUECAST_SCALE_CHANGES changes measured at each size (default 5),
 // instances checking signatures as CUECAST_SCALE_MODE says (default
 // signed-shared), CUECAST_SCALE_HUB_SERVERS in the hub's cluster (default
-// 1; 3 makes the streams R3), and with CUECAST_SCALE_HOP_RTT (a duration)
-// added as the round trip of every node's link to the hub. Each size's summary is
+// 1; 3 makes the streams R3), CUECAST_SCALE_REGIONS regional leaf servers
+// between the hub and the nodes (default none), and with
+// CUECAST_SCALE_HOP_RTT (a duration) added as the round trip of every
+// leafnode link. Each size's summary is
 // logged; with CUECAST_SCALE_OUT set, every change is written there as JSON.
 func TestScaleSoak(t *testing.T) {
 	if os.Getenv("CUECAST_SOAK") == "" {
@@ -79,7 +81,11 @@ func TestScaleSoak(t *testing.T) {
 		}
 	}
 	hubs := envInts(t, "CUECAST_SCALE_HUB_SERVERS", "1")[0]
-	tr := scalesim.Start(t, scalesim.Options{Nodes: nodes, HubServers: hubs, Mode: os.Getenv("CUECAST_SCALE_MODE"), HopRTT: rtt})
+	regions := 0
+	if os.Getenv("CUECAST_SCALE_REGIONS") != "" {
+		regions = envInts(t, "CUECAST_SCALE_REGIONS", "")[0]
+	}
+	tr := scalesim.Start(t, scalesim.Options{Nodes: nodes, HubServers: hubs, Regions: regions, Mode: os.Getenv("CUECAST_SCALE_MODE"), HopRTT: rtt})
 	type run struct {
 		Idle    scalesim.Idle
 		Changes []scalesim.Change

@@ -48,6 +48,10 @@ type Options struct {
 	// default) or 3, which makes the streams R3 (distributor.Options.
 	// Replicas) and gives every node one leafnode URL per hub server.
 	HubServers int
+	// Regions, when set, puts that many regional leaf servers between the
+	// hub and the nodes (the three-level tree of docs/SCALING.md), the
+	// nodes spread over them round-robin; HopRTT applies to both hops.
+	Regions int
 	// Mode is how the instances check signatures: "signed-shared" (the
 	// default: each child process's instances share one client.Keyring),
 	// "signed" (each verifies every signature itself) or "unsigned"
@@ -64,9 +68,12 @@ type Options struct {
 // instances' child processes.
 type Tree struct {
 	// Hub is the hub's first server, the distributor's; Hubs all of them.
-	Hub   *Server
-	Hubs  []*Server
-	Nodes []*Server
+	Hub  *Server
+	Hubs []*Server
+	// Regions are the regional leaf servers (Options.Regions), Nodes[i]'s
+	// under Regions[i%len(Regions)].
+	Regions []*Server
+	Nodes   []*Server
 	// Fleets[i] are the instances' children connected to Nodes[i].
 	Fleets [][]*simfleet.Child
 	// FleetSizes[i][j] is how many instances Fleets[i][j] runs.
@@ -92,10 +99,10 @@ func Start(tb testing.TB, o Options) *Tree {
 		o.Mode = "signed-shared"
 	}
 	dir := tb.TempDir()
-	t := &Tree{opts: o, passwords: map[string]string{}}
 	if o.HubServers == 0 {
 		o.HubServers = 1
 	}
+	t := &Tree{opts: o, passwords: map[string]string{}}
 	var hubSpecs []natsconf.Spec
 	routes := make([]string, o.HubServers)
 	for i := range routes {
@@ -116,16 +123,34 @@ func Start(tb testing.TB, o Options) *Tree {
 		t.Hubs = append(t.Hubs, t.startServer(tb, dir, spec))
 	}
 	t.Hub = t.Hubs[0]
-	for i := range o.Nodes {
+	link := func(addr string) string {
+		if o.HopRTT <= 0 {
+			return addr
+		}
+		l := natstest.StartLink(tb, addr)
+		l.Delay(o.HopRTT/2, o.HopRTT/2, 0)
+		return l.Addr()
+	}
+	hubLinks := func() []string {
 		var ups []string
 		for _, h := range hubSpecs {
-			up := h.LeafListen
-			if o.HopRTT > 0 {
-				link := natstest.StartLink(tb, up)
-				link.Delay(o.HopRTT/2, o.HopRTT/2, 0)
-				up = link.Addr()
-			}
-			ups = append(ups, up)
+			ups = append(ups, link(h.LeafListen))
+		}
+		return ups
+	}
+	var regionAddrs []string
+	for i := range o.Regions {
+		spec := natsconf.Spec{Level: natsconf.Leaf, Name: fmt.Sprintf("region-%d", i+1), Listen: "127.0.0.1:-1", LeafListen: freeAddr(tb),
+			Upstreams: hubLinks(), Namespaces: []string{Namespace}}
+		t.Regions = append(t.Regions, t.startServer(tb, dir, spec))
+		regionAddrs = append(regionAddrs, spec.LeafListen)
+	}
+	for i := range o.Nodes {
+		ups := []string{}
+		if len(regionAddrs) > 0 {
+			ups = append(ups, link(regionAddrs[i%len(regionAddrs)]))
+		} else {
+			ups = hubLinks()
 		}
 		t.Nodes = append(t.Nodes, t.startServer(tb, dir, natsconf.Spec{
 			Level: natsconf.Node, Name: fmt.Sprintf("node-%d", i+1), Listen: "127.0.0.1:-1",
@@ -181,20 +206,35 @@ func Start(tb testing.TB, o Options) *Tree {
 	return t
 }
 
-// mirrors creates every node's CUECAST_<ns> mirror of the hub, through the
-// distributor's connection to the hub, as `cuecast nats-config mirrors
-// --from-hub` does.
+// mirrors creates every region's and node's CUECAST_<ns> mirror, of the
+// hub's CUECAST or of the region's mirror, through the distributor's
+// connection to the hub, as `cuecast nats-config mirrors` does.
 func (t *Tree) mirrors(ctx context.Context) error {
-	for _, n := range t.Nodes {
-		js, err := jetstream.NewWithDomain(t.pub, n.Name)
+	mirror := func(s *Server, spec natsconf.MirrorSpec) error {
+		js, err := jetstream.NewWithDomain(t.pub, s.Name)
 		if err != nil {
 			return err
 		}
 		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		err = natsconf.Mirrors(ctx, js, natsconf.MirrorSpec{Upstream: natsconf.HubDomain, FromHub: true, Namespaces: []string{Namespace}})
-		cancel()
-		if err != nil {
-			return fmt.Errorf("%s: %w", n.Name, err)
+		defer cancel()
+		spec.Namespaces = []string{Namespace}
+		if err := natsconf.Mirrors(ctx, js, spec); err != nil {
+			return fmt.Errorf("%s: %w", s.Name, err)
+		}
+		return nil
+	}
+	for _, r := range t.Regions {
+		if err := mirror(r, natsconf.MirrorSpec{Upstream: natsconf.HubDomain, FromHub: true}); err != nil {
+			return err
+		}
+	}
+	for i, n := range t.Nodes {
+		spec := natsconf.MirrorSpec{Upstream: natsconf.HubDomain, FromHub: true}
+		if len(t.Regions) > 0 {
+			spec = natsconf.MirrorSpec{Upstream: t.Regions[i%len(t.Regions)].Name}
+		}
+		if err := mirror(n, spec); err != nil {
+			return err
 		}
 	}
 	return nil
