@@ -108,14 +108,15 @@ func TestScaleSoak(t *testing.T) {
 		}
 		all[tr.Instances()] = run{idle, cs}
 		t.Log("\n" + scalesim.Summary(cs, idle))
-	}
-	if out := os.Getenv("CUECAST_SCALE_OUT"); out != "" {
-		b, err := json.MarshalIndent(all, "", " ")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(out, b, 0o644); err != nil {
-			t.Fatal(err)
+		// Written after every size, so that a run stopped later keeps them.
+		if out := os.Getenv("CUECAST_SCALE_OUT"); out != "" {
+			b, err := json.MarshalIndent(all, "", " ")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(out, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 }
