@@ -24,6 +24,7 @@ import (
 	"github.com/cuecast/cuecast/distributor"
 	"github.com/cuecast/cuecast/internal/natsconf"
 	"github.com/cuecast/cuecast/internal/natstest"
+	"github.com/cuecast/cuecast/internal/poll"
 	"github.com/cuecast/cuecast/internal/simfleet"
 )
 
@@ -88,10 +89,11 @@ type Tree struct {
 	round     uint64
 }
 
-// Start generates the configurations as `cuecast nats-config hub` and
-// `node` would (with the floor's one addition, floorConf), starts the hub
-// and the nodes, each in its own process, the distributor at the hub, the
-// namespace's mirror on every node, and publishes and deploys version 1.
+// Start generates the configurations as `cuecast nats-config hub`, `leaf`
+// and `node` would (with the floor's one addition, floorConf), starts the
+// hub's servers, the regions and the nodes, each in its own process, the
+// distributor at the hub, the namespace's mirror on every region and node,
+// and publishes and deploys version 1.
 // It starts no instances: Grow does. tb.Cleanup stops everything.
 func Start(tb testing.TB, o Options) *Tree {
 	tb.Helper()
@@ -181,27 +183,16 @@ func Start(tb testing.TB, o Options) *Tree {
 	defer cancel()
 	// A hub cluster places R3 streams once its meta leader has every peer:
 	// until then New fails, and is tried again.
-	for {
+	poll.Until(tb, "the distributor's streams at the hub", time.Minute, func() (bool, string) {
 		t.d, err = distributor.New(ctx, t.pub, distributor.Options{SigningKey: kp, Replicas: o.HubServers, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-		if err == nil {
-			break
-		}
-		if ctx.Err() != nil {
-			tb.Fatalf("distributor: %v", err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return err == nil, fmt.Sprint(err)
+	})
 	// The nodes' leafnode links: a mirror created before its node is
 	// linked would be created by nobody (the request crosses the link).
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if err := t.mirrors(ctx); err == nil {
-			break
-		} else if time.Now().After(deadline) {
-			tb.Fatalf("mirrors: %v", err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	poll.Until(tb, "every mirror created", 30*time.Second, func() (bool, string) {
+		err := t.mirrors(ctx)
+		return err == nil, fmt.Sprint(err)
+	})
 	t.Ship(tb)
 	return t
 }
