@@ -3,6 +3,7 @@ package scalesim_test
 import (
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -55,7 +56,8 @@ func TestScaleSmall(t *testing.T) {
 	}
 }
 
-// TestScaleSoak is the large run (make soak, make scale): CUECAST_SCALE_SIZES
+// TestScaleSoak is the large run with CUECAST_SOAK=1 (make soak, make
+// scale), and a tiny one without: CUECAST_SCALE_SIZES
 // instances in total (default 10000,25000,50000), the fleet grown from one
 // size to the next with the same CUECAST_SCALE_NODES nodes (default 5),
 // CUECAST_SCALE_CHANGES changes measured at each size (default 5),
@@ -67,12 +69,20 @@ func TestScaleSmall(t *testing.T) {
 // leafnode link. Each size's summary is
 // logged; with CUECAST_SCALE_OUT set, every change is written there as JSON.
 func TestScaleSoak(t *testing.T) {
+	// Without CUECAST_SOAK the same path runs tiny: two nodes, 20 then 40
+	// instances, one change each, and the JSON written to a temp file.
+	defSizes, defNodes, defChanges := "10000,25000,50000", "5", "5"
+	idleWindow, settle, reports := 5*time.Second, 1500*time.Millisecond, 3*time.Second
 	if os.Getenv("CUECAST_SOAK") == "" {
-		t.Skip("the large scale run: CUECAST_SOAK=1 (make soak or make scale)")
+		defSizes, defNodes, defChanges = "20,40", "2", "1"
+		idleWindow, settle, reports = time.Second, 200*time.Millisecond, 500*time.Millisecond
+		if os.Getenv("CUECAST_SCALE_OUT") == "" {
+			t.Setenv("CUECAST_SCALE_OUT", filepath.Join(t.TempDir(), "scale.json"))
+		}
 	}
-	sizes := envInts(t, "CUECAST_SCALE_SIZES", "10000,25000,50000")
-	nodes := envInts(t, "CUECAST_SCALE_NODES", "5")[0]
-	changes := envInts(t, "CUECAST_SCALE_CHANGES", "5")[0]
+	sizes := envInts(t, "CUECAST_SCALE_SIZES", defSizes)
+	nodes := envInts(t, "CUECAST_SCALE_NODES", defNodes)[0]
+	changes := envInts(t, "CUECAST_SCALE_CHANGES", defChanges)[0]
 	var rtt time.Duration
 	if s := os.Getenv("CUECAST_SCALE_HOP_RTT"); s != "" {
 		var err error
@@ -99,12 +109,17 @@ func TestScaleSoak(t *testing.T) {
 		start := time.Now()
 		tr.Grow(t, grow)
 		t.Logf("%d instances up in %s (load %s)", tr.Instances(), time.Since(start).Round(time.Second), scalesim.LoadAverage())
-		idle := tr.Idle(t, 5*time.Second)
+		idle := tr.Idle(t, idleWindow)
 		t.Logf("idle %s: hub cpu %s in %d out %d; node-1 cpu %s in %d out %d fleet-cpu %s (load %s)", idle.Window.Round(time.Millisecond),
 			idle.Hub.CPU, idle.Hub.InMsgs, idle.Hub.OutMsgs, idle.Nodes[0].CPU, idle.Nodes[0].InMsgs, idle.Nodes[0].OutMsgs, idle.Nodes[0].FleetCPU, scalesim.LoadAverage())
 		var cs []scalesim.Change
 		for range changes {
-			cs = append(cs, tr.Change(t, 1500*time.Millisecond, 3*time.Second))
+			cs = append(cs, tr.Change(t, settle, reports))
+		}
+		for _, c := range cs {
+			if len(c.Apply) != tr.Instances() || len(c.Floor) != tr.Instances() {
+				t.Fatalf("%d instances: %d applied, %d had the floor", tr.Instances(), len(c.Apply), len(c.Floor))
+			}
 		}
 		all[tr.Instances()] = run{idle, cs}
 		t.Log("\n" + scalesim.Summary(cs, idle))
@@ -118,6 +133,9 @@ func TestScaleSoak(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+	}
+	if len(all) != len(sizes) {
+		t.Fatalf("measured %d sizes of %v", len(all), sizes)
 	}
 }
 
