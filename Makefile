@@ -2,7 +2,7 @@
 GO ?= go
 BENCHTIME ?= 1x
 
-.PHONY: all build demo test vet fmt bench soak clean e2e release dockerfile-lint
+.PHONY: all build demo test vet fmt bench soak scale clean e2e release dockerfile-lint
 
 all: build
 
@@ -67,9 +67,20 @@ dockerfile-lint:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -timeout 60m ./...
 
-# Long fault runs: the full kill test and the large-fleet runs.
+# Long fault runs: the full kill test and the large-fleet runs (among them the
+# scale run, internal/scalesim, at its default sizes; make scale runs it alone).
 soak:
 	CUECAST_SOAK=1 $(GO) test -run 'Soak|Kill|Crash' -timeout 120m -v ./...
+
+# The scale run alone (internal/scalesim, BENCHMARKS.md "Scale"): a hub and
+# SCALE_NODES node servers, each in its own process, and SCALE_SIZES instances in
+# total in child processes, SCALE_CHANGES changes measured at each size.
+SCALE_SIZES ?= 10000,25000,50000
+SCALE_NODES ?= 5
+SCALE_CHANGES ?= 5
+scale:
+	CUECAST_SOAK=1 CUECAST_SCALE_SIZES=$(SCALE_SIZES) CUECAST_SCALE_NODES=$(SCALE_NODES) \
+		CUECAST_SCALE_CHANGES=$(SCALE_CHANGES) $(GO) test -count=1 -run TestScaleSoak -timeout 90m -v ./internal/scalesim/
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

@@ -59,6 +59,9 @@ func (r *Round) Hit(i int, at time.Time) {
 type Options struct {
 	// Config is what every instance watches.
 	Config cuecast.ConfigPath
+	// Dial is more options for every instance's connection, after
+	// client.ConnectOptions (an inbox prefix, say).
+	Dial []nats.Option
 	// Client is more options for every instance's client (trust, for
 	// one); Run adds the instance's name and its events callback.
 	Client []client.Option
@@ -99,7 +102,7 @@ func Run(ctx context.Context, o Options) error {
 		}
 	}()
 	start := func(i int) error {
-		nc, err := nats.Connect(url, append(client.ConnectOptions(), nats.Timeout(30*time.Second))...)
+		nc, err := nats.Connect(url, slices.Concat(client.ConnectOptions(), []nats.Option{nats.Timeout(30 * time.Second)}, o.Dial)...)
 		if err != nil {
 			return err
 		}

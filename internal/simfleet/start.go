@@ -48,6 +48,16 @@ type Child struct {
 // stops it with Stop.
 func Start(tb testing.TB, s Spec) *Child {
 	tb.Helper()
+	c := Launch(tb, s)
+	c.Ready(tb)
+	return c
+}
+
+// Launch runs the test binary again as the child of s and returns at
+// once, so that several children can set up their instances at the same
+// time; Ready waits for each. It fails tb if the child does not start.
+func Launch(tb testing.TB, s Spec) *Child {
+	tb.Helper()
 	c := &Child{cmd: exec.Command(os.Args[0]), lines: make(chan string, 4)}
 	c.cmd.Env = slices.Concat(os.Environ(), []string{
 		ChildEnv + "=" + s.Child, urlEnv + "=" + s.URL, countEnv + "=" + strconv.Itoa(s.Instances),
@@ -72,6 +82,14 @@ func Start(tb testing.TB, s Spec) *Child {
 			c.lines <- sc.Text()
 		}
 	}()
+	return c
+}
+
+// Ready waits up to five minutes for a launched child to say its
+// instances are ready, and fills in HeapPerInstance and RSSPerInstance. It
+// fails tb, and stops the child, if it does not get ready.
+func (c *Child) Ready(tb testing.TB) {
+	tb.Helper()
 	ok := false
 	defer func() {
 		if !ok {
@@ -83,8 +101,10 @@ func Start(tb testing.TB, s Spec) *Child {
 		tb.Fatalf("from child: got %q, want ready HEAP RSS", strings.Join(fields, " "))
 	}
 	ok = true
-	return c
 }
+
+// Pid is the child process's id.
+func (c *Child) Pid() int { return c.cmd.Process.Pid }
 
 // Arm starts a round: the child is to wait for every instance to reach
 // want in the way kind names (Applied, or a kind of the benchmark's own

@@ -1,0 +1,157 @@
+package scalesim_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cuecast/cuecast/internal/scalesim"
+)
+
+func TestMain(m *testing.M) {
+	if code, ok := scalesim.Child(); ok {
+		os.Exit(code)
+	}
+	os.Exit(m.Run())
+}
+
+// TestScaleSmall runs the tree small: a hub and 3 node servers, each in its
+// own process, 50 and then 100 instances per node in child processes. Every
+// instance gets the floor's message and applies every change, and the hub's
+// traffic per change does not grow with the fleet: what it sends down its
+// leafnode links (the mirrors' deliveries) is the same for 150 and 300
+// instances, while each node sends at least one message per instance of
+// its own.
+func TestScaleSmall(t *testing.T) {
+	tr := scalesim.Start(t, scalesim.Options{Nodes: 3})
+	var down [2]int64
+	for i, perNode := range []int{50, 50} {
+		tr.Grow(t, perNode)
+		c := tr.Change(t, 300*time.Millisecond, 1500*time.Millisecond)
+		t.Log(scalesim.Summary([]scalesim.Change{c}, scalesim.Idle{}))
+		if len(c.Apply) != tr.Instances() || len(c.Floor) != tr.Instances() {
+			t.Fatalf("%d instances: %d applied, %d had the floor", tr.Instances(), len(c.Apply), len(c.Floor))
+		}
+		down[i] = c.Hub.Delivery.LeafOutMsgs
+		// A deploy to every cohort writes the version and one pointer
+		// (p.all); each node's mirror receives both.
+		if min := int64(len(tr.Nodes) * 2); down[i] < min {
+			t.Errorf("%d instances: the hub sent %d messages down its links, want at least %d (a version and a pointer per node)", tr.Instances(), down[i], min)
+		}
+		for _, n := range c.Nodes {
+			if n.Delivery.OutMsgs < int64(n.Instances) {
+				t.Errorf("%s: sent %d messages to its %d instances' connections", n.Name, n.Delivery.OutMsgs, n.Instances)
+			}
+		}
+	}
+	// The same deploy at twice the fleet: the hub's downward messages stay
+	// within a message per node (a flow-control message, say).
+	slack := max(down[0]/10, int64(len(tr.Nodes)))
+	if diff := down[1] - down[0]; diff > slack || -diff > slack {
+		t.Errorf("hub messages down its links per change: %d at 150 instances, %d at 300: want the same within %d", down[0], down[1], slack)
+	}
+}
+
+// TestScaleSoak is the large run with CUECAST_SOAK=1 (make soak, make
+// scale), and a tiny one without: CUECAST_SCALE_SIZES
+// instances in total (default 10000,25000,50000), the fleet grown from one
+// size to the next with the same CUECAST_SCALE_NODES nodes (default 5),
+// CUECAST_SCALE_CHANGES changes measured at each size (default 5),
+// instances checking signatures as CUECAST_SCALE_MODE says (default
+// signed-shared), CUECAST_SCALE_HUB_SERVERS in the hub's cluster (default
+// 1; 3 makes the streams R3), CUECAST_SCALE_REGIONS regional leaf servers
+// between the hub and the nodes (default none), and with
+// CUECAST_SCALE_HOP_RTT (a duration) added as the round trip of every
+// leafnode link. Each size's summary is
+// logged; with CUECAST_SCALE_OUT set, every change is written there as JSON.
+func TestScaleSoak(t *testing.T) {
+	// Without CUECAST_SOAK the same path runs tiny: two nodes, 20 then 40
+	// instances, one change each, and the JSON written to a temp file.
+	defSizes, defNodes, defChanges := "10000,25000,50000", "5", "5"
+	idleWindow, settle, reports := 5*time.Second, 1500*time.Millisecond, 3*time.Second
+	if os.Getenv("CUECAST_SOAK") == "" {
+		defSizes, defNodes, defChanges = "20,40", "2", "1"
+		idleWindow, settle, reports = time.Second, 200*time.Millisecond, 500*time.Millisecond
+		if os.Getenv("CUECAST_SCALE_OUT") == "" {
+			t.Setenv("CUECAST_SCALE_OUT", filepath.Join(t.TempDir(), "scale.json"))
+		}
+	}
+	sizes := envInts(t, "CUECAST_SCALE_SIZES", defSizes)
+	nodes := envInts(t, "CUECAST_SCALE_NODES", defNodes)[0]
+	changes := envInts(t, "CUECAST_SCALE_CHANGES", defChanges)[0]
+	var rtt time.Duration
+	if s := os.Getenv("CUECAST_SCALE_HOP_RTT"); s != "" {
+		var err error
+		if rtt, err = time.ParseDuration(s); err != nil {
+			t.Fatalf("CUECAST_SCALE_HOP_RTT=%q: %v", s, err)
+		}
+	}
+	hubs := envInts(t, "CUECAST_SCALE_HUB_SERVERS", "1")[0]
+	regions := 0
+	if os.Getenv("CUECAST_SCALE_REGIONS") != "" {
+		regions = envInts(t, "CUECAST_SCALE_REGIONS", "")[0]
+	}
+	tr := scalesim.Start(t, scalesim.Options{Nodes: nodes, HubServers: hubs, Regions: regions, Mode: os.Getenv("CUECAST_SCALE_MODE"), HopRTT: rtt})
+	type run struct {
+		Idle    scalesim.Idle
+		Changes []scalesim.Change
+	}
+	all := map[int]run{}
+	for _, size := range sizes {
+		grow := (size - tr.Instances()) / nodes
+		if grow <= 0 {
+			t.Fatalf("sizes %v: want each larger than the last by a multiple of %d", sizes, nodes)
+		}
+		start := time.Now()
+		tr.Grow(t, grow)
+		t.Logf("%d instances up in %s (load %s)", tr.Instances(), time.Since(start).Round(time.Second), scalesim.LoadAverage())
+		idle := tr.Idle(t, idleWindow)
+		t.Logf("idle %s: hub cpu %s in %d out %d; node-1 cpu %s in %d out %d fleet-cpu %s (load %s)", idle.Window.Round(time.Millisecond),
+			idle.Hub.CPU, idle.Hub.InMsgs, idle.Hub.OutMsgs, idle.Nodes[0].CPU, idle.Nodes[0].InMsgs, idle.Nodes[0].OutMsgs, idle.Nodes[0].FleetCPU, scalesim.LoadAverage())
+		var cs []scalesim.Change
+		for range changes {
+			cs = append(cs, tr.Change(t, settle, reports))
+		}
+		for _, c := range cs {
+			if len(c.Apply) != tr.Instances() || len(c.Floor) != tr.Instances() {
+				t.Fatalf("%d instances: %d applied, %d had the floor", tr.Instances(), len(c.Apply), len(c.Floor))
+			}
+		}
+		all[tr.Instances()] = run{idle, cs}
+		t.Log("\n" + scalesim.Summary(cs, idle))
+		// Written after every size, so that a run stopped later keeps them.
+		if out := os.Getenv("CUECAST_SCALE_OUT"); out != "" {
+			b, err := json.MarshalIndent(all, "", " ")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(out, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if len(all) != len(sizes) {
+		t.Fatalf("measured %d sizes of %v", len(all), sizes)
+	}
+}
+
+func envInts(t *testing.T, key, def string) []int {
+	t.Helper()
+	s := os.Getenv(key)
+	if s == "" {
+		s = def
+	}
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			t.Fatalf("%s=%q: want positive numbers separated by commas", key, s)
+		}
+		out = append(out, n)
+	}
+	return out
+}

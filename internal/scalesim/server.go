@@ -1,0 +1,199 @@
+package scalesim
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/cuecast/cuecast/internal/simfleet"
+)
+
+// The children's environment.
+const (
+	roleEnv = "CUECAST_SCALESIM_ROLE"
+	confEnv = "CUECAST_SCALESIM_CONF"
+	// fleetChild is simfleet.ChildEnv's value for the instances' children.
+	fleetChild = "scalesim"
+)
+
+// Child runs the role the environment names, if any: a server (see the
+// package comment) or a fleet of instances (simfleet). ok is false in the
+// test process itself, which then runs its tests.
+func Child() (code int, ok bool) {
+	if os.Getenv(roleEnv) == "server" {
+		return serverMain(os.Getenv(confEnv), os.Stdin, os.Stdout), true
+	}
+	if os.Getenv(simfleet.ChildEnv) == fleetChild {
+		return fleetMain(), true
+	}
+	return 0, false
+}
+
+// Counters are a server's message counts since it started (varz, and its
+// leafnode connections' from leafz).
+type Counters struct {
+	InMsgs, OutMsgs, InBytes, OutBytes int64
+	// LeafInMsgs and LeafOutMsgs: over the leafnode connections only, as
+	// this server counts them (received from, sent to the other side).
+	LeafInMsgs, LeafOutMsgs int64
+	Connections             int
+	// CPU is the server process's user and system time (getrusage), which
+	// Linux keeps in nanoseconds where /proc/<pid>/stat has 10 ms ticks:
+	// a hub's cost per change is a few ticks.
+	CPU time.Duration
+}
+
+func serverMain(conf string, in io.Reader, out io.Writer) int {
+	opts, err := server.ProcessConfigFile(conf)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "scalesim server: load %s: %v\n", conf, err)
+		return 1
+	}
+	opts.NoLog, opts.NoSigs = true, true
+	s, err := server.NewServer(opts)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "scalesim server %s: %v\n", conf, err)
+		return 1
+	}
+	go s.Start()
+	if !s.ReadyForConnections(30 * time.Second) {
+		fmt.Fprintf(os.Stderr, "scalesim server %s: not ready after 30s\n", conf)
+		return 1
+	}
+	defer func() {
+		s.Shutdown()
+		s.WaitForShutdown()
+	}()
+	fmt.Fprintf(out, "ready %s\n", s.ClientURL())
+	sc := bufio.NewScanner(in)
+	for sc.Scan() {
+		if sc.Text() != "stats" {
+			fmt.Fprintf(os.Stderr, "scalesim server: bad command %q\n", sc.Text())
+			return 1
+		}
+		c, err := counters(s)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "scalesim server: %v\n", err)
+			return 1
+		}
+		b, _ := json.Marshal(c)
+		fmt.Fprintf(out, "stats %s\n", b)
+	}
+	return 0
+}
+
+func counters(s *server.Server) (Counters, error) {
+	v, err := s.Varz(nil)
+	if err != nil {
+		return Counters{}, fmt.Errorf("varz: %w", err)
+	}
+	l, err := s.Leafz(nil)
+	if err != nil {
+		return Counters{}, fmt.Errorf("leafz: %w", err)
+	}
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return Counters{}, fmt.Errorf("getrusage: %w", err)
+	}
+	c := Counters{InMsgs: v.InMsgs, OutMsgs: v.OutMsgs, InBytes: v.InBytes, OutBytes: v.OutBytes, Connections: v.Connections,
+		CPU: time.Duration(ru.Utime.Nano() + ru.Stime.Nano())}
+	for _, li := range l.Leafs {
+		c.LeafInMsgs += li.InMsgs
+		c.LeafOutMsgs += li.OutMsgs
+	}
+	return c, nil
+}
+
+// Server is the parent's handle on a server child.
+type Server struct {
+	Name string
+	// URL is where clients connect.
+	URL string
+	// Conf is the configuration it runs.
+	Conf string
+	cmd  *exec.Cmd
+	in   io.WriteCloser
+	out  *bufio.Scanner
+}
+
+// startServer runs the test binary again as a server with the
+// configuration at conf, and waits up to 30 s for it to accept clients;
+// tb.Cleanup stops it.
+func startServer(tb testing.TB, name, conf string) *Server {
+	tb.Helper()
+	s := &Server{Name: name, Conf: conf, cmd: exec.Command(os.Args[0])}
+	s.cmd.Env = append(os.Environ(), roleEnv+"=server", confEnv+"="+conf)
+	s.cmd.Stderr = os.Stderr
+	var err error
+	if s.in, err = s.cmd.StdinPipe(); err != nil {
+		tb.Fatal(err)
+	}
+	out, err := s.cmd.StdoutPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s.out = bufio.NewScanner(out)
+	if err := s.cmd.Start(); err != nil {
+		tb.Fatalf("start server %s: %v", name, err)
+	}
+	tb.Cleanup(s.Stop)
+	f := s.line(tb, "ready")
+	if len(f) != 2 {
+		tb.Fatalf("server %s: got %q, want ready URL", name, strings.Join(f, " "))
+	}
+	s.URL = f[1]
+	return s
+}
+
+// Pid is the server process's id.
+func (s *Server) Pid() int { return s.cmd.Process.Pid }
+
+// Counters asks the server for its message counts.
+func (s *Server) Counters(tb testing.TB) Counters {
+	tb.Helper()
+	if _, err := io.WriteString(s.in, "stats\n"); err != nil {
+		tb.Fatalf("server %s: %v", s.Name, err)
+	}
+	f := s.line(tb, "stats")
+	var c Counters
+	if len(f) != 2 || json.Unmarshal([]byte(f[1]), &c) != nil {
+		tb.Fatalf("server %s: got %q, want stats JSON", s.Name, strings.Join(f, " "))
+	}
+	return c
+}
+
+// line reads the server's next line, which must start with word. The
+// server answers at once; a server that has died ends its output.
+func (s *Server) line(tb testing.TB, word string) []string {
+	tb.Helper()
+	if !s.out.Scan() {
+		tb.Fatalf("server %s ended before %q: %v", s.Name, word, s.out.Err())
+	}
+	f := strings.Fields(s.out.Text())
+	if len(f) == 0 || f[0] != word {
+		tb.Fatalf("server %s: got %q, want %q", s.Name, s.out.Text(), word)
+	}
+	return f
+}
+
+// Stop closes the server's stdin, which shuts it down, and waits for it;
+// one still running 20 s later is killed. Safe twice.
+func (s *Server) Stop() {
+	if s.in == nil {
+		return
+	}
+	s.in.Close()
+	s.in = nil
+	kill := time.AfterFunc(20*time.Second, func() { _ = s.cmd.Process.Kill() })
+	defer kill.Stop()
+	_ = s.cmd.Wait()
+}

@@ -1,0 +1,58 @@
+package scalesim
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/cuecast/cuecast/internal/natsconf"
+)
+
+// TestFloorConf: the floor's subject is exported by CUECAST to the
+// namespace's account and imported there, beside ccr.<ns>.>, and a
+// configuration without those lines is refused rather than run without
+// a floor.
+func TestFloorConf(t *testing.T) {
+	conf, err := natsconf.Generate(natsconf.Spec{Level: natsconf.Node, Name: "n", Listen: "127.0.0.1:4222", StoreDir: t.TempDir(),
+		Upstreams: []string{"127.0.0.1:7422"}, Namespaces: []string{Namespace},
+		Passwords: map[string]string{"distributor": "d", "leaf": "l", "operator": "o", "sys": "s", "svc-payments": "p"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := floorConf(conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`{stream: "_INBOX_payments.floor", accounts: ["SVC_payments"]}`,
+		`{stream: {account: "CUECAST", subject: "_INBOX_payments.floor"}}`,
+	} {
+		if strings.Count(got, want) != 1 {
+			t.Errorf("want %s once in\n%s", want, got)
+		}
+	}
+	if len(got) != len(conf)+len("\n{stream: \"_INBOX_payments.floor\", accounts: [\"SVC_payments\"]}")+len("\n{stream: {account: \"CUECAST\", subject: \"_INBOX_payments.floor\"}}") {
+		t.Errorf("floorConf changed more than the two lines")
+	}
+	if _, err := floorConf("port: 4222\n"); err == nil {
+		t.Error("floorConf of a configuration without the namespace's imports: no error")
+	}
+}
+
+// TestProcUsage reads this process's own CPU time and memory (Linux's
+// /proc, which the scale runs need).
+func TestProcUsage(t *testing.T) {
+	u, err := ProcUsage(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.RSS <= 0 || u.HWM < u.RSS {
+		t.Errorf("RSS %d, HWM %d: want 0 < RSS <= HWM", u.RSS, u.HWM)
+	}
+	if _, err := ProcUsage(-1); err == nil {
+		t.Error("ProcUsage(-1): no error")
+	}
+	if f := strings.Fields(LoadAverage()); len(f) != 3 {
+		t.Errorf("LoadAverage() = %q, want three numbers", LoadAverage())
+	}
+}
