@@ -251,9 +251,11 @@ func (t *Tree) startServer(tb testing.TB, dir string, spec natsconf.Spec) *Serve
 
 // floorConf adds the floor's subject to a generated configuration: the
 // CUECAST account exports it to SVC_<ns> as a stream, which imports it,
-// beside ccr.<ns>.>. Nothing else changes: the floor's message takes the
-// leafnode link the mirrors take and reaches the instances through an
-// import, as their updates do.
+// beside ccr.<ns>.>; at the hub it also exports it to the fan-out account,
+// which the leafnode links from below are bound to (docs/SECURITY.md), as
+// the fan-out mirror's deliveries are. Nothing else changes: the floor's
+// message takes the leafnode link the mirrors take and reaches the
+// instances through an import, as their updates do.
 func floorConf(conf string) (string, error) {
 	exp := fmt.Sprintf(`{stream: %q, accounts: [%q]}`, "ccr."+Namespace+".>", natsconf.ServiceAccount(Namespace))
 	imp := fmt.Sprintf(`{stream: {account: %q, subject: %q}}`, natsconf.Account, "ccr."+Namespace+".>")
@@ -262,6 +264,17 @@ func floorConf(conf string) (string, error) {
 			return "", fmt.Errorf("add the floor to the configuration: %q is not there once", line)
 		}
 		conf = strings.Replace(conf, line, line+"\n"+strings.Replace(line, "ccr."+Namespace+".>", floorSubject, 1), 1)
+	}
+	fanExp := fmt.Sprintf(`{stream: %q, accounts: [%q]}`, cuecast.FanoutDeliverPrefix+".>", natsconf.FanoutAccount)
+	fanImp := fmt.Sprintf(`{stream: {account: %q, subject: %q}}`, natsconf.Account, cuecast.FanoutDeliverPrefix+".>")
+	switch n := strings.Count(conf, fanExp) + strings.Count(conf, fanImp); n {
+	case 0: // no fan-out account: a node, or a hub without links
+	case 2:
+		for _, line := range []string{fanExp, fanImp} {
+			conf = strings.Replace(conf, line, line+"\n"+strings.Replace(line, cuecast.FanoutDeliverPrefix+".>", floorSubject, 1), 1)
+		}
+	default:
+		return "", fmt.Errorf("add the floor to the configuration: the fan-out account's export and import are there %d times, want both once", n)
 	}
 	return conf, nil
 }

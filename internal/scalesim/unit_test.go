@@ -39,6 +39,34 @@ func TestFloorConf(t *testing.T) {
 	}
 }
 
+// TestFloorConfHub: at the hub the floor also goes to the fan-out account,
+// which the links from below are bound to; without it no node gets the
+// floor's message (TestScaleSmall timed out so once the links moved there).
+func TestFloorConfHub(t *testing.T) {
+	conf, err := natsconf.Generate(natsconf.Spec{Level: natsconf.Hub, Name: "hub", Listen: "127.0.0.1:4222", LeafListen: "127.0.0.1:7422",
+		StoreDir: t.TempDir(), Namespaces: []string{Namespace},
+		Passwords: map[string]string{"distributor": "d", "leaf": "l", "operator": "o", "sys": "s", "svc-payments": "p"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := floorConf(conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`{stream: "_INBOX_payments.floor", accounts: ["SVC_payments"]}`,
+		`{stream: {account: "CUECAST", subject: "_INBOX_payments.floor"}}`,
+		`{stream: "_INBOX_payments.floor", accounts: ["FANOUT"]}`,
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("want %s in\n%s", want, got)
+		}
+	}
+	if n := strings.Count(got, `{stream: {account: "CUECAST", subject: "_INBOX_payments.floor"}}`); n != 2 {
+		t.Errorf("the floor imported from CUECAST %d times, want 2 (SVC_payments and FANOUT)", n)
+	}
+}
+
 // TestProcUsage reads this process's own CPU time and memory (Linux's
 // /proc, which the scale runs need).
 func TestProcUsage(t *testing.T) {
