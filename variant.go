@@ -1,6 +1,8 @@
 package cuecast
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -126,4 +128,40 @@ func ParseVariant(s string) (map[string]string, error) {
 		out[dv.Dim] = dv.Value
 	}
 	return out, nil
+}
+
+// VariantIndexSchema is the "schema" field of a variant index, the document
+// published at the base path of a config that has variants.
+const VariantIndexSchema = "cuecast.variants/v1"
+
+// VariantIndex is the document published at a config's base path when the
+// config has variants: the dimensions it uses and its variant paths,
+// sorted (the compiler's canonical JSON, docs/PROTOCOL.md §10). A
+// subscriber reads it to find its variant; an old client without
+// dimensions gets a document it cannot mistake for its config.
+type VariantIndex struct {
+	Config     ConfigPath   `json:"config"`
+	Dimensions []string     `json:"dimensions"`
+	Schema     string       `json:"schema"`
+	Variants   []ConfigPath `json:"variants"`
+}
+
+// indexPrefix is how every canonical variant index starts (keys sorted):
+// a cheap test before decoding content as one.
+var indexPrefix = []byte(`{"config":`)
+
+// indexSchema is in every variant index, canonical or not: a config
+// whose first key happens to be "config" is told apart without decoding.
+var indexSchema = []byte(`"` + VariantIndexSchema + `"`)
+
+// ParseVariantIndex decodes content as a variant index; ok is false when
+// it is not one (a config's own content).
+func ParseVariantIndex(content []byte) (ix VariantIndex, ok bool) {
+	if !bytes.HasPrefix(bytes.TrimLeft(content, " \t\r\n"), indexPrefix) || !bytes.Contains(content, indexSchema) {
+		return VariantIndex{}, false
+	}
+	if err := json.Unmarshal(content, &ix); err != nil || ix.Schema != VariantIndexSchema {
+		return VariantIndex{}, false
+	}
+	return ix, true
 }

@@ -588,7 +588,7 @@ func variantTargets(base, head *compiler.Result, targets []cuecast.ConfigPath) [
 		if !ok {
 			return false, false
 		}
-		_, index = compiler.ParseVariantIndex(o.JSON)
+		_, index = cuecast.ParseVariantIndex(o.JSON)
 		return index, true
 	}
 	for _, cp := range targets {

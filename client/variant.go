@@ -1,7 +1,6 @@
 package client
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -30,46 +29,13 @@ import (
 // another variant.
 var ErrVariant = errors.New("no variant for this instance")
 
-// VariantIndexSchema is the "schema" field of a variant index, the document
-// published at the base path of a config that has variants.
-const VariantIndexSchema = "cuecast.variants/v1"
-
-// VariantIndex is the document published at a config's base path when the
-// config has variants: the dimensions it uses and its variant paths,
-// sorted (the compiler's canonical JSON, docs/PROTOCOL.md §10).
-type VariantIndex struct {
-	Config     cuecast.ConfigPath   `json:"config"`
-	Dimensions []string             `json:"dimensions"`
-	Schema     string               `json:"schema"`
-	Variants   []cuecast.ConfigPath `json:"variants"`
-}
-
-// indexPrefix is how every canonical variant index starts (keys sorted):
-// a cheap test before decoding content as one.
-var indexPrefix = []byte(`{"config":`)
-
-// indexSchema is in every variant index, canonical or not: a config
-// whose first key happens to be "config" is told apart without decoding.
-var indexSchema = []byte(`"` + VariantIndexSchema + `"`)
-
-// ParseVariantIndex decodes content as a variant index; ok is false when
-// it is not one (a config's own content).
-func ParseVariantIndex(content []byte) (ix VariantIndex, ok bool) {
-	if !bytes.HasPrefix(bytes.TrimLeft(content, " \t\r\n"), indexPrefix) || !bytes.Contains(content, indexSchema) {
-		return VariantIndex{}, false
-	}
-	if err := json.Unmarshal(content, &ix); err != nil || ix.Schema != VariantIndexSchema {
-		return VariantIndex{}, false
-	}
-	return ix, true
-}
-
-// Pick is the variant path of the dimension values dims: the values of the
-// dimensions the config uses (ix.Dimensions; others in dims are ignored, a
-// config need not use every dimension of its namespace). It fails, wrapping
-// ErrVariant, when dims lacks a value the config uses or the combination
-// is not one of ix.Variants.
-func (ix VariantIndex) Pick(dims map[string]string) (cuecast.ConfigPath, error) {
+// PickVariant is the variant path of the dimension values dims in the
+// config's variant index ix: the values of the dimensions the config uses
+// (ix.Dimensions; others in dims are ignored, a config need not use every
+// dimension of its namespace). It fails, wrapping ErrVariant, when dims
+// lacks a value the config uses or the combination is not one of
+// ix.Variants.
+func PickVariant(ix cuecast.VariantIndex, dims map[string]string) (cuecast.ConfigPath, error) {
 	if len(dims) == 0 {
 		return "", fmt.Errorf("config %s has variants by %s: declare this instance's values "+
 			"(client.WithDimensions, or --dim on watch and agent), e.g. %s: %w",
@@ -97,7 +63,7 @@ func (ix VariantIndex) Pick(dims map[string]string) (cuecast.ConfigPath, error) 
 	return p, nil
 }
 
-func exampleDims(ix VariantIndex) string {
+func exampleDims(ix cuecast.VariantIndex) string {
 	if len(ix.Variants) > 0 {
 		return ix.Variants[0].VariantLabel()
 	}
@@ -165,14 +131,14 @@ func (c *Client) resolveVariant(ctx context.Context, cfg cuecast.ConfigPath, wo 
 	case ix == nil:
 		return cfg, nil
 	}
-	return ix.Pick(c.o.dims)
+	return PickVariant(*ix, c.o.dims)
 }
 
 // readIndex reads cfg's newest version; it returns its variant index, or
 // nil when cfg has no version, was removed, or holds a config. An index
 // is verified like a last-known-good file: the version's signature covers
 // the checksum and size its content is checked against.
-func (c *Client) readIndex(ctx context.Context, cfg cuecast.ConfigPath) (*VariantIndex, error) {
+func (c *Client) readIndex(ctx context.Context, cfg cuecast.ConfigPath) (*cuecast.VariantIndex, error) {
 	if !c.nc.IsConnected() {
 		return nil, errors.New("not connected")
 	}
@@ -193,7 +159,7 @@ func (c *Client) readIndex(ctx context.Context, cfg cuecast.ConfigPath) (*Varian
 		// A variant index is small: it is never chunked.
 		return nil, nil
 	}
-	ix, ok := ParseVariantIndex(m.Data)
+	ix, ok := cuecast.ParseVariantIndex(m.Data)
 	if !ok {
 		return nil, nil
 	}
@@ -234,11 +200,11 @@ func (c *Client) variantFromLKG(cfg cuecast.ConfigPath, path string) (cuecast.Co
 // config this watcher watches: an instance must never run the index as its
 // config. It runs once per version applied, not per message.
 func (w *Watcher) acceptIndex(content []byte) error {
-	ix, ok := ParseVariantIndex(content)
+	ix, ok := cuecast.ParseVariantIndex(content)
 	if !ok {
 		return nil
 	}
-	if _, err := ix.Pick(w.c.o.dims); err != nil {
+	if _, err := PickVariant(ix, w.c.o.dims); err != nil {
 		return err
 	}
 	return fmt.Errorf("config %s now has variants (by %s): this watcher was started before; Watch it again to pick this instance's variant: %w",

@@ -12,7 +12,7 @@ import (
 // TestParseVariantIndex: the compiler's canonical index decodes; a config
 // whose first key is "config", or another schema, is not an index.
 func TestParseVariantIndex(t *testing.T) {
-	ix, ok := client.ParseVariantIndex([]byte(`{"config":"a/b","dimensions":["env"],"schema":"cuecast.variants/v1","variants":["a/b/env=prod"]}`))
+	ix, ok := cuecast.ParseVariantIndex([]byte(`{"config":"a/b","dimensions":["env"],"schema":"cuecast.variants/v1","variants":["a/b/env=prod"]}`))
 	if !ok || ix.Config != "a/b" || len(ix.Variants) != 1 {
 		t.Fatalf("canonical index: %+v %t", ix, ok)
 	}
@@ -22,7 +22,7 @@ func TestParseVariantIndex(t *testing.T) {
 		`{"limit":3,"schema":"cuecast.variants/v1"}`,
 		``,
 	} {
-		if _, ok := client.ParseVariantIndex([]byte(b)); ok {
+		if _, ok := cuecast.ParseVariantIndex([]byte(b)); ok {
 			t.Errorf("%q taken for a variant index", b)
 		}
 	}
@@ -31,14 +31,14 @@ func TestParseVariantIndex(t *testing.T) {
 // TestPick: the variant of the values of the dimensions the config uses;
 // any other case is ErrVariant, never another variant.
 func TestPick(t *testing.T) {
-	ix := client.VariantIndex{Config: "a/b", Dimensions: []string{"env", "region"}, Schema: client.VariantIndexSchema,
+	ix := cuecast.VariantIndex{Config: "a/b", Dimensions: []string{"env", "region"}, Schema: cuecast.VariantIndexSchema,
 		Variants: []cuecast.ConfigPath{"a/b/env=prod/region=eu", "a/b/env=staging/region=eu"}}
-	p, err := ix.Pick(map[string]string{"env": "prod", "region": "eu", "tier": "gold"})
+	p, err := client.PickVariant(ix, map[string]string{"env": "prod", "region": "eu", "tier": "gold"})
 	if err != nil || p != "a/b/env=prod/region=eu" {
 		t.Fatalf("Pick: %s %v", p, err)
 	}
 	for _, dims := range []map[string]string{nil, {"env": "prod"}, {"env": "prod", "region": "us"}} {
-		p, err := ix.Pick(dims)
+		p, err := client.PickVariant(ix, dims)
 		if !errors.Is(err, client.ErrVariant) || p != "" || !strings.Contains(err.Error(), "a/b") {
 			t.Errorf("Pick(%v): %q, %v; want ErrVariant", dims, p, err)
 		}

@@ -142,7 +142,7 @@ func TestProgress(t *testing.T) {
 	// (search/suggest has four).
 	var n int64
 	for _, o := range res.Outputs {
-		if _, index := compiler.ParseVariantIndex(o.JSON); !index {
+		if _, index := cuecast.ParseVariantIndex(o.JSON); !index {
 			n++
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/compiler"
 	"github.com/cuecast/cuecast/internal/gen"
 )
@@ -169,7 +170,7 @@ func TestDifferentialCueExport(t *testing.T) {
 			}
 			variants := 0
 			for _, cp := range res.Configs {
-				ix, ok := compiler.ParseVariantIndex(res.Outputs[cp].JSON)
+				ix, ok := cuecast.ParseVariantIndex(res.Outputs[cp].JSON)
 				if !ok {
 					continue
 				}
@@ -206,7 +207,7 @@ func TestDifferentialCueExport(t *testing.T) {
 				t.Errorf("%d variants compared, want 12 (2 configs of 8 with 6 each)", variants)
 			}
 			for _, cp := range res.Configs {
-				if _, ok := compiler.ParseVariantIndex(res.Outputs[cp].JSON); ok {
+				if _, ok := cuecast.ParseVariantIndex(res.Outputs[cp].JSON); ok {
 					continue
 				}
 				cmd := exec.Command(cue, "export", "--out", "json", "./"+string(cp))

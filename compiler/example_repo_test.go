@@ -34,7 +34,7 @@ func TestExampleRepoCompiles(t *testing.T) {
 			t.Errorf("%s: no output", cp)
 			continue
 		}
-		if ix, ok := compiler.ParseVariantIndex(o.JSON); ok {
+		if ix, ok := cuecast.ParseVariantIndex(o.JSON); ok {
 			outputs = append(outputs, ix.Variants...)
 		} else {
 			outputs = append(outputs, cp)
@@ -42,7 +42,7 @@ func TestExampleRepoCompiles(t *testing.T) {
 	}
 	// search/suggest reads env and region: four variants, the
 	// layering idiom of docs/VARIANTS.md.
-	ix, ok := compiler.ParseVariantIndex(res.Outputs["search/suggest"].JSON)
+	ix, ok := cuecast.ParseVariantIndex(res.Outputs["search/suggest"].JSON)
 	wantVariants := []cuecast.ConfigPath{"search/suggest/env=prod/region=eu", "search/suggest/env=prod/region=us",
 		"search/suggest/env=staging/region=eu", "search/suggest/env=staging/region=us"}
 	if !ok || !reflect.DeepEqual(ix.Variants, wantVariants) || !reflect.DeepEqual(ix.Dimensions, []string{"env", "region"}) {

@@ -11,34 +11,9 @@ import (
 	"github.com/cuecast/cuecast"
 )
 
-// VariantIndexSchema is the "schema" of a variant index: the output at the
-// base path of a config that has variants (docs/VARIANTS.md).
-const VariantIndexSchema = "cuecast.variants/v1"
-
-// VariantIndex is the document published at the base path of a config that
-// varies along dimensions: which dimensions it uses and the paths of its
-// variants, sorted. A subscriber reads it to find its variant; an old
-// client without dimensions gets a document it cannot mistake for its
-// config.
-type VariantIndex struct {
-	Config     cuecast.ConfigPath   `json:"config"`
-	Dimensions []string             `json:"dimensions"`
-	Schema     string               `json:"schema"`
-	Variants   []cuecast.ConfigPath `json:"variants"`
-}
-
-// ParseVariantIndex decodes a variant index, or reports that b is not one.
-func ParseVariantIndex(b []byte) (VariantIndex, bool) {
-	var ix VariantIndex
-	if err := json.Unmarshal(b, &ix); err != nil || ix.Schema != VariantIndexSchema {
-		return VariantIndex{}, false
-	}
-	return ix, true
-}
-
 // encodeVariantIndex is the canonical JSON of a variant index: sorted keys
 // (the field order above), no HTML escaping, no trailing newline.
-func encodeVariantIndex(ix VariantIndex) []byte {
+func encodeVariantIndex(ix cuecast.VariantIndex) []byte {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
@@ -220,7 +195,7 @@ func (c *compilation) nameVariants() {
 func (c *compilation) indexVariants() {
 	for _, cp := range slices.Sorted(maps.Keys(c.variants)) {
 		vs := c.variants[cp]
-		ix := VariantIndex{Config: cp, Schema: VariantIndexSchema}
+		ix := cuecast.VariantIndex{Config: cp, Schema: cuecast.VariantIndexSchema}
 		var files []string
 		complete := true
 		for _, v := range vs {

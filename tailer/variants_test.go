@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/cuecast/cuecast"
-	"github.com/cuecast/cuecast/compiler"
 	"github.com/cuecast/cuecast/tailer"
 )
 
@@ -54,7 +53,7 @@ func TestVariants(t *testing.T) {
 		t.Errorf("content of %s: %v", a("prod", "eu"), got)
 	}
 	ix := e.content("pay/a")
-	if ix["schema"] != compiler.VariantIndexSchema || len(ix["variants"].([]any)) != 4 {
+	if ix["schema"] != cuecast.VariantIndexSchema || len(ix["variants"].([]any)) != 4 {
 		t.Errorf("variant index of pay/a: %v", ix)
 	}
 

@@ -8,7 +8,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/cuecast/cuecast"
-	"github.com/cuecast/cuecast/client"
 	"github.com/cuecast/cuecast/distributor"
 )
 
@@ -53,7 +52,7 @@ func variantsOf(ctx context.Context, d *distributor.Distributor, cfg cuecast.Con
 	if err != nil {
 		return nil, fmt.Errorf("read %s@%d: %w", cfg, latest.Version, err)
 	}
-	ix, ok := client.ParseVariantIndex(content)
+	ix, ok := cuecast.ParseVariantIndex(content)
 	if !ok {
 		return nil, nil
 	}
