@@ -9,7 +9,6 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -42,20 +41,6 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	cleanup()
 	os.Exit(code)
-}
-
-// benchContent is a realistic ~2 KB config.
-func benchContent(n uint64) []byte {
-	var b strings.Builder
-	fmt.Fprintf(&b, `{"version":%d,"limits":{`, n)
-	for i := range 40 {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		fmt.Fprintf(&b, `"merchant_tier_%02d":{"max_amount":%d,"currency":"EUR","review":%t}`, i, 1000*(i+1)+int(n), i%3 == 0)
-	}
-	b.WriteString("}}")
-	return []byte(b.String())
 }
 
 type fleet struct {
@@ -112,7 +97,7 @@ func (f *fleet) ship(b *testing.B) {
 	f.ver++
 	v := cuecast.Version{Config: cfg, Version: f.ver, Commit: fmt.Sprintf("c%d", f.ver)}
 	t0 := time.Now()
-	if err := f.d.Publish(context.Background(), v, benchContent(f.ver)); err != nil {
+	if err := f.d.Publish(context.Background(), v, simfleet.Content(f.ver)); err != nil {
 		b.Fatalf("publish: %v", err)
 	}
 	f.published = append(f.published, time.Since(t0))
@@ -188,7 +173,7 @@ func benchFanout(outer *testing.B, n int, mode string) {
 		}
 		var floor, apply []time.Duration
 		var floorAll, applyAll, rollbackAll, ship []time.Duration
-		payload := benchContent(0)
+		payload := simfleet.Content(0)
 		settle := benchSettle(b)
 		for range b.N {
 			time.Sleep(settle)
@@ -295,7 +280,7 @@ func BenchmarkWatcherMemory(b *testing.B) {
 		b.Fatal(err)
 	}
 	v := cuecast.Version{Config: cfg, Version: 1, Commit: "c1"}
-	if err := d.Publish(b.Context(), v, benchContent(1)); err != nil {
+	if err := d.Publish(b.Context(), v, simfleet.Content(1)); err != nil {
 		b.Fatal(err)
 	}
 	if err := d.Deploy(b.Context(), v); err != nil {

@@ -140,7 +140,7 @@ func (t *Tree) Change(tb testing.TB, settle, reports time.Duration) Change {
 	var floorNodes, applyNodes []time.Duration
 	c.Floor, floorNodes = t.round2(tb, floorKind, t.round, func() {
 		m := nats.NewMsg(floorSubject)
-		m.Data = Content(0)
+		m.Data = simfleet.Content(0)
 		m.Header.Set("Round", strconv.FormatUint(t.round, 10))
 		if err := t.pub.PublishMsg(m); err != nil {
 			tb.Fatal(err)

@@ -322,27 +322,12 @@ func (t *Tree) Ship(tb testing.TB) {
 	v := cuecast.Version{Config: Config, Version: t.ver, Commit: fmt.Sprintf("c%d", t.ver)}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := t.d.Publish(ctx, v, Content(t.ver)); err != nil {
+	if err := t.d.Publish(ctx, v, simfleet.Content(t.ver)); err != nil {
 		tb.Fatalf("publish: %v", err)
 	}
 	if err := t.d.Deploy(ctx, v); err != nil {
 		tb.Fatalf("deploy: %v", err)
 	}
-}
-
-// Content is version n of the config: 2.2 KB of JSON, the size the
-// single-server benchmarks use (client/integration).
-func Content(n uint64) []byte {
-	var b strings.Builder
-	fmt.Fprintf(&b, `{"version":%d,"limits":{`, n)
-	for i := range 40 {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		fmt.Fprintf(&b, `"merchant_tier_%02d":{"max_amount":%d,"currency":"EUR","review":%t}`, i, 1000*(i+1)+int(n), i%3 == 0)
-	}
-	b.WriteString("}}")
-	return []byte(b.String())
 }
 
 func freeAddr(tb testing.TB) string {

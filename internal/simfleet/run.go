@@ -211,3 +211,19 @@ func rss() uint64 {
 	}
 	return 0
 }
+
+// Content is version n of the config the fleet benchmarks publish: 2.2 KB
+// of JSON, the size of every figure in BENCHMARKS.md's Distribution and
+// Scale sections.
+func Content(n uint64) []byte {
+	var b strings.Builder
+	fmt.Fprintf(&b, `{"version":%d,"limits":{`, n)
+	for i := range 40 {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"merchant_tier_%02d":{"max_amount":%d,"currency":"EUR","review":%t}`, i, 1000*(i+1)+int(n), i%3 == 0)
+	}
+	b.WriteString("}}")
+	return []byte(b.String())
+}
