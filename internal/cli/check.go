@@ -72,8 +72,8 @@ annotation per error, and one PR comment, edited on every re-run. The comment (a
 workflow permissions checks: write and pull-requests: write.
 
 Exit status: 0 no new errors, 3 the change leaves configs invalid or reshuffles a flag
-rollout's users more than its weights require (docs/FLAGS.md), 1 cuecast or the
-GitHub report failed, 2 wrong usage (an unknown revision is named).`,
+rollout's users more than its weights require (docs/FLAGS.md), 1 cuecast, the fleet count
+(--fleet) or the GitHub report failed, 2 wrong usage (an unknown revision is named).`,
 		Example: `  cuecast check --base main --head HEAD
   cuecast check --repo configs --base origin/main --head my-branch --output json
   cuecast check --base "$BASE_SHA" --head "$HEAD_SHA" --github
