@@ -58,7 +58,11 @@ func (r *Report) WriteText(w io.Writer) error {
 	if len(r.Configs) > 0 {
 		b.WriteString("\nconfigs:\n")
 		for _, cc := range r.Configs {
-			fmt.Fprintf(&b, "  %-13s %s\n", cc.Status, cc.title())
+			fmt.Fprintf(&b, "  %-13s %s", cc.Status, cc.title())
+			if cc.Instances != nil {
+				fmt.Fprintf(&b, "  (%s)", plural(*cc.Instances, "instance"))
+			}
+			b.WriteString("\n")
 			for _, l := range cc.diffLines() {
 				fmt.Fprintf(&b, "      %s\n", l)
 			}
@@ -129,9 +133,17 @@ func (r *Report) Markdown(limit int) string {
 
 	groups := r.groups()
 	if len(r.Configs) > 0 {
-		add("| config | status | compiled output |\n|---|---|---|\n")
+		if r.Risk.InstancesCounted {
+			add("| config | status | compiled output | instances |\n|---|---|---|---|\n")
+		} else {
+			add("| config | status | compiled output |\n|---|---|---|\n")
+		}
 		for _, g := range groups {
-			add("| %s | %s | %s |\n", g.names(mdCode), g[0].Status, mdCell(g[0].outline()))
+			row := fmt.Sprintf("| %s | %s | %s |", g.names(mdCode), g[0].Status, mdCell(g[0].outline()))
+			if r.Risk.InstancesCounted {
+				row += fmt.Sprintf(" %d |", g.instances())
+			}
+			add("%s\n", row)
 		}
 		add("\n")
 	}
@@ -216,6 +228,17 @@ func (g configGroup) names(code func(string) string) string {
 		out += fmt.Sprintf(" and %d more", len(g)-groupAfter)
 	}
 	return fmt.Sprintf("%d configs: %s", len(g), out)
+}
+
+// instances adds up the instances counted on a group's configs.
+func (g configGroup) instances() int {
+	n := 0
+	for _, cc := range g {
+		if cc.Instances != nil {
+			n += *cc.Instances
+		}
+	}
+	return n
 }
 
 // groups gathers configs with the same status and the same diff, when there
@@ -318,6 +341,13 @@ func (r *Report) headline() string {
 	if r.Risk.Variants > 0 {
 		s += fmt.Sprintf("; %d variants, %d distinct outputs", r.Risk.Variants, r.Risk.DistinctOutputs)
 	}
+	if r.Risk.InstancesCounted {
+		verb := "run"
+		if r.Risk.Instances == 1 {
+			verb = "runs"
+		}
+		s += fmt.Sprintf("; %s %s them", plural(r.Risk.Instances, "instance"), verb)
+	}
 	if r.Everything {
 		s += " (the manifest or cue.mod changed: every config)"
 	}
@@ -404,6 +434,14 @@ func (cc ConfigChange) title() string {
 		return fmt.Sprintf("%s ← %s", cc.Config, cc.From)
 	}
 	return string(cc.Config)
+}
+
+// plural is n and noun, with an s unless n is 1.
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // outline is the one-cell summary of a config's change.

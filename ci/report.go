@@ -78,6 +78,10 @@ type ConfigChange struct {
 	Diff []Difference `json:"diff,omitempty"`
 	// Errors counts this config's errors at head.
 	Errors int `json:"errors,omitempty"`
+	// Instances is how many live instances run this path (and From's, for
+	// a renamed config); nil when the fleet was not counted
+	// (CountInstances, cuecast check --fleet).
+	Instances *int `json:"instances,omitempty"`
 }
 
 // Finding is one error or lint finding at head. PreExisting is set when the
@@ -128,6 +132,12 @@ type Risk struct {
 	DistinctOutputs int `json:"distinct_outputs,omitempty"`
 	Compiled        int `json:"compiled"`
 	Namespaces      int `json:"namespaces"`
+	// Instances is how many distinct live instances run the configs and
+	// variants whose output changes, when InstancesCounted says the fleet
+	// was counted (CountInstances, cuecast check --fleet); an instance
+	// running several of them counts once.
+	Instances        int  `json:"instances,omitempty"`
+	InstancesCounted bool `json:"instances_counted,omitempty"`
 	// Strict lists changed configs that roll out with strict consistency (their
 	// namespace's class, or their own override in the manifest).
 	Strict []cuecast.ConfigPath `json:"strict,omitempty"`
@@ -381,7 +391,7 @@ func (r *Report) namespaces(base, head *compiler.Result) {
 // output changes counts, is strict when its namespace is, and its removal,
 // move, removed or retyped fields and new fields are listed.
 func (r *Report) risks(cc ConfigChange, strict func(cuecast.ConfigPath) bool) {
-	if cc.Status == StatusUnchanged || cc.Status == StatusStillInvalid {
+	if !countsAsChange(cc.Status) {
 		return
 	}
 	if cc.Config.IsVariant() {

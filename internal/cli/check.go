@@ -1,13 +1,18 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
+	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/ci"
+	"github.com/cuecast/cuecast/distributor"
 )
 
 // CheckOptions are the flags of `cuecast check`.
@@ -23,6 +28,11 @@ type CheckOptions struct {
 	PR         int
 	HeadSHA    string
 	APIURL     string
+	// Fleet counts the live instances running each affected config and
+	// variant, from serve's NATS (NATS, Conn); without it nothing connects.
+	Fleet bool
+	NATS  string
+	Conn  ConnFlags
 }
 
 func newCheckCmd(env *Env, runF func(*cobra.Command, *CheckOptions) error) *cobra.Command {
@@ -40,6 +50,16 @@ sets the share of users each changed rollout moves to another variant. Errors an
 lint findings at head are listed as file:line:col: message [ID]; one the base already
 had is marked pre-existing and does not fail the check.
 
+With --fleet it also counts the instances that run what changes: it connects to
+serve's NATS read-only (--nats and the credentials flags, as 'cuecast status' takes
+them; the operator's credentials suffice), counts the live reports on each affected
+path (a config with variants per variant, payments/checkout/env=prod/region=eu) and
+says how many distinct instances run the outputs the change alters ("4 variants, 3
+distinct outputs; 57 instances run them"); each config's row gets its count, and
+--output json has "instances" per config and in the risk. A fleet that cannot be
+reached or read is an error (exit 1), never a count of zero. Without --fleet nothing
+connects: a check in CI runs offline.
+
 When --base is not an ancestor of --head, the change is taken from their merge base,
 as 'git diff base...head' does.
 
@@ -52,11 +72,12 @@ annotation per error, and one PR comment, edited on every re-run. The comment (a
 workflow permissions checks: write and pull-requests: write.
 
 Exit status: 0 no new errors, 3 the change leaves configs invalid or reshuffles a flag
-rollout's users more than its weights require (docs/FLAGS.md), 1 cuecast or the
-GitHub report failed, 2 wrong usage (an unknown revision is named).`,
+rollout's users more than its weights require (docs/FLAGS.md), 1 cuecast, the fleet count
+(--fleet) or the GitHub report failed, 2 wrong usage (an unknown revision is named).`,
 		Example: `  cuecast check --base main --head HEAD
   cuecast check --repo configs --base origin/main --head my-branch --output json
-  cuecast check --base "$BASE_SHA" --head "$HEAD_SHA" --github`,
+  cuecast check --base "$BASE_SHA" --head "$HEAD_SHA" --github
+  cuecast check --base main --head HEAD --fleet --nats nats://ops.example:4222 --creds operator.creds`,
 		Args: func(c *cobra.Command, args []string) error {
 			if len(args) > 0 {
 				return usageErrorf("name the revisions with --base and --head", "check takes no arguments, got %q", args)
@@ -66,6 +87,9 @@ GitHub report failed, 2 wrong usage (an unknown revision is named).`,
 		RunE: func(c *cobra.Command, args []string) error {
 			if err := validateOutput(opts.Output, "text", "json", "markdown"); err != nil {
 				return err
+			}
+			if !opts.Fleet && (c.Flags().Changed("nats") || opts.Conn != (ConnFlags{})) {
+				return usageErrorf("add --fleet to count the instances", "--nats and the credentials and TLS flags need --fleet")
 			}
 			if runF != nil {
 				return runF(c, opts)
@@ -83,6 +107,9 @@ GitHub report failed, 2 wrong usage (an unknown revision is named).`,
 	cmd.Flags().IntVar(&opts.PR, "pr", 0, "pull request number to comment on (default from $GITHUB_EVENT_PATH)")
 	cmd.Flags().StringVar(&opts.HeadSHA, "head-sha", "", "commit to attach the check run to (default the pull request's head, else --head)")
 	cmd.Flags().StringVar(&opts.APIURL, "github-api-url", "", "GitHub REST API root, used as given (default $GITHUB_API_URL, else https://api.github.com)")
+	cmd.Flags().BoolVar(&opts.Fleet, "fleet", false, "count the live instances that run each affected config and variant (connects to --nats)")
+	cmd.Flags().StringVar(&opts.NATS, "nats", defaultNATSURL(env), "with --fleet: NATS server URL of serve")
+	opts.Conn.Register(cmd.Flags())
 	return cmd
 }
 
@@ -97,6 +124,18 @@ func checkRun(c *cobra.Command, env *Env, opts *CheckOptions) error {
 	if opts.Base == "" || opts.Head == "" {
 		return usageErrorf("give both revisions, like --base main --head HEAD (with --github they come from the pull_request event)",
 			"check needs --base and --head")
+	}
+	// The fleet is reached first: a wrong address or credentials fail
+	// before the compile, and before a check run is started on GitHub.
+	var fleet *liveFleet
+	if opts.Fleet {
+		nc, d, err := dialFleet(ctx, env, opts)
+		if err != nil {
+			return err
+		}
+		defer nc.Close()
+		defer d.Close()
+		fleet = &liveFleet{d: d}
 	}
 	var gh *ci.GitHub
 	var run *ci.CheckRun
@@ -138,6 +177,17 @@ func checkRun(c *cobra.Command, env *Env, opts *CheckOptions) error {
 			}
 		}
 		return errors.Join(append([]error{err}, ghErrs...)...)
+	}
+	if fleet != nil {
+		if err := rep.CountInstances(ctx, fleet); err != nil {
+			err = fmt.Errorf("--fleet %s: %w", opts.NATS, err)
+			if run != nil {
+				if aerr := run.Abort(ctx, err); aerr != nil {
+					log.Error("could not mark the check run failed", "err", aerr)
+				}
+			}
+			return errors.Join(append([]error{err}, ghErrs...)...)
+		}
 	}
 	if opts.Output == "markdown" || gh != nil {
 		// The comment shows where each changed value comes from; without
@@ -237,4 +287,42 @@ func checkError(opts *CheckOptions, err error) error {
 	default:
 		return fmt.Errorf("check %s..%s: %w", opts.Base, opts.Head, err)
 	}
+}
+
+// liveFleet is the instances that report to serve's NATS: ci.Fleet over the
+// live reports (those not yet expired) of each path.
+type liveFleet struct {
+	d *distributor.Distributor
+}
+
+// Instances returns the instances whose live report is on cp.
+func (f *liveFleet) Instances(ctx context.Context, cp cuecast.ConfigPath) ([]string, error) {
+	reps, err := f.d.Reports(ctx, cp)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]string, 0, len(reps))
+	for _, r := range reps {
+		ids = append(ids, r.Instance)
+	}
+	return ids, nil
+}
+
+// dialFleet connects to serve's NATS and opens its streams read-only: check
+// never creates a stream, so a server serve has not set up is an error.
+// The caller closes the connection.
+func dialFleet(ctx context.Context, env *Env, opts *CheckOptions) (*nats.Conn, *distributor.Distributor, error) {
+	nc, err := dial(env, opts.NATS, "cuecast check", &opts.Conn)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--fleet: %w", err)
+	}
+	d, err := distributor.Open(ctx, nc, distributor.Options{Logger: env.Logger()})
+	if err != nil {
+		nc.Close()
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			return nil, nil, fmt.Errorf("--fleet: %s has no cuecast streams (is it serve's NATS?): %w", opts.NATS, err)
+		}
+		return nil, nil, fmt.Errorf("--fleet %s: %w", opts.NATS, err)
+	}
+	return nc, d, nil
 }

@@ -1,0 +1,134 @@
+package cli_test
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/internal/cli"
+)
+
+// TestCheckFleet: check --fleet counts the live instances on each affected
+// variant (watch instances reporting to a real serve), in the text and the
+// JSON report; without --fleet the report says nothing of instances.
+func TestCheckFleet(t *testing.T) {
+	repo := variantRepo(t)
+	base := repo.Head()
+	p := startPipeline(t, repo)
+	await(t, "the variants published", func() bool {
+		_, err := p.Distributor.Latest(context.Background(), "search/ranking/env=staging")
+		return err == nil
+	})
+	for _, w := range []struct{ instance, env string }{{"web-1", "staging"}, {"web-2", "staging"}, {"web-3", "prod"}} {
+		startCmd(t, "watch", "--nats", p.ClientURL(), "--config", "search/ranking", "--instance", w.instance,
+			"--trusted-key", p.PublicKey, "--dim", "env="+w.env)
+	}
+	live := func(cp cuecast.ConfigPath) int {
+		reps, err := p.Distributor.Reports(context.Background(), cp)
+		if err != nil {
+			return -1
+		}
+		return len(reps)
+	}
+	await(t, "every instance reporting", func() bool {
+		return live("search/ranking/env=staging") == 2 && live("search/ranking/env=prod") == 1
+	})
+
+	b, err := os.ReadFile(filepath.Join(repo.Dir, "search", "ranking", "ranking.cue"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := strings.Replace(string(b), "boost_recent_days: 14", "boost_recent_days: 21", 1)
+	if edited == string(b) {
+		t.Fatal("the example repository changed: the edit no longer applies")
+	}
+	head := repo.CommitFiles("search: boost three weeks", map[string]string{"search/ranking/ranking.cue": edited})
+
+	args := []string{"check", "--repo", repo.Dir, "--base", base, "--head", head}
+	code, stdout, stderr := run(context.Background(), append(args, "--fleet", "--nats", p.ClientURL())...)
+	if code != 0 {
+		t.Fatalf("check --fleet: exit %d, stderr %q", code, stderr)
+	}
+	for _, want := range []string{
+		"2 variants, 2 distinct outputs; 3 instances run them",
+		"search/ranking/env=prod  (1 instance)\n",
+		"search/ranking/env=staging  (2 instances)\n",
+	} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("check --fleet does not say %q:\n%s", want, stdout)
+		}
+	}
+
+	code, stdout, stderr = run(context.Background(), append(args, "--fleet", "--nats", p.ClientURL(), "--output", "json")...)
+	if code != 0 {
+		t.Fatalf("check --fleet --output json: exit %d, stderr %q", code, stderr)
+	}
+	var rep struct {
+		Risk struct {
+			Instances int  `json:"instances"`
+			Counted   bool `json:"instances_counted"`
+		} `json:"risk"`
+		Configs []struct {
+			Config    string `json:"config"`
+			Instances *int   `json:"instances"`
+		} `json:"configs"`
+	}
+	if err := json.Unmarshal([]byte(stdout.String()), &rep); err != nil {
+		t.Fatalf("decode %q: %v", stdout, err)
+	}
+	got := map[string]int{}
+	for _, c := range rep.Configs {
+		if c.Instances == nil {
+			t.Errorf("%s has no instance count", c.Config)
+			continue
+		}
+		got[c.Config] = *c.Instances
+	}
+	if !rep.Risk.Counted || rep.Risk.Instances != 3 || len(got) != 2 ||
+		got["search/ranking/env=staging"] != 2 || got["search/ranking/env=prod"] != 1 {
+		t.Errorf("JSON: risk instances %d (counted %v), configs %v; want 3 (true), staging 2, prod 1", rep.Risk.Instances, rep.Risk.Counted, got)
+	}
+
+	code, stdout, stderr = run(context.Background(), args...)
+	if code != 0 || strings.Contains(stdout.String(), "instance") || !strings.Contains(stdout.String(), "2 variants, 2 distinct outputs\n") {
+		t.Errorf("check without --fleet: exit %d, stderr %q; want no instance counts:\n%s", code, stderr, stdout)
+	}
+}
+
+// TestCheckFleetUnreachable: --fleet against a server that is not there is
+// a failure that says what failed (exit 1), never a count of zero; --nats
+// without --fleet is wrong usage.
+func TestCheckFleetUnreachable(t *testing.T) {
+	repo := exampleRepo(t)
+	base := repo.Head()
+	b, err := os.ReadFile(filepath.Join(repo.Dir, "search", "ranking", "ranking.cue"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := repo.CommitFiles("search: boost three weeks", map[string]string{
+		"search/ranking/ranking.cue": strings.Replace(string(b), "boost_recent_days: 14", "boost_recent_days: 21", 1),
+	})
+	// A port nothing listens on any more.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "nats://" + l.Addr().String()
+	l.Close()
+
+	args := []string{"check", "--repo", repo.Dir, "--base", base, "--head", head}
+	code, stdout, stderr := run(context.Background(), append(args, "--fleet", "--nats", url)...)
+	if code != cli.ExitFailure || !strings.Contains(stderr.String(), "--fleet: connect "+url) || stdout.String() != "" {
+		t.Errorf("check --fleet, no server: exit %d, stdout %q, stderr %q; want exit %d saying it could not connect to %s",
+			code, stdout, stderr, cli.ExitFailure, url)
+	}
+	code, stdout, stderr = run(context.Background(), append(args, "--nats", url)...)
+	if code != cli.ExitUsage || !strings.Contains(stderr.String(), "need --fleet") || stdout.String() != "" {
+		t.Errorf("check --nats without --fleet: exit %d, stdout %q, stderr %q; want exit %d asking for --fleet", code, stdout, stderr, cli.ExitUsage)
+	}
+}
