@@ -435,6 +435,20 @@ type suiteTree struct {
 	js      jetstream.JetStream
 }
 
+// forEachSuiteMode runs f on a tree with passwords, a tree with .creds
+// (operator mode) and serve's standalone secure server, each a subtest.
+func forEachSuiteMode(t *testing.T, f func(t *testing.T, st *suiteTree)) {
+	for _, auth := range []string{"password", "creds", "standalone"} {
+		t.Run(auth, func(t *testing.T) {
+			if auth == "standalone" {
+				f(t, startSuiteStandalone(t))
+				return
+			}
+			f(t, startSuiteTree(t, auth == "creds"))
+		})
+	}
+}
+
 func startSuiteTree(t *testing.T, jwt bool) *suiteTree {
 	t.Helper()
 	tr := natstest.StartTree(t, natstest.TreeOptions{Namespaces: []string{"payments", "search"}, JWT: jwt})
@@ -607,117 +621,109 @@ func connectInstance(t *testing.T, st *suiteTree, srv *natstest.TreeServer, ns, 
 // it may make whose reply subject aims at a store, and the stores of every
 // domain are unchanged.
 func TestPermissionSuite(t *testing.T) {
-	for _, auth := range []string{"password", "creds", "standalone"} {
-		t.Run(auth, func(t *testing.T) {
-			var st *suiteTree
-			if auth == "standalone" {
-				st = startSuiteStandalone(t)
-			} else {
-				st = startSuiteTree(t, auth == "creds")
-			}
-			type role struct{ own, other, instance string }
-			roles := []role{{"payments", "search", ""}, {"search", "payments", ""}}
-			if st.Keys != nil {
-				// An instance's own credential (nats-config user).
-				roles = append(roles, role{"payments", "search", "web-1"})
-			}
-			for _, role := range roles {
-				for _, srv := range st.servers {
-					user := natsconf.ServiceUser(role.own)
-					if role.instance != "" {
-						user = natsconf.InstanceUser(role.own, role.instance)
-					}
-					t.Run(user+"@"+srv.Spec.Name, func(t *testing.T) {
-						errs := asyncErrs(make(chan error, 1024))
-						var nc *nats.Conn
-						as := serviceAttacks(role.own, role.other)
-						sentinel := "ccs." + role.own + ".sentinel.checkout"
-						if role.instance == "" {
-							nc = srv.Connect(t, user, errs.option(), nats.PermissionErrOnSubscribe(true))
-						} else {
-							nc = connectInstance(t, st, srv, role.own, role.instance, errs.option(), nats.PermissionErrOnSubscribe(true))
-							sentinel = "ccs." + role.own + "." + role.instance + ".sentinel"
-							as = append(as,
-								attack{pub: "ccs." + role.own + ".web-2.checkout", body: `{}`},
-								attack{pub: "ccs." + role.own + ".sentinel.checkout", body: `{}`},
-							)
-						}
-						reports := 0
-						for _, a := range as {
-							if a.allowed && strings.HasPrefix(a.pub, "ccs.") {
-								reports++
-							}
-						}
-						st.run(t, nc, errs, as, func(before uint64) uint64 {
-							// The barrier: the service's own reports and a
-							// last one reach the hub's report stream, after
-							// every reply the attempts drew.
-							if err := nc.Publish(sentinel, []byte(`{}`)); err != nil {
-								t.Fatal(err)
-							}
-							want := before + uint64(reports) + 1
-							poll.Until(t, "the reports at the hub", 20*time.Second, func() (bool, string) {
-								got := st.reportsLast(t)
-								return got >= want, fmt.Sprintf("last report %d, want %d", got, want)
-							})
-							return want
-						})
-					})
-				}
-			}
+	forEachSuiteMode(t, func(t *testing.T, st *suiteTree) {
+		type role struct{ own, other, instance string }
+		roles := []role{{"payments", "search", ""}, {"search", "payments", ""}}
+		if st.Keys != nil {
+			// An instance's own credential (nats-config user).
+			roles = append(roles, role{"payments", "search", "web-1"})
+		}
+		for _, role := range roles {
 			for _, srv := range st.servers {
-				t.Run("operator@"+srv.Spec.Name, func(t *testing.T) {
+				user := natsconf.ServiceUser(role.own)
+				if role.instance != "" {
+					user = natsconf.InstanceUser(role.own, role.instance)
+				}
+				t.Run(user+"@"+srv.Spec.Name, func(t *testing.T) {
 					errs := asyncErrs(make(chan error, 1024))
-					nc := srv.Connect(t, natsconf.OperatorUser, errs.option(), nats.PermissionErrOnSubscribe(true))
-					// Interest in what a consumer it created would deliver:
-					// it follows reports and updates live.
-					for _, subj := range []string{"ccs.>", "ccr.>"} {
-						if _, err := nc.Subscribe(subj, func(*nats.Msg) {}); err != nil {
+					var nc *nats.Conn
+					as := serviceAttacks(role.own, role.other)
+					sentinel := "ccs." + role.own + ".sentinel.checkout"
+					if role.instance == "" {
+						nc = srv.Connect(t, user, errs.option(), nats.PermissionErrOnSubscribe(true))
+					} else {
+						nc = connectInstance(t, st, srv, role.own, role.instance, errs.option(), nats.PermissionErrOnSubscribe(true))
+						sentinel = "ccs." + role.own + "." + role.instance + ".sentinel"
+						as = append(as,
+							attack{pub: "ccs." + role.own + ".web-2.checkout", body: `{}`},
+							attack{pub: "ccs." + role.own + ".sentinel.checkout", body: `{}`},
+						)
+					}
+					reports := 0
+					for _, a := range as {
+						if a.allowed && strings.HasPrefix(a.pub, "ccs.") {
+							reports++
+						}
+					}
+					st.run(t, nc, errs, as, func(before uint64) uint64 {
+						// The barrier: the service's own reports and a
+						// last one reach the hub's report stream, after
+						// every reply the attempts drew.
+						if err := nc.Publish(sentinel, []byte(`{}`)); err != nil {
 							t.Fatal(err)
 						}
-					}
-					st.run(t, nc, errs, operatorAttacks(st.domains), func(before uint64) uint64 {
-						// The barrier: an answered direct get of the hub's
-						// stream after the attempts, and no consumer on any
-						// stream of the hub. Operators read from the hub:
-						// below it, the hub's streams answer only their
-						// domain's API ($JS.hub.API), which the operator's
-						// account does not import, so there the barrier is
-						// a request through the server's link to the hub,
-						// which forwards in order what reaches it.
-						if srv == st.Hub {
-							m, err := nc.Request("$JS.API.DIRECT.GET."+natsconf.Stream+".cc.payments.v.checkout", nil, 5*time.Second)
-							if err != nil {
-								t.Fatalf("direct get of the hub's stream after the operator's attempts: %v", err)
-							}
-							if got := m.Header.Get("Nats-Subject"); got != "cc.payments.v.checkout" {
-								t.Errorf("direct get of the hub's stream: subject %q, status %q", got, m.Header.Get("Status"))
-							}
-						} else {
-							if err := nc.Flush(); err != nil {
-								t.Fatal(err)
-							}
-							m, err := srv.Connect(t, natsconf.DistributorUser).Request("$JS.hub.API.STREAM.INFO."+cuecast.FanoutStream, nil, 5*time.Second)
-							if err != nil || !strings.Contains(string(m.Data), `"config"`) {
-								t.Fatalf("the hub's stream info through the link after the operator's attempts: %v", err)
-							}
-						}
-						for _, name := range []string{natsconf.Stream, cuecast.ReportStream, "KV_cuecast-rollouts", "CUECAST_AUDIT"} {
-							s, err := st.js.Stream(t.Context(), name)
-							if err != nil {
-								t.Fatal(err)
-							}
-							for c := range s.ListConsumers(t.Context()).Info() {
-								t.Errorf("consumer %s on %s (deliver subject %q) after the operator's attempts", c.Name, name, c.Config.DeliverSubject)
-								_ = s.DeleteConsumer(t.Context(), c.Name)
-							}
-						}
-						return before
+						want := before + uint64(reports) + 1
+						poll.Until(t, "the reports at the hub", 20*time.Second, func() (bool, string) {
+							got := st.reportsLast(t)
+							return got >= want, fmt.Sprintf("last report %d, want %d", got, want)
+						})
+						return want
 					})
 				})
 			}
-		})
-	}
+		}
+		for _, srv := range st.servers {
+			t.Run("operator@"+srv.Spec.Name, func(t *testing.T) {
+				errs := asyncErrs(make(chan error, 1024))
+				nc := srv.Connect(t, natsconf.OperatorUser, errs.option(), nats.PermissionErrOnSubscribe(true))
+				// Interest in what a consumer it created would deliver:
+				// it follows reports and updates live.
+				for _, subj := range []string{"ccs.>", "ccr.>"} {
+					if _, err := nc.Subscribe(subj, func(*nats.Msg) {}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				st.run(t, nc, errs, operatorAttacks(st.domains), func(before uint64) uint64 {
+					// The barrier: an answered direct get of the hub's
+					// stream after the attempts, and no consumer on any
+					// stream of the hub. Operators read from the hub:
+					// below it, the hub's streams answer only their
+					// domain's API ($JS.hub.API), which the operator's
+					// account does not import, so there the barrier is
+					// a request through the server's link to the hub,
+					// which forwards in order what reaches it.
+					if srv == st.Hub {
+						m, err := nc.Request("$JS.API.DIRECT.GET."+natsconf.Stream+".cc.payments.v.checkout", nil, 5*time.Second)
+						if err != nil {
+							t.Fatalf("direct get of the hub's stream after the operator's attempts: %v", err)
+						}
+						if got := m.Header.Get("Nats-Subject"); got != "cc.payments.v.checkout" {
+							t.Errorf("direct get of the hub's stream: subject %q, status %q", got, m.Header.Get("Status"))
+						}
+					} else {
+						if err := nc.Flush(); err != nil {
+							t.Fatal(err)
+						}
+						m, err := srv.Connect(t, natsconf.DistributorUser).Request("$JS.hub.API.STREAM.INFO."+cuecast.FanoutStream, nil, 5*time.Second)
+						if err != nil || !strings.Contains(string(m.Data), `"config"`) {
+							t.Fatalf("the hub's stream info through the link after the operator's attempts: %v", err)
+						}
+					}
+					for _, name := range []string{natsconf.Stream, cuecast.ReportStream, "KV_cuecast-rollouts", "CUECAST_AUDIT"} {
+						s, err := st.js.Stream(t.Context(), name)
+						if err != nil {
+							t.Fatal(err)
+						}
+						for c := range s.ListConsumers(t.Context()).Info() {
+							t.Errorf("consumer %s on %s (deliver subject %q) after the operator's attempts", c.Name, name, c.Config.DeliverSubject)
+							_ = s.DeleteConsumer(t.Context(), c.Name)
+						}
+					}
+					return before
+				})
+			})
+		}
+	})
 }
 
 // TestOperatorSteersWithoutManagingStreams: the operator's credentials open
@@ -728,17 +734,9 @@ func TestPermissionSuite(t *testing.T) {
 // rollback is recorded, which only serve's controller carries out, while
 // the suite above proves they change no stream's configuration.
 func TestOperatorSteersWithoutManagingStreams(t *testing.T) {
-	for _, auth := range []string{"password", "creds", "standalone"} {
-		t.Run(auth, func(t *testing.T) {
-			var st *suiteTree
-			if auth == "standalone" {
-				st = startSuiteStandalone(t)
-			} else {
-				st = startSuiteTree(t, auth == "creds")
-			}
-			testOperatorSteers(t, st)
-		})
-	}
+	forEachSuiteMode(t, func(t *testing.T, st *suiteTree) {
+		testOperatorSteers(t, st)
+	})
 }
 
 func testOperatorSteers(t *testing.T, st *suiteTree) {
