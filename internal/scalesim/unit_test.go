@@ -8,21 +8,29 @@ import (
 	"github.com/cuecast/cuecast/internal/natsconf"
 )
 
+// withFloor generates spec's configuration for the namespace, as the tree
+// does, and returns it before and after floorConf.
+func withFloor(t *testing.T, spec natsconf.Spec) (conf, got string) {
+	t.Helper()
+	spec.StoreDir, spec.Namespaces = t.TempDir(), []string{Namespace}
+	spec.Passwords = map[string]string{"distributor": "d", "leaf": "l", "operator": "o", "sys": "s", "svc-payments": "p"}
+	conf, err := natsconf.Generate(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err = floorConf(conf); err != nil {
+		t.Fatal(err)
+	}
+	return conf, got
+}
+
 // TestFloorConf: the floor's subject is exported by CUECAST to the
 // namespace's account and imported there, beside ccr.<ns>.>, and a
 // configuration without those lines is refused rather than run without
 // a floor.
 func TestFloorConf(t *testing.T) {
-	conf, err := natsconf.Generate(natsconf.Spec{Level: natsconf.Node, Name: "n", Listen: "127.0.0.1:4222", StoreDir: t.TempDir(),
-		Upstreams: []string{"127.0.0.1:7422"}, Namespaces: []string{Namespace},
-		Passwords: map[string]string{"distributor": "d", "leaf": "l", "operator": "o", "sys": "s", "svc-payments": "p"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := floorConf(conf)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conf, got := withFloor(t, natsconf.Spec{Level: natsconf.Node, Name: "n", Listen: "127.0.0.1:4222",
+		Upstreams: []string{"127.0.0.1:7422"}})
 	for _, want := range []string{
 		`{stream: "_INBOX_payments.floor", accounts: ["SVC_payments"]}`,
 		`{stream: {account: "CUECAST", subject: "_INBOX_payments.floor"}}`,
@@ -43,16 +51,7 @@ func TestFloorConf(t *testing.T) {
 // which the links from below are bound to; without it no node gets the
 // floor's message (TestScaleSmall timed out so once the links moved there).
 func TestFloorConfHub(t *testing.T) {
-	conf, err := natsconf.Generate(natsconf.Spec{Level: natsconf.Hub, Name: "hub", Listen: "127.0.0.1:4222", LeafListen: "127.0.0.1:7422",
-		StoreDir: t.TempDir(), Namespaces: []string{Namespace},
-		Passwords: map[string]string{"distributor": "d", "leaf": "l", "operator": "o", "sys": "s", "svc-payments": "p"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := floorConf(conf)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, got := withFloor(t, natsconf.Spec{Level: natsconf.Hub, Name: "hub", Listen: "127.0.0.1:4222", LeafListen: "127.0.0.1:7422"})
 	for _, want := range []string{
 		`{stream: "_INBOX_payments.floor", accounts: ["SVC_payments"]}`,
 		`{stream: {account: "CUECAST", subject: "_INBOX_payments.floor"}}`,
