@@ -228,21 +228,7 @@ func (a *agent) keep(ctx context.Context, cl *client.Client, cfg cuecast.ConfigP
 }
 
 func (a *agent) keepOnce(ctx context.Context, w *client.Watcher, rewatch <-chan struct{}) (again bool, err error) {
-	for {
-		select {
-		case <-ctx.Done():
-			return false, nil
-		case <-rewatch:
-			return true, nil
-		case s, ok := <-w.Updates():
-			if !ok {
-				return false, nil
-			}
-			if err := a.write(s); err != nil {
-				return false, err
-			}
-		}
-	}
+	return untilRewatch(ctx, w, rewatch, a.write)
 }
 
 // write puts one snapshot on disk and asks for a notification.

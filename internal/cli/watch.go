@@ -118,6 +118,13 @@ func watchOnce(ctx context.Context, env *Env, opts *WatchOptions, cl *client.Cli
 		return false, opts.watchError(cfg, err)
 	}
 	defer w.Stop()
+	return untilRewatch(ctx, w, rewatch, func(s client.Snapshot) error { return printApplied(env, opts.Instance, s) })
+}
+
+// untilRewatch hands each version w applies to apply until ctx ends or w
+// stops (again false) or cfg's variants change (again true: watch it
+// anew, docs/VARIANTS.md). watch and agent share it.
+func untilRewatch(ctx context.Context, w *client.Watcher, rewatch <-chan struct{}, apply func(client.Snapshot) error) (again bool, err error) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -128,7 +135,7 @@ func watchOnce(ctx context.Context, env *Env, opts *WatchOptions, cl *client.Cli
 			if !ok {
 				return false, nil
 			}
-			if err := printApplied(env, opts.Instance, s); err != nil {
+			if err := apply(s); err != nil {
 				return false, err
 			}
 		}
