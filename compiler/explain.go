@@ -183,6 +183,9 @@ type Explanation struct {
 // Explain compiles one config, with the variant's dimension values injected,
 // exactly as Compile does (same module, files, namespace schema and lints),
 // and explains each leaf of its output (or of the subtree at opts.Path).
+// cfg may be a variant path (payments/checkout/env=prod), which names the
+// variant as opts.Variant does; where the namespace declares dimensions,
+// only a variant Compile builds is explained, loaded with its tags.
 //
 // Errors: ErrNoModule, ErrUnknownConfig, ErrUnknownVariant, ErrUnknownPath
 // (wrapped), *CompileError when the config does not compile, ctx.Err() when
@@ -199,6 +202,21 @@ func Explain(ctx context.Context, repoDir string, cfg cuecast.ConfigPath, opts E
 		if err := path.Err(); err != nil {
 			return nil, fmt.Errorf("explain %s: path %q: %w: %v", cfg, opts.Path, ErrUnknownPath, err)
 		}
+	}
+	if cfg.IsVariant() {
+		// A variant path (a check's changed row, `explain x/y/env=prod`)
+		// names the config and its variant at once.
+		vals := make(map[string]string, len(opts.Variant))
+		for k, v := range opts.Variant {
+			vals[k] = v
+		}
+		for _, dv := range cfg.Variant() {
+			if v, ok := vals[dv.Dim]; ok && v != dv.Value {
+				return nil, fmt.Errorf("explain %s: %w: the path says %s=%s, the options %s=%s", cfg, ErrUnknownVariant, dv.Dim, dv.Value, dv.Dim, v)
+			}
+			vals[dv.Dim] = dv.Value
+		}
+		cfg, opts.Variant = cfg.Base(), vals
 	}
 	ex, err = explain(ctx, repoDir, cfg, path, opts, true)
 	var ce *CompileError
@@ -230,6 +248,14 @@ func explain(ctx context.Context, repoDir string, cfg cuecast.ConfigPath, path c
 	tags, decls, err := c.variantTags(cfg, j.deps, opts.Variant)
 	if err != nil {
 		return nil, err
+	}
+	if len(j.ns.Dimensions) > 0 {
+		// The namespace declares dimensions: explain only a variant that
+		// compile builds (declared values, listed combinations), loaded
+		// with the very tags compile gives it.
+		if tags, err = c.compiledVariantTags(cfg, j, opts.Variant); err != nil {
+			return nil, err
+		}
 	}
 	if err := c.loadExplainJob(&j, tags); err != nil {
 		return nil, err
@@ -408,6 +434,27 @@ func (c *compilation) loadExplainJob(j *job, tags []string) (err error) {
 	cfg.Tags = tags
 	j.inst = load.Instances([]string{"./" + string(j.cfg)}, cfg)[0]
 	return nil
+}
+
+// compiledVariantTags is the tags compile loads cfg's variant with
+// (variantsOf), or ErrUnknownVariant naming the variants it has.
+func (c *compilation) compiledVariantTags(cfg cuecast.ConfigPath, j job, variant map[string]string) ([]string, error) {
+	vs, _, _ := c.variantsOf(cfg, j.deps, j.ns)
+	if len(vs) == 0 {
+		if len(variant) > 0 {
+			return nil, fmt.Errorf("explain %s: %w: the config has no variants", cfg, ErrUnknownVariant)
+		}
+		return nil, nil
+	}
+	want := cuecast.VariantPath(cfg, variant)
+	labels := make([]string, len(vs))
+	for i, v := range vs {
+		if v.path == want {
+			return v.tags, nil
+		}
+		labels[i] = v.path.VariantLabel()
+	}
+	return nil, fmt.Errorf("explain %s: %w: %s is not one of its variants (%s)", cfg, ErrUnknownVariant, want.VariantLabel(), strings.Join(labels, "; "))
 }
 
 // variantTags turns a variant into the loader's tags: the shorthand

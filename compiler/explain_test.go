@@ -118,3 +118,41 @@ func sameAsCompile(t *testing.T, fsys fs.FS, cfg cuecast.ConfigPath, ex *compile
 		t.Errorf("Explain's output differs from Compile's:\ngot  %s\nwant %s", ex.JSON, out.JSON)
 	}
 }
+
+// TestExplainVariantPath: a variant path (a changed row of a check, which
+// the PR comment explains) names the config and its variant at once, and
+// explains exactly what compile built for it; a combination compile does
+// not build is ErrUnknownVariant, never another variant.
+func TestExplainVariantPath(t *testing.T) {
+	ctx := context.Background()
+	res, err := compiler.Compile(ctx, "../configs-example", compiler.Options{Logger: testLogger(t)})
+	if err != nil || !res.OK() {
+		t.Fatalf("compile: %v %v", err, res.Errors)
+	}
+	const variant = "search/suggest/env=prod/region=eu"
+	byPath, err := compiler.Explain(ctx, "../configs-example", variant, compiler.ExplainOptions{})
+	if err != nil {
+		t.Fatalf("explain %s: %v", variant, err)
+	}
+	byOpts, err := compiler.Explain(ctx, "../configs-example", "search/suggest",
+		compiler.ExplainOptions{Variant: map[string]string{"env": "prod", "region": "eu"}})
+	if err != nil {
+		t.Fatalf("explain search/suggest --variant: %v", err)
+	}
+	if string(byPath.JSON) != string(res.Outputs[variant].JSON) || string(byOpts.JSON) != string(byPath.JSON) {
+		t.Errorf("explain of %s does not give what compile built:\ncompile %s\npath    %s\noptions %s",
+			variant, res.Outputs[variant].JSON, byPath.JSON, byOpts.JSON)
+	}
+	for _, bad := range []compiler.ExplainOptions{
+		{Variant: map[string]string{"env": "prod", "region": "ap"}}, // no such value
+		{Variant: map[string]string{"env": "prod"}},                 // region missing
+	} {
+		if _, err := compiler.Explain(ctx, "../configs-example", "search/suggest", bad); !errors.Is(err, compiler.ErrUnknownVariant) {
+			t.Errorf("explain search/suggest %v: %v, want ErrUnknownVariant", bad.Variant, err)
+		}
+	}
+	if _, err := compiler.Explain(ctx, "../configs-example", variant,
+		compiler.ExplainOptions{Variant: map[string]string{"env": "staging"}}); !errors.Is(err, compiler.ErrUnknownVariant) {
+		t.Errorf("a variant path and options that disagree: %v, want ErrUnknownVariant", err)
+	}
+}

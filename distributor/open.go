@@ -35,7 +35,7 @@ func Open(ctx context.Context, nc *nats.Conn, o Options) (*Distributor, error) {
 		return nil, fmt.Errorf("open distributor: %w", err)
 	}
 	d := &Distributor{nc: nc, js: js, o: o, log: o.Logger,
-		stream: readOnlyStream{name: cuecast.Stream}, reports: readOnlyStream{name: cuecast.ReportStream},
+		stream:   readOnlyStream{},
 		versions: NewDirectStream(nc, cuecast.Stream), reportsRd: NewDirectStream(nc, cuecast.ReportStream)}
 	for _, s := range []DirectStream{d.versions, d.reportsRd} {
 		if err := s.Probe(ctx); err != nil {
@@ -48,7 +48,7 @@ func Open(ctx context.Context, nc *nats.Conn, o Options) (*Distributor, error) {
 	// under cuecast.OperatorAPIPrefix, its one import of that API
 	// (docs/SECURITY.md). Without either, Options.Heartbeat decides. The
 	// stream stays read-only either way.
-	d.reports = readOnlyStream{name: cuecast.ReportStream, info: reportStreamInfo(ctx, js, nc)}
+	d.reports = readOnlyStream{info: reportStreamInfo(ctx, js, nc)}
 	// Like New: the pointer cache follows the RePublished pointers.
 	if err := d.followPointers(); err != nil {
 		return nil, fmt.Errorf("open distributor: %w", err)
@@ -64,14 +64,24 @@ var ErrReadOnly = errors.New("distributor opened read-only (distributor.Open)")
 // manage: its cached information is what Open read, if anything (else the
 // report TTL follows Options.Heartbeat), and what the distributor calls on it fails with
 // ErrReadOnly. It implements nothing else: the distributor calls nothing
-// else.
+// else: the embedded Stream is nil, and a method it would answer panics,
+// which a test (TestOpenedIsReadOnly) keeps from happening for these three.
 type readOnlyStream struct {
 	jetstream.Stream
-	name string
 	info *jetstream.StreamInfo // read once by Open, or nil
 }
 
 func (s readOnlyStream) CachedInfo() *jetstream.StreamInfo { return s.info }
+
+func (readOnlyStream) Info(context.Context, ...jetstream.StreamInfoOpt) (*jetstream.StreamInfo, error) {
+	return nil, ErrReadOnly
+}
+
+func (readOnlyStream) Purge(context.Context, ...jetstream.StreamPurgeOpt) error { return ErrReadOnly }
+
+func (readOnlyStream) GetLastMsgForSubject(context.Context, string) (*jetstream.RawStreamMsg, error) {
+	return nil, ErrReadOnly
+}
 
 // reportStreamInfo reads the report stream's information under the
 // operator's prefix (no responders at once for other credentials), else

@@ -20,7 +20,8 @@
 // make JetStream store or deliver an answer in the CUECAST account. The
 // operator lives in an account of its own (OperatorAccount) the same way,
 // importing the direct gets of what it reads and its two writes
-// (OperatorImports), and no JetStream management API. TLS on every
+// (OperatorImports), and of the JetStream management API only the report
+// stream's information. TLS on every
 // listener and remote, and the leafnode remotes that deny the core ccr.>
 // subjects in both directions, so each level's instances receive updates only
 // from their own level's mirrors.

@@ -527,11 +527,12 @@ func InstancePermissions(ns, instance string) Permissions {
 // mirror.
 func LeafDenied() []string {
 	var d []string
-	d = append(d, "cc.>", "cca.>", "$KV.>", "$JS.API.>", "$JS.*.API.DIRECT.GET.>",
-		// The hub's fan-out account imports these from CUECAST for its
-		// mirror alone: the creation of its consumer, the consumer's
-		// deliveries and flow control.
-		cuecast.FanoutAPIPrefix+".>", cuecast.FanoutDeliverPrefix+".>", cuecast.FanoutAdminPrefix+".>", "$JS.FC."+Stream+".>")
+	d = append(d, "cc.>", "cca.>", "$KV.>", "$JS.API.>", "$JS.*.API.DIRECT.GET.>")
+	// The hub's fan-out account imports these from CUECAST for its mirror
+	// alone: the creation of its consumer, the consumer's deliveries and
+	// flow control. A link may neither publish to them nor (LeafNoInterest)
+	// subscribe to them.
+	d = append(d, LeafNoInterest()...)
 	for _, op := range []string{"CREATE", "UPDATE", "DELETE", "PURGE", "MSG.DELETE", "SNAPSHOT", "RESTORE"} {
 		d = append(d, "$JS.*.API.STREAM."+op+".>")
 	}
