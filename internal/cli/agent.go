@@ -191,7 +191,7 @@ func agentRun(ctx context.Context, env *Env, opts *AgentOptions) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := a.keep(ctx, cl, cfg, lkg, w, rewatch[cfg.Base()]); err != nil {
+			if err := a.keep(ctx, cl, cfg, lkg, w, rewatch.of(cfg)); err != nil {
 				errs <- err
 				cancel()
 			}

@@ -161,14 +161,26 @@ func (f *serviceFlags) connect(env *Env, name, namespace string, extra ...client
 // a channel of one, and a signal while one is pending is the same signal.
 type rewatchSignal map[cuecast.ConfigPath]chan struct{}
 
+// A config named by its variant path is watched as named: its removal is
+// reported, not re-resolved, since watching the same path again would
+// only find the same tombstone and signal again, for ever.
 func newRewatchSignal(cfgs ...cuecast.ConfigPath) rewatchSignal {
 	r := make(rewatchSignal, len(cfgs))
 	for _, c := range cfgs {
-		if r[c.Base()] == nil {
-			r[c.Base()] = make(chan struct{}, 1)
+		if !c.IsVariant() && r[c] == nil {
+			r[c] = make(chan struct{}, 1)
 		}
 	}
 	return r
+}
+
+// of is the signal that cfg's variants changed: nil (never) for a config
+// named by its variant path.
+func (r rewatchSignal) of(cfg cuecast.ConfigPath) <-chan struct{} {
+	if cfg.IsVariant() {
+		return nil
+	}
+	return r[cfg]
 }
 
 func (r rewatchSignal) notify(base cuecast.ConfigPath) {

@@ -102,7 +102,7 @@ func watchRun(c *cobra.Command, env *Env, opts *WatchOptions) error {
 		wopts = append(wopts, client.LastKnownGood(opts.LKG))
 	}
 	for {
-		again, err := watchOnce(ctx, env, opts, cl, cfg, wopts, rewatch[cfg.Base()])
+		again, err := watchOnce(ctx, env, opts, cl, cfg, wopts, rewatch.of(cfg))
 		if err != nil || !again {
 			return err
 		}
