@@ -68,59 +68,29 @@ func (k *Keys) Seeds() (operator, account, system []byte, err error) {
 	return operator, account, system, nil
 }
 
-// UserCreds returns the .creds file (user JWT and seed) of user in the
-// CUECAST account, with the permissions UserPermissions gives it; the
-// system user is in the system account.
+// UserCreds returns the .creds file (user JWT and seed) of user with the
+// permissions UserPermissions gives it, signed by its account: the system
+// account's for the system user, OPERATOR's, the fan-out account's for the
+// links, a namespace's for its services, else CUECAST's.
 func (k *Keys) UserCreds(user string) ([]byte, error) {
-	ukp, err := nkeys.CreateUser()
-	if err != nil {
-		return nil, fmt.Errorf("create user %s: %w", user, err)
-	}
-	upub, err := ukp.PublicKey()
-	if err != nil {
-		return nil, fmt.Errorf("create user %s: %w", user, err)
-	}
-	uc := jwt.NewUserClaims(upub)
-	uc.Name = user
-	if p, ok := UserPermissions(user); ok {
-		uc.Permissions.Pub.Allow.Add(p.Publish...)
-		uc.Permissions.Pub.Deny.Add(p.PublishDeny...)
-		uc.Permissions.Sub.Allow.Add(p.Subscribe...)
-		uc.Permissions.Sub.Deny.Add(p.SubscribeDeny...)
-	}
+	p, _ := UserPermissions(user)
 	signer := k.Account
-	if user == SystemUser {
+	var err error
+	switch ns, svc := strings.CutPrefix(user, "svc-"); {
+	case user == SystemUser:
 		signer = k.System
-	}
-	if user == OperatorUser {
-		if signer, err = k.OperatorAccountKey(); err != nil {
-			return nil, err
-		}
-	}
-	if user == LeafUser {
+	case user == OperatorUser:
+		signer, err = k.OperatorAccountKey()
+	case user == LeafUser:
 		// The links' user: the hub's fan-out account, a region's mirrors'.
-		if signer, err = k.FanoutAccountKey(); err != nil {
-			return nil, err
-		}
+		signer, err = k.FanoutAccountKey()
+	case svc:
+		signer, err = k.ServiceAccountKey(ns)
 	}
-	if ns, ok := strings.CutPrefix(user, "svc-"); ok {
-		if signer, err = k.ServiceAccountKey(ns); err != nil {
-			return nil, err
-		}
-	}
-	token, err := uc.Encode(signer)
 	if err != nil {
-		return nil, fmt.Errorf("sign user %s: %w", user, err)
+		return nil, err
 	}
-	seed, err := ukp.Seed()
-	if err != nil {
-		return nil, fmt.Errorf("create user %s: %w", user, err)
-	}
-	creds, err := jwt.FormatUserConfig(token, seed)
-	if err != nil {
-		return nil, fmt.Errorf("format creds of %s: %w", user, err)
-	}
-	return creds, nil
+	return userCreds(signer, user, p)
 }
 
 // InstanceCreds returns the .creds file of one instance of namespace ns:
@@ -151,7 +121,9 @@ func userCreds(account nkeys.KeyPair, user string, p Permissions) ([]byte, error
 	uc := jwt.NewUserClaims(upub)
 	uc.Name = user
 	uc.Permissions.Pub.Allow.Add(p.Publish...)
+	uc.Permissions.Pub.Deny.Add(p.PublishDeny...)
 	uc.Permissions.Sub.Allow.Add(p.Subscribe...)
+	uc.Permissions.Sub.Deny.Add(p.SubscribeDeny...)
 	token, err := uc.Encode(account)
 	if err != nil {
 		return nil, fmt.Errorf("sign user %s: %w", user, err)
