@@ -58,11 +58,6 @@ type Report struct {
 	// Check leaves it empty, ExplainChanges fills it (cuecast check does
 	// for the pull request comment and --output markdown).
 	Origins []ValueOrigin `json:"origins,omitempty"`
-
-	// counted and distinct are the configs and variant outputs risks has
-	// counted.
-	counted  map[cuecast.ConfigPath]bool
-	distinct map[string]bool
 }
 
 // ConfigChange is one affected config.
@@ -211,8 +206,9 @@ func (r *Report) build(base, head *compiler.Result, targets []cuecast.ConfigPath
 		}
 		return false
 	}
+	seen := riskSeen{configs: make(map[cuecast.ConfigPath]bool), outputs: make(map[string]bool)}
 	for _, cc := range r.Configs {
-		r.risks(cc, strict)
+		r.risks(cc, strict, seen)
 	}
 	r.Risk.Compiled = len(r.Configs)
 	r.Risk.Namespaces = len(r.Namespaces)
@@ -387,30 +383,29 @@ func (r *Report) namespaces(base, head *compiler.Result) {
 	}
 }
 
+// riskSeen is what risks has counted so far in one build: configs (a
+// config with variants counts once) and variants' outputs.
+type riskSeen struct {
+	configs map[cuecast.ConfigPath]bool
+	outputs map[string]bool
+}
+
 // risks adds what cc contributes to the risk summary: a config whose
 // output changes counts, is strict when its namespace is, and its removal,
 // move, removed or retyped fields and new fields are listed.
-func (r *Report) risks(cc ConfigChange, strict func(cuecast.ConfigPath) bool) {
+func (r *Report) risks(cc ConfigChange, strict func(cuecast.ConfigPath) bool, seen riskSeen) {
 	if !countsAsChange(cc.Status) {
 		return
 	}
 	if cc.Config.IsVariant() {
 		r.Risk.Variants++
-		if cc.HeadChecksum != "" {
-			if r.distinct == nil {
-				r.distinct = make(map[string]bool)
-			}
-			if !r.distinct[cc.HeadChecksum] {
-				r.distinct[cc.HeadChecksum] = true
-				r.Risk.DistinctOutputs++
-			}
+		if cc.HeadChecksum != "" && !seen.outputs[cc.HeadChecksum] {
+			seen.outputs[cc.HeadChecksum] = true
+			r.Risk.DistinctOutputs++
 		}
 	}
-	if r.counted == nil {
-		r.counted = make(map[cuecast.ConfigPath]bool)
-	}
-	if !r.counted[cc.Config.Base()] {
-		r.counted[cc.Config.Base()] = true
+	if !seen.configs[cc.Config.Base()] {
+		seen.configs[cc.Config.Base()] = true
 		r.Risk.Configs++
 	}
 	if strict(cc.Config) {
@@ -492,7 +487,7 @@ func (r *Report) libraries(base, head *compiler.Result, changed []string, fanOut
 		}
 		changed := make(map[cuecast.ConfigPath]bool)
 		for _, cc := range r.Configs {
-			if _, found := slices.BinarySearch(reach, cc.Config.Base()); found && cc.Status != StatusUnchanged && cc.Status != StatusStillInvalid {
+			if _, found := slices.BinarySearch(reach, cc.Config.Base()); found && countsAsChange(cc.Status) {
 				changed[cc.Config.Base()] = true
 			}
 		}
