@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -143,54 +142,22 @@ func explainRun(c *cobra.Command, env *Env, opts *ExplainOptions) error {
 // dimension values of its trailing dim=value segments (a variant path),
 // merged with --variant.
 func explainTarget(arg, flag string) (cuecast.ConfigPath, map[string]string, error) {
-	variant, err := parseVariant(flag)
+	variant, err := cuecast.ParseVariant(flag)
 	if err != nil {
 		return "", nil, &UsageError{Err: fmt.Errorf("--variant: %w", err), Hint: "write it as env=prod,region=eu"}
 	}
-	segs := strings.Split(filepath.ToSlash(filepath.Clean(arg)), "/")
-	base := segs
-	for i, s := range segs {
-		if strings.Contains(s, "=") {
-			base = segs[:i]
-			more, err := parseVariant(strings.Join(segs[i:], ","))
-			if err != nil {
-				return "", nil, &UsageError{Err: fmt.Errorf("config %s: %w", arg, err), Hint: "a variant path ends in dim=value segments, like payments/checkout/env=prod"}
-			}
-			for k, v := range more {
-				if old, ok := variant[k]; ok && old != v {
-					return "", nil, usageErrorf("give each dimension one value", "dimension %s is %s in the config path but %s in --variant", k, v, old)
-				}
-				if variant == nil {
-					variant = make(map[string]string)
-				}
-				variant[k] = v
-			}
-			break
-		}
-	}
-	cfg := cuecast.ConfigPath(strings.Join(base, "/"))
+	cfg := cuecast.ConfigPath(filepath.ToSlash(filepath.Clean(arg)))
 	if err := cfg.Validate(); err != nil {
-		return "", nil, &UsageError{Err: err, Hint: "name configs by their directory, like payments/checkout"}
+		return "", nil, &UsageError{Err: err, Hint: "name configs by their directory, like payments/checkout, or a variant by its path, like payments/checkout/env=prod"}
 	}
-	return cfg, variant, nil
-}
-
-// parseVariant reads "env=prod,region=eu"; nil for "".
-// TODO(issue 20): use cuecast.ParseVariant once the root package has it.
-func parseVariant(s string) (map[string]string, error) {
-	if s == "" {
-		return nil, nil
-	}
-	out := make(map[string]string)
-	for _, kv := range strings.Split(s, ",") {
-		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
-		if !ok || !cuecast.ValidSegment(k) || !cuecast.ValidSegment(v) {
-			return nil, fmt.Errorf("%q is not dimension=value (both matching [a-z0-9][a-z0-9_-]*)", kv)
+	for _, dv := range cfg.Variant() {
+		if old, ok := variant[dv.Dim]; ok && old != dv.Value {
+			return "", nil, usageErrorf("give each dimension one value", "dimension %s is %s in the config path but %s in --variant", dv.Dim, dv.Value, old)
 		}
-		if _, dup := out[k]; dup {
-			return nil, fmt.Errorf("dimension %s is given twice", k)
-		}
-		out[k] = v
+		variant[dv.Dim] = dv.Value
 	}
-	return out, nil
+	if len(variant) == 0 {
+		variant = nil
+	}
+	return cfg.Base(), variant, nil
 }
