@@ -54,6 +54,18 @@ func Typed[T any](ctx context.Context, c *Client, cfg cuecast.ConfigPath, opts .
 	return tw, nil
 }
 
+// Load returns the current decoded value alone (the zero T before any
+// version is known or when the config was deleted): Value without the copy
+// of the Snapshot, for a caller that reads it on every request, such as a
+// flag evaluation. It never blocks.
+func (t *TypedWatcher[T]) Load() T {
+	var v T
+	if s := t.cur.Load(); s != nil {
+		v, _ = s.value.(T)
+	}
+	return v
+}
+
 // Value returns the current decoded value with its snapshot; the zero T
 // before any version is known or when the config was deleted. It never
 // blocks.

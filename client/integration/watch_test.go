@@ -392,6 +392,9 @@ func TestTyped(t *testing.T) {
 		if v != (checkout{Limit: 5, Name: "checkout"}) || s.Version != 1 {
 			t.Fatalf("Value: got %+v at %d, want limit 5 at 1", v, s.Version)
 		}
+		if l := w.Load(); l != v {
+			t.Fatalf("Load: got %+v, want Value's %+v", l, v)
+		}
 		if u := <-w.Updates(); u.Value != v || u.Version != 1 {
 			t.Fatalf("first typed update: got %+v, want limit 5 at 1", u)
 		}
@@ -412,6 +415,9 @@ func TestTyped(t *testing.T) {
 	if v, s := sw.Value(); v.Limit != 5 || s.Version != 1 {
 		t.Fatalf("strict Value after the refusal: got %+v at %d, want limit 5 at 1", v, s.Version)
 	}
+	if v := sw.Load(); v.Limit != 5 {
+		t.Fatalf("strict Load after the refusal: got %+v, want limit 5", v)
+	}
 
 	e.ship(3, body(700))
 	waitEvent(t, lev, "the value hook's rejection", func(e client.Event) bool {
@@ -422,6 +428,9 @@ func TestTyped(t *testing.T) {
 	waitVersion(t, sw.Watcher, sev, 4)
 	if v, _ := tw.Value(); v.Limit != 7 {
 		t.Fatalf("Value: got %+v, want limit 7", v)
+	}
+	if v := tw.Load(); v.Limit != 7 {
+		t.Fatalf("Load: got %+v, want limit 7", v)
 	}
 	tw.Stop()
 	for range tw.Updates() {

@@ -317,9 +317,14 @@ func (p *Provider) Evaluator() (*flags.Evaluator, client.Snapshot) {
 	return tw.Value()
 }
 
+// evaluator is Evaluator without the Snapshot, which every evaluation
+// would otherwise copy (BENCHMARKS.md, "Flags").
 func (p *Provider) evaluator() *flags.Evaluator {
-	e, _ := p.Evaluator()
-	return e
+	tw := p.tw.Load()
+	if tw == nil {
+		return nil
+	}
+	return tw.Load()
 }
 
 // BooleanEvaluation evaluates a bool flag.
