@@ -7,7 +7,6 @@ import (
 	"strconv"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
 	"github.com/cuecast/cuecast"
@@ -308,21 +307,13 @@ func (f *liveFleet) Instances(ctx context.Context, cp cuecast.ConfigPath) ([]str
 	return ids, nil
 }
 
-// dialFleet connects to serve's NATS and opens its streams read-only: check
-// never creates a stream, so a server serve has not set up is an error.
-// The caller closes the connection.
+// dialFleet connects to serve's NATS and opens its streams read-only
+// (dialStreams): check never creates a stream. The caller closes the
+// connection.
 func dialFleet(ctx context.Context, env *Env, opts *CheckOptions) (*nats.Conn, *distributor.Distributor, error) {
-	nc, err := dial(env, opts.NATS, "cuecast check", &opts.Conn)
+	nc, d, err := dialStreams(ctx, env, opts.NATS, "cuecast check", &opts.Conn)
 	if err != nil {
 		return nil, nil, fmt.Errorf("--fleet: %w", err)
-	}
-	d, err := distributor.Open(ctx, nc, distributor.Options{Logger: env.Logger()})
-	if err != nil {
-		nc.Close()
-		if errors.Is(err, jetstream.ErrStreamNotFound) {
-			return nil, nil, fmt.Errorf("--fleet: %s has no cuecast streams (is it serve's NATS?): %w", opts.NATS, err)
-		}
-		return nil, nil, fmt.Errorf("--fleet %s: %w", opts.NATS, err)
 	}
 	return nc, d, nil
 }

@@ -118,7 +118,8 @@ func (f *ConnFlags) Options(env *Env) ([]nats.Option, error) {
 }
 
 // openDistributor opens the existing streams, which read-only credentials
-// (the operator's) can do, and creates them only when they do not exist yet.
+// (the operator's) can do, and creates them only when they do not exist
+// yet: for the tailer, a writer that may run before serve has set up.
 func openDistributor(ctx context.Context, nc *nats.Conn, env *Env) (*distributor.Distributor, error) {
 	d, err := distributor.Open(ctx, nc, distributor.Options{Logger: env.Logger()})
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
@@ -126,6 +127,21 @@ func openDistributor(ctx context.Context, nc *nats.Conn, env *Env) (*distributor
 	}
 	if err != nil {
 		return nil, fmt.Errorf("open distributor: %w", err)
+	}
+	return d, nil
+}
+
+// openStreams opens serve's streams and never creates one: a command that
+// reads or steers (status, log, flags eval, check --fleet, rollout)
+// pointed at a server serve has not set up says so, instead of creating
+// streams with default settings on whatever server --nats named.
+func openStreams(ctx context.Context, nc *nats.Conn, env *Env, url string) (*distributor.Distributor, error) {
+	d, err := distributor.Open(ctx, nc, distributor.Options{Logger: env.Logger()})
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, fmt.Errorf("%s has no cuecast streams (is it serve's NATS, and has serve started?): %w", url, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open streams at %s: %w", url, err)
 	}
 	return d, nil
 }
@@ -194,14 +210,29 @@ func dial(env *Env, url, name string, conn *ConnFlags) (*nats.Conn, error) {
 	return nc, nil
 }
 
-// dialDistributor connects an operator command and opens serve's streams.
-// The caller closes the connection.
+// dialDistributor connects the tailer and opens serve's streams, creating
+// them when they do not exist yet. The caller closes the connection.
 func dialDistributor(ctx context.Context, env *Env, url, name string, conn *ConnFlags) (*nats.Conn, *distributor.Distributor, error) {
 	nc, err := dial(env, url, name, conn)
 	if err != nil {
 		return nil, nil, err
 	}
 	d, err := openDistributor(ctx, nc, env)
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return nc, d, nil
+}
+
+// dialStreams connects a command that reads and opens serve's streams
+// without creating any (openStreams). The caller closes the connection.
+func dialStreams(ctx context.Context, env *Env, url, name string, conn *ConnFlags) (*nats.Conn, *distributor.Distributor, error) {
+	nc, err := dial(env, url, name, conn)
+	if err != nil {
+		return nil, nil, err
+	}
+	d, err := openStreams(ctx, nc, env, url)
 	if err != nil {
 		nc.Close()
 		return nil, nil, err

@@ -126,7 +126,7 @@ func flagsEvalRun(c *cobra.Command, env *Env, opts *FlagsEvalOptions) error {
 	out := flagEval{Config: cfg, Flag: opts.Flag, Context: evalCtx}
 	var content []byte
 	if opts.Published {
-		nc, d, err := dialDistributor(ctx, env, opts.NATS, "cuecast flags eval", &opts.Conn)
+		nc, d, err := dialStreams(ctx, env, opts.NATS, "cuecast flags eval", &opts.Conn)
 		if err != nil {
 			return err
 		}

@@ -64,7 +64,7 @@ A tombstone (the config deleted on main) is marked as such.`,
 
 func logRun(c *cobra.Command, env *Env, opts *LogOptions) error {
 	ctx := c.Context()
-	nc, d, err := dialDistributor(ctx, env, opts.NATS, "cuecast log", &opts.Conn)
+	nc, d, err := dialStreams(ctx, env, opts.NATS, "cuecast log", &opts.Conn)
 	if err != nil {
 		return err
 	}

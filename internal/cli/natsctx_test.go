@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/cuecast/cuecast/distributor"
 	"github.com/cuecast/cuecast/internal/iostreams"
 	"github.com/cuecast/cuecast/internal/natstest"
 )
@@ -101,6 +102,10 @@ func TestNATSContextFillsWhatFlagsLeave(t *testing.T) {
 // server the selected context names.
 func TestCommandsConnectThroughContext(t *testing.T) {
 	srv := natstest.Start(t)
+	// serve's streams, as serve sets them up: status creates none.
+	if _, err := distributor.New(t.Context(), srv.Connect(t), distributor.Options{}); err != nil {
+		t.Fatal(err)
+	}
 	home := t.TempDir()
 	writeContext(t, home, "local", `{"url":"`+srv.ClientURL()+`"}`, true)
 	io, out, errOut := iostreams.Test()

@@ -150,7 +150,7 @@ func openControllerAndDistributor(ctx context.Context, env *Env, url, name strin
 	}
 	// Read-only opens: an operator steers rollouts without the right to
 	// create or update any stream (docs/SECURITY.md).
-	d, err := openDistributor(ctx, nc, env)
+	d, err := openStreams(ctx, nc, env, url)
 	if err != nil {
 		nc.Close()
 		return nil, nil, nil, err

@@ -97,7 +97,7 @@ path ending in the variant's dimension values (payments/checkout/env=prod/region
 
 func statusRun(c *cobra.Command, env *Env, opts *StatusOptions) error {
 	ctx := c.Context()
-	nc, d, err := dialDistributor(ctx, env, opts.NATS, "cuecast status", &opts.Conn)
+	nc, d, err := dialStreams(ctx, env, opts.NATS, "cuecast status", &opts.Conn)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,53 @@
+package cli_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cuecast/cuecast/internal/cli"
+	"github.com/cuecast/cuecast/internal/natstest"
+)
+
+// TestReadCommandsCreateNothing: a command that reads or steers (status,
+// log, flags eval --published, rollout, rollback) pointed at a NATS server that serve has not set
+// up says so and leaves the server as it found it. They used to create
+// serve's streams there, with their default configuration, on whatever
+// server --nats named.
+func TestReadCommandsCreateNothing(t *testing.T) {
+	s := natstest.Start(t)
+	url := s.ClientURL()
+	js, err := jetstream.New(s.Connect(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"status", "--nats", url},
+		{"status", "payments/checkout", "--nats", url},
+		{"log", "payments/checkout", "--nats", url},
+		{"flags", "eval", "payments/flags", "checkout-v2", "--published", "--nats", url, "--ctx", "targetingKey=user-1"},
+		{"rollout", "status", "--nats", url},
+		{"rollback", "payments/checkout", "--previous", "--reason", "test", "--nats", url},
+	} {
+		t.Run(strings.Join(args[:2], " "), func(t *testing.T) {
+			code, stdout, stderr := run(context.Background(), args...)
+			if code != cli.ExitFailure || !strings.Contains(stderr.String(), "has no cuecast streams") {
+				t.Errorf("%s: exit %d, stdout %q, stderr %q; want exit %d saying the server has no cuecast streams",
+					args, code, stdout, stderr, cli.ExitFailure)
+			}
+			var names []string
+			l := js.StreamNames(t.Context())
+			for n := range l.Name() {
+				names = append(names, n)
+			}
+			if l.Err() != nil {
+				t.Fatal(l.Err())
+			}
+			if len(names) != 0 {
+				t.Fatalf("%s created streams %v on a server serve never set up", args, names)
+			}
+		})
+	}
+}
