@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -296,7 +297,7 @@ func natsConfigRun(env *Env, opts *NATSConfigOptions) error {
 	case "password":
 		spec.Passwords, err = loadSecrets(opts.Secrets, spec.Users())
 	case "jwt":
-		spec.Keys, err = loadKeys(opts.Secrets, spec.Users())
+		spec.Keys, err = loadKeys(opts.Secrets, spec.Users(), env.IO.ErrOut)
 		spec.LeafCreds = filepath.Join(opts.Secrets, natsconf.LeafUser+".creds")
 		if abs, aerr := filepath.Abs(spec.LeafCreds); aerr == nil {
 			spec.LeafCreds = abs
@@ -390,8 +391,10 @@ func loadSecrets(dir string, users []string) (map[string]string, error) {
 
 // loadKeys reads the operator, account and system account seeds from dir
 // (operator.nk, account.nk, system.nk), creating them when none exist, and
-// writes dir/<user>.creds for every user that has none.
-func loadKeys(dir string, users []string) (*natsconf.Keys, error) {
+// writes dir/<user>.creds for every user that has none or whose file is
+// not what this version writes (natsconf.Keys.CredsCurrent), saying so on
+// warn.
+func loadKeys(dir string, users []string, warn io.Writer) (*natsconf.Keys, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create secrets directory: %w", err)
 	}
@@ -435,8 +438,21 @@ func loadKeys(dir string, users []string) (*natsconf.Keys, error) {
 	}
 	for _, u := range users {
 		path := filepath.Join(dir, u+".creds")
-		if _, err := os.Stat(path); err == nil {
-			continue
+		have, err := os.ReadFile(path)
+		switch {
+		case err == nil:
+			ok, err := keys.CredsCurrent(u, have)
+			if err != nil {
+				return nil, &UsageError{Err: fmt.Errorf("%s: %w", path, err), Hint: "remove the file; nats-config writes it again"}
+			}
+			if ok {
+				continue
+			}
+			// Signed for another account or with other rights than this
+			// version gives (an older layout): keeping it would keep them.
+			fmt.Fprintf(warn, "%s: signed for another account, or with other permissions, than this version gives %s; wrote it again: copy it to every server and host that uses it\n", path, u)
+		case !errors.Is(err, os.ErrNotExist):
+			return nil, fmt.Errorf("read %s: %w", path, err)
 		}
 		b, err := keys.UserCreds(u)
 		if err != nil {

@@ -73,24 +73,76 @@ func (k *Keys) Seeds() (operator, account, system []byte, err error) {
 // account's for the system user, OPERATOR's, the fan-out account's for the
 // links, a namespace's for its services, else CUECAST's.
 func (k *Keys) UserCreds(user string) ([]byte, error) {
-	p, _ := UserPermissions(user)
-	signer := k.Account
-	var err error
-	switch ns, svc := strings.CutPrefix(user, "svc-"); {
-	case user == SystemUser:
-		signer = k.System
-	case user == OperatorUser:
-		signer, err = k.OperatorAccountKey()
-	case user == LeafUser:
-		// The links' user: the hub's fan-out account, a region's mirrors'.
-		signer, err = k.FanoutAccountKey()
-	case svc:
-		signer, err = k.ServiceAccountKey(ns)
-	}
+	signer, err := k.userSigner(user)
 	if err != nil {
 		return nil, err
 	}
+	p, _ := UserPermissions(user)
 	return userCreds(signer, user, p)
+}
+
+// userSigner is the account key that signs user's JWT.
+func (k *Keys) userSigner(user string) (nkeys.KeyPair, error) {
+	switch ns, svc := strings.CutPrefix(user, "svc-"); {
+	case user == SystemUser:
+		return k.System, nil
+	case user == OperatorUser:
+		return k.OperatorAccountKey()
+	case user == LeafUser:
+		// The links' user: the hub's fan-out account, a region's mirrors'.
+		return k.FanoutAccountKey()
+	case svc:
+		return k.ServiceAccountKey(ns)
+	}
+	return k.Account, nil
+}
+
+// CredsCurrent reports whether creds, a .creds file of user written
+// earlier, is what UserCreds would write now: signed by the same account,
+// for the same user name, with the same permissions. A file from an older
+// layout is not (the links' user was CUECAST's before it moved to the
+// fan-out account; the operator's was too), and keeping it would keep the
+// older, broader rights: such a file must be written again.
+func (k *Keys) CredsCurrent(user string, creds []byte) (bool, error) {
+	token, err := jwt.ParseDecoratedJWT(creds)
+	if err != nil {
+		return false, fmt.Errorf("read the JWT in %s.creds: %w", user, err)
+	}
+	uc, err := jwt.DecodeUserClaims(token)
+	if err != nil {
+		return false, fmt.Errorf("decode the JWT in %s.creds: %w", user, err)
+	}
+	signer, err := k.userSigner(user)
+	if err != nil {
+		return false, err
+	}
+	pub, err := signer.PublicKey()
+	if err != nil {
+		return false, fmt.Errorf("account key of %s: %w", user, err)
+	}
+	if uc.Issuer != pub || uc.IssuerAccount != "" || uc.Name != user {
+		return false, nil
+	}
+	p, _ := UserPermissions(user)
+	// As sets: the JWT's lists hold each subject once (StringList.Add).
+	same := func(have jwt.StringList, want []string) bool {
+		set := make(map[string]bool, len(want))
+		for _, w := range want {
+			set[w] = true
+		}
+		if len(have) != len(set) {
+			return false
+		}
+		for _, h := range have {
+			if !set[h] {
+				return false
+			}
+		}
+		return true
+	}
+	up := uc.Permissions
+	return same(up.Pub.Allow, p.Publish) && same(up.Pub.Deny, p.PublishDeny) &&
+		same(up.Sub.Allow, p.Subscribe) && same(up.Sub.Deny, p.SubscribeDeny), nil
 }
 
 // InstanceCreds returns the .creds file of one instance of namespace ns:

@@ -1,0 +1,103 @@
+package natsconf_test
+
+import (
+	"testing"
+
+	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nkeys"
+
+	"github.com/cuecast/cuecast/internal/natsconf"
+)
+
+// signedBy is user's .creds with permissions p signed by account, as an
+// older layout (or a hand-made file) would have it.
+func signedBy(t *testing.T, account nkeys.KeyPair, user string, p natsconf.Permissions) []byte {
+	t.Helper()
+	ukp, err := nkeys.CreateUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	upub, _ := ukp.PublicKey()
+	uc := jwt.NewUserClaims(upub)
+	uc.Name = user
+	uc.Permissions.Pub.Allow.Add(p.Publish...)
+	uc.Permissions.Pub.Deny.Add(p.PublishDeny...)
+	uc.Permissions.Sub.Allow.Add(p.Subscribe...)
+	uc.Permissions.Sub.Deny.Add(p.SubscribeDeny...)
+	token, err := uc.Encode(account)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed, _ := ukp.Seed()
+	b, err := jwt.FormatUserConfig(token, seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestCredsCurrent: a .creds file is current only when UserCreds would
+// write it the same way; one signed by the account of an older layout (the
+// links' user in CUECAST, before the fan-out account) or with other
+// permissions is not, so nats-config writes it again.
+func TestCredsCurrent(t *testing.T) {
+	k, err := natsconf.NewKeys()
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := natsconf.NewKeys()
+	if err != nil {
+		t.Fatal(err)
+	}
+	leafPerms, _ := natsconf.UserPermissions(natsconf.LeafUser)
+	opPerms, _ := natsconf.UserPermissions(natsconf.OperatorUser)
+	fresh := func(user string) []byte {
+		b, err := k.UserCreds(user)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	broader := leafPerms
+	broader.Publish = append(append([]string(nil), leafPerms.Publish...), ">")
+	for _, tc := range []struct {
+		name, user string
+		creds      []byte
+		want       bool
+	}{
+		{"fresh leaf", natsconf.LeafUser, fresh(natsconf.LeafUser), true},
+		{"fresh operator", natsconf.OperatorUser, fresh(natsconf.OperatorUser), true},
+		{"fresh service", "svc-payments", fresh("svc-payments"), true},
+		{"fresh distributor", natsconf.DistributorUser, fresh(natsconf.DistributorUser), true},
+		{"leaf signed by CUECAST (before the fan-out account)", natsconf.LeafUser, signedBy(t, k.Account, natsconf.LeafUser, leafPerms), false},
+		{"operator signed by CUECAST", natsconf.OperatorUser, signedBy(t, k.Account, natsconf.OperatorUser, opPerms), false},
+		{"leaf with broader permissions", natsconf.LeafUser, func() []byte {
+			kp, err := k.FanoutAccountKey()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return signedBy(t, kp, natsconf.LeafUser, broader)
+		}(), false},
+		{"another namespace's service", "svc-payments", fresh("svc-search"), false},
+		{"another key set", natsconf.LeafUser, func() []byte {
+			b, err := other.UserCreds(natsconf.LeafUser)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return b
+		}(), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := k.CredsCurrent(tc.user, tc.creds)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tc.want {
+				t.Errorf("CredsCurrent(%s) = %v, want %v", tc.user, got, tc.want)
+			}
+		})
+	}
+	if _, err := k.CredsCurrent(natsconf.LeafUser, []byte("not a creds file")); err == nil {
+		t.Error("CredsCurrent of a file with no JWT: no error")
+	}
+}
