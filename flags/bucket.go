@@ -13,46 +13,65 @@ import (
 // so every language (JavaScript's doubles included) computes the same.
 // It does not depend on any weights: raising a rollout only adds positions.
 func Position(salt, value string) int {
-	var buf [128]byte
-	b := append(buf[:0], salt...)
-	b = append(b, '.')
-	b = append(b, value...)
-	return position(b)
+	return positionParts(salt, ".", value, nil)
 }
 
-func position(b []byte) int {
-	sum := sha256.Sum256(b)
-	return int(uint64(binary.BigEndian.Uint32(sum[:4])) * Whole >> 32)
+// positionParts is the position of a + b + c + tail, hashed without
+// building the string: an input that fits a stack buffer is hashed in
+// one call, a longer one streamed through that buffer, so no salt or
+// targeting key, however long, allocates.
+func positionParts(a, b, c string, tail []byte) int {
+	var buf [128]byte
+	if len(a)+len(b)+len(c)+len(tail) <= len(buf) {
+		p := append(append(append(append(buf[:0], a...), b...), c...), tail...)
+		sum := sha256.Sum256(p)
+		return positionOfSum(sum[:4])
+	}
+	h := sha256.New()
+	for _, s := range [...]string{a, b, c} {
+		for s != "" {
+			n := copy(buf[:], s)
+			h.Write(buf[:n])
+			s = s[n:]
+		}
+	}
+	h.Write(tail)
+	var sum [sha256.Size]byte
+	return positionOfSum(h.Sum(sum[:0])[:4])
+}
+
+func positionOfSum(first4 []byte) int {
+	return int(uint64(binary.BigEndian.Uint32(first4)) * Whole >> 32)
 }
 
 // positionOf buckets attribute v under prefix (salt + "."): a string as
 // is, an integer (or an integral float within ±2^53) in decimal. Anything
 // else cannot be bucketed: ok is false.
 func positionOf(prefix string, v any) (pos int, ok bool) {
-	var buf [128]byte
-	b := append(buf[:0], prefix...)
+	var num [24]byte
+	var b []byte
 	switch x := v.(type) {
 	case string:
-		b = append(b, x...)
+		return positionParts(prefix, x, "", nil), true
 	case int:
-		b = strconv.AppendInt(b, int64(x), 10)
+		b = strconv.AppendInt(num[:0], int64(x), 10)
 	case int32:
-		b = strconv.AppendInt(b, int64(x), 10)
+		b = strconv.AppendInt(num[:0], int64(x), 10)
 	case int64:
-		b = strconv.AppendInt(b, x, 10)
+		b = strconv.AppendInt(num[:0], x, 10)
 	case uint:
-		b = strconv.AppendUint(b, uint64(x), 10)
+		b = strconv.AppendUint(num[:0], uint64(x), 10)
 	case uint32:
-		b = strconv.AppendUint(b, uint64(x), 10)
+		b = strconv.AppendUint(num[:0], uint64(x), 10)
 	case uint64:
-		b = strconv.AppendUint(b, x, 10)
+		b = strconv.AppendUint(num[:0], x, 10)
 	case float64:
 		if x != math.Trunc(x) || math.Abs(x) > 1<<53 {
 			return 0, false
 		}
-		b = strconv.AppendInt(b, int64(x), 10)
+		b = strconv.AppendInt(num[:0], int64(x), 10)
 	default:
 		return 0, false
 	}
-	return position(b), true
+	return positionParts(prefix, "", "", b), true
 }

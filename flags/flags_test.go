@@ -1,6 +1,8 @@
 package flags_test
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"strings"
@@ -157,4 +159,43 @@ func TestVariantAtAgreesWithEvaluate(t *testing.T) {
 			t.Fatalf("user-%d at %d: Evaluate %q, VariantAt %q", i, r.Position, r.Variant, got)
 		}
 	}
+}
+
+// TestLongInputsDoNotAllocate: a salt and a targeting key of any length
+// bucket without allocating and hash exactly salt + "." + value (one that
+// did not fit a 128-byte buffer used to allocate its concatenation).
+func TestLongInputsDoNotAllocate(t *testing.T) {
+	salt := strings.Repeat("s", 150)
+	e, err := flags.Compile([]byte(`{"schema": "cuecast.flags/v1", "flags": {
+	 "long": {"type": "bool", "variants": {"on": true, "off": false}, "on": true, "offVariant": "off", "defaultVariant": "off", "salt": "` + salt + `",
+	  "fallthrough": {"rollout": {"weights": [{"variant": "on", "weight": 50000}, {"variant": "off", "weight": 50000}]}}}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{0, 1, 55, 56, 63, 64, 115, 116, 117, 127, 128, 129, 300, 1000} {
+		key := strings.Repeat("k", n)
+		ctx := flags.Context{"targetingKey": key}
+		want := referencePosition(salt + "." + key)
+		if r := e.Evaluate("long", ctx); r.Position != want {
+			t.Errorf("key of %d bytes: position %d, want %d", n, r.Position, want)
+		}
+		if got := flags.Position("checkout-v2", key); got != referencePosition("checkout-v2."+key) {
+			t.Errorf("Position(checkout-v2, %d bytes) = %d, want %d", n, got, referencePosition("checkout-v2."+key))
+		}
+		if a := testing.AllocsPerRun(50, func() { e.Evaluate("long", ctx) }); a != 0 {
+			t.Errorf("Evaluate with a %d-byte key and a 150-byte salt: %v allocations, want 0", n, a)
+		}
+		if a := testing.AllocsPerRun(50, func() { flags.Position(salt, key) }); a != 0 {
+			t.Errorf("Position with a %d-byte key and a 150-byte salt: %v allocations, want 0", n, a)
+		}
+	}
+	if r := e.Evaluate("long", flags.Context{"targetingKey": int64(-1234567890123)}); r.Position != referencePosition(salt+".-1234567890123") {
+		t.Errorf("an integer key under a long salt: position %d, want %d", r.Position, referencePosition(salt+".-1234567890123"))
+	}
+}
+
+// referencePosition is the bucketing rule written out plainly.
+func referencePosition(s string) int {
+	sum := sha256.Sum256([]byte(s))
+	return int(uint64(binary.BigEndian.Uint32(sum[:4])) * flags.Whole >> 32)
 }
