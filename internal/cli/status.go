@@ -148,9 +148,21 @@ func statusRun(c *cobra.Command, env *Env, opts *StatusOptions) error {
 		fmt.Fprintln(env.IO.Out, "no configs published yet")
 		return nil
 	}
+	// A base path listed with its variants holds their index, which no
+	// instance applies: its row says so rather than "0/0 instances".
+	variants := map[cuecast.ConfigPath]int{}
+	for _, s := range st {
+		if s.Config.IsVariant() && !s.Latest.Deleted {
+			variants[s.Config.Base()]++
+		}
+	}
 	tw := newTable(env.IO.Out)
 	for _, s := range st {
-		tw.row(string(s.Config), targetColumn(s), countColumn(s), cuecast.ShortCommit(s.Latest.Commit))
+		count := countColumn(s)
+		if n := variants[s.Config]; n > 0 && !s.Config.IsVariant() && !s.Latest.Deleted {
+			count = fmt.Sprintf("variant index: %d variants (their rows follow)", n)
+		}
+		tw.row(string(s.Config), targetColumn(s), count, cuecast.ShortCommit(s.Latest.Commit))
 	}
 	tw.flush()
 	// A halted tailer is the loudest news: nothing new reaches the fleet.

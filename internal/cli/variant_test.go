@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -101,6 +102,13 @@ func TestOperatorVariant(t *testing.T) {
 	code, stdout, stderr := run(context.Background(), "status", "--nats", nats, "search/ranking")
 	if code != 0 || !strings.Contains(stdout.String(), "search/ranking/env=prod ") || !strings.Contains(stdout.String(), "search/ranking/env=staging ") {
 		t.Fatalf("status search/ranking: exit %d, stdout %q, stderr %q; want a row per variant", code, stdout, stderr)
+	}
+	// Without arguments the base path's row is its variant index, which no
+	// instance applies: it says so instead of "0/0 instances".
+	code, stdout, stderr = run(context.Background(), "status", "--nats", nats)
+	if code != 0 || !regexp.MustCompile(`(?m)^search/ranking +v\d+ +variant index: 2 variants\b`).MatchString(stdout.String()) ||
+		!strings.Contains(stdout.String(), "search/ranking/env=prod ") {
+		t.Fatalf("status: exit %d, stdout %q, stderr %q; want search/ranking's row to say it is the index of 2 variants, and a row per variant", code, stdout, stderr)
 	}
 	code, stdout, stderr = run(context.Background(), "status", "--nats", nats, "search/ranking", "--variant", "env=prod", "-o", "json")
 	if code != 0 || !strings.Contains(stdout.String(), `"search/ranking/env=prod"`) || strings.Contains(stdout.String(), "env=staging") {
