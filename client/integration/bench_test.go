@@ -58,6 +58,7 @@ type fleet struct {
 	round     int
 	published []time.Duration      // how long each Publish took
 	cpu       map[string]*roundCPU // by round kind
+	profiled  int                  // rounds profiled (CUECAST_BENCH_CPUPROFILE)
 
 	serverBytes      float64
 	serverSubs       uint32
@@ -117,7 +118,8 @@ func (f *fleet) ship(b *testing.B) {
 // and this process (server and distributor) spent in the round, from just
 // before act until the last instance had it, to f.cpu[kind]; with
 // CUECAST_BENCH_CPUPROFILE=dir, it writes this process's CPU profile of
-// the round to dir/parent-KIND-ROUND.prof (merge them with go tool pprof).
+// the round to dir/parent-KIND-N.prof, N counting the rounds measured
+// (merge them with go tool pprof).
 func (f *fleet) measure(b *testing.B, kind string, want uint64, act func()) []time.Duration {
 	b.Helper()
 	f.child.Arm(b, kind, want)
@@ -148,8 +150,9 @@ type roundCPU struct {
 	child, server time.Duration
 }
 
-func (f *fleet) reportCPU(b *testing.B) {
-	for kind, c := range f.cpu {
+// reportCPU reports the CPU time per round of each kind in cpu.
+func reportCPU(b *testing.B, cpu map[string]*roundCPU) {
+	for kind, c := range cpu {
 		name := kind
 		if kind == simfleet.Applied {
 			name = "apply"
@@ -167,7 +170,8 @@ func (f *fleet) profileRound(b *testing.B, kind string) (stop func()) {
 	if kind == simfleet.Applied {
 		kind = "apply"
 	}
-	out, err := os.Create(filepath.Join(dir, fmt.Sprintf("parent-%s-%03d.prof", kind, f.round)))
+	f.profiled++
+	out, err := os.Create(filepath.Join(dir, fmt.Sprintf("parent-%s-%03d.prof", kind, f.profiled)))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -265,6 +269,7 @@ func benchFanout(outer *testing.B, n int, mode string) {
 		if f == nil {
 			f = startFleet(outer, n, mode)
 		}
+		f.cpu = nil
 		var floor, apply []time.Duration
 		var floorAll, applyAll, rollbackAll, ship []time.Duration
 		payload := simfleet.Content(0)
@@ -292,6 +297,10 @@ func benchFanout(outer *testing.B, n int, mode string) {
 			ship = append(ship, shipped)
 			apply, applyAll = append(apply, lat...), append(applyAll, lat[len(lat)-1])
 		}
+		// The CPU of the floor and apply rounds, not of the rollback and
+		// the unsettled round after it.
+		cpu := f.cpu
+		f.cpu = nil
 		// Roll every bucket back one version and forward again.
 		time.Sleep(settle)
 		lat := f.measure(b, simfleet.Applied, f.ver-1, func() {
@@ -318,7 +327,7 @@ func benchFanout(outer *testing.B, n int, mode string) {
 		b.ReportMetric(f.child.HeapPerInstance/1024, "client-KiB/inst")
 		b.ReportMetric(f.child.RSSPerInstance/1024, "client-RSS-KiB/inst")
 		b.ReportMetric(f.serverBytes/1024, "server-KiB/inst")
-		f.reportCPU(b)
+		reportCPU(b, cpu)
 		b.Logf("n=%d rounds=%d server: %d subscriptions, %d goroutines for the fleet", n, b.N, f.serverSubs, f.serverGoroutines)
 	})
 }
