@@ -321,6 +321,14 @@ func benchFanout(outer *testing.B, n int, mode string) {
 		b.ReportMetric(ms(simfleet.Percentile(apply, 0.99)), "apply-p99-ms")
 		b.ReportMetric(ms(slices.Max(apply)), "apply-max-ms")
 		b.ReportMetric(ms(simfleet.Percentile(applyAll, 0.5)), "apply-all-p50-ms")
+		b.ReportMetric(float64(simfleet.Percentile(applyAll, 0.5))/float64(simfleet.Percentile(floorAll, 0.5)), "apply/floor")
+		// The same ratio round by round (each apply round against the floor
+		// round just before it), less swayed by a slow stretch of the run.
+		ratios := make([]time.Duration, len(applyAll))
+		for i := range applyAll {
+			ratios[i] = applyAll[i] * 1000 / floorAll[i]
+		}
+		b.ReportMetric(float64(simfleet.Percentile(ratios, 0.5))/1000, "apply/floor-by-round-p50")
 		b.ReportMetric(ms(rollbackAll[0]), "rollback-all-ms")
 		b.ReportMetric(ms(simfleet.Percentile(ship, 0.5)), "publish+deploy-p50-ms")
 		b.ReportMetric(ms(simfleet.Percentile(f.published, 0.5)), "publish-p50-ms")
