@@ -216,8 +216,8 @@ func selfCPU() time.Duration {
 
 // benchSettle is the pause before each measured round: a round measures one
 // change reaching a fleet at rest, so it starts after the previous round's
-// apply reports are in (each instance sends one 0.25–1.25 s after applying,
-// with the default 15 s heartbeat; watcher.go, reportSoon). Back to back, a
+// apply reports are in (each instance sends one 0.5–1.5 s after applying,
+// with the default 15 s heartbeat; watcher_timers.go, reportSoon). Back to back, a
 // round would also carry the storing of the previous round's 10,000 reports,
 // a change rate of two a second on one config that the targets do not
 // describe; CUECAST_BENCH_SETTLE=0 measures that (BENCHMARKS.md,
