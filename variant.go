@@ -156,10 +156,16 @@ var indexSchema = []byte(`"` + VariantIndexSchema + `"`)
 
 // ParseVariantIndex decodes content as a variant index; ok is false when
 // it is not one (a config's own content).
-func ParseVariantIndex(content []byte) (ix VariantIndex, ok bool) {
+func ParseVariantIndex(content []byte) (VariantIndex, bool) {
 	if !bytes.HasPrefix(bytes.TrimLeft(content, " \t\r\n"), indexPrefix) || !bytes.Contains(content, indexSchema) {
 		return VariantIndex{}, false
 	}
+	return decodeVariantIndex(content)
+}
+
+// decodeVariantIndex is ParseVariantIndex's decoding, apart so that the
+// index escapes to the heap only for content that may be one.
+func decodeVariantIndex(content []byte) (ix VariantIndex, ok bool) {
 	if err := json.Unmarshal(content, &ix); err != nil || ix.Schema != VariantIndexSchema {
 		return VariantIndex{}, false
 	}

@@ -96,3 +96,18 @@ func TestVariantPathAndParse(t *testing.T) {
 		t.Errorf("round trip: %s %s", p.Base(), p.VariantLabel())
 	}
 }
+
+// Every watcher of a plain config asks ParseVariantIndex about every
+// version it applies; for a config's own content the answer must cost no
+// allocation (it was one per apply, a fleet's hot path).
+func TestParseVariantIndexOfConfigDoesNotAllocate(t *testing.T) {
+	for _, content := range [][]byte{[]byte(`{"limit":3,"name":"checkout"}`), []byte(`{"config":"x","schema":"other"}`), nil} {
+		if n := testing.AllocsPerRun(100, func() {
+			if _, ok := cuecast.ParseVariantIndex(content); ok {
+				t.Fatalf("%s is not a variant index", content)
+			}
+		}); n != 0 {
+			t.Errorf("ParseVariantIndex(%s): %v allocations, want 0", content, n)
+		}
+	}
+}

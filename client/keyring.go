@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
@@ -21,26 +22,84 @@ import (
 // the others: verification is the costliest step of an apply, which adds
 // up for a sidecar or a test holding many instances (BENCHMARKS.md,
 // "Distribution"). It is safe for concurrent use.
+//
+// A Keyring shared that way also remembers, for its Clients, the pointers
+// and the contents it has seen verified: a pointer message whose header is
+// byte for byte one verified before is not decoded and verified again
+// (each watcher still checks its config, subject and revision), and inline
+// content byte for byte equal to content whose SHA-256 matched a pointer's
+// checksum is not hashed again; the Clients then share those bytes
+// (Snapshot.Content) instead of each keeping its own copy. A memo only
+// ever stands for identical bytes. The Keyring WithTrustedKeys makes for
+// one Client does neither: that Client checks everything itself.
 type Keyring struct {
 	keys []nkeys.KeyPair
 	pubs []string
+	// shared: made by NewKeyring for WithKeyring, so it remembers
+	// pointers and contents too.
+	shared bool
 
-	mu    sync.Mutex
-	seen  map[[32]byte]struct{}
-	order [][32]byte // FIFO of seen, bounded by keyringMemo
+	mu       sync.Mutex
+	seen     memo[[32]byte, struct{}]
+	pointers memo[string, cuecast.Pointer] // Cuecast-Pointer header → the pointer, verified
+	contents memo[string, []byte]          // checksum → content that hashes to it
+}
+
+// How much a Keyring remembers: verified signatures, pointer headers, and
+// contents (of up to contentMemoMax bytes each).
+const (
+	keyringMemo    = 4096
+	pointerMemo    = 256
+	contentMemo    = 16
+	contentMemoMax = 64 << 10
+)
+
+// memo is a map bounded to its first max keys, then forgetting the oldest.
+type memo[K comparable, V any] struct {
+	m     map[K]V
+	order []K
 	next  int
 }
 
-// keyringMemo bounds how many verified signatures a Keyring remembers.
-const keyringMemo = 4096
+func (m *memo[K, V]) get(k K) (V, bool) {
+	v, ok := m.m[k]
+	return v, ok
+}
+
+func (m *memo[K, V]) put(k K, v V, max int) {
+	if m.m == nil {
+		m.m = map[K]V{}
+	}
+	if _, ok := m.m[k]; ok {
+		return
+	}
+	if len(m.order) < max {
+		m.order = append(m.order, k)
+	} else {
+		delete(m.m, m.order[m.next])
+		m.order[m.next] = k
+		m.next = (m.next + 1) % max
+	}
+	m.m[k] = v
+}
 
 // NewKeyring returns a Keyring trusting the given public nkeys (as printed
-// by `cuecast serve`).
+// by `cuecast serve`), to be shared by Clients (WithKeyring).
 func NewKeyring(publicKeys ...string) (*Keyring, error) {
+	k, err := newKeyring(publicKeys)
+	if err != nil {
+		return nil, err
+	}
+	k.shared = true
+	return k, nil
+}
+
+// newKeyring is a Keyring for one Client (WithTrustedKeys).
+func newKeyring(publicKeys []string) (*Keyring, error) {
 	if len(publicKeys) == 0 {
 		return nil, errors.New("new keyring: no keys given")
 	}
-	k := &Keyring{seen: map[[32]byte]struct{}{}}
+	k := &Keyring{}
 	for _, pub := range publicKeys {
 		kp, err := nkeys.FromPublicKey(pub)
 		if err != nil {
@@ -64,7 +123,7 @@ func (k *Keyring) Verify(data []byte, sig string) error {
 	var buf [512]byte
 	id := sha256.Sum256(append(append(append(buf[:0], data...), 0), sig...))
 	k.mu.Lock()
-	_, ok := k.seen[id]
+	_, ok := k.seen.get(id)
 	k.mu.Unlock()
 	if ok {
 		return nil
@@ -84,18 +143,59 @@ func (k *Keyring) Verify(data []byte, sig string) error {
 
 func (k *Keyring) remember(id [32]byte) {
 	k.mu.Lock()
-	defer k.mu.Unlock()
-	if _, ok := k.seen[id]; ok {
+	k.seen.put(id, struct{}{}, keyringMemo)
+	k.mu.Unlock()
+}
+
+// verifiedPointer returns the pointer a Cuecast-Pointer header decodes to,
+// if this shared Keyring has seen it verified (its signature; not its
+// subject or revision, which are each watcher's). Nil-safe: a client
+// without trusted keys has no Keyring.
+func (k *Keyring) verifiedPointer(header string) (cuecast.Pointer, bool) {
+	if k == nil || !k.shared {
+		return cuecast.Pointer{}, false
+	}
+	k.mu.Lock()
+	p, ok := k.pointers.get(header)
+	k.mu.Unlock()
+	return p, ok
+}
+
+// rememberPointer records that header decodes to p, whose signature
+// verified.
+func (k *Keyring) rememberPointer(header string, p cuecast.Pointer) {
+	if k == nil || !k.shared {
 		return
 	}
-	if len(k.order) < keyringMemo {
-		k.order = append(k.order, id)
-	} else {
-		delete(k.seen, k.order[k.next])
-		k.order[k.next] = id
-		k.next = (k.next + 1) % keyringMemo
+	k.mu.Lock()
+	k.pointers.put(header, p, pointerMemo)
+	k.mu.Unlock()
+}
+
+// verifiedContent returns the bytes remembered for checksum when they are
+// body's, so that the caller can use them instead of body; ok is false when
+// body has to be hashed.
+func (k *Keyring) verifiedContent(checksum string, body []byte) ([]byte, bool) {
+	if k == nil || !k.shared {
+		return nil, false
 	}
-	k.seen[id] = struct{}{}
+	k.mu.Lock()
+	c, ok := k.contents.get(checksum)
+	k.mu.Unlock()
+	if !ok || !bytes.Equal(c, body) {
+		return nil, false
+	}
+	return c, true
+}
+
+// rememberContent records body, whose SHA-256 is checksum.
+func (k *Keyring) rememberContent(checksum string, body []byte) {
+	if k == nil || !k.shared || len(body) > contentMemoMax {
+		return
+	}
+	k.mu.Lock()
+	k.contents.put(checksum, body, contentMemo)
+	k.mu.Unlock()
 }
 
 // ReadTrustedKeys reads a trusted-keys file: one public nkey per line (the

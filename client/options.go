@@ -63,7 +63,7 @@ func WithTrustedKeys(publicKeys ...string) Option {
 		if o.keyring != nil {
 			return errors.New("trusted keys: a keyring is already set")
 		}
-		k, err := NewKeyring(publicKeys...)
+		k, err := newKeyring(publicKeys)
 		if err != nil {
 			return fmt.Errorf("trusted keys: %w", err)
 		}
@@ -100,8 +100,8 @@ func WithInsecureSkipVerify() Option {
 }
 
 // WithKeyring is WithTrustedKeys with a Keyring shared by several Clients in
-// one process, so each signature is verified once. It conflicts with
-// WithTrustedKeys.
+// one process, so each signature is verified once, and each pointer and
+// each content once (see Keyring). It conflicts with WithTrustedKeys.
 func WithKeyring(k *Keyring) Option {
 	return func(o *options) error {
 		if k == nil {

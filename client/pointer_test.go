@@ -37,7 +37,14 @@ func pointerCases() [][]byte {
 		`{"config":"a/b","config":"c/d"}`, `{"config":null}`, `{"version":01}`, `{"version":1.0}`,
 		`{"version":-1}`, `{"version":18446744073709551616}`, `{"size":4611686018427387905}`,
 		`{"inline":tru}`, `{"inline":true,}`, `{"inline":1}`, `{"set_at":"yesterday"}`,
-		`{"set_at":"2026-11-30T03:04:05Z"}`, `{"unknown":{"nested":[1,2]},"version":3}`,
+		`{"set_at":"2026-11-30T03:04:05Z"}`, `{"set_at":"2026-11-30T03:04:05.1Z"}`, `{"set_at":"2026-11-30T03:04:05.000000001Z"}`,
+		`{"set_at":"2026-11-30T03:04:05.Z"}`, `{"set_at":"2026-11-30T03:04:05.1234567891Z"}`, `{"set_at":"2026-11-30T03:04:05+01:00"}`,
+		`{"set_at":"2024-02-29T00:00:00Z"}`, `{"set_at":"2026-02-29T00:00:00Z"}`, `{"set_at":"2026-04-31T00:00:00Z"}`,
+		`{"set_at":"2026-12-31T23:59:59.999999999Z"}`, `{"set_at":"2026-11-30T24:00:00Z"}`, `{"set_at":"2026-11-30T03:60:05Z"}`,
+		`{"set_at":"2026-11-30T03:04:60Z"}`, `{"set_at":"2026-13-01T03:04:05Z"}`, `{"set_at":"2026-00-01T03:04:05Z"}`,
+		`{"set_at":"2026-11-00T03:04:05Z"}`, `{"set_at":"0000-01-01T00:00:00Z"}`, `{"set_at":"2026-1-30T03:04:05Z"}`,
+		`{"set_at":"2026-11-30t03:04:05z"}`, `{"set_at":"2026-11-30T03:04:05.-1Z"}`, `{"set_at":"+026-11-30T03:04:05Z"}`,
+		`{"set_at":"2026-11-30T03:04:05.12a4Z"}`, `{"set_at":"2026-11-30 03:04:05Z"}`, `{"unknown":{"nested":[1,2]},"version":3}`,
 		`{"config":"a\"b"}`, "{\"config\":\"a\x01b\"}", "{\"config\":\"a\xffb\"}", `{"config":"a/b"`,
 		`{"config" "a/b"}`, `{"config":"a/b"}}`, `[]`, ``, `{`, `{"sig":"x","sig":""}`, `{"rev":-1}`, `{"rev":"1"}`, `{"subject":1}`,
 	} {
@@ -55,6 +62,14 @@ func TestDecodePointer(t *testing.T) {
 		Version: 3, Commit: "abc", Inline: true, SetAt: time.Now()})
 	if _, ok := scanPointer(string(b)); !ok {
 		t.Fatalf("scanPointer(%s): fell back to encoding/json", b)
+	}
+	// And their times take utcTime's, for every number of decimals
+	// time.RFC3339Nano writes.
+	for _, at := range []time.Time{time.Now().UTC(), time.Now().UTC().Truncate(time.Second), time.Now().UTC().Truncate(time.Millisecond)} {
+		b, _ := at.MarshalJSON()
+		if got, ok := utcTime(string(b[1 : len(b)-1])); !ok || got != at {
+			t.Fatalf("utcTime(%s) = %v, %t; want %v", b, got, ok, at)
+		}
 	}
 }
 

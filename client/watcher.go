@@ -71,10 +71,11 @@ type Watcher struct {
 	staged     uint64 // strict configs: version staged for the activation (cutover.go)
 
 	// The timed work (a retry, a report due soon, the reconcile, the
-	// heartbeat) shares one timer, set for the earliest: the run loop's
-	// select then waits on four channels instead of seven, which every
-	// message pays for, and a process running many watchers keeps one
-	// runtime timer per watcher instead of four. Zero: not scheduled.
+	// heartbeat) shares one timer, set for the earliest, which wakes the
+	// run loop through msgs (fire): its select then waits on two channels
+	// instead of seven, which every message pays for, and a process
+	// running many watchers keeps one runtime timer per watcher instead of
+	// four. Zero: not scheduled.
 	retryAt, reportAt, reconcileAt, heartbeatAt time.Time
 	timer                                       *time.Timer
 	timerAt                                     time.Time // when timer fires; zero when stopped
@@ -172,8 +173,8 @@ func newWatcher(c *Client, cfg cuecast.ConfigPath, wo watchOptions) *Watcher {
 		done:     make(chan struct{}),
 		cache:    map[uint64]cachedVersion{},
 		rejected: map[string]bool{},
-		timer:    time.NewTimer(time.Hour),
 	}
+	w.timer = time.AfterFunc(time.Hour, w.fire)
 	w.timer.Stop()
 	w.stagedStored, w.activationStored = cuecast.StagedSubject(cfg), cuecast.ActivationSubject(cfg)
 	w.stagedSubj, w.activationSubj = cuecast.Republished(w.stagedStored), cuecast.Republished(w.activationStored)
@@ -265,6 +266,7 @@ func (w *Watcher) run() {
 	defer w.unsubscribe()
 
 	defer w.timer.Stop()
+	defer context.AfterFunc(w.ctx, func() { w.wake(stopMsg) })()
 	w.after(&w.reconcileAt, jitter10(w.c.o.reconcile))
 	// The first heartbeat is spread over one interval so that a fleet
 	// started together does not report in lockstep.
@@ -276,11 +278,19 @@ func (w *Watcher) run() {
 	w.resync("start")
 	close(w.started)
 	for {
+		// Two cases, not four: the end of ctx and the timer come as
+		// sentinel messages (wake), so each message wakes a select over
+		// fewer channels.
 		select {
-		case <-w.ctx.Done():
-			return
 		case m := <-w.msgs:
-			w.handle(m)
+			switch {
+			case w.ctx.Err() != nil:
+				return
+			case m == tickMsg:
+				w.tick()
+			case m != stopMsg:
+				w.handle(m)
+			}
 		case st := <-w.status:
 			if st == nats.CLOSED {
 				// nats.go gave up reconnecting (ConnectOptions never does).
@@ -288,9 +298,22 @@ func (w *Watcher) run() {
 				continue
 			}
 			w.resync("reconnect")
-		case <-w.timer.C:
-			w.tick()
 		}
+	}
+}
+
+// The sentinels wake puts on a watcher's message channel: its timer fired
+// (tickMsg), its context ended (stopMsg). Never handled as messages.
+var tickMsg, stopMsg = new(nats.Msg), new(nats.Msg)
+
+// fire is the timer's function.
+func (w *Watcher) fire() { w.wake(tickMsg) }
+
+// wake hands a sentinel to the run loop, unless it has ended.
+func (w *Watcher) wake(sentinel *nats.Msg) {
+	select {
+	case w.msgs <- sentinel:
+	case <-w.done:
 	}
 }
 

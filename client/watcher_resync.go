@@ -202,21 +202,35 @@ func (w *Watcher) pointerSubject(republishedSubj string) int {
 // the inline content when the pointer says so (still to be checked against
 // the pointer's checksum), else nil.
 func (w *Watcher) pointer(m *nats.Msg, subj string, after uint64) (p cuecast.Pointer, body []byte, ok bool) {
-	p, err := decodePointer(m.Header.Get(cuecast.HeaderPointer))
-	if err != nil {
-		w.reject(0, "undecodable pointer", fmt.Errorf("%s header: %w", cuecast.HeaderPointer, err), false)
-		return p, nil, false
-	}
-	if p.Revision == 0 {
-		w.refuse(p.Version, errNoRevision)
-		return p, nil, false
+	hdr := m.Header.Get(cuecast.HeaderPointer)
+	// A header a shared Keyring has seen verified is that pointer again:
+	// only what is this watcher's own is left to check.
+	p, known := w.c.o.keyring.verifiedPointer(hdr)
+	if !known {
+		var err error
+		if p, err = decodePointer(hdr); err != nil {
+			w.reject(0, "undecodable pointer", fmt.Errorf("%s header: %w", cuecast.HeaderPointer, err), false)
+			return p, nil, false
+		}
+		if p.Revision == 0 {
+			w.refuse(p.Version, errNoRevision)
+			return p, nil, false
+		}
 	}
 	if p.Revision <= after {
 		return p, nil, false
 	}
-	if err := w.verifyPointer(p, subj); err != nil {
-		w.refuse(p.Version, err)
-		return p, nil, false
+	if known {
+		if err := w.checkTarget(p, subj); err != nil {
+			w.refuse(p.Version, err)
+			return p, nil, false
+		}
+	} else {
+		if err := w.verifyPointer(p, subj); err != nil {
+			w.refuse(p.Version, err)
+			return p, nil, false
+		}
+		w.c.o.keyring.rememberPointer(hdr, p)
 	}
 	if p.Inline {
 		body = m.Data

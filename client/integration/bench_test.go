@@ -1,14 +1,19 @@
 package integration_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -51,7 +56,9 @@ type fleet struct {
 	child     *simfleet.Child
 	ver       uint64
 	round     int
-	published []time.Duration // how long each Publish took
+	published []time.Duration      // how long each Publish took
+	cpu       map[string]*roundCPU // by round kind
+	profiled  int                  // rounds profiled (CUECAST_BENCH_CPUPROFILE)
 
 	serverBytes      float64
 	serverSubs       uint32
@@ -107,19 +114,110 @@ func (f *fleet) ship(b *testing.B) {
 }
 
 // measure arms the child for one round, runs act, and returns each
-// instance's latency from just before act.
+// instance's latency from just before act. It adds the CPU time the child
+// and this process (server and distributor) spent in the round, from just
+// before act until the last instance had it, to f.cpu[kind]; with
+// CUECAST_BENCH_CPUPROFILE=dir, it writes this process's CPU profile of
+// the round to dir/parent-KIND-N.prof, N counting the rounds measured
+// (merge them with go tool pprof).
 func (f *fleet) measure(b *testing.B, kind string, want uint64, act func()) []time.Duration {
 	b.Helper()
 	f.child.Arm(b, kind, want)
+	stopProfile := f.profileRound(b, kind)
+	child0, self0 := procCPU(f.child.Pid()), selfCPU()
 	t0 := time.Now()
 	act()
-	return f.child.Done(b, t0)
+	lat := f.child.Done(b, t0)
+	child1, self1 := procCPU(f.child.Pid()), selfCPU()
+	stopProfile()
+	if f.cpu == nil {
+		f.cpu = map[string]*roundCPU{}
+	}
+	c := f.cpu[kind]
+	if c == nil {
+		c = &roundCPU{}
+		f.cpu[kind] = c
+	}
+	c.rounds++
+	c.child += child1 - child0
+	c.server += self1 - self0
+	return lat
+}
+
+// roundCPU is the CPU time spent in the rounds of one kind.
+type roundCPU struct {
+	rounds        int
+	child, server time.Duration
+}
+
+// reportCPU reports the CPU time per round of each kind in cpu.
+func reportCPU(b *testing.B, cpu map[string]*roundCPU) {
+	for kind, c := range cpu {
+		name := kind
+		if kind == simfleet.Applied {
+			name = "apply"
+		}
+		b.ReportMetric(ms(c.child)/float64(c.rounds), "child-cpu-ms/"+name)
+		b.ReportMetric(ms(c.server)/float64(c.rounds), "server-cpu-ms/"+name)
+	}
+}
+
+func (f *fleet) profileRound(b *testing.B, kind string) (stop func()) {
+	dir := os.Getenv("CUECAST_BENCH_CPUPROFILE")
+	if dir == "" {
+		return func() {}
+	}
+	if kind == simfleet.Applied {
+		kind = "apply"
+	}
+	f.profiled++
+	out, err := os.Create(filepath.Join(dir, fmt.Sprintf("parent-%s-%03d.prof", kind, f.profiled)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(out); err != nil {
+		b.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = out.Close()
+	}
+}
+
+// procCPU is the user and system CPU time process pid has used (Linux; 0
+// elsewhere), in clock ticks of 10 ms.
+func procCPU(pid int) time.Duration {
+	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The fields after the command, which is in parentheses.
+	i := bytes.LastIndexByte(st, ')')
+	if i < 0 {
+		return 0
+	}
+	fields := strings.Fields(string(st[i+1:]))
+	if len(fields) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseInt(fields[11], 10, 64)
+	stime, _ := strconv.ParseInt(fields[12], 10, 64)
+	return time.Duration(utime+stime) * 10 * time.Millisecond
+}
+
+// selfCPU is the user and system CPU time this process has used.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // benchSettle is the pause before each measured round: a round measures one
 // change reaching a fleet at rest, so it starts after the previous round's
-// apply reports are in (each instance sends one 0.25–1.25 s after applying,
-// with the default 15 s heartbeat; watcher.go, reportSoon). Back to back, a
+// apply reports are in (each instance sends one 0.5–1.5 s after applying,
+// with the default 15 s heartbeat; watcher_timers.go, reportSoon). Back to back, a
 // round would also carry the storing of the previous round's 10,000 reports,
 // a change rate of two a second on one config that the targets do not
 // describe; CUECAST_BENCH_SETTLE=0 measures that (BENCHMARKS.md,
@@ -171,6 +269,7 @@ func benchFanout(outer *testing.B, n int, mode string) {
 		if f == nil {
 			f = startFleet(outer, n, mode)
 		}
+		f.cpu = nil
 		var floor, apply []time.Duration
 		var floorAll, applyAll, rollbackAll, ship []time.Duration
 		payload := simfleet.Content(0)
@@ -198,6 +297,10 @@ func benchFanout(outer *testing.B, n int, mode string) {
 			ship = append(ship, shipped)
 			apply, applyAll = append(apply, lat...), append(applyAll, lat[len(lat)-1])
 		}
+		// The CPU of the floor and apply rounds, not of the rollback and
+		// the unsettled round after it.
+		cpu := f.cpu
+		f.cpu = nil
 		// Roll every bucket back one version and forward again.
 		time.Sleep(settle)
 		lat := f.measure(b, simfleet.Applied, f.ver-1, func() {
@@ -218,12 +321,21 @@ func benchFanout(outer *testing.B, n int, mode string) {
 		b.ReportMetric(ms(simfleet.Percentile(apply, 0.99)), "apply-p99-ms")
 		b.ReportMetric(ms(slices.Max(apply)), "apply-max-ms")
 		b.ReportMetric(ms(simfleet.Percentile(applyAll, 0.5)), "apply-all-p50-ms")
+		b.ReportMetric(float64(simfleet.Percentile(applyAll, 0.5))/float64(simfleet.Percentile(floorAll, 0.5)), "apply/floor")
+		// The same ratio round by round (each apply round against the floor
+		// round just before it), less swayed by a slow stretch of the run.
+		ratios := make([]time.Duration, len(applyAll))
+		for i := range applyAll {
+			ratios[i] = applyAll[i] * 1000 / floorAll[i]
+		}
+		b.ReportMetric(float64(simfleet.Percentile(ratios, 0.5))/1000, "apply/floor-by-round-p50")
 		b.ReportMetric(ms(rollbackAll[0]), "rollback-all-ms")
 		b.ReportMetric(ms(simfleet.Percentile(ship, 0.5)), "publish+deploy-p50-ms")
 		b.ReportMetric(ms(simfleet.Percentile(f.published, 0.5)), "publish-p50-ms")
 		b.ReportMetric(f.child.HeapPerInstance/1024, "client-KiB/inst")
 		b.ReportMetric(f.child.RSSPerInstance/1024, "client-RSS-KiB/inst")
 		b.ReportMetric(f.serverBytes/1024, "server-KiB/inst")
+		reportCPU(b, cpu)
 		b.Logf("n=%d rounds=%d server: %d subscriptions, %d goroutines for the fleet", n, b.N, f.serverSubs, f.serverGoroutines)
 	})
 }

@@ -81,7 +81,9 @@ type Options struct {
 // setting up, an error if an instance applied nothing within a minute of
 // the last being set up, or one for a line it does not understand. With
 // CUECAST_BENCH_CHILD_CPUPROFILE=file in its environment, the child writes
-// a CPU profile of its rounds there, for diagnosis.
+// a CPU profile of its rounds there, for diagnosis; a file name with %s
+// gets one profile per round, from arming to the last instance reaching
+// it, %s replaced by the round's kind and number.
 func Run(ctx context.Context, o Options) error {
 	url := os.Getenv(urlEnv)
 	n, err := strconv.Atoi(os.Getenv(countEnv))
@@ -159,24 +161,29 @@ func Run(ctx context.Context, o Options) error {
 		}
 	}
 	fmt.Printf("ready %d %d\n", (HeapInUse()-before)/uint64(n), rss()/uint64(n))
-	if path := os.Getenv(profileEnv); path != "" {
-		if f, err := os.Create(path); err == nil {
-			if err := pprof.StartCPUProfile(f); err == nil {
-				defer pprof.StopCPUProfile()
-			}
-		}
+	path := os.Getenv(profileEnv)
+	perRound := strings.Contains(path, "%s")
+	if path != "" && !perRound {
+		defer profile(path)()
 	}
 
 	in := bufio.NewScanner(os.Stdin)
+	round := 0
 	for in.Scan() {
 		r := &Round{times: make([]atomic.Int64, n), done: make(chan struct{})}
 		if _, err := fmt.Sscanf(in.Text(), "arm %s %d", &r.Kind, &r.Want); err != nil {
 			return fmt.Errorf("bad command %q", in.Text())
 		}
 		r.remaining.Store(int64(n))
+		stop := func() {}
+		if perRound {
+			round++
+			stop = profile(fmt.Sprintf(path, fmt.Sprintf("%s-%03d", r.Kind, round)))
+		}
 		armed.Store(r)
 		fmt.Println("armed")
 		<-r.done
+		stop()
 		parts := make([]string, n)
 		for i := range r.times {
 			parts[i] = strconv.FormatInt(r.times[i].Load(), 10)
@@ -184,6 +191,23 @@ func Run(ctx context.Context, o Options) error {
 		fmt.Printf("done %s\n", strings.Join(parts, ","))
 	}
 	return in.Err()
+}
+
+// profile starts a CPU profile into path and returns its stop; a profile
+// that cannot be written is skipped (it is for diagnosis only).
+func profile(path string) (stop func()) {
+	f, err := os.Create(path)
+	if err != nil {
+		return func() {}
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return func() {}
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}
 }
 
 // HeapInUse is the heap and stacks in use after two collections: what the

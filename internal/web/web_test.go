@@ -412,7 +412,7 @@ func TestHealthHaltCounted(t *testing.T) {
 	}
 	// The controller halts on the first unhealthy report from the cohort;
 	// the other canary instance may not have reported v2 yet (reports follow
-	// an apply by 0.25-1.25 s), so one or both are unhealthy on the page,
+	// an apply by 0.5-1.5 s), so one or both are unhealthy on the page,
 	// once its sample of the fleet has them (every 50 ms here), and until
 	// the reverted instances report v1 again.
 	var cv configView
