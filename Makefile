@@ -74,13 +74,23 @@ soak:
 
 # The scale run alone (internal/scalesim, BENCHMARKS.md "Scale"): a hub and
 # SCALE_NODES node servers, each in its own process, and SCALE_SIZES instances in
-# total in child processes, SCALE_CHANGES changes measured at each size.
+# total in child processes, SCALE_CHANGES changes measured at each size. The
+# instances report every SCALE_HEARTBEAT, re-read every SCALE_RECONCILE and ping
+# every SCALE_PING (empty: the client's 15s, 60s and 15s). On two vCPUs the fleet
+# at rest saturates the machine past ~20,000 instances at those defaults; the
+# large sizes there were run with SCALE_HEARTBEAT=60s SCALE_RECONCILE=5m
+# SCALE_PING=60s (docs/SCALING.md, "Capacity model").
 SCALE_SIZES ?= 10000,25000,50000
 SCALE_NODES ?= 5
 SCALE_CHANGES ?= 5
+SCALE_HEARTBEAT ?=
+SCALE_RECONCILE ?=
+SCALE_PING ?=
 scale:
 	CUECAST_SOAK=1 CUECAST_SCALE_SIZES=$(SCALE_SIZES) CUECAST_SCALE_NODES=$(SCALE_NODES) \
-		CUECAST_SCALE_CHANGES=$(SCALE_CHANGES) $(GO) test -count=1 -run TestScaleSoak -timeout 90m -v ./internal/scalesim/
+		CUECAST_SCALE_CHANGES=$(SCALE_CHANGES) CUECAST_SCALE_HEARTBEAT=$(SCALE_HEARTBEAT) \
+		CUECAST_SCALE_RECONCILE=$(SCALE_RECONCILE) CUECAST_SCALE_PING=$(SCALE_PING) \
+		$(GO) test -count=1 -run TestScaleSoak -timeout 90m -v ./internal/scalesim/
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

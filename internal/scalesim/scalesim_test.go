@@ -77,7 +77,10 @@ func TestScaleSmall(t *testing.T) {
 // (durations) replace the instances' 15 s, 60 s and 15 s (Options);
 // CUECAST_SCALE_ROUND_TIMEOUT is how long a change may take to reach every
 // instance (default a minute, or 2 ms per instance of the largest size if
-// more); CUECAST_SCALE_LOGDIR keeps the servers' logs there. Each size's
+// more); CUECAST_SCALE_SETTLE and CUECAST_SCALE_REPORTS are the rest
+// before each change and the window for its reports (default 1.5 s and
+// 3 s, or 60 µs and 200 µs per instance if more); CUECAST_SCALE_LOGDIR
+// keeps the servers' logs there. Each size's
 // summary is logged; with CUECAST_SCALE_OUT set, every change is written
 // there as JSON.
 func TestScaleSoak(t *testing.T) {
@@ -127,6 +130,12 @@ func TestScaleSoak(t *testing.T) {
 		idle := tr.Idle(t, idleWindow)
 		t.Logf("idle %s: hub cpu %s in %d out %d; node-1 cpu %s in %d out %d fleet-cpu %s (load %s)", idle.Window.Round(time.Millisecond),
 			idle.Hub.CPU, idle.Hub.InMsgs, idle.Hub.OutMsgs, idle.Nodes[0].CPU, idle.Nodes[0].InMsgs, idle.Nodes[0].OutMsgs, idle.Nodes[0].FleetCPU, scalesim.LoadAverage())
+		// The hub stores every instance's apply report: past a few
+		// thousand instances that takes seconds on this box, so the
+		// windows grow with the fleet, for each change to start at rest
+		// and count its reports.
+		settle, reports := envDuration(t, "CUECAST_SCALE_SETTLE", max(settle, time.Duration(tr.Instances())*60*time.Microsecond)),
+			envDuration(t, "CUECAST_SCALE_REPORTS", max(reports, time.Duration(tr.Instances())*200*time.Microsecond))
 		var cs []scalesim.Change
 		for range changes {
 			cs = append(cs, tr.Change(t, settle, reports))
