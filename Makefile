@@ -68,19 +68,31 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -timeout 60m ./...
 
 # Long fault runs: the full kill test and the large-fleet runs (among them the
-# scale run, internal/scalesim, at its default sizes; make scale runs it alone).
+# scale run, internal/scalesim, at its default sizes and the intervals below;
+# make scale runs it alone).
 soak:
-	CUECAST_SOAK=1 $(GO) test -run 'Soak|Kill|Crash' -timeout 120m -v ./...
+	CUECAST_SOAK=1 CUECAST_SCALE_HEARTBEAT=$(SCALE_HEARTBEAT) CUECAST_SCALE_RECONCILE=$(SCALE_RECONCILE) \
+		CUECAST_SCALE_PING=$(SCALE_PING) $(GO) test -run 'Soak|Kill|Crash' -timeout 120m -v ./...
 
 # The scale run alone (internal/scalesim, BENCHMARKS.md "Scale"): a hub and
 # SCALE_NODES node servers, each in its own process, and SCALE_SIZES instances in
-# total in child processes, SCALE_CHANGES changes measured at each size.
+# total in child processes, SCALE_CHANGES changes measured at each size. The
+# instances report every SCALE_HEARTBEAT, re-read every SCALE_RECONCILE and ping
+# every SCALE_PING: 60s, 5m and 60s by default, because on a 2-vCPU machine the
+# fleet at rest fills it past ~20,000 instances at the client's own defaults (15s,
+# 60s, 15s), which SCALE_HEARTBEAT= SCALE_RECONCILE= SCALE_PING= (empty) give
+# (docs/SCALING.md, "Capacity model"; BENCHMARKS.md "Scale").
 SCALE_SIZES ?= 10000,25000,50000
 SCALE_NODES ?= 5
 SCALE_CHANGES ?= 5
+SCALE_HEARTBEAT ?= 60s
+SCALE_RECONCILE ?= 5m
+SCALE_PING ?= 60s
 scale:
 	CUECAST_SOAK=1 CUECAST_SCALE_SIZES=$(SCALE_SIZES) CUECAST_SCALE_NODES=$(SCALE_NODES) \
-		CUECAST_SCALE_CHANGES=$(SCALE_CHANGES) $(GO) test -count=1 -run TestScaleSoak -timeout 90m -v ./internal/scalesim/
+		CUECAST_SCALE_CHANGES=$(SCALE_CHANGES) CUECAST_SCALE_HEARTBEAT=$(SCALE_HEARTBEAT) \
+		CUECAST_SCALE_RECONCILE=$(SCALE_RECONCILE) CUECAST_SCALE_PING=$(SCALE_PING) \
+		$(GO) test -count=1 -run TestScaleSoak -timeout 90m -v ./internal/scalesim/
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/distributor"
 	"github.com/cuecast/cuecast/internal/natsconf"
 	"github.com/cuecast/cuecast/internal/poll"
@@ -63,4 +66,73 @@ func TestServiceBatchedDirectGet(t *testing.T) {
 			})
 		}
 	})
+}
+
+// TestServiceDirectGetLeavesNoResponse: a service's read of one subject's
+// last message (the last-by-subject direct get every watcher makes at
+// start, on reconnect and at each reconcile) leaves no response mapping
+// behind in the server. Exported with response_type stream, as the batched
+// gets must be, each such read kept its mapping for the export's response
+// threshold (two minutes): at 5,000 instances per node some 30,000 of
+// them, which every closing connection's inbox subscription was matched
+// against (BENCHMARKS.md "Scale"). That subject form answers one message
+// only (JetStream refuses a batch there), so its export is a singleton.
+func TestServiceDirectGetLeavesNoResponse(t *testing.T) {
+	forEachSuiteMode(t, func(t *testing.T, st *suiteTree) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		d, err := distributor.New(ctx, st.dist, distributor.Options{Heartbeat: time.Hour})
+		if err != nil {
+			t.Fatalf("distributor: %v", err)
+		}
+		publish(t, d, checkout, 2, `{"v":2}`)
+		const reads = 20
+		for i, srv := range st.servers {
+			if i == 0 && len(st.servers) > 1 {
+				continue // the hub holds no namespace mirrors
+			}
+			t.Run(srv.Spec.Name, func(t *testing.T) {
+				nc := srv.Connect(t, natsconf.ServiceUser("payments"))
+				subj := "$JS.API.DIRECT.GET." + natsconf.MirrorStream("payments") + "." + cuecast.VersionSubject(checkout)
+				poll.Until(t, "the mirror holds version 2", 20*time.Second, func() (bool, string) {
+					m, err := nc.Request(subj, nil, 5*time.Second)
+					if err != nil {
+						return false, err.Error()
+					}
+					return m.Header.Get("Status") == "", m.Header.Get("Status")
+				})
+				for range reads {
+					if _, err := nc.Request(subj, nil, 5*time.Second); err != nil {
+						t.Fatalf("last-by-subject direct get: %v", err)
+					}
+				}
+				// A singleton's mapping goes right after its answer; a
+				// streamed one's would stay for two minutes.
+				poll.Until(t, "no response mapping pending", 5*time.Second, func() (bool, string) {
+					got := pendingResponses(t, srv.Server)
+					return got == 0, fmt.Sprintf("after %d last-by-subject direct gets: %d response mappings pending, want 0", reads+1, got)
+				})
+			})
+		}
+	})
+}
+
+// pendingResponses is how many service-import responses s still tracks
+// over all its accounts (the exporters' response imports and the
+// requesters' reverse entries).
+func pendingResponses(t *testing.T, s *server.Server) int {
+	t.Helper()
+	az, err := s.Accountz(&server.AccountzOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, name := range az.Accounts {
+		acc, err := s.LookupAccount(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += acc.NumPendingAllResponses() + acc.NumPendingReverseResponses()
+	}
+	return n
 }

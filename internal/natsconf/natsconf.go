@@ -99,7 +99,10 @@ type serviceImport struct {
 	stream  bool // a stream export (messages flow in); else a service
 	// streamed: a service answering with several messages (a batched
 	// direct get), whose responses the import must let through until the
-	// end of the batch.
+	// end of the batch. The server keeps each request's response mapping
+	// for two minutes then, so only the bare $JS.API.DIRECT.GET.<stream>
+	// is streamed: its .<subject> form (last by subject, every watcher's
+	// read) answers one message, and its mapping goes with the answer.
 	streamed bool
 	// to, when set, is the subject the importing account requests it on.
 	to string
@@ -118,7 +121,8 @@ var operatorStreams = []string{Stream, reportStream, rolloutStream, auditStream,
 
 // OperatorImports are the exports of the CUECAST account the operator's
 // account reaches (named as it requests them), the only ways out of it:
-// the direct gets of every stream it reads (batched: responses streamed),
+// the direct gets of every stream it reads (batched: responses streamed;
+// last by subject: one answer),
 // the report stream's information (ReportStreamInfo), its two writes (rollout
 // records by compare-and-swap, audit entries), and the updates and reports
 // it follows live. Like a namespace's, its account rewrites the reply
@@ -140,7 +144,7 @@ func operatorImports() []serviceImport {
 	for _, st := range operatorStreams {
 		im = append(im,
 			serviceImport{subject: "$JS.API.DIRECT.GET." + st, streamed: true},
-			serviceImport{subject: "$JS.API.DIRECT.GET." + st + ".>", streamed: true},
+			serviceImport{subject: "$JS.API.DIRECT.GET." + st + ".>"},
 		)
 	}
 	return append(im,
@@ -157,11 +161,12 @@ func operatorImports() []serviceImport {
 // serviceImports are the exports of the CUECAST account a namespace's
 // services reach: the only ways out of their account. The direct gets
 // answer a batched get with several messages (streamed), which the import
-// lets through only as a stream response.
+// lets through only as a stream response; a last-by-subject get, with one
+// message, which a singleton response lets through and then forgets.
 func serviceImports(ns string) []serviceImport {
 	return []serviceImport{
 		{subject: "$JS.API.DIRECT.GET." + MirrorStream(ns), streamed: true},
-		{subject: "$JS.API.DIRECT.GET." + MirrorStream(ns) + ".>", streamed: true},
+		{subject: "$JS.API.DIRECT.GET." + MirrorStream(ns) + ".>"},
 		{subject: "ccs." + ns + ".>"},
 		{subject: "ccr." + ns + ".>", stream: true},
 	}

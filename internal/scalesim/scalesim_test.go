@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -66,8 +67,22 @@ func TestScaleSmall(t *testing.T) {
 // 1; 3 makes the streams R3), CUECAST_SCALE_REGIONS regional leaf servers
 // between the hub and the nodes (default none), and with
 // CUECAST_SCALE_HOP_RTT (a duration) added as the round trip of every
-// leafnode link. Each size's summary is
-// logged; with CUECAST_SCALE_OUT set, every change is written there as JSON.
+// leafnode link. CUECAST_SCALE_IDLE (a duration, default 5s) is the idle
+// window measured before each size's changes, CUECAST_SCALE_IDLE_AFTER (a
+// duration, default 0) how long the fleet rests before it (a window past
+// the first reconcile, 60 s after an instance starts, sees the reads),
+// and CUECAST_SCALE_PROF_PORT makes the servers serve pprof from that port
+// on (Options.ProfPort), to profile them at rest during a long idle window.
+// CUECAST_SCALE_HEARTBEAT, CUECAST_SCALE_RECONCILE and CUECAST_SCALE_PING
+// (durations) replace the instances' 15 s, 60 s and 15 s (Options);
+// CUECAST_SCALE_ROUND_TIMEOUT is how long a change may take to reach every
+// instance (default a minute, or 2 ms per instance of the largest size if
+// more); CUECAST_SCALE_SETTLE and CUECAST_SCALE_REPORTS are the rest
+// before each change and the window for its reports (default 1.5 s and
+// 3 s, or 60 µs and 200 µs per instance if more); CUECAST_SCALE_LOGDIR
+// keeps the servers' logs there. Each size's
+// summary is logged; with CUECAST_SCALE_OUT set, every change is written
+// there as JSON.
 func TestScaleSoak(t *testing.T) {
 	// Without CUECAST_SOAK the same path runs tiny: two nodes, 20 then 40
 	// instances, one change each, and the JSON written to a temp file.
@@ -83,19 +98,21 @@ func TestScaleSoak(t *testing.T) {
 	sizes := envInts(t, "CUECAST_SCALE_SIZES", defSizes)
 	nodes := envInts(t, "CUECAST_SCALE_NODES", defNodes)[0]
 	changes := envInts(t, "CUECAST_SCALE_CHANGES", defChanges)[0]
-	var rtt time.Duration
-	if s := os.Getenv("CUECAST_SCALE_HOP_RTT"); s != "" {
-		var err error
-		if rtt, err = time.ParseDuration(s); err != nil {
-			t.Fatalf("CUECAST_SCALE_HOP_RTT=%q: %v", s, err)
-		}
-	}
+	rtt := envDuration(t, "CUECAST_SCALE_HOP_RTT", 0)
+	idleWindow = envDuration(t, "CUECAST_SCALE_IDLE", idleWindow)
+	idleAfter := envDuration(t, "CUECAST_SCALE_IDLE_AFTER", 0)
+	round := envDuration(t, "CUECAST_SCALE_ROUND_TIMEOUT", max(time.Minute, time.Duration(slices.Max(sizes))*2*time.Millisecond))
 	hubs := envInts(t, "CUECAST_SCALE_HUB_SERVERS", "1")[0]
-	regions := 0
+	regions, prof := 0, 0
 	if os.Getenv("CUECAST_SCALE_REGIONS") != "" {
 		regions = envInts(t, "CUECAST_SCALE_REGIONS", "")[0]
 	}
-	tr := scalesim.Start(t, scalesim.Options{Nodes: nodes, HubServers: hubs, Regions: regions, Mode: os.Getenv("CUECAST_SCALE_MODE"), HopRTT: rtt})
+	if os.Getenv("CUECAST_SCALE_PROF_PORT") != "" {
+		prof = envInts(t, "CUECAST_SCALE_PROF_PORT", "")[0]
+	}
+	tr := scalesim.Start(t, scalesim.Options{Nodes: nodes, HubServers: hubs, Regions: regions, Mode: os.Getenv("CUECAST_SCALE_MODE"), HopRTT: rtt,
+		Heartbeat: envDuration(t, "CUECAST_SCALE_HEARTBEAT", 0), Reconcile: envDuration(t, "CUECAST_SCALE_RECONCILE", 0),
+		Ping: envDuration(t, "CUECAST_SCALE_PING", 0), RoundTimeout: round, LogDir: os.Getenv("CUECAST_SCALE_LOGDIR"), ProfPort: prof})
 	type run struct {
 		Idle    scalesim.Idle
 		Changes []scalesim.Change
@@ -109,9 +126,16 @@ func TestScaleSoak(t *testing.T) {
 		start := time.Now()
 		tr.Grow(t, grow)
 		t.Logf("%d instances up in %s (load %s)", tr.Instances(), time.Since(start).Round(time.Second), scalesim.LoadAverage())
+		time.Sleep(idleAfter)
 		idle := tr.Idle(t, idleWindow)
 		t.Logf("idle %s: hub cpu %s in %d out %d; node-1 cpu %s in %d out %d fleet-cpu %s (load %s)", idle.Window.Round(time.Millisecond),
 			idle.Hub.CPU, idle.Hub.InMsgs, idle.Hub.OutMsgs, idle.Nodes[0].CPU, idle.Nodes[0].InMsgs, idle.Nodes[0].OutMsgs, idle.Nodes[0].FleetCPU, scalesim.LoadAverage())
+		// The hub stores every instance's apply report: past a few
+		// thousand instances that takes seconds on this box, so the
+		// windows grow with the fleet, for each change to start at rest
+		// and count its reports.
+		settle, reports := envDuration(t, "CUECAST_SCALE_SETTLE", max(settle, time.Duration(tr.Instances())*60*time.Microsecond)),
+			envDuration(t, "CUECAST_SCALE_REPORTS", max(reports, time.Duration(tr.Instances())*200*time.Microsecond))
 		var cs []scalesim.Change
 		for range changes {
 			cs = append(cs, tr.Change(t, settle, reports))
@@ -137,6 +161,19 @@ func TestScaleSoak(t *testing.T) {
 	if len(all) != len(sizes) {
 		t.Fatalf("measured %d sizes of %v", len(all), sizes)
 	}
+}
+
+func envDuration(t *testing.T, key string, def time.Duration) time.Duration {
+	t.Helper()
+	s := os.Getenv(key)
+	if s == "" {
+		return def
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		t.Fatalf("%s=%q: %v", key, s, err)
+	}
+	return d
 }
 
 func envInts(t *testing.T, key, def string) []int {

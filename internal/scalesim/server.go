@@ -21,6 +21,8 @@ import (
 const (
 	roleEnv = "CUECAST_SCALESIM_ROLE"
 	confEnv = "CUECAST_SCALESIM_CONF"
+	// logEnv, when set, is the file the server logs to.
+	logEnv = "CUECAST_SCALESIM_LOG"
 	// fleetChild is simfleet.ChildEnv's value for the instances' children.
 	fleetChild = "scalesim"
 )
@@ -30,7 +32,7 @@ const (
 // test process itself, which then runs its tests.
 func Child() (code int, ok bool) {
 	if os.Getenv(roleEnv) == "server" {
-		return serverMain(os.Getenv(confEnv), os.Stdin, os.Stdout), true
+		return serverMain(os.Getenv(confEnv), os.Getenv(logEnv), os.Stdin, os.Stdout), true
 	}
 	if os.Getenv(simfleet.ChildEnv) == fleetChild {
 		return fleetMain(), true
@@ -52,17 +54,21 @@ type Counters struct {
 	CPU time.Duration
 }
 
-func serverMain(conf string, in io.Reader, out io.Writer) int {
+func serverMain(conf, log string, in io.Reader, out io.Writer) int {
 	opts, err := server.ProcessConfigFile(conf)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "scalesim server: load %s: %v\n", conf, err)
 		return 1
 	}
-	opts.NoLog, opts.NoSigs = true, true
+	opts.NoLog, opts.NoSigs = log == "", true
+	opts.LogFile, opts.Logtime = log, true
 	s, err := server.NewServer(opts)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "scalesim server %s: %v\n", conf, err)
 		return 1
+	}
+	if log != "" {
+		s.ConfigureLogger()
 	}
 	go s.Start()
 	if !s.ReadyForConnections(30 * time.Second) {
@@ -126,12 +132,12 @@ type Server struct {
 }
 
 // startServer runs the test binary again as a server with the
-// configuration at conf, and waits up to 30 s for it to accept clients;
-// tb.Cleanup stops it.
-func startServer(tb testing.TB, name, conf string) *Server {
+// configuration at conf, logging to log if set, and waits up to 30 s for it
+// to accept clients; tb.Cleanup stops it.
+func startServer(tb testing.TB, name, conf, log string) *Server {
 	tb.Helper()
 	s := &Server{Name: name, Conf: conf, cmd: exec.Command(os.Args[0])}
-	s.cmd.Env = append(os.Environ(), roleEnv+"=server", confEnv+"="+conf)
+	s.cmd.Env = append(os.Environ(), roleEnv+"=server", confEnv+"="+conf, logEnv+"="+log)
 	s.cmd.Stderr = os.Stderr
 	var err error
 	if s.in, err = s.cmd.StdinPipe(); err != nil {

@@ -63,6 +63,25 @@ type Options struct {
 	// (natstest.Link) that holds each direction's bytes for HopRTT/2, a
 	// network between hosts where tc netem is not available.
 	HopRTT time.Duration
+	// Heartbeat, Reconcile and Ping, when set, replace the instances'
+	// defaults (client.WithHeartbeat, 15 s, also the distributor's
+	// Heartbeat; client.WithReconcile, 60 s; the ping interval of
+	// client.ConnectOptions, 15 s): the fleet's cost at rest is one report
+	// per heartbeat, three reads per reconcile and one ping per interval
+	// per instance (docs/SCALING.md, "Capacity model").
+	Heartbeat, Reconcile, Ping time.Duration
+	// RoundTimeout is how long a change may take to reach every instance
+	// (simfleet.Spec.RoundTimeout); default a minute.
+	RoundTimeout time.Duration
+	// LogDir, when set, keeps every server's log (nats-server's notices,
+	// warnings and errors: slow consumers, stale connections) in
+	// LogDir/<server>.log.
+	LogDir string
+	// ProfPort, when set, makes every server serve Go's pprof over HTTP
+	// (nats-server's prof_port) on 127.0.0.1: the hub's first server on
+	// ProfPort and each next server started (hub servers, regions, nodes,
+	// in that order) on the next port, for `go tool pprof`.
+	ProfPort int
 }
 
 // Tree is the hub, its nodes, the distributor at the top, and the
@@ -87,6 +106,7 @@ type Tree struct {
 	pub       *nats.Conn // the distributor's connection to the hub
 	ver       uint64
 	round     uint64
+	servers   int // started so far, for ProfPort
 }
 
 // Start generates the configurations as `cuecast nats-config hub`, `leaf`
@@ -184,7 +204,8 @@ func Start(tb testing.TB, o Options) *Tree {
 	// A hub cluster places R3 streams once its meta leader has every peer:
 	// until then New fails, and is tried again.
 	poll.Until(tb, "the distributor's streams at the hub", time.Minute, func() (bool, string) {
-		t.d, err = distributor.New(ctx, t.pub, distributor.Options{SigningKey: kp, Replicas: o.HubServers, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		t.d, err = distributor.New(ctx, t.pub, distributor.Options{SigningKey: kp, Replicas: o.HubServers, Heartbeat: o.Heartbeat,
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 		return err == nil, fmt.Sprint(err)
 	})
 	// The nodes' leafnode links: a mirror created before its node is
@@ -242,11 +263,19 @@ func (t *Tree) startServer(tb testing.TB, dir string, spec natsconf.Spec) *Serve
 	if conf, err = floorConf(conf); err != nil {
 		tb.Fatalf("%s: %v", spec.Name, err)
 	}
+	if t.opts.ProfPort > 0 {
+		conf += fmt.Sprintf("prof_port: %d\n", t.opts.ProfPort+t.servers)
+	}
+	t.servers++
 	path := filepath.Join(dir, spec.Name+".conf")
 	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
 		tb.Fatal(err)
 	}
-	return startServer(tb, spec.Name, path)
+	var log string
+	if t.opts.LogDir != "" {
+		log = filepath.Join(t.opts.LogDir, spec.Name+".log")
+	}
+	return startServer(tb, spec.Name, path, log)
 }
 
 // floorConf adds the floor's subject to a generated configuration: the
@@ -291,8 +320,8 @@ func (t *Tree) Grow(tb testing.TB, perNode int) {
 			tb.Fatal(err)
 		}
 		u.User = url.UserPassword(natsconf.ServiceUser(Namespace), t.passwords[natsconf.ServiceUser(Namespace)])
-		cs = append(cs, simfleet.Launch(tb, simfleet.Spec{Child: fleetChild, URL: u.String(), Instances: perNode,
-			Env: []string{keyEnv + "=" + t.pubKey, modeEnv + "=" + t.opts.Mode}}))
+		cs = append(cs, simfleet.Launch(tb, simfleet.Spec{Child: fleetChild, URL: u.String(), Instances: perNode, RoundTimeout: t.opts.RoundTimeout,
+			Env: []string{keyEnv + "=" + t.pubKey, modeEnv + "=" + t.opts.Mode, intervalsEnv + "=" + t.intervals()}}))
 	}
 	for i, c := range cs {
 		t.Fleets[i] = append(t.Fleets[i], c)

@@ -4,6 +4,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cuecast/cuecast/internal/natsconf"
 )
@@ -81,5 +82,38 @@ func TestProcUsage(t *testing.T) {
 	}
 	if f := strings.Fields(LoadAverage()); len(f) != 3 {
 		t.Errorf("LoadAverage() = %q, want three numbers", LoadAverage())
+	}
+}
+
+// TestParseIntervals: the instances' intervals travel to the children as
+// three durations; a 0 keeps the client's default, and anything else
+// malformed is refused rather than run with the defaults unnoticed.
+func TestParseIntervals(t *testing.T) {
+	for _, tc := range []struct {
+		in           string
+		client, dial int
+		wantErr      bool
+	}{
+		{in: "", client: 0, dial: 0},
+		{in: "0s,0s,0s", client: 0, dial: 0},
+		{in: "1m0s,5m0s,1m0s", client: 2, dial: 1},
+		{in: "1m0s,0s,0s", client: 1, dial: 0},
+		{in: "0s,0s,30s", client: 0, dial: 1},
+		{in: "1m", wantErr: true},
+		{in: "1m,x,0s", wantErr: true},
+		{in: "-1s,0s,0s", wantErr: true},
+	} {
+		co, no, err := parseIntervals(tc.in)
+		if (err != nil) != tc.wantErr {
+			t.Errorf("parseIntervals(%q): error %v, want error %t", tc.in, err, tc.wantErr)
+			continue
+		}
+		if len(co) != tc.client || len(no) != tc.dial {
+			t.Errorf("parseIntervals(%q): %d client and %d dial options, want %d and %d", tc.in, len(co), len(no), tc.client, tc.dial)
+		}
+	}
+	tr := &Tree{opts: Options{Heartbeat: time.Minute, Ping: 30 * time.Second}}
+	if got, want := tr.intervals(), "1m0s,0s,30s"; got != want {
+		t.Errorf("intervals() = %q, want %q", got, want)
 	}
 }

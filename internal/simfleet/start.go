@@ -26,6 +26,9 @@ type Spec struct {
 	// benchmark's own side of Run (the key the instances trust, say). The
 	// child inherits the parent's environment besides.
 	Env []string
+	// RoundTimeout is how long Done waits for a round to end; default a
+	// minute. A fleet of tens of thousands on a shared machine needs more.
+	RoundTimeout time.Duration
 }
 
 // Child is the parent's handle on the child process. One goroutine reads
@@ -37,9 +40,10 @@ type Child struct {
 	// every instance had applied a version. RSS is 0 where not Linux.
 	HeapPerInstance, RSSPerInstance float64
 
-	cmd   *exec.Cmd
-	in    io.WriteCloser
-	lines chan string
+	cmd          *exec.Cmd
+	in           io.WriteCloser
+	lines        chan string
+	roundTimeout time.Duration
 }
 
 // Start runs the test binary again as the child of s and waits up to five
@@ -58,7 +62,10 @@ func Start(tb testing.TB, s Spec) *Child {
 // time; Ready waits for each. It fails tb if the child does not start.
 func Launch(tb testing.TB, s Spec) *Child {
 	tb.Helper()
-	c := &Child{cmd: exec.Command(os.Args[0]), lines: make(chan string, 4)}
+	c := &Child{cmd: exec.Command(os.Args[0]), lines: make(chan string, 4), roundTimeout: s.RoundTimeout}
+	if c.roundTimeout <= 0 {
+		c.roundTimeout = time.Minute
+	}
 	c.cmd.Env = slices.Concat(os.Environ(), []string{
 		ChildEnv + "=" + s.Child, urlEnv + "=" + s.URL, countEnv + "=" + strconv.Itoa(s.Instances),
 	}, s.Env)
@@ -118,12 +125,13 @@ func (c *Child) Arm(tb testing.TB, kind string, want uint64) {
 	c.expect(tb, "armed", 10*time.Second)
 }
 
-// Done waits up to a minute for every instance to reach the round armed
-// last, and returns each instance's latency from since, shortest first. It
-// fails tb if the round has not ended by then.
+// Done waits up to Spec.RoundTimeout (a minute by default) for every
+// instance to reach the round armed last, and returns each instance's
+// latency from since, shortest first. It fails tb if the round has not
+// ended by then.
 func (c *Child) Done(tb testing.TB, since time.Time) []time.Duration {
 	tb.Helper()
-	fields := c.expect(tb, "done", time.Minute)
+	fields := c.expect(tb, "done", c.roundTimeout)
 	if len(fields) != 2 {
 		tb.Fatalf("from child: got %.200q, want done T0,T1,…", strings.Join(fields, " "))
 	}
