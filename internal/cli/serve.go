@@ -32,6 +32,9 @@ type ServeOptions struct {
 	// InlineLimit is distributor.Options.InlineLimit: content up to this
 	// many bytes rides in every pointer message.
 	InlineLimit int
+	// Heartbeat is how often instances report when nothing changes; it
+	// must equal theirs (watch/agent --heartbeat, client.WithHeartbeat).
+	Heartbeat time.Duration
 	// Scale runs serve against an external NATS, one replica of several.
 	Scale ServeScale
 	// Secure gives the embedded server users, passwords and TLS, created
@@ -102,6 +105,8 @@ Exit status 2 when --repo is not a Git repository or --branch does not exist.`,
 	cmd.Flags().StringVar(&opts.WebhookSecret, "webhook-secret", "", "secret verifying GitHub push webhooks at /hooks/github (default $CUECAST_WEBHOOK_SECRET)")
 	cmd.Flags().IntVar(&opts.InlineLimit, "inline-limit", distributor.DefaultInlineLimit,
 		"largest config (bytes) carried inside every pointer message: one message per instance per change, at the cost of a stored copy per cohort pointer; -1 never (docs/PROTOCOL.md §4.2)")
+	cmd.Flags().DurationVar(&opts.Heartbeat, "heartbeat", 15*time.Second,
+		"how often instances report when nothing changes; give every instance the same (watch and agent --heartbeat, client.WithHeartbeat): a report is live for four. Longer cuts the fleet's cost at rest (docs/SCALING.md)")
 	cmd.Flags().BoolVar(&opts.Secure, "secure", false, "give the embedded NATS server users, passwords and TLS, created in --data/nats (required to --listen beyond loopback)")
 	cmd.Flags().StringSliceVar(&opts.Namespaces, "namespace", nil, "with --secure: namespace whose services get a user svc-<ns> and a mirror (repeatable)")
 	cmd.Flags().BoolVar(&opts.Insecure, "insecure", false, "let the embedded NATS server listen beyond loopback without credentials or TLS: anyone reaching it controls cuecast")
@@ -125,6 +130,9 @@ func serveRun(c *cobra.Command, env *Env, opts *ServeOptions) error {
 	}
 	if opts.InlineLimit == 0 || opts.InlineLimit < -1 || opts.InlineLimit > distributor.ChunkThreshold {
 		return usageErrorf(fmt.Sprintf("use 1 to %d bytes, or -1 to never inline", distributor.ChunkThreshold), "--inline-limit %d: out of range", opts.InlineLimit)
+	}
+	if opts.Heartbeat < time.Second {
+		return usageErrorf("use a duration of 1s or more, like --heartbeat 60s", "--heartbeat %s: too short", opts.Heartbeat)
 	}
 	ext, err := opts.Scale.external(env)
 	if err != nil {
@@ -154,6 +162,7 @@ func serveRun(c *cobra.Command, env *Env, opts *ServeOptions) error {
 		OperatorToken:   opts.OperatorToken,
 		WebhookSecret:   opts.WebhookSecret,
 		InlineLimit:     opts.InlineLimit,
+		Heartbeat:       opts.Heartbeat,
 		External:        ext,
 	})
 	if err != nil {

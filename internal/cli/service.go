@@ -42,6 +42,10 @@ type serviceFlags struct {
 	// namespace's mirror (connflags.go, docs/SCALING.md).
 	Conn            ConnFlags
 	NamespaceMirror bool
+	// Heartbeat and Reconcile: client.WithHeartbeat (serve's --heartbeat)
+	// and client.WithReconcile.
+	Heartbeat time.Duration
+	Reconcile time.Duration
 }
 
 func (f *serviceFlags) register(fs *pflag.FlagSet, env *Env) {
@@ -54,12 +58,17 @@ func (f *serviceFlags) register(fs *pflag.FlagSet, env *Env) {
 	fs.StringVar(&f.TrustedKeysFile, "trusted-keys-file", "", "file of trusted public keys: serve's <data>/trusted-keys, or 'cuecast keys' output")
 	fs.BoolVar(&f.InsecureSkipVerify, "insecure-skip-verify", false, "accept unsigned content: anyone who can publish on NATS decides what runs (tests and demos only)")
 	f.Conn.Register(fs)
+	fs.DurationVar(&f.Heartbeat, "heartbeat", 15*time.Second, "how often to report when nothing changes: serve's --heartbeat, the same for every instance (a report is live for four)")
+	fs.DurationVar(&f.Reconcile, "reconcile", 60*time.Second, "how often to re-read the pointers even when no change was missed (jittered ±10%)")
 	fs.BoolVar(&f.NamespaceMirror, "namespace-mirror", false, "read from the namespace's mirror CUECAST_<ns> with the namespace's inbox prefix, as service credentials from 'cuecast nats-config' require")
 }
 
 func (f *serviceFlags) validate() error {
 	if err := cuecast.ValidateInstance(f.Instance); err != nil {
 		return &UsageError{Err: err, Hint: "pass --instance with a stable ID for this service instance"}
+	}
+	if f.Heartbeat <= 0 || f.Reconcile <= 0 {
+		return usageErrorf("use positive durations, like --heartbeat 60s --reconcile 5m", "--heartbeat %s, --reconcile %s: want positive durations", f.Heartbeat, f.Reconcile)
 	}
 	dims, err := cuecast.ParseVariant(f.Variant)
 	if err != nil {
@@ -116,6 +125,8 @@ func (f *serviceFlags) connect(env *Env, name, namespace string, extra ...client
 		client.WithInstance(f.Instance),
 		client.WithLabels(f.Labels),
 		client.WithDimensions(f.dims),
+		client.WithHeartbeat(f.Heartbeat),
+		client.WithReconcile(f.Reconcile),
 		client.WithEvents(func(ev client.Event) {
 			fmt.Fprintf(env.IO.ErrOut, "%s %s: %s\n", name, f.Instance, ev)
 			if f.rewatch != nil && errors.Is(ev.Err, client.ErrVariant) && (ev.Kind == client.EventRejected || ev.Kind == client.EventError) {

@@ -72,6 +72,9 @@ type Config struct {
 	SampleInterval time.Duration
 	// InlineLimit is distributor.Options.InlineLimit (zero: its default).
 	InlineLimit int
+	// Heartbeat is how often instances report when nothing changes
+	// (distributor.Options.Heartbeat and the controller's; zero: 15s).
+	Heartbeat time.Duration
 	// MaxFileStore caps the embedded server's JetStream store in bytes
 	// (zero: the server's default share of the disk); tests use it to run
 	// out of space without filling a disk.
@@ -157,7 +160,7 @@ func Start(ctx context.Context, cfg Config) (_ *Pipeline, err error) {
 	if err := p.connect(ctx, cfg); err != nil {
 		return nil, err
 	}
-	p.Distributor, err = distributor.New(ctx, p.NC, distributor.Options{SigningKey: key, Logger: cfg.Logger, Replicas: cfg.Replicas, InlineLimit: cfg.InlineLimit})
+	p.Distributor, err = distributor.New(ctx, p.NC, distributor.Options{SigningKey: key, Logger: cfg.Logger, Replicas: cfg.Replicas, InlineLimit: cfg.InlineLimit, Heartbeat: cfg.Heartbeat})
 	if err != nil {
 		return nil, fmt.Errorf("start pipeline: %w", err)
 	}
@@ -165,7 +168,7 @@ func Start(ctx context.Context, cfg Config) (_ *Pipeline, err error) {
 	if pol == nil {
 		pol = rollout.Static{}
 	}
-	p.Rollout, err = rollout.New(ctx, p.NC, p.Distributor, pol, rollout.Options{Logger: cfg.Logger, Replicas: cfg.Replicas})
+	p.Rollout, err = rollout.New(ctx, p.NC, p.Distributor, pol, rollout.Options{Logger: cfg.Logger, Replicas: cfg.Replicas, Heartbeat: cfg.Heartbeat})
 	if err != nil {
 		return nil, fmt.Errorf("start pipeline: %w", err)
 	}

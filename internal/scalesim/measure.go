@@ -131,7 +131,7 @@ func cost(u0, u1 Usage, c0, c1 Counters) Cost {
 // core-NATS message of the config's size published at the hub to every
 // instance, then, settle later, one Publish and Deploy at the top. Each
 // server's Total cost runs on reports after the last apply, for the apply
-// reports the instances send 0.25–1.25 s after applying.
+// reports the instances send 0.5–1.5 s after applying.
 func (t *Tree) Change(tb testing.TB, settle, reports time.Duration) Change {
 	tb.Helper()
 	c := Change{Instances: t.Instances()}
