@@ -2,7 +2,6 @@ package flags
 
 import (
 	"crypto/sha256"
-	"encoding"
 	"encoding/binary"
 	"math"
 	"strconv"
@@ -23,14 +22,7 @@ func Position(salt, value string) int {
 // targeting key, however long, allocates.
 func positionParts(a, b, c string, tail []byte) int {
 	var buf [128]byte
-	n := len(a) + len(b) + len(c) + len(tail)
-	if n <= maxOneBlock {
-		p := append(append(append(append(buf[:0], a...), b...), c...), tail...)
-		if first4, ok := oneBlock(p); ok {
-			return positionOfSum(first4[:])
-		}
-	}
-	if n <= len(buf) {
+	if len(a)+len(b)+len(c)+len(tail) <= len(buf) {
 		p := append(append(append(append(buf[:0], a...), b...), c...), tail...)
 		sum := sha256.Sum256(p)
 		return positionOfSum(sum[:4])
@@ -46,41 +38,6 @@ func positionParts(a, b, c string, tail []byte) int {
 	h.Write(tail)
 	var sum [sha256.Size]byte
 	return positionOfSum(h.Sum(sum[:0])[:4])
-}
-
-// maxOneBlock is the longest message SHA-256 pads into a single 64-byte
-// block (a 0x80 byte and the 8-byte length follow it).
-const maxOneBlock = 55
-
-// oneBlock returns the first 4 bytes of SHA-256(msg) for a message of at
-// most maxOneBlock bytes, the usual salt + "." + key: it pads the block
-// itself and writes it whole, so the hash compresses it straight from
-// this buffer, and reads the digest's first word from the saved state
-// (after the last block the state is the digest), skipping Sum256's
-// copies of the state and of the padding, about a tenth of a rollout's
-// evaluation (BENCHMARKS.md, "Flags"). ok is false if the hash does not
-// save its state in the documented layout; the caller then uses Sum256.
-// TestLongInputsDoNotAllocate checks every length against Sum256.
-func oneBlock(msg []byte) (first4 [4]byte, ok bool) {
-	var blk [64]byte
-	n := copy(blk[:], msg)
-	blk[n] = 0x80
-	binary.BigEndian.PutUint64(blk[56:], uint64(n)*8)
-	h := sha256.New()
-	h.Write(blk[:])
-	ba, ok := h.(encoding.BinaryAppender)
-	if !ok {
-		return first4, false
-	}
-	var st [128]byte
-	// "sha\x03", then the eight state words big-endian: the first is the
-	// digest's first 4 bytes.
-	out, err := ba.AppendBinary(st[:0])
-	if err != nil || len(out) < 8 || string(out[:4]) != "sha\x03" {
-		return first4, false
-	}
-	copy(first4[:], out[4:8])
-	return first4, true
 }
 
 func positionOfSum(first4 []byte) int {
