@@ -189,6 +189,17 @@ func TestLongInputsDoNotAllocate(t *testing.T) {
 			t.Errorf("Position with a %d-byte key and a 150-byte salt: %v allocations, want 0", n, a)
 		}
 	}
+	// Every length around a single padded SHA-256 block (55 bytes) and the
+	// stack buffer (128), byte values of every kind.
+	for n := 0; n <= 140; n++ {
+		v := make([]byte, n)
+		for i := range v {
+			v[i] = byte(i*37 + n)
+		}
+		if got, want := flags.Position("s", string(v)), referencePosition("s."+string(v)); got != want {
+			t.Errorf("Position(s, %d bytes) = %d, want %d", n, got, want)
+		}
+	}
 	if r := e.Evaluate("long", flags.Context{"targetingKey": int64(-1234567890123)}); r.Position != referencePosition(salt+".-1234567890123") {
 		t.Errorf("an integer key under a long salt: position %d, want %d", r.Position, referencePosition(salt+".-1234567890123"))
 	}
