@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/cuecast/cuecast"
 )
@@ -16,6 +17,11 @@ import (
 type TypedWatcher[T any] struct {
 	*Watcher
 	updates chan TypedSnapshot[T]
+	// val is the current decoded value, stored as it is published (right
+	// after the Snapshot, on the same goroutine), so that Load reaches it
+	// through one pointer instead of the Watcher and its Snapshot: a flag
+	// evaluation reads it on every call, mostly from a cold cache.
+	val atomic.Pointer[T]
 }
 
 // TypedSnapshot is one applied version with its content decoded into T
@@ -59,11 +65,11 @@ func Typed[T any](ctx context.Context, c *Client, cfg cuecast.ConfigPath, opts .
 // of the Snapshot, for a caller that reads it on every request, such as a
 // flag evaluation. It never blocks.
 func (t *TypedWatcher[T]) Load() T {
-	var v T
-	if s := t.cur.Load(); s != nil {
-		v, _ = s.value.(T)
+	if v := t.val.Load(); v != nil {
+		return *v
 	}
-	return v
+	var zero T
+	return zero
 }
 
 // Value returns the current decoded value with its snapshot; the zero T
@@ -85,6 +91,7 @@ func (t *TypedWatcher[T]) Updates() <-chan TypedSnapshot[T] { return t.updates }
 // It runs on the watcher's goroutine (or in Watch, before it starts).
 func (t *TypedWatcher[T]) publish(s Snapshot) {
 	v, _ := s.value.(T)
+	t.val.Store(&v)
 	ts := TypedSnapshot[T]{Value: v, Snapshot: s}
 	for {
 		select {
