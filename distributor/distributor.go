@@ -243,7 +243,7 @@ func New(ctx context.Context, nc *nats.Conn, o Options) (*Distributor, error) {
 	// On the hub of a tree, the mirror of CUECAST in the fan-out account,
 	// which the leafnode links are bound to and the regions mirror from
 	// (docs/SECURITY.md); elsewhere nothing answers and nothing is made.
-	if _, err := Fanout(ctx, nc, o.Replicas, o.Retain); err != nil {
+	if err := Fanout(ctx, nc, o.Replicas, o.Retain); err != nil {
 		return nil, fmt.Errorf("new distributor: %w", err)
 	}
 	if err := d.followPointers(); err != nil {

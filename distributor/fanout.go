@@ -35,19 +35,20 @@ func FanoutConfig(replicas, retain int) jetstream.StreamConfig {
 }
 
 // Fanout creates or updates the hub's cuecast.FanoutStream, as the CUECAST
-// account's distributor (nc) through cuecast.FanoutAdminPrefix. ok is false, with
-// no error, where no fan-out account answers: a server that is no hub of a
-// tree (serve's embedded server, a hub configured without one).
-func Fanout(ctx context.Context, nc *nats.Conn, replicas, retain int) (ok bool, err error) {
+// account's distributor (nc) through cuecast.FanoutAdminPrefix. Where no
+// fan-out account answers, a server that is no hub of a tree (serve's
+// embedded server, a hub configured without one), it does nothing and
+// returns nil.
+func Fanout(ctx context.Context, nc *nats.Conn, replicas, retain int) error {
 	js, err := jetstream.NewWithAPIPrefix(nc, cuecast.FanoutAdminPrefix)
 	if err != nil {
-		return false, fmt.Errorf("create %s: %w", cuecast.FanoutStream, err)
+		return fmt.Errorf("create %s: %w", cuecast.FanoutStream, err)
 	}
 	if _, err := js.CreateOrUpdateStream(ctx, FanoutConfig(replicas, retain)); err != nil {
 		if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) {
-			return false, nil
+			return nil
 		}
-		return false, fmt.Errorf("create %s: %w", cuecast.FanoutStream, err)
+		return fmt.Errorf("create %s: %w", cuecast.FanoutStream, err)
 	}
-	return true, nil
+	return nil
 }

@@ -103,14 +103,13 @@ func (o Options) Validate() error {
 // by compare-and-swap, so a restarted controller continues where the last
 // one stopped.
 type Controller struct {
-	nc          *nats.Conn
-	js          jetstream.JetStream
-	kv          jetstream.KeyValue
-	auditStream jetstream.Stream
-	d           Distributor
-	pol         Policies
-	o           Options
-	log         *slog.Logger
+	nc  *nats.Conn
+	js  jetstream.JetStream
+	kv  jetstream.KeyValue
+	d   Distributor
+	pol Policies
+	o   Options
+	log *slog.Logger
 
 	mu    sync.Mutex // one transition at a time in this process
 	fleet *fleet     // set while Run runs
@@ -138,11 +137,11 @@ func New(ctx context.Context, nc *nats.Conn, d Distributor, pol Policies, o Opti
 	if err != nil {
 		return nil, fmt.Errorf("new rollout controller: %w", err)
 	}
-	kv, st, err := openStore(ctx, js, o.Replicas)
+	kv, err := openStore(ctx, js, o.Replicas)
 	if err != nil {
 		return nil, fmt.Errorf("new rollout controller: %w", err)
 	}
-	return &Controller{nc: nc, js: js, kv: kv, auditStream: st, d: d, pol: pol, o: o, log: o.Logger, own: map[string]uint64{}}, nil
+	return &Controller{nc: nc, js: js, kv: kv, d: d, pol: pol, o: o, log: o.Logger, own: map[string]uint64{}}, nil
 }
 
 // Open opens the existing rollout KV bucket and audit stream without
@@ -162,9 +161,9 @@ func Open(ctx context.Context, nc *nats.Conn, d Distributor, pol Policies, o Opt
 	if err != nil {
 		return nil, fmt.Errorf("open rollout controller: %w", err)
 	}
-	kv, st, err := openDirect(ctx, nc, js)
+	kv, err := openDirect(ctx, nc, js)
 	if err != nil {
 		return nil, fmt.Errorf("open rollout controller: %w", err)
 	}
-	return &Controller{nc: nc, js: js, kv: kv, auditStream: st, d: d, pol: pol, o: o, log: o.Logger, own: map[string]uint64{}}, nil
+	return &Controller{nc: nc, js: js, kv: kv, d: d, pol: pol, o: o, log: o.Logger, own: map[string]uint64{}}, nil
 }

@@ -30,18 +30,18 @@ var ErrReadOnly = errors.New("rollout state opened read-only (rollout.Open)")
 // (docs/SECURITY.md). It returns an error wrapping
 // jetstream.ErrBucketNotFound or jetstream.ErrStreamNotFound when serve has
 // not created them yet.
-func openDirect(ctx context.Context, nc *nats.Conn, js jetstream.JetStream) (jetstream.KeyValue, jetstream.Stream, error) {
+func openDirect(ctx context.Context, nc *nats.Conn, js jetstream.JetStream) (jetstream.KeyValue, error) {
 	rd := distributor.NewDirectStream(nc, bucketStream)
 	if err := rd.Probe(ctx); err != nil {
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
 			err = errors.Join(jetstream.ErrBucketNotFound, err)
 		}
-		return nil, nil, fmt.Errorf("bucket %s: %w", Bucket, err)
+		return nil, fmt.Errorf("bucket %s: %w", Bucket, err)
 	}
 	if err := distributor.NewDirectStream(nc, AuditStream).Probe(ctx); err != nil {
-		return nil, nil, fmt.Errorf("stream %s: %w", AuditStream, err)
+		return nil, fmt.Errorf("stream %s: %w", AuditStream, err)
 	}
-	return &directKV{js: js}, nil, nil
+	return &directKV{js: js}, nil
 }
 
 // directKV is the bucket of a controller from Open: it writes a key by

@@ -51,7 +51,7 @@ type AuditEntry struct {
 	Seq       uint64             `json:"seq,omitempty"`
 }
 
-func openStore(ctx context.Context, js jetstream.JetStream, replicas int) (jetstream.KeyValue, jetstream.Stream, error) {
+func openStore(ctx context.Context, js jetstream.JetStream, replicas int) (jetstream.KeyValue, error) {
 	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 		Bucket:      Bucket,
 		Description: "cuecast rollout state, one record per config",
@@ -60,9 +60,9 @@ func openStore(ctx context.Context, js jetstream.JetStream, replicas int) (jetst
 		Replicas:    replicas,
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("open bucket %s: %w", Bucket, err)
+		return nil, fmt.Errorf("open bucket %s: %w", Bucket, err)
 	}
-	st, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:        AuditStream,
 		Description: "cuecast operator actions and automatic halts; append-only",
 		Subjects:    []string{"cca.>"},
@@ -73,11 +73,10 @@ func openStore(ctx context.Context, js jetstream.JetStream, replicas int) (jetst
 		// Read by direct get only (Audit), which the operator's account
 		// reaches through a service import (docs/SECURITY.md).
 		AllowDirect: true,
-	})
-	if err != nil {
-		return nil, nil, fmt.Errorf("open stream %s: %w", AuditStream, err)
+	}); err != nil {
+		return nil, fmt.Errorf("open stream %s: %w", AuditStream, err)
 	}
-	return kv, st, nil
+	return kv, nil
 }
 
 // load reads a config's record and its revision; a config never deployed
