@@ -63,6 +63,19 @@ func (d *Distributor) readReports(ctx context.Context, filter string) ([]cuecast
 	return out, nil
 }
 
+// VariantCounts counts, for each base path, the variants listed in st that
+// are not deleted: a base path with a count holds their variant index,
+// which no instance applies (status and the dashboard show it as such).
+func VariantCounts(st []ConfigStatus) map[cuecast.ConfigPath]int {
+	n := make(map[cuecast.ConfigPath]int)
+	for _, s := range st {
+		if s.Config.IsVariant() && !s.Latest.Deleted {
+			n[s.Config.Base()]++
+		}
+	}
+	return n
+}
+
 // ConfigStatus is the fleet's view of one config.
 type ConfigStatus struct {
 	Config cuecast.ConfigPath `json:"config"`

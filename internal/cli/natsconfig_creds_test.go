@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nats-io/jwt/v2"
-
 	"github.com/cuecast/cuecast/internal/natsconf"
 )
 
@@ -39,38 +37,11 @@ func TestNATSConfigRewritesStaleCreds(t *testing.T) {
 	}
 	// leaf.creds as the layout before the fan-out account wrote it.
 	perms, _ := natsconf.UserPermissions(natsconf.LeafUser)
-	old := func() []byte {
-		b, err := keys.UserCreds(natsconf.SystemUser) // any valid file, then re-signed below
-		if err != nil {
-			t.Fatal(err)
-		}
-		token, err := jwt.ParseDecoratedJWT(b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		uc, err := jwt.DecodeUserClaims(token)
-		if err != nil {
-			t.Fatal(err)
-		}
-		uc.Name = natsconf.LeafUser
-		uc.Permissions = jwt.Permissions{}
-		uc.Permissions.Pub.Allow.Add(perms.Publish...)
-		uc.Permissions.Sub.Allow.Add(perms.Subscribe...)
-		t2, err := uc.Encode(keys.Account)
-		if err != nil {
-			t.Fatal(err)
-		}
-		useed, err := jwt.ParseDecoratedUserNKey(b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s, _ := useed.Seed()
-		out, err := jwt.FormatUserConfig(t2, s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return out
-	}()
+	old, err := natsconf.SignUserCreds(keys.Account, natsconf.LeafUser,
+		natsconf.Permissions{Publish: perms.Publish, Subscribe: perms.Subscribe})
+	if err != nil {
+		t.Fatal(err)
+	}
 	leaf := filepath.Join(secrets, natsconf.LeafUser+".creds")
 	if err := os.WriteFile(leaf, old, 0o600); err != nil {
 		t.Fatal(err)

@@ -150,12 +150,7 @@ func statusRun(c *cobra.Command, env *Env, opts *StatusOptions) error {
 	}
 	// A base path listed with its variants holds their index, which no
 	// instance applies: its row says so rather than "0/0 instances".
-	variants := map[cuecast.ConfigPath]int{}
-	for _, s := range st {
-		if s.Config.IsVariant() && !s.Latest.Deleted {
-			variants[s.Config.Base()]++
-		}
-	}
+	variants := distributor.VariantCounts(st)
 	tw := newTable(env.IO.Out)
 	for _, s := range st {
 		count := countColumn(s)

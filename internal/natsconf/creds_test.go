@@ -3,7 +3,6 @@ package natsconf_test
 import (
 	"testing"
 
-	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nkeys"
 
 	"github.com/cuecast/cuecast/internal/natsconf"
@@ -13,23 +12,7 @@ import (
 // older layout (or a hand-made file) would have it.
 func signedBy(t *testing.T, account nkeys.KeyPair, user string, p natsconf.Permissions) []byte {
 	t.Helper()
-	ukp, err := nkeys.CreateUser()
-	if err != nil {
-		t.Fatal(err)
-	}
-	upub, _ := ukp.PublicKey()
-	uc := jwt.NewUserClaims(upub)
-	uc.Name = user
-	uc.Permissions.Pub.Allow.Add(p.Publish...)
-	uc.Permissions.Pub.Deny.Add(p.PublishDeny...)
-	uc.Permissions.Sub.Allow.Add(p.Subscribe...)
-	uc.Permissions.Sub.Deny.Add(p.SubscribeDeny...)
-	token, err := uc.Encode(account)
-	if err != nil {
-		t.Fatal(err)
-	}
-	seed, _ := ukp.Seed()
-	b, err := jwt.FormatUserConfig(token, seed)
+	b, err := natsconf.SignUserCreds(account, user, p)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -78,7 +78,7 @@ func (k *Keys) UserCreds(user string) ([]byte, error) {
 		return nil, err
 	}
 	p, _ := UserPermissions(user)
-	return userCreds(signer, user, p)
+	return SignUserCreds(signer, user, p)
 }
 
 // userSigner is the account key that signs user's JWT.
@@ -157,11 +157,13 @@ func (k *Keys) InstanceCreds(ns, instance string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return userCreds(akp, InstanceUser(ns, instance), InstancePermissions(ns, instance))
+	return SignUserCreds(akp, InstanceUser(ns, instance), InstancePermissions(ns, instance))
 }
 
-// userCreds creates a user signed by account with permissions p.
-func userCreds(account nkeys.KeyPair, user string, p Permissions) ([]byte, error) {
+// SignUserCreds returns the .creds file of a new user signed by account
+// with permissions p. UserCreds and InstanceCreds choose the account; a
+// test signs with another to make a file of an older layout.
+func SignUserCreds(account nkeys.KeyPair, user string, p Permissions) ([]byte, error) {
 	ukp, err := nkeys.CreateUser()
 	if err != nil {
 		return nil, fmt.Errorf("create user %s: %w", user, err)
@@ -254,7 +256,7 @@ func (k *Keys) LocalAdminCreds() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return userCreds(fkp, "local-admin", Permissions{})
+	return SignUserCreds(fkp, "local-admin", Permissions{})
 }
 
 // exporter is an account that exports to others in operator mode.

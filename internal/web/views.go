@@ -219,12 +219,7 @@ func (s *Server) overview(snap *snapshot) overviewView {
 	slices.SortStableFunc(status, func(a, b distributor.ConfigStatus) int {
 		return cmp.Or(cmp.Compare(a.Config.Base(), b.Config.Base()), cmp.Compare(a.Config, b.Config))
 	})
-	variants := make(map[cuecast.ConfigPath]int)
-	for _, st := range status {
-		if st.Config.IsVariant() && !st.Latest.Deleted {
-			variants[st.Config.Base()]++
-		}
-	}
+	variants := distributor.VariantCounts(status)
 	for _, st := range status {
 		ns := st.Config.Namespace()
 		if n := len(ov.Namespaces); n == 0 || ov.Namespaces[n-1].Name != ns {

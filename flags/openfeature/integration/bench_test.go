@@ -116,26 +116,22 @@ func interleave(b *testing.B, floor, prov *of.Client, flag string, evalCtx of.Ev
 	b.ResetTimer()
 	for done, i := 0, 0; done < b.N; i++ {
 		k := min(batch, b.N-done)
-		t0 := time.Now()
-		if i%2 == 0 {
-			for range k {
-				floor.Boolean(ctx, flag, false, evalCtx)
-			}
-			t1 := time.Now()
-			for range k {
-				prov.Boolean(ctx, flag, false, evalCtx)
-			}
-			tf, tp = tf+t1.Sub(t0), tp+time.Since(t1)
-		} else {
-			for range k {
-				prov.Boolean(ctx, flag, false, evalCtx)
-			}
-			t1 := time.Now()
-			for range k {
-				floor.Boolean(ctx, flag, false, evalCtx)
-			}
-			tp, tf = tp+t1.Sub(t0), tf+time.Since(t1)
+		// Each batch the other way round, so neither side always runs
+		// on the cache the other left.
+		first, second, tFirst, tSecond := floor, prov, &tf, &tp
+		if i%2 == 1 {
+			first, second, tFirst, tSecond = prov, floor, &tp, &tf
 		}
+		t0 := time.Now()
+		for range k {
+			first.Boolean(ctx, flag, false, evalCtx)
+		}
+		t1 := time.Now()
+		for range k {
+			second.Boolean(ctx, flag, false, evalCtx)
+		}
+		*tFirst += t1.Sub(t0)
+		*tSecond += time.Since(t1)
 		done += k
 	}
 	b.ReportMetric(float64(tp)/float64(tf), "x-floor")
