@@ -9,6 +9,7 @@ import (
 	"github.com/open-feature/go-sdk/openfeature/isolated"
 
 	"github.com/cuecast/cuecast/client"
+	"github.com/cuecast/cuecast/flags"
 	"github.com/cuecast/cuecast/flags/openfeature"
 )
 
@@ -59,6 +60,7 @@ func BenchmarkOpenFeatureClient(b *testing.B) {
 		return api.NewClient()
 	}
 	noop, trivial, c := clientOf(of.NoopProvider{}), clientOf(constProvider{}), clientOf(p)
+	positionOnly := clientOf(positionProvider{})
 	for _, bc := range []struct {
 		name string
 		c    *of.Client
@@ -87,7 +89,10 @@ func BenchmarkOpenFeatureClient(b *testing.B) {
 	// Two floors: the SDK's NoopProvider, for which the SDK skips its
 	// provider state checks, and a trivial provider of constants, the
 	// least any other provider costs (the issue's anchor, "the OpenFeature
-	// client around a trivial provider").
+	// client around a trivial provider"). position-only is a reference,
+	// not a floor: the bucketing rule alone (flags.Position of the
+	// targeting key) with no flag set, the least any provider that follows
+	// it costs for a rollout.
 	for _, floor := range []struct {
 		name string
 		c    *of.Client
@@ -96,7 +101,7 @@ func BenchmarkOpenFeatureClient(b *testing.B) {
 			name string
 			c    *of.Client
 			flag string
-		}{{"trivial", trivial, "kill"}, {"cuecast/kill", c, "kill"}, {"cuecast/checkout-v2", c, "checkout-v2"}} {
+		}{{"trivial", trivial, "kill"}, {"position-only", positionOnly, "checkout-v2"}, {"cuecast/kill", c, "kill"}, {"cuecast/checkout-v2", c, "checkout-v2"}} {
 			if bc.c == floor.c {
 				continue
 			}
@@ -150,6 +155,17 @@ func reportCPU(b *testing.B) func() {
 			b.ReportMetric(float64(end-start)/float64(b.N), "cpu-ns/op")
 		}
 	}
+}
+
+// positionProvider computes a rollout's bucket position of the targeting
+// key (flags.Position, the SHA-256 rule every SDK shares) and serves the
+// default: what bucketing alone costs through the SDK.
+type positionProvider struct{ constProvider }
+
+func (positionProvider) BooleanEvaluation(_ context.Context, flag string, def bool, fc of.FlattenedContext) of.BoolResolutionDetail {
+	key, _ := fc[of.TargetingKey].(string)
+	on := flags.Position(flag, key) < flags.Whole/2
+	return of.BoolResolutionDetail{Value: on != def, ProviderResolutionDetail: of.ProviderResolutionDetail{Reason: of.SplitReason, Variant: "default"}}
 }
 
 // constProvider is the least a provider other than the SDK's NoopProvider
