@@ -3,6 +3,7 @@ package ci
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/cuecast/cuecast"
 )
@@ -11,10 +12,11 @@ import (
 // (`cuecast check --fleet` reads them from serve's NATS). It is defined here,
 // by its one consumer, so that ci does not depend on the distributor.
 type Fleet interface {
-	// Instances returns the IDs of the live instances that run cp, a
-	// plain config's path or one variant's path
-	// (search/suggest/env=prod/region=eu).
-	Instances(ctx context.Context, cp cuecast.ConfigPath) ([]string, error)
+	// Instances returns, for each of paths (a plain config's path or one
+	// variant's, search/suggest/env=prod/region=eu), the IDs of the live
+	// instances that run it; a path nobody runs may be missing. All paths
+	// come in one call, so that the fleet can read them together.
+	Instances(ctx context.Context, paths []cuecast.ConfigPath) (map[cuecast.ConfigPath][]string, error)
 }
 
 // CountInstances fills each affected config's Instances and the risk's
@@ -24,19 +26,24 @@ type Fleet interface {
 // alters. A renamed config counts the instances on its old path and its new
 // one. An error leaves the report as it was: never a silent zero.
 func (r *Report) CountInstances(ctx context.Context, f Fleet) error {
+	var paths []cuecast.ConfigPath
+	for _, cc := range r.Configs {
+		for _, cp := range []cuecast.ConfigPath{cc.Config, cc.From} {
+			if cp != "" && !slices.Contains(paths, cp) {
+				paths = append(paths, cp)
+			}
+		}
+	}
+	byPath, err := f.Instances(ctx, paths)
+	if err != nil {
+		return fmt.Errorf("count the instances: %w", err)
+	}
 	per := make([]int, len(r.Configs))
 	changed := make(map[string]bool)
 	for i, cc := range r.Configs {
 		ids := make(map[string]bool)
 		for _, cp := range []cuecast.ConfigPath{cc.Config, cc.From} {
-			if cp == "" {
-				continue
-			}
-			got, err := f.Instances(ctx, cp)
-			if err != nil {
-				return fmt.Errorf("count the instances of %s: %w", cp, err)
-			}
-			for _, id := range got {
+			for _, id := range byPath[cp] {
 				ids[id] = true
 			}
 		}

@@ -19,11 +19,17 @@ type fakeFleet struct {
 	err    error
 }
 
-func (f fakeFleet) Instances(_ context.Context, cp cuecast.ConfigPath) ([]string, error) {
+func (f fakeFleet) Instances(_ context.Context, paths []cuecast.ConfigPath) (map[cuecast.ConfigPath][]string, error) {
 	if f.err != nil {
 		return nil, f.err
 	}
-	return f.byPath[cp], nil
+	out := map[cuecast.ConfigPath][]string{}
+	for _, cp := range paths {
+		if ids, ok := f.byPath[cp]; ok {
+			out[cp] = ids
+		}
+	}
+	return out, nil
 }
 
 // fleetRepo has pay/a with variants by env and region (its prod variants
@@ -109,7 +115,7 @@ func TestCountInstances(t *testing.T) {
 		{
 			name:     "fleet fails",
 			fleet:    &fakeFleet{err: errors.New("nats: no servers available for connection")},
-			wantErr:  "count the instances of pay/a/env=prod/region=eu: nats: no servers available",
+			wantErr:  "count the instances: nats: no servers available",
 			headline: "2 variants, 2 distinct outputs\n",
 		},
 	} {

@@ -35,6 +35,7 @@ type directRequest struct {
 	LastFor   string   `json:"last_by_subj,omitempty"`
 	NextFor   string   `json:"next_by_subj,omitempty"`
 	Batch     int      `json:"batch,omitempty"`
+	MaxBytes  int      `json:"max_bytes,omitempty"`
 	MultiLast []string `json:"multi_last,omitempty"`
 }
 
@@ -121,8 +122,16 @@ func (s DirectStream) decode(m *nats.Msg) (*jetstream.RawStreamMsg, uint64, erro
 	return &jetstream.RawStreamMsg{Subject: subj, Sequence: seq, Header: m.Header, Data: m.Data, Time: tm}, np, nil
 }
 
-// directBatch is how many messages one batched direct get asks for.
-const directBatch = 256
+// directBatch and directBatchBytes bound one batched direct get of Each:
+// the server counts the subject's pending messages once per batch, which
+// over a report stream of 20,000 instances cost more than reading them
+// (BenchmarkReports: 1.9 s for all with batches of 256, 0.4 s with 4096);
+// the byte bound keeps a batch of large messages (versions, chunks) well
+// inside a subscription's pending limit (64 MiB).
+const (
+	directBatch      = 4096
+	directBatchBytes = 8 << 20
+)
 
 // Each calls fn with every message on subject (wildcards allowed) in
 // stream order, by batched direct gets ({"seq":N,"batch":B,"next_by_subj":…}
@@ -131,7 +140,7 @@ const directBatch = 256
 // newest message of each subject.
 func (s DirectStream) Each(ctx context.Context, subject string, fn func(*jetstream.RawStreamMsg) error) error {
 	for seq := uint64(1); ; {
-		next, more, err := s.batch(ctx, directRequest{Seq: seq, NextFor: subject, Batch: directBatch}, fn)
+		next, more, err := s.batch(ctx, directRequest{Seq: seq, NextFor: subject, Batch: directBatch, MaxBytes: directBatchBytes}, fn)
 		if err != nil || !more {
 			return err
 		}

@@ -32,6 +32,24 @@ func (d *Distributor) Reports(ctx context.Context, cfg cuecast.ConfigPath) ([]cu
 	return out, nil
 }
 
+// NamespaceReports returns the live report of every instance on every
+// config of namespace ns, by config, then instance: one read where many of
+// its configs are wanted (a read per config makes the server count the
+// pending reports of each).
+func (d *Distributor) NamespaceReports(ctx context.Context, ns string) ([]cuecast.Report, error) {
+	if err := cuecast.ConfigPath(ns + "/x").Validate(); err != nil {
+		return nil, fmt.Errorf("read reports of namespace %q: %w", ns, err)
+	}
+	out, err := d.readReports(ctx, cuecast.ReportPrefix+"."+ns+".>")
+	if err != nil {
+		return nil, fmt.Errorf("read reports of namespace %q: %w", ns, err)
+	}
+	slices.SortFunc(out, func(a, b cuecast.Report) int {
+		return cmp.Or(cmp.Compare(a.Config, b.Config), cmp.Compare(a.Instance, b.Instance))
+	})
+	return out, nil
+}
+
 // readReports reads the report of each instance on filter by batched
 // direct gets ({"seq":N,"batch":B,"next_by_subj":filter} until the
 // server's end-of-batch status says nothing is pending): the report stream
