@@ -29,7 +29,7 @@ func TestDirectStreamEachContinues(t *testing.T) {
 	var want []string
 	publish := func(subj string, data []byte) {
 		t.Helper()
-		if _, err := js.Publish(t.Context(), subj, data); err != nil {
+		if _, err := js.PublishAsync(subj, data); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -46,6 +46,10 @@ func TestDirectStreamEachContinues(t *testing.T) {
 		publish(subj, append([]byte(subj), big...))
 		want = append(want, subj)
 		publish("each.other", nil)
+	}
+	select {
+	case <-js.PublishAsyncComplete():
+	case <-t.Context().Done():
 	}
 	var got []string
 	last := uint64(0)
