@@ -360,8 +360,9 @@ func benchChild() int {
 		trust = append(trust, client.WithKeyring(shared))
 	}
 	err = simfleet.Run(context.Background(), simfleet.Options{
-		Config: cfg,
-		Client: trust,
+		Config:      cfg,
+		Client:      trust,
+		BeforeRound: settleHeap(),
 		Conn: func(i int, nc *nats.Conn, armed func() *simfleet.Round) error {
 			_, err := nc.Subscribe("bench.floor", func(m *nats.Msg) {
 				at := time.Now()
@@ -377,6 +378,24 @@ func benchChild() int {
 		return 1
 	}
 	return 0
+}
+
+// settleHeap is what the child does before each round, with the fleet at
+// rest: a collection, so that none falls in a round. The child's instances
+// share one heap of 650–800 MB, which a collection marks in whichever round
+// it lands in (about 70 ms of CPU, and the floor and apply rounds are
+// measured against each other); a fleet of separate processes has no such
+// shared collection. Nil (none) when rounds run back to back
+// (CUECAST_BENCH_SETTLE=0) or with CUECAST_BENCH_CHILD_GC=0, which measures
+// without it (BENCHMARKS.md, "Distribution").
+func settleHeap() func() {
+	if os.Getenv("CUECAST_BENCH_CHILD_GC") == "0" {
+		return nil
+	}
+	if d, err := time.ParseDuration(os.Getenv("CUECAST_BENCH_SETTLE")); err == nil && d == 0 {
+		return nil
+	}
+	return runtime.GC
 }
 
 // BenchmarkWatcherMemory: the marginal heap of one watcher (its client,
