@@ -217,7 +217,8 @@ func selfCPU() time.Duration {
 // benchSettle is the pause before each measured round: a round measures one
 // change reaching a fleet at rest, so it starts after the previous round's
 // apply reports are in (each instance sends one 0.5–1.5 s after applying,
-// with the default 15 s heartbeat; watcher_timers.go, reportSoon). Back to back, a
+// with the default 15 s heartbeat; watcher_timers.go, reportSoon), and the
+// child has collected its heap (settleHeap). Back to back, a
 // round would also carry the storing of the previous round's 10,000 reports,
 // a change rate of two a second on one config that the targets do not
 // describe; CUECAST_BENCH_SETTLE=0 measures that (BENCHMARKS.md,
@@ -245,7 +246,7 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 // Keyring, so each distinct signature is verified once per process). Each
 // iteration is one round of each. Run with e.g.
 //
-//	go test -run '^$' -bench Fanout -benchtime 20x ./client/
+//	go test -run '^$' -bench Fanout -benchtime 20x ./client/integration/
 func BenchmarkFanout(b *testing.B) {
 	outer := b
 	for _, n := range []int{100, 1000, 10000} {

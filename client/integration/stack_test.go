@@ -37,7 +37,7 @@ func TestApplyFitsAnIdleStack(t *testing.T) {
 			// Watchers sharing one connection: theirs are the only
 			// goroutines per watcher, so the stacks in use grow by about
 			// n times one watcher's growth.
-			const n = 300
+			const n = 500
 			nc := e.srv.Connect(t, client.ConnectOptions()...)
 			var applied atomic.Int64
 			all := make(chan struct{})
