@@ -28,17 +28,19 @@ func (w *Watcher) handleCutover(m *nats.Msg) bool {
 	case w.stagedSubj:
 		// Revisions as on the pointer subjects (watcher_resync.go, handle): a
 		// replayed staged or activation pointer changes nothing.
-		if p, body, ok := w.pointer(m, w.stagedStored, w.stagedRev); ok {
+		var p cuecast.Pointer
+		if body, ok := w.pointer(&p, m, w.stagedStored, w.stagedRev); ok {
 			w.stagedRev = p.Revision
-			w.stage(p, body)
+			w.stage(&p, body)
 		}
 		return true
 	case w.activationSubj:
-		if p, body, ok := w.pointer(m, w.activationStored, w.actRev); ok {
+		var p cuecast.Pointer
+		if body, ok := w.pointer(&p, m, w.activationStored, w.actRev); ok {
 			governs := p.Revision > max(w.revs[0], w.revs[1], w.revs[2], w.actRev)
 			w.actRev = p.Revision
 			if governs {
-				w.apply(p, body, "activation")
+				w.apply(&p, body, "activation")
 			}
 		}
 		return true
@@ -48,7 +50,7 @@ func (w *Watcher) handleCutover(m *nats.Msg) bool {
 
 // stage prepares the version p names: fetched, verified and validated, kept
 // in the cache so that the activation applies it without a read.
-func (w *Watcher) stage(p cuecast.Pointer, body []byte) {
+func (w *Watcher) stage(p *cuecast.Pointer, body []byte) {
 	if cur := w.cur.Load(); cur != nil && p.Version <= cur.Version {
 		return
 	}
@@ -61,8 +63,8 @@ func (w *Watcher) stage(p cuecast.Pointer, body []byte) {
 	// Accepted as apply would (decoded too, for Typed): a version this
 	// instance cannot decode must not be staged, or the activation would
 	// fail here.
-	a, ae := w.accept(p, body, fromServer)
-	if ae != nil {
+	var a accepted
+	if ae := w.accept(&a, p, body, fromServer); ae != nil {
 		if ae.checks {
 			w.rejectForGood(p, ae)
 			return
@@ -89,8 +91,9 @@ func (w *Watcher) resyncCutover(ctx context.Context) {
 	}
 	// The stored staged pointer is the truth, as the stored cohort
 	// pointers are (resync).
-	if p, body, ok := w.pointer(m, w.stagedStored, 0); ok {
+	var p cuecast.Pointer
+	if body, ok := w.pointer(&p, m, w.stagedStored, 0); ok {
 		w.stagedRev = p.Revision
-		w.stage(p, body)
+		w.stage(&p, body)
 	}
 }

@@ -41,8 +41,8 @@ type Keyring struct {
 
 	mu       sync.Mutex
 	seen     memo[[32]byte, struct{}]
-	pointers memo[string, cuecast.Pointer] // Cuecast-Pointer header → the pointer, verified
-	contents memo[string, []byte]          // checksum → content that hashes to it
+	pointers memo[string, *cuecast.Pointer] // Cuecast-Pointer header → the pointer, verified
+	contents memo[string, []byte]           // checksum → content that hashes to it
 }
 
 // How much a Keyring remembers: verified signatures, pointer headers, and
@@ -147,28 +147,32 @@ func (k *Keyring) remember(id [32]byte) {
 	k.mu.Unlock()
 }
 
-// verifiedPointer returns the pointer a Cuecast-Pointer header decodes to,
-// if this shared Keyring has seen it verified (its signature; not its
+// verifiedPointer sets *p to the pointer a Cuecast-Pointer header decodes
+// to, if this shared Keyring has seen it verified (its signature; not its
 // subject or revision, which are each watcher's). Nil-safe: a client
 // without trusted keys has no Keyring.
-func (k *Keyring) verifiedPointer(header string) (cuecast.Pointer, bool) {
+func (k *Keyring) verifiedPointer(p *cuecast.Pointer, header string) bool {
 	if k == nil || !k.shared {
-		return cuecast.Pointer{}, false
+		return false
 	}
 	k.mu.Lock()
-	p, ok := k.pointers.get(header)
+	q, ok := k.pointers.get(header)
 	k.mu.Unlock()
-	return p, ok
+	if ok {
+		*p = *q
+	}
+	return ok
 }
 
-// rememberPointer records that header decodes to p, whose signature
+// rememberPointer records that header decodes to *p, whose signature
 // verified.
-func (k *Keyring) rememberPointer(header string, p cuecast.Pointer) {
+func (k *Keyring) rememberPointer(header string, p *cuecast.Pointer) {
 	if k == nil || !k.shared {
 		return
 	}
+	q := *p
 	k.mu.Lock()
-	k.pointers.put(header, p, pointerMemo)
+	k.pointers.put(header, &q, pointerMemo)
 	k.mu.Unlock()
 }
 

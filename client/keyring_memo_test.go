@@ -97,8 +97,8 @@ func TestSharedKeyringMemoRefusesOtherBytes(t *testing.T) {
 	// A forged header (the signature of another pointer): not the
 	// remembered header, so verified, and refused.
 	forged := copyMsg(good)
-	p, err := decodePointer(forged.Header.Get(cuecast.HeaderPointer))
-	if err != nil {
+	var p cuecast.Pointer
+	if err := decodePointer(&p, forged.Header.Get(cuecast.HeaderPointer)); err != nil {
 		t.Fatal(err)
 	}
 	p.Commit = "forged" // signed

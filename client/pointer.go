@@ -9,68 +9,78 @@ import (
 	"github.com/cuecast/cuecast"
 )
 
-// decodePointer decodes the Pointer JSON of a pointer message. Every
-// instance decodes every pointer, and encoding/json was the largest part of
-// an instance's work per apply (BENCHMARKS.md, "Distribution"). So the
-// encoding the distributor writes (encoding/json's own: no whitespace, no
-// escapes in these fields, known keys) is read directly, and anything else
-// falls back to encoding/json, which stays the definition of what is
-// accepted. It reads the header's string
-// as it is: the pointer's strings are substrings of it, not copies.
-func decodePointer(b string) (cuecast.Pointer, error) {
-	if p, ok := scanPointer(b); ok {
-		return p, nil
+// decodePointer decodes the Pointer JSON of a pointer message into p.
+// Every instance decodes every pointer, and encoding/json was the largest
+// part of an instance's work per apply (BENCHMARKS.md, "Distribution"). So
+// the encoding the distributor writes (encoding/json's own: no whitespace,
+// no escapes in these fields, known keys) is read directly, and anything
+// else falls back to encoding/json, which stays the definition of what is
+// accepted. It reads the header's string as it is: the pointer's strings
+// are substrings of it, not copies. p is written through, not returned, so
+// that the watcher's frames stay small (stack_test.go).
+func decodePointer(p *cuecast.Pointer, b string) error {
+	if scanPointer(p, b) {
+		return nil
 	}
-	var p cuecast.Pointer
-	err := json.Unmarshal([]byte(b), &p)
-	return p, err
+	return decodePointerJSON(p, b)
 }
 
-// scanPointer reads a flat object of the Pointer's keys; ok is false for
-// anything it does not handle, to be left to encoding/json.
-func scanPointer(b string) (p cuecast.Pointer, ok bool) {
+// decodePointerJSON is decodePointer's fallback, out of line: its pointer
+// escapes to encoding/json, and only this copy of it need be on the heap.
+func decodePointerJSON(p *cuecast.Pointer, b string) error {
+	var q cuecast.Pointer
+	err := json.Unmarshal([]byte(b), &q)
+	*p = q
+	return err
+}
+
+// scanPointer reads a flat object of the Pointer's keys into p, which it
+// zeroes first; ok is false for anything it does not handle, to be left to
+// encoding/json.
+func scanPointer(p *cuecast.Pointer, b string) (ok bool) {
+	*p = cuecast.Pointer{}
 	if len(b) < 2 || b[0] != '{' || b[len(b)-1] != '}' {
-		return p, false
+		return false
 	}
 	s := scanner{b: b, i: 1}
 	if s.peek() == '}' {
-		return p, s.i == len(b)-1
+		return s.i == len(b)-1
 	}
 	for {
 		key, ok := s.str()
 		if !ok || s.peek() != ':' {
-			return p, false
+			return false
 		}
 		s.i++
 		switch key {
 		case "config":
 			v, ok := s.str()
 			if !ok {
-				return p, false
+				return false
 			}
 			p.Config = cuecast.ConfigPath(v)
 		case "rev":
 			if p.Revision, ok = s.uint(); !ok {
-				return p, false
+				return false
 			}
 		case "version":
 			if p.Version, ok = s.uint(); !ok {
-				return p, false
+				return false
 			}
 		case "seq":
 			if p.Seq, ok = s.uint(); !ok {
-				return p, false
+				return false
 			}
 		case "size":
 			n, ok := s.uint()
 			if !ok || n > 1<<62 {
-				return p, false
+				return false
 			}
 			p.Size = int64(n)
 		case "subject", "checksum", "commit", "rollout", "reason", "sig":
 			v, ok := s.str()
 			if !ok {
-				return p, false
+				return false
 			}
 			switch key {
 			case "subject":
@@ -88,21 +98,21 @@ func scanPointer(b string) (p cuecast.Pointer, ok bool) {
 			}
 		case "deleted":
 			if p.Deleted, ok = s.bool(); !ok {
-				return p, false
+				return false
 			}
 		case "inline":
 			if p.Inline, ok = s.bool(); !ok {
-				return p, false
+				return false
 			}
 		case "rollback":
 			if p.Rollback, ok = s.bool(); !ok {
-				return p, false
+				return false
 			}
 		case "set_at":
 			start := s.i
 			v, ok := s.str()
 			if !ok {
-				return p, false
+				return false
 			}
 			if p.SetAt, ok = utcTime(v); ok {
 				break
@@ -111,18 +121,18 @@ func scanPointer(b string) (p cuecast.Pointer, ok bool) {
 			// accepts. The copy stays on the stack.
 			var buf [64]byte
 			if p.SetAt.UnmarshalJSON(append(buf[:0], b[start:s.i]...)) != nil {
-				return p, false
+				return false
 			}
 		default:
-			return p, false
+			return false
 		}
 		switch s.peek() {
 		case ',':
 			s.i++
 		case '}':
-			return p, s.i == len(b)-1
+			return s.i == len(b)-1
 		default:
-			return p, false
+			return false
 		}
 	}
 }

@@ -60,7 +60,8 @@ func TestDecodePointer(t *testing.T) {
 	// The distributor's own encodings take the fast path.
 	b, _ := json.Marshal(cuecast.Pointer{Config: "payments/checkout", Subject: "cc.payments.p.all.checkout", Revision: uint64(time.Now().UnixNano()),
 		Version: 3, Commit: "abc", Inline: true, SetAt: time.Now()})
-	if _, ok := scanPointer(string(b)); !ok {
+	var p cuecast.Pointer
+	if ok := scanPointer(&p, string(b)); !ok {
 		t.Fatalf("scanPointer(%s): fell back to encoding/json", b)
 	}
 	// And their times take utcTime's, for every number of decimals
@@ -77,7 +78,9 @@ func checkDecode(t *testing.T, b []byte) {
 	t.Helper()
 	var want cuecast.Pointer
 	werr := json.Unmarshal(b, &want)
-	got, err := decodePointer(string(b))
+	// Decoded over a pointer decoded before: nothing of it may remain.
+	got := cuecast.Pointer{Config: "stale/config", Version: 99, Reason: "stale", Rollback: true}
+	err := decodePointer(&got, string(b))
 	if (err != nil) != (werr != nil) {
 		t.Fatalf("decodePointer(%q): error %v, encoding/json says %v", b, err, werr)
 	}
@@ -98,8 +101,9 @@ func BenchmarkDecodePointer(b *testing.B) {
 		Checksum: cuecast.Checksum([]byte("x")), Size: 2234, Commit: "9fceb02d0ae598e95dc970b74767f19372d61af8",
 		Inline: true, Rollout: "deploy", SetAt: time.Now(), Signature: "c2lnbmF0dXJlc2lnbmF0dXJlc2lnbmF0dXJlc2lnbmF0dXJl"})
 	b.Run("scan", func(b *testing.B) {
+		var p cuecast.Pointer
 		for b.Loop() {
-			if _, err := decodePointer(string(enc)); err != nil {
+			if err := decodePointer(&p, string(enc)); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -52,33 +52,34 @@ type acceptError struct {
 	err    error
 }
 
-// accept verifies the version p names and runs the service's checks on
-// it. body is the pointer's inline content (fromServer; nil when it has
-// none) or the last-known-good file's content (fromLKG). A deleted version
-// has no content to check.
-func (w *Watcher) accept(p cuecast.Pointer, body []byte, src source) (accepted, *acceptError) {
-	var a accepted
+// accept verifies the version p names into a and runs the service's
+// checks on it. body is the pointer's inline content (fromServer; nil when
+// it has none) or the last-known-good file's content (fromLKG). A deleted
+// version has no content to check. a and p are the caller's, written and
+// read through, so that the frames of the apply path stay small
+// (stack_test.go).
+func (w *Watcher) accept(a *accepted, p *cuecast.Pointer, body []byte, src source) *acceptError {
 	var err error
 	if src == fromLKG {
 		a.meta, a.content = p.Meta(), body
 		if err = w.verifyPointer(p, ""); err != nil {
-			return a, &acceptError{step: "verify", err: err}
+			return &acceptError{step: "verify", err: err}
 		}
-	} else if a.meta, a.content, err = w.fetch(p, body); err != nil {
-		return a, &acceptError{step: "fetch", err: err}
+	} else if a.content, err = w.fetch(&a.meta, p, body); err != nil {
+		return &acceptError{step: "fetch", err: err}
 	}
 	if a.meta.Deleted {
-		return a, nil
+		return nil
 	}
 	if err := w.acceptIndex(a.content); err != nil {
-		return a, &acceptError{step: "variant index", checks: true, err: err}
+		return &acceptError{step: "variant index", checks: true, err: err}
 	}
 	value, what, err := w.check(a.content)
 	if err != nil {
-		return a, &acceptError{step: what, checks: true, err: err}
+		return &acceptError{step: what, checks: true, err: err}
 	}
 	a.value = value
-	return a, nil
+	return nil
 }
 
 func (w *Watcher) loadLKG() {
@@ -91,8 +92,7 @@ func (w *Watcher) loadLKG() {
 	}
 	var a accepted
 	if err == nil {
-		var ae *acceptError
-		if a, ae = w.accept(p, content, fromLKG); ae != nil {
+		if ae := w.accept(&a, &p, content, fromLKG); ae != nil {
 			err = ae.err
 			if ae.checks {
 				err = fmt.Errorf("last-known-good %s: %s: %w", w.o.lkgPath, ae.step, ae.err)
@@ -104,13 +104,13 @@ func (w *Watcher) loadLKG() {
 		return
 	}
 	w.servingLKG = true
-	w.swap(a, true)
+	w.swap(&a, true)
 	w.event(EventLoaded, a.meta.Version, "serving last-known-good "+w.o.lkgPath, nil)
 }
 
 // apply moves to the version a verified pointer names, if it should; body
 // is the pointer's inline content or nil.
-func (w *Watcher) apply(p cuecast.Pointer, body []byte, why string) {
+func (w *Watcher) apply(p *cuecast.Pointer, body []byte, why string) {
 	cur := w.cur.Load()
 	if cur != nil {
 		switch {
@@ -133,18 +133,18 @@ func (w *Watcher) apply(p cuecast.Pointer, body []byte, why string) {
 	if w.isRejected(p) {
 		return
 	}
-	a, ae := w.accept(p, body, fromServer)
-	if ae != nil {
+	var a accepted
+	if ae := w.accept(&a, p, body, fromServer); ae != nil {
 		w.notApplied(p, ae, why)
 		return
 	}
-	w.install(p, a, why)
+	w.install(p, &a, why)
 }
 
 // notApplied handles a version apply could not accept: a purged one falls
 // back to the current pointer, a failed read is retried, and content the
 // service's checks refused stays refused.
-func (w *Watcher) notApplied(p cuecast.Pointer, ae *acceptError, why string) {
+func (w *Watcher) notApplied(p *cuecast.Pointer, ae *acceptError, why string) {
 	if ae.checks {
 		w.rejectForGood(p, ae)
 		return
@@ -164,14 +164,14 @@ func (w *Watcher) notApplied(p cuecast.Pointer, ae *acceptError, why string) {
 
 // rejectForGood refuses p's version after the service's checks failed on
 // it: the same bytes would fail the same way.
-func (w *Watcher) rejectForGood(p cuecast.Pointer, ae *acceptError) {
+func (w *Watcher) rejectForGood(p *cuecast.Pointer, ae *acceptError) {
 	w.rejected[rejectKey(p)] = true
 	w.reject(p.Version, ae.step, ae.err, true)
 }
 
 // install makes an accepted version the current one (swap), keeps its
 // bytes for a rollback, saves it as last-known-good and reports it.
-func (w *Watcher) install(p cuecast.Pointer, a accepted, why string) {
+func (w *Watcher) install(p *cuecast.Pointer, a *accepted, why string) {
 	w.swap(a, false)
 	if w.held.seq != 0 {
 		w.prev = w.held
@@ -179,13 +179,15 @@ func (w *Watcher) install(p cuecast.Pointer, a accepted, why string) {
 	w.held = cachedVersion{meta: a.meta, seq: p.Seq, body: a.content}
 	w.servingLKG = false
 	w.lastErr = ""
-	for n := range w.cache {
-		if n <= a.meta.Version {
-			delete(w.cache, n)
+	if len(w.cache) > 0 { // a range over an empty map still starts an iterator
+		for n := range w.cache {
+			if n <= a.meta.Version {
+				delete(w.cache, n)
+			}
 		}
 	}
 	if w.o.lkgPath != "" {
-		if err := writeLKG(w.o.lkgPath, p, a.content); err != nil {
+		if err := writeLKG(w.o.lkgPath, *p, a.content); err != nil {
 			w.lastErr = err.Error()
 			w.event(EventError, a.meta.Version, "applied, but not saved as last-known-good", err)
 		}
@@ -199,7 +201,7 @@ func (w *Watcher) install(p cuecast.Pointer, a accepted, why string) {
 
 // swap makes a the snapshot Current returns, offers it on Updates and
 // marks the watcher ready.
-func (w *Watcher) swap(a accepted, fromLKG bool) {
+func (w *Watcher) swap(a *accepted, fromLKG bool) {
 	s := &Snapshot{Config: w.cfg, Version: a.meta.Version, Checksum: a.meta.Checksum, Commit: a.meta.Commit,
 		Content: a.content, Deleted: a.meta.Deleted, FromLastKnownGood: fromLKG, AppliedAt: time.Now(), value: a.value}
 	w.cur.Store(s)
@@ -234,21 +236,21 @@ func (w *Watcher) check(content []byte) (value any, what string, err error) {
 // line: every apply's stack frame would otherwise hold their formatting,
 // and a frame that outgrows an idle watcher's shrunken stack costs a stack
 // copy per apply.
-func (w *Watcher) skipOlder(p cuecast.Pointer, cur uint64) {
+func (w *Watcher) skipOlder(p *cuecast.Pointer, cur uint64) {
 	w.event(EventSkipped, p.Version, fmt.Sprintf("pointer names version %d, older than %d, without rollback", p.Version, cur), nil)
 }
 
-func (w *Watcher) rejectOtherChecksum(p cuecast.Pointer, cur string) {
+func (w *Watcher) rejectOtherChecksum(p *cuecast.Pointer, cur string) {
 	w.reject(p.Version, "pointer", fmt.Errorf("names version %d with checksum %s, running %s: %w", p.Version, p.Checksum, cur, cuecast.ErrChecksumMismatch), false)
 }
 
 // rejectKey names a version whose content was refused for good (by the
 // validation hook or the decoder): the same bytes would fail the same way.
-func rejectKey(p cuecast.Pointer) string {
+func rejectKey(p *cuecast.Pointer) string {
 	return strconv.FormatUint(p.Version, 10) + "@" + p.Checksum
 }
 
-func (w *Watcher) isRejected(p cuecast.Pointer) bool {
+func (w *Watcher) isRejected(p *cuecast.Pointer) bool {
 	return len(w.rejected) > 0 && w.rejected[rejectKey(p)]
 }
 

@@ -13,66 +13,76 @@ import (
 // Reading a version's content (inline, a kept copy, the stream, its chunks)
 // and verifying it and its pointer against what the distributor signed.
 
-// fetch returns the verified metadata and content of the version p names:
-// the inline body when p has one, else a copy kept here (staged, or the
-// version before the current one), else the stored version.
-func (w *Watcher) fetch(p cuecast.Pointer, inline []byte) (cuecast.Version, []byte, error) {
+// fetch sets *meta to the verified metadata of the version p names and
+// returns its verified content: the inline body when p has one, else a
+// copy kept here (staged, or the version before the current one), else the
+// stored version.
+func (w *Watcher) fetch(meta *cuecast.Version, p *cuecast.Pointer, inline []byte) ([]byte, error) {
 	if p.Inline {
-		meta, body, err := w.verifyContent(p, p.Meta(), inline)
+		*meta = p.Meta()
+		body, err := w.verifyContent(meta, p, inline)
 		if err == nil {
-			return meta, body, nil
+			return body, nil
 		}
 		// Damaged on the way, or a forgery: the stream's copy decides.
-		w.event(EventRejected, p.Version, "inline content does not verify; reading the stored version", err)
+		w.inlineRejected(p, err)
 	}
-	return w.fetchKept(p)
+	return w.fetchKept(meta, p)
+}
+
+// inlineRejected is out of line: every apply runs fetch.
+func (w *Watcher) inlineRejected(p *cuecast.Pointer, err error) {
+	w.event(EventRejected, p.Version, "inline content does not verify; reading the stored version", err)
 }
 
 // fetchKept is fetch without inline content: a kept copy, else the stored
 // version. Apart from fetch so that the common case, inline content, keeps a
 // small stack frame.
-func (w *Watcher) fetchKept(p cuecast.Pointer) (cuecast.Version, []byte, error) {
+func (w *Watcher) fetchKept(meta *cuecast.Version, p *cuecast.Pointer) ([]byte, error) {
 	if cv, ok := w.cache[p.Version]; ok && cv.seq == p.Seq {
-		meta, body, err := w.verifyContent(p, cv.meta, cv.body)
+		*meta = cv.meta
+		body, err := w.verifyContent(meta, p, cv.body)
 		if err == nil {
-			return meta, body, nil
+			return body, nil
 		}
 		delete(w.cache, p.Version)
 	}
 	if w.prev.seq == p.Seq && w.prev.meta.Version == p.Version {
-		if meta, body, err := w.verifyContent(p, w.prev.meta, w.prev.body); err == nil {
-			return meta, body, nil
+		*meta = w.prev.meta
+		if body, err := w.verifyContent(meta, p, w.prev.body); err == nil {
+			return body, nil
 		}
 	}
-	var meta cuecast.Version
+	*meta = cuecast.Version{}
 	var body []byte
 	{
 		ctx, cancel := context.WithTimeout(w.ctx, w.c.o.timeout)
 		defer cancel()
 		m, err := getBySeq(ctx, w.c.nc, w.c.o.directGet, p.Seq)
 		if errors.Is(err, cuecast.ErrNotFound) {
-			return meta, nil, fmt.Errorf("read version %d at %d: %w", p.Version, p.Seq, cuecast.ErrPurged)
+			return nil, fmt.Errorf("read version %d at %d: %w", p.Version, p.Seq, cuecast.ErrPurged)
 		}
 		if err != nil {
-			return meta, nil, fmt.Errorf("read version %d at %d: %w", p.Version, p.Seq, err)
+			return nil, fmt.Errorf("read version %d at %d: %w", p.Version, p.Seq, err)
 		}
 		if s := m.Header.Get(headerSubj); s != cuecast.VersionSubject(w.cfg) {
-			return meta, nil, fmt.Errorf("pointer names sequence %d on %s, not a version of %s: %w", p.Seq, s, w.cfg, cuecast.ErrChecksumMismatch)
+			return nil, fmt.Errorf("pointer names sequence %d on %s, not a version of %s: %w", p.Seq, s, w.cfg, cuecast.ErrChecksumMismatch)
 		}
-		if err := json.Unmarshal([]byte(m.Header.Get(cuecast.HeaderMeta)), &meta); err != nil {
-			return meta, nil, fmt.Errorf("decode version %d metadata: %w", p.Version, err)
+		var stored cuecast.Version
+		if err := json.Unmarshal([]byte(m.Header.Get(cuecast.HeaderMeta)), &stored); err != nil {
+			return nil, fmt.Errorf("decode version %d metadata: %w", p.Version, err)
 		}
-		body = m.Data
+		*meta, body = stored, m.Data
 	}
-	return w.verifyContent(p, meta, body)
+	return w.verifyContent(meta, p, body)
 }
 
 // verifyContent checks version metadata against the pointer, its signature,
-// and the content (reading chunks) against the metadata.
-func (w *Watcher) verifyContent(p cuecast.Pointer, meta cuecast.Version, body []byte) (cuecast.Version, []byte, error) {
+// and the content (reading chunks) against the metadata; it returns the
+// content verified.
+func (w *Watcher) verifyContent(meta *cuecast.Version, p *cuecast.Pointer, body []byte) ([]byte, error) {
 	if meta.Config != w.cfg || meta.Version != p.Version || meta.Checksum != p.Checksum {
-		return meta, nil, fmt.Errorf("pointer names %s@%d %s, stored version is %s@%d %s: %w",
-			p.Config, p.Version, p.Checksum, meta.Config, meta.Version, meta.Checksum, cuecast.ErrChecksumMismatch)
+		return nil, metaMismatch(meta, p)
 	}
 	// The version's own signature is not checked here: the pointer's
 	// (verified before) covers the checksum and size that the content is
@@ -84,30 +94,35 @@ func (w *Watcher) verifyContent(p cuecast.Pointer, meta cuecast.Version, body []
 		// A kept copy holds the whole content; a version message none.
 		var err error
 		if body, err = w.fetchChunks(meta); err != nil {
-			return meta, nil, err
+			return nil, err
 		}
 	}
 	if int64(len(body)) == meta.Size {
 		// Bytes a shared Keyring has seen hash to this checksum.
 		if c, ok := w.c.o.keyring.verifiedContent(meta.Checksum, body); ok {
-			return meta, c, nil
+			return c, nil
 		}
 		if cuecast.ChecksumMatches(body, meta.Checksum) {
 			w.c.o.keyring.rememberContent(meta.Checksum, body)
-			return meta, body, nil
+			return body, nil
 		}
 	}
-	return meta, nil, contentMismatch(meta, body)
+	return nil, contentMismatch(meta, body)
 }
 
-// contentMismatch is verifyContent's error, out of line: every apply runs
-// verifyContent.
-func contentMismatch(meta cuecast.Version, body []byte) error {
+// metaMismatch and contentMismatch are verifyContent's errors, out of
+// line: every apply runs verifyContent.
+func metaMismatch(meta *cuecast.Version, p *cuecast.Pointer) error {
+	return fmt.Errorf("pointer names %s@%d %s, stored version is %s@%d %s: %w",
+		p.Config, p.Version, p.Checksum, meta.Config, meta.Version, meta.Checksum, cuecast.ErrChecksumMismatch)
+}
+
+func contentMismatch(meta *cuecast.Version, body []byte) error {
 	return fmt.Errorf("version %d content hashes to %s (%d bytes), metadata says %s (%d bytes): %w",
 		meta.Version, cuecast.Checksum(body), len(body), meta.Checksum, meta.Size, cuecast.ErrChecksumMismatch)
 }
 
-func (w *Watcher) fetchChunks(meta cuecast.Version) ([]byte, error) {
+func (w *Watcher) fetchChunks(meta *cuecast.Version) ([]byte, error) {
 	if meta.Size < 0 || meta.Size > 1<<30 {
 		return nil, fmt.Errorf("version %d: size %d out of range: %w", meta.Version, meta.Size, cuecast.ErrChecksumMismatch)
 	}
@@ -135,7 +150,7 @@ func (w *Watcher) fetchChunks(meta cuecast.Version) ([]byte, error) {
 // to subj (for the last-known-good file, subj is "": any subject it applies
 // pointers from), and its signature. The signed subject is what keeps a
 // pointer for another bucket or instance, replayed here, from applying.
-func (w *Watcher) verifyPointer(p cuecast.Pointer, subj string) error {
+func (w *Watcher) verifyPointer(p *cuecast.Pointer, subj string) error {
 	if err := w.checkTarget(p, subj); err != nil {
 		return err
 	}
@@ -147,7 +162,7 @@ func (w *Watcher) verifyPointer(p cuecast.Pointer, subj string) error {
 
 // checkTarget is verifyPointer without the signature: p names this
 // watcher's config and subj.
-func (w *Watcher) checkTarget(p cuecast.Pointer, subj string) error {
+func (w *Watcher) checkTarget(p *cuecast.Pointer, subj string) error {
 	if p.Config != w.cfg {
 		return fmt.Errorf("pointer on %s names config %s: %w", cuecast.PointerSubject(w.cfg, w.bucket), p.Config, cuecast.ErrBadSignature)
 	}
@@ -163,7 +178,7 @@ func (w *Watcher) appliesFrom(subj string) bool {
 }
 
 // wrongSubject is out of line: verifyPointer runs for every message.
-func (w *Watcher) wrongSubject(p cuecast.Pointer, subj string) error {
+func (w *Watcher) wrongSubject(p *cuecast.Pointer, subj string) error {
 	if subj == "" {
 		subj = "this instance's subjects"
 	}

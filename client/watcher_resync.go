@@ -58,7 +58,7 @@ func (w *Watcher) resync(why string) {
 		w.event(EventResync, 0, why, nil)
 	}
 	if p, body, ok := w.governing(got); ok {
-		w.apply(p, body, why)
+		w.apply(&p, body, why)
 		w.resyncCutover(ctx)
 	}
 }
@@ -98,7 +98,8 @@ func (w *Watcher) governing(got [3]read) (p cuecast.Pointer, body []byte, ok boo
 		if r.err != nil {
 			continue
 		}
-		rp, rbody, ok := w.pointer(r.m, w.ptrSubjects[i], 0)
+		var rp cuecast.Pointer
+		rbody, ok := w.pointer(&rp, r.m, w.ptrSubjects[i], 0)
 		if !ok {
 			continue
 		}
@@ -156,7 +157,8 @@ func (w *Watcher) handle(m *nats.Msg) {
 	if k < 0 {
 		return
 	}
-	p, body, ok := w.pointer(m, w.ptrSubjects[k], w.revs[k])
+	var p cuecast.Pointer
+	body, ok := w.pointer(&p, m, w.ptrSubjects[k], w.revs[k])
 	if !ok {
 		// Seen already (the start read raced the subscription), a replay,
 		// or a forgery: nothing moves, so what follows is judged as before.
@@ -170,7 +172,7 @@ func (w *Watcher) handle(m *nats.Msg) {
 	gap := err != nil || last != w.seen[k]
 	w.seen[k] = seq
 	if governs {
-		w.apply(p, body, "pointer")
+		w.apply(&p, body, "pointer")
 	}
 	if gap {
 		w.resync("gap")
@@ -196,41 +198,40 @@ func (w *Watcher) pointerSubject(republishedSubj string) int {
 	return -1
 }
 
-// pointer decodes and verifies a pointer message stored on subj, rejecting
-// bad ones; one whose revision is not above after is dropped unverified and
-// silently (the same pointer again, or a replay of an older one). body is
-// the inline content when the pointer says so (still to be checked against
-// the pointer's checksum), else nil.
-func (w *Watcher) pointer(m *nats.Msg, subj string, after uint64) (p cuecast.Pointer, body []byte, ok bool) {
+// pointer decodes and verifies a pointer message stored on subj into p,
+// rejecting bad ones; one whose revision is not above after is dropped
+// unverified and silently (the same pointer again, or a replay of an older
+// one). body is the inline content when the pointer says so (still to be
+// checked against the pointer's checksum), else nil. The pointer is the
+// caller's, written through, and the refusals are out of line, so that
+// the frames of the apply path stay small (stack_test.go).
+func (w *Watcher) pointer(p *cuecast.Pointer, m *nats.Msg, subj string, after uint64) (body []byte, ok bool) {
 	hdr := m.Header.Get(cuecast.HeaderPointer)
 	// A header a shared Keyring has seen verified is that pointer again:
 	// only what is this watcher's own is left to check.
-	p, known := w.c.o.keyring.verifiedPointer(hdr)
+	known := w.c.o.keyring.verifiedPointer(p, hdr)
 	if !known {
-		var err error
-		if p, err = decodePointer(hdr); err != nil {
-			w.reject(0, "undecodable pointer", fmt.Errorf("%s header: %w", cuecast.HeaderPointer, err), false)
-			return p, nil, false
+		if err := decodePointer(p, hdr); err != nil {
+			w.undecodable(err)
+			return nil, false
 		}
 		if p.Revision == 0 {
 			w.refuse(p.Version, errNoRevision)
-			return p, nil, false
+			return nil, false
 		}
 	}
 	if p.Revision <= after {
-		return p, nil, false
+		return nil, false
 	}
+	var err error
 	if known {
-		if err := w.checkTarget(p, subj); err != nil {
-			w.refuse(p.Version, err)
-			return p, nil, false
-		}
-	} else {
-		if err := w.verifyPointer(p, subj); err != nil {
-			w.refuse(p.Version, err)
-			return p, nil, false
-		}
+		err = w.checkTarget(p, subj)
+	} else if err = w.verifyPointer(p, subj); err == nil {
 		w.c.o.keyring.rememberPointer(hdr, p)
+	}
+	if err != nil {
+		w.refuse(p.Version, err)
+		return nil, false
 	}
 	if p.Inline {
 		body = m.Data
@@ -238,5 +239,10 @@ func (w *Watcher) pointer(m *nats.Msg, subj string, after uint64) (p cuecast.Poi
 			body = []byte{}
 		}
 	}
-	return p, body, true
+	return body, true
+}
+
+// undecodable rejects a pointer header that does not decode.
+func (w *Watcher) undecodable(err error) {
+	w.reject(0, "undecodable pointer", fmt.Errorf("%s header: %w", cuecast.HeaderPointer, err), false)
 }

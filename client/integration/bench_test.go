@@ -217,7 +217,8 @@ func selfCPU() time.Duration {
 // benchSettle is the pause before each measured round: a round measures one
 // change reaching a fleet at rest, so it starts after the previous round's
 // apply reports are in (each instance sends one 0.5–1.5 s after applying,
-// with the default 15 s heartbeat; watcher_timers.go, reportSoon). Back to back, a
+// with the default 15 s heartbeat; watcher_timers.go, reportSoon), and the
+// child has collected its heap (settleHeap). Back to back, a
 // round would also carry the storing of the previous round's 10,000 reports,
 // a change rate of two a second on one config that the targets do not
 // describe; CUECAST_BENCH_SETTLE=0 measures that (BENCHMARKS.md,
@@ -245,7 +246,7 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 // Keyring, so each distinct signature is verified once per process). Each
 // iteration is one round of each. Run with e.g.
 //
-//	go test -run '^$' -bench Fanout -benchtime 20x ./client/
+//	go test -run '^$' -bench Fanout -benchtime 20x ./client/integration/
 func BenchmarkFanout(b *testing.B) {
 	outer := b
 	for _, n := range []int{100, 1000, 10000} {
@@ -360,8 +361,9 @@ func benchChild() int {
 		trust = append(trust, client.WithKeyring(shared))
 	}
 	err = simfleet.Run(context.Background(), simfleet.Options{
-		Config: cfg,
-		Client: trust,
+		Config:      cfg,
+		Client:      trust,
+		BeforeRound: settleHeap(),
 		Conn: func(i int, nc *nats.Conn, armed func() *simfleet.Round) error {
 			_, err := nc.Subscribe("bench.floor", func(m *nats.Msg) {
 				at := time.Now()
@@ -377,6 +379,24 @@ func benchChild() int {
 		return 1
 	}
 	return 0
+}
+
+// settleHeap is what the child does before each round, with the fleet at
+// rest: a collection, so that none falls in a round. The child's instances
+// share one heap of 650–800 MB, which a collection marks in whichever round
+// it lands in (about 70 ms of CPU, and the floor and apply rounds are
+// measured against each other); a fleet of separate processes has no such
+// shared collection. Nil (none) when rounds run back to back
+// (CUECAST_BENCH_SETTLE=0) or with CUECAST_BENCH_CHILD_GC=0, which measures
+// without it (BENCHMARKS.md, "Distribution").
+func settleHeap() func() {
+	if os.Getenv("CUECAST_BENCH_CHILD_GC") == "0" {
+		return nil
+	}
+	if d, err := time.ParseDuration(os.Getenv("CUECAST_BENCH_SETTLE")); err == nil && d == 0 {
+		return nil
+	}
+	return runtime.GC
 }
 
 // BenchmarkWatcherMemory: the marginal heap of one watcher (its client,

@@ -71,6 +71,10 @@ type Options struct {
 	Conn func(i int, nc *nats.Conn, armed func() *Round) error
 	// Event, if set, sees every event of instance i.
 	Event func(i int, e client.Event)
+	// BeforeRound, if set, is called when a round is asked for, before
+	// the child says it is armed: the round's clock starts after it
+	// returns (a collection with the fleet at rest, say).
+	BeforeRound func()
 }
 
 // Run is the child's side: it runs as many instances as Start was asked
@@ -175,6 +179,9 @@ func Run(ctx context.Context, o Options) error {
 			return fmt.Errorf("bad command %q", in.Text())
 		}
 		r.remaining.Store(int64(n))
+		if o.BeforeRound != nil {
+			o.BeforeRound()
+		}
 		stop := func() {}
 		if perRound {
 			round++
