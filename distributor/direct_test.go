@@ -27,10 +27,25 @@ func TestDirectStreamEachContinues(t *testing.T) {
 	}
 	big := bytes.Repeat([]byte("x"), 900_000)
 	var want []string
+	// Asynchronously, in order on one connection, waiting for the acks
+	// every 500 so that the pending publishes stay far below the
+	// client's limit (4,000).
+	sent := 0
+	settle := func() {
+		t.Helper()
+		select {
+		case <-js.PublishAsyncComplete():
+		case <-t.Context().Done():
+			t.Fatal(t.Context().Err())
+		}
+	}
 	publish := func(subj string, data []byte) {
 		t.Helper()
 		if _, err := js.PublishAsync(subj, data); err != nil {
 			t.Fatal(err)
+		}
+		if sent++; sent%500 == 0 {
+			settle()
 		}
 	}
 	for i := range 4097 {
@@ -47,10 +62,7 @@ func TestDirectStreamEachContinues(t *testing.T) {
 		want = append(want, subj)
 		publish("each.other", nil)
 	}
-	select {
-	case <-js.PublishAsyncComplete():
-	case <-t.Context().Done():
-	}
+	settle()
 	var got []string
 	last := uint64(0)
 	err = distributor.NewDirectStream(nc, "EACH").Each(t.Context(), "each.*.*", func(m *jetstream.RawStreamMsg) error {
