@@ -2,11 +2,13 @@ package distributor_test
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"testing"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/distributor"
 	"github.com/cuecast/cuecast/internal/natstest"
 )
@@ -85,6 +87,18 @@ func TestDirectStreamEachContinues(t *testing.T) {
 	for i := range want {
 		if got[i] != want[i] {
 			t.Fatalf("message %d: %s, want %s", i, got[i], want[i])
+		}
+	}
+}
+
+// TestNamespaceReportsRejectsBadNamespace: a namespace that is not one
+// path segment (a subject wildcard, a dot) is refused, never read as a
+// wider filter.
+func TestNamespaceReportsRejectsBadNamespace(t *testing.T) {
+	d, _ := newDist(t, distributor.Options{})
+	for _, ns := range []string{"", "*", ">", "pay.ments", "Pay"} {
+		if _, err := d.NamespaceReports(t.Context(), ns); !errors.Is(err, cuecast.ErrInvalidPath) {
+			t.Errorf("NamespaceReports(%q): %v, want ErrInvalidPath", ns, err)
 		}
 	}
 }

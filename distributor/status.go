@@ -37,8 +37,8 @@ func (d *Distributor) Reports(ctx context.Context, cfg cuecast.ConfigPath) ([]cu
 // its configs are wanted (a read per config makes the server count the
 // pending reports of each).
 func (d *Distributor) NamespaceReports(ctx context.Context, ns string) ([]cuecast.Report, error) {
-	if err := cuecast.ConfigPath(ns + "/x").Validate(); err != nil {
-		return nil, fmt.Errorf("read reports of namespace %q: %w", ns, err)
+	if !cuecast.ValidSegment(ns) {
+		return nil, fmt.Errorf("read reports of namespace %q: %w: a namespace must match [a-z0-9][a-z0-9_-]*", ns, cuecast.ErrInvalidPath)
 	}
 	out, err := d.readReports(ctx, cuecast.ReportPrefix+"."+ns+".>")
 	if err != nil {
