@@ -149,13 +149,30 @@ func openStreams(ctx context.Context, nc *nats.Conn, env *Env, url string) (*dis
 // openRollout opens the existing rollout state read-only (the operator's
 // credentials may write a record and an audit entry, never a stream's
 // configuration), and creates it only when serve has not yet.
-func openRollout(ctx context.Context, nc *nats.Conn, d *distributor.Distributor, env *Env) (*rollout.Controller, error) {
+// readRollout opens the rollout state for reading only: nil, and no
+// error, where serve's streams exist without it (nothing was ever
+// recorded), since a command that only reads must not create it.
+func readRollout(ctx context.Context, nc *nats.Conn, d *distributor.Distributor, env *Env) (*rollout.Controller, error) {
 	c, err := rollout.Open(ctx, nc, d, nil, rollout.Options{Logger: env.Logger()})
 	if errors.Is(err, jetstream.ErrBucketNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
-		c, err = rollout.New(ctx, nc, d, nil, rollout.Options{Logger: env.Logger()})
+		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("open rollout state: %w", err)
+	}
+	return c, nil
+}
+
+// openRollout opens the rollout state to steer it (rollout, rollback).
+// Like the streams, it is serve's to create: where serve's streams exist
+// without it, nothing was ever recorded, and it says so.
+func openRollout(ctx context.Context, nc *nats.Conn, d *distributor.Distributor, env *Env) (*rollout.Controller, error) {
+	c, err := readRollout(ctx, nc, d, env)
+	if err != nil {
+		return nil, err
+	}
+	if c == nil {
+		return nil, fmt.Errorf("open rollout state: the server has cuecast streams but no rollout state (%s); start serve once to create it", rollout.Bucket)
 	}
 	return c, nil
 }

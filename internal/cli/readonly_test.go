@@ -2,11 +2,13 @@ package cli_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/cuecast/cuecast/distributor"
 	"github.com/cuecast/cuecast/internal/cli"
 	"github.com/cuecast/cuecast/internal/natstest"
 )
@@ -47,6 +49,56 @@ func TestReadCommandsCreateNothing(t *testing.T) {
 			}
 			if len(names) != 0 {
 				t.Fatalf("%s created streams %v on a server serve never set up", args, names)
+			}
+		})
+	}
+}
+
+// TestReadCommandsCreateNoRolloutState: where serve's streams exist but its
+// rollout state does not (a serve that never started its controller), status
+// reads "no rollouts" and rollout and rollback say what is missing; none of
+// them creates the rollout bucket or the audit stream, which are serve's.
+// status and rollout used to create both, with their default configuration.
+func TestReadCommandsCreateNoRolloutState(t *testing.T) {
+	s := natstest.Start(t)
+	url := s.ClientURL()
+	nc := s.Connect(t)
+	if _, err := distributor.New(t.Context(), nc, distributor.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	streams := func() []string {
+		var names []string
+		l := js.StreamNames(t.Context())
+		for n := range l.Name() {
+			names = append(names, n)
+		}
+		if l.Err() != nil {
+			t.Fatal(l.Err())
+		}
+		slices.Sort(names)
+		return names
+	}
+	before := streams()
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"status", "--nats", url}, 0, ""},
+		{[]string{"rollout", "status", "--nats", url}, cli.ExitFailure, "no rollout state"},
+		{[]string{"rollback", "payments/checkout", "--previous", "--reason", "test", "--nats", url}, cli.ExitFailure, "no rollout state"},
+	} {
+		t.Run(strings.Join(tc.args[:2], " "), func(t *testing.T) {
+			code, stdout, stderr := run(context.Background(), tc.args...)
+			if code != tc.code || !strings.Contains(stderr.String(), tc.want) {
+				t.Errorf("%s: exit %d, stdout %q, stderr %q; want exit %d and %q", tc.args, code, stdout, stderr, tc.code, tc.want)
+			}
+			if after := streams(); !slices.Equal(after, before) {
+				t.Fatalf("%s: streams %v, were %v", tc.args, after, before)
 			}
 		})
 	}

@@ -121,13 +121,15 @@ func statusRun(c *cobra.Command, env *Env, opts *StatusOptions) error {
 	// Each instance is counted against the version the rollout controller
 	// means it to run now (rollout.Record.Intent), as the dashboard and the
 	// metrics count it.
-	ctl, err := openRollout(ctx, nc, d, env)
+	ctl, err := readRollout(ctx, nc, d, env)
 	if err != nil {
 		return err
 	}
-	recs, err := ctl.Records(ctx)
-	if err != nil {
-		return fmt.Errorf("status: %w", err)
+	var recs []rollout.Record
+	if ctl != nil {
+		if recs, err = ctl.Records(ctx); err != nil {
+			return fmt.Errorf("status: %w", err)
+		}
 	}
 	st, err := d.StatusWith(ctx, rollout.IntentsOf(recs), cfgs...)
 	if errors.Is(err, cuecast.ErrNotFound) {
