@@ -24,8 +24,9 @@ import (
 	"github.com/cuecast/cuecast/internal/poll"
 )
 
-// reportFleet is a NATS server with the streams serve creates, and
-// instances reporting on checkout the way the client does.
+// reportFleet is a NATS server with the streams and the rollout state
+// serve creates, and instances reporting on checkout the way the client
+// does.
 type reportFleet struct {
 	t   *testing.T
 	url string
@@ -42,6 +43,9 @@ func newReportFleet(t *testing.T, nc *nats.Conn, url string, o distributor.Optio
 		t.Fatalf("new distributor: %v", err)
 	}
 	t.Cleanup(d.Close)
+	if _, err := rollout.New(t.Context(), nc, d, nil, rollout.Options{Logger: o.Logger}); err != nil {
+		t.Fatalf("new rollout controller: %v", err)
+	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
