@@ -1,7 +1,6 @@
 package natsconf_test
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -9,7 +8,6 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/cuecast/cuecast"
-	"github.com/cuecast/cuecast/distributor"
 	"github.com/cuecast/cuecast/internal/natsconf"
 	"github.com/cuecast/cuecast/internal/poll"
 )
@@ -20,12 +18,7 @@ import (
 // request, which an export lets through only with response_type stream.
 func TestServiceBatchedDirectGet(t *testing.T) {
 	forEachSuiteMode(t, func(t *testing.T, st *suiteTree) {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		d, err := distributor.New(ctx, st.dist, distributor.Options{Heartbeat: time.Hour})
-		if err != nil {
-			t.Fatalf("distributor: %v", err)
-		}
+		d := st.distributor(t)
 		publish(t, d, checkout, 2, `{"v":2}`)
 		publish(t, d, checkout, 3, `{"v":3}`)
 		for i, srv := range st.servers {
@@ -79,12 +72,7 @@ func TestServiceBatchedDirectGet(t *testing.T) {
 // only (JetStream refuses a batch there), so its export is a singleton.
 func TestServiceDirectGetLeavesNoResponse(t *testing.T) {
 	forEachSuiteMode(t, func(t *testing.T, st *suiteTree) {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		d, err := distributor.New(ctx, st.dist, distributor.Options{Heartbeat: time.Hour})
-		if err != nil {
-			t.Fatalf("distributor: %v", err)
-		}
+		d := st.distributor(t)
 		publish(t, d, checkout, 2, `{"v":2}`)
 		const reads = 20
 		for i, srv := range st.servers {

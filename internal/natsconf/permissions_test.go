@@ -437,6 +437,19 @@ type suiteTree struct {
 
 // forEachSuiteMode runs f on a tree with passwords, a tree with .creds
 // (operator mode) and serve's standalone secure server, each a subtest.
+// distributor is serve's distributor on the suite's hub, with no
+// heartbeat of its own during the test.
+func (st *suiteTree) distributor(t *testing.T) *distributor.Distributor {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	t.Cleanup(cancel)
+	d, err := distributor.New(ctx, st.dist, distributor.Options{Heartbeat: time.Hour})
+	if err != nil {
+		t.Fatalf("distributor: %v", err)
+	}
+	return d
+}
+
 func forEachSuiteMode(t *testing.T, f func(t *testing.T, st *suiteTree)) {
 	for _, auth := range []string{"password", "creds", "standalone"} {
 		t.Run(auth, func(t *testing.T) {
@@ -819,12 +832,7 @@ func testCompromisedNode(t *testing.T, st *suiteTree) {
 	// delivering every version onto the audit stream's subjects: what a
 	// committer could write, and a compromised link could then try to
 	// have delivered onto the fan-out account's import of that API.
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	d, err := distributor.New(ctx, st.dist, distributor.Options{Heartbeat: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := st.distributor(t)
 	publish(t, d, checkout, 2, `{"stream_name":"CUECAST","config":{"name":"evil","deliver_subject":"cca.search.ranking","ack_policy":"none","deliver_policy":"all"}}`)
 	for _, dom := range []string{"eu-west", "host-1"} {
 		poll.Until(t, dom+" mirror of payments caught up", 20*time.Second, func() (bool, string) {
