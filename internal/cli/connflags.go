@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/pflag"
 
+	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/distributor"
 	"github.com/cuecast/cuecast/distributor/rollout"
 	"github.com/cuecast/cuecast/internal/pipeline"
@@ -146,16 +147,16 @@ func openStreams(ctx context.Context, nc *nats.Conn, env *Env, url string) (*dis
 	return d, nil
 }
 
-// openRollout opens the existing rollout state read-only (the operator's
-// credentials may write a record and an audit entry, never a stream's
-// configuration), and creates it only when serve has not yet.
-// readRollout opens the rollout state for reading only: nil, and no
-// error, where serve's streams exist without it (nothing was ever
-// recorded), since a command that only reads must not create it.
-func readRollout(ctx context.Context, nc *nats.Conn, d *distributor.Distributor, env *Env) (*rollout.Controller, error) {
+// openRollout opens the rollout state to steer it (rollout, rollback),
+// read-only as to its configuration (the operator's credentials may write
+// a record and an audit entry, never a stream's configuration). Like the
+// streams, it is serve's to create: where serve's streams exist without
+// it, nothing was ever recorded, and the error says so (wrapping
+// jetstream.ErrBucketNotFound or ErrStreamNotFound).
+func openRollout(ctx context.Context, nc *nats.Conn, d *distributor.Distributor, env *Env) (*rollout.Controller, error) {
 	c, err := rollout.Open(ctx, nc, d, nil, rollout.Options{Logger: env.Logger()})
 	if errors.Is(err, jetstream.ErrBucketNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
-		return nil, nil
+		return nil, fmt.Errorf("open rollout state: the server has cuecast streams but no rollout state (%s); start serve once to create it: %w", rollout.Bucket, err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("open rollout state: %w", err)
@@ -163,18 +164,36 @@ func readRollout(ctx context.Context, nc *nats.Conn, d *distributor.Distributor,
 	return c, nil
 }
 
-// openRollout opens the rollout state to steer it (rollout, rollback).
-// Like the streams, it is serve's to create: where serve's streams exist
-// without it, nothing was ever recorded, and it says so.
-func openRollout(ctx context.Context, nc *nats.Conn, d *distributor.Distributor, env *Env) (*rollout.Controller, error) {
-	c, err := readRollout(ctx, nc, d, env)
+// rolloutReader is what status reads of the rollout state.
+type rolloutReader interface {
+	Records(ctx context.Context) ([]rollout.Record, error)
+	Record(ctx context.Context, cfg cuecast.ConfigPath) (rollout.Record, error)
+	Progress(ctx context.Context, cfg cuecast.ConfigPath) (rollout.Progress, error)
+}
+
+// readRollout opens the rollout state for reading only: where serve's
+// streams exist without it, nothing was ever recorded (noRollouts), since
+// a command that only reads must not create it.
+func readRollout(ctx context.Context, nc *nats.Conn, d *distributor.Distributor, env *Env) (rolloutReader, error) {
+	c, err := openRollout(ctx, nc, d, env)
+	if errors.Is(err, jetstream.ErrBucketNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
+		return noRollouts{}, nil
+	}
 	if err != nil {
 		return nil, err
 	}
-	if c == nil {
-		return nil, fmt.Errorf("open rollout state: the server has cuecast streams but no rollout state (%s); start serve once to create it", rollout.Bucket)
-	}
 	return c, nil
+}
+
+// noRollouts is rollout state that was never created: no records.
+type noRollouts struct{}
+
+func (noRollouts) Records(context.Context) ([]rollout.Record, error) { return nil, nil }
+func (noRollouts) Record(context.Context, cuecast.ConfigPath) (rollout.Record, error) {
+	return rollout.Record{}, rollout.ErrNoRollout
+}
+func (noRollouts) Progress(context.Context, cuecast.ConfigPath) (rollout.Progress, error) {
+	return rollout.Progress{}, rollout.ErrNoRollout
 }
 
 // ServeScale are the flags that run serve against an external NATS cluster,

@@ -125,11 +125,9 @@ func statusRun(c *cobra.Command, env *Env, opts *StatusOptions) error {
 	if err != nil {
 		return err
 	}
-	var recs []rollout.Record
-	if ctl != nil {
-		if recs, err = ctl.Records(ctx); err != nil {
-			return fmt.Errorf("status: %w", err)
-		}
+	recs, err := ctl.Records(ctx)
+	if err != nil {
+		return fmt.Errorf("status: %w", err)
 	}
 	st, err := d.StatusWith(ctx, rollout.IntentsOf(recs), cfgs...)
 	if errors.Is(err, cuecast.ErrNotFound) {
@@ -167,7 +165,7 @@ func statusRun(c *cobra.Command, env *Env, opts *StatusOptions) error {
 		fmt.Fprintln(env.IO.Out)
 		printTailerState(env.IO.Out, ts)
 	}
-	return statusRollout(ctx, env, nc, d, cfgs, st)
+	return statusRollout(ctx, env, d, ctl, cfgs, st)
 }
 
 // targetColumn is the version the config's fleet is meant to end on, and

@@ -74,7 +74,7 @@ func statusWait(ctx context.Context, env *Env, nc *nats.Conn, d *distributor.Dis
 			return nil
 		}
 		halted, stage := "", ""
-		if rec, err := recordOf(ctx, ctl, cfg); err == nil && rec.Current != nil && rec.Current.Version == n {
+		if rec, err := ctl.Record(ctx, cfg); err == nil && rec.Current != nil && rec.Current.Version == n {
 			if rec.Current.State == rollout.StateHalted {
 				halted = rec.Current.Reason
 			}
@@ -170,33 +170,13 @@ func reportFlags(r cuecast.Report) string {
 	return " (" + strings.Join(f, "; ") + ")"
 }
 
-// recordOf and progressOf read cfg's rollout; without rollout state (ctl
-// nil, see readRollout) there is none.
-func recordOf(ctx context.Context, ctl *rollout.Controller, cfg cuecast.ConfigPath) (rollout.Record, error) {
-	if ctl == nil {
-		return rollout.Record{}, rollout.ErrNoRollout
-	}
-	return ctl.Record(ctx, cfg)
-}
-
-func progressOf(ctx context.Context, ctl *rollout.Controller, cfg cuecast.ConfigPath) (rollout.Progress, error) {
-	if ctl == nil {
-		return rollout.Progress{}, rollout.ErrNoRollout
-	}
-	return ctl.Progress(ctx, cfg)
-}
-
 // statusRollout writes, after the status table, every pin loudly and, when
 // one config is named, its rollout stages, stragglers, last-known-good
 // instances and drift.
-func statusRollout(ctx context.Context, env *Env, nc *nats.Conn, d *distributor.Distributor, named []cuecast.ConfigPath, st []distributor.ConfigStatus) error {
-	ctl, err := readRollout(ctx, nc, d, env)
-	if err != nil {
-		return err
-	}
+func statusRollout(ctx context.Context, env *Env, d *distributor.Distributor, ctl rolloutReader, named []cuecast.ConfigPath, st []distributor.ConfigStatus) error {
 	w := env.IO.Out
 	for _, s := range st {
-		rec, err := recordOf(ctx, ctl, s.Config)
+		rec, err := ctl.Record(ctx, s.Config)
 		if errors.Is(err, rollout.ErrNoRollout) {
 			continue
 		}
@@ -216,7 +196,7 @@ func statusRollout(ctx context.Context, env *Env, nc *nats.Conn, d *distributor.
 	}
 	s := st[0]
 	fmt.Fprintln(w)
-	p, err := progressOf(ctx, ctl, s.Config)
+	p, err := ctl.Progress(ctx, s.Config)
 	switch {
 	case errors.Is(err, rollout.ErrNoRollout):
 		fmt.Fprintf(w, "%s: no rollout recorded by the controller\n", s.Config)
