@@ -8,17 +8,12 @@ import (
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/distributor"
-	"github.com/cuecast/cuecast/internal/natstest"
 )
 
 // BenchmarkPublishDeploy: one new version published and pointed at by all
 // 100 cohort buckets, with nobody listening.
 func BenchmarkPublishDeploy(b *testing.B) {
-	s := natstest.Start(b)
-	d, err := distributor.New(b.Context(), s.Connect(b), distributor.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		b.Fatal(err)
-	}
+	d, _ := newDist(b, distributor.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	for i := range b.N {
 		v := cuecast.Version{Config: cfg, Version: uint64(i + 1), Commit: fmt.Sprint(i)}
 		if err := d.Publish(b.Context(), v, content(i)); err != nil {

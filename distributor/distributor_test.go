@@ -26,11 +26,15 @@ import (
 
 const cfg = cuecast.ConfigPath("payments/checkout")
 
-func newDist(t *testing.T, o distributor.Options) (*distributor.Distributor, *nats.Conn) {
+// newDist starts an embedded server and a distributor on it, logging to
+// the test's output unless o has a Logger (a benchmark's is silent).
+func newDist(t testing.TB, o distributor.Options) (*distributor.Distributor, *nats.Conn) {
 	t.Helper()
 	s := natstest.Start(t)
 	nc := s.Connect(t)
-	o.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
 	d, err := distributor.New(t.Context(), nc, o)
 	if err != nil {
 		t.Fatalf("New: %v", err)

@@ -12,19 +12,13 @@ import (
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/distributor"
-	"github.com/cuecast/cuecast/internal/natstest"
 )
 
 // BenchmarkReports reads the live reports of one config, of its namespace
 // and of all, from a report stream of 500 configs × 40 instances in one
 // namespace: what status and check --fleet read.
 func BenchmarkReports(b *testing.B) {
-	s := natstest.Start(b)
-	nc := s.Connect(b)
-	d, err := distributor.New(b.Context(), nc, distributor.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		b.Fatal(err)
-	}
+	d, nc := newDist(b, distributor.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	js, err := jetstream.New(nc)
 	if err != nil {
 		b.Fatal(err)

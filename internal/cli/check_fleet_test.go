@@ -3,13 +3,17 @@ package cli_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/distributor"
 	"github.com/cuecast/cuecast/internal/cli"
 )
 
@@ -130,5 +134,52 @@ func TestCheckFleetUnreachable(t *testing.T) {
 	code, stdout, stderr = run(context.Background(), append(args, "--nats", url)...)
 	if code != cli.ExitUsage || !strings.Contains(stderr.String(), "need --fleet") || stdout.String() != "" {
 		t.Errorf("check --nats without --fleet: exit %d, stdout %q, stderr %q; want exit %d asking for --fleet", code, stdout, stderr, cli.ExitUsage)
+	}
+}
+
+// TestLiveFleetReadsByNamespace: check --fleet's count answers the same
+// whether it reads each path's reports (few paths of a namespace) or the
+// namespace's once (cli.NamespaceReadFrom or more), and counts nobody from
+// another namespace or an unnamed config.
+func TestLiveFleetReadsByNamespace(t *testing.T) {
+	f := startReportFleet(t, distributor.Options{})
+	truth := map[cuecast.ConfigPath][]string{}
+	report := func(cp cuecast.ConfigPath, inst string) {
+		t.Helper()
+		f.reportOn(cp, inst, 1)
+		truth[cp] = append(truth[cp], inst)
+	}
+	var many []cuecast.ConfigPath
+	for c := range cli.NamespaceReadFrom + 8 {
+		cp := cuecast.ConfigPath(fmt.Sprintf("pay/cfg%02d/env=prod", c))
+		many = append(many, cp)
+		for i := range c % 4 { // some configs nobody runs
+			report(cp, fmt.Sprintf("web-%d", i))
+		}
+	}
+	report("pay/unnamed", "web-0")
+	report("search/ranking", "web-9")
+	few := []cuecast.ConfigPath{many[1], many[2], many[3], "search/ranking"}
+
+	for _, tc := range []struct {
+		name  string
+		paths []cuecast.ConfigPath
+	}{{"per path", few}, {"per namespace", append(slices.Clone(many), "search/ranking")}} {
+		got, err := cli.FleetInstances(t.Context(), f.d, tc.paths)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		want := map[cuecast.ConfigPath][]string{}
+		for _, cp := range tc.paths {
+			if len(truth[cp]) > 0 {
+				want[cp] = truth[cp]
+			}
+		}
+		for cp := range got {
+			slices.Sort(got[cp])
+		}
+		if !maps.EqualFunc(got, want, slices.Equal) {
+			t.Errorf("%s: got %v\nwant %v", tc.name, got, want)
+		}
 	}
 }

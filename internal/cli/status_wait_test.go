@@ -59,15 +59,22 @@ func startReportFleet(t *testing.T, o distributor.Options) *reportFleet {
 	return newReportFleet(t, s.Connect(t), s.ClientURL(), o)
 }
 
-// report stores inst's report of version v, as the instance sends it.
+// report stores inst's report of version v of checkout, as the instance
+// sends it.
 func (f *reportFleet) report(inst string, v uint64) {
 	f.t.Helper()
-	b, err := json.Marshal(cuecast.Report{Instance: inst, Config: checkoutCfg, Version: v, Healthy: true, At: time.Now().UTC()})
+	f.reportOn(checkoutCfg, inst, v)
+}
+
+// reportOn stores inst's report of version v of cfg.
+func (f *reportFleet) reportOn(cfg cuecast.ConfigPath, inst string, v uint64) {
+	f.t.Helper()
+	b, err := json.Marshal(cuecast.Report{Instance: inst, Config: cfg, Version: v, Healthy: true, At: time.Now().UTC()})
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	if _, err := f.js.Publish(f.t.Context(), cuecast.ReportSubject(checkoutCfg, inst), b); err != nil {
-		f.t.Fatalf("report %s on v%d: %v", inst, v, err)
+	if _, err := f.js.Publish(f.t.Context(), cuecast.ReportSubject(cfg, inst), b); err != nil {
+		f.t.Fatalf("report %s on %s v%d: %v", inst, cfg, v, err)
 	}
 }
 
