@@ -39,15 +39,7 @@ func TestReadCommandsCreateNothing(t *testing.T) {
 				t.Errorf("%s: exit %d, stdout %q, stderr %q; want exit %d saying the server has no cuecast streams",
 					args, code, stdout, stderr, cli.ExitFailure)
 			}
-			var names []string
-			l := js.StreamNames(t.Context())
-			for n := range l.Name() {
-				names = append(names, n)
-			}
-			if l.Err() != nil {
-				t.Fatal(l.Err())
-			}
-			if len(names) != 0 {
+			if names := streamNames(t, js); len(names) != 0 {
 				t.Fatalf("%s created streams %v on a server serve never set up", args, names)
 			}
 		})
@@ -70,19 +62,7 @@ func TestReadCommandsCreateNoRolloutState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	streams := func() []string {
-		var names []string
-		l := js.StreamNames(t.Context())
-		for n := range l.Name() {
-			names = append(names, n)
-		}
-		if l.Err() != nil {
-			t.Fatal(l.Err())
-		}
-		slices.Sort(names)
-		return names
-	}
-	before := streams()
+	before := streamNames(t, js)
 	for _, tc := range []struct {
 		args []string
 		code int
@@ -97,9 +77,24 @@ func TestReadCommandsCreateNoRolloutState(t *testing.T) {
 			if code != tc.code || !strings.Contains(stderr.String(), tc.want) {
 				t.Errorf("%s: exit %d, stdout %q, stderr %q; want exit %d and %q", tc.args, code, stdout, stderr, tc.code, tc.want)
 			}
-			if after := streams(); !slices.Equal(after, before) {
+			if after := streamNames(t, js); !slices.Equal(after, before) {
 				t.Fatalf("%s: streams %v, were %v", tc.args, after, before)
 			}
 		})
 	}
+}
+
+// streamNames lists the server's streams, sorted.
+func streamNames(t *testing.T, js jetstream.JetStream) []string {
+	t.Helper()
+	var names []string
+	l := js.StreamNames(t.Context())
+	for n := range l.Name() {
+		names = append(names, n)
+	}
+	if l.Err() != nil {
+		t.Fatal(l.Err())
+	}
+	slices.Sort(names)
+	return names
 }
