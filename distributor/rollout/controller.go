@@ -120,6 +120,9 @@ type Controller struct {
 	// that a test can say "it stays halted for n ticks" instead of
 	// sleeping.
 	ticks atomic.Uint64
+	// watchFailures counts the times Run could not watch the bucket (and
+	// tried again), for the same reason.
+	watchFailures atomic.Uint64
 	// readHook, set by tests only, replaces what a read of the bucket
 	// returns (to play a replica that has not seen the last write yet).
 	readHook func(ctx context.Context, k string, val []byte, rev uint64) ([]byte, uint64, error)

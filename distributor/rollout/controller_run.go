@@ -15,39 +15,77 @@ import (
 // Run: the running controller's loop over the bucket's watch and its ticker.
 
 // Run evaluates the active rollouts every Options.Interval until ctx is
-// cancelled, keeping its own view of the live reports. It returns nil when
-// ctx is cancelled, or an error when it cannot subscribe or watch.
+// cancelled, keeping its own view of the live reports, and returns nil then.
+// A watch of the bucket that cannot start or that stops (NATS unreachable,
+// a request timed out while the link was down) is logged and started
+// again, with a growing pause, for as long as ctx lasts: a passing network
+// fault must not end the leader's work (serve's Run would return with it).
 func (c *Controller) Run(ctx context.Context) error {
 	f := c.startFleet(ctx)
 	defer c.stopFleet(f)
-	w, err := c.kv.WatchAll(ctx)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil // stopped while starting: a clean stop, not a failure
-		}
-		return fmt.Errorf("run rollout controller: watch %s: %w", Bucket, err)
-	}
-	defer func() { _ = w.Stop() }()
 	rn := &runner{c: c, ctx: ctx, f: f, busy: map[string]*known{}}
 	tick := time.NewTicker(c.o.Interval)
 	defer tick.Stop()
 	for {
+		w := c.watch(ctx)
+		if w == nil {
+			return nil
+		}
+		err := rn.follow(w, tick.C)
+		_ = w.Stop()
+		if err == nil {
+			return nil
+		}
+		c.watchFailures.Add(1)
+		c.log.Warn("rollout controller: watch ended; watching again", "bucket", Bucket, "err", err)
+	}
+}
+
+// watch starts a watch of the whole bucket, retrying with a pause that
+// doubles from 100 ms to 5 s while it fails; nil once ctx is cancelled.
+// A new watch replays every record first, which update takes like any
+// other: what changed while there was none is seen.
+func (c *Controller) watch(ctx context.Context) jetstream.KeyWatcher {
+	pause := 100 * time.Millisecond
+	for {
+		w, err := c.kv.WatchAll(ctx)
+		if err == nil {
+			return w
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		c.watchFailures.Add(1)
+		c.log.Warn("rollout controller: cannot watch; retrying", "bucket", Bucket, "in", pause, "err", err)
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, 5*time.Second)
+	}
+}
+
+// follow takes w's updates and the ticks until ctx is cancelled (nil) or
+// w stops (an error).
+func (rn *runner) follow(w jetstream.KeyWatcher, tick <-chan time.Time) error {
+	for {
+		select {
+		case <-rn.ctx.Done():
+			return nil
 		case e, ok := <-w.Updates():
 			if !ok {
-				if ctx.Err() != nil {
+				if rn.ctx.Err() != nil {
 					return nil
 				}
-				return fmt.Errorf("run rollout controller: watch %s stopped", Bucket)
+				return fmt.Errorf("watch %s stopped", Bucket)
 			}
 			if e != nil {
 				rn.update(e)
 			}
-		case <-tick.C:
+		case <-tick:
 			rn.tick()
-			c.ticks.Add(1)
+			rn.c.ticks.Add(1)
 		}
 	}
 }

@@ -666,3 +666,29 @@ func TestHaltBeforeStageMoveRevertsEarlierStages(t *testing.T) {
 		return r.Reverted, fmt.Sprintf("%s, reverted %t", r.State, r.Reverted)
 	})
 }
+
+// A rollout controller whose watch of its bucket could not start (a
+// request timed out while serve was cut off from NATS) returned an error,
+// which ended serve's leader work and so serve's Run for good: no more
+// versions from that serve until someone restarted it
+// (TestSoakFaults/external, "watch cuecast-rollouts: context deadline
+// exceeded"). Run now watches again once NATS is back, and carries a
+// deploy through a hold, which only the running controller ends.
+func TestRunWatchesAgainAfterNATSWasUnreachable(t *testing.T) {
+	pol := cuecast.Policy{Stages: []cuecast.Stage{
+		{Name: "canary", Percent: 1, Hold: cuecast.Duration(100 * time.Millisecond)},
+		{Name: "all", Percent: 100},
+	}}
+	e := newEnvSet(t, pol, cuecast.Relaxed, func(e *env) {
+		e.viaLink = true
+		e.before = func(*rollout.Controller) { e.link.Cut() }
+	})
+	poll.Until(t, "a watch that failed", poll.Patience, func() (bool, string) {
+		n := rollout.WatchFailures(e.c)
+		return n > 0, fmt.Sprintf("%d failures", n)
+	})
+	e.link.Heal()
+	e.baseline()
+	e.deploy(e.publish(2, content(2)))
+	e.waitState(2, rollout.StateComplete, -1)
+}

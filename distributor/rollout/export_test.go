@@ -40,6 +40,10 @@ func LagOwnWrites(c *Controller) {
 	}
 }
 
+// WatchFailures is how many times Run could not watch its bucket and tried
+// again.
+func WatchFailures(c *Controller) uint64 { return c.watchFailures.Load() }
+
 // Ticks is how many ticks Run has finished.
 func Ticks(c *Controller) uint64 { return c.ticks.Load() }
 

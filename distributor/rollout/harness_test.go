@@ -42,6 +42,10 @@ type env struct {
 	opts   func(*rollout.Options)
 	before func(*rollout.Controller)
 	stop   func()
+	// viaLink, when set, connects the controller and distributor through
+	// link, a proxy a test can cut, and has them reconnect for good.
+	viaLink bool
+	link    *natstest.Link
 	// key signs what the distributor writes; instances trust pub.
 	key nkeys.KeyPair
 	pub string
@@ -95,7 +99,18 @@ func newEnvSet(t *testing.T, pol cuecast.Policy, cons cuecast.Consistency, set f
 // open connects to the server and starts a distributor and a controller.
 func (e *env) open() {
 	e.t.Helper()
-	e.nc = e.srv.Connect(e.t)
+	if e.viaLink {
+		e.link = natstest.StartLink(e.t, strings.TrimPrefix(e.srv.ClientURL(), "nats://"))
+		var err error
+		e.nc, err = nats.Connect("nats://"+e.link.Addr(), nats.Timeout(5*time.Second),
+			nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond))
+		if err != nil {
+			e.t.Fatalf("connect through link: %v", err)
+		}
+		e.t.Cleanup(e.nc.Close)
+	} else {
+		e.nc = e.srv.Connect(e.t)
+	}
 	var err error
 	if e.key == nil {
 		if e.key, err = nkeys.CreateAccount(); err != nil {

@@ -1,12 +1,16 @@
 package pipeline_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -48,6 +52,48 @@ func soakLength(t *testing.T, short, long int) (int, time.Time) {
 		return long, time.Now().Add(d)
 	}
 	return long, time.Now().Add(24 * time.Hour)
+}
+
+// soakSeed is a random seed, or CUECAST_SOAK_SEED's to replay a failed
+// run's faults (their timing, and so the run, still varies).
+func soakSeed(t *testing.T) uint64 {
+	t.Helper()
+	s := os.Getenv("CUECAST_SOAK_SEED")
+	if s == "" {
+		return rand.Uint64()
+	}
+	seed, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		t.Fatalf("CUECAST_SOAK_SEED: %v", err)
+	}
+	return seed
+}
+
+// failureLog is a logger for the serves of a fault run: their warnings and
+// errors are kept and printed only when the test fails, where they say
+// what a serve met (a failed poll, a lost lease) that the check cannot.
+func failureLog(t *testing.T) *slog.Logger {
+	var mu sync.Mutex
+	var buf bytes.Buffer
+	t.Cleanup(func() {
+		if t.Failed() {
+			mu.Lock()
+			t.Logf("serve warnings and errors:\n%s", buf.String())
+			mu.Unlock()
+		}
+	})
+	return slog.New(slog.NewTextHandler(lockedWriter{&mu, &buf}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(b)
 }
 
 // applied is one update a watcher delivered.
@@ -334,7 +380,7 @@ func TestSoakFaults(t *testing.T) {
 
 func soakFaults(t *testing.T, replicas int) {
 	rounds, stopAt := soakLength(t, 8, 300)
-	seed := rand.Uint64()
+	seed := soakSeed(t)
 	rng := rand.New(rand.NewPCG(seed, 1))
 	t.Logf("seed %d, %d rounds", seed, rounds)
 
@@ -346,6 +392,7 @@ func soakFaults(t *testing.T, replicas int) {
 	}
 	signing, _ := kp.Seed() // replicas sign with one key, so clients trust either
 	pub, _ := kp.PublicKey()
+	serveLog := failureLog(t)
 	var natsAddr string // where instances connect
 	var serveLinks []*natstest.Link
 	var cfgOf []pipeline.Config
@@ -365,7 +412,7 @@ func soakFaults(t *testing.T, replicas int) {
 		if err := os.WriteFile(filepath.Join(data, "signing.nk"), signing, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		cfg := pipeline.Config{Repo: repo.Dir, Branch: "main", DataDir: data, Interval: 20 * time.Millisecond}
+		cfg := pipeline.Config{Repo: repo.Dir, Branch: "main", DataDir: data, Interval: 20 * time.Millisecond, Logger: serveLog}
 		if replicas > 0 {
 			l := natstest.StartLink(t, natsAddr)
 			serveLinks = append(serveLinks, l)

@@ -233,7 +233,7 @@ func TestKillServe(t *testing.T) {
 
 func killServe(t *testing.T, external, killNATS bool) {
 	kills, stopAt := soakLength(t, 4, 60)
-	seed := rand.Uint64()
+	seed := soakSeed(t)
 	rng := rand.New(rand.NewPCG(seed, 3))
 	t.Logf("seed %d, %d kills", seed, kills)
 
