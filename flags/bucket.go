@@ -16,16 +16,25 @@ func Position(salt, value string) int {
 	return positionParts(salt, ".", value, nil)
 }
 
-// positionParts is the position of a + b + c + tail, hashed without
-// building the string: an input that fits a stack buffer is hashed in
-// one call, a longer one streamed through that buffer, so no salt or
-// targeting key, however long, allocates.
+// positionParts is the position of a + b + c + tail.
 func positionParts(a, b, c string, tail []byte) int {
+	return int(uint64(firstWord(a, b, c, tail)) * Whole >> 32)
+}
+
+// firstWord is the first 4 bytes, big-endian, of the SHA-256 of a + b + c
+// + tail, hashed without building the string: an input that fits a stack
+// buffer is hashed in one call, a longer one streamed through that buffer,
+// so no salt or targeting key, however long, allocates.
+func firstWord(a, b, c string, tail []byte) uint32 {
+	n := len(a) + len(b) + len(c) + len(tail)
+	if haveSHANI && n <= maxOneBlock {
+		return firstWordOneBlock(a, b, c, tail, n)
+	}
 	var buf [128]byte
-	if len(a)+len(b)+len(c)+len(tail) <= len(buf) {
+	if n <= len(buf) {
 		p := append(append(append(append(buf[:0], a...), b...), c...), tail...)
 		sum := sha256.Sum256(p)
-		return positionOfSum(sum[:4])
+		return binary.BigEndian.Uint32(sum[:4])
 	}
 	h := sha256.New()
 	for _, s := range [...]string{a, b, c} {
@@ -37,11 +46,27 @@ func positionParts(a, b, c string, tail []byte) int {
 	}
 	h.Write(tail)
 	var sum [sha256.Size]byte
-	return positionOfSum(h.Sum(sum[:0])[:4])
+	return binary.BigEndian.Uint32(h.Sum(sum[:0])[:4])
 }
 
-func positionOfSum(first4 []byte) int {
-	return int(uint64(binary.BigEndian.Uint32(first4)) * Whole >> 32)
+// maxOneBlock is the longest input whose padded message is one SHA-256
+// block: the input, the 0x80 byte and the 8-byte length in 64 bytes.
+const maxOneBlock = 64 - 1 - 8
+
+// firstWordOneBlock is firstWord for an input of n <= maxOneBlock bytes
+// on a CPU with the SHA extensions: the block padded here and hashed by
+// firstWordSHANI, which computes the first word only. crypto/sha256 gives
+// the same word, but its general path (a digest to set up, copies in and
+// out, the padding written through Write) costs more than the 64 rounds
+// themselves, and an evaluation of a rollout is mostly this hash
+// (BENCHMARKS.md, "Flags"). TestFirstWordAgreesWithSHA256 holds it to
+// crypto/sha256 at every length. The build tag purego leaves it out.
+func firstWordOneBlock(a, b, c string, tail []byte, n int) uint32 {
+	var block [64]byte
+	p := append(append(append(append(block[:0], a...), b...), c...), tail...)
+	block[len(p)] = 0x80
+	binary.BigEndian.PutUint64(block[56:], uint64(n)*8)
+	return firstWordSHANI(&block)
 }
 
 // positionOf buckets attribute v under prefix (salt + "."): a string as

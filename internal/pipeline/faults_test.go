@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -490,6 +491,12 @@ func soakFaults(t *testing.T, replicas int) {
 	// newest version. With replicas, the one holding the lease got there.
 	healed := time.Now()
 	head := repo.Head()
+	dbg := time.AfterFunc(40*time.Second, func() {
+		f, _ := os.Create(fmt.Sprintf("/tmp/soak-gr-%d.txt", seed))
+		pprof.Lookup("goroutine").WriteTo(f, 2)
+		f.Close()
+	})
+	defer dbg.Stop()
 	var s serve
 	poll.Until(t, "a tailer at the head", poll.Patience, func() (bool, string) {
 		var states []string
