@@ -491,12 +491,22 @@ func soakFaults(t *testing.T, replicas int) {
 	// newest version. With replicas, the one holding the lease got there.
 	healed := time.Now()
 	head := repo.Head()
-	dbg := time.AfterFunc(40*time.Second, func() {
-		f, _ := os.Create(fmt.Sprintf("/tmp/soak-gr-%d.txt", seed))
-		pprof.Lookup("goroutine").WriteTo(f, 2)
-		f.Close()
+	// Where everything is when no tailer has reached the head for most of
+	// the wait: printed with the failure, for a hang the serves' logs
+	// cannot show.
+	var dumped sync.WaitGroup
+	dumped.Add(1)
+	dump := time.AfterFunc(poll.Patience*3/4, func() {
+		defer dumped.Done()
+		var b bytes.Buffer
+		_ = pprof.Lookup("goroutine").WriteTo(&b, 1)
+		t.Logf("no tailer at the head after %s; goroutines:\n%s", poll.Patience*3/4, b.String())
 	})
-	defer dbg.Stop()
+	defer func() {
+		if !dump.Stop() {
+			dumped.Wait()
+		}
+	}()
 	var s serve
 	poll.Until(t, "a tailer at the head", poll.Patience, func() (bool, string) {
 		var states []string
