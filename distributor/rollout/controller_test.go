@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cuecast/cuecast"
@@ -691,4 +692,56 @@ func TestRunWatchesAgainAfterNATSWasUnreachable(t *testing.T) {
 	e.baseline()
 	e.deploy(e.publish(2, content(2)))
 	e.waitState(2, rollout.StateComplete, -1)
+}
+
+// A read of the rollout bucket from its stream leader is a plain NATS
+// request, and it waited for its answer with the caller's context, which
+// the running controller's has no deadline: an answer lost with the
+// connection (a link cut after the server got the request) left the
+// controller's step waiting for good while holding the controller's lock,
+// and the tailer's next Deploy waited on that lock, so serve published
+// nothing more (TestSoakFaults/replicated in `make test`: "a tailer at
+// the head: still <commit>", the goroutine dump in Controller.Deploy and
+// Controller.get). A read now gives up after a bounded wait when the
+// context has none.
+func TestRecordReturnsWhenItsAnswerIsLost(t *testing.T) {
+	e := newEnvSet(t, cuecast.DefaultPolicy(), cuecast.Relaxed, func(e *env) { e.viaLink = true })
+	e.baseline()
+	e.deploy(e.publish(2, content(2)))
+	e.waitState(2, rollout.StateComplete, -1)
+
+	const get = "$JS.API.STREAM.MSG.GET.KV_" + rollout.Bucket
+	asked := make(chan *nats.Msg, 16)
+	if _, err := e.srv.Connect(t).ChanSubscribe(get, asked); err != nil {
+		t.Fatal(err)
+	}
+	e.link.StallBackOn([]byte("PUB " + get))
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.c.Record(context.Background(), cfg)
+		done <- err
+	}()
+	select {
+	case <-asked:
+	case err := <-done:
+		t.Fatalf("Record returned %v without asking the stream leader", err)
+	case <-time.After(poll.Patience):
+		t.Fatal("Record never asked the stream leader")
+	}
+	// The answer is in the held direction: the connection drops with it.
+	e.link.Cut()
+	e.link.Unstall()
+	e.link.Heal()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("Record returned no error though its answer was lost")
+		}
+		t.Logf("Record after its answer was lost: %v", err)
+	case <-time.After(poll.Patience):
+		t.Fatalf("Record still waiting after %s for an answer lost with the connection", poll.Patience)
+	}
+	if rec := e.record(); rec.Current == nil || rec.Current.Version != 2 {
+		t.Fatalf("after the link healed: record %+v, want the rollout of v2", rec.Current)
+	}
 }

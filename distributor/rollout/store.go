@@ -99,6 +99,10 @@ func (c *Controller) load(ctx context.Context, cfg cuecast.ConfigPath) (Record, 
 	return rec, rev, nil
 }
 
+// requestTimeout bounds a request whose context has no deadline, as
+// jetstream's default API timeout does for the KV client's.
+const requestTimeout = 5 * time.Second
+
 // get reads the newest value of key k from the bucket stream's leader. The
 // KV client reads with a direct get, which any replica of an R3 bucket may
 // answer, also one that has not applied the last acknowledged write: the
@@ -125,6 +129,16 @@ func (c *Controller) get(ctx context.Context, k string) ([]byte, uint64, error) 
 	req, err := json.Marshal(map[string]string{"last_by_subj": "$KV." + Bucket + "." + k})
 	if err != nil {
 		return nil, 0, err
+	}
+	// A plain request waits for its answer as long as ctx lets it, and an
+	// answer lost with the connection never comes: the running
+	// controller's ctx has no deadline, and this read holds its lock
+	// (TestRecordReturnsWhenItsAnswerIsLost). The KV client's own calls
+	// get the same bound from jetstream.
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, requestTimeout)
+		defer cancel()
 	}
 	m, err := c.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET.KV_"+Bucket, req)
 	if err != nil {

@@ -1,6 +1,7 @@
 package natstest
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -311,7 +312,10 @@ type Link struct {
 	// budget is how many more bytes pass before every connection is reset;
 	// negative: no reset is armed.
 	budget int
-	wg     sync.WaitGroup
+	// stallOn, when set, stalls the way back once a chunk sent up
+	// contains it (StallBackOn).
+	stallOn []byte
+	wg      sync.WaitGroup
 }
 
 // delay is a one-way latency: base plus a uniform random extra below jitter.
@@ -423,6 +427,28 @@ func (l *Link) Stall(up, down bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.stalled = [2]bool{up, down}
+}
+
+// StallBackOn arms a one-way partition for the answers to a given
+// request: the first chunk sent up (towards the target) that contains
+// marker stalls the way back, as Stall(false, true) does, before the chunk
+// is passed on, so nothing sent back after it (its answer included) gets
+// through until Unstall. A test that must lose a reply, and only that one,
+// marks the request's subject.
+func (l *Link) StallBackOn(marker []byte) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.stallOn = slices.Clone(marker)
+}
+
+// sawUp stalls the way back when an armed StallBackOn's marker is in b.
+func (l *Link) sawUp(b []byte) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.stallOn != nil && bytes.Contains(b, l.stallOn) {
+		l.stallOn = nil
+		l.stalled[1] = true
+	}
 }
 
 // Unstall ends a Stall.
@@ -559,6 +585,9 @@ func (l *Link) pipe(dst, src net.Conn, upstream bool) {
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
+			if upstream {
+				l.sawUp(buf[:n])
+			}
 			due := time.Now().Add(l.delay(upstream))
 			if due.Before(last) {
 				due = last // TCP keeps the order

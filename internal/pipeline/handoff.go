@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -129,6 +130,13 @@ func leaderLatest(ctx context.Context, nc *nats.Conn, cfg cuecast.ConfigPath) (c
 	req, err := json.Marshal(map[string]string{"last_by_subj": cuecast.VersionSubject(cfg)})
 	if err != nil {
 		return cuecast.Version{}, false, err
+	}
+	// The tailer's ctx has no deadline, and an answer lost with the
+	// connection never comes: bounded as jetstream bounds its own calls.
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
 	}
 	m, err := nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+cuecast.Stream, req)
 	if err != nil {

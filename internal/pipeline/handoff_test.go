@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cuecast/cuecast"
@@ -19,6 +20,7 @@ import (
 	"github.com/cuecast/cuecast/internal/gittest"
 	"github.com/cuecast/cuecast/internal/metrics"
 	"github.com/cuecast/cuecast/internal/natstest"
+	"github.com/cuecast/cuecast/internal/poll"
 	"github.com/cuecast/cuecast/tailer"
 )
 
@@ -167,4 +169,53 @@ func rolloutOf(r *rollout.Rollout) string {
 		return "nothing"
 	}
 	return fmt.Sprintf("v%d (%s)", r.Version, r.State)
+}
+
+// The handoff asks the CUECAST stream's leader for a config's newest
+// version before each deploy, with the tailer's context, which has no
+// deadline: an answer lost with the connection left the tailer's poll
+// waiting for good (found beside TestRecordReturnsWhenItsAnswerIsLost, the
+// same wait in the rollout controller). It now gives up after a bounded
+// wait, and the tailer's next poll asks again.
+func TestLeaderLatestReturnsWhenItsAnswerIsLost(t *testing.T) {
+	srv := natstest.Start(t)
+	if _, err := distributor.New(t.Context(), srv.Connect(t), distributor.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	link := natstest.StartLink(t, strings.TrimPrefix(srv.ClientURL(), "nats://"))
+	nc, err := nats.Connect("nats://"+link.Addr(), nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+
+	const get = "$JS.API.STREAM.MSG.GET." + cuecast.Stream
+	asked := make(chan *nats.Msg, 4)
+	if _, err := srv.Connect(t).ChanSubscribe(get, asked); err != nil {
+		t.Fatal(err)
+	}
+	link.StallBackOn([]byte("PUB " + get))
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := leaderLatest(context.Background(), nc, "payments/checkout")
+		done <- err
+	}()
+	select {
+	case <-asked:
+	case err := <-done:
+		t.Fatalf("leaderLatest returned %v without asking", err)
+	case <-time.After(poll.Patience):
+		t.Fatal("leaderLatest never asked the stream leader")
+	}
+	link.Cut()
+	link.Unstall()
+	link.Heal()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("leaderLatest returned no error though its answer was lost")
+		}
+	case <-time.After(poll.Patience):
+		t.Fatalf("leaderLatest still waiting after %s for an answer lost with the connection", poll.Patience)
+	}
 }

@@ -1,0 +1,96 @@
+package distributor_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/distributor"
+	"github.com/cuecast/cuecast/internal/natstest"
+	"github.com/cuecast/cuecast/internal/poll"
+)
+
+// A pointer write whose acknowledgement is lost with its connection (the
+// link to NATS cut after the server stored the write, before the answer
+// came back) must not leave Deploy waiting: pointers are written
+// asynchronously, and the tailer calls Deploy with a context that has no
+// deadline, so a wait without end would hang its poll with no error to
+// log. nats.go fails the pending acknowledgements when the connection
+// drops; this holds it to that (checked while looking for the cause of
+// TestSoakFaults/external's silent stalls, which it was not), and the next
+// Deploy finds every bucket written.
+func TestDeployReturnsWhenAPointerWriteAckIsLost(t *testing.T) {
+	srv := natstest.Start(t)
+	link := natstest.StartLink(t, strings.TrimPrefix(srv.ClientURL(), "nats://"))
+	nc, err := nats.Connect("nats://"+link.Addr(), nats.Timeout(5*time.Second),
+		nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	d, err := distributor.New(t.Context(), nc, distributor.Options{
+		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug})),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1 := mustPublish(t, d, 1, content(1))
+	if err := d.Deploy(t.Context(), v1); err != nil {
+		t.Fatal(err)
+	}
+	v2 := mustPublish(t, d, 2, content(2))
+
+	// An observer beside the link sees each pointer write the server
+	// stores (the stream republishes it on ccr.>).
+	obs := srv.Connect(t)
+	stored := make(chan *nats.Msg, cuecast.Buckets)
+	if _, err := obs.ChanSubscribe("ccr.payments.p.>", stored); err != nil {
+		t.Fatal(err)
+	}
+	if err := obs.Flush(); err != nil {
+		t.Fatal(err)
+	}
+
+	// From the first pointer write on, everything the server sends back
+	// is held: the writes reach it, their answers do not.
+	link.StallBackOn([]byte("PUB cc.payments.p."))
+	done := make(chan error, 1)
+	go func() { done <- d.Deploy(context.Background(), v2) }()
+	select {
+	case <-stored:
+	case err := <-done:
+		t.Fatalf("Deploy(v2) returned %v before writing a pointer", err)
+	case <-time.After(poll.Patience):
+		t.Fatal("no pointer write of v2 reached the server")
+	}
+	// The connection drops with the answers in it; the client reconnects.
+	link.Cut()
+	link.Unstall()
+	link.Heal()
+
+	select {
+	case err := <-done:
+		t.Logf("Deploy(v2) after its acknowledgements were lost: %v", err)
+	case <-time.After(poll.Patience):
+		t.Fatalf("Deploy(v2) still waiting after %s for acknowledgements lost with the connection", poll.Patience)
+	}
+	// Whatever Deploy said, the next one leaves every bucket at v2.
+	poll.Until(t, "every bucket at v2", poll.Patience, func() (bool, string) {
+		if err := d.Deploy(t.Context(), v2); err != nil {
+			return false, err.Error()
+		}
+		for b := range cuecast.Buckets {
+			p, err := d.Pointer(t.Context(), cfg, b)
+			if err != nil || p.Version != 2 {
+				return false, fmt.Sprintf("bucket %d: v%d %v", b, p.Version, err)
+			}
+		}
+		return true, ""
+	})
+}
