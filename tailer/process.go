@@ -29,14 +29,20 @@ import (
 // the cursor, and the next poll rebuilds it (Tailer.index keys it by commit).
 func (t *Tailer) run(ctx context.Context, r *git.Repository, st *State, commits []*object.Commit, sum *Summary) error {
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	type prepared struct {
 		s   *step
 		err error
 	}
 	steps := make(chan prepared, 2)
 	var wg sync.WaitGroup
-	defer wg.Wait() // after cancel: the compile stage must not outlive run
+	// Cancel first, then wait: the compile stage must not outlive run, and
+	// when run returns early it may be blocked handing over a step, which
+	// only the cancel ends (two defers would run the other way round:
+	// TestPollReturnsWhenAPublishFailsMidRun).
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
 	wg.Go(func() {
 		defer close(steps)
 		base := st.Base

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 	"github.com/cuecast/cuecast/distributor"
 	"github.com/cuecast/cuecast/internal/gittest"
 	"github.com/cuecast/cuecast/internal/natstest"
+	"github.com/cuecast/cuecast/internal/poll"
 	"github.com/cuecast/cuecast/tailer"
 )
 
@@ -767,4 +769,60 @@ func TestEmbeddedFileChange(t *testing.T) {
 	c2 := r.CommitFiles("one more word", map[string]string{"pay/b/lists/en.json": `["a", "an", "the"]`})
 	wantSummary(t, e.poll(tl), tailer.Summary{Commits: 1, Versions: 1})
 	wantHistory(t, e, map[cuecast.ConfigPath][]string{"pay/b": {at(1, c1), at(2, c2)}})
+}
+
+// failingPublisher fails every Publish while fail is set.
+type failingPublisher struct {
+	tailer.Publisher
+	fail atomic.Bool
+}
+
+func (p *failingPublisher) Publish(ctx context.Context, v cuecast.Version, content []byte) error {
+	if p.fail.Load() {
+		return fmt.Errorf("publish %s@%d: %w", v.Config, v.Version, nats.ErrConnectionClosed)
+	}
+	return p.Publisher.Publish(ctx, v, content)
+}
+
+// A poll whose publish failed while the compile stage had more commits
+// ready than the hand-over holds waited for that stage for good: run's
+// deferred wait for it ran before its deferred cancel (defers run last
+// first), and the stage, blocked handing over the next commit, only stops
+// when cancelled. The tailer then published nothing more and logged
+// nothing (TestSoakFaults/external: "a tailer at the head: still <nil>",
+// the goroutine dump in Tailer.run's WaitGroup.Wait and the compile
+// stage's send). Poll now returns the publish error, and the next poll
+// publishes the commits.
+func TestPollReturnsWhenAPublishFailsMidRun(t *testing.T) {
+	e := newEnv(t)
+	e.repo.CommitFiles("initial", baseRepo())
+	pub := &failingPublisher{Publisher: e.dist}
+	tl, err := tailer.New(e.ctx, tailer.Config{Repo: e.repo.Dir, Logger: e.log}, e.js, pub, e.dist)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.poll(tl)
+	// Six commits to six configs: one run of six steps for a hand-over
+	// of two.
+	for i := range 6 {
+		e.repo.CommitFiles(fmt.Sprintf("n%d", i), map[string]string{fmt.Sprintf("web/n%d/n%d.cue", i, i): config(fmt.Sprintf("n%d", i), false, i)})
+	}
+	pub.fail.Store(true)
+	done := make(chan error, 1)
+	go func() {
+		_, err := tl.Poll(e.ctx)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, nats.ErrConnectionClosed) {
+			t.Fatalf("Poll with publishes failing: %v, want the publish error", err)
+		}
+	case <-time.After(poll.Patience):
+		t.Fatalf("Poll still running %s after its first publish failed", poll.Patience)
+	}
+	pub.fail.Store(false)
+	if sum := e.poll(tl); sum.Versions != 6 {
+		t.Fatalf("the next poll published %d versions, want 6", sum.Versions)
+	}
 }
