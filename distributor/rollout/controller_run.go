@@ -15,7 +15,8 @@ import (
 // Run: the running controller's loop over the bucket's watch and its ticker.
 
 // Run evaluates the active rollouts every Options.Interval until ctx is
-// cancelled, keeping its own view of the live reports, and returns nil then.
+// cancelled, keeping its own view of the live reports, and returns nil then
+// (an error only when its connection is closed).
 // A watch of the bucket that cannot start or that stops (NATS unreachable,
 // a request timed out while the link was down) is logged and started
 // again, with a growing pause, for as long as ctx lasts: a passing network
@@ -27,11 +28,11 @@ func (c *Controller) Run(ctx context.Context) error {
 	tick := time.NewTicker(c.o.Interval)
 	defer tick.Stop()
 	for {
-		w := c.watch(ctx)
+		w, err := c.watch(ctx)
 		if w == nil {
-			return nil
+			return err
 		}
-		err := rn.follow(w, tick.C)
+		err = rn.follow(w, tick.C)
 		_ = w.Stop()
 		if err == nil {
 			return nil
@@ -42,24 +43,28 @@ func (c *Controller) Run(ctx context.Context) error {
 }
 
 // watch starts a watch of the whole bucket, retrying with a pause that
-// doubles from 100 ms to 5 s while it fails; nil once ctx is cancelled.
-// A new watch replays every record first, which update takes like any
-// other: what changed while there was none is seen.
-func (c *Controller) watch(ctx context.Context) jetstream.KeyWatcher {
+// doubles from 100 ms to 5 s while it fails; nil and no error once ctx is
+// cancelled, nil and an error when the connection is closed for good
+// (nothing to wait for). A new watch replays every record first, which
+// update takes like any other: what changed while there was none is seen.
+func (c *Controller) watch(ctx context.Context) (jetstream.KeyWatcher, error) {
 	pause := 100 * time.Millisecond
 	for {
 		w, err := c.kv.WatchAll(ctx)
 		if err == nil {
-			return w
+			return w, nil
 		}
 		if ctx.Err() != nil {
-			return nil
+			return nil, nil
+		}
+		if c.nc.IsClosed() {
+			return nil, fmt.Errorf("run rollout controller: watch %s: %w", Bucket, err)
 		}
 		c.watchFailures.Add(1)
 		c.log.Warn("rollout controller: cannot watch; retrying", "bucket", Bucket, "in", pause, "err", err)
 		select {
 		case <-ctx.Done():
-			return nil
+			return nil, nil
 		case <-time.After(pause):
 		}
 		pause = min(2*pause, 5*time.Second)

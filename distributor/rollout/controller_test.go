@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/distributor"
 	"github.com/cuecast/cuecast/distributor/rollout"
 	"github.com/cuecast/cuecast/internal/natstest"
 	"github.com/cuecast/cuecast/internal/poll"
@@ -743,5 +744,31 @@ func TestRecordReturnsWhenItsAnswerIsLost(t *testing.T) {
 	}
 	if rec := e.record(); rec.Current == nil || rec.Current.Version != 2 {
 		t.Fatalf("after the link healed: record %+v, want the rollout of v2", rec.Current)
+	}
+}
+
+// Run retries a watch that fails while NATS is unreachable, but not on a
+// connection closed for good: there it returns an error at once.
+func TestRunReturnsOnAClosedConnection(t *testing.T) {
+	srv := natstest.Start(t)
+	nc := srv.Connect(t)
+	d, err := distributor.New(t.Context(), nc, distributor.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := rollout.New(t.Context(), nc, d, rollout.Static{}, rollout.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc.Close()
+	done := make(chan error, 1)
+	go func() { done <- c.Run(t.Context()) }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, nats.ErrConnectionClosed) {
+			t.Fatalf("Run on a closed connection: %v, want nats.ErrConnectionClosed", err)
+		}
+	case <-time.After(poll.Patience):
+		t.Fatalf("Run still retrying on a closed connection after %s", poll.Patience)
 	}
 }
