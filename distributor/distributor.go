@@ -187,6 +187,11 @@ func (d *Distributor) Close() {
 	d.done = nil
 }
 
+// pointerAckTimeout bounds the wait for a pointer write's acknowledgement:
+// twice jetstream's default for its synchronous calls, as a deploy writes
+// up to Buckets pointers at once.
+const pointerAckTimeout = 10 * time.Second
+
 // New creates or updates the CUECAST and CUECAST_REPORTS streams and returns a
 // Distributor writing to them. The caller owns nc and closes it after the
 // Distributor is no longer used.
@@ -195,7 +200,12 @@ func New(ctx context.Context, nc *nats.Conn, o Options) (*Distributor, error) {
 		return nil, fmt.Errorf("new distributor: %w", err)
 	}
 	o.setDefaults()
-	js, err := jetstream.New(nc)
+	// Pointers are written asynchronously, and jetstream waits for an
+	// asynchronous acknowledgement without limit unless given one: answers
+	// held on a live connection (a one-way partition, noticed only at the
+	// ping timeout) kept Deploy, and so the tailer, waiting that long
+	// (TestDeployReturnsWhenPointerWriteAcksAreHeld).
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(pointerAckTimeout))
 	if err != nil {
 		return nil, fmt.Errorf("new distributor: %w", err)
 	}

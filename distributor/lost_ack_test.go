@@ -94,3 +94,46 @@ func TestDeployReturnsWhenAPointerWriteAckIsLost(t *testing.T) {
 		return true, ""
 	})
 }
+
+// The answers to pointer writes held without the connection dropping (a
+// one-way partition: the client notices only at its ping timeout, minutes
+// later) kept Deploy, and so the tailer, waiting as long: jetstream waits
+// for an asynchronous acknowledgement without limit unless told. Deploy
+// now gives up after 10 s with an error, and once the way back
+// flows again the next Deploy finds every bucket written.
+func TestDeployReturnsWhenPointerWriteAcksAreHeld(t *testing.T) {
+	srv := natstest.Start(t)
+	link := natstest.StartLink(t, strings.TrimPrefix(srv.ClientURL(), "nats://"))
+	nc, err := nats.Connect("nats://"+link.Addr(), nats.Timeout(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	d, err := distributor.New(t.Context(), nc, distributor.Options{
+		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelInfo})),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1 := mustPublish(t, d, 1, content(1))
+	link.StallBackOn([]byte("PUB cc.payments.p."))
+	done := make(chan error, 1)
+	go func() { done <- d.Deploy(context.Background(), v1) }()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("Deploy returned no error though no write was acknowledged")
+		}
+		t.Logf("Deploy with its acknowledgements held: %v", err)
+	case <-time.After(poll.Patience):
+		t.Fatalf("Deploy still waiting after %s for acknowledgements held on a live connection", poll.Patience)
+	}
+	link.Unstall()
+	poll.Until(t, "every bucket at v1", poll.Patience, func() (bool, string) {
+		if err := d.Deploy(t.Context(), v1); err != nil {
+			return false, err.Error()
+		}
+		p, err := d.Pointer(t.Context(), cfg, cuecast.Buckets-1)
+		return err == nil && p.Version == 1, fmt.Sprintf("bucket %d: v%d %v", cuecast.Buckets-1, p.Version, err)
+	})
+}
