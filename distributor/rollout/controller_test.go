@@ -710,10 +710,15 @@ func TestRecordReturnsWhenItsAnswerIsLost(t *testing.T) {
 	e.baseline()
 	e.deploy(e.publish(2, content(2)))
 	e.waitState(2, rollout.StateComplete, -1)
+	e.stop() // no read of the running controller's may take the held answer's place
 
 	const get = "$JS.API.STREAM.MSG.GET.KV_" + rollout.Bucket
 	asked := make(chan *nats.Msg, 16)
-	if _, err := e.srv.Connect(t).ChanSubscribe(get, asked); err != nil {
+	obs := e.srv.Connect(t)
+	if _, err := obs.ChanSubscribe(get, asked); err != nil {
+		t.Fatal(err)
+	}
+	if err := obs.Flush(); err != nil { // subscribed at the server before the request
 		t.Fatal(err)
 	}
 	e.link.StallBackOn([]byte("PUB " + get))

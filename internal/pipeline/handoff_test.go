@@ -191,7 +191,11 @@ func TestLeaderLatestReturnsWhenItsAnswerIsLost(t *testing.T) {
 
 	const get = "$JS.API.STREAM.MSG.GET." + cuecast.Stream
 	asked := make(chan *nats.Msg, 4)
-	if _, err := srv.Connect(t).ChanSubscribe(get, asked); err != nil {
+	obs := srv.Connect(t)
+	if _, err := obs.ChanSubscribe(get, asked); err != nil {
+		t.Fatal(err)
+	}
+	if err := obs.Flush(); err != nil { // subscribed at the server before the request
 		t.Fatal(err)
 	}
 	link.StallBackOn([]byte("PUB " + get))
