@@ -433,8 +433,8 @@ func (l *Link) Stall(up, down bool) {
 // request: the first chunk sent up (towards the target) that contains
 // marker stalls the way back, as Stall(false, true) does, before the chunk
 // is passed on, so nothing sent back after it (its answer included) gets
-// through until Unstall. A test that must lose a reply, and only that one,
-// marks the request's subject.
+// through until Unstall; the marker is spent. A test that must lose the
+// answer to one request marks the request's subject, then cuts the link.
 func (l *Link) StallBackOn(marker []byte) {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -201,3 +201,31 @@ func TestLinkStall(t *testing.T) {
 	}
 	l.Close()
 }
+
+// TestLinkStallBackOn: the way back flows until a chunk sent up carries
+// the marker; from then on it is held (the answer to that chunk
+// included) while the way up flows, until Unstall.
+func TestLinkStallBackOn(t *testing.T) {
+	l := StartLink(t, echo(t))
+	c := dial(t, l)
+	l.StallBackOn([]byte("MARK"))
+	if got, err := roundTrip(c, []byte("before")); err != nil || string(got) != "before" {
+		t.Fatalf("before the marker: %q, %v", got, err)
+	}
+	if _, err := c.Write([]byte("the MARK")); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 8)
+	_ = c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	if n, err := c.Read(got); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("the answer to the marked chunk came back: %q, %v", got[:n], err)
+	}
+	l.Unstall()
+	_ = c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	if _, err := io.ReadFull(c, got); err != nil || string(got) != "the MARK" {
+		t.Fatalf("after Unstall: %q, %v, want the held answer", got, err)
+	}
+	if got, err := roundTrip(c, []byte("again MARK")); err != nil || string(got) != "again MARK" {
+		t.Fatalf("a second marked chunk, the marker spent: %q, %v", got, err)
+	}
+}
