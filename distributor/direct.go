@@ -67,11 +67,8 @@ func (s DirectStream) get(ctx context.Context, req directRequest) (*jetstream.Ra
 	if err != nil {
 		return nil, err
 	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-	}
+	ctx, cancel := boundRequest(ctx, requestTimeout)
+	defer cancel()
 	m, err := s.nc.RequestWithContext(ctx, "$JS.API.DIRECT.GET."+s.name, body)
 	if errors.Is(err, nats.ErrNoResponders) {
 		return nil, fmt.Errorf("direct get from %s: %w", s.name, jetstream.ErrStreamNotFound)
@@ -173,11 +170,8 @@ func (s DirectStream) batch(ctx context.Context, req directRequest, fn func(*jet
 	if err != nil {
 		return 0, false, err
 	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-	}
+	ctx, cancel := boundRequest(ctx, 2*requestTimeout)
+	defer cancel()
 	inbox := s.nc.NewRespInbox()
 	sub, err := s.nc.SubscribeSync(inbox)
 	if err != nil {

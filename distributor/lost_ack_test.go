@@ -46,40 +46,8 @@ func TestDeployReturnsWhenAPointerWriteAckIsLost(t *testing.T) {
 	}
 	v2 := mustPublish(t, d, 2, content(2))
 
-	// An observer beside the link sees each pointer write the server
-	// stores (the stream republishes it on ccr.>).
-	obs := srv.Connect(t)
-	stored := make(chan *nats.Msg, cuecast.Buckets)
-	if _, err := obs.ChanSubscribe("ccr.payments.p.>", stored); err != nil {
-		t.Fatal(err)
-	}
-	if err := obs.Flush(); err != nil {
-		t.Fatal(err)
-	}
-
-	// From the first pointer write on, everything the server sends back
-	// is held: the writes reach it, their answers do not.
-	link.StallBackOn([]byte("PUB cc.payments.p."))
-	done := make(chan error, 1)
-	go func() { done <- d.Deploy(context.Background(), v2) }()
-	select {
-	case <-stored:
-	case err := <-done:
-		t.Fatalf("Deploy(v2) returned %v before writing a pointer", err)
-	case <-time.After(poll.Patience):
-		t.Fatal("no pointer write of v2 reached the server")
-	}
-	// The connection drops with the answers in it; the client reconnects.
-	link.Cut()
-	link.Unstall()
-	link.Heal()
-
-	select {
-	case err := <-done:
-		t.Logf("Deploy(v2) after its acknowledgements were lost: %v", err)
-	case <-time.After(poll.Patience):
-		t.Fatalf("Deploy(v2) still waiting after %s for acknowledgements lost with the connection", poll.Patience)
-	}
+	err = link.LoseAnswer(t, srv, "cc.payments.p.>", func() error { return d.Deploy(context.Background(), v2) })
+	t.Logf("Deploy(v2) after its acknowledgements were lost: %v", err)
 	// Whatever Deploy said, the next one leaves every bucket at v2.
 	poll.Until(t, "every bucket at v2", poll.Patience, func() (bool, string) {
 		if err := d.Deploy(t.Context(), v2); err != nil {

@@ -712,41 +712,14 @@ func TestRecordReturnsWhenItsAnswerIsLost(t *testing.T) {
 	e.waitState(2, rollout.StateComplete, -1)
 	e.stop() // no read of the running controller's may take the held answer's place
 
-	const get = "$JS.API.STREAM.MSG.GET.KV_" + rollout.Bucket
-	asked := make(chan *nats.Msg, 16)
-	obs := e.srv.Connect(t)
-	if _, err := obs.ChanSubscribe(get, asked); err != nil {
-		t.Fatal(err)
-	}
-	if err := obs.Flush(); err != nil { // subscribed at the server before the request
-		t.Fatal(err)
-	}
-	e.link.StallBackOn([]byte("PUB " + get))
-	done := make(chan error, 1)
-	go func() {
+	err := e.link.LoseAnswer(t, e.srv, "$JS.API.STREAM.MSG.GET.KV_"+rollout.Bucket, func() error {
 		_, err := e.c.Record(context.Background(), cfg)
-		done <- err
-	}()
-	select {
-	case <-asked:
-	case err := <-done:
-		t.Fatalf("Record returned %v without asking the stream leader", err)
-	case <-time.After(poll.Patience):
-		t.Fatal("Record never asked the stream leader")
+		return err
+	})
+	if err == nil {
+		t.Fatal("Record returned no error though its answer was lost")
 	}
-	// The answer is in the held direction: the connection drops with it.
-	e.link.Cut()
-	e.link.Unstall()
-	e.link.Heal()
-	select {
-	case err := <-done:
-		if err == nil {
-			t.Fatal("Record returned no error though its answer was lost")
-		}
-		t.Logf("Record after its answer was lost: %v", err)
-	case <-time.After(poll.Patience):
-		t.Fatalf("Record still waiting after %s for an answer lost with the connection", poll.Patience)
-	}
+	t.Logf("Record after its answer was lost: %v", err)
 	if rec := e.record(); rec.Current == nil || rec.Current.Version != 2 {
 		t.Fatalf("after the link healed: record %+v, want the rollout of v2", rec.Current)
 	}

@@ -1,7 +1,6 @@
 package rollout
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -99,10 +98,6 @@ func (c *Controller) load(ctx context.Context, cfg cuecast.ConfigPath) (Record, 
 	return rec, rev, nil
 }
 
-// requestTimeout bounds a request whose context has no deadline, as
-// jetstream's default API timeout does for the KV client's.
-const requestTimeout = 5 * time.Second
-
 // get reads the newest value of key k from the bucket stream's leader. The
 // KV client reads with a direct get, which any replica of an R3 bucket may
 // answer, also one that has not applied the last acknowledged write: the
@@ -114,62 +109,25 @@ const requestTimeout = 5 * time.Second
 // account has no JetStream management API (docs/SECURITY.md). It only
 // records actions by compare-and-swap, which a stale read fails and retries.
 func (c *Controller) get(ctx context.Context, k string) ([]byte, uint64, error) {
+	var m *jetstream.RawStreamMsg
+	var err error
 	if _, ro := c.kv.(*directKV); ro {
-		m, err := distributor.NewDirectStream(c.nc, bucketStream).GetLastMsgForSubject(ctx, bucketPrefix+k)
-		switch {
-		case errors.Is(err, jetstream.ErrMsgNotFound):
-			return nil, 0, jetstream.ErrKeyNotFound
-		case err != nil:
-			return nil, 0, err
-		case m.Header.Get(kvOperationHeader) != "":
-			return nil, 0, jetstream.ErrKeyNotFound // deleted or purged
-		}
-		return m.Data, m.Sequence, nil
-	}
-	req, err := json.Marshal(map[string]string{"last_by_subj": "$KV." + Bucket + "." + k})
-	if err != nil {
-		return nil, 0, err
-	}
-	// A plain request waits for its answer as long as ctx lets it, and an
-	// answer lost with the connection never comes: the running
-	// controller's ctx has no deadline, and this read holds its lock
-	// (TestRecordReturnsWhenItsAnswerIsLost). The KV client's own calls
-	// get the same bound from jetstream.
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, requestTimeout)
-		defer cancel()
-	}
-	m, err := c.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET.KV_"+Bucket, req)
-	if err != nil {
-		return nil, 0, err
-	}
-	var resp struct {
-		Error *struct {
-			Code        int    `json:"code"`
-			ErrCode     int    `json:"err_code"`
-			Description string `json:"description"`
-		} `json:"error"`
-		Message *struct {
-			Seq    uint64 `json:"seq"`
-			Header []byte `json:"hdrs"`
-			Data   []byte `json:"data"`
-		} `json:"message"`
-	}
-	if err := json.Unmarshal(m.Data, &resp); err != nil {
-		return nil, 0, fmt.Errorf("decode message get response: %w", err)
+		m, err = distributor.NewDirectStream(c.nc, bucketStream).GetLastMsgForSubject(ctx, bucketPrefix+k)
+	} else {
+		// The running controller's ctx has no deadline, and this read
+		// holds its lock: LeaderLastMsg bounds the wait for an answer lost
+		// with the connection (TestRecordReturnsWhenItsAnswerIsLost).
+		m, err = distributor.LeaderLastMsg(ctx, c.nc, bucketStream, bucketPrefix+k)
 	}
 	switch {
-	case resp.Error != nil && resp.Error.ErrCode == int(jetstream.JSErrCodeMessageNotFound):
+	case errors.Is(err, jetstream.ErrMsgNotFound):
 		return nil, 0, jetstream.ErrKeyNotFound
-	case resp.Error != nil:
-		return nil, 0, fmt.Errorf("message get: %s (%d)", resp.Error.Description, resp.Error.ErrCode)
-	case resp.Message == nil:
-		return nil, 0, errors.New("message get: empty response")
-	case bytes.Contains(resp.Message.Header, []byte("KV-Operation")):
+	case err != nil:
+		return nil, 0, err
+	case m.Header.Get(kvOperationHeader) != "":
 		return nil, 0, jetstream.ErrKeyNotFound // deleted or purged
 	}
-	return resp.Message.Data, resp.Message.Seq, nil
+	return m.Data, m.Sequence, nil
 }
 
 // save writes rec if the stored revision is still rev (0: not yet stored);

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -704,4 +705,43 @@ func StartHubCluster(t testing.TB, n int, namespaces []string) (*Tree, []*TreeSe
 		return false, "no leader"
 	})
 	return tr, servers
+}
+
+// LoseAnswer runs call, which must send a request on subject (a literal
+// subject, or a prefix ending in ">") through l, and loses that request's
+// answer: the way back is held from the request on (StallBackOn), and once
+// srv has received it the link is cut, so the connection drops with the
+// answer in it, and healed. It returns what call returned after that, and
+// fails t when call returns before its request reached srv or is still
+// waiting poll.Patience after the answer was lost.
+func (l *Link) LoseAnswer(t testing.TB, srv *Server, subject string, call func() error) error {
+	t.Helper()
+	obs := srv.Connect(t)
+	asked := make(chan *nats.Msg, 64)
+	if _, err := obs.ChanSubscribe(subject, asked); err != nil {
+		t.Fatal(err)
+	}
+	if err := obs.Flush(); err != nil { // subscribed at srv before the request
+		t.Fatal(err)
+	}
+	l.StallBackOn([]byte("PUB " + strings.TrimSuffix(subject, ">")))
+	done := make(chan error, 1)
+	go func() { done <- call() }()
+	select {
+	case <-asked:
+	case err := <-done:
+		t.Fatalf("returned %v before its request on %s reached the server", err, subject)
+	case <-time.After(poll.Patience):
+		t.Fatalf("no request on %s reached the server", subject)
+	}
+	l.Cut()
+	l.Unstall()
+	l.Heal()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(poll.Patience):
+		t.Fatalf("still waiting %s after the answer on %s was lost with the connection", poll.Patience, subject)
+		return nil
+	}
 }

@@ -6,13 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/compiler"
+	"github.com/cuecast/cuecast/distributor"
 	"github.com/cuecast/cuecast/internal/metrics"
 	"github.com/cuecast/cuecast/tailer"
 )
@@ -125,49 +125,19 @@ func (h *handoff) Deploy(ctx context.Context, v cuecast.Version) error {
 
 // leaderLatest reads cfg's newest stored version from the CUECAST stream's
 // leader (a message get, not a direct get: the leader has applied every
-// publish it acknowledged); ok is false when there is none.
+// publish it acknowledged); ok is false when there is none. The tailer's
+// ctx has no deadline: LeaderLastMsg bounds the wait
+// (TestLeaderLatestReturnsWhenItsAnswerIsLost).
 func leaderLatest(ctx context.Context, nc *nats.Conn, cfg cuecast.ConfigPath) (cuecast.Version, bool, error) {
-	req, err := json.Marshal(map[string]string{"last_by_subj": cuecast.VersionSubject(cfg)})
-	if err != nil {
-		return cuecast.Version{}, false, err
-	}
-	// The tailer's ctx has no deadline, and an answer lost with the
-	// connection never comes: bounded as jetstream bounds its own calls.
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-	}
-	m, err := nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+cuecast.Stream, req)
-	if err != nil {
-		return cuecast.Version{}, false, fmt.Errorf("read latest version from the stream leader: %w", err)
-	}
-	var resp struct {
-		Error *struct {
-			ErrCode     int    `json:"err_code"`
-			Description string `json:"description"`
-		} `json:"error"`
-		Message *struct {
-			Header []byte `json:"hdrs"`
-		} `json:"message"`
-	}
-	if err := json.Unmarshal(m.Data, &resp); err != nil {
-		return cuecast.Version{}, false, fmt.Errorf("read latest version from the stream leader: %w", err)
-	}
-	switch {
-	case resp.Error != nil && resp.Error.ErrCode == int(jetstream.JSErrCodeMessageNotFound):
+	m, err := distributor.LeaderLastMsg(ctx, nc, cuecast.Stream, cuecast.VersionSubject(cfg))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return cuecast.Version{}, false, nil
-	case resp.Error != nil:
-		return cuecast.Version{}, false, fmt.Errorf("read latest version from the stream leader: %s (%d)", resp.Error.Description, resp.Error.ErrCode)
-	case resp.Message == nil:
-		return cuecast.Version{}, false, errors.New("read latest version from the stream leader: empty answer")
 	}
-	hdr, err := nats.DecodeHeadersMsg(resp.Message.Header)
 	if err != nil {
 		return cuecast.Version{}, false, fmt.Errorf("read latest version from the stream leader: %w", err)
 	}
 	var v cuecast.Version
-	if err := json.Unmarshal([]byte(hdr.Get(cuecast.HeaderMeta)), &v); err != nil || v.Config != cfg || v.Version == 0 {
+	if err := json.Unmarshal([]byte(m.Header.Get(cuecast.HeaderMeta)), &v); err != nil || v.Config != cfg || v.Version == 0 {
 		return cuecast.Version{}, false, fmt.Errorf("read latest version from the stream leader: undecodable %s header", cuecast.HeaderMeta)
 	}
 	return v, true, nil

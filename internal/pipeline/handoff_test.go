@@ -20,7 +20,6 @@ import (
 	"github.com/cuecast/cuecast/internal/gittest"
 	"github.com/cuecast/cuecast/internal/metrics"
 	"github.com/cuecast/cuecast/internal/natstest"
-	"github.com/cuecast/cuecast/internal/poll"
 	"github.com/cuecast/cuecast/tailer"
 )
 
@@ -189,37 +188,11 @@ func TestLeaderLatestReturnsWhenItsAnswerIsLost(t *testing.T) {
 	}
 	t.Cleanup(nc.Close)
 
-	const get = "$JS.API.STREAM.MSG.GET." + cuecast.Stream
-	asked := make(chan *nats.Msg, 4)
-	obs := srv.Connect(t)
-	if _, err := obs.ChanSubscribe(get, asked); err != nil {
-		t.Fatal(err)
-	}
-	if err := obs.Flush(); err != nil { // subscribed at the server before the request
-		t.Fatal(err)
-	}
-	link.StallBackOn([]byte("PUB " + get))
-	done := make(chan error, 1)
-	go func() {
+	err = link.LoseAnswer(t, srv, "$JS.API.STREAM.MSG.GET."+cuecast.Stream, func() error {
 		_, _, err := leaderLatest(context.Background(), nc, "payments/checkout")
-		done <- err
-	}()
-	select {
-	case <-asked:
-	case err := <-done:
-		t.Fatalf("leaderLatest returned %v without asking", err)
-	case <-time.After(poll.Patience):
-		t.Fatal("leaderLatest never asked the stream leader")
-	}
-	link.Cut()
-	link.Unstall()
-	link.Heal()
-	select {
-	case err := <-done:
-		if err == nil {
-			t.Fatal("leaderLatest returned no error though its answer was lost")
-		}
-	case <-time.After(poll.Patience):
-		t.Fatalf("leaderLatest still waiting after %s for an answer lost with the connection", poll.Patience)
+		return err
+	})
+	if err == nil {
+		t.Fatal("leaderLatest returned no error though its answer was lost")
 	}
 }
