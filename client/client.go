@@ -22,6 +22,10 @@ type Client struct {
 	mu       sync.Mutex
 	watchers map[*Watcher]struct{}
 	closed   bool
+	// status listens to the connection while any watcher runs; one
+	// forwarder per Client hands each change to every watcher (notifyStatus)
+	// through its message channel, so a watcher waits on that one channel.
+	status chan nats.Status
 }
 
 // ErrNoTrustedKeys is New's refusal of a client that would accept content
@@ -95,13 +99,37 @@ func (c *Client) track(w *Watcher) error {
 		return errors.New("client closed")
 	}
 	c.watchers[w] = struct{}{}
+	if c.status == nil {
+		c.status = c.nc.StatusChanged(nats.CONNECTED, nats.CLOSED)
+		go c.forwardStatus(c.status)
+	}
 	return nil
 }
 
 func (c *Client) untrack(w *Watcher) {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	delete(c.watchers, w)
-	c.mu.Unlock()
+	if len(c.watchers) == 0 && c.status != nil {
+		c.nc.RemoveStatusListener(c.status) // closes it: forwardStatus returns
+		c.status = nil
+	}
+}
+
+// forwardStatus tells every watcher of each status change on ch until ch
+// is closed.
+func (c *Client) forwardStatus(ch chan nats.Status) {
+	for st := range ch {
+		c.mu.Lock()
+		ws := make([]*Watcher, 0, len(c.watchers))
+		for w := range c.watchers {
+			ws = append(ws, w)
+		}
+		c.mu.Unlock()
+		for _, w := range ws {
+			w.notifyStatus(st)
+		}
+	}
 }
 
 // Snapshot is one applied version of a config. It is immutable: Content is

@@ -72,6 +72,9 @@ func (w *Watcher) stage(p *cuecast.Pointer, body []byte) {
 		w.reject(p.Version, "stage", ae.err, false)
 		return
 	}
+	if w.cache == nil {
+		w.cache = map[uint64]cachedVersion{}
+	}
 	w.cache[p.Version] = cachedVersion{meta: a.meta, seq: p.Seq, body: a.content}
 	w.staged = p.Version
 	w.event(EventResync, p.Version, "staged", nil)

@@ -3,6 +3,8 @@ package client
 import (
 	"encoding/base64"
 	"encoding/json"
+	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"testing"
@@ -168,4 +170,97 @@ func BenchmarkHandlePointerShared(b *testing.B) {
 	}
 	other.timer.Stop()
 	loopHandle(b, w, msgs)
+}
+
+// BenchmarkHandlePointerFleet is BenchmarkHandlePointer as a fleet meets
+// it: 10,000 watchers (each its own Client) take turns, so each handles
+// its message with its own state out of the CPU's caches, as in
+// BenchmarkFanout's child, where the same work costs about twice what it
+// costs hot. Each message is decoded from its wire form first, as nats.go
+// does (DecodeHeadersMsg, a copy of the body), and that is timed too: it is
+// the same for every watcher change, so the difference between two builds
+// is the watcher's. Every handle applies (versions 2 and 1 alternate, the
+// second a rollback).
+func BenchmarkHandlePointerFleet(b *testing.B) {
+	for _, fleet := range []int{1, 10_000, 100_000} {
+		b.Run("watchers="+strconv.Itoa(fleet), func(b *testing.B) { benchHandleFleet(b, fleet) })
+	}
+}
+
+func benchHandleFleet(b *testing.B, fleet int) {
+	cfg := cuecast.ConfigPath("payments/checkout")
+	ws := make([]*Watcher, fleet)
+	for i := range ws {
+		c, err := New(new(nats.Conn), WithInstance("bench-"+strconv.Itoa(i)), WithInsecureSkipVerify())
+		if err != nil {
+			b.Fatal(err)
+		}
+		ws[i] = newWatcher(c, cfg, watchOptions{})
+	}
+	// rounds are the wire forms of the pointers of consecutive rounds:
+	// their revisions and sequences rise, each round's last sequence the
+	// one before it, so no watcher sees a gap.
+	type wire struct {
+		subj string
+		hdr  []byte
+		data []byte
+	}
+	round := func(r int) wire {
+		p := cuecast.Pointer{Config: cfg, Version: 2, Seq: 20}
+		if r%2 == 1 {
+			p = cuecast.Pointer{Config: cfg, Version: 1, Seq: 10, Rollback: true}
+		}
+		m := benchPointerMsg(b, ws[0], p, int(p.Version))
+		m.Header.Set(headerSeq, strconv.Itoa(r+1))
+		m.Header.Set(headerLast, strconv.Itoa(r))
+		var hdr strings.Builder
+		hdr.WriteString("NATS/1.0\r\n")
+		for k, vs := range m.Header {
+			for _, v := range vs {
+				hdr.WriteString(k + ": " + v + "\r\n")
+			}
+		}
+		hdr.WriteString("\r\n")
+		return wire{subj: m.Subject, hdr: []byte(hdr.String()), data: m.Data}
+	}
+	const rounds = 64
+	var wires [rounds]wire
+	for r := range wires {
+		wires[r] = round(r)
+	}
+	// No collection within a round, as in BenchmarkFanout (its child
+	// collects before each): one would mark every watcher, in whichever
+	// iterations it fell. The collection between rounds is not timed.
+	runtime.GC()
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		r, n := (i/fleet)%rounds, i%fleet
+		if i%max(fleet, 10_000) == 0 && i > 0 {
+			b.StopTimer()
+			runtime.GC()
+			b.StartTimer()
+		}
+		if r == 0 && n == 0 {
+			// The revisions start again: so do the watchers.
+			for _, w := range ws {
+				w.seen, w.revs = [3]uint64{}, [3]uint64{}
+			}
+		}
+		wr := &wires[r]
+		h, err := nats.DecodeHeadersMsg(wr.hdr)
+		if err != nil {
+			b.Fatal(err)
+		}
+		m := &nats.Msg{Subject: wr.subj, Header: h, Data: append([]byte(nil), wr.data...)}
+		ws[n].handle(m)
+		i++
+	}
+	for _, w := range ws {
+		if w.lastErr != "" {
+			b.Fatalf("%s", w.lastErr)
+		}
+		w.timer.Stop()
+	}
 }

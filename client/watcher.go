@@ -35,9 +35,15 @@ type Watcher struct {
 	cur     atomic.Pointer[Snapshot]
 	updates chan Snapshot
 
-	msgs   chan *nats.Msg
-	subs   []*nats.Subscription
-	status chan nats.Status
+	msgs chan *nats.Msg
+	subs []*nats.Subscription
+	// statusBits are the connection's status changes the Client's
+	// forwarder has seen and the run loop has not taken yet
+	// (statusReconnected, statusClosed); stopping is set when ctx ends,
+	// before stopMsg is queued. Both live here, by the fields every message
+	// reads, so that waking for a message touches no other memory.
+	statusBits atomic.Uint32
+	stopping   atomic.Bool
 
 	ctx     context.Context
 	cancel  context.CancelFunc
@@ -57,13 +63,15 @@ type Watcher struct {
 	// stagedRev and actRev are the same for the cutover subjects.
 	revs, seen        [3]uint64
 	stagedRev, actRev uint64
-	cache             map[uint64]cachedVersion // versions staged for an activation (cutover.go), newer than current
-	servingLKG        bool
-	lastErr           string
-	refused           string          // the last pointer refused (Report.Refused)
-	rejected          map[string]bool // version@checksum rejected for good (validation, signature)
-	retries           int
-	notFoundAt        time.Time // last EventNotFound; zero once a pointer is found
+	// cache and rejected stay nil until first written: every apply asks
+	// their length, which a nil map answers without reading memory.
+	cache      map[uint64]cachedVersion // versions staged for an activation (cutover.go), newer than current
+	servingLKG bool
+	lastErr    string
+	refused    string          // the last pointer refused (Report.Refused)
+	rejected   map[string]bool // version@checksum rejected for good (validation, signature)
+	retries    int
+	notFoundAt time.Time // last EventNotFound; zero once a pointer is found
 	// held is the applied version as read (with its sequence), prev the one
 	// before it: a rollback pointer to the previous version, the common
 	// emergency, needs no read.
@@ -148,7 +156,6 @@ func (c *Client) Watch(ctx context.Context, cfg cuecast.ConfigPath, opts ...Watc
 		}
 		w.subs = append(w.subs, sub)
 	}
-	w.status = c.nc.StatusChanged(nats.CONNECTED, nats.CLOSED)
 	go w.run()
 	if c.nc.IsConnected() {
 		select {
@@ -162,17 +169,15 @@ func (c *Client) Watch(ctx context.Context, cfg cuecast.ConfigPath, opts ...Watc
 // newWatcher is a Watcher of cfg before it subscribes or runs.
 func newWatcher(c *Client, cfg cuecast.ConfigPath, wo watchOptions) *Watcher {
 	w := &Watcher{
-		c:        c,
-		cfg:      cfg,
-		bucket:   cuecast.Cohort(cfg.Namespace(), c.o.instance),
-		o:        wo,
-		updates:  make(chan Snapshot, 1),
-		msgs:     make(chan *nats.Msg, 256),
-		started:  make(chan struct{}),
-		ready:    make(chan struct{}),
-		done:     make(chan struct{}),
-		cache:    map[uint64]cachedVersion{},
-		rejected: map[string]bool{},
+		c:       c,
+		cfg:     cfg,
+		bucket:  cuecast.Cohort(cfg.Namespace(), c.o.instance),
+		o:       wo,
+		updates: make(chan Snapshot, 1),
+		msgs:    make(chan *nats.Msg, 256),
+		started: make(chan struct{}),
+		ready:   make(chan struct{}),
+		done:    make(chan struct{}),
 	}
 	w.timer = time.AfterFunc(time.Hour, w.fire)
 	w.timer.Stop()
@@ -262,11 +267,13 @@ func (w *Watcher) run() {
 		defer w.o.closeSink()
 	}
 	defer w.c.untrack(w)
-	defer w.c.nc.RemoveStatusListener(w.status)
 	defer w.unsubscribe()
 
 	defer w.timer.Stop()
-	defer context.AfterFunc(w.ctx, func() { w.wake(stopMsg) })()
+	defer context.AfterFunc(w.ctx, func() {
+		w.stopping.Store(true)
+		w.wake(stopMsg)
+	})()
 	w.after(&w.reconcileAt, jitter10(w.c.o.reconcile))
 	// The first heartbeat is spread over one interval so that a fleet
 	// started together does not report in lockstep.
@@ -278,33 +285,68 @@ func (w *Watcher) run() {
 	w.resync("start")
 	close(w.started)
 	for {
-		// Two cases, not four: the end of ctx and the timer come as
-		// sentinel messages (wake), so each message wakes a select over
-		// fewer channels.
-		select {
-		case m := <-w.msgs:
-			switch {
-			case w.ctx.Err() != nil:
-				return
-			case m == tickMsg:
-				w.tick()
-			case m != stopMsg:
-				w.handle(m)
-			}
-		case st := <-w.status:
-			if st == nats.CLOSED {
-				// nats.go gave up reconnecting (ConnectOptions never does).
-				w.event(EventError, 0, "connection closed for good: serving the current version, no further updates; connect with client.ConnectOptions to reconnect forever", nats.ErrConnectionClosed)
-				continue
-			}
-			w.resync("reconnect")
+		// One channel: the end of ctx, the timer and the connection's
+		// status changes come as sentinel messages (wake), so each message
+		// wakes a plain receive, not a select over several channels.
+		m := <-w.msgs
+		switch {
+		case w.stopping.Load():
+			return
+		case m == tickMsg:
+			w.tick()
+		case m == statusMsg:
+			w.statusChanged()
+		case m != stopMsg:
+			w.handle(m)
 		}
 	}
 }
 
+// statusChanged acts on the status changes the Client's forwarder has
+// queued since the last: a reconnect re-reads the pointers; a connection
+// closed for good is said once.
+func (w *Watcher) statusChanged() {
+	bits := w.statusBits.Swap(0)
+	if bits&statusClosed != 0 {
+		// nats.go gave up reconnecting (ConnectOptions never does).
+		w.event(EventError, 0, "connection closed for good: serving the current version, no further updates; connect with client.ConnectOptions to reconnect forever", nats.ErrConnectionClosed)
+		return
+	}
+	if bits&statusReconnected != 0 {
+		w.resync("reconnect")
+	}
+}
+
+// The status changes a watcher is told of (statusBits).
+const (
+	statusReconnected uint32 = 1 << iota
+	statusClosed
+)
+
+// notifyStatus is the Client forwarder's: it records st for the run loop
+// and wakes it, without waiting on a watcher whose queue is full (a
+// goroutine waits for it instead), so one busy watcher holds up no other.
+func (w *Watcher) notifyStatus(st nats.Status) {
+	switch st {
+	case nats.CONNECTED:
+		w.statusBits.Or(statusReconnected)
+	case nats.CLOSED:
+		w.statusBits.Or(statusClosed)
+	default:
+		return
+	}
+	select {
+	case w.msgs <- statusMsg:
+	case <-w.done:
+	default:
+		go w.wake(statusMsg)
+	}
+}
+
 // The sentinels wake puts on a watcher's message channel: its timer fired
-// (tickMsg), its context ended (stopMsg). Never handled as messages.
-var tickMsg, stopMsg = new(nats.Msg), new(nats.Msg)
+// (tickMsg), its context ended (stopMsg), the connection's status changed
+// (statusMsg, statusBits says how). Never handled as messages.
+var tickMsg, stopMsg, statusMsg = new(nats.Msg), new(nats.Msg), new(nats.Msg)
 
 // fire is the timer's function.
 func (w *Watcher) fire() { w.wake(tickMsg) }

@@ -165,6 +165,9 @@ func (w *Watcher) notApplied(p *cuecast.Pointer, ae *acceptError, why string) {
 // rejectForGood refuses p's version after the service's checks failed on
 // it: the same bytes would fail the same way.
 func (w *Watcher) rejectForGood(p *cuecast.Pointer, ae *acceptError) {
+	if w.rejected == nil {
+		w.rejected = map[string]bool{}
+	}
 	w.rejected[rejectKey(p)] = true
 	w.reject(p.Version, ae.step, ae.err, true)
 }

@@ -434,3 +434,59 @@ func TestHeartbeat(t *testing.T) {
 	mu.Unlock()
 	e.waitReport("beating", func(r cuecast.Report) bool { return !r.Healthy && r.Version == 1 })
 }
+
+// TestEveryWatcherOfAClientResyncsAfterReconnect: the Client listens to its
+// connection once and wakes each of its watchers on a reconnect, so every
+// watcher re-reads its pointers, including one started after every earlier
+// watcher had stopped (the listener is dropped with the last watcher and
+// taken again by the next). A watcher that missed a version while the
+// connection was down applies it.
+func TestEveryWatcherOfAClientResyncsAfterReconnect(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	e.ship(1, body(1))
+	p := startProxy(t, e.srv.Addr().String())
+	nc, err := nats.Connect("nats://"+p.addr, fastReconnect()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	c, ev := e.newClientOn(nc, "forwarded")
+	reconnects := func() int {
+		n := 0
+		for _, e := range ev.list() {
+			if e.Kind == client.EventResync && e.Detail == "reconnect" {
+				n++
+			}
+		}
+		return n
+	}
+	outage := func(v uint64) {
+		t.Helper()
+		p.cut()
+		poll.Until(t, "disconnect", poll.Patience, func() (bool, string) { return !nc.IsConnected(), "connected" })
+		e.ship(v, body(v))
+		p.restore()
+	}
+
+	ws := []*client.Watcher{watch(t, c), watch(t, c), watch(t, c)}
+	for _, w := range ws {
+		waitVersion(t, w, ev, 1)
+	}
+	outage(2)
+	poll.Until(t, "three reconnect resyncs", poll.Patience, func() (bool, string) {
+		return reconnects() == len(ws), fmt.Sprintf("%d; events:%s", reconnects(), ev)
+	})
+	for _, w := range ws {
+		waitVersion(t, w, ev, 2)
+		w.Stop()
+	}
+
+	before := reconnects()
+	w := watch(t, c)
+	waitVersion(t, w, ev, 2)
+	outage(3)
+	poll.Until(t, "the new watcher's reconnect resync", poll.Patience, func() (bool, string) {
+		return reconnects() == before+1, fmt.Sprintf("%d after %d; events:%s", reconnects(), before, ev)
+	})
+	waitVersion(t, w, ev, 3)
+}
