@@ -34,6 +34,17 @@ type Watcher struct {
 
 	cur     atomic.Pointer[Snapshot]
 	updates chan Snapshot
+	// updatesUsed: Updates has been called, so each applied snapshot is
+	// offered on updates. Until then nothing is: most services read
+	// Current (and a TypedWatcher's reader its own channel), and an offer
+	// is three operations on a channel that, in a fleet, is out of cache.
+	// updatesMu orders the offers of the run loop and of Updates' first
+	// call; updatesLast is the last snapshot offered (no snapshot twice),
+	// updatesClosed says the run loop has closed updates.
+	updatesUsed   atomic.Bool
+	updatesMu     sync.Mutex
+	updatesLast   *Snapshot
+	updatesClosed bool
 
 	msgs chan *nats.Msg
 	subs []*nats.Subscription
@@ -73,9 +84,11 @@ type Watcher struct {
 	retries    int
 	notFoundAt time.Time // last EventNotFound; zero once a pointer is found
 	// held is the applied version as read (with its sequence), prev the one
-	// before it: a rollback pointer to the previous version, the common
-	// emergency, needs no read.
-	held, prev cachedVersion
+	// before it (nil: none): a rollback pointer to the previous version, the
+	// common emergency, needs no read. Pointers, so that each apply moves
+	// one word instead of copying two versions' metadata in a watcher out
+	// of cache.
+	held, prev *cachedVersion
 	staged     uint64 // strict configs: version staged for the activation (cutover.go)
 
 	// The timed work (a retry, a report due soon, the reconcile, the
@@ -200,7 +213,44 @@ func (w *Watcher) Current() Snapshot {
 // Updates delivers each applied Snapshot (the last-known-good one first, when
 // loaded). It holds only the newest: a reader that falls behind skips to the
 // latest. It is closed when the watcher stops.
-func (w *Watcher) Updates() <-chan Snapshot { return w.updates }
+func (w *Watcher) Updates() <-chan Snapshot {
+	if !w.updatesUsed.Load() {
+		w.updatesMu.Lock()
+		w.updatesUsed.Store(true)
+		w.offerLocked() // the newest so far, as if it had been offered all along
+		w.updatesMu.Unlock()
+	}
+	return w.updates
+}
+
+// offerLocked offers the current snapshot on updates, replacing an unread
+// older one, unless it was offered already. updatesMu must be held.
+func (w *Watcher) offerLocked() {
+	s := w.cur.Load()
+	if s == nil || s == w.updatesLast || w.updatesClosed {
+		return
+	}
+	w.updatesLast = s
+	for {
+		select {
+		case w.updates <- *s:
+			return
+		default:
+		}
+		select {
+		case <-w.updates:
+		default:
+		}
+	}
+}
+
+// closeUpdates is the run loop's last word on updates.
+func (w *Watcher) closeUpdates() {
+	w.updatesMu.Lock()
+	w.updatesClosed = true
+	close(w.updates)
+	w.updatesMu.Unlock()
+}
 
 // Stop ends the watch and waits for its goroutine. It is safe to call more
 // than once and from any goroutine.
@@ -262,7 +312,7 @@ func (w *Watcher) unsubscribe() {
 
 func (w *Watcher) run() {
 	defer close(w.done)
-	defer close(w.updates)
+	defer w.closeUpdates()
 	if w.o.closeSink != nil {
 		defer w.o.closeSink()
 	}

@@ -176,10 +176,10 @@ func (w *Watcher) rejectForGood(p *cuecast.Pointer, ae *acceptError) {
 // bytes for a rollback, saves it as last-known-good and reports it.
 func (w *Watcher) install(p *cuecast.Pointer, a *accepted, why string) {
 	w.swap(a, false)
-	if w.held.seq != 0 {
+	if w.held != nil {
 		w.prev = w.held
 	}
-	w.held = cachedVersion{meta: a.meta, seq: p.Seq, body: a.content}
+	w.held = &cachedVersion{meta: a.meta, seq: p.Seq, body: a.content}
 	w.servingLKG = false
 	w.lastErr = ""
 	if len(w.cache) > 0 { // a range over an empty map still starts an iterator
@@ -208,7 +208,7 @@ func (w *Watcher) swap(a *accepted, fromLKG bool) {
 	s := &Snapshot{Config: w.cfg, Version: a.meta.Version, Checksum: a.meta.Checksum, Commit: a.meta.Commit,
 		Content: a.content, Deleted: a.meta.Deleted, FromLastKnownGood: fromLKG, AppliedAt: time.Now(), value: a.value}
 	w.cur.Store(s)
-	w.publish(*s)
+	w.publish(s)
 	w.markReady()
 }
 
@@ -266,20 +266,19 @@ func (w *Watcher) clearLKGFlag() {
 	}
 }
 
-// publish offers s on Updates, replacing an unread older one.
-func (w *Watcher) publish(s Snapshot) {
+// publish hands s, just made current, to the TypedWatcher's sink and, once
+// Updates has been called, offers it there. Without a reader of Updates,
+// nothing is offered: Updates' first call offers the newest (offerLocked).
+// Seeing updatesUsed false is safe: Updates sets it before reading cur,
+// which already holds s.
+func (w *Watcher) publish(s *Snapshot) {
 	if w.o.sink != nil {
-		w.o.sink(s)
+		w.o.sink(*s)
 	}
-	for {
-		select {
-		case w.updates <- s:
-			return
-		default:
-		}
-		select {
-		case <-w.updates:
-		default:
-		}
+	if !w.updatesUsed.Load() {
+		return
 	}
+	w.updatesMu.Lock()
+	w.offerLocked()
+	w.updatesMu.Unlock()
 }

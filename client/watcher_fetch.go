@@ -47,9 +47,9 @@ func (w *Watcher) fetchKept(meta *cuecast.Version, p *cuecast.Pointer) ([]byte, 
 		}
 		delete(w.cache, p.Version)
 	}
-	if w.prev.seq == p.Seq && w.prev.meta.Version == p.Version {
-		*meta = w.prev.meta
-		if body, err := w.verifyContent(meta, p, w.prev.body); err == nil {
+	if pv := w.prev; pv != nil && pv.seq == p.Seq && pv.meta.Version == p.Version {
+		*meta = pv.meta
+		if body, err := w.verifyContent(meta, p, pv.body); err == nil {
 			return body, nil
 		}
 	}
