@@ -85,9 +85,9 @@ type Watcher struct {
 	notFoundAt time.Time // last EventNotFound; zero once a pointer is found
 	// held is the applied version as read (with its sequence), prev the one
 	// before it (nil: none): a rollback pointer to the previous version, the
-	// common emergency, needs no read. Pointers, so that each apply moves
-	// one word instead of copying two versions' metadata in a watcher out
-	// of cache.
+	// common emergency, needs no read. Pointers (held into the apply's one
+	// allocation, appliedVersion), so that each apply moves one word instead
+	// of copying two versions' metadata in a watcher out of cache.
 	held, prev *cachedVersion
 	staged     uint64 // strict configs: version staged for the activation (cutover.go)
 

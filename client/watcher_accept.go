@@ -104,7 +104,7 @@ func (w *Watcher) loadLKG() {
 		return
 	}
 	w.servingLKG = true
-	w.swap(&a, true)
+	w.swap(new(Snapshot), &a, true)
 	w.event(EventLoaded, a.meta.Version, "serving last-known-good "+w.o.lkgPath, nil)
 }
 
@@ -175,11 +175,12 @@ func (w *Watcher) rejectForGood(p *cuecast.Pointer, ae *acceptError) {
 // install makes an accepted version the current one (swap), keeps its
 // bytes for a rollback, saves it as last-known-good and reports it.
 func (w *Watcher) install(p *cuecast.Pointer, a *accepted, why string) {
-	w.swap(a, false)
+	av := &appliedVersion{kept: cachedVersion{meta: a.meta, seq: p.Seq, body: a.content}}
+	w.swap(&av.snap, a, false)
 	if w.held != nil {
 		w.prev = w.held
 	}
-	w.held = &cachedVersion{meta: a.meta, seq: p.Seq, body: a.content}
+	w.held = &av.kept
 	w.servingLKG = false
 	w.lastErr = ""
 	if len(w.cache) > 0 { // a range over an empty map still starts an iterator
@@ -202,10 +203,17 @@ func (w *Watcher) install(p *cuecast.Pointer, a *accepted, why string) {
 	w.reportSoon()
 }
 
-// swap makes a the snapshot Current returns, offers it on Updates and
-// marks the watcher ready.
-func (w *Watcher) swap(a *accepted, fromLKG bool) {
-	s := &Snapshot{Config: w.cfg, Version: a.meta.Version, Checksum: a.meta.Checksum, Commit: a.meta.Commit,
+// appliedVersion is what an apply allocates, once: the snapshot it makes
+// current and the version it keeps for a rollback (held).
+type appliedVersion struct {
+	snap Snapshot
+	kept cachedVersion
+}
+
+// swap makes a, written to s, the snapshot Current returns, offers it on
+// Updates and marks the watcher ready.
+func (w *Watcher) swap(s *Snapshot, a *accepted, fromLKG bool) {
+	*s = Snapshot{Config: w.cfg, Version: a.meta.Version, Checksum: a.meta.Checksum, Commit: a.meta.Commit,
 		Content: a.content, Deleted: a.meta.Deleted, FromLastKnownGood: fromLKG, AppliedAt: time.Now(), value: a.value}
 	w.cur.Store(s)
 	w.publish(s)
