@@ -93,10 +93,10 @@ type Watcher struct {
 
 	// The timed work (a retry, a report due soon, the reconcile, the
 	// heartbeat) shares one timer, set for the earliest, which wakes the
-	// run loop through msgs (fire): its select then waits on two channels
-	// instead of seven, which every message pays for, and a process
-	// running many watchers keeps one runtime timer per watcher instead of
-	// four. Zero: not scheduled.
+	// run loop through msgs (fire), so that it waits on that one channel
+	// (which every message pays for), and a process running many watchers
+	// keeps one runtime timer per watcher instead of four. Zero: not
+	// scheduled.
 	retryAt, reportAt, reconcileAt, heartbeatAt time.Time
 	timer                                       *time.Timer
 	timerAt                                     time.Time // when timer fires; zero when stopped

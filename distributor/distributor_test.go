@@ -30,8 +30,14 @@ const cfg = cuecast.ConfigPath("payments/checkout")
 // the test's output unless o has a Logger (a benchmark's is silent).
 func newDist(t testing.TB, o distributor.Options) (*distributor.Distributor, *nats.Conn) {
 	t.Helper()
-	s := natstest.Start(t)
-	nc := s.Connect(t)
+	nc := natstest.Start(t).Connect(t)
+	return newDistOn(t, nc, o), nc
+}
+
+// newDistOn is newDist on a connection of the test's own (through a
+// natstest.Link, say).
+func newDistOn(t testing.TB, nc *nats.Conn, o distributor.Options) *distributor.Distributor {
+	t.Helper()
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
@@ -39,7 +45,7 @@ func newDist(t testing.TB, o distributor.Options) (*distributor.Distributor, *na
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	return d, nc
+	return d
 }
 
 func content(n int) []byte { return fmt.Appendf(nil, `{"n":%d}`, n) }

@@ -3,7 +3,6 @@ package distributor_test
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -34,12 +33,7 @@ func TestDeployReturnsWhenAPointerWriteAckIsLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	d, err := distributor.New(t.Context(), nc, distributor.Options{
-		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug})),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := newDistOn(t, nc, distributor.Options{})
 	v1 := mustPublish(t, d, 1, content(1))
 	if err := d.Deploy(t.Context(), v1); err != nil {
 		t.Fatal(err)
@@ -77,12 +71,7 @@ func TestDeployReturnsWhenPointerWriteAcksAreHeld(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	d, err := distributor.New(t.Context(), nc, distributor.Options{
-		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelInfo})),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := newDistOn(t, nc, distributor.Options{})
 	v1 := mustPublish(t, d, 1, content(1))
 	link.StallBackOn([]byte("PUB cc.payments.p."))
 	done := make(chan error, 1)

@@ -74,6 +74,25 @@ func (p *proxy) restore() {
 	}()
 }
 
+// connect connects through p, reconnecting quickly (fastReconnect), for
+// the length of the test.
+func (p *proxy) connect(t *testing.T) *nats.Conn {
+	t.Helper()
+	nc, err := nats.Connect("nats://"+p.addr, fastReconnect()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+// cutAndWait cuts p and waits until nc has noticed.
+func (p *proxy) cutAndWait(t *testing.T, nc *nats.Conn) {
+	t.Helper()
+	p.cut()
+	poll.Until(t, "disconnect", poll.Patience, func() (bool, string) { return !nc.IsConnected(), "connected" })
+}
+
 func (p *proxy) cut() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -100,16 +119,11 @@ func TestOffline50Versions(t *testing.T) {
 	}{
 		{"network cut", func(t *testing.T, e *env) (*client.Watcher, *events) {
 			p := startProxy(t, e.srv.Addr().String())
-			nc, err := nats.Connect("nats://"+p.addr, fastReconnect()...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(nc.Close)
+			nc := p.connect(t)
 			c, ev := e.newClientOn(nc, "offline")
 			w := watch(t, c)
 			waitVersion(t, w, ev, 1)
-			p.cut()
-			poll.Until(t, "disconnect", poll.Patience, func() (bool, string) { return !nc.IsConnected(), "connected" })
+			p.cutAndWait(t, nc)
 			ship50(e)
 			p.restore()
 			waitEvent(t, ev, "resync after reconnect", func(e client.Event) bool { return e.Kind == client.EventResync && e.Detail == "reconnect" })
@@ -445,11 +459,7 @@ func TestEveryWatcherOfAClientResyncsAfterReconnect(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	e.ship(1, body(1))
 	p := startProxy(t, e.srv.Addr().String())
-	nc, err := nats.Connect("nats://"+p.addr, fastReconnect()...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	nc := p.connect(t)
 	c, ev := e.newClientOn(nc, "forwarded")
 	reconnects := func() int {
 		n := 0
@@ -462,8 +472,7 @@ func TestEveryWatcherOfAClientResyncsAfterReconnect(t *testing.T) {
 	}
 	outage := func(v uint64) {
 		t.Helper()
-		p.cut()
-		poll.Until(t, "disconnect", poll.Patience, func() (bool, string) { return !nc.IsConnected(), "connected" })
+		p.cutAndWait(t, nc)
 		e.ship(v, body(v))
 		p.restore()
 	}

@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/client"
 	"github.com/cuecast/cuecast/internal/poll"
@@ -97,11 +95,7 @@ func TestVariantWatchPicksOwn(t *testing.T) {
 	// names the variant, and it is served.
 	p := startProxy(t, e.srv.Addr().String())
 	p.cut()
-	nc, err := nats.Connect("nats://"+p.addr, fastReconnect()...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	nc := p.connect(t)
 	c2, ev2 := e.newClientOn(nc, "v-eu", client.WithDimensions(map[string]string{"env": "prod", "region": "eu"}))
 	w2 := watch(t, c2, client.LastKnownGood(path))
 	if s := w2.Current(); s.Config != prodEU || s.Version != 2 || !s.FromLastKnownGood {
