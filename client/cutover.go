@@ -77,6 +77,11 @@ func (w *Watcher) stage(p *cuecast.Pointer, body []byte) {
 	}
 	w.cache[p.Version] = cachedVersion{meta: a.meta, seq: p.Seq, body: a.content}
 	w.staged = p.Version
+	if w.stageErr != 0 && w.stageErr <= p.Version {
+		// The failure to stage an older (or this) version is over: the
+		// instance holds this one ready (docs/PROTOCOL.md §4.3).
+		w.lastErr, w.stageErr = "", 0
+	}
 	w.event(EventResync, p.Version, "staged", nil)
 	w.report()
 }

@@ -79,6 +79,9 @@ type Watcher struct {
 	cache      map[uint64]cachedVersion // versions staged for an activation (cutover.go), newer than current
 	servingLKG bool
 	lastErr    string
+	// stageErr is the version lastErr failed to stage (0: lastErr is no
+	// staging error), so that staging a version at or above it clears it.
+	stageErr   uint64
 	refused    string          // the last pointer refused (Report.Refused)
 	rejected   map[string]bool // version@checksum rejected for good (validation, signature)
 	retries    int

@@ -182,7 +182,7 @@ func (w *Watcher) install(p *cuecast.Pointer, a *accepted, why string) {
 	}
 	w.held = &av.kept
 	w.servingLKG = false
-	w.lastErr = ""
+	w.lastErr, w.stageErr = "", 0
 	if len(w.cache) > 0 { // a range over an empty map still starts an iterator
 		for n := range w.cache {
 			if n <= a.meta.Version {
@@ -192,7 +192,7 @@ func (w *Watcher) install(p *cuecast.Pointer, a *accepted, why string) {
 	}
 	if w.o.lkgPath != "" {
 		if err := writeLKG(w.o.lkgPath, *p, a.content); err != nil {
-			w.lastErr = err.Error()
+			w.lastErr, w.stageErr = err.Error(), 0
 			w.event(EventError, a.meta.Version, "applied, but not saved as last-known-good", err)
 		}
 	}

@@ -31,6 +31,10 @@ func (w *Watcher) reject(version uint64, what string, err error, forGood bool) {
 		}
 	}
 	w.lastErr = fmt.Sprintf("version %d: %s: %v", version, what, err)
+	w.stageErr = 0
+	if what == "stage" {
+		w.stageErr = version
+	}
 	w.event(EventRejected, version, what, err)
 	if forGood || errors.Is(err, cuecast.ErrBadSignature) || errors.Is(err, cuecast.ErrChecksumMismatch) {
 		w.reportSoon()

@@ -242,7 +242,10 @@ func (w *Watcher) pointer(p *cuecast.Pointer, m *nats.Msg, subj string, after ui
 	return body, true
 }
 
-// undecodable rejects a pointer header that does not decode.
+// undecodable refuses a pointer header that does not decode. It is a
+// refused pointer like a forged one (Report.Refused), not a failure to
+// apply: anyone who can publish on the subject can send junk, and that must
+// not make an honest instance look failing.
 func (w *Watcher) undecodable(err error) {
-	w.reject(0, "undecodable pointer", fmt.Errorf("%s header: %w", cuecast.HeaderPointer, err), false)
+	w.refuse(0, fmt.Errorf("undecodable %s header: %w", cuecast.HeaderPointer, err))
 }

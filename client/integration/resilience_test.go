@@ -387,6 +387,24 @@ func TestSignatures(t *testing.T) {
 			t.Fatalf("content: got %s, want the stored %s", s.Content, body(4))
 		}
 	})
+
+	t.Run("undecodable pointer", func(t *testing.T) {
+		// Damaged bytes, or junk from whoever can publish on the subject,
+		// are a refused pointer (docs/PROTOCOL.md §4.3), not a failure of
+		// this instance: last_error stays empty, so no health gate counts
+		// an honest instance as failing for what it was sent.
+		m := nats.NewMsg(ptrSubj)
+		m.Header.Set("Nats-Sequence", "2000000")
+		m.Header.Set("Nats-Last-Sequence", "0")
+		m.Header.Set("Cuecast-Pointer", `{"config":"payments/checkout","rev":`)
+		if err := e.dnc.PublishMsg(m); err != nil {
+			t.Fatal(err)
+		}
+		e.waitReport("trusting", func(r cuecast.Report) bool {
+			return r.Version == 4 && r.LastError == "" &&
+				strings.HasPrefix(r.Refused, "version 0: pointer: undecodable Cuecast-Pointer header: ")
+		})
+	})
 }
 
 // TestGapTriggersResync: a new pointer whose Nats-Last-Sequence is not the

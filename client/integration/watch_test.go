@@ -2,6 +2,7 @@ package integration_test
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
 	"github.com/cuecast/cuecast"
@@ -693,4 +695,48 @@ func TestLastKnownGoodValidationHookRejects(t *testing.T) {
 	if _, ok := ev2.find(func(e client.Event) bool { return e.Kind == client.EventLoaded }); ok {
 		t.Fatalf("loaded a last-known-good file the hook refuses; events:%s", ev2)
 	}
+}
+
+// TestStagingClearsAStageError: a failure to stage one version ("version N:
+// stage: …", a failed fetch the instance retries) is cleared by the next
+// version staged, as an apply clears last_error (docs/PROTOCOL.md §4.3):
+// otherwise status shows the instance failing long after it staged.
+func TestStagingClearsAStageError(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	e.ship(1, body(1))
+	c, ev := e.newClient("stager")
+	w := watch(t, c)
+	waitVersion(t, w, ev, 1)
+
+	v2 := cuecast.Version{Config: cfg, Version: 2, Commit: "c002"}
+	if err := e.d.Publish(t.Context(), v2, body(2)); err != nil {
+		t.Fatal(err)
+	}
+	// A staged pointer, validly signed, naming version 2 at a sequence that
+	// holds version 1: the fetch fails its metadata check.
+	v1, err := e.d.Pointer(t.Context(), cfg, w.Bucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := cuecast.Pointer{Config: cfg, Subject: cuecast.StagedSubject(cfg), Revision: uint64(time.Now().UnixNano()),
+		Version: 2, Seq: v1.Seq, Checksum: cuecast.Checksum(body(2)), Size: int64(len(body(2))), Commit: "c002", SetAt: time.Now()}
+	sig, _ := e.key.Sign(p.SigningBytes())
+	p.Signature = base64.RawURLEncoding.EncodeToString(sig)
+	hdr, _ := json.Marshal(p)
+	js, _ := jetstream.New(e.dnc)
+	m := nats.NewMsg(cuecast.StagedSubject(cfg))
+	m.Header.Set("Cuecast-Pointer", string(hdr))
+	if _, err := js.PublishMsg(t.Context(), m); err != nil {
+		t.Fatal(err)
+	}
+	e.waitReport("stager", func(r cuecast.Report) bool { return strings.HasPrefix(r.LastError, "version 2: stage: ") })
+
+	v3 := cuecast.Version{Config: cfg, Version: 3, Commit: "c003"}
+	if err := e.d.Publish(t.Context(), v3, body(3)); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.d.Stage(t.Context(), cfg, cuecast.Pointer{Version: 3}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitReport("stager", func(r cuecast.Report) bool { return r.Staged == 3 && r.LastError == "" && r.Version == 1 })
 }
