@@ -4,7 +4,9 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -98,5 +100,42 @@ func TestChecksumMatches(t *testing.T) {
 				t.Fatalf("ChecksumMatches(%q, %q) = %v, want %v", tc.b, tc.want, got, tc.ok)
 			}
 		})
+	}
+}
+
+// TestRevisionNeedsExactIntegers holds docs/PROTOCOL.md §4.2 to its word:
+// the pointer §6 shows, decoded as a parser that reads every number as a
+// double would, has another revision, and so other signing bytes; decoded
+// as exact integers it has the documented ones.
+func TestRevisionNeedsExactIntegers(t *testing.T) {
+	doc, err := os.ReadFile("docs/PROTOCOL.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var line string
+	for l := range strings.Lines(string(doc)) {
+		if strings.HasPrefix(l, "`{\"config\":\"payments/checkout\"") {
+			line = strings.Trim(strings.TrimSpace(l), "`")
+			break
+		}
+	}
+	if line == "" {
+		t.Fatal("docs/PROTOCOL.md §6 shows no check-value pointer")
+	}
+	var exact Pointer
+	if err := json.Unmarshal([]byte(line), &exact); err != nil {
+		t.Fatal(err)
+	}
+	if exact.Revision <= 1<<53 {
+		t.Fatalf("the documented revision %d is not above 2^53: §4.2's warning would be moot", exact.Revision)
+	}
+	var doubles map[string]any
+	if err := json.Unmarshal([]byte(line), &doubles); err != nil {
+		t.Fatal(err)
+	}
+	rounded := exact
+	rounded.Revision = uint64(doubles["rev"].(float64))
+	if rounded.Revision == exact.Revision || string(rounded.SigningBytes()) == string(exact.SigningBytes()) {
+		t.Fatalf("a double keeps the revision %d exactly: §4.2's warning is wrong", exact.Revision)
 	}
 }
