@@ -10,8 +10,12 @@ build:
 	$(GO) build -o bin/cuecast ./cmd/cuecast
 
 # The whole pipeline end to end on configs-example/ with the embedded NATS server.
+# It builds bin/cuecast first and says so: on a fresh machine the build is minutes of
+# "go: downloading" lines, which otherwise look like a hang.
 demo:
-	$(GO) run ./cmd/cuecast demo --example configs-example
+	@echo "make demo: building bin/cuecast (a fresh machine downloads and compiles the Go modules first: a few minutes on 2 cores; later runs take seconds)"
+	$(GO) build -o bin/cuecast ./cmd/cuecast
+	bin/cuecast demo --example configs-example
 
 # staticcheck is installed into bin/ at the version named here, as bin/cue is.
 STATICCHECK_VERSION ?= v0.8.2

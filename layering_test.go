@@ -145,3 +145,21 @@ func TestLayeringRule(t *testing.T) {
 		}
 	}
 }
+
+// TestMakeDemoSaysWhatItBuilds: on a fresh machine the first make demo is
+// minutes of module downloads; the target says what is being built and
+// about how long before it starts (issue 33, item 14).
+func TestMakeDemoSaysWhatItBuilds(t *testing.T) {
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Skip("make is not installed: the Makefile cannot be read")
+	}
+	out, err := exec.Command("make", "-n", "demo").CombinedOutput()
+	if err != nil {
+		t.Fatalf("make -n demo: %v\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) < 3 || !strings.HasPrefix(lines[0], "echo ") || !strings.Contains(lines[0], "building bin/cuecast") ||
+		!strings.Contains(lines[0], "minutes") || !strings.Contains(lines[1], "build -o bin/cuecast") {
+		t.Fatalf("make demo should say what it builds and how long before building; it runs:\n%s", out)
+	}
+}

@@ -89,8 +89,34 @@ func (d *demo) flipFlag(ctx context.Context, repoDir string) error {
 		}
 	}
 	d.detail("every user who had it at 20%% still has it: a user's bucket position does not depend on the weights")
-	d.detail("explain one: cuecast flags eval %s %s --ctx targetingKey=user-1 --published", demoFlagsConfig, demoFlag)
+	d.explainHint(repoDir)
 	return nil
+}
+
+// programName is how the reader runs this binary again: as it was started
+// (bin/cuecast from make demo), or cuecast when it was a temporary build of
+// go run, which is gone once the demo exits.
+func programName() string {
+	p := os.Args[0]
+	if strings.ContainsRune(p, filepath.Separator) {
+		if rel, err := filepath.Rel(os.TempDir(), p); err == nil && !strings.HasPrefix(rel, "..") {
+			return "cuecast"
+		}
+	}
+	return p
+}
+
+// explainHint prints a flags eval the reader can run after the demo has
+// stopped: it compiles the repository, since the demo's NATS server is gone
+// by then (a --published hint failed for everyone who tried it).
+func (d *demo) explainHint(repoDir string) {
+	eval := fmt.Sprintf("%s flags eval %s %s --ctx targetingKey=user-1 --repo ", programName(), demoFlagsConfig, demoFlag)
+	if d.opts.Keep {
+		d.detail("explain one: %s%s", eval, repoDir)
+		return
+	}
+	// This run's repository is removed when it ends.
+	d.detail("explain one: run the demo with --keep, then %s<the directory it keeps>/repo", eval)
 }
 
 // evalUsers evaluates demoFlag for user-0… on every instance, checks that
