@@ -22,10 +22,13 @@ import (
 // that does not compile, a wait that never ends, all fail this test.
 //
 // Three things differ from a reader's machine, each a substitution that
-// must match the doc (so the doc cannot drift away from them either):
-// `go install …@latest` (cuecast is already this build), `go get
-// …/client@latest` (the service uses this tree, offline, by a replace
-// directive) and port 4222 (a free port, so parallel runs do not meet).
+// must match the doc (so the doc cannot drift away from them either): the
+// `git clone` (no network here: the clone is this tree, linked where the
+// doc clones to), the `go install` from the clone (cuecast is already this
+// build on testscript's PATH; building it again would cost make test a
+// minute or more of CPU on a cold cache) and port 4222 (a free port, so
+// parallel runs do not meet). The service's module takes the client from
+// the clone by the doc's own `go mod edit` line, as written.
 func TestGettingStarted(t *testing.T) {
 	root := repoRoot(t)
 	doc, err := os.ReadFile(filepath.Join(root, "docs", "GETTING-STARTED.md"))
@@ -41,9 +44,8 @@ func TestGettingStarted(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range []struct{ old, new string }{
-		{"go install github.com/cuecast/cuecast/cmd/cuecast@latest", "command -v cuecast"},
-		{"go get github.com/cuecast/cuecast/client@latest",
-			`go mod edit -require=github.com/cuecast/cuecast@v0.0.0-00010101000000-000000000000 -replace=github.com/cuecast/cuecast="$CUECAST_SRC"`},
+		{`git clone https://github.com/cuecast/cuecast.git "$HOME/src/cuecast"`, `mkdir -p "$HOME/src" && ln -s "$CUECAST_TREE" "$HOME/src/cuecast"`},
+		{`(cd "$CUECAST_SRC" && go install ./cmd/cuecast)`, "command -v cuecast"},
 		{"127.0.0.1:4222", "127.0.0.1:" + port},
 	} {
 		if !strings.Contains(script, s.old) {
@@ -87,7 +89,11 @@ func TestGettingStarted(t *testing.T) {
 			for k, v := range goEnv {
 				e.Setenv(k, v)
 			}
-			e.Setenv("CUECAST_SRC", root)
+			e.Setenv("CUECAST_TREE", root)
+			// The doc puts $(go env GOPATH)/bin first on PATH: an empty
+			// one, so that no cuecast installed on this machine shadows
+			// this build (the module cache stays the shared one).
+			e.Setenv("GOPATH", filepath.Join(e.WorkDir, "gopath"))
 			e.Setenv("HOME", e.WorkDir)
 			e.Setenv("PATH", filepath.Join(goEnv["GOROOT"], "bin")+string(os.PathListSeparator)+e.Getenv("PATH"))
 			// Offline: the service's module resolves from the module cache
