@@ -1,13 +1,18 @@
 # cuecast serve in a container: a static binary on a distroless base, non-root.
+# No image is published (no release is tagged yet); build it from a clone, with the
+# commit and its date so that `cuecast version` names them (without, "unknown"):
 #
-#   docker build --build-arg VERSION=v0.1.0 -t cuecast:v0.1.0 .
-#   docker run -v cuecast-data:/data -p 8080:8080 cuecast:v0.1.0 \
+#   docker build -t cuecast:devel --build-arg VERSION=$(git describe --tags --always --dirty) \
+#     --build-arg COMMIT=$(git rev-parse HEAD) --build-arg DATE=$(git log -1 --format=%cI) .
+#   docker run -v cuecast-data:/data -p 8080:8080 cuecast:devel \
 #     serve --repo https://github.com/acme/configs.git --data /data --http 0.0.0.0:8080
 #
 # The data directory (JetStream store, signing key, generated credentials) is a
 # volume: it must survive the container. Port 8080 serves /healthz and /readyz for
-# probes; 4222 is the embedded NATS server, which refuses non-loopback clients
-# unless credentials are configured (docs/SECURITY.md).
+# probes. The embedded NATS server listens on loopback (127.0.0.1:4222) unless serve
+# is started with --listen 0.0.0.0:4222 --secure (docs/SECURITY.md), so 4222 is not
+# exposed by default: add -p 4222:4222 (and EXPOSE in an image of your own) with
+# --secure. deploy/kubernetes/manifests_test.go holds the manifests to this tag.
 
 FROM golang:1.26 AS build
 WORKDIR /src
@@ -31,6 +36,6 @@ COPY --from=build /out/cuecast /usr/local/bin/cuecast
 USER 65532:65532
 WORKDIR /data
 VOLUME ["/data"]
-EXPOSE 4222 8080
+EXPOSE 8080
 ENTRYPOINT ["/usr/local/bin/cuecast"]
 CMD ["--help"]

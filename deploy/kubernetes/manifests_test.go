@@ -270,6 +270,13 @@ func TestAgentSidecarExample(t *testing.T) {
 		t.Fatalf("agent args %v, want agent …", agent.Args)
 	}
 	accepts(t, *agent)
+	// Service credentials from nats-config read only their namespace's
+	// mirror: without --namespace-mirror the agent gets permission errors
+	// and writes nothing (issue 33, item 12).
+	if slices.ContainsFunc(agent.Args, func(a string) bool { return strings.HasPrefix(a, "--creds=") }) &&
+		!slices.Contains(agent.Args, "--namespace-mirror") {
+		t.Errorf("agent args %v: service credentials need --namespace-mirror", agent.Args)
+	}
 	volumes := map[string]bool{}
 	for _, v := range d.Spec.Template.Spec.Volumes {
 		volumes[v.Name] = true
@@ -307,4 +314,35 @@ func mountedFromSecret(pod corev1.PodSpec, c corev1.Container, path string) bool
 		}
 	}
 	return false
+}
+
+// TestImagesAreTheDockerfilesBuild: no cuecast image is published, so the
+// manifests name the one the Dockerfile's documented build makes, and that
+// build passes the commit (without it the pod's version says "unknown").
+// The Dockerfile exposes only what a container serves by default: the
+// embedded NATS server listens on loopback unless told --secure.
+func TestImagesAreTheDockerfilesBuild(t *testing.T) {
+	dockerfile, err := os.ReadFile(filepath.Join("..", "..", "Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const image = "cuecast:devel"
+	df := string(dockerfile)
+	if !strings.Contains(df, "docker build -t "+image+" ") || !strings.Contains(df, "--build-arg COMMIT=$(git rev-parse HEAD)") ||
+		!strings.Contains(df, "--build-arg DATE=") {
+		t.Errorf("the Dockerfile's build line should tag %s and pass VERSION, COMMIT and DATE", image)
+	}
+	for _, l := range strings.Split(df, "\n") {
+		if strings.HasPrefix(l, "EXPOSE ") && strings.Contains(l, "4222") {
+			t.Errorf("%s: the embedded NATS server listens on loopback by default", l)
+		}
+	}
+	_, objs := readBase(t)
+	sts := find[*appsv1.StatefulSet](t, objs)
+	agent := find[*appsv1.Deployment](t, decodeFile(t, filepath.Join("agent-example", "deployment.yaml")))
+	for _, c := range append(sts.Spec.Template.Spec.Containers, agent.Spec.Template.Spec.Containers...) {
+		if strings.Contains(c.Image, "cuecast") && c.Image != image {
+			t.Errorf("container %s runs %s, which nothing builds; want %s (the Dockerfile's)", c.Name, c.Image, image)
+		}
+	}
 }
