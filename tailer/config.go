@@ -50,6 +50,9 @@ type Config struct {
 	// ssh.PublicKeys. Nil fetches anonymously (and, for ssh, asks the
 	// SSH agent).
 	Auth transport.AuthMethod
+	// CABundle is PEM certificates that verify an https remote besides the
+	// system's roots: a Git server behind a private CA.
+	CABundle []byte
 	// Workers and Timeout are passed to the compiler; zero means its
 	// defaults.
 	Workers int

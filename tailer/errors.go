@@ -18,6 +18,9 @@ var (
 	ErrNoBranch = errors.New("no such branch")
 	// ErrAuth: the remote wants credentials (Config.Auth) or refused them.
 	ErrAuth = errors.New("remote authentication failed")
+	// ErrHostKey: an ssh remote's host key is not the one its known_hosts
+	// lists (unknown, or changed: possibly someone in between).
+	ErrHostKey = errors.New("remote host key not trusted")
 	// ErrRewrite: the branch tip does not descend from the cursor (a force
 	// push). Nothing is published until AcceptRewrite, or until the old
 	// history is pushed back. The error is a

@@ -3,12 +3,9 @@ package tailer_test
 import (
 	"errors"
 	"net/http"
-	"net/http/cgi"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/go-git/go-git/v5"
@@ -17,6 +14,7 @@ import (
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 
 	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/internal/gittest"
 	"github.com/cuecast/cuecast/tailer"
 )
 
@@ -94,23 +92,9 @@ func push(t *testing.T, r *git.Repository) {
 // the real Git server program, run as CGI.
 func gitHTTPBackend(t *testing.T, bare string) string {
 	t.Helper()
-	srv := httptest.NewServer(gitHTTPBackendHandler(t, bare))
+	srv := httptest.NewServer(gittest.HTTPBackend(t, bare))
 	t.Cleanup(srv.Close)
 	return srv.URL + "/git/" + filepath.Base(bare)
-}
-
-// gitHTTPBackendHandler runs `git http-backend` as CGI under /git/.
-func gitHTTPBackendHandler(t *testing.T, bare string) http.Handler {
-	t.Helper()
-	out, err := exec.Command("git", "--exec-path").Output()
-	if err != nil {
-		t.Fatalf("find git: %v (the smart HTTP test needs git installed)", err)
-	}
-	return &cgi.Handler{
-		Path: filepath.Join(strings.TrimSpace(string(out)), "git-http-backend"),
-		Root: "/git",
-		Env:  []string{"GIT_PROJECT_ROOT=" + filepath.Dir(bare), "GIT_HTTP_EXPORT_ALL=1"},
-	}
 }
 
 // TestRemoteAuth: a remote behind HTTP basic auth needs Config.Auth; without
@@ -119,7 +103,7 @@ func TestRemoteAuth(t *testing.T) {
 	e := newEnv(t)
 	e.repo.CommitFiles("initial", baseRepo())
 	bare := e.repo.Bare()
-	backend := gitHTTPBackendHandler(t, bare)
+	backend := gittest.HTTPBackend(t, bare)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if u, p, ok := r.BasicAuth(); !ok || u != "x-access-token" || p != "t0ken" {
 			w.Header().Set("WWW-Authenticate", `Basic realm="git"`)

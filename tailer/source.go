@@ -23,6 +23,7 @@ import (
 type source struct {
 	repo   string // the path or URL as configured, for messages
 	auth   transport.AuthMethod
+	ca     []byte // CABundle
 	dir    string // the repository on disk
 	branch string
 	remote bool
@@ -32,7 +33,7 @@ type source struct {
 const remoteName = "origin"
 
 func newSource(c Config) (*source, error) {
-	s := &source{repo: c.Repo, branch: c.Branch, remote: c.Remote(), auth: c.Auth}
+	s := &source{repo: c.Repo, branch: c.Branch, remote: c.Remote(), auth: c.Auth, ca: c.CABundle}
 	if s.remote {
 		s.dir = c.GitDir()
 		s.ref = plumbing.NewRemoteReferenceName(remoteName, c.Branch)
@@ -149,7 +150,7 @@ func (s *source) fetch(ctx context.Context, r *git.Repository) error {
 
 func (s *source) fetchInto(ctx context.Context, r *git.Repository) error {
 	spec := config.RefSpec(fmt.Sprintf("+refs/heads/%s:refs/remotes/%s/%s", s.branch, remoteName, s.branch))
-	err := r.FetchContext(ctx, &git.FetchOptions{RemoteName: remoteName, RefSpecs: []config.RefSpec{spec}, Force: true, Auth: s.auth})
+	err := r.FetchContext(ctx, &git.FetchOptions{RemoteName: remoteName, RefSpecs: []config.RefSpec{spec}, Force: true, Auth: s.auth, CABundle: s.ca})
 	var noMatch git.NoMatchingRefSpecError
 	switch {
 	case err == nil, errors.Is(err, git.NoErrAlreadyUpToDate):
@@ -162,6 +163,9 @@ func (s *source) fetchInto(ctx context.Context, r *git.Repository) error {
 		// x/crypto/ssh has no typed error for a rejected key.
 		strings.Contains(err.Error(), "ssh: unable to authenticate"):
 		return fmt.Errorf("fetch %s: %w: %v", s.repo, ErrAuth, err)
+	case strings.Contains(err.Error(), "knownhosts: "):
+		// x/crypto/ssh/knownhosts: an unknown or a changed host key.
+		return fmt.Errorf("fetch %s: %w: %v", s.repo, ErrHostKey, err)
 	case errors.Is(err, git.ErrRepositoryNotExists), errors.Is(err, transport.ErrRepositoryNotFound):
 		return fmt.Errorf("fetch %s: %w: %v", s.repo, ErrNotRepo, err)
 	default:
