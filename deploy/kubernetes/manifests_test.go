@@ -239,7 +239,7 @@ func TestServeStatefulSet(t *testing.T) {
 	if m, ok := mounts[flags["data"]]; !ok || !slices.ContainsFunc(sts.Spec.VolumeClaimTemplates, func(p corev1.PersistentVolumeClaim) bool { return p.Name == m.Name }) {
 		t.Errorf("--data %s is not on a persistent volume claim", flags["data"])
 	}
-	for _, f := range []string{"creds", "tls-ca"} {
+	for _, f := range []string{"creds", "tls-ca", "git-token-file"} {
 		if !mountedFromSecret(pod.Spec, c, flags[f]) {
 			t.Errorf("--%s %s is not a file mounted from a Secret", f, flags[f])
 		}

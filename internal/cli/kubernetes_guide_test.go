@@ -67,6 +67,8 @@ func TestKubernetesGuide(t *testing.T) {
 		Dir: dir,
 		Setup: func(e *testscript.Env) error {
 			e.Setenv("HOME", e.WorkDir)
+			// The reader's own token for the config repository.
+			e.Setenv("GIT_TOKEN", "github_pat_for_the_test")
 			bin := filepath.Join(e.WorkDir, ".kubectl")
 			if err := os.MkdirAll(bin, 0o755); err != nil {
 				return err

@@ -86,7 +86,7 @@ func repairRun(c *cobra.Command, env *Env, opts *RepairOptions) error {
 		External: ext,
 	})
 	if err != nil {
-		return repoError(err)
+		return repoError(err, "the credentials")
 	}
 	defer p.Close()
 	rep, err := p.Repair(ctx, opts.Actor, opts.Reason)
@@ -94,7 +94,7 @@ func repairRun(c *cobra.Command, env *Env, opts *RepairOptions) error {
 		if errors.Is(err, tailer.ErrInconsistent) {
 			return fmt.Errorf("repair: %w", err)
 		}
-		return repoError(err)
+		return repoError(err, "the credentials")
 	}
 	w := env.IO.Out
 	fmt.Fprintf(w, "repaired from commit %s\n", cuecast.ShortCommit(rep.Commit))

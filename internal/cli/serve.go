@@ -43,6 +43,8 @@ type ServeOptions struct {
 	Secure     bool
 	Insecure   bool
 	Namespaces []string
+	// Git logs in to a private --repo (gitauth.go).
+	Git GitCredentials
 }
 
 func newServeCmd(env *Env, runF func(*cobra.Command, *ServeOptions) error) *cobra.Command {
@@ -59,6 +61,12 @@ A restart resumes from the last commit fully published: no version is skipped or
 published twice. A version number is never reused: when the JetStream store has
 lost versions that were published (damaged or deleted files), serve refuses to
 publish, says so in its log and on /readyz, until ` + "`cuecast repair`" + `.
+
+A private remote --repo: over https, a token read from --git-token-file (or
+$CUECAST_GIT_TOKEN; never a flag value), with --git-ca for a private CA; over ssh,
+a deploy key (--git-ssh-key) and the known_hosts file the server's host key must be
+in (--git-known-hosts). A credential the repository refuses, or an unknown host key,
+exits 2 at start saying which.
 
 A commit that does not compile is logged as rejected and publishes nothing; the
 last good versions stay in service.
@@ -96,6 +104,7 @@ Exit status 2 when --repo is not a Git repository or --branch does not exist.`,
 	cmd.Flags().StringVar(&opts.Repo, "repo", ".", "config repository to follow (a local path, or a URL to clone)")
 	cmd.Flags().StringVar(&opts.Branch, "branch", "main", "branch to follow")
 	cmd.Flags().StringVar(&opts.Data, "data", ".cuecast", "data directory: JetStream store, signing key, clones")
+	opts.Git.flags(cmd.Flags())
 	cmd.Flags().StringVar(&opts.SigningKey, "signing-key", "", "ed25519 seed file to sign with, created when missing (default <data>/signing.nk)")
 	cmd.Flags().StringVar(&opts.Listen, "listen", "127.0.0.1:4222", "address of the embedded NATS server")
 	cmd.Flags().DurationVar(&opts.Interval, "interval", 0, "poll interval (default 1s for a local repo, 5s for a remote one)")
@@ -138,6 +147,10 @@ func serveRun(c *cobra.Command, env *Env, opts *ServeOptions) error {
 	if err != nil {
 		return err
 	}
+	gitAuth, gitCA, err := opts.Git.auth(opts.Repo, env.Getenv)
+	if err != nil {
+		return err
+	}
 	key, trustFile, err := serveKey(opts)
 	if err != nil {
 		return err
@@ -149,6 +162,8 @@ func serveRun(c *cobra.Command, env *Env, opts *ServeOptions) error {
 	p, err := pipeline.Start(ctx, pipeline.Config{
 		Repo:            opts.Repo,
 		Branch:          opts.Branch,
+		GitAuth:         gitAuth,
+		GitCABundle:     gitCA,
 		DataDir:         opts.Data,
 		SigningKey:      key,
 		Listen:          opts.Listen,
@@ -166,7 +181,7 @@ func serveRun(c *cobra.Command, env *Env, opts *ServeOptions) error {
 		External:        ext,
 	})
 	if err != nil {
-		return repoError(err)
+		return repoError(err, opts.Git.describe(env.Getenv))
 	}
 	defer p.Close()
 	if err := emb.mirrors(ctx, p.NC, opts.Namespaces); err != nil {
@@ -218,14 +233,16 @@ func serveKey(opts *ServeOptions) (nkeys.KeyPair, string, error) {
 
 // repoError turns the tailer's complaints about the repository into usage
 // errors (exit 2): they are fixed by pointing cuecast elsewhere, not retried.
-func repoError(err error) error {
+func repoError(err error, creds string) error {
 	switch {
 	case errors.Is(err, tailer.ErrNotRepo):
 		return &UsageError{Err: err, Hint: "point --repo at a Git work tree, a bare repository or a clone URL"}
 	case errors.Is(err, tailer.ErrNoBranch):
 		return &UsageError{Err: err, Hint: "pass --branch with a branch that exists"}
 	case errors.Is(err, tailer.ErrAuth):
-		return &UsageError{Err: err, Hint: "check the credentials for the remote repository"}
+		return &UsageError{Err: err, Hint: "the repository refused " + creds + ": check the token's or deploy key's access to it"}
+	case errors.Is(err, tailer.ErrHostKey):
+		return &UsageError{Err: err, Hint: "the server's host key is not in --git-known-hosts: add it (ssh-keyscan HOST), after checking it against what the Git host publishes"}
 	case errors.Is(err, tailer.ErrNoCommit), errors.Is(err, tailer.ErrInvalidConfig):
 		return &UsageError{Err: err}
 	}

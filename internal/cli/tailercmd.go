@@ -149,7 +149,7 @@ func acceptRewriteRun(c *cobra.Command, env *Env, opts *TailerOptions) error {
 	}
 	t, err := tailer.New(ctx, tailer.Config{Repo: opts.Repo, Branch: opts.Branch, DataDir: opts.Data, ID: opts.ID, Logger: env.Logger()}, js, d, nil)
 	if err != nil {
-		return repoError(err)
+		return repoError(err, "the credentials")
 	}
 	if err := t.AcceptRewrite(ctx, opts.To); err != nil {
 		if errors.Is(err, tailer.ErrNotHalted) || errors.Is(err, tailer.ErrNoCommit) {

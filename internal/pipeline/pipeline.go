@@ -27,6 +27,7 @@ import (
 	"github.com/cuecast/cuecast/internal/metrics"
 	"github.com/cuecast/cuecast/internal/web"
 	"github.com/cuecast/cuecast/tailer"
+	"github.com/go-git/go-git/v5/plumbing/transport"
 )
 
 // Config configures one pipeline.
@@ -34,6 +35,10 @@ type Config struct {
 	// Repo and Branch are what the tailer follows.
 	Repo   string
 	Branch string
+	// GitAuth and GitCABundle are tailer.Config's Auth and CABundle: how a
+	// private remote Repo is read.
+	GitAuth     transport.AuthMethod
+	GitCABundle []byte
 	// DataDir holds the JetStream store, the signing key and remote clones.
 	DataDir string
 	// SigningKey signs every version and pointer; nil: the seed in
@@ -183,6 +188,8 @@ func Start(ctx context.Context, cfg Config) (_ *Pipeline, err error) {
 	tcfg := tailer.Config{
 		Repo:     cfg.Repo,
 		Branch:   cfg.Branch,
+		Auth:     cfg.GitAuth,
+		CABundle: cfg.GitCABundle,
 		Interval: cfg.Interval,
 		StartAt:  cfg.StartAt,
 		DataDir:  cfg.DataDir, // a remote repository is cloned into DataDir/repos/<ID>
