@@ -2,7 +2,6 @@ package tailer_test
 
 import (
 	"errors"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -103,15 +102,7 @@ func TestRemoteAuth(t *testing.T) {
 	e := newEnv(t)
 	e.repo.CommitFiles("initial", baseRepo())
 	bare := e.repo.Bare()
-	backend := gittest.HTTPBackend(t, bare)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if u, p, ok := r.BasicAuth(); !ok || u != "x-access-token" || p != "t0ken" {
-			w.Header().Set("WWW-Authenticate", `Basic realm="git"`)
-			http.Error(w, "unauthorized", http.StatusUnauthorized)
-			return
-		}
-		backend.ServeHTTP(w, r)
-	}))
+	srv := httptest.NewServer(gittest.RequireBasicAuth(gittest.HTTPBackend(t, bare), "x-access-token", "t0ken"))
 	t.Cleanup(srv.Close)
 	url := srv.URL + "/git/" + filepath.Base(bare)
 	tests := []struct {

@@ -3,7 +3,6 @@ package cli_test
 import (
 	"context"
 	"encoding/pem"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -36,15 +35,7 @@ func TestServePrivateRepo(t *testing.T) {
 		return p
 	}
 
-	backend := gittest.HTTPBackend(t, bare)
-	https := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if u, p, ok := r.BasicAuth(); !ok || u != "x-access-token" || p != "t0ken" {
-			w.Header().Set("WWW-Authenticate", `Basic realm="git"`)
-			http.Error(w, "unauthorized", http.StatusUnauthorized)
-			return
-		}
-		backend.ServeHTTP(w, r)
-	}))
+	https := httptest.NewTLSServer(gittest.RequireBasicAuth(gittest.HTTPBackend(t, bare), "x-access-token", "t0ken"))
 	t.Cleanup(https.Close)
 	httpsURL := https.URL + "/git/" + filepath.Base(bare)
 	ca := write("ca.pem", string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: https.Certificate().Raw})))

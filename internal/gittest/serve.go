@@ -168,3 +168,17 @@ func serveSSH(conn net.Conn, cfg *ssh.ServerConfig) {
 		}()
 	}
 }
+
+// RequireBasicAuth wraps h so that it answers only requests with HTTP basic
+// auth user:password, as a Git host asking for a token does (401 with a
+// challenge otherwise).
+func RequireBasicAuth(h http.Handler, user, password string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if u, p, ok := r.BasicAuth(); !ok || u != user || p != password {
+			w.Header().Set("WWW-Authenticate", `Basic realm="git"`)
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}

@@ -1,0 +1,117 @@
+package natstest
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/distributor"
+	"github.com/cuecast/cuecast/internal/natsserver"
+)
+
+// ExampleEnv gives a package's runnable Example the pipeline's side of what
+// a service sees, so that the Example itself imports nothing internal and
+// can be copied into a service as it is: an embedded server with a signed
+// version 1 of cfg (content) deployed, serve's trusted-keys file and a
+// state directory, named by NATS_URL, CUECAST_TRUSTED_KEYS and
+// STATE_DIRECTORY. Call it from TestMain (there is no testing.T there); it
+// does nothing when -run selects no example. cleanup removes what it made.
+func ExampleEnv(cfg cuecast.ConfigPath, content []byte) (cleanup func(), err error) {
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	if f := flag.Lookup("test.run"); f != nil && f.Value.String() != "" {
+		top, _, _ := strings.Cut(f.Value.String(), "/")
+		if ok, err := regexp.MatchString(top, "Example"); err == nil && !ok {
+			return func() {}, nil
+		}
+	}
+	dir, err := os.MkdirTemp("", "cuecast-example")
+	if err != nil {
+		return nil, fmt.Errorf("example setup: %w", err)
+	}
+	ctx := context.Background()
+	srv, err := natsserver.Start(ctx, natsserver.Options{Dir: filepath.Join(dir, "nats"), Listen: "127.0.0.1:0"})
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("example setup: %w", err)
+	}
+	cleanup = func() {
+		srv.Shutdown()
+		srv.WaitForShutdown()
+		os.RemoveAll(dir)
+	}
+	fail := func(err error) (func(), error) {
+		cleanup()
+		return nil, fmt.Errorf("example setup: %w", err)
+	}
+	// As `cuecast serve` does it: a signing key, its public half in the
+	// trusted-keys file services are given, a version published and deployed.
+	key, _, err := distributor.LoadOrCreateKey(filepath.Join(dir, "signing.nk"))
+	if err != nil {
+		return fail(err)
+	}
+	pub, err := key.PublicKey()
+	if err != nil {
+		return fail(err)
+	}
+	keys := filepath.Join(dir, distributor.TrustedKeysFile)
+	if _, err := distributor.TrustKey(keys, pub); err != nil {
+		return fail(err)
+	}
+	dnc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		return fail(err)
+	}
+	defer dnc.Close()
+	d, err := distributor.New(ctx, dnc, distributor.Options{SigningKey: key})
+	if err != nil {
+		return fail(err)
+	}
+	v := cuecast.Version{Config: cfg, Version: 1, Commit: "9fceb02"}
+	if err := errors.Join(d.Publish(ctx, v, content), d.Deploy(ctx, v)); err != nil {
+		return fail(err)
+	}
+	state := filepath.Join(dir, "state")
+	if err := os.Mkdir(state, 0o700); err != nil {
+		return fail(err)
+	}
+	for k, val := range map[string]string{"NATS_URL": srv.ClientURL(), "CUECAST_TRUSTED_KEYS": keys, "STATE_DIRECTORY": state} {
+		if err := os.Setenv(k, val); err != nil {
+			return fail(err)
+		}
+	}
+	return cleanup, nil
+}
+
+// ExampleImports returns the imports of the Go file at path that a service
+// copying the example could not (or need not) import: internal packages
+// and the distributor.
+func ExampleImports(path string) ([]string, error) {
+	f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
+	if err != nil {
+		return nil, err
+	}
+	if len(f.Imports) == 0 {
+		return nil, fmt.Errorf("%s: no imports parsed", path)
+	}
+	var bad []string
+	for _, imp := range f.Imports {
+		p, _ := strconv.Unquote(imp.Path.Value)
+		if strings.Contains(p, "/internal/") || strings.HasSuffix(p, "/internal") || p == "github.com/cuecast/cuecast/distributor" {
+			bad = append(bad, p)
+		}
+	}
+	return bad, nil
+}
