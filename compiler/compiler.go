@@ -277,8 +277,11 @@ type compilation struct {
 	embedDirs map[string]bool
 	modPath   string
 	secrets   []secretPattern
-	// tags holds the @tag attributes of each file read that has any.
-	tags map[string][]tagAttr
+	// tagFields holds the @tag attributes of each file read that has
+	// any, and tags those parsed so far (tagsOf).
+	tagFields map[string][]tagField
+	tags      map[string][]tagAttr
+	tagParser tagParser
 	// variants are the variants of each config compiled that has any.
 	variants map[cuecast.ConfigPath][]variant
 	errs     []Error
@@ -300,6 +303,7 @@ func newCompilation(opts Options, fsys fs.FS, root string, tree *repoTree) *comp
 		closure:   make(map[string][]string, len(tree.dirs)),
 		embedDirs: make(map[string]bool),
 		secrets:   secretPatterns(),
+		tagFields: make(map[string][]tagField),
 		tags:      make(map[string][]tagAttr),
 		variants:  make(map[cuecast.ConfigPath][]variant),
 		res:       &Result{Outputs: make(map[cuecast.ConfigPath]Output)},
@@ -832,7 +836,7 @@ type source struct {
 	p    string
 	b    []byte
 	h    header
-	tags []tagAttr
+	tags []tagField
 	lint *Error
 	err  error
 }
@@ -844,7 +848,7 @@ func readSource(fsys fs.FS, p string) source {
 	s := source{p: p, b: b, lint: lint, err: err}
 	if err == nil && lint == nil && strings.HasSuffix(p, ".cue") {
 		s.h = parseHeader(p, b)
-		s.tags = scanTags(p, b)
+		s.tags = findTags(p, b)
 	}
 	return s
 }
@@ -863,7 +867,7 @@ func (c *compilation) keep(s source) error {
 	if strings.HasSuffix(s.p, ".cue") {
 		c.headers[s.p] = s.h
 		if len(s.tags) > 0 {
-			c.tags[s.p] = s.tags
+			c.tagFields[s.p] = s.tags
 		}
 	}
 	return nil

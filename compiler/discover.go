@@ -1,7 +1,6 @@
 package compiler
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -343,20 +342,12 @@ func parseHeaderAST(name string, src []byte) header {
 		return header{}
 	}
 	h := header{pkg: f.PackageName()}
+	h.excluded, h.ifNames = buildAttr(f.Decls)
 	for _, d := range f.Decls {
-		a, ok := d.(*ast.Attribute)
-		if !ok {
-			continue
-		}
-		key, body := a.Split()
-		switch key {
-		case "if":
-			if included, ok := buildTagsTrue(body); ok && !included {
-				h.excluded = true
+		if a, ok := d.(*ast.Attribute); ok {
+			if key, body := a.Split(); key == "extern" {
+				h.embeds = h.embeds || strings.TrimSpace(body) == "embed"
 			}
-			h.ifNames = append(h.ifNames, ifIdents(body)...)
-		case "extern":
-			h.embeds = h.embeds || strings.TrimSpace(body) == "embed"
 		}
 	}
 	for spec := range f.ImportSpecs() {
@@ -393,17 +384,28 @@ func scanHeader(name string, src []byte) (h header, ok bool) {
 		}
 		return false
 	}
-	attrs := func() bool {
+	// attrs reads attributes; build is set before the package clause,
+	// where an @if selects the file (buildAttr).
+	seenIf := false
+	attrs := func(build bool) bool {
 		for tok == token.ATTRIBUTE {
 			key, body := (&ast.Attribute{Text: lit}).Split()
 			switch key {
 			case "if":
+				if !build {
+					break
+				}
 				included, ok := buildTagsTrue(body)
-				if !ok {
+				if !ok || seenIf {
 					return false
 				}
-				h.excluded = h.excluded || !included
-				h.ifNames = append(h.ifNames, ifIdents(body)...)
+				seenIf = true
+				h.excluded = !included
+				h.ifNames = ifIdents(body)
+			case "ignore":
+				if build {
+					return false
+				}
 			case "extern":
 				h.embeds = h.embeds || strings.TrimSpace(body) == "embed"
 			case "experiment":
@@ -434,7 +436,7 @@ func scanHeader(name string, src []byte) (h header, ok bool) {
 		next()
 		return tok == token.COMMA
 	}
-	if !attrs() {
+	if !attrs(true) {
 		return header{}, false
 	}
 	if tok == token.IDENT && lit == "package" {
@@ -444,7 +446,7 @@ func scanHeader(name string, src []byte) (h header, ok bool) {
 		}
 		h.pkg = lit
 		next()
-		if !endDecl() || !attrs() {
+		if !endDecl() || !attrs(false) {
 			return header{}, false
 		}
 	}
@@ -523,63 +525,6 @@ func ifIdents(expr string) []string {
 		return true
 	}, nil)
 	return out
-}
-
-// tagAttr is one @tag attribute of a file: the tag's name, its shorthands
-// and where it is written.
-type tagAttr struct {
-	name      string
-	short     []string
-	line, col int
-}
-
-// scanTags lists the @tag attributes of a file with the scanner, without
-// parsing it; a file that does not mention @tag( is not scanned.
-func scanTags(name string, src []byte) []tagAttr {
-	if !bytes.Contains(src, []byte("@tag(")) {
-		return nil
-	}
-	var s scanner.Scanner
-	s.Init(token.NewFile(name, 0, len(src)), src, func(token.Pos, string, []any) {}, 0)
-	var out []tagAttr
-	for {
-		pos, tok, lit := s.Scan()
-		if tok == token.EOF {
-			return out
-		}
-		if tok != token.ATTRIBUTE {
-			continue
-		}
-		a := &ast.Attribute{Text: lit}
-		if key, _ := a.Split(); key != "tag" {
-			continue
-		}
-		pa := parseTagAttr(lit)
-		if pa.name == "" {
-			continue
-		}
-		pa.line, pa.col = pos.Line(), pos.Column()
-		out = append(out, pa)
-	}
-}
-
-// parseTagAttr reads "@tag(name,short=a|b,type=string)".
-func parseTagAttr(lit string) tagAttr {
-	body := strings.TrimSuffix(strings.TrimPrefix(lit, "@tag("), ")")
-	var t tagAttr
-	for i, part := range strings.Split(body, ",") {
-		part = strings.TrimSpace(part)
-		if i == 0 {
-			t.name = part
-			continue
-		}
-		if v, ok := strings.CutPrefix(part, "short="); ok {
-			for _, sh := range strings.Split(v, "|") {
-				t.short = append(t.short, strings.TrimSpace(sh))
-			}
-		}
-	}
-	return t
 }
 
 func importPath(spec *ast.ImportSpec) (string, bool) {

@@ -67,7 +67,7 @@ func (c *compilation) variantsOf(cp cuecast.ConfigPath, deps []string, ns Namesp
 			if d != string(cp) && c.headers[f].pkg != pkg {
 				continue // an ancestor's file of another package is not the config's
 			}
-			for _, t := range c.tags[f] {
+			for _, t := range c.tagsOf(f) {
 				vals, isDim := ns.Dimensions[t.name]
 				if !isDim {
 					continue
