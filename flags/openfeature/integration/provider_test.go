@@ -19,6 +19,7 @@ import (
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/client"
 	"github.com/cuecast/cuecast/distributor"
+	"github.com/cuecast/cuecast/flags"
 	"github.com/cuecast/cuecast/flags/openfeature"
 	"github.com/cuecast/cuecast/internal/natstest"
 	"github.com/cuecast/cuecast/internal/poll"
@@ -282,5 +283,41 @@ func TestProviderLastKnownGood(t *testing.T) {
 	_, c := start(empty.Connect(t, client.ConnectOptions()...))
 	if d, err := c.BooleanValueDetails(t.Context(), "kill", false, of.EvaluationContext{}); err != nil || !d.Value {
 		t.Errorf("kill from the last-known-good file: %+v, %v; want true", d, err)
+	}
+}
+
+// TestProviderEmptyTargetingKey: the SDK leaves an empty targeting key out
+// of the context it hands the provider, so a rollout by targetingKey
+// serves the default variant (DEFAULT), where flags.Evaluate and the
+// vectors bucket "" like any string (checkout-v2: position 33805, on). An
+// empty key given as an attribute reaches the provider and is bucketed
+// (docs/FLAGS.md, "OpenFeature").
+func TestProviderEmptyTargetingKey(t *testing.T) {
+	e := newEnv(t)
+	e.ship(1, set(true, "blue"))
+	nc := e.srv.Connect(t, client.ConnectOptions()...)
+	p, err := openfeature.New(nc, openfeature.Options{Config: cfg, Client: []client.Option{client.WithTrustedKeys(e.pub), client.WithInstance("svc-1")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := isolated.NewAPI()
+	t.Cleanup(func() { _ = api.Shutdown(context.Background()) })
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := api.SetProviderAndWait(ctx, p); err != nil {
+		t.Fatalf("SetProviderAndWait: %v", err)
+	}
+	c := api.NewClient()
+	ev, _ := p.Evaluator()
+	if r := ev.Evaluate("checkout-v2", flags.Context{"targetingKey": ""}); r.Reason != flags.ReasonSplit || r.Position != 33805 || r.Variant != "on" {
+		t.Errorf(`flags.Evaluate with targetingKey "": %+v, want on by SPLIT at 33805`, r)
+	}
+	d, err := c.BooleanValueDetails(t.Context(), "checkout-v2", true, of.NewEvaluationContext("", nil))
+	if err != nil || d.Value || d.Variant != "off" || d.Reason != of.DefaultReason {
+		t.Errorf(`SDK with targeting key "": %+v, %v; want off (the default variant) by DEFAULT`, d, err)
+	}
+	d, err = c.BooleanValueDetails(t.Context(), "checkout-v2", false, of.NewEvaluationContext("", map[string]any{of.TargetingKey: ""}))
+	if err != nil || !d.Value || d.Variant != "on" || d.Reason != of.SplitReason {
+		t.Errorf(`SDK with the attribute targetingKey "": %+v, %v; want on by SPLIT (position 33805)`, d, err)
 	}
 }
