@@ -173,6 +173,20 @@ type Namespace struct {
 	Combinations []map[string]string
 }
 
+// DimensionOf returns the dimension that lists value. It is the one place
+// a value is looked up: @if(prod) names a value, not its dimension, so the
+// manifest lets a value be in one dimension only (manifest/dimensions),
+// and for a manifest that breaks that rule the first dimension by name
+// owns it.
+func (ns Namespace) DimensionOf(value string) (dim string, ok bool) {
+	for d, vals := range ns.Dimensions {
+		if (!ok || d < dim) && slices.Contains(vals, value) {
+			dim, ok = d, true
+		}
+	}
+	return dim, ok
+}
+
 // ConfigOverride is one config's own rollout policy or consistency class;
 // a zero field keeps the namespace's.
 type ConfigOverride struct {
