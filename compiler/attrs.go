@@ -143,12 +143,16 @@ func (p *tagParser) parse(fields []tagField) []tagAttr {
 	return out
 }
 
-// tagsOf returns the @tag attributes of file f, parsed once.
+// tagsOf returns the @tag attributes of file f (read into the loader's
+// file system), parsed once.
 func (c *compilation) tagsOf(f string) []tagAttr {
 	if ts, ok := c.tags[f]; ok {
 		return ts
 	}
-	ts := c.tagParser.parse(c.tagFields[f])
+	var ts []tagAttr
+	if strings.HasSuffix(f, ".cue") {
+		ts = c.tagParser.parse(findTags(f, c.mem.files[f]))
+	}
 	c.tags[f] = ts
 	return ts
 }

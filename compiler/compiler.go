@@ -291,9 +291,8 @@ type compilation struct {
 	embedDirs map[string]bool
 	modPath   string
 	secrets   []secretPattern
-	// tagFields holds the @tag attributes of each file read that has
-	// any, and tags those parsed so far (tagsOf).
-	tagFields map[string][]tagField
+	// tags holds the @tag attributes of the files read so far by tagsOf,
+	// which reads them only where variants are planned: a plan never does.
 	tags      map[string][]tagAttr
 	tagParser tagParser
 	// variants are the variants of each config compiled that has any.
@@ -317,7 +316,6 @@ func newCompilation(opts Options, fsys fs.FS, root string, tree *repoTree) *comp
 		closure:   make(map[string][]string, len(tree.dirs)),
 		embedDirs: make(map[string]bool),
 		secrets:   secretPatterns(),
-		tagFields: make(map[string][]tagField),
 		tags:      make(map[string][]tagAttr),
 		variants:  make(map[cuecast.ConfigPath][]variant),
 		res:       &Result{Outputs: make(map[cuecast.ConfigPath]Output)},
@@ -850,7 +848,6 @@ type source struct {
 	p    string
 	b    []byte
 	h    header
-	tags []tagField
 	lint *Error
 	err  error
 }
@@ -862,7 +859,6 @@ func readSource(fsys fs.FS, p string) source {
 	s := source{p: p, b: b, lint: lint, err: err}
 	if err == nil && lint == nil && strings.HasSuffix(p, ".cue") {
 		s.h = parseHeader(p, b)
-		s.tags = findTags(p, b)
 	}
 	return s
 }
@@ -880,9 +876,6 @@ func (c *compilation) keep(s source) error {
 	c.mem.add(s.p, s.b)
 	if strings.HasSuffix(s.p, ".cue") {
 		c.headers[s.p] = s.h
-		if len(s.tags) > 0 {
-			c.tagFields[s.p] = s.tags
-		}
 	}
 	return nil
 }
