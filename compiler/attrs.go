@@ -104,43 +104,69 @@ func findTags(name string, src []byte) []tagField {
 	return out
 }
 
-// tagParser parses @tag attributes with CUE's attribute parser, which the
-// cue package exposes only on a value's attributes: the attributes of a
-// file are put on the fields of one struct, built once. Not safe for
-// concurrent use; the plan that asks is serial.
-type tagParser struct {
+// attrParser parses attributes with CUE's attribute parser (the one
+// cue/load uses), which the cue package exposes only on a value's
+// attributes: the attributes are put on the fields of one struct, built
+// once. Not safe for concurrent use.
+type attrParser struct {
 	ctx *cue.Context
 }
 
-// parse returns the tags of fields, in order. A tag whose name is not an
-// identifier is left out, as cue refuses it (the loader reports that).
-func (p *tagParser) parse(fields []tagField) []tagAttr {
-	if len(fields) == 0 {
+// parse returns attrs as CUE reads them, in order.
+func (p *attrParser) parse(attrs []*ast.Attribute) []cue.Attribute {
+	if len(attrs) == 0 {
 		return nil
 	}
 	if p.ctx == nil {
 		p.ctx = cuecontext.New()
 	}
-	decls := make([]ast.Decl, len(fields))
-	for i, tf := range fields {
-		decls[i] = &ast.Field{Label: ast.NewIdent(fmt.Sprintf("t%d", i)), Value: ast.NewNull(),
-			Attrs: []*ast.Attribute{{Text: tf.attr.Text}}}
+	decls := make([]ast.Decl, len(attrs))
+	for i, a := range attrs {
+		decls[i] = &ast.Field{Label: ast.NewIdent(fmt.Sprintf("a%d", i)), Value: ast.NewNull(),
+			Attrs: []*ast.Attribute{{Text: a.Text}}}
 	}
 	v := p.ctx.BuildFile(&ast.File{Decls: decls})
-	var out []tagAttr
+	out := make([]cue.Attribute, len(attrs))
+	for i, a := range attrs {
+		out[i] = v.LookupPath(cue.MakePath(cue.Str(fmt.Sprintf("a%d", i)))).Attribute(a.Name())
+	}
+	return out
+}
+
+// parseTags returns the tags of fields, in order. A tag whose name is not
+// an identifier is left out, as cue refuses it (the loader reports that).
+func (p *attrParser) parseTags(fields []tagField) []tagAttr {
+	attrs := make([]*ast.Attribute, len(fields))
 	for i, tf := range fields {
-		a := v.LookupPath(cue.MakePath(cue.Str(fmt.Sprintf("t%d", i)))).Attribute("tag")
+		attrs[i] = tf.attr
+	}
+	var out []tagAttr
+	for i, a := range p.parse(attrs) {
 		name, err := a.String(0)
 		if err != nil || !ast.IsValidIdent(name) {
 			continue
 		}
-		t := tagAttr{name: name, line: tf.line, col: tf.col, value: tf.value}
+		t := tagAttr{name: name, line: fields[i].line, col: fields[i].col, value: fields[i].value}
 		if s, ok, _ := a.Lookup(1, "short"); ok {
 			t.short = strings.Split(s, "|")
 		}
 		out = append(out, t)
 	}
 	return out
+}
+
+// externEmbed reports whether a file attribute @extern(...) declares
+// embed, as the CUE runtime reads it (its first argument, unquoted). The
+// plain @extern(embed) is answered without building a value: its
+// argument is an identifier, which the parser returns as written.
+func externEmbed(a *ast.Attribute) bool {
+	_, body := a.Split()
+	if b := strings.TrimSpace(body); ast.IsValidIdent(b) {
+		return b == "embed"
+	}
+	var p attrParser
+	k, err := p.parse([]*ast.Attribute{a})[0].String(0)
+	return err == nil && k == "embed"
 }
 
 // tagsOf returns the @tag attributes of file f (read into the loader's
@@ -151,7 +177,7 @@ func (c *compilation) tagsOf(f string) []tagAttr {
 	}
 	var ts []tagAttr
 	if strings.HasSuffix(f, ".cue") {
-		ts = c.tagParser.parse(findTags(f, c.mem.files[f]))
+		ts = c.attrs.parseTags(findTags(f, c.mem.files[f]))
 	}
 	c.tags[f] = ts
 	return ts

@@ -293,8 +293,8 @@ type compilation struct {
 	secrets   []secretPattern
 	// tags holds the @tag attributes of the files read so far by tagsOf,
 	// which reads them only where variants are planned: a plan never does.
-	tags      map[string][]tagAttr
-	tagParser tagParser
+	tags  map[string][]tagAttr
+	attrs attrParser
 	// variants are the variants of each config compiled that has any.
 	variants map[cuecast.ConfigPath][]variant
 	errs     []Error

@@ -83,6 +83,8 @@ func TestDifferentialCueExport(t *testing.T) {
 			"web/embedded/e.cue":     "@extern(embed)\n\npackage embedded\n\ndata: _ @embed(file=\"data.json\")\nall: _ @embed(glob=\"*.yaml\")\n",
 			"web/embedded/data.json": `{"regions": ["eu-west-1"], "n": 1.0}`,
 			"web/embedded/a.yaml":    "a: 1\n",
+			"web/quoted/e.cue":       "@extern(\"embed\")\n\npackage quoted\n\ndata: _ @embed(file=\"data.json\")\n",
+			"web/quoted/data.json":   `{"quoted": true}`,
 		}},
 		{name: "ignored and excluded files", files: map[string]string{
 			"web/site/_draft.cue":  "package draft\n\ntitle: \"Draft\"\n",

@@ -343,11 +343,14 @@ func parseHeaderAST(name string, src []byte) header {
 	}
 	h := header{pkg: f.PackageName()}
 	h.excluded, h.ifNames = buildAttr(f.Decls)
+	// File attributes come before the package clause; the CUE runtime
+	// reads @extern only there.
 	for _, d := range f.Decls {
-		if a, ok := d.(*ast.Attribute); ok {
-			if key, body := a.Split(); key == "extern" {
-				h.embeds = h.embeds || strings.TrimSpace(body) == "embed"
-			}
+		if _, ok := d.(*ast.Package); ok {
+			break
+		}
+		if a, ok := d.(*ast.Attribute); ok && a.Name() == "extern" {
+			h.embeds = h.embeds || externEmbed(a)
 		}
 	}
 	for spec := range f.ImportSpecs() {
@@ -385,7 +388,7 @@ func scanHeader(name string, src []byte) (h header, ok bool) {
 		return false
 	}
 	// attrs reads attributes; build is set before the package clause,
-	// where an @if selects the file (buildAttr).
+	// where an @if selects the file (buildAttr) and @extern counts.
 	seenIf := false
 	attrs := func(build bool) bool {
 		for tok == token.ATTRIBUTE {
@@ -407,7 +410,9 @@ func scanHeader(name string, src []byte) (h header, ok bool) {
 					return false
 				}
 			case "extern":
-				h.embeds = h.embeds || strings.TrimSpace(body) == "embed"
+				if build {
+					h.embeds = h.embeds || externEmbed(&ast.Attribute{Text: lit})
+				}
 			case "experiment":
 				return false // changes how the file parses
 			}
