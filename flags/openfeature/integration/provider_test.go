@@ -64,6 +64,23 @@ func (e *env) ship(n uint64, content string) {
 	}
 }
 
+// start builds a provider of cfg, named instance, on a new connection to
+// e's server, and sets it in a new isolated SDK API that shuts down with
+// the test, waiting at most 10 s; err is SetProviderAndWait's.
+func (e *env) start(instance string) (*openfeature.Provider, *of.EvaluationAPI, error) {
+	e.t.Helper()
+	p, err := openfeature.New(e.srv.Connect(e.t, client.ConnectOptions()...), openfeature.Options{Config: cfg,
+		Client: []client.Option{client.WithTrustedKeys(e.pub), client.WithInstance(instance)}})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	api := isolated.NewAPI()
+	e.t.Cleanup(func() { _ = api.Shutdown(context.Background()) })
+	ctx, cancel := context.WithTimeout(e.t.Context(), 10*time.Second)
+	defer cancel()
+	return p, api, api.SetProviderAndWait(ctx, p)
+}
+
 // set is a flag set with checkout-v2 (a 50/50 rollout, salt checkout-v2)
 // and kill (a kill switch, on as told).
 func set(killOn bool, color string) string {
@@ -236,16 +253,7 @@ func TestProvider(t *testing.T) {
 func TestProviderFatal(t *testing.T) {
 	e := newEnv(t)
 	e.ship(1, `{"schema": "cuecast.flags/v2", "flags": {}}`)
-	nc := e.srv.Connect(t, client.ConnectOptions()...)
-	p, err := openfeature.New(nc, openfeature.Options{Config: cfg, Client: []client.Option{client.WithTrustedKeys(e.pub), client.WithInstance("svc-1")}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	api := isolated.NewAPI()
-	t.Cleanup(func() { _ = api.Shutdown(context.Background()) })
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	err = api.SetProviderAndWait(ctx, p)
+	_, api, err := e.start("svc-1")
 	var ie *of.ProviderInitError
 	if !errors.As(err, &ie) || ie.ErrorCode != of.ProviderFatalCode {
 		t.Fatalf("SetProviderAndWait: %v, want a PROVIDER_FATAL init error", err)
@@ -295,16 +303,8 @@ func TestProviderLastKnownGood(t *testing.T) {
 func TestProviderEmptyTargetingKey(t *testing.T) {
 	e := newEnv(t)
 	e.ship(1, set(true, "blue"))
-	nc := e.srv.Connect(t, client.ConnectOptions()...)
-	p, err := openfeature.New(nc, openfeature.Options{Config: cfg, Client: []client.Option{client.WithTrustedKeys(e.pub), client.WithInstance("svc-1")}})
+	p, api, err := e.start("svc-1")
 	if err != nil {
-		t.Fatal(err)
-	}
-	api := isolated.NewAPI()
-	t.Cleanup(func() { _ = api.Shutdown(context.Background()) })
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	if err := api.SetProviderAndWait(ctx, p); err != nil {
 		t.Fatalf("SetProviderAndWait: %v", err)
 	}
 	c := api.NewClient()
