@@ -13,10 +13,11 @@ import (
 )
 
 // This file reads the attributes that decide what a config compiles to
-// (@if, @ignore and @tag) exactly as cue/load does, so that each variant
-// equals `cue export -t <values>`: the build attribute from the
-// declarations before the package clause, and the arguments of an @tag
-// with CUE's own attribute parser, never by splitting text.
+// (@if, @ignore, @extern and @tag) exactly as cue/load and the CUE runtime
+// do, so that each output and variant equals `cue export [-t <values>]`:
+// the file attributes from the declarations before the package clause,
+// and attribute arguments with CUE's own attribute parser, never by
+// splitting text.
 
 // buildAttr reads a file's build attribute as cue/load does
 // (internal/buildattr): among the attributes before the package clause
