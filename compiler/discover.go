@@ -314,13 +314,14 @@ type header struct {
 	imports []string
 	// importAt holds the line and column of each import.
 	importAt [][2]int
-	// excluded is set when the file's @if attribute is false. Compile sets
-	// no build tags, so @if(prod) excludes a file as it does for a plain
-	// `cue export`; the loader skips the file and so does every check made
-	// before loading (one package per directory, the wrapper's package).
+	// excluded is set when the file's build attribute (buildAttr) is
+	// false or @ignore(). Compile sets no build tags, so @if(prod)
+	// excludes a file as it does for a plain `cue export`; the loader
+	// skips the file and so does every check made before loading (one
+	// package per directory, the wrapper's package).
 	excluded bool
-	// ifNames are the build tag names the file's @if attributes read, in
-	// order: the values of dimensions a config may vary along
+	// ifNames are the build tag names the file's build attribute reads,
+	// in order: the values of dimensions a config may vary along
 	// (docs/VARIANTS.md).
 	ifNames []string
 	// embeds is set by @extern(embed): the package may read other files
