@@ -4,7 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/flags"
@@ -176,4 +179,135 @@ func compareServe(key string, of, nf flags.Flag, os, ns *flags.Serve) (fr FlagRo
 	}
 	fr.Reshuffled = fr.Changed > fr.Required+0.5/flags.Whole
 	return fr, true
+}
+
+// evaluatorKnows clears NewField on the differences of a flag set that
+// name a field of the flag schema: a service reads a flag set through the
+// flags evaluator, which knows every one of them (reshuffle and bucketBy
+// included), so none is new to it. A field inside a variant's value (an
+// object flag's) stays new: the service decodes that value itself.
+func evaluatorKnows(diff []Difference) {
+	for i := range diff {
+		if diff[i].NewField && flagSchemaField(diff[i].Path) {
+			diff[i].NewField = false
+		}
+	}
+}
+
+// flagSchemaField reports whether path, as Diff writes it, names a field
+// that flags.Set defines (a map key of it counts: a new flag, variant or
+// rule), following the JSON names of its fields.
+func flagSchemaField(path string) bool {
+	segs, ok := pathSegments(path)
+	if !ok {
+		return false
+	}
+	raw := reflect.TypeFor[flags.RawVariant]()
+	t := reflect.TypeFor[flags.Set]()
+	for _, s := range segs {
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		if t == raw {
+			return false // inside a value the flag serves or compares
+		}
+		switch t.Kind() {
+		case reflect.Struct:
+			f, ok := jsonField(t, s.key)
+			if s.elem || !ok {
+				return false
+			}
+			t = f.Type
+		case reflect.Map:
+			if s.elem {
+				return false
+			}
+			t = t.Elem()
+		case reflect.Slice:
+			if !s.elem {
+				return false
+			}
+			t = t.Elem()
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// jsonField finds the field of struct t that encoding/json names name,
+// looking into embedded structs (a Rule's Serve).
+func jsonField(t reflect.Type, name string) (reflect.StructField, bool) {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if f.Anonymous && tag == "" && f.Type.Kind() == reflect.Struct {
+			if sf, ok := jsonField(f.Type, name); ok {
+				return sf, true
+			}
+			continue
+		}
+		if tag == name || tag == "" && f.Name == name {
+			return f, true
+		}
+	}
+	return reflect.StructField{}, false
+}
+
+// pathSeg is one step of a Diff path: an object key, or a list element.
+type pathSeg struct {
+	key  string
+	elem bool
+}
+
+// pathSegments splits a Diff path (a.b, a["x.y"], a[3], a[id="x"]) into
+// its steps; ok is false for a path Diff does not write.
+func pathSegments(p string) (segs []pathSeg, ok bool) {
+	for p != "" {
+		switch p[0] {
+		case '.':
+			p = p[1:]
+		case '[':
+			rest := p[1:]
+			if strings.HasPrefix(rest, `"`) {
+				q, err := strconv.QuotedPrefix(rest)
+				if err != nil || !strings.HasPrefix(rest[len(q):], "]") {
+					return nil, false
+				}
+				k, _ := strconv.Unquote(q)
+				segs = append(segs, pathSeg{key: k})
+				p = rest[len(q)+1:]
+				continue
+			}
+			// An element by index, or by key: [id="x"] or [id=3].
+			i := strings.IndexAny(rest, "=]")
+			if i < 0 {
+				return nil, false
+			}
+			if rest[i] == '=' {
+				rest = rest[i+1:]
+				if strings.HasPrefix(rest, `"`) {
+					q, err := strconv.QuotedPrefix(rest)
+					if err != nil {
+						return nil, false
+					}
+					rest = rest[len(q):]
+				}
+				i = strings.IndexByte(rest, ']')
+				if i < 0 {
+					return nil, false
+				}
+			}
+			segs = append(segs, pathSeg{elem: true})
+			p = rest[i+1:]
+		default:
+			i := strings.IndexAny(p, ".[")
+			if i < 0 {
+				i = len(p)
+			}
+			segs = append(segs, pathSeg{key: p[:i]})
+			p = p[i:]
+		}
+	}
+	return segs, true
 }

@@ -3,6 +3,7 @@ package ci_test
 import (
 	"bytes"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -105,5 +106,50 @@ func TestCheckStrictByConfigOverride(t *testing.T) {
 	rep := check(t, r, base, head)
 	if got := rep.Risk.Strict; len(got) != 1 || got[0] != "web/site" || rep.Risk.Level != "high" {
 		t.Errorf("strict %v, level %s; want [web/site] and high (errors %+v)", got, rep.Risk.Level, rep.Errors)
+	}
+}
+
+// TestCheckFlagSetNewFields: a field the flag schema defines (reshuffle,
+// bucketBy, a description, a new flag or rule) is no new field to a
+// service, whose evaluator knows them all, so it is not listed as one; a
+// field added inside an object flag's value is, as the service reads that
+// value itself.
+func TestCheckFlagSetNewFields(t *testing.T) {
+	r := gittest.New(t)
+	base := r.CommitFiles("flags", map[string]string{
+		"cue.mod/module.cue": "module: \"example.com/f@v0\"\nlanguage: version: \"v0.17.0\"\n",
+		"cuecast.cue":        "package manifest\n\nnamespaces: growth: owners: [\"team-growth\"]\n",
+		"growth/flags/f.cue": flagSetFile + `flags: theme: {
+	type: "object"
+	variants: {dark: {color: "black"}, light: {color: "white"}}
+	on:             true
+	offVariant:     "light"
+	defaultVariant: "light"
+	salt:           "theme"
+}
+`,
+	})
+	edit(t, r, "growth/flags/f.cue", `fallthrough: rollout: weights:`, `description: "the new checkout"
+	reshuffle:   true
+	fallthrough: rollout: bucketBy: "account"
+	fallthrough: rollout: weights:`)
+	edit(t, r, "growth/flags/f.cue", `dark: {color: "black"}`, `dark: {color: "black", contrast: "high"}`)
+	head := r.Commit("reshuffle by account")
+	rep := check(t, r, base, head)
+	var got []string
+	for _, b := range rep.Risk.NewFields {
+		got = append(got, b.Path)
+	}
+	if want := []string{"flags.theme.variants.dark.contrast"}; !slices.Equal(got, want) {
+		t.Errorf("new fields %q, want %q (errors %+v)", got, want, rep.Errors)
+	}
+	var text bytes.Buffer
+	if err := rep.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(text.String()) {
+		if strings.Contains(line, "new field") && (strings.Contains(line, "bucketBy") || strings.Contains(line, "reshuffle")) {
+			t.Errorf("text report warns of a field the evaluator knows: %s", line)
+		}
 	}
 }

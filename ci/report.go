@@ -255,6 +255,9 @@ func (r *Report) configChanges(base, head *compiler.Result, targets []cuecast.Co
 		if err != nil {
 			return fmt.Errorf("diff %s: %w", cp, err)
 		}
+		if _, ok := flagSet(ho.JSON); ok {
+			evaluatorKnows(d)
+		}
 		cc.Diff = d
 		r.Configs = append(r.Configs, cc)
 	}

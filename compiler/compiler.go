@@ -173,6 +173,20 @@ type Namespace struct {
 	Combinations []map[string]string
 }
 
+// DimensionOf returns the dimension that lists value. It is the one place
+// a value is looked up: @if(prod) names a value, not its dimension, so the
+// manifest lets a value be in one dimension only (manifest/dimensions),
+// and for a manifest that breaks that rule the first dimension by name
+// owns it.
+func (ns Namespace) DimensionOf(value string) (dim string, ok bool) {
+	for d, vals := range ns.Dimensions {
+		if (!ok || d < dim) && slices.Contains(vals, value) {
+			dim, ok = d, true
+		}
+	}
+	return dim, ok
+}
+
 // ConfigOverride is one config's own rollout policy or consistency class;
 // a zero field keeps the namespace's.
 type ConfigOverride struct {
@@ -277,8 +291,10 @@ type compilation struct {
 	embedDirs map[string]bool
 	modPath   string
 	secrets   []secretPattern
-	// tags holds the @tag attributes of each file read that has any.
-	tags map[string][]tagAttr
+	// tags holds the @tag attributes of the files read so far by tagsOf,
+	// which reads them only where variants are planned: a plan never does.
+	tags  map[string][]tagAttr
+	attrs attrParser
 	// variants are the variants of each config compiled that has any.
 	variants map[cuecast.ConfigPath][]variant
 	errs     []Error
@@ -832,7 +848,6 @@ type source struct {
 	p    string
 	b    []byte
 	h    header
-	tags []tagAttr
 	lint *Error
 	err  error
 }
@@ -844,7 +859,6 @@ func readSource(fsys fs.FS, p string) source {
 	s := source{p: p, b: b, lint: lint, err: err}
 	if err == nil && lint == nil && strings.HasSuffix(p, ".cue") {
 		s.h = parseHeader(p, b)
-		s.tags = scanTags(p, b)
 	}
 	return s
 }
@@ -862,9 +876,6 @@ func (c *compilation) keep(s source) error {
 	c.mem.add(s.p, s.b)
 	if strings.HasSuffix(s.p, ".cue") {
 		c.headers[s.p] = s.h
-		if len(s.tags) > 0 {
-			c.tags[s.p] = s.tags
-		}
 	}
 	return nil
 }

@@ -454,3 +454,24 @@ func TestManifestOnly(t *testing.T) {
 		t.Errorf("manifest-only manifest:\n got %+v\nwant %+v", res.Manifest, full.Manifest)
 	}
 }
+
+// TestNamespaceDimensionOf: the one lookup of a value's dimension, which
+// variants, the cross-namespace import check and the manifest's check
+// share; a value the manifest wrongly lists twice belongs to the first
+// dimension by name, the one the manifest error names first.
+func TestNamespaceDimensionOf(t *testing.T) {
+	ns := compiler.Namespace{Dimensions: map[string][]string{
+		"env": {"staging", "prod"}, "region": {"eu", "us", "prod"}, "tier": {"prod"},
+	}}
+	for _, c := range []struct {
+		value, dim string
+		ok         bool
+	}{{"staging", "env", true}, {"eu", "region", true}, {"us", "region", true}, {"prod", "env", true}, {"dev", "", false}, {"env", "", false}} {
+		if dim, ok := ns.DimensionOf(c.value); dim != c.dim || ok != c.ok {
+			t.Errorf("DimensionOf(%q) = %q, %v; want %q, %v", c.value, dim, ok, c.dim, c.ok)
+		}
+	}
+	if dim, ok := (compiler.Namespace{}).DimensionOf("prod"); ok || dim != "" {
+		t.Errorf("DimensionOf in a namespace without dimensions = %q, %v; want none", dim, ok)
+	}
+}

@@ -4,11 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -83,6 +83,8 @@ func TestDifferentialCueExport(t *testing.T) {
 			"web/embedded/e.cue":     "@extern(embed)\n\npackage embedded\n\ndata: _ @embed(file=\"data.json\")\nall: _ @embed(glob=\"*.yaml\")\n",
 			"web/embedded/data.json": `{"regions": ["eu-west-1"], "n": 1.0}`,
 			"web/embedded/a.yaml":    "a: 1\n",
+			"web/quoted/e.cue":       "@extern(\"embed\")\n\npackage quoted\n\ndata: _ @embed(file=\"data.json\")\n",
+			"web/quoted/data.json":   `{"quoted": true}`,
 		}},
 		{name: "ignored and excluded files", files: map[string]string{
 			"web/site/_draft.cue":  "package draft\n\ntitle: \"Draft\"\n",
@@ -106,6 +108,26 @@ func TestDifferentialCueExport(t *testing.T) {
 			"docs/latest.md":      "missing.md",
 		}},
 	}
+	// Attributes as cue reads them: only an @if before the package clause
+	// selects files (one after it is a plain attribute), @tag arguments
+	// may be quoted, and a tag that is not a dimension is no variant.
+	attrs := `package manifest
+
+namespaces: web: {owners: ["team-web"], dimensions: {env: ["staging", "prod"], region: ["eu", "us"]}}
+`
+	cases = append(cases, diffCase{name: "attributes", files: map[string]string{
+		"cuecast.cue":              attrs,
+		"web/late-if/a.cue":        "package lateif\n\n@if(prod)\n\nx: 1\n",
+		"web/late-if-import/a.cue": "package lateifimport\n\nimport \"test.example/repo/lib/late\"\n\nx: late.y\n",
+		"lib/late/l.cue":           "package late\n\nimport \"strings\"\n\n@if(eu)\n\ny: strings.ToUpper(\"eu\")\n",
+		"web/early-if/a.cue":       "package earlyif\n\nx: *1 | int\n",
+		"web/early-if/prod.cue":    "// Comment before the attribute.\n\n@if(prod)\n\npackage earlyif\n\nx: 2\n",
+		"web/quoted-short/a.cue":   "package quotedshort\n\nenv: string @tag(env,short=\"staging|prod\")\n",
+		"web/quoted-name/a.cue":    "package quotedname\n\nenv: string @tag(\"env\",short=staging|prod)\n",
+		"web/spaced/a.cue":         "package spaced\n\nenv: string @tag( env , short = staging|prod , type = string )\n",
+		"web/not-dims/a.cue":       "package notdims\n\nport: *8080 | int @tag(port,type=int)\ndebug: *false | bool @tag(debug,type=bool)\nowner: *\"x\" | string @tag(owner)\n",
+		"web/decl-tag/a.cue":       "package decltag\n\ns: {\n\t@tag(env,short=staging|prod)\n\tx: 1\n}\n",
+	}})
 	g := gen.Repo(gen.Options{Configs: 12, Seed: 7})
 	genCase := diffCase{name: "generated", files: map[string]string{}}
 	for p, b := range g {
@@ -168,18 +190,29 @@ func TestDifferentialCueExport(t *testing.T) {
 				}
 				failed[string(e.Config)] = true
 			}
+			// Which dimension values each config reads is cue's to say:
+			// it refuses a tag no file of the exported package reads.
+			dims := make(map[cuecast.ConfigPath]map[string][]string)
+			reads := make(map[cuecast.ConfigPath]map[string]bool)
+			for _, cp := range res.Configs {
+				dims[cp] = res.Manifest.Namespaces[cp.Namespace()].Dimensions
+				reads[cp] = cueReads(t, cue, dir, cp, dims[cp])
+			}
 			variants := 0
 			for _, cp := range res.Configs {
 				ix, ok := cuecast.ParseVariantIndex(res.Outputs[cp].JSON)
 				if !ok {
 					continue
 				}
+				if want := usedDims(dims[cp], reads[cp]); !slices.Equal(ix.Dimensions, want) {
+					t.Errorf("%s: cuecast varies along %q, cue reads values of %q", cp, ix.Dimensions, want)
+				}
 				for _, vp := range ix.Variants {
 					variants++
 					args := []string{"export", "--out", "json", "./" + string(cp)}
 					var tags []string
 					for _, dv := range vp.Variant() {
-						if readsTag(files, dv.Value) {
+						if reads[cp][dv.Value] {
 							args = append(args, "-t", dv.Value)
 							tags = append(tags, dv.Value)
 						}
@@ -208,6 +241,10 @@ func TestDifferentialCueExport(t *testing.T) {
 			}
 			for _, cp := range res.Configs {
 				if _, ok := cuecast.ParseVariantIndex(res.Outputs[cp].JSON); ok {
+					continue
+				}
+				if used := usedDims(dims[cp], reads[cp]); len(used) > 0 {
+					t.Errorf("%s: cue reads values of %q, but cuecast compiled no variants (errors %v)", cp, used, res.Errors)
 					continue
 				}
 				cmd := exec.Command(cue, "export", "--out", "json", "./"+string(cp))
@@ -272,15 +309,33 @@ func sameJSON(t *testing.T, a, b []byte) bool {
 	return reflect.DeepEqual(decode(a), decode(b))
 }
 
-// readsTag reports whether some .cue file reads the tag value v, in an
-// @if or as an @tag shorthand: cuecast passes only those (cue refuses a
-// tag no file reads), and so does the test.
-func readsTag(files map[string]string, v string) bool {
-	re := regexp.MustCompile(`@if\([^)]*\b` + regexp.QuoteMeta(v) + `\b|short=[a-z0-9_|-]*\b` + regexp.QuoteMeta(v) + `\b`)
-	for p, src := range files {
-		if strings.HasSuffix(p, ".cue") && re.MatchString(src) {
-			return true
+// cueReads returns the values of dims that cue reads for config cp: those
+// `cue export -t <value>` does not refuse as "not used in any file" (a
+// value an @if of a file it loads names, or a shorthand of an @tag in its
+// package).
+func cueReads(t *testing.T, cue, dir string, cp cuecast.ConfigPath, dims map[string][]string) map[string]bool {
+	t.Helper()
+	read := make(map[string]bool)
+	for _, vals := range dims {
+		for _, v := range vals {
+			cmd := exec.Command(cue, "export", "--out", "json", "./"+string(cp), "-t", v)
+			cmd.Dir = dir
+			cmd.Env = append(os.Environ(), "CUE_REGISTRY=none")
+			out, _ := cmd.CombinedOutput()
+			read[v] = !strings.Contains(string(out), fmt.Sprintf("tag %q not used in any file", v))
 		}
 	}
-	return false
+	return read
+}
+
+// usedDims returns, sorted, the dimensions of which some value is read.
+func usedDims(dims map[string][]string, read map[string]bool) []string {
+	var used []string
+	for d, vals := range dims {
+		if slices.ContainsFunc(vals, func(v string) bool { return read[v] }) {
+			used = append(used, d)
+		}
+	}
+	slices.Sort(used)
+	return used
 }

@@ -1,7 +1,6 @@
 package compiler
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -315,13 +314,14 @@ type header struct {
 	imports []string
 	// importAt holds the line and column of each import.
 	importAt [][2]int
-	// excluded is set when the file's @if attribute is false. Compile sets
-	// no build tags, so @if(prod) excludes a file as it does for a plain
-	// `cue export`; the loader skips the file and so does every check made
-	// before loading (one package per directory, the wrapper's package).
+	// excluded is set when the file's build attribute (buildAttr) is
+	// false or @ignore(). Compile sets no build tags, so @if(prod)
+	// excludes a file as it does for a plain `cue export`; the loader
+	// skips the file and so does every check made before loading (one
+	// package per directory, the wrapper's package).
 	excluded bool
-	// ifNames are the build tag names the file's @if attributes read, in
-	// order: the values of dimensions a config may vary along
+	// ifNames are the build tag names the file's build attribute reads,
+	// in order: the values of dimensions a config may vary along
 	// (docs/VARIANTS.md).
 	ifNames []string
 	// embeds is set by @extern(embed): the package may read other files
@@ -343,20 +343,15 @@ func parseHeaderAST(name string, src []byte) header {
 		return header{}
 	}
 	h := header{pkg: f.PackageName()}
+	h.excluded, h.ifNames = buildAttr(f.Decls)
+	// File attributes come before the package clause; the CUE runtime
+	// reads @extern only there.
 	for _, d := range f.Decls {
-		a, ok := d.(*ast.Attribute)
-		if !ok {
-			continue
+		if _, ok := d.(*ast.Package); ok {
+			break
 		}
-		key, body := a.Split()
-		switch key {
-		case "if":
-			if included, ok := buildTagsTrue(body); ok && !included {
-				h.excluded = true
-			}
-			h.ifNames = append(h.ifNames, ifIdents(body)...)
-		case "extern":
-			h.embeds = h.embeds || strings.TrimSpace(body) == "embed"
+		if a, ok := d.(*ast.Attribute); ok && a.Name() == "extern" {
+			h.embeds = h.embeds || externEmbed(a)
 		}
 	}
 	for spec := range f.ImportSpecs() {
@@ -393,19 +388,32 @@ func scanHeader(name string, src []byte) (h header, ok bool) {
 		}
 		return false
 	}
-	attrs := func() bool {
+	// attrs reads attributes; build is set before the package clause,
+	// where an @if selects the file (buildAttr) and @extern counts.
+	seenIf := false
+	attrs := func(build bool) bool {
 		for tok == token.ATTRIBUTE {
 			key, body := (&ast.Attribute{Text: lit}).Split()
 			switch key {
 			case "if":
+				if !build {
+					break
+				}
 				included, ok := buildTagsTrue(body)
-				if !ok {
+				if !ok || seenIf {
 					return false
 				}
-				h.excluded = h.excluded || !included
-				h.ifNames = append(h.ifNames, ifIdents(body)...)
+				seenIf = true
+				h.excluded = !included
+				h.ifNames = ifIdents(body)
+			case "ignore":
+				if build {
+					return false
+				}
 			case "extern":
-				h.embeds = h.embeds || strings.TrimSpace(body) == "embed"
+				if build {
+					h.embeds = h.embeds || externEmbed(&ast.Attribute{Text: lit})
+				}
 			case "experiment":
 				return false // changes how the file parses
 			}
@@ -434,7 +442,7 @@ func scanHeader(name string, src []byte) (h header, ok bool) {
 		next()
 		return tok == token.COMMA
 	}
-	if !attrs() {
+	if !attrs(true) {
 		return header{}, false
 	}
 	if tok == token.IDENT && lit == "package" {
@@ -444,7 +452,7 @@ func scanHeader(name string, src []byte) (h header, ok bool) {
 		}
 		h.pkg = lit
 		next()
-		if !endDecl() || !attrs() {
+		if !endDecl() || !attrs(false) {
 			return header{}, false
 		}
 	}
@@ -523,63 +531,6 @@ func ifIdents(expr string) []string {
 		return true
 	}, nil)
 	return out
-}
-
-// tagAttr is one @tag attribute of a file: the tag's name, its shorthands
-// and where it is written.
-type tagAttr struct {
-	name      string
-	short     []string
-	line, col int
-}
-
-// scanTags lists the @tag attributes of a file with the scanner, without
-// parsing it; a file that does not mention @tag( is not scanned.
-func scanTags(name string, src []byte) []tagAttr {
-	if !bytes.Contains(src, []byte("@tag(")) {
-		return nil
-	}
-	var s scanner.Scanner
-	s.Init(token.NewFile(name, 0, len(src)), src, func(token.Pos, string, []any) {}, 0)
-	var out []tagAttr
-	for {
-		pos, tok, lit := s.Scan()
-		if tok == token.EOF {
-			return out
-		}
-		if tok != token.ATTRIBUTE {
-			continue
-		}
-		a := &ast.Attribute{Text: lit}
-		if key, _ := a.Split(); key != "tag" {
-			continue
-		}
-		pa := parseTagAttr(lit)
-		if pa.name == "" {
-			continue
-		}
-		pa.line, pa.col = pos.Line(), pos.Column()
-		out = append(out, pa)
-	}
-}
-
-// parseTagAttr reads "@tag(name,short=a|b,type=string)".
-func parseTagAttr(lit string) tagAttr {
-	body := strings.TrimSuffix(strings.TrimPrefix(lit, "@tag("), ")")
-	var t tagAttr
-	for i, part := range strings.Split(body, ",") {
-		part = strings.TrimSpace(part)
-		if i == 0 {
-			t.name = part
-			continue
-		}
-		if v, ok := strings.CutPrefix(part, "short="); ok {
-			for _, sh := range strings.Split(v, "|") {
-				t.short = append(t.short, strings.TrimSpace(sh))
-			}
-		}
-	}
-	return t
 }
 
 func importPath(spec *ast.ImportSpec) (string, bool) {

@@ -36,8 +36,9 @@
 // # What Compile reads
 //
 // The repo as `cue export` reads it: files named _* or .* are ignored, a
-// file whose @if attribute is false (no build tags are set, except a
-// variant's dimension values, below) is left out,
+// file whose build attribute is false (an @if before the package clause;
+// no build tags are set, except a variant's dimension values, below) or
+// that has @ignore() there is left out,
 // packages vendored under cue.mod/pkg (usr, gen) are importable, and a
 // package declaring @extern(embed) may @embed files below its directory.
 // One walk lists the repo for compile, check and the tailer, with one
@@ -57,8 +58,11 @@
 //
 // A namespace may declare dimensions (env: [staging, prod]) and the valid
 // combinations of their values (docs/VARIANTS.md). A config uses a
-// dimension when its own package has @tag(<dim>) or a file it loads (its
-// imports' too) has an @if naming one of the dimension's values; it is
+// dimension when its own package has @tag(<dim>) on a field or a file it
+// loads (its imports' too) has a build attribute @if naming one of the
+// dimension's values; both are read as cue/load reads them (an @if after
+// the package clause selects nothing, @tag's arguments may be quoted, a
+// tag that is no dimension is left unset). It is
 // then compiled once per combination of the dimensions it uses (the listed
 // combinations projected onto them), with each value passed to the loader
 // as a build tag: the shorthand form, `cue export -t prod`, which sets

@@ -16,7 +16,6 @@ import (
 	"cuelang.org/go/cue/ast"
 	"cuelang.org/go/cue/cuecontext"
 	"cuelang.org/go/cue/load"
-	"cuelang.org/go/cue/parser"
 	"cuelang.org/go/cue/token"
 
 	"github.com/cuecast/cuecast"
@@ -467,13 +466,23 @@ func (c *compilation) variantTags(cfg cuecast.ConfigPath, deps []string, variant
 	declared := make(map[string]*tagDecl)
 	for _, d := range own {
 		for _, f := range c.tree.dirs[d] {
-			tagsIn(f, c.mem.files[f], declared)
+			for _, t := range c.tagsOf(f) {
+				decl := declared[t.name]
+				if decl == nil {
+					decl = &tagDecl{}
+					declared[t.name] = decl
+				}
+				if p, ok := position(t.value, RoleValue); ok {
+					decl.at = append(decl.at, p.String())
+				}
+				decl.shorts = append(decl.shorts, t.short...)
+			}
 		}
 	}
 	ifNames := make(map[string]bool)
 	for _, d := range append(slices.Clone(own), deps...) {
 		for _, f := range c.tree.dirs[d] {
-			for _, n := range ifNamesIn(f, c.mem.files[f]) {
+			for _, n := range c.headers[f].ifNames {
 				ifNames[n] = true
 			}
 		}
@@ -515,74 +524,6 @@ func (c *compilation) variantTags(cfg cuecast.ConfigPath, deps []string, variant
 type tagDecl struct {
 	shorts []string
 	at     []string
-}
-
-// tagsIn adds the @tag fields of a .cue file to decls.
-func tagsIn(name string, src []byte, decls map[string]*tagDecl) {
-	if !strings.HasSuffix(name, ".cue") || !strings.Contains(string(src), "@tag(") {
-		return
-	}
-	f, err := parser.ParseFile(name, src)
-	if err != nil {
-		return // the loader reports it
-	}
-	ast.Walk(f, func(n ast.Node) bool {
-		fd, ok := n.(*ast.Field)
-		if !ok {
-			return true
-		}
-		for _, a := range fd.Attrs {
-			key, body := a.Split()
-			if key != "tag" {
-				continue
-			}
-			parts := strings.Split(body, ",")
-			dim := strings.TrimSpace(parts[0])
-			d := decls[dim]
-			if d == nil {
-				d = &tagDecl{}
-				decls[dim] = d
-			}
-			if p, ok := position(fd.Value.Pos(), RoleValue); ok {
-				d.at = append(d.at, p.String())
-			}
-			for _, p := range parts[1:] {
-				if s, ok := strings.CutPrefix(strings.TrimSpace(p), "short="); ok {
-					d.shorts = append(d.shorts, strings.Split(s, "|")...)
-				}
-			}
-		}
-		return true
-	}, nil)
-}
-
-// ifNamesIn returns the names a .cue file's @if attribute reads.
-func ifNamesIn(name string, src []byte) []string {
-	if !strings.HasSuffix(name, ".cue") || !strings.Contains(string(src), "@if(") {
-		return nil
-	}
-	f, err := parser.ParseFile(name, src, parser.ImportsOnly)
-	if err != nil && f == nil {
-		return nil
-	}
-	var names []string
-	for _, d := range f.Decls {
-		a, ok := d.(*ast.Attribute)
-		if !ok {
-			continue
-		}
-		if key, body := a.Split(); key == "if" {
-			if x, err := parser.ParseExpr("@if", body); err == nil {
-				ast.Walk(x, func(n ast.Node) bool {
-					if id, ok := n.(*ast.Ident); ok {
-						names = append(names, id.Name)
-					}
-					return true
-				}, nil)
-			}
-		}
-	}
-	return names
 }
 
 // explainer finds the origin of values.

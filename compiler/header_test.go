@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -38,6 +39,10 @@ func TestScanHeaderAgrees(t *testing.T) {
 		"nocomma.cue":    "package a import \"x\"\n",
 		"missing.cue":    "package a\nimport\n",
 		"data.cue":       "package a\n\nx: 1\n@if(prod)\n",
+		"twoifs.cue":     "@if(prod)\n@if(dev)\npackage a\n",
+		"ignore.cue":     "@ignore()\npackage a\n",
+		"quoted.cue":     "@extern(\"embed\")\npackage a\n",
+		"lateextern.cue": "package a\n@extern(embed)\n",
 	}
 	for name, b := range gen.Repo(gen.Options{Configs: 20, Seed: 1}) {
 		if strings.HasSuffix(name, ".cue") {
@@ -85,5 +90,37 @@ func TestScanHeaderAgrees(t *testing.T) {
 	t.Logf("fast path for %d of %d files", fast, len(srcs))
 	if fast < len(srcs)*3/4 {
 		t.Errorf("the fast path answered for %d of %d files, want most", fast, len(srcs))
+	}
+}
+
+// TestHeaderBuildAttributes: a header reads the build attribute and
+// @extern as cue/load and the CUE runtime do: only before the package
+// clause, the arguments as CUE's attribute parser reads them; two @ifs are
+// left for the loader to report.
+func TestHeaderBuildAttributes(t *testing.T) {
+	for _, c := range []struct {
+		src      string
+		excluded bool
+		names    []string
+		embeds   bool
+	}{
+		{src: "@if(prod)\npackage a\n", excluded: true, names: []string{"prod"}},
+		{src: "// why\n@if(prod || dev)\n\npackage a\n", excluded: true, names: []string{"prod", "dev"}},
+		{src: "@if(!prod)\npackage a\n", names: []string{"prod"}},
+		{src: "package a\n\n@if(prod)\n\nx: 1\n"},
+		{src: "package a\n\nimport \"strings\"\n\n@if(prod)\n\nx: strings.ToUpper(\"a\")\n"},
+		{src: "@if(prod)\n@if(dev)\npackage a\n"},
+		{src: "@ignore()\npackage a\n", excluded: true},
+		{src: "@extern(embed)\npackage a\n", embeds: true},
+		{src: "@extern( embed )\npackage a\n", embeds: true},
+		{src: "@extern(\"embed\")\npackage a\n", embeds: true},
+		{src: "@extern(other)\npackage a\n"},
+		{src: "package a\n@extern(embed)\n"},
+	} {
+		for name, h := range map[string]header{"parseHeader": parseHeader("a.cue", []byte(c.src)), "parseHeaderAST": parseHeaderAST("a.cue", []byte(c.src))} {
+			if h.excluded != c.excluded || !slices.Equal(h.ifNames, c.names) || h.embeds != c.embeds {
+				t.Errorf("%s(%q): excluded %v names %q embeds %v, want %v %q %v", name, c.src, h.excluded, h.ifNames, h.embeds, c.excluded, c.names, c.embeds)
+			}
+		}
 	}
 }

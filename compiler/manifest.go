@@ -335,15 +335,13 @@ func checkDimensions(m cue.Value, ns string, dims map[string][]string, combos []
 		e.Message = fmt.Sprintf("namespace %s: %s", ns, msg)
 		errs = append(errs, e)
 	}
-	owner := make(map[string]string) // value -> dimension
+	n := Namespace{Dimensions: dims}
 	for _, d := range sortedKeys(dims) {
 		for i, v := range dims[d] {
-			if o, ok := owner[v]; ok {
+			if o, _ := n.DimensionOf(v); o != d {
 				at(fmt.Sprintf("value %q is in dimensions %s and %s; @if(%s) could not say which, so a value may be in one dimension only", v, o, d, v),
 					cue.Str("dimensions"), cue.Str(d), cue.Index(i))
-				continue
 			}
-			owner[v] = d
 		}
 	}
 	if len(combos) > 0 && len(dims) == 0 {

@@ -46,12 +46,6 @@ func (c *compilation) variantsOf(cp cuecast.ConfigPath, deps []string, ns Namesp
 	if len(ns.Dimensions) == 0 {
 		return nil, false, nil
 	}
-	dimOf := make(map[string]string)
-	for d, vals := range ns.Dimensions {
-		for _, v := range vals {
-			dimOf[v] = d
-		}
-	}
 	used := make(map[string]bool)
 	read := make(map[string]bool) // values some file names
 	pkg := ""
@@ -67,7 +61,7 @@ func (c *compilation) variantsOf(cp cuecast.ConfigPath, deps []string, ns Namesp
 			if d != string(cp) && c.headers[f].pkg != pkg {
 				continue // an ancestor's file of another package is not the config's
 			}
-			for _, t := range c.tags[f] {
+			for _, t := range c.tagsOf(f) {
 				vals, isDim := ns.Dimensions[t.name]
 				if !isDim {
 					continue
@@ -93,7 +87,7 @@ func (c *compilation) variantsOf(cp cuecast.ConfigPath, deps []string, ns Namesp
 	for _, d := range deps {
 		for _, f := range c.tree.dirs[d] {
 			for _, name := range c.headers[f].ifNames {
-				if dim, ok := dimOf[name]; ok {
+				if dim, ok := ns.DimensionOf(name); ok {
 					used[dim], read[name] = true, true
 				}
 			}
@@ -224,10 +218,8 @@ func (c *compilation) indexVariants() {
 // it is left out when no tag is set.
 func readsDimension(h header, ns Namespace) bool {
 	for _, name := range h.ifNames {
-		for _, vals := range ns.Dimensions {
-			if slices.Contains(vals, name) {
-				return true
-			}
+		if _, ok := ns.DimensionOf(name); ok {
+			return true
 		}
 	}
 	return false

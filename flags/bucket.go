@@ -3,8 +3,10 @@ package flags
 import (
 	"crypto/sha256"
 	"encoding/binary"
+	"encoding/json"
 	"math"
 	"strconv"
+	"strings"
 )
 
 // Position is the bucket position of value under salt, in [0, Whole): the
@@ -70,8 +72,11 @@ func firstWordOneBlock(a, b, c string, tail []byte, n int) uint32 {
 }
 
 // positionOf buckets attribute v under prefix (salt + "."): a string as
-// is, an integer (or an integral float within ±2^53) in decimal. Anything
-// else cannot be bucketed: ok is false.
+// is, an integer (of any Go type, or a json.Number written as one) in
+// decimal, a float (float32, float64, any other json.Number) in decimal
+// when integral and within ±2^53. Anything else cannot be bucketed: ok is
+// false. A value buckets the same whatever type carries it, so the CLI's
+// json.Number 42 and a service's int 42 get the same position.
 func positionOf(prefix string, v any) (pos int, ok bool) {
 	var num [24]byte
 	var b []byte
@@ -80,23 +85,78 @@ func positionOf(prefix string, v any) (pos int, ok bool) {
 		return positionParts(prefix, x, "", nil), true
 	case int:
 		b = strconv.AppendInt(num[:0], int64(x), 10)
+	case int8:
+		b = strconv.AppendInt(num[:0], int64(x), 10)
+	case int16:
+		b = strconv.AppendInt(num[:0], int64(x), 10)
 	case int32:
 		b = strconv.AppendInt(num[:0], int64(x), 10)
 	case int64:
 		b = strconv.AppendInt(num[:0], x, 10)
 	case uint:
 		b = strconv.AppendUint(num[:0], uint64(x), 10)
+	case uint8:
+		b = strconv.AppendUint(num[:0], uint64(x), 10)
+	case uint16:
+		b = strconv.AppendUint(num[:0], uint64(x), 10)
 	case uint32:
 		b = strconv.AppendUint(num[:0], uint64(x), 10)
 	case uint64:
 		b = strconv.AppendUint(num[:0], x, 10)
+	case float32:
+		b, ok = appendFloatKey(num[:0], float64(x))
 	case float64:
-		if x != math.Trunc(x) || math.Abs(x) > 1<<53 {
-			return 0, false
-		}
-		b = strconv.AppendInt(num[:0], int64(x), 10)
+		b, ok = appendFloatKey(num[:0], x)
+	case json.Number:
+		b, ok = appendNumberKey(num[:0], string(x))
 	default:
 		return 0, false
 	}
+	if b == nil {
+		return 0, false
+	}
 	return positionParts(prefix, "", "", b), true
+}
+
+// appendFloatKey appends the decimal of x when x is integral and within
+// ±2^53, where every integer is exact in a double (and so in every
+// language's numbers).
+func appendFloatKey(dst []byte, x float64) ([]byte, bool) {
+	if x != math.Trunc(x) || math.Abs(x) > 1<<53 {
+		return nil, false
+	}
+	return strconv.AppendInt(dst, int64(x), 10), true
+}
+
+// appendNumberKey appends the decimal a JSON number buckets as: an integer
+// literal that fits 64 bits as that integer (beyond ±2^53 too, as the Go
+// integer holding it would), any other number as a float.
+func appendNumberKey(dst []byte, s string) ([]byte, bool) {
+	if isIntLiteral(s) {
+		if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+			return strconv.AppendInt(dst, n, 10), true
+		}
+		if n, err := strconv.ParseUint(s, 10, 64); err == nil {
+			return strconv.AppendUint(dst, n, 10), true
+		}
+	}
+	x, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return nil, false
+	}
+	return appendFloatKey(dst, x)
+}
+
+// isIntLiteral reports whether s is an optional minus and digits.
+func isIntLiteral(s string) bool {
+	s = strings.TrimPrefix(s, "-")
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }

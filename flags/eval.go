@@ -8,8 +8,9 @@ import (
 
 // Context is the evaluation context: attribute name to value (string,
 // bool, any Go integer or float, json.Number). Rollouts bucket by
-// "targetingKey" unless they name another attribute. Evaluation only reads
-// it.
+// "targetingKey" unless they name another attribute; a number buckets the
+// same whatever type carries it (docs/FLAGS.md, "Bucketing"). Evaluation
+// only reads it.
 type Context = map[string]any
 
 // Result is one evaluation.

@@ -3,8 +3,10 @@ package flags_test
 import (
 	"crypto/sha256"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 
@@ -78,6 +80,10 @@ func TestZeroAllocs(t *testing.T) {
 	if n := testing.AllocsPerRun(200, func() { e.Bool("one-rule", benchCtx, false) }); n != 0 {
 		t.Errorf("Bool: %v allocations, want 0", n)
 	}
+	numCtx := flags.Context{"targetingKey": json.Number("42")}
+	if n := testing.AllocsPerRun(200, func() { r := e.Evaluate("rollout", numCtx); _ = r }); n != 0 {
+		t.Errorf("Evaluate(rollout) by a json.Number: %v allocations, want 0", n)
+	}
 	if n := testing.AllocsPerRun(200, func() { flags.Position("checkout-v2", "user-1") }); n != 0 {
 		t.Errorf("Position: %v allocations, want 0", n)
 	}
@@ -107,13 +113,41 @@ func BenchmarkEvaluate(b *testing.B) {
 	}
 }
 
-// TestGoContextTypes: Go integers of every size compare and bucket like
-// the JSON numbers of the vectors.
+// TestGoContextTypes: every type flags.Context documents (any Go integer
+// or float, json.Number) buckets as the decimal of its integer value,
+// exactly as that decimal string does, and a value that is no integer
+// (nor an integral float within ±2^53) is not bucketed (DEFAULT). The CLI
+// passes every --ctx number as a json.Number.
 func TestGoContextTypes(t *testing.T) {
 	e := benchEvaluator(t)
-	for _, v := range []any{42, int64(42), int32(42), uint(42), uint64(42), float64(42)} {
-		if r := e.Evaluate("rollout", flags.Context{"targetingKey": v}); r.Position != 48802 {
-			t.Errorf("targetingKey %T(42): position %d, want 48802", v, r.Position)
+	for _, c := range []struct {
+		key any
+		dec string // "": cannot be bucketed
+	}{
+		{42, "42"}, {int8(42), "42"}, {int16(42), "42"}, {int32(42), "42"}, {int64(42), "42"},
+		{uint(42), "42"}, {uint8(42), "42"}, {uint16(42), "42"}, {uint32(42), "42"}, {uint64(42), "42"},
+		{float32(42), "42"}, {float64(42), "42"}, {json.Number("42"), "42"},
+		{int8(-128), "-128"}, {uint8(255), "255"}, {int16(-32768), "-32768"}, {uint16(65535), "65535"},
+		{json.Number("-7"), "-7"}, {json.Number("0"), "0"}, {json.Number("-0"), "0"}, {float64(math.Copysign(0, -1)), "0"},
+		{json.Number("42.0"), "42"}, {json.Number("4.2e1"), "42"}, {json.Number("1E3"), "1000"},
+		{uint64(math.MaxUint64), "18446744073709551615"}, {json.Number("18446744073709551615"), "18446744073709551615"},
+		{int64(math.MinInt64), "-9223372036854775808"}, {json.Number("-9223372036854775808"), "-9223372036854775808"},
+		{json.Number("9007199254740993"), "9007199254740993"}, {float64(1 << 53), "9007199254740992"},
+		{json.Number("9007199254740992.0"), "9007199254740992"}, {float32(-(1 << 24)), "-16777216"},
+		{float32(42.5), ""}, {json.Number("42.5"), ""}, {json.Number("9007199254740994.0"), ""},
+		{json.Number("1e300"), ""}, {json.Number("18446744073709551616"), ""}, {json.Number("x"), ""},
+		{json.Number(""), ""}, {float32(math.Inf(1)), ""}, {math.NaN(), ""}, {true, ""}, {nil, ""},
+	} {
+		r := e.Evaluate("rollout", flags.Context{"targetingKey": c.key})
+		want := flags.Result{Reason: flags.ReasonDefault, Position: -1}
+		if c.dec != "" {
+			want = flags.Result{Reason: flags.ReasonSplit, Position: flags.Position("checkout-v2", c.dec)}
+			if s := e.Evaluate("rollout", flags.Context{"targetingKey": c.dec}); s.Position != want.Position {
+				t.Errorf("targetingKey %q: position %d, want %d", c.dec, s.Position, want.Position)
+			}
+		}
+		if r.Reason != want.Reason || r.Position != want.Position {
+			t.Errorf("targetingKey %T(%v): %s at %d, want %s at %d (as %q)", c.key, c.key, r.Reason, r.Position, want.Reason, want.Position, c.dec)
 		}
 	}
 }

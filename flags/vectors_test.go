@@ -1,6 +1,7 @@
 package flags_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"os"
@@ -65,7 +66,14 @@ func readVectors(t *testing.T) vectors {
 
 // TestVectors runs the language-neutral vectors every SDK runs.
 func TestVectors(t *testing.T) {
-	runVectors(t, 0)
+	runVectors(t, 0, false)
+}
+
+// TestVectorsJSONNumber runs them with the contexts' numbers decoded as
+// json.Number, as `cuecast flags eval --ctx` and a service decoding with
+// UseNumber pass them: the same results.
+func TestVectorsJSONNumber(t *testing.T) {
+	runVectors(t, 0, true)
 }
 
 // TestVectorsCached runs them again with padding rules in front of every
@@ -73,11 +81,14 @@ func TestVectors(t *testing.T) {
 // then caches attribute lookups and parsed versions (more than four rules),
 // and must not change any result.
 func TestVectorsCached(t *testing.T) {
-	runVectors(t, 5)
+	runVectors(t, 5, false)
 }
 
-func runVectors(t *testing.T, pad int) {
+func runVectors(t *testing.T, pad int, useNumber bool) {
 	v := readVectors(t)
+	if useNumber {
+		numberContexts(t, &v)
+	}
 	if len(v.Cases) < 200 {
 		t.Errorf("%d cases, the issue asks for at least 200", len(v.Cases))
 	}
@@ -162,6 +173,38 @@ func runVectors(t *testing.T, pad int) {
 		if _, err := flags.Compile(c.Set); !errors.Is(err, flags.ErrUnsupportedSchema) {
 			t.Errorf("%s: Compile: %v, want ErrUnsupportedSchema", c.Name, err)
 		}
+	}
+}
+
+// numberContexts decodes the cases' contexts again, numbers as
+// json.Number.
+func numberContexts(t *testing.T, v *vectors) {
+	t.Helper()
+	b, err := os.ReadFile("../testdata/flags/v1.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raw struct {
+		Cases []struct {
+			Context map[string]any `json:"context"`
+		} `json:"cases"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	if err := dec.Decode(&raw); err != nil {
+		t.Fatalf("decode vectors: %v", err)
+	}
+	numbers := 0
+	for i, c := range raw.Cases {
+		for _, a := range c.Context {
+			if _, ok := a.(json.Number); ok {
+				numbers++
+			}
+		}
+		v.Cases[i].Context = c.Context
+	}
+	if numbers == 0 {
+		t.Fatal("no case has a number in its context")
 	}
 }
 

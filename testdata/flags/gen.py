@@ -242,6 +242,16 @@ for v, want in known:
 split_case("integer targeting key 42", "checkout-v2", "checkout-v2", half, {"targetingKey": 42}, "42")
 split_case("integral float targeting key 42.0", "checkout-v2", "checkout-v2", half, {"targetingKey": 42.0}, "42")
 split_case("negative integer key", "checkout-v2", "checkout-v2", half, {"targetingKey": -7}, "-7")
+# An empty targeting key is a key like any other string. (OpenFeature SDKs
+# drop an empty targeting key from the context: through one, pass "" as an
+# attribute to get this; docs/FLAGS.md.)
+split_case("empty targeting key is a key", "checkout-v2", "checkout-v2", half, {"targetingKey": ""}, "")
+# Every integer type a decoder may pick (int8 .. uint64, a float, a decimal
+# number object) buckets as the integer's decimal.
+for n in [0, 255, -128, 65535, -32768, 4294967295, 2**53, -(2**53)]:
+    split_case("integer key %d" % n, "checkout-v2", "checkout-v2", half, {"targetingKey": n}, str(n))
+for f in [1000.0, -0.0, float(2**53)]:
+    split_case("integral float key %r" % f, "checkout-v2", "checkout-v2", half, {"targetingKey": f}, str(int(f)))
 for p, v in sorted(edge.items()):
     split_case("edge position %d" % p, "checkout-v2", "checkout-v2", half, {"targetingKey": v}, v)
     split_case("one percent at position %d" % p, "one-percent", "checkout-v2", [("on", 1000), ("off", 99000)], {"targetingKey": v}, v)
@@ -252,7 +262,8 @@ for u in ["user-1", "user-2", "a", "", "x" * 200, "日本語", "emoji-🙂"]:
     split_case("all on %r" % u[:20], "all-on", "all", [("off", 0), ("on", 100000)], {"targetingKey": u}, u)
     split_case("all off %r" % u[:20], "all-off", "all", [("on", 0), ("off", 100000)], {"targetingKey": u}, u)
 for ctx, name in [({}, "missing"), ({"targetingKey": True}, "bool"), ({"targetingKey": 42.5}, "fractional"),
-                  ({"targetingKey": None}, "null"), ({"targetingKey": 1e300}, "huge float"), ({"user": "user-1"}, "other attribute")]:
+                  ({"targetingKey": None}, "null"), ({"targetingKey": 1e300}, "huge float"),
+                  ({"targetingKey": float(2**53 + 2)}, "float beyond 2^53"), ({"targetingKey": -0.5}, "negative fractional"), ({"user": "user-1"}, "other attribute")]:
     case("rollout key %s: default variant" % name, "rollouts", "checkout-v2", ctx, "off", False, "DEFAULT")
     case("rollout key %s: default variant on" % name, "rollouts", "default-on", ctx, "on", True, "DEFAULT")
 case("three-way key missing: default variant z", "rollouts", "three", {}, "z", "Z", "DEFAULT")

@@ -19,6 +19,7 @@ import (
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/client"
 	"github.com/cuecast/cuecast/distributor"
+	"github.com/cuecast/cuecast/flags"
 	"github.com/cuecast/cuecast/flags/openfeature"
 	"github.com/cuecast/cuecast/internal/natstest"
 	"github.com/cuecast/cuecast/internal/poll"
@@ -61,6 +62,23 @@ func (e *env) ship(n uint64, content string) {
 	if err := e.d.Deploy(e.t.Context(), v); err != nil {
 		e.t.Fatalf("Deploy %d: %v", n, err)
 	}
+}
+
+// start builds a provider of cfg, named instance, on a new connection to
+// e's server, and sets it in a new isolated SDK API that shuts down with
+// the test, waiting at most 10 s; err is SetProviderAndWait's.
+func (e *env) start(instance string) (*openfeature.Provider, *of.EvaluationAPI, error) {
+	e.t.Helper()
+	p, err := openfeature.New(e.srv.Connect(e.t, client.ConnectOptions()...), openfeature.Options{Config: cfg,
+		Client: []client.Option{client.WithTrustedKeys(e.pub), client.WithInstance(instance)}})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	api := isolated.NewAPI()
+	e.t.Cleanup(func() { _ = api.Shutdown(context.Background()) })
+	ctx, cancel := context.WithTimeout(e.t.Context(), 10*time.Second)
+	defer cancel()
+	return p, api, api.SetProviderAndWait(ctx, p)
 }
 
 // set is a flag set with checkout-v2 (a 50/50 rollout, salt checkout-v2)
@@ -235,16 +253,7 @@ func TestProvider(t *testing.T) {
 func TestProviderFatal(t *testing.T) {
 	e := newEnv(t)
 	e.ship(1, `{"schema": "cuecast.flags/v2", "flags": {}}`)
-	nc := e.srv.Connect(t, client.ConnectOptions()...)
-	p, err := openfeature.New(nc, openfeature.Options{Config: cfg, Client: []client.Option{client.WithTrustedKeys(e.pub), client.WithInstance("svc-1")}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	api := isolated.NewAPI()
-	t.Cleanup(func() { _ = api.Shutdown(context.Background()) })
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	err = api.SetProviderAndWait(ctx, p)
+	_, api, err := e.start("svc-1")
 	var ie *of.ProviderInitError
 	if !errors.As(err, &ie) || ie.ErrorCode != of.ProviderFatalCode {
 		t.Fatalf("SetProviderAndWait: %v, want a PROVIDER_FATAL init error", err)
@@ -282,5 +291,33 @@ func TestProviderLastKnownGood(t *testing.T) {
 	_, c := start(empty.Connect(t, client.ConnectOptions()...))
 	if d, err := c.BooleanValueDetails(t.Context(), "kill", false, of.EvaluationContext{}); err != nil || !d.Value {
 		t.Errorf("kill from the last-known-good file: %+v, %v; want true", d, err)
+	}
+}
+
+// TestProviderEmptyTargetingKey: the SDK leaves an empty targeting key out
+// of the context it hands the provider, so a rollout by targetingKey
+// serves the default variant (DEFAULT), where flags.Evaluate and the
+// vectors bucket "" like any string (checkout-v2: position 33805, on). An
+// empty key given as an attribute reaches the provider and is bucketed
+// (docs/FLAGS.md, "OpenFeature").
+func TestProviderEmptyTargetingKey(t *testing.T) {
+	e := newEnv(t)
+	e.ship(1, set(true, "blue"))
+	p, api, err := e.start("svc-1")
+	if err != nil {
+		t.Fatalf("SetProviderAndWait: %v", err)
+	}
+	c := api.NewClient()
+	ev, _ := p.Evaluator()
+	if r := ev.Evaluate("checkout-v2", flags.Context{"targetingKey": ""}); r.Reason != flags.ReasonSplit || r.Position != 33805 || r.Variant != "on" {
+		t.Errorf(`flags.Evaluate with targetingKey "": %+v, want on by SPLIT at 33805`, r)
+	}
+	d, err := c.BooleanValueDetails(t.Context(), "checkout-v2", true, of.NewEvaluationContext("", nil))
+	if err != nil || d.Value || d.Variant != "off" || d.Reason != of.DefaultReason {
+		t.Errorf(`SDK with targeting key "": %+v, %v; want off (the default variant) by DEFAULT`, d, err)
+	}
+	d, err = c.BooleanValueDetails(t.Context(), "checkout-v2", false, of.NewEvaluationContext("", map[string]any{of.TargetingKey: ""}))
+	if err != nil || !d.Value || d.Variant != "on" || d.Reason != of.SplitReason {
+		t.Errorf(`SDK with the attribute targetingKey "": %+v, %v; want on by SPLIT (position 33805)`, d, err)
 	}
 }

@@ -9,16 +9,12 @@ import (
 	"reflect"
 	"strconv"
 	"testing"
-	"time"
 
 	"cuelang.org/go/cue"
 	"cuelang.org/go/cue/cuecontext"
 	"github.com/cucumber/godog"
 	of "github.com/open-feature/go-sdk/openfeature"
-	"github.com/open-feature/go-sdk/openfeature/isolated"
 
-	"github.com/cuecast/cuecast/client"
-	"github.com/cuecast/cuecast/flags/openfeature"
 	"github.com/cuecast/cuecast/schemas"
 )
 
@@ -45,16 +41,8 @@ func TestSpecEvaluation(t *testing.T) {
 	}
 	e := newEnv(t)
 	e.ship(1, string(content))
-	p, err := openfeature.New(e.srv.Connect(t, client.ConnectOptions()...), openfeature.Options{Config: cfg,
-		Client: []client.Option{client.WithTrustedKeys(e.pub), client.WithInstance("spec")}})
+	_, api, err := e.start("spec")
 	if err != nil {
-		t.Fatal(err)
-	}
-	api := isolated.NewAPI()
-	t.Cleanup(func() { _ = api.Shutdown(context.Background()) })
-	sctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	if err := api.SetProviderAndWait(sctx, p); err != nil {
 		t.Fatalf("SetProviderAndWait: %v", err)
 	}
 	c := api.NewClient()
