@@ -62,10 +62,12 @@ func (d *Distributor) NamespaceReports(ctx context.Context, ns string) ([]cuecas
 // report, then a newer one stored further on): the newest wins.
 func (d *Distributor) readReports(ctx context.Context, filter string) ([]cuecast.Report, error) {
 	bySubject := map[string]cuecast.Report{}
+	skipped, firstSkipped := 0, error(nil)
 	err := d.reportsRd.Each(ctx, filter, func(m *jetstream.RawStreamMsg) error {
 		r, err := DecodeReport(m.Subject, m.Data)
 		if err != nil {
-			d.log.Warn("skipping report", "subject", m.Subject, "err", err)
+			skipped++
+			firstSkipped = cmp.Or(firstSkipped, err)
 			return nil
 		}
 		bySubject[m.Subject] = r
@@ -73,6 +75,12 @@ func (d *Distributor) readReports(ctx context.Context, filter string) ([]cuecast
 	})
 	if err != nil {
 		return nil, fmt.Errorf("fetch reports: %w", err)
+	}
+	if skipped > 0 {
+		// One line per read, not per report: the stored ones stay until
+		// they expire, and status, the dashboard and the controller read
+		// them again and again meanwhile.
+		d.log.Warn("skipping reports whose body disagrees with their subject", "filter", filter, "skipped", skipped, "err", firstSkipped)
 	}
 	out := make([]cuecast.Report, 0, len(bySubject))
 	for _, r := range bySubject {
