@@ -83,7 +83,7 @@ func TestDirectGetAnswersAimedAtUpdates(t *testing.T) {
 			}
 			var mu sync.Mutex
 			var applied []uint64
-			var errors []string
+			var failures []string
 			cl, err := client.New(victim, client.WithInstance("web-2"), client.WithTrustedKeys(treePub),
 				client.WithStream("", natsconf.MirrorStream("payments")),
 				client.WithEvents(func(ev client.Event) {
@@ -93,7 +93,7 @@ func TestDirectGetAnswersAimedAtUpdates(t *testing.T) {
 					case client.EventApplied:
 						applied = append(applied, ev.Version)
 					case client.EventError:
-						errors = append(errors, ev.String())
+						failures = append(failures, ev.String())
 					}
 				}))
 			if err != nil {
@@ -190,8 +190,8 @@ func TestDirectGetAnswersAimedAtUpdates(t *testing.T) {
 			if !slices.Equal(applied, []uint64{2, 4}) {
 				t.Errorf("web-2 applied %v, want [2 4]", applied)
 			}
-			if len(errors) > 0 {
-				t.Errorf("web-2's errors: %v", errors)
+			if len(failures) > 0 {
+				t.Errorf("web-2's errors: %v", failures)
 			}
 		})
 	}
