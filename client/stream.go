@@ -53,3 +53,10 @@ func NamespaceStream(ns string) string { return "CUECAST_" + ns }
 // services to receive replies on: connect with
 // nats.CustomInboxPrefix(NamespaceInbox(ns)).
 func NamespaceInbox(ns string) string { return "_INBOX_" + ns }
+
+// InstanceInbox is the inbox prefix of one instance of namespace ns,
+// _INBOX_<ns>.<instance>: the only one an instance's own credential
+// (`cuecast nats-config user --instance`) allows, and within
+// NamespaceInbox, so it works with the namespace's password too. Connect
+// with nats.CustomInboxPrefix(InstanceInbox(ns, id)).
+func InstanceInbox(ns, instance string) string { return NamespaceInbox(ns) + "." + instance }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -88,8 +87,8 @@ func (l *LiveReports) Add(instance string, data []byte, now time.Time) bool {
 		return false
 	}
 	l.mu.Unlock()
-	var r cuecast.Report
-	if err := json.Unmarshal(data, &r); err != nil || r.Config != l.cfg || r.Instance != instance || cuecast.ValidateInstance(instance) != nil {
+	r, err := DecodeReport(cuecast.ReportSubject(l.cfg, instance), data)
+	if err != nil {
 		return false
 	}
 	l.mu.Lock()

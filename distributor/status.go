@@ -3,7 +3,6 @@ package distributor
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
@@ -58,14 +57,17 @@ func (d *Distributor) NamespaceReports(ctx context.Context, ns string) ([]cuecas
 // only (docs/SECURITY.md), and a consumer's deliver subject is one more
 // subject its creator chooses.
 //
+// A report whose body disagrees with its subject is skipped (DecodeReport).
 // Reports keep arriving while we read, so a subject can be read twice (its
 // report, then a newer one stored further on): the newest wins.
 func (d *Distributor) readReports(ctx context.Context, filter string) ([]cuecast.Report, error) {
 	bySubject := map[string]cuecast.Report{}
+	skipped, firstSkipped := 0, error(nil)
 	err := d.reportsRd.Each(ctx, filter, func(m *jetstream.RawStreamMsg) error {
-		var r cuecast.Report
-		if err := json.Unmarshal(m.Data, &r); err != nil {
-			d.log.Warn("skipping undecodable report", "subject", m.Subject, "err", err)
+		r, err := DecodeReport(m.Subject, m.Data)
+		if err != nil {
+			skipped++
+			firstSkipped = cmp.Or(firstSkipped, err)
 			return nil
 		}
 		bySubject[m.Subject] = r
@@ -73,6 +75,12 @@ func (d *Distributor) readReports(ctx context.Context, filter string) ([]cuecast
 	})
 	if err != nil {
 		return nil, fmt.Errorf("fetch reports: %w", err)
+	}
+	if skipped > 0 {
+		// One line per read, not per report: the stored ones stay until
+		// they expire, and status, the dashboard and the controller read
+		// them again and again meanwhile.
+		d.log.Warn("skipping reports whose body disagrees with their subject", "filter", filter, "skipped", skipped, "err", firstSkipped)
 	}
 	out := make([]cuecast.Report, 0, len(bySubject))
 	for _, r := range bySubject {

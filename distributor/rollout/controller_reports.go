@@ -2,7 +2,6 @@ package rollout
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -106,8 +105,8 @@ func (c *Controller) lastReport(ctx context.Context, cfg cuecast.ConfigPath, ins
 	if err != nil {
 		return cuecast.Report{}, false, fmt.Errorf("read report of %s on %s: %w", instance, cfg, err)
 	}
-	var r cuecast.Report
-	if err := json.Unmarshal(m.Data, &r); err != nil || r.Instance != instance || r.Config != cfg {
+	r, err := distributor.DecodeReport(m.Subject, m.Data)
+	if err != nil {
 		return cuecast.Report{}, false, nil
 	}
 	if r.At.IsZero() {

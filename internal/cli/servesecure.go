@@ -108,8 +108,9 @@ func secureEmbedded(opts *ServeOptions, dir, host string) (embedded, error) {
 		// serve's own connection goes over TCP and TLS like any client's,
 		// not in process: there the server offers TLS and first waits the
 		// whole TLS timeout for a handshake a plain client never starts.
-		// (Its certificate names the loopback addresses ClientURL gives for
-		// an unspecified listen host.)
+		// (Its certificate names the loopback addresses natsserver.ClientURL
+		// gives for an unspecified listen host, which no certificate can
+		// name.)
 		nats.InProcessServer(nil), nats.RootCAs(spec.TLS.CA),
 		// The server checks the password's bcrypt hash, which a busy
 		// machine may take more than the default 2s for.

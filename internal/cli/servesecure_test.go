@@ -201,3 +201,50 @@ func TestConnectionEnvironment(t *testing.T) {
 		})
 	}
 }
+
+// TestServeSecureWildcardListen: the documented `serve --listen
+// 0.0.0.0:4222 --secure` (and [::]) starts, although no certificate can
+// name an unspecified address: serve's own connection and the URL it
+// prints use a loopback address its certificate holds, and a client
+// verifies the server with ca.pem.
+func TestServeSecureWildcardListen(t *testing.T) {
+	for _, tc := range []struct{ name, any, loopback string }{
+		{"ipv4", "0.0.0.0", "127.0.0.1"},
+		{"ipv6", "::", "::1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ln, err := net.Listen("tcp", net.JoinHostPort(tc.loopback, "0"))
+			if err != nil {
+				t.Skipf("no %s loopback on this machine: %v", tc.name, err)
+			}
+			_, port, _ := net.SplitHostPort(ln.Addr().String())
+			ln.Close()
+			ctx, cancel := context.WithCancel(t.Context())
+			repo, data := exampleRepo(t), t.TempDir()
+			serveDone := make(chan struct{})
+			var serveOut string
+			go func() {
+				defer close(serveDone)
+				code, _, errOut := run(ctx, "serve", "--repo", repo.Dir, "--data", data, "--interval", "20ms",
+					"--listen", net.JoinHostPort(tc.any, port), "--secure")
+				serveOut = errOut.String()
+				if code != 0 {
+					t.Errorf("serve --listen %s --secure: exit %d: %s", net.JoinHostPort(tc.any, port), code, errOut)
+				}
+			}()
+			defer func() { cancel(); <-serveDone }()
+			secrets := filepath.Join(data, cli.EmbeddedSecretsDir)
+			url := "tls://" + net.JoinHostPort(tc.loopback, port)
+			poll.Until(t, "search/ranking published, in status as the operator over TLS with ca.pem", 30*time.Second, func() (bool, string) {
+				select {
+				case <-serveDone:
+					t.Fatalf("serve stopped: %s", serveOut)
+				default:
+				}
+				code, o, e := run(ctx, "status", "search/ranking", "--nats", url, "--user", "operator",
+					"--password-file", filepath.Join(secrets, "operator.password"), "--tls-ca", filepath.Join(secrets, "ca.pem"))
+				return code == 0 && strings.Contains(o.String(), "search/ranking"), o.String() + e.String()
+			})
+		})
+	}
+}

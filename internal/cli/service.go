@@ -150,7 +150,10 @@ func (f *serviceFlags) connect(env *Env, name, namespace string, extra ...client
 		clientOpts = append(clientOpts, client.WithTrustedKeys(keys...))
 	}
 	if f.NamespaceMirror {
-		connOpts = append(connOpts, nats.CustomInboxPrefix(natsconf.InboxPrefix(namespace)))
+		// The instance's own prefix: the only one its own credential
+		// (nats-config user --instance) may receive replies on, and within
+		// the namespace's, which its password allows.
+		connOpts = append(connOpts, nats.CustomInboxPrefix(natsconf.InstanceInboxPrefix(namespace, f.Instance)))
 		clientOpts = append(clientOpts, client.WithStream("", natsconf.MirrorStream(namespace)))
 	}
 	nc, err := nats.Connect(f.NATS, append(append(client.ConnectOptions(),

@@ -24,6 +24,7 @@ package metrics
 import (
 	"log/slog"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -33,6 +34,7 @@ import (
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/compiler"
+	"github.com/cuecast/cuecast/distributor"
 	"github.com/cuecast/cuecast/internal/buildinfo"
 )
 
@@ -55,6 +57,7 @@ type Metrics struct {
 	propagation    *prometheus.HistogramVec
 	rejections     *prometheus.CounterVec
 	halts          *prometheus.CounterVec
+	reportsDropped *prometheus.CounterVec
 
 	mu       sync.Mutex
 	fleet    fleetSample
@@ -136,6 +139,11 @@ func New(o Options) *Metrics {
 			Name: "cuecast_rollout_halts_total",
 			Help: "Rollout halts, by cause.",
 		}, []string{"cause"}),
+		reportsDropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cuecast_reports_dropped_total",
+			Help: "Report messages serve received and ignored, by reason: the body names another instance or another " +
+				"config than the subject it was published on (instance, config), or it is no report (malformed).",
+		}, []string{"reason"}),
 		rollouts:     map[string]int{},
 		prop:         newPropagation(o.Series, o.Points),
 		seenRejected: map[string]bool{},
@@ -145,7 +153,7 @@ func New(o Options) *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.commits, m.commitDuration, m.compile, m.published, m.publishErrors,
-		m.propagation, m.rejections, m.halts,
+		m.propagation, m.rejections, m.halts, m.reportsDropped,
 		build,
 		sampled{m},
 	)
@@ -162,6 +170,9 @@ func New(o Options) *Metrics {
 	}
 	for _, id := range RejectionIDs() {
 		m.rejections.WithLabelValues(id)
+	}
+	for _, r := range distributor.DropReasons() {
+		m.reportsDropped.WithLabelValues(r)
 	}
 	return m
 }
@@ -220,6 +231,17 @@ func (m *Metrics) CountHalt(key, cause string) {
 		m.seenHalts[key] = true
 	}
 	m.halts.WithLabelValues(cause).Inc()
+}
+
+// DroppedReport counts one report message dropped for reason (a
+// distributor.ReportError's Reason): its body disagrees with its subject.
+// A reason not among distributor.DropReasons counts as malformed, so the
+// label stays bounded.
+func (m *Metrics) DroppedReport(reason string) {
+	if !slices.Contains(distributor.DropReasons(), reason) {
+		reason = distributor.DropMalformed
+	}
+	m.reportsDropped.WithLabelValues(reason).Inc()
 }
 
 // SeenHalt remembers a halt without counting it: one that happened before

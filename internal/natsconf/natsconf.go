@@ -215,6 +215,15 @@ func MirrorStream(ns string) string { return MirrorPrefix + ns }
 // to one namespace's reads never reach another's.
 func InboxPrefix(ns string) string { return "_INBOX_" + ns }
 
+// InstanceInboxPrefix is the inbox prefix of one instance of namespace ns,
+// _INBOX_<ns>.<instance>: below the namespace's (InboxPrefix), so it works
+// with the namespace's password too, and the only one an instance's own
+// credential (InstanceCreds) may receive replies on. A direct get's answer
+// goes to whatever reply subject its requester names, so an instance that
+// could subscribe to another's inbox could learn its reply subjects and
+// answer its reads for it (docs/SECURITY.md).
+func InstanceInboxPrefix(ns, instance string) string { return InboxPrefix(ns) + "." + instance }
+
 // Spec describes one server of the tree.
 type Spec struct {
 	Level Level
@@ -504,14 +513,21 @@ func ValidInstance(instance string) bool {
 }
 
 // InstancePermissions are a service user's permissions narrowed to one
-// instance: it reads what its namespace's services read, and reports only
-// as that instance (ccs.<ns>.<instance>.>), so a compromised instance
-// cannot speak for another one in the health gate.
+// instance: it reads what its namespace's services read, reports only as
+// that instance (ccs.<ns>.<instance>.>), so a compromised instance cannot
+// speak for another one in the health gate, and receives replies only
+// under its own inbox prefix (InstanceInboxPrefix), so it cannot learn
+// another instance's reply subjects to aim answers at.
 func InstancePermissions(ns, instance string) Permissions {
 	p, _ := UserPermissions(ServiceUser(ns))
 	for i, s := range p.Publish {
 		if s == "ccs."+ns+".>" {
 			p.Publish[i] = "ccs." + ns + "." + instance + ".>"
+		}
+	}
+	for i, s := range p.Subscribe {
+		if s == InboxPrefix(ns)+".>" {
+			p.Subscribe[i] = InstanceInboxPrefix(ns, instance) + ".>"
 		}
 	}
 	return p

@@ -538,7 +538,7 @@ func fillStores(t *testing.T, tr *natstest.Tree, servers []*natstest.TreeServer,
 	if _, err := js.Publish(ctx, "cca.payments.checkout", []byte(`{"action":"halt"}`)); err != nil {
 		t.Fatalf("audit entry: %v", err)
 	}
-	if _, err := nc.Request("ccs.search.web-1.ranking", []byte(`{}`), 5*time.Second); err != nil {
+	if _, err := nc.Request("ccs.search.web-1.ranking", []byte(`{"instance":"web-1","config":"search/ranking","healthy":true}`), 5*time.Second); err != nil {
 		t.Fatalf("report: %v", err)
 	}
 	st := &suiteTree{Tree: tr, servers: servers, domains: domains, dist: nc, js: js}
@@ -621,7 +621,7 @@ func connectInstance(t *testing.T, st *suiteTree, srv *natstest.TreeServer, ns, 
 	if err := os.WriteFile(path, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	nc, err := nats.Connect(srv.ClientURL(), append([]nats.Option{nats.UserCredentials(path), nats.CustomInboxPrefix(natsconf.InboxPrefix(ns))}, opts...)...)
+	nc, err := nats.Connect(srv.ClientURL(), append([]nats.Option{nats.UserCredentials(path), nats.CustomInboxPrefix(natsconf.InstanceInboxPrefix(ns, instance))}, opts...)...)
 	if err != nil {
 		t.Fatalf("connect as %s: %v", natsconf.InstanceUser(ns, instance), err)
 	}

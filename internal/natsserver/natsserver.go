@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -95,4 +96,24 @@ func Start(ctx context.Context, o Options) (*server.Server, error) {
 		}
 	}
 	return s, nil
+}
+
+// ClientURL is where clients on this machine reach s: the server's own
+// ClientURL, except that an unspecified listen host (0.0.0.0, ::, empty:
+// every interface) becomes the loopback address of its family. A client
+// cannot verify a TLS certificate against an unspecified address (no
+// certificate can name one), while the certificate serve --secure creates
+// always names 127.0.0.1 and ::1.
+func ClientURL(s *server.Server) string {
+	u, err := url.Parse(s.ClientURL())
+	if err != nil {
+		return s.ClientURL()
+	}
+	switch host := u.Hostname(); host {
+	case "", "0.0.0.0":
+		u.Host = net.JoinHostPort("127.0.0.1", u.Port())
+	case "::":
+		u.Host = net.JoinHostPort("::1", u.Port())
+	}
+	return u.String()
 }

@@ -47,7 +47,7 @@ func (p *Pipeline) connect(ctx context.Context, cfg Config) error {
 		if err != nil {
 			return err
 		}
-		p.NC, err = nats.Connect(p.Server.ClientURL(), append([]nats.Option{nats.Name("cuecast serve"), nats.InProcessServer(p.Server)}, cfg.EmbeddedOptions...)...)
+		p.NC, err = nats.Connect(p.ClientURL(), append([]nats.Option{nats.Name("cuecast serve"), nats.InProcessServer(p.Server)}, cfg.EmbeddedOptions...)...)
 		if err != nil {
 			return fmt.Errorf("start pipeline: connect: %w", err)
 		}

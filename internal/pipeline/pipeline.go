@@ -25,6 +25,7 @@ import (
 	"github.com/cuecast/cuecast/distributor/rollout"
 	"github.com/cuecast/cuecast/internal/leader"
 	"github.com/cuecast/cuecast/internal/metrics"
+	"github.com/cuecast/cuecast/internal/natsserver"
 	"github.com/cuecast/cuecast/internal/web"
 	"github.com/cuecast/cuecast/tailer"
 	"github.com/go-git/go-git/v5/plumbing/transport"
@@ -270,12 +271,13 @@ func (p *Pipeline) HTTPAddr() string {
 	return p.httpLn.Addr().String()
 }
 
-// ClientURL is where services connect.
+// ClientURL is where services connect: for an embedded server listening
+// on every interface, its loopback address (natsserver.ClientURL).
 func (p *Pipeline) ClientURL() string {
 	if p.Server == nil {
 		return p.url
 	}
-	return p.Server.ClientURL()
+	return natsserver.ClientURL(p.Server)
 }
 
 // Run follows the branch until ctx is cancelled.

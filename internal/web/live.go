@@ -2,7 +2,6 @@ package web
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -11,21 +10,18 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/distributor"
 	"github.com/cuecast/cuecast/internal/metrics"
 )
 
 // NATSReports is a report feed for Options.ReportFeed: it core-subscribes to
 // every report subject (ccs.>, docs/PROTOCOL.md) on nc, which receives each
-// report as the instance publishes it, and calls f until ctx is done. It
-// returns the subscription's error, or nil when ctx ends.
-func NATSReports(nc *nats.Conn) func(ctx context.Context, f func(cuecast.Report)) error {
-	return func(ctx context.Context, f func(cuecast.Report)) error {
-		sub, err := nc.Subscribe("ccs.>", func(m *nats.Msg) {
-			var r cuecast.Report
-			if json.Unmarshal(m.Data, &r) == nil && r.Config.Validate() == nil {
-				f(r)
-			}
-		})
+// report as the instance publishes it, and calls f with its subject and
+// body until ctx is done. It returns the subscription's error, or nil when
+// ctx ends.
+func NATSReports(nc *nats.Conn) func(ctx context.Context, f func(subject string, data []byte)) error {
+	return func(ctx context.Context, f func(subject string, data []byte)) error {
+		sub, err := nc.Subscribe(cuecast.ReportPrefix+".>", func(m *nats.Msg) { f(m.Subject, m.Data) })
 		if err != nil {
 			return fmt.Errorf("subscribe to reports: %w", err)
 		}
@@ -144,8 +140,20 @@ func (s *Server) target(cfg cuecast.ConfigPath) (cuecast.Version, bool) {
 	return t, t.Version > 0
 }
 
-// onReport is the report feed's callback.
-func (s *Server) onReport(r cuecast.Report) {
+// onReport is the report feed's callback. It believes the subject, not the
+// body: a report naming another instance or config than its subject is
+// dropped and counted, never shown.
+func (s *Server) onReport(subject string, data []byte) {
+	r, err := distributor.DecodeReport(subject, data)
+	if err != nil {
+		reason := distributor.DropMalformed
+		if re := (*distributor.ReportError)(nil); errors.As(err, &re) {
+			reason = re.Reason
+		}
+		s.metrics.DroppedReport(reason)
+		s.log.Debug("dropping report", "subject", subject, "err", err)
+		return
+	}
 	now := time.Now()
 	s.live.add(r, now)
 	if t, ok := s.target(r.Config); ok {

@@ -76,10 +76,12 @@ type Options struct {
 	// OperatorToken enables the operator actions for requests that carry it
 	// as a bearer token.
 	OperatorToken string
-	// ReportFeed, when set, calls f with every report as instances publish
-	// it (NATSReports), until ctx is done: propagation is then timed by
-	// report arrival instead of by sample. Without it, by sample.
-	ReportFeed func(ctx context.Context, f func(cuecast.Report)) error
+	// ReportFeed, when set, calls f with the subject and body of every
+	// report as instances publish it (NATSReports), until ctx is done:
+	// propagation is then timed by report arrival instead of by sample.
+	// Without it, by sample. A report whose body disagrees with its
+	// subject is dropped and counted (distributor.DecodeReport).
+	ReportFeed func(ctx context.Context, f func(subject string, data []byte)) error
 	// Lag counts the first-parent commits from the branch tip down to
 	// cursor; nil leaves the tailer lag unknown.
 	Lag func(ctx context.Context, cursor string) (int, error)

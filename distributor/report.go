@@ -1,0 +1,71 @@
+package distributor
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/cuecast/cuecast"
+)
+
+// ErrReportSubject is wrapped by DecodeReport's errors: a report message
+// whose body names another instance or config than its subject, or that is
+// no report at all.
+var ErrReportSubject = errors.New("report disagrees with its subject")
+
+// Why DecodeReport drops a report message: the values of ReportError.Reason
+// and of the metric cuecast_reports_dropped_total's reason label.
+const (
+	// DropInstance: the body names another instance than the subject.
+	DropInstance = "instance"
+	// DropConfig: the body names another config (or namespace) than the
+	// subject.
+	DropConfig = "config"
+	// DropMalformed: the subject is not a report subject with a valid
+	// config and instance, or the body is not a report.
+	DropMalformed = "malformed"
+)
+
+// DropReasons are the values of ReportError.Reason.
+func DropReasons() []string { return []string{DropInstance, DropConfig, DropMalformed} }
+
+// ReportError says why DecodeReport dropped a report message.
+type ReportError struct {
+	Subject string
+	Reason  string // DropInstance, DropConfig or DropMalformed
+	Detail  string
+}
+
+func (e *ReportError) Error() string {
+	return fmt.Sprintf("report on %s: %s: %s", e.Subject, ErrReportSubject, e.Detail)
+}
+
+func (e *ReportError) Unwrap() error { return ErrReportSubject }
+
+// DecodeReport is the one rule for reading a report (`cuecast status`, the
+// dashboard, the metrics and the rollout controller all read through it):
+// the report on subject, ccs.<ns>.<instance>.<name>, whose body must name
+// the instance and config the subject does. The subject is what the
+// server's permissions bind (an instance's own credential may report only
+// on ccs.<ns>.<instance>.>, a namespace's only on ccs.<ns>.>); the body is
+// whatever the sender wrote, so a body that disagrees is dropped rather
+// than believed: it would let one instance fail, halt or hide another, or
+// another namespace's config. The error is a *ReportError wrapping
+// ErrReportSubject.
+func DecodeReport(subject string, data []byte) (cuecast.Report, error) {
+	cfg, instance, ok := cuecast.ParseReportSubject(subject)
+	if !ok || cfg.Validate() != nil || cuecast.ValidateInstance(instance) != nil {
+		return cuecast.Report{}, &ReportError{Subject: subject, Reason: DropMalformed, Detail: "not a report subject"}
+	}
+	var r cuecast.Report
+	if err := json.Unmarshal(data, &r); err != nil {
+		return cuecast.Report{}, &ReportError{Subject: subject, Reason: DropMalformed, Detail: err.Error()}
+	}
+	if r.Instance != instance {
+		return cuecast.Report{}, &ReportError{Subject: subject, Reason: DropInstance, Detail: fmt.Sprintf("body names instance %q", r.Instance)}
+	}
+	if r.Config != cfg {
+		return cuecast.Report{}, &ReportError{Subject: subject, Reason: DropConfig, Detail: fmt.Sprintf("body names config %q", r.Config)}
+	}
+	return r, nil
+}
