@@ -62,10 +62,17 @@ func forwardMove(r *Rollout) move {
 }
 
 // movedForward records that forwardMove was made for the stage r is moving to:
-// the stage waits for its cohort to apply the version.
+// the stage waits for its cohort to apply the version. A variant index's
+// rollout is complete then: no instance applies an index, so there is
+// nobody to wait for or judge.
 func movedForward(rec *Record, r *Rollout, now time.Time, ru rules) {
 	if len(r.Cohort.Buckets) == cuecast.Buckets {
 		rec.Floor, rec.FloorChecksum = r.Version, r.Checksum
+	}
+	if r.Index {
+		r.log(now, fmt.Sprintf("variant index v%d on %s", r.Version, describe(r.Cohort)))
+		complete(rec, r, now, "")
+		return
 	}
 	r.State = StateWaiting
 	r.WaitUntil = now.Add(ru.applyTimeout)
@@ -131,6 +138,27 @@ func newRollout(v cuecast.Version, pol cuecast.Policy, cons cuecast.Consistency,
 		r.Updated = now
 		r.log(now, "strict: staging on every instance")
 		return r
+	}
+	enterStage(r, 0, now)
+	return r
+}
+
+// indexRollout is the rollout of v, a variant index (docs/VARIANTS.md): one
+// stage pointing every bucket at it at once, whatever the policy and
+// consistency class, and complete once the pointers moved. An index is no
+// instance's content: a watcher of the base path started before the config
+// had variants refuses it and watches its variant instead, so a staged
+// rollout waited for instances that never apply it and halted, pointing
+// the base path back at the plain config it replaced (issue 32, item 4).
+// Its pointers still move, since they are how such a watcher learns that
+// the config now has variants.
+func indexRollout(v cuecast.Version, rec *Record, now time.Time) *Rollout {
+	from, fromSum := rec.floor()
+	r := &Rollout{
+		ID: fmt.Sprintf("%s@%d", v.Config, v.Version), Config: v.Config, Version: v.Version, Checksum: v.Checksum,
+		Commit: v.Commit, Author: v.Author, From: from, FromChecksum: fromSum,
+		Policy:      cuecast.Policy{Stages: []cuecast.Stage{{Name: "index", Percent: 100}}},
+		Consistency: cuecast.Relaxed, Index: true, Started: now,
 	}
 	enterStage(r, 0, now)
 	return r
