@@ -230,7 +230,11 @@ func describe(co Cohort) string {
 //     nobody starting to wait for: it passes when its hold has;
 //   - otherwise the stage passes when its hold has. A hold is a time, not
 //     a count: it runs with no instance too, and one that starts during it
-//     gets the stage's version from its pointers and is watched.
+//     gets the stage's version from its pointers and is watched;
+//   - but no wait ends and no stage passes while a cohort instance known
+//     live has not been heard yet (a controller just started): it is
+//     waited for like one not on the version, for at most a heartbeat and
+//     a quarter (Controller.reports).
 //
 // The note always names the real next event, never a past deadline.
 func judgeStage(rec *Record, r *Rollout, reports []cuecast.Report, now time.Time, ru rules) ([]AuditEntry, bool) {
@@ -261,6 +265,15 @@ func judgeStage(rec *Record, r *Rollout, reports []cuecast.Report, now time.Time
 	switch {
 	case r.State == StateWaiting && len(m.Waiting) > 0 && !timedOut:
 		note = fmt.Sprintf("waiting for %d of %d instances to apply v%d: %s", len(m.Waiting), m.Instances, r.Version, list(m.Waiting, 5))
+	case len(m.Unheard) > 0 && (r.State == StateWaiting || !now.Before(r.HoldUntil)):
+		// A controller just started (serve restarted) has not heard these
+		// cohort members yet: judged now, they passed a stage as "0/4 on
+		// v2, 0 unhealthy", or failed a timed-out wait as "on v0" (issue
+		// 32, item 3). It hears each within a heartbeat, or reads its last
+		// report from the stream a heartbeat and a quarter after it began
+		// keeping the config's reports.
+		note = fmt.Sprintf("waiting to hear %d of %d instances in stage %s before judging it (at most %s after the controller started): %s",
+			len(m.Unheard), m.Instances, st.Name, ru.heartbeat*5/4, list(m.Unheard, 5))
 	case r.State == StateWaiting:
 		startHold(r, st, m, now, ru)
 		return nil, true
