@@ -191,7 +191,11 @@ func Start(ctx context.Context, cfg Config) (_ *Pipeline, err error) {
 	}
 	// ManifestPolicies take each commit's manifest from the tailer's compile.
 	manifests, _ := pol.(tailer.ManifestRecorder)
-	ho := newHandoff(store, deployer{p.Rollout}, p.NC, manifests)
+	var dep metrics.Deployer = deployer{p.Rollout}
+	if p.Metrics != nil {
+		dep = p.Metrics.Deployer(dep)
+	}
+	ho := newHandoff(store, dep, p.NC, manifests)
 	p.Tailer, err = tailer.New(ctx, tcfg, js, ho, ho)
 	if err != nil {
 		return nil, err
@@ -291,21 +295,16 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		defer cancel()
 	}
 	if p.Server != nil {
-		// The embedded server disables JetStream for good when its disk
-		// fills: stop, so that the supervisor restarts serve once space is
-		// freed (see watchJetStream).
-		ctx, cancel := context.WithCancelCause(ctx)
-		defer cancel(nil)
-		go func() {
-			if err := p.watchJetStream(ctx); err != nil {
-				cancel(err)
-			}
-		}()
-		err := p.runLeased(ctx)
-		if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
-			return cause
+		// A full disk leaves the embedded server's store refusing every
+		// write until it is reopened: healStore does, once space is back.
+		if js := p.Server.JetStreamConfig(); js != nil {
+			healed := make(chan struct{})
+			defer func() { <-healed }()
+			ctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			go func() { defer close(healed); p.healStore(ctx, *js) }()
+			return p.runLeased(ctx)
 		}
-		return err
 	}
 	return p.runLeased(ctx)
 }
