@@ -151,14 +151,12 @@ func TestStoreFullNamedAndRecovers(t *testing.T) {
 	})
 }
 
-// TestJetStreamDisabledStartsAgain: when the embedded server disables
-// JetStream (what it does when its own writes fail for lack of space), serve
-// starts it again from the store's files once there is space, in the same
-// process: Run goes on, and the next commit is published and rolled out.
-// (It used to exit for a supervisor to restart it; docs/OPERATIONS.md, "A
-// full disk", says why it no longer does.)
-func TestJetStreamDisabledStartsAgain(t *testing.T) {
-	repo, cfgs := smallRepo(t)
+// TestJetStreamDisabledStopsServe: when the embedded server disables
+// JetStream (what it may do on a full disk) and there is space, Run returns
+// an error saying so, for the supervisor to start serve again, which
+// reopens the store (TestFullDiskHeals runs the whole runbook).
+func TestJetStreamDisabledStopsServe(t *testing.T) {
+	repo, _ := smallRepo(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	p, err := pipeline.Start(ctx, pipeline.Config{Repo: repo.Dir, Branch: "main", DataDir: t.TempDir(), Listen: "127.0.0.1:0", Interval: 20 * time.Millisecond})
@@ -168,25 +166,15 @@ func TestJetStreamDisabledStartsAgain(t *testing.T) {
 	defer p.Close()
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
-	defer func() { cancel(); <-done }()
-	if err := p.Server.DisableJetStream(); err != nil {
-		t.Fatal(err)
+	p.Server.DisableJetStream()
+	select {
+	case err := <-done:
+		if !errors.Is(err, pipeline.ErrJetStreamDisabled) || !strings.Contains(err.Error(), "free space") {
+			t.Fatalf("Run: %v, want ErrJetStreamDisabled telling to free space", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run kept going with JetStream disabled")
 	}
-	change := repo.CommitFiles("a: value 1", map[string]string{string(cfgs[0]) + "/c.cue": fmt.Sprintf("package %s\n\nvalue: 1\n", cfgs[0].Name())})
-	p.Tailer.Wake()
-	poll.Until(t, "the change rolled out with JetStream started again", poll.Patience, func() (bool, string) {
-		select {
-		case err := <-done:
-			t.Fatalf("Run returned: %v", err)
-		default:
-		}
-		rec, err := p.Rollout.Record(ctx, cfgs[0])
-		if err != nil {
-			return false, err.Error()
-		}
-		r := rec.Current
-		return r != nil && r.Commit == change && r.State == rollout.StateComplete, fmt.Sprintf("JetStream enabled %t: %+v", p.Server.JetStreamEnabled(), r)
-	})
 }
 
 type syncLog struct {

@@ -295,16 +295,21 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		defer cancel()
 	}
 	if p.Server != nil {
-		// A full disk leaves the embedded server's store refusing every
-		// write until it is reopened: healStore does, once space is back.
-		if js := p.Server.JetStreamConfig(); js != nil {
-			healed := make(chan struct{})
-			defer func() { <-healed }()
-			ctx, cancel := context.WithCancel(ctx)
-			defer cancel()
-			go func() { defer close(healed); p.healStore(ctx, *js) }()
-			return p.runLeased(ctx)
+		// A full disk leaves the embedded server's store refusing writes
+		// until it is reopened: once there is space again, stop, so that
+		// the supervisor starts serve again (see watchStore).
+		ctx, cancel := context.WithCancelCause(ctx)
+		defer cancel(nil)
+		go func() {
+			if err := p.watchStore(ctx); err != nil {
+				cancel(err)
+			}
+		}()
+		err := p.runLeased(ctx)
+		if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+			return cause
 		}
+		return err
 	}
 	return p.runLeased(ctx)
 }

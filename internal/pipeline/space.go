@@ -20,7 +20,7 @@ var ErrJetStreamDisabled = errors.New("the embedded NATS server disabled JetStre
 // write (a full disk: "Critical write error … no space left on device") and
 // refuses every write since, even once space is back: the server's file
 // store latches the error until the stream is reopened.
-var ErrStoreWriteFailed = errors.New("the embedded NATS server's store failed a write and refuses writes until it is reopened")
+var ErrStoreWriteFailed = errors.New("the embedded NATS server's store failed a write and refuses writes until serve starts again")
 
 // storeHeadroom is the free space below which the store counts as full: a
 // version with its pointers needs a few kilobytes, a chunked one up to a
@@ -31,19 +31,21 @@ const storeHeadroom = 256 << 10
 // while the embedded server's JetStream is disabled or one of its streams
 // latched a failed write (storeFault), or while the store (at its
 // max_file_store limit) or the disk under it is full. Publishes fail
-// meanwhile and are retried at every poll; healStore reopens a faulty store
-// once there is space again, so publishing resumes by itself and /readyz
-// turns 200, without a restart.
+// meanwhile and are retried at every poll, and are counted. A full
+// max_file_store needs nothing more: publishing resumes by itself once
+// space is freed, and /readyz turns 200. A faulty store needs a restart,
+// which serve makes its supervisor do once there is space (watchStore).
 func (p *Pipeline) spaceLeft(ctx context.Context, js jetstream.JetStream) error {
 	if p.Server == nil {
 		return nil // an external server: its operators watch its disks
 	}
-	if err := p.storeFault(); err != nil {
-		return err
-	}
 	cfg := p.Server.JetStreamConfig()
-	if cfg == nil { // disabled since storeFault looked
-		return fmt.Errorf("%w: it is started again once space is free in %s", ErrJetStreamDisabled, p.storeDir)
+	fault := p.storeFault()
+	if fault == nil && cfg == nil { // disabled since
+		fault = ErrJetStreamDisabled
+	}
+	if fault != nil {
+		return fmt.Errorf("%w; free space in %s: serve then exits for its supervisor to start it again, which reopens the store", fault, p.storeDir)
 	}
 	ai, err := js.AccountInfo(ctx)
 	if err != nil {
@@ -65,12 +67,12 @@ func (p *Pipeline) spaceLeft(ctx context.Context, js jetstream.JetStream) error 
 // each stream); nil when neither.
 func (p *Pipeline) storeFault() error {
 	if !p.Server.JetStreamEnabled() {
-		return fmt.Errorf("%w: it is started again once space is free in %s", ErrJetStreamDisabled, p.storeDir)
+		return ErrJetStreamDisabled
 	}
 	h := p.Server.Healthz(&server.HealthzOptions{Details: true})
 	for _, e := range h.Errors {
 		if e.Type == server.HealthzErrorStream && strings.Contains(e.Error, "write error") {
-			return fmt.Errorf("%w: %s; it is reopened once space is free in %s", ErrStoreWriteFailed, e.Error, p.storeDir)
+			return fmt.Errorf("%w: %s", ErrStoreWriteFailed, e.Error)
 		}
 	}
 	return nil
@@ -84,69 +86,43 @@ func (p *Pipeline) roomToWrite() bool {
 	return !ok || free >= storeHeadroom
 }
 
-// healStore reopens the embedded server's store, in this process, when a
-// full disk left it unable to write and there is space again, until ctx
-// is cancelled. The server never recovers by itself: a stream's file store
-// latches its first failed write and refuses every write after it, and
-// JetStream, once the server disabled it, stays off. Restarting JetStream
-// reopens every stream from its files (as a restart of serve would: a write
-// that failed was never acknowledged, so nothing acknowledged is lost), and
-// the pipeline's connection, which stays up, carries on. Reopening rather
-// than exiting keeps /readyz answering 503 with the reason, and the failed
-// publishes counted, for as long as writes fail; a supervisor that
-// restarted serve on a disk still full would only get a start that fails.
-func (p *Pipeline) healStore(ctx context.Context, js server.JetStreamConfig) {
-	// EnableJetStream appends the server's own directory to StoreDir, as
-	// the first start did from the same parent.
-	js.StoreDir = p.storeDir
+// watchStore returns an error once the embedded server's store cannot
+// write (storeFault) and the disk under it has space again, for serve to
+// exit and its supervisor to start it again: a start reopens every stream
+// from its files, and publishing resumes (a write that failed was never
+// acknowledged, so nothing acknowledged is lost). The server never
+// recovers by itself: a stream's file store latches its first failed
+// write and refuses every write after it, and JetStream, once the server
+// disabled it, stays off. Until there is space, serve keeps running:
+// /readyz answers 503 naming the fault and every failed publish is counted,
+// where a restart on a disk still full would only fail again. (Restarting
+// JetStream inside the process instead leaves nats-server's first API
+// subscription in place beside the new one, so every JetStream API request
+// is handled twice, and races with it: go test -race reports it.)
+func (p *Pipeline) watchStore(ctx context.Context) error {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	waiting := false
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-t.C:
 		}
 		fault := p.storeFault()
-		if fault == nil {
+		switch {
+		case fault == nil:
 			waiting = false
-			continue
-		}
-		if !p.roomToWrite() {
+		case !p.roomToWrite():
 			if !waiting {
-				p.log.Error("JetStream store cannot write; waiting for free space to reopen it", "dir", p.storeDir, "err", fault)
+				p.log.Error("JetStream store cannot write; serve exits for its supervisor to start it again once there is free space",
+					"dir", p.storeDir, "err", fault)
 				waiting = true
 			}
-			continue
-		}
-		if err := p.reopenStore(ctx, js); err != nil {
-			p.log.Error("reopen the JetStream store; retrying", "dir", p.storeDir, "err", err)
-			continue
-		}
-		waiting = false
-		p.log.Warn("JetStream store reopened after a failed write; publishing resumes", "dir", p.storeDir, "was", fault)
-	}
-}
-
-// reopenStore restarts the embedded server's JetStream with cfg: shut down
-// (when the server has not already, which it does in the background when it
-// disables JetStream), then started again from the store's files.
-func (p *Pipeline) reopenStore(ctx context.Context, cfg server.JetStreamConfig) error {
-	if p.Server.JetStreamEnabled() {
-		if err := p.Server.ShutdownJetStream(); err != nil {
-			return fmt.Errorf("shut JetStream down: %w", err)
+		case ctx.Err() == nil:
+			err := fmt.Errorf("%w; there is free space again in %s: start serve again, which reopens the store", fault, p.storeDir)
+			p.log.Error("JetStream store cannot write: stopping serve", "err", err)
+			return err
 		}
 	}
-	for p.Server.JetStreamConfig() != nil { // a shutdown still under way
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-	if err := p.Server.EnableJetStream(&cfg); err != nil {
-		return fmt.Errorf("start JetStream: %w", err)
-	}
-	return nil
 }
