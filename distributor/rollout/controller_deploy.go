@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/distributor"
 )
 
 // Deploy: where a version's rollout starts (or waits behind a pin).
@@ -122,9 +123,10 @@ func (c *Controller) start(ctx context.Context, rec *Record, rev uint64, v cueca
 
 // isIndex reports whether v's content is a variant index: a base path's
 // version once its config reads dimensions (docs/VARIANTS.md). Only a
-// base path's live version can be one.
+// base path's live version can be one, and an index is never chunked: a
+// larger version is not read (its chunks would cost a read each).
 func (c *Controller) isIndex(ctx context.Context, v cuecast.Version) (bool, error) {
-	if v.Deleted || v.Config.IsVariant() {
+	if v.Deleted || v.Config.IsVariant() || v.Size > distributor.ChunkThreshold {
 		return false, nil
 	}
 	_, content, err := c.d.Version(ctx, v.Config, v.Version)
