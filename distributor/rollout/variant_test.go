@@ -166,7 +166,9 @@ func (e *env) rewatcher(id string, dims map[string]string) *rewatcher {
 			rw.w.Load().Stop()
 			w, err := cl.Watch(ctx, cfg)
 			if err != nil {
-				e.t.Errorf("watch %s again: %v", cfg, err)
+				if ctx.Err() == nil {
+					e.t.Errorf("watch %s again: %v", cfg, err)
+				}
 				return
 			}
 			rw.w.Store(w)
