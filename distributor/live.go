@@ -30,8 +30,24 @@ func LiveFor(heartbeat time.Duration) time.Duration { return LiveHeartbeats * he
 
 // Unheard reports whether r stands for an instance known live from the
 // report stream whose report this view has not read yet (LiveReports.Expect):
-// it says only that the instance is live, nothing about what it runs.
-func Unheard(r cuecast.Report) bool { return r.At.IsZero() }
+// it says only that the instance is live, nothing about what it runs. Such
+// a report's At is the Unix epoch's first nanosecond (unheardAt), which a
+// view never keeps for a report it received: Add and Seed stamp a report
+// sent without a later time with its arrival, so that neither a client
+// that omits "at" nor one that sends that very time passes for unheard
+// (the rollout controller waits for an unheard cohort member; one that
+// could stay unheard would stall its rollouts).
+func Unheard(r cuecast.Report) bool { return r.At.Equal(unheardAt) }
+
+// unheardAt is the At of a report standing for an unheard instance.
+var unheardAt = time.Unix(0, 1).UTC()
+
+// stamp gives r the time at when it carries none later than unheardAt.
+func stamp(r *cuecast.Report, at time.Time) {
+	if !r.At.After(unheardAt) {
+		r.At = at
+	}
+}
 
 // LiveReports is one config's live reports kept in memory from the core
 // NATS messages on cuecast.ReportWildcard, for readers that look many times
@@ -91,6 +107,7 @@ func (l *LiveReports) Add(instance string, data []byte, now time.Time) bool {
 	if err != nil {
 		return false
 	}
+	stamp(&r, now)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	// Messages on one subject arrive in order, so only a report from the
@@ -114,11 +131,12 @@ func (l *LiveReports) Seed(rs []cuecast.Report, now time.Time) {
 		if r.Config != l.cfg || cuecast.ValidateInstance(r.Instance) != nil {
 			continue
 		}
+		stamp(&r, now)
 		if s, ok := l.byInst[r.Instance]; ok && !r.At.After(s.r.At) {
 			continue
 		}
 		at := r.At
-		if at.IsZero() || at.After(now) {
+		if at.After(now) {
 			at = now
 		}
 		l.byInst[r.Instance] = liveReport{r: r, at: at, seeded: true}
@@ -138,7 +156,7 @@ func (l *LiveReports) Expect(instances []string, now time.Time) {
 		if _, ok := l.byInst[id]; ok || cuecast.ValidateInstance(id) != nil {
 			continue
 		}
-		l.byInst[id] = liveReport{r: cuecast.Report{Instance: id, Config: l.cfg, Healthy: true}, at: now}
+		l.byInst[id] = liveReport{r: cuecast.Report{Instance: id, Config: l.cfg, Healthy: true, At: unheardAt}, at: now}
 	}
 }
 

@@ -171,3 +171,22 @@ func TestWatchReports(t *testing.T) {
 		return live() == "[web-1@2 web-2@1]", live()
 	})
 }
+
+// TestReceivedReportIsNeverUnheard: only LiveReports.Expect stands for an
+// instance not heard yet. A report received without "at", or with the very
+// time that marks an unheard one, is heard (stamped with its arrival): the
+// rollout controller waits for an unheard cohort member, and one that stayed
+// unheard would hold its rollouts up for good.
+func TestReceivedReportIsNeverUnheard(t *testing.T) {
+	now := time.Date(2026, 11, 30, 1, 0, 0, 0, time.UTC)
+	l := distributor.NewLiveReports(cfg, time.Minute)
+	l.Expect([]string{"expected", "no-at", "sentinel-at", "seeded"}, now)
+	l.Add("no-at", fmt.Appendf(nil, `{"instance":"no-at","config":%q,"version":1,"healthy":true}`, cfg), now)
+	l.Add("sentinel-at", reportJSON("sentinel-at", 1, time.Unix(0, 1)), now)
+	l.Seed([]cuecast.Report{{Instance: "seeded", Config: cfg, Version: 1, Healthy: true}}, now)
+	for _, r := range l.Live(now) {
+		if got, want := distributor.Unheard(r), r.Instance == "expected"; got != want {
+			t.Errorf("%s: Unheard %t, want %t", r.Instance, got, want)
+		}
+	}
+}

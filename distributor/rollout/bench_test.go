@@ -215,6 +215,19 @@ func (m *memDistributor) Versions(_ context.Context, c cuecast.ConfigPath) ([]cu
 	return slices.Clone(vs), nil
 }
 
+func (m *memDistributor) Version(ctx context.Context, c cuecast.ConfigPath, n uint64) (cuecast.Version, []byte, error) {
+	vs, err := m.Versions(ctx, c)
+	if err != nil {
+		return cuecast.Version{}, nil, err
+	}
+	for _, v := range vs {
+		if v.Version == n {
+			return v, benchBody(n), nil
+		}
+	}
+	return cuecast.Version{}, nil, cuecast.ErrNotFound
+}
+
 func (m *memDistributor) SetPointers(context.Context, cuecast.ConfigPath, []int, cuecast.Pointer) error {
 	return nil
 }

@@ -16,10 +16,13 @@ import (
 )
 
 // Distributor is what the controller needs of the distributor: the retained
-// versions, the cohort bucket pointers, the instance pointers (for stages
-// that name instances or labels) and the live reports.
+// versions (and a version's content, to tell a variant index, which no
+// instance applies, from a config), the cohort bucket pointers, the
+// instance pointers (for stages that name instances or labels) and the
+// live reports.
 type Distributor interface {
 	Versions(ctx context.Context, cfg cuecast.ConfigPath) ([]cuecast.Version, error)
+	Version(ctx context.Context, cfg cuecast.ConfigPath, n uint64) (cuecast.Version, []byte, error)
 	SetPointers(ctx context.Context, cfg cuecast.ConfigPath, buckets []int, p cuecast.Pointer) error
 	SetInstancePointers(ctx context.Context, cfg cuecast.ConfigPath, instances []string, p cuecast.Pointer) error
 	Reports(ctx context.Context, cfg cuecast.ConfigPath) ([]cuecast.Report, error)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/distributor"
 )
 
 // Deploy: where a version's rollout starts (or waits behind a pin).
@@ -90,6 +91,13 @@ func (c *Controller) start(ctx context.Context, rec *Record, rev uint64, v cueca
 		return []AuditEntry{{At: now, Actor: c.o.Actor, Action: "unpin", Config: v.Config, Version: v.Version,
 			Reason: fmt.Sprintf("commit %s restores the content of pinned v%d", cuecast.ShortCommit(v.Commit), p.Version)}}, true, nil
 	}
+	if index, err := c.isIndex(ctx, v); err != nil {
+		return nil, false, err
+	} else if index {
+		r := indexRollout(v, rec, now)
+		supersede(rec, r, now)
+		return nil, true, nil
+	}
 	pol, cons, err := c.pol.Policy(ctx, v)
 	if err != nil {
 		return nil, false, fmt.Errorf("read policy: %w", err)
@@ -111,6 +119,22 @@ func (c *Controller) start(ctx context.Context, rec *Record, rev uint64, v cueca
 	r := newRollout(v, pol, cons, rec, now, c.rules())
 	supersede(rec, r, now)
 	return nil, true, nil
+}
+
+// isIndex reports whether v's content is a variant index: a base path's
+// version once its config reads dimensions (docs/VARIANTS.md). Only a
+// base path's live version can be one, and an index is never chunked: a
+// larger version is not read (its chunks would cost a read each).
+func (c *Controller) isIndex(ctx context.Context, v cuecast.Version) (bool, error) {
+	if v.Deleted || v.Config.IsVariant() || v.Size > distributor.ChunkThreshold {
+		return false, nil
+	}
+	_, content, err := c.d.Version(ctx, v.Config, v.Version)
+	if err != nil {
+		return false, fmt.Errorf("read content of v%d: %w", v.Version, err)
+	}
+	_, ok := cuecast.ParseVariantIndex(content)
+	return ok, nil
 }
 
 // pointerReader is the distributor's read of a cohort pointer.

@@ -62,10 +62,17 @@ func forwardMove(r *Rollout) move {
 }
 
 // movedForward records that forwardMove was made for the stage r is moving to:
-// the stage waits for its cohort to apply the version.
+// the stage waits for its cohort to apply the version. A variant index's
+// rollout is complete then: no instance applies an index, so there is
+// nobody to wait for or judge.
 func movedForward(rec *Record, r *Rollout, now time.Time, ru rules) {
 	if len(r.Cohort.Buckets) == cuecast.Buckets {
 		rec.Floor, rec.FloorChecksum = r.Version, r.Checksum
+	}
+	if r.Index {
+		r.log(now, fmt.Sprintf("variant index v%d on %s", r.Version, describe(r.Cohort)))
+		complete(rec, r, now, "")
+		return
 	}
 	r.State = StateWaiting
 	r.WaitUntil = now.Add(ru.applyTimeout)
@@ -131,6 +138,27 @@ func newRollout(v cuecast.Version, pol cuecast.Policy, cons cuecast.Consistency,
 		r.Updated = now
 		r.log(now, "strict: staging on every instance")
 		return r
+	}
+	enterStage(r, 0, now)
+	return r
+}
+
+// indexRollout is the rollout of v, a variant index (docs/VARIANTS.md): one
+// stage pointing every bucket at it at once, whatever the policy and
+// consistency class, and complete once the pointers moved. An index is no
+// instance's content: a watcher of the base path started before the config
+// had variants refuses it and watches its variant instead, so a staged
+// rollout waited for instances that never apply it and halted, pointing
+// the base path back at the plain config it replaced (issue 32, item 4).
+// Its pointers still move, since they are how such a watcher learns that
+// the config now has variants.
+func indexRollout(v cuecast.Version, rec *Record, now time.Time) *Rollout {
+	from, fromSum := rec.floor()
+	r := &Rollout{
+		ID: fmt.Sprintf("%s@%d", v.Config, v.Version), Config: v.Config, Version: v.Version, Checksum: v.Checksum,
+		Commit: v.Commit, Author: v.Author, From: from, FromChecksum: fromSum,
+		Policy:      cuecast.Policy{Stages: []cuecast.Stage{{Name: "index", Percent: 100}}},
+		Consistency: cuecast.Relaxed, Index: true, Started: now,
 	}
 	enterStage(r, 0, now)
 	return r
@@ -202,7 +230,11 @@ func describe(co Cohort) string {
 //     nobody starting to wait for: it passes when its hold has;
 //   - otherwise the stage passes when its hold has. A hold is a time, not
 //     a count: it runs with no instance too, and one that starts during it
-//     gets the stage's version from its pointers and is watched.
+//     gets the stage's version from its pointers and is watched;
+//   - but no wait ends and no stage passes while a cohort instance known
+//     live has not been heard yet (a controller just started): it is
+//     waited for like one not on the version, for at most a heartbeat and
+//     a quarter (Controller.reports).
 //
 // The note always names the real next event, never a past deadline.
 func judgeStage(rec *Record, r *Rollout, reports []cuecast.Report, now time.Time, ru rules) ([]AuditEntry, bool) {
@@ -233,6 +265,15 @@ func judgeStage(rec *Record, r *Rollout, reports []cuecast.Report, now time.Time
 	switch {
 	case r.State == StateWaiting && len(m.Waiting) > 0 && !timedOut:
 		note = fmt.Sprintf("waiting for %d of %d instances to apply v%d: %s", len(m.Waiting), m.Instances, r.Version, list(m.Waiting, 5))
+	case len(m.Unheard) > 0 && (r.State == StateWaiting || !now.Before(r.HoldUntil)):
+		// A controller just started (serve restarted) has not heard these
+		// cohort members yet: judged now, they passed a stage as "0/4 on
+		// v2, 0 unhealthy", or failed a timed-out wait as "on v0" (issue
+		// 32, item 3). It hears each within a heartbeat, or reads its last
+		// report from the stream a heartbeat and a quarter after it began
+		// keeping the config's reports.
+		note = fmt.Sprintf("waiting to hear %d of %d instances in stage %s before judging it (at most %s after the controller started): %s",
+			len(m.Unheard), m.Instances, st.Name, ru.heartbeat*5/4, list(m.Unheard, 5))
 	case r.State == StateWaiting:
 		startHold(r, st, m, now, ru)
 		return nil, true

@@ -41,6 +41,15 @@ func bucketVersion(cfg cuecast.ConfigPath, v uint64) cuecast.Version {
 	return cuecast.Version{Config: cfg, Version: v, Checksum: fmt.Sprintf("sum-%d", v), Commit: fmt.Sprintf("c%d", v)}
 }
 
+func (d *bucketDistributor) Version(_ context.Context, c cuecast.ConfigPath, n uint64) (cuecast.Version, []byte, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if n == 0 || n > d.n {
+		return cuecast.Version{}, nil, cuecast.ErrNotFound
+	}
+	return bucketVersion(c, n), fmt.Appendf(nil, `{"v":%d}`, n), nil
+}
+
 func (d *bucketDistributor) SetPointers(_ context.Context, _ cuecast.ConfigPath, buckets []int, p cuecast.Pointer) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/distributor"
 )
 
 // Measure is a stage's cohort measured against the instances outside it.
@@ -25,6 +26,11 @@ type Measure struct {
 	OutsideFailing   int `json:"outside_failing"`
 	// Waiting lists cohort instances not yet on the version and not failing.
 	Waiting []string `json:"waiting,omitempty"`
+	// Unheard lists the cohort instances in Waiting known live from the
+	// report stream but not heard yet by this view (distributor.Unheard):
+	// nothing is known of what they run, so they neither fail to apply nor
+	// let a stage pass.
+	Unheard []string `json:"unheard,omitempty"`
 	// Bad lists cohort instances unhealthy or failing, with why.
 	Bad []string `json:"bad,omitempty"`
 }
@@ -65,7 +71,8 @@ func failedVersion(lastErr string) (uint64, bool) {
 // measure counts the live reports on one config against a cohort. An
 // instance failed to apply the target when its last error is an
 // applyFailure of the target or, once timedOut, when it is still not on the
-// target.
+// target. An instance not heard yet is waiting, whatever the time: its
+// report says nothing of what it runs.
 func measure(ns string, reports []cuecast.Report, cohort Cohort, target uint64, timedOut bool) Measure {
 	var m Measure
 	for _, r := range reports {
@@ -80,6 +87,11 @@ func measure(ns string, reports []cuecast.Report, cohort Cohort, target uint64, 
 			continue
 		}
 		m.Instances++
+		if distributor.Unheard(r) {
+			m.Waiting = append(m.Waiting, r.Instance)
+			m.Unheard = append(m.Unheard, r.Instance)
+			continue
+		}
 		on := r.Version == target
 		if on {
 			m.OnTarget++

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/distributor"
 )
 
 // TestJudgeFirstVersionAndSmallFleet pins the first-version and small-fleet
@@ -127,6 +128,66 @@ func TestJudgeFirstVersionAndSmallFleet(t *testing.T) {
 				if at, err := time.Parse(time.RFC3339, ts); err != nil || !at.After(tc.now) {
 					t.Errorf("note %q names %s, which is not ahead of now (%s)", r.Note, ts, tc.now)
 				}
+			}
+		})
+	}
+}
+
+// TestJudgeWaitsToHearCohort: a stage is not judged on a cohort instance
+// the controller knows live but has not heard yet (just started, serve
+// restarted): its wait does not time out on it and its hold does not pass
+// (issue 32, item 3). One outside the cohort holds nothing up.
+func TestJudgeWaitsToHearCohort(t *testing.T) {
+	const cfg cuecast.ConfigPath = "payments/checkout"
+	t0 := time.Date(2026, 12, 1, 17, 0, 0, 0, time.UTC)
+	hold, applyTimeout := 5*time.Minute, time.Minute
+	canary, late := idsIn("canary", 0, 1, 2), idsIn("late", 10, 100, 1)
+	policy := cuecast.Policy{Stages: []cuecast.Stage{{Name: "canary", Percent: 1, Hold: cuecast.Duration(hold)}, {Name: "all", Percent: 100}}}
+	heardOn2 := func(ids ...string) []cuecast.Report {
+		var out []cuecast.Report
+		for _, id := range ids {
+			out = append(out, cuecast.Report{Config: cfg, Instance: id, Version: 2, Healthy: true, At: t0})
+		}
+		return out
+	}
+	unheard := func(ids ...string) []cuecast.Report {
+		l := distributor.NewLiveReports(cfg, time.Hour)
+		l.Expect(ids, t0)
+		return l.Live(t0)
+	}
+	rollout := func(s State) *Rollout {
+		return &Rollout{Config: cfg, Version: 2, From: 1, Policy: policy, Stage: 0, State: s, Cohort: Cohort{Buckets: []int{0}},
+			WaitUntil: t0.Add(applyTimeout), HoldUntil: t0.Add(hold)}
+	}
+	for _, tc := range []struct {
+		name    string
+		state   State
+		reports []cuecast.Report
+		now     time.Time
+		want    State
+		stage   int
+		note    string
+	}{
+		{"hold over, a cohort instance unheard: it holds on", StateHolding, slices.Concat(heardOn2(canary[0]), unheard(canary[1])),
+			t0.Add(hold), StateHolding, 0, "waiting to hear 1 of 2 instances in stage canary"},
+		{"wait timed out, a cohort instance unheard: it waits, nobody fails", StateWaiting, slices.Concat(heardOn2(canary[0]), unheard(canary[1])),
+			t0.Add(applyTimeout), StateWaiting, 0, "waiting to hear 1 of 2 instances in stage canary"},
+		{"wait not over, a cohort instance unheard: it waits for it", StateWaiting, slices.Concat(heardOn2(canary[0]), unheard(canary[1])),
+			t0, StateWaiting, 0, "waiting for 1 of 2 instances to apply v2: " + canary[1]},
+		{"hold not over, a cohort instance unheard: the hold says so", StateHolding, slices.Concat(heardOn2(canary[0]), unheard(canary[1])),
+			t0.Add(time.Minute), StateHolding, 0, "holding until " + t0.Add(hold).Format(time.RFC3339)},
+		{"hold over, unheard only outside the cohort: it passes", StateHolding, slices.Concat(heardOn2(canary...), unheard(late...)),
+			t0.Add(hold), StateMoving, 1, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := rollout(tc.state)
+			rec := &Record{Config: cfg, Stable: 1, Floor: 1, Current: r}
+			judgeStage(rec, r, tc.reports, tc.now, rules{applyTimeout: applyTimeout, heartbeat: 15 * time.Second})
+			if r.State != tc.want || r.Stage != tc.stage {
+				t.Fatalf("got %s in stage %d (note %q, reason %q), want %s in stage %d", r.State, r.Stage, r.Note, r.Reason, tc.want, tc.stage)
+			}
+			if !strings.Contains(r.Note, tc.note) {
+				t.Errorf("note %q, want it to say %q", r.Note, tc.note)
 			}
 		})
 	}

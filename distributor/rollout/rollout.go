@@ -120,6 +120,10 @@ type Rollout struct {
 	Note string `json:"note,omitempty"`
 	// Reason says why it was halted, superseded or rolled back.
 	Reason string `json:"reason,omitempty"`
+	// Index: the version is a variant index (docs/VARIANTS.md), which no
+	// instance applies: every bucket is pointed at it at once and nobody
+	// is judged on it (indexRollout).
+	Index bool `json:"index,omitempty"`
 	// Announced: a strict rollout's staged pointer is published.
 	Announced bool `json:"announced,omitempty"`
 	// Reverted: the halted cohort's pointers are back on From.

@@ -82,6 +82,19 @@ func judgeStaging(rec *Record, r *Rollout, reports []cuecast.Report, now time.Ti
 	missing, failed := unstaged(reports, r.Version)
 	changed = r.confirm(instancesOf(missing), now)
 	st := r.Policy.Stages[0]
+	if n := unheard(reports); len(failed) == 0 && n > 0 && !now.Before(r.WaitUntil) {
+		// Just started (serve restarted after the wait's end): nothing is
+		// known yet of what these hold, so they do not halt the cutover
+		// until heard, or read from the stream a heartbeat and a quarter
+		// after the controller began keeping the reports (issue 32, item 3).
+		note := fmt.Sprintf("waiting to hear %d of %d live instances before judging the staging (at most %s after the controller started)",
+			n, len(reports), ru.heartbeat*5/4)
+		if note != r.Note {
+			r.Note, r.Updated = note, now
+			return nil, true, false
+		}
+		return nil, changed, false
+	}
 	if len(failed) > 0 || (len(missing) > 0 && !now.Before(r.WaitUntil)) {
 		why := fmt.Sprintf("strict cutover of v%d blocked: ", r.Version)
 		if len(failed) > 0 {

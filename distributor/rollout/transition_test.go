@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/distributor"
 )
 
 // TestTransitions table-tests the controller's pure transitions outside
@@ -173,6 +174,15 @@ func TestTransitions(t *testing.T) {
 				return changed && !flip
 			},
 			want: want{changed: true, state: StateHalted, floor: 1, waitUntil: t0, logged: "1 instances did not confirm within 1m0s (b)"}},
+		{name: "staging: past the wait's end, one not heard yet (a restart): waited for, not halted",
+			rec: func() *Record { rec := onV1(); rec.Current = staging(t0); return rec },
+			step: func(rec *Record) bool {
+				l := distributor.NewLiveReports(cfg, time.Hour)
+				l.Expect([]string{"b"}, t0)
+				audits, changed, flip := judgeStaging(rec, rec.Current, append(l.Live(t0), staged("a", 2)), t0, ru)
+				return len(audits) == 0 && changed && !flip
+			},
+			want: want{changed: true, state: StateStaging, floor: 1, waitUntil: t0, note: "waiting to hear 1 of 2 live instances before judging the staging"}},
 		{name: "staging: one failed to stage, halted at once",
 			rec: func() *Record { rec := onV1(); rec.Current = staging(t0.Add(time.Minute)); return rec },
 			step: func(rec *Record) bool {

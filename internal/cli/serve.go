@@ -82,6 +82,11 @@ once, naming the PID of the one that holds it. A --listen or --http port already
 in use fails at once, naming the port. The embedded NATS server's warnings and
 errors are in serve's log (component=nats).
 
+On a full disk under --data serve keeps running, /readyz answering 503 with why
+and the failed publishes counted; once there is free space again it exits
+(status 1) for its supervisor to start it again, which reopens the store
+(docs/OPERATIONS.md, "A full disk").
+
 The embedded NATS server listens on 127.0.0.1 and needs no login there. Any other
 --listen address needs --secure: serve then creates (once, 0600, in --data/nats) a
 password for the users "distributor" (serve itself), "operator" and "svc-<ns>" per

@@ -123,7 +123,7 @@ func New(o Options) *Metrics {
 		}, []string{"namespace"}),
 		publishErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "cuecast_version_publish_errors_total",
-			Help: "Publish calls that failed (lost races included; the tailer retries them).",
+			Help: "Publishes of a version or of its first pointers (its deploy) that failed (lost races included; the tailer retries them).",
 		}),
 		propagation: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "cuecast_propagation_seconds",

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"math"
 	"strings"
@@ -465,4 +466,30 @@ func TestVariantsAreTheirOwnSeries(t *testing.T) {
 	if got["payments/checkout/env=prod/region=eu"] != 3 || got["payments/checkout/env=staging/region=eu"] != 7 || len(got) != 2 {
 		t.Errorf("cuecast_config_target_version by config: %v, want prod-eu 3 and staging-eu 7", got)
 	}
+}
+
+// TestDeployerCountsFailures: a deploy that fails (its pointers refused,
+// a full disk) counts as a publish error, as a refused version does.
+func TestDeployerCountsFailures(t *testing.T) {
+	m := New(Options{})
+	d := m.Deployer(refusingDeployer{refuse: 2})
+	for n := uint64(1); n <= 3; n++ {
+		d.Deploy(context.Background(), cuecast.Version{Config: "payments/checkout", Version: n})
+	}
+	if got := testutil.ToFloat64(m.publishErrors); got != 1 {
+		t.Errorf("publish errors = %v, want 1", got)
+	}
+}
+
+type refusingDeployer struct{ refuse uint64 }
+
+func (d refusingDeployer) Deploy(_ context.Context, v cuecast.Version) error {
+	if v.Version == d.refuse {
+		return errors.New("no space left on device")
+	}
+	return nil
+}
+
+func (refusingDeployer) DeployedVersions(context.Context) (map[cuecast.ConfigPath]uint64, error) {
+	return nil, nil
 }

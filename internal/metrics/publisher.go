@@ -41,3 +41,35 @@ func (p *publisher) Publish(ctx context.Context, v cuecast.Version, content []by
 	p.m.Published(v)
 	return nil
 }
+
+// Deployer is what the tailer deploys a published version through (the
+// rollout controller's first stage: its pointer writes), with the
+// capability of listing what the rollout records say was deployed.
+type Deployer interface {
+	Deploy(ctx context.Context, v cuecast.Version) error
+	DeployedVersions(ctx context.Context) (map[cuecast.ConfigPath]uint64, error)
+}
+
+// Deployer wraps d so that every failed Deploy counts in
+// cuecast_version_publish_errors_total too: a version reaches nobody until
+// its pointers are written, and a store that refuses writes (a full disk)
+// may refuse them after it stored the version, when the tailer's retries
+// republish nothing and fail only at the deploy.
+func (m *Metrics) Deployer(d Deployer) Deployer { return &deployer{m: m, d: d} }
+
+type deployer struct {
+	m *Metrics
+	d Deployer
+}
+
+func (d *deployer) Deploy(ctx context.Context, v cuecast.Version) error {
+	if err := d.d.Deploy(ctx, v); err != nil {
+		d.m.publishErrors.Inc()
+		return err
+	}
+	return nil
+}
+
+func (d *deployer) DeployedVersions(ctx context.Context) (map[cuecast.ConfigPath]uint64, error) {
+	return d.d.DeployedVersions(ctx)
+}

@@ -152,8 +152,9 @@ func TestStoreFullNamedAndRecovers(t *testing.T) {
 }
 
 // TestJetStreamDisabledStopsServe: when the embedded server disables
-// JetStream (what it does on a full disk), Run returns an error saying so,
-// for the supervisor to restart serve once space is freed.
+// JetStream (what it may do on a full disk) and there is space, Run returns
+// an error saying so, for the supervisor to start serve again, which
+// reopens the store (TestFullDiskHeals runs the whole runbook).
 func TestJetStreamDisabledStopsServe(t *testing.T) {
 	repo, _ := smallRepo(t)
 	ctx, cancel := context.WithCancel(context.Background())

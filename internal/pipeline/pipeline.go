@@ -199,7 +199,11 @@ func Start(ctx context.Context, cfg Config) (_ *Pipeline, err error) {
 	}
 	// ManifestPolicies take each commit's manifest from the tailer's compile.
 	manifests, _ := pol.(tailer.ManifestRecorder)
-	ho := newHandoff(store, deployer{p.Rollout}, p.NC, manifests)
+	var dep metrics.Deployer = deployer{p.Rollout}
+	if p.Metrics != nil {
+		dep = p.Metrics.Deployer(dep)
+	}
+	ho := newHandoff(store, dep, p.NC, manifests)
 	p.Tailer, err = tailer.New(ctx, tcfg, js, ho, ho)
 	if err != nil {
 		return nil, err
@@ -300,13 +304,13 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		defer cancel()
 	}
 	if p.Server != nil {
-		// The embedded server disables JetStream for good when its disk
-		// fills: stop, so that the supervisor restarts serve once space is
-		// freed (see watchJetStream).
+		// A full disk leaves the embedded server's store refusing writes
+		// until it is reopened: once there is space again, stop, so that
+		// the supervisor starts serve again (see watchStore).
 		ctx, cancel := context.WithCancelCause(ctx)
 		defer cancel(nil)
 		go func() {
-			if err := p.watchJetStream(ctx); err != nil {
+			if err := p.watchStore(ctx); err != nil {
 				cancel(err)
 			}
 		}()

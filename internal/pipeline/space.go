@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -14,23 +16,36 @@ import (
 // resources, will be DISABLED").
 var ErrJetStreamDisabled = errors.New("the embedded NATS server disabled JetStream (out of disk space?)")
 
+// ErrStoreWriteFailed: a stream of the embedded server's store failed a
+// write (a full disk: "Critical write error … no space left on device") and
+// refuses every write since, even once space is back: the server's file
+// store latches the error until the stream is reopened.
+var ErrStoreWriteFailed = errors.New("the embedded NATS server's store failed a write and refuses writes until serve starts again")
+
 // storeHeadroom is the free space below which the store counts as full: a
 // version with its pointers needs a few kilobytes, a chunked one up to a
 // few hundred.
 const storeHeadroom = 256 << 10
 
-// spaceLeft is the readiness check on the store's space: an error naming
-// the shortage while the embedded server's JetStream store (at its
-// max_file_store limit) or the disk under it is full. Publishes fail with
-// distributor.ErrNoSpace meanwhile and are retried at every poll, so
-// publishing resumes by itself once space is freed, and /readyz turns 200.
+// spaceLeft is the readiness check on the store: an error naming the fault
+// while the embedded server's JetStream is disabled or one of its streams
+// latched a failed write (storeFault), or while the store (at its
+// max_file_store limit) or the disk under it is full. Publishes fail
+// meanwhile and are retried at every poll, and are counted. A full
+// max_file_store needs nothing more: publishing resumes by itself once
+// space is freed, and /readyz turns 200. A faulty store needs a restart,
+// which serve makes its supervisor do once there is space (watchStore).
 func (p *Pipeline) spaceLeft(ctx context.Context, js jetstream.JetStream) error {
 	if p.Server == nil {
 		return nil // an external server: its operators watch its disks
 	}
 	cfg := p.Server.JetStreamConfig()
-	if cfg == nil {
-		return fmt.Errorf("%w: free space in %s, then restart serve", ErrJetStreamDisabled, p.storeDir)
+	fault := p.storeFault()
+	if fault == nil && cfg == nil { // disabled since
+		fault = ErrJetStreamDisabled
+	}
+	if fault != nil {
+		return fmt.Errorf("%w; free space in %s: serve then exits for its supervisor to start it again, which reopens the store", fault, p.storeDir)
 	}
 	ai, err := js.AccountInfo(ctx)
 	if err != nil {
@@ -46,25 +61,67 @@ func (p *Pipeline) spaceLeft(ctx context.Context, js jetstream.JetStream) error 
 	return nil
 }
 
-// watchJetStream returns an error when the embedded server disables
-// JetStream. The server never turns it on again by itself, and the streams
-// cannot be reopened under a running pipeline, so serve exits with a clear
-// message rather than run on refusing everything: its supervisor restarts
-// it, and a start with space to spare finds the store as it was. (Refused
-// publishes for a full max_file_store do not disable JetStream and recover
-// by themselves; see spaceLeft.)
-func (p *Pipeline) watchJetStream(ctx context.Context) error {
+// storeFault says why the embedded server's store cannot write now: its
+// JetStream is disabled (ErrJetStreamDisabled), or a stream latched a
+// failed write (ErrStoreWriteFailed, from the server's own health check of
+// each stream); nil when neither.
+func (p *Pipeline) storeFault() error {
+	if !p.Server.JetStreamEnabled() {
+		return ErrJetStreamDisabled
+	}
+	h := p.Server.Healthz(&server.HealthzOptions{Details: true})
+	for _, e := range h.Errors {
+		if e.Type == server.HealthzErrorStream && strings.Contains(e.Error, "write error") {
+			return fmt.Errorf("%w: %s", ErrStoreWriteFailed, e.Error)
+		}
+	}
+	return nil
+}
+
+// roomToWrite says whether the disk under the store has space for writes
+// again. (A store at its max_file_store limit refuses writes without
+// latching anything: it needs no reopening.)
+func (p *Pipeline) roomToWrite() bool {
+	free, ok := diskFree(p.storeDir)
+	return !ok || free >= storeHeadroom
+}
+
+// watchStore returns an error once the embedded server's store cannot
+// write (storeFault) and the disk under it has space again, for serve to
+// exit and its supervisor to start it again: a start reopens every stream
+// from its files, and publishing resumes (a write that failed was never
+// acknowledged, so nothing acknowledged is lost). The server never
+// recovers by itself: a stream's file store latches its first failed
+// write and refuses every write after it, and JetStream, once the server
+// disabled it, stays off. Until there is space, serve keeps running:
+// /readyz answers 503 naming the fault and every failed publish is counted,
+// where a restart on a disk still full would only fail again. (Restarting
+// JetStream inside the process instead leaves nats-server's first API
+// subscription in place beside the new one, so every JetStream API request
+// is handled twice, and races with it: go test -race reports it.)
+func (p *Pipeline) watchStore(ctx context.Context) error {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
+	waiting := false
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
 		}
-		if !p.Server.JetStreamEnabled() && ctx.Err() == nil {
-			err := fmt.Errorf("%w: free space in %s, then start serve again", ErrJetStreamDisabled, p.storeDir)
-			p.log.Error("JetStream disabled: stopping serve", "err", err)
+		fault := p.storeFault()
+		switch {
+		case fault == nil:
+			waiting = false
+		case !p.roomToWrite():
+			if !waiting {
+				p.log.Error("JetStream store cannot write; serve exits for its supervisor to start it again once there is free space",
+					"dir", p.storeDir, "err", fault)
+				waiting = true
+			}
+		case ctx.Err() == nil:
+			err := fmt.Errorf("%w; there is free space again in %s: start serve again, which reopens the store", fault, p.storeDir)
+			p.log.Error("JetStream store cannot write: stopping serve", "err", err)
 			return err
 		}
 	}
