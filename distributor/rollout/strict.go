@@ -112,8 +112,10 @@ func judgeStaging(rec *Record, r *Rollout, reports []cuecast.Report, now time.Ti
 	}
 	// Too few live instances for min_instances, every one of them staged:
 	// wait for more until the wait ends, then flip with those there are
-	// (docs/ROLLOUT.md, "Small fleets and the first version").
-	short := len(reports) < st.MinInstances
+	// (docs/ROLLOUT.md, "Small fleets and the first version"). With no live
+	// instance at all there is nobody to wait for: flip at once, as a
+	// relaxed stage's wait ends at once (issue 33, item 10).
+	short := len(reports) > 0 && len(reports) < st.MinInstances
 	if len(missing) > 0 || (short && now.Before(r.WaitUntil)) {
 		note := fmt.Sprintf("staged on %d of %d live instances; waiting for %s", len(reports)-len(missing), len(reports), list(missing, 10))
 		if len(missing) == 0 {
@@ -154,6 +156,10 @@ func unstaged(reports []cuecast.Report, v uint64) (missing, failed []string) {
 // activated logs that a strict rollout's activation pointer was written,
 // with live instances reporting.
 func activated(r *Rollout, live int, now time.Time) {
+	if live == 0 {
+		r.log(now, "activated at once: no live instance reports on the config")
+		return
+	}
 	if st := r.Policy.Stages[0]; live < st.MinInstances {
 		r.log(now, fmt.Sprintf("only %d of the %d live instances min_instances asks for, and no more joined", live, st.MinInstances))
 	}

@@ -157,6 +157,18 @@ func TestTransitions(t *testing.T) {
 				return len(audits) == 0 && flip
 			},
 			want: want{changed: true, state: StateStaging, floor: 1, waitUntil: t0.Add(time.Minute)}},
+		{name: "staging: no live instance at all, flip at once (min_instances waits for no one who is not there)",
+			rec: func() *Record {
+				rec := onV1()
+				rec.Current = staging(t0.Add(time.Minute))
+				rec.Current.Policy = cuecast.Policy{Stages: []cuecast.Stage{{Name: "all", Percent: 100, MinInstances: 2}}}
+				return rec
+			},
+			step: func(rec *Record) bool {
+				audits, _, flip := judgeStaging(rec, rec.Current, nil, t0, ru)
+				return len(audits) == 0 && flip
+			},
+			want: want{changed: true, state: StateStaging, floor: 1, waitUntil: t0.Add(time.Minute)}},
 		{name: "staging: one not confirmed yet, the note names it",
 			rec: func() *Record { rec := onV1(); rec.Current = staging(t0.Add(time.Minute)); return rec },
 			step: func(rec *Record) bool {
