@@ -380,8 +380,10 @@ func TestCompromisedLink(t *testing.T) {
 			}
 			version := uint64(3)
 			// check runs one attack and the oracle after it; step runs it
-			// as a subtest.
-			check := func(t *testing.T, attack func(t *testing.T)) {
+			// as a subtest. keeps says every consumer must keep its
+			// configuration, which an attack that may make a mirror
+			// re-create its consumer does not (docs/SECURITY.md).
+			check := func(t *testing.T, keeps bool, attack func(t *testing.T)) {
 				t.Helper()
 				before, cbefore := snapshot(t, st.dist, st.domains), consumers(t, st, heard)
 				attack(t)
@@ -389,21 +391,23 @@ func TestCompromisedLink(t *testing.T) {
 				for _, diff := range storesChanged(t, st, before) {
 					t.Errorf("store changed by the link: %s", diff)
 				}
-				for _, diff := range consumersDiff(cbefore, consumers(t, st, heard)) {
-					t.Errorf("consumer changed by the link: %s", diff)
+				if keeps {
+					for _, diff := range consumersDiff(cbefore, consumers(t, st, heard)) {
+						t.Errorf("consumer changed by the link: %s", diff)
+					}
 				}
 				version++
 				deliveryContinues(t, d, ws, version)
 			}
 			step := func(name string, attack func(t *testing.T)) {
-				t.Run(name, func(t *testing.T) { check(t, attack) })
+				t.Run(name, func(t *testing.T) { check(t, true, attack) })
 			}
 			// Defect 1: the mirrors' consumers, named by the $JS.ACK
 			// replies of what the attacker overheard, paused until 2099,
 			// reset, deleted… at their domains; and acknowledged on their
 			// $JS.ACK subjects, which nats-server lets through every
 			// leafnode permission (harmless: a mirror's consumer
-			// acknowledges nothing).
+			// acknowledges nothing), and answered on flow control.
 			step("mirror consumers", func(t *testing.T) {
 				for _, h := range heard {
 					for _, v := range consumerVerbs(h.stream, h.name) {
@@ -416,13 +420,33 @@ func TestCompromisedLink(t *testing.T) {
 							t.Fatal(err)
 						}
 					}
+					// Flow-control answers, which a link may send.
+					if err := h.side.Publish(fmt.Sprintf("$JS.FC.%s.%s.evil", h.stream, h.name), nil); err != nil {
+						t.Fatal(err)
+					}
 				}
 			})
 			// Defects 1-3, refused by the upstream itself.
 			step("refused upstream", func(t *testing.T) { testRefusedUpstream(t, st, heard) })
 			// Defect 2: a delivery forged onto host-1's mirror.
 			t.Run("forged mirror delivery", func(t *testing.T) {
-				check(t, forgeDelivery(t, st, a, d, &version))
+				check(t, true, forgeDelivery(t, st, a, d, &version))
+			})
+			// A consumer the link may create, delivering on host-1's
+			// mirror's deliver subject a subset of the stream, with
+			// heartbeats and flow control: host-1's mirror ignores its
+			// messages (they name another consumer), and its heartbeats,
+			// which count other deliveries than the mirror's, may make the
+			// mirror re-create its own consumer. Delivery continues.
+			t.Run("consumer on another host's deliver subject", func(t *testing.T) {
+				check(t, false, func(t *testing.T) {
+					deliver := deliverSubject(t, st, heard)
+					body := fmt.Sprintf(`{"stream_name":%q,"config":{"name":"evil-hb","deliver_subject":%q,"ack_policy":"none","deliver_policy":"all","filter_subject":"cc.payments.v.>","idle_heartbeat":100000000,"flow_control":true}}`, natsconf.MirrorStream("payments"), deliver)
+					m, err := a.region.Request("$JS.eu-west.API.CONSUMER.CREATE."+natsconf.MirrorStream("payments")+".evil-hb", []byte(body), 5*time.Second)
+					if err != nil || !strings.Contains(string(m.Data), `"deliver_subject":"`+deliver+`"`) {
+						t.Fatalf("create a consumer delivering on %s: %v", deliver, err)
+					}
+				})
 			})
 			// Defect 7: the link's credential is no client's.
 			t.Run("link credential as a client", func(t *testing.T) {
@@ -784,4 +808,26 @@ func testLinkCredentialAsClient(t *testing.T, st *suiteTree) {
 			t.Errorf("the link's credential as a client at %s: %v, want an authorization violation", srv.Spec.Name, err)
 		}
 	}
+}
+
+// deliverSubject is the deliver subject of host-1's mirror's consumer the
+// attacker heard, read as serve: the strongest attacker knows it.
+func deliverSubject(t *testing.T, st *suiteTree, heard []delivery) string {
+	t.Helper()
+	for _, h := range heard {
+		if h.stream != natsconf.MirrorStream("payments") {
+			continue
+		}
+		m, err := st.dist.Request(fmt.Sprintf("$JS.eu-west.API.CONSUMER.INFO.%s.%s", h.stream, h.name), nil, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var info jetstream.ConsumerInfo
+		if err := json.Unmarshal(m.Data, &info); err != nil || !strings.HasPrefix(info.Config.DeliverSubject, "$JS.M.") {
+			t.Fatalf("host-1's mirror consumer %s: %s, %v", h.name, m.Data, err)
+		}
+		return info.Config.DeliverSubject
+	}
+	t.Fatal("the attacker heard no consumer of host-1's mirror")
+	return ""
 }
