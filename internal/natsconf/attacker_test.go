@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -113,13 +114,36 @@ leafnodes {
 // delivery is one JetStream delivery the attacker overheard: a consumer's
 // message, whose reply ($JS.ACK.<stream>.<consumer>.…) names the consumer.
 type delivery struct {
-	// side is the attacker's connection that heard it (the region's link
-	// or the hub's), api the JetStream API of the domain the consumer is in.
-	side          *nats.Conn
-	api           string
-	subject       string // the deliver subject
-	stream, name  string
-	sseq, pending string
+	// side is the attacker's connection to the consumer's domain, api
+	// that domain's JetStream API.
+	side                *nats.Conn
+	api                 string
+	stream, name        string
+	sseq, dseq, pending uint64
+}
+
+// parseAck reads a delivery's acknowledgement subject,
+// $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<dseq>.<time>.<pending>,
+// as nats-server writes it (and a link sees it, with @<subject> after it).
+func parseAck(reply string) (delivery, bool) {
+	rest, ok := strings.CutPrefix(reply, "$JS.ACK.")
+	if !ok {
+		return delivery{}, false
+	}
+	rest, _, _ = strings.Cut(rest, "@")
+	tok := strings.Split(rest, ".")
+	if len(tok) < 7 {
+		return delivery{}, false
+	}
+	d := delivery{stream: tok[0], name: tok[1]}
+	for i, n := range map[int]*uint64{3: &d.sseq, 4: &d.dseq, 6: &d.pending} {
+		v, err := strconv.ParseUint(tok[i], 10, 64)
+		if err != nil {
+			return delivery{}, false
+		}
+		*n = v
+	}
+	return d, true
 }
 
 // overhear listens to everything on both links while the distributor
@@ -131,17 +155,13 @@ func (a *attacker) overhear(t *testing.T, d *distributor.Distributor, version ui
 	seen := map[string]delivery{}
 	for _, nc := range []*nats.Conn{a.region, a.hub} {
 		sub, err := nc.Subscribe(">", func(m *nats.Msg) {
-			rest, ok := strings.CutPrefix(m.Reply, "$JS.ACK.")
+			d, ok := parseAck(m.Reply)
 			if !ok {
-				return
-			}
-			tok := strings.Split(rest, ".")
-			if len(tok) < 7 {
 				return
 			}
 			// Either link may hear a delivery; each consumer is reached
 			// through the link to its own domain.
-			d := delivery{side: a.region, api: "$JS.eu-west.API", subject: m.Subject, stream: tok[0], name: tok[1], sseq: tok[3], pending: tok[6]}
+			d.side, d.api = a.region, "$JS.eu-west.API"
 			if d.stream == cuecast.FanoutStream {
 				d.side, d.api = a.hub, "$JS.hub.API"
 			}
@@ -416,7 +436,7 @@ func TestCompromisedLink(t *testing.T) {
 						}
 					}
 					for _, body := range []string{"+TERM", "-NAK", "+ACK", "+WPI", "+NXT"} {
-						if err := h.side.Publish(fmt.Sprintf("$JS.ACK.%s.%s.1.%s.1.1.%s", h.stream, h.name, h.sseq, h.pending), []byte(body)); err != nil {
+						if err := h.side.Publish(fmt.Sprintf("$JS.ACK.%s.%s.1.%d.%d.1.%d", h.stream, h.name, h.sseq, h.dseq, h.pending), []byte(body)); err != nil {
 							t.Fatal(err)
 						}
 					}
@@ -730,24 +750,17 @@ func testRefusedUpstream(t *testing.T, st *suiteTree, heard []delivery) {
 // would hold host-1's mirror ahead of every real message. The region
 // refuses it: a link may publish no delivery at all.
 func forgeDelivery(t *testing.T, st *suiteTree, a *attacker, d *distributor.Distributor, version *uint64) func(t *testing.T) {
-	prefix := "$JS.ACK." + natsconf.MirrorStream("payments") + "."
 	var mu sync.Mutex
-	var name string
-	var sseq, dseq uint64
+	var last delivery
 	sub, err := a.region.Subscribe(">", func(m *nats.Msg) {
-		rest, ok := strings.CutPrefix(m.Reply, prefix)
-		if !ok {
-			return
-		}
-		var n string
-		var dc, s, d uint64
-		if _, err := fmt.Sscanf(strings.ReplaceAll(rest, ".", " "), "%s %d %d %d", &n, &dc, &s, &d); err != nil {
+		h, ok := parseAck(m.Reply)
+		if !ok || h.stream != natsconf.MirrorStream("payments") {
 			return
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		if s > sseq {
-			name, sseq, dseq = n, s, d
+		if h.sseq > last.sseq {
+			last = h
 		}
 	})
 	if err != nil {
@@ -763,25 +776,16 @@ func forgeDelivery(t *testing.T, st *suiteTree, a *attacker, d *distributor.Dist
 	poll.Until(t, "the attacker overhearing host-1's mirror catch up", 20*time.Second, func() (bool, string) {
 		mu.Lock()
 		defer mu.Unlock()
-		return sseq >= hubLast, fmt.Sprintf("heard sequence %d of %d", sseq, hubLast)
+		return last.sseq >= hubLast, fmt.Sprintf("heard sequence %d of %d", last.sseq, hubLast)
 	})
 	mu.Lock()
 	defer mu.Unlock()
-	// The strongest attacker also knows the consumer's deliver subject
-	// (CONSUMER.INFO told a link before LeafAllowed): read here as serve.
-	m, err := st.dist.Request(fmt.Sprintf("$JS.eu-west.API.CONSUMER.INFO.%s.%s", natsconf.MirrorStream("payments"), name), nil, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var info jetstream.ConsumerInfo
-	if err := json.Unmarshal(m.Data, &info); err != nil || !strings.HasPrefix(info.Config.DeliverSubject, "$JS.M.") {
-		t.Fatalf("host-1's mirror consumer %s: %s, %v", name, m.Data, err)
-	}
-	reply := fmt.Sprintf("%s%s.1.%d.%d.%d.0@cc.payments.p.all.checkout", prefix, name, hubLast+40, dseq+1, time.Now().UnixNano())
+	deliver := deliverSubject(t, st, []delivery{last})
+	reply := fmt.Sprintf("$JS.ACK.%s.%s.1.%d.%d.%d.0@cc.payments.p.all.checkout", last.stream, last.name, hubLast+40, last.dseq+1, time.Now().UnixNano())
 	forged := `{"config":"payments/checkout","version":999,"rev":99999999999}`
 	return func(t *testing.T) {
-		if refused, what := dialRaw(t, st, st.servers[1].LeafAddr).publish(info.Config.DeliverSubject, reply, forged); !refused {
-			t.Errorf("a delivery forged on %s: not refused by the region (%s)", info.Config.DeliverSubject, what)
+		if refused, what := dialRaw(t, st, st.servers[1].LeafAddr).publish(deliver, reply, forged); !refused {
+			t.Errorf("a delivery forged on %s: not refused by the region (%s)", deliver, what)
 		}
 	}
 }
