@@ -3,6 +3,7 @@ package natsconf_test
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -73,7 +74,9 @@ func TestConsumerDeliveryOnAPISubject(t *testing.T) {
 		return n >= want, fmt.Sprintf("%d of %d messages", n, want)
 	})
 	for _, c := range cs[:len(cs)-1] {
-		m, err := nc.Request(fmt.Sprintf("%s.CONSUMER.INFO.%s.%s", c.api, c.stream, c.name), nil, 5*time.Second)
+		// Read as serve, from above: the link may not ask (natsconf.LeafAllowed).
+		api := strings.Replace(c.api, "$JS.hub.API", cuecast.FanoutAdminPrefix, 1)
+		m, err := st.dist.Request(fmt.Sprintf("%s.CONSUMER.INFO.%s.%s", api, c.stream, c.name), nil, 5*time.Second)
 		if err != nil {
 			t.Fatalf("consumer info %s: %v", c.name, err)
 		}

@@ -32,8 +32,9 @@
 // their bcrypt hashes) or, in operator mode (Spec.Keys), with .creds files
 // from Keys.UserCreds carrying the same permissions; Keys.InstanceCreds
 // binds one instance's reports to it. The leaf user a lower level's link
-// logs in with may not send versions, pointers, stream administration or
-// direct gets up (LeafDenied); at the hub it is a user of FanoutAccount,
+// logs in with may log in only as a leafnode and send up only reports, its
+// mirrors' consumer creation and flow control, and answers (LeafAllowed);
+// at the hub it is a user of FanoutAccount,
 // whose only stream is cuecast.FanoutStream, a mirror of CUECAST that serve
 // creates (distributor.Fanout) and the regions mirror, so nothing JetStream answers or
 // delivers for a link is stored. The Standalone level is serve's embedded server with

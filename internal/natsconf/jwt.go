@@ -142,7 +142,8 @@ func (k *Keys) CredsCurrent(user string, creds []byte) (bool, error) {
 	}
 	up := uc.Permissions
 	return same(up.Pub.Allow, p.Publish) && same(up.Pub.Deny, p.PublishDeny) &&
-		same(up.Sub.Allow, p.Subscribe) && same(up.Sub.Deny, p.SubscribeDeny), nil
+		same(up.Sub.Allow, p.Subscribe) && same(up.Sub.Deny, p.SubscribeDeny) &&
+		same(uc.AllowedConnectionTypes, p.ConnectionTypes), nil
 }
 
 // InstanceCreds returns the .creds file of one instance of namespace ns:
@@ -178,6 +179,7 @@ func SignUserCreds(account nkeys.KeyPair, user string, p Permissions) ([]byte, e
 	uc.Permissions.Pub.Deny.Add(p.PublishDeny...)
 	uc.Permissions.Sub.Allow.Add(p.Subscribe...)
 	uc.Permissions.Sub.Deny.Add(p.SubscribeDeny...)
+	uc.AllowedConnectionTypes.Add(p.ConnectionTypes...)
 	token, err := uc.Encode(account)
 	if err != nil {
 		return nil, fmt.Errorf("sign user %s: %w", user, err)

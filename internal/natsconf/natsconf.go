@@ -438,15 +438,21 @@ func checkHostPort(a string) error {
 }
 
 // Permissions of one user: subjects it may publish to and subscribe to.
-// PublishDeny, when set, denies instead (Publish is then empty: anything
-// else is allowed).
 type Permissions struct {
-	Publish     []string
-	Subscribe   []string
-	PublishDeny []string
-	// SubscribeDeny, when set, are subjects denied within Subscribe.
+	Publish   []string
+	Subscribe []string
+	// PublishDeny and SubscribeDeny, when set, are subjects denied within
+	// Publish and Subscribe (with Publish empty: within every subject).
+	PublishDeny   []string
 	SubscribeDeny []string
+	// ConnectionTypes, when set, are the only kinds of connection the user
+	// may log in with (nats-server's allowed_connection_types).
+	ConnectionTypes []string
 }
+
+// ConnectionLeafnode is the connection type of a leafnode link
+// (jwt.ConnectionTypeLeafnode).
+const ConnectionLeafnode = "LEAFNODE"
 
 // UserPermissions returns the permissions of user in the CUECAST account;
 // ok is false for a user that has no fixed permissions (the distributor may
@@ -477,8 +483,10 @@ func UserPermissions(user string) (Permissions, bool) {
 		return Permissions{Publish: pub, Subscribe: []string{"_INBOX.>", "ccr.>", "ccs.>"}}, true
 	case user == LeafUser:
 		// A leafnode connection from the level below: it sends reports and
-		// what its mirrors need up, never writes (LeafDenied).
-		return Permissions{PublishDeny: LeafDenied(), Subscribe: []string{">"}, SubscribeDeny: LeafNoInterest()}, true
+		// what its mirrors need up (LeafAllowed), never writes (LeafDenied),
+		// and it is no client (LeafConnectionTypes).
+		return Permissions{Publish: LeafAllowed(), PublishDeny: LeafDenied(), Subscribe: []string{">"}, SubscribeDeny: LeafNoInterest(),
+			ConnectionTypes: []string{ConnectionLeafnode}}, true
 	case strings.HasPrefix(user, "svc-"):
 		ns := strings.TrimPrefix(user, "svc-")
 		return Permissions{
@@ -533,31 +541,41 @@ func InstancePermissions(ns, instance string) Permissions {
 	return p
 }
 
-// LeafDenied are the subjects a lower level's leafnode connection may not
-// publish into its upstream: versions and pointers, audit entries, rollout
-// records, the administration of any stream, by the local or any domain's
-// API, and direct gets. What the mirrors need (consumers upstream) and
-// reports still go up, so a compromised node or leaf host cannot write the
-// hub's stores directly (but see docs/SECURITY.md for consumers).
+// LeafAllowed are the only subjects a lower level's leafnode connection
+// may publish into its upstream (docs/SECURITY.md, a compromised node or
+// leaf host; docs/PROTOCOL.md §9):
 //
-// Direct gets: a stream publishes its answer on the request's reply
-// subject in its own account, where a reply aimed at a JetStream API
-// subject ($JS.API.STREAM.PURGE.CUECAST, ….DELETE.CUECAST_AUDIT) is
-// executed as a request of that account. No level below needs one
-// upstream: mirrors follow by consumer, services read their own level's
-// mirror.
+//   - ccs.>: reports;
+//   - $JS.*.API.CONSUMER.CREATE.>: the creation of its mirrors' consumers
+//     (nats-server names the filtered form ….<stream>.<name>.<filter>, the
+//     unfiltered one ….<stream>), the only JetStream API request a mirror
+//     sends upstream. Every other verb (pause, delete, reset, unpin, step
+//     down, peers, next message, information, every stream verb, direct
+//     and message gets, account and server requests) is refused, whatever
+//     a later nats-server adds;
+//   - $JS.FC.>: its mirrors' answers to their consumers' flow control;
+//   - _INBOX.> and _R_.>: answers to the requests the level above sends
+//     down (the JetStream API of the lower domains, `nats-config mirrors`);
+//     _R_.… when they crossed a service import up there.
+//
+// Everything else is refused at the upstream itself, which closes the link
+// on a violation: versions and pointers (cc.>), audit entries, rollout
+// records, the updates instances hear (ccr.>, which only a level's own
+// mirrors republish), and every JetStream delivery, acknowledgement and
+// internal reply ($JS.M.>, $JS.S.>, $JS.ACK.>, $JSC.>): deliveries only
+// flow down a link, so no link can feed another host's mirror.
+func LeafAllowed() []string {
+	return []string{"ccs.>", "$JS.*.API.CONSUMER.CREATE.>", "$JS.FC.>", "_INBOX.>", "_R_.>"}
+}
+
+// LeafDenied are the subjects within LeafAllowed a lower level's leafnode
+// connection may still not publish into its upstream: the hub's fan-out
+// account imports these from CUECAST for its own mirror alone (the
+// creation of its consumer, the consumer's deliveries and flow control),
+// so a link may neither publish to them nor (LeafNoInterest) subscribe to
+// them.
 func LeafDenied() []string {
-	var d []string
-	d = append(d, "cc.>", "cca.>", "$KV.>", "$JS.API.>", "$JS.*.API.DIRECT.GET.>")
-	// The hub's fan-out account imports these from CUECAST for its mirror
-	// alone: the creation of its consumer, the consumer's deliveries and
-	// flow control. A link may neither publish to them nor (LeafNoInterest)
-	// subscribe to them.
-	d = append(d, LeafNoInterest()...)
-	for _, op := range []string{"CREATE", "UPDATE", "DELETE", "PURGE", "MSG.DELETE", "SNAPSHOT", "RESTORE"} {
-		d = append(d, "$JS.*.API.STREAM."+op+".>")
-	}
-	return d
+	return LeafNoInterest()
 }
 
 // LeafNoInterest are the subjects a lower level's leafnode connection may
@@ -866,12 +884,16 @@ func (w *confWriter) user(u, password string) {
 	w.open("{")
 	w.kv("user", q(u))
 	w.kv("password", q(password))
+	if len(perm.ConnectionTypes) > 0 {
+		w.list("allowed_connection_types", quoteAll(perm.ConnectionTypes))
+	}
 	w.open("permissions")
 	w.open("publish")
+	if len(perm.Publish) > 0 {
+		w.list("allow", quoteAll(perm.Publish))
+	}
 	if len(perm.PublishDeny) > 0 {
 		w.list("deny", quoteAll(perm.PublishDeny))
-	} else {
-		w.list("allow", quoteAll(perm.Publish))
 	}
 	w.close()
 	w.open("subscribe")
