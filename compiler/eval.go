@@ -63,8 +63,8 @@ type job struct {
 	// injects are the @tag fields of the config's own package that a
 	// dimension of the variant is injected into (variantsOf).
 	injects []tagAttr
-	inst   *build.Instance
-	schema *nsSchema
+	inst    *build.Instance
+	schema  *nsSchema
 	// wrap, when set, is the wrapper package unifying the config with its
 	// namespace schema (see wrapConfig); it replaces inst for evaluation.
 	wrap *build.Instance
