@@ -86,6 +86,7 @@ import "test.example/repo/lib/envlib"
 
 env:      envlib.Env
 replicas: envlib.Replicas
+label:    "env-\(envlib.Env)"
 `,
 	"web/imported/prod.cue": `@if(prod)
 
@@ -154,6 +155,10 @@ var explainTraceCases = []tracedCase{
 			at: "lib/envlib/envlib.cue:4", also: []string{"web/imported/imported.cue:6 (reference)"}},
 		{path: "size", value: `"large"`, origin: compiler.OriginLiteral, at: "web/imported/prod.cue:5"},
 	}},
+	{name: "computed from an imported tag", config: "web/imported/env=prod", path: "label", values: []tracedValue{
+		{path: "label", value: `"env-staging"`, origin: compiler.OriginComputed, at: "web/imported/imported.cue:7",
+			also: []string{"lib/envlib/envlib.cue:3 (operand)"}},
+	}},
 	{name: "imported tag staging", config: "web/imported", variant: "env=staging", values: []tracedValue{
 		{path: "env", value: `"staging"`, origin: compiler.OriginReference, target: compiler.OriginDefault, at: "lib/envlib/envlib.cue:3"},
 		{path: "replicas", value: `1`, origin: compiler.OriginReference, target: compiler.OriginDefault, at: "lib/envlib/envlib.cue:4"},
@@ -173,6 +178,10 @@ var explainTraceCases = []tracedCase{
 	}},
 	{name: "tag default kept", config: "web/tags/env=staging", path: "env", values: []tracedValue{
 		{path: "env", value: `"staging"`, origin: compiler.OriginTag, tag: "env=staging", at: "web/tags/tags.cue:6"},
+	}},
+	{name: "reference to a tag", config: "web/tags/env=staging", path: "tier", values: []tracedValue{
+		{path: "tier", value: `"staging"`, origin: compiler.OriginReference, target: compiler.OriginTag, tag: "env=staging",
+			at: "web/tags/tags.cue:6", also: []string{"web/tags/tags.cue:7 (reference)"}},
 	}},
 	{name: "no variant for a config with variants", config: "web/tags", err: compiler.ErrUnknownVariant},
 	{name: "value no file names", config: "web/region", variant: "region=us", values: []tracedValue{
@@ -205,6 +214,10 @@ var explainTraceCases = []tracedCase{
 			also: []string{"web/ledger/ledger.cue:5 (reference)"}},
 		{path: "ledger.port", value: `80`, origin: compiler.OriginDefault, at: "lib/net/net.cue:5",
 			also: []string{"web/ledger/ledger.cue:5 (reference)"}},
+	}},
+	{name: "list element", config: "web/ledger", path: "hosts[0]", values: []tracedValue{
+		{path: "hosts[0]", value: `"a.example.com"`, origin: compiler.OriginReference, target: compiler.OriginLiteral,
+			at: "web/ledger/ledger.cue:10", also: []string{"web/ledger/ledger.cue:11 (reference)"}},
 	}},
 	{name: "leaf of a definition", config: "web/ledger", path: "svc.level", values: []tracedValue{
 		{path: "svc.level", value: `"debug"`, origin: compiler.OriginLiteral, at: "web/ledger/ledger.cue:7",
@@ -287,6 +300,7 @@ func TestExplainTraced(t *testing.T) {
 			byPath := make(map[string]compiler.ExplainedValue)
 			for _, ev := range ex.Values {
 				byPath[ev.Path] = ev
+				t.Log(ev)
 				sameLine(t, ev)
 				if fromCue.Exists() {
 					want, err := fromCue.LookupPath(cue.ParsePath(ev.Path)).MarshalJSON()
