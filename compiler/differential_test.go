@@ -171,15 +171,7 @@ namespaces: web: {owners: ["team-web"], dimensions: {env: ["staging", "prod"], r
 					files[p] = s
 				}
 			}
-			for p, s := range files {
-				full := filepath.Join(dir, filepath.FromSlash(p))
-				if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(full, []byte(s), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
+			writeRepo(t, dir, files)
 			for link, target := range tc.links {
 				full := filepath.Join(dir, filepath.FromSlash(link))
 				if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
@@ -301,6 +293,20 @@ namespaces: web: {owners: ["team-web"], dimensions: {env: ["staging", "prod"], r
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// writeRepo writes files (repo-relative path -> content) below dir.
+func writeRepo(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	for p, s := range files {
+		full := filepath.Join(dir, filepath.FromSlash(p))
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -246,15 +245,7 @@ var explainTraceCases = []tracedCase{
 // line and the JSON say the same.
 func TestExplainTraced(t *testing.T) {
 	dir := t.TempDir()
-	for p, s := range explainTraceRepo {
-		full := filepath.Join(dir, filepath.FromSlash(p))
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(full, []byte(s), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeRepo(t, dir, explainTraceRepo)
 	ctx := context.Background()
 	res, err := compiler.Compile(ctx, dir, compiler.Options{Workers: 1})
 	if err != nil {
