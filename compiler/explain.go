@@ -376,6 +376,11 @@ func (c *compilation) explainJob(ctx context.Context, cfg cuecast.ConfigPath, va
 	if _, found := slices.BinarySearch(c.res.Configs, cfg); !found {
 		return job{}, fmt.Errorf("explain %s: %w", cfg, ErrUnknownConfig)
 	}
+	for _, dim := range sortedKeys(variant) {
+		if !cuecast.ValidSegment(dim) || !cuecast.ValidSegment(variant[dim]) {
+			return job{}, fmt.Errorf("explain %s: %w: %s=%s (names and values match [a-z0-9][a-z0-9_-]*)", cfg, ErrUnknownVariant, dim, variant[dim])
+		}
+	}
 	want := cuecast.VariantPath(cfg, variant)
 	var labels []string
 	for _, j := range p.jobs {

@@ -38,8 +38,10 @@ type tracedCase struct {
 	name    string
 	config  cuecast.ConfigPath
 	variant string // env=prod,region=eu
-	path    string
-	values  []tracedValue
+	// raw, when set, is ExplainOptions.Variant as given, unparsed.
+	raw    map[string]string
+	path   string
+	values []tracedValue
 	// err, when set, is the error Explain must give instead.
 	err error
 }
@@ -200,6 +202,7 @@ var explainTraceCases = []tracedCase{
 		{path: "zone", value: `"eu-west-1"`, origin: compiler.OriginReference, target: compiler.OriginLiteral,
 			at: "lib/zone/eu.cue:5", also: []string{"web/both/both.cue:6 (reference)", "lib/zone/zone.cue:3 (default)"}},
 	}},
+	{name: "a value that is no path segment", config: "web/both", raw: map[string]string{"env": "prod/region=us"}, err: compiler.ErrUnknownVariant},
 	{name: "late @if selects nothing", config: "web/late", values: []tracedValue{
 		{path: "x", value: `1`, origin: compiler.OriginLiteral, at: "web/late/late.cue:5"},
 	}},
@@ -263,7 +266,7 @@ func TestExplainTraced(t *testing.T) {
 				t.Fatal(err)
 			}
 			if len(variant) == 0 {
-				variant = nil
+				variant = tc.raw
 			}
 			ex, err := compiler.Explain(ctx, dir, tc.config, compiler.ExplainOptions{Variant: variant, Path: tc.path})
 			if tc.err != nil {
