@@ -324,33 +324,82 @@ func newCompilation(opts Options, fsys fs.FS, root string, tree *repoTree) *comp
 	return c
 }
 
-// run compiles in named phases: the module and the manifest, discovery of
-// the configs, the targets and what they depend on, then (unless planning)
-// the namespace schemas and the configs' evaluation.
+// run compiles in named phases: the plan (plan), then the configs'
+// evaluation.
 func (c *compilation) run(ctx context.Context) error {
-	if err := c.readModule(ctx); err != nil {
+	p, err := c.plan(ctx)
+	if err != nil {
 		return err
+	}
+	switch {
+	case p.man == nil || c.opts.ManifestOnly:
+		c.res.Index = newIndex(nil, nil, nil)
+		return nil
+	case c.opts.PlanOnly:
+		c.res.Index = newIndex(p.deps, p.man.Namespaces, c.embedDirs)
+		return nil
+	}
+	// One load takes one set of tags: jobs with the same tags are
+	// neighbours, so they share batches (runJobs).
+	jobs := slices.Clone(p.jobs)
+	slices.SortStableFunc(jobs, func(a, b job) int {
+		return cmp.Or(slices.Compare(a.tags, b.tags), strings.Compare(string(a.cfg), string(b.cfg)))
+	})
+	if err := c.runJobs(ctx, jobs); err != nil {
+		return err
+	}
+	c.indexVariants()
+	c.nameVariants()
+	if len(c.opts.Configs) == 0 {
+		c.warnUnused(p.man, p.deps)
+	}
+	c.res.Index = newIndex(p.deps, p.man.Namespaces, c.embedDirs)
+	return nil
+}
+
+// plan is what a compile decides before it evaluates anything.
+type plan struct {
+	// man is the manifest, nil when it is invalid (the errors say why).
+	man *Manifest
+	// deps are each target's dependency directories (readDeps).
+	deps map[cuecast.ConfigPath][]string
+	// jobs are the evaluations, sorted by config: one per config without
+	// variants, one per variant (with its tags and the @tag fields it
+	// injects into) of a config with variants; nil for ManifestOnly and
+	// PlanOnly.
+	jobs []job
+}
+
+// plan runs the phases before the evaluation: the module and the
+// manifest, discovery of the configs, the targets and what they depend
+// on, then (unless only planning) the namespace schemas and the variants
+// of each config. It fills Result.Manifest and Result.Configs. Explain
+// plans with it too, so it evaluates exactly a job Compile evaluates:
+// the same variants, tags, wrapper and schema.
+func (c *compilation) plan(ctx context.Context) (*plan, error) {
+	p := &plan{}
+	if err := c.readModule(ctx); err != nil {
+		return nil, err
 	}
 	man, schemaPos := c.loadManifest(ctx)
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("load manifest: %w", err)
+		return nil, fmt.Errorf("load manifest: %w", err)
 	}
-	c.res.Manifest = man
+	c.res.Manifest, p.man = man, man
 	if man == nil || c.opts.ManifestOnly {
-		c.res.Index = newIndex(nil, nil, nil)
-		return nil
+		return p, nil
 	}
 	c.errs = append(c.errs, c.tree.symlinkDirErrors(man.Namespaces)...)
 	c.res.Configs = c.discover(man)
 	targets := c.selectTargets(man, c.res.Configs)
 	deps, err := c.readDeps(man, targets)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	p.deps = deps
 	crossing := c.crossNamespaceImports(man, targets, deps)
 	if c.opts.PlanOnly {
-		c.res.Index = newIndex(deps, man.Namespaces, c.embedDirs)
-		return nil
+		return p, nil
 	}
 	compile := c.compilable(targets, deps, crossing)
 	// Each config gets a wrapper package that unifies it with its
@@ -365,9 +414,8 @@ func (c *compilation) run(ctx context.Context) error {
 	}
 	schemas, err := c.loadSchemas(ctx, man, schemaPos)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	var jobs []job
 	for _, cp := range compile {
 		s, ok := schemas[cp.Namespace()]
 		if !ok {
@@ -375,42 +423,28 @@ func (c *compilation) run(ctx context.Context) error {
 		}
 		ns := man.Namespaces[cp.Namespace()]
 		j := job{cfg: cp, out: cp, schema: s, ns: ns, wrapDir: wrapped[cp], deps: deps[cp]}
-		vs, ownTags, verrs := c.variantsOf(cp, deps[cp], ns)
+		vs, dimTags, verrs := c.variantsOf(cp, deps[cp], ns)
 		if len(verrs) > 0 {
 			c.errs = append(c.errs, verrs...)
 			continue
 		}
-		if ownTags {
+		if len(dimTags) > 0 {
 			// CUE injects @tag values only into the packages loaded as
 			// arguments, never into an import such as the wrapper's.
 			j.wrapDir = ""
 		}
 		if len(vs) == 0 {
-			jobs = append(jobs, j)
+			p.jobs = append(p.jobs, j)
 			continue
 		}
 		c.variants[cp] = vs
 		for _, v := range vs {
 			vj := j
-			vj.out, vj.tags = v.path, v.tags
-			jobs = append(jobs, vj)
+			vj.out, vj.tags, vj.injects = v.path, v.tags, dimTags
+			p.jobs = append(p.jobs, vj)
 		}
 	}
-	// One load takes one set of tags: jobs with the same tags are
-	// neighbours, so they share batches (runJobs).
-	slices.SortStableFunc(jobs, func(a, b job) int {
-		return cmp.Or(slices.Compare(a.tags, b.tags), strings.Compare(string(a.cfg), string(b.cfg)))
-	})
-	if err := c.runJobs(ctx, jobs); err != nil {
-		return err
-	}
-	c.indexVariants()
-	c.nameVariants()
-	if len(c.opts.Configs) == 0 {
-		c.warnUnused(man, deps)
-	}
-	c.res.Index = newIndex(deps, man.Namespaces, c.embedDirs)
-	return nil
+	return p, nil
 }
 
 // readModule reads cue.mod/ into the loader's file system and the module

@@ -28,13 +28,24 @@ const cueVersion = "v0.17.1"
 // the right version skips it, saying how to install one.
 func cueCLI(t *testing.T) string {
 	t.Helper()
+	p, missing := findCueCLI(t)
+	if p == "" {
+		t.Skip(missing)
+	}
+	return p
+}
+
+// findCueCLI is cueCLI for a test that checks against cue where it can:
+// without a cue of the right version it returns "" and why.
+func findCueCLI(t *testing.T) (string, string) {
+	t.Helper()
 	var cands []string
 	if p := os.Getenv("CUECAST_CUE"); p != "" {
 		out, err := exec.Command(p, "version").Output()
 		if err != nil || !strings.Contains(string(out), "cue version "+cueVersion) {
 			t.Fatalf("$CUECAST_CUE=%s: want cue %s, got %q (%v)", p, cueVersion, out, err)
 		}
-		return p
+		return p, ""
 	}
 	if p, err := exec.LookPath("cue"); err == nil {
 		cands = append(cands, p)
@@ -45,11 +56,10 @@ func cueCLI(t *testing.T) string {
 	for _, c := range cands {
 		out, err := exec.Command(c, "version").Output()
 		if err == nil && strings.Contains(string(out), "cue version "+cueVersion) {
-			return c
+			return c, ""
 		}
 	}
-	t.Skipf("no cue %s found (set CUECAST_CUE, or go install cuelang.org/go/cmd/cue@%s)", cueVersion, cueVersion)
-	return ""
+	return "", fmt.Sprintf("no cue %s found (set CUECAST_CUE, or go install cuelang.org/go/cmd/cue@%s)", cueVersion, cueVersion)
 }
 
 // diffCase is a repo on disk, with symlinks.
@@ -161,15 +171,7 @@ namespaces: web: {owners: ["team-web"], dimensions: {env: ["staging", "prod"], r
 					files[p] = s
 				}
 			}
-			for p, s := range files {
-				full := filepath.Join(dir, filepath.FromSlash(p))
-				if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(full, []byte(s), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
+			writeRepo(t, dir, files)
 			for link, target := range tc.links {
 				full := filepath.Join(dir, filepath.FromSlash(link))
 				if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
@@ -291,6 +293,20 @@ namespaces: web: {owners: ["team-web"], dimensions: {env: ["staging", "prod"], r
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// writeRepo writes files (repo-relative path -> content) below dir.
+func writeRepo(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	for p, s := range files {
+		full := filepath.Join(dir, filepath.FromSlash(p))
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

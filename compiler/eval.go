@@ -57,11 +57,14 @@ func bounded[T any](ctx context.Context, d time.Duration, f func() T) (T, error)
 type job struct {
 	// cfg is the config to load; out is the path its output is published
 	// at, cfg or one of its variants, whose tags are set at load.
-	cfg    cuecast.ConfigPath
-	out    cuecast.ConfigPath
-	tags   []string
-	inst   *build.Instance
-	schema *nsSchema
+	cfg  cuecast.ConfigPath
+	out  cuecast.ConfigPath
+	tags []string
+	// injects are the @tag fields of the config's own package that a
+	// dimension of the variant is injected into (variantsOf).
+	injects []tagAttr
+	inst    *build.Instance
+	schema  *nsSchema
 	// wrap, when set, is the wrapper package unifying the config with its
 	// namespace schema (see wrapConfig); it replaces inst for evaluation.
 	wrap *build.Instance

@@ -15,7 +15,6 @@ import (
 	"cuelang.org/go/cue"
 	"cuelang.org/go/cue/ast"
 	"cuelang.org/go/cue/cuecontext"
-	"cuelang.org/go/cue/load"
 	"cuelang.org/go/cue/token"
 
 	"github.com/cuecast/cuecast"
@@ -29,9 +28,9 @@ var (
 	ErrUnknownConfig = errors.New("no such config")
 	// ErrUnknownPath: the compiled config has no field at ExplainOptions.Path.
 	ErrUnknownPath = errors.New("no such path in the compiled config")
-	// ErrUnknownVariant: a dimension of ExplainOptions.Variant is one the
-	// config does not use, or a dimension the config reads with @tag was
-	// given no value.
+	// ErrUnknownVariant: ExplainOptions.Variant names no variant Compile
+	// publishes for the config: the config has no variants, or it has
+	// and the variant is none of them (or none was named).
 	ErrUnknownVariant = errors.New("no such variant")
 )
 
@@ -183,8 +182,11 @@ type Explanation struct {
 // exactly as Compile does (same module, files, namespace schema and lints),
 // and explains each leaf of its output (or of the subtree at opts.Path).
 // cfg may be a variant path (payments/checkout/env=prod), which names the
-// variant as opts.Variant does; where the namespace declares dimensions,
-// only a variant Compile builds is explained, loaded with its tags.
+// variant as opts.Variant does. Explain plans the config with Compile's own
+// plan step and evaluates the very job Compile publishes at the variant's
+// path: every variant Compile publishes is explained and no other, and only
+// the @tag fields of the namespace's dimensions in the config's own package
+// are tags (cue injects into no other).
 //
 // Errors: ErrNoModule, ErrUnknownConfig, ErrUnknownVariant, ErrUnknownPath
 // (wrapped), *CompileError when the config does not compile, ctx.Err() when
@@ -240,23 +242,8 @@ func explain(ctx context.Context, repoDir string, cfg cuecast.ConfigPath, path c
 		return nil, err
 	}
 	defer cleanup()
-	j, err := c.explainJob(ctx, cfg)
+	j, err := c.explainJob(ctx, cfg, opts.Variant)
 	if err != nil {
-		return nil, err
-	}
-	tags, decls, err := c.variantTags(cfg, j.deps, opts.Variant)
-	if err != nil {
-		return nil, err
-	}
-	if len(j.ns.Dimensions) > 0 {
-		// The namespace declares dimensions: explain only a variant that
-		// compile builds (declared values, listed combinations), loaded
-		// with the very tags compile gives it.
-		if tags, err = c.compiledVariantTags(cfg, j, opts.Variant); err != nil {
-			return nil, err
-		}
-	}
-	if err := c.loadExplainJob(&j, tags); err != nil {
 		return nil, err
 	}
 	type evaluated struct {
@@ -306,13 +293,19 @@ func explain(ctx context.Context, repoDir string, cfg cuecast.ConfigPath, path c
 			return nil, fmt.Errorf("explain %s: %q: %w", cfg, opts.Path, ErrUnknownPath)
 		}
 	}
-	x := &explainer{variant: opts.Variant, pkg: c.modPath + "/" + string(cfg), tagAt: make(map[string]bool)}
-	for _, d := range decls {
-		for _, at := range d.at {
-			x.tagAt[at] = true
+	x := &explainer{variant: opts.Variant, pkg: c.modPath + "/" + string(cfg), tagAt: make(map[string]string)}
+	for _, t := range j.injects {
+		if p, ok := position(t.value, RoleValue); ok {
+			x.tagAt[p.String()] = t.name
 		}
 	}
-	if err := x.walk(root, prefix, nil, func(ev ExplainedValue) { ex.Values = append(ex.Values, ev) }); err != nil {
+	// A value below PATH was read through the references of the structs
+	// and lists enclosing PATH, as it is when the walk starts at the top.
+	var through []Position
+	for i := 1; i < len(prefix); i++ {
+		through = readThrough(e.v.LookupPath(cue.MakePath(prefix[:i]...)), through)
+	}
+	if err := x.walk(root, prefix, through, func(ev ExplainedValue) { ex.Values = append(ex.Values, ev) }); err != nil {
 		return nil, fmt.Errorf("explain %s: %w", cfg, err)
 	}
 	return ex, nil
@@ -363,167 +356,64 @@ func newExplainCompilation(ctx context.Context, repoDir string, cfg cuecast.Conf
 	return c, func() { cleanup(); closeRoot() }, nil
 }
 
-// explainJob runs Compile's phases up to the evaluation for cfg alone and
-// returns its job, not yet loaded.
-func (c *compilation) explainJob(ctx context.Context, cfg cuecast.ConfigPath) (job, error) {
+// explainJob plans cfg as Compile does (plan) and returns, loaded, the
+// job Compile evaluates for the variant: the one published at
+// cuecast.VariantPath(cfg, variant), with its tags, wrapper and schema.
+func (c *compilation) explainJob(ctx context.Context, cfg cuecast.ConfigPath, variant map[string]string) (job, error) {
 	fail := func() (job, error) {
 		return job{}, &CompileError{Config: cfg, Errors: sortErrors(c.errs)}
 	}
-	if err := c.readModule(ctx); err != nil {
+	p, err := c.plan(ctx)
+	if err != nil {
 		return job{}, err
 	}
-	man, schemaPos := c.loadManifest(ctx)
-	if err := ctx.Err(); err != nil {
-		return job{}, fmt.Errorf("load manifest: %w", err)
-	}
-	if man == nil {
+	if p.man == nil {
 		return fail()
 	}
-	if _, ok := man.Namespaces[cfg.Namespace()]; !ok {
+	if _, ok := p.man.Namespaces[cfg.Namespace()]; !ok {
 		return job{}, fmt.Errorf("explain %s: %w (namespace %q is not declared in cuecast.cue)", cfg, ErrUnknownConfig, cfg.Namespace())
 	}
-	all := c.discover(man)
-	if _, found := slices.BinarySearch(all, cfg); !found {
+	if _, found := slices.BinarySearch(c.res.Configs, cfg); !found {
 		return job{}, fmt.Errorf("explain %s: %w", cfg, ErrUnknownConfig)
 	}
-	targets := []cuecast.ConfigPath{cfg}
-	deps, err := c.readDeps(man, targets)
-	if err != nil {
-		return job{}, err
-	}
-	crossing := c.crossNamespaceImports(man, targets, deps)
-	if len(c.compilable(targets, deps, crossing)) == 0 {
-		return fail()
-	}
-	ns := man.Namespaces[cfg.Namespace()]
-	wrapDir, _ := c.wrapConfig(cfg, ns.Schema)
-	schemas, err := c.loadSchemas(ctx, man, schemaPos)
-	if err != nil {
-		return job{}, err
-	}
-	s, ok := schemas[cfg.Namespace()]
-	if !ok {
-		return fail()
-	}
-	return job{cfg: cfg, schema: s, ns: ns, wrapDir: wrapDir, deps: deps[cfg]}, nil
-}
-
-// loadExplainJob loads j's packages as loadBatch does, with tags. With tags
-// the config is loaded on its own and unified with its schema by eval: CUE
-// injects tags only into the packages named to the loader, never into an
-// import such as the config inside its wrapper package.
-func (c *compilation) loadExplainJob(j *job, tags []string) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("internal error loading %s: %v", j.cfg, p)
+	for _, dim := range sortedKeys(variant) {
+		if !cuecast.ValidSegment(dim) || !cuecast.ValidSegment(variant[dim]) {
+			return job{}, fmt.Errorf("explain %s: %w: %s=%s (names and values match [a-z0-9][a-z0-9_-]*)", cfg, ErrUnknownVariant, dim, variant[dim])
 		}
-	}()
-	dirs := j.deps
-	if j.wrapDir != "" && len(tags) == 0 && j.schema.inst != nil {
-		cfg := c.loadConfigFor(append(slices.Clone(dirs), j.wrapDir))
-		l := load.Instances([]string{"./" + j.wrapDir}, cfg)[0]
-		if l.Err == nil {
-			if ci := importOf(l, c.modPath+"/"+string(j.cfg)); ci != nil {
-				j.inst, j.wrap = ci, l
-				return nil
-			}
-		}
-	}
-	cfg := c.loadConfigFor(dirs)
-	cfg.Tags = tags
-	j.inst = load.Instances([]string{"./" + string(j.cfg)}, cfg)[0]
-	return nil
-}
-
-// compiledVariantTags is the tags compile loads cfg's variant with
-// (variantsOf), or ErrUnknownVariant naming the variants it has.
-func (c *compilation) compiledVariantTags(cfg cuecast.ConfigPath, j job, variant map[string]string) ([]string, error) {
-	vs, _, _ := c.variantsOf(cfg, j.deps, j.ns)
-	if len(vs) == 0 {
-		if len(variant) > 0 {
-			return nil, fmt.Errorf("explain %s: %w: the config has no variants", cfg, ErrUnknownVariant)
-		}
-		return nil, nil
 	}
 	want := cuecast.VariantPath(cfg, variant)
-	labels := make([]string, len(vs))
-	for i, v := range vs {
-		if v.path == want {
-			return v.tags, nil
+	var labels []string
+	for _, j := range p.jobs {
+		if j.cfg != cfg {
+			continue
 		}
-		labels[i] = v.path.VariantLabel()
+		if j.out == want {
+			return j, c.loadExplainJob(&j)
+		}
+		if j.out != cfg {
+			labels = append(labels, j.out.VariantLabel())
+		}
 	}
-	return nil, fmt.Errorf("explain %s: %w: %s is not one of its variants (%s)", cfg, ErrUnknownVariant, want.VariantLabel(), strings.Join(labels, "; "))
+	switch {
+	case len(labels) > 0 && len(variant) == 0:
+		return job{}, fmt.Errorf("explain %s: %w: the config has variants; name one with --variant: %s",
+			cfg, ErrUnknownVariant, strings.Join(labels, "; "))
+	case len(labels) > 0:
+		return job{}, fmt.Errorf("explain %s: %w: %s is not one of its variants (%s)", cfg, ErrUnknownVariant, want.VariantLabel(), strings.Join(labels, "; "))
+	case c.variants[cfg] == nil && slices.ContainsFunc(p.jobs, func(j job) bool { return j.cfg == cfg }):
+		return job{}, fmt.Errorf("explain %s: %w: the config has no variants (it reads no value of a dimension of namespace %s)", cfg, ErrUnknownVariant, cfg.Namespace())
+	}
+	return fail()
 }
 
-// variantTags turns a variant into the loader's tags: the shorthand
-// (`prod`) where the config's @tag(env, short=...) lists the value, since
-// that both sets the field and enables @if(prod) files; otherwise
-// `env=prod` for a config that reads the dimension with @tag, plus `prod`
-// where some file the config loads is conditional on it.
-func (c *compilation) variantTags(cfg cuecast.ConfigPath, deps []string, variant map[string]string) ([]string, map[string]*tagDecl, error) {
-	own := append(ancestors(string(cfg)), string(cfg))
-	declared := make(map[string]*tagDecl)
-	for _, d := range own {
-		for _, f := range c.tree.dirs[d] {
-			for _, t := range c.tagsOf(f) {
-				decl := declared[t.name]
-				if decl == nil {
-					decl = &tagDecl{}
-					declared[t.name] = decl
-				}
-				if p, ok := position(t.value, RoleValue); ok {
-					decl.at = append(decl.at, p.String())
-				}
-				decl.shorts = append(decl.shorts, t.short...)
-			}
-		}
+// loadExplainJob loads j's packages as runJobs does, in a batch of one.
+func (c *compilation) loadExplainJob(j *job) error {
+	insts, err := c.loadBatch([]job{*j})
+	if err != nil {
+		return err
 	}
-	ifNames := make(map[string]bool)
-	for _, d := range append(slices.Clone(own), deps...) {
-		for _, f := range c.tree.dirs[d] {
-			for _, n := range c.headers[f].ifNames {
-				ifNames[n] = true
-			}
-		}
-	}
-	var tags []string
-	for _, dim := range sortedKeys(variant) {
-		val := variant[dim]
-		if !cuecast.ValidSegment(dim) || !cuecast.ValidSegment(val) {
-			return nil, nil, fmt.Errorf("explain %s: %w: %s=%s (names and values match [a-z0-9][a-z0-9_-]*)", cfg, ErrUnknownVariant, dim, val)
-		}
-		decl, hasTag := declared[dim]
-		switch {
-		case hasTag && slices.Contains(decl.shorts, val):
-			tags = append(tags, val)
-		case hasTag:
-			tags = append(tags, dim+"="+val)
-			if ifNames[val] {
-				tags = append(tags, val)
-			}
-		case ifNames[val]:
-			tags = append(tags, val)
-		default:
-			return nil, nil, fmt.Errorf("explain %s: %w: the config does not use dimension %s (no @tag(%s) in its package, no @if(%s) in the files it loads)",
-				cfg, ErrUnknownVariant, dim, dim, val)
-		}
-	}
-	for _, dim := range sortedKeys(declared) {
-		if _, ok := variant[dim]; !ok {
-			return nil, nil, fmt.Errorf("explain %s: %w: the config reads dimension %s with @tag(%s); name its value, as in --variant %s=<value>",
-				cfg, ErrUnknownVariant, dim, dim, dim)
-		}
-	}
-	return tags, declared, nil
-}
-
-// tagDecl is what a package's @tag(<dimension>, short=...) fields
-// declare: the shorthands, and where each field's value starts
-// ("file:line:col"), which is where explain places an injected value.
-type tagDecl struct {
-	shorts []string
-	at     []string
+	j.inst, j.wrap = insts[0], insts[1]
+	return nil
 }
 
 // explainer finds the origin of values.
@@ -532,9 +422,11 @@ type explainer struct {
 	// pkg is the import path of the config's package; references into
 	// it are named by their path alone.
 	pkg string
-	// tagAt holds the positions of the values of the @tag fields
-	// (tagDecl.at).
-	tagAt map[string]bool
+	// tagAt maps the positions ("file:line:col") of the values of the
+	// @tag fields the variant injects into (job.injects) to their
+	// dimension. Only these are tags: cue injects into nothing else, not
+	// an @tag that is no dimension, nor one in an imported package.
+	tagAt map[string]string
 }
 
 // walk calls f for each leaf below v in the order of the canonical output
@@ -546,17 +438,7 @@ func (x *explainer) walk(v cue.Value, at []cue.Selector, through []Position, f f
 		d = dv
 	}
 	if k := d.Kind(); len(at) > 0 && (k == cue.StructKind || k == cue.ListKind) {
-		// A struct or list read through a reference (ledger:
-		// net.Internal.ledger, service: svc.#Defaults & {...}): its values
-		// keep the positions where they are written, and the reference is
-		// how they got here.
-		for _, c := range valueConjuncts(v) {
-			if isReference(c) {
-				if p, ok := position(valuePos(c), RoleReference); ok {
-					through = append(slices.Clip(through), p)
-				}
-			}
-		}
+		through = readThrough(v, through)
 	}
 	switch d.Kind() {
 	case cue.StructKind:
@@ -605,6 +487,21 @@ func (x *explainer) walk(v cue.Value, at []cue.Selector, through []Position, f f
 	ev.JSON = b
 	f(ev)
 	return nil
+}
+
+// readThrough adds to through the references v, a struct or list, is
+// read through (ledger: net.Internal.ledger, service: svc.#Defaults &
+// {...}): its values keep the positions where they are written, and the
+// reference is how they got here.
+func readThrough(v cue.Value, through []Position) []Position {
+	for _, c := range valueConjuncts(v) {
+		if isReference(c) {
+			if p, ok := position(valuePos(c), RoleReference); ok {
+				through = append(slices.Clip(through), p)
+			}
+		}
+	}
+	return through
 }
 
 // explain labels one value and collects its positions.
@@ -657,10 +554,10 @@ func (x *explainer) analyze(v cue.Value, depth int) analysis {
 		refs, typeRefs              []cue.Value
 	)
 	tag := ""
-	if attr := v.Attribute("tag"); attr.Err() == nil {
-		if dim, err := attr.String(0); err == nil {
-			if val, ok := x.variant[dim]; ok {
-				tag = dim + "=" + val
+	for _, c := range valueConjuncts(v) {
+		if p, ok := position(valuePos(c), RoleValue); ok {
+			if dim, ok := x.tagAt[p.String()]; ok {
+				tag = dim + "=" + x.variant[dim]
 			}
 		}
 	}
@@ -672,9 +569,12 @@ func (x *explainer) analyze(v cue.Value, depth int) analysis {
 		case !ok && c.IsConcrete() && op == cue.NoOp && !isDefault:
 			// An injected tag value has no position; nor has anything
 			// else worth naming.
-		case tag != "" && ok && x.tagAt[pos.String()]:
-			if ok {
-				tagField = append(tagField, pos)
+		case tag != "" && ok && x.tagAt[pos.String()] != "":
+			tagField = append(tagField, pos)
+			if d, isDef := c.Default(); isDef && d.IsConcrete() {
+				// The @tag field's own default (*"staging" | "prod"),
+				// which the injected value replaced.
+				overridden = append(overridden, withRole(defaultPositions(c), RoleDefault)...)
 			}
 		case isReference(c):
 			if x.decides(c) {

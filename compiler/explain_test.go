@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -154,5 +156,50 @@ func TestExplainVariantPath(t *testing.T) {
 	if _, err := compiler.Explain(ctx, "../configs-example", variant,
 		compiler.ExplainOptions{Variant: map[string]string{"env": "staging"}}); !errors.Is(err, compiler.ErrUnknownVariant) {
 		t.Errorf("a variant path and options that disagree: %v, want ErrUnknownVariant", err)
+	}
+}
+
+// TestExplainDocExample runs docs/VARIANTS.md's explain examples on
+// configs-example as written: each line shown is a line explain prints (a
+// line cut with "…" starts one), with PATH as without.
+func TestExplainDocExample(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "docs", "VARIANTS.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, _ := strings.Cut(string(doc), "## Explaining a value")
+	_, block, _ := strings.Cut(section, "```\n")
+	block, _, _ = strings.Cut(block, "```")
+	var lines []string // what the current command prints
+	ran := 0
+	for _, l := range strings.Split(block, "\n") {
+		cmd, isCmd := strings.CutPrefix(l, "$ cuecast explain --repo configs-example ")
+		switch {
+		case isCmd:
+			args := strings.Fields(cmd)
+			opts := compiler.ExplainOptions{}
+			if len(args) > 1 {
+				opts.Path = args[1]
+			}
+			ex, err := compiler.Explain(context.Background(), filepath.Join("..", "configs-example"), cuecast.ConfigPath(args[0]), opts)
+			if err != nil {
+				t.Fatalf("%s: %v", l, err)
+			}
+			lines = lines[:0]
+			for _, v := range ex.Values {
+				lines = append(lines, v.String())
+			}
+			ran++
+		case strings.HasPrefix(l, "$ "):
+			lines = nil // another repo's example
+		case lines != nil && l != "":
+			want, cut := strings.CutSuffix(l, ", …")
+			if !slices.ContainsFunc(lines, func(got string) bool { return got == want || cut && strings.HasPrefix(got, want+", ") }) {
+				t.Errorf("docs/VARIANTS.md shows\n%s\nbut explain prints\n%s", l, strings.Join(lines, "\n"))
+			}
+		}
+	}
+	if ran < 2 {
+		t.Errorf("ran %d examples of docs/VARIANTS.md, want 2", ran)
 	}
 }

@@ -37,14 +37,15 @@ type variant struct {
 // packages load from deps: one per combination of the dimensions it uses,
 // or nil when it uses none. A dimension is used by an @tag(<dim>) in the
 // config's own package (its directory and ancestors: CUE honours @tag only
-// there) or an @if naming one of its values in any file the config loads.
-// ownTags reports whether the config's own files declare @tag of a
-// dimension (the value is then injected into the config's package, which
-// must be loaded as a top-level instance). Errors are the injection lint:
-// an @tag of a dimension must list the dimension's values as shorthands.
-func (c *compilation) variantsOf(cp cuecast.ConfigPath, deps []string, ns Namespace) (vs []variant, ownTags bool, errs []Error) {
+// there) or an @if naming one of its values in any file the config loads;
+// any other @tag is no dimension and varies nothing. dimTags are the
+// config's own @tag fields of a dimension: the value is injected there,
+// so the config's package must be loaded as a top-level instance. Errors
+// are the injection lint: an @tag of a dimension must list the
+// dimension's values as shorthands.
+func (c *compilation) variantsOf(cp cuecast.ConfigPath, deps []string, ns Namespace) (vs []variant, dimTags []tagAttr, errs []Error) {
 	if len(ns.Dimensions) == 0 {
-		return nil, false, nil
+		return nil, nil, nil
 	}
 	used := make(map[string]bool)
 	read := make(map[string]bool) // values some file names
@@ -66,7 +67,8 @@ func (c *compilation) variantsOf(cp cuecast.ConfigPath, deps []string, ns Namesp
 				if !isDim {
 					continue
 				}
-				used[t.name], ownTags = true, true
+				used[t.name] = true
+				dimTags = append(dimTags, t)
 				for _, sh := range t.short {
 					read[sh] = true
 				}
@@ -94,7 +96,7 @@ func (c *compilation) variantsOf(cp cuecast.ConfigPath, deps []string, ns Namesp
 		}
 	}
 	if len(used) == 0 || len(errs) > 0 {
-		return nil, ownTags, errs
+		return nil, dimTags, errs
 	}
 	for _, combo := range combinations(ns, slices.Sorted(maps.Keys(used))) {
 		v := variant{path: cuecast.VariantPath(cp, combo)}
@@ -107,7 +109,7 @@ func (c *compilation) variantsOf(cp cuecast.ConfigPath, deps []string, ns Namesp
 		vs = append(vs, v)
 	}
 	slices.SortFunc(vs, func(a, b variant) int { return strings.Compare(string(a.path), string(b.path)) })
-	return vs, ownTags, nil
+	return vs, dimTags, nil
 }
 
 // combinations returns the combinations of the dimensions used: every

@@ -48,7 +48,10 @@ conjunct that only constrains it, such as the namespace schema's type.
 
 A config that uses dimensions is explained per variant: name the dimension
 values with --variant, or append them to CONFIG as its variant path does
-(payments/checkout/env=prod/region=eu). See docs/VARIANTS.md.
+(payments/checkout/env=prod/region=eu). Every variant compile publishes can be
+explained, with the tags compile loads it with; an @tag that is no dimension
+of the namespace, or one in an imported package, injects nothing. See
+docs/VARIANTS.md.
 
 Exit status: 0 explained, 2 unknown config, path or variant (or wrong usage),
 3 the config does not compile (the errors are printed), 1 cuecast failed.`,
@@ -122,7 +125,7 @@ func explainRun(c *cobra.Command, env *Env, opts *ExplainOptions) error {
 	case errors.Is(err, compiler.ErrUnknownPath):
 		return &UsageError{Err: err, Hint: "name a field of the compiled output, like server.port or hosts[0]; without PATH explain shows them all"}
 	case errors.Is(err, compiler.ErrUnknownVariant):
-		return &UsageError{Err: err, Hint: "give each dimension the config uses a value, as --variant env=prod,region=eu"}
+		return &UsageError{Err: err, Hint: "name one of the variants compile publishes for the config, as --variant env=prod,region=eu; a config without variants takes no --variant"}
 	case err != nil:
 		return fmt.Errorf("explain %s: %w", cfg, err)
 	}
