@@ -93,6 +93,7 @@ Exit codes: 0 ok, 1 cuecast failed, 2 wrong usage, 3 invalid configs, 4 halted o
 		newFlagsCmd(env, nil),
 	)
 	guardGroups(root)
+	guardArgs(root)
 	root.Version = versionLine(buildinfo.Read())
 	root.SetVersionTemplate("{{.Version}}\n")
 	return root
