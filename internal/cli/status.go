@@ -103,7 +103,7 @@ func statusRun(c *cobra.Command, env *Env, opts *StatusOptions) error {
 	}
 	defer nc.Close()
 	if opts.Wait != "" {
-		return statusWait(ctx, env, nc, d, opts.Wait, opts.Timeout)
+		return statusWait(ctx, env, nc, d, opts)
 	}
 	var cfgs []cuecast.ConfigPath
 	for _, a := range opts.Configs {

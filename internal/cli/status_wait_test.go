@@ -50,6 +50,10 @@ func newReportFleet(t *testing.T, nc *nats.Conn, url string, o distributor.Optio
 	if err != nil {
 		t.Fatal(err)
 	}
+	// checkout exists: a wait on a config never published is wrong usage.
+	if err := d.Publish(t.Context(), cuecast.Version{Config: checkoutCfg, Version: 1, Commit: "c1"}, []byte(`{"v":1}`)); err != nil {
+		t.Fatalf("publish checkout v1: %v", err)
+	}
 	return &reportFleet{t: t, url: url, nc: nc, js: js, d: d}
 }
 
@@ -368,5 +372,62 @@ func TestStatusWaitShowsProgressOnATerminal(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("status --wait still running after 30s")
+	}
+}
+
+// TestStatusWaitUnknownConfig: a wait on a config never published is wrong
+// usage at once (exit 2, as `status` of it), not a wait of the whole
+// timeout ending in exit 4: a typo in a deploy step.
+func TestStatusWaitUnknownConfig(t *testing.T) {
+	f := startReportFleet(t, distributor.Options{})
+	f.report("web-1", 1)
+	r := f.result(f.startWait("--wait", "payments/chekout@1", "--timeout", "10m"))
+	if r.code != cli.ExitUsage || !strings.Contains(r.errOut, "payments/chekout") || !strings.Contains(r.errOut, "hint: ") {
+		t.Fatalf("exit %d, stdout %q stderr %q; want 2 naming payments/chekout with a hint", r.code, r.out, r.errOut)
+	}
+	code, _, _ := run(t.Context(), "status", "--nats", f.url, "payments/chekout")
+	if code != r.code {
+		t.Errorf("status payments/chekout exits %d, status --wait payments/chekout@1 %d: want the same", code, r.code)
+	}
+}
+
+// TestStatusWaitJSON: --output json makes the wait's outcome one JSON
+// document on stdout, whether it succeeds or times out.
+func TestStatusWaitJSON(t *testing.T) {
+	f := startReportFleet(t, distributor.Options{})
+	f.report("web-1", 1)
+	f.report("web-2", 1)
+	for _, tc := range []struct {
+		args    []string
+		code    int
+		outcome string
+		on      int
+		behind  []string
+	}{
+		{[]string{"--wait", "payments/checkout@1", "-o", "json"}, 0, "applied", 2, nil},
+		{[]string{"--wait", "payments/checkout@2", "--timeout", "300ms", "--output", "json"}, cli.ExitHalted, "timed_out", 0, []string{"web-1", "web-2"}},
+	} {
+		r := f.result(f.startWait(tc.args...))
+		var got struct {
+			Config    string `json:"config"`
+			Version   uint64 `json:"version"`
+			Outcome   string `json:"outcome"`
+			Instances int    `json:"instances"`
+			OnVersion int    `json:"on_version"`
+			Behind    []struct {
+				Instance string `json:"instance"`
+			} `json:"behind"`
+		}
+		if err := json.Unmarshal([]byte(r.out), &got); err != nil {
+			t.Fatalf("%v: stdout %q is not JSON: %v (stderr %q)", tc.args, r.out, err, r.errOut)
+		}
+		var behind []string
+		for _, b := range got.Behind {
+			behind = append(behind, b.Instance)
+		}
+		if r.code != tc.code || got.Config != "payments/checkout" || got.Outcome != tc.outcome || got.Instances != 2 ||
+			got.OnVersion != tc.on || strings.Join(behind, ",") != strings.Join(tc.behind, ",") {
+			t.Errorf("%v: exit %d, %+v; want exit %d, outcome %s, 2 instances, %d on the version, behind %v", tc.args, r.code, got, tc.code, tc.outcome, tc.on, tc.behind)
+		}
 	}
 }
