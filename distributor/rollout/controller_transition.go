@@ -232,7 +232,7 @@ func judgeStage(rec *Record, r *Rollout, reports []cuecast.Report, now time.Time
 	}
 	switch {
 	case r.State == StateWaiting && len(m.Waiting) > 0 && !timedOut:
-		note = fmt.Sprintf("waiting for %d of %d instances to apply v%d: %s", len(m.Waiting), m.Instances, r.Version, list(m.Waiting, 5))
+		note = waitingNote(m, r.Version)
 	case r.State == StateWaiting:
 		startHold(r, st, m, now, ru)
 		return nil, true
