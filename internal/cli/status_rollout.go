@@ -95,7 +95,9 @@ func statusWait(ctx context.Context, env *Env, nc *nats.Conn, d *distributor.Dis
 		if out.Behind == nil {
 			out.Behind = []cuecast.Report{}
 		}
-		if len(reports) > 0 && len(behind) == 0 {
+		rec, recErr := ctl.Record(ctx, cfg)
+		unsettled := unsettledStage(rec, recErr, n, reports)
+		if len(reports) > 0 && len(behind) == 0 && unsettled == "" {
 			out.Outcome, out.Waited = "applied", time.Since(start).Round(time.Millisecond).String()
 			if opts.Output == "json" {
 				return writeJSON(env.IO.Out, out)
@@ -104,7 +106,7 @@ func statusWait(ctx context.Context, env *Env, nc *nats.Conn, d *distributor.Dis
 			return nil
 		}
 		halted, stage := "", ""
-		if rec, err := ctl.Record(ctx, cfg); err == nil && rec.Current != nil && rec.Current.Version == n {
+		if recErr == nil && rec.Current != nil && rec.Current.Version == n {
 			if rec.Current.State == rollout.StateHalted {
 				halted = rec.Current.Reason
 			}
@@ -127,7 +129,11 @@ func statusWait(ctx context.Context, env *Env, nc *nats.Conn, d *distributor.Dis
 				out.Outcome, out.Reason = "halted", halted
 				fmt.Fprintf(env.IO.ErrOut, "%s@%d: rollout HALTED: %s\n", cfg, n, halted)
 			} else {
+				out.Reason = unsettled
 				fmt.Fprintf(env.IO.ErrOut, "%s@%d: timed out after %s: %d of %d live instances report it\n", cfg, n, timeout, len(reports)-len(behind), len(reports))
+				if unsettled != "" {
+					fmt.Fprintf(env.IO.ErrOut, "  %s (the controller counts the instances it knows are live; is serve running?)\n", unsettled)
+				}
 			}
 			if len(reports) == 0 {
 				fmt.Fprintln(env.IO.ErrOut, "  no live instance reports on this config")
@@ -148,6 +154,29 @@ func statusWait(ctx context.Context, env *Env, nc *nats.Conn, d *distributor.Dis
 		case <-time.After(min(250*time.Millisecond, time.Until(deadline)+time.Millisecond)):
 		}
 	}
+}
+
+// unsettledStage says why the rollout controller is not done bringing the
+// current stage of version n's rollout to n (rec, read with err): it is
+// moving the stage's pointers, waiting for instances it heard to apply n,
+// or staging a strict config; "" when it is done (holding or complete) or
+// has no rollout of n. The rule of --wait (docs/ROLLOUT.md, "Waiting for a
+// version"): the instances that reported are not all the instances the
+// controller knows are live, so their count alone ended waits early.
+func unsettledStage(rec rollout.Record, err error, n uint64, reports []cuecast.Report) string {
+	if err != nil || rec.Current == nil || rec.Current.Version != n {
+		return ""
+	}
+	r := rec.Current
+	switch r.State {
+	case rollout.StateMoving:
+		return fmt.Sprintf("the rollout of v%d is still moving its stage %s", n, r.StageName())
+	case rollout.StateStaging:
+		return fmt.Sprintf("the rollout of v%d is still staging its stage %s", n, r.StageName())
+	case rollout.StateWaiting:
+		return fmt.Sprintf("the rollout of v%d is still waiting in its stage %s: %s", n, r.StageName(), rollout.FormatTimes(r.NoteFor(reports, time.Now())))
+	}
+	return ""
 }
 
 // waitProgress is one line of a wait's progress: how many live instances
