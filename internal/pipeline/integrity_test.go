@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -238,25 +237,6 @@ func TestDamagedStreamRefusedAndRepaired(t *testing.T) {
 	}
 }
 
-// syncBuffer is a log sink written by serve's goroutines and read by the
-// test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestDamagedStoreNamesEveryConfig: when the store lost the versions of 12
 // configs, the log names every one of them with what the stream holds and
 // what was published (it used to name 5 "and 7 more", never the one that
@@ -312,7 +292,7 @@ func TestDamagedStoreNamesEveryConfig(t *testing.T) {
 			if err := os.RemoveAll(filepath.Join(dir, tc.remove)); err != nil {
 				t.Fatal(err)
 			}
-			var logs syncBuffer
+			var logs syncBuf
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			p, err := pipeline.Start(ctx, pipeline.Config{
