@@ -153,12 +153,12 @@ func serveRun(c *cobra.Command, env *Env, opts *ServeOptions) error {
 	if err != nil {
 		return err
 	}
-	if err := tailer.CheckRepo(ctx, tailer.Config{Repo: opts.Repo, Branch: opts.Branch, DataDir: opts.Data}); err != nil {
-		return repoError(err)
-	}
 	ext, err := opts.Scale.external(env)
 	if err != nil {
 		return err
+	}
+	if err := tailer.CheckRepo(ctx, tailer.Config{Repo: opts.Repo, Branch: opts.Branch, DataDir: opts.Data}); err != nil {
+		return repoError(err)
 	}
 	key, trustFile, err := serveKey(opts)
 	if err != nil {
