@@ -511,8 +511,7 @@ func compileAt(ctx context.Context, trees *commitTrees, repoDir string, c *objec
 	if errors.Is(err, compiler.ErrNoModule) {
 		return &compiler.Result{
 			Outputs: map[cuecast.ConfigPath]compiler.Output{},
-			Errors: []compiler.Error{{File: "cue.mod/module.cue", Line: 1, Column: 1, ID: "manifest/no-module",
-				Message: "the commit has no cue.mod/module.cue", Fix: "a config repo is a CUE module: add cue.mod/module.cue"}},
+			Errors:  []compiler.Error{compiler.NoModuleError()},
 		}, nil
 	}
 	if err != nil {

@@ -109,72 +109,86 @@ func WithDimensions(dims map[string]string) Option {
 // the variant named by the last-known-good file is taken if it matches the
 // declared dimensions; else cfg is watched, and a variant index arriving
 // there is refused (acceptIndex) with a hint to Watch again.
-func (c *Client) resolveVariant(ctx context.Context, cfg cuecast.ConfigPath, wo watchOptions) (cuecast.ConfigPath, error) {
+//
+// An index that fails verification (a bad signature or checksum) is not
+// taken for "no variants": it is refused like a forged pointer, in an
+// EventRejected and in refused, which the caller puts in the watcher's
+// reports (Report.Refused, docs/PROTOCOL.md §4.3), and the path watched is
+// chosen as when the index cannot be read.
+func (c *Client) resolveVariant(ctx context.Context, cfg cuecast.ConfigPath, wo watchOptions) (_ cuecast.ConfigPath, refused string, _ error) {
 	if cfg.IsVariant() {
 		for _, dv := range cfg.Variant() {
 			if v, ok := c.o.dims[dv.Dim]; ok && v != dv.Value {
-				return "", fmt.Errorf("variant %s: this instance declares %s=%s: %w", cfg, dv.Dim, v, ErrVariant)
+				return "", "", fmt.Errorf("variant %s: this instance declares %s=%s: %w", cfg, dv.Dim, v, ErrVariant)
 			}
 		}
-		return cfg, nil
+		return cfg, "", nil
 	}
-	ix, err := c.readIndex(ctx, cfg)
+	ix, version, err := c.readIndex(ctx, cfg)
 	switch {
 	case err != nil:
 		p, ok := c.variantFromLKG(cfg, wo.lkgPath)
-		detail := fmt.Sprintf("could not read the newest version of %s to pick a variant; watching %s", cfg, p)
-		if !ok {
-			detail += " (if it has variants, Watch again once the server is reachable)"
+		ev := Event{Kind: EventError, Config: cfg, Err: err, At: time.Now(),
+			Detail: fmt.Sprintf("could not read the newest version of %s to pick a variant; watching %s", cfg, p)}
+		if errors.Is(err, cuecast.ErrBadSignature) || errors.Is(err, cuecast.ErrChecksumMismatch) {
+			ev.Kind, ev.Version = EventRejected, version
+			ev.Detail = fmt.Sprintf("variant index refused; watching %s", p)
+			refused = fmt.Sprintf("version %d: variant index: %v", version, err)
 		}
-		c.o.events(Event{Kind: EventError, Config: cfg, Detail: detail, Err: err, At: time.Now()})
-		return p, nil
+		if !ok {
+			ev.Detail += " (if it has variants, Watch again once its newest version verifies)"
+		}
+		c.o.events(ev)
+		return p, refused, nil
 	case ix == nil:
-		return cfg, nil
+		return cfg, "", nil
 	}
-	return PickVariant(*ix, c.o.dims)
+	p, err := PickVariant(*ix, c.o.dims)
+	return p, "", err
 }
 
 // readIndex reads cfg's newest version; it returns its variant index, or
 // nil when cfg has no version, was removed, or holds a config. An index
 // is verified like a last-known-good file: the version's signature covers
 // the checksum and size its content is checked against.
-func (c *Client) readIndex(ctx context.Context, cfg cuecast.ConfigPath) (*cuecast.VariantIndex, error) {
+// version is the number the index claims, for a refusal.
+func (c *Client) readIndex(ctx context.Context, cfg cuecast.ConfigPath) (_ *cuecast.VariantIndex, version uint64, _ error) {
 	if !c.nc.IsConnected() {
-		return nil, errors.New("not connected")
+		return nil, 0, errors.New("not connected")
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.o.timeout)
 	defer cancel()
 	m, err := getLast(ctx, c.nc, c.o.directGet, cuecast.VersionSubject(cfg))
 	if errors.Is(err, cuecast.ErrNotFound) {
-		return nil, nil
+		return nil, 0, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read the newest version of %s: %w", cfg, err)
+		return nil, 0, fmt.Errorf("read the newest version of %s: %w", cfg, err)
 	}
 	var meta cuecast.Version
 	if err := json.Unmarshal([]byte(m.Header.Get(cuecast.HeaderMeta)), &meta); err != nil {
-		return nil, fmt.Errorf("decode the newest version of %s: %w", cfg, err)
+		return nil, 0, fmt.Errorf("decode the newest version of %s: %w", cfg, err)
 	}
 	if meta.Deleted || meta.Config != cfg || len(meta.Chunks) > 0 {
 		// A variant index is small: it is never chunked.
-		return nil, nil
+		return nil, 0, nil
 	}
 	ix, ok := cuecast.ParseVariantIndex(m.Data)
 	if !ok {
-		return nil, nil
+		return nil, 0, nil
 	}
 	if int64(len(m.Data)) != meta.Size || !cuecast.ChecksumMatches(m.Data, meta.Checksum) {
-		return nil, fmt.Errorf("variant index of %s version %d: content does not match its checksum: %w", cfg, meta.Version, cuecast.ErrChecksumMismatch)
+		return nil, meta.Version, fmt.Errorf("variant index of %s version %d: content does not match its checksum: %w", cfg, meta.Version, cuecast.ErrChecksumMismatch)
 	}
 	if c.o.keyring != nil {
 		if err := c.o.keyring.Verify(meta.SigningBytes(), meta.Signature); err != nil {
-			return nil, fmt.Errorf("variant index of %s version %d: %w", cfg, meta.Version, err)
+			return nil, meta.Version, fmt.Errorf("variant index of %s version %d: %w", cfg, meta.Version, err)
 		}
 	}
 	if ix.Config != cfg {
-		return nil, fmt.Errorf("variant index at %s names config %s: %w", cfg, ix.Config, cuecast.ErrChecksumMismatch)
+		return nil, meta.Version, fmt.Errorf("variant index at %s names config %s: %w", cfg, ix.Config, cuecast.ErrChecksumMismatch)
 	}
-	return &ix, nil
+	return &ix, meta.Version, nil
 }
 
 // variantFromLKG is the variant of cfg the last-known-good file holds,

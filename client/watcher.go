@@ -132,8 +132,10 @@ type cachedVersion struct {
 // says, in an EventError wrapping ErrVariant, to Watch again), and a
 // plain config's watcher never applies a variant index published at its
 // path later (EventRejected wrapping ErrVariant). When the server is
-// unreachable at Watch, the variant named by the last-known-good file is
-// watched if it matches the declared dimensions.
+// unreachable at Watch, or its newest version is an index that fails
+// verification (refused: an EventRejected, and Report.Refused of the
+// watcher), the variant named by the last-known-good file is watched if it
+// matches the declared dimensions.
 func (c *Client) Watch(ctx context.Context, cfg cuecast.ConfigPath, opts ...WatchOption) (*Watcher, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("watch: %w", err)
@@ -147,12 +149,13 @@ func (c *Client) Watch(ctx context.Context, cfg cuecast.ConfigPath, opts ...Watc
 	if wo.decode == nil && (wo.strict || wo.validateValue != nil) {
 		return nil, fmt.Errorf("watch %s: StrictDecoding and ValidateValue are options of Typed, not Watch", cfg)
 	}
-	target, err := c.resolveVariant(ctx, cfg, wo)
+	target, refused, err := c.resolveVariant(ctx, cfg, wo)
 	if err != nil {
 		return nil, fmt.Errorf("watch %s: %w", cfg, err)
 	}
 	cfg = target
 	w := newWatcher(c, cfg, wo)
+	w.refused = refused
 	w.ctx, w.cancel = context.WithCancel(ctx)
 	if err := c.track(w); err != nil {
 		w.cancel()

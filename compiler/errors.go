@@ -13,6 +13,14 @@ import (
 // it is not a CUE module, so cuecast cannot run on it at all.
 var ErrNoModule = errors.New("no cue.mod/module.cue")
 
+// NoModuleError is ErrNoModule as a diagnostic at cue.mod/module.cue, for a
+// caller that reports it like any invalid config (exit 3, with a position)
+// rather than as a failure to run.
+func NoModuleError() Error {
+	return Error{File: "cue.mod/module.cue", Line: 1, Column: 1, ID: IDManifestNoModule,
+		Message: "no cue.mod/module.cue", Fix: "a config repo is a CUE module: add cue.mod/module.cue"}
+}
+
 // errTimeout is what bounded returns when an evaluation does not finish in
 // time; callers turn it into a config/timeout Error.
 var errTimeout = errors.New("evaluation timed out")
@@ -57,6 +65,7 @@ func sortErrors(errs []Error) []Error {
 const (
 	IDCue                  = "cue"
 	IDManifestMissing      = "manifest/missing"
+	IDManifestNoModule     = "manifest/no-module"
 	IDManifestSchema       = "manifest/unknown-schema"
 	IDManifestDimensions   = "manifest/dimensions"
 	IDUnknownNamespace     = "manifest/unknown-namespace"

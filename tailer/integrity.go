@@ -1,6 +1,7 @@
 package tailer
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -35,17 +36,35 @@ type Gap struct {
 // InconsistentError lists the configs whose stream is behind.
 type InconsistentError struct{ Gaps []Gap }
 
+// summarised is how many gaps Error names; the log names every one (see
+// logGaps).
+const summarised = 5
+
+// Error summarises: the configs that lost the most versions first, so the
+// worst is always named, and the rest counted.
 func (e *InconsistentError) Error() string {
+	gaps := slices.Clone(e.Gaps)
+	slices.SortStableFunc(gaps, func(a, b Gap) int { return cmp.Compare(b.Published-b.Stored, a.Published-a.Stored) })
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d config(s) have fewer versions in the stream than were published; publishing is refused until `cuecast repair`:", len(e.Gaps))
-	for i, g := range e.Gaps {
-		if i == 5 {
-			fmt.Fprintf(&b, " and %d more", len(e.Gaps)-i)
+	fmt.Fprintf(&b, "%d config(s) have fewer versions in the stream than were published; publishing is refused until `cuecast repair`:", len(gaps))
+	for i, g := range gaps {
+		if i == summarised {
+			fmt.Fprintf(&b, " and %d more, each named in serve's log", len(gaps)-i)
 			break
 		}
 		fmt.Fprintf(&b, " %s holds v%d but v%d was published (%s);", g.Config, g.Stored, g.Published, g.Source)
 	}
 	return strings.TrimSuffix(b.String(), ";")
+}
+
+// logGaps logs e once per config, so an operator sees every damaged config
+// and its numbers however many there are.
+func (t *Tailer) logGaps(e *InconsistentError) {
+	for _, g := range e.Gaps {
+		t.log.Error("version store damaged: publishing refused", "config", g.Config, "stored", g.Stored,
+			"published", g.Published, "source", g.Source)
+	}
+	t.log.Error("version store damaged: publishing refused until `cuecast repair`", "configs", len(e.Gaps))
 }
 
 // Unwrap makes errors.Is(err, ErrInconsistent) true.
@@ -130,7 +149,9 @@ func (t *Tailer) verify(ctx context.Context, st *State) error {
 		case stored < f.n:
 			gaps = append(gaps, Gap{Config: cp, Stored: stored, Published: f.n, Source: f.source})
 		case stored+1 < f.reserved.Version:
-			gaps = append(gaps, Gap{Config: cp, Stored: stored, Published: f.reserved.Version - 1, Source: "data directory"})
+			// The mark is taken: it is only ever published with its own
+			// content, and Repair numbers above it.
+			gaps = append(gaps, Gap{Config: cp, Stored: stored, Published: f.reserved.Version, Source: "data directory"})
 		}
 	}
 	if len(gaps) == 0 {
@@ -139,7 +160,7 @@ func (t *Tailer) verify(ctx context.Context, st *State) error {
 	}
 	e := &InconsistentError{Gaps: gaps}
 	t.gaps.Store(e)
-	t.log.Error("version store damaged: publishing refused", "configs", len(gaps), "err", e)
+	t.logGaps(e)
 	return e
 }
 
@@ -173,7 +194,7 @@ func (t *Tailer) checkNumber(st *State, v cuecast.Version) error {
 func (t *Tailer) refuse(g Gap) error {
 	e := &InconsistentError{Gaps: []Gap{g}}
 	t.gaps.Store(e)
-	t.log.Error("version store damaged: publishing refused", "config", g.Config, "err", e)
+	t.logGaps(e)
 	return e
 }
 

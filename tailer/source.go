@@ -14,6 +14,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/cache"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	"github.com/go-git/go-git/v5/storage/filesystem"
+	"github.com/go-git/go-git/v5/storage/memory"
 
 	"github.com/cuecast/cuecast/gitfs"
 )
@@ -157,20 +158,68 @@ func (s *source) fetchInto(ctx context.Context, r *git.Repository) error {
 		return nil
 	case errors.As(err, &noMatch):
 		return fmt.Errorf("fetch %s: branch %q: %w", s.repo, s.branch, ErrNoBranch)
+	}
+	return remoteError(ctx, "fetch", s.repo, err)
+}
+
+// remoteError sorts an error from talking to a remote into ErrAuth,
+// ErrNotRepo or a plain failure; a cancelled ctx is returned as is.
+func remoteError(ctx context.Context, verb, repo string, err error) error {
+	switch {
 	case errors.Is(err, ctx.Err()) && ctx.Err() != nil:
 		return err
 	case errors.Is(err, transport.ErrAuthenticationRequired), errors.Is(err, transport.ErrAuthorizationFailed),
 		// x/crypto/ssh has no typed error for a rejected key.
 		strings.Contains(err.Error(), "ssh: unable to authenticate"):
-		return fmt.Errorf("fetch %s: %w: %v", s.repo, ErrAuth, err)
+		return fmt.Errorf("%s %s: %w: %v", verb, repo, ErrAuth, err)
 	case strings.Contains(err.Error(), "knownhosts: "):
 		// x/crypto/ssh/knownhosts: an unknown or a changed host key.
-		return fmt.Errorf("fetch %s: %w: %v", s.repo, ErrHostKey, err)
+		return fmt.Errorf("%s %s: %w: %v", verb, repo, ErrHostKey, err)
 	case errors.Is(err, git.ErrRepositoryNotExists), errors.Is(err, transport.ErrRepositoryNotFound):
-		return fmt.Errorf("fetch %s: %w: %v", s.repo, ErrNotRepo, err)
+		return fmt.Errorf("%s %s: %w: %v", verb, repo, ErrNotRepo, err)
 	default:
-		return fmt.Errorf("fetch %s: %w", s.repo, err)
+		return fmt.Errorf("%s %s: %w", verb, repo, err)
 	}
+}
+
+// CheckRepo reports whether cfg's repository can be followed: a local one
+// opens and has the branch, a remote one lists the branch among its refs. It
+// writes nothing (a remote is asked for its refs, not cloned), so a command
+// can check its inputs before it creates a data directory. The error wraps
+// ErrInvalidConfig, ErrNotRepo, ErrNoBranch or ErrAuth, or is a failure to
+// reach the remote.
+func CheckRepo(ctx context.Context, cfg Config) error {
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("check repository: %w", err)
+	}
+	cfg = cfg.withDefaults()
+	src, err := newSource(cfg)
+	if err != nil {
+		return fmt.Errorf("check repository: %w", err)
+	}
+	if !src.remote {
+		r, err := src.open(ctx)
+		if err != nil {
+			return err
+		}
+		_, err = src.tip(r)
+		return err
+	}
+	rem := git.NewRemote(memory.NewStorage(), &config.RemoteConfig{Name: remoteName, URLs: []string{cfg.Repo}})
+	refs, err := rem.ListContext(ctx, &git.ListOptions{Auth: cfg.Auth, CABundle: cfg.CABundle})
+	if errors.Is(err, transport.ErrEmptyRemoteRepository) {
+		return fmt.Errorf("list refs of %s: empty repository, no branch %q: %w", cfg.Repo, cfg.Branch, ErrNoBranch)
+	}
+	if err != nil {
+		return remoteError(ctx, "list refs of", cfg.Repo, err)
+	}
+	want := plumbing.NewBranchReferenceName(cfg.Branch)
+	for _, ref := range refs {
+		if ref.Name() == want {
+			return nil
+		}
+	}
+	return fmt.Errorf("list refs of %s: branch %q: %w", cfg.Repo, cfg.Branch, ErrNoBranch)
 }
 
 // tip returns the commit the branch points at.

@@ -34,8 +34,9 @@ const rememberedDeliveries = 4096
 // branch (or any push when the payload names no ref) calls w.Wake and gets
 // 202; to another branch 204; "ping" 204. A push whose X-GitHub-Delivery or
 // signature was seen among the last 4096 deliveries is a replay: 409, and
-// nothing is woken. An empty secret rejects every request: an
-// unauthenticated endpoint that makes the server fetch is not offered.
+// nothing is woken. An empty secret rejects every POST with 403 saying no
+// secret is configured on this serve: an unauthenticated endpoint that makes
+// the server fetch is not offered.
 // Rejections are logged through the tailer's logger when w is a *Tailer.
 func WebhookHandler(secret string, w Waker) http.Handler {
 	log := slog.New(slog.DiscardHandler)
@@ -51,7 +52,14 @@ func WebhookHandler(secret string, w Waker) http.Handler {
 		}
 		event, delivery := r.Header.Get("X-GitHub-Event"), r.Header.Get("X-GitHub-Delivery")
 		sigHeader := r.Header.Get("X-Hub-Signature-256")
-		if secret == "" || sigHeader == "" {
+		if secret == "" {
+			// The sender may be right: say what is wrong here, so whoever reads
+			// GitHub's delivery log fixes the serve and not the hook.
+			log.Warn("webhook rejected: no webhook secret is configured on this serve", "remote", r.RemoteAddr, "event", event, "delivery", delivery)
+			http.Error(rw, "webhooks are off: no webhook secret is configured on this serve (--webhook-secret or $CUECAST_WEBHOOK_SECRET); the tailer still polls", http.StatusForbidden)
+			return
+		}
+		if sigHeader == "" {
 			log.Warn("webhook rejected: no signature", "remote", r.RemoteAddr, "event", event, "delivery", delivery)
 			http.Error(rw, "missing X-Hub-Signature-256", http.StatusUnauthorized)
 			return

@@ -47,7 +47,7 @@ func TestWebhookHandler(t *testing.T) {
 		{name: "tampered body", event: "push", body: push + " ", sig: sign(secret, push), code: http.StatusUnauthorized},
 		{name: "sha1 header form", event: "push", body: push, sig: strings.Replace(sign(secret, push), "sha256=", "sha1=", 1), code: http.StatusUnauthorized},
 		{name: "not hex", event: "push", body: push, sig: "sha256=zz", code: http.StatusUnauthorized},
-		{name: "no secret configured", secret: "-", event: "push", body: push, sig: sign("", push), code: http.StatusUnauthorized},
+		{name: "no secret configured", secret: "-", event: "push", body: push, sig: sign("", push), code: http.StatusForbidden},
 		{name: "GET", method: http.MethodGet, code: http.StatusMethodNotAllowed},
 	}
 	for _, tt := range tests {
@@ -164,5 +164,28 @@ func TestWebhookRefusesReplay(t *testing.T) {
 	}
 	if n := w.n.Load(); n != 2 {
 		t.Errorf("%d wakes, want 2", n)
+	}
+}
+
+// TestWebhookWithoutSecretSaysSo: a serve started without a webhook secret
+// answers even a correctly signed push with what is wrong there (no secret is
+// configured on this serve), not with a complaint about the sender's
+// signature, and wakes nothing.
+func TestWebhookWithoutSecretSaysSo(t *testing.T) {
+	const push = `{"ref":"refs/heads/main"}`
+	for _, sig := range []string{sign("s3cret", push), ""} {
+		w := &countingWaker{}
+		req := httptest.NewRequest(http.MethodPost, "/hooks/github", strings.NewReader(push))
+		req.Header.Set("X-GitHub-Event", "push")
+		if sig != "" {
+			req.Header.Set("X-Hub-Signature-256", sig)
+		}
+		rec := httptest.NewRecorder()
+		tailer.WebhookHandler("", w).ServeHTTP(rec, req)
+		body := rec.Body.String()
+		if rec.Code != http.StatusForbidden || !strings.Contains(body, "no webhook secret is configured on this serve") ||
+			strings.Contains(body, "X-Hub-Signature-256") || w.n.Load() != 0 {
+			t.Errorf("signature %q: got %d %q and %d wakes; want 403 naming the missing secret, no wake", sig, rec.Code, body, w.n.Load())
+		}
 	}
 }

@@ -264,7 +264,7 @@ func judgeStage(rec *Record, r *Rollout, reports []cuecast.Report, now time.Time
 	}
 	switch {
 	case r.State == StateWaiting && len(m.Waiting) > 0 && !timedOut:
-		note = fmt.Sprintf("waiting for %d of %d instances to apply v%d: %s", len(m.Waiting), m.Instances, r.Version, list(m.Waiting, 5))
+		note = waitingNote(m, r.Version)
 	case len(m.Unheard) > 0 && (r.State == StateWaiting || !now.Before(r.HoldUntil)):
 		// A controller just started (serve restarted) has not heard these
 		// cohort members yet: judged now, they passed a stage as "0/4 on

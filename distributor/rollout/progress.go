@@ -138,6 +138,29 @@ func (r *Rollout) NoteAt(now time.Time) string {
 	return r.Note
 }
 
+// NoteFor is r's note as of now (NoteAt), with a waiting stage's line
+// measured from reports, the live reports the caller counts with: the
+// controller's own note is as old as its last step, and shown beside
+// counts measured now it could name as waited for instances that have
+// applied. Instances the stage waits for that stopped reporting stay
+// waited for, as the controller counts them (judgeStage).
+func (r *Rollout) NoteFor(reports []cuecast.Report, now time.Time) string {
+	if r.State != StateWaiting || !now.Before(r.WaitUntil) {
+		return r.NoteAt(now)
+	}
+	m := measure(r.Config.Namespace(), withGone(r.Config, reports, r.Unconfirmed), r.Cohort, r.Version, false)
+	return waitingNote(m, r.Version)
+}
+
+// waitingNote is the one wording of a waiting stage's progress, the
+// controller's note and NoteFor.
+func waitingNote(m Measure, version uint64) string {
+	if len(m.Waiting) == 0 {
+		return fmt.Sprintf("all %d instances of the stage run v%d; the hold starts at the controller's next step", m.Instances, version)
+	}
+	return fmt.Sprintf("waiting for %d of %d instances to apply v%d: %s", len(m.Waiting), m.Instances, version, list(m.Waiting, 5))
+}
+
 // Progress reads cfg's record and the live reports and measures each stage.
 // It returns an error wrapping ErrNoRollout for a config never deployed
 // through the controller.
@@ -162,7 +185,7 @@ func progress(rec Record, reports []cuecast.Report, now time.Time) Progress {
 	// The note as of now: one written before a deadline passed must not
 	// show that deadline as ahead.
 	cur := *r
-	cur.Note = r.NoteAt(now)
+	cur.Note = r.NoteFor(reports, now)
 	p.Record.Current = &cur
 	p.Next = r.Deadline(now)
 	ns := rec.Config.Namespace()

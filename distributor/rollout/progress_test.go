@@ -120,3 +120,44 @@ func TestFormatTimes(t *testing.T) {
 		}
 	}
 }
+
+// TestProgressWaitingNoteFromTheSameReports: the controller's note of a
+// waiting stage is a step old; shown beside counts measured now it said
+// "waiting for 3 of 3 instances to apply v2: checkout-1, …" while the
+// same page showed 3/3 on v2. The note shown is measured from the same
+// reports as the counts.
+func TestProgressWaitingNoteFromTheSameReports(t *testing.T) {
+	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	ids := []string{"checkout-1", "checkout-2", "checkout-3"}
+	rec := Record{Config: "payments/checkout", Stable: 1, Current: &Rollout{
+		Config: "payments/checkout", Version: 2, From: 1, State: StateWaiting, Stage: 0,
+		Policy:      cuecast.Policy{Stages: []cuecast.Stage{{Name: "all", Percent: 100}}},
+		Cohort:      Cohort{Buckets: allBuckets()},
+		WaitUntil:   now.Add(5 * time.Minute),
+		Unconfirmed: ids,
+		Note:        "waiting for 3 of 3 instances to apply v2: checkout-1, checkout-2, checkout-3",
+	}}
+	for _, tc := range []struct {
+		on   int
+		want string
+	}{
+		{3, "all 3 instances of the stage run v2"},
+		{2, "waiting for 1 of 3 instances to apply v2: checkout-3"},
+	} {
+		var reports []cuecast.Report
+		for i, id := range ids {
+			v := uint64(1)
+			if i < tc.on {
+				v = 2
+			}
+			reports = append(reports, cuecast.Report{Instance: id, Config: "payments/checkout", Version: v, Healthy: true})
+		}
+		p := progress(rec, reports, now)
+		if got := p.Record.Current.Note; !strings.HasPrefix(got, tc.want) || p.Cohort.OnTarget != tc.on {
+			t.Errorf("%d of 3 on v2: note %q with %d/%d counted on v2; want the note to begin %q", tc.on, got, p.Cohort.OnTarget, p.Cohort.Instances, tc.want)
+		}
+		if got := rec.Current.NoteFor(reports, now); got != p.Record.Current.Note {
+			t.Errorf("NoteFor %q, progress's note %q: want one", got, p.Record.Current.Note)
+		}
+	}
+}

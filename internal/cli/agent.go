@@ -214,21 +214,27 @@ func agentRun(ctx context.Context, env *Env, opts *AgentOptions) error {
 // anew when its variants change (docs/VARIANTS.md): a variant index
 // arrived where a plain config was, or the variant kept was removed.
 func (a *agent) keep(ctx context.Context, cl *client.Client, cfg cuecast.ConfigPath, lkg string, w *client.Watcher, rewatch <-chan struct{}) error {
+	pace := &rewatchBackoff{pause: a.env.rewatchPause}
 	for {
-		again, err := a.keepOnce(ctx, w, rewatch)
-		w.Stop()
+		again, err := untilRewatch(ctx, w, rewatch, func(s client.Snapshot) error {
+			pace.applied(s)
+			return a.write(s)
+		})
 		if err != nil || !again {
+			w.Stop()
 			return err
 		}
 		fmt.Fprintf(a.env.IO.ErrOut, "agent %s: %s's variants changed; watching it again to pick this instance's variant\n", a.opts.Instance, cfg.Base())
+		// The watcher keeps what it holds, and reports, until the re-watch.
+		err = pace.wait(ctx)
+		w.Stop()
+		if err != nil {
+			return nil
+		}
 		if w, err = cl.Watch(ctx, cfg, client.LastKnownGood(lkg)); err != nil {
 			return a.opts.watchError(cfg, err)
 		}
 	}
-}
-
-func (a *agent) keepOnce(ctx context.Context, w *client.Watcher, rewatch <-chan struct{}) (again bool, err error) {
-	return untilRewatch(ctx, w, rewatch, a.write)
 }
 
 // write puts one snapshot on disk and asks for a notification.

@@ -8,6 +8,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -40,7 +42,9 @@ config not named) does not remain. DIR must be new, empty or an earlier --out.
 Nothing is written unless every config compiles.
 
 Errors are printed as file:line:col: message [ID], like a compiler's.
-Exit status: 0 valid, 3 invalid configs, 1 cuecast failed, 2 wrong usage.`,
+Exit status: 0 valid; 3 invalid configs (a repo without cue.mod/module.cue too,
+at cue.mod/module.cue:1:1); 2 wrong usage (no cue.mod/ directory, a config named
+that the repo does not have); 1 cuecast failed.`,
 		Example: `  cuecast compile --repo configs-example
   cuecast compile --repo . --out build/ payments/checkout
   cuecast compile --output json | jq '.errors'`,
@@ -105,8 +109,15 @@ func compileRun(c *cobra.Command, env *Env, opts *CompileOptions) error {
 		Progress: progress.update,
 	})
 	progress.done()
+	if errors.Is(err, compiler.ErrNoModule) {
+		// Invalid like any config error (check says the same, exit 3).
+		res, err = &compiler.Result{Errors: []compiler.Error{compiler.NoModuleError()}}, nil
+	}
 	if err != nil {
-		return fmt.Errorf("compile %s: %w", opts.Repo, err)
+		return fmt.Errorf("compile: %w", err) // the compiler's error names the repo
+	}
+	if err := unknownConfigs(paths, res.Configs); err != nil {
+		return err
 	}
 	rep := compileReport{Configs: []compiledConfig{}, Errors: res.Errors, Undeclared: res.Undeclared}
 	if rep.Errors == nil {
@@ -132,6 +143,22 @@ func compileRun(c *cobra.Command, env *Env, opts *CompileOptions) error {
 		return errInvalid
 	}
 	return nil
+}
+
+// unknownConfigs refuses named configs the repo does not have, as explain
+// does: a misspelt name must not pass as "0 config(s) compiled".
+func unknownConfigs(named, found []cuecast.ConfigPath) error {
+	var missing []string
+	for _, p := range named {
+		if _, ok := slices.BinarySearch(found, p.Base()); !ok {
+			missing = append(missing, string(p))
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	return &UsageError{Err: fmt.Errorf("compile %s: %w", strings.Join(missing, ", "), compiler.ErrUnknownConfig),
+		Hint: "name a config by its directory, like payments/checkout; 'cuecast compile' lists them"}
 }
 
 func printCompileText(env *Env, rep compileReport, out string, ok bool) {

@@ -2,9 +2,11 @@ package cli
 
 import (
 	"context"
+	"time"
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/distributor"
+	"github.com/cuecast/cuecast/internal/iostreams"
 )
 
 // NamespaceReadFrom is how many paths of a namespace make check --fleet
@@ -14,4 +16,11 @@ const NamespaceReadFrom = namespaceReadFrom
 // FleetInstances is check --fleet's count of the live instances on paths.
 func FleetInstances(ctx context.Context, d *distributor.Distributor, paths []cuecast.ConfigPath) (map[cuecast.ConfigPath][]string, error) {
 	return (&liveFleet{d: d}).Instances(ctx, paths)
+}
+
+// MainWithRewatchPause is Main with pause in place of the wait before each
+// re-watch of watch and agent (rewatchPause), so a test counts re-watches
+// and their delays without a clock.
+func MainWithRewatchPause(ctx context.Context, args []string, io *iostreams.IOStreams, pause func(context.Context, time.Duration) error) int {
+	return run(ctx, &Env{IO: io, Getenv: func(string) string { return "" }, rewatchPause: pause}, args)
 }

@@ -54,18 +54,16 @@ func TestServePrivateRepo(t *testing.T) {
 			name string
 			args []string
 			want string
-			// local: refused from the flags alone, before anything starts
-			local bool
 		}{
-			{"https without credentials", []string{"--repo", httpsURL, "--git-ca", ca}, "no credentials (pass --git-token-file", false},
-			{"https wrong token", []string{"--repo", httpsURL, "--git-ca", ca, "--git-token-file", wrongToken}, "refused the token in " + wrongToken, false},
-			{"https unknown CA", []string{"--repo", httpsURL, "--git-token-file", token}, "certificate", false},
-			{"ssh wrong key", []string{"--repo", ssh.URL, "--git-ssh-key", otherKey, "--git-known-hosts", known}, "refused the key " + otherKey, false},
-			{"ssh host key changed", []string{"--repo", ssh.URL, "--git-ssh-key", key, "--git-known-hosts", knownOther}, "host key is not in --git-known-hosts", false},
-			{"ssh without known_hosts", []string{"--repo", ssh.URL, "--git-ssh-key", key, "--git-known-hosts", filepath.Join(dir, "nowhere")}, "no known_hosts", true},
-			{"token for ssh", []string{"--repo", ssh.URL, "--git-token-file", token}, "not an https URL", true},
-			{"key for https", []string{"--repo", httpsURL, "--git-ssh-key", key}, "not an ssh URL", true},
-			{"empty token file", []string{"--repo", httpsURL, "--git-token-file", write("empty", "\n")}, "is empty", true},
+			{"https without credentials", []string{"--repo", httpsURL, "--git-ca", ca}, "no credentials (pass --git-token-file"},
+			{"https wrong token", []string{"--repo", httpsURL, "--git-ca", ca, "--git-token-file", wrongToken}, "refused the token in " + wrongToken},
+			{"https unknown CA", []string{"--repo", httpsURL, "--git-token-file", token}, "certificate"},
+			{"ssh wrong key", []string{"--repo", ssh.URL, "--git-ssh-key", otherKey, "--git-known-hosts", known}, "refused the key " + otherKey},
+			{"ssh host key changed", []string{"--repo", ssh.URL, "--git-ssh-key", key, "--git-known-hosts", knownOther}, "host key is not in --git-known-hosts"},
+			{"ssh without known_hosts", []string{"--repo", ssh.URL, "--git-ssh-key", key, "--git-known-hosts", filepath.Join(dir, "nowhere")}, "no known_hosts"},
+			{"token for ssh", []string{"--repo", ssh.URL, "--git-token-file", token}, "not an https URL"},
+			{"key for https", []string{"--repo", httpsURL, "--git-ssh-key", key}, "not an ssh URL"},
+			{"empty token file", []string{"--repo", httpsURL, "--git-token-file", write("empty", "\n")}, "is empty"},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				data := filepath.Join(t.TempDir(), "data")
@@ -76,8 +74,8 @@ func TestServePrivateRepo(t *testing.T) {
 				if tc.name != "https unknown CA" && code != cli.ExitUsage {
 					t.Errorf("exit %d, want %d (fixed by other credentials, not retried)", code, cli.ExitUsage)
 				}
-				if _, err := os.Stat(data); tc.local && err == nil {
-					t.Error("serve refused its flags but created --data first")
+				if _, err := os.Stat(data); err == nil {
+					t.Error("serve refused its repository's credentials but created --data first")
 				}
 			})
 		}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -32,5 +33,33 @@ func guardGroups(c *cobra.Command) {
 			hint = fmt.Sprintf("did you mean '%s %s'?", c.CommandPath(), strings.Join(s, "' or '"+c.CommandPath()+" "))
 		}
 		return &UsageError{Err: fmt.Errorf("unknown command %q for %q", args[0], c.CommandPath()), Hint: hint}
+	}
+}
+
+// guardArgs makes every argument-count check in the tree a usage error
+// (exit 2) that names the command and shows its usage line, whichever
+// validator the command uses: cobra's own (ExactArgs, NoArgs…) return plain
+// errors, which would exit 1 with no hint. A validator that already returns
+// a *UsageError keeps its own message and hint.
+func guardArgs(c *cobra.Command) {
+	for _, sub := range c.Commands() {
+		guardArgs(sub)
+	}
+	check := c.Args
+	if check == nil {
+		return
+	}
+	c.Args = func(c *cobra.Command, args []string) error {
+		err := check(c, args)
+		var ue *UsageError
+		if err == nil || errors.As(err, &ue) {
+			return err
+		}
+		// "cuecast: log: accepts 1 arg(s)…": Main prefixes the root's name.
+		if c.HasParent() {
+			err = fmt.Errorf("%s: %w", strings.TrimPrefix(c.CommandPath(), c.Root().Name()+" "), err)
+		}
+		return &UsageError{Err: err,
+			Hint: fmt.Sprintf("usage: %s; see '%s --help'", c.UseLine(), c.CommandPath())}
 	}
 }

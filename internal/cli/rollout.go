@@ -287,7 +287,11 @@ func printRecord(w io.Writer, p rollout.Progress, now time.Time) {
 			head += "  EMERGENCY"
 		}
 		fmt.Fprintln(w, head)
-		fmt.Fprintf(w, "  commit %s by %s; falls back to v%d\n", cuecast.ShortCommit(r.Commit), r.Author, r.From)
+		fallback := fmt.Sprintf("falls back to v%d", r.From)
+		if r.From == 0 {
+			fallback = "first version: nothing to fall back to"
+		}
+		fmt.Fprintf(w, "  commit %s by %s; %s\n", cuecast.ShortCommit(r.Commit), r.Author, fallback)
 		for _, s := range p.Stages {
 			mark := map[string]string{"done": "done", "current": "now ", "pending": "    "}[s.Status]
 			line := fmt.Sprintf("  %s %-12s %4s  %s %d/%d on v%d", mark, s.Name, s.Scope, bar(s.OnTarget, s.Instances, 20), s.OnTarget, s.Instances, r.Version)

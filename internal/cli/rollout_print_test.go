@@ -46,3 +46,17 @@ func TestPrintRecordAsTheDashboard(t *testing.T) {
 		t.Errorf("rollout status:\n%s\nshows a named stage as 0%% or an RFC 3339 time", out)
 	}
 }
+
+// TestPrintRecordFirstVersion: a first version has nothing to fall back
+// to; rollout status said "falls back to v0", a version that never was.
+func TestPrintRecordFirstVersion(t *testing.T) {
+	rec := rollout.Record{Config: "app/example", Current: &rollout.Rollout{
+		Config: "app/example", Version: 1, State: rollout.StateWaiting,
+		Policy: cuecast.Policy{Stages: []cuecast.Stage{{Name: "all", Percent: 100}}},
+	}}
+	var b strings.Builder
+	printRecord(&b, rollout.Progress{Record: rec}, time.Now())
+	if out := b.String(); strings.Contains(out, "v0") || !strings.Contains(out, "first version: nothing to fall back to") {
+		t.Errorf("rollout status of a first version:\n%s\nwant no v0, and that it is the first version", out)
+	}
+}

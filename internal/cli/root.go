@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -24,6 +25,9 @@ type Env struct {
 	Getenv    func(string) string
 	LogFormat string
 	LogLevel  string
+	// rewatchPause waits d before watch or agent watches a config again
+	// (nil: a timer); tests count the re-watches through it.
+	rewatchPause func(ctx context.Context, d time.Duration) error
 }
 
 // Logger builds the structured logger for this invocation, writing to stderr.
@@ -93,6 +97,7 @@ Exit codes: 0 ok, 1 cuecast failed, 2 wrong usage, 3 invalid configs, 4 halted o
 		newFlagsCmd(env, nil),
 	)
 	guardGroups(root)
+	guardArgs(root)
 	root.Version = versionLine(buildinfo.Read())
 	root.SetVersionTemplate("{{.Version}}\n")
 	return root
@@ -100,7 +105,11 @@ Exit codes: 0 ok, 1 cuecast failed, 2 wrong usage, 3 invalid configs, 4 halted o
 
 // Main runs one invocation and returns its exit status.
 func Main(ctx context.Context, args []string, io *iostreams.IOStreams, getenv func(string) string) int {
-	env := &Env{IO: io, Getenv: getenv}
+	return run(ctx, &Env{IO: io, Getenv: getenv}, args)
+}
+
+func run(ctx context.Context, env *Env, args []string) int {
+	io := env.IO
 	root := NewRootCmd(env)
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)

@@ -3,7 +3,9 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"net"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nkeys"
@@ -94,7 +96,9 @@ password for the users "distributor" (serve itself), "operator" and "svc-<ns>" p
 with TLS and the same accounts as 'cuecast nats-config' (docs/SECURITY.md). Without
 --secure serve refuses such an address.
 
-Exit status 2 when --repo is not a Git repository or --branch does not exist.`,
+Exit status 2 when --repo is not a Git repository, --branch does not exist, or
+--listen or --http is not HOST:PORT (port 0 to 65535); these are checked before
+anything is created in --data.`,
 		Example: `  cuecast serve --repo ~/src/configs --data /var/lib/cuecast
   cuecast serve --repo . --listen 127.0.0.1:4333 --interval 500ms
   cuecast serve --repo ~/src/configs --data /var/lib/cuecast --listen 0.0.0.0:4222 \
@@ -148,6 +152,21 @@ func serveRun(c *cobra.Command, env *Env, opts *ServeOptions) error {
 	if opts.Heartbeat < time.Second {
 		return usageErrorf("use a duration of 1s or more, like --heartbeat 60s", "--heartbeat %s: too short", opts.Heartbeat)
 	}
+	// Every input is checked before the data directory gets its first
+	// file: a typo must not leave a key, a store and a trusted-keys file
+	// behind.
+	if err := checkHostPort("listen", opts.Listen); err != nil {
+		return err
+	}
+	if opts.HTTP != "" {
+		if err := checkHostPort("http", opts.HTTP); err != nil {
+			return err
+		}
+	}
+	host, err := checkEmbedded(opts, log)
+	if err != nil {
+		return err
+	}
 	ext, err := opts.Scale.external(env)
 	if err != nil {
 		return err
@@ -156,11 +175,14 @@ func serveRun(c *cobra.Command, env *Env, opts *ServeOptions) error {
 	if err != nil {
 		return err
 	}
+	if err := tailer.CheckRepo(ctx, tailer.Config{Repo: opts.Repo, Branch: opts.Branch, DataDir: opts.Data, Auth: gitAuth, CABundle: gitCA}); err != nil {
+		return repoError(err, opts.Git.describe(env.Getenv))
+	}
 	key, trustFile, err := serveKey(opts)
 	if err != nil {
 		return err
 	}
-	emb, err := embeddedSecurity(opts, log)
+	emb, err := embeddedSecurity(opts, host)
 	if err != nil {
 		return err
 	}
@@ -252,4 +274,19 @@ func repoError(err error, creds string) error {
 		return &UsageError{Err: err}
 	}
 	return err
+}
+
+// checkHostPort refuses an address flag that is not HOST:PORT with a port
+// from 0 to 65535, before anything tries to listen on it (a listener's own
+// error would blame another process).
+func checkHostPort(flag, addr string) error {
+	hint := fmt.Sprintf("give --%s HOST:PORT, like 127.0.0.1:4222 (port 0: any free port)", flag)
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return usageErrorf(hint, "--%s %s: want HOST:PORT", flag, addr)
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return usageErrorf(hint, "--%s %s: port %q is not a number from 0 to 65535", flag, addr, port)
+	}
+	return nil
 }

@@ -39,40 +39,47 @@ type embedded struct {
 	connect []nats.Option
 }
 
-// embeddedSecurity decides, before anything starts, how the embedded server
-// listens: a loopback address may stay open (make demo), any other address
-// needs --secure, or --insecure said out loud.
-func embeddedSecurity(opts *ServeOptions, log *slog.Logger) (embedded, error) {
+// embeddedSecurity is how the embedded server listens, once checkEmbedded
+// accepted the flags: open on loopback (make demo) or with --insecure, and
+// with --secure behind the users and TLS it creates (once) in --data.
+func embeddedSecurity(opts *ServeOptions, host string) (embedded, error) {
+	if opts.Scale.NATS != "" || !opts.Secure {
+		return embedded{}, nil
+	}
+	return secureEmbedded(opts, filepath.Join(opts.Data, EmbeddedSecretsDir), host)
+}
+
+// checkEmbedded refuses the flag combinations embeddedSecurity cannot
+// serve, warns about --insecure beyond loopback, and returns the listen
+// host. It writes nothing: serve runs it before its data directory exists.
+func checkEmbedded(opts *ServeOptions, log *slog.Logger) (host string, err error) {
 	if opts.Scale.NATS != "" {
 		if opts.Secure || opts.Insecure || len(opts.Namespaces) > 0 {
-			return embedded{}, usageErrorf("secure the external servers with `cuecast nats-config` (docs/SCALING.md)", "--secure, --insecure and --namespace configure the embedded server, not --nats")
+			return "", usageErrorf("secure the external servers with `cuecast nats-config` (docs/SCALING.md)", "--secure, --insecure and --namespace configure the embedded server, not --nats")
 		}
-		return embedded{}, nil
+		return "", nil
 	}
 	if opts.Secure && opts.Insecure {
-		return embedded{}, usageErrorf("drop --insecure", "--secure and --insecure both given")
+		return "", usageErrorf("drop --insecure", "--secure and --insecure both given")
 	}
 	if len(opts.Namespaces) > 0 && !opts.Secure {
-		return embedded{}, usageErrorf("add --secure", "--namespace creates service users, which only --secure has")
+		return "", usageErrorf("add --secure", "--namespace creates service users, which only --secure has")
 	}
-	host, _, err := net.SplitHostPort(opts.Listen)
+	host, _, err = net.SplitHostPort(opts.Listen)
 	if err != nil {
-		return embedded{}, usageErrorf("use host:port, like 127.0.0.1:4222", "--listen %q: %v", opts.Listen, err)
+		return "", usageErrorf("use host:port, like 127.0.0.1:4222", "--listen %q: %v", opts.Listen, err)
 	}
-	dir := filepath.Join(opts.Data, EmbeddedSecretsDir)
 	switch {
-	case opts.Secure:
-		return secureEmbedded(opts, dir, host)
-	case isLoopback(host):
-		return embedded{}, nil
+	case opts.Secure, isLoopback(host):
+		return host, nil
 	case opts.Insecure:
 		log.Warn("the embedded NATS server accepts anyone without credentials or TLS (--insecure): whoever reaches it can roll back, halt and delete every stream",
 			"listen", opts.Listen)
-		return embedded{}, nil
+		return host, nil
 	}
-	return embedded{}, &UsageError{
+	return "", &UsageError{
 		Err:  fmt.Errorf("--listen %s is reachable beyond this host, and the embedded NATS server has no credentials or TLS", opts.Listen),
-		Hint: fmt.Sprintf("add --secure (serve then creates users, passwords and TLS certificates in %s; docs/SECURITY.md), or listen on 127.0.0.1", dir),
+		Hint: fmt.Sprintf("add --secure (serve then creates users, passwords and TLS certificates in %s; docs/SECURITY.md), or listen on 127.0.0.1", filepath.Join(opts.Data, EmbeddedSecretsDir)),
 	}
 }
 

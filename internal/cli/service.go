@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -203,5 +204,50 @@ func (r rewatchSignal) notify(base cuecast.ConfigPath) {
 		case ch <- struct{}{}:
 		default:
 		}
+	}
+}
+
+// rewatchBackoff paces the re-watches of one config. A change of variants
+// needs one re-watch, so the first after an apply from the server is
+// immediate; each further one with nothing applied in between waits twice
+// as long as the last, from 1 s to a minute: an index the watcher cannot
+// verify (a forgery on a server without logins) would otherwise make it
+// re-watch thousands of times a second (docs/PROTOCOL.md §10).
+type rewatchBackoff struct {
+	next  time.Duration
+	pause func(ctx context.Context, d time.Duration) error // nil: a timer
+}
+
+const (
+	rewatchFirstWait = time.Second
+	rewatchMaxWait   = time.Minute
+)
+
+// applied resets the pace: the watcher applied a version from the server
+// (one from its last-known-good file does not count, it comes at every
+// start).
+func (b *rewatchBackoff) applied(s client.Snapshot) {
+	if !s.FromLastKnownGood {
+		b.next = 0
+	}
+}
+
+// wait returns when the next re-watch may start, or ctx's error.
+func (b *rewatchBackoff) wait(ctx context.Context) error {
+	d := b.next
+	b.next = min(max(2*d, rewatchFirstWait), rewatchMaxWait)
+	if b.pause != nil {
+		return b.pause(ctx, d)
+	}
+	if d == 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
 }

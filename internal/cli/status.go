@@ -46,10 +46,14 @@ Stragglers are counted against that same rule (docs/ROLLOUT.md, "What status cou
 An instance is live while its reports keep arriving (they expire after a few missed
 heartbeats).
 
---wait CONFIG@VERSION waits until every live instance reports VERSION: exit 0,
-or exit 4 listing the stragglers at --timeout or when the rollout halts. On a
+--wait CONFIG@VERSION waits until every live instance reports VERSION and the
+rollout controller is done with the current stage of VERSION's rollout (it may
+still wait for an instance whose report the wait has not seen): exit 0, or exit
+4 listing the stragglers at --timeout or when the rollout halts; exit 2 for a
+config never published (docs/ROLLOUT.md, "Waiting for a version"). On a
 terminal it prints its progress to stderr whenever it changes (and every 10s);
-when stderr is not a terminal it prints only the outcome.
+when stderr is not a terminal it prints only the outcome; --output json prints
+the outcome as one JSON document on stdout.
 
 A config with variants (docs/VARIANTS.md) is shown as one row per variant, its
 path ending in the variant's dimension values (payments/checkout/env=prod/region=eu);
@@ -89,7 +93,7 @@ path ending in the variant's dimension values (payments/checkout/env=prod/region
 	cmd.Flags().StringVar(&opts.NATS, "nats", defaultNATSURL(env), "NATS server URL")
 	cmd.Flags().StringVarP(&opts.Output, "output", "o", "text", "output format: text or json")
 	registerVariant(cmd.Flags(), &opts.Variant)
-	cmd.Flags().StringVar(&opts.Wait, "wait", "", "CONFIG@VERSION: wait until every live instance reports it; exit 4 listing stragglers at --timeout")
+	cmd.Flags().StringVar(&opts.Wait, "wait", "", "CONFIG@VERSION: wait until every live instance reports it and its rollout's stage is done; exit 4 listing stragglers at --timeout")
 	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 5*time.Minute, "how long --wait waits")
 	opts.Conn.Register(cmd.Flags())
 	return cmd
@@ -103,7 +107,7 @@ func statusRun(c *cobra.Command, env *Env, opts *StatusOptions) error {
 	}
 	defer nc.Close()
 	if opts.Wait != "" {
-		return statusWait(ctx, env, nc, d, opts.Wait, opts.Timeout)
+		return statusWait(ctx, env, nc, d, opts)
 	}
 	var cfgs []cuecast.ConfigPath
 	for _, a := range opts.Configs {

@@ -34,21 +34,43 @@ func parseWait(s string) (cuecast.ConfigPath, uint64, error) {
 	return p, n, nil
 }
 
+// waitOutcome is the end of a wait, as --output json prints it.
+type waitOutcome struct {
+	Config  cuecast.ConfigPath `json:"config"`
+	Version uint64             `json:"version"`
+	// Outcome is "applied" (exit 0), "halted" or "timed_out" (exit 4).
+	Outcome   string `json:"outcome"`
+	Reason    string `json:"reason,omitempty"`
+	Instances int    `json:"instances"`
+	OnVersion int    `json:"on_version"`
+	// Behind are the instances counted that do not report the version.
+	Behind []cuecast.Report `json:"behind"`
+	Waited string           `json:"waited"`
+}
+
 // statusWait follows the live reports until every live instance reports
 // version n of cfg (exit 0) or the timeout passes (exit 4, listing the
 // stragglers). A halted rollout of that version ends the wait early. The
 // reports are read once and then followed on core NATS: a wait looks four
 // times a second, while a rollout is under way, and a read of the report
-// stream per look would cost the server a consumer and every report.
-func statusWait(ctx context.Context, env *Env, nc *nats.Conn, d *distributor.Distributor, wait string, timeout time.Duration) error {
-	cfg, n, err := parseWait(wait)
+// stream per look would cost the server a consumer and every report. A
+// config never published is wrong usage, as for status; a version not yet
+// published is waited for.
+func statusWait(ctx context.Context, env *Env, nc *nats.Conn, d *distributor.Distributor, opts *StatusOptions) error {
+	cfg, n, err := parseWait(opts.Wait)
 	if err != nil {
 		return err
+	}
+	if _, err := d.Latest(ctx, cfg); errors.Is(err, cuecast.ErrNotFound) {
+		return &UsageError{Err: fmt.Errorf("status --wait: %w", err), Hint: "run 'cuecast status' without arguments for the configs published"}
+	} else if err != nil {
+		return fmt.Errorf("status --wait: %w", err)
 	}
 	ctl, err := readRollout(ctx, nc, d, env)
 	if err != nil {
 		return err
 	}
+	timeout := opts.Timeout
 	start := time.Now()
 	deadline := start.Add(timeout)
 	live, stop, err := liveReports(ctx, env, d, cfg)
@@ -69,12 +91,22 @@ func statusWait(ctx context.Context, env *Env, nc *nats.Conn, d *distributor.Dis
 				behind = append(behind, r)
 			}
 		}
-		if len(reports) > 0 && len(behind) == 0 {
-			fmt.Fprintf(env.IO.Out, "%s@%d: all %d live instances report it (%s)\n", cfg, n, len(reports), time.Since(start).Round(time.Millisecond))
+		out := waitOutcome{Config: cfg, Version: n, Instances: len(reports), OnVersion: len(reports) - len(behind), Behind: behind}
+		if out.Behind == nil {
+			out.Behind = []cuecast.Report{}
+		}
+		rec, recErr := ctl.Record(ctx, cfg)
+		unsettled := unsettledStage(rec, recErr, n, reports)
+		if len(reports) > 0 && len(behind) == 0 && unsettled == "" {
+			out.Outcome, out.Waited = "applied", time.Since(start).Round(time.Millisecond).String()
+			if opts.Output == "json" {
+				return writeJSON(env.IO.Out, out)
+			}
+			fmt.Fprintf(env.IO.Out, "%s@%d: all %d live instances report it (%s)\n", cfg, n, len(reports), out.Waited)
 			return nil
 		}
 		halted, stage := "", ""
-		if rec, err := ctl.Record(ctx, cfg); err == nil && rec.Current != nil && rec.Current.Version == n {
+		if recErr == nil && rec.Current != nil && rec.Current.Version == n {
 			if rec.Current.State == rollout.StateHalted {
 				halted = rec.Current.Reason
 			}
@@ -92,16 +124,27 @@ func statusWait(ctx context.Context, env *Env, nc *nats.Conn, d *distributor.Dis
 			}
 		}
 		if halted != "" || !time.Now().Before(deadline) {
+			out.Outcome, out.Reason, out.Waited = "timed_out", "", time.Since(start).Round(time.Millisecond).String()
 			if halted != "" {
+				out.Outcome, out.Reason = "halted", halted
 				fmt.Fprintf(env.IO.ErrOut, "%s@%d: rollout HALTED: %s\n", cfg, n, halted)
 			} else {
+				out.Reason = unsettled
 				fmt.Fprintf(env.IO.ErrOut, "%s@%d: timed out after %s: %d of %d live instances report it\n", cfg, n, timeout, len(reports)-len(behind), len(reports))
+				if unsettled != "" {
+					fmt.Fprintf(env.IO.ErrOut, "  %s (the controller counts the instances it knows are live; is serve running?)\n", unsettled)
+				}
 			}
 			if len(reports) == 0 {
 				fmt.Fprintln(env.IO.ErrOut, "  no live instance reports on this config")
 			}
 			for _, r := range behind {
 				fmt.Fprintf(env.IO.ErrOut, "  straggler %s on v%d%s\n", r.Instance, r.Version, reportFlags(r))
+			}
+			if opts.Output == "json" {
+				if err := writeJSON(env.IO.Out, out); err != nil {
+					return err
+				}
 			}
 			return &silentError{code: ExitHalted}
 		}
@@ -111,6 +154,29 @@ func statusWait(ctx context.Context, env *Env, nc *nats.Conn, d *distributor.Dis
 		case <-time.After(min(250*time.Millisecond, time.Until(deadline)+time.Millisecond)):
 		}
 	}
+}
+
+// unsettledStage says why the rollout controller is not done bringing the
+// current stage of version n's rollout to n (rec, read with err): it is
+// moving the stage's pointers, waiting for instances it heard to apply n,
+// or staging a strict config; "" when it is done (holding or complete) or
+// has no rollout of n. The rule of --wait (docs/ROLLOUT.md, "Waiting for a
+// version"): the instances that reported are not all the instances the
+// controller knows are live, so their count alone ended waits early.
+func unsettledStage(rec rollout.Record, err error, n uint64, reports []cuecast.Report) string {
+	if err != nil || rec.Current == nil || rec.Current.Version != n {
+		return ""
+	}
+	r := rec.Current
+	switch r.State {
+	case rollout.StateMoving:
+		return fmt.Sprintf("the rollout of v%d is still moving its stage %s", n, r.StageName())
+	case rollout.StateStaging:
+		return fmt.Sprintf("the rollout of v%d is still staging its stage %s", n, r.StageName())
+	case rollout.StateWaiting:
+		return fmt.Sprintf("the rollout of v%d is still waiting in its stage %s: %s", n, r.StageName(), rollout.FormatTimes(r.NoteFor(reports, time.Now())))
+	}
+	return ""
 }
 
 // waitProgress is one line of a wait's progress: how many live instances

@@ -1,6 +1,7 @@
 package cli_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -49,6 +50,10 @@ func newReportFleet(t *testing.T, nc *nats.Conn, url string, o distributor.Optio
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// checkout exists: a wait on a config never published is wrong usage.
+	if err := d.Publish(t.Context(), cuecast.Version{Config: checkoutCfg, Version: 1, Commit: "c1"}, []byte(`{"v":1}`)); err != nil {
+		t.Fatalf("publish checkout v1: %v", err)
 	}
 	return &reportFleet{t: t, url: url, nc: nc, js: js, d: d}
 }
@@ -368,5 +373,122 @@ func TestStatusWaitShowsProgressOnATerminal(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("status --wait still running after 30s")
+	}
+}
+
+// TestStatusWaitUnknownConfig: a wait on a config never published is wrong
+// usage at once (exit 2, as `status` of it), not a wait of the whole
+// timeout ending in exit 4: a typo in a deploy step.
+func TestStatusWaitUnknownConfig(t *testing.T) {
+	f := startReportFleet(t, distributor.Options{})
+	f.report("web-1", 1)
+	r := f.result(f.startWait("--wait", "payments/chekout@1", "--timeout", "10m"))
+	if r.code != cli.ExitUsage || !strings.Contains(r.errOut, "payments/chekout") || !strings.Contains(r.errOut, "hint: ") {
+		t.Fatalf("exit %d, stdout %q stderr %q; want 2 naming payments/chekout with a hint", r.code, r.out, r.errOut)
+	}
+	code, _, _ := run(t.Context(), "status", "--nats", f.url, "payments/chekout")
+	if code != r.code {
+		t.Errorf("status payments/chekout exits %d, status --wait payments/chekout@1 %d: want the same", code, r.code)
+	}
+}
+
+// TestStatusWaitJSON: --output json makes the wait's outcome one JSON
+// document on stdout, whether it succeeds or times out.
+func TestStatusWaitJSON(t *testing.T) {
+	f := startReportFleet(t, distributor.Options{})
+	f.report("web-1", 1)
+	f.report("web-2", 1)
+	for _, tc := range []struct {
+		args    []string
+		code    int
+		outcome string
+		on      int
+		behind  []string
+	}{
+		{[]string{"--wait", "payments/checkout@1", "-o", "json"}, 0, "applied", 2, nil},
+		{[]string{"--wait", "payments/checkout@2", "--timeout", "300ms", "--output", "json"}, cli.ExitHalted, "timed_out", 0, []string{"web-1", "web-2"}},
+	} {
+		r := f.result(f.startWait(tc.args...))
+		var got struct {
+			Config    string `json:"config"`
+			Version   uint64 `json:"version"`
+			Outcome   string `json:"outcome"`
+			Instances int    `json:"instances"`
+			OnVersion int    `json:"on_version"`
+			Behind    []struct {
+				Instance string `json:"instance"`
+			} `json:"behind"`
+		}
+		if err := json.Unmarshal([]byte(r.out), &got); err != nil {
+			t.Fatalf("%v: stdout %q is not JSON: %v (stderr %q)", tc.args, r.out, err, r.errOut)
+		}
+		var behind []string
+		for _, b := range got.Behind {
+			behind = append(behind, b.Instance)
+		}
+		if r.code != tc.code || got.Config != "payments/checkout" || got.Outcome != tc.outcome || got.Instances != 2 ||
+			got.OnVersion != tc.on || strings.Join(behind, ",") != strings.Join(tc.behind, ",") {
+			t.Errorf("%v: exit %d, %+v; want exit %d, outcome %s, 2 instances, %d on the version, behind %v", tc.args, r.code, got, tc.code, tc.outcome, tc.on, tc.behind)
+		}
+	}
+}
+
+// TestStatusWaitCountsWhatTheControllerWaitsFor: a wait returned 0 ("all 1
+// live instances report it") while the rollout still waited for a second
+// instance: it counted only the instances whose reports it saw. The rule
+// (docs/ROLLOUT.md, "Waiting for a version"): the wait also needs the
+// controller to be done with the current stage of the version's rollout
+// (holding or complete), so the instances the controller knows are live
+// count too. Here web-2 is one: waited for by the stage, its report
+// expired before the wait looked.
+func TestStatusWaitCountsWhatTheControllerWaitsFor(t *testing.T) {
+	f := startReportFleet(t, distributor.Options{Heartbeat: 100 * time.Millisecond})
+	if err := f.d.Publish(t.Context(), cuecast.Version{Config: checkoutCfg, Version: 2, Commit: "c2"}, []byte(`{"v":2}`)); err != nil {
+		t.Fatal(err)
+	}
+	latest, err := f.d.Latest(t.Context(), checkoutCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopWeb1, _ := f.heartbeat("web-1", 1, 50*time.Millisecond)
+	stopWeb2, _ := f.heartbeat("web-2", 1, 50*time.Millisecond)
+	ctl, err := rollout.New(t.Context(), f.nc, f.d, rollout.Static{P: cuecast.Policy{Stages: []cuecast.Stage{{Name: "all", Percent: 100}}}},
+		rollout.Options{Logger: slog.New(slog.NewTextHandler(t.Output(), nil)), Interval: 50 * time.Millisecond, Heartbeat: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, "both instances live", poll.Patience, func() (bool, string) {
+		reps, err := f.d.Reports(t.Context(), checkoutCfg)
+		return len(reps) == 2, fmt.Sprintf("%d reports (%v)", len(reps), err)
+	})
+	if err := ctl.Deploy(t.Context(), latest); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := ctl.Record(t.Context(), checkoutCfg)
+	if err != nil || rec.Current == nil || rec.Current.State != rollout.StateWaiting || len(rec.Current.Unconfirmed) != 2 {
+		t.Fatalf("after deploy: %+v (%v), want v2 waiting for web-1 and web-2", rec.Current, err)
+	}
+	// web-1 applies v2; web-2 falls silent until its report expires.
+	stopWeb1()
+	f.heartbeat("web-1", 2, 50*time.Millisecond)
+	stopWeb2()
+	poll.Until(t, "web-2's report expired", poll.Patience, func() (bool, string) {
+		reps, err := f.d.Reports(t.Context(), checkoutCfg)
+		return len(reps) == 1 && reps[0].Instance == "web-1" && reps[0].Version == 2, fmt.Sprintf("%+v (%v)", reps, err)
+	})
+	r := f.result(f.startWait("--wait", "payments/checkout@2", "--timeout", "300ms"))
+	if r.code != cli.ExitHalted || !strings.Contains(r.errOut, "the rollout of v2 is still waiting in its stage all") || !strings.Contains(r.errOut, "web-2") {
+		t.Fatalf("with the stage waiting for web-2: exit %d, stdout %q stderr %q; want 4 naming the stage and web-2", r.code, r.out, r.errOut)
+	}
+	// web-2 is back on v2 and the controller runs: the stage is done, and
+	// so is the wait.
+	f.heartbeat("web-2", 2, 50*time.Millisecond)
+	ctx, cancel := context.WithCancel(t.Context())
+	ran := make(chan struct{})
+	go func() { defer close(ran); ctl.Run(ctx) }()
+	defer func() { cancel(); <-ran }()
+	r = f.result(f.startWait("--wait", "payments/checkout@2", "--timeout", "20s"))
+	if r.code != 0 || !strings.HasPrefix(r.out, "payments/checkout@2: all 2 live instances report it") {
+		t.Fatalf("exit %d, stdout %q stderr %q; want 0 with both instances once the stage is done", r.code, r.out, r.errOut)
 	}
 }

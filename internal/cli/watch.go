@@ -48,7 +48,10 @@ that is not given, or a combination that is not one of its variants, is an
 error (exit 2), never a default or another variant. --config may also name a
 variant path itself, like payments/checkout/env=prod/region=eu. When the config's
 variants change (it gains variants, or the variant watched is removed), watch
-watches it again to pick the instance's variant, and says so on stderr.`,
+watches it again to pick the instance's variant, and says so on stderr; a second
+re-watch with nothing applied since waits 1s, then twice as long each time, up to
+a minute. A variant index that does not verify is refused (said on stderr and in
+the instance's report), never taken for "no variants".`,
 		Example: `  cuecast watch --config payments/checkout --instance web-1 --lkg /var/lib/app/checkout.json \
       --trusted-keys-file /etc/cuecast/trusted-keys
   cuecast watch --config payments/checkout --instance web-1 --dim env=prod --dim region=eu \
@@ -101,24 +104,33 @@ func watchRun(c *cobra.Command, env *Env, opts *WatchOptions) error {
 	if opts.LKG != "" {
 		wopts = append(wopts, client.LastKnownGood(opts.LKG))
 	}
+	pace := &rewatchBackoff{pause: env.rewatchPause}
 	for {
-		again, err := watchOnce(ctx, env, opts, cl, cfg, wopts, rewatch.of(cfg))
+		again, err := watchOnce(ctx, env, opts, cl, cfg, wopts, rewatch.of(cfg), pace)
 		if err != nil || !again {
 			return err
 		}
-		fmt.Fprintf(env.IO.ErrOut, "watch %s: %s's variants changed; watching it again to pick this instance's variant\n", opts.Instance, cfg.Base())
 	}
 }
 
 // watchOnce runs one watcher of cfg until ctx ends (again false) or its
-// variants change (again true: watch cfg anew, docs/VARIANTS.md).
-func watchOnce(ctx context.Context, env *Env, opts *WatchOptions, cl *client.Client, cfg cuecast.ConfigPath, wopts []client.WatchOption, rewatch <-chan struct{}) (again bool, err error) {
+// variants change (again true: watch cfg anew, docs/VARIANTS.md, once pace
+// allows; the watcher keeps what it holds, and reports, until then).
+func watchOnce(ctx context.Context, env *Env, opts *WatchOptions, cl *client.Client, cfg cuecast.ConfigPath, wopts []client.WatchOption, rewatch <-chan struct{}, pace *rewatchBackoff) (again bool, err error) {
 	w, err := cl.Watch(ctx, cfg, wopts...)
 	if err != nil {
 		return false, opts.watchError(cfg, err)
 	}
 	defer w.Stop()
-	return untilRewatch(ctx, w, rewatch, func(s client.Snapshot) error { return printApplied(env, opts.Instance, s) })
+	again, err = untilRewatch(ctx, w, rewatch, func(s client.Snapshot) error {
+		pace.applied(s)
+		return printApplied(env, opts.Instance, s)
+	})
+	if !again || err != nil {
+		return again, err
+	}
+	fmt.Fprintf(env.IO.ErrOut, "watch %s: %s's variants changed; watching it again to pick this instance's variant\n", opts.Instance, cfg.Base())
+	return pace.wait(ctx) == nil, nil
 }
 
 // untilRewatch hands each version w applies to apply until ctx ends or w

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/internal/gittest"
 	"github.com/cuecast/cuecast/internal/pipeline"
 	"github.com/cuecast/cuecast/internal/poll"
@@ -231,6 +232,96 @@ func TestDamagedStreamRefusedAndRepaired(t *testing.T) {
 				if _, err := f.p.Distributor.Latest(ctx, c); err != nil {
 					t.Errorf("%s has no version after repair: %v", c, err)
 				}
+			}
+		})
+	}
+}
+
+// TestDamagedStoreNamesEveryConfig: when the store lost the versions of 12
+// configs, the log names every one of them with what the stream holds and
+// what was published (it used to name 5 "and 7 more", never the one that
+// lost 21 versions), the summary (/readyz) names the worst first, and with
+// all of jetstream/ deleted the number given as published is the one that
+// was (it said v20 when v21 was).
+func TestDamagedStoreNamesEveryConfig(t *testing.T) {
+	repo := gittest.New(t)
+	files := map[string]string{
+		"cue.mod/module.cue": "module: \"example.com/t@v0\"\nlanguage: version: \"v0.17.0\"\n",
+		"cuecast.cue":        "package manifest\n\nnamespaces: pay: owners: [\"team-pay\"]\n",
+	}
+	var cfgs []cuecast.ConfigPath
+	for c := 'a'; c <= 'l'; c++ {
+		cp := cuecast.ConfigPath("pay/" + string(c))
+		cfgs = append(cfgs, cp)
+		files[string(cp)+"/c.cue"] = fmt.Sprintf("package %c\n\nvalue: 0\n", c)
+	}
+	repo.CommitFiles("Initial configs", files)
+	worst := cfgs[len(cfgs)-1] // last in name order: never among the first five
+	// Every other config gets a v2: the data directory's mark may be one
+	// ahead of the stream, so a lone v1 is not known to be published.
+	second := map[string]string{}
+	for _, cp := range cfgs[:len(cfgs)-1] {
+		second[string(cp)+"/c.cue"] = fmt.Sprintf("package %s\n\nvalue: 1\n", cp.Name())
+	}
+	repo.CommitFiles("v2 of all but one", second)
+	var head string
+	for i := 1; i <= 20; i++ {
+		head = repo.CommitFiles(fmt.Sprintf("l: value %d", i), map[string]string{string(worst) + "/c.cue": fmt.Sprintf("package l\n\nvalue: %d\n", i)})
+	}
+	data := t.TempDir()
+	f := start(t, repo, data)
+	f.p.Tailer.Wake()
+	f.waitCursor(head)
+	if v := f.versions(worst)[0].Version; v != 21 {
+		t.Fatalf("%s at v%d, want v21", worst, v)
+	}
+	f.stop()
+
+	for _, tc := range []struct {
+		name   string
+		remove string // under the data directory
+	}{
+		{"stream deleted", filepath.Join("jetstream", "jetstream", "$G", "streams", "CUECAST")},
+		{"jetstream deleted", "jetstream"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.CopyFS(dir, os.DirFS(data)); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.RemoveAll(filepath.Join(dir, tc.remove)); err != nil {
+				t.Fatal(err)
+			}
+			var logs syncBuf
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			p, err := pipeline.Start(ctx, pipeline.Config{
+				Repo: repo.Dir, Branch: "main", DataDir: dir, Listen: "127.0.0.1:0", Interval: 20 * time.Millisecond,
+				Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			done := make(chan error, 1)
+			go func() { done <- p.Run(ctx) }()
+			defer func() { cancel(); <-done }()
+			poll.Until(t, "publishing refused", poll.Patience, func() (bool, string) {
+				err := p.Tailer.Inconsistent()
+				return err != nil, fmt.Sprint(err)
+			})
+			log := logs.String()
+			for _, cp := range cfgs {
+				want := fmt.Sprintf("config=%s stored=0 published=2 ", cp)
+				if cp == worst {
+					want = fmt.Sprintf("config=%s stored=0 published=21 ", cp)
+				}
+				if !strings.Contains(log, "version store damaged") || !strings.Contains(log, want) {
+					t.Errorf("the log does not name %s as %q:\n%s", cp, want, log)
+				}
+			}
+			if sum := p.Tailer.Inconsistent().Error(); !strings.Contains(sum, string(worst)+" holds v0 but v21 was published") {
+				t.Errorf("summary %q does not name %s, which lost 21 versions", sum, worst)
 			}
 		})
 	}

@@ -468,3 +468,27 @@ func TestOverviewListsVariantsUnderConfig(t *testing.T) {
 		t.Errorf("overview rows:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// TestRolloutViewWaitingNoteMatchesCounts: the dashboard's rollout box said
+// "waiting for 3 of 3 instances to apply v2" while the page showed 3/3 on
+// v2: the box's note is measured from the reports the counts come from.
+func TestRolloutViewWaitingNoteMatchesCounts(t *testing.T) {
+	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	ids := []string{"checkout-1", "checkout-2", "checkout-3"}
+	var reports []cuecast.Report
+	for _, id := range ids {
+		reports = append(reports, cuecast.Report{Instance: id, Config: "payments/checkout", Version: 2, Checksum: "c2", Healthy: true})
+	}
+	rec := rollout.Record{Config: "payments/checkout", Stable: 1, Current: &rollout.Rollout{
+		Config: "payments/checkout", Version: 2, Checksum: "c2", From: 1, State: rollout.StateWaiting,
+		Policy:      cuecast.Policy{Stages: []cuecast.Stage{{Name: "all", Percent: 100}}},
+		Cohort:      rollout.Cohort{Instances: ids},
+		WaitUntil:   now.Add(5 * time.Minute),
+		Unconfirmed: ids,
+		Note:        "waiting for 3 of 3 instances to apply v2: checkout-1, checkout-2, checkout-3",
+	}}
+	rv := rolloutOf(rec, reports, now)
+	if strings.Contains(rv.Note, "waiting for") || rv.Stages[0].OnTarget != 3 {
+		t.Errorf("note %q beside %d/%d on v2; want no instance waited for", rv.Note, rv.Stages[0].OnTarget, rv.Stages[0].Instances)
+	}
+}

@@ -380,13 +380,14 @@ func auditKey(rec rollout.Record) string {
 }
 
 // rolloutOf is the view of rec's current rollout at now. Its note and
-// deadlines are as of now (rollout.Rollout.NoteAt and Deadline): the page
+// deadlines are as of now and its note measured from reports, as the
+// counts are (rollout.Rollout.NoteFor and Deadline): the page
 // shows the real next event, never a deadline that has passed. The times in
 // its note and log are shown as everywhere (rollout.FormatTimes).
 func rolloutOf(rec rollout.Record, reports []cuecast.Report, now time.Time) *rolloutView {
 	r := rec.Current
 	rv := &rolloutView{ID: r.ID, Version: r.Version, From: r.From, State: r.State, Active: r.State.Active(),
-		Stage: r.StageName(), Note: rollout.FormatTimes(r.NoteAt(now)), Reason: r.Reason, Reverted: r.Reverted, Emergency: r.Emergency,
+		Stage: r.StageName(), Note: rollout.FormatTimes(r.NoteFor(reports, now)), Reason: r.Reason, Reverted: r.Reverted, Emergency: r.Emergency,
 		Started: r.Started, Updated: r.Updated,
 		Stable: rec.Stable, Pin: rec.Pin, Pending: rec.Pending}
 	switch next := r.Deadline(now); r.State {
