@@ -113,7 +113,9 @@ type Distributor struct {
 	latestCache sync.Map
 	// recent maps versionKey to storedVersion for the last few versions of
 	// each config (remember).
-	recent   sync.Map
+	recent sync.Map
+	// fence is the writer fence this Distributor claimed (fence.go).
+	fence    fence
 	ptrSubs  []*nats.Subscription
 	statusCh chan nats.Status
 	done     chan struct{}
@@ -228,8 +230,11 @@ func New(ctx context.Context, nc *nats.Conn, o Options) (*Distributor, error) {
 		Replicas:    o.Replicas,
 		AllowDirect: true,
 		AllowRollup: true,
-		Duplicates:  2 * time.Minute,
-		RePublish:   &jetstream.RePublish{Source: cuecast.StoredPrefix + ".>", Destination: cuecast.RepublishPrefix + ".>"},
+		// Fenced publishes write the fence record and the version as one
+		// atomic batch (fence.go).
+		AllowAtomicPublish: true,
+		Duplicates:         2 * time.Minute,
+		RePublish:          &jetstream.RePublish{Source: cuecast.StoredPrefix + ".>", Destination: cuecast.RepublishPrefix + ".>"},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("new distributor: create stream %s: %w", cuecast.Stream, err)

@@ -177,7 +177,10 @@ func (d *Distributor) publish(ctx context.Context, v cuecast.Version, content []
 	m.Header.Set(jetstream.MsgIDHeader, fmt.Sprintf("%s@%d", v.Config, v.Version))
 	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(prev.Seq, 10))
 	m.Data = body
-	ack, err := d.js.PublishMsg(ctx, m)
+	ack, err := d.storeVersion(ctx, m)
+	if errors.Is(err, cuecast.ErrFenced) {
+		return fmt.Errorf("publish %s@%d: %w", v.Config, v.Version, err)
+	}
 	if isWrongLastSeq(err) && mayBeStale {
 		d.latestCache.Delete(v.Config)
 		fresh, ferr := d.latest(ctx, v.Config)
