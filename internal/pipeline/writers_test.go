@@ -2,19 +2,26 @@ package pipeline_test
 
 import (
 	"context"
+	"fmt"
+	"math/rand/v2"
+	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 
 	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/client"
 	"github.com/cuecast/cuecast/distributor"
 	"github.com/cuecast/cuecast/internal/gittest"
 	"github.com/cuecast/cuecast/internal/pipeline"
 	"github.com/cuecast/cuecast/internal/poll"
+	"github.com/cuecast/cuecast/tailer"
 )
 
 // firstParents numbers the first-parent history of repo's main from its
@@ -130,4 +137,153 @@ func TestTwoServesOneStream(t *testing.T) {
 		}
 	}
 	checkMonotonic(t, d, cfgs, firstParents(t, repo))
+}
+
+// TestSoakWriters: issue 32, defect 1, with real processes. Three serves
+// follow one repository on one stream: an embedded one, whose server is
+// the stream's, and two with --nats to it, started in a random order, each
+// killed with SIGKILL at random points (the embedded one takes the stream
+// down with it) and started again, while commits land in bursts on one
+// config at a time, between kills and while a serve is dead. Then, per
+// config: the versions' commits strictly increase in first-parent order
+// (no version older than its predecessor), and they are exactly the
+// config's changing commits, each once. A few rounds in go test;
+// CUECAST_SOAK=1 runs 60.
+func TestSoakWriters(t *testing.T) {
+	rounds, stopAt := soakLength(t, 6, 60)
+	seed := soakSeed(t)
+	rng := rand.New(rand.NewPCG(seed, 32))
+	repo, cfgs := smallRepo(t)
+	kp, err := nkeys.CreateAccount()
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, _ := kp.Seed()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	dirs := make([]string, 3)
+	for i := range dirs {
+		dirs[i] = t.TempDir()
+		if err := os.WriteFile(filepath.Join(dirs[i], "signing.nk"), key, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := func(i int) *serveProc {
+		if i == 0 {
+			return startServeProc(t, repo.Dir, dirs[0], addr, "")
+		}
+		return startServeProc(t, repo.Dir, dirs[i], "", "nats://"+addr, fmt.Sprintf("%s=replica-%d", envServeID, i))
+	}
+	procs := make([]*serveProc, len(dirs))
+	startOrder := rng.Perm(len(procs))
+	for _, i := range startOrder {
+		procs[i] = start(i)
+	}
+
+	c := &commits{repo: repo, values: map[cuecast.ConfigPath]int{}, last: map[cuecast.ConfigPath]string{}}
+	changes := map[cuecast.ConfigPath][]string{}
+	burst := func() {
+		cf := cfgs[rng.IntN(2)]
+		for range 1 + rng.IntN(6) {
+			c.change(cf)
+			changes[cf] = append(changes[cf], c.last[cf])
+			time.Sleep(time.Duration(rng.IntN(60)) * time.Millisecond)
+		}
+	}
+	kills := 0
+	for r := 0; r < rounds && time.Now().Before(stopAt); r++ {
+		switch rng.IntN(3) {
+		case 0:
+			burst()
+		case 1:
+			i := rng.IntN(len(procs))
+			procs[i].kill(t)
+			kills++
+			if rng.IntN(2) == 0 {
+				burst()
+			}
+			procs[i] = start(i)
+			time.Sleep(time.Duration(rng.IntN(300)) * time.Millisecond)
+		default:
+			burst()
+			time.Sleep(time.Duration(rng.IntN(200)) * time.Millisecond)
+		}
+	}
+	for _, sp := range procs {
+		sp.waitReady(t)
+	}
+	t.Cleanup(func() {
+		for _, sp := range procs {
+			sp.stdin.Close() // a clean stop
+		}
+		for i, sp := range procs {
+			select {
+			case err := <-sp.exited:
+				if err != nil {
+					t.Errorf("serve %d: %v\n%s", i, err, sp.stderr.String())
+				}
+			case <-time.After(convergeBound):
+				t.Errorf("serve %d did not stop %s after its stdin closed\n%s", i, convergeBound, sp.stderr.String())
+			}
+		}
+	})
+
+	ctx := context.Background()
+	nc, err := nats.Connect("nats://"+addr, client.ConnectOptions()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	d, err := distributor.Open(ctx, nc, distributor.Options{}) // read-only
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	head := repo.Head()
+	poll.Until(t, "the branch processed", poll.Patience, func() (bool, string) {
+		st, err := tailer.LoadState(ctx, distributor.NewDirectStream(nc, tailer.StateStream), "default")
+		if err != nil {
+			return false, err.Error()
+		}
+		return st.Cursor == head, "cursor at " + short(st.Cursor)
+	})
+	order := firstParents(t, repo)
+	bad := checkMonotonic(t, d, cfgs, order)
+	var root string
+	for sha, i := range order {
+		if i == 0 {
+			root = sha
+		}
+	}
+	for _, cf := range cfgs {
+		vs, err := d.Versions(ctx, cf)
+		if err != nil {
+			continue // reported by checkMonotonic
+		}
+		got := make([]string, len(vs))
+		for i, v := range vs { // newest first
+			got[len(vs)-1-i] = v.Commit
+		}
+		want := append([]string{root}, changes[cf]...)
+		if len(want) > len(got) {
+			want = want[len(want)-len(got):] // retention keeps the newest
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: retained versions from %d commits %v, want its last %d changes %v", cf, len(got), shorts(got), len(want), shorts(want))
+			bad++
+		}
+	}
+	t.Logf("seed %d: started in order %v, %d rounds, %d kills, %d commits; %d failures", seed, startOrder, rounds, kills, len(changes[cfgs[0]])+len(changes[cfgs[1]]), bad)
+}
+
+func shorts(shas []string) []string {
+	out := make([]string, len(shas))
+	for i, s := range shas {
+		out[i] = short(s)
+	}
+	return out
 }
