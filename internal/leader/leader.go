@@ -16,9 +16,10 @@
 //	})
 //
 // The lease keeps two replicas from working at once; it is not what makes a
-// takeover exact. Work done under it must itself be safe to repeat (the
-// tailer numbers versions from the stream and publishes create-only), since
-// a holder's last write may land after its lease was lost.
+// takeover exact, since a holder's last write may land after its lease was
+// lost. Work done under it must itself be fenced at the store with the
+// term's revision (serve claims the distributor's writer fence with it) or
+// be safe to repeat.
 //
 // Run returns nil when ctx is cancelled and the error of work otherwise;
 // New returns errors wrapping ErrInvalidOptions or the NATS error creating
