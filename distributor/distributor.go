@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -114,8 +115,10 @@ type Distributor struct {
 	// recent maps versionKey to storedVersion for the last few versions of
 	// each config (remember).
 	recent sync.Map
-	// fence is the writer fence this Distributor claimed (fence.go).
+	// fence is the writer fence this Distributor claimed (fence.go);
+	// fenced is set once it has.
 	fence    fence
+	fenced   atomic.Bool
 	ptrSubs  []*nats.Subscription
 	statusCh chan nats.Status
 	done     chan struct{}
@@ -230,11 +233,8 @@ func New(ctx context.Context, nc *nats.Conn, o Options) (*Distributor, error) {
 		Replicas:    o.Replicas,
 		AllowDirect: true,
 		AllowRollup: true,
-		// Fenced publishes write the fence record and the version as one
-		// atomic batch (fence.go).
-		AllowAtomicPublish: true,
-		Duplicates:         2 * time.Minute,
-		RePublish:          &jetstream.RePublish{Source: cuecast.StoredPrefix + ".>", Destination: cuecast.RepublishPrefix + ".>"},
+		Duplicates:  2 * time.Minute,
+		RePublish:   &jetstream.RePublish{Source: cuecast.StoredPrefix + ".>", Destination: cuecast.RepublishPrefix + ".>"},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("new distributor: create stream %s: %w", cuecast.Stream, err)

@@ -2,8 +2,6 @@ package distributor
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -33,9 +31,6 @@ type Fence struct {
 
 // fence is what this Distributor knows of the fence it claimed.
 type fence struct {
-	// mu is held from reading seq to recording the next one: a fenced
-	// publish writes the fence message too, so publishes of one
-	// Distributor go one at a time.
 	mu   sync.Mutex
 	f    Fence // zero: not claimed, publishes are not fenced
 	seq  uint64
@@ -45,13 +40,14 @@ type fence struct {
 // ClaimFence makes d the only Distributor whose versions the stream takes:
 // from its return on, a Publish through any Distributor that claimed the
 // fence before is refused by the stream itself, at write time, and a
-// Publish through d is refused once another claims it. A fenced publish is
-// one atomic batch of two messages: the fence record again, expecting the
-// fence subject's last sequence to be the one d wrote, and the version,
-// expecting its own subject's (create-only, as ever); a claim is a
-// compare-and-swap on the fence's sequence. So whatever a writer read
-// after its claim (the tailer's cursor, the latest versions) stays true
-// for every version it manages to publish.
+// Publish through d is refused once another claims it. A claim is a
+// compare-and-swap on the fence subject's last sequence, and each fenced
+// version expects that sequence still (storeVersion). So whatever a writer
+// read after its claim (the tailer's cursor, the latest versions) stays
+// true for every version it manages to publish. The claim forgets every
+// version cached here, and while fenced, d reads latest versions from the
+// stream's leader: a term's numbering starts from the store as the
+// previous term left it.
 //
 // epoch is the lease term's token: a claim against a fence holding a
 // later epoch returns an error wrapping cuecast.ErrFenced, so a holder
@@ -84,6 +80,9 @@ func (d *Distributor) ClaimFence(ctx context.Context, epoch uint64, holder strin
 			return fmt.Errorf("claim fence for term %d: %w", epoch, err)
 		}
 		d.fence.f, d.fence.seq, d.fence.lost = Fence{Epoch: epoch, Holder: holder}, ack.Sequence, false
+		d.fenced.Store(true)
+		d.latestCache.Clear()
+		d.recent.Clear()
 		d.log.Info("writer fence claimed", "epoch", epoch, "holder", holder, "previous_epoch", cur.Epoch,
 			"previous_holder", cur.Holder, "seq", ack.Sequence)
 		return nil
@@ -115,26 +114,22 @@ func fenceMsg(f Fence, lastSeq uint64) (*nats.Msg, error) {
 	m := nats.NewMsg(FenceSubject)
 	m.Data = b
 	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(lastSeq, 10))
-	m.Header.Set("Nats-Rollup", "sub") // one record, whatever the number of publishes
+	m.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject) // one record, whatever the number of terms
 	return m, nil
 }
 
-// Batch headers of JetStream's atomic publish (nats-server 2.12 and later).
-const (
-	hdrBatchID     = "Nats-Batch-Id"
-	hdrBatchSeq    = "Nats-Batch-Sequence"
-	hdrBatchCommit = "Nats-Batch-Commit"
-)
+// hdrExpectedLastSubjSeqSubject points a message's
+// Nats-Expected-Last-Subject-Sequence at another subject (nats-server 2.11
+// and later).
+const hdrExpectedLastSubjSeqSubject = "Nats-Expected-Last-Subject-Sequence-Subject"
 
-// errCodeBatchDuplicate is the server's JSAtomicPublishContainsDuplicateMessageErr:
-// a batch holding a message ID still in the duplicate window.
-const errCodeBatchDuplicate jetstream.ErrorCode = 10201
-
-// storeVersion writes the version message m: alone when d holds no fence,
-// else in one atomic batch after the fence record (see ClaimFence). A batch
-// refused by the fence's check returns an error wrapping cuecast.ErrFenced;
-// a duplicate message ID comes back as a duplicate ack, as for a plain
-// publish.
+// storeVersion writes the version message m. Unfenced, m expects its own
+// subject's last sequence (create-only). Fenced, it expects the fence
+// subject's instead, which only a claim moves: the store takes it while no
+// later term has claimed the fence and refuses it after, and the error
+// wraps cuecast.ErrFenced. One writer per term, starting from the versions
+// it read after its claim (ClaimFence empties the cache), keeps the
+// numbering create-only; the message ID backs that up.
 func (d *Distributor) storeVersion(ctx context.Context, m *nats.Msg) (*jetstream.PubAck, error) {
 	d.fence.mu.Lock()
 	defer d.fence.mu.Unlock()
@@ -142,77 +137,19 @@ func (d *Distributor) storeVersion(ctx context.Context, m *nats.Msg) (*jetstream
 		return d.js.PublishMsg(ctx, m)
 	}
 	if d.fence.lost {
-		return nil, fmt.Errorf("%s holds the writer fence: %w", d.fence.f.Holder, cuecast.ErrFenced)
+		return nil, fmt.Errorf("a later term holds the writer fence: %w", cuecast.ErrFenced)
 	}
-	for attempt := 1; ; attempt++ {
-		ack, err := d.storeBatch(ctx, m)
-		if isDuplicateBatch(err) {
-			return &jetstream.PubAck{Stream: cuecast.Stream, Duplicate: true}, nil
-		}
-		if !isWrongLastSeq(err) {
-			return ack, err
-		}
-		// The fence's check or the version's: only the fence tells.
-		cur, seq, ferr := d.readFence(ctx)
-		switch {
-		case ferr != nil:
-			return nil, fmt.Errorf("%w (and %w)", err, ferr)
-		case cur != d.fence.f:
-			d.fence.lost = true
-			d.log.Warn("writer fence lost", "epoch", d.fence.f.Epoch, "holder", cur.Holder, "holder_epoch", cur.Epoch)
-			return nil, fmt.Errorf("%s holds the writer fence since term %d (this writer's: %d): %w", cur.Holder, cur.Epoch, d.fence.f.Epoch, cuecast.ErrFenced)
-		case seq != d.fence.seq && attempt < 3:
-			// Still ours, written by a batch whose ack was lost.
-			d.fence.seq = seq
-			continue
-		}
+	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(d.fence.seq, 10))
+	m.Header.Set(hdrExpectedLastSubjSeqSubject, FenceSubject)
+	ack, err := d.js.PublishMsg(ctx, m)
+	if !isWrongLastSeq(err) {
 		return ack, err
 	}
-}
-
-// storeBatch publishes the fence record and m as one atomic batch and
-// records the fence's new sequence.
-func (d *Distributor) storeBatch(ctx context.Context, m *nats.Msg) (*jetstream.PubAck, error) {
-	fm, err := fenceMsg(d.fence.f, d.fence.seq)
-	if err != nil {
-		return nil, err
+	d.fence.lost = true
+	cur, _, ferr := d.readFence(ctx)
+	if ferr != nil {
+		return nil, fmt.Errorf("the writer fence moved (%w): %w", ferr, cuecast.ErrFenced)
 	}
-	id, err := batchID()
-	if err != nil {
-		return nil, err
-	}
-	fm.Header.Set(hdrBatchID, id)
-	fm.Header.Set(hdrBatchSeq, "1")
-	// The first message unacknowledged: the commit's answer covers both,
-	// and one connection delivers them in order.
-	if err := d.nc.PublishMsg(fm); err != nil {
-		return nil, fmt.Errorf("store fence record: %w", err)
-	}
-	bm := nats.NewMsg(m.Subject)
-	bm.Data = m.Data
-	for k, v := range m.Header {
-		bm.Header[k] = v
-	}
-	bm.Header.Set(hdrBatchID, id)
-	bm.Header.Set(hdrBatchSeq, "2")
-	bm.Header.Set(hdrBatchCommit, "1")
-	ack, err := d.js.PublishMsg(ctx, bm)
-	if err != nil {
-		return nil, err
-	}
-	d.fence.seq = ack.Sequence - 1 // a batch's messages take consecutive sequences
-	return ack, nil
-}
-
-func batchID() (string, error) {
-	b := make([]byte, 16)
-	if _, err := rand.Read(b); err != nil {
-		return "", fmt.Errorf("batch id: %w", err)
-	}
-	return hex.EncodeToString(b), nil
-}
-
-func isDuplicateBatch(err error) bool {
-	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeBatchDuplicate
+	d.log.Warn("writer fence lost", "epoch", d.fence.f.Epoch, "holder", cur.Holder, "holder_epoch", cur.Epoch)
+	return nil, fmt.Errorf("%s holds the writer fence since term %d (this writer's: %d): %w", cur.Holder, cur.Epoch, d.fence.f.Epoch, cuecast.ErrFenced)
 }

@@ -42,7 +42,15 @@ func (d *Distributor) Latest(ctx context.Context, cfg cuecast.ConfigPath) (cueca
 }
 
 func (d *Distributor) latest(ctx context.Context, cfg cuecast.ConfigPath) (storedVersion, error) {
-	m, err := d.versions.GetLastMsgForSubject(ctx, cuecast.VersionSubject(cfg))
+	var m *jetstream.RawStreamMsg
+	var err error
+	if d.fenced.Load() {
+		// The leader, not a replica that may lag: the next number is taken
+		// from this answer (fence.go).
+		m, err = LeaderLastMsg(ctx, d.nc, cuecast.Stream, cuecast.VersionSubject(cfg))
+	} else {
+		m, err = d.versions.GetLastMsgForSubject(ctx, cuecast.VersionSubject(cfg))
+	}
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return storedVersion{}, cuecast.ErrNotFound
 	}

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -143,8 +145,9 @@ func TestTwoServesOneStream(t *testing.T) {
 // follow one repository on one stream: an embedded one, whose server is
 // the stream's, and two with --nats to it, started in a random order, each
 // killed with SIGKILL at random points (the embedded one takes the stream
-// down with it) and started again, while commits land in bursts on one
-// config at a time, between kills and while a serve is dead. Then, per
+// down with it) and started again, or frozen (SIGSTOP) past its lease and
+// thawed, while commits land in bursts on one config at a time, between
+// faults and while a serve is dead or frozen. Then, per
 // config: the versions' commits strictly increase in first-parent order
 // (no version older than its predecessor), and they are exactly the
 // config's changing commits, each once. A few rounds in go test;
@@ -172,11 +175,16 @@ func TestSoakWriters(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	var all []*serveProc // every serve started, for the count of refusals
 	start := func(i int) *serveProc {
+		var sp *serveProc
 		if i == 0 {
-			return startServeProc(t, repo.Dir, dirs[0], addr, "")
+			sp = startServeProc(t, repo.Dir, dirs[0], addr, "")
+		} else {
+			sp = startServeProc(t, repo.Dir, dirs[i], "", "nats://"+addr, fmt.Sprintf("%s=replica-%d", envServeID, i))
 		}
-		return startServeProc(t, repo.Dir, dirs[i], "", "nats://"+addr, fmt.Sprintf("%s=replica-%d", envServeID, i))
+		all = append(all, sp)
+		return sp
 	}
 	procs := make([]*serveProc, len(dirs))
 	startOrder := rng.Perm(len(procs))
@@ -194,9 +202,24 @@ func TestSoakWriters(t *testing.T) {
 			time.Sleep(time.Duration(rng.IntN(60)) * time.Millisecond)
 		}
 	}
-	kills := 0
+	kills, pauses := 0, 0
 	for r := 0; r < rounds && time.Now().Before(stopAt); r++ {
-		switch rng.IntN(3) {
+		switch rng.IntN(4) {
+		case 3:
+			// Frozen past its lease (1 s), as a long pause freezes a
+			// process: the others take over and move on; when it thaws it
+			// still believes it holds the lease until its timers fire.
+			i := rng.IntN(len(procs))
+			if err := procs[i].cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+				t.Fatal(err)
+			}
+			pauses++
+			burst()
+			time.Sleep(time.Duration(1000+rng.IntN(1000)) * time.Millisecond)
+			burst()
+			if err := procs[i].cmd.Process.Signal(syscall.SIGCONT); err != nil {
+				t.Fatal(err)
+			}
 		case 0:
 			burst()
 		case 1:
@@ -277,7 +300,12 @@ func TestSoakWriters(t *testing.T) {
 			bad++
 		}
 	}
-	t.Logf("seed %d: started in order %v, %d rounds, %d kills, %d commits; %d failures", seed, startOrder, rounds, kills, len(changes[cfgs[0]])+len(changes[cfgs[1]]), bad)
+	fenced := 0
+	for _, sp := range all {
+		fenced += strings.Count(sp.stderr.String(), "writer fence lost")
+	}
+	t.Logf("seed %d: started in order %v, %d rounds, %d kills, %d pauses, %d commits, %d stale publishes refused by the fence; %d failures",
+		seed, startOrder, rounds, kills, pauses, len(changes[cfgs[0]])+len(changes[cfgs[1]]), fenced, bad)
 }
 
 func shorts(shas []string) []string {
