@@ -2,6 +2,7 @@ package pipeline_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -209,7 +210,10 @@ func TestSoakWriters(t *testing.T) {
 			// Frozen past its lease (1 s), as a long pause freezes a
 			// process: the others take over and move on; when it thaws it
 			// still believes it holds the lease until its timers fire.
+			// Mid-burst, so that it is likely frozen mid-publish.
 			i := rng.IntN(len(procs))
+			burst()
+			time.Sleep(time.Duration(rng.IntN(40)) * time.Millisecond)
 			if err := procs[i].cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 				t.Fatal(err)
 			}
@@ -314,4 +318,78 @@ func shorts(shas []string) []string {
 		out[i] = short(s)
 	}
 	return out
+}
+
+// TestFencedServeCampaignsAgain: a serve whose writer fence is claimed by a
+// later term while it still holds the lease (as after a pause the lease
+// outlived) has its next version refused by the store; it stops tailing,
+// gives up its term and campaigns again, and its next term claims the
+// fence anew, re-reads the state and publishes the change.
+func TestFencedServeCampaignsAgain(t *testing.T) {
+	repo, cfgs := smallRepo(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	p, err := pipeline.Start(ctx, pipeline.Config{Repo: repo.Dir, Branch: "main", DataDir: t.TempDir(),
+		Listen: "127.0.0.1:0", Interval: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
+		p.Close()
+	}()
+	nc, err := nats.Connect(p.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	readFence := func() distributor.Fence {
+		t.Helper()
+		m, err := distributor.LeaderLastMsg(ctx, nc, cuecast.Stream, distributor.FenceSubject)
+		if err != nil {
+			t.Fatalf("read fence: %v", err)
+		}
+		var f distributor.Fence
+		if err := json.Unmarshal(m.Data, &f); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	poll.Until(t, "v1 published", poll.Patience, func() (bool, string) {
+		v, err := p.Distributor.Latest(ctx, cfgs[0])
+		return err == nil && v.Version == 1, fmt.Sprintf("v%d (%v)", v.Version, err)
+	})
+	holder, rev, err := p.Lease.Holder(ctx)
+	if err != nil || holder == "" {
+		t.Fatalf("lease holder %q (%v)", holder, err)
+	}
+	own := readFence()
+	if own.Holder != holder {
+		t.Fatalf("fence held by %q, want the lease holder %q", own.Holder, holder)
+	}
+	thief, err := distributor.New(ctx, nc, distributor.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := thief.ClaimFence(ctx, rev, "later-term"); err != nil {
+		t.Fatalf("claim: %v", err)
+	}
+
+	c := &commits{repo: repo, values: map[cuecast.ConfigPath]int{}, last: map[cuecast.ConfigPath]string{}}
+	c.change(cfgs[0])
+	poll.Until(t, "the change published by the serve's next term", poll.Patience, func() (bool, string) {
+		v, err := p.Distributor.Latest(ctx, cfgs[0])
+		if err != nil || v.Version != 2 || v.Commit != c.last[cfgs[0]] {
+			return false, fmt.Sprintf("v%d of %s (%v)", v.Version, short(v.Commit), err)
+		}
+		return true, ""
+	})
+	if f := readFence(); f.Holder != holder || f.Epoch <= rev {
+		t.Errorf("fence %+v, want %s's new term, above %d", f, holder, rev)
+	}
 }
