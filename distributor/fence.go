@@ -74,7 +74,7 @@ func (d *Distributor) ClaimFence(ctx context.Context, epoch uint64, holder strin
 		}
 		ack, err := d.js.PublishMsg(ctx, m)
 		if isWrongLastSeq(err) && attempt < 5 {
-			continue // another claimant or a publish in between: read again
+			continue // another claimant in between: read again
 		}
 		if err != nil {
 			return fmt.Errorf("claim fence for term %d: %w", epoch, err)
