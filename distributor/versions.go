@@ -137,7 +137,9 @@ func decodeVersionMsg(m *jetstream.RawStreamMsg) (storedVersion, error) {
 // cuecast.ErrChecksumMismatch. A tombstone (v.Deleted) has no content.
 // Content over 512 KiB is stored in chunks first. After a successful
 // publish, versions beyond Options.Retain are purged (failures are logged:
-// the version is published either way).
+// the version is published either way). After ClaimFence, a version the
+// store refuses because a later term claimed the fence returns an error
+// wrapping cuecast.ErrFenced, and so does every Publish after it.
 func (d *Distributor) Publish(ctx context.Context, v cuecast.Version, content []byte) error {
 	if err := prepareVersion("publish", &v, content); err != nil {
 		return err
