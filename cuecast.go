@@ -215,6 +215,9 @@ var (
 	ErrBadSignature = errors.New("bad signature")
 	// ErrConflict: a compare-and-swap lost against a concurrent writer.
 	ErrConflict = errors.New("conflict")
+	// ErrFenced: a writer whose lease term is over; the store refused its
+	// write because another writer claimed the fence since.
+	ErrFenced = errors.New("fenced out by a later writer")
 	// ErrPurged: a version that retention has removed.
 	ErrPurged = errors.New("version purged")
 	// ErrNotRepo: a directory or remote that is not a Git repository;

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -113,7 +114,11 @@ type Distributor struct {
 	latestCache sync.Map
 	// recent maps versionKey to storedVersion for the last few versions of
 	// each config (remember).
-	recent   sync.Map
+	recent sync.Map
+	// fence is the writer fence this Distributor claimed (fence.go);
+	// fenced is set once it has.
+	fence    fence
+	fenced   atomic.Bool
 	ptrSubs  []*nats.Subscription
 	statusCh chan nats.Status
 	done     chan struct{}

@@ -31,7 +31,8 @@
 // A Distributor is safe for concurrent use. Every method takes a context
 // that bounds its requests. Errors wrap the sentinels of package cuecast:
 // ErrNotFound (no such config, version or pointer), ErrConflict (a lost
-// create-only or compare-and-swap write), ErrPurged (a version removed by
-// retention), ErrChecksumMismatch (content that does not match its
-// metadata), ErrInvalidPath.
+// create-only or compare-and-swap write), ErrFenced (a version refused
+// because a later lease term claimed the writer fence: ClaimFence),
+// ErrPurged (a version removed by retention), ErrChecksumMismatch (content
+// that does not match its metadata), ErrInvalidPath.
 package distributor

@@ -42,7 +42,15 @@ func (d *Distributor) Latest(ctx context.Context, cfg cuecast.ConfigPath) (cueca
 }
 
 func (d *Distributor) latest(ctx context.Context, cfg cuecast.ConfigPath) (storedVersion, error) {
-	m, err := d.versions.GetLastMsgForSubject(ctx, cuecast.VersionSubject(cfg))
+	var m *jetstream.RawStreamMsg
+	var err error
+	if d.fenced.Load() {
+		// The leader, not a replica that may lag: the next number is taken
+		// from this answer (fence.go).
+		m, err = LeaderLastMsg(ctx, d.nc, cuecast.Stream, cuecast.VersionSubject(cfg))
+	} else {
+		m, err = d.versions.GetLastMsgForSubject(ctx, cuecast.VersionSubject(cfg))
+	}
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return storedVersion{}, cuecast.ErrNotFound
 	}
@@ -129,7 +137,9 @@ func decodeVersionMsg(m *jetstream.RawStreamMsg) (storedVersion, error) {
 // cuecast.ErrChecksumMismatch. A tombstone (v.Deleted) has no content.
 // Content over 512 KiB is stored in chunks first. After a successful
 // publish, versions beyond Options.Retain are purged (failures are logged:
-// the version is published either way).
+// the version is published either way). After ClaimFence, a version the
+// store refuses because a later term claimed the fence returns an error
+// wrapping cuecast.ErrFenced, and so does every Publish after it.
 func (d *Distributor) Publish(ctx context.Context, v cuecast.Version, content []byte) error {
 	if err := prepareVersion("publish", &v, content); err != nil {
 		return err
@@ -177,7 +187,10 @@ func (d *Distributor) publish(ctx context.Context, v cuecast.Version, content []
 	m.Header.Set(jetstream.MsgIDHeader, fmt.Sprintf("%s@%d", v.Config, v.Version))
 	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(prev.Seq, 10))
 	m.Data = body
-	ack, err := d.js.PublishMsg(ctx, m)
+	ack, err := d.storeVersion(ctx, m)
+	if errors.Is(err, cuecast.ErrFenced) {
+		return fmt.Errorf("publish %s@%d: %w", v.Config, v.Version, err)
+	}
 	if isWrongLastSeq(err) && mayBeStale {
 		d.latestCache.Delete(v.Config)
 		fresh, ferr := d.latest(ctx, v.Config)

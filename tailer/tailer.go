@@ -219,7 +219,11 @@ func (t *Tailer) Wake() {
 // Run polls every Config.Interval, and at once after Wake, until ctx is
 // done; then it returns nil. Errors of a poll are logged, not returned: a
 // missing branch or an unreachable remote may come back. A history rewrite
-// is logged once, as an error naming both commits.
+// is logged once, as an error naming both commits. The one error Run
+// returns wraps cuecast.ErrFenced: the Publisher's store refused a version
+// because another writer holds the fence now, and whatever this tailer
+// read may be stale; the caller stops it (and starts one that reads its
+// state afresh only once it holds the fence again).
 func (t *Tailer) Run(ctx context.Context) error {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
@@ -231,6 +235,9 @@ func (t *Tailer) Run(ctx context.Context) error {
 		case <-t.wake:
 		}
 		if _, err := t.Poll(ctx); err != nil && ctx.Err() == nil {
+			if errors.Is(err, cuecast.ErrFenced) {
+				return fmt.Errorf("tailer: %w", err)
+			}
 			var rw *RewriteError
 			var ie *InconsistentError
 			if !errors.As(err, &rw) && !errors.As(err, &ie) { // both are logged once where found

@@ -208,23 +208,24 @@ type ServeScale struct {
 func (s *ServeScale) register(fs *pflag.FlagSet) {
 	fs.StringVar(&s.NATS, "nats", "", "external NATS server or cluster URL (comma-separated) instead of the embedded server; replicas elect one active serve")
 	fs.IntVar(&s.Replicas, "replicas", 0, "replicas of the streams and buckets serve creates on an external cluster (default 1; 3 in production)")
-	fs.DurationVar(&s.LeaseTTL, "lease-ttl", 0, "with --nats: how long the active serve's lease outlives it (default 10s)")
+	fs.DurationVar(&s.LeaseTTL, "lease-ttl", 0, "how long the active serve's lease outlives it (default 10s; the same on every serve of one stream)")
 	s.Conn.Register(fs)
 }
 
 // external validates the flags and turns them into the pipeline's settings.
 func (s *ServeScale) external(env *Env) (pipeline.External, error) {
+	// The embedded serve holds the lease too: a --nats serve may join it.
+	if s.LeaseTTL < 0 || (s.LeaseTTL > 0 && s.LeaseTTL < 100*time.Millisecond) {
+		return pipeline.External{}, usageErrorf("a few seconds is typical", "--lease-ttl %s: want at least 100ms", s.LeaseTTL)
+	}
 	if s.NATS == "" {
-		if s.Replicas != 0 || s.LeaseTTL != 0 || s.Conn != (ConnFlags{}) {
-			return pipeline.External{}, usageErrorf("add --nats URL", "--replicas, --lease-ttl and the credentials and TLS flags need an external NATS (--nats)")
+		if s.Replicas != 0 || s.Conn != (ConnFlags{}) {
+			return pipeline.External{}, usageErrorf("add --nats URL", "--replicas and the credentials and TLS flags need an external NATS (--nats)")
 		}
-		return pipeline.External{}, nil
+		return pipeline.External{LeaseTTL: s.LeaseTTL}, nil
 	}
 	if s.Replicas < 0 || s.Replicas > 5 {
 		return pipeline.External{}, usageErrorf("use 1 on a single server, 3 on a cluster", "--replicas %d: want 1-5", s.Replicas)
-	}
-	if s.LeaseTTL < 0 || (s.LeaseTTL > 0 && s.LeaseTTL < 100*time.Millisecond) {
-		return pipeline.External{}, usageErrorf("a few seconds is typical", "--lease-ttl %s: want at least 100ms", s.LeaseTTL)
 	}
 	opts, err := s.Conn.Options(env)
 	if err != nil {

@@ -16,9 +16,10 @@
 //	})
 //
 // The lease keeps two replicas from working at once; it is not what makes a
-// takeover exact. Work done under it must itself be safe to repeat (the
-// tailer numbers versions from the stream and publishes create-only), since
-// a holder's last write may land after its lease was lost.
+// takeover exact, since a holder's last write may land after its lease was
+// lost. Work done under it must itself be fenced at the store with the
+// term's revision (serve claims the distributor's writer fence with it) or
+// be safe to repeat.
 //
 // Run returns nil when ctx is cancelled and the error of work otherwise;
 // New returns errors wrapping ErrInvalidOptions or the NATS error creating
@@ -53,6 +54,11 @@ type Options struct {
 	TTL time.Duration
 	// Replicas of the bucket; default 1 (3 on a cluster).
 	Replicas int
+	// Reclaim: a lease found held under ID is a dead predecessor's, taken
+	// over at once (by compare-and-swap, as a new term) instead of after it
+	// expires. Only for an ID no other live process can have: the embedded
+	// serve's is its data directory, which a lock keeps to one process.
+	Reclaim bool
 	// Logger receives elections; default discards.
 	Logger *slog.Logger
 }
@@ -146,6 +152,9 @@ func (l *Lease) Run(ctx context.Context, work func(ctx context.Context, t Term) 
 	poll := l.o.TTL / 10
 	for {
 		rev, err := l.kv.Create(ctx, l.o.Key, []byte(l.o.ID))
+		if errors.Is(err, jetstream.ErrKeyExists) && l.o.Reclaim {
+			rev, err = l.reclaim(ctx)
+		}
 		switch {
 		case err == nil:
 			if err := l.hold(ctx, rev, work); err != nil {
@@ -162,6 +171,25 @@ func (l *Lease) Run(ctx context.Context, work func(ctx context.Context, t Term) 
 		case <-time.After(l.untilExpiry(ctx, poll)):
 		}
 	}
+}
+
+// reclaim takes over a lease held under this candidate's own ID; it
+// returns ErrKeyExists when another holds it.
+func (l *Lease) reclaim(ctx context.Context) (uint64, error) {
+	e, err := l.kv.Get(ctx, l.o.Key)
+	if err != nil {
+		return 0, err
+	}
+	if string(e.Value()) != l.o.ID {
+		return 0, jetstream.ErrKeyExists
+	}
+	rev, err := l.kv.Update(ctx, l.o.Key, []byte(l.o.ID), e.Revision())
+	if err == nil {
+		l.o.Logger.Info("lease reclaimed from a previous run", "id", l.o.ID, "revision", e.Revision())
+	} else if isWrongRevision(err) {
+		err = jetstream.ErrKeyExists
+	}
+	return rev, err
 }
 
 // hold runs work while renewing the lease created at revision rev.

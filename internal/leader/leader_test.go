@@ -175,3 +175,66 @@ func TestOptions(t *testing.T) {
 		}
 	}
 }
+
+// TestReclaimOwnLease: a candidate with Reclaim takes a lease held under its
+// own ID (a crashed predecessor's) at once, as a new term with a higher
+// revision, while a lease held under another ID still waits for expiry.
+func TestReclaimOwnLease(t *testing.T) {
+	srv := natstest.Start(t)
+	nc := srv.Connect(t)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	// A TTL the test never waits out: a takeover by expiry would time out.
+	const long = time.Hour
+	next, err := leader.New(ctx, js, leader.Options{ID: "embedded:/data", TTL: long, Reclaim: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.KeyValue(ctx, "cuecast-lease")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The predecessor's lease, left behind as a kill -9 leaves it.
+	rev, err := kv.Create(ctx, "serve", []byte("embedded:/data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := leader.New(ctx, js, leader.Options{ID: "replica-2", TTL: long, Reclaim: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	otherTerms := make(chan leader.Term, 1)
+	go func() {
+		_ = other.Run(rctx, func(ctx context.Context, term leader.Term) error { otherTerms <- term; <-ctx.Done(); return nil })
+	}()
+	terms := make(chan leader.Term, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- next.Run(rctx, func(ctx context.Context, term leader.Term) error { terms <- term; <-ctx.Done(); return nil })
+	}()
+	select {
+	case term := <-terms:
+		if term.Revision <= rev {
+			t.Errorf("reclaimed term revision %d, want above the predecessor's %d", term.Revision, rev)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the lease held under its own ID was not reclaimed")
+	}
+	select {
+	case term := <-otherTerms:
+		t.Fatalf("another ID took the lease too: %+v", term)
+	default:
+	}
+	if holder, _, err := next.Holder(ctx); err != nil || holder != "embedded:/data" {
+		t.Fatalf("holder %q (%v), want embedded:/data", holder, err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("run: %v", err)
+	}
+}

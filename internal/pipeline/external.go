@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -28,12 +29,14 @@ type External struct {
 	// Replicas of the streams and buckets serve creates; default 1, use 3
 	// on a cluster.
 	Replicas int
-	// LeaseTTL makes the pipeline a replica: the tailer and the rollout
-	// controller run only while it holds the lease in JetStream, and a dead
-	// holder's work is taken over within about LeaseTTL. Default 10s with
-	// NATS set; zero without NATS runs no lease (a single embedded serve).
+	// LeaseTTL is the lease's: the tailer and the rollout controller run
+	// only while the pipeline holds the lease in JetStream, and a dead
+	// holder's work is taken over within about LeaseTTL; default 10s. The
+	// embedded serve holds it too (a --nats serve may join its server),
+	// and takes its own back at once after a crash.
 	LeaseTTL time.Duration
-	// ReplicaID names this replica in the lease; default host-pid-random.
+	// ReplicaID names this replica in the lease; default host-pid-random,
+	// and for the embedded serve "embedded:<host>:<data directory>".
 	ReplicaID string
 }
 
@@ -69,25 +72,47 @@ func (p *Pipeline) connect(ctx context.Context, cfg Config) error {
 	return nil
 }
 
-// startLease joins the election when the pipeline is a replica.
+// startLease joins the election. Every serve does: the embedded one too,
+// since a `serve --nats` pointed at its server is a second writer
+// (issue 32). The embedded serve's ID is its data directory, which its
+// lock keeps to this process, so after a crash it reclaims its own lease
+// at once instead of waiting for it to expire.
 func (p *Pipeline) startLease(ctx context.Context, cfg Config, js jetstream.JetStream) error {
-	ttl := cfg.LeaseTTL
-	if ttl == 0 && cfg.NATS == "" {
-		return nil
-	}
+	ttl := cmp.Or(cfg.LeaseTTL, 10*time.Second)
 	id := cfg.ReplicaID
-	if id == "" {
-		var err error
+	var err error
+	switch {
+	case id != "":
+	case cfg.NATS == "":
+		if id, err = embeddedID(cfg.DataDir); err != nil {
+			return fmt.Errorf("start pipeline: %w", err)
+		}
+	default:
 		if id, err = replicaID(); err != nil {
 			return fmt.Errorf("start pipeline: %w", err)
 		}
 	}
-	var err error
-	p.Lease, err = leader.New(ctx, js, leader.Options{ID: id, TTL: ttl, Replicas: cfg.Replicas, Logger: p.log})
+	p.Lease, err = leader.New(ctx, js, leader.Options{ID: id, TTL: ttl, Replicas: cfg.Replicas, Logger: p.log,
+		Reclaim: cfg.NATS == ""})
 	if err != nil {
 		return fmt.Errorf("start pipeline: %w", err)
 	}
+	p.leaseID = id
 	return nil
+}
+
+// embeddedID names the embedded serve in the lease: its host and data
+// directory.
+func embeddedID(dataDir string) (string, error) {
+	host, err := os.Hostname()
+	if err != nil {
+		host = "serve"
+	}
+	abs, err := filepath.Abs(dataDir)
+	if err != nil {
+		return "", fmt.Errorf("lease id: %w", err)
+	}
+	return "embedded:" + host + ":" + abs, nil
 }
 
 func replicaID() (string, error) {

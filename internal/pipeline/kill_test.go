@@ -3,6 +3,7 @@ package pipeline_test
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -39,8 +40,10 @@ const (
 	envServeRepo   = "CUECAST_FAULTS_SERVE_REPO"
 	envServeListen = "CUECAST_FAULTS_SERVE_LISTEN"
 	// envServeNATS, when set, is the external NATS server serve uses
-	// instead of its embedded one (a lease of 1 s, as one replica).
+	// instead of its embedded one (as one replica).
 	envServeNATS = "CUECAST_FAULTS_SERVE_NATS"
+	// envServeID names a --nats serve in the lease (default "serve").
+	envServeID = "CUECAST_FAULTS_SERVE_ID"
 )
 
 // runServeChild runs serve until SIGKILL, or until its stdin closes (the
@@ -56,9 +59,11 @@ func runServeChild() int {
 	cfg := pipeline.Config{
 		Repo: os.Getenv(envServeRepo), Branch: "main", DataDir: os.Getenv(envServeChild),
 		Listen: os.Getenv(envServeListen), Interval: 20 * time.Millisecond, Logger: log,
+		// A lease of 1 s, embedded or not: every serve of a stream the same.
+		External: pipeline.External{LeaseTTL: time.Second},
 	}
 	if url := os.Getenv(envServeNATS); url != "" {
-		cfg.External = pipeline.External{NATS: url, LeaseTTL: time.Second, ReplicaID: "serve"}
+		cfg.External = pipeline.External{NATS: url, LeaseTTL: time.Second, ReplicaID: cmp.Or(os.Getenv(envServeID), "serve")}
 	}
 	var p *pipeline.Pipeline
 	var err error
@@ -109,10 +114,10 @@ func (s *syncBuf) String() string {
 }
 
 // startServeProc starts a serve child listening on listen, or using the
-// NATS server at natsURL when it is set.
-func startServeProc(t *testing.T, repo, data, listen, natsURL string) *serveProc {
+// NATS server at natsURL when it is set; env adds to the child's.
+func startServeProc(t *testing.T, repo, data, listen, natsURL string, env ...string) *serveProc {
 	t.Helper()
-	return startChild(t, envServeChild+"="+data, envServeRepo+"="+repo, envServeListen+"="+listen, envServeNATS+"="+natsURL)
+	return startChild(t, append([]string{envServeChild + "=" + data, envServeRepo + "=" + repo, envServeListen + "=" + listen, envServeNATS + "=" + natsURL}, env...)...)
 }
 
 // The NATS child of TestKillServe's "nats" mode: a NATS server with

@@ -21,6 +21,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
+	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/distributor"
 	"github.com/cuecast/cuecast/distributor/rollout"
 	"github.com/cuecast/cuecast/internal/leader"
@@ -106,10 +107,11 @@ type Pipeline struct {
 	Web     *web.Server
 	httpLn  net.Listener
 	log     *slog.Logger
-	// Lease is set when the pipeline is one of several replicas: the tailer
-	// and the rollout controller run only while it holds the lease.
-	Lease *leader.Lease
-	url   string
+	// Lease elects the one pipeline that runs the tailer and the rollout
+	// controller among all on one stream; leaseID names this one in it.
+	Lease   *leader.Lease
+	leaseID string
+	url     string
 	// lock holds the data directory for this process.
 	lock *os.File
 	// storeDir is the embedded server's JetStream directory.
@@ -323,11 +325,33 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	return p.runLeased(ctx)
 }
 
+// runLeased runs the active parts during each term of the lease. A term
+// starts by claiming the writer fence with its token, so from then on the
+// store refuses the versions of any earlier holder still running, and only
+// then reads the tailer's state. A writer fenced out by a later term (its
+// lease lost without its noticing yet) stops tailing and campaigns again;
+// its next term reads everything afresh.
 func (p *Pipeline) runLeased(ctx context.Context) error {
-	if p.Lease != nil {
-		return p.Lease.Run(ctx, func(ctx context.Context, _ leader.Term) error { return p.runActive(ctx) })
-	}
-	return p.runActive(ctx)
+	return p.Lease.Run(ctx, func(ctx context.Context, term leader.Term) error {
+		if err := p.Distributor.ClaimFence(ctx, term.Revision, term.ID); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			p.log.Warn("lease term without the writer fence; campaigning again", "revision", term.Revision, "err", err)
+			// Not at once: a store that fails the claim fails it again.
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+			return nil
+		}
+		err := p.runActive(ctx)
+		if errors.Is(err, cuecast.ErrFenced) {
+			p.log.Warn("fenced out: a later lease term writes versions; stopped tailing, campaigning again", "revision", term.Revision, "err", err)
+			return nil
+		}
+		return err
+	})
 }
 
 // runActive runs the tailer and the rollout controller until ctx is
