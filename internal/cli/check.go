@@ -167,7 +167,10 @@ func checkRun(c *cobra.Command, env *Env, opts *CheckOptions) error {
 			run = nil
 		}
 	}
-	rep, err := ci.Check(ctx, opts.Repo, ci.Options{Base: opts.Base, Head: opts.Head, FanOut: opts.FanOut, Logger: log})
+	// The comment shows where each changed value comes from; without it
+	// the check still reports, so Check only logs a failure to explain.
+	explain := opts.Output == "markdown" || gh != nil
+	rep, err := ci.Check(ctx, opts.Repo, ci.Options{Base: opts.Base, Head: opts.Head, FanOut: opts.FanOut, Logger: log, Explain: explain})
 	if err != nil {
 		err = checkError(opts, err)
 		if run != nil {
@@ -186,13 +189,6 @@ func checkRun(c *cobra.Command, env *Env, opts *CheckOptions) error {
 				}
 			}
 			return errors.Join(append([]error{err}, ghErrs...)...)
-		}
-	}
-	if opts.Output == "markdown" || gh != nil {
-		// The comment shows where each changed value comes from; without
-		// it the check still reports, so a failure here is only logged.
-		if err := ci.ExplainChanges(ctx, opts.Repo, rep); err != nil {
-			log.Warn("could not explain the changed values", "err", err)
 		}
 	}
 	switch opts.Output {
