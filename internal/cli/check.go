@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
 	"github.com/cuecast/cuecast"
@@ -128,12 +127,12 @@ func checkRun(c *cobra.Command, env *Env, opts *CheckOptions) error {
 	// before the compile, and before a check run is started on GitHub.
 	var fleet *liveFleet
 	if opts.Fleet {
-		nc, d, err := dialFleet(ctx, env, opts)
+		// check never creates a stream (readStreams).
+		d, done, err := readStreams(ctx, env, opts.NATS, "cuecast check", &opts.Conn)
 		if err != nil {
-			return err
+			return fmt.Errorf("--fleet: %w", err)
 		}
-		defer nc.Close()
-		defer d.Close()
+		defer done()
 		fleet = &liveFleet{d: d}
 	}
 	var gh *ci.GitHub
@@ -332,15 +331,4 @@ func (f *liveFleet) Instances(ctx context.Context, paths []cuecast.ConfigPath) (
 		}
 	}
 	return out, nil
-}
-
-// dialFleet connects to serve's NATS and opens its streams read-only
-// (dialStreams): check never creates a stream. The caller closes the
-// connection.
-func dialFleet(ctx context.Context, env *Env, opts *CheckOptions) (*nats.Conn, *distributor.Distributor, error) {
-	nc, d, err := dialStreams(ctx, env, opts.NATS, "cuecast check", &opts.Conn)
-	if err != nil {
-		return nil, nil, fmt.Errorf("--fleet: %w", err)
-	}
-	return nc, d, nil
 }
