@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -424,48 +423,19 @@ func (xp *explainPlan) explain(ctx context.Context, cfg cuecast.ConfigPath, path
 }
 
 // newExplainCompilation prepares a compilation as Compile does, limited to
-// cfgs.
+// cfgs, and when scoped to what they can read (scopeForAll).
 func newExplainCompilation(ctx context.Context, repoDir string, cfgs []cuecast.ConfigPath, opts ExplainOptions, scoped bool) (*compilation, func(), error) {
 	copts := Options{Configs: cfgs, FS: opts.FS, Workers: 1, Timeout: opts.Timeout, Logger: opts.Logger}
-	fsys := opts.FS
-	closeRoot := func() {}
-	if fsys == nil {
-		r, err := os.OpenRoot(repoDir)
-		if err != nil {
-			return nil, nil, fmt.Errorf("open repo %s: %w", repoDir, err)
-		}
-		closeRoot = func() { r.Close() }
-		fsys = r.FS()
-	}
-	fail := func(err error) (*compilation, func(), error) {
-		closeRoot()
-		return nil, nil, err
-	}
-	if err := ctx.Err(); err != nil {
-		return fail(err)
-	}
-	if _, err := fs.Stat(fsys, "cue.mod/module.cue"); err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return fail(fmt.Errorf("explain %s: %w", repoDir, ErrNoModule))
-		}
-		return fail(fmt.Errorf("stat cue.mod/module.cue: %w", err))
-	}
-	root, cleanup, err := loaderRoot()
-	if err != nil {
-		return fail(err)
-	}
+	var view func(fs.FS) fs.FS
 	if scoped {
-		if sfs, ok := scopeForAll(fsys, cfgs); ok {
-			fsys = sfs
+		view = func(fsys fs.FS) fs.FS {
+			if sfs, ok := scopeForAll(fsys, cfgs); ok {
+				return sfs
+			}
+			return fsys
 		}
 	}
-	tree, err := walkRepo(fsys)
-	if err != nil {
-		cleanup()
-		return fail(fmt.Errorf("list repo %s: %w", repoDir, err))
-	}
-	c := newCompilation(copts, fsys, root, tree)
-	return c, func() { cleanup(); closeRoot() }, nil
+	return startCompilation(ctx, repoDir, "explain", copts, view)
 }
 
 // explainJob returns, loaded, the job of plan p (Compile's plan of cfg)
