@@ -43,6 +43,10 @@ type Options struct {
 	Timeout time.Duration
 	// Logger receives progress and debug logs; default discards.
 	Logger *slog.Logger
+	// Explain sets Report.Origins (see Origins) over the head tree the
+	// check read. The report stands without them: a failure to explain
+	// is logged as a warning, not returned.
+	Explain bool
 }
 
 // ErrNotRepo is returned by Check when the directory is not a Git
@@ -172,7 +176,26 @@ func Check(ctx context.Context, repoDir string, opts Options) (*Report, error) {
 	}
 	rep.libraries(base, head, changed, opts.FanOut)
 	rep.Undeclared = undeclared(changed, base, head)
+	if opts.Explain {
+		if err := k.explain(ctx, headC, rep); err != nil {
+			opts.Logger.Warn("could not explain the changed values", "err", err)
+		}
+	}
 	return rep, nil
+}
+
+// explain sets rep.Origins over head's tree, the one the check compiled.
+func (k *checkRun) explain(ctx context.Context, head *object.Commit, rep *Report) error {
+	fsys, err := k.trees.fs(head)
+	if err != nil {
+		return fmt.Errorf("explain changes: %w", err)
+	}
+	o, err := origins(ctx, k.repoDir, fsys, rep)
+	if err != nil {
+		return err
+	}
+	rep.Origins = o
+	return nil
 }
 
 // openRepo opens the repository at repoDir (ErrNotRepo when there is

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"strconv"
 	"strings"
 
@@ -24,12 +25,13 @@ type ValueOrigin struct {
 	compiler.ExplainedValue
 }
 
-// maxOriginConfigs bounds how many configs ExplainChanges explains: each
-// is compiled once more, and a library change that alters hundreds of
+// maxOriginConfigs bounds how many configs are explained: each is
+// evaluated once more, and a library change that alters hundreds of
 // configs alike reads the same in the first few.
 const maxOriginConfigs = 10
 
-// ExplainChanges sets rep.Origins (see Origins).
+// ExplainChanges sets rep.Origins (see Origins). Check does it itself,
+// over the head tree it compiled, when Options.Explain is set.
 func ExplainChanges(ctx context.Context, repoDir string, rep *Report) error {
 	o, err := Origins(ctx, repoDir, rep)
 	if err != nil {
@@ -42,26 +44,20 @@ func ExplainChanges(ctx context.Context, repoDir string, rep *Report) error {
 // Origins explains, at the report's head commit, every value below
 // a path that the diff of a changed or added config names (removed values
 // have no origin at head), with compiler.Explain: literal, default,
-// reference, tag or computed, and every position. It compiles each such
-// config once more, so it is a separate step from Check, for the pull
-// request comment (Report.Markdown shows rep.Origins with
-// OriginsMarkdown); at most maxOriginConfigs configs,
-// the first in the report's order.
+// reference, tag or computed, and every position. It evaluates each such
+// config once more, so it is a separate step from Check (or
+// Options.Explain), for the pull request comment (Report.Markdown shows
+// rep.Origins with OriginsMarkdown); at most maxOriginConfigs configs,
+// the first in the report's order, all planned at once
+// (compiler.ExplainEach).
 //
 // Errors: opening the repo or the head commit's tree, and those of
 // compiler.Explain other than a config that does not compile at head
 // (such a config has no values to explain and is skipped).
 func Origins(ctx context.Context, repoDir string, rep *Report) ([]ValueOrigin, error) {
-	var todo []ConfigChange
-	for _, cc := range rep.Configs {
-		if (cc.Status == StatusChanged || cc.Status == StatusAdded) && len(cc.Diff) > 0 {
-			todo = append(todo, cc)
-		}
-	}
-	if len(todo) == 0 {
+	if len(originTodo(rep)) == 0 {
 		return nil, nil
 	}
-	todo = todo[:min(len(todo), maxOriginConfigs)]
 	r, _, closeRepo, err := openRepo(repoDir)
 	if err != nil {
 		return nil, err
@@ -75,17 +71,44 @@ func Origins(ctx context.Context, repoDir string, rep *Report) ([]ValueOrigin, e
 	if err != nil {
 		return nil, fmt.Errorf("explain changes: read tree of %s: %w", cuecast.ShortCommit(rep.Head.Commit), err)
 	}
+	return origins(ctx, repoDir, fsys, rep)
+}
+
+// originTodo is the configs Origins explains.
+func originTodo(rep *Report) []ConfigChange {
+	var todo []ConfigChange
+	for _, cc := range rep.Configs {
+		if (cc.Status == StatusChanged || cc.Status == StatusAdded) && len(cc.Diff) > 0 {
+			todo = append(todo, cc)
+		}
+	}
+	return todo[:min(len(todo), maxOriginConfigs)]
+}
+
+// origins is Origins over fsys, the head commit's tree.
+func origins(ctx context.Context, repoDir string, fsys fs.FS, rep *Report) ([]ValueOrigin, error) {
+	todo := originTodo(rep)
+	cfgs := make([]cuecast.ConfigPath, len(todo))
+	for i, cc := range todo {
+		cfgs[i] = cc.Config
+	}
 	var out []ValueOrigin
-	for _, cc := range todo {
-		ex, err := compiler.Explain(ctx, repoDir, cc.Config, compiler.ExplainOptions{FS: fsys})
+	i := 0
+	err := compiler.ExplainEach(ctx, repoDir, cfgs, compiler.ExplainOptions{FS: fsys}, func(_ cuecast.ConfigPath, ex *compiler.Explanation, err error) error {
+		cc := todo[i]
+		i++
 		var ce *compiler.CompileError
 		if errors.As(err, &ce) {
-			continue
+			return nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("explain changes: %w", err)
+			return err
 		}
 		out = append(out, changedOrigins(cc, ex)...)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("explain changes: %w", err)
 	}
 	return out, nil
 }

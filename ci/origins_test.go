@@ -2,6 +2,7 @@ package ci_test
 
 import (
 	"context"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -19,6 +20,14 @@ func TestExplainChanges(t *testing.T) {
 		t.Fatalf("ExplainChanges: %v", err)
 	}
 	origins := rep.Origins
+	// Check explains over the head tree it read, to the same origins.
+	explained, err := ci.Check(context.Background(), r.Dir, ci.Options{Base: base, Head: head, FanOut: 3, Workers: 2, Explain: true})
+	if err != nil {
+		t.Fatalf("Check with Explain: %v", err)
+	}
+	if !reflect.DeepEqual(explained.Origins, origins) {
+		t.Errorf("Check with Explain gives origins\n%v\nExplainChanges\n%v", explained.Origins, origins)
+	}
 	var got []string
 	for _, o := range origins {
 		if o.Config != "payments/checkout" {

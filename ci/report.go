@@ -55,8 +55,9 @@ type Report struct {
 	// like. A warning; the check does not fail for it.
 	Undeclared []string `json:"undeclared,omitempty"`
 	// Origins are where the values the change touched come from at head;
-	// Check leaves it empty, ExplainChanges fills it (cuecast check does
-	// for the pull request comment and --output markdown).
+	// Check fills it with Options.Explain, ExplainChanges afterwards
+	// (cuecast check does for the pull request comment and --output
+	// markdown).
 	Origins []ValueOrigin `json:"origins,omitempty"`
 }
 

@@ -225,37 +225,12 @@ func Compile(ctx context.Context, repoDir string, opts Options) (res *Result, er
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	fsys := opts.FS
-	if fsys == nil {
-		// os.Root, unlike os.DirFS, refuses a symlink that leaves the repo
-		// at any hop, as gitfs does for a commit.
-		r, err := os.OpenRoot(repoDir)
-		if err != nil {
-			return nil, fmt.Errorf("open repo %s: %w", repoDir, err)
-		}
-		defer r.Close()
-		fsys = r.FS()
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	if _, err := fs.Stat(fsys, "cue.mod/module.cue"); err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("compile %s: %w", repoDir, ErrNoModule)
-		}
-		return nil, fmt.Errorf("stat cue.mod/module.cue: %w", err)
-	}
 	start := time.Now()
-	root, cleanup, err := loaderRoot()
+	c, done, err := startCompilation(ctx, repoDir, "compile", opts, nil)
 	if err != nil {
 		return nil, err
 	}
-	defer cleanup()
-	tree, err := walkRepo(fsys)
-	if err != nil {
-		return nil, fmt.Errorf("list repo %s: %w", repoDir, err)
-	}
-	c := newCompilation(opts, fsys, root, tree)
+	defer done()
 	if err := c.run(ctx); err != nil {
 		return nil, err
 	}
@@ -271,6 +246,53 @@ func Compile(ctx context.Context, repoDir string, opts Options) (res *Result, er
 	opts.Logger.Debug("compiled", "repo", repoDir, "configs", len(c.res.Outputs),
 		"errors", len(c.res.Errors), "elapsed", time.Since(start))
 	return c.res, nil
+}
+
+// startCompilation takes the steps Compile and Explain take before their
+// plan: it opens the repo (opts.FS, or repoDir), checks that it is a CUE
+// module (ErrNoModule, its message led by verb), lists it, through view
+// when set (Explain's scope), and starts a compilation of it. done
+// releases the repo and the loader's directory.
+func startCompilation(ctx context.Context, repoDir, verb string, opts Options, view func(fs.FS) fs.FS) (c *compilation, done func(), err error) {
+	fsys := opts.FS
+	closeRoot := func() {}
+	if fsys == nil {
+		// os.Root, unlike os.DirFS, refuses a symlink that leaves the repo
+		// at any hop, as gitfs does for a commit.
+		r, err := os.OpenRoot(repoDir)
+		if err != nil {
+			return nil, nil, fmt.Errorf("open repo %s: %w", repoDir, err)
+		}
+		closeRoot = func() { r.Close() }
+		fsys = r.FS()
+	}
+	defer func() {
+		if err != nil {
+			closeRoot()
+		}
+	}()
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	if _, err := fs.Stat(fsys, "cue.mod/module.cue"); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, nil, fmt.Errorf("%s %s: %w", verb, repoDir, ErrNoModule)
+		}
+		return nil, nil, fmt.Errorf("stat cue.mod/module.cue: %w", err)
+	}
+	root, cleanup, err := loaderRoot()
+	if err != nil {
+		return nil, nil, err
+	}
+	if view != nil {
+		fsys = view(fsys)
+	}
+	tree, err := walkRepo(fsys)
+	if err != nil {
+		cleanup()
+		return nil, nil, fmt.Errorf("list repo %s: %w", repoDir, err)
+	}
+	return newCompilation(opts, fsys, root, tree), func() { cleanup(); closeRoot() }, nil
 }
 
 // compilation is the state of one Compile call.

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -191,58 +190,168 @@ type Explanation struct {
 // Errors: ErrNoModule, ErrUnknownConfig, ErrUnknownVariant, ErrUnknownPath
 // (wrapped), *CompileError when the config does not compile, ctx.Err() when
 // cancelled, and I/O errors reading the repo.
-func Explain(ctx context.Context, repoDir string, cfg cuecast.ConfigPath, opts ExplainOptions) (ex *Explanation, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			ex, err = nil, fmt.Errorf("explain %s: internal error: %v", cfg, p)
-		}
-	}()
-	var path cue.Path
-	if opts.Path != "" {
-		path = cue.ParsePath(opts.Path)
-		if err := path.Err(); err != nil {
-			return nil, fmt.Errorf("explain %s: path %q: %w: %v", cfg, opts.Path, ErrUnknownPath, err)
-		}
-	}
-	if cfg.IsVariant() {
-		// A variant path (a check's changed row, `explain x/y/env=prod`)
-		// names the config and its variant at once.
-		vals := make(map[string]string, len(opts.Variant))
-		for k, v := range opts.Variant {
-			vals[k] = v
-		}
-		for _, dv := range cfg.Variant() {
-			if v, ok := vals[dv.Dim]; ok && v != dv.Value {
-				return nil, fmt.Errorf("explain %s: %w: the path says %s=%s, the options %s=%s", cfg, ErrUnknownVariant, dv.Dim, dv.Value, dv.Dim, v)
-			}
-			vals[dv.Dim] = dv.Value
-		}
-		cfg, opts.Variant = cfg.Base(), vals
-	}
-	ex, err = explain(ctx, repoDir, cfg, path, opts, true)
-	var ce *CompileError
-	if errors.As(err, &ce) || errors.Is(err, ErrUnknownConfig) {
-		// The scoped walk (scopeFor) should never change the answer;
-		// a config that fails there is explained over the whole repo, so
-		// that a mistake in the scope costs time, not correctness.
-		ex, err = explain(ctx, repoDir, cfg, path, opts, false)
-	}
-	return ex, err
-}
-
-func explain(ctx context.Context, repoDir string, cfg cuecast.ConfigPath, path cue.Path, opts ExplainOptions, scoped bool) (*Explanation, error) {
-	if opts.Timeout <= 0 {
-		opts.Timeout = DefaultTimeout
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
-	c, cleanup, err := newExplainCompilation(ctx, repoDir, cfg, opts, scoped)
+func Explain(ctx context.Context, repoDir string, cfg cuecast.ConfigPath, opts ExplainOptions) (*Explanation, error) {
+	var ex *Explanation
+	err := ExplainEach(ctx, repoDir, []cuecast.ConfigPath{cfg}, opts, func(_ cuecast.ConfigPath, e *Explanation, err error) error {
+		ex = e
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
-	defer cleanup()
-	j, err := c.explainJob(ctx, cfg, opts.Variant)
+	return ex, nil
+}
+
+// ExplainEach explains each of cfgs as Explain does, with opts (its
+// Variant and Path apply to every config), and calls f, in the order of
+// cfgs, with the config and its explanation or its error (one of those
+// Explain returns for that config alone). It plans all of them at once,
+// as one Compile of them does: the module, the manifest and the namespace
+// schemas are read and loaded once for every config, which is what a
+// caller explaining several configs of one revision (the PR check) wants.
+//
+// The error is f's, which stops ExplainEach, or one that keeps every
+// config from being explained: ErrNoModule, ctx.Err() when cancelled, or
+// an I/O error reading the repo.
+func ExplainEach(ctx context.Context, repoDir string, cfgs []cuecast.ConfigPath, opts ExplainOptions, f func(cuecast.ConfigPath, *Explanation, error) error) (err error) {
+	var cur cuecast.ConfigPath
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("explain %s: internal error: %v", cur, p)
+		}
+	}()
+	opts = opts.withDefaults()
+	var path cue.Path
+	var pathErr error
+	if opts.Path != "" {
+		path = cue.ParsePath(opts.Path)
+		pathErr = path.Err()
+	}
+	type target struct {
+		cfg     cuecast.ConfigPath
+		variant map[string]string
+		err     error
+	}
+	targets := make([]target, len(cfgs))
+	var bases []cuecast.ConfigPath
+	for i, cfg := range cfgs {
+		t := target{cfg: cfg, variant: opts.Variant}
+		switch {
+		case pathErr != nil:
+			t.err = fmt.Errorf("explain %s: path %q: %w: %v", cfg, opts.Path, ErrUnknownPath, pathErr)
+		default:
+			if t.cfg, t.variant, t.err = variantOf(cfg, opts.Variant); t.err == nil {
+				bases = append(bases, t.cfg)
+			}
+		}
+		targets[i] = t
+	}
+	// The plans are made when first needed: the scoped one (see scopeFor)
+	// for every config, the whole repo's for a config that fails in the
+	// scoped one.
+	var scoped, whole *explainPlan
+	defer func() {
+		for _, x := range []*explainPlan{scoped, whole} {
+			if x != nil {
+				x.cleanup()
+			}
+		}
+	}()
+	for i, t := range targets {
+		cur = cfgs[i]
+		if t.err != nil {
+			if err := f(cfgs[i], nil, t.err); err != nil {
+				return err
+			}
+			continue
+		}
+		cur = t.cfg
+		vopts := opts
+		vopts.Variant = t.variant
+		if scoped == nil {
+			if scoped, err = newExplainPlan(ctx, repoDir, bases, opts, true); err != nil {
+				return err
+			}
+		}
+		ex, eerr := scoped.explain(ctx, t.cfg, path, vopts)
+		var ce *CompileError
+		if errors.As(eerr, &ce) || errors.Is(eerr, ErrUnknownConfig) {
+			// The scoped walk (scopeFor) should never change the answer;
+			// a config that fails there is explained over the whole repo, so
+			// that a mistake in the scope costs time, not correctness.
+			if whole == nil {
+				if whole, err = newExplainPlan(ctx, repoDir, bases, opts, false); err != nil {
+					return err
+				}
+			}
+			ex, eerr = whole.explain(ctx, t.cfg, path, vopts)
+		}
+		if err := f(cfgs[i], ex, eerr); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (o ExplainOptions) withDefaults() ExplainOptions {
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
+// variantOf splits a variant path (a check's changed row, `explain
+// x/y/env=prod`), which names the config and its variant at once, into
+// the config and the variant, merged with variant; any other cfg is
+// returned with variant as it is.
+func variantOf(cfg cuecast.ConfigPath, variant map[string]string) (cuecast.ConfigPath, map[string]string, error) {
+	if !cfg.IsVariant() {
+		return cfg, variant, nil
+	}
+	vals := make(map[string]string, len(variant))
+	for k, v := range variant {
+		vals[k] = v
+	}
+	for _, dv := range cfg.Variant() {
+		if v, ok := vals[dv.Dim]; ok && v != dv.Value {
+			return cfg, nil, fmt.Errorf("explain %s: %w: the path says %s=%s, the options %s=%s", cfg, ErrUnknownVariant, dv.Dim, dv.Value, dv.Dim, v)
+		}
+		vals[dv.Dim] = dv.Value
+	}
+	return cfg.Base(), vals, nil
+}
+
+// explainPlan is a compilation of the configs to explain, planned
+// (compilation.plan) once for all of them.
+type explainPlan struct {
+	c       *compilation
+	p       *plan
+	cleanup func()
+}
+
+// newExplainPlan prepares and plans a compilation as Compile does, limited
+// to cfgs, over the union of their scopes when scoped.
+func newExplainPlan(ctx context.Context, repoDir string, cfgs []cuecast.ConfigPath, opts ExplainOptions, scoped bool) (*explainPlan, error) {
+	c, cleanup, err := newExplainCompilation(ctx, repoDir, cfgs, opts, scoped)
+	if err != nil {
+		return nil, err
+	}
+	p, err := c.plan(ctx)
+	if err != nil {
+		cleanup()
+		return nil, err
+	}
+	return &explainPlan{c: c, p: p, cleanup: cleanup}, nil
+}
+
+// explain explains cfg (a config, not a variant path) with the variant
+// opts.Variant, at path (parsed from opts.Path).
+func (xp *explainPlan) explain(ctx context.Context, cfg cuecast.ConfigPath, path cue.Path, opts ExplainOptions) (*Explanation, error) {
+	c := xp.c
+	j, err := c.explainJob(cfg, xp.p, opts.Variant)
 	if err != nil {
 		return nil, err
 	}
@@ -276,7 +385,9 @@ func explain(ctx context.Context, repoDir string, cfg cuecast.ConfigPath, path c
 		return nil, fmt.Errorf("explain %s: %w", cfg, err)
 	}
 	if e.r.out == nil {
-		return nil, &CompileError{Config: cfg, Errors: sortErrors(append(c.errs, e.r.errs...))}
+		// The plan serves other configs too: its errors are copied, not
+		// appended to.
+		return nil, &CompileError{Config: cfg, Errors: sortErrors(slices.Concat(c.errs, e.r.errs))}
 	}
 	ex := &Explanation{Config: cfg, Variant: opts.Variant, Path: opts.Path, JSON: e.r.out.JSON}
 	root := e.v
@@ -312,60 +423,27 @@ func explain(ctx context.Context, repoDir string, cfg cuecast.ConfigPath, path c
 }
 
 // newExplainCompilation prepares a compilation as Compile does, limited to
-// cfg.
-func newExplainCompilation(ctx context.Context, repoDir string, cfg cuecast.ConfigPath, opts ExplainOptions, scoped bool) (*compilation, func(), error) {
-	copts := Options{Configs: []cuecast.ConfigPath{cfg}, FS: opts.FS, Workers: 1, Timeout: opts.Timeout, Logger: opts.Logger}
-	fsys := opts.FS
-	closeRoot := func() {}
-	if fsys == nil {
-		r, err := os.OpenRoot(repoDir)
-		if err != nil {
-			return nil, nil, fmt.Errorf("open repo %s: %w", repoDir, err)
-		}
-		closeRoot = func() { r.Close() }
-		fsys = r.FS()
-	}
-	fail := func(err error) (*compilation, func(), error) {
-		closeRoot()
-		return nil, nil, err
-	}
-	if err := ctx.Err(); err != nil {
-		return fail(err)
-	}
-	if _, err := fs.Stat(fsys, "cue.mod/module.cue"); err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return fail(fmt.Errorf("explain %s: %w", repoDir, ErrNoModule))
-		}
-		return fail(fmt.Errorf("stat cue.mod/module.cue: %w", err))
-	}
-	root, cleanup, err := loaderRoot()
-	if err != nil {
-		return fail(err)
-	}
+// cfgs, and when scoped to what they can read (scopeForAll).
+func newExplainCompilation(ctx context.Context, repoDir string, cfgs []cuecast.ConfigPath, opts ExplainOptions, scoped bool) (*compilation, func(), error) {
+	copts := Options{Configs: cfgs, FS: opts.FS, Workers: 1, Timeout: opts.Timeout, Logger: opts.Logger}
+	var view func(fs.FS) fs.FS
 	if scoped {
-		if sfs, ok := scopeFor(fsys, cfg); ok {
-			fsys = sfs
+		view = func(fsys fs.FS) fs.FS {
+			if sfs, ok := scopeForAll(fsys, cfgs); ok {
+				return sfs
+			}
+			return fsys
 		}
 	}
-	tree, err := walkRepo(fsys)
-	if err != nil {
-		cleanup()
-		return fail(fmt.Errorf("list repo %s: %w", repoDir, err))
-	}
-	c := newCompilation(copts, fsys, root, tree)
-	return c, func() { cleanup(); closeRoot() }, nil
+	return startCompilation(ctx, repoDir, "explain", copts, view)
 }
 
-// explainJob plans cfg as Compile does (plan) and returns, loaded, the
-// job Compile evaluates for the variant: the one published at
+// explainJob returns, loaded, the job of plan p (Compile's plan of cfg)
+// that Compile evaluates for the variant: the one published at
 // cuecast.VariantPath(cfg, variant), with its tags, wrapper and schema.
-func (c *compilation) explainJob(ctx context.Context, cfg cuecast.ConfigPath, variant map[string]string) (job, error) {
+func (c *compilation) explainJob(cfg cuecast.ConfigPath, p *plan, variant map[string]string) (job, error) {
 	fail := func() (job, error) {
-		return job{}, &CompileError{Config: cfg, Errors: sortErrors(c.errs)}
-	}
-	p, err := c.plan(ctx)
-	if err != nil {
-		return job{}, err
+		return job{}, &CompileError{Config: cfg, Errors: sortErrors(slices.Clone(c.errs))}
 	}
 	if p.man == nil {
 		return fail()

@@ -16,5 +16,11 @@ func ExplainWalk(ctx context.Context, repoDir string, cfg cuecast.ConfigPath, op
 	if opts.Path != "" {
 		p = cue.ParsePath(opts.Path)
 	}
-	return explain(ctx, repoDir, cfg, p, opts, scoped)
+	opts = opts.withDefaults()
+	xp, err := newExplainPlan(ctx, repoDir, []cuecast.ConfigPath{cfg}, opts, scoped)
+	if err != nil {
+		return nil, err
+	}
+	defer xp.cleanup()
+	return xp.explain(ctx, cfg, p, opts)
 }

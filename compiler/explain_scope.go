@@ -2,6 +2,7 @@ package compiler
 
 import (
 	"io/fs"
+	"maps"
 	"path"
 	"regexp"
 	"slices"
@@ -54,13 +55,33 @@ func (s *scopeFS) keeps(dir string) bool { return s.path[dir] || s.keepsAll(dir)
 
 var _ fs.ReadDirFS = (*scopeFS)(nil)
 
+// scopeForAll returns fsys limited to what any of cfgs can read: the
+// union of scopeFor's views, which lists each directory's subdirectories
+// that any of them lists.
+func scopeForAll(fsys fs.FS, cfgs []cuecast.ConfigPath) (fs.FS, bool) {
+	u := &scopeFS{fsys: fsys, path: make(map[string]bool)}
+	for _, cfg := range cfgs {
+		s, ok := scopeFor(fsys, cfg)
+		if !ok {
+			return nil, false
+		}
+		for _, f := range s.full {
+			if !slices.Contains(u.full, f) {
+				u.full = append(u.full, f)
+			}
+		}
+		maps.Copy(u.path, s.path)
+	}
+	return u, true
+}
+
 // scopeFor returns fsys limited to what cfg can read: cue.mod, the root's
 // files, cfg's directory and its ancestors, and the directories of every
 // package of the module imported from there or named by the manifest (a
 // schema), transitively. ok is false when fsys cannot show symlinks (the
 // view would then hide them differently) or the module path is unknown;
 // Explain then walks fsys whole.
-func scopeFor(fsys fs.FS, cfg cuecast.ConfigPath) (fs.FS, bool) {
+func scopeFor(fsys fs.FS, cfg cuecast.ConfigPath) (*scopeFS, bool) {
 	if _, ok := fsys.(fs.ReadLinkFS); !ok {
 		return nil, false
 	}

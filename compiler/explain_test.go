@@ -203,3 +203,52 @@ func TestExplainDocExample(t *testing.T) {
 		t.Errorf("ran %d examples of docs/VARIANTS.md, want 2", ran)
 	}
 }
+
+// TestExplainEachAgreesWithExplain: explaining configs together, on one
+// plan, gives each the answer (explanation or error) Explain gives it
+// alone, across namespaces, variant paths, a config with variants named
+// without one and a config that does not exist.
+func TestExplainEachAgreesWithExplain(t *testing.T) {
+	ctx := context.Background()
+	const repo = "../configs-example"
+	res, err := compiler.Compile(ctx, repo, compiler.Options{Logger: testLogger(t)})
+	if err != nil || !res.OK() {
+		t.Fatalf("compile: %v %v", err, res.Errors)
+	}
+	var cfgs []cuecast.ConfigPath
+	for p := range res.Outputs {
+		cfgs = append(cfgs, p)
+	}
+	slices.Sort(cfgs)
+	cfgs = append(cfgs, "search/nosuch", "nosuch/config")
+	var got []string
+	err = compiler.ExplainEach(ctx, repo, cfgs, compiler.ExplainOptions{}, func(cfg cuecast.ConfigPath, ex *compiler.Explanation, err error) error {
+		got = append(got, explainAnswer(cfg, ex, err))
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("ExplainEach: %v", err)
+	}
+	if len(got) != len(cfgs) {
+		t.Fatalf("ExplainEach answered %d of %d configs", len(got), len(cfgs))
+	}
+	for i, cfg := range cfgs {
+		ex, err := compiler.Explain(ctx, repo, cfg, compiler.ExplainOptions{})
+		if want := explainAnswer(cfg, ex, err); got[i] != want {
+			t.Errorf("%s: ExplainEach gives\n%s\nExplain gives\n%s", cfg, got[i], want)
+		}
+	}
+}
+
+// explainAnswer is everything an answer of Explain says, on lines.
+func explainAnswer(cfg cuecast.ConfigPath, ex *compiler.Explanation, err error) string {
+	if err != nil {
+		return fmt.Sprintf("%s: error %v", cfg, err)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %v %s\n", ex.Config, ex.Variant, ex.JSON)
+	for _, v := range ex.Values {
+		b.WriteString(v.String() + "\n")
+	}
+	return b.String()
+}

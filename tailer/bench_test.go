@@ -11,13 +11,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/storer"
 
 	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/internal/gittest"
 	"github.com/cuecast/cuecast/internal/natstest"
 	"github.com/cuecast/cuecast/tailer"
 )
@@ -28,7 +28,7 @@ import (
 // commit.
 type synthRepo struct {
 	tb        testing.TB
-	r         *git.Repository
+	repo      *gittest.Repo
 	s         storer.EncodedObjectStorer
 	nss       int
 	perNS     int
@@ -41,13 +41,8 @@ type synthRepo struct {
 
 func newSynthRepo(tb testing.TB, nss, perNS int) *synthRepo {
 	tb.Helper()
-	r, err := git.PlainInitWithOptions(tb.TempDir(), &git.PlainInitOptions{
-		InitOptions: git.InitOptions{DefaultBranch: plumbing.NewBranchReferenceName("main")},
-	})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	sr := &synthRepo{tb: tb, r: r, s: r.Storer, nss: nss, perNS: perNS,
+	repo := gittest.New(tb)
+	sr := &synthRepo{tb: tb, repo: repo, s: repo.Git.Storer, nss: nss, perNS: perNS,
 		values: make([]int, nss*perNS), when: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	manifest := "package manifest\n\n"
 	for n := range nss {
@@ -127,7 +122,7 @@ func (sr *synthRepo) commit(msg string) {
 		sr.tb.Fatal(err)
 	}
 	sr.head = h
-	if err := sr.r.Storer.SetReference(plumbing.NewHashReference(plumbing.NewBranchReferenceName("main"), h)); err != nil {
+	if err := sr.repo.Git.Storer.SetReference(plumbing.NewHashReference(plumbing.NewBranchReferenceName("main"), h)); err != nil {
 		sr.tb.Fatal(err)
 	}
 }
@@ -140,13 +135,7 @@ func (sr *synthRepo) change(k int) {
 	sr.commit(fmt.Sprintf("ns%d/c%d to %d", n, i, sr.values[k]))
 }
 
-func (sr *synthRepo) dir() string {
-	wt, err := sr.r.Worktree()
-	if err != nil {
-		sr.tb.Fatal(err)
-	}
-	return wt.Filesystem.Root()
-}
+func (sr *synthRepo) dir() string { return sr.repo.Dir }
 
 // BenchmarkReplay replays b.N commits, each changing one config of a
 // 500-config repo, through the real compiler, distributor and embedded NATS.

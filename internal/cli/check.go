@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
 	"github.com/cuecast/cuecast"
@@ -128,12 +127,12 @@ func checkRun(c *cobra.Command, env *Env, opts *CheckOptions) error {
 	// before the compile, and before a check run is started on GitHub.
 	var fleet *liveFleet
 	if opts.Fleet {
-		nc, d, err := dialFleet(ctx, env, opts)
+		// check never creates a stream (readStreams).
+		d, done, err := readStreams(ctx, env, opts.NATS, "cuecast check", &opts.Conn)
 		if err != nil {
-			return err
+			return fmt.Errorf("--fleet: %w", err)
 		}
-		defer nc.Close()
-		defer d.Close()
+		defer done()
 		fleet = &liveFleet{d: d}
 	}
 	var gh *ci.GitHub
@@ -167,7 +166,10 @@ func checkRun(c *cobra.Command, env *Env, opts *CheckOptions) error {
 			run = nil
 		}
 	}
-	rep, err := ci.Check(ctx, opts.Repo, ci.Options{Base: opts.Base, Head: opts.Head, FanOut: opts.FanOut, Logger: log})
+	// The comment shows where each changed value comes from; without it
+	// the check still reports, so Check only logs a failure to explain.
+	explain := opts.Output == "markdown" || gh != nil
+	rep, err := ci.Check(ctx, opts.Repo, ci.Options{Base: opts.Base, Head: opts.Head, FanOut: opts.FanOut, Logger: log, Explain: explain})
 	if err != nil {
 		err = checkError(opts, err)
 		if run != nil {
@@ -186,13 +188,6 @@ func checkRun(c *cobra.Command, env *Env, opts *CheckOptions) error {
 				}
 			}
 			return errors.Join(append([]error{err}, ghErrs...)...)
-		}
-	}
-	if opts.Output == "markdown" || gh != nil {
-		// The comment shows where each changed value comes from; without
-		// it the check still reports, so a failure here is only logged.
-		if err := ci.ExplainChanges(ctx, opts.Repo, rep); err != nil {
-			log.Warn("could not explain the changed values", "err", err)
 		}
 	}
 	switch opts.Output {
@@ -336,15 +331,4 @@ func (f *liveFleet) Instances(ctx context.Context, paths []cuecast.ConfigPath) (
 		}
 	}
 	return out, nil
-}
-
-// dialFleet connects to serve's NATS and opens its streams read-only
-// (dialStreams): check never creates a stream. The caller closes the
-// connection.
-func dialFleet(ctx context.Context, env *Env, opts *CheckOptions) (*nats.Conn, *distributor.Distributor, error) {
-	nc, d, err := dialStreams(ctx, env, opts.NATS, "cuecast check", &opts.Conn)
-	if err != nil {
-		return nil, nil, fmt.Errorf("--fleet: %w", err)
-	}
-	return nc, d, nil
 }

@@ -262,6 +262,17 @@ func dialDistributor(ctx context.Context, env *Env, url, name string, conn *Conn
 	return nc, d, nil
 }
 
+// readStreams is dialStreams for a command that only reads serve's
+// streams (check --fleet, flags eval --published): done closes the
+// distributor and the connection, so no caller leaves one open.
+func readStreams(ctx context.Context, env *Env, url, name string, conn *ConnFlags) (d *distributor.Distributor, done func(), err error) {
+	nc, d, err := dialStreams(ctx, env, url, name, conn)
+	if err != nil {
+		return nil, nil, err
+	}
+	return d, func() { d.Close(); nc.Close() }, nil
+}
+
 // dialStreams connects a command that reads and opens serve's streams
 // without creating any (openStreams). The caller closes the connection.
 func dialStreams(ctx context.Context, env *Env, url, name string, conn *ConnFlags) (*nats.Conn, *distributor.Distributor, error) {

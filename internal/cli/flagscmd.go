@@ -126,11 +126,11 @@ func flagsEvalRun(c *cobra.Command, env *Env, opts *FlagsEvalOptions) error {
 	out := flagEval{Config: cfg, Flag: opts.Flag, Context: evalCtx}
 	var content []byte
 	if opts.Published {
-		nc, d, err := dialStreams(ctx, env, opts.NATS, "cuecast flags eval", &opts.Conn)
+		d, done, err := readStreams(ctx, env, opts.NATS, "cuecast flags eval", &opts.Conn)
 		if err != nil {
 			return err
 		}
-		defer nc.Close()
+		defer done()
 		n := opts.Version
 		if n == 0 {
 			v, err := d.Latest(ctx, cfg)

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"io"
 	"os"
+	"sync"
 
 	"golang.org/x/term"
 )
@@ -51,3 +52,23 @@ func (s *IOStreams) SetTTY(out, err bool) { s.outTTY, s.errTTY = out, err }
 // isTerminal asks the terminal driver, not the file mode: /dev/null is a
 // character device too, and output sent there must not get progress lines.
 func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
+
+// SyncBuffer is a buffer that a running command (or server) writes while a
+// test reads it: Write and String hold a lock. The zero value is empty.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// String returns what was written so far.
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}

@@ -2,6 +2,8 @@ package iostreams
 
 import (
 	"os"
+	"strings"
+	"sync"
 	"testing"
 )
 
@@ -22,5 +24,26 @@ func TestDevNullIsNotATerminal(t *testing.T) {
 	defer w.Close()
 	if isTerminal(w) {
 		t.Error("a pipe counts as a terminal")
+	}
+}
+
+// TestSyncBufferConcurrent: writers and a reader at once (the race
+// detector's business), and every write is kept whole.
+func TestSyncBufferConcurrent(t *testing.T) {
+	var b SyncBuffer
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for range 100 {
+				if _, err := b.Write([]byte("line\n")); err != nil {
+					t.Error(err)
+				}
+				_ = b.String()
+			}
+		})
+	}
+	wg.Wait()
+	if got, want := b.String(), strings.Repeat("line\n", 400); got != want {
+		t.Errorf("got %d bytes, want %d: %q", len(got), len(want), got)
 	}
 }

@@ -2,36 +2,25 @@ package web_test
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"log/slog"
 	"net/http"
-	"sync"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/cuecast/cuecast/internal/iostreams"
 	"github.com/cuecast/cuecast/internal/poll"
 )
 
-// syncBuffer is a bytes.Buffer safe for the pipeline's concurrent writers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
+// syncBuffer is the log the pipeline's concurrent writers write.
+type syncBuffer struct{ iostreams.SyncBuffer }
 
 // records returns the JSON log records written so far.
 func (b *syncBuffer) records(t *testing.T) []map[string]any {
 	t.Helper()
-	b.mu.Lock()
-	defer b.mu.Unlock()
 	var out []map[string]any
-	sc := bufio.NewScanner(bytes.NewReader(b.b.Bytes()))
+	sc := bufio.NewScanner(strings.NewReader(b.String()))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		var rec map[string]any
