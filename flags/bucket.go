@@ -104,15 +104,18 @@ func positionOf(prefix string, v any) (pos int, ok bool) {
 	case uint64:
 		b = strconv.AppendUint(num[:0], x, 10)
 	case float32:
-		b, ok = appendFloatKey(num[:0], float64(x))
+		if b, ok = appendFloatKey(num[:0], float64(x)); !ok {
+			return 0, false
+		}
 	case float64:
-		b, ok = appendFloatKey(num[:0], x)
+		if b, ok = appendFloatKey(num[:0], x); !ok {
+			return 0, false
+		}
 	case json.Number:
-		b, ok = appendNumberKey(num[:0], string(x))
+		if b, ok = appendNumberKey(num[:0], string(x)); !ok {
+			return 0, false
+		}
 	default:
-		return 0, false
-	}
-	if b == nil {
 		return 0, false
 	}
 	return positionParts(prefix, "", "", b), true
