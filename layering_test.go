@@ -1,6 +1,7 @@
 package cuecast_test
 
 import (
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -153,7 +154,14 @@ func TestMakeDemoSaysWhatItBuilds(t *testing.T) {
 	if _, err := exec.LookPath("make"); err != nil {
 		t.Skip("make is not installed: the Makefile cannot be read")
 	}
-	out, err := exec.Command("make", "-n", "demo").CombinedOutput()
+	cmd := exec.Command("make", "-n", "--no-print-directory", "demo")
+	// Under make test this is a sub-make: keep the outer make's flags out.
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "MAKEFLAGS=") && !strings.HasPrefix(kv, "MFLAGS=") && !strings.HasPrefix(kv, "MAKELEVEL=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("make -n demo: %v\n%s", err, out)
 	}
