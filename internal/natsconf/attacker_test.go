@@ -468,6 +468,61 @@ func TestCompromisedLink(t *testing.T) {
 					}
 				})
 			})
+			// Defect 2 as the issue tells it: in the attacker's own
+			// JetStream, a stream named like the region's mirror and a push
+			// consumer named like host-1's mirror consumer, delivering on
+			// that consumer's deliver subject a forged pointer far ahead of
+			// the hub. Its deliveries cross the link as publishes on the
+			// deliver subject, which the region refuses: host-1's mirror
+			// stores nothing and keeps following the hub.
+			t.Run("stream and consumer mimicking the tree's", func(t *testing.T) {
+				check(t, true, func(t *testing.T) {
+					deliver := deliverSubject(t, st, heard)
+					name := ""
+					for _, h := range heard {
+						if h.stream == natsconf.MirrorStream("payments") {
+							name = h.name
+						}
+					}
+					js, err := a.region.JetStream()
+					if err != nil {
+						t.Fatal(err)
+					}
+					stream := natsconf.MirrorStream("payments")
+					if _, err := js.AddStream(&nats.StreamConfig{Name: stream, Subjects: []string{"evil.payments.>"}}); err != nil {
+						t.Fatalf("the attacker's own stream %s: %v", stream, err)
+					}
+					forged := nats.NewMsg("evil.payments.p.all.checkout")
+					forged.Header.Set(cuecast.HeaderPointer, `{"config":"payments/checkout","version":999,"rev":99999999999}`)
+					for range 3 {
+						if _, err := js.PublishMsg(forged); err != nil {
+							t.Fatal(err)
+						}
+					}
+					// Interest of its own in the deliver subject, so that the
+					// consumer delivers whether or not the region's interest
+					// reaches this server.
+					own, err := a.region.SubscribeSync(deliver)
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer func() { _ = own.Unsubscribe() }()
+					if err := a.region.Flush(); err != nil {
+						t.Fatal(err)
+					}
+					if _, err := js.AddConsumer(stream, &nats.ConsumerConfig{Durable: name, DeliverSubject: deliver,
+						AckPolicy: nats.AckNonePolicy, DeliverPolicy: nats.DeliverAllPolicy}); err != nil {
+						t.Fatalf("the attacker's own consumer %s on %s: %v", name, deliver, err)
+					}
+					poll.Until(t, "the attacker's consumer to deliver everything", 10*time.Second, func() (bool, string) {
+						ci, err := js.ConsumerInfo(stream, name)
+						if err != nil {
+							return false, err.Error()
+						}
+						return ci.Delivered.Stream >= 3, fmt.Sprintf("delivered up to %d", ci.Delivered.Stream)
+					})
+				})
+			})
 			// Defect 7: the link's credential is no client's.
 			t.Run("link credential as a client", func(t *testing.T) {
 				testLinkCredentialAsClient(t, st)
