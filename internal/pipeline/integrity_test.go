@@ -310,16 +310,21 @@ func TestDamagedStoreNamesEveryConfig(t *testing.T) {
 				err := p.Tailer.Inconsistent()
 				return err != nil, fmt.Sprint(err)
 			})
-			log := logs.String()
-			for _, cp := range cfgs {
-				want := fmt.Sprintf("config=%s stored=0 published=2 ", cp)
-				if cp == worst {
-					want = fmt.Sprintf("config=%s stored=0 published=21 ", cp)
+			// The tailer refuses publishing first and logs each config
+			// after: wait for the lines, do not read the log half written.
+			poll.Until(t, "every damaged config named in the log", poll.Patience, func() (bool, string) {
+				log := logs.String()
+				for _, cp := range cfgs {
+					want := fmt.Sprintf("config=%s stored=0 published=2 ", cp)
+					if cp == worst {
+						want = fmt.Sprintf("config=%s stored=0 published=21 ", cp)
+					}
+					if !strings.Contains(log, "version store damaged") || !strings.Contains(log, want) {
+						return false, fmt.Sprintf("the log does not name %s as %q:\n%s", cp, want, log)
+					}
 				}
-				if !strings.Contains(log, "version store damaged") || !strings.Contains(log, want) {
-					t.Errorf("the log does not name %s as %q:\n%s", cp, want, log)
-				}
-			}
+				return true, ""
+			})
 			if sum := p.Tailer.Inconsistent().Error(); !strings.Contains(sum, string(worst)+" holds v0 but v21 was published") {
 				t.Errorf("summary %q does not name %s, which lost 21 versions", sum, worst)
 			}
