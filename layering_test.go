@@ -152,7 +152,7 @@ func TestLayeringRule(t *testing.T) {
 // about how long before it starts (issue 33, item 14).
 func TestMakeDemoSaysWhatItBuilds(t *testing.T) {
 	if _, err := exec.LookPath("make"); err != nil {
-		t.Skip("make is not installed: the Makefile cannot be read")
+		t.Fatal("make is not installed: README's quick start (make demo, make test) needs it")
 	}
 	cmd := exec.Command("make", "-n", "--no-print-directory", "demo")
 	// Under make test this is a sub-make: keep the outer make's flags out.
