@@ -284,6 +284,13 @@ func (tr *Tree) Mirrors(t testing.TB) {
 		if err != nil {
 			t.Fatalf("jetstream %s: %v", l.Domain(), err)
 		}
+		// The links are up, but the interest in the domain's API may still
+		// be crossing them to the hub: until it has, a request there has
+		// no responders (seen on a loaded box).
+		poll.Until(t, l.Spec.Name+"'s JetStream answering through the hub", 30*time.Second, func() (bool, string) {
+			_, err := js.AccountInfo(ctx)
+			return err == nil, fmt.Sprint(err)
+		})
 		spec := natsconf.MirrorSpec{Upstream: l.Parent.Domain(), FromHub: l.Parent == tr.Hub, Namespaces: tr.Namespaces, Retain: tr.MirrorRetain}
 		if err := natsconf.Mirrors(ctx, js, spec); err != nil {
 			t.Fatalf("%s mirrors: %v", l.Spec.Name, err)
