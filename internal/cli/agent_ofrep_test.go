@@ -91,7 +91,10 @@ func TestAgentOFREP(t *testing.T) {
 		header []string
 	}{"loopback": {tcp, nil}, "socket": {unix, bearer}} {
 		t.Run(name, func(t *testing.T) {
-			await(t, "growth/flags", func() bool { code, _ := c.cl.eval(t, "growth/flags/new-checkout", user1, c.header...); return code == 200 })
+			await(t, "growth/flags", func() bool {
+				code, _ := c.cl.eval(t, "growth/flags/new-checkout", user1, c.header...)
+				return code == 200
+			})
 			_, got := c.cl.eval(t, "growth/flags/new-checkout", user1, c.header...)
 			md := got["metadata"].(map[string]any)
 			if got["value"] != false || got["variant"] != "off" || got["reason"] != "SPLIT" || md["position"] != 97837.0 || md["version"] != 1.0 {
