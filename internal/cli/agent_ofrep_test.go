@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/cuecast/cuecast/flags/ofrep"
+	"github.com/cuecast/cuecast/internal/nodetest"
 )
 
 var ofrepAddrRE = regexp.MustCompile(`OFREP at (\S+)/ofrep/v1/`)
@@ -109,6 +110,14 @@ func TestAgentOFREP(t *testing.T) {
 			}
 		})
 	}
+	t.Run("docs/FLAGS.md's Node example", func(t *testing.T) {
+		src, want := flagsDocNodeExample(t)
+		dir := nodetest.Install(t)
+		got := nodetest.Run(t.Context(), t, dir, src, "OFREP_ENDPOINT="+tcp.base)
+		if got != want {
+			t.Errorf("the example printed %q; the doc says %q", got, want)
+		}
+	})
 	t.Run("a config that is not a flag set is not served", func(t *testing.T) {
 		if code, got := tcp.eval(t, "payments/checkout/currency", user1); code != 404 || got["errorCode"] != ofrep.CodeFlagNotFound {
 			t.Errorf("payments/checkout: %d %v, want 404", code, got)
@@ -142,4 +151,26 @@ func TestAgentOFREP(t *testing.T) {
 			return got["value"] == true && got["metadata"].(map[string]any)["version"] == 2.0
 		})
 	}
+}
+
+// flagsDocNodeExample returns docs/FLAGS.md's Node example ("Other
+// languages", "### Node") and the output the doc says it prints.
+func flagsDocNodeExample(t *testing.T) (src, output string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(repoRoot(t), "docs", "FLAGS.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, node, ok := strings.Cut(string(b), "\n### Node\n")
+	if !ok {
+		t.Fatal("docs/FLAGS.md has no ### Node section")
+	}
+	_, code, ok1 := strings.Cut(node, "```js\n")
+	code, rest, ok2 := strings.Cut(code, "```\n")
+	_, out, ok3 := strings.Cut(rest, "```\n")
+	out, _, ok4 := strings.Cut(out, "```\n")
+	if !ok1 || !ok2 || !ok3 || !ok4 {
+		t.Fatal("docs/FLAGS.md's ### Node section: want a js block and its output block")
+	}
+	return code, out
 }
