@@ -46,6 +46,10 @@ func benchHandler(b *testing.B, flags int) *ofrep.Handler {
 
 const benchBody = `{"context": {"targetingKey": "user-1", "email": "ann@example.org", "country": "NL"}}`
 
+// The throughput over loopback HTTP of many clients at once (serve's
+// ≥ 20,000 evaluations/s) is BenchmarkOFREPServe in
+// flags/openfeature/integration, which measures CPU time too.
+
 // BenchmarkSingleLoopback is one client evaluating one flag at a time
 // over loopback HTTP with keep-alive, as an application does against
 // `cuecast agent --ofrep`: the round trip, reported as its p50 and p99
@@ -74,32 +78,6 @@ func BenchmarkSingleLoopback(b *testing.B) {
 	slices.Sort(lat)
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
 	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
-}
-
-// BenchmarkSingleParallel is many clients evaluating over loopback HTTP
-// at once, as a fleet does against `cuecast serve --http`: evaluations per
-// second (target: ≥ 20,000/s on 2 cores, -cpu 2; the clients share them).
-func BenchmarkSingleParallel(b *testing.B) {
-	srv := httptest.NewServer(benchHandler(b, 100))
-	defer srv.Close()
-	srv.Client().Transport.(*http.Transport).MaxIdleConnsPerHost = 64
-	url := srv.URL + "/ofrep/v1/evaluate/flags/growth/flags/flag-042"
-	hc := srv.Client()
-	b.SetParallelism(8)
-	start := time.Now()
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			res, err := hc.Post(url, "application/json", strings.NewReader(benchBody))
-			if err != nil {
-				b.Error(err)
-				return
-			}
-			io.Copy(io.Discard, res.Body)
-			res.Body.Close()
-		}
-	})
-	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "evals/s")
 }
 
 // BenchmarkBulk100 is the server's time for a bulk evaluation of 100

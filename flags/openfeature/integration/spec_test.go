@@ -37,7 +37,7 @@ func TestSpecEvaluation(t *testing.T) {
 
 // suiteFlags is testdata/evaluation-flags.cue unified with #FlagSet, as
 // the compiled JSON of a flag set config.
-func suiteFlags(t *testing.T) string {
+func suiteFlags(t testing.TB) string {
 	t.Helper()
 	src, err := os.ReadFile("testdata/evaluation-flags.cue")
 	if err != nil {
