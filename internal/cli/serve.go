@@ -100,6 +100,11 @@ password for the users "distributor" (serve itself), "operator" and "svc-<ns>" p
 with TLS and the same accounts as 'cuecast nats-config' (docs/SECURITY.md). Without
 --secure serve refuses such an address.
 
+With --http and --ofrep-tokens FILE (lines "NAMESPACE TOKEN") the operations
+server also evaluates the newest published version of every flag set for any
+OpenFeature SDK, over OFREP at /ofrep/v1/, to tokens of the flag's namespace
+(docs/FLAGS.md, "Other languages").
+
 Exit status 2 when --repo is not a Git repository, --branch does not exist, or
 --listen or --http is not HOST:PORT (port 0 to 65535); these are checked before
 anything is created in --data.`,
