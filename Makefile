@@ -59,6 +59,9 @@ e2e:
 	$(GO) vet -tags e2e ./internal/web/e2e/
 	@mkdir -p $(E2E_ARTIFACTS)
 	CUECAST_ARTIFACTS=$(E2E_ARTIFACTS) $(GO) test -tags e2e -count=1 -timeout 10m -v ./internal/web/e2e/
+	# OFREP through the web SDK's provider in Chromium (docs/FLAGS.md, "Other languages").
+	$(GO) vet -tags e2e ./flags/openfeature/integration/
+	$(GO) test -tags e2e -count=1 -timeout 5m -run TestOFREPBrowser -v ./flags/openfeature/integration/
 
 # The Dockerfile, linted with dockerfilelint from the npm registry (no image can be
 # built here; see CONTRIBUTING.md). It needs Node's npx, which CI has; README's

@@ -27,6 +27,10 @@ type AgentOptions struct {
 	Signal      string
 	ExecTimeout time.Duration
 	Quiet       time.Duration
+	// OFREP and OFREPTokens: serve the flag sets kept over OFREP
+	// (agent_ofrep.go).
+	OFREP       string
+	OFREPTokens string
 	serviceFlags
 }
 
@@ -59,7 +63,13 @@ that is not one of its variants, is an error (exit 2), never a default. When the
 config's variants change (it gains variants, or the variant kept is removed), agent
 watches it again to pick the instance's variant, and says so on stderr.
 
-Each file written is printed as one JSON line on stdout.`,
+Each file written is printed as one JSON line on stdout.
+
+With --ofrep 127.0.0.1:PORT (or unix:PATH) the flag sets among the configs
+are also served over OpenFeature's remote evaluation protocol (OFREP), from
+this host's verified copy, to any OpenFeature SDK: a flag's key is
+<config path>/<flag> (docs/FLAGS.md, "Other languages"). --ofrep-tokens FILE
+(lines "NAMESPACE TOKEN") requires a token that reads the flag's namespace.`,
 		Example: `  cuecast agent --instance web-1 --config payments/checkout --config payments/refunds \
       --dir /etc/app/config --exec 'systemctl reload app' --trusted-keys-file /etc/cuecast/trusted-keys
   cuecast agent --instance web-1 --config search/ranking --dir ./cfg --signal "$(cat app.pid):HUP" \
@@ -79,6 +89,8 @@ Each file written is printed as one JSON line on stdout.`,
 	cmd.Flags().StringVar(&opts.Exec, "exec", "", "command to run (sh -c) after a change")
 	cmd.Flags().StringVar(&opts.Signal, "signal", "", "PID:SIGNAL to send after a change, like 1234:HUP")
 	cmd.Flags().DurationVar(&opts.ExecTimeout, "exec-timeout", 30*time.Second, "how long --exec may run")
+	cmd.Flags().StringVar(&opts.OFREP, "ofrep", "", "serve the flag sets over OFREP at this loopback HOST:PORT or unix:PATH")
+	cmd.Flags().StringVar(&opts.OFREPTokens, "ofrep-tokens", "", "file of NAMESPACE TOKEN lines that OFREP requests must carry one of")
 	cmd.Flags().DurationVar(&opts.Quiet, "quiet", 100*time.Millisecond, "wait this long after a change for others before running --exec or --signal")
 	opts.register(cmd.Flags(), env)
 	return cmd
@@ -115,6 +127,9 @@ func (o *AgentOptions) validateAgent() error {
 			return err
 		}
 	}
+	if err := o.validateOFREP(); err != nil {
+		return err
+	}
 	return o.validateTrust()
 }
 
@@ -146,6 +161,7 @@ type agent struct {
 	lastErr string
 	last    client.Snapshot // the newest change, for --exec's environment
 	kick    chan struct{}
+	ofrep   *agentOFREP // nil without --ofrep
 }
 
 // writtenLine is what agent prints per file it writes or removes.
@@ -167,6 +183,11 @@ func agentRun(ctx context.Context, env *Env, opts *AgentOptions) error {
 	}
 	rewatch := newRewatchSignal(cfgs...)
 	opts.rewatch = rewatch.notify
+	var err error
+	if a.ofrep, err = a.startOFREP(); err != nil {
+		return err
+	}
+	defer a.ofrep.stop()
 	nc, cl, err := opts.connect(env, "agent", cuecast.ConfigPath(opts.Configs[0]).Namespace(), client.WithHealth(a.health))
 	if err != nil {
 		return err
@@ -250,6 +271,7 @@ func (a *agent) write(s client.Snapshot) error {
 	} else if err := writeFileAtomic(path, s.Content); err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
+	a.ofrep.apply(a, s)
 	if err := jsonLine(a.env.IO.Out).Encode(line); err != nil {
 		return err
 	}

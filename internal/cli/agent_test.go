@@ -147,6 +147,11 @@ func TestAgentUsage(t *testing.T) {
 		// Verification is not optional: no keys, no start.
 		{"no trusted keys", []string{"--instance", "a", "--config", "payments/checkout", "--dir", "d"}, "no trusted keys"},
 		{"insecure and keys", []string{"--instance", "a", "--config", "payments/checkout", "--dir", "d", "--insecure-skip-verify", "--trusted-keys-file", "k"}, "both given"},
+		// OFREP stays on the host (agent_ofrep.go).
+		{"ofrep not loopback", []string{"--instance", "a", "--config", "growth/flags", "--dir", "d", "--ofrep", "0.0.0.0:8080"}, "is not a loopback address"},
+		{"ofrep no port", []string{"--instance", "a", "--config", "growth/flags", "--dir", "d", "--ofrep", "127.0.0.1"}, "write it as 127.0.0.1:PORT or unix:PATH"},
+		{"ofrep empty socket", []string{"--instance", "a", "--config", "growth/flags", "--dir", "d", "--ofrep", "unix:"}, "no socket path"},
+		{"ofrep tokens alone", []string{"--instance", "a", "--config", "growth/flags", "--dir", "d", "--ofrep-tokens", "x"}, "--ofrep-tokens needs --ofrep"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, _, stderr := run(context.Background(), append([]string{"agent"}, tc.args...)...)

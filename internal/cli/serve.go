@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cuecast/cuecast/distributor"
+	"github.com/cuecast/cuecast/flags/ofrep"
 	"github.com/cuecast/cuecast/internal/pipeline"
 	"github.com/cuecast/cuecast/tailer"
 )
@@ -31,6 +32,9 @@ type ServeOptions struct {
 	HTTP          string
 	OperatorToken string
 	WebhookSecret string
+	// OFREPTokens is a file of NAMESPACE TOKEN lines: with it the
+	// operations server serves OFREP (docs/FLAGS.md, "Other languages").
+	OFREPTokens string
 	// InlineLimit is distributor.Options.InlineLimit: content up to this
 	// many bytes rides in every pointer message.
 	InlineLimit int
@@ -96,6 +100,11 @@ password for the users "distributor" (serve itself), "operator" and "svc-<ns>" p
 with TLS and the same accounts as 'cuecast nats-config' (docs/SECURITY.md). Without
 --secure serve refuses such an address.
 
+With --http and --ofrep-tokens FILE (lines "NAMESPACE TOKEN") the operations
+server also evaluates the newest published version of every flag set for any
+OpenFeature SDK, over OFREP at /ofrep/v1/, to tokens of the flag's namespace
+(docs/FLAGS.md, "Other languages").
+
 Exit status 2 when --repo is not a Git repository, --branch does not exist, or
 --listen or --http is not HOST:PORT (port 0 to 65535); these are checked before
 anything is created in --data.`,
@@ -121,6 +130,7 @@ anything is created in --data.`,
 	cmd.Flags().StringVar(&opts.HTTP, "http", "", "address of the operations server: dashboard, /metrics, /healthz, /readyz, /hooks/github (e.g. 127.0.0.1:8080)")
 	cmd.Flags().StringVar(&opts.OperatorToken, "operator-token", "", "bearer token enabling the dashboard's rollout actions (default $CUECAST_OPERATOR_TOKEN; empty: read-only)")
 	cmd.Flags().StringVar(&opts.WebhookSecret, "webhook-secret", "", "secret verifying GitHub push webhooks at /hooks/github (default $CUECAST_WEBHOOK_SECRET)")
+	cmd.Flags().StringVar(&opts.OFREPTokens, "ofrep-tokens", "", "file of NAMESPACE TOKEN lines: serve the published flag sets over OFREP at /ofrep/v1/ to requests carrying a token of the flag's namespace")
 	cmd.Flags().IntVar(&opts.InlineLimit, "inline-limit", distributor.DefaultInlineLimit,
 		"largest config (bytes) carried inside every pointer message: one message per instance per change, at the cost of a stored copy per cohort pointer; -1 never (docs/PROTOCOL.md §4.2)")
 	cmd.Flags().DurationVar(&opts.Heartbeat, "heartbeat", 15*time.Second,
@@ -137,8 +147,15 @@ func serveRun(c *cobra.Command, env *Env, opts *ServeOptions) error {
 	log := env.Logger()
 	// The flags without --http would be silently useless; the environment
 	// variables may be set for every invocation and are simply unused then.
-	if opts.HTTP == "" && (opts.OperatorToken != "" || opts.WebhookSecret != "") {
-		return usageErrorf("add --http ADDR", "--operator-token and --webhook-secret need the operations server")
+	if opts.HTTP == "" && (opts.OperatorToken != "" || opts.WebhookSecret != "" || opts.OFREPTokens != "") {
+		return usageErrorf("add --http ADDR", "--operator-token, --webhook-secret and --ofrep-tokens need the operations server")
+	}
+	var ofrepTokens *ofrep.Tokens
+	if opts.OFREPTokens != "" {
+		var err error
+		if ofrepTokens, err = ofrep.ReadTokensFile(opts.OFREPTokens); err != nil {
+			return &UsageError{Err: err, Hint: "one NAMESPACE TOKEN per line (docs/FLAGS.md, \"Other languages\")"}
+		}
 	}
 	if opts.OperatorToken == "" {
 		opts.OperatorToken = env.Getenv("CUECAST_OPERATOR_TOKEN")
@@ -203,6 +220,7 @@ func serveRun(c *cobra.Command, env *Env, opts *ServeOptions) error {
 		HTTP:            opts.HTTP,
 		OperatorToken:   opts.OperatorToken,
 		WebhookSecret:   opts.WebhookSecret,
+		OFREPTokens:     ofrepTokens,
 		InlineLimit:     opts.InlineLimit,
 		Heartbeat:       opts.Heartbeat,
 		External:        ext,
@@ -226,6 +244,9 @@ func serveRun(c *cobra.Command, env *Env, opts *ServeOptions) error {
 			mode = "operator actions enabled"
 		}
 		fmt.Fprintf(env.IO.ErrOut, "cuecast serve: dashboard at http://%s/ (%s), metrics at http://%s/metrics\n", addr, mode, addr)
+		if ofrepTokens != nil {
+			fmt.Fprintf(env.IO.ErrOut, "cuecast serve: OFREP at http://%s/ofrep/v1/ (tokens from %s)\n", addr, opts.OFREPTokens)
+		}
 	}
 	if err := p.Run(ctx); err != nil {
 		return fmt.Errorf("serve: %w", err)

@@ -24,6 +24,7 @@ import (
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/distributor"
 	"github.com/cuecast/cuecast/distributor/rollout"
+	"github.com/cuecast/cuecast/flags/ofrep"
 	"github.com/cuecast/cuecast/internal/leader"
 	"github.com/cuecast/cuecast/internal/metrics"
 	"github.com/cuecast/cuecast/internal/natsserver"
@@ -74,6 +75,8 @@ type Config struct {
 	// WebhookSecret verifies GitHub webhooks at /hooks/github; empty rejects
 	// them all.
 	WebhookSecret string
+	// OFREPTokens serves OFREP on the operations server (web.Options).
+	OFREPTokens *ofrep.Tokens
 	// SampleInterval is how often the operations server samples the fleet
 	// (zero: 1s).
 	SampleInterval time.Duration
@@ -241,6 +244,7 @@ func (p *Pipeline) startWeb(ctx context.Context, cfg Config, tcfg tailer.Config,
 		Operator:      web.ControllerOperator(p.Rollout),
 		ReportFeed:    web.NATSReports(p.NC),
 		OperatorToken: cfg.OperatorToken,
+		OFREPTokens:   cfg.OFREPTokens,
 		Lag: func(ctx context.Context, cursor string) (int, error) {
 			return metrics.BranchLag(ctx, lagDir, lagRef, cursor)
 		},

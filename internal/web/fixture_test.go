@@ -18,6 +18,7 @@ import (
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/client"
 	"github.com/cuecast/cuecast/distributor/rollout"
+	"github.com/cuecast/cuecast/flags/ofrep"
 	"github.com/cuecast/cuecast/internal/gittest"
 	"github.com/cuecast/cuecast/internal/pipeline"
 )
@@ -44,6 +45,8 @@ type fixtureOptions struct {
 	webhookSecret string
 	// sampleInterval is the dashboard's sampling interval; default 50ms.
 	sampleInterval time.Duration
+	// ofrepTokens serves OFREP (web.Options.OFREPTokens).
+	ofrepTokens *ofrep.Tokens
 }
 
 func start(t *testing.T, o fixtureOptions) *fixture {
@@ -74,6 +77,7 @@ func start(t *testing.T, o fixtureOptions) *fixture {
 		HTTP:           "127.0.0.1:0",
 		OperatorToken:  o.token,
 		SampleInterval: o.sampleInterval,
+		OFREPTokens:    o.ofrepTokens,
 		Policies:       o.policies,
 		Logger:         slog.New(o.log),
 	})

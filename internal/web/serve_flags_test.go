@@ -20,6 +20,7 @@ func TestServeFlagsNeedHTTP(t *testing.T) {
 	}{
 		{"token flag", []string{"--operator-token", "x"}, nil},
 		{"webhook flag", []string{"--webhook-secret", "x"}, nil},
+		{"OFREP tokens flag", []string{"--ofrep-tokens", "x"}, nil},
 		{"token flag with the environment's too", []string{"--operator-token", "x"}, map[string]string{"CUECAST_OPERATOR_TOKEN": "y"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -39,6 +39,7 @@ import (
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/distributor"
 	"github.com/cuecast/cuecast/distributor/rollout"
+	"github.com/cuecast/cuecast/flags/ofrep"
 	"github.com/cuecast/cuecast/internal/metrics"
 	"github.com/cuecast/cuecast/tailer"
 )
@@ -94,6 +95,11 @@ type Options struct {
 	Ready func(ctx context.Context) error
 	// CommitURL links a commit to its page (GitHub); nil: no links.
 	CommitURL func(sha string) string
+	// OFREPTokens, when set, serves OFREP at /ofrep/v1/ (flags/ofrep) over
+	// the newest published version of every flag set, to requests carrying
+	// a token that reads the flag's namespace; nil serves no OFREP. The
+	// sets follow publication within a sample (Interval).
+	OFREPTokens *ofrep.Tokens
 	// Interval is how often the fleet is sampled; default 1s.
 	Interval time.Duration
 	Logger   *slog.Logger
@@ -115,6 +121,7 @@ type Server struct {
 	poke     chan struct{} // asks Run for a sample now
 	live     *liveFleet
 	acache   map[cuecast.ConfigPath]auditCache
+	flags    *publishedFlags // nil without Options.OFREPTokens
 	// haltsPrimed: the halts found by the first rollout sample were
 	// remembered without being counted (sampling is serialized).
 	haltsPrimed bool
@@ -164,6 +171,12 @@ func New(o Options) (*Server, error) {
 	mux.HandleFunc("POST /api/rollouts/{action}/{path...}", s.action)
 	if o.Webhook != nil {
 		mux.Handle("/hooks/github", o.Webhook)
+	}
+	if o.OFREPTokens != nil {
+		if s.flags, err = newPublishedFlags(o.OFREPTokens); err != nil {
+			return nil, fmt.Errorf("new web server: %w", err)
+		}
+		mux.Handle("/ofrep/", s.flags.handler)
 	}
 	s.mux = mux
 	return s, nil

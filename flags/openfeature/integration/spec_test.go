@@ -25,6 +25,20 @@ import (
 // (testdata/evaluation-flags.cue) published and deployed like any config.
 // A step that is undefined or pending fails its scenario (Strict).
 func TestSpecEvaluation(t *testing.T) {
+	content := suiteFlags(t)
+	e := newEnv(t)
+	e.ship(1, content)
+	_, api, err := e.start("spec")
+	if err != nil {
+		t.Fatalf("SetProviderAndWait: %v", err)
+	}
+	runSpecSuite(t, goClient{api.NewClient()})
+}
+
+// suiteFlags is testdata/evaluation-flags.cue unified with #FlagSet, as
+// the compiled JSON of a flag set config.
+func suiteFlags(t testing.TB) string {
+	t.Helper()
 	src, err := os.ReadFile("testdata/evaluation-flags.cue")
 	if err != nil {
 		t.Fatal(err)
@@ -39,13 +53,11 @@ func TestSpecEvaluation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := newEnv(t)
-	e.ship(1, string(content))
-	_, api, err := e.start("spec")
-	if err != nil {
-		t.Fatalf("SetProviderAndWait: %v", err)
-	}
-	c := api.NewClient()
+	return string(content)
+}
+
+// runSpecSuite runs testdata/evaluation.feature through ev.
+func runSpecSuite(t *testing.T, ev evaluator) {
 
 	var out io.Writer = io.Discard
 	if testing.Verbose() {
@@ -53,7 +65,7 @@ func TestSpecEvaluation(t *testing.T) {
 	}
 	suite := godog.TestSuite{
 		Name:                "openfeature-evaluation",
-		ScenarioInitializer: func(sc *godog.ScenarioContext) { (&scenario{provided: c}).steps(sc) },
+		ScenarioInitializer: func(sc *godog.ScenarioContext) { (&scenario{provided: ev}).steps(sc) },
 		Options: &godog.Options{
 			Format:   "pretty",
 			Output:   out,
@@ -67,11 +79,54 @@ func TestSpecEvaluation(t *testing.T) {
 	}
 }
 
+// evaluator is what the steps evaluate through: the Go SDK's client with
+// cuecast's provider (goClient), or another language's SDK with its OFREP
+// provider (ofrep_test.go).
+type evaluator interface {
+	// ready says why the provider is not ready, nil when it is.
+	ready() error
+	// evaluate evaluates flag with details as kind (boolean, string,
+	// integer, float or object) with default def, and returns the value as
+	// the Go SDK's client types it (bool, string, int64, float64, any).
+	evaluate(kind, flag string, def any, ec of.EvaluationContext) (any, of.EvaluationDetails, error)
+}
+
+// goClient evaluates through the Go SDK's client.
+type goClient struct{ c *of.Client }
+
+func (g goClient) ready() error {
+	if st := g.c.State(); st != of.ReadyState {
+		return fmt.Errorf("provider state %s, want %s", st, of.ReadyState)
+	}
+	return nil
+}
+
+func (g goClient) evaluate(kind, flag string, def any, ec of.EvaluationContext) (any, of.EvaluationDetails, error) {
+	ctx := context.Background()
+	switch kind {
+	case "boolean":
+		r, err := g.c.BooleanValueDetails(ctx, flag, def.(bool), ec)
+		return r.Value, r.EvaluationDetails, err
+	case "string":
+		r, err := g.c.StringValueDetails(ctx, flag, def.(string), ec)
+		return r.Value, r.EvaluationDetails, err
+	case "integer":
+		r, err := g.c.IntValueDetails(ctx, flag, def.(int64), ec)
+		return r.Value, r.EvaluationDetails, err
+	case "float":
+		r, err := g.c.FloatValueDetails(ctx, flag, def.(float64), ec)
+		return r.Value, r.EvaluationDetails, err
+	default:
+		r, err := g.c.ObjectValueDetails(ctx, flag, def, ec)
+		return r.Value, r.EvaluationDetails, err
+	}
+}
+
 // scenario is one scenario's state: the client of its Background, the
 // context and flag its When steps evaluate, and what they got.
 type scenario struct {
-	provided *of.Client // the suite's client, ready
-	c        *of.Client // set by "a stable provider"
+	provided evaluator // the suite's, ready
+	c        evaluator // set by "a stable provider"
 	evalCtx  of.EvaluationContext
 	flag     string
 	def      any
@@ -89,25 +144,20 @@ func (s *scenario) steps(sc *godog.ScenarioContext) {
 		if err != nil {
 			return err
 		}
-		s.flag, s.def = flag, d
-		s.value, s.err = s.client().BooleanValue(context.Background(), flag, d, s.evalCtx)
+		s.eval("boolean", flag, d)
 		return nil
 	})
 	sc.When(`^a string flag with key "([^"]*)" is evaluated with default value "([^"]*)"$`, func(flag, def string) {
-		s.flag, s.def = flag, def
-		s.value, s.err = s.client().StringValue(context.Background(), flag, def, s.evalCtx)
+		s.eval("string", flag, def)
 	})
 	sc.When(`^an integer flag with key "([^"]*)" is evaluated with default value (-?\d+)$`, func(flag string, def int64) {
-		s.flag, s.def = flag, def
-		s.value, s.err = s.client().IntValue(context.Background(), flag, def, s.evalCtx)
+		s.eval("integer", flag, def)
 	})
 	sc.When(`^a float flag with key "([^"]*)" is evaluated with default value (-?\d+(?:\.\d+)?)$`, func(flag string, def float64) {
-		s.flag, s.def = flag, def
-		s.value, s.err = s.client().FloatValue(context.Background(), flag, def, s.evalCtx)
+		s.eval("float", flag, def)
 	})
 	sc.When(`^an object flag with key "([^"]*)" is evaluated with a null default value$`, func(flag string) {
-		s.flag, s.def = flag, nil
-		s.value, s.err = s.client().ObjectValue(context.Background(), flag, nil, s.evalCtx)
+		s.eval("object", flag, nil)
 	})
 	sc.Then(`^the resolved boolean value should be "(true|false)"$`, func(want string) error {
 		b, err := strconv.ParseBool(want)
@@ -127,22 +177,16 @@ func (s *scenario) steps(sc *godog.ScenarioContext) {
 		if err != nil {
 			return err
 		}
-		s.flag, s.def = flag, d
-		r, err := s.client().BooleanValueDetails(context.Background(), flag, d, s.evalCtx)
-		s.value, s.details, s.err = r.Value, r.EvaluationDetails, err
+		s.eval("boolean", flag, d)
 		return nil
 	})
 	sc.When(`^a string flag with key "([^"]*)" is evaluated with details and default value "([^"]*)"$`, s.stringDetails)
 	sc.When(`^an integer flag with key "([^"]*)" is evaluated with details and default value (-?\d+)$`, s.intDetails)
 	sc.When(`^a float flag with key "([^"]*)" is evaluated with details and default value (-?\d+(?:\.\d+)?)$`, func(flag string, def float64) {
-		s.flag, s.def = flag, def
-		r, err := s.client().FloatValueDetails(context.Background(), flag, def, s.evalCtx)
-		s.value, s.details, s.err = r.Value, r.EvaluationDetails, err
+		s.eval("float", flag, def)
 	})
 	sc.When(`^an object flag with key "([^"]*)" is evaluated with details and a null default value$`, func(flag string) {
-		s.flag, s.def = flag, nil
-		r, err := s.client().ObjectValueDetails(context.Background(), flag, nil, s.evalCtx)
-		s.value, s.details, s.err = r.Value, r.EvaluationDetails, err
+		s.eval("object", flag, nil)
 	})
 	sc.Then(`^the resolved boolean details value should be "(true|false)", the variant should be "([^"]*)", and the reason should be "([^"]*)"$`, func(want, variant, reason string) error {
 		b, err := strconv.ParseBool(want)
@@ -168,12 +212,11 @@ func (s *scenario) steps(sc *godog.ScenarioContext) {
 		s.evalCtx = of.NewTargetlessEvaluationContext(map[string]any{k1: quoted(v1), k2: quoted(v2), k3: v3, k4: quoted(v4)})
 	})
 	sc.When(`^a flag with key "([^"]*)" is evaluated with default value "([^"]*)"$`, func(flag, def string) {
-		s.flag, s.def = flag, def
-		s.value, s.err = s.client().StringValue(context.Background(), flag, def, s.evalCtx)
+		s.eval("string", flag, def)
 	})
 	sc.Then(`^the resolved string response should be "([^"]*)"$`, func(want string) error { return s.resolved(want) })
 	sc.Then(`^the resolved flag value is "([^"]*)" when the context is empty$`, func(want string) error {
-		got, err := s.client().StringValue(context.Background(), s.flag, s.def.(string), of.EvaluationContext{})
+		got, _, err := s.client().evaluate("string", s.flag, s.def, of.EvaluationContext{})
 		if err != nil || got != want {
 			return fmt.Errorf("%s with an empty context: %q, %v; want %q", s.flag, got, err, want)
 		}
@@ -190,8 +233,8 @@ func (s *scenario) steps(sc *godog.ScenarioContext) {
 }
 
 func (s *scenario) stableProvider() error {
-	if st := s.provided.State(); st != of.ReadyState {
-		return fmt.Errorf("provider state %s, want %s", st, of.ReadyState)
+	if err := s.provided.ready(); err != nil {
+		return err
 	}
 	s.c = s.provided
 	return nil
@@ -199,24 +242,23 @@ func (s *scenario) stableProvider() error {
 
 // client is the Background's client; a step before it fails the scenario
 // on a nil client rather than evaluating elsewhere.
-func (s *scenario) client() *of.Client {
+func (s *scenario) client() evaluator {
 	if s.c == nil {
 		panic("no provider: the Background did not run")
 	}
 	return s.c
 }
 
-func (s *scenario) stringDetails(flag, def string) {
+// eval evaluates flag as kind with default def in the scenario's context
+// and keeps what it got.
+func (s *scenario) eval(kind, flag string, def any) {
 	s.flag, s.def = flag, def
-	r, err := s.client().StringValueDetails(context.Background(), flag, def, s.evalCtx)
-	s.value, s.details, s.err = r.Value, r.EvaluationDetails, err
+	s.value, s.details, s.err = s.client().evaluate(kind, flag, def, s.evalCtx)
 }
 
-func (s *scenario) intDetails(flag string, def int64) {
-	s.flag, s.def = flag, def
-	r, err := s.client().IntValueDetails(context.Background(), flag, def, s.evalCtx)
-	s.value, s.details, s.err = r.Value, r.EvaluationDetails, err
-}
+func (s *scenario) stringDetails(flag, def string) { s.eval("string", flag, def) }
+
+func (s *scenario) intDetails(flag string, def int64) { s.eval("integer", flag, def) }
 
 // resolved checks the value, of the Go type the client returns, and that
 // the evaluation did not fail.

@@ -1,0 +1,320 @@
+package ofrep
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/cuecast/cuecast/flags"
+)
+
+// The spec's error codes (evaluationFailure, flagNotFound).
+const (
+	CodeParseError          = "PARSE_ERROR"
+	CodeTargetingKeyMissing = "TARGETING_KEY_MISSING"
+	CodeInvalidContext      = "INVALID_CONTEXT"
+	CodeGeneral             = "GENERAL"
+	CodeFlagNotFound        = "FLAG_NOT_FOUND"
+)
+
+// DefaultMaxBody is Options.MaxBody's default: far more than any context.
+const DefaultMaxBody = 64 << 10
+
+// Options configures a Handler.
+type Options struct {
+	// Store holds the flag sets served. Required.
+	Store *Store
+	// Tokens, when set, are required on every request; nil serves every
+	// set to anyone who can connect (agent on loopback or a Unix socket).
+	Tokens *Tokens
+	// MaxBody bounds a request body; larger is PARSE_ERROR. Default
+	// DefaultMaxBody.
+	MaxBody int64
+}
+
+// Handler serves OFREP's two endpoints under /ofrep/v1/.
+type Handler struct {
+	o   Options
+	mux *http.ServeMux
+}
+
+var _ http.Handler = (*Handler)(nil)
+
+// New returns the handler; it fails only without a Store.
+func New(o Options) (*Handler, error) {
+	if o.Store == nil {
+		return nil, errors.New("new OFREP handler: a Store is required")
+	}
+	if o.MaxBody <= 0 {
+		o.MaxBody = DefaultMaxBody
+	}
+	h := &Handler{o: o, mux: http.NewServeMux()}
+	h.mux.HandleFunc("POST /ofrep/v1/evaluate/flags/{key...}", h.single)
+	h.mux.HandleFunc("POST /ofrep/v1/evaluate/flags", h.bulk)
+	return h, nil
+}
+
+// ServeHTTP serves the OFREP endpoints; other paths are 404, other
+// methods 405.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+
+// success is the spec's evaluationSuccess.
+type success struct {
+	Key      string         `json:"key"`
+	Value    any            `json:"value"`
+	Reason   flags.Reason   `json:"reason"`
+	Variant  string         `json:"variant,omitempty"`
+	Metadata map[string]any `json:"metadata,omitempty"`
+}
+
+// failure is the spec's evaluationFailure, flagNotFound and
+// bulkEvaluationFailure (without a key).
+type failure struct {
+	Key          string `json:"key,omitempty"`
+	ErrorCode    string `json:"errorCode"`
+	ErrorDetails string `json:"errorDetails,omitempty"`
+}
+
+// bulkSuccess is the spec's bulkEvaluationSuccess; metadata is each
+// set's version by config path.
+type bulkSuccess struct {
+	Flags    []success         `json:"flags"`
+	Metadata map[string]uint64 `json:"metadata"`
+}
+
+func (h *Handler) single(w http.ResponseWriter, r *http.Request) {
+	key := r.PathValue("key")
+	allowed, ok := h.authenticate(w, r)
+	if !ok {
+		return
+	}
+	config, name, addressed := splitKey(key)
+	if addressed && allowed != nil && !slices.Contains(allowed, namespaceOf(config)) {
+		// From the key alone: a 403 says nothing of whether the flag exists.
+		writeStatus(w, http.StatusForbidden, fmt.Sprintf("this token does not read namespace %q", namespaceOf(config)))
+		return
+	}
+	evalCtx, code, err := h.readContext(w, r)
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, failure{Key: key, ErrorCode: code, ErrorDetails: err.Error()})
+		return
+	}
+	if !addressed {
+		writeJSON(w, http.StatusNotFound, failure{Key: key, ErrorCode: CodeFlagNotFound,
+			ErrorDetails: fmt.Sprintf("flag %q: address a flag as <config path>/<flag>, like growth/flags/new-checkout", key)})
+		return
+	}
+	st := h.o.Store.sets.Load().sets[config]
+	if st == nil {
+		writeJSON(w, http.StatusNotFound, failure{Key: key, ErrorCode: CodeFlagNotFound,
+			ErrorDetails: fmt.Sprintf("no flag set %s here", config)})
+		return
+	}
+	if _, ok := st.ev.Type(name); !ok {
+		writeJSON(w, http.StatusNotFound, failure{Key: key, ErrorCode: CodeFlagNotFound,
+			ErrorDetails: fmt.Sprintf("flag %q is not in %s@%d", name, config, st.version)})
+		return
+	}
+	writeJSON(w, http.StatusOK, st.evaluate(key, name, evalCtx))
+}
+
+func (h *Handler) bulk(w http.ResponseWriter, r *http.Request) {
+	allowed, ok := h.authenticate(w, r)
+	if !ok {
+		return
+	}
+	evalCtx, code, err := h.readContext(w, r)
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, failure{ErrorCode: code, ErrorDetails: err.Error()})
+		return
+	}
+	snap := h.o.Store.sets.Load()
+	out := bulkSuccess{Flags: []success{}, Metadata: map[string]uint64{}}
+	for _, config := range snap.configs {
+		st := snap.sets[config]
+		if allowed != nil && !slices.Contains(allowed, st.namespace) {
+			continue
+		}
+		out.Metadata[config] = st.version
+		for _, name := range st.keys {
+			out.Flags = append(out.Flags, st.evaluate(config+"/"+name, name, evalCtx))
+		}
+	}
+	body, err := json.Marshal(out)
+	if err != nil {
+		writeJSON(w, http.StatusInternalServerError, failure{ErrorCode: CodeGeneral, ErrorDetails: err.Error()})
+		return
+	}
+	// The ETag is the response's own digest: it changes exactly when what
+	// this context gets changes (a new version, another context, another
+	// token's namespaces), so a 304 is never stale.
+	sum := sha256.Sum256(body)
+	etag := `"` + base64.RawURLEncoding.EncodeToString(sum[:18]) + `"`
+	w.Header().Set("ETag", etag)
+	if etagMatch(r.Header.Get("If-None-Match"), etag) {
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(http.StatusOK)
+	w.Write(body)
+}
+
+// evaluate is one flag's evaluationSuccess. The evaluator's reasons are
+// OpenFeature's and pass through unchanged (DEFAULT and
+// PREREQUISITE_FAILED too, which the spec's enum omits and every provider
+// passes on).
+func (st *set) evaluate(key, name string, evalCtx flags.Context) success {
+	res := st.ev.Evaluate(name, evalCtx)
+	md := map[string]any{"config": st.config, "version": st.version}
+	if res.Rule >= 0 {
+		md["rule"] = res.Rule
+		if res.RuleID != "" {
+			md["ruleId"] = res.RuleID
+		}
+	}
+	if res.Position >= 0 {
+		md["position"] = res.Position
+	}
+	val := res.Value
+	if f, ok := val.(float64); ok {
+		val = float(f)
+	}
+	return success{Key: key, Value: val, Reason: res.Reason, Variant: res.Variant, Metadata: md}
+}
+
+// float is a float flag's value: always written with a fraction or an
+// exponent (2.0, not 2), so that a provider telling integers from floats by
+// the JSON number (OFREP's ADR 3) reads a float flag as a float.
+type float float64
+
+func (f float) MarshalJSON() ([]byte, error) {
+	b, err := json.Marshal(float64(f))
+	if err == nil && !bytes.ContainsAny(b, ".eE") {
+		b = append(b, ".0"...)
+	}
+	return b, err
+}
+
+// authenticate returns the namespaces the request's token reads, nil for
+// all when there are no Tokens; it answers 401 and returns false when a
+// token is required and none known is given.
+func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) ([]string, bool) {
+	if h.o.Tokens == nil {
+		return nil, true
+	}
+	tok := r.Header.Get("X-API-Key")
+	if a := r.Header.Get("Authorization"); a != "" {
+		const prefix = "Bearer "
+		if len(a) > len(prefix) && strings.EqualFold(a[:len(prefix)], prefix) {
+			tok = a[len(prefix):]
+		}
+	}
+	ns := h.o.Tokens.namespaces(tok)
+	if ns == nil {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="ofrep"`)
+		writeStatus(w, http.StatusUnauthorized, "a token is required: Authorization: Bearer <token> or X-API-Key: <token>")
+		return nil, false
+	}
+	return ns, true
+}
+
+// readContext decodes the request's evaluation context; on failure it
+// returns the spec's error code for it.
+func (h *Handler) readContext(w http.ResponseWriter, r *http.Request) (flags.Context, string, error) {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, h.o.MaxBody))
+	// Numbers stay json.Numbers: an integer buckets as that integer, as
+	// `cuecast flags eval --ctx` does (docs/FLAGS.md, "Bucketing").
+	dec.UseNumber()
+	var req struct {
+		Context *map[string]any `json:"context"`
+	}
+	err := dec.Decode(&req)
+	if err == nil && dec.Decode(new(json.RawMessage)) != io.EOF {
+		err = errors.New("data after the request object")
+	}
+	var tooBig *http.MaxBytesError
+	var typeErr *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &tooBig):
+		return nil, CodeParseError, fmt.Errorf("request body over %d bytes", tooBig.Limit)
+	case errors.As(err, &typeErr) && typeErr.Field != "":
+		return nil, CodeInvalidContext, fmt.Errorf("context must be a JSON object, not %s", typeErr.Value)
+	case errors.Is(err, io.EOF):
+		return nil, CodeParseError, errors.New("empty request body: want {\"context\": {...}}")
+	case err != nil:
+		return nil, CodeParseError, fmt.Errorf("request body: %v", err)
+	case req.Context == nil:
+		return nil, CodeInvalidContext, errors.New("the request has no context: want {\"context\": {...}}")
+	}
+	c := *req.Context
+	if tk, ok := c[flags.DefaultBucketBy]; ok {
+		if _, isString := tk.(string); !isString {
+			return nil, CodeInvalidContext, fmt.Errorf("targetingKey must be a string, not %s", jsonKind(tk))
+		}
+	}
+	return c, "", nil
+}
+
+// splitKey splits an OFREP key into its config path and flag name.
+func splitKey(key string) (config, name string, ok bool) {
+	i := strings.LastIndexByte(key, '/')
+	if i <= 0 || i == len(key)-1 || !strings.Contains(key[:i], "/") {
+		return "", "", false
+	}
+	return key[:i], key[i+1:], true
+}
+
+// etagMatch reports whether an If-None-Match header names etag (weak
+// comparison, as RFC 9110 asks of If-None-Match) or is "*".
+func etagMatch(header, etag string) bool {
+	for _, t := range strings.Split(header, ",") {
+		t = strings.TrimPrefix(strings.TrimSpace(t), "W/")
+		if t == etag || t == "*" {
+			return true
+		}
+	}
+	return false
+}
+
+func jsonKind(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "a boolean"
+	case json.Number:
+		return "a number"
+	case map[string]any:
+		return "an object"
+	case []any:
+		return "an array"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+// writeStatus answers a status the spec gives no body (401, 403) with the
+// generalErrorResponse shape, so that a person reading it learns why.
+func writeStatus(w http.ResponseWriter, code int, details string) {
+	writeJSON(w, code, failure{ErrorCode: CodeGeneral, ErrorDetails: details})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		code, body = http.StatusInternalServerError, []byte(`{"errorDetails":"encode response"}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(code)
+	w.Write(body)
+}

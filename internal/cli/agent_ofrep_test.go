@@ -1,0 +1,176 @@
+package cli_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/cuecast/cuecast/flags/ofrep"
+	"github.com/cuecast/cuecast/internal/nodetest"
+)
+
+var ofrepAddrRE = regexp.MustCompile(`OFREP at (\S+)/ofrep/v1/`)
+
+// ofrepClient posts OFREP requests to an agent, over TCP or its socket.
+type ofrepClient struct {
+	base string
+	hc   *http.Client
+}
+
+func agentOFREPClient(t *testing.T, stderr *syncBuffer) ofrepClient {
+	t.Helper()
+	var where string
+	await(t, "the agent's OFREP address", func() bool {
+		m := ofrepAddrRE.FindStringSubmatch(stderr.String())
+		if m != nil {
+			where = m[1]
+		}
+		return m != nil
+	})
+	if path, ok := strings.CutPrefix(where, "unix:"); ok {
+		return ofrepClient{base: "http://agent", hc: &http.Client{Transport: &http.Transport{
+			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+				return (&net.Dialer{}).DialContext(ctx, "unix", path)
+			}}}}
+	}
+	return ofrepClient{base: where, hc: http.DefaultClient}
+}
+
+func (c ofrepClient) eval(t *testing.T, key, body string, header ...string) (int, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, c.base+"/ofrep/v1/evaluate/flags/"+key, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatalf("%s: %q: %v", key, b, err)
+	}
+	return resp.StatusCode, m
+}
+
+// TestAgentOFREP: the agent serves growth/flags over OFREP from its own
+// verified copy, as `flags eval` evaluates it (docs/FLAGS.md's user-1 at
+// position 97837), on loopback and on a Unix socket; a new version reaches
+// it; with tokens, payments' token does not read growth.
+func TestAgentOFREP(t *testing.T) {
+	repo := exampleRepo(t)
+	p := startPipeline(t, repo)
+	tokens := filepath.Join(t.TempDir(), "tokens")
+	payments, growth := strings.Repeat("p", 40), strings.Repeat("g", 40)
+	if err := os.WriteFile(tokens, []byte("payments "+payments+"\ngrowth "+growth+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(t.TempDir(), "ofrep.sock")
+	_, tcpErr := startCmd(t, "agent", "--nats", p.ClientURL(), "--instance", "sidecar-tcp", "--trusted-key", p.PublicKey,
+		"--config", "growth/flags", "--config", "payments/checkout", "--dir", t.TempDir(), "--ofrep", "127.0.0.1:0")
+	_, sockErr := startCmd(t, "agent", "--nats", p.ClientURL(), "--instance", "sidecar-sock", "--trusted-key", p.PublicKey,
+		"--config", "growth/flags", "--dir", t.TempDir(), "--ofrep", "unix:"+sock, "--ofrep-tokens", tokens)
+	tcp, unix := agentOFREPClient(t, tcpErr), agentOFREPClient(t, sockErr)
+	user1 := `{"context": {"targetingKey": "user-1"}}`
+	bearer := []string{"Authorization", "Bearer " + growth}
+
+	await(t, "growth/flags over OFREP", func() bool { code, _ := tcp.eval(t, "growth/flags/new-checkout", user1); return code == 200 })
+	for name, c := range map[string]struct {
+		cl     ofrepClient
+		header []string
+	}{"loopback": {tcp, nil}, "socket": {unix, bearer}} {
+		t.Run(name, func(t *testing.T) {
+			await(t, "growth/flags", func() bool {
+				code, _ := c.cl.eval(t, "growth/flags/new-checkout", user1, c.header...)
+				return code == 200
+			})
+			_, got := c.cl.eval(t, "growth/flags/new-checkout", user1, c.header...)
+			md := got["metadata"].(map[string]any)
+			if got["value"] != false || got["variant"] != "off" || got["reason"] != "SPLIT" || md["position"] != 97837.0 || md["version"] != 1.0 {
+				t.Errorf("new-checkout for user-1: %v; want false, off, SPLIT at 97837 of growth/flags@1", got)
+			}
+			code, got := c.cl.eval(t, "growth/flags/results-per-page", `{"context": {"targetingKey": "u", "plan": "pro"}}`, c.header...)
+			if code != 200 || got["value"] != 50.0 || got["reason"] != "TARGETING_MATCH" {
+				t.Errorf("results-per-page for pro: %d %v", code, got)
+			}
+			if code, got := c.cl.eval(t, "growth/flags/nope", user1, c.header...); code != 404 || got["errorCode"] != ofrep.CodeFlagNotFound {
+				t.Errorf("unknown flag: %d %v", code, got)
+			}
+		})
+	}
+	t.Run("docs/FLAGS.md's Node example", func(t *testing.T) {
+		src, want := flagsDocNodeExample(t)
+		dir := nodetest.Install(t)
+		got := nodetest.Run(t.Context(), t, dir, src, "OFREP_ENDPOINT="+tcp.base)
+		if got != want {
+			t.Errorf("the example printed %q; the doc says %q", got, want)
+		}
+	})
+	t.Run("a config that is not a flag set is not served", func(t *testing.T) {
+		if code, got := tcp.eval(t, "payments/checkout/currency", user1); code != 404 || got["errorCode"] != ofrep.CodeFlagNotFound {
+			t.Errorf("payments/checkout: %d %v, want 404", code, got)
+		}
+	})
+	t.Run("another namespace's token", func(t *testing.T) {
+		if code, _ := unix.eval(t, "growth/flags/new-checkout", user1, "Authorization", "Bearer "+payments); code != 403 {
+			t.Errorf("payments' token on growth: %d, want 403", code)
+		}
+		if code, _ := unix.eval(t, "growth/flags/new-checkout", user1); code != 401 {
+			t.Errorf("no token: %d, want 401", code)
+		}
+	})
+
+	// Raising the rollout to 100% reaches both agents as version 2.
+	path := filepath.Join(repo.Dir, "growth", "flags", "flags.cue")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := strings.Replace(string(b), `weights: [{variant: "on", weight: 20000}, {variant: "off", weight: 80000}]`,
+		`weights: [{variant: "on", weight: 100000}, {variant: "off", weight: 0}]`, 1)
+	repo.CommitFiles("growth: new checkout for everyone", map[string]string{"growth/flags/flags.cue": src})
+	p.Tailer.Wake()
+	for name, c := range map[string]struct {
+		cl     ofrepClient
+		header []string
+	}{"loopback": {tcp, nil}, "socket": {unix, bearer}} {
+		await(t, name+": version 2 over OFREP", func() bool {
+			_, got := c.cl.eval(t, "growth/flags/new-checkout", user1, c.header...)
+			return got["value"] == true && got["metadata"].(map[string]any)["version"] == 2.0
+		})
+	}
+}
+
+// flagsDocNodeExample returns docs/FLAGS.md's Node example ("Other
+// languages", "### Node") and the output the doc says it prints.
+func flagsDocNodeExample(t *testing.T) (src, output string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(repoRoot(t), "docs", "FLAGS.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, node, ok := strings.Cut(string(b), "\n### Node\n")
+	if !ok {
+		t.Fatal("docs/FLAGS.md has no ### Node section")
+	}
+	_, code, ok1 := strings.Cut(node, "```js\n")
+	code, rest, ok2 := strings.Cut(code, "```\n")
+	_, out, ok3 := strings.Cut(rest, "```\n")
+	out, _, ok4 := strings.Cut(out, "```\n")
+	if !ok1 || !ok2 || !ok3 || !ok4 {
+		t.Fatal("docs/FLAGS.md's ### Node section: want a js block and its output block")
+	}
+	return code, out
+}

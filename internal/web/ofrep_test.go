@@ -1,0 +1,105 @@
+package web_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cuecast/cuecast/flags/ofrep"
+	"github.com/cuecast/cuecast/internal/poll"
+)
+
+// ofrepPost posts body to an OFREP endpoint with token as a bearer.
+func ofrepPost(t *testing.T, url, token, body string) (int, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	var m map[string]any
+	if len(b) > 0 {
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatalf("POST %s: %q: %v", url, b, err)
+		}
+	}
+	return res.StatusCode, m
+}
+
+// TestServeOFREP: serve --http evaluates the newest published version of
+// configs-example's growth/flags over OFREP, as `flags eval --published`
+// does (user-1 at position 97837), and follows a new version. A caller
+// holding payments' token plays the attacker: growth's flags are 403 to
+// it and absent from its bulk evaluation, and growth's own token still
+// gets the next version.
+func TestServeOFREP(t *testing.T) {
+	growth, payments := strings.Repeat("g", 40), strings.Repeat("p", 40)
+	tokens, err := ofrep.ParseTokens("tokens", []byte("growth "+growth+"\npayments "+payments+"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := start(t, fixtureOptions{ofrepTokens: tokens})
+	flag, bulk := f.base+"/ofrep/v1/evaluate/flags/growth/flags/new-checkout", f.base+"/ofrep/v1/evaluate/flags"
+	user1 := `{"context": {"targetingKey": "user-1"}}`
+	poll.Until(t, "growth/flags over OFREP", poll.Patience, func() (bool, string) {
+		code, got := ofrepPost(t, flag, growth, user1)
+		return code == 200, fmt.Sprint(code, got)
+	})
+	code, got := ofrepPost(t, flag, growth, user1)
+	md, _ := got["metadata"].(map[string]any)
+	if code != 200 || got["value"] != false || got["reason"] != "SPLIT" || md["position"] != 97837.0 || md["config"] != "growth/flags" {
+		t.Errorf("new-checkout for user-1: %d %v; want false, SPLIT at 97837", code, got)
+	}
+
+	t.Run("attacker with payments' token", func(t *testing.T) {
+		if code, _ := ofrepPost(t, flag, payments, user1); code != 403 {
+			t.Errorf("single: %d, want 403", code)
+		}
+		code, got := ofrepPost(t, bulk, payments, user1)
+		if code != 200 {
+			t.Fatalf("bulk: %d %v", code, got)
+		}
+		for _, fl := range got["flags"].([]any) {
+			if k := fl.(map[string]any)["key"].(string); !strings.HasPrefix(k, "payments/") {
+				t.Errorf("payments' token read %s", k)
+			}
+		}
+		if code, _ := ofrepPost(t, flag, "", user1); code != 401 {
+			t.Errorf("no token: %d, want 401", code)
+		}
+	})
+	t.Run("bad input", func(t *testing.T) {
+		for body, want := range map[string]string{`{"context": `: ofrep.CodeParseError, `{"context": 1}`: ofrep.CodeInvalidContext} {
+			if code, got := ofrepPost(t, flag, growth, body); code != 400 || got["errorCode"] != want {
+				t.Errorf("%s: %d %v, want 400 %s", body, code, got, want)
+			}
+		}
+	})
+
+	path := filepath.Join(f.repo.Dir, "growth", "flags", "flags.cue")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.repo.CommitFiles("growth: new checkout for everyone", map[string]string{"growth/flags/flags.cue": strings.Replace(string(b),
+		`weights: [{variant: "on", weight: 20000}, {variant: "off", weight: 80000}]`, `weights: [{variant: "on", weight: 100000}, {variant: "off", weight: 0}]`, 1)})
+	f.p.Tailer.Wake()
+	poll.Until(t, "growth/flags v2 over OFREP", poll.Patience, func() (bool, string) {
+		_, got := ofrepPost(t, flag, growth, user1)
+		md, _ := got["metadata"].(map[string]any)
+		return got["value"] == true && md["version"] == 2.0, fmt.Sprint(got)
+	})
+}
