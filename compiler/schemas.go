@@ -1,0 +1,77 @@
+package compiler
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"runtime"
+
+	"cuelang.org/go/cue"
+	"cuelang.org/go/cue/build"
+	"cuelang.org/go/cue/cuecontext"
+)
+
+// Schema is a namespace's schema definition, evaluated: what every config of
+// the namespace is unified with.
+type Schema struct {
+	// Ref is the manifest's "<import path>#<Definition>".
+	Ref string
+	// Value is the definition, looked up in its evaluated package so that
+	// its references to other definitions keep their names.
+	Value cue.Value
+}
+
+// Schemas evaluates the manifest and the schema definition of each
+// namespace that names one, and no config: what a binding generator
+// (package bindings) needs. Namespaces without a schema are absent. All
+// values share one CUE context.
+//
+// The error is non-nil only when the repo cannot be read, has no module
+// (ErrNoModule), or ctx was cancelled; a broken manifest or schema is in
+// the returned errors, and its namespaces are absent.
+func Schemas(ctx context.Context, repoDir string, opts Options) (map[string]Schema, []Error, error) {
+	if opts.Workers <= 0 {
+		opts.Workers = runtime.NumCPU()
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	c, done, err := startCompilation(ctx, repoDir, "load schemas", opts, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer done()
+	if err := c.readModule(ctx); err != nil {
+		return nil, nil, err
+	}
+	man, pos := c.loadManifest(ctx)
+	if err := ctx.Err(); err != nil {
+		return nil, nil, fmt.Errorf("load manifest: %w", err)
+	}
+	if man == nil {
+		return nil, sortErrors(c.errs), nil
+	}
+	loaded, err := c.loadSchemas(ctx, man, pos)
+	if err != nil {
+		return nil, nil, err
+	}
+	cc := cuecontext.New()
+	pkgs := make(map[*build.Instance]cue.Value)
+	out := make(map[string]Schema, len(loaded))
+	for ns, s := range loaded {
+		if s.inst == nil {
+			continue
+		}
+		// checkSchema evaluated the package under the time limit already.
+		pkg, ok := pkgs[s.inst]
+		if !ok {
+			pkg = cc.BuildInstance(s.inst)
+			pkgs[s.inst] = pkg
+		}
+		out[ns] = Schema{Ref: man.Namespaces[ns].Schema, Value: pkg.LookupPath(s.def)}
+	}
+	return out, sortErrors(c.errs), nil
+}
