@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"cuelang.org/go/cue"
+	"cuelang.org/go/cue/cuecontext"
 	"cuelang.org/go/encoding/jsonschema"
 )
 
@@ -23,7 +24,7 @@ func JSONSchema(schema cue.Value) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("generate JSON Schema: %w", err)
 	}
-	v := schema.Context().BuildExpr(expr)
+	v := cuecontext.New().BuildExpr(expr)
 	if err := v.Err(); err != nil {
 		return nil, fmt.Errorf("generate JSON Schema: %w", err)
 	}
