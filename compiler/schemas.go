@@ -23,8 +23,10 @@ type Schema struct {
 
 // Schemas evaluates the manifest and the schema definition of each
 // namespace that names one, and no config: what a binding generator
-// (package bindings) needs. Namespaces without a schema are absent. All
-// values share one CUE context.
+// (package bindings) needs. Every namespace of the manifest is in the map,
+// one that names no schema with a zero Schema, except a namespace whose
+// schema is broken: the returned errors say why. All values share one CUE
+// context.
 //
 // The error is non-nil only when the repo cannot be read, has no module
 // (ErrNoModule), or ctx was cancelled; a broken manifest or schema is in
@@ -63,6 +65,7 @@ func Schemas(ctx context.Context, repoDir string, opts Options) (map[string]Sche
 	out := make(map[string]Schema, len(loaded))
 	for ns, s := range loaded {
 		if s.inst == nil {
+			out[ns] = Schema{}
 			continue
 		}
 		// checkSchema evaluated the package under the time limit already.
