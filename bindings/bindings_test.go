@@ -93,6 +93,7 @@ func generated(t *testing.T, ex *example) map[string][]byte {
 // testdata/. The Go ones there are packages that TestGoDecodes imports, so
 // they are also what proves the generated Go compiles and vets.
 func TestGolden(t *testing.T) {
+	t.Parallel()
 	ex := loadExample(t)
 	for name, got := range generated(t, ex) {
 		file := filepath.Join("testdata", name)

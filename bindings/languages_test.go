@@ -96,6 +96,7 @@ func roundTrip[T any](b []byte) ([]byte, error) {
 // not have) is refused. The Watch helpers are the generated packages'
 // only other code, and compile with them.
 func TestGoDecodes(t *testing.T) {
+	t.Parallel()
 	ex := loadExample(t)
 	for ns, outs := range ex.outputs {
 		dec := decodeStrict[ns]
@@ -124,6 +125,7 @@ func TestGoDecodes(t *testing.T) {
 // CUE and the real evaluator checks the JSON), and each namespace's
 // mutated output against it: refused.
 func TestJSONSchemaValidates(t *testing.T) {
+	t.Parallel()
 	ex := loadExample(t)
 	ctx := cuecontext.New()
 	for ns, outs := range ex.outputs {
@@ -159,6 +161,7 @@ func TestJSONSchemaValidates(t *testing.T) {
 // generated type, and each mutated output under @ts-expect-error, which
 // tsc refuses unless the assignment is an error. One tsc run checks all.
 func TestTypeScriptTypeChecks(t *testing.T) {
+	t.Parallel()
 	tsc := installTSC(t)
 	ex := loadExample(t)
 	dir := t.TempDir()
