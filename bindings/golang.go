@@ -35,17 +35,17 @@ type GoOptions struct {
 // @go(Name) renames a field and @go(-) leaves it out. @go(,type=…) is not
 // supported: the field keeps its mapped type.
 func Go(ns, ref string, schema cue.Value, opts GoOptions) ([]byte, error) {
-	m, err := newModel(schema, rootName(ref))
+	m, err := newModel(schema, ref)
 	if err != nil {
 		return nil, err
 	}
 	pkg := opts.Package
 	if pkg == "" {
 		pkg = strings.ToLower(strings.Map(func(r rune) rune {
-			if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' && r != 0 {
+			if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
 				return r
 			}
-			return -1
+			return -1 // dropped: a namespace may hold - and _
 		}, ns))
 		if pkg == "" || pkg[0] >= '0' && pkg[0] <= '9' {
 			pkg = "config" + pkg

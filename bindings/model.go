@@ -7,6 +7,7 @@ import (
 	"unicode"
 
 	"cuelang.org/go/cue"
+	"cuelang.org/go/cue/ast"
 )
 
 // kind is the shape of a type in the model both the Go and the TypeScript
@@ -84,14 +85,45 @@ type model struct {
 	filling map[string]bool
 }
 
-// newModel builds the model of def, a schema definition, naming its root
-// type root.
-func newModel(def cue.Value, root string) (*model, error) {
+// refKey names a definition by its package and path; root is the package
+// ReferencePath returned.
+func refKey(root cue.Value, p cue.Path) string {
+	imp := ""
+	if inst := root.BuildInstance(); inst != nil {
+		imp = inst.ImportPath
+	}
+	return pkgKey(imp) + " " + p.String()
+}
+
+// pkgKey is an import path without its major version and qualifier
+// (example.com/x@v0:x is example.com/x), as a manifest's schema: names it.
+func pkgKey(imp string) string {
+	if imp == "" {
+		return ""
+	}
+	return ast.ParseImportPath(imp).Path
+}
+
+// newModel builds the model of def, the schema definition ref names
+// ("<import path>#<Definition>"), naming its root type after it.
+func newModel(def cue.Value, ref string) (*model, error) {
+	root := rootName(ref)
 	if err := def.Err(); err != nil {
 		return nil, fmt.Errorf("schema: %w", err)
 	}
 	m := &model{root: root, index: make(map[string]*namedType), byRef: make(map[string]string), inProgress: make(map[string]bool), filling: make(map[string]bool)}
+	// The names the Go file declares besides the types.
+	for _, n := range []string{"Namespace", "Watch"} {
+		m.index[n] = &namedType{name: n}
+	}
 	nt := m.declare(root, def)
+	// A reference to the root from inside it (a cycle) is the root type.
+	// A reference names the package it is in; a value built from a
+	// string rather than a loaded package has none.
+	imp, defName, _ := strings.Cut(ref, "#")
+	for _, pkg := range []string{imp, ""} {
+		m.byRef[pkgKey(pkg)+" "+cue.ParsePath("#"+defName).String()] = nt.name
+	}
 	m.filling[nt.name] = true
 	t, err := m.typeOf(def, root)
 	if err != nil {
@@ -191,7 +223,7 @@ func (m *model) reference(v cue.Value) (*typ, bool, error) {
 		if name == "" {
 			continue // not a definition: map the value itself
 		}
-		key := root.BuildInstance().ImportPath + " " + p.String()
+		key := refKey(root, p)
 		if got, ok := m.byRef[key]; ok {
 			return &typ{kind: kRef, ref: got, nullable: m.inProgress[key]}, true, nil
 		}
@@ -246,6 +278,10 @@ func (m *model) structOf(v cue.Value, hint string) (*typ, error) {
 		}
 		if s, _, _ := a.Lookup(1, "optional"); s == "zero" {
 			f.zero = true
+		}
+		// Two CUE names can make one Go name (max_amount, maxAmount).
+		for base, n := f.goName, 2; slices.ContainsFunc(t.fields, func(o field) bool { return o.goName == f.goName }); n++ {
+			f.goName = fmt.Sprintf("%s%d", base, n)
 		}
 		if f.t, err = m.typeOf(fv, hint+exported(f.goName)); err != nil {
 			return nil, err

@@ -18,7 +18,7 @@ import (
 // Go says any, and an index signature of unknown on a struct the schema
 // leaves open. A config's JSON assigned to the root type type-checks.
 func TypeScript(ns, ref string, schema cue.Value) ([]byte, error) {
-	m, err := newModel(schema, rootName(ref))
+	m, err := newModel(schema, ref)
 	if err != nil {
 		return nil, err
 	}

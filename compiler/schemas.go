@@ -3,8 +3,6 @@ package compiler
 import (
 	"context"
 	"fmt"
-	"log/slog"
-	"runtime"
 
 	"cuelang.org/go/cue"
 	"cuelang.org/go/cue/build"
@@ -32,15 +30,7 @@ type Schema struct {
 // (ErrNoModule), or ctx was cancelled; a broken manifest or schema is in
 // the returned errors, and its namespaces are absent.
 func Schemas(ctx context.Context, repoDir string, opts Options) (map[string]Schema, []Error, error) {
-	if opts.Workers <= 0 {
-		opts.Workers = runtime.NumCPU()
-	}
-	if opts.Timeout <= 0 {
-		opts.Timeout = DefaultTimeout
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
+	opts = opts.withDefaults()
 	c, done, err := startCompilation(ctx, repoDir, "load schemas", opts, nil)
 	if err != nil {
 		return nil, nil, err
