@@ -17,6 +17,7 @@ var layer = map[string]int{
 	"flags":               0, // the evaluator: standard library only, so the compiler can validate sets
 	"gitfs":               1,
 	"compiler":            1,
+	"bindings":            1, // typed bindings from a schema: CUE only
 	"distributor":         1,
 	"client":              1,
 	"tailer":              2,

@@ -176,6 +176,11 @@ func Check(ctx context.Context, repoDir string, opts Options) (*Report, error) {
 	}
 	rep.libraries(base, head, changed, opts.FanOut)
 	rep.Undeclared = undeclared(changed, base, head)
+	if mayChangeBindings(changed, rep.Everything, base.Manifest, head.Manifest) {
+		if err := k.bindings(ctx, baseC, headC, rep); err != nil {
+			return nil, err
+		}
+	}
 	if opts.Explain {
 		if err := k.explain(ctx, headC, rep); err != nil {
 			opts.Logger.Warn("could not explain the changed values", "err", err)

@@ -98,6 +98,12 @@ func (r *Report) WriteText(w io.Writer) error {
 			fmt.Fprintf(&b, "  ! %s/  declare it in cuecast.cue if it holds configs\n", d)
 		}
 	}
+	if len(r.Bindings) > 0 {
+		b.WriteString("\ntyped bindings change (cuecast gen):\n")
+		for _, c := range r.Bindings {
+			fmt.Fprintf(&b, "  ! %s  %s\n", c.Namespace, c.summary())
+		}
+	}
 	b.WriteString("\n" + r.verdict() + "\n")
 	if _, err := io.WriteString(w, b.String()); err != nil {
 		return fmt.Errorf("write report: %w", err)
@@ -173,6 +179,13 @@ func (r *Report) Markdown(limit int) string {
 		add("### Not compiled\n\n")
 		for _, d := range r.Undeclared {
 			add("- ⚠️ %s holds CUE files but is no namespace in `cuecast.cue` and no config imports it, so nothing in it is compiled; declare it if it holds configs\n", mdCode(d+"/"))
+		}
+		add("\n")
+	}
+	if len(r.Bindings) > 0 {
+		add("### Typed bindings\n\n")
+		for _, c := range r.Bindings {
+			add("- ⚠️ %s: %s\n", mdCode(c.Namespace), c.summary())
 		}
 		add("\n")
 	}

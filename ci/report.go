@@ -59,6 +59,10 @@ type Report struct {
 	// (cuecast check does for the pull request comment and --output
 	// markdown).
 	Origins []ValueOrigin `json:"origins,omitempty"`
+	// Bindings are the namespaces whose typed bindings (`cuecast gen`)
+	// the change alters, when it touches a file a schema can read. A
+	// warning; the check does not fail for it.
+	Bindings []BindingsChange `json:"bindings,omitempty"`
 }
 
 // ConfigChange is one affected config.

@@ -37,6 +37,20 @@ func (o Options) shared() time.Duration {
 	return o.Timeout
 }
 
+// withDefaults fills the zero fields that have a default.
+func (o Options) withDefaults() Options {
+	if o.Workers <= 0 {
+		o.Workers = runtime.NumCPU()
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
 // Options tune a compile. The zero value compiles every config of the repo on
 // disk with one worker per CPU.
 type Options struct {
@@ -216,15 +230,7 @@ func Compile(ctx context.Context, repoDir string, opts Options) (res *Result, er
 			res, err = nil, fmt.Errorf("compile %s: internal error: %v", repoDir, p)
 		}
 	}()
-	if opts.Workers <= 0 {
-		opts.Workers = runtime.NumCPU()
-	}
-	if opts.Timeout <= 0 {
-		opts.Timeout = DefaultTimeout
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
+	opts = opts.withDefaults()
 	start := time.Now()
 	c, done, err := startCompilation(ctx, repoDir, "compile", opts, nil)
 	if err != nil {
