@@ -1,0 +1,80 @@
+package mutator_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/compiler"
+	"github.com/cuecast/cuecast/internal/gittest"
+	"github.com/cuecast/cuecast/mutator"
+)
+
+var alice = mutator.Identity{Name: "Alice", Email: "alice@example.com"}
+
+const weight = `flags."new-checkout".fallthrough.rollout.weights[0].weight`
+
+// exampleRepo is configs-example committed on main.
+func exampleRepo(t *testing.T) *gittest.Repo {
+	t.Helper()
+	r := gittest.New(t)
+	r.CopyDir("../configs-example")
+	r.Commit("configs-example")
+	return r
+}
+
+func TestSetFlagRollout(t *testing.T) {
+	t.Parallel()
+	r := exampleRepo(t)
+	m := mutator.New(r.Dir, mutator.Options{})
+	ctx := context.Background()
+	res, err := m.Set(ctx, mutator.Request{
+		Configs: []cuecast.ConfigPath{"growth/flags"},
+		Set: []mutator.Assignment{
+			{Path: weight, Value: "50000"},
+			{Path: `flags."new-checkout".fallthrough.rollout.weights[1].weight`, Value: "50000"},
+		},
+		Expect:   []mutator.Assignment{{Path: weight, Value: "20000"}},
+		Reason:   "half the users",
+		Identity: alice,
+		Mode:     mutator.ModeCommit,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Commit != r.Head() {
+		t.Errorf("main is at %s, want the new commit %s", r.Head(), res.Commit)
+	}
+	b, err := os.ReadFile(filepath.Join(r.Dir, "growth/flags/flags.cue"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `weights: [{variant: "on", weight: 50000}, {variant: "off", weight: 50000}]`) {
+		t.Errorf("flags.cue not edited in the work tree:\n%s", b)
+	}
+	if len(res.Report.Risk.FlagRollouts) != 1 {
+		t.Errorf("report's flag rollouts = %+v, want one", res.Report.Risk.FlagRollouts)
+	}
+	ex, err := compiler.Explain(ctx, r.Dir, "growth/flags", compiler.ExplainOptions{Path: weight})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(ex.Values[0].JSON); got != "50000" {
+		t.Errorf("explain after set: %s, want 50000", got)
+	}
+
+	// The expectation is stale now.
+	_, err = m.Set(ctx, mutator.Request{
+		Configs: []cuecast.ConfigPath{"growth/flags"}, Set: []mutator.Assignment{{Path: weight, Value: "30000"}},
+		Expect: []mutator.Assignment{{Path: weight, Value: "20000"}}, Reason: "x", Identity: alice, Mode: mutator.ModeCommit,
+	})
+	var ce *mutator.ConflictError
+	if !errors.As(err, &ce) || string(ce.Current) != "50000" {
+		t.Fatalf("stale expect: %v, want a conflict naming 50000", err)
+	}
+	t.Log(err)
+}
