@@ -92,6 +92,9 @@ type Request struct {
 	DryRun bool `json:"dry_run,omitempty"`
 	// Tool names the caller in the commit's trailer; default "cuecast set".
 	Tool string `json:"tool,omitempty"`
+	// Subject is the commit's subject line; default says which values
+	// were set ("payments/checkout: set server.port to 8081").
+	Subject string `json:"subject,omitempty"`
 }
 
 // Result is what a change did.

@@ -172,12 +172,8 @@ func (m *Mutator) plan(ctx context.Context, fsys fs.FS, head string, req Request
 		want := normPath(p)
 		err := compiler.ExplainEach(ctx, m.dir, req.Configs, compiler.ExplainOptions{Variant: req.Variant, Path: p, FS: fsys, Timeout: m.opts.Timeout},
 			func(cfg cuecast.ConfigPath, ex *compiler.Explanation, err error) error {
-				var ce *compiler.CompileError
-				switch {
-				case errors.As(err, &ce):
-					return &CompileError{Errors: ce.Errors}
-				case err != nil:
-					return &RequestError{Err: err}
+				if err != nil {
+					return explainErr(err)
 				}
 				for _, ev := range ex.Values {
 					if normPath(ev.Path) == want {
@@ -191,11 +187,7 @@ func (m *Mutator) plan(ctx context.Context, fsys fs.FS, head string, req Request
 				return badRequest("%s: %s is a struct or a list, not a value: name one of its fields (cuecast explain %s %s)", cfg, p, cfg, p)
 			})
 		if err != nil {
-			var ce *CompileError
-			if errors.As(err, &ce) || errors.Is(err, ErrBadRequest) {
-				return nil, err
-			}
-			return nil, fmt.Errorf("explain: %w", err)
+			return nil, err
 		}
 	}
 	cc := newContext()
@@ -331,6 +323,9 @@ func editable(cfg cuecast.ConfigPath, ev compiler.ExplainedValue) ([]compiler.Po
 		}
 		return pos, nil
 	case compiler.OriginReference:
+		if ev.Target == compiler.OriginTag {
+			return nil, refuse("reference", fmt.Sprintf("it is read through %s from %s, where the variant's dimension value (%s) is injected through @tag: name another variant, or change the dimension's values in the manifest", strings.Join(ev.Via, ", "), pos[0], ev.Tag))
+		}
 		return nil, refuse("reference", fmt.Sprintf("it is read through %s from %s (%s there): change it where it is set, which changes every field reading it, or replace the reference by hand", strings.Join(ev.Via, ", "), pos[0], ev.Target))
 	case compiler.OriginTag:
 		return nil, refuse("tag", fmt.Sprintf("it is the variant's own dimension value (%s), injected through @tag: name another variant, or change the dimension's values in the manifest", ev.Tag))
@@ -421,9 +416,14 @@ func message(req Request, values []Value) string {
 	for _, v := range values {
 		configs[v.Config] = true
 	}
-	if len(values) == 1 {
+	switch {
+	case req.Subject != "":
+		fmt.Fprintf(&b, "%s\n", strings.TrimSpace(req.Subject))
+	case len(values) == 1:
 		fmt.Fprintf(&b, "%s: set %s to %s\n", values[0].Config, values[0].Path, values[0].New)
-	} else {
+	case len(configs) == 1:
+		fmt.Fprintf(&b, "%s: set %d values\n", values[0].Config, len(values))
+	default:
 		fmt.Fprintf(&b, "set %d values in %d configs\n", len(values), len(configs))
 	}
 	fmt.Fprintf(&b, "\n%s\n\n", strings.TrimSpace(req.Reason))

@@ -95,6 +95,7 @@ Exit codes: 0 ok, 1 cuecast failed, 2 wrong usage, 3 invalid configs, 4 halted o
 		newVersionCmd(env, nil),
 		newInitCmd(env, nil),
 		newFlagsCmd(env, nil),
+		newSetCmd(env, nil),
 	)
 	guardGroups(root)
 	guardArgs(root)
