@@ -92,7 +92,6 @@ the weights); the report says what share of users changes variant.
 	return cmd
 }
 
-
 // flagSubject is the commit subject of a flag change.
 func flagSubject(cfg string, c mutator.FlagChange) string {
 	what := "rollout"
