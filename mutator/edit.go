@@ -89,7 +89,11 @@ type splice struct {
 // literalSpan finds the literal explain placed at line:col of src and
 // returns its byte span: a number, string, bool or null, with its sign; for
 // a default (*3) the literal after the star.
-func literalSpan(name string, src []byte, line, col int) (start, end int, err error) {
+//
+// With strict, the outermost expression there must be the literal: a value
+// explain calls computed is edited only when it is a signed number (-5),
+// never an operand of a larger expression (1 + x).
+func literalSpan(name string, src []byte, line, col int, strict bool) (start, end int, err error) {
 	off, ok := offsetOf(src, line, col)
 	if !ok {
 		return 0, 0, fmt.Errorf("%s:%d:%d: no such position", name, line, col)
@@ -114,7 +118,7 @@ func literalSpan(name string, src []byte, line, col int) (start, end int, err er
 			found = e
 			return false
 		}
-		return true
+		return !strict
 	}, nil)
 	if found == nil {
 		return 0, 0, fmt.Errorf("%s:%d:%d: no literal there", name, line, col)

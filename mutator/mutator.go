@@ -3,9 +3,9 @@ package mutator
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -45,8 +45,20 @@ const (
 // literal (8081, "eu", true, null, 0x1F, 1e3). A bare word is a string
 // when the current value is one (region=eu).
 type Assignment struct {
-	Path  string `json:"path"`
-	Value string `json:"value"`
+	// Config, when set, limits the assignment to this config (a bulk
+	// change setting different values in different configs); empty means
+	// every config of Request.Configs.
+	Config cuecast.ConfigPath `json:"config,omitempty"`
+	Path   string             `json:"path"`
+	Value  string             `json:"value"`
+}
+
+// configs are the configs a takes effect in.
+func (a Assignment) configs(all []cuecast.ConfigPath) []cuecast.ConfigPath {
+	if a.Config != "" {
+		return []cuecast.ConfigPath{a.Config}
+	}
+	return all
 }
 
 // Identity is who asked for a change: the commit's author.
@@ -204,9 +216,17 @@ func (m *Mutator) Set(ctx context.Context, req Request) (*Result, error) {
 }
 
 func (req *Request) validate() error {
+	for _, a := range append(slices.Clone(req.Set), req.Expect...) {
+		if a.Config == "" && len(req.Configs) == 0 {
+			return badRequest("set: no config named for %s", a.Path)
+		}
+		if a.Config != "" {
+			if err := a.Config.Validate(); err != nil {
+				return &RequestError{Err: fmt.Errorf("set: config %q: %w", a.Config, err)}
+			}
+		}
+	}
 	switch {
-	case len(req.Configs) == 0:
-		return badRequest("set: no config named")
 	case len(req.Set) == 0:
 		return badRequest("set: no PATH=VALUE given")
 	case req.Reason == "":
@@ -230,10 +250,13 @@ func (req *Request) validate() error {
 	}
 	seen := map[string]bool{}
 	for _, a := range req.Set {
-		if seen[a.Path] {
-			return badRequest("set: %s is assigned twice", a.Path)
+		for _, c := range a.configs(req.Configs) {
+			k := string(c) + " " + normPath(a.Path)
+			if seen[k] {
+				return badRequest("set: %s %s is assigned twice", c, a.Path)
+			}
+			seen[k] = true
 		}
-		seen[a.Path] = true
 	}
 	if req.Tool == "" {
 		req.Tool = "cuecast set"
@@ -252,4 +275,3 @@ func errorsAt(rep *ci.Report) []compiler.Error {
 	return out
 }
 
-var _ = errors.Is

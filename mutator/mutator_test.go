@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/go-git/go-git/v5/plumbing"
+
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/compiler"
 	"github.com/cuecast/cuecast/internal/gittest"
@@ -78,3 +80,5 @@ func TestSetFlagRollout(t *testing.T) {
 	}
 	t.Log(err)
 }
+
+func plumbingHash(s string) plumbing.Hash { return plumbing.NewHash(s) }

@@ -160,17 +160,24 @@ func (m *Mutator) target(r *git.Repository, req Request) (branch plumbing.Refere
 // plan explains every value the request reads, checks its expectations
 // and computes the edited files.
 func (m *Mutator) plan(ctx context.Context, fsys fs.FS, head string, req Request) (*change, error) {
+	// Which configs each path is read in, in the order first named.
 	var paths []string
+	cfgsOf := map[string][]cuecast.ConfigPath{}
 	for _, a := range append(slices.Clone(req.Set), req.Expect...) {
-		if !slices.Contains(paths, a.Path) {
+		if _, ok := cfgsOf[a.Path]; !ok {
 			paths = append(paths, a.Path)
+		}
+		for _, c := range a.configs(req.Configs) {
+			if !slices.Contains(cfgsOf[a.Path], c) {
+				cfgsOf[a.Path] = append(cfgsOf[a.Path], c)
+			}
 		}
 	}
 	// values[cfg][path] is the explained leaf.
 	values := map[cuecast.ConfigPath]map[string]compiler.ExplainedValue{}
 	for _, p := range paths {
 		want := normPath(p)
-		err := compiler.ExplainEach(ctx, m.dir, req.Configs, compiler.ExplainOptions{Variant: req.Variant, Path: p, FS: fsys, Timeout: m.opts.Timeout},
+		err := compiler.ExplainEach(ctx, m.dir, cfgsOf[p], compiler.ExplainOptions{Variant: req.Variant, Path: p, FS: fsys, Timeout: m.opts.Timeout},
 			func(cfg cuecast.ConfigPath, ex *compiler.Explanation, err error) error {
 				if err != nil {
 					return explainErr(err)
@@ -191,8 +198,8 @@ func (m *Mutator) plan(ctx context.Context, fsys fs.FS, head string, req Request
 		}
 	}
 	cc := newContext()
-	for _, cfg := range req.Configs {
-		for _, e := range req.Expect {
+	for _, e := range req.Expect {
+		for _, cfg := range e.configs(req.Configs) {
 			ev := values[cfg][e.Path]
 			want, err := parseValue(cc, e.Value, ev.JSON)
 			if err != nil {
@@ -205,8 +212,8 @@ func (m *Mutator) plan(ctx context.Context, fsys fs.FS, head string, req Request
 	}
 	ch := &change{files: map[string][]byte{}, before: map[string][]byte{}}
 	byFile := map[string]*edits{}
-	for _, cfg := range req.Configs {
-		for _, a := range req.Set {
+	for _, a := range req.Set {
+		for _, cfg := range a.configs(req.Configs) {
 			ev := values[cfg][a.Path]
 			nv, err := parseValue(cc, a.Value, ev.JSON)
 			if err != nil {
@@ -214,6 +221,9 @@ func (m *Mutator) plan(ctx context.Context, fsys fs.FS, head string, req Request
 			}
 			v := Value{Config: cfg, Path: a.Path, Old: ev.JSON, New: nv.json, Origin: ev.Origin}
 			pos, refusal := editable(cfg, ev)
+			if refusal != nil && ev.Origin == compiler.OriginComputed && signedNumber(fsys, refusal.Positions) {
+				pos, refusal = refusal.Positions, nil // -5 is a unary minus to CUE, a literal to people
+			}
 			switch {
 			case refusal != nil && req.At == "":
 				return nil, refusal
@@ -234,7 +244,7 @@ func (m *Mutator) plan(ctx context.Context, fsys fs.FS, head string, req Request
 					if err != nil {
 						return nil, fmt.Errorf("read %s: %w", p.File, err)
 					}
-					start, end, err := literalSpan(p.File, src, p.Line, p.Column)
+					start, end, err := literalSpan(p.File, src, p.Line, p.Column, ev.Origin == compiler.OriginComputed)
 					if err != nil {
 						return nil, fmt.Errorf("%s: %s: %w", cfg, a.Path, err)
 					}
@@ -273,6 +283,20 @@ func (m *Mutator) plan(ctx context.Context, fsys fs.FS, head string, req Request
 		}
 	}
 	return ch, nil
+}
+
+// signedNumber reports whether the single position decides a value written
+// as a signed number literal in the repo.
+func signedNumber(fsys fs.FS, pos []compiler.Position) bool {
+	if len(pos) != 1 || vendored(pos[0].File) {
+		return false
+	}
+	src, err := fs.ReadFile(fsys, pos[0].File)
+	if err != nil {
+		return false
+	}
+	_, _, err = literalSpan(pos[0].File, src, pos[0].Line, pos[0].Column, true)
+	return err == nil
 }
 
 func fileEdits(m map[string]*edits, name string) *edits {
