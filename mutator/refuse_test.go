@@ -106,7 +106,6 @@ func TestSetAt(t *testing.T) {
 		t.Errorf("explain after --at: %s", got)
 	}
 }
-}
 
 // TestSetBreaksConfig: a value the schema refuses, and one that breaks
 // another config reading the same library literal, are refused with the
