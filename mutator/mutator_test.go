@@ -58,6 +58,13 @@ func TestSetFlagRollout(t *testing.T) {
 	if !strings.Contains(string(b), `weights: [{variant: "on", weight: 50000}, {variant: "off", weight: 50000}]`) {
 		t.Errorf("flags.cue not edited in the work tree:\n%s", b)
 	}
+	wt, err := r.Git.Worktree()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := wt.Status(); err != nil || !st.IsClean() {
+		t.Errorf("work tree after set: %v\n%s\nwant it clean, on the new commit", err, st)
+	}
 	if len(res.Report.Risk.FlagRollouts) != 1 {
 		t.Errorf("report's flag rollouts = %+v, want one", res.Report.Risk.FlagRollouts)
 	}

@@ -109,7 +109,7 @@ func (m *Mutator) set(ctx context.Context, req Request) (*Result, error) {
 	}
 	res.Branch = branch.Short()
 	if wt != nil {
-		if err := syncWorkTree(wt, ch.files); err != nil {
+		if err := syncWorkTree(r, wt, ch.files); err != nil {
 			return res, err
 		}
 	}
