@@ -274,4 +274,3 @@ func errorsAt(rep *ci.Report) []compiler.Error {
 	}
 	return out
 }
-
