@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 	"time"
 
@@ -13,13 +12,12 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/transport"
-	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 	"github.com/google/go-github/v60/github"
 	"github.com/spf13/cobra"
 
 	"github.com/cuecast/cuecast"
-	"github.com/cuecast/cuecast/ci"
 	"github.com/cuecast/cuecast/gitfs"
+	"github.com/cuecast/cuecast/internal/publish"
 	"github.com/cuecast/cuecast/internal/revert"
 )
 
@@ -171,10 +169,8 @@ func revertRun(ctx context.Context, env *Env, opts *RevertOptions) error {
 		fmt.Fprintf(env.IO.Out, "push it (git push, or cuecast revert --push) and the pipeline rolls it out as a new version\n")
 		return nil
 	}
-	spec := config.RefSpec(fmt.Sprintf("%s:%s", branch, branch))
-	err = r.PushContext(ctx, &git.PushOptions{RemoteName: opts.Remote, RefSpecs: []config.RefSpec{spec}, Auth: remoteAuthMethod})
-	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
-		return fmt.Errorf("push %s to %s: %w", branch.Short(), opts.Remote, err)
+	if err := publish.Push(ctx, r, opts.Remote, branch, remoteAuthMethod); err != nil {
+		return err
 	}
 	fmt.Fprintf(env.IO.Out, "pushed %s to %s\n", branch.Short(), opts.Remote)
 	if !opts.GitHubPR {
@@ -206,45 +202,24 @@ func signature(r *git.Repository) (*object.Signature, error) {
 // remoteAuth returns the remote's URL and the credentials to push to it: a
 // token over HTTPS, nothing for local and SSH remotes (the agent answers).
 func remoteAuth(r *git.Repository, opts *RevertOptions) (string, transport.AuthMethod, error) {
-	rem, err := r.Remote(opts.Remote)
+	url, err := publish.RemoteURL(r, opts.Remote)
 	if err != nil {
-		return "", nil, &UsageError{Err: fmt.Errorf("remote %q: %w", opts.Remote, err), Hint: "add the remote, or name one with --remote"}
+		return "", nil, &UsageError{Err: err, Hint: "add the remote, or name one with --remote"}
 	}
-	url := rem.Config().URLs[0]
-	if strings.HasPrefix(url, "https://") && opts.Token != "" {
-		return url, &githttp.BasicAuth{Username: "x-access-token", Password: opts.Token}, nil
-	}
-	return url, nil, nil
+	return url, publish.TokenAuth(url, opts.Token), nil
 }
 
 // githubTarget is the OWNER/NAME a pull request goes to.
 func githubTarget(opts *RevertOptions, remoteURL string) (owner, name string, err error) {
-	owner, name, ok := strings.Cut(opts.GitHubRepo, "/")
-	if opts.GitHubRepo == "" {
-		if owner, name, ok = ci.ParseGitHubRepo(remoteURL); !ok {
-			return "", "", usageErrorf("pass --github-repo OWNER/NAME", "cannot tell the GitHub repository from remote URL %s", remoteURL)
-		}
-	}
-	if !ok || owner == "" || name == "" {
-		return "", "", usageErrorf("pass --github-repo OWNER/NAME", "GitHub repository %q is not OWNER/NAME", opts.GitHubRepo)
+	owner, name, err = publish.Repo(opts.GitHubRepo, remoteURL)
+	if err != nil {
+		return "", "", usageErrorf("pass --github-repo OWNER/NAME", "%v", err)
 	}
 	return owner, name, nil
 }
 
 func openPR(ctx context.Context, opts *RevertOptions, owner, name, head, base string, c *object.Commit, target string) (*github.PullRequest, error) {
-	gh := github.NewClient(&http.Client{Timeout: 30 * time.Second}).WithAuthToken(opts.Token)
-	if opts.APIURL != "" && opts.APIURL != "https://api.github.com" {
-		var err error
-		if gh, err = gh.WithEnterpriseURLs(opts.APIURL, opts.APIURL); err != nil {
-			return nil, fmt.Errorf("GitHub API URL %s: %w", opts.APIURL, err)
-		}
-	}
 	body := fmt.Sprintf("%s\n\nOpened by `cuecast revert %s`. Merging it rolls the previous content out as a new version and lifts an emergency-rollback pin on it.", strings.TrimSpace(c.Message), cuecast.ShortCommit(target))
-	pr, _, err := gh.PullRequests.Create(ctx, owner, name, &github.NewPullRequest{
-		Title: github.String(cuecast.CommitSubject(c.Message)), Head: github.String(head), Base: github.String(base), Body: github.String(body),
-	})
-	if err != nil {
-		return nil, fmt.Errorf("open pull request on %s/%s: %w", owner, name, err)
-	}
-	return pr, nil
+	gh := publish.GitHub{APIURL: opts.APIURL, Token: opts.Token, Owner: owner, Name: name}
+	return publish.PullRequest(ctx, gh, head, base, cuecast.CommitSubject(c.Message), body)
 }
