@@ -49,7 +49,7 @@ func TestRefusals(t *testing.T) {
 	}{
 		{"shapes/refuse-tag/env=prod", "env", "tag", "shapes/refuse-tag/refuse-tag.cue:3:6", "the variant's own dimension value (env=prod)"},
 		{"shapes/refuse-reference", "port", "reference", "shapes/refuse-reference/refuse-reference.cue:3:17", "read through _common.port"},
-		{"shapes/refuse-computed", "port", "computed", "shapes/refuse-computed/refuse-computed.cue:4:7", "change one of its operands"},
+		{"shapes/refuse-computed", "port", "computed", "shapes/refuse-computed/refuse-computed.cue:4:7", "an expression computes it: change one of its operands"},
 		{"shapes/refuse-default", "s.retries", "schema", "lib/defaults/defaults.cue:4:16", "--at FILE"},
 		{"shapes/refuse-vendored", "kind", "schema", "cue.mod/pkg/example.com/vendored/vendored.cue:3:15", "vendored schema"},
 	} {

@@ -354,7 +354,7 @@ func editable(cfg cuecast.ConfigPath, ev compiler.ExplainedValue) ([]compiler.Po
 	case compiler.OriginTag:
 		return nil, refuse("tag", fmt.Sprintf("it is the variant's own dimension value (%s), injected through @tag: name another variant, or change the dimension's values in the manifest", ev.Tag))
 	default:
-		return nil, refuse(string(ev.Origin), fmt.Sprintf("it is computed by the expression at %s: change one of its operands (cuecast explain %s %s lists them), or replace the expression by hand", pos[0], cfg, ev.Path))
+		return nil, refuse(string(ev.Origin), fmt.Sprintf("an expression computes it: change one of its operands (cuecast explain %s %s lists them), or replace the expression by hand", cfg, ev.Path))
 	}
 }
 

@@ -194,7 +194,7 @@ func signature(r *git.Repository) (*object.Signature, error) {
 	}
 	if cfg.User.Name == "" || cfg.User.Email == "" {
 		return nil, usageErrorf(`set it as for git commit: git config --global user.name "Your Name" && git config --global user.email you@example.com`,
-			"no Git identity (user.name and user.email) to author the revert commit")
+			"no Git identity (user.name and user.email) to author the commit")
 	}
 	return &object.Signature{Name: cfg.User.Name, Email: cfg.User.Email, When: time.Now()}, nil
 }
