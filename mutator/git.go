@@ -159,7 +159,8 @@ func cleanInWorkTree(wt *git.Worktree, base map[string][]byte) error {
 }
 
 // syncWorkTree writes the changed files into the work tree and the index,
-// so the branch just moved is checked out clean. The index is read and
+// so the branch just moved is checked out clean; a nil content removes the
+// file (undo of a file the change created). The index is read and
 // written once: staging file by file (Worktree.Add) rewrote it per file,
 // which made a 300-config change spend seconds there.
 func syncWorkTree(r *git.Repository, wt *git.Worktree, files map[string][]byte) error {
@@ -170,6 +171,13 @@ func syncWorkTree(r *git.Repository, wt *git.Worktree, files map[string][]byte) 
 	}
 	for name, b := range files {
 		p := filepath.Join(root, filepath.FromSlash(name))
+		if b == nil {
+			if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return fmt.Errorf("update work tree: %w", err)
+			}
+			_, _ = idx.Remove(name) // absent from the index: nothing to remove
+			continue
+		}
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			return fmt.Errorf("update work tree: %w", err)
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/compiler"
@@ -215,4 +216,55 @@ func TestSetPullRequest(t *testing.T) {
 
 func publishTarget(gh *githubtest.Server) publish.GitHub {
 	return publish.GitHub{APIURL: gh.URL, Token: githubtest.Token, Owner: "acme", Name: "configs"}
+}
+
+// TestSetPushRejected: when the remote moved on, the push of a commit is
+// rejected and Set takes the commit back: main, the work tree and the index
+// are as they were, and the error says to pull and retry.
+func TestSetPushRejected(t *testing.T) {
+	t.Parallel()
+	r := shapesRepo(t)
+	bare := r.Bare()
+	head := r.Head()
+	// Someone else pushes to the remote first.
+	other, err := git.PlainClone(t.TempDir(), false, &git.CloneOptions{URL: bare})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wt, err := other.Worktree()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(wt.Filesystem.Root(), "shapes/bool/bool.cue"), []byte("package shape\n\nenabled: false\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := wt.Add("shapes/bool/bool.cue"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := wt.Commit("elsewhere", &git.CommitOptions{Author: &object.Signature{Name: "Bob", Email: "bob@example.com"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Push(&git.PushOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	before := readFile(t, filepath.Join(r.Dir, "shapes/int-plain/int-plain.cue"))
+	req := set("shapes/int-plain", "port", "9000")
+	_, err = mutator.New(r.Dir, mutator.Options{}).Set(context.Background(), req)
+	if err == nil || !strings.Contains(err.Error(), "nothing changed: pull") {
+		t.Fatalf("push to a remote that moved on: %v, want an error saying to pull", err)
+	}
+	if r.Head() != head {
+		t.Errorf("main at %s after a rejected push, want it back at %s", r.Head(), head)
+	}
+	if got := readFile(t, filepath.Join(r.Dir, "shapes/int-plain/int-plain.cue")); got != before {
+		t.Errorf("work tree not restored:\n%s", got)
+	}
+	lwt, err := r.Git.Worktree()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := lwt.Status(); err != nil || !st.IsClean() {
+		t.Errorf("work tree after the undo: %v\n%s", err, st)
+	}
 }
