@@ -130,7 +130,9 @@ func (m *Mutator) set(ctx context.Context, req Request) (*Result, error) {
 // pushError is a push the remote refused; Set then undoes the commit.
 type pushError struct{ err error }
 
-func (e *pushError) Error() string { return e.err.Error() + "; nothing changed: pull, and send the request again" }
+func (e *pushError) Error() string {
+	return e.err.Error() + "; nothing changed: pull, and send the request again"
+}
 func (e *pushError) Unwrap() error { return e.err }
 
 // undo moves branch back from commit to old (deleting it when it is new)
