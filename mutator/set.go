@@ -9,7 +9,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"time"
 
 	"cuelang.org/go/cue"
 	"cuelang.org/go/cue/parser"
@@ -535,4 +534,3 @@ func (m *Mutator) publish(ctx context.Context, r *git.Repository, req Request, b
 	return nil
 }
 
-var _ = time.Now
