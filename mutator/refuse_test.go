@@ -146,17 +146,7 @@ func TestSetBreaksConfig(t *testing.T) {
 	if r.Head() != head {
 		t.Errorf("a refused change moved main")
 	}
-	wt, err := r.Git.Worktree()
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := wt.Status()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !st.IsClean() {
-		t.Errorf("work tree changed by a refused set:\n%s", st)
-	}
+	assertClean(t, r, "after a refused set")
 }
 
 // TestSetPullRequest: ModePR commits on a new branch, pushes it to the
@@ -260,11 +250,5 @@ func TestSetPushRejected(t *testing.T) {
 	if got := readFile(t, filepath.Join(r.Dir, "shapes/int-plain/int-plain.cue")); got != before {
 		t.Errorf("work tree not restored:\n%s", got)
 	}
-	lwt, err := r.Git.Worktree()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st, err := lwt.Status(); err != nil || !st.IsClean() {
-		t.Errorf("work tree after the undo: %v\n%s", err, st)
-	}
+	assertClean(t, r, "after the undo")
 }

@@ -533,4 +533,3 @@ func (m *Mutator) publish(ctx context.Context, r *git.Repository, req Request, b
 	res.PullRequest = &PullRequest{Number: pr.GetNumber(), URL: pr.GetHTMLURL()}
 	return nil
 }
-

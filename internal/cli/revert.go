@@ -64,15 +64,7 @@ remote's URL, API root from $GITHUB_API_URL).`,
 			if opts.Push && opts.GitHubPR {
 				return usageErrorf("--github-pr pushes its own branch", "--push and --github-pr exclude each other")
 			}
-			if opts.Token == "" {
-				opts.Token = env.Getenv("GITHUB_TOKEN")
-			}
-			if opts.GitHubRepo == "" {
-				opts.GitHubRepo = env.Getenv("GITHUB_REPOSITORY")
-			}
-			if opts.APIURL == "" {
-				opts.APIURL = env.Getenv("GITHUB_API_URL")
-			}
+			githubFromEnv(env, &opts.Token, &opts.GitHubRepo, &opts.APIURL)
 			if runF != nil {
 				return runF(c, opts)
 			}
@@ -182,6 +174,19 @@ func revertRun(ctx context.Context, env *Env, opts *RevertOptions) error {
 	}
 	fmt.Fprintf(env.IO.Out, "opened pull request #%d: %s\n", pr.GetNumber(), pr.GetHTMLURL())
 	return nil
+}
+
+// githubFromEnv fills what the flags left empty of a pull request's
+// token, OWNER/NAME and API root from the environment GitHub Actions sets.
+func githubFromEnv(env *Env, token, repo, apiURL *string) {
+	for _, f := range []struct {
+		v   *string
+		key string
+	}{{token, "GITHUB_TOKEN"}, {repo, "GITHUB_REPOSITORY"}, {apiURL, "GITHUB_API_URL"}} {
+		if *f.v == "" {
+			*f.v = env.Getenv(f.key)
+		}
+	}
 }
 
 // signature is the author of the revert: the repository's Git identity
