@@ -155,21 +155,21 @@ func TestSetBreaksConfig(t *testing.T) {
 // too.
 func TestSetPullRequest(t *testing.T) {
 	t.Parallel()
-	r := shapesRepo(t)
+	r := landingRepo(t, 1)
 	bare := r.Bare()
 	head := r.Head()
 	gh := githubtest.New(t)
 	m := mutator.New(r.Dir, mutator.Options{GitHub: publishTarget(gh)})
 	ctx := context.Background()
 
-	req := set("shapes/int-plain", "port", "9000")
+	req := set("ns/counters", "f0", "9000")
 	req.DryRun = true
 	res, err := m.Set(ctx, req)
 	if err != nil || res.Branch != "" || r.Head() != head {
 		t.Fatalf("dry run: %+v, %v; main %s, want it at %s", res, err, r.Head(), head)
 	}
 
-	req = set("shapes/int-plain", "port", "9000")
+	req = set("ns/counters", "f0", "9000")
 	req.Mode = mutator.ModePR
 	res, err = m.Set(ctx, req)
 	if err != nil {
@@ -182,7 +182,7 @@ func TestSetPullRequest(t *testing.T) {
 		t.Fatalf("result %+v, want a pushed branch and pull request #1", res)
 	}
 	pr := gh.Pulls()[1]
-	if pr.Head != res.Branch || pr.Base != "main" || !strings.Contains(pr.Body, "shapes/int-plain") || !strings.Contains(pr.Title, "port") {
+	if pr.Head != res.Branch || pr.Base != "main" || !strings.Contains(pr.Body, "ns/counters") || !strings.Contains(pr.Title, "f0") {
 		t.Errorf("pull request %+v, want %s into main with the report", pr, res.Branch)
 	}
 	pushed, err := git.PlainOpen(bare)
@@ -194,7 +194,7 @@ func TestSetPullRequest(t *testing.T) {
 		t.Errorf("remote's %s: %v, %v; want %s", res.Branch, ref, err, res.Commit)
 	}
 
-	req = set("shapes/int-plain", "port", "9001")
+	req = set("ns/counters", "f0", "9001")
 	req.Mode, req.Branch = mutator.ModeBranch, "tune"
 	if res, err = m.Set(ctx, req); err != nil {
 		t.Fatal(err)
@@ -213,7 +213,7 @@ func publishTarget(gh *githubtest.Server) publish.GitHub {
 // are as they were, and the error says to pull and retry.
 func TestSetPushRejected(t *testing.T) {
 	t.Parallel()
-	r := shapesRepo(t)
+	r := landingRepo(t, 1)
 	bare := r.Bare()
 	head := r.Head()
 	// Someone else pushes to the remote first.
@@ -225,10 +225,10 @@ func TestSetPushRejected(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(wt.Filesystem.Root(), "shapes/bool/bool.cue"), []byte("package shape\n\nenabled: false\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(wt.Filesystem.Root(), "ns/counters/other.cue"), []byte("package counters\n\nother: 1\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := wt.Add("shapes/bool/bool.cue"); err != nil {
+	if _, err := wt.Add("ns/counters/other.cue"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := wt.Commit("elsewhere", &git.CommitOptions{Author: &object.Signature{Name: "Bob", Email: "bob@example.com"}}); err != nil {
@@ -238,8 +238,8 @@ func TestSetPushRejected(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	before := readFile(t, filepath.Join(r.Dir, "shapes/int-plain/int-plain.cue"))
-	req := set("shapes/int-plain", "port", "9000")
+	before := readFile(t, filepath.Join(r.Dir, landingFile))
+	req := set("ns/counters", "f0", "9000")
 	_, err = mutator.New(r.Dir, mutator.Options{}).Set(context.Background(), req)
 	if err == nil || !strings.Contains(err.Error(), "nothing changed: pull") {
 		t.Fatalf("push to a remote that moved on: %v, want an error saying to pull", err)
@@ -247,7 +247,7 @@ func TestSetPushRejected(t *testing.T) {
 	if r.Head() != head {
 		t.Errorf("main at %s after a rejected push, want it back at %s", r.Head(), head)
 	}
-	if got := readFile(t, filepath.Join(r.Dir, "shapes/int-plain/int-plain.cue")); got != before {
+	if got := readFile(t, filepath.Join(r.Dir, landingFile)); got != before {
 		t.Errorf("work tree not restored:\n%s", got)
 	}
 	assertClean(t, r, "after the undo")
