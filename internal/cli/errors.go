@@ -3,6 +3,8 @@ package cli
 import (
 	"errors"
 	"fmt"
+
+	"github.com/cuecast/cuecast/mutator"
 )
 
 // Exit codes. Scripts and CI branch on them, so each has one meaning.
@@ -12,6 +14,11 @@ const (
 	ExitUsage   = 2 // the command was called wrong: bad flag, missing repo or branch
 	ExitInvalid = 3 // the configs are invalid (compile or lint errors)
 	ExitHalted  = 4 // a rollout is halted, or a wait timed out with stragglers
+	// ExitConflict: cuecast set's --expect did not hold; the value changed.
+	ExitConflict = 5
+	// ExitRefused: cuecast set will not edit a value where it comes from
+	// (computed, a reference, a tag, a schema's default).
+	ExitRefused = 6
 )
 
 // UsageError means the invocation was wrong; Hint says what to do instead.
@@ -50,8 +57,14 @@ func ExitCode(err error) int {
 	switch {
 	case err == nil:
 		return ExitOK
-	case errors.Is(err, errInvalid):
+	case errors.Is(err, errInvalid), errors.Is(err, mutator.ErrInvalid):
 		return ExitInvalid
+	case errors.Is(err, mutator.ErrConflict):
+		return ExitConflict
+	case errors.Is(err, mutator.ErrRefused):
+		return ExitRefused
+	case errors.Is(err, mutator.ErrBadRequest):
+		return ExitUsage
 	case errors.As(err, &se):
 		return se.code
 	case errors.As(err, &ue):

@@ -36,7 +36,7 @@ func newFlagsCmd(env *Env, runF func(*cobra.Command, *FlagsEvalOptions) error) *
 		Long: `A flag set is a config that compiles to schemas/flags.cue's #FlagSet; services
 evaluate it in-process with the flags package or its OpenFeature provider.`,
 	}
-	cmd.AddCommand(newFlagsEvalCmd(env, runF))
+	cmd.AddCommand(newFlagsEvalCmd(env, runF), newFlagsSetCmd(env))
 	return cmd
 }
 

@@ -60,6 +60,7 @@ const (
 	CreateComment  Route = "POST comments"
 	EditComment    Route = "PATCH comments"
 	GetPull        Route = "GET pulls"
+	CreatePull     Route = "POST pulls"
 )
 
 // CheckRun is the server's state of one check run.
@@ -87,6 +88,9 @@ type Comment struct {
 type Pull struct {
 	Number           int
 	HeadSHA, BaseSHA string
+	// Head and Base are the branches, Title and Body the text, of a pull
+	// request opened through the API (CreatePull).
+	Head, Base, Title, Body string
 }
 
 type failure struct {
@@ -145,6 +149,7 @@ func NewAt(t testing.TB, root string) *Server {
 	mux.HandleFunc("POST "+root+"/repos/{owner}/{repo}/issues/{n}/comments", s.route(CreateComment, s.createComment))
 	mux.HandleFunc("PATCH "+root+"/repos/{owner}/{repo}/issues/comments/{id}", s.route(EditComment, s.editComment))
 	mux.HandleFunc("GET "+root+"/repos/{owner}/{repo}/pulls/{n}", s.route(GetPull, s.getPull))
+	mux.HandleFunc("POST "+root+"/repos/{owner}/{repo}/pulls", s.route(CreatePull, s.createPull))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.record(r, nil, http.StatusNotFound)
 		writeJSON(w, http.StatusNotFound, map[string]any{"message": "Not Found"})
@@ -539,6 +544,29 @@ func (s *Server) editComment(w http.ResponseWriter, r *http.Request, body map[st
 		}
 	}
 	return writeJSON(w, http.StatusNotFound, map[string]any{"message": "Not Found"})
+}
+
+// Pulls returns the pull requests the server knows, by number.
+func (s *Server) Pulls() map[int]Pull {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[int]Pull, len(s.pulls))
+	for n, p := range s.pulls {
+		out[n] = p
+	}
+	return out
+}
+
+func (s *Server) createPull(w http.ResponseWriter, r *http.Request, body map[string]any) int {
+	str := func(k string) string { v, _ := body[k].(string); return v }
+	s.mu.Lock()
+	n := len(s.pulls) + 1
+	p := Pull{Number: n, Head: str("head"), Base: str("base"), Title: str("title"), Body: str("body")}
+	s.pulls[n] = p
+	s.mu.Unlock()
+	return writeJSON(w, http.StatusCreated, map[string]any{
+		"number": n, "html_url": fmt.Sprintf("https://github.example/%s/%s/pull/%d", r.PathValue("owner"), r.PathValue("repo"), n),
+	})
 }
 
 func (s *Server) getPull(w http.ResponseWriter, r *http.Request, _ map[string]any) int {

@@ -1,0 +1,254 @@
+package mutator_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
+
+	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/compiler"
+	"github.com/cuecast/cuecast/internal/githubtest"
+	"github.com/cuecast/cuecast/internal/gittest"
+	"github.com/cuecast/cuecast/internal/publish"
+	"github.com/cuecast/cuecast/mutator"
+)
+
+func shapesRepo(t *testing.T) *gittest.Repo {
+	t.Helper()
+	r := gittest.New(t)
+	r.CopyDir("testdata/shapes")
+	r.Commit("shapes")
+	return r
+}
+
+func set(cfg cuecast.ConfigPath, path, value string) mutator.Request {
+	return mutator.Request{
+		Configs: []cuecast.ConfigPath{cfg}, Set: []mutator.Assignment{{Path: path, Value: value}},
+		Reason: "test", Identity: alice, Mode: mutator.ModeCommit,
+	}
+}
+
+// TestRefusals: every origin that is not a literal the mutator may edit is
+// refused with its kind, its position and what to change instead, and
+// nothing is committed.
+func TestRefusals(t *testing.T) {
+	t.Parallel()
+	r := shapesRepo(t)
+	head := r.Head()
+	m := mutator.New(r.Dir, mutator.Options{})
+	for _, c := range []struct {
+		cfg        cuecast.ConfigPath
+		path, kind string
+		at, hint   string
+	}{
+		{"shapes/refuse-tag/env=prod", "env", "tag", "shapes/refuse-tag/refuse-tag.cue:3:6", "the variant's own dimension value (env=prod)"},
+		{"shapes/refuse-reference", "port", "reference", "shapes/refuse-reference/refuse-reference.cue:3:17", "read through _common.port"},
+		{"shapes/refuse-computed", "port", "computed", "shapes/refuse-computed/refuse-computed.cue:4:7", "an expression computes it: change one of its operands"},
+		{"shapes/refuse-default", "s.retries", "schema", "lib/defaults/defaults.cue:4:16", "--at FILE"},
+		{"shapes/refuse-vendored", "kind", "schema", "cue.mod/pkg/example.com/vendored/vendored.cue:3:15", "vendored schema"},
+	} {
+		t.Run(c.kind+"/"+string(c.cfg), func(t *testing.T) {
+			_, err := m.Set(context.Background(), set(c.cfg, c.path, "1"))
+			var re *mutator.RefusedError
+			if !errors.As(err, &re) || !errors.Is(err, mutator.ErrRefused) {
+				t.Fatalf("got %v, want a refusal", err)
+			}
+			if re.Kind != c.kind || re.Positions[0].String() != c.at || !strings.Contains(re.Hint, c.hint) {
+				t.Errorf("refusal %q: kind %s at %s; want %s at %s with a hint saying %q", err, re.Kind, re.Positions[0], c.kind, c.at, c.hint)
+			}
+			if !strings.Contains(err.Error(), c.at) {
+				t.Errorf("message %q does not name %s", err, c.at)
+			}
+		})
+	}
+	if r.Head() != head {
+		t.Errorf("a refused set moved main to %s", r.Head())
+	}
+}
+
+// TestSetAt: a schema default is set for one config by adding a field to a
+// new file of its directory, with the package clause of its files.
+func TestSetAt(t *testing.T) {
+	t.Parallel()
+	r := shapesRepo(t)
+	req := set("shapes/refuse-default", "s.retries", "5")
+	// Outside the config's directory: refused.
+	req.At = "lib/defaults/override.cue"
+	if _, err := mutator.New(r.Dir, mutator.Options{}).Set(context.Background(), req); !errors.Is(err, mutator.ErrBadRequest) {
+		t.Errorf("--at outside the config: %v, want a bad request", err)
+	}
+	req.At = "shapes/refuse-default/override.cue"
+	res, err := mutator.New(r.Dir, mutator.Options{}).Set(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(r.Dir, req.At))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "package shape\n\ns: retries: 5\n"; string(b) != want {
+		t.Errorf("override file:\n%s\nwant:\n%s", b, want)
+	}
+	if v := res.Values[0]; v.Edited.File != req.At || v.Edited.Line != 3 || string(v.New) != "5" {
+		t.Errorf("value %+v, want 5 at %s:3", v, req.At)
+	}
+	ex, err := compiler.Explain(context.Background(), r.Dir, "shapes/refuse-default", compiler.ExplainOptions{Path: "s.retries"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ex.Values[0]; string(got.JSON) != "5" || got.Positions[0].File != req.At {
+		t.Errorf("explain after --at: %s", got)
+	}
+}
+
+// TestSetBreaksConfig: a value the schema refuses, and one that breaks
+// another config reading the same library literal, are refused with the
+// compiler's own errors; main, the work tree and the index stay as they were.
+func TestSetBreaksConfig(t *testing.T) {
+	t.Parallel()
+	r := exampleRepo(t)
+	head := r.Head()
+	m := mutator.New(r.Dir, mutator.Options{})
+	for _, c := range []struct {
+		cfg         cuecast.ConfigPath
+		path, value string
+		configs     []cuecast.ConfigPath
+	}{
+		{"payments/checkout", "max_amount_minor", `"lots"`, []cuecast.ConfigPath{"payments/checkout"}},
+		// ledger.port is a literal of lib/net, which refunds reads too.
+		{"payments/checkout", "ledger.port", "70000", []cuecast.ConfigPath{"payments/checkout", "payments/refunds"}},
+	} {
+		_, err := m.Set(context.Background(), set(c.cfg, c.path, c.value))
+		var ce *mutator.CompileError
+		if !errors.As(err, &ce) || len(ce.Errors) == 0 {
+			t.Fatalf("%s=%s: %v, want a compile error", c.path, c.value, err)
+		}
+		got := map[cuecast.ConfigPath]bool{}
+		for _, e := range ce.Errors {
+			if e.File == "" || e.Line == 0 {
+				t.Errorf("error without a position: %+v", e)
+			}
+			got[e.Config] = true
+		}
+		for _, cfg := range c.configs {
+			if !got[cfg] {
+				t.Errorf("%s=%s: no error for %s in %v", c.path, c.value, cfg, err)
+			}
+		}
+	}
+	if r.Head() != head {
+		t.Errorf("a refused change moved main")
+	}
+	assertClean(t, r, "after a refused set")
+}
+
+// TestSetPullRequest: ModePR commits on a new branch, pushes it to the
+// remote and opens a pull request whose body is the check's report; the
+// branch checked out does not move. ModeBranch and DryRun leave main alone
+// too.
+func TestSetPullRequest(t *testing.T) {
+	t.Parallel()
+	r := landingRepo(t, 1)
+	bare := r.Bare()
+	head := r.Head()
+	gh := githubtest.New(t)
+	m := mutator.New(r.Dir, mutator.Options{GitHub: publishTarget(gh)})
+	ctx := context.Background()
+
+	req := set("ns/counters", "f0", "9000")
+	req.DryRun = true
+	res, err := m.Set(ctx, req)
+	if err != nil || res.Branch != "" || r.Head() != head {
+		t.Fatalf("dry run: %+v, %v; main %s, want it at %s", res, err, r.Head(), head)
+	}
+
+	req = set("ns/counters", "f0", "9000")
+	req.Mode = mutator.ModePR
+	res, err = m.Set(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Head() != head {
+		t.Error("a pull request moved main")
+	}
+	if !res.Pushed || res.PullRequest == nil || res.PullRequest.Number != 1 {
+		t.Fatalf("result %+v, want a pushed branch and pull request #1", res)
+	}
+	pr := gh.Pulls()[1]
+	if pr.Head != res.Branch || pr.Base != "main" || !strings.Contains(pr.Body, "ns/counters") || !strings.Contains(pr.Title, "f0") {
+		t.Errorf("pull request %+v, want %s into main with the report", pr, res.Branch)
+	}
+	pushed, err := git.PlainOpen(bare)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := pushed.Reference(plumbing.NewBranchReferenceName(res.Branch), true)
+	if err != nil || ref.Hash().String() != res.Commit {
+		t.Errorf("remote's %s: %v, %v; want %s", res.Branch, ref, err, res.Commit)
+	}
+
+	req = set("ns/counters", "f0", "9001")
+	req.Mode, req.Branch = mutator.ModeBranch, "tune"
+	if res, err = m.Set(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	if r.Head() != head || res.Branch != "tune" || !res.Pushed {
+		t.Errorf("branch mode: %+v; main at %s, want it at %s", res, r.Head(), head)
+	}
+}
+
+func publishTarget(gh *githubtest.Server) publish.GitHub {
+	return publish.GitHub{APIURL: gh.URL, Token: githubtest.Token, Owner: "acme", Name: "configs"}
+}
+
+// TestSetPushRejected: when the remote moved on, the push of a commit is
+// rejected and Set takes the commit back: main, the work tree and the index
+// are as they were, and the error says to pull and retry.
+func TestSetPushRejected(t *testing.T) {
+	t.Parallel()
+	r := landingRepo(t, 1)
+	bare := r.Bare()
+	head := r.Head()
+	// Someone else pushes to the remote first.
+	other, err := git.PlainClone(t.TempDir(), false, &git.CloneOptions{URL: bare})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wt, err := other.Worktree()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(wt.Filesystem.Root(), "ns/counters/other.cue"), []byte("package counters\n\nother: 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := wt.Add("ns/counters/other.cue"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := wt.Commit("elsewhere", &git.CommitOptions{Author: &object.Signature{Name: "Bob", Email: "bob@example.com"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Push(&git.PushOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	before := readFile(t, filepath.Join(r.Dir, landingFile))
+	req := set("ns/counters", "f0", "9000")
+	_, err = mutator.New(r.Dir, mutator.Options{}).Set(context.Background(), req)
+	if err == nil || !strings.Contains(err.Error(), "nothing changed: pull") {
+		t.Fatalf("push to a remote that moved on: %v, want an error saying to pull", err)
+	}
+	if r.Head() != head {
+		t.Errorf("main at %s after a rejected push, want it back at %s", r.Head(), head)
+	}
+	if got := readFile(t, filepath.Join(r.Dir, landingFile)); got != before {
+		t.Errorf("work tree not restored:\n%s", got)
+	}
+	assertClean(t, r, "after the undo")
+}
