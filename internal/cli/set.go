@@ -62,7 +62,8 @@ Exit status: 0 done, 1 cuecast failed (Git, GitHub), 2 wrong usage (no such conf
 path or variant, a value that is not a literal), 3 the change would break a config
 (the compiler's errors are printed, nothing is written), 5 --expect did not hold (the
 current value is printed), 6 the value's origin is not a literal cuecast edits (where
-it comes from and what to change instead are printed).`
+it comes from and what to change instead are printed), or the manifest's changes:
+policy does not allow the change (docs/CHANGING.md).`
 
 func newSetCmd(env *Env, runF func(*cobra.Command, *SetOptions) error) *cobra.Command {
 	opts := &SetOptions{}
