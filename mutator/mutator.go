@@ -279,4 +279,3 @@ func errorsAt(rep *ci.Report) []compiler.Error {
 	}
 	return out
 }
-
