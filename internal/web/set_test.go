@@ -1,0 +1,203 @@
+package web
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/go-git/go-git/v5/plumbing"
+
+	"github.com/cuecast/cuecast/internal/gittest"
+	"github.com/cuecast/cuecast/mutator"
+)
+
+const (
+	operatorToken = "op-secret"
+	growthToken   = "growth-secret"
+	paymentsToken = "payments-secret"
+	weight0       = `flags."new-checkout".fallthrough.rollout.weights[0].weight`
+)
+
+// setServer is an operations server with the set API over a copy of
+// configs-example whose search namespace takes pull requests only.
+type setServer struct {
+	repo *gittest.Repo
+	url  string
+}
+
+func newSetServer(t *testing.T) *setServer {
+	t.Helper()
+	repo := gittest.New(t)
+	repo.CopyDir(filepath.Join("..", "..", "configs-example"))
+	man, err := os.ReadFile(filepath.Join(repo.Dir, "cuecast.cue"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo.Write(map[string]string{"cuecast.cue": string(man) + "\nnamespaces: search: changes: land: \"pr\"\n"})
+	repo.Commit("configs-example")
+	tokens, err := ReadTokens(strings.NewReader(
+		"# name namespaces sha256\n" +
+			"growth-bot growth " + hexSHA(growthToken) + "\n" +
+			"payments-bot payments,search " + hexSHA(paymentsToken) + "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Options{Fleet: fakeFleet{}, OperatorToken: operatorToken, Tokens: tokens, Mutator: mutator.New(repo.Dir, mutator.Options{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(s.Handler())
+	t.Cleanup(srv.Close)
+	return &setServer{repo: repo, url: srv.URL}
+}
+
+func hexSHA(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:])
+}
+
+// post sends body (a string as it is, anything else as JSON) to the API
+// with token, and decodes the answer into out when it is not nil.
+func (s *setServer) post(t *testing.T, path, token string, body any, out any) int {
+	t.Helper()
+	b, ok := body.(string)
+	if !ok {
+		j, err := json.Marshal(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b = string(j)
+	}
+	req, err := http.NewRequest(http.MethodPost, s.url+path, strings.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw := new(bytes.Buffer)
+	raw.ReadFrom(resp.Body)
+	if out != nil {
+		if err := json.Unmarshal(raw.Bytes(), out); err != nil {
+			t.Fatalf("%s: %d %s: %v", path, resp.StatusCode, raw, err)
+		}
+	}
+	return resp.StatusCode
+}
+
+type obj = map[string]any
+
+func setReq(cfg, path, value string, extra obj) obj {
+	b := obj{"configs": []string{cfg}, "set": []obj{{"path": path, "value": value}}, "reason": "test", "mode": "commit"}
+	for k, v := range extra {
+		b[k] = v
+	}
+	return b
+}
+
+// TestSetAPIStatuses: each outcome of a set through the API has its status
+// and says what the caller needs: the current value of a conflict, the
+// origin of a refusal, the compiler's file:line of a broken config; bad
+// input is a 400, never a 500; nothing but a success moves main.
+func TestSetAPIStatuses(t *testing.T) {
+	t.Parallel()
+	s := newSetServer(t)
+	head := s.repo.Head()
+	for _, c := range []struct {
+		name, path, token string
+		body              any
+		code              int
+		check             func(t *testing.T, e setErrorBody)
+	}{
+		{name: "no token", path: "/api/set", body: setReq("payments/checkout", "currency", `"USD"`, nil), code: 401},
+		{name: "wrong token", path: "/api/set", token: "guess", body: setReq("payments/checkout", "currency", `"USD"`, nil), code: 401},
+		{name: "not JSON", path: "/api/set", token: operatorToken, body: `{"configs":`, code: 400},
+		{name: "unknown field", path: "/api/set", token: operatorToken, body: setReq("payments/checkout", "currency", `"USD"`, obj{"dryrun": true}), code: 400},
+		{name: "no reason", path: "/api/set", token: operatorToken, body: setReq("payments/checkout", "currency", `"USD"`, obj{"reason": ""}), code: 400},
+		{name: "bad mode", path: "/api/set", token: operatorToken, body: setReq("payments/checkout", "currency", `"USD"`, obj{"mode": "push"}), code: 400},
+		{name: "bad config path", path: "/api/set", token: operatorToken, body: setReq("Payments/../x", "currency", `"USD"`, nil), code: 400},
+		{name: "unknown config", path: "/api/set", token: operatorToken, body: setReq("payments/nope", "currency", `"USD"`, nil), code: 400},
+		{name: "unknown path", path: "/api/set", token: operatorToken, body: setReq("payments/checkout", "nope.nope", "1", nil), code: 400},
+		{name: "not a literal", path: "/api/set", token: operatorToken, body: setReq("payments/checkout", "max_amount_minor", "{", nil), code: 400},
+		{name: "unknown flag", path: "/api/flags/set", token: operatorToken, body: obj{"config": "growth/flags", "flag": "nope", "enable": true, "reason": "x", "mode": "commit"}, code: 400},
+		{name: "two flag changes", path: "/api/flags/set", token: operatorToken, body: obj{"config": "growth/flags", "flag": "new-checkout", "enable": true, "rollout": 5, "reason": "x", "mode": "commit"}, code: 400},
+		{name: "computed origin", path: "/api/set", token: operatorToken, body: setReq("payments/checkout", "service.replicas", "3", nil), code: 422,
+			check: func(t *testing.T, e setErrorBody) {
+				if e.Refused == nil || e.Refused.Kind != "computed" || len(e.Refused.Positions) == 0 || e.Refused.Positions[0].File != "payments/checkout/checkout.cue" || e.Refused.Positions[0].Line == 0 {
+					t.Errorf("refusal %+v, want kind computed at payments/checkout/checkout.cue:N", e.Refused)
+				}
+			}},
+		{name: "breaks the schema", path: "/api/set", token: operatorToken, body: setReq("payments/checkout", "max_amount_minor", "200000000", nil), code: 422,
+			check: func(t *testing.T, e setErrorBody) {
+				if e.Invalid == nil || len(e.Invalid.Errors) == 0 || e.Invalid.Errors[0].File == "" || e.Invalid.Errors[0].Line == 0 {
+					t.Errorf("invalid %+v, want the compiler's errors with file:line", e.Invalid)
+				}
+			}},
+		{name: "stale expectation", path: "/api/set", token: operatorToken, code: 409,
+			body: setReq("growth/flags", weight0, "30000", obj{"expect": []obj{{"path": weight0, "value": "10000"}}}),
+			check: func(t *testing.T, e setErrorBody) {
+				if e.Conflict == nil || string(e.Conflict.Current) != "20000" || string(e.Conflict.Expected) != "10000" {
+					t.Errorf("conflict %+v, want current 20000", e.Conflict)
+				}
+			}},
+		{name: "policy: pull requests only", path: "/api/set", token: operatorToken, body: setReq("search/ranking", "weights.freshness", "0.3", nil), code: 403,
+			check: func(t *testing.T, e setErrorBody) {
+				if e.Policy == nil || e.Policy.Rule != "land" || e.Policy.Namespace != "search" {
+					t.Errorf("policy %+v, want rule land of search", e.Policy)
+				}
+			}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var e setErrorBody
+			if code := s.post(t, c.path, c.token, c.body, &e); code != c.code || e.Error == "" {
+				t.Fatalf("got %d %+v, want %d with an error", code, e, c.code)
+			}
+			if c.check != nil {
+				c.check(t, e)
+			}
+			if s.repo.Head() != head {
+				t.Fatalf("main moved to %s", s.repo.Head())
+			}
+		})
+	}
+
+	t.Run("dry run reports without committing", func(t *testing.T) {
+		var res mutator.Result
+		if code := s.post(t, "/api/flags/set", growthToken, obj{"config": "growth/flags", "flag": "new-checkout", "rollout": 50, "reason": "half", "mode": "commit", "dry_run": true}, &res); code != 200 {
+			t.Fatalf("dry run: %d", code)
+		}
+		if s.repo.Head() != head || res.Report == nil || len(res.Report.Configs) != 1 || len(res.Report.Configs[0].Diff) == 0 ||
+			len(res.Values) != 2 || res.Values[0].Origin == "" || res.Values[0].Edited.File != "growth/flags/flags.cue" {
+			t.Errorf("dry run moved main or reported %+v", res)
+		}
+	})
+	t.Run("commit names who asked", func(t *testing.T) {
+		var res mutator.Result
+		if code := s.post(t, "/api/set", operatorToken, setReq("payments/checkout", "max_amount_minor", "6000000", obj{"actor": "alice"}), &res); code != 200 {
+			t.Fatalf("set: %d", code)
+		}
+		if res.Commit != s.repo.Head() {
+			t.Fatalf("main at %s, want %s", s.repo.Head(), res.Commit)
+		}
+		cm, err := s.repo.Git.CommitObject(plumbing.NewHash(res.Commit))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cm.Author.Name != "web:operator (alice)" || !strings.Contains(cm.Message, mutator.RequestedByTrailer+": web:operator (alice)") ||
+			!strings.Contains(cm.Message, mutator.Trailer+": cuecast serve: set") {
+			t.Errorf("commit by %q:\n%s", cm.Author.Name, cm.Message)
+		}
+	})
+}
