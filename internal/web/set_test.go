@@ -201,3 +201,80 @@ func TestSetAPIStatuses(t *testing.T) {
 		}
 	})
 }
+
+// TestNamespaceTokenStaysInItsNamespace plays the holder of the growth
+// namespace's token trying to change, or read through a conflict, another
+// namespace's config by every door of the API. The oracle: nothing is
+// committed, and the payments token's own change after them still lands.
+func TestNamespaceTokenStaysInItsNamespace(t *testing.T) {
+	t.Parallel()
+	s := newSetServer(t)
+	head := s.repo.Head()
+	checkout := filepath.Join(s.repo.Dir, "payments", "checkout", "checkout.cue")
+	before, err := os.ReadFile(checkout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, path string
+		body       obj
+	}{
+		{"another namespace's config", "/api/set", setReq("payments/checkout", "max_amount_minor", "1", nil)},
+		{"an assignment naming another config", "/api/set",
+			obj{"configs": []string{"growth/flags"}, "set": []obj{{"config": "payments/checkout", "path": "max_amount_minor", "value": "1"}}, "reason": "x", "mode": "commit"}},
+		{"an expectation reading another config", "/api/set",
+			setReq("growth/flags", weight0, "20000", obj{"expect": []obj{{"config": "payments/checkout", "path": "max_amount_minor", "value": "1"}}})},
+		{"both configs at once", "/api/set",
+			obj{"configs": []string{"growth/flags", "payments/checkout"}, "set": []obj{{"path": "max_amount_minor", "value": "1"}}, "reason": "x", "mode": "commit"}},
+		{"a flag of another namespace", "/api/flags/set", obj{"config": "search/new-ui-flag", "flag": "new-ui", "disable": true, "reason": "x", "mode": "commit"}},
+		{"a pull request into another namespace", "/api/set", setReq("payments/checkout", "max_amount_minor", "1", obj{"mode": "branch", "branch": "main"})},
+		{"a dry run of another namespace", "/api/set", setReq("payments/checkout", "max_amount_minor", "1", obj{"dry_run": true})},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var e setErrorBody
+			if code := s.post(t, c.path, growthToken, c.body, &e); code != http.StatusForbidden || e.Policy == nil || e.Policy.Rule != "namespace" {
+				t.Errorf("got %d %+v, want 403 for the namespace", code, e)
+			}
+			if e.Conflict != nil {
+				t.Errorf("the answer reads another namespace's value: %+v", e.Conflict)
+			}
+		})
+	}
+	t.Run("a config path climbing out", func(t *testing.T) {
+		if code := s.post(t, "/api/set", growthToken, setReq("growth/../payments/checkout", "max_amount_minor", "1", nil), nil); code != http.StatusBadRequest {
+			t.Errorf("got %d, want 400", code)
+		}
+	})
+	if s.repo.Head() != head {
+		t.Fatalf("main moved to %s", s.repo.Head())
+	}
+	if after, _ := os.ReadFile(checkout); !bytes.Equal(after, before) {
+		t.Fatalf("checkout.cue changed:\n%s", after)
+	}
+	// Everyone else still gets the next change through.
+	var res mutator.Result
+	if code := s.post(t, "/api/set", paymentsToken, setReq("payments/checkout", "max_amount_minor", "7000000", nil), &res); code != http.StatusOK || res.Commit != s.repo.Head() {
+		t.Fatalf("the payments token's change: %d, main at %s", code, s.repo.Head())
+	}
+	if after, _ := os.ReadFile(checkout); !strings.Contains(string(after), "max_amount_minor: 7000000") {
+		t.Errorf("checkout.cue after the legitimate change:\n%s", after)
+	}
+	if code := s.post(t, "/api/flags/set", growthToken, obj{"config": "growth/flags", "flag": "new-checkout", "rollout": 30, "reason": "x", "mode": "commit"}, &res); code != http.StatusOK || res.Commit != s.repo.Head() {
+		t.Fatalf("the growth token's own change: %d", code)
+	}
+}
+
+// TestReadTokens: the tokens file holds SHA-256s, never tokens.
+func TestReadTokens(t *testing.T) {
+	t.Parallel()
+	for _, bad := range []string{
+		"bot growth " + growthToken,           // the token itself
+		"bot growth",                          // no hash
+		"bot Growth/x " + hexSHA(growthToken), // not a namespace
+		"bot growth " + hexSHA(growthToken) + "\nbot2 payments " + hexSHA(growthToken), // one token twice
+	} {
+		if _, err := ReadTokens(strings.NewReader(bad)); err == nil {
+			t.Errorf("accepted %q", bad)
+		}
+	}
+}
