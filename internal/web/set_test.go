@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -42,6 +44,12 @@ func newSetServer(t *testing.T) *setServer {
 	}
 	repo.Write(map[string]string{"cuecast.cue": string(man) + "\nnamespaces: search: changes: land: \"pr\"\n"})
 	repo.Commit("configs-example")
+	return serveSet(t, repo)
+}
+
+// serveSet serves the set API over repo with the test's tokens.
+func serveSet(t *testing.T, repo *gittest.Repo) *setServer {
+	t.Helper()
 	tokens, err := ReadTokens(strings.NewReader(
 		"# name namespaces sha256\n" +
 			"growth-bot growth " + hexSHA(growthToken) + "\n" +
@@ -67,34 +75,45 @@ func hexSHA(s string) string {
 // with token, and decodes the answer into out when it is not nil.
 func (s *setServer) post(t *testing.T, path, token string, body any, out any) int {
 	t.Helper()
+	code, err := s.do(path, token, body, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return code
+}
+
+// do is post for any goroutine: it returns what post fails the test with.
+func (s *setServer) do(path, token string, body any, out any) (int, error) {
 	b, ok := body.(string)
 	if !ok {
 		j, err := json.Marshal(body)
 		if err != nil {
-			t.Fatal(err)
+			return 0, err
 		}
 		b = string(j)
 	}
 	req, err := http.NewRequest(http.MethodPost, s.url+path, strings.NewReader(b))
 	if err != nil {
-		t.Fatal(err)
+		return 0, err
 	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Fatal(err)
+		return 0, err
 	}
 	defer resp.Body.Close()
-	raw := new(bytes.Buffer)
-	raw.ReadFrom(resp.Body)
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
 	if out != nil {
-		if err := json.Unmarshal(raw.Bytes(), out); err != nil {
-			t.Fatalf("%s: %d %s: %v", path, resp.StatusCode, raw, err)
+		if err := json.Unmarshal(raw, out); err != nil {
+			return resp.StatusCode, fmt.Errorf("%s: %d %s: %w", path, resp.StatusCode, raw, err)
 		}
 	}
-	return resp.StatusCode
+	return resp.StatusCode, nil
 }
 
 type obj = map[string]any
