@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/cuecast/cuecast/distributor"
 	"github.com/cuecast/cuecast/internal/pipeline"
+	"github.com/cuecast/cuecast/internal/web"
 	"github.com/cuecast/cuecast/tailer"
 )
 
@@ -31,6 +33,8 @@ type ServeOptions struct {
 	HTTP          string
 	OperatorToken string
 	WebhookSecret string
+	// APITokens is a file of namespace tokens for the set API (web.ReadTokens).
+	APITokens string
 	// InlineLimit is distributor.Options.InlineLimit: content up to this
 	// many bytes rides in every pointer message.
 	InlineLimit int
@@ -119,6 +123,7 @@ anything is created in --data.`,
 	cmd.Flags().DurationVar(&opts.Interval, "interval", 0, "poll interval (default 1s for a local repo, 5s for a remote one)")
 	cmd.Flags().StringVar(&opts.StartAt, "start-at", "", "on an empty data directory, begin from this commit instead of the branch's root")
 	cmd.Flags().StringVar(&opts.HTTP, "http", "", "address of the operations server: dashboard, /metrics, /healthz, /readyz, /hooks/github (e.g. 127.0.0.1:8080)")
+	cmd.Flags().StringVar(&opts.APITokens, "api-tokens", "", "file of namespace tokens (NAME NAMESPACES SHA256 a line) that may change their namespaces' configs through POST /api/set (docs/CHANGING.md)")
 	cmd.Flags().StringVar(&opts.OperatorToken, "operator-token", "", "bearer token enabling the dashboard's rollout actions (default $CUECAST_OPERATOR_TOKEN; empty: read-only)")
 	cmd.Flags().StringVar(&opts.WebhookSecret, "webhook-secret", "", "secret verifying GitHub push webhooks at /hooks/github (default $CUECAST_WEBHOOK_SECRET)")
 	cmd.Flags().IntVar(&opts.InlineLimit, "inline-limit", distributor.DefaultInlineLimit,
@@ -137,8 +142,20 @@ func serveRun(c *cobra.Command, env *Env, opts *ServeOptions) error {
 	log := env.Logger()
 	// The flags without --http would be silently useless; the environment
 	// variables may be set for every invocation and are simply unused then.
-	if opts.HTTP == "" && (opts.OperatorToken != "" || opts.WebhookSecret != "") {
-		return usageErrorf("add --http ADDR", "--operator-token and --webhook-secret need the operations server")
+	if opts.HTTP == "" && (opts.OperatorToken != "" || opts.WebhookSecret != "" || opts.APITokens != "") {
+		return usageErrorf("add --http ADDR", "--operator-token, --webhook-secret and --api-tokens need the operations server")
+	}
+	var apiTokens []web.Token
+	if opts.APITokens != "" {
+		f, err := os.Open(opts.APITokens)
+		if err != nil {
+			return &UsageError{Err: fmt.Errorf("--api-tokens: %w", err), Hint: "give a file of NAME NAMESPACES SHA256 lines (docs/CHANGING.md)"}
+		}
+		apiTokens, err = web.ReadTokens(f)
+		f.Close()
+		if err != nil {
+			return &UsageError{Err: fmt.Errorf("--api-tokens %s: %w", opts.APITokens, err), Hint: "one token a line: NAME NAMESPACES SHA256 (docs/CHANGING.md)"}
+		}
 	}
 	if opts.OperatorToken == "" {
 		opts.OperatorToken = env.Getenv("CUECAST_OPERATOR_TOKEN")
@@ -202,6 +219,7 @@ func serveRun(c *cobra.Command, env *Env, opts *ServeOptions) error {
 		Logger:          log,
 		HTTP:            opts.HTTP,
 		OperatorToken:   opts.OperatorToken,
+		APITokens:       apiTokens,
 		WebhookSecret:   opts.WebhookSecret,
 		InlineLimit:     opts.InlineLimit,
 		Heartbeat:       opts.Heartbeat,

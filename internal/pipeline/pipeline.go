@@ -28,6 +28,7 @@ import (
 	"github.com/cuecast/cuecast/internal/metrics"
 	"github.com/cuecast/cuecast/internal/natsserver"
 	"github.com/cuecast/cuecast/internal/web"
+	"github.com/cuecast/cuecast/mutator"
 	"github.com/cuecast/cuecast/tailer"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 )
@@ -74,6 +75,11 @@ type Config struct {
 	// WebhookSecret verifies GitHub webhooks at /hooks/github; empty rejects
 	// them all.
 	WebhookSecret string
+	// APITokens may change their namespaces' configs through the
+	// operations server's set API, as OperatorToken may every config's;
+	// either enables the API, over a mutator of a local Repo
+	// (docs/CHANGING.md).
+	APITokens []web.Token
 	// SampleInterval is how often the operations server samples the fleet
 	// (zero: 1s).
 	SampleInterval time.Duration
@@ -234,7 +240,13 @@ func (p *Pipeline) startWeb(ctx context.Context, cfg Config, tcfg tailer.Config,
 		// The tailer's clone: the remote's branch as of its last fetch.
 		lagRef = plumbing.NewRemoteReferenceName("origin", cmp.Or(tcfg.Branch, "main"))
 	}
+	var setter web.Setter
+	if (cfg.OperatorToken != "" || len(cfg.APITokens) > 0) && !tcfg.Remote() {
+		setter = mutator.New(cfg.Repo, mutator.Options{Logger: cfg.Logger})
+	}
 	srv, err := web.New(web.Options{
+		Mutator:       setter,
+		Tokens:        cfg.APITokens,
 		Fleet:         p.Distributor,
 		Tailer:        p.Tailer,
 		Rollouts:      p.Rollout,
