@@ -224,7 +224,9 @@ func (s *Server) setPreamble(w http.ResponseWriter, r *http.Request, v any) (set
 func (s *Server) doSet(w http.ResponseWriter, r *http.Request, c setCaller, req mutator.Request, b setBody) {
 	req.Variant, req.Expect, req.Reason, req.Mode, req.Branch, req.DryRun = b.Variant, b.Expect, strings.TrimSpace(b.Reason), b.Mode, b.Branch, b.DryRun
 	req.Namespaces = c.namespaces
-	req.Identity = mutator.Identity{Name: "web:" + c.name}
+	// The token vouches for the name; .invalid says the address is no
+	// mailbox (RFC 2606) while keeping Git's "Name <email>" form.
+	req.Identity = mutator.Identity{Name: "web:" + c.name, Email: c.name + "@cuecast.invalid"}
 	if a := strings.TrimSpace(b.Actor); a != "" {
 		req.Identity.Name += " (" + a + ")"
 	}

@@ -214,7 +214,7 @@ func TestSetAPIStatuses(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if cm.Author.Name != "web:operator (alice)" || !strings.Contains(cm.Message, mutator.RequestedByTrailer+": web:operator (alice)") ||
+		if cm.Author.Name != "web:operator (alice)" || cm.Author.Email != "operator@cuecast.invalid" || !strings.Contains(cm.Message, mutator.RequestedByTrailer+": web:operator (alice)") ||
 			!strings.Contains(cm.Message, mutator.Trailer+": cuecast serve: set") {
 			t.Errorf("commit by %q:\n%s", cm.Author.Name, cm.Message)
 		}

@@ -398,6 +398,9 @@ func TestDashboardShowsRolloutLive(t *testing.T) {
 		s := text(`(document.getElementById('edit-diff')?.textContent || '-') + ' | ' + document.getElementById('edit-result').textContent`)
 		return strings.Contains(s, "preview: nothing written yet"), s
 	})
+	if got := text(`getComputedStyle(document.getElementById('edit-path-label')).display + ' ' + getComputedStyle(document.getElementById('edit-rollout-label')).display`); got != "none flex" {
+		t.Errorf("flag mode shows path %q, want only the flag's fields", got)
+	}
 	if got := text(`[...document.querySelectorAll('#edit-diff .edit-origin')].map(e => e.textContent).join(',')`); got != "growth/flags/flags.cue:18,growth/flags/flags.cue:18" {
 		t.Errorf("preview origins %q, want both weights at growth/flags/flags.cue:18", got)
 	}
@@ -426,4 +429,21 @@ func TestDashboardShowsRolloutLive(t *testing.T) {
 		return strings.Contains(s, "on 50% · off 50%"), s
 	})
 	screenshot("dashboard-edit-done.png")
+
+	// Any value by its path: the preview names its origin, a literal.
+	valueMode := `(() => {
+		document.getElementById('edit-value-mode').click();
+		const set = (id, v) => { const e = document.getElementById(id); e.value = v; e.dispatchEvent(new Event('input', {bubbles: true})); };
+		set('edit-path', 'flags."results-per-page".variants.many'); set('edit-value', '60');
+		document.getElementById('edit-preview-button').click();
+		return getComputedStyle(document.getElementById('edit-path-label')).display;
+	})()`
+	if got := text(valueMode); got != "flex" {
+		t.Fatalf("value mode: path field %q", got)
+	}
+	poll.Until(t, "the value's preview", 60*time.Second, func() (bool, string) {
+		s := text(`[...document.querySelectorAll('#edit-diff tbody tr')].map(e => e.textContent).join(' | ') + ' | ' + document.getElementById('edit-result').textContent`)
+		return strings.Contains(s, "literalgrowth/flags/flags.cue:23") && strings.Contains(s, "preview: nothing written yet"), s
+	})
+	screenshot("dashboard-edit-value.png")
 }
