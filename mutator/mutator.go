@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -278,4 +279,20 @@ func errorsAt(rep *ci.Report) []compiler.Error {
 		}
 	}
 	return out
+}
+
+// Trailers returns the tool and who asked, as a commit message made by Set
+// names them; empty for a commit made by hand. `cuecast log` shows them.
+func Trailers(msg string) (tool, requestedBy string) {
+	for _, line := range strings.Split(msg, "\n") {
+		k, v, ok := strings.Cut(line, ": ")
+		switch {
+		case !ok:
+		case k == Trailer:
+			tool = strings.TrimSpace(v)
+		case k == RequestedByTrailer:
+			requestedBy = strings.TrimSpace(v)
+		}
+	}
+	return tool, requestedBy
 }

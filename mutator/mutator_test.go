@@ -58,6 +58,7 @@ func TestSetFlagRollout(t *testing.T) {
 	if !strings.Contains(string(b), `weights: [{variant: "on", weight: 50000}, {variant: "off", weight: 50000}]`) {
 		t.Errorf("flags.cue not edited in the work tree:\n%s", b)
 	}
+	assertClean(t, r, "after set")
 	if len(res.Report.Risk.FlagRollouts) != 1 {
 		t.Errorf("report's flag rollouts = %+v, want one", res.Report.Risk.FlagRollouts)
 	}
@@ -82,3 +83,15 @@ func TestSetFlagRollout(t *testing.T) {
 }
 
 func plumbingHash(s string) plumbing.Hash { return plumbing.NewHash(s) }
+
+// assertClean checks that r's work tree and index match its HEAD.
+func assertClean(t *testing.T, r *gittest.Repo, when string) {
+	t.Helper()
+	wt, err := r.Git.Worktree()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := wt.Status(); err != nil || !st.IsClean() {
+		t.Errorf("work tree %s: %v\n%s\nwant it clean", when, err, st)
+	}
+}

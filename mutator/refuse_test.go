@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/compiler"
@@ -49,7 +50,7 @@ func TestRefusals(t *testing.T) {
 	}{
 		{"shapes/refuse-tag/env=prod", "env", "tag", "shapes/refuse-tag/refuse-tag.cue:3:6", "the variant's own dimension value (env=prod)"},
 		{"shapes/refuse-reference", "port", "reference", "shapes/refuse-reference/refuse-reference.cue:3:17", "read through _common.port"},
-		{"shapes/refuse-computed", "port", "computed", "shapes/refuse-computed/refuse-computed.cue:4:7", "change one of its operands"},
+		{"shapes/refuse-computed", "port", "computed", "shapes/refuse-computed/refuse-computed.cue:4:7", "an expression computes it: change one of its operands"},
 		{"shapes/refuse-default", "s.retries", "schema", "lib/defaults/defaults.cue:4:16", "--at FILE"},
 		{"shapes/refuse-vendored", "kind", "schema", "cue.mod/pkg/example.com/vendored/vendored.cue:3:15", "vendored schema"},
 	} {
@@ -145,17 +146,7 @@ func TestSetBreaksConfig(t *testing.T) {
 	if r.Head() != head {
 		t.Errorf("a refused change moved main")
 	}
-	wt, err := r.Git.Worktree()
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := wt.Status()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !st.IsClean() {
-		t.Errorf("work tree changed by a refused set:\n%s", st)
-	}
+	assertClean(t, r, "after a refused set")
 }
 
 // TestSetPullRequest: ModePR commits on a new branch, pushes it to the
@@ -164,21 +155,21 @@ func TestSetBreaksConfig(t *testing.T) {
 // too.
 func TestSetPullRequest(t *testing.T) {
 	t.Parallel()
-	r := shapesRepo(t)
+	r := landingRepo(t, 1)
 	bare := r.Bare()
 	head := r.Head()
 	gh := githubtest.New(t)
 	m := mutator.New(r.Dir, mutator.Options{GitHub: publishTarget(gh)})
 	ctx := context.Background()
 
-	req := set("shapes/int-plain", "port", "9000")
+	req := set("ns/counters", "f0", "9000")
 	req.DryRun = true
 	res, err := m.Set(ctx, req)
 	if err != nil || res.Branch != "" || r.Head() != head {
 		t.Fatalf("dry run: %+v, %v; main %s, want it at %s", res, err, r.Head(), head)
 	}
 
-	req = set("shapes/int-plain", "port", "9000")
+	req = set("ns/counters", "f0", "9000")
 	req.Mode = mutator.ModePR
 	res, err = m.Set(ctx, req)
 	if err != nil {
@@ -191,7 +182,7 @@ func TestSetPullRequest(t *testing.T) {
 		t.Fatalf("result %+v, want a pushed branch and pull request #1", res)
 	}
 	pr := gh.Pulls()[1]
-	if pr.Head != res.Branch || pr.Base != "main" || !strings.Contains(pr.Body, "shapes/int-plain") || !strings.Contains(pr.Title, "port") {
+	if pr.Head != res.Branch || pr.Base != "main" || !strings.Contains(pr.Body, "ns/counters") || !strings.Contains(pr.Title, "f0") {
 		t.Errorf("pull request %+v, want %s into main with the report", pr, res.Branch)
 	}
 	pushed, err := git.PlainOpen(bare)
@@ -203,7 +194,7 @@ func TestSetPullRequest(t *testing.T) {
 		t.Errorf("remote's %s: %v, %v; want %s", res.Branch, ref, err, res.Commit)
 	}
 
-	req = set("shapes/int-plain", "port", "9001")
+	req = set("ns/counters", "f0", "9001")
 	req.Mode, req.Branch = mutator.ModeBranch, "tune"
 	if res, err = m.Set(ctx, req); err != nil {
 		t.Fatal(err)
@@ -215,4 +206,49 @@ func TestSetPullRequest(t *testing.T) {
 
 func publishTarget(gh *githubtest.Server) publish.GitHub {
 	return publish.GitHub{APIURL: gh.URL, Token: githubtest.Token, Owner: "acme", Name: "configs"}
+}
+
+// TestSetPushRejected: when the remote moved on, the push of a commit is
+// rejected and Set takes the commit back: main, the work tree and the index
+// are as they were, and the error says to pull and retry.
+func TestSetPushRejected(t *testing.T) {
+	t.Parallel()
+	r := landingRepo(t, 1)
+	bare := r.Bare()
+	head := r.Head()
+	// Someone else pushes to the remote first.
+	other, err := git.PlainClone(t.TempDir(), false, &git.CloneOptions{URL: bare})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wt, err := other.Worktree()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(wt.Filesystem.Root(), "ns/counters/other.cue"), []byte("package counters\n\nother: 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := wt.Add("ns/counters/other.cue"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := wt.Commit("elsewhere", &git.CommitOptions{Author: &object.Signature{Name: "Bob", Email: "bob@example.com"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Push(&git.PushOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	before := readFile(t, filepath.Join(r.Dir, landingFile))
+	req := set("ns/counters", "f0", "9000")
+	_, err = mutator.New(r.Dir, mutator.Options{}).Set(context.Background(), req)
+	if err == nil || !strings.Contains(err.Error(), "nothing changed: pull") {
+		t.Fatalf("push to a remote that moved on: %v, want an error saying to pull", err)
+	}
+	if r.Head() != head {
+		t.Errorf("main at %s after a rejected push, want it back at %s", r.Head(), head)
+	}
+	if got := readFile(t, filepath.Join(r.Dir, landingFile)); got != before {
+		t.Errorf("work tree not restored:\n%s", got)
+	}
+	assertClean(t, r, "after the undo")
 }

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"time"
 
 	"cuelang.org/go/cue"
 	"cuelang.org/go/cue/parser"
@@ -115,11 +114,46 @@ func (m *Mutator) set(ctx context.Context, req Request) (*Result, error) {
 	}
 	res.Branch = branch.Short()
 	if wt != nil {
-		if err := syncWorkTree(wt, ch.files); err != nil {
+		if err := syncWorkTree(r, wt, ch.files); err != nil {
 			return res, err
 		}
 	}
-	return res, m.publish(ctx, r, req, branch, prBase, res)
+	err = m.publish(ctx, r, req, branch, prBase, res)
+	var pe *pushError
+	if !errors.As(err, &pe) {
+		return res, err
+	}
+	// The remote refused (it moved on, or the credentials do not reach
+	// it): take the commit back, so that a failed request wrote nothing and
+	// a retry starts again from the head.
+	if uerr := undo(r, wt, branch, old, commit, ch.before); uerr != nil {
+		return nil, fmt.Errorf("%w; undoing the local commit failed too: %v", err, uerr)
+	}
+	return nil, err
+}
+
+// pushError is a push the remote refused; Set then undoes the commit.
+type pushError struct{ err error }
+
+func (e *pushError) Error() string {
+	return e.err.Error() + "; nothing changed: pull, and send the request again"
+}
+func (e *pushError) Unwrap() error { return e.err }
+
+// undo moves branch back from commit to old (deleting it when it is new)
+// and restores the files of the work tree that followed it.
+func undo(r *git.Repository, wt *git.Worktree, branch plumbing.ReferenceName, old *plumbing.Reference, commit plumbing.Hash, before map[string][]byte) error {
+	if old == nil {
+		if err := r.Storer.RemoveReference(branch); err != nil {
+			return fmt.Errorf("remove %s: %w", branch.Short(), err)
+		}
+	} else if err := r.Storer.CheckAndSetReference(old, plumbing.NewHashReference(branch, commit)); err != nil {
+		return fmt.Errorf("move %s back: %w", branch.Short(), err)
+	}
+	if wt == nil {
+		return nil
+	}
+	return syncWorkTree(r, wt, before)
 }
 
 // target returns the branch the commit goes on, the commit it is made on
@@ -150,6 +184,9 @@ func (m *Mutator) target(r *git.Repository, req Request) (branch plumbing.Refere
 		}
 		return branch, head.Hash(), "", nil
 	default: // ModePR
+		if _, err := publish.RemoteURL(r, m.opts.Remote); err != nil {
+			return "", plumbing.ZeroHash, "", badRequest("a pull request needs the remote %q to push its branch to: %v", m.opts.Remote, err)
+		}
 		if !head.Name().IsBranch() {
 			return "", plumbing.ZeroHash, "", badRequest("HEAD of %s is detached: check out the branch the pull request goes into", m.dir)
 		}
@@ -360,7 +397,7 @@ func editable(cfg cuecast.ConfigPath, ev compiler.ExplainedValue) ([]compiler.Po
 	case compiler.OriginTag:
 		return nil, refuse("tag", fmt.Sprintf("it is the variant's own dimension value (%s), injected through @tag: name another variant, or change the dimension's values in the manifest", ev.Tag))
 	default:
-		return nil, refuse(string(ev.Origin), fmt.Sprintf("it is computed by the expression at %s: change one of its operands (cuecast explain %s %s lists them), or replace the expression by hand", pos[0], cfg, ev.Path))
+		return nil, refuse(string(ev.Origin), fmt.Sprintf("an expression computes it: change one of its operands (cuecast explain %s %s lists them), or replace the expression by hand", cfg, ev.Path))
 	}
 }
 
@@ -474,13 +511,10 @@ func message(req Request, values []Value) string {
 func (m *Mutator) publish(ctx context.Context, r *git.Repository, req Request, branch, prBase plumbing.ReferenceName, res *Result) error {
 	url, err := publish.RemoteURL(r, m.opts.Remote)
 	if err != nil {
-		if req.Mode == ModePR {
-			return badRequest("a pull request needs the remote %q: %v", m.opts.Remote, err)
-		}
-		return nil // nothing to push to: a local repository
+		return nil // nothing to push to: a local repository (target checked a PR's remote)
 	}
 	if err := publish.Push(ctx, r, m.opts.Remote, branch, m.opts.Auth); err != nil {
-		return fmt.Errorf("committed %s on %s, not pushed: %w", cuecast.ShortCommit(res.Commit), branch.Short(), err)
+		return &pushError{err: err}
 	}
 	res.Pushed = true
 	if req.Mode != ModePR {
@@ -505,5 +539,3 @@ func (m *Mutator) publish(ctx context.Context, r *git.Repository, req Request, b
 	res.PullRequest = &PullRequest{Number: pr.GetNumber(), URL: pr.GetHTMLURL()}
 	return nil
 }
-
-var _ = time.Now

@@ -8,18 +8,19 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-git/go-git/v5/plumbing"
+
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/client"
 	"github.com/cuecast/cuecast/flags"
+	"github.com/cuecast/cuecast/mutator"
 )
 
 // The demo's flag flip: configs-example's flag set, one rollout raised.
 const (
 	demoFlagsConfig = cuecast.ConfigPath("growth/flags")
-	demoFlagsFile   = "growth/flags/flags.cue"
 	demoFlag        = "new-checkout"
-	demoFlagBefore  = `weights: [{variant: "on", weight: 20000}, {variant: "off", weight: 80000}]`
-	demoFlagAfter   = `weights: [{variant: "on", weight: 50000}, {variant: "off", weight: 50000}]`
+	demoFlagRollout = 50 // percent, from configs-example's 20
 	demoUsers       = 1000
 )
 
@@ -46,22 +47,30 @@ func (d *demo) flipFlag(ctx context.Context, repoDir string) error {
 		return err
 	}
 
-	path := filepath.Join(repoDir, filepath.FromSlash(demoFlagsFile))
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Errorf("edit %s: %w", demoFlagsFile, err)
-	}
-	if !strings.Contains(string(b), demoFlagBefore) {
-		return fmt.Errorf("edit %s: the line %q is not there; the demo and configs-example disagree", demoFlagsFile, demoFlagBefore)
-	}
-	if err := os.WriteFile(path, []byte(strings.Replace(string(b), demoFlagBefore, demoFlagAfter, 1)), 0o644); err != nil {
-		return fmt.Errorf("edit %s: %w", demoFlagsFile, err)
-	}
-	d.say("Committing a change to %s: %q from 20%% to 50%% of users.", demoFlagsFile, demoFlag)
+	// The change a tool (or the dashboard) would make: cuecast flags set,
+	// through the mutator, which edits the weights where they are written
+	// and checks the result before it commits.
+	d.say("Running `cuecast flags set %s %s --rollout 50`: %q from 20%% to 50%% of users, committed on main.", demoFlagsConfig, demoFlag, demoFlag)
 	t0 := time.Now()
-	change, err := d.commit("growth: new-checkout to 50% of users")
+	m := mutator.New(repoDir, mutator.Options{})
+	rollout := float64(demoFlagRollout)
+	fc := mutator.FlagChange{Flag: demoFlag, Rollout: &rollout}
+	set, expect, err := m.FlagAssignments(ctx, demoFlagsConfig, nil, fc)
 	if err != nil {
-		return err
+		return fmt.Errorf("raise %s: %w", demoFlag, err)
+	}
+	res, err := m.Set(ctx, mutator.Request{
+		Configs: []cuecast.ConfigPath{demoFlagsConfig}, Set: set, Expect: expect,
+		Reason:   "The one-page checkout converts better: serve it to half the users.",
+		Identity: mutator.Identity{Name: "Demo Engineer", Email: "engineer@example.com"},
+		Mode:     mutator.ModeCommit, Tool: "cuecast flags set", Subject: flagSubject(string(demoFlagsConfig), fc),
+	})
+	if err != nil {
+		return fmt.Errorf("raise %s: %w", demoFlag, err)
+	}
+	change := plumbing.NewHash(res.Commit)
+	for _, v := range res.Values {
+		d.detail("%s: %s -> %s at %s", v.Path, v.Old, v.New, v.Edited)
 	}
 	d.pipe.Tailer.Wake()
 	v, err := d.waitVersion(ctx, demoFlagsConfig, func(v cuecast.Version) bool { return v.Commit == change.String() })

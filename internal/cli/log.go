@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/mutator"
 )
 
 // LogOptions are the flags of `cuecast log`.
@@ -27,6 +28,8 @@ func newLogCmd(env *Env, runF func(*cobra.Command, *LogOptions) error) *cobra.Co
 		Long: `Log lists the retained versions of a config, newest first: version number, the
 commit that made it, its author and date, the first line of its message and the
 checksum of the compiled JSON. Git is the audit trail; this is its view per config.
+A change made with cuecast set or cuecast flags set (or the HTTP API) says so after
+its subject, "(by cuecast set)"; its author is who asked for it.
 A tombstone (the config deleted on main) is marked as such.`,
 		Example: `  cuecast log payments/checkout
   cuecast log payments/checkout --limit 5 --output json
@@ -88,7 +91,11 @@ func logRun(c *cobra.Command, env *Env, opts *LogOptions) error {
 		if v.Deleted {
 			sum = "(deleted)"
 		}
-		tw.row(fmt.Sprintf("v%d", v.Version), cuecast.ShortCommit(v.Commit), v.CommittedAt.UTC().Format("2006-01-02 15:04"), v.Author, sum, cuecast.CommitSubject(v.Message))
+		subject := cuecast.CommitSubject(v.Message)
+		if tool, _ := mutator.Trailers(v.Message); tool != "" {
+			subject += " (by " + tool + ")" // a change made through the mutator, not by hand
+		}
+		tw.row(fmt.Sprintf("v%d", v.Version), cuecast.ShortCommit(v.Commit), v.CommittedAt.UTC().Format("2006-01-02 15:04"), v.Author, sum, subject)
 	}
 	tw.flush()
 	return nil

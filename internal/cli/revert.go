@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 	"time"
 
@@ -13,13 +12,12 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/transport"
-	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 	"github.com/google/go-github/v60/github"
 	"github.com/spf13/cobra"
 
 	"github.com/cuecast/cuecast"
-	"github.com/cuecast/cuecast/ci"
 	"github.com/cuecast/cuecast/gitfs"
+	"github.com/cuecast/cuecast/internal/publish"
 	"github.com/cuecast/cuecast/internal/revert"
 )
 
@@ -66,15 +64,7 @@ remote's URL, API root from $GITHUB_API_URL).`,
 			if opts.Push && opts.GitHubPR {
 				return usageErrorf("--github-pr pushes its own branch", "--push and --github-pr exclude each other")
 			}
-			if opts.Token == "" {
-				opts.Token = env.Getenv("GITHUB_TOKEN")
-			}
-			if opts.GitHubRepo == "" {
-				opts.GitHubRepo = env.Getenv("GITHUB_REPOSITORY")
-			}
-			if opts.APIURL == "" {
-				opts.APIURL = env.Getenv("GITHUB_API_URL")
-			}
+			githubFromEnv(env, &opts.Token, &opts.GitHubRepo, &opts.APIURL)
 			if runF != nil {
 				return runF(c, opts)
 			}
@@ -171,10 +161,8 @@ func revertRun(ctx context.Context, env *Env, opts *RevertOptions) error {
 		fmt.Fprintf(env.IO.Out, "push it (git push, or cuecast revert --push) and the pipeline rolls it out as a new version\n")
 		return nil
 	}
-	spec := config.RefSpec(fmt.Sprintf("%s:%s", branch, branch))
-	err = r.PushContext(ctx, &git.PushOptions{RemoteName: opts.Remote, RefSpecs: []config.RefSpec{spec}, Auth: remoteAuthMethod})
-	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
-		return fmt.Errorf("push %s to %s: %w", branch.Short(), opts.Remote, err)
+	if err := publish.Push(ctx, r, opts.Remote, branch, remoteAuthMethod); err != nil {
+		return err
 	}
 	fmt.Fprintf(env.IO.Out, "pushed %s to %s\n", branch.Short(), opts.Remote)
 	if !opts.GitHubPR {
@@ -188,6 +176,19 @@ func revertRun(ctx context.Context, env *Env, opts *RevertOptions) error {
 	return nil
 }
 
+// githubFromEnv fills what the flags left empty of a pull request's
+// token, OWNER/NAME and API root from the environment GitHub Actions sets.
+func githubFromEnv(env *Env, token, repo, apiURL *string) {
+	for _, f := range []struct {
+		v   *string
+		key string
+	}{{token, "GITHUB_TOKEN"}, {repo, "GITHUB_REPOSITORY"}, {apiURL, "GITHUB_API_URL"}} {
+		if *f.v == "" {
+			*f.v = env.Getenv(f.key)
+		}
+	}
+}
+
 // signature is the author of the revert: the repository's Git identity
 // (its own config, then the global one), as git revert would use. Git is the
 // audit log, so a revert is never committed under a made-up name.
@@ -198,7 +199,7 @@ func signature(r *git.Repository) (*object.Signature, error) {
 	}
 	if cfg.User.Name == "" || cfg.User.Email == "" {
 		return nil, usageErrorf(`set it as for git commit: git config --global user.name "Your Name" && git config --global user.email you@example.com`,
-			"no Git identity (user.name and user.email) to author the revert commit")
+			"no Git identity (user.name and user.email) to author the commit")
 	}
 	return &object.Signature{Name: cfg.User.Name, Email: cfg.User.Email, When: time.Now()}, nil
 }
@@ -206,45 +207,24 @@ func signature(r *git.Repository) (*object.Signature, error) {
 // remoteAuth returns the remote's URL and the credentials to push to it: a
 // token over HTTPS, nothing for local and SSH remotes (the agent answers).
 func remoteAuth(r *git.Repository, opts *RevertOptions) (string, transport.AuthMethod, error) {
-	rem, err := r.Remote(opts.Remote)
+	url, err := publish.RemoteURL(r, opts.Remote)
 	if err != nil {
-		return "", nil, &UsageError{Err: fmt.Errorf("remote %q: %w", opts.Remote, err), Hint: "add the remote, or name one with --remote"}
+		return "", nil, &UsageError{Err: err, Hint: "add the remote, or name one with --remote"}
 	}
-	url := rem.Config().URLs[0]
-	if strings.HasPrefix(url, "https://") && opts.Token != "" {
-		return url, &githttp.BasicAuth{Username: "x-access-token", Password: opts.Token}, nil
-	}
-	return url, nil, nil
+	return url, publish.TokenAuth(url, opts.Token), nil
 }
 
 // githubTarget is the OWNER/NAME a pull request goes to.
 func githubTarget(opts *RevertOptions, remoteURL string) (owner, name string, err error) {
-	owner, name, ok := strings.Cut(opts.GitHubRepo, "/")
-	if opts.GitHubRepo == "" {
-		if owner, name, ok = ci.ParseGitHubRepo(remoteURL); !ok {
-			return "", "", usageErrorf("pass --github-repo OWNER/NAME", "cannot tell the GitHub repository from remote URL %s", remoteURL)
-		}
-	}
-	if !ok || owner == "" || name == "" {
-		return "", "", usageErrorf("pass --github-repo OWNER/NAME", "GitHub repository %q is not OWNER/NAME", opts.GitHubRepo)
+	owner, name, err = publish.Repo(opts.GitHubRepo, remoteURL)
+	if err != nil {
+		return "", "", usageErrorf("pass --github-repo OWNER/NAME", "%v", err)
 	}
 	return owner, name, nil
 }
 
 func openPR(ctx context.Context, opts *RevertOptions, owner, name, head, base string, c *object.Commit, target string) (*github.PullRequest, error) {
-	gh := github.NewClient(&http.Client{Timeout: 30 * time.Second}).WithAuthToken(opts.Token)
-	if opts.APIURL != "" && opts.APIURL != "https://api.github.com" {
-		var err error
-		if gh, err = gh.WithEnterpriseURLs(opts.APIURL, opts.APIURL); err != nil {
-			return nil, fmt.Errorf("GitHub API URL %s: %w", opts.APIURL, err)
-		}
-	}
 	body := fmt.Sprintf("%s\n\nOpened by `cuecast revert %s`. Merging it rolls the previous content out as a new version and lifts an emergency-rollback pin on it.", strings.TrimSpace(c.Message), cuecast.ShortCommit(target))
-	pr, _, err := gh.PullRequests.Create(ctx, owner, name, &github.NewPullRequest{
-		Title: github.String(cuecast.CommitSubject(c.Message)), Head: github.String(head), Base: github.String(base), Body: github.String(body),
-	})
-	if err != nil {
-		return nil, fmt.Errorf("open pull request on %s/%s: %w", owner, name, err)
-	}
-	return pr, nil
+	gh := publish.GitHub{APIURL: opts.APIURL, Token: opts.Token, Owner: owner, Name: name}
+	return publish.PullRequest(ctx, gh, head, base, cuecast.CommitSubject(c.Message), body)
 }

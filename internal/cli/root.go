@@ -64,7 +64,8 @@ Quick start:
   cuecast watch --config PATH --instance ID --trusted-keys-file FILE
   cuecast status
 
-Exit codes: 0 ok, 1 cuecast failed, 2 wrong usage, 3 invalid configs, 4 halted or timed out.`,
+Exit codes: 0 ok, 1 cuecast failed, 2 wrong usage, 3 invalid configs, 4 halted or timed out,
+5 set: the value changed (--expect), 6 set: refused (not a literal)`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}

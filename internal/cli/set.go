@@ -164,15 +164,7 @@ func (o *SetOptions) validate(env *Env) error {
 	if modes != 1 && !(modes == 2 && o.DryRun && (o.Commit || o.Branch != "" || o.GitHubPR)) {
 		return usageErrorf("pass one of --commit, --branch B, --github-pr (or --dry-run)", "where the change lands is not given, or given twice")
 	}
-	if o.Token == "" {
-		o.Token = env.Getenv("GITHUB_TOKEN")
-	}
-	if o.GitHubRepo == "" {
-		o.GitHubRepo = env.Getenv("GITHUB_REPOSITORY")
-	}
-	if o.APIURL == "" {
-		o.APIURL = env.Getenv("GITHUB_API_URL")
-	}
+	githubFromEnv(env, &o.Token, &o.GitHubRepo, &o.APIURL)
 	if o.GitHubPR && o.Token == "" && !o.DryRun {
 		return usageErrorf("export GITHUB_TOKEN with pull-request write access", "--github-pr needs a GitHub token")
 	}

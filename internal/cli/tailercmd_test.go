@@ -95,4 +95,16 @@ func TestLogAndForcePush(t *testing.T) {
 	if code, _, _ := run(ctx, "tailer", "status", "--nats", p.ClientURL()); code != 0 {
 		t.Errorf("tailer status after accepting: exit %d, want 0", code)
 	}
+
+	// A change made by cuecast set: log says so, and names who asked.
+	code, out, errOut = run(ctx, "set", "payments/checkout", "currency=JPY", "--repo", repo.Dir, "--reason", "Japan launch", "--as", "Ann <ann@example.com>", "--commit")
+	if code != 0 {
+		t.Fatalf("set: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	p.Tailer.Wake()
+	await(t, "v4 from cuecast set", func() bool { return latest().Version == 4 })
+	_, out, _ = run(ctx, "log", "payments/checkout", "--nats", p.ClientURL(), "--limit", "1")
+	if !strings.Contains(out.String(), "Ann <ann@example.com>") || !strings.Contains(out.String(), `payments/checkout: set currency to "JPY" (by cuecast set)`) {
+		t.Errorf("log of a change made by cuecast set: %q; want Ann as the author and the tool named", out)
+	}
 }
