@@ -73,7 +73,7 @@ func (m *Mutator) checkPolicy(ctx context.Context, fsys fs.FS, req Request, ch *
 	}
 	for _, v := range ch.values {
 		ns := v.Config.Namespace()
-		if err := inScope(req, ns, v.Config, "change it"); err != nil {
+		if err := inScope(req, ns, v.Config, "change "+string(v.Config)); err != nil {
 			return err
 		}
 		pol := res.Manifest.Namespaces[ns].Changes
@@ -102,7 +102,7 @@ func checkScope(req Request, rep *ci.Report) error {
 		if c.Status == ci.StatusUnchanged {
 			continue
 		}
-		if err := inScope(req, c.Config.Namespace(), c.Config, "change its output"); err != nil {
+		if err := inScope(req, c.Config.Namespace(), c.Config, "change the output of "+string(c.Config)); err != nil {
 			return err
 		}
 	}
@@ -114,7 +114,7 @@ func inScope(req Request, ns string, cfg cuecast.ConfigPath, what string) error 
 		return nil
 	}
 	return &PolicyError{Namespace: ns, Config: cfg, Rule: "namespace",
-		Reason: fmt.Sprintf("the request may change namespaces %s only, and would %s in namespace %s", strings.Join(req.Namespaces, ", "), what, ns)}
+		Reason: fmt.Sprintf("the request may change namespaces %s only; it would %s", strings.Join(req.Namespaces, ", "), what)}
 }
 
 func topDir(name string) string {

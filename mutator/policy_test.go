@@ -32,6 +32,8 @@ namespaces: {
 		"exporter/base/base.cue":   "package base\n\nport: 8080\n",
 		"importer/app/app.cue":     "package app\n\nimport \"example.com/pol/exporter/base\"\n\nport: base.port\n",
 		"exporter/other/other.cue": "package other\n\nport: 1\n",
+		"lib/net/net.cue":          "package net\n\nports: http: 8080\n",
+		"open/libuser/libuser.cue": "package libuser\n\nimport \"example.com/pol/lib/net\"\n\nnet.ports\n",
 	})
 	return r
 }
@@ -60,6 +62,7 @@ func TestPolicy(t *testing.T) {
 		{"namespaces refuse a config outside them", scoped(set("paths/app", "flags.beta.on", "false"), "open"), "namespace"},
 		{"namespaces refuse a change reaching another namespace's output", scoped(set("exporter/base", "port", "9091"), "exporter"), "namespace"},
 		{"namespaces allow their own configs", scoped(set("exporter/other", "port", "2"), "exporter"), ""},
+		{"namespaces refuse an edit of a library", scoped(set("open/libuser", "http", "8081"), "open"), "namespace"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			head := r.Head()
