@@ -9,8 +9,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/go-git/go-git/v5/plumbing"
-
 	"github.com/cuecast/cuecast/internal/gittest"
 	"github.com/cuecast/cuecast/mutator"
 )
@@ -122,17 +120,12 @@ func TestSetAPIConcurrent(t *testing.T) {
 	}
 
 	var order []int
-	for h := plumbing.NewHash(s.repo.Head()); h.String() != base; {
-		c, err := s.repo.Git.CommitObject(h)
-		if err != nil {
-			t.Fatal(err)
+	for _, h := range s.repo.LinearSince(base) {
+		i, ok := byCommit[h]
+		if !ok {
+			t.Fatalf("commit %s on main is no request's", h)
 		}
-		i, ok := byCommit[h.String()]
-		if !ok || c.NumParents() != 1 {
-			t.Fatalf("commit %s is no request's, or not linear", h)
-		}
-		order = append([]int{i}, order...)
-		h = c.ParentHashes[0]
+		order = append(order, i)
 	}
 	if len(order) != own+1 || len(byCommit) != own+1 {
 		t.Fatalf("%d commits on main, %d successes, want %d", len(order), len(byCommit), own+1)
