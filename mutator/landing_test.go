@@ -186,3 +186,54 @@ func hasTrailers(c *object.Commit) bool {
 	return strings.Contains(c.Message, "\n"+mutator.RequestedByTrailer+": Alice <alice@example.com>\n") &&
 		strings.Contains(c.Message, "\n"+mutator.Trailer+": ")
 }
+
+// TestTwoMutators: two Mutators on one repository (two processes) are not
+// serialised with each other; a request whose branch moved under it fails
+// with ErrConflict and writes nothing, and every request that succeeded is
+// on the branch. Which ones race is up to the scheduler; what must hold
+// holds either way.
+func TestTwoMutators(t *testing.T) {
+	t.Parallel()
+	const n = 6
+	r := landingRepo(t, n)
+	ms := []*mutator.Mutator{mutator.New(r.Dir, mutator.Options{}), mutator.New(r.Dir, mutator.Options{})}
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req := counterReq(fmt.Sprintf("f%d", i), fmt.Sprint(i+1), "")
+			req.Mode, req.Branch = mutator.ModeBranch, "side" // not checked out
+			_, errs[i] = ms[i%2].Set(context.Background(), req)
+		}()
+	}
+	wg.Wait()
+	ref, err := r.Git.Reference(plumbing.NewBranchReferenceName("side"), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := r.Git.CommitObject(ref.Hash())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := c.File(landingFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := f.Contents()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, err := range errs {
+		want := fmt.Sprintf("f%d: %d // field %d\n", i, i+1, i)
+		switch {
+		case err == nil && !strings.Contains(got, want):
+			t.Errorf("f%d succeeded but is not on the branch:\n%s", i, got)
+		case err != nil && !errors.Is(err, mutator.ErrConflict):
+			t.Errorf("f%d: %v, want success or a conflict", i, err)
+		case err != nil && strings.Contains(got, want):
+			t.Errorf("f%d failed (%v) but is on the branch", i, err)
+		}
+	}
+}

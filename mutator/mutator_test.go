@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -93,5 +94,50 @@ func assertClean(t *testing.T, r *gittest.Repo, when string) {
 	}
 	if st, err := wt.Status(); err != nil || !st.IsClean() {
 		t.Errorf("work tree %s: %v\n%s\nwant it clean", when, err, st)
+	}
+}
+
+// TestFlagAssignments: each flag change becomes the value changes it means,
+// expecting the values read; changes that do not fit the flag are bad
+// requests.
+func TestFlagAssignments(t *testing.T) {
+	t.Parallel()
+	r := exampleRepo(t)
+	m := mutator.New(r.Dir, mutator.Options{})
+	ctx := context.Background()
+	pct := func(f float64) *float64 { return &f }
+	const w = `flags."new-checkout".fallthrough.rollout.weights`
+	for _, c := range []struct {
+		name           string
+		change         mutator.FlagChange
+		set, expect    []mutator.Assignment
+		wantBadRequest bool
+	}{
+		{name: "rollout", change: mutator.FlagChange{Flag: "new-checkout", Rollout: pct(12.5)},
+			set:    []mutator.Assignment{{Path: w + "[0].weight", Value: "12500"}, {Path: w + "[1].weight", Value: "87500"}},
+			expect: []mutator.Assignment{{Path: w + "[0].weight", Value: "20000"}, {Path: w + "[1].weight", Value: "80000"}}},
+		{name: "shares", change: mutator.FlagChange{Flag: "new-checkout", Shares: map[string]float64{"on": 30, "off": 70}},
+			set:    []mutator.Assignment{{Path: w + "[0].weight", Value: "30000"}, {Path: w + "[1].weight", Value: "70000"}},
+			expect: []mutator.Assignment{{Path: w + "[0].weight", Value: "20000"}, {Path: w + "[1].weight", Value: "80000"}}},
+		{name: "disable", change: mutator.FlagChange{Flag: "new-checkout", Disable: true},
+			set:    []mutator.Assignment{{Path: `flags."new-checkout".on`, Value: "false"}},
+			expect: []mutator.Assignment{{Path: `flags."new-checkout".on`, Value: "true"}}},
+		{name: "shares not summing to 100", change: mutator.FlagChange{Flag: "new-checkout", Shares: map[string]float64{"on": 30, "off": 60}}, wantBadRequest: true},
+		{name: "no such flag", change: mutator.FlagChange{Flag: "nope", Enable: true}, wantBadRequest: true},
+		{name: "no rollout", change: mutator.FlagChange{Flag: "results-per-page", Rollout: pct(50)}, wantBadRequest: true},
+		{name: "no such rule", change: mutator.FlagChange{Flag: "new-checkout", Rule: "vip", Rollout: pct(50)}, wantBadRequest: true},
+		{name: "two changes", change: mutator.FlagChange{Flag: "new-checkout", Enable: true, Rollout: pct(50)}, wantBadRequest: true},
+	} {
+		set, expect, err := m.FlagAssignments(ctx, "growth/flags", nil, c.change)
+		switch {
+		case c.wantBadRequest:
+			if !errors.Is(err, mutator.ErrBadRequest) {
+				t.Errorf("%s: %v, want a bad request", c.name, err)
+			}
+		case err != nil:
+			t.Errorf("%s: %v", c.name, err)
+		case !reflect.DeepEqual(set, c.set) || !reflect.DeepEqual(expect, c.expect):
+			t.Errorf("%s: set %v expect %v; want %v and %v", c.name, set, expect, c.set, c.expect)
+		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/storage"
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/ci"
@@ -44,6 +45,11 @@ func (m *Mutator) set(ctx context.Context, req Request) (*Result, error) {
 		return nil, fmt.Errorf("open repository %s: %w", m.dir, err)
 	}
 	branch, base, prBase, err := m.target(r, req)
+	// baseIsBranch: base is branch's own head (not HEAD's, for a new branch).
+	baseIsBranch := false
+	if ref, err := r.Storer.Reference(branch); err == nil && branch != "" && ref.Hash() == base {
+		baseIsBranch = true
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -105,11 +111,21 @@ func (m *Mutator) set(ctx context.Context, req Request) (*Result, error) {
 	if req.Mode == ModePR && branch == "" {
 		branch = plumbing.NewBranchReferenceName("cuecast/set-" + cuecast.ShortCommit(commit.String()))
 	}
+	// The branch must still be where the change was verified: old is the
+	// head read before planning, not the branch as it is now, or a writer
+	// outside this process landing in between would be overwritten.
 	var old *plumbing.Reference
-	if req.Mode != ModePR {
-		old, _ = r.Storer.Reference(branch)
+	if req.Mode != ModePR && baseIsBranch {
+		old = plumbing.NewHashReference(branch, base)
+	} else if _, err := r.Storer.Reference(branch); err == nil {
+		return nil, fmt.Errorf("%w: branch %s was created while the change was verified; nothing changed: send it again", ErrConflict, branch.Short())
 	}
 	if err := r.Storer.CheckAndSetReference(plumbing.NewHashReference(branch, commit), old); err != nil {
+		if errors.Is(err, storage.ErrReferenceHasChanged) {
+			// Another writer (another process: this one's requests are
+			// serialised) moved the branch since it was read.
+			return nil, fmt.Errorf("%w: %s moved while the change was verified; nothing changed: send it again", ErrConflict, branch.Short())
+		}
 		return nil, fmt.Errorf("move %s to %s: %w", branch.Short(), cuecast.ShortCommit(commit.String()), err)
 	}
 	res.Branch = branch.Short()

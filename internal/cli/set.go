@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/mail"
@@ -268,8 +269,15 @@ func (o *SetOptions) run(ctx context.Context, env *Env, req mutator.Request) err
 // print writes the result, or the error's details for scripts.
 func (o *SetOptions) print(env *Env, res *mutator.Result, err error) error {
 	if err != nil {
-		if o.Output == "json" {
+		var ce *mutator.CompileError
+		switch {
+		case o.Output == "json":
 			_ = writeJSON(env.IO.Out, map[string]any{"error": err.Error(), "details": err})
+		case errors.As(err, &ce) && len(ce.Errors) > 1:
+			// The error names the first; a reviewer wants every one.
+			for _, e := range ce.Errors {
+				fmt.Fprintln(env.IO.ErrOut, e)
+			}
 		}
 		return err
 	}
