@@ -186,15 +186,14 @@ func (s *Server) apiFlagSet(w http.ResponseWriter, r *http.Request) {
 		s.setError(w, r, c, err)
 		return
 	}
-	set, expect, err := s.o.Mutator.FlagAssignments(r.Context(), body.Config, body.Variant, mutator.FlagChange{
-		Flag: body.Flag, Enable: body.Enable, Disable: body.Disable, Rollout: body.Rollout, Shares: body.Shares, Rule: body.Rule,
-	})
+	change := mutator.FlagChange{Flag: body.Flag, Enable: body.Enable, Disable: body.Disable, Rollout: body.Rollout, Shares: body.Shares, Rule: body.Rule}
+	set, expect, err := s.o.Mutator.FlagAssignments(r.Context(), body.Config, body.Variant, change)
 	if err != nil {
 		s.setError(w, r, c, err)
 		return
 	}
 	body.Expect = append(body.Expect, expect...)
-	s.doSet(w, r, c, mutator.Request{Configs: []cuecast.ConfigPath{body.Config}, Set: set, Tool: "cuecast serve: flags set"}, body.setBody)
+	s.doSet(w, r, c, mutator.Request{Configs: []cuecast.ConfigPath{body.Config}, Set: set, Tool: "cuecast serve: flags set", Subject: change.Subject(body.Config)}, body.setBody)
 }
 
 // setPreamble authenticates r and decodes its body into v; it answers and

@@ -281,6 +281,13 @@ func TestNamespaceTokenStaysInItsNamespace(t *testing.T) {
 	if code := s.post(t, "/api/flags/set", growthToken, obj{"config": "growth/flags", "flag": "new-checkout", "rollout": 30, "reason": "x", "mode": "commit"}, &res); code != http.StatusOK || res.Commit != s.repo.Head() {
 		t.Fatalf("the growth token's own change: %d", code)
 	}
+	cm, err := s.repo.Git.CommitObject(plumbing.NewHash(res.Commit))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(cm.Message, "growth/flags: new-checkout rollout to 30% of users\n") || cm.Author.Name != "web:growth-bot" {
+		t.Errorf("flag commit by %s:\n%s\nwant the flag's subject, by the token's name", cm.Author.Name, cm.Message)
+	}
 }
 
 // TestReadTokens: the tokens file holds SHA-256s, never tokens.
