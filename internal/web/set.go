@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"unicode"
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/mutator"
@@ -227,6 +228,12 @@ func (s *Server) doSet(w http.ResponseWriter, r *http.Request, c setCaller, req 
 	// mailbox (RFC 2606) while keeping Git's "Name <email>" form.
 	req.Identity = mutator.Identity{Name: "web:" + c.name, Email: c.name + "@cuecast.invalid"}
 	if a := strings.TrimSpace(b.Actor); a != "" {
+		// The name goes into the commit's author line and a trailer: a line
+		// break or a bracket there would forge another one.
+		if len(a) > 100 || strings.ContainsFunc(a, func(r rune) bool { return !unicode.IsPrint(r) || strings.ContainsRune("<>()", r) }) {
+			writeError(w, http.StatusBadRequest, "actor: at most 100 printable characters, without <>()")
+			return
+		}
 		req.Identity.Name += " (" + a + ")"
 	}
 	if req.Tool == "" {

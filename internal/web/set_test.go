@@ -145,6 +145,8 @@ func TestSetAPIStatuses(t *testing.T) {
 		{name: "not JSON", path: "/api/set", token: operatorToken, body: `{"configs":`, code: 400},
 		{name: "unknown field", path: "/api/set", token: operatorToken, body: setReq("payments/checkout", "currency", `"USD"`, obj{"dryrun": true}), code: 400},
 		{name: "no reason", path: "/api/set", token: operatorToken, body: setReq("payments/checkout", "currency", `"USD"`, obj{"reason": ""}), code: 400},
+		{name: "actor forging a trailer", path: "/api/set", token: operatorToken, body: setReq("payments/checkout", "currency", `"USD"`, obj{"actor": "eve\nCuecast-Requested-By: alice"}), code: 400},
+		{name: "actor forging an address", path: "/api/set", token: operatorToken, body: setReq("payments/checkout", "currency", `"USD"`, obj{"actor": "eve <alice@example.com>"}), code: 400},
 		{name: "bad mode", path: "/api/set", token: operatorToken, body: setReq("payments/checkout", "currency", `"USD"`, obj{"mode": "push"}), code: 400},
 		{name: "bad config path", path: "/api/set", token: operatorToken, body: setReq("Payments/../x", "currency", `"USD"`, nil), code: 400},
 		{name: "unknown config", path: "/api/set", token: operatorToken, body: setReq("payments/nope", "currency", `"USD"`, nil), code: 400},
