@@ -15,6 +15,7 @@ import (
 	"github.com/cuecast/cuecast/distributor"
 	"github.com/cuecast/cuecast/internal/pipeline"
 	"github.com/cuecast/cuecast/internal/web"
+	"github.com/cuecast/cuecast/mutator"
 	"github.com/cuecast/cuecast/tailer"
 )
 
@@ -195,6 +196,10 @@ func serveRun(c *cobra.Command, env *Env, opts *ServeOptions) error {
 	if err := tailer.CheckRepo(ctx, tailer.Config{Repo: opts.Repo, Branch: opts.Branch, DataDir: opts.Data, Auth: gitAuth, CABundle: gitCA}); err != nil {
 		return repoError(err, opts.Git.describe(env.Getenv))
 	}
+	setter, err := serveMutator(env, opts, apiTokens)
+	if err != nil {
+		return err
+	}
 	key, trustFile, err := serveKey(opts)
 	if err != nil {
 		return err
@@ -220,6 +225,7 @@ func serveRun(c *cobra.Command, env *Env, opts *ServeOptions) error {
 		HTTP:            opts.HTTP,
 		OperatorToken:   opts.OperatorToken,
 		APITokens:       apiTokens,
+		Mutator:         setter,
 		WebhookSecret:   opts.WebhookSecret,
 		InlineLimit:     opts.InlineLimit,
 		Heartbeat:       opts.Heartbeat,
@@ -307,4 +313,26 @@ func checkHostPort(flag, addr string) error {
 		return usageErrorf(hint, "--%s %s: port %q is not a number from 0 to 65535", flag, addr, port)
 	}
 	return nil
+}
+
+// serveMutator is the mutator behind the set API (docs/CHANGING.md): over
+// a local --repo, when a token enables the API, pushing and opening pull
+// requests as cuecast set does ($GITHUB_TOKEN, $GITHUB_REPOSITORY,
+// $GITHUB_API_URL, serve's Git credentials); nil otherwise.
+func serveMutator(env *Env, opts *ServeOptions, tokens []web.Token) (web.Setter, error) {
+	if opts.HTTP == "" || (opts.OperatorToken == "" && len(tokens) == 0) || (tailer.Config{Repo: opts.Repo}).Remote() {
+		return nil, nil
+	}
+	so := &SetOptions{Repo: opts.Repo, Remote: "origin", Git: opts.Git}
+	githubFromEnv(env, &so.Token, &so.GitHubRepo, &so.APIURL)
+	r, err := openRepoDir(opts.Repo)
+	if err != nil {
+		return nil, err
+	}
+	mo, err := so.mutatorOptions(env, r, false)
+	if err != nil {
+		return nil, err
+	}
+	mo.Logger = env.Logger()
+	return mutator.New(opts.Repo, mo), nil
 }

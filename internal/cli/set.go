@@ -237,23 +237,37 @@ func (o *SetOptions) mutator(env *Env) (*mutator.Mutator, mutator.Identity, erro
 	if err != nil {
 		return nil, id, err
 	}
+	mo, err := o.mutatorOptions(env, r, o.GitHubPR)
+	if err != nil {
+		return nil, id, err
+	}
+	return mutator.New(o.Repo, mo), id, nil
+}
+
+// mutatorOptions are the remote, its credentials and the GitHub repository
+// a change is pushed to and opened against; needRepo fails when the GitHub
+// repository cannot be told (serve resolves it when it can: only its pull
+// requests need it).
+func (o *SetOptions) mutatorOptions(env *Env, r *git.Repository, needRepo bool) (mutator.Options, error) {
 	mo := mutator.Options{Remote: o.Remote, GitHub: publish.GitHub{APIURL: o.APIURL, Token: o.Token}}
 	if url, err := publish.RemoteURL(r, o.Remote); err == nil {
 		var auth transport.AuthMethod
 		if auth, _, err = o.Git.auth(url, env.Getenv); err != nil {
-			return nil, id, err
+			return mo, err
 		}
 		if auth == nil {
 			auth = publish.TokenAuth(url, o.Token)
 		}
 		mo.Auth = auth
-		if o.GitHubPR {
-			if mo.GitHub.Owner, mo.GitHub.Name, err = publish.Repo(o.GitHubRepo, url); err != nil {
-				return nil, id, usageErrorf("pass --github-repo OWNER/NAME", "%v", err)
-			}
+		owner, name, err := publish.Repo(o.GitHubRepo, url)
+		switch {
+		case err == nil:
+			mo.GitHub.Owner, mo.GitHub.Name = owner, name
+		case needRepo:
+			return mo, usageErrorf("pass --github-repo OWNER/NAME", "%v", err)
 		}
 	}
-	return mutator.New(o.Repo, mo), id, nil
+	return mo, nil
 }
 
 func (o *SetOptions) run(ctx context.Context, env *Env, req mutator.Request) error {

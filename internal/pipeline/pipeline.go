@@ -80,6 +80,9 @@ type Config struct {
 	// either enables the API, over a mutator of a local Repo
 	// (docs/CHANGING.md).
 	APITokens []web.Token
+	// Mutator performs the set API's changes; nil: one over Repo, when it
+	// is local, with no remote credentials (serve passes its own).
+	Mutator web.Setter
 	// SampleInterval is how often the operations server samples the fleet
 	// (zero: 1s).
 	SampleInterval time.Duration
@@ -240,8 +243,8 @@ func (p *Pipeline) startWeb(ctx context.Context, cfg Config, tcfg tailer.Config,
 		// The tailer's clone: the remote's branch as of its last fetch.
 		lagRef = plumbing.NewRemoteReferenceName("origin", cmp.Or(tcfg.Branch, "main"))
 	}
-	var setter web.Setter
-	if (cfg.OperatorToken != "" || len(cfg.APITokens) > 0) && !tcfg.Remote() {
+	setter := cfg.Mutator
+	if setter == nil && (cfg.OperatorToken != "" || len(cfg.APITokens) > 0) && !tcfg.Remote() {
 		setter = mutator.New(cfg.Repo, mutator.Options{Logger: cfg.Logger})
 	}
 	srv, err := web.New(web.Options{
