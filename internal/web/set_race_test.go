@@ -61,7 +61,7 @@ func TestSetAPIConcurrent(t *testing.T) {
 	t.Parallel()
 	own, race := raceWriters()
 	fields := (own + 1) / 2
-	s := serveSet(t, raceRepo(t, fields))
+	s := serveSet(t, raceRepo(t, fields), mutator.Options{})
 	base := s.repo.Head()
 	var bodies []obj
 	for i := range own {
@@ -131,7 +131,7 @@ func TestSetAPIConcurrent(t *testing.T) {
 		t.Fatalf("%d commits on main, %d successes, want %d", len(order), len(byCommit), own+1)
 	}
 
-	replay := serveSet(t, raceRepo(t, fields))
+	replay := serveSet(t, raceRepo(t, fields), mutator.Options{})
 	for _, i := range order {
 		if code := replay.post(t, "/api/set", operatorToken, bodies[i], nil); code != 200 {
 			t.Fatalf("replay of request %d: %d", i, code)

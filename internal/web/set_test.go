@@ -16,7 +16,9 @@ import (
 
 	"github.com/go-git/go-git/v5/plumbing"
 
+	"github.com/cuecast/cuecast/internal/githubtest"
 	"github.com/cuecast/cuecast/internal/gittest"
+	"github.com/cuecast/cuecast/internal/publish"
 	"github.com/cuecast/cuecast/mutator"
 )
 
@@ -44,11 +46,11 @@ func newSetServer(t *testing.T) *setServer {
 	}
 	repo.Write(map[string]string{"cuecast.cue": string(man) + "\nnamespaces: search: changes: land: \"pr\"\n"})
 	repo.Commit("configs-example")
-	return serveSet(t, repo)
+	return serveSet(t, repo, mutator.Options{})
 }
 
 // serveSet serves the set API over repo with the test's tokens.
-func serveSet(t *testing.T, repo *gittest.Repo) *setServer {
+func serveSet(t *testing.T, repo *gittest.Repo, mo mutator.Options) *setServer {
 	t.Helper()
 	tokens, err := ReadTokens(strings.NewReader(
 		"# name namespaces sha256\n" +
@@ -57,7 +59,7 @@ func serveSet(t *testing.T, repo *gittest.Repo) *setServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(Options{Fleet: fakeFleet{}, OperatorToken: operatorToken, Tokens: tokens, Mutator: mutator.New(repo.Dir, mutator.Options{})})
+	s, err := New(Options{Fleet: fakeFleet{}, OperatorToken: operatorToken, Tokens: tokens, Mutator: mutator.New(repo.Dir, mo)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,3 +308,23 @@ func TestReadTokens(t *testing.T) {
 		}
 	}
 }
+
+// TestSetAPIPullRequest: in a namespace whose policy takes pull requests
+// only, the API's change lands as one: a branch pushed to the remote and a
+// pull request opened on (fake) GitHub, its link in the answer; main stays.
+func TestSetAPIPullRequest(t *testing.T) {
+	t.Parallel()
+	gh := githubtest.New(t)
+	s := newSetServer(t)
+	s.repo.Bare()
+	s = serveSet(t, s.repo, mutator.Options{GitHub: publish.GitHub{APIURL: gh.URL, Token: githubtest.Token, Owner: "acme", Name: "configs"}})
+	head := s.repo.Head()
+	var res mutator.Result
+	if code := s.post(t, "/api/set", paymentsToken, setReq("search/ranking", "weights.freshness", "0.3", obj{"mode": "pr"}), &res); code != http.StatusOK {
+		t.Fatalf("pull request: %d", code)
+	}
+	if s.repo.Head() != head || res.PullRequest == nil || !res.Pushed || gh.Pulls()[res.PullRequest.Number].Head != res.Branch {
+		t.Errorf("main %s (was %s), result %+v: want main unmoved and a pull request of the pushed branch", s.repo.Head(), head, res)
+	}
+}
+
