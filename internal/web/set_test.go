@@ -327,4 +327,3 @@ func TestSetAPIPullRequest(t *testing.T) {
 		t.Errorf("main %s (was %s), result %+v: want main unmoved and a pull request of the pushed branch", s.repo.Head(), head, res)
 	}
 }
-
