@@ -185,6 +185,20 @@ type Namespace struct {
 	// dimension values, each naming a value of every dimension
 	// (combinations:); nil means every combination is valid.
 	Combinations []map[string]string
+	// Changes is what the mutator may change in the namespace's configs
+	// (changes:); the zero value allows every path, landing as a commit.
+	Changes ChangePolicy
+}
+
+// ChangePolicy is a namespace's changes: entry (docs/CHANGING.md): which
+// paths `cuecast set` and the HTTP API may set, and whether a change may
+// land as a commit or only as a pull request. The mutator enforces it.
+type ChangePolicy struct {
+	// Paths are patterns of CUE paths (* for one element, a final ... for
+	// anything below); empty allows every path.
+	Paths []string `json:"paths,omitempty"`
+	// Land is "commit" (the default when empty) or "pr".
+	Land string `json:"land,omitempty"`
 }
 
 // DimensionOf returns the dimension that lists value. It is the one place

@@ -37,6 +37,7 @@ type manifestJSON struct {
 		ImportFrom  []string            `json:"import_configs_from"`
 		Dimensions  map[string][]string `json:"dimensions"`
 		Combos      []map[string]string `json:"combinations"`
+		Changes     ChangePolicy        `json:"changes"`
 		Configs     map[string]struct {
 			Consistency cuecast.Consistency `json:"consistency"`
 			Rollout     cuecast.Policy      `json:"rollout"`
@@ -144,7 +145,7 @@ func (c *compilation) evalManifest(inst *build.Instance, files []string) (*Manif
 		man.Namespaces[name] = Namespace{
 			Name: name, Owners: ns.Owners, Schema: ns.Schema, Consistency: cons,
 			Policy: pol, MaxSize: size, ImportConfigsFrom: ns.ImportFrom,
-			Dimensions: ns.Dimensions, Combinations: ns.Combos,
+			Dimensions: ns.Dimensions, Combinations: ns.Combos, Changes: ns.Changes,
 		}
 		errs = append(errs, checkDimensions(m, name, ns.Dimensions, ns.Combos, files[0])...)
 		for cfg, o := range ns.Configs {

@@ -47,6 +47,8 @@
 // Set returns *ConflictError (errors.Is ErrConflict), *RefusedError
 // (ErrRefused), *CompileError (ErrInvalid), *RequestError (ErrBadRequest:
 // an unknown config, path or variant, or a value that is not a literal),
+// *PolicyError (ErrForbidden: the manifest's changes: policy, read at the
+// head the change applies to, or Request.Namespaces do not allow it),
 // or an error of Git, GitHub or ctx. The caller maps them to exit codes
 // or HTTP statuses.
 package mutator

@@ -103,6 +103,11 @@ type Request struct {
 	At string `json:"at,omitempty"`
 	// DryRun verifies the change and reports it without committing.
 	DryRun bool `json:"dry_run,omitempty"`
+	// Namespaces, when not empty, limit the change to these namespaces
+	// (the HTTP API's namespace tokens): a config named, a file edited or
+	// a config whose compiled output changes outside them fails the
+	// request with a *PolicyError.
+	Namespaces []string `json:"namespaces,omitempty"`
 	// Tool names the caller in the commit's trailer; default "cuecast set".
 	Tool string `json:"tool,omitempty"`
 	// Subject is the commit's subject line; default says which values

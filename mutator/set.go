@@ -65,6 +65,9 @@ func (m *Mutator) set(ctx context.Context, req Request) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := m.checkPolicy(ctx, fsys, req, ch); err != nil {
+		return nil, err
+	}
 	var wt *git.Worktree
 	if !req.DryRun && req.Mode != ModePR {
 		if wt, err = checkedOut(r, branch); err != nil {
@@ -97,6 +100,9 @@ func (m *Mutator) set(ctx context.Context, req Request) (*Result, error) {
 	}
 	if rep.Failed() {
 		return nil, &CompileError{Errors: errorsAt(rep), Report: rep}
+	}
+	if err := checkScope(req, rep); err != nil {
+		return nil, err
 	}
 	res := &Result{Base: base.String(), Commit: commit.String(), Values: ch.values, Report: rep}
 	if req.DryRun {

@@ -63,7 +63,7 @@ func (d *demo) flipFlag(ctx context.Context, repoDir string) error {
 		Configs: []cuecast.ConfigPath{demoFlagsConfig}, Set: set, Expect: expect,
 		Reason:   "The one-page checkout converts better: serve it to half the users.",
 		Identity: mutator.Identity{Name: "Demo Engineer", Email: "engineer@example.com"},
-		Mode:     mutator.ModeCommit, Tool: "cuecast flags set", Subject: flagSubject(string(demoFlagsConfig), fc),
+		Mode:     mutator.ModeCommit, Tool: "cuecast flags set", Subject: fc.Subject(demoFlagsConfig),
 	})
 	if err != nil {
 		return fmt.Errorf("raise %s: %w", demoFlag, err)

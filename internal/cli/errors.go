@@ -61,7 +61,7 @@ func ExitCode(err error) int {
 		return ExitInvalid
 	case errors.Is(err, mutator.ErrConflict):
 		return ExitConflict
-	case errors.Is(err, mutator.ErrRefused):
+	case errors.Is(err, mutator.ErrRefused), errors.Is(err, mutator.ErrForbidden):
 		return ExitRefused
 	case errors.Is(err, mutator.ErrBadRequest):
 		return ExitUsage

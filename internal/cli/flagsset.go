@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"fmt"
 	"strconv"
 	"strings"
 
@@ -78,7 +77,7 @@ the weights); the report says what share of users changes variant.
 				return opts.print(env, nil, err)
 			}
 			req.Identity, req.Tool = id, "cuecast flags set"
-			req.Subject = flagSubject(opts.Configs[0], change)
+			req.Subject = change.Subject(cuecast.ConfigPath(opts.Configs[0]))
 			res, err := m.Set(c.Context(), req)
 			return opts.print(env, res, err)
 		},
@@ -90,21 +89,4 @@ the weights); the report says what share of users changes variant.
 	cmd.Flags().BoolVar(&opts.Disable, "disable", false, "switch the flag off (serves its off variant)")
 	cmd.Flags().StringVar(&opts.Rule, "rule", "", "change this rule's rollout (its id or index) instead of the fallthrough's")
 	return cmd
-}
-
-// flagSubject is the commit subject of a flag change.
-func flagSubject(cfg string, c mutator.FlagChange) string {
-	what := "rollout"
-	if c.Rule != "" {
-		what = "rule " + c.Rule + "'s rollout"
-	}
-	switch {
-	case c.Enable:
-		return fmt.Sprintf("%s: switch %s on", cfg, c.Flag)
-	case c.Disable:
-		return fmt.Sprintf("%s: switch %s off", cfg, c.Flag)
-	case c.Rollout != nil:
-		return fmt.Sprintf("%s: %s %s to %s%% of users", cfg, c.Flag, what, strconv.FormatFloat(*c.Rollout, 'f', -1, 64))
-	}
-	return fmt.Sprintf("%s: %s %s shares changed", cfg, c.Flag, what)
 }

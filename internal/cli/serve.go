@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -14,6 +15,8 @@ import (
 	"github.com/cuecast/cuecast/distributor"
 	"github.com/cuecast/cuecast/flags/ofrep"
 	"github.com/cuecast/cuecast/internal/pipeline"
+	"github.com/cuecast/cuecast/internal/web"
+	"github.com/cuecast/cuecast/mutator"
 	"github.com/cuecast/cuecast/tailer"
 )
 
@@ -35,6 +38,8 @@ type ServeOptions struct {
 	// OFREPTokens is a file of NAMESPACE TOKEN lines: with it the
 	// operations server serves OFREP (docs/FLAGS.md, "Other languages").
 	OFREPTokens string
+	// APITokens is a file of namespace tokens for the set API (web.ReadTokens).
+	APITokens string
 	// InlineLimit is distributor.Options.InlineLimit: content up to this
 	// many bytes rides in every pointer message.
 	InlineLimit int
@@ -128,6 +133,7 @@ anything is created in --data.`,
 	cmd.Flags().DurationVar(&opts.Interval, "interval", 0, "poll interval (default 1s for a local repo, 5s for a remote one)")
 	cmd.Flags().StringVar(&opts.StartAt, "start-at", "", "on an empty data directory, begin from this commit instead of the branch's root")
 	cmd.Flags().StringVar(&opts.HTTP, "http", "", "address of the operations server: dashboard, /metrics, /healthz, /readyz, /hooks/github (e.g. 127.0.0.1:8080)")
+	cmd.Flags().StringVar(&opts.APITokens, "api-tokens", "", "file of namespace tokens (NAME NAMESPACES SHA256 a line) that may change their namespaces' configs through POST /api/set (docs/CHANGING.md)")
 	cmd.Flags().StringVar(&opts.OperatorToken, "operator-token", "", "bearer token enabling the dashboard's rollout actions (default $CUECAST_OPERATOR_TOKEN; empty: read-only)")
 	cmd.Flags().StringVar(&opts.WebhookSecret, "webhook-secret", "", "secret verifying GitHub push webhooks at /hooks/github (default $CUECAST_WEBHOOK_SECRET)")
 	cmd.Flags().StringVar(&opts.OFREPTokens, "ofrep-tokens", "", "file of NAMESPACE TOKEN lines: serve the published flag sets over OFREP at /ofrep/v1/ to requests carrying a token of the flag's namespace")
@@ -147,14 +153,26 @@ func serveRun(c *cobra.Command, env *Env, opts *ServeOptions) error {
 	log := env.Logger()
 	// The flags without --http would be silently useless; the environment
 	// variables may be set for every invocation and are simply unused then.
-	if opts.HTTP == "" && (opts.OperatorToken != "" || opts.WebhookSecret != "" || opts.OFREPTokens != "") {
-		return usageErrorf("add --http ADDR", "--operator-token, --webhook-secret and --ofrep-tokens need the operations server")
+	if opts.HTTP == "" && (opts.OperatorToken != "" || opts.WebhookSecret != "" || opts.OFREPTokens != "" || opts.APITokens != "") {
+		return usageErrorf("add --http ADDR", "--operator-token, --webhook-secret, --ofrep-tokens and --api-tokens need the operations server")
 	}
 	var ofrepTokens *ofrep.Tokens
 	if opts.OFREPTokens != "" {
 		var err error
 		if ofrepTokens, err = ofrep.ReadTokensFile(opts.OFREPTokens); err != nil {
 			return &UsageError{Err: err, Hint: "one NAMESPACE TOKEN per line (docs/FLAGS.md, \"Other languages\")"}
+		}
+	}
+	var apiTokens []web.Token
+	if opts.APITokens != "" {
+		f, err := os.Open(opts.APITokens)
+		if err != nil {
+			return &UsageError{Err: fmt.Errorf("--api-tokens: %w", err), Hint: "give a file of NAME NAMESPACES SHA256 lines (docs/CHANGING.md)"}
+		}
+		apiTokens, err = web.ReadTokens(f)
+		f.Close()
+		if err != nil {
+			return &UsageError{Err: fmt.Errorf("--api-tokens %s: %w", opts.APITokens, err), Hint: "one token a line: NAME NAMESPACES SHA256 (docs/CHANGING.md)"}
 		}
 	}
 	if opts.OperatorToken == "" {
@@ -195,6 +213,10 @@ func serveRun(c *cobra.Command, env *Env, opts *ServeOptions) error {
 	if err := tailer.CheckRepo(ctx, tailer.Config{Repo: opts.Repo, Branch: opts.Branch, DataDir: opts.Data, Auth: gitAuth, CABundle: gitCA}); err != nil {
 		return repoError(err, opts.Git.describe(env.Getenv))
 	}
+	setter, err := serveMutator(env, opts, apiTokens)
+	if err != nil {
+		return err
+	}
 	key, trustFile, err := serveKey(opts)
 	if err != nil {
 		return err
@@ -219,6 +241,8 @@ func serveRun(c *cobra.Command, env *Env, opts *ServeOptions) error {
 		Logger:          log,
 		HTTP:            opts.HTTP,
 		OperatorToken:   opts.OperatorToken,
+		APITokens:       apiTokens,
+		Mutator:         setter,
 		WebhookSecret:   opts.WebhookSecret,
 		OFREPTokens:     ofrepTokens,
 		InlineLimit:     opts.InlineLimit,
@@ -310,4 +334,26 @@ func checkHostPort(flag, addr string) error {
 		return usageErrorf(hint, "--%s %s: port %q is not a number from 0 to 65535", flag, addr, port)
 	}
 	return nil
+}
+
+// serveMutator is the mutator behind the set API (docs/CHANGING.md): over
+// a local --repo, when a token enables the API, pushing and opening pull
+// requests as cuecast set does ($GITHUB_TOKEN, $GITHUB_REPOSITORY,
+// $GITHUB_API_URL, serve's Git credentials); nil otherwise.
+func serveMutator(env *Env, opts *ServeOptions, tokens []web.Token) (web.Setter, error) {
+	if opts.HTTP == "" || (opts.OperatorToken == "" && len(tokens) == 0) || (tailer.Config{Repo: opts.Repo}).Remote() {
+		return nil, nil
+	}
+	so := &SetOptions{Repo: opts.Repo, Remote: "origin", Git: opts.Git}
+	githubFromEnv(env, &so.Token, &so.GitHubRepo, &so.APIURL)
+	r, err := openRepoDir(opts.Repo)
+	if err != nil {
+		return nil, err
+	}
+	mo, err := so.mutatorOptions(env, r, false)
+	if err != nil {
+		return nil, err
+	}
+	mo.Logger = env.Logger()
+	return mutator.New(opts.Repo, mo), nil
 }

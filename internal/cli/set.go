@@ -63,7 +63,8 @@ Exit status: 0 done, 1 cuecast failed (Git, GitHub), 2 wrong usage (no such conf
 path or variant, a value that is not a literal), 3 the change would break a config
 (the compiler's errors are printed, nothing is written), 5 --expect did not hold (the
 current value is printed), 6 the value's origin is not a literal cuecast edits (where
-it comes from and what to change instead are printed).`
+it comes from and what to change instead are printed), or the manifest's changes:
+policy does not allow the change (docs/CHANGING.md).`
 
 func newSetCmd(env *Env, runF func(*cobra.Command, *SetOptions) error) *cobra.Command {
 	opts := &SetOptions{}
@@ -236,23 +237,37 @@ func (o *SetOptions) mutator(env *Env) (*mutator.Mutator, mutator.Identity, erro
 	if err != nil {
 		return nil, id, err
 	}
+	mo, err := o.mutatorOptions(env, r, o.GitHubPR)
+	if err != nil {
+		return nil, id, err
+	}
+	return mutator.New(o.Repo, mo), id, nil
+}
+
+// mutatorOptions are the remote, its credentials and the GitHub repository
+// a change is pushed to and opened against; needRepo fails when the GitHub
+// repository cannot be told (serve resolves it when it can: only its pull
+// requests need it).
+func (o *SetOptions) mutatorOptions(env *Env, r *git.Repository, needRepo bool) (mutator.Options, error) {
 	mo := mutator.Options{Remote: o.Remote, GitHub: publish.GitHub{APIURL: o.APIURL, Token: o.Token}}
 	if url, err := publish.RemoteURL(r, o.Remote); err == nil {
 		var auth transport.AuthMethod
 		if auth, _, err = o.Git.auth(url, env.Getenv); err != nil {
-			return nil, id, err
+			return mo, err
 		}
 		if auth == nil {
 			auth = publish.TokenAuth(url, o.Token)
 		}
 		mo.Auth = auth
-		if o.GitHubPR {
-			if mo.GitHub.Owner, mo.GitHub.Name, err = publish.Repo(o.GitHubRepo, url); err != nil {
-				return nil, id, usageErrorf("pass --github-repo OWNER/NAME", "%v", err)
-			}
+		owner, name, err := publish.Repo(o.GitHubRepo, url)
+		switch {
+		case err == nil:
+			mo.GitHub.Owner, mo.GitHub.Name = owner, name
+		case needRepo:
+			return mo, usageErrorf("pass --github-repo OWNER/NAME", "%v", err)
 		}
 	}
-	return mutator.New(o.Repo, mo), id, nil
+	return mo, nil
 }
 
 func (o *SetOptions) run(ctx context.Context, env *Env, req mutator.Request) error {

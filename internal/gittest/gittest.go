@@ -4,6 +4,7 @@ package gittest
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -120,6 +121,27 @@ func (r *Repo) Head() string {
 		r.t.Fatal(err)
 	}
 	return ref.Hash().String()
+}
+
+// LinearSince returns the commits of main after base, oldest first, and
+// fails the test unless each has one parent, the one before it: the
+// history of writers landing one at a time.
+func (r *Repo) LinearSince(base string) []string {
+	r.t.Helper()
+	var out []string
+	for h := plumbing.NewHash(r.Head()); h.String() != base; {
+		c, err := r.Git.CommitObject(h)
+		if err != nil {
+			r.t.Fatalf("read commit %s on the way to %s: %v", h, base, err)
+		}
+		if c.NumParents() != 1 {
+			r.t.Fatalf("commit %s has %d parents: the history since %s is not linear", h, c.NumParents(), base)
+		}
+		out = append(out, h.String())
+		h = c.ParentHashes[0]
+	}
+	slices.Reverse(out)
+	return out
 }
 
 // Bare creates a bare clone of the repository in t.TempDir() and adds it as

@@ -29,6 +29,7 @@ import (
 	"github.com/cuecast/cuecast/internal/metrics"
 	"github.com/cuecast/cuecast/internal/natsserver"
 	"github.com/cuecast/cuecast/internal/web"
+	"github.com/cuecast/cuecast/mutator"
 	"github.com/cuecast/cuecast/tailer"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 )
@@ -77,6 +78,14 @@ type Config struct {
 	WebhookSecret string
 	// OFREPTokens serves OFREP on the operations server (web.Options).
 	OFREPTokens *ofrep.Tokens
+	// APITokens may change their namespaces' configs through the
+	// operations server's set API, as OperatorToken may every config's;
+	// either enables the API, over a mutator of a local Repo
+	// (docs/CHANGING.md).
+	APITokens []web.Token
+	// Mutator performs the set API's changes; nil: one over Repo, when it
+	// is local, with no remote credentials (serve passes its own).
+	Mutator web.Setter
 	// SampleInterval is how often the operations server samples the fleet
 	// (zero: 1s).
 	SampleInterval time.Duration
@@ -237,7 +246,13 @@ func (p *Pipeline) startWeb(ctx context.Context, cfg Config, tcfg tailer.Config,
 		// The tailer's clone: the remote's branch as of its last fetch.
 		lagRef = plumbing.NewRemoteReferenceName("origin", cmp.Or(tcfg.Branch, "main"))
 	}
+	setter := cfg.Mutator
+	if setter == nil && (cfg.OperatorToken != "" || len(cfg.APITokens) > 0) && !tcfg.Remote() {
+		setter = mutator.New(cfg.Repo, mutator.Options{Logger: cfg.Logger})
+	}
 	srv, err := web.New(web.Options{
+		Mutator:       setter,
+		Tokens:        cfg.APITokens,
 		Fleet:         p.Distributor,
 		Tailer:        p.Tailer,
 		Rollouts:      p.Rollout,

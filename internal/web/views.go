@@ -84,7 +84,9 @@ type configRow struct {
 }
 
 type configView struct {
-	Actions    bool                 `json:"actions"`
+	Actions bool `json:"actions"`
+	// Edit: the set API is on, so the page offers its edit control.
+	Edit       bool                 `json:"edit,omitempty"`
 	Stale      string               `json:"stale,omitempty"`
 	Tailer     *tailerView          `json:"tailer,omitempty"`
 	Row        configRow            `json:"row"`
@@ -300,7 +302,7 @@ func (s *Server) configView(ctx context.Context, snap *snapshot, cfg cuecast.Con
 		return configView{}, errNoConfig
 	}
 	reports := snap.reports[cfg]
-	cv := configView{Actions: s.actionsEnabled(), Stale: s.stale(snap), Row: s.row(snap, st),
+	cv := configView{Actions: s.actionsEnabled(), Edit: s.setEnabled(), Stale: s.stale(snap), Row: s.row(snap, st),
 		Stragglers: instances(st.Stragglers), Drift: instances(snap.drift[cfg]), LKG: instances(st.LastKnownGood),
 		Refused: instances(st.Refused),
 		Audit:   []rollout.AuditEntry{}, Tailer: s.tailerView(snap)}

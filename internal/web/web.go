@@ -100,6 +100,11 @@ type Options struct {
 	// a token that reads the flag's namespace; nil serves no OFREP. The
 	// sets follow publication within a sample (Interval).
 	OFREPTokens *ofrep.Tokens
+	// Mutator, with OperatorToken or Tokens, serves the API changing
+	// values (POST /api/set, /api/flags/set; set.go, docs/CHANGING.md).
+	Mutator Setter
+	// Tokens may change the configs of their namespaces through that API.
+	Tokens []Token
 	// Interval is how often the fleet is sampled; default 1s.
 	Interval time.Duration
 	Logger   *slog.Logger
@@ -169,6 +174,8 @@ func New(o Options) (*Server, error) {
 	mux.HandleFunc("GET /api/versions/{path...}", s.apiVersion)
 	mux.HandleFunc("GET /api/events", s.events)
 	mux.HandleFunc("POST /api/rollouts/{action}/{path...}", s.action)
+	mux.HandleFunc("POST /api/set", s.apiSet)
+	mux.HandleFunc("POST /api/flags/set", s.apiFlagSet)
 	if o.Webhook != nil {
 		mux.Handle("/hooks/github", o.Webhook)
 	}

@@ -378,4 +378,72 @@ func TestDashboardShowsRolloutLive(t *testing.T) {
 			strings.Contains(s, "on 20% · off 80%"), s
 	})
 	screenshot("dashboard-flags.png")
+
+	// The edit control (issue 35): raise new-checkout to half the users.
+	// The preview names where the weight is written and the compiled diff
+	// and commits nothing; the submit commits, links the commit, and the
+	// page then shows the new rollout.
+	before := repo.Head()
+	fill := fmt.Sprintf(`(() => {
+		document.querySelector('button[data-edit-flag="new-checkout"]').click();
+		const set = (id, v) => { const e = document.getElementById(id); e.value = v; e.dispatchEvent(new Event('input', {bubbles: true})); };
+		set('edit-token', %q); set('edit-actor', 'e2e'); set('edit-rollout', '50'); set('edit-reason', 'e2e: half the users');
+		document.getElementById('edit-preview-button').click();
+		return String(document.getElementById('edit').hidden);
+	})()`, operatorToken)
+	if got := text(fill); got != "false" {
+		t.Fatalf("the edit control is hidden (%s): the set API is on with the operator token", got)
+	}
+	poll.Until(t, "the preview", 60*time.Second, func() (bool, string) {
+		s := text(`(document.getElementById('edit-diff')?.textContent || '-') + ' | ' + document.getElementById('edit-result').textContent`)
+		return strings.Contains(s, "preview: nothing written yet"), s
+	})
+	if got := text(`getComputedStyle(document.getElementById('edit-path-label')).display + ' ' + getComputedStyle(document.getElementById('edit-rollout-label')).display`); got != "none flex" {
+		t.Errorf("flag mode shows path %q, want only the flag's fields", got)
+	}
+	if got := text(`[...document.querySelectorAll('#edit-diff .edit-origin')].map(e => e.textContent).join(',')`); got != "growth/flags/flags.cue:18,growth/flags/flags.cue:18" {
+		t.Errorf("preview origins %q, want both weights at growth/flags/flags.cue:18", got)
+	}
+	if got := text(`document.getElementById('edit-diff').textContent`); !strings.Contains(got, `flags["new-checkout"].fallthrough.rollout.weights[0].weight`) && !strings.Contains(got, "weights[0].weight") ||
+		!strings.Contains(got, "20000") || !strings.Contains(got, "50000") || !strings.Contains(got, "compiled diff of growth/flags") {
+		t.Errorf("preview %q: want the weights' compiled diff, 20000 to 50000", got)
+	}
+	if repo.Head() != before {
+		t.Fatalf("the preview committed: main at %s", repo.Head())
+	}
+	screenshot("dashboard-edit-preview.png")
+	if got := text(`(() => { document.getElementById('edit-submit').click(); return 'clicked'; })()`); got != "clicked" {
+		t.Fatalf("submit: %s", got)
+	}
+	var link string
+	poll.Until(t, "the commit linked", 60*time.Second, func() (bool, string) {
+		link = text(`document.getElementById('edit-link')?.textContent || document.getElementById('edit-result').textContent`)
+		return strings.HasPrefix(link, "commit "), link
+	})
+	head := repo.Head()
+	if head == before || link != "commit "+head[:12]+" on main" {
+		t.Errorf("linked %q, main at %s (was %s)", link, head, before)
+	}
+	poll.Until(t, "growth/flags serving half the users", 60*time.Second, func() (bool, string) {
+		s := text(`document.querySelector('#flags tr[data-flag="new-checkout"]')?.textContent || '-'`)
+		return strings.Contains(s, "on 50% · off 50%"), s
+	})
+	screenshot("dashboard-edit-done.png")
+
+	// Any value by its path: the preview names its origin, a literal.
+	valueMode := `(() => {
+		document.getElementById('edit-value-mode').click();
+		const set = (id, v) => { const e = document.getElementById(id); e.value = v; e.dispatchEvent(new Event('input', {bubbles: true})); };
+		set('edit-path', 'flags."results-per-page".variants.many'); set('edit-value', '60');
+		document.getElementById('edit-preview-button').click();
+		return getComputedStyle(document.getElementById('edit-path-label')).display;
+	})()`
+	if got := text(valueMode); got != "flex" {
+		t.Fatalf("value mode: path field %q", got)
+	}
+	poll.Until(t, "the value's preview", 60*time.Second, func() (bool, string) {
+		s := text(`[...document.querySelectorAll('#edit-diff tbody tr')].map(e => e.textContent).join(' | ') + ' | ' + document.getElementById('edit-result').textContent`)
+		return strings.Contains(s, "literalgrowth/flags/flags.cue:23") && strings.Contains(s, "preview: nothing written yet"), s
+	})
+	screenshot("dashboard-edit-value.png")
 }

@@ -239,6 +239,7 @@ function renderConfig(cv) {
   // A flag set: its flags, rules and rollouts as the current version has
   // them (the version's content, fetched once per version).
   if (!c.deleted && c.version) loadContentOnce(c.version);
+  editEnabled = !!cv.edit && !c.deleted;
   const flagsPanel = renderFlags(contents[c.version]);
   view.replaceChildren(...[head, flagsPanel, renderRollout(cv.rollout), chart,
     instanceTable('Stragglers', cv.stragglers, 'warn'), instanceTable('Drift', cv.drift, 'danger'),
@@ -248,6 +249,7 @@ function renderConfig(cv) {
     instanceTable('Instances' + (cv.more_instances ? ` (first ${cv.instances.length}; ${cv.more_instances} more)` : ''), cv.instances),
   ].filter(Boolean));
   document.getElementById('actions').hidden = !cv.actions || !cv.rollout;
+  document.getElementById('edit').hidden = !cv.edit || c.deleted;
 }
 
 // loadContent fetches version n's compiled content and diff once.
@@ -275,13 +277,14 @@ function loadContentOnce(n) {
 function renderFlags(ct) {
   if (!ct || !ct.flags) return null;
   return h('section', {class: 'panel', id: 'flags'}, h('h2', {}, `Flags (v${ct.version})`),
-    h('table', {}, h('thead', {}, h('tr', {}, ['flag', 'state', 'rules (first match wins)', 'everyone else'].map(t => h('th', {}, t)))),
+    h('table', {}, h('thead', {}, h('tr', {}, ['flag', 'state', 'rules (first match wins)', 'everyone else', editEnabled ? 'change' : null].filter(Boolean).map(t => h('th', {}, t)))),
       h('tbody', {}, ct.flags.filter(f => matches(filterText(), f.key, f.fallthrough, ...(f.rules || []).map(r => r.when))).map(f => h('tr', {'data-flag': f.key},
         h('td', {}, h('code', {}, f.key), h('div', {class: 'muted'}, f.type)),
         h('td', {}, f.on ? 'on' : h('span', {class: 'count warn'}, `off: serves ${f.off_variant}`),
           (f.prerequisites || []).length ? h('div', {class: 'muted'}, 'needs ' + f.prerequisites.join(', ')) : ''),
         h('td', {}, (f.rules || []).length ? h('ol', {}, f.rules.map(r => h('li', {}, r.id ? h('strong', {}, r.id + ': ') : '', `${r.when} ▶ ${r.serves}`))) : h('span', {class: 'muted'}, 'none')),
-        h('td', {class: 'rollout'}, f.fallthrough || `${f.default_variant} (default)`))))));
+        h('td', {class: 'rollout'}, f.fallthrough || `${f.default_variant} (default)`),
+        editEnabled ? h('td', {}, h('button', {type: 'button', class: 'link', 'data-edit-flag': f.key}, 'change')) : null)))));
 }
 
 // renderContent shows a version's diff against the one before it and its
@@ -354,6 +357,127 @@ function setupActions() {
   }
 }
 
+// The edit control (index.html #edit): a value by its CUE path, or a
+// flag's switch and rollout. Preview is a dry run of the set API: where the
+// value is written and the compiled diff; Submit sends the request the
+// preview showed, expecting the values it read, and links the commit or
+// pull request.
+let editEnabled = false;
+let editFlag = '';
+let previewed = null; // {key, expect}: the last preview that passed
+
+function editRequest() {
+  const v = id => document.getElementById(id).value.trim();
+  const common = {reason: v('edit-reason'), actor: v('edit-actor'), mode: v('edit-mode')};
+  if (editFlag) {
+    const b = {...common, config, flag: editFlag};
+    const sw = v('edit-switch');
+    if (sw === 'on') b.enable = true;
+    else if (sw === 'off') b.disable = true;
+    else if (v('edit-rollout') !== '') b.rollout = Number(v('edit-rollout'));
+    return ['/api/flags/set', b];
+  }
+  return ['/api/set', {...common, configs: [config], set: [{path: v('edit-path'), value: v('edit-value')}]}];
+}
+
+function showEditFlag(key) {
+  editFlag = key;
+  for (const [id, flag] of [['edit-path-label', false], ['edit-value-label', false], ['edit-flag-label', true],
+    ['edit-rollout-label', true], ['edit-switch-label', true], ['edit-value-mode', true]]) {
+    document.getElementById(id).hidden = flag !== !!key;
+  }
+  document.getElementById('edit-flag').value = key;
+  editChanged();
+  document.getElementById('edit').scrollIntoView();
+}
+
+function editChanged() {
+  previewed = null;
+  document.getElementById('edit-submit').disabled = true;
+  document.getElementById('edit-preview').replaceChildren();
+}
+
+// editFailure words a refused set: the current value of a conflict, the
+// origin of a refusal, the compiler's errors, the policy.
+function editFailure(status, body) {
+  const at = p => `${p.file}:${p.line}:${p.column}`;
+  if (body.conflict) return h('p', {class: 'err'}, `${body.conflict.path} changed since: it is ${JSON.stringify(body.conflict.current)} now`);
+  if (body.refused) return h('p', {class: 'err'}, `cannot set ${body.refused.path}: its origin is ${body.refused.kind} at ${(body.refused.positions || []).map(at).join(', ')}; ${body.refused.hint}`);
+  if (body.invalid) return h('div', {class: 'err'}, h('p', {}, 'the change would break a config:'), h('ul', {}, (body.invalid.errors || []).map(e => h('li', {}, `${e.file}:${e.line}:${e.column}: ${e.message}`))));
+  return h('p', {class: 'err'}, `${status}: ${body.error}`);
+}
+
+function renderEditPreview(res) {
+  const at = p => `${p.file}:${p.line}`;
+  return h('div', {class: 'content', id: 'edit-diff'},
+    h('table', {}, h('thead', {}, h('tr', {}, ['value', 'now', 'after', 'origin', 'edited at'].map(t => h('th', {}, t)))),
+      h('tbody', {}, (res.values || []).map(v => h('tr', {'data-path': v.path},
+        h('td', {}, h('code', {}, v.path)), h('td', {}, h('code', {class: 'old'}, JSON.stringify(v.old))),
+        h('td', {}, h('code', {class: 'new'}, JSON.stringify(v.new))), h('td', {}, v.origin),
+        h('td', {class: 'edit-origin'}, h('code', {}, at(v.edited))))))),
+    (res.report?.configs || []).map(c => [h('h3', {}, `compiled diff of ${c.config} (${c.status})`),
+      h('table', {class: 'diff'}, h('tbody', {}, (c.diff || []).map(d => h('tr', {class: 'op-' + d.op},
+        h('td', {}, h('code', {}, d.path)), h('td', {}, d.op),
+        h('td', {}, d.old ? h('code', {class: 'old'}, JSON.stringify(d.old)) : ''),
+        h('td', {}, d.new ? h('code', {class: 'new'}, JSON.stringify(d.new)) : '')))))]),
+    h('p', {class: 'muted'}, `risk ${res.report?.risk?.level || '?'}; checked on ${short(res.base)}`));
+}
+
+async function sendEdit(dry) {
+  const token = document.getElementById('edit-token');
+  const out = document.getElementById('edit-preview');
+  const result = document.getElementById('edit-result');
+  const [path, body] = editRequest();
+  const key = JSON.stringify([path, body]);
+  body.dry_run = dry;
+  if (!dry) {
+    if (!previewed || previewed.key !== key) { editChanged(); result.textContent = 'preview the change first'; return; }
+    body.expect = previewed.expect;
+  }
+  result.textContent = dry ? 'checking…' : 'submitting…';
+  try {
+    const res = await fetch(path, {method: 'POST',
+      headers: {'Authorization': 'Bearer ' + token.value, 'Content-Type': 'application/json'}, body: JSON.stringify(body)});
+    const answer = await res.json();
+    if (!res.ok) {
+      editChanged();
+      result.textContent = '';
+      out.replaceChildren(editFailure(res.status, answer));
+      return;
+    }
+    if (dry) {
+      previewed = {key, expect: (answer.values || []).map(v => ({config: v.config, path: v.path, value: JSON.stringify(v.old)}))};
+      out.replaceChildren(renderEditPreview(answer));
+      document.getElementById('edit-submit').disabled = false;
+      result.textContent = 'preview: nothing written yet';
+      return;
+    }
+    editChanged();
+    const row = last?.data?.row || {};
+    const url = answer.pull_request ? answer.pull_request.url
+      : (row.commit_url && row.commit ? row.commit_url.replace(row.commit, answer.commit) : '');
+    const what = answer.pull_request ? `pull request #${answer.pull_request.number}` : `commit ${short(answer.commit)} on ${answer.branch}`;
+    result.replaceChildren('done: ', url ? h('a', {href: url, id: 'edit-link'}, what) : h('code', {id: 'edit-link'}, what));
+  } catch (e) {
+    result.textContent = String(e);
+  }
+}
+
+function setupEdit() {
+  const token = document.getElementById('edit-token');
+  token.value = sessionStorage.getItem('cuecast-token') || '';
+  token.addEventListener('change', () => sessionStorage.setItem('cuecast-token', token.value));
+  document.getElementById('edit-form').addEventListener('submit', e => e.preventDefault());
+  document.getElementById('edit-form').addEventListener('input', e => { if (e.target.id !== 'edit-token') editChanged(); });
+  document.getElementById('edit-preview-button').addEventListener('click', () => sendEdit(true));
+  document.getElementById('edit-submit').addEventListener('click', () => sendEdit(false));
+  document.getElementById('edit-value-mode').addEventListener('click', () => showEditFlag(''));
+  view.addEventListener('click', e => {
+    const b = e.target.closest('button[data-edit-flag]');
+    if (b) showEditFlag(b.dataset.editFlag);
+  });
+}
+
 function connect() {
   const conn = document.getElementById('conn');
   const es = new EventSource('/api/events' + (config ? '?config=' + encodeURIComponent(config) : ''));
@@ -365,5 +489,5 @@ function connect() {
 }
 
 setupFilters();
-if (config) setupActions();
+if (config) { setupActions(); setupEdit(); }
 connect();

@@ -1,0 +1,329 @@
+package web
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/go-git/go-git/v5/plumbing"
+
+	"github.com/cuecast/cuecast/internal/githubtest"
+	"github.com/cuecast/cuecast/internal/gittest"
+	"github.com/cuecast/cuecast/internal/publish"
+	"github.com/cuecast/cuecast/mutator"
+)
+
+const (
+	operatorToken = "op-secret"
+	growthToken   = "growth-secret"
+	paymentsToken = "payments-secret"
+	weight0       = `flags."new-checkout".fallthrough.rollout.weights[0].weight`
+)
+
+// setServer is an operations server with the set API over a copy of
+// configs-example whose search namespace takes pull requests only.
+type setServer struct {
+	repo *gittest.Repo
+	url  string
+}
+
+func newSetServer(t *testing.T) *setServer {
+	t.Helper()
+	repo := gittest.New(t)
+	repo.CopyDir(filepath.Join("..", "..", "configs-example"))
+	man, err := os.ReadFile(filepath.Join(repo.Dir, "cuecast.cue"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo.Write(map[string]string{"cuecast.cue": string(man) + "\nnamespaces: search: changes: land: \"pr\"\n"})
+	repo.Commit("configs-example")
+	return serveSet(t, repo, mutator.Options{})
+}
+
+// serveSet serves the set API over repo with the test's tokens.
+func serveSet(t *testing.T, repo *gittest.Repo, mo mutator.Options) *setServer {
+	t.Helper()
+	tokens, err := ReadTokens(strings.NewReader(
+		"# name namespaces sha256\n" +
+			"growth-bot growth " + hexSHA(growthToken) + "\n" +
+			"payments-bot payments,search " + hexSHA(paymentsToken) + "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Options{Fleet: fakeFleet{}, OperatorToken: operatorToken, Tokens: tokens, Mutator: mutator.New(repo.Dir, mo)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(s.Handler())
+	t.Cleanup(srv.Close)
+	return &setServer{repo: repo, url: srv.URL}
+}
+
+func hexSHA(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:])
+}
+
+// post sends body (a string as it is, anything else as JSON) to the API
+// with token, and decodes the answer into out when it is not nil.
+func (s *setServer) post(t *testing.T, path, token string, body any, out any) int {
+	t.Helper()
+	code, err := s.do(path, token, body, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return code
+}
+
+// do is post for any goroutine: it returns what post fails the test with.
+func (s *setServer) do(path, token string, body any, out any) (int, error) {
+	b, ok := body.(string)
+	if !ok {
+		j, err := json.Marshal(body)
+		if err != nil {
+			return 0, err
+		}
+		b = string(j)
+	}
+	req, err := http.NewRequest(http.MethodPost, s.url+path, strings.NewReader(b))
+	if err != nil {
+		return 0, err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	if out != nil {
+		if err := json.Unmarshal(raw, out); err != nil {
+			return resp.StatusCode, fmt.Errorf("%s: %d %s: %w", path, resp.StatusCode, raw, err)
+		}
+	}
+	return resp.StatusCode, nil
+}
+
+type obj = map[string]any
+
+func setReq(cfg, path, value string, extra obj) obj {
+	b := obj{"configs": []string{cfg}, "set": []obj{{"path": path, "value": value}}, "reason": "test", "mode": "commit"}
+	for k, v := range extra {
+		b[k] = v
+	}
+	return b
+}
+
+// TestSetAPIStatuses: each outcome of a set through the API has its status
+// and says what the caller needs: the current value of a conflict, the
+// origin of a refusal, the compiler's file:line of a broken config; bad
+// input is a 400, never a 500; nothing but a success moves main.
+func TestSetAPIStatuses(t *testing.T) {
+	t.Parallel()
+	s := newSetServer(t)
+	head := s.repo.Head()
+	for _, c := range []struct {
+		name, path, token string
+		body              any
+		code              int
+		check             func(t *testing.T, e setErrorBody)
+	}{
+		{name: "no token", path: "/api/set", body: setReq("payments/checkout", "currency", `"USD"`, nil), code: 401},
+		{name: "wrong token", path: "/api/set", token: "guess", body: setReq("payments/checkout", "currency", `"USD"`, nil), code: 401},
+		{name: "not JSON", path: "/api/set", token: operatorToken, body: `{"configs":`, code: 400},
+		{name: "unknown field", path: "/api/set", token: operatorToken, body: setReq("payments/checkout", "currency", `"USD"`, obj{"dryrun": true}), code: 400},
+		{name: "no reason", path: "/api/set", token: operatorToken, body: setReq("payments/checkout", "currency", `"USD"`, obj{"reason": ""}), code: 400},
+		{name: "actor forging a trailer", path: "/api/set", token: operatorToken, body: setReq("payments/checkout", "currency", `"USD"`, obj{"actor": "eve\nCuecast-Requested-By: alice"}), code: 400},
+		{name: "actor forging an address", path: "/api/set", token: operatorToken, body: setReq("payments/checkout", "currency", `"USD"`, obj{"actor": "eve <alice@example.com>"}), code: 400},
+		{name: "bad mode", path: "/api/set", token: operatorToken, body: setReq("payments/checkout", "currency", `"USD"`, obj{"mode": "push"}), code: 400},
+		{name: "bad config path", path: "/api/set", token: operatorToken, body: setReq("Payments/../x", "currency", `"USD"`, nil), code: 400},
+		{name: "unknown config", path: "/api/set", token: operatorToken, body: setReq("payments/nope", "currency", `"USD"`, nil), code: 400},
+		{name: "unknown path", path: "/api/set", token: operatorToken, body: setReq("payments/checkout", "nope.nope", "1", nil), code: 400},
+		{name: "not a literal", path: "/api/set", token: operatorToken, body: setReq("payments/checkout", "max_amount_minor", "{", nil), code: 400},
+		{name: "unknown flag", path: "/api/flags/set", token: operatorToken, body: obj{"config": "growth/flags", "flag": "nope", "enable": true, "reason": "x", "mode": "commit"}, code: 400},
+		{name: "two flag changes", path: "/api/flags/set", token: operatorToken, body: obj{"config": "growth/flags", "flag": "new-checkout", "enable": true, "rollout": 5, "reason": "x", "mode": "commit"}, code: 400},
+		{name: "computed origin", path: "/api/set", token: operatorToken, body: setReq("payments/checkout", "service.replicas", "3", nil), code: 422,
+			check: func(t *testing.T, e setErrorBody) {
+				if e.Refused == nil || e.Refused.Kind != "computed" || len(e.Refused.Positions) == 0 || e.Refused.Positions[0].File != "payments/checkout/checkout.cue" || e.Refused.Positions[0].Line == 0 {
+					t.Errorf("refusal %+v, want kind computed at payments/checkout/checkout.cue:N", e.Refused)
+				}
+			}},
+		{name: "breaks the schema", path: "/api/set", token: operatorToken, body: setReq("payments/checkout", "max_amount_minor", "200000000", nil), code: 422,
+			check: func(t *testing.T, e setErrorBody) {
+				if e.Invalid == nil || len(e.Invalid.Errors) == 0 || e.Invalid.Errors[0].File == "" || e.Invalid.Errors[0].Line == 0 {
+					t.Errorf("invalid %+v, want the compiler's errors with file:line", e.Invalid)
+				}
+			}},
+		{name: "stale expectation", path: "/api/set", token: operatorToken, code: 409,
+			body: setReq("growth/flags", weight0, "30000", obj{"expect": []obj{{"path": weight0, "value": "10000"}}}),
+			check: func(t *testing.T, e setErrorBody) {
+				if e.Conflict == nil || string(e.Conflict.Current) != "20000" || string(e.Conflict.Expected) != "10000" {
+					t.Errorf("conflict %+v, want current 20000", e.Conflict)
+				}
+			}},
+		{name: "policy: pull requests only", path: "/api/set", token: operatorToken, body: setReq("search/ranking", "weights.freshness", "0.3", nil), code: 403,
+			check: func(t *testing.T, e setErrorBody) {
+				if e.Policy == nil || e.Policy.Rule != "land" || e.Policy.Namespace != "search" {
+					t.Errorf("policy %+v, want rule land of search", e.Policy)
+				}
+			}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var e setErrorBody
+			if code := s.post(t, c.path, c.token, c.body, &e); code != c.code || e.Error == "" {
+				t.Fatalf("got %d %+v, want %d with an error", code, e, c.code)
+			}
+			if c.check != nil {
+				c.check(t, e)
+			}
+			if s.repo.Head() != head {
+				t.Fatalf("main moved to %s", s.repo.Head())
+			}
+		})
+	}
+
+	t.Run("dry run reports without committing", func(t *testing.T) {
+		var res mutator.Result
+		if code := s.post(t, "/api/flags/set", growthToken, obj{"config": "growth/flags", "flag": "new-checkout", "rollout": 50, "reason": "half", "mode": "commit", "dry_run": true}, &res); code != 200 {
+			t.Fatalf("dry run: %d", code)
+		}
+		if s.repo.Head() != head || res.Report == nil || len(res.Report.Configs) != 1 || len(res.Report.Configs[0].Diff) == 0 ||
+			len(res.Values) != 2 || res.Values[0].Origin == "" || res.Values[0].Edited.File != "growth/flags/flags.cue" {
+			t.Errorf("dry run moved main or reported %+v", res)
+		}
+	})
+	t.Run("commit names who asked", func(t *testing.T) {
+		var res mutator.Result
+		if code := s.post(t, "/api/set", operatorToken, setReq("payments/checkout", "max_amount_minor", "6000000", obj{"actor": "alice"}), &res); code != 200 {
+			t.Fatalf("set: %d", code)
+		}
+		if res.Commit != s.repo.Head() {
+			t.Fatalf("main at %s, want %s", s.repo.Head(), res.Commit)
+		}
+		cm, err := s.repo.Git.CommitObject(plumbing.NewHash(res.Commit))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cm.Author.Name != "web:operator (alice)" || cm.Author.Email != "operator@cuecast.invalid" || !strings.Contains(cm.Message, mutator.RequestedByTrailer+": web:operator (alice)") ||
+			!strings.Contains(cm.Message, mutator.Trailer+": cuecast serve: set") {
+			t.Errorf("commit by %q:\n%s", cm.Author.Name, cm.Message)
+		}
+	})
+}
+
+// TestNamespaceTokenStaysInItsNamespace plays the holder of the growth
+// namespace's token trying to change, or read through a conflict, another
+// namespace's config by every door of the API. The oracle: nothing is
+// committed, and the payments token's own change after them still lands.
+func TestNamespaceTokenStaysInItsNamespace(t *testing.T) {
+	t.Parallel()
+	s := newSetServer(t)
+	head := s.repo.Head()
+	checkout := filepath.Join(s.repo.Dir, "payments", "checkout", "checkout.cue")
+	before, err := os.ReadFile(checkout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, path string
+		body       obj
+	}{
+		{"another namespace's config", "/api/set", setReq("payments/checkout", "max_amount_minor", "1", nil)},
+		{"an assignment naming another config", "/api/set",
+			obj{"configs": []string{"growth/flags"}, "set": []obj{{"config": "payments/checkout", "path": "max_amount_minor", "value": "1"}}, "reason": "x", "mode": "commit"}},
+		{"an expectation reading another config", "/api/set",
+			setReq("growth/flags", weight0, "20000", obj{"expect": []obj{{"config": "payments/checkout", "path": "max_amount_minor", "value": "1"}}})},
+		{"both configs at once", "/api/set",
+			obj{"configs": []string{"growth/flags", "payments/checkout"}, "set": []obj{{"path": "max_amount_minor", "value": "1"}}, "reason": "x", "mode": "commit"}},
+		{"a flag of another namespace", "/api/flags/set", obj{"config": "search/new-ui-flag", "flag": "new-ui", "disable": true, "reason": "x", "mode": "commit"}},
+		{"a pull request into another namespace", "/api/set", setReq("payments/checkout", "max_amount_minor", "1", obj{"mode": "branch", "branch": "main"})},
+		{"a dry run of another namespace", "/api/set", setReq("payments/checkout", "max_amount_minor", "1", obj{"dry_run": true})},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var e setErrorBody
+			if code := s.post(t, c.path, growthToken, c.body, &e); code != http.StatusForbidden || e.Policy == nil || e.Policy.Rule != "namespace" {
+				t.Errorf("got %d %+v, want 403 for the namespace", code, e)
+			}
+			if e.Conflict != nil {
+				t.Errorf("the answer reads another namespace's value: %+v", e.Conflict)
+			}
+		})
+	}
+	t.Run("a config path climbing out", func(t *testing.T) {
+		if code := s.post(t, "/api/set", growthToken, setReq("growth/../payments/checkout", "max_amount_minor", "1", nil), nil); code != http.StatusBadRequest {
+			t.Errorf("got %d, want 400", code)
+		}
+	})
+	if s.repo.Head() != head {
+		t.Fatalf("main moved to %s", s.repo.Head())
+	}
+	if after, _ := os.ReadFile(checkout); !bytes.Equal(after, before) {
+		t.Fatalf("checkout.cue changed:\n%s", after)
+	}
+	// Everyone else still gets the next change through.
+	var res mutator.Result
+	if code := s.post(t, "/api/set", paymentsToken, setReq("payments/checkout", "max_amount_minor", "7000000", nil), &res); code != http.StatusOK || res.Commit != s.repo.Head() {
+		t.Fatalf("the payments token's change: %d, main at %s", code, s.repo.Head())
+	}
+	if after, _ := os.ReadFile(checkout); !strings.Contains(string(after), "max_amount_minor: 7000000") {
+		t.Errorf("checkout.cue after the legitimate change:\n%s", after)
+	}
+	if code := s.post(t, "/api/flags/set", growthToken, obj{"config": "growth/flags", "flag": "new-checkout", "rollout": 30, "reason": "x", "mode": "commit"}, &res); code != http.StatusOK || res.Commit != s.repo.Head() {
+		t.Fatalf("the growth token's own change: %d", code)
+	}
+	cm, err := s.repo.Git.CommitObject(plumbing.NewHash(res.Commit))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(cm.Message, "growth/flags: new-checkout rollout to 30% of users\n") || cm.Author.Name != "web:growth-bot" {
+		t.Errorf("flag commit by %s:\n%s\nwant the flag's subject, by the token's name", cm.Author.Name, cm.Message)
+	}
+}
+
+// TestReadTokens: the tokens file holds SHA-256s, never tokens.
+func TestReadTokens(t *testing.T) {
+	t.Parallel()
+	for _, bad := range []string{
+		"bot growth " + growthToken,           // the token itself
+		"bot growth",                          // no hash
+		"bot Growth/x " + hexSHA(growthToken), // not a namespace
+		"bot growth " + hexSHA(growthToken) + "\nbot2 payments " + hexSHA(growthToken), // one token twice
+	} {
+		if _, err := ReadTokens(strings.NewReader(bad)); err == nil {
+			t.Errorf("accepted %q", bad)
+		}
+	}
+}
+
+// TestSetAPIPullRequest: in a namespace whose policy takes pull requests
+// only, the API's change lands as one: a branch pushed to the remote and a
+// pull request opened on (fake) GitHub, its link in the answer; main stays.
+func TestSetAPIPullRequest(t *testing.T) {
+	t.Parallel()
+	gh := githubtest.New(t)
+	s := newSetServer(t)
+	s.repo.Bare()
+	s = serveSet(t, s.repo, mutator.Options{GitHub: publish.GitHub{APIURL: gh.URL, Token: githubtest.Token, Owner: "acme", Name: "configs"}})
+	head := s.repo.Head()
+	var res mutator.Result
+	if code := s.post(t, "/api/set", paymentsToken, setReq("search/ranking", "weights.freshness", "0.3", obj{"mode": "pr"}), &res); code != http.StatusOK {
+		t.Fatalf("pull request: %d", code)
+	}
+	if s.repo.Head() != head || res.PullRequest == nil || !res.Pushed || gh.Pulls()[res.PullRequest.Number].Head != res.Branch {
+		t.Errorf("main %s (was %s), result %+v: want main unmoved and a pull request of the pushed branch", s.repo.Head(), head, res)
+	}
+}
