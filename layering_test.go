@@ -19,6 +19,7 @@ var layer = map[string]int{
 	"compiler":            1,
 	"distributor":         1,
 	"client":              1,
+	"analysis":            1, // the metric queries and comparisons: the controller and check both ask it
 	"tailer":              2,
 	"ci":                  2,
 	"distributor/rollout": 2,
