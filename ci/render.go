@@ -92,6 +92,7 @@ func (r *Report) WriteText(w io.Writer) error {
 			b.WriteString("\n")
 		}
 	}
+	r.analysisText(&b)
 	if len(r.Undeclared) > 0 {
 		b.WriteString("\nnot compiled (no namespace in cuecast.cue, no config imports it):\n")
 		for _, d := range r.Undeclared {
@@ -175,6 +176,9 @@ func (r *Report) Markdown(limit int) string {
 			add("- ⚠️ %s holds CUE files but is no namespace in `cuecast.cue` and no config imports it, so nothing in it is compiled; declare it if it holds configs\n", mdCode(d+"/"))
 		}
 		add("\n")
+	}
+	if a := r.analysisMarkdown(); a != "" {
+		add("%s", a)
 	}
 	first := true
 	for _, g := range groups {

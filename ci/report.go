@@ -59,6 +59,9 @@ type Report struct {
 	// (cuecast check does for the pull request comment and --output
 	// markdown).
 	Origins []ValueOrigin `json:"origins,omitempty"`
+	// Analysis is what the changed configs' rollouts will be judged by
+	// on the service's metrics, stage by stage (analysis.go).
+	Analysis []Judgement `json:"analysis,omitempty"`
 }
 
 // ConfigChange is one affected config.
@@ -213,6 +216,7 @@ func (r *Report) build(base, head *compiler.Result, targets []cuecast.ConfigPath
 	}
 	r.Risk.Compiled = len(r.Configs)
 	r.Risk.Namespaces = len(r.Namespaces)
+	r.judgements(head)
 	return nil
 }
 

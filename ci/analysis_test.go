@@ -1,0 +1,81 @@
+package ci_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/cuecast/cuecast/compiler"
+)
+
+// analysisStage is the search namespace's half stage with an error-rate
+// analysis whose query is query.
+func analysisStage(query string) string {
+	return `{name: "half", percent: 50, hold: "10m", max_unhealthy: 0.02, analysis: [{
+			name:        "error_rate"
+			query:       #"` + query + `"#
+			compare:     "difference"
+			max:         0.01
+			min_samples: 100
+			interval:    "1m"
+			failures:    2
+		}]},`
+}
+
+const goodQuery = `sum(rate(http_errors_total[$interval]) * on(instance, job) group_left cuecast_config_info{$selector}) / sum(rate(http_requests_total[$interval]) * on(instance, job) group_left cuecast_config_info{$selector})`
+
+// TestCheckShowsAnalysis: cuecast check shows the analysis a change's
+// rollout will be judged by, and a query the controller could not use is
+// an error of the check at the line that wrote it, not of the rollout.
+func TestCheckShowsAnalysis(t *testing.T) {
+	halfStage := `{name: "half", percent: 50, hold: "10m", max_unhealthy: 0.02},`
+	t.Run("shown", func(t *testing.T) {
+		r, _ := exampleRepo(t)
+		edit(t, r, "cuecast.cue", halfStage, analysisStage(goodQuery))
+		base := r.Commit("analysis for search")
+		edit(t, r, "search/ranking/ranking.cue", `boost_recent_days: 14`, `boost_recent_days: 7`)
+		head := r.Commit("change ranking")
+		rep := check(t, r, base, head)
+		if rep.Failed() || len(rep.Analysis) != 1 {
+			t.Fatalf("got failed %t, analysis %+v; want one judgement", rep.Failed(), rep.Analysis)
+		}
+		j := rep.Analysis[0]
+		if len(j.Configs) != 1 || j.Configs[0] != "search/ranking" || j.Stage != "half" || len(j.Metrics) != 1 || j.Metrics[0].Query != goodQuery {
+			t.Errorf("judgement %+v, want search/ranking's stage half with its error_rate query", j)
+		}
+		var text strings.Builder
+		if err := rep.WriteText(&text); err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"analysis the rollout is judged by", "search/ranking, stage half:",
+			"error_rate: cohort − baseline ≤ 0.01, every 1m0s, 2 failures halt, at least 100 samples", "query: " + goodQuery} {
+			if !strings.Contains(text.String(), want) {
+				t.Errorf("text report lacks %q:\n%s", want, text.String())
+			}
+		}
+		if md := rep.Markdown(0); !strings.Contains(md, "### Analysis the rollout is judged by") {
+			t.Errorf("markdown lacks the analysis section:\n%s", md)
+		}
+	})
+	t.Run("bad query", func(t *testing.T) {
+		r, base := exampleRepo(t)
+		bad := strings.TrimSuffix(goodQuery, ")") // an unclosed parenthesis
+		edit(t, r, "cuecast.cue", halfStage, analysisStage(bad))
+		head := r.Commit("analysis with a broken query")
+		rep := check(t, r, base, head)
+		if !rep.Failed() {
+			t.Fatal("check passed a manifest whose analysis query does not close")
+		}
+		var found bool
+		for _, f := range rep.Errors {
+			if f.ID == compiler.IDManifestAnalysis {
+				found = true
+				if f.File != "cuecast.cue" || f.Line == 0 || !strings.Contains(f.Message, `stage half: metric "error_rate": query: unclosed '('`) {
+					t.Errorf("error %s:%d %q, want cuecast.cue at the query's line saying the '(' is unclosed", f.File, f.Line, f.Message)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("errors %+v, want one %s", rep.Errors, compiler.IDManifestAnalysis)
+		}
+	})
+}
