@@ -27,6 +27,9 @@ type AgentOptions struct {
 	Signal      string
 	ExecTimeout time.Duration
 	Quiet       time.Duration
+	// Metrics is where agent serves /metrics with cuecast_config_info
+	// (agent_metrics.go); empty: nowhere.
+	Metrics string
 	serviceFlags
 }
 
@@ -79,6 +82,7 @@ Each file written is printed as one JSON line on stdout.`,
 	cmd.Flags().StringVar(&opts.Exec, "exec", "", "command to run (sh -c) after a change")
 	cmd.Flags().StringVar(&opts.Signal, "signal", "", "PID:SIGNAL to send after a change, like 1234:HUP")
 	cmd.Flags().DurationVar(&opts.ExecTimeout, "exec-timeout", 30*time.Second, "how long --exec may run")
+	cmd.Flags().StringVar(&opts.Metrics, "metrics", "", "address to serve /metrics on, with cuecast_config_info for joining the service's series to its version (docs/ROLLOUT.md, \"Analysis\")")
 	cmd.Flags().DurationVar(&opts.Quiet, "quiet", 100*time.Millisecond, "wait this long after a change for others before running --exec or --signal")
 	opts.register(cmd.Flags(), env)
 	return cmd
@@ -174,6 +178,9 @@ func agentRun(ctx context.Context, env *Env, opts *AgentOptions) error {
 	defer nc.Close()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	if err := serveAgentMetrics(ctx, env, opts.Metrics, cl); err != nil {
+		return err
+	}
 	var wg sync.WaitGroup
 	// On an early return too, the watchers started stop before agent does.
 	defer func() { cancel(); wg.Wait() }()
