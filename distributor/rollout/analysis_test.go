@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,6 +19,8 @@ import (
 	"github.com/cuecast/cuecast/analysis"
 	"github.com/cuecast/cuecast/client/prominfo"
 	"github.com/cuecast/cuecast/distributor/rollout"
+	"github.com/cuecast/cuecast/internal/cli"
+	"github.com/cuecast/cuecast/internal/iostreams"
 	"github.com/cuecast/cuecast/internal/poll"
 	"github.com/cuecast/cuecast/internal/promtest"
 )
@@ -28,8 +31,8 @@ import (
 // cuecast_config_info series (prominfo), so a bad config version in the
 // cohort shows as a regression in Prometheus, and exactly as bad every run.
 type service struct {
-	in  *instance
-	srv *httptest.Server
+	in      *instance
+	metrics http.Handler
 }
 
 const requestsPerScrape = 1000
@@ -51,7 +54,7 @@ func (e *env) service(id string) *service {
 	metrics := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	var mu sync.Mutex
 	s := &service{in: in}
-	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	s.metrics = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var c struct {
 			ErrorRate float64 `json:"error_rate"`
 			LatencyMS int     `json:"latency_ms"`
@@ -66,12 +69,30 @@ func (e *env) service(id string) *service {
 			mu.Unlock()
 		}
 		metrics.ServeHTTP(w, r)
-	}))
-	e.t.Cleanup(s.srv.Close)
+	})
 	return s
 }
 
-func (s *service) target() string { return strings.TrimPrefix(s.srv.URL, "http://") }
+// slot is a scrape target whose service a scenario replaces: Prometheus
+// keeps scraping the same four targets, since it applies a change of
+// targets only every 5 s.
+type slot struct {
+	srv *httptest.Server
+	cur atomic.Pointer[service]
+}
+
+func newSlot(t *testing.T) *slot {
+	sl := &slot{}
+	sl.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s := sl.cur.Load(); s != nil {
+			s.metrics.ServeHTTP(w, r)
+		}
+	}))
+	t.Cleanup(sl.srv.Close)
+	return sl
+}
+
+func (sl *slot) target() string { return strings.TrimPrefix(sl.srv.URL, "http://") }
 
 // The analysis' queries, as docs/ROLLOUT.md gives them to copy.
 const (
@@ -107,7 +128,15 @@ func analysisPolicy(hold time.Duration, metrics ...cuecast.Metric) cuecast.Polic
 // Prometheus stopped mid-stage waits, then halts saying so. Each halt's
 // reason names the query, both values and the threshold.
 func TestAnalysisJudgesCohortAgainstBaseline(t *testing.T) {
-	prom := promtest.Start(t, 200*time.Millisecond)
+	var slots []*slot
+	var targets []string
+	for range 4 {
+		sl := newSlot(t)
+		slots = append(slots, sl)
+		targets = append(targets, sl.target())
+	}
+	prom := promtest.Start(t, 200*time.Millisecond, targets...)
+	prom.WaitUp(targets)
 	pa, err := analysis.New(prom.URL, analysis.Options{Timeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -117,11 +146,10 @@ func TestAnalysisJudgesCohortAgainstBaseline(t *testing.T) {
 	// them on v1.
 	start := func(t *testing.T, pol cuecast.Policy, base []byte) (*env, []*instance) {
 		e := newEnvSet(t, pol, cuecast.Relaxed, func(e *env) { e.opts = func(o *rollout.Options) { o.Analyzer = pa } })
-		var targets []string
 		var ins []*instance
-		for i := range 4 {
+		for i, sl := range slots {
 			s := e.service(fmt.Sprintf("svc-%d", i))
-			targets = append(targets, s.target())
+			sl.cur.Store(s)
 			ins = append(ins, s.in)
 		}
 		// v1 reaches everyone at once, as a config deployed before the
@@ -130,8 +158,9 @@ func TestAnalysisJudgesCohortAgainstBaseline(t *testing.T) {
 			t.Fatalf("Deploy v1: %v", err)
 		}
 		waitOn(t, 1, ins...)
-		prom.SetTargets(targets)
-		prom.WaitUp(targets)
+		// Every point in the analysis' window (a second) is this
+		// scenario's, not the last one's.
+		prom.WaitScraped(time.Now().Add(time.Second))
 		return e, ins
 	}
 	// halted waits for v's rollout to halt in the canary stage and for the
@@ -202,6 +231,13 @@ func TestAnalysisJudgesCohortAgainstBaseline(t *testing.T) {
 		if cur := rec.Current; cur.State != rollout.StateHolding || cur.Stage != 0 || !strings.Contains(cur.Note, "too few samples") {
 			t.Errorf("after 3 inconclusive evaluations: %s at stage %d, note %q; want holding at canary, waiting for samples", cur.State, cur.Stage, cur.Note)
 		}
+		// rollout status shows the analysis; rollout analyze runs it now.
+		for _, args := range [][]string{{"status", string(cfg)}, {"analyze", string(cfg), "--prometheus", prom.URL}} {
+			out := e.cli(append([]string{"rollout"}, args...)...)
+			if !strings.Contains(out, "error_rate") || !strings.Contains(out, "inconclusive") || !strings.Contains(out, "too few samples: cohort") {
+				t.Errorf("cuecast rollout %s: %q, want error_rate inconclusive for too few samples", args[0], out)
+			}
+		}
 	})
 
 	t.Run("prometheus stopped mid-stage waits, then halts", func(t *testing.T) {
@@ -237,4 +273,18 @@ func (e *env) waitAnalysis(v uint64, ok func(rollout.MetricState) bool) rollout.
 		return ok(cur.Analysis[0]) || cur.State == rollout.StateHalted, fmt.Sprintf("%s %+v", cur.State, cur.Analysis[0])
 	})
 	return rec
+}
+
+// cli runs a cuecast command against the env's server and returns its
+// output; it fails the test on a non-zero exit (4, a halted rollout,
+// included).
+func (e *env) cli(args ...string) string {
+	e.t.Helper()
+	var out, errOut iostreams.SyncBuffer
+	io := &iostreams.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut}
+	args = append(args, "--nats", e.srv.ClientURL())
+	if code := cli.Main(e.t.Context(), args, io, func(string) string { return "" }); code != 0 {
+		e.t.Fatalf("cuecast %s: exit %d, stderr %q", strings.Join(args, " "), code, errOut.String())
+	}
+	return out.String()
 }

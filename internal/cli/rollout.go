@@ -316,6 +316,7 @@ func printRecord(w io.Writer, p rollout.Progress, now time.Time) {
 			fmt.Fprintf(w, "  cohort: %d instances, %d on v%d, %d unhealthy, %d failing; outside: %d instances, %d unhealthy\n",
 				m.Instances, m.OnTarget, r.Version, m.Unhealthy, m.Failing, m.Outside, m.OutsideUnhealthy)
 		}
+		printAnalysis(w, r)
 		if r.Note != "" {
 			fmt.Fprintf(w, "  %s\n", rollout.FormatTimes(r.Note))
 		}

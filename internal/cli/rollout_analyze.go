@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
 	"math"
 	"time"
 
@@ -100,4 +101,19 @@ func value(f *float64) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.4g", *f)
+}
+
+// printAnalysis writes the current stage's analysis as the controller
+// last evaluated it, one line per metric, for rollout status.
+func printAnalysis(w io.Writer, r *rollout.Rollout) {
+	if !r.State.Active() && r.State != rollout.StateHalted {
+		return
+	}
+	for _, ms := range r.Analysis {
+		if ms.Outcome == "" {
+			fmt.Fprintf(w, "  analysis %s: first evaluation at %s\n", ms.Name, rollout.FormatTime(ms.Next))
+			continue
+		}
+		fmt.Fprintf(w, "  analysis %s: %s, %d evaluations, %d failed: %s\n", ms.Name, ms.Outcome, ms.Evaluations, ms.Failures, ms.Detail)
+	}
 }

@@ -59,10 +59,12 @@ type Server struct {
 	once    sync.Once
 }
 
-// Start runs a Prometheus scraping every scrape (at least 100 ms) the
-// targets SetTargets names, and waits until its API answers. It skips t
-// when no binary can be found; t.Cleanup stops it.
-func Start(t testing.TB, scrape time.Duration) *Server {
+// Start runs a Prometheus scraping targets (host:port) every scrape, and
+// waits until its API answers. SetTargets changes the targets, which
+// Prometheus applies within 5 s (its scrape manager's pace): a test that
+// knows its targets passes them here. It skips t when no binary can be
+// found; t.Cleanup stops it.
+func Start(t testing.TB, scrape time.Duration, targets ...string) *Server {
 	t.Helper()
 	bin, why := Binary()
 	if bin == "" {
@@ -70,7 +72,7 @@ func Start(t testing.TB, scrape time.Duration) *Server {
 	}
 	dir := t.TempDir()
 	s := &Server{t: t, dir: dir, targets: filepath.Join(dir, "targets.json")}
-	s.SetTargets(nil)
+	s.SetTargets(targets)
 	conf := fmt.Sprintf(`global:
   scrape_interval: %[1]s
   scrape_timeout: %[1]s
@@ -171,6 +173,26 @@ func (s *Server) WaitUp(targets []string) {
 			}
 		}
 		return true, ""
+	})
+}
+
+// WaitScraped waits until Prometheus has scraped every active target
+// after since.
+func (s *Server) WaitScraped(since time.Time) {
+	s.t.Helper()
+	poll.Until(s.t, "prometheus scraping every target after "+since.Format(time.RFC3339Nano), poll.Patience, func() (bool, string) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		res, err := s.API.Targets(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, at := range res.Active {
+			if !at.LastScrape.After(since) || at.Health != v1.HealthGood {
+				return false, fmt.Sprintf("%s last scraped %s (%s)", at.ScrapeURL, at.LastScrape.Format(time.RFC3339Nano), at.Health)
+			}
+		}
+		return len(res.Active) > 0, "no target"
 	})
 }
 
