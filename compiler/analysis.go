@@ -1,6 +1,8 @@
 package compiler
 
 import (
+	"fmt"
+
 	"cuelang.org/go/cue"
 
 	"github.com/cuecast/cuecast"
@@ -15,6 +17,11 @@ func checkAnalysis(m cue.Value, path []cue.Selector, pol cuecast.Policy, fallbac
 	for i, st := range pol.Stages {
 		for j, met := range st.Analysis {
 			err := met.Validate()
+			if err == nil && st.Percent >= 100 && met.Compare != cuecast.CompareThreshold {
+				// Nobody is left on the old version to be the baseline.
+				err = fmt.Errorf("metric %q: the stage covers every instance, so no baseline is left to compare with: "+
+					"use compare: \"threshold\" here, or judge the metric in an earlier stage", met.Name)
+			}
 			if err == nil {
 				continue
 			}
