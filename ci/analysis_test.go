@@ -56,26 +56,35 @@ func TestCheckShowsAnalysis(t *testing.T) {
 			t.Errorf("markdown lacks the analysis section:\n%s", md)
 		}
 	})
-	t.Run("bad query", func(t *testing.T) {
-		r, base := exampleRepo(t)
-		bad := strings.TrimSuffix(goodQuery, ")") // an unclosed parenthesis
-		edit(t, r, "cuecast.cue", halfStage, analysisStage(bad))
-		head := r.Commit("analysis with a broken query")
-		rep := check(t, r, base, head)
-		if !rep.Failed() {
-			t.Fatal("check passed a manifest whose analysis query does not close")
-		}
-		var found bool
-		for _, f := range rep.Errors {
-			if f.ID == compiler.IDManifestAnalysis {
-				found = true
-				if f.File != "cuecast.cue" || f.Line == 0 || !strings.Contains(f.Message, `stage half: metric "error_rate": query: unclosed '('`) {
-					t.Errorf("error %s:%d %q, want cuecast.cue at the query's line saying the '(' is unclosed", f.File, f.Line, f.Message)
-				}
+	for _, tt := range []struct{ name, stage, want string }{
+		{"bad query", analysisStage(strings.TrimSuffix(goodQuery, ")")), `stage half: metric "error_rate": query: unclosed '('`},
+		{"no baseline", strings.Replace(analysisStage(goodQuery), "percent: 50", "percent: 100", 1), `stage half: metric "error_rate": the stage covers every instance, so no baseline is left`},
+	} {
+		t.Run(tt.name, func(t *testing.T) { checkFails(t, halfStage, tt.stage, tt.want) })
+	}
+}
+
+// checkFails checks a change of the search namespace's stage to stage and
+// wants it to fail with a manifest/analysis error saying want at the
+// line of the metric's query.
+func checkFails(t *testing.T, from, stage, want string) {
+	r, base := exampleRepo(t)
+	edit(t, r, "cuecast.cue", from, stage)
+	head := r.Commit("analysis the controller could not use")
+	rep := check(t, r, base, head)
+	if !rep.Failed() {
+		t.Fatal("check passed a manifest whose analysis query does not close")
+	}
+	var found bool
+	for _, f := range rep.Errors {
+		if f.ID == compiler.IDManifestAnalysis {
+			found = true
+			if f.File != "cuecast.cue" || f.Line != 34 || !strings.Contains(f.Message, want) {
+				t.Errorf("error %s:%d %q, want cuecast.cue:34 (the query) saying %q", f.File, f.Line, f.Message, want)
 			}
 		}
-		if !found {
-			t.Errorf("errors %+v, want one %s", rep.Errors, compiler.IDManifestAnalysis)
-		}
-	})
+	}
+	if !found {
+		t.Errorf("errors %+v, want one %s", rep.Errors, compiler.IDManifestAnalysis)
+	}
 }
