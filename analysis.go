@@ -136,8 +136,9 @@ var ErrBadMetric = errors.New("bad analysis metric")
 // Validate reports what makes m unusable, as cuecast check says it: an
 // unknown comparison or placeholder, a query that cannot tell the cohort
 // from the baseline (no $selector nor $version), brackets or quotes that
-// do not close. It does not parse PromQL fully (that takes Prometheus:
-// analysis.Prometheus.Check asks it to).
+// do not close. It does not parse PromQL fully: `cuecast check
+// --prometheus URL` has Prometheus parse each query too
+// (analysis.Prometheus.Check).
 func (m Metric) Validate() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("metric %q: %s: %w", m.Name, fmt.Sprintf(format, args...), ErrBadMetric)

@@ -138,6 +138,10 @@ func (p *Prometheus) points(ctx context.Context, q string, at time.Time, window 
 	return out, nil
 }
 
+// ErrQueryRefused is wrapped by Check's error when Prometheus cannot parse
+// a query (rather than cannot be asked).
+var ErrQueryRefused = errors.New("query refused")
+
 // Check has Prometheus parse each of m's queries (placeholders filled for
 // version 1 of cfg), without evaluating them: `cuecast check --prometheus`
 // reports a query Prometheus cannot parse before any rollout needs it.
@@ -149,8 +153,12 @@ func (p *Prometheus) Check(ctx context.Context, m cuecast.Metric, cfg cuecast.Co
 		qctx, cancel := context.WithTimeout(ctx, p.timeout)
 		_, err := p.api.FormatQuery(qctx, m.Expand(q, cfg, 1))
 		cancel()
+		var apiErr *v1.Error
+		if errors.As(err, &apiErr) && apiErr.Type == v1.ErrBadData {
+			return fmt.Errorf("metric %q: prometheus cannot parse %q: %s: %w", m.Name, q, apiErr.Msg, ErrQueryRefused)
+		}
 		if err != nil {
-			return fmt.Errorf("metric %q: prometheus cannot parse %q: %w", m.Name, q, err)
+			return fmt.Errorf("metric %q: ask prometheus to parse %q: %w", m.Name, q, err)
 		}
 	}
 	return nil

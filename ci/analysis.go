@@ -1,13 +1,16 @@
 package ci
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/analysis"
 	"github.com/cuecast/cuecast/compiler"
 )
 
@@ -118,3 +121,35 @@ func joinPaths(ps []cuecast.ConfigPath, code func(string) string) string {
 
 // oneLine folds a multi-line query onto one line.
 func oneLine(q string) string { return strings.Join(strings.Fields(q), " ") }
+
+// QueryChecker has a Prometheus parse a metric's queries
+// (analysis.Prometheus.Check): an error wrapping analysis.ErrQueryRefused
+// when it cannot parse one, another when it cannot be asked.
+type QueryChecker interface {
+	Check(ctx context.Context, m cuecast.Metric, cfg cuecast.ConfigPath) error
+}
+
+var _ QueryChecker = (*analysis.Prometheus)(nil)
+
+// CheckQueries has q parse the query of every metric in Analysis (cuecast
+// check --prometheus): a query it refuses is a new error of the change in
+// the manifest (manifest/analysis), which fails the check, as a rollout
+// judged by it could never pass. It returns an error only when q cannot
+// be asked.
+func (r *Report) CheckQueries(ctx context.Context, q QueryChecker) error {
+	for _, j := range r.Analysis {
+		for _, m := range j.Metrics {
+			err := q.Check(ctx, m, j.Configs[0])
+			switch {
+			case errors.Is(err, analysis.ErrQueryRefused):
+				r.Errors = append(r.Errors, Finding{Error: compiler.Error{File: "cuecast.cue", Line: 1, Column: 1,
+					ID: compiler.IDManifestAnalysis, Message: fmt.Sprintf("stage %s: %v", j.Stage, err),
+					Fix: "fix the query; docs/ROLLOUT.md, \"Analysis\", has queries to copy"}})
+				r.Risk.NewErrors++
+			case err != nil:
+				return fmt.Errorf("check analysis queries: %w", err)
+			}
+		}
+	}
+	return nil
+}

@@ -1,10 +1,14 @@
 package ci_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/cuecast/cuecast/analysis"
 	"github.com/cuecast/cuecast/compiler"
+	"github.com/cuecast/cuecast/internal/promtest"
 )
 
 // analysisStage is the search namespace's half stage with an error-rate
@@ -54,6 +58,35 @@ func TestCheckShowsAnalysis(t *testing.T) {
 		}
 		if md := rep.Markdown(0); !strings.Contains(md, "### Analysis the rollout is judged by") {
 			t.Errorf("markdown lacks the analysis section:\n%s", md)
+		}
+	})
+	t.Run("parsed by prometheus", func(t *testing.T) {
+		prom := promtest.Start(t, time.Second)
+		p, err := analysis.New(prom.URL, analysis.Options{Timeout: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, _ := exampleRepo(t)
+		// Balanced and with its placeholders, so only a PromQL parser
+		// finds the operator missing its operand.
+		bad := `sum(rate(http_errors_total{$selector}[1m])) / / 2`
+		edit(t, r, "cuecast.cue", halfStage, strings.Replace(analysisStage(goodQuery), "}]},", "}, {name: \"bad\", query: #\""+bad+"\"#, compare: \"threshold\", max: 1}]},", 1))
+		base := r.Commit("analysis for search, one query broken")
+		edit(t, r, "search/ranking/ranking.cue", `boost_recent_days: 14`, `boost_recent_days: 7`)
+		rep := check(t, r, base, r.Commit("change ranking"))
+		if rep.Failed() {
+			t.Fatalf("the check failed before Prometheus parsed anything: %+v", rep.Errors)
+		}
+		if err := rep.CheckQueries(t.Context(), p); err != nil {
+			t.Fatalf("CheckQueries: %v", err)
+		}
+		if !rep.Failed() || len(rep.Errors) != 1 || rep.Errors[0].ID != compiler.IDManifestAnalysis ||
+			!strings.Contains(rep.Errors[0].Message, `stage half: metric "bad": prometheus cannot parse`) {
+			t.Errorf("after Prometheus parsed the queries: failed %t, errors %+v; want one manifest/analysis error for metric bad only", rep.Failed(), rep.Errors)
+		}
+		prom.Stop()
+		if err := rep.CheckQueries(t.Context(), p); err == nil || errors.Is(err, analysis.ErrQueryRefused) {
+			t.Errorf("CheckQueries with Prometheus stopped: %v, want an error that is no refusal", err)
 		}
 	})
 	for _, tt := range []struct{ name, stage, want string }{

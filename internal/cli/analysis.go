@@ -1,7 +1,11 @@
 package cli
 
 import (
+	"context"
+	"fmt"
+
 	"github.com/cuecast/cuecast/analysis"
+	"github.com/cuecast/cuecast/ci"
 	"github.com/cuecast/cuecast/distributor/rollout"
 )
 
@@ -17,4 +21,17 @@ func prometheusAnalyzer(url string) (rollout.Analyzer, error) {
 		return nil, &UsageError{Err: err, Hint: "pass --prometheus http://prometheus:9090"}
 	}
 	return p, nil
+}
+
+// checkQueries is check --prometheus: Prometheus parses the report's
+// analysis queries (ci.Report.CheckQueries).
+func checkQueries(ctx context.Context, rep *ci.Report, url string) error {
+	p, err := analysis.New(url, analysis.Options{})
+	if err != nil {
+		return &UsageError{Err: err, Hint: "pass --prometheus http://prometheus:9090"}
+	}
+	if err := rep.CheckQueries(ctx, p); err != nil {
+		return fmt.Errorf("--prometheus %s: %w", url, err)
+	}
+	return nil
 }
