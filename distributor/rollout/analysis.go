@@ -33,11 +33,13 @@ type MetricState struct {
 	Name string `json:"name"`
 	// Next is when it is evaluated next.
 	Next time.Time `json:"next"`
-	// Evaluations made, Failures among them, and Errors: evaluations in a
-	// row that could not be made.
-	Evaluations int `json:"evaluations"`
-	Failures    int `json:"failures"`
-	Errors      int `json:"errors"`
+	// Evaluations that judged (passed or failed), Failures among them;
+	// Inconclusive ones (too few samples, no data); and Errors:
+	// evaluations in a row that could not be made.
+	Evaluations  int `json:"evaluations"`
+	Failures     int `json:"failures"`
+	Inconclusive int `json:"inconclusive,omitempty"`
+	Errors       int `json:"errors"`
 	// Outcome of the last evaluation (analysis.Outcome, or "error"; empty
 	// before the first) and what it compared, for people.
 	Outcome string `json:"outcome,omitempty"`
@@ -150,12 +152,17 @@ func evaluated(ms *MetricState, m cuecast.Metric, st cuecast.Stage, r *Rollout, 
 		return ""
 	}
 	ms.Errors = 0
-	ms.Evaluations++
 	v := analysis.Judge(m, res)
 	ms.Outcome, ms.Detail = string(v.Outcome), v.Detail
-	if v.Outcome != analysis.Fail {
+	switch v.Outcome {
+	case analysis.Inconclusive:
+		ms.Inconclusive++
+		return ""
+	case analysis.Pass:
+		ms.Evaluations++
 		return ""
 	}
+	ms.Evaluations++
 	ms.Failures++
 	if ms.Failures >= m.Failures {
 		return fmt.Sprintf("stage %s: analysis %s failed %d of %d evaluations (failures %d halt): %s; query: %s",

@@ -189,7 +189,7 @@ func TestAnalysisJudgesCohortAgainstBaseline(t *testing.T) {
 		rec := halted(e, 2, ins[0])
 		ms := rec.Current.Analysis[0]
 		if ms.Evaluations > 3 {
-			t.Errorf("halted after %d evaluations, want ≤ 3", ms.Evaluations)
+			t.Errorf("halted after %d evaluations, want ≤ 3 (and %d without enough data)", ms.Evaluations, ms.Inconclusive)
 		}
 		for _, want := range []string{"stage canary: analysis error_rate failed 2 of", "cohort 0.05 − baseline 0.001 = 0.049 > max 0.01", "query: sum(increase(svc_errors_total"} {
 			if !strings.Contains(rec.Current.Reason, want) {
@@ -227,7 +227,7 @@ func TestAnalysisJudgesCohortAgainstBaseline(t *testing.T) {
 	t.Run("too few samples waits", func(t *testing.T) {
 		e, _ := start(t, analysisPolicy(time.Second, errorRate(1e9)), serviceConfig(1, 0.001, 50))
 		e.deploy(e.publish(2, serviceConfig(2, 0.05, 50)))
-		rec := e.waitAnalysis(2, func(ms rollout.MetricState) bool { return ms.Evaluations >= 3 })
+		rec := e.waitAnalysis(2, func(ms rollout.MetricState) bool { return ms.Inconclusive >= 3 })
 		if cur := rec.Current; cur.State != rollout.StateHolding || cur.Stage != 0 || !strings.Contains(cur.Note, "too few samples") {
 			t.Errorf("after 3 inconclusive evaluations: %s at stage %d, note %q; want holding at canary, waiting for samples", cur.State, cur.Stage, cur.Note)
 		}

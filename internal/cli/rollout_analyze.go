@@ -114,6 +114,6 @@ func printAnalysis(w io.Writer, r *rollout.Rollout) {
 			fmt.Fprintf(w, "  analysis %s: first evaluation at %s\n", ms.Name, rollout.FormatTime(ms.Next))
 			continue
 		}
-		fmt.Fprintf(w, "  analysis %s: %s, %d evaluations, %d failed: %s\n", ms.Name, ms.Outcome, ms.Evaluations, ms.Failures, ms.Detail)
+		fmt.Fprintf(w, "  analysis %s: %s, %d evaluations, %d failed, %d inconclusive: %s\n", ms.Name, ms.Outcome, ms.Evaluations, ms.Failures, ms.Inconclusive, ms.Detail)
 	}
 }
