@@ -33,7 +33,7 @@ type CheckOptions struct {
 	// Prometheus, when set, parses the analysis queries of the changed
 	// configs' rollouts (ci.Report.CheckQueries).
 	Prometheus string
-	Conn  ConnFlags
+	Conn       ConnFlags
 }
 
 func newCheckCmd(env *Env, runF func(*cobra.Command, *CheckOptions) error) *cobra.Command {
