@@ -11,7 +11,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,6 +23,7 @@ import (
 	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
 
+	"github.com/cuecast/cuecast/internal/natstest"
 	"github.com/cuecast/cuecast/internal/poll"
 )
 
@@ -86,7 +86,7 @@ scrape_configs:
 	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	addr := freeAddr(t)
+	addr := natstest.FreeAddr(t)
 	s.URL = "http://" + addr
 	log, err := os.Create(filepath.Join(dir, "prometheus.log"))
 	if err != nil {
@@ -118,17 +118,6 @@ scrape_configs:
 		return err == nil, fmt.Sprint(err)
 	})
 	return s
-}
-
-// freeAddr is a loopback address no one listens on now.
-func freeAddr(t testing.TB) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	_ = l.Close()
-	return addr
 }
 
 // SetTargets replaces the scraped targets (host:port) by rewriting the
