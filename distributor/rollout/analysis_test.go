@@ -102,13 +102,17 @@ const (
 	latencyQuery  = `histogram_quantile(0.9, sum by (le) (rate(svc_latency_seconds_bucket[$interval]) * on(instance, job) group_left cuecast_config_info{$selector}))`
 )
 
+// evalEvery is the metrics' interval, and their window: Prometheus
+// scrapes five times in it.
+const evalEvery = 500 * time.Millisecond
+
 func errorRate(minSamples float64) cuecast.Metric {
 	return cuecast.Metric{Name: "error_rate", Query: errorRateQuery, Compare: cuecast.CompareDifference, Max: 0.01,
-		Samples: requestsQuery, MinSamples: minSamples, Interval: cuecast.Duration(time.Second), Failures: 2, MaxErrors: 2}
+		Samples: requestsQuery, MinSamples: minSamples, Interval: cuecast.Duration(evalEvery), Failures: 2, MaxErrors: 2}
 }
 
 var p90Latency = cuecast.Metric{Name: "p90_latency", Query: latencyQuery, Compare: cuecast.CompareRatio, Max: 1.5,
-	Interval: cuecast.Duration(time.Second), Failures: 1, MaxErrors: 2}
+	Interval: cuecast.Duration(evalEvery), Failures: 1, MaxErrors: 2}
 
 // analysisPolicy is canary (svc-0) and half (svc-0, svc-1), each holding
 // hold and judged by metrics, then everyone.
@@ -135,7 +139,7 @@ func TestAnalysisJudgesCohortAgainstBaseline(t *testing.T) {
 		slots = append(slots, sl)
 		targets = append(targets, sl.target())
 	}
-	prom := promtest.Start(t, 200*time.Millisecond, targets...)
+	prom := promtest.Start(t, evalEvery/5, targets...)
 	prom.WaitUp(targets)
 	pa, err := analysis.New(prom.URL, analysis.Options{Timeout: 2 * time.Second})
 	if err != nil {
@@ -158,9 +162,9 @@ func TestAnalysisJudgesCohortAgainstBaseline(t *testing.T) {
 			t.Fatalf("Deploy v1: %v", err)
 		}
 		waitOn(t, 1, ins...)
-		// Every point in the analysis' window (a second) is this
+		// Every point in the analysis' window ($interval) is this
 		// scenario's, not the last one's.
-		prom.WaitScraped(time.Now().Add(time.Second))
+		prom.WaitScraped(time.Now().Add(evalEvery))
 		return e, ins
 	}
 	// halted waits for v's rollout to halt in the canary stage and for the
@@ -199,7 +203,7 @@ func TestAnalysisJudgesCohortAgainstBaseline(t *testing.T) {
 	})
 
 	t.Run("equal rates pass every stage", func(t *testing.T) {
-		e, _ := start(t, analysisPolicy(2*time.Second, errorRate(100), p90Latency), serviceConfig(1, 0.001, 50))
+		e, _ := start(t, analysisPolicy(2*evalEvery, errorRate(100), p90Latency), serviceConfig(1, 0.001, 50))
 		e.deploy(e.publish(2, serviceConfig(2, 0.001, 50)))
 		rec := e.waitState(2, rollout.StateComplete, -1)
 		var passed []string
@@ -225,7 +229,7 @@ func TestAnalysisJudgesCohortAgainstBaseline(t *testing.T) {
 	})
 
 	t.Run("too few samples waits", func(t *testing.T) {
-		e, _ := start(t, analysisPolicy(time.Second, errorRate(1e9)), serviceConfig(1, 0.001, 50))
+		e, _ := start(t, analysisPolicy(evalEvery, errorRate(1e9)), serviceConfig(1, 0.001, 50))
 		e.deploy(e.publish(2, serviceConfig(2, 0.05, 50)))
 		rec := e.waitAnalysis(2, func(ms rollout.MetricState) bool { return ms.Inconclusive >= 3 })
 		if cur := rec.Current; cur.State != rollout.StateHolding || cur.Stage != 0 || !strings.Contains(cur.Note, "too few samples") {
