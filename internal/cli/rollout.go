@@ -41,7 +41,7 @@ type RolloutOptions struct {
 func newRolloutCmd(env *Env, runF func(*cobra.Command, *RolloutOptions) error) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "rollout",
-		Short: "See and steer staged rollouts: status, watch, advance, halt, resume, unpin, audit",
+		Short: "See and steer staged rollouts: status, watch, advance, halt, resume, unpin, audit, analyze",
 		Long: `Every new version rolls out stage by stage, as the namespace's policy in cuecast.cue
 says: each stage's cohort gets the version, the controller waits until its instances
 apply it, holds, compares their health with the rest of the fleet, and advances. On a
