@@ -3,7 +3,7 @@
 // queried for the stage's cohort and for the baseline (the instances still
 // on the version the rollout started from), and Judge compares the two.
 //
-//	p, err := analysis.New("http://prometheus:9090", analysis.Options{Timeout: 10 * time.Second})
+//	p, err := analysis.New("http://prometheus:9090", analysis.Options{Timeout: 5 * time.Second})
 //	res, err := p.Measure(ctx, m, "payments/checkout", 8, 7, time.Now())
 //	v := analysis.Judge(m, res) // v.Outcome: Pass, Fail or Inconclusive
 //

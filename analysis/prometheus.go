@@ -17,7 +17,9 @@ import (
 // Options configures a Prometheus.
 type Options struct {
 	// Timeout bounds each query, at the client and as Prometheus's own
-	// evaluation timeout; default 10s.
+	// evaluation timeout; default 5s. The rollout controller judges its
+	// rollouts one at a time, so a Prometheus that does not answer delays
+	// the others by up to this per metric due.
 	Timeout time.Duration
 }
 
@@ -37,7 +39,7 @@ func New(address string, o Options) (*Prometheus, error) {
 		return nil, fmt.Errorf("new prometheus client: timeout %s: want a positive duration", o.Timeout)
 	}
 	if o.Timeout == 0 {
-		o.Timeout = 10 * time.Second
+		o.Timeout = 5 * time.Second
 	}
 	c, err := api.NewClient(api.Config{Address: address})
 	if err != nil {
