@@ -110,6 +110,10 @@ func (c *Controller) analyze(ctx context.Context, rec *Record, r *Rollout, now t
 			err = errNoAnalyzer
 		default:
 			res, err = c.o.Analyzer.Measure(ctx, m, r.Config, r.Version, r.From, now)
+			if ctx.Err() != nil {
+				// The controller is stopping: no evaluation was made.
+				return nil, false
+			}
 		}
 		changed = true
 		if why := evaluated(ms, m, st, r, res, err, now); why != "" {

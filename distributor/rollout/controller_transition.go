@@ -329,7 +329,10 @@ func startHold(r *Rollout, st cuecast.Stage, m Measure, now time.Time, ru rules)
 	if st.MinInstances > 0 {
 		r.EnoughBy = r.HoldUntil.Add(ru.applyTimeout)
 	}
-	r.Analysis = startAnalysis(st, now)
+	r.Analysis = nil
+	if !r.Emergency { // an emergency skips the analysis with the holds
+		r.Analysis = startAnalysis(st, now)
+	}
 	r.Note = ""
 	r.Updated = now
 	r.log(now, fmt.Sprintf("%d/%d instances on v%d; holding %s", m.OnTarget, m.Instances, r.Version, hold))
