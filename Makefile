@@ -2,7 +2,7 @@
 GO ?= go
 BENCHTIME ?= 1x
 
-.PHONY: all build demo test vet fmt bench soak scale clean e2e release dockerfile-lint
+.PHONY: all build demo test vet fmt bench soak scale clean e2e release dockerfile-lint prometheus
 
 all: build
 
@@ -33,10 +33,30 @@ vet:
 # The compiler's differential test runs the official cue CLI beside cuecast on
 # generated repos; make test installs it (the version go.mod names) into bin/.
 CUE_VERSION ?= $(shell $(GO) list -m -f '{{.Version}}' cuelang.org/go)
-test: vet dockerfile-lint
+test: vet dockerfile-lint prometheus
 	GOBIN=$(CURDIR)/bin $(GO) install cuelang.org/go/cmd/cue@$(CUE_VERSION)
 	CUECAST_CUE=$(CURDIR)/bin/cue $(GO) test -race -timeout 9m ./...
 	cd deploy/kubernetes && $(GO) vet ./... && $(GO) test -race -timeout 5m ./...
+
+# A real Prometheus for the rollout analysis tests (distributor/rollout,
+# internal/promtest): when /usr/bin/prometheus is missing, Debian's prometheus
+# package is downloaded with apt-get and unpacked into bin/prometheus-deb with
+# dpkg -x, so no system service is installed or started (the tests run their
+# own, on a free port, with a temporary store). Where neither works the tests
+# skip, saying why; CUECAST_PROMETHEUS names another binary.
+PROMETHEUS_DEB = $(CURDIR)/bin/prometheus-deb
+prometheus:
+	@if [ ! -x /usr/bin/prometheus ] && [ -z "$$CUECAST_PROMETHEUS" ] && [ ! -x $(PROMETHEUS_DEB)/usr/bin/prometheus ]; then \
+		if command -v apt-get >/dev/null && command -v dpkg >/dev/null; then \
+			mkdir -p $(PROMETHEUS_DEB) && cd $(PROMETHEUS_DEB) && \
+			{ apt-get download prometheus 2>/dev/null || \
+				{ [ "$$(id -u)" = 0 ] && apt-get update >/dev/null && apt-get download prometheus; }; } && \
+			dpkg -x prometheus_*.deb . && rm -f prometheus_*.deb \
+			|| echo "prometheus: could not fetch Debian's prometheus package; the analysis tests will skip"; \
+		else \
+			echo "prometheus: /usr/bin/prometheus is missing and apt-get is not usable here; the analysis tests will skip"; \
+		fi; \
+	fi
 
 # The dashboard in headless Chromium (internal/web/e2e, build tag e2e): installs
 # Debian's chromium with apt-get when /usr/bin/chromium is missing; the test skips,

@@ -20,6 +20,7 @@ var layer = map[string]int{
 	"bindings":            1, // typed bindings from a schema: CUE only
 	"distributor":         1,
 	"client":              1,
+	"analysis":            1, // the metric queries and comparisons: the controller and check both ask it
 	"tailer":              2,
 	"ci":                  2,
 	"distributor/rollout": 2,

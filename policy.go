@@ -51,7 +51,9 @@ func (d Duration) String() string { return time.Duration(d).String() }
 // controller advances past it only after Hold has passed with the stage's
 // instances healthy: at least MinInstances reporting, at most MaxUnhealthy
 // (a share, 0..1) of them unhealthy and at most MaxApplyFailures of them
-// failing to apply.
+// failing to apply. Analysis, when set, also judges the stage on the
+// service's own metrics, cohort against baseline (Metric); the stage then
+// passes only once each metric's last evaluation passed.
 type Stage struct {
 	Name             string            `json:"name"`
 	Percent          int               `json:"percent,omitempty"`
@@ -61,6 +63,7 @@ type Stage struct {
 	Hold             Duration          `json:"hold,omitempty"`
 	MaxUnhealthy     float64           `json:"max_unhealthy,omitempty"`
 	MaxApplyFailures float64           `json:"max_apply_failures,omitempty"`
+	Analysis         []Metric          `json:"analysis,omitempty"`
 }
 
 // Policy is a namespace's rollout policy: its stages, in order. The last

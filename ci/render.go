@@ -92,6 +92,7 @@ func (r *Report) WriteText(w io.Writer) error {
 			b.WriteString("\n")
 		}
 	}
+	r.analysisText(&b)
 	if len(r.Undeclared) > 0 {
 		b.WriteString("\nnot compiled (no namespace in cuecast.cue, no config imports it):\n")
 		for _, d := range r.Undeclared {
@@ -188,6 +189,9 @@ func (r *Report) Markdown(limit int) string {
 			add("- ⚠️ %s: %s\n", mdCode(c.Namespace), c.summary())
 		}
 		add("\n")
+	}
+	if a := r.analysisMarkdown(); a != "" {
+		add("%s", a)
 	}
 	first := true
 	for _, g := range groups {

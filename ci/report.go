@@ -63,6 +63,9 @@ type Report struct {
 	// the change alters, when it touches a file a schema can read. A
 	// warning; the check does not fail for it.
 	Bindings []BindingsChange `json:"bindings,omitempty"`
+	// Analysis is what the changed configs' rollouts will be judged by
+	// on the service's metrics, stage by stage (analysis.go).
+	Analysis []Judgement `json:"analysis,omitempty"`
 }
 
 // ConfigChange is one affected config.
@@ -217,6 +220,7 @@ func (r *Report) build(base, head *compiler.Result, targets []cuecast.ConfigPath
 	}
 	r.Risk.Compiled = len(r.Configs)
 	r.Risk.Namespaces = len(r.Namespaces)
+	r.judgements(head)
 	return nil
 }
 

@@ -64,6 +64,12 @@
 // RePublished subjects and reads with direct gets (docs/PROTOCOL.md). It
 // imports only the root package, nats.go and the standard library.
 //
+// Info lists what the instance runs of each config; client/prominfo exports
+// it as the cuecast_config_info series from the service's own Prometheus
+// registry, so a staged rollout's analysis can join the service's series to
+// the version each instance runs (docs/ROLLOUT.md, "Analysis"). It lives
+// apart so that the client does not depend on the Prometheus library.
+//
 // A Client and its Watchers are safe for concurrent use. Watch's context
 // bounds the watcher's life. Watch returns errors wrapping
 // cuecast.ErrInvalidPath for a bad config path; verification failures never

@@ -68,6 +68,7 @@ const (
 	IDManifestNoModule     = "manifest/no-module"
 	IDManifestSchema       = "manifest/unknown-schema"
 	IDManifestDimensions   = "manifest/dimensions"
+	IDManifestAnalysis     = "manifest/analysis"
 	IDUnknownNamespace     = "manifest/unknown-namespace"
 	IDConfigName           = "config/bad-name"
 	IDConfigPackages       = "config/multiple-packages"
@@ -100,6 +101,8 @@ func fixFor(id string) string {
 		return `point schema at an existing definition, written "<import path>#<Definition>"`
 	case IDManifestDimensions:
 		return "give each dimension value to one dimension, and list combinations naming a declared value of every dimension (docs/VARIANTS.md)"
+	case IDManifestAnalysis:
+		return "fix the metric's query or comparison; docs/ROLLOUT.md, \"Analysis\", has a policy and queries to copy"
 	case IDVariantTag:
 		return "list every value of the dimension as a shorthand of its @tag, and select variants with the value alone (cue export -t prod), as cuecast does (docs/VARIANTS.md)"
 	case IDDoubleDefault:

@@ -51,6 +51,10 @@ type Options struct {
 	// Actor names the controller in the audit stream; default
 	// "cuecast-controller".
 	Actor string
+	// Analyzer measures the metrics of stages with an analysis
+	// (analysis.Prometheus); without one such a stage cannot pass, and
+	// halts after its metrics' MaxErrors evaluations.
+	Analyzer Analyzer
 	// Now is the clock; default time.Now.
 	Now    func() time.Time
 	Logger *slog.Logger

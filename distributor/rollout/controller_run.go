@@ -229,7 +229,7 @@ func (kn *known) due(now time.Time, newReport bool) bool {
 	if r.State != StateWaiting && r.State != StateHolding && r.State != StateStaging {
 		return true
 	}
-	for _, t := range [3]time.Time{r.WaitUntil, r.HoldUntil, r.EnoughBy} {
+	for _, t := range append([]time.Time{r.WaitUntil, r.HoldUntil, r.EnoughBy}, r.analysisDue()...) {
 		if !t.IsZero() && !now.Before(t) && kn.judged.Before(t) {
 			return true
 		}

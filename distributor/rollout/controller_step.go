@@ -215,7 +215,13 @@ func (c *Controller) evaluate(ctx context.Context, rec *Record, r *Rollout, now 
 	if err != nil {
 		return nil, false, err
 	}
-	return c.judge(rec, r, reports, now)
+	audits, analyzed := c.analyze(ctx, rec, r, now)
+	if r.State == StateHalted {
+		c.log.Warn("rollout halted", "config", rec.Config, "version", r.Version, "stage", r.StageName(), "reason", r.Reason)
+		return audits, true, nil
+	}
+	more, judged, err := c.judge(rec, r, reports, now)
+	return append(audits, more...), analyzed || judged, err
 }
 
 // judge is judgeStage, logging a halt or the rollout's completion.

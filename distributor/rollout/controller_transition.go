@@ -202,6 +202,7 @@ func enterStage(r *Rollout, i int, now time.Time) {
 	r.StageStarted = now
 	r.WaitUntil, r.HoldUntil, r.EnoughBy = time.Time{}, time.Time{}, time.Time{}
 	r.Unconfirmed = nil
+	r.Analysis = nil
 	r.Note = ""
 	r.Updated = now
 	r.log(now, "stage starts")
@@ -287,6 +288,8 @@ func judgeStage(rec *Record, r *Rollout, reports []cuecast.Report, now time.Time
 	case short && !nobody && now.Before(r.EnoughBy):
 		note = fmt.Sprintf("holding: only %d instances report in stage %s, it needs %d to learn anything; it passes with them at %s unless more join",
 			m.Instances, st.Name, st.MinInstances, r.EnoughBy.Format(time.RFC3339))
+	case !nobody && analysisPending(r) != "":
+		note = analysisPending(r)
 	default:
 		pass(rec, r, st, m, nobody, short, now)
 		return nil, true
@@ -325,6 +328,10 @@ func startHold(r *Rollout, st cuecast.Stage, m Measure, now time.Time, ru rules)
 	r.EnoughBy = time.Time{}
 	if st.MinInstances > 0 {
 		r.EnoughBy = r.HoldUntil.Add(ru.applyTimeout)
+	}
+	r.Analysis = nil
+	if !r.Emergency { // an emergency skips the analysis with the holds
+		r.Analysis = startAnalysis(st, now)
 	}
 	r.Note = ""
 	r.Updated = now

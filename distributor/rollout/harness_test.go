@@ -242,6 +242,7 @@ func (e *env) instancePointer(id string) (cuecast.Pointer, bool) {
 // health and a validation hook the test controls.
 type instance struct {
 	id     string
+	cl     *client.Client
 	w      *client.Watcher
 	sick   atomic.Uint64 // unhealthy while running this version
 	reject atomic.Uint64 // the validation hook rejects this version
@@ -283,7 +284,7 @@ func (e *env) instanceWith(id string, labels map[string]string) *instance {
 		e.t.Fatalf("Watch: %v", err)
 	}
 	wp.Store(w)
-	in.w = w
+	in.w, in.cl = w, cl
 	e.t.Cleanup(func() { w.Stop(); cl.Close() })
 	return in
 }

@@ -118,6 +118,9 @@ type Rollout struct {
 	Unconfirmed []string `json:"unconfirmed,omitempty"`
 	// Note says why an active rollout is not advancing right now.
 	Note string `json:"note,omitempty"`
+	// Analysis is the current stage's analysis, one entry per metric of
+	// the stage's (analysis.go), from its hold's start.
+	Analysis []MetricState `json:"analysis,omitempty"`
 	// Reason says why it was halted, superseded or rolled back.
 	Reason string `json:"reason,omitempty"`
 	// Index: the version is a variant index (docs/VARIANTS.md), which no

@@ -31,6 +31,9 @@ type AgentOptions struct {
 	// (agent_ofrep.go).
 	OFREP       string
 	OFREPTokens string
+	// Metrics is where agent serves /metrics with cuecast_config_info
+	// (agent_metrics.go); empty: nowhere.
+	Metrics string
 	serviceFlags
 }
 
@@ -91,6 +94,7 @@ this host's verified copy, to any OpenFeature SDK: a flag's key is
 	cmd.Flags().DurationVar(&opts.ExecTimeout, "exec-timeout", 30*time.Second, "how long --exec may run")
 	cmd.Flags().StringVar(&opts.OFREP, "ofrep", "", "serve the flag sets over OFREP at this loopback HOST:PORT or unix:PATH")
 	cmd.Flags().StringVar(&opts.OFREPTokens, "ofrep-tokens", "", "file of NAMESPACE TOKEN lines that OFREP requests must carry one of")
+	cmd.Flags().StringVar(&opts.Metrics, "metrics", "", "address to serve /metrics on, with cuecast_config_info for joining the service's series to its version (docs/ROLLOUT.md, \"Analysis\")")
 	cmd.Flags().DurationVar(&opts.Quiet, "quiet", 100*time.Millisecond, "wait this long after a change for others before running --exec or --signal")
 	opts.register(cmd.Flags(), env)
 	return cmd
@@ -195,6 +199,9 @@ func agentRun(ctx context.Context, env *Env, opts *AgentOptions) error {
 	defer nc.Close()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	if err := serveAgentMetrics(ctx, env, opts.Metrics, cl); err != nil {
+		return err
+	}
 	var wg sync.WaitGroup
 	// On an early return too, the watchers started stop before agent does.
 	defer func() { cancel(); wg.Wait() }()

@@ -3,6 +3,8 @@ package cli_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/internal/cli"
 	"github.com/cuecast/cuecast/internal/gittest"
 	"github.com/cuecast/cuecast/internal/iostreams"
@@ -68,8 +71,8 @@ func TestAgentWritesFilesAndRunsExec(t *testing.T) {
 	p := startPipeline(t, repo)
 	out := t.TempDir()
 	log := filepath.Join(t.TempDir(), "reloads")
-	stdout, _ := startCmd(t, "agent", "--nats", p.ClientURL(), "--instance", "sidecar-1",
-		"--trusted-key", p.PublicKey,
+	stdout, stderr := startCmd(t, "agent", "--nats", p.ClientURL(), "--instance", "sidecar-1",
+		"--trusted-key", p.PublicKey, "--metrics", "127.0.0.1:0",
 		"--config", "payments/checkout", "--config", "search/ranking", "--dir", out,
 		"--exec", `echo "$CUECAST_CONFIG $CUECAST_VERSION $CUECAST_FILE" >> `+log)
 
@@ -93,6 +96,11 @@ func TestAgentWritesFilesAndRunsExec(t *testing.T) {
 	if !strings.Contains(stdout.String(), `"config":"payments/checkout","version":2`) {
 		t.Errorf("stdout lacks the written line for v2: %q", stdout)
 	}
+	// The agent exports what it runs as a Go service's client does
+	// (client/prominfo), for joining the service's series to its version.
+	info := fmt.Sprintf(`cuecast_config_info{bucket="%d",config="payments/checkout",cuecast_instance="sidecar-1",variant="",version="2"} 1`,
+		cuecast.Cohort("payments", "sidecar-1"))
+	await(t, "the info series of v2 at /metrics", func() bool { return strings.Contains(agentMetrics(t, stderr.String()), info) })
 	// The last-known-good copies live beside, not in, the service's files.
 	if _, err := os.Stat(filepath.Join(out, ".cuecast", "payments", "checkout.lkg")); err != nil {
 		t.Errorf("last-known-good copy: %v", err)
@@ -160,4 +168,25 @@ func TestAgentUsage(t *testing.T) {
 			}
 		})
 	}
+}
+
+// agentMetrics reads the /metrics of the agent whose stderr said where it
+// serves them.
+func agentMetrics(t *testing.T, stderr string) string {
+	t.Helper()
+	_, rest, ok := strings.Cut(stderr, "serving metrics on ")
+	if !ok {
+		t.Fatalf("agent did not say where it serves metrics: %q", stderr)
+	}
+	url, _, _ := strings.Cut(rest, "\n")
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

@@ -30,7 +30,10 @@ type CheckOptions struct {
 	// variant, from serve's NATS (NATS, Conn); without it nothing connects.
 	Fleet bool
 	NATS  string
-	Conn  ConnFlags
+	// Prometheus, when set, parses the analysis queries of the changed
+	// configs' rollouts (ci.Report.CheckQueries).
+	Prometheus string
+	Conn       ConnFlags
 }
 
 func newCheckCmd(env *Env, runF func(*cobra.Command, *CheckOptions) error) *cobra.Command {
@@ -105,6 +108,7 @@ rollout's users more than its weights require (docs/FLAGS.md), 1 cuecast, the fl
 	cmd.Flags().IntVar(&opts.PR, "pr", 0, "pull request number to comment on (default from $GITHUB_EVENT_PATH)")
 	cmd.Flags().StringVar(&opts.HeadSHA, "head-sha", "", "commit to attach the check run to (default the pull request's head, else --head)")
 	cmd.Flags().StringVar(&opts.APIURL, "github-api-url", "", "GitHub REST API root, used as given (default $GITHUB_API_URL, else https://api.github.com)")
+	cmd.Flags().StringVar(&opts.Prometheus, "prometheus", "", "have this Prometheus parse the analysis queries the changed configs' rollouts are judged by (docs/ROLLOUT.md, \"Analysis\")")
 	cmd.Flags().BoolVar(&opts.Fleet, "fleet", false, "count the live instances that run each affected config and variant (connects to --nats)")
 	cmd.Flags().StringVar(&opts.NATS, "nats", defaultNATSURL(env), "with --fleet: NATS server URL of serve")
 	opts.Conn.Register(cmd.Flags())
@@ -182,6 +186,16 @@ func checkRun(c *cobra.Command, env *Env, opts *CheckOptions) error {
 	if fleet != nil {
 		if err := rep.CountInstances(ctx, fleet); err != nil {
 			err = fmt.Errorf("--fleet %s: %w", opts.NATS, err)
+			if run != nil {
+				if aerr := run.Abort(ctx, err); aerr != nil {
+					log.Error("could not mark the check run failed", "err", aerr)
+				}
+			}
+			return errors.Join(append([]error{err}, ghErrs...)...)
+		}
+	}
+	if opts.Prometheus != "" {
+		if err := checkQueries(ctx, rep, opts.Prometheus); err != nil {
 			if run != nil {
 				if aerr := run.Abort(ctx, err); aerr != nil {
 					log.Error("could not mark the check run failed", "err", aerr)

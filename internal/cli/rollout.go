@@ -31,6 +31,9 @@ type RolloutOptions struct {
 	// of the version made from this commit, to begin before following it.
 	Version uint64
 	Commit  string
+	// Prometheus (analyze) is the Prometheus to query; default
+	// $CUECAST_PROMETHEUS_URL.
+	Prometheus string
 	// Conn: credentials and TLS (connflags.go).
 	Conn ConnFlags
 }
@@ -38,7 +41,7 @@ type RolloutOptions struct {
 func newRolloutCmd(env *Env, runF func(*cobra.Command, *RolloutOptions) error) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "rollout",
-		Short: "See and steer staged rollouts: status, watch, advance, halt, resume, unpin, audit",
+		Short: "See and steer staged rollouts: status, watch, advance, halt, resume, unpin, audit, analyze",
 		Long: `Every new version rolls out stage by stage, as the namespace's policy in cuecast.cue
 says: each stage's cohort gets the version, the controller waits until its instances
 apply it, holds, compares their health with the rest of the fleet, and advances. On a
@@ -61,6 +64,7 @@ Exit status 4 when the rollout shown or watched is halted.`,
 		{string(rollout.VerbResume), "resume CONFIG --reason TEXT", "Restart a halted rollout at the stage it halted in", true, true},
 		{string(rollout.VerbUnpin), "unpin CONFIG --reason TEXT", "Lift the pin of an emergency rollback; the newest held-back version rolls out", true, true},
 		{"audit", "audit [CONFIG]", "List the recorded operator actions and automatic halts", false, false},
+		{"analyze", "analyze CONFIG [--prometheus URL]", "Run the current stage's analysis queries now: cohort, baseline and verdict per metric", true, false},
 	}
 	for _, v := range verbs {
 		opts := &RolloutOptions{Verb: v.name}
@@ -119,6 +123,9 @@ Exit status 4 when the rollout shown or watched is halted.`,
 		if v.name == string(rollout.VerbAdvance) {
 			sub.Flags().BoolVar(&opts.Emergency, "emergency", false, "skip every remaining hold and go to the last stage (audited as an emergency)")
 		}
+		if v.name == "analyze" {
+			sub.Flags().StringVar(&opts.Prometheus, "prometheus", "", "base URL of the Prometheus to query (default $CUECAST_PROMETHEUS_URL)")
+		}
 		if v.name == "watch" {
 			sub.Flags().DurationVar(&opts.Interval, "interval", time.Second, "refresh interval")
 			sub.Flags().Uint64Var(&opts.Version, "version", 0, "wait for this version's rollout (or a newer one) to begin, then follow it")
@@ -174,6 +181,8 @@ func rolloutRun(ctx context.Context, env *Env, opts *RolloutOptions) error {
 		return rolloutStatus(ctx, env, c, opts)
 	case "watch":
 		return rolloutWatch(ctx, env, c, d, opts)
+	case "analyze":
+		return rolloutAnalyze(ctx, env, c, opts)
 	case "audit":
 		entries, err := c.Audit(ctx, opts.Config)
 		if err != nil {
@@ -307,6 +316,7 @@ func printRecord(w io.Writer, p rollout.Progress, now time.Time) {
 			fmt.Fprintf(w, "  cohort: %d instances, %d on v%d, %d unhealthy, %d failing; outside: %d instances, %d unhealthy\n",
 				m.Instances, m.OnTarget, r.Version, m.Unhealthy, m.Failing, m.Outside, m.OutsideUnhealthy)
 		}
+		printAnalysis(w, r)
 		if r.Note != "" {
 			fmt.Fprintf(w, "  %s\n", rollout.FormatTimes(r.Note))
 		}

@@ -56,6 +56,9 @@ type ServeOptions struct {
 	Namespaces []string
 	// Git logs in to a private --repo (gitauth.go).
 	Git GitCredentials
+	// Prometheus is the base URL of the Prometheus that stage analyses
+	// query (docs/ROLLOUT.md, "Analysis"); empty: none.
+	Prometheus string
 }
 
 func newServeCmd(env *Env, runF func(*cobra.Command, *ServeOptions) error) *cobra.Command {
@@ -141,6 +144,8 @@ anything is created in --data.`,
 		"largest config (bytes) carried inside every pointer message: one message per instance per change, at the cost of a stored copy per cohort pointer; -1 never (docs/PROTOCOL.md §4.2)")
 	cmd.Flags().DurationVar(&opts.Heartbeat, "heartbeat", 15*time.Second,
 		"how often instances report when nothing changes; give every instance the same (watch and agent --heartbeat, client.WithHeartbeat): a report is live for four. Longer cuts the fleet's cost at rest (docs/SCALING.md)")
+	cmd.Flags().StringVar(&opts.Prometheus, "prometheus", "",
+		"base URL of the Prometheus that stages with an analysis are judged from (default $CUECAST_PROMETHEUS_URL; docs/ROLLOUT.md, \"Analysis\")")
 	cmd.Flags().BoolVar(&opts.Secure, "secure", false, "give the embedded NATS server users, passwords and TLS, created in --data/nats (required to --listen beyond loopback)")
 	cmd.Flags().StringSliceVar(&opts.Namespaces, "namespace", nil, "with --secure: namespace whose services get a user svc-<ns> and a mirror (repeatable)")
 	cmd.Flags().BoolVar(&opts.Insecure, "insecure", false, "let the embedded NATS server listen beyond loopback without credentials or TLS: anyone reaching it controls cuecast")
@@ -180,6 +185,9 @@ func serveRun(c *cobra.Command, env *Env, opts *ServeOptions) error {
 	}
 	if opts.WebhookSecret == "" {
 		opts.WebhookSecret = env.Getenv("CUECAST_WEBHOOK_SECRET")
+	}
+	if opts.Prometheus == "" {
+		opts.Prometheus = env.Getenv("CUECAST_PROMETHEUS_URL")
 	}
 	if opts.InlineLimit == 0 || opts.InlineLimit < -1 || opts.InlineLimit > distributor.ChunkThreshold {
 		return usageErrorf(fmt.Sprintf("use 1 to %d bytes, or -1 to never inline", distributor.ChunkThreshold), "--inline-limit %d: out of range", opts.InlineLimit)
@@ -225,6 +233,10 @@ func serveRun(c *cobra.Command, env *Env, opts *ServeOptions) error {
 	if err != nil {
 		return err
 	}
+	analyzer, err := prometheusAnalyzer(opts.Prometheus)
+	if err != nil {
+		return err
+	}
 	p, err := pipeline.Start(ctx, pipeline.Config{
 		Repo:            opts.Repo,
 		Branch:          opts.Branch,
@@ -238,6 +250,7 @@ func serveRun(c *cobra.Command, env *Env, opts *ServeOptions) error {
 		Interval:        opts.Interval,
 		StartAt:         opts.StartAt,
 		Policies:        pipeline.ManifestPolicies(opts.Repo, opts.Branch, opts.Data),
+		Analyzer:        analyzer,
 		Logger:          log,
 		HTTP:            opts.HTTP,
 		OperatorToken:   opts.OperatorToken,

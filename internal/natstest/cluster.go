@@ -648,6 +648,10 @@ func queue(in <-chan chunk, out chan<- chunk) {
 	}
 }
 
+// FreeAddr returns a 127.0.0.1 address with a port free a moment ago, for
+// a server the test starts in another process (promtest's Prometheus).
+func FreeAddr(t testing.TB) string { return freeAddr(t) }
+
 // freeAddr returns a 127.0.0.1 address with a port free a moment ago.
 func freeAddr(t testing.TB) string {
 	t.Helper()

@@ -64,6 +64,10 @@ type Config struct {
 	// config the default policy (one stage, everyone at once); serve passes
 	// ManifestPolicies, the manifest's per-namespace stages.
 	Policies rollout.Policies
+	// Analyzer measures the metrics of stages with an analysis
+	// (rollout.Options.Analyzer); nil: such a stage halts after its
+	// max_errors evaluations, as with Prometheus down.
+	Analyzer rollout.Analyzer
 	Logger   *slog.Logger
 
 	// HTTP, when set, is the address of the operations server (internal/web):
@@ -188,7 +192,7 @@ func Start(ctx context.Context, cfg Config) (_ *Pipeline, err error) {
 	if pol == nil {
 		pol = rollout.Static{}
 	}
-	p.Rollout, err = rollout.New(ctx, p.NC, p.Distributor, pol, rollout.Options{Logger: cfg.Logger, Replicas: cfg.Replicas, Heartbeat: cfg.Heartbeat})
+	p.Rollout, err = rollout.New(ctx, p.NC, p.Distributor, pol, rollout.Options{Logger: cfg.Logger, Replicas: cfg.Replicas, Heartbeat: cfg.Heartbeat, Analyzer: cfg.Analyzer})
 	if err != nil {
 		return nil, fmt.Errorf("start pipeline: %w", err)
 	}

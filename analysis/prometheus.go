@@ -1,0 +1,167 @@
+package analysis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/prometheus/client_golang/api"
+	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/common/model"
+
+	"github.com/cuecast/cuecast"
+)
+
+// Options configures a Prometheus.
+type Options struct {
+	// Timeout bounds each query, at the client and as Prometheus's own
+	// evaluation timeout; default 5s. The rollout controller judges its
+	// rollouts one at a time, so a Prometheus that does not answer delays
+	// the others by up to this per metric due.
+	Timeout time.Duration
+}
+
+// Prometheus measures metrics over a Prometheus server's HTTP API.
+type Prometheus struct {
+	api     v1.API
+	timeout time.Duration
+}
+
+// New returns a Prometheus for the server at address (its base URL, as
+// "http://prometheus:9090"). It does no I/O.
+func New(address string, o Options) (*Prometheus, error) {
+	if address == "" {
+		return nil, errors.New("new prometheus client: no address")
+	}
+	if o.Timeout < 0 {
+		return nil, fmt.Errorf("new prometheus client: timeout %s: want a positive duration", o.Timeout)
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 5 * time.Second
+	}
+	c, err := api.NewClient(api.Config{Address: address})
+	if err != nil {
+		return nil, fmt.Errorf("new prometheus client for %s: %w", address, err)
+	}
+	return &Prometheus{api: v1.NewAPI(c), timeout: o.Timeout}, nil
+}
+
+// Measure queries metric m at now for the cohort (the instances of cfg
+// running version cohort) and the baseline (those running baseline): the
+// query's value of each side, and its Samples query's when set; for
+// Mann-Whitney, every point of the query over the last Interval. It
+// returns an error when Prometheus cannot be reached or rejects a query,
+// or when a query returns more than one series where one value is wanted.
+func (p *Prometheus) Measure(ctx context.Context, m cuecast.Metric, cfg cuecast.ConfigPath, cohort, baseline uint64, now time.Time) (Result, error) {
+	m = m.WithDefaults()
+	r := Result{Cohort: math.NaN(), Baseline: math.NaN(), CohortSamples: math.NaN(), BaselineSamples: math.NaN()}
+	var err error
+	if m.Compare == cuecast.CompareMannWhitney {
+		if r.CohortPoints, err = p.points(ctx, m.Expand(m.Query, cfg, cohort), now, time.Duration(m.Interval)); err != nil {
+			return r, err
+		}
+		if r.BaselinePoints, err = p.points(ctx, m.Expand(m.Query, cfg, baseline), now, time.Duration(m.Interval)); err != nil {
+			return r, err
+		}
+		r.CohortSamples, r.BaselineSamples = float64(len(r.CohortPoints)), float64(len(r.BaselinePoints))
+		r.Cohort, r.Baseline = median(r.CohortPoints), median(r.BaselinePoints)
+		return r, nil
+	}
+	if r.Cohort, err = p.value(ctx, m.Expand(m.Query, cfg, cohort), now); err != nil {
+		return r, err
+	}
+	if m.Samples != "" {
+		if r.CohortSamples, err = p.value(ctx, m.Expand(m.Samples, cfg, cohort), now); err != nil {
+			return r, err
+		}
+	}
+	if m.Compare == cuecast.CompareThreshold {
+		return r, nil
+	}
+	if r.Baseline, err = p.value(ctx, m.Expand(m.Query, cfg, baseline), now); err != nil {
+		return r, err
+	}
+	if m.Samples != "" {
+		if r.BaselineSamples, err = p.value(ctx, m.Expand(m.Samples, cfg, baseline), now); err != nil {
+			return r, err
+		}
+	}
+	return r, nil
+}
+
+// value runs an instant query that must return at most one value: NaN
+// when it returns none (no data).
+func (p *Prometheus) value(ctx context.Context, q string, at time.Time) (float64, error) {
+	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	res, _, _, err := p.api.Query(ctx, q, at, v1.WithTimeout(p.timeout))
+	if err != nil {
+		return math.NaN(), fmt.Errorf("query prometheus %q: %w", q, err)
+	}
+	switch v := res.(type) {
+	case *model.Scalar:
+		return float64(v.Value), nil
+	case model.Vector:
+		switch len(v) {
+		case 0:
+			return math.NaN(), nil
+		case 1:
+			return float64(v[0].Value), nil
+		}
+		return math.NaN(), fmt.Errorf("query prometheus %q: %d series, want one value: aggregate it (sum, avg, histogram_quantile)", q, len(v))
+	}
+	return math.NaN(), fmt.Errorf("query prometheus %q: a %s, want one value", q, res.Type())
+}
+
+// points runs q as a range query over the window before at and returns
+// every point of every series, NaNs left out.
+func (p *Prometheus) points(ctx context.Context, q string, at time.Time, window time.Duration) ([]float64, error) {
+	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	step := max(window/30, time.Second)
+	res, _, _, err := p.api.QueryRange(ctx, q, v1.Range{Start: at.Add(-window), End: at, Step: step}, v1.WithTimeout(p.timeout))
+	if err != nil {
+		return nil, fmt.Errorf("query prometheus %q: %w", q, err)
+	}
+	mat, ok := res.(model.Matrix)
+	if !ok {
+		return nil, fmt.Errorf("query prometheus %q: a %s, want a range of values", q, res.Type())
+	}
+	var out []float64
+	for _, s := range mat {
+		for _, pt := range s.Values {
+			if f := float64(pt.Value); !math.IsNaN(f) {
+				out = append(out, f)
+			}
+		}
+	}
+	return out, nil
+}
+
+// ErrQueryRefused is wrapped by Check's error when Prometheus cannot parse
+// a query (rather than cannot be asked).
+var ErrQueryRefused = errors.New("query refused")
+
+// Check has Prometheus parse each of m's queries (placeholders filled for
+// version 1 of cfg), without evaluating them: `cuecast check --prometheus`
+// reports a query Prometheus cannot parse before any rollout needs it.
+func (p *Prometheus) Check(ctx context.Context, m cuecast.Metric, cfg cuecast.ConfigPath) error {
+	for _, q := range []string{m.Query, m.Samples} {
+		if q == "" {
+			continue
+		}
+		qctx, cancel := context.WithTimeout(ctx, p.timeout)
+		_, err := p.api.FormatQuery(qctx, m.Expand(q, cfg, 1))
+		cancel()
+		var apiErr *v1.Error
+		if errors.As(err, &apiErr) && apiErr.Type == v1.ErrBadData {
+			return fmt.Errorf("metric %q: prometheus cannot parse %q: %s: %w", m.Name, q, apiErr.Msg, ErrQueryRefused)
+		}
+		if err != nil {
+			return fmt.Errorf("metric %q: ask prometheus to parse %q: %w", m.Name, q, err)
+		}
+	}
+	return nil
+}

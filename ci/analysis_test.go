@@ -1,0 +1,123 @@
+package ci_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cuecast/cuecast/analysis"
+	"github.com/cuecast/cuecast/compiler"
+	"github.com/cuecast/cuecast/internal/promtest"
+)
+
+// analysisStage is the search namespace's half stage with an error-rate
+// analysis whose query is query.
+func analysisStage(query string) string {
+	return `{name: "half", percent: 50, hold: "10m", max_unhealthy: 0.02, analysis: [{
+			name:        "error_rate"
+			query:       #"` + query + `"#
+			compare:     "difference"
+			max:         0.01
+			min_samples: 100
+			interval:    "1m"
+			failures:    2
+		}]},`
+}
+
+const goodQuery = `sum(rate(http_errors_total[$interval]) * on(instance, job) group_left cuecast_config_info{$selector}) / sum(rate(http_requests_total[$interval]) * on(instance, job) group_left cuecast_config_info{$selector})`
+
+// TestCheckShowsAnalysis: cuecast check shows the analysis a change's
+// rollout will be judged by, and a query the controller could not use is
+// an error of the check at the line that wrote it, not of the rollout.
+func TestCheckShowsAnalysis(t *testing.T) {
+	halfStage := `{name: "half", percent: 50, hold: "10m", max_unhealthy: 0.02},`
+	t.Run("shown", func(t *testing.T) {
+		r, _ := exampleRepo(t)
+		edit(t, r, "cuecast.cue", halfStage, analysisStage(goodQuery))
+		base := r.Commit("analysis for search")
+		edit(t, r, "search/ranking/ranking.cue", `boost_recent_days: 14`, `boost_recent_days: 7`)
+		head := r.Commit("change ranking")
+		rep := check(t, r, base, head)
+		if rep.Failed() || len(rep.Analysis) != 1 {
+			t.Fatalf("got failed %t, analysis %+v; want one judgement", rep.Failed(), rep.Analysis)
+		}
+		j := rep.Analysis[0]
+		if len(j.Configs) != 1 || j.Configs[0] != "search/ranking" || j.Stage != "half" || len(j.Metrics) != 1 || j.Metrics[0].Query != goodQuery {
+			t.Errorf("judgement %+v, want search/ranking's stage half with its error_rate query", j)
+		}
+		var text strings.Builder
+		if err := rep.WriteText(&text); err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"analysis the rollout is judged by", "search/ranking, stage half:",
+			"error_rate: cohort − baseline ≤ 0.01, every 1m0s, 2 failures halt, at least 100 samples", "query: " + goodQuery} {
+			if !strings.Contains(text.String(), want) {
+				t.Errorf("text report lacks %q:\n%s", want, text.String())
+			}
+		}
+		if md := rep.Markdown(0); !strings.Contains(md, "### Analysis the rollout is judged by") {
+			t.Errorf("markdown lacks the analysis section:\n%s", md)
+		}
+	})
+	t.Run("parsed by prometheus", func(t *testing.T) {
+		prom := promtest.Start(t, time.Second)
+		p, err := analysis.New(prom.URL, analysis.Options{Timeout: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, _ := exampleRepo(t)
+		// Balanced and with its placeholders, so only a PromQL parser
+		// finds the operator missing its operand.
+		bad := `sum(rate(http_errors_total{$selector}[1m])) / / 2`
+		edit(t, r, "cuecast.cue", halfStage, strings.Replace(analysisStage(goodQuery), "}]},", "}, {name: \"bad\", query: #\""+bad+"\"#, compare: \"threshold\", max: 1}]},", 1))
+		base := r.Commit("analysis for search, one query broken")
+		edit(t, r, "search/ranking/ranking.cue", `boost_recent_days: 14`, `boost_recent_days: 7`)
+		rep := check(t, r, base, r.Commit("change ranking"))
+		if rep.Failed() {
+			t.Fatalf("the check failed before Prometheus parsed anything: %+v", rep.Errors)
+		}
+		if err := rep.CheckQueries(t.Context(), p); err != nil {
+			t.Fatalf("CheckQueries: %v", err)
+		}
+		if !rep.Failed() || len(rep.Errors) != 1 || rep.Errors[0].ID != compiler.IDManifestAnalysis ||
+			!strings.Contains(rep.Errors[0].Message, `stage half: metric "bad": prometheus cannot parse`) {
+			t.Errorf("after Prometheus parsed the queries: failed %t, errors %+v; want one manifest/analysis error for metric bad only", rep.Failed(), rep.Errors)
+		}
+		prom.Stop()
+		if err := rep.CheckQueries(t.Context(), p); err == nil || errors.Is(err, analysis.ErrQueryRefused) {
+			t.Errorf("CheckQueries with Prometheus stopped: %v, want an error that is no refusal", err)
+		}
+	})
+	for _, tt := range []struct{ name, stage, want string }{
+		{"bad query", analysisStage(strings.TrimSuffix(goodQuery, ")")), `stage half: metric "error_rate": query: unclosed '('`},
+		{"no baseline", strings.Replace(analysisStage(goodQuery), "percent: 50", "percent: 100", 1), `stage half: metric "error_rate": the stage covers every instance, so no baseline is left`},
+	} {
+		t.Run(tt.name, func(t *testing.T) { checkFails(t, halfStage, tt.stage, tt.want) })
+	}
+}
+
+// checkFails checks a change of the search namespace's stage to stage and
+// wants it to fail with a manifest/analysis error saying want at the
+// line of the metric's query.
+func checkFails(t *testing.T, from, stage, want string) {
+	r, base := exampleRepo(t)
+	edit(t, r, "cuecast.cue", from, stage)
+	head := r.Commit("analysis the controller could not use")
+	rep := check(t, r, base, head)
+	if !rep.Failed() {
+		t.Fatal("check passed a manifest whose analysis query does not close")
+	}
+	var found bool
+	for _, f := range rep.Errors {
+		if f.ID == compiler.IDManifestAnalysis {
+			found = true
+			if f.File != "cuecast.cue" || f.Line != 34 || !strings.Contains(f.Message, want) {
+				t.Errorf("error %s:%d %q, want cuecast.cue:34 (the query) saying %q", f.File, f.Line, f.Message, want)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("errors %+v, want one %s", rep.Errors, compiler.IDManifestAnalysis)
+	}
+}

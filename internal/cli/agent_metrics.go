@@ -1,0 +1,50 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/cuecast/cuecast/client"
+	"github.com/cuecast/cuecast/client/prominfo"
+)
+
+// serveAgentMetrics serves /metrics on addr until ctx ends, with the
+// cuecast_config_info series of cl (client/prominfo): what a Go service
+// exports from its own registry, for a service that is not written in Go.
+// Scraped beside the service (same instance label, through relabelling,
+// or the same pod), its series join the service's. Nothing is served when
+// addr is empty; the address listened on is said on stderr (a port 0
+// picks one).
+func serveAgentMetrics(ctx context.Context, env *Env, addr string, cl *client.Client) error {
+	if addr == "" {
+		return nil
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(prominfo.New(cl))
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return &UsageError{Err: fmt.Errorf("agent: --metrics: %w", err), Hint: "pass a free address, like --metrics 127.0.0.1:9464"}
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	fmt.Fprintf(env.IO.ErrOut, "agent: serving metrics on http://%s/metrics\n", l.Addr())
+	go func() {
+		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			env.Logger().Error("agent metrics server", "err", err)
+		}
+	}()
+	context.AfterFunc(ctx, func() {
+		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	})
+	return nil
+}

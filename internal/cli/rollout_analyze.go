@@ -1,0 +1,119 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"time"
+
+	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/analysis"
+	"github.com/cuecast/cuecast/distributor/rollout"
+)
+
+// analyzedMetric is one line of `cuecast rollout analyze`.
+type analyzedMetric struct {
+	Stage    string   `json:"stage"`
+	Metric   string   `json:"metric"`
+	Compare  string   `json:"compare"`
+	Max      float64  `json:"max"`
+	Cohort   *float64 `json:"cohort"`   // null: no data
+	Baseline *float64 `json:"baseline"` // null: no data, or a threshold
+	Outcome  string   `json:"outcome"`
+	Detail   string   `json:"detail"`
+}
+
+// rolloutAnalyze runs the analysis queries of the config's rollout now:
+// its current stage's metrics (every stage's, when the rollout is over or
+// its stage has none), for its version against the version it started
+// from, as the controller would judge them.
+func rolloutAnalyze(ctx context.Context, env *Env, c *rollout.Controller, opts *RolloutOptions) error {
+	url := opts.Prometheus
+	if url == "" {
+		url = env.Getenv("CUECAST_PROMETHEUS_URL")
+	}
+	if url == "" {
+		return usageErrorf("pass --prometheus http://prometheus:9090 or set CUECAST_PROMETHEUS_URL", "rollout analyze needs a Prometheus to query")
+	}
+	p, err := analysis.New(url, analysis.Options{})
+	if err != nil {
+		return &UsageError{Err: err, Hint: "pass --prometheus http://prometheus:9090"}
+	}
+	rec, err := c.Record(ctx, opts.Config)
+	if err != nil {
+		return actionError(err)
+	}
+	r := rec.Current
+	if r == nil {
+		return actionError(fmt.Errorf("%s: %w", opts.Config, rollout.ErrNoRollout))
+	}
+	stages := r.Policy.Stages
+	if cur := r.Policy.Stages[r.Stage]; r.State.Active() && len(cur.Analysis) > 0 {
+		stages = []cuecast.Stage{cur}
+	}
+	now := time.Now()
+	var out []analyzedMetric
+	for _, st := range stages {
+		for _, m := range st.Analysis {
+			a := analyzedMetric{Stage: st.Name, Metric: m.Name, Compare: m.Compare, Max: m.Max}
+			res, err := p.Measure(ctx, m, r.Config, r.Version, r.From, now)
+			if err != nil {
+				a.Outcome, a.Detail = "error", err.Error()
+			} else {
+				v := analysis.Judge(m, res)
+				a.Outcome, a.Detail = string(v.Outcome), v.Detail
+				a.Cohort, a.Baseline = finite(v.Cohort), finite(v.Baseline)
+			}
+			out = append(out, a)
+		}
+	}
+	if opts.Output == "json" {
+		if out == nil {
+			out = []analyzedMetric{}
+		}
+		return writeJSON(env.IO.Out, out)
+	}
+	if len(out) == 0 {
+		fmt.Fprintf(env.IO.Out, "%s: the policy of v%d has no analysis\n", opts.Config, r.Version)
+		return nil
+	}
+	fmt.Fprintf(env.IO.Out, "%s: v%d (cohort) against v%d (baseline), %s\n", opts.Config, r.Version, r.From, rollout.FormatTime(now))
+	tw := newTable(env.IO.Out)
+	tw.row("STAGE", "METRIC", "COHORT", "BASELINE", "OUTCOME", "DETAIL")
+	for _, a := range out {
+		tw.row(a.Stage, a.Metric, value(a.Cohort), value(a.Baseline), a.Outcome, a.Detail)
+	}
+	tw.flush()
+	return nil
+}
+
+// finite is f, or nil for NaN (no data), which JSON cannot hold.
+func finite(f float64) *float64 {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return nil
+	}
+	return &f
+}
+
+func value(f *float64) string {
+	if f == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.4g", *f)
+}
+
+// printAnalysis writes the current stage's analysis as the controller
+// last evaluated it, one line per metric, for rollout status.
+func printAnalysis(w io.Writer, r *rollout.Rollout) {
+	if !r.State.Active() && r.State != rollout.StateHalted {
+		return
+	}
+	for _, ms := range r.Analysis {
+		if ms.Outcome == "" {
+			fmt.Fprintf(w, "  analysis %s: first evaluation at %s\n", ms.Name, rollout.FormatTime(ms.Next))
+			continue
+		}
+		fmt.Fprintf(w, "  analysis %s: %s, %d evaluations, %d failed, %d inconclusive: %s\n", ms.Name, ms.Outcome, ms.Evaluations, ms.Failures, ms.Inconclusive, ms.Detail)
+	}
+}
