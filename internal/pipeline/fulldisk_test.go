@@ -76,16 +76,23 @@ var publishErrorsRe = regexp.MustCompile(`(?m)^cuecast_version_publish_errors_to
 // publishErrors reads cuecast_version_publish_errors_total from /metrics.
 func publishErrors(t *testing.T, base string) float64 {
 	t.Helper()
-	_, body := get(t, base+"/metrics")
-	m := publishErrorsRe.FindStringSubmatch(body)
-	if m == nil {
-		t.Fatalf("no cuecast_version_publish_errors_total in /metrics")
-	}
-	n, err := strconv.ParseFloat(m[1], 64)
+	n, err := readPublishErrors(t, base)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// readPublishErrors reads cuecast_version_publish_errors_total from
+// /metrics; an error when the server does not answer with it.
+func readPublishErrors(t *testing.T, base string) (float64, error) {
+	t.Helper()
+	code, body := get(t, base+"/metrics")
+	m := publishErrorsRe.FindStringSubmatch(body)
+	if code != http.StatusOK || m == nil {
+		return 0, fmt.Errorf("no cuecast_version_publish_errors_total in /metrics (%d %.200s)", code, body)
+	}
+	return strconv.ParseFloat(m[1], 64)
 }
 
 // serving is one run of serve's pipeline: Run in the background, its

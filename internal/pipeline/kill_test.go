@@ -1,7 +1,6 @@
 package pipeline_test
 
 import (
-	"bufio"
 	"cmp"
 	"context"
 	"errors"
@@ -12,8 +11,10 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -25,6 +26,7 @@ import (
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/client"
 	"github.com/cuecast/cuecast/distributor"
+	"github.com/cuecast/cuecast/internal/cli"
 	"github.com/cuecast/cuecast/internal/iostreams"
 	"github.com/cuecast/cuecast/internal/natsserver"
 	"github.com/cuecast/cuecast/internal/natstest"
@@ -86,6 +88,26 @@ func runServeChild() int {
 	return 0
 }
 
+// envCLIChild, set, makes the re-executed test binary the cuecast command
+// line itself, run with the arguments it was given: a real `cuecast serve`
+// process without a second build of the binary (as testscript runs
+// cuecast), built from the same packages as the test.
+const envCLIChild = "CUECAST_FAULTS_CLI"
+
+// runCLIChild is cmd/cuecast's main: SIGTERM stops the command cleanly.
+func runCLIChild() int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return cli.System(ctx)
+}
+
+// startCLI starts `cuecast ARGS...` as a process; it is ready once its
+// stderr has a line beginning with ready.
+func startCLI(t *testing.T, ready string, args ...string) *serveProc {
+	t.Helper()
+	return startProc(t, args, ready, envCLIChild+"=1")
+}
+
 // serveProc is one child process: a serve, or a NATS server.
 type serveProc struct {
 	cmd    *exec.Cmd
@@ -145,17 +167,24 @@ func startNATSProc(t *testing.T, dir, listen string) *serveProc {
 }
 
 // startChild re-executes the test binary with env added; TestMain runs
-// the child that env names.
+// the child that env names, which prints "ready" once it is.
 func startChild(t *testing.T, env ...string) *serveProc {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	return startProc(t, []string{"-test.run=^$"}, "ready", env...)
+}
+
+// startProc re-executes the test binary with args and env added. It is
+// ready once a line of its output, stdout or stderr, begins with ready;
+// its stderr is kept.
+func startProc(t *testing.T, args []string, ready string, env ...string) *serveProc {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), env...)
 	sp := &serveProc{cmd: cmd, ready: make(chan struct{}), exited: make(chan error, 1), stderr: &syncBuf{}}
-	cmd.Stderr = sp.stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	lines := &readyLine{prefix: ready, ready: sp.ready}
+	cmd.Stdout = lines
+	cmd.Stderr = io.MultiWriter(sp.stderr, lines)
+	var err error
 	if sp.stdin, err = cmd.StdinPipe(); err != nil {
 		t.Fatal(err)
 	}
@@ -163,16 +192,38 @@ func startChild(t *testing.T, env ...string) *serveProc {
 		t.Fatalf("start child: %v", err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill() }) // when the test failed half-way; harmless after Wait
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if sc.Text() == "ready" {
-				close(sp.ready)
-			}
-		}
-		sp.exited <- cmd.Wait()
-	}()
+	go func() { sp.exited <- cmd.Wait() }()
 	return sp
+}
+
+// readyLine closes ready at the first line written to it that begins with
+// prefix.
+type readyLine struct {
+	mu     sync.Mutex
+	prefix string
+	ready  chan struct{}
+	line   []byte // the line being written
+	done   bool
+}
+
+func (r *readyLine) Write(p []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, b := range p {
+		if r.done {
+			break
+		}
+		if b != '\n' {
+			r.line = append(r.line, b)
+			continue
+		}
+		if strings.HasPrefix(string(r.line), r.prefix) {
+			close(r.ready)
+			r.done = true
+		}
+		r.line = r.line[:0]
+	}
+	return len(p), nil
 }
 
 // kill sends SIGKILL and waits; it fails the test when serve had exited on

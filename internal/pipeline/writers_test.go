@@ -259,26 +259,55 @@ func TestSoakWriters(t *testing.T) {
 		}
 	})
 
-	ctx := context.Background()
+	nc, d := readStreams(t, addr)
+	waitCursor(t, nc, repo.Head())
+	bad := checkChanges(t, d, cfgs, firstParents(t, repo), changes)
+	fenced := 0
+	for _, sp := range all {
+		fenced += strings.Count(sp.stderr.String(), "writer fence lost")
+	}
+	t.Logf("seed %d: started in order %v, %d rounds, %d kills, %d pauses, %d commits, %d stale publishes refused by the fence; %d failures",
+		seed, startOrder, rounds, kills, pauses, len(changes[cfgs[0]])+len(changes[cfgs[1]]), fenced, bad)
+}
+
+// readStreams connects to the NATS server at addr, reconnecting as long as
+// the test runs, and opens serve's streams read-only: nothing of the
+// test's may mend the store it checks.
+func readStreams(t *testing.T, addr string) (*nats.Conn, *distributor.Distributor) {
+	t.Helper()
 	nc, err := nats.Connect("nats://"+addr, client.ConnectOptions()...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer nc.Close()
-	d, err := distributor.Open(ctx, nc, distributor.Options{}) // read-only
+	t.Cleanup(nc.Close)
+	d, err := distributor.Open(t.Context(), nc, distributor.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer d.Close()
-	head := repo.Head()
+	t.Cleanup(d.Close)
+	return nc, d
+}
+
+// waitCursor waits until the tailer's cursor in the stream, whichever
+// serve wrote it, is head.
+func waitCursor(t *testing.T, nc *nats.Conn, head string) {
+	t.Helper()
 	poll.Until(t, "the branch processed", poll.Patience, func() (bool, string) {
-		st, err := tailer.LoadState(ctx, distributor.NewDirectStream(nc, tailer.StateStream), "default")
+		st, err := tailer.LoadState(t.Context(), distributor.NewDirectStream(nc, tailer.StateStream), "default")
 		if err != nil {
 			return false, err.Error()
 		}
 		return st.Cursor == head, "cursor at " + short(st.Cursor)
 	})
-	order := firstParents(t, repo)
+}
+
+// checkChanges is the oracle of a run of several writers: per config, the
+// versions' commits strictly increase in first-parent order
+// (checkMonotonic), and they are exactly the branch's root and then the
+// config's changing commits (changes, in order), each once: none lost,
+// none published twice. It returns the number of failures, each reported.
+func checkChanges(t *testing.T, d *distributor.Distributor, cfgs []cuecast.ConfigPath, order map[string]int, changes map[cuecast.ConfigPath][]string) int {
+	t.Helper()
 	bad := checkMonotonic(t, d, cfgs, order)
 	var root string
 	for sha, i := range order {
@@ -287,7 +316,7 @@ func TestSoakWriters(t *testing.T) {
 		}
 	}
 	for _, cf := range cfgs {
-		vs, err := d.Versions(ctx, cf)
+		vs, err := d.Versions(t.Context(), cf)
 		if err != nil {
 			continue // reported by checkMonotonic
 		}
@@ -304,12 +333,7 @@ func TestSoakWriters(t *testing.T) {
 			bad++
 		}
 	}
-	fenced := 0
-	for _, sp := range all {
-		fenced += strings.Count(sp.stderr.String(), "writer fence lost")
-	}
-	t.Logf("seed %d: started in order %v, %d rounds, %d kills, %d pauses, %d commits, %d stale publishes refused by the fence; %d failures",
-		seed, startOrder, rounds, kills, pauses, len(changes[cfgs[0]])+len(changes[cfgs[1]]), fenced, bad)
+	return bad
 }
 
 func shorts(shas []string) []string {
