@@ -187,7 +187,9 @@ func TestSoakCombinedFaults(t *testing.T) {
 		if i == 0 {
 			s.name = "embedded serve"
 			s.args = append(s.args, "--listen", natsAddr)
-			s.expected = func(stderr string) bool { return strings.Contains(stderr, "start serve again, which reopens the store") }
+			s.expected = func(stderr string) bool {
+				return strings.Contains(stderr, "start serve again, which reopens the store")
+			}
 		} else {
 			s.name = fmt.Sprintf("serve --nats #%d", i)
 			s.args = append(s.args, "--nats", "nats://"+natsAddr)
