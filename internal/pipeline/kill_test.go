@@ -456,3 +456,115 @@ func killServe(t *testing.T, external, killNATS bool) {
 	t.Logf("%d kills: %s; %d (config, version) pairs applied; converged %s after the last start; %d failures",
 		kills, n, pairs, took.Round(time.Millisecond), failures)
 }
+
+// serveReady is the line `cuecast serve` writes on stderr once it serves.
+const serveReady = "cuecast serve: NATS at "
+
+// supervised is one `cuecast serve` process slot, started again by the test
+// as a supervisor (systemd's Restart=on-failure) would when it exits by
+// itself for a reason the docs give: a --nats serve whose NATS is not up
+// yet, an embedded serve whose store needs reopening after a full disk.
+type supervised struct {
+	name string
+	args []string
+	http string // its operations server
+	// expected says whether an exit on its own, with this stderr, is one
+	// the docs promise.
+	expected func(stderr string) bool
+	proc     *serveProc
+	exited   bool // proc exited and was reaped
+	starts   int
+	exits    []string // the last line of each exit on its own
+}
+
+func (s *supervised) start(t *testing.T) {
+	t.Helper()
+	s.proc = startCLI(t, serveReady, s.args...)
+	s.exited = false
+	s.starts++
+}
+
+// reap notes an exit of the process on its own: expected ones are
+// recorded and the serve started again; any other fails the test.
+func (s *supervised) reap(t *testing.T) {
+	t.Helper()
+	if s.exited {
+		return
+	}
+	select {
+	case err := <-s.proc.exited:
+		s.exited = true
+		s.exitedWith(t, err)
+		s.start(t)
+	default:
+	}
+}
+
+func (s *supervised) exitedWith(t *testing.T, err error) {
+	t.Helper()
+	stderr := s.proc.stderr.String()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !s.expected(stderr) {
+		t.Fatalf("%s exited by itself (%v), not as the docs say it may:\n%s", s.name, err, stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(stderr), "\n")
+	s.exits = append(s.exits, lines[len(lines)-1])
+}
+
+// kill sends SIGKILL and waits for the process; one that had exited by
+// itself meanwhile is reaped instead.
+func (s *supervised) kill(t *testing.T) {
+	t.Helper()
+	if s.exited {
+		return
+	}
+	_ = s.proc.cmd.Process.Signal(syscall.SIGKILL)
+	err := <-s.proc.exited
+	s.exited = true
+	var ee *exec.ExitError
+	if errors.As(err, &ee) && ee.Sys().(syscall.WaitStatus).Signaled() {
+		return
+	}
+	s.exitedWith(t, err)
+}
+
+// ready says whether the serve runs and has said it serves.
+func (s *supervised) ready() bool {
+	if s.exited {
+		return false
+	}
+	select {
+	case <-s.proc.ready:
+		return true
+	default:
+		return false
+	}
+}
+
+// stop stops the serve with SIGTERM and wants a clean exit.
+func (s *supervised) stop(t *testing.T) {
+	t.Helper()
+	if s.exited {
+		return
+	}
+	_ = s.proc.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-s.proc.exited:
+		s.exited = true
+		if err != nil {
+			t.Errorf("%s: %v after SIGTERM\n%s", s.name, err, s.proc.stderr.String())
+		}
+	case <-time.After(convergeBound):
+		t.Errorf("%s did not stop %s after SIGTERM\n%s", s.name, convergeBound, s.proc.stderr.String())
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}

@@ -1,0 +1,161 @@
+package pipeline_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nkeys"
+
+	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/internal/poll"
+)
+
+// runCLI runs `cuecast ARGS...` as a process to its end and returns its
+// exit code, stdout and stderr.
+func runCLI(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), envCLIChild+"=1")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return 0, stdout.String(), stderr.String()
+	case errors.As(err, &ee):
+		return ee.ExitCode(), stdout.String(), stderr.String()
+	}
+	t.Fatalf("cuecast %s: %v", strings.Join(args, " "), err)
+	return 0, "", ""
+}
+
+// TestRunbookDamagedStream runs docs/OPERATIONS.md's "A damaged version
+// stream" as written, with `cuecast serve` and `cuecast repair` processes:
+// versions published to a fleet, serve stopped, the stream's directory
+// deleted (one of the causes the runbook names), serve started again. The
+// symptoms are as listed: the log line per damaged config with stored,
+// published and source, the counting line, cuecast_versions_inconsistent 1,
+// /readyz 503; a commit publishes nothing and the instances keep what they
+// run. Then the steps: stop serve (SIGTERM), `cuecast repair --repo …
+// --data … --reason "what happened"`, which prints what it did, start serve:
+// the instances move to the new numbers, which are above every one
+// published, and /readyz is 200.
+func TestRunbookDamagedStream(t *testing.T) {
+	repo, cfgs := smallRepo(t)
+	data := t.TempDir()
+	kp, err := nkeys.CreateAccount()
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, _ := kp.Seed()
+	pub, _ := kp.PublicKey()
+	if err := os.WriteFile(filepath.Join(data, "signing.nk"), key, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	listen := freeAddr(t)
+	serve := &supervised{name: "serve", http: freeAddr(t), expected: func(string) bool { return false }}
+	serve.args = []string{"serve", "--repo", repo.Dir, "--data", data, "--listen", listen, "--http", serve.http, "--interval", "50ms"}
+	ready := func() {
+		t.Helper()
+		poll.Until(t, "serve started", convergeBound, func() (bool, string) {
+			serve.reap(t)
+			return serve.ready(), serve.proc.stderr.String()
+		})
+	}
+	serve.start(t)
+	ready()
+	defer serve.stop(t)
+	nc, d := readStreams(t, listen)
+	f := startFleet(t, listen, pub, cfgs, len(cfgs))
+	c := &commits{repo: repo, values: map[cuecast.ConfigPath]int{}, last: map[cuecast.ConfigPath]string{}}
+	for range 3 {
+		c.change(cfgs[0])
+	}
+	waitCursor(t, nc, repo.Head())
+	published := map[cuecast.ConfigPath]cuecast.Version{}
+	for _, cf := range cfgs {
+		if published[cf], err = d.Latest(t.Context(), cf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.converge(t, time.Now(), published)
+
+	// The damage: serve stopped, the stream's files deleted.
+	serve.stop(t)
+	if err := os.RemoveAll(filepath.Join(data, "jetstream", "jetstream", "$G", "streams", "CUECAST")); err != nil {
+		t.Fatal(err)
+	}
+	serve.start(t)
+	ready()
+	c.change(cfgs[0])
+	base := "http://" + serve.http
+	poll.Until(t, "the symptoms: every damaged config logged, the count, the metric, /readyz 503", poll.Patience, func() (bool, string) {
+		log := serve.proc.stderr.String()
+		for _, cf := range cfgs {
+			line := regexp.MustCompile(`msg="version store damaged: publishing refused" .*config=` + regexp.QuoteMeta(string(cf)) +
+				fmt.Sprintf(` stored=0 published=%d source=\S+`, published[cf].Version))
+			if !line.MatchString(log) {
+				return false, "no line for " + string(cf) + " in\n" + log
+			}
+		}
+		if !regexp.MustCompile(`msg="version store damaged: publishing refused until ` + "`cuecast repair`" + fmt.Sprintf(`" .*configs=%d\n`, len(cfgs))).MatchString(log) {
+			return false, "no counting line in\n" + log
+		}
+		if _, body := get(t, base+"/metrics"); !strings.Contains(body, "\ncuecast_versions_inconsistent 1\n") {
+			return false, "cuecast_versions_inconsistent is not 1"
+		}
+		code, body := get(t, base+"/readyz")
+		return code == http.StatusServiceUnavailable && strings.Contains(body, "repair"), fmt.Sprint("/readyz ", code, " ", body)
+	})
+	// "Nothing is published; instances keep what they run."
+	for _, cf := range cfgs {
+		if v, err := d.Latest(t.Context(), cf); err == nil {
+			t.Errorf("%s: v%d published from a damaged stream", cf, v.Version)
+		}
+	}
+	for _, in := range f.ins {
+		if cur := in.w.Current(); cur.Version != published[in.cfg].Version || cur.Checksum != published[in.cfg].Checksum {
+			t.Errorf("%s on %s v%d, want it kept on v%d", in.id, in.cfg, cur.Version, published[in.cfg].Version)
+		}
+	}
+
+	// 1. Stop serve (SIGTERM).
+	serve.stop(t)
+	// 2. cuecast repair --repo … --data … --reason "what happened"
+	code, stdout, stderr := runCLI(t, "repair", "--repo", repo.Dir, "--data", data, "--reason", "stream directory deleted by the runbook test")
+	if code != 0 {
+		t.Fatalf("repair: exit %d\n%s%s", code, stdout, stderr)
+	}
+	for _, cf := range cfgs {
+		want := fmt.Sprintf("  %s: stream held v0, v%d was published; now v%d (content), deployed, audited\n", cf, published[cf].Version, published[cf].Version+1)
+		if !strings.Contains(stdout, want) {
+			t.Errorf("repair printed\n%s\nwant the line %q", stdout, want)
+		}
+	}
+	// 3. Start serve. Instances move to the new numbers.
+	serve.start(t)
+	ready()
+	latest := map[cuecast.ConfigPath]cuecast.Version{}
+	for _, cf := range cfgs {
+		v, err := d.Latest(t.Context(), cf)
+		if err != nil || v.Version <= published[cf].Version || v.Commit != repo.Head() {
+			t.Fatalf("%s after repair: v%d of %s (%v), want a number above v%d of the tip", cf, v.Version, short(v.Commit), err, published[cf].Version)
+		}
+		latest[cf] = v
+	}
+	f.converge(t, time.Now(), latest)
+	poll.Until(t, "/readyz 200", poll.Patience, func() (bool, string) {
+		code, body := get(t, base+"/readyz")
+		return code == http.StatusOK, fmt.Sprint(code, " ", body)
+	})
+}
