@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -29,7 +30,9 @@ import (
 // past its lease; once per iteration the disk under the store fills up
 // (docs/OPERATIONS.md "A full disk", as TestFullDiskHeals runs it), and
 // while it is full the embedded serve's /readyz must answer 503 naming the
-// store and the failed publishes be counted in /metrics; then the space is
+// store that failed a write, and /metrics show the failures (publishes
+// counted, or the commits waiting behind a cursor or lease the store
+// refused); then the space is
 // freed, and the embedded serve, if its store latched the failed write,
 // exits saying to start it again, and is. After each iteration's faults,
 // the next change of every config must reach every watcher of a fleet
@@ -80,7 +83,7 @@ func TestSoakCombinedFaults(t *testing.T) {
 			s.name = fmt.Sprintf("serve --nats #%d", i)
 			s.args = append(s.args, "--nats", "nats://"+natsAddr)
 			// Its NATS is not up (yet, or again): a supervisor starts it
-			// again.
+			// again (docs/OPERATIONS.md, "Embedded or cluster").
 			s.expected = func(stderr string) bool { return strings.Contains(stderr, "no servers available for connection") }
 		}
 		slots[i] = s
@@ -106,7 +109,7 @@ func TestSoakCombinedFaults(t *testing.T) {
 	}
 	allReady("every serve started")
 	defer func() {
-		for _, s := range slots {
+		for _, s := range slices.Backward(slots) { // the embedded serve, the --nats serves' server, last
 			s.stop(t)
 		}
 	}()
@@ -136,21 +139,36 @@ func TestSoakCombinedFaults(t *testing.T) {
 		for _, cf := range cfgs[:2] {
 			change(cf)
 		}
-		// While writes fail: the embedded serve is not ready, naming the
-		// store, and the serve that tried to publish counted it.
-		poll.Until(t, "/readyz 503 naming the full store, and the failed publishes counted", poll.Patience, func() (bool, string) {
+		// While writes fail, /readyz and /metrics say so: the embedded
+		// serve is not ready, naming the store that failed a write, and
+		// the metrics show what failed: a publish of a version or of its
+		// pointers, counted; or, where the store refused the tailer's
+		// cursor or the lease instead (the versions stored), the commits
+		// waiting, in cuecast_tailer_lag_commits. Commits go on meanwhile,
+		// one a second, as they would, so that some serve tries to
+		// process one after the store failed.
+		var extra time.Time
+		poll.Until(t, "/readyz 503 naming the store that failed a write, and the failures in /metrics", poll.Patience, func() (bool, string) {
 			embedded.reap(t)
 			code, body := get(t, "http://"+embedded.http+"/readyz")
-			var counted float64
+			failed := code == http.StatusServiceUnavailable && (strings.Contains(body, "failed a write") || strings.Contains(body, "disabled JetStream"))
+			var counted, lag float64
 			var states []string
 			for _, s := range slots {
-				n, err := readPublishErrors(t, "http://"+s.http)
+				n, err := readMetric(t, "http://"+s.http, "cuecast_version_publish_errors_total")
+				l, lerr := readMetric(t, "http://"+s.http, "cuecast_tailer_lag_commits")
 				counted += n
-				states = append(states, fmt.Sprintf("%s: %v errors (%v)", s.name, n, err))
+				lag = max(lag, l)
+				states = append(states, fmt.Sprintf("%s: %v publish errors (%v), lag %v (%v)", s.name, n, err, l, lerr))
 			}
-			full := code == http.StatusServiceUnavailable &&
-				(strings.Contains(body, "failed a write") || strings.Contains(body, "disabled JetStream") || strings.Contains(body, "disk full"))
-			return full && counted > 0, fmt.Sprintf("/readyz %d %s; %s", code, body, strings.Join(states, "; "))
+			if failed && (counted > 0 || lag > 0) {
+				return true, ""
+			}
+			if time.Since(extra) > time.Second {
+				change(cfgs[rng.IntN(2)])
+				extra = time.Now()
+			}
+			return false, fmt.Sprintf("/readyz %d %s; %s", code, body, strings.Join(states, "; "))
 		})
 		if rng.IntN(2) == 0 { // a --nats serve dies while the disk is full
 			s := slots[1+rng.IntN(2)]
@@ -208,7 +226,8 @@ func TestSoakCombinedFaults(t *testing.T) {
 					continue
 				}
 				if err := s.proc.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-					t.Fatal(err)
+					s.reap(t) // it exited by itself since the round began
+					continue
 				}
 				pauses++
 				burst()

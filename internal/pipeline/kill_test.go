@@ -472,16 +472,25 @@ type supervised struct {
 	// the docs promise.
 	expected func(stderr string) bool
 	proc     *serveProc
-	exited   bool // proc exited and was reaped
-	starts   int
-	exits    []string // the last line of each exit on its own
+	exited   bool         // proc exited and was reaped
+	procs    []*serveProc // every start, for their logs
+	exits    []string     // the last line of each exit on its own
 }
 
 func (s *supervised) start(t *testing.T) {
 	t.Helper()
+	if len(s.procs) == 0 {
+		t.Cleanup(func() {
+			if t.Failed() {
+				for i, p := range s.procs {
+					t.Logf("%s, start %d, stderr:\n%s", s.name, i+1, p.stderr.String())
+				}
+			}
+		})
+	}
 	s.proc = startCLI(t, serveReady, s.args...)
+	s.procs = append(s.procs, s.proc)
 	s.exited = false
-	s.starts++
 }
 
 // reap notes an exit of the process on its own: expected ones are
@@ -541,11 +550,21 @@ func (s *supervised) ready() bool {
 	}
 }
 
-// stop stops the serve with SIGTERM and wants a clean exit.
+// stop stops the serve with SIGTERM and wants a clean exit. It waits for
+// a serve still starting to say it serves: until then it may not have
+// set up its handling of SIGTERM.
 func (s *supervised) stop(t *testing.T) {
 	t.Helper()
 	if s.exited {
 		return
+	}
+	select {
+	case <-s.proc.ready:
+	case err := <-s.proc.exited:
+		s.exited = true
+		s.exitedWith(t, err)
+		return
+	case <-time.After(convergeBound):
 	}
 	_ = s.proc.cmd.Process.Signal(syscall.SIGTERM)
 	select {

@@ -2,8 +2,12 @@ package pipeline_test
 
 import (
 	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -40,14 +44,18 @@ func runCLI(t *testing.T, args ...string) (int, string, string) {
 }
 
 // TestRunbookDamagedStream runs docs/OPERATIONS.md's "A damaged version
-// stream" as written, with `cuecast serve` and `cuecast repair` processes:
+// stream" (and, on the way, the flag table's word on --webhook-secret) as
+// written, with `cuecast serve` and `cuecast repair` processes:
 // versions published to a fleet, serve stopped, the stream's directory
 // deleted (one of the causes the runbook names), serve started again. The
 // symptoms are as listed: the log line per damaged config with stored,
 // published and source, the counting line, cuecast_versions_inconsistent 1,
 // /readyz 503; a commit publishes nothing and the instances keep what they
-// run. Then the steps: stop serve (SIGTERM), `cuecast repair --repo …
-// --data … --reason "what happened"`, which prints what it did, start serve:
+// run. Then the steps: stop serve (SIGTERM); restore a backup not older
+// than the last publish (a cold copy of jetstream/, "Backups") and start
+// serve: it checks again and publishes what waited. Without a backup (the
+// stream deleted again): `cuecast repair --repo … --data … --reason "what
+// happened"`, which prints what it did, and start serve:
 // the instances move to the new numbers, which are above every one
 // published, and /readyz is 200.
 func TestRunbookDamagedStream(t *testing.T) {
@@ -75,6 +83,29 @@ func TestRunbookDamagedStream(t *testing.T) {
 	serve.start(t)
 	ready()
 	defer serve.stop(t)
+	base := "http://" + serve.http
+	// OPERATIONS' flag table, --webhook-secret: without it, every webhook
+	// (a signed push too) is refused with 403 saying so, and the tailer
+	// still polls (the commits below are published).
+	const push = `{"ref":"refs/heads/main"}`
+	mac := hmac.New(sha256.New, []byte("a secret this serve was not given"))
+	mac.Write([]byte(push))
+	req, err := http.NewRequest(http.MethodPost, base+"/hooks/github", strings.NewReader(push))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-GitHub-Event", "push")
+	req.Header.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(mac.Sum(nil)))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(body), "no webhook secret is configured on this serve") {
+		t.Errorf("a signed push to a serve without --webhook-secret: %d %q, want 403 saying no secret is configured", resp.StatusCode, body)
+	}
+
 	nc, d := readStreams(t, listen)
 	f := startFleet(t, listen, pub, cfgs, len(cfgs))
 	c := &commits{repo: repo, values: map[cuecast.ConfigPath]int{}, last: map[cuecast.ConfigPath]string{}}
@@ -90,15 +121,24 @@ func TestRunbookDamagedStream(t *testing.T) {
 	}
 	f.converge(t, time.Now(), published)
 
-	// The damage: serve stopped, the stream's files deleted.
+	// A cold backup ("Backups"): serve stopped, jetstream/ copied. Then the
+	// damage: the stream's files deleted.
 	serve.stop(t)
-	if err := os.RemoveAll(filepath.Join(data, "jetstream", "jetstream", "$G", "streams", "CUECAST")); err != nil {
+	store := filepath.Join(data, "jetstream")
+	backup := filepath.Join(t.TempDir(), "jetstream")
+	if err := os.CopyFS(backup, os.DirFS(store)); err != nil {
 		t.Fatal(err)
 	}
+	damage := func() {
+		t.Helper()
+		if err := os.RemoveAll(filepath.Join(store, "jetstream", "$G", "streams", "CUECAST")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	damage()
 	serve.start(t)
 	ready()
 	c.change(cfgs[0])
-	base := "http://" + serve.http
 	poll.Until(t, "the symptoms: every damaged config logged, the count, the metric, /readyz 503", poll.Patience, func() (bool, string) {
 		log := serve.proc.stderr.String()
 		for _, cf := range cfgs {
@@ -129,8 +169,34 @@ func TestRunbookDamagedStream(t *testing.T) {
 		}
 	}
 
-	// 1. Stop serve (SIGTERM).
+	// 1. Stop serve (SIGTERM). A backup not older than the last publish:
+	// restore it and start serve; it checks again, and publishes what
+	// waited.
 	serve.stop(t)
+	if err := os.RemoveAll(store); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.CopyFS(store, os.DirFS(backup)); err != nil {
+		t.Fatal(err)
+	}
+	serve.start(t)
+	ready()
+	waitCursor(t, nc, repo.Head())
+	if v, err := d.Latest(t.Context(), cfgs[0]); err != nil || v.Version != published[cfgs[0]].Version+1 || v.Commit != c.last[cfgs[0]] {
+		t.Fatalf("%s after the backup's restore: v%d of %s (%v), want v%d of %s", cfgs[0], v.Version, short(v.Commit), err, published[cfgs[0]].Version+1, short(c.last[cfgs[0]]))
+	}
+	for _, cf := range cfgs {
+		if published[cf], err = d.Latest(t.Context(), cf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	poll.Until(t, "/readyz 200 after the backup's restore", poll.Patience, func() (bool, string) {
+		code, body := get(t, base+"/readyz")
+		return code == http.StatusOK, fmt.Sprint(code, " ", body)
+	})
+	// Without a backup: the damage again, and the runbook's step 2.
+	serve.stop(t)
+	damage()
 	// 2. cuecast repair --repo … --data … --reason "what happened"
 	code, stdout, stderr := runCLI(t, "repair", "--repo", repo.Dir, "--data", data, "--reason", "stream directory deleted by the runbook test")
 	if code != 0 {
