@@ -17,27 +17,34 @@ import (
 	"github.com/cuecast/cuecast/internal/poll"
 )
 
-// TestFenceRefusesStaleWriter: issue 32, defect 1, at the store. A writer
-// whose term is over (another claimed the fence since) has its version
-// refused by the stream, however it read the latest version; nothing it
-// sent is stored, and the writer holding the fence publishes the next
-// version as usual. The stale writer cannot take the fence back either.
-func TestFenceRefusesStaleWriter(t *testing.T) {
-	s := natstest.Start(t)
-	log := slog.New(slog.NewTextHandler(t.Output(), nil))
-	ctx := t.Context()
+// twoWriters starts a server and two writers of its stream, each on its own
+// connection, with o; old holds the writer fence, for term 5.
+func twoWriters(t *testing.T, o distributor.Options) (s *natstest.Server, old, cur *distributor.Distributor) {
+	t.Helper()
+	s = natstest.Start(t)
 	newD := func() *distributor.Distributor {
-		d, err := distributor.New(ctx, s.Connect(t), distributor.Options{Logger: log})
+		d, err := distributor.New(t.Context(), s.Connect(t), o)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(d.Close)
 		return d
 	}
-	old, cur := newD(), newD()
-	if err := old.ClaimFence(ctx, 5, "old"); err != nil {
+	old, cur = newD(), newD()
+	if err := old.ClaimFence(t.Context(), 5, "old"); err != nil {
 		t.Fatalf("old claims: %v", err)
 	}
+	return s, old, cur
+}
+
+// TestFenceRefusesStaleWriter: issue 32, defect 1, at the store. A writer
+// whose term is over (another claimed the fence since) has its version
+// refused by the stream, however it read the latest version; nothing it
+// sent is stored, and the writer holding the fence publishes the next
+// version as usual. The stale writer cannot take the fence back either.
+func TestFenceRefusesStaleWriter(t *testing.T) {
+	ctx := t.Context()
+	_, old, cur := twoWriters(t, distributor.Options{Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
 	mustPublish(t, old, 1, content(1))
 	mustPublish(t, old, 2, content(2)) // a fenced publish after a fenced publish
 	if err := cur.ClaimFence(ctx, 9, "cur"); err != nil {
@@ -78,25 +85,13 @@ func TestFenceRefusesStaleWriter(t *testing.T) {
 // stored may change, and the instance must go on to the fence holder's
 // next version without ever running v1 again.
 func TestFenceRefusesStalePointerWrites(t *testing.T) {
-	s := natstest.Start(t)
 	ctx := t.Context()
 	key, err := nkeys.CreateAccount()
 	if err != nil {
 		t.Fatal(err)
 	}
 	pub, _ := key.PublicKey()
-	newD := func() *distributor.Distributor {
-		d, err := distributor.New(ctx, s.Connect(t), distributor.Options{SigningKey: key})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(d.Close)
-		return d
-	}
-	old, cur := newD(), newD()
-	if err := old.ClaimFence(ctx, 5, "old"); err != nil {
-		t.Fatalf("old claims: %v", err)
-	}
+	s, old, cur := twoWriters(t, distributor.Options{SigningKey: key}) // replicas share the key
 	for n := range uint64(2) {
 		if err := old.Deploy(ctx, mustPublish(t, old, n+1, content(int(n+1)))); err != nil {
 			t.Fatalf("deploy v%d: %v", n+1, err)

@@ -7,14 +7,11 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/nats-io/nkeys"
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/internal/poll"
@@ -43,6 +40,7 @@ import (
 // (fleet.check). One iteration with a few faults in go test; CUECAST_SOAK=1
 // runs 20.
 func TestSoakCombinedFaults(t *testing.T) {
+	t.Parallel() // processes and waits on them: it overlaps the other such test
 	iterations, stopAt := soakLength(t, 1, 20)
 	rounds := 2
 	if os.Getenv("CUECAST_SOAK") != "" {
@@ -53,24 +51,13 @@ func TestSoakCombinedFaults(t *testing.T) {
 	t.Logf("seed %d, %d iterations", seed, iterations)
 	store := smallFS(t, 24<<20)
 	repo, cfgs := smallRepo(t)
-	kp, err := nkeys.CreateAccount()
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, _ := kp.Seed()
-	pub, _ := kp.PublicKey()
+	datas := []string{store, t.TempDir(), t.TempDir()}
+	pub := sharedKey(t, datas...)
 	natsAddr := freeAddr(t)
 
 	common := []string{"serve", "--repo", repo.Dir, "--interval", "50ms", "--lease-ttl", "1s"}
-	slots := make([]*supervised, 3)
-	for i := range slots {
-		data := store
-		if i > 0 {
-			data = t.TempDir()
-		}
-		if err := os.WriteFile(filepath.Join(data, "signing.nk"), key, 0o600); err != nil {
-			t.Fatal(err)
-		}
+	slots := make([]*supervised, len(datas))
+	for i, data := range datas {
 		s := &supervised{http: freeAddr(t)}
 		s.args = append(append([]string{}, common...), "--data", data, "--http", s.http)
 		if i == 0 {
@@ -82,9 +69,13 @@ func TestSoakCombinedFaults(t *testing.T) {
 		} else {
 			s.name = fmt.Sprintf("serve --nats #%d", i)
 			s.args = append(s.args, "--nats", "nats://"+natsAddr)
-			// Its NATS is not up (yet, or again): a supervisor starts it
-			// again (docs/OPERATIONS.md, "Embedded or cluster").
-			s.expected = func(stderr string) bool { return strings.Contains(stderr, "no servers available for connection") }
+			// Its NATS was not up while it started (not yet, not again,
+			// or going down): it exits before it serves, and a
+			// supervisor starts it again (docs/OPERATIONS.md, "Embedded
+			// or cluster").
+			s.expected = func(stderr string) bool {
+				return !strings.Contains(stderr, serveReady) && strings.Contains(stderr, "cuecast: start pipeline: ")
+			}
 		}
 		slots[i] = s
 	}

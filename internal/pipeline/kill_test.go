@@ -281,17 +281,7 @@ func killServe(t *testing.T, external, killNATS bool) {
 	ctx := context.Background()
 	repo, cfgs := smallRepo(t)
 	data := t.TempDir()
-	kp, err := nkeys.CreateAccount()
-	if err != nil {
-		t.Fatal(err)
-	}
-	seedKey, _ := kp.Seed()
-	pub, _ := kp.PublicKey()
-	// Written before the first start: the fleet knows whom to trust from the
-	// start, and no kill catches serve writing it (not what is under test).
-	if err := os.WriteFile(filepath.Join(data, "signing.nk"), seedKey, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	pub := sharedKey(t, data)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -586,4 +576,24 @@ func freeAddr(t *testing.T) string {
 	}
 	defer ln.Close()
 	return ln.Addr().String()
+}
+
+// sharedKey writes one new signing key into each data directory, as
+// replicas share theirs, before any serve starts there (so the fleet knows
+// whom to trust from the start, and no kill catches serve writing it); it
+// returns the public key.
+func sharedKey(t *testing.T, dirs ...string) string {
+	t.Helper()
+	kp, err := nkeys.CreateAccount()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed, _ := kp.Seed()
+	pub, _ := kp.PublicKey()
+	for _, dir := range dirs {
+		if err := os.WriteFile(filepath.Join(dir, "signing.nk"), seed, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return pub
 }

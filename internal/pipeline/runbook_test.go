@@ -17,8 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nkeys"
-
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/internal/poll"
 )
@@ -59,17 +57,10 @@ func runCLI(t *testing.T, args ...string) (int, string, string) {
 // the instances move to the new numbers, which are above every one
 // published, and /readyz is 200.
 func TestRunbookDamagedStream(t *testing.T) {
+	t.Parallel() // processes and waits on them: it overlaps the other such test
 	repo, cfgs := smallRepo(t)
 	data := t.TempDir()
-	kp, err := nkeys.CreateAccount()
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, _ := kp.Seed()
-	pub, _ := kp.PublicKey()
-	if err := os.WriteFile(filepath.Join(data, "signing.nk"), key, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	pub := sharedKey(t, data)
 	listen := freeAddr(t)
 	serve := &supervised{name: "serve", http: freeAddr(t), expected: func(string) bool { return false }}
 	serve.args = []string{"serve", "--repo", repo.Dir, "--data", data, "--listen", listen, "--http", serve.http, "--interval", "50ms"}

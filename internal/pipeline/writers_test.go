@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -158,24 +157,9 @@ func TestSoakWriters(t *testing.T) {
 	seed := soakSeed(t)
 	rng := rand.New(rand.NewPCG(seed, 32))
 	repo, cfgs := smallRepo(t)
-	kp, err := nkeys.CreateAccount()
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, _ := kp.Seed()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	dirs := make([]string, 3)
-	for i := range dirs {
-		dirs[i] = t.TempDir()
-		if err := os.WriteFile(filepath.Join(dirs[i], "signing.nk"), key, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	addr := freeAddr(t)
+	dirs := []string{t.TempDir(), t.TempDir(), t.TempDir()}
+	sharedKey(t, dirs...)
 	var all []*serveProc // every serve started, for the count of refusals
 	start := func(i int) *serveProc {
 		var sp *serveProc
