@@ -18,27 +18,27 @@ import (
 )
 
 // TestSoakCombinedFaults is issue 32's combined fault run, with real
-// `cuecast serve` processes on one stream: an embedded serve, its --data on
-// a small tmpfs, and two `serve --nats` against its server, started in a
-// random order (a --nats serve that finds no server yet exits and is
-// started again, as by a supervisor), all with --lease-ttl 1s. Commits land
-// in bursts; at random points a serve is killed with SIGKILL (the embedded
-// one takes the stream's server with it) and started again, or frozen
-// past its lease; once per iteration the disk under the store fills up
-// (docs/OPERATIONS.md "A full disk", as TestFullDiskHeals runs it), and
-// while it is full the embedded serve's /readyz must answer 503 naming the
-// store that failed a write, and /metrics show the failures (publishes
-// counted, or the commits waiting behind a cursor or lease the store
-// refused); then the space is
+// `cuecast serve` processes (the cuecast command line of this test binary,
+// startCLI) on one stream: an embedded serve, its --data on a small tmpfs,
+// and two `serve --nats` against its server, started in a random order (a
+// --nats serve that finds no server yet exits and is started again, as by
+// a supervisor), all with --lease-ttl 1s. Commits land in bursts; at
+// random points a serve is killed with SIGKILL (the embedded one takes the
+// stream's server with it) and started again, or frozen past its lease;
+// once per iteration the disk under the store fills up (docs/OPERATIONS.md
+// "A full disk", as TestFullDiskHeals runs it). While it is full the
+// embedded serve's /readyz must answer 503 naming the store that failed a
+// write, and /metrics show the failures (publishes counted, or the commits
+// waiting behind a cursor or lease the store refused). Then the space is
 // freed, and the embedded serve, if its store latched the failed write,
 // exits saying to start it again, and is. After each iteration's faults,
 // the next change of every config must reach every watcher of a fleet
-// that watched throughout, and /readyz answer 200. At the end, per config:
-// the versions' commits strictly increase in first-parent order and are
-// exactly its changing commits, each once (checkChanges), and every
-// watcher's history only moved forward through stored content
-// (fleet.check). One iteration with a few faults in go test; CUECAST_SOAK=1
-// runs 20.
+// that watched throughout, and /readyz answer 200 on every serve. At the
+// end, per config: the versions' commits strictly increase in
+// first-parent order and are exactly its changing commits, each once
+// (checkChanges), and every watcher's history only moved forward through
+// stored content (fleet.check). One iteration with a few faults in go
+// test; CUECAST_SOAK=1 runs 20.
 func TestSoakCombinedFaults(t *testing.T) {
 	t.Parallel() // processes and waits on them: it overlaps the other such test
 	iterations, stopAt := soakLength(t, 1, 20)
