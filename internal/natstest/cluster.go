@@ -307,6 +307,8 @@ type Link struct {
 	// sent back; unstall is closed and replaced when a stall ends.
 	stalled [2]bool
 	unstall chan struct{}
+	// blocked: nothing sent up is read (Block).
+	blocked bool
 	conns   map[net.Conn]struct{}
 	// delays of the data sent up (to target) and down (back).
 	up, down delay
@@ -452,11 +454,34 @@ func (l *Link) sawUp(b []byte) {
 	}
 }
 
-// Unstall ends a Stall.
+// Block stops reading what clients send up (to target), as a server that
+// stops reading a connection does. Unlike Stall, nothing is queued: once
+// the kernel's buffers are full, a client's writes block. Unstall ends it.
+func (l *Link) Block() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.blocked = true
+}
+
+// unblocked waits until nothing Blocks the way up.
+func (l *Link) unblocked() {
+	for {
+		l.mu.Lock()
+		blocked, unstall := l.blocked, l.unstall
+		l.mu.Unlock()
+		if !blocked {
+			return
+		}
+		<-unstall
+	}
+}
+
+// Unstall ends a Stall or a Block.
 func (l *Link) Unstall() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.stalled = [2]bool{}
+	l.blocked = false
 	close(l.unstall)
 	l.unstall = make(chan struct{})
 }
@@ -584,6 +609,9 @@ func (l *Link) pipe(dst, src net.Conn, upstream bool) {
 	var last time.Time
 	buf := make([]byte, 32<<10)
 	for {
+		if upstream {
+			l.unblocked()
+		}
 		n, err := src.Read(buf)
 		if n > 0 {
 			if upstream {
