@@ -30,15 +30,15 @@ type Repo struct {
 func New(t testing.TB) *Repo {
 	t.Helper()
 	dir := t.TempDir()
-	r, err := git.PlainInitWithOptions(dir, &git.PlainInitOptions{
+	if _, err := git.PlainInitWithOptions(dir, &git.PlainInitOptions{
 		InitOptions: git.InitOptions{DefaultBranch: plumbing.NewBranchReferenceName("main")},
-	})
-	if err != nil {
+	}); err != nil {
 		t.Fatalf("git init: %v", err)
 	}
 	// Opened again with refs written as git writes them (atomicRefs).
 	st := filesystem.NewStorage(atomicRefs{osfs.New(filepath.Join(dir, ".git"))}, cache.NewObjectLRUDefault())
-	if r, err = git.Open(st, osfs.New(dir)); err != nil {
+	r, err := git.Open(st, osfs.New(dir))
+	if err != nil {
 		t.Fatalf("git open: %v", err)
 	}
 	return &Repo{Dir: dir, Git: r, t: t, when: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
