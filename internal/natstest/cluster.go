@@ -97,7 +97,7 @@ func StartTree(t testing.TB, o TreeOptions) *Tree {
 		}
 		tr.Keys = keys
 	}
-	hubSpec := natsconf.Spec{Level: natsconf.Hub, Name: "hub", Listen: "127.0.0.1:-1", LeafListen: freeAddr(t), Namespaces: o.Namespaces}
+	hubSpec := natsconf.Spec{Level: natsconf.Hub, Name: "hub", Listen: "127.0.0.1:-1", LeafListen: FreeAddr(t), Namespaces: o.Namespaces}
 	for _, u := range hubSpec.Users() {
 		tr.Passwords[u] = randomSecret(t)
 	}
@@ -128,7 +128,7 @@ func (tr *Tree) AddLeaf(t testing.TB, parent *TreeServer, level natsconf.Level, 
 		Namespaces: tr.Namespaces,
 	}
 	if level == natsconf.Leaf {
-		spec.LeafListen = freeAddr(t)
+		spec.LeafListen = FreeAddr(t)
 	}
 	ls := tr.StartServer(t, spec)
 	ls.Link, ls.Parent = link, parent
@@ -669,8 +669,8 @@ func queue(in <-chan chunk, out chan<- chunk) {
 	}
 }
 
-// freeAddr returns a 127.0.0.1 address with a port free a moment ago.
-func freeAddr(t testing.TB) string {
+// FreeAddr returns a 127.0.0.1 address with a port free a moment ago.
+func FreeAddr(t testing.TB) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -698,12 +698,12 @@ func StartHubCluster(t testing.TB, n int, namespaces []string) (*Tree, []*TreeSe
 	tr := &Tree{Passwords: map[string]string{}, Namespaces: namespaces, credsDir: t.TempDir(), creds: map[string]string{}}
 	routes := make([]string, n)
 	for i := range routes {
-		routes[i] = freeAddr(t)
+		routes[i] = FreeAddr(t)
 	}
 	var servers []*TreeServer
 	for i := range n {
 		spec := natsconf.Spec{
-			Level: natsconf.Hub, Name: fmt.Sprintf("hub-%d", i+1), Listen: "127.0.0.1:-1", LeafListen: freeAddr(t),
+			Level: natsconf.Hub, Name: fmt.Sprintf("hub-%d", i+1), Listen: "127.0.0.1:-1", LeafListen: FreeAddr(t),
 			Namespaces: namespaces,
 			Cluster:    &natsconf.Cluster{Name: "hub", Listen: routes[i], Routes: slices.Delete(slices.Clone(routes), i, i+1)},
 		}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/internal/natstest"
 	"github.com/cuecast/cuecast/internal/poll"
 )
 
@@ -53,12 +54,12 @@ func TestSoakCombinedFaults(t *testing.T) {
 	repo, cfgs := smallRepo(t)
 	datas := []string{store, t.TempDir(), t.TempDir()}
 	pub := sharedKey(t, datas...)
-	natsAddr := freeAddr(t)
+	natsAddr := natstest.FreeAddr(t)
 
 	common := []string{"serve", "--repo", repo.Dir, "--interval", "50ms", "--lease-ttl", "1s"}
 	slots := make([]*supervised, len(datas))
 	for i, data := range datas {
-		s := &supervised{http: freeAddr(t)}
+		s := &supervised{http: natstest.FreeAddr(t)}
 		s.args = append(append([]string{}, common...), "--data", data, "--http", s.http)
 		if i == 0 {
 			s.name = "embedded serve"

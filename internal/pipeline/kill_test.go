@@ -568,16 +568,6 @@ func (s *supervised) stop(t *testing.T) {
 	}
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 // sharedKey writes one new signing key into each data directory, as
 // replicas share theirs, before any serve starts there (so the fleet knows
 // whom to trust from the start, and no kill catches serve writing it); it

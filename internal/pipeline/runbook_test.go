@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/internal/natstest"
 	"github.com/cuecast/cuecast/internal/poll"
 )
 
@@ -61,8 +62,8 @@ func TestRunbookDamagedStream(t *testing.T) {
 	repo, cfgs := smallRepo(t)
 	data := t.TempDir()
 	pub := sharedKey(t, data)
-	listen := freeAddr(t)
-	serve := &supervised{name: "serve", http: freeAddr(t), expected: func(string) bool { return false }}
+	listen := natstest.FreeAddr(t)
+	serve := &supervised{name: "serve", http: natstest.FreeAddr(t), expected: func(string) bool { return false }}
 	serve.args = []string{"serve", "--repo", repo.Dir, "--data", data, "--listen", listen, "--http", serve.http, "--interval", "50ms"}
 	ready := func() {
 		t.Helper()

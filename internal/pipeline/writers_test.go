@@ -21,6 +21,7 @@ import (
 	"github.com/cuecast/cuecast/client"
 	"github.com/cuecast/cuecast/distributor"
 	"github.com/cuecast/cuecast/internal/gittest"
+	"github.com/cuecast/cuecast/internal/natstest"
 	"github.com/cuecast/cuecast/internal/pipeline"
 	"github.com/cuecast/cuecast/internal/poll"
 	"github.com/cuecast/cuecast/tailer"
@@ -157,7 +158,7 @@ func TestSoakWriters(t *testing.T) {
 	seed := soakSeed(t)
 	rng := rand.New(rand.NewPCG(seed, 32))
 	repo, cfgs := smallRepo(t)
-	addr := freeAddr(t)
+	addr := natstest.FreeAddr(t)
 	dirs := []string{t.TempDir(), t.TempDir(), t.TempDir()}
 	sharedKey(t, dirs...)
 	var all []*serveProc // every serve started, for the count of refusals
