@@ -118,6 +118,42 @@ func fenceMsg(f Fence, lastSeq uint64) (*nats.Msg, error) {
 	return m, nil
 }
 
+// checkFence returns an error wrapping cuecast.ErrFenced when d claimed the
+// writer fence and a later term has claimed it since; nil while d holds it
+// (or never claimed it). Pointer writes call it before they write
+// (nextRevisions): a pointer message already expects its own subject's last
+// sequence (a compare-and-swap against other writers of that pointer, an
+// operator's rollback among them), and a message can expect only one, so
+// the store cannot check the fence on it as it does on a version. A writer
+// deposed before it checks is refused; one deposed between its check and
+// its write (the time of a round trip) is not (docs/SCALING.md, "Replicated
+// serve").
+func (d *Distributor) checkFence(ctx context.Context) error {
+	d.fence.mu.Lock()
+	f, seq, lost := d.fence.f, d.fence.seq, d.fence.lost
+	d.fence.mu.Unlock()
+	if f.Epoch == 0 {
+		return nil
+	}
+	if lost {
+		return fmt.Errorf("a later term holds the writer fence: %w", cuecast.ErrFenced)
+	}
+	cur, curSeq, err := d.readFence(ctx)
+	if err != nil {
+		return fmt.Errorf("check the writer fence: %w", err)
+	}
+	if curSeq == seq {
+		return nil
+	}
+	d.fence.mu.Lock()
+	if d.fence.seq == seq { // not claimed again meanwhile
+		d.fence.lost = true
+	}
+	d.fence.mu.Unlock()
+	d.log.Warn("writer fence lost", "epoch", f.Epoch, "holder", cur.Holder, "holder_epoch", cur.Epoch)
+	return fmt.Errorf("%s holds the writer fence since term %d (this writer's: %d): %w", cur.Holder, cur.Epoch, f.Epoch, cuecast.ErrFenced)
+}
+
 // hdrExpectedLastSubjSeqSubject points a message's
 // Nats-Expected-Last-Subject-Sequence at another subject (nats-server 2.11
 // and later).

@@ -570,8 +570,21 @@ func (d *Distributor) nextRevision(ctx context.Context, cfg cuecast.ConfigPath) 
 
 // nextRevisions is nextRevision for n writes: it returns the first of n
 // consecutive revisions, all above every earlier one.
+//
+// Every pointer write asks for its revision first, so here a writer that
+// claimed the writer fence also checks, with the same round trip, that no
+// later term has claimed it since (checkFence).
 func (d *Distributor) nextRevisions(ctx context.Context, cfg cuecast.ConfigPath, n int) (uint64, error) {
+	fenced := make(chan error, 1)
+	if d.fenced.Load() {
+		go func() { fenced <- d.checkFence(ctx) }()
+	} else {
+		fenced <- nil
+	}
 	stored, err := d.storedRevision(ctx, cfg)
+	if ferr := <-fenced; ferr != nil {
+		return 0, fmt.Errorf("write pointers of %s: %w", cfg, ferr)
+	}
 	if err != nil {
 		return 0, fmt.Errorf("read the revision of %s: %w", cfg, err)
 	}

@@ -5,13 +5,18 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/go-git/go-billy/v5"
+	"github.com/go-git/go-billy/v5/osfs"
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/cache"
 	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/storage/filesystem"
 )
 
 // Repo is a non-bare repository in a temporary directory, on branch main.
@@ -26,13 +31,55 @@ type Repo struct {
 func New(t testing.TB) *Repo {
 	t.Helper()
 	dir := t.TempDir()
-	r, err := git.PlainInitWithOptions(dir, &git.PlainInitOptions{
+	if _, err := git.PlainInitWithOptions(dir, &git.PlainInitOptions{
 		InitOptions: git.InitOptions{DefaultBranch: plumbing.NewBranchReferenceName("main")},
-	})
-	if err != nil {
+	}); err != nil {
 		t.Fatalf("git init: %v", err)
 	}
+	// Opened again with refs written as git writes them (atomicRefs).
+	st := filesystem.NewStorage(atomicRefs{osfs.New(filepath.Join(dir, ".git"))}, cache.NewObjectLRUDefault())
+	r, err := git.Open(st, osfs.New(dir))
+	if err != nil {
+		t.Fatalf("git open: %v", err)
+	}
 	return &Repo{Dir: dir, Git: r, t: t, when: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+}
+
+// atomicRefs is the file system of a repository's .git in which HEAD and
+// every ref are written as git writes them: to a lock file renamed over
+// the ref. go-git otherwise truncates a ref and writes it again in place,
+// and a process reading the branch at that moment (a serve starting
+// while a test commits) found no branch at all. Without the read-and-write
+// capability go-git writes a ref by Create, not in place.
+type atomicRefs struct{ billy.Filesystem }
+
+func (fs atomicRefs) Capabilities() billy.Capability {
+	return billy.Capabilities(fs.Filesystem) &^ billy.ReadAndWriteCapability
+}
+
+func (fs atomicRefs) Create(name string) (billy.File, error) {
+	if name != "HEAD" && !strings.HasPrefix(filepath.ToSlash(name), "refs/") {
+		return fs.Filesystem.Create(name)
+	}
+	f, err := fs.Filesystem.Create(name + ".lock")
+	if err != nil {
+		return nil, err
+	}
+	return &renameOnClose{File: f, fs: fs.Filesystem, to: name}, nil
+}
+
+// renameOnClose is a lock file that replaces its ref when closed.
+type renameOnClose struct {
+	billy.File
+	fs billy.Filesystem
+	to string
+}
+
+func (f *renameOnClose) Close() error {
+	if err := f.File.Close(); err != nil {
+		return err
+	}
+	return f.fs.Rename(f.Name(), f.to)
 }
 
 // CopyDir copies a directory tree (such as configs-example) into the work tree.

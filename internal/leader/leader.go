@@ -207,6 +207,16 @@ func (l *Lease) hold(ctx context.Context, rev uint64, work func(context.Context,
 	defer tick.Stop()
 	expired := time.NewTimer(l.o.TTL * 9 / 10)
 	defer expired.Stop()
+	// A renewal runs beside this loop, one at a time: its write can block
+	// past its context (a server that stopped reading the connection), and
+	// the expiry must end the term all the same.
+	type renewal struct {
+		sent time.Time
+		next uint64
+		err  error
+	}
+	renewals := make(chan renewal, 1)
+	renewing := false
 	var lost error
 	for lost == nil {
 		select {
@@ -225,18 +235,27 @@ func (l *Lease) hold(ctx context.Context, rev uint64, work func(context.Context,
 		case <-expired.C:
 			lost = fmt.Errorf("lease not renewed for %s", time.Since(renewed).Round(time.Millisecond))
 		case <-tick.C:
-			sent := time.Now()
-			rctx, rcancel := context.WithTimeout(ctx, l.o.TTL/3)
-			next, err := l.kv.Update(rctx, l.o.Key, []byte(l.o.ID), rev)
-			rcancel()
+			if renewing {
+				continue
+			}
+			renewing = true
+			go func(rev uint64) {
+				sent := time.Now()
+				rctx, rcancel := context.WithTimeout(ctx, l.o.TTL/3)
+				defer rcancel()
+				next, err := l.kv.Update(rctx, l.o.Key, []byte(l.o.ID), rev)
+				renewals <- renewal{sent: sent, next: next, err: err}
+			}(rev)
+		case r := <-renewals:
+			renewing = false
 			switch {
-			case err == nil:
-				rev, renewed = next, sent
-				expired.Reset(time.Until(sent.Add(l.o.TTL * 9 / 10)))
-			case isWrongRevision(err):
-				lost = fmt.Errorf("lease taken over: %w", err)
+			case r.err == nil:
+				rev, renewed = r.next, r.sent
+				expired.Reset(time.Until(r.sent.Add(l.o.TTL * 9 / 10)))
+			case isWrongRevision(r.err):
+				lost = fmt.Errorf("lease taken over: %w", r.err)
 			default:
-				log.Warn("lease renewal failed", "err", err)
+				log.Warn("lease renewal failed", "err", r.err)
 			}
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -237,4 +238,60 @@ func TestReclaimOwnLease(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("run: %v", err)
 	}
+}
+
+// TestHolderStopsWhileItsWritesBlock: a holder whose connection stops
+// taking writes (its server stopped reading it, as an embedded server did
+// writing a full disk) stops its work 0.9×TTL after its last renewal, as
+// one cut off does (docs/SCALING.md), while the renewal it sent is still
+// blocked. Its renewal used to block the loop that ends the term, and the
+// work went on for as long as the write blocked (a minute, there), past
+// the lease's expiry, when another may hold it.
+func TestHolderStopsWhileItsWritesBlock(t *testing.T) {
+	srv := natstest.Start(t)
+	link := natstest.StartLink(t, strings.TrimPrefix(srv.ClientURL(), "nats://"))
+	// Writes never time out: only the lease's own clock ends the term.
+	nc, err := nats.Connect("nats://"+link.Addr(), nats.FlusherTimeout(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	t.Cleanup(link.Unstall) // before the connection closes, whatever happened
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := leader.New(t.Context(), js, leader.Options{ID: "blocked", TTL: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	started, stopped := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- l.Run(ctx, func(ctx context.Context, _ leader.Term) error {
+			close(started)
+			<-ctx.Done()
+			close(stopped)
+			return nil
+		})
+	}()
+	<-started
+
+	// The server stops reading; writes on the connection fill the
+	// kernel's buffers, then block, the lease's renewals with them.
+	link.Block()
+	go func() {
+		junk := make([]byte, 256<<10)
+		for nc.Publish("junk", junk) == nil {
+		}
+	}()
+	select {
+	case <-stopped:
+	case <-time.After(poll.Patience):
+		t.Fatalf("the holder's work still runs %s after its writes blocked; its lease expired %s after its last renewal", poll.Patience, ttl)
+	}
+	link.Unstall()
+	cancel()
+	<-done
 }

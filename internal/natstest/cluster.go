@@ -97,7 +97,7 @@ func StartTree(t testing.TB, o TreeOptions) *Tree {
 		}
 		tr.Keys = keys
 	}
-	hubSpec := natsconf.Spec{Level: natsconf.Hub, Name: "hub", Listen: "127.0.0.1:-1", LeafListen: freeAddr(t), Namespaces: o.Namespaces}
+	hubSpec := natsconf.Spec{Level: natsconf.Hub, Name: "hub", Listen: "127.0.0.1:-1", LeafListen: FreeAddr(t), Namespaces: o.Namespaces}
 	for _, u := range hubSpec.Users() {
 		tr.Passwords[u] = randomSecret(t)
 	}
@@ -128,7 +128,7 @@ func (tr *Tree) AddLeaf(t testing.TB, parent *TreeServer, level natsconf.Level, 
 		Namespaces: tr.Namespaces,
 	}
 	if level == natsconf.Leaf {
-		spec.LeafListen = freeAddr(t)
+		spec.LeafListen = FreeAddr(t)
 	}
 	ls := tr.StartServer(t, spec)
 	ls.Link, ls.Parent = link, parent
@@ -314,6 +314,8 @@ type Link struct {
 	// sent back; unstall is closed and replaced when a stall ends.
 	stalled [2]bool
 	unstall chan struct{}
+	// blocked: nothing sent up is read (Block).
+	blocked bool
 	conns   map[net.Conn]struct{}
 	// delays of the data sent up (to target) and down (back).
 	up, down delay
@@ -459,11 +461,34 @@ func (l *Link) sawUp(b []byte) {
 	}
 }
 
-// Unstall ends a Stall.
+// Block stops reading what clients send up (to target), as a server that
+// stops reading a connection does. Unlike Stall, nothing is queued: once
+// the kernel's buffers are full, a client's writes block. Unstall ends it.
+func (l *Link) Block() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.blocked = true
+}
+
+// unblocked waits until nothing Blocks the way up.
+func (l *Link) unblocked() {
+	for {
+		l.mu.Lock()
+		blocked, unstall := l.blocked, l.unstall
+		l.mu.Unlock()
+		if !blocked {
+			return
+		}
+		<-unstall
+	}
+}
+
+// Unstall ends a Stall or a Block.
 func (l *Link) Unstall() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.stalled = [2]bool{}
+	l.blocked = false
 	close(l.unstall)
 	l.unstall = make(chan struct{})
 }
@@ -591,6 +616,9 @@ func (l *Link) pipe(dst, src net.Conn, upstream bool) {
 	var last time.Time
 	buf := make([]byte, 32<<10)
 	for {
+		if upstream {
+			l.unblocked()
+		}
 		n, err := src.Read(buf)
 		if n > 0 {
 			if upstream {
@@ -648,12 +676,8 @@ func queue(in <-chan chunk, out chan<- chunk) {
 	}
 }
 
-// FreeAddr returns a 127.0.0.1 address with a port free a moment ago, for
-// a server the test starts in another process (promtest's Prometheus).
-func FreeAddr(t testing.TB) string { return freeAddr(t) }
-
-// freeAddr returns a 127.0.0.1 address with a port free a moment ago.
-func freeAddr(t testing.TB) string {
+// FreeAddr returns a 127.0.0.1 address with a port free a moment ago.
+func FreeAddr(t testing.TB) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -681,12 +705,12 @@ func StartHubCluster(t testing.TB, n int, namespaces []string) (*Tree, []*TreeSe
 	tr := &Tree{Passwords: map[string]string{}, Namespaces: namespaces, credsDir: t.TempDir(), creds: map[string]string{}}
 	routes := make([]string, n)
 	for i := range routes {
-		routes[i] = freeAddr(t)
+		routes[i] = FreeAddr(t)
 	}
 	var servers []*TreeServer
 	for i := range n {
 		spec := natsconf.Spec{
-			Level: natsconf.Hub, Name: fmt.Sprintf("hub-%d", i+1), Listen: "127.0.0.1:-1", LeafListen: freeAddr(t),
+			Level: natsconf.Hub, Name: fmt.Sprintf("hub-%d", i+1), Listen: "127.0.0.1:-1", LeafListen: FreeAddr(t),
 			Namespaces: namespaces,
 			Cluster:    &natsconf.Cluster{Name: "hub", Listen: routes[i], Routes: slices.Delete(slices.Clone(routes), i, i+1)},
 		}

@@ -62,9 +62,12 @@ func BenchmarkCommitToApplied(b *testing.B) {
 	}
 }
 
-// TestMain runs the benchmark's instances, or TestKillServe's serve or NATS, when
-// re-executed as its child.
+// TestMain runs the benchmark's instances, TestKillServe's serve or NATS, or
+// the cuecast command line, when re-executed as its child.
 func TestMain(m *testing.M) {
+	if os.Getenv(envCLIChild) != "" {
+		os.Exit(runCLIChild())
+	}
 	if os.Getenv(envServeChild) != "" {
 		os.Exit(runServeChild())
 	}

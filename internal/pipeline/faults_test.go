@@ -257,12 +257,19 @@ type commits struct {
 	}
 	values map[cuecast.ConfigPath]int
 	last   map[cuecast.ConfigPath]string
+	// pad, when set, is added to each config changed: a version too large
+	// to fit in the last page of a full file system.
+	pad string
 }
 
 func (c *commits) change(cfg cuecast.ConfigPath) {
 	c.values[cfg]++
+	content := fmt.Sprintf("package %s\n\nvalue: %d\n", cfg.Name(), c.values[cfg])
+	if c.pad != "" {
+		content += fmt.Sprintf("pad: %q\n", c.pad)
+	}
 	c.last[cfg] = c.repo.CommitFiles(fmt.Sprintf("%s: value %d", cfg, c.values[cfg]), map[string]string{
-		string(cfg) + "/c.cue": fmt.Sprintf("package %s\n\nvalue: %d\n", cfg.Name(), c.values[cfg]),
+		string(cfg) + "/c.cue": content,
 	})
 }
 

@@ -71,21 +71,26 @@ func fill(t *testing.T, dir string) string {
 	return path
 }
 
-var publishErrorsRe = regexp.MustCompile(`(?m)^cuecast_version_publish_errors_total (\S+)$`)
-
 // publishErrors reads cuecast_version_publish_errors_total from /metrics.
 func publishErrors(t *testing.T, base string) float64 {
 	t.Helper()
-	_, body := get(t, base+"/metrics")
-	m := publishErrorsRe.FindStringSubmatch(body)
-	if m == nil {
-		t.Fatalf("no cuecast_version_publish_errors_total in /metrics")
-	}
-	n, err := strconv.ParseFloat(m[1], 64)
+	n, err := readMetric(t, base, "cuecast_version_publish_errors_total")
 	if err != nil {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// readMetric reads the value of an unlabelled metric from /metrics; an
+// error when the server does not answer with it.
+func readMetric(t *testing.T, base, name string) (float64, error) {
+	t.Helper()
+	code, body := get(t, base+"/metrics")
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + ` (\S+)$`).FindStringSubmatch(body)
+	if code != http.StatusOK || m == nil {
+		return 0, fmt.Errorf("no %s in /metrics (%d %.200s)", name, code, body)
+	}
+	return strconv.ParseFloat(m[1], 64)
 }
 
 // serving is one run of serve's pipeline: Run in the background, its

@@ -1,7 +1,6 @@
 package pipeline_test
 
 import (
-	"bufio"
 	"cmp"
 	"context"
 	"errors"
@@ -12,8 +11,10 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -25,6 +26,7 @@ import (
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/client"
 	"github.com/cuecast/cuecast/distributor"
+	"github.com/cuecast/cuecast/internal/cli"
 	"github.com/cuecast/cuecast/internal/iostreams"
 	"github.com/cuecast/cuecast/internal/natsserver"
 	"github.com/cuecast/cuecast/internal/natstest"
@@ -86,6 +88,26 @@ func runServeChild() int {
 	return 0
 }
 
+// envCLIChild, set, makes the re-executed test binary the cuecast command
+// line itself, run with the arguments it was given: a real `cuecast serve`
+// process without a second build of the binary (as testscript runs
+// cuecast), built from the same packages as the test.
+const envCLIChild = "CUECAST_FAULTS_CLI"
+
+// runCLIChild is cmd/cuecast's main: SIGTERM stops the command cleanly.
+func runCLIChild() int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return cli.System(ctx)
+}
+
+// startCLI starts `cuecast ARGS...` as a process; it is ready once its
+// stderr has a line beginning with ready.
+func startCLI(t *testing.T, ready string, args ...string) *serveProc {
+	t.Helper()
+	return startProc(t, args, ready, envCLIChild+"=1")
+}
+
 // serveProc is one child process: a serve, or a NATS server.
 type serveProc struct {
 	cmd    *exec.Cmd
@@ -145,17 +167,24 @@ func startNATSProc(t *testing.T, dir, listen string) *serveProc {
 }
 
 // startChild re-executes the test binary with env added; TestMain runs
-// the child that env names.
+// the child that env names, which prints "ready" once it is.
 func startChild(t *testing.T, env ...string) *serveProc {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	return startProc(t, []string{"-test.run=^$"}, "ready", env...)
+}
+
+// startProc re-executes the test binary with args and env added. It is
+// ready once a line of its output, stdout or stderr, begins with ready;
+// its stderr is kept.
+func startProc(t *testing.T, args []string, ready string, env ...string) *serveProc {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), env...)
 	sp := &serveProc{cmd: cmd, ready: make(chan struct{}), exited: make(chan error, 1), stderr: &syncBuf{}}
-	cmd.Stderr = sp.stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	lines := &readyLine{prefix: ready, ready: sp.ready}
+	cmd.Stdout = lines
+	cmd.Stderr = io.MultiWriter(sp.stderr, lines)
+	var err error
 	if sp.stdin, err = cmd.StdinPipe(); err != nil {
 		t.Fatal(err)
 	}
@@ -163,16 +192,38 @@ func startChild(t *testing.T, env ...string) *serveProc {
 		t.Fatalf("start child: %v", err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill() }) // when the test failed half-way; harmless after Wait
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if sc.Text() == "ready" {
-				close(sp.ready)
-			}
-		}
-		sp.exited <- cmd.Wait()
-	}()
+	go func() { sp.exited <- cmd.Wait() }()
 	return sp
+}
+
+// readyLine closes ready at the first line written to it that begins with
+// prefix.
+type readyLine struct {
+	mu     sync.Mutex
+	prefix string
+	ready  chan struct{}
+	line   []byte // the line being written
+	done   bool
+}
+
+func (r *readyLine) Write(p []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, b := range p {
+		if r.done {
+			break
+		}
+		if b != '\n' {
+			r.line = append(r.line, b)
+			continue
+		}
+		if strings.HasPrefix(string(r.line), r.prefix) {
+			close(r.ready)
+			r.done = true
+		}
+		r.line = r.line[:0]
+	}
+	return len(p), nil
 }
 
 // kill sends SIGKILL and waits; it fails the test when serve had exited on
@@ -230,17 +281,7 @@ func killServe(t *testing.T, external, killNATS bool) {
 	ctx := context.Background()
 	repo, cfgs := smallRepo(t)
 	data := t.TempDir()
-	kp, err := nkeys.CreateAccount()
-	if err != nil {
-		t.Fatal(err)
-	}
-	seedKey, _ := kp.Seed()
-	pub, _ := kp.PublicKey()
-	// Written before the first start: the fleet knows whom to trust from the
-	// start, and no kill catches serve writing it (not what is under test).
-	if err := os.WriteFile(filepath.Join(data, "signing.nk"), seedKey, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	pub := sharedKey(t, data)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -404,4 +445,145 @@ func killServe(t *testing.T, external, killNATS bool) {
 	failures += ff
 	t.Logf("%d kills: %s; %d (config, version) pairs applied; converged %s after the last start; %d failures",
 		kills, n, pairs, took.Round(time.Millisecond), failures)
+}
+
+// serveReady is the line `cuecast serve` writes on stderr once it serves.
+const serveReady = "cuecast serve: NATS at "
+
+// supervised is one `cuecast serve` process slot, started again by the test
+// as a supervisor (systemd's Restart=on-failure) would when it exits by
+// itself for a reason the docs give: a --nats serve whose NATS is not up
+// yet, an embedded serve whose store needs reopening after a full disk.
+type supervised struct {
+	name string
+	args []string
+	http string // its operations server
+	// expected says whether an exit on its own, with this stderr, is one
+	// the docs promise.
+	expected func(stderr string) bool
+	proc     *serveProc
+	exited   bool         // proc exited and was reaped
+	procs    []*serveProc // every start, for their logs
+	exits    []string     // the last line of each exit on its own
+}
+
+func (s *supervised) start(t *testing.T) {
+	t.Helper()
+	if len(s.procs) == 0 {
+		t.Cleanup(func() {
+			if t.Failed() {
+				for i, p := range s.procs {
+					t.Logf("%s, start %d, stderr:\n%s", s.name, i+1, p.stderr.String())
+				}
+			}
+		})
+	}
+	s.proc = startCLI(t, serveReady, s.args...)
+	s.procs = append(s.procs, s.proc)
+	s.exited = false
+}
+
+// reap notes an exit of the process on its own: expected ones are
+// recorded and the serve started again; any other fails the test.
+func (s *supervised) reap(t *testing.T) {
+	t.Helper()
+	if s.exited {
+		return
+	}
+	select {
+	case err := <-s.proc.exited:
+		s.exited = true
+		s.exitedWith(t, err)
+		s.start(t)
+	default:
+	}
+}
+
+func (s *supervised) exitedWith(t *testing.T, err error) {
+	t.Helper()
+	stderr := s.proc.stderr.String()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !s.expected(stderr) {
+		t.Fatalf("%s exited by itself (%v), not as the docs say it may:\n%s", s.name, err, stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(stderr), "\n")
+	s.exits = append(s.exits, lines[len(lines)-1])
+}
+
+// kill sends SIGKILL and waits for the process; one that had exited by
+// itself meanwhile is reaped instead.
+func (s *supervised) kill(t *testing.T) {
+	t.Helper()
+	if s.exited {
+		return
+	}
+	_ = s.proc.cmd.Process.Signal(syscall.SIGKILL)
+	err := <-s.proc.exited
+	s.exited = true
+	var ee *exec.ExitError
+	if errors.As(err, &ee) && ee.Sys().(syscall.WaitStatus).Signaled() {
+		return
+	}
+	s.exitedWith(t, err)
+}
+
+// ready says whether the serve runs and has said it serves.
+func (s *supervised) ready() bool {
+	if s.exited {
+		return false
+	}
+	select {
+	case <-s.proc.ready:
+		return true
+	default:
+		return false
+	}
+}
+
+// stop stops the serve with SIGTERM and wants a clean exit. It waits for
+// a serve still starting to say it serves: until then it may not have
+// set up its handling of SIGTERM.
+func (s *supervised) stop(t *testing.T) {
+	t.Helper()
+	if s.exited {
+		return
+	}
+	select {
+	case <-s.proc.ready:
+	case err := <-s.proc.exited:
+		s.exited = true
+		s.exitedWith(t, err)
+		return
+	case <-time.After(convergeBound):
+	}
+	_ = s.proc.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-s.proc.exited:
+		s.exited = true
+		if err != nil {
+			t.Errorf("%s: %v after SIGTERM\n%s", s.name, err, s.proc.stderr.String())
+		}
+	case <-time.After(convergeBound):
+		t.Errorf("%s did not stop %s after SIGTERM\n%s", s.name, convergeBound, s.proc.stderr.String())
+	}
+}
+
+// sharedKey writes one new signing key into each data directory, as
+// replicas share theirs, before any serve starts there (so the fleet knows
+// whom to trust from the start, and no kill catches serve writing it); it
+// returns the public key.
+func sharedKey(t *testing.T, dirs ...string) string {
+	t.Helper()
+	kp, err := nkeys.CreateAccount()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed, _ := kp.Seed()
+	pub, _ := kp.PublicKey()
+	for _, dir := range dirs {
+		if err := os.WriteFile(filepath.Join(dir, "signing.nk"), seed, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return pub
 }

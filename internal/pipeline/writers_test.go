@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -22,6 +21,7 @@ import (
 	"github.com/cuecast/cuecast/client"
 	"github.com/cuecast/cuecast/distributor"
 	"github.com/cuecast/cuecast/internal/gittest"
+	"github.com/cuecast/cuecast/internal/natstest"
 	"github.com/cuecast/cuecast/internal/pipeline"
 	"github.com/cuecast/cuecast/internal/poll"
 	"github.com/cuecast/cuecast/tailer"
@@ -158,24 +158,9 @@ func TestSoakWriters(t *testing.T) {
 	seed := soakSeed(t)
 	rng := rand.New(rand.NewPCG(seed, 32))
 	repo, cfgs := smallRepo(t)
-	kp, err := nkeys.CreateAccount()
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, _ := kp.Seed()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	dirs := make([]string, 3)
-	for i := range dirs {
-		dirs[i] = t.TempDir()
-		if err := os.WriteFile(filepath.Join(dirs[i], "signing.nk"), key, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	addr := natstest.FreeAddr(t)
+	dirs := []string{t.TempDir(), t.TempDir(), t.TempDir()}
+	sharedKey(t, dirs...)
 	var all []*serveProc // every serve started, for the count of refusals
 	start := func(i int) *serveProc {
 		var sp *serveProc
@@ -259,26 +244,55 @@ func TestSoakWriters(t *testing.T) {
 		}
 	})
 
-	ctx := context.Background()
+	nc, d := readStreams(t, addr)
+	waitCursor(t, nc, repo.Head())
+	bad := checkChanges(t, d, cfgs, firstParents(t, repo), changes)
+	fenced := 0
+	for _, sp := range all {
+		fenced += strings.Count(sp.stderr.String(), "writer fence lost")
+	}
+	t.Logf("seed %d: started in order %v, %d rounds, %d kills, %d pauses, %d commits, %d stale publishes refused by the fence; %d failures",
+		seed, startOrder, rounds, kills, pauses, len(changes[cfgs[0]])+len(changes[cfgs[1]]), fenced, bad)
+}
+
+// readStreams connects to the NATS server at addr, reconnecting as long as
+// the test runs, and opens serve's streams read-only: nothing of the
+// test's may mend the store it checks.
+func readStreams(t *testing.T, addr string) (*nats.Conn, *distributor.Distributor) {
+	t.Helper()
 	nc, err := nats.Connect("nats://"+addr, client.ConnectOptions()...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer nc.Close()
-	d, err := distributor.Open(ctx, nc, distributor.Options{}) // read-only
+	t.Cleanup(nc.Close)
+	d, err := distributor.Open(t.Context(), nc, distributor.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer d.Close()
-	head := repo.Head()
+	t.Cleanup(d.Close)
+	return nc, d
+}
+
+// waitCursor waits until the tailer's cursor in the stream, whichever
+// serve wrote it, is head.
+func waitCursor(t *testing.T, nc *nats.Conn, head string) {
+	t.Helper()
 	poll.Until(t, "the branch processed", poll.Patience, func() (bool, string) {
-		st, err := tailer.LoadState(ctx, distributor.NewDirectStream(nc, tailer.StateStream), "default")
+		st, err := tailer.LoadState(t.Context(), distributor.NewDirectStream(nc, tailer.StateStream), "default")
 		if err != nil {
 			return false, err.Error()
 		}
 		return st.Cursor == head, "cursor at " + short(st.Cursor)
 	})
-	order := firstParents(t, repo)
+}
+
+// checkChanges is the oracle of a run of several writers: per config, the
+// versions' commits strictly increase in first-parent order
+// (checkMonotonic), and they are exactly the branch's root and then the
+// config's changing commits (changes, in order), each once: none lost,
+// none published twice. It returns the number of failures, each reported.
+func checkChanges(t *testing.T, d *distributor.Distributor, cfgs []cuecast.ConfigPath, order map[string]int, changes map[cuecast.ConfigPath][]string) int {
+	t.Helper()
 	bad := checkMonotonic(t, d, cfgs, order)
 	var root string
 	for sha, i := range order {
@@ -287,7 +301,7 @@ func TestSoakWriters(t *testing.T) {
 		}
 	}
 	for _, cf := range cfgs {
-		vs, err := d.Versions(ctx, cf)
+		vs, err := d.Versions(t.Context(), cf)
 		if err != nil {
 			continue // reported by checkMonotonic
 		}
@@ -304,12 +318,7 @@ func TestSoakWriters(t *testing.T) {
 			bad++
 		}
 	}
-	fenced := 0
-	for _, sp := range all {
-		fenced += strings.Count(sp.stderr.String(), "writer fence lost")
-	}
-	t.Logf("seed %d: started in order %v, %d rounds, %d kills, %d pauses, %d commits, %d stale publishes refused by the fence; %d failures",
-		seed, startOrder, rounds, kills, pauses, len(changes[cfgs[0]])+len(changes[cfgs[1]]), fenced, bad)
+	return bad
 }
 
 func shorts(shas []string) []string {

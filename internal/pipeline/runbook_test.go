@@ -1,0 +1,219 @@
+package pipeline_test
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/internal/natstest"
+	"github.com/cuecast/cuecast/internal/poll"
+)
+
+// runCLI runs `cuecast ARGS...` as a process to its end and returns its
+// exit code, stdout and stderr.
+func runCLI(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), envCLIChild+"=1")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return 0, stdout.String(), stderr.String()
+	case errors.As(err, &ee):
+		return ee.ExitCode(), stdout.String(), stderr.String()
+	}
+	t.Fatalf("cuecast %s: %v", strings.Join(args, " "), err)
+	return 0, "", ""
+}
+
+// TestRunbookDamagedStream runs docs/OPERATIONS.md's "A damaged version
+// stream" (and, on the way, the flag table's word on --webhook-secret) as
+// written, with `cuecast serve` and `cuecast repair` processes:
+// versions published to a fleet, serve stopped, the stream's directory
+// deleted (one of the causes the runbook names), serve started again. The
+// symptoms are as listed: the log line per damaged config with stored,
+// published and source, the counting line, cuecast_versions_inconsistent 1,
+// /readyz 503; a commit publishes nothing and the instances keep what they
+// run. Then the steps: stop serve (SIGTERM); restore a backup not older
+// than the last publish (a cold copy of jetstream/, "Backups") and start
+// serve: it checks again and publishes what waited. Without a backup (the
+// stream deleted again): `cuecast repair --repo … --data … --reason "what
+// happened"`, which prints what it did, and start serve:
+// the instances move to the new numbers, which are above every one
+// published, and /readyz is 200.
+func TestRunbookDamagedStream(t *testing.T) {
+	t.Parallel() // processes and waits on them: it overlaps the other such test
+	repo, cfgs := smallRepo(t)
+	data := t.TempDir()
+	pub := sharedKey(t, data)
+	listen := natstest.FreeAddr(t)
+	serve := &supervised{name: "serve", http: natstest.FreeAddr(t), expected: func(string) bool { return false }}
+	serve.args = []string{"serve", "--repo", repo.Dir, "--data", data, "--listen", listen, "--http", serve.http, "--interval", "50ms"}
+	ready := func() {
+		t.Helper()
+		poll.Until(t, "serve started", convergeBound, func() (bool, string) {
+			serve.reap(t)
+			return serve.ready(), serve.proc.stderr.String()
+		})
+	}
+	serve.start(t)
+	ready()
+	defer serve.stop(t)
+	base := "http://" + serve.http
+	// OPERATIONS' flag table, --webhook-secret: without it, every webhook
+	// (a signed push too) is refused with 403 saying so, and the tailer
+	// still polls (the commits below are published).
+	const push = `{"ref":"refs/heads/main"}`
+	mac := hmac.New(sha256.New, []byte("a secret this serve was not given"))
+	mac.Write([]byte(push))
+	req, err := http.NewRequest(http.MethodPost, base+"/hooks/github", strings.NewReader(push))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-GitHub-Event", "push")
+	req.Header.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(mac.Sum(nil)))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(body), "no webhook secret is configured on this serve") {
+		t.Errorf("a signed push to a serve without --webhook-secret: %d %q, want 403 saying no secret is configured", resp.StatusCode, body)
+	}
+
+	nc, d := readStreams(t, listen)
+	f := startFleet(t, listen, pub, cfgs, len(cfgs))
+	c := &commits{repo: repo, values: map[cuecast.ConfigPath]int{}, last: map[cuecast.ConfigPath]string{}}
+	for range 3 {
+		c.change(cfgs[0])
+	}
+	waitCursor(t, nc, repo.Head())
+	published := map[cuecast.ConfigPath]cuecast.Version{}
+	for _, cf := range cfgs {
+		if published[cf], err = d.Latest(t.Context(), cf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.converge(t, time.Now(), published)
+
+	// A cold backup ("Backups"): serve stopped, jetstream/ copied. Then the
+	// damage: the stream's files deleted.
+	serve.stop(t)
+	store := filepath.Join(data, "jetstream")
+	backup := filepath.Join(t.TempDir(), "jetstream")
+	if err := os.CopyFS(backup, os.DirFS(store)); err != nil {
+		t.Fatal(err)
+	}
+	damage := func() {
+		t.Helper()
+		if err := os.RemoveAll(filepath.Join(store, "jetstream", "$G", "streams", "CUECAST")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	damage()
+	serve.start(t)
+	ready()
+	c.change(cfgs[0])
+	poll.Until(t, "the symptoms: every damaged config logged, the count, the metric, /readyz 503", poll.Patience, func() (bool, string) {
+		log := serve.proc.stderr.String()
+		for _, cf := range cfgs {
+			line := regexp.MustCompile(`msg="version store damaged: publishing refused" .*config=` + regexp.QuoteMeta(string(cf)) +
+				fmt.Sprintf(` stored=0 published=%d source=\S+`, published[cf].Version))
+			if !line.MatchString(log) {
+				return false, "no line for " + string(cf) + " in\n" + log
+			}
+		}
+		if !regexp.MustCompile(`msg="version store damaged: publishing refused until ` + "`cuecast repair`" + fmt.Sprintf(`" .*configs=%d\n`, len(cfgs))).MatchString(log) {
+			return false, "no counting line in\n" + log
+		}
+		if _, body := get(t, base+"/metrics"); !strings.Contains(body, "\ncuecast_versions_inconsistent 1\n") {
+			return false, "cuecast_versions_inconsistent is not 1"
+		}
+		code, body := get(t, base+"/readyz")
+		return code == http.StatusServiceUnavailable && strings.Contains(body, "repair"), fmt.Sprint("/readyz ", code, " ", body)
+	})
+	// "Nothing is published; instances keep what they run."
+	for _, cf := range cfgs {
+		if v, err := d.Latest(t.Context(), cf); err == nil {
+			t.Errorf("%s: v%d published from a damaged stream", cf, v.Version)
+		}
+	}
+	for _, in := range f.ins {
+		if cur := in.w.Current(); cur.Version != published[in.cfg].Version || cur.Checksum != published[in.cfg].Checksum {
+			t.Errorf("%s on %s v%d, want it kept on v%d", in.id, in.cfg, cur.Version, published[in.cfg].Version)
+		}
+	}
+
+	// 1. Stop serve (SIGTERM). A backup not older than the last publish:
+	// restore it and start serve; it checks again, and publishes what
+	// waited.
+	serve.stop(t)
+	if err := os.RemoveAll(store); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.CopyFS(store, os.DirFS(backup)); err != nil {
+		t.Fatal(err)
+	}
+	serve.start(t)
+	ready()
+	waitCursor(t, nc, repo.Head())
+	if v, err := d.Latest(t.Context(), cfgs[0]); err != nil || v.Version != published[cfgs[0]].Version+1 || v.Commit != c.last[cfgs[0]] {
+		t.Fatalf("%s after the backup's restore: v%d of %s (%v), want v%d of %s", cfgs[0], v.Version, short(v.Commit), err, published[cfgs[0]].Version+1, short(c.last[cfgs[0]]))
+	}
+	for _, cf := range cfgs {
+		if published[cf], err = d.Latest(t.Context(), cf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	poll.Until(t, "/readyz 200 after the backup's restore", poll.Patience, func() (bool, string) {
+		code, body := get(t, base+"/readyz")
+		return code == http.StatusOK, fmt.Sprint(code, " ", body)
+	})
+	// Without a backup: the damage again, and the runbook's step 2.
+	serve.stop(t)
+	damage()
+	// 2. cuecast repair --repo … --data … --reason "what happened"
+	code, stdout, stderr := runCLI(t, "repair", "--repo", repo.Dir, "--data", data, "--reason", "stream directory deleted by the runbook test")
+	if code != 0 {
+		t.Fatalf("repair: exit %d\n%s%s", code, stdout, stderr)
+	}
+	for _, cf := range cfgs {
+		want := fmt.Sprintf("  %s: stream held v0, v%d was published; now v%d (content), deployed, audited\n", cf, published[cf].Version, published[cf].Version+1)
+		if !strings.Contains(stdout, want) {
+			t.Errorf("repair printed\n%s\nwant the line %q", stdout, want)
+		}
+	}
+	// 3. Start serve. Instances move to the new numbers.
+	serve.start(t)
+	ready()
+	latest := map[cuecast.ConfigPath]cuecast.Version{}
+	for _, cf := range cfgs {
+		v, err := d.Latest(t.Context(), cf)
+		if err != nil || v.Version <= published[cf].Version || v.Commit != repo.Head() {
+			t.Fatalf("%s after repair: v%d of %s (%v), want a number above v%d of the tip", cf, v.Version, short(v.Commit), err, published[cf].Version)
+		}
+		latest[cf] = v
+	}
+	f.converge(t, time.Now(), latest)
+	poll.Until(t, "/readyz 200", poll.Patience, func() (bool, string) {
+		code, body := get(t, base+"/readyz")
+		return code == http.StatusOK, fmt.Sprint(code, " ", body)
+	})
+}
