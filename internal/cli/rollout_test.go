@@ -26,6 +26,7 @@ import (
 	"github.com/cuecast/cuecast/internal/gittest"
 	"github.com/cuecast/cuecast/internal/iostreams"
 	"github.com/cuecast/cuecast/internal/pipeline"
+	"github.com/cuecast/cuecast/internal/pipelinetest"
 	"github.com/cuecast/cuecast/internal/poll"
 )
 
@@ -35,16 +36,7 @@ const checkoutCfg = cuecast.ConfigPath("payments/checkout")
 // the default one stage).
 func servePipeline(t *testing.T, repo *gittest.Repo, pol rollout.Policies) *pipeline.Pipeline {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	p, err := pipeline.Start(ctx, pipeline.Config{Repo: repo.Dir, Branch: "main", DataDir: t.TempDir(),
-		Listen: "127.0.0.1:0", Interval: 20 * time.Millisecond, Policies: pol})
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { defer close(done); _ = p.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done; p.Close() })
+	p, _ := pipelinetest.Run(t, pipeline.Config{Repo: repo.Dir, Policies: pol})
 	return p
 }
 

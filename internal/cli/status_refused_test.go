@@ -1,7 +1,6 @@
 package cli_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -12,7 +11,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cuecast/cuecast"
-	"github.com/cuecast/cuecast/internal/pipeline"
 	"github.com/cuecast/cuecast/internal/poll"
 )
 
@@ -22,14 +20,8 @@ import (
 // shown as failing. Status showed neither (issue 17, issue 15 item 5).
 func TestStatusShowsRefusedApartFromFailing(t *testing.T) {
 	repo := exampleRepo(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	p, err := pipeline.Start(ctx, pipeline.Config{Repo: repo.Dir, Branch: "main", DataDir: t.TempDir(), Listen: "127.0.0.1:0", Interval: 20 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	go p.Run(ctx)
+	p := startPipeline(t, repo)
+	ctx := t.Context()
 	poll.Until(t, "payments/checkout v1 published", 20*time.Second, func() (bool, string) {
 		_, err := p.Distributor.Latest(ctx, checkoutCfg)
 		return err == nil, fmt.Sprint(err)

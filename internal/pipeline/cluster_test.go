@@ -15,6 +15,7 @@ import (
 	"github.com/cuecast/cuecast/internal/natsconf"
 	"github.com/cuecast/cuecast/internal/natstest"
 	"github.com/cuecast/cuecast/internal/pipeline"
+	"github.com/cuecast/cuecast/internal/pipelinetest"
 	"github.com/cuecast/cuecast/internal/poll"
 )
 
@@ -34,10 +35,8 @@ func TestServeOnR3Cluster(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(data, "signing.nk"), seed, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	p, err := pipeline.Start(ctx, pipeline.Config{
-		Repo: repo.Dir, Branch: "main", DataDir: data, Interval: 20 * time.Millisecond,
+	p, _ := pipelinetest.Run(t, pipeline.Config{
+		Repo: repo.Dir, DataDir: data,
 		External: pipeline.External{
 			NATS:        strings.Join(urls, ","),
 			NATSOptions: []nats.Option{nats.UserInfo(natsconf.DistributorUser, tr.Passwords[natsconf.DistributorUser])},
@@ -45,12 +44,7 @@ func TestServeOnR3Cluster(t *testing.T) {
 			LeaseTTL:    time.Second,
 		},
 	})
-	if err != nil {
-		t.Fatalf("start pipeline: %v", err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
-	defer func() { cancel(); <-done; p.Close() }()
+	ctx := t.Context()
 
 	poll.Until(t, "versions published on the cluster", 30*time.Second, func() (bool, string) {
 		vs, err := p.Distributor.Versions(context.Background(), cfgs[0])

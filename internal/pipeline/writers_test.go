@@ -23,6 +23,7 @@ import (
 	"github.com/cuecast/cuecast/distributor"
 	"github.com/cuecast/cuecast/internal/gittest"
 	"github.com/cuecast/cuecast/internal/pipeline"
+	"github.com/cuecast/cuecast/internal/pipelinetest"
 	"github.com/cuecast/cuecast/internal/poll"
 	"github.com/cuecast/cuecast/tailer"
 )
@@ -327,22 +328,8 @@ func shorts(shas []string) []string {
 // fence anew, re-reads the state and publishes the change.
 func TestFencedServeCampaignsAgain(t *testing.T) {
 	repo, cfgs := smallRepo(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	p, err := pipeline.Start(ctx, pipeline.Config{Repo: repo.Dir, Branch: "main", DataDir: t.TempDir(),
-		Listen: "127.0.0.1:0", Interval: 10 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("run: %v", err)
-		}
-		p.Close()
-	}()
+	p, _ := pipelinetest.Run(t, pipeline.Config{Repo: repo.Dir, Interval: 10 * time.Millisecond})
+	ctx := t.Context()
 	nc, err := nats.Connect(p.ClientURL())
 	if err != nil {
 		t.Fatal(err)
