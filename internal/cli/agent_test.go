@@ -57,6 +57,7 @@ func fileContains(path, want string) func() bool {
 }
 
 func TestAgentWritesFilesAndRunsExec(t *testing.T) {
+	t.Parallel()
 	repo := exampleRepo(t)
 	p := startPipeline(t, repo)
 	out := t.TempDir()
@@ -102,6 +103,7 @@ func TestAgentWritesFilesAndRunsExec(t *testing.T) {
 }
 
 func TestAgentSignal(t *testing.T) {
+	t.Parallel()
 	repo := exampleRepo(t)
 	p := startPipeline(t, repo)
 	dir := t.TempDir()

@@ -35,6 +35,7 @@ func exampleRepo(t *testing.T) *gittest.Repo {
 }
 
 func TestServeBadInput(t *testing.T) {
+	t.Parallel()
 	repo := exampleRepo(t)
 	for _, tc := range []struct {
 		name string
@@ -60,6 +61,7 @@ func TestServeBadInput(t *testing.T) {
 // TestWatchCorruptLastKnownGood: watch starts anyway, says so on stderr, and
 // replaces the file with the next good version.
 func TestWatchCorruptLastKnownGood(t *testing.T) {
+	t.Parallel()
 	repo := exampleRepo(t)
 	p := startPipeline(t, repo)
 	ctx := t.Context()

@@ -16,6 +16,7 @@ import (
 // TestRepairCommand: after the CUECAST stream of a stopped serve is deleted,
 // `cuecast repair` republishes every config above the numbers it had.
 func TestRepairCommand(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	if code, _, stderr := run(ctx, "repair", "--repo", t.TempDir()); code != 2 || !strings.Contains(stderr.String(), "--reason") {
 		t.Fatalf("repair without --reason: exit %d, %s; want 2 asking for --reason", code, stderr)

@@ -103,6 +103,7 @@ func runEnv(ctx context.Context, env map[string]string, args ...string) (int, *s
 // the rolled-back version with the stragglers; the revert commit made by
 // `cuecast revert` restores the pinned content, which lifts the pin.
 func TestRollbackPinRevertAndWait(t *testing.T) {
+	t.Parallel()
 	repo := exampleRepo(t)
 	p := servePipeline(t, repo, nil)
 	ctx := t.Context()
@@ -184,6 +185,7 @@ func TestRollbackPinRevertAndWait(t *testing.T) {
 
 // TestRolloutOperatorCommands drives a three-stage rollout by hand.
 func TestRolloutOperatorCommands(t *testing.T) {
+	t.Parallel()
 	repo := exampleRepo(t)
 	pol := rollout.Static{P: cuecast.Policy{Stages: []cuecast.Stage{
 		{Name: "canary", Percent: 1, Hold: cuecast.Duration(time.Hour)},
@@ -281,6 +283,7 @@ func TestRolloutOperatorCommands(t *testing.T) {
 }
 
 func TestRevertConflictPushAndPR(t *testing.T) {
+	t.Parallel()
 	repo := gittest.New(t)
 	repo.CommitFiles("base", map[string]string{"payments/checkout/checkout.cue": "a: 1\n", "payments/other/other.cue": "b: 1\n"})
 	first := repo.CommitFiles("checkout a=2", map[string]string{"payments/checkout/checkout.cue": "a: 2\n"})

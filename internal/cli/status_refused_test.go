@@ -19,6 +19,7 @@ import (
 // refused, by name, and not as failing to apply; one whose apply failed is
 // shown as failing. Status showed neither (issue 17, issue 15 item 5).
 func TestStatusShowsRefusedApartFromFailing(t *testing.T) {
+	t.Parallel()
 	repo := exampleRepo(t)
 	p := startPipeline(t, repo)
 	ctx := t.Context()
