@@ -68,6 +68,7 @@ func streamBlocks(t *testing.T, data string) (dir string, blocks []string) {
 // stream still holds, and `repair` must continue above every number ever
 // published, re-deploy, and audit.
 func TestDamagedStreamRefusedAndRepaired(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		damage func(t *testing.T, data string)
@@ -223,6 +224,7 @@ func TestDamagedStreamRefusedAndRepaired(t *testing.T) {
 // all of jetstream/ deleted the number given as published is the one that
 // was (it said v20 when v21 was).
 func TestDamagedStoreNamesEveryConfig(t *testing.T) {
+	t.Parallel()
 	repo := gittest.New(t)
 	files := map[string]string{
 		"cue.mod/module.cue": "module: \"example.com/t@v0\"\nlanguage: version: \"v0.17.0\"\n",

@@ -116,6 +116,7 @@ func editCheckout(t *testing.T, repo *gittest.Repo, from, to string) {
 // commit ▶ versions ▶ subscribers applied ▶ revert ▶ converged; then a
 // rejected commit, and a restart that neither skips nor repeats a version.
 func TestDemoPath(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	repo := gittest.New(t)
 	repo.CopyDir("../../configs-example")

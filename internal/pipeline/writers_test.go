@@ -86,6 +86,7 @@ func checkMonotonic(t *testing.T, d *distributor.Distributor, cfgs []cuecast.Con
 // commits arrive faster than either compiles; each config's versions must
 // come from strictly later commits, whoever wrote them.
 func TestTwoServesOneStream(t *testing.T) {
+	t.Parallel()
 	repo, cfgs := smallRepo(t)
 	kp, err := nkeys.CreateAccount()
 	if err != nil {
@@ -155,6 +156,7 @@ func TestTwoServesOneStream(t *testing.T) {
 // config's changing commits, each once. A few rounds in go test;
 // CUECAST_SOAK=1 runs 60.
 func TestSoakWriters(t *testing.T) {
+	t.Parallel()
 	rounds, stopAt := soakLength(t, 6, 60)
 	seed := soakSeed(t)
 	rng := rand.New(rand.NewPCG(seed, 32))
@@ -327,6 +329,7 @@ func shorts(shas []string) []string {
 // gives up its term and campaigns again, and its next term claims the
 // fence anew, re-reads the state and publishes the change.
 func TestFencedServeCampaignsAgain(t *testing.T) {
+	t.Parallel()
 	repo, cfgs := smallRepo(t)
 	p, _ := pipelinetest.Run(t, pipeline.Config{Repo: repo.Dir, Interval: 10 * time.Millisecond})
 	ctx := t.Context()
