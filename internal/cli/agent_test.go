@@ -25,6 +25,14 @@ func startPipeline(t *testing.T, repo *gittest.Repo) *pipeline.Pipeline {
 	return p
 }
 
+// serveExample is a serve over a copy of configs-example, and the copy
+// (for the tests that commit to it).
+func serveExample(t *testing.T) (*gittest.Repo, *pipeline.Pipeline) {
+	t.Helper()
+	repo := exampleRepo(t)
+	return repo, startPipeline(t, repo)
+}
+
 // startCmd runs a long-lived command (agent, watch) until the test ends.
 func startCmd(t *testing.T, args ...string) (stdout, stderr *syncBuffer) {
 	t.Helper()
@@ -58,8 +66,7 @@ func fileContains(path, want string) func() bool {
 
 func TestAgentWritesFilesAndRunsExec(t *testing.T) {
 	t.Parallel()
-	repo := exampleRepo(t)
-	p := startPipeline(t, repo)
+	repo, p := serveExample(t)
 	out := t.TempDir()
 	log := filepath.Join(t.TempDir(), "reloads")
 	stdout, _ := startCmd(t, "agent", "--nats", p.ClientURL(), "--instance", "sidecar-1",
@@ -104,8 +111,7 @@ func TestAgentWritesFilesAndRunsExec(t *testing.T) {
 
 func TestAgentSignal(t *testing.T) {
 	t.Parallel()
-	repo := exampleRepo(t)
-	p := startPipeline(t, repo)
+	_, p := serveExample(t)
 	dir := t.TempDir()
 	marker, ready := filepath.Join(dir, "hups"), filepath.Join(dir, "ready")
 	// A stand-in service that counts SIGUSR1s, and says when its trap is set.

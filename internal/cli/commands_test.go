@@ -62,8 +62,7 @@ func TestServeBadInput(t *testing.T) {
 // replaces the file with the next good version.
 func TestWatchCorruptLastKnownGood(t *testing.T) {
 	t.Parallel()
-	repo := exampleRepo(t)
-	p := startPipeline(t, repo)
+	_, p := serveExample(t)
 	ctx := t.Context()
 
 	lkg := filepath.Join(t.TempDir(), "checkout.json")

@@ -20,8 +20,7 @@ import (
 // shown as failing. Status showed neither (issue 17, issue 15 item 5).
 func TestStatusShowsRefusedApartFromFailing(t *testing.T) {
 	t.Parallel()
-	repo := exampleRepo(t)
-	p := startPipeline(t, repo)
+	_, p := serveExample(t)
 	ctx := t.Context()
 	poll.Until(t, "payments/checkout v1 published", 20*time.Second, func() (bool, string) {
 		_, err := p.Distributor.Latest(ctx, checkoutCfg)

@@ -147,8 +147,7 @@ func TestOperatorVariant(t *testing.T) {
 // watching it again (the client never applies the variant index).
 func TestWatchPicksVariantWhenConfigGainsVariants(t *testing.T) {
 	t.Parallel()
-	repo := exampleRepo(t)
-	p := startPipeline(t, repo)
+	repo, p := serveExample(t)
 	stdout, stderr := startCmd(t, "watch", "--nats", p.ClientURL(), "--config", "search/ranking", "--instance", "web-1",
 		"--trusted-key", p.PublicKey, "--dim", "env=staging")
 	out := t.TempDir()

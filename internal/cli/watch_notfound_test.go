@@ -16,8 +16,7 @@ import (
 // stderr that the config does not exist, instead of waiting in silence
 // (issue 17, item 3).
 func TestWatchSaysConfigNotFound(t *testing.T) {
-	repo := exampleRepo(t)
-	p := startPipeline(t, repo)
+	_, p := serveExample(t)
 
 	wctx, stopWatch := context.WithCancel(context.Background())
 	stdout, stderr := &syncBuffer{}, &syncBuffer{}
