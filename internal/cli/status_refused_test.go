@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/distributor/rollout"
 	"github.com/cuecast/cuecast/internal/poll"
 )
 
@@ -22,9 +23,15 @@ func TestStatusShowsRefusedApartFromFailing(t *testing.T) {
 	t.Parallel()
 	_, p := serveExample(t)
 	ctx := t.Context()
-	poll.Until(t, "payments/checkout v1 published", 20*time.Second, func() (bool, string) {
-		_, err := p.Distributor.Latest(ctx, checkoutCfg)
-		return err == nil, fmt.Sprint(err)
+	// v1's rollout complete, so every instance is where the rollout means
+	// it and the count column is the steady one (read while the controller
+	// was still placing v1, it added "0/3 where the rollout means them").
+	poll.Until(t, "payments/checkout v1 rolled out", 20*time.Second, func() (bool, string) {
+		rec, err := p.Rollout.Record(ctx, checkoutCfg)
+		if err != nil || rec.Current == nil {
+			return false, fmt.Sprint(err)
+		}
+		return rec.Current.Version == 1 && rec.Current.State == rollout.StateComplete, string(rec.Current.State)
 	})
 	nc, err := nats.Connect(p.ClientURL())
 	if err != nil {
