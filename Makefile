@@ -27,6 +27,11 @@ vet:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 
+# A race-enabled binary sleeps a second before it exits unless GORACE says
+# otherwise: once per test package, and once per command the tests re-execute
+# (testscript, crash and kill children). Races are reported as they happen.
+GORACE ?= atexit_sleep_ms=0
+
 # deploy/kubernetes is its own module (the Kubernetes API types stay out of the
 # main go.sum); its test decodes the manifests with those types and runs their
 # command lines through cuecast's own flag parsing.
@@ -35,8 +40,8 @@ vet:
 CUE_VERSION ?= $(shell $(GO) list -m -f '{{.Version}}' cuelang.org/go)
 test: vet dockerfile-lint prometheus
 	GOBIN=$(CURDIR)/bin $(GO) install cuelang.org/go/cmd/cue@$(CUE_VERSION)
-	CUECAST_CUE=$(CURDIR)/bin/cue $(GO) test -race -timeout 9m ./...
-	cd deploy/kubernetes && $(GO) vet ./... && $(GO) test -race -timeout 5m ./...
+	CUECAST_CUE=$(CURDIR)/bin/cue GORACE="$(GORACE)" $(GO) test -race -timeout 9m ./...
+	cd deploy/kubernetes && $(GO) vet ./... && GORACE="$(GORACE)" $(GO) test -race -timeout 5m ./...
 
 # A real Prometheus for the rollout analysis tests (distributor/rollout,
 # internal/promtest): when /usr/bin/prometheus is missing, Debian's prometheus

@@ -5,14 +5,13 @@ package ci_test
 import (
 	"context"
 	"fmt"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/go-git/go-git/v5"
 
 	"github.com/cuecast/cuecast/ci"
 	"github.com/cuecast/cuecast/compiler"
+	"github.com/cuecast/cuecast/internal/cputime"
 	"github.com/cuecast/cuecast/internal/gen"
 	"github.com/cuecast/cuecast/internal/gittest"
 )
@@ -36,17 +35,20 @@ func BenchmarkCheckOneConfig(b *testing.B) {
 		r.Write(map[string]string{p: string(files[p]) + "extra_setting: 1\n"})
 		head := r.Commit("one config")
 		b.Run(fmt.Sprintf("configs=%d/check-loose", n), func(b *testing.B) {
-			cpuPerOp(b, func() { checkOne(b, r.Dir, base, head) })
+			b.ReportAllocs()
+			cputime.PerOp(b, func() { checkOne(b, r.Dir, base, head) })
 		})
 		// A CI checkout reads a packfile, not loose objects.
 		if err := r.Git.RepackObjects(&git.RepackConfig{}); err != nil {
 			b.Fatal(err)
 		}
 		b.Run(fmt.Sprintf("configs=%d/check", n), func(b *testing.B) {
-			cpuPerOp(b, func() { checkOne(b, r.Dir, base, head) })
+			b.ReportAllocs()
+			cputime.PerOp(b, func() { checkOne(b, r.Dir, base, head) })
 		})
 		b.Run(fmt.Sprintf("configs=%d/full", n), func(b *testing.B) {
-			cpuPerOp(b, func() {
+			b.ReportAllocs()
+			cputime.PerOp(b, func() {
 				res, err := compiler.Compile(context.Background(), r.Dir, compiler.Options{})
 				if err != nil || !res.OK() {
 					b.Fatalf("compile: %v %v", err, res.Errors)
@@ -65,26 +67,4 @@ func checkOne(b *testing.B, dir, base, head string) {
 	if len(rep.Configs) != 1 {
 		b.Fatalf("check reports %d configs, want 1", len(rep.Configs))
 	}
-}
-
-func cpuPerOp(b *testing.B, f func()) {
-	b.Helper()
-	b.ReportAllocs()
-	start := processCPU()
-	n := 0
-	for b.Loop() {
-		f()
-		n++
-	}
-	if n > 0 {
-		b.ReportMetric(float64(processCPU()-start)/float64(n)/1e6, "cpu-ms/op")
-	}
-}
-
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

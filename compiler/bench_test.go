@@ -8,6 +8,7 @@ import (
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/compiler"
+	"github.com/cuecast/cuecast/internal/cputime"
 	"github.com/cuecast/cuecast/internal/gen"
 )
 
@@ -23,21 +24,6 @@ func benchRepo(b *testing.B, configs int) (string, gen.Files) {
 		b.Fatal(err)
 	}
 	return dir, files
-}
-
-// cpuPerOp runs f in a b.Loop and reports the process CPU time per
-// iteration as cpu-ms/op.
-func cpuPerOp(b *testing.B, f func()) {
-	b.Helper()
-	start := processCPU()
-	n := 0
-	for b.Loop() {
-		f()
-		n++
-	}
-	if n > 0 {
-		b.ReportMetric(float64(processCPU()-start)/float64(n)/1e6, "cpu-ms/op")
-	}
 }
 
 func mustCompile(b *testing.B, dir string, opts compiler.Options) *compiler.Result {
@@ -59,7 +45,7 @@ func BenchmarkCompileFull(b *testing.B) {
 		b.Run(fmt.Sprintf("configs=%d", n), func(b *testing.B) {
 			dir, _ := benchRepo(b, n)
 			b.ReportAllocs()
-			cpuPerOp(b, func() { mustCompile(b, dir, compiler.Options{}) })
+			cputime.PerOp(b, func() { mustCompile(b, dir, compiler.Options{}) })
 		})
 	}
 }
@@ -73,7 +59,7 @@ func BenchmarkIncrementalOneConfig(b *testing.B) {
 			full := mustCompile(b, dir, compiler.Options{})
 			changed := gen.ConfigPath(gen.Options{}, n/2) + "/config.cue"
 			b.ReportAllocs()
-			cpuPerOp(b, func() {
+			cputime.PerOp(b, func() {
 				affected := full.Index.Affected([]string{changed})
 				if len(affected) != 1 {
 					b.Fatalf("affected %v, want one config", affected)
@@ -91,7 +77,7 @@ func BenchmarkIncrementalLibrary(b *testing.B) {
 			dir, _ := benchRepo(b, n)
 			full := mustCompile(b, dir, compiler.Options{})
 			b.ReportAllocs()
-			cpuPerOp(b, func() {
+			cputime.PerOp(b, func() {
 				affected := full.Index.Affected([]string{"lib/l3/l3.cue"})
 				if len(affected) != n/10 {
 					b.Fatalf("affected %d configs, want %d", len(affected), n/10)
@@ -158,7 +144,7 @@ func BenchmarkCompileVariants(b *testing.B) {
 				}
 				b.ReportAllocs()
 				var res *compiler.Result
-				cpuPerOp(b, func() { res = mustCompile(b, dir, compiler.Options{}) })
+				cputime.PerOp(b, func() { res = mustCompile(b, dir, compiler.Options{}) })
 				b.ReportMetric(float64(len(res.Outputs)), "outputs/op")
 			})
 		}
@@ -181,7 +167,7 @@ func BenchmarkIncrementalOneVariantConfig(b *testing.B) {
 			}
 			changed := gen.ConfigPath(gen.Options{}, i) + "/config.cue"
 			b.ReportAllocs()
-			cpuPerOp(b, func() {
+			cputime.PerOp(b, func() {
 				affected := full.Index.Affected([]string{changed})
 				if len(affected) != 1 {
 					b.Fatalf("affected %v, want one config", affected)

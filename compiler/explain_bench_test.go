@@ -6,6 +6,7 @@ import (
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/compiler"
+	"github.com/cuecast/cuecast/internal/cputime"
 	"github.com/cuecast/cuecast/internal/gen"
 )
 
@@ -17,7 +18,7 @@ func BenchmarkExplainOneConfig(b *testing.B) {
 	dir, _ := benchRepo(b, 2000)
 	cfg := cuecast.ConfigPath(gen.ConfigPath(gen.Options{}, 1000))
 	b.ReportAllocs()
-	cpuPerOp(b, func() {
+	cputime.PerOp(b, func() {
 		ex, err := compiler.Explain(context.Background(), dir, cfg, compiler.ExplainOptions{})
 		if err != nil {
 			b.Fatal(err)

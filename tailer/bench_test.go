@@ -7,7 +7,6 @@ import (
 	"runtime"
 	"sort"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/storer"
 
 	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/internal/cputime"
 	"github.com/cuecast/cuecast/internal/gittest"
 	"github.com/cuecast/cuecast/internal/natstest"
 	"github.com/cuecast/cuecast/tailer"
@@ -162,12 +162,12 @@ func BenchmarkReplay(b *testing.B) {
 	var before runtime.MemStats
 	runtime.ReadMemStats(&before)
 	b.ReportAllocs()
-	cpu0 := cpuTime()
+	cpu0 := cputime.Process()
 	b.ResetTimer()
 	start := time.Now()
 	sum, err := tl.Poll(e.ctx)
 	elapsed := time.Since(start)
-	cpu := cpuTime() - cpu0
+	cpu := cputime.Process() - cpu0
 	b.StopTimer()
 	if err != nil || sum.Commits != b.N || sum.Versions != b.N {
 		b.Fatalf("replay: %+v, %v; want %d commits and versions", sum, err, b.N)
@@ -224,13 +224,4 @@ func (t *timedDeployer) stats() (int, time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.n, t.spent
-}
-
-// cpuTime is the user and system CPU time this process has used.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -263,3 +263,40 @@ func (r *restartableServer) stop() {
 }
 
 func (r *restartableServer) url() string { return "nats://" + r.addr }
+
+// lastKnownGoodOutage is an instance restarting during an outage: versions
+// 1..n shipped, instance id saw the newest and saved it to a last-known-good
+// file, then the server stopped. It returns the file and a connection made
+// with the server down (client.ConnectOptions keep it reconnecting).
+func lastKnownGoodOutage(t *testing.T, id string, n uint64) (e *env, rs *restartableServer, path string, nc *nats.Conn) {
+	t.Helper()
+	rs = startRestartable(t)
+	dnc, err := nats.Connect(rs.url())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(dnc.Close)
+	e = &env{t: t, dnc: dnc}
+	e.newDistributor(envOpts{})
+	for v := uint64(1); v <= n; v++ {
+		e.ship(v, body(v))
+	}
+	path = lkgPath(t)
+	nc1, err := nats.Connect(rs.url())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c1, ev1 := e.newClientOn(nc1, id)
+	w1 := watch(t, c1, client.LastKnownGood(path))
+	waitVersion(t, w1, ev1, n)
+	w1.Stop()
+	nc1.Close()
+
+	rs.stop()
+	nc, err = nats.Connect(rs.url(), client.ConnectOptions()...)
+	if err != nil {
+		t.Fatalf("connect with the server down: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	return e, rs, path, nc
+}

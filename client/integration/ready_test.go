@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/cuecast/cuecast/client"
 )
 
@@ -47,32 +45,7 @@ func TestReadyAtFirstVersion(t *testing.T) {
 // last-known-good file makes the watcher ready at once; a watcher that
 // stops without a version reports ErrNotReady.
 func TestReadyFromLastKnownGood(t *testing.T) {
-	rs := startRestartable(t)
-	dnc, err := nats.Connect(rs.url())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dnc.Close()
-	e := &env{t: t, dnc: dnc}
-	e.newDistributor(envOpts{})
-	e.ship(1, body(1))
-	path := lkgPath(t)
-	nc1, err := nats.Connect(rs.url())
-	if err != nil {
-		t.Fatal(err)
-	}
-	c1, ev1 := e.newClientOn(nc1, "ready-lkg")
-	w1 := watch(t, c1, client.LastKnownGood(path))
-	waitVersion(t, w1, ev1, 1)
-	w1.Stop()
-	nc1.Close()
-
-	rs.stop()
-	nc2, err := nats.Connect(rs.url(), client.ConnectOptions()...)
-	if err != nil {
-		t.Fatalf("connect with the server down: %v", err)
-	}
-	t.Cleanup(nc2.Close)
+	e, _, path, nc2 := lastKnownGoodOutage(t, "ready-lkg", 1)
 	c2, _ := e.newClientOn(nc2, "ready-lkg")
 	w2 := watch(t, c2, client.LastKnownGood(path))
 	select {

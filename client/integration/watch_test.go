@@ -103,34 +103,7 @@ func TestOptionsValidate(t *testing.T) {
 // TestLastKnownGoodWithoutNetwork: an instance starts and serves its
 // last-known-good file while the whole pipeline is down.
 func TestLastKnownGoodWithoutNetwork(t *testing.T) {
-	rs := startRestartable(t)
-	dnc, err := nats.Connect(rs.url())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dnc.Close()
-	e := &env{t: t, dnc: dnc}
-	e.newDistributor(envOpts{})
-	e.ship(1, body(1))
-	e.ship(2, body(2))
-
-	path := lkgPath(t)
-	nc1, err := nats.Connect(rs.url())
-	if err != nil {
-		t.Fatal(err)
-	}
-	c1, ev1 := e.newClientOn(nc1, "lkg")
-	w1 := watch(t, c1, client.LastKnownGood(path))
-	waitVersion(t, w1, ev1, 2)
-	w1.Stop()
-	nc1.Close()
-
-	rs.stop()
-	nc2, err := nats.Connect(rs.url(), client.ConnectOptions()...)
-	if err != nil {
-		t.Fatalf("connect with the server down: %v", err)
-	}
-	t.Cleanup(nc2.Close)
+	e, rs, path, nc2 := lastKnownGoodOutage(t, "lkg", 2)
 	c2, ev2 := e.newClientOn(nc2, "lkg")
 	w2 := watch(t, c2, client.LastKnownGood(path))
 	s := w2.Current()

@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -21,6 +20,7 @@ import (
 	"github.com/cuecast/cuecast/client"
 	"github.com/cuecast/cuecast/distributor"
 	"github.com/cuecast/cuecast/distributor/rollout"
+	"github.com/cuecast/cuecast/internal/cputime"
 	"github.com/cuecast/cuecast/internal/natstest"
 )
 
@@ -240,12 +240,6 @@ func (m *memDistributor) Reports(context.Context, cuecast.ConfigPath) ([]cuecast
 	return nil, nil
 }
 
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 // BenchmarkControllerCPU: 1,000 configs, each with a rollout holding, and
 // 1,000 instances per config reporting every 15 s (66,667 reports/s), for
 // CUECAST_BENCH_SECONDS (default 15). The process CPU is measured once with
@@ -328,7 +322,7 @@ func benchControllerCPU(b *testing.B, rolling bool) {
 		}
 		_ = pub.Flush()
 		time.Sleep(20 * time.Second)
-		cpu0 := cpuTime()
+		cpu0 := cputime.Process()
 		interval := time.Duration(secs) * time.Second / time.Duration(len(reports))
 		t0 := time.Now()
 		const batch = 500
@@ -342,7 +336,7 @@ func benchControllerCPU(b *testing.B, rolling bool) {
 		}
 		_ = pub.Flush()
 		time.Sleep(time.Until(t0.Add(time.Duration(secs) * time.Second)))
-		used := cpuTime() - cpu0
+		used := cputime.Process() - cpu0
 		stop()
 		<-done
 		return used

@@ -18,21 +18,22 @@ import (
 	"github.com/cuecast/cuecast/internal/gittest"
 	"github.com/cuecast/cuecast/internal/iostreams"
 	"github.com/cuecast/cuecast/internal/pipeline"
+	"github.com/cuecast/cuecast/internal/pipelinetest"
 	"github.com/cuecast/cuecast/internal/poll"
 )
 
 func startPipeline(t *testing.T, repo *gittest.Repo) *pipeline.Pipeline {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	p, err := pipeline.Start(ctx, pipeline.Config{Repo: repo.Dir, Branch: "main", DataDir: t.TempDir(), Listen: "127.0.0.1:0", Interval: 20 * time.Millisecond})
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { defer close(done); p.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done; p.Close() })
+	p, _ := pipelinetest.Run(t, pipeline.Config{Repo: repo.Dir})
 	return p
+}
+
+// serveExample is a serve over a copy of configs-example, and the copy
+// (for the tests that commit to it).
+func serveExample(t *testing.T) (*gittest.Repo, *pipeline.Pipeline) {
+	t.Helper()
+	repo := exampleRepo(t)
+	return repo, startPipeline(t, repo)
 }
 
 // startCmd runs a long-lived command (agent, watch) until the test ends.
@@ -67,8 +68,8 @@ func fileContains(path, want string) func() bool {
 }
 
 func TestAgentWritesFilesAndRunsExec(t *testing.T) {
-	repo := exampleRepo(t)
-	p := startPipeline(t, repo)
+	t.Parallel()
+	repo, p := serveExample(t)
 	out := t.TempDir()
 	log := filepath.Join(t.TempDir(), "reloads")
 	stdout, stderr := startCmd(t, "agent", "--nats", p.ClientURL(), "--instance", "sidecar-1",
@@ -117,8 +118,8 @@ func TestAgentWritesFilesAndRunsExec(t *testing.T) {
 }
 
 func TestAgentSignal(t *testing.T) {
-	repo := exampleRepo(t)
-	p := startPipeline(t, repo)
+	t.Parallel()
+	_, p := serveExample(t)
 	dir := t.TempDir()
 	marker, ready := filepath.Join(dir, "hups"), filepath.Join(dir, "ready")
 	// A stand-in service that counts SIGUSR1s, and says when its trap is set.

@@ -21,6 +21,7 @@ import (
 // variant (watch instances reporting to a real serve), in the text and the
 // JSON report; without --fleet the report says nothing of instances.
 func TestCheckFleet(t *testing.T) {
+	t.Parallel()
 	repo := variantRepo(t)
 	base := repo.Head()
 	p := startPipeline(t, repo)
@@ -108,6 +109,7 @@ func TestCheckFleet(t *testing.T) {
 // a failure that says what failed (exit 1), never a count of zero; --nats
 // without --fleet is wrong usage.
 func TestCheckFleetUnreachable(t *testing.T) {
+	t.Parallel()
 	repo := exampleRepo(t)
 	base := repo.Head()
 	b, err := os.ReadFile(filepath.Join(repo.Dir, "search", "ranking", "ranking.cue"))

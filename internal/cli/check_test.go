@@ -47,6 +47,7 @@ func runCLI(t *testing.T, env map[string]string, args ...string) (int, string, s
 }
 
 func TestCheckGitHub(t *testing.T) {
+	t.Parallel()
 	dir, event, _, head := prRepo(t)
 	gh := githubtest.New(t)
 	env := map[string]string{
@@ -91,6 +92,7 @@ func TestCheckGitHub(t *testing.T) {
 }
 
 func TestCheckGitHubPermission(t *testing.T) {
+	t.Parallel()
 	dir, event, base, head := prRepo(t)
 	gh := githubtest.New(t)
 	gh.Deny(githubtest.CreateCheckRun, http.StatusForbidden)
@@ -121,6 +123,7 @@ func TestCheckGitHubPermission(t *testing.T) {
 }
 
 func TestCheckGitHubBadRevisionAbortsRun(t *testing.T) {
+	t.Parallel()
 	dir, _, base, _ := prRepo(t)
 	gh := githubtest.New(t)
 	env := map[string]string{"GITHUB_TOKEN": githubtest.Token, "GITHUB_REPOSITORY": "acme/configs", "GITHUB_API_URL": gh.URL}

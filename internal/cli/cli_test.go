@@ -16,6 +16,13 @@ import (
 var update = flag.Bool("update", false, "update testscript golden output (cmp files) in place")
 
 func TestMain(m *testing.M) {
+	// Every command a script runs is this race-enabled binary, and the race
+	// runtime sleeps a second before each one exits (its atexit_sleep_ms
+	// default) unless GORACE says otherwise: over a hundred seconds of
+	// sleep in this package. Races are still reported as they happen.
+	if os.Getenv("GORACE") == "" {
+		os.Setenv("GORACE", "atexit_sleep_ms=0")
+	}
 	testscript.Main(m, map[string]func(){
 		"cuecast": func() { os.Exit(cli.System(context.Background())) },
 	})

@@ -9,12 +9,10 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/cuecast/cuecast/internal/cli"
 	"github.com/cuecast/cuecast/internal/gittest"
 	"github.com/cuecast/cuecast/internal/iostreams"
-	"github.com/cuecast/cuecast/internal/pipeline"
 	"github.com/cuecast/cuecast/internal/poll"
 )
 
@@ -37,6 +35,7 @@ func exampleRepo(t *testing.T) *gittest.Repo {
 }
 
 func TestServeBadInput(t *testing.T) {
+	t.Parallel()
 	repo := exampleRepo(t)
 	for _, tc := range []struct {
 		name string
@@ -62,15 +61,9 @@ func TestServeBadInput(t *testing.T) {
 // TestWatchCorruptLastKnownGood: watch starts anyway, says so on stderr, and
 // replaces the file with the next good version.
 func TestWatchCorruptLastKnownGood(t *testing.T) {
-	repo := exampleRepo(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	p, err := pipeline.Start(ctx, pipeline.Config{Repo: repo.Dir, Branch: "main", DataDir: t.TempDir(), Listen: "127.0.0.1:0", Interval: 20 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	go p.Run(ctx)
+	t.Parallel()
+	_, p := serveExample(t)
+	ctx := t.Context()
 
 	lkg := filepath.Join(t.TempDir(), "checkout.json")
 	if err := os.WriteFile(lkg, []byte("{this is not a last-known-good file"), 0o644); err != nil {

@@ -13,6 +13,7 @@ import (
 
 // The pull request comment ends with where each changed value comes from.
 func TestCheckGitHubOrigins(t *testing.T) {
+	t.Parallel()
 	r := gittest.New(t)
 	r.CopyDir(filepath.Join(repoRoot(t), "configs-example"))
 	base := r.Commit("base")

@@ -25,6 +25,7 @@ flags: "checkout-v2": {
 // TestFlagsEvalPublished: --published evaluates the newest published
 // version of the flag set, or the one --version names, as served.
 func TestFlagsEvalPublished(t *testing.T) {
+	t.Parallel()
 	repo := gittest.New(t)
 	repo.CommitFiles("growth flags", map[string]string{
 		"cue.mod/module.cue": "module: \"example.com/flags@v0\"\nlanguage: version: \"v0.17.0\"\n",

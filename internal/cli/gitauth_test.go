@@ -24,6 +24,7 @@ import (
 // unknown host key exits 2 saying which, and creates no store (issue 33,
 // item 13: nothing let serve authenticate at all).
 func TestServePrivateRepo(t *testing.T) {
+	t.Parallel()
 	repo := exampleRepo(t)
 	bare := repo.Bare()
 	dir := t.TempDir()

@@ -22,6 +22,7 @@ import (
 // operator to lengthen both for a large fleet; without the flags only the
 // library could.
 func TestHeartbeatFlags(t *testing.T) {
+	t.Parallel()
 	repo := exampleRepo(t)
 	listen := freePort(t)
 	ctx, cancel := context.WithCancel(context.Background())

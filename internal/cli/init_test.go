@@ -17,6 +17,7 @@ import (
 // check once committed, and a change to its example config is a valid
 // change with its compiled diff.
 func TestInitPassesCheck(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "configs")
 	ctx := t.Context()
 	if code, _, errOut := run(ctx, "init", dir, "--namespace", "payments", "--owner", "ann@example.com"); code != 0 {

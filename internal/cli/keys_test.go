@@ -89,6 +89,7 @@ func TestKeysNewAndRetire(t *testing.T) {
 // --signing-key, it signs with the new key while the file lists both, which
 // `keys` prints for the services; `keys retire` then leaves the new one.
 func TestServeWritesTrustedKeys(t *testing.T) {
+	t.Parallel()
 	repo := exampleRepo(t)
 	data := t.TempDir()
 	trustFile := filepath.Join(data, "trusted-keys")

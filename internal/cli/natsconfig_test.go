@@ -62,6 +62,7 @@ func password(t *testing.T, dir, user string) string {
 // `nats-config mirrors`, an instance on the node as the search service,
 // and status as the operator.
 func TestNATSConfigTree(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, auth string
 		tls        bool

@@ -9,32 +9,26 @@ import (
 	"time"
 
 	"github.com/cuecast/cuecast/internal/pipeline"
+	"github.com/cuecast/cuecast/internal/pipelinetest"
 	"github.com/cuecast/cuecast/internal/poll"
 )
 
 // TestRepairCommand: after the CUECAST stream of a stopped serve is deleted,
 // `cuecast repair` republishes every config above the numbers it had.
 func TestRepairCommand(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	if code, _, stderr := run(ctx, "repair", "--repo", t.TempDir()); code != 2 || !strings.Contains(stderr.String(), "--reason") {
 		t.Fatalf("repair without --reason: exit %d, %s; want 2 asking for --reason", code, stderr)
 	}
 	repo := exampleRepo(t)
 	data := t.TempDir()
-	runCtx, cancel := context.WithCancel(ctx)
-	p, err := pipeline.Start(runCtx, pipeline.Config{Repo: repo.Dir, Branch: "main", DataDir: data, Listen: "127.0.0.1:0", Interval: 20 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- p.Run(runCtx) }()
+	p, stop := pipelinetest.Run(t, pipeline.Config{Repo: repo.Dir, DataDir: data})
 	poll.Until(t, "first commit published", 20*time.Second, func() (bool, string) {
 		st, err := p.Tailer.State(ctx)
 		return err == nil && st.Cursor == repo.Head(), st.Cursor
 	})
-	cancel()
-	<-done
-	p.Close()
+	stop()
 	if err := os.RemoveAll(filepath.Join(data, "jetstream", "jetstream", "$G", "streams", "CUECAST")); err != nil {
 		t.Fatal(err)
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/cuecast/cuecast/internal/gittest"
 	"github.com/cuecast/cuecast/internal/iostreams"
 	"github.com/cuecast/cuecast/internal/pipeline"
+	"github.com/cuecast/cuecast/internal/pipelinetest"
 	"github.com/cuecast/cuecast/internal/poll"
 )
 
@@ -35,16 +36,7 @@ const checkoutCfg = cuecast.ConfigPath("payments/checkout")
 // the default one stage).
 func servePipeline(t *testing.T, repo *gittest.Repo, pol rollout.Policies) *pipeline.Pipeline {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	p, err := pipeline.Start(ctx, pipeline.Config{Repo: repo.Dir, Branch: "main", DataDir: t.TempDir(),
-		Listen: "127.0.0.1:0", Interval: 20 * time.Millisecond, Policies: pol})
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { defer close(done); _ = p.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done; p.Close() })
+	p, _ := pipelinetest.Run(t, pipeline.Config{Repo: repo.Dir, Policies: pol})
 	return p
 }
 
@@ -111,6 +103,7 @@ func runEnv(ctx context.Context, env map[string]string, args ...string) (int, *s
 // the rolled-back version with the stragglers; the revert commit made by
 // `cuecast revert` restores the pinned content, which lifts the pin.
 func TestRollbackPinRevertAndWait(t *testing.T) {
+	t.Parallel()
 	repo := exampleRepo(t)
 	p := servePipeline(t, repo, nil)
 	ctx := t.Context()
@@ -192,6 +185,7 @@ func TestRollbackPinRevertAndWait(t *testing.T) {
 
 // TestRolloutOperatorCommands drives a three-stage rollout by hand.
 func TestRolloutOperatorCommands(t *testing.T) {
+	t.Parallel()
 	repo := exampleRepo(t)
 	pol := rollout.Static{P: cuecast.Policy{Stages: []cuecast.Stage{
 		{Name: "canary", Percent: 1, Hold: cuecast.Duration(time.Hour)},
@@ -289,6 +283,7 @@ func TestRolloutOperatorCommands(t *testing.T) {
 }
 
 func TestRevertConflictPushAndPR(t *testing.T) {
+	t.Parallel()
 	repo := gittest.New(t)
 	repo.CommitFiles("base", map[string]string{"payments/checkout/checkout.cue": "a: 1\n", "payments/other/other.cue": "b: 1\n"})
 	first := repo.CommitFiles("checkout a=2", map[string]string{"payments/checkout/checkout.cue": "a: 2\n"})

@@ -83,6 +83,7 @@ func nonLoopback(t *testing.T) string {
 // anonymous connections and commands; the operator's and a service's
 // generated passwords, over TLS with the generated CA, work.
 func TestServeSecure(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	repo := exampleRepo(t)
@@ -208,6 +209,7 @@ func TestConnectionEnvironment(t *testing.T) {
 // prints use a loopback address its certificate holds, and a client
 // verifies the server with ca.pem.
 func TestServeSecureWildcardListen(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ name, any, loopback string }{
 		{"ipv4", "0.0.0.0", "127.0.0.1"},
 		{"ipv6", "::", "::1"},

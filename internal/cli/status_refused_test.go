@@ -1,7 +1,6 @@
 package cli_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -12,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cuecast/cuecast"
-	"github.com/cuecast/cuecast/internal/pipeline"
+	"github.com/cuecast/cuecast/distributor/rollout"
 	"github.com/cuecast/cuecast/internal/poll"
 )
 
@@ -21,18 +20,18 @@ import (
 // refused, by name, and not as failing to apply; one whose apply failed is
 // shown as failing. Status showed neither (issue 17, issue 15 item 5).
 func TestStatusShowsRefusedApartFromFailing(t *testing.T) {
-	repo := exampleRepo(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	p, err := pipeline.Start(ctx, pipeline.Config{Repo: repo.Dir, Branch: "main", DataDir: t.TempDir(), Listen: "127.0.0.1:0", Interval: 20 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	go p.Run(ctx)
-	poll.Until(t, "payments/checkout v1 published", 20*time.Second, func() (bool, string) {
-		_, err := p.Distributor.Latest(ctx, checkoutCfg)
-		return err == nil, fmt.Sprint(err)
+	t.Parallel()
+	_, p := serveExample(t)
+	ctx := t.Context()
+	// v1's rollout complete, so every instance is where the rollout means
+	// it and the count column is the steady one (read while the controller
+	// was still placing v1, it added "0/3 where the rollout means them").
+	poll.Until(t, "payments/checkout v1 rolled out", 20*time.Second, func() (bool, string) {
+		rec, err := p.Rollout.Record(ctx, checkoutCfg)
+		if err != nil || rec.Current == nil {
+			return false, fmt.Sprint(err)
+		}
+		return rec.Current.Version == 1 && rec.Current.State == rollout.StateComplete, string(rec.Current.State)
 	})
 	nc, err := nats.Connect(p.ClientURL())
 	if err != nil {

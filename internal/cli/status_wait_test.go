@@ -225,6 +225,7 @@ func (f *reportFleet) result(res <-chan waitResult) waitResult {
 // has read the report stream once, by batched direct get, the initial
 // read; the stragglers are listed as before.
 func TestStatusWaitReadsReportsOnce(t *testing.T) {
+	t.Parallel()
 	f := startReportFleet(t, distributor.Options{})
 	f.report("web-1", 1)
 	f.report("web-2", 1)
@@ -248,6 +249,7 @@ func TestStatusWaitReadsReportsOnce(t *testing.T) {
 // version only after the wait's one read of the stream end it, from their
 // reports as they arrive.
 func TestStatusWaitSeesInstancesMoveAfterItStarted(t *testing.T) {
+	t.Parallel()
 	f := startReportFleet(t, distributor.Options{})
 	f.report("web-1", 1)
 	f.report("web-2", 1)
@@ -273,6 +275,7 @@ func TestStatusWaitSeesInstancesMoveAfterItStarted(t *testing.T) {
 // stream, whose max age (here 4 × 100ms, set by serve's distributor) the
 // wait follows rather than its own default heartbeat.
 func TestStatusWaitExpiresSilentInstances(t *testing.T) {
+	t.Parallel()
 	f := startReportFleet(t, distributor.Options{Heartbeat: 100 * time.Millisecond})
 	f.heartbeat("web-1", 2, 50*time.Millisecond)
 	stopWeb2, web2Sent := f.heartbeat("web-2", 1, 50*time.Millisecond)
@@ -346,6 +349,7 @@ authorization {
 // item 8); with stderr not a terminal it stays quiet until the outcome
 // (TestStatusWaitReadsReportsOnce).
 func TestStatusWaitShowsProgressOnATerminal(t *testing.T) {
+	t.Parallel()
 	f := startReportFleet(t, distributor.Options{})
 	f.report("web-1", 1)
 	f.report("web-2", 1)
@@ -395,6 +399,7 @@ func TestStatusWaitUnknownConfig(t *testing.T) {
 // TestStatusWaitJSON: --output json makes the wait's outcome one JSON
 // document on stdout, whether it succeeds or times out.
 func TestStatusWaitJSON(t *testing.T) {
+	t.Parallel()
 	f := startReportFleet(t, distributor.Options{})
 	f.report("web-1", 1)
 	f.report("web-2", 1)
@@ -442,6 +447,7 @@ func TestStatusWaitJSON(t *testing.T) {
 // count too. Here web-2 is one: waited for by the stage, its report
 // expired before the wait looked.
 func TestStatusWaitCountsWhatTheControllerWaitsFor(t *testing.T) {
+	t.Parallel()
 	f := startReportFleet(t, distributor.Options{Heartbeat: 100 * time.Millisecond})
 	if err := f.d.Publish(t.Context(), cuecast.Version{Config: checkoutCfg, Version: 2, Commit: "c2"}, []byte(`{"v":2}`)); err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 )
 
 func TestLogAndForcePush(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	repo := exampleRepo(t)
 	first := repo.Head()

@@ -49,6 +49,7 @@ func variantRepo(t *testing.T) *gittest.Repo {
 // among the variants is a usage error (exit 2) naming what to pass, never
 // a default.
 func TestWatchVariant(t *testing.T) {
+	t.Parallel()
 	repo := variantRepo(t)
 	p := startPipeline(t, repo)
 	// Watch picks its variant at start, from the index: once it is there.
@@ -93,6 +94,7 @@ func TestWatchVariant(t *testing.T) {
 // variant; status, log and rollout take CONFIG --variant k=v or the
 // variant path.
 func TestOperatorVariant(t *testing.T) {
+	t.Parallel()
 	p := startPipeline(t, variantRepo(t))
 	await(t, "the variants published", func() bool {
 		_, err := p.Distributor.Latest(context.Background(), "search/ranking/env=staging")
@@ -144,8 +146,8 @@ func TestOperatorVariant(t *testing.T) {
 // a plain config take their variant when the config gains variants, by
 // watching it again (the client never applies the variant index).
 func TestWatchPicksVariantWhenConfigGainsVariants(t *testing.T) {
-	repo := exampleRepo(t)
-	p := startPipeline(t, repo)
+	t.Parallel()
+	repo, p := serveExample(t)
 	stdout, stderr := startCmd(t, "watch", "--nats", p.ClientURL(), "--config", "search/ranking", "--instance", "web-1",
 		"--trusted-key", p.PublicKey, "--dim", "env=staging")
 	out := t.TempDir()

@@ -27,6 +27,7 @@ import (
 // holds a handful), the refusal is in the instance's report (`refused`),
 // and a watcher with a last-known-good variant keeps it.
 func TestWatchBacksOffFromAnUnverifiableIndex(t *testing.T) {
+	t.Parallel()
 	repo := variantRepo(t)
 	p := startPipeline(t, repo)
 	const cfg = cuecast.ConfigPath("search/ranking")

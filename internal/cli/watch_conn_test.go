@@ -11,6 +11,7 @@ import (
 	"github.com/cuecast/cuecast/internal/cli"
 	"github.com/cuecast/cuecast/internal/iostreams"
 	"github.com/cuecast/cuecast/internal/pipeline"
+	"github.com/cuecast/cuecast/internal/pipelinetest"
 	"github.com/cuecast/cuecast/internal/poll"
 )
 
@@ -19,16 +20,8 @@ import (
 func TestWatchSaysConnectionLostAndRegained(t *testing.T) {
 	repo := exampleRepo(t)
 	data := t.TempDir()
-	serve := func(listen string) (*pipeline.Pipeline, context.CancelFunc) {
-		ctx, cancel := context.WithCancel(context.Background())
-		p, err := pipeline.Start(ctx, pipeline.Config{Repo: repo.Dir, Branch: "main", DataDir: data, Listen: listen, Interval: 20 * time.Millisecond})
-		if err != nil {
-			cancel()
-			t.Fatal(err)
-		}
-		done := make(chan struct{})
-		go func() { p.Run(ctx); close(done) }()
-		return p, func() { cancel(); <-done; p.Close() }
+	serve := func(listen string) (*pipeline.Pipeline, func()) {
+		return pipelinetest.Run(t, pipeline.Config{Repo: repo.Dir, DataDir: data, Listen: listen})
 	}
 	p, stop := serve("127.0.0.1:0")
 	u, err := url.Parse(p.ClientURL())

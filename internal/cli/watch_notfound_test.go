@@ -9,7 +9,6 @@ import (
 
 	"github.com/cuecast/cuecast/internal/cli"
 	"github.com/cuecast/cuecast/internal/iostreams"
-	"github.com/cuecast/cuecast/internal/pipeline"
 	"github.com/cuecast/cuecast/internal/poll"
 )
 
@@ -17,16 +16,7 @@ import (
 // stderr that the config does not exist, instead of waiting in silence
 // (issue 17, item 3).
 func TestWatchSaysConfigNotFound(t *testing.T) {
-	repo := exampleRepo(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	p, err := pipeline.Start(ctx, pipeline.Config{Repo: repo.Dir, Branch: "main", DataDir: t.TempDir(), Listen: "127.0.0.1:0", Interval: 20 * time.Millisecond})
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	served := make(chan struct{})
-	go func() { p.Run(ctx); close(served) }()
-	defer func() { cancel(); <-served; p.Close() }()
+	_, p := serveExample(t)
 
 	wctx, stopWatch := context.WithCancel(context.Background())
 	stdout, stderr := &syncBuffer{}, &syncBuffer{}

@@ -378,6 +378,7 @@ func netFault(rng *rand.Rand, f *fleet, serveLinks []*natstest.Link, n *faults) 
 // TestKillServe does the same to serve and NATS processes killed with
 // SIGKILL.
 func TestSoakFaults(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []struct {
 		name   string
 		serves int // 0: embedded NATS

@@ -142,6 +142,7 @@ func (s *serving) stop() {
 // the changes are published and rolled out, the watcher gets them, and
 // /readyz is 200.
 func TestFullDiskHeals(t *testing.T) {
+	t.Parallel()
 	data := smallFS(t, 24<<20)
 	repo, cfgs := smallRepo(t)
 	var logs syncLog

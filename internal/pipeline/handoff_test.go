@@ -67,6 +67,7 @@ func (s *laggingStore) Latest(ctx context.Context, cfg cuecast.ConfigPath) (cuec
 // answer made it deploy the version before (or nothing), and the new
 // version was never rolled out.
 func TestHandoffDeploysWhatWasPublishedThoughLatestLags(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	srv := natstest.Start(t)
 	nc := srv.Connect(t)
@@ -177,6 +178,7 @@ func rolloutOf(r *rollout.Rollout) string {
 // same wait in the rollout controller). It now gives up after a bounded
 // wait, and the tailer's next poll asks again.
 func TestLeaderLatestReturnsWhenItsAnswerIsLost(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Start(t)
 	if _, err := distributor.New(t.Context(), srv.Connect(t), distributor.Options{}); err != nil {
 		t.Fatal(err)

@@ -83,6 +83,7 @@ func TestBusyPortsFailAtOnce(t *testing.T) {
 // without a restart and /readyz is 200 again. (It used to fail with "context
 // deadline exceeded" and keep /readyz at 200.)
 func TestStoreFullNamedAndRecovers(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	repo, cfgs := smallRepo(t)
 	var logs syncLog
@@ -156,6 +157,7 @@ func TestStoreFullNamedAndRecovers(t *testing.T) {
 // an error saying so, for the supervisor to start serve again, which
 // reopens the store (TestFullDiskHeals runs the whole runbook).
 func TestJetStreamDisabledStopsServe(t *testing.T) {
+	t.Parallel()
 	repo, _ := smallRepo(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

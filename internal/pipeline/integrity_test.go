@@ -17,6 +17,7 @@ import (
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/internal/gittest"
 	"github.com/cuecast/cuecast/internal/pipeline"
+	"github.com/cuecast/cuecast/internal/pipelinetest"
 	"github.com/cuecast/cuecast/internal/poll"
 	"github.com/cuecast/cuecast/tailer"
 )
@@ -24,33 +25,11 @@ import (
 // startHTTP is start with the operations server on a free port.
 func startHTTP(t *testing.T, repo *gittest.Repo, data string) *fixture {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	p, err := pipeline.Start(ctx, pipeline.Config{
-		Repo: repo.Dir, Branch: "main", DataDir: data, Listen: "127.0.0.1:0",
-		Interval: 20 * time.Millisecond, HTTP: "127.0.0.1:0", SampleInterval: 50 * time.Millisecond,
+	p, stop := pipelinetest.Run(t, pipeline.Config{
+		Repo: repo.Dir, DataDir: data, HTTP: "127.0.0.1:0", SampleInterval: 50 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
-	if err != nil {
-		cancel()
-		t.Fatalf("start pipeline: %v", err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
-	f := &fixture{t: t, repo: repo, data: data, p: p}
-	var once bool
-	f.stop = func() {
-		if once {
-			return
-		}
-		once = true
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("pipeline run: %v", err)
-		}
-		p.Close()
-	}
-	t.Cleanup(f.stop)
-	return f
+	return &fixture{t: t, repo: repo, data: data, p: p, stop: stop}
 }
 
 type tWriter struct{ t *testing.T }
@@ -89,6 +68,7 @@ func streamBlocks(t *testing.T, data string) (dir string, blocks []string) {
 // stream still holds, and `repair` must continue above every number ever
 // published, re-deploy, and audit.
 func TestDamagedStreamRefusedAndRepaired(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		damage func(t *testing.T, data string)
@@ -244,6 +224,7 @@ func TestDamagedStreamRefusedAndRepaired(t *testing.T) {
 // all of jetstream/ deleted the number given as published is the one that
 // was (it said v20 when v21 was).
 func TestDamagedStoreNamesEveryConfig(t *testing.T) {
+	t.Parallel()
 	repo := gittest.New(t)
 	files := map[string]string{
 		"cue.mod/module.cue": "module: \"example.com/t@v0\"\nlanguage: version: \"v0.17.0\"\n",

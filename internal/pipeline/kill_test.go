@@ -267,6 +267,7 @@ func (sp *serveProc) waitReady(t *testing.T) {
 // fleet reconnect, and nothing it acknowledged is lost or published twice.
 // CUECAST_SOAK=1 kills them many more times.
 func TestKillServe(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []string{"embedded", "external", "nats"} {
 		t.Run(mode, func(t *testing.T) { killServe(t, mode != "embedded", mode == "nats") })
 	}

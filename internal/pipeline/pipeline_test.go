@@ -18,6 +18,7 @@ import (
 	"github.com/cuecast/cuecast/distributor/rollout"
 	"github.com/cuecast/cuecast/internal/gittest"
 	"github.com/cuecast/cuecast/internal/pipeline"
+	"github.com/cuecast/cuecast/internal/pipelinetest"
 	"github.com/cuecast/cuecast/internal/poll"
 	"github.com/cuecast/cuecast/internal/revert"
 )
@@ -42,36 +43,8 @@ func start(t *testing.T, repo *gittest.Repo, data string) *fixture {
 // startWith is start with the rollout policies pol (nil: the default).
 func startWith(t *testing.T, repo *gittest.Repo, data string, pol rollout.Policies) *fixture {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	p, err := pipeline.Start(ctx, pipeline.Config{
-		Repo:     repo.Dir,
-		Branch:   "main",
-		DataDir:  data,
-		Listen:   "127.0.0.1:0",
-		Interval: 20 * time.Millisecond,
-		Policies: pol,
-	})
-	if err != nil {
-		cancel()
-		t.Fatalf("start pipeline: %v", err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
-	f := &fixture{t: t, repo: repo, data: data, p: p}
-	var once bool
-	f.stop = func() {
-		if once {
-			return
-		}
-		once = true
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("pipeline run: %v", err)
-		}
-		p.Close()
-	}
-	t.Cleanup(f.stop)
-	return f
+	p, stop := pipelinetest.Run(t, pipeline.Config{Repo: repo.Dir, DataDir: data, Policies: pol})
+	return &fixture{t: t, repo: repo, data: data, p: p, stop: stop}
 }
 
 func (f *fixture) waitCursor(sha string) {
@@ -143,6 +116,7 @@ func editCheckout(t *testing.T, repo *gittest.Repo, from, to string) {
 // commit ▶ versions ▶ subscribers applied ▶ revert ▶ converged; then a
 // rejected commit, and a restart that neither skips nor repeats a version.
 func TestDemoPath(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	repo := gittest.New(t)
 	repo.CopyDir("../../configs-example")

@@ -96,6 +96,7 @@ namespaces: search: owners: ["team-search"]
 // the tailer compiled for each commit it publishes from: no commit's
 // manifest is compiled a second time to deploy its versions (issue 21).
 func TestPolicyTravelsWithTheTailer(t *testing.T) {
+	t.Parallel()
 	repo := gittest.New(t)
 	manifest := `package manifest
 

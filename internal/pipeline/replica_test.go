@@ -65,6 +65,7 @@ func smallRepo(t *testing.T) (*gittest.Repo, []cuecast.ConfigPath) {
 }
 
 func TestReplicaTakeoverDuringReplay(t *testing.T) {
+	t.Parallel()
 	repo, cfgs := smallRepo(t)
 	// 200 commits, each changing one config: 50 new versions per config.
 	commits := map[cuecast.ConfigPath][]string{}

@@ -46,6 +46,7 @@ func (s *switching) Deploy(ctx context.Context, v cuecast.Version) error {
 // rollout must complete on its newest version, every bucket pointing at it.
 // A few seconds normally; CUECAST_SOAK=1 runs it for a minute.
 func TestSoakNoLostDeploy(t *testing.T) {
+	t.Parallel()
 	dur := 3 * time.Second
 	if os.Getenv("CUECAST_SOAK") != "" {
 		dur = time.Minute

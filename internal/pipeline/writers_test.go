@@ -23,6 +23,7 @@ import (
 	"github.com/cuecast/cuecast/internal/gittest"
 	"github.com/cuecast/cuecast/internal/natstest"
 	"github.com/cuecast/cuecast/internal/pipeline"
+	"github.com/cuecast/cuecast/internal/pipelinetest"
 	"github.com/cuecast/cuecast/internal/poll"
 	"github.com/cuecast/cuecast/tailer"
 )
@@ -85,6 +86,7 @@ func checkMonotonic(t *testing.T, d *distributor.Distributor, cfgs []cuecast.Con
 // commits arrive faster than either compiles; each config's versions must
 // come from strictly later commits, whoever wrote them.
 func TestTwoServesOneStream(t *testing.T) {
+	t.Parallel()
 	repo, cfgs := smallRepo(t)
 	kp, err := nkeys.CreateAccount()
 	if err != nil {
@@ -154,6 +156,7 @@ func TestTwoServesOneStream(t *testing.T) {
 // config's changing commits, each once. A few rounds in go test;
 // CUECAST_SOAK=1 runs 60.
 func TestSoakWriters(t *testing.T) {
+	t.Parallel()
 	rounds, stopAt := soakLength(t, 6, 60)
 	seed := soakSeed(t)
 	rng := rand.New(rand.NewPCG(seed, 32))
@@ -335,23 +338,10 @@ func shorts(shas []string) []string {
 // gives up its term and campaigns again, and its next term claims the
 // fence anew, re-reads the state and publishes the change.
 func TestFencedServeCampaignsAgain(t *testing.T) {
+	t.Parallel()
 	repo, cfgs := smallRepo(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	p, err := pipeline.Start(ctx, pipeline.Config{Repo: repo.Dir, Branch: "main", DataDir: t.TempDir(),
-		Listen: "127.0.0.1:0", Interval: 10 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("run: %v", err)
-		}
-		p.Close()
-	}()
+	p, _ := pipelinetest.Run(t, pipeline.Config{Repo: repo.Dir, Interval: 10 * time.Millisecond})
+	ctx := t.Context()
 	nc, err := nats.Connect(p.ClientURL())
 	if err != nil {
 		t.Fatal(err)

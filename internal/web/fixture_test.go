@@ -21,6 +21,7 @@ import (
 	"github.com/cuecast/cuecast/flags/ofrep"
 	"github.com/cuecast/cuecast/internal/gittest"
 	"github.com/cuecast/cuecast/internal/pipeline"
+	"github.com/cuecast/cuecast/internal/pipelinetest"
 )
 
 const checkout = cuecast.ConfigPath("payments/checkout")
@@ -40,7 +41,7 @@ type fixtureOptions struct {
 	// log, when set, receives the pipeline's logs instead of the test's
 	// output (warnings only there).
 	log slog.Handler
-	// interval is the tailer's poll interval; default 20ms.
+	// interval is the tailer's poll interval; default pipelinetest.Interval.
 	interval      time.Duration
 	webhookSecret string
 	// sampleInterval is the dashboard's sampling interval; default 50ms.
@@ -57,21 +58,14 @@ func start(t *testing.T, o fixtureOptions) *fixture {
 	if o.policies == nil {
 		o.policies = rollout.Static{}
 	}
-	if o.interval == 0 {
-		o.interval = 20 * time.Millisecond
-	}
 	if o.sampleInterval == 0 {
 		o.sampleInterval = 50 * time.Millisecond
 	}
 	if o.log == nil {
 		o.log = slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	p, err := pipeline.Start(ctx, pipeline.Config{
+	p, _ := pipelinetest.Run(t, pipeline.Config{
 		Repo:           repo.Dir,
-		Branch:         "main",
-		DataDir:        t.TempDir(),
-		Listen:         "127.0.0.1:0",
 		Interval:       o.interval,
 		WebhookSecret:  o.webhookSecret,
 		HTTP:           "127.0.0.1:0",
@@ -80,19 +74,6 @@ func start(t *testing.T, o fixtureOptions) *fixture {
 		OFREPTokens:    o.ofrepTokens,
 		Policies:       o.policies,
 		Logger:         slog.New(o.log),
-	})
-	if err != nil {
-		cancel()
-		t.Fatalf("start pipeline: %v", err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("pipeline run: %v", err)
-		}
-		p.Close()
 	})
 	return &fixture{t: t, repo: repo, p: p, base: "http://" + p.HTTPAddr()}
 }
