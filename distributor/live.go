@@ -63,6 +63,16 @@ type LiveReports struct {
 
 	mu     sync.Mutex
 	byInst map[string]liveReport
+	// byRegion holds the regions' summaries of the config (summary.go),
+	// each live for ttl after it arrived and unknown after
+	// LostHeartbeats heartbeats.
+	byRegion map[string]liveSummary
+}
+
+type liveSummary struct {
+	s   Summary
+	at  time.Time
+	raw []byte // as received up to its "at" field
 }
 
 type liveReport struct {
@@ -81,7 +91,7 @@ type liveReport struct {
 // NewLiveReports returns an empty view of cfg's reports, each live for ttl
 // after it arrived.
 func NewLiveReports(cfg cuecast.ConfigPath, ttl time.Duration) *LiveReports {
-	return &LiveReports{cfg: cfg, ttl: ttl, byInst: map[string]liveReport{}}
+	return &LiveReports{cfg: cfg, ttl: ttl, byInst: map[string]liveReport{}, byRegion: map[string]liveSummary{}}
 }
 
 var atField = []byte(`"at":`)
@@ -184,10 +194,59 @@ func (l *LiveReports) Forget(instance string) {
 	}
 }
 
+// AddSummary keeps the summary data that arrived at now on region's
+// summary subject of the config. It returns whether the summary is new:
+// false for one that repeats the region's last but for its time, and for
+// data that is not a summary of this config by this region (DecodeSummary;
+// it is ignored).
+func (l *LiveReports) AddSummary(region string, data []byte, now time.Time) bool {
+	raw := data
+	if i := bytes.LastIndex(raw, atField); i >= 0 {
+		raw = raw[:i]
+	}
+	l.mu.Lock()
+	if s, ok := l.byRegion[region]; ok && bytes.Equal(s.raw, raw) {
+		s.at = now
+		l.byRegion[region] = s
+		l.mu.Unlock()
+		return false
+	}
+	l.mu.Unlock()
+	sum, err := DecodeSummary(cuecast.SummarySubject(region, l.cfg), data)
+	if err != nil {
+		return false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.byRegion[region] = liveSummary{s: sum, at: now, raw: bytes.Clone(raw)}
+	return true
+}
+
+// SeedSummary keeps a summary read from the report stream, stored at at
+// (its age there counts, as a report's does in Seed). A summary already
+// kept that arrived later stays.
+func (l *LiveReports) SeedSummary(s Summary, at, now time.Time) {
+	if s.Config != l.cfg {
+		return
+	}
+	if at.After(now) {
+		at = now
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if cur, ok := l.byRegion[s.Region]; ok && !at.After(cur.at) {
+		return
+	}
+	l.byRegion[s.Region] = liveSummary{s: s, at: at}
+}
+
 // Live returns the reports not yet expired at now, in no particular order,
-// and forgets the expired ones.
+// and forgets the expired ones: each instance's own, and for each region
+// whose summary is live, one report per summary group (Summary.Reports),
+// Unheard when the summary is overdue (LostHeartbeats).
 func (l *LiveReports) Live(now time.Time) []cuecast.Report {
 	cutoff := now.Add(-l.ttl)
+	lost := now.Add(-l.ttl * LostHeartbeats / LiveHeartbeats)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	out := make([]cuecast.Report, 0, len(l.byInst))
@@ -197,6 +256,13 @@ func (l *LiveReports) Live(now time.Time) []cuecast.Report {
 			continue
 		}
 		out = append(out, s.r)
+	}
+	for region, s := range l.byRegion {
+		if s.at.Before(cutoff) {
+			delete(l.byRegion, region)
+			continue
+		}
+		out = append(out, s.s.Reports(s.at.Before(lost))...)
 	}
 	return out
 }

@@ -139,12 +139,13 @@ func needsReports(p cuecast.Policy, i int) bool {
 	return false
 }
 
-// unheard counts the reports standing for instances not heard yet.
+// unheard counts the instances not heard yet (or of a region that stopped
+// summarising).
 func unheard(rs []cuecast.Report) int {
 	n := 0
 	for _, r := range rs {
 		if distributor.Unheard(r) {
-			n++
+			n += r.Weight()
 		}
 	}
 	return n
