@@ -138,8 +138,8 @@ func (l *LiveReports) Seed(rs []cuecast.Report, now time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, r := range rs {
-		if r.Config != l.cfg || cuecast.ValidateInstance(r.Instance) != nil {
-			continue
+		if r.Config != l.cfg || cuecast.ValidateInstance(r.Instance) != nil || r.Count != 0 {
+			continue // a summary's report: SeedSummary keeps summaries
 		}
 		stamp(&r, now)
 		if s, ok := l.byInst[r.Instance]; ok && !r.At.After(s.r.At) {
@@ -273,6 +273,7 @@ type ReportWatcher struct {
 	cfg    cuecast.ConfigPath
 	live   *LiveReports
 	sub    *nats.Subscription
+	sumSub *nats.Subscription
 	status chan nats.Status
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -308,6 +309,15 @@ func (d *Distributor) WatchReports(ctx context.Context, cfg cuecast.ConfigPath) 
 	if err != nil {
 		return nil, fmt.Errorf("watch reports on %s: subscribe: %w", cfg, err)
 	}
+	w.sumSub, err = d.nc.Subscribe(cuecast.SummaryWildcard(cfg), func(m *nats.Msg) {
+		if _, region, ok := cuecast.ParseSummarySubject(m.Subject); ok {
+			w.live.AddSummary(region, m.Data, time.Now())
+		}
+	})
+	if err != nil {
+		_ = w.sub.Unsubscribe()
+		return nil, fmt.Errorf("watch summaries on %s: subscribe: %w", cfg, err)
+	}
 	// Registered before the read: a reconnect during it reads again.
 	w.status = d.nc.StatusChanged(nats.CONNECTED, nats.CLOSED)
 	err = w.read(ctx)
@@ -322,6 +332,7 @@ func (d *Distributor) WatchReports(ctx context.Context, cfg cuecast.ConfigPath) 
 	if err != nil {
 		d.nc.RemoveStatusListener(w.status)
 		_ = w.sub.Unsubscribe()
+		_ = w.sumSub.Unsubscribe()
 		return nil, fmt.Errorf("watch reports: %w", err)
 	}
 	w.ctx, w.cancel = context.WithCancel(ctx)
@@ -355,18 +366,26 @@ func (w *ReportWatcher) Stop() {
 
 // read seeds the view from the report stream.
 func (w *ReportWatcher) read(ctx context.Context) error {
-	rs, err := w.d.Reports(ctx, w.cfg)
+	rs, err := w.d.readReports(ctx, reportFilter(w.cfg))
+	if err != nil {
+		return fmt.Errorf("read reports of %s: %w", w.cfg, err)
+	}
+	sums, err := w.d.Summaries(ctx, w.cfg)
 	if err != nil {
 		return err
 	}
-	w.live.Seed(rs, time.Now())
+	now := time.Now()
+	w.live.Seed(rs, now)
+	for _, s := range sums {
+		w.live.SeedSummary(s.Summary, s.Stored, now)
+	}
 	return nil
 }
 
 func (w *ReportWatcher) run() {
 	defer close(w.done)
 	defer w.d.nc.RemoveStatusListener(w.status)
-	defer func() { _ = w.sub.Unsubscribe() }()
+	defer func() { _ = w.sub.Unsubscribe(); _ = w.sumSub.Unsubscribe() }()
 	var retry <-chan time.Time
 	for {
 		select {

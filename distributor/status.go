@@ -107,11 +107,28 @@ func (d *Distributor) readReports(ctx context.Context, filter string) ([]cuecast
 // a summary stored more than LostHeartbeats heartbeats ago, whose region
 // has stopped summarising (the stream drops it after LiveHeartbeats).
 func (d *Distributor) readSummaries(ctx context.Context, filter string) ([]cuecast.Report, error) {
-	type stored struct {
-		s  Summary
-		at time.Time
+	sums, err := d.storedSummaries(ctx, filter)
+	if err != nil {
+		return nil, err
 	}
-	bySubject := map[string]stored{}
+	lost := time.Now().Add(-d.reportTTL() * LostHeartbeats / LiveHeartbeats)
+	var out []cuecast.Report
+	for _, st := range sums {
+		out = append(out, st.Summary.Reports(st.Stored.Before(lost))...)
+	}
+	return out, nil
+}
+
+// StoredSummary is a region's summary as the report stream holds it.
+type StoredSummary struct {
+	Summary
+	// Stored is when the hub stored it: its age, by the hub's clock.
+	Stored time.Time
+}
+
+// storedSummaries reads the last summary on each subject matching filter.
+func (d *Distributor) storedSummaries(ctx context.Context, filter string) ([]StoredSummary, error) {
+	bySubject := map[string]StoredSummary{}
 	skipped, firstSkipped := 0, error(nil)
 	err := d.reportsRd.Each(ctx, filter, func(m *jetstream.RawStreamMsg) error {
 		s, err := DecodeSummary(m.Subject, m.Data)
@@ -120,7 +137,7 @@ func (d *Distributor) readSummaries(ctx context.Context, filter string) ([]cueca
 			firstSkipped = cmp.Or(firstSkipped, err)
 			return nil
 		}
-		bySubject[m.Subject] = stored{s: s, at: m.Time}
+		bySubject[m.Subject] = StoredSummary{Summary: s, Stored: m.Time}
 		return nil
 	})
 	if err != nil {
@@ -129,10 +146,23 @@ func (d *Distributor) readSummaries(ctx context.Context, filter string) ([]cueca
 	if skipped > 0 {
 		d.log.Warn("skipping summaries that disagree with their subject", "filter", filter, "skipped", skipped, "err", firstSkipped)
 	}
-	lost := time.Now().Add(-d.reportTTL() * LostHeartbeats / LiveHeartbeats)
-	var out []cuecast.Report
-	for _, st := range bySubject {
-		out = append(out, st.s.Reports(st.at.Before(lost))...)
+	out := make([]StoredSummary, 0, len(bySubject))
+	for _, s := range bySubject {
+		out = append(out, s)
+	}
+	slices.SortFunc(out, func(a, b StoredSummary) int { return cmp.Compare(a.Region, b.Region) })
+	return out, nil
+}
+
+// Summaries returns the regions' last summaries of cfg in the report
+// stream (none on a single server), by region.
+func (d *Distributor) Summaries(ctx context.Context, cfg cuecast.ConfigPath) ([]StoredSummary, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("read summaries: %w", err)
+	}
+	out, err := d.storedSummaries(ctx, summaryFilter(cfg))
+	if err != nil {
+		return nil, fmt.Errorf("read summaries of %s: %w", cfg, err)
 	}
 	return out, nil
 }

@@ -48,6 +48,10 @@ func (c *Controller) reports(ctx context.Context, cfg cuecast.ConfigPath) ([]cue
 			return nil, err
 		}
 		l.Expect(ids, f.now())
+		if err := c.seedSummaries(ctx, cfg, l, f.now()); err != nil {
+			f.untrack(cfg)
+			return nil, err
+		}
 	}
 	for _, id := range l.Overdue(f.now(), f.ttl*5/16) {
 		r, ok, err := c.lastReport(ctx, cfg, id)
@@ -86,6 +90,37 @@ func (c *Controller) liveInstances(ctx context.Context, cfg cuecast.ConfigPath) 
 		}
 	}
 	return ids, nil
+}
+
+// seedSummaries gives l the regions' last summaries of cfg from the
+// report stream (a tree; none on a single server): each region sends one
+// at least every heartbeat, and the view must not count a region's
+// instances as gone meanwhile.
+func (c *Controller) seedSummaries(ctx context.Context, cfg cuecast.ConfigPath, l *distributor.LiveReports, now time.Time) error {
+	st, err := c.js.Stream(ctx, cuecast.ReportStream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("open %s: %w", cuecast.ReportStream, err)
+	}
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(cuecast.SummaryWildcard(cfg)))
+	if err != nil {
+		return fmt.Errorf("read %s state: %w", cuecast.ReportStream, err)
+	}
+	for subj := range info.State.Subjects {
+		m, err := st.GetLastMsgForSubject(ctx, subj)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("read summary %s: %w", subj, err)
+		}
+		if sum, err := distributor.DecodeSummary(m.Subject, m.Data); err == nil {
+			l.SeedSummary(sum, m.Time, now)
+		}
+	}
+	return nil
 }
 
 // lastReport reads instance's last report on cfg from the report stream;
