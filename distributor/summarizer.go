@@ -179,11 +179,13 @@ func (s *Summarizer) flush(now time.Time) {
 }
 
 // DetailRequest asks every region's summarizer for the reports it holds on
-// a config (request on cuecast.DetailSubject): of the named instances, or
-// those whose labels match all of Labels, or (neither given) all of them.
+// a config (request on cuecast.DetailSubject): of the named instances, and
+// those whose labels match all of Labels or of one of Selectors, or
+// (none given) all of them.
 type DetailRequest struct {
-	Instances []string          `json:"instances,omitempty"`
-	Labels    map[string]string `json:"labels,omitempty"`
+	Instances []string            `json:"instances,omitempty"`
+	Labels    map[string]string   `json:"labels,omitempty"`
+	Selectors []map[string]string `json:"selectors,omitempty"`
 }
 
 // DetailReply is one region's answer: the live reports that match, sorted
@@ -236,21 +238,67 @@ func (s *Summarizer) answer(m *nats.Msg) {
 }
 
 func (q DetailRequest) matches(r cuecast.Report) bool {
-	if len(q.Instances) == 0 && len(q.Labels) == 0 {
+	if len(q.Instances) == 0 && len(q.Labels) == 0 && len(q.Selectors) == 0 {
 		return true
 	}
 	if slices.Contains(q.Instances, r.Instance) {
 		return true
 	}
-	if len(q.Labels) == 0 {
-		return false
+	for _, sel := range append([]map[string]string{q.Labels}, q.Selectors...) {
+		if len(sel) > 0 && labelsMatch(r.Labels, sel) {
+			return true
+		}
 	}
-	for k, v := range q.Labels {
-		if r.Labels[k] != v {
+	return false
+}
+
+func labelsMatch(have, want map[string]string) bool {
+	for k, v := range want {
+		if hv, ok := have[k]; !ok || hv != v {
 			return false
 		}
 	}
 	return true
+}
+
+// Split takes the instances in detail out of the summary groups in
+// reports (cuecast.Report.Count) and adds them one by one: each leaves a
+// group of its bucket, the one alike in what it runs when there is one
+// (the detail and the summary were read at different moments). The
+// rollout controller splits out the instances a stage names or selects
+// by label, whose cohort membership goes by name, not bucket.
+func Split(reports, detail []cuecast.Report) []cuecast.Report {
+	out := slices.Clone(reports)
+	have := map[string]bool{}
+	for _, r := range out {
+		if r.Count == 0 {
+			have[r.Instance] = true
+		}
+	}
+	for _, d := range detail {
+		if have[d.Instance] || d.Count != 0 {
+			continue
+		}
+		have[d.Instance] = true
+		bucket := cuecast.Cohort(d.Config.Namespace(), d.Instance)
+		best := -1
+		for i, r := range out {
+			if r.Count == 0 || r.Cohort != bucket {
+				continue
+			}
+			if best < 0 || (r.Version == d.Version && r.Staged == d.Staged && r.Healthy == d.Healthy) {
+				best = i
+			}
+		}
+		if best >= 0 {
+			out[best].Count--
+			if out[best].Count == 0 {
+				out = slices.Delete(out, best, best+1)
+			}
+		}
+		out = append(out, d)
+	}
+	return out
 }
 
 // ErrDetailIncomplete is wrapped by Detail's error when a region that

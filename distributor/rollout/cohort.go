@@ -30,6 +30,19 @@ func (c Cohort) Contains(ns, instance string) bool {
 	return ok
 }
 
+// includes reports whether the instances r stands for are in the cohort:
+// for a report made from a summary group (Count set), by the group's
+// bucket, since its name is only one of them; the controller drills down
+// for the instances a stage names or selects by label, which then come
+// one by one (Controller.detailed).
+func (c Cohort) includes(ns string, r cuecast.Report) bool {
+	if r.Count > 0 {
+		_, ok := slices.BinarySearch(c.Buckets, r.Cohort)
+		return ok
+	}
+	return c.Contains(ns, r.Instance)
+}
+
 // empty reports whether the cohort covers nobody: a stage's cohort is empty
 // until the controller fixes it when the stage's pointers move. (Not
 // IsZero: Rollout embeds Cohort, and encoding/json would take a promoted
@@ -67,7 +80,9 @@ func stageCohort(ns string, p cuecast.Policy, upto int, reports []cuecast.Report
 		}
 		if len(st.Labels) > 0 {
 			for _, r := range reports {
-				if labelsMatch(r.Labels, st.Labels) {
+				// A summary group names one of its instances only:
+				// the controller drilled down for those that match.
+				if r.Count == 0 && labelsMatch(r.Labels, st.Labels) {
 					named[r.Instance] = true
 				}
 			}

@@ -78,7 +78,7 @@ func measure(ns string, reports []cuecast.Report, cohort Cohort, target uint64, 
 	var m Measure
 	for _, r := range reports {
 		w := r.Weight()
-		if !cohort.Contains(ns, r.Instance) {
+		if !cohort.includes(ns, r) {
 			m.Outside += w
 			if !r.Healthy {
 				m.OutsideUnhealthy += w

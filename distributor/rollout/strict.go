@@ -38,7 +38,7 @@ func (c *Controller) stepStrict(ctx context.Context, rec *Record, r *Rollout, no
 		announced(r, now)
 		return nil, true, nil
 	}
-	reports, err := c.reports(ctx, rec.Config)
+	reports, err := c.rolloutReports(ctx, rec.Config, r)
 	if err != nil {
 		return nil, false, err
 	}
