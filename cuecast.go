@@ -162,7 +162,7 @@ type Report struct {
 	AppliedAt time.Time `json:"applied_at,omitempty"`
 	At        time.Time `json:"at"`
 	// Count is set only on a report a reader made from a region's summary
-	// (docs/PROTOCOL.md §5.2): the report stands for Count (1 or more)
+	// (docs/PROTOCOL.md §4.5): the report stands for Count (1 or more)
 	// instances alike in everything the fleet's readers count (version,
 	// checksum, staged, cohort bucket, health, labels, the version a
 	// failure names), all in bucket Cohort, and Instance is one of them.

@@ -42,7 +42,7 @@ type SummarizerOptions struct {
 }
 
 // Summarizer keeps the reports of one region's instances and publishes a
-// Summary of each config upstream (docs/PROTOCOL.md §5.2), and answers
+// Summary of each config upstream (docs/PROTOCOL.md §4.5), and answers
 // drill-down requests for the reports it holds (DetailRequest). It runs
 // on a connection to the region's server, which sees every report of the
 // region's instances (the node links carry them up to it), and the

@@ -13,7 +13,7 @@ import (
 	"github.com/cuecast/cuecast"
 )
 
-// Summaries (docs/PROTOCOL.md §5.2): in a tree, each region's summarizer
+// Summaries (docs/PROTOCOL.md §4.5): in a tree, each region's summarizer
 // keeps its instances' reports and sends the hub, per config, one summary
 // instead of one report per instance. A summary groups the region's live
 // instances by everything the fleet's readers count — cohort bucket,
