@@ -118,6 +118,21 @@ func (c *Controller) rolloutReports(ctx context.Context, cfg cuecast.ConfigPath,
 	return distributor.Split(rs, detail), nil
 }
 
+// progressReports is rolloutReports for showing progress, not judging it:
+// when the drill-down fails (a region does not answer in time, or the
+// caller, an operator, may not ask), the stages are measured on the
+// groups alone, a named instance counted with its bucket's group.
+func (c *Controller) progressReports(ctx context.Context, cfg cuecast.ConfigPath, r *Rollout) ([]cuecast.Report, error) {
+	dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	rs, err := c.rolloutReports(dctx, cfg, r)
+	if err == nil || ctx.Err() != nil {
+		return rs, err
+	}
+	c.log.Debug("progress without the regions' detail", "config", cfg, "err", err)
+	return c.reports(ctx, cfg)
+}
+
 // liveInstances lists the instances with a live report on cfg, from the
 // report stream's per-subject state (one stream info request, no
 // consumer): its reports expire after the liveness time, so every subject

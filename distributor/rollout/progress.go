@@ -169,7 +169,7 @@ func (c *Controller) Progress(ctx context.Context, cfg cuecast.ConfigPath) (Prog
 	if err != nil {
 		return Progress{}, err
 	}
-	reports, err := c.rolloutReports(ctx, cfg, rec.Current)
+	reports, err := c.progressReports(ctx, cfg, rec.Current)
 	if err != nil {
 		return Progress{}, fmt.Errorf("progress of %s: %w", cfg, err)
 	}
