@@ -299,24 +299,28 @@ func (d *Distributor) WatchReports(ctx context.Context, cfg cuecast.ConfigPath) 
 		return nil, fmt.Errorf("watch reports: %w", err)
 	}
 	w := &ReportWatcher{d: d, cfg: cfg, live: NewLiveReports(cfg, d.reportTTL()), done: make(chan struct{})}
-	subj := cuecast.ReportWildcard(cfg)
+	// Summaries first: the server refuses a subscription asynchronously,
+	// and the connection keeps the last refusal (below); a configuration
+	// that lets the user follow reports but not summaries (generated
+	// before regions summarised) has no region to summarise anyway.
 	var err error
-	w.sub, err = d.nc.Subscribe(subj, func(m *nats.Msg) {
-		if _, inst, ok := cuecast.ParseReportSubject(m.Subject); ok {
-			w.live.Add(inst, m.Data, time.Now())
-		}
-	})
-	if err != nil {
-		return nil, fmt.Errorf("watch reports on %s: subscribe: %w", cfg, err)
-	}
 	w.sumSub, err = d.nc.Subscribe(cuecast.SummaryWildcard(cfg), func(m *nats.Msg) {
 		if _, region, ok := cuecast.ParseSummarySubject(m.Subject); ok {
 			w.live.AddSummary(region, m.Data, time.Now())
 		}
 	})
 	if err != nil {
-		_ = w.sub.Unsubscribe()
 		return nil, fmt.Errorf("watch summaries on %s: subscribe: %w", cfg, err)
+	}
+	subj := cuecast.ReportWildcard(cfg)
+	w.sub, err = d.nc.Subscribe(subj, func(m *nats.Msg) {
+		if _, inst, ok := cuecast.ParseReportSubject(m.Subject); ok {
+			w.live.Add(inst, m.Data, time.Now())
+		}
+	})
+	if err != nil {
+		_ = w.sumSub.Unsubscribe()
+		return nil, fmt.Errorf("watch reports on %s: subscribe: %w", cfg, err)
 	}
 	// Registered before the read: a reconnect during it reads again.
 	w.status = d.nc.StatusChanged(nats.CONNECTED, nats.CLOSED)
