@@ -59,10 +59,9 @@ type Summarizer struct {
 type summarized struct {
 	live *LiveReports
 	// last is the last summary sent, without its time; sent when.
-	last   []byte
-	sent   time.Time
-	empty  time.Time // since when it has had no live instance
-	hasAny bool
+	last  []byte
+	sent  time.Time
+	empty time.Time // since when it has had no live instance
 }
 
 // NewSummarizer returns a Summarizer for the region on nc; Run runs it.

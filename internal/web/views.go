@@ -201,7 +201,7 @@ func (s *Server) row(snap *snapshot, st distributor.ConfigStatus) configRow {
 		Config: st.Config, Version: v.Version, Deleted: v.Deleted, Commit: v.Commit, CommitURL: s.commitURL(v.Commit),
 		Author: v.Author, Message: cuecast.CommitSubject(v.Message), Instances: st.Instances, OnLatest: st.OnLatest,
 		OnIntended: st.OnIntended, Coverage: st.Coverage, Stragglers: len(st.Stragglers), LKG: len(st.LastKnownGood),
-		Drift: len(snap.drift[st.Config]), Unhealthy: st.Unhealthy, Failing: st.Failing, Refused: len(st.Refused),
+		Drift: distributor.Weigh(snap.drift[st.Config]), Unhealthy: st.Unhealthy, Failing: st.Failing, Refused: distributor.Weigh(st.Refused),
 		Variant: st.Config.VariantLabel(),
 	}
 	if rec, ok := snap.records[st.Config]; ok {
