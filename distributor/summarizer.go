@@ -244,14 +244,16 @@ func (q DetailRequest) matches(r cuecast.Report) bool {
 		return true
 	}
 	for _, sel := range append([]map[string]string{q.Labels}, q.Selectors...) {
-		if len(sel) > 0 && labelsMatch(r.Labels, sel) {
+		if len(sel) > 0 && LabelsMatch(r.Labels, sel) {
 			return true
 		}
 	}
 	return false
 }
 
-func labelsMatch(have, want map[string]string) bool {
+// LabelsMatch reports whether labels have every label of want: the rule of
+// a rollout stage's label selector (docs/ROLLOUT.md), and of drill-downs.
+func LabelsMatch(have, want map[string]string) bool {
 	for k, v := range want {
 		if hv, ok := have[k]; !ok || hv != v {
 			return false

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/distributor"
 )
 
 // Cohort is the set of instances a stage covers: every instance whose
@@ -82,7 +83,7 @@ func stageCohort(ns string, p cuecast.Policy, upto int, reports []cuecast.Report
 			for _, r := range reports {
 				// A summary group names one of its instances only:
 				// the controller drilled down for those that match.
-				if r.Count == 0 && labelsMatch(r.Labels, st.Labels) {
+				if r.Count == 0 && distributor.LabelsMatch(r.Labels, st.Labels) {
 					named[r.Instance] = true
 				}
 			}
@@ -117,13 +118,4 @@ func cohortOf(ns string, buckets map[int]bool, named map[string]bool) Cohort {
 		}
 	}
 	return Cohort{Buckets: slices.Sorted(maps.Keys(buckets)), Instances: slices.Sorted(maps.Keys(named))}
-}
-
-func labelsMatch(have, want map[string]string) bool {
-	for k, v := range want {
-		if hv, ok := have[k]; !ok || hv != v {
-			return false
-		}
-	}
-	return true
 }
