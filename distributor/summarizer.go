@@ -32,7 +32,8 @@ type SummarizerOptions struct {
 	// one at rest. Default 15s.
 	Heartbeat time.Duration
 	// Interval is the least time between two summaries of one config, sent
-	// only when it changed (or a heartbeat passed). Default 1s.
+	// only when it changed (or a heartbeat passed). Default 1s; at most a
+	// fourth of Heartbeat.
 	Interval time.Duration
 	// DetailLimit bounds the reports one drill-down answer carries;
 	// default 10,000.
@@ -75,6 +76,10 @@ func NewSummarizer(nc *nats.Conn, o SummarizerOptions) (*Summarizer, error) {
 	if o.Interval <= 0 {
 		o.Interval = time.Second
 	}
+	// A summary at rest is sent again once a heartbeat has passed, checked
+	// every interval: at most 1¼ heartbeats apart, well within the hub's
+	// loss rule (LostHeartbeats).
+	o.Interval = min(o.Interval, o.Heartbeat/4)
 	if o.DetailLimit <= 0 {
 		o.DetailLimit = 10_000
 	}
