@@ -167,7 +167,7 @@ func startRegion(t *testing.T, srv *natstest.TreeServer, hb time.Duration, rs []
 // detail, and shows a region that stops summarising as unknown.
 func TestSummarisedTree(t *testing.T) {
 	tr := natstest.StartTree(t, natstest.TreeOptions{Leaves: 2, Namespaces: []string{"payments"}, Regions: true})
-	const hb = time.Second
+	const hb = 500 * time.Millisecond
 	d := newDistOn(t, tr.Hub.Connect(t, natsconf.DistributorUser), distributor.Options{Heartbeat: hb})
 	mustPublish(t, d, 1, content(1))
 	east := startRegion(t, tr.Leaves[0], hb, fleetReports("east", 60))
