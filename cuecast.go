@@ -161,7 +161,19 @@ type Report struct {
 	// propagation is timed from this, not from the report's arrival.
 	AppliedAt time.Time `json:"applied_at,omitempty"`
 	At        time.Time `json:"at"`
+	// Count is set only on a report a reader made from a region's summary
+	// (docs/PROTOCOL.md §4.5): the report stands for Count (1 or more)
+	// instances alike in everything the fleet's readers count (version,
+	// checksum, staged, cohort bucket, health, labels, the version a
+	// failure names), all in bucket Cohort, and Instance is one of them.
+	// An instance never sends it; a report that carries it is dropped
+	// (distributor.DecodeReport). 0: an instance's own report.
+	Count int `json:"count,omitempty"`
 }
+
+// Weight is how many instances r stands for: r.Count for a report made
+// from a summary, else 1.
+func (r Report) Weight() int { return max(r.Count, 1) }
 
 // Buckets is the number of cohort buckets an instance can hash into.
 const Buckets = 100

@@ -89,3 +89,39 @@ func ParseReportSubject(subj string) (cfg ConfigPath, instance string, ok bool) 
 	}
 	return ConfigPath(ns + "/" + strings.ReplaceAll(name, ".", "/")), instance, true
 }
+
+// SummarySubject is where region publishes its summary of cfg's reports:
+// ccsum.<region>.<ns>.<name>. The region token is what the hub's
+// permissions bind to the region's link.
+func SummarySubject(region string, cfg ConfigPath) string {
+	return SummaryPrefix + "." + region + "." + cfg.Namespace() + "." + SubjectName(cfg)
+}
+
+// SummaryWildcard matches every region's summary of cfg: ccsum.*.<ns>.<name>.
+func SummaryWildcard(cfg ConfigPath) string {
+	return SummaryPrefix + ".*." + cfg.Namespace() + "." + SubjectName(cfg)
+}
+
+// ParseSummarySubject inverts SummarySubject; ok is false for a subject of
+// another shape. It does not validate the names.
+func ParseSummarySubject(subj string) (cfg ConfigPath, region string, ok bool) {
+	rest, ok := strings.CutPrefix(subj, SummaryPrefix+".")
+	if !ok {
+		return "", "", false
+	}
+	region, rest, ok = strings.Cut(rest, ".")
+	if !ok {
+		return "", "", false
+	}
+	ns, name, ok := strings.Cut(rest, ".")
+	if !ok {
+		return "", "", false
+	}
+	return ConfigPath(ns + "/" + strings.ReplaceAll(name, ".", "/")), region, true
+}
+
+// DetailSubject is where the summarizers of every region answer requests
+// for the reports they hold on cfg: ccsumq.<ns>.<name>.
+func DetailSubject(cfg ConfigPath) string {
+	return DetailPrefix + "." + cfg.Namespace() + "." + SubjectName(cfg)
+}

@@ -30,6 +30,13 @@ const (
 	RepublishPrefix = "ccr"
 	// ReportPrefix is the first token of every report subject: ccs.<ns>.….
 	ReportPrefix = "ccs"
+	// SummaryPrefix is the first token of every summary subject:
+	// ccsum.<region>.<ns>.<name> (docs/PROTOCOL.md §5.2). The report
+	// stream stores summaries beside reports.
+	SummaryPrefix = "ccsum"
+	// DetailPrefix is where a region's summarizer answers requests for the
+	// reports it summarises: ccsumq.<ns>.<name>.
+	DetailPrefix = "ccsumq"
 
 	// FanoutStream is the hub's mirror of Stream in the fan-out account,
 	// which the leafnode links from below are bound to and the regions

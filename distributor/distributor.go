@@ -241,8 +241,8 @@ func New(ctx context.Context, nc *nats.Conn, o Options) (*Distributor, error) {
 	}
 	d.reports, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:        cuecast.ReportStream,
-		Description: "cuecast instance reports, keep-last-1 per instance and config",
-		Subjects:    []string{cuecast.ReportPrefix + ".>"},
+		Description: "cuecast instance reports and region summaries, keep-last-1 per instance (region) and config",
+		Subjects:    []string{cuecast.ReportPrefix + ".>", cuecast.SummaryPrefix + ".>"},
 		// File storage: the stream (not only its contents) must survive a
 		// server restart, or reports published after it would go nowhere.
 		Storage:           jetstream.FileStorage,

@@ -63,6 +63,16 @@ type LiveReports struct {
 
 	mu     sync.Mutex
 	byInst map[string]liveReport
+	// byRegion holds the regions' summaries of the config (summary.go),
+	// each live for ttl after it arrived and unknown after
+	// LostHeartbeats heartbeats.
+	byRegion map[string]liveSummary
+}
+
+type liveSummary struct {
+	s   Summary
+	at  time.Time
+	raw []byte // as received up to its "at" field
 }
 
 type liveReport struct {
@@ -81,7 +91,7 @@ type liveReport struct {
 // NewLiveReports returns an empty view of cfg's reports, each live for ttl
 // after it arrived.
 func NewLiveReports(cfg cuecast.ConfigPath, ttl time.Duration) *LiveReports {
-	return &LiveReports{cfg: cfg, ttl: ttl, byInst: map[string]liveReport{}}
+	return &LiveReports{cfg: cfg, ttl: ttl, byInst: map[string]liveReport{}, byRegion: map[string]liveSummary{}}
 }
 
 var atField = []byte(`"at":`)
@@ -128,8 +138,8 @@ func (l *LiveReports) Seed(rs []cuecast.Report, now time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, r := range rs {
-		if r.Config != l.cfg || cuecast.ValidateInstance(r.Instance) != nil {
-			continue
+		if r.Config != l.cfg || cuecast.ValidateInstance(r.Instance) != nil || r.Count != 0 {
+			continue // a summary's report: SeedSummary keeps summaries
 		}
 		stamp(&r, now)
 		if s, ok := l.byInst[r.Instance]; ok && !r.At.After(s.r.At) {
@@ -184,10 +194,59 @@ func (l *LiveReports) Forget(instance string) {
 	}
 }
 
+// AddSummary keeps the summary data that arrived at now on region's
+// summary subject of the config. It returns whether the summary is new:
+// false for one that repeats the region's last but for its time, and for
+// data that is not a summary of this config by this region (DecodeSummary;
+// it is ignored).
+func (l *LiveReports) AddSummary(region string, data []byte, now time.Time) bool {
+	raw := data
+	if i := bytes.LastIndex(raw, atField); i >= 0 {
+		raw = raw[:i]
+	}
+	l.mu.Lock()
+	if s, ok := l.byRegion[region]; ok && bytes.Equal(s.raw, raw) {
+		s.at = now
+		l.byRegion[region] = s
+		l.mu.Unlock()
+		return false
+	}
+	l.mu.Unlock()
+	sum, err := DecodeSummary(cuecast.SummarySubject(region, l.cfg), data)
+	if err != nil {
+		return false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.byRegion[region] = liveSummary{s: sum, at: now, raw: bytes.Clone(raw)}
+	return true
+}
+
+// SeedSummary keeps a summary read from the report stream, stored at at
+// (its age there counts, as a report's does in Seed). A summary already
+// kept that arrived later stays.
+func (l *LiveReports) SeedSummary(s Summary, at, now time.Time) {
+	if s.Config != l.cfg {
+		return
+	}
+	if at.After(now) {
+		at = now
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if cur, ok := l.byRegion[s.Region]; ok && !at.After(cur.at) {
+		return
+	}
+	l.byRegion[s.Region] = liveSummary{s: s, at: at}
+}
+
 // Live returns the reports not yet expired at now, in no particular order,
-// and forgets the expired ones.
+// and forgets the expired ones: each instance's own, and for each region
+// whose summary is live, one report per summary group (Summary.Reports),
+// Unheard when the summary is overdue (LostHeartbeats).
 func (l *LiveReports) Live(now time.Time) []cuecast.Report {
 	cutoff := now.Add(-l.ttl)
+	lost := now.Add(-l.ttl * LostHeartbeats / LiveHeartbeats)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	out := make([]cuecast.Report, 0, len(l.byInst))
@@ -198,6 +257,13 @@ func (l *LiveReports) Live(now time.Time) []cuecast.Report {
 		}
 		out = append(out, s.r)
 	}
+	for region, s := range l.byRegion {
+		if s.at.Before(cutoff) {
+			delete(l.byRegion, region)
+			continue
+		}
+		out = append(out, s.s.Reports(s.at.Before(lost))...)
+	}
 	return out
 }
 
@@ -207,6 +273,7 @@ type ReportWatcher struct {
 	cfg    cuecast.ConfigPath
 	live   *LiveReports
 	sub    *nats.Subscription
+	sumSub *nats.Subscription
 	status chan nats.Status
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -232,14 +299,27 @@ func (d *Distributor) WatchReports(ctx context.Context, cfg cuecast.ConfigPath) 
 		return nil, fmt.Errorf("watch reports: %w", err)
 	}
 	w := &ReportWatcher{d: d, cfg: cfg, live: NewLiveReports(cfg, d.reportTTL()), done: make(chan struct{})}
-	subj := cuecast.ReportWildcard(cfg)
+	// Summaries first: the server refuses a subscription asynchronously,
+	// and the connection keeps the last refusal (below); a configuration
+	// that lets the user follow reports but not summaries (generated
+	// before regions summarised) has no region to summarise anyway.
 	var err error
+	w.sumSub, err = d.nc.Subscribe(cuecast.SummaryWildcard(cfg), func(m *nats.Msg) {
+		if _, region, ok := cuecast.ParseSummarySubject(m.Subject); ok {
+			w.live.AddSummary(region, m.Data, time.Now())
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("watch summaries on %s: subscribe: %w", cfg, err)
+	}
+	subj := cuecast.ReportWildcard(cfg)
 	w.sub, err = d.nc.Subscribe(subj, func(m *nats.Msg) {
 		if _, inst, ok := cuecast.ParseReportSubject(m.Subject); ok {
 			w.live.Add(inst, m.Data, time.Now())
 		}
 	})
 	if err != nil {
+		_ = w.sumSub.Unsubscribe()
 		return nil, fmt.Errorf("watch reports on %s: subscribe: %w", cfg, err)
 	}
 	// Registered before the read: a reconnect during it reads again.
@@ -256,6 +336,7 @@ func (d *Distributor) WatchReports(ctx context.Context, cfg cuecast.ConfigPath) 
 	if err != nil {
 		d.nc.RemoveStatusListener(w.status)
 		_ = w.sub.Unsubscribe()
+		_ = w.sumSub.Unsubscribe()
 		return nil, fmt.Errorf("watch reports: %w", err)
 	}
 	w.ctx, w.cancel = context.WithCancel(ctx)
@@ -289,18 +370,26 @@ func (w *ReportWatcher) Stop() {
 
 // read seeds the view from the report stream.
 func (w *ReportWatcher) read(ctx context.Context) error {
-	rs, err := w.d.Reports(ctx, w.cfg)
+	rs, err := w.d.readReports(ctx, reportFilter(w.cfg))
+	if err != nil {
+		return fmt.Errorf("read reports of %s: %w", w.cfg, err)
+	}
+	sums, err := w.d.Summaries(ctx, w.cfg)
 	if err != nil {
 		return err
 	}
-	w.live.Seed(rs, time.Now())
+	now := time.Now()
+	w.live.Seed(rs, now)
+	for _, s := range sums {
+		w.live.SeedSummary(s.Summary, s.Stored, now)
+	}
 	return nil
 }
 
 func (w *ReportWatcher) run() {
 	defer close(w.done)
 	defer w.d.nc.RemoveStatusListener(w.status)
-	defer func() { _ = w.sub.Unsubscribe() }()
+	defer func() { _ = w.sub.Unsubscribe(); _ = w.sumSub.Unsubscribe() }()
 	var retry <-chan time.Time
 	for {
 		select {

@@ -67,5 +67,10 @@ func DecodeReport(subject string, data []byte) (cuecast.Report, error) {
 	if r.Config != cfg {
 		return cuecast.Report{}, &ReportError{Subject: subject, Reason: DropConfig, Detail: fmt.Sprintf("body names config %q", r.Config)}
 	}
+	if r.Count != 0 {
+		// Only a summary speaks for more than one instance, and only the
+		// region's credential may publish one (DecodeSummary).
+		return cuecast.Report{}, &ReportError{Subject: subject, Reason: DropMalformed, Detail: fmt.Sprintf("a report speaks for one instance, this one claims %d", r.Count)}
+	}
 	return r, nil
 }

@@ -14,7 +14,10 @@ import (
 
 // Reports returns the live reports on cfg (every config when cfg is ""):
 // the last report of each instance, for as long as it is younger than four
-// heartbeats. They are sorted by config, then instance.
+// heartbeats, and for each region that summarises its instances (a tree,
+// docs/SCALING.md) one report per group of its last summary
+// (Summary.Reports; cuecast.Report.Count says how many instances each
+// stands for). They are sorted by config, then instance.
 func (d *Distributor) Reports(ctx context.Context, cfg cuecast.ConfigPath) ([]cuecast.Report, error) {
 	if cfg != "" {
 		if err := cfg.Validate(); err != nil {
@@ -25,6 +28,11 @@ func (d *Distributor) Reports(ctx context.Context, cfg cuecast.ConfigPath) ([]cu
 	if err != nil {
 		return nil, fmt.Errorf("read reports of %q: %w", cfg, err)
 	}
+	sums, err := d.readSummaries(ctx, summaryFilter(cfg))
+	if err != nil {
+		return nil, fmt.Errorf("read summaries of %q: %w", cfg, err)
+	}
+	out = append(out, sums...)
 	slices.SortFunc(out, func(a, b cuecast.Report) int {
 		return cmp.Or(cmp.Compare(a.Config, b.Config), cmp.Compare(a.Instance, b.Instance))
 	})
@@ -43,6 +51,11 @@ func (d *Distributor) NamespaceReports(ctx context.Context, ns string) ([]cuecas
 	if err != nil {
 		return nil, fmt.Errorf("read reports of namespace %q: %w", ns, err)
 	}
+	sums, err := d.readSummaries(ctx, cuecast.SummaryPrefix+".*."+ns+".>")
+	if err != nil {
+		return nil, fmt.Errorf("read summaries of namespace %q: %w", ns, err)
+	}
+	out = append(out, sums...)
 	slices.SortFunc(out, func(a, b cuecast.Report) int {
 		return cmp.Or(cmp.Compare(a.Config, b.Config), cmp.Compare(a.Instance, b.Instance))
 	})
@@ -89,6 +102,71 @@ func (d *Distributor) readReports(ctx context.Context, filter string) ([]cuecast
 	return out, nil
 }
 
+// readSummaries reads the regions' summaries on filter as readReports
+// reads reports, and returns their reports (Summary.Reports): Unheard for
+// a summary stored more than LostHeartbeats heartbeats ago, whose region
+// has stopped summarising (the stream drops it after LiveHeartbeats).
+func (d *Distributor) readSummaries(ctx context.Context, filter string) ([]cuecast.Report, error) {
+	sums, err := d.storedSummaries(ctx, filter)
+	if err != nil {
+		return nil, err
+	}
+	lost := time.Now().Add(-d.reportTTL() * LostHeartbeats / LiveHeartbeats)
+	var out []cuecast.Report
+	for _, st := range sums {
+		out = append(out, st.Summary.Reports(st.Stored.Before(lost))...)
+	}
+	return out, nil
+}
+
+// StoredSummary is a region's summary as the report stream holds it.
+type StoredSummary struct {
+	Summary
+	// Stored is when the hub stored it: its age, by the hub's clock.
+	Stored time.Time
+}
+
+// storedSummaries reads the last summary on each subject matching filter.
+func (d *Distributor) storedSummaries(ctx context.Context, filter string) ([]StoredSummary, error) {
+	bySubject := map[string]StoredSummary{}
+	skipped, firstSkipped := 0, error(nil)
+	err := d.reportsRd.Each(ctx, filter, func(m *jetstream.RawStreamMsg) error {
+		s, err := DecodeSummary(m.Subject, m.Data)
+		if err != nil {
+			skipped++
+			firstSkipped = cmp.Or(firstSkipped, err)
+			return nil
+		}
+		bySubject[m.Subject] = StoredSummary{Summary: s, Stored: m.Time}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("fetch summaries: %w", err)
+	}
+	if skipped > 0 {
+		d.log.Warn("skipping summaries that disagree with their subject", "filter", filter, "skipped", skipped, "err", firstSkipped)
+	}
+	out := make([]StoredSummary, 0, len(bySubject))
+	for _, s := range bySubject {
+		out = append(out, s)
+	}
+	slices.SortFunc(out, func(a, b StoredSummary) int { return cmp.Compare(a.Region, b.Region) })
+	return out, nil
+}
+
+// Summaries returns the regions' last summaries of cfg in the report
+// stream (none on a single server), by region.
+func (d *Distributor) Summaries(ctx context.Context, cfg cuecast.ConfigPath) ([]StoredSummary, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("read summaries: %w", err)
+	}
+	out, err := d.storedSummaries(ctx, summaryFilter(cfg))
+	if err != nil {
+		return nil, fmt.Errorf("read summaries of %s: %w", cfg, err)
+	}
+	return out, nil
+}
+
 // VariantCounts counts, for each base path, the variants listed in st that
 // are not deleted: a base path with a count holds their variant index,
 // which no instance applies (status and the dashboard show it as such).
@@ -126,6 +204,10 @@ type ConfigStatus struct {
 	Unhealthy int `json:"unhealthy"`
 	// Failing counts the instances whose last apply failed (LastError set).
 	Failing int `json:"failing"`
+	// Unknown counts the instances whose state nobody knows: those of a
+	// region that stopped summarising (LostHeartbeats). They count in
+	// Instances and Behind, never as healthy or on a version.
+	Unknown int `json:"unknown,omitempty"`
 	// Refused are the instances whose last report says they refused a
 	// forged or unverifiable pointer (Report.Refused, PROTOCOL.md §5):
 	// something is sending them what serve did not sign. Not an apply
@@ -227,20 +309,28 @@ func Summarize(latest cuecast.Version, published time.Time, reports []cuecast.Re
 	if target == 0 {
 		target = latest.Version
 	}
-	st := ConfigStatus{Config: latest.Config, Latest: latest, Target: target, Instances: len(reports)}
+	// A report made from a region's summary stands for r.Weight()
+	// instances alike in everything counted here; it is listed once.
+	st := ConfigStatus{Config: latest.Config, Latest: latest, Target: target, Instances: Weigh(reports)}
 	for _, r := range reports {
+		w := r.Weight()
+		if Unheard(r) {
+			st.Unknown += w
+			st.Behind += w
+			continue
+		}
 		want, since := intent(r.Instance)
 		if r.Version == latest.Version && r.Checksum == latest.Checksum {
-			st.OnLatest++
+			st.OnLatest += w
 		}
 		if r.Version == target {
-			st.OnTarget++
+			st.OnTarget += w
 		}
 		switch {
 		case r.Version == want:
-			st.OnIntended++
+			st.OnIntended += w
 		case r.Version < want:
-			st.Behind++
+			st.Behind += w
 			fallthrough
 		default:
 			if now.Sub(since) > stragglerAfter {
@@ -248,10 +338,10 @@ func Summarize(latest cuecast.Version, published time.Time, reports []cuecast.Re
 			}
 		}
 		if !r.Healthy {
-			st.Unhealthy++
+			st.Unhealthy += w
 		}
 		if r.LastError != "" {
-			st.Failing++
+			st.Failing += w
 		}
 		if r.Refused != "" {
 			st.Refused = append(st.Refused, r)

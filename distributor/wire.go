@@ -27,6 +27,14 @@ func reportFilter(cfg cuecast.ConfigPath) string {
 	return cuecast.ReportWildcard(cfg)
 }
 
+// summaryFilter is reportFilter's counterpart for the regions' summaries.
+func summaryFilter(cfg cuecast.ConfigPath) string {
+	if cfg == "" {
+		return cuecast.SummaryPrefix + ".>"
+	}
+	return cuecast.SummaryWildcard(cfg)
+}
+
 // configFromVersionSubject inverts cuecast.VersionSubject; ok is false for any other subject.
 func configFromVersionSubject(subj string) (cuecast.ConfigPath, bool) {
 	toks := strings.Split(subj, ".")

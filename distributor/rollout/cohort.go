@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/distributor"
 )
 
 // Cohort is the set of instances a stage covers: every instance whose
@@ -28,6 +29,19 @@ func (c Cohort) Contains(ns, instance string) bool {
 	}
 	_, ok := slices.BinarySearch(c.Instances, instance)
 	return ok
+}
+
+// includes reports whether the instances r stands for are in the cohort:
+// for a report made from a summary group (Count set), by the group's
+// bucket, since its name is only one of them; the controller drills down
+// for the instances a stage names or selects by label, which then come
+// one by one (Controller.detailed).
+func (c Cohort) includes(ns string, r cuecast.Report) bool {
+	if r.Count > 0 {
+		_, ok := slices.BinarySearch(c.Buckets, r.Cohort)
+		return ok
+	}
+	return c.Contains(ns, r.Instance)
 }
 
 // empty reports whether the cohort covers nobody: a stage's cohort is empty
@@ -67,7 +81,9 @@ func stageCohort(ns string, p cuecast.Policy, upto int, reports []cuecast.Report
 		}
 		if len(st.Labels) > 0 {
 			for _, r := range reports {
-				if labelsMatch(r.Labels, st.Labels) {
+				// A summary group names one of its instances only:
+				// the controller drilled down for those that match.
+				if r.Count == 0 && distributor.LabelsMatch(r.Labels, st.Labels) {
 					named[r.Instance] = true
 				}
 			}
@@ -102,13 +118,4 @@ func cohortOf(ns string, buckets map[int]bool, named map[string]bool) Cohort {
 		}
 	}
 	return Cohort{Buckets: slices.Sorted(maps.Keys(buckets)), Instances: slices.Sorted(maps.Keys(named))}
-}
-
-func labelsMatch(have, want map[string]string) bool {
-	for k, v := range want {
-		if hv, ok := have[k]; !ok || hv != v {
-			return false
-		}
-	}
-	return true
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -48,6 +49,10 @@ func (c *Controller) reports(ctx context.Context, cfg cuecast.ConfigPath) ([]cue
 			return nil, err
 		}
 		l.Expect(ids, f.now())
+		if err := c.seedSummaries(ctx, cfg, l, f.now()); err != nil {
+			f.untrack(cfg)
+			return nil, err
+		}
 	}
 	for _, id := range l.Overdue(f.now(), f.ttl*5/16) {
 		r, ok, err := c.lastReport(ctx, cfg, id)
@@ -61,6 +66,71 @@ func (c *Controller) reports(ctx context.Context, cfg cuecast.ConfigPath) ([]cue
 		}
 	}
 	return f.live(cfg), nil
+}
+
+// Detailer is the distributor's drill-down into the regions that summarise
+// a config's reports (distributor.Distributor.Detail).
+type Detailer interface {
+	Detail(ctx context.Context, cfg cuecast.ConfigPath, req distributor.DetailRequest) ([]cuecast.Report, error)
+}
+
+var _ Detailer = (*distributor.Distributor)(nil)
+
+// rolloutReports is reports for judging r: when regions summarise the
+// config (reports made from summary groups), the instances r's stages
+// name or select by label are fetched from the regions and split out of
+// the groups (distributor.Split), since a cohort holds them by name, not
+// by bucket. A region that does not answer fails the read: the step is
+// tried again at the next tick, as after any failed read.
+func (c *Controller) rolloutReports(ctx context.Context, cfg cuecast.ConfigPath, r *Rollout) ([]cuecast.Report, error) {
+	rs, err := c.reports(ctx, cfg)
+	if err != nil || r == nil {
+		return rs, err
+	}
+	grouped := false
+	for _, rp := range rs {
+		grouped = grouped || rp.Count > 0
+	}
+	if !grouped {
+		return rs, nil
+	}
+	req := distributor.DetailRequest{Instances: slices.Clone(r.Cohort.Instances)}
+	for _, st := range r.Policy.Stages {
+		req.Instances = append(req.Instances, st.Instances...)
+		if len(st.Labels) > 0 {
+			req.Selectors = append(req.Selectors, st.Labels)
+		}
+	}
+	req.Instances = append(req.Instances, r.Moved.Instances...)
+	if len(req.Instances) == 0 && len(req.Selectors) == 0 {
+		return rs, nil
+	}
+	slices.Sort(req.Instances)
+	req.Instances = slices.Compact(req.Instances)
+	dt, ok := c.d.(Detailer)
+	if !ok {
+		return nil, fmt.Errorf("%s: the distributor cannot drill down into the regions' reports", cfg)
+	}
+	detail, err := dt.Detail(ctx, cfg, req)
+	if err != nil {
+		return nil, fmt.Errorf("instances the rollout names: %w", err)
+	}
+	return distributor.Split(rs, detail), nil
+}
+
+// progressReports is rolloutReports for showing progress, not judging it:
+// when the drill-down fails (a region does not answer in time, or the
+// caller, an operator, may not ask), the stages are measured on the
+// groups alone, a named instance counted with its bucket's group.
+func (c *Controller) progressReports(ctx context.Context, cfg cuecast.ConfigPath, r *Rollout) ([]cuecast.Report, error) {
+	dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	rs, err := c.rolloutReports(dctx, cfg, r)
+	if err == nil || ctx.Err() != nil {
+		return rs, err
+	}
+	c.log.Debug("progress without the regions' detail", "config", cfg, "err", err)
+	return c.reports(ctx, cfg)
 }
 
 // liveInstances lists the instances with a live report on cfg, from the
@@ -86,6 +156,37 @@ func (c *Controller) liveInstances(ctx context.Context, cfg cuecast.ConfigPath) 
 		}
 	}
 	return ids, nil
+}
+
+// seedSummaries gives l the regions' last summaries of cfg from the
+// report stream (a tree; none on a single server): each region sends one
+// at least every heartbeat, and the view must not count a region's
+// instances as gone meanwhile.
+func (c *Controller) seedSummaries(ctx context.Context, cfg cuecast.ConfigPath, l *distributor.LiveReports, now time.Time) error {
+	st, err := c.js.Stream(ctx, cuecast.ReportStream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("open %s: %w", cuecast.ReportStream, err)
+	}
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(cuecast.SummaryWildcard(cfg)))
+	if err != nil {
+		return fmt.Errorf("read %s state: %w", cuecast.ReportStream, err)
+	}
+	for subj := range info.State.Subjects {
+		m, err := st.GetLastMsgForSubject(ctx, subj)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("read summary %s: %w", subj, err)
+		}
+		if sum, err := distributor.DecodeSummary(m.Subject, m.Data); err == nil {
+			l.SeedSummary(sum, m.Time, now)
+		}
+	}
+	return nil
 }
 
 // lastReport reads instance's last report on cfg from the report stream;
@@ -139,12 +240,13 @@ func needsReports(p cuecast.Policy, i int) bool {
 	return false
 }
 
-// unheard counts the reports standing for instances not heard yet.
+// unheard counts the instances not heard yet (or of a region that stopped
+// summarising).
 func unheard(rs []cuecast.Report) int {
 	n := 0
 	for _, r := range rs {
 		if distributor.Unheard(r) {
-			n++
+			n += r.Weight()
 		}
 	}
 	return n

@@ -99,18 +99,30 @@ func (rn *runner) follow(w jetstream.KeyWatcher, tick <-chan time.Time) error {
 // (reports reads it while it is set).
 func (c *Controller) startFleet(ctx context.Context) *fleet {
 	f := newFleet(c.liveFor(ctx), c.o.Now)
-	f.subscribe = func(cfg cuecast.ConfigPath) (*nats.Subscription, error) {
-		sub, err := c.nc.Subscribe(cuecast.ReportWildcard(cfg), f.handle)
-		if err != nil {
-			return nil, err
+	f.subscribe = func(cfg cuecast.ConfigPath) ([]*nats.Subscription, error) {
+		var subs []*nats.Subscription
+		drop := func() {
+			for _, sub := range subs {
+				_ = sub.Unsubscribe()
+			}
+		}
+		// The instances' own reports (a single server) and the regions'
+		// summaries (a tree): one view counts both.
+		for _, subj := range []string{cuecast.ReportWildcard(cfg), cuecast.SummaryWildcard(cfg)} {
+			sub, err := c.nc.Subscribe(subj, f.handle)
+			if err != nil {
+				drop()
+				return nil, err
+			}
+			subs = append(subs, sub)
 		}
 		// Subscribed at the server before the stream is listed: no
 		// report falls between the two.
 		if err := c.nc.FlushTimeout(5 * time.Second); err != nil {
-			_ = sub.Unsubscribe()
+			drop()
 			return nil, err
 		}
-		return sub, nil
+		return subs, nil
 	}
 	c.fmu.Lock()
 	c.fleet = f

@@ -160,7 +160,7 @@ func (c *Controller) stepMoving(ctx context.Context, rec *Record, r *Rollout, no
 	ns := rec.Config.Namespace()
 	var reports []cuecast.Report
 	if needsReports(r.Policy, r.Stage) {
-		rs, err := c.reports(ctx, rec.Config)
+		rs, err := c.rolloutReports(ctx, rec.Config, r)
 		if err != nil {
 			return nil, false, err
 		}
@@ -211,7 +211,7 @@ func (c *Controller) point(ctx context.Context, cfg cuecast.ConfigPath, co Cohor
 // evaluate judges a waiting or holding stage: halt on a breach, hold when
 // too few instances report, advance when the hold has passed.
 func (c *Controller) evaluate(ctx context.Context, rec *Record, r *Rollout, now time.Time) ([]AuditEntry, bool, error) {
-	reports, err := c.reports(ctx, rec.Config)
+	reports, err := c.rolloutReports(ctx, rec.Config, r)
 	if err != nil {
 		return nil, false, err
 	}

@@ -40,6 +40,10 @@ func (e *env) fleet() (canary, early, late []*instance) {
 }
 
 func TestHealthyRolloutThroughThreeStages(t *testing.T) {
+	bothModes(t, testHealthyRolloutThroughThreeStages)
+}
+
+func testHealthyRolloutThroughThreeStages(t *testing.T) {
 	e := newEnv(t, threeStages(300*time.Millisecond), cuecast.Relaxed)
 	e.baseline()
 	canary, early, late := e.fleet()
@@ -65,7 +69,9 @@ func TestHealthyRolloutThroughThreeStages(t *testing.T) {
 	}
 }
 
-func TestCanaryUnhealthyHalts(t *testing.T) {
+func TestCanaryUnhealthyHalts(t *testing.T) { bothModes(t, testCanaryUnhealthyHalts) }
+
+func testCanaryUnhealthyHalts(t *testing.T) {
 	e := newEnv(t, threeStages(10*time.Second), cuecast.Relaxed)
 	e.baseline()
 	canary, early, late := e.fleet()
@@ -104,7 +110,9 @@ func TestCanaryUnhealthyHalts(t *testing.T) {
 	}
 }
 
-func TestApplyFailureHalts(t *testing.T) {
+func TestApplyFailureHalts(t *testing.T) { bothModes(t, testApplyFailureHalts) }
+
+func testApplyFailureHalts(t *testing.T) {
 	e := newEnv(t, threeStages(10*time.Second), cuecast.Relaxed)
 	e.baseline()
 	canary, _, _ := e.fleet()
@@ -320,6 +328,10 @@ func namedCast() (target string, bucket int, mate, other string) {
 // the next percent stage moves its bucket, and from then on the bucket's
 // pointer governs it again (a halt of that stage takes it back too).
 func TestNamedStagesMoveExactlyThoseInstances(t *testing.T) {
+	bothModes(t, testNamedStagesMoveExactlyThoseInstances)
+}
+
+func testNamedStagesMoveExactlyThoseInstances(t *testing.T) {
 	target, bucket, mate, other := namedCast()
 	hour := cuecast.Duration(time.Hour)
 	for _, tc := range []struct {
@@ -505,6 +517,10 @@ func TestAuditIsAppendOnly(t *testing.T) {
 // stage's cohort after it restarts without the label, so a halt there moves
 // it back with the rest.
 func TestLaterStageKeepsWhomEarlierStagesMoved(t *testing.T) {
+	bothModes(t, testLaterStageKeepsWhomEarlierStagesMoved)
+}
+
+func testLaterStageKeepsWhomEarlierStagesMoved(t *testing.T) {
 	hour := cuecast.Duration(time.Hour)
 	e := newEnv(t, cuecast.Policy{Stages: []cuecast.Stage{
 		{Name: "canary", Labels: map[string]string{"canary": "true"}, Hold: hour},

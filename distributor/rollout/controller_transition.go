@@ -255,18 +255,18 @@ func judgeStage(rec *Record, r *Rollout, reports []cuecast.Report, now time.Time
 	var note string
 	changed := false
 	if r.State == StateWaiting {
-		changed = r.confirm(m.Waiting, now)
+		changed = r.confirm(m.waitingOne, now)
 	}
 	short := m.Instances < st.MinInstances && !r.Emergency
-	nobody := len(reports) == 0
+	nobody := len(reports) == 0 // a summary has no group without an instance
 	if short && r.EnoughBy.IsZero() && r.State == StateHolding {
 		// A record written before EnoughBy existed.
 		r.EnoughBy = r.HoldUntil.Add(ru.applyTimeout)
 	}
 	switch {
-	case r.State == StateWaiting && len(m.Waiting) > 0 && !timedOut:
+	case r.State == StateWaiting && m.WaitingCount > 0 && !timedOut:
 		note = waitingNote(m, r.Version)
-	case len(m.Unheard) > 0 && (r.State == StateWaiting || !now.Before(r.HoldUntil)):
+	case m.UnheardCount > 0 && (r.State == StateWaiting || !now.Before(r.HoldUntil)):
 		// A controller just started (serve restarted) has not heard these
 		// cohort members yet: judged now, they passed a stage as "0/4 on
 		// v2, 0 unhealthy", or failed a timed-out wait as "on v0" (issue
@@ -274,7 +274,7 @@ func judgeStage(rec *Record, r *Rollout, reports []cuecast.Report, now time.Time
 		// report from the stream a heartbeat and a quarter after it began
 		// keeping the config's reports.
 		note = fmt.Sprintf("waiting to hear %d of %d instances in stage %s before judging it (at most %s after the controller started): %s",
-			len(m.Unheard), m.Instances, st.Name, ru.heartbeat*5/4, list(m.Unheard, 5))
+			m.UnheardCount, m.Instances, st.Name, ru.heartbeat*5/4, list(m.Unheard, 5))
 	case r.State == StateWaiting:
 		startHold(r, st, m, now, ru)
 		return nil, true

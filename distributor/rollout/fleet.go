@@ -24,11 +24,11 @@ type fleet struct {
 	now func() time.Time
 	// subscribe starts delivering cfg's reports to handle; nil in tests
 	// that call handle themselves.
-	subscribe func(cfg cuecast.ConfigPath) (*nats.Subscription, error)
+	subscribe func(cfg cuecast.ConfigPath) ([]*nats.Subscription, error)
 
 	mu    sync.Mutex
 	byCfg map[cuecast.ConfigPath]*distributor.LiveReports // tracked configs only
-	subs  map[cuecast.ConfigPath]*nats.Subscription
+	subs  map[cuecast.ConfigPath][]*nats.Subscription
 	// changed marks configs with a new (not repeated) report since the
 	// controller last looked.
 	changed map[cuecast.ConfigPath]bool
@@ -36,7 +36,7 @@ type fleet struct {
 
 func newFleet(ttl time.Duration, now func() time.Time) *fleet {
 	return &fleet{ttl: ttl, now: now, byCfg: map[cuecast.ConfigPath]*distributor.LiveReports{},
-		subs: map[cuecast.ConfigPath]*nats.Subscription{}, changed: map[cuecast.ConfigPath]bool{}}
+		subs: map[cuecast.ConfigPath][]*nats.Subscription{}, changed: map[cuecast.ConfigPath]bool{}}
 }
 
 // track starts keeping cfg's reports (subscribing to them) and returns its
@@ -64,34 +64,41 @@ func (f *fleet) untrack(cfg cuecast.ConfigPath) {
 	defer f.mu.Unlock()
 	delete(f.byCfg, cfg)
 	delete(f.changed, cfg)
-	if sub := f.subs[cfg]; sub != nil {
+	for _, sub := range f.subs[cfg] {
 		_ = sub.Unsubscribe()
-		delete(f.subs, cfg)
 	}
+	delete(f.subs, cfg)
 }
 
 // close unsubscribes from everything.
 func (f *fleet) close() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for cfg, sub := range f.subs {
-		_ = sub.Unsubscribe()
+	for cfg, subs := range f.subs {
+		for _, sub := range subs {
+			_ = sub.Unsubscribe()
+		}
 		delete(f.subs, cfg)
 	}
 }
 
-// handle is the subscription callback. Most reports are heartbeats that
-// repeat the previous one but for its time: those cost a comparison.
+// handle is the subscription callback, for reports and summaries alike.
+// Most are heartbeats that repeat the previous one but for its time:
+// those cost a comparison.
 func (f *fleet) handle(m *nats.Msg) {
+	add := (*distributor.LiveReports).Add
 	cfg, inst, ok := cuecast.ParseReportSubject(m.Subject)
 	if !ok {
-		return
+		if cfg, inst, ok = cuecast.ParseSummarySubject(m.Subject); !ok {
+			return
+		}
+		add = (*distributor.LiveReports).AddSummary
 	}
 	now := f.now()
 	f.mu.Lock()
 	l := f.byCfg[cfg]
 	f.mu.Unlock()
-	if l == nil || !l.Add(inst, m.Data, now) {
+	if l == nil || !add(l, inst, m.Data, now) {
 		return
 	}
 	f.mu.Lock()

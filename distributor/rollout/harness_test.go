@@ -19,6 +19,7 @@ import (
 	"github.com/cuecast/cuecast/client"
 	"github.com/cuecast/cuecast/distributor"
 	"github.com/cuecast/cuecast/distributor/rollout"
+	"github.com/cuecast/cuecast/internal/natsconf"
 	"github.com/cuecast/cuecast/internal/natstest"
 	"github.com/cuecast/cuecast/internal/poll"
 )
@@ -49,6 +50,67 @@ type env struct {
 	// key signs what the distributor writes; instances trust pub.
 	key nkeys.KeyPair
 	pub string
+	// tr, in the tree mode (bothModes), is a hub and one summarising
+	// region: the distributor and controller on the hub, the instances on
+	// the region's server, whose summarizer sends the hub summaries.
+	tr *natstest.Tree
+}
+
+// treeMode names the subtest of bothModes that runs on a tree with
+// summaries.
+const treeMode = "tree"
+
+// bothModes runs a scenario on a single server, whose instances' reports
+// reach the controller one by one, and on a tree whose region summarises
+// them (docs/SCALING.md): the same test, the same oracle. newEnv* tell the
+// modes apart by the subtest's name.
+func bothModes(t *testing.T, scenario func(t *testing.T)) {
+	for _, mode := range []string{"single", treeMode} {
+		t.Run(mode, scenario)
+	}
+}
+
+func inTree(t *testing.T) bool {
+	return strings.Contains(t.Name()+"/", "/"+treeMode+"/")
+}
+
+// instConn connects an instance: to the server, or on a tree to the
+// region's server as the namespace's services.
+func (e *env) instConn(opts ...nats.Option) *nats.Conn {
+	e.t.Helper()
+	if e.tr != nil {
+		return e.tr.Leaves[0].Connect(e.t, natsconf.ServiceUser(cfg.Namespace()), opts...)
+	}
+	return e.srv.Connect(e.t, opts...)
+}
+
+// startTree starts the tree mode's servers; open starts the region's
+// summarizer once the hub has a distributor.
+func (e *env) startTree() {
+	e.t.Helper()
+	e.tr = natstest.StartTree(e.t, natstest.TreeOptions{Leaves: 1, Namespaces: []string{cfg.Namespace()}, Regions: true})
+}
+
+// summarize creates the region's mirrors and runs its summarizer for the
+// rest of the test.
+func (e *env) summarize() {
+	e.t.Helper()
+	e.tr.Mirrors(e.t)
+	region := e.tr.Leaves[0]
+	s, err := distributor.NewSummarizer(region.Connect(e.t, natsconf.DistributorUser),
+		distributor.SummarizerOptions{Region: region.Spec.Name, Heartbeat: heartbeat, Interval: heartbeat / 5, Logger: logger(e.t)})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := s.Run(ctx); err != nil {
+			e.t.Errorf("summarizer: %v", err)
+		}
+	}()
+	e.t.Cleanup(func() { cancel(); <-done })
 }
 
 // policies is a Policies whose answer a test changes.
@@ -89,8 +151,12 @@ func newEnvWrapped(t *testing.T, pol cuecast.Policy, cons cuecast.Consistency, w
 // newEnvSet is newEnv with set called on the env before it opens.
 func newEnvSet(t *testing.T, pol cuecast.Policy, cons cuecast.Consistency, set func(*env)) *env {
 	t.Helper()
-	srv := natstest.Start(t)
-	e := &env{t: t, srv: srv, pol: &policies{p: pol, cons: cons}}
+	e := &env{t: t, pol: &policies{p: pol, cons: cons}}
+	if inTree(t) {
+		e.startTree()
+	} else {
+		e.srv = natstest.Start(t)
+	}
 	set(e)
 	e.open()
 	return e
@@ -99,7 +165,9 @@ func newEnvSet(t *testing.T, pol cuecast.Policy, cons cuecast.Consistency, set f
 // open connects to the server and starts a distributor and a controller.
 func (e *env) open() {
 	e.t.Helper()
-	if e.viaLink {
+	if e.tr != nil {
+		e.nc = e.tr.Hub.Connect(e.t, natsconf.DistributorUser)
+	} else if e.viaLink {
 		e.link = natstest.StartLink(e.t, strings.TrimPrefix(e.srv.ClientURL(), "nats://"))
 		var err error
 		e.nc, err = nats.Connect("nats://"+e.link.Addr(), nats.Timeout(5*time.Second),
@@ -121,6 +189,9 @@ func (e *env) open() {
 	e.d, err = distributor.New(e.t.Context(), e.nc, distributor.Options{Heartbeat: heartbeat, Logger: logger(e.t), SigningKey: e.key})
 	if err != nil {
 		e.t.Fatalf("distributor.New: %v", err)
+	}
+	if e.tr != nil && e.srv == nil && e.stop == nil {
+		e.summarize()
 	}
 	var d rollout.Distributor = e.d
 	if e.wrap != nil {
@@ -257,16 +328,20 @@ func (e *env) instance(id string) *instance {
 func (e *env) instanceWith(id string, labels map[string]string) *instance {
 	e.t.Helper()
 	in := &instance{id: id}
-	nc := e.srv.Connect(e.t, client.ConnectOptions()...)
+	nc := e.instConn(client.ConnectOptions()...)
 	var wp atomic.Pointer[client.Watcher]
-	cl, err := client.New(nc, client.WithInstance(id), client.WithTrustedKeys(e.pub), client.WithHeartbeat(heartbeat), client.WithLabels(labels),
+	opts := []client.Option{client.WithInstance(id), client.WithTrustedKeys(e.pub), client.WithHeartbeat(heartbeat), client.WithLabels(labels)}
+	if e.tr != nil {
+		opts = append(opts, client.WithStream("", natsconf.MirrorStream(cfg.Namespace())))
+	}
+	cl, err := client.New(nc, append(opts,
 		client.WithHealth(func() cuecast.Health {
 			w := wp.Load()
 			if w != nil && in.sick.Load() != 0 && w.Current().Version == in.sick.Load() {
 				return cuecast.Health{Healthy: false, Detail: "error rate up"}
 			}
 			return cuecast.Health{Healthy: true}
-		}))
+		}))...)
 	if err != nil {
 		e.t.Fatalf("client.New: %v", err)
 	}
@@ -314,7 +389,7 @@ func (e *env) waitLive(n int) {
 		if err != nil {
 			return false, err.Error()
 		}
-		return len(rs) >= n, fmt.Sprintf("%d", len(rs))
+		return distributor.Weigh(rs) >= n, fmt.Sprintf("%d", distributor.Weigh(rs))
 	})
 }
 

@@ -2,7 +2,6 @@ package rollout
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/cuecast/cuecast"
@@ -33,6 +32,23 @@ type Measure struct {
 	Unheard []string `json:"unheard,omitempty"`
 	// Bad lists cohort instances unhealthy or failing, with why.
 	Bad []string `json:"bad,omitempty"`
+	// WaitingCount and UnheardCount count the instances Waiting and
+	// Unheard list: a report made from a region's summary stands for
+	// several (cuecast.Report.Count) and is listed once, as "name and N
+	// like it".
+	WaitingCount int `json:"waiting_count,omitempty"`
+	UnheardCount int `json:"unheard_count,omitempty"`
+	// waitingOne are the waiting instances reported one by one, which
+	// the controller can follow by name (Rollout.Unconfirmed).
+	waitingOne []string
+}
+
+// named is how a list names the instances r stands for.
+func named(r cuecast.Report) string {
+	if w := r.Weight(); w > 1 {
+		return fmt.Sprintf("%s and %d like it", r.Instance, w-1)
+	}
+	return r.Instance
 }
 
 // applyFailure says whether a report's last_error is a failure to apply
@@ -49,24 +65,9 @@ func applyFailure(lastErr string, target uint64) bool {
 	return ok && n == target
 }
 
-// failedVersion returns the version a last_error says the instance failed
-// to apply, ok false when it is not such a failure (see applyFailure).
-func failedVersion(lastErr string) (uint64, bool) {
-	rest, ok := strings.CutPrefix(lastErr, "version ")
-	if !ok {
-		return 0, false
-	}
-	num, rest, ok := strings.Cut(rest, ": ")
-	if !ok {
-		return 0, false
-	}
-	n, err := strconv.ParseUint(num, 10, 64)
-	if err != nil {
-		return 0, false
-	}
-	step, _, _ := strings.Cut(rest, ":")
-	return n, step != "pointer" && step != "stage"
-}
+// failedVersion is distributor.FailedVersion: the one rule, which
+// summaries count by too.
+func failedVersion(lastErr string) (uint64, bool) { return distributor.FailedVersion(lastErr) }
 
 // measure counts the live reports on one config against a cohort. An
 // instance failed to apply the target when its last error is an
@@ -76,45 +77,56 @@ func failedVersion(lastErr string) (uint64, bool) {
 func measure(ns string, reports []cuecast.Report, cohort Cohort, target uint64, timedOut bool) Measure {
 	var m Measure
 	for _, r := range reports {
-		if !cohort.Contains(ns, r.Instance) {
-			m.Outside++
+		w := r.Weight()
+		if !cohort.includes(ns, r) {
+			m.Outside += w
 			if !r.Healthy {
-				m.OutsideUnhealthy++
+				m.OutsideUnhealthy += w
 			}
 			if _, failed := failedVersion(r.LastError); failed {
-				m.OutsideFailing++
+				m.OutsideFailing += w
 			}
 			continue
 		}
-		m.Instances++
+		m.Instances += w
 		if distributor.Unheard(r) {
-			m.Waiting = append(m.Waiting, r.Instance)
-			m.Unheard = append(m.Unheard, r.Instance)
+			m.wait(r)
+			m.Unheard = append(m.Unheard, named(r))
+			m.UnheardCount += w
 			continue
 		}
 		on := r.Version == target
 		if on {
-			m.OnTarget++
+			m.OnTarget += w
 		}
 		if !r.Healthy {
-			m.Unhealthy++
-			m.Bad = append(m.Bad, r.Instance+" unhealthy")
+			m.Unhealthy += w
+			m.Bad = append(m.Bad, named(r)+" unhealthy")
 		}
 		switch {
 		case !on && applyFailure(r.LastError, target):
-			m.Failing++
-			m.Bad = append(m.Bad, r.Instance+" failed to apply: "+r.LastError)
+			m.Failing += w
+			m.Bad = append(m.Bad, named(r)+" failed to apply: "+r.LastError)
 		case !on && timedOut && r.LastError == goneError:
-			m.Failing++
-			m.Bad = append(m.Bad, fmt.Sprintf("%s stopped reporting before it applied v%d", r.Instance, target))
+			m.Failing += w
+			m.Bad = append(m.Bad, fmt.Sprintf("%s stopped reporting before it applied v%d", named(r), target))
 		case !on && timedOut:
-			m.Failing++
-			m.Bad = append(m.Bad, fmt.Sprintf("%s did not apply v%d in time (on v%d)", r.Instance, target, r.Version))
+			m.Failing += w
+			m.Bad = append(m.Bad, fmt.Sprintf("%s did not apply v%d in time (on v%d)", named(r), target, r.Version))
 		case !on:
-			m.Waiting = append(m.Waiting, r.Instance)
+			m.wait(r)
 		}
 	}
 	return m
+}
+
+// wait lists r as waited for.
+func (m *Measure) wait(r cuecast.Report) {
+	m.Waiting = append(m.Waiting, named(r))
+	m.WaitingCount += r.Weight()
+	if r.Weight() == 1 {
+		m.waitingOne = append(m.waitingOne, r.Instance)
+	}
 }
 
 // breach says why the cohort's health breaches the stage's thresholds, or ""

@@ -155,10 +155,10 @@ func (r *Rollout) NoteFor(reports []cuecast.Report, now time.Time) string {
 // waitingNote is the one wording of a waiting stage's progress, the
 // controller's note and NoteFor.
 func waitingNote(m Measure, version uint64) string {
-	if len(m.Waiting) == 0 {
+	if m.WaitingCount == 0 {
 		return fmt.Sprintf("all %d instances of the stage run v%d; the hold starts at the controller's next step", m.Instances, version)
 	}
-	return fmt.Sprintf("waiting for %d of %d instances to apply v%d: %s", len(m.Waiting), m.Instances, version, list(m.Waiting, 5))
+	return fmt.Sprintf("waiting for %d of %d instances to apply v%d: %s", m.WaitingCount, m.Instances, version, list(m.Waiting, 5))
 }
 
 // Progress reads cfg's record and the live reports and measures each stage.
@@ -169,7 +169,7 @@ func (c *Controller) Progress(ctx context.Context, cfg cuecast.ConfigPath) (Prog
 	if err != nil {
 		return Progress{}, err
 	}
-	reports, err := c.reports(ctx, cfg)
+	reports, err := c.progressReports(ctx, cfg, rec.Current)
 	if err != nil {
 		return Progress{}, fmt.Errorf("progress of %s: %w", cfg, err)
 	}
@@ -177,7 +177,7 @@ func (c *Controller) Progress(ctx context.Context, cfg cuecast.ConfigPath) (Prog
 }
 
 func progress(rec Record, reports []cuecast.Report, now time.Time) Progress {
-	p := Progress{Record: rec, Live: len(reports)}
+	p := Progress{Record: rec, Live: distributor.Weigh(reports)}
 	r := rec.Current
 	if r == nil {
 		return p
@@ -190,11 +190,10 @@ func progress(rec Record, reports []cuecast.Report, now time.Time) Progress {
 	p.Next = r.Deadline(now)
 	ns := rec.Config.Namespace()
 	for _, rp := range reports {
-		if rp.Version == r.Version {
-			p.OnTarget++
-		}
 		if distributor.Unheard(rp) {
-			p.Unheard++
+			p.Unheard += rp.Weight()
+		} else if rp.Version == r.Version {
+			p.OnTarget += rp.Weight()
 		}
 	}
 	for i, st := range r.Policy.Stages {

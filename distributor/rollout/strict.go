@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/cuecast/cuecast"
@@ -39,7 +38,7 @@ func (c *Controller) stepStrict(ctx context.Context, rec *Record, r *Rollout, no
 		announced(r, now)
 		return nil, true, nil
 	}
-	reports, err := c.reports(ctx, rec.Config)
+	reports, err := c.rolloutReports(ctx, rec.Config, r)
 	if err != nil {
 		return nil, false, err
 	}
@@ -51,7 +50,7 @@ func (c *Controller) stepStrict(ctx context.Context, rec *Record, r *Rollout, no
 	if err := cut.Activate(ctx, rec.Config, p); err != nil {
 		return nil, false, err
 	}
-	activated(r, len(reports), now)
+	activated(r, distributor.Weigh(reports), now)
 	// The cohort pointers follow, so that an instance that missed the
 	// activation (or starts later) reads the same version.
 	r.Stage = len(r.Policy.Stages) - 1
@@ -79,28 +78,31 @@ func judgeStaging(rec *Record, r *Rollout, reports []cuecast.Report, now time.Ti
 	// that stops reporting while it is waited for blocks the flip until
 	// the timeout, as one that is live does (issue 15, item 11).
 	reports = withGone(rec.Config, reports, r.Unconfirmed)
-	missing, failed := unstaged(reports, r.Version)
-	changed = r.confirm(instancesOf(missing), now)
+	u := unstaged(reports, r.Version)
+	missing, failed, live := u.missing, u.failed, distributor.Weigh(reports)
+	changed = r.confirm(u.missingOne, now)
 	st := r.Policy.Stages[0]
-	if n := unheard(reports); len(failed) == 0 && n > 0 && !now.Before(r.WaitUntil) {
+	if n := unheard(reports); u.nFailed == 0 && n > 0 && !now.Before(r.WaitUntil) {
 		// Just started (serve restarted after the wait's end): nothing is
 		// known yet of what these hold, so they do not halt the cutover
 		// until heard, or read from the stream a heartbeat and a quarter
 		// after the controller began keeping the reports (issue 32, item 3).
+		// A region that stopped summarising is waited for the same way
+		// until its summary expires (distributor.LostHeartbeats).
 		note := fmt.Sprintf("waiting to hear %d of %d live instances before judging the staging (at most %s after the controller started)",
-			n, len(reports), ru.heartbeat*5/4)
+			n, live, ru.heartbeat*5/4)
 		if note != r.Note {
 			r.Note, r.Updated = note, now
 			return nil, true, false
 		}
 		return nil, changed, false
 	}
-	if len(failed) > 0 || (len(missing) > 0 && !now.Before(r.WaitUntil)) {
+	if u.nFailed > 0 || (u.nMissing > 0 && !now.Before(r.WaitUntil)) {
 		why := fmt.Sprintf("strict cutover of v%d blocked: ", r.Version)
-		if len(failed) > 0 {
-			why += fmt.Sprintf("%d instances failed to stage it (%s)", len(failed), list(failed, 5))
+		if u.nFailed > 0 {
+			why += fmt.Sprintf("%d instances failed to stage it (%s)", u.nFailed, list(failed, 5))
 		} else {
-			why += fmt.Sprintf("%d instances did not confirm within %s (%s)", len(missing), ru.applyTimeout, list(missing, 10))
+			why += fmt.Sprintf("%d instances did not confirm within %s (%s)", u.nMissing, ru.applyTimeout, list(missing, 10))
 		}
 		r.State = StateHalted
 		r.Reason = why
@@ -115,12 +117,12 @@ func judgeStaging(rec *Record, r *Rollout, reports []cuecast.Report, now time.Ti
 	// (docs/ROLLOUT.md, "Small fleets and the first version"). With no live
 	// instance at all there is nobody to wait for: flip at once, as a
 	// relaxed stage's wait ends at once (issue 33, item 10).
-	short := len(reports) > 0 && len(reports) < st.MinInstances
-	if len(missing) > 0 || (short && now.Before(r.WaitUntil)) {
-		note := fmt.Sprintf("staged on %d of %d live instances; waiting for %s", len(reports)-len(missing), len(reports), list(missing, 10))
-		if len(missing) == 0 {
+	short := live > 0 && live < st.MinInstances
+	if u.nMissing > 0 || (short && now.Before(r.WaitUntil)) {
+		note := fmt.Sprintf("staged on %d of %d live instances; waiting for %s", live-u.nMissing, live, list(missing, 10))
+		if u.nMissing == 0 {
 			note = fmt.Sprintf("staged on all %d live instances, but the policy needs %d; it flips with them at %s unless more join",
-				len(reports), st.MinInstances, r.WaitUntil.Format(time.RFC3339))
+				live, st.MinInstances, r.WaitUntil.Format(time.RFC3339))
 		}
 		if note != r.Note {
 			r.Note = note
@@ -132,25 +134,45 @@ func judgeStaging(rec *Record, r *Rollout, reports []cuecast.Report, now time.Ti
 	return nil, changed, true
 }
 
-// unstaged lists the instances in reports that have not staged (nor
-// applied) version v, sorted, with why when it is not plain (stopped
-// reporting, not heard yet), and those that failed to stage it.
-func unstaged(reports []cuecast.Report, v uint64) (missing, failed []string) {
-	for _, rp := range reports {
-		switch {
-		case rp.Staged == v || rp.Version == v:
-		case applyFailure(rp.LastError, v):
-			failed = append(failed, rp.Instance+": "+rp.LastError)
-		case rp.LastError == goneError:
-			missing = append(missing, rp.Instance+" (stopped reporting)")
-		case distributor.Unheard(rp):
-			missing = append(missing, rp.Instance+" (not heard yet)")
-		default:
-			missing = append(missing, rp.Instance)
+// staging is what unstaged finds: the instances in reports that have not
+// staged (nor applied) the version, with why when it is not plain
+// (stopped reporting, not heard yet), and those that failed to stage it,
+// each listed once per report (named: a report made from a summary
+// stands for several) and counted by instance; missingOne are the missing
+// instances reported one by one, which the controller follows by name.
+type staging struct {
+	missing, failed   []string
+	nMissing, nFailed int
+	missingOne        []string
+}
+
+// unstaged measures reports against version v, sorted.
+func unstaged(reports []cuecast.Report, v uint64) staging {
+	var s staging
+	miss := func(rp cuecast.Report, why string) {
+		s.missing = append(s.missing, named(rp)+why)
+		s.nMissing += rp.Weight()
+		if rp.Weight() == 1 {
+			s.missingOne = append(s.missingOne, rp.Instance)
 		}
 	}
-	slices.Sort(missing)
-	return missing, failed
+	for _, rp := range reports {
+		switch {
+		case distributor.Unheard(rp):
+			miss(rp, " (not heard yet)")
+		case rp.Staged == v || rp.Version == v:
+		case applyFailure(rp.LastError, v):
+			s.failed = append(s.failed, named(rp)+": "+rp.LastError)
+			s.nFailed += rp.Weight()
+		case rp.LastError == goneError:
+			miss(rp, " (stopped reporting)")
+		default:
+			miss(rp, "")
+		}
+	}
+	slices.Sort(s.missing)
+	slices.Sort(s.missingOne)
+	return s
 }
 
 // activated logs that a strict rollout's activation pointer was written,
@@ -177,13 +199,4 @@ func flipped(rec *Record, r *Rollout, now time.Time, ru rules) {
 	r.WaitUntil = now.Add(ru.applyTimeout)
 	r.Note = ""
 	r.Updated = now
-}
-
-// instancesOf strips the " (why)" suffixes of a note's instance list.
-func instancesOf(missing []string) []string {
-	out := make([]string, len(missing))
-	for i, m := range missing {
-		out[i], _, _ = strings.Cut(m, " ")
-	}
-	return out
 }

@@ -48,7 +48,7 @@ func (e *env) slowInstance(id string) *slowInstance {
 	e.t.Helper()
 	s := &slowInstance{id: id}
 	s.version.Store(1)
-	s.nc = e.srv.Connect(e.t)
+	s.nc = e.instConn()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -71,6 +71,10 @@ func (e *env) slowInstance(id string) *slowInstance {
 }
 
 func TestStrictCutoverWaitsForSlowInstance(t *testing.T) {
+	bothModes(t, testStrictCutoverWaitsForSlowInstance)
+}
+
+func testStrictCutoverWaitsForSlowInstance(t *testing.T) {
 	e := newEnv(t, threeStages(0), cuecast.Strict)
 	e.baseline()
 	var fast []*instance
@@ -122,6 +126,10 @@ func TestStrictCutoverWaitsForSlowInstance(t *testing.T) {
 }
 
 func TestStrictCutoverHaltsWhenStagingFails(t *testing.T) {
+	bothModes(t, testStrictCutoverHaltsWhenStagingFails)
+}
+
+func testStrictCutoverHaltsWhenStagingFails(t *testing.T) {
 	e := newEnv(t, threeStages(0), cuecast.Strict)
 	e.baseline()
 	ins := []*instance{e.instance("web-a"), e.instance("web-b")}
@@ -233,6 +241,10 @@ func TestStrictCutoverIgnoresStagingErrors(t *testing.T) {
 // once" while `cuecast status` counted 3. It must block the flip, be named,
 // and lead to the apply timeout's halt, with nothing switched.
 func TestStrictCutoverBlockedByStalledInstance(t *testing.T) {
+	bothModes(t, testStrictCutoverBlockedByStalledInstance)
+}
+
+func testStrictCutoverBlockedByStalledInstance(t *testing.T) {
 	e := newEnv(t, threeStages(0), cuecast.Strict)
 	e.baseline()
 	a, b, frozen := e.slowInstance("web-a"), e.slowInstance("web-b"), e.slowInstance("frozen-1")
@@ -264,7 +276,9 @@ func TestStrictCutoverBlockedByStalledInstance(t *testing.T) {
 // member that stops reporting before it applies stays waited for: when its
 // report expired, the stage passed without it. It fails to apply at the
 // wait's timeout, and the rollout halts naming it.
-func TestStageWaitsForHungCohortMember(t *testing.T) {
+func TestStageWaitsForHungCohortMember(t *testing.T) { bothModes(t, testStageWaitsForHungCohortMember) }
+
+func testStageWaitsForHungCohortMember(t *testing.T) {
 	e := newEnv(t, cuecast.Policy{Stages: []cuecast.Stage{{Name: "all", Percent: 100}}}, cuecast.Relaxed)
 	e.baseline()
 	a, hung := e.slowInstance("web-a"), e.slowInstance("hung-1")

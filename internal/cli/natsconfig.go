@@ -32,6 +32,7 @@ type NATSConfigOptions struct {
 	LeafListen    string
 	Upstreams     []string
 	Namespaces    []string
+	Regions       []string
 	Secrets       string
 	Auth          string
 	TLSCert       string
@@ -122,6 +123,9 @@ gives one instance its own credential (operator mode).`,
 		}
 		if level != natsconf.Hub {
 			f.StringSliceVar(&opts.Upstreams, "upstream", nil, "leafnode address host:port of a server of the level above (repeatable, required)")
+			f.StringSliceVar(&opts.Regions, "region", nil, "make this server, linked to the hub, the summarising region NAME: its link sends `cuecast summarize`'s summaries up instead of its instances' reports (docs/SCALING.md)")
+		} else {
+			f.StringSliceVar(&opts.Regions, "region", nil, "a summarising region whose link may send its summaries (repeatable; docs/SCALING.md)")
 		}
 		cmd.AddCommand(sub)
 	}
@@ -281,6 +285,13 @@ func natsConfigRun(env *Env, opts *NATSConfigOptions) error {
 		Upstreams:  opts.Upstreams,
 		Namespaces: opts.Namespaces,
 	}
+	if opts.Level == natsconf.Hub {
+		spec.Regions = opts.Regions
+	} else if len(opts.Regions) > 1 {
+		return usageErrorf("give --region once", "nats-config %s: a server is one region", opts.Level)
+	} else if len(opts.Regions) == 1 {
+		spec.Region = opts.Regions[0]
+	}
 	if opts.ClusterName != "" {
 		spec.Cluster = &natsconf.Cluster{Name: opts.ClusterName, Listen: opts.ClusterListen, Routes: opts.Routes}
 	} else if len(opts.Routes) > 0 {
@@ -298,7 +309,11 @@ func natsConfigRun(env *Env, opts *NATSConfigOptions) error {
 		spec.Passwords, err = loadSecrets(opts.Secrets, spec.Users())
 	case "jwt":
 		spec.Keys, err = loadKeys(opts.Secrets, spec.Users(), env.IO.ErrOut)
-		spec.LeafCreds = filepath.Join(opts.Secrets, natsconf.LeafUser+".creds")
+		leafUser := natsconf.LeafUser
+		if spec.Region != "" {
+			leafUser = natsconf.RegionUser(spec.Region)
+		}
+		spec.LeafCreds = filepath.Join(opts.Secrets, leafUser+".creds")
 		if abs, aerr := filepath.Abs(spec.LeafCreds); aerr == nil {
 			spec.LeafCreds = abs
 		}

@@ -93,6 +93,7 @@ Exit codes: 0 ok, 1 cuecast failed, 2 wrong usage, 3 invalid configs, 4 halted o
 		newRevertCmd(env, nil),
 		newCheckCmd(env, nil),
 		newNATSConfigCmd(env, nil, nil),
+		newSummarizeCmd(env, nil),
 		newVersionCmd(env, nil),
 		newInitCmd(env, nil),
 		newFlagsCmd(env, nil),

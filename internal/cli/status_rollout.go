@@ -91,7 +91,10 @@ func statusWait(ctx context.Context, env *Env, nc *nats.Conn, d *distributor.Dis
 				behind = append(behind, r)
 			}
 		}
-		out := waitOutcome{Config: cfg, Version: n, Instances: len(reports), OnVersion: len(reports) - len(behind), Behind: behind}
+		// A report made from a region's summary stands for several
+		// instances (cuecast.Report.Count): count by weight.
+		nLive, onVersion := distributor.Weigh(reports), distributor.Weigh(reports)-distributor.Weigh(behind)
+		out := waitOutcome{Config: cfg, Version: n, Instances: nLive, OnVersion: onVersion, Behind: behind}
 		if out.Behind == nil {
 			out.Behind = []cuecast.Report{}
 		}
@@ -102,7 +105,7 @@ func statusWait(ctx context.Context, env *Env, nc *nats.Conn, d *distributor.Dis
 			if opts.Output == "json" {
 				return writeJSON(env.IO.Out, out)
 			}
-			fmt.Fprintf(env.IO.Out, "%s@%d: all %d live instances report it (%s)\n", cfg, n, len(reports), out.Waited)
+			fmt.Fprintf(env.IO.Out, "%s@%d: all %d live instances report it (%s)\n", cfg, n, nLive, out.Waited)
 			return nil
 		}
 		halted, stage := "", ""
@@ -130,7 +133,7 @@ func statusWait(ctx context.Context, env *Env, nc *nats.Conn, d *distributor.Dis
 				fmt.Fprintf(env.IO.ErrOut, "%s@%d: rollout HALTED: %s\n", cfg, n, halted)
 			} else {
 				out.Reason = unsettled
-				fmt.Fprintf(env.IO.ErrOut, "%s@%d: timed out after %s: %d of %d live instances report it\n", cfg, n, timeout, len(reports)-len(behind), len(reports))
+				fmt.Fprintf(env.IO.ErrOut, "%s@%d: timed out after %s: %d of %d live instances report it\n", cfg, n, timeout, onVersion, nLive)
 				if unsettled != "" {
 					fmt.Fprintf(env.IO.ErrOut, "  %s (the controller counts the instances it knows are live; is serve running?)\n", unsettled)
 				}
@@ -139,7 +142,7 @@ func statusWait(ctx context.Context, env *Env, nc *nats.Conn, d *distributor.Dis
 				fmt.Fprintln(env.IO.ErrOut, "  no live instance reports on this config")
 			}
 			for _, r := range behind {
-				fmt.Fprintf(env.IO.ErrOut, "  straggler %s on v%d%s\n", r.Instance, r.Version, reportFlags(r))
+				fmt.Fprintf(env.IO.ErrOut, "  straggler %s on v%d%s\n", weighted(r), r.Version, reportFlags(r))
 			}
 			if opts.Output == "json" {
 				if err := writeJSON(env.IO.Out, out); err != nil {
@@ -185,14 +188,14 @@ func waitProgress(cfg cuecast.ConfigPath, n uint64, reports, behind []cuecast.Re
 	if len(reports) == 0 {
 		return fmt.Sprintf("%s@%d: waiting: no live instance reports on this config yet", cfg, n)
 	}
-	line := fmt.Sprintf("%s@%d: waiting: %d of %d live instances report it", cfg, n, len(reports)-len(behind), len(reports))
+	line := fmt.Sprintf("%s@%d: waiting: %d of %d live instances report it", cfg, n, distributor.Weigh(reports)-distributor.Weigh(behind), distributor.Weigh(reports))
 	var names []string
 	for i, r := range behind {
 		if i == 3 {
 			names = append(names, fmt.Sprintf("%d more", len(behind)-i))
 			break
 		}
-		names = append(names, fmt.Sprintf("%s on v%d", r.Instance, r.Version))
+		names = append(names, fmt.Sprintf("%s on v%d", weighted(r), r.Version))
 	}
 	if len(names) > 0 {
 		line += "; behind: " + strings.Join(names, ", ")
@@ -325,4 +328,13 @@ func printDrift(ctx context.Context, w io.Writer, d *distributor.Distributor, cf
 		}
 	}
 	return nil
+}
+
+// weighted names the instances r stands for: one, or for a report made
+// from a region's summary, one of them and how many more.
+func weighted(r cuecast.Report) string {
+	if w := r.Weight(); w > 1 {
+		return fmt.Sprintf("%s (and %d like it)", r.Instance, w-1)
+	}
+	return r.Instance
 }

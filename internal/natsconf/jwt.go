@@ -88,8 +88,8 @@ func (k *Keys) userSigner(user string) (nkeys.KeyPair, error) {
 		return k.System, nil
 	case user == OperatorUser:
 		return k.OperatorAccountKey()
-	case user == LeafUser:
-		// The links' user: the hub's fan-out account, a region's mirrors'.
+	case user == LeafUser, strings.HasPrefix(user, regionUserPrefix):
+		// The links' users: the hub's fan-out account, a region's mirrors'.
 		return k.FanoutAccountKey()
 	case svc:
 		return k.ServiceAccountKey(ns)
@@ -437,8 +437,10 @@ func (k *Keys) operatorMode(namespaces []string, level Level) (operatorMode, err
 				return m, err
 			}
 		}
-		if err := importInto(fanout, fc, oac, opPub, OperatorAccount, operatorFanoutReports); err != nil {
-			return m, err
+		for _, im := range []serviceImport{operatorFanoutReports, operatorFanoutSummaries} {
+			if err := importInto(fanout, fc, oac, opPub, OperatorAccount, im); err != nil {
+				return m, err
+			}
 		}
 		if m.accounts[fanoutPub], err = fc.Encode(k.Operator); err != nil {
 			return m, fmt.Errorf("sign the fan-out account: %w", err)

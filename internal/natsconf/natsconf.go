@@ -188,6 +188,7 @@ func fanoutImports() []serviceImport {
 		{subject: "$JS.FC." + Stream + ".>"},
 		{subject: cuecast.FanoutDeliverPrefix + ".>", stream: true},
 		{subject: "ccs.>"},
+		{subject: cuecast.SummaryPrefix + ".>"},
 	}
 }
 
@@ -199,12 +200,18 @@ func fanoutExports() []serviceImport {
 	return []serviceImport{
 		{subject: "$JS.API.>", to: cuecast.FanoutAdminPrefix + ".>"},
 		{subject: "$JS.*.API.>"},
+		// Drill-down requests to the regions' summarizers, each of which
+		// answers: streamed, so that every answer gets through.
+		{subject: cuecast.DetailPrefix + ".>", streamed: true},
 	}
 }
 
 // operatorFanoutReports is what the operator's account imports from the
 // hub's fan-out account: the reports the links carry up, followed live.
 var operatorFanoutReports = serviceImport{subject: "ccs.>", stream: true}
+
+// operatorFanoutSummaries is the same for the regions' summaries.
+var operatorFanoutSummaries = serviceImport{subject: cuecast.SummaryPrefix + ".>", stream: true}
 
 // MirrorStream is the stream holding one namespace's versions and pointers in
 // every domain; services direct-get from it and from nothing else.
@@ -256,8 +263,19 @@ type Spec struct {
 	// same permissions as the password users) and Passwords is unused.
 	Keys *Keys
 	// LeafCreds is the .creds file of LeafUser the leafnode remote logs in
-	// with, in operator mode (leaf and node levels).
+	// with, in operator mode (leaf and node levels); of RegionUser(Region)
+	// when Region is set.
 	LeafCreds string
+	// Regions, on the hub, are the regions whose summarizers send summaries
+	// up (docs/SCALING.md, "Reports summarised per region"): each region's
+	// link logs in as RegionUser(region), which may publish that region's
+	// summaries and no other's, and no instance report.
+	Regions []string
+	// Region, on a leaf or node server linked to the hub, makes it a
+	// summarising region: its link logs in as RegionUser(Region) and
+	// carries its summarizer's summaries up instead of its instances'
+	// reports (deny_exports ccs.>).
+	Region string
 	// HashCost is the bcrypt cost of the password hashes the configuration
 	// holds; default bcrypt.MinCost. The server pays it on every login,
 	// and the passwords nats-config and serve create are 192 random bits,
@@ -293,6 +311,14 @@ func (s Spec) Users() []string {
 	}
 	for _, ns := range s.Namespaces {
 		u = append(u, ServiceUser(ns))
+	}
+	if s.Level == Hub {
+		for _, r := range s.Regions {
+			u = append(u, RegionUser(r))
+		}
+	}
+	if s.Region != "" {
+		u = append(u, RegionUser(s.Region))
 	}
 	slices.Sort(u)
 	return slices.Compact(u)
@@ -374,6 +400,17 @@ func (s Spec) Validate() error {
 				return bad("cluster route: %v", err)
 			}
 		}
+	}
+	for _, r := range append(slices.Clone(s.Regions), s.Region) {
+		if r != "" && !cuecast.ValidSegment(r) {
+			return bad("region %q: must match [a-z0-9][a-z0-9_-]*", r)
+		}
+	}
+	if len(s.Regions) > 0 && s.Level != Hub {
+		return bad("only the hub lists the regions (a %s server is one: Region)", s.Level)
+	}
+	if s.Region != "" && s.Level != Leaf && s.Level != Node {
+		return bad("a %s server is no region", s.Level)
 	}
 	seen := map[string]bool{}
 	for _, ns := range s.Namespaces {
@@ -480,13 +517,18 @@ func UserPermissions(user string) (Permissions, bool) {
 		}
 		// ccs.>: `status --wait` follows the reports live rather than
 		// reading the report stream several times a second.
-		return Permissions{Publish: pub, Subscribe: []string{"_INBOX.>", "ccr.>", "ccs.>"}}, true
+		return Permissions{Publish: pub, Subscribe: []string{"_INBOX.>", "ccr.>", "ccs.>", cuecast.SummaryPrefix + ".>"}}, true
 	case user == LeafUser:
 		// A leafnode connection from the level below: it sends reports and
 		// what its mirrors need up (LeafAllowed), never writes (LeafDenied),
 		// and it is no client (LeafConnectionTypes).
 		return Permissions{Publish: LeafAllowed(), PublishDeny: LeafDenied(), Subscribe: []string{">"}, SubscribeDeny: LeafNoInterest(),
 			ConnectionTypes: []string{ConnectionLeafnode}}, true
+	case strings.HasPrefix(user, regionUserPrefix) && cuecast.ValidSegment(strings.TrimPrefix(user, regionUserPrefix)):
+		// A summarising region's link: a leafnode link like LeafUser's,
+		// sending its region's summaries instead of reports.
+		return Permissions{Publish: RegionAllowed(strings.TrimPrefix(user, regionUserPrefix)), PublishDeny: LeafDenied(), Subscribe: []string{">"},
+			SubscribeDeny: LeafNoInterest(), ConnectionTypes: []string{ConnectionLeafnode}}, true
 	case strings.HasPrefix(user, "svc-"):
 		ns := strings.TrimPrefix(user, "svc-")
 		return Permissions{
@@ -566,6 +608,28 @@ func InstancePermissions(ns, instance string) Permissions {
 // flow down a link, so no link can feed another host's mirror.
 func LeafAllowed() []string {
 	return []string{"ccs.>", "$JS.*.API.CONSUMER.CREATE.>", "$JS.FC.>", "_INBOX.>", "_R_.>"}
+}
+
+// regionUserPrefix starts the name of a region's link user (RegionUser).
+const regionUserPrefix = "region-"
+
+// RegionUser is the user a summarising region's link logs in to the hub
+// as: one per region, so that the hub binds a summary's region token to
+// the link it came by (docs/SECURITY.md), as it binds a report's instance
+// token to an instance's credential.
+func RegionUser(region string) string { return regionUserPrefix + region }
+
+// RegionAllowed are the only subjects a summarising region's link may
+// publish into the hub: LeafAllowed with its own region's summaries
+// (ccsum.<region>.>) in place of reports, which stay in the region.
+func RegionAllowed(region string) []string {
+	out := []string{cuecast.SummaryPrefix + "." + region + ".>"}
+	for _, s := range LeafAllowed() {
+		if s != cuecast.ReportPrefix+".>" {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // LeafDenied are the subjects within LeafAllowed a lower level's leafnode
@@ -665,7 +729,11 @@ func Generate(s Spec) (string, error) {
 			for _, a := range s.Upstreams {
 				u := url.URL{Scheme: "nats-leaf", Host: a}
 				if s.Keys == nil {
-					u.User = url.UserPassword(LeafUser, s.Passwords[LeafUser])
+					user := LeafUser
+					if s.Region != "" {
+						user = RegionUser(s.Region)
+					}
+					u.User = url.UserPassword(user, s.Passwords[user])
 				}
 				if s.TLS != nil {
 					u.Scheme = "tls"
@@ -680,7 +748,13 @@ func Generate(s Spec) (string, error) {
 				w.kv("account", q(Account))
 			}
 			w.list("deny_imports", []string{q("ccr.>")})
-			w.list("deny_exports", []string{q("ccr.>")})
+			if s.Region != "" {
+				w.comment("A summarising region: its summarizer sends the instances' reports up as")
+				w.comment("summaries (ccsum.%s.>), the reports stay here.", s.Region)
+				w.list("deny_exports", []string{q("ccr.>"), q(cuecast.ReportPrefix + ".>")})
+			} else {
+				w.list("deny_exports", []string{q("ccr.>")})
+			}
 			if s.TLS != nil {
 				w.tls(s.TLS, false)
 			}
@@ -748,6 +822,9 @@ func Generate(s Spec) (string, error) {
 		w.kv("jetstream", "enabled")
 		w.open("users = [")
 		w.user(LeafUser, s.Passwords[LeafUser])
+		for _, r := range s.Regions {
+			w.user(RegionUser(r), s.Passwords[RegionUser(r)])
+		}
 		w.closeWith("]")
 		w.open("imports = [")
 		for _, im := range fanoutImports() {
@@ -756,9 +833,10 @@ func Generate(s Spec) (string, error) {
 		w.closeWith("]")
 		w.open("exports = [")
 		for _, im := range fanoutExports() {
-			w.line("{service: %s, accounts: [%s]}", q(im.subject), q(Account))
+			w.export(im, Account)
 		}
 		w.export(operatorFanoutReports, OperatorAccount)
+		w.export(operatorFanoutSummaries, OperatorAccount)
 		w.closeWith("]")
 		w.close()
 	}
@@ -774,6 +852,7 @@ func Generate(s Spec) (string, error) {
 		// The reports the links carry up, live: those reach CUECAST
 		// through a service import, which no stream export passes on.
 		w.impFrom(operatorFanoutReports, FanoutAccount)
+		w.impFrom(operatorFanoutSummaries, FanoutAccount)
 	}
 	w.closeWith("]")
 	w.close()

@@ -44,6 +44,7 @@ type Tree struct {
 
 	credsDir string
 	creds    map[string]string // user ▶ .creds path
+	regions  bool              // the hub's leaves are summarising regions
 	mu       sync.Mutex
 }
 
@@ -76,6 +77,10 @@ type TreeOptions struct {
 	// TLS secures every listener and link with a fresh CA (TLSFiles);
 	// connections verify the servers with it.
 	TLS bool
+	// Regions makes every leaf a summarising region (natsconf.Spec.Region,
+	// named as the leaf), which the hub lists: its link carries the
+	// summaries of a distributor.Summarizer on it instead of reports.
+	Regions bool
 }
 
 // StartTree starts the hub and the leaves and waits until every leaf is
@@ -98,6 +103,12 @@ func StartTree(t testing.TB, o TreeOptions) *Tree {
 		tr.Keys = keys
 	}
 	hubSpec := natsconf.Spec{Level: natsconf.Hub, Name: "hub", Listen: "127.0.0.1:-1", LeafListen: FreeAddr(t), Namespaces: o.Namespaces}
+	if o.Regions {
+		for i := range o.Leaves {
+			hubSpec.Regions = append(hubSpec.Regions, fmt.Sprintf("leaf-%d", i+1))
+		}
+		tr.regions = true
+	}
 	for _, u := range hubSpec.Users() {
 		tr.Passwords[u] = randomSecret(t)
 	}
@@ -130,6 +141,9 @@ func (tr *Tree) AddLeaf(t testing.TB, parent *TreeServer, level natsconf.Level, 
 	if level == natsconf.Leaf {
 		spec.LeafListen = FreeAddr(t)
 	}
+	if tr.regions && parent == tr.Hub {
+		spec.Region = name
+	}
 	ls := tr.StartServer(t, spec)
 	ls.Link, ls.Parent = link, parent
 	tr.Leaves = append(tr.Leaves, ls)
@@ -148,6 +162,9 @@ func (tr *Tree) StartServer(t testing.TB, spec natsconf.Spec) *TreeServer {
 	if tr.Keys != nil {
 		spec.Keys = tr.Keys
 		spec.LeafCreds = tr.Creds(t, natsconf.LeafUser)
+		if spec.Region != "" {
+			spec.LeafCreds = tr.Creds(t, natsconf.RegionUser(spec.Region))
+		}
 	}
 	conf, err := natsconf.Generate(spec)
 	if err != nil {

@@ -277,7 +277,7 @@ func (s *Server) fleetSamples(snap *snapshot) []metrics.ConfigSample {
 		out = append(out, metrics.ConfigSample{
 			Config: st.Config, Target: st.Latest, Instances: st.Instances, OnTarget: st.OnLatest, OnIntended: st.OnIntended,
 			Stragglers: len(st.Stragglers), LastKnownGood: len(st.LastKnownGood),
-			Drifted: len(snap.drift[st.Config]), Unhealthy: st.Unhealthy, Failing: st.Failing, Refused: len(st.Refused),
+			Drifted: distributor.Weigh(snap.drift[st.Config]), Unhealthy: st.Unhealthy, Failing: st.Failing, Refused: distributor.Weigh(st.Refused),
 		})
 	}
 	return out

@@ -130,6 +130,9 @@ type instanceView struct {
 	Refused string            `json:"refused,omitempty"`
 	Labels  map[string]string `json:"labels,omitempty"`
 	At      time.Time         `json:"at"`
+	// Count is set on a row made from a region's summary: it stands for
+	// Count instances alike, Instance one of them (cuecast.Report.Count).
+	Count int `json:"count,omitempty"`
 }
 
 type rolloutView struct {
@@ -200,7 +203,7 @@ func (s *Server) row(snap *snapshot, st distributor.ConfigStatus) configRow {
 		Config: st.Config, Version: v.Version, Deleted: v.Deleted, Commit: v.Commit, CommitURL: s.commitURL(v.Commit),
 		Author: v.Author, Message: cuecast.CommitSubject(v.Message), Instances: st.Instances, OnLatest: st.OnLatest,
 		OnIntended: st.OnIntended, Coverage: st.Coverage, Stragglers: len(st.Stragglers), LKG: len(st.LastKnownGood),
-		Drift: len(snap.drift[st.Config]), Unhealthy: st.Unhealthy, Failing: st.Failing, Refused: len(st.Refused),
+		Drift: distributor.Weigh(snap.drift[st.Config]), Unhealthy: st.Unhealthy, Failing: st.Failing, Refused: distributor.Weigh(st.Refused),
 		Variant: st.Config.VariantLabel(),
 	}
 	if rec, ok := snap.records[st.Config]; ok {
@@ -279,7 +282,7 @@ func rejectionFixed(st *tailer.State, rj tailer.Rejected, status []distributor.C
 
 func instance(r cuecast.Report) instanceView {
 	return instanceView{Instance: r.Instance, Cohort: r.Cohort, Version: r.Version, Checksum: r.Checksum,
-		Healthy: r.Healthy, LKG: r.LastKnownGood, LastError: r.LastError, Refused: r.Refused, Labels: r.Labels, At: r.At}
+		Healthy: r.Healthy, LKG: r.LastKnownGood, LastError: r.LastError, Refused: r.Refused, Labels: r.Labels, At: r.At, Count: r.Count}
 }
 
 func instances(rs []cuecast.Report) []instanceView {
@@ -314,7 +317,7 @@ func (s *Server) configView(ctx context.Context, snap *snapshot, cfg cuecast.Con
 	}
 	cv.Unhealthy = instances(unhealthy)
 	cv.Instances = instances(reports[:min(len(reports), maxInstances)])
-	cv.More = len(reports) - len(cv.Instances)
+	cv.More = distributor.Weigh(reports) - distributor.Weigh(reports[:len(cv.Instances)])
 
 	vl, err := s.versions(ctx, cfg, st.Latest.Version)
 	if err != nil {
@@ -322,7 +325,7 @@ func (s *Server) configView(ctx context.Context, snap *snapshot, cfg cuecast.Con
 	}
 	onVersion := map[uint64]int{}
 	for _, r := range reports {
-		onVersion[r.Version]++
+		onVersion[r.Version] += r.Weight()
 	}
 	for _, v := range vl.versions[:min(len(vl.versions), 20)] {
 		cv.Versions = append(cv.Versions, versionView{Version: v.Version, Commit: v.Commit, CommitURL: s.commitURL(v.Commit),

@@ -1,0 +1,381 @@
+package distributor
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cuecast/cuecast"
+)
+
+// SummarizerOptions configures a Summarizer.
+type SummarizerOptions struct {
+	// Region names the summaries (their subject's region token, which the
+	// hub binds to the region's link: docs/SECURITY.md). Required; a
+	// subject token of [a-z0-9][a-z0-9_-]*, the region's JetStream domain.
+	Region string
+	// Heartbeat is the instances' report interval (the distributor's): a
+	// report is live for LiveHeartbeats of them, and a summary is sent at
+	// least once per heartbeat, so the hub can tell a silent region from
+	// one at rest. Default 15s.
+	Heartbeat time.Duration
+	// Interval is the least time between two summaries of one config, sent
+	// only when it changed (or a heartbeat passed). Default 1s; at most a
+	// fourth of Heartbeat.
+	Interval time.Duration
+	// DetailLimit bounds the reports one drill-down answer carries;
+	// default 10,000.
+	DetailLimit int
+	// Logger receives the summarizer's logs; default discards them.
+	Logger *slog.Logger
+}
+
+// Summarizer keeps the reports of one region's instances and publishes a
+// Summary of each config upstream (docs/PROTOCOL.md §4.5), and answers
+// drill-down requests for the reports it holds (DetailRequest). It runs
+// on a connection to the region's server, which sees every report of the
+// region's instances (the node links carry them up to it), and the
+// region's link to the hub carries its summaries, not the reports.
+type Summarizer struct {
+	nc    *nats.Conn
+	o     SummarizerOptions
+	start time.Time
+
+	mu    sync.Mutex
+	byCfg map[cuecast.ConfigPath]*summarized
+}
+
+type summarized struct {
+	live *LiveReports
+	// last is the last summary sent, without its time; sent when.
+	last  []byte
+	sent  time.Time
+	empty time.Time // since when it has had no live instance
+}
+
+// NewSummarizer returns a Summarizer for the region on nc; Run runs it.
+func NewSummarizer(nc *nats.Conn, o SummarizerOptions) (*Summarizer, error) {
+	if !cuecast.ValidSegment(o.Region) {
+		return nil, fmt.Errorf("new summarizer: region %q: want [a-z0-9][a-z0-9_-]*", o.Region)
+	}
+	if o.Heartbeat <= 0 {
+		o.Heartbeat = 15 * time.Second
+	}
+	if o.Interval <= 0 {
+		o.Interval = time.Second
+	}
+	// A summary at rest is sent again once a heartbeat has passed, checked
+	// every interval: at most 1¼ heartbeats apart, well within the hub's
+	// loss rule (LostHeartbeats).
+	o.Interval = min(o.Interval, o.Heartbeat/4)
+	if o.DetailLimit <= 0 {
+		o.DetailLimit = 10_000
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return &Summarizer{nc: nc, o: o, byCfg: map[cuecast.ConfigPath]*summarized{}}, nil
+}
+
+// Run subscribes to the region's reports and to drill-down requests, and
+// sends summaries until ctx is cancelled.
+//
+// For its first heartbeat and a quarter it sends nothing: it has not yet
+// heard every live instance (each reports once a heartbeat), and a partial
+// summary would tell the hub that instances left. Meanwhile the hub counts
+// the region's previous summary, unknown once overdue (LostHeartbeats).
+func (s *Summarizer) Run(ctx context.Context) error {
+	s.start = time.Now()
+	reports, err := s.nc.Subscribe(cuecast.ReportPrefix+".>", func(m *nats.Msg) {
+		s.add(m.Subject, m.Data, time.Now())
+	})
+	if err != nil {
+		return fmt.Errorf("summarizer %s: subscribe to reports: %w", s.o.Region, err)
+	}
+	defer func() { _ = reports.Unsubscribe() }()
+	detail, err := s.nc.Subscribe(cuecast.DetailPrefix+".>", s.answer)
+	if err != nil {
+		return fmt.Errorf("summarizer %s: subscribe to drill-down requests: %w", s.o.Region, err)
+	}
+	defer func() { _ = detail.Unsubscribe() }()
+	if err := s.nc.FlushTimeout(10 * time.Second); err != nil {
+		return fmt.Errorf("summarizer %s: subscribe: %w", s.o.Region, err)
+	}
+	s.o.Logger.Info("summarizing reports", "region", s.o.Region, "heartbeat", s.o.Heartbeat, "interval", s.o.Interval)
+	t := time.NewTicker(s.o.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case now := <-t.C:
+			if now.Sub(s.start) < s.o.Heartbeat*5/4 {
+				continue
+			}
+			s.flush(now)
+		}
+	}
+}
+
+func (s *Summarizer) add(subject string, data []byte, now time.Time) {
+	cfg, inst, ok := cuecast.ParseReportSubject(subject)
+	if !ok || cfg.Validate() != nil {
+		return
+	}
+	s.mu.Lock()
+	st := s.byCfg[cfg]
+	if st == nil {
+		st = &summarized{live: NewLiveReports(cfg, LiveFor(s.o.Heartbeat))}
+		s.byCfg[cfg] = st
+	}
+	s.mu.Unlock()
+	st.live.Add(inst, data, now)
+}
+
+// flush sends the summary of each config that changed since it was last
+// sent, or was last sent a heartbeat ago. A config with no live instance
+// is summarised (empty) for as long as a report lives, then forgotten.
+func (s *Summarizer) flush(now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for cfg, st := range s.byCfg {
+		rs := st.live.Live(now)
+		switch {
+		case len(rs) > 0:
+			st.empty = time.Time{}
+		case st.empty.IsZero():
+			st.empty = now
+		case now.Sub(st.empty) > LiveFor(s.o.Heartbeat):
+			delete(s.byCfg, cfg)
+			continue
+		}
+		sum := BuildSummary(s.o.Region, cfg, rs, now.UTC())
+		data, err := json.Marshal(sum)
+		if err != nil {
+			s.o.Logger.Error("encode summary", "config", cfg, "err", err)
+			continue
+		}
+		raw := data
+		if i := bytes.LastIndex(raw, atField); i >= 0 {
+			raw = raw[:i]
+		}
+		if bytes.Equal(raw, st.last) && now.Sub(st.sent) < s.o.Heartbeat {
+			continue
+		}
+		if err := s.nc.Publish(cuecast.SummarySubject(s.o.Region, cfg), data); err != nil {
+			s.o.Logger.Warn("send summary", "config", cfg, "err", err)
+			continue
+		}
+		st.last, st.sent = raw, now
+	}
+}
+
+// DetailRequest asks every region's summarizer for the reports it holds on
+// a config (request on cuecast.DetailSubject): of the named instances, and
+// those whose labels match all of Labels or of one of Selectors, or
+// (none given) all of them.
+type DetailRequest struct {
+	Instances []string            `json:"instances,omitempty"`
+	Labels    map[string]string   `json:"labels,omitempty"`
+	Selectors []map[string]string `json:"selectors,omitempty"`
+}
+
+// DetailReply is one region's answer: the live reports that match, sorted
+// by instance, at most the summarizer's DetailLimit (More says how many
+// were left out).
+type DetailReply struct {
+	Region  string           `json:"region"`
+	Reports []cuecast.Report `json:"reports"`
+	More    int              `json:"more,omitempty"`
+}
+
+func (s *Summarizer) answer(m *nats.Msg) {
+	rest, ok := strings.CutPrefix(m.Subject, cuecast.DetailPrefix+".")
+	if !ok || m.Reply == "" {
+		return
+	}
+	ns, name, ok := strings.Cut(rest, ".")
+	if !ok {
+		return
+	}
+	cfg := cuecast.ConfigPath(ns + "/" + strings.ReplaceAll(name, ".", "/"))
+	var req DetailRequest
+	if len(m.Data) > 0 && json.Unmarshal(m.Data, &req) != nil {
+		return
+	}
+	s.mu.Lock()
+	st := s.byCfg[cfg]
+	s.mu.Unlock()
+	reply := DetailReply{Region: s.o.Region, Reports: []cuecast.Report{}}
+	if st != nil {
+		for _, r := range st.live.Live(time.Now()) {
+			if !req.matches(r) {
+				continue
+			}
+			if len(reply.Reports) == s.o.DetailLimit {
+				reply.More++
+				continue
+			}
+			reply.Reports = append(reply.Reports, r)
+		}
+	}
+	slices.SortFunc(reply.Reports, func(a, b cuecast.Report) int { return strings.Compare(a.Instance, b.Instance) })
+	data, err := json.Marshal(reply)
+	if err == nil {
+		err = m.Respond(data)
+	}
+	if err != nil {
+		s.o.Logger.Warn("answer drill-down request", "config", cfg, "err", err)
+	}
+}
+
+func (q DetailRequest) matches(r cuecast.Report) bool {
+	if len(q.Instances) == 0 && len(q.Labels) == 0 && len(q.Selectors) == 0 {
+		return true
+	}
+	if slices.Contains(q.Instances, r.Instance) {
+		return true
+	}
+	for _, sel := range append([]map[string]string{q.Labels}, q.Selectors...) {
+		if len(sel) > 0 && LabelsMatch(r.Labels, sel) {
+			return true
+		}
+	}
+	return false
+}
+
+// LabelsMatch reports whether labels have every label of want: the rule of
+// a rollout stage's label selector (docs/ROLLOUT.md), and of drill-downs.
+func LabelsMatch(have, want map[string]string) bool {
+	for k, v := range want {
+		if hv, ok := have[k]; !ok || hv != v {
+			return false
+		}
+	}
+	return true
+}
+
+// Split takes the instances in detail out of the summary groups in
+// reports (cuecast.Report.Count) and adds them one by one: each leaves a
+// group of its bucket, the one alike in what it runs when there is one
+// (the detail and the summary were read at different moments). The
+// rollout controller splits out the instances a stage names or selects
+// by label, whose cohort membership goes by name, not bucket.
+func Split(reports, detail []cuecast.Report) []cuecast.Report {
+	out := slices.Clone(reports)
+	have := map[string]bool{}
+	for _, r := range out {
+		if r.Count == 0 {
+			have[r.Instance] = true
+		}
+	}
+	for _, d := range detail {
+		if have[d.Instance] || d.Count != 0 {
+			continue
+		}
+		have[d.Instance] = true
+		bucket := cuecast.Cohort(d.Config.Namespace(), d.Instance)
+		best := -1
+		for i, r := range out {
+			if r.Count == 0 || r.Cohort != bucket {
+				continue
+			}
+			if best < 0 || (r.Version == d.Version && r.Staged == d.Staged && r.Healthy == d.Healthy) {
+				best = i
+			}
+		}
+		if best >= 0 {
+			out[best].Count--
+			if out[best].Count == 0 {
+				out = slices.Delete(out, best, best+1)
+			}
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// ErrDetailIncomplete is wrapped by Detail's error when a region that
+// summarises the config did not answer: the reports returned lack its
+// instances.
+var ErrDetailIncomplete = errors.New("not every region answered")
+
+// Detail fetches from the regions that summarise cfg the reports they
+// hold that match req (the per-instance view of a summarised fleet): it
+// asks them all at once and waits for an answer from each region with a
+// summary of cfg in the report stream, or until ctx is done. Reports
+// sent by instances straight to this level (a single server) are not
+// asked for: Reports has them. The error wraps ErrDetailIncomplete, with
+// the reports that did arrive, when some region did not answer.
+func (d *Distributor) Detail(ctx context.Context, cfg cuecast.ConfigPath, req DetailRequest) ([]cuecast.Report, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("drill down: %w", err)
+	}
+	want := map[string]bool{}
+	err := d.reportsRd.Each(ctx, cuecast.SummaryWildcard(cfg), func(m *jetstream.RawStreamMsg) error {
+		if _, region, ok := cuecast.ParseSummarySubject(m.Subject); ok {
+			want[region] = true
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("drill down into %s: list regions: %w", cfg, err)
+	}
+	if len(want) == 0 {
+		return nil, nil
+	}
+	body, err := json.Marshal(req)
+	if err != nil {
+		return nil, fmt.Errorf("drill down into %s: %w", cfg, err)
+	}
+	inbox := d.nc.NewRespInbox()
+	replies := make(chan *nats.Msg, len(want))
+	sub, err := d.nc.ChanSubscribe(inbox, replies)
+	if err != nil {
+		return nil, fmt.Errorf("drill down into %s: subscribe: %w", cfg, err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := d.nc.PublishRequest(cuecast.DetailSubject(cfg), inbox, body); err != nil {
+		return nil, fmt.Errorf("drill down into %s: %w", cfg, err)
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+	}
+	var out []cuecast.Report
+	for len(want) > 0 {
+		select {
+		case <-ctx.Done():
+			missing := slices.Sorted(maps.Keys(want))
+			return out, fmt.Errorf("drill down into %s: %w: %s", cfg, ErrDetailIncomplete, strings.Join(missing, ", "))
+		case m := <-replies:
+			var r DetailReply
+			if json.Unmarshal(m.Data, &r) != nil || !want[r.Region] {
+				continue
+			}
+			delete(want, r.Region)
+			for _, rep := range r.Reports {
+				// The region speaks for its own instances only as far as
+				// the report's own rule goes: one instance, this config.
+				if rep.Config == cfg && rep.Count == 0 && cuecast.ValidateInstance(rep.Instance) == nil {
+					out = append(out, rep)
+				}
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b cuecast.Report) int { return strings.Compare(a.Instance, b.Instance) })
+	return out, nil
+}

@@ -1,0 +1,260 @@
+package distributor
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cuecast/cuecast"
+)
+
+// Summaries (docs/PROTOCOL.md §4.5): in a tree, each region's summarizer
+// keeps its instances' reports and sends the hub, per config, one summary
+// instead of one report per instance. A summary groups the region's live
+// instances by everything the fleet's readers count — cohort bucket,
+// version, checksum, staged version, health, last-known-good, labels and
+// the class of the last error — with a count and a bounded sample of the
+// names and errors in each group. Readers turn each group into one report
+// standing for Count instances (cuecast.Report.Count), so status, the
+// dashboard, the metrics and the rollout controller count a summarised
+// fleet with the same code as a fleet of single reports.
+
+// SampleSize bounds the instance names, errors and refusals each summary
+// group carries: enough to name an example of each class, and the summary
+// stays the same size whatever the fleet.
+const SampleSize = 3
+
+// LostHeartbeats is the loss rule of summaries: a region's summary not
+// renewed for this many heartbeats (the summarizer sends one every
+// heartbeat at rest) stands for instances whose state is unknown
+// (Unheard) until it expires with the report stream's max age
+// (LiveHeartbeats): a rollout waits for them meanwhile, and after that
+// they are not live, as an instance that stops reporting is not.
+const LostHeartbeats = 2
+
+// Summary is one region's account of its live instances on one config.
+type Summary struct {
+	Region string             `json:"region"`
+	Config cuecast.ConfigPath `json:"config"`
+	// Live is the number of live instances; the groups' counts add up to it.
+	Live   int            `json:"live"`
+	Groups []SummaryGroup `json:"groups,omitempty"`
+	At     time.Time      `json:"at"`
+}
+
+// SummaryGroup is the instances of one region alike in everything the
+// fleet's readers count.
+type SummaryGroup struct {
+	Bucket        int               `json:"bucket"`
+	Version       uint64            `json:"version"`
+	Checksum      string            `json:"checksum,omitempty"`
+	Staged        uint64            `json:"staged,omitempty"`
+	Healthy       bool              `json:"healthy"`
+	LastKnownGood bool              `json:"last_known_good,omitempty"`
+	Labels        map[string]string `json:"labels,omitempty"`
+	// Error is the class of the instances' last error (ErrorClass).
+	Error string `json:"error,omitempty"`
+	// Refused says the instances refused a pointer (Report.Refused).
+	Refused bool `json:"refused,omitempty"`
+
+	Count int `json:"count"`
+	// Instances, Errors and Refusals are samples, sorted, at most
+	// SampleSize each: the first names in the group, and distinct texts.
+	Instances []string `json:"instances"`
+	Errors    []string `json:"errors,omitempty"`
+	Refusals  []string `json:"refusals,omitempty"`
+	// AppliedAt is the latest apply in the group.
+	AppliedAt time.Time `json:"applied_at,omitzero"`
+}
+
+// FailedVersion returns the version a last_error says the instance failed
+// to apply: one naming a version ("version N: STEP: detail",
+// docs/PROTOCOL.md §4.3) at a step other than "pointer" (a refused
+// forgery says nothing about the version) and "stage" (a transient
+// staging error); ok is false for any other error.
+func FailedVersion(lastErr string) (uint64, bool) {
+	rest, ok := strings.CutPrefix(lastErr, "version ")
+	if !ok {
+		return 0, false
+	}
+	num, rest, ok := strings.Cut(rest, ": ")
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(num, 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	step, _, _ := strings.Cut(rest, ":")
+	return n, step != "pointer" && step != "stage"
+}
+
+// ErrorClass is what a summary keeps of a last error for counting: "" for
+// none, "vN" for a failure to apply version N (FailedVersion), "other"
+// for any other. A group's sample error has its class, so the readers'
+// rules (FailedVersion, LastError != "") give the same on it as on each
+// of the group's instances.
+func ErrorClass(lastErr string) string {
+	if lastErr == "" {
+		return ""
+	}
+	if n, ok := FailedVersion(lastErr); ok {
+		return "v" + strconv.FormatUint(n, 10)
+	}
+	return "other"
+}
+
+type groupKey struct {
+	bucket       int
+	version      uint64
+	checksum     string
+	staged       uint64
+	healthy, lkg bool
+	labels       string
+	errClass     string
+	refused      bool
+}
+
+func labelsKey(l map[string]string) string {
+	var b strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(l)) {
+		b.WriteString(strconv.Quote(k))
+		b.WriteByte('=')
+		b.WriteString(strconv.Quote(l[k]))
+		b.WriteByte(',')
+	}
+	return b.String()
+}
+
+// BuildSummary summarises reports, the live reports of region's instances
+// on cfg, at at. An instance's bucket is computed from its name, not taken
+// from its report, as the controller's cohorts compute it.
+func BuildSummary(region string, cfg cuecast.ConfigPath, reports []cuecast.Report, at time.Time) Summary {
+	ns := cfg.Namespace()
+	groups := map[groupKey]*SummaryGroup{}
+	for _, r := range reports {
+		k := groupKey{bucket: cuecast.Cohort(ns, r.Instance), version: r.Version, checksum: r.Checksum, staged: r.Staged,
+			healthy: r.Healthy, lkg: r.LastKnownGood, labels: labelsKey(r.Labels), errClass: ErrorClass(r.LastError), refused: r.Refused != ""}
+		g := groups[k]
+		if g == nil {
+			g = &SummaryGroup{Bucket: k.bucket, Version: r.Version, Checksum: r.Checksum, Staged: r.Staged, Healthy: r.Healthy,
+				LastKnownGood: r.LastKnownGood, Labels: maps.Clone(r.Labels), Error: k.errClass, Refused: k.refused}
+			groups[k] = g
+		}
+		g.Count++
+		g.Instances = sample(g.Instances, r.Instance)
+		if r.LastError != "" {
+			g.Errors = sample(g.Errors, r.LastError)
+		}
+		if r.Refused != "" {
+			g.Refusals = sample(g.Refusals, r.Refused)
+		}
+		if r.AppliedAt.After(g.AppliedAt) {
+			g.AppliedAt = r.AppliedAt
+		}
+	}
+	s := Summary{Region: region, Config: cfg, Live: len(reports), At: at}
+	for _, g := range groups {
+		s.Groups = append(s.Groups, *g)
+	}
+	slices.SortFunc(s.Groups, func(a, b SummaryGroup) int {
+		return cmp.Or(cmp.Compare(a.Bucket, b.Bucket), cmp.Compare(a.Instances[0], b.Instances[0]))
+	})
+	return s
+}
+
+// sample adds v to the sorted sample s, keeping the SampleSize smallest
+// distinct values.
+func sample(s []string, v string) []string {
+	i, found := slices.BinarySearch(s, v)
+	if found || i >= SampleSize {
+		return s
+	}
+	s = slices.Insert(s, i, v)
+	if len(s) > SampleSize {
+		s = s[:SampleSize]
+	}
+	return s
+}
+
+// Reports turns the summary into one report per group, standing for the
+// group's Count instances and named after the first of its sample. With
+// unknown set (the region's summary is overdue: LostHeartbeats), each is
+// Unheard: the instances are live as far as anyone knows, their state is
+// not.
+func (s Summary) Reports(unknown bool) []cuecast.Report {
+	out := make([]cuecast.Report, 0, len(s.Groups))
+	for _, g := range s.Groups {
+		r := cuecast.Report{Instance: g.Instances[0], Labels: g.Labels, Cohort: g.Bucket, Config: s.Config, Version: g.Version,
+			Checksum: g.Checksum, Healthy: g.Healthy, LastKnownGood: g.LastKnownGood, Staged: g.Staged, AppliedAt: g.AppliedAt,
+			At: s.At, Count: g.Count}
+		if len(g.Errors) > 0 {
+			r.LastError = g.Errors[0]
+		}
+		if len(g.Refusals) > 0 {
+			r.Refused = g.Refusals[0]
+		}
+		if unknown {
+			r = cuecast.Report{Instance: r.Instance, Labels: r.Labels, Cohort: r.Cohort, Config: r.Config, Healthy: true, At: unheardAt, Count: r.Count}
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// DecodeSummary is the one rule for reading a summary, as DecodeReport is
+// for a report: the summary on subject, ccsum.<region>.<ns>.<name>, whose
+// body must name the region and config the subject does, and be
+// consistent in itself (every sampled instance in its group's bucket,
+// counts adding up). The region token is what the hub's permissions bind
+// to the region's link (docs/SECURITY.md), so a region can speak only for
+// itself. The error is a *ReportError wrapping ErrReportSubject.
+func DecodeSummary(subject string, data []byte) (Summary, error) {
+	cfg, region, ok := cuecast.ParseSummarySubject(subject)
+	if !ok || cfg.Validate() != nil || !cuecast.ValidSegment(region) {
+		return Summary{}, &ReportError{Subject: subject, Reason: DropMalformed, Detail: "not a summary subject"}
+	}
+	var s Summary
+	if err := json.Unmarshal(data, &s); err != nil {
+		return Summary{}, &ReportError{Subject: subject, Reason: DropMalformed, Detail: err.Error()}
+	}
+	if s.Region != region {
+		return Summary{}, &ReportError{Subject: subject, Reason: DropInstance, Detail: fmt.Sprintf("body names region %q", s.Region)}
+	}
+	if s.Config != cfg {
+		return Summary{}, &ReportError{Subject: subject, Reason: DropConfig, Detail: fmt.Sprintf("body names config %q", s.Config)}
+	}
+	total := 0
+	for _, g := range s.Groups {
+		if g.Count < 1 || len(g.Instances) == 0 || len(g.Instances) > min(g.Count, SampleSize) || len(g.Errors) > SampleSize || len(g.Refusals) > SampleSize {
+			return Summary{}, &ReportError{Subject: subject, Reason: DropMalformed, Detail: "a group's count and samples disagree"}
+		}
+		for _, id := range g.Instances {
+			if cuecast.ValidateInstance(id) != nil || cuecast.Cohort(cfg.Namespace(), id) != g.Bucket {
+				return Summary{}, &ReportError{Subject: subject, Reason: DropMalformed, Detail: fmt.Sprintf("instance %q is not in bucket %d", id, g.Bucket)}
+			}
+		}
+		if (g.Error == "") != (len(g.Errors) == 0) || (len(g.Errors) > 0 && ErrorClass(g.Errors[0]) != g.Error) || g.Refused != (len(g.Refusals) > 0) {
+			return Summary{}, &ReportError{Subject: subject, Reason: DropMalformed, Detail: "a group's sample errors are not of its class"}
+		}
+		total += g.Count
+	}
+	if total != s.Live {
+		return Summary{}, &ReportError{Subject: subject, Reason: DropMalformed, Detail: fmt.Sprintf("groups count %d instances, live says %d", total, s.Live)}
+	}
+	return s, nil
+}
+
+// Weigh sums the instances reports stand for (cuecast.Report.Weight).
+func Weigh(reports []cuecast.Report) int {
+	n := 0
+	for _, r := range reports {
+		n += r.Weight()
+	}
+	return n
+}

@@ -1,0 +1,236 @@
+package distributor_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/distributor"
+	"github.com/cuecast/cuecast/internal/natsconf"
+	"github.com/cuecast/cuecast/internal/natstest"
+	"github.com/cuecast/cuecast/internal/poll"
+)
+
+// fleetReports makes n reports on cfg named <prefix>-<i>: every third on
+// v1, failing to apply v2; the rest on v2, every fifth of those unhealthy.
+func fleetReports(prefix string, n int) []cuecast.Report {
+	var out []cuecast.Report
+	for i := range n {
+		r := cuecast.Report{Instance: fmt.Sprintf("%s-%d", prefix, i), Config: cfg, Version: 2, Checksum: "sum2", Healthy: true,
+			Labels: map[string]string{"zone": fmt.Sprint("z", i%2)}}
+		if i%3 == 0 {
+			r.Version, r.Checksum, r.LastError = 1, "sum1", fmt.Sprintf("version 2: validate: bad field %d", i)
+		} else if i%5 == 0 {
+			r.Healthy = false
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+func TestSummaryCountsWhatReportsCount(t *testing.T) {
+	rs := fleetReports("web", 300)
+	sum := distributor.BuildSummary("eu-west", cfg, rs, time.Now())
+	data, err := json.Marshal(sum)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := distributor.DecodeSummary(cuecast.SummarySubject("eu-west", cfg), data)
+	if err != nil {
+		t.Fatalf("DecodeSummary: %v", err)
+	}
+	latest := cuecast.Version{Config: cfg, Version: 2, Checksum: "sum2"}
+	now := time.Now()
+	want := distributor.Summarize(latest, now, rs, nil, 0, time.Hour, now)
+	have := distributor.Summarize(latest, now, got.Reports(false), nil, 0, time.Hour, now)
+	if want.Instances != have.Instances || want.OnLatest != have.OnLatest || want.Behind != have.Behind ||
+		want.Unhealthy != have.Unhealthy || want.Failing != have.Failing || have.Instances != 300 {
+		t.Fatalf("from the summary %+v, from the reports %+v", have, want)
+	}
+	if len(data) > 40_000 {
+		t.Errorf("a summary of 300 instances is %d bytes: it must not grow with the fleet", len(data))
+	}
+	// At most a group per bucket and class (here 6 classes: two zones,
+	// failing, unhealthy, healthy), whatever the fleet.
+	big := distributor.BuildSummary("eu-west", cfg, fleetReports("web", 30_000), now)
+	if len(big.Groups) > 6*cuecast.Buckets {
+		t.Errorf("30,000 instances of 6 classes make %d groups", len(big.Groups))
+	}
+	// Unknown: every instance unheard, none healthy or on a version.
+	lost := distributor.Summarize(latest, now, got.Reports(true), nil, 0, time.Hour, now)
+	if lost.Unknown != 300 || lost.OnLatest != 0 || lost.Instances != 300 {
+		t.Fatalf("a lost region's summary counts %+v", lost)
+	}
+}
+
+func TestDecodeSummaryRefusesWhatItCannotBelieve(t *testing.T) {
+	good := distributor.BuildSummary("eu-west", cfg, fleetReports("web", 20), time.Now())
+	edit := func(f func(*distributor.Summary)) []byte {
+		s := good
+		s.Groups = append([]distributor.SummaryGroup(nil), good.Groups...)
+		f(&s)
+		b, _ := json.Marshal(s)
+		return b
+	}
+	subj := cuecast.SummarySubject("eu-west", cfg)
+	cases := map[string]struct {
+		subject string
+		data    []byte
+	}{
+		"another region's subject": {cuecast.SummarySubject("us-east", cfg), edit(func(*distributor.Summary) {})},
+		"another config":           {subj, edit(func(s *distributor.Summary) { s.Config = "payments/other" })},
+		"counts that do not add":   {subj, edit(func(s *distributor.Summary) { s.Live += 1000 })},
+		"an instance in another bucket": {subj, edit(func(s *distributor.Summary) {
+			s.Groups[0].Bucket = (s.Groups[0].Bucket + 1) % cuecast.Buckets
+		})},
+		"an error of another class": {subj, edit(func(s *distributor.Summary) {
+			for i, g := range s.Groups {
+				if g.Error != "" {
+					s.Groups[i].Errors = []string{"version 9: apply: no"}
+				}
+			}
+		})},
+	}
+	for name, c := range cases {
+		if _, err := distributor.DecodeSummary(c.subject, c.data); !errors.Is(err, distributor.ErrReportSubject) {
+			t.Errorf("%s: DecodeSummary = %v, want ErrReportSubject", name, err)
+		}
+	}
+	// An instance's report never speaks for more than one.
+	b, _ := json.Marshal(cuecast.Report{Instance: "web-1", Config: cfg, Version: 2, Count: 5000})
+	if _, err := distributor.DecodeReport(cuecast.ReportSubject(cfg, "web-1"), b); !errors.Is(err, distributor.ErrReportSubject) {
+		t.Errorf("a report with a count: DecodeReport = %v, want ErrReportSubject", err)
+	}
+}
+
+// region is one summarising region of a test tree: its server, its
+// summarizer (stop ends it) and its instances, which report every
+// heartbeat until the test ends.
+type region struct {
+	srv  *natstest.TreeServer
+	stop context.CancelFunc
+	done chan struct{}
+}
+
+func startRegion(t *testing.T, srv *natstest.TreeServer, hb time.Duration, rs []cuecast.Report) *region {
+	t.Helper()
+	s, err := distributor.NewSummarizer(srv.Connect(t, natsconf.DistributorUser), distributor.SummarizerOptions{Region: srv.Spec.Name, Heartbeat: hb, Interval: hb / 10, Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	r := &region{srv: srv, stop: cancel, done: make(chan struct{})}
+	go func() {
+		if err := s.Run(ctx); err != nil {
+			t.Errorf("summarizer: %v", err)
+		}
+		close(r.done)
+	}()
+	t.Cleanup(func() { cancel(); <-r.done })
+	svc := srv.Connect(t, natsconf.ServiceUser("payments"))
+	send := func() {
+		for _, rep := range rs {
+			rep.At = time.Now().UTC()
+			b, _ := json.Marshal(rep)
+			if err := svc.Publish(cuecast.ReportSubject(cfg, rep.Instance), b); err != nil {
+				t.Errorf("report: %v", err)
+			}
+		}
+	}
+	send()
+	go func() {
+		tk := time.NewTicker(hb)
+		defer tk.Stop()
+		for {
+			select {
+			case <-t.Context().Done():
+				return
+			case <-tk.C:
+				send()
+			}
+		}
+	}()
+	return r
+}
+
+// TestSummarisedTree runs the summarising path end to end on a tree of
+// generated configurations: two regions' summarizers, instances reporting
+// to their region, and the hub's distributor, which sees summaries and no
+// instance report, counts the fleet from them, drills down to instance
+// detail, and shows a region that stops summarising as unknown.
+func TestSummarisedTree(t *testing.T) {
+	tr := natstest.StartTree(t, natstest.TreeOptions{Leaves: 2, Namespaces: []string{"payments"}, Regions: true})
+	const hb = 500 * time.Millisecond
+	d := newDistOn(t, tr.Hub.Connect(t, natsconf.DistributorUser), distributor.Options{Heartbeat: hb})
+	mustPublish(t, d, 1, content(1))
+	east := startRegion(t, tr.Leaves[0], hb, fleetReports("east", 60))
+	startRegion(t, tr.Leaves[1], hb, fleetReports("west", 90))
+
+	status := func() distributor.ConfigStatus {
+		st, err := d.Status(t.Context(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st[0]
+	}
+	poll.Until(t, "the hub counts both regions' instances", poll.Patience, func() (bool, string) {
+		st := status()
+		return st.Instances == 150 && st.Unknown == 0, fmt.Sprintf("%+v", st)
+	})
+	st := status()
+	want := distributor.Summarize(cuecast.Version{Config: cfg, Version: 1}, time.Now(), append(fleetReports("east", 60), fleetReports("west", 90)...), nil, 0, time.Hour, time.Now())
+	if st.Unhealthy != want.Unhealthy || st.Failing != want.Failing || st.OnLatest != want.OnLatest {
+		t.Fatalf("from the summaries %+v, from the reports %+v", st, want)
+	}
+
+	// No instance report crossed a region's link: only summaries did.
+	js, err := jetstream.New(tr.Hub.Connect(t, natsconf.DistributorUser))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rst, err := js.Stream(t.Context(), cuecast.ReportStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := rst.Info(t.Context(), jetstream.WithSubjectFilter(cuecast.ReportPrefix+".>"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(info.State.Subjects) != 0 {
+		t.Fatalf("the hub stores %d instance reports; a region's link must carry summaries only", len(info.State.Subjects))
+	}
+
+	// Drill-down: the instances' own reports, from the regions that hold them.
+	det, err := d.Detail(t.Context(), cfg, distributor.DetailRequest{Instances: []string{"east-3", "west-10"}, Labels: map[string]string{"zone": "z9"}})
+	if err != nil {
+		t.Fatalf("Detail: %v", err)
+	}
+	if len(det) != 2 || det[0].Instance != "east-3" || det[1].Instance != "west-10" || det[0].Version != 1 || det[0].LastError == "" {
+		t.Fatalf("Detail = %+v", det)
+	}
+
+	// Loss: a region that stops summarising is unknown, then gone.
+	east.stop()
+	<-east.done
+	poll.Until(t, "the silent region's instances are unknown", poll.Patience, func() (bool, string) {
+		st := status()
+		return st.Unknown == 60 && st.Instances == 150, fmt.Sprintf("%+v", st)
+	})
+	poll.Until(t, "the silent region's summary expires", poll.Patience, func() (bool, string) {
+		st := status()
+		return st.Unknown == 0 && st.Instances == 90, fmt.Sprintf("%+v", st)
+	})
+	// The drill-down says which region did not answer.
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	defer cancel()
+	if _, err := d.Detail(ctx, cfg, distributor.DetailRequest{Instances: []string{"east-3"}}); err != nil {
+		t.Fatalf("Detail after the region's summary expired: %v (it is no longer asked)", err)
+	}
+}

@@ -1,0 +1,159 @@
+package natsconf_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/distributor"
+	"github.com/cuecast/cuecast/internal/natsconf"
+	"github.com/cuecast/cuecast/internal/natstest"
+	"github.com/cuecast/cuecast/internal/poll"
+)
+
+// TestRegionLinkSpeaksOnlyForItself plays a compromised region host with
+// exactly what it holds: its own region's link credential
+// (natsconf.RegionUser("leaf-1")) and the plain links' one (LeafUser). With
+// them it sends the hub a summary in the name of the other region, an
+// instance report (a summarising region's reports stay in the region),
+// and, as a plain link, a summary at all. The hub stores none of them:
+// the other region's summary is still its own, and its next one is stored.
+func TestRegionLinkSpeaksOnlyForItself(t *testing.T) {
+	tr := natstest.StartTree(t, natstest.TreeOptions{Leaves: 2, Namespaces: []string{"payments"}, Regions: true})
+	hub := tr.Hub.Connect(t, natsconf.DistributorUser)
+	if _, err := distributor.New(t.Context(), hub, distributor.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	js, err := jetstream.New(hub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reports, err := js.Stream(t.Context(), cuecast.ReportStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const cfg = cuecast.ConfigPath("payments/checkout")
+	summary := func(region string, n int) []byte {
+		var rs []cuecast.Report
+		for i := range n {
+			rs = append(rs, cuecast.Report{Instance: fmt.Sprintf("%s-web-%d", region, i), Config: cfg, Version: 1, Healthy: true})
+		}
+		b, err := json.Marshal(distributor.BuildSummary(region, cfg, rs, time.Now()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	stored := func(subject string) (string, bool) {
+		m, err := reports.GetLastMsgForSubject(t.Context(), subject)
+		if err != nil {
+			return err.Error(), false
+		}
+		return string(m.Data), true
+	}
+	// The honest region 2 sends its summary up its own link.
+	west := tr.Leaves[1].Connect(t, natsconf.DistributorUser)
+	westSubj := cuecast.SummarySubject("leaf-2", cfg)
+	honest := summary("leaf-2", 3)
+	if err := west.Publish(westSubj, honest); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, "region 2's summary at the hub", poll.Patience, func() (bool, string) {
+		data, ok := stored(westSubj)
+		return ok && data == string(honest), data
+	})
+
+	// The attacker's own server, linked to the hub with region 1's
+	// credential (account R1) and the plain links' (account L).
+	dir := t.TempDir()
+	remote := func(user, account string) string {
+		u := url.URL{Scheme: "nats-leaf", Host: tr.Hub.LeafAddr, User: url.UserPassword(user, tr.Passwords[user])}
+		return fmt.Sprintf("{ urls: [%q], account: %q }", u.String(), account)
+	}
+	conf := fmt.Sprintf(`server_name: "evil"
+host: "127.0.0.1"
+port: -1
+accounts {
+  R1 { users: [{user: "r", password: "r"}] }
+  L { users: [{user: "l", password: "l"}] }
+}
+leafnodes { remotes = [ %s, %s ] }
+`, remote(natsconf.RegionUser("leaf-1"), "R1"), remote(natsconf.LeafUser, "L"))
+	path := filepath.Join(dir, "evil.conf")
+	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := natstest.StartConf(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evil := &natstest.Server{Server: s, Dir: dir}
+	t.Cleanup(evil.Stop)
+	poll.Until(t, "the attacker linked to the hub twice", poll.Patience, func() (bool, string) {
+		return s.NumLeafNodes() == 2, fmt.Sprintf("%d links", s.NumLeafNodes())
+	})
+	asRegion := evil.Connect(t, nats.UserInfo("r", "r"))
+	asLeaf := evil.Connect(t, nats.UserInfo("l", "l"))
+	forged := summary("leaf-2", 999)
+	eastSubj := cuecast.SummarySubject("leaf-1", cfg)
+	plainForged := summary("leaf-1", 777)
+	reportSubj := cuecast.ReportSubject(cfg, "leaf-2-web-0")
+	badReport, _ := json.Marshal(cuecast.Report{Instance: "leaf-2-web-0", Config: cfg, Version: 9, Healthy: false})
+	attack := func() {
+		_ = asRegion.Publish(westSubj, forged)
+		_ = asRegion.Publish(reportSubj, badReport)
+		_ = asLeaf.Publish(eastSubj, plainForged)
+		_ = asRegion.Flush()
+		_ = asLeaf.Flush()
+	}
+	attack()
+	// Barrier: what each link may send, after the attack on the same
+	// connection, reaches the hub (a link a violation closed comes back;
+	// the attack is repeated then, so it is processed before the marker).
+	marker := 0
+	poll.Until(t, "the attacker's own messages after the attack", poll.Patience, func() (bool, string) {
+		marker++
+		own := summary("leaf-1", marker)
+		if err := asRegion.Publish(eastSubj, own); err != nil {
+			return false, err.Error()
+		}
+		leafMarker, _ := json.Marshal(cuecast.Report{Instance: "marker", Config: cfg, Version: uint64(marker), Healthy: true})
+		if err := asLeaf.Publish(cuecast.ReportSubject(cfg, "marker"), leafMarker); err != nil {
+			return false, err.Error()
+		}
+		_, regionThrough := stored(eastSubj)
+		_, leafThrough := stored(cuecast.ReportSubject(cfg, "marker"))
+		if !regionThrough || !leafThrough {
+			attack()
+		}
+		return regionThrough && leafThrough, fmt.Sprintf("region link through: %v, plain link through: %v", regionThrough, leafThrough)
+	})
+
+	// Nothing the attacker forged is stored.
+	if data, _ := stored(westSubj); data != string(honest) {
+		t.Errorf("region 2's summary at the hub is now %.120s", data)
+	}
+	if data, ok := stored(reportSubj); ok {
+		t.Errorf("a summarising region's link stored an instance report: %.120s", data)
+	}
+	if data, _ := stored(eastSubj); data == string(plainForged) {
+		t.Errorf("a plain link stored a region's summary")
+	}
+	// Everyone else still gets through: region 2's next summary.
+	next := summary("leaf-2", 4)
+	if err := west.Publish(westSubj, next); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, "region 2's next summary at the hub", poll.Patience, func() (bool, string) {
+		data, ok := stored(westSubj)
+		return ok && data == string(next), data
+	})
+}
