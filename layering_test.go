@@ -25,8 +25,11 @@ var layer = map[string]int{
 	"ci":                  2,
 	"distributor/rollout": 2,
 	"flags/openfeature":   2,
-	"internal":            3,
-	"cmd":                 4,
+	// push and pull requests, which cuecast revert and the mutator share
+	"internal/publish": 3,
+	"mutator":          4, // set at the origin: compiles and checks (ci), then publishes
+	"internal":         5,
+	"cmd":              6,
 }
 
 // forbidden are imports the layers alone would allow but ARCHITECTURE.md

@@ -123,7 +123,7 @@ gives one instance its own credential (operator mode).`,
 		}
 		if level != natsconf.Hub {
 			f.StringSliceVar(&opts.Upstreams, "upstream", nil, "leafnode address host:port of a server of the level above (repeatable, required)")
-			f.StringSliceVar(&opts.Regions, "region", nil, "make this server, linked to the hub, the summarising region NAME: its link sends `cuecast summarize`'s summaries up instead of its instances' reports (docs/SCALING.md)")
+			f.StringSliceVar(&opts.Regions, "region", nil, "make this server, linked to the hub, the summarising region NAME: its link sends the summaries of 'cuecast summarize' up instead of its instances' reports (docs/SCALING.md)")
 		} else {
 			f.StringSliceVar(&opts.Regions, "region", nil, "a summarising region whose link may send its summaries (repeatable; docs/SCALING.md)")
 		}
