@@ -96,15 +96,21 @@ func NewLiveReports(cfg cuecast.ConfigPath, ttl time.Duration) *LiveReports {
 
 var atField = []byte(`"at":`)
 
+// withoutTime is a report's or a summary's encoding up to its time, the
+// last field: two that differ only there repeat each other.
+func withoutTime(data []byte) []byte {
+	if i := bytes.LastIndex(data, atField); i >= 0 {
+		return data[:i]
+	}
+	return data
+}
+
 // Add keeps the report data that arrived at now on instance's report
 // subject. It returns whether the report is new: false for a heartbeat that
 // repeats the instance's last report but for its time, and for data that is
 // not a report on this config by this instance (which it ignores).
 func (l *LiveReports) Add(instance string, data []byte, now time.Time) bool {
-	raw := data
-	if i := bytes.LastIndex(raw, atField); i >= 0 {
-		raw = raw[:i]
-	}
+	raw := withoutTime(data)
 	l.mu.Lock()
 	if s, ok := l.byInst[instance]; ok && s.raw != nil && bytes.Equal(s.raw, raw) {
 		s.at = now
@@ -200,10 +206,7 @@ func (l *LiveReports) Forget(instance string) {
 // data that is not a summary of this config by this region (DecodeSummary;
 // it is ignored).
 func (l *LiveReports) AddSummary(region string, data []byte, now time.Time) bool {
-	raw := data
-	if i := bytes.LastIndex(raw, atField); i >= 0 {
-		raw = raw[:i]
-	}
+	raw := withoutTime(data)
 	l.mu.Lock()
 	if s, ok := l.byRegion[region]; ok && bytes.Equal(s.raw, raw) {
 		s.at = now

@@ -167,10 +167,7 @@ func (s *Summarizer) flush(now time.Time) {
 			s.o.Logger.Error("encode summary", "config", cfg, "err", err)
 			continue
 		}
-		raw := data
-		if i := bytes.LastIndex(raw, atField); i >= 0 {
-			raw = raw[:i]
-		}
+		raw := withoutTime(data)
 		if bytes.Equal(raw, st.last) && now.Sub(st.sent) < s.o.Heartbeat {
 			continue
 		}
