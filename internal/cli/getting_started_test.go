@@ -59,20 +59,31 @@ func TestGettingStarted(t *testing.T) {
 	script = "set -eu\nset -x\ntrap 'kill $(jobs -p) 2>/dev/null || true' EXIT\ntrap 'echo getting-started: gave up after 4m >&2; exit 124' TERM\n" +
 		"( sleep 240; kill -TERM $$ ) >/dev/null 2>&1 &\n" + script
 
-	dir := t.TempDir()
-	txtar := "exec bash getting-started.sh\n" +
+	runDocScript(t, "getting-started", script,
 		// What the doc promises along the way.
-		"stdout 'created a cuecast config repo in configs'\n" +
-		"stdout 'payments/checkout  v1 HOLDING'\n" +
-		"stdout 'checkout-1: version 1: \"hello\"'\n" +
-		"stdout 'none is deployed to this instance .* yet'\n" +
-		"stdout 'checkout-2: version 1: \"hello\"'\n" +
-		"stdout 'payments/checkout  v2 HOLDING'\n" +
-		"stdout 'payments/checkout  v2  1/2 instances'\n" +
-		"stdout 'payments/checkout@2: all 2 live instances report it'\n" +
-		"stdout 'checkout-2: version 2: \"hello, world\"'\n" +
-		"-- getting-started.sh --\n" + script
-	if err := os.WriteFile(filepath.Join(dir, "getting_started.txtar"), []byte(txtar), 0o644); err != nil {
+		"stdout 'created a cuecast config repo in configs'\n"+
+			"stdout 'payments/checkout  v1 HOLDING'\n"+
+			"stdout 'checkout-1: version 1: \"hello\"'\n"+
+			"stdout 'none is deployed to this instance .* yet'\n"+
+			"stdout 'checkout-2: version 1: \"hello\"'\n"+
+			"stdout 'payments/checkout  v2 HOLDING'\n"+
+			"stdout 'payments/checkout  v2  1/2 instances'\n"+
+			"stdout 'payments/checkout@2: all 2 live instances report it'\n"+
+			"stdout 'checkout-2: version 2: \"hello, world\"'\n")
+}
+
+// runDocScript runs a guide's script (docScript's output, with the
+// harness's substitutions already made) in one bash under testscript,
+// whose PATH has this tree's cuecast, then checks its output with the
+// testscript lines in checks. The environment is a reader's fresh
+// machine as far as this box allows: an empty HOME and GOPATH, the module
+// cache this tree's build filled (offline), and a Git identity.
+func runDocScript(t *testing.T, name, script, checks string) {
+	t.Helper()
+	root := repoRoot(t)
+	dir := t.TempDir()
+	txtar := "exec bash " + name + ".sh\n" + checks + "-- " + name + ".sh --\n" + script
+	if err := os.WriteFile(filepath.Join(dir, name+".txtar"), []byte(txtar), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	goEnv := map[string]string{}

@@ -109,7 +109,7 @@ func revertRun(ctx context.Context, env *Env, opts *RevertOptions) error {
 	if !head.Name().IsBranch() {
 		return &UsageError{Err: fmt.Errorf("HEAD of %s is detached", opts.Repo), Hint: "check out the branch to revert on (main)"}
 	}
-	sig, err := signature(r)
+	sig, err := signature(env, r)
 	if err != nil {
 		return err
 	}
@@ -189,19 +189,27 @@ func githubFromEnv(env *Env, token, repo, apiURL *string) {
 	}
 }
 
-// signature is the author of the revert: the repository's Git identity
-// (its own config, then the global one), as git revert would use. Git is the
+// signature is the author of the revert: the Git identity git commit and
+// git revert would use, $GIT_AUTHOR_NAME and $GIT_AUTHOR_EMAIL first (CI
+// sets them), then the repository's config, then the global one. Git is the
 // audit log, so a revert is never committed under a made-up name.
-func signature(r *git.Repository) (*object.Signature, error) {
+func signature(env *Env, r *git.Repository) (*object.Signature, error) {
 	cfg, err := r.ConfigScoped(config.GlobalScope)
 	if err != nil {
 		return nil, fmt.Errorf("read git config: %w", err)
 	}
-	if cfg.User.Name == "" || cfg.User.Email == "" {
+	name, email := cfg.User.Name, cfg.User.Email
+	if v := env.Getenv("GIT_AUTHOR_NAME"); v != "" {
+		name = v
+	}
+	if v := env.Getenv("GIT_AUTHOR_EMAIL"); v != "" {
+		email = v
+	}
+	if name == "" || email == "" {
 		return nil, usageErrorf(`set it as for git commit: git config --global user.name "Your Name" && git config --global user.email you@example.com`,
 			"no Git identity (user.name and user.email) to author the commit")
 	}
-	return &object.Signature{Name: cfg.User.Name, Email: cfg.User.Email, When: time.Now()}, nil
+	return &object.Signature{Name: name, Email: email, When: time.Now()}, nil
 }
 
 // remoteAuth returns the remote's URL and the credentials to push to it: a

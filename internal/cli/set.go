@@ -53,7 +53,7 @@ cuecast/set-<commit>, pushes it and opens a pull request into the branch checked
 remote's URL). --dry-run verifies and prints the report without committing. Pushes use
 serve's Git credentials (--git-token-file, --git-ssh-key), or $GITHUB_TOKEN over https.
 
-The commit's author is --as ("Name <email>"; default the repository's Git identity),
+The commit's author is --as ("Name <email>"; default the Git identity git commit would use: $GIT_AUTHOR_NAME and $GIT_AUTHOR_EMAIL, then git config),
 its message says what changed and --reason says why; trailers name who asked
 (Cuecast-Requested-By) and the tool (Cuecast-Mutator), which cuecast log shows.
 Concurrent changes to one repository are applied one at a time, each on the head as
@@ -134,7 +134,7 @@ func looksLikeVariantPath(a string) bool {
 func (o *SetOptions) register(fs *pflag.FlagSet, env *Env) {
 	registerVariant(fs, &o.Variant)
 	fs.StringVar(&o.Reason, "reason", "", "why: the commit message's body (required)")
-	fs.StringVar(&o.As, "as", "", `who asked, "Name <email>": the commit's author (default the repository's Git identity)`)
+	fs.StringVar(&o.As, "as", "", `who asked, "Name <email>": the commit's author (default: $GIT_AUTHOR_NAME and $GIT_AUTHOR_EMAIL, then git config, as git commit)`)
 	fs.BoolVar(&o.Commit, "commit", false, "commit on the branch checked out and push it if the remote exists")
 	fs.StringVar(&o.Branch, "branch", "", "commit on this branch (created from HEAD if missing) and push it if the remote exists")
 	fs.BoolVar(&o.GitHubPR, "github-pr", false, "commit on a new branch, push it and open a pull request")
@@ -233,7 +233,7 @@ func (o *SetOptions) mutator(env *Env) (*mutator.Mutator, mutator.Identity, erro
 	if err != nil {
 		return nil, mutator.Identity{}, err
 	}
-	id, err := o.identity(r)
+	id, err := o.identity(env, r)
 	if err != nil {
 		return nil, id, err
 	}
@@ -323,8 +323,8 @@ func writeSetText(w io.Writer, res *mutator.Result) {
 	_ = res.Report.WriteText(w)
 }
 
-// identity is who asks: --as, or the repository's Git identity.
-func (o *SetOptions) identity(r *git.Repository) (mutator.Identity, error) {
+// identity is who asks: --as, or the Git identity git commit would use.
+func (o *SetOptions) identity(env *Env, r *git.Repository) (mutator.Identity, error) {
 	if o.As != "" {
 		a, err := mail.ParseAddress(o.As)
 		switch {
@@ -335,7 +335,7 @@ func (o *SetOptions) identity(r *git.Repository) (mutator.Identity, error) {
 		}
 		return mutator.Identity{Name: a.Name, Email: a.Address}, nil
 	}
-	sig, err := signature(r)
+	sig, err := signature(env, r)
 	if err != nil {
 		return mutator.Identity{}, err
 	}

@@ -1,0 +1,37 @@
+package cli_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestChangingDoc runs docs/CHANGING.md's example as written: its ```sh
+// lines, in order, in one bash with this tree's cuecast on PATH. The only
+// harness line is the doc's precondition, $CUECAST_SRC naming a clone of
+// cuecast (this tree). The checks are what the doc's prose after the
+// example promises: the origin of each value, the commits' subjects and
+// trailers, and the stale writer's refusal naming the current value.
+func TestChangingDoc(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile(filepath.Join(repoRoot(t), "docs", "CHANGING.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	script, err := docScript(string(doc))
+	if err != nil {
+		t.Fatalf("docs/CHANGING.md: %v", err)
+	}
+	script = "set -eu\nset -x\nexport CUECAST_SRC=\"$CUECAST_TREE\"\n" + script
+	runDocScript(t, "changing", script,
+		"stdout 'new-checkout.*20000 -> 50000  \\(literal at growth/flags/flags.cue:'\n"+
+			"stdout 'payments/checkout currency: \"EUR\" -> \"USD\"  \\(literal at payments/checkout/checkout.cue:19:19\\)'\n"+
+			"stderr 'currency is \"USD\", not \"EUR\" as expected'\n"+
+			"stdout 'refused with exit 5'\n"+
+			"stdout '^payments/checkout: set currency to \"USD\"$'\n"+
+			"stdout '^growth/flags: new-checkout rollout to 50% of users$'\n"+
+			"stdout '^the example configs$'\n"+
+			"stdout '^US launch$'\n"+
+			"stdout '^Cuecast-Mutator: cuecast set$'\n"+
+			"! stdout 'UK launch'\n")
+}
