@@ -332,6 +332,30 @@ var ErrDetailIncomplete = errors.New("not every region answered")
 // answer whose body names another region than its subject, or a region
 // not asked, is dropped, so a region cannot answer for another.
 func (d *Distributor) Detail(ctx context.Context, cfg cuecast.ConfigPath, req DetailRequest) ([]cuecast.Report, error) {
+	regions, err := d.DetailByRegion(ctx, cfg, req)
+	var out []cuecast.Report
+	for _, r := range regions {
+		out = append(out, r.Reports...)
+	}
+	slices.SortFunc(out, func(a, b cuecast.Report) int { return strings.Compare(a.Instance, b.Instance) })
+	return out, err
+}
+
+// RegionDetail is one region's answer to a drill-down, as Detail believes
+// it: Reports sorted by instance, More left out by the region's limit;
+// Unanswered when the region, asked, did not answer in time.
+type RegionDetail struct {
+	Region     string           `json:"region"`
+	Reports    []cuecast.Report `json:"reports"`
+	More       int              `json:"more,omitempty"`
+	Unanswered bool             `json:"unanswered,omitempty"`
+}
+
+// DetailByRegion is Detail by region, sorted by region: the per-instance
+// view of `cuecast status --instances`. Its errors are Detail's; with
+// ErrDetailIncomplete it returns every region asked, those that did not
+// answer marked Unanswered.
+func (d *Distributor) DetailByRegion(ctx context.Context, cfg cuecast.ConfigPath, req DetailRequest) ([]RegionDetail, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("drill down: %w", err)
 	}
@@ -375,11 +399,16 @@ func (d *Distributor) Detail(ctx context.Context, cfg cuecast.ConfigPath, req De
 	if err := d.nc.Publish(cuecast.DetailSubject(cfg), body); err != nil {
 		return nil, fmt.Errorf("drill down into %s: %w", cfg, err)
 	}
-	var out []cuecast.Report
+	var out []RegionDetail
+	byRegion := func(a, b RegionDetail) int { return strings.Compare(a.Region, b.Region) }
 	for len(want) > 0 {
 		select {
 		case <-ctx.Done():
 			missing := slices.Sorted(maps.Keys(want))
+			for _, region := range missing {
+				out = append(out, RegionDetail{Region: region, Reports: []cuecast.Report{}, Unanswered: true})
+			}
+			slices.SortFunc(out, byRegion)
 			return out, fmt.Errorf("drill down into %s: %w: %s", cfg, ErrDetailIncomplete, strings.Join(missing, ", "))
 		case m := <-replies:
 			// The subject's region is the one the credentials bind; the
@@ -393,16 +422,19 @@ func (d *Distributor) Detail(ctx context.Context, cfg cuecast.ConfigPath, req De
 			if !want[region] {
 				continue // not asked, or answered already (a second summarizer)
 			}
-			delete(want, r.Region)
+			delete(want, region)
+			rd := RegionDetail{Region: region, Reports: []cuecast.Report{}, More: r.More}
 			for _, rep := range r.Reports {
 				// The region speaks for its own instances only as far as
 				// the report's own rule goes: one instance, this config.
 				if rep.Config == cfg && rep.Count == 0 && cuecast.ValidateInstance(rep.Instance) == nil {
-					out = append(out, rep)
+					rd.Reports = append(rd.Reports, rep)
 				}
 			}
+			slices.SortFunc(rd.Reports, func(a, b cuecast.Report) int { return strings.Compare(a.Instance, b.Instance) })
+			out = append(out, rd)
 		}
 	}
-	slices.SortFunc(out, func(a, b cuecast.Report) int { return strings.Compare(a.Instance, b.Instance) })
+	slices.SortFunc(out, byRegion)
 	return out, nil
 }

@@ -795,7 +795,8 @@ func Generate(s Spec) (string, error) {
 			w.list("deny_imports", []string{q("ccr.>")})
 			if s.Region != "" {
 				w.comment("A summarising region: its summarizer sends the instances' reports up as")
-				w.comment("summaries (ccsum.%s.>), the reports stay here.", s.Region)
+				w.comment("summaries (ccsum.%s.>), the reports stay here. Run next to this server", s.Region)
+				w.comment("`cuecast summarize --region %s`, logged in as %s.", s.Region, SummarizerUser(s.Region))
 				w.list("deny_exports", []string{q("ccr.>"), q(cuecast.ReportPrefix + ".>")})
 			} else {
 				w.list("deny_exports", []string{q("ccr.>")})
