@@ -3,6 +3,7 @@ package cli_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -14,6 +15,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/distributor"
+	"github.com/cuecast/cuecast/internal/cli"
 	"github.com/cuecast/cuecast/internal/natstest"
 	"github.com/cuecast/cuecast/internal/poll"
 )
@@ -171,10 +174,30 @@ func testTreeSummarises(t *testing.T, auth string) {
 	if len(got) != 1 || len(got[0].Instances) != 1 || got[0].Instances[0].Instance != "search-canary-1" || got[0].Instances[0].Region != "eu-west" || got[0].Instances[0].Version != 1 {
 		t.Errorf("status --instances = %s, want search-canary-1 on v1 in region eu-west", o)
 	}
+	row := regexp.MustCompile(`(?m)^search/ranking\s+search-canary-1\s+eu-west\s+v1\s`)
 	code, o, e = run(ctx, append([]string{"status", "--nats", hub.ClientURL(), "search/ranking", "--instances"}, login("operator")...)...)
-	if code != 0 || !regexp.MustCompile(`(?m)^search/ranking\s+search-canary-1\s+eu-west\s+v1\s`).MatchString(o.String()) {
+	if code != 0 || !row.MatchString(o.String()) {
 		t.Errorf("status --instances: exit %d:\n%s%s", code, o, e)
 	}
+
+	// A region that summarises the config and does not answer is named,
+	// with exit 1, beside the rows of those that did. (Its summary lives
+	// four heartbeats: each try sends it again.)
+	cfg := cuecast.ConfigPath("search/ranking")
+	silent, err := json.Marshal(distributor.BuildSummary("us-east", cfg, []cuecast.Report{{Instance: "ghost-1", Config: cfg, Version: 1, Healthy: true}}, time.Now()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, "status --instances naming the region that did not answer", 30*time.Second, func() (bool, string) {
+		if err := nc.Publish(cuecast.SummarySubject("us-east", cfg), silent); err != nil {
+			return false, err.Error()
+		}
+		if err := nc.Flush(); err != nil {
+			return false, err.Error()
+		}
+		code, o, e := run(ctx, append([]string{"status", "--nats", hub.ClientURL(), "search/ranking", "--instances", "--timeout", "500ms"}, login("operator")...)...)
+		return code == cli.ExitFailure && strings.Contains(e.String(), "us-east") && row.MatchString(o.String()), fmt.Sprintf("exit %d\n%s%s", code, o, e)
+	})
 }
 
 // natsLogin is user's login to a tree nats-config generated in secrets.
