@@ -287,12 +287,15 @@ type Spec struct {
 	// Regions, on the hub, are the regions whose summarizers send summaries
 	// up (docs/SCALING.md, "Reports summarised per region"): each region's
 	// link logs in as RegionUser(region), which may publish that region's
-	// summaries and no other's, and no instance report.
+	// summaries and no other's, and no instance report. Users lists their
+	// summarizers' users too (SummarizerUser), which the hub's
+	// configuration does not hold: the regions' do.
 	Regions []string
 	// Region, on a leaf or node server linked to the hub, makes it a
 	// summarising region: its link logs in as RegionUser(Region) and
 	// carries its summarizer's summaries up instead of its instances'
-	// reports (deny_exports ccs.>).
+	// reports (deny_exports ccs.>), and its configuration holds the
+	// region's summarizer's user (SummarizerUser).
 	Region string
 	// HashCost is the bcrypt cost of the password hashes the configuration
 	// holds; default bcrypt.MinCost. The server pays it on every login,
@@ -331,8 +334,11 @@ func (s Spec) Users() []string {
 		u = append(u, ServiceUser(ns))
 	}
 	if s.Level == Hub {
+		// The regions' summarizers log in at their regions, not here, but
+		// the tree shares one secrets directory, which the hub (generated
+		// first) fills: their credentials exist before the regions do.
 		for _, r := range s.Regions {
-			u = append(u, RegionUser(r))
+			u = append(u, RegionUser(r), SummarizerUser(r))
 		}
 	}
 	if s.Region != "" {

@@ -157,12 +157,6 @@ func (tr *Tree) StartServer(t testing.TB, spec natsconf.Spec) *TreeServer {
 	t.Helper()
 	dir := t.TempDir()
 	spec.StoreDir = filepath.Join(dir, "jetstream")
-	// A region's own users (its summarizer's) are not the hub's.
-	for _, u := range spec.Users() {
-		if tr.Passwords[u] == "" {
-			tr.Passwords[u] = randomSecret(t)
-		}
-	}
 	spec.Passwords = tr.Passwords
 	spec.TLS = tr.TLS
 	if tr.Keys != nil {
