@@ -120,6 +120,26 @@ func ParseSummarySubject(subj string) (cfg ConfigPath, region string, ok bool) {
 	return ConfigPath(ns + "/" + strings.ReplaceAll(name, ".", "/")), region, true
 }
 
+// DetailReplySubject is where region's summarizer answers the drill-down
+// request that named token: ccsumr.<region>.<token>.
+func DetailReplySubject(region, token string) string {
+	return DetailReplyPrefix + "." + region + "." + token
+}
+
+// ParseDetailReplySubject inverts DetailReplySubject; ok is false for a
+// subject of another shape. It does not validate the names.
+func ParseDetailReplySubject(subj string) (region, token string, ok bool) {
+	rest, ok := strings.CutPrefix(subj, DetailReplyPrefix+".")
+	if !ok {
+		return "", "", false
+	}
+	region, token, ok = strings.Cut(rest, ".")
+	if !ok || strings.Contains(token, ".") {
+		return "", "", false
+	}
+	return region, token, true
+}
+
 // DetailSubject is where the summarizers of every region answer requests
 // for the reports they hold on cfg: ccsumq.<ns>.<name>.
 func DetailSubject(cfg ConfigPath) string {

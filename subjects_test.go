@@ -17,6 +17,9 @@ func TestSubjects(t *testing.T) {
 		{ActivationSubject(cfg), "cc.search.a.ranking.weights"},
 		{ReportSubject(cfg, "web-7"), "ccs.search.web-7.ranking.weights"},
 		{ReportWildcard(cfg), "ccs.search.*.ranking.weights"},
+		{SummarySubject("eu-west", cfg), "ccsum.eu-west.search.ranking.weights"},
+		{DetailSubject(cfg), "ccsumq.search.ranking.weights"},
+		{DetailReplySubject("eu-west", "0a1b"), "ccsumr.eu-west.0a1b"},
 	} {
 		if tt.got != tt.want {
 			t.Errorf("got %q, want %q", tt.got, tt.want)
@@ -41,6 +44,24 @@ func TestParseReportSubject(t *testing.T) {
 		cfg, inst, ok := ParseReportSubject(tc.subj)
 		if cfg != tc.cfg || inst != tc.inst || ok != tc.ok {
 			t.Errorf("%s: got %q %q %t, want %q %q %t", tc.subj, cfg, inst, ok, tc.cfg, tc.inst, tc.ok)
+		}
+	}
+}
+
+func TestParseDetailReplySubject(t *testing.T) {
+	for _, tc := range []struct {
+		subj, region, token string
+		ok                  bool
+	}{
+		{"ccsumr.eu-west.0a1b", "eu-west", "0a1b", true},
+		{DetailReplySubject("us-east", "ff"), "us-east", "ff", true},
+		{"ccsumr.eu-west", "", "", false},
+		{"ccsumr.eu-west.0a1b.extra", "", "", false},
+		{"ccsum.eu-west.0a1b", "", "", false},
+	} {
+		region, token, ok := ParseDetailReplySubject(tc.subj)
+		if region != tc.region || token != tc.token || ok != tc.ok {
+			t.Errorf("%s: got %q %q %t, want %q %q %t", tc.subj, region, token, ok, tc.region, tc.token, tc.ok)
 		}
 	}
 }

@@ -37,6 +37,12 @@ const (
 	// DetailPrefix is where a region's summarizer answers requests for the
 	// reports it summarises: ccsumq.<ns>.<name>.
 	DetailPrefix = "ccsumq"
+	// DetailReplyPrefix is where a region's summarizer sends its answer to
+	// a drill-down request: ccsumr.<region>.<token>. The region token is
+	// bound to the region's credentials (the summarizer's and its link's),
+	// as a summary's is, so the asker believes an answer only for the
+	// region its subject names (docs/PROTOCOL.md §4.5).
+	DetailReplyPrefix = "ccsumr"
 
 	// FanoutStream is the hub's mirror of Stream in the fan-out account,
 	// which the leafnode links from below are bound to and the regions

@@ -3,6 +3,8 @@ package distributor
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -183,15 +185,21 @@ func (s *Summarizer) flush(now time.Time) {
 // a config (request on cuecast.DetailSubject): of the named instances, and
 // those whose labels match all of Labels or of one of Selectors, or
 // (none given) all of them.
+//
+// Reply is the asker's token: each region answers on
+// cuecast.DetailReplySubject(region, Reply), ccsumr.<region>.<token>, whose
+// region token its credentials bind (docs/SECURITY.md), never on the
+// request's reply subject. A request without one is not answered.
 type DetailRequest struct {
 	Instances []string            `json:"instances,omitempty"`
 	Labels    map[string]string   `json:"labels,omitempty"`
 	Selectors []map[string]string `json:"selectors,omitempty"`
+	Reply     string              `json:"reply"`
 }
 
 // DetailReply is one region's answer: the live reports that match, sorted
 // by instance, at most the summarizer's DetailLimit (More says how many
-// were left out).
+// were left out). Region must be the region its subject names.
 type DetailReply struct {
 	Region  string           `json:"region"`
 	Reports []cuecast.Report `json:"reports"`
@@ -200,7 +208,7 @@ type DetailReply struct {
 
 func (s *Summarizer) answer(m *nats.Msg) {
 	rest, ok := strings.CutPrefix(m.Subject, cuecast.DetailPrefix+".")
-	if !ok || m.Reply == "" {
+	if !ok {
 		return
 	}
 	ns, name, ok := strings.Cut(rest, ".")
@@ -209,7 +217,9 @@ func (s *Summarizer) answer(m *nats.Msg) {
 	}
 	cfg := cuecast.ConfigPath(ns + "/" + strings.ReplaceAll(name, ".", "/"))
 	var req DetailRequest
-	if len(m.Data) > 0 && json.Unmarshal(m.Data, &req) != nil {
+	if json.Unmarshal(m.Data, &req) != nil || !cuecast.ValidSegment(req.Reply) {
+		// The answer goes only to the region's own reply subject
+		// (ccsumr.<region>.<token>), the one its credential may publish.
 		return
 	}
 	s.mu.Lock()
@@ -231,7 +241,7 @@ func (s *Summarizer) answer(m *nats.Msg) {
 	slices.SortFunc(reply.Reports, func(a, b cuecast.Report) int { return strings.Compare(a.Instance, b.Instance) })
 	data, err := json.Marshal(reply)
 	if err == nil {
-		err = m.Respond(data)
+		err = s.nc.Publish(cuecast.DetailReplySubject(s.o.Region, req.Reply), data)
 	}
 	if err != nil {
 		s.o.Logger.Warn("answer drill-down request", "config", cfg, "err", err)
@@ -316,7 +326,36 @@ var ErrDetailIncomplete = errors.New("not every region answered")
 // sent by instances straight to this level (a single server) are not
 // asked for: Reports has them. The error wraps ErrDetailIncomplete, with
 // the reports that did arrive, when some region did not answer.
+//
+// Each region answers on ccsumr.<region>.<token> (req.Reply is set to a
+// fresh token), a subject only that region's credentials may publish: an
+// answer whose body names another region than its subject, or a region
+// not asked, is dropped, so a region cannot answer for another.
 func (d *Distributor) Detail(ctx context.Context, cfg cuecast.ConfigPath, req DetailRequest) ([]cuecast.Report, error) {
+	regions, err := d.DetailByRegion(ctx, cfg, req)
+	var out []cuecast.Report
+	for _, r := range regions {
+		out = append(out, r.Reports...)
+	}
+	slices.SortFunc(out, func(a, b cuecast.Report) int { return strings.Compare(a.Instance, b.Instance) })
+	return out, err
+}
+
+// RegionDetail is one region's answer to a drill-down, as Detail believes
+// it: Reports sorted by instance, More left out by the region's limit;
+// Unanswered when the region, asked, did not answer in time.
+type RegionDetail struct {
+	Region     string           `json:"region"`
+	Reports    []cuecast.Report `json:"reports"`
+	More       int              `json:"more,omitempty"`
+	Unanswered bool             `json:"unanswered,omitempty"`
+}
+
+// DetailByRegion is Detail by region, sorted by region: the per-instance
+// view of `cuecast status --instances`. Its errors are Detail's; with
+// ErrDetailIncomplete it returns every region asked, those that did not
+// answer marked Unanswered.
+func (d *Distributor) DetailByRegion(ctx context.Context, cfg cuecast.ConfigPath, req DetailRequest) ([]RegionDetail, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("drill down: %w", err)
 	}
@@ -333,18 +372,13 @@ func (d *Distributor) Detail(ctx context.Context, cfg cuecast.ConfigPath, req De
 	if len(want) == 0 {
 		return nil, nil
 	}
-	body, err := json.Marshal(req)
-	if err != nil {
+	token := make([]byte, 16)
+	if _, err := rand.Read(token); err != nil {
 		return nil, fmt.Errorf("drill down into %s: %w", cfg, err)
 	}
-	inbox := d.nc.NewRespInbox()
-	replies := make(chan *nats.Msg, len(want))
-	sub, err := d.nc.ChanSubscribe(inbox, replies)
+	req.Reply = hex.EncodeToString(token)
+	body, err := json.Marshal(req)
 	if err != nil {
-		return nil, fmt.Errorf("drill down into %s: subscribe: %w", cfg, err)
-	}
-	defer func() { _ = sub.Unsubscribe() }()
-	if err := d.nc.PublishRequest(cuecast.DetailSubject(cfg), inbox, body); err != nil {
 		return nil, fmt.Errorf("drill down into %s: %w", cfg, err)
 	}
 	if _, ok := ctx.Deadline(); !ok {
@@ -352,27 +386,55 @@ func (d *Distributor) Detail(ctx context.Context, cfg cuecast.ConfigPath, req De
 		ctx, cancel = context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 	}
-	var out []cuecast.Report
+	replies := make(chan *nats.Msg, len(want))
+	sub, err := d.nc.ChanSubscribe(cuecast.DetailReplySubject("*", req.Reply), replies)
+	if err != nil {
+		return nil, fmt.Errorf("drill down into %s: subscribe: %w", cfg, err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	// The answers' interest must reach the regions before the request does.
+	if err := d.nc.FlushWithContext(ctx); err != nil {
+		return nil, fmt.Errorf("drill down into %s: subscribe: %w", cfg, err)
+	}
+	if err := d.nc.Publish(cuecast.DetailSubject(cfg), body); err != nil {
+		return nil, fmt.Errorf("drill down into %s: %w", cfg, err)
+	}
+	var out []RegionDetail
+	byRegion := func(a, b RegionDetail) int { return strings.Compare(a.Region, b.Region) }
 	for len(want) > 0 {
 		select {
 		case <-ctx.Done():
 			missing := slices.Sorted(maps.Keys(want))
+			for _, region := range missing {
+				out = append(out, RegionDetail{Region: region, Reports: []cuecast.Report{}, Unanswered: true})
+			}
+			slices.SortFunc(out, byRegion)
 			return out, fmt.Errorf("drill down into %s: %w: %s", cfg, ErrDetailIncomplete, strings.Join(missing, ", "))
 		case m := <-replies:
+			// The subject's region is the one the credentials bind; the
+			// body must name the same, and one asked that has not answered.
+			region, _, _ := cuecast.ParseDetailReplySubject(m.Subject)
 			var r DetailReply
-			if json.Unmarshal(m.Data, &r) != nil || !want[r.Region] {
+			if json.Unmarshal(m.Data, &r) != nil || r.Region != region {
+				d.log.Warn("drill-down answer dropped: its body names another region than its subject", "config", cfg, "subject", m.Subject, "region", r.Region)
 				continue
 			}
-			delete(want, r.Region)
+			if !want[region] {
+				continue // not asked, or answered already (a second summarizer)
+			}
+			delete(want, region)
+			rd := RegionDetail{Region: region, Reports: []cuecast.Report{}, More: r.More}
 			for _, rep := range r.Reports {
 				// The region speaks for its own instances only as far as
 				// the report's own rule goes: one instance, this config.
 				if rep.Config == cfg && rep.Count == 0 && cuecast.ValidateInstance(rep.Instance) == nil {
-					out = append(out, rep)
+					rd.Reports = append(rd.Reports, rep)
 				}
 			}
+			slices.SortFunc(rd.Reports, func(a, b cuecast.Report) int { return strings.Compare(a.Instance, b.Instance) })
+			out = append(out, rd)
 		}
 	}
-	slices.SortFunc(out, func(a, b cuecast.Report) int { return strings.Compare(a.Instance, b.Instance) })
+	slices.SortFunc(out, byRegion)
 	return out, nil
 }

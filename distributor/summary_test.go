@@ -121,7 +121,8 @@ type region struct {
 
 func startRegion(t *testing.T, srv *natstest.TreeServer, hb time.Duration, rs []cuecast.Report) *region {
 	t.Helper()
-	s, err := distributor.NewSummarizer(srv.Connect(t, natsconf.DistributorUser), distributor.SummarizerOptions{Region: srv.Spec.Name, Heartbeat: hb, Interval: hb / 10, Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	// The summarizer logs in with its own least-privilege credential.
+	s, err := distributor.NewSummarizer(srv.Connect(t, natsconf.SummarizerUser(srv.Spec.Name)), distributor.SummarizerOptions{Region: srv.Spec.Name, Heartbeat: hb, Interval: hb / 10, Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -97,7 +97,7 @@ func (e *env) summarize() {
 	e.t.Helper()
 	e.tr.Mirrors(e.t)
 	region := e.tr.Leaves[0]
-	s, err := distributor.NewSummarizer(region.Connect(e.t, natsconf.DistributorUser),
+	s, err := distributor.NewSummarizer(region.Connect(e.t, natsconf.SummarizerUser(region.Spec.Name)),
 		distributor.SummarizerOptions{Region: region.Spec.Name, Heartbeat: heartbeat, Interval: heartbeat / 5, Logger: logger(e.t)})
 	if err != nil {
 		e.t.Fatal(err)

@@ -103,6 +103,12 @@ func TestWatchCorruptLastKnownGood(t *testing.T) {
 		// 7 configs, and search/suggest's variant index and 4 variants.
 		t.Errorf("status --output json: exit %d, %v, %d configs; want 12 configs", code, err, len(st))
 	}
+	// A single server is its own region: --instances lists its instances'
+	// own reports, asking no region.
+	code, out, errOut := run(ctx, "status", "--nats", p.ClientURL(), "payments/checkout", "--instances")
+	if code != 0 || !regexp.MustCompile(`(?m)^payments/checkout\s+web-1\s+-\s+v1\s+-\s+healthy`).MatchString(out.String()) {
+		t.Errorf("status --instances: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
 	stopWatch()
 	if code := <-done; code != 0 {
 		t.Fatalf("watch exit status %d; stderr %q", code, stderr)

@@ -1,12 +1,14 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
+	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/internal/natsconf"
 )
 
@@ -33,12 +36,15 @@ type NATSConfigOptions struct {
 	Upstreams     []string
 	Namespaces    []string
 	Regions       []string
-	Secrets       string
-	Auth          string
-	TLSCert       string
-	TLSKey        string
-	TLSCA         string
-	VerifyClients bool
+	// PerInstanceReports (leaf) opts out of summarising: the region's
+	// link sends its instances' reports up, not summaries.
+	PerInstanceReports bool
+	Secrets            string
+	Auth               string
+	TLSCert            string
+	TLSKey             string
+	TLSCA              string
+	VerifyClients      bool
 }
 
 // MirrorsOptions are the flags of `cuecast nats-config mirrors`.
@@ -73,6 +79,14 @@ every level, keep it on one admin machine, and copy each host only its configura
 it holds bcrypt hashes, not passwords. --auth jwt (operator mode) is the production
 choice.
 
+A leaf (a region) summarises its instances' reports by default: its link sends the hub
+one summary per config instead of one report per instance (docs/SCALING.md, "Reports
+summarised per region"). The region is named --region, else --domain, else --name; the
+hub lists it (hub --region NAME, needed with passwords), and 'cuecast summarize' runs
+next to the leaf as summarizer-<region> (the leaf prints the command on stderr).
+--per-instance-reports keeps a leaf sending every report up. A node sends its reports
+to its region; a single server (serve) keeps every report itself.
+
 With TLS every server needs its own certificate ("nats-config cert") and the CA; the
 whole tree uses TLS or none (recorded in DIR/tls.mode).
 
@@ -80,7 +94,7 @@ After the servers run, "nats-config mirrors" creates each leaf or node domain's
 namespace mirrors; services there watch with --namespace-mirror. "nats-config user"
 gives one instance its own credential (operator mode).`,
 		Example: `  cuecast nats-config hub --name hub-a --store /var/lib/nats --cluster-name hub \
-      --cluster-listen 0.0.0.0:6222 --route hub-b:6222 --route hub-c:6222 \
+      --cluster-listen 0.0.0.0:6222 --route hub-b:6222 --route hub-c:6222 --region eu-west \
       --namespace payments --namespace search --secrets /etc/cuecast/nats > hub-a.conf
   cuecast nats-config leaf --name eu-west-a --domain eu-west --store /var/lib/nats \
       --upstream hub-a:7422 --upstream hub-b:7422 --namespace payments --secrets /etc/cuecast/nats
@@ -121,10 +135,15 @@ gives one instance its own credential (operator mode).`,
 			f.StringSliceVar(&opts.Routes, "route", nil, "another cluster member's cluster address host:port (repeatable)")
 			f.StringVar(&opts.LeafListen, "leaf-listen", "0.0.0.0:7422", "where the level below connects")
 		}
-		if level != natsconf.Hub {
+		switch level {
+		case natsconf.Leaf:
 			f.StringSliceVar(&opts.Upstreams, "upstream", nil, "leafnode address host:port of a server of the level above (repeatable, required)")
-			f.StringSliceVar(&opts.Regions, "region", nil, "make this server, linked to the hub, the summarising region NAME: its link sends the summaries of 'cuecast summarize' up instead of its instances' reports (docs/SCALING.md)")
-		} else {
+			f.StringSliceVar(&opts.Regions, "region", nil, "the name of the region this leaf summarises (default --domain, else --name): its link sends the summaries of 'cuecast summarize' up instead of its instances' reports (docs/SCALING.md)")
+			f.BoolVar(&opts.PerInstanceReports, "per-instance-reports", false, "do not summarise: the link sends every instance's report up to the hub (the layout before summaries)")
+		case natsconf.Node:
+			f.StringSliceVar(&opts.Upstreams, "upstream", nil, "leafnode address host:port of a server of the level above (repeatable, required)")
+			f.StringSliceVar(&opts.Regions, "region", nil, "make this node, linked straight to the hub, the summarising region NAME: its link sends the summaries of 'cuecast summarize' up instead of its instances' reports (docs/SCALING.md)")
+		default:
 			f.StringSliceVar(&opts.Regions, "region", nil, "a summarising region whose link may send its summaries (repeatable; docs/SCALING.md)")
 		}
 		cmd.AddCommand(sub)
@@ -285,12 +304,23 @@ func natsConfigRun(env *Env, opts *NATSConfigOptions) error {
 		Upstreams:  opts.Upstreams,
 		Namespaces: opts.Namespaces,
 	}
-	if opts.Level == natsconf.Hub {
+	switch {
+	case opts.Level == natsconf.Hub:
 		spec.Regions = opts.Regions
-	} else if len(opts.Regions) > 1 {
+	case len(opts.Regions) > 1:
 		return usageErrorf("give --region once", "nats-config %s: a server is one region", opts.Level)
-	} else if len(opts.Regions) == 1 {
+	case len(opts.Regions) == 1 && opts.PerInstanceReports:
+		return usageErrorf("drop --region, or --per-instance-reports", "nats-config %s: --region summarises, --per-instance-reports does not", opts.Level)
+	case len(opts.Regions) == 1:
 		spec.Region = opts.Regions[0]
+	case opts.Level == natsconf.Leaf && !opts.PerInstanceReports:
+		// A tree's region summarises unless told not to: the hub's cost
+		// then stays flat in the fleet's size (docs/SCALING.md).
+		spec.Region = cmp.Or(opts.Domain, opts.Name)
+		if !cuecast.ValidSegment(spec.Region) {
+			return usageErrorf("name the region with --region (lowercase letters, digits, - and _), or pass --per-instance-reports",
+				"nats-config leaf: a leaf summarises its region by default, and %q cannot name a region", spec.Region)
+		}
 	}
 	if opts.ClusterName != "" {
 		spec.Cluster = &natsconf.Cluster{Name: opts.ClusterName, Listen: opts.ClusterListen, Routes: opts.Routes}
@@ -330,8 +360,43 @@ func natsConfigRun(env *Env, opts *NATSConfigOptions) error {
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprint(env.IO.Out, conf)
-	return err
+	if _, err := fmt.Fprint(env.IO.Out, conf); err != nil {
+		return err
+	}
+	if spec.Region != "" {
+		summarizeNote(env.IO.ErrOut, opts, spec.Region)
+	}
+	return nil
+}
+
+// summarizeNote tells the operator of a summarising region what else must
+// run for its summaries to flow: the hub must know the region, and its
+// summarizer must run next to it with its own credential.
+func summarizeNote(w io.Writer, opts *NATSConfigOptions, region string) {
+	user := natsconf.SummarizerUser(region)
+	login := fmt.Sprintf("--user %s --password-file %s", user, filepath.Join(opts.Secrets, user+".password"))
+	hub := fmt.Sprintf("the hub's configuration lists the region: cuecast nats-config hub ... --region %s", region)
+	if opts.Auth == "jwt" {
+		login = "--creds " + filepath.Join(opts.Secrets, user+".creds")
+		hub = fmt.Sprintf("the hub needs no change (its links' credentials carry their permissions); --region %s there is harmless", region)
+	}
+	host, port, _ := net.SplitHostPort(opts.Listen)
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = opts.Name
+	}
+	scheme := "nats"
+	tls := ""
+	if opts.TLSCert != "" {
+		scheme = "tls"
+		tls = " --tls-ca " + cmp.Or(opts.TLSCA, "CA.pem")
+	}
+	fmt.Fprintf(w, `nats-config %[1]s: %[2]s summarises region %[3]q (docs/SCALING.md, "Reports summarised per region"):
+its link sends the hub one summary per config, not its instances' reports. For them to flow:
+  - %[4]s
+  - run next to this server, with serve's --heartbeat:
+      cuecast summarize --nats %[5]s://%[6]s --region %[3]s %[7]s%[8]s
+  (--per-instance-reports sends every report up instead.)
+`, opts.Level, opts.Name, region, hub, scheme, net.JoinHostPort(host, port), login, tls)
 }
 
 // sameTLS keeps a tree all TLS or all plain text: the first configuration

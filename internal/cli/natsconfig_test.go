@@ -191,6 +191,9 @@ func TestNATSConfigBadInput(t *testing.T) {
 		{"password without user", []string{"watch", "--config", "a/b", "--instance", "i", "--trusted-keys-file", "k", "--password", "p"}, "--user"},
 		{"cert without key", []string{"status", "--tls-cert", "c.pem"}, "key"},
 		{"instance user with passwords", []string{"nats-config", "user", "--secrets", "SECRETS", "--namespace", "payments", "--instance", "web-1"}, "--auth jwt"},
+		{"leaf region and opt-out", []string{"nats-config", "leaf", "--name", "l", "--store", "/s", "--secrets", "SECRETS", "--upstream", "h:7422", "--region", "eu", "--per-instance-reports"}, "--per-instance-reports"},
+		{"leaf name that cannot name its region", []string{"nats-config", "leaf", "--name", "EU-West", "--store", "/s", "--secrets", "SECRETS", "--upstream", "h:7422"}, "--region"},
+		{"instances without a config", []string{"status", "--instances"}, "--instances"},
 		{"tls ca without a certificate", []string{"nats-config", "hub", "--name", "h", "--store", "/s", "--secrets", "SECRETS", "--tls-ca", "ca.pem"}, "its own certificate"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

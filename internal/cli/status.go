@@ -24,6 +24,9 @@ type StatusOptions struct {
 	// (status_rollout.go); Timeout bounds the wait.
 	Wait    string
 	Timeout time.Duration
+	// Instances lists each instance of the CONFIGs, fetching those of
+	// summarised regions from the regions (status_instances.go).
+	Instances bool
 	// Conn: credentials and TLS (connflags.go).
 	Conn ConnFlags
 }
@@ -57,16 +60,27 @@ the outcome as one JSON document on stdout.
 
 A config with variants (docs/VARIANTS.md) is shown as one row per variant, its
 path ending in the variant's dimension values (payments/checkout/env=prod/region=eu);
---variant env=prod,region=eu narrows each CONFIG to that variant.`,
+--variant env=prod,region=eu narrows each CONFIG to that variant.
+
+In a tree whose regions summarise (docs/SCALING.md) the hub holds one summary per
+region, not each instance's report: the rows above count them all the same.
+--instances lists each instance of the CONFIGs named, one row each (version, staged
+version, health, last error): the reports held here, and those of each summarised
+region, asked of the region at once. A region that does not answer within --timeout
+(default 5s for --instances) is named on stderr, with exit 1.`,
 		Example: `  cuecast status
   cuecast status payments/checkout --output json
-  cuecast status payments/checkout --variant env=prod,region=eu`,
+  cuecast status payments/checkout --variant env=prod,region=eu
+  cuecast status payments/checkout --instances --output json`,
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.Configs = args
 			if opts.Wait != "" {
 				if _, _, err := parseWait(opts.Wait); err != nil {
 					return err
 				}
+			}
+			if opts.Instances && (len(args) == 0 || opts.Wait != "") {
+				return usageErrorf("cuecast status payments/checkout --instances", "--instances lists the instances of the CONFIGs named (and not with --wait)")
 			}
 			if opts.Variant != "" && len(args) == 0 {
 				return usageErrorf("cuecast status payments/checkout --variant "+opts.Variant, "--variant needs a CONFIG")
@@ -94,7 +108,8 @@ path ending in the variant's dimension values (payments/checkout/env=prod/region
 	cmd.Flags().StringVarP(&opts.Output, "output", "o", "text", "output format: text or json")
 	registerVariant(cmd.Flags(), &opts.Variant)
 	cmd.Flags().StringVar(&opts.Wait, "wait", "", "CONFIG@VERSION: wait until every live instance reports it and its rollout's stage is done; exit 4 listing stragglers at --timeout")
-	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 5*time.Minute, "how long --wait waits")
+	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 5*time.Minute, "how long --wait waits (--instances: how long the regions have to answer, 5s unless given)")
+	cmd.Flags().BoolVar(&opts.Instances, "instances", false, "list each instance of the CONFIGs named, fetching those of summarised regions from the regions")
 	opts.Conn.Register(cmd.Flags())
 	return cmd
 }
@@ -108,6 +123,9 @@ func statusRun(c *cobra.Command, env *Env, opts *StatusOptions) error {
 	defer nc.Close()
 	if opts.Wait != "" {
 		return statusWait(ctx, env, nc, d, opts)
+	}
+	if opts.Instances {
+		return statusInstances(c, env, d, opts)
 	}
 	var cfgs []cuecast.ConfigPath
 	for _, a := range opts.Configs {

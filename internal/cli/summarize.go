@@ -24,17 +24,21 @@ func newSummarizeCmd(env *Env, runF func(*cobra.Command, *SummarizeOptions) erro
 	cmd := &cobra.Command{
 		Use:   "summarize --nats URL --region NAME",
 		Short: "Summarise a region's reports for the hub (a tree's regional server)",
-		Long: `summarize runs next to a summarising region's server (nats-config leaf|node
---region NAME, docs/SCALING.md): it keeps the reports of the region's instances,
+		Long: `summarize runs next to a summarising region's server (nats-config leaf, which
+summarises by default, or node --region NAME; docs/SCALING.md): it keeps the reports of the region's instances,
 sends the hub one summary per config at most once per --interval when it changed and
 at least once per --heartbeat, and answers the hub's drill-down requests for the
-instances' own reports. --heartbeat must be serve's and the instances'.
+instances' own reports, each answer on the region's own subject. --heartbeat must be
+serve's and the instances'. It logs in as summarizer-<region>, which nats-config writes
+beside the other credentials and which may speak only for its region.
 
 Run one per region (more are harmless: they send the same summaries). While none
 runs, the hub counts the region's instances as unknown for two heartbeats after its
 last summary, then not at all.`,
-		Example: `  cuecast summarize --nats tls://eu-west-a:4222 --user distributor \
-      --password-file /etc/cuecast/nats/distributor.password --tls-ca ca.pem --region eu-west`,
+		Example: `  cuecast summarize --nats tls://eu-west-a:4222 --user summarizer-eu-west \
+      --password-file /etc/cuecast/nats/summarizer-eu-west.password --tls-ca ca.pem --region eu-west
+  cuecast summarize --nats tls://eu-west-a:4222 --creds /etc/cuecast/nats/summarizer-eu-west.creds \
+      --tls-ca ca.pem --region eu-west`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
 			if runF != nil {

@@ -3,6 +3,7 @@ package natsconf
 import (
 	"crypto/sha256"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/nats-io/jwt/v2"
@@ -88,8 +89,9 @@ func (k *Keys) userSigner(user string) (nkeys.KeyPair, error) {
 		return k.System, nil
 	case user == OperatorUser:
 		return k.OperatorAccountKey()
-	case user == LeafUser, strings.HasPrefix(user, regionUserPrefix):
-		// The links' users: the hub's fan-out account, a region's mirrors'.
+	case user == LeafUser, strings.HasPrefix(user, regionUserPrefix), strings.HasPrefix(user, summarizerUserPrefix):
+		// The links' users: the hub's fan-out account, a region's mirrors'
+		// (a region's summarizer logs in there too, beside the reports).
 		return k.FanoutAccountKey()
 	case svc:
 		return k.ServiceAccountKey(ns)
@@ -437,8 +439,12 @@ func (k *Keys) operatorMode(namespaces []string, level Level) (operatorMode, err
 				return m, err
 			}
 		}
-		for _, im := range []serviceImport{operatorFanoutReports, operatorFanoutSummaries} {
-			if err := importInto(fanout, fc, oac, opPub, OperatorAccount, im); err != nil {
+		for _, im := range operatorFanout() {
+			claims := fc
+			if slices.ContainsFunc(fanoutExports(), func(e serviceImport) bool { return e.subject == im.subject }) {
+				claims = nil // exported to CUECAST already (drill-down requests)
+			}
+			if err := importInto(fanout, claims, oac, opPub, OperatorAccount, im); err != nil {
 				return m, err
 			}
 		}

@@ -189,6 +189,9 @@ func fanoutImports() []serviceImport {
 		{subject: cuecast.FanoutDeliverPrefix + ".>", stream: true},
 		{subject: "ccs.>"},
 		{subject: cuecast.SummaryPrefix + ".>"},
+		// The regions' answers to drill-down requests, each on its
+		// region's own subject (RegionAllowed).
+		{subject: cuecast.DetailReplyPrefix + ".>"},
 	}
 }
 
@@ -212,6 +215,21 @@ var operatorFanoutReports = serviceImport{subject: "ccs.>", stream: true}
 
 // operatorFanoutSummaries is the same for the regions' summaries.
 var operatorFanoutSummaries = serviceImport{subject: cuecast.SummaryPrefix + ".>", stream: true}
+
+// operatorFanoutDetail are what the operator's account imports from the
+// hub's fan-out account to drill down into a summarised region (`status
+// --instances`): the requests to the regions' summarizers, and their
+// answers, each on its region's own subject.
+var operatorFanoutDetail = []serviceImport{
+	{subject: cuecast.DetailPrefix + ".>", streamed: true},
+	{subject: cuecast.DetailReplyPrefix + ".>", stream: true},
+}
+
+// operatorFanout are every import of the operator's account from the
+// hub's fan-out account.
+func operatorFanout() []serviceImport {
+	return append([]serviceImport{operatorFanoutReports, operatorFanoutSummaries}, operatorFanoutDetail...)
+}
 
 // MirrorStream is the stream holding one namespace's versions and pointers in
 // every domain; services direct-get from it and from nothing else.
@@ -269,12 +287,15 @@ type Spec struct {
 	// Regions, on the hub, are the regions whose summarizers send summaries
 	// up (docs/SCALING.md, "Reports summarised per region"): each region's
 	// link logs in as RegionUser(region), which may publish that region's
-	// summaries and no other's, and no instance report.
+	// summaries and no other's, and no instance report. Users lists their
+	// summarizers' users too (SummarizerUser), which the hub's
+	// configuration does not hold: the regions' do.
 	Regions []string
 	// Region, on a leaf or node server linked to the hub, makes it a
 	// summarising region: its link logs in as RegionUser(Region) and
 	// carries its summarizer's summaries up instead of its instances'
-	// reports (deny_exports ccs.>).
+	// reports (deny_exports ccs.>), and its configuration holds the
+	// region's summarizer's user (SummarizerUser).
 	Region string
 	// HashCost is the bcrypt cost of the password hashes the configuration
 	// holds; default bcrypt.MinCost. The server pays it on every login,
@@ -313,12 +334,15 @@ func (s Spec) Users() []string {
 		u = append(u, ServiceUser(ns))
 	}
 	if s.Level == Hub {
+		// The regions' summarizers log in at their regions, not here, but
+		// the tree shares one secrets directory, which the hub (generated
+		// first) fills: their credentials exist before the regions do.
 		for _, r := range s.Regions {
-			u = append(u, RegionUser(r))
+			u = append(u, RegionUser(r), SummarizerUser(r))
 		}
 	}
 	if s.Region != "" {
-		u = append(u, RegionUser(s.Region))
+		u = append(u, RegionUser(s.Region), SummarizerUser(s.Region))
 	}
 	slices.Sort(u)
 	return slices.Compact(u)
@@ -516,8 +540,10 @@ func UserPermissions(user string) (Permissions, bool) {
 			}
 		}
 		// ccs.>: `status --wait` follows the reports live rather than
-		// reading the report stream several times a second.
-		return Permissions{Publish: pub, Subscribe: []string{"_INBOX.>", "ccr.>", "ccs.>", cuecast.SummaryPrefix + ".>"}}, true
+		// reading the report stream several times a second. ccsumq.> and
+		// ccsumr.>: `status --instances` drills down into the regions.
+		pub = append(pub, cuecast.DetailPrefix+".>")
+		return Permissions{Publish: pub, Subscribe: []string{"_INBOX.>", "ccr.>", "ccs.>", cuecast.SummaryPrefix + ".>", cuecast.DetailReplyPrefix + ".>"}}, true
 	case user == LeafUser:
 		// A leafnode connection from the level below: it sends reports and
 		// what its mirrors need up (LeafAllowed), never writes (LeafDenied),
@@ -529,6 +555,8 @@ func UserPermissions(user string) (Permissions, bool) {
 		// sending its region's summaries instead of reports.
 		return Permissions{Publish: RegionAllowed(strings.TrimPrefix(user, regionUserPrefix)), PublishDeny: LeafDenied(), Subscribe: []string{">"},
 			SubscribeDeny: LeafNoInterest(), ConnectionTypes: []string{ConnectionLeafnode}}, true
+	case strings.HasPrefix(user, summarizerUserPrefix) && cuecast.ValidSegment(strings.TrimPrefix(user, summarizerUserPrefix)):
+		return SummarizerPermissions(strings.TrimPrefix(user, summarizerUserPrefix)), true
 	case strings.HasPrefix(user, "svc-"):
 		ns := strings.TrimPrefix(user, "svc-")
 		return Permissions{
@@ -621,15 +649,38 @@ func RegionUser(region string) string { return regionUserPrefix + region }
 
 // RegionAllowed are the only subjects a summarising region's link may
 // publish into the hub: LeafAllowed with its own region's summaries
-// (ccsum.<region>.>) in place of reports, which stay in the region.
+// (ccsum.<region>.>) and drill-down answers (ccsumr.<region>.>) in place
+// of reports, which stay in the region.
 func RegionAllowed(region string) []string {
-	out := []string{cuecast.SummaryPrefix + "." + region + ".>"}
+	out := []string{cuecast.SummaryPrefix + "." + region + ".>", cuecast.DetailReplyPrefix + "." + region + ".>"}
 	for _, s := range LeafAllowed() {
 		if s != cuecast.ReportPrefix+".>" {
 			out = append(out, s)
 		}
 	}
 	return out
+}
+
+// summarizerUserPrefix starts the name of a region's summarizer's user
+// (SummarizerUser).
+const summarizerUserPrefix = "summarizer-"
+
+// SummarizerUser is the user a region's `cuecast summarize` connects to
+// the region's server as (SummarizerPermissions).
+func SummarizerUser(region string) string { return summarizerUserPrefix + region }
+
+// SummarizerPermissions are a region's summarizer's: it hears the
+// region's reports (ccs.>) and the hub's drill-down requests (ccsumq.>),
+// and publishes only its own region's summaries (ccsum.<region>.>) and
+// drill-down answers (ccsumr.<region>.>). It cannot speak for another
+// region, nor as an instance, nor write versions or pointers (cc.>): a
+// leaked summarizer credential can misstate its own region's instances
+// and nothing else (docs/SECURITY.md).
+func SummarizerPermissions(region string) Permissions {
+	return Permissions{
+		Publish:   []string{cuecast.SummaryPrefix + "." + region + ".>", cuecast.DetailReplyPrefix + "." + region + ".>"},
+		Subscribe: []string{cuecast.ReportPrefix + ".>", cuecast.DetailPrefix + ".>"},
+	}
 }
 
 // LeafDenied are the subjects within LeafAllowed a lower level's leafnode
@@ -750,7 +801,8 @@ func Generate(s Spec) (string, error) {
 			w.list("deny_imports", []string{q("ccr.>")})
 			if s.Region != "" {
 				w.comment("A summarising region: its summarizer sends the instances' reports up as")
-				w.comment("summaries (ccsum.%s.>), the reports stay here.", s.Region)
+				w.comment("summaries (ccsum.%s.>), the reports stay here. Run next to this server", s.Region)
+				w.comment("`cuecast summarize --region %s`, logged in as %s.", s.Region, SummarizerUser(s.Region))
 				w.list("deny_exports", []string{q("ccr.>"), q(cuecast.ReportPrefix + ".>")})
 			} else {
 				w.list("deny_exports", []string{q("ccr.>")})
@@ -777,6 +829,11 @@ func Generate(s Spec) (string, error) {
 		// A region's account holds mirrors only: nothing JetStream
 		// publishes there for a node's link is stored (docs/SECURITY.md).
 		w.user(LeafUser, s.Passwords[LeafUser])
+	}
+	if s.Region != "" {
+		// The region's summarizer: it reads the reports and may speak
+		// only as its region (SummarizerPermissions).
+		w.user(SummarizerUser(s.Region), s.Passwords[SummarizerUser(s.Region)])
 	}
 	w.closeWith("]")
 	if s.Level == Hub {
@@ -835,8 +892,9 @@ func Generate(s Spec) (string, error) {
 		for _, im := range fanoutExports() {
 			w.export(im, Account)
 		}
-		w.export(operatorFanoutReports, OperatorAccount)
-		w.export(operatorFanoutSummaries, OperatorAccount)
+		for _, im := range operatorFanout() {
+			w.export(im, OperatorAccount)
+		}
 		w.closeWith("]")
 		w.close()
 	}
@@ -851,8 +909,9 @@ func Generate(s Spec) (string, error) {
 	if s.Level == Hub {
 		// The reports the links carry up, live: those reach CUECAST
 		// through a service import, which no stream export passes on.
-		w.impFrom(operatorFanoutReports, FanoutAccount)
-		w.impFrom(operatorFanoutSummaries, FanoutAccount)
+		for _, im := range operatorFanout() {
+			w.impFrom(im, FanoutAccount)
+		}
 	}
 	w.closeWith("]")
 	w.close()

@@ -45,6 +45,17 @@ func goldenSpecs() map[string]natsconf.Spec {
 			Upstreams:  []string{"hub-a:7422", "hub-b:7422"},
 			Namespaces: []string{"payments", "search"},
 		},
+		// A tree's summarising region (nats-config leaf's default) and
+		// the hub that lets its link send summaries.
+		"leaf-region": {
+			Level: natsconf.Leaf, Name: "eu-west-a", Domain: "eu-west", Region: "eu-west", StoreDir: "/var/lib/nats",
+			Upstreams:  []string{"hub-a:7422"},
+			Namespaces: []string{"payments"},
+		},
+		"hub-regions": {
+			Level: natsconf.Hub, Name: "hub-a", StoreDir: "/var/lib/nats",
+			Namespaces: []string{"payments"}, Regions: []string{"eu-west", "us-east"},
+		},
 		"node": {
 			Level: natsconf.Node, Name: "host-17", StoreDir: "/var/lib/nats", Listen: "127.0.0.1:4222",
 			Upstreams:  []string{"eu-west-a:7422"},
@@ -110,7 +121,11 @@ func TestGenerateGolden(t *testing.T) {
 				t.Errorf("%d leafnode remotes for a %s", n, spec.Level)
 			}
 			for _, r := range opts.LeafNode.Remotes {
-				if r.LocalAccount != natsconf.Account || len(r.DenyImports) != 1 || len(r.DenyExports) != 1 {
+				wantDeny := 1
+				if spec.Region != "" {
+					wantDeny = 2 // and its reports, which its summarizer sends up
+				}
+				if r.LocalAccount != natsconf.Account || len(r.DenyImports) != 1 || len(r.DenyExports) != wantDeny {
 					t.Errorf("remote account %q deny %v %v, want %s and ccr.> both ways", r.LocalAccount, r.DenyImports, r.DenyExports, natsconf.Account)
 				}
 				if len(r.URLs) != len(spec.Upstreams) {
@@ -190,7 +205,8 @@ func TestClientAgreesOnNamespaceNames(t *testing.T) {
 // TestGenerateHoldsNoPasswords: a server's configuration, readable by
 // whoever runs the host, holds bcrypt hashes, never a password a client
 // could log in with; only a leaf or node server holds one: the leaf
-// user's, which its leafnode remote logs in with upstream.
+// user's (a summarising region's: its region user's), which its leafnode
+// remote logs in with upstream.
 func TestGenerateHoldsNoPasswords(t *testing.T) {
 	for name, spec := range goldenSpecs() {
 		t.Run(name, func(t *testing.T) {
@@ -201,7 +217,11 @@ func TestGenerateHoldsNoPasswords(t *testing.T) {
 			for user, pw := range spec.Passwords {
 				n := strings.Count(got, pw)
 				want := 0
-				if user == natsconf.LeafUser && spec.Level != natsconf.Hub {
+				linkUser := natsconf.LeafUser
+				if spec.Region != "" {
+					linkUser = natsconf.RegionUser(spec.Region)
+				}
+				if user == linkUser && spec.Level != natsconf.Hub {
 					want = len(spec.Upstreams)
 				}
 				if n != want {

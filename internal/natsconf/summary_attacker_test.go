@@ -22,10 +22,11 @@ import (
 // TestRegionLinkSpeaksOnlyForItself plays a compromised region host with
 // exactly what it holds: its own region's link credential
 // (natsconf.RegionUser("leaf-1")) and the plain links' one (LeafUser). With
-// them it sends the hub a summary in the name of the other region, an
-// instance report (a summarising region's reports stay in the region),
-// and, as a plain link, a summary at all. The hub stores none of them:
-// the other region's summary is still its own, and its next one is stored.
+// them it sends the hub a summary and a drill-down answer in the name of
+// the other region, an instance report (a summarising region's reports
+// stay in the region), and, as a plain link, a summary at all. The hub
+// stores none of them and hears no such answer: the other region's
+// summary is still its own, and its next one is stored.
 func TestRegionLinkSpeaksOnlyForItself(t *testing.T) {
 	tr := natstest.StartTree(t, natstest.TreeOptions{Leaves: 2, Namespaces: []string{"payments"}, Regions: true})
 	hub := tr.Hub.Connect(t, natsconf.DistributorUser)
@@ -100,6 +101,14 @@ leafnodes { remotes = [ %s, %s ] }
 	poll.Until(t, "the attacker linked to the hub twice", poll.Patience, func() (bool, string) {
 		return s.NumLeafNodes() == 2, fmt.Sprintf("%d links", s.NumLeafNodes())
 	})
+	// The hub's side of drill-downs: every answer that reaches it.
+	answers := make(chan *nats.Msg, 1024)
+	if _, err := hub.ChanSubscribe(cuecast.DetailReplyPrefix+".>", answers); err != nil {
+		t.Fatal(err)
+	}
+	if err := hub.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	asRegion := evil.Connect(t, nats.UserInfo("r", "r"))
 	asLeaf := evil.Connect(t, nats.UserInfo("l", "l"))
 	forged := summary("leaf-2", 999)
@@ -110,6 +119,7 @@ leafnodes { remotes = [ %s, %s ] }
 	attack := func() {
 		_ = asRegion.Publish(westSubj, forged)
 		_ = asRegion.Publish(reportSubj, badReport)
+		_ = asRegion.Publish(cuecast.DetailReplySubject("leaf-2", "forged"), []byte(`{"region":"leaf-2","reports":[]}`))
 		_ = asLeaf.Publish(eastSubj, plainForged)
 		_ = asRegion.Flush()
 		_ = asLeaf.Flush()
@@ -122,6 +132,10 @@ leafnodes { remotes = [ %s, %s ] }
 	poll.Until(t, "the attacker's own messages after the attack", poll.Patience, func() (bool, string) {
 		marker++
 		own := summary("leaf-1", marker)
+		// An answer of its own region before the summary on the same link:
+		// the hub's connection, which reads the summary back, has heard it
+		// once the summary is stored.
+		_ = asRegion.Publish(cuecast.DetailReplySubject("leaf-1", fmt.Sprint("m", marker)), []byte(`{"region":"leaf-1","reports":[]}`))
 		if err := asRegion.Publish(eastSubj, own); err != nil {
 			return false, err.Error()
 		}
@@ -136,6 +150,21 @@ leafnodes { remotes = [ %s, %s ] }
 		}
 		return regionThrough && leafThrough, fmt.Sprintf("region link through: %v, plain link through: %v", regionThrough, leafThrough)
 	})
+
+	// Its own region's answers reach the hub, the other region's none.
+	ownAnswer := false
+	for len(answers) > 0 {
+		m := <-answers
+		switch region, _, _ := cuecast.ParseDetailReplySubject(m.Subject); region {
+		case "leaf-1":
+			ownAnswer = true
+		default:
+			t.Errorf("the hub heard a drill-down answer on %s from region 1's link", m.Subject)
+		}
+	}
+	if !ownAnswer {
+		t.Errorf("none of region 1's own drill-down answers reached the hub")
+	}
 
 	// Nothing the attacker forged is stored.
 	if data, _ := stored(westSubj); data != string(honest) {
