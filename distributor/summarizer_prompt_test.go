@@ -116,4 +116,22 @@ func TestSummarizerSendsTheCompletingSummaryAtOnce(t *testing.T) {
 	if got := received(2); len(got) != 0 {
 		t.Errorf("after a second failing report of the same class: summaries %v, want none before the next tick", got)
 	}
+	// A strict cutover: every live instance staging v4 is what it waits
+	// for; the last one to stage sends the summary at once.
+	tick = tick.Add(2 * interval)
+	flush(tick)
+	received(2)
+	for i := range n {
+		now = tick.Add(time.Duration(i+1) * 50 * time.Millisecond)
+		id := fmt.Sprintf("web-%d", i)
+		b, _ := json.Marshal(cuecast.Report{Instance: id, Config: cfg, Version: 2, Checksum: "sum2", Healthy: true, Staged: 4, AppliedAt: t0, At: now})
+		add(cuecast.ReportSubject(cfg, id), b, now)
+		got := received(2)
+		if i < n-1 && len(got) != 0 {
+			t.Fatalf("%d of %d instances staging v4, before the next tick: summaries %v, want none", i+1, n, got)
+		}
+		if i == n-1 && len(got) != 1 {
+			t.Fatalf("every instance staging v4, before the next tick: summaries %v, want one at once", got)
+		}
+	}
 }

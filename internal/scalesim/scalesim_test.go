@@ -245,9 +245,6 @@ func TestScaleModesSoak(t *testing.T) {
 	if pi.Instances == 0 || su.Instances == 0 {
 		t.Fatalf("a mode did not run: %+v", at)
 	}
-	if pi.Rest.InMsgs < float64(pi.Instances)/2 {
-		t.Errorf("per-instance mode, %d instances: %.1f messages into the hub per heartbeat at rest, want at least %d (their reports)", pi.Instances, pi.Rest.InMsgs, pi.Instances/2)
-	}
 	if su.Instances >= pi.Instances && su.Rest.InMsgs*2 > pi.Rest.InMsgs {
 		t.Errorf("at rest the hub receives %.1f messages per heartbeat from %d summarised instances, %.1f from %d reporting each: want under half", su.Rest.InMsgs, su.Instances, pi.Rest.InMsgs, pi.Instances)
 	}
