@@ -19,3 +19,11 @@ func CachedSeq(d *Distributor, subj string) uint64 {
 	}
 	return c.(cachedPointer).seq
 }
+
+// SummarizerAt drives s without its Run loop, on the clock the test
+// gives: started at start, add takes a report that arrived at now on
+// subject, and flush is the tick of its interval at now.
+func SummarizerAt(s *Summarizer, start time.Time) (add func(subject string, data []byte, now time.Time), flush func(now time.Time)) {
+	s.start = start
+	return s.add, s.flush
+}

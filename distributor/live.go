@@ -110,18 +110,24 @@ func withoutTime(data []byte) []byte {
 // repeats the instance's last report but for its time, and for data that is
 // not a report on this config by this instance (which it ignores).
 func (l *LiveReports) Add(instance string, data []byte, now time.Time) bool {
+	_, ok := l.add(instance, data, now)
+	return ok
+}
+
+// add is Add, which also returns the new report.
+func (l *LiveReports) add(instance string, data []byte, now time.Time) (cuecast.Report, bool) {
 	raw := withoutTime(data)
 	l.mu.Lock()
 	if s, ok := l.byInst[instance]; ok && s.raw != nil && bytes.Equal(s.raw, raw) {
 		s.at = now
 		l.byInst[instance] = s
 		l.mu.Unlock()
-		return false
+		return cuecast.Report{}, false
 	}
 	l.mu.Unlock()
 	r, err := DecodeReport(cuecast.ReportSubject(l.cfg, instance), data)
 	if err != nil {
-		return false
+		return cuecast.Report{}, false
 	}
 	stamp(&r, now)
 	l.mu.Lock()
@@ -129,10 +135,10 @@ func (l *LiveReports) Add(instance string, data []byte, now time.Time) bool {
 	// Messages on one subject arrive in order, so only a report from the
 	// stream can be newer than a message; then the newer stays.
 	if s, ok := l.byInst[instance]; ok && s.seeded && s.r.At.After(r.At) {
-		return false
+		return cuecast.Report{}, false
 	}
 	l.byInst[instance] = liveReport{r: r, at: now, raw: bytes.Clone(raw)}
-	return true
+	return r, true
 }
 
 // Seed keeps reports read from the report stream at now (Reports). Each

@@ -34,8 +34,8 @@ type SummarizerOptions struct {
 	// one at rest. Default 15s.
 	Heartbeat time.Duration
 	// Interval is the least time between two summaries of one config, sent
-	// only when it changed (or a heartbeat passed). Default 1s; at most a
-	// fourth of Heartbeat.
+	// only when it changed (or a heartbeat passed), but for a completing
+	// summary (Summarizer). Default 1s; at most a fourth of Heartbeat.
 	Interval time.Duration
 	// DetailLimit bounds the reports one drill-down answer carries;
 	// default 10,000.
@@ -50,6 +50,16 @@ type SummarizerOptions struct {
 // on a connection to the region's server, which sees every report of the
 // region's instances (the node links carry them up to it), and the
 // region's link to the hub carries its summaries, not the reports.
+//
+// A summary goes out at most once an Interval per config, and only when
+// it changed, with one exception: the report that completes a state a
+// reader waits for sends its config's summary at once, so that `status
+// --wait`, the rollout controller and the dashboard do not wait an
+// interval more than with per-instance reports. Those states are every
+// live instance on one version, every live instance staging one version
+// (strict cutover), and a class of unhealthy or failing instances the
+// last summary did not have; each sends at most one summary more per
+// version, staged version or class (docs/SCALING.md).
 type Summarizer struct {
 	nc    *nats.Conn
 	o     SummarizerOptions
@@ -65,6 +75,81 @@ type summarized struct {
 	last  []byte
 	sent  time.Time
 	empty time.Time // since when it has had no live instance
+
+	// What each instance runs as of its last new report, and how many run
+	// each version and stage each staged version: enough to see at each
+	// report, without building a summary, that it completes a state
+	// (prompt). Instances whose reports expired are dropped at the next
+	// tick; until then they only delay a completing summary to the tick.
+	runs              map[string]running
+	onVersion, staged map[uint64]int
+	// classes are the unhealthy and failing classes in the last summary
+	// sent (promptClass); version and stagedAll the version all its
+	// instances ran or staged, 0 if none.
+	classes            map[string]bool
+	version, stagedAll uint64
+}
+
+type running struct{ version, staged uint64 }
+
+func newSummarized(cfg cuecast.ConfigPath, ttl time.Duration) *summarized {
+	return &summarized{live: NewLiveReports(cfg, ttl), runs: map[string]running{}, onVersion: map[uint64]int{}, staged: map[uint64]int{}, classes: map[string]bool{}}
+}
+
+// count makes inst run r in the tallies.
+func (st *summarized) count(inst string, r running) {
+	if old, ok := st.runs[inst]; ok {
+		st.onVersion[old.version]--
+		st.staged[old.staged]--
+	}
+	st.runs[inst] = r
+	st.onVersion[r.version]++
+	st.staged[r.staged]++
+}
+
+// recount makes the tallies those of the live reports rs, when an
+// instance has expired since they were made (every live instance was
+// counted when its report came: fewer live than counted means expiry).
+func (st *summarized) recount(rs []cuecast.Report) {
+	if len(rs) == len(st.runs) {
+		return
+	}
+	clear(st.runs)
+	clear(st.onVersion)
+	clear(st.staged)
+	for _, r := range rs {
+		st.count(r.Instance, running{r.Version, r.Staged})
+	}
+}
+
+// prompt says whether r, just counted, completes a state a reader waits
+// for that the last summary sent did not have: every live instance on r's
+// version, or staging its staged version, or r in a class of unhealthy or
+// failing instances.
+func (st *summarized) prompt(r cuecast.Report) bool {
+	n := len(st.runs)
+	switch {
+	case st.onVersion[r.Version] == n && r.Version != st.version:
+		return true
+	case r.Staged != 0 && st.staged[r.Staged] == n && r.Staged != st.stagedAll:
+		return true
+	}
+	c := promptClass(r.Healthy, ErrorClass(r.LastError), r.Refused != "")
+	return c != "" && !st.classes[c]
+}
+
+// promptClass is the class of unhealthy or failing instances a report or
+// a summary group is in, "" for a healthy one without an error.
+func promptClass(healthy bool, errClass string, refused bool) string {
+	switch {
+	case errClass != "":
+		return "error " + errClass
+	case refused:
+		return "refused"
+	case !healthy:
+		return "unhealthy"
+	}
+	return ""
 }
 
 // NewSummarizer returns a Summarizer for the region on nc; Run runs it.
@@ -123,7 +208,7 @@ func (s *Summarizer) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case now := <-t.C:
-			if now.Sub(s.start) < s.o.Heartbeat*5/4 {
+			if !s.warm(now) {
 				continue
 			}
 			s.flush(now)
@@ -139,16 +224,35 @@ func (s *Summarizer) add(subject string, data []byte, now time.Time) {
 	s.mu.Lock()
 	st := s.byCfg[cfg]
 	if st == nil {
-		st = &summarized{live: NewLiveReports(cfg, LiveFor(s.o.Heartbeat))}
+		st = newSummarized(cfg, LiveFor(s.o.Heartbeat))
 		s.byCfg[cfg] = st
 	}
 	s.mu.Unlock()
-	st.live.Add(inst, data, now)
+	r, ok := st.live.add(inst, data, now)
+	if !ok {
+		return // a heartbeat: nothing changed
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.byCfg[cfg] != st {
+		return // forgotten meanwhile
+	}
+	st.count(inst, running{r.Version, r.Staged})
+	if s.warm(now) && st.prompt(r) {
+		s.send(cfg, st, st.live.Live(now), now)
+	}
 }
 
-// flush sends the summary of each config that changed since it was last
-// sent, or was last sent a heartbeat ago. A config with no live instance
-// is summarised (empty) for as long as a report lives, then forgotten.
+// warm says whether the summarizer has heard every live instance by now
+// (Run).
+func (s *Summarizer) warm(now time.Time) bool { return now.Sub(s.start) >= s.o.Heartbeat*5/4 }
+
+// flush, at each tick, sends the summary of each config that changed
+// since it was last sent, or was last sent a heartbeat ago; not one sent
+// less than half an interval ago (a completing summary between two ticks),
+// so that a summary goes at most once an interval but for those. A config
+// with no live instance is summarised (empty) for as long as a report
+// lives, then forgotten.
 func (s *Summarizer) flush(now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -163,21 +267,48 @@ func (s *Summarizer) flush(now time.Time) {
 			delete(s.byCfg, cfg)
 			continue
 		}
-		sum := BuildSummary(s.o.Region, cfg, rs, now.UTC())
-		data, err := json.Marshal(sum)
-		if err != nil {
-			s.o.Logger.Error("encode summary", "config", cfg, "err", err)
+		st.recount(rs)
+		if now.Sub(st.sent) < s.o.Interval/2 {
 			continue
 		}
-		raw := withoutTime(data)
-		if bytes.Equal(raw, st.last) && now.Sub(st.sent) < s.o.Heartbeat {
-			continue
+		s.send(cfg, st, rs, now)
+	}
+}
+
+// send sends the summary of cfg's live reports rs at now, unless it
+// repeats the last one sent less than a heartbeat ago. s.mu is held.
+func (s *Summarizer) send(cfg cuecast.ConfigPath, st *summarized, rs []cuecast.Report, now time.Time) {
+	sum := BuildSummary(s.o.Region, cfg, rs, now.UTC())
+	data, err := json.Marshal(sum)
+	if err != nil {
+		s.o.Logger.Error("encode summary", "config", cfg, "err", err)
+		return
+	}
+	raw := withoutTime(data)
+	if bytes.Equal(raw, st.last) && now.Sub(st.sent) < s.o.Heartbeat {
+		return
+	}
+	if err := s.nc.Publish(cuecast.SummarySubject(s.o.Region, cfg), data); err != nil {
+		s.o.Logger.Warn("send summary", "config", cfg, "err", err)
+		return
+	}
+	st.last, st.sent = raw, now
+	clear(st.classes)
+	st.version, st.stagedAll = 0, 0
+	for i, g := range sum.Groups {
+		if c := promptClass(g.Healthy, g.Error, g.Refused); c != "" {
+			st.classes[c] = true
 		}
-		if err := s.nc.Publish(cuecast.SummarySubject(s.o.Region, cfg), data); err != nil {
-			s.o.Logger.Warn("send summary", "config", cfg, "err", err)
-			continue
+		if i == 0 || g.Version == st.version {
+			st.version = g.Version
+		} else {
+			st.version = 0
 		}
-		st.last, st.sent = raw, now
+		if i == 0 || g.Staged == st.stagedAll {
+			st.stagedAll = g.Staged
+		} else {
+			st.stagedAll = 0
+		}
 	}
 }
 

@@ -27,10 +27,12 @@ func newSummarizeCmd(env *Env, runF func(*cobra.Command, *SummarizeOptions) erro
 		Long: `summarize runs next to a summarising region's server (nats-config leaf, which
 summarises by default, or node --region NAME; docs/SCALING.md): it keeps the reports of the region's instances,
 sends the hub one summary per config at most once per --interval when it changed and
-at least once per --heartbeat, and answers the hub's drill-down requests for the
-instances' own reports, each answer on the region's own subject. --heartbeat must be
-serve's and the instances'. It logs in as summarizer-<region>, which nats-config writes
-beside the other credentials and which may speak only for its region.
+at least once per --heartbeat (at once, once, when a report completes a version: every
+live instance on it or staging it, or brings a new unhealthy or failing class), and
+answers the hub's drill-down requests for the instances' own reports, each answer on
+the region's own subject. --heartbeat must be serve's and the instances'. It logs in as
+summarizer-<region>, which nats-config writes beside the other credentials and which may
+speak only for its region.
 
 Run one per region (more are harmless: they send the same summaries). While none
 runs, the hub counts the region's instances as unknown for two heartbeats after its

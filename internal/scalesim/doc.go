@@ -34,4 +34,14 @@
 //	child:  stats JSON     its Counters
 //
 // The end of its stdin shuts the server down.
+//
+// TestScaleModesSoak runs the two report modes side by side on a hub and
+// regional servers (Options.Regions, Options.Summaries): a summarizer per
+// region in its own process (distributor.Summarizer, logged in as
+// summarizerLogin says) and report generators instead of a client per
+// instance (GrowReporters; modes.go says what is real), measuring the
+// hub's intake, CPU and resident set at rest and per change, and the time
+// from a commit to the hub's view, as `status --wait` reads it, having
+// every instance on the version (docs/SCALING.md, "Calibration"). Those
+// children talk as a server does: "ready", then run until stdin ends.
 package scalesim

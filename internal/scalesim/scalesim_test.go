@@ -163,6 +163,93 @@ func TestScaleSoak(t *testing.T) {
 	}
 }
 
+// TestScaleModesSoak runs both report modes in one run, side by side on
+// the same tree shape: per-instance reports (every instance's report
+// reaches the hub) and summaries (each region's summarizer sends the hub
+// one summary per config instead), with real servers, summarizers and
+// one real client per report generator, the other instances simulated by
+// the generators (internal/scalesim/modes.go says what is real). Per mode
+// and fleet size it measures messages and bytes into the hub per
+// heartbeat at rest and per change, the hub's CPU and resident set, and
+// the time from the commit (Publish) to the hub's view, the one `status
+// --wait` reads, having every instance on the new version. Each row is
+// logged, and the table at the end (docs/SCALING.md, "Calibration").
+//
+// Without CUECAST_SOAK it runs small (2 regions, 40 then 80 instances,
+// heartbeat 500 ms, one change), for `make test`; with it,
+// CUECAST_MODES_SIZES_PER_INSTANCE (default 1000,10000,50000) and
+// CUECAST_MODES_SIZES_SUMMARY (default 1000,10000,50000,100000)
+// instances, CUECAST_MODES_REGIONS regions (default 4),
+// CUECAST_MODES_CHANGES changes per size (default 3) and
+// CUECAST_MODES_HEARTBEAT (default 15s); CUECAST_MODES_OUT, when set,
+// gets the rows as JSON.
+func TestScaleModesSoak(t *testing.T) {
+	defPI, defSum, defRegions, defChanges, defHB := "40,80", "40,80", "2", "1", 500*time.Millisecond
+	if os.Getenv("CUECAST_SOAK") != "" {
+		defPI, defSum, defRegions, defChanges, defHB = "1000,10000,50000", "1000,10000,50000,100000", "4", "3", 15*time.Second
+	}
+	regions := envInts(t, "CUECAST_MODES_REGIONS", defRegions)[0]
+	changes := envInts(t, "CUECAST_MODES_CHANGES", defChanges)[0]
+	hb := envDuration(t, "CUECAST_MODES_HEARTBEAT", defHB)
+	var rows []scalesim.ModeRow
+	for _, mode := range []struct {
+		name      string
+		summaries bool
+		sizes     []int
+	}{
+		{"per-instance", false, envInts(t, "CUECAST_MODES_SIZES_PER_INSTANCE", defPI)},
+		{"summary", true, envInts(t, "CUECAST_MODES_SIZES_SUMMARY", defSum)},
+	} {
+		t.Run(mode.name, func(t *testing.T) {
+			tr := scalesim.Start(t, scalesim.Options{Regions: regions, Summaries: mode.summaries, Heartbeat: hb})
+			for _, size := range mode.sizes {
+				grow := (size - tr.ReporterInstances()) / regions
+				if grow <= 0 {
+					t.Fatalf("sizes %v: want each larger than the last by a multiple of %d", mode.sizes, regions)
+				}
+				start := time.Now()
+				tr.GrowReporters(t, grow)
+				t.Logf("%s: %d instances live at the hub in %s (load %s)", mode.name, tr.ReporterInstances(), time.Since(start).Round(time.Millisecond), scalesim.LoadAverage())
+				// At rest over two heartbeats; each change settles for a
+				// tenth of one and counts its reports for a heartbeat, at
+				// least the window a client's apply report may take (1.5 s).
+				row := scalesim.ModeRow{Mode: mode.name, Instances: tr.ReporterInstances(), Regions: regions, Heartbeat: hb, Rest: tr.Rest(t, 2*hb)}
+				for range changes {
+					row.Changes = append(row.Changes, tr.ModeChange(t, max(hb/10, 200*time.Millisecond), max(hb, 2*time.Second)))
+				}
+				rows = append(rows, row)
+				t.Log("\n" + scalesim.ModesTable([]scalesim.ModeRow{row}))
+				if out := os.Getenv("CUECAST_MODES_OUT"); out != "" {
+					b, err := json.MarshalIndent(rows, "", " ")
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := os.WriteFile(out, b, 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+		})
+	}
+	t.Logf("heartbeat %s, %d regions:\n%s", hb, regions, scalesim.ModesTable(rows))
+	// The hub's intake at rest at the largest size both modes ran: every
+	// instance's heartbeat with per-instance reports, a summary per region
+	// with summaries.
+	at := map[string]scalesim.ModeRow{}
+	for _, r := range rows {
+		if prev, ok := at[r.Mode]; !ok || r.Instances > prev.Instances {
+			at[r.Mode] = r
+		}
+	}
+	pi, su := at["per-instance"], at["summary"]
+	if pi.Instances == 0 || su.Instances == 0 {
+		t.Fatalf("a mode did not run: %+v", at)
+	}
+	if su.Instances >= pi.Instances && su.Rest.InMsgs*2 > pi.Rest.InMsgs {
+		t.Errorf("at rest the hub receives %.1f messages per heartbeat from %d summarised instances, %.1f from %d reporting each: want under half", su.Rest.InMsgs, su.Instances, pi.Rest.InMsgs, pi.Instances)
+	}
+}
+
 func envDuration(t *testing.T, key string, def time.Duration) time.Duration {
 	t.Helper()
 	s := os.Getenv(key)

@@ -37,6 +37,12 @@ func Child() (code int, ok bool) {
 	if os.Getenv(simfleet.ChildEnv) == fleetChild {
 		return fleetMain(), true
 	}
+	switch os.Getenv(roleEnv) {
+	case summarizerRole:
+		return summarizerMain(os.Stdin, os.Stdout), true
+	case reportersRole:
+		return reportersMain(os.Stdin, os.Stdout), true
+	}
 	return 0, false
 }
 
@@ -119,7 +125,8 @@ func counters(s *server.Server) (Counters, error) {
 	return c, nil
 }
 
-// Server is the parent's handle on a server child.
+// Server is the parent's handle on a server child (or on another child
+// that talks in lines: a summarizer, a report generator).
 type Server struct {
 	Name string
 	// URL is where clients connect.
@@ -136,8 +143,22 @@ type Server struct {
 // to accept clients; tb.Cleanup stops it.
 func startServer(tb testing.TB, name, conf, log string) *Server {
 	tb.Helper()
-	s := &Server{Name: name, Conf: conf, cmd: exec.Command(os.Args[0])}
-	s.cmd.Env = append(os.Environ(), roleEnv+"=server", confEnv+"="+conf, logEnv+"="+log)
+	s := startChild(tb, name, roleEnv+"=server", confEnv+"="+conf, logEnv+"="+log)
+	s.Conf = conf
+	f := s.line(tb, "ready")
+	if len(f) != 2 {
+		tb.Fatalf("server %s: got %q, want ready URL", name, strings.Join(f, " "))
+	}
+	s.URL = f[1]
+	return s
+}
+
+// startChild runs the test binary again with env added to its
+// environment; tb.Cleanup stops it.
+func startChild(tb testing.TB, name string, env ...string) *Server {
+	tb.Helper()
+	s := &Server{Name: name, cmd: exec.Command(os.Args[0])}
+	s.cmd.Env = append(os.Environ(), env...)
 	s.cmd.Stderr = os.Stderr
 	var err error
 	if s.in, err = s.cmd.StdinPipe(); err != nil {
@@ -152,11 +173,6 @@ func startServer(tb testing.TB, name, conf, log string) *Server {
 		tb.Fatalf("start server %s: %v", name, err)
 	}
 	tb.Cleanup(s.Stop)
-	f := s.line(tb, "ready")
-	if len(f) != 2 {
-		tb.Fatalf("server %s: got %q, want ready URL", name, strings.Join(f, " "))
-	}
-	s.URL = f[1]
 	return s
 }
 

@@ -77,6 +77,11 @@ type Options struct {
 	// warnings and errors: slow consumers, stale connections) in
 	// LogDir/<server>.log.
 	LogDir string
+	// Summaries makes every region (Options.Regions) a summarising one
+	// (`nats-config leaf --region`, the hub's --region for each) with a
+	// summarizer in its own process beside it (StartSummarizers): the
+	// regions send the hub summaries instead of their instances' reports.
+	Summaries bool
 	// ProfPort, when set, makes every server serve Go's pprof over HTTP
 	// (nats-server's prof_port) on 127.0.0.1: the hub's first server on
 	// ProfPort and each next server started (hub servers, regions, nodes,
@@ -93,13 +98,21 @@ type Tree struct {
 	// Regions are the regional leaf servers (Options.Regions), Nodes[i]'s
 	// under Regions[i%len(Regions)].
 	Regions []*Server
-	Nodes   []*Server
+	// Summarizers[i] summarises Regions[i] (Options.Summaries), and
+	// Reporters[i] are the report generators connected to it
+	// (GrowReporters).
+	Summarizers []*Server
+	Reporters   [][]*Server
+	// ReporterSizes[i][j] is how many instances Reporters[i][j] runs.
+	ReporterSizes [][]int
+	Nodes         []*Server
 	// Fleets[i] are the instances' children connected to Nodes[i].
 	Fleets [][]*simfleet.Child
 	// FleetSizes[i][j] is how many instances Fleets[i][j] runs.
 	FleetSizes [][]int
 
 	opts      Options
+	reports   *distributor.ReportWatcher // status --wait's view (modes.go)
 	passwords map[string]string
 	pubKey    string
 	d         *distributor.Distributor
@@ -130,8 +143,15 @@ func Start(tb testing.TB, o Options) *Tree {
 	for i := range routes {
 		routes[i] = freeAddr(tb)
 	}
+	var regionNames []string
+	for i := range o.Regions {
+		regionNames = append(regionNames, regionName(i))
+	}
 	for i := range o.HubServers {
 		spec := natsconf.Spec{Level: natsconf.Hub, Name: "hub", Listen: "127.0.0.1:-1", LeafListen: freeAddr(tb), Namespaces: []string{Namespace}}
+		if o.Summaries {
+			spec.Regions = regionNames
+		}
 		if o.HubServers > 1 {
 			spec.Name = fmt.Sprintf("hub-%d", i+1)
 			spec.Cluster = &natsconf.Cluster{Name: "hub", Listen: routes[i], Routes: slices.Delete(slices.Clone(routes), i, i+1)}
@@ -162,8 +182,11 @@ func Start(tb testing.TB, o Options) *Tree {
 	}
 	var regionAddrs []string
 	for i := range o.Regions {
-		spec := natsconf.Spec{Level: natsconf.Leaf, Name: fmt.Sprintf("region-%d", i+1), Listen: "127.0.0.1:-1", LeafListen: freeAddr(tb),
+		spec := natsconf.Spec{Level: natsconf.Leaf, Name: regionNames[i], Listen: "127.0.0.1:-1", LeafListen: freeAddr(tb),
 			Upstreams: hubLinks(), Namespaces: []string{Namespace}}
+		if o.Summaries {
+			spec.Region = spec.Name
+		}
 		t.Regions = append(t.Regions, t.startServer(tb, dir, spec))
 		regionAddrs = append(regionAddrs, spec.LeafListen)
 	}
@@ -215,8 +238,15 @@ func Start(tb testing.TB, o Options) *Tree {
 		return err == nil, fmt.Sprint(err)
 	})
 	t.Ship(tb)
+	if o.Summaries {
+		t.startSummarizers(tb)
+	}
 	return t
 }
+
+// regionName is the name of the ith region (from 0), its server's and, with
+// Options.Summaries, its summaries'.
+func regionName(i int) string { return fmt.Sprintf("region-%d", i+1) }
 
 // mirrors creates every region's and node's CUECAST_<ns> mirror, of the
 // hub's CUECAST or of the region's mirror, through the distributor's

@@ -1,0 +1,137 @@
+package distributor_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/distributor"
+	"github.com/cuecast/cuecast/internal/natstest"
+)
+
+// TestSummarizerSendsTheCompletingSummaryAtOnce drives a summarizer on a
+// fake clock (its add and its interval's tick): a summary goes out at most
+// once an interval while its region's instances move from one version to
+// the next, but the report that completes the move (every live instance
+// on the new version), or that brings a new failing class, sends its
+// summary at once, without waiting for the next tick; once per version,
+// so the rate stays bounded (`status --wait`, the rollout controller and
+// the dashboard see the completed state an interval sooner: docs/SCALING.md).
+func TestSummarizerSendsTheCompletingSummaryAtOnce(t *testing.T) {
+	nc := natstest.Start(t).Connect(t)
+	sums, err := nc.SubscribeSync(cuecast.SummaryWildcard(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const hb, interval = time.Minute, time.Second
+	s, err := distributor.NewSummarizer(nc, distributor.SummarizerOptions{Region: "eu", Heartbeat: hb, Interval: interval})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	add, flush := distributor.SummarizerAt(s, t0.Add(-2*hb)) // past its first heartbeat and a quarter
+	const n = 10
+	// Instance i's report at at, on v since applied.
+	beat := func(i int, v uint64, lastErr string, applied, at time.Time) {
+		id := fmt.Sprintf("web-%d", i)
+		b, _ := json.Marshal(cuecast.Report{Instance: id, Config: cfg, Version: v, Checksum: fmt.Sprint("sum", v), Healthy: lastErr == "",
+			LastError: lastErr, AppliedAt: applied, At: at})
+		add(cuecast.ReportSubject(cfg, id), b, at)
+	}
+	report := func(i int, v uint64, lastErr string, at time.Time) { beat(i, v, lastErr, t0, at) }
+	// received is the summaries sent since the last look: each one's live
+	// count and how many of its instances are on version v.
+	received := func(v uint64) []string {
+		t.Helper()
+		if err := nc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for {
+			m, err := sums.NextMsg(0)
+			if err == nats.ErrTimeout {
+				return got
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var sum distributor.Summary
+			if err := json.Unmarshal(m.Data, &sum); err != nil {
+				t.Fatal(err)
+			}
+			on := 0
+			for _, g := range sum.Groups {
+				if g.Version == v {
+					on += g.Count
+				}
+			}
+			got = append(got, fmt.Sprintf("%d/%d", on, sum.Live))
+		}
+	}
+	now := t0
+	for i := range n {
+		report(i, 1, "", now)
+	}
+	flush(now)
+	received(1) // the fleet on v1, however many summaries that took
+	// The move to v2: one instance every 150 ms, the ticks a second apart.
+	// Before the last instance, a summary per tick at most.
+	var got []string
+	tick := now
+	for i := range n - 1 {
+		now = now.Add(150 * time.Millisecond)
+		report(i, 2, "", now)
+		if now.Sub(tick) >= interval {
+			tick = tick.Add(interval)
+			flush(tick)
+		}
+	}
+	got = append(got, received(2)...)
+	if len(got) > 2 {
+		t.Errorf("while the fleet moved to v2 over %s: %d summaries (%v), want at most one per %s tick", now.Sub(t0), len(got), got, interval)
+	}
+	// The last instance completes the move: its summary goes at once.
+	now = now.Add(150 * time.Millisecond)
+	report(n-1, 2, "", now)
+	if got := received(2); len(got) != 1 || got[0] != fmt.Sprintf("%d/%d", n, n) {
+		t.Fatalf("after the report that completes v2, before the next tick: summaries %v, want one of %d/%d", got, n, n)
+	}
+	// Its heartbeat, the same report again, and the next tick: nothing new.
+	beat(n-1, 2, "", t0, now.Add(time.Millisecond))
+	flush(tick.Add(interval))
+	if got := received(2); len(got) != 0 {
+		t.Errorf("the fleet at rest on v2: summaries %v, want none before a heartbeat passed", got)
+	}
+	// A failing instance is a new class: at once, once.
+	now = tick.Add(interval + 100*time.Millisecond)
+	report(0, 2, "version 3: compile: oops", now)
+	if got := received(2); len(got) != 1 {
+		t.Errorf("after the first failing report: summaries %v, want one at once", got)
+	}
+	report(1, 2, "version 3: compile: oops", now.Add(10*time.Millisecond))
+	if got := received(2); len(got) != 0 {
+		t.Errorf("after a second failing report of the same class: summaries %v, want none before the next tick", got)
+	}
+	// A strict cutover: every live instance staging v4 is what it waits
+	// for; the last one to stage sends the summary at once.
+	tick = tick.Add(2 * interval)
+	flush(tick)
+	received(2)
+	for i := range n {
+		now = tick.Add(time.Duration(i+1) * 50 * time.Millisecond)
+		id := fmt.Sprintf("web-%d", i)
+		b, _ := json.Marshal(cuecast.Report{Instance: id, Config: cfg, Version: 2, Checksum: "sum2", Healthy: true, Staged: 4, AppliedAt: t0, At: now})
+		add(cuecast.ReportSubject(cfg, id), b, now)
+		got := received(2)
+		if i < n-1 && len(got) != 0 {
+			t.Fatalf("%d of %d instances staging v4, before the next tick: summaries %v, want none", i+1, n, got)
+		}
+		if i == n-1 && len(got) != 1 {
+			t.Fatalf("every instance staging v4, before the next tick: summaries %v, want one at once", got)
+		}
+	}
+}
