@@ -628,7 +628,9 @@ func connectInstance(t *testing.T, st *suiteTree, srv *natstest.TreeServer, ns, 
 	if err := os.WriteFile(path, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	nc, err := nats.Connect(srv.ClientURL(), append([]nats.Option{nats.UserCredentials(path), nats.CustomInboxPrefix(natsconf.InstanceInboxPrefix(ns, instance))}, opts...)...)
+	ctx, cancel := context.WithTimeout(t.Context(), poll.Patience)
+	defer cancel()
+	nc, err := natstest.Dial(ctx, srv.ClientURL(), append([]nats.Option{nats.UserCredentials(path), nats.CustomInboxPrefix(natsconf.InstanceInboxPrefix(ns, instance))}, opts...)...)
 	if err != nil {
 		t.Fatalf("connect as %s: %v", natsconf.InstanceUser(ns, instance), err)
 	}

@@ -221,7 +221,8 @@ func (s *TreeServer) Domain() string {
 }
 
 // Connect opens a connection as user (a service user also gets its inbox
-// prefix); t.Cleanup closes it.
+// prefix), asking again while a login ends unjudged (Dial); t.Cleanup
+// closes it.
 func (s *TreeServer) Connect(t testing.TB, user string, opts ...nats.Option) *nats.Conn {
 	t.Helper()
 	base := []nats.Option{nats.Timeout(5 * time.Second), nats.UserInfo(user, s.tree.Passwords[user])}
@@ -243,7 +244,9 @@ func (s *TreeServer) Connect(t testing.TB, user string, opts ...nats.Option) *na
 			base = append(base, nats.CustomInboxPrefix(natsconf.InboxPrefix(ns)))
 		}
 	}
-	nc, err := nats.Connect(s.ClientURL(), append(base, opts...)...)
+	ctx, cancel := context.WithTimeout(context.Background(), poll.Patience)
+	defer cancel()
+	nc, err := Dial(ctx, s.ClientURL(), append(base, opts...)...)
 	if err != nil {
 		t.Fatalf("connect to %s as %s: %v", s.Spec.Name, user, err)
 	}
