@@ -47,6 +47,11 @@ type attacker struct {
 	// to the region, respectively to the hub.
 	region, hub *nats.Conn
 	st          *suiteTree
+
+	mu sync.Mutex
+	// latest is the latest delivery of each mirror's consumer the
+	// attacker heard, by stream (one mirror each).
+	latest map[string]delivery
 }
 
 // The attacker's own accounts and JetStream domain.
@@ -109,7 +114,57 @@ leafnodes {
 	})
 	a.region = a.Connect(t, nats.UserInfo("r", "r"))
 	a.hub = a.Connect(t, nats.UserInfo("h", "h"))
+	a.listen(t)
 	return a
+}
+
+// listen subscribes on both links to the mirrors' deliveries ($JS.M.>, and
+// nothing else: interest in more draws the tree's traffic across the
+// links) for the whole test, recording the latest of each mirror's
+// consumer, and waits until the region and the hub know of the interest
+// (a delivery before that is not heard).
+func (a *attacker) listen(t *testing.T) {
+	t.Helper()
+	const deliveries = "$JS.M.>"
+	a.latest = map[string]delivery{}
+	for _, nc := range []*nats.Conn{a.region, a.hub} {
+		if _, err := nc.Subscribe(deliveries, func(m *nats.Msg) {
+			d, ok := parseAck(m.Reply)
+			if !ok {
+				return
+			}
+			// Either link may hear a delivery; each consumer is reached
+			// through the link to its own domain.
+			d.side, d.api = a.region, "$JS.eu-west.API"
+			if d.stream == cuecast.FanoutStream {
+				d.side, d.api = a.hub, "$JS.hub.API"
+			}
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			if d.sseq >= a.latest[d.stream].sseq {
+				a.latest[d.stream] = d
+			}
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if err := nc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, up := range []*natstest.TreeServer{a.st.servers[1], a.st.Hub} {
+		poll.Until(t, up.Spec.Name+" knowing the attacker's interest in "+deliveries, poll.Patience, func() (bool, string) {
+			lz, err := up.Leafz(&server.LeafzOptions{Subscriptions: true})
+			if err != nil {
+				return false, err.Error()
+			}
+			for _, l := range lz.Leafs {
+				if l.Name == "evil" && slices.Contains(l.Subs, deliveries) {
+					return true, ""
+				}
+			}
+			return false, fmt.Sprintf("%d leafnode connections, none of evil's with it", len(lz.Leafs))
+		})
+	}
 }
 
 // delivery is one JetStream delivery the attacker overheard: a consumer's
@@ -147,59 +202,34 @@ func parseAck(reply string) (delivery, bool) {
 	return d, true
 }
 
-// overhear listens on both links to the mirrors' deliveries ($JS.M.>, and
-// nothing else: interest in more would draw the tree's traffic across the
-// links for the whole test) while the distributor publishes a commit, and
-// returns the latest delivery heard of each mirror, the hub's fan-out
-// mirror's consumer and host-1's at the region. A mirror re-creates its
-// consumer under a new name when it misses its heartbeats (a loaded
-// machine, or an attack that may disturb it), and the server lists no
-// mirror's consumer, so a test overhears again whenever it needs the
-// names now, rather than keeping them.
+// overhear publishes a commit and returns the latest delivery of it the
+// attacker heard from each mirror's consumer (the hub's fan-out mirror's
+// and host-1's at the region), once every payments mirror stored it (what
+// is heard on the wire is not stored yet, and a snapshot taken in between
+// would take the mirror storing it for an attack's doing). A mirror
+// re-creates its consumer under a new name when it misses its heartbeats
+// (a loaded machine, or an attack that may disturb it), and the server
+// lists no mirror's consumer, so a test overhears again whenever it needs
+// the names now, rather than keeping them.
 func (a *attacker) overhear(t *testing.T, d *distributor.Distributor, version uint64) []delivery {
 	t.Helper()
-	var mu sync.Mutex
-	latest := map[string]delivery{} // by stream: one mirror each
-	for _, nc := range []*nats.Conn{a.region, a.hub} {
-		sub, err := nc.Subscribe("$JS.M.>", func(m *nats.Msg) {
-			d, ok := parseAck(m.Reply)
-			if !ok {
-				return
-			}
-			// Either link may hear a delivery; each consumer is reached
-			// through the link to its own domain.
-			d.side, d.api = a.region, "$JS.eu-west.API"
-			if d.stream == cuecast.FanoutStream {
-				d.side, d.api = a.hub, "$JS.hub.API"
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			if d.sseq >= latest[d.stream].sseq {
-				latest[d.stream] = d
-			}
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer func() { _ = sub.Unsubscribe() }()
-		if err := nc.Flush(); err != nil {
-			t.Fatal(err)
-		}
-	}
 	publish(t, d, checkout, version, fmt.Sprintf(`{"v":%d}`, version))
 	hubLast := streamState(t, a.st.dist, "hub", natsconf.Stream).Last
-	poll.Until(t, "the attacker overhearing the commit's deliveries by the mirrors' consumers at the hub and the region", 20*time.Second, func() (bool, string) {
-		mu.Lock()
-		defer mu.Unlock()
-		hub, region := latest[cuecast.FanoutStream].sseq, latest[natsconf.MirrorStream("payments")].sseq
+	poll.Until(t, "the attacker overhearing the commit's deliveries by the mirrors' consumers at the hub and the region", poll.Patience, func() (bool, string) {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		hub, region := a.latest[cuecast.FanoutStream].sseq, a.latest[natsconf.MirrorStream("payments")].sseq
 		return hub >= hubLast && region >= hubLast, fmt.Sprintf("heard sequence %d at the hub, %d at the region, of %d", hub, region, hubLast)
 	})
-	mu.Lock()
-	defer mu.Unlock()
-	var out []delivery
-	for _, d := range latest {
-		out = append(out, d)
+	for dom, stream := range map[string]string{"fanout": cuecast.FanoutStream, "eu-west": natsconf.MirrorStream("payments"), "host-1": natsconf.MirrorStream("payments")} {
+		poll.Until(t, dom+"'s mirror storing the commit", poll.Patience, func() (bool, string) {
+			got := streamState(t, a.st.dist, dom, stream).Last
+			return got >= hubLast, fmt.Sprintf("last %d of %d", got, hubLast)
+		})
 	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := []delivery{a.latest[cuecast.FanoutStream], a.latest[natsconf.MirrorStream("payments")]}
 	slices.SortFunc(out, func(x, y delivery) int { return strings.Compare(x.stream+x.name, y.stream+y.name) })
 	return out
 }
@@ -907,42 +937,14 @@ func testRefusedUpstream(t *testing.T, st *suiteTree, heard []delivery) {
 // would hold host-1's mirror ahead of every real message. The region
 // refuses it: a link may publish no delivery at all.
 func forgeDelivery(t *testing.T, st *suiteTree, a *attacker, d *distributor.Distributor, version *uint64) func(t *testing.T) {
-	var mu sync.Mutex
+	*version++
 	var last delivery
-	sub, err := a.region.Subscribe(">", func(m *nats.Msg) {
-		h, ok := parseAck(m.Reply)
-		if !ok || h.stream != natsconf.MirrorStream("payments") {
-			return
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		if h.sseq > last.sseq {
+	for _, h := range a.overhear(t, d, *version) {
+		if h.stream == natsconf.MirrorStream("payments") {
 			last = h
 		}
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
-	defer func() { _ = sub.Unsubscribe() }()
-	if err := a.region.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	*version++
-	publish(t, d, checkout, *version, fmt.Sprintf(`{"v":%d}`, *version))
 	hubLast := streamState(t, st.dist, "hub", natsconf.Stream).Last
-	poll.Until(t, "the attacker overhearing host-1's mirror catch up", 20*time.Second, func() (bool, string) {
-		mu.Lock()
-		defer mu.Unlock()
-		return last.sseq >= hubLast, fmt.Sprintf("heard sequence %d of %d", last.sseq, hubLast)
-	})
-	// Heard on the wire is not yet stored: the suite's snapshot must not
-	// take host-1's mirror storing it for the attack's doing.
-	poll.Until(t, "host-1's mirror storing what the attacker heard", 20*time.Second, func() (bool, string) {
-		got := streamState(t, st.dist, "host-1", natsconf.MirrorStream("payments")).Last
-		return got >= hubLast, fmt.Sprintf("last %d of %d", got, hubLast)
-	})
-	mu.Lock()
-	defer mu.Unlock()
 	deliver := deliverSubject(t, st, []delivery{last})
 	reply := fmt.Sprintf("$JS.ACK.%s.%s.1.%d.%d.%d.0@cc.payments.p.all.checkout", last.stream, last.name, hubLast+40, last.dseq+1, time.Now().UnixNano())
 	forged := `{"config":"payments/checkout","version":999,"rev":99999999999}`

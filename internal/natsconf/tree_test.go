@@ -146,7 +146,7 @@ func TestThreeLevelTree(t *testing.T) {
 
 	region.Link.Cut()
 	poll.Until(t, "region cut off", 10*time.Second, func() (bool, string) {
-		return !linkedUp(region), "still linked"
+		return !region.LinkedUp(), "still linked"
 	})
 	publish(t, d, checkout, 2, `{"v":2}`)
 	late := instances(t, node, checkout, 1)
@@ -167,21 +167,6 @@ func TestThreeLevelTree(t *testing.T) {
 			return got.Msgs == hub.Msgs && got.Last == hub.Last, fmt.Sprintf("%+v, hub %+v", got, hub)
 		})
 	}
-}
-
-// linkedUp reports whether s has its upstream leafnode connection (a
-// regional server also counts the connections of the nodes below it).
-func linkedUp(s *natstest.TreeServer) bool {
-	lz, err := s.Leafz(nil)
-	if err != nil {
-		return false
-	}
-	for _, l := range lz.Leafs {
-		if l.Name == s.Parent.Spec.Name {
-			return true
-		}
-	}
-	return false
 }
 
 type streamSummary struct{ Msgs, First, Last uint64 }

@@ -225,6 +225,19 @@ func (s *TreeServer) Domain() string {
 // closes it.
 func (s *TreeServer) Connect(t testing.TB, user string, opts ...nats.Option) *nats.Conn {
 	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), poll.Patience)
+	defer cancel()
+	nc, err := Dial(ctx, s.ClientURL(), append(s.options(t, user), opts...)...)
+	if err != nil {
+		t.Fatalf("connect to %s as %s: %v", s.Spec.Name, user, err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+// options are the connection options of user at s.
+func (s *TreeServer) options(t testing.TB, user string) []nats.Option {
+	t.Helper()
 	base := []nats.Option{nats.Timeout(5 * time.Second), nats.UserInfo(user, s.tree.Passwords[user])}
 	if s.tree.Keys != nil {
 		creds := s.tree.Creds(t, user)
@@ -244,14 +257,7 @@ func (s *TreeServer) Connect(t testing.TB, user string, opts ...nats.Option) *na
 			base = append(base, nats.CustomInboxPrefix(natsconf.InboxPrefix(ns)))
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), poll.Patience)
-	defer cancel()
-	nc, err := Dial(ctx, s.ClientURL(), append(base, opts...)...)
-	if err != nil {
-		t.Fatalf("connect to %s as %s: %v", s.Spec.Name, user, err)
-	}
-	t.Cleanup(nc.Close)
-	return nc
+	return base
 }
 
 // Creds returns the path of user's .creds file (operator mode), creating it
@@ -281,12 +287,59 @@ func (tr *Tree) Creds(t testing.TB, user string) string {
 // localAdmin names the .creds of natsconf.Keys.LocalAdminCreds.
 const localAdmin = "local-admin"
 
-// WaitLinked polls until the server has a leafnode connection upstream.
+// WaitLinked polls until the server's link upstream is up at both ends
+// (LinkedUp) and its JetStream answers through it (WaitAnswering): one
+// end's count of leafnode connections says nothing of the other's, nor of
+// the interest in the domain's API having crossed (on a loaded machine a
+// test went on with either missing).
 func (s *TreeServer) WaitLinked(t testing.TB) {
 	t.Helper()
-	poll.Until(t, s.Spec.Name+" linked to its upstream", 20*time.Second, func() (bool, string) {
-		n := s.NumLeafNodes()
-		return n > 0, fmt.Sprintf("%d leafnode connections", n)
+	poll.Until(t, s.Spec.Name+" linked to its upstream at both ends", poll.Patience, func() (bool, string) {
+		return s.LinkedUp(), fmt.Sprintf("%d leafnode connections", s.NumLeafNodes())
+	})
+	s.WaitAnswering(t)
+}
+
+// LinkedUp reports whether the server's leafnode connection upstream is
+// up at both ends: it lists its parent's, and its parent lists its own
+// (Leafz). A server with no Parent (not added by AddLeaf) only needs a
+// leafnode connection.
+func (s *TreeServer) LinkedUp() bool {
+	if s.Parent == nil {
+		return s.NumLeafNodes() > 0
+	}
+	return lists(s.Server, s.Parent.Spec.Name) && lists(s.Parent.Server, s.Spec.Name)
+}
+
+// lists reports whether srv has a leafnode connection with the server
+// named name.
+func lists(srv *server.Server, name string) bool {
+	lz, err := srv.Leafz(nil)
+	if err != nil {
+		return false
+	}
+	return slices.ContainsFunc(lz.Leafs, func(l *server.LeafInfo) bool { return l.Name == name })
+}
+
+// WaitAnswering polls until the server's JetStream domain answers the
+// distributor at the hub, through the links (a leaf or node), or locally
+// (the hub).
+func (s *TreeServer) WaitAnswering(t testing.TB) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), poll.Patience)
+	defer cancel()
+	nc, err := Dial(ctx, s.tree.Hub.ClientURL(), s.tree.Hub.options(t, natsconf.DistributorUser)...)
+	if err != nil {
+		t.Fatalf("connect to %s as %s: %v", s.tree.Hub.Spec.Name, natsconf.DistributorUser, err)
+	}
+	defer nc.Close()
+	js, err := jetstream.NewWithDomain(nc, s.Domain())
+	if err != nil {
+		t.Fatalf("jetstream %s: %v", s.Domain(), err)
+	}
+	poll.Until(t, s.Spec.Name+"'s JetStream answering through the hub", poll.Patience, func() (bool, string) {
+		_, err := js.AccountInfo(ctx)
+		return err == nil, fmt.Sprint(err)
 	})
 }
 
@@ -304,13 +357,9 @@ func (tr *Tree) Mirrors(t testing.TB) {
 		if err != nil {
 			t.Fatalf("jetstream %s: %v", l.Domain(), err)
 		}
-		// The links are up, but the interest in the domain's API may still
-		// be crossing them to the hub: until it has, a request there has
-		// no responders (seen on a loaded box).
-		poll.Until(t, l.Spec.Name+"'s JetStream answering through the hub", 30*time.Second, func() (bool, string) {
-			_, err := js.AccountInfo(ctx)
-			return err == nil, fmt.Sprint(err)
-		})
+		// A link cut and healed since WaitLinked: its JetStream may not
+		// answer yet.
+		l.WaitAnswering(t)
 		spec := natsconf.MirrorSpec{Upstream: l.Parent.Domain(), FromHub: l.Parent == tr.Hub, Namespaces: tr.Namespaces, Retain: tr.MirrorRetain}
 		if err := natsconf.Mirrors(ctx, js, spec); err != nil {
 			t.Fatalf("%s mirrors: %v", l.Spec.Name, err)
