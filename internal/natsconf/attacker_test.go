@@ -246,8 +246,6 @@ type consumerSnap struct {
 // server lists no mirror's consumer), keyed domain/stream/consumer.
 func consumers(t *testing.T, st *suiteTree, heard []delivery) map[string]consumerSnap {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-	defer cancel()
 	out := map[string]consumerSnap{}
 	add := func(dom, stream string, c *jetstream.ConsumerInfo) {
 		cfg, err := json.Marshal(c.Config)
@@ -258,22 +256,30 @@ func consumers(t *testing.T, st *suiteTree, heard []delivery) map[string]consume
 	}
 	for _, dom := range st.domains {
 		js := domainJS(t, st, dom)
-		names := js.StreamNames(ctx)
-		for name := range names.Name() {
-			s, err := js.Stream(ctx, name)
-			if err != nil {
-				t.Fatalf("stream %s in %s: %v", name, dom, err)
+		names := ask(t, "streams of "+dom, func(ctx context.Context) ([]string, error) {
+			var names []string
+			l := js.StreamNames(ctx)
+			for n := range l.Name() {
+				names = append(names, n)
 			}
-			l := s.ListConsumers(ctx)
-			for c := range l.Info() {
+			return names, l.Err()
+		})
+		for _, name := range names {
+			cs := ask(t, fmt.Sprintf("consumers of %s in %s", name, dom), func(ctx context.Context) ([]*jetstream.ConsumerInfo, error) {
+				s, err := js.Stream(ctx, name)
+				if err != nil {
+					return nil, err
+				}
+				var cs []*jetstream.ConsumerInfo
+				l := s.ListConsumers(ctx)
+				for c := range l.Info() {
+					cs = append(cs, c)
+				}
+				return cs, l.Err()
+			})
+			for _, c := range cs {
 				add(dom, name, c)
 			}
-			if err := l.Err(); err != nil {
-				t.Fatalf("consumers of %s in %s: %v", name, dom, err)
-			}
-		}
-		if err := names.Err(); err != nil {
-			t.Fatalf("streams of %s: %v", dom, err)
 		}
 	}
 	for _, h := range heard {
@@ -287,25 +293,39 @@ func consumers(t *testing.T, st *suiteTree, heard []delivery) map[string]consume
 		if dom == "fanout" {
 			api = cuecast.FanoutAdminPrefix
 		}
-		m, err := st.dist.RequestWithContext(ctx, api+".CONSUMER.INFO."+h.stream+"."+h.name, nil)
-		if err != nil {
-			t.Fatalf("consumer %s of %s in %s: %v", h.name, h.stream, dom, err)
+		info := ask(t, fmt.Sprintf("consumer %s of %s in %s", h.name, h.stream, dom), func(ctx context.Context) (*jetstream.ConsumerInfo, error) {
+			return consumerInfo(ctx, st.dist, api, h.stream, h.name)
+		})
+		if info != nil {
+			add(dom, h.stream, info)
 		}
-		var info struct {
-			jetstream.ConsumerInfo
-			Error *struct{ Description string } `json:"error"`
-		}
-		if err := json.Unmarshal(m.Data, &info); err != nil {
-			t.Fatalf("consumer %s of %s in %s: %v", h.name, h.stream, dom, err)
-		}
-		if info.Error != nil {
-			// Gone: consumersDiff says so.
-			continue
-		}
-		infoP := &info.ConsumerInfo
-		add(dom, h.stream, infoP)
+		// Gone (nil): consumersDiff says so.
 	}
 	return out
+}
+
+// consumerInfo asks api (a JetStream API prefix) for a consumer's
+// information: nil when the consumer does not exist, an error wrapping
+// jetstream.APIError when JetStream answers with another error.
+func consumerInfo(ctx context.Context, nc *nats.Conn, api, stream, name string) (*jetstream.ConsumerInfo, error) {
+	m, err := nc.RequestWithContext(ctx, api+".CONSUMER.INFO."+stream+"."+name, nil)
+	if err != nil {
+		return nil, err
+	}
+	var info struct {
+		jetstream.ConsumerInfo
+		Error *jetstream.APIError `json:"error"`
+	}
+	if err := json.Unmarshal(m.Data, &info); err != nil {
+		return nil, fmt.Errorf("consumer %s of %s: %w", name, stream, err)
+	}
+	switch {
+	case info.Error == nil:
+		return &info.ConsumerInfo, nil
+	case info.Error.ErrorCode == jetstream.JSErrCodeConsumerNotFound:
+		return nil, nil
+	}
+	return nil, fmt.Errorf("consumer %s of %s: %w", name, stream, info.Error)
 }
 
 // domainJS is the distributor's JetStream of a domain of the tree ("fanout":
@@ -991,13 +1011,11 @@ func deliverSubject(t *testing.T, st *suiteTree, heard []delivery) string {
 		if h.stream != natsconf.MirrorStream("payments") {
 			continue
 		}
-		m, err := st.dist.Request(fmt.Sprintf("$JS.eu-west.API.CONSUMER.INFO.%s.%s", h.stream, h.name), nil, 5*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var info jetstream.ConsumerInfo
-		if err := json.Unmarshal(m.Data, &info); err != nil || !strings.HasPrefix(info.Config.DeliverSubject, "$JS.M.") {
-			t.Fatalf("host-1's mirror consumer %s: %s, %v", h.name, m.Data, err)
+		info := ask(t, "host-1's mirror consumer "+h.name, func(ctx context.Context) (*jetstream.ConsumerInfo, error) {
+			return consumerInfo(ctx, st.dist, "$JS.eu-west.API", h.stream, h.name)
+		})
+		if info == nil || !strings.HasPrefix(info.Config.DeliverSubject, "$JS.M.") {
+			t.Fatalf("host-1's mirror consumer %s: %+v", h.name, info)
 		}
 		return info.Config.DeliverSubject
 	}

@@ -90,9 +90,7 @@ func TestServiceDirectGetLeavesNoResponse(t *testing.T) {
 					return m.Header.Get("Status") == "", m.Header.Get("Status")
 				})
 				for range reads {
-					if _, err := nc.Request(subj, nil, 5*time.Second); err != nil {
-						t.Fatalf("last-by-subject direct get: %v", err)
-					}
+					request(t, nc, subj, nil)
 				}
 				// A singleton's mapping goes right after its answer; a
 				// streamed one's would stay for two minutes.

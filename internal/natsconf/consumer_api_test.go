@@ -76,10 +76,7 @@ func TestConsumerDeliveryOnAPISubject(t *testing.T) {
 	for _, c := range cs[:len(cs)-1] {
 		// Read as serve, from above: the link may not ask (natsconf.LeafAllowed).
 		api := strings.Replace(c.api, "$JS.hub.API", cuecast.FanoutAdminPrefix, 1)
-		m, err := st.dist.Request(fmt.Sprintf("%s.CONSUMER.INFO.%s.%s", api, c.stream, c.name), nil, 5*time.Second)
-		if err != nil {
-			t.Fatalf("consumer info %s: %v", c.name, err)
-		}
+		m := request(t, st.dist, fmt.Sprintf("%s.CONSUMER.INFO.%s.%s", api, c.stream, c.name), nil)
 		var info struct {
 			Delivered struct {
 				Consumer uint64 `json:"consumer_seq"`

@@ -189,8 +189,6 @@ type storeState map[string]streamSnap
 // snapshot reads every stream of the tree's domains as the distributor.
 func snapshot(t *testing.T, nc *nats.Conn, domains []string) storeState {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
 	out := storeState{}
 	for _, dom := range domains {
 		js, err := jetstream.NewWithDomain(nc, dom)
@@ -200,17 +198,21 @@ func snapshot(t *testing.T, nc *nats.Conn, domains []string) storeState {
 		if err != nil {
 			t.Fatalf("jetstream %s: %v", dom, err)
 		}
-		l := js.ListStreams(ctx)
-		for info := range l.Info() {
+		infos := ask(t, "list streams of "+dom, func(ctx context.Context) ([]*jetstream.StreamInfo, error) {
+			var infos []*jetstream.StreamInfo
+			l := js.ListStreams(ctx)
+			for info := range l.Info() {
+				infos = append(infos, info)
+			}
+			return infos, l.Err()
+		})
+		for _, info := range infos {
 			cfg, err := json.Marshal(info.Config)
 			if err != nil {
 				t.Fatal(err)
 			}
 			st := info.State
 			out[dom+"/"+info.Config.Name] = streamSnap{Msgs: st.Msgs, First: st.FirstSeq, Last: st.LastSeq, Config: string(cfg)}
-		}
-		if err := l.Err(); err != nil {
-			t.Fatalf("list streams of %s: %v", dom, err)
 		}
 	}
 	return out
@@ -545,9 +547,7 @@ func fillStores(t *testing.T, tr *natstest.Tree, servers []*natstest.TreeServer,
 	if _, err := js.Publish(ctx, "cca.payments.checkout", []byte(`{"action":"halt"}`)); err != nil {
 		t.Fatalf("audit entry: %v", err)
 	}
-	if _, err := nc.Request("ccs.search.web-1.ranking", []byte(`{"instance":"web-1","config":"search/ranking","healthy":true}`), 5*time.Second); err != nil {
-		t.Fatalf("report: %v", err)
-	}
+	request(t, nc, "ccs.search.web-1.ranking", []byte(`{"instance":"web-1","config":"search/ranking","healthy":true}`))
 	st := &suiteTree{Tree: tr, servers: servers, domains: domains, dist: nc, js: js}
 	for _, ns := range []string{"payments", "search"} {
 		hub, err := js.Stream(ctx, natsconf.Stream)
@@ -715,10 +715,7 @@ func TestPermissionSuite(t *testing.T) {
 					// a request through the server's link to the hub,
 					// which forwards in order what reaches it.
 					if srv == st.Hub {
-						m, err := nc.Request("$JS.API.DIRECT.GET."+natsconf.Stream+".cc.payments.v.checkout", nil, 5*time.Second)
-						if err != nil {
-							t.Fatalf("direct get of the hub's stream after the operator's attempts: %v", err)
-						}
+						m := request(t, nc, "$JS.API.DIRECT.GET."+natsconf.Stream+".cc.payments.v.checkout", nil)
 						if got := m.Header.Get("Nats-Subject"); got != "cc.payments.v.checkout" {
 							t.Errorf("direct get of the hub's stream: subject %q, status %q", got, m.Header.Get("Status"))
 						}
@@ -729,9 +726,9 @@ func TestPermissionSuite(t *testing.T) {
 						// The one JetStream request a link may send up
 						// (natsconf.LeafAllowed); an empty one is answered
 						// with an error.
-						m, err := srv.Connect(t, natsconf.DistributorUser).Request("$JS.hub.API.CONSUMER.CREATE."+cuecast.FanoutStream, []byte(`{}`), 5*time.Second)
-						if err != nil || !strings.Contains(string(m.Data), `consumer_create_response`) {
-							t.Fatalf("a request to the hub through the link after the operator's attempts: %v", err)
+						m := request(t, srv.Connect(t, natsconf.DistributorUser), "$JS.hub.API.CONSUMER.CREATE."+cuecast.FanoutStream, []byte(`{}`))
+						if !strings.Contains(string(m.Data), `consumer_create_response`) {
+							t.Fatalf("a request to the hub through the link after the operator's attempts: %s", m.Data)
 						}
 					}
 					for _, name := range []string{natsconf.Stream, cuecast.ReportStream, "KV_cuecast-rollouts", "CUECAST_AUDIT"} {

@@ -182,10 +182,32 @@ func streamState(t *testing.T, nc *nats.Conn, domain, name string) streamSummary
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := js.Stream(context.Background(), name)
-	if err != nil {
-		t.Fatalf("stream %s in %s: %v", name, domain, err)
-	}
+	st := ask(t, fmt.Sprintf("stream %s in %s", name, domain), func(ctx context.Context) (jetstream.Stream, error) {
+		return js.Stream(ctx, name)
+	})
 	i := st.CachedInfo().State
 	return streamSummary{i.Msgs, i.FirstSeq, i.LastSeq}
+}
+
+// ask is natstest.AskAgain for the test, for at most poll.Patience: a
+// request that finds no responder or no answer in time while JetStream
+// settles is asked again; any other failure fails t with what.
+func ask[T any](t testing.TB, what string, f func(ctx context.Context) (T, error)) T {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), poll.Patience)
+	defer cancel()
+	v, err := natstest.AskAgain(ctx, f)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	return v
+}
+
+// request is a request answered in time (ask): on a loaded machine the
+// first may find no responder yet, or no answer in time.
+func request(t testing.TB, nc *nats.Conn, subject string, data []byte) *nats.Msg {
+	t.Helper()
+	return ask(t, "request on "+subject, func(ctx context.Context) (*nats.Msg, error) {
+		return nc.RequestWithContext(ctx, subject, data)
+	})
 }

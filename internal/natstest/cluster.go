@@ -337,8 +337,12 @@ func (s *TreeServer) WaitAnswering(t testing.TB) {
 	if err != nil {
 		t.Fatalf("jetstream %s: %v", s.Domain(), err)
 	}
+	// Each request with a timeout of its own: one lost (sent while the
+	// interest in its reply was still crossing) must not hold the wait.
 	poll.Until(t, s.Spec.Name+"'s JetStream answering through the hub", poll.Patience, func() (bool, string) {
-		_, err := js.AccountInfo(ctx)
+		try, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		_, err := js.AccountInfo(try)
 		return err == nil, fmt.Sprint(err)
 	})
 }
@@ -350,7 +354,7 @@ func (s *TreeServer) WaitAnswering(t testing.TB) {
 func (tr *Tree) Mirrors(t testing.TB) {
 	t.Helper()
 	nc := tr.Hub.Connect(t, natsconf.DistributorUser)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), poll.Patience)
 	defer cancel()
 	for _, l := range tr.Leaves { // parents were added before their children
 		js, err := jetstream.NewWithDomain(nc, l.Domain())
@@ -361,7 +365,11 @@ func (tr *Tree) Mirrors(t testing.TB) {
 		// answer yet.
 		l.WaitAnswering(t)
 		spec := natsconf.MirrorSpec{Upstream: l.Parent.Domain(), FromHub: l.Parent == tr.Hub, Namespaces: tr.Namespaces, Retain: tr.MirrorRetain}
-		if err := natsconf.Mirrors(ctx, js, spec); err != nil {
+		// Creating a mirror is idempotent: a request lost or unanswered
+		// in time is made again.
+		if _, err := AskAgain(ctx, func(ctx context.Context) (struct{}, error) {
+			return struct{}{}, natsconf.Mirrors(ctx, js, spec)
+		}); err != nil {
 			t.Fatalf("%s mirrors: %v", l.Spec.Name, err)
 		}
 	}
