@@ -108,7 +108,7 @@ leafnodes {
 	}
 	a := &attacker{Server: &natstest.Server{Server: s, Dir: dir}, st: st}
 	t.Cleanup(a.Stop)
-	poll.Until(t, "the attacker linked to the region and the hub", 20*time.Second, func() (bool, string) {
+	poll.Until(t, "the attacker linked to the region and the hub", poll.Patience, func() (bool, string) {
 		n := s.NumLeafNodes()
 		return n == 2, fmt.Sprintf("%d leafnode connections", n)
 	})
@@ -629,7 +629,7 @@ func TestCompromisedLink(t *testing.T) {
 						AckPolicy: nats.AckNonePolicy, DeliverPolicy: nats.DeliverAllPolicy}); err != nil {
 						t.Fatalf("the attacker's own consumer %s on %s: %v", name, deliver, err)
 					}
-					poll.Until(t, "the attacker's consumer to deliver everything", 10*time.Second, func() (bool, string) {
+					poll.Until(t, "the attacker's consumer to deliver everything", poll.Patience, func() (bool, string) {
 						ci, err := js.ConsumerInfo(stream, name)
 						if err != nil {
 							return false, err.Error()
@@ -660,7 +660,7 @@ func (a *attacker) barrier(t *testing.T, st *suiteTree) {
 			t.Fatal(err)
 		}
 	}
-	poll.Until(t, "the barrier reports at the hub", 20*time.Second, func() (bool, string) {
+	poll.Until(t, "the barrier reports at the hub", poll.Patience, func() (bool, string) {
 		got := st.reportsLast(t)
 		return got >= last+2, fmt.Sprintf("last report %d, want %d", got, last+2)
 	})

@@ -69,7 +69,7 @@ func TestConsumerDeliveryOnAPISubject(t *testing.T) {
 		}
 	}
 	want := int64(streamState(t, st.dist, "fanout", cuecast.FanoutStream).Msgs)
-	poll.Until(t, "the control consumer delivered the stream", 10*time.Second, func() (bool, string) {
+	poll.Until(t, "the control consumer delivered the stream", poll.Patience, func() (bool, string) {
 		n := control.Load()
 		return n >= want, fmt.Sprintf("%d of %d messages", n, want)
 	})

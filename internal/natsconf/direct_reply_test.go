@@ -115,7 +115,7 @@ func TestDirectGetAnswersAimedAtUpdates(t *testing.T) {
 				t.Fatal(err)
 			}
 			hub := streamState(t, st.dist, "hub", natsconf.Stream).Last
-			poll.Until(t, "the node's mirror holding the canary", 20*time.Second, func() (bool, string) {
+			poll.Until(t, "the node's mirror holding the canary", poll.Patience, func() (bool, string) {
 				got := streamState(t, st.dist, "host-1", natsconf.MirrorStream("payments")).Last
 				return got >= hub, fmt.Sprintf("last %d, hub %d", got, hub)
 			})
@@ -165,7 +165,7 @@ func TestDirectGetAnswersAimedAtUpdates(t *testing.T) {
 			if got := string(w.Current().Content); got != `{"v":4}` {
 				t.Errorf("web-2 serves %s, want {\"v\":4}", got)
 			}
-			poll.Until(t, "web-2's report of v4", 30*time.Second, func() (bool, string) {
+			poll.Until(t, "web-2's report of v4", poll.Patience, func() (bool, string) {
 				rs, err := d.Reports(ctx, checkout)
 				if err != nil {
 					return false, err.Error()

@@ -81,7 +81,7 @@ func testPermissions(t *testing.T, tr *natstest.Tree) {
 
 			// Its own namespace works: the mirror answers a direct get.
 			own := "$JS.API.DIRECT.GET.CUECAST_payments.cc.payments.v.checkout"
-			poll.Until(t, "direct get of its own version", 10*time.Second, func() (bool, string) {
+			poll.Until(t, "direct get of its own version", poll.Patience, func() (bool, string) {
 				m, err := nc.RequestWithContext(ctx, own, nil)
 				if err != nil {
 					return false, err.Error()
@@ -162,7 +162,7 @@ func testPermissions(t *testing.T, tr *natstest.Tree) {
 		defer w.Stop()
 		svc := tr.Leaves[0].Connect(t, natsconf.ServiceUser("payments"))
 		report, _ := json.Marshal(cuecast.Report{Instance: "web-9", Config: checkout, Version: 1, Healthy: true, At: time.Now()})
-		poll.Until(t, "the leaf's report in the operator's live view", 10*time.Second, func() (bool, string) {
+		poll.Until(t, "the leaf's report in the operator's live view", poll.Patience, func() (bool, string) {
 			if err := svc.Publish(cuecast.ReportSubject(checkout, "web-9"), report); err != nil {
 				return false, err.Error()
 			}
@@ -563,7 +563,7 @@ func fillStores(t *testing.T, tr *natstest.Tree, servers []*natstest.TreeServer,
 			want += n
 		}
 		for _, dom := range domains[min(1, len(domains)-1):] {
-			poll.Until(t, dom+" mirror of "+ns+" caught up", 20*time.Second, func() (bool, string) {
+			poll.Until(t, dom+" mirror of "+ns+" caught up", poll.Patience, func() (bool, string) {
 				got := streamState(t, nc, dom, natsconf.MirrorStream(ns))
 				return got.Msgs == want, fmt.Sprintf("%d messages, want %d", got.Msgs, want)
 			})
@@ -685,7 +685,7 @@ func TestPermissionSuite(t *testing.T) {
 							t.Fatal(err)
 						}
 						want := before + uint64(reports) + 1
-						poll.Until(t, "the reports at the hub", 20*time.Second, func() (bool, string) {
+						poll.Until(t, "the reports at the hub", poll.Patience, func() (bool, string) {
 							got := st.reportsLast(t)
 							return got >= want, fmt.Sprintf("last report %d, want %d", got, want)
 						})
@@ -844,7 +844,7 @@ func testCompromisedNode(t *testing.T, st *suiteTree) {
 	d := st.distributor(t)
 	publish(t, d, checkout, 2, `{"stream_name":"CUECAST","config":{"name":"evil","deliver_subject":"cca.search.ranking","ack_policy":"none","deliver_policy":"all"}}`)
 	for _, dom := range []string{"eu-west", "host-1"} {
-		poll.Until(t, dom+" mirror of payments caught up", 20*time.Second, func() (bool, string) {
+		poll.Until(t, dom+" mirror of payments caught up", poll.Patience, func() (bool, string) {
 			got := streamState(t, st.dist, dom, natsconf.MirrorStream("payments"))
 			return got.Last >= streamState(t, st.dist, "hub", natsconf.Stream).Last, fmt.Sprintf("last %d", got.Last)
 		})
@@ -891,7 +891,7 @@ func testCompromisedNode(t *testing.T, st *suiteTree) {
 	if err := nc.Publish("ccs.payments.barrier.checkout", []byte(`{}`)); err != nil {
 		t.Fatal(err)
 	}
-	poll.Until(t, "the barrier report at the hub", 20*time.Second, func() (bool, string) {
+	poll.Until(t, "the barrier report at the hub", poll.Patience, func() (bool, string) {
 		got := st.reportsLast(t)
 		return got > last, fmt.Sprintf("last report %d", got)
 	})
@@ -1008,7 +1008,7 @@ func linkAttacks(t *testing.T, nc *nats.Conn, st *suiteTree) {
 		}
 		want += int64(streamState(t, st.dist, domain, c.stream).Msgs)
 	}
-	poll.Until(t, "the control consumers delivered their streams", 20*time.Second, func() (bool, string) {
+	poll.Until(t, "the control consumers delivered their streams", poll.Patience, func() (bool, string) {
 		n := delivered.Load()
 		return n >= want, fmt.Sprintf("%d of %d messages", n, want)
 	})

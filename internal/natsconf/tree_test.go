@@ -61,7 +61,7 @@ func instances(t *testing.T, s *natstest.TreeServer, cfg cuecast.ConfigPath, n i
 
 func waitVersion(t *testing.T, what string, ws []*client.Watcher, want uint64) {
 	t.Helper()
-	poll.Until(t, what, 30*time.Second, func() (bool, string) {
+	poll.Until(t, what, poll.Patience, func() (bool, string) {
 		for i, w := range ws {
 			if got := w.Current().Version; got != want {
 				return false, fmt.Sprintf("instance %d on version %d, want %d", i, got, want)
@@ -100,7 +100,7 @@ func testTree(t *testing.T, tr *natstest.Tree) {
 	waitVersion(t, "a commit reaching both leaves", append(leaf1, leaf2...), 2)
 
 	tr.Leaves[0].Link.Cut()
-	poll.Until(t, "leaf-1 cut off", 10*time.Second, func() (bool, string) {
+	poll.Until(t, "leaf-1 cut off", poll.Patience, func() (bool, string) {
 		n := tr.Leaves[0].NumLeafNodes()
 		return n == 0, fmt.Sprintf("%d leafnode connections", n)
 	})
@@ -145,7 +145,7 @@ func TestThreeLevelTree(t *testing.T) {
 	waitVersion(t, "instances on the region and the node", append(onNode, onRegion...), 1)
 
 	region.Link.Cut()
-	poll.Until(t, "region cut off", 10*time.Second, func() (bool, string) {
+	poll.Until(t, "region cut off", poll.Patience, func() (bool, string) {
 		return !region.LinkedUp(), "still linked"
 	})
 	publish(t, d, checkout, 2, `{"v":2}`)
@@ -162,7 +162,7 @@ func TestThreeLevelTree(t *testing.T) {
 	// The mirrors hold what the hub holds: 3 versions, 100 pointers.
 	hub := streamState(t, nc, "hub", natsconf.Stream)
 	for _, dom := range []string{"eu-west", "host-1"} {
-		poll.Until(t, dom+" mirror holding what the hub holds", 10*time.Second, func() (bool, string) {
+		poll.Until(t, dom+" mirror holding what the hub holds", poll.Patience, func() (bool, string) {
 			got := streamState(t, nc, dom, natsconf.MirrorStream("payments"))
 			return got.Msgs == hub.Msgs && got.Last == hub.Last, fmt.Sprintf("%+v, hub %+v", got, hub)
 		})
