@@ -27,7 +27,7 @@ func TestServiceBatchedDirectGet(t *testing.T) {
 			}
 			t.Run(srv.Spec.Name, func(t *testing.T) {
 				total := streamState(t, st.dist, st.domains[i], natsconf.MirrorStream("payments"))
-				poll.Until(t, "the mirror holds the three versions and the pointer", 20*time.Second, func() (bool, string) {
+				poll.Until(t, "the mirror holds the three versions and the pointer", poll.Patience, func() (bool, string) {
 					total = streamState(t, st.dist, st.domains[i], natsconf.MirrorStream("payments"))
 					return total.Msgs >= 4, fmt.Sprintf("%d messages", total.Msgs)
 				})
@@ -82,7 +82,7 @@ func TestServiceDirectGetLeavesNoResponse(t *testing.T) {
 			t.Run(srv.Spec.Name, func(t *testing.T) {
 				nc := srv.Connect(t, natsconf.ServiceUser("payments"))
 				subj := "$JS.API.DIRECT.GET." + natsconf.MirrorStream("payments") + "." + cuecast.VersionSubject(checkout)
-				poll.Until(t, "the mirror holds version 2", 20*time.Second, func() (bool, string) {
+				poll.Until(t, "the mirror holds version 2", poll.Patience, func() (bool, string) {
 					m, err := nc.Request(subj, nil, 5*time.Second)
 					if err != nil {
 						return false, err.Error()
@@ -90,13 +90,11 @@ func TestServiceDirectGetLeavesNoResponse(t *testing.T) {
 					return m.Header.Get("Status") == "", m.Header.Get("Status")
 				})
 				for range reads {
-					if _, err := nc.Request(subj, nil, 5*time.Second); err != nil {
-						t.Fatalf("last-by-subject direct get: %v", err)
-					}
+					request(t, nc, subj, nil)
 				}
 				// A singleton's mapping goes right after its answer; a
 				// streamed one's would stay for two minutes.
-				poll.Until(t, "no response mapping pending", 5*time.Second, func() (bool, string) {
+				poll.Until(t, "no response mapping pending", poll.Patience, func() (bool, string) {
 					got := pendingResponses(t, srv.Server)
 					return got == 0, fmt.Sprintf("after %d last-by-subject direct gets: %d response mappings pending, want 0", reads+1, got)
 				})

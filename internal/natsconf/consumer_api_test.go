@@ -69,17 +69,14 @@ func TestConsumerDeliveryOnAPISubject(t *testing.T) {
 		}
 	}
 	want := int64(streamState(t, st.dist, "fanout", cuecast.FanoutStream).Msgs)
-	poll.Until(t, "the control consumer delivered the stream", 10*time.Second, func() (bool, string) {
+	poll.Until(t, "the control consumer delivered the stream", poll.Patience, func() (bool, string) {
 		n := control.Load()
 		return n >= want, fmt.Sprintf("%d of %d messages", n, want)
 	})
 	for _, c := range cs[:len(cs)-1] {
 		// Read as serve, from above: the link may not ask (natsconf.LeafAllowed).
 		api := strings.Replace(c.api, "$JS.hub.API", cuecast.FanoutAdminPrefix, 1)
-		m, err := st.dist.Request(fmt.Sprintf("%s.CONSUMER.INFO.%s.%s", api, c.stream, c.name), nil, 5*time.Second)
-		if err != nil {
-			t.Fatalf("consumer info %s: %v", c.name, err)
-		}
+		m := request(t, st.dist, fmt.Sprintf("%s.CONSUMER.INFO.%s.%s", api, c.stream, c.name), nil)
 		var info struct {
 			Delivered struct {
 				Consumer uint64 `json:"consumer_seq"`

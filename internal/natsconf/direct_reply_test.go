@@ -38,10 +38,7 @@ func TestInstanceInboxIsPrivate(t *testing.T) {
 			if srv != st.servers[2] {
 				return // services read their namespace's mirror below the hub
 			}
-			m, err := nc.Request("$JS.API.DIRECT.GET."+natsconf.MirrorStream("payments")+".cc.payments.v.checkout", nil, 5*time.Second)
-			if err != nil {
-				t.Fatalf("web-1's own direct get: %v", err)
-			}
+			m := request(t, nc, "$JS.API.DIRECT.GET."+natsconf.MirrorStream("payments")+".cc.payments.v.checkout", nil)
 			if !strings.HasPrefix(m.Subject, natsconf.InstanceInboxPrefix("payments", "web-1")+".") || m.Header.Get("Nats-Subject") != "cc.payments.v.checkout" {
 				t.Errorf("web-1's own direct get answered on %s with subject %q, want its own inbox and cc.payments.v.checkout", m.Subject, m.Header.Get("Nats-Subject"))
 			}
@@ -118,7 +115,7 @@ func TestDirectGetAnswersAimedAtUpdates(t *testing.T) {
 				t.Fatal(err)
 			}
 			hub := streamState(t, st.dist, "hub", natsconf.Stream).Last
-			poll.Until(t, "the node's mirror holding the canary", 20*time.Second, func() (bool, string) {
+			poll.Until(t, "the node's mirror holding the canary", poll.Patience, func() (bool, string) {
 				got := streamState(t, st.dist, "host-1", natsconf.MirrorStream("payments")).Last
 				return got >= hub, fmt.Sprintf("last %d, hub %d", got, hub)
 			})
@@ -156,9 +153,7 @@ func TestDirectGetAnswersAimedAtUpdates(t *testing.T) {
 			}
 			// The barrier: the attacker's own direct get after them is
 			// answered, and the stream answers in order.
-			if _, err := attacker.Request(mirror+".cc.payments.v.checkout", nil, 5*time.Second); err != nil {
-				t.Fatalf("direct get after %d aimed ones: %v", sent, err)
-			}
+			request(t, attacker, mirror+".cc.payments.v.checkout", nil)
 			for _, diff := range before.diff(snapshot(t, st.dist, st.domains)) {
 				t.Errorf("store changed by aimed answers: %s", diff)
 			}
@@ -170,7 +165,7 @@ func TestDirectGetAnswersAimedAtUpdates(t *testing.T) {
 			if got := string(w.Current().Content); got != `{"v":4}` {
 				t.Errorf("web-2 serves %s, want {\"v\":4}", got)
 			}
-			poll.Until(t, "web-2's report of v4", 30*time.Second, func() (bool, string) {
+			poll.Until(t, "web-2's report of v4", poll.Patience, func() (bool, string) {
 				rs, err := d.Reports(ctx, checkout)
 				if err != nil {
 					return false, err.Error()

@@ -48,6 +48,16 @@
 // subject, so permissions cannot scope it; scoping it by stream can, which is
 // why each namespace reads from its own mirror (client.WithStream).
 //
+// Authentication timeout: Generate keeps nats-server's default (2 s; with
+// TLS, the TLS timeout plus 1 s) on every listener. A login the server had
+// no time to judge on a loaded host ("Authentication Timeout") is made
+// again by its dialer: a leafnode remote redials at its reconnect interval,
+// and cuecast's client connects with retries and reconnects. A longer
+// timer would only let every unauthenticated connection hold its slot
+// longer; the password hashes' cost (Spec.HashCost) is what keeps each
+// login cheap. Tests ask again the same way (natstest.Dial), and count
+// only the server's own refusal as one.
+//
 // Errors: Generate returns an error wrapping ErrInvalidSpec for a spec that
 // cannot produce a working server; Mirrors returns ErrInvalidSpec for a bad
 // MirrorSpec and NATS errors wrapped with the stream they concern.

@@ -81,7 +81,7 @@ func testPermissions(t *testing.T, tr *natstest.Tree) {
 
 			// Its own namespace works: the mirror answers a direct get.
 			own := "$JS.API.DIRECT.GET.CUECAST_payments.cc.payments.v.checkout"
-			poll.Until(t, "direct get of its own version", 10*time.Second, func() (bool, string) {
+			poll.Until(t, "direct get of its own version", poll.Patience, func() (bool, string) {
 				m, err := nc.RequestWithContext(ctx, own, nil)
 				if err != nil {
 					return false, err.Error()
@@ -162,7 +162,7 @@ func testPermissions(t *testing.T, tr *natstest.Tree) {
 		defer w.Stop()
 		svc := tr.Leaves[0].Connect(t, natsconf.ServiceUser("payments"))
 		report, _ := json.Marshal(cuecast.Report{Instance: "web-9", Config: checkout, Version: 1, Healthy: true, At: time.Now()})
-		poll.Until(t, "the leaf's report in the operator's live view", 10*time.Second, func() (bool, string) {
+		poll.Until(t, "the leaf's report in the operator's live view", poll.Patience, func() (bool, string) {
 			if err := svc.Publish(cuecast.ReportSubject(checkout, "web-9"), report); err != nil {
 				return false, err.Error()
 			}
@@ -189,8 +189,6 @@ type storeState map[string]streamSnap
 // snapshot reads every stream of the tree's domains as the distributor.
 func snapshot(t *testing.T, nc *nats.Conn, domains []string) storeState {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
 	out := storeState{}
 	for _, dom := range domains {
 		js, err := jetstream.NewWithDomain(nc, dom)
@@ -200,17 +198,21 @@ func snapshot(t *testing.T, nc *nats.Conn, domains []string) storeState {
 		if err != nil {
 			t.Fatalf("jetstream %s: %v", dom, err)
 		}
-		l := js.ListStreams(ctx)
-		for info := range l.Info() {
+		infos := ask(t, "list streams of "+dom, func(ctx context.Context) ([]*jetstream.StreamInfo, error) {
+			var infos []*jetstream.StreamInfo
+			l := js.ListStreams(ctx)
+			for info := range l.Info() {
+				infos = append(infos, info)
+			}
+			return infos, l.Err()
+		})
+		for _, info := range infos {
 			cfg, err := json.Marshal(info.Config)
 			if err != nil {
 				t.Fatal(err)
 			}
 			st := info.State
 			out[dom+"/"+info.Config.Name] = streamSnap{Msgs: st.Msgs, First: st.FirstSeq, Last: st.LastSeq, Config: string(cfg)}
-		}
-		if err := l.Err(); err != nil {
-			t.Fatalf("list streams of %s: %v", dom, err)
 		}
 	}
 	return out
@@ -545,9 +547,7 @@ func fillStores(t *testing.T, tr *natstest.Tree, servers []*natstest.TreeServer,
 	if _, err := js.Publish(ctx, "cca.payments.checkout", []byte(`{"action":"halt"}`)); err != nil {
 		t.Fatalf("audit entry: %v", err)
 	}
-	if _, err := nc.Request("ccs.search.web-1.ranking", []byte(`{"instance":"web-1","config":"search/ranking","healthy":true}`), 5*time.Second); err != nil {
-		t.Fatalf("report: %v", err)
-	}
+	request(t, nc, "ccs.search.web-1.ranking", []byte(`{"instance":"web-1","config":"search/ranking","healthy":true}`))
 	st := &suiteTree{Tree: tr, servers: servers, domains: domains, dist: nc, js: js}
 	for _, ns := range []string{"payments", "search"} {
 		hub, err := js.Stream(ctx, natsconf.Stream)
@@ -563,7 +563,7 @@ func fillStores(t *testing.T, tr *natstest.Tree, servers []*natstest.TreeServer,
 			want += n
 		}
 		for _, dom := range domains[min(1, len(domains)-1):] {
-			poll.Until(t, dom+" mirror of "+ns+" caught up", 20*time.Second, func() (bool, string) {
+			poll.Until(t, dom+" mirror of "+ns+" caught up", poll.Patience, func() (bool, string) {
 				got := streamState(t, nc, dom, natsconf.MirrorStream(ns))
 				return got.Msgs == want, fmt.Sprintf("%d messages, want %d", got.Msgs, want)
 			})
@@ -628,7 +628,9 @@ func connectInstance(t *testing.T, st *suiteTree, srv *natstest.TreeServer, ns, 
 	if err := os.WriteFile(path, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	nc, err := nats.Connect(srv.ClientURL(), append([]nats.Option{nats.UserCredentials(path), nats.CustomInboxPrefix(natsconf.InstanceInboxPrefix(ns, instance))}, opts...)...)
+	ctx, cancel := context.WithTimeout(t.Context(), poll.Patience)
+	defer cancel()
+	nc, err := natstest.Dial(ctx, srv.ClientURL(), append([]nats.Option{nats.UserCredentials(path), nats.CustomInboxPrefix(natsconf.InstanceInboxPrefix(ns, instance))}, opts...)...)
 	if err != nil {
 		t.Fatalf("connect as %s: %v", natsconf.InstanceUser(ns, instance), err)
 	}
@@ -683,7 +685,7 @@ func TestPermissionSuite(t *testing.T) {
 							t.Fatal(err)
 						}
 						want := before + uint64(reports) + 1
-						poll.Until(t, "the reports at the hub", 20*time.Second, func() (bool, string) {
+						poll.Until(t, "the reports at the hub", poll.Patience, func() (bool, string) {
 							got := st.reportsLast(t)
 							return got >= want, fmt.Sprintf("last report %d, want %d", got, want)
 						})
@@ -713,10 +715,7 @@ func TestPermissionSuite(t *testing.T) {
 					// a request through the server's link to the hub,
 					// which forwards in order what reaches it.
 					if srv == st.Hub {
-						m, err := nc.Request("$JS.API.DIRECT.GET."+natsconf.Stream+".cc.payments.v.checkout", nil, 5*time.Second)
-						if err != nil {
-							t.Fatalf("direct get of the hub's stream after the operator's attempts: %v", err)
-						}
+						m := request(t, nc, "$JS.API.DIRECT.GET."+natsconf.Stream+".cc.payments.v.checkout", nil)
 						if got := m.Header.Get("Nats-Subject"); got != "cc.payments.v.checkout" {
 							t.Errorf("direct get of the hub's stream: subject %q, status %q", got, m.Header.Get("Status"))
 						}
@@ -727,9 +726,9 @@ func TestPermissionSuite(t *testing.T) {
 						// The one JetStream request a link may send up
 						// (natsconf.LeafAllowed); an empty one is answered
 						// with an error.
-						m, err := srv.Connect(t, natsconf.DistributorUser).Request("$JS.hub.API.CONSUMER.CREATE."+cuecast.FanoutStream, []byte(`{}`), 5*time.Second)
-						if err != nil || !strings.Contains(string(m.Data), `consumer_create_response`) {
-							t.Fatalf("a request to the hub through the link after the operator's attempts: %v", err)
+						m := request(t, srv.Connect(t, natsconf.DistributorUser), "$JS.hub.API.CONSUMER.CREATE."+cuecast.FanoutStream, []byte(`{}`))
+						if !strings.Contains(string(m.Data), `consumer_create_response`) {
+							t.Fatalf("a request to the hub through the link after the operator's attempts: %s", m.Data)
 						}
 					}
 					for _, name := range []string{natsconf.Stream, cuecast.ReportStream, "KV_cuecast-rollouts", "CUECAST_AUDIT"} {
@@ -845,7 +844,7 @@ func testCompromisedNode(t *testing.T, st *suiteTree) {
 	d := st.distributor(t)
 	publish(t, d, checkout, 2, `{"stream_name":"CUECAST","config":{"name":"evil","deliver_subject":"cca.search.ranking","ack_policy":"none","deliver_policy":"all"}}`)
 	for _, dom := range []string{"eu-west", "host-1"} {
-		poll.Until(t, dom+" mirror of payments caught up", 20*time.Second, func() (bool, string) {
+		poll.Until(t, dom+" mirror of payments caught up", poll.Patience, func() (bool, string) {
 			got := streamState(t, st.dist, dom, natsconf.MirrorStream("payments"))
 			return got.Last >= streamState(t, st.dist, "hub", natsconf.Stream).Last, fmt.Sprintf("last %d", got.Last)
 		})
@@ -892,7 +891,7 @@ func testCompromisedNode(t *testing.T, st *suiteTree) {
 	if err := nc.Publish("ccs.payments.barrier.checkout", []byte(`{}`)); err != nil {
 		t.Fatal(err)
 	}
-	poll.Until(t, "the barrier report at the hub", 20*time.Second, func() (bool, string) {
+	poll.Until(t, "the barrier report at the hub", poll.Patience, func() (bool, string) {
 		got := st.reportsLast(t)
 		return got > last, fmt.Sprintf("last report %d", got)
 	})
@@ -1009,7 +1008,7 @@ func linkAttacks(t *testing.T, nc *nats.Conn, st *suiteTree) {
 		}
 		want += int64(streamState(t, st.dist, domain, c.stream).Msgs)
 	}
-	poll.Until(t, "the control consumers delivered their streams", 20*time.Second, func() (bool, string) {
+	poll.Until(t, "the control consumers delivered their streams", poll.Patience, func() (bool, string) {
 		n := delivered.Load()
 		return n >= want, fmt.Sprintf("%d of %d messages", n, want)
 	})

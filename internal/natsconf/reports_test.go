@@ -56,7 +56,7 @@ func TestStatusBelievesTheSubject(t *testing.T) {
 			if err := nc.Flush(); err != nil {
 				t.Fatal(err)
 			}
-			poll.Until(t, "the reports at the hub", 20*time.Second, func() (bool, string) {
+			poll.Until(t, "the reports at the hub", poll.Patience, func() (bool, string) {
 				got := st.reportsLast(t)
 				return got >= before+3, fmt.Sprintf("last report %d, want %d", got, before+3)
 			})

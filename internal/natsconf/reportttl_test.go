@@ -37,7 +37,7 @@ func TestOperatorReadsReportTTL(t *testing.T) {
 			t.Fatalf("watch reports as operator: %v", err)
 		}
 		defer w.Stop()
-		poll.Until(t, "the five minutes old report live for the operator", 10*time.Second, func() (bool, string) {
+		poll.Until(t, "the five minutes old report live for the operator", poll.Patience, func() (bool, string) {
 			rs := w.Live()
 			return slices.ContainsFunc(rs, func(r cuecast.Report) bool { return r.Instance == "old-1" }), fmt.Sprintf("%d live reports", len(rs))
 		})

@@ -61,7 +61,7 @@ func instances(t *testing.T, s *natstest.TreeServer, cfg cuecast.ConfigPath, n i
 
 func waitVersion(t *testing.T, what string, ws []*client.Watcher, want uint64) {
 	t.Helper()
-	poll.Until(t, what, 30*time.Second, func() (bool, string) {
+	poll.Until(t, what, poll.Patience, func() (bool, string) {
 		for i, w := range ws {
 			if got := w.Current().Version; got != want {
 				return false, fmt.Sprintf("instance %d on version %d, want %d", i, got, want)
@@ -100,7 +100,7 @@ func testTree(t *testing.T, tr *natstest.Tree) {
 	waitVersion(t, "a commit reaching both leaves", append(leaf1, leaf2...), 2)
 
 	tr.Leaves[0].Link.Cut()
-	poll.Until(t, "leaf-1 cut off", 10*time.Second, func() (bool, string) {
+	poll.Until(t, "leaf-1 cut off", poll.Patience, func() (bool, string) {
 		n := tr.Leaves[0].NumLeafNodes()
 		return n == 0, fmt.Sprintf("%d leafnode connections", n)
 	})
@@ -145,8 +145,8 @@ func TestThreeLevelTree(t *testing.T) {
 	waitVersion(t, "instances on the region and the node", append(onNode, onRegion...), 1)
 
 	region.Link.Cut()
-	poll.Until(t, "region cut off", 10*time.Second, func() (bool, string) {
-		return !linkedUp(region), "still linked"
+	poll.Until(t, "region cut off", poll.Patience, func() (bool, string) {
+		return !region.LinkedUp(), "still linked"
 	})
 	publish(t, d, checkout, 2, `{"v":2}`)
 	late := instances(t, node, checkout, 1)
@@ -162,26 +162,11 @@ func TestThreeLevelTree(t *testing.T) {
 	// The mirrors hold what the hub holds: 3 versions, 100 pointers.
 	hub := streamState(t, nc, "hub", natsconf.Stream)
 	for _, dom := range []string{"eu-west", "host-1"} {
-		poll.Until(t, dom+" mirror holding what the hub holds", 10*time.Second, func() (bool, string) {
+		poll.Until(t, dom+" mirror holding what the hub holds", poll.Patience, func() (bool, string) {
 			got := streamState(t, nc, dom, natsconf.MirrorStream("payments"))
 			return got.Msgs == hub.Msgs && got.Last == hub.Last, fmt.Sprintf("%+v, hub %+v", got, hub)
 		})
 	}
-}
-
-// linkedUp reports whether s has its upstream leafnode connection (a
-// regional server also counts the connections of the nodes below it).
-func linkedUp(s *natstest.TreeServer) bool {
-	lz, err := s.Leafz(nil)
-	if err != nil {
-		return false
-	}
-	for _, l := range lz.Leafs {
-		if l.Name == s.Parent.Spec.Name {
-			return true
-		}
-	}
-	return false
 }
 
 type streamSummary struct{ Msgs, First, Last uint64 }
@@ -197,10 +182,32 @@ func streamState(t *testing.T, nc *nats.Conn, domain, name string) streamSummary
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := js.Stream(context.Background(), name)
-	if err != nil {
-		t.Fatalf("stream %s in %s: %v", name, domain, err)
-	}
+	st := ask(t, fmt.Sprintf("stream %s in %s", name, domain), func(ctx context.Context) (jetstream.Stream, error) {
+		return js.Stream(ctx, name)
+	})
 	i := st.CachedInfo().State
 	return streamSummary{i.Msgs, i.FirstSeq, i.LastSeq}
+}
+
+// ask is natstest.AskAgain for the test, for at most poll.Patience: a
+// request that finds no responder or no answer in time while JetStream
+// settles is asked again; any other failure fails t with what.
+func ask[T any](t testing.TB, what string, f func(ctx context.Context) (T, error)) T {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), poll.Patience)
+	defer cancel()
+	v, err := natstest.AskAgain(ctx, f)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	return v
+}
+
+// request is a request answered in time (ask): on a loaded machine the
+// first may find no responder yet, or no answer in time.
+func request(t testing.TB, nc *nats.Conn, subject string, data []byte) *nats.Msg {
+	t.Helper()
+	return ask(t, "request on "+subject, func(ctx context.Context) (*nats.Msg, error) {
+		return nc.RequestWithContext(ctx, subject, data)
+	})
 }

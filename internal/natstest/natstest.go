@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/cuecast/cuecast/internal/natsserver"
+	"github.com/cuecast/cuecast/internal/poll"
 )
 
 // Server is a running test server with its store directory.
@@ -48,11 +49,14 @@ func (s *Server) Stop() {
 	s.WaitForShutdown()
 }
 
-// Connect opens a client connection closed by t.Cleanup.
+// Connect opens a client connection closed by t.Cleanup, asking again
+// while a login ends unjudged (Dial).
 func (s *Server) Connect(t testing.TB, opts ...nats.Option) *nats.Conn {
 	t.Helper()
 	opts = append([]nats.Option{nats.Timeout(5 * time.Second)}, opts...)
-	nc, err := nats.Connect(s.ClientURL(), opts...)
+	ctx, cancel := context.WithTimeout(context.Background(), poll.Patience)
+	defer cancel()
+	nc, err := Dial(ctx, s.ClientURL(), opts...)
 	if err != nil {
 		t.Fatalf("connect nats: %v", err)
 	}

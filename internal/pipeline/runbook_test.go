@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/internal/natstest"
 	"github.com/cuecast/cuecast/internal/poll"
@@ -208,6 +210,116 @@ func TestRunbookDamagedStream(t *testing.T) {
 		v, err := d.Latest(t.Context(), cf)
 		if err != nil || v.Version <= published[cf].Version || v.Commit != repo.Head() {
 			t.Fatalf("%s after repair: v%d of %s (%v), want a number above v%d of the tip", cf, v.Version, short(v.Commit), err, published[cf].Version)
+		}
+		latest[cf] = v
+	}
+	f.converge(t, time.Now(), latest)
+	poll.Until(t, "/readyz 200", poll.Patience, func() (bool, string) {
+		code, body := get(t, base+"/readyz")
+		return code == http.StatusOK, fmt.Sprint(code, " ", body)
+	})
+}
+
+// TestRunbookRepairExternal runs docs/OPERATIONS.md's "A damaged version
+// stream" with an external server, as step 2 words it: "`--nats` and its
+// flags for an external server, with every replica stopped". A `serve
+// --nats` replica publishes to a fleet; with it stopped, the stream is
+// deleted from the server (the server itself runs on, as a cluster does);
+// started again, the replica shows the symptoms (a log line per damaged
+// config, /readyz 503) and publishes nothing. Then the steps: 1. stop serve
+// (SIGTERM); 2. `cuecast repair --repo … --data … --nats … --reason "what
+// happened"`, which prints what it did; 3. start serve: every config is
+// numbered above every number published, the instances move to the new
+// numbers, and /readyz is 200.
+func TestRunbookRepairExternal(t *testing.T) {
+	t.Parallel() // processes and waits on them: it overlaps the other such test
+	srv := natstest.Start(t)
+	addr := srv.Addr().String()
+	repo, cfgs := smallRepo(t)
+	data := t.TempDir()
+	pub := sharedKey(t, data)
+	serve := &supervised{name: "serve --nats", http: natstest.FreeAddr(t), expected: func(string) bool { return false }}
+	serve.args = []string{"serve", "--repo", repo.Dir, "--data", data, "--nats", "nats://" + addr, "--http", serve.http, "--interval", "50ms"}
+	ready := func() {
+		t.Helper()
+		poll.Until(t, "serve started", convergeBound, func() (bool, string) {
+			serve.reap(t)
+			return serve.ready(), serve.proc.stderr.String()
+		})
+	}
+	serve.start(t)
+	ready()
+	defer serve.stop(t)
+	base := "http://" + serve.http
+
+	nc, d := readStreams(t, addr)
+	f := startFleet(t, addr, pub, cfgs, len(cfgs))
+	c := &commits{repo: repo, values: map[cuecast.ConfigPath]int{}, last: map[cuecast.ConfigPath]string{}}
+	for range 3 {
+		c.change(cfgs[0])
+	}
+	waitCursor(t, nc, repo.Head())
+	published := map[cuecast.ConfigPath]cuecast.Version{}
+	for _, cf := range cfgs {
+		v, err := d.Latest(t.Context(), cf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		published[cf] = v
+	}
+	f.converge(t, time.Now(), published)
+
+	// The damage, every replica stopped: the stream deleted at the server.
+	serve.stop(t)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := js.DeleteStream(t.Context(), "CUECAST"); err != nil {
+		t.Fatalf("delete the stream: %v", err)
+	}
+	serve.start(t)
+	ready()
+	c.change(cfgs[0])
+	poll.Until(t, "the symptoms: every damaged config logged, /readyz 503", poll.Patience, func() (bool, string) {
+		log := serve.proc.stderr.String()
+		for _, cf := range cfgs {
+			line := regexp.MustCompile(`msg="version store damaged: publishing refused" .*config=` + regexp.QuoteMeta(string(cf)) +
+				fmt.Sprintf(` stored=0 published=%d source=\S+`, published[cf].Version))
+			if !line.MatchString(log) {
+				return false, "no line for " + string(cf) + " in\n" + log
+			}
+		}
+		code, body := get(t, base+"/readyz")
+		return code == http.StatusServiceUnavailable && strings.Contains(body, "repair"), fmt.Sprint("/readyz ", code, " ", body)
+	})
+	for _, cf := range cfgs {
+		if v, err := d.Latest(t.Context(), cf); err == nil {
+			t.Errorf("%s: v%d published from a damaged stream", cf, v.Version)
+		}
+	}
+
+	// 1. Stop serve (SIGTERM). 2. cuecast repair --repo … --data … with
+	// --nats, every replica stopped.
+	serve.stop(t)
+	code, stdout, stderr := runCLI(t, "repair", "--repo", repo.Dir, "--data", data, "--nats", "nats://"+addr, "--reason", "stream deleted at the external server by the runbook test")
+	if code != 0 {
+		t.Fatalf("repair --nats: exit %d\n%s%s", code, stdout, stderr)
+	}
+	for _, cf := range cfgs {
+		want := fmt.Sprintf("  %s: stream held v0, v%d was published; now v%d (content), deployed, audited\n", cf, published[cf].Version, published[cf].Version+1)
+		if !strings.Contains(stdout, want) {
+			t.Errorf("repair --nats printed\n%s\nwant the line %q", stdout, want)
+		}
+	}
+	// 3. Start serve. Instances move to the new numbers.
+	serve.start(t)
+	ready()
+	latest := map[cuecast.ConfigPath]cuecast.Version{}
+	for _, cf := range cfgs {
+		v, err := d.Latest(t.Context(), cf)
+		if err != nil || v.Version <= published[cf].Version || v.Commit != repo.Head() {
+			t.Fatalf("%s after repair --nats: v%d of %s (%v), want a number above v%d of the tip", cf, v.Version, short(v.Commit), err, published[cf].Version)
 		}
 		latest[cf] = v
 	}
