@@ -68,12 +68,30 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.Serv
 
 // success is the spec's evaluationSuccess.
 type success struct {
-	Key      string         `json:"key"`
-	Value    any            `json:"value"`
-	Reason   flags.Reason   `json:"reason"`
-	Variant  string         `json:"variant,omitempty"`
-	Metadata map[string]any `json:"metadata,omitempty"`
+	Key      string       `json:"key"`
+	Value    any          `json:"value"`
+	Reason   flags.Reason `json:"reason"`
+	Variant  string       `json:"variant,omitempty"`
+	Metadata metadata     `json:"metadata"`
 }
+
+// metadata is a flag's flagMetadata. A struct, not a map: encoding a map
+// boxes each number and sorts the keys on every response. The fields are
+// in the order those sorted keys came in, so the bytes are the same
+// (TestWireGolden).
+type metadata struct {
+	Config   string `json:"config"`
+	Position optInt `json:"position,omitzero"`
+	Rule     optInt `json:"rule,omitzero"`
+	RuleID   string `json:"ruleId,omitempty"`
+	Version  uint64 `json:"version"`
+}
+
+// optInt is a number that is absent when negative (the evaluator's -1 for
+// no rule and no rollout); 0 is a rule index and a position like any other.
+type optInt int
+
+func (n optInt) IsZero() bool { return n < 0 }
 
 // failure is the spec's evaluationFailure, flagNotFound and
 // bulkEvaluationFailure (without a key).
@@ -175,15 +193,9 @@ func (h *Handler) bulk(w http.ResponseWriter, r *http.Request) {
 // passes on).
 func (st *set) evaluate(key, name string, evalCtx flags.Context) success {
 	res := st.ev.Evaluate(name, evalCtx)
-	md := map[string]any{"config": st.config, "version": st.version}
+	md := metadata{Config: st.config, Version: st.version, Rule: optInt(res.Rule), Position: optInt(res.Position)}
 	if res.Rule >= 0 {
-		md["rule"] = res.Rule
-		if res.RuleID != "" {
-			md["ruleId"] = res.RuleID
-		}
-	}
-	if res.Position >= 0 {
-		md["position"] = res.Position
+		md.RuleID = res.RuleID
 	}
 	val := res.Value
 	if f, ok := val.(float64); ok {
