@@ -254,18 +254,11 @@ func (h *Handler) readContext(w http.ResponseWriter, r *http.Request) (flags.Con
 	if err == nil && dec.Decode(new(json.RawMessage)) != io.EOF {
 		err = errors.New("data after the request object")
 	}
-	var tooBig *http.MaxBytesError
-	var typeErr *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &tooBig):
-		return nil, CodeParseError, fmt.Errorf("request body over %d bytes", tooBig.Limit)
-	case errors.As(err, &typeErr) && typeErr.Field != "":
-		return nil, CodeInvalidContext, fmt.Errorf("context must be a JSON object, not %s", typeErr.Value)
-	case errors.Is(err, io.EOF):
-		return nil, CodeParseError, errors.New("empty request body: want {\"context\": {...}}")
-	case err != nil:
-		return nil, CodeParseError, fmt.Errorf("request body: %v", err)
-	case req.Context == nil:
+	if err != nil {
+		code, err := readError(err)
+		return nil, code, err
+	}
+	if req.Context == nil {
 		return nil, CodeInvalidContext, errors.New("the request has no context: want {\"context\": {...}}")
 	}
 	c := *req.Context
@@ -275,6 +268,23 @@ func (h *Handler) readContext(w http.ResponseWriter, r *http.Request) (flags.Con
 		}
 	}
 	return c, "", nil
+}
+
+// readError is the spec's error code for a request body that did not
+// decode, and what to tell the caller. Apart from readContext, so that the
+// errors.As targets are allocated only for a bad request.
+func readError(err error) (string, error) {
+	var tooBig *http.MaxBytesError
+	var typeErr *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &tooBig):
+		return CodeParseError, fmt.Errorf("request body over %d bytes", tooBig.Limit)
+	case errors.As(err, &typeErr) && typeErr.Field != "":
+		return CodeInvalidContext, fmt.Errorf("context must be a JSON object, not %s", typeErr.Value)
+	case errors.Is(err, io.EOF):
+		return CodeParseError, errors.New("empty request body: want {\"context\": {...}}")
+	}
+	return CodeParseError, fmt.Errorf("request body: %v", err)
 }
 
 // splitKey splits an OFREP key into its config path and flag name.
