@@ -13,9 +13,11 @@ import (
 // JSONSchema writes a JSON Schema (draft 2020-12) for schema, for every
 // language neither Go nor TypeScript: CUE's own encoder
 // (cuelang.org/go/encoding/jsonschema.Generate) writes it. What it cannot
-// express it leaves open rather than guess: a field constrained by a
-// comprehension on another field's value (#Flag's variants, typed by its
-// type) accepts any value there.
+// express it leaves open rather than guess: a definition typed by
+// comprehensions on one of its own fields is incomplete on its own, and the
+// encoder writes it as true (any JSON). #FlagSet's #Flag is one (its
+// variants typed by its type): every flag accepts any JSON
+// (docs/GETTING-STARTED.md, "Typed bindings"; TestJSONSchemaFlagIsOpen).
 func JSONSchema(schema cue.Value) ([]byte, error) {
 	if err := schema.Err(); err != nil {
 		return nil, fmt.Errorf("schema: %w", err)

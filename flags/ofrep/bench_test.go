@@ -47,8 +47,10 @@ func benchHandler(b *testing.B, flags int) *ofrep.Handler {
 const benchBody = `{"context": {"targetingKey": "user-1", "email": "ann@example.org", "country": "NL"}}`
 
 // The throughput over loopback HTTP of many clients at once (serve's
-// ≥ 20,000 evaluations/s) is BenchmarkOFREPServe in
-// flags/openfeature/integration, which measures CPU time too.
+// ≥ 20,000 evaluations/s) is BenchmarkServeOFREP in internal/web: serve
+// --http's own server, with clients in processes of their own and the
+// server's CPU per evaluation (BenchmarkOFREPServe in
+// flags/openfeature/integration is the handler alone, clients in process).
 
 // BenchmarkSingleLoopback is one client evaluating one flag at a time
 // over loopback HTTP with keep-alive, as an application does against

@@ -68,12 +68,30 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.Serv
 
 // success is the spec's evaluationSuccess.
 type success struct {
-	Key      string         `json:"key"`
-	Value    any            `json:"value"`
-	Reason   flags.Reason   `json:"reason"`
-	Variant  string         `json:"variant,omitempty"`
-	Metadata map[string]any `json:"metadata,omitempty"`
+	Key      string       `json:"key"`
+	Value    any          `json:"value"`
+	Reason   flags.Reason `json:"reason"`
+	Variant  string       `json:"variant,omitempty"`
+	Metadata metadata     `json:"metadata"`
 }
+
+// metadata is a flag's flagMetadata. A struct, not a map: encoding a map
+// boxes each number and sorts the keys on every response. The fields are
+// in the order those sorted keys came in, so the bytes are the same
+// (TestWireGolden).
+type metadata struct {
+	Config   string `json:"config"`
+	Position optInt `json:"position,omitzero"`
+	Rule     optInt `json:"rule,omitzero"`
+	RuleID   string `json:"ruleId,omitempty"`
+	Version  uint64 `json:"version"`
+}
+
+// optInt is a number that is absent when negative (the evaluator's -1 for
+// no rule and no rollout); 0 is a rule index and a position like any other.
+type optInt int
+
+func (n optInt) IsZero() bool { return n < 0 }
 
 // failure is the spec's evaluationFailure, flagNotFound and
 // bulkEvaluationFailure (without a key).
@@ -175,15 +193,9 @@ func (h *Handler) bulk(w http.ResponseWriter, r *http.Request) {
 // passes on).
 func (st *set) evaluate(key, name string, evalCtx flags.Context) success {
 	res := st.ev.Evaluate(name, evalCtx)
-	md := map[string]any{"config": st.config, "version": st.version}
+	md := metadata{Config: st.config, Version: st.version, Rule: optInt(res.Rule), Position: optInt(res.Position)}
 	if res.Rule >= 0 {
-		md["rule"] = res.Rule
-		if res.RuleID != "" {
-			md["ruleId"] = res.RuleID
-		}
-	}
-	if res.Position >= 0 {
-		md["position"] = res.Position
+		md.RuleID = res.RuleID
 	}
 	val := res.Value
 	if f, ok := val.(float64); ok {
@@ -242,18 +254,11 @@ func (h *Handler) readContext(w http.ResponseWriter, r *http.Request) (flags.Con
 	if err == nil && dec.Decode(new(json.RawMessage)) != io.EOF {
 		err = errors.New("data after the request object")
 	}
-	var tooBig *http.MaxBytesError
-	var typeErr *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &tooBig):
-		return nil, CodeParseError, fmt.Errorf("request body over %d bytes", tooBig.Limit)
-	case errors.As(err, &typeErr) && typeErr.Field != "":
-		return nil, CodeInvalidContext, fmt.Errorf("context must be a JSON object, not %s", typeErr.Value)
-	case errors.Is(err, io.EOF):
-		return nil, CodeParseError, errors.New("empty request body: want {\"context\": {...}}")
-	case err != nil:
-		return nil, CodeParseError, fmt.Errorf("request body: %v", err)
-	case req.Context == nil:
+	if err != nil {
+		code, err := readError(err)
+		return nil, code, err
+	}
+	if req.Context == nil {
 		return nil, CodeInvalidContext, errors.New("the request has no context: want {\"context\": {...}}")
 	}
 	c := *req.Context
@@ -263,6 +268,23 @@ func (h *Handler) readContext(w http.ResponseWriter, r *http.Request) (flags.Con
 		}
 	}
 	return c, "", nil
+}
+
+// readError is the spec's error code for a request body that did not
+// decode, and what to tell the caller. Apart from readContext, so that the
+// errors.As targets are allocated only for a bad request.
+func readError(err error) (string, error) {
+	var tooBig *http.MaxBytesError
+	var typeErr *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &tooBig):
+		return CodeParseError, fmt.Errorf("request body over %d bytes", tooBig.Limit)
+	case errors.As(err, &typeErr) && typeErr.Field != "":
+		return CodeInvalidContext, fmt.Errorf("context must be a JSON object, not %s", typeErr.Value)
+	case errors.Is(err, io.EOF):
+		return CodeParseError, errors.New("empty request body: want {\"context\": {...}}")
+	}
+	return CodeParseError, fmt.Errorf("request body: %v", err)
 }
 
 // splitKey splits an OFREP key into its config path and flag name.

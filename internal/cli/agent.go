@@ -31,6 +31,9 @@ type AgentOptions struct {
 	// (agent_ofrep.go).
 	OFREP       string
 	OFREPTokens string
+	// OFREPInsecureLocal accepts a TCP --ofrep without tokens: any user
+	// of the host reads every flag set the agent keeps.
+	OFREPInsecureLocal bool
 	// Metrics is where agent serves /metrics with cuecast_config_info
 	// (agent_metrics.go); empty: nowhere.
 	Metrics string
@@ -72,7 +75,12 @@ With --ofrep 127.0.0.1:PORT (or unix:PATH) the flag sets among the configs
 are also served over OpenFeature's remote evaluation protocol (OFREP), from
 this host's verified copy, to any OpenFeature SDK: a flag's key is
 <config path>/<flag> (docs/FLAGS.md, "Other languages"). --ofrep-tokens FILE
-(lines "NAMESPACE TOKEN") requires a token that reads the flag's namespace.`,
+(lines "NAMESPACE TOKEN") requires a token that reads the flag's namespace.
+Every user of the host can connect to a loopback port, so a TCP --ofrep needs
+--ofrep-tokens, or --ofrep-insecure-local to let any local user read every
+flag set the agent keeps. A Unix socket is created with mode 0660 (never
+open wider, even while it is made): the agent's user and the socket's group
+(the agent's group, or the directory's if it is set-group-ID) connect.`,
 		Example: `  cuecast agent --instance web-1 --config payments/checkout --config payments/refunds \
       --dir /etc/app/config --exec 'systemctl reload app' --trusted-keys-file /etc/cuecast/trusted-keys
   cuecast agent --instance web-1 --config search/ranking --dir ./cfg --signal "$(cat app.pid):HUP" \
@@ -94,6 +102,7 @@ this host's verified copy, to any OpenFeature SDK: a flag's key is
 	cmd.Flags().DurationVar(&opts.ExecTimeout, "exec-timeout", 30*time.Second, "how long --exec may run")
 	cmd.Flags().StringVar(&opts.OFREP, "ofrep", "", "serve the flag sets over OFREP at this loopback HOST:PORT or unix:PATH")
 	cmd.Flags().StringVar(&opts.OFREPTokens, "ofrep-tokens", "", "file of NAMESPACE TOKEN lines that OFREP requests must carry one of")
+	cmd.Flags().BoolVar(&opts.OFREPInsecureLocal, "ofrep-insecure-local", false, "serve a TCP --ofrep without tokens: any user of this host reads every flag set kept")
 	cmd.Flags().StringVar(&opts.Metrics, "metrics", "", "address to serve /metrics on, with cuecast_config_info for joining the service's series to its version (docs/ROLLOUT.md, \"Analysis\")")
 	cmd.Flags().DurationVar(&opts.Quiet, "quiet", 100*time.Millisecond, "wait this long after a change for others before running --exec or --signal")
 	opts.register(cmd.Flags(), env)

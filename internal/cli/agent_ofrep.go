@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -14,19 +16,31 @@ import (
 	"github.com/cuecast/cuecast/flags/ofrep"
 )
 
-// validateOFREP checks --ofrep and --ofrep-tokens: the agent serves OFREP
-// on loopback or a Unix socket only, so that flags leave the host only
-// through the hub's own endpoint.
+// validateOFREP checks --ofrep, --ofrep-tokens and --ofrep-insecure-local:
+// the agent serves OFREP on loopback or a Unix socket only, so that flags
+// leave the host only through the hub's own endpoint; and on loopback, which
+// every user of the host can connect to, only with tokens unless told
+// explicitly that the host's users may read every flag set it keeps.
 func (o *AgentOptions) validateOFREP() error {
 	if o.OFREP == "" {
 		if o.OFREPTokens != "" {
 			return usageErrorf("add --ofrep ADDR", "--ofrep-tokens needs --ofrep")
 		}
+		if o.OFREPInsecureLocal {
+			return usageErrorf("add --ofrep 127.0.0.1:PORT", "--ofrep-insecure-local needs --ofrep")
+		}
 		return nil
+	}
+	if o.OFREPTokens != "" && o.OFREPInsecureLocal {
+		return usageErrorf("pass one of them", "--ofrep-tokens and --ofrep-insecure-local both given")
 	}
 	if path, ok := strings.CutPrefix(o.OFREP, "unix:"); ok {
 		if path == "" {
 			return usageErrorf("write it as unix:/run/cuecast/ofrep.sock", "--ofrep %q: no socket path", o.OFREP)
+		}
+		if o.OFREPInsecureLocal {
+			return usageErrorf("leave it out: the socket's mode (0660) decides who connects",
+				"--ofrep-insecure-local is for a TCP --ofrep, not %q", o.OFREP)
 		}
 		return nil
 	}
@@ -38,6 +52,10 @@ func (o *AgentOptions) validateOFREP() error {
 		return usageErrorf("serve OFREP on 127.0.0.1, [::1] or a Unix socket; other hosts use `cuecast serve --http`'s",
 			"--ofrep %q is not a loopback address", o.OFREP)
 	}
+	if o.OFREPTokens == "" && !o.OFREPInsecureLocal {
+		return usageErrorf("add --ofrep-tokens FILE (lines NAMESPACE TOKEN), serve on a Unix socket (unix:PATH, mode 0660), or accept it with --ofrep-insecure-local",
+			"--ofrep %s without --ofrep-tokens would serve every flag set this agent keeps, of every namespace, to any user of this host", o.OFREP)
+	}
 	return nil
 }
 
@@ -48,6 +66,7 @@ type agentOFREP struct {
 	store *ofrep.Store
 	srv   *http.Server
 	ln    net.Listener
+	sock  string // the socket's path, removed on stop; "" on TCP
 }
 
 // startOFREP listens on --ofrep and serves until stop; nil without --ofrep.
@@ -67,33 +86,72 @@ func (a *agent) startOFREP() (*agentOFREP, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
-	network, addr := "tcp", a.opts.OFREP
-	if path, ok := strings.CutPrefix(addr, "unix:"); ok {
-		network, addr = "unix", path
-		// A socket left by an agent that did not stop cleanly.
-		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+	o := &agentOFREP{store: store, srv: &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}}
+	where := ""
+	if path, ok := strings.CutPrefix(a.opts.OFREP, "unix:"); ok {
+		if o.ln, err = listenSocket(path); err != nil {
 			return nil, fmt.Errorf("agent: --ofrep %s: %w", a.opts.OFREP, err)
 		}
+		o.sock, where = path, a.opts.OFREP
+	} else {
+		if o.ln, err = net.Listen("tcp", a.opts.OFREP); err != nil {
+			return nil, fmt.Errorf("agent: --ofrep %s: %w", a.opts.OFREP, err)
+		}
+		where = "http://" + o.ln.Addr().String()
 	}
-	ln, err := net.Listen(network, addr)
-	if err != nil {
-		return nil, fmt.Errorf("agent: --ofrep %s: %w", a.opts.OFREP, err)
-	}
-	o := &agentOFREP{store: store, ln: ln, srv: &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}}
-	go o.srv.Serve(ln)
-	where := "http://" + ln.Addr().String()
-	if network == "unix" {
-		where = "unix:" + addr
-	}
-	fmt.Fprintf(a.env.IO.ErrOut, "agent %s: OFREP at %s/ofrep/v1/ (%s)\n", a.opts.Instance, where, authWord(tokens != nil))
+	go o.srv.Serve(o.ln)
+	fmt.Fprintf(a.env.IO.ErrOut, "agent %s: OFREP at %s/ofrep/v1/ (%s)\n", a.opts.Instance, where, authWord(tokens != nil, o.sock != ""))
 	return o, nil
 }
 
-func authWord(tokens bool) string {
-	if tokens {
-		return "tokens required"
+// socketMode lets the agent's user and the socket's group connect (a Unix
+// socket needs write permission to connect), and no one else.
+const socketMode = 0o660
+
+// listenSocket listens on a Unix socket at path with mode socketMode. The
+// socket is made in a new directory beside path that only this user can
+// enter (0700), restricted there, and renamed into place: connecting needs
+// search permission on every directory of the path, so no other user can
+// reach it while its mode is still the umask's. A socket already at path (an
+// agent that did not stop cleanly) is replaced; any other file is not.
+func listenSocket(path string) (net.Listener, error) {
+	if fi, err := os.Lstat(path); err == nil && fi.Mode().Type() != fs.ModeSocket {
+		return nil, fmt.Errorf("%s exists and is not a socket (%v): remove it or choose another path", path, fi.Mode().Type())
+	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
 	}
-	return "no tokens: anyone on this host reads every flag set"
+	private, err := os.MkdirTemp(filepath.Dir(path), ".ofrep-")
+	if err != nil {
+		return nil, fmt.Errorf("make the socket's private directory: %w", err)
+	}
+	defer os.RemoveAll(private)
+	tmp := filepath.Join(private, "s")
+	ln, err := net.Listen("unix", tmp)
+	if err != nil {
+		return nil, err
+	}
+	// The listener's path changes with the rename: stop removes the socket
+	// itself.
+	ln.(*net.UnixListener).SetUnlinkOnClose(false)
+	if err := os.Chmod(tmp, socketMode); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("chmod socket: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("move socket into place: %w", err)
+	}
+	return ln, nil
+}
+
+func authWord(tokens, socket bool) string {
+	switch {
+	case tokens:
+		return "tokens required"
+	case socket:
+		return "no tokens: the socket's user and group (mode 0660) read every flag set"
+	}
+	return "no tokens (--ofrep-insecure-local): any user of this host reads every flag set"
 }
 
 // apply puts s into the store when it is a flag set.
@@ -108,7 +166,8 @@ func (o *agentOFREP) apply(a *agent, s client.Snapshot) {
 	}
 }
 
-// stop closes the listener and waits for the requests in flight.
+// stop closes the listener, waits for the requests in flight and removes
+// the socket.
 func (o *agentOFREP) stop() {
 	if o == nil {
 		return
@@ -116,4 +175,7 @@ func (o *agentOFREP) stop() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	o.srv.Shutdown(ctx)
+	if o.sock != "" {
+		os.Remove(o.sock)
+	}
 }

@@ -3,6 +3,7 @@ package cli_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -13,6 +14,8 @@ import (
 	"testing"
 
 	"github.com/cuecast/cuecast/flags/ofrep"
+	"github.com/cuecast/cuecast/internal/cli"
+	"github.com/cuecast/cuecast/internal/iostreams"
 	"github.com/cuecast/cuecast/internal/nodetest"
 )
 
@@ -79,7 +82,7 @@ func TestAgentOFREP(t *testing.T) {
 	}
 	sock := filepath.Join(t.TempDir(), "ofrep.sock")
 	_, tcpErr := startCmd(t, "agent", "--nats", p.ClientURL(), "--instance", "sidecar-tcp", "--trusted-key", p.PublicKey,
-		"--config", "growth/flags", "--config", "payments/checkout", "--dir", t.TempDir(), "--ofrep", "127.0.0.1:0")
+		"--config", "growth/flags", "--config", "payments/checkout", "--dir", t.TempDir(), "--ofrep", "127.0.0.1:0", "--ofrep-insecure-local")
 	_, sockErr := startCmd(t, "agent", "--nats", p.ClientURL(), "--instance", "sidecar-sock", "--trusted-key", p.PublicKey,
 		"--config", "growth/flags", "--dir", t.TempDir(), "--ofrep", "unix:"+sock, "--ofrep-tokens", tokens)
 	tcp, unix := agentOFREPClient(t, tcpErr), agentOFREPClient(t, sockErr)
@@ -173,4 +176,117 @@ func flagsDocNodeExample(t *testing.T) (src, output string) {
 		t.Fatal("docs/FLAGS.md's ### Node section: want a js block and its output block")
 	}
 	return code, out
+}
+
+// TestAgentOFREPAnotherUser: the attacker is another user of the agent's
+// host (docs/SECURITY.md, "An OFREP caller"). Every user of a host can
+// connect to a loopback port, so an agent on TCP serves OFREP only with
+// --ofrep-tokens (or --ofrep-insecure-local; without either it does not
+// start: TestAgentUsage), and a caller without a token is refused. A Unix
+// socket is its owner's and its group's alone (mode 0660), made in a
+// private directory and renamed into place, so no other user can connect
+// even in the moment between creating and restricting it.
+func TestAgentOFREPAnotherUser(t *testing.T) {
+	repo := exampleRepo(t)
+	p := startPipeline(t, repo)
+	tokens := filepath.Join(t.TempDir(), "tokens")
+	growth := strings.Repeat("g", 40)
+	if err := os.WriteFile(tokens, []byte("growth "+growth+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sockDir := t.TempDir()
+	sock := filepath.Join(sockDir, "ofrep.sock")
+	// A socket left by an agent that did not stop cleanly is replaced.
+	stale, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale.(*net.UnixListener).SetUnlinkOnClose(false)
+	stale.Close()
+	// Registered before the agents start, so it runs after they stop.
+	t.Cleanup(func() {
+		if _, err := os.Lstat(sock); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("the agent left its socket behind: %v", err)
+		}
+	})
+	_, tcpErr := startCmd(t, "agent", "--nats", p.ClientURL(), "--instance", "sidecar-tcp", "--trusted-key", p.PublicKey,
+		"--config", "growth/flags", "--dir", t.TempDir(), "--ofrep", "127.0.0.1:0", "--ofrep-tokens", tokens)
+	_, sockErr := startCmd(t, "agent", "--nats", p.ClientURL(), "--instance", "sidecar-sock", "--trusted-key", p.PublicKey,
+		"--config", "growth/flags", "--dir", t.TempDir(), "--ofrep", "unix:"+sock)
+	tcp, unix := agentOFREPClient(t, tcpErr), agentOFREPClient(t, sockErr)
+	user1 := `{"context": {"targetingKey": "user-1"}}`
+	await(t, "growth/flags over OFREP", func() bool {
+		code, _ := tcp.eval(t, "growth/flags/new-checkout", user1, "Authorization", "Bearer "+growth)
+		return code == 200
+	})
+
+	t.Run("TCP without a token", func(t *testing.T) {
+		for _, h := range [][]string{nil, {"Authorization", "Bearer " + strings.Repeat("x", 40)}, {"X-API-Key", ""}} {
+			if code, _ := tcp.eval(t, "growth/flags/new-checkout", user1, h...); code != 401 {
+				t.Errorf("single evaluation with %q: %d, want 401", h, code)
+			}
+		}
+		resp, err := http.Post(tcp.base+"/ofrep/v1/evaluate/flags", "application/json", strings.NewReader(user1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 401 || strings.Contains(string(body), "new-checkout") {
+			t.Errorf("bulk evaluation without a token: %d %q, want 401 and no flags", resp.StatusCode, body)
+		}
+	})
+	t.Run("the socket's mode", func(t *testing.T) {
+		fi, err := os.Lstat(sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Type() != os.ModeSocket || fi.Mode().Perm() != 0o660 {
+			t.Errorf("%s: mode %v, want a socket with mode 0660 (srw-rw----)", sock, fi.Mode())
+		}
+		entries, err := os.ReadDir(sockDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(entries) != 1 {
+			var names []string
+			for _, e := range entries {
+				names = append(names, e.Name())
+			}
+			t.Errorf("%s holds %q; want only ofrep.sock (the private directory it was made in is gone)", sockDir, names)
+		}
+		await(t, "growth/flags over the socket", func() bool { code, _ := unix.eval(t, "growth/flags/new-checkout", user1); return code == 200 })
+	})
+	t.Run("a path that is not a socket", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "app.conf")
+		if err := os.WriteFile(path, []byte("mine"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		// Run like startCmd, but stopped here: an agent that took the path
+		// over would not exit by itself.
+		ctx, cancel := context.WithCancel(t.Context())
+		dir := t.TempDir()
+		stderr, done := &syncBuffer{}, make(chan int, 1)
+		go func() {
+			streams := &iostreams.IOStreams{In: strings.NewReader(""), Out: io.Discard, ErrOut: stderr}
+			done <- cli.Main(ctx, []string{"agent", "--nats", p.ClientURL(), "--instance", "sidecar-file", "--trusted-key", p.PublicKey,
+				"--config", "growth/flags", "--dir", dir, "--ofrep", "unix:" + path}, streams, func(string) string { return "" })
+		}()
+		code := -1
+		await(t, "the agent to refuse the path or serve on it", func() bool {
+			select {
+			case code = <-done:
+				return true
+			default:
+				return strings.Contains(stderr.String(), "OFREP at")
+			}
+		})
+		cancel()
+		if code == -1 {
+			code = <-done
+		}
+		if b, _ := os.ReadFile(path); code == 0 || string(b) != "mine" || !strings.Contains(stderr.String(), "not a socket") {
+			t.Errorf("got exit %d, %s holds %q, stderr %q; want a failure saying it is not a socket, and the file kept", code, path, b, stderr)
+		}
+	})
 }

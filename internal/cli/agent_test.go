@@ -161,6 +161,13 @@ func TestAgentUsage(t *testing.T) {
 		{"ofrep no port", []string{"--instance", "a", "--config", "growth/flags", "--dir", "d", "--ofrep", "127.0.0.1"}, "write it as 127.0.0.1:PORT or unix:PATH"},
 		{"ofrep empty socket", []string{"--instance", "a", "--config", "growth/flags", "--dir", "d", "--ofrep", "unix:"}, "no socket path"},
 		{"ofrep tokens alone", []string{"--instance", "a", "--config", "growth/flags", "--dir", "d", "--ofrep-tokens", "x"}, "--ofrep-tokens needs --ofrep"},
+		// Any user of the host can connect to a loopback port: without tokens
+		// that is every namespace's flags, so it takes an explicit choice.
+		{"ofrep tcp without tokens", []string{"--instance", "a", "--config", "growth/flags", "--dir", "d", "--ofrep", "127.0.0.1:8016"}, "any user of this host"},
+		{"ofrep localhost without tokens", []string{"--instance", "a", "--config", "growth/flags", "--dir", "d", "--ofrep", "localhost:8016"}, "any user of this host"},
+		{"ofrep insecure and tokens", []string{"--instance", "a", "--config", "growth/flags", "--dir", "d", "--ofrep", "127.0.0.1:8016", "--ofrep-tokens", "x", "--ofrep-insecure-local"}, "--ofrep-tokens and --ofrep-insecure-local both given"},
+		{"ofrep insecure alone", []string{"--instance", "a", "--config", "growth/flags", "--dir", "d", "--ofrep-insecure-local"}, "--ofrep-insecure-local needs --ofrep"},
+		{"ofrep insecure on a socket", []string{"--instance", "a", "--config", "growth/flags", "--dir", "d", "--ofrep", "unix:/run/app/ofrep.sock", "--ofrep-insecure-local"}, "--ofrep-insecure-local is for a TCP --ofrep"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, _, stderr := run(context.Background(), append([]string{"agent"}, tc.args...)...)

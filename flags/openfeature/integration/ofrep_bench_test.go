@@ -17,7 +17,9 @@ import (
 // issue's ≥ 20,000 single evaluations/s on 2 cores (-cpu 2). evals/s is
 // wall-clock and swings with the machine's other load; cpu-ns/op is the
 // process's CPU per evaluation, clients included, so 2e9/cpu-ns/op is what
-// two dedicated cores sustain at most.
+// two dedicated cores sustain at most. BenchmarkServeOFREP (internal/web)
+// measures what serve really mounts, with the clients in processes of their
+// own and the server's CPU alone.
 func BenchmarkOFREPServe(b *testing.B) {
 	st := ofrep.NewStore()
 	if _, err := st.Apply(string(cfg), 1, []byte(suiteFlags(b)), false); err != nil {

@@ -79,7 +79,7 @@ func (r remote) evaluate(kind, flag string, def any, ec of.EvaluationContext) (a
 
 var ofrepAddrRE = regexp.MustCompile(`OFREP at (\S+)/ofrep/v1/`)
 
-// agentOFREP runs `cuecast agent --ofrep 127.0.0.1:0` following cfg on e's
+// agentOFREP runs `cuecast agent --ofrep 127.0.0.1:0 --ofrep-insecure-local` following cfg on e's
 // server until the test ends, and returns its OFREP base URL once it
 // serves version n of the set.
 func (e *env) agentOFREP(t *testing.T, n uint64) string {
@@ -90,7 +90,7 @@ func (e *env) agentOFREP(t *testing.T, n uint64) string {
 	go func() {
 		io := &iostreams.IOStreams{In: strings.NewReader(""), Out: io.Discard, ErrOut: stderr}
 		done <- cli.Main(ctx, []string{"agent", "--nats", e.srv.ClientURL(), "--instance", "ofrep-" + strings.ToLower(t.Name()),
-			"--trusted-key", e.pub, "--config", string(cfg), "--dir", t.TempDir(), "--ofrep", "127.0.0.1:0"}, io, func(string) string { return "" })
+			"--trusted-key", e.pub, "--config", string(cfg), "--dir", t.TempDir(), "--ofrep", "127.0.0.1:0", "--ofrep-insecure-local"}, io, func(string) string { return "" })
 	}()
 	t.Cleanup(func() {
 		cancel()
