@@ -281,6 +281,10 @@ func readError(err error) (string, error) {
 		return CodeParseError, fmt.Errorf("request body over %d bytes", tooBig.Limit)
 	case errors.As(err, &typeErr) && typeErr.Field != "":
 		return CodeInvalidContext, fmt.Errorf("context must be a JSON object, not %s", typeErr.Value)
+	case errors.As(err, &typeErr):
+		// The body itself is not an object: say so in JSON's words, not
+		// in the Go type it failed to decode into.
+		return CodeParseError, fmt.Errorf("request body must be a JSON object, not %s: want {\"context\": {...}}", typeErr.Value)
 	case errors.Is(err, io.EOF):
 		return CodeParseError, errors.New("empty request body: want {\"context\": {...}}")
 	}

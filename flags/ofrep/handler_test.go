@@ -146,7 +146,7 @@ func TestSingle(t *testing.T) {
 		{"empty body", "payments/flags/b", ``, 400,
 			map[string]any{"key": "payments/flags/b", "errorCode": "PARSE_ERROR", "errorDetails": `empty request body: want {"context": {...}}`}},
 		{"not an object", "payments/flags/b", `[1]`, 400,
-			map[string]any{"key": "payments/flags/b", "errorCode": "PARSE_ERROR", "errorDetails": "request body: json: cannot unmarshal array into Go value of type struct { Context *map[string]interface {} \"json:\\\"context\\\"\" }"}},
+			map[string]any{"key": "payments/flags/b", "errorCode": "PARSE_ERROR", "errorDetails": `request body must be a JSON object, not array: want {"context": {...}}`}},
 		{"two objects", "payments/flags/b", `{"context": {}} {}`, 400,
 			map[string]any{"key": "payments/flags/b", "errorCode": "PARSE_ERROR", "errorDetails": "request body: data after the request object"}},
 		{"oversize body", "payments/flags/b", `{"context": {"a": "` + strings.Repeat("x", 2<<10) + `"}}`, 400,
