@@ -166,7 +166,12 @@ function instanceTable(title, all, cls) {
   return h('section', {class: 'panel ' + (cls || '')}, h('h2', {}, list.length === all.length ? `${title} (${all.length})` : `${title} (${list.length} of ${all.length} match)`),
     h('table', {}, h('thead', {}, h('tr', {}, ['instance', 'labels', 'cohort', 'version', 'checksum', 'health', 'reported'].map(t => h('th', {}, t)))),
       h('tbody', {}, list.map(i => h('tr', {'data-instance': i.instance},
-        h('td', {}, i.instance), h('td', {}, labels(i.labels)), h('td', {}, i.cohort), h('td', {}, 'v' + i.version),
+        // A row from a region's summary stands for i.count instances
+        // alike: each one's own report is fetched from the region on the
+        // per-instance page (drilldown.go).
+        h('td', {}, i.instance, i.count ? [h('span', {class: 'muted'}, ` and ${i.count - 1} more alike · `),
+          h('a', {href: '/instances/' + config, class: 'drill'}, 'each instance')] : ''),
+        h('td', {}, labels(i.labels)), h('td', {}, i.cohort), h('td', {}, 'v' + i.version),
         h('td', {}, h('code', {}, short(i.checksum))),
         h('td', {}, i.healthy ? 'healthy' : h('span', {class: 'count danger'}, 'unhealthy'), i.lkg ? ' · last-known-good' : '',
           i.last_error ? h('div', {class: 'err'}, i.last_error) : '',
@@ -247,6 +252,8 @@ function renderConfig(cv) {
     instanceTable('Refused a pointer (forged or unverifiable: nothing applied, not an apply failure)', cv.refused, 'warn'),
     versions, audit,
     instanceTable('Instances' + (cv.more_instances ? ` (first ${cv.instances.length}; ${cv.more_instances} more)` : ''), cv.instances),
+    (cv.instances || []).some(i => i.count) ? h('p', {class: 'muted', id: 'drill'}, 'Rows from a summarised region stand for many instances: ',
+      h('a', {href: '/instances/' + config}, 'list each instance, asked of its region now')) : null,
   ].filter(Boolean));
   document.getElementById('actions').hidden = !cv.actions || !cv.rollout;
   document.getElementById('edit').hidden = !cv.edit || c.deleted;
