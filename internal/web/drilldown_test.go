@@ -135,3 +135,72 @@ func TestInstancesPageDrillDown(t *testing.T) {
 		}
 	}
 }
+
+// TestSilentRegionShownUnknown: a region whose summary is overdue (it
+// stopped summarising) is counted by the config page as unknown, and its
+// rows say so: not healthy, not reported at the Unix epoch.
+func TestSilentRegionShownUnknown(t *testing.T) {
+	tr := natstest.StartTree(t, natstest.TreeOptions{Namespaces: []string{"payments"}})
+	const hb = 2 * time.Second
+	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	nc := tr.Hub.Connect(t, natsconf.DistributorUser)
+	d, err := distributor.New(t.Context(), nc, distributor.Options{Heartbeat: hb, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Publish(t.Context(), cuecast.Version{Config: checkout, Version: 1, Commit: "c001", Author: "ann", Message: "change"}, []byte(`{"n":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := web.New(web.Options{Fleet: d, Regions: d, Interval: 50 * time.Millisecond, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Run(t.Context())
+	ts := httptest.NewServer(srv.Handler())
+	t.Cleanup(ts.Close)
+
+	// One summary of two instances, never renewed: overdue after two
+	// heartbeats, gone after four; sent again whenever it is gone.
+	silent, err := json.Marshal(distributor.BuildSummary("us-east", checkout, []cuecast.Report{
+		{Instance: "ghost-1", Config: checkout, Version: 1, Healthy: true},
+		{Instance: "ghost-2", Config: checkout, Version: 1, Healthy: true}}, time.Now()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type view struct {
+		Row struct {
+			Instances int `json:"instances"`
+			Unknown   int `json:"unknown"`
+		} `json:"row"`
+		Instances []struct {
+			Instance string `json:"instance"`
+			Healthy  bool   `json:"healthy"`
+			Unknown  bool   `json:"unknown"`
+			Count    int    `json:"count"`
+		} `json:"instances"`
+	}
+	var v view
+	poll.Until(t, "the config page counting the silent region's instances", poll.Patience, func() (bool, string) {
+		code, body := get(t, ts.URL+"/api/configs/"+string(checkout))
+		v = view{}
+		if code != 200 || json.Unmarshal([]byte(body), &v) != nil {
+			return false, body
+		}
+		if v.Row.Instances == 0 {
+			if err := nc.Publish(cuecast.SummarySubject("us-east", checkout), silent); err != nil {
+				return false, err.Error()
+			}
+		}
+		return v.Row.Unknown == 2, body
+	})
+	n := 0
+	for _, i := range v.Instances {
+		if !i.Unknown || i.Healthy {
+			t.Errorf("the silent region's row %+v: want unknown, not healthy", i)
+		}
+		n += i.Count
+	}
+	if v.Row.Instances != 2 || n != 2 {
+		t.Fatalf("the silent region's rows stand for %d instances of %d: %+v", n, v.Row.Instances, v)
+	}
+}
