@@ -98,15 +98,18 @@ func TestInstancesPageDrillDown(t *testing.T) {
 		row("web-2", "v2", `<span class="count danger">unhealthy</span>`, ""),
 		row("web-3", "v1", "healthy", "version 2: validate: amount too large"),
 	}
-	code, page := get(t, ts.URL+"/instances/"+string(checkout))
-	if code != 200 || !strings.Contains(page, `data-region="leaf-1"`) {
-		t.Fatalf("GET /instances/%s: %d\n%s", checkout, code, page)
-	}
-	for _, re := range want {
-		if !re.MatchString(page) {
-			t.Errorf("the per-instance page does not list %s:\n%s", re, page)
+	// Asked again if the region, busy, did not answer within the timeout.
+	var code int
+	var page string
+	poll.Until(t, "the per-instance page listing the region's instances", poll.Patience, func() (bool, string) {
+		code, page = get(t, ts.URL+"/instances/"+string(checkout))
+		for _, re := range want {
+			if !re.MatchString(page) {
+				return false, fmt.Sprintf("%d: no %s in\n%s", code, re, page)
+			}
 		}
-	}
+		return code == 200 && strings.Contains(page, `data-region="leaf-1"`) && !strings.Contains(page, "data-unanswered"), page
+	})
 
 	// A region that summarises the config and does not answer is named,
 	// beside the rows of the region that did, and none of its instances is
