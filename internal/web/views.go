@@ -72,9 +72,13 @@ type configRow struct {
 	Unhealthy  int                `json:"unhealthy"`
 	Failing    int                `json:"failing"`
 	Refused    int                `json:"refused"` // refused a forged or unverifiable pointer: not failing, not applied
-	Rollout    string             `json:"rollout,omitempty"`
-	Stage      string             `json:"stage,omitempty"`
-	Pinned     bool               `json:"pinned,omitempty"`
+	// Unknown counts the instances of a region that stopped summarising
+	// (distributor.ConfigStatus.Unknown): live as far as anyone knows,
+	// their state not.
+	Unknown int    `json:"unknown,omitempty"`
+	Rollout string `json:"rollout,omitempty"`
+	Stage   string `json:"stage,omitempty"`
+	Pinned  bool   `json:"pinned,omitempty"`
 	// Variant is a variant's dimension values ("env=prod,region=eu"),
 	// Variants the number of variants of a config that has them (its own
 	// row is its variant index): the overview lists variants under their
@@ -133,6 +137,10 @@ type instanceView struct {
 	// Count is set on a row made from a region's summary: it stands for
 	// Count instances alike, Instance one of them (cuecast.Report.Count).
 	Count int `json:"count,omitempty"`
+	// Unknown: the row stands for instances of a region whose summary is
+	// overdue (distributor.Unheard); nothing is known of their state, so
+	// it is neither healthy nor reported at any time.
+	Unknown bool `json:"unknown,omitempty"`
 }
 
 type rolloutView struct {
@@ -204,7 +212,7 @@ func (s *Server) row(snap *snapshot, st distributor.ConfigStatus) configRow {
 		Author: v.Author, Message: cuecast.CommitSubject(v.Message), Instances: st.Instances, OnLatest: st.OnLatest,
 		OnIntended: st.OnIntended, Coverage: st.Coverage, Stragglers: len(st.Stragglers), LKG: len(st.LastKnownGood),
 		Drift: distributor.Weigh(snap.drift[st.Config]), Unhealthy: st.Unhealthy, Failing: st.Failing, Refused: distributor.Weigh(st.Refused),
-		Variant: st.Config.VariantLabel(),
+		Variant: st.Config.VariantLabel(), Unknown: st.Unknown,
 	}
 	if rec, ok := snap.records[st.Config]; ok {
 		if rec.Current != nil {
@@ -281,6 +289,9 @@ func rejectionFixed(st *tailer.State, rj tailer.Rejected, status []distributor.C
 }
 
 func instance(r cuecast.Report) instanceView {
+	if distributor.Unheard(r) {
+		return instanceView{Instance: r.Instance, Cohort: r.Cohort, Labels: r.Labels, Count: r.Count, Unknown: true}
+	}
 	return instanceView{Instance: r.Instance, Cohort: r.Cohort, Version: r.Version, Checksum: r.Checksum,
 		Healthy: r.Healthy, LKG: r.LastKnownGood, LastError: r.LastError, Refused: r.Refused, Labels: r.Labels, At: r.At, Count: r.Count}
 }

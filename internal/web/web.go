@@ -1,7 +1,9 @@
 // Package web is the operations server of `cuecast serve`: Prometheus metrics
 // at /metrics, /healthz and /readyz for the process itself, GitHub webhooks at
 // /hooks/github, and a dashboard at / that shows every config's version,
-// rollout and coverage, and updates itself with server-sent events.
+// rollout and coverage, and updates itself with server-sent events. Its
+// per-instance page, /instances/<config>, asks the summarised regions for
+// their instances' reports when opened (Options.Regions, drilldown.go).
 //
 //	srv, err := web.New(web.Options{Fleet: dist, Rollouts: ctrl, Metrics: m, Logger: log})
 //	go srv.Run(ctx)                            // samples the fleet every Interval
@@ -54,6 +56,14 @@ type Fleet interface {
 	Versions(ctx context.Context, cfg cuecast.ConfigPath) ([]cuecast.Version, error)
 }
 
+// Regions is what the server asks of the regions that summarise their
+// instances' reports (docs/SCALING.md): each instance's own report, on
+// demand, for the per-instance page (distributor.Distributor.DetailByRegion,
+// as `cuecast status --instances` asks it).
+type Regions interface {
+	DetailByRegion(ctx context.Context, cfg cuecast.ConfigPath, req distributor.DetailRequest) ([]distributor.RegionDetail, error)
+}
+
 // Tailer is what the server reads of the tailer.
 type Tailer interface {
 	State(ctx context.Context) (tailer.State, error)
@@ -71,6 +81,13 @@ type Options struct {
 	Fleet    Fleet
 	Tailer   Tailer
 	Rollouts Rollouts
+	// Regions, when set, serves the per-instance page /instances/<config>,
+	// which asks the summarised regions for their instances' reports;
+	// without it the page lists the reports held here only.
+	Regions Regions
+	// DetailTimeout is how long that page waits for the regions to
+	// answer; default 5s (as status --instances).
+	DetailTimeout time.Duration
 	// Operator performs the rollout actions; without it (or without
 	// OperatorToken) the action endpoints answer 401.
 	Operator Operator
@@ -141,6 +158,9 @@ func New(o Options) (*Server, error) {
 	if o.Interval <= 0 {
 		o.Interval = time.Second
 	}
+	if o.DetailTimeout <= 0 {
+		o.DetailTimeout = 5 * time.Second
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -168,6 +188,7 @@ func New(o Options) (*Server, error) {
 	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(sub)))
 	mux.HandleFunc("GET /{$}", s.page)
 	mux.HandleFunc("GET /configs/{path...}", s.page)
+	mux.HandleFunc("GET /instances/{path...}", s.instancesPage)
 	mux.HandleFunc("GET /api/overview", s.apiOverview)
 	mux.HandleFunc("GET /api/configs/{path...}", s.apiConfig)
 	mux.HandleFunc("GET /api/chart/{path...}", s.apiChart)

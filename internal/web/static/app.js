@@ -38,8 +38,8 @@ function matches(q, ...fields) {
   if (!q) return true;
   return fields.some(f => String(f ?? '').toLowerCase().includes(q));
 }
-function rowProblem(c) { return c.stragglers + c.drift + c.lkg + c.unhealthy + c.failing + c.refused > 0 || c.rollout === 'halted' || c.pinned; }
-function instanceProblem(i) { return !i.healthy || i.lkg || !!i.last_error || !!i.refused; }
+function rowProblem(c) { return c.stragglers + c.drift + c.lkg + c.unhealthy + c.failing + c.refused + (c.unknown || 0) > 0 || c.rollout === 'halted' || c.pinned; }
+function instanceProblem(i) { return i.unknown || !i.healthy || i.lkg || !!i.last_error || !!i.refused; }
 function instanceMatches(i) {
   const q = filterText();
   if (problemsOnly() && !instanceProblem(i)) return false;
@@ -166,12 +166,19 @@ function instanceTable(title, all, cls) {
   return h('section', {class: 'panel ' + (cls || '')}, h('h2', {}, list.length === all.length ? `${title} (${all.length})` : `${title} (${list.length} of ${all.length} match)`),
     h('table', {}, h('thead', {}, h('tr', {}, ['instance', 'labels', 'cohort', 'version', 'checksum', 'health', 'reported'].map(t => h('th', {}, t)))),
       h('tbody', {}, list.map(i => h('tr', {'data-instance': i.instance},
-        h('td', {}, i.instance), h('td', {}, labels(i.labels)), h('td', {}, i.cohort), h('td', {}, 'v' + i.version),
+        // A row from a region's summary stands for i.count instances
+        // alike: each one's own report is fetched from the region on the
+        // per-instance page (drilldown.go).
+        h('td', {}, i.instance, i.count ? [h('span', {class: 'muted'}, ` and ${i.count - 1} more alike · `),
+          h('a', {href: '/instances/' + config, class: 'drill'}, 'each instance')] : ''),
+        h('td', {}, labels(i.labels)), h('td', {}, i.cohort), h('td', {}, i.unknown ? '—' : 'v' + i.version),
         h('td', {}, h('code', {}, short(i.checksum))),
-        h('td', {}, i.healthy ? 'healthy' : h('span', {class: 'count danger'}, 'unhealthy'), i.lkg ? ' · last-known-good' : '',
+        // A silent region's row: its state is unknown, never healthy.
+        h('td', {}, i.unknown ? h('span', {class: 'count warn', title: 'its region stopped summarising'}, 'unknown: region silent')
+          : i.healthy ? 'healthy' : h('span', {class: 'count danger'}, 'unhealthy'), i.lkg ? ' · last-known-good' : '',
           i.last_error ? h('div', {class: 'err'}, i.last_error) : '',
           i.refused ? h('div', {class: 'refused'}, 'refused a pointer: ' + i.refused) : ''),
-        h('td', {class: 'muted'}, ago(i.at)))))));
+        h('td', {class: 'muted'}, i.unknown ? '' : ago(i.at)))))));
 }
 
 function renderRollout(r) {
@@ -212,6 +219,7 @@ function renderConfig(cv) {
       h('div', {}, 'stragglers ', count(c.stragglers, 'warn')), h('div', {}, 'drift ', count(c.drift, 'danger')),
       h('div', {}, 'last-known-good ', count(c.lkg, 'warn')), h('div', {}, 'unhealthy ', count(c.unhealthy, 'danger')),
       h('div', {}, 'failing ', count(c.failing, 'danger')),
+      c.unknown ? h('div', {title: 'instances of a region that stopped summarising: live as far as anyone knows, state unknown'}, 'unknown ', count(c.unknown, 'warn')) : null,
       h('div', {title: 'refused a forged or unverifiable pointer; nothing applied, not a failure'}, 'refused ', count(c.refused, 'warn'))));
   const chart = h('section', {class: 'panel'}, h('h2', {}, 'Propagation'), h('div', {id: 'chart'}));
   chart.querySelector('#chart').innerHTML = cv.chart; // server-drawn SVG, escaped there
@@ -247,6 +255,8 @@ function renderConfig(cv) {
     instanceTable('Refused a pointer (forged or unverifiable: nothing applied, not an apply failure)', cv.refused, 'warn'),
     versions, audit,
     instanceTable('Instances' + (cv.more_instances ? ` (first ${cv.instances.length}; ${cv.more_instances} more)` : ''), cv.instances),
+    (cv.instances || []).some(i => i.count) ? h('p', {class: 'muted', id: 'drill'}, 'Rows from a summarised region stand for many instances: ',
+      h('a', {href: '/instances/' + config}, 'list each instance, asked of its region now')) : null,
   ].filter(Boolean));
   document.getElementById('actions').hidden = !cv.actions || !cv.rollout;
   document.getElementById('edit').hidden = !cv.edit || c.deleted;
