@@ -3,6 +3,7 @@ package bindings_test
 import (
 	"encoding/json"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -226,6 +227,62 @@ func TestJSONSchemaOtherFlagShapes(t *testing.T) {
 		}
 		if strings.Contains(string(js), "FlagRule") {
 			t.Errorf("%s: cuecast's schema of a flag put in:\n%s", name, js)
+		}
+	}
+}
+
+// TestFlagSchemaFields: each definition of cuecast's schema of a flag
+// names the fields of the CUE definition of the same name in
+// schemas/flags.cue, no more and no fewer, so that a field added to the
+// format is added to flag.schema.json too.
+func TestFlagSchemaFields(t *testing.T) {
+	t.Parallel()
+	ex := loadExample(t)
+	var pkg cue.Value
+	if _, err := jsonschema.Generate(ex.schemas["growth"].Value, &jsonschema.GenerateConfig{NamesFunc: func(refs []*jsonschema.CUERef) {
+		jsonschema.DefaultNamesFunc(refs)
+		for _, r := range refs {
+			if r.Name == "Flag" {
+				pkg = r.Inst
+			}
+		}
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile("flag.schema.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hand struct {
+		Defs map[string]struct {
+			Properties map[string]any `json:"properties"`
+		} `json:"$defs"`
+	}
+	if err := json.Unmarshal(b, &hand); err != nil {
+		t.Fatal(err)
+	}
+	for _, def := range []string{"Flag", "FlagRule", "FlagServe", "FlagRollout", "FlagPrerequisite", "FlagClause"} {
+		v := pkg.LookupPath(cue.ParsePath("#" + def))
+		if !v.Exists() {
+			t.Errorf("schemas has no #%s", def)
+			continue
+		}
+		it, err := v.Fields(cue.Optional(true))
+		if err != nil {
+			t.Errorf("#%s: %v", def, err)
+			continue
+		}
+		var cueFields, handFields []string
+		for it.Next() {
+			cueFields = append(cueFields, it.Selector().Unquoted())
+		}
+		for f := range hand.Defs[def].Properties {
+			handFields = append(handFields, f)
+		}
+		slices.Sort(cueFields)
+		slices.Sort(handFields)
+		if !slices.Equal(cueFields, handFields) {
+			t.Errorf("#%s has fields %v; flag.schema.json's %s has %v", def, cueFields, def, handFields)
 		}
 	}
 }
