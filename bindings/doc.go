@@ -13,9 +13,10 @@
 // cmd/cue's internal packages and cannot be imported; the changes to it
 // are so that every output of a namespace decodes without losing a field
 // (Go's doc says which). JSON Schema is CUE's own encoder
-// (cuelang.org/go/encoding/jsonschema). CUE has no TypeScript encoder:
-// TypeScript comes from the same walk of the CUE value as Go, so both
-// name the same types.
+// (cuelang.org/go/encoding/jsonschema), with cuecast's schema of a flag
+// (flag.schema.json) where it leaves a flag set's #Flag open. CUE has no
+// TypeScript encoder: TypeScript comes from the same walk of the CUE value
+// as Go, so both name the same types.
 //
 // The functions are pure: they read the CUE value they are given and
 // return the source; a cue.Value must not be used from two goroutines at

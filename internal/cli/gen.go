@@ -41,7 +41,8 @@ service reads the namespace's configs as its own types:
               (...) does not name kept in Extra, so every config decodes
   ts          TypeScript types (interfaces, unions of string literals)
   jsonschema  JSON Schema (draft 2020-12), from CUE's own encoder, for any
-              other language
+              other language; a flag set's flags get cuecast's schema of its
+              flag format, which the encoder cannot write
 
 Without --out it prints the file; with --out DIR it writes DIR/NAMESPACE.go,
 .ts or .schema.json. cuecast check warns in a pull request whose schema change
