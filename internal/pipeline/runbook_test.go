@@ -20,6 +20,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/distributor"
+	"github.com/cuecast/cuecast/internal/gittest"
 	"github.com/cuecast/cuecast/internal/natstest"
 	"github.com/cuecast/cuecast/internal/poll"
 )
@@ -192,32 +194,9 @@ func TestRunbookDamagedStream(t *testing.T) {
 	serve.stop(t)
 	damage()
 	// 2. cuecast repair --repo … --data … --reason "what happened"
-	code, stdout, stderr := runCLI(t, "repair", "--repo", repo.Dir, "--data", data, "--reason", "stream directory deleted by the runbook test")
-	if code != 0 {
-		t.Fatalf("repair: exit %d\n%s%s", code, stdout, stderr)
-	}
-	for _, cf := range cfgs {
-		want := fmt.Sprintf("  %s: stream held v0, v%d was published; now v%d (content), deployed, audited\n", cf, published[cf].Version, published[cf].Version+1)
-		if !strings.Contains(stdout, want) {
-			t.Errorf("repair printed\n%s\nwant the line %q", stdout, want)
-		}
-	}
-	// 3. Start serve. Instances move to the new numbers.
-	serve.start(t)
-	ready()
-	latest := map[cuecast.ConfigPath]cuecast.Version{}
-	for _, cf := range cfgs {
-		v, err := d.Latest(t.Context(), cf)
-		if err != nil || v.Version <= published[cf].Version || v.Commit != repo.Head() {
-			t.Fatalf("%s after repair: v%d of %s (%v), want a number above v%d of the tip", cf, v.Version, short(v.Commit), err, published[cf].Version)
-		}
-		latest[cf] = v
-	}
-	f.converge(t, time.Now(), latest)
-	poll.Until(t, "/readyz 200", poll.Patience, func() (bool, string) {
-		code, body := get(t, base+"/readyz")
-		return code == http.StatusOK, fmt.Sprint(code, " ", body)
-	})
+	// Then 3. start serve: instances move to the new numbers.
+	rb := runbookServe{serve: serve, ready: ready, base: base, repo: repo, cfgs: cfgs, d: d, f: f}
+	rb.repairThenServe(t, published, "repair", "--repo", repo.Dir, "--data", data, "--reason", "stream directory deleted by the runbook test")
 }
 
 // TestRunbookRepairExternal runs docs/OPERATIONS.md's "A damaged version
@@ -302,30 +281,53 @@ func TestRunbookRepairExternal(t *testing.T) {
 	// 1. Stop serve (SIGTERM). 2. cuecast repair --repo … --data … with
 	// --nats, every replica stopped.
 	serve.stop(t)
-	code, stdout, stderr := runCLI(t, "repair", "--repo", repo.Dir, "--data", data, "--nats", "nats://"+addr, "--reason", "stream deleted at the external server by the runbook test")
+	// Then 3. start serve: instances move to the new numbers.
+	rb := runbookServe{serve: serve, ready: ready, base: base, repo: repo, cfgs: cfgs, d: d, f: f}
+	rb.repairThenServe(t, published, "repair --nats", "--repo", repo.Dir, "--data", data, "--nats", "nats://"+addr, "--reason", "stream deleted at the external server by the runbook test")
+}
+
+// runbookServe is a serve of the runbook tests and what they watch it by.
+type runbookServe struct {
+	serve *supervised
+	ready func() // waits until serve says it serves
+	base  string // its operations server's URL
+	repo  *gittest.Repo
+	cfgs  []cuecast.ConfigPath
+	d     *distributor.Distributor // the version stream, read at its NATS
+	f     *fleet
+}
+
+// repairThenServe runs the runbook's steps 2 and 3, serve stopped:
+// `cuecast repair` with args (what names it in messages) prints, for each
+// config, the number the stream held, the one published and the one it
+// takes now; serve started again serves every config at the tip under a
+// number above every one published, the instances move to those numbers
+// and /readyz is 200.
+func (r *runbookServe) repairThenServe(t *testing.T, published map[cuecast.ConfigPath]cuecast.Version, what string, args ...string) {
+	t.Helper()
+	code, stdout, stderr := runCLI(t, append([]string{"repair"}, args...)...)
 	if code != 0 {
-		t.Fatalf("repair --nats: exit %d\n%s%s", code, stdout, stderr)
+		t.Fatalf("%s: exit %d\n%s%s", what, code, stdout, stderr)
 	}
-	for _, cf := range cfgs {
+	for _, cf := range r.cfgs {
 		want := fmt.Sprintf("  %s: stream held v0, v%d was published; now v%d (content), deployed, audited\n", cf, published[cf].Version, published[cf].Version+1)
 		if !strings.Contains(stdout, want) {
-			t.Errorf("repair --nats printed\n%s\nwant the line %q", stdout, want)
+			t.Errorf("%s printed\n%s\nwant the line %q", what, stdout, want)
 		}
 	}
-	// 3. Start serve. Instances move to the new numbers.
-	serve.start(t)
-	ready()
+	r.serve.start(t)
+	r.ready()
 	latest := map[cuecast.ConfigPath]cuecast.Version{}
-	for _, cf := range cfgs {
-		v, err := d.Latest(t.Context(), cf)
-		if err != nil || v.Version <= published[cf].Version || v.Commit != repo.Head() {
-			t.Fatalf("%s after repair --nats: v%d of %s (%v), want a number above v%d of the tip", cf, v.Version, short(v.Commit), err, published[cf].Version)
+	for _, cf := range r.cfgs {
+		v, err := r.d.Latest(t.Context(), cf)
+		if err != nil || v.Version <= published[cf].Version || v.Commit != r.repo.Head() {
+			t.Fatalf("%s after %s: v%d of %s (%v), want a number above v%d of the tip", cf, what, v.Version, short(v.Commit), err, published[cf].Version)
 		}
 		latest[cf] = v
 	}
-	f.converge(t, time.Now(), latest)
+	r.f.converge(t, time.Now(), latest)
 	poll.Until(t, "/readyz 200", poll.Patience, func() (bool, string) {
-		code, body := get(t, base+"/readyz")
+		code, body := get(t, r.base+"/readyz")
 		return code == http.StatusOK, fmt.Sprint(code, " ", body)
 	})
 }
