@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cuecast/cuecast"
@@ -69,17 +70,9 @@ func TestRunbookDamagedStream(t *testing.T) {
 	listen := natstest.FreeAddr(t)
 	serve := &supervised{name: "serve", http: natstest.FreeAddr(t), expected: func(string) bool { return false }}
 	serve.args = []string{"serve", "--repo", repo.Dir, "--data", data, "--listen", listen, "--http", serve.http, "--interval", "50ms"}
-	ready := func() {
-		t.Helper()
-		poll.Until(t, "serve started", convergeBound, func() (bool, string) {
-			serve.reap(t)
-			return serve.ready(), serve.proc.stderr.String()
-		})
-	}
-	serve.start(t)
-	ready()
+	rb := startRunbookServe(t, serve, repo, cfgs)
 	defer serve.stop(t)
-	base := "http://" + serve.http
+	ready, base := rb.ready, rb.base
 	// OPERATIONS' flag table, --webhook-secret: without it, every webhook
 	// (a signed push too) is refused with 403 saying so, and the tailer
 	// still polls (the commits below are published).
@@ -102,20 +95,8 @@ func TestRunbookDamagedStream(t *testing.T) {
 		t.Errorf("a signed push to a serve without --webhook-secret: %d %q, want 403 saying no secret is configured", resp.StatusCode, body)
 	}
 
-	nc, d := readStreams(t, listen)
-	f := startFleet(t, listen, pub, cfgs, len(cfgs))
-	c := &commits{repo: repo, values: map[cuecast.ConfigPath]int{}, last: map[cuecast.ConfigPath]string{}}
-	for range 3 {
-		c.change(cfgs[0])
-	}
-	waitCursor(t, nc, repo.Head())
-	published := map[cuecast.ConfigPath]cuecast.Version{}
-	for _, cf := range cfgs {
-		if published[cf], err = d.Latest(t.Context(), cf); err != nil {
-			t.Fatal(err)
-		}
-	}
-	f.converge(t, time.Now(), published)
+	nc, c, published := rb.publish(t, listen, pub)
+	d, f := rb.d, rb.f
 
 	// A cold backup ("Backups"): serve stopped, jetstream/ copied. Then the
 	// damage: the stream's files deleted.
@@ -195,7 +176,6 @@ func TestRunbookDamagedStream(t *testing.T) {
 	damage()
 	// 2. cuecast repair --repo … --data … --reason "what happened"
 	// Then 3. start serve: instances move to the new numbers.
-	rb := runbookServe{serve: serve, ready: ready, base: base, repo: repo, cfgs: cfgs, d: d, f: f}
 	rb.repairThenServe(t, published, "repair", "--repo", repo.Dir, "--data", data, "--reason", "stream directory deleted by the runbook test")
 }
 
@@ -219,34 +199,12 @@ func TestRunbookRepairExternal(t *testing.T) {
 	pub := sharedKey(t, data)
 	serve := &supervised{name: "serve --nats", http: natstest.FreeAddr(t), expected: func(string) bool { return false }}
 	serve.args = []string{"serve", "--repo", repo.Dir, "--data", data, "--nats", "nats://" + addr, "--http", serve.http, "--interval", "50ms"}
-	ready := func() {
-		t.Helper()
-		poll.Until(t, "serve started", convergeBound, func() (bool, string) {
-			serve.reap(t)
-			return serve.ready(), serve.proc.stderr.String()
-		})
-	}
-	serve.start(t)
-	ready()
+	rb := startRunbookServe(t, serve, repo, cfgs)
 	defer serve.stop(t)
-	base := "http://" + serve.http
+	ready, base := rb.ready, rb.base
 
-	nc, d := readStreams(t, addr)
-	f := startFleet(t, addr, pub, cfgs, len(cfgs))
-	c := &commits{repo: repo, values: map[cuecast.ConfigPath]int{}, last: map[cuecast.ConfigPath]string{}}
-	for range 3 {
-		c.change(cfgs[0])
-	}
-	waitCursor(t, nc, repo.Head())
-	published := map[cuecast.ConfigPath]cuecast.Version{}
-	for _, cf := range cfgs {
-		v, err := d.Latest(t.Context(), cf)
-		if err != nil {
-			t.Fatal(err)
-		}
-		published[cf] = v
-	}
-	f.converge(t, time.Now(), published)
+	nc, c, published := rb.publish(t, addr, pub)
+	d := rb.d
 
 	// The damage, every replica stopped: the stream deleted at the server.
 	serve.stop(t)
@@ -282,7 +240,6 @@ func TestRunbookRepairExternal(t *testing.T) {
 	// --nats, every replica stopped.
 	serve.stop(t)
 	// Then 3. start serve: instances move to the new numbers.
-	rb := runbookServe{serve: serve, ready: ready, base: base, repo: repo, cfgs: cfgs, d: d, f: f}
 	rb.repairThenServe(t, published, "repair --nats", "--repo", repo.Dir, "--data", data, "--nats", "nats://"+addr, "--reason", "stream deleted at the external server by the runbook test")
 }
 
@@ -293,8 +250,51 @@ type runbookServe struct {
 	base  string // its operations server's URL
 	repo  *gittest.Repo
 	cfgs  []cuecast.ConfigPath
-	d     *distributor.Distributor // the version stream, read at its NATS
-	f     *fleet
+	d     *distributor.Distributor // the version stream, read at its NATS (publish)
+	f     *fleet                   // instances of every config (publish)
+}
+
+// startRunbookServe starts serve, whose args are set, and waits until it
+// says it serves.
+func startRunbookServe(t *testing.T, serve *supervised, repo *gittest.Repo, cfgs []cuecast.ConfigPath) *runbookServe {
+	t.Helper()
+	r := &runbookServe{serve: serve, base: "http://" + serve.http, repo: repo, cfgs: cfgs}
+	r.ready = func() {
+		t.Helper()
+		poll.Until(t, "serve started", convergeBound, func() (bool, string) {
+			serve.reap(t)
+			return serve.ready(), serve.proc.stderr.String()
+		})
+	}
+	serve.start(t)
+	r.ready()
+	return r
+}
+
+// publish starts a fleet at the NATS server on addr (instances trusting
+// pub), commits three changes and waits until serve has published them
+// and the fleet runs them; it returns the connection it reads the streams
+// by, the commits and each config's version published.
+func (r *runbookServe) publish(t *testing.T, addr, pub string) (*nats.Conn, *commits, map[cuecast.ConfigPath]cuecast.Version) {
+	t.Helper()
+	nc, d := readStreams(t, addr)
+	r.d = d
+	r.f = startFleet(t, addr, pub, r.cfgs, len(r.cfgs))
+	c := &commits{repo: r.repo, values: map[cuecast.ConfigPath]int{}, last: map[cuecast.ConfigPath]string{}}
+	for range 3 {
+		c.change(r.cfgs[0])
+	}
+	waitCursor(t, nc, r.repo.Head())
+	published := map[cuecast.ConfigPath]cuecast.Version{}
+	for _, cf := range r.cfgs {
+		v, err := d.Latest(t.Context(), cf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		published[cf] = v
+	}
+	r.f.converge(t, time.Now(), published)
+	return nc, c, published
 }
 
 // repairThenServe runs the runbook's steps 2 and 3, serve stopped:
