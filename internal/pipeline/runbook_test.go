@@ -117,29 +117,20 @@ func TestRunbookDamagedStream(t *testing.T) {
 	ready()
 	c.change(cfgs[0])
 	poll.Until(t, "the symptoms: every damaged config logged, the count, the metric, /readyz 503", poll.Patience, func() (bool, string) {
-		log := serve.proc.stderr.String()
-		for _, cf := range cfgs {
-			line := regexp.MustCompile(`msg="version store damaged: publishing refused" .*config=` + regexp.QuoteMeta(string(cf)) +
-				fmt.Sprintf(` stored=0 published=%d source=\S+`, published[cf].Version))
-			if !line.MatchString(log) {
-				return false, "no line for " + string(cf) + " in\n" + log
-			}
+		if ok, missing := rb.damageLogged(published); !ok {
+			return false, missing
 		}
+		log := serve.proc.stderr.String()
 		if !regexp.MustCompile(`msg="version store damaged: publishing refused until ` + "`cuecast repair`" + fmt.Sprintf(`" .*configs=%d\n`, len(cfgs))).MatchString(log) {
 			return false, "no counting line in\n" + log
 		}
 		if _, body := get(t, base+"/metrics"); !strings.Contains(body, "\ncuecast_versions_inconsistent 1\n") {
 			return false, "cuecast_versions_inconsistent is not 1"
 		}
-		code, body := get(t, base+"/readyz")
-		return code == http.StatusServiceUnavailable && strings.Contains(body, "repair"), fmt.Sprint("/readyz ", code, " ", body)
+		return rb.refusing(t)
 	})
 	// "Nothing is published; instances keep what they run."
-	for _, cf := range cfgs {
-		if v, err := d.Latest(t.Context(), cf); err == nil {
-			t.Errorf("%s: v%d published from a damaged stream", cf, v.Version)
-		}
-	}
+	rb.nonePublished(t)
 	for _, in := range f.ins {
 		if cur := in.w.Current(); cur.Version != published[in.cfg].Version || cur.Checksum != published[in.cfg].Checksum {
 			t.Errorf("%s on %s v%d, want it kept on v%d", in.id, in.cfg, cur.Version, published[in.cfg].Version)
@@ -201,10 +192,9 @@ func TestRunbookRepairExternal(t *testing.T) {
 	serve.args = []string{"serve", "--repo", repo.Dir, "--data", data, "--nats", "nats://" + addr, "--http", serve.http, "--interval", "50ms"}
 	rb := startRunbookServe(t, serve, repo, cfgs)
 	defer serve.stop(t)
-	ready, base := rb.ready, rb.base
+	ready := rb.ready
 
 	nc, c, published := rb.publish(t, addr, pub)
-	d := rb.d
 
 	// The damage, every replica stopped: the stream deleted at the server.
 	serve.stop(t)
@@ -219,22 +209,12 @@ func TestRunbookRepairExternal(t *testing.T) {
 	ready()
 	c.change(cfgs[0])
 	poll.Until(t, "the symptoms: every damaged config logged, /readyz 503", poll.Patience, func() (bool, string) {
-		log := serve.proc.stderr.String()
-		for _, cf := range cfgs {
-			line := regexp.MustCompile(`msg="version store damaged: publishing refused" .*config=` + regexp.QuoteMeta(string(cf)) +
-				fmt.Sprintf(` stored=0 published=%d source=\S+`, published[cf].Version))
-			if !line.MatchString(log) {
-				return false, "no line for " + string(cf) + " in\n" + log
-			}
+		if ok, missing := rb.damageLogged(published); !ok {
+			return false, missing
 		}
-		code, body := get(t, base+"/readyz")
-		return code == http.StatusServiceUnavailable && strings.Contains(body, "repair"), fmt.Sprint("/readyz ", code, " ", body)
+		return rb.refusing(t)
 	})
-	for _, cf := range cfgs {
-		if v, err := d.Latest(t.Context(), cf); err == nil {
-			t.Errorf("%s: v%d published from a damaged stream", cf, v.Version)
-		}
-	}
+	rb.nonePublished(t)
 
 	// 1. Stop serve (SIGTERM). 2. cuecast repair --repo … --data … with
 	// --nats, every replica stopped.
@@ -295,6 +275,38 @@ func (r *runbookServe) publish(t *testing.T, addr, pub string) (*nats.Conn, *com
 	}
 	r.f.converge(t, time.Now(), published)
 	return nc, c, published
+}
+
+// damageLogged reports whether serve has logged every config as damaged,
+// with the number its stream holds (none) and the one published, and if
+// not, which one it has not.
+func (r *runbookServe) damageLogged(published map[cuecast.ConfigPath]cuecast.Version) (bool, string) {
+	log := r.serve.proc.stderr.String()
+	for _, cf := range r.cfgs {
+		line := regexp.MustCompile(`msg="version store damaged: publishing refused" .*config=` + regexp.QuoteMeta(string(cf)) +
+			fmt.Sprintf(` stored=0 published=%d source=\S+`, published[cf].Version))
+		if !line.MatchString(log) {
+			return false, "no line for " + string(cf) + " in\n" + log
+		}
+	}
+	return true, ""
+}
+
+// refusing reports whether /readyz is 503 and names repair, and what it
+// answered.
+func (r *runbookServe) refusing(t *testing.T) (bool, string) {
+	code, body := get(t, r.base+"/readyz")
+	return code == http.StatusServiceUnavailable && strings.Contains(body, "repair"), fmt.Sprint("/readyz ", code, " ", body)
+}
+
+// nonePublished fails t for each config its damaged stream answers for.
+func (r *runbookServe) nonePublished(t *testing.T) {
+	t.Helper()
+	for _, cf := range r.cfgs {
+		if v, err := r.d.Latest(t.Context(), cf); err == nil {
+			t.Errorf("%s: v%d published from a damaged stream", cf, v.Version)
+		}
+	}
 }
 
 // repairThenServe runs the runbook's steps 2 and 3, serve stopped:
