@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -118,12 +116,7 @@ func TestHandoffDeploysWhatWasPublishedThoughLatestLags(t *testing.T) {
 	rolledOut("payments/checkout", 1)
 	rolledOut("search/ranking", 1)
 
-	path := filepath.Join(repo.Dir, "payments", "checkout", "checkout.cue")
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	repo.Write(map[string]string{"payments/checkout/checkout.cue": strings.Replace(string(b), "max_amount_minor: 5_000_000", "max_amount_minor: 2_500_000", 1)})
+	repo.Edit("payments/checkout/checkout.cue", "max_amount_minor: 5_000_000", "max_amount_minor: 2_500_000")
 	repo.Commit("Change checkout")
 	if _, err := tl.Poll(ctx); err != nil {
 		t.Fatalf("Poll: %v", err)
