@@ -453,14 +453,22 @@ func commitMerge(t *testing.T, r *gittest.Repo, msg, other string) string {
 	return h.String()
 }
 
+// twoPublished is where the rewrite tests start: two commits on main (the
+// base, then pay/b changed) and a tailer that has published both.
+func (e *env) twoPublished() (c1, c2 string, tl *tailer.Tailer) {
+	e.t.Helper()
+	c1 = e.repo.CommitFiles("initial", baseRepo())
+	c2 = e.repo.CommitFiles("b2", map[string]string{"pay/b/b.cue": config("b", false, 2)})
+	tl = e.tailer(tailer.Config{})
+	e.poll(tl)
+	return c1, c2, tl
+}
+
 // TestRewrite: a force push halts publishing until AcceptRewrite.
 func TestRewrite(t *testing.T) {
 	e := newEnv(t)
 	r := e.repo
-	c1 := r.CommitFiles("initial", baseRepo())
-	c2 := r.CommitFiles("b2", map[string]string{"pay/b/b.cue": config("b", false, 2)})
-	tl := e.tailer(tailer.Config{})
-	e.poll(tl)
+	c1, c2, tl := e.twoPublished()
 
 	if err := tl.AcceptRewrite(e.ctx, c1); !errors.Is(err, tailer.ErrNotHalted) {
 		t.Errorf("AcceptRewrite when not halted: got %v, want ErrNotHalted", err)
@@ -723,10 +731,7 @@ func TestCoalescedRun(t *testing.T) {
 func TestRewriteUndoneClearsHalt(t *testing.T) {
 	e := newEnv(t)
 	r := e.repo
-	c1 := r.CommitFiles("initial", baseRepo())
-	c2 := r.CommitFiles("b2", map[string]string{"pay/b/b.cue": config("b", false, 2)})
-	tl := e.tailer(tailer.Config{})
-	e.poll(tl)
+	c1, c2, tl := e.twoPublished()
 
 	setBranch(t, r, "main", c1)
 	r.Write(baseRepo())
