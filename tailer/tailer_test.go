@@ -283,9 +283,7 @@ func TestRejected(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEnv(t)
 			r := e.repo
-			c1 := r.CommitFiles("initial", baseRepo())
-			tl := e.tailer(tailer.Config{})
-			e.poll(tl)
+			c1, tl := e.basePublished()
 
 			// The bad commit also changes pay/a correctly: that change must
 			// not be lost when the next commit fixes the breakage.
@@ -392,9 +390,7 @@ func TestStartAt(t *testing.T) {
 func TestMerge(t *testing.T) {
 	e := newEnv(t)
 	r := e.repo
-	c1 := r.CommitFiles("initial", baseRepo())
-	tl := e.tailer(tailer.Config{})
-	e.poll(tl)
+	c1, tl := e.basePublished()
 
 	// A feature branch changes pay/b; main meanwhile changes pay/a.
 	feature := r.CommitFiles("feature: b to 3", map[string]string{"pay/b/b.cue": config("b", false, 3)})
@@ -451,6 +447,16 @@ func commitMerge(t *testing.T, r *gittest.Repo, msg, other string) string {
 		t.Fatal(err)
 	}
 	return h.String()
+}
+
+// basePublished commits the base configs to main and returns the commit
+// and a tailer that has published it.
+func (e *env) basePublished() (string, *tailer.Tailer) {
+	e.t.Helper()
+	c1 := e.repo.CommitFiles("initial", baseRepo())
+	tl := e.tailer(tailer.Config{})
+	e.poll(tl)
+	return c1, tl
 }
 
 // twoPublished is where the rewrite tests start: two commits on main (the
@@ -673,9 +679,7 @@ func TestNoModuleYet(t *testing.T) {
 func TestCoalescedRun(t *testing.T) {
 	e := newEnv(t)
 	r := e.repo
-	c1 := r.CommitFiles("initial", baseRepo())
-	tl := e.tailer(tailer.Config{})
-	e.poll(tl)
+	c1, tl := e.basePublished()
 
 	c2 := r.CommitFiles("docs", map[string]string{"README.md": "more\n"})
 	// b starts importing the library: the index before the run says b
