@@ -34,9 +34,9 @@ func TestCheckShowsAnalysis(t *testing.T) {
 	halfStage := `{name: "half", percent: 50, hold: "10m", max_unhealthy: 0.02},`
 	t.Run("shown", func(t *testing.T) {
 		r, _ := exampleRepo(t)
-		edit(t, r, "cuecast.cue", halfStage, analysisStage(goodQuery))
+		r.Edit("cuecast.cue", halfStage, analysisStage(goodQuery))
 		base := r.Commit("analysis for search")
-		edit(t, r, "search/ranking/ranking.cue", `boost_recent_days: 14`, `boost_recent_days: 7`)
+		r.Edit("search/ranking/ranking.cue", `boost_recent_days: 14`, `boost_recent_days: 7`)
 		head := r.Commit("change ranking")
 		rep := check(t, r, base, head)
 		if rep.Failed() || len(rep.Analysis) != 1 {
@@ -70,9 +70,9 @@ func TestCheckShowsAnalysis(t *testing.T) {
 		// Balanced and with its placeholders, so only a PromQL parser
 		// finds the operator missing its operand.
 		bad := `sum(rate(http_errors_total{$selector}[1m])) / / 2`
-		edit(t, r, "cuecast.cue", halfStage, strings.Replace(analysisStage(goodQuery), "}]},", "}, {name: \"bad\", query: #\""+bad+"\"#, compare: \"threshold\", max: 1}]},", 1))
+		r.Edit("cuecast.cue", halfStage, strings.Replace(analysisStage(goodQuery), "}]},", "}, {name: \"bad\", query: #\""+bad+"\"#, compare: \"threshold\", max: 1}]},", 1))
 		base := r.Commit("analysis for search, one query broken")
-		edit(t, r, "search/ranking/ranking.cue", `boost_recent_days: 14`, `boost_recent_days: 7`)
+		r.Edit("search/ranking/ranking.cue", `boost_recent_days: 14`, `boost_recent_days: 7`)
 		rep := check(t, r, base, r.Commit("change ranking"))
 		if rep.Failed() {
 			t.Fatalf("the check failed before Prometheus parsed anything: %+v", rep.Errors)
@@ -102,7 +102,7 @@ func TestCheckShowsAnalysis(t *testing.T) {
 // line of the metric's query.
 func checkFails(t *testing.T, from, stage, want string) {
 	r, base := exampleRepo(t)
-	edit(t, r, "cuecast.cue", from, stage)
+	r.Edit("cuecast.cue", from, stage)
 	head := r.Commit("analysis the controller could not use")
 	rep := check(t, r, base, head)
 	if !rep.Failed() {

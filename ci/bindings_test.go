@@ -18,9 +18,9 @@ import (
 // fails the check.
 func TestCheckBindingsChange(t *testing.T) {
 	r, base := exampleRepo(t)
-	edit(t, r, "schemas/payments.cue", "max_amount_minor: int & >0 & <=100_000_000", "max_amount_minor: int & >0 & <=200_000_000")
+	r.Edit("schemas/payments.cue", "max_amount_minor: int & >0 & <=100_000_000", "max_amount_minor: int & >0 & <=200_000_000")
 	unrelated := r.Commit("schemas: raise #Checkout's limit, which #Payments does not reach")
-	edit(t, r, "schemas/payments.cue", `currency?: "EUR" | "USD" | "GBP" | "JPY"`, `currency?: "EUR" | "USD" | "GBP" | "JPY" | "CHF"`)
+	r.Edit("schemas/payments.cue", `currency?: "EUR" | "USD" | "GBP" | "JPY"`, `currency?: "EUR" | "USD" | "GBP" | "JPY" | "CHF"`)
 	head := r.Commit("schemas: payments may use CHF")
 
 	if rep := check(t, r, base, unrelated); len(rep.Bindings) != 0 || rep.Failed() {

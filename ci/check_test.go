@@ -34,21 +34,6 @@ func exampleRepo(t *testing.T) (*gittest.Repo, string) {
 	return r, r.Commit("base: configs-example")
 }
 
-// edit rewrites one file of the work tree by replacing old with new; the
-// test fails when old is not there, so a fixture cannot drift silently.
-func edit(t *testing.T, r *gittest.Repo, name, old, new string) {
-	t.Helper()
-	p := filepath.Join(r.Dir, filepath.FromSlash(name))
-	b, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(b), old) {
-		t.Fatalf("edit %s: %q not found", name, old)
-	}
-	r.Write(map[string]string{name: strings.Replace(string(b), old, new, 1)})
-}
-
 func check(t *testing.T, r *gittest.Repo, base, head string) *ci.Report {
 	t.Helper()
 	rep, err := ci.Check(context.Background(), r.Dir, ci.Options{Base: base, Head: head, FanOut: 3, Workers: 2})
@@ -94,8 +79,8 @@ func TestCheckScenarios(t *testing.T) {
 		{
 			name: "one config changes",
 			change: func(t *testing.T, r *gittest.Repo) {
-				edit(t, r, "payments/checkout/checkout.cue", `currency:         "EUR"`, `currency:         "USD"`)
-				edit(t, r, "payments/checkout/checkout.cue", `three_ds: required_above_minor: 3_000`, `three_ds: required_above_minor: 5_000`)
+				r.Edit("payments/checkout/checkout.cue", `currency:         "EUR"`, `currency:         "USD"`)
+				r.Edit("payments/checkout/checkout.cue", `three_ds: required_above_minor: 3_000`, `three_ds: required_above_minor: 5_000`)
 			},
 			want:       []string{"payments/checkout changed"},
 			namespaces: []string{"payments"},
@@ -120,7 +105,7 @@ func TestCheckScenarios(t *testing.T) {
 		{
 			name: "library change fans out",
 			change: func(t *testing.T, r *gittest.Repo) {
-				edit(t, r, "lib/service/service.cue", `read:  *"2s"`, `read:  *"3s"`)
+				r.Edit("lib/service/service.cue", `read:  *"2s"`, `read:  *"3s"`)
 			},
 			want:       []string{"payments/checkout changed", "payments/refunds changed", "search/indexer changed"},
 			namespaces: []string{"payments", "search"},
@@ -144,7 +129,7 @@ func TestCheckScenarios(t *testing.T) {
 			// not a wide change.
 			name: "library change without output change is low",
 			change: func(t *testing.T, r *gittest.Repo) {
-				edit(t, r, "lib/service/service.cue", `replicas: *3 | int`, `replicas: *3 | int | float`)
+				r.Edit("lib/service/service.cue", `replicas: *3 | int`, `replicas: *3 | int | float`)
 			},
 			want:       []string{"payments/checkout unchanged", "payments/refunds unchanged", "search/indexer unchanged"},
 			namespaces: []string{"payments", "search"},
@@ -160,7 +145,7 @@ func TestCheckScenarios(t *testing.T) {
 			// index shifting.
 			name: "list prepend",
 			change: func(t *testing.T, r *gittest.Repo) {
-				edit(t, r, "lib/net/net.cue", `Regions: ["eu-west-1"`, `Regions: ["af-south-1", "eu-west-1"`)
+				r.Edit("lib/net/net.cue", `Regions: ["eu-west-1"`, `Regions: ["af-south-1", "eu-west-1"`)
 			},
 			want:       []string{"payments/checkout changed", "payments/refunds unchanged", "search/indexer changed"},
 			namespaces: []string{"payments", "search"},
@@ -181,7 +166,7 @@ func TestCheckScenarios(t *testing.T) {
 		{
 			name: "new field marked for strict decoders",
 			change: func(t *testing.T, r *gittest.Repo) {
-				edit(t, r, "search/indexer/indexer.cue", `env:   "prod"`, "env:   \"prod\"\ntier: \"gold\"")
+				r.Edit("search/indexer/indexer.cue", `env:   "prod"`, "env:   \"prod\"\ntier: \"gold\"")
 			},
 			want:       []string{"search/indexer changed"},
 			namespaces: []string{"search"},
@@ -232,7 +217,7 @@ func TestCheckScenarios(t *testing.T) {
 		{
 			name: "invalid head",
 			change: func(t *testing.T, r *gittest.Repo) {
-				edit(t, r, "payments/checkout/checkout.cue", `"EUR"`, `"DOGECOIN"`)
+				r.Edit("payments/checkout/checkout.cue", `"EUR"`, `"DOGECOIN"`)
 			},
 			want:       []string{"payments/checkout invalid"},
 			failed:     true,
@@ -251,10 +236,10 @@ func TestCheckScenarios(t *testing.T) {
 		{
 			name: "invalid base stays invalid",
 			base: func(t *testing.T, r *gittest.Repo) {
-				edit(t, r, "payments/checkout/checkout.cue", `"EUR"`, `"DOGECOIN"`)
+				r.Edit("payments/checkout/checkout.cue", `"EUR"`, `"DOGECOIN"`)
 			},
 			change: func(t *testing.T, r *gittest.Repo) {
-				edit(t, r, "payments/checkout/checkout.cue", `max_amount_minor: 5_000_000`, `max_amount_minor: 6_000_000`)
+				r.Edit("payments/checkout/checkout.cue", `max_amount_minor: 5_000_000`, `max_amount_minor: 6_000_000`)
 			},
 			want:       []string{"payments/checkout still-invalid"},
 			namespaces: []string{"payments"},
@@ -275,10 +260,10 @@ func TestCheckScenarios(t *testing.T) {
 			// not the change's fault.
 			name: "invalid base broken differently",
 			base: func(t *testing.T, r *gittest.Repo) {
-				edit(t, r, "payments/checkout/checkout.cue", `"EUR"`, `"DOGECOIN"`)
+				r.Edit("payments/checkout/checkout.cue", `"EUR"`, `"DOGECOIN"`)
 			},
 			change: func(t *testing.T, r *gittest.Repo) {
-				edit(t, r, "payments/checkout/checkout.cue", `"DOGECOIN"`, `"BITCOIN"`)
+				r.Edit("payments/checkout/checkout.cue", `"DOGECOIN"`, `"BITCOIN"`)
 			},
 			want:       []string{"payments/checkout still-invalid"},
 			namespaces: []string{"payments"},
@@ -292,7 +277,7 @@ func TestCheckScenarios(t *testing.T) {
 		{
 			name: "manifest breaks",
 			change: func(t *testing.T, r *gittest.Repo) {
-				edit(t, r, "cuecast.cue", `consistency: "relaxed"`, `consistency: "sometimes"`)
+				r.Edit("cuecast.cue", `consistency: "relaxed"`, `consistency: "sometimes"`)
 			},
 			want: []string{"growth/flags invalid", "payments/checkout invalid", "payments/fraud-rules invalid", "payments/refunds invalid",
 				"search/indexer invalid", "search/new-ui-flag invalid", "search/ranking invalid",
@@ -312,10 +297,10 @@ func TestCheckScenarios(t *testing.T) {
 		{
 			name: "invalid base fixed",
 			base: func(t *testing.T, r *gittest.Repo) {
-				edit(t, r, "payments/checkout/checkout.cue", `"EUR"`, `"DOGECOIN"`)
+				r.Edit("payments/checkout/checkout.cue", `"EUR"`, `"DOGECOIN"`)
 			},
 			change: func(t *testing.T, r *gittest.Repo) {
-				edit(t, r, "payments/checkout/checkout.cue", `"DOGECOIN"`, `"GBP"`)
+				r.Edit("payments/checkout/checkout.cue", `"DOGECOIN"`, `"GBP"`)
 			},
 			want:       []string{"payments/checkout fixed"},
 			namespaces: []string{"payments"},
@@ -329,7 +314,7 @@ func TestCheckScenarios(t *testing.T) {
 		{
 			name: "no-op refactor",
 			change: func(t *testing.T, r *gittest.Repo) {
-				edit(t, r, "search/ranking/ranking.cue", `boost_recent_days: 14`, "let days = 7\nboost_recent_days: days * 2")
+				r.Edit("search/ranking/ranking.cue", `boost_recent_days: 14`, "let days = 7\nboost_recent_days: days * 2")
 			},
 			want:       []string{"search/ranking unchanged"},
 			namespaces: []string{"search"},
@@ -338,7 +323,7 @@ func TestCheckScenarios(t *testing.T) {
 		{
 			name: "manifest change compiles everything",
 			change: func(t *testing.T, r *gittest.Repo) {
-				edit(t, r, "cuecast.cue", `owners: ["team-search"]`, `owners: ["team-search", "bob@example.com"]`)
+				r.Edit("cuecast.cue", `owners: ["team-search"]`, `owners: ["team-search", "bob@example.com"]`)
 			},
 			want: []string{"growth/flags unchanged", "payments/checkout unchanged", "payments/fraud-rules unchanged", "payments/refunds unchanged",
 				"search/indexer unchanged", "search/new-ui-flag unchanged", "search/ranking unchanged",
@@ -357,8 +342,8 @@ func TestCheckScenarios(t *testing.T) {
 		{
 			name: "a breaking change",
 			change: func(t *testing.T, r *gittest.Repo) {
-				edit(t, r, "payments/refunds/refunds.cue", `on_error: true`, `on_error: "page"`)
-				edit(t, r, "payments/refunds/refunds.cue", "\tchannel:  \"#payments-refunds\"\n", "")
+				r.Edit("payments/refunds/refunds.cue", `on_error: true`, `on_error: "page"`)
+				r.Edit("payments/refunds/refunds.cue", "\tchannel:  \"#payments-refunds\"\n", "")
 			},
 			want:       []string{"payments/refunds changed"},
 			namespaces: []string{"payments"},
@@ -416,7 +401,7 @@ func TestCheckMergeBase(t *testing.T) {
 	// main moves on after the branch point; the branch must not be blamed
 	// for undoing it.
 	fork := r.Head()
-	edit(t, r, "search/ranking/ranking.cue", `boost_recent_days: 14`, `boost_recent_days: 21`)
+	r.Edit("search/ranking/ranking.cue", `boost_recent_days: 14`, `boost_recent_days: 21`)
 	mainTip := r.Commit("main: ranking change")
 	// The branch: from fork, change refunds.
 	wt, err := r.Git.Worktree()
@@ -426,7 +411,7 @@ func TestCheckMergeBase(t *testing.T) {
 	if err := checkoutNewBranch(wt, "topic", fork); err != nil {
 		t.Fatal(err)
 	}
-	edit(t, r, "payments/refunds/refunds.cue", `window_days:            180`, `window_days:            90`)
+	r.Edit("payments/refunds/refunds.cue", `window_days:            180`, `window_days:            90`)
 	head := r.Commit("topic: refunds window")
 
 	rep := check(t, r, mainTip, head)
@@ -465,7 +450,7 @@ func TestCheckErrors(t *testing.T) {
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	edit(t, r, "search/ranking/ranking.cue", `boost_recent_days: 14`, `boost_recent_days: 21`)
+	r.Edit("search/ranking/ranking.cue", `boost_recent_days: 14`, `boost_recent_days: 21`)
 	head := r.Commit("change")
 	if _, err := ci.Check(cctx, r.Dir, ci.Options{Base: base, Head: head}); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled: got %v, want context.Canceled", err)
@@ -589,7 +574,7 @@ func TestCheckUndeclaredDirectory(t *testing.T) {
 // shows what the manifest allows.
 func TestCheckCrossNamespaceImport(t *testing.T) {
 	r, base := exampleRepo(t)
-	edit(t, r, "search/indexer/indexer.cue", "svc \"example.com/configs/lib/service\"\n)\n",
+	r.Edit("search/indexer/indexer.cue", "svc \"example.com/configs/lib/service\"\n)\n",
 		"svc \"example.com/configs/lib/service\"\n\t\"example.com/configs/payments/checkout\"\n)\n\n_checkout: checkout\n")
 	head := r.Commit("search: import a payments config")
 	rep := check(t, r, base, head)
@@ -597,7 +582,7 @@ func TestCheckCrossNamespaceImport(t *testing.T) {
 		t.Fatalf("want config/cross-namespace-import, got failed=%v %v", rep.Failed(), rep.Errors)
 	}
 
-	edit(t, r, "cuecast.cue", `consistency: "relaxed"`, "consistency: \"relaxed\"\n\timport_configs_from: [\"payments\"]")
+	r.Edit("cuecast.cue", `consistency: "relaxed"`, "consistency: \"relaxed\"\n\timport_configs_from: [\"payments\"]")
 	head = r.Commit("manifest: search may import payments configs")
 	rep = check(t, r, base, head)
 	if rep.Failed() {
@@ -634,10 +619,10 @@ func TestCheckEmbeddedFile(t *testing.T) {
 // used (issue 16).
 func TestCheckConfigImportedByAnother(t *testing.T) {
 	r, _ := exampleRepo(t)
-	edit(t, r, "payments/refunds/refunds.cue", "import (\n", "import (\n\t\"example.com/configs/payments/checkout\"\n")
-	edit(t, r, "payments/refunds/refunds.cue", "window_days:", "currency: checkout.currency\nwindow_days:")
+	r.Edit("payments/refunds/refunds.cue", "import (\n", "import (\n\t\"example.com/configs/payments/checkout\"\n")
+	r.Edit("payments/refunds/refunds.cue", "window_days:", "currency: checkout.currency\nwindow_days:")
 	base := r.Commit("refunds: the currency of checkout")
-	edit(t, r, "payments/checkout/checkout.cue", `currency:         "EUR"`, `currency:         "USD"`)
+	r.Edit("payments/checkout/checkout.cue", `currency:         "EUR"`, `currency:         "USD"`)
 	head := r.Commit("checkout: USD")
 	rep := check(t, r, base, head)
 	want := []string{"payments/checkout changed", "payments/refunds changed"}

@@ -62,7 +62,7 @@ func TestCheckFlagRollouts(t *testing.T) {
 				"cuecast.cue":        "package manifest\n\nnamespaces: growth: owners: [\"team-growth\"]\n",
 				"growth/flags/f.cue": flagSetFile,
 			})
-			edit(t, r, "growth/flags/f.cue", tt.from, tt.to)
+			r.Edit("growth/flags/f.cue", tt.from, tt.to)
 			head := r.Commit(tt.name)
 			rep := check(t, r, base, head)
 			if len(rep.Risk.FlagRollouts) != 1 {
@@ -100,8 +100,8 @@ func TestCheckStrictByConfigOverride(t *testing.T) {
 		"web/site/site.cue":  "package site\n\ntitle: \"a\"\n",
 		"web/blog/blog.cue":  "package blog\n\ntitle: \"a\"\n",
 	})
-	edit(t, r, "web/site/site.cue", `"a"`, `"b"`)
-	edit(t, r, "web/blog/blog.cue", `"a"`, `"b"`)
+	r.Edit("web/site/site.cue", `"a"`, `"b"`)
+	r.Edit("web/blog/blog.cue", `"a"`, `"b"`)
 	head := r.Commit("titles")
 	rep := check(t, r, base, head)
 	if got := rep.Risk.Strict; len(got) != 1 || got[0] != "web/site" || rep.Risk.Level != "high" {
@@ -129,11 +129,11 @@ func TestCheckFlagSetNewFields(t *testing.T) {
 }
 `,
 	})
-	edit(t, r, "growth/flags/f.cue", `fallthrough: rollout: weights:`, `description: "the new checkout"
+	r.Edit("growth/flags/f.cue", `fallthrough: rollout: weights:`, `description: "the new checkout"
 	reshuffle:   true
 	fallthrough: rollout: bucketBy: "account"
 	fallthrough: rollout: weights:`)
-	edit(t, r, "growth/flags/f.cue", `dark: {color: "black"}`, `dark: {color: "black", contrast: "high"}`)
+	r.Edit("growth/flags/f.cue", `dark: {color: "black"}`, `dark: {color: "black", contrast: "high"}`)
 	head := r.Commit("reshuffle by account")
 	rep := check(t, r, base, head)
 	var got []string

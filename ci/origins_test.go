@@ -11,9 +11,9 @@ import (
 
 func TestExplainChanges(t *testing.T) {
 	r, base := exampleRepo(t)
-	edit(t, r, "payments/checkout/checkout.cue", `currency:         "EUR"`, `currency:         "USD"`)
-	edit(t, r, "payments/checkout/checkout.cue", `weight: 80`, `weight: 70`)
-	edit(t, r, "payments/checkout/checkout.cue", `weight: 20`, `weight: 30`)
+	r.Edit("payments/checkout/checkout.cue", `currency:         "EUR"`, `currency:         "USD"`)
+	r.Edit("payments/checkout/checkout.cue", `weight: 80`, `weight: 70`)
+	r.Edit("payments/checkout/checkout.cue", `weight: 20`, `weight: 30`)
 	head := r.Commit("checkout: USD, more adyen")
 	rep := check(t, r, base, head)
 	if err := ci.ExplainChanges(context.Background(), r.Dir, rep); err != nil {

@@ -14,7 +14,7 @@ func TestCheckInLinkedWorktree(t *testing.T) {
 	r := gittest.New(t)
 	r.CopyDir(example(t))
 	base := r.Commit("base")
-	edit(t, r, "payments/checkout/checkout.cue", `"EUR"`, `"USD"`)
+	r.Edit("payments/checkout/checkout.cue", `"EUR"`, `"USD"`)
 	head := r.Commit("usd")
 	wt := r.LinkedWorktree("wt", head)
 	rep, err := ci.Check(t.Context(), wt, ci.Options{Base: "main~1", Head: "main"})

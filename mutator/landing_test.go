@@ -15,6 +15,7 @@ import (
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/internal/gittest"
+	"github.com/cuecast/cuecast/internal/soak"
 	"github.com/cuecast/cuecast/mutator"
 )
 
@@ -26,7 +27,7 @@ const landingFile = "ns/counters/counters.cue"
 // 100 took 58 s under -race on the shared 2-core box, a tenth of make
 // test's budget.
 func landingWriters() (fields, races int) {
-	if os.Getenv("CUECAST_SOAK") == "1" {
+	if soak.On() {
 		return 50, 50
 	}
 	return 8, 8
@@ -116,17 +117,12 @@ func TestLandingStrip(t *testing.T) {
 
 	// Linear history: one commit per success, each on the one before.
 	var order []int
-	for h := plumbing.NewHash(r.Head()); h.String() != base; {
-		c, err := r.Git.CommitObject(h)
-		if err != nil {
-			t.Fatal(err)
+	for _, h := range r.LinearSince(base) {
+		i, ok := byCommit[h]
+		if !ok {
+			t.Fatalf("commit %s is no request's", h)
 		}
-		i, ok := byCommit[h.String()]
-		if !ok || c.NumParents() != 1 {
-			t.Fatalf("commit %s is no request's, or not linear", h)
-		}
-		order = append([]int{i}, order...)
-		h = c.ParentHashes[0]
+		order = append(order, i)
 	}
 	if len(order) != len(byCommit) {
 		t.Fatalf("%d commits on main, %d successes", len(order), len(byCommit))

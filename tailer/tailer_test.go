@@ -283,9 +283,7 @@ func TestRejected(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEnv(t)
 			r := e.repo
-			c1 := r.CommitFiles("initial", baseRepo())
-			tl := e.tailer(tailer.Config{})
-			e.poll(tl)
+			c1, tl := e.basePublished()
 
 			// The bad commit also changes pay/a correctly: that change must
 			// not be lost when the next commit fixes the breakage.
@@ -392,9 +390,7 @@ func TestStartAt(t *testing.T) {
 func TestMerge(t *testing.T) {
 	e := newEnv(t)
 	r := e.repo
-	c1 := r.CommitFiles("initial", baseRepo())
-	tl := e.tailer(tailer.Config{})
-	e.poll(tl)
+	c1, tl := e.basePublished()
 
 	// A feature branch changes pay/b; main meanwhile changes pay/a.
 	feature := r.CommitFiles("feature: b to 3", map[string]string{"pay/b/b.cue": config("b", false, 3)})
@@ -453,14 +449,32 @@ func commitMerge(t *testing.T, r *gittest.Repo, msg, other string) string {
 	return h.String()
 }
 
+// basePublished commits the base configs to main and returns the commit
+// and a tailer that has published it.
+func (e *env) basePublished() (string, *tailer.Tailer) {
+	e.t.Helper()
+	c1 := e.repo.CommitFiles("initial", baseRepo())
+	tl := e.tailer(tailer.Config{})
+	e.poll(tl)
+	return c1, tl
+}
+
+// twoPublished is where the rewrite tests start: two commits on main (the
+// base, then pay/b changed) and a tailer that has published both.
+func (e *env) twoPublished() (c1, c2 string, tl *tailer.Tailer) {
+	e.t.Helper()
+	c1 = e.repo.CommitFiles("initial", baseRepo())
+	c2 = e.repo.CommitFiles("b2", map[string]string{"pay/b/b.cue": config("b", false, 2)})
+	tl = e.tailer(tailer.Config{})
+	e.poll(tl)
+	return c1, c2, tl
+}
+
 // TestRewrite: a force push halts publishing until AcceptRewrite.
 func TestRewrite(t *testing.T) {
 	e := newEnv(t)
 	r := e.repo
-	c1 := r.CommitFiles("initial", baseRepo())
-	c2 := r.CommitFiles("b2", map[string]string{"pay/b/b.cue": config("b", false, 2)})
-	tl := e.tailer(tailer.Config{})
-	e.poll(tl)
+	c1, c2, tl := e.twoPublished()
 
 	if err := tl.AcceptRewrite(e.ctx, c1); !errors.Is(err, tailer.ErrNotHalted) {
 		t.Errorf("AcceptRewrite when not halted: got %v, want ErrNotHalted", err)
@@ -665,9 +679,7 @@ func TestNoModuleYet(t *testing.T) {
 func TestCoalescedRun(t *testing.T) {
 	e := newEnv(t)
 	r := e.repo
-	c1 := r.CommitFiles("initial", baseRepo())
-	tl := e.tailer(tailer.Config{})
-	e.poll(tl)
+	c1, tl := e.basePublished()
 
 	c2 := r.CommitFiles("docs", map[string]string{"README.md": "more\n"})
 	// b starts importing the library: the index before the run says b
@@ -723,10 +735,7 @@ func TestCoalescedRun(t *testing.T) {
 func TestRewriteUndoneClearsHalt(t *testing.T) {
 	e := newEnv(t)
 	r := e.repo
-	c1 := r.CommitFiles("initial", baseRepo())
-	c2 := r.CommitFiles("b2", map[string]string{"pay/b/b.cue": config("b", false, 2)})
-	tl := e.tailer(tailer.Config{})
-	e.poll(tl)
+	c1, c2, tl := e.twoPublished()
 
 	setBranch(t, r, "main", c1)
 	r.Write(baseRepo())

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +13,7 @@ import (
 	"github.com/cuecast/cuecast/distributor/rollout"
 	"github.com/cuecast/cuecast/internal/natstest"
 	"github.com/cuecast/cuecast/internal/poll"
+	"github.com/cuecast/cuecast/internal/soak"
 )
 
 // TestSoakNoLostDeploy: issue 15, item 2, randomized. Several configs get
@@ -29,14 +28,10 @@ import (
 // at it. A few seconds normally; CUECAST_SOAK=1 runs it for a minute.
 func TestSoakNoLostDeploy(t *testing.T) {
 	dur := 3 * time.Second
-	if os.Getenv("CUECAST_SOAK") != "" {
+	if soak.On() {
 		dur = time.Minute
 	}
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
-	rnd := rand.New(rand.NewPCG(seed, 2))
-	var rndMu sync.Mutex
-	intn := func(n int) int { rndMu.Lock(); defer rndMu.Unlock(); return rnd.IntN(n) }
+	intn := soak.Intn(t)
 
 	srv := natstest.Start(t)
 	nc := srv.Connect(t)

@@ -357,35 +357,35 @@ func TestStoreApply(t *testing.T) {
 	}
 }
 
-// TestVectors runs testdata/flags/v1.json, the vectors every SDK runs,
-// through the single-flag endpoint: the same value, variant, reason, rule
-// and position as in-process. OFREP's context has a string targetingKey,
-// so the cases with another one are INVALID_CONTEXT here; it carries no
-// type, so a typed case's mismatch is the value's JSON type, as providers
-// check it.
-func TestVectors(t *testing.T) {
+// vectors is testdata/flags/v1.json (its README.md describes it).
+type vectors struct {
+	Sets  map[string]json.RawMessage `json:"sets"`
+	Cases []struct {
+		Name    string          `json:"name"`
+		Set     string          `json:"set"`
+		Flag    string          `json:"flag"`
+		Type    string          `json:"type"`
+		Context json.RawMessage `json:"context"`
+		Want    struct {
+			Value     any    `json:"value"`
+			Variant   string `json:"variant"`
+			Reason    string `json:"reason"`
+			ErrorCode string `json:"errorCode"`
+			Rule      *int   `json:"rule"`
+			Position  *int   `json:"position"`
+		} `json:"want"`
+	} `json:"cases"`
+}
+
+// loadVectors reads the shared vectors and a store holding each of their
+// sets as config vectors/NAME, version 1.
+func loadVectors(t *testing.T) (vectors, *ofrep.Store) {
+	t.Helper()
 	b, err := os.ReadFile("../../testdata/flags/v1.json")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var v struct {
-		Sets  map[string]json.RawMessage `json:"sets"`
-		Cases []struct {
-			Name    string          `json:"name"`
-			Set     string          `json:"set"`
-			Flag    string          `json:"flag"`
-			Type    string          `json:"type"`
-			Context json.RawMessage `json:"context"`
-			Want    struct {
-				Value     any    `json:"value"`
-				Variant   string `json:"variant"`
-				Reason    string `json:"reason"`
-				ErrorCode string `json:"errorCode"`
-				Rule      *int   `json:"rule"`
-				Position  *int   `json:"position"`
-			} `json:"want"`
-		} `json:"cases"`
-	}
+	var v vectors
 	if err := json.Unmarshal(b, &v); err != nil {
 		t.Fatal(err)
 	}
@@ -395,6 +395,17 @@ func TestVectors(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	return v, st
+}
+
+// TestVectors runs testdata/flags/v1.json, the vectors every SDK runs,
+// through the single-flag endpoint: the same value, variant, reason, rule
+// and position as in-process. OFREP's context has a string targetingKey,
+// so the cases with another one are INVALID_CONTEXT here; it carries no
+// type, so a typed case's mismatch is the value's JSON type, as providers
+// check it.
+func TestVectors(t *testing.T) {
+	v, st := loadVectors(t)
 	srv := newServer(t, st, nil)
 	jsonType := map[string]string{"bool": "bool", "string": "string", "int": "float64", "float": "float64", "object": "map[string]interface {}"}
 	for i, c := range v.Cases {

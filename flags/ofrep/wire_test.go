@@ -33,27 +33,7 @@ const wireSet = `{"schema": "cuecast.flags/v1", "flags": {
 // encoded must leave them as they are (go test -update rewrites the file,
 // for a change meant to alter them).
 func TestWireGolden(t *testing.T) {
-	b, err := os.ReadFile("../../testdata/flags/v1.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var v struct {
-		Sets  map[string]json.RawMessage `json:"sets"`
-		Cases []struct {
-			Set     string          `json:"set"`
-			Flag    string          `json:"flag"`
-			Context json.RawMessage `json:"context"`
-		} `json:"cases"`
-	}
-	if err := json.Unmarshal(b, &v); err != nil {
-		t.Fatal(err)
-	}
-	st := ofrep.NewStore()
-	for name, set := range v.Sets {
-		if _, err := st.Apply("vectors/"+name, 1, set, false); err != nil {
-			t.Fatal(err)
-		}
-	}
+	v, st := loadVectors(t)
 	if _, err := st.Apply("wire/flags", 7, []byte(wireSet), false); err != nil {
 		t.Fatal(err)
 	}

@@ -24,12 +24,7 @@ func prRepo(t *testing.T) (dir, event, base, head string) {
 	r := gittest.New(t)
 	r.CopyDir(filepath.Join(repoRoot(t), "configs-example"))
 	base = r.Commit("base")
-	p := filepath.Join(r.Dir, "payments", "checkout", "checkout.cue")
-	b, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.Write(map[string]string{"payments/checkout/checkout.cue": strings.Replace(string(b), `"EUR"`, `"DOGECOIN"`, 1)})
+	r.Edit("payments/checkout/checkout.cue", `"EUR"`, `"DOGECOIN"`)
 	head = r.Commit("break checkout")
 	event = filepath.Join(t.TempDir(), "event.json")
 	payload := fmt.Sprintf(`{"action":"opened","number":5,"pull_request":{"number":5,"head":{"sha":%q},"base":{"sha":%q}}}`, head, base)

@@ -17,12 +17,7 @@ func TestCheckGitHubOrigins(t *testing.T) {
 	r := gittest.New(t)
 	r.CopyDir(filepath.Join(repoRoot(t), "configs-example"))
 	base := r.Commit("base")
-	p := filepath.Join(r.Dir, "payments", "checkout", "checkout.cue")
-	b, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.Write(map[string]string{"payments/checkout/checkout.cue": strings.Replace(string(b), `"EUR"`, `"USD"`, 1)})
+	r.Edit("payments/checkout/checkout.cue", `"EUR"`, `"USD"`)
 	head := r.Commit("checkout in dollars")
 	event := filepath.Join(t.TempDir(), "event.json")
 	payload := `{"action":"opened","number":5,"pull_request":{"number":5,"head":{"sha":"` + head + `"},"base":{"sha":"` + base + `"}}}`

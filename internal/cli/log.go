@@ -36,11 +36,7 @@ A tombstone (the config deleted on main) is marked as such.`,
   cuecast log payments/checkout --variant env=prod,region=eu`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			opts.Config = args[0]
-			if err := cuecast.ConfigPath(opts.Config).Validate(); err != nil {
-				return &UsageError{Err: err, Hint: "name configs by their directory, like payments/checkout"}
-			}
-			cfg, err := withVariant(cuecast.ConfigPath(opts.Config), opts.Variant)
+			cfg, err := configArg(args[0], opts.Variant)
 			if err != nil {
 				return err
 			}

@@ -17,7 +17,6 @@ import (
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/distributor"
 	"github.com/cuecast/cuecast/internal/cli"
-	"github.com/cuecast/cuecast/internal/natstest"
 	"github.com/cuecast/cuecast/internal/poll"
 )
 
@@ -60,15 +59,7 @@ func testTreeSummarises(t *testing.T, auth string) {
 	if !strings.Contains(errOut.String(), "cuecast summarize --nats nats://127.0.0.1:-1 --region eu-west") || !strings.Contains(errOut.String(), "summarizer-eu-west") {
 		t.Errorf("nats-config leaf does not say how to run the summarizer:\n%s", errOut)
 	}
-	path := filepath.Join(t.TempDir(), "leaf.conf")
-	if err := os.WriteFile(path, []byte(conf.String()), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	leaf, err := natstest.StartConf(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { leaf.Shutdown(); leaf.WaitForShutdown() })
+	leaf := startConf(t, conf.String())
 	poll.Until(t, "the region linked to the hub", 20*time.Second, func() (bool, string) {
 		return leaf.NumLeafNodes() == 1, "not yet"
 	})

@@ -35,8 +35,15 @@ func natsConfig(t *testing.T, args ...string) *server.Server {
 	if code != 0 {
 		t.Fatalf("nats-config %v: exit %d: %s", args, code, errOut)
 	}
+	return startConf(t, out.String())
+}
+
+// startConf writes conf, a configuration nats-config printed, to a file
+// and starts a server from it, shut down when t ends.
+func startConf(t *testing.T, conf string) *server.Server {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "nats.conf")
-	if err := os.WriteFile(path, []byte(out.String()), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	s, err := natstest.StartConf(path)

@@ -52,11 +52,7 @@ The action is recorded in the audit stream with --as and --reason.`,
 			return nil
 		},
 		RunE: func(c *cobra.Command, args []string) error {
-			opts.Config = cuecast.ConfigPath(args[0])
-			if err := opts.Config.Validate(); err != nil {
-				return &UsageError{Err: err, Hint: "name configs by their directory, like payments/checkout"}
-			}
-			cfg, err := withVariant(opts.Config, opts.Variant)
+			cfg, err := configArg(args[0], opts.Variant)
 			if err != nil {
 				return err
 			}

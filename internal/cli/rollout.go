@@ -82,11 +82,7 @@ Exit status 4 when the rollout shown or watched is halted.`,
 			},
 			RunE: func(c *cobra.Command, args []string) error {
 				if len(args) == 1 {
-					opts.Config = cuecast.ConfigPath(args[0])
-					if err := opts.Config.Validate(); err != nil {
-						return &UsageError{Err: err, Hint: "name configs by their directory, like payments/checkout"}
-					}
-					cfg, err := withVariant(opts.Config, opts.Variant)
+					cfg, err := configArg(args[0], opts.Variant)
 					if err != nil {
 						return err
 					}

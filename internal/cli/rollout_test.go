@@ -79,15 +79,8 @@ func waitVersion(t *testing.T, ws []*client.Watcher, v uint64) {
 // editCheckoutFile replaces from with to in checkout.cue and commits.
 func editCheckoutFile(t *testing.T, repo *gittest.Repo, from, to, msg string) string {
 	t.Helper()
-	path := filepath.Join(repo.Dir, "payments", "checkout", "checkout.cue")
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(b), from) {
-		t.Fatalf("checkout.cue has no %q", from)
-	}
-	return repo.CommitFiles(msg, map[string]string{"payments/checkout/checkout.cue": strings.Replace(string(b), from, to, 1)})
+	repo.Edit("payments/checkout/checkout.cue", from, to)
+	return repo.Commit(msg)
 }
 
 func runEnv(ctx context.Context, env map[string]string, args ...string) (int, *syncBuffer, *syncBuffer) {

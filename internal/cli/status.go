@@ -86,10 +86,7 @@ region, asked of the region at once. A region that does not answer within --time
 				return usageErrorf("cuecast status payments/checkout --variant "+opts.Variant, "--variant needs a CONFIG")
 			}
 			for i, a := range args {
-				if err := cuecast.ConfigPath(a).Validate(); err != nil {
-					return &UsageError{Err: err, Hint: "name configs by their directory, like payments/checkout"}
-				}
-				cfg, err := withVariant(cuecast.ConfigPath(a), opts.Variant)
+				cfg, err := configArg(a, opts.Variant)
 				if err != nil {
 					return err
 				}

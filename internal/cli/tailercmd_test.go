@@ -3,8 +3,6 @@ package cli_test
 import (
 	"context"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -21,14 +19,7 @@ func TestLogAndForcePush(t *testing.T) {
 	repo := exampleRepo(t)
 	first := repo.Head()
 	p := startPipeline(t, repo)
-	checkout := filepath.Join(repo.Dir, "payments", "checkout", "checkout.cue")
-	edit := func(from, to string) {
-		b, err := os.ReadFile(checkout)
-		if err != nil {
-			t.Fatal(err)
-		}
-		repo.Write(map[string]string{"payments/checkout/checkout.cue": strings.Replace(string(b), from, to, 1)})
-	}
+	edit := func(from, to string) { repo.Edit("payments/checkout/checkout.cue", from, to) }
 	latest := func() cuecast.Version {
 		v, err := p.Distributor.Latest(ctx, "payments/checkout")
 		if err != nil {

@@ -18,6 +18,16 @@ func registerVariant(fs *pflag.FlagSet, v *string) {
 	fs.StringVar(v, "variant", "", variantFlagUsage)
 }
 
+// configArg is the path an operator's command acts on when named as arg
+// and --variant: arg checked as a config path, then withVariant's.
+func configArg(arg, variant string) (cuecast.ConfigPath, error) {
+	cfg := cuecast.ConfigPath(arg)
+	if err := cfg.Validate(); err != nil {
+		return "", &UsageError{Err: err, Hint: "name configs by their directory, like payments/checkout"}
+	}
+	return withVariant(cfg, variant)
+}
+
 // withVariant is the path an operator's command acts on: cfg, or its
 // variant of the dimension values variant ("env=prod,region=eu").
 func withVariant(cfg cuecast.ConfigPath, variant string) (cuecast.ConfigPath, error) {

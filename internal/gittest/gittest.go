@@ -120,6 +120,21 @@ func (r *Repo) Write(files map[string]string) {
 	}
 }
 
+// Edit replaces the first old in the work tree's file name (a path relative
+// to the repo root) with new. It fails the test when old is not there, so a
+// fixture cannot drift silently.
+func (r *Repo) Edit(name, old, new string) {
+	r.t.Helper()
+	b, err := os.ReadFile(filepath.Join(r.Dir, filepath.FromSlash(name)))
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	if !strings.Contains(string(b), old) {
+		r.t.Fatalf("edit %s: %q not found", name, old)
+	}
+	r.Write(map[string]string{name: strings.Replace(string(b), old, new, 1)})
+}
+
 // Remove deletes files or directories from the work tree.
 func (r *Repo) Remove(names ...string) {
 	r.t.Helper()

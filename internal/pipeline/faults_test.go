@@ -25,6 +25,7 @@ import (
 	"github.com/cuecast/cuecast/internal/natstest"
 	"github.com/cuecast/cuecast/internal/pipeline"
 	"github.com/cuecast/cuecast/internal/poll"
+	"github.com/cuecast/cuecast/internal/soak"
 )
 
 // convergeBound is how long every instance may take to reach its config's
@@ -42,7 +43,7 @@ const convergeBound = 30 * time.Second
 // at the time returned (a brief soak, without a flag of its own).
 func soakLength(t *testing.T, short, long int) (int, time.Time) {
 	t.Helper()
-	if os.Getenv("CUECAST_SOAK") == "" {
+	if !soak.On() {
 		return short, time.Now().Add(24 * time.Hour)
 	}
 	if s := os.Getenv("CUECAST_SOAK_FOR"); s != "" {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -62,6 +60,22 @@ func (s *laggingStore) Latest(ctx context.Context, cfg cuecast.ConfigPath) (cuec
 	return *prev, nil
 }
 
+// startRollout starts an embedded NATS server with a distributor and a
+// rollout controller (static policy) on it: the parts a hand-off hands to.
+func startRollout(t *testing.T) (*nats.Conn, *distributor.Distributor, *rollout.Controller) {
+	t.Helper()
+	nc := natstest.Start(t).Connect(t)
+	d, err := distributor.New(t.Context(), nc, distributor.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctl, err := rollout.New(t.Context(), nc, d, rollout.Static{}, rollout.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nc, d, ctl
+}
+
 // TestHandoffDeploysWhatWasPublishedThoughLatestLags: issue 15, item 2. The
 // tailer deploys what Latest returns after a batch; a lagging replica's
 // answer made it deploy the version before (or nothing), and the new
@@ -69,16 +83,7 @@ func (s *laggingStore) Latest(ctx context.Context, cfg cuecast.ConfigPath) (cuec
 func TestHandoffDeploysWhatWasPublishedThoughLatestLags(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	srv := natstest.Start(t)
-	nc := srv.Connect(t)
-	d, err := distributor.New(ctx, nc, distributor.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctl, err := rollout.New(ctx, nc, d, rollout.Static{}, rollout.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, d, ctl := startRollout(t)
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
@@ -111,12 +116,7 @@ func TestHandoffDeploysWhatWasPublishedThoughLatestLags(t *testing.T) {
 	rolledOut("payments/checkout", 1)
 	rolledOut("search/ranking", 1)
 
-	path := filepath.Join(repo.Dir, "payments", "checkout", "checkout.cue")
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	repo.Write(map[string]string{"payments/checkout/checkout.cue": strings.Replace(string(b), "max_amount_minor: 5_000_000", "max_amount_minor: 2_500_000", 1)})
+	repo.Edit("payments/checkout/checkout.cue", "max_amount_minor: 5_000_000", "max_amount_minor: 2_500_000")
 	repo.Commit("Change checkout")
 	if _, err := tl.Poll(ctx); err != nil {
 		t.Fatalf("Poll: %v", err)
@@ -131,16 +131,7 @@ func TestHandoffDeploysWhatWasPublishedThoughLatestLags(t *testing.T) {
 // stream's leader and deploys that.
 func TestHandoffAfterTakeoverDeploysNewest(t *testing.T) {
 	ctx := t.Context()
-	srv := natstest.Start(t)
-	nc := srv.Connect(t)
-	d, err := distributor.New(ctx, nc, distributor.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctl, err := rollout.New(ctx, nc, d, rollout.Static{}, rollout.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, d, ctl := startRollout(t)
 	cfg := cuecast.ConfigPath("payments/checkout")
 	var vs []cuecast.Version
 	for n := uint64(1); n <= 2; n++ {

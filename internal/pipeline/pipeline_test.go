@@ -101,15 +101,7 @@ func waitApplied(t *testing.T, ws []*client.Watcher, v cuecast.Version) {
 
 func editCheckout(t *testing.T, repo *gittest.Repo, from, to string) {
 	t.Helper()
-	path := filepath.Join(repo.Dir, "payments", "checkout", "checkout.cue")
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(b), from) {
-		t.Fatalf("checkout.cue has no %q", from)
-	}
-	repo.Write(map[string]string{"payments/checkout/checkout.cue": strings.Replace(string(b), from, to, 1)})
+	repo.Edit("payments/checkout/checkout.cue", from, to)
 }
 
 // TestDemoPath walks the path `make demo` shows and asserts every step:

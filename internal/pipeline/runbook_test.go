@@ -17,9 +17,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/distributor"
+	"github.com/cuecast/cuecast/internal/gittest"
 	"github.com/cuecast/cuecast/internal/natstest"
 	"github.com/cuecast/cuecast/internal/poll"
 )
@@ -67,17 +70,9 @@ func TestRunbookDamagedStream(t *testing.T) {
 	listen := natstest.FreeAddr(t)
 	serve := &supervised{name: "serve", http: natstest.FreeAddr(t), expected: func(string) bool { return false }}
 	serve.args = []string{"serve", "--repo", repo.Dir, "--data", data, "--listen", listen, "--http", serve.http, "--interval", "50ms"}
-	ready := func() {
-		t.Helper()
-		poll.Until(t, "serve started", convergeBound, func() (bool, string) {
-			serve.reap(t)
-			return serve.ready(), serve.proc.stderr.String()
-		})
-	}
-	serve.start(t)
-	ready()
+	rb := startRunbookServe(t, serve, repo, cfgs)
 	defer serve.stop(t)
-	base := "http://" + serve.http
+	ready, base := rb.ready, rb.base
 	// OPERATIONS' flag table, --webhook-secret: without it, every webhook
 	// (a signed push too) is refused with 403 saying so, and the tailer
 	// still polls (the commits below are published).
@@ -100,20 +95,8 @@ func TestRunbookDamagedStream(t *testing.T) {
 		t.Errorf("a signed push to a serve without --webhook-secret: %d %q, want 403 saying no secret is configured", resp.StatusCode, body)
 	}
 
-	nc, d := readStreams(t, listen)
-	f := startFleet(t, listen, pub, cfgs, len(cfgs))
-	c := &commits{repo: repo, values: map[cuecast.ConfigPath]int{}, last: map[cuecast.ConfigPath]string{}}
-	for range 3 {
-		c.change(cfgs[0])
-	}
-	waitCursor(t, nc, repo.Head())
-	published := map[cuecast.ConfigPath]cuecast.Version{}
-	for _, cf := range cfgs {
-		if published[cf], err = d.Latest(t.Context(), cf); err != nil {
-			t.Fatal(err)
-		}
-	}
-	f.converge(t, time.Now(), published)
+	nc, c, published := rb.publish(t, listen, pub)
+	d, f := rb.d, rb.f
 
 	// A cold backup ("Backups"): serve stopped, jetstream/ copied. Then the
 	// damage: the stream's files deleted.
@@ -134,29 +117,20 @@ func TestRunbookDamagedStream(t *testing.T) {
 	ready()
 	c.change(cfgs[0])
 	poll.Until(t, "the symptoms: every damaged config logged, the count, the metric, /readyz 503", poll.Patience, func() (bool, string) {
-		log := serve.proc.stderr.String()
-		for _, cf := range cfgs {
-			line := regexp.MustCompile(`msg="version store damaged: publishing refused" .*config=` + regexp.QuoteMeta(string(cf)) +
-				fmt.Sprintf(` stored=0 published=%d source=\S+`, published[cf].Version))
-			if !line.MatchString(log) {
-				return false, "no line for " + string(cf) + " in\n" + log
-			}
+		if ok, missing := rb.damageLogged(published); !ok {
+			return false, missing
 		}
+		log := serve.proc.stderr.String()
 		if !regexp.MustCompile(`msg="version store damaged: publishing refused until ` + "`cuecast repair`" + fmt.Sprintf(`" .*configs=%d\n`, len(cfgs))).MatchString(log) {
 			return false, "no counting line in\n" + log
 		}
 		if _, body := get(t, base+"/metrics"); !strings.Contains(body, "\ncuecast_versions_inconsistent 1\n") {
 			return false, "cuecast_versions_inconsistent is not 1"
 		}
-		code, body := get(t, base+"/readyz")
-		return code == http.StatusServiceUnavailable && strings.Contains(body, "repair"), fmt.Sprint("/readyz ", code, " ", body)
+		return rb.refusing(t)
 	})
 	// "Nothing is published; instances keep what they run."
-	for _, cf := range cfgs {
-		if v, err := d.Latest(t.Context(), cf); err == nil {
-			t.Errorf("%s: v%d published from a damaged stream", cf, v.Version)
-		}
-	}
+	rb.nonePublished(t)
 	for _, in := range f.ins {
 		if cur := in.w.Current(); cur.Version != published[in.cfg].Version || cur.Checksum != published[in.cfg].Checksum {
 			t.Errorf("%s on %s v%d, want it kept on v%d", in.id, in.cfg, cur.Version, published[in.cfg].Version)
@@ -192,32 +166,8 @@ func TestRunbookDamagedStream(t *testing.T) {
 	serve.stop(t)
 	damage()
 	// 2. cuecast repair --repo … --data … --reason "what happened"
-	code, stdout, stderr := runCLI(t, "repair", "--repo", repo.Dir, "--data", data, "--reason", "stream directory deleted by the runbook test")
-	if code != 0 {
-		t.Fatalf("repair: exit %d\n%s%s", code, stdout, stderr)
-	}
-	for _, cf := range cfgs {
-		want := fmt.Sprintf("  %s: stream held v0, v%d was published; now v%d (content), deployed, audited\n", cf, published[cf].Version, published[cf].Version+1)
-		if !strings.Contains(stdout, want) {
-			t.Errorf("repair printed\n%s\nwant the line %q", stdout, want)
-		}
-	}
-	// 3. Start serve. Instances move to the new numbers.
-	serve.start(t)
-	ready()
-	latest := map[cuecast.ConfigPath]cuecast.Version{}
-	for _, cf := range cfgs {
-		v, err := d.Latest(t.Context(), cf)
-		if err != nil || v.Version <= published[cf].Version || v.Commit != repo.Head() {
-			t.Fatalf("%s after repair: v%d of %s (%v), want a number above v%d of the tip", cf, v.Version, short(v.Commit), err, published[cf].Version)
-		}
-		latest[cf] = v
-	}
-	f.converge(t, time.Now(), latest)
-	poll.Until(t, "/readyz 200", poll.Patience, func() (bool, string) {
-		code, body := get(t, base+"/readyz")
-		return code == http.StatusOK, fmt.Sprint(code, " ", body)
-	})
+	// Then 3. start serve: instances move to the new numbers.
+	rb.repairThenServe(t, published, "repair", "--repo", repo.Dir, "--data", data, "--reason", "stream directory deleted by the runbook test")
 }
 
 // TestRunbookRepairExternal runs docs/OPERATIONS.md's "A damaged version
@@ -240,34 +190,11 @@ func TestRunbookRepairExternal(t *testing.T) {
 	pub := sharedKey(t, data)
 	serve := &supervised{name: "serve --nats", http: natstest.FreeAddr(t), expected: func(string) bool { return false }}
 	serve.args = []string{"serve", "--repo", repo.Dir, "--data", data, "--nats", "nats://" + addr, "--http", serve.http, "--interval", "50ms"}
-	ready := func() {
-		t.Helper()
-		poll.Until(t, "serve started", convergeBound, func() (bool, string) {
-			serve.reap(t)
-			return serve.ready(), serve.proc.stderr.String()
-		})
-	}
-	serve.start(t)
-	ready()
+	rb := startRunbookServe(t, serve, repo, cfgs)
 	defer serve.stop(t)
-	base := "http://" + serve.http
+	ready := rb.ready
 
-	nc, d := readStreams(t, addr)
-	f := startFleet(t, addr, pub, cfgs, len(cfgs))
-	c := &commits{repo: repo, values: map[cuecast.ConfigPath]int{}, last: map[cuecast.ConfigPath]string{}}
-	for range 3 {
-		c.change(cfgs[0])
-	}
-	waitCursor(t, nc, repo.Head())
-	published := map[cuecast.ConfigPath]cuecast.Version{}
-	for _, cf := range cfgs {
-		v, err := d.Latest(t.Context(), cf)
-		if err != nil {
-			t.Fatal(err)
-		}
-		published[cf] = v
-	}
-	f.converge(t, time.Now(), published)
+	nc, c, published := rb.publish(t, addr, pub)
 
 	// The damage, every replica stopped: the stream deleted at the server.
 	serve.stop(t)
@@ -282,50 +209,137 @@ func TestRunbookRepairExternal(t *testing.T) {
 	ready()
 	c.change(cfgs[0])
 	poll.Until(t, "the symptoms: every damaged config logged, /readyz 503", poll.Patience, func() (bool, string) {
-		log := serve.proc.stderr.String()
-		for _, cf := range cfgs {
-			line := regexp.MustCompile(`msg="version store damaged: publishing refused" .*config=` + regexp.QuoteMeta(string(cf)) +
-				fmt.Sprintf(` stored=0 published=%d source=\S+`, published[cf].Version))
-			if !line.MatchString(log) {
-				return false, "no line for " + string(cf) + " in\n" + log
-			}
+		if ok, missing := rb.damageLogged(published); !ok {
+			return false, missing
 		}
-		code, body := get(t, base+"/readyz")
-		return code == http.StatusServiceUnavailable && strings.Contains(body, "repair"), fmt.Sprint("/readyz ", code, " ", body)
+		return rb.refusing(t)
 	})
-	for _, cf := range cfgs {
-		if v, err := d.Latest(t.Context(), cf); err == nil {
-			t.Errorf("%s: v%d published from a damaged stream", cf, v.Version)
-		}
-	}
+	rb.nonePublished(t)
 
 	// 1. Stop serve (SIGTERM). 2. cuecast repair --repo … --data … with
 	// --nats, every replica stopped.
 	serve.stop(t)
-	code, stdout, stderr := runCLI(t, "repair", "--repo", repo.Dir, "--data", data, "--nats", "nats://"+addr, "--reason", "stream deleted at the external server by the runbook test")
-	if code != 0 {
-		t.Fatalf("repair --nats: exit %d\n%s%s", code, stdout, stderr)
+	// Then 3. start serve: instances move to the new numbers.
+	rb.repairThenServe(t, published, "repair --nats", "--repo", repo.Dir, "--data", data, "--nats", "nats://"+addr, "--reason", "stream deleted at the external server by the runbook test")
+}
+
+// runbookServe is a serve of the runbook tests and what they watch it by.
+type runbookServe struct {
+	serve *supervised
+	ready func() // waits until serve says it serves
+	base  string // its operations server's URL
+	repo  *gittest.Repo
+	cfgs  []cuecast.ConfigPath
+	d     *distributor.Distributor // the version stream, read at its NATS (publish)
+	f     *fleet                   // instances of every config (publish)
+}
+
+// startRunbookServe starts serve, whose args are set, and waits until it
+// says it serves.
+func startRunbookServe(t *testing.T, serve *supervised, repo *gittest.Repo, cfgs []cuecast.ConfigPath) *runbookServe {
+	t.Helper()
+	r := &runbookServe{serve: serve, base: "http://" + serve.http, repo: repo, cfgs: cfgs}
+	r.ready = func() {
+		t.Helper()
+		poll.Until(t, "serve started", convergeBound, func() (bool, string) {
+			serve.reap(t)
+			return serve.ready(), serve.proc.stderr.String()
+		})
 	}
-	for _, cf := range cfgs {
-		want := fmt.Sprintf("  %s: stream held v0, v%d was published; now v%d (content), deployed, audited\n", cf, published[cf].Version, published[cf].Version+1)
-		if !strings.Contains(stdout, want) {
-			t.Errorf("repair --nats printed\n%s\nwant the line %q", stdout, want)
+	serve.start(t)
+	r.ready()
+	return r
+}
+
+// publish starts a fleet at the NATS server on addr (instances trusting
+// pub), commits three changes and waits until serve has published them
+// and the fleet runs them; it returns the connection it reads the streams
+// by, the commits and each config's version published.
+func (r *runbookServe) publish(t *testing.T, addr, pub string) (*nats.Conn, *commits, map[cuecast.ConfigPath]cuecast.Version) {
+	t.Helper()
+	nc, d := readStreams(t, addr)
+	r.d = d
+	r.f = startFleet(t, addr, pub, r.cfgs, len(r.cfgs))
+	c := &commits{repo: r.repo, values: map[cuecast.ConfigPath]int{}, last: map[cuecast.ConfigPath]string{}}
+	for range 3 {
+		c.change(r.cfgs[0])
+	}
+	waitCursor(t, nc, r.repo.Head())
+	published := map[cuecast.ConfigPath]cuecast.Version{}
+	for _, cf := range r.cfgs {
+		v, err := d.Latest(t.Context(), cf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		published[cf] = v
+	}
+	r.f.converge(t, time.Now(), published)
+	return nc, c, published
+}
+
+// damageLogged reports whether serve has logged every config as damaged,
+// with the number its stream holds (none) and the one published, and if
+// not, which one it has not.
+func (r *runbookServe) damageLogged(published map[cuecast.ConfigPath]cuecast.Version) (bool, string) {
+	log := r.serve.proc.stderr.String()
+	for _, cf := range r.cfgs {
+		line := regexp.MustCompile(`msg="version store damaged: publishing refused" .*config=` + regexp.QuoteMeta(string(cf)) +
+			fmt.Sprintf(` stored=0 published=%d source=\S+`, published[cf].Version))
+		if !line.MatchString(log) {
+			return false, "no line for " + string(cf) + " in\n" + log
 		}
 	}
-	// 3. Start serve. Instances move to the new numbers.
-	serve.start(t)
-	ready()
+	return true, ""
+}
+
+// refusing reports whether /readyz is 503 and names repair, and what it
+// answered.
+func (r *runbookServe) refusing(t *testing.T) (bool, string) {
+	code, body := get(t, r.base+"/readyz")
+	return code == http.StatusServiceUnavailable && strings.Contains(body, "repair"), fmt.Sprint("/readyz ", code, " ", body)
+}
+
+// nonePublished fails t for each config its damaged stream answers for.
+func (r *runbookServe) nonePublished(t *testing.T) {
+	t.Helper()
+	for _, cf := range r.cfgs {
+		if v, err := r.d.Latest(t.Context(), cf); err == nil {
+			t.Errorf("%s: v%d published from a damaged stream", cf, v.Version)
+		}
+	}
+}
+
+// repairThenServe runs the runbook's steps 2 and 3, serve stopped:
+// `cuecast repair` with args (what names it in messages) prints, for each
+// config, the number the stream held, the one published and the one it
+// takes now; serve started again serves every config at the tip under a
+// number above every one published, the instances move to those numbers
+// and /readyz is 200.
+func (r *runbookServe) repairThenServe(t *testing.T, published map[cuecast.ConfigPath]cuecast.Version, what string, args ...string) {
+	t.Helper()
+	code, stdout, stderr := runCLI(t, append([]string{"repair"}, args...)...)
+	if code != 0 {
+		t.Fatalf("%s: exit %d\n%s%s", what, code, stdout, stderr)
+	}
+	for _, cf := range r.cfgs {
+		want := fmt.Sprintf("  %s: stream held v0, v%d was published; now v%d (content), deployed, audited\n", cf, published[cf].Version, published[cf].Version+1)
+		if !strings.Contains(stdout, want) {
+			t.Errorf("%s printed\n%s\nwant the line %q", what, stdout, want)
+		}
+	}
+	r.serve.start(t)
+	r.ready()
 	latest := map[cuecast.ConfigPath]cuecast.Version{}
-	for _, cf := range cfgs {
-		v, err := d.Latest(t.Context(), cf)
-		if err != nil || v.Version <= published[cf].Version || v.Commit != repo.Head() {
-			t.Fatalf("%s after repair --nats: v%d of %s (%v), want a number above v%d of the tip", cf, v.Version, short(v.Commit), err, published[cf].Version)
+	for _, cf := range r.cfgs {
+		v, err := r.d.Latest(t.Context(), cf)
+		if err != nil || v.Version <= published[cf].Version || v.Commit != r.repo.Head() {
+			t.Fatalf("%s after %s: v%d of %s (%v), want a number above v%d of the tip", cf, what, v.Version, short(v.Commit), err, published[cf].Version)
 		}
 		latest[cf] = v
 	}
-	f.converge(t, time.Now(), latest)
+	r.f.converge(t, time.Now(), latest)
 	poll.Until(t, "/readyz 200", poll.Patience, func() (bool, string) {
-		code, body := get(t, base+"/readyz")
+		code, body := get(t, r.base+"/readyz")
 		return code == http.StatusOK, fmt.Sprint(code, " ", body)
 	})
 }

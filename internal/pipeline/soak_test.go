@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -20,6 +19,7 @@ import (
 	"github.com/cuecast/cuecast/internal/gittest"
 	"github.com/cuecast/cuecast/internal/natstest"
 	"github.com/cuecast/cuecast/internal/poll"
+	"github.com/cuecast/cuecast/internal/soak"
 	"github.com/cuecast/cuecast/tailer"
 )
 
@@ -48,14 +48,10 @@ func (s *switching) Deploy(ctx context.Context, v cuecast.Version) error {
 func TestSoakNoLostDeploy(t *testing.T) {
 	t.Parallel()
 	dur := 3 * time.Second
-	if os.Getenv("CUECAST_SOAK") != "" {
+	if soak.On() {
 		dur = time.Minute
 	}
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
-	rnd := rand.New(rand.NewPCG(seed, 2))
-	var rndMu sync.Mutex
-	intn := func(n int) int { rndMu.Lock(); defer rndMu.Unlock(); return rnd.IntN(n) }
+	intn := soak.Intn(t)
 
 	ctx := t.Context()
 	srv := natstest.Start(t)

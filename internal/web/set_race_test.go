@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/cuecast/cuecast/internal/gittest"
+	"github.com/cuecast/cuecast/internal/soak"
 	"github.com/cuecast/cuecast/mutator"
 )
 
@@ -19,7 +20,7 @@ import (
 // replay, so make test sends 100 requests with 7 successes and the soak
 // (CUECAST_SOAK=1) 100 with 51.
 func raceWriters() (own, race int) {
-	if os.Getenv("CUECAST_SOAK") == "1" {
+	if soak.On() {
 		return 50, 50
 	}
 	return 6, 94

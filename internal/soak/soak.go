@@ -1,0 +1,32 @@
+// Package soak is the switch and the randomness of the randomized long
+// tests: short in `go test`, long with CUECAST_SOAK set (`make soak`), and
+// each run's seed logged so that a failure can be read against it.
+package soak
+
+import (
+	"math/rand/v2"
+	"os"
+	"sync"
+	"testing"
+	"time"
+)
+
+// On reports whether CUECAST_SOAK is set (to anything): the long form of
+// the soak tests runs.
+func On() bool { return os.Getenv("CUECAST_SOAK") != "" }
+
+// Intn returns a rand.IntN that goroutines may share, seeded from the clock
+// with the seed logged to t: the soak tests draw their random moments from
+// several goroutines at once.
+func Intn(t testing.TB) func(n int) int {
+	t.Helper()
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rnd := rand.New(rand.NewPCG(seed, 2))
+	var mu sync.Mutex
+	return func(n int) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return rnd.IntN(n)
+	}
+}
