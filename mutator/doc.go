@@ -41,6 +41,9 @@
 // use. Request.Expect is a compare-and-set on the value (not the file):
 // when the value is no longer the expected one the request fails with a
 // *ConflictError naming the current value, and nothing is written.
+// Two Mutators on one repository (two processes) are not serialised with
+// each other, but the branch moves only from the head a change was built
+// on, under git's <ref>.lock: the second to land fails with ErrConflict.
 //
 // # Errors
 //

@@ -15,7 +15,6 @@ import (
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
-	"github.com/go-git/go-git/v5/storage"
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/ci"
@@ -117,16 +116,12 @@ func (m *Mutator) set(ctx context.Context, req Request) (*Result, error) {
 	var old *plumbing.Reference
 	if req.Mode != ModePR && baseIsBranch {
 		old = plumbing.NewHashReference(branch, base)
-	} else if _, err := r.Storer.Reference(branch); err == nil {
-		return nil, fmt.Errorf("%w: branch %s was created while the change was verified; nothing changed: send it again", ErrConflict, branch.Short())
 	}
-	if err := r.Storer.CheckAndSetReference(plumbing.NewHashReference(branch, commit), old); err != nil {
-		if errors.Is(err, storage.ErrReferenceHasChanged) {
-			// Another writer (another process: this one's requests are
-			// serialised) moved the branch since it was read.
-			return nil, fmt.Errorf("%w: %s moved while the change was verified; nothing changed: send it again", ErrConflict, branch.Short())
-		}
-		return nil, fmt.Errorf("move %s to %s: %w", branch.Short(), cuecast.ShortCommit(commit.String()), err)
+	// Another writer (another process: this one's requests are serialised)
+	// may have moved or created the branch since it was read: moveRef
+	// compares and moves under the ref's lock, or fails with ErrConflict.
+	if err := moveRef(r, branch, commit, old); err != nil {
+		return nil, err
 	}
 	res.Branch = branch.Short()
 	if wt != nil {
@@ -159,11 +154,11 @@ func (e *pushError) Unwrap() error { return e.err }
 // undo moves branch back from commit to old (deleting it when it is new)
 // and restores the files of the work tree that followed it.
 func undo(r *git.Repository, wt *git.Worktree, branch plumbing.ReferenceName, old *plumbing.Reference, commit plumbing.Hash, before map[string][]byte) error {
-	if old == nil {
-		if err := r.Storer.RemoveReference(branch); err != nil {
-			return fmt.Errorf("remove %s: %w", branch.Short(), err)
-		}
-	} else if err := r.Storer.CheckAndSetReference(old, plumbing.NewHashReference(branch, commit)); err != nil {
+	back := plumbing.ZeroHash // deletes the branch the change created
+	if old != nil {
+		back = old.Hash()
+	}
+	if err := moveRef(r, branch, back, plumbing.NewHashReference(branch, commit)); err != nil {
 		return fmt.Errorf("move %s back: %w", branch.Short(), err)
 	}
 	if wt == nil {
