@@ -131,7 +131,7 @@ func TestJSONSchemaFlagIsClosed(t *testing.T) {
 			t.Errorf("%s changes nothing in %s", mu.desc, ex.outputs["growth"][0].path)
 			continue
 		}
-		cueErr := schema.Unify(schema.Context().CompileBytes(bad)).Validate(cue.Concrete(true))
+		cueErr := schema.Unify(cuecontext.New().CompileBytes(bad)).Validate(cue.Concrete(true))
 		_, compileErr := flags.Compile(bad)
 		if cueErr == nil && compileErr == nil {
 			t.Errorf("growth with %s: the flag format accepts it; not a mutation", mu.desc)
