@@ -163,7 +163,9 @@ func cleanInWorkTree(wt *git.Worktree, base map[string][]byte) error {
 // file (undo of a file the change created). The index is read and
 // written once: staging file by file (Worktree.Add) rewrote it per file,
 // which made a 300-config change spend seconds there.
-func syncWorkTree(r *git.Repository, wt *git.Worktree, files map[string][]byte) error {
+//
+// The caller holds l, index.lock, which write releases.
+func syncWorkTree(r *git.Repository, wt *git.Worktree, files map[string][]byte, l *indexLock) error {
 	root := wt.Filesystem.Root()
 	idx, err := r.Storer.Index()
 	if err != nil {
@@ -197,8 +199,5 @@ func syncWorkTree(r *git.Repository, wt *git.Worktree, files map[string][]byte) 
 		e.Size = uint32(len(b))
 		e.ModifiedAt = fi.ModTime()
 	}
-	if err := r.Storer.SetIndex(idx); err != nil {
-		return fmt.Errorf("write index: %w", err)
-	}
-	return nil
+	return l.write(idx)
 }

@@ -233,3 +233,46 @@ func TestTwoMutators(t *testing.T) {
 		}
 	}
 }
+
+// TestTwoMutatorsKeepWorkTree is TestTwoMutators on the checked-out branch
+// (commit mode): besides the branch, each landed change writes the work
+// tree and the index. Two writers doing that at once could write the index
+// over each other (one change's file staged at its old content: a later
+// `git commit` would undo it), leave the work tree at an older change than
+// HEAD, or refuse a request for "uncommitted changes" that were only the
+// other writer's change on its way in. Every request ends in a success or
+// a conflict; at the end the work tree and the index are HEAD's.
+func TestTwoMutatorsKeepWorkTree(t *testing.T) {
+	t.Parallel()
+	const n = 6
+	for round := range 5 {
+		r := landingRepo(t, n)
+		ms := []*mutator.Mutator{mutator.New(r.Dir, mutator.Options{}), mutator.New(r.Dir, mutator.Options{})}
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, errs[i] = ms[i%2].Set(context.Background(), counterReq(fmt.Sprintf("f%d", i), fmt.Sprint(round*10+i+1), ""))
+			}()
+		}
+		wg.Wait()
+		for i, err := range errs {
+			if err != nil && !errors.Is(err, mutator.ErrConflict) {
+				t.Errorf("round %d, f%d: %v, want success or a conflict", round, i, err)
+			}
+		}
+		wt, err := r.Git.Worktree()
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := wt.Status()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !st.IsClean() {
+			t.Errorf("round %d: the work tree or index is not HEAD's:\n%s", round, st)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package mutator
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"os"
@@ -8,6 +9,7 @@ import (
 	"github.com/go-git/go-billy/v5"
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/format/index"
 )
 
 // moveRef moves the branch name to to, only from old: nil means the
@@ -82,4 +84,68 @@ func moveRef(r *git.Repository, name plumbing.ReferenceName, to plumbing.Hash, o
 	}
 	renamed = true
 	return nil
+}
+
+// indexLock is git's index.lock, held by a change to the checked-out
+// branch from before it moves the branch until the work tree and the
+// index follow it. moveRef's lock alone serialised the branch, not what
+// follows it: two writers could write the index over each other, leave
+// the work tree at the older change, or find the other's change on its
+// way into the work tree and refuse it as "uncommitted changes"
+// (TestTwoMutatorsKeepWorkTree). The git CLI takes the same lock to write
+// the index, so it waits out a change as well.
+type indexLock struct {
+	fs   billy.Filesystem
+	f    billy.File
+	done bool
+}
+
+const indexLockName = "index.lock"
+
+// lockIndex takes index.lock, or fails with ErrConflict when another
+// writer (or git) holds it.
+func lockIndex(r *git.Repository) (*indexLock, error) {
+	st, ok := r.Storer.(interface{ Filesystem() billy.Filesystem })
+	if !ok {
+		return nil, errors.New("lock the index: the repository is not on disk")
+	}
+	fs := st.Filesystem()
+	f, err := fs.OpenFile(indexLockName, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o666)
+	if errors.Is(err, os.ErrExist) {
+		return nil, fmt.Errorf("%w: another writer is updating the work tree (%s exists; remove it if no cuecast or git is running); nothing changed: send it again", ErrConflict, fs.Join(fs.Root(), indexLockName))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("lock the index: %w", err)
+	}
+	return &indexLock{fs: fs, f: f}, nil
+}
+
+// write writes idx into the lock file and renames it over the index, so
+// a reader sees the old index or the new one; the lock is released.
+func (l *indexLock) write(idx *index.Index) error {
+	bw := bufio.NewWriter(l.f)
+	if err := index.NewEncoder(bw).Encode(idx); err != nil {
+		return fmt.Errorf("write index: %w", err)
+	}
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("write index: %w", err)
+	}
+	if err := l.f.Close(); err != nil {
+		return fmt.Errorf("write index: %w", err)
+	}
+	if err := l.fs.Rename(indexLockName, "index"); err != nil {
+		return fmt.Errorf("write index: %w", err)
+	}
+	l.done = true
+	return nil
+}
+
+// release drops the lock unless write already did.
+func (l *indexLock) release() {
+	if l == nil || l.done {
+		return
+	}
+	l.done = true
+	_ = l.f.Close()
+	_ = l.fs.Remove(indexLockName)
 }

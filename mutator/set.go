@@ -73,7 +73,19 @@ func (m *Mutator) set(ctx context.Context, req Request) (*Result, error) {
 			return nil, err
 		}
 		if wt != nil {
-			if err := cleanInWorkTree(wt, ch.before); err != nil {
+			// Early, to refuse before the check's work; under
+			// index.lock, so that another writer's change on its way
+			// into the work tree reads as the conflict it is.
+			il, err := lockIndex(r)
+			if err != nil {
+				return nil, err
+			}
+			err = stillAt(r, branch, plumbing.NewHashReference(branch, base))
+			if err == nil {
+				err = cleanInWorkTree(wt, ch.before)
+			}
+			il.release()
+			if err != nil {
 				return nil, err
 			}
 		}
@@ -120,12 +132,29 @@ func (m *Mutator) set(ctx context.Context, req Request) (*Result, error) {
 	// Another writer (another process: this one's requests are serialised)
 	// may have moved or created the branch since it was read: moveRef
 	// compares and moves under the ref's lock, or fails with ErrConflict.
+	var il *indexLock
+	if wt != nil {
+		// The work tree follows the branch under index.lock; checked
+		// again under it, the branch is where the change was made and
+		// the files are as the change found them, so no other writer's
+		// change is on its way in.
+		if il, err = lockIndex(r); err != nil {
+			return nil, err
+		}
+		defer il.release()
+		if err := stillAt(r, branch, old); err != nil {
+			return nil, err
+		}
+		if err := cleanInWorkTree(wt, ch.before); err != nil {
+			return nil, err
+		}
+	}
 	if err := moveRef(r, branch, commit, old); err != nil {
 		return nil, err
 	}
 	res.Branch = branch.Short()
 	if wt != nil {
-		if err := syncWorkTree(r, wt, ch.files); err != nil {
+		if err := syncWorkTree(r, wt, ch.files, il); err != nil {
 			return res, err
 		}
 	}
@@ -158,13 +187,41 @@ func undo(r *git.Repository, wt *git.Worktree, branch plumbing.ReferenceName, ol
 	if old != nil {
 		back = old.Hash()
 	}
+	var il *indexLock
+	if wt != nil {
+		var err error
+		if il, err = lockIndex(r); err != nil {
+			return fmt.Errorf("move %s back: %w", branch.Short(), err)
+		}
+		defer il.release()
+	}
 	if err := moveRef(r, branch, back, plumbing.NewHashReference(branch, commit)); err != nil {
 		return fmt.Errorf("move %s back: %w", branch.Short(), err)
 	}
 	if wt == nil {
 		return nil
 	}
-	return syncWorkTree(r, wt, before)
+	return syncWorkTree(r, wt, before, il)
+}
+
+// stillAt fails with ErrConflict when branch is no longer at old (nil:
+// when it exists now).
+func stillAt(r *git.Repository, branch plumbing.ReferenceName, old *plumbing.Reference) error {
+	cur, err := r.Storer.Reference(branch)
+	switch {
+	case errors.Is(err, plumbing.ErrReferenceNotFound):
+		if old == nil {
+			return nil
+		}
+		return fmt.Errorf("%w: %s was deleted while the change was verified; nothing changed: send it again", ErrConflict, branch.Short())
+	case err != nil:
+		return fmt.Errorf("read %s: %w", branch.Short(), err)
+	case old == nil:
+		return fmt.Errorf("%w: branch %s was created while the change was verified; nothing changed: send it again", ErrConflict, branch.Short())
+	case cur.Hash() != old.Hash():
+		return fmt.Errorf("%w: %s moved while the change was verified; nothing changed: send it again", ErrConflict, branch.Short())
+	}
+	return nil
 }
 
 // target returns the branch the commit goes on, the commit it is made on
