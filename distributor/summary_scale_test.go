@@ -46,15 +46,24 @@ type generator struct {
 	prefix  string
 	n       int
 	version atomic.Uint64
+	// applied and appliedAt are the version the instances last applied
+	// and when: a client's report keeps its AppliedAt from one heartbeat to
+	// the next, so at rest a summary changes only by its time. Rounds of
+	// one generator never overlap (sendRound).
+	applied   uint64
+	appliedAt time.Time
 }
 
 func (g *generator) round(t *testing.T) {
 	v := g.version.Load()
 	now := time.Now().UTC()
+	if v != g.applied {
+		g.applied, g.appliedAt = v, now
+	}
 	for i := range g.n {
 		id := g.prefix + "-" + strconv.Itoa(i)
 		b, _ := json.Marshal(cuecast.Report{Instance: id, Config: cfg, Version: v, Checksum: fmt.Sprint("sum", v), Healthy: true,
-			Labels: map[string]string{"zone": g.prefix}, AppliedAt: now, At: now})
+			Labels: map[string]string{"zone": g.prefix}, AppliedAt: g.appliedAt, At: now})
 		if err := g.nc.Publish(cuecast.ReportSubject(cfg, id), b); err != nil {
 			t.Errorf("report: %v", err)
 			return
