@@ -44,12 +44,7 @@ func TestExplainGolden(t *testing.T) {
 			}
 			var cfg cuecast.ConfigPath
 			opts := compiler.ExplainOptions{FS: fsys, Logger: testLogger(t)}
-			for _, d := range strings.Split(string(ar.Comment), "\n") {
-				key, val, ok := strings.Cut(strings.TrimSpace(d), ":")
-				if !ok {
-					continue
-				}
-				val = strings.TrimSpace(val)
+			for key, val := range caseDirectives(ar) {
 				switch key {
 				case "config":
 					cfg = cuecast.ConfigPath(val)

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io/fs"
+	"iter"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -100,12 +101,7 @@ func loadCase(t testing.TB, dir string) (fstest.MapFS, compiler.Options) {
 	for _, f := range ar.Files {
 		fsys[f.Name] = &fstest.MapFile{Data: f.Data, Mode: 0o644}
 	}
-	for _, d := range directives {
-		key, val, ok := strings.Cut(strings.TrimSpace(d), ":")
-		if !ok {
-			continue
-		}
-		val = strings.TrimSpace(val)
+	for key, val := range caseDirectives(ar) {
 		switch key {
 		case "delete":
 			delete(fsys, val)
@@ -134,6 +130,20 @@ func loadCase(t testing.TB, dir string) (fstest.MapFS, compiler.Options) {
 		}
 	}
 	return fsys, opts
+}
+
+// caseDirectives are the "key: value" lines of a case's comment, trimmed,
+// in order (repo.txtar's directives, which loadCase and the explain cases
+// read).
+func caseDirectives(ar *txtar.Archive) iter.Seq2[string, string] {
+	return func(yield func(string, string) bool) {
+		for _, d := range strings.Split(string(ar.Comment), "\n") {
+			key, val, ok := strings.Cut(strings.TrimSpace(d), ":")
+			if ok && !yield(key, strings.TrimSpace(val)) {
+				return
+			}
+		}
+	}
 }
 
 type goldenOutput struct {

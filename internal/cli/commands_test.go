@@ -138,3 +138,29 @@ func TestWatchCorruptLastKnownGood(t *testing.T) {
 	}
 
 }
+
+// TestNoCUERepo holds the commands that read --repo on disk to one usage
+// error for a directory without cue.mod/: exit 2, the directory named, and
+// the hint (flags eval's also names --published).
+func TestNoCUERepo(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		args []string
+		hint string
+	}{
+		{[]string{"compile"}, "hint: point --repo at the directory that holds cue.mod/\n"},
+		{[]string{"explain", "payments/checkout"}, "hint: point --repo at the directory that holds cue.mod/\n"},
+		{[]string{"gen", "go", "payments"}, "hint: point --repo at the directory that holds cue.mod/\n"},
+		{[]string{"flags", "eval", "growth/flags", "new-checkout"}, "hint: point --repo at the directory that holds cue.mod/, or pass --published\n"},
+	} {
+		t.Run(tc.args[0], func(t *testing.T) {
+			t.Parallel()
+			code, stdout, stderr := run(context.Background(), append(tc.args, "--repo", dir)...)
+			want := dir + " is not a CUE config repo: no cue.mod/ directory\n" + tc.hint
+			if code != cli.ExitUsage || !strings.Contains(stderr.String(), want) || stdout.String() != "" {
+				t.Errorf("%s without cue.mod/: exit %d, stdout %q, stderr %q; want exit %d and %q", tc.args[0], code, stdout, stderr, cli.ExitUsage, want)
+			}
+		})
+	}
+}

@@ -65,6 +65,16 @@ that the repo does not have); 1 cuecast failed.`,
 	return cmd
 }
 
+// needCUERepo is the usage error of a command that reads the CUE module at
+// dir, --repo on disk, when dir holds no cue.mod/ directory; orElse ends
+// the hint with another way to run the command (", or pass --published").
+func needCUERepo(dir, orElse string) error {
+	if _, err := os.Stat(filepath.Join(dir, "cue.mod")); err != nil {
+		return usageErrorf("point --repo at the directory that holds cue.mod/"+orElse, "%s is not a CUE config repo: no cue.mod/ directory", dir)
+	}
+	return nil
+}
+
 func validateOutput(got string, allowed ...string) error {
 	for _, a := range allowed {
 		if got == a {
@@ -91,8 +101,8 @@ type compileReport struct {
 
 func compileRun(c *cobra.Command, env *Env, opts *CompileOptions) error {
 	ctx := c.Context()
-	if _, err := os.Stat(filepath.Join(opts.Repo, "cue.mod")); err != nil {
-		return usageErrorf("point --repo at the directory that holds cue.mod/", "%s is not a CUE config repo: no cue.mod/ directory", opts.Repo)
+	if err := needCUERepo(opts.Repo, ""); err != nil {
+		return err
 	}
 	var paths []cuecast.ConfigPath
 	for _, a := range opts.Configs {

@@ -3,7 +3,6 @@ package cli
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
@@ -92,8 +91,8 @@ type explainFailure struct {
 }
 
 func explainRun(c *cobra.Command, env *Env, opts *ExplainOptions) error {
-	if _, err := os.Stat(filepath.Join(opts.Repo, "cue.mod")); err != nil {
-		return usageErrorf("point --repo at the directory that holds cue.mod/", "%s is not a CUE config repo: no cue.mod/ directory", opts.Repo)
+	if err := needCUERepo(opts.Repo, ""); err != nil {
+		return err
 	}
 	cfg, variant, err := explainTarget(opts.Config, opts.Variant)
 	if err != nil {

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -154,8 +152,8 @@ func flagsEvalRun(c *cobra.Command, env *Env, opts *FlagsEvalOptions) error {
 		}
 		out.Source, out.Version, out.Commit, content = "published", v.Version, v.Commit, body
 	} else {
-		if _, err := os.Stat(filepath.Join(opts.Repo, "cue.mod")); err != nil {
-			return usageErrorf("point --repo at the directory that holds cue.mod/, or pass --published", "%s is not a CUE config repo: no cue.mod/ directory", opts.Repo)
+		if err := needCUERepo(opts.Repo, ", or pass --published"); err != nil {
+			return err
 		}
 		res, err := compiler.Compile(ctx, opts.Repo, compiler.Options{Configs: []cuecast.ConfigPath{cfg}, Logger: env.Logger()})
 		if err != nil {

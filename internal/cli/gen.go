@@ -73,8 +73,8 @@ printed); 1 cuecast failed.`,
 }
 
 func genRun(c *cobra.Command, env *Env, opts *GenOptions) error {
-	if _, err := os.Stat(filepath.Join(opts.Repo, "cue.mod")); err != nil {
-		return usageErrorf("point --repo at the directory that holds cue.mod/", "%s is not a CUE config repo: no cue.mod/ directory", opts.Repo)
+	if err := needCUERepo(opts.Repo, ""); err != nil {
+		return err
 	}
 	schemas, errs, err := compiler.Schemas(c.Context(), opts.Repo, compiler.Options{Logger: env.Logger()})
 	if errors.Is(err, compiler.ErrNoModule) {

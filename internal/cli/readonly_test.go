@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"context"
+	"net"
 	"slices"
 	"strings"
 	"testing"
@@ -12,6 +13,39 @@ import (
 	"github.com/cuecast/cuecast/internal/cli"
 	"github.com/cuecast/cuecast/internal/natstest"
 )
+
+// TestReadCommandsDialAlike: every command that reads or steers serve's
+// streams (status, log, flags eval --published, rollout, rollback, check
+// --fleet) dials --nats one way, so one that reaches no server says so the
+// same way.
+func TestReadCommandsDialAlike(t *testing.T) {
+	t.Parallel()
+	// A port nothing listens on any more.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "nats://" + l.Addr().String()
+	l.Close()
+	for _, args := range [][]string{
+		{"status", "--nats", url},
+		{"log", "payments/checkout", "--nats", url},
+		{"flags", "eval", "payments/flags", "checkout-v2", "--published", "--nats", url, "--ctx", "targetingKey=user-1"},
+		{"rollout", "status", "--nats", url},
+		{"rollback", "payments/checkout", "--previous", "--reason", "test", "--nats", url},
+		{"check", "--repo", t.TempDir(), "--base", "main", "--head", "HEAD", "--fleet", "--nats", url},
+	} {
+		t.Run(strings.Join(args[:2], " "), func(t *testing.T) {
+			t.Parallel()
+			code, stdout, stderr := run(context.Background(), args...)
+			want := "connect " + url + ": "
+			if code != cli.ExitFailure || !strings.Contains(stderr.String(), want) || !strings.Contains(stderr.String(), "(is `cuecast serve` running?)") {
+				t.Errorf("%s: exit %d, stdout %q, stderr %q; want exit %d, %q and whether serve is running",
+					args, code, stdout, stderr, cli.ExitFailure, want)
+			}
+		})
+	}
+}
 
 // TestReadCommandsCreateNothing: a command that reads or steers (status,
 // log, flags eval --published, rollout, rollback) pointed at a NATS server that serve has not set

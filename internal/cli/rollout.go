@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
 	"github.com/cuecast/cuecast"
@@ -143,19 +142,10 @@ func openController(ctx context.Context, env *Env, url, name string, conn *ConnF
 // openControllerAndDistributor is openController that also returns the
 // distributor it opened (rollout watch reads versions through it).
 func openControllerAndDistributor(ctx context.Context, env *Env, url, name string, conn *ConnFlags) (*rollout.Controller, *distributor.Distributor, func(), error) {
-	connOpts, err := conn.Options(env)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	nc, err := nats.Connect(url, append([]nats.Option{nats.Name(name), nats.Timeout(5 * time.Second)}, connOpts...)...)
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("connect %s: %w (is `cuecast serve` running?)", url, err)
-	}
 	// Read-only opens: an operator steers rollouts without the right to
 	// create or update any stream (docs/SECURITY.md).
-	d, err := openStreams(ctx, nc, env, url)
+	nc, d, err := dialStreams(ctx, env, url, name, conn)
 	if err != nil {
-		nc.Close()
 		return nil, nil, nil, err
 	}
 	c, err := openRollout(ctx, nc, d, env)
