@@ -97,14 +97,16 @@ func (l *liveFleet) add(r cuecast.Report, at time.Time) {
 	m[r.Instance] = liveReport{r: r, seen: at}
 }
 
-// sample counts cfg's live instances and those on target.
+// sample counts cfg's live instances and those on target; a region's
+// summary group counts the instances it stands for (Report.Weight).
 func (l *liveFleet) sample(cfg cuecast.ConfigPath, target cuecast.Version) metrics.ConfigSample {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	c := metrics.ConfigSample{Config: cfg, Target: target, Instances: len(l.reports[cfg])}
+	c := metrics.ConfigSample{Config: cfg, Target: target}
 	for _, lr := range l.reports[cfg] {
+		c.Instances += lr.r.Weight()
 		if lr.r.Version == target.Version && (target.Checksum == "" || lr.r.Checksum == target.Checksum) {
-			c.OnTarget++
+			c.OnTarget += lr.r.Weight()
 		}
 	}
 	return c

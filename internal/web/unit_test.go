@@ -141,6 +141,14 @@ func TestLiveFleet(t *testing.T) {
 	if got := l.sample(cfg, target); got.OnTarget != 2 {
 		t.Errorf("with a drifted i2: %d on target, want 2", got.OnTarget)
 	}
+	// A region's summary groups (docs/SCALING.md) stand for Count
+	// instances each: 5 on v2 and 3 on v1 are 5 of 8, not 1 of 2.
+	g5, g3 := rep("r-1", 2, 5*time.Second), rep("r-2", 1, 5*time.Second)
+	g5.Count, g3.Count = 5, 3
+	l.reset(t0.Add(5*time.Second), map[cuecast.ConfigPath][]cuecast.Report{cfg: {g5, g3}})
+	if got := l.sample(cfg, target); got.Instances != 8 || got.OnTarget != 5 {
+		t.Errorf("with summary groups: %d/%d on v2, want 5/8", got.OnTarget, got.Instances)
+	}
 }
 
 func TestHaltKey(t *testing.T) {
