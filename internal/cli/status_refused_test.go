@@ -26,7 +26,7 @@ func TestStatusShowsRefusedApartFromFailing(t *testing.T) {
 
 func testStatusShowsRefusedApartFromFailing(t *testing.T) {
 	t.Parallel()
-	p, fl := pipelinetest.RunInMode(t, pipeline.Config{Repo: exampleRepo(t).Dir}, natstest.FleetOptions{Namespaces: []string{"payments", "search", "growth"}})
+	p, fl := pipelinetest.RunInMode(t, pipeline.Config{Repo: exampleRepo(t).Dir}, natstest.FleetOptions{Namespaces: exampleNamespaces})
 	ctx := t.Context()
 	// v1's rollout complete, so every instance is where the rollout means
 	// it and the count column is the steady one (read while the controller
