@@ -500,3 +500,45 @@ func TestRolloutViewWaitingNoteMatchesCounts(t *testing.T) {
 		t.Errorf("note %q beside %d/%d on v2; want no instance waited for", rv.Note, rv.Stages[0].OnTarget, rv.Stages[0].Instances)
 	}
 }
+
+// TestRolloutStagesWeighSummaryGroups: a rollout's stage counts are the
+// same whether the reports are the instances' own (a single server) or a
+// region's summary groups (a tree, docs/SCALING.md), each standing for
+// Count instances; they counted one per group.
+func TestRolloutStagesWeighSummaryGroups(t *testing.T) {
+	const cfg = cuecast.ConfigPath("payments/checkout")
+	var own []cuecast.Report
+	for i := range 300 { // about three instances per bucket
+		id := fmt.Sprintf("web-%d", i)
+		r := cuecast.Report{Instance: id, Config: cfg, Version: 1, Checksum: "c1", Healthy: true}
+		if cuecast.Cohort(cfg.Namespace(), id) < 50 {
+			r.Version, r.Checksum = 2, "c2"
+			switch i % 7 {
+			case 0:
+				r.Healthy = false
+			case 1:
+				r.LastError = "version 2: validate: no"
+			case 2:
+				r.Refused = "version 3: pointer: bad signature"
+			}
+		}
+		own = append(own, r)
+	}
+	now := time.Now()
+	summarised := distributor.BuildSummary("eu-west", cfg, own, now).Reports(false)
+	if len(summarised) >= len(own) {
+		t.Fatalf("%d groups for %d instances: want groups of several", len(summarised), len(own))
+	}
+	rec := rollout.Record{Config: cfg, Stable: 1, Current: &rollout.Rollout{
+		Config: cfg, Version: 2, Checksum: "c2", From: 1, State: rollout.StateHolding,
+		Policy: cuecast.Policy{Stages: []cuecast.Stage{{Name: "half", Percent: 50}, {Name: "all", Percent: 100}}},
+	}}
+	want, got := rolloutOf(rec, own, now), rolloutOf(rec, summarised, now)
+	for i := range want.Stages {
+		w, g := want.Stages[i], got.Stages[i]
+		if g.Instances != w.Instances || g.OnTarget != w.OnTarget || g.Unhealthy != w.Unhealthy || g.Failing != w.Failing || g.Refused != w.Refused {
+			t.Errorf("stage %s from summary groups: %d instances, %d on target, %d unhealthy, %d failing, %d refused; from the instances' own reports: %d, %d, %d, %d, %d",
+				w.Name, g.Instances, g.OnTarget, g.Unhealthy, g.Failing, g.Refused, w.Instances, w.OnTarget, w.Unhealthy, w.Failing, w.Refused)
+		}
+	}
+}

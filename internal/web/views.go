@@ -441,18 +441,20 @@ func rolloutOf(rec rollout.Record, reports []cuecast.Report, now time.Time) *rol
 			if !in.Contains(ns, rep.Instance) {
 				continue
 			}
-			sv.Instances++
+			// A region's summary group stands for Count instances.
+			n := rep.Weight()
+			sv.Instances += n
 			if rep.Version == r.Version && (r.Checksum == "" || rep.Checksum == r.Checksum) {
-				sv.OnTarget++
+				sv.OnTarget += n
 			}
 			if !rep.Healthy {
-				sv.Unhealthy++
+				sv.Unhealthy += n
 			}
 			if rep.LastError != "" {
-				sv.Failing++
+				sv.Failing += n
 			}
 			if rep.Refused != "" {
-				sv.Refused++
+				sv.Refused += n
 			}
 		}
 		sv.Coverage = 1
