@@ -542,3 +542,39 @@ func TestRolloutStagesWeighSummaryGroups(t *testing.T) {
 		}
 	}
 }
+
+// TestNamedStageCountsNoGroupByItsName: a region's summary group whose
+// first sampled name is an instance a stage names stands for others too:
+// the stage does not count them as named (it counted the whole group once
+// groups were weighed). Without the regions' detail a group goes by its
+// bucket, the controller's rule (rollout.Cohort.Includes).
+func TestNamedStageCountsNoGroupByItsName(t *testing.T) {
+	const cfg = cuecast.ConfigPath("payments/checkout")
+	var same []string // three instances of bucket 40
+	for i := 0; len(same) < 3; i++ {
+		if id := fmt.Sprintf("host-%d", i); cuecast.Cohort(cfg.Namespace(), id) == 40 {
+			same = append(same, id)
+		}
+	}
+	slices.Sort(same)
+	var own []cuecast.Report
+	for _, id := range same {
+		own = append(own, cuecast.Report{Instance: id, Config: cfg, Version: 2, Checksum: "c2", Healthy: true})
+	}
+	groups := distributor.BuildSummary("eu-west", cfg, own, time.Now()).Reports(false)
+	if len(groups) != 1 || groups[0].Instance != same[0] || groups[0].Count != 3 {
+		t.Fatalf("groups %+v, want one of 3 named after %s", groups, same[0])
+	}
+	rec := rollout.Record{Config: cfg, Stable: 1, Current: &rollout.Rollout{
+		Config: cfg, Version: 2, Checksum: "c2", From: 1, State: rollout.StateHolding,
+		Policy: cuecast.Policy{Stages: []cuecast.Stage{{Name: "host", Instances: []string{same[0]}}, {Name: "all", Percent: 100}}},
+		Cohort: rollout.Cohort{Instances: []string{same[0]}},
+	}}
+	rv := rolloutOf(rec, groups, time.Now())
+	if got := rv.Stages[0].Instances; got > 1 {
+		t.Errorf("stage host counts %d instances for the one it names", got)
+	}
+	if got := rv.Stages[1].Instances; got != 3 {
+		t.Errorf("stage all counts %d instances, want 3", got)
+	}
+}

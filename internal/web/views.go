@@ -438,7 +438,9 @@ func rolloutOf(rec rollout.Record, reports []cuecast.Report, now time.Time) *rol
 		}
 		in := r.StageCohort(i, reports)
 		for _, rep := range reports {
-			if !in.Contains(ns, rep.Instance) {
+			// The controller's rule: a region's summary group by its
+			// bucket, its first name standing for none of the others.
+			if !in.Includes(ns, rep) {
 				continue
 			}
 			// A region's summary group stands for Count instances.
