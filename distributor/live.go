@@ -110,24 +110,25 @@ func withoutTime(data []byte) []byte {
 // repeats the instance's last report but for its time, and for data that is
 // not a report on this config by this instance (which it ignores).
 func (l *LiveReports) Add(instance string, data []byte, now time.Time) bool {
-	_, ok := l.add(instance, data, now)
+	_, ok, _ := l.add(instance, data, now)
 	return ok
 }
 
-// add is Add, which also returns the new report.
-func (l *LiveReports) add(instance string, data []byte, now time.Time) (cuecast.Report, bool) {
+// add is Add, which also returns the new report, and DecodeReport's error
+// for data it ignores as no report of this instance on this config.
+func (l *LiveReports) add(instance string, data []byte, now time.Time) (cuecast.Report, bool, error) {
 	raw := withoutTime(data)
 	l.mu.Lock()
 	if s, ok := l.byInst[instance]; ok && s.raw != nil && bytes.Equal(s.raw, raw) {
 		s.at = now
 		l.byInst[instance] = s
 		l.mu.Unlock()
-		return cuecast.Report{}, false
+		return cuecast.Report{}, false, nil
 	}
 	l.mu.Unlock()
 	r, err := DecodeReport(cuecast.ReportSubject(l.cfg, instance), data)
 	if err != nil {
-		return cuecast.Report{}, false
+		return cuecast.Report{}, false, err
 	}
 	stamp(&r, now)
 	l.mu.Lock()
@@ -135,10 +136,10 @@ func (l *LiveReports) add(instance string, data []byte, now time.Time) (cuecast.
 	// Messages on one subject arrive in order, so only a report from the
 	// stream can be newer than a message; then the newer stays.
 	if s, ok := l.byInst[instance]; ok && s.seeded && s.r.At.After(r.At) {
-		return cuecast.Report{}, false
+		return cuecast.Report{}, false, nil
 	}
 	l.byInst[instance] = liveReport{r: r, at: now, raw: bytes.Clone(raw)}
-	return r, true
+	return r, true, nil
 }
 
 // Seed keeps reports read from the report stream at now (Reports). Each

@@ -3,6 +3,7 @@ package distributor_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -10,11 +11,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go"
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/distributor"
 	"github.com/cuecast/cuecast/internal/natstest"
+	"github.com/cuecast/cuecast/internal/poll"
 )
 
 // TestReportsWhileInstancesReport: instances keep reporting while the fleet
@@ -23,19 +25,34 @@ import (
 // pending count as soon as a report replaces one not yet delivered, but
 // raises it for the new report only later; a read that trusted that count
 // came back short, or empty, while every instance was live.
+//
+// On a tree the hub reads the region's summaries, replaced as they change
+// (at most once an interval), and every read still counts every instance.
 func TestReportsWhileInstancesReport(t *testing.T) {
-	s := natstest.Start(t)
-	d, err := distributor.New(t.Context(), s.Connect(t), distributor.Options{
-		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
-	})
+	t.Parallel()
+	natstest.BothModes(t, testReportsWhileInstancesReport)
+}
+
+func testReportsWhileInstancesReport(t *testing.T) {
+	t.Parallel()
+	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	fl := natstest.StartFleet(t, natstest.FleetOptions{Namespaces: []string{"payments", "search"}, Logger: log})
+	o := distributor.Options{Logger: log}
+	if fl.Tree != nil {
+		o.Heartbeat = fl.Heartbeat()
+	}
+	d, err := distributor.New(t.Context(), fl.Hub(t), o)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	// The instances publish on their own connection, as they would.
-	pub := s.Connect(t)
-	js, err := jetstream.New(pub)
-	if err != nil {
-		t.Fatal(err)
+	fl.Summarize(t)
+	// count is how many instances reports stand for: on a single server
+	// one each, on a tree each summary group its count.
+	count := func(rs []cuecast.Report) int {
+		if fl.Tree != nil {
+			return distributor.Weigh(rs)
+		}
+		return len(rs)
 	}
 	// Enough instances, each reporting every millisecond, that some report
 	// is always being replaced while a read runs.
@@ -51,18 +68,27 @@ func TestReportsWhileInstancesReport(t *testing.T) {
 			subjects = append(subjects, subject{c, string(rune('a' + i))})
 		}
 	}
-	report := func(s subject, n int) []byte {
-		b, err := json.Marshal(cuecast.Report{Instance: s.id, Config: s.cfg, Version: uint64(n), Healthy: true, At: time.Now()})
-		if err != nil {
-			t.Error(err) // called from the instances' goroutines too
-		}
-		return b
+	report := func(s subject, n int) cuecast.Report {
+		return cuecast.Report{Instance: s.id, Config: s.cfg, Version: uint64(n), Healthy: true, At: time.Now()}
+	}
+	// The instances publish on their own connections, as they would.
+	pubs := map[cuecast.ConfigPath]*nats.Conn{}
+	for _, c := range []cuecast.ConfigPath{cfg, other} {
+		pubs[c] = fl.Instance(t, c.Namespace())
 	}
 	// Every instance is stored before the first read.
 	for _, s := range subjects {
-		if _, err := js.Publish(t.Context(), cuecast.ReportSubject(s.cfg, s.id), report(s, 0)); err != nil {
-			t.Fatalf("publish report: %v", err)
+		fl.Report(t, report(s, 0))
+	}
+	poll.Until(t, "every instance heard at the hub", poll.Patience, func() (bool, string) {
+		all, err := d.Reports(t.Context(), "")
+		if err != nil {
+			return false, err.Error()
 		}
+		return count(all) == len(subjects), fmt.Sprintf("%d instances", count(all))
+	})
+	for _, s := range subjects {
+		fl.Forget(s.cfg, s.id) // reported from now on by the loops below
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	var wg sync.WaitGroup
@@ -72,8 +98,14 @@ func TestReportsWhileInstancesReport(t *testing.T) {
 	}()
 	for _, s := range subjects {
 		wg.Go(func() {
+			pub := pubs[s.cfg]
 			for n := 1; ctx.Err() == nil; n++ {
-				if err := pub.Publish(cuecast.ReportSubject(s.cfg, s.id), report(s, n)); err != nil {
+				b, err := json.Marshal(report(s, n))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if err := pub.Publish(cuecast.ReportSubject(s.cfg, s.id), b); err != nil {
 					return
 				}
 				// A round trip per report keeps the publishers at the
@@ -92,15 +124,15 @@ func TestReportsWhileInstancesReport(t *testing.T) {
 		if err != nil {
 			t.Fatalf("read %d: Reports: %v", i, err)
 		}
-		if len(all) != len(subjects) {
-			t.Fatalf("read %d: Reports: got %d reports, want %d", i, len(all), len(subjects))
+		if count(all) != len(subjects) {
+			t.Fatalf("read %d: Reports: got %d instances, want %d", i, count(all), len(subjects))
 		}
 		one, err := d.Reports(ctx, cfg)
 		if err != nil {
 			t.Fatalf("read %d: Reports(%s): %v", i, cfg, err)
 		}
-		if len(one) != instances {
-			t.Fatalf("read %d: Reports(%s): got %d reports, want %d", i, cfg, len(one), instances)
+		if count(one) != instances {
+			t.Fatalf("read %d: Reports(%s): got %d instances, want %d", i, cfg, count(one), instances)
 		}
 	}
 }

@@ -88,12 +88,16 @@ type summarized struct {
 	// instances ran or staged, 0 if none.
 	classes            map[string]bool
 	version, stagedAll uint64
+	// dropped counts the report messages dropped since the last summary
+	// sent, by reason (Summary.Dropped).
+	dropped map[string]int
 }
 
 type running struct{ version, staged uint64 }
 
 func newSummarized(cfg cuecast.ConfigPath, ttl time.Duration) *summarized {
-	return &summarized{live: NewLiveReports(cfg, ttl), runs: map[string]running{}, onVersion: map[uint64]int{}, staged: map[uint64]int{}, classes: map[string]bool{}}
+	return &summarized{live: NewLiveReports(cfg, ttl), runs: map[string]running{}, onVersion: map[uint64]int{}, staged: map[uint64]int{}, classes: map[string]bool{},
+		dropped: map[string]int{}}
 }
 
 // count makes inst run r in the tallies.
@@ -228,7 +232,20 @@ func (s *Summarizer) add(subject string, data []byte, now time.Time) {
 		s.byCfg[cfg] = st
 	}
 	s.mu.Unlock()
-	r, ok := st.live.add(inst, data, now)
+	r, ok, err := st.live.add(inst, data, now)
+	if err != nil {
+		// Counted up in the next summary, so that the hub counts it as it
+		// counts a report it drops itself (cuecast_reports_dropped_total).
+		reason := DropMalformed
+		if re := (*ReportError)(nil); errors.As(err, &re) {
+			reason = re.Reason
+		}
+		s.mu.Lock()
+		st.dropped[reason]++
+		s.mu.Unlock()
+		s.o.Logger.Debug("dropping report", "subject", subject, "err", err)
+		return
+	}
 	if !ok {
 		return // a heartbeat: nothing changed
 	}
@@ -279,19 +296,23 @@ func (s *Summarizer) flush(now time.Time) {
 // repeats the last one sent less than a heartbeat ago. s.mu is held.
 func (s *Summarizer) send(cfg cuecast.ConfigPath, st *summarized, rs []cuecast.Report, now time.Time) {
 	sum := BuildSummary(s.o.Region, cfg, rs, now.UTC())
+	if len(st.dropped) > 0 {
+		sum.Dropped = maps.Clone(st.dropped)
+	}
 	data, err := json.Marshal(sum)
 	if err != nil {
 		s.o.Logger.Error("encode summary", "config", cfg, "err", err)
 		return
 	}
 	raw := withoutTime(data)
-	if bytes.Equal(raw, st.last) && now.Sub(st.sent) < s.o.Heartbeat {
+	if bytes.Equal(raw, st.last) && now.Sub(st.sent) < s.o.Heartbeat && len(sum.Dropped) == 0 {
 		return
 	}
 	if err := s.nc.Publish(cuecast.SummarySubject(s.o.Region, cfg), data); err != nil {
 		s.o.Logger.Warn("send summary", "config", cfg, "err", err)
-		return
+		return // its drops go with the next
 	}
+	clear(st.dropped)
 	st.last, st.sent = raw, now
 	clear(st.classes)
 	st.version, st.stagedAll = 0, 0

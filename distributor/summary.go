@@ -44,7 +44,14 @@ type Summary struct {
 	// Live is the number of live instances; the groups' counts add up to it.
 	Live   int            `json:"live"`
 	Groups []SummaryGroup `json:"groups,omitempty"`
-	At     time.Time      `json:"at"`
+	// Dropped counts the report messages on the config the region's
+	// summarizer dropped since its last summary sent, by reason
+	// (DropReasons): what the hub counts of the reports it drops itself
+	// (cuecast_reports_dropped_total), so that a forger in a region is
+	// seen at the hub. Before At: a summary that carries drops repeats
+	// no other.
+	Dropped map[string]int `json:"dropped,omitempty"`
+	At      time.Time      `json:"at"`
 }
 
 // SummaryGroup is the instances of one region alike in everything the
@@ -243,6 +250,11 @@ func DecodeSummary(subject string, data []byte) (Summary, error) {
 			return Summary{}, &ReportError{Subject: subject, Reason: DropMalformed, Detail: "a group's sample errors are not of its class"}
 		}
 		total += g.Count
+	}
+	for reason, n := range s.Dropped {
+		if !slices.Contains(DropReasons(), reason) || n < 1 {
+			return Summary{}, &ReportError{Subject: subject, Reason: DropMalformed, Detail: fmt.Sprintf("dropped %d for reason %q", n, reason)}
+		}
 	}
 	if total != s.Live {
 		return Summary{}, &ReportError{Subject: subject, Reason: DropMalformed, Detail: fmt.Sprintf("groups count %d instances, live says %d", total, s.Live)}

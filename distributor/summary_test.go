@@ -97,6 +97,9 @@ func TestDecodeSummaryRefusesWhatItCannotBelieve(t *testing.T) {
 				}
 			}
 		})},
+		// Drops are counted at the hub by reason: the label stays bounded.
+		"drops for no known reason": {subj, edit(func(s *distributor.Summary) { s.Dropped = map[string]int{"because": 1} })},
+		"a negative drop count":     {subj, edit(func(s *distributor.Summary) { s.Dropped = map[string]int{distributor.DropInstance: -5} })},
 	}
 	for name, c := range cases {
 		if _, err := distributor.DecodeSummary(c.subject, c.data); !errors.Is(err, distributor.ErrReportSubject) {

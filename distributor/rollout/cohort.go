@@ -31,12 +31,12 @@ func (c Cohort) Contains(ns, instance string) bool {
 	return ok
 }
 
-// includes reports whether the instances r stands for are in the cohort:
+// Includes reports whether the instances r stands for are in the cohort:
 // for a report made from a summary group (Count set), by the group's
 // bucket, since its name is only one of them; the controller drills down
 // for the instances a stage names or selects by label, which then come
-// one by one (Controller.detailed).
-func (c Cohort) includes(ns string, r cuecast.Report) bool {
+// one by one (Controller.rolloutReports).
+func (c Cohort) Includes(ns string, r cuecast.Report) bool {
 	if r.Count > 0 {
 		_, ok := slices.BinarySearch(c.Buckets, r.Cohort)
 		return ok

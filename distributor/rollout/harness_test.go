@@ -19,7 +19,6 @@ import (
 	"github.com/cuecast/cuecast/client"
 	"github.com/cuecast/cuecast/distributor"
 	"github.com/cuecast/cuecast/distributor/rollout"
-	"github.com/cuecast/cuecast/internal/natsconf"
 	"github.com/cuecast/cuecast/internal/natstest"
 	"github.com/cuecast/cuecast/internal/poll"
 )
@@ -50,67 +49,27 @@ type env struct {
 	// key signs what the distributor writes; instances trust pub.
 	key nkeys.KeyPair
 	pub string
-	// tr, in the tree mode (bothModes), is a hub and one summarising
-	// region: the distributor and controller on the hub, the instances on
-	// the region's server, whose summarizer sends the hub summaries.
+	// fl is where the instances report: a single server (srv), or in the
+	// tree mode (natstest.BothModes) a hub and one summarising region (tr):
+	// the distributor and controller on the hub, the instances on the
+	// region's server, whose summarizer sends the hub summaries.
+	fl *natstest.Fleet
 	tr *natstest.Tree
 }
 
-// treeMode names the subtest of bothModes that runs on a tree with
-// summaries.
-const treeMode = "tree"
-
 // bothModes runs a scenario on a single server, whose instances' reports
 // reach the controller one by one, and on a tree whose region summarises
-// them (docs/SCALING.md): the same test, the same oracle. newEnv* tell the
-// modes apart by the subtest's name.
-func bothModes(t *testing.T, scenario func(t *testing.T)) {
-	for _, mode := range []string{"single", treeMode} {
-		t.Run(mode, scenario)
-	}
-}
-
-func inTree(t *testing.T) bool {
-	return strings.Contains(t.Name()+"/", "/"+treeMode+"/")
-}
+// them (docs/SCALING.md): the same test, the same oracle.
+func bothModes(t *testing.T, scenario func(t *testing.T)) { natstest.BothModes(t, scenario) }
 
 // instConn connects an instance: to the server, or on a tree to the
 // region's server as the namespace's services.
 func (e *env) instConn(opts ...nats.Option) *nats.Conn {
 	e.t.Helper()
 	if e.tr != nil {
-		return e.tr.Leaves[0].Connect(e.t, natsconf.ServiceUser(cfg.Namespace()), opts...)
+		return e.fl.Instance(e.t, cfg.Namespace(), opts...)
 	}
 	return e.srv.Connect(e.t, opts...)
-}
-
-// startTree starts the tree mode's servers; open starts the region's
-// summarizer once the hub has a distributor.
-func (e *env) startTree() {
-	e.t.Helper()
-	e.tr = natstest.StartTree(e.t, natstest.TreeOptions{Leaves: 1, Namespaces: []string{cfg.Namespace()}, Regions: true})
-}
-
-// summarize creates the region's mirrors and runs its summarizer for the
-// rest of the test.
-func (e *env) summarize() {
-	e.t.Helper()
-	e.tr.Mirrors(e.t)
-	region := e.tr.Leaves[0]
-	s, err := distributor.NewSummarizer(region.Connect(e.t, natsconf.SummarizerUser(region.Spec.Name)),
-		distributor.SummarizerOptions{Region: region.Spec.Name, Heartbeat: heartbeat, Interval: heartbeat / 5, Logger: logger(e.t)})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := s.Run(ctx); err != nil {
-			e.t.Errorf("summarizer: %v", err)
-		}
-	}()
-	e.t.Cleanup(func() { cancel(); <-done })
 }
 
 // policies is a Policies whose answer a test changes.
@@ -152,11 +111,8 @@ func newEnvWrapped(t *testing.T, pol cuecast.Policy, cons cuecast.Consistency, w
 func newEnvSet(t *testing.T, pol cuecast.Policy, cons cuecast.Consistency, set func(*env)) *env {
 	t.Helper()
 	e := &env{t: t, pol: &policies{p: pol, cons: cons}}
-	if inTree(t) {
-		e.startTree()
-	} else {
-		e.srv = natstest.Start(t)
-	}
+	e.fl = natstest.StartFleet(t, natstest.FleetOptions{Namespaces: []string{cfg.Namespace()}, Heartbeat: heartbeat, Logger: logger(t)})
+	e.srv, e.tr = e.fl.Server, e.fl.Tree
 	set(e)
 	e.open()
 	return e
@@ -166,7 +122,7 @@ func newEnvSet(t *testing.T, pol cuecast.Policy, cons cuecast.Consistency, set f
 func (e *env) open() {
 	e.t.Helper()
 	if e.tr != nil {
-		e.nc = e.tr.Hub.Connect(e.t, natsconf.DistributorUser)
+		e.nc = e.fl.Hub(e.t)
 	} else if e.viaLink {
 		e.link = natstest.StartLink(e.t, strings.TrimPrefix(e.srv.ClientURL(), "nats://"))
 		var err error
@@ -191,7 +147,7 @@ func (e *env) open() {
 		e.t.Fatalf("distributor.New: %v", err)
 	}
 	if e.tr != nil && e.srv == nil && e.stop == nil {
-		e.summarize()
+		e.fl.Summarize(e.t)
 	}
 	var d rollout.Distributor = e.d
 	if e.wrap != nil {
@@ -331,9 +287,7 @@ func (e *env) instanceWith(id string, labels map[string]string) *instance {
 	nc := e.instConn(client.ConnectOptions()...)
 	var wp atomic.Pointer[client.Watcher]
 	opts := []client.Option{client.WithInstance(id), client.WithTrustedKeys(e.pub), client.WithHeartbeat(heartbeat), client.WithLabels(labels)}
-	if e.tr != nil {
-		opts = append(opts, client.WithStream("", natsconf.MirrorStream(cfg.Namespace())))
-	}
+	opts = append(opts, e.fl.ClientOptions(cfg.Namespace())...)
 	cl, err := client.New(nc, append(opts,
 		client.WithHealth(func() cuecast.Health {
 			w := wp.Load()

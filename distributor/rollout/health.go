@@ -78,7 +78,7 @@ func measure(ns string, reports []cuecast.Report, cohort Cohort, target uint64, 
 	var m Measure
 	for _, r := range reports {
 		w := r.Weight()
-		if !cohort.includes(ns, r) {
+		if !cohort.Includes(ns, r) {
 			m.Outside += w
 			if !r.Healthy {
 				m.OutsideUnhealthy += w

@@ -17,7 +17,6 @@ import (
 
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
-	"github.com/nats-io/nats.go"
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/client"
@@ -25,6 +24,8 @@ import (
 	"github.com/cuecast/cuecast/internal/cli"
 	"github.com/cuecast/cuecast/internal/gittest"
 	"github.com/cuecast/cuecast/internal/iostreams"
+	"github.com/cuecast/cuecast/internal/natsconf"
+	"github.com/cuecast/cuecast/internal/natstest"
 	"github.com/cuecast/cuecast/internal/pipeline"
 	"github.com/cuecast/cuecast/internal/pipelinetest"
 	"github.com/cuecast/cuecast/internal/poll"
@@ -40,17 +41,18 @@ func servePipeline(t *testing.T, repo *gittest.Repo, pol rollout.Policies) *pipe
 	return p
 }
 
-// watchers starts service instances on checkout, returning their watchers.
-func watchers(t *testing.T, p *pipeline.Pipeline, ids ...string) []*client.Watcher {
+// exampleNamespaces are configs-example's, which a tree's servers serve
+// (natstest.FleetOptions).
+var exampleNamespaces = []string{"payments", "search", "growth"}
+
+// watchers starts service instances on checkout in fl, returning their
+// watchers.
+func watchers(t *testing.T, p *pipeline.Pipeline, fl *natstest.Fleet, ids ...string) []*client.Watcher {
 	t.Helper()
 	var ws []*client.Watcher
 	for _, id := range ids {
-		nc, err := nats.Connect(p.ClientURL())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(nc.Close)
-		cl, err := client.New(nc, client.WithInstance(id), client.WithTrustedKeys(p.PublicKey))
+		nc := fl.Instance(t, checkoutCfg.Namespace())
+		cl, err := client.New(nc, append(fl.ClientOptions(checkoutCfg.Namespace()), client.WithInstance(id), client.WithTrustedKeys(p.PublicKey))...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -97,16 +99,23 @@ func runEnv(ctx context.Context, env map[string]string, args ...string) (int, *s
 // `cuecast revert` restores the pinned content, which lifts the pin.
 func TestRollbackPinRevertAndWait(t *testing.T) {
 	t.Parallel()
+	natstest.BothModes(t, testRollbackPinRevertAndWait)
+}
+
+func testRollbackPinRevertAndWait(t *testing.T) {
+	t.Parallel()
 	repo := exampleRepo(t)
-	p := servePipeline(t, repo, nil)
+	p, fl := pipelinetest.RunInMode(t, pipeline.Config{Repo: repo.Dir}, natstest.FleetOptions{Namespaces: exampleNamespaces, Heartbeat: 500 * time.Millisecond})
 	ctx := t.Context()
-	url := p.ClientURL()
-	ws := watchers(t, p, "web-1", "web-2")
+	url := fl.HubURL()
+	// as is a command line as the operator (a tree's hub has users).
+	as := func(args ...string) []string { return append(args, fl.Login(natsconf.OperatorUser)...) }
+	ws := watchers(t, p, fl, "web-1", "web-2")
 	waitVersion(t, ws, 1)
 
 	bad := editCheckoutFile(t, repo, "max_amount_minor: 5_000_000", "max_amount_minor: 2_500_000", "checkout: halve the limit")
 	waitVersion(t, ws, 2)
-	if code, out, errOut := run(ctx, "status", "--nats", url, "--wait", "payments/checkout@2", "--timeout", "20s"); code != 0 {
+	if code, out, errOut := run(ctx, as("status", "--nats", url, "--wait", "payments/checkout@2", "--timeout", "20s")...); code != 0 {
 		t.Fatalf("status --wait @2: exit %d, stdout %q stderr %q", code, out, errOut)
 	} else if !strings.Contains(out.String(), "live instances report it") {
 		t.Errorf("status --wait @2: got %q", out)
@@ -114,7 +123,7 @@ func TestRollbackPinRevertAndWait(t *testing.T) {
 
 	// --previous: the version v2's rollout falls back to, v1 (only the
 	// dashboard could say "the previous version").
-	code, out, errOut := runEnv(ctx, map[string]string{"USER": "ann"}, "rollback", "payments/checkout", "--nats", url, "--previous", "--reason", "checkout 5xx")
+	code, out, errOut := runEnv(ctx, map[string]string{"USER": "ann"}, as("rollback", "payments/checkout", "--nats", url, "--previous", "--reason", "checkout 5xx")...)
 	if code != 0 {
 		t.Fatalf("rollback --previous: exit %d, stderr %q", code, errOut)
 	}
@@ -127,11 +136,11 @@ func TestRollbackPinRevertAndWait(t *testing.T) {
 	waitVersion(t, ws, 1)
 	// Both instances' reports of v1 reach the report stream.
 	poll.Until(t, "status --wait @1 seeing both instances", poll.Patience, func() (bool, string) {
-		code, out, errOut := run(ctx, "status", "--nats", url, "--wait", "payments/checkout@1", "--timeout", "10s")
+		code, out, errOut := run(ctx, as("status", "--nats", url, "--wait", "payments/checkout@1", "--timeout", "10s")...)
 		return code == 0 && strings.Contains(out.String(), "all 2 live instances"), out.String() + errOut.String()
 	})
 
-	code, out, errOut = run(ctx, "status", "--nats", url, "--wait", "payments/checkout@2", "--timeout", "300ms")
+	code, out, errOut = run(ctx, as("status", "--nats", url, "--wait", "payments/checkout@2", "--timeout", "300ms")...)
 	if code != cli.ExitHalted {
 		t.Fatalf("status --wait @2 after rollback: exit %d, want %d; stdout %q", code, cli.ExitHalted, out)
 	}
@@ -140,7 +149,7 @@ func TestRollbackPinRevertAndWait(t *testing.T) {
 			t.Errorf("status --wait stderr: got %q, want %q", errOut, want)
 		}
 	}
-	code, out, _ = run(ctx, "status", "--nats", url, "payments/checkout")
+	code, out, _ = run(ctx, as("status", "--nats", url, "payments/checkout")...)
 	if code != 0 || !strings.Contains(out.String(), "PINNED to v1 by ann") {
 		t.Errorf("status payments/checkout: exit %d, got %q, want the pin shown loudly", code, out)
 	}
@@ -149,7 +158,7 @@ func TestRollbackPinRevertAndWait(t *testing.T) {
 	if !regexp.MustCompile(`(?m)^payments/checkout\s+v1 \(latest v2\)\s+2/2 instances\s`).MatchString(out.String()) || strings.Contains(out.String(), "stragglers") {
 		t.Errorf("status payments/checkout after rollback --to 1: got %q, want v1 (latest v2) 2/2 instances and no stragglers", out)
 	}
-	code, out, _ = run(ctx, "status", "--nats", url)
+	code, out, _ = run(ctx, as("status", "--nats", url)...)
 	if code != 0 || !strings.Contains(out.String(), "!!! payments/checkout PINNED to v1") {
 		t.Errorf("status: exit %d, got %q, want the pin shown loudly", code, out)
 	}
@@ -162,7 +171,7 @@ func TestRollbackPinRevertAndWait(t *testing.T) {
 		t.Errorf("revert output: %q", out)
 	}
 	waitVersion(t, ws, 3)
-	code, out, _ = run(ctx, "rollout", "status", "--nats", url, "payments/checkout", "-o", "json")
+	code, out, _ = run(ctx, as("rollout", "status", "--nats", url, "payments/checkout", "-o", "json")...)
 	var ps []rollout.Progress
 	if err := json.Unmarshal([]byte(out.String()), &ps); err != nil || code != 0 || len(ps) != 1 {
 		t.Fatalf("rollout status json: exit %d, %v: %q", code, err, out)
@@ -170,7 +179,7 @@ func TestRollbackPinRevertAndWait(t *testing.T) {
 	if rec := ps[0].Record; rec.Pin != nil || rec.Current.Version != 3 {
 		t.Errorf("after the revert: pin %+v, rollout of v%d; want no pin, v3", rec.Pin, rec.Current.Version)
 	}
-	code, out, _ = run(ctx, "rollout", "audit", "--nats", url, "payments/checkout")
+	code, out, _ = run(ctx, as("rollout", "audit", "--nats", url, "payments/checkout")...)
 	if code != 0 || !strings.Contains(out.String(), "rollback") || !strings.Contains(out.String(), "unpin") || !strings.Contains(out.String(), "ann") {
 		t.Errorf("rollout audit: exit %d, got %q, want ann's rollback and the unpin", code, out)
 	}

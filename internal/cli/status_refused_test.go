@@ -1,17 +1,17 @@
 package cli_test
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/distributor/rollout"
+	"github.com/cuecast/cuecast/internal/natsconf"
+	"github.com/cuecast/cuecast/internal/natstest"
+	"github.com/cuecast/cuecast/internal/pipeline"
+	"github.com/cuecast/cuecast/internal/pipelinetest"
 	"github.com/cuecast/cuecast/internal/poll"
 )
 
@@ -21,7 +21,12 @@ import (
 // shown as failing. Status showed neither (issue 17, issue 15 item 5).
 func TestStatusShowsRefusedApartFromFailing(t *testing.T) {
 	t.Parallel()
-	_, p := serveExample(t)
+	natstest.BothModes(t, testStatusShowsRefusedApartFromFailing)
+}
+
+func testStatusShowsRefusedApartFromFailing(t *testing.T) {
+	t.Parallel()
+	p, fl := pipelinetest.RunInMode(t, pipeline.Config{Repo: exampleRepo(t).Dir}, natstest.FleetOptions{Namespaces: exampleNamespaces})
 	ctx := t.Context()
 	// v1's rollout complete, so every instance is where the rollout means
 	// it and the count column is the steady one (read while the controller
@@ -33,32 +38,17 @@ func TestStatusShowsRefusedApartFromFailing(t *testing.T) {
 		}
 		return rec.Current.Version == 1 && rec.Current.State == rollout.StateComplete, string(rec.Current.State)
 	})
-	nc, err := nats.Connect(p.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, r := range []cuecast.Report{
 		{Instance: "web-1", Version: 1, Healthy: true},
 		{Instance: "web-2", Version: 1, Healthy: true, LastError: "version 2: validate: limit must be positive"},
 		{Instance: "web-3", Version: 1, Healthy: true, Refused: "version 2: pointer: bad signature"},
 	} {
-		r.Config, r.At = checkoutCfg, time.Now().UTC()
-		b, err := json.Marshal(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := js.Publish(ctx, cuecast.ReportSubject(checkoutCfg, r.Instance), b); err != nil {
-			t.Fatal(err)
-		}
+		r.Config = checkoutCfg
+		fl.Report(t, r)
 	}
 	var out string
 	poll.Until(t, "status with three instances", 20*time.Second, func() (bool, string) {
-		code, o, e := run(ctx, "status", "--nats", p.ClientURL(), "payments/checkout")
+		code, o, e := run(ctx, append(append([]string{"status", "--nats", fl.HubURL()}, fl.Login(natsconf.OperatorUser)...), "payments/checkout")...)
 		out = o.String()
 		return code == 0 && strings.Contains(out, "/3 instances"), fmt.Sprintf("exit %d, stdout %q, stderr %q", code, out, e)
 	})

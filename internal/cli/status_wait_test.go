@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,19 +22,31 @@ import (
 	"github.com/cuecast/cuecast/distributor/rollout"
 	"github.com/cuecast/cuecast/internal/cli"
 	"github.com/cuecast/cuecast/internal/iostreams"
+	"github.com/cuecast/cuecast/internal/natsconf"
 	"github.com/cuecast/cuecast/internal/natstest"
 	"github.com/cuecast/cuecast/internal/poll"
 )
 
 // reportFleet is a NATS server with the streams and the rollout state
 // serve creates, and instances reporting on checkout the way the client
-// does.
+// does; under natstest.BothModes' tree mode, a hub with them and a
+// summarising region to whose server the instances report.
 type reportFleet struct {
 	t   *testing.T
+	fl  *natstest.Fleet // nil: a server the test configured itself
 	url string
-	nc  *nats.Conn
-	js  jetstream.JetStream
-	d   *distributor.Distributor
+	// login is the operator's at url (tree mode).
+	login []string
+	nc    *nats.Conn // the distributor's, at url
+	// inst is where the instances report.
+	inst *nats.Conn
+	js   jetstream.JetStream
+	d    *distributor.Distributor
+	// heard is each instance's last version reported on checkout; summary
+	// (tree mode) the last summary of checkout the hub received.
+	heard   map[string]uint64
+	mu      sync.Mutex
+	summary distributor.Summary
 }
 
 func newReportFleet(t *testing.T, nc *nats.Conn, url string, o distributor.Options) *reportFleet {
@@ -55,26 +68,76 @@ func newReportFleet(t *testing.T, nc *nats.Conn, url string, o distributor.Optio
 	if err := d.Publish(t.Context(), cuecast.Version{Config: checkoutCfg, Version: 1, Commit: "c1"}, []byte(`{"v":1}`)); err != nil {
 		t.Fatalf("publish checkout v1: %v", err)
 	}
-	return &reportFleet{t: t, url: url, nc: nc, js: js, d: d}
+	return &reportFleet{t: t, url: url, nc: nc, inst: nc, js: js, d: d, heard: map[string]uint64{}}
 }
 
+// startReportFleet starts the fleet of t's mode (natstest.BothModes). On a
+// tree the instances report every fleet heartbeat, and the distributor
+// has that heartbeat unless o sets one.
 func startReportFleet(t *testing.T, o distributor.Options) *reportFleet {
 	t.Helper()
-	s := natstest.Start(t)
-	return newReportFleet(t, s.Connect(t), s.ClientURL(), o)
+	fo := natstest.FleetOptions{Namespaces: []string{checkoutCfg.Namespace()}, Heartbeat: o.Heartbeat,
+		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	fl := natstest.StartFleet(t, fo)
+	if fl.Tree != nil {
+		o.Heartbeat = fl.Heartbeat()
+	}
+	f := newReportFleet(t, fl.Hub(t), fl.HubURL(), o)
+	f.fl, f.login = fl, fl.Login(natsconf.OperatorUser)
+	if fl.Tree != nil {
+		f.inst = fl.Instance(t, checkoutCfg.Namespace())
+		// The summaries as they reach the hub, to see one arrive without
+		// reading the report stream, whose reads the tests count.
+		sub, err := f.nc.Subscribe(cuecast.SummaryWildcard(checkoutCfg), func(m *nats.Msg) {
+			if s, err := distributor.DecodeSummary(m.Subject, m.Data); err == nil {
+				f.mu.Lock()
+				f.summary = s
+				f.mu.Unlock()
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = sub.Unsubscribe() })
+	}
+	fl.Summarize(t)
+	return f
 }
 
 // report stores inst's report of version v of checkout, as the instance
-// sends it.
+// sends it; it returns once the hub holds it (on a tree: in its region's
+// summary).
 func (f *reportFleet) report(inst string, v uint64) {
 	f.t.Helper()
 	f.reportOn(checkoutCfg, inst, v)
+	if f.fl == nil || f.fl.Tree == nil {
+		return
+	}
+	f.heard[inst] = v
+	want := map[uint64]int{}
+	for _, v := range f.heard {
+		want[v]++
+	}
+	poll.Until(f.t, fmt.Sprintf("the hub hearing %s on v%d", inst, v), poll.Patience, func() (bool, string) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		got := map[uint64]int{}
+		for _, g := range f.summary.Groups {
+			got[g.Version] += g.Count
+		}
+		return maps.Equal(got, want), fmt.Sprintf("instances by version %v, want %v", got, want)
+	})
 }
 
 // reportOn stores inst's report of version v of cfg.
 func (f *reportFleet) reportOn(cfg cuecast.ConfigPath, inst string, v uint64) {
 	f.t.Helper()
-	b, err := json.Marshal(cuecast.Report{Instance: inst, Config: cfg, Version: v, Healthy: true, At: time.Now().UTC()})
+	r := cuecast.Report{Instance: inst, Config: cfg, Version: v, Healthy: true, At: time.Now().UTC()}
+	if f.fl != nil {
+		f.fl.Report(f.t, r)
+		return
+	}
+	b, err := json.Marshal(r)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -94,7 +157,7 @@ func (f *reportFleet) heartbeat(inst string, v uint64, interval time.Duration) (
 		defer tick.Stop()
 		for {
 			b, _ := json.Marshal(cuecast.Report{Instance: inst, Config: checkoutCfg, Version: v, Healthy: true, At: time.Now().UTC()})
-			if f.nc.Publish(cuecast.ReportSubject(checkoutCfg, inst), b) == nil {
+			if f.inst.Publish(cuecast.ReportSubject(checkoutCfg, inst), b) == nil {
 				n.Add(1)
 			}
 			select {
@@ -176,7 +239,7 @@ type waitResult struct {
 func (f *reportFleet) startWait(args ...string) <-chan waitResult {
 	res := make(chan waitResult, 1)
 	go func() {
-		code, out, errOut := run(f.t.Context(), append([]string{"status", "--nats", f.url}, args...)...)
+		code, out, errOut := run(f.t.Context(), append(append([]string{"status", "--nats", f.url}, f.login...), args...)...)
 		res <- waitResult{code, out.String(), errOut.String()}
 	}()
 	return res
@@ -226,23 +289,26 @@ func (f *reportFleet) result(res <-chan waitResult) waitResult {
 // read; the stragglers are listed as before.
 func TestStatusWaitReadsReportsOnce(t *testing.T) {
 	t.Parallel()
-	f := startReportFleet(t, distributor.Options{})
-	f.report("web-1", 1)
-	f.report("web-2", 1)
-	res, extra := f.startWaitRead("--wait", "payments/checkout@2", "--timeout", "1500ms")
-	r := f.result(res)
-	if r.code != cli.ExitHalted {
-		t.Fatalf("exit %d, want %d; stdout %q stderr %q", r.code, cli.ExitHalted, r.out, r.errOut)
-	}
-	want := "payments/checkout@2: timed out after 1.5s: 0 of 2 live instances report it\n" +
-		"  straggler web-1 on v1\n" +
-		"  straggler web-2 on v1\n"
-	if r.errOut != want {
-		t.Errorf("stderr: got %q, want %q", r.errOut, want)
-	}
-	if n := extra(); n != 0 {
-		t.Errorf("reads of %s during a 1.5s wait beyond its first: got %d batched direct gets, want 0", cuecast.ReportStream, n)
-	}
+	natstest.BothModes(t, func(t *testing.T) {
+		t.Parallel()
+		f := startReportFleet(t, distributor.Options{})
+		f.report("web-1", 1)
+		f.report("web-2", 1)
+		res, extra := f.startWaitRead("--wait", "payments/checkout@2", "--timeout", "1500ms")
+		r := f.result(res)
+		if r.code != cli.ExitHalted {
+			t.Fatalf("exit %d, want %d; stdout %q stderr %q", r.code, cli.ExitHalted, r.out, r.errOut)
+		}
+		want := "payments/checkout@2: timed out after 1.5s: 0 of 2 live instances report it\n" +
+			"  straggler web-1 on v1\n" +
+			"  straggler web-2 on v1\n"
+		if r.errOut != want {
+			t.Errorf("stderr: got %q, want %q", r.errOut, want)
+		}
+		if n := extra(); n != 0 {
+			t.Errorf("reads of %s during a 1.5s wait beyond its first: got %d batched direct gets, want 0", cuecast.ReportStream, n)
+		}
+	})
 }
 
 // TestStatusWaitSeesInstancesMoveAfterItStarted: instances that reach the
@@ -250,24 +316,27 @@ func TestStatusWaitReadsReportsOnce(t *testing.T) {
 // reports as they arrive.
 func TestStatusWaitSeesInstancesMoveAfterItStarted(t *testing.T) {
 	t.Parallel()
-	f := startReportFleet(t, distributor.Options{})
-	f.report("web-1", 1)
-	f.report("web-2", 1)
-	res, extra := f.startWaitRead("--wait", "payments/checkout@2", "--timeout", "20s")
-	select {
-	case r := <-res:
-		t.Fatalf("the wait ended before the instances moved: exit %d, stdout %q stderr %q", r.code, r.out, r.errOut)
-	default:
-	}
-	f.report("web-1", 2)
-	f.report("web-2", 2)
-	r := f.result(res)
-	if r.code != 0 || !strings.HasPrefix(r.out, "payments/checkout@2: all 2 live instances report it (") {
-		t.Fatalf("exit %d, stdout %q stderr %q; want 0 and all 2 instances", r.code, r.out, r.errOut)
-	}
-	if n := extra(); n != 0 {
-		t.Errorf("reads of %s during the wait beyond its first: got %d batched direct gets, want 0", cuecast.ReportStream, n)
-	}
+	natstest.BothModes(t, func(t *testing.T) {
+		t.Parallel()
+		f := startReportFleet(t, distributor.Options{})
+		f.report("web-1", 1)
+		f.report("web-2", 1)
+		res, extra := f.startWaitRead("--wait", "payments/checkout@2", "--timeout", "20s")
+		select {
+		case r := <-res:
+			t.Fatalf("the wait ended before the instances moved: exit %d, stdout %q stderr %q", r.code, r.out, r.errOut)
+		default:
+		}
+		f.report("web-1", 2)
+		f.report("web-2", 2)
+		r := f.result(res)
+		if r.code != 0 || !strings.HasPrefix(r.out, "payments/checkout@2: all 2 live instances report it (") {
+			t.Fatalf("exit %d, stdout %q stderr %q; want 0 and all 2 instances", r.code, r.out, r.errOut)
+		}
+		if n := extra(); n != 0 {
+			t.Errorf("reads of %s during the wait beyond its first: got %d batched direct gets, want 0", cuecast.ReportStream, n)
+		}
+	})
 }
 
 // TestStatusWaitExpiresSilentInstances: an instance that stops reporting
@@ -276,34 +345,37 @@ func TestStatusWaitSeesInstancesMoveAfterItStarted(t *testing.T) {
 // wait follows rather than its own default heartbeat.
 func TestStatusWaitExpiresSilentInstances(t *testing.T) {
 	t.Parallel()
-	f := startReportFleet(t, distributor.Options{Heartbeat: 100 * time.Millisecond})
-	f.heartbeat("web-1", 2, 50*time.Millisecond)
-	stopWeb2, web2Sent := f.heartbeat("web-2", 1, 50*time.Millisecond)
-	res, _ := f.startWaitRead("--wait", "payments/checkout@2", "--timeout", "20s")
-	// Still reporting v1, web-2 holds the wait for longer than one of its
-	// reports lives: counted in steps, web-2's reports (20 × 50ms, 2.5
-	// report lives) and the wait's looks, not in a guessed sleep, so a slow
-	// machine slows what is counted too.
-	looks := f.recordReads()
-	from := web2Sent()
-	poll.Until(t, "web-2 reporting v1 through 2.5 report lives", poll.Patience, func() (bool, string) {
-		n, l := web2Sent()-from, looks()
-		return n >= 20 && l >= 4, fmt.Sprintf("%d reports sent, %d looks by the wait", n, l)
+	natstest.BothModes(t, func(t *testing.T) {
+		t.Parallel()
+		f := startReportFleet(t, distributor.Options{Heartbeat: 100 * time.Millisecond})
+		f.heartbeat("web-1", 2, 50*time.Millisecond)
+		stopWeb2, web2Sent := f.heartbeat("web-2", 1, 50*time.Millisecond)
+		res, _ := f.startWaitRead("--wait", "payments/checkout@2", "--timeout", "20s")
+		// Still reporting v1, web-2 holds the wait for longer than one of its
+		// reports lives: counted in steps, web-2's reports (20 × 50ms, 2.5
+		// report lives) and the wait's looks, not in a guessed sleep, so a slow
+		// machine slows what is counted too.
+		looks := f.recordReads()
+		from := web2Sent()
+		poll.Until(t, "web-2 reporting v1 through 2.5 report lives", poll.Patience, func() (bool, string) {
+			n, l := web2Sent()-from, looks()
+			return n >= 20 && l >= 4, fmt.Sprintf("%d reports sent, %d looks by the wait", n, l)
+		})
+		select {
+		case r := <-res:
+			t.Fatalf("the wait ended while web-2 reported v1: exit %d, stdout %q stderr %q", r.code, r.out, r.errOut)
+		default:
+		}
+		stopWeb2()
+		start := time.Now()
+		r := f.result(res)
+		if r.code != 0 || !strings.HasPrefix(r.out, "payments/checkout@2: all 1 live instances report it (") {
+			t.Fatalf("exit %d, stdout %q stderr %q; want 0 and web-1 the only live instance", r.code, r.out, r.errOut)
+		}
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("web-2's last report expired from the wait after %s, want about 400ms", d)
+		}
 	})
-	select {
-	case r := <-res:
-		t.Fatalf("the wait ended while web-2 reported v1: exit %d, stdout %q stderr %q", r.code, r.out, r.errOut)
-	default:
-	}
-	stopWeb2()
-	start := time.Now()
-	r := f.result(res)
-	if r.code != 0 || !strings.HasPrefix(r.out, "payments/checkout@2: all 1 live instances report it (") {
-		t.Fatalf("exit %d, stdout %q stderr %q; want 0 and web-1 the only live instance", r.code, r.out, r.errOut)
-	}
-	if d := time.Since(start); d > 5*time.Second {
-		t.Errorf("web-2's last report expired from the wait after %s, want about 400ms", d)
-	}
 }
 
 // TestStatusWaitWithoutReportPermission: under a NATS configuration that
@@ -350,34 +422,37 @@ authorization {
 // (TestStatusWaitReadsReportsOnce).
 func TestStatusWaitShowsProgressOnATerminal(t *testing.T) {
 	t.Parallel()
-	f := startReportFleet(t, distributor.Options{})
-	f.report("web-1", 1)
-	f.report("web-2", 1)
-	stdout, stderr := &syncBuffer{}, &syncBuffer{}
-	io := &iostreams.IOStreams{In: strings.NewReader(""), Out: stdout, ErrOut: stderr}
-	io.SetTTY(false, true)
-	res := make(chan int, 1)
-	go func() {
-		res <- cli.Main(t.Context(), []string{"status", "--nats", f.url, "--wait", "payments/checkout@2", "--timeout", "20s"}, io, func(string) string { return "" })
-	}()
-	poll.Until(t, "progress with none on v2", 10*time.Second, func() (bool, string) {
-		s := stderr.String()
-		return strings.Contains(s, "payments/checkout@2: waiting: 0 of 2 live instances report it; behind: web-1 on v1, web-2 on v1"), s
-	})
-	f.report("web-1", 2)
-	poll.Until(t, "progress with web-1 on v2", 10*time.Second, func() (bool, string) {
-		s := stderr.String()
-		return strings.Contains(s, "payments/checkout@2: waiting: 1 of 2 live instances report it; behind: web-2 on v1"), s
-	})
-	f.report("web-2", 2)
-	select {
-	case code := <-res:
-		if code != 0 || !strings.HasPrefix(stdout.String(), "payments/checkout@2: all 2 live instances report it (") {
-			t.Fatalf("exit %d, stdout %q stderr %q; want 0 and all 2 instances", code, stdout, stderr)
+	natstest.BothModes(t, func(t *testing.T) {
+		t.Parallel()
+		f := startReportFleet(t, distributor.Options{})
+		f.report("web-1", 1)
+		f.report("web-2", 1)
+		stdout, stderr := &syncBuffer{}, &syncBuffer{}
+		io := &iostreams.IOStreams{In: strings.NewReader(""), Out: stdout, ErrOut: stderr}
+		io.SetTTY(false, true)
+		res := make(chan int, 1)
+		go func() {
+			res <- cli.Main(t.Context(), append(append([]string{"status", "--nats", f.url}, f.login...), "--wait", "payments/checkout@2", "--timeout", "20s"), io, func(string) string { return "" })
+		}()
+		poll.Until(t, "progress with none on v2", 10*time.Second, func() (bool, string) {
+			s := stderr.String()
+			return strings.Contains(s, "payments/checkout@2: waiting: 0 of 2 live instances report it; behind: web-1 on v1, web-2 on v1"), s
+		})
+		f.report("web-1", 2)
+		poll.Until(t, "progress with web-1 on v2", 10*time.Second, func() (bool, string) {
+			s := stderr.String()
+			return strings.Contains(s, "payments/checkout@2: waiting: 1 of 2 live instances report it; behind: web-2 on v1"), s
+		})
+		f.report("web-2", 2)
+		select {
+		case code := <-res:
+			if code != 0 || !strings.HasPrefix(stdout.String(), "payments/checkout@2: all 2 live instances report it (") {
+				t.Fatalf("exit %d, stdout %q stderr %q; want 0 and all 2 instances", code, stdout, stderr)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("status --wait still running after 30s")
 		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("status --wait still running after 30s")
-	}
+	})
 }
 
 // TestStatusWaitUnknownConfig: a wait on a config never published is wrong
@@ -400,42 +475,45 @@ func TestStatusWaitUnknownConfig(t *testing.T) {
 // document on stdout, whether it succeeds or times out.
 func TestStatusWaitJSON(t *testing.T) {
 	t.Parallel()
-	f := startReportFleet(t, distributor.Options{})
-	f.report("web-1", 1)
-	f.report("web-2", 1)
-	for _, tc := range []struct {
-		args    []string
-		code    int
-		outcome string
-		on      int
-		behind  []string
-	}{
-		{[]string{"--wait", "payments/checkout@1", "-o", "json"}, 0, "applied", 2, nil},
-		{[]string{"--wait", "payments/checkout@2", "--timeout", "300ms", "--output", "json"}, cli.ExitHalted, "timed_out", 0, []string{"web-1", "web-2"}},
-	} {
-		r := f.result(f.startWait(tc.args...))
-		var got struct {
-			Config    string `json:"config"`
-			Version   uint64 `json:"version"`
-			Outcome   string `json:"outcome"`
-			Instances int    `json:"instances"`
-			OnVersion int    `json:"on_version"`
-			Behind    []struct {
-				Instance string `json:"instance"`
-			} `json:"behind"`
+	natstest.BothModes(t, func(t *testing.T) {
+		t.Parallel()
+		f := startReportFleet(t, distributor.Options{})
+		f.report("web-1", 1)
+		f.report("web-2", 1)
+		for _, tc := range []struct {
+			args    []string
+			code    int
+			outcome string
+			on      int
+			behind  []string
+		}{
+			{[]string{"--wait", "payments/checkout@1", "-o", "json"}, 0, "applied", 2, nil},
+			{[]string{"--wait", "payments/checkout@2", "--timeout", "300ms", "--output", "json"}, cli.ExitHalted, "timed_out", 0, []string{"web-1", "web-2"}},
+		} {
+			r := f.result(f.startWait(tc.args...))
+			var got struct {
+				Config    string `json:"config"`
+				Version   uint64 `json:"version"`
+				Outcome   string `json:"outcome"`
+				Instances int    `json:"instances"`
+				OnVersion int    `json:"on_version"`
+				Behind    []struct {
+					Instance string `json:"instance"`
+				} `json:"behind"`
+			}
+			if err := json.Unmarshal([]byte(r.out), &got); err != nil {
+				t.Fatalf("%v: stdout %q is not JSON: %v (stderr %q)", tc.args, r.out, err, r.errOut)
+			}
+			var behind []string
+			for _, b := range got.Behind {
+				behind = append(behind, b.Instance)
+			}
+			if r.code != tc.code || got.Config != "payments/checkout" || got.Outcome != tc.outcome || got.Instances != 2 ||
+				got.OnVersion != tc.on || strings.Join(behind, ",") != strings.Join(tc.behind, ",") {
+				t.Errorf("%v: exit %d, %+v; want exit %d, outcome %s, 2 instances, %d on the version, behind %v", tc.args, r.code, got, tc.code, tc.outcome, tc.on, tc.behind)
+			}
 		}
-		if err := json.Unmarshal([]byte(r.out), &got); err != nil {
-			t.Fatalf("%v: stdout %q is not JSON: %v (stderr %q)", tc.args, r.out, err, r.errOut)
-		}
-		var behind []string
-		for _, b := range got.Behind {
-			behind = append(behind, b.Instance)
-		}
-		if r.code != tc.code || got.Config != "payments/checkout" || got.Outcome != tc.outcome || got.Instances != 2 ||
-			got.OnVersion != tc.on || strings.Join(behind, ",") != strings.Join(tc.behind, ",") {
-			t.Errorf("%v: exit %d, %+v; want exit %d, outcome %s, 2 instances, %d on the version, behind %v", tc.args, r.code, got, tc.code, tc.outcome, tc.on, tc.behind)
-		}
-	}
+	})
 }
 
 // TestStatusWaitCountsWhatTheControllerWaitsFor: a wait returned 0 ("all 1
@@ -448,53 +526,56 @@ func TestStatusWaitJSON(t *testing.T) {
 // expired before the wait looked.
 func TestStatusWaitCountsWhatTheControllerWaitsFor(t *testing.T) {
 	t.Parallel()
-	f := startReportFleet(t, distributor.Options{Heartbeat: 100 * time.Millisecond})
-	if err := f.d.Publish(t.Context(), cuecast.Version{Config: checkoutCfg, Version: 2, Commit: "c2"}, []byte(`{"v":2}`)); err != nil {
-		t.Fatal(err)
-	}
-	latest, err := f.d.Latest(t.Context(), checkoutCfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stopWeb1, _ := f.heartbeat("web-1", 1, 50*time.Millisecond)
-	stopWeb2, _ := f.heartbeat("web-2", 1, 50*time.Millisecond)
-	ctl, err := rollout.New(t.Context(), f.nc, f.d, rollout.Static{P: cuecast.Policy{Stages: []cuecast.Stage{{Name: "all", Percent: 100}}}},
-		rollout.Options{Logger: slog.New(slog.NewTextHandler(t.Output(), nil)), Interval: 50 * time.Millisecond, Heartbeat: 100 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	poll.Until(t, "both instances live", poll.Patience, func() (bool, string) {
-		reps, err := f.d.Reports(t.Context(), checkoutCfg)
-		return len(reps) == 2, fmt.Sprintf("%d reports (%v)", len(reps), err)
+	natstest.BothModes(t, func(t *testing.T) {
+		t.Parallel()
+		f := startReportFleet(t, distributor.Options{Heartbeat: 100 * time.Millisecond})
+		if err := f.d.Publish(t.Context(), cuecast.Version{Config: checkoutCfg, Version: 2, Commit: "c2"}, []byte(`{"v":2}`)); err != nil {
+			t.Fatal(err)
+		}
+		latest, err := f.d.Latest(t.Context(), checkoutCfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stopWeb1, _ := f.heartbeat("web-1", 1, 50*time.Millisecond)
+		stopWeb2, _ := f.heartbeat("web-2", 1, 50*time.Millisecond)
+		ctl, err := rollout.New(t.Context(), f.nc, f.d, rollout.Static{P: cuecast.Policy{Stages: []cuecast.Stage{{Name: "all", Percent: 100}}}},
+			rollout.Options{Logger: slog.New(slog.NewTextHandler(t.Output(), nil)), Interval: 50 * time.Millisecond, Heartbeat: 100 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		poll.Until(t, "both instances live", poll.Patience, func() (bool, string) {
+			reps, err := f.d.Reports(t.Context(), checkoutCfg)
+			return distributor.Weigh(reps) == 2, fmt.Sprintf("%d instances (%v)", distributor.Weigh(reps), err)
+		})
+		if err := ctl.Deploy(t.Context(), latest); err != nil {
+			t.Fatal(err)
+		}
+		rec, err := ctl.Record(t.Context(), checkoutCfg)
+		if err != nil || rec.Current == nil || rec.Current.State != rollout.StateWaiting || len(rec.Current.Unconfirmed) != 2 {
+			t.Fatalf("after deploy: %+v (%v), want v2 waiting for web-1 and web-2", rec.Current, err)
+		}
+		// web-1 applies v2; web-2 falls silent until its report expires.
+		stopWeb1()
+		f.heartbeat("web-1", 2, 50*time.Millisecond)
+		stopWeb2()
+		poll.Until(t, "web-2's report expired", poll.Patience, func() (bool, string) {
+			reps, err := f.d.Reports(t.Context(), checkoutCfg)
+			return len(reps) == 1 && reps[0].Weight() == 1 && reps[0].Instance == "web-1" && reps[0].Version == 2, fmt.Sprintf("%+v (%v)", reps, err)
+		})
+		r := f.result(f.startWait("--wait", "payments/checkout@2", "--timeout", "300ms"))
+		if r.code != cli.ExitHalted || !strings.Contains(r.errOut, "the rollout of v2 is still waiting in its stage all") || !strings.Contains(r.errOut, "web-2") {
+			t.Fatalf("with the stage waiting for web-2: exit %d, stdout %q stderr %q; want 4 naming the stage and web-2", r.code, r.out, r.errOut)
+		}
+		// web-2 is back on v2 and the controller runs: the stage is done, and
+		// so is the wait.
+		f.heartbeat("web-2", 2, 50*time.Millisecond)
+		ctx, cancel := context.WithCancel(t.Context())
+		ran := make(chan struct{})
+		go func() { defer close(ran); ctl.Run(ctx) }()
+		defer func() { cancel(); <-ran }()
+		r = f.result(f.startWait("--wait", "payments/checkout@2", "--timeout", "20s"))
+		if r.code != 0 || !strings.HasPrefix(r.out, "payments/checkout@2: all 2 live instances report it") {
+			t.Fatalf("exit %d, stdout %q stderr %q; want 0 with both instances once the stage is done", r.code, r.out, r.errOut)
+		}
 	})
-	if err := ctl.Deploy(t.Context(), latest); err != nil {
-		t.Fatal(err)
-	}
-	rec, err := ctl.Record(t.Context(), checkoutCfg)
-	if err != nil || rec.Current == nil || rec.Current.State != rollout.StateWaiting || len(rec.Current.Unconfirmed) != 2 {
-		t.Fatalf("after deploy: %+v (%v), want v2 waiting for web-1 and web-2", rec.Current, err)
-	}
-	// web-1 applies v2; web-2 falls silent until its report expires.
-	stopWeb1()
-	f.heartbeat("web-1", 2, 50*time.Millisecond)
-	stopWeb2()
-	poll.Until(t, "web-2's report expired", poll.Patience, func() (bool, string) {
-		reps, err := f.d.Reports(t.Context(), checkoutCfg)
-		return len(reps) == 1 && reps[0].Instance == "web-1" && reps[0].Version == 2, fmt.Sprintf("%+v (%v)", reps, err)
-	})
-	r := f.result(f.startWait("--wait", "payments/checkout@2", "--timeout", "300ms"))
-	if r.code != cli.ExitHalted || !strings.Contains(r.errOut, "the rollout of v2 is still waiting in its stage all") || !strings.Contains(r.errOut, "web-2") {
-		t.Fatalf("with the stage waiting for web-2: exit %d, stdout %q stderr %q; want 4 naming the stage and web-2", r.code, r.out, r.errOut)
-	}
-	// web-2 is back on v2 and the controller runs: the stage is done, and
-	// so is the wait.
-	f.heartbeat("web-2", 2, 50*time.Millisecond)
-	ctx, cancel := context.WithCancel(t.Context())
-	ran := make(chan struct{})
-	go func() { defer close(ran); ctl.Run(ctx) }()
-	defer func() { cancel(); <-ran }()
-	r = f.result(f.startWait("--wait", "payments/checkout@2", "--timeout", "20s"))
-	if r.code != 0 || !strings.HasPrefix(r.out, "payments/checkout@2: all 2 live instances report it") {
-		t.Fatalf("exit %d, stdout %q stderr %q; want 0 with both instances once the stage is done", r.code, r.out, r.errOut)
-	}
 }

@@ -141,8 +141,8 @@ func New(o Options) *Metrics {
 		}, []string{"cause"}),
 		reportsDropped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cuecast_reports_dropped_total",
-			Help: "Report messages serve received and ignored, by reason: the body names another instance or another " +
-				"config than the subject it was published on (instance, config), or it is no report (malformed).",
+			Help: "Report messages serve (or, in a tree, a region's summarizer) received and ignored, by reason: the body names " +
+				"another instance or another config than the subject it was published on (instance, config), or it is no report (malformed).",
 		}, []string{"reason"}),
 		rollouts:     map[string]int{},
 		prop:         newPropagation(o.Series, o.Points),
@@ -237,11 +237,16 @@ func (m *Metrics) CountHalt(key, cause string) {
 // distributor.ReportError's Reason): its body disagrees with its subject.
 // A reason not among distributor.DropReasons counts as malformed, so the
 // label stays bounded.
-func (m *Metrics) DroppedReport(reason string) {
+func (m *Metrics) DroppedReport(reason string) { m.DroppedReports(reason, 1) }
+
+// DroppedReports counts n report messages dropped for reason, as
+// DroppedReport does: those a region's summarizer dropped, which its
+// summary counts (distributor.Summary.Dropped).
+func (m *Metrics) DroppedReports(reason string, n int) {
 	if !slices.Contains(distributor.DropReasons(), reason) {
 		reason = distributor.DropMalformed
 	}
-	m.reportsDropped.WithLabelValues(reason).Inc()
+	m.reportsDropped.WithLabelValues(reason).Add(float64(n))
 }
 
 // SeenHalt remembers a halt without counting it: one that happened before

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cuecast/cuecast/internal/natsconf"
+	"github.com/cuecast/cuecast/internal/natstest"
 	"github.com/cuecast/cuecast/internal/pipeline"
 )
 
@@ -54,4 +56,25 @@ func Run(t testing.TB, cfg pipeline.Config) (p *pipeline.Pipeline, stop func()) 
 	}
 	t.Cleanup(stop)
 	return p, stop
+}
+
+// RunInMode runs cfg in the mode of t (natstest.BothModes) and returns the
+// fleet its instances report to: in single mode, serve's embedded server
+// (cfg unchanged); in tree mode, a hub and a summarising region, serve on
+// the hub as the distributor with the fleet's heartbeat (unless cfg sets
+// one), and the region's summarizer running.
+func RunInMode(t testing.TB, cfg pipeline.Config, o natstest.FleetOptions) (*pipeline.Pipeline, *natstest.Fleet) {
+	t.Helper()
+	if !natstest.InTree(t) {
+		p, _ := Run(t, cfg)
+		return p, natstest.FleetOf(p.Server, o)
+	}
+	fl := natstest.StartFleet(t, o)
+	cfg.NATS, cfg.NATSOptions = fl.HubURL(), fl.LoginOptions(natsconf.DistributorUser)
+	if cfg.Heartbeat == 0 {
+		cfg.Heartbeat = fl.Heartbeat()
+	}
+	p, _ := Run(t, cfg)
+	fl.Summarize(t)
+	return p, fl
 }

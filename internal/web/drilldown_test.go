@@ -18,44 +18,38 @@ import (
 	"github.com/cuecast/cuecast/internal/web"
 )
 
-// TestInstancesPageDrillsDownToRegions: on a tree whose region leaf-1
-// summarises (a real summarizer, instances reporting to it), the hub holds
-// one summary and no instance report; the dashboard's per-instance page
-// asks the region when opened and lists each instance with its version,
-// health and error, and names region us-east, which summarises the config
+// TestInstancesPageDrillDown: the dashboard's per-instance page
+// lists each instance with its version, health and error: on a single
+// server, from the instances' own reports; on a tree whose region leaf-1
+// summarises (a real summarizer, instances reporting to it), where the hub
+// holds one summary and no instance report, by asking the region when
+// opened. There it also names region us-east, which summarises the config
 // but does not answer, as unknown rather than healthy.
 func TestInstancesPageDrillDown(t *testing.T) {
-	tr := natstest.StartTree(t, natstest.TreeOptions{Leaves: 1, Namespaces: []string{"payments"}, Regions: true})
+	t.Parallel()
+	natstest.BothModes(t, testInstancesPageDrillDown)
+}
+
+func testInstancesPageDrillDown(t *testing.T) {
+	t.Parallel()
 	const hb = time.Second
 	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	hubNC := tr.Hub.Connect(t, natsconf.DistributorUser)
+	fl := natstest.StartFleet(t, natstest.FleetOptions{Namespaces: []string{"payments"}, Heartbeat: hb, Logger: log})
+	hubNC := fl.Hub(t)
 	d, err := distributor.New(t.Context(), hubNC, distributor.Options{Heartbeat: hb, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
-	leaf := tr.Leaves[0]
-	sum, err := distributor.NewSummarizer(leaf.Connect(t, natsconf.SummarizerUser(leaf.Spec.Name)),
-		distributor.SummarizerOptions{Region: leaf.Spec.Name, Heartbeat: hb, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := sum.Run(t.Context()); err != nil {
-			t.Errorf("summarizer: %v", err)
-		}
-	}()
-	t.Cleanup(func() { <-done })
+	fl.Summarize(t)
 
-	// Three instances report to the region every heartbeat: one healthy,
+	// Three instances report every heartbeat: one healthy,
 	// one unhealthy, one failing to apply v2.
 	reports := []cuecast.Report{
 		{Instance: "web-1", Config: checkout, Version: 2, Checksum: "sum2", Healthy: true},
 		{Instance: "web-2", Config: checkout, Version: 2, Checksum: "sum2", Healthy: false},
 		{Instance: "web-3", Config: checkout, Version: 1, Checksum: "sum1", Healthy: true, LastError: "version 2: validate: amount too large"},
 	}
-	svc := leaf.Connect(t, natsconf.ServiceUser("payments"))
+	svc := fl.Instance(t, "payments")
 	go func() {
 		tk := time.NewTicker(hb)
 		defer tk.Stop()
@@ -82,13 +76,18 @@ func TestInstancesPageDrillDown(t *testing.T) {
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close)
 
-	poll.Until(t, "the hub holds the region's summary of its 3 instances", poll.Patience, func() (bool, string) {
+	poll.Until(t, "the hub holding the 3 instances (on a tree: the region's summary of them)", poll.Patience, func() (bool, string) {
 		rs, err := d.Reports(t.Context(), checkout)
 		if err != nil {
 			return false, err.Error()
 		}
-		return distributor.Weigh(rs) == 3 && rs[0].Count > 0, fmt.Sprintf("%+v", rs)
+		return distributor.Weigh(rs) == 3 && (rs[0].Count > 0) == natstest.InTree(t), fmt.Sprintf("%+v", rs)
 	})
+	// The rows are the server's own (single) or region leaf-1's (tree).
+	section := `<section class="panel" id="here">`
+	if natstest.InTree(t) {
+		section = `data-region="leaf-1"`
+	}
 
 	row := func(inst, version, health, errText string) *regexp.Regexp {
 		return regexp.MustCompile(`<tr data-instance="` + inst + `"><td>` + inst + `</td><td>` + version + `</td>.*\n<td>` + health + `</td><td class="err">` + regexp.QuoteMeta(errText) + `</td>`)
@@ -108,8 +107,11 @@ func TestInstancesPageDrillDown(t *testing.T) {
 				return false, fmt.Sprintf("%d: no %s in\n%s", code, re, page)
 			}
 		}
-		return code == 200 && strings.Contains(page, `data-region="leaf-1"`) && !strings.Contains(page, "data-unanswered"), page
+		return code == 200 && strings.Contains(page, section) && !strings.Contains(page, "data-unanswered"), page
 	})
+	if !natstest.InTree(t) {
+		return // a single server is its own region: it asks none
+	}
 
 	// A region that summarises the config and does not answer is named,
 	// beside the rows of the region that did, and none of its instances is

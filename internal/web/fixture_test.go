@@ -13,13 +13,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/client"
 	"github.com/cuecast/cuecast/distributor/rollout"
 	"github.com/cuecast/cuecast/flags/ofrep"
 	"github.com/cuecast/cuecast/internal/gittest"
+	"github.com/cuecast/cuecast/internal/natstest"
 	"github.com/cuecast/cuecast/internal/pipeline"
 	"github.com/cuecast/cuecast/internal/pipelinetest"
 )
@@ -27,11 +26,13 @@ import (
 const checkout = cuecast.ConfigPath("payments/checkout")
 
 // fixture is a running pipeline with its operations server, over a copy of
-// configs-example in a real Git repository.
+// configs-example in a real Git repository; under natstest.BothModes' tree
+// mode, on a tree's hub whose region summarises the instances' reports.
 type fixture struct {
 	t    *testing.T
 	repo *gittest.Repo
 	p    *pipeline.Pipeline
+	fl   *natstest.Fleet
 	base string // http://host:port
 }
 
@@ -48,6 +49,9 @@ type fixtureOptions struct {
 	sampleInterval time.Duration
 	// ofrepTokens serves OFREP (web.Options.OFREPTokens).
 	ofrepTokens *ofrep.Tokens
+	// heartbeat is the instances' report interval in tree mode (default
+	// 1s); a single server keeps serve's (15s).
+	heartbeat time.Duration
 }
 
 func start(t *testing.T, o fixtureOptions) *fixture {
@@ -64,7 +68,10 @@ func start(t *testing.T, o fixtureOptions) *fixture {
 	if o.log == nil {
 		o.log = slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})
 	}
-	p, _ := pipelinetest.Run(t, pipeline.Config{
+	if o.heartbeat == 0 {
+		o.heartbeat = time.Second
+	}
+	p, fl := pipelinetest.RunInMode(t, pipeline.Config{
 		Repo:           repo.Dir,
 		Interval:       o.interval,
 		WebhookSecret:  o.webhookSecret,
@@ -74,18 +81,15 @@ func start(t *testing.T, o fixtureOptions) *fixture {
 		OFREPTokens:    o.ofrepTokens,
 		Policies:       o.policies,
 		Logger:         slog.New(o.log),
-	})
-	return &fixture{t: t, repo: repo, p: p, base: "http://" + p.HTTPAddr()}
+	}, natstest.FleetOptions{Namespaces: []string{"payments", "search", "growth"}, Heartbeat: o.heartbeat, Logger: slog.New(o.log)})
+	return &fixture{t: t, repo: repo, p: p, fl: fl, base: "http://" + p.HTTPAddr()}
 }
 
 // watch starts a service instance watching cfg.
 func (f *fixture) watch(cfg cuecast.ConfigPath, id string, opts ...client.Option) *client.Watcher {
 	f.t.Helper()
-	nc, err := nats.Connect(f.p.ClientURL())
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	f.t.Cleanup(nc.Close)
+	nc := f.fl.Instance(f.t, cfg.Namespace())
+	opts = append(f.fl.ClientOptions(cfg.Namespace()), opts...)
 	cl, err := client.New(nc, append([]client.Option{client.WithInstance(id), client.WithTrustedKeys(f.p.PublicKey)}, opts...)...)
 	if err != nil {
 		f.t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -15,20 +16,32 @@ import (
 )
 
 // NATSReports is a report feed for Options.ReportFeed: it core-subscribes to
-// every report subject (ccs.>, docs/PROTOCOL.md) on nc, which receives each
-// report as the instance publishes it, and calls f with its subject and
-// body until ctx is done. It returns the subscription's error, or nil when
-// ctx ends.
+// every report subject (ccs.>, docs/PROTOCOL.md) and every region's summary
+// (ccsum.>, §4.5) on nc, which receives each as it is published, and calls
+// f with its subject and body until ctx is done. It returns a
+// subscription's error, or nil when ctx ends.
 func NATSReports(nc *nats.Conn) func(ctx context.Context, f func(subject string, data []byte)) error {
 	return func(ctx context.Context, f func(subject string, data []byte)) error {
-		sub, err := nc.Subscribe(cuecast.ReportPrefix+".>", func(m *nats.Msg) { f(m.Subject, m.Data) })
-		if err != nil {
-			return fmt.Errorf("subscribe to reports: %w", err)
+		var subs []*nats.Subscription
+		defer func() {
+			for _, sub := range subs {
+				_ = sub.Unsubscribe()
+			}
+		}()
+		for _, subj := range []string{cuecast.ReportPrefix + ".>", cuecast.SummaryPrefix + ".>"} {
+			sub, err := nc.Subscribe(subj, func(m *nats.Msg) { f(m.Subject, m.Data) })
+			if err != nil {
+				return fmt.Errorf("subscribe to %s: %w", subj, err)
+			}
+			subs = append(subs, sub)
 		}
 		<-ctx.Done()
-		if err := sub.Unsubscribe(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
-			return fmt.Errorf("unsubscribe from reports: %w", err)
+		for _, sub := range subs {
+			if err := sub.Unsubscribe(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+				return fmt.Errorf("unsubscribe from %s: %w", sub.Subject, err)
+			}
 		}
+		subs = nil
 		return nil
 	}
 }
@@ -97,14 +110,16 @@ func (l *liveFleet) add(r cuecast.Report, at time.Time) {
 	m[r.Instance] = liveReport{r: r, seen: at}
 }
 
-// sample counts cfg's live instances and those on target.
+// sample counts cfg's live instances and those on target; a region's
+// summary group counts the instances it stands for (Report.Weight).
 func (l *liveFleet) sample(cfg cuecast.ConfigPath, target cuecast.Version) metrics.ConfigSample {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	c := metrics.ConfigSample{Config: cfg, Target: target, Instances: len(l.reports[cfg])}
+	c := metrics.ConfigSample{Config: cfg, Target: target}
 	for _, lr := range l.reports[cfg] {
+		c.Instances += lr.r.Weight()
 		if lr.r.Version == target.Version && (target.Checksum == "" || lr.r.Checksum == target.Checksum) {
-			c.OnTarget++
+			c.OnTarget += lr.r.Weight()
 		}
 	}
 	return c
@@ -142,8 +157,13 @@ func (s *Server) target(cfg cuecast.ConfigPath) (cuecast.Version, bool) {
 
 // onReport is the report feed's callback. It believes the subject, not the
 // body: a report naming another instance or config than its subject is
-// dropped and counted, never shown.
+// dropped and counted, never shown. A region's summary counts the reports
+// its summarizer dropped so (onSummary).
 func (s *Server) onReport(subject string, data []byte) {
+	if strings.HasPrefix(subject, cuecast.SummaryPrefix+".") {
+		s.onSummary(subject, data)
+		return
+	}
 	r, err := distributor.DecodeReport(subject, data)
 	if err != nil {
 		reason := distributor.DropMalformed
@@ -158,6 +178,21 @@ func (s *Server) onReport(subject string, data []byte) {
 	s.live.add(r, now)
 	if t, ok := s.target(r.Config); ok {
 		s.observePropagation(now, r.Config, t)
+	}
+}
+
+// onSummary counts the reports a region's summarizer dropped since its last
+// summary (distributor.Summary.Dropped) as dropped here: a forger in a
+// region shows at the hub as one reporting to it does. The summary's
+// instances are counted by the samples, which read the report stream.
+func (s *Server) onSummary(subject string, data []byte) {
+	sum, err := distributor.DecodeSummary(subject, data)
+	if err != nil {
+		s.log.Debug("ignoring summary", "subject", subject, "err", err)
+		return
+	}
+	for reason, n := range sum.Dropped {
+		s.metrics.DroppedReports(reason, n)
 	}
 }
 

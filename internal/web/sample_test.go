@@ -15,6 +15,7 @@ import (
 	"github.com/cuecast/cuecast/client"
 	"github.com/cuecast/cuecast/distributor"
 	"github.com/cuecast/cuecast/distributor/rollout"
+	"github.com/cuecast/cuecast/internal/natstest"
 	"github.com/cuecast/cuecast/internal/poll"
 	"github.com/cuecast/cuecast/internal/web"
 )
@@ -60,86 +61,90 @@ func (f *slowFleet) Reports(ctx context.Context, cfg cuecast.ConfigPath) ([]cuec
 // before it: every canary instance healthy, or none at all when the
 // instances had not reported yet.
 func TestSampleShowsWhyItHalted(t *testing.T) {
-	f := start(t, fixtureOptions{policies: holdPolicy})
-	var sick atomic.Bool
-	var canary []string
-	for i, in, out := 0, 0, 0; in < 2 || out < 2; i++ {
-		id := fmt.Sprintf("checkout-%d", i)
-		// The instances report every 20ms, so the controller hears the
-		// canary turn unhealthy at once.
-		opts := []client.Option{client.WithHeartbeat(20 * time.Millisecond)}
-		switch b := cuecast.Cohort(checkout.Namespace(), id); {
-		case b < 50 && in < 2:
-			in++
-			canary = append(canary, id)
-			opts = append(opts, client.WithHealth(func() cuecast.Health {
-				if sick.Load() {
-					return cuecast.Health{Healthy: false, Detail: "error rate 40%"}
-				}
-				return cuecast.Health{Healthy: true}
-			}))
-		case b >= 50 && out < 2:
-			out++
-		default:
-			continue
+	t.Parallel()
+	natstest.BothModes(t, func(t *testing.T) {
+		t.Parallel()
+		f := start(t, fixtureOptions{policies: holdPolicy})
+		var sick atomic.Bool
+		var canary []string
+		for i, in, out := 0, 0, 0; in < 2 || out < 2; i++ {
+			id := fmt.Sprintf("checkout-%d", i)
+			// The instances report every 20ms, so the controller hears the
+			// canary turn unhealthy at once.
+			opts := []client.Option{client.WithHeartbeat(20 * time.Millisecond)}
+			switch b := cuecast.Cohort(checkout.Namespace(), id); {
+			case b < 50 && in < 2:
+				in++
+				canary = append(canary, id)
+				opts = append(opts, client.WithHealth(func() cuecast.Health {
+					if sick.Load() {
+						return cuecast.Health{Healthy: false, Detail: "error rate 40%"}
+					}
+					return cuecast.Health{Healthy: true}
+				}))
+			case b >= 50 && out < 2:
+				out++
+			default:
+				continue
+			}
+			f.watch(checkout, id, opts...)
 		}
-		f.watch(checkout, id, opts...)
-	}
-	f.waitRollout()
-	f.setAmount("9_000_000")
-	poll.Until(t, "the canary reporting v2", poll.Patience, func() (bool, string) {
-		rs, err := f.p.Distributor.Reports(context.Background(), checkout)
-		if err != nil {
-			return false, err.Error()
-		}
-		on := 0
-		for _, r := range rs {
-			for _, id := range canary {
-				if r.Instance == id && r.Version == 2 {
-					on++
+		f.waitRollout()
+		f.setAmount("9_000_000")
+		poll.Until(t, "the canary reporting v2", poll.Patience, func() (bool, string) {
+			rs, err := f.p.Distributor.Reports(context.Background(), checkout)
+			if err != nil {
+				return false, err.Error()
+			}
+			on := 0
+			for _, r := range rs {
+				for _, id := range canary {
+					if r.Instance == id && r.Version == 2 {
+						on++
+					}
 				}
 			}
-		}
-		return on == len(canary), fmt.Sprintf("%d of %d canary instances on v2", on, len(canary))
-	})
+			return on == len(canary), fmt.Sprintf("%d of %d canary instances on v2", on, len(canary))
+		})
 
-	fleet := &slowFleet{Distributor: f.p.Distributor, ctrl: f.p.Rollout, read: func() { sick.Store(true) }}
-	fleet.armed.Store(true)
-	srv, err := web.New(web.Options{Fleet: fleet, Rollouts: f.p.Rollout,
-		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	halted := false
-	for i := range 2 {
-		srv.Sample(t.Context())
-		rec := httptest.NewRecorder()
-		srv.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/api/configs/"+string(checkout), nil))
-		if rec.Code != http.StatusOK {
-			t.Fatalf("sample %d: GET config: %d %s", i, rec.Code, rec.Body)
+		fleet := &slowFleet{Distributor: f.p.Distributor, ctrl: f.p.Rollout, read: func() { sick.Store(true) }}
+		fleet.armed.Store(true)
+		srv, err := web.New(web.Options{Fleet: fleet, Rollouts: f.p.Rollout,
+			Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))})
+		if err != nil {
+			t.Fatal(err)
 		}
-		var cv struct {
-			Rollout struct {
-				State  string
-				Stages []struct {
-					Name      string
-					Instances int
-					Unhealthy int
+		halted := false
+		for i := range 2 {
+			srv.Sample(t.Context())
+			rec := httptest.NewRecorder()
+			srv.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/api/configs/"+string(checkout), nil))
+			if rec.Code != http.StatusOK {
+				t.Fatalf("sample %d: GET config: %d %s", i, rec.Code, rec.Body)
+			}
+			var cv struct {
+				Rollout struct {
+					State  string
+					Stages []struct {
+						Name      string
+						Instances int
+						Unhealthy int
+					}
 				}
 			}
+			if err := json.Unmarshal(rec.Body.Bytes(), &cv); err != nil {
+				t.Fatalf("sample %d: %v", i, err)
+			}
+			if cv.Rollout.State != string(rollout.StateHalted) {
+				continue
+			}
+			halted = true
+			if st := cv.Rollout.Stages; len(st) == 0 || st[0].Name != "canary" || st[0].Unhealthy < 1 {
+				t.Errorf("sample %d: halted with stages %+v, want the canary's unhealthy instances", i, st)
+			}
 		}
-		if err := json.Unmarshal(rec.Body.Bytes(), &cv); err != nil {
-			t.Fatalf("sample %d: %v", i, err)
+		if !halted {
+			t.Error("no sample showed the rollout halted")
 		}
-		if cv.Rollout.State != string(rollout.StateHalted) {
-			continue
-		}
-		halted = true
-		if st := cv.Rollout.Stages; len(st) == 0 || st[0].Name != "canary" || st[0].Unhealthy < 1 {
-			t.Errorf("sample %d: halted with stages %+v, want the canary's unhealthy instances", i, st)
-		}
-	}
-	if !halted {
-		t.Error("no sample showed the rollout halted")
-	}
+	})
 }

@@ -141,6 +141,14 @@ func TestLiveFleet(t *testing.T) {
 	if got := l.sample(cfg, target); got.OnTarget != 2 {
 		t.Errorf("with a drifted i2: %d on target, want 2", got.OnTarget)
 	}
+	// A region's summary groups (docs/SCALING.md) stand for Count
+	// instances each: 5 on v2 and 3 on v1 are 5 of 8, not 1 of 2.
+	g5, g3 := rep("r-1", 2, 5*time.Second), rep("r-2", 1, 5*time.Second)
+	g5.Count, g3.Count = 5, 3
+	l.reset(t0.Add(5*time.Second), map[cuecast.ConfigPath][]cuecast.Report{cfg: {g5, g3}})
+	if got := l.sample(cfg, target); got.Instances != 8 || got.OnTarget != 5 {
+		t.Errorf("with summary groups: %d/%d on v2, want 5/8", got.OnTarget, got.Instances)
+	}
 }
 
 func TestHaltKey(t *testing.T) {
@@ -490,5 +498,83 @@ func TestRolloutViewWaitingNoteMatchesCounts(t *testing.T) {
 	rv := rolloutOf(rec, reports, now)
 	if strings.Contains(rv.Note, "waiting for") || rv.Stages[0].OnTarget != 3 {
 		t.Errorf("note %q beside %d/%d on v2; want no instance waited for", rv.Note, rv.Stages[0].OnTarget, rv.Stages[0].Instances)
+	}
+}
+
+// TestRolloutStagesWeighSummaryGroups: a rollout's stage counts are the
+// same whether the reports are the instances' own (a single server) or a
+// region's summary groups (a tree, docs/SCALING.md), each standing for
+// Count instances; they counted one per group.
+func TestRolloutStagesWeighSummaryGroups(t *testing.T) {
+	const cfg = cuecast.ConfigPath("payments/checkout")
+	var own []cuecast.Report
+	for i := range 300 { // about three instances per bucket
+		id := fmt.Sprintf("web-%d", i)
+		r := cuecast.Report{Instance: id, Config: cfg, Version: 1, Checksum: "c1", Healthy: true}
+		if cuecast.Cohort(cfg.Namespace(), id) < 50 {
+			r.Version, r.Checksum = 2, "c2"
+			switch i % 7 {
+			case 0:
+				r.Healthy = false
+			case 1:
+				r.LastError = "version 2: validate: no"
+			case 2:
+				r.Refused = "version 3: pointer: bad signature"
+			}
+		}
+		own = append(own, r)
+	}
+	now := time.Now()
+	summarised := distributor.BuildSummary("eu-west", cfg, own, now).Reports(false)
+	if len(summarised) >= len(own) {
+		t.Fatalf("%d groups for %d instances: want groups of several", len(summarised), len(own))
+	}
+	rec := rollout.Record{Config: cfg, Stable: 1, Current: &rollout.Rollout{
+		Config: cfg, Version: 2, Checksum: "c2", From: 1, State: rollout.StateHolding,
+		Policy: cuecast.Policy{Stages: []cuecast.Stage{{Name: "half", Percent: 50}, {Name: "all", Percent: 100}}},
+	}}
+	want, got := rolloutOf(rec, own, now), rolloutOf(rec, summarised, now)
+	for i := range want.Stages {
+		w, g := want.Stages[i], got.Stages[i]
+		if g.Instances != w.Instances || g.OnTarget != w.OnTarget || g.Unhealthy != w.Unhealthy || g.Failing != w.Failing || g.Refused != w.Refused {
+			t.Errorf("stage %s from summary groups: %d instances, %d on target, %d unhealthy, %d failing, %d refused; from the instances' own reports: %d, %d, %d, %d, %d",
+				w.Name, g.Instances, g.OnTarget, g.Unhealthy, g.Failing, g.Refused, w.Instances, w.OnTarget, w.Unhealthy, w.Failing, w.Refused)
+		}
+	}
+}
+
+// TestNamedStageCountsNoGroupByItsName: a region's summary group whose
+// first sampled name is an instance a stage names stands for others too:
+// the stage does not count them as named (it counted the whole group once
+// groups were weighed). Without the regions' detail a group goes by its
+// bucket, the controller's rule (rollout.Cohort.Includes).
+func TestNamedStageCountsNoGroupByItsName(t *testing.T) {
+	const cfg = cuecast.ConfigPath("payments/checkout")
+	var same []string // three instances of bucket 40
+	for i := 0; len(same) < 3; i++ {
+		if id := fmt.Sprintf("host-%d", i); cuecast.Cohort(cfg.Namespace(), id) == 40 {
+			same = append(same, id)
+		}
+	}
+	slices.Sort(same)
+	var own []cuecast.Report
+	for _, id := range same {
+		own = append(own, cuecast.Report{Instance: id, Config: cfg, Version: 2, Checksum: "c2", Healthy: true})
+	}
+	groups := distributor.BuildSummary("eu-west", cfg, own, time.Now()).Reports(false)
+	if len(groups) != 1 || groups[0].Instance != same[0] || groups[0].Count != 3 {
+		t.Fatalf("groups %+v, want one of 3 named after %s", groups, same[0])
+	}
+	rec := rollout.Record{Config: cfg, Stable: 1, Current: &rollout.Rollout{
+		Config: cfg, Version: 2, Checksum: "c2", From: 1, State: rollout.StateHolding,
+		Policy: cuecast.Policy{Stages: []cuecast.Stage{{Name: "host", Instances: []string{same[0]}}, {Name: "all", Percent: 100}}},
+		Cohort: rollout.Cohort{Instances: []string{same[0]}},
+	}}
+	rv := rolloutOf(rec, groups, time.Now())
+	if got := rv.Stages[0].Instances; got > 1 {
+		t.Errorf("stage host counts %d instances for the one it names", got)
+	}
+	if got := rv.Stages[1].Instances; got != 3 {
+		t.Errorf("stage all counts %d instances, want 3", got)
 	}
 }

@@ -438,21 +438,25 @@ func rolloutOf(rec rollout.Record, reports []cuecast.Report, now time.Time) *rol
 		}
 		in := r.StageCohort(i, reports)
 		for _, rep := range reports {
-			if !in.Contains(ns, rep.Instance) {
+			// The controller's rule: a region's summary group by its
+			// bucket, its first name standing for none of the others.
+			if !in.Includes(ns, rep) {
 				continue
 			}
-			sv.Instances++
+			// A region's summary group stands for Count instances.
+			n := rep.Weight()
+			sv.Instances += n
 			if rep.Version == r.Version && (r.Checksum == "" || rep.Checksum == r.Checksum) {
-				sv.OnTarget++
+				sv.OnTarget += n
 			}
 			if !rep.Healthy {
-				sv.Unhealthy++
+				sv.Unhealthy += n
 			}
 			if rep.LastError != "" {
-				sv.Failing++
+				sv.Failing += n
 			}
 			if rep.Refused != "" {
-				sv.Refused++
+				sv.Refused += n
 			}
 		}
 		sv.Coverage = 1

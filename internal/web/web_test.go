@@ -18,105 +18,112 @@ import (
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/client"
 	"github.com/cuecast/cuecast/distributor/rollout"
+	"github.com/cuecast/cuecast/internal/natstest"
 	"github.com/cuecast/cuecast/internal/poll"
 )
 
 // TestMetricsDuringRun scrapes /metrics while commits flow through the
 // pipeline and checks that the counters and the coverage gauge move.
 func TestMetricsDuringRun(t *testing.T) {
-	f := start(t, fixtureOptions{})
-	f.watch(checkout, "checkout-1")
-	f.watch(checkout, "checkout-2")
-	w3 := f.watch(checkout, "checkout-3")
+	t.Parallel()
+	natstest.BothModes(t, func(t *testing.T) {
+		t.Parallel()
+		// On a tree, a heartbeat long enough that the instance stopped
+		// below is still live (four heartbeats) when v3 reaches the others.
+		f := start(t, fixtureOptions{heartbeat: 3 * time.Second})
+		f.watch(checkout, "checkout-1")
+		f.watch(checkout, "checkout-2")
+		w3 := f.watch(checkout, "checkout-3")
 
-	cov := `cuecast_config_coverage_ratio{config="payments/checkout"}`
-	inst := `cuecast_config_instances{config="payments/checkout"}`
-	target := `cuecast_config_target_version{config="payments/checkout"}`
-	published := `cuecast_versions_published_total{namespace="payments"}`
-	commitsOK := `cuecast_tailer_commits_total{result="published"}`
-	rejected := `cuecast_tailer_commits_total{result="rejected"}`
-	prop100 := `cuecast_propagation_seconds_count{coverage="1",namespace="payments"}`
-	prop50 := `cuecast_propagation_seconds_count{coverage="0.5",namespace="payments"}`
+		cov := `cuecast_config_coverage_ratio{config="payments/checkout"}`
+		inst := `cuecast_config_instances{config="payments/checkout"}`
+		target := `cuecast_config_target_version{config="payments/checkout"}`
+		published := `cuecast_versions_published_total{namespace="payments"}`
+		commitsOK := `cuecast_tailer_commits_total{result="published"}`
+		rejected := `cuecast_tailer_commits_total{result="rejected"}`
+		prop100 := `cuecast_propagation_seconds_count{coverage="1",namespace="payments"}`
+		prop50 := `cuecast_propagation_seconds_count{coverage="0.5",namespace="payments"}`
 
-	var m map[string]float64
-	poll.Until(t, "three instances on v1", poll.Patience, func() (bool, string) {
-		m = scrape(t, f.base)
-		return m[target] == 1 && m[inst] == 3 && m[cov] == 1, fmt.Sprintf("target %v, instances %v, coverage %v", m[target], m[inst], m[cov])
-	})
-	// Whether v1's propagation counts depends on whether the instances
-	// reported before v1 was published (an empty fleet propagates nothing),
-	// so the propagation counts below are relative to this scrape.
-	before := m
-	if before[published] < 3 || before[commitsOK] != 1 {
-		t.Fatalf("after the first commit: %s = %v, %s = %v; want >= 3 and 1", published, before[published], commitsOK, before[commitsOK])
-	}
-	if before["cuecast_compile_duration_seconds_count"] < 1 {
-		t.Errorf("compile histogram count = %v, want >= 1", before["cuecast_compile_duration_seconds_count"])
-	}
-
-	f.setAmount("2_500_000")
-	poll.Until(t, "v2 everywhere", poll.Patience, func() (bool, string) {
-		m = scrape(t, f.base)
-		return m[target] == 2 && m[cov] == 1 && m[prop100] >= before[prop100]+1,
-			fmt.Sprintf("target %v, coverage %v, propagation count %v", m[target], m[cov], m[prop100])
-	})
-	for _, c := range []struct {
-		name string
-		want float64
-	}{
-		{published, before[published] + 1},
-		{commitsOK, 2},
-		{rejected, 0},
-		{prop50, before[prop50] + 1},
-		{prop100, before[prop100] + 1},
-		{"cuecast_tailer_lag_commits", 0},
-		{"cuecast_tailer_halted", 0},
-		{`cuecast_config_instances_drifted{config="payments/checkout"}`, 0},
-		{`cuecast_config_instances_refused{config="payments/checkout"}`, 0},
-	} {
-		if got, ok := m[c.name]; got != c.want || !ok {
-			t.Errorf("%s = %v (exported %t), want %v", c.name, got, ok, c.want)
+		var m map[string]float64
+		poll.Until(t, "three instances on v1", poll.Patience, func() (bool, string) {
+			m = scrape(t, f.base)
+			return m[target] == 1 && m[inst] == 3 && m[cov] == 1, fmt.Sprintf("target %v, instances %v, coverage %v", m[target], m[inst], m[cov])
+		})
+		// Whether v1's propagation counts depends on whether the instances
+		// reported before v1 was published (an empty fleet propagates nothing),
+		// so the propagation counts below are relative to this scrape.
+		before := m
+		if before[published] < 3 || before[commitsOK] != 1 {
+			t.Fatalf("after the first commit: %s = %v, %s = %v; want >= 3 and 1", published, before[published], commitsOK, before[commitsOK])
 		}
-	}
-	if m["cuecast_tailer_commit_duration_seconds_count"] < 2 {
-		t.Errorf("commit duration count = %v, want >= 2", m["cuecast_tailer_commit_duration_seconds_count"])
-	}
+		if before["cuecast_compile_duration_seconds_count"] < 1 {
+			t.Errorf("compile histogram count = %v, want >= 1", before["cuecast_compile_duration_seconds_count"])
+		}
 
-	// An instance that stops keeps its last report until it expires: the
-	// next version reaches two of three, and the gauge says so.
-	w3.Stop()
-	f.setAmount("3_000_000")
-	poll.Until(t, "v3 on two of three", poll.Patience, func() (bool, string) {
-		m = scrape(t, f.base)
-		return m[target] == 3 && m[inst] == 3 && m[cov] > 0.66 && m[cov] < 0.67 && m[prop50] == before[prop50]+2,
-			fmt.Sprintf("target %v, instances %v, coverage %v, 50%% count %v", m[target], m[inst], m[cov], m[prop50])
-	})
-	if m[prop100] != before[prop100]+1 {
-		t.Errorf("%s = %v after a version that never reached everyone, want %v", prop100, m[prop100], before[prop100]+1)
-	}
-
-	// A commit that does not compile is rejected and counted by error ID.
-	f.repo.CommitFiles("checkout: break it", map[string]string{
-		"payments/checkout/broken.cue": "package checkout\n\nmax_amount_minor: \"lots\"\n",
-	})
-	poll.Until(t, "rejection counted", poll.Patience, func() (bool, string) {
-		m = scrape(t, f.base)
-		var ids float64
-		for k, v := range m {
-			if strings.HasPrefix(k, "cuecast_validation_rejections_total{") {
-				ids += v
+		f.setAmount("2_500_000")
+		poll.Until(t, "v2 everywhere", poll.Patience, func() (bool, string) {
+			m = scrape(t, f.base)
+			return m[target] == 2 && m[cov] == 1 && m[prop100] >= before[prop100]+1,
+				fmt.Sprintf("target %v, coverage %v, propagation count %v", m[target], m[cov], m[prop100])
+		})
+		for _, c := range []struct {
+			name string
+			want float64
+		}{
+			{published, before[published] + 1},
+			{commitsOK, 2},
+			{rejected, 0},
+			{prop50, before[prop50] + 1},
+			{prop100, before[prop100] + 1},
+			{"cuecast_tailer_lag_commits", 0},
+			{"cuecast_tailer_halted", 0},
+			{`cuecast_config_instances_drifted{config="payments/checkout"}`, 0},
+			{`cuecast_config_instances_refused{config="payments/checkout"}`, 0},
+		} {
+			if got, ok := m[c.name]; got != c.want || !ok {
+				t.Errorf("%s = %v (exported %t), want %v", c.name, got, ok, c.want)
 			}
 		}
-		return m[rejected] == 1 && ids >= 1, fmt.Sprintf("rejected %v, rejections by id %v", m[rejected], ids)
-	})
-	if m[target] != 3 {
-		t.Errorf("target after a rejected commit = %v, want 3", m[target])
-	}
-	for k := range m {
-		if strings.Contains(k, "checkout-1") {
-			t.Errorf("an instance ID is a label value: %s", k)
+		if m["cuecast_tailer_commit_duration_seconds_count"] < 2 {
+			t.Errorf("commit duration count = %v, want >= 2", m["cuecast_tailer_commit_duration_seconds_count"])
 		}
-	}
+
+		// An instance that stops keeps its last report until it expires: the
+		// next version reaches two of three, and the gauge says so.
+		w3.Stop()
+		f.setAmount("3_000_000")
+		poll.Until(t, "v3 on two of three", poll.Patience, func() (bool, string) {
+			m = scrape(t, f.base)
+			return m[target] == 3 && m[inst] == 3 && m[cov] > 0.66 && m[cov] < 0.67 && m[prop50] == before[prop50]+2,
+				fmt.Sprintf("target %v, instances %v, coverage %v, 50%% count %v", m[target], m[inst], m[cov], m[prop50])
+		})
+		if m[prop100] != before[prop100]+1 {
+			t.Errorf("%s = %v after a version that never reached everyone, want %v", prop100, m[prop100], before[prop100]+1)
+		}
+
+		// A commit that does not compile is rejected and counted by error ID.
+		f.repo.CommitFiles("checkout: break it", map[string]string{
+			"payments/checkout/broken.cue": "package checkout\n\nmax_amount_minor: \"lots\"\n",
+		})
+		poll.Until(t, "rejection counted", poll.Patience, func() (bool, string) {
+			m = scrape(t, f.base)
+			var ids float64
+			for k, v := range m {
+				if strings.HasPrefix(k, "cuecast_validation_rejections_total{") {
+					ids += v
+				}
+			}
+			return m[rejected] == 1 && ids >= 1, fmt.Sprintf("rejected %v, rejections by id %v", m[rejected], ids)
+		})
+		if m[target] != 3 {
+			t.Errorf("target after a rejected commit = %v, want 3", m[target])
+		}
+		for k := range m {
+			if strings.Contains(k, "checkout-1") {
+				t.Errorf("an instance ID is a label value: %s", k)
+			}
+		}
+	})
 }
 
 func TestHealthAndReadiness(t *testing.T) {
@@ -291,147 +298,155 @@ func TestActionWithToken(t *testing.T) {
 // TestEventsStream: a config page's event stream delivers a new version and
 // its coverage without being asked again.
 func TestEventsStream(t *testing.T) {
-	f := start(t, fixtureOptions{})
-	f.watch(checkout, "checkout-1")
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, f.base+"/api/events?config="+string(checkout), nil)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	if ct := res.Header.Get("Content-Type"); ct != "text/event-stream" {
-		t.Fatalf("Content-Type %q, want text/event-stream", ct)
-	}
-	type row struct {
-		Version   uint64  `json:"version"`
-		Coverage  float64 `json:"coverage"`
-		Instances int     `json:"instances"`
-	}
-	rows := make(chan row, 100)
-	go func() {
-		defer close(rows)
-		sc := bufio.NewScanner(res.Body)
-		sc.Buffer(make([]byte, 1<<20), 4<<20)
-		event := ""
-		for sc.Scan() {
-			line := sc.Text()
-			switch {
-			case strings.HasPrefix(line, "event: "):
-				event = strings.TrimPrefix(line, "event: ")
-			case strings.HasPrefix(line, "data: ") && event == "config":
-				var v struct {
-					Row row `json:"row"`
+	t.Parallel()
+	natstest.BothModes(t, func(t *testing.T) {
+		t.Parallel()
+		f := start(t, fixtureOptions{})
+		f.watch(checkout, "checkout-1")
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, f.base+"/api/events?config="+string(checkout), nil)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		if ct := res.Header.Get("Content-Type"); ct != "text/event-stream" {
+			t.Fatalf("Content-Type %q, want text/event-stream", ct)
+		}
+		type row struct {
+			Version   uint64  `json:"version"`
+			Coverage  float64 `json:"coverage"`
+			Instances int     `json:"instances"`
+		}
+		rows := make(chan row, 100)
+		go func() {
+			defer close(rows)
+			sc := bufio.NewScanner(res.Body)
+			sc.Buffer(make([]byte, 1<<20), 4<<20)
+			event := ""
+			for sc.Scan() {
+				line := sc.Text()
+				switch {
+				case strings.HasPrefix(line, "event: "):
+					event = strings.TrimPrefix(line, "event: ")
+				case strings.HasPrefix(line, "data: ") && event == "config":
+					var v struct {
+						Row row `json:"row"`
+					}
+					if err := json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &v); err == nil {
+						rows <- v.Row
+					}
 				}
-				if err := json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &v); err == nil {
-					rows <- v.Row
+			}
+		}()
+		wait := func(what string, ok func(row) bool) {
+			t.Helper()
+			deadline := time.After(30 * time.Second)
+			var last row
+			for {
+				select {
+				case r, open := <-rows:
+					if !open {
+						t.Fatalf("%s: the stream ended; last %+v", what, last)
+					}
+					if last = r; ok(r) {
+						return
+					}
+				case <-deadline:
+					t.Fatalf("%s: last event %+v after 30s", what, last)
 				}
 			}
 		}
-	}()
-	wait := func(what string, ok func(row) bool) {
-		t.Helper()
-		deadline := time.After(30 * time.Second)
-		var last row
-		for {
-			select {
-			case r, open := <-rows:
-				if !open {
-					t.Fatalf("%s: the stream ended; last %+v", what, last)
-				}
-				if last = r; ok(r) {
-					return
-				}
-			case <-deadline:
-				t.Fatalf("%s: last event %+v after 30s", what, last)
-			}
-		}
-	}
-	wait("v1 on the instance", func(r row) bool { return r.Version == 1 && r.Instances == 1 && r.Coverage == 1 })
-	f.setAmount("1_000_000")
-	wait("v2 on the instance", func(r row) bool { return r.Version == 2 && r.Instances == 1 && r.Coverage == 1 })
+		wait("v1 on the instance", func(r row) bool { return r.Version == 1 && r.Instances == 1 && r.Coverage == 1 })
+		f.setAmount("1_000_000")
+		wait("v2 on the instance", func(r row) bool { return r.Version == 2 && r.Instances == 1 && r.Coverage == 1 })
+	})
 }
 
 // TestHealthHaltCounted: when the canary cohort turns unhealthy on a new
 // version, the controller halts, and the metrics and the config page say why.
 func TestHealthHaltCounted(t *testing.T) {
-	policy := rollout.Static{P: cuecast.Policy{Stages: []cuecast.Stage{
-		{Name: "canary", Percent: 50, Hold: cuecast.Duration(time.Hour)},
-		{Name: "all", Percent: 100},
-	}}}
-	f := start(t, fixtureOptions{policies: policy})
-	// Two instances in the canary's buckets (below 50) and two outside.
-	var in, out []string
-	for i := 0; len(in) < 2 || len(out) < 2; i++ {
-		id := fmt.Sprintf("checkout-%d", i)
-		if cuecast.Cohort(checkout.Namespace(), id) < 50 {
-			if len(in) < 2 {
-				in = append(in, id)
+	t.Parallel()
+	natstest.BothModes(t, func(t *testing.T) {
+		t.Parallel()
+		policy := rollout.Static{P: cuecast.Policy{Stages: []cuecast.Stage{
+			{Name: "canary", Percent: 50, Hold: cuecast.Duration(time.Hour)},
+			{Name: "all", Percent: 100},
+		}}}
+		f := start(t, fixtureOptions{policies: policy})
+		// Two instances in the canary's buckets (below 50) and two outside.
+		var in, out []string
+		for i := 0; len(in) < 2 || len(out) < 2; i++ {
+			id := fmt.Sprintf("checkout-%d", i)
+			if cuecast.Cohort(checkout.Namespace(), id) < 50 {
+				if len(in) < 2 {
+					in = append(in, id)
+				}
+			} else if len(out) < 2 {
+				out = append(out, id)
 			}
-		} else if len(out) < 2 {
-			out = append(out, id)
 		}
-	}
-	for _, id := range append(in, out...) {
-		// Unhealthy on v2: the bad change.
-		var w atomic.Pointer[client.Watcher]
-		health := func() cuecast.Health {
-			if cur := w.Load(); cur != nil && cur.Current().Version == 2 {
-				return cuecast.Health{Healthy: false, Detail: "error rate 40%"}
+		for _, id := range append(in, out...) {
+			// Unhealthy on v2: the bad change.
+			var w atomic.Pointer[client.Watcher]
+			health := func() cuecast.Health {
+				if cur := w.Load(); cur != nil && cur.Current().Version == 2 {
+					return cuecast.Health{Healthy: false, Detail: "error rate 40%"}
+				}
+				return cuecast.Health{Healthy: true}
 			}
-			return cuecast.Health{Healthy: true}
+			w.Store(f.watch(checkout, id, client.WithHealth(health)))
 		}
-		w.Store(f.watch(checkout, id, client.WithHealth(health)))
-	}
-	f.waitRollout()
-	halts := `cuecast_rollout_halts_total{cause="unhealthy"}`
-	// OPERATIONS.md's alert is increase(cuecast_rollout_halts_total[10m]) > 0:
-	// the scrape before the first halt must hold the series at 0, or the
-	// first halt has nothing to increase from (it appeared only at 1).
-	if v, ok := scrape(t, f.base)[halts]; !ok || v != 0 {
-		t.Errorf("before any halt: %s = %v (present %t), want 0", halts, v, ok)
-	}
-	f.setAmount("9_000_000")
-	poll.Until(t, "the unhealthy canary halted and counted", poll.Patience, func() (bool, string) {
-		m := scrape(t, f.base)
-		return m[halts] == 1 && m[`cuecast_rollouts{state="halted"}`] == 1,
-			fmt.Sprintf("%s = %v, halted rollouts %v", halts, m[halts], m[`cuecast_rollouts{state="halted"}`])
+		f.waitRollout()
+		halts := `cuecast_rollout_halts_total{cause="unhealthy"}`
+		// OPERATIONS.md's alert is increase(cuecast_rollout_halts_total[10m]) > 0:
+		// the scrape before the first halt must hold the series at 0, or the
+		// first halt has nothing to increase from (it appeared only at 1).
+		if v, ok := scrape(t, f.base)[halts]; !ok || v != 0 {
+			t.Errorf("before any halt: %s = %v (present %t), want 0", halts, v, ok)
+		}
+		f.setAmount("9_000_000")
+		poll.Until(t, "the unhealthy canary halted and counted", poll.Patience, func() (bool, string) {
+			m := scrape(t, f.base)
+			return m[halts] == 1 && m[`cuecast_rollouts{state="halted"}`] == 1,
+				fmt.Sprintf("%s = %v, halted rollouts %v", halts, m[halts], m[`cuecast_rollouts{state="halted"}`])
+		})
+		type configView struct {
+			Rollout struct {
+				State  string
+				Reason string
+				Stages []struct {
+					Name      string
+					Instances int
+					Unhealthy int
+				}
+			}
+			Audit []rollout.AuditEntry
+		}
+		// The controller halts on the first unhealthy report from the cohort;
+		// the other canary instance may not have reported v2 yet (reports follow
+		// an apply by 0.5-1.5 s), so one or both are unhealthy on the page,
+		// once its sample of the fleet has them (every 50 ms here), and until
+		// the reverted instances report v1 again.
+		var cv configView
+		poll.Until(t, "the page showing the unhealthy canary", poll.Patience, func() (bool, string) {
+			_, body := get(t, f.base+"/api/configs/"+string(checkout))
+			cv = configView{}
+			if err := json.Unmarshal([]byte(body), &cv); err != nil {
+				t.Fatal(err)
+			}
+			st := cv.Rollout.Stages
+			return len(st) == 2 && st[0].Name == "canary" && st[0].Instances >= 1 && st[0].Instances <= 2 &&
+				st[0].Unhealthy >= 1 && st[0].Unhealthy <= st[0].Instances, fmt.Sprintf("stages %+v", st)
+		})
+		if cv.Rollout.State != "halted" || !strings.Contains(cv.Rollout.Reason, "unhealthy") {
+			t.Errorf("rollout %+v, want halted for unhealthy instances", cv.Rollout)
+		}
+		if len(cv.Audit) == 0 || cv.Audit[0].Action != "halt" {
+			t.Errorf("audit %+v, want the halt first", cv.Audit)
+		}
 	})
-	type configView struct {
-		Rollout struct {
-			State  string
-			Reason string
-			Stages []struct {
-				Name      string
-				Instances int
-				Unhealthy int
-			}
-		}
-		Audit []rollout.AuditEntry
-	}
-	// The controller halts on the first unhealthy report from the cohort;
-	// the other canary instance may not have reported v2 yet (reports follow
-	// an apply by 0.5-1.5 s), so one or both are unhealthy on the page,
-	// once its sample of the fleet has them (every 50 ms here), and until
-	// the reverted instances report v1 again.
-	var cv configView
-	poll.Until(t, "the page showing the unhealthy canary", poll.Patience, func() (bool, string) {
-		_, body := get(t, f.base+"/api/configs/"+string(checkout))
-		cv = configView{}
-		if err := json.Unmarshal([]byte(body), &cv); err != nil {
-			t.Fatal(err)
-		}
-		st := cv.Rollout.Stages
-		return len(st) == 2 && st[0].Name == "canary" && st[0].Instances >= 1 && st[0].Instances <= 2 &&
-			st[0].Unhealthy >= 1 && st[0].Unhealthy <= st[0].Instances, fmt.Sprintf("stages %+v", st)
-	})
-	if cv.Rollout.State != "halted" || !strings.Contains(cv.Rollout.Reason, "unhealthy") {
-		t.Errorf("rollout %+v, want halted for unhealthy instances", cv.Rollout)
-	}
-	if len(cv.Audit) == 0 || cv.Audit[0].Action != "halt" {
-		t.Errorf("audit %+v, want the halt first", cv.Audit)
-	}
 }
 
 // TestWebhookWakesTailer: a signed GitHub push at /hooks/github makes the
