@@ -58,12 +58,14 @@ type Summary struct {
 // SummaryGroup is the instances of one region alike in everything the
 // fleet's readers count but their cohort bucket, which it counts them by.
 type SummaryGroup struct {
-	Version       uint64            `json:"version"`
-	Checksum      string            `json:"checksum,omitempty"`
-	Staged        uint64            `json:"staged,omitempty"`
-	Healthy       bool              `json:"healthy"`
-	LastKnownGood bool              `json:"last_known_good,omitempty"`
-	Labels        map[string]string `json:"labels,omitempty"`
+	Version       uint64 `json:"version"`
+	Checksum      string `json:"checksum,omitempty"`
+	Staged        uint64 `json:"staged,omitempty"`
+	Healthy       bool   `json:"healthy"`
+	LastKnownGood bool   `json:"last_known_good,omitempty"`
+	// Labels are the instances' labels but for keys left out when the
+	// region's instances hold more than MaxLabelSets label sets.
+	Labels map[string]string `json:"labels,omitempty"`
 	// Error is the class of the instances' last error (ErrorClass).
 	Error string `json:"error,omitempty"`
 	// Refused says the instances refused a pointer (Report.Refused).
@@ -151,23 +153,104 @@ func labelsKey(l map[string]string) string {
 	return b.String()
 }
 
+// MaxLabelSets bounds the distinct label sets a summary groups by. Labels
+// of one value per instance (a host name) would make a group per instance
+// and the summary grow with the fleet, past what one message may carry;
+// beyond the bound the keys with the most distinct values are left out of
+// the groups (groupLabels). A drill-down has every instance's labels.
+const MaxLabelSets = 32
+
+// groupLabels returns the label keys a summary of reports on cfg leaves out
+// of its groups: none while the reports hold at most MaxLabelSets distinct
+// label sets; otherwise, one at a time, the key with the most distinct
+// values (then the first by name) until they do, but never a dimension of
+// cfg's variant, by which drift is judged (DriftOf). With none left out,
+// keys are the reports' labelsKey, in order.
+func groupLabels(cfg cuecast.ConfigPath, reports []cuecast.Report) (drop map[string]bool, keys []string) {
+	sets := func(without map[string]bool) int {
+		seen := map[string]bool{}
+		for _, r := range reports {
+			seen[labelsKey(withoutLabels(r.Labels, without))] = true
+			if len(seen) > MaxLabelSets {
+				break
+			}
+		}
+		return len(seen)
+	}
+	seen := map[string]bool{}
+	keys = make([]string, len(reports))
+	for i, r := range reports {
+		keys[i] = labelsKey(r.Labels)
+		seen[keys[i]] = true
+	}
+	if len(seen) <= MaxLabelSets {
+		return nil, keys
+	}
+	values := map[string]map[string]bool{}
+	for _, r := range reports {
+		for k, v := range r.Labels {
+			if values[k] == nil {
+				values[k] = map[string]bool{}
+			}
+			values[k][v] = true
+		}
+	}
+	for _, dv := range cfg.Variant() {
+		delete(values, dv.Dim)
+	}
+	drop = map[string]bool{}
+	for len(values) > 0 && sets(drop) > MaxLabelSets {
+		most := ""
+		for _, k := range slices.Sorted(maps.Keys(values)) {
+			if most == "" || len(values[k]) > len(values[most]) {
+				most = k
+			}
+		}
+		drop[most] = true
+		delete(values, most)
+	}
+	return drop, nil
+}
+
+// withoutLabels is l without the keys in drop (l itself when none is in it).
+func withoutLabels(l map[string]string, drop map[string]bool) map[string]string {
+	if len(drop) == 0 {
+		return l
+	}
+	out := make(map[string]string, len(l))
+	for k, v := range l {
+		if !drop[k] {
+			out[k] = v
+		}
+	}
+	return out
+}
+
 // BuildSummary summarises reports, the live reports of region's instances
 // on cfg, at at. An instance's bucket is computed from its name, not taken
 // from its report, as the controller's cohorts compute it.
 func BuildSummary(region string, cfg cuecast.ConfigPath, reports []cuecast.Report, at time.Time) Summary {
 	ns := cfg.Namespace()
+	drop, keys := groupLabels(cfg, reports)
 	type building struct {
 		g   *SummaryGroup
 		idx map[int]int // bucket: its index in g.Buckets
 	}
 	groups := map[groupKey]*building{}
-	for _, r := range reports {
+	for i, r := range reports {
+		labels := withoutLabels(r.Labels, drop)
+		var lk string
+		if keys != nil {
+			lk = keys[i]
+		} else {
+			lk = labelsKey(labels)
+		}
 		k := groupKey{version: r.Version, checksum: r.Checksum, staged: r.Staged,
-			healthy: r.Healthy, lkg: r.LastKnownGood, labels: labelsKey(r.Labels), errClass: ErrorClass(r.LastError), refused: r.Refused != ""}
+			healthy: r.Healthy, lkg: r.LastKnownGood, labels: lk, errClass: ErrorClass(r.LastError), refused: r.Refused != ""}
 		b := groups[k]
 		if b == nil {
 			b = &building{g: &SummaryGroup{Version: r.Version, Checksum: r.Checksum, Staged: r.Staged, Healthy: r.Healthy,
-				LastKnownGood: r.LastKnownGood, Labels: maps.Clone(r.Labels), Error: k.errClass, Refused: k.refused}, idx: map[int]int{}}
+				LastKnownGood: r.LastKnownGood, Labels: maps.Clone(labels), Error: k.errClass, Refused: k.refused}, idx: map[int]int{}}
 			groups[k] = b
 		}
 		g := b.g

@@ -298,3 +298,53 @@ func TestSummarySizePerBucketIsBounded(t *testing.T) {
 	}
 	t.Logf("a region's summary mid-change: %d bytes at 1,000 instances, %d at 100,000", sizes[1_000], sizes[100_000])
 }
+
+// TestSummaryBoundsLabelSets: a region whose instances each carry their
+// own label (a host name) made a group per instance, and its summary grew
+// with the fleet (2.6 MB at 10,000 instances, past the 1 MB a message may
+// carry: the region could not summarise at all). Beyond MaxLabelSets
+// label sets the keys of most values are left out of the groups, but a
+// variant dimension stays: drift on it is still seen.
+func TestSummaryBoundsLabelSets(t *testing.T) {
+	const prod = cuecast.ConfigPath("payments/checkout/env=prod")
+	fleet := func(n, hosts int) []cuecast.Report {
+		var rs []cuecast.Report
+		for i := range n {
+			env := "prod"
+			if i%100 == 0 {
+				env = "staging" // declares another variant than it runs: drift
+			}
+			rs = append(rs, cuecast.Report{Instance: fmt.Sprintf("web-%06d", i), Config: prod, Version: 1, Checksum: "sum1", Healthy: true,
+				Labels: map[string]string{"host": fmt.Sprintf("host-%06d.eu-west-1.internal", i%hosts), "zone": fmt.Sprint("eu-", i%3), "env": env}})
+		}
+		return rs
+	}
+	const n = 10_000
+	s := distributor.BuildSummary("eu-west", prod, fleet(n, n), time.Now())
+	data, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(data) > 64_000 {
+		t.Errorf("%d instances, each with its own host label: the summary is %d bytes in %d groups", n, len(data), len(s.Groups))
+	}
+	for _, g := range s.Groups {
+		if _, ok := g.Labels["host"]; ok || g.Labels["zone"] == "" || g.Labels["env"] == "" {
+			t.Fatalf("a group's labels %v: want zone and env (a dimension), not host", g.Labels)
+		}
+	}
+	drifted := 0
+	for _, d := range distributor.DriftOf(s.Reports(false), []cuecast.Version{{Config: prod, Version: 1, Checksum: "sum1"}}, 1) {
+		drifted += d.Weight()
+	}
+	if drifted != n/100 {
+		t.Errorf("drift on the variant's dimension: %d instances from the summary, want %d", drifted, n/100)
+	}
+	// Few label sets: every label kept.
+	few := distributor.BuildSummary("eu-west", prod, fleet(n, 5), time.Now())
+	for _, g := range few.Groups {
+		if g.Labels["host"] == "" {
+			t.Fatalf("5 hosts × 3 zones × 2 envs: a group's labels %v lack the host", g.Labels)
+		}
+	}
+}
