@@ -66,7 +66,7 @@ func TestSummarizerSendsTheCompletingSummaryAtOnce(t *testing.T) {
 			on := 0
 			for _, g := range sum.Groups {
 				if g.Version == v {
-					on += g.Count
+					on += g.Count()
 				}
 			}
 			got = append(got, fmt.Sprintf("%d/%d", on, sum.Live))

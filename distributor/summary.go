@@ -16,17 +16,25 @@ import (
 // Summaries (docs/PROTOCOL.md §4.5): in a tree, each region's summarizer
 // keeps its instances' reports and sends the hub, per config, one summary
 // instead of one report per instance. A summary groups the region's live
-// instances by everything the fleet's readers count — cohort bucket,
-// version, checksum, staged version, health, last-known-good, labels and
-// the class of the last error — with a count and a bounded sample of the
-// names and errors in each group. Readers turn each group into one report
-// standing for Count instances (cuecast.Report.Count), so status, the
-// dashboard, the metrics and the rollout controller count a summarised
-// fleet with the same code as a fleet of single reports.
+// instances by everything the fleet's readers count but the cohort bucket
+// — version, checksum, staged version, health, last-known-good, labels
+// and the class of the last error — and counts each group per bucket,
+// with one name per bucket and a bounded sample of errors. Readers turn
+// each group's bucket into one report standing for its count of
+// instances (cuecast.Report.Count), so status, the dashboard, the metrics
+// and the rollout controller count a summarised fleet with the same code
+// as a fleet of single reports.
+//
+// What a group has in common is written once, not per bucket: mid-change
+// every bucket of a region holds both versions, and written per bucket
+// each was ~180 bytes of checksum, labels and times, which made a change
+// cost the hub ~36 KB per region per summary while it spread. Per bucket
+// a group carries its count and one name, ~20 bytes
+// (TestSummarySizePerBucketIsBounded).
 
-// SampleSize bounds the instance names, errors and refusals each summary
-// group carries: enough to name an example of each class, and the summary
-// stays the same size whatever the fleet.
+// SampleSize bounds the errors and refusals each summary group carries:
+// enough to name an example of each class, and the summary stays the
+// same size whatever the fleet.
 const SampleSize = 3
 
 // LostHeartbeats is the loss rule of summaries: a region's summary not
@@ -55,28 +63,43 @@ type Summary struct {
 }
 
 // SummaryGroup is the instances of one region alike in everything the
-// fleet's readers count.
+// fleet's readers count but their cohort bucket, which it counts them by.
 type SummaryGroup struct {
-	Bucket        int               `json:"bucket"`
-	Version       uint64            `json:"version"`
-	Checksum      string            `json:"checksum,omitempty"`
-	Staged        uint64            `json:"staged,omitempty"`
-	Healthy       bool              `json:"healthy"`
-	LastKnownGood bool              `json:"last_known_good,omitempty"`
-	Labels        map[string]string `json:"labels,omitempty"`
+	Version       uint64 `json:"version"`
+	Checksum      string `json:"checksum,omitempty"`
+	Staged        uint64 `json:"staged,omitempty"`
+	Healthy       bool   `json:"healthy"`
+	LastKnownGood bool   `json:"last_known_good,omitempty"`
+	// Labels are the instances' labels but for keys left out when the
+	// region's instances hold more than MaxLabelSets label sets.
+	Labels map[string]string `json:"labels,omitempty"`
 	// Error is the class of the instances' last error (ErrorClass).
 	Error string `json:"error,omitempty"`
 	// Refused says the instances refused a pointer (Report.Refused).
 	Refused bool `json:"refused,omitempty"`
 
-	Count int `json:"count"`
-	// Instances, Errors and Refusals are samples, sorted, at most
-	// SampleSize each: the first names in the group, and distinct texts.
+	// Buckets, Counts and Instances go together: Counts[i] of the group's
+	// instances are in bucket Buckets[i] (ascending, each once), and
+	// Instances[i] names the first of them by name, so that the report a
+	// reader makes of them names one of its own.
+	Buckets   []int    `json:"buckets"`
+	Counts    []int    `json:"counts"`
 	Instances []string `json:"instances"`
-	Errors    []string `json:"errors,omitempty"`
-	Refusals  []string `json:"refusals,omitempty"`
+	// Errors and Refusals are samples, sorted, at most SampleSize each:
+	// distinct texts, the first in the group.
+	Errors   []string `json:"errors,omitempty"`
+	Refusals []string `json:"refusals,omitempty"`
 	// AppliedAt is the latest apply in the group.
 	AppliedAt time.Time `json:"applied_at,omitzero"`
+}
+
+// Count is the number of instances in the group.
+func (g SummaryGroup) Count() int {
+	n := 0
+	for _, c := range g.Counts {
+		n += c
+	}
+	return n
 }
 
 // FailedVersion returns the version a last_error says the instance failed
@@ -117,7 +140,6 @@ func ErrorClass(lastErr string) string {
 }
 
 type groupKey struct {
-	bucket       int
 	version      uint64
 	checksum     string
 	staged       uint64
@@ -138,23 +160,116 @@ func labelsKey(l map[string]string) string {
 	return b.String()
 }
 
+// MaxLabelSets bounds the distinct label sets a summary groups by. Labels
+// of one value per instance (a host name) would make a group per instance
+// and the summary grow with the fleet, past what one message may carry;
+// beyond the bound the keys with the most distinct values are left out of
+// the groups (groupLabels). A drill-down has every instance's labels.
+const MaxLabelSets = 32
+
+// groupLabels returns the label keys a summary of reports on cfg leaves out
+// of its groups: none while the reports hold at most MaxLabelSets distinct
+// label sets; otherwise, one at a time, the key with the most distinct
+// values (then the first by name) until they do, but never a dimension of
+// cfg's variant, by which drift is judged (DriftOf). With none left out,
+// keys are the reports' labelsKey, in order.
+func groupLabels(cfg cuecast.ConfigPath, reports []cuecast.Report) (drop map[string]bool, keys []string) {
+	sets := func(without map[string]bool) int {
+		seen := map[string]bool{}
+		for _, r := range reports {
+			seen[labelsKey(withoutLabels(r.Labels, without))] = true
+			if len(seen) > MaxLabelSets {
+				break
+			}
+		}
+		return len(seen)
+	}
+	seen := map[string]bool{}
+	keys = make([]string, len(reports))
+	for i, r := range reports {
+		keys[i] = labelsKey(r.Labels)
+		seen[keys[i]] = true
+	}
+	if len(seen) <= MaxLabelSets {
+		return nil, keys
+	}
+	values := map[string]map[string]bool{}
+	for _, r := range reports {
+		for k, v := range r.Labels {
+			if values[k] == nil {
+				values[k] = map[string]bool{}
+			}
+			values[k][v] = true
+		}
+	}
+	for _, dv := range cfg.Variant() {
+		delete(values, dv.Dim)
+	}
+	drop = map[string]bool{}
+	for len(values) > 0 && sets(drop) > MaxLabelSets {
+		most := ""
+		for _, k := range slices.Sorted(maps.Keys(values)) {
+			if most == "" || len(values[k]) > len(values[most]) {
+				most = k
+			}
+		}
+		drop[most] = true
+		delete(values, most)
+	}
+	return drop, nil
+}
+
+// withoutLabels is l without the keys in drop (l itself when none is in it).
+func withoutLabels(l map[string]string, drop map[string]bool) map[string]string {
+	if len(drop) == 0 {
+		return l
+	}
+	out := make(map[string]string, len(l))
+	for k, v := range l {
+		if !drop[k] {
+			out[k] = v
+		}
+	}
+	return out
+}
+
 // BuildSummary summarises reports, the live reports of region's instances
 // on cfg, at at. An instance's bucket is computed from its name, not taken
 // from its report, as the controller's cohorts compute it.
 func BuildSummary(region string, cfg cuecast.ConfigPath, reports []cuecast.Report, at time.Time) Summary {
 	ns := cfg.Namespace()
-	groups := map[groupKey]*SummaryGroup{}
-	for _, r := range reports {
-		k := groupKey{bucket: cuecast.Cohort(ns, r.Instance), version: r.Version, checksum: r.Checksum, staged: r.Staged,
-			healthy: r.Healthy, lkg: r.LastKnownGood, labels: labelsKey(r.Labels), errClass: ErrorClass(r.LastError), refused: r.Refused != ""}
-		g := groups[k]
-		if g == nil {
-			g = &SummaryGroup{Bucket: k.bucket, Version: r.Version, Checksum: r.Checksum, Staged: r.Staged, Healthy: r.Healthy,
-				LastKnownGood: r.LastKnownGood, Labels: maps.Clone(r.Labels), Error: k.errClass, Refused: k.refused}
-			groups[k] = g
+	drop, keys := groupLabels(cfg, reports)
+	type building struct {
+		g   *SummaryGroup
+		idx map[int]int // bucket: its index in g.Buckets
+	}
+	groups := map[groupKey]*building{}
+	for i, r := range reports {
+		labels := withoutLabels(r.Labels, drop)
+		var lk string
+		if keys != nil {
+			lk = keys[i]
+		} else {
+			lk = labelsKey(labels)
 		}
-		g.Count++
-		g.Instances = sample(g.Instances, r.Instance)
+		k := groupKey{version: r.Version, checksum: r.Checksum, staged: r.Staged,
+			healthy: r.Healthy, lkg: r.LastKnownGood, labels: lk, errClass: ErrorClass(r.LastError), refused: r.Refused != ""}
+		b := groups[k]
+		if b == nil {
+			b = &building{g: &SummaryGroup{Version: r.Version, Checksum: r.Checksum, Staged: r.Staged, Healthy: r.Healthy,
+				LastKnownGood: r.LastKnownGood, Labels: maps.Clone(labels), Error: k.errClass, Refused: k.refused}, idx: map[int]int{}}
+			groups[k] = b
+		}
+		g := b.g
+		bucket := cuecast.Cohort(ns, r.Instance)
+		i, ok := b.idx[bucket]
+		if !ok {
+			i = len(g.Buckets)
+			b.idx[bucket] = i
+			g.Buckets, g.Counts, g.Instances = append(g.Buckets, bucket), append(g.Counts, 0), append(g.Instances, r.Instance)
+		}
+		g.Counts[i]++
+		g.Instances[i] = min(g.Instances[i], r.Instance)
 		if r.LastError != "" {
 			g.Errors = sample(g.Errors, r.LastError)
 		}
@@ -166,11 +281,26 @@ func BuildSummary(region string, cfg cuecast.ConfigPath, reports []cuecast.Repor
 		}
 	}
 	s := Summary{Region: region, Config: cfg, Live: len(reports), At: at}
-	for _, g := range groups {
-		s.Groups = append(s.Groups, *g)
+	for _, b := range groups {
+		g := *b.g
+		// Buckets ascending, their counts and names with them.
+		order := make([]int, len(g.Buckets))
+		for i := range order {
+			order[i] = i
+		}
+		slices.SortFunc(order, func(i, j int) int { return cmp.Compare(g.Buckets[i], g.Buckets[j]) })
+		sorted := SummaryGroup{Buckets: make([]int, len(order)), Counts: make([]int, len(order)), Instances: make([]string, len(order))}
+		for to, from := range order {
+			sorted.Buckets[to], sorted.Counts[to], sorted.Instances[to] = g.Buckets[from], g.Counts[from], g.Instances[from]
+		}
+		g.Buckets, g.Counts, g.Instances = sorted.Buckets, sorted.Counts, sorted.Instances
+		s.Groups = append(s.Groups, g)
 	}
+	// A name is in one group only: the order is total, and a summary that
+	// did not change encodes the same (the summarizer sends it again only
+	// once a heartbeat).
 	slices.SortFunc(s.Groups, func(a, b SummaryGroup) int {
-		return cmp.Or(cmp.Compare(a.Bucket, b.Bucket), cmp.Compare(a.Instances[0], b.Instances[0]))
+		return cmp.Or(cmp.Compare(a.Buckets[0], b.Buckets[0]), cmp.Compare(a.Instances[0], b.Instances[0]))
 	})
 	return s
 }
@@ -189,28 +319,33 @@ func sample(s []string, v string) []string {
 	return s
 }
 
-// Reports turns the summary into one report per group, standing for the
-// group's Count instances and named after the first of its sample. With
-// unknown set (the region's summary is overdue: LostHeartbeats), each is
-// Unheard: the instances are live as far as anyone knows, their state is
-// not.
+// Reports turns the summary into one report per group and bucket,
+// standing for the group's instances in that bucket and named after the
+// bucket's sampled instance, sorted by bucket and name. With unknown set
+// (the region's summary is overdue: LostHeartbeats), each is Unheard: the
+// instances are live as far as anyone knows, their state is not.
 func (s Summary) Reports(unknown bool) []cuecast.Report {
-	out := make([]cuecast.Report, 0, len(s.Groups))
+	var out []cuecast.Report
 	for _, g := range s.Groups {
-		r := cuecast.Report{Instance: g.Instances[0], Labels: g.Labels, Cohort: g.Bucket, Config: s.Config, Version: g.Version,
-			Checksum: g.Checksum, Healthy: g.Healthy, LastKnownGood: g.LastKnownGood, Staged: g.Staged, AppliedAt: g.AppliedAt,
-			At: s.At, Count: g.Count}
-		if len(g.Errors) > 0 {
-			r.LastError = g.Errors[0]
+		for i, bucket := range g.Buckets {
+			r := cuecast.Report{Instance: g.Instances[i], Labels: g.Labels, Cohort: bucket, Config: s.Config, Version: g.Version,
+				Checksum: g.Checksum, Healthy: g.Healthy, LastKnownGood: g.LastKnownGood, Staged: g.Staged, AppliedAt: g.AppliedAt,
+				At: s.At, Count: g.Counts[i]}
+			if len(g.Errors) > 0 {
+				r.LastError = g.Errors[0]
+			}
+			if len(g.Refusals) > 0 {
+				r.Refused = g.Refusals[0]
+			}
+			if unknown {
+				r = cuecast.Report{Instance: r.Instance, Labels: r.Labels, Cohort: r.Cohort, Config: r.Config, Healthy: true, At: unheardAt, Count: r.Count}
+			}
+			out = append(out, r)
 		}
-		if len(g.Refusals) > 0 {
-			r.Refused = g.Refusals[0]
-		}
-		if unknown {
-			r = cuecast.Report{Instance: r.Instance, Labels: r.Labels, Cohort: r.Cohort, Config: r.Config, Healthy: true, At: unheardAt, Count: r.Count}
-		}
-		out = append(out, r)
 	}
+	slices.SortFunc(out, func(a, b cuecast.Report) int {
+		return cmp.Or(cmp.Compare(a.Cohort, b.Cohort), cmp.Compare(a.Instance, b.Instance))
+	})
 	return out
 }
 
@@ -238,18 +373,21 @@ func DecodeSummary(subject string, data []byte) (Summary, error) {
 	}
 	total := 0
 	for _, g := range s.Groups {
-		if g.Count < 1 || len(g.Instances) == 0 || len(g.Instances) > min(g.Count, SampleSize) || len(g.Errors) > SampleSize || len(g.Refusals) > SampleSize {
-			return Summary{}, &ReportError{Subject: subject, Reason: DropMalformed, Detail: "a group's count and samples disagree"}
+		if len(g.Buckets) == 0 || len(g.Counts) != len(g.Buckets) || len(g.Instances) != len(g.Buckets) || len(g.Errors) > SampleSize || len(g.Refusals) > SampleSize {
+			return Summary{}, &ReportError{Subject: subject, Reason: DropMalformed, Detail: "a group's buckets, counts and samples disagree"}
 		}
-		for _, id := range g.Instances {
-			if cuecast.ValidateInstance(id) != nil || cuecast.Cohort(cfg.Namespace(), id) != g.Bucket {
-				return Summary{}, &ReportError{Subject: subject, Reason: DropMalformed, Detail: fmt.Sprintf("instance %q is not in bucket %d", id, g.Bucket)}
+		for i, b := range g.Buckets {
+			if b < 0 || b >= cuecast.Buckets || (i > 0 && b <= g.Buckets[i-1]) || g.Counts[i] < 1 {
+				return Summary{}, &ReportError{Subject: subject, Reason: DropMalformed, Detail: "a group's buckets are not ascending, or one counts nobody"}
 			}
+			if id := g.Instances[i]; cuecast.ValidateInstance(id) != nil || cuecast.Cohort(cfg.Namespace(), id) != b {
+				return Summary{}, &ReportError{Subject: subject, Reason: DropMalformed, Detail: fmt.Sprintf("instance %q is not in bucket %d", id, b)}
+			}
+			total += g.Counts[i]
 		}
 		if (g.Error == "") != (len(g.Errors) == 0) || (len(g.Errors) > 0 && ErrorClass(g.Errors[0]) != g.Error) || g.Refused != (len(g.Refusals) > 0) {
 			return Summary{}, &ReportError{Subject: subject, Reason: DropMalformed, Detail: "a group's sample errors are not of its class"}
 		}
-		total += g.Count
 	}
 	for reason, n := range s.Dropped {
 		if !slices.Contains(DropReasons(), reason) || n < 1 {

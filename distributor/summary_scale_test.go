@@ -195,7 +195,7 @@ func TestSummariesFlatAtTheHub(t *testing.T) {
 	}
 	// Per-instance mode brings every report to the hub; summary mode a
 	// summary per region and config, at most once a heartbeat at rest: a
-	// summary of 500 instances of one class is ~17 KB, their reports ~140
+	// summary of 500 instances of one class is ~1.6 KB, their reports ~140
 	// KB. A loose bound, a fourth (the ratio grows with the fleet).
 	if su.rest.bytes*4 > pi.rest.bytes {
 		t.Errorf("at rest the hub receives %d bytes per heartbeat with summaries, %d with per-instance reports", su.rest.bytes, pi.rest.bytes)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"testing"
 	"time"
 
@@ -57,11 +58,11 @@ func TestSummaryCountsWhatReportsCount(t *testing.T) {
 	if len(data) > 40_000 {
 		t.Errorf("a summary of 300 instances is %d bytes: it must not grow with the fleet", len(data))
 	}
-	// At most a group per bucket and class (here 6 classes: two zones,
-	// failing, unhealthy, healthy), whatever the fleet.
+	// A group per class (here 6: two zones, failing, unhealthy, healthy),
+	// each counted in at most every bucket, whatever the fleet.
 	big := distributor.BuildSummary("eu-west", cfg, fleetReports("web", 30_000), now)
-	if len(big.Groups) > 6*cuecast.Buckets {
-		t.Errorf("30,000 instances of 6 classes make %d groups", len(big.Groups))
+	if len(big.Groups) > 6 || len(big.Reports(false)) > 6*cuecast.Buckets {
+		t.Errorf("30,000 instances of 6 classes make %d groups, %d reports", len(big.Groups), len(big.Reports(false)))
 	}
 	// Unknown: every instance unheard, none healthy or on a version.
 	lost := distributor.Summarize(latest, now, got.Reports(true), nil, 0, time.Hour, now)
@@ -88,7 +89,22 @@ func TestDecodeSummaryRefusesWhatItCannotBelieve(t *testing.T) {
 		"another config":           {subj, edit(func(s *distributor.Summary) { s.Config = "payments/other" })},
 		"counts that do not add":   {subj, edit(func(s *distributor.Summary) { s.Live += 1000 })},
 		"an instance in another bucket": {subj, edit(func(s *distributor.Summary) {
-			s.Groups[0].Bucket = (s.Groups[0].Bucket + 1) % cuecast.Buckets
+			s.Groups[0].Buckets = slices.Clone(s.Groups[0].Buckets)
+			s.Groups[0].Buckets[0] = (s.Groups[0].Buckets[0] + 1) % cuecast.Buckets
+		})},
+		"a bucket twice": {subj, edit(func(s *distributor.Summary) {
+			g := &s.Groups[0]
+			g.Buckets, g.Counts, g.Instances = append(slices.Clone(g.Buckets), g.Buckets[0]), append(slices.Clone(g.Counts), 1), append(slices.Clone(g.Instances), g.Instances[0])
+			s.Live++
+		})},
+		"a bucket of nobody": {subj, edit(func(s *distributor.Summary) {
+			g := &s.Groups[0]
+			g.Counts = slices.Clone(g.Counts)
+			s.Live -= g.Counts[0]
+			g.Counts[0] = 0
+		})},
+		"counts without names": {subj, edit(func(s *distributor.Summary) {
+			s.Groups[0].Instances = nil
 		})},
 		"an error of another class": {subj, edit(func(s *distributor.Summary) {
 			for i, g := range s.Groups {
@@ -236,5 +252,102 @@ func TestSummarisedTree(t *testing.T) {
 	defer cancel()
 	if _, err := d.Detail(ctx, cfg, distributor.DetailRequest{Instances: []string{"east-3"}}); err != nil {
 		t.Fatalf("Detail after the region's summary expired: %v (it is no longer asked)", err)
+	}
+}
+
+// TestSummarySizePerBucketIsBounded pins what a summary costs the hub in
+// bytes: per group (a class of alike instances) a constant, and per bucket
+// of it only its count and one name. Mid-change each bucket of a region
+// holds both versions, and a summary goes up every interval while the
+// change spreads; with checksum, labels and times written per bucket, each
+// was ~36 KB for a region here, and bytes per change grew with how long a
+// change took to spread (BENCHMARKS.md, Scale, "Both modes"). From the
+// encoder, at two sizes: the bound does not depend on the fleet.
+func TestSummarySizePerBucketIsBounded(t *testing.T) {
+	sum := func(v uint64) string { return fmt.Sprintf("%064x", v) } // a checksum's length
+	applied := time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC)
+	midChange := func(n int) []cuecast.Report {
+		var rs []cuecast.Report
+		for i := range n {
+			v := uint64(1 + i%2) // half moved to v2
+			rs = append(rs, cuecast.Report{Instance: fmt.Sprintf("web-%06d", i), Config: cfg, Version: v, Checksum: sum(v), Healthy: true,
+				Labels: map[string]string{"zone": "eu-west-1a", "tier": "web"}, AppliedAt: applied.Add(time.Duration(i) * time.Millisecond)})
+		}
+		return rs
+	}
+	const classes = 2    // v1 and v2, alike in all else
+	const perClass = 512 // checksum, labels, times, field names
+	const perBucket = 16 // beyond its name: bucket, count, quotes, commas
+	sizes := map[int]int{}
+	for _, n := range []int{1_000, 100_000} {
+		s := distributor.BuildSummary("eu-west", cfg, midChange(n), applied)
+		data, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reports := s.Reports(false)
+		bound := classes * perClass
+		for _, r := range reports {
+			bound += len(r.Instance) + perBucket
+		}
+		if distributor.Weigh(reports) != n || len(reports) != classes*cuecast.Buckets {
+			t.Fatalf("%d instances: the summary stands for %d in %d buckets of its classes, want %d in %d", n, distributor.Weigh(reports), len(reports), n, classes*cuecast.Buckets)
+		}
+		if len(data) > bound {
+			t.Errorf("%d instances mid-change: the summary is %d bytes in %d groups; want at most %d (%d per class, %d per bucket and its name)",
+				n, len(data), len(s.Groups), bound, perClass, perBucket)
+		}
+		sizes[n] = len(data)
+	}
+	t.Logf("a region's summary mid-change: %d bytes at 1,000 instances, %d at 100,000", sizes[1_000], sizes[100_000])
+}
+
+// TestSummaryBoundsLabelSets: a region whose instances each carry their
+// own label (a host name) made a group per instance, and its summary grew
+// with the fleet (2.6 MB at 10,000 instances, past the 1 MB a message may
+// carry: the region could not summarise at all). Beyond MaxLabelSets
+// label sets the keys of most values are left out of the groups, but a
+// variant dimension stays: drift on it is still seen.
+func TestSummaryBoundsLabelSets(t *testing.T) {
+	const prod = cuecast.ConfigPath("payments/checkout/env=prod")
+	fleet := func(n, hosts int) []cuecast.Report {
+		var rs []cuecast.Report
+		for i := range n {
+			env := "prod"
+			if i%100 == 0 {
+				env = "staging" // declares another variant than it runs: drift
+			}
+			rs = append(rs, cuecast.Report{Instance: fmt.Sprintf("web-%06d", i), Config: prod, Version: 1, Checksum: "sum1", Healthy: true,
+				Labels: map[string]string{"host": fmt.Sprintf("host-%06d.eu-west-1.internal", i%hosts), "zone": fmt.Sprint("eu-", i%3), "env": env}})
+		}
+		return rs
+	}
+	const n = 10_000
+	s := distributor.BuildSummary("eu-west", prod, fleet(n, n), time.Now())
+	data, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(data) > 64_000 {
+		t.Errorf("%d instances, each with its own host label: the summary is %d bytes in %d groups", n, len(data), len(s.Groups))
+	}
+	for _, g := range s.Groups {
+		if _, ok := g.Labels["host"]; ok || g.Labels["zone"] == "" || g.Labels["env"] == "" {
+			t.Fatalf("a group's labels %v: want zone and env (a dimension), not host", g.Labels)
+		}
+	}
+	drifted := 0
+	for _, d := range distributor.DriftOf(s.Reports(false), []cuecast.Version{{Config: prod, Version: 1, Checksum: "sum1"}}, 1) {
+		drifted += d.Weight()
+	}
+	if drifted != n/100 {
+		t.Errorf("drift on the variant's dimension: %d instances from the summary, want %d", drifted, n/100)
+	}
+	// Few label sets: every label kept.
+	few := distributor.BuildSummary("eu-west", prod, fleet(n, 5), time.Now())
+	for _, g := range few.Groups {
+		if g.Labels["host"] == "" {
+			t.Fatalf("5 hosts × 3 zones × 2 envs: a group's labels %v lack the host", g.Labels)
+		}
 	}
 }
