@@ -311,12 +311,24 @@ const namespaceReadFrom = 64
 
 // Instances returns the instances whose live report is on each of paths:
 // by one read per path, or one per namespace where many paths share it.
+// A path whose reports include a region's summary groups (a tree,
+// docs/SCALING.md), which name one instance for many, has its instances
+// fetched from the regions (Distributor.Detail); a region that does not
+// answer is an error, never a count short.
 func (f *liveFleet) Instances(ctx context.Context, paths []cuecast.ConfigPath) (map[cuecast.ConfigPath][]string, error) {
 	byNS := map[string][]cuecast.ConfigPath{}
 	for _, cp := range paths {
 		byNS[cp.Namespace()] = append(byNS[cp.Namespace()], cp)
 	}
 	out := make(map[cuecast.ConfigPath][]string, len(paths))
+	grouped := map[cuecast.ConfigPath]bool{}
+	add := func(r cuecast.Report) {
+		if r.Count > 0 {
+			grouped[r.Config] = true
+			return
+		}
+		out[r.Config] = append(out[r.Config], r.Instance)
+	}
 	for ns, cps := range byNS {
 		if len(cps) < namespaceReadFrom {
 			for _, cp := range cps {
@@ -325,7 +337,8 @@ func (f *liveFleet) Instances(ctx context.Context, paths []cuecast.ConfigPath) (
 					return nil, err
 				}
 				for _, r := range reps {
-					out[cp] = append(out[cp], r.Instance)
+					r.Config = cp
+					add(r)
 				}
 			}
 			continue
@@ -340,8 +353,17 @@ func (f *liveFleet) Instances(ctx context.Context, paths []cuecast.ConfigPath) (
 		}
 		for _, r := range reps {
 			if want[r.Config] {
-				out[r.Config] = append(out[r.Config], r.Instance)
+				add(r)
 			}
+		}
+	}
+	for cp := range grouped {
+		detail, err := f.d.Detail(ctx, cp, distributor.DetailRequest{})
+		if err != nil {
+			return nil, fmt.Errorf("the instances of %s, from the regions that summarise it: %w", cp, err)
+		}
+		for _, r := range detail {
+			out[cp] = append(out[cp], r.Instance)
 		}
 	}
 	return out, nil

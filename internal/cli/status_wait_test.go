@@ -71,12 +71,13 @@ func newReportFleet(t *testing.T, nc *nats.Conn, url string, o distributor.Optio
 	return &reportFleet{t: t, url: url, nc: nc, inst: nc, js: js, d: d, heard: map[string]uint64{}}
 }
 
-// startReportFleet starts the fleet of t's mode (natstest.BothModes). On a
-// tree the instances report every fleet heartbeat, and the distributor
-// has that heartbeat unless o sets one.
-func startReportFleet(t *testing.T, o distributor.Options) *reportFleet {
+// startReportFleet starts the fleet of t's mode (natstest.BothModes), for
+// instances of checkout's namespace and of namespaces. On a tree the
+// instances report every fleet heartbeat, and the distributor has that
+// heartbeat unless o sets one.
+func startReportFleet(t *testing.T, o distributor.Options, namespaces ...string) *reportFleet {
 	t.Helper()
-	fo := natstest.FleetOptions{Namespaces: []string{checkoutCfg.Namespace()}, Heartbeat: o.Heartbeat,
+	fo := natstest.FleetOptions{Namespaces: append([]string{checkoutCfg.Namespace()}, namespaces...), Heartbeat: o.Heartbeat,
 		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	fl := natstest.StartFleet(t, fo)
 	if fl.Tree != nil {

@@ -46,6 +46,9 @@ func InTree(t testing.TB) bool {
 	return strings.Contains(t.Name()+"/", "/"+TreeMode+"/")
 }
 
+// defaultHeartbeat is FleetOptions.Heartbeat's default.
+const defaultHeartbeat = 500 * time.Millisecond
+
 // FleetOptions shapes a Fleet.
 type FleetOptions struct {
 	// Namespaces the instances' configs are in (tree mode: each gets a
@@ -53,7 +56,9 @@ type FleetOptions struct {
 	Namespaces []string
 	// Heartbeat is the instances' report interval: the summarizer's, and
 	// how often Report sends again what it reported (tree mode). Default
-	// 200ms.
+	// 500ms: a summary at rest goes out every heartbeat, checked every
+	// fifth of one, and the hub calls it lost after two, so a loaded
+	// machine's stall must stay under 0.8 heartbeats.
 	Heartbeat time.Duration
 	// Logger receives the summarizer's logs; default none.
 	Logger *slog.Logger
@@ -83,7 +88,7 @@ type Fleet struct {
 func StartFleet(t testing.TB, o FleetOptions) *Fleet {
 	t.Helper()
 	if o.Heartbeat <= 0 {
-		o.Heartbeat = 200 * time.Millisecond
+		o.Heartbeat = defaultHeartbeat
 	}
 	f := &Fleet{o: o, conns: map[string]*nats.Conn{}, last: map[string][]byte{}}
 	if InTree(t) {
@@ -98,7 +103,7 @@ func StartFleet(t testing.TB, o FleetOptions) *Fleet {
 // other way (serve's embedded server); t.Cleanup does not stop it.
 func FleetOf(srv *server.Server, o FleetOptions) *Fleet {
 	if o.Heartbeat <= 0 {
-		o.Heartbeat = 200 * time.Millisecond
+		o.Heartbeat = defaultHeartbeat
 	}
 	return &Fleet{Server: &Server{Server: srv}, o: o, conns: map[string]*nats.Conn{}, last: map[string][]byte{}}
 }
