@@ -36,7 +36,13 @@ func TestReportsWhileInstancesReport(t *testing.T) {
 func testReportsWhileInstancesReport(t *testing.T) {
 	t.Parallel()
 	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	fl := natstest.StartFleet(t, natstest.FleetOptions{Namespaces: []string{"payments", "search"}, Logger: log})
+	// The oracle is replacement, not expiry: twenty instances reporting
+	// every millisecond keep a region's summarizer busy, and on a loaded
+	// machine (-race, load 14) a stall past four short heartbeats expired
+	// live instances at the region or their summary at the hub (a read
+	// counted 3 of 20). A heartbeat of 2s gives a stall 8s; a changing
+	// summary still goes out every 400ms.
+	fl := natstest.StartFleet(t, natstest.FleetOptions{Namespaces: []string{"payments", "search"}, Logger: log, Heartbeat: 2 * time.Second})
 	o := distributor.Options{Logger: log}
 	if fl.Tree != nil {
 		o.Heartbeat = fl.Heartbeat()
