@@ -30,7 +30,10 @@ const (
 
 // env is an embedded NATS server with a distributor and a running controller.
 type env struct {
-	t    *testing.T
+	t *testing.T
+	// hb, when set before the env opens, is the instances', the
+	// distributor's and the controller's heartbeat in place of heartbeat.
+	hb   time.Duration
 	srv  *natstest.Server
 	nc   *nats.Conn
 	d    *distributor.Distributor
@@ -107,13 +110,22 @@ func newEnvWrapped(t *testing.T, pol cuecast.Policy, cons cuecast.Consistency, w
 	return newEnvSet(t, pol, cons, func(e *env) { e.wrap = wrap })
 }
 
-// newEnvSet is newEnv with set called on the env before it opens.
+// heartbeat is the env's heartbeat: hb, or the package's.
+func (e *env) heartbeat() time.Duration {
+	if e.hb > 0 {
+		return e.hb
+	}
+	return heartbeat
+}
+
+// newEnvSet is newEnv with set called on the env before its servers start
+// and it opens.
 func newEnvSet(t *testing.T, pol cuecast.Policy, cons cuecast.Consistency, set func(*env)) *env {
 	t.Helper()
 	e := &env{t: t, pol: &policies{p: pol, cons: cons}}
-	e.fl = natstest.StartFleet(t, natstest.FleetOptions{Namespaces: []string{cfg.Namespace()}, Heartbeat: heartbeat, Logger: logger(t)})
-	e.srv, e.tr = e.fl.Server, e.fl.Tree
 	set(e)
+	e.fl = natstest.StartFleet(t, natstest.FleetOptions{Namespaces: []string{cfg.Namespace()}, Heartbeat: e.heartbeat(), Logger: logger(t)})
+	e.srv, e.tr = e.fl.Server, e.fl.Tree
 	e.open()
 	return e
 }
@@ -142,7 +154,7 @@ func (e *env) open() {
 		}
 		e.pub, _ = e.key.PublicKey()
 	}
-	e.d, err = distributor.New(e.t.Context(), e.nc, distributor.Options{Heartbeat: heartbeat, Logger: logger(e.t), SigningKey: e.key})
+	e.d, err = distributor.New(e.t.Context(), e.nc, distributor.Options{Heartbeat: e.heartbeat(), Logger: logger(e.t), SigningKey: e.key})
 	if err != nil {
 		e.t.Fatalf("distributor.New: %v", err)
 	}
@@ -154,7 +166,7 @@ func (e *env) open() {
 		d = e.wrap(d)
 	}
 	o := rollout.Options{
-		Interval: 20 * time.Millisecond, Heartbeat: heartbeat, ApplyTimeout: 5 * time.Second, Logger: logger(e.t),
+		Interval: 20 * time.Millisecond, Heartbeat: e.heartbeat(), ApplyTimeout: 5 * time.Second, Logger: logger(e.t),
 	}
 	if e.opts != nil {
 		e.opts(&o)
@@ -286,7 +298,7 @@ func (e *env) instanceWith(id string, labels map[string]string) *instance {
 	in := &instance{id: id}
 	nc := e.instConn(client.ConnectOptions()...)
 	var wp atomic.Pointer[client.Watcher]
-	opts := []client.Option{client.WithInstance(id), client.WithTrustedKeys(e.pub), client.WithHeartbeat(heartbeat), client.WithLabels(labels)}
+	opts := []client.Option{client.WithInstance(id), client.WithTrustedKeys(e.pub), client.WithHeartbeat(e.heartbeat()), client.WithLabels(labels)}
 	opts = append(opts, e.fl.ClientOptions(cfg.Namespace())...)
 	cl, err := client.New(nc, append(opts,
 		client.WithHealth(func() cuecast.Health {

@@ -309,6 +309,11 @@ func TestStrictCutoverFlipsOnSmallFleet(t *testing.T) {
 	pol.Stages[0].MinInstances = 3
 	const wait = 2 * time.Second
 	e := newEnvSet(t, pol, cuecast.Strict, func(e *env) {
+		// The oracle is the flip short of min_instances, which needs the
+		// two instances live at the deadline: at 100ms heartbeats a loaded
+		// machine's stall past four of them (-race, load 15) left none
+		// live, and it flipped "at once: no live instance reports".
+		e.hb = 500 * time.Millisecond
 		e.opts = func(o *rollout.Options) { o.ApplyTimeout = wait }
 	})
 	e.baseline()
