@@ -81,3 +81,36 @@ func TestDetailAnswerBoundToItsRegion(t *testing.T) {
 		t.Errorf("Detail = %d reports, want leaf-1's 6: %+v", len(det), det)
 	}
 }
+
+// TestDetailSaysWhatARegionLeftOut: a region answers a drill-down with at
+// most its DetailLimit of reports and counts the rest in More. Detail, which
+// the rollout controller judges named and labelled stages by and check
+// --fleet counts a blast radius by, returned the reports it got with no
+// error, so either took part of a region for the whole of it.
+func TestDetailSaysWhatARegionLeftOut(t *testing.T) {
+	tr := natstest.StartTree(t, natstest.TreeOptions{Leaves: 1, Namespaces: []string{"payments"}, Regions: true})
+	const hb = 500 * time.Millisecond
+	d := newDistOn(t, tr.Hub.Connect(t, natsconf.DistributorUser), distributor.Options{Heartbeat: hb})
+	mustPublish(t, d, 1, content(1))
+	startRegion(t, tr.Leaves[0], hb, fleetReports("east", 9), func(o *distributor.SummarizerOptions) { o.DetailLimit = 4 })
+	poll.Until(t, "the hub counts the region's instances", poll.Patience, func() (bool, string) {
+		st, err := d.Status(t.Context(), cfg)
+		if err != nil {
+			return false, err.Error()
+		}
+		return st[0].Instances == 9, fmt.Sprintf("%+v", st[0])
+	})
+	det, err := d.Detail(t.Context(), cfg, distributor.DetailRequest{})
+	if !errors.Is(err, distributor.ErrDetailTruncated) || !strings.Contains(err.Error(), "leaf-1 (5 more than the 4 it sent)") {
+		t.Errorf("Detail error = %v, want ErrDetailTruncated naming leaf-1 and the 5 left out", err)
+	}
+	if len(det) != 4 {
+		t.Errorf("Detail = %d reports, want the 4 the region sent", len(det))
+	}
+	// The per-region view says the same without an error: it is the
+	// operator's, and shows the count left out (status --instances).
+	regions, err := d.DetailByRegion(t.Context(), cfg, distributor.DetailRequest{})
+	if err != nil || len(regions) != 1 || regions[0].More != 5 || len(regions[0].Reports) != 4 {
+		t.Errorf("DetailByRegion = %+v, %v; want leaf-1 with 4 reports and 5 more", regions, err)
+	}
+}

@@ -471,13 +471,21 @@ func Split(reports, detail []cuecast.Report) []cuecast.Report {
 // instances.
 var ErrDetailIncomplete = errors.New("not every region answered")
 
+// ErrDetailTruncated is wrapped by Detail's error when a region's answer
+// left instances out past its DetailLimit: the reports returned are not
+// all that match, so a caller that counts or judges them must not take
+// them for the whole (the rollout controller waits; check --fleet says so).
+var ErrDetailTruncated = errors.New("a region left instances out of its answer")
+
 // Detail fetches from the regions that summarise cfg the reports they
 // hold that match req (the per-instance view of a summarised fleet): it
 // asks them all at once and waits for an answer from each region with a
 // summary of cfg in the report stream, or until ctx is done. Reports
 // sent by instances straight to this level (a single server) are not
 // asked for: Reports has them. The error wraps ErrDetailIncomplete, with
-// the reports that did arrive, when some region did not answer.
+// the reports that did arrive, when some region did not answer, and
+// ErrDetailTruncated, with those it did send, when a region left some out
+// past its DetailLimit.
 //
 // Each region answers on ccsumr.<region>.<token> (req.Reply is set to a
 // fresh token), a subject only that region's credentials may publish: an
@@ -486,10 +494,17 @@ var ErrDetailIncomplete = errors.New("not every region answered")
 func (d *Distributor) Detail(ctx context.Context, cfg cuecast.ConfigPath, req DetailRequest) ([]cuecast.Report, error) {
 	regions, err := d.DetailByRegion(ctx, cfg, req)
 	var out []cuecast.Report
+	var short []string
 	for _, r := range regions {
 		out = append(out, r.Reports...)
+		if r.More > 0 {
+			short = append(short, fmt.Sprintf("%s (%d more than the %d it sent)", r.Region, r.More, len(r.Reports)))
+		}
 	}
 	slices.SortFunc(out, func(a, b cuecast.Report) int { return strings.Compare(a.Instance, b.Instance) })
+	if err == nil && len(short) > 0 {
+		err = fmt.Errorf("drill down into %s: %w: %s", cfg, ErrDetailTruncated, strings.Join(short, ", "))
+	}
 	return out, err
 }
 

@@ -138,10 +138,14 @@ type region struct {
 	done chan struct{}
 }
 
-func startRegion(t *testing.T, srv *natstest.TreeServer, hb time.Duration, rs []cuecast.Report) *region {
+func startRegion(t *testing.T, srv *natstest.TreeServer, hb time.Duration, rs []cuecast.Report, set ...func(*distributor.SummarizerOptions)) *region {
 	t.Helper()
+	o := distributor.SummarizerOptions{Region: srv.Spec.Name, Heartbeat: hb, Interval: hb / 10, Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))}
+	for _, f := range set {
+		f(&o)
+	}
 	// The summarizer logs in with its own least-privilege credential.
-	s, err := distributor.NewSummarizer(srv.Connect(t, natsconf.SummarizerUser(srv.Spec.Name)), distributor.SummarizerOptions{Region: srv.Spec.Name, Heartbeat: hb, Interval: hb / 10, Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	s, err := distributor.NewSummarizer(srv.Connect(t, natsconf.SummarizerUser(srv.Spec.Name)), o)
 	if err != nil {
 		t.Fatal(err)
 	}
