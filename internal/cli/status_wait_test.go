@@ -124,7 +124,7 @@ func (f *reportFleet) report(inst string, v uint64) {
 		defer f.mu.Unlock()
 		got := map[uint64]int{}
 		for _, g := range f.summary.Groups {
-			got[g.Version] += g.Count
+			got[g.Version] += g.Count()
 		}
 		return maps.Equal(got, want), fmt.Sprintf("instances by version %v, want %v", got, want)
 	})
