@@ -312,8 +312,8 @@ func TestReconnectStormOnSummarisedTree(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The soak form's fleet comes back as fast as this process's share of
-	// the machine lets its region's server log 5,000 in: 2½ to more than 3
-	// minutes at load 13–16 on 2 vCPUs (docs/SCALING.md), so its guard
+	// the machine lets its region's server log 5,000 in: 13s at load 3 on 2
+	// vCPUs, 3–6 minutes at load 12–19 (docs/SCALING.md), so its guard
 	// against a hang is longer.
 	back := 3 * poll.Patience
 	if os.Getenv("CUECAST_SOAK") != "" {
