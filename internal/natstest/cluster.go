@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	mrand "math/rand/v2"
 	"net"
@@ -13,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -448,7 +450,9 @@ type Link struct {
 	// stallOn, when set, stalls the way back once a chunk sent up
 	// contains it (StallBackOn).
 	stallOn []byte
-	wg      sync.WaitGroup
+	// acceptErrs counts the failed accepts the link waited out.
+	acceptErrs atomic.Int64
+	wg         sync.WaitGroup
 }
 
 // delay is a one-way latency: base plus a uniform random extra below jitter.
@@ -647,11 +651,23 @@ func (l *Link) Close() {
 
 func (l *Link) accept() {
 	defer l.wg.Done()
+	var wait time.Duration
 	for {
 		c, err := l.ln.Accept()
-		if err != nil {
+		if errors.Is(err, net.ErrClosed) {
 			return
 		}
+		if err != nil {
+			// Out of file descriptors (EMFILE), or another passing error:
+			// the listener is open, so wait and accept again, as net/http's
+			// Server does. A link that stopped here never carried another
+			// connection, and the fleet behind it never came back.
+			l.acceptErrs.Add(1)
+			wait = min(max(2*wait, 5*time.Millisecond), time.Second)
+			time.Sleep(wait)
+			continue
+		}
+		wait = 0
 		l.mu.Lock()
 		cut := l.cut
 		l.mu.Unlock()

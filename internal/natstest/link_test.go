@@ -22,8 +22,12 @@ func echo(t *testing.T) string {
 	go func() {
 		for {
 			c, err := ln.Accept()
-			if err != nil {
+			if errors.Is(err, net.ErrClosed) {
 				return
+			}
+			if err != nil { // out of files (TestLinkAcceptsAfterRunningOutOfFiles)
+				time.Sleep(10 * time.Millisecond)
+				continue
 			}
 			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
 		}
