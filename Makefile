@@ -99,9 +99,10 @@ dockerfile-lint:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -timeout 60m ./...
 
-# Long fault runs: the full kill test and the large-fleet runs (among them the
-# scale run, internal/scalesim, at its default sizes and the intervals below;
-# make scale runs it alone, and the reconnect storm of 5,000 on a summarised tree).
+# Long fault runs: the full kill test, the reconnect storm of 5,000 instances on
+# a summarised tree, and the large-fleet runs (among them the scale run,
+# internal/scalesim, at its default sizes and the intervals below; make scale
+# runs it alone).
 soak:
 	CUECAST_SOAK=1 CUECAST_SCALE_HEARTBEAT=$(SCALE_HEARTBEAT) CUECAST_SCALE_RECONCILE=$(SCALE_RECONCILE) \
 		CUECAST_SCALE_PING=$(SCALE_PING) $(GO) test -run 'Soak|Kill|Crash|Storm' -timeout 120m -v ./...
