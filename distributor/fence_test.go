@@ -121,6 +121,18 @@ func TestFenceRefusesStalePointerWrites(t *testing.T) {
 			return w.Current().Version == n, fmt.Sprint("on v", w.Current().Version)
 		})
 	}
+	// read waits for the reader of Updates to have v n: the watcher's
+	// current version moves before its update is read, and a loaded box
+	// stopped the watcher with v4 still unread (it read [2 3]). Updates
+	// keeps only the newest unread, so v3 is read before v4 is deployed.
+	read := func(n uint64) {
+		t.Helper()
+		poll.Until(t, fmt.Sprintf("web-1's update to v%d read", n), poll.Patience, func() (bool, string) {
+			mu.Lock()
+			defer mu.Unlock()
+			return slices.Contains(ran, n), fmt.Sprint("read ", ran)
+		})
+	}
 	on(2)
 	if err := cur.ClaimFence(ctx, 9, "cur"); err != nil {
 		t.Fatalf("cur claims: %v", err)
@@ -129,6 +141,7 @@ func TestFenceRefusesStalePointerWrites(t *testing.T) {
 		t.Fatalf("deploy v3: %v", err)
 	}
 	on(3)
+	read(3)
 
 	b := w.Bucket()
 	before, err := cur.Pointer(ctx, cfg, b)
@@ -154,6 +167,7 @@ func TestFenceRefusesStalePointerWrites(t *testing.T) {
 		t.Fatalf("deploy v4: %v", err)
 	}
 	on(4)
+	read(4)
 	w.Stop()
 	mu.Lock()
 	defer mu.Unlock()
