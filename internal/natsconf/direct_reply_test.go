@@ -81,8 +81,11 @@ func TestDirectGetAnswersAimedAtUpdates(t *testing.T) {
 			var mu sync.Mutex
 			var applied []uint64
 			var failures []string
+			// web-2 reports each version it applies, 0.5–1.5 s later,
+			// and then every heartbeat: an hour, so that between the
+			// snapshots below nothing legitimate is stored.
 			cl, err := client.New(victim, client.WithInstance("web-2"), client.WithTrustedKeys(treePub),
-				client.WithStream("", natsconf.MirrorStream("payments")),
+				client.WithStream("", natsconf.MirrorStream("payments")), client.WithHeartbeat(time.Hour),
 				client.WithEvents(func(ev client.Event) {
 					mu.Lock()
 					defer mu.Unlock()
@@ -102,6 +105,21 @@ func TestDirectGetAnswersAimedAtUpdates(t *testing.T) {
 			}
 			t.Cleanup(w.Stop)
 			waitVersion(t, "web-2 on v2", []*client.Watcher{w}, 2)
+			// Its report of v2 is stored at the hub before the snapshot: on
+			// a loaded box it landed between the snapshots ("store changed
+			// by aimed answers: hub/CUECAST_REPORTS", Last 1 to 2).
+			poll.Until(t, "web-2's report of v2 at the hub", poll.Patience, func() (bool, string) {
+				rs, err := d.Reports(ctx, checkout)
+				if err != nil {
+					return false, err.Error()
+				}
+				for _, r := range rs {
+					if r.Instance == "web-2" && r.Version == 2 {
+						return true, ""
+					}
+				}
+				return false, fmt.Sprintf("%d reports, none of web-2 on v2", len(rs))
+			})
 			// A canary of v3 that is not web-2's: another instance's
 			// pointer and another bucket's, signed, in the mirror.
 			if err := d.Publish(ctx, cuecast.Version{Config: checkout, Version: 3, Commit: fmt.Sprintf("%040d", 3)}, []byte(`{"v":3}`)); err != nil {
