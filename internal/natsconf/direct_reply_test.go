@@ -104,22 +104,30 @@ func TestDirectGetAnswersAimedAtUpdates(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(w.Stop)
+			// reported waits for web-2's report of v at the hub.
+			reported := func(v uint64) cuecast.Report {
+				t.Helper()
+				var got cuecast.Report
+				poll.Until(t, fmt.Sprintf("web-2's report of v%d at the hub", v), poll.Patience, func() (bool, string) {
+					rs, err := d.Reports(ctx, checkout)
+					if err != nil {
+						return false, err.Error()
+					}
+					for _, r := range rs {
+						if r.Instance == "web-2" && r.Version == v {
+							got = r
+							return true, ""
+						}
+					}
+					return false, fmt.Sprintf("%+v", rs)
+				})
+				return got
+			}
 			waitVersion(t, "web-2 on v2", []*client.Watcher{w}, 2)
 			// Its report of v2 is stored at the hub before the snapshot: on
 			// a loaded box it landed between the snapshots ("store changed
 			// by aimed answers: hub/CUECAST_REPORTS", Last 1 to 2).
-			poll.Until(t, "web-2's report of v2 at the hub", poll.Patience, func() (bool, string) {
-				rs, err := d.Reports(ctx, checkout)
-				if err != nil {
-					return false, err.Error()
-				}
-				for _, r := range rs {
-					if r.Instance == "web-2" && r.Version == 2 {
-						return true, ""
-					}
-				}
-				return false, fmt.Sprintf("%d reports, none of web-2 on v2", len(rs))
-			})
+			reported(2)
 			// A canary of v3 that is not web-2's: another instance's
 			// pointer and another bucket's, signed, in the mirror.
 			if err := d.Publish(ctx, cuecast.Version{Config: checkout, Version: 3, Commit: fmt.Sprintf("%040d", 3)}, []byte(`{"v":3}`)); err != nil {
@@ -183,21 +191,9 @@ func TestDirectGetAnswersAimedAtUpdates(t *testing.T) {
 			if got := string(w.Current().Content); got != `{"v":4}` {
 				t.Errorf("web-2 serves %s, want {\"v\":4}", got)
 			}
-			poll.Until(t, "web-2's report of v4", poll.Patience, func() (bool, string) {
-				rs, err := d.Reports(ctx, checkout)
-				if err != nil {
-					return false, err.Error()
-				}
-				for _, r := range rs {
-					if r.Instance == "web-2" && r.Version == 4 {
-						if r.LastError != "" || !r.Healthy {
-							t.Errorf("web-2 reports %+v, want healthy without an error", r)
-						}
-						return true, ""
-					}
-				}
-				return false, fmt.Sprintf("%+v", rs)
-			})
+			if r := reported(4); r.LastError != "" || !r.Healthy {
+				t.Errorf("web-2 reports %+v, want healthy without an error", r)
+			}
 			mu.Lock()
 			defer mu.Unlock()
 			if !slices.Equal(applied, []uint64{2, 4}) {
