@@ -94,17 +94,8 @@ var flagMutations = []mutation{
 func TestJSONSchemaFlagIsClosed(t *testing.T) {
 	t.Parallel()
 	ex := loadExample(t)
-	var flag cue.Value
-	if _, err := jsonschema.Generate(ex.schemas["growth"].Value, &jsonschema.GenerateConfig{NamesFunc: func(refs []*jsonschema.CUERef) {
-		jsonschema.DefaultNamesFunc(refs)
-		for _, r := range refs {
-			if r.Name == "Flag" {
-				flag = r.Inst.LookupPath(r.Path)
-			}
-		}
-	}}); err != nil {
-		t.Fatal(err)
-	}
+	inst, path := growthFlagRef(t, ex)
+	flag := inst.LookupPath(path)
 	if err := flag.Err(); err == nil || !strings.Contains(err.Error(), `unresolved disjunction "bool" | "string"`) {
 		t.Errorf("#Flag on its own: err = %v, want it incomplete (its type an unresolved disjunction)", err)
 	}
@@ -238,17 +229,7 @@ func TestJSONSchemaOtherFlagShapes(t *testing.T) {
 func TestFlagSchemaFields(t *testing.T) {
 	t.Parallel()
 	ex := loadExample(t)
-	var pkg cue.Value
-	if _, err := jsonschema.Generate(ex.schemas["growth"].Value, &jsonschema.GenerateConfig{NamesFunc: func(refs []*jsonschema.CUERef) {
-		jsonschema.DefaultNamesFunc(refs)
-		for _, r := range refs {
-			if r.Name == "Flag" {
-				pkg = r.Inst
-			}
-		}
-	}}); err != nil {
-		t.Fatal(err)
-	}
+	pkg, _ := growthFlagRef(t, ex)
 	b, err := os.ReadFile("flag.schema.json")
 	if err != nil {
 		t.Fatal(err)
@@ -285,4 +266,23 @@ func TestFlagSchemaFields(t *testing.T) {
 			t.Errorf("#%s has fields %v; flag.schema.json's %s has %v", def, cueFields, def, handFields)
 		}
 	}
+}
+
+// growthFlagRef is where CUE's JSON Schema encoder finds growth's #Flag:
+// the package that defines it, and its path there.
+func growthFlagRef(t *testing.T, ex *example) (cue.Value, cue.Path) {
+	t.Helper()
+	var inst cue.Value
+	var path cue.Path
+	if _, err := jsonschema.Generate(ex.schemas["growth"].Value, &jsonschema.GenerateConfig{NamesFunc: func(refs []*jsonschema.CUERef) {
+		jsonschema.DefaultNamesFunc(refs)
+		for _, r := range refs {
+			if r.Name == "Flag" {
+				inst, path = r.Inst, r.Path
+			}
+		}
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	return inst, path
 }
