@@ -192,19 +192,11 @@ func TestTwoMutators(t *testing.T) {
 	t.Parallel()
 	const n = 6
 	r := landingRepo(t, n)
-	ms := []*mutator.Mutator{mutator.New(r.Dir, mutator.Options{}), mutator.New(r.Dir, mutator.Options{})}
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			req := counterReq(fmt.Sprintf("f%d", i), fmt.Sprint(i+1), "")
-			req.Mode, req.Branch = mutator.ModeBranch, "side" // not checked out
-			_, errs[i] = ms[i%2].Set(context.Background(), req)
-		}()
-	}
-	wg.Wait()
+	errs := setFromTwo(r.Dir, n, func(i int) mutator.Request {
+		req := counterReq(fmt.Sprintf("f%d", i), fmt.Sprint(i+1), "")
+		req.Mode, req.Branch = mutator.ModeBranch, "side" // not checked out
+		return req
+	})
 	ref, err := r.Git.Reference(plumbing.NewBranchReferenceName("side"), true)
 	if err != nil {
 		t.Fatal(err)
@@ -247,17 +239,9 @@ func TestTwoMutatorsKeepWorkTree(t *testing.T) {
 	const n = 6
 	for round := range 5 {
 		r := landingRepo(t, n)
-		ms := []*mutator.Mutator{mutator.New(r.Dir, mutator.Options{}), mutator.New(r.Dir, mutator.Options{})}
-		errs := make([]error, n)
-		var wg sync.WaitGroup
-		for i := range n {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				_, errs[i] = ms[i%2].Set(context.Background(), counterReq(fmt.Sprintf("f%d", i), fmt.Sprint(round*10+i+1), ""))
-			}()
-		}
-		wg.Wait()
+		errs := setFromTwo(r.Dir, n, func(i int) mutator.Request {
+			return counterReq(fmt.Sprintf("f%d", i), fmt.Sprint(round*10+i+1), "")
+		})
 		for i, err := range errs {
 			if err != nil && !errors.Is(err, mutator.ErrConflict) {
 				t.Errorf("round %d, f%d: %v, want success or a conflict", round, i, err)
@@ -275,4 +259,18 @@ func TestTwoMutatorsKeepWorkTree(t *testing.T) {
 			t.Errorf("round %d: the work tree or index is not HEAD's:\n%s", round, st)
 		}
 	}
+}
+
+// setFromTwo makes n requests at once, alternately through two Mutators
+// on the repository at dir (two writers, as two processes are), and
+// returns each request's error.
+func setFromTwo(dir string, n int, req func(i int) mutator.Request) []error {
+	ms := []*mutator.Mutator{mutator.New(dir, mutator.Options{}), mutator.New(dir, mutator.Options{})}
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { _, errs[i] = ms[i%2].Set(context.Background(), req(i)) })
+	}
+	wg.Wait()
+	return errs
 }
