@@ -94,19 +94,10 @@ func (c *Controller) rolloutReports(ctx context.Context, cfg cuecast.ConfigPath,
 	if !grouped {
 		return rs, nil
 	}
-	req := distributor.DetailRequest{Instances: slices.Clone(r.Cohort.Instances)}
-	for _, st := range r.Policy.Stages {
-		req.Instances = append(req.Instances, st.Instances...)
-		if len(st.Labels) > 0 {
-			req.Selectors = append(req.Selectors, st.Labels)
-		}
-	}
-	req.Instances = append(req.Instances, r.Moved.Instances...)
-	if len(req.Instances) == 0 && len(req.Selectors) == 0 {
+	req, ok := r.DetailRequest()
+	if !ok {
 		return rs, nil
 	}
-	slices.Sort(req.Instances)
-	req.Instances = slices.Compact(req.Instances)
 	dt, ok := c.d.(Detailer)
 	if !ok {
 		return nil, fmt.Errorf("%s: the distributor cannot drill down into the regions' reports", cfg)
@@ -116,6 +107,28 @@ func (c *Controller) rolloutReports(ctx context.Context, cfg cuecast.ConfigPath,
 		return nil, fmt.Errorf("instances the rollout names: %w", err)
 	}
 	return distributor.Split(rs, detail), nil
+}
+
+// DetailRequest is the drill-down that judging r on a summarised fleet
+// needs: the instances its stages name, or have moved or fixed by name,
+// and its stages' label selectors, whose cohort membership goes by name,
+// not bucket. ok is false when r names or selects nobody: its stages go
+// by bucket alone, and the summary groups suffice.
+func (r *Rollout) DetailRequest() (req distributor.DetailRequest, ok bool) {
+	req.Instances = slices.Clone(r.Cohort.Instances)
+	for _, st := range r.Policy.Stages {
+		req.Instances = append(req.Instances, st.Instances...)
+		if len(st.Labels) > 0 {
+			req.Selectors = append(req.Selectors, st.Labels)
+		}
+	}
+	req.Instances = append(req.Instances, r.Moved.Instances...)
+	if len(req.Instances) == 0 && len(req.Selectors) == 0 {
+		return distributor.DetailRequest{}, false
+	}
+	slices.Sort(req.Instances)
+	req.Instances = slices.Compact(req.Instances)
+	return req, true
 }
 
 // progressReports is rolloutReports for showing progress, not judging it:

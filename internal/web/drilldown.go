@@ -3,13 +3,16 @@ package web
 import (
 	"context"
 	"errors"
+	"fmt"
 	"html/template"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/distributor"
+	"github.com/cuecast/cuecast/distributor/rollout"
 )
 
 // The per-instance page, /instances/<config>: in a tree whose regions
@@ -159,3 +162,67 @@ var instancesTmpl = template.Must(template.New("instances").Parse(`<!doctype htm
 <tbody>{{range .}}<tr data-instance="{{.Instance}}"><td>{{.Instance}}</td><td>{{.Version}}</td><td>{{.Staged}}</td><td>{{.State}}</td>
 <td>{{if .Healthy}}healthy{{else}}<span class="count danger">unhealthy</span>{{end}}</td><td class="err">{{.Error}}</td><td class="muted">{{.At}}</td></tr>
 {{end}}</tbody></table>{{end}}`))
+
+// stagedReports is what a rollout's stages are counted on.
+type stagedReports struct {
+	reports []cuecast.Report
+	counted string // Rollout.Counted
+}
+
+// stagedReports returns the reports to count r's stages on: reports
+// themselves, unless regions summarise cfg and r's stages name instances
+// or select them by label. A summary group is in a stage by its bucket
+// (rollout.Cohort.Includes), so a named or labelled stage holds none of
+// its instances until they are asked of the regions and split out of
+// their groups, as the rollout controller asks when it judges the stage
+// (rollout.Rollout.DetailRequest); without that the page showed a named
+// canary on a tree with no instances while `cuecast rollout status`
+// counted it. It asks at most once a sample, waiting at most
+// DetailTimeout; the instances of a region that did not answer stay in
+// their groups, and counted says so.
+func (s *Server) stagedReports(ctx context.Context, snap *snapshot, cfg cuecast.ConfigPath, r *rollout.Rollout, reports []cuecast.Report) stagedReports {
+	grouped := false
+	for _, rep := range reports {
+		grouped = grouped || rep.Count > 0
+	}
+	req, named := r.DetailRequest()
+	if !grouped || !named || s.o.Regions == nil {
+		return stagedReports{reports: reports}
+	}
+	snap.stagedMu.Lock()
+	defer snap.stagedMu.Unlock()
+	if st, ok := snap.staged[cfg]; ok {
+		return st
+	}
+	dctx, cancel := context.WithTimeout(ctx, s.o.DetailTimeout)
+	defer cancel()
+	regions, err := s.o.Regions.DetailByRegion(dctx, cfg, req)
+	st := stagedReports{reports: reports}
+	if err != nil && !errors.Is(err, distributor.ErrDetailIncomplete) {
+		st.counted = "the instances the stages name or select are counted by their bucket's summary group: " + err.Error()
+		s.log.Warn("ask the regions for a rollout's named instances", "config", cfg, "err", err)
+	} else {
+		var detail []cuecast.Report
+		var short []string
+		for _, rd := range regions {
+			detail = append(detail, rd.Reports...)
+			switch {
+			case rd.Unanswered:
+				short = append(short, rd.Region+" did not answer within "+s.o.DetailTimeout.String())
+			case rd.More > 0:
+				short = append(short, fmt.Sprintf("%s left %d out", rd.Region, rd.More))
+			}
+		}
+		st.reports = distributor.Split(reports, detail)
+		if len(short) > 0 {
+			st.counted = "asked the regions for the instances the stages name or select: " + strings.Join(short, ", ") + "; those are counted by their bucket's summary group"
+		}
+	}
+	if ctx.Err() == nil { // a page closed while asking keeps nothing
+		if snap.staged == nil {
+			snap.staged = map[cuecast.ConfigPath]stagedReports{}
+		}
+		snap.staged[cfg] = st
+	}
+	return st
+}

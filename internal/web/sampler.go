@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cuecast/cuecast"
@@ -32,6 +33,12 @@ type snapshot struct {
 	tailer    *tailer.State
 	lag       int // -1 unknown
 	tailerErr string
+
+	// staged holds, per config, the reports its rollout is shown on when
+	// they came from the regions' summaries (Server.stagedReports): asked
+	// of the regions once a sample, by the first page that needs them.
+	stagedMu sync.Mutex
+	staged   map[cuecast.ConfigPath]stagedReports
 }
 
 // versionList caches a config's retained versions, newest first, until a

@@ -165,6 +165,10 @@ type rolloutView struct {
 	Pin       *rollout.Pin   `json:"pin,omitempty"`
 	Pending   uint64         `json:"pending,omitempty"`
 	Log       []rollout.Step `json:"log,omitempty"`
+	// Counted says, when the regions were asked for the instances the
+	// stages name or select by label and not all of them answered, how
+	// the stages were counted instead.
+	Counted string `json:"counted,omitempty"`
 }
 
 type stageView struct {
@@ -344,7 +348,9 @@ func (s *Server) configView(ctx context.Context, snap *snapshot, cfg cuecast.Con
 			Checksum: v.Checksum, Size: v.Size, Deleted: v.Deleted, Instances: onVersion[v.Version]})
 	}
 	if rec, ok := snap.records[cfg]; ok && rec.Current != nil {
-		cv.Rollout = rolloutOf(rec, reports, time.Now())
+		staged := s.stagedReports(ctx, snap, cfg, rec.Current, reports)
+		cv.Rollout = rolloutOf(rec, staged.reports, time.Now())
+		cv.Rollout.Counted = staged.counted
 	}
 	if s.o.Rollouts != nil {
 		cv.Audit = append(cv.Audit, s.audit(ctx, cfg, snap.records[cfg])...)

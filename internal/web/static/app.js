@@ -195,6 +195,7 @@ function renderRollout(r) {
       r.hold_until && r.state === 'holding' ? ` · holding until ${fmtTime(r.hold_until)}` : '',
       r.wait_until && r.state !== 'holding' ? ` · waiting until ${fmtTime(r.wait_until)}` : ''),
     r.note ? h('p', {class: 'note'}, r.note) : null,
+    r.counted ? h('p', {class: 'count warn'}, r.counted) : null,
     r.reason ? h('p', {class: 'err'}, r.reason) : null,
     r.pin ? h('p', {class: 'count warn'}, `pinned to v${r.pin.version} by ${r.pin.actor}: ${r.pin.reason}${r.pending ? ` · v${r.pending} pending` : ''}`) : null,
     h('div', {class: 'stages'}, stages),
