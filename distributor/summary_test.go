@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
@@ -304,6 +305,47 @@ func TestSummarySizePerBucketIsBounded(t *testing.T) {
 		sizes[n] = len(data)
 	}
 	t.Logf("a region's summary mid-change: %d bytes at 1,000 instances, %d at 100,000", sizes[1_000], sizes[100_000])
+}
+
+// TestSummaryFlatOnceBucketsFill: a region's summary, at rest and
+// mid-change (instances moved to v2 at random, as a change spreads), is
+// the same size within 10% from 1,250 instances (12 per bucket) to
+// 25,000: its groups list each bucket once, with one name. Below that,
+// buckets are sparse and a summary smaller: at 250 instances mid-change a
+// group holds about 70 of the 100 buckets, so the 1,000-instance point of
+// the scale harness (4 regions of 250) costs the hub less per change than
+// the larger ones (BENCHMARKS.md, Scale, "Both modes"; docs/SCALING.md).
+func TestSummaryFlatOnceBucketsFill(t *testing.T) {
+	sum := func(v uint64) string { return fmt.Sprintf("%064x", v) }
+	at := time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC)
+	rnd := rand.New(rand.NewPCG(1, 2)) // the same fleet every run
+	size := func(n int, moved float64) int {
+		rs := make([]cuecast.Report, n)
+		for i := range rs {
+			v := uint64(1)
+			if rnd.Float64() < moved {
+				v = 2
+			}
+			rs[i] = cuecast.Report{Instance: fmt.Sprintf("region-1-%06d", i), Config: cfg, Version: v, Checksum: sum(v), Healthy: true,
+				AppliedAt: at.Add(time.Duration(i) * time.Millisecond)}
+		}
+		data, err := json.Marshal(distributor.BuildSummary("region-1", cfg, rs, at))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(data)
+	}
+	for _, moved := range []float64{0, 0.25, 0.5, 0.75} {
+		var sizes []int
+		for _, n := range []int{1_250, 2_500, 5_000, 12_500, 25_000} {
+			sizes = append(sizes, size(n, moved))
+		}
+		lo, hi := slices.Min(sizes), slices.Max(sizes)
+		if float64(hi) > 1.1*float64(lo) {
+			t.Errorf("%.0f%% moved: summaries of 1,250 to 25,000 instances are %v bytes, more than 10%% apart", moved*100, sizes)
+		}
+		t.Logf("%.0f%% moved: %v bytes at 1,250 / 2,500 / 5,000 / 12,500 / 25,000 instances; %d at 250", moved*100, sizes, size(250, moved))
+	}
 }
 
 // TestSummaryBoundsLabelSets: a region whose instances each carry their
