@@ -163,6 +163,10 @@ var instancesTmpl = template.Must(template.New("instances").Parse(`<!doctype htm
 <td>{{if .Healthy}}healthy{{else}}<span class="count danger">unhealthy</span>{{end}}</td><td class="err">{{.Error}}</td><td class="muted">{{.At}}</td></tr>
 {{end}}</tbody></table>{{end}}`))
 
+// stagedTimeout bounds the wait for the regions' answer on a config page,
+// as the rollout controller bounds it to show progress.
+const stagedTimeout = 2 * time.Second
+
 // stagedReports is what a rollout's stages are counted on.
 type stagedReports struct {
 	reports []cuecast.Report
@@ -178,8 +182,9 @@ type stagedReports struct {
 // (rollout.Rollout.DetailRequest); without that the page showed a named
 // canary on a tree with no instances while `cuecast rollout status`
 // counted it. It asks at most once a sample, waiting at most
-// DetailTimeout; the instances of a region that did not answer stay in
-// their groups, and counted says so.
+// stagedTimeout (a live page, redrawn every sample, is not held up as
+// long as the per-instance page may be); the instances of a region that
+// did not answer stay in their groups, and counted says so.
 func (s *Server) stagedReports(ctx context.Context, snap *snapshot, cfg cuecast.ConfigPath, r *rollout.Rollout, reports []cuecast.Report) stagedReports {
 	grouped := false
 	for _, rep := range reports {
@@ -194,7 +199,8 @@ func (s *Server) stagedReports(ctx context.Context, snap *snapshot, cfg cuecast.
 	if st, ok := snap.staged[cfg]; ok {
 		return st
 	}
-	dctx, cancel := context.WithTimeout(ctx, s.o.DetailTimeout)
+	wait := min(s.o.DetailTimeout, stagedTimeout)
+	dctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	regions, err := s.o.Regions.DetailByRegion(dctx, cfg, req)
 	st := stagedReports{reports: reports}
@@ -208,7 +214,7 @@ func (s *Server) stagedReports(ctx context.Context, snap *snapshot, cfg cuecast.
 			detail = append(detail, rd.Reports...)
 			switch {
 			case rd.Unanswered:
-				short = append(short, rd.Region+" did not answer within "+s.o.DetailTimeout.String())
+				short = append(short, rd.Region+" did not answer within "+wait.String())
 			case rd.More > 0:
 				short = append(short, fmt.Sprintf("%s left %d out", rd.Region, rd.More))
 			}
