@@ -3,10 +3,12 @@ package web_test
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/distributor"
 	"github.com/cuecast/cuecast/distributor/rollout"
 	"github.com/cuecast/cuecast/internal/natstest"
 	"github.com/cuecast/cuecast/internal/poll"
@@ -18,6 +20,8 @@ import (
 // stage by their bucket; the page showed the named canary with no
 // instances (while `cuecast rollout status` counted it) until it asked
 // the region for the instances the stages name, as the controller does.
+// A region that does not answer leaves its instances counted by bucket,
+// and the page says which.
 func TestNamedStageOnTheConfigPage(t *testing.T) {
 	t.Parallel()
 	natstest.BothModes(t, func(t *testing.T) {
@@ -51,6 +55,35 @@ func TestNamedStageOnTheConfigPage(t *testing.T) {
 			}
 			st := cv.Rollout.Stages
 			return len(st) == 2 && st[0] == stage{"canary", 1, 1} && st[1] == stage{"all", 3, 1} && cv.Rollout.Counted == "",
+				fmt.Sprintf("stages %+v, counted %q", st, cv.Rollout.Counted)
+		})
+		if !natstest.InTree(t) {
+			return // a single server holds each instance's own report
+		}
+
+		// A region that summarises the config and does not answer: its
+		// instances stay counted by bucket, and the page says so. Its
+		// summary lives four heartbeats; each try sends it again.
+		hubNC := f.fl.Hub(t)
+		silent, err := json.Marshal(distributor.BuildSummary("us-east", checkout, []cuecast.Report{{Instance: "ghost-1", Config: checkout, Version: 1, Healthy: true}}, time.Now()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		poll.Until(t, "the page naming the region that did not answer", poll.Patience, func() (bool, string) {
+			if err := hubNC.Publish(cuecast.SummarySubject("us-east", checkout), silent); err != nil {
+				return false, err.Error()
+			}
+			if err := hubNC.Flush(); err != nil {
+				return false, err.Error()
+			}
+			_, body := get(t, f.base+"/api/configs/"+string(checkout))
+			cv.Rollout.Stages, cv.Rollout.Counted = nil, ""
+			if err := json.Unmarshal([]byte(body), &cv); err != nil {
+				t.Fatal(err)
+			}
+			st := cv.Rollout.Stages
+			// leaf-1 answered: its named instance is still counted by name.
+			return len(st) == 2 && st[0] == stage{"canary", 1, 1} && strings.Contains(cv.Rollout.Counted, "us-east did not answer within 2s"),
 				fmt.Sprintf("stages %+v, counted %q", st, cv.Rollout.Counted)
 		})
 	})
