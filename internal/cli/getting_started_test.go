@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/cuecast/cuecast/internal/natstest"
 )
 
 // TestGettingStarted runs docs/GETTING-STARTED.md as written: every ```sh
@@ -39,7 +41,7 @@ func TestGettingStarted(t *testing.T) {
 	if err != nil {
 		t.Fatalf("docs/GETTING-STARTED.md: %v", err)
 	}
-	_, port, err := net.SplitHostPort(freePort(t))
+	_, port, err := net.SplitHostPort(natstest.FreeAddr(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package cli_test
 
 import (
 	"context"
-	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -16,16 +15,6 @@ import (
 	"github.com/cuecast/cuecast/internal/natstest"
 	"github.com/cuecast/cuecast/internal/poll"
 )
-
-func freePort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
 
 // natsConfig runs `cuecast nats-config ARGS`, writes the configuration to a
 // file and starts a server from it.
@@ -102,7 +91,7 @@ func testNATSConfigTree(t *testing.T, auth string, tls bool) {
 		}
 		return append([]string{"--user", user, "--password", password(t, secrets, user)}, clientTLS...)
 	}
-	leafAddr := freePort(t)
+	leafAddr := natstest.FreeAddr(t)
 	hub := natsConfig(t, append([]string{"hub", "--auth", auth, "--name", "hub", "--listen", "127.0.0.1:-1", "--leaf-listen", leafAddr,
 		"--store", t.TempDir(), "--namespace", "payments", "--namespace", "search", "--secrets", secrets}, serverTLS["hub"]...)...)
 	node := natsConfig(t, append([]string{"node", "--auth", auth, "--name", "host-1", "--listen", "127.0.0.1:-1", "--upstream", leafAddr,
