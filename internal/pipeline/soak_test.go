@@ -103,13 +103,7 @@ func TestSoakNoLostDeploy(t *testing.T) {
 	commits := 0
 	wg.Go(func() { // the committer
 		for n := 1; time.Now().Before(deadline); n++ {
-			switch intn(3) {
-			case 0:
-			case 1:
-				time.Sleep(time.Duration(intn(20)) * time.Millisecond)
-			default:
-				time.Sleep(time.Duration(hold) + time.Duration(intn(40)-20)*time.Millisecond)
-			}
+			soak.Pause(intn, 20*time.Millisecond, time.Duration(hold))
 			e := edits[intn(len(edits))]
 			path := filepath.Join(repo.Dir, e.file)
 			b, err := os.ReadFile(path)
