@@ -31,16 +31,7 @@ func natsConfig(t *testing.T, args ...string) *server.Server {
 // and starts a server from it, shut down when t ends.
 func startConf(t *testing.T, conf string) *server.Server {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "nats.conf")
-	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	s, err := natstest.StartConf(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
-	return s
+	return natstest.StartConfFile(t, t.TempDir(), "nats.conf", conf).Server
 }
 
 func password(t *testing.T, dir, user string) string {

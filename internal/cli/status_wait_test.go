@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -398,8 +397,7 @@ func TestStatusWaitExpiresSilentInstances(t *testing.T) {
 // could), the wait reads the report stream on every look, and says so.
 func TestStatusWaitWithoutReportPermission(t *testing.T) {
 	dir := t.TempDir()
-	conf := filepath.Join(dir, "nats.conf")
-	if err := os.WriteFile(conf, fmt.Appendf(nil, `listen: "127.0.0.1:-1"
+	s := natstest.StartConfFile(t, dir, "nats.conf", fmt.Sprintf(`listen: "127.0.0.1:-1"
 jetstream { store_dir: %q }
 authorization {
   users: [
@@ -407,14 +405,7 @@ authorization {
     {user: operator, password: operator, permissions: {publish: ">", subscribe: ["_INBOX.>", "ccr.>"]}}
   ]
 }
-`, filepath.Join(dir, "store")), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	s, err := natstest.StartConf(conf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
+`, filepath.Join(dir, "store")))
 	nc, err := nats.Connect(s.ClientURL(), nats.UserInfo("admin", "admin"))
 	if err != nil {
 		t.Fatal(err)

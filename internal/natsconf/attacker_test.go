@@ -98,16 +98,8 @@ leafnodes {
 }
 `, filepath.Join(dir, "js"), attackerDomain, attackerRegion, attackerHub,
 		remote(st.servers[1].LeafAddr, attackerRegion), remote(st.Hub.LeafAddr, attackerHub))
-	path := filepath.Join(dir, "attacker.conf")
-	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	s, err := natstest.StartConf(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := &attacker{Server: &natstest.Server{Server: s, Dir: dir}, st: st}
-	t.Cleanup(a.Stop)
+	a := &attacker{Server: natstest.StartConfFile(t, dir, "attacker.conf", conf), st: st}
+	s := a.Server.Server
 	poll.Until(t, "the attacker linked to the region and the hub", poll.Patience, func() (bool, string) {
 		n := s.NumLeafNodes()
 		return n == 2, fmt.Sprintf("%d leafnode connections", n)

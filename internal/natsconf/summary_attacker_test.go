@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -88,16 +86,8 @@ accounts {
 }
 leafnodes { remotes = [ %s, %s ] }
 `, remote(natsconf.RegionUser("leaf-1"), "R1"), remote(natsconf.LeafUser, "L"))
-	path := filepath.Join(dir, "evil.conf")
-	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	s, err := natstest.StartConf(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	evil := &natstest.Server{Server: s, Dir: dir}
-	t.Cleanup(evil.Stop)
+	evil := natstest.StartConfFile(t, dir, "evil.conf", conf)
+	s := evil.Server
 	poll.Until(t, "the attacker linked to the hub twice", poll.Patience, func() (bool, string) {
 		return s.NumLeafNodes() == 2, fmt.Sprintf("%d links", s.NumLeafNodes())
 	})
