@@ -262,12 +262,8 @@ func consumers(t *testing.T, st *suiteTree, heard []delivery) map[string]consume
 				if err != nil {
 					return nil, err
 				}
-				var cs []*jetstream.ConsumerInfo
 				l := s.ListConsumers(ctx)
-				for c := range l.Info() {
-					cs = append(cs, c)
-				}
-				return cs, l.Err()
+				return listAll(l.Info(), l.Err)
 			})
 			for _, c := range cs {
 				add(dom, name, c)
@@ -652,10 +648,7 @@ func (a *attacker) barrier(t *testing.T, st *suiteTree) {
 			t.Fatal(err)
 		}
 	}
-	poll.Until(t, "the barrier reports at the hub", poll.Patience, func() (bool, string) {
-		got := st.reportsLast(t)
-		return got >= last+2, fmt.Sprintf("last report %d, want %d", got, last+2)
-	})
+	st.waitReports(t, "the barrier reports at the hub", last+2)
 }
 
 // storesChanged compares every store with before, except the count of

@@ -61,14 +61,19 @@ func TestRegionLinkSpeaksOnlyForItself(t *testing.T) {
 	// The honest region 2 sends its summary up its own link.
 	west := tr.Leaves[1].Connect(t, natsconf.DistributorUser)
 	westSubj := cuecast.SummarySubject("leaf-2", cfg)
-	honest := summary("leaf-2", 3)
-	if err := west.Publish(westSubj, honest); err != nil {
-		t.Fatal(err)
+	// sendWest sends region 2's summary s and waits until the hub stores it.
+	sendWest := func(what string, s []byte) {
+		t.Helper()
+		if err := west.Publish(westSubj, s); err != nil {
+			t.Fatal(err)
+		}
+		poll.Until(t, what, poll.Patience, func() (bool, string) {
+			data, ok := stored(westSubj)
+			return ok && data == string(s), data
+		})
 	}
-	poll.Until(t, "region 2's summary at the hub", poll.Patience, func() (bool, string) {
-		data, ok := stored(westSubj)
-		return ok && data == string(honest), data
-	})
+	honest := summary("leaf-2", 3)
+	sendWest("region 2's summary at the hub", honest)
 
 	// The attacker's own server, linked to the hub with region 1's
 	// credential (account R1) and the plain links' (account L).
@@ -167,12 +172,5 @@ leafnodes { remotes = [ %s, %s ] }
 		t.Errorf("a plain link stored a region's summary")
 	}
 	// Everyone else still gets through: region 2's next summary.
-	next := summary("leaf-2", 4)
-	if err := west.Publish(westSubj, next); err != nil {
-		t.Fatal(err)
-	}
-	poll.Until(t, "region 2's next summary at the hub", poll.Patience, func() (bool, string) {
-		data, ok := stored(westSubj)
-		return ok && data == string(next), data
-	})
+	sendWest("region 2's next summary at the hub", summary("leaf-2", 4))
 }
