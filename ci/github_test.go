@@ -83,6 +83,14 @@ func publish(ctx context.Context, g *ci.GitHub, rep *ci.Report) error {
 	return g.Comment(ctx, rep)
 }
 
+// published is publish, failing the test if it fails.
+func published(t *testing.T, g *ci.GitHub, rep *ci.Report) {
+	t.Helper()
+	if err := publish(t.Context(), g, rep); err != nil {
+		t.Fatalf("publish: %v", err)
+	}
+}
+
 func reportWithErrors(n int) *ci.Report {
 	rep := sampleReport()
 	rep.Errors = nil
@@ -98,18 +106,13 @@ func TestGitHubPublish(t *testing.T) {
 	gh := githubtest.New(t)
 	g, _ := newReporter(t, gh, 7)
 	rep := sampleReport()
-	if err := publish(t.Context(), g, rep); err != nil {
-		t.Fatal(err)
-	}
-	want := []string{
+	published(t, g, rep)
+	gh.WantSequence(t, 0,
 		"POST /repos/acme/configs/check-runs 201",
 		"PATCH /repos/acme/configs/check-runs/1001 200",
 		"GET /repos/acme/configs/issues/7/comments 200",
 		"POST /repos/acme/configs/issues/7/comments 201",
-	}
-	if got := gh.Sequence(); !slices.Equal(got, want) {
-		t.Fatalf("requests:\ngot  %q\nwant %q", got, want)
-	}
+	)
 	reqs := gh.Requests()
 	create := reqs[0].Body
 	if create["name"] != "cuecast check" || create["head_sha"] != headSHA || create["status"] != "in_progress" {
@@ -148,18 +151,14 @@ func TestGitHubPublish(t *testing.T) {
 func TestGitHubAnnotationBatches(t *testing.T) {
 	gh := githubtest.New(t)
 	g, _ := newReporter(t, gh, 0)
-	if err := publish(t.Context(), g, reportWithErrors(120)); err != nil {
-		t.Fatal(err)
-	}
-	want := []string{
+	published(t, g, reportWithErrors(120))
+	// No PR, so no comment.
+	gh.WantSequence(t, 0,
 		"POST /repos/acme/configs/check-runs 201",
 		"PATCH /repos/acme/configs/check-runs/1001 200",
 		"PATCH /repos/acme/configs/check-runs/1001 200",
 		"PATCH /repos/acme/configs/check-runs/1001 200",
-	}
-	if got := gh.Sequence(); !slices.Equal(got, want) {
-		t.Fatalf("requests (no PR, so no comment):\ngot  %q\nwant %q", got, want)
-	}
+	)
 	var sizes []int
 	var statuses []any
 	for _, r := range gh.Requests()[1:] {
@@ -196,9 +195,7 @@ func TestGitHubCommentUpdatedNotDuplicated(t *testing.T) {
 	gh.AddComment(7, "someone", quote)
 	g, _ := newReporter(t, gh, 7)
 	rep := sampleReport()
-	if err := publish(t.Context(), g, rep); err != nil {
-		t.Fatal(err)
-	}
+	published(t, g, rep)
 	first := gh.Comments(7)
 	if len(first) != 151 {
 		t.Fatalf("after the first run: got %d comments, want 151", len(first))
@@ -210,19 +207,14 @@ func TestGitHubCommentUpdatedNotDuplicated(t *testing.T) {
 	fixed.Errors, fixed.Risk.NewErrors = nil, 0
 	g2, _ := newReporter(t, gh, 7)
 	before := len(gh.Requests())
-	if err := publish(t.Context(), g2, fixed); err != nil {
-		t.Fatal(err)
-	}
-	want := []string{
+	published(t, g2, fixed)
+	gh.WantSequence(t, before,
 		"POST /repos/acme/configs/check-runs 201",
 		"PATCH /repos/acme/configs/check-runs/1153 200",
 		"GET /repos/acme/configs/issues/7/comments 200",
 		"GET /repos/acme/configs/issues/7/comments 200",
 		fmt.Sprintf("PATCH /repos/acme/configs/issues/comments/%d 200", ours),
-	}
-	if got := gh.Sequence()[before:]; !slices.Equal(got, want) {
-		t.Fatalf("second run:\ngot  %q\nwant %q", got, want)
-	}
+	)
 	after := gh.Comments(7)
 	var marked []int64
 	for _, c := range after {
@@ -253,13 +245,11 @@ func TestGitHubRetries(t *testing.T) {
 	gh.Fail(githubtest.ListComments, http.StatusTooManyRequests, nil, "slow down")
 	gh.Fail(githubtest.UpdateCheckRun, http.StatusForbidden, nil, "You have exceeded a secondary rate limit.")
 	g, sl := newReporter(t, gh, 7)
-	if err := publish(t.Context(), g, sampleReport()); err != nil {
-		t.Fatal(err)
-	}
+	published(t, g, sampleReport())
 	// A create answered 5xx may have been carried out: the run is looked
 	// up before the create is sent again.
 	lookup := "GET /repos/acme/configs/commits/" + headSHA + "/check-runs 200"
-	want := []string{
+	gh.WantSequence(t, 0,
 		"POST /repos/acme/configs/check-runs 503",
 		lookup,
 		"POST /repos/acme/configs/check-runs 502",
@@ -271,10 +261,7 @@ func TestGitHubRetries(t *testing.T) {
 		"GET /repos/acme/configs/issues/7/comments 200",
 		"POST /repos/acme/configs/issues/7/comments 403",
 		"POST /repos/acme/configs/issues/7/comments 201",
-	}
-	if got := gh.Sequence(); !slices.Equal(got, want) {
-		t.Fatalf("requests:\ngot  %q\nwant %q", got, want)
-	}
+	)
 	// Backoff 1 s, 2 s; then a fresh 1 s for each new request; then
 	// GitHub's Retry-After.
 	if got, want := sl.got(), []time.Duration{time.Second, 2 * time.Second, time.Second, time.Second, 7 * time.Second}; !slices.Equal(got, want) {
@@ -464,9 +451,7 @@ func TestGitHubCreateAnsweredAfterStored(t *testing.T) {
 	gh.FailAfterServing(githubtest.CreateCheckRun, http.StatusBadGateway, "bad gateway")
 	gh.FailAfterServing(githubtest.CreateComment, http.StatusBadGateway, "bad gateway")
 	g, _ := newReporter(t, gh, 7)
-	if err := publish(t.Context(), g, sampleReport()); err != nil {
-		t.Fatal(err)
-	}
+	published(t, g, sampleReport())
 	runs := gh.Runs()
 	if len(runs) != 1 {
 		t.Fatalf("got %d check runs, want 1", len(runs))
@@ -479,17 +464,14 @@ func TestGitHubCreateAnsweredAfterStored(t *testing.T) {
 	if cs := gh.Comments(7); len(cs) != 1 || !strings.HasPrefix(cs[0].Body, ci.Marker) {
 		t.Errorf("got %d comments, want exactly one sticky comment", len(cs))
 	}
-	want := []string{
+	gh.WantSequence(t, 0,
 		"POST /repos/acme/configs/check-runs 502",
-		"GET /repos/acme/configs/commits/" + headSHA + "/check-runs 200",
+		"GET /repos/acme/configs/commits/"+headSHA+"/check-runs 200",
 		"PATCH /repos/acme/configs/check-runs/1001 200",
 		"GET /repos/acme/configs/issues/7/comments 200",
 		"POST /repos/acme/configs/issues/7/comments 502",
 		"GET /repos/acme/configs/issues/7/comments 200",
-	}
-	if got := gh.Sequence(); !slices.Equal(got, want) {
-		t.Fatalf("requests:\ngot  %q\nwant %q", got, want)
-	}
+	)
 }
 
 // TestGitHubAPIURLAsGiven: the API root is used exactly as given, whether
@@ -499,9 +481,7 @@ func TestGitHubAPIURLAsGiven(t *testing.T) {
 		t.Run("root="+root, func(t *testing.T) {
 			gh := githubtest.NewAt(t, root)
 			g, _ := newReporter(t, gh, 7)
-			if err := publish(t.Context(), g, sampleReport()); err != nil {
-				t.Fatal(err)
-			}
+			published(t, g, sampleReport())
 			for _, r := range gh.Requests() {
 				if r.Status == http.StatusNotFound {
 					t.Errorf("%s %s went outside the API root", r.Method, r.Path)
@@ -521,9 +501,7 @@ func TestGitHubPacesMutations(t *testing.T) {
 	gh := githubtest.New(t)
 	g, sl := newReporter(t, gh, 7, func(o *ci.GitHubOptions) { o.MutationInterval = time.Second })
 	rep := reportWithErrors(120)
-	if err := publish(t.Context(), g, rep); err != nil {
-		t.Fatal(err)
-	}
+	published(t, g, rep)
 	// Mutations: create, 3 PATCHes, the comment; the fake clock moves only
 	// when the reporter waits, so every mutation after the first waits 1 s.
 	want := []time.Duration{time.Second, time.Second, time.Second, time.Second}

@@ -38,17 +38,7 @@ func BenchmarkHandlePointer(b *testing.B) {
 		benchPointerMsg(b, w, cuecast.Pointer{Config: cfg, Version: 2, Seq: 20}, 2),
 		benchPointerMsg(b, w, cuecast.Pointer{Config: cfg, Version: 1, Seq: 10, Rollback: true}, 1),
 	}
-	b.ReportAllocs()
-	i := 0
-	for b.Loop() {
-		w.seen, w.revs = [3]uint64{}, [3]uint64{}
-		w.handle(msgs[i&1])
-		i++
-	}
-	if s := w.Current(); s.Version == 0 {
-		b.Fatalf("nothing applied: %+v", s)
-	}
-	w.timer.Stop()
+	loopHandle(b, w, msgs)
 }
 
 // BenchmarkHandlePointerSigned is BenchmarkHandlePointer with verification,
@@ -58,11 +48,7 @@ func BenchmarkHandlePointer(b *testing.B) {
 // pointer), leaving the memo's lookup and the revision and subject checks.
 func BenchmarkHandlePointerSigned(b *testing.B) {
 	cfg := cuecast.ConfigPath("payments/checkout")
-	kp, err := nkeys.CreateAccount()
-	if err != nil {
-		b.Fatal(err)
-	}
-	pub, _ := kp.PublicKey()
+	kp, pub := signingKey(b)
 	c, err := New(new(nats.Conn), WithInstance("bench-1"), WithTrustedKeys(pub))
 	if err != nil {
 		b.Fatal(err)
@@ -146,11 +132,7 @@ func benchPointerMsgWith(b testing.TB, w *Watcher, p cuecast.Pointer, n int, fin
 // verified and hashed again.
 func BenchmarkHandlePointerShared(b *testing.B) {
 	cfg := cuecast.ConfigPath("payments/checkout")
-	kp, err := nkeys.CreateAccount()
-	if err != nil {
-		b.Fatal(err)
-	}
-	pub, _ := kp.PublicKey()
+	kp, pub := signingKey(b)
 	kr, err := NewKeyring(pub)
 	if err != nil {
 		b.Fatal(err)

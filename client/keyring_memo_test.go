@@ -12,16 +12,24 @@ import (
 	"github.com/cuecast/cuecast"
 )
 
+// signingKey is a new signing key of the distributor's kind (an account
+// key) and its public key, for tests that sign pointers themselves.
+func signingKey(tb testing.TB) (nkeys.KeyPair, string) {
+	tb.Helper()
+	kp, err := nkeys.CreateAccount()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	pub, _ := kp.PublicKey() // an account key always has one
+	return kp, pub
+}
+
 // memoFleet is n watchers of one config whose clients share a Keyring
 // (WithKeyring) or each have their own (WithTrustedKeys), fed by hand, and
 // a signer for their pointers.
 func memoFleet(t *testing.T, n int, shared bool) ([]*Watcher, func(cuecast.Pointer) cuecast.Pointer) {
 	t.Helper()
-	kp, err := nkeys.CreateAccount()
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub, _ := kp.PublicKey()
+	kp, pub := signingKey(t)
 	kr, err := NewKeyring(pub)
 	if err != nil {
 		t.Fatal(err)

@@ -33,52 +33,36 @@ func TestFS(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(r.Dir, "run.sh"), []byte("#!/bin/sh\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for link, target := range map[string]string{
+	symlinks(t, r.Dir, map[string]string{
 		"link.cue":       "lib/net/net.cue",
 		"libdir":         "lib",
 		"lib/net/up.cue": "../../cuecast.cue",
-	} {
-		if err := os.Symlink(target, filepath.Join(r.Dir, link)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 	r.Write(map[string]string{"payments/checkout/a.cue": "package checkout\nx: 2\n"})
 	r.Remove("payments/checkout.cue")
 	second := r.Commit("second")
-	for link, target := range map[string]string{
+	symlinks(t, r.Dir, map[string]string{
 		"escape.cue": "../outside.cue",
 		"abs.cue":    "/etc/passwd",
 		"loop.cue":   "loop.cue",
-	} {
-		if err := os.Symlink(target, filepath.Join(r.Dir, link)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 	third := r.Commit("third: bad links")
 
-	t.Run("first", func(t *testing.T) {
-		fsys, err := gitfs.Commit(r.Git, first)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := fstest.TestFS(fsys, "cue.mod/module.cue", "cuecast.cue", "payments/checkout/a.cue", "payments/checkout.cue", "lib/net/net.cue"); err != nil {
-			t.Fatal(err)
-		}
-	})
-	t.Run("second", func(t *testing.T) {
-		fsys, err := gitfs.Commit(r.Git, second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := fstest.TestFS(fsys, "cue.mod/module.cue", "payments/checkout/a.cue", "run.sh", "link.cue", "lib/net/up.cue"); err != nil {
-			t.Fatal(err)
-		}
-	})
-
-	fsys, err := gitfs.Commit(r.Git, third)
-	if err != nil {
-		t.Fatal(err)
+	for _, c := range []struct {
+		name, rev string
+		files     []string
+	}{
+		{"first", first, []string{"cue.mod/module.cue", "cuecast.cue", "payments/checkout/a.cue", "payments/checkout.cue", "lib/net/net.cue"}},
+		{"second", second, []string{"cue.mod/module.cue", "payments/checkout/a.cue", "run.sh", "link.cue", "lib/net/up.cue"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if err := fstest.TestFS(commitFS(t, r, c.rev), c.files...); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
+
+	fsys := commitFS(t, r, third)
 	tests := []struct {
 		name    string
 		content string
@@ -156,28 +140,55 @@ func TestFSConcurrent(t *testing.T) {
 		}
 	}
 	r.CommitFiles("many", files)
-	fsys, err := gitfs.Commit(r.Git, "main")
+	fsys := commitFS(t, r, "main")
+	concurrently(t, 8, func(int) error {
+		for name, want := range files {
+			b, err := fsys.ReadFile(name)
+			if err != nil {
+				return err
+			}
+			if string(b) != want {
+				return errors.New("content of " + name + " differs")
+			}
+			if _, err := fs.ReadDir(fsys, filepath.Dir(name)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// commitFS is the tree of r's rev (gitfs.Commit).
+func commitFS(t *testing.T, r *gittest.Repo, rev string) *gitfs.FS {
+	t.Helper()
+	fsys, err := gitfs.Commit(r.Git, rev)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("gitfs.Commit %s: %v", rev, err)
 	}
+	return fsys
+}
+
+// symlinks makes each link below dir (a name relative to dir) point at
+// its target, as given.
+func symlinks(t *testing.T, dir string, links map[string]string) {
+	t.Helper()
+	for link, target := range links {
+		if err := os.Symlink(target, filepath.Join(dir, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// concurrently runs f(0) to f(n-1) at once and fails t with each error
+// they return.
+func concurrently(t *testing.T, n int, f func(w int) error) {
+	t.Helper()
 	var wg sync.WaitGroup
-	errs := make(chan error, 8)
-	for range 8 {
+	errs := make(chan error, n)
+	for w := range n {
 		wg.Go(func() {
-			for name, want := range files {
-				b, err := fsys.ReadFile(name)
-				if err != nil {
-					errs <- err
-					return
-				}
-				if string(b) != want {
-					errs <- errors.New("content of " + name + " differs")
-					return
-				}
-				if _, err := fs.ReadDir(fsys, filepath.Dir(name)); err != nil {
-					errs <- err
-					return
-				}
+			if err := f(w); err != nil {
+				errs <- err
 			}
 		})
 	}
@@ -262,10 +273,7 @@ func TestOpenLargeObject(t *testing.T) {
 func TestReadDirListingIsTheCallers(t *testing.T) {
 	r := gittest.New(t)
 	head := r.CommitFiles("files", map[string]string{"d/a.cue": "a: 1\n", "d/b.cue": "b: 1\n"})
-	fsys, err := gitfs.Commit(r.Git, head)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fsys := commitFS(t, r, head)
 	first, err := fsys.ReadDir("d")
 	if err != nil {
 		t.Fatal(err)

@@ -8,7 +8,6 @@ import (
 	"io"
 	"io/fs"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/go-git/go-git/v5"
@@ -87,29 +86,18 @@ func TestObjectsAgreeWithGoGit(t *testing.T) {
 			if n := objs.Packs(); packed != (n > 0) {
 				t.Fatalf("%d packs read, packed %v", n, packed)
 			}
-			var wg sync.WaitGroup
-			errs := make(chan error, 4)
-			for w := range 4 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					i := 0
-					for h, o := range want {
-						if i++; i%4 != w {
-							continue
-						}
-						if err := sameObject(objs, h, o); err != nil {
-							errs <- err
-							return
-						}
+			concurrently(t, 4, func(w int) error {
+				i := 0
+				for h, o := range want {
+					if i++; i%4 != w {
+						continue
 					}
-				}()
-			}
-			wg.Wait()
-			close(errs)
-			for err := range errs {
-				t.Error(err)
-			}
+					if err := sameObject(objs, h, o); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
 			if _, err := objs.EncodedObject(plumbing.BlobObject, plumbing.NewHash(strings.Repeat("ab", 20))); err == nil {
 				t.Error("a missing object was found")
 			}

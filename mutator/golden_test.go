@@ -74,9 +74,8 @@ func TestGoldenRoundTrip(t *testing.T) {
 	if len(cases) < 50 {
 		t.Fatalf("%d shapes, want at least 50", len(cases))
 	}
-	r := gittest.New(t)
-	r.CopyDir("testdata/shapes")
-	base := r.Commit("shapes")
+	r := shapesRepo(t)
+	base := r.Head()
 	ctx := context.Background()
 	res, err := mutator.New(r.Dir, mutator.Options{}).Set(ctx, mutator.Request{
 		Set: cases, Reason: "golden round trip", Identity: alice, Mode: mutator.ModeCommit,

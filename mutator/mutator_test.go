@@ -21,14 +21,22 @@ var alice = mutator.Identity{Name: "Alice", Email: "alice@example.com"}
 
 const weight = `flags."new-checkout".fallthrough.rollout.weights[0].weight`
 
-// exampleRepo is configs-example committed on main.
-func exampleRepo(t *testing.T) *gittest.Repo {
+// repoFrom is a new repo holding dir's files, committed on main with the
+// dir's name as message.
+func repoFrom(t *testing.T, dir string) *gittest.Repo {
 	t.Helper()
 	r := gittest.New(t)
-	r.CopyDir("../configs-example")
-	r.Commit("configs-example")
+	r.CopyDir(dir)
+	r.Commit(filepath.Base(dir))
 	return r
 }
+
+// exampleRepo is configs-example committed on main.
+func exampleRepo(t *testing.T) *gittest.Repo { t.Helper(); return repoFrom(t, "../configs-example") }
+
+// shapesRepo is testdata/shapes, the mutator's golden shapes, committed on
+// main.
+func shapesRepo(t *testing.T) *gittest.Repo { t.Helper(); return repoFrom(t, "testdata/shapes") }
 
 func TestSetFlagRollout(t *testing.T) {
 	t.Parallel()

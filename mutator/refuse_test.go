@@ -15,18 +15,9 @@ import (
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/compiler"
 	"github.com/cuecast/cuecast/internal/githubtest"
-	"github.com/cuecast/cuecast/internal/gittest"
 	"github.com/cuecast/cuecast/internal/publish"
 	"github.com/cuecast/cuecast/mutator"
 )
-
-func shapesRepo(t *testing.T) *gittest.Repo {
-	t.Helper()
-	r := gittest.New(t)
-	r.CopyDir("testdata/shapes")
-	r.Commit("shapes")
-	return r
-}
 
 func set(cfg cuecast.ConfigPath, path, value string) mutator.Request {
 	return mutator.Request{

@@ -1,6 +1,7 @@
 package integration_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -169,6 +170,27 @@ func watch(t *testing.T, c *client.Client, opts ...client.WatchOption) *client.W
 	return w
 }
 
+// watchTyped is c's typed watcher of cfg, stopped when the test ends.
+func watchTyped[T any](t *testing.T, c *client.Client, opts ...client.WatchOption) *client.TypedWatcher[T] {
+	t.Helper()
+	w, err := client.Typed[T](t.Context(), c, cfg, opts...)
+	if err != nil {
+		t.Fatalf("Typed: %v", err)
+	}
+	t.Cleanup(w.Stop)
+	return w
+}
+
+// watching is a client for instance id (newClient) watching cfg, once it
+// has applied version n.
+func (e *env) watching(id string, n uint64, opts ...client.Option) (*client.Watcher, *events) {
+	e.t.Helper()
+	c, ev := e.newClient(id, opts...)
+	w := watch(e.t, c)
+	waitVersion(e.t, w, ev, n)
+	return w, ev
+}
+
 func waitVersion(t *testing.T, w *client.Watcher, ev *events, n uint64) client.Snapshot {
 	t.Helper()
 	poll.Until(t, fmt.Sprintf("version %d", n), poll.Patience, func() (bool, string) {
@@ -176,6 +198,15 @@ func waitVersion(t *testing.T, w *client.Watcher, ev *events, n uint64) client.S
 		return at == n, fmt.Sprintf("at %d; events:%s", at, ev)
 	})
 	return w.Current()
+}
+
+// waitContent waits for version n and fails the test unless its content
+// is body(n); what says when, for the failure.
+func waitContent(t *testing.T, w *client.Watcher, ev *events, n uint64, what string) {
+	t.Helper()
+	if s := waitVersion(t, w, ev, n); !bytes.Equal(s.Content, body(n)) {
+		t.Fatalf("%s: got %q, want %q", what, s.Content, body(n))
+	}
 }
 
 // waitApplied waits until ev's newest applied event is version n: the
@@ -194,6 +225,24 @@ func waitEvent(t *testing.T, ev *events, what string, f func(client.Event) bool)
 	poll.Until(t, what, poll.Patience, func() (bool, string) { _, ok := ev.find(f); return ok, "events:" + ev.String() })
 	e, _ := ev.find(f)
 	return e
+}
+
+// pointer is the distributor's stored pointer of cfg for bucket.
+func (e *env) pointer(bucket int) cuecast.Pointer {
+	e.t.Helper()
+	p, err := e.d.Pointer(e.t.Context(), cfg, bucket)
+	if err != nil {
+		e.t.Fatalf("pointer of bucket %d: %v", bucket, err)
+	}
+	return p
+}
+
+// setPointer points cfg's bucket at p, as a deploy or rollback does.
+func (e *env) setPointer(bucket int, p cuecast.Pointer) {
+	e.t.Helper()
+	if err := e.d.SetPointers(e.t.Context(), cfg, []int{bucket}, p); err != nil {
+		e.t.Fatalf("set pointer of bucket %d: %v", bucket, err)
+	}
 }
 
 // waitReport polls the distributor until instance's report satisfies f.
@@ -222,6 +271,25 @@ func (e *env) waitReport(instance string, f func(cuecast.Report) bool) cuecast.R
 }
 
 func lkgPath(t *testing.T) string { return filepath.Join(t.TempDir(), "checkout.lkg") }
+
+// writeLKG has a watcher of instance id write version n to a last-known-good
+// file in a fresh directory, and stop; it returns the file's path.
+func (e *env) writeLKG(id string, n uint64) string {
+	e.t.Helper()
+	path := lkgPath(e.t)
+	e.writeLKGAt(path, id, n)
+	return path
+}
+
+// writeLKGAt has a watcher of instance id write version n to the
+// last-known-good file at path, and stop.
+func (e *env) writeLKGAt(path, id string, n uint64) {
+	e.t.Helper()
+	c, ev := e.newClient(id)
+	w := watch(e.t, c, client.LastKnownGood(path))
+	waitVersion(e.t, w, ev, n)
+	w.Stop()
+}
 
 // restartableServer is a server on a fixed address that a test can stop and
 // start again over the same store.

@@ -61,9 +61,7 @@ func TestReplayedPointersNeverMoveBackOrFreeze(t *testing.T) {
 	waitVersion(t, wLive, evLive, 1)
 	e.ship(2, body(2))
 	waitVersion(t, wLive, evLive, 2)
-	if err := e.d.SetPointers(t.Context(), cfg, []int{bucket}, cuecast.Pointer{Version: 1, Rollback: true, Reason: "bad v2"}); err != nil {
-		t.Fatal(err)
-	}
+	e.setPointer(bucket, cuecast.Pointer{Version: 1, Rollback: true, Reason: "bad v2"})
 	capture(cuecast.PointerSubject(cfg, bucket))
 	waitVersion(t, wLive, evLive, 1)
 	if err := e.d.SetInstancePointers(t.Context(), cfg, []string{instance}, cuecast.Pointer{Version: 2}); err != nil {
@@ -151,13 +149,8 @@ func TestReplayedPointersNeverMoveBackOrFreeze(t *testing.T) {
 func TestPointerWithoutRevisionRejected(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	e.ship(1, body(1))
-	c, ev := e.newClient("upgraded")
-	w := watch(t, c)
-	waitVersion(t, w, ev, 1)
-	p, err := e.d.Pointer(t.Context(), cfg, w.Bucket())
-	if err != nil {
-		t.Fatal(err)
-	}
+	w, ev := e.watching("upgraded", 1)
+	p := e.pointer(w.Bucket())
 	p.Version, p.Revision, p.Subject = 2, 0, cuecast.PointerSubject(cfg, w.Bucket())
 	enc, _ := json.Marshal(p)
 	m := nats.NewMsg("ccr" + p.Subject[2:])

@@ -1,7 +1,6 @@
 package integration_test
 
 import (
-	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -130,11 +129,7 @@ func TestOffline50Versions(t *testing.T) {
 			return w, ev
 		}, "[1 51]"},
 		{"process restart", func(t *testing.T, e *env) (*client.Watcher, *events) {
-			path := lkgPath(t)
-			c, ev := e.newClient("offline")
-			w := watch(t, c, client.LastKnownGood(path))
-			waitVersion(t, w, ev, 1)
-			w.Stop()
+			path := e.writeLKG("offline", 1)
 			ship50(e)
 			c2, ev2 := e.newClient("offline")
 			w2 := watch(t, c2, client.LastKnownGood(path))
@@ -254,9 +249,7 @@ func TestSignatures(t *testing.T) {
 		})
 	})
 
-	c, ev := e.newClient("trusting")
-	w := watch(t, c)
-	waitVersion(t, w, ev, 1)
+	w, ev := e.watching("trusting", 1)
 	e.ship(2, body(2))
 	waitVersion(t, w, ev, 2)
 	ptrSubj := fmt.Sprintf("ccr.payments.p.%d.checkout", w.Bucket())
@@ -276,10 +269,7 @@ func TestSignatures(t *testing.T) {
 		b, _ := json.Marshal(p)
 		return b
 	}
-	cur, err := e.d.Pointer(t.Context(), cfg, w.Bucket())
-	if err != nil {
-		t.Fatal(err)
-	}
+	cur := e.pointer(w.Bucket())
 	js, _ := jetstream.New(e.dnc)
 	st, _ := js.Stream(t.Context(), "CUECAST")
 	lastOn := func(t *testing.T, subj string) *jetstream.RawStreamMsg {
@@ -383,9 +373,7 @@ func TestSignatures(t *testing.T) {
 		waitEvent(t, ev, "inline rejection", func(e client.Event) bool {
 			return e.Kind == client.EventRejected && errors.Is(e.Err, cuecast.ErrChecksumMismatch) && e.Version == 4
 		})
-		if s := waitVersion(t, w, ev, 4); !bytes.Equal(s.Content, body(4)) {
-			t.Fatalf("content: got %s, want the stored %s", s.Content, body(4))
-		}
+		waitContent(t, w, ev, 4, "content")
 	})
 
 	t.Run("undecodable pointer", func(t *testing.T) {
@@ -412,13 +400,8 @@ func TestSignatures(t *testing.T) {
 func TestGapTriggersResync(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	e.ship(1, body(1))
-	c, ev := e.newClient("gappy")
-	w := watch(t, c)
-	waitVersion(t, w, ev, 1)
-	p, err := e.d.Pointer(t.Context(), cfg, w.Bucket())
-	if err != nil {
-		t.Fatal(err)
-	}
+	w, ev := e.watching("gappy", 1)
+	p := e.pointer(w.Bucket())
 	// A genuine pointer for the bucket, newer than any seen, as if the
 	// distributor had written it after one the watcher missed.
 	p.Subject, p.Revision = cuecast.PointerSubject(cfg, w.Bucket()), p.Revision+1
@@ -444,9 +427,7 @@ func TestGapTriggersResync(t *testing.T) {
 func TestReconcile(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	e.ship(1, body(1))
-	c, ev := e.newClient("reconciled", client.WithReconcile(50*time.Millisecond))
-	w := watch(t, c)
-	waitVersion(t, w, ev, 1)
+	_, ev := e.watching("reconciled", 1, client.WithReconcile(50*time.Millisecond))
 	waitEvent(t, ev, "reconcile", func(e client.Event) bool { return e.Kind == client.EventResync && e.Detail == "reconcile" })
 }
 
@@ -457,9 +438,7 @@ func TestHeartbeat(t *testing.T) {
 	var mu sync.Mutex
 	healthy := true
 	health := func() cuecast.Health { mu.Lock(); defer mu.Unlock(); return cuecast.Health{Healthy: healthy} }
-	c, ev := e.newClient("beating", client.WithHeartbeat(20*time.Millisecond), client.WithHealth(health))
-	w := watch(t, c)
-	waitVersion(t, w, ev, 1)
+	e.watching("beating", 1, client.WithHeartbeat(20*time.Millisecond), client.WithHealth(health))
 	e.waitReport("beating", func(r cuecast.Report) bool { return r.Healthy })
 	mu.Lock()
 	healthy = false

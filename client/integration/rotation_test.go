@@ -99,9 +99,7 @@ func TestResignAfterRotation(t *testing.T) {
 	wBoth := watch(t, both)
 	e.ship(1, body(1))
 	e.ship(2, body(2))
-	if err := e.d.SetPointers(t.Context(), cfg, []int{bucket}, cuecast.Pointer{Version: 1, Rollback: true}); err != nil {
-		t.Fatal(err)
-	}
+	e.setPointer(bucket, cuecast.Pointer{Version: 1, Rollback: true})
 	if err := e.d.SetInstancePointers(t.Context(), cfg, []string{"elsewhere"}, cuecast.Pointer{Version: 1, Rollback: true}); err != nil {
 		t.Fatal(err)
 	}

@@ -171,9 +171,7 @@ func TestVariantIndexNeverApplied(t *testing.T) {
 func TestVariantRemoved(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	e.shipVariants()
-	c, ev := e.newClient("v-rm", client.WithDimensions(map[string]string{"env": "prod", "region": "us"}))
-	w := watch(t, c)
-	waitVersion(t, w, ev, 1)
+	w, ev := e.watching("v-rm", 1, client.WithDimensions(map[string]string{"env": "prod", "region": "us"}))
 	v := cuecast.Version{Config: prodUS, Version: 2, Commit: "c002", Author: "ann", Deleted: true}
 	if err := e.d.Publish(t.Context(), v, nil); err != nil {
 		t.Fatal(err)

@@ -129,10 +129,7 @@ func TestCorruptLastKnownGood(t *testing.T) {
 	good := func(t *testing.T, path string) []byte {
 		e := newEnv(t, envOpts{})
 		e.ship(1, body(1))
-		c, ev := e.newClient("writer")
-		w := watch(t, c, client.LastKnownGood(path))
-		waitVersion(t, w, ev, 1)
-		w.Stop()
+		e.writeLKGAt(path, "writer", 1)
 		b, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)
@@ -230,33 +227,22 @@ func TestRollbackAndNeverBackwards(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	e.ship(1, body(1))
 	e.ship(2, body(2))
-	c, ev := e.newClient("rb")
-	w := watch(t, c)
-	waitVersion(t, w, ev, 2)
+	w, ev := e.watching("rb", 2)
 	bucket := w.Bucket()
 
-	if err := e.d.SetPointers(t.Context(), cfg, []int{bucket}, cuecast.Pointer{Version: 1}); err != nil {
-		t.Fatal(err)
-	}
+	e.setPointer(bucket, cuecast.Pointer{Version: 1})
 	waitEvent(t, ev, "skipped older pointer", func(e client.Event) bool { return e.Kind == client.EventSkipped && e.Version == 1 })
 	if s := w.Current(); s.Version != 2 {
 		t.Fatalf("after an older pointer without rollback: got version %d, want 2", s.Version)
 	}
-	if err := e.d.SetPointers(t.Context(), cfg, []int{bucket}, cuecast.Pointer{Version: 1, Rollback: true, Reason: "bad deploy"}); err != nil {
-		t.Fatal(err)
-	}
-	s := waitVersion(t, w, ev, 1)
-	if !bytes.Equal(s.Content, body(1)) {
-		t.Fatalf("after rollback: got %q, want %q", s.Content, body(1))
-	}
+	e.setPointer(bucket, cuecast.Pointer{Version: 1, Rollback: true, Reason: "bad deploy"})
+	waitContent(t, w, ev, 1, "after rollback")
 }
 
 func TestTombstone(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	e.ship(1, body(1))
-	c, ev := e.newClient("tomb")
-	w := watch(t, c)
-	waitVersion(t, w, ev, 1)
+	w, ev := e.watching("tomb", 1)
 	v := cuecast.Version{Config: cfg, Version: 2, Commit: "c002", Deleted: true}
 	if err := e.d.Publish(t.Context(), v, nil); err != nil {
 		t.Fatal(err)
@@ -311,9 +297,7 @@ func TestPurgedButInline(t *testing.T) {
 	}
 	c, ev := e.newClient("inline")
 	w := watch(t, c)
-	if s := waitVersion(t, w, ev, 1); !bytes.Equal(s.Content, body(1)) {
-		t.Fatalf("content: got %s, want %s", s.Content, body(1))
-	}
+	waitContent(t, w, ev, 1, "content")
 }
 
 func TestLargeConfig16MiB(t *testing.T) {
@@ -332,36 +316,29 @@ func TestLargeConfig16MiB(t *testing.T) {
 	}
 }
 
+// checkout is the typed view of body(n) that the Typed tests decode into.
+type checkout struct {
+	Limit int    `json:"limit"`
+	Name  string `json:"name"`
+}
+
 // TestTyped: a config gaining a field (a compatible change for `cuecast
 // check`) is applied by a default Typed watcher, which ignores the field,
 // and refused (reported, not applied) by a StrictDecoding one; updates
 // arrive decoded; ValidateValue checks the decoded value. Typed used to
 // decode strictly, so an added field halted a rollout (issue 17, item 5).
 func TestTyped(t *testing.T) {
-	type checkout struct {
-		Limit int    `json:"limit"`
-		Name  string `json:"name"`
-	}
 	e := newEnv(t, envOpts{})
 	e.ship(1, body(5))
 	lenient, lev := e.newClient("typed-lenient")
-	tw, err := client.Typed[checkout](t.Context(), lenient, cfg,
-		client.ValidateValue(func(c checkout) error {
-			if c.Limit > 100 {
-				return fmt.Errorf("limit %d above 100", c.Limit)
-			}
-			return nil
-		}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(tw.Stop)
+	tw := watchTyped[checkout](t, lenient, client.ValidateValue(func(c checkout) error {
+		if c.Limit > 100 {
+			return fmt.Errorf("limit %d above 100", c.Limit)
+		}
+		return nil
+	}))
 	strict, sev := e.newClient("typed-strict")
-	sw, err := client.Typed[checkout](t.Context(), strict, cfg, client.StrictDecoding())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(sw.Stop)
+	sw := watchTyped[checkout](t, strict, client.StrictDecoding())
 	for _, w := range []*client.TypedWatcher[checkout]{tw, sw} {
 		v, s := w.Value()
 		if v != (checkout{Limit: 5, Name: "checkout"}) || s.Version != 1 {
@@ -423,26 +400,16 @@ func TestTyped(t *testing.T) {
 func TestRollbackToPreviousNeedsNoRead(t *testing.T) {
 	e := newEnv(t, envOpts{retain: 1})
 	e.ship(1, body(1))
-	c, ev := e.newClient("rb-prev")
-	w := watch(t, c)
-	waitVersion(t, w, ev, 1)
-	p1, err := e.d.Pointer(t.Context(), cfg, w.Bucket())
-	if err != nil {
-		t.Fatal(err)
-	}
+	w, ev := e.watching("rb-prev", 1)
+	p1 := e.pointer(w.Bucket())
 	e.ship(2, body(2))
 	waitVersion(t, w, ev, 2)
 	if _, _, err := e.d.Version(t.Context(), cfg, 1); !errors.Is(err, cuecast.ErrPurged) {
 		t.Fatalf("version 1 in the stream: got %v, want ErrPurged", err)
 	}
 	back := cuecast.Pointer{Version: 1, Seq: p1.Seq, Checksum: p1.Checksum, Size: p1.Size, Rollback: true, Reason: "incident"}
-	if err := e.d.SetPointers(t.Context(), cfg, []int{w.Bucket()}, back); err != nil {
-		t.Fatal(err)
-	}
-	s := waitVersion(t, w, ev, 1)
-	if !bytes.Equal(s.Content, body(1)) {
-		t.Fatalf("after rollback: got %q, want %q", s.Content, body(1))
-	}
+	e.setPointer(w.Bucket(), back)
+	waitContent(t, w, ev, 1, "after rollback")
 }
 
 // TestConnectionClosed: a connection that will never come back is reported,
@@ -468,11 +435,7 @@ func TestConnectionClosed(t *testing.T) {
 func TestLastKnownGoodSignature(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	e.ship(1, body(1))
-	path := lkgPath(t)
-	c, ev := e.newClient("writer")
-	w := watch(t, c, client.LastKnownGood(path))
-	waitVersion(t, w, ev, 1)
-	w.Stop()
+	path := e.writeLKG("writer", 1)
 
 	other, _ := nkeys.CreateAccount()
 	otherPub, _ := other.PublicKey()
@@ -559,9 +522,7 @@ func TestInstancePointer(t *testing.T) {
 	waitVersion(t, wn, evn, 1)
 
 	// A later bucket write governs again.
-	if err := e.d.SetPointers(t.Context(), cfg, []int{bucket}, cuecast.Pointer{Version: 2}); err != nil {
-		t.Fatal(err)
-	}
+	e.setPointer(bucket, cuecast.Pointer{Version: 2})
 	waitVersion(t, wn, evn, 2)
 	waitVersion(t, wo, evo, 2)
 	for _, id := range []string{named, neighbour} {
@@ -601,24 +562,12 @@ func TestInsecureSkipVerifySaysSo(t *testing.T) {
 // counted as staged), not only at the activation; a lenient one stages it.
 // Staging used to run only the bytes-level hook.
 func TestTypedStrictRefusesAtStage(t *testing.T) {
-	type checkout struct {
-		Limit int    `json:"limit"`
-		Name  string `json:"name"`
-	}
 	e := newEnv(t, envOpts{})
 	e.ship(1, body(1))
 	lenient, _ := e.newClient("stage-lenient")
-	lw, err := client.Typed[checkout](t.Context(), lenient, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(lw.Stop)
+	watchTyped[checkout](t, lenient)
 	strict, sev := e.newClient("stage-strict")
-	sw, err := client.Typed[checkout](t.Context(), strict, cfg, client.StrictDecoding())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(sw.Stop)
+	watchTyped[checkout](t, strict, client.StrictDecoding())
 	v2 := cuecast.Version{Config: cfg, Version: 2, Commit: "c002", Author: "ann"}
 	if err := e.d.Publish(t.Context(), v2, []byte(`{"limit":2,"name":"checkout","retry_budget":3}`)); err != nil {
 		t.Fatal(err)
@@ -644,11 +593,7 @@ func TestTypedStrictRefusesAtStage(t *testing.T) {
 func TestLastKnownGoodValidationHookRejects(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	e.ship(1, body(1))
-	path := lkgPath(t)
-	c1, ev1 := e.newClient("lkg-hook")
-	w1 := watch(t, c1, client.LastKnownGood(path))
-	waitVersion(t, w1, ev1, 1)
-	w1.Stop()
+	path := e.writeLKG("lkg-hook", 1)
 
 	refuse := func([]byte) error { return errors.New("refused by the hook") }
 	c2, ev2 := e.newClient("lkg-hook")
@@ -677,9 +622,7 @@ func TestLastKnownGoodValidationHookRejects(t *testing.T) {
 func TestStagingClearsAStageError(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	e.ship(1, body(1))
-	c, ev := e.newClient("stager")
-	w := watch(t, c)
-	waitVersion(t, w, ev, 1)
+	w, _ := e.watching("stager", 1)
 
 	v2 := cuecast.Version{Config: cfg, Version: 2, Commit: "c002"}
 	if err := e.d.Publish(t.Context(), v2, body(2)); err != nil {
@@ -687,10 +630,7 @@ func TestStagingClearsAStageError(t *testing.T) {
 	}
 	// A staged pointer, validly signed, naming version 2 at a sequence that
 	// holds version 1: the fetch fails its metadata check.
-	v1, err := e.d.Pointer(t.Context(), cfg, w.Bucket())
-	if err != nil {
-		t.Fatal(err)
-	}
+	v1 := e.pointer(w.Bucket())
 	p := cuecast.Pointer{Config: cfg, Subject: cuecast.StagedSubject(cfg), Revision: uint64(time.Now().UnixNano()),
 		Version: 2, Seq: v1.Seq, Checksum: cuecast.Checksum(body(2)), Size: int64(len(body(2))), Commit: "c002", SetAt: time.Now()}
 	sig, _ := e.key.Sign(p.SigningBytes())

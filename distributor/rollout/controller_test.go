@@ -39,6 +39,17 @@ func (e *env) fleet() (canary, early, late []*instance) {
 	return canary, early, late
 }
 
+// deployToFaultyCanary puts v1 on a fleet (baseline, fleet), does fault to
+// the canary instance, and deploys v2.
+func (e *env) deployToFaultyCanary(fault func(*instance)) (canary, early, late []*instance) {
+	e.t.Helper()
+	e.baseline()
+	canary, early, late = e.fleet()
+	fault(canary[0])
+	e.deploy(e.publish(2, content(2)))
+	return canary, early, late
+}
+
 func TestHealthyRolloutThroughThreeStages(t *testing.T) {
 	bothModes(t, testHealthyRolloutThroughThreeStages)
 }
@@ -73,15 +84,9 @@ func TestCanaryUnhealthyHalts(t *testing.T) { bothModes(t, testCanaryUnhealthyHa
 
 func testCanaryUnhealthyHalts(t *testing.T) {
 	e := newEnv(t, threeStages(10*time.Second), cuecast.Relaxed)
-	e.baseline()
-	canary, early, late := e.fleet()
-	canary[0].sick.Store(2)
-	e.deploy(e.publish(2, content(2)))
+	canary, early, late := e.deployToFaultyCanary(func(in *instance) { in.sick.Store(2) })
 
-	rec := e.waitState(2, rollout.StateHalted, 0)
-	if !strings.Contains(rec.Current.Reason, "unhealthy") || !strings.Contains(rec.Current.Reason, canary[0].id) {
-		t.Errorf("reason: got %q, want it to name unhealthy %s", rec.Current.Reason, canary[0].id)
-	}
+	e.waitHalted(0, "unhealthy", canary[0].id)
 	waitOn(t, 1, canary...)
 	if p := e.pointer(0); p.Version != 1 || !p.Rollback {
 		t.Errorf("canary bucket: got v%d rollback=%t, want v1 rollback", p.Version, p.Rollback)
@@ -114,15 +119,9 @@ func TestApplyFailureHalts(t *testing.T) { bothModes(t, testApplyFailureHalts) }
 
 func testApplyFailureHalts(t *testing.T) {
 	e := newEnv(t, threeStages(10*time.Second), cuecast.Relaxed)
-	e.baseline()
-	canary, _, _ := e.fleet()
-	canary[0].reject.Store(2)
-	e.deploy(e.publish(2, content(2)))
+	canary, _, _ := e.deployToFaultyCanary(func(in *instance) { in.reject.Store(2) })
 
-	rec := e.waitState(2, rollout.StateHalted, 0)
-	if !strings.Contains(rec.Current.Reason, "failed to apply") || !strings.Contains(rec.Current.Reason, "validation hook") {
-		t.Errorf("reason: got %q, want a failed apply through the validation hook", rec.Current.Reason)
-	}
+	e.waitHalted(0, "failed to apply", "validation hook")
 	if canary[0].version() != 1 {
 		t.Errorf("canary on v%d, want v1", canary[0].version())
 	}

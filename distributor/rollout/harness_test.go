@@ -233,6 +233,19 @@ func (e *env) record() rollout.Record {
 	return rec
 }
 
+// waitHalted waits until the rollout of v2 is halted at stage (any when
+// stage < 0), and fails the test unless the halt's reason names each of why.
+func (e *env) waitHalted(stage int, why ...string) rollout.Record {
+	e.t.Helper()
+	rec := e.waitState(2, rollout.StateHalted, stage)
+	for _, w := range why {
+		if !strings.Contains(rec.Current.Reason, w) {
+			e.t.Errorf("halt reason: got %q, want it to name %q", rec.Current.Reason, w)
+		}
+	}
+	return rec
+}
+
 // waitState polls until the current rollout of version v is in state s at
 // stage (or any stage when stage < 0).
 func (e *env) waitState(v uint64, s rollout.State, stage int) rollout.Record {

@@ -85,13 +85,7 @@ func TestSoakNoLostDeploy(t *testing.T) {
 				if time.Now().Before(deadline) {
 					// A commit, after a pause: none, a few ms, or about a
 					// hold (a rollout completing meanwhile).
-					switch intn(3) {
-					case 0:
-					case 1:
-						time.Sleep(time.Duration(intn(10)) * time.Millisecond)
-					default:
-						time.Sleep(time.Duration(hold) + time.Duration(intn(40)-20)*time.Millisecond)
-					}
+					soak.Pause(intn, 10*time.Millisecond, time.Duration(hold))
 					n++
 					v := cuecast.Version{Config: c, Version: n, Commit: fmt.Sprintf("c%039d", n)}
 					if err := d.Publish(ctx, v, fmt.Appendf(nil, `{"n":%d}`, n)); err != nil {

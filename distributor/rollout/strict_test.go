@@ -137,10 +137,7 @@ func testStrictCutoverHaltsWhenStagingFails(t *testing.T) {
 	e.waitLive(2)
 	ins[1].reject.Store(2)
 	e.deploy(e.publish(2, content(2)))
-	rec := e.waitState(2, rollout.StateHalted, -1)
-	if !strings.Contains(rec.Current.Reason, "web-b") || !strings.Contains(rec.Current.Reason, "failed to stage") {
-		t.Errorf("reason: got %q, want web-b failing to stage", rec.Current.Reason)
-	}
+	e.waitHalted(-1, "web-b", "failed to stage")
 	e.ticks(5)
 	waitOn(t, 1, ins...)
 }
@@ -261,10 +258,7 @@ func testStrictCutoverBlockedByStalledInstance(t *testing.T) {
 		}
 		return strings.Contains(r.Note, "frozen-1"), string(r.State) + ": " + r.Note
 	})
-	rec := e.waitState(2, rollout.StateHalted, -1)
-	if !strings.Contains(rec.Current.Reason, "frozen-1") || !strings.Contains(rec.Current.Reason, "did not confirm") {
-		t.Errorf("reason: got %q, want frozen-1 not confirming", rec.Current.Reason)
-	}
+	e.waitHalted(-1, "frozen-1", "did not confirm")
 	for _, bk := range []int{0, 50, 99} {
 		if p := e.pointer(bk); p.Version != 1 {
 			t.Errorf("bucket %d on v%d after the halt, want v1 (nothing switched)", bk, p.Version)
@@ -293,10 +287,7 @@ func testStageWaitsForHungCohortMember(t *testing.T) {
 		}
 		return strings.Contains(r.Note, "waiting for 1 of 2") && strings.Contains(r.Note, "hung-1"), string(r.State) + ": " + r.Note
 	})
-	rec := e.waitState(2, rollout.StateHalted, -1)
-	if !strings.Contains(rec.Current.Reason, "hung-1 stopped reporting") {
-		t.Errorf("reason: got %q, want hung-1 named as stopped reporting", rec.Current.Reason)
-	}
+	e.waitHalted(-1, "hung-1 stopped reporting")
 }
 
 // TestStrictCutoverFlipsOnSmallFleet: a strict cutover whose live fleet is

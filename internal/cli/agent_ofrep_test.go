@@ -160,11 +160,7 @@ func TestAgentOFREP(t *testing.T) {
 // languages", "### Node") and the output the doc says it prints.
 func flagsDocNodeExample(t *testing.T) (src, output string) {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(repoRoot(t), "docs", "FLAGS.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, node, ok := strings.Cut(string(b), "\n### Node\n")
+	_, node, ok := strings.Cut(readDoc(t, "FLAGS.md"), "\n### Node\n")
 	if !ok {
 		t.Fatal("docs/FLAGS.md has no ### Node section")
 	}

@@ -1,8 +1,6 @@
 package cli_test
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
 )
 
@@ -14,14 +12,7 @@ import (
 // trailers, and the stale writer's refusal naming the current value.
 func TestChangingDoc(t *testing.T) {
 	t.Parallel()
-	doc, err := os.ReadFile(filepath.Join(repoRoot(t), "docs", "CHANGING.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	script, err := docScript(string(doc))
-	if err != nil {
-		t.Fatalf("docs/CHANGING.md: %v", err)
-	}
+	script := guideScript(t, "CHANGING.md")
 	script = "set -eu\nset -x\nexport CUECAST_SRC=\"$CUECAST_TREE\"\n" + script
 	runDocScript(t, "changing", script,
 		"stdout 'new-checkout.*20000 -> 50000  \\(literal at growth/flags/flags.cue:'\n"+

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
@@ -59,7 +58,7 @@ func TestCheckGitHub(t *testing.T) {
 			t.Errorf("run %d: stdout lacks the report:\n%s", run, stdout)
 		}
 	}
-	want := []string{
+	gh.WantSequence(t, 0,
 		"POST /repos/acme/configs/check-runs 201",
 		"PATCH /repos/acme/configs/check-runs/1001 200",
 		"GET /repos/acme/configs/issues/5/comments 200",
@@ -68,10 +67,7 @@ func TestCheckGitHub(t *testing.T) {
 		"PATCH /repos/acme/configs/check-runs/1003 200",
 		"GET /repos/acme/configs/issues/5/comments 200",
 		"PATCH /repos/acme/configs/issues/comments/1002 200",
-	}
-	if got := gh.Sequence(); !slices.Equal(got, want) {
-		t.Fatalf("requests:\ngot  %q\nwant %q", got, want)
-	}
+	)
 	create := gh.Requests()[0].Body
 	if create["head_sha"] != head || create["details_url"] != "https://github.example.com/acme/configs/actions/runs/77" {
 		t.Errorf("check run: got head_sha %v details_url %v", create["head_sha"], create["details_url"])

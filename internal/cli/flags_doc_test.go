@@ -1,7 +1,6 @@
 package cli_test
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,11 +12,7 @@ import (
 // exited 2: issue 33, item 8).
 func TestFlagsDocExample(t *testing.T) {
 	root := repoRoot(t)
-	doc, err := os.ReadFile(filepath.Join(root, "docs", "FLAGS.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rest, ok := strings.Cut(string(doc), "\n$ cuecast flags eval ")
+	_, rest, ok := strings.Cut(readDoc(t, "FLAGS.md"), "\n$ cuecast flags eval ")
 	if !ok {
 		t.Fatal("docs/FLAGS.md shows no `$ cuecast flags eval` line")
 	}

@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/cuecast/cuecast/internal/natstest"
 )
 
 // TestGettingStarted runs docs/GETTING-STARTED.md as written: every ```sh
@@ -30,16 +32,8 @@ import (
 // parallel runs do not meet). The service's module takes the client from
 // the clone by the doc's own `go mod edit` line, as written.
 func TestGettingStarted(t *testing.T) {
-	root := repoRoot(t)
-	doc, err := os.ReadFile(filepath.Join(root, "docs", "GETTING-STARTED.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	script, err := docScript(string(doc))
-	if err != nil {
-		t.Fatalf("docs/GETTING-STARTED.md: %v", err)
-	}
-	_, port, err := net.SplitHostPort(freePort(t))
+	script := guideScript(t, "GETTING-STARTED.md")
+	_, port, err := net.SplitHostPort(natstest.FreeAddr(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,6 +114,26 @@ func runDocScript(t *testing.T, name, script, checks string) {
 			return nil
 		},
 	})
+}
+
+// readDoc is this tree's docs/name.
+func readDoc(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(repoRoot(t), "docs", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// guideScript is this tree's docs/name as one shell script (docScript).
+func guideScript(t *testing.T, name string) string {
+	t.Helper()
+	script, err := docScript(readDoc(t, name))
+	if err != nil {
+		t.Fatalf("docs/%s: %v", name, err)
+	}
+	return script
 }
 
 // fileCaption is the line that makes the next fenced block a file.

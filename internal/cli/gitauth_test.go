@@ -13,6 +13,7 @@ import (
 	"github.com/cuecast/cuecast/internal/cli"
 	"github.com/cuecast/cuecast/internal/gittest"
 	"github.com/cuecast/cuecast/internal/iostreams"
+	"github.com/cuecast/cuecast/internal/natstest"
 	"github.com/cuecast/cuecast/internal/poll"
 )
 
@@ -85,7 +86,7 @@ func TestServePrivateRepo(t *testing.T) {
 	serves := func(t *testing.T, getenv func(string) string, args ...string) {
 		t.Helper()
 		ctx, cancel := context.WithCancel(t.Context())
-		addr := freePort(t)
+		addr := natstest.FreeAddr(t)
 		done := make(chan struct{})
 		go func() {
 			defer close(done)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/internal/cli"
+	"github.com/cuecast/cuecast/internal/natstest"
 	"github.com/cuecast/cuecast/internal/poll"
 )
 
@@ -24,7 +25,7 @@ import (
 func TestHeartbeatFlags(t *testing.T) {
 	t.Parallel()
 	repo := exampleRepo(t)
-	listen := freePort(t)
+	listen := natstest.FreeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan int, 1)
 	go func() {

@@ -39,14 +39,7 @@ done
 // a ca.pem in the wrong directory and a signing.nk nothing made.
 func TestKubernetesGuide(t *testing.T) {
 	root := repoRoot(t)
-	doc, err := os.ReadFile(filepath.Join(root, "docs", "KUBERNETES.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	script, err := docScript(string(doc))
-	if err != nil {
-		t.Fatalf("docs/KUBERNETES.md: %v", err)
-	}
+	script := guideScript(t, "KUBERNETES.md")
 	for _, want := range []string{"cuecast nats-config hub", "cuecast keys new", "kubectl create secret generic cuecast-nats", "kubectl apply -k deploy/kubernetes"} {
 		if !strings.Contains(script, want) {
 			t.Fatalf("docs/KUBERNETES.md's sh blocks no longer run %q; update TestKubernetesGuide", want)

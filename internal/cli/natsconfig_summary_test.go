@@ -17,6 +17,7 @@ import (
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/distributor"
 	"github.com/cuecast/cuecast/internal/cli"
+	"github.com/cuecast/cuecast/internal/natstest"
 	"github.com/cuecast/cuecast/internal/poll"
 )
 
@@ -43,7 +44,7 @@ func testTreeSummarises(t *testing.T, auth string) {
 		}
 		return []string{"--user", user, "--password", password(t, secrets, user)}
 	}
-	hubLeafAddr := freePort(t)
+	hubLeafAddr := natstest.FreeAddr(t)
 	hub := natsConfig(t, "hub", "--auth", auth, "--name", "hub", "--listen", "127.0.0.1:-1", "--leaf-listen", hubLeafAddr,
 		"--store", t.TempDir(), "--namespace", "search", "--region", "eu-west", "--secrets", secrets)
 
@@ -51,7 +52,7 @@ func testTreeSummarises(t *testing.T, auth string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	code, conf, errOut := run(ctx, "nats-config", "leaf", "--auth", auth, "--name", "eu-west-a", "--domain", "eu-west",
-		"--listen", "127.0.0.1:-1", "--leaf-listen", freePort(t), "--upstream", hubLeafAddr,
+		"--listen", "127.0.0.1:-1", "--leaf-listen", natstest.FreeAddr(t), "--upstream", hubLeafAddr,
 		"--store", t.TempDir(), "--namespace", "search", "--secrets", secrets)
 	if code != 0 {
 		t.Fatalf("nats-config leaf: exit %d: %s", code, errOut)

@@ -2,7 +2,6 @@ package cli_test
 
 import (
 	"context"
-	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -16,16 +15,6 @@ import (
 	"github.com/cuecast/cuecast/internal/natstest"
 	"github.com/cuecast/cuecast/internal/poll"
 )
-
-func freePort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
 
 // natsConfig runs `cuecast nats-config ARGS`, writes the configuration to a
 // file and starts a server from it.
@@ -42,16 +31,7 @@ func natsConfig(t *testing.T, args ...string) *server.Server {
 // and starts a server from it, shut down when t ends.
 func startConf(t *testing.T, conf string) *server.Server {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "nats.conf")
-	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	s, err := natstest.StartConf(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
-	return s
+	return natstest.StartConfFile(t, t.TempDir(), "nats.conf", conf).Server
 }
 
 func password(t *testing.T, dir, user string) string {
@@ -102,7 +82,7 @@ func testNATSConfigTree(t *testing.T, auth string, tls bool) {
 		}
 		return append([]string{"--user", user, "--password", password(t, secrets, user)}, clientTLS...)
 	}
-	leafAddr := freePort(t)
+	leafAddr := natstest.FreeAddr(t)
 	hub := natsConfig(t, append([]string{"hub", "--auth", auth, "--name", "hub", "--listen", "127.0.0.1:-1", "--leaf-listen", leafAddr,
 		"--store", t.TempDir(), "--namespace", "payments", "--namespace", "search", "--secrets", secrets}, serverTLS["hub"]...)...)
 	node := natsConfig(t, append([]string{"node", "--auth", auth, "--name", "host-1", "--listen", "127.0.0.1:-1", "--upstream", leafAddr,

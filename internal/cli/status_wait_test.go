@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -102,6 +101,16 @@ func startReportFleet(t *testing.T, o distributor.Options, namespaces ...string)
 		t.Cleanup(func() { _ = sub.Unsubscribe() })
 	}
 	fl.Summarize(t)
+	return f
+}
+
+// startTwoOnV1 starts the fleet of t's mode with web-1 and web-2 reported
+// on v1 of checkout, where most wait tests begin.
+func startTwoOnV1(t *testing.T) *reportFleet {
+	t.Helper()
+	f := startReportFleet(t, distributor.Options{})
+	f.report("web-1", 1)
+	f.report("web-2", 1)
 	return f
 }
 
@@ -274,6 +283,26 @@ func (f *reportFleet) startWaitRead(args ...string) (res <-chan waitResult, extr
 	return res, func() int { return reads() - base }
 }
 
+// noExtraReads fails the test if extra (from startWaitRead) counts reads of
+// the report stream beyond the wait's first, during what is described.
+func (f *reportFleet) noExtraReads(extra func() int, during string) {
+	f.t.Helper()
+	if n := extra(); n != 0 {
+		f.t.Errorf("reads of %s during %s beyond its first: got %d batched direct gets, want 0", cuecast.ReportStream, during, n)
+	}
+}
+
+// stillWaiting fails the test if the wait of res has ended (when, what
+// should have held it).
+func (f *reportFleet) stillWaiting(res <-chan waitResult, when string) {
+	f.t.Helper()
+	select {
+	case r := <-res:
+		f.t.Fatalf("the wait ended %s: exit %d, stdout %q stderr %q", when, r.code, r.out, r.errOut)
+	default:
+	}
+}
+
 func (f *reportFleet) result(res <-chan waitResult) waitResult {
 	f.t.Helper()
 	select {
@@ -292,9 +321,7 @@ func TestStatusWaitReadsReportsOnce(t *testing.T) {
 	t.Parallel()
 	natstest.BothModes(t, func(t *testing.T) {
 		t.Parallel()
-		f := startReportFleet(t, distributor.Options{})
-		f.report("web-1", 1)
-		f.report("web-2", 1)
+		f := startTwoOnV1(t)
 		res, extra := f.startWaitRead("--wait", "payments/checkout@2", "--timeout", "1500ms")
 		r := f.result(res)
 		if r.code != cli.ExitHalted {
@@ -306,9 +333,7 @@ func TestStatusWaitReadsReportsOnce(t *testing.T) {
 		if r.errOut != want {
 			t.Errorf("stderr: got %q, want %q", r.errOut, want)
 		}
-		if n := extra(); n != 0 {
-			t.Errorf("reads of %s during a 1.5s wait beyond its first: got %d batched direct gets, want 0", cuecast.ReportStream, n)
-		}
+		f.noExtraReads(extra, "a 1.5s wait")
 	})
 }
 
@@ -319,24 +344,16 @@ func TestStatusWaitSeesInstancesMoveAfterItStarted(t *testing.T) {
 	t.Parallel()
 	natstest.BothModes(t, func(t *testing.T) {
 		t.Parallel()
-		f := startReportFleet(t, distributor.Options{})
-		f.report("web-1", 1)
-		f.report("web-2", 1)
+		f := startTwoOnV1(t)
 		res, extra := f.startWaitRead("--wait", "payments/checkout@2", "--timeout", "20s")
-		select {
-		case r := <-res:
-			t.Fatalf("the wait ended before the instances moved: exit %d, stdout %q stderr %q", r.code, r.out, r.errOut)
-		default:
-		}
+		f.stillWaiting(res, "before the instances moved")
 		f.report("web-1", 2)
 		f.report("web-2", 2)
 		r := f.result(res)
 		if r.code != 0 || !strings.HasPrefix(r.out, "payments/checkout@2: all 2 live instances report it (") {
 			t.Fatalf("exit %d, stdout %q stderr %q; want 0 and all 2 instances", r.code, r.out, r.errOut)
 		}
-		if n := extra(); n != 0 {
-			t.Errorf("reads of %s during the wait beyond its first: got %d batched direct gets, want 0", cuecast.ReportStream, n)
-		}
+		f.noExtraReads(extra, "the wait")
 	})
 }
 
@@ -362,11 +379,7 @@ func TestStatusWaitExpiresSilentInstances(t *testing.T) {
 			n, l := web2Sent()-from, looks()
 			return n >= 20 && l >= 4, fmt.Sprintf("%d reports sent, %d looks by the wait", n, l)
 		})
-		select {
-		case r := <-res:
-			t.Fatalf("the wait ended while web-2 reported v1: exit %d, stdout %q stderr %q", r.code, r.out, r.errOut)
-		default:
-		}
+		f.stillWaiting(res, "while web-2 reported v1")
 		stopWeb2()
 		start := time.Now()
 		r := f.result(res)
@@ -384,8 +397,7 @@ func TestStatusWaitExpiresSilentInstances(t *testing.T) {
 // could), the wait reads the report stream on every look, and says so.
 func TestStatusWaitWithoutReportPermission(t *testing.T) {
 	dir := t.TempDir()
-	conf := filepath.Join(dir, "nats.conf")
-	if err := os.WriteFile(conf, fmt.Appendf(nil, `listen: "127.0.0.1:-1"
+	s := natstest.StartConfFile(t, dir, "nats.conf", fmt.Sprintf(`listen: "127.0.0.1:-1"
 jetstream { store_dir: %q }
 authorization {
   users: [
@@ -393,14 +405,7 @@ authorization {
     {user: operator, password: operator, permissions: {publish: ">", subscribe: ["_INBOX.>", "ccr.>"]}}
   ]
 }
-`, filepath.Join(dir, "store")), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	s, err := natstest.StartConf(conf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
+`, filepath.Join(dir, "store")))
 	nc, err := nats.Connect(s.ClientURL(), nats.UserInfo("admin", "admin"))
 	if err != nil {
 		t.Fatal(err)
@@ -425,9 +430,7 @@ func TestStatusWaitShowsProgressOnATerminal(t *testing.T) {
 	t.Parallel()
 	natstest.BothModes(t, func(t *testing.T) {
 		t.Parallel()
-		f := startReportFleet(t, distributor.Options{})
-		f.report("web-1", 1)
-		f.report("web-2", 1)
+		f := startTwoOnV1(t)
 		stdout, stderr := &syncBuffer{}, &syncBuffer{}
 		io := &iostreams.IOStreams{In: strings.NewReader(""), Out: stdout, ErrOut: stderr}
 		io.SetTTY(false, true)
@@ -478,9 +481,7 @@ func TestStatusWaitJSON(t *testing.T) {
 	t.Parallel()
 	natstest.BothModes(t, func(t *testing.T) {
 		t.Parallel()
-		f := startReportFleet(t, distributor.Options{})
-		f.report("web-1", 1)
-		f.report("web-2", 1)
+		f := startTwoOnV1(t)
 		for _, tc := range []struct {
 			args    []string
 			code    int

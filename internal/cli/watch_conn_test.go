@@ -1,15 +1,12 @@
 package cli_test
 
 import (
-	"context"
 	"net/url"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/cuecast/cuecast/internal/cli"
-	"github.com/cuecast/cuecast/internal/iostreams"
 	"github.com/cuecast/cuecast/internal/pipeline"
 	"github.com/cuecast/cuecast/internal/pipelinetest"
 	"github.com/cuecast/cuecast/internal/poll"
@@ -28,16 +25,8 @@ func TestWatchSaysConnectionLostAndRegained(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wctx, stopWatch := context.WithCancel(context.Background())
-	stdout, stderr := &syncBuffer{}, &syncBuffer{}
-	done := make(chan int, 1)
-	go func() {
-		io := &iostreams.IOStreams{In: strings.NewReader(""), Out: stdout, ErrOut: stderr}
-		done <- cli.Main(wctx, []string{"watch", "--nats", p.ClientURL(), "--config", "payments/checkout", "--instance", "web-1",
-			"--trusted-key", p.PublicKey,
-			"--lkg", filepath.Join(t.TempDir(), "lkg.json")}, io, func(string) string { return "" })
-	}()
-	defer func() { stopWatch(); <-done }()
+	stdout, stderr := startCmd(t, "watch", "--nats", p.ClientURL(), "--config", "payments/checkout", "--instance", "web-1",
+		"--trusted-key", p.PublicKey, "--lkg", filepath.Join(t.TempDir(), "lkg.json"))
 	poll.Until(t, "watch applied v1", 20*time.Second, func() (bool, string) {
 		return strings.Contains(stdout.String(), `"version":1`), stdout.String() + stderr.String()
 	})

@@ -1,14 +1,11 @@
 package cli_test
 
 import (
-	"context"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/cuecast/cuecast/internal/cli"
-	"github.com/cuecast/cuecast/internal/iostreams"
 	"github.com/cuecast/cuecast/internal/poll"
 )
 
@@ -18,15 +15,8 @@ import (
 func TestWatchSaysConfigNotFound(t *testing.T) {
 	_, p := serveExample(t)
 
-	wctx, stopWatch := context.WithCancel(context.Background())
-	stdout, stderr := &syncBuffer{}, &syncBuffer{}
-	done := make(chan int, 1)
-	go func() {
-		io := &iostreams.IOStreams{In: strings.NewReader(""), Out: stdout, ErrOut: stderr}
-		done <- cli.Main(wctx, []string{"watch", "--nats", p.ClientURL(), "--config", "payments/chekout", "--instance", "web-1",
-			"--trusted-key", p.PublicKey, "--lkg", filepath.Join(t.TempDir(), "lkg.json")}, io, func(string) string { return "" })
-	}()
-	defer func() { stopWatch(); <-done }()
+	stdout, stderr := startCmd(t, "watch", "--nats", p.ClientURL(), "--config", "payments/chekout", "--instance", "web-1",
+		"--trusted-key", p.PublicKey, "--lkg", filepath.Join(t.TempDir(), "lkg.json"))
 	poll.Until(t, "watch says the config does not exist", 20*time.Second, func() (bool, string) {
 		return strings.Contains(stderr.String(), "watch web-1: not-found payments/chekout: config payments/chekout does not exist"), stderr.String()
 	})

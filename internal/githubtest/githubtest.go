@@ -229,6 +229,15 @@ func (s *Server) Sequence() []string {
 	return out
 }
 
+// WantSequence fails t unless the requests from the since-th on (Sequence)
+// are want, in order.
+func (s *Server) WantSequence(t testing.TB, since int, want ...string) {
+	t.Helper()
+	if got := s.Sequence()[since:]; !slices.Equal(got, want) {
+		t.Fatalf("requests from the %dth:\ngot  %q\nwant %q", since, got, want)
+	}
+}
+
 // Runs returns the check runs, by ID.
 func (s *Server) Runs() map[int64]CheckRun {
 	s.mu.Lock()

@@ -320,6 +320,26 @@ cuecast_build_info{commit="abc123",go_version="go1.26.8",version="v0.1.0"} 1
 	}
 }
 
+// gaugeByConfig is one scrape of the registry: gauge name's value by its
+// series' first label (the config).
+func gaugeByConfig(t *testing.T, m *Metrics, name string) map[string]float64 {
+	t.Helper()
+	mfs, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, mm := range mf.Metric {
+			got[mm.Label[0].GetValue()] = mm.GetGauge().GetValue()
+		}
+	}
+	return got
+}
+
 // scrapeCounter is one scrape of the registry: the value of name's series
 // with label=value, and whether the series was there at all.
 func scrapeCounter(t *testing.T, m *Metrics, name, label, value string) (float64, bool) {
@@ -389,19 +409,7 @@ func TestCoverageAbsentWithNoInstance(t *testing.T) {
 		{Config: "a/none", Target: cuecast.Version{Version: 1}},
 		{Config: "a/some", Target: cuecast.Version{Version: 1}, Instances: 4, OnTarget: 1, OnIntended: 4},
 	})
-	mfs, err := m.Registry().Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]float64{}
-	for _, mf := range mfs {
-		if mf.GetName() != "cuecast_config_coverage_ratio" {
-			continue
-		}
-		for _, mm := range mf.Metric {
-			got[mm.Label[0].GetValue()] = mm.GetGauge().GetValue()
-		}
-	}
+	got := gaugeByConfig(t, m, "cuecast_config_coverage_ratio")
 	if _, ok := got["a/none"]; ok {
 		t.Errorf("coverage of a config with no instance exported: %v", got["a/none"])
 	}
@@ -419,19 +427,7 @@ func TestRefusedGauge(t *testing.T) {
 		{Config: "a/calm", Target: cuecast.Version{Version: 1}, Instances: 2, OnTarget: 2},
 		{Config: "a/forged", Target: cuecast.Version{Version: 1}, Instances: 3, Refused: 2, Failing: 1},
 	})
-	mfs, err := m.Registry().Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]float64{}
-	for _, mf := range mfs {
-		if mf.GetName() != "cuecast_config_instances_refused" {
-			continue
-		}
-		for _, mm := range mf.Metric {
-			got[mm.Label[0].GetValue()] = mm.GetGauge().GetValue()
-		}
-	}
+	got := gaugeByConfig(t, m, "cuecast_config_instances_refused")
 	if v, ok := got["a/calm"]; !ok || v != 0 {
 		t.Errorf("refused of a/calm = %v (exported %t), want 0, exported", v, ok)
 	}
@@ -450,19 +446,7 @@ func TestVariantsAreTheirOwnSeries(t *testing.T) {
 		{Config: "payments/checkout/env=prod/region=eu", Target: cuecast.Version{Version: 3}, Instances: 4, OnTarget: 4, OnIntended: 4},
 		{Config: "payments/checkout/env=staging/region=eu", Target: cuecast.Version{Version: 7}, Instances: 2, OnTarget: 1, OnIntended: 1},
 	})
-	mfs, err := m.Registry().Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]float64{}
-	for _, mf := range mfs {
-		if mf.GetName() != "cuecast_config_target_version" {
-			continue
-		}
-		for _, mm := range mf.Metric {
-			got[mm.Label[0].GetValue()] = mm.GetGauge().GetValue()
-		}
-	}
+	got := gaugeByConfig(t, m, "cuecast_config_target_version")
 	if got["payments/checkout/env=prod/region=eu"] != 3 || got["payments/checkout/env=staging/region=eu"] != 7 || len(got) != 2 {
 		t.Errorf("cuecast_config_target_version by config: %v, want prod-eu 3 and staging-eu 7", got)
 	}

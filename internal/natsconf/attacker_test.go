@@ -98,16 +98,8 @@ leafnodes {
 }
 `, filepath.Join(dir, "js"), attackerDomain, attackerRegion, attackerHub,
 		remote(st.servers[1].LeafAddr, attackerRegion), remote(st.Hub.LeafAddr, attackerHub))
-	path := filepath.Join(dir, "attacker.conf")
-	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	s, err := natstest.StartConf(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := &attacker{Server: &natstest.Server{Server: s, Dir: dir}, st: st}
-	t.Cleanup(a.Stop)
+	a := &attacker{Server: natstest.StartConfFile(t, dir, "attacker.conf", conf), st: st}
+	s := a.Server.Server
 	poll.Until(t, "the attacker linked to the region and the hub", poll.Patience, func() (bool, string) {
 		n := s.NumLeafNodes()
 		return n == 2, fmt.Sprintf("%d leafnode connections", n)
@@ -270,12 +262,8 @@ func consumers(t *testing.T, st *suiteTree, heard []delivery) map[string]consume
 				if err != nil {
 					return nil, err
 				}
-				var cs []*jetstream.ConsumerInfo
 				l := s.ListConsumers(ctx)
-				for c := range l.Info() {
-					cs = append(cs, c)
-				}
-				return cs, l.Err()
+				return listAll(l.Info(), l.Err)
 			})
 			for _, c := range cs {
 				add(dom, name, c)
@@ -660,10 +648,7 @@ func (a *attacker) barrier(t *testing.T, st *suiteTree) {
 			t.Fatal(err)
 		}
 	}
-	poll.Until(t, "the barrier reports at the hub", poll.Patience, func() (bool, string) {
-		got := st.reportsLast(t)
-		return got >= last+2, fmt.Sprintf("last report %d, want %d", got, last+2)
-	})
+	st.waitReports(t, "the barrier reports at the hub", last+2)
 }
 
 // storesChanged compares every store with before, except the count of

@@ -69,88 +69,96 @@ func goldenSpecs() map[string]natsconf.Spec {
 	return specs
 }
 
-// bcryptHash matches the hashes Generate writes for passwords; they are
-// salted, so the golden files hold a placeholder.
-var bcryptHash = regexp.MustCompile(`"\$2a\$04\$[./A-Za-z0-9]{53}"`)
-
-func TestGenerateGolden(t *testing.T) {
+// eachGenerated runs check, as a subtest named for the spec, on the
+// configuration Generate writes for each golden spec.
+func eachGenerated(t *testing.T, check func(t *testing.T, name string, spec natsconf.Spec, got string)) {
 	for name, spec := range goldenSpecs() {
 		t.Run(name, func(t *testing.T) {
 			got, err := natsconf.Generate(spec)
 			if err != nil {
 				t.Fatalf("generate: %v", err)
 			}
-			got = bcryptHash.ReplaceAllString(got, `"<bcrypt hash>"`)
-			path := filepath.Join("testdata", name+".conf")
-			if *update {
-				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("read golden (run with -update): %v", err)
-			}
-			if got != string(want) {
-				t.Errorf("config differs from %s (run with -update):\n%s", path, got)
-			}
-
-			// The nats-server loader accepts it (with TLS files that exist)
-			// and reads back what we meant.
-			if spec.TLS != nil {
-				spec.TLS = natstest.TLSFiles(t)
-				if got, err = natsconf.Generate(spec); err != nil {
-					t.Fatalf("generate: %v", err)
-				}
-			}
-			tmp := filepath.Join(t.TempDir(), name+".conf")
-			if err := os.WriteFile(tmp, []byte(got), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			opts, err := server.ProcessConfigFile(tmp)
-			if err != nil {
-				t.Fatalf("process config: %v", err)
-			}
-			if !opts.JetStream || opts.JetStreamDomain == "" || opts.ServerName != spec.Name {
-				t.Errorf("jetstream %v domain %q name %q, want on, a domain, %q", opts.JetStream, opts.JetStreamDomain, opts.ServerName, spec.Name)
-			}
-			if opts.SystemAccount != natsconf.SystemAccount {
-				t.Errorf("system account %q, want %q", opts.SystemAccount, natsconf.SystemAccount)
-			}
-			if n := len(opts.LeafNode.Remotes); (spec.Level != natsconf.Hub) != (n == 1) {
-				t.Errorf("%d leafnode remotes for a %s", n, spec.Level)
-			}
-			for _, r := range opts.LeafNode.Remotes {
-				wantDeny := 1
-				if spec.Region != "" {
-					wantDeny = 2 // and its reports, which its summarizer sends up
-				}
-				if r.LocalAccount != natsconf.Account || len(r.DenyImports) != 1 || len(r.DenyExports) != wantDeny {
-					t.Errorf("remote account %q deny %v %v, want %s and ccr.> both ways", r.LocalAccount, r.DenyImports, r.DenyExports, natsconf.Account)
-				}
-				if len(r.URLs) != len(spec.Upstreams) {
-					t.Errorf("remote urls %v, want %d", r.URLs, len(spec.Upstreams))
-				}
-			}
-			if (spec.TLS != nil) != (opts.TLSConfig != nil || opts.TLSCert != "") {
-				t.Errorf("tls %v, want %v", opts.TLSCert, spec.TLS != nil)
-			}
-			users := map[string]*server.User{}
-			for _, u := range opts.Users {
-				users[u.Username] = u
-			}
-			svc := users[natsconf.ServiceUser("payments")]
-			if svc == nil || svc.Account.Name != natsconf.ServiceAccount("payments") {
-				t.Fatalf("no service user payments in account %s: %v", natsconf.ServiceAccount("payments"), users)
-			}
-			if got := strings.Join(svc.Permissions.Subscribe.Allow, " "); got != "ccr.payments.> _INBOX_payments.>" {
-				t.Errorf("payments may subscribe to %s", got)
-			}
-			if d := users[natsconf.DistributorUser]; d == nil || d.Permissions != nil {
-				t.Errorf("distributor %v, want a user without restrictions", d)
-			}
+			check(t, name, spec, got)
 		})
 	}
+}
+
+// bcryptHash matches the hashes Generate writes for passwords; they are
+// salted, so the golden files hold a placeholder.
+var bcryptHash = regexp.MustCompile(`"\$2a\$04\$[./A-Za-z0-9]{53}"`)
+
+func TestGenerateGolden(t *testing.T) {
+	eachGenerated(t, func(t *testing.T, name string, spec natsconf.Spec, got string) {
+		got = bcryptHash.ReplaceAllString(got, `"<bcrypt hash>"`)
+		path := filepath.Join("testdata", name+".conf")
+		if *update {
+			if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatalf("read golden (run with -update): %v", err)
+		}
+		if got != string(want) {
+			t.Errorf("config differs from %s (run with -update):\n%s", path, got)
+		}
+
+		// The nats-server loader accepts it (with TLS files that exist)
+		// and reads back what we meant.
+		if spec.TLS != nil {
+			spec.TLS = natstest.TLSFiles(t)
+			if got, err = natsconf.Generate(spec); err != nil {
+				t.Fatalf("generate: %v", err)
+			}
+		}
+		tmp := filepath.Join(t.TempDir(), name+".conf")
+		if err := os.WriteFile(tmp, []byte(got), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		opts, err := server.ProcessConfigFile(tmp)
+		if err != nil {
+			t.Fatalf("process config: %v", err)
+		}
+		if !opts.JetStream || opts.JetStreamDomain == "" || opts.ServerName != spec.Name {
+			t.Errorf("jetstream %v domain %q name %q, want on, a domain, %q", opts.JetStream, opts.JetStreamDomain, opts.ServerName, spec.Name)
+		}
+		if opts.SystemAccount != natsconf.SystemAccount {
+			t.Errorf("system account %q, want %q", opts.SystemAccount, natsconf.SystemAccount)
+		}
+		if n := len(opts.LeafNode.Remotes); (spec.Level != natsconf.Hub) != (n == 1) {
+			t.Errorf("%d leafnode remotes for a %s", n, spec.Level)
+		}
+		for _, r := range opts.LeafNode.Remotes {
+			wantDeny := 1
+			if spec.Region != "" {
+				wantDeny = 2 // and its reports, which its summarizer sends up
+			}
+			if r.LocalAccount != natsconf.Account || len(r.DenyImports) != 1 || len(r.DenyExports) != wantDeny {
+				t.Errorf("remote account %q deny %v %v, want %s and ccr.> both ways", r.LocalAccount, r.DenyImports, r.DenyExports, natsconf.Account)
+			}
+			if len(r.URLs) != len(spec.Upstreams) {
+				t.Errorf("remote urls %v, want %d", r.URLs, len(spec.Upstreams))
+			}
+		}
+		if (spec.TLS != nil) != (opts.TLSConfig != nil || opts.TLSCert != "") {
+			t.Errorf("tls %v, want %v", opts.TLSCert, spec.TLS != nil)
+		}
+		users := map[string]*server.User{}
+		for _, u := range opts.Users {
+			users[u.Username] = u
+		}
+		svc := users[natsconf.ServiceUser("payments")]
+		if svc == nil || svc.Account.Name != natsconf.ServiceAccount("payments") {
+			t.Fatalf("no service user payments in account %s: %v", natsconf.ServiceAccount("payments"), users)
+		}
+		if got := strings.Join(svc.Permissions.Subscribe.Allow, " "); got != "ccr.payments.> _INBOX_payments.>" {
+			t.Errorf("payments may subscribe to %s", got)
+		}
+		if d := users[natsconf.DistributorUser]; d == nil || d.Permissions != nil {
+			t.Errorf("distributor %v, want a user without restrictions", d)
+		}
+	})
 }
 
 func TestGenerateRejects(t *testing.T) {
@@ -208,29 +216,23 @@ func TestClientAgreesOnNamespaceNames(t *testing.T) {
 // user's (a summarising region's: its region user's), which its leafnode
 // remote logs in with upstream.
 func TestGenerateHoldsNoPasswords(t *testing.T) {
-	for name, spec := range goldenSpecs() {
-		t.Run(name, func(t *testing.T) {
-			got, err := natsconf.Generate(spec)
-			if err != nil {
-				t.Fatalf("generate: %v", err)
+	eachGenerated(t, func(t *testing.T, name string, spec natsconf.Spec, got string) {
+		for user, pw := range spec.Passwords {
+			n := strings.Count(got, pw)
+			want := 0
+			linkUser := natsconf.LeafUser
+			if spec.Region != "" {
+				linkUser = natsconf.RegionUser(spec.Region)
 			}
-			for user, pw := range spec.Passwords {
-				n := strings.Count(got, pw)
-				want := 0
-				linkUser := natsconf.LeafUser
-				if spec.Region != "" {
-					linkUser = natsconf.RegionUser(spec.Region)
-				}
-				if user == linkUser && spec.Level != natsconf.Hub {
-					want = len(spec.Upstreams)
-				}
-				if n != want {
-					t.Errorf("the password of %s appears %d times, want %d", user, n, want)
-				}
+			if user == linkUser && spec.Level != natsconf.Hub {
+				want = len(spec.Upstreams)
 			}
-			if !bcryptHash.MatchString(got) {
-				t.Errorf("no bcrypt hash in\n%s", got)
+			if n != want {
+				t.Errorf("the password of %s appears %d times, want %d", user, n, want)
 			}
-		})
-	}
+		}
+		if !bcryptHash.MatchString(got) {
+			t.Errorf("no bcrypt hash in\n%s", got)
+		}
+	})
 }

@@ -199,12 +199,8 @@ func snapshot(t *testing.T, nc *nats.Conn, domains []string) storeState {
 			t.Fatalf("jetstream %s: %v", dom, err)
 		}
 		infos := ask(t, "list streams of "+dom, func(ctx context.Context) ([]*jetstream.StreamInfo, error) {
-			var infos []*jetstream.StreamInfo
 			l := js.ListStreams(ctx)
-			for info := range l.Info() {
-				infos = append(infos, info)
-			}
-			return infos, l.Err()
+			return listAll(l.Info(), l.Err)
 		})
 		for _, info := range infos {
 			cfg, err := json.Marshal(info.Config)
@@ -578,6 +574,25 @@ func (st *suiteTree) reportsLast(t *testing.T) uint64 {
 	return streamState(t, st.dist, "hub", cuecast.ReportStream).Last
 }
 
+// waitReports waits until the hub's report stream's last sequence is at
+// least want (what says which reports, for the failure).
+func (st *suiteTree) waitReports(t *testing.T, what string, want uint64) {
+	t.Helper()
+	poll.Until(t, what, poll.Patience, func() (bool, string) {
+		got := st.reportsLast(t)
+		return got >= want, fmt.Sprintf("last report %d, want %d", got, want)
+	})
+}
+
+// listAll drains a JetStream lister's channel (Info), then takes its error.
+func listAll[T any](infos <-chan T, err func() error) ([]T, error) {
+	var all []T
+	for i := range infos {
+		all = append(all, i)
+	}
+	return all, err()
+}
+
 // run makes every attempt of as on nc, each a permissions violation unless
 // allowed, then barrier (which returns how many reports it and the allowed
 // attempts legitimately stored), and compares the stores before and after.
@@ -685,10 +700,7 @@ func TestPermissionSuite(t *testing.T) {
 							t.Fatal(err)
 						}
 						want := before + uint64(reports) + 1
-						poll.Until(t, "the reports at the hub", poll.Patience, func() (bool, string) {
-							got := st.reportsLast(t)
-							return got >= want, fmt.Sprintf("last report %d, want %d", got, want)
-						})
+						st.waitReports(t, "the reports at the hub", want)
 						return want
 					})
 				})
@@ -891,10 +903,7 @@ func testCompromisedNode(t *testing.T, st *suiteTree) {
 	if err := nc.Publish("ccs.payments.barrier.checkout", []byte(`{}`)); err != nil {
 		t.Fatal(err)
 	}
-	poll.Until(t, "the barrier report at the hub", poll.Patience, func() (bool, string) {
-		got := st.reportsLast(t)
-		return got > last, fmt.Sprintf("last report %d", got)
-	})
+	st.waitReports(t, "the barrier report at the hub", last+1)
 	key := "hub/" + cuecast.ReportStream
 	r := before[key]
 	r.Last = last + 1

@@ -3,7 +3,6 @@ package natsconf_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"testing"
 	"time"
 
@@ -12,7 +11,6 @@ import (
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/distributor"
 	"github.com/cuecast/cuecast/internal/natsconf"
-	"github.com/cuecast/cuecast/internal/poll"
 )
 
 // TestStatusBelievesTheSubject: an instance of payments, with exactly what
@@ -56,10 +54,7 @@ func TestStatusBelievesTheSubject(t *testing.T) {
 			if err := nc.Flush(); err != nil {
 				t.Fatal(err)
 			}
-			poll.Until(t, "the reports at the hub", poll.Patience, func() (bool, string) {
-				got := st.reportsLast(t)
-				return got >= before+3, fmt.Sprintf("last report %d, want %d", got, before+3)
-			})
+			st.waitReports(t, "the reports at the hub", before+3)
 
 			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 			defer cancel()

@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -63,14 +61,19 @@ func TestRegionLinkSpeaksOnlyForItself(t *testing.T) {
 	// The honest region 2 sends its summary up its own link.
 	west := tr.Leaves[1].Connect(t, natsconf.DistributorUser)
 	westSubj := cuecast.SummarySubject("leaf-2", cfg)
-	honest := summary("leaf-2", 3)
-	if err := west.Publish(westSubj, honest); err != nil {
-		t.Fatal(err)
+	// sendWest sends region 2's summary s and waits until the hub stores it.
+	sendWest := func(what string, s []byte) {
+		t.Helper()
+		if err := west.Publish(westSubj, s); err != nil {
+			t.Fatal(err)
+		}
+		poll.Until(t, what, poll.Patience, func() (bool, string) {
+			data, ok := stored(westSubj)
+			return ok && data == string(s), data
+		})
 	}
-	poll.Until(t, "region 2's summary at the hub", poll.Patience, func() (bool, string) {
-		data, ok := stored(westSubj)
-		return ok && data == string(honest), data
-	})
+	honest := summary("leaf-2", 3)
+	sendWest("region 2's summary at the hub", honest)
 
 	// The attacker's own server, linked to the hub with region 1's
 	// credential (account R1) and the plain links' (account L).
@@ -88,16 +91,8 @@ accounts {
 }
 leafnodes { remotes = [ %s, %s ] }
 `, remote(natsconf.RegionUser("leaf-1"), "R1"), remote(natsconf.LeafUser, "L"))
-	path := filepath.Join(dir, "evil.conf")
-	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	s, err := natstest.StartConf(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	evil := &natstest.Server{Server: s, Dir: dir}
-	t.Cleanup(evil.Stop)
+	evil := natstest.StartConfFile(t, dir, "evil.conf", conf)
+	s := evil.Server
 	poll.Until(t, "the attacker linked to the hub twice", poll.Patience, func() (bool, string) {
 		return s.NumLeafNodes() == 2, fmt.Sprintf("%d links", s.NumLeafNodes())
 	})
@@ -177,12 +172,5 @@ leafnodes { remotes = [ %s, %s ] }
 		t.Errorf("a plain link stored a region's summary")
 	}
 	// Everyone else still gets through: region 2's next summary.
-	next := summary("leaf-2", 4)
-	if err := west.Publish(westSubj, next); err != nil {
-		t.Fatal(err)
-	}
-	poll.Until(t, "region 2's next summary at the hub", poll.Patience, func() (bool, string) {
-		data, ok := stored(westSubj)
-		return ok && data == string(next), data
-	})
+	sendWest("region 2's next summary at the hub", summary("leaf-2", 4))
 }

@@ -205,6 +205,24 @@ func StartConf(path string) (*server.Server, error) {
 	return s, nil
 }
 
+// StartConfFile writes conf to dir/name and starts a server from that file
+// (StartConf), stopped when the test ends: for a test that needs a
+// configuration of its own (users, permissions, leaf remotes).
+func StartConfFile(t testing.TB, dir, name, conf string) *Server {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
+		t.Fatalf("write nats config: %v", err)
+	}
+	s, err := StartConf(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &Server{Server: s, Dir: dir, t: t}
+	t.Cleanup(srv.Stop)
+	return srv
+}
+
 // Stop shuts the server down and waits; safe twice.
 func (s *TreeServer) Stop() {
 	s.Shutdown()

@@ -20,11 +20,7 @@ import (
 // connections pass to target.
 func unjudgedFront(t *testing.T, target string) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
+	ln := localListener(t)
 	go func() {
 		for n := 0; ; n++ {
 			c, err := ln.Accept()

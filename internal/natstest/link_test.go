@@ -11,14 +11,21 @@ import (
 	"time"
 )
 
-// echo serves TCP connections that send back what they read.
-func echo(t *testing.T) string {
+// localListener listens on a free local port until the test ends.
+func localListener(t *testing.T) net.Listener {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
+	return ln
+}
+
+// echo serves TCP connections that send back what they read.
+func echo(t *testing.T) string {
+	t.Helper()
+	ln := localListener(t)
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -148,11 +155,7 @@ func TestLinkResetAfter(t *testing.T) {
 // TestLinkStall: a stalled direction holds its data while the other flows,
 // delivers it in order once unstalled, and a cut ends a stalled connection.
 func TestLinkStall(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
+	ln := localListener(t)
 	accepted := make(chan net.Conn, 2)
 	go func() {
 		for {

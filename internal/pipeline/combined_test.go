@@ -4,7 +4,6 @@ package pipeline_test
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"net/http"
 	"os"
 	"slices"
@@ -47,9 +46,7 @@ func TestSoakCombinedFaults(t *testing.T) {
 	if os.Getenv("CUECAST_SOAK") != "" {
 		rounds = 6
 	}
-	seed := soakSeed(t)
-	rng := rand.New(rand.NewPCG(seed, 320))
-	t.Logf("seed %d, %d iterations", seed, iterations)
+	rng := soakRand(t, 320, fmt.Sprintf("%d iterations", iterations))
 	store := smallFS(t, 24<<20)
 	repo, cfgs := smallRepo(t)
 	datas := []string{store, t.TempDir(), t.TempDir()}

@@ -71,6 +71,16 @@ func soakSeed(t *testing.T) uint64 {
 	return seed
 }
 
+// soakRand is a soak's random source on stream, seeded by soakSeed; the
+// seed is logged with what the run does (e.g. "8 rounds"), so that a
+// failure can be replayed.
+func soakRand(t *testing.T, stream uint64, what string) *rand.Rand {
+	t.Helper()
+	seed := soakSeed(t)
+	t.Logf("seed %d, %s", seed, what)
+	return rand.New(rand.NewPCG(seed, stream))
+}
+
 // failureLog is a logger for the serves of a fault run: their warnings and
 // errors are kept and printed only when the test fails, where they say
 // what a serve met (a failed poll, a lost lease) that the check cannot.
@@ -390,9 +400,7 @@ func TestSoakFaults(t *testing.T) {
 
 func soakFaults(t *testing.T, replicas int) {
 	rounds, stopAt := soakLength(t, 8, 300)
-	seed := soakSeed(t)
-	rng := rand.New(rand.NewPCG(seed, 1))
-	t.Logf("seed %d, %d rounds", seed, rounds)
+	rng := soakRand(t, 1, fmt.Sprintf("%d rounds", rounds))
 
 	ctx := context.Background()
 	repo, cfgs := smallRepo(t)

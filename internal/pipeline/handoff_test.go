@@ -60,6 +60,23 @@ func (s *laggingStore) Latest(ctx context.Context, cfg cuecast.ConfigPath) (cuec
 	return *prev, nil
 }
 
+// laggingTailer is a tailer of a new repo holding configs-example,
+// publishing to d through a laggingStore and handing off to dep, as the
+// lagging-Latest tests start it.
+func laggingTailer(t *testing.T, js jetstream.JetStream, d metrics.Store, dep tailer.Deployer) (*tailer.Tailer, *gittest.Repo) {
+	t.Helper()
+	repo := gittest.New(t)
+	repo.CopyDir("../../configs-example")
+	repo.Commit("Import the example configs")
+	store := &laggingStore{Store: d, prev: map[cuecast.ConfigPath]*cuecast.Version{}, lag: map[cuecast.ConfigPath]bool{}}
+	ho := newHandoff(store, dep, nil, nil)
+	tl, err := tailer.New(t.Context(), tailer.Config{Repo: repo.Dir, Branch: "main", DataDir: t.TempDir(), Interval: time.Hour}, js, ho, ho)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tl, repo
+}
+
 // startRollout starts an embedded NATS server with a distributor and a
 // rollout controller (static policy) on it: the parts a hand-off hands to.
 func startRollout(t *testing.T) (*nats.Conn, *distributor.Distributor, *rollout.Controller) {
@@ -88,15 +105,7 @@ func TestHandoffDeploysWhatWasPublishedThoughLatestLags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	repo := gittest.New(t)
-	repo.CopyDir("../../configs-example")
-	repo.Commit("Import the example configs")
-	store := &laggingStore{Store: d, prev: map[cuecast.ConfigPath]*cuecast.Version{}, lag: map[cuecast.ConfigPath]bool{}}
-	ho := newHandoff(store, ctl, nil, nil)
-	tl, err := tailer.New(ctx, tailer.Config{Repo: repo.Dir, Branch: "main", DataDir: t.TempDir(), Interval: time.Hour}, js, ho, ho)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tl, repo := laggingTailer(t, js, d, ctl)
 	rolledOut := func(cfg cuecast.ConfigPath, want uint64) {
 		t.Helper()
 		rec, err := ctl.Record(ctx, cfg)

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -275,9 +274,7 @@ func TestKillServe(t *testing.T) {
 
 func killServe(t *testing.T, external, killNATS bool) {
 	kills, stopAt := soakLength(t, 4, 60)
-	seed := soakSeed(t)
-	rng := rand.New(rand.NewPCG(seed, 3))
-	t.Logf("seed %d, %d kills", seed, kills)
+	rng := soakRand(t, 3, fmt.Sprintf("%d kills", kills))
 
 	ctx := context.Background()
 	repo, cfgs := smallRepo(t)

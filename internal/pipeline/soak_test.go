@@ -16,11 +16,9 @@ import (
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/distributor"
 	"github.com/cuecast/cuecast/distributor/rollout"
-	"github.com/cuecast/cuecast/internal/gittest"
 	"github.com/cuecast/cuecast/internal/natstest"
 	"github.com/cuecast/cuecast/internal/poll"
 	"github.com/cuecast/cuecast/internal/soak"
-	"github.com/cuecast/cuecast/tailer"
 )
 
 // switching is the Deployer of whichever controller runs now.
@@ -89,15 +87,7 @@ func TestSoakNoLostDeploy(t *testing.T) {
 	var stop func()
 	sw.c, stop = start()
 
-	repo := gittest.New(t)
-	repo.CopyDir("../../configs-example")
-	repo.Commit("Import the example configs")
-	store := &laggingStore{Store: d, prev: map[cuecast.ConfigPath]*cuecast.Version{}, lag: map[cuecast.ConfigPath]bool{}}
-	ho := newHandoff(store, sw, nil, nil)
-	tl, err := tailer.New(ctx, tailer.Config{Repo: repo.Dir, Branch: "main", DataDir: t.TempDir(), Interval: time.Hour}, js, ho, ho)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tl, repo := laggingTailer(t, js, d, sw)
 
 	edits := []struct {
 		file string
@@ -113,13 +103,7 @@ func TestSoakNoLostDeploy(t *testing.T) {
 	commits := 0
 	wg.Go(func() { // the committer
 		for n := 1; time.Now().Before(deadline); n++ {
-			switch intn(3) {
-			case 0:
-			case 1:
-				time.Sleep(time.Duration(intn(20)) * time.Millisecond)
-			default:
-				time.Sleep(time.Duration(hold) + time.Duration(intn(40)-20)*time.Millisecond)
-			}
+			soak.Pause(intn, 20*time.Millisecond, time.Duration(hold))
 			e := edits[intn(len(edits))]
 			path := filepath.Join(repo.Dir, e.file)
 			b, err := os.ReadFile(path)

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -141,14 +140,14 @@ func Start(tb testing.TB, o Options) *Tree {
 	var hubSpecs []natsconf.Spec
 	routes := make([]string, o.HubServers)
 	for i := range routes {
-		routes[i] = freeAddr(tb)
+		routes[i] = natstest.FreeAddr(tb)
 	}
 	var regionNames []string
 	for i := range o.Regions {
 		regionNames = append(regionNames, regionName(i))
 	}
 	for i := range o.HubServers {
-		spec := natsconf.Spec{Level: natsconf.Hub, Name: "hub", Listen: "127.0.0.1:-1", LeafListen: freeAddr(tb), Namespaces: []string{Namespace}}
+		spec := natsconf.Spec{Level: natsconf.Hub, Name: "hub", Listen: "127.0.0.1:-1", LeafListen: natstest.FreeAddr(tb), Namespaces: []string{Namespace}}
 		if o.Summaries {
 			spec.Regions = regionNames
 		}
@@ -182,7 +181,7 @@ func Start(tb testing.TB, o Options) *Tree {
 	}
 	var regionAddrs []string
 	for i := range o.Regions {
-		spec := natsconf.Spec{Level: natsconf.Leaf, Name: regionNames[i], Listen: "127.0.0.1:-1", LeafListen: freeAddr(tb),
+		spec := natsconf.Spec{Level: natsconf.Leaf, Name: regionNames[i], Listen: "127.0.0.1:-1", LeafListen: natstest.FreeAddr(tb),
 			Upstreams: hubLinks(), Namespaces: []string{Namespace}}
 		if o.Summaries {
 			spec.Region = spec.Name
@@ -387,16 +386,6 @@ func (t *Tree) Ship(tb testing.TB) {
 	if err := t.d.Deploy(ctx, v); err != nil {
 		tb.Fatalf("deploy: %v", err)
 	}
-}
-
-func freeAddr(tb testing.TB) string {
-	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatalf("find a free port: %v", err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 func secret(tb testing.TB) string {

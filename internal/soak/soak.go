@@ -30,3 +30,16 @@ func Intn(t testing.TB) func(n int) int {
 		return rnd.IntN(n)
 	}
 }
+
+// Pause is the wait before a soak's next write, drawn with intn: none, up
+// to short (in whole milliseconds), or about hold (±20 ms), so that writes
+// land back to back, close together, and around a rollout's hold.
+func Pause(intn func(n int) int, short, hold time.Duration) {
+	switch intn(3) {
+	case 0:
+	case 1:
+		time.Sleep(time.Duration(intn(int(short/time.Millisecond))) * time.Millisecond)
+	default:
+		time.Sleep(hold + time.Duration(intn(40)-20)*time.Millisecond)
+	}
+}

@@ -34,6 +34,7 @@ import (
 	"github.com/cuecast/cuecast/internal/cli"
 	"github.com/cuecast/cuecast/internal/gittest"
 	"github.com/cuecast/cuecast/internal/iostreams"
+	"github.com/cuecast/cuecast/internal/natstest"
 	"github.com/cuecast/cuecast/internal/poll"
 )
 
@@ -58,17 +59,6 @@ func findChromium(t *testing.T) string {
 	t.Skip("e2e: no Chromium: not at $CUECAST_CHROMIUM, /usr/bin/chromium, nor chromium/chromium-browser/google-chrome on $PATH; " +
 		"`make e2e` installs Debian's chromium with apt-get when it can (as root)")
 	return ""
-}
-
-// freeAddr returns a loopback address with a port nothing listens on now.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 // stagesRE matches the payments namespace's rollout stages and consistency
@@ -116,7 +106,7 @@ func setAmount(t *testing.T, repo *gittest.Repo, amount string) string {
 func TestDashboardShowsRolloutLive(t *testing.T) {
 	chromium := findChromium(t)
 	repo := exampleRepo(t)
-	natsAddr, httpAddr := freeAddr(t), freeAddr(t)
+	natsAddr, httpAddr := natstest.FreeAddr(t), natstest.FreeAddr(t)
 	base := "http://" + httpAddr
 
 	// serve, exactly as an operator starts it.
