@@ -1,4 +1,4 @@
-package client_test
+package integration_test
 
 import (
 	"bufio"
@@ -179,19 +179,6 @@ func TestConnectOptionsWaitForASlowLogin(t *testing.T) {
 func TestConnectOptionsReusedForTwoConnections(t *testing.T) {
 	srv := natstest.Start(t)
 	opts := client.ConnectOptions()
-	var a, b nats.Options
-	for _, o := range []*nats.Options{&a, &b} {
-		*o = nats.GetDefaultOptions()
-		for _, opt := range opts {
-			if err := opt(o); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	if a.CustomDialer == nil || a.CustomDialer == b.CustomDialer {
-		t.Fatalf("dialers %p and %p, want one of its own for each connection", a.CustomDialer, b.CustomDialer)
-	}
-
 	nc1, err := nats.Connect(srv.ClientURL(), opts...)
 	if err != nil {
 		t.Fatal(err)
@@ -213,61 +200,5 @@ func TestConnectOptionsReusedForTwoConnections(t *testing.T) {
 	}
 	if got := nc2.Stats().Reconnects; got != 0 {
 		t.Errorf("the second connection reconnected %d times, want 0: the first one's dial closed its socket", got)
-	}
-}
-
-// TestConnectOptionsReconnectDelay: each wait before a reconnect is drawn
-// from [0, min(1 s · 2^(attempt-1), 30 s)), over the whole range (full
-// jitter), so a fleet dropped at once comes back spread over a second,
-// then two, then four… instead of all within 100 ms.
-func TestConnectOptionsReconnectDelay(t *testing.T) {
-	o := nats.GetDefaultOptions()
-	for _, opt := range client.ConnectOptions() {
-		if err := opt(&o); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if o.CustomReconnectDelayCB == nil {
-		t.Fatal("no reconnect delay")
-	}
-	for _, tc := range []struct {
-		attempt int
-		ceiling time.Duration
-	}{
-		{1, time.Second},
-		{2, 2 * time.Second},
-		{3, 4 * time.Second},
-		{5, 16 * time.Second},
-		{6, 30 * time.Second},
-		{7, 30 * time.Second},
-		{1000, 30 * time.Second},
-	} {
-		// 200 draws: each half of the range is hit but with odds 2^-200.
-		lo, hi := tc.ceiling, time.Duration(0)
-		for range 200 {
-			d := o.CustomReconnectDelayCB(tc.attempt)
-			if d < 0 || d >= tc.ceiling {
-				t.Fatalf("attempt %d: waited %s, want [0, %s)", tc.attempt, d, tc.ceiling)
-			}
-			lo, hi = min(lo, d), max(hi, d)
-		}
-		if lo >= tc.ceiling/2 || hi < tc.ceiling/2 {
-			t.Errorf("attempt %d: waits from %s to %s, want both halves of [0, %s)", tc.attempt, lo, hi, tc.ceiling)
-		}
-	}
-}
-
-// TestConnectOptionsLaterOptionsWin: a caller's own dialer and handshake
-// timeout, appended after ConnectOptions, replace the library's.
-func TestConnectOptionsLaterOptionsWin(t *testing.T) {
-	var mine net.Dialer
-	o := nats.GetDefaultOptions()
-	for _, opt := range append(client.ConnectOptions(), nats.SetCustomDialer(&mine), nats.Timeout(time.Minute)) {
-		if err := opt(&o); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if o.CustomDialer != &mine || o.Timeout != time.Minute {
-		t.Errorf("dialer %T, timeout %s; want the caller's", o.CustomDialer, o.Timeout)
 	}
 }
