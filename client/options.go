@@ -218,24 +218,38 @@ func Validate(f func(content []byte) error) WatchOption {
 }
 
 // ConnectOptions are the nats.Options a service should connect with:
-// reconnect forever with jittered exponential backoff (100ms doubling to 5s,
-// each delay drawn from [d/2, d)), connect even when the server is down at
-// start (the watcher serves its last-known-good file meanwhile), keep
-// buffering while disconnected, and ping the server every 15 s, giving up
-// on a connection after two unanswered pings. nats.go's default (2 min)
-// left a connection whose way back had died (a one-way partition, a
-// middlebox that dropped its state) looking healthy for 4–6 minutes, while
-// the instance heard no pointer; now it is noticed in 30–45 s and redialed.
-// Append your own options after them.
+//
+//   - reconnect forever, waiting before attempt a a random time in
+//     [0, min(1 s · 2^(a-1), 30 s)): a fleet dropped at once comes back
+//     spread over a second, then two, four…, rather than all within 100 ms
+//     at a server that logs clients in one at a time;
+//   - give the server 10 s to complete a login (nats.Timeout), and a dial
+//     2 s: a login abandoned at nats.go's default 2 s is made again, and a
+//     busy server's queue only grows (docs/SCALING.md, "A reconnect storm");
+//   - close the socket of an abandoned login before dialing again (nats.go
+//     leaves it open until the garbage collector finds it);
+//   - connect even when the server is down at start (the watcher serves its
+//     last-known-good file meanwhile), and keep buffering while
+//     disconnected;
+//   - ping the server every 15 s and give up on a connection after two
+//     unanswered pings: nats.go's default (2 min) left a connection whose
+//     way back had died (a one-way partition, a middlebox that dropped its
+//     state) looking healthy for 4–6 minutes; now it is noticed in 30–45 s.
+//
+// Append your own options after them; later options win. The dialer is a
+// nats.CustomDialer, so nats.Dialer and nats.MultipathTCP have no effect
+// unless nats.SetCustomDialer replaces it, and nats.Timeout bounds the
+// login only. The slice may serve several connections: each one dials
+// through a dialer of its own.
 func ConnectOptions() []nats.Option {
 	return []nats.Option{
 		nats.PingInterval(pingInterval),
 		nats.MaxPingsOutstanding(2),
 		nats.MaxReconnects(-1),
 		nats.RetryOnFailedConnect(true),
-		nats.CustomReconnectDelay(func(attempts int) time.Duration {
-			return jittered(backoff(attempts, 100*time.Millisecond, 5*time.Second))
-		}),
+		nats.CustomReconnectDelay(reconnectDelay),
+		nats.Timeout(handshakeTimeout),
+		withDialer(),
 	}
 }
 
@@ -243,6 +257,25 @@ func ConnectOptions() []nats.Option {
 // its server. Each ping is a few bytes; 10,000 instances cost their
 // servers under 700 pings a second between them.
 const pingInterval = 15 * time.Second
+
+// handshakeTimeout bounds a login (nats.go's INFO, CONNECT, PING and PONG)
+// on a connection made with ConnectOptions: a server logging in a fleet
+// after a storm answers late but answers.
+const handshakeTimeout = 10 * time.Second
+
+// maxReconnectWait caps the wait before a reconnect attempt.
+const maxReconnectWait = 30 * time.Second
+
+// reconnectDelay is the wait before reconnect attempt a (from 1, as nats.go
+// counts them): full jitter, drawn from [0, reconnectCeiling(a)).
+func reconnectDelay(attempt int) time.Duration {
+	return rand.N(reconnectCeiling(attempt))
+}
+
+// reconnectCeiling is 1 s doubling per attempt, up to maxReconnectWait.
+func reconnectCeiling(attempt int) time.Duration {
+	return min(time.Second<<min(max(attempt, 1)-1, 5), maxReconnectWait)
+}
 
 // backoff doubles base per attempt up to limit.
 func backoff(attempt int, base, limit time.Duration) time.Duration {

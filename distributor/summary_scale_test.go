@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	mrand "math/rand/v2"
 	"os"
 	"strconv"
 	"sync"
@@ -222,22 +221,6 @@ func startSummarizer(t *testing.T, srv *natstest.TreeServer, hb time.Duration) {
 	t.Cleanup(func() { cancel(); <-done })
 }
 
-// stormReconnectDelay is the storm's instances' wait before reconnect
-// attempt a: drawn from [0, min(2^a s, 30s)). With the client's own
-// (client.ConnectOptions: 50–100 ms first, at most 5s) the 5,000 came back
-// at once to a region server sharing this process's fraction of a core,
-// whose logins queue on one lock: each took longer than the client's
-// handshake timeout, was abandoned and made again, and the fleet did not
-// come back (docs/SCALING.md, "Reconnect storms").
-func stormReconnectDelay(a int) time.Duration {
-	return mrand.N(min(time.Second<<min(a, 5), 30*time.Second))
-}
-
-// stormHandshake bounds a storm instance's connection handshake (nats.go's
-// default 2s): the region's server shares this process's CPU with the
-// fleet, and a login it is about to answer, abandoned, is made again.
-const stormHandshake = 10 * time.Second
-
 // TestReconnectStormOnSummarisedTree drops every instance's connection to
 // its region at once (a TCP reset of each): the instances, real clients,
 // reconnect and report again, and the hub, reading the region's summaries,
@@ -262,19 +245,25 @@ func TestReconnectStormOnSummarisedTree(t *testing.T) {
 	tr.Mirrors(t)
 	region := tr.Leaves[0]
 	startSummarizer(t, region, hb)
-	// The instances dial the region's server through a dialer the test
-	// resets; each has its own connection, as a fleet does. Not a Link: in
-	// one process its proxy's sockets make an instance cost four file
-	// descriptors, and 5,000 need more than this machine's limit of 20,000.
+	// The instances connect as a service does, with the library's reconnect
+	// waits and login timeout (client.ConnectOptions), what the storm tests.
+	// They dial the region's server through a dialer the test resets, in
+	// place of the library's: like it, it closes the socket of a login
+	// given up on. Each has its own connection, as a fleet does. Not a
+	// Link: in one process its proxy's sockets make an instance cost four
+	// file descriptors, and 5,000 need more than this machine's limit of
+	// 20,000.
 	dialer := &natstest.ResetDialer{}
 	var ws []*client.Watcher
+	var ncs []*nats.Conn
 	for i := range n {
 		nc, err := nats.Connect(region.ClientURL(), append(client.ConnectOptions(), nats.SetCustomDialer(dialer.Client()), nats.UserInfo(natsconf.ServiceUser("payments"), tr.Passwords[natsconf.ServiceUser("payments")]),
-			nats.CustomInboxPrefix(natsconf.InboxPrefix("payments")), nats.CustomReconnectDelay(stormReconnectDelay), nats.Timeout(stormHandshake))...)
+			nats.CustomInboxPrefix(natsconf.InboxPrefix("payments")))...)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(nc.Close)
+		ncs = append(ncs, nc)
 		cl, err := client.New(nc, client.WithInstance(fmt.Sprintf("web-%d", i)), client.WithHeartbeat(hb),
 			client.WithStream("", natsconf.MirrorStream("payments")), client.WithInsecureSkipVerify())
 		if err != nil {
@@ -298,6 +287,15 @@ func TestReconnectStormOnSummarisedTree(t *testing.T) {
 		}
 	}
 	poll.Until(t, "every instance live and on v1 at the hub", poll.Patience, allOn(1))
+	// A reconnect counts each socket dialed, whether its login completed
+	// or was abandoned: beyond one per instance, they were abandoned.
+	dialed := func() (sum uint64) {
+		for _, nc := range ncs {
+			sum += nc.Stats().Reconnects
+		}
+		return sum
+	}
+	before := dialed()
 	reset := time.Now()
 	if got := dialer.Reset(); got < n {
 		t.Fatalf("reset %d connections, want %d", got, n)
@@ -320,7 +318,7 @@ func TestReconnectStormOnSummarisedTree(t *testing.T) {
 		back = 15 * time.Minute
 	}
 	poll.Until(t, "every instance back, live and on v2 at the hub", back, allOn(2))
-	t.Logf("%d instances back, live and on v2 at the hub %s after the reset", n, time.Since(reset).Round(time.Second))
+	t.Logf("%d instances back, live and on v2 at the hub %s after the reset; %d logins abandoned", n, time.Since(reset).Round(time.Second), dialed()-before-uint64(n))
 	for _, w := range ws {
 		if got := w.Current().Version; got != 2 {
 			t.Fatalf("%d: an instance on v%d", len(ws), got)
