@@ -289,9 +289,9 @@ func TestReconnectStormOnSummarisedTree(t *testing.T) {
 	poll.Until(t, "every instance live and on v1 at the hub", poll.Patience, allOn(1))
 	// A reconnect counts each socket dialed, whether its login completed
 	// or was abandoned: beyond one per instance, they were abandoned.
-	dialed := func() (sum uint64) {
+	dialed := func() (sum int64) {
 		for _, nc := range ncs {
-			sum += nc.Stats().Reconnects
+			sum += int64(nc.Stats().Reconnects)
 		}
 		return sum
 	}
@@ -318,7 +318,7 @@ func TestReconnectStormOnSummarisedTree(t *testing.T) {
 		back = 15 * time.Minute
 	}
 	poll.Until(t, "every instance back, live and on v2 at the hub", back, allOn(2))
-	t.Logf("%d instances back, live and on v2 at the hub %s after the reset; %d logins abandoned", n, time.Since(reset).Round(time.Second), dialed()-before-uint64(n))
+	t.Logf("%d instances back, live and on v2 at the hub %s after the reset; %d logins abandoned", n, time.Since(reset).Round(time.Second), dialed()-before-int64(n))
 	for _, w := range ws {
 		if got := w.Current().Version; got != 2 {
 			t.Fatalf("%d: an instance on v%d", len(ws), got)
