@@ -159,7 +159,6 @@ func (f *serviceFlags) connect(env *Env, name, namespace string, extra ...client
 	}
 	nc, err := nats.Connect(f.NATS, append(append(client.ConnectOptions(),
 		nats.Name("cuecast "+name+" "+f.Instance),
-		nats.ReconnectWait(250*time.Millisecond),
 	), connOpts...)...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("connect %s: %w", f.NATS, err)
