@@ -293,7 +293,8 @@ func (s *Summarizer) flush(now time.Time) {
 }
 
 // send sends the summary of cfg's live reports rs at now, unless it
-// repeats the last one sent less than a heartbeat ago. s.mu is held.
+// repeats the last one sent less than a heartbeat ago (the tick due a
+// heartbeat after it counts as a heartbeat). s.mu is held.
 func (s *Summarizer) send(cfg cuecast.ConfigPath, st *summarized, rs []cuecast.Report, now time.Time) {
 	sum := BuildSummary(s.o.Region, cfg, rs, now.UTC())
 	if len(st.dropped) > 0 {
@@ -305,7 +306,10 @@ func (s *Summarizer) send(cfg cuecast.ConfigPath, st *summarized, rs []cuecast.R
 		return
 	}
 	raw := withoutTime(data)
-	if bytes.Equal(raw, st.last) && now.Sub(st.sent) < s.o.Heartbeat && len(sum.Dropped) == 0 {
+	// A heartbeat less half an interval: ticks come an interval apart
+	// give or take the scheduler's jitter, and one a hair early would put
+	// the resend off by an interval (TestSummarizerResendsOnceAHeartbeatAtRest).
+	if bytes.Equal(raw, st.last) && now.Sub(st.sent) < s.o.Heartbeat-s.o.Interval/2 && len(sum.Dropped) == 0 {
 		return
 	}
 	if err := s.nc.Publish(cuecast.SummarySubject(s.o.Region, cfg), data); err != nil {

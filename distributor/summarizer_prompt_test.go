@@ -135,3 +135,76 @@ func TestSummarizerSendsTheCompletingSummaryAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestSummarizerResendsOnceAHeartbeatAtRest: at rest a region resends its
+// unchanged summary once a heartbeat, so the hub's intake at rest is one
+// summary per region, config and heartbeat whatever the fleet. Its ticks
+// come an interval apart give or take the scheduler's jitter: a tick a
+// millisecond early, a heartbeat after the last summary, put the resend
+// off to the next tick, and the resends came a heartbeat and an interval
+// apart (15 in 16 heartbeats here), which the scale harness
+// counted as at-rest intake varying from one window to the next.
+func TestSummarizerResendsOnceAHeartbeatAtRest(t *testing.T) {
+	nc := natstest.Start(t).Connect(t)
+	sums, err := nc.SubscribeSync(cuecast.SummaryWildcard(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const hb, interval = 15 * time.Second, time.Second
+	s, err := distributor.NewSummarizer(nc, distributor.SummarizerOptions{Region: "eu", Heartbeat: hb, Interval: interval})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	add, flush := distributor.SummarizerAt(s, t0.Add(-2*hb))
+	const n = 10
+	heartbeat := func(at time.Time) {
+		for i := range n {
+			id := fmt.Sprintf("web-%d", i)
+			b, _ := json.Marshal(cuecast.Report{Instance: id, Config: cfg, Version: 1, Checksum: "sum1", Healthy: true, AppliedAt: t0, At: at})
+			add(cuecast.ReportSubject(cfg, id), b, at)
+		}
+	}
+	count := func() int {
+		t.Helper()
+		if err := nc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		got := 0
+		for {
+			if _, err := sums.NextMsg(0); err == nats.ErrTimeout {
+				return got
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			got++
+		}
+	}
+	const beats = 16
+	ticks := int(hb / interval)
+	var sent []int // the tick of each summary
+	for k := range beats*ticks + 1 {
+		at := t0.Add(time.Duration(k) * interval)
+		if k%2 == 1 {
+			at = at.Add(-time.Millisecond) // every other tick a little early
+		}
+		if k%ticks == 0 {
+			heartbeat(at)
+		}
+		flush(at)
+		for range count() {
+			sent = append(sent, k)
+		}
+	}
+	// The first summaries go as the fleet first reports (the first
+	// report completes "all on v1", the tick after it has all ten); from
+	// then on one a heartbeat, every 15 ticks.
+	if len(sent) < beats {
+		t.Fatalf("over %d heartbeats at rest: summaries at ticks %v, want one a heartbeat", beats, sent)
+	}
+	for i := 3; i < len(sent); i++ {
+		if gap := sent[i] - sent[i-1]; gap != ticks {
+			t.Fatalf("over %d heartbeats at rest: summaries at ticks %v, %d ticks apart; want one a heartbeat (%d ticks)", beats, sent, gap, ticks)
+		}
+	}
+}
