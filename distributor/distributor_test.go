@@ -189,10 +189,7 @@ func TestRetention(t *testing.T) {
 		})
 	}
 	// Chunks of purged versions are gone: versions 4 and 6 keep two each.
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := natstest.JetStream(t, nc)
 	st, err := js.Stream(ctx, cuecast.Stream)
 	if err != nil {
 		t.Fatal(err)
@@ -222,10 +219,7 @@ func pointers(t *testing.T, d *distributor.Distributor) []cuecast.Pointer {
 
 func lastSeq(t *testing.T, nc *nats.Conn) uint64 {
 	t.Helper()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := natstest.JetStream(t, nc)
 	st, err := js.Stream(t.Context(), cuecast.Stream)
 	if err != nil {
 		t.Fatal(err)
@@ -342,10 +336,7 @@ func publishReport(t *testing.T, nc *nats.Conn, r cuecast.Report) {
 	t.Helper()
 	b, _ := json.Marshal(r)
 	subj := fmt.Sprintf("ccs.%s.%s.%s", r.Config.Namespace(), r.Instance, r.Config.Tokens()[len(r.Config.Namespace())+1:])
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := natstest.JetStream(t, nc)
 	if _, err := js.Publish(t.Context(), subj, b); err != nil {
 		t.Fatalf("publish report: %v", err)
 	}

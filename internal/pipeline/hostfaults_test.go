@@ -17,6 +17,7 @@ import (
 	"github.com/cuecast/cuecast/distributor/rollout"
 	"github.com/cuecast/cuecast/internal/gittest"
 	"github.com/cuecast/cuecast/internal/iostreams"
+	"github.com/cuecast/cuecast/internal/natstest"
 	"github.com/cuecast/cuecast/internal/pipeline"
 	"github.com/cuecast/cuecast/internal/poll"
 )
@@ -114,10 +115,7 @@ func TestStoreFullNamedAndRecovers(t *testing.T) {
 		return true, ""
 	})
 
-	js, err := jetstream.New(p.NC)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := natstest.JetStream(t, p.NC)
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "FILLER", Subjects: []string{"filler"}}); err != nil {
 		t.Fatal(err)
 	}

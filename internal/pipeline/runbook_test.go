@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/distributor"
@@ -198,10 +197,7 @@ func TestRunbookRepairExternal(t *testing.T) {
 
 	// The damage, every replica stopped: the stream deleted at the server.
 	serve.stop(t)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := natstest.JetStream(t, nc)
 	if err := js.DeleteStream(t.Context(), "CUECAST"); err != nil {
 		t.Fatalf("delete the stream: %v", err)
 	}

@@ -61,10 +61,7 @@ func TestDashboardBelievesTheSubject(t *testing.T) {
 				return len(rs) > 0, fmt.Sprintf("%+v", rs)
 			})
 		} else {
-			js, err := jetstream.New(nc)
-			if err != nil {
-				t.Fatal(err)
-			}
+			js := natstest.JetStream(t, nc)
 			poll.Until(t, "both forged reports stored", poll.Patience, func() (bool, string) {
 				s, err := js.Stream(t.Context(), cuecast.ReportStream)
 				if err != nil {
