@@ -484,18 +484,7 @@ func TestLoadOrCreateKey(t *testing.T) {
 // TestTwoWriters: a second Distributor moving the pointers is never
 // overwritten by stale knowledge of the first.
 func TestTwoWriters(t *testing.T) {
-	s := natstest.Start(t)
-	log := slog.New(slog.NewTextHandler(t.Output(), nil))
-	d1, err := distributor.New(t.Context(), s.Connect(t), distributor.Options{Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d1.Close()
-	d2, err := distributor.New(t.Context(), s.Connect(t), distributor.Options{Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d2.Close()
+	_, d1, d2 := twoDistributors(t, distributor.Options{Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
 	ctx := t.Context()
 	v1 := mustPublish(t, d1, 1, content(1))
 	v2 := mustPublish(t, d1, 2, content(2))
@@ -530,16 +519,7 @@ func TestTwoWriters(t *testing.T) {
 // TestPublishStaleCache: a Distributor whose idea of the latest version is
 // stale (another process published since) still publishes correctly.
 func TestPublishStaleCache(t *testing.T) {
-	s := natstest.Start(t)
-	log := slog.New(slog.NewTextHandler(t.Output(), nil))
-	d1, err := distributor.New(t.Context(), s.Connect(t), distributor.Options{Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d2, err := distributor.New(t.Context(), s.Connect(t), distributor.Options{Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, d1, d2 := twoDistributors(t, distributor.Options{Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
 	mustPublish(t, d1, 1, content(1))
 	mustPublish(t, d2, 2, content(2)) // d1 still believes 1 is the latest
 	other := version(2)

@@ -21,6 +21,17 @@ import (
 // connection, with o; old holds the writer fence, for term 5.
 func twoWriters(t *testing.T, o distributor.Options) (s *natstest.Server, old, cur *distributor.Distributor) {
 	t.Helper()
+	s, old, cur = twoDistributors(t, o)
+	if err := old.ClaimFence(t.Context(), 5, "old"); err != nil {
+		t.Fatalf("old claims: %v", err)
+	}
+	return s, old, cur
+}
+
+// twoDistributors are two Distributors with o, each on its own connection
+// to one new server, as two serve processes share a NATS.
+func twoDistributors(t *testing.T, o distributor.Options) (s *natstest.Server, d1, d2 *distributor.Distributor) {
+	t.Helper()
 	s = natstest.Start(t)
 	newD := func() *distributor.Distributor {
 		d, err := distributor.New(t.Context(), s.Connect(t), o)
@@ -30,11 +41,7 @@ func twoWriters(t *testing.T, o distributor.Options) (s *natstest.Server, old, c
 		t.Cleanup(d.Close)
 		return d
 	}
-	old, cur = newD(), newD()
-	if err := old.ClaimFence(t.Context(), 5, "old"); err != nil {
-		t.Fatalf("old claims: %v", err)
-	}
-	return s, old, cur
+	return s, newD(), newD()
 }
 
 // TestFenceRefusesStaleWriter: issue 32, defect 1, at the store. A writer
