@@ -104,15 +104,7 @@ func TestFenceRefusesStalePointerWrites(t *testing.T) {
 			t.Fatalf("deploy v%d: %v", n+1, err)
 		}
 	}
-	cl, err := client.New(s.Connect(t), client.WithInstance("web-1"), client.WithTrustedKeys(pub))
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := cl.Watch(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(w.Stop)
+	w := natstest.Watch(t, s.Connect(t), cfg, []client.Option{client.WithInstance("web-1"), client.WithTrustedKeys(pub)})
 	var ran []uint64 // the versions web-1 applied, in order
 	var mu sync.Mutex
 	go func() {

@@ -2,7 +2,6 @@ package web_test
 
 import (
 	"bufio"
-	"context"
 	"io"
 	"log/slog"
 	"net/http"
@@ -90,15 +89,7 @@ func (f *fixture) watch(cfg cuecast.ConfigPath, id string, opts ...client.Option
 	f.t.Helper()
 	nc := f.fl.Instance(f.t, cfg.Namespace())
 	opts = append(f.fl.ClientOptions(cfg.Namespace()), opts...)
-	cl, err := client.New(nc, append([]client.Option{client.WithInstance(id), client.WithTrustedKeys(f.p.PublicKey)}, opts...)...)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	w, err := cl.Watch(context.Background(), cfg, client.LastKnownGood(filepath.Join(f.t.TempDir(), id+".lkg")))
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	f.t.Cleanup(w.Stop)
+	w := natstest.Watch(f.t, nc, cfg, append([]client.Option{client.WithInstance(id), client.WithTrustedKeys(f.p.PublicKey)}, opts...), client.LastKnownGood(filepath.Join(f.t.TempDir(), id+".lkg")))
 	return w
 }
 
