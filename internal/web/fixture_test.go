@@ -53,6 +53,16 @@ type fixtureOptions struct {
 	heartbeat time.Duration
 }
 
+// inBothModes runs test in parallel in each of natstest.BothModes' modes,
+// on a fixture of that mode started with o.
+func inBothModes(t *testing.T, o fixtureOptions, test func(t *testing.T, f *fixture)) {
+	t.Parallel()
+	natstest.BothModes(t, func(t *testing.T) {
+		t.Parallel()
+		test(t, start(t, o))
+	})
+}
+
 func start(t *testing.T, o fixtureOptions) *fixture {
 	t.Helper()
 	repo := gittest.New(t)

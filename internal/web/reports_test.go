@@ -21,10 +21,7 @@ import (
 // summarizer drops them, and the hub counts them from its summary (the hub
 // counted none: a forger in a region went unseen).
 func TestDashboardBelievesTheSubject(t *testing.T) {
-	t.Parallel()
-	natstest.BothModes(t, func(t *testing.T) {
-		t.Parallel()
-		f := start(t, fixtureOptions{})
+	inBothModes(t, fixtureOptions{}, func(t *testing.T, f *fixture) {
 		f.watch(checkout, "checkout-1")
 		inst := `cuecast_config_instances{config="payments/checkout"}`
 		poll.Until(t, "checkout-1 counted", poll.Patience, func() (bool, string) {
