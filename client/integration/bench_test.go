@@ -38,14 +38,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(simfleet.ChildEnv) != "" {
 		os.Exit(benchChild())
 	}
-	cleanup, err := setupExample()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	cleanup()
-	os.Exit(code)
+	os.Exit(natstest.RunWithExampleEnv(m, exampleConfig, []byte(exampleContent)))
 }
 
 type fleet struct {

@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"testing"
 
 	"github.com/nats-io/nats.go"
 
@@ -93,6 +94,31 @@ func ExampleEnv(cfg cuecast.ConfigPath, content []byte) (cleanup func(), err err
 		}
 	}
 	return cleanup, nil
+}
+
+// RunWithExampleEnv is the TestMain of a package with a runnable Example:
+// m's tests run inside ExampleEnv(cfg, content); it returns their exit code
+// for os.Exit, or 1 when the setup fails (said on stderr).
+func RunWithExampleEnv(m *testing.M, cfg cuecast.ConfigPath, content []byte) int {
+	cleanup, err := ExampleEnv(cfg, content)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer cleanup()
+	return m.Run()
+}
+
+// ExamplesCopyable fails t for each Go file of paths that imports what a
+// service copying it could not (or need not) import (ExampleImports).
+func ExamplesCopyable(t testing.TB, paths ...string) {
+	t.Helper()
+	for _, path := range paths {
+		bad, err := ExampleImports(path)
+		if err != nil || len(bad) > 0 {
+			t.Errorf("%s imports %v (%v), which a service copying it cannot (or need not) import", path, bad, err)
+		}
+	}
 }
 
 // ExampleImports returns the imports of the Go file at path that a service

@@ -1,7 +1,6 @@
 package integration_test
 
 import (
-	"fmt"
 	"os"
 	"regexp"
 	"strings"
@@ -13,14 +12,7 @@ import (
 // TestMain gives Example (docs/FLAGS.md's provider example) its environment:
 // version 1 of the flag set payments/flags deployed (natstest.ExampleEnv).
 func TestMain(m *testing.M) {
-	cleanup, err := natstest.ExampleEnv("payments/flags", []byte(set(true, "blue")))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	cleanup()
-	os.Exit(code)
+	os.Exit(natstest.RunWithExampleEnv(m, "payments/flags", []byte(set(true, "blue"))))
 }
 
 // TestExampleIsCopyable: the example imports only what a service can, and
@@ -28,12 +20,7 @@ func TestMain(m *testing.M) {
 // the one run here (beyond its Output line), and the one docs/FLAGS.md
 // shows from its imports on.
 func TestExampleIsCopyable(t *testing.T) {
-	for _, path := range []string{"example_test.go", "../example_test.go"} {
-		bad, err := natstest.ExampleImports(path)
-		if err != nil || len(bad) > 0 {
-			t.Errorf("%s imports %v (%v), which a service copying it cannot (or need not) import", path, bad, err)
-		}
-	}
+	natstest.ExamplesCopyable(t, "example_test.go", "../example_test.go")
 	read := func(path string) string {
 		b, err := os.ReadFile(path)
 		if err != nil {
