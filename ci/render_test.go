@@ -1,7 +1,6 @@
 package ci_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -72,6 +71,16 @@ func sampleReport() *ci.Report {
 	}
 }
 
+// textReport is rep's text form (WriteText), as check prints it.
+func textReport(t *testing.T, rep *ci.Report) string {
+	t.Helper()
+	var b strings.Builder
+	if err := rep.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
 func checkGolden(t *testing.T, name string, got []byte) {
 	t.Helper()
 	golden.Check(t, filepath.Join("testdata", name), got, *update)
@@ -80,11 +89,8 @@ func checkGolden(t *testing.T, name string, got []byte) {
 func TestRenderGolden(t *testing.T) {
 	rep := sampleReport()
 	checkGolden(t, "comment.golden.md", []byte(rep.Markdown(0)))
-	var text bytes.Buffer
-	if err := rep.WriteText(&text); err != nil {
-		t.Fatal(err)
-	}
-	checkGolden(t, "report.golden.txt", text.Bytes())
+	text := textReport(t, rep)
+	checkGolden(t, "report.golden.txt", []byte(text))
 }
 
 func TestMarkdownShape(t *testing.T) {
