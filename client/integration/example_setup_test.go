@@ -1,8 +1,6 @@
 package integration_test
 
 import (
-	"os"
-	"strings"
 	"testing"
 
 	"github.com/cuecast/cuecast/internal/natstest"
@@ -19,18 +17,5 @@ const exampleConfig, exampleContent = "payments/checkout", `{"limit":250,"curren
 // run there, is the one run here.
 func TestExampleIsCopyable(t *testing.T) {
 	natstest.ExamplesCopyable(t, "example_test.go", "../example_test.go")
-	body := func(path string) string {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, rest, ok := strings.Cut(string(b), "\ntype Checkout struct")
-		if !ok {
-			t.Fatalf("%s: no Checkout type", path)
-		}
-		return strings.Replace(rest, "\n\n\t// Output: version 1: limit 250 EUR\n", "\n", 1)
-	}
-	if run, shown := body("example_test.go"), body("../example_test.go"); run != shown {
-		t.Fatalf("client/example_test.go and client/integration/example_test.go differ (beyond the Output line):\n--- shown\n%s\n--- run\n%s", shown, run)
-	}
+	natstest.SameExample(t, "../example_test.go", "example_test.go", "type Checkout struct")
 }

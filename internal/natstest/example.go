@@ -121,6 +121,31 @@ func ExamplesCopyable(t testing.TB, paths ...string) {
 	}
 }
 
+// outputLine is an example's "// Output:" line, with the blank line
+// before it.
+var outputLine = regexp.MustCompile(`\n\n\t// Output: [^\n]*\n`)
+
+// SameExample fails t unless the Go files shown (the example godoc shows,
+// which cannot run there) and run (its copy that runs, with ExampleEnv) are
+// the same from the line beginning with from on, but for their Output lines.
+func SameExample(t testing.TB, shown, run, from string) {
+	t.Helper()
+	body := func(path string) string {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, rest, ok := strings.Cut(string(b), "\n"+from)
+		if !ok {
+			t.Fatalf("%s: no line beginning %q", path, from)
+		}
+		return outputLine.ReplaceAllString(rest, "\n")
+	}
+	if s, r := body(shown), body(run); s != r {
+		t.Fatalf("%s and %s differ (beyond the Output line):\n--- shown\n%s\n--- run\n%s", shown, run, s, r)
+	}
+}
+
 // ExampleImports returns the imports of the Go file at path that a service
 // copying the example could not (or need not) import: internal packages
 // and the distributor.

@@ -2,7 +2,6 @@ package integration_test
 
 import (
 	"os"
-	"regexp"
 	"strings"
 	"testing"
 
@@ -28,16 +27,7 @@ func TestExampleIsCopyable(t *testing.T) {
 		}
 		return string(b)
 	}
-	body := func(path string) string {
-		_, rest, ok := strings.Cut(read(path), "\nfunc Example() {")
-		if !ok {
-			t.Fatalf("%s: no Example", path)
-		}
-		return regexp.MustCompile(`\n\n\t// Output: [^\n]*\n`).ReplaceAllString(rest, "\n")
-	}
-	if run, shown := body("example_test.go"), body("../example_test.go"); run != shown {
-		t.Fatalf("flags/openfeature/example_test.go and integration/example_test.go differ (beyond the Output line):\n--- shown\n%s\n--- run\n%s", shown, run)
-	}
+	natstest.SameExample(t, "../example_test.go", "example_test.go", "func Example() {")
 	_, code, _ := strings.Cut(read("../example_test.go"), "\nimport (")
 	if !strings.Contains(read("../../../docs/FLAGS.md"), "```go\nimport ("+code+"```") {
 		t.Fatal("docs/FLAGS.md's provider example is not flags/openfeature/example_test.go from its imports on: copy it again")
