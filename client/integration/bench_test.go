@@ -271,7 +271,7 @@ func benchFanout(outer *testing.B, n int, mode string) {
 		for range b.N {
 			time.Sleep(settle)
 			f.round++
-			lat := f.measure(b, "floor", uint64(f.round), func() {
+			lat := f.measure(b, simfleet.Floor, uint64(f.round), func() {
 				m := nats.NewMsg("bench.floor")
 				m.Data = payload
 				m.Header.Set("Round", strconv.Itoa(f.round))
@@ -357,15 +357,7 @@ func benchChild() int {
 		Config:      cfg,
 		Client:      trust,
 		BeforeRound: settleHeap(),
-		Conn: func(i int, nc *nats.Conn, armed func() *simfleet.Round) error {
-			_, err := nc.Subscribe("bench.floor", func(m *nats.Msg) {
-				at := time.Now()
-				if r := armed(); r != nil && r.Kind == "floor" && m.Header.Get("Round") == strconv.FormatUint(r.Want, 10) {
-					r.Hit(i, at)
-				}
-			})
-			return err
-		},
+		Conn:        simfleet.FloorConn("bench.floor"),
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child:", err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -61,9 +60,6 @@ func parseIntervals(s string) ([]client.Option, []nats.Option, error) {
 	return co, no, nil
 }
 
-// floorKind is the kind of simfleet round the floor's message reaches.
-const floorKind = "floor"
-
 // fleetMain runs a child's instances, each as the namespace's service user
 // with its own connection to the child's node, reading the node's mirror,
 // with a core subscription on the floor's subject beside its watcher.
@@ -95,15 +91,7 @@ func fleetMain() int {
 		Config: Config,
 		Client: append([]client.Option{trust, client.WithStream("", natsconf.MirrorStream(Namespace))}, co...),
 		Dial:   append([]nats.Option{nats.CustomInboxPrefix(natsconf.InboxPrefix(Namespace))}, no...),
-		Conn: func(i int, nc *nats.Conn, armed func() *simfleet.Round) error {
-			_, err := nc.Subscribe(floorSubject, func(m *nats.Msg) {
-				at := time.Now()
-				if r := armed(); r != nil && r.Kind == floorKind && m.Header.Get("Round") == strconv.FormatUint(r.Want, 10) {
-					r.Hit(i, at)
-				}
-			})
-			return err
-		},
+		Conn:   simfleet.FloorConn(floorSubject),
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "scalesim fleet:", err)

@@ -34,6 +34,26 @@ const (
 // round's version reaches.
 const Applied = "apply"
 
+// Floor is the kind of round that a core message on a floor subject
+// (FloorConn) reaches: the wire's own latency to every instance, without
+// the client's work.
+const Floor = "floor"
+
+// FloorConn is an Options.Conn that subscribes each instance to subject: a
+// message carrying the armed Floor round's number in its Round header
+// reaches the instance.
+func FloorConn(subject string) func(i int, nc *nats.Conn, armed func() *Round) error {
+	return func(i int, nc *nats.Conn, armed func() *Round) error {
+		_, err := nc.Subscribe(subject, func(m *nats.Msg) {
+			at := time.Now()
+			if r := armed(); r != nil && r.Kind == Floor && m.Header.Get("Round") == strconv.FormatUint(r.Want, 10) {
+				r.Hit(i, at)
+			}
+		})
+		return err
+	}
+}
+
 // Round is what the child waits for: every instance to reach Want in the
 // way Kind names, and when each did.
 type Round struct {
