@@ -338,32 +338,17 @@ func benchFanout(outer *testing.B, n int, mode string) {
 // watcher each, plus a core subscription for the floor measurement (a round
 // of kind floor is reached by the message carrying the round's number).
 func benchChild() int {
-	key := os.Getenv("CUECAST_BENCH_KEY")
-	shared, err := client.NewKeyring(key)
+	trust, err := simfleet.Trust(os.Getenv("CUECAST_BENCH_MODE"), os.Getenv("CUECAST_BENCH_KEY"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child:", err)
 		return 1
 	}
-	var trust []client.Option
-	switch os.Getenv("CUECAST_BENCH_MODE") {
-	case "unsigned":
-		trust = append(trust, client.WithInsecureSkipVerify())
-	case "signed":
-		trust = append(trust, client.WithTrustedKeys(key))
-	case "signed-shared":
-		trust = append(trust, client.WithKeyring(shared))
-	}
-	err = simfleet.Run(context.Background(), simfleet.Options{
+	return simfleet.RunChild("child:", simfleet.Options{
 		Config:      cfg,
-		Client:      trust,
+		Client:      []client.Option{trust},
 		BeforeRound: settleHeap(),
 		Conn:        simfleet.FloorConn("bench.floor"),
 	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "child:", err)
-		return 1
-	}
-	return 0
 }
 
 // settleHeap is what the child does before each round, with the fleet at

@@ -1,7 +1,6 @@
 package scalesim
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"strings"
@@ -64,22 +63,9 @@ func parseIntervals(s string) ([]client.Option, []nats.Option, error) {
 // with its own connection to the child's node, reading the node's mirror,
 // with a core subscription on the floor's subject beside its watcher.
 func fleetMain() int {
-	key := os.Getenv(keyEnv)
-	var trust client.Option
-	switch mode := os.Getenv(modeEnv); mode {
-	case "unsigned":
-		trust = client.WithInsecureSkipVerify()
-	case "signed":
-		trust = client.WithTrustedKeys(key)
-	case "signed-shared":
-		k, err := client.NewKeyring(key)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "scalesim fleet:", err)
-			return 1
-		}
-		trust = client.WithKeyring(k)
-	default:
-		fmt.Fprintf(os.Stderr, "scalesim fleet: %s=%q: want unsigned, signed or signed-shared\n", modeEnv, mode)
+	trust, err := simfleet.Trust(os.Getenv(modeEnv), os.Getenv(keyEnv))
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "scalesim fleet: %s: %v\n", modeEnv, err)
 		return 1
 	}
 	co, no, err := parseIntervals(os.Getenv(intervalsEnv))
@@ -87,15 +73,10 @@ func fleetMain() int {
 		fmt.Fprintln(os.Stderr, "scalesim fleet:", err)
 		return 1
 	}
-	err = simfleet.Run(context.Background(), simfleet.Options{
+	return simfleet.RunChild("scalesim fleet:", simfleet.Options{
 		Config: Config,
 		Client: append([]client.Option{trust, client.WithStream("", natsconf.MirrorStream(Namespace))}, co...),
 		Dial:   append([]nats.Option{nats.CustomInboxPrefix(natsconf.InboxPrefix(Namespace))}, no...),
 		Conn:   simfleet.FloorConn(floorSubject),
 	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "scalesim fleet:", err)
-		return 1
-	}
-	return 0
 }
