@@ -740,12 +740,7 @@ func TestRunReturnsOnAClosedConnection(t *testing.T) {
 	nc.Close()
 	done := make(chan error, 1)
 	go func() { done <- c.Run(t.Context()) }()
-	select {
-	case err := <-done:
-		if !errors.Is(err, nats.ErrConnectionClosed) {
-			t.Fatalf("Run on a closed connection: %v, want nats.ErrConnectionClosed", err)
-		}
-	case <-time.After(poll.Patience):
-		t.Fatalf("Run still retrying on a closed connection after %s", poll.Patience)
+	if err := poll.Receive(t, "Run's return on a closed connection (still retrying)", poll.Patience, done); !errors.Is(err, nats.ErrConnectionClosed) {
+		t.Fatalf("Run on a closed connection: %v, want nats.ErrConnectionClosed", err)
 	}
 }

@@ -167,13 +167,8 @@ func TestJetStreamDisabledStopsServe(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
 	p.Server.DisableJetStream()
-	select {
-	case err := <-done:
-		if !errors.Is(err, pipeline.ErrJetStreamDisabled) || !strings.Contains(err.Error(), "free space") {
-			t.Fatalf("Run: %v, want ErrJetStreamDisabled telling to free space", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("Run kept going with JetStream disabled")
+	if err := poll.Receive(t, "Run's return with JetStream disabled (still going)", 20*time.Second, done); !errors.Is(err, pipeline.ErrJetStreamDisabled) || !strings.Contains(err.Error(), "free space") {
+		t.Fatalf("Run: %v, want ErrJetStreamDisabled telling to free space", err)
 	}
 }
 
