@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
-	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -13,6 +12,7 @@ import (
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/bindings"
 	"github.com/cuecast/cuecast/compiler"
+	"github.com/cuecast/cuecast/internal/golden"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -96,23 +96,7 @@ func TestGolden(t *testing.T) {
 	t.Parallel()
 	ex := loadExample(t)
 	for name, got := range generated(t, ex) {
-		file := filepath.Join("testdata", name)
-		if *update {
-			if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(file, got, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		want, err := os.ReadFile(file)
-		if err != nil {
-			t.Fatalf("%v (run go test ./bindings -update)", err)
-		}
-		if !bytes.Equal(got, want) {
-			t.Errorf("%s differs from what the generator writes now (go test ./bindings -update rewrites it):\n%s", file, got)
-		}
+		golden.Check(t, filepath.Join("testdata", name), got, *update)
 	}
 }
 

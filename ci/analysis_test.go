@@ -46,14 +46,11 @@ func TestCheckShowsAnalysis(t *testing.T) {
 		if len(j.Configs) != 1 || j.Configs[0] != "search/ranking" || j.Stage != "half" || len(j.Metrics) != 1 || j.Metrics[0].Query != goodQuery {
 			t.Errorf("judgement %+v, want search/ranking's stage half with its error_rate query", j)
 		}
-		var text strings.Builder
-		if err := rep.WriteText(&text); err != nil {
-			t.Fatal(err)
-		}
+		text := textReport(t, rep)
 		for _, want := range []string{"analysis the rollout is judged by", "search/ranking, stage half:",
 			"error_rate: cohort − baseline ≤ 0.01, every 1m0s, 2 failures halt, at least 100 samples", "query: " + goodQuery} {
-			if !strings.Contains(text.String(), want) {
-				t.Errorf("text report lacks %q:\n%s", want, text.String())
+			if !strings.Contains(text, want) {
+				t.Errorf("text report lacks %q:\n%s", want, text)
 			}
 		}
 		if md := rep.Markdown(0); !strings.Contains(md, "### Analysis the rollout is judged by") {

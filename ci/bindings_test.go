@@ -37,12 +37,9 @@ func TestCheckBindingsChange(t *testing.T) {
 	if rep.Failed() {
 		t.Errorf("check failed for a bindings change: %v", rep.Errors)
 	}
-	var text strings.Builder
-	if err := rep.WriteText(&text); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(text.String(), "! payments  its ts, jsonschema bindings of example.com/configs/schemas#Payments change") {
-		t.Errorf("text report does not warn about payments' bindings:\n%s", text.String())
+	text := textReport(t, rep)
+	if !strings.Contains(text, "! payments  its ts, jsonschema bindings of example.com/configs/schemas#Payments change") {
+		t.Errorf("text report does not warn about payments' bindings:\n%s", text)
 	}
 
 	gh := githubtest.New(t)

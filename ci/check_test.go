@@ -175,12 +175,9 @@ func TestCheckScenarios(t *testing.T) {
 				if len(rep.Risk.NewFields) != 1 || rep.Risk.NewFields[0].Path != "tier" {
 					t.Errorf("new fields: got %+v, want search/indexer tier", rep.Risk.NewFields)
 				}
-				var text strings.Builder
-				if err := rep.WriteText(&text); err != nil {
-					t.Fatal(err)
-				}
-				if !strings.Contains(text.String(), "+ tier: \"gold\"  # new field") || !strings.Contains(text.String(), "decoding strictly") {
-					t.Errorf("text report does not mark the new field:\n%s", text.String())
+				text := textReport(t, rep)
+				if !strings.Contains(text, "+ tier: \"gold\"  # new field") || !strings.Contains(text, "decoding strictly") {
+					t.Errorf("text report does not mark the new field:\n%s", text)
 				}
 			},
 		},
@@ -560,12 +557,9 @@ func TestCheckUndeclaredDirectory(t *testing.T) {
 	if rep.Failed() {
 		t.Errorf("check failed: %v", rep.Errors)
 	}
-	var text strings.Builder
-	if err := rep.WriteText(&text); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(text.String(), "billing/  declare it in cuecast.cue") {
-		t.Errorf("text report does not name billing/:\n%s", text.String())
+	text := textReport(t, rep)
+	if !strings.Contains(text, "billing/  declare it in cuecast.cue") {
+		t.Errorf("text report does not name billing/:\n%s", text)
 	}
 }
 

@@ -1,7 +1,6 @@
 package ci_test
 
 import (
-	"bytes"
 	"math"
 	"slices"
 	"strings"
@@ -75,12 +74,9 @@ func TestCheckFlagRollouts(t *testing.T) {
 			if rep.Failed() != tt.failed {
 				t.Errorf("Failed: %v, want %v", rep.Failed(), tt.failed)
 			}
-			var text bytes.Buffer
-			if err := rep.WriteText(&text); err != nil {
-				t.Fatal(err)
-			}
-			if !strings.Contains(text.String(), "of users change variant (the weights require") {
-				t.Errorf("text report does not show the rollout:\n%s", text.String())
+			text := textReport(t, rep)
+			if !strings.Contains(text, "of users change variant (the weights require") {
+				t.Errorf("text report does not show the rollout:\n%s", text)
 			}
 			if tt.failed && !strings.Contains(rep.Markdown(60000), "move more users than their weights require") {
 				t.Errorf("markdown verdict does not say why it fails:\n%s", rep.Markdown(60000))
@@ -143,11 +139,8 @@ func TestCheckFlagSetNewFields(t *testing.T) {
 	if want := []string{"flags.theme.variants.dark.contrast"}; !slices.Equal(got, want) {
 		t.Errorf("new fields %q, want %q (errors %+v)", got, want, rep.Errors)
 	}
-	var text bytes.Buffer
-	if err := rep.WriteText(&text); err != nil {
-		t.Fatal(err)
-	}
-	for line := range strings.Lines(text.String()) {
+	text := textReport(t, rep)
+	for line := range strings.Lines(text) {
 		if strings.Contains(line, "new field") && (strings.Contains(line, "bucketBy") || strings.Contains(line, "reshuffle")) {
 			t.Errorf("text report warns of a field the evaluator knows: %s", line)
 		}

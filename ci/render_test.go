@@ -1,11 +1,9 @@
 package ci_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,6 +12,7 @@ import (
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/ci"
 	"github.com/cuecast/cuecast/compiler"
+	"github.com/cuecast/cuecast/internal/golden"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -72,32 +71,26 @@ func sampleReport() *ci.Report {
 	}
 }
 
-func golden(t *testing.T, name string, got []byte) {
+// textReport is rep's text form (WriteText), as check prints it.
+func textReport(t *testing.T, rep *ci.Report) string {
 	t.Helper()
-	p := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(p, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
+	var b strings.Builder
+	if err := rep.WriteText(&b); err != nil {
+		t.Fatal(err)
 	}
-	want, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatalf("%v (run go test ./ci -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from the golden file (go test ./ci -update rewrites it); got:\n%s", name, got)
-	}
+	return b.String()
+}
+
+func checkGolden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	golden.Check(t, filepath.Join("testdata", name), got, *update)
 }
 
 func TestRenderGolden(t *testing.T) {
 	rep := sampleReport()
-	golden(t, "comment.golden.md", []byte(rep.Markdown(0)))
-	var text bytes.Buffer
-	if err := rep.WriteText(&text); err != nil {
-		t.Fatal(err)
-	}
-	golden(t, "report.golden.txt", text.Bytes())
+	checkGolden(t, "comment.golden.md", []byte(rep.Markdown(0)))
+	text := textReport(t, rep)
+	checkGolden(t, "report.golden.txt", []byte(text))
 }
 
 func TestMarkdownShape(t *testing.T) {

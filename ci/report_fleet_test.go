@@ -149,15 +149,12 @@ func TestCountInstances(t *testing.T) {
 			if counted && len(rep.Configs) != len(tc.wantPer) {
 				t.Errorf("affected: %q; want %d paths", statuses(rep), len(tc.wantPer))
 			}
-			var text bytes.Buffer
-			if err := rep.WriteText(&text); err != nil {
-				t.Fatal(err)
+			text := textReport(t, rep)
+			if !strings.Contains(text, tc.headline) {
+				t.Errorf("text report does not say %q:\n%s", tc.headline, text)
 			}
-			if !strings.Contains(text.String(), tc.headline) {
-				t.Errorf("text report does not say %q:\n%s", tc.headline, text.String())
-			}
-			if !counted && strings.Contains(text.String(), "instance") {
-				t.Errorf("a report without a fleet count talks of instances:\n%s", text.String())
+			if !counted && strings.Contains(text, "instance") {
+				t.Errorf("a report without a fleet count talks of instances:\n%s", text)
 			}
 			if md := rep.Markdown(0); strings.Contains(md, "| instances |") != counted {
 				t.Errorf("Markdown has an instances column: %v, want %v:\n%s", !counted, counted, md)

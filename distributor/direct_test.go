@@ -20,10 +20,7 @@ import (
 func TestDirectStreamEachContinues(t *testing.T) {
 	s := natstest.Start(t)
 	nc := s.Connect(t)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := natstest.JetStream(t, nc)
 	if _, err := js.CreateStream(t.Context(), jetstream.StreamConfig{Name: "EACH", Subjects: []string{"each.>"}, AllowDirect: true}); err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +64,7 @@ func TestDirectStreamEachContinues(t *testing.T) {
 	settle()
 	var got []string
 	last := uint64(0)
-	err = distributor.NewDirectStream(nc, "EACH").Each(t.Context(), "each.*.*", func(m *jetstream.RawStreamMsg) error {
+	err := distributor.NewDirectStream(nc, "EACH").Each(t.Context(), "each.*.*", func(m *jetstream.RawStreamMsg) error {
 		if m.Sequence <= last {
 			return fmt.Errorf("sequence %d after %d", m.Sequence, last)
 		}

@@ -189,10 +189,7 @@ func TestRetention(t *testing.T) {
 		})
 	}
 	// Chunks of purged versions are gone: versions 4 and 6 keep two each.
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := natstest.JetStream(t, nc)
 	st, err := js.Stream(ctx, cuecast.Stream)
 	if err != nil {
 		t.Fatal(err)
@@ -222,10 +219,7 @@ func pointers(t *testing.T, d *distributor.Distributor) []cuecast.Pointer {
 
 func lastSeq(t *testing.T, nc *nats.Conn) uint64 {
 	t.Helper()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := natstest.JetStream(t, nc)
 	st, err := js.Stream(t.Context(), cuecast.Stream)
 	if err != nil {
 		t.Fatal(err)
@@ -342,10 +336,7 @@ func publishReport(t *testing.T, nc *nats.Conn, r cuecast.Report) {
 	t.Helper()
 	b, _ := json.Marshal(r)
 	subj := fmt.Sprintf("ccs.%s.%s.%s", r.Config.Namespace(), r.Instance, r.Config.Tokens()[len(r.Config.Namespace())+1:])
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := natstest.JetStream(t, nc)
 	if _, err := js.Publish(t.Context(), subj, b); err != nil {
 		t.Fatalf("publish report: %v", err)
 	}
@@ -493,18 +484,7 @@ func TestLoadOrCreateKey(t *testing.T) {
 // TestTwoWriters: a second Distributor moving the pointers is never
 // overwritten by stale knowledge of the first.
 func TestTwoWriters(t *testing.T) {
-	s := natstest.Start(t)
-	log := slog.New(slog.NewTextHandler(t.Output(), nil))
-	d1, err := distributor.New(t.Context(), s.Connect(t), distributor.Options{Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d1.Close()
-	d2, err := distributor.New(t.Context(), s.Connect(t), distributor.Options{Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d2.Close()
+	_, d1, d2 := twoDistributors(t, distributor.Options{Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
 	ctx := t.Context()
 	v1 := mustPublish(t, d1, 1, content(1))
 	v2 := mustPublish(t, d1, 2, content(2))
@@ -539,16 +519,7 @@ func TestTwoWriters(t *testing.T) {
 // TestPublishStaleCache: a Distributor whose idea of the latest version is
 // stale (another process published since) still publishes correctly.
 func TestPublishStaleCache(t *testing.T) {
-	s := natstest.Start(t)
-	log := slog.New(slog.NewTextHandler(t.Output(), nil))
-	d1, err := distributor.New(t.Context(), s.Connect(t), distributor.Options{Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d2, err := distributor.New(t.Context(), s.Connect(t), distributor.Options{Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, d1, d2 := twoDistributors(t, distributor.Options{Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
 	mustPublish(t, d1, 1, content(1))
 	mustPublish(t, d2, 2, content(2)) // d1 still believes 1 is the latest
 	other := version(2)

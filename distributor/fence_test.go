@@ -21,6 +21,17 @@ import (
 // connection, with o; old holds the writer fence, for term 5.
 func twoWriters(t *testing.T, o distributor.Options) (s *natstest.Server, old, cur *distributor.Distributor) {
 	t.Helper()
+	s, old, cur = twoDistributors(t, o)
+	if err := old.ClaimFence(t.Context(), 5, "old"); err != nil {
+		t.Fatalf("old claims: %v", err)
+	}
+	return s, old, cur
+}
+
+// twoDistributors are two Distributors with o, each on its own connection
+// to one new server, as two serve processes share a NATS.
+func twoDistributors(t *testing.T, o distributor.Options) (s *natstest.Server, d1, d2 *distributor.Distributor) {
+	t.Helper()
 	s = natstest.Start(t)
 	newD := func() *distributor.Distributor {
 		d, err := distributor.New(t.Context(), s.Connect(t), o)
@@ -30,11 +41,7 @@ func twoWriters(t *testing.T, o distributor.Options) (s *natstest.Server, old, c
 		t.Cleanup(d.Close)
 		return d
 	}
-	old, cur = newD(), newD()
-	if err := old.ClaimFence(t.Context(), 5, "old"); err != nil {
-		t.Fatalf("old claims: %v", err)
-	}
-	return s, old, cur
+	return s, newD(), newD()
 }
 
 // TestFenceRefusesStaleWriter: issue 32, defect 1, at the store. A writer
@@ -97,15 +104,7 @@ func TestFenceRefusesStalePointerWrites(t *testing.T) {
 			t.Fatalf("deploy v%d: %v", n+1, err)
 		}
 	}
-	cl, err := client.New(s.Connect(t), client.WithInstance("web-1"), client.WithTrustedKeys(pub))
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := cl.Watch(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(w.Stop)
+	w := natstest.Watch(t, s.Connect(t), cfg, []client.Option{client.WithInstance("web-1"), client.WithTrustedKeys(pub)})
 	var ran []uint64 // the versions web-1 applied, in order
 	var mu sync.Mutex
 	go func() {

@@ -76,15 +76,11 @@ func TestDeployReturnsWhenPointerWriteAcksAreHeld(t *testing.T) {
 	link.StallBackOn([]byte("PUB cc.payments.p."))
 	done := make(chan error, 1)
 	go func() { done <- d.Deploy(context.Background(), v1) }()
-	select {
-	case err := <-done:
-		if err == nil {
-			t.Fatal("Deploy returned no error though no write was acknowledged")
-		}
-		t.Logf("Deploy with its acknowledgements held: %v", err)
-	case <-time.After(poll.Patience):
-		t.Fatalf("Deploy still waiting after %s for acknowledgements held on a live connection", poll.Patience)
+	err = poll.Receive(t, "Deploy's return with acknowledgements held on a live connection (still waiting)", poll.Patience, done)
+	if err == nil {
+		t.Fatal("Deploy returned no error though no write was acknowledged")
 	}
+	t.Logf("Deploy with its acknowledgements held: %v", err)
 	link.Unstall()
 	poll.Until(t, "every bucket at v1", poll.Patience, func() (bool, string) {
 		if err := d.Deploy(t.Context(), v1); err != nil {

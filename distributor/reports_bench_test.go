@@ -8,10 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/distributor"
+	"github.com/cuecast/cuecast/internal/natstest"
 )
 
 // BenchmarkReports reads the live reports of one config, of its namespace
@@ -19,10 +18,7 @@ import (
 // namespace: what status and check --fleet read.
 func BenchmarkReports(b *testing.B) {
 	d, nc := newDist(b, distributor.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	js, err := jetstream.New(nc)
-	if err != nil {
-		b.Fatal(err)
-	}
+	js := natstest.JetStream(b, nc)
 	const configs, instances = 500, 40
 	for c := range configs {
 		for i := range instances {

@@ -20,6 +20,7 @@ import (
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/compiler"
 	"github.com/cuecast/cuecast/internal/gittest"
+	"github.com/cuecast/cuecast/internal/golden"
 	"github.com/cuecast/cuecast/mutator"
 )
 
@@ -125,22 +126,7 @@ func TestGoldenRoundTrip(t *testing.T) {
 			if err != nil || !jsonEqual(js, v.Old) {
 				t.Errorf("replaced %q (%s), but the old value was %s", oldLit, js, v.Old)
 			}
-			golden := filepath.Join("testdata/shapes.golden", strings.ReplaceAll(string(a.Config.Base()), "/", "_")+"_"+path.Base(v.Edited.File))
-			if *update {
-				if err := os.MkdirAll(filepath.Dir(golden), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(golden, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			wantFile, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run with -update)", err)
-			}
-			if !bytes.Equal(got, wantFile) {
-				t.Errorf("%s differs from %s:\n%s", v.Edited.File, golden, got)
-			}
+			golden.Check(t, filepath.Join("testdata/shapes.golden", strings.ReplaceAll(string(a.Config.Base()), "/", "_")+"_"+path.Base(v.Edited.File)), got, *update)
 			ex, err := compiler.Explain(ctx, r.Dir, a.Config, compiler.ExplainOptions{Path: a.Path})
 			if err != nil {
 				t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/distributor"
+	"github.com/cuecast/cuecast/internal/poll"
 	"github.com/cuecast/cuecast/tailer"
 )
 
@@ -47,13 +48,8 @@ func TestRunStopsWhenFenced(t *testing.T) {
 	}
 	r.CommitFiles("b2", map[string]string{"pay/b/b.cue": config("b", false, 2)})
 	tl.Wake()
-	select {
-	case err := <-done:
-		if !errors.Is(err, cuecast.ErrFenced) {
-			t.Fatalf("Run: got %v, want an error wrapping ErrFenced", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("Run went on polling after the store refused its version as fenced")
+	if err := poll.Receive(t, "Run's return after the store refused its version as fenced (still polling)", 30*time.Second, done); !errors.Is(err, cuecast.ErrFenced) {
+		t.Fatalf("Run: got %v, want an error wrapping ErrFenced", err)
 	}
 	if v, err := later.Latest(e.ctx, "pay/b"); err != nil || v.Version != 1 {
 		t.Errorf("pay/b latest: v%d (%v), want v1: the refused version is not stored", v.Version, err)

@@ -822,13 +822,8 @@ func TestPollReturnsWhenAPublishFailsMidRun(t *testing.T) {
 		_, err := tl.Poll(e.ctx)
 		done <- err
 	}()
-	select {
-	case err := <-done:
-		if !errors.Is(err, nats.ErrConnectionClosed) {
-			t.Fatalf("Poll with publishes failing: %v, want the publish error", err)
-		}
-	case <-time.After(poll.Patience):
-		t.Fatalf("Poll still running %s after its first publish failed", poll.Patience)
+	if err := poll.Receive(t, "Poll's return after its first publish failed (still running)", poll.Patience, done); !errors.Is(err, nats.ErrConnectionClosed) {
+		t.Fatalf("Poll with publishes failing: %v, want the publish error", err)
 	}
 	pub.fail.Store(false)
 	if sum := e.poll(tl); sum.Versions != 6 {

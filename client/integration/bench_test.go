@@ -38,14 +38,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(simfleet.ChildEnv) != "" {
 		os.Exit(benchChild())
 	}
-	cleanup, err := setupExample()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	cleanup()
-	os.Exit(code)
+	os.Exit(natstest.RunWithExampleEnv(m, exampleConfig, []byte(exampleContent)))
 }
 
 type fleet struct {
@@ -278,7 +271,7 @@ func benchFanout(outer *testing.B, n int, mode string) {
 		for range b.N {
 			time.Sleep(settle)
 			f.round++
-			lat := f.measure(b, "floor", uint64(f.round), func() {
+			lat := f.measure(b, simfleet.Floor, uint64(f.round), func() {
 				m := nats.NewMsg("bench.floor")
 				m.Data = payload
 				m.Header.Set("Round", strconv.Itoa(f.round))
@@ -345,40 +338,17 @@ func benchFanout(outer *testing.B, n int, mode string) {
 // watcher each, plus a core subscription for the floor measurement (a round
 // of kind floor is reached by the message carrying the round's number).
 func benchChild() int {
-	key := os.Getenv("CUECAST_BENCH_KEY")
-	shared, err := client.NewKeyring(key)
+	trust, err := simfleet.Trust(os.Getenv("CUECAST_BENCH_MODE"), os.Getenv("CUECAST_BENCH_KEY"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child:", err)
 		return 1
 	}
-	var trust []client.Option
-	switch os.Getenv("CUECAST_BENCH_MODE") {
-	case "unsigned":
-		trust = append(trust, client.WithInsecureSkipVerify())
-	case "signed":
-		trust = append(trust, client.WithTrustedKeys(key))
-	case "signed-shared":
-		trust = append(trust, client.WithKeyring(shared))
-	}
-	err = simfleet.Run(context.Background(), simfleet.Options{
+	return simfleet.RunChild("child:", simfleet.Options{
 		Config:      cfg,
-		Client:      trust,
+		Client:      []client.Option{trust},
 		BeforeRound: settleHeap(),
-		Conn: func(i int, nc *nats.Conn, armed func() *simfleet.Round) error {
-			_, err := nc.Subscribe("bench.floor", func(m *nats.Msg) {
-				at := time.Now()
-				if r := armed(); r != nil && r.Kind == "floor" && m.Header.Get("Round") == strconv.FormatUint(r.Want, 10) {
-					r.Hit(i, at)
-				}
-			})
-			return err
-		},
+		Conn:        simfleet.FloorConn("bench.floor"),
 	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "child:", err)
-		return 1
-	}
-	return 0
 }
 
 // settleHeap is what the child does before each round, with the fleet at

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/client"
+	"github.com/cuecast/cuecast/internal/natstest"
 )
 
 // TestReplayedPointersNeverMoveBackOrFreeze: genuine, signed, older pointers
@@ -33,10 +34,7 @@ func TestReplayedPointersNeverMoveBackOrFreeze(t *testing.T) {
 	live, evLive := e.newClient(instance, client.WithReconcile(time.Hour))
 	wLive := watch(t, live)
 
-	js, err := jetstream.New(e.dnc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := natstest.JetStream(t, e.dnc)
 	st, err := js.Stream(t.Context(), "CUECAST")
 	if err != nil {
 		t.Fatal(err)

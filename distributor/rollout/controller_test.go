@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/distributor"
@@ -212,9 +211,7 @@ func TestRollbackPinsUntilMatchingCommit(t *testing.T) {
 	e.waitState(2, rollout.StateComplete, 0)
 	waitOn(t, 2, all...)
 
-	if _, err := e.c.Rollback(t.Context(), cfg, 1, rollout.Action{Actor: "ann", Reason: "checkout errors"}); err != nil {
-		t.Fatalf("Rollback: %v", err)
-	}
+	e.rollback(1, "checkout errors")
 	waitOn(t, 1, all...)
 	rec := e.record()
 	if rec.Pin == nil || rec.Pin.Version != 1 || !rec.Pin.Applied {
@@ -252,12 +249,8 @@ func TestRollbackPinsUntilMatchingCommit(t *testing.T) {
 
 func TestUnpinRollsOutPending(t *testing.T) {
 	e := newEnv(t, cuecast.DefaultPolicy(), cuecast.Relaxed)
-	e.baseline()
-	e.deploy(e.publish(2, content(2)))
-	e.waitState(2, rollout.StateComplete, 0)
-	if _, err := e.c.Rollback(t.Context(), cfg, 1, rollout.Action{Actor: "ann", Reason: "bad"}); err != nil {
-		t.Fatalf("Rollback: %v", err)
-	}
+	e.completeV2()
+	e.rollback(1, "bad")
 	e.deploy(e.publish(3, content(3)))
 	if _, err := e.c.Unpin(t.Context(), cfg, rollout.Action{Actor: "bob", Reason: "fixed forward in v3"}); err != nil {
 		t.Fatalf("Unpin: %v", err)
@@ -465,9 +458,7 @@ func TestRollbackCoversNamedInstances(t *testing.T) {
 				e.waitState(v, rollout.StateHolding, 0)
 			}
 
-			if _, err := e.c.Rollback(t.Context(), cfg, 1, rollout.Action{Actor: "ann", Reason: "checkout errors"}); err != nil {
-				t.Fatalf("Rollback: %v", err)
-			}
+			e.rollback(1, "checkout errors")
 			// The rollback is one pointer for every bucket, written after
 			// the target's own: the target follows it (the distributor then
 			// has no reason to write the target's pointer as well).
@@ -482,16 +473,9 @@ func TestRollbackCoversNamedInstances(t *testing.T) {
 // TestAuditIsAppendOnly: the audit stream refuses purges and deletes.
 func TestAuditIsAppendOnly(t *testing.T) {
 	e := newEnv(t, cuecast.DefaultPolicy(), cuecast.Relaxed)
-	e.baseline()
-	e.deploy(e.publish(2, content(2)))
-	e.waitState(2, rollout.StateComplete, 0)
-	if _, err := e.c.Rollback(t.Context(), cfg, 1, rollout.Action{Actor: "ann", Reason: "test"}); err != nil {
-		t.Fatal(err)
-	}
-	js, err := jetstream.New(e.nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e.completeV2()
+	e.rollback(1, "test")
+	js := natstest.JetStream(t, e.nc)
 	st, err := js.Stream(t.Context(), rollout.AuditStream)
 	if err != nil {
 		t.Fatal(err)
@@ -756,12 +740,7 @@ func TestRunReturnsOnAClosedConnection(t *testing.T) {
 	nc.Close()
 	done := make(chan error, 1)
 	go func() { done <- c.Run(t.Context()) }()
-	select {
-	case err := <-done:
-		if !errors.Is(err, nats.ErrConnectionClosed) {
-			t.Fatalf("Run on a closed connection: %v, want nats.ErrConnectionClosed", err)
-		}
-	case <-time.After(poll.Patience):
-		t.Fatalf("Run still retrying on a closed connection after %s", poll.Patience)
+	if err := poll.Receive(t, "Run's return on a closed connection (still retrying)", poll.Patience, done); !errors.Is(err, nats.ErrConnectionClosed) {
+		t.Fatalf("Run on a closed connection: %v, want nats.ErrConnectionClosed", err)
 	}
 }

@@ -233,6 +233,23 @@ func (e *env) record() rollout.Record {
 	return rec
 }
 
+// completeV2 puts v1 on every bucket (baseline), then deploys v2 and
+// waits until its rollout is complete.
+func (e *env) completeV2() {
+	e.t.Helper()
+	e.baseline()
+	e.deploy(e.publish(2, content(2)))
+	e.waitState(2, rollout.StateComplete, 0)
+}
+
+// rollback rolls cfg back to version v as the operator ann, for reason.
+func (e *env) rollback(v uint64, reason string) {
+	e.t.Helper()
+	if _, err := e.c.Rollback(e.t.Context(), cfg, v, rollout.Action{Actor: "ann", Reason: reason}); err != nil {
+		e.t.Fatalf("Rollback: %v", err)
+	}
+}
+
 // waitHalted waits until the rollout of v2 is halted at stage (any when
 // stage < 0), and fails the test unless the halt's reason names each of why.
 func (e *env) waitHalted(stage int, why ...string) rollout.Record {

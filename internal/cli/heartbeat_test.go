@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/internal/cli"
@@ -47,10 +46,7 @@ func TestHeartbeatFlags(t *testing.T) {
 		return true, ""
 	})
 	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := natstest.JetStream(t, nc)
 	poll.Until(t, "the report stream kept for four heartbeats of a minute", 30*time.Second, func() (bool, string) {
 		st, err := js.Stream(t.Context(), cuecast.ReportStream)
 		if err != nil {

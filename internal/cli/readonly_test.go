@@ -55,10 +55,7 @@ func TestReadCommandsDialAlike(t *testing.T) {
 func TestReadCommandsCreateNothing(t *testing.T) {
 	s := natstest.Start(t)
 	url := s.ClientURL()
-	js, err := jetstream.New(s.Connect(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := natstest.JetStream(t, s.Connect(t))
 	for _, args := range [][]string{
 		{"status", "--nats", url},
 		{"status", "payments/checkout", "--nats", url},
@@ -92,10 +89,7 @@ func TestReadCommandsCreateNoRolloutState(t *testing.T) {
 	if _, err := distributor.New(t.Context(), nc, distributor.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := natstest.JetStream(t, nc)
 	before := streamNames(t, js)
 	for _, tc := range []struct {
 		args []string

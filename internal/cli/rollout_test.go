@@ -52,15 +52,7 @@ func watchers(t *testing.T, p *pipeline.Pipeline, fl *natstest.Fleet, ids ...str
 	var ws []*client.Watcher
 	for _, id := range ids {
 		nc := fl.Instance(t, checkoutCfg.Namespace())
-		cl, err := client.New(nc, append(fl.ClientOptions(checkoutCfg.Namespace()), client.WithInstance(id), client.WithTrustedKeys(p.PublicKey))...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		w, err := cl.Watch(context.Background(), checkoutCfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(w.Stop)
+		w := natstest.Watch(t, nc, checkoutCfg, append(fl.ClientOptions(checkoutCfg.Namespace()), client.WithInstance(id), client.WithTrustedKeys(p.PublicKey)))
 		ws = append(ws, w)
 	}
 	return ws

@@ -126,14 +126,9 @@ func statusRun(c *cobra.Command, env *Env, opts *StatusOptions) error {
 	}
 	var cfgs []cuecast.ConfigPath
 	for _, a := range opts.Configs {
-		// A config with variants is shown as its variants, one row each:
-		// its own path holds only their index.
-		vs, err := variantsOf(ctx, d, cuecast.ConfigPath(a))
+		vs, err := statusPaths(ctx, d, a)
 		if err != nil {
-			return fmt.Errorf("status: %w", err)
-		}
-		if len(vs) == 0 {
-			vs = []cuecast.ConfigPath{cuecast.ConfigPath(a)}
+			return err
 		}
 		cfgs = append(cfgs, vs...)
 	}

@@ -44,12 +44,9 @@ func statusInstances(c *cobra.Command, env *Env, d *distributor.Distributor, opt
 	var out []configInstances
 	var unanswered []string
 	for _, a := range opts.Configs {
-		cfgs, err := variantsOf(ctx, d, cuecast.ConfigPath(a))
+		cfgs, err := statusPaths(ctx, d, a)
 		if err != nil {
-			return fmt.Errorf("status: %w", err)
-		}
-		if len(cfgs) == 0 {
-			cfgs = []cuecast.ConfigPath{cuecast.ConfigPath(a)}
+			return err
 		}
 		for _, cfg := range cfgs {
 			ci, err := instancesOf(ctx, d, cfg, timeout)

@@ -59,10 +59,7 @@ func newReportFleet(t *testing.T, nc *nats.Conn, url string, o distributor.Optio
 	if _, err := rollout.New(t.Context(), nc, d, nil, rollout.Options{Logger: o.Logger}); err != nil {
 		t.Fatalf("new rollout controller: %v", err)
 	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := natstest.JetStream(t, nc)
 	// checkout exists: a wait on a config never published is wrong usage.
 	if err := d.Publish(t.Context(), cuecast.Version{Config: checkoutCfg, Version: 1, Commit: "c1"}, []byte(`{"v":1}`)); err != nil {
 		t.Fatalf("publish checkout v1: %v", err)
@@ -104,14 +101,18 @@ func startReportFleet(t *testing.T, o distributor.Options, namespaces ...string)
 	return f
 }
 
-// startTwoOnV1 starts the fleet of t's mode with web-1 and web-2 reported
-// on v1 of checkout, where most wait tests begin.
-func startTwoOnV1(t *testing.T) *reportFleet {
-	t.Helper()
-	f := startReportFleet(t, distributor.Options{})
-	f.report("web-1", 1)
-	f.report("web-2", 1)
-	return f
+// inBothModesTwoOnV1 runs test in parallel in each of natstest.BothModes'
+// modes, on a fleet of that mode with web-1 and web-2 reported on v1 of
+// checkout, where most wait tests begin.
+func inBothModesTwoOnV1(t *testing.T, test func(t *testing.T, f *reportFleet)) {
+	t.Parallel()
+	natstest.BothModes(t, func(t *testing.T) {
+		t.Parallel()
+		f := startReportFleet(t, distributor.Options{})
+		f.report("web-1", 1)
+		f.report("web-2", 1)
+		test(t, f)
+	})
 }
 
 // report stores inst's report of version v of checkout, as the instance
@@ -318,10 +319,7 @@ func (f *reportFleet) result(res <-chan waitResult) waitResult {
 // has read the report stream once, by batched direct get, the initial
 // read; the stragglers are listed as before.
 func TestStatusWaitReadsReportsOnce(t *testing.T) {
-	t.Parallel()
-	natstest.BothModes(t, func(t *testing.T) {
-		t.Parallel()
-		f := startTwoOnV1(t)
+	inBothModesTwoOnV1(t, func(t *testing.T, f *reportFleet) {
 		res, extra := f.startWaitRead("--wait", "payments/checkout@2", "--timeout", "1500ms")
 		r := f.result(res)
 		if r.code != cli.ExitHalted {
@@ -341,10 +339,7 @@ func TestStatusWaitReadsReportsOnce(t *testing.T) {
 // version only after the wait's one read of the stream end it, from their
 // reports as they arrive.
 func TestStatusWaitSeesInstancesMoveAfterItStarted(t *testing.T) {
-	t.Parallel()
-	natstest.BothModes(t, func(t *testing.T) {
-		t.Parallel()
-		f := startTwoOnV1(t)
+	inBothModesTwoOnV1(t, func(t *testing.T, f *reportFleet) {
 		res, extra := f.startWaitRead("--wait", "payments/checkout@2", "--timeout", "20s")
 		f.stillWaiting(res, "before the instances moved")
 		f.report("web-1", 2)
@@ -427,10 +422,7 @@ authorization {
 // item 8); with stderr not a terminal it stays quiet until the outcome
 // (TestStatusWaitReadsReportsOnce).
 func TestStatusWaitShowsProgressOnATerminal(t *testing.T) {
-	t.Parallel()
-	natstest.BothModes(t, func(t *testing.T) {
-		t.Parallel()
-		f := startTwoOnV1(t)
+	inBothModesTwoOnV1(t, func(t *testing.T, f *reportFleet) {
 		stdout, stderr := &syncBuffer{}, &syncBuffer{}
 		io := &iostreams.IOStreams{In: strings.NewReader(""), Out: stdout, ErrOut: stderr}
 		io.SetTTY(false, true)
@@ -478,10 +470,7 @@ func TestStatusWaitUnknownConfig(t *testing.T) {
 // TestStatusWaitJSON: --output json makes the wait's outcome one JSON
 // document on stdout, whether it succeeds or times out.
 func TestStatusWaitJSON(t *testing.T) {
-	t.Parallel()
-	natstest.BothModes(t, func(t *testing.T) {
-		t.Parallel()
-		f := startTwoOnV1(t)
+	inBothModesTwoOnV1(t, func(t *testing.T, f *reportFleet) {
 		for _, tc := range []struct {
 			args    []string
 			code    int

@@ -68,3 +68,17 @@ func variantsOf(ctx context.Context, d *distributor.Distributor, cfg cuecast.Con
 	}
 	return ix.Variants, nil
 }
+
+// statusPaths are the paths status shows for its CONFIG argument a: a
+// config with variants as its variants, one row each (its own path holds
+// only their index); any other as itself.
+func statusPaths(ctx context.Context, d *distributor.Distributor, a string) ([]cuecast.ConfigPath, error) {
+	vs, err := variantsOf(ctx, d, cuecast.ConfigPath(a))
+	if err != nil {
+		return nil, fmt.Errorf("status: %w", err)
+	}
+	if len(vs) == 0 {
+		return []cuecast.ConfigPath{cuecast.ConfigPath(a)}, nil
+	}
+	return vs, nil
+}

@@ -42,10 +42,7 @@ func (c *candidate) stop() {
 func startCandidate(t *testing.T, srv *natstest.Server, id string, active *atomic.Int32, overlap *atomic.Bool) *candidate {
 	t.Helper()
 	nc := srv.Connect(t)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := natstest.JetStream(t, nc)
 	l, err := leader.New(context.Background(), js, leader.Options{ID: id, TTL: ttl})
 	if err != nil {
 		t.Fatalf("new lease: %v", err)
@@ -183,10 +180,7 @@ func TestOptions(t *testing.T) {
 func TestReclaimOwnLease(t *testing.T) {
 	srv := natstest.Start(t)
 	nc := srv.Connect(t)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := natstest.JetStream(t, nc)
 	ctx := t.Context()
 	// A TTL the test never waits out: a takeover by expiry would time out.
 	const long = time.Hour
@@ -257,10 +251,7 @@ func TestHolderStopsWhileItsWritesBlock(t *testing.T) {
 	}
 	t.Cleanup(nc.Close)
 	t.Cleanup(link.Unstall) // before the connection closes, whatever happened
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := natstest.JetStream(t, nc)
 	l, err := leader.New(t.Context(), js, leader.Options{ID: "blocked", TTL: ttl})
 	if err != nil {
 		t.Fatal(err)

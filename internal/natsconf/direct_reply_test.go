@@ -15,6 +15,7 @@ import (
 	"github.com/cuecast/cuecast/client"
 	"github.com/cuecast/cuecast/distributor"
 	"github.com/cuecast/cuecast/internal/natsconf"
+	"github.com/cuecast/cuecast/internal/natstest"
 	"github.com/cuecast/cuecast/internal/poll"
 )
 
@@ -84,7 +85,7 @@ func TestDirectGetAnswersAimedAtUpdates(t *testing.T) {
 			// web-2 reports each version it applies, 0.5–1.5 s later,
 			// and then every heartbeat: an hour, so that between the
 			// snapshots below nothing legitimate is stored.
-			cl, err := client.New(victim, client.WithInstance("web-2"), client.WithTrustedKeys(treePub),
+			w := natstest.Watch(t, victim, checkout, []client.Option{client.WithInstance("web-2"), client.WithTrustedKeys(treePub),
 				client.WithStream("", natsconf.MirrorStream("payments")), client.WithHeartbeat(time.Hour),
 				client.WithEvents(func(ev client.Event) {
 					mu.Lock()
@@ -95,15 +96,7 @@ func TestDirectGetAnswersAimedAtUpdates(t *testing.T) {
 					case client.EventError:
 						failures = append(failures, ev.String())
 					}
-				}))
-			if err != nil {
-				t.Fatal(err)
-			}
-			w, err := cl.Watch(ctx, checkout)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(w.Stop)
+				})})
 			// reported waits for web-2's report of v at the hub.
 			reported := func(v uint64) cuecast.Report {
 				t.Helper()

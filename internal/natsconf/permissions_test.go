@@ -533,10 +533,7 @@ func fillStores(t *testing.T, tr *natstest.Tree, servers []*natstest.TreeServer,
 	if _, err := rollout.New(ctx, nc, d, nil, rollout.Options{}); err != nil {
 		t.Fatalf("open rollout state: %v", err)
 	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := natstest.JetStream(t, nc)
 	if _, err := js.Publish(ctx, "$KV.cuecast-rollouts.payments.checkout", []byte(`{"config":"payments/checkout"}`)); err != nil {
 		t.Fatalf("rollout record: %v", err)
 	}
@@ -827,10 +824,7 @@ func testOperatorSteers(t *testing.T, st *suiteTree) {
 	if rs, err := d.Reports(ctx, ""); err != nil || len(rs) != 1 {
 		t.Errorf("reports as operator: %+v, %v; want search's one", rs, err)
 	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := natstest.JetStream(t, nc)
 	if ts, err := tailer.LoadState(ctx, distributor.NewDirectStream(js.Conn(), tailer.StateStream), "default"); err != nil || ts.Cursor != "c0ffee" {
 		t.Errorf("tailer state as operator: %+v, %v; want cursor c0ffee", ts, err)
 	}

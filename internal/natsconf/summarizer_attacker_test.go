@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/distributor"
@@ -83,10 +82,7 @@ func testSummarizerCredential(t *testing.T, tr *natstest.Tree) {
 	}
 
 	// What it may not do: each refused where it is sent, at its region's server.
-	js, err := jetstream.New(tr.Hub.Connect(t, natsconf.DistributorUser))
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := natstest.JetStream(t, tr.Hub.Connect(t, natsconf.DistributorUser))
 	reports, err := js.Stream(t.Context(), cuecast.ReportStream)
 	if err != nil {
 		t.Fatal(err)

@@ -53,15 +53,7 @@ func watchAll(b *testing.B, f *fleet, connect func() *nats.Conn, servers, conns,
 				if stream != "" {
 					opts = append(opts, client.WithStream("", stream))
 				}
-				cl, err := client.New(nc, opts...)
-				if err != nil {
-					b.Fatal(err)
-				}
-				w, err := cl.Watch(context.Background(), checkout)
-				if err != nil {
-					b.Fatal(err)
-				}
-				b.Cleanup(w.Stop)
+				w := natstest.Watch(b, nc, checkout, opts)
 				f.size++
 				go func() {
 					for snap := range w.Updates() {

@@ -40,21 +40,12 @@ func instances(t *testing.T, s *natstest.TreeServer, cfg cuecast.ConfigPath, n i
 	nc := s.Connect(t, natsconf.ServiceUser(cfg.Namespace()), client.ConnectOptions()...)
 	var ws []*client.Watcher
 	for i := range n {
-		cl, err := client.New(nc,
+		ws = append(ws, natstest.Watch(t, nc, cfg, []client.Option{
 			client.WithInstance(fmt.Sprintf("%s-i%d", s.Spec.Name, i)),
 			client.WithTrustedKeys(treePub),
 			client.WithStream("", natsconf.MirrorStream(cfg.Namespace())),
-			client.WithReconcile(500*time.Millisecond),
-		)
-		if err != nil {
-			t.Fatalf("new client: %v", err)
-		}
-		w, err := cl.Watch(context.Background(), cfg)
-		if err != nil {
-			t.Fatalf("watch: %v", err)
-		}
-		t.Cleanup(w.Stop)
-		ws = append(ws, w)
+			client.WithReconcile(500 * time.Millisecond),
+		}))
 	}
 	return ws
 }

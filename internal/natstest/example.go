@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"testing"
 
 	"github.com/nats-io/nats.go"
 
@@ -93,6 +94,56 @@ func ExampleEnv(cfg cuecast.ConfigPath, content []byte) (cleanup func(), err err
 		}
 	}
 	return cleanup, nil
+}
+
+// RunWithExampleEnv is the TestMain of a package with a runnable Example:
+// m's tests run inside ExampleEnv(cfg, content); it returns their exit code
+// for os.Exit, or 1 when the setup fails (said on stderr).
+func RunWithExampleEnv(m *testing.M, cfg cuecast.ConfigPath, content []byte) int {
+	cleanup, err := ExampleEnv(cfg, content)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer cleanup()
+	return m.Run()
+}
+
+// ExamplesCopyable fails t for each Go file of paths that imports what a
+// service copying it could not (or need not) import (ExampleImports).
+func ExamplesCopyable(t testing.TB, paths ...string) {
+	t.Helper()
+	for _, path := range paths {
+		bad, err := ExampleImports(path)
+		if err != nil || len(bad) > 0 {
+			t.Errorf("%s imports %v (%v), which a service copying it cannot (or need not) import", path, bad, err)
+		}
+	}
+}
+
+// outputLine is an example's "// Output:" line, with the blank line
+// before it.
+var outputLine = regexp.MustCompile(`\n\n\t// Output: [^\n]*\n`)
+
+// SameExample fails t unless the Go files shown (the example godoc shows,
+// which cannot run there) and run (its copy that runs, with ExampleEnv) are
+// the same from the line beginning with from on, but for their Output lines.
+func SameExample(t testing.TB, shown, run, from string) {
+	t.Helper()
+	body := func(path string) string {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, rest, ok := strings.Cut(string(b), "\n"+from)
+		if !ok {
+			t.Fatalf("%s: no line beginning %q", path, from)
+		}
+		return outputLine.ReplaceAllString(rest, "\n")
+	}
+	if s, r := body(shown), body(run); s != r {
+		t.Fatalf("%s and %s differ (beyond the Output line):\n--- shown\n%s\n--- run\n%s", shown, run, s, r)
+	}
 }
 
 // ExampleImports returns the imports of the Go file at path that a service

@@ -9,7 +9,10 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/client"
 	"github.com/cuecast/cuecast/internal/natsserver"
 	"github.com/cuecast/cuecast/internal/poll"
 )
@@ -62,4 +65,31 @@ func (s *Server) Connect(t testing.TB, opts ...nats.Option) *nats.Conn {
 	}
 	t.Cleanup(nc.Close)
 	return nc
+}
+
+// JetStream is nc's JetStream context; jetstream.New's error (it has one
+// only for a connection it cannot use) fails t.
+func JetStream(t testing.TB, nc *nats.Conn) jetstream.JetStream {
+	t.Helper()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatalf("jetstream: %v", err)
+	}
+	return js
+}
+
+// Watch is a client on nc with opts watching cfg with wopts, the watcher
+// stopped when the test ends; an error of client.New or Watch fails t.
+func Watch(t testing.TB, nc *nats.Conn, cfg cuecast.ConfigPath, opts []client.Option, wopts ...client.WatchOption) *client.Watcher {
+	t.Helper()
+	cl, err := client.New(nc, opts...)
+	if err != nil {
+		t.Fatalf("new client: %v", err)
+	}
+	w, err := cl.Watch(context.Background(), cfg, wopts...)
+	if err != nil {
+		t.Fatalf("watch %s: %v", cfg, err)
+	}
+	t.Cleanup(w.Stop)
+	return w
 }

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
 	"github.com/cuecast/cuecast/internal/natsconf"
@@ -54,10 +53,7 @@ func TestServeOnR3Cluster(t *testing.T) {
 		}
 		return len(vs) == 1, "no version"
 	})
-	js, err := jetstream.New(p.NC)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := natstest.JetStream(t, p.NC)
 	for _, name := range []string{"CUECAST", "CUECAST_REPORTS", "KV_cuecast-tailer", "KV_cuecast-lease", "KV_cuecast-rollouts", "CUECAST_AUDIT"} {
 		st, err := js.Stream(ctx, name)
 		if err != nil {

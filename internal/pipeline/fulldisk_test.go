@@ -22,6 +22,7 @@ import (
 
 	"github.com/cuecast/cuecast/client"
 	"github.com/cuecast/cuecast/distributor/rollout"
+	"github.com/cuecast/cuecast/internal/natstest"
 	"github.com/cuecast/cuecast/internal/pipeline"
 	"github.com/cuecast/cuecast/internal/poll"
 )
@@ -177,15 +178,7 @@ func TestFullDiskHeals(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	cl, err := client.New(nc, client.WithInstance("web-1"), client.WithTrustedKeys(s.p.PublicKey))
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := cl.Watch(ctx, cfgs[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(w.Stop)
+	w := natstest.Watch(t, nc, cfgs[0], []client.Option{client.WithInstance("web-1"), client.WithTrustedKeys(s.p.PublicKey)})
 
 	filler := fill(t, data)
 	pad := strings.Repeat("x", 30<<10)

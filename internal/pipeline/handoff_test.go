@@ -101,10 +101,7 @@ func TestHandoffDeploysWhatWasPublishedThoughLatestLags(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	nc, d, ctl := startRollout(t)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := natstest.JetStream(t, nc)
 	tl, repo := laggingTailer(t, js, d, ctl)
 	rolledOut := func(cfg cuecast.ConfigPath, want uint64) {
 		t.Helper()

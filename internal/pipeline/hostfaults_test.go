@@ -17,6 +17,7 @@ import (
 	"github.com/cuecast/cuecast/distributor/rollout"
 	"github.com/cuecast/cuecast/internal/gittest"
 	"github.com/cuecast/cuecast/internal/iostreams"
+	"github.com/cuecast/cuecast/internal/natstest"
 	"github.com/cuecast/cuecast/internal/pipeline"
 	"github.com/cuecast/cuecast/internal/poll"
 )
@@ -114,10 +115,7 @@ func TestStoreFullNamedAndRecovers(t *testing.T) {
 		return true, ""
 	})
 
-	js, err := jetstream.New(p.NC)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := natstest.JetStream(t, p.NC)
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "FILLER", Subjects: []string{"filler"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -169,13 +167,8 @@ func TestJetStreamDisabledStopsServe(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
 	p.Server.DisableJetStream()
-	select {
-	case err := <-done:
-		if !errors.Is(err, pipeline.ErrJetStreamDisabled) || !strings.Contains(err.Error(), "free space") {
-			t.Fatalf("Run: %v, want ErrJetStreamDisabled telling to free space", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("Run kept going with JetStream disabled")
+	if err := poll.Receive(t, "Run's return with JetStream disabled (still going)", 20*time.Second, done); !errors.Is(err, pipeline.ErrJetStreamDisabled) || !strings.Contains(err.Error(), "free space") {
+		t.Fatalf("Run: %v, want ErrJetStreamDisabled telling to free space", err)
 	}
 }
 

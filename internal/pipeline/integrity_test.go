@@ -62,6 +62,13 @@ func streamBlocks(t *testing.T, data string) (dir string, blocks []string) {
 	return dir, blocks
 }
 
+// lastBlock is the newest message block of the CUECAST stream under data.
+func lastBlock(t *testing.T, data string) string {
+	t.Helper()
+	_, blocks := streamBlocks(t, data)
+	return blocks[len(blocks)-1]
+}
+
 // TestDamagedStreamRefusedAndRepaired: versions published, serve stopped,
 // the CUECAST stream's files damaged; at restart the tailer must refuse to
 // publish (error, metric, /readyz 503) instead of numbering from what the
@@ -74,8 +81,7 @@ func TestDamagedStreamRefusedAndRepaired(t *testing.T) {
 		damage func(t *testing.T, data string)
 	}{
 		{"truncated", func(t *testing.T, data string) {
-			_, blocks := streamBlocks(t, data)
-			b := blocks[len(blocks)-1]
+			b := lastBlock(t, data)
 			fi, err := os.Stat(b)
 			if err != nil {
 				t.Fatal(err)
@@ -85,8 +91,7 @@ func TestDamagedStreamRefusedAndRepaired(t *testing.T) {
 			}
 		}},
 		{"bit-flipped", func(t *testing.T, data string) {
-			_, blocks := streamBlocks(t, data)
-			b := blocks[len(blocks)-1]
+			b := lastBlock(t, data)
 			buf, err := os.ReadFile(b)
 			if err != nil {
 				t.Fatal(err)

@@ -17,6 +17,7 @@ import (
 	"github.com/cuecast/cuecast/client"
 	"github.com/cuecast/cuecast/distributor/rollout"
 	"github.com/cuecast/cuecast/internal/gittest"
+	"github.com/cuecast/cuecast/internal/natstest"
 	"github.com/cuecast/cuecast/internal/pipeline"
 	"github.com/cuecast/cuecast/internal/pipelinetest"
 	"github.com/cuecast/cuecast/internal/poll"
@@ -74,15 +75,7 @@ func (f *fixture) watcher(id, lkg string) *client.Watcher {
 		f.t.Fatal(err)
 	}
 	f.t.Cleanup(nc.Close)
-	cl, err := client.New(nc, client.WithInstance(id), client.WithTrustedKeys(f.p.PublicKey))
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	w, err := cl.Watch(context.Background(), checkout, client.LastKnownGood(lkg))
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	f.t.Cleanup(w.Stop)
+	w := natstest.Watch(f.t, nc, checkout, []client.Option{client.WithInstance(id), client.WithTrustedKeys(f.p.PublicKey)}, client.LastKnownGood(lkg))
 	return w
 }
 

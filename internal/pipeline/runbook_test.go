@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/distributor"
@@ -72,7 +71,7 @@ func TestRunbookDamagedStream(t *testing.T) {
 	serve.args = []string{"serve", "--repo", repo.Dir, "--data", data, "--listen", listen, "--http", serve.http, "--interval", "50ms"}
 	rb := startRunbookServe(t, serve, repo, cfgs)
 	defer serve.stop(t)
-	ready, base := rb.ready, rb.base
+	base := rb.base
 	// OPERATIONS' flag table, --webhook-secret: without it, every webhook
 	// (a signed push too) is refused with 403 saying so, and the tailer
 	// still polls (the commits below are published).
@@ -113,8 +112,7 @@ func TestRunbookDamagedStream(t *testing.T) {
 		}
 	}
 	damage()
-	serve.start(t)
-	ready()
+	rb.start(t)
 	c.change(cfgs[0])
 	poll.Until(t, "the symptoms: every damaged config logged, the count, the metric, /readyz 503", poll.Patience, func() (bool, string) {
 		if ok, missing := rb.damageLogged(published); !ok {
@@ -147,8 +145,7 @@ func TestRunbookDamagedStream(t *testing.T) {
 	if err := os.CopyFS(store, os.DirFS(backup)); err != nil {
 		t.Fatal(err)
 	}
-	serve.start(t)
-	ready()
+	rb.start(t)
 	waitCursor(t, nc, repo.Head())
 	if v, err := d.Latest(t.Context(), cfgs[0]); err != nil || v.Version != published[cfgs[0]].Version+1 || v.Commit != c.last[cfgs[0]] {
 		t.Fatalf("%s after the backup's restore: v%d of %s (%v), want v%d of %s", cfgs[0], v.Version, short(v.Commit), err, published[cfgs[0]].Version+1, short(c.last[cfgs[0]]))
@@ -192,21 +189,16 @@ func TestRunbookRepairExternal(t *testing.T) {
 	serve.args = []string{"serve", "--repo", repo.Dir, "--data", data, "--nats", "nats://" + addr, "--http", serve.http, "--interval", "50ms"}
 	rb := startRunbookServe(t, serve, repo, cfgs)
 	defer serve.stop(t)
-	ready := rb.ready
 
 	nc, c, published := rb.publish(t, addr, pub)
 
 	// The damage, every replica stopped: the stream deleted at the server.
 	serve.stop(t)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := natstest.JetStream(t, nc)
 	if err := js.DeleteStream(t.Context(), "CUECAST"); err != nil {
 		t.Fatalf("delete the stream: %v", err)
 	}
-	serve.start(t)
-	ready()
+	rb.start(t)
 	c.change(cfgs[0])
 	poll.Until(t, "the symptoms: every damaged config logged, /readyz 503", poll.Patience, func() (bool, string) {
 		if ok, missing := rb.damageLogged(published); !ok {
@@ -246,9 +238,15 @@ func startRunbookServe(t *testing.T, serve *supervised, repo *gittest.Repo, cfgs
 			return serve.ready(), serve.proc.stderr.String()
 		})
 	}
-	serve.start(t)
-	r.ready()
+	r.start(t)
 	return r
+}
+
+// start starts serve and waits until it says it serves.
+func (r *runbookServe) start(t *testing.T) {
+	t.Helper()
+	r.serve.start(t)
+	r.ready()
 }
 
 // publish starts a fleet at the NATS server on addr (instances trusting
@@ -327,8 +325,7 @@ func (r *runbookServe) repairThenServe(t *testing.T, published map[cuecast.Confi
 			t.Errorf("%s printed\n%s\nwant the line %q", what, stdout, want)
 		}
 	}
-	r.serve.start(t)
-	r.ready()
+	r.start(t)
 	latest := map[cuecast.ConfigPath]cuecast.Version{}
 	for _, cf := range r.cfgs {
 		v, err := r.d.Latest(t.Context(), cf)

@@ -29,3 +29,18 @@ func Until(t testing.TB, what string, timeout time.Duration, cond func() (ok boo
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// Receive waits up to timeout for a value on ch and returns it; after
+// timeout it fails t saying what did not arrive (the outcome of a call
+// the test runs in the background, say).
+func Receive[T any](t testing.TB, what string, timeout time.Duration, ch <-chan T) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(timeout):
+		t.Fatalf("%s: nothing after %s", what, timeout)
+		var zero T
+		return zero
+	}
+}

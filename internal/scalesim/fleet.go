@@ -1,10 +1,8 @@
 package scalesim
 
 import (
-	"context"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -61,29 +59,13 @@ func parseIntervals(s string) ([]client.Option, []nats.Option, error) {
 	return co, no, nil
 }
 
-// floorKind is the kind of simfleet round the floor's message reaches.
-const floorKind = "floor"
-
 // fleetMain runs a child's instances, each as the namespace's service user
 // with its own connection to the child's node, reading the node's mirror,
 // with a core subscription on the floor's subject beside its watcher.
 func fleetMain() int {
-	key := os.Getenv(keyEnv)
-	var trust client.Option
-	switch mode := os.Getenv(modeEnv); mode {
-	case "unsigned":
-		trust = client.WithInsecureSkipVerify()
-	case "signed":
-		trust = client.WithTrustedKeys(key)
-	case "signed-shared":
-		k, err := client.NewKeyring(key)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "scalesim fleet:", err)
-			return 1
-		}
-		trust = client.WithKeyring(k)
-	default:
-		fmt.Fprintf(os.Stderr, "scalesim fleet: %s=%q: want unsigned, signed or signed-shared\n", modeEnv, mode)
+	trust, err := simfleet.Trust(os.Getenv(modeEnv), os.Getenv(keyEnv))
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "scalesim fleet: %s: %v\n", modeEnv, err)
 		return 1
 	}
 	co, no, err := parseIntervals(os.Getenv(intervalsEnv))
@@ -91,23 +73,10 @@ func fleetMain() int {
 		fmt.Fprintln(os.Stderr, "scalesim fleet:", err)
 		return 1
 	}
-	err = simfleet.Run(context.Background(), simfleet.Options{
+	return simfleet.RunChild("scalesim fleet:", simfleet.Options{
 		Config: Config,
 		Client: append([]client.Option{trust, client.WithStream("", natsconf.MirrorStream(Namespace))}, co...),
 		Dial:   append([]nats.Option{nats.CustomInboxPrefix(natsconf.InboxPrefix(Namespace))}, no...),
-		Conn: func(i int, nc *nats.Conn, armed func() *simfleet.Round) error {
-			_, err := nc.Subscribe(floorSubject, func(m *nats.Msg) {
-				at := time.Now()
-				if r := armed(); r != nil && r.Kind == floorKind && m.Header.Get("Round") == strconv.FormatUint(r.Want, 10) {
-					r.Hit(i, at)
-				}
-			})
-			return err
-		},
+		Conn:   simfleet.FloorConn(floorSubject),
 	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "scalesim fleet:", err)
-		return 1
-	}
-	return 0
 }

@@ -138,7 +138,7 @@ func (t *Tree) Change(tb testing.TB, settle, reports time.Duration) Change {
 	time.Sleep(settle)
 	t.round++
 	var floorNodes, applyNodes []time.Duration
-	c.Floor, floorNodes = t.round2(tb, floorKind, t.round, func() {
+	c.Floor, floorNodes = t.round2(tb, simfleet.Floor, t.round, func() {
 		m := nats.NewMsg(floorSubject)
 		m.Data = simfleet.Content(0)
 		m.Header.Set("Round", strconv.FormatUint(t.round, 10))

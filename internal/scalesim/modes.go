@@ -140,15 +140,7 @@ func (t *Tree) GrowReporters(tb testing.TB, perRegion int) {
 }
 
 // ReporterInstances is how many instances the report generators run.
-func (t *Tree) ReporterInstances() int {
-	n := 0
-	for _, sizes := range t.ReporterSizes {
-		for _, s := range sizes {
-			n += s
-		}
-	}
-	return n
-}
+func (t *Tree) ReporterInstances() int { return total(t.ReporterSizes) }
 
 // awaitApplied waits up to timeout until the hub's view of the live
 // reports has every reporter instance live on version v, and returns how

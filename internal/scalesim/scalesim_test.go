@@ -148,15 +148,7 @@ func TestScaleSoak(t *testing.T) {
 		all[tr.Instances()] = run{idle, cs}
 		t.Log("\n" + scalesim.Summary(cs, idle))
 		// Written after every size, so that a run stopped later keeps them.
-		if out := os.Getenv("CUECAST_SCALE_OUT"); out != "" {
-			b, err := json.MarshalIndent(all, "", " ")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(out, b, 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
+		writeOut(t, "CUECAST_SCALE_OUT", all)
 	}
 	if len(all) != len(sizes) {
 		t.Fatalf("measured %d sizes of %v", len(all), sizes)
@@ -219,15 +211,7 @@ func TestScaleModesSoak(t *testing.T) {
 				}
 				rows = append(rows, row)
 				t.Log("\n" + scalesim.ModesTable([]scalesim.ModeRow{row}))
-				if out := os.Getenv("CUECAST_MODES_OUT"); out != "" {
-					b, err := json.MarshalIndent(rows, "", " ")
-					if err != nil {
-						t.Fatal(err)
-					}
-					if err := os.WriteFile(out, b, 0o644); err != nil {
-						t.Fatal(err)
-					}
-				}
+				writeOut(t, "CUECAST_MODES_OUT", rows)
 			}
 		})
 	}
@@ -278,4 +262,21 @@ func envInts(t *testing.T, key, def string) []int {
 		out = append(out, n)
 	}
 	return out
+}
+
+// writeOut writes v as indented JSON to the file the environment variable
+// env names, when it names one: the figures a scale run leaves behind.
+func writeOut(t *testing.T, env string, v any) {
+	t.Helper()
+	out := os.Getenv(env)
+	if out == "" {
+		return
+	}
+	b, err := json.MarshalIndent(v, "", " ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(out, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
 }

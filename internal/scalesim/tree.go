@@ -362,11 +362,14 @@ func (t *Tree) Grow(tb testing.TB, perNode int) {
 }
 
 // Instances is how many instances run.
-func (t *Tree) Instances() int {
+func (t *Tree) Instances() int { return total(t.FleetSizes) }
+
+// total is the sum of sizes, per node (or region) and child.
+func total(sizes [][]int) int {
 	n := 0
-	for _, fs := range t.FleetSizes {
-		for _, s := range fs {
-			n += s
+	for _, s := range sizes {
+		for _, c := range s {
+			n += c
 		}
 	}
 	return n

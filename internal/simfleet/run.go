@@ -34,6 +34,56 @@ const (
 // round's version reaches.
 const Applied = "apply"
 
+// Floor is the kind of round that a core message on a floor subject
+// (FloorConn) reaches: the wire's own latency to every instance, without
+// the client's work.
+const Floor = "floor"
+
+// FloorConn is an Options.Conn that subscribes each instance to subject: a
+// message carrying the armed Floor round's number in its Round header
+// reaches the instance.
+func FloorConn(subject string) func(i int, nc *nats.Conn, armed func() *Round) error {
+	return func(i int, nc *nats.Conn, armed func() *Round) error {
+		_, err := nc.Subscribe(subject, func(m *nats.Msg) {
+			at := time.Now()
+			if r := armed(); r != nil && r.Kind == Floor && m.Header.Get("Round") == strconv.FormatUint(r.Want, 10) {
+				r.Hit(i, at)
+			}
+		})
+		return err
+	}
+}
+
+// Trust is the client option of a benchmark's signing mode, for the
+// signing key key: "unsigned" (nothing verified), "signed" (each client
+// verifies) or "signed-shared" (the process's clients share one Keyring,
+// so each pointer is verified once).
+func Trust(mode, key string) (client.Option, error) {
+	switch mode {
+	case "unsigned":
+		return client.WithInsecureSkipVerify(), nil
+	case "signed":
+		return client.WithTrustedKeys(key), nil
+	case "signed-shared":
+		k, err := client.NewKeyring(key)
+		if err != nil {
+			return nil, err
+		}
+		return client.WithKeyring(k), nil
+	}
+	return nil, fmt.Errorf("signing mode %q: want unsigned, signed or signed-shared", mode)
+}
+
+// RunChild is Run for a child process's main: it returns the exit code,
+// having said Run's error on stderr after prefix.
+func RunChild(prefix string, o Options) int {
+	if err := Run(context.Background(), o); err != nil {
+		fmt.Fprintln(os.Stderr, prefix, err)
+		return 1
+	}
+	return 0
+}
+
 // Round is what the child waits for: every instance to reach Want in the
 // way Kind names, and when each did.
 type Round struct {

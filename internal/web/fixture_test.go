@@ -2,7 +2,6 @@ package web_test
 
 import (
 	"bufio"
-	"context"
 	"io"
 	"log/slog"
 	"net/http"
@@ -54,6 +53,16 @@ type fixtureOptions struct {
 	heartbeat time.Duration
 }
 
+// inBothModes runs test in parallel in each of natstest.BothModes' modes,
+// on a fixture of that mode started with o.
+func inBothModes(t *testing.T, o fixtureOptions, test func(t *testing.T, f *fixture)) {
+	t.Parallel()
+	natstest.BothModes(t, func(t *testing.T) {
+		t.Parallel()
+		test(t, start(t, o))
+	})
+}
+
 func start(t *testing.T, o fixtureOptions) *fixture {
 	t.Helper()
 	repo := gittest.New(t)
@@ -90,15 +99,7 @@ func (f *fixture) watch(cfg cuecast.ConfigPath, id string, opts ...client.Option
 	f.t.Helper()
 	nc := f.fl.Instance(f.t, cfg.Namespace())
 	opts = append(f.fl.ClientOptions(cfg.Namespace()), opts...)
-	cl, err := client.New(nc, append([]client.Option{client.WithInstance(id), client.WithTrustedKeys(f.p.PublicKey)}, opts...)...)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	w, err := cl.Watch(context.Background(), cfg, client.LastKnownGood(filepath.Join(f.t.TempDir(), id+".lkg")))
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	f.t.Cleanup(w.Stop)
+	w := natstest.Watch(f.t, nc, cfg, append([]client.Option{client.WithInstance(id), client.WithTrustedKeys(f.p.PublicKey)}, opts...), client.LastKnownGood(filepath.Join(f.t.TempDir(), id+".lkg")))
 	return w
 }
 

@@ -21,10 +21,7 @@ import (
 // summarizer drops them, and the hub counts them from its summary (the hub
 // counted none: a forger in a region went unseen).
 func TestDashboardBelievesTheSubject(t *testing.T) {
-	t.Parallel()
-	natstest.BothModes(t, func(t *testing.T) {
-		t.Parallel()
-		f := start(t, fixtureOptions{})
+	inBothModes(t, fixtureOptions{}, func(t *testing.T, f *fixture) {
 		f.watch(checkout, "checkout-1")
 		inst := `cuecast_config_instances{config="payments/checkout"}`
 		poll.Until(t, "checkout-1 counted", poll.Patience, func() (bool, string) {
@@ -61,10 +58,7 @@ func TestDashboardBelievesTheSubject(t *testing.T) {
 				return len(rs) > 0, fmt.Sprintf("%+v", rs)
 			})
 		} else {
-			js, err := jetstream.New(nc)
-			if err != nil {
-				t.Fatal(err)
-			}
+			js := natstest.JetStream(t, nc)
 			poll.Until(t, "both forged reports stored", poll.Patience, func() (bool, string) {
 				s, err := js.Stream(t.Context(), cuecast.ReportStream)
 				if err != nil {

@@ -15,7 +15,6 @@ import (
 	"github.com/cuecast/cuecast/client"
 	"github.com/cuecast/cuecast/distributor"
 	"github.com/cuecast/cuecast/distributor/rollout"
-	"github.com/cuecast/cuecast/internal/natstest"
 	"github.com/cuecast/cuecast/internal/poll"
 	"github.com/cuecast/cuecast/internal/web"
 )
@@ -61,10 +60,7 @@ func (f *slowFleet) Reports(ctx context.Context, cfg cuecast.ConfigPath) ([]cuec
 // before it: every canary instance healthy, or none at all when the
 // instances had not reported yet.
 func TestSampleShowsWhyItHalted(t *testing.T) {
-	t.Parallel()
-	natstest.BothModes(t, func(t *testing.T) {
-		t.Parallel()
-		f := start(t, fixtureOptions{policies: holdPolicy})
+	inBothModes(t, fixtureOptions{policies: holdPolicy}, func(t *testing.T, f *fixture) {
 		var sick atomic.Bool
 		var canary []string
 		for i, in, out := 0, 0, 0; in < 2 || out < 2; i++ {

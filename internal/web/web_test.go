@@ -298,10 +298,7 @@ func TestActionWithToken(t *testing.T) {
 // TestEventsStream: a config page's event stream delivers a new version and
 // its coverage without being asked again.
 func TestEventsStream(t *testing.T) {
-	t.Parallel()
-	natstest.BothModes(t, func(t *testing.T) {
-		t.Parallel()
-		f := start(t, fixtureOptions{})
+	inBothModes(t, fixtureOptions{}, func(t *testing.T, f *fixture) {
 		f.watch(checkout, "checkout-1")
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()

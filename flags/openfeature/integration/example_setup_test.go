@@ -1,9 +1,7 @@
 package integration_test
 
 import (
-	"fmt"
 	"os"
-	"regexp"
 	"strings"
 	"testing"
 
@@ -13,14 +11,7 @@ import (
 // TestMain gives Example (docs/FLAGS.md's provider example) its environment:
 // version 1 of the flag set payments/flags deployed (natstest.ExampleEnv).
 func TestMain(m *testing.M) {
-	cleanup, err := natstest.ExampleEnv("payments/flags", []byte(set(true, "blue")))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	cleanup()
-	os.Exit(code)
+	os.Exit(natstest.RunWithExampleEnv(m, "payments/flags", []byte(set(true, "blue"))))
 }
 
 // TestExampleIsCopyable: the example imports only what a service can, and
@@ -28,12 +19,7 @@ func TestMain(m *testing.M) {
 // the one run here (beyond its Output line), and the one docs/FLAGS.md
 // shows from its imports on.
 func TestExampleIsCopyable(t *testing.T) {
-	for _, path := range []string{"example_test.go", "../example_test.go"} {
-		bad, err := natstest.ExampleImports(path)
-		if err != nil || len(bad) > 0 {
-			t.Errorf("%s imports %v (%v), which a service copying it cannot (or need not) import", path, bad, err)
-		}
-	}
+	natstest.ExamplesCopyable(t, "example_test.go", "../example_test.go")
 	read := func(path string) string {
 		b, err := os.ReadFile(path)
 		if err != nil {
@@ -41,16 +27,7 @@ func TestExampleIsCopyable(t *testing.T) {
 		}
 		return string(b)
 	}
-	body := func(path string) string {
-		_, rest, ok := strings.Cut(read(path), "\nfunc Example() {")
-		if !ok {
-			t.Fatalf("%s: no Example", path)
-		}
-		return regexp.MustCompile(`\n\n\t// Output: [^\n]*\n`).ReplaceAllString(rest, "\n")
-	}
-	if run, shown := body("example_test.go"), body("../example_test.go"); run != shown {
-		t.Fatalf("flags/openfeature/example_test.go and integration/example_test.go differ (beyond the Output line):\n--- shown\n%s\n--- run\n%s", shown, run)
-	}
+	natstest.SameExample(t, "../example_test.go", "example_test.go", "func Example() {")
 	_, code, _ := strings.Cut(read("../example_test.go"), "\nimport (")
 	if !strings.Contains(read("../../../docs/FLAGS.md"), "```go\nimport ("+code+"```") {
 		t.Fatal("docs/FLAGS.md's provider example is not flags/openfeature/example_test.go from its imports on: copy it again")

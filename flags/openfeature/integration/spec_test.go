@@ -139,26 +139,11 @@ func (s *scenario) steps(sc *godog.ScenarioContext) {
 	sc.Given(`^a stable provider$`, s.stableProvider)
 
 	// Values.
-	sc.When(`^a boolean flag with key "([^"]*)" is evaluated with default value "(true|false)"$`, func(flag, def string) error {
-		d, err := strconv.ParseBool(def)
-		if err != nil {
-			return err
-		}
-		s.eval("boolean", flag, d)
-		return nil
-	})
-	sc.When(`^a string flag with key "([^"]*)" is evaluated with default value "([^"]*)"$`, func(flag, def string) {
-		s.eval("string", flag, def)
-	})
-	sc.When(`^an integer flag with key "([^"]*)" is evaluated with default value (-?\d+)$`, func(flag string, def int64) {
-		s.eval("integer", flag, def)
-	})
-	sc.When(`^a float flag with key "([^"]*)" is evaluated with default value (-?\d+(?:\.\d+)?)$`, func(flag string, def float64) {
-		s.eval("float", flag, def)
-	})
-	sc.When(`^an object flag with key "([^"]*)" is evaluated with a null default value$`, func(flag string) {
-		s.eval("object", flag, nil)
-	})
+	sc.When(`^a boolean flag with key "([^"]*)" is evaluated with default value "(true|false)"$`, s.evalBool)
+	sc.When(`^a string flag with key "([^"]*)" is evaluated with default value "([^"]*)"$`, s.evalString)
+	sc.When(`^an integer flag with key "([^"]*)" is evaluated with default value (-?\d+)$`, s.evalInt)
+	sc.When(`^a float flag with key "([^"]*)" is evaluated with default value (-?\d+(?:\.\d+)?)$`, s.evalFloat)
+	sc.When(`^an object flag with key "([^"]*)" is evaluated with a null default value$`, s.evalObject)
 	sc.Then(`^the resolved boolean value should be "(true|false)"$`, func(want string) error {
 		b, err := strconv.ParseBool(want)
 		if err != nil {
@@ -172,22 +157,11 @@ func (s *scenario) steps(sc *godog.ScenarioContext) {
 	sc.Then(`^the resolved object value should be contain fields "([^"]*)", "([^"]*)", and "([^"]*)", with values "([^"]*)", "([^"]*)" and (\d+), respectively$`, s.resolvedObject)
 
 	// Details.
-	sc.When(`^a boolean flag with key "([^"]*)" is evaluated with details and default value "(true|false)"$`, func(flag, def string) error {
-		d, err := strconv.ParseBool(def)
-		if err != nil {
-			return err
-		}
-		s.eval("boolean", flag, d)
-		return nil
-	})
-	sc.When(`^a string flag with key "([^"]*)" is evaluated with details and default value "([^"]*)"$`, s.stringDetails)
-	sc.When(`^an integer flag with key "([^"]*)" is evaluated with details and default value (-?\d+)$`, s.intDetails)
-	sc.When(`^a float flag with key "([^"]*)" is evaluated with details and default value (-?\d+(?:\.\d+)?)$`, func(flag string, def float64) {
-		s.eval("float", flag, def)
-	})
-	sc.When(`^an object flag with key "([^"]*)" is evaluated with details and a null default value$`, func(flag string) {
-		s.eval("object", flag, nil)
-	})
+	sc.When(`^a boolean flag with key "([^"]*)" is evaluated with details and default value "(true|false)"$`, s.evalBool)
+	sc.When(`^a string flag with key "([^"]*)" is evaluated with details and default value "([^"]*)"$`, s.evalString)
+	sc.When(`^an integer flag with key "([^"]*)" is evaluated with details and default value (-?\d+)$`, s.evalInt)
+	sc.When(`^a float flag with key "([^"]*)" is evaluated with details and default value (-?\d+(?:\.\d+)?)$`, s.evalFloat)
+	sc.When(`^an object flag with key "([^"]*)" is evaluated with details and a null default value$`, s.evalObject)
 	sc.Then(`^the resolved boolean details value should be "(true|false)", the variant should be "([^"]*)", and the reason should be "([^"]*)"$`, func(want, variant, reason string) error {
 		b, err := strconv.ParseBool(want)
 		if err != nil {
@@ -224,8 +198,8 @@ func (s *scenario) steps(sc *godog.ScenarioContext) {
 	})
 
 	// Errors.
-	sc.When(`^a non-existent string flag with key "([^"]*)" is evaluated with details and a default value "([^"]*)"$`, s.stringDetails)
-	sc.When(`^a string flag with key "([^"]*)" is evaluated as an integer, with details and a default value (\d+)$`, s.intDetails)
+	sc.When(`^a non-existent string flag with key "([^"]*)" is evaluated with details and a default value "([^"]*)"$`, s.evalString)
+	sc.When(`^a string flag with key "([^"]*)" is evaluated as an integer, with details and a default value (\d+)$`, s.evalInt)
 	sc.Then(`^the default string value should be returned$`, s.defaultReturned)
 	sc.Then(`^the default integer value should be returned$`, s.defaultReturned)
 	sc.Then(`^the reason should indicate an error and the error code should indicate a missing flag with "([^"]*)"$`, s.errorCode)
@@ -256,9 +230,24 @@ func (s *scenario) eval(kind, flag string, def any) {
 	s.value, s.details, s.err = s.client().evaluate(kind, flag, def, s.evalCtx)
 }
 
-func (s *scenario) stringDetails(flag, def string) { s.eval("string", flag, def) }
+// evalBool and the others are the evaluation steps of each type, the same
+// with and without details (the client returns both every time).
+func (s *scenario) evalBool(flag, def string) error {
+	d, err := strconv.ParseBool(def)
+	if err != nil {
+		return err
+	}
+	s.eval("boolean", flag, d)
+	return nil
+}
 
-func (s *scenario) intDetails(flag string, def int64) { s.eval("integer", flag, def) }
+func (s *scenario) evalString(flag, def string) { s.eval("string", flag, def) }
+
+func (s *scenario) evalInt(flag string, def int64) { s.eval("integer", flag, def) }
+
+func (s *scenario) evalFloat(flag string, def float64) { s.eval("float", flag, def) }
+
+func (s *scenario) evalObject(flag string) { s.eval("object", flag, nil) }
 
 // resolved checks the value, of the Go type the client returns, and that
 // the evaluation did not fail.

@@ -146,16 +146,8 @@ func TestDashboardShowsRolloutLive(t *testing.T) {
 		}
 		t.Cleanup(nc.Close)
 		// The one documented step: the keys file serve writes.
-		cl, err := client.New(nc, client.WithInstance(fmt.Sprintf("checkout-%d", i+1)),
-			client.WithTrustedKeysFile(keys))
-		if err != nil {
-			t.Fatal(err)
-		}
-		w, err := cl.Watch(context.Background(), checkout, client.LastKnownGood(filepath.Join(t.TempDir(), "lkg")))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(w.Stop)
+		natstest.Watch(t, nc, checkout, []client.Option{client.WithInstance(fmt.Sprintf("checkout-%d", i+1)),
+			client.WithTrustedKeysFile(keys)}, client.LastKnownGood(filepath.Join(t.TempDir(), "lkg")))
 	}
 
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
