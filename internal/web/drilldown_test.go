@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/distributor"
 	"github.com/cuecast/cuecast/internal/natsconf"
@@ -28,6 +30,24 @@ import (
 func TestInstancesPageDrillDown(t *testing.T) {
 	t.Parallel()
 	natstest.BothModes(t, testInstancesPageDrillDown)
+}
+
+// silentRegion returns a func that sends, through the hub's nc, region
+// us-east's summary of one instance, ghost-1, on checkout's version v:
+// a region that summarises the config and answers no drill-down. Its
+// summary lives four heartbeats; a test that waits sends it each try.
+func silentRegion(t *testing.T, nc *nats.Conn, v uint64) func() error {
+	t.Helper()
+	silent, err := json.Marshal(distributor.BuildSummary("us-east", checkout, []cuecast.Report{{Instance: "ghost-1", Config: checkout, Version: v, Healthy: true}}, time.Now()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func() error {
+		if err := nc.Publish(cuecast.SummarySubject("us-east", checkout), silent); err != nil {
+			return err
+		}
+		return nc.Flush()
+	}
 }
 
 func testInstancesPageDrillDown(t *testing.T) {
@@ -117,15 +137,9 @@ func testInstancesPageDrillDown(t *testing.T) {
 	// beside the rows of the region that did, and none of its instances is
 	// shown (healthy or otherwise). Its summary lives four heartbeats:
 	// each try sends it again.
-	silent, err := json.Marshal(distributor.BuildSummary("us-east", checkout, []cuecast.Report{{Instance: "ghost-1", Config: checkout, Version: 2, Healthy: true}}, time.Now()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	summarise := silentRegion(t, hubNC, 2)
 	poll.Until(t, "the page naming the region that did not answer", poll.Patience, func() (bool, string) {
-		if err := hubNC.Publish(cuecast.SummarySubject("us-east", checkout), silent); err != nil {
-			return false, err.Error()
-		}
-		if err := hubNC.Flush(); err != nil {
+		if err := summarise(); err != nil {
 			return false, err.Error()
 		}
 		code, page = get(t, ts.URL+"/instances/"+string(checkout))

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/cuecast/cuecast"
-	"github.com/cuecast/cuecast/distributor"
 	"github.com/cuecast/cuecast/distributor/rollout"
 	"github.com/cuecast/cuecast/internal/natstest"
 	"github.com/cuecast/cuecast/internal/poll"
@@ -23,14 +22,11 @@ import (
 // A region that does not answer leaves its instances counted by bucket,
 // and the page says which.
 func TestNamedStageOnTheConfigPage(t *testing.T) {
-	t.Parallel()
-	natstest.BothModes(t, func(t *testing.T) {
-		t.Parallel()
-		policy := rollout.Static{P: cuecast.Policy{Stages: []cuecast.Stage{
-			{Name: "canary", Instances: []string{"checkout-a"}, Hold: cuecast.Duration(time.Hour)},
-			{Name: "all", Percent: 100},
-		}}}
-		f := start(t, fixtureOptions{policies: policy})
+	policy := rollout.Static{P: cuecast.Policy{Stages: []cuecast.Stage{
+		{Name: "canary", Instances: []string{"checkout-a"}, Hold: cuecast.Duration(time.Hour)},
+		{Name: "all", Percent: 100},
+	}}}
+	inBothModes(t, fixtureOptions{policies: policy}, func(t *testing.T, f *fixture) {
 		for _, id := range []string{"checkout-a", "checkout-b", "checkout-c"} {
 			f.watch(checkout, id)
 		}
@@ -62,18 +58,10 @@ func TestNamedStageOnTheConfigPage(t *testing.T) {
 		}
 
 		// A region that summarises the config and does not answer: its
-		// instances stay counted by bucket, and the page says so. Its
-		// summary lives four heartbeats; each try sends it again.
-		hubNC := f.fl.Hub(t)
-		silent, err := json.Marshal(distributor.BuildSummary("us-east", checkout, []cuecast.Report{{Instance: "ghost-1", Config: checkout, Version: 1, Healthy: true}}, time.Now()))
-		if err != nil {
-			t.Fatal(err)
-		}
+		// instances stay counted by bucket, and the page says so.
+		summarise := silentRegion(t, f.fl.Hub(t), 1)
 		poll.Until(t, "the page naming the region that did not answer", poll.Patience, func() (bool, string) {
-			if err := hubNC.Publish(cuecast.SummarySubject("us-east", checkout), silent); err != nil {
-				return false, err.Error()
-			}
-			if err := hubNC.Flush(); err != nil {
+			if err := summarise(); err != nil {
 				return false, err.Error()
 			}
 			_, body := get(t, f.base+"/api/configs/"+string(checkout))
