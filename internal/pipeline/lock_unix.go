@@ -48,3 +48,13 @@ func lockDataDir(dir string) (*os.File, error) {
 	}
 	return f, nil
 }
+
+// unlockDataDir gives the data directory up (Pipeline.Close). It unlocks
+// before closing: the flock belongs to the open file, which a child forked
+// meanwhile by another goroutine holds a copy of until it execs, so a
+// close alone could leave the directory locked against a pipeline started
+// again in this process (TestDataDirFreeAfterClose).
+func unlockDataDir(f *os.File) {
+	_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	f.Close()
+}

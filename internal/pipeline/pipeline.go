@@ -426,7 +426,7 @@ func (p *Pipeline) Close() {
 		p.Server.WaitForShutdown()
 	}
 	if p.lock != nil {
-		p.lock.Close() // releases the flock
+		unlockDataDir(p.lock)
 	}
 }
 
