@@ -178,9 +178,10 @@ type stagedReports struct {
 // regions for the instances r's stages name or select when reports come
 // from their summary groups (without it the page showed a named canary
 // on a tree with no instances while `cuecast rollout status` counted
-// it). It asks at most once a sample, waiting at most stagedTimeout (a
-// live page, redrawn every sample, is not held up as long as the
-// per-instance page may be). Unlike the controller, which fails its step
+// it). It asks at most once a sample per config, and waits at most
+// stagedTimeout (a live page, redrawn every sample, is not held up as
+// long as the per-instance page may be); one config's wait never holds
+// up another config's page. Unlike the controller, which fails its step
 // then, the page counts what did arrive: the instances of a region that
 // did not answer, or left some out, stay in their groups, and counted
 // says so.
@@ -188,10 +189,15 @@ func (s *Server) stagedReports(ctx context.Context, snap *snapshot, cfg cuecast.
 	if _, ok := rollout.NeedsDrillDown(r, reports); !ok || s.o.Regions == nil {
 		return stagedReports{reports: reports}
 	}
-	snap.stagedMu.Lock()
-	defer snap.stagedMu.Unlock()
-	if st, ok := snap.staged[cfg]; ok {
-		return st
+	ask := snap.stagedAskOf(cfg)
+	select {
+	case ask.turn <- struct{}{}:
+		defer func() { <-ask.turn }()
+	case <-ctx.Done(): // the page was closed while another asked
+		return stagedReports{reports: reports}
+	}
+	if ask.st != nil {
+		return *ask.st
 	}
 	wait := min(s.o.DetailTimeout, stagedTimeout)
 	dctx, cancel := context.WithTimeout(ctx, wait)
@@ -213,10 +219,7 @@ func (s *Server) stagedReports(ctx context.Context, snap *snapshot, cfg cuecast.
 		st.counted = "asked the regions for the instances the stages name or select: " + strings.Join(short, ", ") + "; those are counted by their bucket's summary group"
 	}
 	if ctx.Err() == nil { // a page closed while asking keeps nothing
-		if snap.staged == nil {
-			snap.staged = map[cuecast.ConfigPath]stagedReports{}
-		}
-		snap.staged[cfg] = st
+		ask.st = &st
 	}
 	return st
 }
