@@ -35,7 +35,7 @@ func (c Cohort) Contains(ns, instance string) bool {
 // for a report made from a summary group (Count set), by the group's
 // bucket, since its name is only one of them; the controller drills down
 // for the instances a stage names or selects by label, which then come
-// one by one (Controller.rolloutReports).
+// one by one (DrillDown).
 func (c Cohort) Includes(ns string, r cuecast.Report) bool {
 	if r.Count > 0 {
 		_, ok := slices.BinarySearch(c.Buckets, r.Cohort)

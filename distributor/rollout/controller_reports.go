@@ -68,45 +68,30 @@ func (c *Controller) reports(ctx context.Context, cfg cuecast.ConfigPath) ([]cue
 	return f.live(cfg), nil
 }
 
-// Detailer is the distributor's drill-down into the regions that summarise
-// a config's reports (distributor.Distributor.Detail).
-type Detailer interface {
-	Detail(ctx context.Context, cfg cuecast.ConfigPath, req distributor.DetailRequest) ([]cuecast.Report, error)
-}
-
-var _ Detailer = (*distributor.Distributor)(nil)
-
 // rolloutReports is reports for judging r: when regions summarise the
 // config (reports made from summary groups), the instances r's stages
 // name or select by label are fetched from the regions and split out of
-// the groups (distributor.Split), since a cohort holds them by name, not
-// by bucket. A region that does not answer fails the read: the step is
-// tried again at the next tick, as after any failed read.
+// the groups (DrillDown), since a cohort holds them by name, not by
+// bucket. A region that does not answer, or leaves some of them out,
+// fails the read: the step is tried again at the next tick, as after any
+// failed read.
 func (c *Controller) rolloutReports(ctx context.Context, cfg cuecast.ConfigPath, r *Rollout) ([]cuecast.Report, error) {
 	rs, err := c.reports(ctx, cfg)
-	if err != nil || r == nil {
+	if err != nil {
 		return rs, err
 	}
-	grouped := false
-	for _, rp := range rs {
-		grouped = grouped || rp.Count > 0
-	}
-	if !grouped {
-		return rs, nil
-	}
-	req, ok := r.DetailRequest()
-	if !ok {
+	if _, ok := NeedsDrillDown(r, rs); !ok {
 		return rs, nil
 	}
 	dt, ok := c.d.(Detailer)
 	if !ok {
 		return nil, fmt.Errorf("%s: the distributor cannot drill down into the regions' reports", cfg)
 	}
-	detail, err := dt.Detail(ctx, cfg, req)
+	dr, err := DrillDown(ctx, dt, cfg, r, rs)
 	if err != nil {
 		return nil, fmt.Errorf("instances the rollout names: %w", err)
 	}
-	return distributor.Split(rs, detail), nil
+	return dr.Reports, nil
 }
 
 // DetailRequest is the drill-down that judging r on a summarised fleet

@@ -173,62 +173,53 @@ type stagedReports struct {
 	counted string // Rollout.Counted
 }
 
-// stagedReports returns the reports to count r's stages on: reports
-// themselves, unless regions summarise cfg and r's stages name instances
-// or select them by label. A summary group is in a stage by its bucket
-// (rollout.Cohort.Includes), so a named or labelled stage holds none of
-// its instances until they are asked of the regions and split out of
-// their groups, as the rollout controller asks when it judges the stage
-// (rollout.Rollout.DetailRequest); without that the page showed a named
-// canary on a tree with no instances while `cuecast rollout status`
-// counted it. It asks at most once a sample, waiting at most
+// stagedReports returns the reports to count r's stages on: those of
+// rollout.DrillDown, the controller's own drill-down, which asks the
+// regions for the instances r's stages name or select when reports come
+// from their summary groups (without it the page showed a named canary
+// on a tree with no instances while `cuecast rollout status` counted
+// it). It asks at most once a sample per config, and waits at most
 // stagedTimeout (a live page, redrawn every sample, is not held up as
-// long as the per-instance page may be); the instances of a region that
-// did not answer stay in their groups, and counted says so.
+// long as the per-instance page may be); one config's wait never holds
+// up another config's page. Unlike the controller, which fails its step
+// then, the page counts what did arrive: the instances of a region that
+// did not answer, or left some out, stay in their groups, and counted
+// says so.
 func (s *Server) stagedReports(ctx context.Context, snap *snapshot, cfg cuecast.ConfigPath, r *rollout.Rollout, reports []cuecast.Report) stagedReports {
-	grouped := false
-	for _, rep := range reports {
-		grouped = grouped || rep.Count > 0
-	}
-	req, named := r.DetailRequest()
-	if !grouped || !named || s.o.Regions == nil {
+	if _, ok := rollout.NeedsDrillDown(r, reports); !ok || s.o.Regions == nil {
 		return stagedReports{reports: reports}
 	}
-	snap.stagedMu.Lock()
-	defer snap.stagedMu.Unlock()
-	if st, ok := snap.staged[cfg]; ok {
-		return st
+	ask := snap.stagedAskOf(cfg)
+	select {
+	case ask.turn <- struct{}{}:
+		defer func() { <-ask.turn }()
+	case <-ctx.Done(): // the page was closed while another asked
+		return stagedReports{reports: reports}
+	}
+	if ask.st != nil {
+		return *ask.st
 	}
 	wait := min(s.o.DetailTimeout, stagedTimeout)
 	dctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	regions, err := s.o.Regions.DetailByRegion(dctx, cfg, req)
-	st := stagedReports{reports: reports}
-	if err != nil && !errors.Is(err, distributor.ErrDetailIncomplete) {
+	dr, err := rollout.DrillDown(dctx, s.o.Regions, cfg, r, reports)
+	st := stagedReports{reports: dr.Reports}
+	if err != nil && !errors.Is(err, distributor.ErrDetailIncomplete) && !errors.Is(err, distributor.ErrDetailTruncated) {
 		st.counted = "the instances the stages name or select are counted by their bucket's summary group: " + err.Error()
 		s.log.Warn("ask the regions for a rollout's named instances", "config", cfg, "err", err)
-	} else {
-		var detail []cuecast.Report
-		var short []string
-		for _, rd := range regions {
-			detail = append(detail, rd.Reports...)
-			switch {
-			case rd.Unanswered:
+	} else if len(dr.Short) > 0 {
+		short := make([]string, 0, len(dr.Short))
+		for _, rd := range dr.Short {
+			if rd.Unanswered {
 				short = append(short, rd.Region+" did not answer within "+wait.String())
-			case rd.More > 0:
+			} else {
 				short = append(short, fmt.Sprintf("%s left %d out", rd.Region, rd.More))
 			}
 		}
-		st.reports = distributor.Split(reports, detail)
-		if len(short) > 0 {
-			st.counted = "asked the regions for the instances the stages name or select: " + strings.Join(short, ", ") + "; those are counted by their bucket's summary group"
-		}
+		st.counted = "asked the regions for the instances the stages name or select: " + strings.Join(short, ", ") + "; those are counted by their bucket's summary group"
 	}
 	if ctx.Err() == nil { // a page closed while asking keeps nothing
-		if snap.staged == nil {
-			snap.staged = map[cuecast.ConfigPath]stagedReports{}
-		}
-		snap.staged[cfg] = st
+		ask.st = &st
 	}
 	return st
 }

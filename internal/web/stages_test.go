@@ -1,16 +1,22 @@
 package web_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/distributor"
 	"github.com/cuecast/cuecast/distributor/rollout"
 	"github.com/cuecast/cuecast/internal/natstest"
 	"github.com/cuecast/cuecast/internal/poll"
+	"github.com/cuecast/cuecast/internal/web"
 )
 
 // TestNamedStageOnTheConfigPage: a rollout whose canary names one
@@ -74,5 +80,125 @@ func TestNamedStageOnTheConfigPage(t *testing.T) {
 			return len(st) == 2 && st[0] == stage{"canary", 1, 1} && strings.Contains(cv.Rollout.Counted, "us-east did not answer within 2s"),
 				fmt.Sprintf("stages %+v, counted %q", st, cv.Rollout.Counted)
 		})
+	})
+}
+
+const refunds = cuecast.ConfigPath("payments/refunds")
+
+// heldRegions is the distributor's drill-down, held for one config until
+// the test lets it go: a region that does not answer for as long as the
+// test needs, where a real one is given up on after a timeout. It tells
+// asked each config it is asked about.
+type heldRegions struct {
+	web.Regions
+	held    cuecast.ConfigPath
+	asked   chan cuecast.ConfigPath
+	release chan struct{}
+}
+
+func (h *heldRegions) DetailByRegion(ctx context.Context, cfg cuecast.ConfigPath, req distributor.DetailRequest) ([]distributor.RegionDetail, error) {
+	h.asked <- cfg
+	if cfg == h.held {
+		<-h.release
+	}
+	return h.Regions.DetailByRegion(ctx, cfg, req)
+}
+
+// TestConfigPagesDoNotWaitForEachOther: two config pages opened at once,
+// each asking the regions for its rollout's named instances, while a
+// region is silent: the second page is drawn while the first one's
+// drill-down is still waiting for the region. They waited for each
+// other (up to 2 s each) while the pages of one sample shared one lock.
+func TestConfigPagesDoNotWaitForEachOther(t *testing.T) {
+	t.Parallel()
+	t.Run(natstest.TreeMode, func(t *testing.T) {
+		policy := rollout.Static{P: cuecast.Policy{Stages: []cuecast.Stage{
+			{Name: "canary", Instances: []string{"checkout-a", "refunds-a"}, Hold: cuecast.Duration(time.Hour)},
+			{Name: "all", Percent: 100},
+		}}}
+		f := start(t, fixtureOptions{policies: policy})
+		for _, w := range []struct {
+			cfg cuecast.ConfigPath
+			ids []string
+		}{{checkout, []string{"checkout-a", "checkout-b"}}, {refunds, []string{"refunds-a", "refunds-b"}}} {
+			for _, id := range w.ids {
+				f.watch(w.cfg, id)
+			}
+		}
+		for _, cfg := range []cuecast.ConfigPath{checkout, refunds} {
+			poll.Until(t, "the rollout of "+string(cfg)+" holding its canary, its instances summarised", poll.Patience, func() (bool, string) {
+				rec, err := f.p.Rollout.Record(t.Context(), cfg)
+				if err != nil {
+					return false, err.Error()
+				}
+				rs, err := f.p.Distributor.Reports(t.Context(), cfg)
+				if err != nil {
+					return false, err.Error()
+				}
+				return rec.Current != nil && rec.Current.State == rollout.StateHolding && distributor.Weigh(rs) == 2 && rs[0].Count > 0,
+					fmt.Sprintf("rollout %+v, reports %+v", rec.Current, rs)
+			})
+		}
+		if err := silentRegion(t, f.fl.Hub(t), 1)(); err != nil {
+			t.Fatal(err)
+		}
+
+		regions := &heldRegions{Regions: f.p.Distributor, held: checkout, asked: make(chan cuecast.ConfigPath, 4), release: make(chan struct{})}
+		srv, err := web.New(web.Options{Fleet: f.p.Distributor, Rollouts: f.p.Rollout, Regions: regions,
+			Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv.Sample(t.Context())
+		page := func(cfg cuecast.ConfigPath) <-chan *httptest.ResponseRecorder {
+			done := make(chan *httptest.ResponseRecorder, 1)
+			go func() {
+				rec := httptest.NewRecorder()
+				srv.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/api/configs/"+string(cfg), nil))
+				done <- rec
+			}()
+			return done
+		}
+
+		first := page(checkout)
+		if cfg := <-regions.asked; cfg != checkout {
+			t.Fatalf("asked the regions about %s, want %s", cfg, checkout)
+		}
+		second := page(refunds)
+		select {
+		case rec := <-second:
+			if cfg := <-regions.asked; cfg != refunds {
+				t.Errorf("asked the regions about %s, want %s", cfg, refunds)
+			}
+			var cv struct {
+				Rollout struct {
+					Stages []struct {
+						Name      string
+						Instances int
+					}
+				}
+			}
+			if err := json.Unmarshal(rec.Body.Bytes(), &cv); rec.Code != http.StatusOK || err != nil {
+				t.Fatalf("the second page: %d %s", rec.Code, rec.Body)
+			}
+			if st := cv.Rollout.Stages; len(st) == 0 || st[0].Name != "canary" || st[0].Instances != 1 {
+				t.Errorf("the second page's stages %+v, want its named canary counted", st)
+			}
+			second = nil
+		case <-time.After(poll.Patience):
+			t.Error("the second config's page waited for the first one's drill-down")
+		}
+		select {
+		case <-first:
+			t.Error("the first page was drawn before its drill-down was let go")
+		default:
+		}
+		close(regions.release)
+		if rec := <-first; rec.Code != http.StatusOK {
+			t.Errorf("the first page, its drill-down let go: %d %s", rec.Code, rec.Body)
+		}
+		if second != nil {
+			<-second // drawn after all: not left logging past the test
+		}
 	})
 }

@@ -1,0 +1,98 @@
+package rollout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/distributor"
+)
+
+// The drill-down a rollout's stages need on a summarised fleet: the one
+// rule of the controller, which judges the stages on it, and of the
+// dashboard's config page, which counts them on it.
+
+// Detailer is the distributor's drill-down into the regions that summarise
+// a config's reports, region by region (distributor.Distributor.DetailByRegion).
+type Detailer interface {
+	DetailByRegion(ctx context.Context, cfg cuecast.ConfigPath, req distributor.DetailRequest) ([]distributor.RegionDetail, error)
+}
+
+var _ Detailer = (*distributor.Distributor)(nil)
+
+// Drill is the reports a rollout's stages are counted on (DrillDown).
+type Drill struct {
+	// Reports are the reports given, with each instance a region sent
+	// split out of its summary group (distributor.Split).
+	Reports []cuecast.Report
+	// Short are the regions whose answer lacks instances asked for: those
+	// that did not answer (Unanswered), and those that left More out past
+	// their limit. Their missing instances stay in their bucket's group.
+	Short []distributor.RegionDetail
+}
+
+// NeedsDrillDown reports whether counting r's stages on reports needs
+// DrillDown, and with what request: when the reports come from regions'
+// summary groups (cuecast.Report.Count) and r's stages name or select
+// instances (Rollout.DetailRequest). A summary group is in a stage by its
+// bucket (Cohort.Includes), so a named or labelled stage holds none of its
+// instances until they are split out of their groups.
+func NeedsDrillDown(r *Rollout, reports []cuecast.Report) (distributor.DetailRequest, bool) {
+	if r == nil {
+		return distributor.DetailRequest{}, false
+	}
+	grouped := false
+	for _, rp := range reports {
+		grouped = grouped || rp.Count > 0
+	}
+	if !grouped {
+		return distributor.DetailRequest{}, false
+	}
+	return r.DetailRequest()
+}
+
+// DrillDown returns the reports to count or judge r's stages on: reports
+// themselves when NeedsDrillDown says they need none (d is then not
+// asked), else
+// reports with the instances r names or selects asked of the regions that
+// summarise cfg, until ctx is done, and split out of their groups.
+//
+// A region that did not answer, or left instances out past its limit, is
+// named in Drill.Short, and the Drill holds what did arrive, split; the
+// error then wraps distributor.ErrDetailIncomplete or
+// distributor.ErrDetailTruncated. A caller that judges the stages (the
+// controller) must take that for a failed read; one that shows them (the
+// dashboard) may show the Drill and name the regions. Any other error
+// (the regions could not be asked) comes with reports unsplit.
+func DrillDown(ctx context.Context, d Detailer, cfg cuecast.ConfigPath, r *Rollout, reports []cuecast.Report) (Drill, error) {
+	req, ok := NeedsDrillDown(r, reports)
+	if !ok {
+		return Drill{Reports: reports}, nil
+	}
+	regions, err := d.DetailByRegion(ctx, cfg, req)
+	if err != nil && !errors.Is(err, distributor.ErrDetailIncomplete) {
+		return Drill{Reports: reports}, err
+	}
+	var dr Drill
+	var detail []cuecast.Report
+	var truncated []string
+	for _, rd := range regions {
+		detail = append(detail, rd.Reports...)
+		if rd.Unanswered || rd.More > 0 {
+			dr.Short = append(dr.Short, rd)
+		}
+		if rd.More > 0 {
+			truncated = append(truncated, fmt.Sprintf("%s (%d more than the %d it sent)", rd.Region, rd.More, len(rd.Reports)))
+		}
+	}
+	// In instance order, as distributor.Distributor.Detail gives them.
+	slices.SortFunc(detail, func(a, b cuecast.Report) int { return strings.Compare(a.Instance, b.Instance) })
+	dr.Reports = distributor.Split(reports, detail)
+	if err == nil && len(truncated) > 0 {
+		err = fmt.Errorf("drill down into %s: %w: %s", cfg, distributor.ErrDetailTruncated, strings.Join(truncated, ", "))
+	}
+	return dr, err
+}
