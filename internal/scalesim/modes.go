@@ -402,6 +402,17 @@ func (c HubCost) scale(d time.Duration) HubCost {
 		RSS: c.RSS, RegionCPU: time.Duration(float64(c.RegionCPU) * f), SummarizerCPU: time.Duration(float64(c.SummarizerCPU) * f)}
 }
 
+// HubHeap is the hub servers' live heap summed, each after a collection
+// (Server.Heap).
+func (t *Tree) HubHeap(tb testing.TB) int64 {
+	tb.Helper()
+	var n int64
+	for _, h := range t.Hubs {
+		n += h.Heap(tb)
+	}
+	return n
+}
+
 // Rest measures the hub at rest over d: the fleet's heartbeats (or its
 // regions' summaries), scaled to one heartbeat interval.
 func (t *Tree) Rest(tb testing.TB, d time.Duration) HubCost {
@@ -449,6 +460,9 @@ type ModeRow struct {
 	Heartbeat time.Duration
 	Rest      HubCost
 	Changes   []ModeChange
+	// HubHeap is the hub's live heap after its changes, after a
+	// collection (Tree.HubHeap): its memory net of the collector's pacing.
+	HubHeap int64
 }
 
 // PerChange is the median change's hub cost net of the rest rate over its
@@ -478,8 +492,8 @@ func (r ModeRow) AppliedP50() time.Duration {
 // of rest), and commit to all-applied at the hub.
 func ModesTable(rows []ModeRow) string {
 	var b strings.Builder
-	b.WriteString("| mode | instances | rest: msgs in/hb | KB in/hb | hub cpu ms/hb | hub RSS MiB | change: msgs in | KB in | hub cpu ms | region cpu ms | summarizer cpu ms | commit → all applied p50 (each) | load |\n")
-	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n")
+	b.WriteString("| mode | instances | rest: msgs in/hb | KB in/hb | hub cpu ms/hb | hub RSS MiB | hub heap MiB | change: msgs in | KB in | hub cpu ms | region cpu ms | summarizer cpu ms | commit → all applied p50 (each) | load |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n")
 	for _, r := range rows {
 		pc := r.PerChange()
 		var each []string
@@ -490,8 +504,8 @@ func ModesTable(rows []ModeRow) string {
 		if len(r.Changes) > 0 {
 			load = r.Changes[len(r.Changes)-1].Load
 		}
-		fmt.Fprintf(&b, "| %s | %d | %.1f | %.1f | %s | %s | %.0f | %.1f | %s | %s | %s | %s ms (%s) | %s |\n", r.Mode, r.Instances,
-			r.Rest.InMsgs, float64(r.Rest.InBytes)/1000, ms(r.Rest.CPU), mib(r.Rest.RSS),
+		fmt.Fprintf(&b, "| %s | %d | %.1f | %.1f | %s | %s | %s | %.0f | %.1f | %s | %s | %s | %s ms (%s) | %s |\n", r.Mode, r.Instances,
+			r.Rest.InMsgs, float64(r.Rest.InBytes)/1000, ms(r.Rest.CPU), mib(r.Rest.RSS), fmt.Sprintf("%.1f", float64(r.HubHeap)/(1<<20)),
 			pc.InMsgs, float64(pc.InBytes)/1000, ms(pc.CPU), ms(pc.RegionCPU), ms(pc.SummarizerCPU),
 			ms(r.AppliedP50()), strings.Join(each, " "), load)
 	}

@@ -209,6 +209,9 @@ func TestScaleModesSoak(t *testing.T) {
 				for range changes {
 					row.Changes = append(row.Changes, tr.ModeChange(t, max(hb/10, 200*time.Millisecond), max(hb, 2*time.Second)))
 				}
+				if row.HubHeap = tr.HubHeap(t); row.HubHeap <= 0 {
+					t.Errorf("hub heap %d bytes: want more than none", row.HubHeap)
+				}
 				rows = append(rows, row)
 				t.Log("\n" + scalesim.ModesTable([]scalesim.ModeRow{row}))
 				writeOut(t, "CUECAST_MODES_OUT", rows)

@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -88,6 +90,16 @@ func serverMain(conf, log string, in io.Reader, out io.Writer) int {
 	fmt.Fprintf(out, "ready %s\n", s.ClientURL())
 	sc := bufio.NewScanner(in)
 	for sc.Scan() {
+		if sc.Text() == "heap" {
+			// The live heap after a collection: the resident set follows
+			// the collector's pacing (up to twice the live heap before it
+			// runs), which grows with the changes made, not the fleet.
+			runtime.GC()
+			var m runtime.MemStats
+			runtime.ReadMemStats(&m)
+			fmt.Fprintf(out, "heap %d\n", m.HeapAlloc)
+			continue
+		}
 		if sc.Text() != "stats" {
 			fmt.Fprintf(os.Stderr, "scalesim server: bad command %q\n", sc.Text())
 			return 1
@@ -191,6 +203,21 @@ func (s *Server) Counters(tb testing.TB) Counters {
 		tb.Fatalf("server %s: got %q, want stats JSON", s.Name, strings.Join(f, " "))
 	}
 	return c
+}
+
+// Heap asks the server for its live heap after a collection, in bytes.
+// It collects, so it belongs outside the windows that count CPU.
+func (s *Server) Heap(tb testing.TB) int64 {
+	tb.Helper()
+	if _, err := io.WriteString(s.in, "heap\n"); err != nil {
+		tb.Fatalf("server %s: %v", s.Name, err)
+	}
+	f := s.line(tb, "heap")
+	n, err := strconv.ParseInt(f[len(f)-1], 10, 64)
+	if len(f) != 2 || err != nil {
+		tb.Fatalf("server %s: got %q, want heap bytes", s.Name, strings.Join(f, " "))
+	}
+	return n
 }
 
 // line reads the server's next line, which must start with word. The
