@@ -236,3 +236,33 @@ func TestDrillDownsCappedAcrossTheServer(t *testing.T) {
 		t.Errorf("asked about the closed %s %d times, %d drill-downs in flight at most; want 0 and %d", sixth, asks, most, limit)
 	}
 }
+
+// TestDrillDownPastTheCapSaysSo: with one drill-down slot
+// (Options.MaxDrillDowns), held, a second config's per-instance page
+// waits for it as long as it would wait for the regions, then says it
+// did not ask them, without asking.
+func TestDrillDownPastTheCapSaysSo(t *testing.T) {
+	t.Parallel()
+	fl := natstest.StartFleet(t, natstest.FleetOptions{Namespaces: []string{"payments"}})
+	d, err := distributor.New(t.Context(), fl.Hub(t), distributor.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	regions := holdRegions(d, checkout)
+	srv, err := web.New(web.Options{Fleet: d, Regions: regions, MaxDrillDowns: 1, DetailTimeout: 100 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := load(t.Context(), srv, "/instances/"+string(checkout))
+	poll.Receive(t, "the held drill-down", poll.Patience, regions.asked)
+	rec := poll.Receive(t, "the page past the cap", poll.Patience, load(t.Context(), srv, "/instances/"+string(refunds)))
+	if want := "the regions were not asked: this server&#39;s drill-downs stayed busy: 1 in flight (its cap) for 100ms; reload to ask again"; rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), want) {
+		t.Errorf("the page past the cap: %d, want %q in\n%s", rec.Code, want, rec.Body)
+	}
+	if asks, _ := regions.counts(refunds); asks != 0 {
+		t.Errorf("asked the regions about %s %d times, want none", refunds, asks)
+	}
+	close(regions.held[checkout])
+	<-held
+}
