@@ -153,6 +153,18 @@ func (h slotWaits) WithGroup(name string) slog.Handler {
 	return slotWaits{h.Handler.WithGroup(name), h.waits}
 }
 
+// singleServer is a distributor on a single server of its own, with no
+// instance: its drill-downs ask no region and come back at once.
+func singleServer(t *testing.T) *distributor.Distributor {
+	t.Helper()
+	fl := natstest.StartFleet(t, natstest.FleetOptions{Namespaces: []string{"payments"}})
+	d, err := distributor.New(t.Context(), fl.Hub(t), distributor.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
 // TestDrillDownsCappedAcrossTheServer: the per-instance pages of six
 // configs opened at once, the regions' answers held: four drill-downs
 // are asked (the default cap), the fifth and sixth wait; the sixth,
@@ -161,11 +173,7 @@ func (h slotWaits) WithGroup(name string) slog.Handler {
 // configs' pages, as many drill-downs in flight against the regions.
 func TestDrillDownsCappedAcrossTheServer(t *testing.T) {
 	t.Parallel()
-	fl := natstest.StartFleet(t, natstest.FleetOptions{Namespaces: []string{"payments"}})
-	d, err := distributor.New(t.Context(), fl.Hub(t), distributor.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := singleServer(t)
 	const limit = 4 // Options.MaxDrillDowns' default
 	var cfgs []cuecast.ConfigPath
 	for _, name := range []string{"a", "b", "c", "d", "e", "f"} {
@@ -243,11 +251,7 @@ func TestDrillDownsCappedAcrossTheServer(t *testing.T) {
 // did not ask them, without asking.
 func TestDrillDownPastTheCapSaysSo(t *testing.T) {
 	t.Parallel()
-	fl := natstest.StartFleet(t, natstest.FleetOptions{Namespaces: []string{"payments"}})
-	d, err := distributor.New(t.Context(), fl.Hub(t), distributor.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := singleServer(t)
 	regions := holdRegions(d, checkout)
 	srv, err := web.New(web.Options{Fleet: d, Regions: regions, MaxDrillDowns: 1, DetailTimeout: 100 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))})
