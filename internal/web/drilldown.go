@@ -22,6 +22,12 @@ import (
 // `cuecast status --instances` does, and names a region that does not
 // answer: its instances' state is unknown, never shown as healthy. It is
 // drawn on the server, so it shows the same without the page script.
+//
+// A drill-down asks each region for up to 10,000 reports, so the page
+// asks one at a time per config and shares the answer (instancesOf), and
+// every drill-down of the server, this page's or a config page's, takes
+// one of Options.MaxDrillDowns slots (drillSlot): reloads and open pages
+// cannot load the regions' summarizers at will.
 
 // instancesView is the per-instance page of one config.
 type instancesView struct {
@@ -34,6 +40,7 @@ type instancesView struct {
 	Regions []regionRows
 	Asked   bool
 	Timeout time.Duration
+	At      string // when it was asked
 	Error   string
 }
 
@@ -71,14 +78,112 @@ func instanceRowOf(r cuecast.Report) instanceRow {
 	return row
 }
 
-// instancesOf reads cfg's instances: those reporting here from the
-// report stream, and each summarised region's from the region, waiting
-// at most DetailTimeout for them.
+// instancesAsk is one config's per-instance page drill-down: one load
+// asks at a time (turn), and its answer serves the loads that waited for
+// it, and those that come after it in the same sample.
+type instancesAsk struct {
+	turn  chan struct{} // holds a token while a load asks
+	users int           // loads holding or waiting for turn; Server.instMu
+	kept  *keptInstances
+}
+
+// keptInstances is the last answer of an instancesAsk (Server.instMu).
+type keptInstances struct {
+	v   instancesView
+	err error
+	at  time.Time // when it arrived
+	// reuse: it may serve loads that come after it, while seq is the
+	// current sample's; a failure or a drill-down not asked only serves
+	// the loads that waited for it.
+	reuse bool
+	seq   uint64
+}
+
+// instancesOf returns cfg's per-instance view: the answer of the load
+// that asked while this one waited, or one kept from this sample, or
+// else it asks (askInstances). It waits for its turn until ctx is done.
 func (s *Server) instancesOf(ctx context.Context, cfg cuecast.ConfigPath) (instancesView, error) {
-	v := instancesView{Config: cfg, Asked: s.o.Regions != nil, Timeout: s.o.DetailTimeout}
+	start := time.Now()
+	ask, done := s.instancesAskOf(cfg)
+	defer done()
+	select {
+	case ask.turn <- struct{}{}:
+		defer func() { <-ask.turn }()
+	case <-ctx.Done():
+		return instancesView{}, fmt.Errorf("wait for another load's drill-down into %s: %w", cfg, ctx.Err())
+	}
+	s.instMu.Lock()
+	k := ask.kept
+	if k != nil && (k.at.After(start) || s.reusable(k)) {
+		s.instMu.Unlock()
+		return k.v, k.err
+	}
+	s.instMu.Unlock()
+	v, reuse, err := s.askInstances(ctx, cfg)
+	if ctx.Err() != nil { // a load closed while asking keeps nothing
+		return v, err
+	}
+	k = &keptInstances{v: v, err: err, at: time.Now(), reuse: reuse && err == nil}
+	if snap, _ := s.current(); snap != nil {
+		k.seq = snap.seq
+	} else {
+		k.reuse = false // before the first sample: for the loads that waited only
+	}
+	s.instMu.Lock()
+	ask.kept = k
+	s.instMu.Unlock()
+	return v, err
+}
+
+// instancesAskOf returns cfg's instancesAsk, made on first use, and the
+// func the caller calls when done with it; the last user of an ask whose
+// answer cannot serve a later load drops it.
+func (s *Server) instancesAskOf(cfg cuecast.ConfigPath) (*instancesAsk, func()) {
+	s.instMu.Lock()
+	defer s.instMu.Unlock()
+	a, ok := s.insts[cfg]
+	if !ok {
+		a = &instancesAsk{turn: make(chan struct{}, 1)}
+		s.insts[cfg] = a
+	}
+	a.users++
+	return a, func() {
+		s.instMu.Lock()
+		defer s.instMu.Unlock()
+		if a.users--; a.users == 0 && (a.kept == nil || !s.reusable(a.kept)) {
+			delete(s.insts, cfg)
+		}
+	}
+}
+
+// reusable reports whether k may serve a load that came after it: it
+// arrived in the current sample. Called with instMu held.
+func (s *Server) reusable(k *keptInstances) bool {
+	snap, _ := s.current()
+	return k.reuse && snap != nil && k.seq == snap.seq
+}
+
+// dropInstances drops the per-instance answers no load is using, once a
+// new sample makes them stale.
+func (s *Server) dropInstances() {
+	s.instMu.Lock()
+	defer s.instMu.Unlock()
+	for cfg, a := range s.insts {
+		if a.users == 0 {
+			delete(s.insts, cfg)
+		}
+	}
+}
+
+// askInstances reads cfg's instances: those reporting here from the
+// report stream, and each summarised region's from the region, waiting
+// at most DetailTimeout for a drill-down slot and as long again for the
+// regions. reuse is false when the regions were not asked.
+func (s *Server) askInstances(ctx context.Context, cfg cuecast.ConfigPath) (v instancesView, reuse bool, err error) {
+	v = instancesView{Config: cfg, Asked: s.o.Regions != nil, Timeout: s.o.DetailTimeout, At: time.Now().UTC().Format("15:04:05 UTC")}
 	reports, err := s.o.Fleet.Reports(ctx, cfg)
 	if err != nil {
-		return v, err
+		return v, false, err
 	}
 	summarised := 0
 	for _, r := range reports {
@@ -92,13 +197,22 @@ func (s *Server) instancesOf(ctx context.Context, cfg cuecast.ConfigPath) (insta
 		if summarised > 0 {
 			v.Error = "this server cannot ask the regions: the " + strconv.Itoa(summarised) + " instances of summarised regions are counted on the config page only"
 		}
-		return v, nil
+		return v, true, nil
+	}
+	free, err := s.drillSlot(ctx, cfg, s.o.DetailTimeout)
+	if err != nil {
+		if ctx.Err() != nil {
+			return v, false, err
+		}
+		v.Error = "the regions were not asked: " + err.Error() + "; reload to ask again"
+		return v, false, nil
 	}
 	dctx, cancel := context.WithTimeout(ctx, s.o.DetailTimeout)
 	defer cancel()
 	regions, err := s.o.Regions.DetailByRegion(dctx, cfg, distributor.DetailRequest{})
+	free()
 	if err != nil && !errors.Is(err, distributor.ErrDetailIncomplete) {
-		return v, err
+		return v, false, err
 	}
 	for _, rd := range regions {
 		rr := regionRows{Region: rd.Region, More: rd.More, Unanswered: rd.Unanswered}
@@ -107,7 +221,38 @@ func (s *Server) instancesOf(ctx context.Context, cfg cuecast.ConfigPath) (insta
 		}
 		v.Regions = append(v.Regions, rr)
 	}
-	return v, nil
+	return v, true, nil
+}
+
+// errDrillDownsBusy: a drill-down waited for a slot (drillSlot) and none
+// was freed in time.
+var errDrillDownsBusy = errors.New("this server's drill-downs stayed busy")
+
+// drillSlot waits for one of the server's Options.MaxDrillDowns
+// drill-down slots, so that pages opened at once, of many configs, do
+// not load the regions' summarizers at will; it waits until ctx is done
+// or for wait, whichever comes first, and returns the func that frees
+// the slot, or an error saying which ended the wait (errDrillDownsBusy,
+// logged, or ctx's).
+func (s *Server) drillSlot(ctx context.Context, cfg cuecast.ConfigPath, wait time.Duration) (func(), error) {
+	free := func() { <-s.drills }
+	select {
+	case s.drills <- struct{}{}:
+		return free, nil
+	default:
+	}
+	s.log.Debug("drill-down waits for a slot", "config", cfg, "in_flight", cap(s.drills))
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case s.drills <- struct{}{}:
+		return free, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("wait for a drill-down slot: %w", ctx.Err())
+	case <-t.C:
+		s.log.Warn("drill-down not asked: all slots stayed busy", "config", cfg, "in_flight", cap(s.drills), "waited", wait)
+		return nil, fmt.Errorf("%w: %d in flight (its cap) for %s", errDrillDownsBusy, cap(s.drills), wait)
+	}
 }
 
 func (s *Server) instancesPage(w http.ResponseWriter, r *http.Request) {
@@ -117,6 +262,9 @@ func (s *Server) instancesPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v, err := s.instancesOf(r.Context(), cfg)
+	if err != nil && r.Context().Err() != nil {
+		return // closed: no one to tell
+	}
 	if err != nil {
 		s.log.Warn("per-instance page", "config", cfg, "err", err)
 		http.Error(w, "read the instances of "+string(cfg)+": "+err.Error(), http.StatusBadGateway)
@@ -143,7 +291,7 @@ var instancesTmpl = template.Must(template.New("instances").Parse(`<!doctype htm
 <header><a class="brand" href="/">cuecast</a></header>
 <main id="view">
 <section class="panel head"><h1><a href="/">configs</a> / <a href="/configs/{{.Config}}">{{.Config}}</a> / each instance</h1>
-<p class="muted">Asked when this page was opened: the instances reporting to this server, and each summarised region's, from the region (reload to ask again).</p>
+<p class="muted">Asked at {{.At}}: the instances reporting to this server, and each summarised region's, from the region; the loads of this page until the dashboard's next sample share one answer (reload to ask again).</p>
 {{with .Error}}<p class="err">{{.}}</p>{{end}}
 </section>
 {{if .Here}}<section class="panel" id="here"><h2>Reporting here ({{len .Here}})</h2>{{template "rows" .Here}}</section>{{end}}
@@ -181,7 +329,9 @@ type stagedReports struct {
 // it). It asks at most once a sample per config, and waits at most
 // stagedTimeout (a live page, redrawn every sample, is not held up as
 // long as the per-instance page may be); one config's wait never holds
-// up another config's page. Unlike the controller, which fails its step
+// up another config's page, and it waits for one of the server's
+// drill-down slots (drillSlot) at most stagedTimeout, then counts by
+// bucket and says why. Unlike the controller, which fails its step
 // then, the page counts what did arrive: the instances of a region that
 // did not answer, or left some out, stay in their groups, and counted
 // says so.
@@ -200,9 +350,17 @@ func (s *Server) stagedReports(ctx context.Context, snap *snapshot, cfg cuecast.
 		return *ask.st
 	}
 	wait := min(s.o.DetailTimeout, stagedTimeout)
+	free, err := s.drillSlot(ctx, cfg, wait)
+	if err != nil { // not kept: the next page asks again
+		if ctx.Err() != nil {
+			return stagedReports{reports: reports}
+		}
+		return stagedReports{reports: reports, counted: "the regions were not asked for the instances the stages name or select: " + err.Error() + "; those are counted by their bucket's summary group"}
+	}
 	dctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	dr, err := rollout.DrillDown(dctx, s.o.Regions, cfg, r, reports)
+	free()
 	st := stagedReports{reports: dr.Reports}
 	if err != nil && !errors.Is(err, distributor.ErrDetailIncomplete) && !errors.Is(err, distributor.ErrDetailTruncated) {
 		st.counted = "the instances the stages name or select are counted by their bucket's summary group: " + err.Error()

@@ -207,6 +207,7 @@ func (s *Server) Sample(ctx context.Context) {
 	close(s.changed)
 	s.changed = make(chan struct{})
 	s.mu.Unlock()
+	s.dropInstances()
 	if snap.err == "" {
 		for _, st := range snap.status {
 			if t, ok := s.target(st.Config); ok {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -85,23 +86,56 @@ func TestNamedStageOnTheConfigPage(t *testing.T) {
 
 const refunds = cuecast.ConfigPath("payments/refunds")
 
-// heldRegions is the distributor's drill-down, held for one config until
-// the test lets it go: a region that does not answer for as long as the
-// test needs, where a real one is given up on after a timeout. It tells
-// asked each config it is asked about.
+// heldRegions is the distributor's drill-down, held for some configs
+// until the test lets each go: a region that does not answer for as long
+// as the test needs, where a real one is given up on after a timeout. It
+// tells asked each config it is asked about, and counts the drill-downs
+// it has in flight.
 type heldRegions struct {
 	web.Regions
-	held    cuecast.ConfigPath
-	asked   chan cuecast.ConfigPath
-	release chan struct{}
+	held  map[cuecast.ConfigPath]chan struct{} // closed to let the config's drill-downs go
+	asked chan cuecast.ConfigPath
+
+	mu       sync.Mutex
+	asks     map[cuecast.ConfigPath]int
+	inFlight int
+	most     int // the most drill-downs in flight at once
+}
+
+// holdRegions holds r's drill-downs into each of held.
+func holdRegions(r web.Regions, held ...cuecast.ConfigPath) *heldRegions {
+	h := &heldRegions{Regions: r, held: map[cuecast.ConfigPath]chan struct{}{}, asked: make(chan cuecast.ConfigPath, 16),
+		asks: map[cuecast.ConfigPath]int{}}
+	for _, cfg := range held {
+		h.held[cfg] = make(chan struct{})
+	}
+	return h
 }
 
 func (h *heldRegions) DetailByRegion(ctx context.Context, cfg cuecast.ConfigPath, req distributor.DetailRequest) ([]distributor.RegionDetail, error) {
+	h.mu.Lock()
+	h.asks[cfg]++
+	h.inFlight++
+	h.most = max(h.most, h.inFlight)
+	h.mu.Unlock()
+	defer func() {
+		h.mu.Lock()
+		h.inFlight--
+		h.mu.Unlock()
+	}()
 	h.asked <- cfg
-	if cfg == h.held {
-		<-h.release
+	if release, ok := h.held[cfg]; ok {
+		<-release
 	}
 	return h.Regions.DetailByRegion(ctx, cfg, req)
+}
+
+// counts returns how many times cfg was asked about, and the most
+// drill-downs in flight at once so far.
+func (h *heldRegions) counts(cfg cuecast.ConfigPath) (asks, most int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.asks[cfg], h.most
 }
 
 // TestConfigPagesDoNotWaitForEachOther: two config pages opened at once,
@@ -143,7 +177,7 @@ func TestConfigPagesDoNotWaitForEachOther(t *testing.T) {
 			t.Fatal(err)
 		}
 
-		regions := &heldRegions{Regions: f.p.Distributor, held: checkout, asked: make(chan cuecast.ConfigPath, 4), release: make(chan struct{})}
+		regions := holdRegions(f.p.Distributor, checkout)
 		srv, err := web.New(web.Options{Fleet: f.p.Distributor, Rollouts: f.p.Rollout, Regions: regions,
 			Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))})
 		if err != nil {
@@ -193,7 +227,7 @@ func TestConfigPagesDoNotWaitForEachOther(t *testing.T) {
 			t.Error("the first page was drawn before its drill-down was let go")
 		default:
 		}
-		close(regions.release)
+		close(regions.held[checkout])
 		if rec := <-first; rec.Code != http.StatusOK {
 			t.Errorf("the first page, its drill-down let go: %d %s", rec.Code, rec.Body)
 		}

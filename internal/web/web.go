@@ -3,7 +3,9 @@
 // /hooks/github, and a dashboard at / that shows every config's version,
 // rollout and coverage, and updates itself with server-sent events. Its
 // per-instance page, /instances/<config>, asks the summarised regions for
-// their instances' reports when opened (Options.Regions, drilldown.go).
+// their instances' reports when opened (Options.Regions, drilldown.go): one
+// drill-down at a time per config, its answer shared until the next sample,
+// and at most Options.MaxDrillDowns in flight over the whole server.
 //
 //	srv, err := web.New(web.Options{Fleet: dist, Rollouts: ctrl, Metrics: m, Logger: log})
 //	go srv.Run(ctx)                            // samples the fleet every Interval
@@ -88,6 +90,12 @@ type Options struct {
 	// DetailTimeout is how long that page waits for the regions to
 	// answer; default 5s (as status --instances).
 	DetailTimeout time.Duration
+	// MaxDrillDowns caps the drill-downs into the regions this server
+	// has in flight at once, over every page and config (the
+	// per-instance pages and the config pages' named stages); one past
+	// the cap waits for one to end, at most as long as it would wait for
+	// the regions, and says so if none does. Default 4.
+	MaxDrillDowns int
 	// Operator performs the rollout actions; without it (or without
 	// OperatorToken) the action endpoints answer 401.
 	Operator Operator
@@ -144,6 +152,11 @@ type Server struct {
 	live     *liveFleet
 	acache   map[cuecast.ConfigPath]auditCache
 	flags    *publishedFlags // nil without Options.OFREPTokens
+	// drills holds a token per drill-down in flight (Options.MaxDrillDowns).
+	drills chan struct{}
+	// instMu guards insts, each config's per-instance page asks.
+	instMu sync.Mutex
+	insts  map[cuecast.ConfigPath]*instancesAsk
 	// haltsPrimed: the halts found by the first rollout sample were
 	// remembered without being counted (sampling is serialized).
 	haltsPrimed bool
@@ -161,6 +174,9 @@ func New(o Options) (*Server, error) {
 	if o.DetailTimeout <= 0 {
 		o.DetailTimeout = 5 * time.Second
 	}
+	if o.MaxDrillDowns <= 0 {
+		o.MaxDrillDowns = 4
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -169,7 +185,8 @@ func New(o Options) (*Server, error) {
 	}
 	s := &Server{o: o, log: o.Logger, metrics: o.Metrics, changed: make(chan struct{}),
 		vcache: map[cuecast.ConfigPath]versionList{}, poke: make(chan struct{}, 1), live: newLiveFleet(),
-		acache: map[cuecast.ConfigPath]auditCache{}}
+		acache: map[cuecast.ConfigPath]auditCache{}, drills: make(chan struct{}, o.MaxDrillDowns),
+		insts: map[cuecast.ConfigPath]*instancesAsk{}}
 	if o.OperatorToken != "" {
 		s.token = sha256.Sum256([]byte(o.OperatorToken))
 	}
