@@ -7,8 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"slices"
-	"strings"
 	"sync"
 
 	"github.com/nats-io/nkeys"
@@ -219,21 +217,12 @@ func ReadTrustedKeys(path string) ([]string, error) {
 	return keys, nil
 }
 
-// ParseTrustedKeys is ReadTrustedKeys on the file's content.
+// ParseTrustedKeys is ReadTrustedKeys on the file's content
+// (cuecast.ParseTrustedKeys, which serve's side reads it with too).
 func ParseTrustedKeys(b []byte) ([]string, error) {
-	var keys []string
-	for i, line := range strings.Split(string(b), "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		key := strings.Fields(line)[0]
-		if _, err := nkeys.FromPublicKey(key); err != nil {
-			return nil, fmt.Errorf("line %d: %q is not a public key: %w", i+1, key, err)
-		}
-		if !slices.Contains(keys, key) {
-			keys = append(keys, key)
-		}
+	keys, err := cuecast.ParseTrustedKeys(b, nkeys.FromPublicKey)
+	if err != nil {
+		return nil, err
 	}
 	if len(keys) == 0 {
 		return nil, errors.New("no key listed")

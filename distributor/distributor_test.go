@@ -896,6 +896,30 @@ func TestTrustedKeysFile(t *testing.T) {
 	}
 }
 
+// TestTrustedKeysFileEmpty: a trusted-keys file that lists no key (emptied
+// by hand, or only comments) reads as no keys, not as an error, so serve
+// still adds its key on start (docs/OPERATIONS.md, "Keys"); a client given
+// the same file refuses to start (client/integration: TestOptionsValidate).
+func TestTrustedKeysFileEmpty(t *testing.T) {
+	kp, err := nkeys.CreateAccount()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, _ := kp.PublicKey()
+	for _, content := range []string{"", "# Public keys that verify what cuecast serve signs\n\n"} {
+		path := filepath.Join(t.TempDir(), distributor.TrustedKeysFile)
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if keys, err := distributor.ReadTrustedKeys(path); err != nil || len(keys) != 0 {
+			t.Fatalf("read %q: %v, %v; want no keys and no error", content, keys, err)
+		}
+		if keys, err := distributor.TrustKey(path, pub); err != nil || !slices.Equal(keys, []string{pub}) {
+			t.Fatalf("serve starting over %q: %v, %v; want [%s]", content, keys, err, pub)
+		}
+	}
+}
+
 // TestForgedRepublishLeavesCacheAlone: the Distributor follows the
 // RePublished pointers to keep its compare-and-swap expectations current.
 // A genuine old pointer re-sent on ccr.> with a forged Nats-Sequence used to

@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/nats-io/nkeys"
+
+	"github.com/cuecast/cuecast"
 )
 
 // LoadOrCreateKey returns the signing key stored at path (an nkeys seed),
@@ -81,26 +83,18 @@ const trustedKeysHeader = `# Public keys that verify what cuecast serve signs (d
 `
 
 // ReadTrustedKeys returns the public keys listed in the trusted-keys file at
-// path (one per line, '#' comments), in order. A missing file gives an
-// error wrapping os.ErrNotExist.
+// path (one per line, '#' comments), in order (cuecast.ParseTrustedKeys,
+// which clients read it with too). A missing file gives an error wrapping
+// os.ErrNotExist; a file listing no key gives none and no error, so that
+// serve adds its key to it (TrustKey) and `cuecast keys` says what to do.
 func ReadTrustedKeys(path string) ([]string, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read trusted keys: %w", err)
 	}
-	var keys []string
-	for i, line := range strings.Split(string(b), "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		key := strings.Fields(line)[0]
-		if _, err := nkeys.FromPublicKey(key); err != nil {
-			return nil, fmt.Errorf("read trusted keys %s: line %d: %q is not a public key: %w", path, i+1, key, err)
-		}
-		if !slices.Contains(keys, key) {
-			keys = append(keys, key)
-		}
+	keys, err := cuecast.ParseTrustedKeys(b, nkeys.FromPublicKey)
+	if err != nil {
+		return nil, fmt.Errorf("read trusted keys %s: %w", path, err)
 	}
 	return keys, nil
 }

@@ -35,6 +35,14 @@ func TestKeysNewAndRetire(t *testing.T) {
 	if code, _, stderr := run(ctx, "keys", "--data", data); code != cli.ExitUsage || !strings.Contains(stderr.String(), "cuecast serve") {
 		t.Fatalf("keys before serve: exit %d, stderr %q; want usage error naming serve", code, stderr)
 	}
+	// A file that lists no key is not one to hand out: keys says to start
+	// serve, which adds its key (docs/OPERATIONS.md, "Keys").
+	if err := os.WriteFile(filepath.Join(data, "trusted-keys"), []byte("# no key yet\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, stderr := run(ctx, "keys", "--data", data); code == 0 || out.String() != "" || !strings.Contains(stderr.String(), "lists no key") || !strings.Contains(stderr.String(), "cuecast serve") {
+		t.Fatalf("keys over an empty file: exit %d, out %q, stderr %q; want a failure naming serve", code, out, stderr)
+	}
 	// What serve does on start (serveKey): a seed and the trusted-keys file.
 	old, err := nkeys.CreateAccount()
 	if err != nil {
