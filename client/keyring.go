@@ -203,8 +203,9 @@ func (k *Keyring) rememberContent(checksum string, body []byte) {
 // ReadTrustedKeys reads a trusted-keys file: one public nkey per line (the
 // first field of the line), blank lines and lines starting with '#' ignored.
 // `cuecast serve` writes one to <data>/trusted-keys; `cuecast keys` prints
-// it. It returns an error when the file lists no key or a line is not a
-// public nkey.
+// it. It returns an error when a line is not a public nkey, or when the file
+// lists no key: that one matches ErrNoTrustedKeys (errors.Is), since a
+// client given it would trust nothing.
 func ReadTrustedKeys(path string) ([]string, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -225,7 +226,16 @@ func ParseTrustedKeys(b []byte) ([]string, error) {
 		return nil, err
 	}
 	if len(keys) == 0 {
-		return nil, errors.New("no key listed")
+		return nil, noKeyListed{}
 	}
 	return keys, nil
 }
+
+// noKeyListed is a trusted-keys file that lists no key. It is
+// ErrNoTrustedKeys for errors.Is (docs/SECURITY.md promises that refusal),
+// but says only what is wrong with the file: ErrNoTrustedKeys's own text
+// names Go options, which `cuecast watch` users do not pass.
+type noKeyListed struct{}
+
+func (noKeyListed) Error() string        { return "no key listed" }
+func (noKeyListed) Is(target error) bool { return target == ErrNoTrustedKeys }

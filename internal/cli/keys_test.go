@@ -24,6 +24,14 @@ func TestWatchRefusesWithoutTrustedKeys(t *testing.T) {
 	if code != cli.ExitUsage || !strings.Contains(stderr.String(), "trusted keys") {
 		t.Fatalf("missing keys file: got exit %d, stderr %q; want %d", code, stderr, cli.ExitUsage)
 	}
+	empty := filepath.Join(t.TempDir(), "trusted-keys")
+	if err := os.WriteFile(empty, []byte("# Public keys that verify what cuecast serve signs\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr = run(context.Background(), "watch", "--config", "payments/checkout", "--instance", "web-1", "--trusted-keys-file", empty)
+	if code != cli.ExitUsage || !strings.Contains(stderr.String(), empty+": no key listed") {
+		t.Fatalf("keys file listing no key: got exit %d, stderr %q; want %d naming the file", code, stderr, cli.ExitUsage)
+	}
 }
 
 // TestKeysNewAndRetire: `keys` prints the trusted-keys file, `keys new`
