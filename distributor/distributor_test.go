@@ -473,6 +473,9 @@ func TestLoadOrCreateKey(t *testing.T) {
 	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("key file mode: got %v, %v; want 0600", fi.Mode(), err)
 	}
+	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(path), ".signing-key-*")); len(left) != 0 {
+		t.Fatalf("temporary files left beside the key: %v", left)
+	}
 	if err := os.WriteFile(path, []byte("not a seed"), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -893,6 +896,9 @@ func TestTrustedKeysFile(t *testing.T) {
 	}
 	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o644 {
 		t.Fatalf("file mode: %v, %v; want 0644", fi, err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(path), ".trusted-keys-*")); len(left) != 0 {
+		t.Fatalf("temporary files left beside the file: %v", left)
 	}
 }
 

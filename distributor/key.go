@@ -41,25 +41,12 @@ func LoadOrCreateKey(path string) (kp nkeys.KeyPair, created bool, err error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, false, fmt.Errorf("create signing key %s: %w", path, err)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".signing-key-*")
-	if err != nil {
-		return nil, false, fmt.Errorf("create signing key %s: %w", path, err)
-	}
-	defer os.Remove(tmp.Name())
-	_, err = tmp.Write(append(seed, '\n'))
+	tmp, err := writeTemp(filepath.Dir(path), ".signing-key-*", append(seed, '\n'), 0o600)
 	if err == nil {
-		err = tmp.Chmod(0o600)
-	}
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
+		defer os.Remove(tmp)
 		// Link, not rename: a concurrent creator must not replace our key
 		// after we returned it, nor we theirs.
-		err = os.Link(tmp.Name(), path)
+		err = os.Link(tmp, path)
 	}
 	if errors.Is(err, os.ErrExist) {
 		return LoadOrCreateKey(path)
@@ -147,26 +134,39 @@ func writeTrustedKeys(path string, keys []string) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("write trusted keys %s: %w", path, err)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".trusted-keys-*")
-	if err != nil {
-		return fmt.Errorf("write trusted keys %s: %w", path, err)
-	}
-	defer os.Remove(tmp.Name())
-	_, err = tmp.WriteString(trustedKeysHeader + strings.Join(keys, "\n") + "\n")
+	tmp, err := writeTemp(filepath.Dir(path), ".trusted-keys-*", []byte(trustedKeysHeader+strings.Join(keys, "\n")+"\n"), 0o644)
 	if err == nil {
-		err = tmp.Chmod(0o644)
-	}
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
+		defer os.Remove(tmp)
+		err = os.Rename(tmp, path)
 	}
 	if err != nil {
 		return fmt.Errorf("write trusted keys %s: %w", path, err)
 	}
 	return nil
+}
+
+// writeTemp writes data with mode perm to a new file in dir (named by
+// pattern, as os.CreateTemp does), synced and closed, and returns its name
+// for the caller to move into place and then remove. On an error it leaves
+// no file.
+func writeTemp(dir, pattern string, data []byte, perm os.FileMode) (string, error) {
+	f, err := os.CreateTemp(dir, pattern)
+	if err != nil {
+		return "", err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Chmod(perm)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return "", err
+	}
+	return f.Name(), nil
 }
