@@ -24,19 +24,7 @@ func (d *Distributor) Reports(ctx context.Context, cfg cuecast.ConfigPath) ([]cu
 			return nil, fmt.Errorf("read reports: %w", err)
 		}
 	}
-	out, err := d.readReports(ctx, reportFilter(cfg))
-	if err != nil {
-		return nil, fmt.Errorf("read reports of %q: %w", cfg, err)
-	}
-	sums, err := d.readSummaries(ctx, summaryFilter(cfg))
-	if err != nil {
-		return nil, fmt.Errorf("read summaries of %q: %w", cfg, err)
-	}
-	out = append(out, sums...)
-	slices.SortFunc(out, func(a, b cuecast.Report) int {
-		return cmp.Or(cmp.Compare(a.Config, b.Config), cmp.Compare(a.Instance, b.Instance))
-	})
-	return out, nil
+	return d.liveReports(ctx, reportFilter(cfg), summaryFilter(cfg), fmt.Sprintf("%q", cfg))
 }
 
 // NamespaceReports returns the live report of every instance on every
@@ -47,13 +35,20 @@ func (d *Distributor) NamespaceReports(ctx context.Context, ns string) ([]cuecas
 	if !cuecast.ValidSegment(ns) {
 		return nil, fmt.Errorf("read reports of namespace %q: %w: a namespace must match [a-z0-9][a-z0-9_-]*", ns, cuecast.ErrInvalidPath)
 	}
-	out, err := d.readReports(ctx, cuecast.ReportPrefix+"."+ns+".>")
+	return d.liveReports(ctx, cuecast.ReportPrefix+"."+ns+".>", cuecast.SummaryPrefix+".*."+ns+".>", fmt.Sprintf("namespace %q", ns))
+}
+
+// liveReports is Reports and NamespaceReports: the instances' reports on
+// the subjects reports matches and the regions' summaries on summaries, by
+// config, then instance; of names what was read in an error.
+func (d *Distributor) liveReports(ctx context.Context, reports, summaries, of string) ([]cuecast.Report, error) {
+	out, err := d.readReports(ctx, reports)
 	if err != nil {
-		return nil, fmt.Errorf("read reports of namespace %q: %w", ns, err)
+		return nil, fmt.Errorf("read reports of %s: %w", of, err)
 	}
-	sums, err := d.readSummaries(ctx, cuecast.SummaryPrefix+".*."+ns+".>")
+	sums, err := d.readSummaries(ctx, summaries)
 	if err != nil {
-		return nil, fmt.Errorf("read summaries of namespace %q: %w", ns, err)
+		return nil, fmt.Errorf("read summaries of %s: %w", of, err)
 	}
 	out = append(out, sums...)
 	slices.SortFunc(out, func(a, b cuecast.Report) int {
