@@ -69,30 +69,39 @@ func (d *Distributor) liveReports(ctx context.Context, reports, summaries, of st
 // Reports keep arriving while we read, so a subject can be read twice (its
 // report, then a newer one stored further on): the newest wins.
 func (d *Distributor) readReports(ctx context.Context, filter string) ([]cuecast.Report, error) {
-	bySubject := map[string]cuecast.Report{}
+	return readLast(ctx, d, filter, "reports", "skipping reports whose body disagrees with their subject",
+		func(m *jetstream.RawStreamMsg) (cuecast.Report, error) { return DecodeReport(m.Subject, m.Data) })
+}
+
+// readLast reads the messages of the report stream on filter (as
+// readReports says) and returns, for each subject, the newest that decode
+// accepts. Those it refuses are logged in one warn line; what names the
+// messages in an error.
+func readLast[T any](ctx context.Context, d *Distributor, filter, what, warn string, decode func(*jetstream.RawStreamMsg) (T, error)) ([]T, error) {
+	bySubject := map[string]T{}
 	skipped, firstSkipped := 0, error(nil)
 	err := d.reportsRd.Each(ctx, filter, func(m *jetstream.RawStreamMsg) error {
-		r, err := DecodeReport(m.Subject, m.Data)
+		v, err := decode(m)
 		if err != nil {
 			skipped++
 			firstSkipped = cmp.Or(firstSkipped, err)
 			return nil
 		}
-		bySubject[m.Subject] = r
+		bySubject[m.Subject] = v
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("fetch reports: %w", err)
+		return nil, fmt.Errorf("fetch %s: %w", what, err)
 	}
 	if skipped > 0 {
-		// One line per read, not per report: the stored ones stay until
+		// One line per read, not per message: the stored ones stay until
 		// they expire, and status, the dashboard and the controller read
 		// them again and again meanwhile.
-		d.log.Warn("skipping reports whose body disagrees with their subject", "filter", filter, "skipped", skipped, "err", firstSkipped)
+		d.log.Warn(warn, "filter", filter, "skipped", skipped, "err", firstSkipped)
 	}
-	out := make([]cuecast.Report, 0, len(bySubject))
-	for _, r := range bySubject {
-		out = append(out, r)
+	out := make([]T, 0, len(bySubject))
+	for _, v := range bySubject {
+		out = append(out, v)
 	}
 	return out, nil
 }
@@ -123,27 +132,13 @@ type StoredSummary struct {
 
 // storedSummaries reads the last summary on each subject matching filter.
 func (d *Distributor) storedSummaries(ctx context.Context, filter string) ([]StoredSummary, error) {
-	bySubject := map[string]StoredSummary{}
-	skipped, firstSkipped := 0, error(nil)
-	err := d.reportsRd.Each(ctx, filter, func(m *jetstream.RawStreamMsg) error {
-		s, err := DecodeSummary(m.Subject, m.Data)
-		if err != nil {
-			skipped++
-			firstSkipped = cmp.Or(firstSkipped, err)
-			return nil
-		}
-		bySubject[m.Subject] = StoredSummary{Summary: s, Stored: m.Time}
-		return nil
-	})
+	out, err := readLast(ctx, d, filter, "summaries", "skipping summaries that disagree with their subject",
+		func(m *jetstream.RawStreamMsg) (StoredSummary, error) {
+			s, err := DecodeSummary(m.Subject, m.Data)
+			return StoredSummary{Summary: s, Stored: m.Time}, err
+		})
 	if err != nil {
-		return nil, fmt.Errorf("fetch summaries: %w", err)
-	}
-	if skipped > 0 {
-		d.log.Warn("skipping summaries that disagree with their subject", "filter", filter, "skipped", skipped, "err", firstSkipped)
-	}
-	out := make([]StoredSummary, 0, len(bySubject))
-	for _, s := range bySubject {
-		out = append(out, s)
+		return nil, err
 	}
 	slices.SortFunc(out, func(a, b StoredSummary) int { return cmp.Compare(a.Region, b.Region) })
 	return out, nil
