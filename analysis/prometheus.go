@@ -69,26 +69,26 @@ func (p *Prometheus) Measure(ctx context.Context, m cuecast.Metric, cfg cuecast.
 		r.Cohort, r.Baseline = median(r.CohortPoints), median(r.BaselinePoints)
 		return r, nil
 	}
-	if r.Cohort, err = p.value(ctx, m.Expand(m.Query, cfg, cohort), now); err != nil {
+	if err := p.side(ctx, m, cfg, cohort, now, &r.Cohort, &r.CohortSamples); err != nil || m.Compare == cuecast.CompareThreshold {
 		return r, err
 	}
+	return r, p.side(ctx, m, cfg, baseline, now, &r.Baseline, &r.BaselineSamples)
+}
+
+// side measures one side of m, the instances of cfg running version: it
+// sets *value to the query's value and, when m has a Samples query,
+// *samples to that one's.
+func (p *Prometheus) side(ctx context.Context, m cuecast.Metric, cfg cuecast.ConfigPath, version uint64, now time.Time, value, samples *float64) error {
+	var err error
+	if *value, err = p.value(ctx, m.Expand(m.Query, cfg, version), now); err != nil {
+		return err
+	}
 	if m.Samples != "" {
-		if r.CohortSamples, err = p.value(ctx, m.Expand(m.Samples, cfg, cohort), now); err != nil {
-			return r, err
+		if *samples, err = p.value(ctx, m.Expand(m.Samples, cfg, version), now); err != nil {
+			return err
 		}
 	}
-	if m.Compare == cuecast.CompareThreshold {
-		return r, nil
-	}
-	if r.Baseline, err = p.value(ctx, m.Expand(m.Query, cfg, baseline), now); err != nil {
-		return r, err
-	}
-	if m.Samples != "" {
-		if r.BaselineSamples, err = p.value(ctx, m.Expand(m.Samples, cfg, baseline), now); err != nil {
-			return r, err
-		}
-	}
-	return r, nil
+	return nil
 }
 
 // value runs an instant query that must return at most one value: NaN

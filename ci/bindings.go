@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/go-git/go-git/v5/plumbing/object"
@@ -103,7 +105,7 @@ func (k *checkRun) bindings(ctx context.Context, baseC, headC *object.Commit, re
 	if err != nil {
 		return fmt.Errorf("bindings at head: %w", err)
 	}
-	for _, ns := range sortedKeys(union2(base, head)) {
+	for _, ns := range slices.Sorted(maps.Keys(union2(base, head))) {
 		b, inBase := base[ns]
 		h, inHead := head[ns]
 		if b.Ref == "" && h.Ref == "" || !inBase && baseBroken || !inHead && headBroken {

@@ -2,6 +2,7 @@ package ci
 
 import (
 	"fmt"
+	"maps"
 	"path"
 	"slices"
 	"strings"
@@ -487,7 +488,7 @@ func (r *Report) libraries(base, head *compiler.Result, changed []string, fanOut
 		}
 		byDir[path.Dir(f)] = append(byDir[path.Dir(f)], f)
 	}
-	for _, dir := range sortedKeys(byDir) {
+	for _, dir := range slices.Sorted(maps.Keys(byDir)) {
 		var reach []cuecast.ConfigPath
 		for _, ix := range []*compiler.Index{base.Index, head.Index} {
 			if ix != nil {
@@ -550,15 +551,6 @@ func set[T comparable](xs []T) map[T]bool {
 		m[x] = true
 	}
 	return m
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // typeOf names the JSON type of a compact JSON value.

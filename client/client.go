@@ -38,9 +38,10 @@ var ErrNoTrustedKeys = errors.New("no trusted keys: pass WithTrustedKeysFile(\"<
 // New returns a Client for nc, which the caller owns (connect it with
 // ConnectOptions so that it reconnects forever). WithInstance is required,
 // and so are trusted keys (WithTrustedKeysFile, WithTrustedKeys or
-// WithKeyring): without them New returns an error wrapping ErrNoTrustedKeys,
-// unless WithInsecureSkipVerify says to accept unsigned content. New does
-// no I/O besides reading a keys file.
+// WithKeyring): without them, or with a keys file that lists none, New
+// returns an error matching ErrNoTrustedKeys, unless WithInsecureSkipVerify
+// says to accept unsigned content. New does no I/O besides reading a keys
+// file.
 func New(nc *nats.Conn, opts ...Option) (*Client, error) {
 	if nc == nil {
 		return nil, errors.New("new client: nil connection")

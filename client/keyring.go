@@ -7,8 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"slices"
-	"strings"
 	"sync"
 
 	"github.com/nats-io/nkeys"
@@ -205,8 +203,9 @@ func (k *Keyring) rememberContent(checksum string, body []byte) {
 // ReadTrustedKeys reads a trusted-keys file: one public nkey per line (the
 // first field of the line), blank lines and lines starting with '#' ignored.
 // `cuecast serve` writes one to <data>/trusted-keys; `cuecast keys` prints
-// it. It returns an error when the file lists no key or a line is not a
-// public nkey.
+// it. It returns an error when a line is not a public nkey, or when the file
+// lists no key: that one matches ErrNoTrustedKeys (errors.Is), since a
+// client given it would trust nothing.
 func ReadTrustedKeys(path string) ([]string, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -219,24 +218,24 @@ func ReadTrustedKeys(path string) ([]string, error) {
 	return keys, nil
 }
 
-// ParseTrustedKeys is ReadTrustedKeys on the file's content.
+// ParseTrustedKeys is ReadTrustedKeys on the file's content
+// (cuecast.ParseTrustedKeys, which serve's side reads it with too).
 func ParseTrustedKeys(b []byte) ([]string, error) {
-	var keys []string
-	for i, line := range strings.Split(string(b), "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		key := strings.Fields(line)[0]
-		if _, err := nkeys.FromPublicKey(key); err != nil {
-			return nil, fmt.Errorf("line %d: %q is not a public key: %w", i+1, key, err)
-		}
-		if !slices.Contains(keys, key) {
-			keys = append(keys, key)
-		}
+	keys, err := cuecast.ParseTrustedKeys(b, nkeys.FromPublicKey)
+	if err != nil {
+		return nil, err
 	}
 	if len(keys) == 0 {
-		return nil, errors.New("no key listed")
+		return nil, noKeyListed{}
 	}
 	return keys, nil
 }
+
+// noKeyListed is a trusted-keys file that lists no key. It is
+// ErrNoTrustedKeys for errors.Is (docs/SECURITY.md promises that refusal),
+// but says only what is wrong with the file: ErrNoTrustedKeys's own text
+// names Go options, which `cuecast watch` users do not pass.
+type noKeyListed struct{}
+
+func (noKeyListed) Error() string        { return "no key listed" }
+func (noKeyListed) Is(target error) bool { return target == ErrNoTrustedKeys }

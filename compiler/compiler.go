@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -614,7 +615,7 @@ func (c *compilation) compilable(targets []cuecast.ConfigPath, deps map[cuecast.
 func (c *compilation) loadSchemas(ctx context.Context, man *Manifest, schemaPos map[string]Error) (map[string]*nsSchema, error) {
 	schemaArgs := make(map[string]int) // import path -> index in args
 	var args, schemaDirs []string
-	for _, ns := range sortedKeys(man.Namespaces) {
+	for _, ns := range slices.Sorted(maps.Keys(man.Namespaces)) {
 		imp, _, ok := splitSchema(man.Namespaces[ns].Schema)
 		if !ok {
 			continue
@@ -640,13 +641,13 @@ func (c *compilation) loadSchemas(ctx context.Context, man *Manifest, schemaPos 
 	}
 	schemas := make(map[string]*nsSchema)
 	users := make(map[string][]string) // schema import path -> namespaces
-	for _, ns := range sortedKeys(man.Namespaces) {
+	for _, ns := range slices.Sorted(maps.Keys(man.Namespaces)) {
 		if imp, _, ok := splitSchema(man.Namespaces[ns].Schema); ok {
 			users[imp] = append(users[imp], ns)
 		}
 	}
 	brokenPkgs := make(map[string]bool)
-	for _, ns := range sortedKeys(man.Namespaces) {
+	for _, ns := range slices.Sorted(maps.Keys(man.Namespaces)) {
 		s, e, pkgErr := c.checkSchema(ctx, man.Namespaces[ns], schemaPos[ns], insts, schemaArgs)
 		switch {
 		case pkgErr != nil:
@@ -762,7 +763,7 @@ func (c *compilation) warnUnused(man *Manifest, deps map[cuecast.ConfigPath][]st
 			unused[top] = true
 		}
 	}
-	c.res.Undeclared = sortedKeys(unused)
+	c.res.Undeclared = slices.Sorted(maps.Keys(unused))
 	for _, top := range c.res.Undeclared {
 		c.opts.Logger.Warn("directory holds CUE packages but is not a namespace and no config imports it; if it holds configs, declare it in cuecast.cue",
 			"dir", top)
@@ -816,15 +817,6 @@ func segmentProblem(dir string) string {
 		}
 	}
 	return "invalid path"
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	slices.Sort(ks)
-	return ks
 }
 
 // loaderRoot makes the empty private directory loadConfig roots the

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -454,7 +455,7 @@ func (c *compilation) explainJob(cfg cuecast.ConfigPath, p *plan, variant map[st
 	if _, found := slices.BinarySearch(c.res.Configs, cfg); !found {
 		return job{}, fmt.Errorf("explain %s: %w", cfg, ErrUnknownConfig)
 	}
-	for _, dim := range sortedKeys(variant) {
+	for _, dim := range slices.Sorted(maps.Keys(variant)) {
 		if !cuecast.ValidSegment(dim) || !cuecast.ValidSegment(variant[dim]) {
 			return job{}, fmt.Errorf("explain %s: %w: %s=%s (names and values match [a-z0-9][a-z0-9_-]*)", cfg, ErrUnknownVariant, dim, variant[dim])
 		}

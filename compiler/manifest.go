@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -339,7 +340,7 @@ func checkDimensions(m cue.Value, ns string, dims map[string][]string, combos []
 		errs = append(errs, e)
 	}
 	n := Namespace{Dimensions: dims}
-	for _, d := range sortedKeys(dims) {
+	for _, d := range slices.Sorted(maps.Keys(dims)) {
 		for i, v := range dims[d] {
 			if o, _ := n.DimensionOf(v); o != d {
 				at(fmt.Sprintf("value %q is in dimensions %s and %s; @if(%s) could not say which, so a value may be in one dimension only", v, o, d, v),
@@ -354,7 +355,7 @@ func checkDimensions(m cue.Value, ns string, dims map[string][]string, combos []
 	seen := make(map[string]int)
 	for i, c := range combos {
 		ok := true
-		for _, d := range sortedKeys(c) {
+		for _, d := range slices.Sorted(maps.Keys(c)) {
 			vals, declared := dims[d]
 			switch {
 			case !declared:
@@ -365,7 +366,7 @@ func checkDimensions(m cue.Value, ns string, dims map[string][]string, combos []
 				ok = false
 			}
 		}
-		for _, d := range sortedKeys(dims) {
+		for _, d := range slices.Sorted(maps.Keys(dims)) {
 			if _, set := c[d]; !set {
 				at(fmt.Sprintf("combination %d gives no value for dimension %s; each combination names a value of every dimension", i+1, d), cue.Str("combinations"), cue.Index(i))
 				ok = false

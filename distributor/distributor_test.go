@@ -473,6 +473,9 @@ func TestLoadOrCreateKey(t *testing.T) {
 	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("key file mode: got %v, %v; want 0600", fi.Mode(), err)
 	}
+	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(path), ".signing-key-*")); len(left) != 0 {
+		t.Fatalf("temporary files left beside the key: %v", left)
+	}
 	if err := os.WriteFile(path, []byte("not a seed"), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -893,6 +896,33 @@ func TestTrustedKeysFile(t *testing.T) {
 	}
 	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o644 {
 		t.Fatalf("file mode: %v, %v; want 0644", fi, err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(path), ".trusted-keys-*")); len(left) != 0 {
+		t.Fatalf("temporary files left beside the file: %v", left)
+	}
+}
+
+// TestTrustedKeysFileEmpty: a trusted-keys file that lists no key (emptied
+// by hand, or only comments) reads as no keys, not as an error, so serve
+// still adds its key on start (docs/OPERATIONS.md, "Keys"); a client given
+// the same file refuses to start (client/integration: TestOptionsValidate).
+func TestTrustedKeysFileEmpty(t *testing.T) {
+	kp, err := nkeys.CreateAccount()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, _ := kp.PublicKey()
+	for _, content := range []string{"", "# Public keys that verify what cuecast serve signs\n\n"} {
+		path := filepath.Join(t.TempDir(), distributor.TrustedKeysFile)
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if keys, err := distributor.ReadTrustedKeys(path); err != nil || len(keys) != 0 {
+			t.Fatalf("read %q: %v, %v; want no keys and no error", content, keys, err)
+		}
+		if keys, err := distributor.TrustKey(path, pub); err != nil || !slices.Equal(keys, []string{pub}) {
+			t.Fatalf("serve starting over %q: %v, %v; want [%s]", content, keys, err, pub)
+		}
 	}
 }
 

@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/nats-io/nkeys"
+
+	"github.com/cuecast/cuecast"
 )
 
 // LoadOrCreateKey returns the signing key stored at path (an nkeys seed),
@@ -39,25 +41,12 @@ func LoadOrCreateKey(path string) (kp nkeys.KeyPair, created bool, err error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, false, fmt.Errorf("create signing key %s: %w", path, err)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".signing-key-*")
-	if err != nil {
-		return nil, false, fmt.Errorf("create signing key %s: %w", path, err)
-	}
-	defer os.Remove(tmp.Name())
-	_, err = tmp.Write(append(seed, '\n'))
+	tmp, err := writeTemp(filepath.Dir(path), ".signing-key-*", append(seed, '\n'), 0o600)
 	if err == nil {
-		err = tmp.Chmod(0o600)
-	}
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
+		defer os.Remove(tmp)
 		// Link, not rename: a concurrent creator must not replace our key
 		// after we returned it, nor we theirs.
-		err = os.Link(tmp.Name(), path)
+		err = os.Link(tmp, path)
 	}
 	if errors.Is(err, os.ErrExist) {
 		return LoadOrCreateKey(path)
@@ -81,26 +70,18 @@ const trustedKeysHeader = `# Public keys that verify what cuecast serve signs (d
 `
 
 // ReadTrustedKeys returns the public keys listed in the trusted-keys file at
-// path (one per line, '#' comments), in order. A missing file gives an
-// error wrapping os.ErrNotExist.
+// path (one per line, '#' comments), in order (cuecast.ParseTrustedKeys,
+// which clients read it with too). A missing file gives an error wrapping
+// os.ErrNotExist; a file listing no key gives none and no error, so that
+// serve adds its key to it (TrustKey) and `cuecast keys` says what to do.
 func ReadTrustedKeys(path string) ([]string, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read trusted keys: %w", err)
 	}
-	var keys []string
-	for i, line := range strings.Split(string(b), "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		key := strings.Fields(line)[0]
-		if _, err := nkeys.FromPublicKey(key); err != nil {
-			return nil, fmt.Errorf("read trusted keys %s: line %d: %q is not a public key: %w", path, i+1, key, err)
-		}
-		if !slices.Contains(keys, key) {
-			keys = append(keys, key)
-		}
+	keys, err := cuecast.ParseTrustedKeys(b, nkeys.FromPublicKey)
+	if err != nil {
+		return nil, fmt.Errorf("read trusted keys %s: %w", path, err)
 	}
 	return keys, nil
 }
@@ -153,26 +134,39 @@ func writeTrustedKeys(path string, keys []string) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("write trusted keys %s: %w", path, err)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".trusted-keys-*")
-	if err != nil {
-		return fmt.Errorf("write trusted keys %s: %w", path, err)
-	}
-	defer os.Remove(tmp.Name())
-	_, err = tmp.WriteString(trustedKeysHeader + strings.Join(keys, "\n") + "\n")
+	tmp, err := writeTemp(filepath.Dir(path), ".trusted-keys-*", []byte(trustedKeysHeader+strings.Join(keys, "\n")+"\n"), 0o644)
 	if err == nil {
-		err = tmp.Chmod(0o644)
-	}
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
+		defer os.Remove(tmp)
+		err = os.Rename(tmp, path)
 	}
 	if err != nil {
 		return fmt.Errorf("write trusted keys %s: %w", path, err)
 	}
 	return nil
+}
+
+// writeTemp writes data with mode perm to a new file in dir (named by
+// pattern, as os.CreateTemp does), synced and closed, and returns its name
+// for the caller to move into place and then remove. On an error it leaves
+// no file.
+func writeTemp(dir, pattern string, data []byte, perm os.FileMode) (string, error) {
+	f, err := os.CreateTemp(dir, pattern)
+	if err != nil {
+		return "", err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Chmod(perm)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return "", err
+	}
+	return f.Name(), nil
 }

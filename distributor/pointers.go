@@ -537,7 +537,7 @@ func (d *Distributor) followable(p cuecast.Pointer, subj string, seq uint64, c c
 
 // encodePointer signs p (when the Distributor has a key) and encodes it.
 func (d *Distributor) encodePointer(p *cuecast.Pointer) ([]byte, error) {
-	if err := d.signPointer(p); err != nil {
+	if err := d.sign("pointer", p, &p.Signature); err != nil {
 		return nil, err
 	}
 	enc, err := json.Marshal(p)
@@ -640,16 +640,19 @@ func (d *Distributor) storedRevision(ctx context.Context, cfg cuecast.ConfigPath
 	return rev, errors.Join(errs...)
 }
 
-func (d *Distributor) signPointer(p *cuecast.Pointer) error {
+// sign sets *sig to the signature of m's SigningBytes under the signing key
+// (unpadded base64url ed25519, docs/PROTOCOL.md §6): m is a version or a
+// pointer, named by what in an error. Without a key it leaves *sig alone.
+func (d *Distributor) sign(what string, m interface{ SigningBytes() []byte }, sig *string) error {
 	if d.o.SigningKey == nil {
 		return nil
 	}
-	p.Signature = ""
-	sig, err := d.o.SigningKey.Sign(p.SigningBytes())
+	*sig = ""
+	raw, err := d.o.SigningKey.Sign(m.SigningBytes())
 	if err != nil {
-		return fmt.Errorf("sign pointer: %w", err)
+		return fmt.Errorf("sign %s: %w", what, err)
 	}
-	p.Signature = base64.RawURLEncoding.EncodeToString(sig)
+	*sig = base64.RawURLEncoding.EncodeToString(raw)
 	return nil
 }
 

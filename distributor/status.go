@@ -24,19 +24,7 @@ func (d *Distributor) Reports(ctx context.Context, cfg cuecast.ConfigPath) ([]cu
 			return nil, fmt.Errorf("read reports: %w", err)
 		}
 	}
-	out, err := d.readReports(ctx, reportFilter(cfg))
-	if err != nil {
-		return nil, fmt.Errorf("read reports of %q: %w", cfg, err)
-	}
-	sums, err := d.readSummaries(ctx, summaryFilter(cfg))
-	if err != nil {
-		return nil, fmt.Errorf("read summaries of %q: %w", cfg, err)
-	}
-	out = append(out, sums...)
-	slices.SortFunc(out, func(a, b cuecast.Report) int {
-		return cmp.Or(cmp.Compare(a.Config, b.Config), cmp.Compare(a.Instance, b.Instance))
-	})
-	return out, nil
+	return d.liveReports(ctx, reportFilter(cfg), summaryFilter(cfg), fmt.Sprintf("%q", cfg))
 }
 
 // NamespaceReports returns the live report of every instance on every
@@ -47,13 +35,20 @@ func (d *Distributor) NamespaceReports(ctx context.Context, ns string) ([]cuecas
 	if !cuecast.ValidSegment(ns) {
 		return nil, fmt.Errorf("read reports of namespace %q: %w: a namespace must match [a-z0-9][a-z0-9_-]*", ns, cuecast.ErrInvalidPath)
 	}
-	out, err := d.readReports(ctx, cuecast.ReportPrefix+"."+ns+".>")
+	return d.liveReports(ctx, cuecast.ReportPrefix+"."+ns+".>", cuecast.SummaryPrefix+".*."+ns+".>", fmt.Sprintf("namespace %q", ns))
+}
+
+// liveReports is Reports and NamespaceReports: the instances' reports on
+// the subjects reports matches and the regions' summaries on summaries, by
+// config, then instance; of names what was read in an error.
+func (d *Distributor) liveReports(ctx context.Context, reports, summaries, of string) ([]cuecast.Report, error) {
+	out, err := d.readReports(ctx, reports)
 	if err != nil {
-		return nil, fmt.Errorf("read reports of namespace %q: %w", ns, err)
+		return nil, fmt.Errorf("read reports of %s: %w", of, err)
 	}
-	sums, err := d.readSummaries(ctx, cuecast.SummaryPrefix+".*."+ns+".>")
+	sums, err := d.readSummaries(ctx, summaries)
 	if err != nil {
-		return nil, fmt.Errorf("read summaries of namespace %q: %w", ns, err)
+		return nil, fmt.Errorf("read summaries of %s: %w", of, err)
 	}
 	out = append(out, sums...)
 	slices.SortFunc(out, func(a, b cuecast.Report) int {
@@ -74,30 +69,39 @@ func (d *Distributor) NamespaceReports(ctx context.Context, ns string) ([]cuecas
 // Reports keep arriving while we read, so a subject can be read twice (its
 // report, then a newer one stored further on): the newest wins.
 func (d *Distributor) readReports(ctx context.Context, filter string) ([]cuecast.Report, error) {
-	bySubject := map[string]cuecast.Report{}
+	return readLast(ctx, d, filter, "reports", "skipping reports whose body disagrees with their subject",
+		func(m *jetstream.RawStreamMsg) (cuecast.Report, error) { return DecodeReport(m.Subject, m.Data) })
+}
+
+// readLast reads the messages of the report stream on filter (as
+// readReports says) and returns, for each subject, the newest that decode
+// accepts. Those it refuses are logged in one warn line; what names the
+// messages in an error.
+func readLast[T any](ctx context.Context, d *Distributor, filter, what, warn string, decode func(*jetstream.RawStreamMsg) (T, error)) ([]T, error) {
+	bySubject := map[string]T{}
 	skipped, firstSkipped := 0, error(nil)
 	err := d.reportsRd.Each(ctx, filter, func(m *jetstream.RawStreamMsg) error {
-		r, err := DecodeReport(m.Subject, m.Data)
+		v, err := decode(m)
 		if err != nil {
 			skipped++
 			firstSkipped = cmp.Or(firstSkipped, err)
 			return nil
 		}
-		bySubject[m.Subject] = r
+		bySubject[m.Subject] = v
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("fetch reports: %w", err)
+		return nil, fmt.Errorf("fetch %s: %w", what, err)
 	}
 	if skipped > 0 {
-		// One line per read, not per report: the stored ones stay until
+		// One line per read, not per message: the stored ones stay until
 		// they expire, and status, the dashboard and the controller read
 		// them again and again meanwhile.
-		d.log.Warn("skipping reports whose body disagrees with their subject", "filter", filter, "skipped", skipped, "err", firstSkipped)
+		d.log.Warn(warn, "filter", filter, "skipped", skipped, "err", firstSkipped)
 	}
-	out := make([]cuecast.Report, 0, len(bySubject))
-	for _, r := range bySubject {
-		out = append(out, r)
+	out := make([]T, 0, len(bySubject))
+	for _, v := range bySubject {
+		out = append(out, v)
 	}
 	return out, nil
 }
@@ -128,27 +132,13 @@ type StoredSummary struct {
 
 // storedSummaries reads the last summary on each subject matching filter.
 func (d *Distributor) storedSummaries(ctx context.Context, filter string) ([]StoredSummary, error) {
-	bySubject := map[string]StoredSummary{}
-	skipped, firstSkipped := 0, error(nil)
-	err := d.reportsRd.Each(ctx, filter, func(m *jetstream.RawStreamMsg) error {
-		s, err := DecodeSummary(m.Subject, m.Data)
-		if err != nil {
-			skipped++
-			firstSkipped = cmp.Or(firstSkipped, err)
-			return nil
-		}
-		bySubject[m.Subject] = StoredSummary{Summary: s, Stored: m.Time}
-		return nil
-	})
+	out, err := readLast(ctx, d, filter, "summaries", "skipping summaries that disagree with their subject",
+		func(m *jetstream.RawStreamMsg) (StoredSummary, error) {
+			s, err := DecodeSummary(m.Subject, m.Data)
+			return StoredSummary{Summary: s, Stored: m.Time}, err
+		})
 	if err != nil {
-		return nil, fmt.Errorf("fetch summaries: %w", err)
-	}
-	if skipped > 0 {
-		d.log.Warn("skipping summaries that disagree with their subject", "filter", filter, "skipped", skipped, "err", firstSkipped)
-	}
-	out := make([]StoredSummary, 0, len(bySubject))
-	for _, s := range bySubject {
-		out = append(out, s)
+		return nil, err
 	}
 	slices.SortFunc(out, func(a, b StoredSummary) int { return cmp.Compare(a.Region, b.Region) })
 	return out, nil

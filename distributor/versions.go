@@ -2,7 +2,6 @@ package distributor
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -175,7 +174,7 @@ func (d *Distributor) publish(ctx context.Context, v cuecast.Version, content []
 		}
 		body = nil
 	}
-	if err := d.signVersion(&v); err != nil {
+	if err := d.sign("version", &v, &v.Signature); err != nil {
 		return fmt.Errorf("publish %s@%d: %w", v.Config, v.Version, err)
 	}
 	meta, err := json.Marshal(v)
@@ -259,19 +258,6 @@ func (d *Distributor) publishChunks(ctx context.Context, v cuecast.Version, cont
 		seqs = append(seqs, ack.Sequence)
 	}
 	return seqs, nil
-}
-
-func (d *Distributor) signVersion(v *cuecast.Version) error {
-	if d.o.SigningKey == nil {
-		return nil
-	}
-	v.Signature = ""
-	sig, err := d.o.SigningKey.Sign(v.SigningBytes())
-	if err != nil {
-		return fmt.Errorf("sign version: %w", err)
-	}
-	v.Signature = base64.RawURLEncoding.EncodeToString(sig)
-	return nil
 }
 
 // applyRetention keeps the last Retain versions of cfg and the chunks they

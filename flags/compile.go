@@ -203,11 +203,9 @@ func buildServe(s Serve, idx map[string]int) serve {
 
 // decodeValue decodes a variant's JSON as a value of type t.
 func decodeValue(t Type, raw RawVariant) (any, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, fmt.Errorf("not JSON: %w", err)
+	v, err := decodeRaw(raw)
+	if err != nil {
+		return nil, err
 	}
 	switch t {
 	case TypeBool:
@@ -244,6 +242,18 @@ func decodeValue(t Type, raw RawVariant) (any, error) {
 	return nil, fmt.Errorf("%s is not a %s", raw, t)
 }
 
+// decodeRaw decodes a variant's or a clause value's JSON, numbers as
+// json.Number (so that an int keeps all its digits).
+func decodeRaw(raw RawVariant) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, fmt.Errorf("not JSON: %w", err)
+	}
+	return v, nil
+}
+
 // plain turns json.Numbers into float64s, as encoding/json decodes them
 // without UseNumber (what a service reading an object variant expects).
 func plain(v any) any {
@@ -265,11 +275,9 @@ func plain(v any) any {
 
 // clauseValue checks and decodes one clause value for op.
 func clauseValue(op Op, raw RawVariant) (value, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return value{}, fmt.Errorf("not JSON: %w", err)
+	v, err := decodeRaw(raw)
+	if err != nil {
+		return value{}, err
 	}
 	var out value
 	switch x := v.(type) {

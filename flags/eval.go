@@ -295,45 +295,35 @@ func number(a any) (float64, bool) {
 // Bool evaluates a bool flag: def and an ERROR result (ErrorTypeMismatch)
 // for a flag of another type, def for any other ERROR.
 func (e *Evaluator) Bool(key string, ctx Context, def bool) (bool, Result) {
-	r := e.typed(key, ctx, TypeBool)
-	if v, ok := r.Value.(bool); ok {
-		return v, r
-	}
-	return def, r
+	return typedValue(e, key, ctx, TypeBool, def)
 }
 
 // String evaluates a string flag, like Bool.
 func (e *Evaluator) String(key string, ctx Context, def string) (string, Result) {
-	r := e.typed(key, ctx, TypeString)
-	if v, ok := r.Value.(string); ok {
-		return v, r
-	}
-	return def, r
+	return typedValue(e, key, ctx, TypeString, def)
 }
 
 // Int evaluates an int flag, like Bool.
 func (e *Evaluator) Int(key string, ctx Context, def int64) (int64, Result) {
-	r := e.typed(key, ctx, TypeInt)
-	if v, ok := r.Value.(int64); ok {
-		return v, r
-	}
-	return def, r
+	return typedValue(e, key, ctx, TypeInt, def)
 }
 
 // Float evaluates a float flag, like Bool.
 func (e *Evaluator) Float(key string, ctx Context, def float64) (float64, Result) {
-	r := e.typed(key, ctx, TypeFloat)
-	if v, ok := r.Value.(float64); ok {
-		return v, r
-	}
-	return def, r
+	return typedValue(e, key, ctx, TypeFloat, def)
 }
 
 // Object evaluates an object flag, like Bool. The map is shared: do not
 // modify it.
 func (e *Evaluator) Object(key string, ctx Context, def map[string]any) (map[string]any, Result) {
-	r := e.typed(key, ctx, TypeObject)
-	if v, ok := r.Value.(map[string]any); ok {
+	return typedValue(e, key, ctx, TypeObject, def)
+}
+
+// typedValue is Bool, String, Int, Float and Object: the flag's value when
+// it is a T (a flag of type t), else def.
+func typedValue[T any](e *Evaluator, key string, ctx Context, t Type, def T) (T, Result) {
+	r := e.typed(key, ctx, t)
+	if v, ok := r.Value.(T); ok {
 		return v, r
 	}
 	return def, r

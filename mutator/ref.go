@@ -54,18 +54,8 @@ func moveRef(r *git.Repository, name plumbing.ReferenceName, to plumbing.Hash, o
 			err = fmt.Errorf("unlock %s: %w", name.Short(), rerr)
 		}
 	}()
-	cur, err := r.Storer.Reference(name)
-	switch {
-	case errors.Is(err, plumbing.ErrReferenceNotFound):
-		if old != nil {
-			return fmt.Errorf("%w: %s was deleted while the change was verified; nothing changed: send it again", ErrConflict, name.Short())
-		}
-	case err != nil:
-		return fmt.Errorf("read %s: %w", name.Short(), err)
-	case old == nil:
-		return fmt.Errorf("%w: branch %s was created while the change was verified; nothing changed: send it again", ErrConflict, name.Short())
-	case cur.Hash() != old.Hash():
-		return fmt.Errorf("%w: %s moved while the change was verified; nothing changed: send it again", ErrConflict, name.Short())
+	if err := stillAt(r, name, old); err != nil {
+		return err
 	}
 	if to.IsZero() {
 		if err := r.Storer.RemoveReference(name); err != nil {

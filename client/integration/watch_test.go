@@ -79,7 +79,7 @@ func TestOptionsValidate(t *testing.T) {
 		{"nil health", []client.Option{client.WithInstance("a"), client.WithHealth(nil)}, errors.New("any")},
 		{"no trusted keys", []client.Option{client.WithInstance("a")}, client.ErrNoTrustedKeys},
 		{"insecure and keys", []client.Option{client.WithInstance("a"), client.WithInsecureSkipVerify(), client.WithTrustedKeys(e.pub)}, errors.New("any")},
-		{"empty keys file", []client.Option{client.WithInstance("a"), client.WithTrustedKeysFile(os.DevNull)}, errors.New("any")},
+		{"empty keys file", []client.Option{client.WithInstance("a"), client.WithTrustedKeysFile(os.DevNull)}, client.ErrNoTrustedKeys},
 		{"valid", []client.Option{client.WithInstance("a"), client.WithTrustedKeys(e.pub), client.WithHeartbeat(time.Second), client.WithReconcile(time.Second)}, nil},
 		{"insecure", []client.Option{client.WithInstance("a"), client.WithInsecureSkipVerify()}, nil},
 	}

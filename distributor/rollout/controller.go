@@ -139,19 +139,9 @@ type Controller struct {
 // stream. pol may be nil for a controller used only for operator actions and
 // status: it then never starts a rollout itself (Deploy returns an error).
 func New(ctx context.Context, nc *nats.Conn, d Distributor, pol Policies, o Options) (*Controller, error) {
-	if err := o.Validate(); err != nil {
-		return nil, fmt.Errorf("new rollout controller: %w", err)
-	}
-	o.fill()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return nil, fmt.Errorf("new rollout controller: %w", err)
-	}
-	kv, err := openStore(ctx, js, o.Replicas)
-	if err != nil {
-		return nil, fmt.Errorf("new rollout controller: %w", err)
-	}
-	return &Controller{nc: nc, js: js, kv: kv, d: d, pol: pol, o: o, log: o.Logger, own: map[string]uint64{}}, nil
+	return newController(nc, d, pol, o, "new", func(js jetstream.JetStream, o Options) (jetstream.KeyValue, error) {
+		return openStore(ctx, js, o.Replicas)
+	})
 }
 
 // Open opens the existing rollout KV bucket and audit stream without
@@ -163,17 +153,26 @@ func New(ctx context.Context, nc *nats.Conn, d Distributor, pol Policies, o Opti
 // an error wrapping jetstream.ErrBucketNotFound or
 // jetstream.ErrStreamNotFound when serve has not created them yet.
 func Open(ctx context.Context, nc *nats.Conn, d Distributor, pol Policies, o Options) (*Controller, error) {
+	return newController(nc, d, pol, o, "open", func(js jetstream.JetStream, _ Options) (jetstream.KeyValue, error) {
+		return openDirect(ctx, nc, js)
+	})
+}
+
+// newController is New and Open, which differ in how they open the store
+// (store, given the filled options); verb names which in an error.
+func newController(nc *nats.Conn, d Distributor, pol Policies, o Options, verb string,
+	store func(jetstream.JetStream, Options) (jetstream.KeyValue, error)) (*Controller, error) {
 	if err := o.Validate(); err != nil {
-		return nil, fmt.Errorf("open rollout controller: %w", err)
+		return nil, fmt.Errorf("%s rollout controller: %w", verb, err)
 	}
 	o.fill()
 	js, err := jetstream.New(nc)
 	if err != nil {
-		return nil, fmt.Errorf("open rollout controller: %w", err)
+		return nil, fmt.Errorf("%s rollout controller: %w", verb, err)
 	}
-	kv, err := openDirect(ctx, nc, js)
+	kv, err := store(js, o)
 	if err != nil {
-		return nil, fmt.Errorf("open rollout controller: %w", err)
+		return nil, fmt.Errorf("%s rollout controller: %w", verb, err)
 	}
 	return &Controller{nc: nc, js: js, kv: kv, d: d, pol: pol, o: o, log: o.Logger, own: map[string]uint64{}}, nil
 }

@@ -24,6 +24,14 @@ func TestWatchRefusesWithoutTrustedKeys(t *testing.T) {
 	if code != cli.ExitUsage || !strings.Contains(stderr.String(), "trusted keys") {
 		t.Fatalf("missing keys file: got exit %d, stderr %q; want %d", code, stderr, cli.ExitUsage)
 	}
+	empty := filepath.Join(t.TempDir(), "trusted-keys")
+	if err := os.WriteFile(empty, []byte("# Public keys that verify what cuecast serve signs\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr = run(context.Background(), "watch", "--config", "payments/checkout", "--instance", "web-1", "--trusted-keys-file", empty)
+	if code != cli.ExitUsage || !strings.Contains(stderr.String(), empty+": no key listed") {
+		t.Fatalf("keys file listing no key: got exit %d, stderr %q; want %d naming the file", code, stderr, cli.ExitUsage)
+	}
 }
 
 // TestKeysNewAndRetire: `keys` prints the trusted-keys file, `keys new`
@@ -34,6 +42,14 @@ func TestKeysNewAndRetire(t *testing.T) {
 	data := t.TempDir()
 	if code, _, stderr := run(ctx, "keys", "--data", data); code != cli.ExitUsage || !strings.Contains(stderr.String(), "cuecast serve") {
 		t.Fatalf("keys before serve: exit %d, stderr %q; want usage error naming serve", code, stderr)
+	}
+	// A file that lists no key is not one to hand out: keys says to start
+	// serve, which adds its key (docs/OPERATIONS.md, "Keys").
+	if err := os.WriteFile(filepath.Join(data, "trusted-keys"), []byte("# no key yet\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, stderr := run(ctx, "keys", "--data", data); code == 0 || out.String() != "" || !strings.Contains(stderr.String(), "lists no key") || !strings.Contains(stderr.String(), "cuecast serve") {
+		t.Fatalf("keys over an empty file: exit %d, out %q, stderr %q; want a failure naming serve", code, out, stderr)
 	}
 	// What serve does on start (serveKey): a seed and the trusted-keys file.
 	old, err := nkeys.CreateAccount()

@@ -84,3 +84,33 @@ func TestCredsCurrent(t *testing.T) {
 		t.Error("CredsCurrent of a file with no JWT: no error")
 	}
 }
+
+// TestDerivedAccountKeys: the service, operator and fan-out account keys
+// are derived from the CUECAST account's seed, and every level of a tree
+// derives them on its own (ServiceAccountKey): a change to the derivation
+// would make levels of one tree disagree on their accounts. Pinned for a
+// fixed seed.
+func TestDerivedAccountKeys(t *testing.T) {
+	acct, err := nkeys.FromSeed([]byte("SAAACAQDAQCQMBYIBEFAWDANBYHRAEISCMKBKFQXDAMRUGY4DUPB6IFO3A"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := &natsconf.Keys{Account: acct}
+	for _, tt := range []struct {
+		name   string
+		derive func() (nkeys.KeyPair, error)
+		want   string
+	}{
+		{"service account of payments", func() (nkeys.KeyPair, error) { return k.ServiceAccountKey("payments") }, "ACYOXBYNG3E5RZGVIE76RTSCP2344FAPEEXWJS6ZYOV6ZHTFJFVMTBSQ"},
+		{"operator account", k.OperatorAccountKey, "AD3T6FVKFVGEYFWTIJI6CSZUHQVSNWXF2ZOUHGMNMZD24SGSMR3YSOH4"},
+		{"fan-out account", k.FanoutAccountKey, "ACHWZHAGDTV5YXK3PWZUR7TO7NZHMISTB2SSC4B3GMZJ3GLM2NKK6ZVQ"},
+	} {
+		kp, err := tt.derive()
+		if err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		if got, _ := kp.PublicKey(); got != tt.want {
+			t.Errorf("%s: got %s, want %s", tt.name, got, tt.want)
+		}
+	}
+}

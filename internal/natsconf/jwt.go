@@ -202,32 +202,14 @@ func SignUserCreds(account nkeys.KeyPair, user string, p Permissions) ([]byte, e
 // three seeds stay the only secrets of operator mode and every level agrees
 // on the namespace accounts without another file.
 func (k *Keys) ServiceAccountKey(ns string) (nkeys.KeyPair, error) {
-	seed, err := k.Account.Seed()
-	if err != nil {
-		return nil, fmt.Errorf("read account seed: %w", err)
-	}
-	raw := sha256.Sum256(append([]byte("cuecast service account\x00"+ns+"\x00"), seed...))
-	kp, err := nkeys.FromRawSeed(nkeys.PrefixByteAccount, raw[:])
-	if err != nil {
-		return nil, fmt.Errorf("derive account key of %s: %w", ns, err)
-	}
-	return kp, nil
+	return k.deriveAccountKey("cuecast service account\x00"+ns+"\x00", "account key of "+ns)
 }
 
 // OperatorAccountKey is the key of the operator's account
 // (OperatorAccount), derived from the CUECAST account's seed as the
 // namespaces' are (ServiceAccountKey).
 func (k *Keys) OperatorAccountKey() (nkeys.KeyPair, error) {
-	seed, err := k.Account.Seed()
-	if err != nil {
-		return nil, fmt.Errorf("read account seed: %w", err)
-	}
-	raw := sha256.Sum256(append([]byte("cuecast operator account\x00"), seed...))
-	kp, err := nkeys.FromRawSeed(nkeys.PrefixByteAccount, raw[:])
-	if err != nil {
-		return nil, fmt.Errorf("derive the operator's account key: %w", err)
-	}
-	return kp, nil
+	return k.deriveAccountKey("cuecast operator account\x00", "the operator's account key")
 }
 
 // FanoutAccountKey is the key of the hub's fan-out account
@@ -238,14 +220,20 @@ func (k *Keys) OperatorAccountKey() (nkeys.KeyPair, error) {
 // leaf.creds binds a region's links to its mirrors and a link into the hub
 // to the fan-out account, never to the hub's CUECAST.
 func (k *Keys) FanoutAccountKey() (nkeys.KeyPair, error) {
+	return k.deriveAccountKey("cuecast fanout account\x00", "the fan-out account key")
+}
+
+// deriveAccountKey is the account key whose seed is the SHA-256 of label
+// followed by the CUECAST account's seed; what names it in an error.
+func (k *Keys) deriveAccountKey(label, what string) (nkeys.KeyPair, error) {
 	seed, err := k.Account.Seed()
 	if err != nil {
 		return nil, fmt.Errorf("read account seed: %w", err)
 	}
-	raw := sha256.Sum256(append([]byte("cuecast fanout account\x00"), seed...))
+	raw := sha256.Sum256(append([]byte(label), seed...))
 	kp, err := nkeys.FromRawSeed(nkeys.PrefixByteAccount, raw[:])
 	if err != nil {
-		return nil, fmt.Errorf("derive the fan-out account key: %w", err)
+		return nil, fmt.Errorf("derive %s: %w", what, err)
 	}
 	return kp, nil
 }

@@ -169,21 +169,10 @@ func startServer(tb testing.TB, name, conf, log string) *Server {
 // environment; tb.Cleanup stops it.
 func startChild(tb testing.TB, name string, env ...string) *Server {
 	tb.Helper()
-	s := &Server{Name: name, cmd: exec.Command(os.Args[0])}
-	s.cmd.Env = append(os.Environ(), env...)
-	s.cmd.Stderr = os.Stderr
-	var err error
-	if s.in, err = s.cmd.StdinPipe(); err != nil {
-		tb.Fatal(err)
-	}
-	out, err := s.cmd.StdoutPipe()
-	if err != nil {
-		tb.Fatal(err)
-	}
+	s := &Server{Name: name}
+	var out io.Reader
+	s.cmd, s.in, out = simfleet.Reexec(tb, "server "+name, env...)
 	s.out = bufio.NewScanner(out)
-	if err := s.cmd.Start(); err != nil {
-		tb.Fatalf("start server %s: %v", name, err)
-	}
 	tb.Cleanup(s.Stop)
 	return s
 }

@@ -62,25 +62,14 @@ func Start(tb testing.TB, s Spec) *Child {
 // time; Ready waits for each. It fails tb if the child does not start.
 func Launch(tb testing.TB, s Spec) *Child {
 	tb.Helper()
-	c := &Child{cmd: exec.Command(os.Args[0]), lines: make(chan string, 4), roundTimeout: s.RoundTimeout}
+	c := &Child{lines: make(chan string, 4), roundTimeout: s.RoundTimeout}
 	if c.roundTimeout <= 0 {
 		c.roundTimeout = time.Minute
 	}
-	c.cmd.Env = slices.Concat(os.Environ(), []string{
+	var out io.Reader
+	c.cmd, c.in, out = Reexec(tb, "child", slices.Concat([]string{
 		ChildEnv + "=" + s.Child, urlEnv + "=" + s.URL, countEnv + "=" + strconv.Itoa(s.Instances),
-	}, s.Env)
-	c.cmd.Stderr = os.Stderr
-	var err error
-	if c.in, err = c.cmd.StdinPipe(); err != nil {
-		tb.Fatal(err)
-	}
-	out, err := c.cmd.StdoutPipe()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if err := c.cmd.Start(); err != nil {
-		tb.Fatalf("start child: %v", err)
-	}
+	}, s.Env)...)
 	go func() {
 		defer close(c.lines)
 		sc := bufio.NewScanner(out)
@@ -90,6 +79,29 @@ func Launch(tb testing.TB, s Spec) *Child {
 		}
 	}()
 	return c
+}
+
+// Reexec runs the test binary again with env added to its environment and
+// its standard error going to ours, and returns it with its standard input
+// and output. It fails tb ("start what: …") if it does not start; the
+// caller stops it.
+func Reexec(tb testing.TB, what string, env ...string) (cmd *exec.Cmd, in io.WriteCloser, out io.ReadCloser) {
+	tb.Helper()
+	cmd = exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stderr = os.Stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	out, err = cmd.StdoutPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		tb.Fatalf("start %s: %v", what, err)
+	}
+	return cmd, in, out
 }
 
 // Ready waits up to five minutes for a launched child to say its
