@@ -250,6 +250,7 @@ func TestDrillDownsCappedAcrossTheServer(t *testing.T) {
 	if asks, most := regions.counts(sixth); asks != 0 || most != limit {
 		t.Errorf("asked about the closed %s %d times, %d drill-downs in flight at most; want 0 and %d", sixth, asks, most, limit)
 	}
+	drillDownMetrics(t, srv, map[string]float64{`reason="slot"`: 2}, map[string]float64{`reason="busy"`: 0, `reason="closed"`: 1})
 }
 
 // TestDrillDownPastTheCapSaysSo: with one drill-down slot
@@ -274,6 +275,22 @@ func TestDrillDownPastTheCapSaysSo(t *testing.T) {
 	if asks, _ := regions.counts(refunds); asks != 0 {
 		t.Errorf("asked the regions about %s %d times, want none", refunds, asks)
 	}
+	drillDownMetrics(t, srv, map[string]float64{`reason="slot"`: 1, `reason="turn"`: 0}, map[string]float64{`reason="busy"`: 1, `reason="closed"`: 0})
 	close(regions.held[checkout])
 	<-held
+}
+
+// drillDownMetrics fails t unless srv's /metrics counts waits
+// (cuecast_dashboard_drilldown_waits_total, by its labels) and notAsked
+// (cuecast_dashboard_drilldowns_not_asked_total).
+func drillDownMetrics(t *testing.T, srv *web.Server, waits, notAsked map[string]float64) {
+	t.Helper()
+	m := scrapeServer(t, srv)
+	for name, want := range map[string]map[string]float64{"cuecast_dashboard_drilldown_waits_total": waits, "cuecast_dashboard_drilldowns_not_asked_total": notAsked} {
+		for labels, n := range want {
+			if got, ok := m[name+"{"+labels+"}"]; !ok || got != n {
+				t.Errorf("%s{%s} = %v (exported: %v), want %v", name, labels, got, ok, n)
+			}
+		}
+	}
 }

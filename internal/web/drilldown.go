@@ -14,6 +14,7 @@ import (
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/distributor"
 	"github.com/cuecast/cuecast/distributor/rollout"
+	"github.com/cuecast/cuecast/internal/metrics"
 )
 
 // The per-instance page, /instances/<config>: in a tree whose regions
@@ -128,9 +129,11 @@ func (t *drillTurns[V]) answer(ctx context.Context, cfg cuecast.ConfigPath, ask 
 	case a.turn <- struct{}{}:
 	default:
 		t.s.log.Debug("drill-down waits for its config's turn", "config", cfg)
+		t.s.metrics.DrillDownWaited(metrics.DrillDownTurn)
 		select {
 		case a.turn <- struct{}{}:
 		case <-ctx.Done():
+			t.s.metrics.DrillDownNotAsked(metrics.DrillDownClosed)
 			var zero V
 			return zero, fmt.Errorf("%w into %s: %w", errTurn, cfg, ctx.Err())
 		}
@@ -270,7 +273,8 @@ var errDrillDownsBusy = errors.New("this server's drill-downs stayed busy")
 // not load the regions' summarizers at will; it waits until ctx is done
 // or for wait, whichever comes first, and returns the func that frees
 // the slot, or an error saying which ended the wait (errDrillDownsBusy,
-// logged, or ctx's).
+// logged, or ctx's). Waits and give-ups are counted (metrics.DrillDownWaited,
+// DrillDownNotAsked).
 func (s *Server) drillSlot(ctx context.Context, cfg cuecast.ConfigPath, wait time.Duration) (func(), error) {
 	free := func() { <-s.drills }
 	select {
@@ -279,14 +283,17 @@ func (s *Server) drillSlot(ctx context.Context, cfg cuecast.ConfigPath, wait tim
 	default:
 	}
 	s.log.Debug("drill-down waits for a slot", "config", cfg, "in_flight", cap(s.drills))
+	s.metrics.DrillDownWaited(metrics.DrillDownSlot)
 	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {
 	case s.drills <- struct{}{}:
 		return free, nil
 	case <-ctx.Done():
+		s.metrics.DrillDownNotAsked(metrics.DrillDownClosed)
 		return nil, fmt.Errorf("wait for a drill-down slot: %w", ctx.Err())
 	case <-t.C:
+		s.metrics.DrillDownNotAsked(metrics.DrillDownBusy)
 		s.log.Warn("drill-down not asked: all slots stayed busy", "config", cfg, "in_flight", cap(s.drills), "waited", wait)
 		return nil, fmt.Errorf("%w: %d in flight (its cap) for %s", errDrillDownsBusy, cap(s.drills), wait)
 	}

@@ -179,6 +179,7 @@ func TestConfigPageAsksOnceAtATimeAcrossSamples(t *testing.T) {
 		case <-time.After(poll.Patience):
 			t.Fatalf("the second load of %s neither asked nor waited for its turn after %s", checkout, poll.Patience)
 		}
+		drillDownMetrics(t, srv, map[string]float64{`reason="slot"`: 0, `reason="turn"`: 1}, map[string]float64{`reason="closed"`: 0})
 		close(regions.held[checkout])
 		canaryCounted(t, "the first page", poll.Receive(t, "the first page, its drill-down let go", poll.Patience, first))
 		canaryCounted(t, "the second page", poll.Receive(t, "the second page", poll.Patience, second))
