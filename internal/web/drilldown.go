@@ -80,12 +80,13 @@ func instanceRowOf(r cuecast.Report) instanceRow {
 	return row
 }
 
-// drillTurns gives each config one drill-down of a kind at a time, on
-// the Server so that a drill-down longer than a sample does not have the
-// next sample's beside it: a load waits for its config's turn, and is
-// served the answer of the load that asked while it waited, or one kept
-// from the current sample, or else asks. One config's wait never holds
-// up another's.
+// drillTurns gives each config one drill-down at a time, for one kind of
+// page (Server.insts, Server.staged: a config's per-instance page and its
+// config page do not wait for each other). It lives on the Server so that
+// a drill-down longer than a sample does not have the next sample's beside
+// it: a load waits for its config's turn, and is served the answer of the
+// load that asked while it waited, or one kept from the current sample,
+// or else asks. One config's wait never holds up another's.
 type drillTurns[V any] struct {
 	s    *Server
 	mu   sync.Mutex

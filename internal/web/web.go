@@ -3,9 +3,10 @@
 // /hooks/github, and a dashboard at / that shows every config's version,
 // rollout and coverage, and updates itself with server-sent events. Its
 // per-instance page, /instances/<config>, asks the summarised regions for
-// their instances' reports when opened (Options.Regions, drilldown.go): one
-// drill-down at a time per config, its answer shared until the next sample,
-// and at most Options.MaxDrillDowns in flight over the whole server.
+// their instances' reports when opened (Options.Regions, drilldown.go), as a
+// config page asks for the instances its rollout's stages name: one
+// drill-down at a time per config and page, its answer shared until the next
+// sample, and at most Options.MaxDrillDowns in flight over the whole server.
 //
 //	srv, err := web.New(web.Options{Fleet: dist, Rollouts: ctrl, Metrics: m, Logger: log})
 //	go srv.Run(ctx)                            // samples the fleet every Interval
