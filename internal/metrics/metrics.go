@@ -58,6 +58,8 @@ type Metrics struct {
 	rejections     *prometheus.CounterVec
 	halts          *prometheus.CounterVec
 	reportsDropped *prometheus.CounterVec
+	drillWaits     *prometheus.CounterVec
+	drillNotAsked  *prometheus.CounterVec
 
 	mu       sync.Mutex
 	fleet    fleetSample
@@ -144,6 +146,16 @@ func New(o Options) *Metrics {
 			Help: "Report messages serve (or, in a tree, a region's summarizer) received and ignored, by reason: the body names " +
 				"another instance or another config than the subject it was published on (instance, config), or it is no report (malformed).",
 		}, []string{"reason"}),
+		drillWaits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cuecast_dashboard_drilldown_waits_total",
+			Help: "Dashboard drill-downs into the regions that had to wait, by reason: a slot (all of serve's allowed drill-downs " +
+				"were in flight) or their config's turn (another load's drill-down into the same config was under way).",
+		}, []string{"reason"}),
+		drillNotAsked: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cuecast_dashboard_drilldowns_not_asked_total",
+			Help: "Dashboard drill-downs given up while waiting, by reason: busy (no slot was freed in time; the page says it did " +
+				"not ask the regions) or closed (the page was closed).",
+		}, []string{"reason"}),
 		rollouts:     map[string]int{},
 		prop:         newPropagation(o.Series, o.Points),
 		seenRejected: map[string]bool{},
@@ -153,7 +165,7 @@ func New(o Options) *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.commits, m.commitDuration, m.compile, m.published, m.publishErrors,
-		m.propagation, m.rejections, m.halts, m.reportsDropped,
+		m.propagation, m.rejections, m.halts, m.reportsDropped, m.drillWaits, m.drillNotAsked,
 		build,
 		sampled{m},
 	)
@@ -173,6 +185,12 @@ func New(o Options) *Metrics {
 	}
 	for _, r := range distributor.DropReasons() {
 		m.reportsDropped.WithLabelValues(r)
+	}
+	for _, r := range []string{DrillDownSlot, DrillDownTurn} {
+		m.drillWaits.WithLabelValues(r)
+	}
+	for _, r := range []string{DrillDownBusy, DrillDownClosed} {
+		m.drillNotAsked.WithLabelValues(r)
 	}
 	return m
 }
@@ -248,6 +266,25 @@ func (m *Metrics) DroppedReports(reason string, n int) {
 	}
 	m.reportsDropped.WithLabelValues(reason).Add(float64(n))
 }
+
+// The labels of the dashboard's drill-down counters: what a drill-down
+// waited on (cuecast_dashboard_drilldown_waits_total's reason), and why one
+// was given up (cuecast_dashboard_drilldowns_not_asked_total's reason).
+const (
+	DrillDownSlot   = "slot"
+	DrillDownTurn   = "turn"
+	DrillDownBusy   = "busy"
+	DrillDownClosed = "closed"
+)
+
+// DrillDownWaited counts a dashboard drill-down that waited on a slot
+// (DrillDownSlot) or its config's turn (DrillDownTurn).
+func (m *Metrics) DrillDownWaited(reason string) { m.drillWaits.WithLabelValues(reason).Inc() }
+
+// DrillDownNotAsked counts a dashboard drill-down given up while it
+// waited: no slot in time (DrillDownBusy) or its page closed
+// (DrillDownClosed).
+func (m *Metrics) DrillDownNotAsked(reason string) { m.drillNotAsked.WithLabelValues(reason).Inc() }
 
 // SeenHalt remembers a halt without counting it: one that happened before
 // this process started, found by its first sample, so that a restart does not

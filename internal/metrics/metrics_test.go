@@ -262,7 +262,9 @@ func TestNamesAndLabels(t *testing.T) {
 	allowed := map[string]bool{"config": true, "namespace": true, "coverage": true, "result": true, "state": true, "cause": true, "id": true,
 		// cuecast_build_info's: one series per binary, never per instance.
 		"version": true, "commit": true, "go_version": true,
-		// cuecast_reports_dropped_total's: one of distributor.DropReasons.
+		// cuecast_reports_dropped_total's: one of distributor.DropReasons;
+		// the dashboard drill-down counters': one of DrillDownSlot, DrillDownTurn,
+		// DrillDownBusy, DrillDownClosed.
 		"reason": true}
 	for _, mf := range mfs {
 		if !strings.HasPrefix(mf.GetName(), "cuecast_") {

@@ -121,17 +121,24 @@ func TestInstancesPageAskedOnceForABurst(t *testing.T) {
 	})
 }
 
-// slotWaits passes the server's warnings to the test's output, and tells
-// waits the config of each drill-down that waits for a slot.
-type slotWaits struct {
+// The server's debug lines when a drill-down waits (drilldown.go).
+const (
+	slotWait = "drill-down waits for a slot"
+	turnWait = "drill-down waits for its config's turn"
+)
+
+// logWaits passes the server's warnings to the test's output, and tells
+// waits the config of each drill-down that logs msg (slotWait, turnWait).
+type logWaits struct {
 	slog.Handler
+	msg   string
 	waits chan cuecast.ConfigPath
 }
 
-func (h slotWaits) Enabled(context.Context, slog.Level) bool { return true }
+func (h logWaits) Enabled(context.Context, slog.Level) bool { return true }
 
-func (h slotWaits) Handle(ctx context.Context, r slog.Record) error {
-	if r.Message == "drill-down waits for a slot" {
+func (h logWaits) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == h.msg {
 		r.Attrs(func(a slog.Attr) bool {
 			if a.Key == "config" {
 				h.waits <- cuecast.ConfigPath(a.Value.String())
@@ -145,12 +152,12 @@ func (h slotWaits) Handle(ctx context.Context, r slog.Record) error {
 	return h.Handler.Handle(ctx, r)
 }
 
-func (h slotWaits) WithAttrs(as []slog.Attr) slog.Handler {
-	return slotWaits{h.Handler.WithAttrs(as), h.waits}
+func (h logWaits) WithAttrs(as []slog.Attr) slog.Handler {
+	return logWaits{h.Handler.WithAttrs(as), h.msg, h.waits}
 }
 
-func (h slotWaits) WithGroup(name string) slog.Handler {
-	return slotWaits{h.Handler.WithGroup(name), h.waits}
+func (h logWaits) WithGroup(name string) slog.Handler {
+	return logWaits{h.Handler.WithGroup(name), h.msg, h.waits}
 }
 
 // singleServer is a distributor on a single server of its own, with no
@@ -181,7 +188,7 @@ func TestDrillDownsCappedAcrossTheServer(t *testing.T) {
 	}
 	regions := holdRegions(d, cfgs...)
 	waits := make(chan cuecast.ConfigPath, len(cfgs))
-	log := slog.New(slotWaits{slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}), waits})
+	log := slog.New(logWaits{slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}), slotWait, waits})
 	srv, err := web.New(web.Options{Fleet: d, Regions: regions, DetailTimeout: poll.Patience, Logger: log})
 	if err != nil {
 		t.Fatal(err)
@@ -243,6 +250,7 @@ func TestDrillDownsCappedAcrossTheServer(t *testing.T) {
 	if asks, most := regions.counts(sixth); asks != 0 || most != limit {
 		t.Errorf("asked about the closed %s %d times, %d drill-downs in flight at most; want 0 and %d", sixth, asks, most, limit)
 	}
+	drillDownMetrics(t, srv, map[string]float64{`reason="slot"`: 2}, map[string]float64{`reason="busy"`: 0, `reason="closed"`: 1})
 }
 
 // TestDrillDownPastTheCapSaysSo: with one drill-down slot
@@ -267,6 +275,22 @@ func TestDrillDownPastTheCapSaysSo(t *testing.T) {
 	if asks, _ := regions.counts(refunds); asks != 0 {
 		t.Errorf("asked the regions about %s %d times, want none", refunds, asks)
 	}
+	drillDownMetrics(t, srv, map[string]float64{`reason="slot"`: 1, `reason="turn"`: 0}, map[string]float64{`reason="busy"`: 1, `reason="closed"`: 0})
 	close(regions.held[checkout])
 	<-held
+}
+
+// drillDownMetrics fails t unless srv's /metrics counts waits
+// (cuecast_dashboard_drilldown_waits_total, by its labels) and notAsked
+// (cuecast_dashboard_drilldowns_not_asked_total).
+func drillDownMetrics(t *testing.T, srv *web.Server, waits, notAsked map[string]float64) {
+	t.Helper()
+	m := scrapeServer(t, srv)
+	for name, want := range map[string]map[string]float64{"cuecast_dashboard_drilldown_waits_total": waits, "cuecast_dashboard_drilldowns_not_asked_total": notAsked} {
+		for labels, n := range want {
+			if got, ok := m[name+"{"+labels+"}"]; !ok || got != n {
+				t.Errorf("%s{%s} = %v (exported: %v), want %v", name, labels, got, ok, n)
+			}
+		}
+	}
 }

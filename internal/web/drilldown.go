@@ -8,11 +8,13 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/distributor"
 	"github.com/cuecast/cuecast/distributor/rollout"
+	"github.com/cuecast/cuecast/internal/metrics"
 )
 
 // The per-instance page, /instances/<config>: in a tree whose regions
@@ -24,8 +26,8 @@ import (
 // drawn on the server, so it shows the same without the page script.
 //
 // A drill-down asks each region for up to 10,000 reports, so the page
-// asks one at a time per config and shares the answer (instancesOf), and
-// every drill-down of the server, this page's or a config page's, takes
+// asks one at a time per config and shares the answer (drillTurns), as a
+// config page does for its named stages, and every drill-down of the server, this page's or a config page's, takes
 // one of Options.MaxDrillDowns slots (drillSlot): reloads and open pages
 // cannot load the regions' summarizers at will.
 
@@ -78,101 +80,140 @@ func instanceRowOf(r cuecast.Report) instanceRow {
 	return row
 }
 
-// instancesAsk is one config's per-instance page drill-down: one load
-// asks at a time (turn), and its answer serves the loads that waited for
-// it, and those that come after it in the same sample.
-type instancesAsk struct {
-	turn  chan struct{} // holds a token while a load asks
-	users int           // loads holding or waiting for turn; Server.instMu
-	kept  *keptInstances
+// drillTurns gives each config one drill-down at a time, for one kind of
+// page (Server.insts, Server.staged: a config's per-instance page and its
+// config page do not wait for each other). It lives on the Server so that
+// a drill-down longer than a sample does not have the next sample's beside
+// it: a load waits for its config's turn, and is served the answer of the
+// load that asked while it waited, or one kept from the current sample,
+// or else asks. One config's wait never holds up another's.
+type drillTurns[V any] struct {
+	s    *Server
+	mu   sync.Mutex
+	asks map[cuecast.ConfigPath]*drillTurn[V]
 }
 
-// keptInstances is the last answer of an instancesAsk (Server.instMu).
-type keptInstances struct {
-	v   instancesView
+// drillTurn is one config's turn and its last answer (drillTurns.mu).
+type drillTurn[V any] struct {
+	turn  chan struct{} // holds a token while a load asks
+	users int           // loads holding or waiting for turn
+	kept  *keptAnswer[V]
+}
+
+// keptAnswer is the last answer of a drillTurn.
+type keptAnswer[V any] struct {
+	v   V
 	err error
 	at  time.Time // when it arrived
-	// reuse: it may serve loads that come after it, while seq is the
-	// current sample's; a failure or a drill-down not asked only serves
-	// the loads that waited for it.
+	// reuse: it may serve loads that come after it while the sample it
+	// was asked in (seq) is the current one; a failure or a drill-down
+	// not asked only serves the loads that waited for it.
 	reuse bool
 	seq   uint64
 }
 
-// instancesOf returns cfg's per-instance view: the answer of the load
-// that asked while this one waited, or one kept from this sample, or
-// else it asks (askInstances). It waits for its turn until ctx is done.
-func (s *Server) instancesOf(ctx context.Context, cfg cuecast.ConfigPath) (instancesView, error) {
+// errTurn: a load was closed while it waited for its config's turn.
+var errTurn = errors.New("wait for another load's drill-down")
+
+func newDrillTurns[V any](s *Server) *drillTurns[V] {
+	return &drillTurns[V]{s: s, asks: map[cuecast.ConfigPath]*drillTurn[V]{}}
+}
+
+// answer returns cfg's answer, waiting for its turn until ctx is done
+// (then errTurn, wrapping ctx's error). ask asks the regions, and says
+// whether its answer may serve later loads of the same sample.
+func (t *drillTurns[V]) answer(ctx context.Context, cfg cuecast.ConfigPath, ask func(context.Context) (V, bool, error)) (V, error) {
 	start := time.Now()
-	ask, done := s.instancesAskOf(cfg)
+	a, done := t.join(cfg)
 	defer done()
 	select {
-	case ask.turn <- struct{}{}:
-		defer func() { <-ask.turn }()
-	case <-ctx.Done():
-		return instancesView{}, fmt.Errorf("wait for another load's drill-down into %s: %w", cfg, ctx.Err())
+	case a.turn <- struct{}{}:
+	default:
+		t.s.log.Debug("drill-down waits for its config's turn", "config", cfg)
+		t.s.metrics.DrillDownWaited(metrics.DrillDownTurn)
+		select {
+		case a.turn <- struct{}{}:
+		case <-ctx.Done():
+			t.s.metrics.DrillDownNotAsked(metrics.DrillDownClosed)
+			var zero V
+			return zero, fmt.Errorf("%w into %s: %w", errTurn, cfg, ctx.Err())
+		}
 	}
-	s.instMu.Lock()
-	k := ask.kept
-	if k != nil && (k.at.After(start) || s.reusable(k)) {
-		s.instMu.Unlock()
+	defer func() { <-a.turn }()
+	t.mu.Lock()
+	k := a.kept
+	t.mu.Unlock()
+	if k != nil && (k.at.After(start) || t.reusable(k)) {
 		return k.v, k.err
 	}
-	s.instMu.Unlock()
-	v, reuse, err := s.askInstances(ctx, cfg)
+	seq, sampled := t.s.sample()
+	v, reuse, err := ask(ctx)
 	if ctx.Err() != nil { // a load closed while asking keeps nothing
 		return v, err
 	}
-	k = &keptInstances{v: v, err: err, at: time.Now(), reuse: reuse && err == nil}
-	if snap, _ := s.current(); snap != nil {
-		k.seq = snap.seq
-	} else {
-		k.reuse = false // before the first sample: for the loads that waited only
-	}
-	s.instMu.Lock()
-	ask.kept = k
-	s.instMu.Unlock()
+	// Before the first sample an answer serves the loads that waited only.
+	k = &keptAnswer[V]{v: v, err: err, at: time.Now(), reuse: reuse && err == nil && sampled, seq: seq}
+	t.mu.Lock()
+	a.kept = k
+	t.mu.Unlock()
 	return v, err
 }
 
-// instancesAskOf returns cfg's instancesAsk, made on first use, and the
-// func the caller calls when done with it; the last user of an ask whose
-// answer cannot serve a later load drops it.
-func (s *Server) instancesAskOf(cfg cuecast.ConfigPath) (*instancesAsk, func()) {
-	s.instMu.Lock()
-	defer s.instMu.Unlock()
-	a, ok := s.insts[cfg]
+// join returns cfg's drillTurn, made on first use, and the func the
+// caller calls when done with it; the last user of a turn whose answer
+// cannot serve a later load drops it.
+func (t *drillTurns[V]) join(cfg cuecast.ConfigPath) (*drillTurn[V], func()) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	a, ok := t.asks[cfg]
 	if !ok {
-		a = &instancesAsk{turn: make(chan struct{}, 1)}
-		s.insts[cfg] = a
+		a = &drillTurn[V]{turn: make(chan struct{}, 1)}
+		t.asks[cfg] = a
 	}
 	a.users++
 	return a, func() {
-		s.instMu.Lock()
-		defer s.instMu.Unlock()
-		if a.users--; a.users == 0 && (a.kept == nil || !s.reusable(a.kept)) {
-			delete(s.insts, cfg)
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		if a.users--; a.users == 0 && (a.kept == nil || !t.reusable(a.kept)) {
+			delete(t.asks, cfg)
 		}
 	}
 }
 
 // reusable reports whether k may serve a load that came after it: it
-// arrived in the current sample. Called with instMu held.
-func (s *Server) reusable(k *keptInstances) bool {
-	snap, _ := s.current()
-	return k.reuse && snap != nil && k.seq == snap.seq
+// was asked in the current sample.
+func (t *drillTurns[V]) reusable(k *keptAnswer[V]) bool {
+	seq, sampled := t.s.sample()
+	return k.reuse && sampled && k.seq == seq
 }
 
-// dropInstances drops the per-instance answers no load is using, once a
-// new sample makes them stale.
-func (s *Server) dropInstances() {
-	s.instMu.Lock()
-	defer s.instMu.Unlock()
-	for cfg, a := range s.insts {
+// drop drops the turns no load is using, once a new sample makes their
+// answers stale.
+func (t *drillTurns[V]) drop() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for cfg, a := range t.asks {
 		if a.users == 0 {
-			delete(s.insts, cfg)
+			delete(t.asks, cfg)
 		}
 	}
+}
+
+// sample returns the current sample's number; false before the first.
+func (s *Server) sample() (uint64, bool) {
+	snap, _ := s.current()
+	if snap == nil {
+		return 0, false
+	}
+	return snap.seq, true
+}
+
+// instancesOf returns cfg's per-instance view, one drill-down at a time
+// per config (drillTurns), waiting for its turn until ctx is done.
+func (s *Server) instancesOf(ctx context.Context, cfg cuecast.ConfigPath) (instancesView, error) {
+	return s.insts.answer(ctx, cfg, func(ctx context.Context) (instancesView, bool, error) {
+		return s.askInstances(ctx, cfg)
+	})
 }
 
 // askInstances reads cfg's instances: those reporting here from the
@@ -233,7 +274,8 @@ var errDrillDownsBusy = errors.New("this server's drill-downs stayed busy")
 // not load the regions' summarizers at will; it waits until ctx is done
 // or for wait, whichever comes first, and returns the func that frees
 // the slot, or an error saying which ended the wait (errDrillDownsBusy,
-// logged, or ctx's).
+// logged, or ctx's). Waits and give-ups are counted (metrics.DrillDownWaited,
+// DrillDownNotAsked).
 func (s *Server) drillSlot(ctx context.Context, cfg cuecast.ConfigPath, wait time.Duration) (func(), error) {
 	free := func() { <-s.drills }
 	select {
@@ -242,14 +284,17 @@ func (s *Server) drillSlot(ctx context.Context, cfg cuecast.ConfigPath, wait tim
 	default:
 	}
 	s.log.Debug("drill-down waits for a slot", "config", cfg, "in_flight", cap(s.drills))
+	s.metrics.DrillDownWaited(metrics.DrillDownSlot)
 	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {
 	case s.drills <- struct{}{}:
 		return free, nil
 	case <-ctx.Done():
+		s.metrics.DrillDownNotAsked(metrics.DrillDownClosed)
 		return nil, fmt.Errorf("wait for a drill-down slot: %w", ctx.Err())
 	case <-t.C:
+		s.metrics.DrillDownNotAsked(metrics.DrillDownBusy)
 		s.log.Warn("drill-down not asked: all slots stayed busy", "config", cfg, "in_flight", cap(s.drills), "waited", wait)
 		return nil, fmt.Errorf("%w: %d in flight (its cap) for %s", errDrillDownsBusy, cap(s.drills), wait)
 	}
@@ -326,42 +371,46 @@ type stagedReports struct {
 // regions for the instances r's stages name or select when reports come
 // from their summary groups (without it the page showed a named canary
 // on a tree with no instances while `cuecast rollout status` counted
-// it). It asks at most once a sample per config, and waits at most
-// stagedTimeout (a live page, redrawn every sample, is not held up as
-// long as the per-instance page may be); one config's wait never holds
-// up another config's page, and it waits for one of the server's
-// drill-down slots (drillSlot) at most stagedTimeout, then counts by
-// bucket and says why. Unlike the controller, which fails its step
-// then, the page counts what did arrive: the instances of a region that
-// did not answer, or left some out, stay in their groups, and counted
-// says so.
-func (s *Server) stagedReports(ctx context.Context, snap *snapshot, cfg cuecast.ConfigPath, r *rollout.Rollout, reports []cuecast.Report) stagedReports {
+// it). It asks one at a time per config and at most once a sample
+// (drillTurns: a drill-down longer than a sample serves the next
+// sample's pages that waited for it), and waits at most stagedTimeout
+// (a live page, redrawn every sample, is not held up as long as the
+// per-instance page may be); one config's wait never holds up another
+// config's page, and it waits for one of the server's drill-down slots
+// (drillSlot) at most stagedTimeout, then counts by bucket and says why.
+// Unlike the controller, which fails its step then, the page counts what
+// did arrive: the instances of a region that did not answer, or left
+// some out, stay in their groups, and counted says so.
+func (s *Server) stagedReports(ctx context.Context, cfg cuecast.ConfigPath, r *rollout.Rollout, reports []cuecast.Report) stagedReports {
 	if _, ok := rollout.NeedsDrillDown(r, reports); !ok || s.o.Regions == nil {
 		return stagedReports{reports: reports}
 	}
-	ask := snap.stagedAskOf(cfg)
-	select {
-	case ask.turn <- struct{}{}:
-		defer func() { <-ask.turn }()
-	case <-ctx.Done(): // the page was closed while another asked
+	st, err := s.staged.answer(ctx, cfg, func(ctx context.Context) (stagedReports, bool, error) {
+		st, asked := s.askStaged(ctx, cfg, r, reports)
+		return st, asked, nil
+	})
+	if err != nil { // the page was closed while another asked
 		return stagedReports{reports: reports}
 	}
-	if ask.st != nil {
-		return *ask.st
-	}
+	return st
+}
+
+// askStaged asks the regions for the instances r's stages name or
+// select; asked is false when it did not (no drill-down slot).
+func (s *Server) askStaged(ctx context.Context, cfg cuecast.ConfigPath, r *rollout.Rollout, reports []cuecast.Report) (st stagedReports, asked bool) {
 	wait := min(s.o.DetailTimeout, stagedTimeout)
 	free, err := s.drillSlot(ctx, cfg, wait)
-	if err != nil { // not kept: the next page asks again
+	if err != nil {
 		if ctx.Err() != nil {
-			return stagedReports{reports: reports}
+			return stagedReports{reports: reports}, false
 		}
-		return stagedReports{reports: reports, counted: "the regions were not asked for the instances the stages name or select: " + err.Error() + "; those are counted by their bucket's summary group"}
+		return stagedReports{reports: reports, counted: "the regions were not asked for the instances the stages name or select: " + err.Error() + "; those are counted by their bucket's summary group"}, false
 	}
 	dctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	dr, err := rollout.DrillDown(dctx, s.o.Regions, cfg, r, reports)
 	free()
-	st := stagedReports{reports: dr.Reports}
+	st = stagedReports{reports: dr.Reports}
 	if err != nil && !errors.Is(err, distributor.ErrDetailIncomplete) && !errors.Is(err, distributor.ErrDetailTruncated) {
 		st.counted = "the instances the stages name or select are counted by their bucket's summary group: " + err.Error()
 		s.log.Warn("ask the regions for a rollout's named instances", "config", cfg, "err", err)
@@ -376,8 +425,5 @@ func (s *Server) stagedReports(ctx context.Context, snap *snapshot, cfg cuecast.
 		}
 		st.counted = "asked the regions for the instances the stages name or select: " + strings.Join(short, ", ") + "; those are counted by their bucket's summary group"
 	}
-	if ctx.Err() == nil { // a page closed while asking keeps nothing
-		ask.st = &st
-	}
-	return st
+	return st, true
 }

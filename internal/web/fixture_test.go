@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -20,6 +21,7 @@ import (
 	"github.com/cuecast/cuecast/internal/natstest"
 	"github.com/cuecast/cuecast/internal/pipeline"
 	"github.com/cuecast/cuecast/internal/pipelinetest"
+	"github.com/cuecast/cuecast/internal/web"
 )
 
 const checkout = cuecast.ConfigPath("payments/checkout")
@@ -134,8 +136,25 @@ func scrape(t *testing.T, base string) map[string]float64 {
 	if res.StatusCode != http.StatusOK {
 		t.Fatalf("scrape: status %s", res.Status)
 	}
+	return parseMetrics(t, res.Body)
+}
+
+// scrapeServer reads srv's /metrics, as scrape does.
+func scrapeServer(t *testing.T, srv *web.Server) map[string]float64 {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	srv.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("scrape: status %d", rec.Code)
+	}
+	return parseMetrics(t, rec.Body)
+}
+
+// parseMetrics reads the text format into "name{labels}" ▶ value.
+func parseMetrics(t *testing.T, r io.Reader) map[string]float64 {
+	t.Helper()
 	out := map[string]float64{}
-	sc := bufio.NewScanner(res.Body)
+	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()

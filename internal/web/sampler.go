@@ -7,7 +7,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/cuecast/cuecast"
@@ -33,37 +32,6 @@ type snapshot struct {
 	tailer    *tailer.State
 	lag       int // -1 unknown
 	tailerErr string
-
-	// staged holds, per config, the reports its rollout is shown on when
-	// they came from the regions' summaries (Server.stagedReports): asked
-	// of the regions once a sample, by the first page that needs them.
-	// stagedMu guards the map only: each config is asked under its own
-	// turn, so that one config's wait for a silent region does not hold
-	// up another's page.
-	stagedMu sync.Mutex
-	staged   map[cuecast.ConfigPath]*stagedAsk
-}
-
-// stagedAsk is one config's drill-down in a sample: at most one page asks
-// at a time (turn), and the first answer kept serves the rest.
-type stagedAsk struct {
-	turn chan struct{} // holds a token while a page asks
-	st   *stagedReports
-}
-
-// stagedAskOf returns cfg's stagedAsk in snap, made on first use.
-func (snap *snapshot) stagedAskOf(cfg cuecast.ConfigPath) *stagedAsk {
-	snap.stagedMu.Lock()
-	defer snap.stagedMu.Unlock()
-	if snap.staged == nil {
-		snap.staged = map[cuecast.ConfigPath]*stagedAsk{}
-	}
-	a, ok := snap.staged[cfg]
-	if !ok {
-		a = &stagedAsk{turn: make(chan struct{}, 1)}
-		snap.staged[cfg] = a
-	}
-	return a
 }
 
 // versionList caches a config's retained versions, newest first, until a
@@ -207,7 +175,8 @@ func (s *Server) Sample(ctx context.Context) {
 	close(s.changed)
 	s.changed = make(chan struct{})
 	s.mu.Unlock()
-	s.dropInstances()
+	s.insts.drop()
+	s.staged.drop()
 	if snap.err == "" {
 		for _, st := range snap.status {
 			if t, ok := s.target(st.Config); ok {

@@ -86,6 +86,109 @@ func TestNamedStageOnTheConfigPage(t *testing.T) {
 
 const refunds = cuecast.ConfigPath("payments/refunds")
 
+// namedCanaries starts a tree whose rollouts of checkout and refunds hold
+// a canary naming one instance of each, their two instances each
+// summarised by a region: their config pages ask the regions for the
+// instances the canary names.
+func namedCanaries(t *testing.T) *fixture {
+	t.Helper()
+	policy := rollout.Static{P: cuecast.Policy{Stages: []cuecast.Stage{
+		{Name: "canary", Instances: []string{"checkout-a", "refunds-a"}, Hold: cuecast.Duration(time.Hour)},
+		{Name: "all", Percent: 100},
+	}}}
+	f := start(t, fixtureOptions{policies: policy})
+	for _, w := range []struct {
+		cfg cuecast.ConfigPath
+		ids []string
+	}{{checkout, []string{"checkout-a", "checkout-b"}}, {refunds, []string{"refunds-a", "refunds-b"}}} {
+		for _, id := range w.ids {
+			f.watch(w.cfg, id)
+		}
+	}
+	for _, cfg := range []cuecast.ConfigPath{checkout, refunds} {
+		poll.Until(t, "the rollout of "+string(cfg)+" holding its canary, its instances summarised", poll.Patience, func() (bool, string) {
+			rec, err := f.p.Rollout.Record(t.Context(), cfg)
+			if err != nil {
+				return false, err.Error()
+			}
+			rs, err := f.p.Distributor.Reports(t.Context(), cfg)
+			if err != nil {
+				return false, err.Error()
+			}
+			return rec.Current != nil && rec.Current.State == rollout.StateHolding && distributor.Weigh(rs) == 2 && rs[0].Count > 0,
+				fmt.Sprintf("rollout %+v, reports %+v", rec.Current, rs)
+		})
+	}
+	return f
+}
+
+// canaryCounted fails t unless rec is a config page (its JSON) counting
+// its named canary's one instance.
+func canaryCounted(t *testing.T, what string, rec *httptest.ResponseRecorder) {
+	t.Helper()
+	var cv struct {
+		Rollout struct {
+			Stages []struct {
+				Name      string
+				Instances int
+			}
+		}
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &cv); rec.Code != http.StatusOK || err != nil {
+		t.Fatalf("%s: %d %s", what, rec.Code, rec.Body)
+	}
+	if st := cv.Rollout.Stages; len(st) == 0 || st[0].Name != "canary" || st[0].Instances != 1 {
+		t.Errorf("%s: stages %+v, want its named canary counted", what, st)
+	}
+}
+
+// TestConfigPageAsksOnceAtATimeAcrossSamples: a config page whose
+// drill-down into the regions is held past the next sample, and the same
+// page loaded again in that sample: the second load waits for the first
+// one's drill-down instead of asking again, and both are drawn when it
+// ends. The config pages kept their turn per sample, so that a drill-down
+// longer than a sample had the next sample's in flight beside it, for
+// the same config.
+func TestConfigPageAsksOnceAtATimeAcrossSamples(t *testing.T) {
+	t.Parallel()
+	t.Run(natstest.TreeMode, func(t *testing.T) {
+		f := namedCanaries(t)
+		regions := holdRegions(f.p.Distributor, checkout)
+		waits := make(chan cuecast.ConfigPath, 4)
+		log := slog.New(logWaits{slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}), turnWait, waits})
+		srv, err := web.New(web.Options{Fleet: f.p.Distributor, Rollouts: f.p.Rollout, Regions: regions, DetailTimeout: poll.Patience, Logger: log})
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := "/api/configs/" + string(checkout)
+		srv.Sample(t.Context())
+		first := load(t.Context(), srv, path)
+		if cfg := poll.Receive(t, "the first page's drill-down", poll.Patience, regions.asked); cfg != checkout {
+			t.Fatalf("asked the regions about %s, want %s", cfg, checkout)
+		}
+		srv.Sample(t.Context()) // the next sample, the first drill-down held
+		second := load(t.Context(), srv, path)
+		select {
+		case cfg := <-regions.asked:
+			asks, most := regions.counts(cfg)
+			t.Fatalf("asked the regions about %s again while its first drill-down was held: %d asks, %d in flight at most; want one", cfg, asks, most)
+		case cfg := <-waits:
+			if cfg != checkout {
+				t.Fatalf("%s waited for its turn, want %s", cfg, checkout)
+			}
+		case <-time.After(poll.Patience):
+			t.Fatalf("the second load of %s neither asked nor waited for its turn after %s", checkout, poll.Patience)
+		}
+		drillDownMetrics(t, srv, map[string]float64{`reason="slot"`: 0, `reason="turn"`: 1}, map[string]float64{`reason="closed"`: 0})
+		close(regions.held[checkout])
+		canaryCounted(t, "the first page", poll.Receive(t, "the first page, its drill-down let go", poll.Patience, first))
+		canaryCounted(t, "the second page", poll.Receive(t, "the second page", poll.Patience, second))
+		if asks, _ := regions.counts(checkout); asks != 1 {
+			t.Errorf("asked the regions about %s %d times, want once: the second page shares the answer it waited for", checkout, asks)
+		}
+	})
+}
+
 // heldRegions is the distributor's drill-down, held for some configs
 // until the test lets each go: a region that does not answer for as long
 // as the test needs, where a real one is given up on after a timeout. It
@@ -146,33 +249,7 @@ func (h *heldRegions) counts(cfg cuecast.ConfigPath) (asks, most int) {
 func TestConfigPagesDoNotWaitForEachOther(t *testing.T) {
 	t.Parallel()
 	t.Run(natstest.TreeMode, func(t *testing.T) {
-		policy := rollout.Static{P: cuecast.Policy{Stages: []cuecast.Stage{
-			{Name: "canary", Instances: []string{"checkout-a", "refunds-a"}, Hold: cuecast.Duration(time.Hour)},
-			{Name: "all", Percent: 100},
-		}}}
-		f := start(t, fixtureOptions{policies: policy})
-		for _, w := range []struct {
-			cfg cuecast.ConfigPath
-			ids []string
-		}{{checkout, []string{"checkout-a", "checkout-b"}}, {refunds, []string{"refunds-a", "refunds-b"}}} {
-			for _, id := range w.ids {
-				f.watch(w.cfg, id)
-			}
-		}
-		for _, cfg := range []cuecast.ConfigPath{checkout, refunds} {
-			poll.Until(t, "the rollout of "+string(cfg)+" holding its canary, its instances summarised", poll.Patience, func() (bool, string) {
-				rec, err := f.p.Rollout.Record(t.Context(), cfg)
-				if err != nil {
-					return false, err.Error()
-				}
-				rs, err := f.p.Distributor.Reports(t.Context(), cfg)
-				if err != nil {
-					return false, err.Error()
-				}
-				return rec.Current != nil && rec.Current.State == rollout.StateHolding && distributor.Weigh(rs) == 2 && rs[0].Count > 0,
-					fmt.Sprintf("rollout %+v, reports %+v", rec.Current, rs)
-			})
-		}
+		f := namedCanaries(t)
 		if err := silentRegion(t, f.fl.Hub(t), 1)(); err != nil {
 			t.Fatal(err)
 		}
@@ -204,20 +281,7 @@ func TestConfigPagesDoNotWaitForEachOther(t *testing.T) {
 			if cfg := <-regions.asked; cfg != refunds {
 				t.Errorf("asked the regions about %s, want %s", cfg, refunds)
 			}
-			var cv struct {
-				Rollout struct {
-					Stages []struct {
-						Name      string
-						Instances int
-					}
-				}
-			}
-			if err := json.Unmarshal(rec.Body.Bytes(), &cv); rec.Code != http.StatusOK || err != nil {
-				t.Fatalf("the second page: %d %s", rec.Code, rec.Body)
-			}
-			if st := cv.Rollout.Stages; len(st) == 0 || st[0].Name != "canary" || st[0].Instances != 1 {
-				t.Errorf("the second page's stages %+v, want its named canary counted", st)
-			}
+			canaryCounted(t, "the second page", rec)
 			second = nil
 		case <-time.After(poll.Patience):
 			t.Error("the second config's page waited for the first one's drill-down")

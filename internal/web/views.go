@@ -348,7 +348,7 @@ func (s *Server) configView(ctx context.Context, snap *snapshot, cfg cuecast.Con
 			Checksum: v.Checksum, Size: v.Size, Deleted: v.Deleted, Instances: onVersion[v.Version]})
 	}
 	if rec, ok := snap.records[cfg]; ok && rec.Current != nil {
-		staged := s.stagedReports(ctx, snap, cfg, rec.Current, reports)
+		staged := s.stagedReports(ctx, cfg, rec.Current, reports)
 		cv.Rollout = rolloutOf(rec, staged.reports, time.Now())
 		cv.Rollout.Counted = staged.counted
 	}

@@ -3,9 +3,10 @@
 // /hooks/github, and a dashboard at / that shows every config's version,
 // rollout and coverage, and updates itself with server-sent events. Its
 // per-instance page, /instances/<config>, asks the summarised regions for
-// their instances' reports when opened (Options.Regions, drilldown.go): one
-// drill-down at a time per config, its answer shared until the next sample,
-// and at most Options.MaxDrillDowns in flight over the whole server.
+// their instances' reports when opened (Options.Regions, drilldown.go), as a
+// config page asks for the instances its rollout's stages name: one
+// drill-down at a time per config and page, its answer shared until the next
+// sample, and at most Options.MaxDrillDowns in flight over the whole server.
 //
 //	srv, err := web.New(web.Options{Fleet: dist, Rollouts: ctrl, Metrics: m, Logger: log})
 //	go srv.Run(ctx)                            // samples the fleet every Interval
@@ -154,9 +155,10 @@ type Server struct {
 	flags    *publishedFlags // nil without Options.OFREPTokens
 	// drills holds a token per drill-down in flight (Options.MaxDrillDowns).
 	drills chan struct{}
-	// instMu guards insts, each config's per-instance page asks.
-	instMu sync.Mutex
-	insts  map[cuecast.ConfigPath]*instancesAsk
+	// insts and staged are each config's drill-downs: its per-instance
+	// page's, and its config page's for the named stages.
+	insts  *drillTurns[instancesView]
+	staged *drillTurns[stagedReports]
 	// haltsPrimed: the halts found by the first rollout sample were
 	// remembered without being counted (sampling is serialized).
 	haltsPrimed bool
@@ -185,8 +187,8 @@ func New(o Options) (*Server, error) {
 	}
 	s := &Server{o: o, log: o.Logger, metrics: o.Metrics, changed: make(chan struct{}),
 		vcache: map[cuecast.ConfigPath]versionList{}, poke: make(chan struct{}, 1), live: newLiveFleet(),
-		acache: map[cuecast.ConfigPath]auditCache{}, drills: make(chan struct{}, o.MaxDrillDowns),
-		insts: map[cuecast.ConfigPath]*instancesAsk{}}
+		acache: map[cuecast.ConfigPath]auditCache{}, drills: make(chan struct{}, o.MaxDrillDowns)}
+	s.insts, s.staged = newDrillTurns[instancesView](s), newDrillTurns[stagedReports](s)
 	if o.OperatorToken != "" {
 		s.token = sha256.Sum256([]byte(o.OperatorToken))
 	}
