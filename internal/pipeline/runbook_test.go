@@ -222,6 +222,7 @@ type runbookServe struct {
 	base  string // its operations server's URL
 	repo  *gittest.Repo
 	cfgs  []cuecast.ConfigPath
+	nc    *nats.Conn               // the connection d reads by (publish)
 	d     *distributor.Distributor // the version stream, read at its NATS (publish)
 	f     *fleet                   // instances of every config (publish)
 }
@@ -256,7 +257,7 @@ func (r *runbookServe) start(t *testing.T) {
 func (r *runbookServe) publish(t *testing.T, addr, pub string) (*nats.Conn, *commits, map[cuecast.ConfigPath]cuecast.Version) {
 	t.Helper()
 	nc, d := readStreams(t, addr)
-	r.d = d
+	r.nc, r.d = nc, d
 	r.f = startFleet(t, addr, pub, r.cfgs, len(r.cfgs))
 	c := &commits{repo: r.repo, values: map[cuecast.ConfigPath]int{}, last: map[cuecast.ConfigPath]string{}}
 	for range 3 {
@@ -326,6 +327,7 @@ func (r *runbookServe) repairThenServe(t *testing.T, published map[cuecast.Confi
 		}
 	}
 	r.start(t)
+	readerBack(t, r.nc)
 	latest := map[cuecast.ConfigPath]cuecast.Version{}
 	for _, cf := range r.cfgs {
 		v, err := r.d.Latest(t.Context(), cf)

@@ -276,6 +276,25 @@ func readStreams(t *testing.T, addr string) (*nats.Conn, *distributor.Distributo
 	return nc, d
 }
 
+// readerBack waits until nc, a readStreams connection, is connected again
+// after the server it reads (serve's embedded one) was restarted. Its
+// options are the library's (client.ConnectOptions), which wait up to 30 s
+// between attempts, growing with each failed one, so after serve was down
+// a while the next attempt may be many seconds away and a single read
+// times out; the reader asks for an attempt now, as an operator would by
+// retrying, and the read that follows finds it connected.
+func readerBack(t *testing.T, nc *nats.Conn) {
+	t.Helper()
+	if !nc.IsConnected() {
+		if err := nc.ForceReconnect(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	poll.Until(t, "the reader connected again", poll.Patience, func() (bool, string) {
+		return nc.IsConnected(), nc.Status().String()
+	})
+}
+
 // waitCursor waits until the tailer's cursor in the stream, whichever
 // serve wrote it, is head.
 func waitCursor(t *testing.T, nc *nats.Conn, head string) {
