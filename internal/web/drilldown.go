@@ -240,18 +240,18 @@ func (s *Server) askInstances(ctx context.Context, cfg cuecast.ConfigPath) (v in
 		}
 		return v, true, nil
 	}
-	free, err := s.drillSlot(ctx, cfg, s.o.DetailTimeout)
-	if err != nil {
+	var regions []distributor.RegionDetail
+	err = s.drill(ctx, cfg, s.o.DetailTimeout, func(ctx context.Context) (err error) {
+		regions, err = s.o.Regions.DetailByRegion(ctx, cfg, distributor.DetailRequest{})
+		return err
+	})
+	if noSlot(err) {
 		if ctx.Err() != nil {
 			return v, false, err
 		}
 		v.Error = "the regions were not asked: " + err.Error() + "; reload to ask again"
 		return v, false, nil
 	}
-	dctx, cancel := context.WithTimeout(ctx, s.o.DetailTimeout)
-	defer cancel()
-	regions, err := s.o.Regions.DetailByRegion(dctx, cfg, distributor.DetailRequest{})
-	free()
 	if err != nil && !errors.Is(err, distributor.ErrDetailIncomplete) {
 		return v, false, err
 	}
@@ -268,6 +268,35 @@ func (s *Server) askInstances(ctx context.Context, cfg cuecast.ConfigPath) (v in
 // errDrillDownsBusy: a drill-down waited for a slot (drillSlot) and none
 // was freed in time.
 var errDrillDownsBusy = errors.New("this server's drill-downs stayed busy")
+
+// noSlotError is drill's error when it did not ask: no slot was had; it
+// says why as drillSlot did.
+type noSlotError struct{ err error }
+
+func (e *noSlotError) Error() string { return e.err.Error() }
+func (e *noSlotError) Unwrap() error { return e.err }
+
+// noSlot reports whether drill's err says it did not ask.
+func noSlot(err error) bool {
+	var ns *noSlotError
+	return errors.As(err, &ns)
+}
+
+// drill runs ask with one of the server's drill-down slots (drillSlot,
+// waiting at most wait for it) and ctx bounded by wait from when the slot
+// was had, so that its timeout is the regions' alone; the slot is freed
+// when ask returns. When no slot was had, the error is a *noSlotError
+// saying why (drillSlot's), and ask was not called.
+func (s *Server) drill(ctx context.Context, cfg cuecast.ConfigPath, wait time.Duration, ask func(context.Context) error) error {
+	free, err := s.drillSlot(ctx, cfg, wait)
+	if err != nil {
+		return &noSlotError{err}
+	}
+	defer free()
+	dctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	return ask(dctx)
+}
 
 // drillSlot waits for one of the server's Options.MaxDrillDowns
 // drill-down slots, so that pages opened at once, of many configs, do
@@ -399,17 +428,17 @@ func (s *Server) stagedReports(ctx context.Context, cfg cuecast.ConfigPath, r *r
 // select; asked is false when it did not (no drill-down slot).
 func (s *Server) askStaged(ctx context.Context, cfg cuecast.ConfigPath, r *rollout.Rollout, reports []cuecast.Report) (st stagedReports, asked bool) {
 	wait := min(s.o.DetailTimeout, stagedTimeout)
-	free, err := s.drillSlot(ctx, cfg, wait)
-	if err != nil {
+	var dr rollout.Drill
+	err := s.drill(ctx, cfg, wait, func(ctx context.Context) (err error) {
+		dr, err = rollout.DrillDown(ctx, s.o.Regions, cfg, r, reports)
+		return err
+	})
+	if noSlot(err) {
 		if ctx.Err() != nil {
 			return stagedReports{reports: reports}, false
 		}
 		return stagedReports{reports: reports, counted: "the regions were not asked for the instances the stages name or select: " + err.Error() + "; those are counted by their bucket's summary group"}, false
 	}
-	dctx, cancel := context.WithTimeout(ctx, wait)
-	defer cancel()
-	dr, err := rollout.DrillDown(dctx, s.o.Regions, cfg, r, reports)
-	free()
 	st = stagedReports{reports: dr.Reports}
 	if err != nil && !errors.Is(err, distributor.ErrDetailIncomplete) && !errors.Is(err, distributor.ErrDetailTruncated) {
 		st.counted = "the instances the stages name or select are counted by their bucket's summary group: " + err.Error()
