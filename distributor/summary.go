@@ -2,6 +2,7 @@ package distributor
 
 import (
 	"cmp"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -19,22 +20,22 @@ import (
 // instances by everything the fleet's readers count but the cohort bucket
 // — version, checksum, staged version, health, last-known-good, labels
 // and the class of the last error — and counts each group per bucket,
-// with one name per bucket and a bounded sample of errors. Readers turn
+// with a bounded sample of its instances' names and errors. Readers turn
 // each group's bucket into one report standing for its count of
 // instances (cuecast.Report.Count), so status, the dashboard, the metrics
 // and the rollout controller count a summarised fleet with the same code
 // as a fleet of single reports.
 //
-// What a group has in common is written once, not per bucket: mid-change
-// every bucket of a region holds both versions, and written per bucket
-// each was ~180 bytes of checksum, labels and times, which made a change
-// cost the hub ~36 KB per region per summary while it spread. Per bucket
-// a group carries its count and one name, ~20 bytes
-// (TestSummarySizePerBucketIsBounded).
+// A summary's size depends on the classes present, not on the fleet:
+// what a group has in common is written once, its counts are a fixed
+// vector of every bucket (BucketCounts) and its names a sample. Mid-change
+// every bucket of a region holds both versions; written per bucket, with
+// a name each, a group grew with how full its buckets were, and the hub's
+// bytes per change with the fleet (TestSummarySizeDoesNotDependOnTheFleet).
 
-// SampleSize bounds the errors and refusals each summary group carries:
-// enough to name an example of each class, and the summary stays the
-// same size whatever the fleet.
+// SampleSize bounds the instance names, errors and refusals each summary
+// group carries: enough to name an example of each class, and the
+// summary stays the same size whatever the fleet.
 const SampleSize = 3
 
 // LostHeartbeats is the loss rule of summaries: a region's summary not
@@ -78,12 +79,14 @@ type SummaryGroup struct {
 	// Refused says the instances refused a pointer (Report.Refused).
 	Refused bool `json:"refused,omitempty"`
 
-	// Buckets, Counts and Instances go together: Counts[i] of the group's
-	// instances are in bucket Buckets[i] (ascending, each once), and
-	// Instances[i] names the first of them by name, so that the report a
-	// reader makes of them names one of its own.
-	Buckets   []int    `json:"buckets"`
-	Counts    []int    `json:"counts"`
+	// ByBucket counts the group's instances per cohort bucket: ByBucket[b]
+	// of them are in bucket b. Every bucket is written, empty or not, at a
+	// fixed width, so a group costs the hub the same bytes whatever the
+	// fleet's size and however full its buckets are.
+	ByBucket BucketCounts `json:"by_bucket"`
+	// Instances is a sample of the group's instances: the SampleSize first
+	// by name, sorted. A reader names a bucket's report after the sampled
+	// instance in it, if any (Summary.Reports).
 	Instances []string `json:"instances"`
 	// Errors and Refusals are samples, sorted, at most SampleSize each:
 	// distinct texts, the first in the group.
@@ -96,10 +99,52 @@ type SummaryGroup struct {
 // Count is the number of instances in the group.
 func (g SummaryGroup) Count() int {
 	n := 0
-	for _, c := range g.Counts {
-		n += c
+	for _, c := range g.ByBucket {
+		n += int(c)
 	}
 	return n
+}
+
+// BucketCounts is a count per cohort bucket. On the wire it is the
+// counts as big-endian uint32s, in bucket order, in standard base64: 536
+// characters for any fleet, where a list of the non-empty buckets (with
+// a name each) grew with how full they were, so that the hub's bytes per
+// change grew with the fleet up to ~1,250 instances a region and with
+// how long a change took to spread (BENCHMARKS.md, Scale, "Both modes").
+type BucketCounts [cuecast.Buckets]uint32
+
+// MarshalJSON encodes the counts as one base64 string.
+func (c BucketCounts) MarshalJSON() ([]byte, error) {
+	raw := make([]byte, 0, 4*len(c))
+	for _, n := range c {
+		raw = binary.BigEndian.AppendUint32(raw, n)
+	}
+	return json.Marshal(raw) // []byte: standard base64
+}
+
+// UnmarshalJSON decodes what MarshalJSON encodes, and nothing shorter or
+// longer.
+func (c *BucketCounts) UnmarshalJSON(data []byte) error {
+	var raw []byte
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return fmt.Errorf("bucket counts: %w", err)
+	}
+	if len(raw) != 4*len(c) {
+		return fmt.Errorf("bucket counts: %d bytes, want %d", len(raw), 4*len(c))
+	}
+	for b := range c {
+		c[b] = binary.BigEndian.Uint32(raw[4*b:])
+	}
+	return nil
+}
+
+// GroupName is the name a summary's report stands under for a bucket
+// of a group none of whose sampled instances is in it: the region, the
+// bucket and the group's place in the summary (from 1). It is no
+// instance's name (cuecast.ValidateInstance refuses "/"), so it is never
+// taken for one, and it is unique in a fleet's reports on a config.
+func GroupName(region string, bucket, group int) string {
+	return fmt.Sprintf("%s/b%d/g%d", region, bucket, group)
 }
 
 // FailedVersion returns the version a last_error says the instance failed
@@ -239,11 +284,7 @@ func withoutLabels(l map[string]string, drop map[string]bool) map[string]string 
 func BuildSummary(region string, cfg cuecast.ConfigPath, reports []cuecast.Report, at time.Time) Summary {
 	ns := cfg.Namespace()
 	drop, keys := groupLabels(cfg, reports)
-	type building struct {
-		g   *SummaryGroup
-		idx map[int]int // bucket: its index in g.Buckets
-	}
-	groups := map[groupKey]*building{}
+	groups := map[groupKey]*SummaryGroup{}
 	for i, r := range reports {
 		labels := withoutLabels(r.Labels, drop)
 		var lk string
@@ -254,22 +295,14 @@ func BuildSummary(region string, cfg cuecast.ConfigPath, reports []cuecast.Repor
 		}
 		k := groupKey{version: r.Version, checksum: r.Checksum, staged: r.Staged,
 			healthy: r.Healthy, lkg: r.LastKnownGood, labels: lk, errClass: ErrorClass(r.LastError), refused: r.Refused != ""}
-		b := groups[k]
-		if b == nil {
-			b = &building{g: &SummaryGroup{Version: r.Version, Checksum: r.Checksum, Staged: r.Staged, Healthy: r.Healthy,
-				LastKnownGood: r.LastKnownGood, Labels: maps.Clone(labels), Error: k.errClass, Refused: k.refused}, idx: map[int]int{}}
-			groups[k] = b
+		g := groups[k]
+		if g == nil {
+			g = &SummaryGroup{Version: r.Version, Checksum: r.Checksum, Staged: r.Staged, Healthy: r.Healthy,
+				LastKnownGood: r.LastKnownGood, Labels: maps.Clone(labels), Error: k.errClass, Refused: k.refused}
+			groups[k] = g
 		}
-		g := b.g
-		bucket := cuecast.Cohort(ns, r.Instance)
-		i, ok := b.idx[bucket]
-		if !ok {
-			i = len(g.Buckets)
-			b.idx[bucket] = i
-			g.Buckets, g.Counts, g.Instances = append(g.Buckets, bucket), append(g.Counts, 0), append(g.Instances, r.Instance)
-		}
-		g.Counts[i]++
-		g.Instances[i] = min(g.Instances[i], r.Instance)
+		g.ByBucket[cuecast.Cohort(ns, r.Instance)]++
+		g.Instances = sample(g.Instances, r.Instance)
 		if r.LastError != "" {
 			g.Errors = sample(g.Errors, r.LastError)
 		}
@@ -281,27 +314,13 @@ func BuildSummary(region string, cfg cuecast.ConfigPath, reports []cuecast.Repor
 		}
 	}
 	s := Summary{Region: region, Config: cfg, Live: len(reports), At: at}
-	for _, b := range groups {
-		g := *b.g
-		// Buckets ascending, their counts and names with them.
-		order := make([]int, len(g.Buckets))
-		for i := range order {
-			order[i] = i
-		}
-		slices.SortFunc(order, func(i, j int) int { return cmp.Compare(g.Buckets[i], g.Buckets[j]) })
-		sorted := SummaryGroup{Buckets: make([]int, len(order)), Counts: make([]int, len(order)), Instances: make([]string, len(order))}
-		for to, from := range order {
-			sorted.Buckets[to], sorted.Counts[to], sorted.Instances[to] = g.Buckets[from], g.Counts[from], g.Instances[from]
-		}
-		g.Buckets, g.Counts, g.Instances = sorted.Buckets, sorted.Counts, sorted.Instances
-		s.Groups = append(s.Groups, g)
+	for _, g := range groups {
+		s.Groups = append(s.Groups, *g)
 	}
 	// A name is in one group only: the order is total, and a summary that
 	// did not change encodes the same (the summarizer sends it again only
 	// once a heartbeat).
-	slices.SortFunc(s.Groups, func(a, b SummaryGroup) int {
-		return cmp.Or(cmp.Compare(a.Buckets[0], b.Buckets[0]), cmp.Compare(a.Instances[0], b.Instances[0]))
-	})
+	slices.SortFunc(s.Groups, func(a, b SummaryGroup) int { return cmp.Compare(a.Instances[0], b.Instances[0]) })
 	return s
 }
 
@@ -321,16 +340,31 @@ func sample(s []string, v string) []string {
 
 // Reports turns the summary into one report per group and bucket,
 // standing for the group's instances in that bucket and named after the
-// bucket's sampled instance, sorted by bucket and name. With unknown set
-// (the region's summary is overdue: LostHeartbeats), each is Unheard: the
-// instances are live as far as anyone knows, their state is not.
+// group's first sampled instance in the bucket, or else GroupName; sorted
+// by bucket and name. With unknown set (the region's summary is overdue:
+// LostHeartbeats), each is Unheard: the instances are live as far as
+// anyone knows, their state is not.
 func (s Summary) Reports(unknown bool) []cuecast.Report {
 	var out []cuecast.Report
-	for _, g := range s.Groups {
-		for i, bucket := range g.Buckets {
-			r := cuecast.Report{Instance: g.Instances[i], Labels: g.Labels, Cohort: bucket, Config: s.Config, Version: g.Version,
+	ns := s.Config.Namespace()
+	for gi, g := range s.Groups {
+		named := map[int]string{}
+		for _, id := range g.Instances { // sorted: the first in a bucket wins
+			if b := cuecast.Cohort(ns, id); named[b] == "" {
+				named[b] = id
+			}
+		}
+		for bucket, n := range g.ByBucket {
+			if n == 0 {
+				continue
+			}
+			name := named[bucket]
+			if name == "" {
+				name = GroupName(s.Region, bucket, gi+1)
+			}
+			r := cuecast.Report{Instance: name, Labels: g.Labels, Cohort: bucket, Config: s.Config, Version: g.Version,
 				Checksum: g.Checksum, Healthy: g.Healthy, LastKnownGood: g.LastKnownGood, Staged: g.Staged, AppliedAt: g.AppliedAt,
-				At: s.At, Count: g.Counts[i]}
+				At: s.At, Count: int(n)}
 			if len(g.Errors) > 0 {
 				r.LastError = g.Errors[0]
 			}
@@ -352,8 +386,8 @@ func (s Summary) Reports(unknown bool) []cuecast.Report {
 // DecodeSummary is the one rule for reading a summary, as DecodeReport is
 // for a report: the summary on subject, ccsum.<region>.<ns>.<name>, whose
 // body must name the region and config the subject does, and be
-// consistent in itself (every sampled instance in its group's bucket,
-// counts adding up). The region token is what the hub's permissions bind
+// consistent in itself (every sampled instance in a bucket its group
+// counts, counts adding up). The region token is what the hub's permissions bind
 // to the region's link (docs/SECURITY.md), so a region can speak only for
 // itself. The error is a *ReportError wrapping ErrReportSubject.
 func DecodeSummary(subject string, data []byte) (Summary, error) {
@@ -373,18 +407,19 @@ func DecodeSummary(subject string, data []byte) (Summary, error) {
 	}
 	total := 0
 	for _, g := range s.Groups {
-		if len(g.Buckets) == 0 || len(g.Counts) != len(g.Buckets) || len(g.Instances) != len(g.Buckets) || len(g.Errors) > SampleSize || len(g.Refusals) > SampleSize {
-			return Summary{}, &ReportError{Subject: subject, Reason: DropMalformed, Detail: "a group's buckets, counts and samples disagree"}
+		n := g.Count()
+		if n < 1 || len(g.Instances) < 1 || len(g.Instances) > min(n, SampleSize) || len(g.Errors) > SampleSize || len(g.Refusals) > SampleSize {
+			return Summary{}, &ReportError{Subject: subject, Reason: DropMalformed, Detail: "a group counts nobody, or its samples disagree with its counts"}
 		}
-		for i, b := range g.Buckets {
-			if b < 0 || b >= cuecast.Buckets || (i > 0 && b <= g.Buckets[i-1]) || g.Counts[i] < 1 {
-				return Summary{}, &ReportError{Subject: subject, Reason: DropMalformed, Detail: "a group's buckets are not ascending, or one counts nobody"}
+		for i, id := range g.Instances {
+			if cuecast.ValidateInstance(id) != nil || (i > 0 && id <= g.Instances[i-1]) {
+				return Summary{}, &ReportError{Subject: subject, Reason: DropMalformed, Detail: fmt.Sprintf("sampled instance %q is not a name, or not in order", id)}
 			}
-			if id := g.Instances[i]; cuecast.ValidateInstance(id) != nil || cuecast.Cohort(cfg.Namespace(), id) != b {
-				return Summary{}, &ReportError{Subject: subject, Reason: DropMalformed, Detail: fmt.Sprintf("instance %q is not in bucket %d", id, b)}
+			if b := cuecast.Cohort(cfg.Namespace(), id); g.ByBucket[b] == 0 {
+				return Summary{}, &ReportError{Subject: subject, Reason: DropMalformed, Detail: fmt.Sprintf("sampled instance %q is in bucket %d, which the group counts nobody in", id, b)}
 			}
-			total += g.Counts[i]
 		}
+		total += n
 		if (g.Error == "") != (len(g.Errors) == 0) || (len(g.Errors) > 0 && ErrorClass(g.Errors[0]) != g.Error) || g.Refused != (len(g.Refusals) > 0) {
 			return Summary{}, &ReportError{Subject: subject, Reason: DropMalformed, Detail: "a group's sample errors are not of its class"}
 		}

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"regexp"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -89,24 +91,31 @@ func TestDecodeSummaryRefusesWhatItCannotBelieve(t *testing.T) {
 		"another region's subject": {cuecast.SummarySubject("us-east", cfg), edit(func(*distributor.Summary) {})},
 		"another config":           {subj, edit(func(s *distributor.Summary) { s.Config = "payments/other" })},
 		"counts that do not add":   {subj, edit(func(s *distributor.Summary) { s.Live += 1000 })},
-		"an instance in another bucket": {subj, edit(func(s *distributor.Summary) {
-			s.Groups[0].Buckets = slices.Clone(s.Groups[0].Buckets)
-			s.Groups[0].Buckets[0] = (s.Groups[0].Buckets[0] + 1) % cuecast.Buckets
-		})},
-		"a bucket twice": {subj, edit(func(s *distributor.Summary) {
+		"a sampled instance in a bucket of nobody": {subj, edit(func(s *distributor.Summary) {
 			g := &s.Groups[0]
-			g.Buckets, g.Counts, g.Instances = append(slices.Clone(g.Buckets), g.Buckets[0]), append(slices.Clone(g.Counts), 1), append(slices.Clone(g.Instances), g.Instances[0])
-			s.Live++
+			from := cuecast.Cohort(cfg.Namespace(), g.Instances[0])
+			to := (from + 1) % cuecast.Buckets
+			g.ByBucket[to] += g.ByBucket[from]
+			g.ByBucket[from] = 0
 		})},
-		"a bucket of nobody": {subj, edit(func(s *distributor.Summary) {
+		"a sample out of order": {subj, edit(func(s *distributor.Summary) {
 			g := &s.Groups[0]
-			g.Counts = slices.Clone(g.Counts)
-			s.Live -= g.Counts[0]
-			g.Counts[0] = 0
+			g.Instances = slices.Clone(g.Instances)
+			slices.Reverse(g.Instances)
+		})},
+		"a sample past its bound": {subj, edit(func(s *distributor.Summary) {
+			g := &s.Groups[0]
+			g.Instances = append(slices.Clone(g.Instances), "zz-1", "zz-2", "zz-3")
+		})},
+		"a group of nobody": {subj, edit(func(s *distributor.Summary) {
+			g := &s.Groups[0]
+			s.Live -= g.Count()
+			g.ByBucket = distributor.BucketCounts{}
 		})},
 		"counts without names": {subj, edit(func(s *distributor.Summary) {
 			s.Groups[0].Instances = nil
 		})},
+		"bucket counts too short": {subj, regexp.MustCompile(`"by_bucket":"[^"]*"`).ReplaceAll(edit(func(*distributor.Summary) {}), []byte(`"by_bucket":"AAAAAQ=="`))},
 		"an error of another class": {subj, edit(func(s *distributor.Summary) {
 			for i, g := range s.Groups {
 				if g.Error != "" {
@@ -260,66 +269,20 @@ func TestSummarisedTree(t *testing.T) {
 	}
 }
 
-// TestSummarySizePerBucketIsBounded pins what a summary costs the hub in
-// bytes: per group (a class of alike instances) a constant, and per bucket
-// of it only its count and one name. Mid-change each bucket of a region
-// holds both versions, and a summary goes up every interval while the
-// change spreads; with checksum, labels and times written per bucket, each
-// was ~36 KB for a region here, and bytes per change grew with how long a
-// change took to spread (BENCHMARKS.md, Scale, "Both modes"). From the
-// encoder, at two sizes: the bound does not depend on the fleet.
-func TestSummarySizePerBucketIsBounded(t *testing.T) {
+// TestSummarySizeDoesNotDependOnTheFleet pins what a summary costs the
+// hub in bytes: per group (a class of alike instances) a constant, at
+// rest and mid-change (instances moved to v2 at random, as a change
+// spreads), from 100 instances to 100,000. Its groups counted each
+// non-empty bucket with a name, so a region's summary grew with how full
+// its buckets were (at 250 instances mid-change a group held about 70 of
+// the 100), and the hub's bytes per change grew from 1,000 instances to
+// 10,000 by 40 % in the scale harness (BENCHMARKS.md, Scale, "Both
+// modes").
+func TestSummarySizeDoesNotDependOnTheFleet(t *testing.T) {
 	sum := func(v uint64) string { return fmt.Sprintf("%064x", v) } // a checksum's length
-	applied := time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC)
-	midChange := func(n int) []cuecast.Report {
-		var rs []cuecast.Report
-		for i := range n {
-			v := uint64(1 + i%2) // half moved to v2
-			rs = append(rs, cuecast.Report{Instance: fmt.Sprintf("web-%06d", i), Config: cfg, Version: v, Checksum: sum(v), Healthy: true,
-				Labels: map[string]string{"zone": "eu-west-1a", "tier": "web"}, AppliedAt: applied.Add(time.Duration(i) * time.Millisecond)})
-		}
-		return rs
-	}
-	const classes = 2    // v1 and v2, alike in all else
-	const perClass = 512 // checksum, labels, times, field names
-	const perBucket = 16 // beyond its name: bucket, count, quotes, commas
-	sizes := map[int]int{}
-	for _, n := range []int{1_000, 100_000} {
-		s := distributor.BuildSummary("eu-west", cfg, midChange(n), applied)
-		data, err := json.Marshal(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		reports := s.Reports(false)
-		bound := classes * perClass
-		for _, r := range reports {
-			bound += len(r.Instance) + perBucket
-		}
-		if distributor.Weigh(reports) != n || len(reports) != classes*cuecast.Buckets {
-			t.Fatalf("%d instances: the summary stands for %d in %d buckets of its classes, want %d in %d", n, distributor.Weigh(reports), len(reports), n, classes*cuecast.Buckets)
-		}
-		if len(data) > bound {
-			t.Errorf("%d instances mid-change: the summary is %d bytes in %d groups; want at most %d (%d per class, %d per bucket and its name)",
-				n, len(data), len(s.Groups), bound, perClass, perBucket)
-		}
-		sizes[n] = len(data)
-	}
-	t.Logf("a region's summary mid-change: %d bytes at 1,000 instances, %d at 100,000", sizes[1_000], sizes[100_000])
-}
-
-// TestSummaryFlatOnceBucketsFill: a region's summary, at rest and
-// mid-change (instances moved to v2 at random, as a change spreads), is
-// the same size within 10% from 1,250 instances (12 per bucket) to
-// 25,000: its groups list each bucket once, with one name. Below that,
-// buckets are sparse and a summary smaller: at 250 instances mid-change a
-// group holds about 70 of the 100 buckets, so the 1,000-instance point of
-// the scale harness (4 regions of 250) costs the hub less per change than
-// the larger ones (BENCHMARKS.md, Scale, "Both modes"; docs/SCALING.md).
-func TestSummaryFlatOnceBucketsFill(t *testing.T) {
-	sum := func(v uint64) string { return fmt.Sprintf("%064x", v) }
 	at := time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC)
 	rnd := rand.New(rand.NewPCG(1, 2)) // the same fleet every run
-	size := func(n int, moved float64) int {
+	build := func(n int, moved float64) (distributor.Summary, []byte) {
 		rs := make([]cuecast.Report, n)
 		for i := range rs {
 			v := uint64(1)
@@ -327,24 +290,73 @@ func TestSummaryFlatOnceBucketsFill(t *testing.T) {
 				v = 2
 			}
 			rs[i] = cuecast.Report{Instance: fmt.Sprintf("region-1-%06d", i), Config: cfg, Version: v, Checksum: sum(v), Healthy: true,
-				AppliedAt: at.Add(time.Duration(i) * time.Millisecond)}
+				Labels: map[string]string{"zone": "eu-west-1a", "tier": "web"}, AppliedAt: at.Add(time.Duration(i) * time.Millisecond)}
 		}
-		data, err := json.Marshal(distributor.BuildSummary("region-1", cfg, rs, at))
+		s := distributor.BuildSummary("region-1", cfg, rs, at)
+		data, err := json.Marshal(s)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return len(data)
+		if w := distributor.Weigh(s.Reports(false)); w != n {
+			t.Fatalf("%d instances: the summary's reports stand for %d", n, w)
+		}
+		return s, data
 	}
+	const perClass = 1_024 // 536 of counts; checksum, labels, sampled names, times, field names
 	for _, moved := range []float64{0, 0.25, 0.5, 0.75} {
 		var sizes []int
-		for _, n := range []int{1_250, 2_500, 5_000, 12_500, 25_000} {
-			sizes = append(sizes, size(n, moved))
+		for _, n := range []int{100, 250, 1_000, 10_000, 100_000} {
+			s, data := build(n, moved)
+			if len(data) > perClass*len(s.Groups) {
+				t.Errorf("%.0f%% moved, %d instances: the summary is %d bytes in %d groups; want at most %d a group", moved*100, n, len(data), len(s.Groups), perClass)
+			}
+			sizes = append(sizes, len(data))
 		}
-		lo, hi := slices.Min(sizes), slices.Max(sizes)
-		if float64(hi) > 1.1*float64(lo) {
-			t.Errorf("%.0f%% moved: summaries of 1,250 to 25,000 instances are %v bytes, more than 10%% apart", moved*100, sizes)
+		// What varies is the text of the latest apply's time, a few bytes.
+		if lo, hi := slices.Min(sizes), slices.Max(sizes); hi-lo > 16 {
+			t.Errorf("%.0f%% moved: summaries of 100 to 100,000 instances are %v bytes, %d apart", moved*100, sizes, hi-lo)
 		}
-		t.Logf("%.0f%% moved: %v bytes at 1,250 / 2,500 / 5,000 / 12,500 / 25,000 instances; %d at 250", moved*100, sizes, size(250, moved))
+		t.Logf("%.0f%% moved: %v bytes at 100 / 250 / 1,000 / 10,000 / 100,000 instances", moved*100, sizes)
+	}
+}
+
+// TestSummaryNamesItsSampledInstances: a summary carries a sample of each
+// group's names, and a reader names a bucket's report after the sampled
+// instance in it; every other bucket's report is named GroupName, which
+// no instance can be.
+func TestSummaryNamesItsSampledInstances(t *testing.T) {
+	rs := fleetReports("web", 400)
+	s := distributor.BuildSummary("eu-west", cfg, rs, time.Now())
+	sampled := map[string]bool{}
+	for gi, g := range s.Groups {
+		if len(g.Instances) != distributor.SampleSize || !slices.IsSorted(g.Instances) {
+			t.Fatalf("group %d samples %v, want the %d first names, sorted", gi, g.Instances, distributor.SampleSize)
+		}
+		for _, id := range g.Instances {
+			sampled[id] = true
+		}
+	}
+	seen := map[string]bool{}
+	named := 0
+	for _, r := range s.Reports(false) {
+		if seen[r.Instance] {
+			t.Fatalf("two reports named %q", r.Instance)
+		}
+		seen[r.Instance] = true
+		switch {
+		case sampled[r.Instance]:
+			named++
+			if b := cuecast.Cohort(cfg.Namespace(), r.Instance); b != r.Cohort {
+				t.Fatalf("report of bucket %d named after %q, of bucket %d", r.Cohort, r.Instance, b)
+			}
+		case cuecast.ValidateInstance(r.Instance) == nil:
+			t.Fatalf("report of bucket %d named %q: an instance's name, not sampled", r.Cohort, r.Instance)
+		case !strings.HasPrefix(r.Instance, fmt.Sprintf("eu-west/b%d/g", r.Cohort)):
+			t.Fatalf("report of bucket %d named %q, want GroupName", r.Cohort, r.Instance)
+		}
+	}
+	if named == 0 {
+		t.Fatal("no report is named after a sampled instance")
 	}
 }
 

@@ -97,8 +97,14 @@ func (c *Controller) rolloutReports(ctx context.Context, cfg cuecast.ConfigPath,
 // DetailRequest is the drill-down that judging r on a summarised fleet
 // needs: the instances its stages name, or have moved or fixed by name,
 // and its stages' label selectors, whose cohort membership goes by name,
-// not bucket. ok is false when r names or selects nobody: its stages go
-// by bucket alone, and the summary groups suffice.
+// not bucket; and the instances it waits for by name (Unconfirmed). A
+// summary names a sample of each group's instances, a different one as
+// instances move between groups, so an instance waited for could drop
+// out of the summary's names when it applied the version, and was taken
+// for one that stopped reporting; asked of its region, it is seen live,
+// and one that did stop reporting is seen gone. ok is false when r names,
+// selects and waits for nobody: its stages go by bucket alone, and the
+// summary groups suffice.
 func (r *Rollout) DetailRequest() (req distributor.DetailRequest, ok bool) {
 	req.Instances = slices.Clone(r.Cohort.Instances)
 	for _, st := range r.Policy.Stages {
@@ -108,6 +114,7 @@ func (r *Rollout) DetailRequest() (req distributor.DetailRequest, ok bool) {
 		}
 	}
 	req.Instances = append(req.Instances, r.Moved.Instances...)
+	req.Instances = append(req.Instances, r.Unconfirmed...)
 	if len(req.Instances) == 0 && len(req.Selectors) == 0 {
 		return distributor.DetailRequest{}, false
 	}

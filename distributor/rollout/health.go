@@ -39,7 +39,8 @@ type Measure struct {
 	WaitingCount int `json:"waiting_count,omitempty"`
 	UnheardCount int `json:"unheard_count,omitempty"`
 	// waitingOne are the waiting instances reported one by one, which
-	// the controller can follow by name (Rollout.Unconfirmed).
+	// the controller can follow by name (Rollout.Unconfirmed): on a
+	// summarised fleet, by drilling down to them (Rollout.DetailRequest).
 	waitingOne []string
 }
 
@@ -120,11 +121,21 @@ func measure(ns string, reports []cuecast.Report, cohort Cohort, target uint64, 
 	return m
 }
 
+// followed says whether the controller can follow the instance r reports
+// on by name while it waits for it (Rollout.Unconfirmed): r stands for one
+// instance and names it. A summary's report for one instance names it only
+// when the instance is in the summary's sample; a bucket's other reports
+// are named after their region, bucket and group (distributor.GroupName),
+// which name no instance and change with the summary.
+func followed(r cuecast.Report) bool {
+	return r.Weight() == 1 && cuecast.ValidateInstance(r.Instance) == nil
+}
+
 // wait lists r as waited for.
 func (m *Measure) wait(r cuecast.Report) {
 	m.Waiting = append(m.Waiting, named(r))
 	m.WaitingCount += r.Weight()
-	if r.Weight() == 1 {
+	if followed(r) {
 		m.waitingOne = append(m.waitingOne, r.Instance)
 	}
 }

@@ -152,7 +152,7 @@ func unstaged(reports []cuecast.Report, v uint64) staging {
 	miss := func(rp cuecast.Report, why string) {
 		s.missing = append(s.missing, named(rp)+why)
 		s.nMissing += rp.Weight()
-		if rp.Weight() == 1 {
+		if followed(rp) {
 			s.missingOne = append(s.missingOne, rp.Instance)
 		}
 	}
