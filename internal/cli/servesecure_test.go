@@ -3,6 +3,7 @@ package cli_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -153,14 +154,23 @@ func TestServeSecure(t *testing.T) {
 	defer stopWatch()
 	out := filepath.Join(t.TempDir(), "ranking.json")
 	watchDone := make(chan struct{})
+	watchLog := &syncBuffer{}
 	go func() {
 		defer close(watchDone)
 		// Every login costs the server a bcrypt comparison, which under
 		// -race on a busy machine may outlast a connect timeout: start the
 		// watch again until the test ends it.
 		for wctx.Err() == nil {
-			run(wctx, append([]string{"watch", "--namespace-mirror", "--config", "search/ranking", "--instance", "search-canary-1", "--lkg", out,
-				"--trusted-keys-file", filepath.Join(data, "trusted-keys")}, login("svc-search")...)...)
+			fmt.Fprintln(watchLog, "--- watch started")
+			code := cli.Main(wctx, append([]string{"watch", "--namespace-mirror", "--config", "search/ranking", "--instance", "search-canary-1", "--lkg", out,
+				"--trusted-keys-file", filepath.Join(data, "trusted-keys")}, login("svc-search")...),
+				&iostreams.IOStreams{In: strings.NewReader(""), Out: watchLog, ErrOut: watchLog}, func(string) string { return "" })
+			fmt.Fprintf(watchLog, "--- watch exited %d\n", code)
+		}
+	}()
+	defer func() {
+		if t.Failed() {
+			t.Logf("the service's watch said:\n%s", watchLog.String())
 		}
 	}()
 	poll.Until(t, "the service applying search/ranking", 30*time.Second, func() (bool, string) {
