@@ -27,3 +27,10 @@ func SummarizerAt(s *Summarizer, start time.Time) (add func(subject string, data
 	s.start = start
 	return s.add, s.flush
 }
+
+// SummariesBuilt is how many summaries s has built, sent or not.
+func SummariesBuilt(s *Summarizer) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.built
+}

@@ -277,6 +277,26 @@ func (l *LiveReports) Live(now time.Time) []cuecast.Report {
 	return out
 }
 
+// expire forgets the reports expired at now, as Live does, and returns
+// how many instances' own reports are live: what a summarizer needs at
+// each tick to see that nothing expired, without copying the reports.
+func (l *LiveReports) expire(now time.Time) int {
+	cutoff := now.Add(-l.ttl)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for id, s := range l.byInst {
+		if s.at.Before(cutoff) {
+			delete(l.byInst, id)
+		}
+	}
+	for region, s := range l.byRegion {
+		if s.at.Before(cutoff) {
+			delete(l.byRegion, region)
+		}
+	}
+	return len(l.byInst)
+}
+
 // ReportWatcher follows the live reports on one config; see WatchReports.
 type ReportWatcher struct {
 	d      *Distributor

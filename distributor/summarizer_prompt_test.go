@@ -208,3 +208,102 @@ func TestSummarizerResendsOnceAHeartbeatAtRest(t *testing.T) {
 		}
 	}
 }
+
+// TestSummarizerAtRestBuildsOnceAHeartbeat: at rest each instance's
+// heartbeat repeats its last report, and the summarizer built its region's
+// summary every interval only to find it equal to the last one sent: at
+// 25,000 instances a region, most of its CPU. It now builds one when a
+// report brought something new, an instance expired, a report was dropped
+// or the heartbeat's resend is due, and what it sends is unchanged: the
+// resend once a heartbeat, an expiry and a change each at the next tick.
+func TestSummarizerAtRestBuildsOnceAHeartbeat(t *testing.T) {
+	nc := natstest.Start(t).Connect(t)
+	sums, err := nc.SubscribeSync(cuecast.SummaryWildcard(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const hb, interval = 10 * time.Second, time.Second
+	s, err := distributor.NewSummarizer(nc, distributor.SummarizerOptions{Region: "eu", Heartbeat: hb, Interval: interval})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	add, flush := distributor.SummarizerAt(s, t0.Add(-2*hb))
+	const n = 20
+	version := map[int]uint64{}
+	silent := map[int]bool{}
+	beat := func(i int, at time.Time) {
+		id := fmt.Sprintf("web-%d", i)
+		v := version[i]
+		b, _ := json.Marshal(cuecast.Report{Instance: id, Config: cfg, Version: v, Checksum: fmt.Sprint("sum", v), Healthy: true, AppliedAt: t0, At: at})
+		add(cuecast.ReportSubject(cfg, id), b, at)
+	}
+	// sent is the summaries sent since the last look, as "live/on v2".
+	sent := func() []string {
+		t.Helper()
+		if err := nc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for {
+			m, err := sums.NextMsg(0)
+			if err == nats.ErrTimeout {
+				return got
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var sum distributor.Summary
+			if err := json.Unmarshal(m.Data, &sum); err != nil {
+				t.Fatal(err)
+			}
+			on := 0
+			for _, g := range sum.Groups {
+				if g.Version == 2 {
+					on += g.Count()
+				}
+			}
+			got = append(got, fmt.Sprintf("%d/%d", sum.Live, on))
+		}
+	}
+	// run ticks from second from to second to, each instance beating once
+	// a heartbeat (instance i at second i%10 of each), and returns the
+	// summaries built and sent meanwhile.
+	run := func(from, to int) (built int, got []string) {
+		before := distributor.SummariesBuilt(s)
+		for sec := from; sec < to; sec++ {
+			now := t0.Add(time.Duration(sec) * time.Second)
+			for i := range n {
+				if !silent[i] && sec%10 == i%10 {
+					beat(i, now)
+				}
+			}
+			flush(now.Add(interval / 2))
+		}
+		return distributor.SummariesBuilt(s) - before, sent()
+	}
+	for i := range n {
+		version[i] = 1
+	}
+	run(0, 10) // every instance heard, the first summary sent
+	built, got := run(10, 70)
+	if len(got) != 6 {
+		t.Errorf("60 s at rest, a heartbeat of 10 s: sent %v, want one summary a heartbeat", got)
+	}
+	if built > 7 {
+		t.Errorf("60 s at rest: built %d summaries for %d sent; want one a heartbeat, not one a tick", built, len(got))
+	}
+	// A change is summarised at the next tick.
+	version[3] = 2
+	beat(3, t0.Add(70*time.Second))
+	if _, got := run(70, 71); len(got) != 1 || got[0] != "20/1" {
+		t.Fatalf("after web-3 moved to v2: sent %v, want [20/1]", got)
+	}
+	// An instance that stops reporting is summarised without it at the
+	// tick after its report expires, though no report came.
+	silent[5] = true
+	_, got = run(71, 71+int(distributor.LiveFor(hb)/time.Second)+12)
+	if len(got) == 0 || got[len(got)-1] != "19/1" {
+		t.Fatalf("web-5 silent past its report's life: sent %v, want the last 19/1", got)
+	}
+}
