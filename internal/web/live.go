@@ -183,11 +183,19 @@ func (s *Server) onReport(subject string, data []byte) {
 
 // onSummary counts the reports a region's summarizer dropped since its last
 // summary (distributor.Summary.Dropped) as dropped here: a forger in a
-// region shows at the hub as one reporting to it does. The summary's
-// instances are counted by the samples, which read the report stream.
+// region shows at the hub as one reporting to it does. A summary dropped
+// here counts once, by its reason: a region whose summarizer speaks
+// another encoding (docs/OPERATIONS.md, upgrading) shows so, not only as
+// instances gone unknown. The summary's instances are counted by the
+// samples, which read the report stream.
 func (s *Server) onSummary(subject string, data []byte) {
 	sum, err := distributor.DecodeSummary(subject, data)
 	if err != nil {
+		reason := distributor.DropMalformed
+		if re := (*distributor.ReportError)(nil); errors.As(err, &re) {
+			reason = re.Reason
+		}
+		s.metrics.DroppedReports(reason, 1)
 		s.log.Debug("ignoring summary", "subject", subject, "err", err)
 		return
 	}

@@ -102,3 +102,30 @@ func TestDashboardBelievesTheSubject(t *testing.T) {
 		}
 	})
 }
+
+// TestDashboardCountsSummariesItDrops: a region's summary the hub cannot
+// believe — here one of the encoding before by_bucket, as a summarizer not
+// yet upgraded sends it — was dropped with a debug line only, and the
+// region's instances went unknown with no sign why. It counts once in
+// cuecast_reports_dropped_total{reason="malformed"} (docs/OPERATIONS.md,
+// "Upgrading to fixed-size summaries").
+func TestDashboardCountsSummariesItDrops(t *testing.T) {
+	inBothModes(t, fixtureOptions{}, func(t *testing.T, f *fixture) {
+		const malformed = `cuecast_reports_dropped_total{reason="malformed"}`
+		poll.Until(t, "the metrics served", poll.Patience, func() (bool, string) {
+			_, ok := scrape(t, f.base)[malformed]
+			return ok, "not exported yet"
+		})
+		old := fmt.Sprintf(`{"region":"us-east","config":%q,"live":1,"groups":[{"version":1,"healthy":true,`+
+			`"buckets":[%d],"counts":[1],"instances":["web-1"]}],"at":%q}`,
+			checkout, cuecast.Cohort(checkout.Namespace(), "web-1"), time.Now().UTC().Format(time.RFC3339Nano))
+		nc := f.fl.Hub(t)
+		if err := nc.Publish(cuecast.SummarySubject("us-east", checkout), []byte(old)); err != nil {
+			t.Fatal(err)
+		}
+		poll.Until(t, "the older summary counted as dropped", poll.Patience, func() (bool, string) {
+			got := scrape(t, f.base)[malformed]
+			return got == 1, fmt.Sprintf("%s = %v", malformed, got)
+		})
+	})
+}
