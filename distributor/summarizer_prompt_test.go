@@ -43,35 +43,7 @@ func TestSummarizerSendsTheCompletingSummaryAtOnce(t *testing.T) {
 		add(cuecast.ReportSubject(cfg, id), b, at)
 	}
 	report := func(i int, v uint64, lastErr string, at time.Time) { beat(i, v, lastErr, t0, at) }
-	// received is the summaries sent since the last look: each one's live
-	// count and how many of its instances are on version v.
-	received := func(v uint64) []string {
-		t.Helper()
-		if err := nc.Flush(); err != nil {
-			t.Fatal(err)
-		}
-		var got []string
-		for {
-			m, err := sums.NextMsg(0)
-			if err == nats.ErrTimeout {
-				return got
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			var sum distributor.Summary
-			if err := json.Unmarshal(m.Data, &sum); err != nil {
-				t.Fatal(err)
-			}
-			on := 0
-			for _, g := range sum.Groups {
-				if g.Version == v {
-					on += g.Count()
-				}
-			}
-			got = append(got, fmt.Sprintf("%d/%d", on, sum.Live))
-		}
-	}
+	received := func(v uint64) []string { t.Helper(); return sentSummaries(t, nc, sums, v) }
 	now := t0
 	for i := range n {
 		report(i, 1, "", now)
@@ -238,34 +210,7 @@ func TestSummarizerAtRestBuildsOnceAHeartbeat(t *testing.T) {
 		b, _ := json.Marshal(cuecast.Report{Instance: id, Config: cfg, Version: v, Checksum: fmt.Sprint("sum", v), Healthy: true, AppliedAt: t0, At: at})
 		add(cuecast.ReportSubject(cfg, id), b, at)
 	}
-	// sent is the summaries sent since the last look, as "live/on v2".
-	sent := func() []string {
-		t.Helper()
-		if err := nc.Flush(); err != nil {
-			t.Fatal(err)
-		}
-		var got []string
-		for {
-			m, err := sums.NextMsg(0)
-			if err == nats.ErrTimeout {
-				return got
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			var sum distributor.Summary
-			if err := json.Unmarshal(m.Data, &sum); err != nil {
-				t.Fatal(err)
-			}
-			on := 0
-			for _, g := range sum.Groups {
-				if g.Version == 2 {
-					on += g.Count()
-				}
-			}
-			got = append(got, fmt.Sprintf("%d/%d", sum.Live, on))
-		}
-	}
+	sent := func() []string { t.Helper(); return sentSummaries(t, nc, sums, 2) }
 	// run ticks from second from to second to, each instance beating once
 	// a heartbeat (instance i at second i%10 of each), and returns the
 	// summaries built and sent meanwhile.
@@ -296,14 +241,44 @@ func TestSummarizerAtRestBuildsOnceAHeartbeat(t *testing.T) {
 	// A change is summarised at the next tick.
 	version[3] = 2
 	beat(3, t0.Add(70*time.Second))
-	if _, got := run(70, 71); len(got) != 1 || got[0] != "20/1" {
-		t.Fatalf("after web-3 moved to v2: sent %v, want [20/1]", got)
+	if _, got := run(70, 71); len(got) != 1 || got[0] != "1/20" {
+		t.Fatalf("after web-3 moved to v2: sent %v, want [1/20]", got)
 	}
 	// An instance that stops reporting is summarised without it at the
 	// tick after its report expires, though no report came.
 	silent[5] = true
 	_, got = run(71, 71+int(distributor.LiveFor(hb)/time.Second)+12)
-	if len(got) == 0 || got[len(got)-1] != "19/1" {
-		t.Fatalf("web-5 silent past its report's life: sent %v, want the last 19/1", got)
+	if len(got) == 0 || got[len(got)-1] != "1/19" {
+		t.Fatalf("web-5 silent past its report's life: sent %v, want the last 1/19", got)
+	}
+}
+
+// sentSummaries is the summaries sub received since the last look, each
+// as "on/live": how many of its instances are on version v, of its live.
+func sentSummaries(t *testing.T, nc *nats.Conn, sub *nats.Subscription, v uint64) []string {
+	t.Helper()
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for {
+		m, err := sub.NextMsg(0)
+		if err == nats.ErrTimeout {
+			return got
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sum distributor.Summary
+		if err := json.Unmarshal(m.Data, &sum); err != nil {
+			t.Fatal(err)
+		}
+		on := 0
+		for _, g := range sum.Groups {
+			if g.Version == v {
+				on += g.Count()
+			}
+		}
+		got = append(got, fmt.Sprintf("%d/%d", on, sum.Live))
 	}
 }

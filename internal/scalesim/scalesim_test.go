@@ -183,6 +183,7 @@ func TestScaleModesSoak(t *testing.T) {
 	regions := envInts(t, "CUECAST_MODES_REGIONS", defRegions)[0]
 	changes := envInts(t, "CUECAST_MODES_CHANGES", defChanges)[0]
 	hb := envDuration(t, "CUECAST_MODES_HEARTBEAT", defHB)
+	settle := envDuration(t, "CUECAST_MODES_SETTLE", 2*hb)
 	var rows []scalesim.ModeRow
 	for _, mode := range []struct {
 		name      string
@@ -198,7 +199,7 @@ func TestScaleModesSoak(t *testing.T) {
 			// fresh hub's CPU over its first window at 1,000 instances was
 			// 45–96 ms a heartbeat, then 36–43 at 1,000 to 4,000 (12-04, C,
 			// load under 1). At rest is what it spends once started.
-			time.Sleep(2 * hb)
+			time.Sleep(settle)
 			for _, size := range mode.sizes {
 				grow := (size - tr.ReporterInstances()) / regions
 				if grow <= 0 {
