@@ -195,10 +195,12 @@ func TestScaleModesSoak(t *testing.T) {
 	} {
 		t.Run(mode.name, func(t *testing.T) {
 			tr := scalesim.Start(t, scalesim.Options{Regions: regions, Summaries: mode.summaries, Heartbeat: hb})
-			// The hub's first heartbeats are its start, not its rest: a
-			// fresh hub's CPU over its first window at 1,000 instances was
-			// 45–96 ms a heartbeat, then 36–43 at 1,000 to 4,000 (12-04, C,
-			// load under 1). At rest is what it spends once started.
+			// Two heartbeats after the tree starts before the first rest
+			// window (CUECAST_MODES_SETTLE). The first size's hub CPU at
+			// rest is still the highest of a run: 45–96 ms a heartbeat at
+			// 1,000 over six runs, 86.6 after a settle of 5 minutes,
+			// against 35–49 at 10,000 to 100,000 (12-04/05, C, load under
+			// 2); why is not known yet.
 			time.Sleep(settle)
 			for _, size := range mode.sizes {
 				grow := (size - tr.ReporterInstances()) / regions
@@ -209,8 +211,7 @@ func TestScaleModesSoak(t *testing.T) {
 				tr.GrowReporters(t, grow)
 				t.Logf("%s: %d instances live at the hub in %s (load %s)", mode.name, tr.ReporterInstances(), time.Since(start).Round(time.Millisecond), scalesim.LoadAverage())
 				// At rest over four heartbeats (over two, the hub's CPU at
-				// rest ranged 44–96 ms a heartbeat over four runs, with no
-				// trend in the fleet's size); each change
+				// rest ranged 44–96 ms a heartbeat over four runs); each change
 				// settles for a tenth of one and counts its reports for a
 				// heartbeat, at least the window a client's apply report
 				// may take (1.5 s).
