@@ -198,7 +198,7 @@ func TestScaleModesSoak(t *testing.T) {
 			// Two heartbeats after the tree starts before the first rest
 			// window (CUECAST_MODES_SETTLE). The first size's hub CPU at
 			// rest is still the highest of a run: 45–96 ms a heartbeat at
-			// 1,000 over six runs, 86.6 after a settle of 5 minutes,
+			// 1,000 over seven runs, 86.6 after a settle of 5 minutes,
 			// against 35–49 at 10,000 to 100,000 (12-04/05, C, load under
 			// 2); why is not known yet.
 			time.Sleep(settle)
