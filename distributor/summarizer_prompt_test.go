@@ -22,16 +22,8 @@ import (
 // so the rate stays bounded (`status --wait`, the rollout controller and
 // the dashboard see the completed state an interval sooner: docs/SCALING.md).
 func TestSummarizerSendsTheCompletingSummaryAtOnce(t *testing.T) {
-	nc := natstest.Start(t).Connect(t)
-	sums, err := nc.SubscribeSync(cuecast.SummaryWildcard(cfg))
-	if err != nil {
-		t.Fatal(err)
-	}
 	const hb, interval = time.Minute, time.Second
-	s, err := distributor.NewSummarizer(nc, distributor.SummarizerOptions{Region: "eu", Heartbeat: hb, Interval: interval})
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, sums, s := summarizerOnce(t, hb, interval)
 	t0 := time.Now()
 	add, flush := distributor.SummarizerAt(s, t0.Add(-2*hb)) // past its first heartbeat and a quarter
 	const n = 10
@@ -117,16 +109,8 @@ func TestSummarizerSendsTheCompletingSummaryAtOnce(t *testing.T) {
 // apart (15 in 16 heartbeats here), which the scale harness
 // counted as at-rest intake varying from one window to the next.
 func TestSummarizerResendsOnceAHeartbeatAtRest(t *testing.T) {
-	nc := natstest.Start(t).Connect(t)
-	sums, err := nc.SubscribeSync(cuecast.SummaryWildcard(cfg))
-	if err != nil {
-		t.Fatal(err)
-	}
 	const hb, interval = 15 * time.Second, time.Second
-	s, err := distributor.NewSummarizer(nc, distributor.SummarizerOptions{Region: "eu", Heartbeat: hb, Interval: interval})
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, sums, s := summarizerOnce(t, hb, interval)
 	t0 := time.Now()
 	add, flush := distributor.SummarizerAt(s, t0.Add(-2*hb))
 	const n = 10
@@ -189,16 +173,8 @@ func TestSummarizerResendsOnceAHeartbeatAtRest(t *testing.T) {
 // or the heartbeat's resend is due, and what it sends is unchanged: the
 // resend once a heartbeat, an expiry and a change each at the next tick.
 func TestSummarizerAtRestBuildsOnceAHeartbeat(t *testing.T) {
-	nc := natstest.Start(t).Connect(t)
-	sums, err := nc.SubscribeSync(cuecast.SummaryWildcard(cfg))
-	if err != nil {
-		t.Fatal(err)
-	}
 	const hb, interval = 10 * time.Second, time.Second
-	s, err := distributor.NewSummarizer(nc, distributor.SummarizerOptions{Region: "eu", Heartbeat: hb, Interval: interval})
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, sums, s := summarizerOnce(t, hb, interval)
 	t0 := time.Now()
 	add, flush := distributor.SummarizerAt(s, t0.Add(-2*hb))
 	const n = 20
@@ -281,4 +257,21 @@ func sentSummaries(t *testing.T, nc *nats.Conn, sub *nats.Subscription, v uint64
 		}
 		got = append(got, fmt.Sprintf("%d/%d", on, sum.Live))
 	}
+}
+
+// summarizerOnce is region eu's summarizer on a fresh server, for a test
+// to drive on its own clock (SummarizerAt), and a subscription to the
+// summaries it sends on cfg.
+func summarizerOnce(t *testing.T, hb, interval time.Duration) (*nats.Conn, *nats.Subscription, *distributor.Summarizer) {
+	t.Helper()
+	nc := natstest.Start(t).Connect(t)
+	sums, err := nc.SubscribeSync(cuecast.SummaryWildcard(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := distributor.NewSummarizer(nc, distributor.SummarizerOptions{Region: "eu", Heartbeat: hb, Interval: interval})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nc, sums, s
 }
