@@ -129,8 +129,9 @@ func (t *drillTurns[V]) answer(ctx context.Context, cfg cuecast.ConfigPath, ask 
 	select {
 	case a.turn <- struct{}{}:
 	default:
-		t.s.log.Debug("drill-down waits for its config's turn", "config", cfg)
+		// Counted before it is logged: whoever sees the line sees the count.
 		t.s.metrics.DrillDownWaited(metrics.DrillDownTurn)
+		t.s.log.Debug("drill-down waits for its config's turn", "config", cfg)
 		select {
 		case a.turn <- struct{}{}:
 		case <-ctx.Done():
@@ -312,8 +313,8 @@ func (s *Server) drillSlot(ctx context.Context, cfg cuecast.ConfigPath, wait tim
 		return free, nil
 	default:
 	}
+	s.metrics.DrillDownWaited(metrics.DrillDownSlot) // before the line, as in drillTurns.answer
 	s.log.Debug("drill-down waits for a slot", "config", cfg, "in_flight", cap(s.drills))
-	s.metrics.DrillDownWaited(metrics.DrillDownSlot)
 	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {
