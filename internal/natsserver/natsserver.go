@@ -22,8 +22,15 @@ type Options struct {
 	Listen string
 	// ServerName names the server in logs and cluster views; default "cuecast".
 	ServerName string
-	// ReadyTimeout bounds the wait for the server to accept clients; default 10s.
+	// ReadyTimeout bounds the wait for the server to accept clients. Zero
+	// waits until ctx is done, logging every ProgressEvery that the store
+	// is still being recovered: a large or damaged store can take minutes,
+	// and a serve that gave up on it would only be started again by its
+	// supervisor into the same recovery, for ever.
 	ReadyTimeout time.Duration
+	// ProgressEvery is how often a start still waiting says so (Warn);
+	// default 10s.
+	ProgressEvery time.Duration
 	// MaxFileStore caps the JetStream file store in bytes (max_file_store);
 	// zero: the server's default share of the disk.
 	MaxFileStore int64
@@ -59,8 +66,11 @@ func Start(ctx context.Context, o Options) (*server.Server, error) {
 	if o.ServerName == "" {
 		o.ServerName = "cuecast"
 	}
-	if o.ReadyTimeout == 0 {
-		o.ReadyTimeout = 10 * time.Second
+	if o.ProgressEvery == 0 {
+		o.ProgressEvery = 10 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	opts := &server.Options{}
 	if o.ConfigFile != "" {
@@ -77,25 +87,52 @@ func Start(ctx context.Context, o Options) (*server.Server, error) {
 	// A full store refuses publishes ("insufficient resources") and serve's
 	// /readyz says so; see internal/pipeline/space.go.
 	opts.JetStreamMaxStore = o.MaxFileStore
-	opts.NoLog = o.Logger == nil
 	s, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("start nats on %s: %w", o.Listen, err)
 	}
-	if o.Logger != nil {
-		s.SetLoggerV2(slogLogger{o.Logger}, false, false, false)
-	}
+	// The logger is set even when the caller wants no log: the server's
+	// fatal errors (a port taken after checkPort looked, by another
+	// process; JetStream that cannot start) reach Start only through it.
+	fatal := make(chan string, 1)
+	s.SetLoggerV2(slogLogger{log: o.Logger, fatal: fatal}, false, false, false)
 	go s.Start()
-	deadline := time.Now().Add(o.ReadyTimeout)
-	for !s.ReadyForConnections(100 * time.Millisecond) {
-		if ctx.Err() != nil || time.Now().After(deadline) {
-			s.Shutdown()
-			// The port was free (checkPort): what is left is recovering the
-			// store, which on damaged block files can take very long.
-			return nil, fmt.Errorf("start nats on %s: not ready after %s: still recovering the JetStream store in %s (damaged or very large block files?)", o.Listen, o.ReadyTimeout, o.Dir)
-		}
+	if err := waitReady(ctx, s, o, fatal); err != nil {
+		s.Shutdown()
+		s.WaitForShutdown()
+		return nil, err
 	}
 	return s, nil
+}
+
+// waitReady waits until s accepts clients. A fatal error ends the wait at
+// once, with the server's own words: the server does not exit on one
+// here, it only never becomes ready. Otherwise what the server is still
+// doing is recovering the store, which is worth waiting for.
+func waitReady(ctx context.Context, s *server.Server, o Options, fatal <-chan string) error {
+	start := time.Now()
+	var bound <-chan time.Time
+	if o.ReadyTimeout > 0 {
+		t := time.NewTimer(o.ReadyTimeout)
+		defer t.Stop()
+		bound = t.C
+	}
+	progress := time.NewTicker(o.ProgressEvery)
+	defer progress.Stop()
+	for !s.ReadyForConnections(100 * time.Millisecond) {
+		select {
+		case msg := <-fatal:
+			return fmt.Errorf("start nats on %s: %s", o.Listen, msg)
+		case <-ctx.Done():
+			return fmt.Errorf("start nats on %s: stopped after %s while still recovering the JetStream store in %s: %w", o.Listen, time.Since(start).Round(time.Second), o.Dir, context.Cause(ctx))
+		case <-bound:
+			return fmt.Errorf("start nats on %s: not ready after %s: still recovering the JetStream store in %s (damaged or very large block files?)", o.Listen, o.ReadyTimeout, o.Dir)
+		case <-progress.C:
+			o.Logger.Warn("the NATS server is not ready yet: still recovering the JetStream store; waiting", "store", o.Dir, "waited", time.Since(start).Round(time.Second))
+		default:
+		}
+	}
+	return nil
 }
 
 // ClientURL is where clients on this machine reach s: the server's own

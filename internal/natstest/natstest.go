@@ -34,7 +34,9 @@ func Start(t testing.TB) *Server {
 // test can stop a server and start another on the same data.
 func StartIn(t testing.TB, dir string) *Server {
 	t.Helper()
-	s, err := natsserver.Start(context.Background(), natsserver.Options{Dir: dir, Listen: "127.0.0.1:0"})
+	// A bound, where serve waits on: a test store is small, and a start
+	// that hangs should fail the test, not run into its timeout.
+	s, err := natsserver.Start(context.Background(), natsserver.Options{Dir: dir, Listen: "127.0.0.1:0", ReadyTimeout: time.Minute})
 	if err != nil {
 		t.Fatalf("start nats: %v", err)
 	}
