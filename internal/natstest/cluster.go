@@ -833,15 +833,48 @@ func queue(in <-chan chunk, out chan<- chunk) {
 	}
 }
 
-// FreeAddr returns a 127.0.0.1 address with a port free a moment ago.
+// FreeAddr returns a 127.0.0.1 address with a port free a moment ago, for
+// a process the test starts to listen on. The port is below the kernel's
+// ephemeral range where it can be: a port from that range is the kernel's
+// to hand again to the next socket that binds port 0 or connects out, and
+// under load another test's socket took one before serve listened on it
+// (TestRunbookDamagedStream: "bind: address already in use"). Below the
+// range, only another FreeAddr can pick the same port, at random.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
+	if low := ephemeralLow(); low > freeLow {
+		for range 100 {
+			addr := net.JoinHostPort("127.0.0.1", fmt.Sprint(freeLow+mrand.IntN(low-freeLow)))
+			if ln, err := net.Listen("tcp", addr); err == nil {
+				ln.Close()
+				return addr
+			}
+		}
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("find a free port: %v", err)
 	}
 	defer ln.Close()
 	return ln.Addr().String()
+}
+
+// freeLow is the lowest port FreeAddr picks: above the ports services
+// are usually configured on.
+const freeLow = 10000
+
+// ephemeralLow is the first port of the kernel's ephemeral range; 0 where
+// it cannot be read (not Linux).
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0
+	}
+	var low, high int
+	if _, err := fmt.Sscan(string(b), &low, &high); err != nil {
+		return 0
+	}
+	return low
 }
 
 func randomSecret(t testing.TB) string {

@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
-	"net"
 	"os"
 	"path/filepath"
 	"runtime/pprof"
@@ -418,12 +417,7 @@ func soakFaults(t *testing.T, replicas int) {
 		srv := natstest.Start(t)
 		natsAddr = strings.TrimPrefix(srv.ClientURL(), "nats://")
 	} else {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		natsAddr = ln.Addr().String()
-		ln.Close()
+		natsAddr = natstest.FreeAddr(t)
 	}
 	for i := range max(replicas, 1) {
 		data := t.TempDir()

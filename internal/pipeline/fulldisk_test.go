@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -152,12 +151,7 @@ func TestFullDiskHeals(t *testing.T) {
 			t.Log(logs.String())
 		}
 	})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	listen := ln.Addr().String()
-	ln.Close()
+	listen := natstest.FreeAddr(t)
 	s := serveOn(t, repo.Dir, data, listen, &logs)
 	t.Cleanup(func() { s.stop() })
 	ctx := t.Context()

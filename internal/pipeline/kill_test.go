@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -280,12 +279,7 @@ func killServe(t *testing.T, external, killNATS bool) {
 	repo, cfgs := smallRepo(t)
 	data := t.TempDir()
 	pub := sharedKey(t, data)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String() // where the fleet connects
-	ln.Close()
+	addr := natstest.FreeAddr(t) // where the fleet connects
 	listen, natsURL := addr, ""
 	var serveLink *natstest.Link
 	var np *serveProc // the NATS child
