@@ -174,7 +174,12 @@ func TestScaleSoak(t *testing.T) {
 // instances, CUECAST_MODES_REGIONS regions (default 4),
 // CUECAST_MODES_CHANGES changes per size (default 3) and
 // CUECAST_MODES_HEARTBEAT (default 15s); CUECAST_MODES_OUT, when set,
-// gets the rows as JSON.
+// gets the rows as JSON. CUECAST_MODES_SETTLE is the wait after the tree
+// starts (default 2 heartbeats), CUECAST_MODES_RESTS the rest windows at
+// each size (default 1; the others are logged only), CUECAST_MODES_IDLE=1
+// measures without keeping the box busy (scalesim.StartBusy), and
+// CUECAST_MODES_PROF_PORT with CUECAST_MODES_LOGDIR keeps the hub's CPU
+// profile of each rest window there.
 func TestScaleModesSoak(t *testing.T) {
 	defPI, defSum, defRegions, defChanges, defHB := "40,80", "40,80", "2", "1", 500*time.Millisecond
 	if os.Getenv("CUECAST_SOAK") != "" {
@@ -184,6 +189,11 @@ func TestScaleModesSoak(t *testing.T) {
 	changes := envInts(t, "CUECAST_MODES_CHANGES", defChanges)[0]
 	hb := envDuration(t, "CUECAST_MODES_HEARTBEAT", defHB)
 	settle := envDuration(t, "CUECAST_MODES_SETTLE", 2*hb)
+	rests := envInts(t, "CUECAST_MODES_RESTS", "1")[0]
+	prof := 0
+	if os.Getenv("CUECAST_MODES_PROF_PORT") != "" {
+		prof = envInts(t, "CUECAST_MODES_PROF_PORT", "")[0]
+	}
 	var rows []scalesim.ModeRow
 	for _, mode := range []struct {
 		name      string
@@ -194,13 +204,10 @@ func TestScaleModesSoak(t *testing.T) {
 		{"summary", true, envInts(t, "CUECAST_MODES_SIZES_SUMMARY", defSum)},
 	} {
 		t.Run(mode.name, func(t *testing.T) {
-			tr := scalesim.Start(t, scalesim.Options{Regions: regions, Summaries: mode.summaries, Heartbeat: hb})
+			tr := scalesim.Start(t, scalesim.Options{Regions: regions, Summaries: mode.summaries, Heartbeat: hb,
+				ProfPort: prof, LogDir: os.Getenv("CUECAST_MODES_LOGDIR")})
 			// Two heartbeats after the tree starts before the first rest
-			// window (CUECAST_MODES_SETTLE). The first size's hub CPU at
-			// rest is still the highest of a run: 45–96 ms a heartbeat at
-			// 1,000 over seven runs, 86.6 after a settle of 5 minutes,
-			// against 35–49 at 10,000 to 100,000 (12-04/05, C, load under
-			// 2); why is not known yet.
+			// window (CUECAST_MODES_SETTLE).
 			time.Sleep(settle)
 			for _, size := range mode.sizes {
 				grow := (size - tr.ReporterInstances()) / regions
@@ -215,9 +222,25 @@ func TestScaleModesSoak(t *testing.T) {
 				// settles for a tenth of one and counts its reports for a
 				// heartbeat, at least the window a client's apply report
 				// may take (1.5 s).
+				// Measured with every core kept busy at nice 19
+				// (scalesim.StartBusy): on an idle box the hub at rest
+				// costs about a quarter more, and the fleet keeps the
+				// box busier the larger it is. CUECAST_MODES_IDLE=1
+				// measures on the box as the fleet leaves it.
+				var busy *scalesim.Server
+				if os.Getenv("CUECAST_MODES_IDLE") == "" {
+					busy = scalesim.StartBusy(t)
+				}
 				row := scalesim.ModeRow{Mode: mode.name, Instances: tr.ReporterInstances(), Regions: regions, Heartbeat: hb, Rest: tr.Rest(t, 4*hb)}
+				for i := 1; i < rests; i++ { // more windows, logged only (CUECAST_MODES_RESTS)
+					r := tr.Rest(t, 4*hb)
+					t.Logf("%s at %d: rest window %d: hub CPU %.1f ms, %.1f msgs a heartbeat (load %s)", mode.name, row.Instances, i+1, float64(r.CPU)/1e6, r.InMsgs, scalesim.LoadAverage())
+				}
 				for range changes {
 					row.Changes = append(row.Changes, tr.ModeChange(t, max(hb/10, 200*time.Millisecond), max(hb, 2*time.Second)))
+				}
+				if busy != nil {
+					busy.Stop()
 				}
 				if row.HubHeap = tr.HubHeap(t); row.HubHeap <= 0 {
 					t.Errorf("hub heap %d bytes: want more than none", row.HubHeap)

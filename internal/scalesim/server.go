@@ -44,6 +44,8 @@ func Child() (code int, ok bool) {
 		return summarizerMain(os.Stdin, os.Stdout), true
 	case reportersRole:
 		return reportersMain(os.Stdin, os.Stdout), true
+	case busyRole:
+		return busyMain(os.Stdin, os.Stdout), true
 	}
 	return 0, false
 }
