@@ -17,6 +17,7 @@ import (
 
 	"github.com/cuecast/cuecast/internal/cli"
 	"github.com/cuecast/cuecast/internal/iostreams"
+	"github.com/cuecast/cuecast/internal/natstest"
 	"github.com/cuecast/cuecast/internal/poll"
 )
 
@@ -89,12 +90,7 @@ func TestServeSecure(t *testing.T) {
 	defer cancel()
 	repo := exampleRepo(t)
 	data := t.TempDir()
-	ln, err := net.Listen("tcp", net.JoinHostPort(nonLoopback(t), "0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := natstest.FreeAddrOn(t, nonLoopback(t))
 	serveDone := make(chan struct{})
 	go func() {
 		defer close(serveDone)
@@ -229,8 +225,8 @@ func TestServeSecureWildcardListen(t *testing.T) {
 			if err != nil {
 				t.Skipf("no %s loopback on this machine: %v", tc.name, err)
 			}
-			_, port, _ := net.SplitHostPort(ln.Addr().String())
 			ln.Close()
+			_, port, _ := net.SplitHostPort(natstest.FreeAddrOn(t, tc.loopback))
 			ctx, cancel := context.WithCancel(t.Context())
 			repo, data := exampleRepo(t), t.TempDir()
 			serveDone := make(chan struct{})

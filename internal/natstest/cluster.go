@@ -842,18 +842,24 @@ func queue(in <-chan chunk, out chan<- chunk) {
 // range, only another FreeAddr can pick the same port, at random.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
+	return FreeAddrOn(t, "127.0.0.1")
+}
+
+// FreeAddrOn is FreeAddr on another address of this machine (host).
+func FreeAddrOn(t testing.TB, host string) string {
+	t.Helper()
 	if low := ephemeralLow(); low > freeLow {
 		for range 100 {
-			addr := net.JoinHostPort("127.0.0.1", fmt.Sprint(freeLow+mrand.IntN(low-freeLow)))
+			addr := net.JoinHostPort(host, fmt.Sprint(freeLow+mrand.IntN(low-freeLow)))
 			if ln, err := net.Listen("tcp", addr); err == nil {
 				ln.Close()
 				return addr
 			}
 		}
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
-		t.Fatalf("find a free port: %v", err)
+		t.Fatalf("find a free port on %s: %v", host, err)
 	}
 	defer ln.Close()
 	return ln.Addr().String()
