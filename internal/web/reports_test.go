@@ -112,14 +112,26 @@ func TestDashboardBelievesTheSubject(t *testing.T) {
 func TestDashboardCountsSummariesItDrops(t *testing.T) {
 	inBothModes(t, fixtureOptions{}, func(t *testing.T, f *fixture) {
 		const malformed = `cuecast_reports_dropped_total{reason="malformed"}`
-		poll.Until(t, "the metrics served", poll.Patience, func() (bool, string) {
-			_, ok := scrape(t, f.base)[malformed]
-			return ok, "not exported yet"
+		const wrongInstance = `cuecast_reports_dropped_total{reason="instance"}`
+		nc := f.fl.Hub(t)
+		// The dashboard's report feed subscribes once serve runs, and a
+		// summary sent before that is not seen at all: a summary naming
+		// another region than its subject (dropped as "instance", not
+		// counted below) is sent until one is counted.
+		probe := fmt.Sprintf(`{"region":"eu-west","config":%q,"live":0,"groups":[]}`, checkout)
+		poll.Until(t, "the report feed subscribed to summaries", poll.Patience, func() (bool, string) {
+			if err := nc.Publish(cuecast.SummarySubject("us-east", checkout), []byte(probe)); err != nil {
+				t.Fatal(err)
+			}
+			got := scrape(t, f.base)[wrongInstance]
+			return got >= 1, fmt.Sprintf("%s = %v", wrongInstance, got)
 		})
+		if got := scrape(t, f.base)[malformed]; got != 0 {
+			t.Fatalf("%s = %v before the older summary was sent", malformed, got)
+		}
 		old := fmt.Sprintf(`{"region":"us-east","config":%q,"live":1,"groups":[{"version":1,"healthy":true,`+
 			`"buckets":[%d],"counts":[1],"instances":["web-1"]}],"at":%q}`,
 			checkout, cuecast.Cohort(checkout.Namespace(), "web-1"), time.Now().UTC().Format(time.RFC3339Nano))
-		nc := f.fl.Hub(t)
 		if err := nc.Publish(cuecast.SummarySubject("us-east", checkout), []byte(old)); err != nil {
 			t.Fatal(err)
 		}
