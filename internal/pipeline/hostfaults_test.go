@@ -30,13 +30,12 @@ func TestDataDirLocked(t *testing.T) {
 	repo, _ := smallRepo(t)
 	data := t.TempDir()
 	first := start(t, repo, data)
-	began := time.Now()
+	// "At once": it returns while the first still holds the directory, so
+	// it did not wait for the lock (a wall-clock bound would only add a
+	// way to fail on a loaded box).
 	_, err := pipeline.Start(context.Background(), pipeline.Config{Repo: repo.Dir, Branch: "main", DataDir: data, Listen: "127.0.0.1:0"})
 	if !errors.Is(err, pipeline.ErrDataDirLocked) || !strings.Contains(err.Error(), fmt.Sprintf("pid %d", os.Getpid())) {
 		t.Fatalf("second start: %v, want ErrDataDirLocked naming pid %d", err, os.Getpid())
-	}
-	if d := time.Since(began); d > 2*time.Second {
-		t.Errorf("second start took %s to fail", d)
 	}
 	first.stop()
 	p, err := pipeline.Start(context.Background(), pipeline.Config{Repo: repo.Dir, Branch: "main", DataDir: data, Listen: "127.0.0.1:0"})
