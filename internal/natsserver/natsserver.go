@@ -23,14 +23,11 @@ type Options struct {
 	// ServerName names the server in logs and cluster views; default "cuecast".
 	ServerName string
 	// ReadyTimeout bounds the wait for the server to accept clients. Zero
-	// waits until ctx is done, logging every ProgressEvery that the store
-	// is still being recovered: a large or damaged store can take minutes,
-	// and a serve that gave up on it would only be started again by its
-	// supervisor into the same recovery, for ever.
+	// waits until ctx is done, logging every 10 s (progressEvery) that the
+	// store is still being recovered: a large or damaged store can take
+	// minutes, and a serve that gave up on it would only be started again
+	// by its supervisor into the same recovery, for ever.
 	ReadyTimeout time.Duration
-	// ProgressEvery is how often a start still waiting says so (Warn);
-	// default 10s.
-	ProgressEvery time.Duration
 	// MaxFileStore caps the JetStream file store in bytes (max_file_store);
 	// zero: the server's default share of the disk.
 	MaxFileStore int64
@@ -65,9 +62,6 @@ func Start(ctx context.Context, o Options) (*server.Server, error) {
 	}
 	if o.ServerName == "" {
 		o.ServerName = "cuecast"
-	}
-	if o.ProgressEvery == 0 {
-		o.ProgressEvery = 10 * time.Second
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -105,6 +99,9 @@ func Start(ctx context.Context, o Options) (*server.Server, error) {
 	return s, nil
 }
 
+// progressEvery is how often a start still waiting says so (Warn).
+const progressEvery = 10 * time.Second
+
 // waitReady waits until s accepts clients. A fatal error ends the wait at
 // once, with the server's own words: the server does not exit on one
 // here, it only never becomes ready. Otherwise what the server is still
@@ -117,7 +114,7 @@ func waitReady(ctx context.Context, s *server.Server, o Options, fatal <-chan st
 		defer t.Stop()
 		bound = t.C
 	}
-	progress := time.NewTicker(o.ProgressEvery)
+	progress := time.NewTicker(progressEvery)
 	defer progress.Stop()
 	for !s.ReadyForConnections(100 * time.Millisecond) {
 		select {

@@ -7,9 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -417,56 +415,11 @@ func (t *Tree) HubHeap(tb testing.TB) int64 {
 
 // Rest measures the hub at rest over d: the fleet's heartbeats (or its
 // regions' summaries), scaled to one heartbeat interval.
-// With Options.ProfPort and LogDir set, the hub's CPU profile over the
-// window is kept in LogDir (profileHub).
 func (t *Tree) Rest(tb testing.TB, d time.Duration) HubCost {
 	tb.Helper()
 	s0 := t.hubSnap(tb)
-	prof := t.profileHub(tb, "rest", d)
 	time.Sleep(d) // a measurement window, not a wait for an event
-	c := s0.to(t.hubSnap(tb)).scale(t.heartbeat())
-	prof()
-	return c
-}
-
-// profileHub takes the hub's CPU profile over the next d (its pprof over
-// HTTP, Options.ProfPort) into LogDir/hub-<what>-<instances>-<n>.pprof;
-// the returned func waits for it. Without ProfPort and LogDir it does
-// nothing.
-func (t *Tree) profileHub(tb testing.TB, what string, d time.Duration) (wait func()) {
-	if t.opts.ProfPort == 0 || t.opts.LogDir == "" {
-		return func() {}
-	}
-	t.profiles++
-	path := filepath.Join(t.opts.LogDir, fmt.Sprintf("hub-%s-%d-%d.pprof", what, t.ReporterInstances(), t.profiles))
-	url := fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/profile?seconds=%d", t.opts.ProfPort, max(1, int(d.Round(time.Second).Seconds())))
-	done := make(chan error, 1)
-	go func() { done <- fetchTo(url, path) }()
-	return func() {
-		if err := <-done; err != nil {
-			tb.Errorf("hub profile: %v", err)
-		}
-	}
-}
-
-// fetchTo writes what url answers to path.
-func fetchTo(url, path string) error {
-	resp, err := http.Get(url)
-	if err != nil {
-		return fmt.Errorf("get %s: %w", url, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("get %s: %s", url, resp.Status)
-	}
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return fmt.Errorf("get %s: %w", url, err)
-	}
-	if err := os.WriteFile(path, b, 0o644); err != nil {
-		return fmt.Errorf("write profile: %w", err)
-	}
-	return nil
+	return s0.to(t.hubSnap(tb)).scale(t.heartbeat())
 }
 
 // ModeChange is one change measured in either report mode.

@@ -176,10 +176,9 @@ func TestScaleSoak(t *testing.T) {
 // CUECAST_MODES_HEARTBEAT (default 15s); CUECAST_MODES_OUT, when set,
 // gets the rows as JSON. CUECAST_MODES_SETTLE is the wait after the tree
 // starts (default 2 heartbeats), CUECAST_MODES_RESTS the rest windows at
-// each size (default 1; the others are logged only), CUECAST_MODES_IDLE=1
-// measures without keeping the box busy (scalesim.StartBusy), and
-// CUECAST_MODES_PROF_PORT with CUECAST_MODES_LOGDIR keeps the hub's CPU
-// profile of each rest window there.
+// each size (default 1; the others are logged only), and
+// CUECAST_MODES_IDLE=1 measures without keeping the box busy
+// (scalesim.StartBusy).
 func TestScaleModesSoak(t *testing.T) {
 	defPI, defSum, defRegions, defChanges, defHB := "40,80", "40,80", "2", "1", 500*time.Millisecond
 	if os.Getenv("CUECAST_SOAK") != "" {
@@ -190,10 +189,6 @@ func TestScaleModesSoak(t *testing.T) {
 	hb := envDuration(t, "CUECAST_MODES_HEARTBEAT", defHB)
 	settle := envDuration(t, "CUECAST_MODES_SETTLE", 2*hb)
 	rests := envInts(t, "CUECAST_MODES_RESTS", "1")[0]
-	prof := 0
-	if os.Getenv("CUECAST_MODES_PROF_PORT") != "" {
-		prof = envInts(t, "CUECAST_MODES_PROF_PORT", "")[0]
-	}
 	var rows []scalesim.ModeRow
 	for _, mode := range []struct {
 		name      string
@@ -204,8 +199,7 @@ func TestScaleModesSoak(t *testing.T) {
 		{"summary", true, envInts(t, "CUECAST_MODES_SIZES_SUMMARY", defSum)},
 	} {
 		t.Run(mode.name, func(t *testing.T) {
-			tr := scalesim.Start(t, scalesim.Options{Regions: regions, Summaries: mode.summaries, Heartbeat: hb,
-				ProfPort: prof, LogDir: os.Getenv("CUECAST_MODES_LOGDIR")})
+			tr := scalesim.Start(t, scalesim.Options{Regions: regions, Summaries: mode.summaries, Heartbeat: hb})
 			// Two heartbeats after the tree starts before the first rest
 			// window (CUECAST_MODES_SETTLE).
 			time.Sleep(settle)

@@ -119,7 +119,6 @@ type Tree struct {
 	ver       uint64
 	round     uint64
 	servers   int // started so far, for ProfPort
-	profiles  int // hub profiles taken (profileHub)
 }
 
 // Start generates the configurations as `cuecast nats-config hub`, `leaf`
