@@ -86,6 +86,12 @@ type Watcher struct {
 	rejected   map[string]bool // version@checksum rejected for good (validation, signature)
 	retries    int
 	notFoundAt time.Time // last EventNotFound; zero once a pointer is found
+	// behind is the revision of a pointer whose version the stream read
+	// did not have (0: none). A mirror copies CUECAST after CUECAST has
+	// RePublished the pointer, so on a single server (where the namespace
+	// mirror does not RePublish) the pointer can come first; until the
+	// stream read has that pointer or a newer one, resync reads again.
+	behind uint64
 	// held is the applied version as read (with its sequence), prev the one
 	// before it (nil: none): a rollback pointer to the previous version, the
 	// common emergency, needs no read. Pointers (held into the apply's one

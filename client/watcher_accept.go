@@ -141,9 +141,10 @@ func (w *Watcher) apply(p *cuecast.Pointer, body []byte, why string) {
 	w.install(p, &a, why)
 }
 
-// notApplied handles a version apply could not accept: a purged one falls
-// back to the current pointer, a failed read is retried, and content the
-// service's checks refused stays refused.
+// notApplied handles a version apply could not accept: a missing one falls
+// back to the current pointer (and is read again while the stream read is
+// behind it), a failed read is retried, and content the service's checks
+// refused stays refused.
 func (w *Watcher) notApplied(p *cuecast.Pointer, ae *acceptError, why string) {
 	if ae.checks {
 		w.rejectForGood(p, ae)
@@ -151,7 +152,8 @@ func (w *Watcher) notApplied(p *cuecast.Pointer, ae *acceptError, why string) {
 	}
 	err := ae.err
 	if errors.Is(err, cuecast.ErrPurged) && why != "purged" {
-		w.event(EventError, p.Version, "version purged; falling back to the current pointer", err)
+		w.behind = max(w.behind, p.Revision)
+		w.event(EventError, p.Version, "version not in the stream read (purged, or a mirror not caught up yet); reading the current pointer", err)
 		w.resync("purged")
 		return
 	}

@@ -43,7 +43,9 @@ func (w *Watcher) resync(why string) {
 		}
 		found = true
 	}
-	w.retries = 0
+	if w.behind == 0 {
+		w.retries = 0 // while behind, the re-reads back off
+	}
 	if !found {
 		w.warnNotFound(ctx, why)
 		// Not deployed to this instance yet, but a strict config's
@@ -51,16 +53,36 @@ func (w *Watcher) resync(why string) {
 		// flip, which waits for this instance to stage it (issue 15,
 		// item 4).
 		w.resyncCutover(ctx)
+		w.catchUp(0)
 		return
 	}
 	w.notFoundAt = time.Time{}
 	if why != "start" {
 		w.event(EventResync, 0, why, nil)
 	}
-	if p, body, ok := w.governing(got); ok {
+	p, body, ok := w.governing(got)
+	read := max(w.revs[0], w.revs[1], w.revs[2])
+	if ok {
 		w.apply(&p, body, why)
 		w.resyncCutover(ctx)
 	}
+	w.catchUp(read)
+}
+
+// catchUp reads the pointers again, backing off, while the newest pointer
+// the stream read has (revision read) is older than one whose version it
+// did not have (behind): a mirror that has not caught up yet.
+func (w *Watcher) catchUp(read uint64) {
+	if w.behind == 0 {
+		return
+	}
+	if read >= w.behind {
+		w.behind = 0
+		return
+	}
+	w.scheduleRetry()
+	w.event(EventError, 0, fmt.Sprintf("the stream read is behind a pointer already received (revision %d, it has %d): a mirror not caught up yet; reading again in %s",
+		w.behind, read, time.Until(w.retryAt).Round(time.Millisecond)), cuecast.ErrNotFound)
 }
 
 // read is one stored pointer as a direct get returned it.
