@@ -60,6 +60,9 @@ func stamp(r *cuecast.Report, at time.Time) {
 type LiveReports struct {
 	cfg cuecast.ConfigPath
 	ttl time.Duration
+	// cfgOK is cfg.Validate() == nil, checked once: no report is on an
+	// invalid config.
+	cfgOK bool
 
 	mu     sync.Mutex
 	byInst map[string]liveReport
@@ -91,7 +94,7 @@ type liveReport struct {
 // NewLiveReports returns an empty view of cfg's reports, each live for ttl
 // after it arrived.
 func NewLiveReports(cfg cuecast.ConfigPath, ttl time.Duration) *LiveReports {
-	return &LiveReports{cfg: cfg, ttl: ttl, byInst: map[string]liveReport{}, byRegion: map[string]liveSummary{}}
+	return &LiveReports{cfg: cfg, ttl: ttl, cfgOK: cfg.Validate() == nil, byInst: map[string]liveReport{}, byRegion: map[string]liveSummary{}}
 }
 
 var atField = []byte(`"at":`)
@@ -126,7 +129,10 @@ func (l *LiveReports) add(instance string, data []byte, now time.Time) (cuecast.
 		return cuecast.Report{}, false, nil
 	}
 	l.mu.Unlock()
-	r, err := DecodeReport(cuecast.ReportSubject(l.cfg, instance), data)
+	if !l.cfgOK {
+		return cuecast.Report{}, false, &ReportError{Subject: cuecast.ReportSubject(l.cfg, instance), Reason: DropMalformed, Detail: "not a report subject"}
+	}
+	r, err := decodeReport(l.cfg, instance, data)
 	if err != nil {
 		return cuecast.Report{}, false, err
 	}

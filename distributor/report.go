@@ -54,23 +54,37 @@ func (e *ReportError) Unwrap() error { return ErrReportSubject }
 // ErrReportSubject.
 func DecodeReport(subject string, data []byte) (cuecast.Report, error) {
 	cfg, instance, ok := cuecast.ParseReportSubject(subject)
-	if !ok || cfg.Validate() != nil || cuecast.ValidateInstance(instance) != nil {
+	if !ok || cfg.Validate() != nil {
 		return cuecast.Report{}, &ReportError{Subject: subject, Reason: DropMalformed, Detail: "not a report subject"}
+	}
+	return decodeReport(cfg, instance, data)
+}
+
+// decodeReport is DecodeReport for the report subject of cfg, a valid
+// config, and instance: one config's LiveReports, which takes every report
+// a summarizer or the hub hears, need not build the subject again only to
+// parse it and check the config once more (BenchmarkSummarizerIngest).
+func decodeReport(cfg cuecast.ConfigPath, instance string, data []byte) (cuecast.Report, error) {
+	drop := func(reason, detail string) (cuecast.Report, error) {
+		return cuecast.Report{}, &ReportError{Subject: cuecast.ReportSubject(cfg, instance), Reason: reason, Detail: detail}
+	}
+	if cuecast.ValidateInstance(instance) != nil {
+		return drop(DropMalformed, "not a report subject")
 	}
 	var r cuecast.Report
 	if err := json.Unmarshal(data, &r); err != nil {
-		return cuecast.Report{}, &ReportError{Subject: subject, Reason: DropMalformed, Detail: err.Error()}
+		return drop(DropMalformed, err.Error())
 	}
 	if r.Instance != instance {
-		return cuecast.Report{}, &ReportError{Subject: subject, Reason: DropInstance, Detail: fmt.Sprintf("body names instance %q", r.Instance)}
+		return drop(DropInstance, fmt.Sprintf("body names instance %q", r.Instance))
 	}
 	if r.Config != cfg {
-		return cuecast.Report{}, &ReportError{Subject: subject, Reason: DropConfig, Detail: fmt.Sprintf("body names config %q", r.Config)}
+		return drop(DropConfig, fmt.Sprintf("body names config %q", r.Config))
 	}
 	if r.Count != 0 {
 		// Only a summary speaks for more than one instance, and only the
 		// region's credential may publish one (DecodeSummary).
-		return cuecast.Report{}, &ReportError{Subject: subject, Reason: DropMalformed, Detail: fmt.Sprintf("a report speaks for one instance, this one claims %d", r.Count)}
+		return drop(DropMalformed, fmt.Sprintf("a report speaks for one instance, this one claims %d", r.Count))
 	}
 	return r, nil
 }

@@ -229,12 +229,17 @@ func (s *Summarizer) Run(ctx context.Context) error {
 
 func (s *Summarizer) add(subject string, data []byte, now time.Time) {
 	cfg, inst, ok := cuecast.ParseReportSubject(subject)
-	if !ok || cfg.Validate() != nil {
+	if !ok {
 		return
 	}
 	s.mu.Lock()
 	st := s.byCfg[cfg]
 	if st == nil {
+		// Checked once, not at every report: a config kept is valid.
+		if cfg.Validate() != nil {
+			s.mu.Unlock()
+			return
+		}
 		st = newSummarized(cfg, LiveFor(s.o.Heartbeat))
 		s.byCfg[cfg] = st
 	}

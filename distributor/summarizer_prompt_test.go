@@ -262,7 +262,7 @@ func sentSummaries(t *testing.T, nc *nats.Conn, sub *nats.Subscription, v uint64
 // summarizerOnce is region eu's summarizer on a fresh server, for a test
 // to drive on its own clock (SummarizerAt), and a subscription to the
 // summaries it sends on cfg.
-func summarizerOnce(t *testing.T, hb, interval time.Duration) (*nats.Conn, *nats.Subscription, *distributor.Summarizer) {
+func summarizerOnce(t testing.TB, hb, interval time.Duration) (*nats.Conn, *nats.Subscription, *distributor.Summarizer) {
 	t.Helper()
 	nc := natstest.Start(t).Connect(t)
 	sums, err := nc.SubscribeSync(cuecast.SummaryWildcard(cfg))
