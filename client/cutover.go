@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -69,6 +70,14 @@ func (w *Watcher) stage(p *cuecast.Pointer, body []byte) {
 			w.rejectForGood(p, ae)
 			return
 		}
+		if errors.Is(ae.err, cuecast.ErrPurged) {
+			// Not in the stream read: purged, or not there yet (a
+			// mirror behind the staged pointer CUECAST RePublished).
+			// resyncCutover reads it again, backing off, until the
+			// stream read has this staged pointer or a newer one.
+			w.stageBehind = max(w.stageBehind, p.Revision)
+			w.scheduleRetry()
+		}
 		w.reject(p.Version, "stage", ae.err, false)
 		return
 	}
@@ -91,6 +100,7 @@ func (w *Watcher) stage(p *cuecast.Pointer, body []byte) {
 func (w *Watcher) resyncCutover(ctx context.Context) {
 	m, err := getLast(ctx, w.c.nc, w.c.o.directGet, cuecast.StagedSubject(w.cfg))
 	if errors.Is(err, cuecast.ErrNotFound) {
+		w.stageCatchUp(0)
 		return
 	}
 	if err != nil {
@@ -100,8 +110,25 @@ func (w *Watcher) resyncCutover(ctx context.Context) {
 	// The stored staged pointer is the truth, as the stored cohort
 	// pointers are (resync).
 	var p cuecast.Pointer
+	var read uint64
 	if body, ok := w.pointer(&p, m, w.stagedStored, 0); ok {
-		w.stagedRev = p.Revision
+		w.stagedRev, read = p.Revision, p.Revision
+		if read >= w.stageBehind {
+			w.stageBehind = 0 // the stream read has caught up; a failure now sets it again
+		}
 		w.stage(&p, body)
 	}
+	w.stageCatchUp(read)
+}
+
+// stageCatchUp is catchUp (watcher_resync.go) for the staged pointer: a
+// re-read, backing off, while the staged pointer the stream read has
+// (revision read) is older than one whose version it did not have.
+func (w *Watcher) stageCatchUp(read uint64) {
+	if w.stageBehind == 0 || read >= w.stageBehind {
+		return
+	}
+	w.scheduleRetry()
+	w.event(EventError, 0, fmt.Sprintf("the stream read is behind a staged pointer already received (revision %d, it has %d): a mirror not caught up yet; reading again in %s",
+		w.stageBehind, read, time.Until(w.retryAt).Round(time.Millisecond)), cuecast.ErrNotFound)
 }

@@ -92,6 +92,8 @@ type Watcher struct {
 	// mirror does not RePublish) the pointer can come first; until the
 	// stream read has that pointer or a newer one, resync reads again.
 	behind uint64
+	// stageBehind is the same for the staged pointer of a strict config.
+	stageBehind uint64
 	// held is the applied version as read (with its sequence), prev the one
 	// before it (nil: none): a rollback pointer to the previous version, the
 	// common emergency, needs no read. Pointers (held into the apply's one

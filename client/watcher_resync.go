@@ -43,7 +43,7 @@ func (w *Watcher) resync(why string) {
 		}
 		found = true
 	}
-	if w.behind == 0 {
+	if w.behind == 0 && w.stageBehind == 0 {
 		w.retries = 0 // while behind, the re-reads back off
 	}
 	if !found {

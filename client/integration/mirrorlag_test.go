@@ -45,6 +45,38 @@ func TestMirrorBehindTheNotification(t *testing.T) {
 	waitContent(t, w, ev, 2, "after the mirror caught up")
 }
 
+// The same for a strict config's staged version: staging it read the
+// version once and, on a 404, waited for the next reconcile, which a
+// cutover waiting for every live instance to stage waited for too.
+func TestMirrorBehindTheStagedPointer(t *testing.T) {
+	e := newEnv(t, envOpts{inline: -1})
+	lag := startLaggingMirror(t, e.srv.Connect(t), "LAG")
+	e.ship(1, body(1))
+	c, ev := e.newClient("i1", client.WithStream("", "LAG"), client.WithReconcile(time.Hour))
+	w := watch(t, c)
+	waitVersion(t, w, ev, 1)
+
+	lag.hold(t)
+	v2 := cuecast.Version{Config: cfg, Version: 2, Commit: "c002", Author: "ann"}
+	if err := e.d.Publish(t.Context(), v2, body(2)); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.d.Stage(t.Context(), cfg, cuecast.Pointer{Version: 2}); err != nil {
+		t.Fatal(err)
+	}
+	waitEvent(t, ev, "staging version 2 from a mirror without it", func(e client.Event) bool {
+		return e.Kind == client.EventRejected && e.Version == 2 && e.Detail == "stage"
+	})
+	waitEvent(t, ev, "a re-read of a mirror still behind", func(e client.Event) bool {
+		return e.Kind == client.EventError && strings.Contains(e.Detail, "behind a staged pointer already received")
+	})
+	lag.release()
+	e.waitReport("i1", func(r cuecast.Report) bool { return r.Staged == 2 })
+	if got := w.Current().Version; got != 1 {
+		t.Fatalf("staging applied version %d; want 1 until the activation", got)
+	}
+}
+
 // laggingMirror answers direct gets on a stream name of its own as a mirror
 // of CUECAST would that, while held, has copied nothing since hold: a mirror
 // cannot be made to lag on purpose, so the test plays one, on the real
