@@ -94,6 +94,12 @@ type Watcher struct {
 	behind uint64
 	// stageBehind is the same for the staged pointer of a strict config.
 	stageBehind uint64
+	// unsure: the read at start (or after a reconnect) found no pointer.
+	// A pointer RePublished before this watcher subscribed is not heard,
+	// and a mirror may not have copied it yet either, so resync reads
+	// again a few times, backing off from a second, before it leaves that
+	// to the reconcile.
+	unsure bool
 	// held is the applied version as read (with its sequence), prev the one
 	// before it (nil: none): a rollback pointer to the previous version, the
 	// common emergency, needs no read. Pointers (held into the apply's one

@@ -43,8 +43,8 @@ func (w *Watcher) resync(why string) {
 		}
 		found = true
 	}
-	if w.behind == 0 && w.stageBehind == 0 {
-		w.retries = 0 // while behind, the re-reads back off
+	if w.behind == 0 && w.stageBehind == 0 && !w.unsure {
+		w.retries = 0 // while behind or unsure, the re-reads back off
 	}
 	if !found {
 		w.warnNotFound(ctx, why)
@@ -54,8 +54,11 @@ func (w *Watcher) resync(why string) {
 		// item 4).
 		w.resyncCutover(ctx)
 		w.catchUp(0)
+		w.unsure = w.unsure || why == "start" || why == "reconnect"
+		w.settle()
 		return
 	}
+	w.unsure = false
 	w.notFoundAt = time.Time{}
 	if why != "start" {
 		w.event(EventResync, 0, why, nil)
@@ -67,6 +70,25 @@ func (w *Watcher) resync(why string) {
 		w.resyncCutover(ctx)
 	}
 	w.catchUp(read)
+}
+
+// settle reads the pointers again while unsure, backing off from a second
+// (each wait drawn between its half and it: 1, 2, 4 and 8 s at the default
+// reconcile interval, up to a fourth of it), then no more, as the reconcile
+// reads them too. A fleet started on a config not
+// deployed yet pays a few reads each; one started right after a deploy
+// gets its version in a second, not a reconcile interval.
+func (w *Watcher) settle() {
+	if !w.unsure {
+		return
+	}
+	w.retries++
+	d := backoff(w.retries, time.Second, w.c.o.reconcile)
+	if d > w.c.o.reconcile/4 {
+		w.unsure = false
+		return
+	}
+	w.after(&w.retryAt, jittered(d))
 }
 
 // catchUp reads the pointers again, backing off, while the newest pointer

@@ -77,6 +77,21 @@ func TestMirrorBehindTheStagedPointer(t *testing.T) {
 	}
 }
 
+// And for a watcher that starts after the pointer was RePublished, while the
+// mirror has not copied it yet: it heard nothing and read nothing, and
+// waited for the next reconcile.
+func TestMirrorBehindAtStart(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	lag := startLaggingMirror(t, e.srv.Connect(t), "LAG")
+	lag.hold(t) // an empty mirror
+	e.ship(1, body(1))
+	c, ev := e.newClient("i1", client.WithStream("", "LAG"), client.WithReconcile(time.Hour))
+	w := watch(t, c)
+	waitEvent(t, ev, "nothing found at the start", func(e client.Event) bool { return e.Kind == client.EventNotFound })
+	lag.release()
+	waitContent(t, w, ev, 1, "after the mirror caught up")
+}
+
 // laggingMirror answers direct gets on a stream name of its own as a mirror
 // of CUECAST would that, while held, has copied nothing since hold: a mirror
 // cannot be made to lag on purpose, so the test plays one, on the real
@@ -84,9 +99,10 @@ func TestMirrorBehindTheStagedPointer(t *testing.T) {
 type laggingMirror struct {
 	nc *nats.Conn
 	mu sync.Mutex
-	// upTo is CUECAST's last sequence at hold (0: caught up), and last
+	// While held, upTo is CUECAST's last sequence at hold, and last
 	// each subject's last message then: CUECAST keeps one pointer per
 	// subject, so the one a lagging mirror still has is gone from it.
+	held bool
 	upTo uint64
 	last map[string]*nats.Msg
 }
@@ -128,13 +144,15 @@ func (m *laggingMirror) hold(t *testing.T) {
 		if err != nil {
 			t.Fatalf("read CUECAST's last messages: %v", err)
 		}
-		if r.Header.Get("Status") != "" { // the end of the batch
-			upTo, err := strconv.ParseUint(r.Header.Get("Nats-UpTo-Sequence"), 10, 64)
-			if err != nil || upTo == 0 {
-				t.Fatalf("end of CUECAST's last messages: %v %v", r.Header, err)
+		if st := r.Header.Get("Status"); st != "" { // the end of the batch, or none
+			var upTo uint64
+			if st != "404" { // an empty CUECAST has nothing up to sequence 0
+				if upTo, err = strconv.ParseUint(r.Header.Get("Nats-UpTo-Sequence"), 10, 64); err != nil || upTo == 0 {
+					t.Fatalf("end of CUECAST's last messages: %v %v", r.Header, err)
+				}
 			}
 			m.mu.Lock()
-			m.upTo, m.last = upTo, last
+			m.held, m.upTo, m.last = true, upTo, last
 			m.mu.Unlock()
 			return
 		}
@@ -144,14 +162,15 @@ func (m *laggingMirror) hold(t *testing.T) {
 
 func (m *laggingMirror) release() {
 	m.mu.Lock()
-	m.upTo, m.last = 0, nil
+	m.held, m.upTo, m.last = false, 0, nil
 	m.mu.Unlock()
 }
 
-func (m *laggingMirror) held() (uint64, map[string]*nats.Msg) {
+// holding returns whether the mirror is held, and as of what.
+func (m *laggingMirror) holding() (bool, uint64, map[string]*nats.Msg) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.upTo, m.last
+	return m.held, m.upTo, m.last
 }
 
 // bySeq answers a read by sequence: not found past the held sequence.
@@ -159,7 +178,7 @@ func (m *laggingMirror) bySeq(req *nats.Msg) {
 	var r struct {
 		Seq uint64 `json:"seq"`
 	}
-	if upTo, _ := m.held(); upTo > 0 && json.Unmarshal(req.Data, &r) == nil && r.Seq > upTo {
+	if held, upTo, _ := m.holding(); held && json.Unmarshal(req.Data, &r) == nil && r.Seq > upTo {
 		answerNotFound(req)
 		return
 	}
@@ -173,7 +192,7 @@ func (m *laggingMirror) bySeq(req *nats.Msg) {
 func (m *laggingMirror) lastOf(prefix string) nats.MsgHandler {
 	return func(req *nats.Msg) {
 		subj := strings.TrimPrefix(req.Subject, prefix)
-		if upTo, last := m.held(); upTo > 0 {
+		if held, _, last := m.holding(); held {
 			if r, ok := last[subj]; ok {
 				_ = req.RespondMsg(&nats.Msg{Header: r.Header, Data: r.Data})
 			} else {
