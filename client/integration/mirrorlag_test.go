@@ -20,15 +20,7 @@ import (
 // too large to travel inline must then be read again once the mirror has
 // caught up: not taken for purged and left until the next reconcile.
 func TestMirrorBehindTheNotification(t *testing.T) {
-	e := newEnv(t, envOpts{inline: -1})
-	lag := startLaggingMirror(t, e.srv.Connect(t), "LAG")
-	e.ship(1, body(1))
-	// The reconcile would re-read in the end; an hour keeps it out of the test.
-	c, ev := e.newClient("i1", client.WithStream("", "LAG"), client.WithReconcile(time.Hour))
-	w := watch(t, c)
-	waitVersion(t, w, ev, 1)
-
-	lag.hold(t)
+	e, lag, w, ev := watchingHeldMirror(t)
 	e.ship(2, body(2))
 	waitEvent(t, ev, "version 2 not found in the mirror", func(e client.Event) bool {
 		return e.Kind == client.EventError && e.Version == 2
@@ -49,14 +41,7 @@ func TestMirrorBehindTheNotification(t *testing.T) {
 // version once and, on a 404, waited for the next reconcile, which a
 // cutover waiting for every live instance to stage waited for too.
 func TestMirrorBehindTheStagedPointer(t *testing.T) {
-	e := newEnv(t, envOpts{inline: -1})
-	lag := startLaggingMirror(t, e.srv.Connect(t), "LAG")
-	e.ship(1, body(1))
-	c, ev := e.newClient("i1", client.WithStream("", "LAG"), client.WithReconcile(time.Hour))
-	w := watch(t, c)
-	waitVersion(t, w, ev, 1)
-
-	lag.hold(t)
+	e, lag, w, ev := watchingHeldMirror(t)
 	v2 := cuecast.Version{Config: cfg, Version: 2, Commit: "c002", Author: "ann"}
 	if err := e.d.Publish(t.Context(), v2, body(2)); err != nil {
 		t.Fatal(err)
@@ -90,6 +75,21 @@ func TestMirrorBehindAtStart(t *testing.T) {
 	waitEvent(t, ev, "nothing found at the start", func(e client.Event) bool { return e.Kind == client.EventNotFound })
 	lag.release()
 	waitContent(t, w, ev, 1, "after the mirror caught up")
+}
+
+// watchingHeldMirror is instance i1 watching cfg, never inline, through a
+// lagging mirror, on version 1, with the mirror then held.
+func watchingHeldMirror(t *testing.T) (*env, *laggingMirror, *client.Watcher, *events) {
+	t.Helper()
+	e := newEnv(t, envOpts{inline: -1})
+	lag := startLaggingMirror(t, e.srv.Connect(t), "LAG")
+	e.ship(1, body(1))
+	// The reconcile would re-read in the end; an hour keeps it out of the test.
+	c, ev := e.newClient("i1", client.WithStream("", "LAG"), client.WithReconcile(time.Hour))
+	w := watch(t, c)
+	waitVersion(t, w, ev, 1)
+	lag.hold(t)
+	return e, lag, w, ev
 }
 
 // laggingMirror answers direct gets on a stream name of its own as a mirror
