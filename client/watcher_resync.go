@@ -75,9 +75,9 @@ func (w *Watcher) resync(why string) {
 // settle reads the pointers again while unsure, backing off from a second
 // (each wait drawn between its half and it: 1, 2, 4 and 8 s at the default
 // reconcile interval, up to a fourth of it), then no more, as the reconcile
-// reads them too. A fleet started on a config not
-// deployed yet pays a few reads each; one started right after a deploy
-// gets its version in a second, not a reconcile interval.
+// reads them too. A fleet started on a config not deployed yet pays a few
+// reads each; one started right after a deploy gets its version in a
+// second, not a reconcile interval.
 func (w *Watcher) settle() {
 	if !w.unsure {
 		return
