@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -100,7 +99,7 @@ func (w *Watcher) stage(p *cuecast.Pointer, body []byte) {
 func (w *Watcher) resyncCutover(ctx context.Context) {
 	m, err := getLast(ctx, w.c.nc, w.c.o.directGet, cuecast.StagedSubject(w.cfg))
 	if errors.Is(err, cuecast.ErrNotFound) {
-		w.stageCatchUp(0)
+		w.catchUp(&w.stageBehind, "staged pointer", 0)
 		return
 	}
 	if err != nil {
@@ -110,25 +109,15 @@ func (w *Watcher) resyncCutover(ctx context.Context) {
 	// The stored staged pointer is the truth, as the stored cohort
 	// pointers are (resync).
 	var p cuecast.Pointer
+	body, ok := w.pointer(&p, m, w.stagedStored, 0)
 	var read uint64
-	if body, ok := w.pointer(&p, m, w.stagedStored, 0); ok {
-		w.stagedRev, read = p.Revision, p.Revision
-		if read >= w.stageBehind {
-			w.stageBehind = 0 // the stream read has caught up; a failure now sets it again
-		}
+	if ok {
+		read = p.Revision
+	}
+	// Before staging: a failure to stage sets stageBehind again.
+	w.catchUp(&w.stageBehind, "staged pointer", read)
+	if ok {
+		w.stagedRev = p.Revision
 		w.stage(&p, body)
 	}
-	w.stageCatchUp(read)
-}
-
-// stageCatchUp is catchUp (watcher_resync.go) for the staged pointer: a
-// re-read, backing off, while the staged pointer the stream read has
-// (revision read) is older than one whose version it did not have.
-func (w *Watcher) stageCatchUp(read uint64) {
-	if w.stageBehind == 0 || read >= w.stageBehind {
-		return
-	}
-	w.scheduleRetry()
-	w.event(EventError, 0, fmt.Sprintf("the stream read is behind a staged pointer already received (revision %d, it has %d): a mirror not caught up yet; reading again in %s",
-		w.stageBehind, read, time.Until(w.retryAt).Round(time.Millisecond)), cuecast.ErrNotFound)
 }

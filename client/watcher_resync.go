@@ -53,7 +53,7 @@ func (w *Watcher) resync(why string) {
 		// flip, which waits for this instance to stage it (issue 15,
 		// item 4).
 		w.resyncCutover(ctx)
-		w.catchUp(0)
+		w.catchUp(&w.behind, "pointer", 0)
 		w.unsure = w.unsure || why == "start" || why == "reconnect"
 		w.settle()
 		return
@@ -69,7 +69,7 @@ func (w *Watcher) resync(why string) {
 		w.apply(&p, body, why)
 		w.resyncCutover(ctx)
 	}
-	w.catchUp(read)
+	w.catchUp(&w.behind, "pointer", read)
 }
 
 // settle reads the pointers again while unsure, backing off from a second
@@ -91,20 +91,22 @@ func (w *Watcher) settle() {
 	w.after(&w.retryAt, jittered(d))
 }
 
-// catchUp reads the pointers again, backing off, while the newest pointer
-// the stream read has (revision read) is older than one whose version it
-// did not have (behind): a mirror that has not caught up yet.
-func (w *Watcher) catchUp(read uint64) {
-	if w.behind == 0 {
+// catchUp reads the pointers again, backing off, while the newest what
+// (pointer, or staged pointer) the stream read has, of revision read, is
+// older than one whose version it did not have (*behind: w.behind or
+// w.stageBehind): a mirror that has not caught up yet. Once it has, *behind
+// is cleared.
+func (w *Watcher) catchUp(behind *uint64, what string, read uint64) {
+	if *behind == 0 {
 		return
 	}
-	if read >= w.behind {
-		w.behind = 0
+	if read >= *behind {
+		*behind = 0
 		return
 	}
 	w.scheduleRetry()
-	w.event(EventError, 0, fmt.Sprintf("the stream read is behind a pointer already received (revision %d, it has %d): a mirror not caught up yet; reading again in %s",
-		w.behind, read, time.Until(w.retryAt).Round(time.Millisecond)), cuecast.ErrNotFound)
+	w.event(EventError, 0, fmt.Sprintf("the stream read is behind a %s already received (revision %d, it has %d): a mirror not caught up yet; reading again in %s",
+		what, *behind, read, time.Until(w.retryAt).Round(time.Millisecond)), cuecast.ErrNotFound)
 }
 
 // read is one stored pointer as a direct get returned it.

@@ -130,7 +130,7 @@ func (l *LiveReports) add(instance string, data []byte, now time.Time) (cuecast.
 	}
 	l.mu.Unlock()
 	if !l.cfgOK {
-		return cuecast.Report{}, false, &ReportError{Subject: cuecast.ReportSubject(l.cfg, instance), Reason: DropMalformed, Detail: "not a report subject"}
+		return cuecast.Report{}, false, notReportSubject(cuecast.ReportSubject(l.cfg, instance))
 	}
 	r, err := decodeReport(l.cfg, instance, data)
 	if err != nil {

@@ -55,9 +55,15 @@ func (e *ReportError) Unwrap() error { return ErrReportSubject }
 func DecodeReport(subject string, data []byte) (cuecast.Report, error) {
 	cfg, instance, ok := cuecast.ParseReportSubject(subject)
 	if !ok || cfg.Validate() != nil {
-		return cuecast.Report{}, &ReportError{Subject: subject, Reason: DropMalformed, Detail: "not a report subject"}
+		return cuecast.Report{}, notReportSubject(subject)
 	}
 	return decodeReport(cfg, instance, data)
+}
+
+// notReportSubject is the error for a report on a subject that names no
+// valid config and instance.
+func notReportSubject(subject string) error {
+	return &ReportError{Subject: subject, Reason: DropMalformed, Detail: "not a report subject"}
 }
 
 // decodeReport is DecodeReport for the report subject of cfg, a valid
@@ -69,7 +75,7 @@ func decodeReport(cfg cuecast.ConfigPath, instance string, data []byte) (cuecast
 		return cuecast.Report{}, &ReportError{Subject: cuecast.ReportSubject(cfg, instance), Reason: reason, Detail: detail}
 	}
 	if cuecast.ValidateInstance(instance) != nil {
-		return drop(DropMalformed, "not a report subject")
+		return cuecast.Report{}, notReportSubject(cuecast.ReportSubject(cfg, instance))
 	}
 	var r cuecast.Report
 	if err := json.Unmarshal(data, &r); err != nil {
