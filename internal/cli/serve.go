@@ -263,6 +263,13 @@ func serveRun(c *cobra.Command, env *Env, opts *ServeOptions) error {
 		External:        ext,
 	})
 	if err != nil {
+		if ctx.Err() != nil {
+			// Stopped (SIGTERM, ^C) while starting: as clean a stop as one
+			// after, so that a supervisor asked to stop serve during a long
+			// start does not count it as a failure.
+			log.Info("stopped while starting", "err", err)
+			return nil
+		}
 		return repoError(err, opts.Git.describe(env.Getenv))
 	}
 	defer p.Close()

@@ -41,7 +41,9 @@ func (w tWriter) Write(b []byte) (int, error) {
 
 func get(t *testing.T, url string) (int, string) {
 	t.Helper()
-	resp, err := http.Get(url)
+	// Bounded: a server that takes the connection and never answers fails
+	// the test rather than hanging it.
+	resp, err := (&http.Client{Timeout: convergeBound}).Get(url)
 	if err != nil {
 		return 0, err.Error()
 	}

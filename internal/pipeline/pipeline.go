@@ -122,7 +122,12 @@ type Pipeline struct {
 	Metrics *metrics.Metrics
 	Web     *web.Server
 	httpLn  net.Listener
-	log     *slog.Logger
+	// front answers on httpLn from the start (web.Front); Run opens it to
+	// Web. frontStop and frontDone end it in Close.
+	front     *web.Front
+	frontStop context.CancelFunc
+	frontDone chan struct{}
+	log       *slog.Logger
 	// Lease elects the one pipeline that runs the tailer and the rollout
 	// controller among all on one stream; leaseID names this one in it.
 	Lease   *leader.Lease
@@ -165,6 +170,7 @@ func Start(ctx context.Context, cfg Config) (_ *Pipeline, err error) {
 		if p.httpLn, err = net.Listen("tcp", cfg.HTTP); err != nil {
 			return nil, fmt.Errorf("start pipeline: --http %s: port not available (another process listens on it?): %w", cfg.HTTP, err)
 		}
+		p.serveFront(ctx, cfg.Logger)
 	}
 	key := cfg.SigningKey
 	if key == nil {
@@ -181,9 +187,15 @@ func Start(ctx context.Context, cfg Config) (_ *Pipeline, err error) {
 		cfg.Logger = slog.New(p.Metrics.LogHandler(cfg.Logger.Handler()))
 	}
 	p.log = cfg.Logger
+	if cfg.NATS == "" {
+		p.starting("reading back the embedded NATS server's JetStream store")
+	} else {
+		p.starting("connecting to NATS")
+	}
 	if err := p.connect(ctx, cfg); err != nil {
 		return nil, err
 	}
+	p.starting("opening the streams")
 	p.Distributor, err = distributor.New(ctx, p.NC, distributor.Options{SigningKey: key, Logger: cfg.Logger, Replicas: cfg.Replicas, InlineLimit: cfg.InlineLimit, Heartbeat: cfg.Heartbeat})
 	if err != nil {
 		return nil, fmt.Errorf("start pipeline: %w", err)
@@ -222,6 +234,7 @@ func Start(ctx context.Context, cfg Config) (_ *Pipeline, err error) {
 		dep = p.Metrics.Deployer(dep)
 	}
 	ho := newHandoff(store, dep, p.NC, manifests)
+	p.starting("opening the repository")
 	p.Tailer, err = tailer.New(ctx, tcfg, js, ho, ho)
 	if err != nil {
 		return nil, err
@@ -231,6 +244,7 @@ func Start(ctx context.Context, cfg Config) (_ *Pipeline, err error) {
 			return nil, err
 		}
 	}
+	p.starting("joining the lease")
 	if err := p.startLease(ctx, cfg, js); err != nil {
 		return nil, err
 	}
@@ -293,6 +307,30 @@ func (p *Pipeline) startWeb(ctx context.Context, cfg Config, tcfg tailer.Config,
 	return nil
 }
 
+// serveFront answers on the operations server's address from now until
+// Close (web.Front): while Start works, /healthz 200 and every other path
+// 503 saying what it waits for (starting); from Run on, the Server.
+func (p *Pipeline) serveFront(ctx context.Context, log *slog.Logger) {
+	// Close ends it, not the end of Start's ctx: the server answers as long
+	// as the pipeline is up. Its requests' contexts end with Close's cancel,
+	// so that the dashboard's event streams end at once.
+	ctx, p.frontStop = context.WithCancel(context.WithoutCancel(ctx))
+	p.front, p.frontDone = web.NewFront(log), make(chan struct{})
+	go func() {
+		defer close(p.frontDone)
+		if err := p.front.Serve(ctx, p.httpLn); err != nil {
+			log.Error("http server stopped", "err", err)
+		}
+	}()
+}
+
+// starting says what Start waits for now, on the operations server's 503s.
+func (p *Pipeline) starting(what string) {
+	if p.front != nil {
+		p.front.Starting(what)
+	}
+}
+
 // HTTPAddr is the operations server's address, "" without one.
 func (p *Pipeline) HTTPAddr() string {
 	if p.httpLn == nil {
@@ -313,19 +351,13 @@ func (p *Pipeline) ClientURL() string {
 // Run follows the branch until ctx is cancelled.
 func (p *Pipeline) Run(ctx context.Context) error {
 	if p.Web != nil {
+		p.front.Open(p.Web)
 		// The first fleet sample before the tailer starts: the metrics learn
 		// which commits were rejected before this process.
 		p.Web.Sample(ctx)
 		ctx, cancel := context.WithCancel(ctx)
 		var wg sync.WaitGroup
-		wg.Add(2)
-		go func() { defer wg.Done(); p.Web.Run(ctx) }()
-		go func() {
-			defer wg.Done()
-			if err := p.Web.Serve(ctx, p.httpLn); err != nil {
-				p.log.Error("http server stopped", "err", err)
-			}
-		}()
+		wg.Go(func() { p.Web.Run(ctx) })
 		defer wg.Wait()
 		defer cancel()
 	}
@@ -415,8 +447,9 @@ func (p *Pipeline) runActive(ctx context.Context) error {
 
 // Close stops the parts in reverse order; safe on a half-started pipeline.
 func (p *Pipeline) Close() {
-	if p.httpLn != nil {
-		p.httpLn.Close() // Run's server closed it already, unless Run never ran
+	if p.front != nil {
+		p.frontStop()
+		<-p.frontDone // the server closes httpLn
 	}
 	if p.NC != nil {
 		p.NC.Close()

@@ -63,13 +63,8 @@ func runCLI(t *testing.T, args ...string) (int, string, string) {
 // published, and /readyz is 200.
 func TestRunbookDamagedStream(t *testing.T) {
 	t.Parallel() // processes and waits on them: it overlaps the other such test
-	repo, cfgs := smallRepo(t)
-	data := t.TempDir()
-	pub := sharedKey(t, data)
-	listen := natstest.FreeAddr(t)
-	serve := &supervised{name: "serve", http: natstest.FreeAddr(t), expected: func(string) bool { return false }}
-	serve.args = []string{"serve", "--repo", repo.Dir, "--data", data, "--listen", listen, "--http", serve.http, "--interval", "50ms"}
-	rb := startRunbookServe(t, serve, repo, cfgs)
+	rb, data, listen, pub := startEmbeddedRunbookServe(t)
+	serve, repo, cfgs := rb.serve, rb.repo, rb.cfgs
 	defer serve.stop(t)
 	base := rb.base
 	// OPERATIONS' flag table, --webhook-secret: without it, every webhook
@@ -241,6 +236,20 @@ func startRunbookServe(t *testing.T, serve *supervised, repo *gittest.Repo, cfgs
 	}
 	r.start(t)
 	return r
+}
+
+// startEmbeddedRunbookServe starts an embedded serve on a new repository
+// (smallRepo) and data directory, signing with a key it returns the
+// public half of (pub), and waits until it says it serves.
+func startEmbeddedRunbookServe(t *testing.T) (rb *runbookServe, data, listen, pub string) {
+	t.Helper()
+	repo, cfgs := smallRepo(t)
+	data = t.TempDir()
+	pub = sharedKey(t, data)
+	listen = natstest.FreeAddr(t)
+	serve := &supervised{name: "serve", http: natstest.FreeAddr(t), expected: func(string) bool { return false }}
+	serve.args = []string{"serve", "--repo", repo.Dir, "--data", data, "--listen", listen, "--http", serve.http, "--interval", "50ms"}
+	return startRunbookServe(t, serve, repo, cfgs), data, listen, pub
 }
 
 // start starts serve and waits until it says it serves.

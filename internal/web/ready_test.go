@@ -87,3 +87,38 @@ func TestDashboardIsSelfContained(t *testing.T) {
 		}
 	}
 }
+
+// TestFront: before Open, the process is alive (/healthz 200) and every
+// other path, the dashboard's and POSTs too, is 503 naming the start's
+// step; after, the Server answers.
+func TestFront(t *testing.T) {
+	f := NewFront(nil)
+	f.Starting("reading back the store")
+	s, err := New(Options{Fleet: fakeFleet{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		open         bool
+		method, path string
+		code         int
+		body         string
+	}{
+		{false, http.MethodGet, "/healthz", http.StatusOK, "ok (starting: reading back the store)"},
+		{false, http.MethodGet, "/readyz", http.StatusServiceUnavailable, "not ready: starting: reading back the store"},
+		{false, http.MethodGet, "/", http.StatusServiceUnavailable, "not ready: starting: reading back the store"},
+		{false, http.MethodGet, "/metrics", http.StatusServiceUnavailable, "not ready: starting: reading back the store"},
+		{false, http.MethodPost, "/hooks/github", http.StatusServiceUnavailable, "not ready: starting: reading back the store"},
+		{true, http.MethodGet, "/healthz", http.StatusOK, "ok"},
+		{true, http.MethodGet, "/readyz", http.StatusServiceUnavailable, "not ready: no fleet sample yet"},
+	} {
+		if c.open {
+			f.Open(s)
+		}
+		rec := httptest.NewRecorder()
+		f.ServeHTTP(rec, httptest.NewRequest(c.method, c.path, nil))
+		if got := strings.TrimSpace(rec.Body.String()); rec.Code != c.code || got != c.body {
+			t.Errorf("open %v, %s %s: %d %q, want %d %q", c.open, c.method, c.path, rec.Code, got, c.code, c.body)
+		}
+	}
+}

@@ -232,33 +232,12 @@ func New(o Options) (*Server, error) {
 // Handler serves every route.
 func (s *Server) Handler() http.Handler { return s.mux }
 
-// Serve serves on ln until ctx is done, then shuts down, giving open
-// requests (event streams end at once) a few seconds. It closes ln. It
-// returns the listener's error, or nil after a shutdown caused by ctx.
+// Serve serves on ln until ctx is done (Front.Serve), answering with s
+// from the start.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	hs := &http.Server{
-		Handler:           s.mux,
-		ReadHeaderTimeout: 10 * time.Second,
-		BaseContext:       func(net.Listener) context.Context { return ctx },
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
-	}
-	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
-	s.log.Info("http serving", "addr", ln.Addr().String(), "operator_actions", s.o.OperatorToken != "")
-	select {
-	case err := <-errc:
-		return fmt.Errorf("serve http: %w", err)
-	case <-ctx.Done():
-	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	if err := hs.Shutdown(sctx); err != nil {
-		_ = hs.Close()
-	}
-	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("serve http: %w", err)
-	}
-	return nil
+	f := NewFront(s.log)
+	f.Open(s)
+	return f.Serve(ctx, ln)
 }
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
