@@ -315,6 +315,23 @@ type instance struct {
 	w      *client.Watcher
 	sick   atomic.Uint64 // unhealthy while running this version
 	reject atomic.Uint64 // the validation hook rejects this version
+
+	mu     sync.Mutex
+	events []client.Event // the watcher's, in order
+}
+
+// eventsOn is the watcher's events so far on version v, each as
+// "kind detail" (client.Event's Kind and Detail).
+func (in *instance) eventsOn(v uint64) []string {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	var out []string
+	for _, e := range in.events {
+		if e.Version == v {
+			out = append(out, e.Kind.String()+" "+e.Detail)
+		}
+	}
+	return out
 }
 
 func (e *env) instance(id string) *instance {
@@ -331,6 +348,11 @@ func (e *env) instanceWith(id string, labels map[string]string) *instance {
 	opts := []client.Option{client.WithInstance(id), client.WithTrustedKeys(e.pub), client.WithHeartbeat(e.heartbeat()), client.WithLabels(labels)}
 	opts = append(opts, e.fl.ClientOptions(cfg.Namespace())...)
 	cl, err := client.New(nc, append(opts,
+		client.WithEvents(func(ev client.Event) {
+			in.mu.Lock()
+			in.events = append(in.events, ev)
+			in.mu.Unlock()
+		}),
 		client.WithHealth(func() cuecast.Health {
 			w := wp.Load()
 			if w != nil && in.sick.Load() != 0 && w.Current().Version == in.sick.Load() {

@@ -376,13 +376,12 @@ func TestStatusWaitExpiresSilentInstances(t *testing.T) {
 		})
 		f.stillWaiting(res, "while web-2 reported v1")
 		stopWeb2()
-		start := time.Now()
+		// Done before --timeout 20s only if the wait expires web-2's last
+		// report by the stream's life (4 × 100ms); by its own default (4 ×
+		// the 15 s heartbeat, 60 s) it times out and exits 1.
 		r := f.result(res)
 		if r.code != 0 || !strings.HasPrefix(r.out, "payments/checkout@2: all 1 live instances report it (") {
 			t.Fatalf("exit %d, stdout %q stderr %q; want 0 and web-1 the only live instance", r.code, r.out, r.errOut)
-		}
-		if d := time.Since(start); d > 5*time.Second {
-			t.Errorf("web-2's last report expired from the wait after %s, want about 400ms", d)
 		}
 	})
 }
