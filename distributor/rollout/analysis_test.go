@@ -231,16 +231,23 @@ func TestAnalysisJudgesCohortAgainstBaseline(t *testing.T) {
 	t.Run("too few samples waits", func(t *testing.T) {
 		e, _ := start(t, analysisPolicy(evalEvery, errorRate(1e9)), serviceConfig(1, 0.001, 50))
 		e.deploy(e.publish(2, serviceConfig(2, 0.05, 50)))
-		rec := e.waitAnalysis(2, func(ms rollout.MetricState) bool { return ms.Inconclusive >= 3 })
+		// Inconclusive either way: too few samples, or, when a loaded box
+		// delayed a scrape past the window, none ("no data for the
+		// cohort"). Waited for until an evaluation counted too few.
+		rec := e.waitAnalysis(2, func(ms rollout.MetricState) bool {
+			return ms.Inconclusive >= 3 && strings.Contains(ms.Detail, "too few samples")
+		})
 		if cur := rec.Current; cur.State != rollout.StateHolding || cur.Stage != 0 || !strings.Contains(cur.Note, "too few samples") {
 			t.Errorf("after 3 inconclusive evaluations: %s at stage %d, note %q; want holding at canary, waiting for samples", cur.State, cur.Stage, cur.Note)
 		}
-		// rollout status shows the analysis; rollout analyze runs it now.
+		// rollout status shows the analysis; rollout analyze runs it now
+		// (each as of its evaluation: looked at again after one without
+		// data, as above).
 		for _, args := range [][]string{{"status", string(cfg)}, {"analyze", string(cfg), "--prometheus", prom.URL}} {
-			out := e.cli(append([]string{"rollout"}, args...)...)
-			if !strings.Contains(out, "error_rate") || !strings.Contains(out, "inconclusive") || !strings.Contains(out, "too few samples: cohort") {
-				t.Errorf("cuecast rollout %s: %q, want error_rate inconclusive for too few samples", args[0], out)
-			}
+			poll.Until(t, "cuecast rollout "+args[0]+" showing error_rate inconclusive for too few samples", poll.Patience, func() (bool, string) {
+				out := e.cli(append([]string{"rollout"}, args...)...)
+				return strings.Contains(out, "error_rate") && strings.Contains(out, "inconclusive") && strings.Contains(out, "too few samples: cohort"), out
+			})
 		}
 	})
 
