@@ -163,6 +163,7 @@ func (t *Tree) awaitApplied(tb testing.TB, v uint64, t0 time.Time, timeout time.
 		every = 100 * time.Millisecond
 	}
 	deadline := time.Now().Add(timeout)
+	slow := time.Now().Add(5 * time.Second) // then the view is logged, once a second
 	for {
 		live := t.reports.Live()
 		on := 0
@@ -175,6 +176,9 @@ func (t *Tree) awaitApplied(tb testing.TB, v uint64, t0 time.Time, timeout time.
 			return time.Since(t0)
 		} else if time.Now().After(deadline) {
 			tb.Fatalf("after %s: %d instances live at the hub, %d on v%d; want %d on it", timeout, n, on, v, want)
+		} else if time.Now().After(slow) {
+			tb.Logf("%s after the change: %d instances live at the hub, %d on v%d; want %d on it", time.Since(t0).Round(time.Millisecond), n, on, v, want)
+			slow = time.Now().Add(time.Second)
 		}
 		time.Sleep(every)
 	}
@@ -268,6 +272,10 @@ func (g *reporters) follow(ctx context.Context, w *client.Watcher, kick <-chan s
 		}
 		if cur := w.Current(); cur.Version > have {
 			have = cur.Version
+			// On the log, so that a slow change can be told apart: a
+			// region whose real instance applied late, or one whose
+			// reports reached the hub late.
+			fmt.Fprintf(os.Stderr, "scalesim reporters %s: instance 0 applied v%d at %s\n", g.names[0], cur.Version, time.Now().Format("15:04:05.000"))
 			g.apply(ctx, cur.Version, cur.Checksum, time.Now())
 		}
 	}
@@ -442,6 +450,7 @@ func (t *Tree) ModeChange(tb testing.TB, settle, window time.Duration) ModeChang
 	s0 := t.hubSnap(tb)
 	t0 := time.Now()
 	t.Ship(tb)
+	tb.Logf("v%d shipped at %s (from %s)", t.ver, time.Now().Format("15:04:05.000"), t0.Format("15:04:05.000"))
 	c := ModeChange{Instances: t.ReporterInstances()}
 	c.Applied = t.awaitApplied(tb, t.ver, t0, time.Minute+time.Duration(c.Instances)*time.Millisecond)
 	end := t0.Add(max(window, c.Applied+window/4))
