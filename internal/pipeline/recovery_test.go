@@ -16,13 +16,13 @@ import (
 
 // TestServeWaitsOutASlowStoreRecovery runs docs/OPERATIONS.md's word on a
 // store that takes long to read back ("The data directory"): serve waits
-// as long as it takes and says so every 10 s, /readyz is not up
-// meanwhile (/healthz 200, /readyz 503 saying why: before, the port took
-// connections and answered none), SIGTERM stops it cleanly (it exited 1),
-// and once the store is read it serves what
-// the store held and publishes the next change. Before, serve gave up
-// after 10 s ("not ready after 10s: still recovering the JetStream
-// store"), and a supervisor started it into the same recovery again.
+// as long as it takes and says so every 10 s; meanwhile /healthz answers
+// 200 and /readyz 503 saying why (before, the port took connections and
+// answered none); SIGTERM stops it cleanly (it exited 1); and once the
+// store is read it serves what the store held and publishes the next
+// change. Before all that, serve gave up after 10 s ("not ready after 10s:
+// still recovering the JetStream store"), and a supervisor started it
+// into the same recovery again.
 //
 // What makes the recovery slow: the stream's metadata file is a FIFO, so
 // the server's recovery blocks opening it, as on a disk that answers
@@ -49,29 +49,25 @@ func TestServeWaitsOutASlowStoreRecovery(t *testing.T) {
 	// The second of the lines said every 10 s: past any 10 s bound (the
 	// old one raced the first line).
 	waiting := regexp.MustCompile(`level=WARN msg="the NATS server is not ready yet: still recovering the JetStream store; waiting" .*waited=2\ds`)
-	waitsOut := func() {
-		t.Helper()
-		serve.start(t)
-		poll.Until(t, "serve says it still waits for the store, past 20 s", 2*convergeBound, func() (bool, string) {
-			serve.reap(t) // an exit on its own fails the test
-			log := serve.proc.stderr.String()
-			return waiting.MatchString(log), log
-		})
-		if serve.ready() {
-			t.Fatalf("serve says it serves while its store is still being read:\n%s", serve.proc.stderr.String())
-		}
-		// The operations server answers meanwhile: the process runs
-		// (/healthz), and is not ready, saying why (/readyz).
-		if code, body := get(t, rb.base+"/healthz"); code != http.StatusOK {
-			t.Errorf("/healthz %d %q while the store is being read, want 200: the process runs", code, body)
-		}
-		if code, body := get(t, rb.base+"/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "starting: reading back the embedded NATS server's JetStream store") {
-			t.Errorf("/readyz %d %q while the store is being read, want 503 saying so", code, body)
-		}
+	serve.start(t)
+	poll.Until(t, "serve says it still waits for the store, past 20 s", 2*convergeBound, func() (bool, string) {
+		serve.reap(t) // an exit on its own fails the test
+		log := serve.proc.stderr.String()
+		return waiting.MatchString(log), log
+	})
+	if serve.ready() {
+		t.Fatalf("serve says it serves while its store is still being read:\n%s", serve.proc.stderr.String())
+	}
+	// The operations server answers meanwhile: the process runs
+	// (/healthz), and is not ready, saying why (/readyz).
+	if code, body := get(t, rb.base+"/healthz"); code != http.StatusOK {
+		t.Errorf("/healthz %d %q while the store is being read, want 200: the process runs", code, body)
+	}
+	if code, body := get(t, rb.base+"/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "starting: reading back the embedded NATS server's JetStream store") {
+		t.Errorf("/readyz %d %q while the store is being read, want 503 saying so", code, body)
 	}
 
 	// "Stop it with SIGTERM if you must": a clean stop, mid-recovery.
-	waitsOut()
 	if err := serve.proc.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}

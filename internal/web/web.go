@@ -8,10 +8,12 @@
 // drill-down at a time per config and page, its answer shared until the next
 // sample, and at most Options.MaxDrillDowns in flight over the whole server.
 //
-//	srv, err := web.New(web.Options{Fleet: dist, Rollouts: ctrl, Metrics: m, Logger: log})
-//	go srv.Run(ctx)                            // samples the fleet every Interval
 //	ln, err := net.Listen("tcp", "127.0.0.1:8080")
-//	err = srv.Serve(ctx, ln)                   // until ctx is done
+//	front := web.NewFront(log)
+//	go front.Serve(ctx, ln)                    // answers at once: 503 "starting"
+//	srv, err := web.New(web.Options{Fleet: dist, Rollouts: ctrl, Metrics: m, Logger: log})
+//	front.Open(srv)                            // srv answers from now on
+//	go srv.Run(ctx)                            // samples the fleet every Interval
 //
 // The dashboard is read-only unless Options.OperatorToken is set; then the
 // rollout actions (advance, halt, resume, rollback) accept requests carrying
@@ -35,7 +37,6 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -231,14 +232,6 @@ func New(o Options) (*Server, error) {
 
 // Handler serves every route.
 func (s *Server) Handler() http.Handler { return s.mux }
-
-// Serve serves on ln until ctx is done (Front.Serve), answering with s
-// from the start.
-func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	f := NewFront(s.log)
-	f.Open(s)
-	return f.Serve(ctx, ln)
-}
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
