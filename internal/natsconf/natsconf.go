@@ -792,6 +792,9 @@ func Generate(s Spec) (string, error) {
 				urls = append(urls, q(u.String()))
 			}
 			w.list("urls", urls)
+			w.comment("Redial only these: the level above advertises its own leafnode address,")
+			w.comment("which a proxy, a NAT or a load balancer in between would be bypassed for.")
+			w.kv("ignore_discovered_servers", "true")
 			if s.Keys != nil {
 				w.kv("credentials", q(s.LeafCreds))
 				w.kv("account", q(om.mainPub))

@@ -202,3 +202,34 @@ func request(t testing.TB, nc *nats.Conn, subject string, data []byte) *nats.Msg
 		return nc.RequestWithContext(ctx, subject, data)
 	})
 }
+
+// TestLeafRedialsOnlyItsUpstreams: a leaf that lost its link redials the
+// addresses its config names, never one the level above advertised. The
+// hub's INFO names its own leafnode listener; a leaf that took it up went
+// around whatever stood between (a proxy, a NAT, here the test's Link), so
+// that cutting the link no longer cut the leaf off (the flaky
+// TestTreeMirrorsServeLeavesAndCatchUp and TestAskAgainWhileSettling: each
+// reset the link once while the tree started).
+func TestLeafRedialsOnlyItsUpstreams(t *testing.T) {
+	for _, auth := range []string{"password", "creds"} {
+		t.Run(auth, func(t *testing.T) {
+			tr := natstest.StartTree(t, natstest.TreeOptions{Leaves: 1, Namespaces: []string{"payments"}, JWT: auth == "creds"})
+			leaf := tr.Leaves[0]
+			for range 2 {
+				carried := leaf.Link.Carried()
+				if n := leaf.Link.Reset(); n == 0 {
+					t.Fatal("the link carried no connection to reset")
+				}
+				poll.Until(t, "the leaf redialling through the link", poll.Patience, func() (bool, string) {
+					return leaf.Link.Carried() > carried && leaf.LinkedUp(),
+						fmt.Sprintf("%d connections through the link, %d leafnode connections", leaf.Link.Carried(), leaf.NumLeafNodes())
+				})
+			}
+			leaf.Link.Cut()
+			poll.Until(t, "the leaf cut off", poll.Patience, func() (bool, string) {
+				n := leaf.NumLeafNodes()
+				return n == 0, fmt.Sprintf("%d leafnode connections", n)
+			})
+		})
+	}
+}

@@ -470,6 +470,7 @@ type Link struct {
 	stallOn []byte
 	// acceptErrs counts the failed accepts the link waited out.
 	acceptErrs atomic.Int64
+	carried    atomic.Int64
 	wg         sync.WaitGroup
 }
 
@@ -701,6 +702,7 @@ func (l *Link) accept() {
 		if !l.track(c, up) {
 			continue
 		}
+		l.carried.Add(1)
 		l.wg.Add(2)
 		go l.pipe(up, c, true)
 		go l.pipe(c, up, false)
@@ -976,3 +978,7 @@ func (l *Link) LoseAnswer(t testing.TB, srv *Server, subject string, call func()
 		return nil
 	}
 }
+
+// Carried is how many connections the link has carried through to its
+// target so far.
+func (l *Link) Carried() int64 { return l.carried.Load() }
