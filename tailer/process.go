@@ -457,9 +457,16 @@ func (t *Tailer) apply(ctx context.Context, st *State, s *step, sum *Summary) er
 	st.Undeployed = slices.Sorted(maps.Keys(undeployed))
 	sum.Versions += published
 	sum.Tombstones += tombstones
+	// Logged once the cursor is stored: until then the commit is processed
+	// again at the next poll (its versions found published), and a log
+	// that said so before was read as progress while the store refused the
+	// cursor.
+	if err := t.advance(ctx, st, c, true); err != nil {
+		return err
+	}
 	t.log.Info("commit processed", "commit", c.Hash.String(), "configs", len(targets), "versions", published,
 		"tombstones", tombstones, "elapsed", time.Since(s.start))
-	return t.advance(ctx, st, c, true)
+	return nil
 }
 
 // withVariants expands targets, the configs a commit affects, into the

@@ -1,6 +1,7 @@
 package tailer_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -828,5 +829,42 @@ func TestPollReturnsWhenAPublishFailsMidRun(t *testing.T) {
 	pub.fail.Store(false)
 	if sum := e.poll(tl); sum.Versions != 6 {
 		t.Fatalf("the next poll published %d versions, want 6", sum.Versions)
+	}
+}
+
+// TestCommitNotProcessedUntilItsCursorIsStored: a commit whose versions
+// were published but whose cursor the store refused (a full disk, here a
+// sealed bucket) is not "processed": Poll fails with the write's error,
+// no cursor is stored, and the log does not say "commit processed", which
+// operators and cuecast_tailer_commits_total read as progress.
+func TestCommitNotProcessedUntilItsCursorIsStored(t *testing.T) {
+	e := newEnv(t)
+	e.repo.CommitFiles("initial", baseRepo())
+	var logs bytes.Buffer
+	tl, err := tailer.New(e.ctx, tailer.Config{Repo: e.repo.Dir, Logger: slog.New(slog.NewTextHandler(&logs, nil))}, e.js, e.dist, e.dist)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := e.js.Stream(e.ctx, "KV_"+tailer.Bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := s.CachedInfo().Config
+	cfg.Sealed = true
+	if _, err := e.js.UpdateStream(e.ctx, cfg); err != nil {
+		t.Fatalf("seal the tailer's bucket: %v", err)
+	}
+	sum, err := tl.Poll(e.ctx)
+	if err == nil || !strings.Contains(err.Error(), "cursor") {
+		t.Fatalf("Poll with the cursor refused: %+v, %v; want the cursor's write error", sum, err)
+	}
+	if sum.Versions == 0 {
+		t.Errorf("Poll published no version before the cursor's write: the test did not reach it")
+	}
+	if strings.Contains(logs.String(), "commit processed") {
+		t.Errorf("the log says a commit was processed whose cursor was refused:\n%s", logs.String())
+	}
+	if st, err := tl.State(e.ctx); err != nil || st.Cursor != "" {
+		t.Errorf("state after the refused write: %+v, %v; want no cursor", st, err)
 	}
 }

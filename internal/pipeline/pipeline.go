@@ -279,8 +279,8 @@ func (p *Pipeline) startWeb(ctx context.Context, cfg Config, tcfg tailer.Config,
 		ReportFeed:    web.NATSReports(p.NC),
 		OperatorToken: cfg.OperatorToken,
 		OFREPTokens:   cfg.OFREPTokens,
-		Lag: func(ctx context.Context, cursor string) (int, error) {
-			return metrics.BranchLag(ctx, lagDir, lagRef, cursor)
+		Lag: func(ctx context.Context, cursor, from string) (int, error) {
+			return metrics.BranchLag(ctx, lagDir, lagRef, cursor, from)
 		},
 		Metrics:   p.Metrics,
 		Webhook:   tailer.WebhookHandler(cfg.WebhookSecret, p.Tailer),

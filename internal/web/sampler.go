@@ -152,8 +152,8 @@ func (s *Server) Sample(ctx context.Context) {
 			snap.tailerErr = err.Error()
 		} else {
 			snap.tailer = &st
-			if s.o.Lag != nil && st.Cursor != "" {
-				if n, err := s.o.Lag(ctx, st.Cursor); err == nil {
+			if s.o.Lag != nil {
+				if n, err := s.o.Lag(ctx, st.Cursor, st.From); err == nil {
 					snap.lag = n
 				} else {
 					snap.tailerErr = err.Error()

@@ -110,9 +110,11 @@ type Options struct {
 	// Without it, by sample. A report whose body disagrees with its
 	// subject is dropped and counted (distributor.DecodeReport).
 	ReportFeed func(ctx context.Context, f func(subject string, data []byte)) error
-	// Lag counts the first-parent commits from the branch tip down to
-	// cursor; nil leaves the tailer lag unknown.
-	Lag func(ctx context.Context, cursor string) (int, error)
+	// Lag counts the commits the tailer has still to process: the
+	// first-parent commits from the branch tip down to cursor, or with no
+	// cursor yet down to from or the root, inclusive (metrics.BranchLag);
+	// nil leaves the tailer lag unknown.
+	Lag func(ctx context.Context, cursor, from string) (int, error)
 	// Metrics receives the samples; nil creates one.
 	Metrics *metrics.Metrics
 	// Webhook is mounted at /hooks/github when set.
