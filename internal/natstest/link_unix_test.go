@@ -3,7 +3,6 @@
 package natstest
 
 import (
-	"fmt"
 	"net"
 	"os"
 	"syscall"
@@ -46,15 +45,37 @@ func TestLinkAcceptsAfterRunningOutOfFiles(t *testing.T) {
 		}
 	}
 	defer restore()
-	c, err := net.Dial("tcp", l.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	// The link's Accept fails (EMFILE) with this connection queued.
+	// Every descriptor free below the limit is taken and one given back
+	// for the client's socket, so the link has none to accept with; again
+	// at each check, because another goroutine of this test binary (a
+	// server of an earlier test still closing its sockets) may free one,
+	// which the link's Accept then took (under go test -p 3 it did, and
+	// this test waited for a failed accept that never came).
+	var held []*os.File
+	defer func() {
+		for _, f := range held {
+			f.Close()
+		}
+	}()
 	poll.Until(t, "the link out of files", poll.Patience, func() (bool, string) {
-		n := l.acceptErrs.Load()
-		return n > 0, fmt.Sprintf("%d failed accepts", n)
+		if n := l.acceptErrs.Load(); n > 0 {
+			return true, ""
+		}
+		for {
+			f, err := os.Open(os.DevNull)
+			if err != nil {
+				break
+			}
+			held = append(held, f)
+		}
+		if n := len(held); n > 0 {
+			held[n-1].Close()
+			held = held[:n-1]
+		}
+		if c, err := net.Dial("tcp", l.Addr()); err == nil {
+			t.Cleanup(func() { c.Close() })
+		}
+		return false, "no failed accept yet"
 	})
 	restore()
 	if got, err := roundTrip(dial(t, l), []byte("ping")); err != nil || string(got) != "ping" {
