@@ -24,7 +24,9 @@
 // stream's information. TLS on every
 // listener and remote, and the leafnode remotes that deny the core ccr.>
 // subjects in both directions, so each level's instances receive updates only
-// from their own level's mirrors.
+// from their own level's mirrors. A remote redials only the upstream
+// addresses it names (ignore_discovered_servers), never the address the
+// level above advertises, which would bypass a proxy or NAT in between.
 //
 //	conf, err := natsconf.Generate(natsconf.Spec{Level: natsconf.Node, Name: "node-1", ...})
 //

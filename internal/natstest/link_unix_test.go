@@ -22,8 +22,9 @@ func TestLinkAcceptsAfterRunningOutOfFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A descriptor's number must be below the limit, and a new one takes
-	// the lowest free: with the limit just above the lowest free now, the
-	// client's socket gets it and the link has none left to accept with.
+	// the lowest free: the limit goes just above the lowest free now, and
+	// the check below keeps every descriptor under it taken but the
+	// client's.
 	probe, err := os.Open(os.DevNull)
 	if err != nil {
 		t.Fatal(err)

@@ -15,7 +15,9 @@ import (
 	"github.com/cuecast/cuecast/tailer"
 )
 
-// fixedTailer is a tailer whose stored state is st.
+// fixedTailer is a tailer whose stored state is st; the zero one also
+// stands where only a configured tailer matters (tailerView reads the
+// state from the snapshot).
 type fixedTailer struct{ st tailer.State }
 
 func (f fixedTailer) State(context.Context) (tailer.State, error) { return f.st, nil }

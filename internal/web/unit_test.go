@@ -1,7 +1,6 @@
 package web
 
 import (
-	"context"
 	"encoding/xml"
 	"fmt"
 	"slices"
@@ -392,7 +391,7 @@ func TestRejectedBadgeClearedByFix(t *testing.T) {
 	rj := tailer.Rejected{Commit: "bad", At: at, Total: 1}
 	st := &tailer.State{Cursor: "bad", Base: "good", Rejected: []tailer.Rejected{rj}}
 	older := []distributor.ConfigStatus{{Latest: cuecast.Version{Config: "payments/checkout", Version: 1, CompiledAt: at.Add(-time.Minute)}}}
-	s := &Server{o: Options{Tailer: stateOnly{}}}
+	s := &Server{o: Options{Tailer: fixedTailer{}}}
 	tv := s.tailerView(&snapshot{tailer: st, status: older})
 	if tv.Open != 1 || tv.Rejected[0].Fixed {
 		t.Errorf("before a fix: open %d, %+v; want 1 open", tv.Open, tv.Rejected)
@@ -409,12 +408,6 @@ func TestRejectedBadgeClearedByFix(t *testing.T) {
 		t.Errorf("after a compiling commit publishing nothing: open %d, want 0", tv.Open)
 	}
 }
-
-// stateOnly stands for the tailer where tailerView only checks that one is
-// configured; the state comes from the snapshot.
-type stateOnly struct{}
-
-func (stateOnly) State(context.Context) (tailer.State, error) { return tailer.State{}, nil }
 
 // TestNamedStagesShownAsSuch: a stage naming instances or matching labels
 // carries them in its view, so the page says "checkout-1" or "zone=eu-1"
