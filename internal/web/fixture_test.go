@@ -50,9 +50,6 @@ type fixtureOptions struct {
 	sampleInterval time.Duration
 	// ofrepTokens serves OFREP (web.Options.OFREPTokens).
 	ofrepTokens *ofrep.Tokens
-	// heartbeat is the instances' report interval in tree mode (default
-	// 1s); a single server keeps serve's (15s).
-	heartbeat time.Duration
 }
 
 // inBothModes runs test in parallel in each of natstest.BothModes' modes,
@@ -79,9 +76,6 @@ func start(t *testing.T, o fixtureOptions) *fixture {
 	if o.log == nil {
 		o.log = slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})
 	}
-	if o.heartbeat == 0 {
-		o.heartbeat = time.Second
-	}
 	p, fl := pipelinetest.RunInMode(t, pipeline.Config{
 		Repo:           repo.Dir,
 		Interval:       o.interval,
@@ -92,7 +86,7 @@ func start(t *testing.T, o fixtureOptions) *fixture {
 		OFREPTokens:    o.ofrepTokens,
 		Policies:       o.policies,
 		Logger:         slog.New(o.log),
-	}, natstest.FleetOptions{Namespaces: []string{"payments", "search", "growth"}, Heartbeat: o.heartbeat, Logger: slog.New(o.log)})
+	}, natstest.FleetOptions{Namespaces: []string{"payments", "search", "growth"}, Heartbeat: time.Second, Logger: slog.New(o.log)}) // on a single server, serve's 15s
 	return &fixture{t: t, repo: repo, p: p, fl: fl, base: "http://" + p.HTTPAddr()}
 }
 

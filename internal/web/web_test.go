@@ -28,15 +28,15 @@ func TestMetricsDuringRun(t *testing.T) {
 	t.Parallel()
 	natstest.BothModes(t, func(t *testing.T) {
 		t.Parallel()
-		// On a tree, a heartbeat long enough that the instance stopped
-		// below is still live (four heartbeats) when v3 reaches the others.
-		f := start(t, fixtureOptions{heartbeat: 3 * time.Second})
+		// v3's rollout holds in a canary of two of the three instances.
+		f := start(t, fixtureOptions{policies: canaryFrom{from: 3, instances: []string{"checkout-1", "checkout-2"}}})
 		f.watch(checkout, "checkout-1")
 		f.watch(checkout, "checkout-2")
 		w3 := f.watch(checkout, "checkout-3")
 
 		cov := `cuecast_config_coverage_ratio{config="payments/checkout"}`
 		inst := `cuecast_config_instances{config="payments/checkout"}`
+		onTarget := `cuecast_config_instances_on_target{config="payments/checkout"}`
 		target := `cuecast_config_target_version{config="payments/checkout"}`
 		published := `cuecast_versions_published_total{namespace="payments"}`
 		commitsOK := `cuecast_tailer_commits_total{result="published"}`
@@ -88,17 +88,26 @@ func TestMetricsDuringRun(t *testing.T) {
 			t.Errorf("commit duration count = %v, want >= 2", m["cuecast_tailer_commit_duration_seconds_count"])
 		}
 
-		// An instance that stops keeps its last report until it expires: the
-		// next version reaches two of three, and the gauge says so.
-		w3.Stop()
+		// v3 reaches the two in its canary and stops there. The third is
+		// live on v2, where its rollout means it to be: coverage (on the
+		// intended version) stays 1 while two of three run the target, and
+		// v3's propagation passes 50% and never 100%. (The third used to be
+		// stopped, for a coverage of 2/3 that held only while its last
+		// report outlived v3's propagation; under load it did not.)
 		f.setAmount("3_000_000")
 		poll.Until(t, "v3 on two of three", poll.Patience, func() (bool, string) {
 			m = scrape(t, f.base)
-			return m[target] == 3 && m[inst] == 3 && m[cov] > 0.66 && m[cov] < 0.67 && m[prop50] == before[prop50]+2,
-				fmt.Sprintf("target %v, instances %v, coverage %v, 50%% count %v", m[target], m[inst], m[cov], m[prop50])
+			return m[target] == 3 && m[inst] == 3 && m[onTarget] == 2 && m[prop50] == before[prop50]+2,
+				fmt.Sprintf("target %v, instances %v, on target %v, 50%% count %v", m[target], m[inst], m[onTarget], m[prop50])
 		})
+		if m[cov] != 1 {
+			t.Errorf("%s = %v with v3 held in its canary, want 1", cov, m[cov])
+		}
 		if m[prop100] != before[prop100]+1 {
 			t.Errorf("%s = %v after a version that never reached everyone, want %v", prop100, m[prop100], before[prop100]+1)
+		}
+		if v := w3.Current().Version; v != 2 {
+			t.Errorf("checkout-3, outside v3's canary, applied v%d, want v2", v)
 		}
 
 		// A commit that does not compile is rejected and counted by error ID.
@@ -124,6 +133,24 @@ func TestMetricsDuringRun(t *testing.T) {
 			}
 		}
 	})
+}
+
+// canaryFrom rolls each version from "from" on out to a canary of the
+// instances it names, held for an hour; earlier versions go to all at once.
+type canaryFrom struct {
+	from      uint64
+	instances []string
+}
+
+// Policy implements rollout.Policies.
+func (c canaryFrom) Policy(ctx context.Context, v cuecast.Version) (cuecast.Policy, cuecast.Consistency, error) {
+	if v.Version < c.from {
+		return rollout.Static{}.Policy(ctx, v)
+	}
+	return rollout.Static{P: cuecast.Policy{Stages: []cuecast.Stage{
+		{Name: "canary", Instances: c.instances, Hold: cuecast.Duration(time.Hour)},
+		{Name: "all", Percent: 100},
+	}}}.Policy(ctx, v)
 }
 
 func TestHealthAndReadiness(t *testing.T) {
