@@ -193,6 +193,18 @@ func StartConf(path string) (*server.Server, error) {
 		return nil, fmt.Errorf("load nats config %s: %w", path, err)
 	}
 	opts.NoLog, opts.NoSigs = true, true
+	// Leaf links run uncompressed in tests. A generated config leaves
+	// compression to nats-server's default, s2_auto, which picks a level
+	// from the link's measured RTT and moves to s2_best above 100 ms. Under
+	// -race on a loaded 2-core box the setup and the pings pass that, and
+	// s2_best's pooled tables (megabytes, range-checked by the race
+	// detector on every flush) were a third of a tree test's CPU, and more
+	// of its kernel time: load that raised the RTT that chose them. No test
+	// here is about compression.
+	opts.LeafNode.Compression.Mode = server.CompressionOff
+	for _, r := range opts.LeafNode.Remotes {
+		r.Compression.Mode = server.CompressionOff
+	}
 	s, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("start nats from %s: %w", path, err)
