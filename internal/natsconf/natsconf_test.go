@@ -140,6 +140,12 @@ func TestGenerateGolden(t *testing.T) {
 			if len(r.URLs) != len(spec.Upstreams) {
 				t.Errorf("remote urls %v, want %d", r.URLs, len(spec.Upstreams))
 			}
+			if r.Compression.Mode != "" {
+				t.Errorf("remote compression %q, want it unset: nats-server's s2_auto (docs/SCALING.md)", r.Compression.Mode)
+			}
+		}
+		if m := opts.LeafNode.Compression.Mode; m != "" {
+			t.Errorf("leafnodes compression %q, want it unset: nats-server's s2_auto (docs/SCALING.md)", m)
 		}
 		if (spec.TLS != nil) != (opts.TLSConfig != nil || opts.TLSCert != "") {
 			t.Errorf("tls %v, want %v", opts.TLSCert, spec.TLS != nil)
