@@ -199,8 +199,10 @@ func StartConf(path string) (*server.Server, error) {
 	// -race on a loaded 2-core box the setup and the pings pass that, and
 	// s2_best's pooled tables (megabytes, range-checked by the race
 	// detector on every flush) were a third of a tree test's CPU, and more
-	// of its kernel time: load that raised the RTT that chose them. No test
-	// here is about compression.
+	// of its kernel time: load that raised the RTT that chose them. Under
+	// -race even s2_fast is 45 times an uncompressed flush
+	// (natsconf's BenchmarkLeafFlushCompression). No test here is about
+	// compression.
 	opts.LeafNode.Compression.Mode = server.CompressionOff
 	for _, r := range opts.LeafNode.Remotes {
 		r.Compression.Mode = server.CompressionOff

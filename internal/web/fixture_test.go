@@ -76,6 +76,8 @@ func start(t *testing.T, o fixtureOptions) *fixture {
 	if o.log == nil {
 		o.log = slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})
 	}
+	// Instances report every second on a tree; a single server keeps
+	// serve's 15 s.
 	p, fl := pipelinetest.RunInMode(t, pipeline.Config{
 		Repo:           repo.Dir,
 		Interval:       o.interval,
@@ -86,7 +88,7 @@ func start(t *testing.T, o fixtureOptions) *fixture {
 		OFREPTokens:    o.ofrepTokens,
 		Policies:       o.policies,
 		Logger:         slog.New(o.log),
-	}, natstest.FleetOptions{Namespaces: []string{"payments", "search", "growth"}, Heartbeat: time.Second, Logger: slog.New(o.log)}) // on a single server, serve's 15s
+	}, natstest.FleetOptions{Namespaces: []string{"payments", "search", "growth"}, Heartbeat: time.Second, Logger: slog.New(o.log)})
 	return &fixture{t: t, repo: repo, p: p, fl: fl, base: "http://" + p.HTTPAddr()}
 }
 
