@@ -372,13 +372,22 @@ type hubSnap struct {
 	c              Counters
 	rss            int64
 	region, summar time.Duration
+	// links counts the hubs' and regions' leafnode link ends by
+	// compression (Counters.Compression).
+	links map[string]int
 }
 
 func (t *Tree) hubSnap(tb testing.TB) hubSnap {
 	tb.Helper()
-	s := hubSnap{at: time.Now()}
+	s := hubSnap{at: time.Now(), links: map[string]int{}}
+	count := func(c Counters) {
+		for level, n := range c.Compression {
+			s.links[level] += n
+		}
+	}
 	for _, h := range t.Hubs {
 		c := h.Counters(tb)
+		count(c)
 		u, err := ProcUsage(h.Pid())
 		if err != nil {
 			tb.Fatal(err)
@@ -386,7 +395,9 @@ func (t *Tree) hubSnap(tb testing.TB) hubSnap {
 		s.c.InMsgs, s.c.InBytes, s.c.CPU, s.rss = s.c.InMsgs+c.InMsgs, s.c.InBytes+c.InBytes, s.c.CPU+c.CPU, s.rss+u.RSS
 	}
 	for _, r := range t.Regions {
-		s.region += r.Counters(tb).CPU
+		c := r.Counters(tb)
+		count(c)
+		s.region += c.CPU
 	}
 	for _, p := range t.Summarizers {
 		u, err := ProcUsage(p.Pid())
@@ -440,6 +451,9 @@ type ModeChange struct {
 	// Publish to window later, or a quarter of it after Applied if later.
 	Cost HubCost
 	Load string
+	// Compression counts the hubs' and regions' leafnode link ends by the
+	// compression they ran at the end of the change (Counters.Compression).
+	Compression map[string]int
 }
 
 // ModeChange makes one change after settle, a change every instance
@@ -455,8 +469,11 @@ func (t *Tree) ModeChange(tb testing.TB, settle, window time.Duration) ModeChang
 	c.Applied = t.awaitApplied(tb, t.ver, t0, time.Minute+time.Duration(c.Instances)*time.Millisecond)
 	end := t0.Add(max(window, c.Applied+window/4))
 	time.Sleep(time.Until(end)) // the rest of the measurement window
-	c.Cost = s0.to(t.hubSnap(tb))
+	s1 := t.hubSnap(tb)
+	c.Cost = s0.to(s1)
 	c.Load = LoadAverage()
+	c.Compression = s1.links
+	tb.Logf("v%d applied at the hub in %s; leaf link ends by compression %v (load %s)", t.ver, c.Applied.Round(time.Millisecond), c.Compression, c.Load)
 	return c
 }
 

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
+
 	"github.com/cuecast/cuecast/internal/scalesim"
 )
 
@@ -236,7 +238,9 @@ func TestScaleModesSoak(t *testing.T) {
 					t.Logf("%s at %d: rest window %d: hub CPU %.1f ms, %.1f msgs a heartbeat (load %s)", mode.name, row.Instances, i+1, float64(r.CPU)/1e6, r.InMsgs, scalesim.LoadAverage())
 				}
 				for range changes {
-					row.Changes = append(row.Changes, tr.ModeChange(t, max(hb/10, 200*time.Millisecond), max(hb, 2*time.Second)))
+					c := tr.ModeChange(t, max(hb/10, 200*time.Millisecond), max(hb, 2*time.Second))
+					checkLinkCompression(t, c.Compression, regions)
+					row.Changes = append(row.Changes, c)
 				}
 				if busy != nil {
 					busy.Stop()
@@ -266,6 +270,25 @@ func TestScaleModesSoak(t *testing.T) {
 	}
 	if su.Instances >= pi.Instances && su.Rest.InMsgs*2 > pi.Rest.InMsgs {
 		t.Errorf("at rest the hub receives %.1f messages per heartbeat from %d summarised instances, %.1f from %d reporting each: want under half", su.Rest.InMsgs, su.Instances, pi.Rest.InMsgs, pi.Instances)
+	}
+}
+
+// checkLinkCompression checks that a change counted every leafnode link
+// end of the hub and the regions (both ends of each region's links, so an
+// even number, at least two a region) at a level nats-server names.
+func checkLinkCompression(t *testing.T, byLevel map[string]int, regions int) {
+	t.Helper()
+	n := 0
+	for level, k := range byLevel {
+		switch level {
+		case server.CompressionOff, server.CompressionS2Uncompressed, server.CompressionS2Fast, server.CompressionS2Better, server.CompressionS2Best:
+		default:
+			t.Errorf("leaf link ends by compression %v: %q is not a level nats-server runs a link at", byLevel, level)
+		}
+		n += k
+	}
+	if n < 2*regions || n%2 != 0 {
+		t.Errorf("leaf link ends by compression %v: %d ends, want an even number, at least %d for %d regions", byLevel, n, 2*regions, regions)
 	}
 }
 

@@ -62,6 +62,12 @@ type Counters struct {
 	// Linux keeps in nanoseconds where /proc/<pid>/stat has 10 ms ticks:
 	// a hub's cost per change is a few ticks.
 	CPU time.Duration
+	// Compression counts this server's leafnode links by the compression
+	// each runs now. The generated configs leave it to nats-server's
+	// s2_auto, which picks a costlier level as a link's round trip grows
+	// past 10, 50 and 100 ms: on one saturated box, loopback links can
+	// end up at s2_best, and their CPU is then part of what is measured.
+	Compression map[string]int `json:",omitempty"`
 }
 
 func serverMain(conf, log string, in io.Reader, out io.Writer) int {
@@ -135,6 +141,10 @@ func counters(s *server.Server) (Counters, error) {
 	for _, li := range l.Leafs {
 		c.LeafInMsgs += li.InMsgs
 		c.LeafOutMsgs += li.OutMsgs
+		if c.Compression == nil {
+			c.Compression = map[string]int{}
+		}
+		c.Compression[li.Compression]++
 	}
 	return c, nil
 }
