@@ -34,3 +34,7 @@ func SummariesBuilt(s *Summarizer) int {
 	defer s.mu.Unlock()
 	return s.built
 }
+
+// Expire is l.expire: it forgets the expired reports and returns how many
+// instances' own reports are live.
+func (l *LiveReports) Expire(now time.Time) int { return l.expire(now) }

@@ -114,6 +114,39 @@ func TestLiveReportsExpire(t *testing.T) {
 	}
 }
 
+// TestLiveReportsExpireSkipsOnlyWhatCannotHaveExpired: expire scans only
+// once the oldest arrival it keeps may be past the TTL, so every way an
+// instance's report arrives must lower that bound: a report seeded with an
+// old time, or an expected one, after a skipped scan still expires on time.
+func TestLiveReportsExpireSkipsOnlyWhatCannotHaveExpired(t *testing.T) {
+	t0 := time.Date(2026, 12, 5, 17, 0, 0, 0, time.UTC)
+	l := distributor.NewLiveReports(cfg, time.Minute)
+	l.Add("web-1", reportJSON("web-1", 1, t0), t0)
+	for _, step := range []struct {
+		name string
+		do   func()
+		at   time.Time
+		want int
+	}{
+		{"nothing past the TTL", func() {}, t0.Add(30 * time.Second), 1},
+		{"a report seeded as 50 s old", func() {
+			l.Seed([]cuecast.Report{{Instance: "web-2", Config: cfg, Version: 1, At: t0.Add(-20 * time.Second)}}, t0.Add(30*time.Second))
+		}, t0.Add(35 * time.Second), 2},
+		{"the seeded one expired, web-1 not yet", func() {}, t0.Add(45 * time.Second), 1},
+		{"an instance expected and never heard", func() { l.Expect([]string{"web-3"}, t0.Add(50*time.Second)) }, t0.Add(55 * time.Second), 2},
+		{"web-1's heartbeat", func() { l.Add("web-1", reportJSON("web-1", 1, t0.Add(58*time.Second)), t0.Add(58*time.Second)) }, t0.Add(65 * time.Second), 2},
+		{"web-3 expired", func() {}, t0.Add(111 * time.Second), 1},
+		{"web-1 expired", func() {}, t0.Add(119 * time.Second), 0},
+		{"a report after all expired", func() { l.Add("web-4", reportJSON("web-4", 1, t0.Add(120*time.Second)), t0.Add(120*time.Second)) }, t0.Add(121 * time.Second), 1},
+		{"and it expires in turn", func() {}, t0.Add(181 * time.Second), 0},
+	} {
+		step.do()
+		if got := l.Expire(step.at); got != step.want {
+			t.Errorf("%s: expire at +%s: %d live, want %d", step.name, step.at.Sub(t0), got, step.want)
+		}
+	}
+}
+
 // TestWatchReports: the first reports come from the stream, later ones as
 // messages, and reports sent while the connection was down from the read
 // after it came back.
