@@ -362,6 +362,10 @@ type HubCost struct {
 	// end (/proc/<pid>/status).
 	CPU time.Duration
 	RSS int64
+	// GCs is how many collections the hub ran in the window (fractional
+	// when scaled), GCCPU what the runtime estimates they cost, part of CPU.
+	GCs   float64
+	GCCPU time.Duration
 	// RegionCPU and SummarizerCPU are summed over the regions (the
 	// summarizers' from /proc/<pid>/stat, in 10 ms ticks).
 	RegionCPU, SummarizerCPU time.Duration
@@ -393,6 +397,7 @@ func (t *Tree) hubSnap(tb testing.TB) hubSnap {
 			tb.Fatal(err)
 		}
 		s.c.InMsgs, s.c.InBytes, s.c.CPU, s.rss = s.c.InMsgs+c.InMsgs, s.c.InBytes+c.InBytes, s.c.CPU+c.CPU, s.rss+u.RSS
+		s.c.GCs, s.c.GCCPU = s.c.GCs+c.GCs, s.c.GCCPU+c.GCCPU
 	}
 	for _, r := range t.Regions {
 		c := r.Counters(tb)
@@ -411,14 +416,36 @@ func (t *Tree) hubSnap(tb testing.TB) hubSnap {
 
 func (a hubSnap) to(b hubSnap) HubCost {
 	return HubCost{Window: b.at.Sub(a.at), InMsgs: float64(b.c.InMsgs - a.c.InMsgs), InBytes: float64(b.c.InBytes - a.c.InBytes), CPU: b.c.CPU - a.c.CPU,
-		RSS: b.rss, RegionCPU: b.region - a.region, SummarizerCPU: b.summar - a.summar}
+		RSS: b.rss, RegionCPU: b.region - a.region, SummarizerCPU: b.summar - a.summar,
+		GCs: float64(b.c.GCs - a.c.GCs), GCCPU: b.c.GCCPU - a.c.GCCPU}
 }
 
 // scale is c over a window of d at c's rate.
 func (c HubCost) scale(d time.Duration) HubCost {
 	f := float64(d) / float64(c.Window)
 	return HubCost{Window: d, InMsgs: c.InMsgs * f, InBytes: c.InBytes * f, CPU: time.Duration(float64(c.CPU) * f),
-		RSS: c.RSS, RegionCPU: time.Duration(float64(c.RegionCPU) * f), SummarizerCPU: time.Duration(float64(c.SummarizerCPU) * f)}
+		RSS: c.RSS, RegionCPU: time.Duration(float64(c.RegionCPU) * f), SummarizerCPU: time.Duration(float64(c.SummarizerCPU) * f),
+		GCs: c.GCs * f, GCCPU: time.Duration(float64(c.GCCPU) * f)}
+}
+
+// MeanCost is the mean of windows of one length, as if measured over
+// their sum (RSS is the last window's): one rest figure from several
+// windows, since the hub's CPU at rest drifts by a tenth between windows
+// of four heartbeats.
+func MeanCost(windows []HubCost) HubCost {
+	if len(windows) == 0 {
+		return HubCost{}
+	}
+	var m HubCost
+	for _, c := range windows {
+		m.InMsgs, m.InBytes, m.GCs = m.InMsgs+c.InMsgs, m.InBytes+c.InBytes, m.GCs+c.GCs
+		m.CPU, m.GCCPU, m.RegionCPU, m.SummarizerCPU = m.CPU+c.CPU, m.GCCPU+c.GCCPU, m.RegionCPU+c.RegionCPU, m.SummarizerCPU+c.SummarizerCPU
+	}
+	n := float64(len(windows))
+	last := windows[len(windows)-1]
+	return HubCost{Window: last.Window, InMsgs: m.InMsgs / n, InBytes: m.InBytes / n, GCs: m.GCs / n, RSS: last.RSS,
+		CPU: time.Duration(float64(m.CPU) / n), GCCPU: time.Duration(float64(m.GCCPU) / n),
+		RegionCPU: time.Duration(float64(m.RegionCPU) / n), SummarizerCPU: time.Duration(float64(m.SummarizerCPU) / n)}
 }
 
 // HubHeap is the hub servers' live heap summed, each after a collection

@@ -182,8 +182,9 @@ func TestScaleSoak(t *testing.T) {
 // CUECAST_MODES_CHANGES changes per size (default 3) and
 // CUECAST_MODES_HEARTBEAT (default 15s); CUECAST_MODES_OUT, when set,
 // gets the rows as JSON. CUECAST_MODES_SETTLE is the wait after the tree
-// starts (default 2 heartbeats), CUECAST_MODES_RESTS the rest windows at
-// each size (default 1; the others are logged only), and
+// starts (default 2 heartbeats), CUECAST_MODES_RESTS the rest windows of
+// four heartbeats at each size (default 1; the row has their mean, each
+// is logged), and
 // CUECAST_MODES_IDLE=1 measures without keeping the box busy
 // (scalesim.StartBusy).
 func TestScaleModesSoak(t *testing.T) {
@@ -232,11 +233,15 @@ func TestScaleModesSoak(t *testing.T) {
 				if os.Getenv("CUECAST_MODES_IDLE") == "" {
 					busy = scalesim.StartBusy(t)
 				}
-				row := scalesim.ModeRow{Mode: mode.name, Instances: tr.ReporterInstances(), Regions: regions, Heartbeat: hb, Rest: tr.Rest(t, 4*hb)}
-				for i := 1; i < rests; i++ { // more windows, logged only (CUECAST_MODES_RESTS)
+				row := scalesim.ModeRow{Mode: mode.name, Instances: tr.ReporterInstances(), Regions: regions, Heartbeat: hb}
+				var windows []scalesim.HubCost // the row's rest is their mean (CUECAST_MODES_RESTS)
+				for i := range max(rests, 1) {
 					r := tr.Rest(t, 4*hb)
-					t.Logf("%s at %d: rest window %d: hub CPU %.1f ms, %.1f msgs a heartbeat (load %s)", mode.name, row.Instances, i+1, float64(r.CPU)/1e6, r.InMsgs, scalesim.LoadAverage())
+					windows = append(windows, r)
+					t.Logf("%s at %d: rest window %d: hub CPU %.1f ms (collections %.2f, %.1f ms), %.1f msgs a heartbeat (load %s)",
+						mode.name, row.Instances, i+1, float64(r.CPU)/1e6, r.GCs, float64(r.GCCPU)/1e6, r.InMsgs, scalesim.LoadAverage())
 				}
+				row.Rest = scalesim.MeanCost(windows)
 				for range changes {
 					c := tr.ModeChange(t, max(hb/10, 200*time.Millisecond), max(hb, 2*time.Second))
 					checkLinkCompression(t, c.Compression, regions)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/metrics"
 	"strconv"
 	"strings"
 	"syscall"
@@ -68,6 +69,12 @@ type Counters struct {
 	// past 10, 50 and 100 ms: on one saturated box, loopback links can
 	// end up at s2_best, and their CPU is then part of what is measured.
 	Compression map[string]int `json:",omitempty"`
+	// GCs and GCCPU are the server process's completed collections and
+	// the CPU the runtime estimates it spent collecting
+	// (runtime/metrics): a process at rest is collected at least every
+	// two minutes, so a short window holds one such collection or none.
+	GCs   uint64
+	GCCPU time.Duration
 }
 
 func serverMain(conf, log string, in io.Reader, out io.Writer) int {
@@ -136,8 +143,10 @@ func counters(s *server.Server) (Counters, error) {
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return Counters{}, fmt.Errorf("getrusage: %w", err)
 	}
+	gc := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}, {Name: "/cpu/classes/gc/total:cpu-seconds"}}
+	metrics.Read(gc)
 	c := Counters{InMsgs: v.InMsgs, OutMsgs: v.OutMsgs, InBytes: v.InBytes, OutBytes: v.OutBytes, Connections: v.Connections,
-		CPU: time.Duration(ru.Utime.Nano() + ru.Stime.Nano())}
+		CPU: time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), GCs: gc[0].Value.Uint64(), GCCPU: time.Duration(gc[1].Value.Float64() * float64(time.Second))}
 	for _, li := range l.Leafs {
 		c.LeafInMsgs += li.InMsgs
 		c.LeafOutMsgs += li.OutMsgs

@@ -117,3 +117,31 @@ func TestParseIntervals(t *testing.T) {
 		t.Errorf("intervals() = %q, want %q", got, want)
 	}
 }
+
+// TestMeanCost: the mean of rest windows is what one window as long as
+// them all would have measured, scaled back to one; the resident set is
+// the last window's, since it is a level, not a count.
+func TestMeanCost(t *testing.T) {
+	hb := 15 * time.Second
+	for _, tc := range []struct {
+		name    string
+		windows []HubCost
+		want    HubCost
+	}{
+		{"none", nil, HubCost{}},
+		{"one", []HubCost{{Window: hb, InMsgs: 4, InBytes: 3500, CPU: 60 * time.Millisecond, RSS: 7, GCs: 0.25}},
+			HubCost{Window: hb, InMsgs: 4, InBytes: 3500, CPU: 60 * time.Millisecond, RSS: 7, GCs: 0.25}},
+		{"three", []HubCost{
+			{Window: hb, InMsgs: 4, InBytes: 3000, CPU: 60 * time.Millisecond, GCCPU: time.Millisecond, RSS: 9, GCs: 0.25, RegionCPU: time.Second, SummarizerCPU: 300 * time.Millisecond},
+			{Window: hb, InMsgs: 5, InBytes: 4000, CPU: 72 * time.Millisecond, RSS: 8, RegionCPU: 2 * time.Second},
+			{Window: hb, InMsgs: 3, InBytes: 3500, CPU: 48 * time.Millisecond, GCCPU: 2 * time.Millisecond, RSS: 7, GCs: 0.5, SummarizerCPU: 600 * time.Millisecond},
+		}, HubCost{Window: hb, InMsgs: 4, InBytes: 3500, CPU: 60 * time.Millisecond, GCCPU: time.Millisecond, RSS: 7, GCs: 0.25,
+			RegionCPU: time.Second, SummarizerCPU: 300 * time.Millisecond}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := MeanCost(tc.windows); got != tc.want {
+				t.Errorf("MeanCost:\n got %+v\nwant %+v", got, tc.want)
+			}
+		})
+	}
+}
