@@ -313,27 +313,21 @@ func (l *LiveReports) expire(now time.Time) int {
 	if !l.oldest.IsZero() && !l.oldest.Before(cutoff) {
 		return len(l.byInst)
 	}
-	var oldest time.Time
-	keep := func(at time.Time) bool {
-		if at.Before(cutoff) {
-			return false
-		}
-		if oldest.IsZero() || at.Before(oldest) {
-			oldest = at
-		}
-		return true
-	}
+	l.oldest = time.Time{} // lowered again to the oldest kept
 	for id, s := range l.byInst {
-		if !keep(s.at) {
+		if s.at.Before(cutoff) {
 			delete(l.byInst, id)
+		} else {
+			l.arrived(s.at)
 		}
 	}
 	for region, s := range l.byRegion {
-		if !keep(s.at) {
+		if s.at.Before(cutoff) {
 			delete(l.byRegion, region)
+		} else {
+			l.arrived(s.at)
 		}
 	}
-	l.oldest = oldest
 	return len(l.byInst)
 }
 

@@ -422,30 +422,27 @@ func (a hubSnap) to(b hubSnap) HubCost {
 
 // scale is c over a window of d at c's rate.
 func (c HubCost) scale(d time.Duration) HubCost {
-	f := float64(d) / float64(c.Window)
-	return HubCost{Window: d, InMsgs: c.InMsgs * f, InBytes: c.InBytes * f, CPU: time.Duration(float64(c.CPU) * f),
-		RSS: c.RSS, RegionCPU: time.Duration(float64(c.RegionCPU) * f), SummarizerCPU: time.Duration(float64(c.SummarizerCPU) * f),
-		GCs: c.GCs * f, GCCPU: time.Duration(float64(c.GCCPU) * f)}
+	at := func(x float64) float64 { return x * float64(d) / float64(c.Window) }
+	dur := func(x time.Duration) time.Duration { return time.Duration(at(float64(x))) }
+	return HubCost{Window: d, InMsgs: at(c.InMsgs), InBytes: at(c.InBytes), CPU: dur(c.CPU), RSS: c.RSS,
+		RegionCPU: dur(c.RegionCPU), SummarizerCPU: dur(c.SummarizerCPU), GCs: at(c.GCs), GCCPU: dur(c.GCCPU)}
 }
 
-// MeanCost is the mean of windows of one length, as if measured over
-// their sum (RSS is the last window's): one rest figure from several
-// windows, since the hub's CPU at rest drifts by a tenth between windows
-// of four heartbeats.
+// MeanCost is windows measured as one window over their sum, scaled back
+// to the first's length (RSS is the last window's, a level, not a count):
+// one rest figure from several windows, since the hub's CPU at rest
+// drifts by a tenth between windows of four heartbeats.
 func MeanCost(windows []HubCost) HubCost {
 	if len(windows) == 0 {
 		return HubCost{}
 	}
-	var m HubCost
+	var sum HubCost
 	for _, c := range windows {
-		m.InMsgs, m.InBytes, m.GCs = m.InMsgs+c.InMsgs, m.InBytes+c.InBytes, m.GCs+c.GCs
-		m.CPU, m.GCCPU, m.RegionCPU, m.SummarizerCPU = m.CPU+c.CPU, m.GCCPU+c.GCCPU, m.RegionCPU+c.RegionCPU, m.SummarizerCPU+c.SummarizerCPU
+		sum = HubCost{Window: sum.Window + c.Window, InMsgs: sum.InMsgs + c.InMsgs, InBytes: sum.InBytes + c.InBytes,
+			CPU: sum.CPU + c.CPU, RSS: c.RSS, RegionCPU: sum.RegionCPU + c.RegionCPU, SummarizerCPU: sum.SummarizerCPU + c.SummarizerCPU,
+			GCs: sum.GCs + c.GCs, GCCPU: sum.GCCPU + c.GCCPU}
 	}
-	n := float64(len(windows))
-	last := windows[len(windows)-1]
-	return HubCost{Window: last.Window, InMsgs: m.InMsgs / n, InBytes: m.InBytes / n, GCs: m.GCs / n, RSS: last.RSS,
-		CPU: time.Duration(float64(m.CPU) / n), GCCPU: time.Duration(float64(m.GCCPU) / n),
-		RegionCPU: time.Duration(float64(m.RegionCPU) / n), SummarizerCPU: time.Duration(float64(m.SummarizerCPU) / n)}
+	return sum.scale(windows[0].Window)
 }
 
 // HubHeap is the hub servers' live heap summed, each after a collection
