@@ -20,8 +20,9 @@ func TestMain(m *testing.M) {
 	// runtime sleeps a second before each one exits (its atexit_sleep_ms
 	// default) unless GORACE says otherwise: over a hundred seconds of
 	// sleep in this package. Races are still reported as they happen.
+	// The shadow threshold is make test's too (see the Makefile).
 	if os.Getenv("GORACE") == "" {
-		os.Setenv("GORACE", "atexit_sleep_ms=0")
+		os.Setenv("GORACE", "atexit_sleep_ms=0 clear_shadow_mmap_threshold=67108864")
 	}
 	testscript.Main(m, map[string]func(){
 		"cuecast": func() { os.Exit(cli.System(context.Background())) },
