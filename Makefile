@@ -38,13 +38,13 @@ TESTFLAGS ?= -race
 #
 # clear_shadow_mmap_threshold: the race runtime clears the shadow of a new
 # allocation over 64 KiB by mapping fresh pages over it, which the next
-# access faults back in, page by page, with a TLB shootdown on every core.
-# A new zlib writer (1 MiB of deflate state: go-git makes one whenever its
-# pool is empty, which under -race is often, since sync.Pool then drops a
-# quarter of what it is given) cost 15 ms that way and 0.9 ms when the
-# runtime writes the zeros itself; 90 of make test's 830 CPU-s went on
-# go-git's commits in the tests. It changes how the shadow is cleared, not
-# what the detector sees.
+# access faults back in, page by page, each with a TLB shootdown to the
+# other cores. A new zlib writer (1 MiB of deflate state: go-git makes one
+# whenever its pool is empty, which under -race is often, since sync.Pool
+# then drops a quarter of what it is given) cost 15 ms that way and 0.9 ms
+# when the runtime writes the zeros itself; 90 of the ~830 CPU-s of
+# go test -race ./... went on go-git's commits in the tests. It changes how
+# the shadow is cleared, not what the detector sees.
 GORACE ?= atexit_sleep_ms=0 clear_shadow_mmap_threshold=67108864
 
 # deploy/kubernetes is its own module (the Kubernetes API types stay out of the
