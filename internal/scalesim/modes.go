@@ -187,7 +187,8 @@ func (t *Tree) awaitApplied(tb testing.TB, v uint64, t0 time.Time, timeout time.
 // reporters is a report generator's state: its instances' names, buckets,
 // and what each has applied.
 type reporters struct {
-	nc      *nats.Conn
+	// publish sends a report: the generator's connection's Publish.
+	publish func(subject string, data []byte) error
 	hb      time.Duration
 	names   []string
 	buckets []int
@@ -222,7 +223,7 @@ func reportersMain(in io.Reader, out io.Writer) int {
 		return fail(err)
 	}
 	defer nc.Close()
-	g := &reporters{nc: nc, hb: hb, versions: make([]uint64, n), sums: make([]string, n), applied: make([]time.Time, n)}
+	g := &reporters{publish: nc.Publish, hb: hb, versions: make([]uint64, n), sums: make([]string, n), applied: make([]time.Time, n)}
 	for i := range n {
 		name := fmt.Sprintf("%s-%06d", os.Getenv(prefixEnv), i)
 		g.names = append(g.names, name)
@@ -303,11 +304,16 @@ func (g *reporters) apply(ctx context.Context, v uint64, sum string, at time.Tim
 			case <-time.After(wait):
 			}
 		}
-		g.mu.Lock()
-		g.versions[d.i], g.sums[d.i], g.applied[d.i] = v, sum, at
-		g.mu.Unlock()
-		g.send(d.i)
+		g.set(d.i, v, sum, at)
 	}
+}
+
+// set moves instance i to v, applied at at, and sends its report.
+func (g *reporters) set(i int, v uint64, sum string, at time.Time) {
+	g.mu.Lock()
+	g.versions[i], g.sums[i], g.applied[i] = v, sum, at
+	g.mu.Unlock()
+	g.send(i)
 }
 
 // beat sends every instance's report once a heartbeat, a tenth of a
@@ -333,18 +339,24 @@ func (g *reporters) beat(ctx context.Context) {
 	}
 }
 
-// send sends instance i's report, if it has applied a version.
+// send sends instance i's report, if it has applied a version. It holds
+// g.mu until the report is published: the heartbeat and apply send the
+// same instances at once, a summarizer keeps the last message on an
+// instance's subject, and a heartbeat's report on the old version that
+// left after apply's on the new one had the instance read as on the old
+// version until its next heartbeat. A client sends its reports from one
+// goroutine (client.Watcher), so they leave in order too.
 func (g *reporters) send(i int) {
 	g.mu.Lock()
+	defer g.mu.Unlock()
 	v, sum, applied := g.versions[i], g.sums[i], g.applied[i]
-	g.mu.Unlock()
 	if v == 0 {
 		return
 	}
 	b, err := json.Marshal(cuecast.Report{Instance: g.names[i], Cohort: g.buckets[i], Config: Config, Version: v, Checksum: sum,
 		Healthy: true, AppliedAt: applied.UTC(), At: time.Now().UTC()})
 	if err == nil {
-		err = g.nc.Publish(cuecast.ReportSubject(Config, g.names[i]), b)
+		err = g.publish(cuecast.ReportSubject(Config, g.names[i]), b)
 	}
 	if err != nil && err != nats.ErrConnectionClosed {
 		fmt.Fprintln(os.Stderr, "scalesim reporters: report:", err)

@@ -1,10 +1,14 @@
 package scalesim
 
 import (
+	"encoding/json"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/cuecast/cuecast"
 
 	"github.com/cuecast/cuecast/internal/natsconf"
 )
@@ -143,5 +147,53 @@ func TestMeanCost(t *testing.T) {
 				t.Errorf("MeanCost:\n got %+v\nwant %+v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestReportsLeaveInStateOrder: the heartbeat and apply send reports of the
+// same instances at once, and a summarizer keeps the last message on an
+// instance's subject, so an instance's reports must leave in the order of
+// its state. Before, send read the state and published it after letting go
+// of the lock: a heartbeat that had read v1 could publish after apply's
+// report on v2, and the instance then read as on v1 until its next
+// heartbeat (on D, changes at 50,000 and 100,000 waited a 5 s heartbeat
+// for one or two instances). Here the heartbeat's publish of v1 waits for
+// apply's report on v2 (up to a bound it reaches only when apply cannot
+// run meanwhile); the last report published must be on v2.
+func TestReportsLeaveInStateOrder(t *testing.T) {
+	var mu sync.Mutex
+	var sent []uint64 // instance 1's reports' versions, in the order published
+	inBeat, applied := make(chan struct{}), make(chan struct{})
+	g := &reporters{hb: time.Second, names: []string{"r-0", "r-1"}, buckets: []int{0, 0},
+		versions: []uint64{0, 1}, sums: []string{"", "sum1"}, applied: []time.Time{{}, time.Now()}}
+	g.publish = func(subject string, data []byte) error {
+		var r cuecast.Report
+		if err := json.Unmarshal(data, &r); err != nil {
+			return err
+		}
+		if r.Version == 1 {
+			close(inBeat)
+			select {
+			case <-applied:
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+		mu.Lock()
+		sent = append(sent, r.Version)
+		mu.Unlock()
+		if r.Version == 2 {
+			close(applied)
+		}
+		return nil
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { g.send(1) }) // the heartbeat's report, on v1
+	<-inBeat
+	wg.Go(func() { g.set(1, 2, "sum2", time.Now()) }) // apply moves instance 1 to v2 and reports it
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(sent) != 2 || sent[len(sent)-1] != 2 {
+		t.Errorf("instance 1's reports left on versions %v: want the one on v2 last", sent)
 	}
 }
