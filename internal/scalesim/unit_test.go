@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/cuecast/cuecast"
-
 	"github.com/cuecast/cuecast/internal/natsconf"
 )
 
