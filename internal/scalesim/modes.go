@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -521,7 +522,10 @@ type ModeRow struct {
 	Regions   int
 	Heartbeat time.Duration
 	Rest      HubCost
-	Changes   []ModeChange
+	// RestWindows are the windows Rest is the mean of, each scaled to a
+	// heartbeat (RestTrend fits a line through them).
+	RestWindows []HubCost
+	Changes     []ModeChange
 	// HubHeap is the hub's live heap after its changes, after a
 	// collection (Tree.HubHeap): its memory net of the collector's pacing.
 	HubHeap int64
@@ -547,6 +551,63 @@ func (r ModeRow) AppliedP50() time.Duration {
 		v = append(v, c.Applied)
 	}
 	return simfleet.Percentile(v, 0.5)
+}
+
+// Trend is a least-squares line through a mode's rest windows: the hub's
+// CPU at rest per heartbeat against the instances behind it, read at the
+// smallest and the largest size the mode ran.
+type Trend struct {
+	Windows     int
+	Low, High   int           // instances
+	AtLow       time.Duration // the line's value at Low
+	AtHigh      time.Duration // and at High
+	ChangeError time.Duration // the standard error of AtHigh - AtLow
+}
+
+// RestTrend fits the hub's CPU at rest against fleet size over every rest
+// window of mode's rows, so that "flat" is read against the windows' own
+// scatter rather than from one mean a size: on a 2-core box one size's
+// windows spread by a tenth or more, and sizes by as much. ok is false
+// with fewer than three windows or a single size.
+func RestTrend(rows []ModeRow, mode string) (tr Trend, ok bool) {
+	var xs, ys []float64
+	for _, r := range rows {
+		if r.Mode != mode {
+			continue
+		}
+		for _, w := range r.RestWindows {
+			xs, ys = append(xs, float64(r.Instances)), append(ys, float64(w.CPU))
+		}
+	}
+	if len(xs) < 3 {
+		return Trend{}, false
+	}
+	n := float64(len(xs))
+	var mx, my float64
+	for i := range xs {
+		mx, my = mx+xs[i]/n, my+ys[i]/n
+	}
+	var sxx, sxy float64
+	for i := range xs {
+		sxx += (xs[i] - mx) * (xs[i] - mx)
+		sxy += (xs[i] - mx) * (ys[i] - my)
+	}
+	if sxx == 0 {
+		return Trend{}, false
+	}
+	slope := sxy / sxx
+	var rss float64
+	for i := range xs {
+		d := ys[i] - (my + slope*(xs[i]-mx))
+		rss += d * d
+	}
+	lo, hi := slices.Min(xs), slices.Max(xs)
+	return Trend{
+		Windows: len(xs), Low: int(lo), High: int(hi),
+		AtLow:       time.Duration(my + slope*(lo-mx)),
+		AtHigh:      time.Duration(my + slope*(hi-mx)),
+		ChangeError: time.Duration(math.Sqrt(rss/(n-2)/sxx) * (hi - lo)),
+	}, true
 }
 
 // ModesTable is rows as a Markdown table: per mode and fleet size, the

@@ -241,7 +241,7 @@ func TestScaleModesSoak(t *testing.T) {
 					t.Logf("%s at %d: rest window %d: hub CPU %.1f ms (collections %.2f, %.1f ms), %.1f msgs a heartbeat (load %s)",
 						mode.name, row.Instances, i+1, float64(r.CPU)/1e6, r.GCs, float64(r.GCCPU)/1e6, r.InMsgs, scalesim.LoadAverage())
 				}
-				row.Rest = scalesim.MeanCost(windows)
+				row.Rest, row.RestWindows = scalesim.MeanCost(windows), windows
 				for range changes {
 					c := tr.ModeChange(t, max(hb/10, 200*time.Millisecond), max(hb, 2*time.Second))
 					checkLinkCompression(t, c.Compression, regions)
@@ -260,6 +260,12 @@ func TestScaleModesSoak(t *testing.T) {
 		})
 	}
 	t.Logf("heartbeat %s, %d regions:\n%s", hb, regions, scalesim.ModesTable(rows))
+	for _, mode := range []string{"per-instance", "summary"} {
+		if tr, ok := scalesim.RestTrend(rows, mode); ok {
+			t.Logf("%s: the hub's CPU at rest, a line through its %d rest windows: %.1f ms a heartbeat at %d instances, %.1f ms at %d (%+.1f ± %.1f ms, one standard error)",
+				mode, tr.Windows, float64(tr.AtLow)/1e6, tr.Low, float64(tr.AtHigh)/1e6, tr.High, float64(tr.AtHigh-tr.AtLow)/1e6, float64(tr.ChangeError)/1e6)
+		}
+	}
 	// The hub's intake at rest at the largest size both modes ran: every
 	// instance's heartbeat with per-instance reports, a summary per region
 	// with summaries.

@@ -149,6 +149,47 @@ func TestMeanCost(t *testing.T) {
 	}
 }
 
+// TestRestTrend: the line through a mode's rest windows, read at its
+// smallest and largest size, with the standard error of the difference;
+// no line from fewer than three windows or from one size, and the other
+// mode's windows left out.
+func TestRestTrend(t *testing.T) {
+	row := func(mode string, instances int, cpuMs ...float64) ModeRow {
+		r := ModeRow{Mode: mode, Instances: instances}
+		for _, c := range cpuMs {
+			r.RestWindows = append(r.RestWindows, HubCost{CPU: time.Duration(c * 1e6)})
+		}
+		return r
+	}
+	for _, tc := range []struct {
+		name string
+		rows []ModeRow
+		want Trend
+		ok   bool
+	}{
+		{"flat with scatter", []ModeRow{row("summary", 1000, 20, 22), row("summary", 100000, 21, 21)},
+			// residuals 1, 1, 0, 0 (ms): sqrt(2/2 / (4 × 49,500²)) × 99,000 = 1 ms
+			Trend{Windows: 4, Low: 1000, High: 100000, AtLow: 21 * time.Millisecond, AtHigh: 21 * time.Millisecond, ChangeError: time.Millisecond}, true},
+		{"a straight line", []ModeRow{row("summary", 1000, 20), row("summary", 50500, 25), row("summary", 100000, 30)},
+			Trend{Windows: 3, Low: 1000, High: 100000, AtLow: 20 * time.Millisecond, AtHigh: 30 * time.Millisecond}, true},
+		{"the other mode left out", []ModeRow{row("per-instance", 1000, 150, 160), row("summary", 1000, 20, 22), row("per-instance", 10000, 600), row("summary", 100000, 21, 21)},
+			Trend{Windows: 4, Low: 1000, High: 100000, AtLow: 21 * time.Millisecond, AtHigh: 21 * time.Millisecond, ChangeError: time.Millisecond}, true},
+		{"two windows", []ModeRow{row("summary", 1000, 20), row("summary", 10000, 25)}, Trend{}, false},
+		{"one size", []ModeRow{row("summary", 1000, 20, 21, 22)}, Trend{}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := RestTrend(tc.rows, "summary")
+			round := func(tr Trend) Trend {
+				tr.AtLow, tr.AtHigh, tr.ChangeError = tr.AtLow.Round(time.Microsecond), tr.AtHigh.Round(time.Microsecond), tr.ChangeError.Round(time.Microsecond)
+				return tr
+			}
+			if ok != tc.ok || round(got) != tc.want {
+				t.Errorf("RestTrend = %+v, %v; want %+v, %v", got, ok, tc.want, tc.ok)
+			}
+		})
+	}
+}
+
 // TestReportsLeaveInStateOrder: the heartbeat and apply send reports of the
 // same instances at once, and a summarizer keeps the last message on an
 // instance's subject, so an instance's reports must leave in the order of
