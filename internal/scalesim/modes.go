@@ -579,7 +579,8 @@ func RestTrend(rows []ModeRow, mode string) (tr Trend, ok bool) {
 			xs, ys = append(xs, float64(r.Instances)), append(ys, float64(w.CPU))
 		}
 	}
-	if len(xs) < 3 {
+	lo, hi := slices.Min(xs), slices.Max(xs)
+	if len(xs) < 3 || lo == hi {
 		return Trend{}, false
 	}
 	n := float64(len(xs))
@@ -592,16 +593,12 @@ func RestTrend(rows []ModeRow, mode string) (tr Trend, ok bool) {
 		sxx += (xs[i] - mx) * (xs[i] - mx)
 		sxy += (xs[i] - mx) * (ys[i] - my)
 	}
-	if sxx == 0 {
-		return Trend{}, false
-	}
 	slope := sxy / sxx
 	var rss float64
 	for i := range xs {
 		d := ys[i] - (my + slope*(xs[i]-mx))
 		rss += d * d
 	}
-	lo, hi := slices.Min(xs), slices.Max(xs)
 	return Trend{
 		Windows: len(xs), Low: int(lo), High: int(hi),
 		AtLow:       time.Duration(my + slope*(lo-mx)),

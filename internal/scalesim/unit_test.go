@@ -176,6 +176,8 @@ func TestRestTrend(t *testing.T) {
 			Trend{Windows: 4, Low: 1000, High: 100000, AtLow: 21 * time.Millisecond, AtHigh: 21 * time.Millisecond, ChangeError: time.Millisecond}, true},
 		{"two windows", []ModeRow{row("summary", 1000, 20), row("summary", 10000, 25)}, Trend{}, false},
 		{"one size", []ModeRow{row("summary", 1000, 20, 21, 22)}, Trend{}, false},
+		// twelve means of 1,000/12 do not sum back to 1,000 exactly
+		{"one size, twelve windows", []ModeRow{row("summary", 1000, 18, 28, 23, 25, 22, 19, 19, 16, 20, 20, 24, 24)}, Trend{}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, ok := RestTrend(tc.rows, "summary")
