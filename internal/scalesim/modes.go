@@ -579,8 +579,11 @@ func RestTrend(rows []ModeRow, mode string) (tr Trend, ok bool) {
 			xs, ys = append(xs, float64(r.Instances)), append(ys, float64(w.CPU))
 		}
 	}
+	if len(xs) < 3 {
+		return Trend{}, false
+	}
 	lo, hi := slices.Min(xs), slices.Max(xs)
-	if len(xs) < 3 || lo == hi {
+	if lo == hi {
 		return Trend{}, false
 	}
 	n := float64(len(xs))

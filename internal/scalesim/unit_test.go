@@ -174,6 +174,7 @@ func TestRestTrend(t *testing.T) {
 			Trend{Windows: 3, Low: 1000, High: 100000, AtLow: 20 * time.Millisecond, AtHigh: 30 * time.Millisecond}, true},
 		{"the other mode left out", []ModeRow{row("per-instance", 1000, 150, 160), row("summary", 1000, 20, 22), row("per-instance", 10000, 600), row("summary", 100000, 21, 21)},
 			Trend{Windows: 4, Low: 1000, High: 100000, AtLow: 21 * time.Millisecond, AtHigh: 21 * time.Millisecond, ChangeError: time.Millisecond}, true},
+		{"no windows of the mode", []ModeRow{row("per-instance", 1000, 150, 160), row("per-instance", 10000, 600)}, Trend{}, false},
 		{"two windows", []ModeRow{row("summary", 1000, 20), row("summary", 10000, 25)}, Trend{}, false},
 		{"one size", []ModeRow{row("summary", 1000, 20, 21, 22)}, Trend{}, false},
 		// twelve means of 1,000/12 do not sum back to 1,000 exactly
