@@ -172,7 +172,9 @@ func TestScaleSoak(t *testing.T) {
 // heartbeat at rest and per change, the hub's CPU and resident set, and
 // the time from the commit (Publish) to the hub's view, the one `status
 // --wait` reads, having every instance on the new version. Each row is
-// logged, and the table at the end (docs/SCALING.md, "Calibration").
+// logged, and the table at the end (docs/SCALING.md, "Calibration"), with a
+// line through each mode's rest windows (scalesim.RestTrend) when it ran
+// three or more over two sizes or more.
 //
 // Without CUECAST_SOAK it runs small (2 regions, 40 then 80 instances,
 // heartbeat 500 ms, one change), for `make test`; with it,
