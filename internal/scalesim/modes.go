@@ -589,8 +589,9 @@ func RestTrend(rows []ModeRow, mode string) (tr Trend, ok bool) {
 	n := float64(len(xs))
 	var mx, my float64
 	for i := range xs {
-		mx, my = mx+xs[i]/n, my+ys[i]/n
+		mx, my = mx+xs[i], my+ys[i]
 	}
+	mx, my = mx/n, my/n
 	var sxx, sxy float64
 	for i := range xs {
 		sxx += (xs[i] - mx) * (xs[i] - mx)
