@@ -276,6 +276,9 @@ func serveRun(c *cobra.Command, env *Env, opts *ServeOptions) error {
 	if err := emb.mirrors(ctx, p.NC, opts.Namespaces); err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
+	// The lines below tell people and supervisors where to go: the
+	// operations server answers before they are written.
+	p.OpenHTTP()
 	log.Info("serving", "nats", p.ClientURL(), "repo", opts.Repo, "branch", opts.Branch, "data", opts.Data, "public_key", p.PublicKey)
 	fmt.Fprintf(env.IO.ErrOut, "cuecast serve: NATS at %s; signing with %s; services trust the keys in %s (--trusted-keys-file; 'cuecast keys --data %s' prints them)\n",
 		p.ClientURL(), p.PublicKey, trustFile, opts.Data)

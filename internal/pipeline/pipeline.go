@@ -122,9 +122,10 @@ type Pipeline struct {
 	Metrics *metrics.Metrics
 	Web     *web.Server
 	httpLn  net.Listener
-	// front answers on httpLn from the start (web.Front); Run opens it to
-	// Web. frontStop and frontDone end it in Close.
+	// front answers on httpLn from the start (web.Front); OpenHTTP (or
+	// Run) opens it to Web. frontStop and frontDone end it in Close.
 	front     *web.Front
+	frontOpen sync.Once
 	frontStop context.CancelFunc
 	frontDone chan struct{}
 	log       *slog.Logger
@@ -348,10 +349,20 @@ func (p *Pipeline) ClientURL() string {
 	return natsserver.ClientURL(p.Server)
 }
 
+// OpenHTTP hands every request to the operations server from now on;
+// until then it answers 503 "not ready: starting". A caller that says
+// where the dashboard is (serve) opens it first, so that whoever reads
+// the address and asks at once is answered; Run opens it if no one has.
+func (p *Pipeline) OpenHTTP() {
+	if p.Web != nil {
+		p.frontOpen.Do(func() { p.front.Open(p.Web) })
+	}
+}
+
 // Run follows the branch until ctx is cancelled.
 func (p *Pipeline) Run(ctx context.Context) error {
 	if p.Web != nil {
-		p.front.Open(p.Web)
+		p.OpenHTTP()
 		// The first fleet sample before the tailer starts: the metrics learn
 		// which commits were rejected before this process.
 		p.Web.Sample(ctx)
