@@ -27,6 +27,7 @@ import (
 // believes neither: it returns leaf-1's real instances, and says leaf-2
 // did not answer.
 func TestDetailAnswerBoundToItsRegion(t *testing.T) {
+	t.Parallel()
 	tr := natstest.StartTree(t, natstest.TreeOptions{Leaves: 2, Namespaces: []string{"payments"}, Regions: true})
 	const hb = 500 * time.Millisecond
 	d := newDistOn(t, tr.Hub.Connect(t, natsconf.DistributorUser), distributor.Options{Heartbeat: hb})
@@ -88,6 +89,7 @@ func TestDetailAnswerBoundToItsRegion(t *testing.T) {
 // --fleet counts a blast radius by, returned the reports it got with no
 // error, so either took part of a region for the whole of it.
 func TestDetailSaysWhatARegionLeftOut(t *testing.T) {
+	t.Parallel()
 	tr := natstest.StartTree(t, natstest.TreeOptions{Leaves: 1, Namespaces: []string{"payments"}, Regions: true})
 	const hb = 500 * time.Millisecond
 	d := newDistOn(t, tr.Hub.Connect(t, natsconf.DistributorUser), distributor.Options{Heartbeat: hb})

@@ -18,6 +18,7 @@ import (
 // batch's count (4,097 small messages) and more than one batch's bytes (24
 // messages of 900 KB), interleaved with messages on other subjects.
 func TestDirectStreamEachContinues(t *testing.T) {
+	t.Parallel()
 	s := natstest.Start(t)
 	nc := s.Connect(t)
 	js := natstest.JetStream(t, nc)
@@ -92,6 +93,7 @@ func TestDirectStreamEachContinues(t *testing.T) {
 // path segment (a subject wildcard, a dot) is refused, never read as a
 // wider filter.
 func TestNamespaceReportsRejectsBadNamespace(t *testing.T) {
+	t.Parallel()
 	d, _ := newDist(t, distributor.Options{})
 	for _, ns := range []string{"", "*", ">", "pay.ments", "Pay"} {
 		if _, err := d.NamespaceReports(t.Context(), ns); !errors.Is(err, cuecast.ErrInvalidPath) {

@@ -65,6 +65,7 @@ func mustPublish(t *testing.T, d *distributor.Distributor, n uint64, b []byte) c
 }
 
 func TestPublish(t *testing.T) {
+	t.Parallel()
 	d, _ := newDist(t, distributor.Options{})
 	ctx := t.Context()
 	if _, err := d.Latest(ctx, cfg); !errors.Is(err, cuecast.ErrNotFound) {
@@ -118,6 +119,7 @@ func TestPublish(t *testing.T) {
 // TestConcurrentPublish: of many writers of the same version number, exactly
 // one wins; the others get ErrConflict (or nil when they wrote the same).
 func TestConcurrentPublish(t *testing.T) {
+	t.Parallel()
 	d, _ := newDist(t, distributor.Options{})
 	mustPublish(t, d, 1, content(1))
 	const writers = 8
@@ -150,6 +152,7 @@ func TestConcurrentPublish(t *testing.T) {
 }
 
 func TestRetention(t *testing.T) {
+	t.Parallel()
 	d, nc := newDist(t, distributor.Options{Retain: 3})
 	ctx := t.Context()
 	big := bytes.Repeat([]byte("x"), distributor.ChunkThreshold+10)
@@ -232,6 +235,7 @@ func lastSeq(t *testing.T, nc *nats.Conn) uint64 {
 }
 
 func TestDeployAndPointers(t *testing.T) {
+	t.Parallel()
 	d, nc := newDist(t, distributor.Options{})
 	ctx := t.Context()
 	if _, err := d.Pointer(ctx, cfg, 3); !errors.Is(err, cuecast.ErrNotFound) {
@@ -291,6 +295,7 @@ func TestDeployAndPointers(t *testing.T) {
 
 // TestSetPointersConflict: a stale compare-and-swap loses.
 func TestSetPointersErrors(t *testing.T) {
+	t.Parallel()
 	d, _ := newDist(t, distributor.Options{})
 	ctx := t.Context()
 	mustPublish(t, d, 1, content(1))
@@ -316,6 +321,7 @@ func TestSetPointersErrors(t *testing.T) {
 }
 
 func TestConfigs(t *testing.T) {
+	t.Parallel()
 	d, _ := newDist(t, distributor.Options{})
 	ctx := t.Context()
 	for _, p := range []cuecast.ConfigPath{"search/ranking", "payments/checkout", "payments/fraud/rules"} {
@@ -343,6 +349,7 @@ func publishReport(t *testing.T, nc *nats.Conn, r cuecast.Report) {
 }
 
 func TestReportsAndStatus(t *testing.T) {
+	t.Parallel()
 	d, nc := newDist(t, distributor.Options{StragglerAfter: time.Nanosecond})
 	ctx := t.Context()
 	mustPublish(t, d, 1, content(1))
@@ -404,6 +411,7 @@ func TestReportsAndStatus(t *testing.T) {
 }
 
 func TestSigning(t *testing.T) {
+	t.Parallel()
 	kp, err := nkeys.CreateAccount()
 	if err != nil {
 		t.Fatal(err)
@@ -456,6 +464,7 @@ func verify(pub string, data []byte, sig string) error {
 }
 
 func TestLoadOrCreateKey(t *testing.T) {
+	t.Parallel()
 	path := t.TempDir() + "/keys/signing.nk"
 	kp, created, err := distributor.LoadOrCreateKey(path)
 	if err != nil || !created {
@@ -487,6 +496,7 @@ func TestLoadOrCreateKey(t *testing.T) {
 // TestTwoWriters: a second Distributor moving the pointers is never
 // overwritten by stale knowledge of the first.
 func TestTwoWriters(t *testing.T) {
+	t.Parallel()
 	_, d1, d2 := twoDistributors(t, distributor.Options{Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
 	ctx := t.Context()
 	v1 := mustPublish(t, d1, 1, content(1))
@@ -522,6 +532,7 @@ func TestTwoWriters(t *testing.T) {
 // TestPublishStaleCache: a Distributor whose idea of the latest version is
 // stale (another process published since) still publishes correctly.
 func TestPublishStaleCache(t *testing.T) {
+	t.Parallel()
 	_, d1, d2 := twoDistributors(t, distributor.Options{Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
 	mustPublish(t, d1, 1, content(1))
 	mustPublish(t, d2, 2, content(2)) // d1 still believes 1 is the latest
@@ -558,6 +569,7 @@ func TestPublishStaleCache(t *testing.T) {
 // the latest) or rolled back to; a larger one, or any with inlining off,
 // is named only.
 func TestInlinePointers(t *testing.T) {
+	t.Parallel()
 	small, large := content(1), bytes.Repeat([]byte("x"), 300)
 	large[0], large[len(large)-1] = '"', '"'
 	tests := []struct {
@@ -621,6 +633,7 @@ func TestInlinePointers(t *testing.T) {
 // bucket runs is the newer of the two, and writes are skipped only when that
 // already says the same.
 func TestAllBucketsPointer(t *testing.T) {
+	t.Parallel()
 	d, nc := newDist(t, distributor.Options{})
 	ctx := t.Context()
 	v1, v2 := mustPublish(t, d, 1, content(1)), mustPublish(t, d, 2, content(2))
@@ -720,6 +733,7 @@ func instanceIn(t *testing.T, b int) string {
 // ever named would otherwise keep one); an instance can be named again
 // afterwards, by this distributor and by a fresh one.
 func TestAllBucketsPointerDropsInstancePointers(t *testing.T) {
+	t.Parallel()
 	d, nc := newDist(t, distributor.Options{})
 	ctx := t.Context()
 	must := func(err error) {
@@ -784,6 +798,7 @@ func TestAllBucketsPointerDropsInstancePointers(t *testing.T) {
 // pointers that subscribers rank below older ones (they follow the highest
 // revision, docs/PROTOCOL.md §5).
 func TestRevisionsRiseAcrossWriters(t *testing.T) {
+	t.Parallel()
 	s := natstest.Start(t)
 	ctx := t.Context()
 	log := slog.New(slog.NewTextHandler(t.Output(), nil))
@@ -856,6 +871,7 @@ func TestRevisionsRiseAcrossWriters(t *testing.T) {
 // (idempotently, as every serve start adds its key), retiring removes one
 // but never the last.
 func TestTrustedKeysFile(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "data", distributor.TrustedKeysFile)
 	pub := func() string {
 		kp, err := nkeys.CreateAccount()
@@ -907,6 +923,7 @@ func TestTrustedKeysFile(t *testing.T) {
 // still adds its key on start (docs/OPERATIONS.md, "Keys"); a client given
 // the same file refuses to start (client/integration: TestOptionsValidate).
 func TestTrustedKeysFileEmpty(t *testing.T) {
+	t.Parallel()
 	kp, err := nkeys.CreateAccount()
 	if err != nil {
 		t.Fatal(err)
@@ -934,6 +951,7 @@ func TestTrustedKeysFileEmpty(t *testing.T) {
 // on). Only a pointer signed for its subject with a newer revision moves
 // the cache now.
 func TestForgedRepublishLeavesCacheAlone(t *testing.T) {
+	t.Parallel()
 	s := natstest.Start(t)
 	ctx := t.Context()
 	kp, err := nkeys.CreateAccount()

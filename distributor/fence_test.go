@@ -50,6 +50,7 @@ func twoDistributors(t *testing.T, o distributor.Options) (s *natstest.Server, d
 // sent is stored, and the writer holding the fence publishes the next
 // version as usual. The stale writer cannot take the fence back either.
 func TestFenceRefusesStaleWriter(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	_, old, cur := twoWriters(t, distributor.Options{Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
 	mustPublish(t, old, 1, content(1))
@@ -92,6 +93,7 @@ func TestFenceRefusesStaleWriter(t *testing.T) {
 // stored may change, and the instance must go on to the fence holder's
 // next version without ever running v1 again.
 func TestFenceRefusesStalePointerWrites(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	key, err := nkeys.CreateAccount()
 	if err != nil {

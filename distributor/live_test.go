@@ -25,6 +25,7 @@ func reportJSON(inst string, v uint64, at time.Time) []byte {
 // (Seed) and as a message (Add), in either order; the newer by At stays,
 // except that a message always replaces a message (they arrive in order).
 func TestLiveReportsKeepsTheNewer(t *testing.T) {
+	t.Parallel()
 	t0 := time.Date(2026, 11, 30, 1, 0, 0, 0, time.UTC)
 	older, newer := t0, t0.Add(time.Second)
 	type step struct {
@@ -66,6 +67,7 @@ func TestLiveReportsKeepsTheNewer(t *testing.T) {
 // read from the stream counts as arrived at its own At, so it expires when
 // the stream drops it.
 func TestLiveReportsExpire(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 11, 30, 1, 0, 0, 0, time.UTC)
 	l := distributor.NewLiveReports(cfg, time.Minute)
 	l.Seed([]cuecast.Report{
@@ -119,6 +121,7 @@ func TestLiveReportsExpire(t *testing.T) {
 // instance's report arrives must lower that bound: a report seeded with an
 // old time, or an expected one, after a skipped scan still expires on time.
 func TestLiveReportsExpireSkipsOnlyWhatCannotHaveExpired(t *testing.T) {
+	t.Parallel()
 	t0 := time.Date(2026, 12, 5, 17, 0, 0, 0, time.UTC)
 	l := distributor.NewLiveReports(cfg, time.Minute)
 	l.Add("web-1", reportJSON("web-1", 1, t0), t0)
@@ -151,6 +154,7 @@ func TestLiveReportsExpireSkipsOnlyWhatCannotHaveExpired(t *testing.T) {
 // messages, and reports sent while the connection was down from the read
 // after it came back.
 func TestWatchReports(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	s := natstest.Start(t)
 	nc := s.Connect(t)
@@ -211,6 +215,7 @@ func TestWatchReports(t *testing.T) {
 // rollout controller waits for an unheard cohort member, and one that stayed
 // unheard would hold its rollouts up for good.
 func TestReceivedReportIsNeverUnheard(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 11, 30, 1, 0, 0, 0, time.UTC)
 	l := distributor.NewLiveReports(cfg, time.Minute)
 	l.Expect([]string{"expected", "no-at", "sentinel-at", "seeded"}, now)

@@ -25,6 +25,7 @@ import (
 // TestSoakFaults/external's silent stalls, which it was not), and the next
 // Deploy finds every bucket written.
 func TestDeployReturnsWhenAPointerWriteAckIsLost(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Start(t)
 	link := natstest.StartLink(t, strings.TrimPrefix(srv.ClientURL(), "nats://"))
 	nc, err := nats.Connect("nats://"+link.Addr(), nats.Timeout(5*time.Second),
@@ -64,6 +65,7 @@ func TestDeployReturnsWhenAPointerWriteAckIsLost(t *testing.T) {
 // now gives up after 10 s with an error, and once the way back
 // flows again the next Deploy finds every bucket written.
 func TestDeployReturnsWhenPointerWriteAcksAreHeld(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Start(t)
 	link := natstest.StartLink(t, strings.TrimPrefix(srv.ClientURL(), "nats://"))
 	nc, err := nats.Connect("nats://"+link.Addr(), nats.Timeout(5*time.Second))

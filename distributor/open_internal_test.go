@@ -10,6 +10,7 @@ import (
 // does not manage refuses what the distributor could call on it with
 // ErrReadOnly, instead of panicking on its nil embedded Stream.
 func TestOpenedIsReadOnly(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	var s readOnlyStream
 	if _, err := s.Info(ctx); !errors.Is(err, ErrReadOnly) {

@@ -11,6 +11,7 @@ import (
 // subject; a body that names others is dropped with the reason the metric
 // counts.
 func TestDecodeReport(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, subject, body, reason string
 	}{

@@ -147,6 +147,7 @@ func testReportsWhileInstancesReport(t *testing.T) {
 // metrics. The CLI called a version out of retention drift and the
 // dashboard did not; the CLI missed a version newer than the latest.
 func TestDriftOneRule(t *testing.T) {
+	t.Parallel()
 	sums := map[uint64]string{2: "aaa", 3: "bbb"}
 	for _, c := range []struct {
 		name string
@@ -174,6 +175,7 @@ func TestDriftOneRule(t *testing.T) {
 // called it drift, the dashboard did not); one on a retained version with
 // other content, or on a version newer than the latest, is.
 func TestDriftOfRetention(t *testing.T) {
+	t.Parallel()
 	retained := []cuecast.Version{{Version: 4, Checksum: "ddd"}, {Version: 3, Checksum: "ccc"}} // v1 and v2 removed
 	for _, c := range []struct {
 		name    string
@@ -202,6 +204,7 @@ func TestDriftOfRetention(t *testing.T) {
 // labels contradict runs another variant's content, and is drift; one
 // whose labels agree, or that declares no such dimension, is not.
 func TestDriftPerVariant(t *testing.T) {
+	t.Parallel()
 	const prodEU = cuecast.ConfigPath("payments/checkout/env=prod/region=eu")
 	retained := []cuecast.Version{{Config: prodEU, Version: 2, Checksum: "eu2"}}
 	reports := []cuecast.Report{
@@ -227,6 +230,7 @@ func TestDriftPerVariant(t *testing.T) {
 // TestCoverageOfNoInstanceIsNotOne: a config nobody runs is not "fully
 // covered"; it read 1.
 func TestCoverageOfNoInstanceIsNotOne(t *testing.T) {
+	t.Parallel()
 	st := distributor.Summarize(cuecast.Version{Config: "a/b", Version: 1}, time.Now(), nil, nil, 0, time.Second, time.Now())
 	if st.Coverage != 0 || st.Instances != 0 {
 		t.Errorf("coverage %v with %d instances, want 0", st.Coverage, st.Instances)

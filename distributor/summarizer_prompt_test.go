@@ -22,6 +22,7 @@ import (
 // so the rate stays bounded (`status --wait`, the rollout controller and
 // the dashboard see the completed state an interval sooner: docs/SCALING.md).
 func TestSummarizerSendsTheCompletingSummaryAtOnce(t *testing.T) {
+	t.Parallel()
 	const hb, interval = time.Minute, time.Second
 	nc, sums, s := summarizerOnce(t, hb, interval)
 	t0 := time.Now()
@@ -109,6 +110,7 @@ func TestSummarizerSendsTheCompletingSummaryAtOnce(t *testing.T) {
 // apart (15 in 16 heartbeats here), which the scale harness
 // counted as at-rest intake varying from one window to the next.
 func TestSummarizerResendsOnceAHeartbeatAtRest(t *testing.T) {
+	t.Parallel()
 	const hb, interval = 15 * time.Second, time.Second
 	nc, sums, s := summarizerOnce(t, hb, interval)
 	t0 := time.Now()
@@ -173,6 +175,7 @@ func TestSummarizerResendsOnceAHeartbeatAtRest(t *testing.T) {
 // or the heartbeat's resend is due, and what it sends is unchanged: the
 // resend once a heartbeat, an expiry and a change each at the next tick.
 func TestSummarizerAtRestBuildsOnceAHeartbeat(t *testing.T) {
+	t.Parallel()
 	const hb, interval = 10 * time.Second, time.Second
 	nc, sums, s := summarizerOnce(t, hb, interval)
 	t0 := time.Now()

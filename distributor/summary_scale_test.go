@@ -95,6 +95,7 @@ func hubCounts(t *testing.T, s *server.Server) hubIn {
 // 500 instances, heartbeat 500ms; CUECAST_SOAK=1 with CUECAST_SIM_REGIONS and
 // CUECAST_SIM_PER_REGION (default 10 × 10,000: 100,000 instances).
 func TestSummariesFlatAtTheHub(t *testing.T) {
+	t.Parallel()
 	regions := soakInt(t, "CUECAST_SIM_REGIONS", 2, 10)
 	per := soakInt(t, "CUECAST_SIM_PER_REGION", 500, 10_000)
 	hb := 500 * time.Millisecond // the short form measures little: it checks the ratio
@@ -231,6 +232,7 @@ func startSummarizer(t *testing.T, srv *natstest.TreeServer, hb time.Duration) {
 // process, and 5,000 clients reporting every second did not fit in it on a
 // shared 2-core machine (BENCHMARKS.md, "Scale").
 func TestReconnectStormOnSummarisedTree(t *testing.T) {
+	t.Parallel()
 	n := soakInt(t, "CUECAST_STORM_INSTANCES", 100, 5000)
 	hb := time.Second
 	if os.Getenv("CUECAST_SOAK") != "" {

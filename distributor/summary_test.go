@@ -40,6 +40,7 @@ func fleetReports(prefix string, n int) []cuecast.Report {
 }
 
 func TestSummaryCountsWhatReportsCount(t *testing.T) {
+	t.Parallel()
 	rs := fleetReports("web", 300)
 	sum := distributor.BuildSummary("eu-west", cfg, rs, time.Now())
 	data, err := json.Marshal(sum)
@@ -75,6 +76,7 @@ func TestSummaryCountsWhatReportsCount(t *testing.T) {
 }
 
 func TestDecodeSummaryRefusesWhatItCannotBelieve(t *testing.T) {
+	t.Parallel()
 	good := distributor.BuildSummary("eu-west", cfg, fleetReports("web", 20), time.Now())
 	edit := func(f func(*distributor.Summary)) []byte {
 		s := good
@@ -200,6 +202,7 @@ func startRegion(t *testing.T, srv *natstest.TreeServer, hb time.Duration, rs []
 // instance report, counts the fleet from them, drills down to instance
 // detail, and shows a region that stops summarising as unknown.
 func TestSummarisedTree(t *testing.T) {
+	t.Parallel()
 	tr := natstest.StartTree(t, natstest.TreeOptions{Leaves: 2, Namespaces: []string{"payments"}, Regions: true})
 	const hb = 500 * time.Millisecond
 	d := newDistOn(t, tr.Hub.Connect(t, natsconf.DistributorUser), distributor.Options{Heartbeat: hb})
@@ -279,6 +282,7 @@ func TestSummarisedTree(t *testing.T) {
 // 10,000 by 40 % in the scale harness (BENCHMARKS.md, Scale, "Both
 // modes").
 func TestSummarySizeDoesNotDependOnTheFleet(t *testing.T) {
+	t.Parallel()
 	sum := func(v uint64) string { return fmt.Sprintf("%064x", v) } // a checksum's length
 	at := time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC)
 	rnd := rand.New(rand.NewPCG(1, 2)) // the same fleet every run
@@ -325,6 +329,7 @@ func TestSummarySizeDoesNotDependOnTheFleet(t *testing.T) {
 // instance in it; every other bucket's report is named GroupName, which
 // no instance can be.
 func TestSummaryNamesItsSampledInstances(t *testing.T) {
+	t.Parallel()
 	rs := fleetReports("web", 400)
 	s := distributor.BuildSummary("eu-west", cfg, rs, time.Now())
 	sampled := map[string]bool{}
@@ -367,6 +372,7 @@ func TestSummaryNamesItsSampledInstances(t *testing.T) {
 // label sets the keys of most values are left out of the groups, but a
 // variant dimension stays: drift on it is still seen.
 func TestSummaryBoundsLabelSets(t *testing.T) {
+	t.Parallel()
 	const prod = cuecast.ConfigPath("payments/checkout/env=prod")
 	fleet := func(n, hosts int) []cuecast.Report {
 		var rs []cuecast.Report

@@ -9,6 +9,7 @@ import (
 )
 
 func TestConfig(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name   string
 		cfg    tailer.Config

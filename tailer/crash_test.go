@@ -114,6 +114,7 @@ func crashChild() int {
 // commit the history says, and that the latest content is what HEAD
 // compiles to. CUECAST_SOAK=1 runs the full 20 kills over 500 commits.
 func TestCrash(t *testing.T) {
+	t.Parallel()
 	trials, commits, configs := 3, 60, 8
 	if os.Getenv("CUECAST_SOAK") == "1" {
 		trials, commits, configs = 20, 500, 20

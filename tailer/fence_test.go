@@ -24,6 +24,7 @@ import (
 // of its versions can land before the rest (that is
 // TestFencedBetweenVersionsOfOneCommit).
 func TestRunStopsWhenFenced(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	r := e.repo
 	first := r.CommitFiles("initial", baseRepo())
@@ -70,6 +71,7 @@ func TestRunStopsWhenFenced(t *testing.T) {
 // publishes the rest of that commit and takes the two versions already
 // stored as they are, publishing neither again.
 func TestFencedBetweenVersionsOfOneCommit(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	first := e.repo.CommitFiles("initial", baseRepo())
 	if err := e.dist.ClaimFence(e.ctx, 1, "stale"); err != nil {

@@ -15,6 +15,7 @@ import (
 // after a restart the reserved number may be published again only with the
 // same commit and checksum, and lower numbers never.
 func TestHighWaterSurvivesRestartAndTornWrite(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "highwater.default.jsonl")
 	h, err := openHighWater(path)
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 // over file://, over smart HTTP served by the real `git http-backend`, and
 // over SSH with the real `git upload-pack`.
 func TestRemote(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		url  func(t *testing.T, bare string) (string, transport.AuthMethod)
@@ -99,6 +100,7 @@ func gitHTTPBackend(t *testing.T, bare string) string {
 // TestRemoteAuth: a remote behind HTTP basic auth needs Config.Auth; without
 // it, or with a wrong password, New fails with ErrAuth.
 func TestRemoteAuth(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.repo.CommitFiles("initial", baseRepo())
 	bare := e.repo.Bare()

@@ -27,6 +27,7 @@ func sshGitServer(t *testing.T, bare string) (string, transport.AuthMethod) {
 
 // TestSSHWrongKey: a key the server does not accept is ErrAuth.
 func TestSSHWrongKey(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.repo.CommitFiles("initial", baseRepo())
 	url, _ := sshGitServer(t, e.repo.Bare())
@@ -42,6 +43,7 @@ func TestSSHWrongKey(t *testing.T) {
 // (unknown, or listed with another key: someone in between) is ErrHostKey,
 // not an authentication failure, and nothing is fetched.
 func TestSSHHostKeyNotKnown(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.repo.CommitFiles("initial", baseRepo())
 	srv := gittest.ServeSSH(t, e.repo.Bare(), nil)

@@ -183,6 +183,7 @@ func wantSummary(t *testing.T, got, want tailer.Summary) {
 // TestPoll walks one repository through every kind of commit and checks the
 // versions each produces.
 func TestPoll(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	r := e.repo
 	c1 := r.CommitFiles("initial configs", baseRepo())
@@ -269,6 +270,7 @@ func TestPoll(t *testing.T) {
 // TestRejected: a commit that does not compile publishes nothing and is
 // recorded; the next good commit publishes what both changed.
 func TestRejected(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name  string
 		files map[string]string
@@ -336,6 +338,7 @@ func TestRejected(t *testing.T) {
 // TestRestart: a new tailer over the same NATS store (server restarted too)
 // resumes after the cursor without publishing anything twice.
 func TestRestart(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	r := e.repo
 	c1 := r.CommitFiles("initial", baseRepo())
@@ -360,6 +363,7 @@ func TestRestart(t *testing.T) {
 // follows the repository's branch (go-git found no branch there: the
 // worktree's .git is a file and its branches are in the main .git).
 func TestFollowsLinkedWorktree(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	r := e.repo
 	c1 := r.CommitFiles("initial", baseRepo())
@@ -374,6 +378,7 @@ func TestFollowsLinkedWorktree(t *testing.T) {
 
 // TestStartAt backfills from a given commit on an empty store.
 func TestStartAt(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	r := e.repo
 	r.CommitFiles("initial", baseRepo())
@@ -389,6 +394,7 @@ func TestStartAt(t *testing.T) {
 // TestMerge: a merge commit is diffed against its first parent and the side
 // branch's commits are not processed on their own.
 func TestMerge(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	r := e.repo
 	c1, tl := e.basePublished()
@@ -473,6 +479,7 @@ func (e *env) twoPublished() (c1, c2 string, tl *tailer.Tailer) {
 
 // TestRewrite: a force push halts publishing until AcceptRewrite.
 func TestRewrite(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	r := e.repo
 	c1, c2, tl := e.twoPublished()
@@ -529,6 +536,7 @@ func TestRewrite(t *testing.T) {
 
 // TestNewErrors: what a user who mistyped a flag sees.
 func TestNewErrors(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	c1 := e.repo.CommitFiles("initial", baseRepo())
 	other := gittest.New(t)
@@ -569,6 +577,7 @@ func TestNewErrors(t *testing.T) {
 // TestFreshCompileAgrees: what the tailer published equals a compile of HEAD
 // from disk.
 func TestFreshCompileAgrees(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	r := e.repo
 	r.CommitFiles("initial", baseRepo())
@@ -614,6 +623,7 @@ func checkAgainstHead(t *testing.T, ctx context.Context, dir string, d *distribu
 // TestRunWake: Run polls at once when woken (the interval here is an hour)
 // and returns nil when its context ends.
 func TestRunWake(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	r := e.repo
 	// Versions are RePublished on core subjects: wait for them there.
@@ -661,6 +671,7 @@ func nextVersion(t testing.TB, sub *nats.Subscription, want uint64) cuecast.Vers
 // passed over quietly; deleting the module later is rejected, not a mass
 // tombstoning.
 func TestNoModuleYet(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	r := e.repo
 	r.CommitFiles("README only", map[string]string{"README.md": "# configs\n"})
@@ -678,6 +689,7 @@ func TestNoModuleYet(t *testing.T) {
 // attribution; a commit that adds an import the old index cannot know about
 // must not let a later library change leak into its version.
 func TestCoalescedRun(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	r := e.repo
 	c1, tl := e.basePublished()
@@ -734,6 +746,7 @@ func TestCoalescedRun(t *testing.T) {
 // again an ancestor of the tip) ends the halt by itself, as OPERATIONS.md
 // says; the commits after the cursor are then published.
 func TestRewriteUndoneClearsHalt(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	r := e.repo
 	c1, c2, tl := e.twoPublished()
@@ -768,6 +781,7 @@ func TestRewriteUndoneClearsHalt(t *testing.T) {
 // directory is part of that config: changing it publishes a version
 // (issue 16).
 func TestEmbeddedFileChange(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	r := e.repo
 	files := baseRepo()
@@ -804,6 +818,7 @@ func (p *failingPublisher) Publish(ctx context.Context, v cuecast.Version, conte
 // stage's send). Poll now returns the publish error, and the next poll
 // publishes the commits.
 func TestPollReturnsWhenAPublishFailsMidRun(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.repo.CommitFiles("initial", baseRepo())
 	pub := &failingPublisher{Publisher: e.dist}
@@ -838,6 +853,7 @@ func TestPollReturnsWhenAPublishFailsMidRun(t *testing.T) {
 // no cursor is stored, and the log does not say "commit processed", which
 // operators and cuecast_tailer_commits_total read as progress.
 func TestCommitNotProcessedUntilItsCursorIsStored(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.repo.CommitFiles("initial", baseRepo())
 	var logs bytes.Buffer

@@ -32,6 +32,7 @@ func itoa(n int) string { return string(rune('0' + n)) }
 // version of that variant only, and a config that stops using a dimension
 // tombstones the variants it had.
 func TestVariants(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	r := e.repo
 	c1 := r.CommitFiles("initial configs", variantRepo(1))

@@ -26,6 +26,7 @@ func sign(secret, body string) string {
 }
 
 func TestWebhookHandler(t *testing.T) {
+	t.Parallel()
 	const secret = "s3cret"
 	push := `{"ref":"refs/heads/main","after":"abc"}`
 	tests := []struct {
@@ -92,6 +93,7 @@ func (c *countingReader) Read(p []byte) (int, error) {
 // nothing, and a push declaring a large body are answered without reading
 // the body (it used to be read up to 25 MiB before the signature check).
 func TestWebhookRejectsBeforeReading(t *testing.T) {
+	t.Parallel()
 	big := strings.Repeat("x", 8<<20)
 	for _, tc := range []struct {
 		name, event, sig string
@@ -135,6 +137,7 @@ func TestWebhookRejectsBeforeReading(t *testing.T) {
 // TestWebhookRefusesReplay: a signed delivery sent again (same delivery ID,
 // or the same signed body under a new ID) wakes nothing.
 func TestWebhookRefusesReplay(t *testing.T) {
+	t.Parallel()
 	w := &countingWaker{}
 	h := tailer.WebhookHandler("s3cret", w)
 	send := func(delivery, body string) int {
@@ -172,6 +175,7 @@ func TestWebhookRefusesReplay(t *testing.T) {
 // configured on this serve), not with a complaint about the sender's
 // signature, and wakes nothing.
 func TestWebhookWithoutSecretSaysSo(t *testing.T) {
+	t.Parallel()
 	const push = `{"ref":"refs/heads/main"}`
 	for _, sig := range []string{sign("s3cret", push), ""} {
 		w := &countingWaker{}

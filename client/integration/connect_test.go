@@ -128,6 +128,7 @@ func (s *loginServer) accepted(n int) (total, open int) {
 // logins cost the service a file descriptor each, and the server a client
 // that never reads, until the garbage collector closed them.
 func TestConnectOptionsCloseAbandonedHandshakes(t *testing.T) {
+	t.Parallel()
 	// The garbage collector closes a socket nobody holds, some time later;
 	// the test asks whether the client does, so it keeps it out of the way.
 	defer debug.SetGCPercent(debug.SetGCPercent(-1))
@@ -158,6 +159,7 @@ func TestConnectOptionsCloseAbandonedHandshakes(t *testing.T) {
 // nats.go's own 2 s bound on dial and handshake together gave up on every
 // such login and made it again, lengthening the queue.
 func TestConnectOptionsWaitForASlowLogin(t *testing.T) {
+	t.Parallel()
 	srv := startLoginServer(t, 3*time.Second)
 	nc, err := nats.Connect(srv.url(), client.ConnectOptions()...)
 	if err != nil {
@@ -177,6 +179,7 @@ func TestConnectOptionsWaitForASlowLogin(t *testing.T) {
 // may serve several connections; each gets its own dialer, so one's
 // reconnect does not close the other's socket.
 func TestConnectOptionsReusedForTwoConnections(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Start(t)
 	opts := client.ConnectOptions()
 	nc1, err := nats.Connect(srv.ClientURL(), opts...)

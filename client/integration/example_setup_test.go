@@ -16,6 +16,7 @@ const exampleConfig, exampleContent = "payments/checkout", `{"limit":250,"curren
 // could not be copied), and client/'s, which godoc shows and which cannot
 // run there, is the one run here.
 func TestExampleIsCopyable(t *testing.T) {
+	t.Parallel()
 	natstest.ExamplesCopyable(t, "example_test.go", "../example_test.go")
 	natstest.SameExample(t, "../example_test.go", "example_test.go", "type Checkout struct")
 }

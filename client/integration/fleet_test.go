@@ -18,6 +18,7 @@ import (
 // on shared connections and checks that every one applies each version and
 // that status counts them all.
 func TestFleetConverges(t *testing.T) {
+	t.Parallel()
 	n, conns := 1000, 20
 	if testing.Short() {
 		n, conns = 200, 10
@@ -104,6 +105,7 @@ func TestFleetConverges(t *testing.T) {
 // TestFootprint: client imports only the root package, nats.go (with what
 // nats.go itself needs) and the standard library, and so do its tests.
 func TestFootprint(t *testing.T) {
+	t.Parallel()
 	list := func(args ...string) []string {
 		out, err := exec.Command("go", append([]string{"list"}, args...)...).Output()
 		if err != nil {

@@ -13,6 +13,7 @@ import (
 )
 
 func TestKeyring(t *testing.T) {
+	t.Parallel()
 	trusted, _ := nkeys.CreateAccount()
 	other, _ := nkeys.CreateAccount()
 	pub, _ := trusted.PublicKey()

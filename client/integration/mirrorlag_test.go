@@ -20,6 +20,7 @@ import (
 // too large to travel inline must then be read again once the mirror has
 // caught up: not taken for purged and left until the next reconcile.
 func TestMirrorBehindTheNotification(t *testing.T) {
+	t.Parallel()
 	e, lag, w, ev := watchingHeldMirror(t)
 	e.ship(2, body(2))
 	waitEvent(t, ev, "version 2 not found in the mirror", func(e client.Event) bool {
@@ -41,6 +42,7 @@ func TestMirrorBehindTheNotification(t *testing.T) {
 // version once and, on a 404, waited for the next reconcile, which a
 // cutover waiting for every live instance to stage waited for too.
 func TestMirrorBehindTheStagedPointer(t *testing.T) {
+	t.Parallel()
 	e, lag, w, ev := watchingHeldMirror(t)
 	v2 := cuecast.Version{Config: cfg, Version: 2, Commit: "c002", Author: "ann"}
 	if err := e.d.Publish(t.Context(), v2, body(2)); err != nil {
@@ -66,6 +68,7 @@ func TestMirrorBehindTheStagedPointer(t *testing.T) {
 // mirror has not copied it yet: it heard nothing and read nothing, and
 // waited for the next reconcile.
 func TestMirrorBehindAtStart(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOpts{})
 	lag := startLaggingMirror(t, e.srv.Connect(t), "LAG")
 	lag.hold(t) // an empty mirror

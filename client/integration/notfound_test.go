@@ -26,6 +26,7 @@ func notFound(ev *events) []client.Event {
 // says so after its start read, and again about once per reconcile
 // interval, never more often (it used to wait in silence).
 func TestNotFoundMisspeltConfig(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOpts{})
 	e.ship(1, body(1)) // payments/checkout exists; payments/chekout does not
 	const reconcile = 300 * time.Millisecond
@@ -55,6 +56,7 @@ func TestNotFoundMisspeltConfig(t *testing.T) {
 // instance is told apart from a missing one, and the warnings stop once a
 // version is applied.
 func TestNotFoundUntilDeployed(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOpts{})
 	v := cuecast.Version{Config: cfg, Version: 1, Commit: "c001", Author: "ann"}
 	if err := e.d.Publish(t.Context(), v, body(1)); err != nil {

@@ -13,6 +13,7 @@ import (
 // WaitReady says so with a typed error when its context ends), and closes
 // at the first verified version.
 func TestReadyAtFirstVersion(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOpts{})
 	c, ev := e.newClient("ready-1")
 	w := watch(t, c)
@@ -45,6 +46,7 @@ func TestReadyAtFirstVersion(t *testing.T) {
 // last-known-good file makes the watcher ready at once; a watcher that
 // stops without a version reports ErrNotReady.
 func TestReadyFromLastKnownGood(t *testing.T) {
+	t.Parallel()
 	e, _, path, nc2 := lastKnownGoodOutage(t, "ready-lkg", 1)
 	c2, _ := e.newClientOn(nc2, "ready-lkg")
 	w2 := watch(t, c2, client.LastKnownGood(path))

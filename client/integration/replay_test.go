@@ -28,6 +28,7 @@ import (
 // sequence in the headers decided which pointer governed, and such a replay
 // froze subscribers until their next re-read.
 func TestReplayedPointersNeverMoveBackOrFreeze(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOpts{})
 	const instance = "replayed"
 	bucket := cuecast.Cohort(cfg.Namespace(), instance)
@@ -145,6 +146,7 @@ func TestReplayedPointersNeverMoveBackOrFreeze(t *testing.T) {
 // revisions (a serve not yet upgraded) is refused and said, not silently
 // taken for "no pointer yet".
 func TestPointerWithoutRevisionRejected(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOpts{})
 	e.ship(1, body(1))
 	w, ev := e.watching("upgraded", 1)

@@ -108,6 +108,7 @@ func (p *proxy) cut() {
 // TestOffline50Versions: an instance misses 50 versions, then converges to
 // the current one without applying anything in between or older.
 func TestOffline50Versions(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		// run applies version 1, takes the instance away while versions 2-51
@@ -163,6 +164,7 @@ func ship50(e *env) {
 // and starts again over the same store; the instance ends on the last one,
 // having applied versions only in increasing order, none twice.
 func TestServerRestartMidStream(t *testing.T) {
+	t.Parallel()
 	rs := startRestartable(t)
 	dnc, err := nats.Connect(rs.url(), fastReconnect()...)
 	if err != nil {
@@ -228,6 +230,7 @@ func TestServerRestartMidStream(t *testing.T) {
 }
 
 func TestSignatures(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOpts{})
 	e.ship(1, body(1))
 
@@ -398,6 +401,7 @@ func TestSignatures(t *testing.T) {
 // TestGapTriggersResync: a new pointer whose Nats-Last-Sequence is not the
 // last one seen makes the watcher re-read the stored pointer.
 func TestGapTriggersResync(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOpts{})
 	e.ship(1, body(1))
 	w, ev := e.watching("gappy", 1)
@@ -425,6 +429,7 @@ func TestGapTriggersResync(t *testing.T) {
 // TestReconcile: the periodic re-read repairs a watcher that missed a
 // pointer without any gap signal.
 func TestReconcile(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOpts{})
 	e.ship(1, body(1))
 	_, ev := e.watching("reconciled", 1, client.WithReconcile(50*time.Millisecond))
@@ -433,6 +438,7 @@ func TestReconcile(t *testing.T) {
 
 // TestHeartbeat: reports are repeated, carrying the health provider's view.
 func TestHeartbeat(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOpts{})
 	e.ship(1, body(1))
 	var mu sync.Mutex
@@ -453,6 +459,7 @@ func TestHeartbeat(t *testing.T) {
 // taken again by the next). A watcher that missed a version while the
 // connection was down applies it.
 func TestEveryWatcherOfAClientResyncsAfterReconnect(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOpts{})
 	e.ship(1, body(1))
 	p := startProxy(t, e.srv.Addr().String())

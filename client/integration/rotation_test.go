@@ -22,6 +22,7 @@ import (
 // the old key signs (a leaked old seed) and keeps following the new key's
 // pointers, at once rather than at its next anti-entropy read.
 func TestKeyRotation(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOpts{})
 	oldKey, oldPub := e.key, e.pub
 	newKey, err := nkeys.CreateAccount()
@@ -86,6 +87,7 @@ func TestKeyRotation(t *testing.T) {
 // trusting both keys applies nothing new: the governing pointer reaches it
 // first and the others do not govern.
 func TestResignAfterRotation(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOpts{})
 	oldPub := e.pub
 	newKey, err := nkeys.CreateAccount()

@@ -30,6 +30,9 @@ import (
 // first; a slower round (a loaded machine) is measured again once its
 // reports are in.
 func TestApplyFitsAnIdleStack(t *testing.T) {
+	// Not t.Parallel, unlike the rest of the package: it counts the whole
+	// process's stacks in use, and Go runs it before any parallel test
+	// starts, so nothing else runs beside it.
 	const (
 		n           = 500
 		reportQuiet = 400 * time.Millisecond

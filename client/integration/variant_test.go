@@ -53,6 +53,7 @@ func (e *env) shipVariants() {
 // gets prod-eu's content, reports on prod-eu's path with its dimensions
 // among its labels, and keeps the variant in its last-known-good file.
 func TestVariantWatchPicksOwn(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOpts{})
 	e.shipVariants()
 	path := lkgPath(t)
@@ -107,6 +108,7 @@ func TestVariantWatchPicksOwn(t *testing.T) {
 // that declares none, gets an error saying what to declare, never a
 // default and never another variant.
 func TestVariantWatchErrors(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOpts{})
 	e.shipVariants()
 	tests := []struct {
@@ -144,6 +146,7 @@ func TestVariantWatchErrors(t *testing.T) {
 // gains variants keeps its version and says to Watch again; the index is
 // never served as the config's content.
 func TestVariantIndexNeverApplied(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOpts{})
 	e.shipAt(cfg, 1, body(1))
 	c, ev := e.newClient("v-old", client.WithDimensions(map[string]string{"env": "prod", "region": "eu"}))
@@ -169,6 +172,7 @@ func TestVariantIndexNeverApplied(t *testing.T) {
 // config's variants changed): the watcher holds the tombstone and says to
 // Watch the base path again.
 func TestVariantRemoved(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOpts{})
 	e.shipVariants()
 	w, ev := e.watching("v-rm", 1, client.WithDimensions(map[string]string{"env": "prod", "region": "us"}))

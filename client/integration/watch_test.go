@@ -22,6 +22,7 @@ import (
 )
 
 func TestWatchAppliesAndReports(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOpts{})
 	v1 := e.ship(1, body(1))
 	c, ev := e.newClient("checkout-1", client.WithLabels(map[string]string{"region": "eu"}))
@@ -54,6 +55,7 @@ func TestWatchAppliesAndReports(t *testing.T) {
 }
 
 func TestWatchBeforeFirstDeploy(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOpts{})
 	c, ev := e.newClient("early")
 	w := watch(t, c)
@@ -65,6 +67,7 @@ func TestWatchBeforeFirstDeploy(t *testing.T) {
 }
 
 func TestOptionsValidate(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOpts{})
 	nc := e.srv.Connect(t)
 	tests := []struct {
@@ -103,6 +106,7 @@ func TestOptionsValidate(t *testing.T) {
 // TestLastKnownGoodWithoutNetwork: an instance starts and serves its
 // last-known-good file while the whole pipeline is down.
 func TestLastKnownGoodWithoutNetwork(t *testing.T) {
+	t.Parallel()
 	e, rs, path, nc2 := lastKnownGoodOutage(t, "lkg", 2)
 	c2, ev2 := e.newClientOn(nc2, "lkg")
 	w2 := watch(t, c2, client.LastKnownGood(path))
@@ -126,6 +130,7 @@ func TestLastKnownGoodWithoutNetwork(t *testing.T) {
 }
 
 func TestCorruptLastKnownGood(t *testing.T) {
+	t.Parallel()
 	good := func(t *testing.T, path string) []byte {
 		e := newEnv(t, envOpts{})
 		e.ship(1, body(1))
@@ -184,6 +189,7 @@ func TestCorruptLastKnownGood(t *testing.T) {
 }
 
 func TestValidationHookRejects(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOpts{})
 	e.ship(1, body(1))
 	hook := func(b []byte) error {
@@ -224,6 +230,7 @@ func TestValidationHookRejects(t *testing.T) {
 }
 
 func TestRollbackAndNeverBackwards(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOpts{})
 	e.ship(1, body(1))
 	e.ship(2, body(2))
@@ -240,6 +247,7 @@ func TestRollbackAndNeverBackwards(t *testing.T) {
 }
 
 func TestTombstone(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOpts{})
 	e.ship(1, body(1))
 	w, ev := e.watching("tomb", 1)
@@ -262,6 +270,7 @@ func TestTombstone(t *testing.T) {
 // inline copy to fall back on, makes the watcher say so and wait for the
 // next pointer.
 func TestPurgedFallsBackToPointer(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOpts{retain: 2, inline: -1})
 	e.ship(1, body(1))
 	for n := uint64(2); n <= 4; n++ {
@@ -285,6 +294,7 @@ func TestPurgedFallsBackToPointer(t *testing.T) {
 // TestPurgedButInline: an inline pointer still delivers a version that
 // retention has purged from the stream, since it carries the content.
 func TestPurgedButInline(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOpts{retain: 2})
 	e.ship(1, body(1))
 	for n := uint64(2); n <= 4; n++ {
@@ -301,6 +311,7 @@ func TestPurgedButInline(t *testing.T) {
 }
 
 func TestLargeConfig16MiB(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOpts{})
 	big := make([]byte, 16<<20)
 	for i := range big {
@@ -328,6 +339,7 @@ type checkout struct {
 // arrive decoded; ValidateValue checks the decoded value. Typed used to
 // decode strictly, so an added field halted a rollout (issue 17, item 5).
 func TestTyped(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOpts{})
 	e.ship(1, body(5))
 	lenient, lev := e.newClient("typed-lenient")
@@ -398,6 +410,7 @@ func TestTyped(t *testing.T) {
 // current one, so an emergency rollback to it is applied without a read
 // (here the stream no longer has it: a read would fail with ErrPurged).
 func TestRollbackToPreviousNeedsNoRead(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOpts{retain: 1})
 	e.ship(1, body(1))
 	w, ev := e.watching("rb-prev", 1)
@@ -415,6 +428,7 @@ func TestRollbackToPreviousNeedsNoRead(t *testing.T) {
 // TestConnectionClosed: a connection that will never come back is reported,
 // and the watcher keeps serving what it has.
 func TestConnectionClosed(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOpts{})
 	e.ship(1, body(1))
 	nc := e.srv.Connect(t)
@@ -433,6 +447,7 @@ func TestConnectionClosed(t *testing.T) {
 // TestLastKnownGoodSignature: with trusted keys, a last-known-good file is
 // served only if its version's signature verifies.
 func TestLastKnownGoodSignature(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOpts{})
 	e.ship(1, body(1))
 	path := e.writeLKG("writer", 1)
@@ -492,6 +507,7 @@ func sameBucket(t *testing.T) (string, string, int) {
 // instance, not the others in its bucket, and the newer of the bucket's and
 // the instance's pointer governs, at start as well as while watching.
 func TestInstancePointer(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOpts{})
 	e.ship(1, body(1))
 	named, neighbour, bucket := sameBucket(t)
@@ -541,6 +557,7 @@ func TestInstancePointer(t *testing.T) {
 // to ask for it, and every watcher then says, as an error event, that it
 // does not verify; it still applies what it receives.
 func TestInsecureSkipVerifySaysSo(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOpts{})
 	e.ship(1, body(1))
 	nc := e.srv.Connect(t, client.ConnectOptions()...)
@@ -562,6 +579,7 @@ func TestInsecureSkipVerifySaysSo(t *testing.T) {
 // counted as staged), not only at the activation; a lenient one stages it.
 // Staging used to run only the bytes-level hook.
 func TestTypedStrictRefusesAtStage(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOpts{})
 	e.ship(1, body(1))
 	lenient, _ := e.newClient("stage-lenient")
@@ -591,6 +609,7 @@ func TestTypedStrictRefusesAtStage(t *testing.T) {
 // server: content the validation hook refuses is not served, and the event
 // names the file and the check.
 func TestLastKnownGoodValidationHookRejects(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOpts{})
 	e.ship(1, body(1))
 	path := e.writeLKG("lkg-hook", 1)
@@ -620,6 +639,7 @@ func TestLastKnownGoodValidationHookRejects(t *testing.T) {
 // version staged, as an apply clears last_error (docs/PROTOCOL.md §4.3):
 // otherwise status shows the instance failing long after it staged.
 func TestStagingClearsAStageError(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOpts{})
 	e.ship(1, body(1))
 	w, _ := e.watching("stager", 1)

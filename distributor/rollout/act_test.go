@@ -17,6 +17,7 @@ import (
 // a halt with its emergency box ticked as an emergency, the CLI could not);
 // and no error names a CLI flag (the library said "--reason").
 func TestActDefaults(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, threeStages(time.Hour), cuecast.Relaxed)
 	e.baseline()
 	ctx := t.Context()
@@ -70,6 +71,7 @@ func TestActDefaults(t *testing.T) {
 // TestParseVerb: every verb the CLI and the dashboard offer parses to
 // itself; anything else is ErrUnknownVerb, listing them.
 func TestParseVerb(t *testing.T) {
+	t.Parallel()
 	for _, v := range rollout.Verbs() {
 		if got, err := rollout.ParseVerb(string(v)); got != v || err != nil {
 			t.Errorf("ParseVerb(%q) = %q, %v", v, got, err)

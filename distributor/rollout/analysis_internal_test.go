@@ -16,6 +16,7 @@ import (
 // at max_errors in a row, inconclusive ones never, and a stage waits on
 // any metric whose last evaluation did not pass.
 func TestEvaluated(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC)
 	m := cuecast.Metric{Name: "error_rate", Query: "q{$selector}", Compare: cuecast.CompareDifference, Max: 0.01,
 		MinSamples: 100, Interval: cuecast.Duration(time.Minute), Failures: 2, MaxErrors: 2}

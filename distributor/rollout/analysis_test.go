@@ -132,6 +132,7 @@ func analysisPolicy(hold time.Duration, metrics ...cuecast.Metric) cuecast.Polic
 // Prometheus stopped mid-stage waits, then halts saying so. Each halt's
 // reason names the query, both values and the threshold.
 func TestAnalysisJudgesCohortAgainstBaseline(t *testing.T) {
+	t.Parallel()
 	var slots []*slot
 	var targets []string
 	for range 4 {

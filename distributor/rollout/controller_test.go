@@ -50,6 +50,7 @@ func (e *env) deployToFaultyCanary(fault func(*instance)) (canary, early, late [
 }
 
 func TestHealthyRolloutThroughThreeStages(t *testing.T) {
+	t.Parallel()
 	bothModes(t, testHealthyRolloutThroughThreeStages)
 }
 
@@ -127,6 +128,7 @@ func testApplyFailureHalts(t *testing.T) {
 }
 
 func TestTooFewInstancesHolds(t *testing.T) {
+	t.Parallel()
 	pol := threeStages(0)
 	pol.Stages[0].MinInstances = 3
 	e := newEnv(t, pol, cuecast.Relaxed)
@@ -144,6 +146,7 @@ func TestTooFewInstancesHolds(t *testing.T) {
 }
 
 func TestSupersede(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, threeStages(time.Hour), cuecast.Relaxed)
 	e.baseline()
 	canary, early, late := e.fleet()
@@ -169,6 +172,7 @@ func TestSupersede(t *testing.T) {
 }
 
 func TestRestartMidHold(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	srv := natstest.StartIn(t, dir)
 	e := &env{t: t, srv: srv, pol: &policies{p: cuecast.Policy{Stages: []cuecast.Stage{
@@ -203,6 +207,7 @@ func TestRestartMidHold(t *testing.T) {
 }
 
 func TestRollbackPinsUntilMatchingCommit(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, cuecast.DefaultPolicy(), cuecast.Relaxed)
 	e.baseline()
 	canary, early, late := e.fleet()
@@ -248,6 +253,7 @@ func TestRollbackPinsUntilMatchingCommit(t *testing.T) {
 }
 
 func TestUnpinRollsOutPending(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, cuecast.DefaultPolicy(), cuecast.Relaxed)
 	e.completeV2()
 	e.rollback(1, "bad")
@@ -262,6 +268,7 @@ func TestUnpinRollsOutPending(t *testing.T) {
 }
 
 func TestOperatorActions(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, threeStages(time.Hour), cuecast.Relaxed)
 	e.baseline()
 	canary, _, late := e.fleet()
@@ -320,6 +327,7 @@ func namedCast() (target string, bucket int, mate, other string) {
 // the next percent stage moves its bucket, and from then on the bucket's
 // pointer governs it again (a halt of that stage takes it back too).
 func TestNamedStagesMoveExactlyThoseInstances(t *testing.T) {
+	t.Parallel()
 	bothModes(t, testNamedStagesMoveExactlyThoseInstances)
 }
 
@@ -417,6 +425,7 @@ func testNamedStagesMoveExactlyThoseInstances(t *testing.T) {
 // be the newer one; also when newer rollouts have superseded the one that
 // named it since.
 func TestRollbackCoversNamedInstances(t *testing.T) {
+	t.Parallel()
 	target, bucket, mate, other := namedCast()
 	hour := cuecast.Duration(time.Hour)
 	pick := func(id string) cuecast.Policy {
@@ -472,6 +481,7 @@ func TestRollbackCoversNamedInstances(t *testing.T) {
 
 // TestAuditIsAppendOnly: the audit stream refuses purges and deletes.
 func TestAuditIsAppendOnly(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, cuecast.DefaultPolicy(), cuecast.Relaxed)
 	e.completeV2()
 	e.rollback(1, "test")
@@ -500,6 +510,7 @@ func TestAuditIsAppendOnly(t *testing.T) {
 // stage's cohort after it restarts without the label, so a halt there moves
 // it back with the rest.
 func TestLaterStageKeepsWhomEarlierStagesMoved(t *testing.T) {
+	t.Parallel()
 	bothModes(t, testLaterStageKeepsWhomEarlierStagesMoved)
 }
 
@@ -571,6 +582,7 @@ func (a *afterSetPointers) SetPointers(ctx context.Context, cfg cuecast.ConfigPa
 // everyone the controller moved, not only the cohort the halted record
 // names.
 func TestHaltDuringStageMoveRevertsTheMove(t *testing.T) {
+	t.Parallel()
 	var e *env
 	var fired atomic.Bool
 	halted := make(chan error, 1)
@@ -635,6 +647,7 @@ func TestHaltDuringStageMoveRevertsTheMove(t *testing.T) {
 // advance but before the controller moved the new stage (the rollout's
 // cohort is then empty) moves back everyone the earlier stages moved.
 func TestHaltBeforeStageMoveRevertsEarlierStages(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, threeStages(time.Hour), cuecast.Relaxed)
 	e.baseline()
 	canary := e.instance(idIn("canary", 0, 1, 1)[0])
@@ -676,6 +689,7 @@ func TestHaltBeforeStageMoveRevertsEarlierStages(t *testing.T) {
 // exceeded"). Run now watches again once NATS is back, and carries a
 // deploy through a hold, which only the running controller ends.
 func TestRunWatchesAgainAfterNATSWasUnreachable(t *testing.T) {
+	t.Parallel()
 	pol := cuecast.Policy{Stages: []cuecast.Stage{
 		{Name: "canary", Percent: 1, Hold: cuecast.Duration(100 * time.Millisecond)},
 		{Name: "all", Percent: 100},
@@ -705,6 +719,7 @@ func TestRunWatchesAgainAfterNATSWasUnreachable(t *testing.T) {
 // Controller.get). A read now gives up after a bounded wait when the
 // context has none.
 func TestRecordReturnsWhenItsAnswerIsLost(t *testing.T) {
+	t.Parallel()
 	e := newEnvSet(t, cuecast.DefaultPolicy(), cuecast.Relaxed, func(e *env) { e.viaLink = true })
 	e.baseline()
 	e.deploy(e.publish(2, content(2)))
@@ -727,6 +742,7 @@ func TestRecordReturnsWhenItsAnswerIsLost(t *testing.T) {
 // Run retries a watch that fails while NATS is unreachable, but not on a
 // connection closed for good: there it returns an error at once.
 func TestRunReturnsOnAClosedConnection(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Start(t)
 	nc := srv.Connect(t)
 	d, err := distributor.New(t.Context(), nc, distributor.Options{})

@@ -12,6 +12,7 @@ import (
 )
 
 func TestFleetKeepsTrackedConfigsAndExpires(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 11, 30, 1, 0, 0, 0, time.UTC)
 	f := newFleet(time.Minute, func() time.Time { return now })
 	msg := func(cfg cuecast.ConfigPath, inst string, v uint64, healthy bool) *nats.Msg {

@@ -87,6 +87,7 @@ func (d *bucketDistributor) Pointer(_ context.Context, _ cuecast.ConfigPath, b i
 // superseded rollouts leaves far behind: a halt of v52 pointed a fleet
 // running v51 at v1.
 func TestHaltNeverFallsBelowWholeFleet(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Start(t)
 	nc := srv.Connect(t)
 	seed := uint64(time.Now().UnixNano())

@@ -48,6 +48,7 @@ func (s *scriptedReports) Reports(context.Context, cuecast.ConfigPath) ([]cuecas
 // 10: the page said "matched when the stage starts", which an instance
 // started during gathering contradicted).
 func TestLabelCohortFixedWhenGatheringEnds(t *testing.T) {
+	t.Parallel()
 	const cfg cuecast.ConfigPath = "payments/checkout"
 	t0 := time.Date(2026, 12, 1, 17, 0, 0, 0, time.UTC)
 	canary := map[string]string{"canary": "true"}

@@ -24,6 +24,7 @@ func idsIn(prefix string, lo, hi, n int) []string {
 // exactly those instances (not their buckets), stages are cumulative, and an
 // instance whose bucket is covered anyway is left to its bucket pointer.
 func TestStageCohort(t *testing.T) {
+	t.Parallel()
 	named := idsIn("host", 40, 60, 1)[0]
 	labelled := idsIn("lab", 70, 80, 1)[0]
 	early := idsIn("early", 0, 10, 1)[0] // named, but inside the 10% stage's buckets
@@ -63,6 +64,7 @@ func TestStageCohort(t *testing.T) {
 // TestCohortContains: an instance is in a cohort when its bucket is covered
 // or it is named; naming one does not take its bucket-mates along.
 func TestCohortContains(t *testing.T) {
+	t.Parallel()
 	named := idsIn("host", 40, 41, 1)[0]
 	mate := idsIn("mate", 40, 41, 1)[0] // same bucket as named
 	inBucket := idsIn("low", 0, 10, 1)[0]
@@ -91,6 +93,7 @@ func sortedStrings(v ...string) []string {
 }
 
 func TestMeasureAndBreach(t *testing.T) {
+	t.Parallel()
 	in := idsIn("in", 0, 10, 4)
 	out := idsIn("out", 10, 100, 4)
 	named := idsIn("named", 50, 100, 1)[0] // outside the buckets, in the cohort by name
@@ -139,6 +142,7 @@ func TestMeasureAndBreach(t *testing.T) {
 }
 
 func TestNormalize(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		in   cuecast.Policy

@@ -15,6 +15,7 @@ import (
 // the intended version was a straggler, a normal canary made everyone else
 // one, and after `rollback --to 1` status showed "v2 0/4 instances".
 func TestStatusCountsAgainstIntent(t *testing.T) {
+	t.Parallel()
 	const cfg cuecast.ConfigPath = "payments/checkout"
 	t0 := time.Date(2026, 12, 1, 17, 0, 0, 0, time.UTC)
 	now := t0.Add(time.Hour) // long past any straggler threshold

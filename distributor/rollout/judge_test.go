@@ -18,6 +18,7 @@ import (
 // holds for instances that do not exist, and no note names a deadline that
 // has passed. The clock is the test's.
 func TestJudgeFirstVersionAndSmallFleet(t *testing.T) {
+	t.Parallel()
 	const cfg cuecast.ConfigPath = "payments/checkout"
 	t0 := time.Date(2026, 12, 1, 17, 0, 0, 0, time.UTC)
 	hold := 5 * time.Minute
@@ -138,6 +139,7 @@ func TestJudgeFirstVersionAndSmallFleet(t *testing.T) {
 // restarted): its wait does not time out on it and its hold does not pass
 // (issue 32, item 3). One outside the cohort holds nothing up.
 func TestJudgeWaitsToHearCohort(t *testing.T) {
+	t.Parallel()
 	const cfg cuecast.ConfigPath = "payments/checkout"
 	t0 := time.Date(2026, 12, 1, 17, 0, 0, 0, time.UTC)
 	hold, applyTimeout := 5*time.Minute, time.Minute

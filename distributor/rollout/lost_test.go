@@ -14,6 +14,7 @@ import (
 // record back to move the first stage, found nothing, and returned with no
 // pointer written; the running controller then read the same lagging view.
 func TestDeployMovesFirstStageThoughReadsLag(t *testing.T) {
+	t.Parallel()
 	e := newEnvSet(t, cuecast.DefaultPolicy(), cuecast.Relaxed, func(e *env) { e.before = rollout.LagOwnWrites })
 	v1 := e.publish(1, content(1))
 	e.deploy(v1)
@@ -33,6 +34,7 @@ func TestDeployMovesFirstStageThoughReadsLag(t *testing.T) {
 // deadline. The controller re-evaluated only on a new report or every
 // quarter heartbeat, so a hold overran by up to a quarter heartbeat.
 func TestHoldEndsWithinIntervalOfDeadline(t *testing.T) {
+	t.Parallel()
 	pol := cuecast.Policy{Stages: []cuecast.Stage{
 		{Name: "canary", Percent: 1, Hold: cuecast.Duration(300 * time.Millisecond)},
 		{Name: "all", Percent: 100, Hold: cuecast.Duration(300 * time.Millisecond)},

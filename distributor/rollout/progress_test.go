@@ -12,6 +12,7 @@ import (
 // it names, not the other instances of their buckets; the current stage
 // counts the cohort the controller fixed, a pending one the policy's.
 func TestProgressCountsNamedInstances(t *testing.T) {
+	t.Parallel()
 	named := idsIn("named", 40, 41, 1)[0]
 	mate := idsIn("mate", 40, 41, 1)[0] // shares named's bucket
 	low := idsIn("low", 0, 10, 2)
@@ -46,6 +47,7 @@ func TestProgressCountsNamedInstances(t *testing.T) {
 // passed (the controller has not judged the stage since) is not shown as
 // the next event; Next is the real one, or zero once every one has passed.
 func TestProgressNeverShowsPastDeadline(t *testing.T) {
+	t.Parallel()
 	t0 := time.Date(2026, 12, 1, 17, 0, 0, 0, time.UTC)
 	hold, enough := t0.Add(5*time.Minute), t0.Add(10*time.Minute)
 	rec := func() Record {
@@ -86,6 +88,7 @@ func TestProgressNeverShowsPastDeadline(t *testing.T) {
 // rollout status` and the dashboard. The CLI printed a named stage as
 // "canary 0%".
 func TestStageScope(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		stage cuecast.Stage
 		want  string
@@ -106,6 +109,7 @@ func TestStageScope(t *testing.T) {
 // for the RFC 3339 times the controller writes in notes. The CLI showed
 // notes' times as written; the dashboard rewrote them.
 func TestFormatTimes(t *testing.T) {
+	t.Parallel()
 	at := time.Date(2026, 12, 1, 18, 20, 9, 500, time.FixedZone("CET", 3600))
 	if got, want := FormatTime(at), "2026-12-01 17:20:09 UTC"; got != want {
 		t.Errorf("FormatTime = %q, want %q", got, want)
@@ -127,6 +131,7 @@ func TestFormatTimes(t *testing.T) {
 // same page showed 3/3 on v2. The note shown is measured from the same
 // reports as the counts.
 func TestProgressWaitingNoteFromTheSameReports(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
 	ids := []string{"checkout-1", "checkout-2", "checkout-3"}
 	rec := Record{Config: "payments/checkout", Stable: 1, Current: &Rollout{

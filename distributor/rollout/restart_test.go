@@ -24,6 +24,7 @@ import (
 // hold is long over for the second, which runs on the real clock: no race
 // with the hold's end while the first one stops.
 func TestRestartJudgesNoStageBeforeHearingItsCohort(t *testing.T) {
+	t.Parallel()
 	pol := cuecast.Policy{Stages: []cuecast.Stage{
 		{Name: "half", Percent: 50, Hold: cuecast.Duration(time.Hour)},
 		{Name: "all", Percent: 100},

@@ -27,6 +27,7 @@ import (
 // rollout must complete on its newest version, with every bucket pointing
 // at it. A few seconds normally; CUECAST_SOAK=1 runs it for a minute.
 func TestSoakNoLostDeploy(t *testing.T) {
+	t.Parallel()
 	dur := 3 * time.Second
 	if soak.On() {
 		dur = time.Minute

@@ -71,6 +71,7 @@ func (e *env) slowInstance(id string) *slowInstance {
 }
 
 func TestStrictCutoverWaitsForSlowInstance(t *testing.T) {
+	t.Parallel()
 	bothModes(t, testStrictCutoverWaitsForSlowInstance)
 }
 
@@ -125,6 +126,7 @@ func testStrictCutoverWaitsForSlowInstance(t *testing.T) {
 }
 
 func TestStrictCutoverHaltsWhenStagingFails(t *testing.T) {
+	t.Parallel()
 	bothModes(t, testStrictCutoverHaltsWhenStagingFails)
 }
 
@@ -147,6 +149,7 @@ func testStrictCutoverHaltsWhenStagingFails(t *testing.T) {
 // instances with no pointer never staged it, and the cutover halted. With
 // nothing deployed, v2 is the config's first rollout: everyone at once.
 func TestStrictFirstRolloutFromFreshStart(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, threeStages(0), cuecast.Strict)
 	e.publish(1, content(1))
 	v2 := e.publish(2, content(2))
@@ -167,6 +170,7 @@ func TestStrictFirstRolloutFromFreshStart(t *testing.T) {
 // pointer, so that a strict version staged before its first cohort pointer
 // exists is confirmed, and the flip that waits for it can happen.
 func TestWatcherWithoutPointerStagesStrictVersion(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, threeStages(0), cuecast.Strict)
 	v1 := e.publish(1, content(1))
 	if err := e.d.Stage(t.Context(), cfg, cuecast.Pointer{Config: cfg, Version: v1.Version, Reason: "staged"}); err != nil {
@@ -197,6 +201,7 @@ func TestWatcherWithoutPointerStagesStrictVersion(t *testing.T) {
 // millisecond after its flip. Before the flip, the failed fetch halted the
 // cutover though the instance was still trying.
 func TestStrictCutoverIgnoresStagingErrors(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, threeStages(0), cuecast.Strict)
 	e.baseline()
 	forged, retried := e.slowInstance("forged-1"), e.slowInstance("retried-1")
@@ -237,6 +242,7 @@ func TestStrictCutoverIgnoresStagingErrors(t *testing.T) {
 // once" while `cuecast status` counted 3. It must block the flip, be named,
 // and lead to the apply timeout's halt, with nothing switched.
 func TestStrictCutoverBlockedByStalledInstance(t *testing.T) {
+	t.Parallel()
 	bothModes(t, testStrictCutoverBlockedByStalledInstance)
 }
 
@@ -295,6 +301,7 @@ func testStageWaitsForHungCohortMember(t *testing.T) {
 // policy needs 3" for ever. It now says when it flips and flips then
 // (docs/ROLLOUT.md, "Small fleets and the first version").
 func TestStrictCutoverFlipsOnSmallFleet(t *testing.T) {
+	t.Parallel()
 	pol := threeStages(0)
 	pol.Stages[0].MinInstances = 3
 	const wait = 2 * time.Second

@@ -13,6 +13,7 @@ import (
 // instance on a region's summary, with the named instance drilled down and
 // split out, and gets what the instances' own reports give.
 func TestMeasureOnSummaries(t *testing.T) {
+	t.Parallel()
 	const cfg = cuecast.ConfigPath("payments/checkout")
 	var rs []cuecast.Report
 	for i := range 2000 {

@@ -14,6 +14,7 @@ import (
 // halted cohort moved back, a pin applied, a stage gathering reports. Each
 // is a function of (record, input, now); the clock is the test's.
 func TestTransitions(t *testing.T) {
+	t.Parallel()
 	const cfg cuecast.ConfigPath = "payments/checkout"
 	t0 := time.Date(2026, 12, 1, 17, 0, 0, 0, time.UTC)
 	ru := rules{applyTimeout: time.Minute, heartbeat: 8 * time.Second, actor: "test"}

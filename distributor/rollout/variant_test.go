@@ -63,6 +63,7 @@ func (e *env) waitVariantState(p cuecast.ConfigPath, v uint64, s rollout.State, 
 // one config are independent: halting prod-eu's keeps prod-eu's fleet on
 // v1 while staging's completes and its fleet reaches v2.
 func TestVariantRolloutsIndependent(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, threeStages(300*time.Millisecond), cuecast.Relaxed)
 	prod := cuecast.ConfigPath("payments/checkout/env=prod/region=eu")
 	staging := cuecast.ConfigPath("payments/checkout/env=staging/region=eu")
@@ -189,6 +190,7 @@ func (rw *rewatcher) current() client.Snapshot { return rw.w.Load().Current() }
 // before it applied v2") and pointed the base path back at the plain v1
 // (issue 32, item 4).
 func TestConfigGainingVariantsRollsNoIndexOut(t *testing.T) {
+	t.Parallel()
 	e := newEnvSet(t, threeStages(200*time.Millisecond), cuecast.Relaxed, func(e *env) {
 		e.opts = func(o *rollout.Options) { o.ApplyTimeout = time.Second }
 	})
