@@ -62,7 +62,9 @@ GORACE ?= atexit_sleep_ms=0 clear_shadow_mmap_threshold=67108864
 
 # deploy/kubernetes is its own module (the Kubernetes API types stay out of the
 # main go.sum); its test decodes the manifests with those types and runs their
-# command lines through cuecast's own flag parsing.
+# command lines through cuecast's own flag parsing. Its vet and test (8 s on
+# 2 cores, most of it linking the Kubernetes types) run beside the main
+# module's tests, their output after them; make test fails if either fails.
 # The compiler's differential test runs the official cue CLI beside cuecast on
 # generated repos; make test installs it (the version go.mod names) into bin/.
 CUE_VERSION ?= $(shell $(GO) list -m -f '{{.Version}}' cuelang.org/go)
@@ -76,8 +78,12 @@ CUE_VERSION ?= $(shell $(GO) list -m -f '{{.Version}}' cuelang.org/go)
 TEST_FIRST ?= ./internal/cli ./internal/pipeline ./distributor/rollout ./internal/web ./internal/natsconf ./internal/scalesim ./compiler
 test: vet dockerfile-lint prometheus
 	GOBIN=$(CURDIR)/bin $(GO) install cuelang.org/go/cmd/cue@$(CUE_VERSION)
-	CUECAST_CUE=$(CURDIR)/bin/cue GORACE="$(GORACE)" $(GO) test $(TESTFLAGS) -timeout 9m $(TEST_FIRST) ./...
-	cd deploy/kubernetes && $(GO) vet ./... && GORACE="$(GORACE)" $(GO) test $(TESTFLAGS) -timeout 5m ./...
+	kube=$$(mktemp); \
+	(cd deploy/kubernetes && $(GO) vet ./... && GORACE="$(GORACE)" $(GO) test $(TESTFLAGS) -timeout 5m ./...) >$$kube 2>&1 & kubepid=$$!; \
+	CUECAST_CUE=$(CURDIR)/bin/cue GORACE="$(GORACE)" $(GO) test $(TESTFLAGS) -timeout 9m $(TEST_FIRST) ./...; rc=$$?; \
+	wait $$kubepid; kuberc=$$?; \
+	echo "deploy/kubernetes (its own module, vetted and tested beside the tests above):"; cat $$kube; rm -f $$kube; \
+	[ $$rc -eq 0 ] && [ $$kuberc -eq 0 ]
 
 # A real Prometheus for the rollout analysis tests (distributor/rollout,
 # internal/promtest): when /usr/bin/prometheus is missing, Debian's prometheus
