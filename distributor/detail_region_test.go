@@ -14,7 +14,6 @@ import (
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/distributor"
 	"github.com/cuecast/cuecast/internal/natsconf"
-	"github.com/cuecast/cuecast/internal/natstest"
 	"github.com/cuecast/cuecast/internal/poll"
 )
 
@@ -28,10 +27,8 @@ import (
 // did not answer.
 func TestDetailAnswerBoundToItsRegion(t *testing.T) {
 	t.Parallel()
-	tr := natstest.StartTree(t, natstest.TreeOptions{Leaves: 2, Namespaces: []string{"payments"}, Regions: true})
 	const hb = 500 * time.Millisecond
-	d := newDistOn(t, tr.Hub.Connect(t, natsconf.DistributorUser), distributor.Options{Heartbeat: hb})
-	mustPublish(t, d, 1, content(1))
+	tr, d := regionTree(t, 2, hb)
 	startRegion(t, tr.Leaves[0], hb, fleetReports("east", 6))
 	west := startRegion(t, tr.Leaves[1], hb, fleetReports("west", 9))
 	poll.Until(t, "the hub counts both regions' instances", poll.Patience, func() (bool, string) {
@@ -90,10 +87,8 @@ func TestDetailAnswerBoundToItsRegion(t *testing.T) {
 // error, so either took part of a region for the whole of it.
 func TestDetailSaysWhatARegionLeftOut(t *testing.T) {
 	t.Parallel()
-	tr := natstest.StartTree(t, natstest.TreeOptions{Leaves: 1, Namespaces: []string{"payments"}, Regions: true})
 	const hb = 500 * time.Millisecond
-	d := newDistOn(t, tr.Hub.Connect(t, natsconf.DistributorUser), distributor.Options{Heartbeat: hb})
-	mustPublish(t, d, 1, content(1))
+	tr, d := regionTree(t, 1, hb)
 	startRegion(t, tr.Leaves[0], hb, fleetReports("east", 9), func(o *distributor.SummarizerOptions) { o.DetailLimit = 4 })
 	poll.Until(t, "the hub counts the region's instances", poll.Patience, func() (bool, string) {
 		st, err := d.Status(t.Context(), cfg)

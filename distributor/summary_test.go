@@ -150,6 +150,16 @@ type region struct {
 	done chan struct{}
 }
 
+// regionTree starts a tree of leaves regions carrying payments, and a
+// distributor on its hub beating every hb, with version 1 published.
+func regionTree(t *testing.T, leaves int, hb time.Duration) (*natstest.Tree, *distributor.Distributor) {
+	t.Helper()
+	tr := natstest.StartTree(t, natstest.TreeOptions{Leaves: leaves, Namespaces: []string{"payments"}, Regions: true})
+	d := newDistOn(t, tr.Hub.Connect(t, natsconf.DistributorUser), distributor.Options{Heartbeat: hb})
+	mustPublish(t, d, 1, content(1))
+	return tr, d
+}
+
 func startRegion(t *testing.T, srv *natstest.TreeServer, hb time.Duration, rs []cuecast.Report, set ...func(*distributor.SummarizerOptions)) *region {
 	t.Helper()
 	o := distributor.SummarizerOptions{Region: srv.Spec.Name, Heartbeat: hb, Interval: hb / 10, Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))}
@@ -203,10 +213,8 @@ func startRegion(t *testing.T, srv *natstest.TreeServer, hb time.Duration, rs []
 // detail, and shows a region that stops summarising as unknown.
 func TestSummarisedTree(t *testing.T) {
 	t.Parallel()
-	tr := natstest.StartTree(t, natstest.TreeOptions{Leaves: 2, Namespaces: []string{"payments"}, Regions: true})
 	const hb = 500 * time.Millisecond
-	d := newDistOn(t, tr.Hub.Connect(t, natsconf.DistributorUser), distributor.Options{Heartbeat: hb})
-	mustPublish(t, d, 1, content(1))
+	tr, d := regionTree(t, 2, hb)
 	east := startRegion(t, tr.Leaves[0], hb, fleetReports("east", 60))
 	startRegion(t, tr.Leaves[1], hb, fleetReports("west", 90))
 

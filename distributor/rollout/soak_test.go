@@ -28,10 +28,7 @@ import (
 // at it. A few seconds normally; CUECAST_SOAK=1 runs it for a minute.
 func TestSoakNoLostDeploy(t *testing.T) {
 	t.Parallel()
-	dur := 3 * time.Second
-	if soak.On() {
-		dur = time.Minute
-	}
+	dur := soak.Length(3*time.Second, time.Minute)
 	intn := soak.Intn(t)
 
 	srv := natstest.Start(t)

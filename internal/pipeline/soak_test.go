@@ -43,10 +43,7 @@ func (s *switching) Deploy(ctx context.Context, v cuecast.Version) error {
 // A few seconds normally; CUECAST_SOAK=1 runs it for a minute.
 func TestSoakNoLostDeploy(t *testing.T) {
 	t.Parallel()
-	dur := 3 * time.Second
-	if soak.On() {
-		dur = time.Minute
-	}
+	dur := soak.Length(3*time.Second, time.Minute)
 	intn := soak.Intn(t)
 
 	ctx := t.Context()

@@ -15,6 +15,15 @@ import (
 // the soak tests runs.
 func On() bool { return os.Getenv("CUECAST_SOAK") != "" }
 
+// Length is short in `go test` and long with CUECAST_SOAK set: a soak's
+// duration or count of rounds.
+func Length[T any](short, long T) T {
+	if On() {
+		return long
+	}
+	return short
+}
+
 // Intn returns a rand.IntN that goroutines may share, seeded from the clock
 // with the seed logged to t: the soak tests draw their random moments from
 // several goroutines at once.
