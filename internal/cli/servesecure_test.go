@@ -273,22 +273,16 @@ func TestServeAnswersWhatItAnnounces(t *testing.T) {
 	t.Parallel()
 	repo := exampleRepo(t)
 	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
 	probe := &announceProbe{announced: regexp.MustCompile(`cuecast serve: dashboard at (http://\S+/) `), done: cancel}
 	errOut := &syncBuffer{}
+	streams := &iostreams.IOStreams{In: strings.NewReader(""), Out: io.Discard, ErrOut: io.MultiWriter(errOut, probe)}
+	args := []string{"serve", "--repo", repo.Dir, "--data", t.TempDir(),
+		"--listen", natstest.FreeAddr(t), "--http", natstest.FreeAddr(t), "--interval", "50ms"}
 	served := make(chan int, 1)
-	go func() {
-		io := &iostreams.IOStreams{In: strings.NewReader(""), Out: io.Discard, ErrOut: io.MultiWriter(errOut, probe)}
-		served <- cli.Main(ctx, []string{"serve", "--repo", repo.Dir, "--data", t.TempDir(),
-			"--listen", natstest.FreeAddr(t), "--http", natstest.FreeAddr(t), "--interval", "50ms"}, io, func(string) string { return "" })
-	}()
-	select {
-	case code := <-served:
-		if code != 0 {
-			t.Fatalf("serve: exit %d\n%s", code, errOut)
-		}
-	case <-time.After(2 * time.Minute):
-		cancel()
-		t.Fatalf("serve neither announced its dashboard nor stopped in 2 minutes\n%s", errOut)
+	go func() { served <- cli.Main(ctx, args, streams, func(string) string { return "" }) }()
+	if code := poll.Receive(t, "serve's exit once the probe has asked (it stops serve)", poll.Patience, served); code != 0 {
+		t.Fatalf("serve: exit %d\n%s", code, errOut)
 	}
 	probe.mu.Lock()
 	defer probe.mu.Unlock()
