@@ -142,10 +142,17 @@ func TestWorkflowInstallStep(t *testing.T) {
 			defer srv.Close()
 			tmp := t.TempDir()
 			path := filepath.Join(tmp, "github_path")
+			// A self-hosted runner's /tmp outlives the job; only RUNNER_TEMP
+			// is emptied after it. The download must stay out of TMPDIR.
+			machineTmp := t.TempDir()
 			cmd := exec.Command("bash", "-c", step.Run)
 			cmd.Env = append(os.Environ(), "RUNNER_OS=Linux", "RUNNER_ARCH=X64", "RUNNER_TEMP="+tmp,
-				"GITHUB_PATH="+path, "CUECAST_VERSION="+version, "CUECAST_DOWNLOAD_URL="+srv.URL)
+				"GITHUB_PATH="+path, "CUECAST_VERSION="+version, "CUECAST_DOWNLOAD_URL="+srv.URL,
+				"TMPDIR="+machineTmp)
 			out, err := cmd.CombinedOutput()
+			if left, _ := os.ReadDir(machineTmp); len(left) > 0 {
+				t.Errorf("the step left %s in TMPDIR, which the runner does not empty after the job", left[0].Name())
+			}
 			if tt.wantErr {
 				if err == nil {
 					t.Fatalf("the step succeeded; want it to refuse the download:\n%s", out)
