@@ -188,7 +188,9 @@ func TestCrash(t *testing.T) {
 func runChild(t *testing.T, repo, store string, k int, self bool, logs *bytes.Buffer) (int, bool) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), envChild+"=1", envRepo+"="+repo, envStore+"="+store)
+	// A child killed mid-compile leaves its compiler's scratch directory
+	// behind: in the test's own, not the machine's /tmp.
+	cmd.Env = append(os.Environ(), envChild+"=1", envRepo+"="+repo, envStore+"="+store, "TMPDIR="+t.TempDir())
 	if self && k > 0 {
 		cmd.Env = append(cmd.Env, envCrashAfter+"="+strconv.Itoa(k))
 	}

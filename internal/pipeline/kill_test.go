@@ -177,7 +177,9 @@ func startChild(t *testing.T, env ...string) *serveProc {
 func startProc(t *testing.T, args []string, ready string, env ...string) *serveProc {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(os.Environ(), env...)
+	// A child killed mid-compile leaves its compiler's scratch directory
+	// behind: in the test's own, not the machine's /tmp.
+	cmd.Env = append(append(os.Environ(), "TMPDIR="+t.TempDir()), env...)
 	sp := &serveProc{cmd: cmd, ready: make(chan struct{}), exited: make(chan error, 1), stderr: &syncBuf{}}
 	lines := &readyLine{prefix: ready, ready: sp.ready}
 	cmd.Stdout = lines
