@@ -20,7 +20,7 @@ demo:
 # staticcheck is installed into bin/ at the version named here, as bin/cue is.
 STATICCHECK_VERSION ?= v0.8.2
 vet:
-	$(GO) vet ./...
+	$(GO) vet -trimpath ./...
 	GOBIN=$(CURDIR)/bin $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 	$(CURDIR)/bin/staticcheck ./...
 	cd deploy/kubernetes && $(CURDIR)/bin/staticcheck ./...
@@ -43,7 +43,16 @@ vet:
 # servers use took 16 ms against 1.1 ms (the tests log in ~1,900 times and
 # hash ~1,200 passwords), an ed25519 verification 490 us against 52 us.
 RACE_PURE ?= golang.org/x/crypto/blowfish crypto/internal/fips140/edwards25519/...
-TESTFLAGS ?= -race $(foreach p,$(RACE_PURE),-gcflags=$(p)=-race=false)
+#
+# -trimpath keeps the checkout's directory out of what is compiled, and so
+# out of the build cache's keys: a clean clone in a new directory (as CI
+# makes) reuses the packages an earlier checkout of the same sources
+# compiled, where without it every package of ours was compiled again (go
+# vet ./... in a second clone: 47 s, and 1.6 s with -trimpath). vet takes it
+# too. Since a test binary is then the same in every checkout, so is the
+# key of its cached result: -count=1 makes make test run every test rather
+# than report one another checkout ran.
+TESTFLAGS ?= -race -trimpath -count=1 $(foreach p,$(RACE_PURE),-gcflags=$(p)=-race=false)
 
 # A race-enabled binary sleeps a second before it exits unless GORACE says
 # otherwise: once per test package, and once per command the tests re-execute
@@ -79,7 +88,7 @@ TEST_FIRST ?= ./internal/cli ./internal/pipeline ./distributor/rollout ./interna
 test: vet dockerfile-lint prometheus
 	GOBIN=$(CURDIR)/bin $(GO) install cuelang.org/go/cmd/cue@$(CUE_VERSION)
 	kube=$$(mktemp); \
-	(cd deploy/kubernetes && $(GO) vet ./... && GORACE="$(GORACE)" $(GO) test $(TESTFLAGS) -timeout 5m ./...) >$$kube 2>&1 & kubepid=$$!; \
+	(cd deploy/kubernetes && $(GO) vet -trimpath ./... && GORACE="$(GORACE)" $(GO) test $(TESTFLAGS) -timeout 5m ./...) >$$kube 2>&1 & kubepid=$$!; \
 	CUECAST_CUE=$(CURDIR)/bin/cue GORACE="$(GORACE)" $(GO) test $(TESTFLAGS) -timeout 9m $(TEST_FIRST) ./...; rc=$$?; \
 	wait $$kubepid; kuberc=$$?; \
 	echo "deploy/kubernetes (its own module, vetted and tested beside the tests above):"; cat $$kube; rm -f $$kube; \

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -19,11 +18,16 @@ import (
 	"github.com/cuecast/cuecast/internal/gittest"
 )
 
-// example returns the path of configs-example at the module root.
+// example returns the path of configs-example at the module root. go test
+// runs a package's tests in its directory; the source file's own path would
+// not do, as make test builds with -trimpath.
 func example(t *testing.T) string {
 	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "configs-example")
+	dir, err := filepath.Abs(filepath.Join("..", "configs-example"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
 
 // exampleRepo is a Git repo whose first commit is configs-example.

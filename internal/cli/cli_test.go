@@ -5,7 +5,6 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
-	"runtime"
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
@@ -29,10 +28,11 @@ func TestMain(m *testing.M) {
 	})
 }
 
-// repoRoot is the module root, where configs-example lives.
+// repoRoot is the module root, where configs-example lives: two up from
+// this package's directory, where go test runs its tests (the source file's
+// own path would not do, as make test builds with -trimpath).
 func repoRoot(t *testing.T) string {
-	_, file, _, _ := runtime.Caller(0)
-	root, err := filepath.Abs(filepath.Join(filepath.Dir(file), "..", ".."))
+	root, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
 		t.Fatal(err)
 	}

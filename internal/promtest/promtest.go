@@ -14,7 +14,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -35,8 +34,7 @@ func Binary() (string, string) {
 		return p, ""
 	}
 	tried := []string{"/usr/bin/prometheus"}
-	if _, file, _, ok := runtime.Caller(0); ok {
-		root := filepath.Join(filepath.Dir(file), "..", "..")
+	if root, ok := moduleRoot(); ok {
 		tried = append(tried, filepath.Join(root, "bin", "prometheus-deb", "usr", "bin", "prometheus"))
 	}
 	for _, p := range tried {
@@ -45,6 +43,27 @@ func Binary() (string, string) {
 		}
 	}
 	return "", fmt.Sprintf("no prometheus binary: $CUECAST_PROMETHEUS is unset and none at %v (make test unpacks Debian's prometheus package)", tried)
+}
+
+// moduleRoot is the nearest directory at or above the working directory
+// (a test's package directory) that holds a go.mod. The source file's own
+// path cannot serve: make test builds with -trimpath, which makes it
+// relative to the module.
+func moduleRoot() (string, bool) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", false
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, true
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", false
+		}
+		dir = parent
+	}
 }
 
 // Server is a running Prometheus.
