@@ -120,7 +120,7 @@ prometheus:
 # Debian's chromium with apt-get when /usr/bin/chromium is missing; the test skips,
 # saying why, only when no Chromium can be found or installed. Screenshots of each
 # page (overview, overview filtered, config, a version's diff, a halted rollout)
-# go to $(E2E_ARTIFACTS).
+# go to $(E2E_ARTIFACTS). -trimpath as make test's (TESTFLAGS).
 E2E_ARTIFACTS ?= $(CURDIR)/bin/e2e
 e2e:
 	@if [ ! -x /usr/bin/chromium ] && [ -z "$$CUECAST_CHROMIUM" ]; then \
@@ -134,12 +134,12 @@ e2e:
 			echo "e2e: /usr/bin/chromium is missing and apt-get is not usable here"; \
 		fi; \
 	fi
-	$(GO) vet -tags e2e ./internal/web/e2e/
+	$(GO) vet -trimpath -tags e2e ./internal/web/e2e/
 	@mkdir -p $(E2E_ARTIFACTS)
-	CUECAST_ARTIFACTS=$(E2E_ARTIFACTS) $(GO) test -tags e2e -count=1 -timeout 10m -v ./internal/web/e2e/
+	CUECAST_ARTIFACTS=$(E2E_ARTIFACTS) $(GO) test -trimpath -tags e2e -count=1 -timeout 10m -v ./internal/web/e2e/
 	# OFREP through the web SDK's provider in Chromium (docs/FLAGS.md, "Other languages").
-	$(GO) vet -tags e2e ./flags/openfeature/integration/
-	$(GO) test -tags e2e -count=1 -timeout 5m -run TestOFREPBrowser -v ./flags/openfeature/integration/
+	$(GO) vet -trimpath -tags e2e ./flags/openfeature/integration/
+	$(GO) test -trimpath -tags e2e -count=1 -timeout 5m -run TestOFREPBrowser -v ./flags/openfeature/integration/
 
 # The Dockerfile, linted with dockerfilelint from the npm registry (no image can be
 # built here; see CONTRIBUTING.md). It needs Node's npx, which CI has; README's
@@ -197,7 +197,7 @@ BUILDINFO = github.com/cuecast/cuecast/internal/buildinfo
 LDFLAGS = -s -w -buildid= -X $(BUILDINFO).version=$(VERSION) -X $(BUILDINFO).commit=$(COMMIT) -X $(BUILDINFO).date=$(DATE)
 release:
 	rm -rf $(DIST) && mkdir -p $(DIST)
-	$(GO) build -o $(DIST)/.sbom ./internal/sbom/gen
+	$(GO) build -trimpath -o $(DIST)/.sbom ./internal/sbom/gen
 	@for p in $(PLATFORMS); do \
 		os=$${p%/*}; arch=$${p#*/}; out=$(DIST)/cuecast_$(VERSION)_$${os}_$${arch}; \
 		echo "build $$out"; \
