@@ -51,9 +51,11 @@ RACE_PURE ?= golang.org/x/crypto/blowfish crypto/internal/fips140/edwards25519/.
 # compiled, where without it every package of ours was compiled again (go
 # vet ./... in a second clone: 47 s, and 1.6 s with -trimpath). vet takes it
 # too, and staticcheck through GOFLAGS (the go list it runs compiles the
-# packages it reads: 75 s in a clean clone, 1.2 s with it). Since a test binary is then the same in every checkout, so is the
-# key of its cached result: -count=1 makes make test run every test rather
-# than report one another checkout ran.
+# packages it reads: 75 s in a clean clone, 1.2 s with it). Since a test
+# binary is then the same in every checkout, so is the key of its cached
+# result: -count=1 makes make test run every test rather than report one
+# another checkout ran. A failing test's stack names files by their module
+# path (github.com/cuecast/cuecast/tailer/tailer.go).
 TESTFLAGS ?= -race -trimpath -count=1 $(foreach p,$(RACE_PURE),-gcflags=$(p)=-race=false)
 
 # A race-enabled binary sleeps a second before it exits unless GORACE says
