@@ -20,10 +20,7 @@ import (
 // replay, so make test sends 100 requests with 7 successes and the soak
 // (CUECAST_SOAK=1) 100 with 51.
 func raceWriters() (own, race int) {
-	if soak.On() {
-		return 50, 50
-	}
-	return 6, 94
+	return soak.Length(6, 50), soak.Length(94, 50)
 }
 
 // raceRepo has two configs, ns/a and ns/b, with fields v0… at 0, and
