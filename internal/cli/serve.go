@@ -273,6 +273,9 @@ func serveRun(c *cobra.Command, env *Env, opts *ServeOptions) error {
 		return repoError(err, opts.Git.describe(env.Getenv))
 	}
 	defer p.Close()
+	if len(opts.Namespaces) > 0 {
+		p.Starting("creating the namespaces' mirrors")
+	}
 	if err := emb.mirrors(ctx, p.NC, opts.Namespaces); err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}

@@ -189,14 +189,14 @@ func Start(ctx context.Context, cfg Config) (_ *Pipeline, err error) {
 	}
 	p.log = cfg.Logger
 	if cfg.NATS == "" {
-		p.starting("reading back the embedded NATS server's JetStream store")
+		p.Starting("reading back the embedded NATS server's JetStream store")
 	} else {
-		p.starting("connecting to NATS")
+		p.Starting("connecting to NATS")
 	}
 	if err := p.connect(ctx, cfg); err != nil {
 		return nil, err
 	}
-	p.starting("opening the streams")
+	p.Starting("opening the streams")
 	p.Distributor, err = distributor.New(ctx, p.NC, distributor.Options{SigningKey: key, Logger: cfg.Logger, Replicas: cfg.Replicas, InlineLimit: cfg.InlineLimit, Heartbeat: cfg.Heartbeat})
 	if err != nil {
 		return nil, fmt.Errorf("start pipeline: %w", err)
@@ -235,7 +235,7 @@ func Start(ctx context.Context, cfg Config) (_ *Pipeline, err error) {
 		dep = p.Metrics.Deployer(dep)
 	}
 	ho := newHandoff(store, dep, p.NC, manifests)
-	p.starting("opening the repository")
+	p.Starting("opening the repository")
 	p.Tailer, err = tailer.New(ctx, tcfg, js, ho, ho)
 	if err != nil {
 		return nil, err
@@ -245,11 +245,14 @@ func Start(ctx context.Context, cfg Config) (_ *Pipeline, err error) {
 			return nil, err
 		}
 	}
-	p.starting("joining the lease")
+	p.Starting("joining the lease")
 	if err := p.startLease(ctx, cfg, js); err != nil {
 		return nil, err
 	}
 	if cfg.HTTP != "" {
+		// What the 503s say from here until OpenHTTP, unless the caller
+		// has more to do first and says so (Starting).
+		p.Starting("opening the operations server")
 		if err := p.startWeb(ctx, cfg, tcfg, js); err != nil {
 			return nil, err
 		}
@@ -325,8 +328,10 @@ func (p *Pipeline) serveFront(ctx context.Context, log *slog.Logger) {
 	}()
 }
 
-// starting says what Start waits for now, on the operations server's 503s.
-func (p *Pipeline) starting(what string) {
+// Starting says what the process waits for now, on the operations
+// server's 503s until OpenHTTP: Start's own steps, then any a caller
+// takes before it opens the server (serve's namespace mirrors).
+func (p *Pipeline) Starting(what string) {
 	if p.front != nil {
 		p.front.Starting(what)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -245,5 +246,34 @@ func TestStartErrors(t *testing.T) {
 				t.Fatal("unexpected cancellation")
 			}
 		})
+	}
+}
+
+// TestStartedNotYetOpen: after Start, until OpenHTTP, the operations
+// server's 503 names what the process does now, not a step Start finished
+// (it read "joining the lease" while Start built the server and serve
+// created the namespaces' mirrors), and what a caller says in between.
+func TestStartedNotYetOpen(t *testing.T) {
+	repo := gittest.New(t)
+	repo.CopyDir("../../configs-example")
+	repo.Commit("import")
+	p, err := pipeline.Start(context.Background(), pipeline.Config{Repo: repo.Dir, DataDir: t.TempDir(), Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	base := "http://" + p.HTTPAddr()
+	saysStarting := func(want string) {
+		t.Helper()
+		if code, body := get(t, base+"/readyz"); code != http.StatusServiceUnavailable || body != "not ready: starting: "+want+"\n" {
+			t.Errorf("GET /readyz before OpenHTTP = %d %q, want 503 %q", code, body, "not ready: starting: "+want)
+		}
+	}
+	saysStarting("opening the operations server")
+	p.Starting("creating the namespaces' mirrors")
+	saysStarting("creating the namespaces' mirrors")
+	p.OpenHTTP()
+	if code, body := get(t, base+"/readyz"); strings.Contains(body, "starting") {
+		t.Errorf("GET /readyz after OpenHTTP = %d %q, want the operations server's answer", code, body)
 	}
 }
