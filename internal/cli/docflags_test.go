@@ -1,0 +1,212 @@
+package cli_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cuecast/cuecast/internal/cli"
+	"github.com/cuecast/cuecast/internal/iostreams"
+)
+
+// TestDocsNameRealCommandsAndFlags: every `cuecast COMMAND … --FLAG` a
+// reader can copy, from the docs (every Markdown file but CHANGELOG) and
+// from every command's own --help, names a
+// command and flags that command has. A flag renamed or dropped in the
+// code and not in a doc would send a reader who follows it literally to
+// "unknown flag" (the docs are contracts; the guides' own tests run their
+// lines, this checks the lines no test runs, such as OPERATIONS.md's serve).
+// Every `make TARGET` in them is a target of the Makefile.
+func TestDocsNameRealCommandsAndFlags(t *testing.T) {
+	io, _, _ := iostreams.Test()
+	root := cli.NewRootCmd(&cli.Env{IO: io, Getenv: func(string) string { return "" }})
+	texts := map[string]string{}
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		texts[c.CommandPath()+" --help"] = helpCode(c.Long + "\n" + c.Example)
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
+	top := repoRoot(t)
+	docs, err := filepath.Glob(filepath.Join(top, "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// CHANGELOG is history: it names flags as they were.
+	for _, name := range []string{"README.md", "SECURITY.md", "CONTRIBUTING.md", "BENCHMARKS.md", "ci/README.md", "configs-example/README.md", "testdata/flags/README.md"} {
+		docs = append(docs, filepath.Join(top, name))
+	}
+	for _, p := range docs {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rel, _ := filepath.Rel(top, p)
+		texts[rel] = markdownCode(string(b))
+	}
+	checked := 0
+	for where, text := range texts {
+		for _, line := range commandLines(text) {
+			if msg := checkCommandLine(root, line); msg != "" {
+				t.Errorf("%s: %q: %s", where, line, msg)
+			}
+			checked++
+		}
+	}
+	// And every `make TARGET` a doc runs is a target of the Makefile.
+	mk, err := os.ReadFile(filepath.Join(top, "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	targets := map[string]bool{}
+	for _, m := range makeTarget.FindAllStringSubmatch(string(mk), -1) {
+		targets[m[1]] = true
+	}
+	for where, text := range texts {
+		for _, l := range strings.Split(text, "\n") {
+			for _, p := range commandSep.Split(l, -1) {
+				if m := makeRun.FindStringSubmatch(p); m != nil && !targets[m[1]] {
+					t.Errorf("%s: %q: the Makefile has no target %q", where, strings.TrimSpace(p), m[1])
+				}
+			}
+		}
+	}
+	t.Logf("%d command lines checked", checked)
+	if checked < 100 {
+		t.Errorf("checked %d command lines in the docs and --help: want the hundreds they hold (is the extraction broken?)", checked)
+	}
+}
+
+// helpCode is the commands in a command's help: its indented lines
+// (examples) and the commands it quotes in prose ('cuecast keys').
+func helpCode(help string) string {
+	var out []string
+	for _, l := range strings.Split(help, "\n") {
+		if strings.HasPrefix(l, " ") || strings.HasPrefix(l, "\t") {
+			out = append(out, l)
+		}
+		for _, m := range quoted.FindAllStringSubmatch(l, -1) {
+			out = append(out, m[1])
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// markdownCode is the code in a Markdown text: its fenced blocks' lines
+// and its inline code spans, one to a line.
+func markdownCode(md string) string {
+	var out []string
+	fenced := false
+	for line := range strings.Lines(md) {
+		if strings.HasPrefix(strings.TrimSpace(line), "```") {
+			fenced = !fenced
+			continue
+		}
+		if fenced {
+			out = append(out, strings.TrimRight(line, "\n"))
+			continue
+		}
+		for _, m := range codeSpan.FindAllStringSubmatch(line, -1) {
+			out = append(out, m[1])
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+var (
+	codeSpan = regexp.MustCompile("`([^`]+)`")
+	// What starts a command in a shell line: the line's start, a list or
+	// pipe operator, a subshell or command substitution; then any
+	// variable assignments and a prompt.
+	commandSep = regexp.MustCompile(`&&|\|\||[;|()]|\$\(`)
+	commandPre = regexp.MustCompile(`^\s*(?:\$\s+)?(?:[A-Z_][A-Z0-9_]*=\S*\s+)*cuecast\s+([a-z].*)$`)
+	// A help text quotes a command in single quotes ('cuecast keys').
+	quoted     = regexp.MustCompile(`'(cuecast [^']+)'`)
+	makeRun    = regexp.MustCompile(`^\s*(?:[A-Z_][A-Z0-9_]*=\S*\s+)*make\s+([a-z][a-z0-9_-]*)`)
+	makeTarget = regexp.MustCompile(`(?m)^([a-z][a-z0-9_-]*):`)
+	flagWord   = regexp.MustCompile(`^--([a-z][a-z0-9-]*)`)
+)
+
+// commandLines is every cuecast command that text runs: from its first
+// word after cuecast to where the shell's command ends (a pipe, a list
+// operator, a comment, a redirection, the line's end); continuation lines
+// are joined. Prose that names cuecast is not a command.
+func commandLines(text string) []string {
+	text = strings.ReplaceAll(text, "\\\n", " ")
+	var pieces []string
+	for _, l := range strings.Split(text, "\n") {
+		pieces = append(pieces, commandSep.Split(l, -1)...)
+	}
+	var lines []string
+	for _, p := range pieces {
+		m := commandPre.FindStringSubmatch(p)
+		if m == nil {
+			continue
+		}
+		cmd := m[1]
+		if i := strings.IndexAny(cmd, "#>)`"); i >= 0 {
+			cmd = cmd[:i]
+		}
+		lines = append(lines, strings.TrimSpace(cmd))
+	}
+	return lines
+}
+
+// checkCommandLine finds line's command under root (its leading words
+// that name subcommands) and says what in it that command does not have:
+// "" when every --flag is the command's or inherited.
+func checkCommandLine(root *cobra.Command, line string) string {
+	words := strings.Fields(line)
+	c := root
+	i := 0
+	for ; i < len(words); i++ {
+		sub := subcommand(c, words[i])
+		if sub == nil {
+			break
+		}
+		c = sub
+	}
+	if c == root && len(words) > 0 && commandName.MatchString(words[0]) {
+		return fmt.Sprintf("cuecast has no command %q", words[0])
+	}
+	if c.HasSubCommands() && i < len(words) && (words[i] == "…" || words[i] == "...") {
+		// "nats-config … --auth jwt": any of its subcommands; which
+		// one is not said.
+		return ""
+	}
+	if c.HasSubCommands() && !c.Runnable() && i < len(words) && commandName.MatchString(words[i]) {
+		return fmt.Sprintf("%s has no subcommand %q", c.CommandPath(), words[i])
+	}
+	var unknown []string
+	for _, w := range words[i:] {
+		m := flagWord.FindStringSubmatch(w)
+		if m == nil {
+			continue
+		}
+		if c.Flag(m[1]) == nil && c.InheritedFlags().Lookup(m[1]) == nil && m[1] != "help" {
+			unknown = append(unknown, "--"+m[1])
+		}
+	}
+	if len(unknown) > 0 {
+		return fmt.Sprintf("%s has no flag %s", c.CommandPath(), strings.Join(unknown, ", "))
+	}
+	return ""
+}
+
+var commandName = regexp.MustCompile(`^[a-z][a-z-]*$`)
+
+func subcommand(c *cobra.Command, name string) *cobra.Command {
+	for _, sub := range c.Commands() {
+		if sub.Name() == name || sub.HasAlias(name) {
+			return sub
+		}
+	}
+	return nil
+}
