@@ -16,12 +16,12 @@ import (
 
 // TestDocsNameRealCommandsAndFlags: every `cuecast COMMAND … --FLAG` a
 // reader can copy, from the docs (every Markdown file but CHANGELOG) and
-// from every command's own --help, names a
-// command and flags that command has. A flag renamed or dropped in the
-// code and not in a doc would send a reader who follows it literally to
-// "unknown flag" (the docs are contracts; the guides' own tests run their
-// lines, this checks the lines no test runs, such as OPERATIONS.md's serve).
-// Every `make TARGET` in them is a target of the Makefile.
+// from every command's own --help, names a command and flags that command
+// has, and every `make TARGET` a target of the Makefile. A flag renamed or
+// dropped in the code and not in a doc would send a reader who follows it
+// literally to "unknown flag" (the docs are contracts; the guides' own
+// tests run their lines, this checks the lines no test runs, such as
+// OPERATIONS.md's serve).
 func TestDocsNameRealCommandsAndFlags(t *testing.T) {
 	io, _, _ := iostreams.Test()
 	root := cli.NewRootCmd(&cli.Env{IO: io, Getenv: func(string) string { return "" }})
@@ -81,6 +81,36 @@ func TestDocsNameRealCommandsAndFlags(t *testing.T) {
 	t.Logf("%d command lines checked", checked)
 	if checked < 100 {
 		t.Errorf("checked %d command lines in the docs and --help: want the hundreds they hold (is the extraction broken?)", checked)
+	}
+}
+
+// TestDocCommandLines: what TestDocsNameRealCommandsAndFlags takes for a
+// command in a doc, and what it finds wrong in one.
+func TestDocCommandLines(t *testing.T) {
+	io, _, _ := iostreams.Test()
+	root := cli.NewRootCmd(&cli.Env{IO: io, Getenv: func(string) string { return "" }})
+	for _, tc := range []struct {
+		name, md string
+		want     []string // what checkCommandLine says of each command found
+	}{
+		{"a fenced command", "```sh\ncuecast status payments/checkout --output json\n```\n", []string{""}},
+		{"a misspelt flag", "```sh\ncuecast serve --repo . --git-token-fil f\n```\n", []string{"cuecast serve has no flag --git-token-fil"}},
+		{"continued lines, after variables and a substitution", "```sh\nT=$(cat t) \\\ncuecast serve \\\n  --no-such-flag\n```\n", []string{"cuecast serve has no flag --no-such-flag"}},
+		{"a code span, then a pipe", "run `cuecast status x | jq --raw-output .`", []string{""}},
+		{"no such command", "`cuecast statuz x`", []string{`cuecast has no command "statuz"`}},
+		{"no such subcommand", "`cuecast nats-config hubb --name h`", []string{`cuecast nats-config has no subcommand "hubb"`}},
+		{"any subcommand", "`nats-config … --auth jwt` and `cuecast nats-config … --auth jwt`", []string{""}},
+		{"prose", "cuecast serve --no-such-flag is prose here, and `a cuecast thing` too", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []string
+			for _, line := range commandLines(markdownCode(tc.md)) {
+				got = append(got, checkCommandLine(root, line))
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
 	}
 }
 
@@ -181,7 +211,8 @@ func checkCommandLine(root *cobra.Command, line string) string {
 		// one is not said.
 		return ""
 	}
-	if c.HasSubCommands() && !c.Runnable() && i < len(words) && commandName.MatchString(words[i]) {
+	// Every command with subcommands only groups them (guardGroups).
+	if c.HasSubCommands() && i < len(words) && commandName.MatchString(words[i]) {
 		return fmt.Sprintf("%s has no subcommand %q", c.CommandPath(), words[i])
 	}
 	var unknown []string
