@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cuecast/cuecast/internal/cli"
-	"github.com/cuecast/cuecast/internal/iostreams"
 )
 
 // TestDocsNameRealCommandsAndFlags: every `cuecast COMMAND … --FLAG` a
@@ -23,17 +22,12 @@ import (
 // tests run their lines, this checks the lines no test runs, such as
 // OPERATIONS.md's serve).
 func TestDocsNameRealCommandsAndFlags(t *testing.T) {
-	io, _, _ := iostreams.Test()
-	root := cli.NewRootCmd(&cli.Env{IO: io, Getenv: func(string) string { return "" }})
+	tree := cli.CommandTree()
+	root := tree[0]
 	texts := map[string]string{}
-	var walk func(c *cobra.Command)
-	walk = func(c *cobra.Command) {
+	for _, c := range tree {
 		texts[c.CommandPath()+" --help"] = helpCode(c.Long + "\n" + c.Example)
-		for _, sub := range c.Commands() {
-			walk(sub)
-		}
 	}
-	walk(root)
 	top := repoRoot(t)
 	docs, err := filepath.Glob(filepath.Join(top, "docs", "*.md"))
 	if err != nil {
@@ -87,8 +81,7 @@ func TestDocsNameRealCommandsAndFlags(t *testing.T) {
 // TestDocCommandLines: what TestDocsNameRealCommandsAndFlags takes for a
 // command in a doc, and what it finds wrong in one.
 func TestDocCommandLines(t *testing.T) {
-	io, _, _ := iostreams.Test()
-	root := cli.NewRootCmd(&cli.Env{IO: io, Getenv: func(string) string { return "" }})
+	root := cli.CommandTree()[0]
 	for _, tc := range []struct {
 		name, md string
 		want     []string // what checkCommandLine says of each command found

@@ -4,27 +4,18 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-
-	"github.com/cuecast/cuecast/internal/iostreams"
 )
 
 // TestFlagUsageHasNoBackticks: pflag takes a `quoted` word in a flag's usage
 // for the name of its value, so "as `cuecast keys` prints it" rendered as
 // "--trusted-key cuecast keys" in --help (issue 17, item 8).
 func TestFlagUsageHasNoBackticks(t *testing.T) {
-	io, _, _ := iostreams.Test()
-	var walk func(c *cobra.Command)
-	walk = func(c *cobra.Command) {
+	for _, c := range CommandTree() {
 		c.LocalFlags().VisitAll(func(f *pflag.Flag) {
 			if strings.Contains(f.Usage, "`") {
 				t.Errorf("%s --%s: usage %q has a backtick; quote with ' instead", c.CommandPath(), f.Name, f.Usage)
 			}
 		})
-		for _, sub := range c.Commands() {
-			walk(sub)
-		}
 	}
-	walk(NewRootCmd(&Env{IO: io, Getenv: func(string) string { return "" }}))
 }
