@@ -20,7 +20,7 @@ import (
 // dropped in the code and not in a doc would send a reader who follows it
 // literally to "unknown flag" (the docs are contracts; the guides' own
 // tests run their lines, this checks the lines no test runs, such as
-// OPERATIONS.md's serve).
+// OPERATIONS.md's serve). Its table of serve's flags names serve's flags.
 func TestDocsNameRealCommandsAndFlags(t *testing.T) {
 	tree := cli.CommandTree()
 	root := tree[0]
@@ -71,6 +71,24 @@ func TestDocsNameRealCommandsAndFlags(t *testing.T) {
 				}
 			}
 		}
+	}
+	// OPERATIONS.md's table of serve's flags ("| flag | what it is |",
+	// after serve's command line) names serve's flags.
+	serve := subcommand(root, "serve")
+	rows := 0
+	_, table, _ := strings.Cut(readDoc(t, "OPERATIONS.md"), "\n| flag | what it is |\n|---|---|\n")
+	table, _, _ = strings.Cut(table, "\n\n")
+	for line := range strings.Lines(table) {
+		rows++
+		first, _, _ := strings.Cut(strings.TrimPrefix(line, "|"), "|")
+		for _, m := range codeSpan.FindAllStringSubmatch(first, -1) {
+			if f := flagWord.FindStringSubmatch(m[1]); f != nil && serve.Flag(f[1]) == nil {
+				t.Errorf("docs/OPERATIONS.md: the table of serve's flags names --%s, which serve does not have", f[1])
+			}
+		}
+	}
+	if rows < 10 {
+		t.Errorf("docs/OPERATIONS.md: %d rows in the table of serve's flags: want the table (is it still there?)", rows)
 	}
 	t.Logf("%d command lines checked", checked)
 	if checked < 100 {
