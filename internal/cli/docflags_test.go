@@ -74,7 +74,7 @@ func TestDocsNameRealCommandsAndFlags(t *testing.T) {
 	}
 	// OPERATIONS.md's table of serve's flags ("| flag | what it is |",
 	// after serve's command line) names serve's flags.
-	serve := subcommand(root, "serve")
+	serve, _, _ := root.Find([]string{"serve"})
 	rows := 0
 	_, table, _ := strings.Cut(readDoc(t, "OPERATIONS.md"), "\n| flag | what it is |\n|---|---|\n")
 	table, _, _ = strings.Cut(table, "\n\n")
@@ -204,35 +204,24 @@ func commandLines(text string) []string {
 // that name subcommands) and says what in it that command does not have:
 // "" when every --flag is the command's or inherited.
 func checkCommandLine(root *cobra.Command, line string) string {
-	words := strings.Fields(line)
-	c := root
-	i := 0
-	for ; i < len(words); i++ {
-		sub := subcommand(c, words[i])
-		if sub == nil {
-			break
-		}
-		c = sub
+	// Find resolves the words as cuecast itself does; rest is what is
+	// left once the command's path is taken out.
+	c, rest, _ := root.Find(strings.Fields(line))
+	if c == root && len(rest) > 0 && commandName.MatchString(rest[0]) {
+		return fmt.Sprintf("cuecast has no command %q", rest[0])
 	}
-	if c == root && len(words) > 0 && commandName.MatchString(words[0]) {
-		return fmt.Sprintf("cuecast has no command %q", words[0])
-	}
-	if c.HasSubCommands() && i < len(words) && (words[i] == "…" || words[i] == "...") {
+	if c.HasSubCommands() && len(rest) > 0 && (rest[0] == "…" || rest[0] == "...") {
 		// "nats-config … --auth jwt": any of its subcommands; which
 		// one is not said.
 		return ""
 	}
 	// Every command with subcommands only groups them (guardGroups).
-	if c.HasSubCommands() && i < len(words) && commandName.MatchString(words[i]) {
-		return fmt.Sprintf("%s has no subcommand %q", c.CommandPath(), words[i])
+	if c.HasSubCommands() && len(rest) > 0 && commandName.MatchString(rest[0]) {
+		return fmt.Sprintf("%s has no subcommand %q", c.CommandPath(), rest[0])
 	}
 	var unknown []string
-	for _, w := range words[i:] {
-		m := flagWord.FindStringSubmatch(w)
-		if m == nil {
-			continue
-		}
-		if c.Flag(m[1]) == nil && c.InheritedFlags().Lookup(m[1]) == nil && m[1] != "help" {
+	for _, w := range rest {
+		if m := flagWord.FindStringSubmatch(w); m != nil && c.Flag(m[1]) == nil && m[1] != "help" {
 			unknown = append(unknown, "--"+m[1])
 		}
 	}
@@ -243,12 +232,3 @@ func checkCommandLine(root *cobra.Command, line string) string {
 }
 
 var commandName = regexp.MustCompile(`^[a-z][a-z-]*$`)
-
-func subcommand(c *cobra.Command, name string) *cobra.Command {
-	for _, sub := range c.Commands() {
-		if sub.Name() == name || sub.HasAlias(name) {
-			return sub
-		}
-	}
-	return nil
-}
