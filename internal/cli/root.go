@@ -48,6 +48,22 @@ func (e *Env) Logger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(e.IO.ErrOut, opts))
 }
 
+// checkLogFlags refuses a --log-level or --log-format that Logger does not
+// know, as wrong usage.
+func (e *Env) checkLogFlags() error {
+	switch strings.ToLower(e.LogLevel) {
+	case "debug", "info", "warn", "error":
+	default:
+		return usageErrorf("use debug, info, warn or error", "unknown --log-level %q", e.LogLevel)
+	}
+	switch e.LogFormat {
+	case "text", "json":
+	default:
+		return usageErrorf("use text or json", "unknown --log-format %q", e.LogFormat)
+	}
+	return nil
+}
+
 // NewRootCmd builds the whole command tree for one invocation.
 func NewRootCmd(env *Env) *cobra.Command {
 	root := &cobra.Command{
@@ -71,6 +87,9 @@ Exit codes: 0 ok, 1 cuecast failed, 2 wrong usage, 3 invalid configs, 4 halted o
 	}
 	root.PersistentFlags().StringVar(&env.LogFormat, "log-format", "text", "log format on stderr: text or json")
 	root.PersistentFlags().StringVar(&env.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
+	// A typo in either would otherwise fall back to text at info without a
+	// word, and a debug session would show nothing it asked for.
+	root.PersistentPreRunE = func(*cobra.Command, []string) error { return env.checkLogFlags() }
 	root.SetOut(env.IO.Out)
 	root.SetErr(env.IO.ErrOut)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
