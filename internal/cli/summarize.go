@@ -7,6 +7,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
+	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/distributor"
 )
 
@@ -46,8 +47,8 @@ last summary, then not at all.`,
 			if runF != nil {
 				return runF(c, opts)
 			}
-			if opts.Region == "" {
-				return usageErrorf("pass --region, the region's name in nats-config --region", "summarize: missing --region")
+			if err := opts.check(); err != nil {
+				return err
 			}
 			nc, err := dial(env, opts.NATS, "cuecast summarize "+opts.Region, &opts.Conn)
 			if err != nil {
@@ -63,6 +64,24 @@ last summary, then not at all.`,
 	cmd.Flags().DurationVar(&opts.Interval, "interval", time.Second, "least time between two summaries of one config")
 	opts.Conn.Register(cmd.Flags())
 	return cmd
+}
+
+// check refuses, before anything dials, what the summarizer would
+// otherwise run on a default of its own or fail on later as a refused
+// publish: it takes a heartbeat of 0 or less as 15s, which the hub and the
+// instances do not share.
+func (o *SummarizeOptions) check() error {
+	switch {
+	case o.Region == "":
+		return usageErrorf("pass --region, the region's name in nats-config --region", "summarize: missing --region")
+	case !cuecast.ValidSegment(o.Region):
+		return usageErrorf("use the region's name as nats-config --region gave it (lowercase letters, digits, - and _)", "summarize: %q cannot name a region", o.Region)
+	case o.Heartbeat < time.Second:
+		return usageErrorf("use serve's --heartbeat, 1s or more, like --heartbeat 60s", "--heartbeat %s: too short", o.Heartbeat)
+	case o.Interval <= 0:
+		return usageErrorf("use a duration like --interval 1s", "--interval %s: want a positive duration", o.Interval)
+	}
+	return nil
 }
 
 func summarize(c *cobra.Command, env *Env, nc *nats.Conn, opts *SummarizeOptions) error {
