@@ -98,6 +98,10 @@ Exit status 4 when the rollout shown or watched is halted.`,
 				if err := validateOutput(opts.Output, "text", "json"); err != nil {
 					return err
 				}
+				// The refresh ticker panics on a non-positive period.
+				if v.name == "watch" && opts.Interval <= 0 {
+					return usageErrorf("use a refresh interval like --interval 1s", "--interval %s: want a positive duration", opts.Interval)
+				}
 				if err := resolveActor(env, &opts.Actor); err != nil {
 					return err
 				}

@@ -195,6 +195,9 @@ func serveRun(c *cobra.Command, env *Env, opts *ServeOptions) error {
 	if opts.Heartbeat < time.Second {
 		return usageErrorf("use a duration of 1s or more, like --heartbeat 60s", "--heartbeat %s: too short", opts.Heartbeat)
 	}
+	if opts.Interval < 0 {
+		return usageErrorf("use a poll interval like --interval 5s, or leave it out for the default", "--interval %s: want a positive duration", opts.Interval)
+	}
 	// Every input is checked before the data directory gets its first
 	// file: a typo must not leave a key, a store and a trusted-keys file
 	// behind.
