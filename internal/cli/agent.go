@@ -135,6 +135,14 @@ func (o *AgentOptions) validateAgent() error {
 	if o.Exec != "" && o.Signal != "" {
 		return usageErrorf("pass either --exec or --signal", "--exec and --signal both given")
 	}
+	// A zero timeout would fail every --exec at once; a negative quiet
+	// would run as none.
+	if o.ExecTimeout <= 0 {
+		return usageErrorf("use a duration like --exec-timeout 30s", "--exec-timeout %s: want a positive duration", o.ExecTimeout)
+	}
+	if o.Quiet < 0 {
+		return usageErrorf("use a duration like --quiet 100ms, or 0s to run at once", "--quiet %s: want 0 or more", o.Quiet)
+	}
 	if o.Signal != "" {
 		if _, _, err := parseSignal(o.Signal); err != nil {
 			return err

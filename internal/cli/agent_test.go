@@ -152,6 +152,11 @@ func TestAgentUsage(t *testing.T) {
 		{"no pid", []string{"--instance", "a", "--config", "payments/checkout", "--dir", "d", "--signal", "HUP"}, "no process ID"},
 		{"exec and signal", []string{"--instance", "a", "--config", "payments/checkout", "--dir", "d", "--exec", "true", "--signal", "1:HUP"}, "both given"},
 		{"twice", []string{"--instance", "a", "--config", "payments/checkout", "--config", "payments/checkout", "--dir", "d"}, "given twice"},
+		// A zero --exec-timeout failed every --exec with "context deadline
+		// exceeded"; a negative --quiet ran as none.
+		{"exec timeout zero", []string{"--instance", "a", "--config", "payments/checkout", "--dir", "d", "--exec", "true", "--exec-timeout", "0s"}, "--exec-timeout 0s: want a positive duration"},
+		{"exec timeout negative", []string{"--instance", "a", "--config", "payments/checkout", "--dir", "d", "--exec", "true", "--exec-timeout=-1s"}, "--exec-timeout -1s: want a positive duration"},
+		{"quiet negative", []string{"--instance", "a", "--config", "payments/checkout", "--dir", "d", "--quiet=-1s"}, "--quiet -1s: want 0 or more"},
 		{"bad instance", []string{"--instance", "a b", "--config", "payments/checkout", "--dir", "d"}, "invalid instance id"},
 		// Verification is not optional: no keys, no start.
 		{"no trusted keys", []string{"--instance", "a", "--config", "payments/checkout", "--dir", "d"}, "no trusted keys"},

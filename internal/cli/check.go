@@ -89,6 +89,9 @@ rollout's users more than its weights require (docs/FLAGS.md), 1 cuecast, the fl
 			if err := validateOutput(opts.Output, "text", "json", "markdown"); err != nil {
 				return err
 			}
+			if opts.FanOut < 1 {
+				return usageErrorf(fmt.Sprintf("leave it out for the default, %d", ci.DefaultFanOut), "--fan-out %d: want 1 or more", opts.FanOut)
+			}
 			if !opts.Fleet && (c.Flags().Changed("nats") || opts.Conn != (ConnFlags{})) {
 				return usageErrorf("add --fleet to count the instances", "--nats and the credentials and TLS flags need --fleet")
 			}

@@ -95,6 +95,9 @@ region, asked of the region at once. A region that does not answer within --time
 			if err := validateOutput(opts.Output, "text", "json"); err != nil {
 				return err
 			}
+			if opts.Timeout <= 0 {
+				return usageErrorf("use a duration like --timeout 5m", "--timeout %s: want a positive duration", opts.Timeout)
+			}
 			if runF != nil {
 				return runF(c, opts)
 			}
