@@ -59,8 +59,8 @@ commits nothing. Then: 'cuecast compile --repo DIR', commit, and
 			if !modulePath.MatchString(opts.Module) {
 				return usageErrorf("name a module like example.com/acme/configs (a domain first)", "--module %q is not a CUE module path", opts.Module)
 			}
-			if strings.TrimSpace(opts.Owner) == "" || strings.ContainsAny(opts.Owner, "\"\\\n") {
-				return usageErrorf("name a team (@org/team) or an e-mail address", "--owner %q", opts.Owner)
+			if !codeOwner.MatchString(opts.Owner) {
+				return usageErrorf("name a GitHub team (@org/team), a user (@name) or an e-mail address", "--owner %q is not a GitHub user, team or e-mail address", opts.Owner)
 			}
 			if runF != nil {
 				return runF(c, opts)
@@ -76,6 +76,11 @@ commits nothing. Then: 'cuecast compile --repo DIR', commit, and
 
 // modulePath is what CUE accepts as a module path without a major version:
 // a domain-like first element, then path elements.
+// codeOwner is what CODEOWNERS takes as an owner: GitHub marks any other
+// word as an error on the file and asks no one to review (and a quote or a
+// backslash would break the manifest's CUE string).
+var codeOwner = regexp.MustCompile(`^(@[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:/[A-Za-z0-9][A-Za-z0-9._-]*)?|[^@\s"\\]+@[^@\s"\\]+\.[^@\s"\\]+)$`)
+
 var modulePath = regexp.MustCompile(`^[a-z0-9-]+(\.[a-z0-9-]+)+(/[a-z0-9._~-]+)*$`)
 
 func initRun(env *Env, opts *InitOptions) error {
