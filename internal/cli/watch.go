@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -73,7 +75,7 @@ the instance's report), never taken for "no variants".`,
 		},
 	}
 	cmd.Flags().StringVar(&opts.Config, "config", "", "config path to watch, like payments/checkout")
-	cmd.Flags().StringVar(&opts.LKG, "lkg", "", "last-known-good file: read at start, rewritten atomically on every apply")
+	cmd.Flags().StringVar(&opts.LKG, "lkg", "", "last-known-good file: read at start, rewritten atomically on every apply (its directory is made if missing)")
 	opts.register(cmd.Flags(), env)
 	return cmd
 }
@@ -92,6 +94,13 @@ type appliedLine struct {
 func watchRun(c *cobra.Command, env *Env, opts *WatchOptions) error {
 	ctx := c.Context()
 	cfg := cuecast.ConfigPath(opts.Config)
+	if opts.LKG != "" {
+		// As agent --dir: otherwise every version is applied "but not
+		// saved", and a restart has nothing to start from.
+		if err := os.MkdirAll(filepath.Dir(opts.LKG), 0o755); err != nil {
+			return fmt.Errorf("--lkg %s: %w", opts.LKG, err)
+		}
+	}
 	rewatch := newRewatchSignal(cfg)
 	opts.rewatch = rewatch.notify
 	nc, cl, err := opts.connect(env, "watch", cfg.Namespace())
