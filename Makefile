@@ -91,11 +91,11 @@ CUE_VERSION ?= $(shell $(GO) list -m -f '{{.Version}}' cuelang.org/go)
 TEST_FIRST ?= ./internal/cli ./internal/pipeline ./distributor/rollout ./internal/web ./internal/natsconf ./internal/scalesim ./compiler
 test: vet dockerfile-lint prometheus
 	GOBIN=$(CURDIR)/bin $(GO) install cuelang.org/go/cmd/cue@$(CUE_VERSION)
-	kube=$$(mktemp); \
+	kube=$$(mktemp); trap 'rm -f "$$kube"' EXIT; trap 'exit 130' INT; trap 'exit 143' TERM; \
 	(cd deploy/kubernetes && $(GO) vet ./... && GORACE="$(GORACE)" $(GO) test $(TESTFLAGS) -timeout 5m ./...) >$$kube 2>&1 & kubepid=$$!; \
 	CUECAST_CUE=$(CURDIR)/bin/cue GORACE="$(GORACE)" $(GO) test $(TESTFLAGS) -timeout 9m $(TEST_FIRST) ./...; rc=$$?; \
 	wait $$kubepid; kuberc=$$?; \
-	echo "deploy/kubernetes (its own module, vetted and tested beside the tests above):"; cat $$kube; rm -f $$kube; \
+	echo "deploy/kubernetes (its own module, vetted and tested beside the tests above):"; cat $$kube; \
 	[ $$rc -eq 0 ] && [ $$kuberc -eq 0 ]
 
 # A real Prometheus for the rollout analysis tests (distributor/rollout,
