@@ -83,7 +83,13 @@ type CompileError struct {
 func (e *CompileError) Error() string {
 	switch {
 	case len(e.Errors) == 0 && e.Report != nil && e.Report.Risk.Reshuffles > 0:
-		return "the change reshuffles a flag rollout's users (see the report's flag rollouts)"
+		var names []string
+		for _, f := range e.Report.Risk.FlagRollouts {
+			if f.Reshuffled && !f.Intended {
+				names = append(names, fmt.Sprintf("%s %s %s", f.Config, f.Flag, f.Where))
+			}
+		}
+		return fmt.Sprintf("the change reshuffles a flag rollout's users: %s (see the report's flag rollouts: keep the variants' order in the weights, or set reshuffle: true on the flag)", strings.Join(names, ", "))
 	case len(e.Errors) == 0:
 		return "the change breaks a config"
 	case len(e.Errors) == 1:

@@ -287,10 +287,16 @@ func (o *SetOptions) print(env *Env, res *mutator.Result, err error) error {
 		switch {
 		case o.Output == "json":
 			_ = writeJSON(env.IO.Out, map[string]any{"error": err.Error(), "details": err})
-		case errors.As(err, &ce) && len(ce.Errors) > 1:
-			// The error names the first; a reviewer wants every one.
-			for _, e := range ce.Errors {
-				fmt.Fprintln(env.IO.ErrOut, e)
+		case errors.As(err, &ce):
+			// The error names the first; a reviewer wants every one, and
+			// the report it points to (a reshuffle is only in the report).
+			if len(ce.Errors) > 1 {
+				for _, e := range ce.Errors {
+					fmt.Fprintln(env.IO.ErrOut, e)
+				}
+			}
+			if ce.Report != nil {
+				_ = ce.Report.WriteText(env.IO.Out)
 			}
 		}
 		return err
