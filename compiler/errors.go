@@ -91,6 +91,19 @@ const (
 	IDLintAllowUnknownID   = "lint/allow-unknown-id"
 )
 
+// IDs are every ID above, for what must list them all (the metrics export
+// each at 0 before the first rejection); TestIDsListsEveryID keeps it
+// complete.
+func IDs() []string {
+	return []string{
+		IDCue, IDManifestMissing, IDManifestNoModule, IDManifestSchema, IDManifestDimensions, IDManifestAnalysis,
+		IDUnknownNamespace, IDConfigName, IDConfigPackages, IDConfigTimeout, IDVariantTag, IDDoubleDefault,
+		IDCrossNamespaceImport, IDSizeConfig, IDFileNotUTF8, IDFileTooLarge, IDFileSymlinkEscape, IDFileSymlinkDir,
+		IDFileSymlinkBroken, IDSecretPrivateKey, IDSecretAWSKey, IDSecretGitHubToken, IDSecretJWT, IDSecretHighEntropy,
+		IDLintAllowNoReason, IDLintAllowUnknownID,
+	}
+}
+
 // fixFor returns the one-line hint shown with each lint ID; "" for CUE
 // errors, whose messages already say what is wrong.
 func fixFor(id string) string {

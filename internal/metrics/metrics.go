@@ -211,17 +211,10 @@ func HaltCauses() []string {
 }
 
 // RejectionIDs are the values of cuecast_validation_rejections_total's id
-// label exported at 0 from the start: the compiler's error and lint IDs,
-// the tailer's manifest/no-module, and "unknown" for an error without one.
+// label exported at 0 from the start: every error and lint ID the compiler
+// defines, and "unknown" for an error without one.
 func RejectionIDs() []string {
-	return []string{
-		compiler.IDCue, compiler.IDManifestMissing, compiler.IDManifestSchema, compiler.IDUnknownNamespace,
-		compiler.IDConfigName, compiler.IDConfigPackages, compiler.IDConfigTimeout, compiler.IDCrossNamespaceImport,
-		compiler.IDSizeConfig, compiler.IDFileNotUTF8, compiler.IDFileTooLarge, compiler.IDFileSymlinkEscape,
-		compiler.IDFileSymlinkDir, compiler.IDFileSymlinkBroken, compiler.IDSecretPrivateKey, compiler.IDSecretAWSKey,
-		compiler.IDSecretGitHubToken, compiler.IDSecretJWT, compiler.IDSecretHighEntropy, compiler.IDLintAllowNoReason,
-		compiler.IDLintAllowUnknownID, "manifest/no-module", "unknown",
-	}
+	return append(compiler.IDs(), "unknown")
 }
 
 // Registry is the registry holding every collector, for tests and for

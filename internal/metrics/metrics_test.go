@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/compiler"
 	"github.com/cuecast/cuecast/internal/buildinfo"
 )
 
@@ -478,4 +479,33 @@ func (d refusingDeployer) Deploy(_ context.Context, v cuecast.Version) error {
 
 func (refusingDeployer) DeployedVersions(context.Context) (map[cuecast.ConfigPath]uint64, error) {
 	return nil, nil
+}
+
+// TestRejectionIDsAtZero: every ID the compiler defines, and "unknown", is
+// a series of cuecast_validation_rejections_total at 0 before any
+// rejection, as docs/OPERATIONS.md says.
+func TestRejectionIDsAtZero(t *testing.T) {
+	m := New(Options{})
+	mfs, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := map[string]bool{}
+	for _, mf := range mfs {
+		if mf.GetName() != "cuecast_validation_rejections_total" {
+			continue
+		}
+		for _, mm := range mf.Metric {
+			for _, l := range mm.Label {
+				if l.GetName() == "id" && mm.GetCounter().GetValue() == 0 {
+					have[l.GetValue()] = true
+				}
+			}
+		}
+	}
+	for _, id := range append(compiler.IDs(), "unknown") {
+		if !have[id] {
+			t.Errorf("cuecast_validation_rejections_total{id=%q} is not exported at 0", id)
+		}
+	}
 }
