@@ -88,7 +88,7 @@ func (m *Mutator) checkPolicy(ctx context.Context, fsys fs.FS, req Request, ch *
 		}
 		if pol.Land == "pr" && req.Mode != ModePR && !req.DryRun {
 			return &PolicyError{Namespace: ns, Config: v.Config, Path: v.Path, Rule: "land",
-				Reason: fmt.Sprintf("namespace %s takes changes only as pull requests (the manifest's changes.land): use mode pr", ns)}
+				Reason: fmt.Sprintf("namespace %s takes changes only as pull requests (the manifest's changes.land): open one: --github-pr, or the API's mode \"pr\"", ns)}
 		}
 	}
 	return nil

@@ -58,6 +58,11 @@ func TestPolicy(t *testing.T) {
 		{"land pr refuses a commit", set("prs/app", "port", "9090"), "land"},
 		{"land pr refuses a branch", withMode(set("prs/app", "port", "9090"), mutator.ModeBranch, "b"), "land"},
 		{"land pr allows a dry run", dry(set("prs/app", "port", "9090")), ""},
+		// Who may change what is answered first: a pull request the
+		// policy refuses is refused as such, not for the remote this repo
+		// lacks (the API answered 400 where 403 was due).
+		{"paths refuses a pull request before its remote is looked for", withMode(set("paths/app", "port", "9090"), mutator.ModePR, ""), "paths"},
+		{"namespaces refuse a pull request before its remote is looked for", scoped(withMode(set("paths/app", "flags.beta.on", "true"), mutator.ModePR, ""), "open"), "namespace"},
 		{"no entry allows every path", set("open/app", "port", "9090"), ""},
 		{"namespaces refuse a config outside them", scoped(set("paths/app", "flags.beta.on", "false"), "open"), "namespace"},
 		{"namespaces refuse a change reaching another namespace's output", scoped(set("exporter/base", "port", "9091"), "exporter"), "namespace"},

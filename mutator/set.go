@@ -67,6 +67,13 @@ func (m *Mutator) set(ctx context.Context, req Request) (*Result, error) {
 	if err := m.checkPolicy(ctx, fsys, req, ch); err != nil {
 		return nil, err
 	}
+	// After the policy: whether the caller may make this change at all is
+	// the answer due first (403, not 400 for a missing remote).
+	if req.Mode == ModePR {
+		if _, err := publish.RemoteURL(r, m.opts.Remote); err != nil {
+			return nil, badRequest("a pull request needs the remote %q to push its branch to: %v", m.opts.Remote, err)
+		}
+	}
 	var wt *git.Worktree
 	if !req.DryRun && req.Mode != ModePR {
 		if wt, err = checkedOut(r, branch); err != nil {
@@ -251,10 +258,7 @@ func (m *Mutator) target(r *git.Repository, req Request) (branch plumbing.Refere
 			return branch, ref.Hash(), "", nil
 		}
 		return branch, head.Hash(), "", nil
-	default: // ModePR
-		if _, err := publish.RemoteURL(r, m.opts.Remote); err != nil {
-			return "", plumbing.ZeroHash, "", badRequest("a pull request needs the remote %q to push its branch to: %v", m.opts.Remote, err)
-		}
+	default: // ModePR; its remote is looked for after the policy (set)
 		if !head.Name().IsBranch() {
 			return "", plumbing.ZeroHash, "", badRequest("HEAD of %s is detached: check out the branch the pull request goes into", m.dir)
 		}

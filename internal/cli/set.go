@@ -156,6 +156,12 @@ func (o *SetOptions) validate(env *Env) error {
 	if o.Reason == "" {
 		return usageErrorf(`say why with --reason "…": it is the commit message`, "--reason is required")
 	}
+	if o.As != "" {
+		// The commit's author: a bare name would be "bob <>".
+		if _, err := mail.ParseAddress(o.As); err != nil {
+			return usageErrorf(`write --as "Ann Lee <ann@example.com>"`, `--as %q: want "Name <email>" or an e-mail address`, o.As)
+		}
+	}
 	modes := 0
 	for _, b := range []bool{o.Commit, o.Branch != "", o.GitHubPR, o.DryRun} {
 		if b {
@@ -335,7 +341,7 @@ func (o *SetOptions) identity(env *Env, r *git.Repository) (mutator.Identity, er
 		a, err := mail.ParseAddress(o.As)
 		switch {
 		case err != nil:
-			return mutator.Identity{Name: o.As}, nil
+			return mutator.Identity{}, &UsageError{Err: fmt.Errorf("--as %q: %w", o.As, err), Hint: `write --as "Ann Lee <ann@example.com>"`}
 		case a.Name == "":
 			return mutator.Identity{Name: a.Address, Email: a.Address}, nil
 		}
