@@ -205,7 +205,12 @@ func (s *Server) setPreamble(w http.ResponseWriter, r *http.Request, v any) (set
 		s.log.Warn("set refused: no or wrong bearer token", "path", r.URL.Path, "remote", r.RemoteAddr, "enabled", s.setEnabled())
 		w.Header().Set("WWW-Authenticate", `Bearer realm="cuecast set"`)
 		msg := "changes need the operator token or a namespace token as a bearer token"
-		if !s.setEnabled() {
+		switch {
+		case s.setEnabled():
+		case s.o.OperatorToken != "" || len(s.o.Tokens) > 0:
+			// serve gives no mutator where its --repo is a URL.
+			msg = "changes through the API are disabled: this serve has no work tree to commit to (its --repo is a URL); serve a local clone of the repository to take changes (docs/CHANGING.md)"
+		default:
 			msg = "changes through the API are disabled: serve needs --http with --operator-token or --api-tokens"
 		}
 		writeError(w, http.StatusUnauthorized, msg)

@@ -327,3 +327,36 @@ func TestSetAPIPullRequest(t *testing.T) {
 		t.Errorf("main %s (was %s), result %+v: want main unmoved and a pull request of the pushed branch", s.repo.Head(), head, res)
 	}
 }
+
+// TestSetAPIDisabledSaysWhy: with a token given but no mutator (serve
+// follows a --repo URL, which has no work tree to commit to), the 401 says
+// so, not that the token is missing, which it is not.
+func TestSetAPIDisabledSaysWhy(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name     string
+		o        Options
+		want     string
+		dontWant string
+	}{
+		{"token but no work tree", Options{Fleet: fakeFleet{}, OperatorToken: operatorToken}, "no work tree to commit to", "--operator-token or --api-tokens"},
+		{"no token", Options{Fleet: fakeFleet{}}, "--operator-token or --api-tokens", "work tree"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s, err := New(c.o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := httptest.NewServer(s.Handler())
+			defer srv.Close()
+			var e setErrorBody
+			code, err := (&setServer{url: srv.URL}).do("/api/set", operatorToken, setReq("payments/checkout", "currency", `"USD"`, nil), &e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if code != http.StatusUnauthorized || !strings.Contains(e.Error, c.want) || strings.Contains(e.Error, c.dontWant) {
+				t.Errorf("got %d %q; want 401 saying %q, not %q", code, e.Error, c.want, c.dontWant)
+			}
+		})
+	}
+}
