@@ -98,8 +98,10 @@ type Request struct {
 	// (optional); for ModeCommit, empty means the one checked out.
 	Branch string `json:"branch,omitempty"`
 	// At, when set, is a file in the config's directory (repo-relative)
-	// where a value that is not a literal is set by adding a field to it
-	// (docs/VARIANTS.md, the specific layer), instead of being refused.
+	// where every value is set by adding a field to it (docs/VARIANTS.md,
+	// the specific layer): a value that is not a literal, instead of being
+	// refused, and a literal too, instead of being edited where it is
+	// (over a concrete value the override conflicts, and Set refuses it).
 	At string `json:"at,omitempty"`
 	// DryRun verifies the change and reports it without committing.
 	DryRun bool `json:"dry_run,omitempty"`

@@ -3,6 +3,7 @@ package mutator_test
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -96,6 +97,30 @@ func TestSetAt(t *testing.T) {
 	}
 	if got := ex.Values[0]; string(got.JSON) != "5" || got.Positions[0].File != req.At {
 		t.Errorf("explain after --at: %s", got)
+	}
+}
+
+// TestSetAtLiteral: --at is an override wherever it is given. A literal
+// that prod/us shares with prod/eu was edited in place, --at ignored, and
+// prod/eu changed too; an override of a concrete value conflicts, and the
+// check refuses it with CUE's message (docs/CHANGING.md, step 4).
+func TestSetAtLiteral(t *testing.T) {
+	t.Parallel()
+	r := exampleRepo(t)
+	head := r.Head()
+	req := set("search/suggest", "settings.replicas", "4")
+	req.Variant = map[string]string{"env": "prod", "region": "us"}
+	req.At = "search/suggest/prod-us.cue"
+	_, err := mutator.New(r.Dir, mutator.Options{}).Set(context.Background(), req)
+	var ce *mutator.CompileError
+	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "conflicting values") {
+		t.Fatalf("--at over a literal: %v, want the conflict refused", err)
+	}
+	if r.Head() != head {
+		t.Errorf("main moved to %s", r.Head())
+	}
+	if _, err := os.Stat(filepath.Join(r.Dir, req.At)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("%s: %v, want it not written", req.At, err)
 	}
 }
 

@@ -342,7 +342,11 @@ func (m *Mutator) plan(ctx context.Context, fsys fs.FS, head string, req Request
 			switch {
 			case refusal != nil && req.At == "":
 				return nil, refusal
-			case refusal != nil:
+			case req.At != "":
+				// An override wherever --at is given: a literal edited in
+				// place instead would change every variant sharing it,
+				// where the caller named one file for one variant. Over
+				// a concrete value it conflicts, and the check says so.
 				if err := atFile(cfg, req.At); err != nil {
 					return nil, err
 				}
