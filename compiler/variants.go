@@ -119,9 +119,16 @@ func combinations(ns Namespace, used []string) []map[string]string {
 	var out []map[string]string
 	if ns.Combinations != nil {
 		seen := make(map[cuecast.ConfigPath]bool)
+	combos:
 		for _, full := range ns.Combinations {
 			m := make(map[string]string, len(used))
 			for _, d := range used {
+				// A value no dimension declares (or none at all) is the
+				// manifest's error at its line; compiled, it would only
+				// add the errors of a variant that cannot exist.
+				if !slices.Contains(ns.Dimensions[d], full[d]) {
+					continue combos
+				}
 				m[d] = full[d]
 			}
 			if k := cuecast.VariantPath("", m); !seen[k] {
