@@ -173,6 +173,10 @@ func flagsEvalRun(c *cobra.Command, env *Env, opts *FlagsEvalOptions) error {
 	}
 
 	ev, err := flags.Compile(content)
+	if errors.Is(err, flags.ErrUnsupportedSchema) {
+		// A wrong name, like a flag that does not exist, not a broken set.
+		return &UsageError{Err: fmt.Errorf("%s is not a flag set: %w", cfg, err), Hint: "name a config whose output is a flag set (schema: \"" + flags.Schema + "\", docs/FLAGS.md), like growth/flags"}
+	}
 	if err != nil {
 		fmt.Fprintf(env.IO.ErrOut, "%s: %v\n", cfg, err)
 		return errInvalid
