@@ -131,8 +131,11 @@ type Result struct {
 	PullRequest *PullRequest `json:"pull_request,omitempty"`
 	Values      []Value      `json:"values"`
 	// Report is the check of the change: compiled diff, risk, variants,
-	// flag shares moved; what the PR check posts.
+	// flag shares moved; what the PR check posts. Nil when Unchanged.
 	Report *ci.Report `json:"report"`
+	// Unchanged says every value already was the one asked for: no file
+	// changed, so nothing was committed (Commit and Branch are empty).
+	Unchanged bool `json:"unchanged,omitempty"`
 }
 
 // PullRequest is an opened pull request.

@@ -149,3 +149,32 @@ func TestFlagAssignments(t *testing.T) {
 		}
 	}
 }
+
+// TestSetUnchanged: a change that leaves every file as it is (the value is
+// already the one asked for) commits nothing, where it made an empty
+// commit for the tailer and the audit log to carry; the result says so.
+func TestSetUnchanged(t *testing.T) {
+	t.Parallel()
+	r := exampleRepo(t)
+	head := r.Head()
+	for _, mode := range []mutator.Mode{mutator.ModeCommit, mutator.ModeBranch} {
+		req := set("payments/checkout", "currency", `"EUR"`)
+		req.Mode = mode
+		if mode == mutator.ModeBranch {
+			req.Branch = "same"
+		}
+		res, err := mutator.New(r.Dir, mutator.Options{}).Set(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res.Unchanged || res.Commit != "" || res.Branch != "" || len(res.Values) != 1 {
+			t.Errorf("%s: result %+v, want unchanged with the value and no commit", mode, res)
+		}
+		if r.Head() != head {
+			t.Errorf("%s: main moved to %s", mode, r.Head())
+		}
+	}
+	if _, err := r.Git.Reference(plumbing.NewBranchReferenceName("same"), false); err == nil {
+		t.Error("branch same was created for nothing")
+	}
+}

@@ -1,6 +1,7 @@
 package mutator
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -38,6 +39,17 @@ type change struct {
 	values []Value
 }
 
+// unchanged says no file of the change differs from the head's (a new
+// file always does).
+func (ch *change) unchanged() bool {
+	for name, b := range ch.files {
+		if old := ch.before[name]; old == nil || !bytes.Equal(old, b) {
+			return false
+		}
+	}
+	return true
+}
+
 func (m *Mutator) set(ctx context.Context, req Request) (*Result, error) {
 	r, err := gitfs.Open(m.dir)
 	if err != nil {
@@ -66,6 +78,11 @@ func (m *Mutator) set(ctx context.Context, req Request) (*Result, error) {
 	}
 	if err := m.checkPolicy(ctx, fsys, req, ch); err != nil {
 		return nil, err
+	}
+	if ch.unchanged() {
+		// Every value is already the one asked for: an empty commit
+		// would carry nothing but a version and an audit line for it.
+		return &Result{Base: base.String(), Values: ch.values, Unchanged: true}, nil
 	}
 	// After the policy: whether the caller may make this change at all is
 	// the answer due first (403, not 400 for a missing remote).

@@ -319,6 +319,9 @@ func writeSetText(w io.Writer, res *mutator.Result) {
 		fmt.Fprintf(w, "%s %s: %s -> %s  (%s at %s)\n", v.Config, v.Path, v.Old, v.New, v.Origin, v.Edited)
 	}
 	switch {
+	case res.Unchanged:
+		fmt.Fprintln(w, "unchanged: every value already is the one asked for; nothing committed")
+		return
 	case res.Branch == "":
 		fmt.Fprintf(w, "dry run: would commit %s on %s (not committed)\n", cuecast.ShortCommit(res.Commit), cuecast.ShortCommit(res.Base))
 	default:

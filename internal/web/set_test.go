@@ -360,3 +360,25 @@ func TestSetAPIDisabledSaysWhy(t *testing.T) {
 		})
 	}
 }
+
+// TestSetAPIUnchanged: a set to the value already there answers 200 with
+// unchanged, and main does not move (no empty commit).
+func TestSetAPIUnchanged(t *testing.T) {
+	t.Parallel()
+	s := newSetServer(t)
+	head := s.repo.Head()
+	var res struct {
+		Unchanged bool   `json:"unchanged"`
+		Commit    string `json:"commit"`
+	}
+	code, err := s.do("/api/set", operatorToken, setReq("payments/checkout", "currency", `"EUR"`, nil), &res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code != http.StatusOK || !res.Unchanged || res.Commit != "" {
+		t.Errorf("got %d %+v, want 200 unchanged without a commit", code, res)
+	}
+	if s.repo.Head() != head {
+		t.Errorf("main moved to %s", s.repo.Head())
+	}
+}

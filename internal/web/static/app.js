@@ -456,6 +456,12 @@ async function sendEdit(dry) {
       out.replaceChildren(editFailure(res.status, answer));
       return;
     }
+    if (answer.unchanged) {
+      editChanged();
+      out.replaceChildren(renderEditPreview(answer));
+      result.textContent = 'unchanged: every value already is the one asked for; nothing to commit';
+      return;
+    }
     if (dry) {
       previewed = {key, expect: (answer.values || []).map(v => ({config: v.config, path: v.path, value: JSON.stringify(v.old)}))};
       out.replaceChildren(renderEditPreview(answer));
