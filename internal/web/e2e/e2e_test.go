@@ -412,6 +412,17 @@ func TestDashboardShowsRolloutLive(t *testing.T) {
 	})
 	screenshot("dashboard-edit-done.png")
 
+	// The same change again: every value already as asked, so the preview
+	// says unchanged and nothing is committed (no empty commit).
+	text(fill)
+	poll.Until(t, "the unchanged answer", 60*time.Second, func() (bool, string) {
+		s := text(`document.getElementById('edit-result').textContent`)
+		return strings.HasPrefix(s, "unchanged: "), s
+	})
+	if repo.Head() != head {
+		t.Errorf("an unchanged edit moved main to %s", repo.Head())
+	}
+
 	// Any value by its path: the preview names its origin, a literal.
 	valueMode := `(() => {
 		document.getElementById('edit-value-mode').click();
