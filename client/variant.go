@@ -38,8 +38,8 @@ var ErrVariant = errors.New("no variant for this instance")
 func PickVariant(ix cuecast.VariantIndex, dims map[string]string) (cuecast.ConfigPath, error) {
 	if len(dims) == 0 {
 		return "", fmt.Errorf("config %s has variants by %s: declare this instance's values "+
-			"(client.WithDimensions, or --dim on watch and agent), e.g. %s: %w",
-			ix.Config, strings.Join(ix.Dimensions, ", "), exampleDims(ix), ErrVariant)
+			"(client.WithDimensions, or --dim on watch and agent), e.g. %s; its variants: %s: %w",
+			ix.Config, strings.Join(ix.Dimensions, ", "), exampleDims(ix), variantLabels(ix.Variants), ErrVariant)
 	}
 	used := make(map[string]string, len(ix.Dimensions))
 	var missing []string
@@ -77,13 +77,20 @@ func dimsLabel(dims map[string]string) string {
 	return cuecast.VariantPath("x", dims).VariantLabel()
 }
 
+// variantLabels lists the first maxVariantsListed of ps, and how many more:
+// a config may have hundreds, and an error names them on one line.
 func variantLabels(ps []cuecast.ConfigPath) string {
-	ls := make([]string, len(ps))
-	for i, p := range ps {
-		ls[i] = p.VariantLabel()
+	ls := make([]string, 0, min(len(ps), maxVariantsListed)+1)
+	for _, p := range ps[:min(len(ps), maxVariantsListed)] {
+		ls = append(ls, p.VariantLabel())
+	}
+	if n := len(ps) - maxVariantsListed; n > 0 {
+		ls = append(ls, fmt.Sprintf("and %d more: cuecast status %s", n, ps[0].Base()))
 	}
 	return strings.Join(ls, "; ")
 }
+
+const maxVariantsListed = 12
 
 // WithDimensions declares the instance's dimension values (env=prod,
 // region=eu…): Watch of a config with variants watches the variant of

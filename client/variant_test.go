@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -42,5 +43,19 @@ func TestPick(t *testing.T) {
 		if !errors.Is(err, client.ErrVariant) || p != "" || !strings.Contains(err.Error(), "a/b") {
 			t.Errorf("Pick(%v): %q, %v; want ErrVariant", dims, p, err)
 		}
+	}
+}
+
+// TestPickListsVariantsBounded: the errors list a config's variants, the
+// first twelve of however many, and how to see the rest.
+func TestPickListsVariantsBounded(t *testing.T) {
+	ix := cuecast.VariantIndex{Config: "a/b", Dimensions: []string{"shard"}, Schema: cuecast.VariantIndexSchema}
+	for i := range 30 {
+		ix.Variants = append(ix.Variants, cuecast.ConfigPath(fmt.Sprintf("a/b/shard=s%02d", i)))
+	}
+	_, err := client.PickVariant(ix, nil)
+	if err == nil || !strings.Contains(err.Error(), "its variants: shard=s00; ") || !strings.Contains(err.Error(), "shard=s11; and 18 more: cuecast status a/b") ||
+		strings.Contains(err.Error(), "shard=s12") {
+		t.Errorf("PickVariant without dimensions: %v", err)
 	}
 }

@@ -117,7 +117,7 @@ func TestVariantWatchErrors(t *testing.T) {
 		path cuecast.ConfigPath
 		want string
 	}{
-		{"no dimensions", nil, cfg, "config payments/checkout has variants by env, region: declare this instance's values"},
+		{"no dimensions", nil, cfg, "config payments/checkout has variants by env, region: declare this instance's values (client.WithDimensions, or --dim on watch and agent), e.g. env=prod,region=eu; its variants: env=prod,region=eu; env=prod,region=us; env=staging,region=eu"},
 		{"a dimension missing", map[string]string{"env": "prod"}, cfg, "declares no value for region (it declares env=prod)"},
 		{"no such combination", map[string]string{"env": "staging", "region": "us"}, cfg, "has no variant env=staging,region=us (its variants: env=prod,region=eu; env=prod,region=us; env=staging,region=eu)"},
 		{"an unknown value", map[string]string{"env": "qa", "region": "eu"}, cfg, "has no variant env=qa,region=eu"},

@@ -73,7 +73,7 @@ func TestWatchVariant(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"no dimensions", nil, "has variants by env: declare this instance's values"},
+		{"no dimensions", nil, "has variants by env: declare this instance's values (client.WithDimensions, or --dim on watch and agent), e.g. env=prod; its variants: env=prod; env=staging"},
 		{"an unknown value", []string{"--dim", "env=qa"}, "has no variant env=qa (its variants: env=prod; env=staging)"},
 		{"a dimension the config does not use only", []string{"--variant", "region=eu"}, "declares no value for env (it declares region=eu)"},
 		{"a bad --dim", []string{"--dim", "Env=prod"}, "--dim Env=prod: not <dimension>=<value>"},
