@@ -63,6 +63,9 @@ func TestReadCommandsCreateNothing(t *testing.T) {
 		{"flags", "eval", "payments/flags", "checkout-v2", "--published", "--nats", url, "--ctx", "targetingKey=user-1"},
 		{"rollout", "status", "--nats", url},
 		{"rollback", "payments/checkout", "--previous", "--reason", "test", "--nats", url},
+		// accept-rewrite opened the tailer as serve does, creating CUECAST,
+		// CUECAST_REPORTS and the tailer's bucket, then said "not halted".
+		{"tailer", "accept-rewrite", "--to", "3f2a9c1", "--repo", t.TempDir(), "--nats", url},
 	} {
 		t.Run(strings.Join(args[:2], " "), func(t *testing.T) {
 			code, stdout, stderr := run(context.Background(), args...)
@@ -99,6 +102,7 @@ func TestReadCommandsCreateNoRolloutState(t *testing.T) {
 		{[]string{"status", "--nats", url}, 0, ""},
 		{[]string{"rollout", "status", "--nats", url}, cli.ExitFailure, "no rollout state"},
 		{[]string{"rollback", "payments/checkout", "--previous", "--reason", "test", "--nats", url}, cli.ExitFailure, "no rollout state"},
+		{[]string{"tailer", "accept-rewrite", "--to", "3f2a9c1", "--repo", t.TempDir(), "--nats", url}, cli.ExitUsage, "no tailer has run against this NATS server"},
 	} {
 		t.Run(strings.Join(tc.args[:2], " "), func(t *testing.T) {
 			code, stdout, stderr := run(context.Background(), tc.args...)

@@ -138,11 +138,19 @@ func printTailerState(w io.Writer, st tailer.State) {
 
 func acceptRewriteRun(c *cobra.Command, env *Env, opts *TailerOptions) error {
 	ctx := c.Context()
-	nc, d, err := dialDistributor(ctx, env, opts.NATS, "cuecast tailer", &opts.Conn)
+	// serve's streams and the tailer's bucket are serve's to create: on a
+	// server where they are missing there is no halt to end, and opening
+	// the tailer as serve does would create them there.
+	nc, d, err := dialStreams(ctx, env, opts.NATS, "cuecast tailer", &opts.Conn)
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
+	if _, err := tailer.LoadState(ctx, distributor.NewDirectStream(nc, tailer.StateStream), opts.ID); errors.Is(err, jetstream.ErrBucketNotFound) {
+		return &UsageError{Err: errors.New("no tailer has run against this NATS server"), Hint: "point --nats at serve's NATS; `cuecast tailer status` shows a halt"}
+	} else if err != nil {
+		return fmt.Errorf("accept-rewrite: %w", err)
+	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return fmt.Errorf("accept-rewrite: %w", err)
