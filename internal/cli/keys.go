@@ -126,7 +126,12 @@ key serve signs with (--signing-key, default <data>/signing.nk) and the last key
 				}
 			}
 			keys, err := distributor.RetireKey(filepath.Join(opts.Data, distributor.TrustedKeysFile), pub)
-			if err != nil {
+			switch {
+			case errors.Is(err, distributor.ErrLastKey):
+				return &UsageError{Err: err, Hint: "add the next key first: cuecast keys new"}
+			case errors.Is(err, os.ErrNotExist):
+				return &UsageError{Err: err, Hint: "name a key `cuecast keys --data " + opts.Data + "` lists"}
+			case err != nil:
 				return err
 			}
 			fmt.Fprintf(env.IO.ErrOut, "cuecast keys: retired %s; %d key(s) left. Give the file to every service.\n", pub, len(keys))

@@ -95,8 +95,12 @@ func TestKeysNewAndRetire(t *testing.T) {
 	if code != 0 || strings.Contains(out.String(), oldPub) || !strings.Contains(out.String(), newPub) {
 		t.Fatalf("keys after retiring: %q; want only the new key", out)
 	}
-	if code, _, _ := run(ctx, "keys", "retire", newPub, "--data", data, "--signing-key", filepath.Join(data, "none.nk")); code == 0 {
-		t.Fatal("retiring the last key: got success, want refusal")
+	// Naming a key that cannot go is wrong usage, as naming serve's is.
+	if code, _, stderr := run(ctx, "keys", "retire", newPub, "--data", data, "--signing-key", filepath.Join(data, "none.nk")); code != cli.ExitUsage || !strings.Contains(stderr.String(), "only key") {
+		t.Fatalf("retiring the last key: exit %d, stderr %q; want %d, a refusal naming it the only key", code, stderr, cli.ExitUsage)
+	}
+	if code, _, stderr := run(ctx, "keys", "retire", oldPub, "--data", data, "--signing-key", filepath.Join(data, "none.nk")); code != cli.ExitUsage || !strings.Contains(stderr.String(), "not listed") {
+		t.Fatalf("retiring a key not listed: exit %d, stderr %q; want %d saying it is not listed", code, stderr, cli.ExitUsage)
 	}
 }
 
