@@ -172,7 +172,7 @@ type Report struct {
 	// AppliedAt is when the instance applied Version. Reports are sent a
 	// little after an apply (spread so a fleet does not report at once), so
 	// propagation is timed from this, not from the report's arrival.
-	AppliedAt time.Time `json:"applied_at,omitempty"`
+	AppliedAt time.Time `json:"applied_at,omitzero"`
 	At        time.Time `json:"at"`
 	// Count is set only on a report a reader made from a region's summary
 	// (docs/PROTOCOL.md §4.5): the report stands for Count (1 or more)

@@ -31,7 +31,7 @@ const (
 	// ReportPrefix is the first token of every report subject: ccs.<ns>.….
 	ReportPrefix = "ccs"
 	// SummaryPrefix is the first token of every summary subject:
-	// ccsum.<region>.<ns>.<name> (docs/PROTOCOL.md §5.2). The report
+	// ccsum.<region>.<ns>.<name> (docs/PROTOCOL.md §4.5). The report
 	// stream stores summaries beside reports.
 	SummaryPrefix = "ccsum"
 	// DetailPrefix is where a region's summarizer answers requests for the

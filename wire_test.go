@@ -1,7 +1,10 @@
 package cuecast_test
 
 import (
+	"encoding/json"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/cuecast/cuecast"
 )
@@ -43,5 +46,25 @@ func TestCommitSubject(t *testing.T) {
 		if got := cuecast.CommitSubject(tc.in); got != tc.want {
 			t.Errorf("CommitSubject(%q) = %q, want %q", tc.in, got, tc.want)
 		}
+	}
+}
+
+// TestReportOmitsAppliedAtBeforeAnApply: docs/PROTOCOL.md §4.3 says
+// applied_at is omitted before anything was applied; omitempty never omits
+// a time.Time, so every such report carried "0001-01-01T00:00:00Z".
+func TestReportOmitsAppliedAtBeforeAnApply(t *testing.T) {
+	b, err := json.Marshal(cuecast.Report{Instance: "web-1", Config: "payments/checkout", At: time.Now().UTC()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), "applied_at") {
+		t.Errorf("report before an apply: %s; want no applied_at", b)
+	}
+	b, err = json.Marshal(cuecast.Report{Instance: "web-1", Config: "payments/checkout", Version: 1, AppliedAt: time.Unix(1, 0).UTC()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"applied_at":"1970-01-01T00:00:01Z"`) {
+		t.Errorf("report after an apply: %s; want its applied_at", b)
 	}
 }

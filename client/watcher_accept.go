@@ -126,7 +126,7 @@ func (w *Watcher) apply(p *cuecast.Pointer, body []byte, why string) {
 			w.skipOlder(p, cur.Version)
 			return
 		case p.Version == cur.Version:
-			w.rejectOtherChecksum(p, cur.Checksum)
+			w.refuseOtherChecksum(p, cur.Checksum)
 			return
 		}
 	}
@@ -245,7 +245,7 @@ func (w *Watcher) check(content []byte) (value any, what string, err error) {
 	return value, "", nil
 }
 
-// skipOlder and rejectOtherChecksum are apply's refusals, built out of
+// skipOlder and refuseOtherChecksum are apply's refusals, built out of
 // line: every apply's stack frame would otherwise hold their formatting,
 // and a frame that outgrows an idle watcher's shrunken stack costs a stack
 // copy per apply.
@@ -253,8 +253,11 @@ func (w *Watcher) skipOlder(p *cuecast.Pointer, cur uint64) {
 	w.event(EventSkipped, p.Version, fmt.Sprintf("pointer names version %d, older than %d, without rollback", p.Version, cur), nil)
 }
 
-func (w *Watcher) rejectOtherChecksum(p *cuecast.Pointer, cur string) {
-	w.reject(p.Version, "pointer", fmt.Errorf("names version %d with checksum %s, running %s: %w", p.Version, p.Checksum, cur, cuecast.ErrChecksumMismatch), false)
+func (w *Watcher) refuseOtherChecksum(p *cuecast.Pointer, cur string) {
+	// A version's content never changes: refused, and reported apart from
+	// last_error, as a forgery is; it says nothing of this instance's
+	// ability to apply (docs/PROTOCOL.md §4.3, §5.3).
+	w.refuse(p.Version, fmt.Errorf("names version %d with checksum %s, running %s: %w", p.Version, p.Checksum, cur, cuecast.ErrChecksumMismatch))
 }
 
 // rejectKey names a version whose content was refused for good (by the

@@ -764,8 +764,19 @@ func Generate(s Spec) (string, error) {
 		if s.LeafListen != "" {
 			w.kv("listen", q(s.LeafListen))
 			if s.Keys == nil {
-				w.comment("The level below logs in as %s of account %s (accounts below),", LeafUser, Account)
-				w.comment("whose permissions say what it may not send up (docs/SECURITY.md).")
+				// At the hub the links log in to FanoutAccount, and a
+				// summarising region's as its own user.
+				switch {
+				case s.Level == Hub && len(s.Regions) > 0:
+					w.comment("The level below logs in as %s, or a region as %s<region>, of account %s", LeafUser, regionUserPrefix, FanoutAccount)
+					w.comment("(accounts below), whose permissions say what it may not send up (docs/SECURITY.md).")
+				case s.Level == Hub:
+					w.comment("The level below logs in as %s of account %s (accounts below),", LeafUser, FanoutAccount)
+					w.comment("whose permissions say what it may not send up (docs/SECURITY.md).")
+				default:
+					w.comment("The level below logs in as %s of account %s (accounts below),", LeafUser, Account)
+					w.comment("whose permissions say what it may not send up (docs/SECURITY.md).")
+				}
 			}
 			if s.TLS != nil && s.TLS.Cert != "" {
 				w.tls(s.TLS, s.TLS.VerifyClients)
