@@ -118,20 +118,6 @@ func (f *ConnFlags) Options(env *Env) ([]nats.Option, error) {
 	return opts, nil
 }
 
-// openDistributor opens the existing streams, which read-only credentials
-// (the operator's) can do, and creates them only when they do not exist
-// yet: for the tailer, a writer that may run before serve has set up.
-func openDistributor(ctx context.Context, nc *nats.Conn, env *Env) (*distributor.Distributor, error) {
-	d, err := distributor.Open(ctx, nc, distributor.Options{Logger: env.Logger()})
-	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		d, err = distributor.New(ctx, nc, distributor.Options{Logger: env.Logger()})
-	}
-	if err != nil {
-		return nil, fmt.Errorf("open distributor: %w", err)
-	}
-	return d, nil
-}
-
 // openStreams opens serve's streams and never creates one: a command that
 // reads or steers (status, log, flags eval, check --fleet, rollout)
 // pointed at a server serve has not set up says so, instead of creating
@@ -245,21 +231,6 @@ func dial(env *Env, url, name string, conn *ConnFlags) (*nats.Conn, error) {
 		return nil, fmt.Errorf("connect %s: %w (is `cuecast serve` running?)", url, err)
 	}
 	return nc, nil
-}
-
-// dialDistributor connects the tailer and opens serve's streams, creating
-// them when they do not exist yet. The caller closes the connection.
-func dialDistributor(ctx context.Context, env *Env, url, name string, conn *ConnFlags) (*nats.Conn, *distributor.Distributor, error) {
-	nc, err := dial(env, url, name, conn)
-	if err != nil {
-		return nil, nil, err
-	}
-	d, err := openDistributor(ctx, nc, env)
-	if err != nil {
-		nc.Close()
-		return nil, nil, err
-	}
-	return nc, d, nil
 }
 
 // readStreams is dialStreams for a command that only reads serve's
