@@ -24,9 +24,12 @@
 // one in a file) signs every version and pointer. A Distributor remembers
 // the latest version of each config and the current pointers (kept in step
 // with other writers by a core subscription to the RePublished pointers), so
-// publishing and deploying need no reads; every write is still a
-// compare-and-swap on the server, and a lost one reads afresh. Close stops
-// that subscription.
+// a publish need not read the previous version nor a deploy the pointers it
+// replaces: they give each write's expected last sequence, and every write
+// is a compare-and-swap on the server, a lost one reading afresh. A pointer
+// write still reads the stored revisions first (nextRevisions), so that
+// revisions rise across a restart or a failover. Close stops that
+// subscription.
 //
 // A Distributor is safe for concurrent use. Every method takes a context
 // that bounds its requests. Errors wrap the sentinels of package cuecast:
