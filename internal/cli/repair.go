@@ -3,10 +3,14 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/internal/natsconf"
 	"github.com/cuecast/cuecast/internal/pipeline"
 	"github.com/cuecast/cuecast/tailer"
 )
@@ -34,7 +38,9 @@ damaged", /readyz answers 503 and cuecast_versions_inconsistent is 1.
 
 Repair is the way back. Stop serve first (it holds a lock on --data), then run
 repair with serve's --repo, --branch and --data (and --nats for an external
-server). It compiles the tip of the branch; each config whose stream is behind gets
+server). A --secure serve's --data is opened in serve's own accounts, with the
+users and TLS in --data/nats, on loopback only; a --data holding no store
+(no jetstream/) is refused. It compiles the tip of the branch; each config whose stream is behind gets
 a version of the tip's content numbered one above the highest number ever
 published (as recorded in the data directory's highwater file, the tailer's cursor
 and the rollout records), after its remaining versions are purged; other configs
@@ -76,14 +82,21 @@ func repairRun(c *cobra.Command, env *Env, opts *RepairOptions) error {
 	if err != nil {
 		return err
 	}
+	emb, done, err := repairEmbedded(opts)
+	if err != nil {
+		return err
+	}
+	defer done()
 	p, err := pipeline.Start(ctx, pipeline.Config{
-		Repo:     opts.Repo,
-		Branch:   opts.Branch,
-		DataDir:  opts.Data,
-		Listen:   "127.0.0.1:0", // only this process connects
-		Policies: pipeline.ManifestPolicies(opts.Repo, opts.Branch, opts.Data),
-		Logger:   env.Logger(),
-		External: ext,
+		Repo:            opts.Repo,
+		Branch:          opts.Branch,
+		DataDir:         opts.Data,
+		Listen:          "127.0.0.1:0", // only this process connects
+		Policies:        pipeline.ManifestPolicies(opts.Repo, opts.Branch, opts.Data),
+		Logger:          env.Logger(),
+		External:        ext,
+		EmbeddedConfig:  emb.conf,
+		EmbeddedOptions: emb.connect,
 	})
 	if err != nil {
 		return repoError(err, "the credentials")
@@ -112,4 +125,46 @@ func repairRun(c *cobra.Command, env *Env, opts *RepairOptions) error {
 		fmt.Fprintln(w, "  nothing to repair: the stream agrees with every record of published versions")
 	}
 	return nil
+}
+
+// repairEmbedded is how repair opens serve's embedded store: in the
+// accounts serve --secure keeps its streams in (account CUECAST, not the
+// global one) when --data is a secure serve's, with the same users and
+// namespaces, listening on loopback only; open otherwise. A store opened
+// without them shows no CUECAST stream, and repair then rebuilt every
+// config into a new one serve never reads. A --data without a store is
+// refused: repair rebuilds serve's store, it does not start one.
+func repairEmbedded(opts *RepairOptions) (emb embedded, done func(), err error) {
+	done = func() {}
+	if opts.Scale.NATS != "" {
+		return emb, done, nil
+	}
+	if fi, err := os.Stat(filepath.Join(opts.Data, "jetstream")); err != nil || !fi.IsDir() {
+		return emb, done, usageErrorf("pass serve's --data (the directory holding jetstream/ and signing.nk)", "--data %s holds no serve store", opts.Data)
+	}
+	dir := filepath.Join(opts.Data, EmbeddedSecretsDir)
+	if _, err := os.Stat(filepath.Join(dir, "nats.conf")); err != nil {
+		return emb, done, nil // not a --secure serve's
+	}
+	so := &ServeOptions{Data: opts.Data, Listen: "127.0.0.1:0", Secure: true}
+	prefix := natsconf.ServiceUser("")
+	users, err := filepath.Glob(filepath.Join(dir, prefix+"*.password"))
+	if err != nil {
+		return emb, done, err
+	}
+	for _, u := range users {
+		so.Namespaces = append(so.Namespaces, strings.TrimSuffix(strings.TrimPrefix(filepath.Base(u), prefix), ".password"))
+	}
+	// Its own configuration file, so that serve's stays as serve wrote it.
+	tmp, err := os.MkdirTemp("", "cuecast-repair-")
+	if err != nil {
+		return emb, done, fmt.Errorf("repair: %w", err)
+	}
+	done = func() { os.RemoveAll(tmp) }
+	emb, err = secureEmbedded(so, dir, "127.0.0.1", filepath.Join(tmp, "nats.conf"))
+	if err != nil {
+		done()
+		return emb, func() {}, err
+	}
+	return emb, done, nil
 }

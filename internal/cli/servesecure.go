@@ -46,7 +46,8 @@ func embeddedSecurity(opts *ServeOptions, host string) (embedded, error) {
 	if opts.Scale.NATS != "" || !opts.Secure {
 		return embedded{}, nil
 	}
-	return secureEmbedded(opts, filepath.Join(opts.Data, EmbeddedSecretsDir), host)
+	dir := filepath.Join(opts.Data, EmbeddedSecretsDir)
+	return secureEmbedded(opts, dir, host, filepath.Join(dir, "nats.conf"))
 }
 
 // checkEmbedded refuses the flag combinations embeddedSecurity cannot
@@ -87,7 +88,7 @@ func checkEmbedded(opts *ServeOptions, log *slog.Logger) (host string, err error
 // and one service user per --namespace, a CA and a certificate for the
 // listen host, and the embedded server's configuration from natsconf's
 // Standalone level: the same accounts as a generated tree.
-func secureEmbedded(opts *ServeOptions, dir, host string) (embedded, error) {
+func secureEmbedded(opts *ServeOptions, dir, host, path string) (embedded, error) {
 	spec := natsconf.Spec{
 		Level:      natsconf.Standalone,
 		Name:       "cuecast",
@@ -106,7 +107,6 @@ func secureEmbedded(opts *ServeOptions, dir, host string) (embedded, error) {
 	if err != nil {
 		return embedded{}, &UsageError{Err: err}
 	}
-	path := filepath.Join(dir, "nats.conf")
 	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
 		return embedded{}, fmt.Errorf("serve --secure: write %s: %w", path, err)
 	}
