@@ -160,6 +160,7 @@ func TestAgentUsage(t *testing.T) {
 		{"bad instance", []string{"--instance", "a b", "--config", "payments/checkout", "--dir", "d"}, "invalid instance id"},
 		// Verification is not optional: no keys, no start.
 		{"no trusted keys", []string{"--instance", "a", "--config", "payments/checkout", "--dir", "d"}, "no trusted keys"},
+		{"bad trusted key", []string{"--instance", "a", "--config", "payments/checkout", "--dir", "d", "--trusted-key", "BADKEY"}, `--trusted-key "BADKEY" is not a public key`},
 		{"insecure and keys", []string{"--instance", "a", "--config", "payments/checkout", "--dir", "d", "--insecure-skip-verify", "--trusted-keys-file", "k"}, "both given"},
 		// OFREP stays on the host (agent_ofrep.go).
 		{"ofrep not loopback", []string{"--instance", "a", "--config", "growth/flags", "--dir", "d", "--ofrep", "0.0.0.0:8080"}, "is not a loopback address"},

@@ -159,6 +159,9 @@ func flagsEvalRun(c *cobra.Command, env *Env, opts *FlagsEvalOptions) error {
 		if err != nil {
 			return fmt.Errorf("compile %s: %w", opts.Repo, err)
 		}
+		if err := unknownConfigs([]cuecast.ConfigPath{cfg}, res.Configs); err != nil {
+			return err
+		}
 		if !res.OK() {
 			for _, e := range res.Errors {
 				fmt.Fprintln(env.IO.ErrOut, e.Error())

@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"go/token"
 	"os"
 	"path/filepath"
 	"slices"
@@ -59,6 +60,12 @@ printed); 1 cuecast failed.`,
 			opts.Language, opts.Namespace = args[0], args[1]
 			if _, ok := genLanguages[opts.Language]; !ok {
 				return usageErrorf("use go, ts or jsonschema", "gen: unknown language %q", opts.Language)
+			}
+			switch {
+			case opts.Package != "" && opts.Language != "go":
+				return usageErrorf("drop --package", "--package names the Go package: gen %s takes none", opts.Language)
+			case opts.Package != "" && (!token.IsIdentifier(opts.Package) || opts.Package == "_"):
+				return usageErrorf("use a Go identifier, like payments or paymentscfg", "--package %q is not a Go package name", opts.Package)
 			}
 			if runF != nil {
 				return runF(c, opts)

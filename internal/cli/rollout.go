@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"strings"
 	"time"
 
@@ -101,6 +102,11 @@ Exit status 4 when the rollout shown or watched is halted.`,
 				// The refresh ticker panics on a non-positive period.
 				if v.name == "watch" && opts.Interval <= 0 {
 					return usageErrorf("use a refresh interval like --interval 1s", "--interval %s: want a positive duration", opts.Interval)
+				}
+				// A commit no version can be made from would be waited for
+				// forever.
+				if v.name == "watch" && opts.Commit != "" && !commitPrefix.MatchString(opts.Commit) {
+					return usageErrorf("give the commit's hash or a prefix of it, like --commit 3f2a9c1", "--commit %q is not a commit hash", opts.Commit)
 				}
 				if err := resolveActor(env, &opts.Actor); err != nil {
 					return err
@@ -446,3 +452,6 @@ func summary(p rollout.Progress) string {
 	}
 	return s
 }
+
+// commitPrefix is a Git commit hash or a prefix of one, as log prints them.
+var commitPrefix = regexp.MustCompile(`^[0-9a-f]{4,40}$`)

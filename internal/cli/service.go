@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
 	"github.com/spf13/pflag"
 
 	"github.com/cuecast/cuecast"
@@ -110,6 +111,11 @@ func (f *serviceFlags) validateTrust() error {
 			"no trusted keys: refusing to accept content nobody is known to have signed")
 	case trusted && f.InsecureSkipVerify:
 		return usageErrorf("drop --insecure-skip-verify", "--insecure-skip-verify and trusted keys both given")
+	}
+	for _, k := range f.TrustedKeys {
+		if _, err := nkeys.FromPublicKey(k); err != nil {
+			return usageErrorf("pass a key as `cuecast keys --data DIR` prints it on the serve host", "--trusted-key %q is not a public key: %v", k, err)
+		}
 	}
 	return nil
 }

@@ -44,6 +44,13 @@ pushes the old history back (the halt then clears by itself at the next poll).`,
 	status := &cobra.Command{
 		Use:   "status",
 		Short: "Show the tailer's cursor, rejected commits and any halt",
+		Long: `Status shows where the tailer is on the branch serve follows (its cursor),
+the commits it rejected (the newest five, with their first errors) and a halt
+after a force push.
+
+Exit status: 0 publishing; 4 halted by a history rewrite (text or json alike);
+2 wrong usage, or no tailer of that --id has run against the server; 1 cuecast
+failed (NATS).`,
 		RunE: func(c *cobra.Command, args []string) error {
 			if err := validateOutput(opts.Output, "text", "json"); err != nil {
 				return err
@@ -103,10 +110,17 @@ func tailerStatusRun(c *cobra.Command, env *Env, opts *TailerOptions) error {
 	if err != nil {
 		return fmt.Errorf("tailer status: %w", err)
 	}
-	if opts.Output == "json" {
-		return writeJSON(env.IO.Out, st)
+	if st.Cursor == "" && st.Repo == "" && st.Rewrite == nil {
+		return usageErrorf("leave out --id: serve's tailer is \"default\"", "no tailer %q has run against this NATS server", opts.ID)
 	}
-	printTailerState(env.IO.Out, st)
+	if opts.Output == "json" {
+		if err := writeJSON(env.IO.Out, st); err != nil {
+			return err
+		}
+	} else {
+		printTailerState(env.IO.Out, st)
+	}
+	// Halted is the exit status in either format: scripts read it.
 	if st.Rewrite != nil {
 		return &silentError{code: ExitHalted}
 	}

@@ -72,6 +72,14 @@ func TestLogAndForcePush(t *testing.T) {
 	if code != cli.ExitHalted || !strings.Contains(out.String(), "does not descend from "+cuecast.ShortCommit(second)) {
 		t.Fatalf("tailer status: exit %d, stdout %q; want %d naming the cursor %s", code, out, cli.ExitHalted, second)
 	}
+	// JSON says it too, in the exit status: scripts read that, not text.
+	if code, out, _ := run(ctx, "tailer", "status", "--nats", p.ClientURL(), "--output", "json"); code != cli.ExitHalted || !strings.Contains(out.String(), `"rewrite"`) {
+		t.Errorf("tailer status --output json while halted: exit %d, stdout %q; want %d", code, out, cli.ExitHalted)
+	}
+	// A tailer ID that never ran is a wrong name, not an empty state.
+	if code, _, errOut := run(ctx, "tailer", "status", "--nats", p.ClientURL(), "--id", "nope"); code != cli.ExitUsage || !strings.Contains(errOut.String(), `no tailer "nope"`) {
+		t.Errorf("tailer status --id nope: exit %d, stderr %q; want %d", code, errOut, cli.ExitUsage)
+	}
 	if latest().Version != 2 {
 		t.Fatalf("a rewritten branch was published: latest v%d", latest().Version)
 	}
