@@ -95,6 +95,11 @@ rollout's users more than its weights require (docs/FLAGS.md), 1 cuecast, the fl
 			if !opts.Fleet && (c.Flags().Changed("nats") || opts.Conn != (ConnFlags{})) {
 				return usageErrorf("add --fleet to count the instances", "--nats and the credentials and TLS flags need --fleet")
 			}
+			for _, f := range []string{"github-repo", "pr", "head-sha", "github-api-url"} {
+				if !opts.GitHub && c.Flags().Changed(f) {
+					return usageErrorf("add --github to report to GitHub", "--%s needs --github", f)
+				}
+			}
 			if runF != nil {
 				return runF(c, opts)
 			}

@@ -56,7 +56,7 @@ Exit status: 0 explained, 2 unknown config, path or variant (or wrong usage),
 3 the config does not compile (the errors are printed), 1 cuecast failed.`,
 		Example: `  cuecast explain payments/checkout
   cuecast explain payments/checkout service.replicas
-  cuecast explain --variant env=prod,region=eu payments/checkout
+  cuecast explain --variant env=prod,region=eu search/suggest
   cuecast explain --repo configs-example --output json payments/checkout | jq '.values[] | select(.origin == "default")'`,
 		Args: func(c *cobra.Command, args []string) error {
 			if len(args) < 1 || len(args) > 2 {

@@ -57,11 +57,11 @@ false is that; anything else is a string (quote it to force a string:
 another attribute.
 
 Exit status: 0 evaluated (also when the reason is ERROR: it is printed), 1 cuecast
-failed, 2 wrong usage or no such config, flag or version, 3 the flag set does
-not compile.`,
-		Example: `  cuecast flags eval growth/flags checkout-v2 --ctx targetingKey=user-1 --ctx country=DE
-  cuecast flags eval growth/flags checkout-v2 --ctx targetingKey=user-1 --published
-  cuecast flags eval growth/flags checkout-v2 --ctx targetingKey=user-1 --output json`,
+failed, 2 wrong usage or no such config, flag or version, or a config that is not a flag
+set, 3 the flag set does not compile.`,
+		Example: `  cuecast flags eval growth/flags new-checkout --ctx targetingKey=user-1 --ctx email=ann@example.com
+  cuecast flags eval growth/flags new-checkout --ctx targetingKey=user-1 --published
+  cuecast flags eval growth/flags new-checkout --ctx targetingKey=user-1 --output json`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.Config, opts.Flag = args[0], args[1]
@@ -73,6 +73,11 @@ not compile.`,
 			}
 			if opts.Version > 0 && !opts.Published {
 				return usageErrorf("add --published to read a published version", "--version needs --published")
+			}
+			// Without --published the set is compiled from --repo: a
+			// server named would be ignored, and the answer not its.
+			if !opts.Published && (c.Flags().Changed("nats") || opts.Conn != (ConnFlags{})) {
+				return usageErrorf("add --published to evaluate what the server published", "--nats and the credentials and TLS flags need --published")
 			}
 			if runF != nil {
 				return runF(c, opts)

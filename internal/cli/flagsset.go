@@ -39,7 +39,7 @@ the weights); the report says what share of users changes variant.
 ` + setLong,
 		Example: `  cuecast flags set growth/flags new-checkout --rollout 50 --reason "half the users" --commit
   cuecast flags set growth/flags new-checkout --disable --reason "incident 42" --commit
-  cuecast flags set growth/flags checkout-v2 --rule beta --share on=10 --share off=90 --reason "…" --github-pr`,
+  cuecast flags set growth/flags new-checkout --share on=10 --share off=90 --reason "…" --github-pr`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.Configs, opts.Flag = []string{args[0]}, args[1]

@@ -33,7 +33,7 @@ its subject, "(by cuecast set)"; its author is who asked for it.
 A tombstone (the config deleted on main) is marked as such.`,
 		Example: `  cuecast log payments/checkout
   cuecast log payments/checkout --limit 5 --output json
-  cuecast log payments/checkout --variant env=prod,region=eu`,
+  cuecast log search/suggest --variant env=prod,region=eu`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			cfg, err := configArg(args[0], opts.Variant)

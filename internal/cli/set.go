@@ -61,8 +61,8 @@ it is then (docs/CHANGING.md).
 
 Exit status: 0 done, 1 cuecast failed (Git, GitHub), 2 wrong usage (no such config,
 path or variant, a value that is not a literal), 3 the change would break a config
-(the compiler's errors are printed, nothing is written), 5 --expect did not hold (the
-current value is printed), 6 the value's origin is not a literal cuecast edits (where
+(the compiler's errors are printed, nothing is written), 5 the value changed since it
+was read (set's --expect, or the flag flags set read; the current value is printed), 6 the value's origin is not a literal cuecast edits (where
 it comes from and what to change instead are printed), or the manifest's changes:
 policy does not allow the change (docs/CHANGING.md).`
 
@@ -89,7 +89,7 @@ variants, flag shares moved.
 a change made in between fails it instead of being overwritten. Naming several
 configs changes them all in one commit.
 ` + setLong,
-		Example: `  cuecast set payments/checkout server.port=8081 --reason "free 8080 for the sidecar" --commit
+		Example: `  cuecast set payments/checkout currency=USD --reason "US launch" --commit
   cuecast set search/suggest settings.max_suggestions=12 --variant env=prod,region=eu --reason "…" --github-pr
   cuecast set growth/flags 'flags."new-checkout".on=false' --expect 'flags."new-checkout".on=true' --reason "incident 42" --commit`,
 		RunE: func(c *cobra.Command, args []string) error {

@@ -70,7 +70,7 @@ region, asked of the region at once. A region that does not answer within --time
 (default 5s for --instances) is named on stderr, with exit 1.`,
 		Example: `  cuecast status
   cuecast status payments/checkout --output json
-  cuecast status payments/checkout --variant env=prod,region=eu
+  cuecast status search/suggest --variant env=prod,region=eu
   cuecast status payments/checkout --instances --output json`,
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.Configs = args
