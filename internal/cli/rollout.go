@@ -45,7 +45,8 @@ func newRolloutCmd(env *Env, runF func(*cobra.Command, *RolloutOptions) error) *
 		Long: `Every new version rolls out stage by stage, as the namespace's policy in cuecast.cue
 says: each stage's cohort gets the version, the controller waits until its instances
 apply it, holds, compares their health with the rest of the fleet, and advances. On a
-breach it halts and moves the cohort back to the previous version.
+breach it halts and moves the cohort back to the version the whole fleet ran before
+(none yet: the cohort stays; docs/ROLLOUT.md).
 
 Operator actions need --reason and are recorded, with who and when, in the append-only
 audit stream (cuecast rollout audit). Who is --as, default $CUECAST_ACTOR or $USER.
@@ -60,7 +61,7 @@ Exit status 4 when the rollout shown or watched is halted.`,
 		{"status", "status [CONFIG]", "Show each rollout: stage, coverage, holds, halts and pins", false, false},
 		{"watch", "watch CONFIG", "Follow a rollout live until it completes or halts", true, false},
 		{string(rollout.VerbAdvance), "advance CONFIG --reason TEXT [--emergency]", "Move to the next stage now (--emergency: to the last, skipping every hold)", true, true},
-		{string(rollout.VerbHalt), "halt CONFIG --reason TEXT", "Stop the rollout and move its cohort back to the previous version", true, true},
+		{string(rollout.VerbHalt), "halt CONFIG --reason TEXT", "Stop the rollout and move its cohort back to the version the whole fleet ran", true, true},
 		{string(rollout.VerbResume), "resume CONFIG --reason TEXT", "Restart a halted rollout at the stage it halted in", true, true},
 		{string(rollout.VerbUnpin), "unpin CONFIG --reason TEXT", "Lift the pin of an emergency rollback; the newest held-back version rolls out", true, true},
 		{"audit", "audit [CONFIG]", "List the recorded operator actions and automatic halts", false, false},
@@ -294,7 +295,7 @@ func printRecord(w io.Writer, p rollout.Progress, now time.Time) {
 		fmt.Fprintln(w, head)
 		fallback := fmt.Sprintf("falls back to v%d", r.From)
 		if r.From == 0 {
-			fallback = "first version: nothing to fall back to"
+			fallback = "nothing to fall back to: no version has reached the whole fleet"
 		}
 		fmt.Fprintf(w, "  commit %s by %s; %s\n", cuecast.ShortCommit(r.Commit), r.Author, fallback)
 		for _, s := range p.Stages {

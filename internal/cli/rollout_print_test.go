@@ -47,16 +47,21 @@ func TestPrintRecordAsTheDashboard(t *testing.T) {
 	}
 }
 
-// TestPrintRecordFirstVersion: a first version has nothing to fall back
-// to; rollout status said "falls back to v0", a version that never was.
+// TestPrintRecordFirstVersion: a rollout with no floor has nothing to fall
+// back to; rollout status said "falls back to v0", a version that never
+// was, and then "first version" of a v2 that superseded v1 before v1
+// reached everyone (the floor is the version the whole fleet ran).
 func TestPrintRecordFirstVersion(t *testing.T) {
-	rec := rollout.Record{Config: "app/example", Current: &rollout.Rollout{
-		Config: "app/example", Version: 1, State: rollout.StateWaiting,
-		Policy: cuecast.Policy{Stages: []cuecast.Stage{{Name: "all", Percent: 100}}},
-	}}
-	var b strings.Builder
-	printRecord(&b, rollout.Progress{Record: rec}, time.Now())
-	if out := b.String(); strings.Contains(out, "v0") || !strings.Contains(out, "first version: nothing to fall back to") {
-		t.Errorf("rollout status of a first version:\n%s\nwant no v0, and that it is the first version", out)
+	for _, v := range []uint64{1, 2} {
+		rec := rollout.Record{Config: "app/example", Current: &rollout.Rollout{
+			Config: "app/example", Version: v, State: rollout.StateWaiting,
+			Policy: cuecast.Policy{Stages: []cuecast.Stage{{Name: "all", Percent: 100}}},
+		}}
+		var b strings.Builder
+		printRecord(&b, rollout.Progress{Record: rec}, time.Now())
+		if out := b.String(); strings.Contains(out, "v0") || strings.Contains(out, "first version") ||
+			!strings.Contains(out, "nothing to fall back to: no version has reached the whole fleet") {
+			t.Errorf("rollout status of v%d without a floor:\n%s\nwant no v0, and why there is no fallback", v, out)
+		}
 	}
 }
