@@ -360,10 +360,10 @@ func (r *Report) headline() string {
 	}
 	if r.Risk.InstancesCounted {
 		verb := "run"
-		if r.Risk.Instances == 1 {
+		if *r.Risk.Instances == 1 {
 			verb = "runs"
 		}
-		s += fmt.Sprintf("; %s %s them", plural(r.Risk.Instances, "instance"), verb)
+		s += fmt.Sprintf("; %s %s them", plural(*r.Risk.Instances, "instance"), verb)
 	}
 	if r.Everything {
 		s += " (the manifest or cue.mod changed: every config)"

@@ -139,8 +139,8 @@ type Risk struct {
 	// Instances is how many distinct live instances run the configs and
 	// variants whose output changes, when InstancesCounted says the fleet
 	// was counted (CountInstances, cuecast check --fleet); an instance
-	// running several of them counts once.
-	Instances        int  `json:"instances,omitempty"`
+	// running several of them counts once. Set (0 too) only when counted.
+	Instances        *int `json:"instances,omitempty"`
 	InstancesCounted bool `json:"instances_counted,omitempty"`
 	// Strict lists changed configs that roll out with strict consistency (their
 	// namespace's class, or their own override in the manifest).

@@ -58,7 +58,8 @@ func (r *Report) CountInstances(ctx context.Context, f Fleet) error {
 		n := per[i]
 		r.Configs[i].Instances = &n
 	}
-	r.Risk.Instances = len(changed)
+	n := len(changed)
+	r.Risk.Instances = &n
 	r.Risk.InstancesCounted = true
 	return nil
 }

@@ -109,6 +109,13 @@ func TestCountInstances(t *testing.T) {
 			headline: "2 variants, 2 distinct outputs; 1 instance runs them",
 		},
 		{
+			name:     "no instance",
+			fleet:    &fakeFleet{byPath: map[cuecast.ConfigPath][]string{}},
+			wantPer:  map[cuecast.ConfigPath]int{"pay/a/env=prod/region=eu": 0, "pay/a/env=prod/region=us": 0, "pay/a/env=staging/region=eu": 0, "pay/c": 0},
+			total:    0,
+			headline: "2 variants, 2 distinct outputs; 0 instances run them",
+		},
+		{
 			name:     "not counted",
 			headline: "2 variants, 2 distinct outputs\n",
 		},
@@ -132,9 +139,10 @@ func TestCountInstances(t *testing.T) {
 				}
 			}
 			counted := tc.wantPer != nil
-			if rep.Risk.InstancesCounted != counted || rep.Risk.Instances != tc.total {
-				t.Errorf("risk: instances %d, counted %v; want %d, %v", rep.Risk.Instances, rep.Risk.InstancesCounted, tc.total, counted)
+			if rep.Risk.InstancesCounted != counted || (rep.Risk.Instances != nil) != counted || counted && *rep.Risk.Instances != tc.total {
+				t.Errorf("risk: instances %v, counted %v; want %d, %v", rep.Risk.Instances, rep.Risk.InstancesCounted, tc.total, counted)
 			}
+
 			for _, cc := range rep.Configs {
 				want, ok := tc.wantPer[cc.Config]
 				switch {
@@ -176,7 +184,9 @@ func TestCountInstances(t *testing.T) {
 			if err := json.Unmarshal(out.Bytes(), &js); err != nil {
 				t.Fatal(err)
 			}
-			if js.Risk.Counted != counted || (js.Risk.Instances != nil) != (tc.total > 0) || (js.Risk.Instances != nil && *js.Risk.Instances != tc.total) {
+			// "instances" is in the risk whenever counted, 0 too (it was
+			// omitted at 0, as if not counted: "no instance").
+			if js.Risk.Counted != counted || (js.Risk.Instances != nil) != counted || (js.Risk.Instances != nil && *js.Risk.Instances != tc.total) {
 				t.Errorf("JSON risk: instances %v, counted %v; want %d, %v", js.Risk.Instances, js.Risk.Counted, tc.total, counted)
 			}
 			for _, c := range js.Configs {
