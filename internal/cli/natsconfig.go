@@ -272,6 +272,23 @@ CUECAST_<ns> otherwise. Each mirror RePublishes onto ccr.<ns>.> for its level.`,
 			if opts.Domain == "" || opts.Upstream == "" || len(opts.Namespaces) == 0 {
 				return usageErrorf("pass --domain, --upstream and at least one --namespace", "mirrors: missing flags")
 			}
+			// Checked before connecting, as the other subcommands check
+			// theirs before writing.
+			switch {
+			case !natsconf.ValidDomain(opts.Domain):
+				return usageErrorf("name the domain as nats-config gave it (1-64 of [A-Za-z0-9_-])", "mirrors: --domain %q is not a JetStream domain", opts.Domain)
+			case opts.Upstream == opts.Domain:
+				return usageErrorf("name the level above's domain, like hub", "mirrors: --upstream is --domain (%s): a domain cannot mirror itself", opts.Domain)
+			// The library takes 0 for the server's defaults; a flag of 0
+			// is a typo.
+			case opts.Replicas < 1 || opts.Replicas > 5:
+				return usageErrorf("use 1, or 3 in a clustered domain", "mirrors: replicas %d: want 1 to 5", opts.Replicas)
+			case opts.Retain < 1:
+				return usageErrorf("use serve's retention of versions per config (100)", "mirrors: retain %d: want 1 or more", opts.Retain)
+			}
+			if err := opts.spec().Validate(); err != nil {
+				return &UsageError{Err: fmt.Errorf("mirrors: %w", err), Hint: "--replicas 1 to 5 (3 in a clustered domain), --retain serve's retention (100), namespaces as in cuecast.cue"}
+			}
 			if runF != nil {
 				return runF(c, opts)
 			}
@@ -559,8 +576,7 @@ func mirrorsRun(ctx context.Context, env *Env, opts *MirrorsOptions) error {
 	if err != nil {
 		return fmt.Errorf("open domain %s: %w", opts.Domain, err)
 	}
-	spec := natsconf.MirrorSpec{Upstream: opts.Upstream, FromHub: opts.FromHub, Namespaces: opts.Namespaces, Replicas: opts.Replicas, Retain: opts.Retain}
-	if err := natsconf.Mirrors(ctx, js, spec); err != nil {
+	if err := natsconf.Mirrors(ctx, js, opts.spec()); err != nil {
 		if errors.Is(err, natsconf.ErrInvalidSpec) {
 			return &UsageError{Err: err}
 		}
@@ -570,4 +586,8 @@ func mirrorsRun(ctx context.Context, env *Env, opts *MirrorsOptions) error {
 		fmt.Fprintf(env.IO.Out, "%s in domain %s mirrors %s\n", natsconf.MirrorStream(ns), opts.Domain, opts.Upstream)
 	}
 	return nil
+}
+
+func (o *MirrorsOptions) spec() natsconf.MirrorSpec {
+	return natsconf.MirrorSpec{Upstream: o.Upstream, FromHub: o.FromHub, Namespaces: o.Namespaces, Replicas: o.Replicas, Retain: o.Retain}
 }

@@ -52,13 +52,10 @@ type MirrorSpec struct {
 // reads of other namespaces with "not found". Services connect to a leaf or
 // node server (docs/SCALING.md).
 func Mirrors(ctx context.Context, js jetstream.JetStream, m MirrorSpec) error {
-	if !validName(m.Upstream) {
-		return fmt.Errorf("create mirrors: %w: upstream domain %q", ErrInvalidSpec, m.Upstream)
+	if err := m.Validate(); err != nil {
+		return fmt.Errorf("create mirrors: %w", err)
 	}
 	for _, ns := range m.Namespaces {
-		if !cuecast.ValidSegment(ns) {
-			return fmt.Errorf("create mirrors: %w: namespace %q", ErrInvalidSpec, ns)
-		}
 		cfg := MirrorConfig(m, ns)
 		if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
 			return fmt.Errorf("create mirror %s: %w", cfg.Name, err)
@@ -66,6 +63,31 @@ func Mirrors(ctx context.Context, js jetstream.JetStream, m MirrorSpec) error {
 	}
 	return nil
 }
+
+// Validate reports a MirrorSpec that cannot work, wrapping ErrInvalidSpec,
+// before anything is created: Mirrors would stop at the first mirror the
+// server refuses, some made and some not. Replicas and Retain of 0 take
+// the server's defaults.
+func (m MirrorSpec) Validate() error {
+	if !validName(m.Upstream) {
+		return fmt.Errorf("%w: upstream domain %q: want 1-64 of [A-Za-z0-9_-]", ErrInvalidSpec, m.Upstream)
+	}
+	for _, ns := range m.Namespaces {
+		if !cuecast.ValidSegment(ns) {
+			return fmt.Errorf("%w: namespace %q: want [a-z0-9][a-z0-9_-]*", ErrInvalidSpec, ns)
+		}
+	}
+	switch {
+	case m.Replicas < 0 || m.Replicas > 5:
+		return fmt.Errorf("%w: replicas %d: want 1 to 5", ErrInvalidSpec, m.Replicas)
+	case m.Retain < 0:
+		return fmt.Errorf("%w: retain %d: want 1 or more", ErrInvalidSpec, m.Retain)
+	}
+	return nil
+}
+
+// ValidDomain says whether s can name a JetStream domain (and a server).
+func ValidDomain(s string) bool { return validName(s) }
 
 // MirrorConfig is the stream configuration Mirrors creates for ns.
 func MirrorConfig(m MirrorSpec, ns string) jetstream.StreamConfig {
