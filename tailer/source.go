@@ -202,8 +202,15 @@ func CheckRepo(ctx context.Context, cfg Config) error {
 		if err != nil {
 			return err
 		}
-		_, err = src.tip(r)
-		return err
+		tip, err := src.tip(r)
+		if err != nil || cfg.StartAt == "" {
+			return err
+		}
+		// A remote's commits are known only once cloned, by New.
+		if _, err := onBranch(r, cfg.StartAt, tip, cfg.Branch); err != nil {
+			return fmt.Errorf("start at: %w", err)
+		}
+		return nil
 	}
 	rem := git.NewRemote(memory.NewStorage(), &config.RemoteConfig{Name: remoteName, URLs: []string{cfg.Repo}})
 	refs, err := rem.ListContext(ctx, &git.ListOptions{Auth: cfg.Auth, CABundle: cfg.CABundle})

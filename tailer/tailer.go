@@ -180,6 +180,12 @@ func New(ctx context.Context, cfg Config, js jetstream.JetStream, pub Publisher,
 
 // onBranch resolves rev to a commit that tip is or descends from.
 func (t *Tailer) onBranch(r *git.Repository, rev string, tip plumbing.Hash) (plumbing.Hash, error) {
+	return onBranch(r, rev, tip, t.cfg.Branch)
+}
+
+// onBranch resolves rev to a commit that is tip or an ancestor of it, on
+// branch.
+func onBranch(r *git.Repository, rev string, tip plumbing.Hash, branch string) (plumbing.Hash, error) {
 	h, err := r.ResolveRevision(plumbing.Revision(rev))
 	if err != nil {
 		return plumbing.ZeroHash, fmt.Errorf("resolve %s: %w", rev, ErrNoCommit)
@@ -200,7 +206,7 @@ func (t *Tailer) onBranch(r *git.Repository, rev string, tip plumbing.Hash) (plu
 		return plumbing.ZeroHash, fmt.Errorf("check ancestry of %s: %w", rev, err)
 	}
 	if !ok {
-		return plumbing.ZeroHash, fmt.Errorf("commit %s is not on branch %s: %w", cuecast.ShortCommit(c.Hash.String()), t.cfg.Branch, ErrNoCommit)
+		return plumbing.ZeroHash, fmt.Errorf("commit %s is not on branch %s: %w", cuecast.ShortCommit(c.Hash.String()), branch, ErrNoCommit)
 	}
 	return c.Hash, nil
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"cmp"
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"os"
@@ -102,7 +103,7 @@ func (f *ConnFlags) Options(env *Env) ([]nats.Option, error) {
 		opts = append(opts, nats.UserCredentials(f.Creds))
 	case f.User != "":
 		if f.Password == "" {
-			return nil, usageErrorf("pass --password or set $CUECAST_NATS_PASSWORD", "--user %s without a password", f.User)
+			return nil, usageErrorf("pass --password-file (or set $CUECAST_NATS_PASSWORD; --password shows in ps)", "--user %s without a password", f.User)
 		}
 		opts = append(opts, nats.UserInfo(f.User, f.Password))
 	}
@@ -228,9 +229,24 @@ func dial(env *Env, url, name string, conn *ConnFlags) (*nats.Conn, error) {
 	}
 	nc, err := nats.Connect(url, append([]nats.Option{nats.Name(name), nats.Timeout(5 * time.Second)}, connOpts...)...)
 	if err != nil {
-		return nil, fmt.Errorf("connect %s: %w (is `cuecast serve` running?)", url, err)
+		return nil, fmt.Errorf("connect %s: %w (%s)", url, err, dialHint(err))
 	}
 	return nc, nil
+}
+
+// dialHint says what to look at when a connection fails: a server that
+// answered and refused the login or the certificate is running.
+func dialHint(err error) string {
+	var uae x509.UnknownAuthorityError
+	var hne x509.HostnameError
+	var cie x509.CertificateInvalidError
+	switch {
+	case errors.Is(err, nats.ErrAuthorization), errors.Is(err, nats.ErrAuthExpired), errors.Is(err, nats.ErrAuthRevoked):
+		return "the server refused the login: check --user with --password-file (or $CUECAST_NATS_PASSWORD), or --creds"
+	case errors.As(err, &uae), errors.As(err, &hne), errors.As(err, &cie), strings.Contains(err.Error(), "tls"):
+		return "TLS with the server failed: --tls-ca must name the CA that signed its certificate (serve --secure: <data>/nats/ca.pem), and the URL's host be one the certificate names"
+	}
+	return "is `cuecast serve` running?"
 }
 
 // readStreams is dialStreams for a command that only reads serve's

@@ -61,7 +61,7 @@ type MirrorsOptions struct {
 
 func newNATSConfigCmd(env *Env, runF func(*cobra.Command, *NATSConfigOptions) error, mirrorsF func(*cobra.Command, *MirrorsOptions) error) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "nats-config hub|leaf|node|mirrors",
+		Use:   "nats-config hub|leaf|node|mirrors|cert|user",
 		Short: "Print nats-server configuration for each level of the fan-out tree",
 		Long: `nats-config prints a working nats-server configuration for one server of the
 cuecast fan-out tree (docs/SCALING.md):

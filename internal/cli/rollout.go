@@ -49,7 +49,8 @@ breach it halts and moves the cohort back to the version the whole fleet ran bef
 (none yet: the cohort stays; docs/ROLLOUT.md).
 
 Operator actions need --reason and are recorded, with who and when, in the append-only
-audit stream (cuecast rollout audit). Who is --as, default $CUECAST_ACTOR or $USER.
+audit stream (cuecast rollout audit). Who is --as, default $CUECAST_ACTOR, your Git
+identity, $USER, then the OS account@host.
 
 Exit status 4 when the rollout shown or watched is halted.`,
 	}
@@ -223,7 +224,9 @@ func actionError(err error) error {
 	switch {
 	case errors.Is(err, rollout.ErrNoReason):
 		return &UsageError{Err: err, Hint: "add --reason \"why\""}
-	case errors.Is(err, rollout.ErrNoRollout), errors.Is(err, rollout.ErrState), errors.Is(err, rollout.ErrNotPinned):
+	case errors.Is(err, rollout.ErrNoRollout):
+		return &UsageError{Err: err, Hint: "`cuecast status` lists the configs published; `cuecast rollout status` the rollouts"}
+	case errors.Is(err, rollout.ErrState), errors.Is(err, rollout.ErrNotPinned):
 		return &UsageError{Err: err, Hint: "see `cuecast rollout status CONFIG`"}
 	}
 	return err

@@ -221,7 +221,7 @@ func serveRun(c *cobra.Command, env *Env, opts *ServeOptions) error {
 	if err != nil {
 		return err
 	}
-	if err := tailer.CheckRepo(ctx, tailer.Config{Repo: opts.Repo, Branch: opts.Branch, DataDir: opts.Data, Auth: gitAuth, CABundle: gitCA}); err != nil {
+	if err := tailer.CheckRepo(ctx, tailer.Config{Repo: opts.Repo, Branch: opts.Branch, DataDir: opts.Data, Auth: gitAuth, CABundle: gitCA, StartAt: opts.StartAt}); err != nil {
 		return repoError(err, opts.Git.describe(env.Getenv))
 	}
 	setter, err := serveMutator(env, opts, apiTokens)
@@ -344,7 +344,9 @@ func repoError(err error, creds string) error {
 		return &UsageError{Err: err, Hint: "the repository refused " + creds + ": check the token's or deploy key's access to it"}
 	case errors.Is(err, tailer.ErrHostKey):
 		return &UsageError{Err: err, Hint: "the server's host key is not in --git-known-hosts: add it (ssh-keyscan HOST), after checking it against what the Git host publishes"}
-	case errors.Is(err, tailer.ErrNoCommit), errors.Is(err, tailer.ErrInvalidConfig):
+	case errors.Is(err, tailer.ErrNoCommit):
+		return &UsageError{Err: err, Hint: "name a commit of the branch, by its hash or a prefix of one (git log shows them)"}
+	case errors.Is(err, tailer.ErrInvalidConfig):
 		return &UsageError{Err: err}
 	}
 	return err

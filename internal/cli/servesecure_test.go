@@ -114,6 +114,24 @@ func TestServeSecure(t *testing.T) {
 		code, o, e := run(ctx, append([]string{"status", "search/ranking"}, login("operator")...)...)
 		return code == 0 && strings.Contains(o.String(), "search/ranking"), o.String() + e.String()
 	})
+	// A refused login or certificate says which, not "is serve running?".
+	bad := filepath.Join(t.TempDir(), "bad.password")
+	if err := os.WriteFile(bad, []byte("not-the-operator-password-0123456789"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"a wrong password", []string{"--nats", url, "--user", "operator", "--password-file", bad, "--tls-ca", ca}, "the server refused the login"},
+		{"no CA", []string{"--nats", url, "--user", "operator", "--password-file", filepath.Join(secrets, "operator.password")}, "TLS with the server failed"},
+	} {
+		code, _, errOut := run(ctx, append([]string{"status"}, tc.args...)...)
+		if code != cli.ExitFailure || !strings.Contains(errOut.String(), tc.want) || strings.Contains(errOut.String(), "is `cuecast serve` running") {
+			t.Errorf("status with %s: exit %d, stderr %q; want %d saying %q", tc.name, code, errOut, cli.ExitFailure, tc.want)
+		}
+	}
 	for _, f := range []string{"operator.password", "distributor.password", "svc-search.password", "ca-key.pem", "server-key.pem", "nats.conf"} {
 		if fi, err := os.Stat(filepath.Join(secrets, f)); err != nil || fi.Mode().Perm() != 0o600 {
 			t.Errorf("%s: %v, want mode 0600", f, err)

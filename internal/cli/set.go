@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/compiler"
 	"github.com/cuecast/cuecast/gitfs"
 	"github.com/cuecast/cuecast/internal/publish"
 	"github.com/cuecast/cuecast/mutator"
@@ -288,6 +289,9 @@ func (o *SetOptions) run(ctx context.Context, env *Env, req mutator.Request) err
 
 // print writes the result, or the error's details for scripts.
 func (o *SetOptions) print(env *Env, res *mutator.Result, err error) error {
+	if err != nil && errors.Is(err, mutator.ErrBadRequest) {
+		err = &UsageError{Err: err, Hint: badRequestHint(err, o.Configs)}
+	}
 	if err != nil {
 		var ce *mutator.CompileError
 		switch {
@@ -363,4 +367,21 @@ func openRepoDir(dir string) (*git.Repository, error) {
 		return nil, &UsageError{Err: fmt.Errorf("open repository %s: %w", dir, err), Hint: "point --repo at the config repository's work tree"}
 	}
 	return r, nil
+}
+
+// badRequestHint says where to look for what a request named wrong.
+func badRequestHint(err error, configs []string) string {
+	cfg := "CONFIG"
+	if len(configs) == 1 {
+		cfg = configs[0]
+	}
+	switch {
+	case errors.Is(err, compiler.ErrUnknownPath):
+		return "`cuecast explain " + cfg + "` shows every path of its compiled output"
+	case errors.Is(err, compiler.ErrUnknownConfig):
+		return "name a config by its directory, like payments/checkout; `cuecast compile` lists them"
+	case errors.Is(err, compiler.ErrUnknownVariant):
+		return "`cuecast explain " + cfg + "` names its variants' dimensions; give --variant env=…,region=…"
+	}
+	return ""
 }

@@ -174,8 +174,11 @@ func acceptRewriteRun(c *cobra.Command, env *Env, opts *TailerOptions) error {
 		return repoError(err, "the credentials")
 	}
 	if err := t.AcceptRewrite(ctx, opts.To); err != nil {
-		if errors.Is(err, tailer.ErrNotHalted) || errors.Is(err, tailer.ErrNoCommit) {
-			return &UsageError{Err: err}
+		switch {
+		case errors.Is(err, tailer.ErrNotHalted):
+			return &UsageError{Err: err, Hint: "nothing to accept: `cuecast tailer status` shows it publishing"}
+		case errors.Is(err, tailer.ErrNoCommit):
+			return &UsageError{Err: err, Hint: "name the new tip or a commit before it (`cuecast tailer status` shows the tip seen)"}
 		}
 		return fmt.Errorf("accept-rewrite: %w", err)
 	}
