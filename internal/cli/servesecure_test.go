@@ -197,6 +197,24 @@ func TestServeSecure(t *testing.T) {
 	})
 	stopWatch()
 	<-watchDone
+
+	// Without --namespace-mirror the service user may read nothing: watch
+	// says so with what to add, not in nats.go's bare lines.
+	nctx, stopNoMirror := context.WithCancel(ctx)
+	noMirror := &syncBuffer{}
+	noMirrorDone := make(chan struct{})
+	go func() {
+		defer close(noMirrorDone)
+		cli.Main(nctx, append([]string{"watch", "--config", "search/ranking", "--instance", "search-canary-2",
+			"--trusted-keys-file", filepath.Join(data, "trusted-keys")}, login("svc-search")...),
+			&iostreams.IOStreams{In: strings.NewReader(""), Out: noMirror, ErrOut: noMirror}, func(string) string { return "" })
+	}()
+	poll.Until(t, "watch without --namespace-mirror saying what to add", 30*time.Second, func() (bool, string) {
+		s := noMirror.String()
+		return strings.Contains(s, "watch search-canary-2: NATS: nats: permissions violation") && strings.Contains(s, "add --namespace-mirror"), s
+	})
+	stopNoMirror()
+	<-noMirrorDone
 }
 
 // TestConnectionEnvironment: $NATS_URL is every --nats flag's default and

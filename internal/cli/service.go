@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -164,7 +165,7 @@ func (f *serviceFlags) connect(env *Env, name, namespace string, extra ...client
 		clientOpts = append(clientOpts, client.WithStream("", natsconf.MirrorStream(namespace)))
 	}
 	nc, err := nats.Connect(f.NATS, append(append(client.ConnectOptions(),
-		nats.Name("cuecast "+name+" "+f.Instance),
+		nats.Name("cuecast "+name+" "+f.Instance), nats.ErrorHandler(f.asyncError(env, name)),
 	), connOpts...)...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("connect %s: %w", f.NATS, err)
@@ -254,5 +255,24 @@ func (b *rewatchBackoff) wait(ctx context.Context) error {
 		return ctx.Err()
 	case <-t.C:
 		return nil
+	}
+}
+
+// asyncError says what the server refused, on the service's own stream
+// (nats.go's default writes bare lines to the process's stderr), and once
+// what to add when a service user reads outside its namespace's mirror.
+func (f *serviceFlags) asyncError(env *Env, name string) nats.ErrHandler {
+	var once sync.Once
+	return func(_ *nats.Conn, sub *nats.Subscription, err error) {
+		on := ""
+		if sub != nil {
+			on = fmt.Sprintf(" (subscription on %q)", sub.Subject)
+		}
+		fmt.Fprintf(env.IO.ErrOut, "%s %s: NATS: %v%s\n", name, f.Instance, err, on)
+		if errors.Is(err, nats.ErrPermissionViolation) && !f.NamespaceMirror {
+			once.Do(func() {
+				fmt.Fprintf(env.IO.ErrOut, "%s %s: hint: a service user (svc-<namespace>, from serve --secure or nats-config) reads only its namespace's mirror: add --namespace-mirror\n", name, f.Instance)
+			})
+		}
 	}
 }
