@@ -100,6 +100,11 @@ func secureEmbedded(opts *ServeOptions, dir, host, path string) (embedded, error
 	if spec.Passwords, err = loadSecrets(dir, spec.Users()); err != nil {
 		return embedded{}, err
 	}
+	// MkdirAll leaves a directory made beforehand as it was: 0755 from a
+	// copy or a config tool let every user of the host list it.
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return embedded{}, fmt.Errorf("serve --secure: %w", err)
+	}
 	if spec.TLS, err = natsconf.EnsureTLS(dir, "server", certHosts(host)); err != nil {
 		return embedded{}, fmt.Errorf("serve --secure: %w", err)
 	}

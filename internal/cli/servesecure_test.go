@@ -94,6 +94,11 @@ func TestServeSecure(t *testing.T) {
 	repo := exampleRepo(t)
 	data := t.TempDir()
 	addr := natstest.FreeAddrOn(t, nonLoopback(t))
+	// A directory made beforehand (a copy, a config tool) with an open
+	// mode: serve makes it 0700 as it would have made it; it left it open.
+	if err := os.Mkdir(filepath.Join(data, cli.EmbeddedSecretsDir), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	serveDone := make(chan struct{})
 	go func() {
 		defer close(serveDone)
@@ -135,6 +140,19 @@ func TestServeSecure(t *testing.T) {
 	for _, f := range []string{"operator.password", "distributor.password", "svc-search.password", "ca-key.pem", "server-key.pem", "nats.conf"} {
 		if fi, err := os.Stat(filepath.Join(secrets, f)); err != nil || fi.Mode().Perm() != 0o600 {
 			t.Errorf("%s: %v, want mode 0600", f, err)
+		}
+	}
+	// docs/SECURITY.md: the directory 0700, every file in it 0600.
+	if fi, err := os.Stat(secrets); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("%s: %v, want mode 0700", secrets, err)
+	}
+	entries, err := os.ReadDir(secrets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if fi, err := e.Info(); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s: %v, want mode 0600", e.Name(), err)
 		}
 	}
 
