@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -63,12 +64,16 @@ func TestHeartbeatFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sub.Unsubscribe()
-	startCmd(t, "watch", "--nats", "nats://"+listen, "--config", "payments/checkout", "--instance", "web-1",
+	_, stderr := startCmd(t, "watch", "--nats", "nats://"+listen, "--config", "payments/checkout", "--instance", "web-1",
 		"--insecure-skip-verify", "--lkg", filepath.Join(t.TempDir(), "lkg.json"), "--heartbeat", "300ms", "--reconcile", "1h")
 	poll.Until(t, "five reports from web-1 at a 300 ms heartbeat", 10*time.Second, func() (bool, string) {
 		n := reports.Load()
 		return n >= 5, fmt.Sprint("reports so far: ", n)
 	})
+	// docs/SECURITY.md: --insecure-skip-verify warns on every start.
+	if !strings.Contains(stderr.String(), "watch web-1: WARNING: --insecure-skip-verify: signatures are NOT checked") {
+		t.Errorf("watch --insecure-skip-verify said %q; want the warning", stderr)
+	}
 
 	for _, args := range [][]string{
 		{"serve", "--repo", repo.Dir, "--data", t.TempDir(), "--heartbeat", "10ms"},

@@ -217,3 +217,31 @@ func TestNATSConfigTLSAllOrNone(t *testing.T) {
 		t.Errorf("TLS node under a TLS hub: exit %d: %s", code, errOut)
 	}
 }
+
+// TestShortPasswordRefused: docs/SECURITY.md, a password file needs at
+// least 32 characters (the configurations hold cheap hashes); a shorter one
+// is refused with exit 2 by nats-config and serve --secure alike, and
+// nothing is generated.
+func TestShortPasswordRefused(t *testing.T) {
+	secrets := t.TempDir()
+	if err := os.WriteFile(filepath.Join(secrets, "operator.password"), []byte("hunter2\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, errOut := run(context.Background(), "nats-config", "hub", "--name", "hub", "--store", "/s", "--secrets", secrets)
+	if code != cli.ExitUsage || !strings.Contains(errOut.String(), "fewer than 32 characters") || stdout.String() != "" {
+		t.Errorf("nats-config hub with a 7-character password: exit %d, stdout %d bytes, stderr %q; want %d and nothing generated", code, len(stdout.String()), errOut, cli.ExitUsage)
+	}
+	data := t.TempDir()
+	dir := filepath.Join(data, cli.EmbeddedSecretsDir)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "operator.password"), []byte("hunter2\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	repo := exampleRepo(t)
+	code, _, errOut = run(context.Background(), "serve", "--repo", repo.Dir, "--data", data, "--secure", "--listen", "127.0.0.1:0")
+	if code != cli.ExitUsage || !strings.Contains(errOut.String(), "fewer than 32 characters") {
+		t.Errorf("serve --secure with a 7-character password: exit %d, stderr %q; want %d", code, errOut, cli.ExitUsage)
+	}
+}
