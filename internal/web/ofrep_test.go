@@ -103,3 +103,28 @@ func TestServeOFREP(t *testing.T) {
 		return got["value"] == true && md["version"] == 2.0, fmt.Sprint(got)
 	})
 }
+
+// TestServeOFREPOffWithoutTokens: docs/SECURITY.md, serve serves OFREP only
+// with --ofrep-tokens; without them both endpoints are 404, to any token.
+func TestServeOFREPOffWithoutTokens(t *testing.T) {
+	f := start(t, fixtureOptions{})
+	for _, url := range []string{f.base + "/ofrep/v1/evaluate/flags/growth/flags/new-checkout", f.base + "/ofrep/v1/evaluate/flags"} {
+		for _, token := range []string{"", strings.Repeat("g", 40)} {
+			req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(`{"context": {"targetingKey": "user-1"}}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if token != "" {
+				req.Header.Set("Authorization", "Bearer "+token)
+			}
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+			if res.StatusCode != http.StatusNotFound {
+				t.Errorf("POST %s (token %q): %d, want 404", url, token, res.StatusCode)
+			}
+		}
+	}
+}
