@@ -86,6 +86,10 @@ open wider, even while it is made): the agent's user and the socket's group
   cuecast agent --instance web-1 --config search/ranking --dir ./cfg --signal "$(cat app.pid):HUP" \
       --trusted-keys-file /etc/cuecast/trusted-keys`,
 		RunE: func(c *cobra.Command, args []string) error {
+			// It bounds --exec alone: given without it, it would be ignored.
+			if c.Flags().Changed("exec-timeout") && opts.Exec == "" {
+				return usageErrorf("add --exec, or drop --exec-timeout", "--exec-timeout needs --exec")
+			}
 			if err := opts.validateAgent(); err != nil {
 				return err
 			}

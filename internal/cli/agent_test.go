@@ -156,6 +156,7 @@ func TestAgentUsage(t *testing.T) {
 		// exceeded"; a negative --quiet ran as none.
 		{"exec timeout zero", []string{"--instance", "a", "--config", "payments/checkout", "--dir", "d", "--exec", "true", "--exec-timeout", "0s"}, "--exec-timeout 0s: want a positive duration"},
 		{"exec timeout negative", []string{"--instance", "a", "--config", "payments/checkout", "--dir", "d", "--exec", "true", "--exec-timeout=-1s"}, "--exec-timeout -1s: want a positive duration"},
+		{"exec timeout without exec", []string{"--instance", "a", "--config", "payments/checkout", "--dir", "d", "--exec-timeout", "5s"}, "--exec-timeout needs --exec"},
 		{"quiet negative", []string{"--instance", "a", "--config", "payments/checkout", "--dir", "d", "--quiet=-1s"}, "--quiet -1s: want 0 or more"},
 		{"bad instance", []string{"--instance", "a b", "--config", "payments/checkout", "--dir", "d"}, "invalid instance id"},
 		// Verification is not optional: no keys, no start.
