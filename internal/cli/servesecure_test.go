@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -172,6 +173,17 @@ func TestServeSecure(t *testing.T) {
 			nc.Close()
 			t.Errorf("%s: connected", tc.name)
 		}
+	}
+	// Plain text for real: nats.go upgrades to TLS when the server asks,
+	// so the case above fails on the CA. Spoken by hand, the operator's own
+	// password in clear gets no PONG: the server wants TLS first.
+	pass, err := os.ReadFile(filepath.Join(secrets, "operator.password"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer := plainConnect(t, addr, "operator", strings.TrimSpace(string(pass)))
+	if !strings.Contains(answer, `"tls_required":true`) || strings.Contains(answer, "PONG") {
+		t.Errorf("plain-text CONNECT with the operator's password answered %q; want TLS required and no PONG", answer)
 	}
 	for _, args := range [][]string{
 		{"status", "--nats", url, "--tls-ca", ca},
@@ -383,4 +395,26 @@ func (p *announceProbe) Write(b []byte) (int, error) {
 	}
 	p.done()
 	return len(b), nil
+}
+
+// plainConnect speaks NATS by hand without TLS: INFO, CONNECT with user and
+// pass in clear, PING; it returns everything the server said until it
+// closed the connection or a second went by.
+func plainConnect(t *testing.T, addr, user, pass string) string {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	connect, err := json.Marshal(map[string]any{"user": user, "pass": pass, "verbose": false, "pedantic": false, "tls_required": false})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fmt.Fprintf(c, "CONNECT %s\r\nPING\r\n", connect); err != nil {
+		return "write: " + err.Error()
+	}
+	_ = c.SetReadDeadline(time.Now().Add(time.Second))
+	b, _ := io.ReadAll(c)
+	return string(b)
 }
