@@ -1,18 +1,21 @@
 package web
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
 
@@ -377,6 +380,36 @@ func TestSetAPIUnchanged(t *testing.T) {
 	}
 	if code != http.StatusOK || !res.Unchanged || res.Commit != "" {
 		t.Errorf("got %d %+v, want 200 unchanged without a commit", code, res)
+	}
+	if s.repo.Head() != head {
+		t.Errorf("main moved to %s", s.repo.Head())
+	}
+}
+
+// TestSetAPIRefusesBeforeTheBody: docs/SECURITY.md, a request without a
+// valid token is refused (401) before its body is read: a caller without a
+// token announcing a 4 MiB body and sending none gets its answer at once,
+// and nothing is committed.
+func TestSetAPIRefusesBeforeTheBody(t *testing.T) {
+	t.Parallel()
+	s := newSetServer(t)
+	head := s.repo.Head()
+	for _, token := range []string{"", "guess"} {
+		c, err := net.Dial("tcp", strings.TrimPrefix(s.url, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		auth := ""
+		if token != "" {
+			auth = "Authorization: Bearer " + token + "\r\n"
+		}
+		fmt.Fprintf(c, "POST /api/set HTTP/1.1\r\nHost: x\r\n%sContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", auth, 4<<20)
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		res, err := http.ReadResponse(bufio.NewReader(c), nil)
+		c.Close()
+		if err != nil || res.StatusCode != http.StatusUnauthorized {
+			t.Errorf("token %q, body announced and not sent: %v %v; want 401 at once", token, res, err)
+		}
 	}
 	if s.repo.Head() != head {
 		t.Errorf("main moved to %s", s.repo.Head())
