@@ -155,7 +155,9 @@ func DecodeStrict[T any](content []byte) (T, error) {
 	if err := dec.Decode(&v); err != nil {
 		return v, fmt.Errorf("decode config into %T (strict): %w", v, err)
 	}
-	if dec.More() {
+	// Not dec.More: it says false before a closing } or ], so "{…}}"
+	// passed as one value. Only white space may follow.
+	if rest := bytes.Trim(content[dec.InputOffset():], " \t\r\n"); len(rest) > 0 { // JSON's white space
 		return v, fmt.Errorf("decode config into %T (strict): data after the JSON value", v)
 	}
 	return v, nil
