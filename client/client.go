@@ -165,21 +165,26 @@ const (
 	// EventRejected: a version or pointer failed verification (checksum,
 	// signature) or the validation hook; it was not applied.
 	EventRejected
-	// EventError: a failure that will be retried (a read, a report, writing
-	// the last-known-good file, an unusable last-known-good file).
+	// EventError: a failure, most of them retried (a read, a report,
+	// writing the last-known-good file); some are said once: an unusable
+	// last-known-good file, the variant that could not be picked at Watch
+	// (NATS down at start), the connection closed for good, the
+	// WithInsecureSkipVerify warning.
 	EventError
 	// EventSkipped: a pointer the watcher did not follow because it names a
 	// version older than the one applied and is not a rollback.
 	EventSkipped
-	// EventResync: the pointer was re-read; Detail says why (start, gap,
-	// reconnect, reconcile, retry, purged).
+	// EventResync: the pointer was re-read; Detail says why (gap,
+	// reconnect, reconcile, retry, purged, staged). The read at start sends
+	// none.
 	EventResync
 	// EventNotFound: a warning that no version is deployed to this
 	// instance, so Current stays what it is (zero without a last-known-good
 	// file). Detail tells a config with no version at all (a misspelt
 	// path) from one whose rollout has not reached the instance; Err wraps
 	// cuecast.ErrNotFound. Sent at the first read that finds nothing, then
-	// at most once per reconcile interval (WithReconcile) while it lasts.
+	// while it lasts no sooner than 9/10 of the reconcile interval
+	// (WithReconcile) after the last one, so about once per interval.
 	EventNotFound
 )
 

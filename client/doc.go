@@ -1,5 +1,7 @@
 // Package client is what a service embeds to receive its configs from
-// cuecast: it starts from a last-known-good file before any network, then
+// cuecast: it starts from a last-known-good file before it reads any
+// pointer (for a config that may have variants, after one read of its
+// newest version when connected, which picks the variant), then
 // follows its cohort's pointer, verifies each version (the distributor's
 // ed25519 signature, and the checksum it signs), runs the
 // service's validation hook, swaps the value atomically, saves it as the new
@@ -62,7 +64,8 @@
 // The client does not log: it reports applies, rejections, errors and
 // warnings (EventNotFound) through WithEvents. It never creates JetStream consumers: it core-subscribes to the
 // RePublished subjects and reads with direct gets (docs/PROTOCOL.md). It
-// imports only the root package, nats.go and the standard library.
+// imports only the root package, nats.go (with what nats.go itself needs:
+// nkeys, which it also uses for the signatures) and the standard library.
 //
 // Info lists what the instance runs of each config; client/prominfo exports
 // it as the cuecast_config_info series from the service's own Prometheus

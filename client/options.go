@@ -152,7 +152,9 @@ func WithReconcile(d time.Duration) Option {
 	}
 }
 
-// WithRequestTimeout bounds each read from the server; default 5s.
+// WithRequestTimeout bounds each read from the server; default 5s. The
+// reads of one re-read of the pointers (the cohort's three, and after them
+// the staged pointer of a strict config) share one such bound.
 func WithRequestTimeout(d time.Duration) Option {
 	return func(o *options) error {
 		if d <= 0 {
@@ -164,8 +166,9 @@ func WithRequestTimeout(d time.Duration) Option {
 }
 
 // WithEvents receives what the client would otherwise log: applies,
-// rejections, errors. The callback runs on the watcher's goroutine and must
-// not block.
+// rejections, errors. The callback runs on the watcher's goroutine (the
+// events of Watch's own start, loading the last-known-good file and
+// picking a variant, on the goroutine calling Watch) and must not block.
 func WithEvents(f func(Event)) Option {
 	return func(o *options) error {
 		if f == nil {
@@ -192,7 +195,8 @@ type watchOptions struct {
 }
 
 // LastKnownGood keeps the last applied version in the file at path (written
-// atomically) and starts from it, before any network, on the next start.
+// atomically) and starts from it on the next start, before any pointer is
+// read (and without NATS at all when it is down).
 func LastKnownGood(path string) WatchOption {
 	return func(o *watchOptions) error {
 		if path == "" {

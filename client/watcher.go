@@ -128,14 +128,16 @@ type cachedVersion struct {
 	body []byte
 }
 
-// Watch starts watching cfg. It loads the last-known-good file first (when
-// LastKnownGood is given), subscribes to its cohort's pointer subject (and
-// the cutover subjects), then reads the current pointer; it waits for that first read unless the
+// Watch starts watching cfg. When connected it reads cfg's newest version
+// once, to pick a variant if cfg has variants; then it loads the
+// last-known-good file (when LastKnownGood is given), subscribes to its
+// cohort's pointer subjects (and the cutover subjects), then reads the
+// current pointer; it waits for that first read unless the
 // connection is down (the watcher then serves the last-known-good value and
 // keeps trying). ctx bounds the watcher's life: cancelling it is the same
 // as Stop. Watch returns an error only for invalid arguments, a failed
-// subscription, or a config with variants that has none for this instance
-// (wrapping ErrVariant).
+// subscription, a Client already closed, or a config with variants that
+// has none for this instance (wrapping ErrVariant).
 //
 // A config with variants (docs/VARIANTS.md) has a variant index at cfg:
 // Watch reads it once, picks the variant of the instance's dimensions

@@ -88,8 +88,8 @@ func (w *Watcher) verifyContent(meta *cuecast.Version, p *cuecast.Pointer, body 
 	// (verified before) covers the checksum and size that the content is
 	// checked against below, so it authenticates the content, and one
 	// ed25519 verification per apply instead of two halves the cost for a
-	// fleet sharing a host. The version signature guards the last-known-good
-	// file, which has no pointer.
+	// fleet sharing a host. The last-known-good file keeps the signed pointer
+	// it was applied from, verified again when it is loaded.
 	if len(meta.Chunks) > 0 && len(body) == 0 {
 		// A kept copy holds the whole content; a version message none.
 		var err error
