@@ -108,7 +108,7 @@ func TrustKey(path, pub string) ([]string, error) {
 }
 
 // ErrLastKey is RetireKey's refusal to leave the trusted-keys file empty.
-var ErrLastKey = errors.New("the last trusted key")
+var ErrLastKey = errors.New("it is the only key")
 
 // RetireKey removes pub from the trusted-keys file at path and returns the
 // keys left. It refuses to leave the file empty.
@@ -122,7 +122,7 @@ func RetireKey(path, pub string) ([]string, error) {
 		return nil, fmt.Errorf("retire key %s: not listed in %s: %w", pub, path, os.ErrNotExist)
 	}
 	if len(keys) == 1 {
-		return nil, fmt.Errorf("retire key %s: it is the only key in %s; clients would trust nothing: %w", pub, path, ErrLastKey)
+		return nil, fmt.Errorf("retire key %s: %w in %s; clients would trust nothing", pub, ErrLastKey, path)
 	}
 	keys = slices.Delete(keys, i, i+1)
 	if err := writeTrustedKeys(path, keys); err != nil {

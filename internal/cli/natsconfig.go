@@ -278,7 +278,7 @@ CUECAST_<ns> otherwise. Each mirror RePublishes onto ccr.<ns>.> for its level.`,
 			case !natsconf.ValidDomain(opts.Domain):
 				return usageErrorf("name the domain as nats-config gave it (1-64 of [A-Za-z0-9_-])", "mirrors: --domain %q is not a JetStream domain", opts.Domain)
 			case opts.Upstream == opts.Domain:
-				return usageErrorf("name the level above's domain, like hub", "mirrors: --upstream is --domain (%s): a domain cannot mirror itself", opts.Domain)
+				return usageErrorf("name the level above's domain: hub under the hub (with --from-hub), else that region's --domain", "mirrors: --upstream is --domain (%s): a domain cannot mirror itself", opts.Domain)
 			// The library takes 0 for the server's defaults; a flag of 0
 			// is a typo.
 			case opts.Replicas < 1 || opts.Replicas > 5:

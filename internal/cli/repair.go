@@ -110,6 +110,10 @@ func repairRun(c *cobra.Command, env *Env, opts *RepairOptions) error {
 		return repoError(err, "the credentials")
 	}
 	w := env.IO.Out
+	if len(rep.Renumbered) == 0 && len(rep.Published) == 0 {
+		fmt.Fprintf(w, "nothing to repair at commit %s: the stream agrees with every record of published versions\n", cuecast.ShortCommit(rep.Commit))
+		return nil
+	}
 	fmt.Fprintf(w, "repaired from commit %s\n", cuecast.ShortCommit(rep.Commit))
 	for _, r := range rep.Renumbered {
 		what := "content"
@@ -120,9 +124,6 @@ func repairRun(c *cobra.Command, env *Env, opts *RepairOptions) error {
 	}
 	for _, v := range rep.Published {
 		fmt.Fprintf(w, "  %s: v%d published and deployed (output changed)\n", v.Config, v.Version)
-	}
-	if len(rep.Renumbered) == 0 && len(rep.Published) == 0 {
-		fmt.Fprintln(w, "  nothing to repair: the stream agrees with every record of published versions")
 	}
 	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/ci"
 	"github.com/cuecast/cuecast/compiler"
 	"github.com/cuecast/cuecast/gitfs"
 	"github.com/cuecast/cuecast/internal/publish"
@@ -315,7 +316,41 @@ func (o *SetOptions) print(env *Env, res *mutator.Result, err error) error {
 		return writeJSON(env.IO.Out, res)
 	}
 	writeSetText(env.IO.Out, res)
+	if shared := o.sharedVariants(res); len(shared) > 0 {
+		fmt.Fprintf(env.IO.Out, "\nnote: the literal edited is shared: it changes %s too (--at FILE sets the named variant's own value instead)\n", strings.Join(shared, ", "))
+	}
 	return nil
+}
+
+// sharedVariants are the variants the change alters beyond those the
+// request named (--variant, or a variant path as CONFIG): a literal in a
+// layer several variants read. The report shows them among the rest; a
+// reader who named one variant is told.
+func (o *SetOptions) sharedVariants(res *mutator.Result) []string {
+	if res.Report == nil {
+		return nil
+	}
+	dims, _ := cuecast.ParseVariant(o.Variant) // checked by request
+	asked := map[cuecast.ConfigPath]bool{}
+	for _, c := range o.Configs {
+		p := cuecast.ConfigPath(c)
+		if len(dims) > 0 {
+			p = cuecast.VariantPath(p.Base(), dims)
+		}
+		if p != p.Base() {
+			asked[p] = true
+		}
+	}
+	if len(asked) == 0 {
+		return nil
+	}
+	var out []string
+	for _, cc := range res.Report.Configs {
+		if cc.Status == ci.StatusChanged && cc.Config != cc.Config.Base() && !asked[cc.Config] {
+			out = append(out, string(cc.Config))
+		}
+	}
+	return out
 }
 
 func writeSetText(w io.Writer, res *mutator.Result) {
