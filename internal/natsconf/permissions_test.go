@@ -305,6 +305,7 @@ func serviceAttacks(own, other string) []attack {
 		"ccr." + own + ".p.all.checkout", "ccr." + other + ".p.all.ranking",
 		"ccs." + other + ".web-1.ranking", "cca." + own + ".checkout", "cca." + other + ".ranking",
 		"$KV.cuecast-rollouts." + own + ".checkout", "$KV.cuecast-rollouts." + other + ".ranking",
+		"$KV.cuecast-tailer.cursor.default", "$JS.API.DIRECT.GET.KV_cuecast-tailer", "$JS.API.STREAM.PURGE.KV_cuecast-tailer",
 		"$JS.API.DIRECT.GET.CUECAST", "$JS.API.DIRECT.GET.CUECAST.cc." + other + ".v.ranking",
 		"$JS.API.DIRECT.GET." + natsconf.MirrorStream(other), "$JS.API.DIRECT.GET." + natsconf.MirrorStream(other) + ".cc." + other + ".v.ranking",
 		"$JS.API.DIRECT.GET.KV_cuecast-rollouts", "$JS.API.DIRECT.GET.CUECAST_AUDIT", "$JS.API.DIRECT.GET.CUECAST_REPORTS",
@@ -324,7 +325,7 @@ func serviceAttacks(own, other string) []attack {
 // stream's configuration or contents, nor write versions and pointers.
 func operatorAttacks(domains []string) []attack {
 	var as []attack
-	for _, st := range []string{natsconf.Stream, cuecast.ReportStream, "KV_cuecast-rollouts", "CUECAST_AUDIT"} {
+	for _, st := range []string{natsconf.Stream, cuecast.ReportStream, "KV_cuecast-rollouts", "KV_cuecast-tailer", "CUECAST_AUDIT"} {
 		for _, op := range []string{"UPDATE", "DELETE", "PURGE", "MSG.DELETE", "CREATE"} {
 			as = append(as, attack{pub: "$JS.API.STREAM." + op + "." + st, reply: "_INBOX.attack", body: `{"name":"` + st + `","max_msgs":1,"seq":1}`})
 		}
@@ -338,6 +339,8 @@ func operatorAttacks(domains []string) []attack {
 	as = append(as,
 		attack{pub: "$JS.API.STREAM.CREATE.EVIL", reply: "_INBOX.attack", body: `{"name":"EVIL","subjects":["cc.evil.>"]}`},
 		attack{pub: "$JS.API.KV.DEL.cuecast-rollouts", reply: "_INBOX.attack"},
+		// The tailer's cursors are serve's alone (docs/SECURITY.md).
+		attack{pub: "$KV.cuecast-tailer.cursor.default", reply: "_INBOX.attack", body: `{"cursor":"evil"}`},
 		attack{pub: "cc.payments.p.all.checkout", body: `{}`},
 		attack{pub: "cc.search.v.ranking", body: `{}`},
 		attack{pub: "ccr.payments.p.all.checkout", body: `{}`},
@@ -539,6 +542,15 @@ func fillStores(t *testing.T, tr *natstest.Tree, servers []*natstest.TreeServer,
 	}
 	if _, err := js.Publish(ctx, "cca.payments.checkout", []byte(`{"action":"halt"}`)); err != nil {
 		t.Fatalf("audit entry: %v", err)
+	}
+	// The tailer's cursors, as serve's tailer keeps them (tailer.openStore):
+	// the stores compared before and after every attack hold it too.
+	tkv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: tailer.Bucket, History: 5, Storage: jetstream.FileStorage})
+	if err != nil {
+		t.Fatalf("tailer bucket: %v", err)
+	}
+	if _, err := tkv.Put(ctx, "cursor.default", []byte(`{"cursor":"3f2a9c1"}`)); err != nil {
+		t.Fatalf("tailer cursor: %v", err)
 	}
 	request(t, nc, "ccs.search.web-1.ranking", []byte(`{"instance":"web-1","config":"search/ranking","healthy":true}`))
 	st := &suiteTree{Tree: tr, servers: servers, domains: domains, dist: nc, js: js}
@@ -773,7 +785,7 @@ func TestOperatorSteersWithoutManagingStreams(t *testing.T) {
 func testOperatorSteers(t *testing.T, st *suiteTree) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	tkv, err := st.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: tailer.Bucket})
+	tkv, err := st.js.KeyValue(ctx, tailer.Bucket) // fillStores made it
 	if err != nil {
 		t.Fatalf("tailer bucket: %v", err)
 	}
