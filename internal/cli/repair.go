@@ -39,8 +39,8 @@ damaged", /readyz answers 503 and cuecast_versions_inconsistent is 1.
 Repair is the way back. Stop serve first (it holds a lock on --data), then run
 repair with serve's --repo, --branch and --data (and --nats for an external
 server). A --secure serve's --data is opened in serve's own accounts, with the
-users and TLS in --data/nats, on loopback only; a --data holding no store
-(no jetstream/) is refused. It compiles the tip of the branch; each config whose stream is behind gets
+users and TLS in --data/nats, on loopback only; a --data holding none of serve's
+files (signing.nk, the highwater file, jetstream/) is refused. It compiles the tip of the branch; each config whose stream is behind gets
 a version of the tip's content numbered one above the highest number ever
 published (as recorded in the data directory's highwater file, the tailer's cursor
 and the rollout records), after its remaining versions are purged; other configs
@@ -140,8 +140,10 @@ func repairEmbedded(opts *RepairOptions) (emb embedded, done func(), err error) 
 	if opts.Scale.NATS != "" {
 		return emb, done, nil
 	}
-	if fi, err := os.Stat(filepath.Join(opts.Data, "jetstream")); err != nil || !fi.IsDir() {
-		return emb, done, usageErrorf("pass serve's --data (the directory holding jetstream/ and signing.nk)", "--data %s holds no serve store", opts.Data)
+	// A lost jetstream/ is what repair is for; a directory with none of
+	// serve's files is a typo.
+	if !isServeData(opts.Data) {
+		return emb, done, usageErrorf("pass serve's --data (the directory holding signing.nk, the highwater file and jetstream/)", "--data %s holds no serve store", opts.Data)
 	}
 	dir := filepath.Join(opts.Data, EmbeddedSecretsDir)
 	if _, err := os.Stat(filepath.Join(dir, "nats.conf")); err != nil {
@@ -168,4 +170,16 @@ func repairEmbedded(opts *RepairOptions) (emb embedded, done func(), err error) 
 		return emb, func() {}, err
 	}
 	return emb, done, nil
+}
+
+// isServeData says whether dir holds any of what serve keeps there: the
+// store, the signing key, the highwater file of published numbers.
+func isServeData(dir string) bool {
+	for _, name := range []string{"jetstream", "signing.nk"} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+			return true
+		}
+	}
+	hw, _ := filepath.Glob(filepath.Join(dir, "highwater.*"))
+	return len(hw) > 0
 }
