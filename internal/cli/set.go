@@ -290,7 +290,8 @@ func (o *SetOptions) run(ctx context.Context, env *Env, req mutator.Request) err
 
 // print writes the result, or the error's details for scripts.
 func (o *SetOptions) print(env *Env, res *mutator.Result, err error) error {
-	if err != nil && errors.Is(err, mutator.ErrBadRequest) {
+	// A hint for people; JSON keeps the error as the mutator said it.
+	if err != nil && o.Output != "json" && errors.Is(err, mutator.ErrBadRequest) {
 		err = &UsageError{Err: err, Hint: badRequestHint(err, o.Configs)}
 	}
 	if err != nil {
