@@ -39,6 +39,9 @@ type FlagRollout struct {
 	Intended bool `json:"intended,omitempty"`
 }
 
+// Fails says the rollout fails the check: reshuffled, and not meant to be.
+func (f FlagRollout) Fails() bool { return f.Reshuffled && !f.Intended }
+
 // flagRollouts fills Risk.FlagRollouts and Risk.Reshuffles from the
 // changed configs whose outputs are flag sets at both revisions.
 func (r *Report) flagRollouts(base, head map[cuecast.ConfigPath][]byte) {
@@ -64,7 +67,7 @@ func (r *Report) flagRollouts(base, head map[cuecast.ConfigPath][]byte) {
 				}
 				fr.Config, fr.Where, fr.Intended = cc.Config, pair.where, nf.Reshuffle
 				r.Risk.FlagRollouts = append(r.Risk.FlagRollouts, fr)
-				if fr.Reshuffled && !fr.Intended {
+				if fr.Fails() {
 					r.Risk.Reshuffles++
 				}
 			}

@@ -85,7 +85,7 @@ func (e *CompileError) Error() string {
 	case len(e.Errors) == 0 && e.Report != nil && e.Report.Risk.Reshuffles > 0:
 		var names []string
 		for _, f := range e.Report.Risk.FlagRollouts {
-			if f.Reshuffled && !f.Intended {
+			if f.Fails() {
 				names = append(names, fmt.Sprintf("%s %s %s", f.Config, f.Flag, f.Where))
 			}
 		}

@@ -141,8 +141,8 @@ func (o *AgentOptions) validateAgent() error {
 	}
 	// A zero timeout would fail every --exec at once; a negative quiet
 	// would run as none.
-	if o.ExecTimeout <= 0 {
-		return usageErrorf("use a duration like --exec-timeout 30s", "--exec-timeout %s: want a positive duration", o.ExecTimeout)
+	if err := positive("exec-timeout", o.ExecTimeout, "30s"); err != nil {
+		return err
 	}
 	if o.Quiet < 0 {
 		return usageErrorf("use a duration like --quiet 100ms, or 0s to run at once", "--quiet %s: want 0 or more", o.Quiet)

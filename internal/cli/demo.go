@@ -86,8 +86,8 @@ from 20% to 50%, and they evaluate the new version: the users who had it keep it
 It cleans up after itself and exits 0 when every step checked out, 1 otherwise.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
-			if opts.Timeout <= 0 {
-				return usageErrorf("use a duration like --step-timeout 30s", "--step-timeout %s: want a positive duration", opts.Timeout)
+			if err := positive("step-timeout", opts.Timeout, "30s"); err != nil {
+				return err
 			}
 			if runF != nil {
 				return runF(c, opts)

@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/cuecast/cuecast/mutator"
 )
@@ -38,6 +39,25 @@ func (e *UsageError) Unwrap() error { return e.Err }
 
 func usageErrorf(hint, format string, args ...any) error {
 	return &UsageError{Err: fmt.Errorf(format, args...), Hint: hint}
+}
+
+// positive refuses a duration flag of 0 or less, which a timer, a ticker
+// or a timeout cannot run on (a ticker panics, a timeout fails at once);
+// like is an example value.
+func positive(flag string, d time.Duration, like string) error {
+	if d > 0 {
+		return nil
+	}
+	return usageErrorf("use a duration like --"+flag+" "+like, "--%s %s: want a positive duration", flag, d)
+}
+
+// checkHeartbeat refuses a --heartbeat under a second: serve's, and the
+// summarizer's, which must be serve's.
+func checkHeartbeat(d time.Duration) error {
+	if d >= time.Second {
+		return nil
+	}
+	return usageErrorf("use 1s or more, the same on serve, summarize and every instance, like --heartbeat 60s", "--heartbeat %s: too short", d)
 }
 
 // errInvalid marks a run whose configs are invalid. The diagnostics were

@@ -57,11 +57,8 @@ commits nothing. Then: 'cuecast compile --repo DIR', commit, and
 				return usageErrorf("use lower-case letters, digits, - and _, like payments", "--namespace %q is not a valid namespace", opts.Namespace)
 			}
 			// init writes these directories itself, with other packages.
-			switch opts.Namespace {
-			case "lib":
-				return usageErrorf("name the namespace for its team or service, like payments", "--namespace %q is the repo's library directory", opts.Namespace)
-			case "schemas":
-				return usageErrorf("name the namespace for its team or service, like payments", "--namespace %q is the repo's schemas directory", opts.Namespace)
+			if dir, ok := map[string]string{"lib": "library", "schemas": "schemas"}[opts.Namespace]; ok {
+				return usageErrorf("name the namespace for its team or service, like payments", "--namespace %q is the repo's %s directory", opts.Namespace, dir)
 			}
 			if !modulePath.MatchString(opts.Module) {
 				return usageErrorf("name a module like example.com/acme/configs (a domain first)", "--module %q is not a CUE module path", opts.Module)

@@ -280,11 +280,11 @@ CUECAST_<ns> otherwise. Each mirror RePublishes onto ccr.<ns>.> for its level.`,
 			case opts.Upstream == opts.Domain:
 				return usageErrorf("name the level above's domain: hub under the hub (with --from-hub), else that region's --domain", "mirrors: --upstream is --domain (%s): a domain cannot mirror itself", opts.Domain)
 			// The library takes 0 for the server's defaults; a flag of 0
-			// is a typo.
-			case opts.Replicas < 1 || opts.Replicas > 5:
-				return usageErrorf("use 1, or 3 in a clustered domain", "mirrors: replicas %d: want 1 to 5", opts.Replicas)
-			case opts.Retain < 1:
-				return usageErrorf("use serve's retention of versions per config (100)", "mirrors: retain %d: want 1 or more", opts.Retain)
+			// is a typo. Validate refuses the rest out of range.
+			case opts.Replicas == 0:
+				return usageErrorf("use 1, or 3 in a clustered domain", "mirrors: replicas 0: want 1 to 5")
+			case opts.Retain == 0:
+				return usageErrorf("use serve's retention of versions per config (100)", "mirrors: retain 0: want 1 or more")
 			}
 			if err := opts.spec().Validate(); err != nil {
 				return &UsageError{Err: fmt.Errorf("mirrors: %w", err), Hint: "--replicas 1 to 5 (3 in a clustered domain), --retain serve's retention (100), namespaces as in cuecast.cue"}

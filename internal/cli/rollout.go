@@ -102,8 +102,10 @@ Exit status 4 when the rollout shown or watched is halted.`,
 					return err
 				}
 				// The refresh ticker panics on a non-positive period.
-				if v.name == "watch" && opts.Interval <= 0 {
-					return usageErrorf("use a refresh interval like --interval 1s", "--interval %s: want a positive duration", opts.Interval)
+				if v.name == "watch" {
+					if err := positive("interval", opts.Interval, "1s"); err != nil {
+						return err
+					}
 				}
 				// A commit no version can be made from would be waited for
 				// forever.

@@ -32,15 +32,7 @@ type Env struct {
 
 // Logger builds the structured logger for this invocation, writing to stderr.
 func (e *Env) Logger() *slog.Logger {
-	level := slog.LevelInfo
-	switch strings.ToLower(e.LogLevel) {
-	case "debug":
-		level = slog.LevelDebug
-	case "warn":
-		level = slog.LevelWarn
-	case "error":
-		level = slog.LevelError
-	}
+	level, _ := logLevel(e.LogLevel) // checked by checkLogFlags; info otherwise
 	opts := &slog.HandlerOptions{Level: level}
 	if e.LogFormat == "json" {
 		return slog.New(slog.NewJSONHandler(e.IO.ErrOut, opts))
@@ -48,12 +40,26 @@ func (e *Env) Logger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(e.IO.ErrOut, opts))
 }
 
+// logLevel is --log-level's level; ok is false for a name it does not
+// know, which is info.
+func logLevel(name string) (level slog.Level, ok bool) {
+	switch strings.ToLower(name) {
+	case "debug":
+		return slog.LevelDebug, true
+	case "info":
+		return slog.LevelInfo, true
+	case "warn":
+		return slog.LevelWarn, true
+	case "error":
+		return slog.LevelError, true
+	}
+	return slog.LevelInfo, false
+}
+
 // checkLogFlags refuses a --log-level or --log-format that Logger does not
 // know, as wrong usage.
 func (e *Env) checkLogFlags() error {
-	switch strings.ToLower(e.LogLevel) {
-	case "debug", "info", "warn", "error":
-	default:
+	if _, ok := logLevel(e.LogLevel); !ok {
 		return usageErrorf("use debug, info, warn or error", "unknown --log-level %q", e.LogLevel)
 	}
 	switch e.LogFormat {

@@ -192,8 +192,8 @@ func serveRun(c *cobra.Command, env *Env, opts *ServeOptions) error {
 	if opts.InlineLimit == 0 || opts.InlineLimit < -1 || opts.InlineLimit > distributor.ChunkThreshold {
 		return usageErrorf(fmt.Sprintf("use 1 to %d bytes, or -1 to never inline", distributor.ChunkThreshold), "--inline-limit %d: out of range", opts.InlineLimit)
 	}
-	if opts.Heartbeat < time.Second {
-		return usageErrorf("use a duration of 1s or more, like --heartbeat 60s", "--heartbeat %s: too short", opts.Heartbeat)
+	if err := checkHeartbeat(opts.Heartbeat); err != nil {
+		return err
 	}
 	if opts.Interval < 0 {
 		return usageErrorf("use a poll interval like --interval 5s, or leave it out for the default", "--interval %s: want a positive duration", opts.Interval)

@@ -95,8 +95,8 @@ region, asked of the region at once. A region that does not answer within --time
 			if err := validateOutput(opts.Output, "text", "json"); err != nil {
 				return err
 			}
-			if opts.Timeout <= 0 {
-				return usageErrorf("use a duration like --timeout 5m", "--timeout %s: want a positive duration", opts.Timeout)
+			if err := positive("timeout", opts.Timeout, "5m"); err != nil {
+				return err
 			}
 			if runF != nil {
 				return runF(c, opts)

@@ -76,12 +76,11 @@ func (o *SummarizeOptions) check() error {
 		return usageErrorf("pass --region, the region's name in nats-config --region", "summarize: missing --region")
 	case !cuecast.ValidSegment(o.Region):
 		return usageErrorf("use the region's name as nats-config --region gave it (lowercase letters, digits, - and _)", "summarize: %q cannot name a region", o.Region)
-	case o.Heartbeat < time.Second:
-		return usageErrorf("use serve's --heartbeat, 1s or more, like --heartbeat 60s", "--heartbeat %s: too short", o.Heartbeat)
-	case o.Interval <= 0:
-		return usageErrorf("use a duration like --interval 1s", "--interval %s: want a positive duration", o.Interval)
 	}
-	return nil
+	if err := checkHeartbeat(o.Heartbeat); err != nil {
+		return err
+	}
+	return positive("interval", o.Interval, "1s")
 }
 
 func summarize(c *cobra.Command, env *Env, nc *nats.Conn, opts *SummarizeOptions) error {

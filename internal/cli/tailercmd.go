@@ -1,11 +1,13 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
@@ -103,15 +105,9 @@ func tailerStatusRun(c *cobra.Command, env *Env, opts *TailerOptions) error {
 		return err
 	}
 	defer nc.Close()
-	st, err := tailer.LoadState(ctx, distributor.NewDirectStream(nc, tailer.StateStream), opts.ID)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		return &UsageError{Err: errors.New("no tailer has run against this NATS server"), Hint: "start `cuecast serve` first"}
-	}
+	st, err := tailerState(ctx, nc, opts.ID)
 	if err != nil {
-		return fmt.Errorf("tailer status: %w", err)
-	}
-	if st.Cursor == "" && st.Repo == "" && st.Rewrite == nil {
-		return usageErrorf("leave out --id: serve's tailer is \"default\"", "no tailer %q has run against this NATS server", opts.ID)
+		return err
 	}
 	if opts.Output == "json" {
 		if err := writeJSON(env.IO.Out, st); err != nil {
@@ -160,10 +156,8 @@ func acceptRewriteRun(c *cobra.Command, env *Env, opts *TailerOptions) error {
 		return err
 	}
 	defer nc.Close()
-	if _, err := tailer.LoadState(ctx, distributor.NewDirectStream(nc, tailer.StateStream), opts.ID); errors.Is(err, jetstream.ErrBucketNotFound) {
-		return &UsageError{Err: errors.New("no tailer has run against this NATS server"), Hint: "point --nats at serve's NATS; `cuecast tailer status` shows a halt"}
-	} else if err != nil {
-		return fmt.Errorf("accept-rewrite: %w", err)
+	if _, err := tailerState(ctx, nc, opts.ID); err != nil {
+		return err
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -184,4 +178,20 @@ func acceptRewriteRun(c *cobra.Command, env *Env, opts *TailerOptions) error {
 	}
 	fmt.Fprintf(env.IO.Out, "accepted: the tailer resumes at %s; serve publishes from there at its next poll\n", opts.To)
 	return nil
+}
+
+// tailerState reads the state of the tailer id by direct get, creating
+// nothing: a server where no tailer, or none of that id, has run is wrong
+// usage (--nats or --id), not an empty state.
+func tailerState(ctx context.Context, nc *nats.Conn, id string) (tailer.State, error) {
+	st, err := tailer.LoadState(ctx, distributor.NewDirectStream(nc, tailer.StateStream), id)
+	switch {
+	case errors.Is(err, jetstream.ErrBucketNotFound):
+		return st, &UsageError{Err: errors.New("no tailer has run against this NATS server"), Hint: "point --nats at serve's NATS (serve creates the tailer's state when it starts)"}
+	case err != nil:
+		return st, fmt.Errorf("read the tailer's state: %w", err)
+	case st.Cursor == "" && st.Repo == "" && st.Rewrite == nil:
+		return st, usageErrorf("leave out --id: serve's tailer is \"default\"", "no tailer %q has run against this NATS server", id)
+	}
+	return st, nil
 }
