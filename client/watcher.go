@@ -74,6 +74,13 @@ type Watcher struct {
 	// stagedRev and actRev are the same for the cutover subjects.
 	revs, seen        [3]uint64
 	stagedRev, actRev uint64
+	// curRev is the revision of the pointer the current version came from
+	// (applied, or named by the last-known-good file). A rollback pointer
+	// at or below it is an old one stored again (whoever may write the
+	// stream can do that, but cannot sign a new one), and a re-read,
+	// which otherwise follows the stream even below the revisions seen,
+	// does not move back for it.
+	curRev uint64
 	// cache and rejected stay nil until first written: every apply asks
 	// their length, which a nil map answers without reading memory.
 	cache      map[uint64]cachedVersion // versions staged for an activation (cutover.go), newer than current

@@ -104,6 +104,7 @@ func (w *Watcher) loadLKG() {
 		return
 	}
 	w.servingLKG = true
+	w.curRev = p.Revision
 	w.swap(new(Snapshot), &a, true)
 	w.event(EventLoaded, a.meta.Version, "serving last-known-good "+w.o.lkgPath, nil)
 }
@@ -124,6 +125,11 @@ func (w *Watcher) apply(p *cuecast.Pointer, body []byte, why string) {
 		case p.Version < cur.Version && !p.Rollback:
 			// Never backwards without a rollback pointer.
 			w.skipOlder(p, cur.Version)
+			return
+		case p.Version < cur.Version && p.Revision <= w.curRev:
+			// Nor for a rollback older than what runs: every genuine
+			// write's revision is above every earlier one.
+			w.skipOldRollback(p, cur.Version)
 			return
 		case p.Version == cur.Version:
 			w.refuseOtherChecksum(p, cur.Checksum)
@@ -183,6 +189,7 @@ func (w *Watcher) install(p *cuecast.Pointer, a *accepted, why string) {
 		w.prev = w.held
 	}
 	w.held = &av.kept
+	w.curRev = p.Revision
 	w.servingLKG = false
 	w.lastErr, w.stageErr = "", 0
 	if len(w.cache) > 0 { // a range over an empty map still starts an iterator
@@ -251,6 +258,11 @@ func (w *Watcher) check(content []byte) (value any, what string, err error) {
 // copy per apply.
 func (w *Watcher) skipOlder(p *cuecast.Pointer, cur uint64) {
 	w.event(EventSkipped, p.Version, fmt.Sprintf("pointer names version %d, older than %d, without rollback", p.Version, cur), nil)
+}
+
+func (w *Watcher) skipOldRollback(p *cuecast.Pointer, cur uint64) {
+	w.event(EventSkipped, p.Version, fmt.Sprintf("rollback pointer to version %d has revision %d, not above %d of the pointer version %d came from: an old rollback stored again, not followed",
+		p.Version, p.Revision, w.curRev, cur), nil)
 }
 
 func (w *Watcher) refuseOtherChecksum(p *cuecast.Pointer, cur string) {
