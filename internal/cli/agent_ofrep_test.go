@@ -8,9 +8,11 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/cuecast/cuecast/flags/ofrep"
@@ -181,8 +183,13 @@ func flagsDocNodeExample(t *testing.T) (src, output string) {
 // start: TestAgentUsage), and a caller without a token is refused. A Unix
 // socket is its owner's and its group's alone (mode 0660), made in a
 // private directory and renamed into place, so no other user can connect
-// even in the moment between creating and restricting it.
+// even in the moment between creating and restricting it. The agents run
+// under umask 0, and as root the test tries the socket as another user
+// (nobody), in a directory that user may enter.
 func TestAgentOFREPAnotherUser(t *testing.T) {
+	// Not parallel: the umask is the process's.
+	old := syscall.Umask(0)
+	t.Cleanup(func() { syscall.Umask(old) })
 	repo := exampleRepo(t)
 	p := startPipeline(t, repo)
 	tokens := filepath.Join(t.TempDir(), "tokens")
@@ -253,6 +260,29 @@ func TestAgentOFREPAnotherUser(t *testing.T) {
 		}
 		await(t, "growth/flags over the socket", func() bool { code, _ := unix.eval(t, "growth/flags/new-checkout", user1); return code == 200 })
 	})
+	t.Run("another user on the socket", func(t *testing.T) {
+		if os.Geteuid() != 0 {
+			t.Skip("only root can run a process as another user here; the socket's mode is checked above")
+		}
+		dialAs := otherUserDialer(t, sockDir)
+		// The control: a socket anyone may use, in the same directory, is
+		// reached, so a refusal below is the agent socket's mode.
+		open := filepath.Join(sockDir, "open.sock")
+		l, err := net.Listen("unix", open)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		if err := os.Chmod(open, 0o666); err != nil {
+			t.Fatal(err)
+		}
+		if code, out := dialAs(open); code != 0 {
+			t.Fatalf("the control: another user could not reach a 0666 socket beside the agent's (exit %d, %s); the test proves nothing", code, out)
+		}
+		if code, out := dialAs(sock); code != 13 {
+			t.Errorf("another user on the agent's socket: exit %d (%s), want 13 (permission denied)", code, out)
+		}
+	})
 	t.Run("a path that is not a socket", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "app.conf")
 		if err := os.WriteFile(path, []byte("mine"), 0o644); err != nil {
@@ -285,4 +315,50 @@ func TestAgentOFREPAnotherUser(t *testing.T) {
 			t.Errorf("got exit %d, %s holds %q, stderr %q; want a failure saying it is not a socket, and the file kept", code, path, b, stderr)
 		}
 	})
+}
+
+// otherUserDialer returns a function that runs dial-unix (TestMain) as the
+// user nobody (uid and gid 65534, no other groups) on a socket path, with
+// its exit code and output. The test binary is linked into a directory
+// nobody may read, and dir and its parent (test directories, 0700) are
+// opened for it to enter.
+func otherUserDialer(t *testing.T, dir string) func(sock string) (int, string) {
+	for _, d := range []string{dir, filepath.Dir(dir)} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "dial-unix")
+	if err := os.Link(self, bin); err != nil {
+		b, rerr := os.ReadFile(self)
+		if rerr != nil {
+			t.Fatal(rerr)
+		}
+		if err := os.WriteFile(bin, b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(bin) })
+	return func(sock string) (int, string) {
+		cmd := exec.CommandContext(t.Context(), bin, sock)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534, Groups: []uint32{}}}
+		out, err := cmd.CombinedOutput()
+		var exit *exec.ExitError
+		switch {
+		case err == nil:
+			return 0, string(out)
+		case errors.As(err, &exit):
+			return exit.ExitCode(), string(out)
+		default:
+			t.Fatalf("run dial-unix as nobody: %v", err)
+			return -1, ""
+		}
+	}
 }

@@ -2,9 +2,13 @@ package cli_test
 
 import (
 	"context"
+	"errors"
 	"flag"
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
@@ -25,6 +29,10 @@ func TestMain(m *testing.M) {
 	}
 	testscript.Main(m, map[string]func(){
 		"cuecast": func() { os.Exit(cli.System(context.Background())) },
+		// dial-unix SOCKET: a process of another user trying a socket
+		// (TestAgentOFREPAnotherUser); exit 0 connected, 13 refused by
+		// the file's mode, 1 otherwise.
+		"dial-unix": func() { os.Exit(dialUnix(os.Args[1])) },
 	})
 }
 
@@ -49,4 +57,18 @@ func TestScripts(t *testing.T) {
 			return nil
 		},
 	})
+}
+
+func dialUnix(path string) int {
+	c, err := net.Dial("unix", path)
+	switch {
+	case err == nil:
+		c.Close()
+		return 0
+	case errors.Is(err, syscall.EACCES):
+		return 13
+	default:
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 }

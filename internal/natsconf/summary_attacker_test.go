@@ -2,6 +2,7 @@ package natsconf_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/url"
 	"testing"
@@ -74,6 +75,17 @@ func TestRegionLinkSpeaksOnlyForItself(t *testing.T) {
 	}
 	honest := summary("leaf-2", 3)
 	sendWest("region 2's summary at the hub", honest)
+
+	// The link credentials are no client login: on the hub's client port
+	// they are refused, so the attacker's way in is a server of its own.
+	for _, user := range []string{natsconf.RegionUser("leaf-1"), natsconf.LeafUser} {
+		if nc, err := nats.Connect(tr.Hub.ClientURL(), nats.UserInfo(user, tr.Passwords[user]), nats.NoReconnect()); err == nil {
+			nc.Close()
+			t.Errorf("%s logged in to the hub's client port", user)
+		} else if !errors.Is(err, nats.ErrAuthorization) {
+			t.Errorf("%s on the hub's client port: %v, want an authorization error", user, err)
+		}
+	}
 
 	// The attacker's own server, linked to the hub with region 1's
 	// credential (account R1) and the plain links' (account L).
