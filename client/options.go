@@ -196,7 +196,10 @@ type watchOptions struct {
 
 // LastKnownGood keeps the last applied version in the file at path (written
 // atomically) and starts from it on the next start, before any pointer is
-// read (and without NATS at all when it is down).
+// read (and without NATS at all when it is down). It is also what keeps an
+// instance that restarts from going back for an old rollback pointer that
+// whoever can write the stream stored again: only a rollback newer than the
+// file's pointer is followed (docs/SECURITY.md).
 func LastKnownGood(path string) WatchOption {
 	return func(o *watchOptions) error {
 		if path == "" {
