@@ -129,7 +129,7 @@ func (w *Watcher) apply(p *cuecast.Pointer, body []byte, why string) {
 		case p.Version < cur.Version && p.Revision <= w.curRev:
 			// Nor for a rollback older than what runs: every genuine
 			// write's revision is above every earlier one.
-			w.skipOldRollback(p, cur.Version)
+			w.refuseOldRollback(p, cur.Version)
 			return
 		case p.Version == cur.Version:
 			w.refuseOtherChecksum(p, cur.Checksum)
@@ -260,9 +260,12 @@ func (w *Watcher) skipOlder(p *cuecast.Pointer, cur uint64) {
 	w.event(EventSkipped, p.Version, fmt.Sprintf("pointer names version %d, older than %d, without rollback", p.Version, cur), nil)
 }
 
-func (w *Watcher) skipOldRollback(p *cuecast.Pointer, cur uint64) {
-	w.event(EventSkipped, p.Version, fmt.Sprintf("rollback pointer to version %d has revision %d, not above %d of the pointer version %d came from: an old rollback stored again, not followed",
-		p.Version, p.Revision, w.curRev, cur), nil)
+// refuseOldRollback refuses a genuine rollback older than what runs, and
+// reports it as refused (Report.Refused): only whoever can write the
+// stream stores one again, and the operator should see that it happened.
+func (w *Watcher) refuseOldRollback(p *cuecast.Pointer, cur uint64) {
+	w.refuse(p.Version, fmt.Errorf("rollback at revision %d is not above revision %d of the pointer version %d came from: an old rollback stored again, not followed",
+		p.Revision, w.curRev, cur))
 }
 
 func (w *Watcher) refuseOtherChecksum(p *cuecast.Pointer, cur string) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -229,8 +230,10 @@ func TestStoredReplayOfAGenuineRollback(t *testing.T) {
 	restarted, evRestarted := e.newClient("restarted", client.WithReconcile(time.Hour))
 	wRestarted := watch(t, restarted, client.LastKnownGood(path))
 	waitEvent(t, evRestarted, "the replayed rollback skipped", func(ev client.Event) bool {
-		return ev.Kind == client.EventApplied || ev.Kind == client.EventSkipped
+		return ev.Kind == client.EventApplied || ev.Kind == client.EventRejected
 	})
+	// The operator sees it: the running instance reports the refusal.
+	e.waitReport("live", func(r cuecast.Report) bool { return strings.Contains(r.Refused, "an old rollback stored again") })
 
 	for _, w := range []watched{{"running", wLive, evLive}, {"restarted", wRestarted, evRestarted}} {
 		if s := w.w.Current(); s.Version != 3 {
