@@ -11,6 +11,7 @@ import (
 	"cuelang.org/go/cue"
 	"cuelang.org/go/cue/ast"
 	"cuelang.org/go/cue/cuecontext"
+	"cuelang.org/go/cue/format"
 	"cuelang.org/go/cue/literal"
 	"cuelang.org/go/cue/parser"
 	"cuelang.org/go/cue/token"
@@ -22,27 +23,56 @@ type newValue struct {
 	json json.RawMessage
 }
 
-// parseValue reads an assignment's value as a CUE literal. A bare word (or
-// anything that does not parse) is a string when the current value is one,
-// so region=eu needs no quotes.
+// parseValue reads an assignment's value as one CUE literal, and its text
+// to write is the literal as parsed: white space around it is dropped, and
+// a comment or anything else beside it is refused, where written as given
+// it would have commented out the rest of the line (and the fields on it).
+// A bare word (or anything that does not parse) is a string when the
+// current value is one, so region=eu needs no quotes.
 func parseValue(cc *cue.Context, s string, current json.RawMessage) (newValue, error) {
 	expr, err := parser.ParseExpr("value", s)
+	if err == nil {
+		// ParseExpr drops comments: whatever lies outside the expression
+		// but white space is one.
+		start, end := expr.Pos().Offset(), expr.End().Offset()
+		if isLiteral(expr) {
+			end = litEnd(expr)
+		}
+		for _, rest := range []string{s[:start], s[end:]} {
+			if c := strings.TrimSpace(rest); c != "" {
+				return newValue{}, fmt.Errorf("value %q: %q is a comment: a value is one CUE literal (say why in the reason)", s, c)
+			}
+		}
+	}
 	if err == nil && isLiteral(expr) {
 		v := cc.BuildExpr(expr)
 		if err := v.Err(); err != nil {
-			return newValue{}, fmt.Errorf("value %s: %w", s, err)
+			return newValue{}, fmt.Errorf("value %q: %w", s, err)
 		}
 		js, err := v.MarshalJSON()
 		if err != nil {
-			return newValue{}, fmt.Errorf("value %s: %w", s, err)
+			return newValue{}, fmt.Errorf("value %q: %w", s, err)
 		}
-		return newValue{text: s, json: js}, nil
+		text, err := format.Node(expr)
+		if err != nil {
+			return newValue{}, fmt.Errorf("value %q: %w", s, err)
+		}
+		return newValue{text: string(text), json: js}, nil
 	}
 	if len(current) > 0 && current[0] == '"' {
+		switch {
+		case strings.TrimSpace(s) != s:
+			return newValue{}, fmt.Errorf("value %q: white space around a bare word: quote the string (\"…\") if it holds it", s)
+		case strings.HasPrefix(s, `"`) || strings.HasPrefix(s, "#") || strings.HasPrefix(s, "'"):
+			// A quoted string followed by more: "USD" "GBP".
+			return newValue{}, fmt.Errorf("value %q is more than one CUE literal: give one quoted string", s)
+		case strings.HasPrefix(s, "//") || strings.Contains(s, " //") || strings.Contains(s, "\t//"):
+			return newValue{}, fmt.Errorf("value %q has a comment (//…): a value is one CUE literal; quote the string if it holds //", s)
+		}
 		js, _ := json.Marshal(s)
 		return newValue{text: literal.String.Quote(s), json: js}, nil
 	}
-	return newValue{}, fmt.Errorf("value %s is not a CUE literal (a number, a quoted string, true, false or null)", s)
+	return newValue{}, fmt.Errorf("value %q is not a CUE literal (a number, a quoted string, true, false or null)", s)
 }
 
 // isLiteral reports whether e is a scalar literal, a signed number included.

@@ -74,8 +74,8 @@ func newSetCmd(env *Env, runF func(*cobra.Command, *SetOptions) error) *cobra.Co
 		Use:   "set CONFIG... PATH=VALUE... --reason TEXT (--commit | --branch B | --github-pr)",
 		Short: "Change values at their origin, as a verified commit or pull request",
 		Long: `Set changes each PATH (a CUE path of the compiled output, as cuecast explain prints
-it) of each CONFIG to VALUE (a CUE literal: 8081, "eu", true, 1e3; a bare word is a
-string where the value is one). For each value it finds the origin, as cuecast explain
+it) of each CONFIG to VALUE (exactly one CUE literal, without a comment: 8081, "eu",
+true, 1e3; a bare word is a string where the value is one). For each value it finds the origin, as cuecast explain
 does: a literal in the repo, or a default written in the config's own directory, is
 replaced where it is written, every other byte of the file unchanged. A value that is
 computed, read through a reference, injected by a variant's tag or defaulted by a

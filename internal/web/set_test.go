@@ -157,6 +157,15 @@ func TestSetAPIStatuses(t *testing.T) {
 		{name: "unknown config", path: "/api/set", token: operatorToken, body: setReq("payments/nope", "currency", `"USD"`, nil), code: 400},
 		{name: "unknown path", path: "/api/set", token: operatorToken, body: setReq("payments/checkout", "nope.nope", "1", nil), code: 400},
 		{name: "not a literal", path: "/api/set", token: operatorToken, body: setReq("payments/checkout", "max_amount_minor", "{", nil), code: 400},
+		// A value is one literal: a comment would have been written into
+		// the file, commenting out the rest of the line.
+		{name: "comment in the value", path: "/api/set", token: operatorToken, body: setReq("payments/checkout", "three_ds.required_above_minor", "20 // x", nil), code: 400,
+			check: func(t *testing.T, e setErrorBody) {
+				if !strings.Contains(e.Error, `value "20 // x": "// x" is a comment`) {
+					t.Errorf("error %q does not say the value has a comment", e.Error)
+				}
+			}},
+		{name: "two literals", path: "/api/set", token: operatorToken, body: setReq("payments/checkout", "currency", `"USD" "GBP"`, nil), code: 400},
 		{name: "unknown flag", path: "/api/flags/set", token: operatorToken, body: obj{"config": "growth/flags", "flag": "nope", "enable": true, "reason": "x", "mode": "commit"}, code: 400},
 		{name: "two flag changes", path: "/api/flags/set", token: operatorToken, body: obj{"config": "growth/flags", "flag": "new-checkout", "enable": true, "rollout": 5, "reason": "x", "mode": "commit"}, code: 400},
 		{name: "computed origin", path: "/api/set", token: operatorToken, body: setReq("payments/checkout", "service.replicas", "3", nil), code: 422,
