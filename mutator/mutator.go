@@ -259,6 +259,11 @@ func (req *Request) validate() error {
 	default:
 		return badRequest("set: mode %q is none of commit, branch, pr", req.Mode)
 	}
+	if req.Branch != "" {
+		if err := checkBranchName(req.Branch); err != nil {
+			return &RequestError{Err: fmt.Errorf("set: %w", err)}
+		}
+	}
 	seen := map[string]bool{}
 	for _, a := range req.Set {
 		for _, c := range a.configs(req.Configs) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/go-git/go-billy/v5"
 	"github.com/go-git/go-git/v5"
@@ -138,4 +139,41 @@ func (l *indexLock) release() {
 	l.done = true
 	_ = l.f.Close()
 	_ = l.fs.Remove(indexLockName)
+}
+
+// checkBranchName refuses a branch name git's check-ref-format --branch
+// refuses, saying which rule it breaks. Written as given, such a name made
+// refs git cannot read or reads as something else: main.lock is git's lock
+// of main (every later change to main failed until it was removed), HEAD
+// and @ name HEAD, a..b and a~1 are revision syntax, ../x leaves refs/.
+func checkBranchName(name string) error {
+	bad := func(why string) error { return fmt.Errorf("branch %q is not a branch name git accepts: %s", name, why) }
+	switch {
+	case name == "@":
+		return bad("@ alone is HEAD")
+	case name == "HEAD":
+		return bad("HEAD names the checked-out commit")
+	case strings.HasPrefix(name, "-"):
+		return bad("it starts with -")
+	case strings.HasPrefix(name, "/"), strings.HasSuffix(name, "/"), strings.Contains(name, "//"):
+		return bad("a / at the start or end, or two in a row")
+	case strings.HasSuffix(name, "."):
+		return bad("it ends with .")
+	case strings.Contains(name, ".."):
+		return bad("it holds ..")
+	case strings.Contains(name, "@{"):
+		return bad("it holds @{")
+	}
+	if i := strings.IndexFunc(name, func(r rune) bool { return r < 0x20 || r == 0x7f || strings.ContainsRune(" ~^:?*[\\", r) }); i >= 0 {
+		return bad(fmt.Sprintf("it holds %q (no space, control character or any of ~^:?*[\\)", name[i:i+1]))
+	}
+	for _, c := range strings.Split(name, "/") {
+		switch {
+		case strings.HasPrefix(c, "."):
+			return bad(fmt.Sprintf("the part %q starts with .", c))
+		case strings.HasSuffix(c, ".lock"):
+			return bad(fmt.Sprintf("the part %q ends with .lock, git's lock files", c))
+		}
+	}
+	return nil
 }

@@ -49,7 +49,7 @@ type SetOptions struct {
 const setLong = `
 Where the change lands: --commit commits on the branch checked out in --repo (the
 work tree follows) and pushes it when --remote exists; --branch B commits on branch B
-(created from HEAD when missing) and pushes it; --github-pr commits on a new branch
+(created from HEAD when missing; a name git check-ref-format accepts) and pushes it; --github-pr commits on a new branch
 cuecast/set-<commit>, pushes it and opens a pull request into the branch checked out
 (token from $GITHUB_TOKEN, repository from --github-repo, $GITHUB_REPOSITORY or the
 remote's URL). --dry-run verifies and prints the report without committing. Pushes use

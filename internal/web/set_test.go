@@ -165,6 +165,13 @@ func TestSetAPIStatuses(t *testing.T) {
 					t.Errorf("error %q does not say the value has a comment", e.Error)
 				}
 			}},
+		// A namespace token naming main.lock would have blocked main.
+		{name: "branch git refuses", path: "/api/set", token: paymentsToken, body: setReq("payments/checkout", "currency", `"USD"`, obj{"mode": "branch", "branch": "main.lock"}), code: 400,
+			check: func(t *testing.T, e setErrorBody) {
+				if !strings.Contains(e.Error, `branch "main.lock" is not a branch name git accepts`) {
+					t.Errorf("error %q does not name the branch", e.Error)
+				}
+			}},
 		{name: "two literals", path: "/api/set", token: operatorToken, body: setReq("payments/checkout", "currency", `"USD" "GBP"`, nil), code: 400},
 		{name: "unknown flag", path: "/api/flags/set", token: operatorToken, body: obj{"config": "growth/flags", "flag": "nope", "enable": true, "reason": "x", "mode": "commit"}, code: 400},
 		{name: "two flag changes", path: "/api/flags/set", token: operatorToken, body: obj{"config": "growth/flags", "flag": "new-checkout", "enable": true, "rollout": 5, "reason": "x", "mode": "commit"}, code: 400},

@@ -1,0 +1,76 @@
+package mutator_test
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/cuecast/cuecast/internal/gittest"
+	"github.com/cuecast/cuecast/mutator"
+)
+
+// refFiles lists every file under r's .git/refs and .git's top level
+// (HEAD, index, any .lock), so a test sees a ref created or left behind.
+func refFiles(t *testing.T, r *gittest.Repo) []string {
+	t.Helper()
+	var out []string
+	gitDir := filepath.Join(r.Dir, ".git")
+	err := filepath.WalkDir(gitDir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(gitDir, p)
+		if d.IsDir() && rel != "." && rel != "refs" && !strings.HasPrefix(rel, "refs"+string(filepath.Separator)) {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() {
+			out = append(out, rel)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestBranchNames: a branch name git's check-ref-format refuses is a bad
+// request before anything is read or written, in every mode that takes
+// one. A branch named main.lock blocked every later change to main (git
+// took the ref file for main's lock), and HEAD or @ made refs git reads
+// as something else.
+func TestBranchNames(t *testing.T) {
+	t.Parallel()
+	r := exampleRepo(t)
+	before := refFiles(t, r)
+	m := mutator.New(r.Dir, mutator.Options{})
+	for _, name := range []string{
+		"main.lock", "a/b.lock", "a..b", "has space", "a~1", "a^2", "a:b", "a?", "a*", "a[b", `a\b`,
+		"a\tb", "a\x7fb", ".hidden", "a/.b", "a/", "/a", "a//b", "a.", "a@{1}", "@", "HEAD",
+		"../../../evil", "-x",
+	} {
+		for _, mode := range []mutator.Mode{mutator.ModeBranch, mutator.ModeCommit, mutator.ModePR} {
+			req := set("payments/checkout", "currency", `"USD"`)
+			req.Mode, req.Branch = mode, name
+			_, err := m.Set(context.Background(), req)
+			if !errors.Is(err, mutator.ErrBadRequest) || !strings.Contains(err.Error(), "branch") {
+				t.Errorf("%s --branch %q: %v, want a bad request naming the branch", mode, name, err)
+			}
+		}
+	}
+	if after := refFiles(t, r); !slices.Equal(before, after) {
+		t.Errorf("refused branches changed .git:\nbefore %q\nafter  %q", before, after)
+	}
+	// Names git accepts still work.
+	req := set("payments/checkout", "currency", `"USD"`)
+	req.Mode, req.Branch = mutator.ModeBranch, "cuecast/fix-1.2_@x"
+	res, err := m.Set(context.Background(), req)
+	if err != nil || res.Branch != "cuecast/fix-1.2_@x" {
+		t.Fatalf("a valid branch name: %+v, %v", res, err)
+	}
+}
