@@ -140,20 +140,40 @@ func checkedOut(r *git.Repository, branch plumbing.ReferenceName) (*git.Worktree
 }
 
 // cleanInWorkTree refuses when a file the change edits differs in the work
-// tree from the head: the change would overwrite someone's edit.
+// tree from the head, or something (a file, a link) is already where the
+// change creates one: the change would overwrite someone's edit. A file
+// that cannot be opened for writing fails here too, before the branch
+// moves, rather than in syncWorkTree after it.
 func cleanInWorkTree(wt *git.Worktree, base map[string][]byte) error {
 	root := wt.Filesystem.Root()
 	for name, want := range base {
-		got, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(name)))
-		if errors.Is(err, os.ErrNotExist) && want == nil {
-			continue
+		p := filepath.Join(root, filepath.FromSlash(name))
+		if want == nil {
+			// Lstat, not a read: a link to nowhere reads as absent, and
+			// writing through it would fail after the branch moved.
+			_, err := os.Lstat(p)
+			switch {
+			case errors.Is(err, os.ErrNotExist):
+				continue
+			case err != nil:
+				return fmt.Errorf("work tree: %s cannot be written: %w; nothing changed", name, err)
+			}
+			return badRequest("%s is in the work tree but not in the branch (untracked), and the change creates it; move it away first", name)
 		}
+		got, err := os.ReadFile(p)
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("read %s: %w", name, err)
 		}
 		if err != nil || !bytes.Equal(got, want) {
 			return badRequest("%s has uncommitted changes in the work tree; commit or stash them first", name)
 		}
+		// Opened, not written: the write itself comes after the branch
+		// moved. Mode bits, an immutable file, a read-only mount.
+		f, err := os.OpenFile(p, os.O_WRONLY, 0)
+		if err != nil {
+			return fmt.Errorf("work tree: %s cannot be written: %w; nothing changed", name, err)
+		}
+		_ = f.Close()
 	}
 	return nil
 }
@@ -164,29 +184,39 @@ func cleanInWorkTree(wt *git.Worktree, base map[string][]byte) error {
 // written once: staging file by file (Worktree.Add) rewrote it per file,
 // which made a 300-config change spend seconds there.
 //
+// When a file cannot be written, the files already written get their
+// content of prev back (nil: removed), the index is left as it was, and
+// the error names the file; the caller then moves the branch back.
+//
 // The caller holds l, index.lock, which write releases.
-func syncWorkTree(r *git.Repository, wt *git.Worktree, files map[string][]byte, l *indexLock) error {
+func syncWorkTree(r *git.Repository, wt *git.Worktree, files, prev map[string][]byte, l *indexLock) error {
 	root := wt.Filesystem.Root()
 	idx, err := r.Storer.Index()
 	if err != nil {
 		return fmt.Errorf("read index: %w", err)
 	}
-	for name, b := range files {
-		p := filepath.Join(root, filepath.FromSlash(name))
-		if b == nil {
-			if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
-				return fmt.Errorf("update work tree: %w", err)
+	names := make([]string, 0, len(files))
+	for name := range files {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for i, name := range names {
+		if err := writeWorkFile(root, name, files[name]); err != nil {
+			for _, done := range names[:i] {
+				if rerr := writeWorkFile(root, done, prev[done]); rerr != nil {
+					err = fmt.Errorf("%w; restoring %s failed too: %v", err, done, rerr)
+				}
 			}
+			return fmt.Errorf("update work tree: %w", err)
+		}
+	}
+	for _, name := range names {
+		b := files[name]
+		if b == nil {
 			_, _ = idx.Remove(name) // absent from the index: nothing to remove
 			continue
 		}
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return fmt.Errorf("update work tree: %w", err)
-		}
-		if err := os.WriteFile(p, b, 0o644); err != nil {
-			return fmt.Errorf("update work tree: %w", err)
-		}
-		fi, err := os.Stat(p)
+		fi, err := os.Stat(filepath.Join(root, filepath.FromSlash(name)))
 		if err != nil {
 			return fmt.Errorf("update work tree: %w", err)
 		}
@@ -200,4 +230,22 @@ func syncWorkTree(r *git.Repository, wt *git.Worktree, files map[string][]byte, 
 		e.ModifiedAt = fi.ModTime()
 	}
 	return l.write(idx)
+}
+
+// writeWorkFile writes b to name in the work tree at root; nil removes it.
+func writeWorkFile(root, name string, b []byte) error {
+	p := filepath.Join(root, filepath.FromSlash(name))
+	if b == nil {
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("remove %s: %w", name, err)
+		}
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return fmt.Errorf("write %s: %w", name, err)
+	}
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", name, err)
+	}
+	return nil
 }

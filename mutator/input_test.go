@@ -2,8 +2,11 @@ package mutator_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
+	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -72,5 +75,70 @@ func TestBranchNames(t *testing.T) {
 	res, err := m.Set(context.Background(), req)
 	if err != nil || res.Branch != "cuecast/fix-1.2_@x" {
 		t.Fatalf("a valid branch name: %+v, %v", res, err)
+	}
+}
+
+// repoState is everything a failed Set must leave as it was: every ref
+// and HEAD with their content, the index's bytes, and each work-tree
+// entry (a symbolic link by its target).
+func repoState(t *testing.T, r *gittest.Repo) string {
+	t.Helper()
+	var b strings.Builder
+	for _, name := range refFiles(t, r) {
+		c, err := os.ReadFile(filepath.Join(r.Dir, ".git", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&b, ".git/%s %x\n", name, sha256.Sum256(c))
+	}
+	err := filepath.WalkDir(r.Dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(r.Dir, p)
+		switch {
+		case rel == ".git":
+			return filepath.SkipDir
+		case d.Type()&fs.ModeSymlink != 0:
+			to, err := os.Readlink(p)
+			fmt.Fprintf(&b, "%s -> %s\n", rel, to)
+			return err
+		case d.IsDir():
+			fmt.Fprintf(&b, "%s/\n", rel)
+			return nil
+		}
+		c, err := os.ReadFile(p)
+		fmt.Fprintf(&b, "%s %x\n", rel, sha256.Sum256(c))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+// TestSetWorkTreeUnwritable: when the work tree cannot take the change,
+// Set fails and the branch, the index and the work tree are exactly as
+// they were. The branch used to move first, then the write failed, and
+// main was left at the new commit with the work tree and the index at the
+// old one (git status showed a staged change undoing the commit). Here
+// the file an override creates is a link into a directory that does not
+// exist, which no user, root included, can write through.
+func TestSetWorkTreeUnwritable(t *testing.T) {
+	t.Parallel()
+	r := exampleRepo(t)
+	at := "payments/refunds/override.cue"
+	if err := os.Symlink(filepath.Join(t.TempDir(), "missing", "override.cue"), filepath.Join(r.Dir, at)); err != nil {
+		t.Fatal(err)
+	}
+	before := repoState(t, r)
+	req := set("payments/refunds", "service.timeouts.read", `"3s"`)
+	req.At = at
+	_, err := mutator.New(r.Dir, mutator.Options{}).Set(context.Background(), req)
+	if err == nil || !strings.Contains(err.Error(), at) {
+		t.Errorf("set over an unwritable %s: %v, want an error naming it", at, err)
+	}
+	if after := repoState(t, r); after != before {
+		t.Errorf("a failed set changed the repository:\nbefore:\n%s\nafter:\n%s", before, after)
 	}
 }

@@ -173,15 +173,10 @@ func (m *Mutator) set(ctx context.Context, req Request) (*Result, error) {
 			return nil, err
 		}
 	}
-	if err := moveRef(r, branch, commit, old); err != nil {
+	if err := land(r, wt, il, branch, commit, old, ch.files, ch.before); err != nil {
 		return nil, err
 	}
 	res.Branch = branch.Short()
-	if wt != nil {
-		if err := syncWorkTree(r, wt, ch.files, il); err != nil {
-			return res, err
-		}
-	}
 	err = m.publish(ctx, r, req, branch, prBase, res)
 	var pe *pushError
 	if !errors.As(err, &pe) {
@@ -190,7 +185,7 @@ func (m *Mutator) set(ctx context.Context, req Request) (*Result, error) {
 	// The remote refused (it moved on, or the credentials do not reach
 	// it): take the commit back, so that a failed request wrote nothing and
 	// a retry starts again from the head.
-	if uerr := undo(r, wt, branch, old, commit, ch.before); uerr != nil {
+	if uerr := undo(r, wt, branch, old, commit, ch.before, ch.files); uerr != nil {
 		return nil, fmt.Errorf("%w; undoing the local commit failed too: %v", err, uerr)
 	}
 	return nil, err
@@ -204,9 +199,36 @@ func (e *pushError) Error() string {
 }
 func (e *pushError) Unwrap() error { return e.err }
 
+// land moves branch from old to commit and, when wt is the branch's work
+// tree, brings the work tree and the index along (the caller holds il).
+// When they cannot follow, the branch is moved back (compared with commit
+// under its lock, as any move) and the error says so: a branch at the new
+// commit over a work tree and index at the old one read as a staged
+// change undoing the commit.
+func land(r *git.Repository, wt *git.Worktree, il *indexLock, branch plumbing.ReferenceName, commit plumbing.Hash, old *plumbing.Reference, files, before map[string][]byte) error {
+	if err := moveRef(r, branch, commit, old); err != nil {
+		return err
+	}
+	if wt == nil {
+		return nil
+	}
+	err := syncWorkTree(r, wt, files, before, il)
+	if err == nil {
+		return nil
+	}
+	back := plumbing.ZeroHash
+	if old != nil {
+		back = old.Hash()
+	}
+	if berr := moveRef(r, branch, back, plumbing.NewHashReference(branch, commit)); berr != nil {
+		return fmt.Errorf("%w; moving %s back failed too (%v): it is at %s, the work tree and index at %s", err, branch.Short(), berr, cuecast.ShortCommit(commit.String()), cuecast.ShortCommit(back.String()))
+	}
+	return fmt.Errorf("%w; the commit was taken back: %s is where it was, nothing changed", err, branch.Short())
+}
+
 // undo moves branch back from commit to old (deleting it when it is new)
 // and restores the files of the work tree that followed it.
-func undo(r *git.Repository, wt *git.Worktree, branch plumbing.ReferenceName, old *plumbing.Reference, commit plumbing.Hash, before map[string][]byte) error {
+func undo(r *git.Repository, wt *git.Worktree, branch plumbing.ReferenceName, old *plumbing.Reference, commit plumbing.Hash, before, files map[string][]byte) error {
 	back := plumbing.ZeroHash // deletes the branch the change created
 	if old != nil {
 		back = old.Hash()
@@ -225,7 +247,7 @@ func undo(r *git.Repository, wt *git.Worktree, branch plumbing.ReferenceName, ol
 	if wt == nil {
 		return nil
 	}
-	return syncWorkTree(r, wt, before, il)
+	return syncWorkTree(r, wt, before, files, il)
 }
 
 // stillAt fails with ErrConflict when branch is no longer at old (nil:
