@@ -12,6 +12,7 @@ import (
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/format/index"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/storer"
 )
@@ -140,13 +141,30 @@ func checkedOut(r *git.Repository, branch plumbing.ReferenceName) (*git.Worktree
 }
 
 // cleanInWorkTree refuses when a file the change edits differs in the work
-// tree from the head, or something (a file, a link) is already where the
-// change creates one: the change would overwrite someone's edit. A file
-// that cannot be opened for writing fails here too, before the branch
-// moves, rather than in syncWorkTree after it.
-func cleanInWorkTree(wt *git.Worktree, base map[string][]byte) error {
+// tree or in the index from the head, or something (a file, a link, an
+// entry staged) is already where the change creates one: the change would
+// overwrite someone's edit, and a staged one is an edit even where the
+// work-tree copy is the head's. A file that cannot be opened for writing
+// fails here too, before the branch moves, rather than in syncWorkTree
+// after it.
+func cleanInWorkTree(r *git.Repository, wt *git.Worktree, base map[string][]byte) error {
 	root := wt.Filesystem.Root()
+	idx, err := r.Storer.Index()
+	if err != nil {
+		return fmt.Errorf("read index: %w", err)
+	}
 	for name, want := range base {
+		e, err := idx.Entry(name)
+		switch {
+		case err != nil && !errors.Is(err, index.ErrEntryNotFound):
+			return fmt.Errorf("read index: %w", err)
+		case err == nil && want == nil:
+			return badRequest("%s is staged in the index but not in the branch, and the change creates it; commit or unstage it first", name)
+		case err != nil && want != nil:
+			return badRequest("%s has uncommitted changes staged in the index (its removal); commit or unstage them first", name)
+		case err == nil && e.Hash != plumbing.ComputeHash(plumbing.BlobObject, want):
+			return badRequest("%s has uncommitted changes staged in the index; commit or unstage them first", name)
+		}
 		p := filepath.Join(root, filepath.FromSlash(name))
 		if want == nil {
 			// Lstat, not a read: a link to nowhere reads as absent, and

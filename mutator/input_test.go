@@ -142,3 +142,34 @@ func TestSetWorkTreeUnwritable(t *testing.T) {
 		t.Errorf("a failed set changed the repository:\nbefore:\n%s\nafter:\n%s", before, after)
 	}
 }
+
+// TestSetStagedEdit: an edit staged in the index to a file the change
+// touches is an uncommitted edit too, even where the work-tree copy is
+// back to the head's: Set refuses it (a bad request) and leaves the
+// index as it was, where it used to write the index over it.
+func TestSetStagedEdit(t *testing.T) {
+	t.Parallel()
+	r := exampleRepo(t)
+	const file = "payments/refunds/refunds.cue"
+	orig, err := os.ReadFile(filepath.Join(r.Dir, file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Edit(file, "window_days:            180", "window_days:            90")
+	wt, err := r.Git.Worktree()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := wt.Add(file); err != nil {
+		t.Fatal(err)
+	}
+	r.Write(map[string]string{file: string(orig)})
+	before := repoState(t, r)
+	_, err = mutator.New(r.Dir, mutator.Options{}).Set(context.Background(), set("payments/refunds", "auto_approve_max_minor", "20000"))
+	if !errors.Is(err, mutator.ErrBadRequest) || !strings.Contains(err.Error(), file) || !strings.Contains(err.Error(), "staged") {
+		t.Errorf("set over a staged edit: %v, want a bad request naming %s and the staged edit", err, file)
+	}
+	if after := repoState(t, r); after != before {
+		t.Errorf("a refused set changed the repository:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+}

@@ -106,7 +106,7 @@ func (m *Mutator) set(ctx context.Context, req Request) (*Result, error) {
 			}
 			err = stillAt(r, branch, plumbing.NewHashReference(branch, base))
 			if err == nil {
-				err = cleanInWorkTree(wt, ch.before)
+				err = cleanInWorkTree(r, wt, ch.before)
 			}
 			il.release()
 			if err != nil {
@@ -169,7 +169,7 @@ func (m *Mutator) set(ctx context.Context, req Request) (*Result, error) {
 		if err := stillAt(r, branch, old); err != nil {
 			return nil, err
 		}
-		if err := cleanInWorkTree(wt, ch.before); err != nil {
+		if err := cleanInWorkTree(r, wt, ch.before); err != nil {
 			return nil, err
 		}
 	}
