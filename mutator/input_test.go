@@ -173,3 +173,28 @@ func TestSetStagedEdit(t *testing.T) {
 		t.Errorf("a refused set changed the repository:\nbefore:\n%s\nafter:\n%s", before, after)
 	}
 }
+
+// TestSetAtNames: --at names a .cue file CUE loads, by its clean path. A
+// name starting with _ or . was committed and ignored by CUE (explain
+// still showed the old value); ./ or ../ in it failed reading the file
+// (an internal error, a 500 from the API).
+func TestSetAtNames(t *testing.T) {
+	t.Parallel()
+	r := exampleRepo(t)
+	before := repoState(t, r)
+	m := mutator.New(r.Dir, mutator.Options{})
+	for _, at := range []string{
+		"payments/refunds/_override.cue", "payments/refunds/.override.cue",
+		"payments/refunds/./x.cue", "payments/refunds/../refunds/x.cue", "payments/refunds//x.cue",
+	} {
+		req := set("payments/refunds", "service.timeouts.read", `"3s"`)
+		req.At = at
+		_, err := m.Set(context.Background(), req)
+		if !errors.Is(err, mutator.ErrBadRequest) || !strings.Contains(err.Error(), "--at "+at) || !strings.Contains(err.Error(), "name a .cue file") {
+			t.Errorf("--at %s: %v, want a bad request naming it and what to name", at, err)
+		}
+	}
+	if after := repoState(t, r); after != before {
+		t.Errorf("a refused set changed the repository:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+}

@@ -521,11 +521,17 @@ func editable(cfg cuecast.ConfigPath, ev compiler.ExplainedValue) ([]compiler.Po
 func vendored(file string) bool { return strings.HasPrefix(file, "cue.mod/") }
 
 // atFile checks that an override file is a .cue file in cfg's directory,
-// where docs/VARIANTS.md puts a config's specific layer.
+// where docs/VARIANTS.md puts a config's specific layer, named by its
+// clean path (path.Dir cleans, so ./x.cue passed it and failed reading),
+// and one CUE loads: it ignores names starting with _ or ., which would
+// commit an override that changes nothing.
 func atFile(cfg cuecast.ConfigPath, at string) error {
 	dir := string(cfg.Base())
-	if path.Dir(at) != dir || path.Ext(at) != ".cue" {
-		return badRequest("--at %s: name a .cue file in %s (the config's directory)", at, dir)
+	switch base := path.Base(at); {
+	case path.Clean(at) != at || !fs.ValidPath(at) || path.Dir(at) != dir || path.Ext(at) != ".cue":
+		return badRequest("--at %s: name a .cue file in %s (the config's directory), like %s/override.cue", at, dir, dir)
+	case strings.HasPrefix(base, "_") || strings.HasPrefix(base, "."):
+		return badRequest("--at %s: CUE ignores a file whose name starts with _ or .: name a .cue file in %s (the config's directory), like %s/override.cue", at, dir, dir)
 	}
 	return nil
 }

@@ -122,7 +122,7 @@ configs changes them all in one commit.
 	}
 	opts.register(cmd.Flags(), env)
 	cmd.Flags().StringArrayVar(&opts.Expect, "expect", nil, "PATH=OLD: change only if PATH is OLD now (repeatable)")
-	cmd.Flags().StringVar(&opts.At, "at", "", "set values that are not literals by adding a field to this .cue file of the config's directory")
+	cmd.Flags().StringVar(&opts.At, "at", "", "set values that are not literals by adding a field to this .cue file of the config's directory (not _x.cue or .x.cue, which CUE ignores)")
 	return cmd
 }
 

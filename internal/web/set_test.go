@@ -172,6 +172,7 @@ func TestSetAPIStatuses(t *testing.T) {
 					t.Errorf("error %q does not name the branch", e.Error)
 				}
 			}},
+		{name: "--at not a clean path", path: "/api/set", token: operatorToken, body: setReq("payments/checkout", "service.timeouts.read", `"3s"`, obj{"at": "payments/checkout/./x.cue"}), code: 400},
 		{name: "two literals", path: "/api/set", token: operatorToken, body: setReq("payments/checkout", "currency", `"USD" "GBP"`, nil), code: 400},
 		{name: "unknown flag", path: "/api/flags/set", token: operatorToken, body: obj{"config": "growth/flags", "flag": "nope", "enable": true, "reason": "x", "mode": "commit"}, code: 400},
 		{name: "two flag changes", path: "/api/flags/set", token: operatorToken, body: obj{"config": "growth/flags", "flag": "new-checkout", "enable": true, "rollout": 5, "reason": "x", "mode": "commit"}, code: 400},
