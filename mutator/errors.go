@@ -13,7 +13,10 @@ import (
 
 // Sentinels matched with errors.Is; the typed errors below wrap them.
 var (
-	// ErrConflict: an expected value (Request.Expect) is not the current one.
+	// ErrConflict: an expected value (Request.Expect) is not the current one
+	// (a *ConflictError), or another writer moved or holds the branch or
+	// the index while the change was verified: nothing was written, and
+	// the request may be sent again.
 	ErrConflict = errors.New("value changed since it was read")
 	// ErrRefused: a value's origin is not a literal the mutator may edit.
 	ErrRefused = errors.New("value cannot be set at its origin")
@@ -40,6 +43,18 @@ func (e *ConflictError) Error() string {
 }
 
 func (e *ConflictError) Unwrap() error { return ErrConflict }
+
+// conflictf is ErrConflict for a branch or an index another writer moved
+// or holds: no value was compared, so the message does not say one changed
+// (ErrConflict's text), only what moved and what to do.
+func conflictf(format string, args ...any) error {
+	return &writerConflict{msg: fmt.Sprintf(format, args...)}
+}
+
+type writerConflict struct{ msg string }
+
+func (e *writerConflict) Error() string { return e.msg }
+func (e *writerConflict) Unwrap() error { return ErrConflict }
 
 // RefusedError is Set's error for a value whose origin the mutator does not
 // edit: computed, a reference, a variant's tag, a default outside the

@@ -38,7 +38,7 @@ func moveRef(r *git.Repository, name plumbing.ReferenceName, to plumbing.Hash, o
 	lock := name.String() + ".lock"
 	f, err := fs.OpenFile(lock, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o666)
 	if errors.Is(err, os.ErrExist) {
-		return fmt.Errorf("%w: another writer is moving %s (%s exists; remove it if no cuecast or git is running); nothing changed: send it again", ErrConflict, name.Short(), fs.Join(fs.Root(), lock))
+		return conflictf("another writer is moving %s (%s exists; remove it if no cuecast or git is running); nothing changed: send it again", name.Short(), fs.Join(fs.Root(), lock))
 	}
 	if err != nil {
 		return fmt.Errorf("lock %s: %w", name.Short(), err)
@@ -103,7 +103,7 @@ func lockIndex(r *git.Repository) (*indexLock, error) {
 	fs := st.Filesystem()
 	f, err := fs.OpenFile(indexLockName, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o666)
 	if errors.Is(err, os.ErrExist) {
-		return nil, fmt.Errorf("%w: another writer is updating the work tree (%s exists; remove it if no cuecast or git is running); nothing changed: send it again", ErrConflict, fs.Join(fs.Root(), indexLockName))
+		return nil, conflictf("another writer is updating the work tree (%s exists; remove it if no cuecast or git is running); nothing changed: send it again", fs.Join(fs.Root(), indexLockName))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("lock the index: %w", err)

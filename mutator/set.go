@@ -259,13 +259,13 @@ func stillAt(r *git.Repository, branch plumbing.ReferenceName, old *plumbing.Ref
 		if old == nil {
 			return nil
 		}
-		return fmt.Errorf("%w: %s was deleted while the change was verified; nothing changed: send it again", ErrConflict, branch.Short())
+		return conflictf("%s was deleted while the change was verified; nothing changed: send it again", branch.Short())
 	case err != nil:
 		return fmt.Errorf("read %s: %w", branch.Short(), err)
 	case old == nil:
-		return fmt.Errorf("%w: branch %s was created while the change was verified; nothing changed: send it again", ErrConflict, branch.Short())
+		return conflictf("branch %s was created while the change was verified; nothing changed: send it again", branch.Short())
 	case cur.Hash() != old.Hash():
-		return fmt.Errorf("%w: %s moved while the change was verified; nothing changed: send it again", ErrConflict, branch.Short())
+		return conflictf("%s moved while the change was verified; nothing changed: send it again", branch.Short())
 	}
 	return nil
 }

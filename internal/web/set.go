@@ -278,14 +278,17 @@ type setErrorBody struct {
 	Policy   *mutator.PolicyError   `json:"policy,omitempty"`
 }
 
-// setError answers a failed set: 409 conflict (with the current value),
+// setError answers a failed set: 409 conflict (with the current value, or
+// the branch another writer moved),
 // 422 refused (the origin's kind and position) or invalid (the compiler's
 // errors, file:line), 403 not allowed, 400 a bad request, 500 otherwise.
 func (s *Server) setError(w http.ResponseWriter, r *http.Request, c setCaller, err error) {
 	body := setErrorBody{Error: err.Error()}
 	code := http.StatusInternalServerError
 	switch {
-	case errors.As(err, &body.Conflict):
+	case errors.As(err, &body.Conflict), errors.Is(err, mutator.ErrConflict):
+		// The latter: another writer moved or holds the branch (a CLI set
+		// on the same repository, git, a .lock left by a crash).
 		code = http.StatusConflict
 	case errors.As(err, &body.Refused), errors.As(err, &body.Invalid):
 		code = http.StatusUnprocessableEntity

@@ -432,3 +432,27 @@ func TestSetAPIRefusesBeforeTheBody(t *testing.T) {
 		t.Errorf("main moved to %s", s.repo.Head())
 	}
 }
+
+// TestSetAPIBranchLocked: a branch another writer holds (its .lock there:
+// git, a `cuecast set` on the same repository, or one left by a crash) is
+// a conflict, 409 as for an expectation, never a 500; and the message says
+// the branch is taken, not that a value changed.
+func TestSetAPIBranchLocked(t *testing.T) {
+	t.Parallel()
+	s := newSetServer(t)
+	head := s.repo.Head()
+	lock := filepath.Join(s.repo.Dir, ".git", "refs", "heads", "main.lock")
+	if err := os.WriteFile(lock, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var e setErrorBody
+	if code := s.post(t, "/api/set", operatorToken, setReq("payments/checkout", "currency", `"USD"`, nil), &e); code != http.StatusConflict {
+		t.Errorf("set on a locked main: %d %+v, want 409", code, e)
+	}
+	if !strings.Contains(e.Error, "main.lock exists") || strings.Contains(e.Error, "value changed") {
+		t.Errorf("error %q: want it to name the lock, and not to say a value changed", e.Error)
+	}
+	if s.repo.Head() != head {
+		t.Errorf("main moved to %s", s.repo.Head())
+	}
+}
