@@ -182,6 +182,12 @@ func offsetOf(src []byte, line, col int) (int, bool) {
 	return off, off >= 0 && off < len(src)
 }
 
+// lineCol converts an offset of src to a 1-based line and byte column.
+func lineCol(src []byte, off int) (line, col int) {
+	before := src[:off]
+	return bytes.Count(before, []byte("\n")) + 1, off - bytes.LastIndexByte(before, '\n')
+}
+
 // apply applies splices to src, which must not overlap (two equal ones,
 // the same literal reached twice, count once).
 func apply(name string, src []byte, sp []splice) ([]byte, error) {
@@ -190,12 +196,16 @@ func apply(name string, src []byte, sp []splice) ([]byte, error) {
 	for i, s := range sp {
 		if i > 0 && sp[i-1].start == s.start && sp[i-1].end == s.end {
 			if sp[i-1].text != s.text {
-				return nil, fmt.Errorf("%s: the literal at offset %d would get two values: %s and %s", name, s.start, sp[i-1].text, s.text)
+				// Two assignments (a bulk change's configs) reach one
+				// shared literal: the request's to fix.
+				line, col := lineCol(src, s.start)
+				return nil, badRequest("%s:%d:%d: the literal there would get two values, %s and %s: the configs share it; give it one value, or set each config's own with --at FILE", name, line, col, sp[i-1].text, s.text)
 			}
 			continue
 		}
 		if i > 0 && s.end > sp[i-1].start {
-			return nil, fmt.Errorf("%s: two edits overlap at offset %d", name, s.start)
+			line, col := lineCol(src, s.start)
+			return nil, fmt.Errorf("%s:%d:%d: two edits overlap", name, line, col)
 		}
 		out = append(out[:s.start:s.start], append([]byte(s.text), out[s.end:]...)...)
 	}

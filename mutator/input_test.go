@@ -198,3 +198,26 @@ func TestSetAtNames(t *testing.T) {
 		t.Errorf("a refused set changed the repository:\nbefore:\n%s\nafter:\n%s", before, after)
 	}
 }
+
+// TestSetTwoValuesForOneLiteral: a bulk change giving two values to one
+// shared literal (ledger.port is lib/net/net.cue's, in both configs) is
+// the request's mistake: a bad request naming the literal's file:line:col
+// and both values, where it was an internal error with a byte offset.
+func TestSetTwoValuesForOneLiteral(t *testing.T) {
+	t.Parallel()
+	r := exampleRepo(t)
+	before := repoState(t, r)
+	req := set("payments/checkout", "ledger.port", "7001")
+	req.Configs = nil
+	req.Set = []mutator.Assignment{
+		{Config: "payments/checkout", Path: "ledger.port", Value: "7001"},
+		{Config: "payments/refunds", Path: "ledger.port", Value: "7002"},
+	}
+	_, err := mutator.New(r.Dir, mutator.Options{}).Set(context.Background(), req)
+	if !errors.Is(err, mutator.ErrBadRequest) || !strings.Contains(err.Error(), "lib/net/net.cue:13:") || !strings.Contains(err.Error(), "7001") || !strings.Contains(err.Error(), "7002") {
+		t.Errorf("two values for one literal: %v, want a bad request naming lib/net/net.cue:13:N and both values", err)
+	}
+	if after := repoState(t, r); after != before {
+		t.Errorf("a refused set changed the repository")
+	}
+}

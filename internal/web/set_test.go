@@ -173,6 +173,13 @@ func TestSetAPIStatuses(t *testing.T) {
 				}
 			}},
 		{name: "--at not a clean path", path: "/api/set", token: operatorToken, body: setReq("payments/checkout", "service.timeouts.read", `"3s"`, obj{"at": "payments/checkout/./x.cue"}), code: 400},
+		{name: "two values for one shared literal", path: "/api/set", token: operatorToken, code: 400,
+			body: obj{"set": []obj{{"config": "payments/checkout", "path": "ledger.port", "value": "7001"}, {"config": "payments/refunds", "path": "ledger.port", "value": "7002"}}, "reason": "test", "mode": "commit"},
+			check: func(t *testing.T, e setErrorBody) {
+				if !strings.Contains(e.Error, "lib/net/net.cue:13:") {
+					t.Errorf("error %q does not name the literal's file:line:col", e.Error)
+				}
+			}},
 		{name: "two literals", path: "/api/set", token: operatorToken, body: setReq("payments/checkout", "currency", `"USD" "GBP"`, nil), code: 400},
 		{name: "unknown flag", path: "/api/flags/set", token: operatorToken, body: obj{"config": "growth/flags", "flag": "nope", "enable": true, "reason": "x", "mode": "commit"}, code: 400},
 		{name: "two flag changes", path: "/api/flags/set", token: operatorToken, body: obj{"config": "growth/flags", "flag": "new-checkout", "enable": true, "rollout": 5, "reason": "x", "mode": "commit"}, code: 400},
