@@ -221,3 +221,29 @@ func TestSetTwoValuesForOneLiteral(t *testing.T) {
 		t.Errorf("a refused set changed the repository")
 	}
 }
+
+// TestDryRunNeedsNoBranch: a dry run only verifies (CHANGING.md §6), so it
+// needs no mode and no branch checked out: it was refused without a mode
+// (the API's dry_run alone) and on a detached HEAD.
+func TestDryRunNeedsNoBranch(t *testing.T) {
+	t.Parallel()
+	r := exampleRepo(t)
+	m := mutator.New(r.Dir, mutator.Options{})
+	req := set("payments/checkout", "currency", `"USD"`)
+	req.Mode, req.DryRun = "", true
+	if res, err := m.Set(context.Background(), req); err != nil || res.Commit == "" || res.Branch != "" {
+		t.Errorf("dry run without a mode: %+v, %v; want it verified and not landed", res, err)
+	}
+	head := r.Head()
+	if err := os.WriteFile(filepath.Join(r.Dir, ".git", "HEAD"), []byte(head+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before := repoState(t, r)
+	req.Mode = mutator.ModeCommit
+	if res, err := m.Set(context.Background(), req); err != nil || res.Base != head || res.Branch != "" {
+		t.Errorf("dry run on a detached HEAD: %+v, %v; want it verified on %s", res, err, head)
+	}
+	if after := repoState(t, r); after != before {
+		t.Errorf("a dry run changed the repository")
+	}
+}

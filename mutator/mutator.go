@@ -250,6 +250,10 @@ func (req *Request) validate() error {
 			return &RequestError{Err: fmt.Errorf("set: config %q: %w", c, err)}
 		}
 	}
+	if req.Mode == "" && req.DryRun {
+		// A dry run only verifies: it needs no say in where it lands.
+		req.Mode = ModeCommit
+	}
 	switch req.Mode {
 	case ModeCommit, ModePR:
 	case ModeBranch:

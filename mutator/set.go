@@ -277,6 +277,10 @@ func (m *Mutator) target(r *git.Repository, req Request) (branch plumbing.Refere
 	if err != nil {
 		return "", plumbing.ZeroHash, "", fmt.Errorf("read HEAD of %s: %w", m.dir, err)
 	}
+	if req.DryRun && req.Branch == "" && !head.Name().IsBranch() {
+		// A dry run only verifies, on HEAD's commit: no branch moves.
+		return "", head.Hash(), "", nil
+	}
 	switch req.Mode {
 	case ModeCommit:
 		branch = head.Name()

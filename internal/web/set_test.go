@@ -463,3 +463,20 @@ func TestSetAPIBranchLocked(t *testing.T) {
 		t.Errorf("main moved to %s", s.repo.Head())
 	}
 }
+
+// TestSetAPIDryRunWithoutMode: a dry run only verifies, so it needs no
+// mode; it was refused 400 `mode "" is none of commit, branch, pr`.
+func TestSetAPIDryRunWithoutMode(t *testing.T) {
+	t.Parallel()
+	s := newSetServer(t)
+	head := s.repo.Head()
+	body := setReq("payments/checkout", "currency", `"USD"`, obj{"dry_run": true})
+	delete(body, "mode")
+	var res mutator.Result
+	if code := s.post(t, "/api/set", operatorToken, body, &res); code != http.StatusOK || res.Commit == "" || res.Branch != "" {
+		t.Errorf("dry run without a mode: %d %+v, want 200 verified and not landed", code, res)
+	}
+	if s.repo.Head() != head {
+		t.Errorf("a dry run moved main to %s", s.repo.Head())
+	}
+}
