@@ -247,3 +247,14 @@ func TestDryRunNeedsNoBranch(t *testing.T) {
 		t.Errorf("a dry run changed the repository")
 	}
 }
+
+// TestSetNoCommits: a repository without a commit is the caller's to fix
+// (a bad request saying so), not "read HEAD: reference not found".
+func TestSetNoCommits(t *testing.T) {
+	t.Parallel()
+	r := gittest.New(t)
+	_, err := mutator.New(r.Dir, mutator.Options{}).Set(context.Background(), set("payments/checkout", "currency", `"USD"`))
+	if !errors.Is(err, mutator.ErrBadRequest) || !strings.Contains(err.Error(), "has no commits yet") {
+		t.Errorf("set in a repository without commits: %v, want a bad request saying it has none", err)
+	}
+}

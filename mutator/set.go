@@ -274,6 +274,10 @@ func stillAt(r *git.Repository, branch plumbing.ReferenceName, old *plumbing.Ref
 // and, for a pull request, the branch it goes into.
 func (m *Mutator) target(r *git.Repository, req Request) (branch plumbing.ReferenceName, base plumbing.Hash, prBase plumbing.ReferenceName, err error) {
 	head, err := r.Head()
+	if errors.Is(err, plumbing.ErrReferenceNotFound) {
+		// HEAD names a branch with no commit yet: nothing to change.
+		return "", plumbing.ZeroHash, "", badRequest("%s has no commits yet: commit the configs first", m.dir)
+	}
 	if err != nil {
 		return "", plumbing.ZeroHash, "", fmt.Errorf("read HEAD of %s: %w", m.dir, err)
 	}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"math"
 	"strconv"
 	"strings"
 
@@ -52,6 +53,10 @@ the weights); the report says what share of users changes variant.
 				if err != nil {
 					return usageErrorf("write --rollout 50 (a percentage)", "--rollout %q: %v", opts.Rollout, err)
 				}
+				if math.IsNaN(p) || math.IsInf(p, 0) {
+					// ParseFloat takes them; the sum check would call them a bad sum.
+					return usageErrorf("write --rollout 50 (a percentage)", "--rollout %q: not a percentage (a number from 0 to 100)", opts.Rollout)
+				}
 				change.Rollout = &p
 			}
 			for _, s := range opts.Shares {
@@ -59,6 +64,9 @@ the weights); the report says what share of users changes variant.
 				f, err := strconv.ParseFloat(strings.TrimSuffix(p, "%"), 64)
 				if !ok || err != nil {
 					return usageErrorf("write --share on=25 --share off=75", "--share %q is not VARIANT=PERCENT", s)
+				}
+				if math.IsNaN(f) || math.IsInf(f, 0) {
+					return usageErrorf("write --share on=25 --share off=75", "--share %q: not a percentage (a number from 0 to 100)", s)
 				}
 				if change.Shares == nil {
 					change.Shares = map[string]float64{}

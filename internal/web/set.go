@@ -222,6 +222,12 @@ func (s *Server) setPreamble(w http.ResponseWriter, r *http.Request, v any) (set
 		writeError(w, http.StatusBadRequest, "read body: "+err.Error())
 		return c, false
 	}
+	// One object, as strictly as its fields: a second one after it
+	// would be ignored, and the caller never told.
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		writeError(w, http.StatusBadRequest, "read body: more after the request's JSON object")
+		return c, false
+	}
 	return c, true
 }
 

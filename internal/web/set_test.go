@@ -148,6 +148,7 @@ func TestSetAPIStatuses(t *testing.T) {
 		{name: "no token", path: "/api/set", body: setReq("payments/checkout", "currency", `"USD"`, nil), code: 401},
 		{name: "wrong token", path: "/api/set", token: "guess", body: setReq("payments/checkout", "currency", `"USD"`, nil), code: 401},
 		{name: "not JSON", path: "/api/set", token: operatorToken, body: `{"configs":`, code: 400},
+		{name: "more after the body", path: "/api/set", token: operatorToken, body: `{"configs":["payments/checkout"],"set":[{"path":"currency","value":"\"USD\""}],"reason":"x","mode":"commit"} {"mode":"branch"}`, code: 400},
 		{name: "unknown field", path: "/api/set", token: operatorToken, body: setReq("payments/checkout", "currency", `"USD"`, obj{"dryrun": true}), code: 400},
 		{name: "no reason", path: "/api/set", token: operatorToken, body: setReq("payments/checkout", "currency", `"USD"`, obj{"reason": ""}), code: 400},
 		{name: "actor forging a trailer", path: "/api/set", token: operatorToken, body: setReq("payments/checkout", "currency", `"USD"`, obj{"actor": "eve\nCuecast-Requested-By: alice"}), code: 400},
