@@ -2,6 +2,7 @@ package ofrep_test
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -354,6 +355,32 @@ func TestStoreApply(t *testing.T) {
 	}
 	if v, _ := st.Version("payments/flags"); v != 3 {
 		t.Errorf("version %d after an invalid set, want 3 kept", v)
+	}
+}
+
+// TestStoreApplyNoLongerASet: a config whose new version is not a flag set
+// (its namespace's schema removed, say) no longer has its old set served,
+// as a deleted config has not; Apply says so with ErrNotFlagSet, for the
+// caller to log. A config that never was a set is no error.
+func TestStoreApplyNoLongerASet(t *testing.T) {
+	st := newStore(t)
+	srv := newServer(t, st, nil)
+	_, err := st.Apply("payments/flags", 4, []byte(`{"flags": {}}`), false)
+	if !errors.Is(err, ofrep.ErrNotFlagSet) {
+		t.Errorf("payments/flags@4 without a schema: %v, want ErrNotFlagSet", err)
+	}
+	if v, ok := st.Version("payments/flags"); ok {
+		t.Errorf("payments/flags@%d still held after a version that is not a flag set", v)
+	}
+	if r := post(t, srv.URL+"/ofrep/v1/evaluate/flags/payments/flags/b", `{"context": {}}`); r.code != 404 || r.body["errorCode"] != "FLAG_NOT_FOUND" {
+		t.Errorf("payments/flags/b: %d %s, want 404 FLAG_NOT_FOUND", r.code, r.raw)
+	}
+	r := post(t, srv.URL+"/ofrep/v1/evaluate/flags", `{"context": {}}`)
+	if md := r.body["metadata"]; r.code != 200 || !reflect.DeepEqual(md, map[string]any{"growth/flags": 3.0}) {
+		t.Errorf("bulk: %d metadata %v, want growth/flags@3 alone", r.code, md)
+	}
+	if ok, err := st.Apply("payments/flags", 5, []byte(`{"currency": "EUR"}`), false); ok || err != nil {
+		t.Errorf("again not a set, with no set held: %v %v, want false, nil", ok, err)
 	}
 }
 

@@ -2,6 +2,7 @@ package ofrep
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -11,6 +12,10 @@ import (
 
 	"github.com/cuecast/cuecast/flags"
 )
+
+// ErrNotFlagSet is what Apply returns for a version that is not a flag set
+// of a config whose set the store held: that set is no longer served.
+var ErrNotFlagSet = errors.New("no longer a flag set")
 
 // Store holds the flag sets a Handler evaluates, by config path: the newest
 // version applied of each. Writers (Apply, Delete) are serialized; readers
@@ -44,11 +49,13 @@ func NewStore() *Store {
 
 // Apply records version of config with its compiled content: a flag set
 // (schema flags.Schema) is compiled and replaces the config's set; any
-// other config is not one, and Apply returns false and leaves the store
-// alone. deleted (a tombstone) removes the config's set. A flag set that
-// does not compile returns the error (wrapping flags.ErrInvalid or
-// flags.ErrUnsupportedSchema) and the store keeps the version it had, as a
-// service's watcher keeps its evaluator.
+// other config is not one, and Apply returns false. A version that is not
+// a flag set removes the config's set, as deleted (a tombstone) does: a
+// set is served only while its newest version is one, and when one is
+// removed so, Apply returns an error wrapping ErrNotFlagSet for the caller
+// to say. A flag set that does not compile returns the error (wrapping
+// flags.ErrInvalid or flags.ErrUnsupportedSchema) and the store keeps the
+// version it had, as a service's watcher keeps its evaluator.
 func (s *Store) Apply(config string, version uint64, content []byte, deleted bool) (bool, error) {
 	if deleted {
 		s.Delete(config)
@@ -58,6 +65,10 @@ func (s *Store) Apply(config string, version uint64, content []byte, deleted boo
 		Schema string `json:"schema"`
 	}
 	if json.Unmarshal(content, &head) != nil || !strings.HasPrefix(head.Schema, "cuecast.flags/") {
+		if old, ok := s.remove(config); ok {
+			return false, fmt.Errorf("apply %s@%d: %w (no schema cuecast.flags/…): its flags are no longer served (%s@%d was a flag set)",
+				config, version, ErrNotFlagSet, config, old)
+		}
 		return false, nil
 	}
 	ev, err := flags.Compile(content)
@@ -69,16 +80,22 @@ func (s *Store) Apply(config string, version uint64, content []byte, deleted boo
 }
 
 // Delete removes config's flag set, if the store has it.
-func (s *Store) Delete(config string) {
+func (s *Store) Delete(config string) { s.remove(config) }
+
+// remove removes config's flag set and returns its version, if the store
+// has it.
+func (s *Store) remove(config string) (uint64, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	old := s.sets.Load()
-	if _, ok := old.sets[config]; !ok {
-		return
+	st, ok := old.sets[config]
+	if !ok {
+		return 0, false
 	}
 	next := maps.Clone(old.sets)
 	delete(next, config)
 	s.sets.Store(newSnapshot(next))
+	return st.version, true
 }
 
 // Version returns the version of config's flag set the store holds.

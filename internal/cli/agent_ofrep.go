@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -63,6 +64,7 @@ func (o *AgentOptions) validateOFREP() error {
 // "Other languages"): each version the agent writes that is a flag set is
 // compiled into the store as it is written.
 type agentOFREP struct {
+	log   *slog.Logger
 	store *ofrep.Store
 	srv   *http.Server
 	ln    net.Listener
@@ -86,7 +88,7 @@ func (a *agent) startOFREP() (*agentOFREP, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
-	o := &agentOFREP{store: store, srv: &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}}
+	o := &agentOFREP{log: a.env.Logger(), store: store, srv: &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}}
 	where := ""
 	if path, ok := strings.CutPrefix(a.opts.OFREP, "unix:"); ok {
 		if o.ln, err = listenSocket(path); err != nil {
@@ -154,12 +156,16 @@ func authWord(tokens, socket bool) string {
 	return "no tokens (--ofrep-insecure-local): any user of this host reads every flag set"
 }
 
-// apply puts s into the store when it is a flag set.
+// apply puts s into the store when it is a flag set, and takes the
+// config's set out when s is not one (any more).
 func (o *agentOFREP) apply(a *agent, s client.Snapshot) {
 	if o == nil {
 		return
 	}
-	if _, err := o.store.Apply(string(s.Config.Base()), s.Version, s.Content, s.Deleted); err != nil {
+	switch _, err := o.store.Apply(string(s.Config.Base()), s.Version, s.Content, s.Deleted); {
+	case errors.Is(err, ofrep.ErrNotFlagSet):
+		o.log.Warn("OFREP: no longer a flag set; its flags are no longer served", "instance", a.opts.Instance, "config", s.Config, "version", s.Version, "err", err)
+	case err != nil:
 		// The client verified the version, but this build cannot evaluate
 		// it: OFREP goes on serving the version before.
 		fmt.Fprintf(a.env.IO.ErrOut, "agent %s: OFREP keeps the version before: %v\n", a.opts.Instance, err)

@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"errors"
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/distributor"
@@ -29,7 +30,8 @@ func newPublishedFlags(tokens *ofrep.Tokens) (*publishedFlags, error) {
 }
 
 // sync applies the latest version of each config in status that it has
-// not seen: a flag set is compiled into the store, a tombstone removes it.
+// not seen: a flag set is compiled into the store, a tombstone or a version
+// that is no longer a flag set removes it.
 // A version whose content cannot be read now is tried again next sample.
 func (s *Server) syncFlags(ctx context.Context, status []distributor.ConfigStatus) {
 	pf := s.flags
@@ -52,7 +54,10 @@ func (s *Server) syncFlags(ctx context.Context, status []distributor.ConfigStatu
 				continue
 			}
 		}
-		if _, err := pf.store.Apply(string(cs.Config), latest, body, cs.Latest.Deleted); err != nil {
+		switch _, err := pf.store.Apply(string(cs.Config), latest, body, cs.Latest.Deleted); {
+		case errors.Is(err, ofrep.ErrNotFlagSet):
+			s.log.Warn("OFREP: no longer a flag set; its flags are no longer served", "config", cs.Config, "version", latest, "err", err)
+		case err != nil:
 			s.log.Warn("OFREP: flag set not served; the version before it is", "config", cs.Config, "version", latest, "err", err)
 		}
 		pf.seen[cs.Config] = latest

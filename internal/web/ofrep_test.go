@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -122,5 +123,51 @@ func TestServeOFREPOffWithoutTokens(t *testing.T) {
 				t.Errorf("POST %s (token %q): %d, want 404", url, token, code)
 			}
 		}
+	}
+}
+
+// TestServeOFREPNoLongerAFlagSet: growth's schema taken out of the
+// manifest makes growth/flags@2 a plain config; serve stops serving its
+// flags (as for a deleted config) and logs a warning saying so, instead of
+// answering version 1's flags for ever.
+func TestServeOFREPNoLongerAFlagSet(t *testing.T) {
+	growth := strings.Repeat("g", 40)
+	tokens, err := ofrep.ParseTokens("tokens", []byte("growth "+growth+"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf syncBuffer
+	f := start(t, fixtureOptions{ofrepTokens: tokens, log: slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn})})
+	flag, bulk := f.base+"/ofrep/v1/evaluate/flags/growth/flags/new-checkout", f.base+"/ofrep/v1/evaluate/flags"
+	user1 := `{"context": {"targetingKey": "user-1"}}`
+	poll.Until(t, "growth/flags over OFREP", poll.Patience, func() (bool, string) {
+		code, got := ofrepPost(t, flag, growth, user1)
+		return code == 200, fmt.Sprint(code, got)
+	})
+
+	b, err := os.ReadFile(filepath.Join(f.repo.Dir, "cuecast.cue"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	manifest := strings.Replace(string(b), "\tschema:      \"github.com/cuecast/cuecast/schemas#FlagSet\"\n", "", 1)
+	if manifest == string(b) {
+		t.Fatal("cuecast.cue: growth's schema line not found")
+	}
+	f.repo.CommitFiles("growth: no schema", map[string]string{"cuecast.cue": manifest})
+	f.p.Tailer.Wake()
+	poll.Until(t, "the warning that growth/flags is no longer a flag set", poll.Patience, func() (bool, string) {
+		for _, r := range buf.records(t) {
+			if r["config"] == "growth/flags" && strings.Contains(fmt.Sprint(r["msg"]), "no longer a flag set") {
+				return true, ""
+			}
+		}
+		_, got := ofrepPost(t, flag, growth, user1)
+		return false, fmt.Sprint("no warning; OFREP answers ", got)
+	})
+	if code, got := ofrepPost(t, flag, growth, user1); code != 404 || got["errorCode"] != ofrep.CodeFlagNotFound {
+		t.Errorf("new-checkout: %d %v, want 404 FLAG_NOT_FOUND", code, got)
+	}
+	if code, got := ofrepPost(t, bulk, growth, user1); code != 200 || len(got["flags"].([]any)) != 0 || len(got["metadata"].(map[string]any)) != 0 {
+		t.Errorf("bulk: %d %v, want 200 and no flags", code, got)
 	}
 }
