@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -285,6 +286,8 @@ func readError(err error) (string, error) {
 		// The body itself is not an object: say so in JSON's words, not
 		// in the Go type it failed to decode into.
 		return CodeParseError, fmt.Errorf("request body must be a JSON object, not %s: want {\"context\": {...}}", typeErr.Value)
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return CodeParseError, errors.New("request body not received in time")
 	case errors.Is(err, io.EOF):
 		return CodeParseError, errors.New("empty request body: want {\"context\": {...}}")
 	}

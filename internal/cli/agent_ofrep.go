@@ -15,6 +15,7 @@ import (
 
 	"github.com/cuecast/cuecast/client"
 	"github.com/cuecast/cuecast/flags/ofrep"
+	"github.com/cuecast/cuecast/internal/reqbody"
 )
 
 // validateOFREP checks --ofrep, --ofrep-tokens and --ofrep-insecure-local:
@@ -88,7 +89,7 @@ func (a *agent) startOFREP() (*agentOFREP, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
-	o := &agentOFREP{log: a.env.Logger(), store: store, srv: &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}}
+	o := &agentOFREP{log: a.env.Logger(), store: store, srv: ofrepServer(h, 0)}
 	where := ""
 	if path, ok := strings.CutPrefix(a.opts.OFREP, "unix:"); ok {
 		if o.ln, err = listenSocket(path); err != nil {
@@ -104,6 +105,13 @@ func (a *agent) startOFREP() (*agentOFREP, error) {
 	go o.srv.Serve(o.ln)
 	fmt.Fprintf(a.env.IO.ErrOut, "agent %s: OFREP at %s/ofrep/v1/ (%s)\n", a.opts.Instance, where, authWord(tokens != nil, o.sock != ""))
 	return o, nil
+}
+
+// ofrepServer is the agent's OFREP server for h, each request body given
+// bodyTimeout to arrive (reqbody.DefaultTimeout when zero; tests shorten
+// it).
+func ofrepServer(h http.Handler, bodyTimeout time.Duration) *http.Server {
+	return &http.Server{Handler: reqbody.Bound(h, bodyTimeout), ReadHeaderTimeout: 10 * time.Second}
 }
 
 // socketMode lets the agent's user and the socket's group connect (a Unix

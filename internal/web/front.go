@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"sync/atomic"
 	"time"
+
+	"github.com/cuecast/cuecast/internal/reqbody"
 )
 
 // Front answers on the operations server's address from the moment the
@@ -20,9 +22,12 @@ import (
 // runs and is getting on) and every other path 503 naming what the start
 // waits for; after, the Server answers.
 type Front struct {
-	log   *slog.Logger
-	phase atomic.Pointer[string]
-	s     atomic.Pointer[Server]
+	log *slog.Logger
+	// bodyTimeout bounds the reading of each request's body
+	// (reqbody.Bound); tests shorten it.
+	bodyTimeout time.Duration
+	phase       atomic.Pointer[string]
+	s           atomic.Pointer[Server]
 }
 
 // NewFront returns a Front that says the process is starting.
@@ -30,7 +35,7 @@ func NewFront(log *slog.Logger) *Front {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	f := &Front{log: log}
+	f := &Front{log: log, bodyTimeout: reqbody.DefaultTimeout}
 	f.Starting("starting")
 	return f
 }
@@ -63,7 +68,7 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // returns the listener's error, or nil after a shutdown caused by ctx.
 func (f *Front) Serve(ctx context.Context, ln net.Listener) error {
 	hs := &http.Server{
-		Handler:           f,
+		Handler:           reqbody.Bound(f, f.bodyTimeout),
 		ReadHeaderTimeout: 10 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 		ErrorLog:          slog.NewLogLogger(f.log.Handler(), slog.LevelWarn),

@@ -1,0 +1,127 @@
+package cli
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cuecast/cuecast/flags/ofrep"
+	"github.com/cuecast/cuecast/internal/poll"
+)
+
+const internalTestToken = "gggggggggggggggggggggggggggggggggggggggg" // reads growth
+
+// serveOFREP serves the agent's OFREP server, built as startOFREP builds
+// it over a store holding growth/flags, on a loopback port until the test
+// ends; tokens as --ofrep-tokens when withTokens.
+func serveOFREP(t *testing.T, bodyTimeout time.Duration, withTokens bool) string {
+	t.Helper()
+	var tokens *ofrep.Tokens
+	if withTokens {
+		var err error
+		if tokens, err = ofrep.ParseTokens("tokens", []byte("growth "+internalTestToken+"\n")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	store := ofrep.NewStore()
+	set := `{"schema": "cuecast.flags/v1", "flags": {"b": {"type": "bool", "variants": {"on": true, "off": false}, "on": true, "offVariant": "off", "defaultVariant": "on", "salt": "b"}}}`
+	if _, err := store.Apply("growth/flags", 1, []byte(set), false); err != nil {
+		t.Fatal(err)
+	}
+	h, err := ofrep.New(ofrep.Options{Store: store, Tokens: tokens})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := ofrepServer(h, bodyTimeout)
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return ln.Addr().String()
+}
+
+// partialRequest sends a POST's headers announcing a 100-byte body, and
+// one byte of it, on a new connection to addr; it returns the reply read
+// in the background: a status line, or why none came.
+func partialRequest(t *testing.T, addr, path string, header ...string) <-chan string {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	req := "POST " + path + " HTTP/1.1\r\nHost: " + addr + "\r\nContent-Type: application/json\r\nContent-Length: 100\r\n"
+	for i := 0; i+1 < len(header); i += 2 {
+		req += header[i] + ": " + header[i+1] + "\r\n"
+	}
+	if _, err := io.WriteString(conn, req+"\r\n{"); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan string, 1)
+	go func() {
+		res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			got <- "no reply: " + err.Error()
+			return
+		}
+		b, _ := io.ReadAll(res.Body)
+		got <- fmt.Sprintf("%d %s", res.StatusCode, strings.TrimSpace(string(b)))
+	}()
+	return got
+}
+
+// TestAgentOFREPSlowBody: the agent's OFREP answers a request it refuses
+// before reading its body (no token, an unknown one, another namespace's
+// key, another path) at once, however little of the body has come; and a body
+// that does not arrive in time is a 400 PARSE_ERROR, not a connection
+// held for ever. Under a body timeout of an hour, an answer to a refused
+// request can only be the refusal's own.
+func TestAgentOFREPSlowBody(t *testing.T) {
+	patient := serveOFREP(t, time.Hour, true)
+	for _, c := range []struct {
+		path   string
+		header []string
+		want   string
+	}{
+		{"/ofrep/v1/evaluate/flags/growth/flags/b", nil, "401 "},
+		{"/ofrep/v1/evaluate/flags", []string{"X-API-Key", strings.Repeat("x", 40)}, "401 "},
+		{"/ofrep/v1/evaluate/flags/payments/flags/b", []string{"Authorization", "Bearer " + internalTestToken}, "403 "},
+		{"/elsewhere", nil, "404 "},
+	} {
+		got := poll.Receive(t, c.path+"'s refusal", poll.Patience, partialRequest(t, patient, c.path, c.header...))
+		if !strings.HasPrefix(got, c.want) {
+			t.Errorf("POST %s %v: %s, want %s", c.path, c.header, got, c.want)
+		}
+	}
+
+	// A body read to its end keeps the connection for the next request.
+	req, err := http.NewRequest(http.MethodPost, "http://"+patient+"/ofrep/v1/evaluate/flags/growth/flags/b", strings.NewReader(`{"context": {}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+internalTestToken)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK || res.Close {
+		t.Errorf("a whole request: %d, connection closed %v; want 200 on a connection kept", res.StatusCode, res.Close)
+	}
+
+	for name, withTokens := range map[string]bool{"token holder": true, "insecure-local": false} {
+		hasty := serveOFREP(t, 50*time.Millisecond, withTokens)
+		got := poll.Receive(t, name+": the reply to a partial body", poll.Patience,
+			partialRequest(t, hasty, "/ofrep/v1/evaluate/flags/growth/flags/b", "Authorization", "Bearer "+internalTestToken))
+		if !strings.HasPrefix(got, "400 ") || !strings.Contains(got, ofrep.CodeParseError) {
+			t.Errorf("%s: got %s, want 400 %s", name, got, ofrep.CodeParseError)
+		}
+	}
+}
