@@ -126,12 +126,17 @@ func (h *Handler) single(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, failure{Key: key, ErrorCode: code, ErrorDetails: err.Error()})
 		return
 	}
+	snap := h.o.Store.sets.Load()
+	if snap.notReady != "" {
+		writeNotReady(w, key, snap.notReady)
+		return
+	}
 	if !addressed {
 		writeJSON(w, http.StatusNotFound, failure{Key: key, ErrorCode: CodeFlagNotFound,
 			ErrorDetails: fmt.Sprintf("flag %q: address a flag as <config path>/<flag>, like growth/flags/new-checkout", key)})
 		return
 	}
-	st := h.o.Store.sets.Load().sets[config]
+	st := snap.sets[config]
 	if st == nil {
 		writeJSON(w, http.StatusNotFound, failure{Key: key, ErrorCode: CodeFlagNotFound,
 			ErrorDetails: fmt.Sprintf("no flag set %s here", config)})
@@ -156,6 +161,10 @@ func (h *Handler) bulk(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	snap := h.o.Store.sets.Load()
+	if snap.notReady != "" {
+		writeNotReady(w, "", snap.notReady)
+		return
+	}
 	out := bulkSuccess{Flags: []success{}, Metadata: map[string]uint64{}}
 	for _, config := range snap.configs {
 		st := snap.sets[config]
@@ -329,6 +338,29 @@ func jsonKind(v any) string {
 		return "an array"
 	}
 	return fmt.Sprintf("%T", v)
+}
+
+// NotReady answers r, a request to an OFREP path of a server that cannot
+// evaluate yet (still starting, its store not filled), with 500 GENERAL
+// "not ready: why": the spec's status for a server that cannot evaluate,
+// in the body the providers read as an error (with the key on a single
+// evaluation), so that they return the caller's default and say why.
+// Not 503 and Retry-After, which the spec does not list and the providers
+// do not read.
+func NotReady(w http.ResponseWriter, r *http.Request, why string) {
+	key, _ := strings.CutPrefix(r.URL.Path, singlePrefix)
+	if key == r.URL.Path {
+		key = ""
+	}
+	writeNotReady(w, key, why)
+}
+
+// singlePrefix starts a single evaluation's path; the key follows.
+const singlePrefix = "/ofrep/v1/evaluate/flags/"
+
+// writeNotReady is NotReady's answer for key ("" for a bulk evaluation).
+func writeNotReady(w http.ResponseWriter, key, why string) {
+	writeJSON(w, http.StatusInternalServerError, failure{Key: key, ErrorCode: CodeGeneral, ErrorDetails: "not ready: " + why})
 }
 
 // writeStatus answers a status the spec gives no body (401, 403) with the

@@ -491,3 +491,44 @@ func isFloat(raw string) bool {
 	json.Unmarshal([]byte(raw), &v)
 	return strings.ContainsAny(string(v.Value), ".eE")
 }
+
+// TestStoreNotReady: a store not yet filled answers every evaluation with
+// 500 GENERAL "not ready", in the shape the providers read (a key on a
+// single evaluation), never a FLAG_NOT_FOUND or an empty bulk that a
+// caller would take for the truth; tokens are still checked first. Once
+// ready, it evaluates.
+func TestStoreNotReady(t *testing.T) {
+	tokens, err := ofrep.ParseTokens("tokens", []byte("growth "+tokenB+"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := ofrep.NewStore()
+	st.SetNotReady("no fleet sample yet")
+	srv := newServer(t, st, tokens)
+	flag, bulk := srv.URL+"/ofrep/v1/evaluate/flags/growth/flags/b", srv.URL+"/ofrep/v1/evaluate/flags"
+	bearer := []string{"Authorization", "Bearer " + tokenB}
+	r := post(t, flag, `{"context": {}}`, bearer...)
+	want := map[string]any{"key": "growth/flags/b", "errorCode": "GENERAL", "errorDetails": "not ready: no fleet sample yet"}
+	if r.code != 500 || !reflect.DeepEqual(r.body, want) {
+		t.Errorf("single: %d %s, want 500 %v", r.code, r.raw, want)
+	}
+	r = post(t, bulk, `{"context": {}}`, bearer...)
+	delete(want, "key")
+	if r.code != 500 || !reflect.DeepEqual(r.body, want) || r.header.Get("ETag") != "" {
+		t.Errorf("bulk: %d %s ETag %q, want 500 %v without an ETag", r.code, r.raw, r.header.Get("ETag"), want)
+	}
+	if r := post(t, flag, `{"context": {}}`); r.code != 401 {
+		t.Errorf("no token: %d, want 401", r.code)
+	}
+
+	if _, err := st.Apply("growth/flags", 1, []byte(testSet), false); err != nil {
+		t.Fatal(err)
+	}
+	if r := post(t, flag, `{"context": {}}`, bearer...); r.code != 500 {
+		t.Errorf("filled, not yet ready: %d %s, want 500", r.code, r.raw)
+	}
+	st.SetReady()
+	if r := post(t, flag, `{"context": {}}`, bearer...); r.code != 200 || r.body["value"] != true {
+		t.Errorf("ready: %d %s, want 200 true", r.code, r.raw)
+	}
+}

@@ -29,6 +29,8 @@ type Store struct {
 type snapshot struct {
 	sets    map[string]*set
 	configs []string // sorted: the order of a bulk evaluation
+	// notReady, when set, is why no evaluation is answered (SetNotReady).
+	notReady string
 }
 
 // set is one flag set version.
@@ -94,8 +96,24 @@ func (s *Store) remove(config string) (uint64, bool) {
 	}
 	next := maps.Clone(old.sets)
 	delete(next, config)
-	s.sets.Store(newSnapshot(next))
+	s.sets.Store(newSnapshot(next, old.notReady))
 	return st.version, true
+}
+
+// SetNotReady makes every evaluation answer 500 GENERAL "not ready: why"
+// until SetReady (NotReady): for a store not yet filled, whose
+// FLAG_NOT_FOUND or empty bulk evaluation a caller would take for the
+// truth.
+func (s *Store) SetNotReady(why string) { s.setNotReady(why) }
+
+// SetReady ends SetNotReady: evaluations read the store's flag sets.
+func (s *Store) SetReady() { s.setNotReady("") }
+
+func (s *Store) setNotReady(why string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old := s.sets.Load()
+	s.sets.Store(&snapshot{sets: old.sets, configs: old.configs, notReady: why})
 }
 
 // Version returns the version of config's flag set the store holds.
@@ -110,13 +128,14 @@ func (s *Store) Version(config string) (uint64, bool) {
 func (s *Store) put(st *set) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	next := maps.Clone(s.sets.Load().sets)
+	old := s.sets.Load()
+	next := maps.Clone(old.sets)
 	next[st.config] = st
-	s.sets.Store(newSnapshot(next))
+	s.sets.Store(newSnapshot(next, old.notReady))
 }
 
-func newSnapshot(sets map[string]*set) *snapshot {
-	return &snapshot{sets: sets, configs: slices.Sorted(maps.Keys(sets))}
+func newSnapshot(sets map[string]*set, notReady string) *snapshot {
+	return &snapshot{sets: sets, configs: slices.Sorted(maps.Keys(sets)), notReady: notReady}
 }
 
 // namespaceOf is a config path's first segment.

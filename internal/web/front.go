@@ -7,9 +7,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/cuecast/cuecast/flags/ofrep"
 	"github.com/cuecast/cuecast/internal/reqbody"
 )
 
@@ -52,6 +54,11 @@ func (f *Front) Open(s *Server) {
 func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if s := f.s.Load(); s != nil {
 		s.mux.ServeHTTP(w, r)
+		return
+	}
+	if strings.HasPrefix(r.URL.Path, "/ofrep/") {
+		// OFREP's callers are SDKs, which read OFREP's errors, not a 503.
+		ofrep.NotReady(w, r, "starting: "+*f.phase.Load())
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")

@@ -18,6 +18,8 @@ type publishedFlags struct {
 	// not, so that a config's content is read once per version. Only
 	// Sample, which is serialized, touches it.
 	seen map[cuecast.ConfigPath]uint64
+	// ready: the store has been filled (Sample only).
+	ready bool
 }
 
 func newPublishedFlags(tokens *ofrep.Tokens) (*publishedFlags, error) {
@@ -26,6 +28,9 @@ func newPublishedFlags(tokens *ofrep.Tokens) (*publishedFlags, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Until the first sample fills it, an evaluation would answer
+	// FLAG_NOT_FOUND for a flag that exists.
+	store.SetNotReady("no fleet sample yet")
 	return &publishedFlags{store: store, handler: h, seen: map[cuecast.ConfigPath]uint64{}}, nil
 }
 
@@ -39,6 +44,7 @@ func (s *Server) syncFlags(ctx context.Context, status []distributor.ConfigStatu
 	if pf == nil || !ok {
 		return
 	}
+	complete := true
 	for _, cs := range status {
 		latest := cs.Latest.Version
 		if latest == 0 || pf.seen[cs.Config] == latest {
@@ -51,6 +57,7 @@ func (s *Server) syncFlags(ctx context.Context, status []distributor.ConfigStatu
 				if ctx.Err() == nil {
 					s.log.Warn("OFREP: read the latest version", "config", cs.Config, "version", latest, "err", err)
 				}
+				complete = false
 				continue
 			}
 		}
@@ -61,5 +68,12 @@ func (s *Server) syncFlags(ctx context.Context, status []distributor.ConfigStatu
 			s.log.Warn("OFREP: flag set not served; the version before it is", "config", cs.Config, "version", latest, "err", err)
 		}
 		pf.seen[cs.Config] = latest
+	}
+	// Ready once every config's latest version was applied; later, a
+	// version not read yet leaves the one before it served until the next
+	// sample, as between two samples.
+	if complete && !pf.ready {
+		pf.store.SetReady()
+		pf.ready = true
 	}
 }
