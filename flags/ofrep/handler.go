@@ -343,16 +343,22 @@ func jsonKind(v any) string {
 // NotReady answers r, a request to an OFREP path of a server that cannot
 // evaluate yet (still starting, its store not filled), with 500 GENERAL
 // "not ready: why": the spec's status for a server that cannot evaluate,
-// in the body the providers read as an error (with the key on a single
-// evaluation), so that they return the caller's default and say why.
-// Not 503 and Retry-After, which the spec does not list and the providers
-// do not read.
+// in the body the providers read as an error, so that they return the
+// caller's default and say why. Not 503 and Retry-After, which the spec
+// does not list and the providers do not read.
 func NotReady(w http.ResponseWriter, r *http.Request, why string) {
-	key, _ := strings.CutPrefix(r.URL.Path, singlePrefix)
-	if key == r.URL.Path {
+	Error(w, r, http.StatusInternalServerError, "not ready: "+why)
+}
+
+// Error answers r, a request to an OFREP path that a server refuses before
+// evaluating, with status and OFREP's error JSON: GENERAL and details,
+// with the key of a single evaluation, as the providers expect.
+func Error(w http.ResponseWriter, r *http.Request, status int, details string) {
+	key, single := strings.CutPrefix(r.URL.Path, singlePrefix)
+	if !single {
 		key = ""
 	}
-	writeNotReady(w, key, why)
+	writeJSON(w, status, failure{Key: key, ErrorCode: CodeGeneral, ErrorDetails: details})
 }
 
 // singlePrefix starts a single evaluation's path; the key follows.

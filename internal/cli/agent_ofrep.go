@@ -89,7 +89,8 @@ func (a *agent) startOFREP() (*agentOFREP, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
-	o := &agentOFREP{log: a.env.Logger(), store: store, srv: ofrepServer(h, 0)}
+	tcp := !strings.HasPrefix(a.opts.OFREP, "unix:")
+	o := &agentOFREP{log: a.env.Logger(), store: store, srv: ofrepServer(h, 0, tcp)}
 	where := ""
 	if path, ok := strings.CutPrefix(a.opts.OFREP, "unix:"); ok {
 		if o.ln, err = listenSocket(path); err != nil {
@@ -109,9 +110,45 @@ func (a *agent) startOFREP() (*agentOFREP, error) {
 
 // ofrepServer is the agent's OFREP server for h, each request body given
 // bodyTimeout to arrive (reqbody.DefaultTimeout when zero; tests shorten
-// it).
-func ofrepServer(h http.Handler, bodyTimeout time.Duration) *http.Server {
+// it). On TCP it answers only requests addressed to loopback
+// (loopbackHost).
+func ofrepServer(h http.Handler, bodyTimeout time.Duration, tcp bool) *http.Server {
+	if tcp {
+		h = loopbackHost(h)
+	}
 	return &http.Server{Handler: reqbody.Bound(h, bodyTimeout), ReadHeaderTimeout: 10 * time.Second}
+}
+
+// loopbackHost answers 421 Misdirected Request to a request whose Host is
+// not a loopback address or localhost. A web page whose name an attacker
+// rebinds to 127.0.0.1 reaches the loopback port from a browser on the
+// host, with its own name as Host, and a text/plain POST needs no CORS
+// preflight: without this, an --ofrep-insecure-local agent's flags are
+// the page's to read. A Unix socket is out of a browser's reach.
+func loopbackHost(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !isLoopbackHost(r.Host) {
+			ofrep.Error(w, r, http.StatusMisdirectedRequest,
+				fmt.Sprintf("host %q: this agent answers requests to 127.0.0.1, [::1] or localhost only", r.Host))
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// isLoopbackHost reports whether a Host header, with or without a port,
+// names a loopback address or localhost.
+func isLoopbackHost(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	} else {
+		host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // socketMode lets the agent's user and the socket's group connect (a Unix

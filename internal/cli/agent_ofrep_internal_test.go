@@ -41,7 +41,7 @@ func serveOFREP(t *testing.T, bodyTimeout time.Duration, withTokens bool) string
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := ofrepServer(h, bodyTimeout)
+	srv := ofrepServer(h, bodyTimeout, true)
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
 	return ln.Addr().String()
@@ -122,6 +122,54 @@ func TestAgentOFREPSlowBody(t *testing.T) {
 			partialRequest(t, hasty, "/ofrep/v1/evaluate/flags/growth/flags/b", "Authorization", "Bearer "+internalTestToken))
 		if !strings.HasPrefix(got, "400 ") || !strings.Contains(got, ofrep.CodeParseError) {
 			t.Errorf("%s: got %s, want 400 %s", name, got, ofrep.CodeParseError)
+		}
+	}
+}
+
+// TestAgentOFREPRebinding: a web page on the host, its name rebound to
+// 127.0.0.1, reaches the agent's loopback OFREP from the browser (a
+// text/plain POST needs no CORS preflight) with its own name as Host; the
+// agent answers only requests addressed to a loopback address or
+// localhost, so the page reads nothing, with or without tokens.
+func TestAgentOFREPRebinding(t *testing.T) {
+	addr := serveOFREP(t, time.Hour, false)
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		host string
+		code int
+	}{
+		{"rebind.attacker.example:" + port, http.StatusMisdirectedRequest},
+		{"rebind.attacker.example", http.StatusMisdirectedRequest},
+		{"localhost.attacker.example:" + port, http.StatusMisdirectedRequest},
+		{"127.0.0.1.nip.io:" + port, http.StatusMisdirectedRequest},
+		{"192.168.1.10:" + port, http.StatusMisdirectedRequest},
+		{"127.0.0.1:" + port, http.StatusOK},
+		{"127.0.0.1", http.StatusOK},
+		{"localhost:" + port, http.StatusOK},
+		{"LocalHost", http.StatusOK},
+		{"[::1]:" + port, http.StatusOK},
+		{"[::1]", http.StatusOK},
+	} {
+		req, err := http.NewRequest(http.MethodPost, "http://"+addr+"/ofrep/v1/evaluate/flags", strings.NewReader(`{"context": {"targetingKey": "u"}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = c.host
+		req.Header.Set("Content-Type", "text/plain")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != c.code {
+			t.Errorf("Host %s: %d %s, want %d", c.host, res.StatusCode, b, c.code)
+		}
+		if c.code != http.StatusOK && (strings.Contains(string(b), "growth/flags") || !strings.Contains(string(b), `"errorCode":"GENERAL"`)) {
+			t.Errorf("Host %s: %s, want OFREP's error JSON and no flag", c.host, b)
 		}
 	}
 }
