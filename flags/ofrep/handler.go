@@ -94,10 +94,17 @@ type optInt int
 
 func (n optInt) IsZero() bool { return n < 0 }
 
-// failure is the spec's evaluationFailure, flagNotFound and
-// bulkEvaluationFailure (without a key).
+// failure is the spec's evaluationFailure and flagNotFound: a single
+// evaluation's error, whose key the spec requires (and the providers
+// check), even when it is empty.
 type failure struct {
-	Key          string `json:"key,omitempty"`
+	Key          string `json:"key"`
+	ErrorCode    string `json:"errorCode"`
+	ErrorDetails string `json:"errorDetails,omitempty"`
+}
+
+// bulkFailure is the spec's bulkEvaluationFailure: no key.
+type bulkFailure struct {
 	ErrorCode    string `json:"errorCode"`
 	ErrorDetails string `json:"errorDetails,omitempty"`
 }
@@ -111,14 +118,14 @@ type bulkSuccess struct {
 
 func (h *Handler) single(w http.ResponseWriter, r *http.Request) {
 	key := r.PathValue("key")
-	allowed, ok := h.authenticate(w, r)
+	allowed, ok := h.authenticate(w, r, &key)
 	if !ok {
 		return
 	}
 	config, name, addressed := splitKey(key)
 	if addressed && allowed != nil && !slices.Contains(allowed, namespaceOf(config)) {
 		// From the key alone: a 403 says nothing of whether the flag exists.
-		writeStatus(w, http.StatusForbidden, fmt.Sprintf("this token does not read namespace %q", namespaceOf(config)))
+		writeError(w, http.StatusForbidden, &key, CodeGeneral, fmt.Sprintf("this token does not read namespace %q", namespaceOf(config)))
 		return
 	}
 	evalCtx, code, err := h.readContext(w, r)
@@ -128,7 +135,7 @@ func (h *Handler) single(w http.ResponseWriter, r *http.Request) {
 	}
 	snap := h.o.Store.sets.Load()
 	if snap.notReady != "" {
-		writeNotReady(w, key, snap.notReady)
+		writeError(w, http.StatusInternalServerError, &key, CodeGeneral, "not ready: "+snap.notReady)
 		return
 	}
 	if !addressed {
@@ -151,18 +158,18 @@ func (h *Handler) single(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) bulk(w http.ResponseWriter, r *http.Request) {
-	allowed, ok := h.authenticate(w, r)
+	allowed, ok := h.authenticate(w, r, nil)
 	if !ok {
 		return
 	}
 	evalCtx, code, err := h.readContext(w, r)
 	if err != nil {
-		writeJSON(w, http.StatusBadRequest, failure{ErrorCode: code, ErrorDetails: err.Error()})
+		writeError(w, http.StatusBadRequest, nil, code, err.Error())
 		return
 	}
 	snap := h.o.Store.sets.Load()
 	if snap.notReady != "" {
-		writeNotReady(w, "", snap.notReady)
+		writeError(w, http.StatusInternalServerError, nil, CodeGeneral, "not ready: "+snap.notReady)
 		return
 	}
 	out := bulkSuccess{Flags: []success{}, Metadata: map[string]uint64{}}
@@ -178,7 +185,7 @@ func (h *Handler) bulk(w http.ResponseWriter, r *http.Request) {
 	}
 	body, err := json.Marshal(out)
 	if err != nil {
-		writeJSON(w, http.StatusInternalServerError, failure{ErrorCode: CodeGeneral, ErrorDetails: err.Error()})
+		writeError(w, http.StatusInternalServerError, nil, CodeGeneral, err.Error())
 		return
 	}
 	// The ETag is the response's own digest: it changes exactly when what
@@ -229,8 +236,9 @@ func (f float) MarshalJSON() ([]byte, error) {
 
 // authenticate returns the namespaces the request's token reads, nil for
 // all when there are no Tokens; it answers 401 and returns false when a
-// token is required and none known is given.
-func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) ([]string, bool) {
+// token is required and none known is given. key is a single evaluation's
+// key, nil for a bulk evaluation.
+func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request, key *string) ([]string, bool) {
 	if h.o.Tokens == nil {
 		return nil, true
 	}
@@ -244,7 +252,7 @@ func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) ([]string
 	ns := h.o.Tokens.namespaces(tok)
 	if ns == nil {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="ofrep"`)
-		writeStatus(w, http.StatusUnauthorized, "a token is required: Authorization: Bearer <token> or X-API-Key: <token>")
+		writeError(w, http.StatusUnauthorized, key, CodeGeneral, "a token is required: Authorization: Bearer <token> or X-API-Key: <token>")
 		return nil, false
 	}
 	return ns, true
@@ -354,25 +362,23 @@ func NotReady(w http.ResponseWriter, r *http.Request, why string) {
 // evaluating, with status and OFREP's error JSON: GENERAL and details,
 // with the key of a single evaluation, as the providers expect.
 func Error(w http.ResponseWriter, r *http.Request, status int, details string) {
-	key, single := strings.CutPrefix(r.URL.Path, singlePrefix)
-	if !single {
-		key = ""
+	var key *string
+	if k, single := strings.CutPrefix(r.URL.Path, "/ofrep/v1/evaluate/flags/"); single {
+		key = &k
 	}
-	writeJSON(w, status, failure{Key: key, ErrorCode: CodeGeneral, ErrorDetails: details})
+	writeError(w, status, key, CodeGeneral, details)
 }
 
-// singlePrefix starts a single evaluation's path; the key follows.
-const singlePrefix = "/ofrep/v1/evaluate/flags/"
-
-// writeNotReady is NotReady's answer for key ("" for a bulk evaluation).
-func writeNotReady(w http.ResponseWriter, key, why string) {
-	writeJSON(w, http.StatusInternalServerError, failure{Key: key, ErrorCode: CodeGeneral, ErrorDetails: "not ready: " + why})
-}
-
-// writeStatus answers a status the spec gives no body (401, 403) with the
-// generalErrorResponse shape, so that a person reading it learns why.
-func writeStatus(w http.ResponseWriter, code int, details string) {
-	writeJSON(w, code, failure{ErrorCode: CodeGeneral, ErrorDetails: details})
+// writeError answers an error: the spec's evaluationFailure with the key of
+// a single evaluation, bulkEvaluationFailure for a bulk one (key nil). The
+// spec gives 401 and 403 no body; they get one too, so that a person
+// reading it learns why.
+func writeError(w http.ResponseWriter, status int, key *string, code, details string) {
+	if key == nil {
+		writeJSON(w, status, bulkFailure{ErrorCode: code, ErrorDetails: details})
+		return
+	}
+	writeJSON(w, status, failure{Key: *key, ErrorCode: code, ErrorDetails: details})
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

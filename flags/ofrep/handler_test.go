@@ -3,6 +3,7 @@ package ofrep_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -140,8 +141,10 @@ func TestSingle(t *testing.T) {
 			map[string]any{"key": "payments/other/b", "errorCode": "FLAG_NOT_FOUND", "errorDetails": "no flag set payments/other here"}},
 		{"a bare flag name", "b", `{"context": {}}`, 404,
 			map[string]any{"key": "b", "errorCode": "FLAG_NOT_FOUND", "errorDetails": `flag "b": address a flag as <config path>/<flag>, like growth/flags/new-checkout`}},
+		// The spec's flagNotFound requires the key, empty or not: without
+		// one, the Node provider reports GENERAL instead.
 		{"no key", "", `{"context": {}}`, 404,
-			map[string]any{"errorCode": "FLAG_NOT_FOUND", "errorDetails": `flag "": address a flag as <config path>/<flag>, like growth/flags/new-checkout`}},
+			map[string]any{"key": "", "errorCode": "FLAG_NOT_FOUND", "errorDetails": `flag "": address a flag as <config path>/<flag>, like growth/flags/new-checkout`}},
 		{"malformed body", "payments/flags/b", `{"context": {`, 400,
 			map[string]any{"key": "payments/flags/b", "errorCode": "PARSE_ERROR", "errorDetails": "request body: unexpected EOF"}},
 		{"empty body", "payments/flags/b", ``, 400,
@@ -301,6 +304,12 @@ func TestTokens(t *testing.T) {
 			}
 			if c.code == 401 && r.header.Get("WWW-Authenticate") == "" {
 				t.Error("401 without WWW-Authenticate")
+			}
+			// A single evaluation's error carries its key, as the
+			// providers expect; a bulk one none.
+			key, hasKey := r.body["key"]
+			if single := strings.HasPrefix(c.url, flag); c.code != 200 && (hasKey != single || single && !strings.HasSuffix(c.url, "/"+fmt.Sprint(key))) {
+				t.Errorf("error body %s: key %v (present %v), want it present on a single evaluation only", r.raw, key, hasKey)
 			}
 		})
 	}
