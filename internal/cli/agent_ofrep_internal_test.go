@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"bufio"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -12,6 +10,7 @@ import (
 
 	"github.com/cuecast/cuecast/flags/ofrep"
 	"github.com/cuecast/cuecast/internal/poll"
+	"github.com/cuecast/cuecast/internal/reqbody/reqbodytest"
 )
 
 const internalTestToken = "gggggggggggggggggggggggggggggggggggggggg" // reads growth
@@ -47,36 +46,6 @@ func serveOFREP(t *testing.T, bodyTimeout time.Duration, withTokens bool) string
 	return ln.Addr().String()
 }
 
-// partialRequest sends a POST's headers announcing a 100-byte body, and
-// one byte of it, on a new connection to addr; it returns the reply read
-// in the background: a status line, or why none came.
-func partialRequest(t *testing.T, addr, path string, header ...string) <-chan string {
-	t.Helper()
-	conn, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	req := "POST " + path + " HTTP/1.1\r\nHost: " + addr + "\r\nContent-Type: application/json\r\nContent-Length: 100\r\n"
-	for i := 0; i+1 < len(header); i += 2 {
-		req += header[i] + ": " + header[i+1] + "\r\n"
-	}
-	if _, err := io.WriteString(conn, req+"\r\n{"); err != nil {
-		t.Fatal(err)
-	}
-	got := make(chan string, 1)
-	go func() {
-		res, err := http.ReadResponse(bufio.NewReader(conn), nil)
-		if err != nil {
-			got <- "no reply: " + err.Error()
-			return
-		}
-		b, _ := io.ReadAll(res.Body)
-		got <- fmt.Sprintf("%d %s", res.StatusCode, strings.TrimSpace(string(b)))
-	}()
-	return got
-}
-
 // TestAgentOFREPSlowBody: the agent's OFREP answers a request it refuses
 // before reading its body (no token, an unknown one, another namespace's
 // key, another path) at once, however little of the body has come; and a body
@@ -95,7 +64,7 @@ func TestAgentOFREPSlowBody(t *testing.T) {
 		{"/ofrep/v1/evaluate/flags/payments/flags/b", []string{"Authorization", "Bearer " + internalTestToken}, "403 "},
 		{"/elsewhere", nil, "404 "},
 	} {
-		got := poll.Receive(t, c.path+"'s refusal", poll.Patience, partialRequest(t, patient, c.path, c.header...))
+		got := poll.Receive(t, c.path+"'s refusal", poll.Patience, reqbodytest.PartialRequest(t, patient, c.path, c.header...))
 		if !strings.HasPrefix(got, c.want) {
 			t.Errorf("POST %s %v: %s, want %s", c.path, c.header, got, c.want)
 		}
@@ -119,7 +88,7 @@ func TestAgentOFREPSlowBody(t *testing.T) {
 	for name, withTokens := range map[string]bool{"token holder": true, "insecure-local": false} {
 		hasty := serveOFREP(t, 50*time.Millisecond, withTokens)
 		got := poll.Receive(t, name+": the reply to a partial body", poll.Patience,
-			partialRequest(t, hasty, "/ofrep/v1/evaluate/flags/growth/flags/b", "Authorization", "Bearer "+internalTestToken))
+			reqbodytest.PartialRequest(t, hasty, "/ofrep/v1/evaluate/flags/growth/flags/b", "Authorization", "Bearer "+internalTestToken))
 		if !strings.HasPrefix(got, "400 ") || !strings.Contains(got, ofrep.CodeParseError) {
 			t.Errorf("%s: got %s, want 400 %s", name, got, ofrep.CodeParseError)
 		}

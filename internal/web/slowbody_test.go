@@ -1,49 +1,16 @@
 package web
 
 import (
-	"bufio"
 	"context"
-	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/cuecast/cuecast/flags/ofrep"
 	"github.com/cuecast/cuecast/internal/poll"
+	"github.com/cuecast/cuecast/internal/reqbody/reqbodytest"
 )
-
-// partialRequest sends a POST's headers announcing a 100-byte body, and
-// one byte of it, on a new connection to addr; it returns the reply read
-// in the background: a status line, or why none came.
-func partialRequest(t *testing.T, addr, path string, header ...string) <-chan string {
-	t.Helper()
-	conn, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	req := "POST " + path + " HTTP/1.1\r\nHost: " + addr + "\r\nContent-Type: application/json\r\nContent-Length: 100\r\n"
-	for i := 0; i+1 < len(header); i += 2 {
-		req += header[i] + ": " + header[i+1] + "\r\n"
-	}
-	if _, err := io.WriteString(conn, req+"\r\n{"); err != nil {
-		t.Fatal(err)
-	}
-	got := make(chan string, 1)
-	go func() {
-		res, err := http.ReadResponse(bufio.NewReader(conn), nil)
-		if err != nil {
-			got <- "no reply: " + err.Error()
-			return
-		}
-		b, _ := io.ReadAll(res.Body)
-		got <- fmt.Sprintf("%d %s", res.StatusCode, strings.TrimSpace(string(b)))
-	}()
-	return got
-}
 
 // serveFront serves f on a loopback port until the test ends.
 func serveFront(t *testing.T, f *Front) string {
@@ -95,7 +62,7 @@ func TestSlowBody(t *testing.T) {
 			{"/api/flags/set", []string{"Authorization", "Bearer wrong"}, "401 "},
 			{"/api/rollouts/halt/growth/flags", nil, "401 "},
 		} {
-			got := poll.Receive(t, c.path+"'s refusal", poll.Patience, partialRequest(t, patient, c.path, c.header...))
+			got := poll.Receive(t, c.path+"'s refusal", poll.Patience, reqbodytest.PartialRequest(t, patient, c.path, c.header...))
 			if !strings.HasPrefix(got, c.want) {
 				t.Errorf("POST %s %v: %s, want %s", c.path, c.header, got, c.want)
 			}
@@ -103,7 +70,7 @@ func TestSlowBody(t *testing.T) {
 	})
 	t.Run("a body that does not come: 400", func(t *testing.T) {
 		got := poll.Receive(t, "the reply to a partial body", poll.Patience,
-			partialRequest(t, hasty, "/ofrep/v1/evaluate/flags", "Authorization", "Bearer "+token))
+			reqbodytest.PartialRequest(t, hasty, "/ofrep/v1/evaluate/flags", "Authorization", "Bearer "+token))
 		if !strings.HasPrefix(got, "400 ") || !strings.Contains(got, ofrep.CodeParseError) {
 			t.Errorf("got %s, want 400 %s", got, ofrep.CodeParseError)
 		}
@@ -111,7 +78,7 @@ func TestSlowBody(t *testing.T) {
 	t.Run("starting: at once", func(t *testing.T) {
 		f := NewFront(nil)
 		f.bodyTimeout = time.Hour
-		got := poll.Receive(t, "the reply while starting", poll.Patience, partialRequest(t, serveFront(t, f), "/api/set"))
+		got := poll.Receive(t, "the reply while starting", poll.Patience, reqbodytest.PartialRequest(t, serveFront(t, f), "/api/set"))
 		if !strings.HasPrefix(got, "503 ") {
 			t.Errorf("got %s, want 503", got)
 		}
