@@ -20,8 +20,10 @@
 // rule that matched and the bucket position a rollout used.
 //
 // Errors are the spec's, never a 500 for what a request carries (a store
-// marked not ready, Store.SetNotReady, answers 500 GENERAL "not ready";
-// NotReady gives a server's own): an unknown flag or set is 404
+// marked not ready, Store.SetNotReady, answers 500 GENERAL "not ready", as
+// do a key of a config still waiting for its first version and a bulk
+// evaluation that would include one, Store.Pending; NotReady gives a
+// server's own): an unknown flag or set is 404
 // FLAG_NOT_FOUND; a body that is not JSON, or larger than
 // Options.MaxBody, 400 PARSE_ERROR; a missing context, one that is not an
 // object, or a targetingKey that is not a string, 400 INVALID_CONTEXT. With

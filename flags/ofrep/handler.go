@@ -138,6 +138,10 @@ func (h *Handler) single(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, &key, CodeGeneral, "not ready: "+snap.notReady)
 		return
 	}
+	if addressed && slices.Contains(snap.pending, config) {
+		writeError(w, http.StatusInternalServerError, &key, CodeGeneral, waitingFor([]string{config}))
+		return
+	}
 	if !addressed {
 		writeJSON(w, http.StatusNotFound, failure{Key: key, ErrorCode: CodeFlagNotFound,
 			ErrorDetails: fmt.Sprintf("flag %q: address a flag as <config path>/<flag>, like growth/flags/new-checkout", key)})
@@ -172,6 +176,18 @@ func (h *Handler) bulk(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, nil, CodeGeneral, "not ready: "+snap.notReady)
 		return
 	}
+	// The answer is a cache the provider takes as complete: without a set
+	// still to come it would stand for that set's flags not existing.
+	var waiting []string
+	for _, config := range snap.pending {
+		if allowed == nil || slices.Contains(allowed, namespaceOf(config)) {
+			waiting = append(waiting, config)
+		}
+	}
+	if waiting != nil {
+		writeError(w, http.StatusInternalServerError, nil, CodeGeneral, waitingFor(waiting))
+		return
+	}
 	out := bulkSuccess{Flags: []success{}, Metadata: map[string]uint64{}}
 	for _, config := range snap.configs {
 		st := snap.sets[config]
@@ -202,6 +218,12 @@ func (h *Handler) bulk(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(http.StatusOK)
 	w.Write(body)
+}
+
+// waitingFor is the "not ready" details of an evaluation held up by
+// configs whose first version has not come (Store.Pending).
+func waitingFor(configs []string) string {
+	return "not ready: waiting for the first version of " + strings.Join(configs, ", ")
 }
 
 // evaluate is one flag's evaluationSuccess. The evaluator's reasons are

@@ -541,3 +541,121 @@ func TestStoreNotReady(t *testing.T) {
 		t.Errorf("ready: %d %s, want 200 true", r.code, r.raw)
 	}
 }
+
+// TestStorePending: a config marked pending answers a single evaluation
+// of its keys with 500 GENERAL "not ready: waiting for the first version
+// of <config>", not FLAG_NOT_FOUND, while a config beside it that has come
+// answers; a bulk evaluation is that 500, naming the configs still to
+// come, for a caller who may read one of their namespaces, and evaluates
+// for a caller who may not. Any version ends the wait: a flag set, one
+// that is not a flag set, a deletion, one that does not compile.
+func TestStorePending(t *testing.T) {
+	tokens, err := ofrep.ParseTokens("tokens", []byte("payments "+tokenA+"\ngrowth "+tokenB+"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := ofrep.NewStore()
+	st.Pending("growth/flags", "growth/flagz", "payments/flags", "payments/checkout", "payments/gone", "payments/broken")
+	srv := newServer(t, st, tokens)
+	single := func(key string) string { return srv.URL + "/ofrep/v1/evaluate/flags/" + key }
+	bulk := srv.URL + "/ofrep/v1/evaluate/flags"
+	growth, payments := []string{"Authorization", "Bearer " + tokenB}, []string{"Authorization", "Bearer " + tokenA}
+	ctx := `{"context": {}}`
+	notReady := func(key, configs string) map[string]any {
+		m := map[string]any{"errorCode": "GENERAL", "errorDetails": "not ready: waiting for the first version of " + configs}
+		if key != "" {
+			m["key"] = key
+		}
+		return m
+	}
+
+	if r := post(t, single("growth/flags/b"), ctx, growth...); r.code != 500 || !reflect.DeepEqual(r.body, notReady("growth/flags/b", "growth/flags")) {
+		t.Errorf("a key of a pending config: %d %s, want 500 not ready", r.code, r.raw)
+	}
+	if r := post(t, single("growth/flags/b"), ctx); r.code != 401 {
+		t.Errorf("a pending config without a token: %d %s, want 401 (tokens first)", r.code, r.raw)
+	}
+	if r := post(t, single("growth/flags/b"), ctx, payments...); r.code != 403 {
+		t.Errorf("a pending config, another namespace's token: %d %s, want 403", r.code, r.raw)
+	}
+
+	if _, err := st.Apply("growth/flags", 1, []byte(testSet), false); err != nil {
+		t.Fatal(err)
+	}
+	if r := post(t, single("growth/flags/b"), ctx, growth...); r.code != 200 || r.body["value"] != true {
+		t.Errorf("growth/flags come, growth/flagz pending: %d %s, want 200 true", r.code, r.raw)
+	}
+	if r := post(t, single("growth/flags/nope"), ctx, growth...); r.code != 404 || r.body["errorCode"] != ofrep.CodeFlagNotFound {
+		t.Errorf("an unknown flag of a config that has come: %d %s, want 404", r.code, r.raw)
+	}
+	if r := post(t, single("growth/flagz/b"), ctx, growth...); r.code != 500 || !reflect.DeepEqual(r.body, notReady("growth/flagz/b", "growth/flagz")) {
+		t.Errorf("a key of the config still pending beside it: %d %s, want 500 naming growth/flagz", r.code, r.raw)
+	}
+	if r := post(t, single("growth/other/b"), ctx, growth...); r.code != 404 || r.body["errorCode"] != ofrep.CodeFlagNotFound {
+		t.Errorf("a config never marked pending: %d %s, want 404", r.code, r.raw)
+	}
+	r := post(t, bulk, ctx, growth...)
+	if r.code != 500 || !reflect.DeepEqual(r.body, notReady("", "growth/flagz")) || r.header.Get("ETag") != "" {
+		t.Errorf("bulk, growth's token, growth/flagz pending: %d %s ETag %q, want 500 naming growth/flagz only", r.code, r.raw, r.header.Get("ETag"))
+	}
+	r = post(t, bulk, ctx, payments...)
+	if r.code != 500 || !reflect.DeepEqual(r.body, notReady("", "payments/broken, payments/checkout, payments/flags, payments/gone")) {
+		t.Errorf("bulk, payments' token: %d %s, want 500 naming payments' pending configs", r.code, r.raw)
+	}
+
+	// Every kind of version ends a config's wait.
+	if _, err := st.Apply("growth/flagz", 1, []byte(`{"schema": "cuecast.flags/v1"`), false); err != nil {
+		t.Fatal(err) // not JSON: not a flag set
+	}
+	if r := post(t, bulk, ctx, growth...); r.code != 200 || len(r.body["flags"].([]any)) != 6 {
+		t.Errorf("bulk, growth's token, growth's configs come: %d %s, want 200 with growth/flags' 6 flags", r.code, r.raw)
+	}
+	if r := post(t, single("growth/flagz/b"), ctx, growth...); r.code != 404 {
+		t.Errorf("a config come that is not a flag set: %d %s, want 404", r.code, r.raw)
+	}
+	if _, err := st.Apply("payments/flags", 2, []byte(testSet), false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Apply("payments/checkout", 4, []byte(`{"currency": "EUR"}`), false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Apply("payments/gone", 5, nil, true); err != nil {
+		t.Fatal(err)
+	}
+	if r := post(t, bulk, ctx, payments...); r.code != 500 || !reflect.DeepEqual(r.body, notReady("", "payments/broken")) {
+		t.Errorf("bulk, payments/broken still pending: %d %s", r.code, r.raw)
+	}
+	if _, err := st.Apply("payments/broken", 6, []byte(`{"schema": "cuecast.flags/v1", "flags": {"x": {"type": "bool"}}}`), false); err == nil {
+		t.Fatal("payments/broken compiled; the test needs a flag set that does not")
+	}
+	if r := post(t, single("payments/broken/x"), ctx, payments...); r.code != 404 {
+		t.Errorf("a config come whose flag set does not compile: %d %s, want 404 (no set served)", r.code, r.raw)
+	}
+	r = post(t, bulk, ctx, payments...)
+	if r.code != 200 || len(r.body["flags"].([]any)) != 6 || !reflect.DeepEqual(r.body["metadata"], map[string]any{"payments/flags": 2.0}) {
+		t.Errorf("bulk, payments' configs all come: %d %s, want 200 with payments/flags@2 alone", r.code, r.raw)
+	}
+}
+
+// TestStorePendingAndNotReady: SetNotReady, serve's, answers before a
+// pending config and outlasts it; Pending leaves it as it was.
+func TestStorePendingAndNotReady(t *testing.T) {
+	st := ofrep.NewStore()
+	st.SetNotReady("no fleet sample yet")
+	st.Pending("growth/flags")
+	srv := newServer(t, st, nil)
+	flag := srv.URL + "/ofrep/v1/evaluate/flags/growth/flags/b"
+	if r := post(t, flag, `{"context": {}}`); r.code != 500 || r.body["errorDetails"] != "not ready: no fleet sample yet" {
+		t.Errorf("not ready and pending: %d %s, want SetNotReady's 500", r.code, r.raw)
+	}
+	if _, err := st.Apply("growth/flags", 1, []byte(testSet), false); err != nil {
+		t.Fatal(err)
+	}
+	if r := post(t, flag, `{"context": {}}`); r.code != 500 || r.body["errorDetails"] != "not ready: no fleet sample yet" {
+		t.Errorf("not ready, no longer pending: %d %s, want SetNotReady's 500", r.code, r.raw)
+	}
+	st.SetReady()
+	if r := post(t, flag, `{"context": {}}`); r.code != 200 {
+		t.Errorf("ready: %d %s, want 200", r.code, r.raw)
+	}
+}

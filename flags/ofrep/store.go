@@ -31,6 +31,10 @@ type snapshot struct {
 	configs []string // sorted: the order of a bulk evaluation
 	// notReady, when set, is why no evaluation is answered (SetNotReady).
 	notReady string
+	// pending are the configs whose first version has not come yet
+	// (Pending), sorted: their keys, and a bulk evaluation that would
+	// include them, are answered "not ready".
+	pending []string
 }
 
 // set is one flag set version.
@@ -75,9 +79,13 @@ func (s *Store) Apply(config string, version uint64, content []byte, deleted boo
 	}
 	ev, err := flags.Compile(content)
 	if err != nil {
+		// A version came, even if this build cannot serve it: the config
+		// is no longer waiting, and keeps the set it had.
+		s.update(config, func(prev *set) *set { return prev })
 		return true, fmt.Errorf("apply %s@%d: %w", config, version, err)
 	}
-	s.put(&set{config: config, namespace: namespaceOf(config), version: version, ev: ev, keys: ev.Keys()})
+	st := &set{config: config, namespace: namespaceOf(config), version: version, ev: ev, keys: ev.Keys()}
+	s.update(config, func(*set) *set { return st })
 	return true, nil
 }
 
@@ -87,17 +95,34 @@ func (s *Store) Delete(config string) { s.remove(config) }
 // remove removes config's flag set and returns its version, if the store
 // has it.
 func (s *Store) remove(config string) (uint64, bool) {
+	prev := s.update(config, func(*set) *set { return nil })
+	if prev == nil {
+		return 0, false
+	}
+	return prev.version, true
+}
+
+// Pending marks configs as waiting for their first version: until Apply
+// or Delete of one, a single evaluation of a key under it answers 500
+// GENERAL "not ready: waiting for the first version of <config>", and a
+// bulk evaluation of a caller who may read its namespace answers that 500
+// too, naming every such config. For a server that watches named configs
+// and serves before they have all come (the agent): a key of one not yet
+// come would be FLAG_NOT_FOUND, and a bulk evaluation without its set,
+// which a caller takes for the truth. The other configs' keys answer
+// meanwhile, so that one that never comes (a misspelt path) holds up only
+// its own keys and the bulk evaluation.
+func (s *Store) Pending(configs ...string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	old := s.sets.Load()
-	st, ok := old.sets[config]
-	if !ok {
-		return 0, false
+	pending := slices.Clone(old.pending)
+	for _, c := range configs {
+		if i, found := slices.BinarySearch(pending, c); !found {
+			pending = slices.Insert(pending, i, c)
+		}
 	}
-	next := maps.Clone(old.sets)
-	delete(next, config)
-	s.sets.Store(newSnapshot(next, old.notReady))
-	return st.version, true
+	s.sets.Store(&snapshot{sets: old.sets, configs: old.configs, notReady: old.notReady, pending: pending})
 }
 
 // SetNotReady makes every evaluation answer 500 GENERAL "not ready: why"
@@ -113,7 +138,7 @@ func (s *Store) setNotReady(why string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	old := s.sets.Load()
-	s.sets.Store(&snapshot{sets: old.sets, configs: old.configs, notReady: why})
+	s.sets.Store(&snapshot{sets: old.sets, configs: old.configs, notReady: why, pending: old.pending})
 }
 
 // Version returns the version of config's flag set the store holds.
@@ -125,17 +150,34 @@ func (s *Store) Version(config string) (uint64, bool) {
 	return st.version, true
 }
 
-func (s *Store) put(st *set) {
+// update makes next(its set) config's set, none when nil, and ends
+// config's wait for its first version (Pending): whatever a version does
+// to the store, it is the version waited for. It returns the set before.
+func (s *Store) update(config string, next func(prev *set) *set) *set {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	old := s.sets.Load()
-	next := maps.Clone(old.sets)
-	next[st.config] = st
-	s.sets.Store(newSnapshot(next, old.notReady))
-}
-
-func newSnapshot(sets map[string]*set, notReady string) *snapshot {
-	return &snapshot{sets: sets, configs: slices.Sorted(maps.Keys(sets)), notReady: notReady}
+	prev := old.sets[config]
+	st := next(prev)
+	i, waiting := slices.BinarySearch(old.pending, config)
+	if st == prev && !waiting {
+		return prev
+	}
+	snap := &snapshot{sets: old.sets, configs: old.configs, notReady: old.notReady, pending: old.pending}
+	if waiting {
+		snap.pending = slices.Delete(slices.Clone(old.pending), i, i+1)
+	}
+	if st != prev {
+		snap.sets = maps.Clone(old.sets)
+		if st == nil {
+			delete(snap.sets, config)
+		} else {
+			snap.sets[config] = st
+		}
+		snap.configs = slices.Sorted(maps.Keys(snap.sets))
+	}
+	s.sets.Store(snap)
+	return prev
 }
 
 // namespaceOf is a config path's first segment.
