@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/client"
 	"github.com/cuecast/cuecast/flags/ofrep"
 	"github.com/cuecast/cuecast/internal/reqbody"
@@ -63,7 +64,8 @@ func (o *AgentOptions) validateOFREP() error {
 
 // agentOFREP serves the agent's flag sets over OFREP (docs/FLAGS.md,
 // "Other languages"): each version the agent writes that is a flag set is
-// compiled into the store as it is written.
+// compiled into the store as it is written, and any version written ends
+// its config's wait for a first one (ofrep.Store.Pending).
 type agentOFREP struct {
 	log   *slog.Logger
 	store *ofrep.Store
@@ -85,6 +87,15 @@ func (a *agent) startOFREP() (*agentOFREP, error) {
 		}
 	}
 	store := ofrep.NewStore()
+	// OFREP opens before the watches deliver: until a config's first
+	// version (from NATS or its last-known-good file), its keys would be
+	// FLAG_NOT_FOUND and a bulk evaluation would lack its flags, which an
+	// SDK takes for the truth. Per config, so that one that never comes (a
+	// misspelt --config) holds up only its own keys and the bulk answer.
+	// By base path, as apply stores a variant's set.
+	for _, c := range a.opts.Configs {
+		store.Pending(string(cuecast.ConfigPath(c).Base()))
+	}
 	h, err := ofrep.New(ofrep.Options{Store: store, Tokens: tokens})
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)

@@ -362,3 +362,41 @@ func otherUserDialer(t *testing.T, dir string) func(sock string) (int, string) {
 		}
 	}
 }
+
+// TestAgentOFREPPending: an agent serves OFREP before its watches deliver,
+// so a config whose first version has not come (here growth/flagz, which
+// no version exists for: a misspelt --config) answers its keys, and a bulk
+// evaluation, 500 GENERAL naming it, never the FLAG_NOT_FOUND or the bulk
+// answer without its flags that an SDK takes for the truth; growth/flags
+// beside it answers once it has come.
+func TestAgentOFREPPending(t *testing.T) {
+	_, p := serveExample(t)
+	_, stderr := startCmd(t, "agent", "--nats", p.ClientURL(), "--instance", "sidecar", "--trusted-key", p.PublicKey,
+		"--config", "growth/flags", "--config", "growth/flagz", "--dir", t.TempDir(), "--ofrep", "127.0.0.1:0", "--ofrep-insecure-local")
+	c := agentOFREPClient(t, stderr)
+	user1 := `{"context": {"targetingKey": "user-1"}}`
+	await(t, "growth/flags over OFREP", func() bool { code, _ := c.eval(t, "growth/flags/new-checkout", user1); return code == 200 })
+	// The agent says why it waits for growth/flagz; the OFREP error names
+	// it.
+	await(t, "the agent's word on growth/flagz", func() bool {
+		return strings.Contains(stderr.String(), "config growth/flagz does not exist")
+	})
+
+	want := "not ready: waiting for the first version of growth/flagz"
+	code, got := c.eval(t, "growth/flagz/new-checkout", user1)
+	if code != 500 || got["errorCode"] != ofrep.CodeGeneral || got["errorDetails"] != want || got["key"] != "growth/flagz/new-checkout" {
+		t.Errorf("a key of growth/flagz: %d %v, want 500 GENERAL %q", code, got, want)
+	}
+	resp, err := c.hc.Post(c.base+"/ofrep/v1/evaluate/flags", "application/json", strings.NewReader(user1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var bulk map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&bulk); err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 500 || bulk["errorCode"] != ofrep.CodeGeneral || bulk["errorDetails"] != want {
+		t.Errorf("bulk: %d %v, want 500 GENERAL %q", resp.StatusCode, bulk, want)
+	}
+}
