@@ -133,6 +133,21 @@ func promDuration(d time.Duration) string {
 // ErrBadMetric is wrapped by Metric.Validate's errors.
 var ErrBadMetric = errors.New("bad analysis metric")
 
+// MetricError is what Metric.Validate finds wrong with a metric. It wraps
+// ErrBadMetric.
+type MetricError struct {
+	Metric string
+	// Field is the metric's field at fault ("query", "samples",
+	// "min_samples", …), for a checker to point at; "" when the metric as
+	// a whole is.
+	Field string
+	Msg   string
+}
+
+func (e *MetricError) Error() string { return fmt.Sprintf("metric %q: %s", e.Metric, e.Msg) }
+
+func (e *MetricError) Unwrap() error { return ErrBadMetric }
+
 // Validate reports what makes m unusable, as cuecast check says it: an
 // unknown comparison or placeholder, a query that cannot tell the cohort
 // from the baseline (no $selector nor $version), brackets or quotes that
@@ -140,27 +155,27 @@ var ErrBadMetric = errors.New("bad analysis metric")
 // --prometheus URL` has Prometheus parse each query too
 // (analysis.Prometheus.Check).
 func (m Metric) Validate() error {
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("metric %q: %s: %w", m.Name, fmt.Sprintf(format, args...), ErrBadMetric)
+	bad := func(field, format string, args ...any) error {
+		return &MetricError{Metric: m.Name, Field: field, Msg: fmt.Sprintf(format, args...)}
 	}
 	switch m.Compare {
 	case CompareDifference, CompareRatio, CompareThreshold, CompareMannWhitney:
 	default:
-		return bad("compare %q: want difference, ratio, threshold or mann-whitney", m.Compare)
+		return bad("compare", "compare %q: want difference, ratio, threshold or mann-whitney", m.Compare)
 	}
 	if m.Name == "" {
-		return bad("no name")
+		return bad("", "no name")
 	}
 	if m.Alpha < 0 || m.Alpha >= 0.5 {
-		return bad("alpha %v: want a level in (0, 0.5)", m.Alpha)
+		return bad("alpha", "alpha %v: want a level in (0, 0.5)", m.Alpha)
 	}
 	if m.Failures < 0 || m.MaxErrors < 0 || m.MinSamples < 0 {
-		return bad("failures, max_errors and min_samples cannot be negative")
+		return bad("", "failures, max_errors and min_samples cannot be negative")
 	}
 	for _, q := range []struct{ field, text string }{{"query", m.Query}, {"samples", m.Samples}} {
 		if q.text == "" {
 			if q.field == "query" {
-				return bad("no query")
+				return bad("", "no query")
 			}
 			continue
 		}
@@ -168,15 +183,15 @@ func (m Metric) Validate() error {
 			switch p {
 			case "$selector", "$config", "$version", "$interval":
 			default:
-				return bad("%s: unknown placeholder %s: use $selector, $config, $version or $interval", q.field, p)
+				return bad(q.field, "%s: unknown placeholder %s: use $selector, $config, $version or $interval", q.field, p)
 			}
 		}
 		if m.Compare != CompareThreshold && !strings.Contains(q.text, "$selector") && !strings.Contains(q.text, "$version") {
-			return bad("%s: it names neither $selector nor $version, so the cohort and the baseline would be measured alike; "+
+			return bad(q.field, "%s: it names neither $selector nor $version, so the cohort and the baseline would be measured alike; "+
 				"join cuecast_config_info{$selector}", q.field)
 		}
 		if err := balanced(q.text); err != nil {
-			return bad("%s: %v", q.field, err)
+			return bad(q.field, "%s: %v", q.field, err)
 		}
 	}
 	return nil

@@ -144,23 +144,45 @@ func (p *Prometheus) points(ctx context.Context, q string, at time.Time, window 
 // a query (rather than cannot be asked).
 var ErrQueryRefused = errors.New("query refused")
 
+// RefusedError is Check's error for a query Prometheus cannot parse. It
+// wraps ErrQueryRefused.
+type RefusedError struct {
+	Metric string
+	// Field is the metric's field holding the query: "query" or "samples".
+	Field string
+	// Expanded is the query Prometheus was given, placeholders filled;
+	// the line:column in Msg counts in it, not in the policy's source.
+	Expanded string
+	// Msg is Prometheus's reason.
+	Msg string
+}
+
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("metric %q: %s: prometheus cannot parse it (the line:column Prometheus gives is in the expanded query %q): %s",
+		e.Metric, e.Field, e.Expanded, e.Msg)
+}
+
+func (e *RefusedError) Unwrap() error { return ErrQueryRefused }
+
 // Check has Prometheus parse each of m's queries (placeholders filled for
 // version 1 of cfg), without evaluating them: `cuecast check --prometheus`
-// reports a query Prometheus cannot parse before any rollout needs it.
+// reports a query Prometheus cannot parse before any rollout needs it. A
+// query refused is a *RefusedError.
 func (p *Prometheus) Check(ctx context.Context, m cuecast.Metric, cfg cuecast.ConfigPath) error {
-	for _, q := range []string{m.Query, m.Samples} {
-		if q == "" {
+	for _, q := range []struct{ field, text string }{{"query", m.Query}, {"samples", m.Samples}} {
+		if q.text == "" {
 			continue
 		}
+		expanded := m.Expand(q.text, cfg, 1)
 		qctx, cancel := context.WithTimeout(ctx, p.timeout)
-		_, err := p.api.FormatQuery(qctx, m.Expand(q, cfg, 1))
+		_, err := p.api.FormatQuery(qctx, expanded)
 		cancel()
 		var apiErr *v1.Error
 		if errors.As(err, &apiErr) && apiErr.Type == v1.ErrBadData {
-			return fmt.Errorf("metric %q: prometheus cannot parse %q: %s: %w", m.Name, q, apiErr.Msg, ErrQueryRefused)
+			return &RefusedError{Metric: m.Name, Field: q.field, Expanded: expanded, Msg: apiErr.Msg}
 		}
 		if err != nil {
-			return fmt.Errorf("metric %q: ask prometheus to parse %q: %w", m.Name, q, err)
+			return fmt.Errorf("metric %q: ask prometheus to parse its %s %q: %w", m.Name, q.field, q.text, err)
 		}
 	}
 	return nil

@@ -22,6 +22,10 @@ type Judgement struct {
 	Configs []cuecast.ConfigPath `json:"configs"`
 	Stage   string               `json:"stage"`
 	Metrics []cuecast.Metric     `json:"metrics"`
+	// at is where the head's manifest writes each metric's fields
+	// (compiler.Manifest.MetricPosition), by metric then field; a metric
+	// without one is reported at the manifest's first line.
+	at []map[string]compiler.Error
 }
 
 // judgements fills Analysis from the head's manifest: the stages with an
@@ -38,7 +42,7 @@ func (r *Report) judgements(head *compiler.Result) {
 			continue
 		}
 		pol, _ := head.Manifest.Policy(cc.Config)
-		for _, st := range pol.Stages {
+		for si, st := range pol.Stages {
 			if len(st.Analysis) == 0 {
 				continue
 			}
@@ -48,7 +52,16 @@ func (r *Report) judgements(head *compiler.Result) {
 			if !ok {
 				i = len(r.Analysis)
 				byKey[key] = i
-				r.Analysis = append(r.Analysis, Judgement{Stage: st.Name, Metrics: st.Analysis})
+				j := Judgement{Stage: st.Name, Metrics: st.Analysis, at: make([]map[string]compiler.Error, len(st.Analysis))}
+				for mi := range st.Analysis {
+					j.at[mi] = map[string]compiler.Error{}
+					for _, f := range []string{"query", "samples"} {
+						if at, ok := head.Manifest.MetricPosition(cc.Config, si, mi, f); ok {
+							j.at[mi][f] = at
+						}
+					}
+				}
+				r.Analysis = append(r.Analysis, j)
 			}
 			if !slices.Contains(r.Analysis[i].Configs, cc.Config) {
 				r.Analysis[i].Configs = append(r.Analysis[i].Configs, cc.Config)
@@ -138,13 +151,24 @@ var _ QueryChecker = (*analysis.Prometheus)(nil)
 // be asked.
 func (r *Report) CheckQueries(ctx context.Context, q QueryChecker) error {
 	for _, j := range r.Analysis {
-		for _, m := range j.Metrics {
+		for mi, m := range j.Metrics {
 			err := q.Check(ctx, m, j.Configs[0])
 			switch {
 			case errors.Is(err, analysis.ErrQueryRefused):
-				r.Errors = append(r.Errors, Finding{Error: compiler.Error{File: "cuecast.cue", Line: 1, Column: 1,
-					ID: compiler.IDManifestAnalysis, Message: fmt.Sprintf("stage %s: %v", j.Stage, err),
-					Fix: "fix the query; docs/ROLLOUT.md, \"Analysis\", has queries to copy"}})
+				e := compiler.Error{File: "cuecast.cue", Line: 1, Column: 1}
+				field := "query"
+				var re *analysis.RefusedError
+				if errors.As(err, &re) {
+					field = re.Field
+				}
+				if mi < len(j.at) {
+					if at, ok := j.at[mi][field]; ok {
+						e = at
+					}
+				}
+				e.ID, e.Message = compiler.IDManifestAnalysis, fmt.Sprintf("stage %s: %v", j.Stage, err)
+				e.Fix = "fix the query; docs/ROLLOUT.md, \"Analysis\", has queries to copy"
+				r.Errors = append(r.Errors, Finding{Error: e})
 				r.Risk.NewErrors++
 			case err != nil:
 				return fmt.Errorf("check analysis queries: %w", err)

@@ -2,12 +2,15 @@ package ci_test
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/cuecast/cuecast/analysis"
 	"github.com/cuecast/cuecast/compiler"
+	"github.com/cuecast/cuecast/internal/gittest"
 	"github.com/cuecast/cuecast/internal/promtest"
 )
 
@@ -78,8 +81,16 @@ func TestCheckShowsAnalysis(t *testing.T) {
 			t.Fatalf("CheckQueries: %v", err)
 		}
 		if !rep.Failed() || len(rep.Errors) != 1 || rep.Errors[0].ID != compiler.IDManifestAnalysis ||
-			!strings.Contains(rep.Errors[0].Message, `stage half: metric "bad": prometheus cannot parse`) {
-			t.Errorf("after Prometheus parsed the queries: failed %t, errors %+v; want one manifest/analysis error for metric bad only", rep.Failed(), rep.Errors)
+			!strings.Contains(rep.Errors[0].Message, `stage half: metric "bad": query: prometheus cannot parse`) {
+			t.Fatalf("after Prometheus parsed the queries: failed %t, errors %+v; want one manifest/analysis error for metric bad only", rep.Failed(), rep.Errors)
+		}
+		// At the bad metric's query in the manifest, not at 1:1, and
+		// saying whose the column Prometheus gives is.
+		line, col := sourcePos(t, r, "cuecast.cue", `query: #"`+bad)
+		if e := rep.Errors[0]; e.File != "cuecast.cue" || e.Line != line || e.Column != col ||
+			!strings.Contains(e.Message, "the line:column Prometheus gives is in the expanded query") {
+			t.Errorf("refused query reported at %s:%d:%d %q, want cuecast.cue:%d:%d (its query field) saying the column is in the expanded query",
+				e.File, e.Line, e.Column, e.Message, line, col)
 		}
 		prom.Stop()
 		if err := rep.CheckQueries(t.Context(), p); err == nil || errors.Is(err, analysis.ErrQueryRefused) {
@@ -117,4 +128,23 @@ func checkFails(t *testing.T, from, stage, want string) {
 	if !found {
 		t.Errorf("errors %+v, want one %s", rep.Errors, compiler.IDManifestAnalysis)
 	}
+}
+
+// sourcePos is the line and column of the value of the field that text
+// starts (with its "name: "), in file of r's work tree: where CUE places
+// the field's value.
+func sourcePos(t *testing.T, r *gittest.Repo, file, text string) (line, col int) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(r.Dir, file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, l := range strings.Split(string(b), "\n") {
+		if j := strings.Index(l, text); j >= 0 {
+			k := strings.Index(text, ": ") + 2
+			return i + 1, len([]rune(l[:j+k])) + 1
+		}
+	}
+	t.Fatalf("%s has no %q", file, text)
+	return 0, 0
 }

@@ -158,6 +158,9 @@ type Output struct {
 // Manifest is the repo's cuecast.cue after validation.
 type Manifest struct {
 	Namespaces map[string]Namespace
+	// metricPos is where the manifest writes its analysis metrics'
+	// fields (MetricPosition).
+	metricPos map[metricField]Error
 }
 
 // Namespace is one team's directory of configs.

@@ -125,7 +125,7 @@ func (c *compilation) evalManifest(inst *build.Instance, files []string) (*Manif
 			Message: fmt.Sprintf("decode manifest: %v", err)})
 		return nil, nil, errs
 	}
-	man := &Manifest{Namespaces: make(map[string]Namespace, len(mj.Namespaces))}
+	man := &Manifest{Namespaces: make(map[string]Namespace, len(mj.Namespaces)), metricPos: map[metricField]Error{}}
 	schemaPos := make(map[string]Error, len(mj.Namespaces))
 	for name, ns := range mj.Namespaces {
 		// Defaults live here rather than in the CUE schema: a default there
@@ -149,14 +149,16 @@ func (c *compilation) evalManifest(inst *build.Instance, files []string) (*Manif
 			Dimensions: ns.Dimensions, Combinations: ns.Combos, Changes: ns.Changes,
 		}
 		errs = append(errs, checkDimensions(m, name, ns.Dimensions, ns.Combos, files[0])...)
-		errs = append(errs, checkAnalysis(m, []cue.Selector{cue.Str("namespaces"), cue.Str(name), cue.Str("rollout")}, ns.Rollout, files[0])...)
+		errs = append(errs, checkAnalysis(m, []cue.Selector{cue.Str("namespaces"), cue.Str(name), cue.Str("rollout")}, ns.Rollout, files[0],
+			metricField{ns: name}, man.metricPos)...)
 		for cfg, o := range ns.Configs {
 			n := man.Namespaces[name]
 			if n.Configs == nil {
 				n.Configs = make(map[string]ConfigOverride, len(ns.Configs))
 			}
 			n.Configs[cfg] = ConfigOverride{Consistency: o.Consistency, Policy: o.Rollout}
-			errs = append(errs, checkAnalysis(m, []cue.Selector{cue.Str("namespaces"), cue.Str(name), cue.Str("configs"), cue.Str(cfg), cue.Str("rollout")}, o.Rollout, files[0])...)
+			errs = append(errs, checkAnalysis(m, []cue.Selector{cue.Str("namespaces"), cue.Str(name), cue.Str("configs"), cue.Str(cfg), cue.Str("rollout")}, o.Rollout, files[0],
+				metricField{ns: name, override: cfg}, man.metricPos)...)
 			man.Namespaces[name] = n
 		}
 		at := m.LookupPath(cue.MakePath(cue.Str("namespaces"), cue.Str(name), cue.Str("schema")))
