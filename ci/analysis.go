@@ -29,19 +29,25 @@ type Judgement struct {
 }
 
 // judgements fills Analysis from the head's manifest: the stages with an
-// analysis of every config whose output the change alters or adds.
-func (r *Report) judgements(head *compiler.Result) {
+// analysis of every config whose output the change alters or adds, and of
+// every config whose analysis the change alters (a policy-only change
+// rolls nothing out, but the config's next rollout is judged by it).
+func (r *Report) judgements(base, head *compiler.Result) {
 	if head.Manifest == nil {
 		return
 	}
 	byKey := map[string]int{}
 	for _, cc := range r.Configs {
+		pol, _ := head.Manifest.Policy(cc.Config)
 		switch cc.Status {
 		case StatusChanged, StatusAdded, StatusRenamed, StatusFixed:
+		case StatusUnchanged:
+			if !analysisChanged(base.Manifest, pol, cc.Config) {
+				continue
+			}
 		default:
 			continue
 		}
-		pol, _ := head.Manifest.Policy(cc.Config)
 		for si, st := range pol.Stages {
 			if len(st.Analysis) == 0 {
 				continue
@@ -68,6 +74,26 @@ func (r *Report) judgements(head *compiler.Result) {
 			}
 		}
 	}
+}
+
+// analysisChanged says whether the analysis of cfg's policy at head, pol,
+// differs from the base's (a base without a manifest had none).
+func analysisChanged(base *compiler.Manifest, pol cuecast.Policy, cfg cuecast.ConfigPath) bool {
+	var was cuecast.Policy
+	if base != nil {
+		was, _ = base.Policy(cfg)
+	}
+	analyses := func(p cuecast.Policy) string {
+		var b strings.Builder
+		for _, st := range p.Stages {
+			if len(st.Analysis) > 0 {
+				j, _ := json.Marshal(st.Analysis)
+				fmt.Fprintf(&b, "%s\x00%s\x00", st.Name, j)
+			}
+		}
+		return b.String()
+	}
+	return analyses(was) != analyses(pol)
 }
 
 // describe says what a metric judges, for people: "error_rate: cohort −

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -102,6 +103,44 @@ func TestCheckShowsAnalysis(t *testing.T) {
 		{"no baseline", strings.Replace(analysisStage(goodQuery), "percent: 50", "percent: 100", 1), `stage half: metric "error_rate": the stage covers every instance, so no baseline is left`},
 	} {
 		t.Run(tt.name, func(t *testing.T) { checkFails(t, halfStage, tt.stage, tt.want) })
+	}
+}
+
+// TestCheckPolicyOnlyChange: a change to the manifest's policy alone, no
+// config's output altered, still has its analysis listed and its queries
+// parsed by Prometheus: the next content change's rollout is judged by
+// them, and a query Prometheus refuses would halt it.
+func TestCheckPolicyOnlyChange(t *testing.T) {
+	prom := promtest.Start(t, time.Second)
+	p, err := analysis.New(prom.URL, analysis.Options{Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := exampleRepo(t)
+	halfStage := `{name: "half", percent: 50, hold: "10m", max_unhealthy: 0.02},`
+	r.Edit("cuecast.cue", halfStage, analysisStage(goodQuery))
+	base := r.Commit("analysis for search")
+	// Balanced, with its placeholders: only a PromQL parser refuses it.
+	bad := goodQuery + " ** 2"
+	r.Edit("cuecast.cue", goodQuery, bad)
+	head := r.Commit("square the error rate")
+	rep := check(t, r, base, head)
+	if rep.Failed() {
+		t.Fatalf("the check failed before Prometheus parsed anything: %+v", rep.Errors)
+	}
+	var listed bool
+	for _, j := range rep.Analysis {
+		listed = listed || slices.Contains(j.Configs, "search/ranking") && j.Metrics[0].Query == bad
+	}
+	if !listed {
+		t.Fatalf("analysis %+v, want search/ranking's changed error_rate listed", rep.Analysis)
+	}
+	if err := rep.CheckQueries(t.Context(), p); err != nil {
+		t.Fatalf("CheckQueries: %v", err)
+	}
+	line, _ := sourcePos(t, r, "cuecast.cue", `query:       #"`+bad)
+	if !rep.Failed() || len(rep.Errors) != 1 || rep.Errors[0].ID != compiler.IDManifestAnalysis || rep.Errors[0].Line != line {
+		t.Errorf("after Prometheus parsed the queries: failed %t, errors %+v; want one manifest/analysis error at cuecast.cue:%d", rep.Failed(), rep.Errors, line)
 	}
 }
 

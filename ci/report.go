@@ -221,7 +221,7 @@ func (r *Report) build(base, head *compiler.Result, targets []cuecast.ConfigPath
 	}
 	r.Risk.Compiled = len(r.Configs)
 	r.Risk.Namespaces = len(r.Namespaces)
-	r.judgements(head)
+	r.judgements(base, head)
 	return nil
 }
 
