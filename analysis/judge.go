@@ -61,11 +61,10 @@ func Judge(m cuecast.Metric, r Result) Verdict {
 		v.Outcome, v.Detail = Inconclusive, why
 		return v
 	}
-	var value float64
-	var expr string
+	var value, scale float64
 	switch m.Compare {
 	case cuecast.CompareThreshold:
-		value, expr = r.Cohort, fmt.Sprintf("cohort %s", num(r.Cohort))
+		value = r.Cohort
 	case cuecast.CompareRatio:
 		value = r.Cohort / r.Baseline
 		if r.Baseline == 0 {
@@ -74,17 +73,64 @@ func Judge(m cuecast.Metric, r Result) Verdict {
 				value = math.Inf(1)
 			}
 		}
-		expr = fmt.Sprintf("cohort %s ÷ baseline %s = %s", num(r.Cohort), num(r.Baseline), num(value))
 	default:
 		value = r.Cohort - r.Baseline
-		expr = fmt.Sprintf("cohort %s − baseline %s = %s", num(r.Cohort), num(r.Baseline), num(value))
+		// The difference's rounding error is relative to the sides,
+		// not to the difference.
+		scale = max(math.Abs(r.Cohort), math.Abs(r.Baseline))
 	}
-	if value > m.Max {
-		v.Outcome, v.Detail = Fail, fmt.Sprintf("%s > max %s", expr, num(m.Max))
+	fail := exceeds(value, m.Max, scale)
+	if !fail {
+		// Within the tolerance of max: say so, as decided.
+		value = min(value, m.Max)
+	}
+	p := digits(fail, value, m.Max, r.Cohort, r.Baseline)
+	var expr string
+	switch m.Compare {
+	case cuecast.CompareThreshold:
+		expr = fmt.Sprintf("cohort %s", numP(r.Cohort, p))
+	case cuecast.CompareRatio:
+		expr = fmt.Sprintf("cohort %s ÷ baseline %s = %s", numP(r.Cohort, p), numP(r.Baseline, p), numP(value, p))
+	default:
+		expr = fmt.Sprintf("cohort %s − baseline %s = %s", numP(r.Cohort, p), numP(r.Baseline, p), numP(value, p))
+	}
+	if fail {
+		v.Outcome, v.Detail = Fail, fmt.Sprintf("%s > max %s", expr, numP(m.Max, p))
 		return v
 	}
-	v.Outcome, v.Detail = Pass, fmt.Sprintf("%s ≤ max %s", expr, num(m.Max))
+	v.Outcome, v.Detail = Pass, fmt.Sprintf("%s ≤ max %s", expr, numP(m.Max, p))
 	return v
+}
+
+// tolerance is how far, relative to the values compared, a value may lie
+// over max and still be at it: float arithmetic puts 0.07 − 0.06 at
+// 0.010000000000000009, which is 0.01 as printed and as meant ("halts only
+// when greater than max").
+const tolerance = 1e-9
+
+// exceeds says whether value is greater than limit by more than the
+// tolerance, relative to the larger of value, limit and scale (the sides
+// a difference was computed from).
+func exceeds(value, limit, scale float64) bool {
+	if math.IsInf(value, 1) {
+		return !math.IsInf(limit, 1)
+	}
+	scale = max(scale, math.Abs(value), math.Abs(limit))
+	return value > limit && value-limit > tolerance*scale
+}
+
+// digits is the precision to print a verdict's values at: four
+// significant digits, or as many more as it takes for a value over the
+// limit (fail) to print unlike the limit, and for the two sides (a, b) to
+// print unlike each other when they differ, so what is printed says what
+// was decided.
+func digits(fail bool, value, limit, a, b float64) int {
+	for p := 4; p < 17; p++ {
+		if (!fail || numP(value, p) != numP(limit, p)) && (a == b || math.IsNaN(a) || math.IsNaN(b) || numP(a, p) != numP(b, p)) {
+			return p
+		}
+	}
+	return 17
 }
 
 // tooFew says why r has too little data to judge, or "".
@@ -111,4 +157,7 @@ func tooFew(m cuecast.Metric, r Result) string {
 }
 
 // num writes a value for people: four significant digits.
-func num(f float64) string { return fmt.Sprintf("%.4g", f) }
+func num(f float64) string { return numP(f, 4) }
+
+// numP writes a value for people with p significant digits.
+func numP(f float64, p int) string { return fmt.Sprintf("%.*g", p, f) }

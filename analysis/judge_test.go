@@ -47,6 +47,44 @@ func TestJudge(t *testing.T) {
 	}
 }
 
+// TestJudgeAtTheBoundary: a value at max, as printed, passes ("halts only
+// when greater than max"), though float arithmetic puts it a hair over
+// (0.07 − 0.06 = 0.010000000000000009); a value really over max fails
+// and is printed with the digits that show it over.
+func TestJudgeAtTheBoundary(t *testing.T) {
+	nan := math.NaN()
+	diff := cuecast.Metric{Compare: cuecast.CompareDifference, Max: 0.01}
+	ratio := cuecast.Metric{Compare: cuecast.CompareRatio, Max: 7}
+	thr := cuecast.Metric{Compare: cuecast.CompareThreshold, Max: 0.3}
+	side := func(c, b float64) analysis.Result {
+		return analysis.Result{Cohort: c, Baseline: b, CohortSamples: nan, BaselineSamples: nan}
+	}
+	for _, tt := range []struct {
+		name   string
+		m      cuecast.Metric
+		r      analysis.Result
+		want   analysis.Outcome
+		detail string
+	}{
+		{"difference at max", diff, side(0.07, 0.06), analysis.Pass, "cohort 0.07 − baseline 0.06 = 0.01 ≤ max 0.01"},
+		{"difference over max", diff, side(0.0700001, 0.06), analysis.Fail, "cohort 0.0700001 − baseline 0.06 = 0.0100001 > max 0.01"},
+		{"difference of large sides at max", diff, side(1000.07, 1000.06), analysis.Pass, "cohort 1000.07 − baseline 1000.06 = 0.01 ≤ max 0.01"},
+		{"ratio at max", ratio, side(0.07, 0.01), analysis.Pass, "cohort 0.07 ÷ baseline 0.01 = 7 ≤ max 7"},
+		{"ratio over max", ratio, side(0.0700007, 0.01), analysis.Fail, "cohort 0.070001 ÷ baseline 0.01 = 7.0001 > max 7"},
+		{"threshold at max", thr, side(0.30000000000000004, nan), analysis.Pass, "cohort 0.3 ≤ max 0.3"},
+		{"threshold over max", thr, side(0.30000001, nan), analysis.Fail, "cohort 0.30000001 > max 0.3"},
+		{"threshold at a max of 0", cuecast.Metric{Compare: cuecast.CompareThreshold}, side(0, nan), analysis.Pass, "cohort 0 ≤ max 0"},
+		{"threshold just over a max of 0", cuecast.Metric{Compare: cuecast.CompareThreshold}, side(1e-12, nan), analysis.Fail, "cohort 1e-12 > max 0"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			v := analysis.Judge(tt.m, tt.r)
+			if v.Outcome != tt.want || !strings.Contains(v.Detail, tt.detail) {
+				t.Errorf("Judge = %s %q, want %s containing %q", v.Outcome, v.Detail, tt.want, tt.detail)
+			}
+		})
+	}
+}
+
 func TestMannWhitneyP(t *testing.T) {
 	// Every x above every y: U = n1·n2, the smallest p there is.
 	hi := analysis.MannWhitneyP([]float64{6, 7, 8, 9, 10, 11, 12, 13}, []float64{1, 2, 3, 4, 5, 0, -1, -2})

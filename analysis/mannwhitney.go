@@ -24,13 +24,18 @@ func judgeMannWhitney(m cuecast.Metric, r Result) Verdict {
 	}
 	p := MannWhitneyP(r.CohortPoints, r.BaselinePoints)
 	diff := v.Cohort - v.Baseline
+	over := exceeds(diff, m.Max, max(math.Abs(v.Cohort), math.Abs(v.Baseline)))
+	if !over {
+		diff = min(diff, m.Max) // within the tolerance of max: at it
+	}
+	d := digits(over, diff, m.Max, v.Cohort, v.Baseline)
 	expr := fmt.Sprintf("Mann-Whitney p = %.3g (alpha %s) over %d cohort and %d baseline points; median cohort %s − baseline %s = %s",
-		p, num(m.Alpha), len(r.CohortPoints), len(r.BaselinePoints), num(v.Cohort), num(v.Baseline), num(diff))
-	if p < m.Alpha && diff > m.Max {
-		v.Outcome, v.Detail = Fail, fmt.Sprintf("%s > max %s", expr, num(m.Max))
+		p, num(m.Alpha), len(r.CohortPoints), len(r.BaselinePoints), numP(v.Cohort, d), numP(v.Baseline, d), numP(diff, d))
+	if p < m.Alpha && over {
+		v.Outcome, v.Detail = Fail, fmt.Sprintf("%s > max %s", expr, numP(m.Max, d))
 		return v
 	}
-	v.Outcome, v.Detail = Pass, fmt.Sprintf("%s; max %s", expr, num(m.Max))
+	v.Outcome, v.Detail = Pass, fmt.Sprintf("%s; max %s", expr, numP(m.Max, d))
 	return v
 }
 
