@@ -53,7 +53,8 @@ type Metric struct {
 	// a side's value (requests, say), with the same placeholders; a side
 	// with fewer than MinSamples makes the evaluation inconclusive: it
 	// neither fails nor lets the stage pass. Without Samples, MinSamples
-	// counts the points a Mann-Whitney test has on each side.
+	// counts the points a Mann-Whitney test has on each side; for the
+	// other comparisons MinSamples needs Samples (Validate).
 	Samples    string  `json:"samples,omitempty"`
 	MinSamples float64 `json:"min_samples,omitempty"`
 	// Interval is how often the metric is evaluated while the stage holds,
@@ -171,6 +172,12 @@ func (m Metric) Validate() error {
 	}
 	if m.Failures < 0 || m.MaxErrors < 0 || m.MinSamples < 0 {
 		return bad("", "failures, max_errors and min_samples cannot be negative")
+	}
+	if m.MinSamples > 0 && m.Samples == "" && m.Compare != CompareMannWhitney {
+		// One value per side: without a samples query nothing counts
+		// what lies behind it, and the minimum would silently not hold.
+		return bad("min_samples", "min_samples: without a samples query there is nothing to count (%s compares one value per side): "+
+			"add samples, the query of the observations behind a side's value, or drop min_samples", m.Compare)
 	}
 	for _, q := range []struct{ field, text string }{{"query", m.Query}, {"samples", m.Samples}} {
 		if q.text == "" {

@@ -28,7 +28,8 @@ type Result struct {
 	Cohort   float64 `json:"cohort"`
 	Baseline float64 `json:"baseline"`
 	// CohortSamples and BaselineSamples are the Samples query's values
-	// (or the number of points, for Mann-Whitney); NaN when not measured.
+	// (or the number of points, for Mann-Whitney without one); NaN when
+	// not measured.
 	CohortSamples   float64 `json:"cohort_samples"`
 	BaselineSamples float64 `json:"baseline_samples"`
 	// CohortPoints and BaselinePoints are Mann-Whitney's observations.

@@ -181,9 +181,14 @@ func TestMetricValidate(t *testing.T) {
 		{"no selector", `sum(rate(errors_total[1m]))`, "neither $selector nor $version"},
 		{"unknown placeholder", `sum(x{$cohort})`, "unknown placeholder $cohort"},
 		{"unterminated string", `sum(x{$selector, a="b})`, "unterminated string"},
+		{"min_samples without samples", "", "min_samples: without a samples query"},
 	} {
 		m := good
-		m.Query = tt.query
+		if tt.query != "" {
+			m.Query = tt.query
+		} else {
+			m.MinSamples = 100
+		}
 		if err := m.Validate(); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%s: Validate = %v, want %q", tt.name, err, tt.want)
 		}

@@ -11,13 +11,29 @@ import (
 // judgeMannWhitney is Judge for CompareMannWhitney: a one-sided
 // Mann-Whitney U test that the cohort's points are higher than the
 // baseline's, failing when p < Alpha and the cohort's median exceeds the
-// baseline's by more than Max. Its false-positive rate per evaluation is
+// baseline's by more than Max. MinSamples counts the Samples query's
+// observations per side when there is one, else the points. Its
+// false-positive rate per evaluation is
 // about Alpha (TestMannWhitneyFalsePositiveRate measures it).
 func judgeMannWhitney(m cuecast.Metric, r Result) Verdict {
 	nc, nb := float64(len(r.CohortPoints)), float64(len(r.BaselinePoints))
 	v := Verdict{Cohort: median(r.CohortPoints), Baseline: median(r.BaselinePoints)}
-	minN := max(m.MinSamples, 1)
-	if nc < minN || nb < minN {
+	if m.Samples != "" {
+		// min_samples counts the samples query's observations; the
+		// points need only exist.
+		switch {
+		case nc == 0:
+			v.Outcome, v.Detail = Inconclusive, "no data for the cohort"
+			return v
+		case nb == 0:
+			v.Outcome, v.Detail = Inconclusive, "no data for the baseline"
+			return v
+		}
+		if why := tooFew(m, Result{Cohort: v.Cohort, Baseline: v.Baseline, CohortSamples: r.CohortSamples, BaselineSamples: r.BaselineSamples}); why != "" {
+			v.Outcome, v.Detail = Inconclusive, why
+			return v
+		}
+	} else if minN := max(m.MinSamples, 1); nc < minN || nb < minN {
 		v.Outcome = Inconclusive
 		v.Detail = fmt.Sprintf("too few samples: cohort %d, baseline %d points < min %s", len(r.CohortPoints), len(r.BaselinePoints), num(minN))
 		return v

@@ -51,7 +51,8 @@ func New(address string, o Options) (*Prometheus, error) {
 // Measure queries metric m at now for the cohort (the instances of cfg
 // running version cohort) and the baseline (those running baseline): the
 // query's value of each side, and its Samples query's when set; for
-// Mann-Whitney, every point of the query over the last Interval. It
+// Mann-Whitney, every point of the query over the last Interval, and the
+// Samples query's value (else the number of points) per side. It
 // returns an error when Prometheus cannot be reached or rejects a query,
 // or when a query returns more than one series where one value is wanted.
 func (p *Prometheus) Measure(ctx context.Context, m cuecast.Metric, cfg cuecast.ConfigPath, cohort, baseline uint64, now time.Time) (Result, error) {
@@ -67,6 +68,16 @@ func (p *Prometheus) Measure(ctx context.Context, m cuecast.Metric, cfg cuecast.
 		}
 		r.CohortSamples, r.BaselineSamples = float64(len(r.CohortPoints)), float64(len(r.BaselinePoints))
 		r.Cohort, r.Baseline = median(r.CohortPoints), median(r.BaselinePoints)
+		if m.Samples != "" {
+			// The samples query, not the points, is what min_samples
+			// counts when there is one.
+			if r.CohortSamples, err = p.value(ctx, m.Expand(m.Samples, cfg, cohort), now); err != nil {
+				return r, err
+			}
+			if r.BaselineSamples, err = p.value(ctx, m.Expand(m.Samples, cfg, baseline), now); err != nil {
+				return r, err
+			}
+		}
 		return r, nil
 	}
 	if err := p.side(ctx, m, cfg, cohort, now, &r.Cohort, &r.CohortSamples); err != nil || m.Compare == cuecast.CompareThreshold {

@@ -21,6 +21,7 @@ func analysisStage(query string) string {
 	return `{name: "half", percent: 50, hold: "10m", max_unhealthy: 0.02, analysis: [{
 			name:        "error_rate"
 			query:       #"` + query + `"#
+			samples:     #"` + samplesQuery + `"#
 			compare:     "difference"
 			max:         0.01
 			min_samples: 100
@@ -28,6 +29,8 @@ func analysisStage(query string) string {
 			failures:    2
 		}]},`
 }
+
+const samplesQuery = `sum(increase(http_requests_total[$interval]) * on(instance, job) group_left cuecast_config_info{$selector})`
 
 const goodQuery = `sum(rate(http_errors_total[$interval]) * on(instance, job) group_left cuecast_config_info{$selector}) / sum(rate(http_requests_total[$interval]) * on(instance, job) group_left cuecast_config_info{$selector})`
 
@@ -98,11 +101,16 @@ func TestCheckShowsAnalysis(t *testing.T) {
 			t.Errorf("CheckQueries with Prometheus stopped: %v, want an error that is no refusal", err)
 		}
 	})
-	for _, tt := range []struct{ name, stage, want string }{
-		{"bad query", analysisStage(strings.TrimSuffix(goodQuery, ")")), `stage half: metric "error_rate": query: unclosed '('`},
-		{"no baseline", strings.Replace(analysisStage(goodQuery), "percent: 50", "percent: 100", 1), `stage half: metric "error_rate": the stage covers every instance, so no baseline is left`},
+	for _, tt := range []struct{ name, stage, want, at string }{
+		{"bad query", analysisStage(strings.TrimSuffix(goodQuery, ")")), `stage half: metric "error_rate": query: unclosed '('`, "query: "},
+		{"no baseline", strings.Replace(analysisStage(goodQuery), "percent: 50", "percent: 100", 1), `stage half: metric "error_rate": the stage covers every instance, so no baseline is left`, "query: "},
+		// Nothing counts the samples of a single value without a
+		// samples query: refused where min_samples is written rather
+		// than silently ignored.
+		{"min_samples without samples", strings.Replace(analysisStage(goodQuery), "samples:     #\"", "// samples: #\"", 1),
+			`stage half: metric "error_rate": min_samples: without a samples query`, "min_samples: "},
 	} {
-		t.Run(tt.name, func(t *testing.T) { checkFails(t, halfStage, tt.stage, tt.want) })
+		t.Run(tt.name, func(t *testing.T) { checkFails(t, halfStage, tt.stage, tt.want, tt.at) })
 	}
 }
 
@@ -146,8 +154,8 @@ func TestCheckPolicyOnlyChange(t *testing.T) {
 
 // checkFails checks a change of the search namespace's stage to stage and
 // wants it to fail with a manifest/analysis error saying want at the
-// line of the metric's query.
-func checkFails(t *testing.T, from, stage, want string) {
+// field that at starts ("query: ").
+func checkFails(t *testing.T, from, stage, want, at string) {
 	r, base := exampleRepo(t)
 	r.Edit("cuecast.cue", from, stage)
 	head := r.Commit("analysis the controller could not use")
@@ -159,8 +167,9 @@ func checkFails(t *testing.T, from, stage, want string) {
 	for _, f := range rep.Errors {
 		if f.ID == compiler.IDManifestAnalysis {
 			found = true
-			if f.File != "cuecast.cue" || f.Line != 34 || !strings.Contains(f.Message, want) {
-				t.Errorf("error %s:%d %q, want cuecast.cue:34 (the query) saying %q", f.File, f.Line, f.Message, want)
+			line, col := sourcePos(t, r, "cuecast.cue", at)
+			if f.File != "cuecast.cue" || f.Line != line || f.Column != col || !strings.Contains(f.Message, want) {
+				t.Errorf("error %s:%d:%d %q, want cuecast.cue:%d:%d (%s) saying %q", f.File, f.Line, f.Column, f.Message, line, col, at, want)
 			}
 		}
 	}
@@ -171,7 +180,7 @@ func checkFails(t *testing.T, from, stage, want string) {
 
 // sourcePos is the line and column of the value of the field that text
 // starts (with its "name: "), in file of r's work tree: where CUE places
-// the field's value.
+// the field's value, its first character after the colon's blanks.
 func sourcePos(t *testing.T, r *gittest.Repo, file, text string) (line, col int) {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(r.Dir, file))
@@ -180,8 +189,11 @@ func sourcePos(t *testing.T, r *gittest.Repo, file, text string) (line, col int)
 	}
 	for i, l := range strings.Split(string(b), "\n") {
 		if j := strings.Index(l, text); j >= 0 {
-			k := strings.Index(text, ": ") + 2
-			return i + 1, len([]rune(l[:j+k])) + 1
+			k := j + strings.Index(text, ": ") + 1
+			for k < len(l) && (l[k] == ' ' || l[k] == '\t') {
+				k++
+			}
+			return i + 1, len([]rune(l[:k])) + 1
 		}
 	}
 	t.Fatalf("%s has no %q", file, text)
