@@ -151,8 +151,8 @@ func (e *MetricError) Unwrap() error { return ErrBadMetric }
 
 // Validate reports what makes m unusable, as cuecast check says it: an
 // unknown comparison or placeholder, a query that cannot tell the cohort
-// from the baseline (no $selector nor $version), brackets or quotes that
-// do not close. It does not parse PromQL fully: `cuecast check
+// from the baseline (no $selector nor $version outside its # comments),
+// brackets or quotes that do not close. It does not parse PromQL fully: `cuecast check
 // --prometheus URL` has Prometheus parse each query too
 // (analysis.Prometheus.Check).
 func (m Metric) Validate() error {
@@ -186,6 +186,9 @@ func (m Metric) Validate() error {
 			}
 			continue
 		}
+		// Prometheus reads nothing in a comment: a $selector there would
+		// measure the cohort and the baseline alike and always pass.
+		q.text = uncommented(q.text)
 		for _, p := range placeholder.FindAllString(q.text, -1) {
 			switch p {
 			case "$selector", "$config", "$version", "$interval":
@@ -202,6 +205,30 @@ func (m Metric) Validate() error {
 		}
 	}
 	return nil
+}
+
+// uncommented is q with its PromQL comments (# to the end of the line,
+// outside string literals) blanked out, each byte a space, so columns
+// still count in q.
+func uncommented(q string) string {
+	b := []byte(q)
+	var quote byte
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		switch {
+		case quote != 0:
+			if c == quote && b[i-1] != '\\' {
+				quote = 0
+			}
+		case c == '"' || c == '\'' || c == '`':
+			quote = c
+		case c == '#':
+			for ; i < len(b) && b[i] != '\n'; i++ {
+				b[i] = ' '
+			}
+		}
+	}
+	return string(b)
 }
 
 // balanced checks that a PromQL query's brackets and quotes close, in

@@ -182,6 +182,9 @@ func TestMetricValidate(t *testing.T) {
 		{"unknown placeholder", `sum(x{$cohort})`, "unknown placeholder $cohort"},
 		{"unterminated string", `sum(x{$selector, a="b})`, "unterminated string"},
 		{"min_samples without samples", "", "min_samples: without a samples query"},
+		// A placeholder in a comment fills nothing Prometheus reads.
+		{"selector only in a comment", "sum(rate(x[$interval])) / sum(rate(y[$interval])) # $selector", "neither $selector nor $version"},
+		{"selector in a comment line", "sum(rate(x[$interval]))\n# by cuecast_config_info{$selector}\n", "neither $selector nor $version"},
 	} {
 		m := good
 		if tt.query != "" {
@@ -191,6 +194,15 @@ func TestMetricValidate(t *testing.T) {
 		}
 		if err := m.Validate(); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%s: Validate = %v, want %q", tt.name, err, tt.want)
+		}
+	}
+	// A # in a string is no comment, and a comment's quote opens no
+	// string.
+	for _, q := range []string{`sum(x{$selector, path="/a#b"})`, "sum(x{$selector}) # the cohort's\n"} {
+		m := good
+		m.Query = q
+		if err := m.Validate(); err != nil {
+			t.Errorf("Validate of %q: %v", q, err)
 		}
 	}
 	got := good.Expand(good.Query, "payments/checkout", 7)
