@@ -31,7 +31,7 @@ func checkQueries(ctx context.Context, rep *ci.Report, url string) error {
 		return &UsageError{Err: err, Hint: "pass --prometheus http://prometheus:9090"}
 	}
 	if err := rep.CheckQueries(ctx, p); err != nil {
-		return fmt.Errorf("--prometheus %s: %w", url, err)
+		return fmt.Errorf("--prometheus %s: %w", analysis.Redacted(url), err)
 	}
 	return nil
 }
