@@ -1,10 +1,16 @@
 package cli_test
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/distributor/rollout"
 	"github.com/cuecast/cuecast/internal/cli"
+	"github.com/cuecast/cuecast/internal/poll"
+	"github.com/cuecast/cuecast/internal/promtest"
 )
 
 // promPassword is the password of the Prometheus URLs the tests pass,
@@ -52,5 +58,52 @@ func TestPrometheusPasswordNotPrinted(t *testing.T) {
 				t.Errorf("exit %d (want %d), output:\n%s%s\nwant the URL named without its password", code, tt.code, out, errOut)
 			}
 		})
+	}
+}
+
+// TestRolloutAnalyzeOutcomes: rollout analyze, against a real Prometheus,
+// on a config's first version: a comparison is skipped (no baseline), as
+// the controller says, rather than inconclusive; a cohort of +Inf is
+// "+Inf" in JSON, not null (which is no data); a query Prometheus refuses
+// is an error and exits 1, as does a Prometheus it cannot reach, whose
+// password it does not print.
+func TestRolloutAnalyzeOutcomes(t *testing.T) {
+	t.Parallel()
+	prom := promtest.Start(t, time.Second)
+	repo := exampleRepo(t)
+	pol := rollout.Static{P: cuecast.Policy{Stages: []cuecast.Stage{
+		{Name: "canary", Percent: 50, Hold: cuecast.Duration(time.Hour), Analysis: []cuecast.Metric{
+			{Name: "errors", Compare: cuecast.CompareDifference, Max: 0, Query: "vector($version)"},
+			{Name: "latency", Compare: cuecast.CompareThreshold, Max: 1, Query: "vector(+Inf)"},
+		}},
+		{Name: "all", Percent: 100},
+	}}}
+	p := servePipeline(t, repo, pol)
+	ctx := t.Context()
+	url := p.ClientURL()
+	poll.Until(t, "v1 canary holding", poll.Patience, func() (bool, string) {
+		code, out, _ := run(ctx, "rollout", "status", "--nats", url, "payments/checkout")
+		return code == 0 && strings.Contains(out.String(), "HOLDING"), out.String()
+	})
+	code, out, errOut := run(ctx, "rollout", "analyze", "--nats", url, "payments/checkout", "--prometheus", prom.URL, "-o", "json")
+	var got []struct {
+		Metric  string `json:"metric"`
+		Outcome string `json:"outcome"`
+		Detail  string `json:"detail"`
+		Cohort  any    `json:"cohort"`
+	}
+	if err := json.Unmarshal([]byte(out.String()), &got); err != nil || code != 0 || len(got) != 2 {
+		t.Fatalf("analyze: exit %d, %v, stdout %s, stderr %s; want 2 metrics, exit 0", code, err, out, errOut)
+	}
+	if got[0].Outcome != "skipped" || !strings.Contains(got[0].Detail, "no baseline") {
+		t.Errorf("a difference on a first version: %s %q, want skipped (no baseline), as the controller says", got[0].Outcome, got[0].Detail)
+	}
+	if got[1].Outcome != "fail" || got[1].Cohort != "+Inf" {
+		t.Errorf("a threshold over +Inf: %s, cohort %#v; want fail with cohort \"+Inf\"", got[1].Outcome, got[1].Cohort)
+	}
+	unreachable := "http://promuser:" + promPassword + "@127.0.0.1:1"
+	code, out, errOut = run(ctx, "rollout", "analyze", "--nats", url, "payments/checkout", "--prometheus", unreachable)
+	if all := out.String() + errOut.String(); code != cli.ExitFailure || !strings.Contains(all, "error") || strings.Contains(all, promPassword) {
+		t.Errorf("analyze with Prometheus unreachable: exit %d (want %d), output:\n%s\nwant the errors shown, the password not", code, cli.ExitFailure, all)
 	}
 }

@@ -52,7 +52,9 @@ Operator actions need --reason and are recorded, with who and when, in the appen
 audit stream (cuecast rollout audit). Who is --as, default $CUECAST_ACTOR, your Git
 identity, $USER, then the OS account@host.
 
-Exit status 4 when the rollout shown or watched is halted.`,
+Exit status 4 when the rollout shown or watched is halted; rollout analyze exits 1
+when a metric could not be evaluated (outcome error: Prometheus unreachable, a query
+refused), after printing every metric.`,
 	}
 	type verb struct {
 		name, use, short string

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -14,15 +15,42 @@ import (
 
 // analyzedMetric is one line of `cuecast rollout analyze`.
 type analyzedMetric struct {
-	Stage    string   `json:"stage"`
-	Metric   string   `json:"metric"`
-	Compare  string   `json:"compare"`
-	Max      float64  `json:"max"`
-	Cohort   *float64 `json:"cohort"`   // null: no data
-	Baseline *float64 `json:"baseline"` // null: no data, or a threshold
-	Outcome  string   `json:"outcome"`
-	Detail   string   `json:"detail"`
+	Stage    string      `json:"stage"`
+	Metric   string      `json:"metric"`
+	Compare  string      `json:"compare"`
+	Max      float64     `json:"max"`
+	Cohort   metricValue `json:"cohort"`   // null: no data
+	Baseline metricValue `json:"baseline"` // null: no data, or a threshold
+	Outcome  string      `json:"outcome"`
+	Detail   string      `json:"detail"`
 }
+
+// metricValue is a measured value in analyze's output. JSON has no NaN
+// nor infinities: NaN, no data, is null, and an infinity (a ratio over a
+// zero baseline, a query dividing by zero) the string "+Inf" or "-Inf", as
+// Prometheus writes it, so that it does not read as no data.
+type metricValue float64
+
+func (v metricValue) MarshalJSON() ([]byte, error) {
+	f := float64(v)
+	switch {
+	case math.IsNaN(f):
+		return []byte("null"), nil
+	case math.IsInf(f, 1):
+		return []byte(`"+Inf"`), nil
+	case math.IsInf(f, -1):
+		return []byte(`"-Inf"`), nil
+	}
+	return json.Marshal(f)
+}
+
+// The outcomes of analyze besides analysis.Outcome's, the controller's
+// words (distributor/rollout): a comparison with no baseline, a metric
+// that could not be evaluated.
+const (
+	analyzeSkipped = "skipped"
+	analyzeError   = "error"
+)
 
 // rolloutAnalyze runs the analysis queries of the config's rollout now:
 // its current stage's metrics (every stage's, when the rollout is over or
@@ -54,25 +82,41 @@ func rolloutAnalyze(ctx context.Context, env *Env, c *rollout.Controller, opts *
 	}
 	now := time.Now()
 	var out []analyzedMetric
+	failed := false
 	for _, st := range stages {
 		for _, m := range st.Analysis {
-			a := analyzedMetric{Stage: st.Name, Metric: m.Name, Compare: m.Compare, Max: m.Max}
+			a := analyzedMetric{Stage: st.Name, Metric: m.Name, Compare: m.Compare, Max: m.Max,
+				Cohort: metricValue(math.NaN()), Baseline: metricValue(math.NaN())}
+			if noBaseline(r, st, m) {
+				a.Outcome, a.Detail = analyzeSkipped, "no baseline to compare with: a first version, or a stage covering everyone"
+				out = append(out, a)
+				continue
+			}
 			res, err := p.Measure(ctx, m, r.Config, r.Version, r.From, now)
 			if err != nil {
-				a.Outcome, a.Detail = "error", err.Error()
+				a.Outcome, a.Detail = analyzeError, err.Error()
+				failed = true
 			} else {
 				v := analysis.Judge(m, res)
 				a.Outcome, a.Detail = string(v.Outcome), v.Detail
-				a.Cohort, a.Baseline = finite(v.Cohort), finite(v.Baseline)
+				a.Cohort, a.Baseline = metricValue(v.Cohort), metricValue(v.Baseline)
 			}
 			out = append(out, a)
 		}
+	}
+	// A metric that could not be evaluated is never a pass: a script
+	// must not read the table as one.
+	done := func(err error) error {
+		if err == nil && failed {
+			return &silentError{code: ExitFailure}
+		}
+		return err
 	}
 	if opts.Output == "json" {
 		if out == nil {
 			out = []analyzedMetric{}
 		}
-		return writeJSON(env.IO.Out, out)
+		return done(writeJSON(env.IO.Out, out))
 	}
 	if len(out) == 0 {
 		fmt.Fprintf(env.IO.Out, "%s: the policy of v%d has no analysis\n", opts.Config, r.Version)
@@ -85,22 +129,30 @@ func rolloutAnalyze(ctx context.Context, env *Env, c *rollout.Controller, opts *
 		tw.row(a.Stage, a.Metric, value(a.Cohort), value(a.Baseline), a.Outcome, a.Detail)
 	}
 	tw.flush()
-	return nil
+	return done(nil)
 }
 
-// finite is f, or nil for NaN (no data), which JSON cannot hold.
-func finite(f float64) *float64 {
-	if math.IsNaN(f) || math.IsInf(f, 0) {
-		return nil
+// noBaseline is the controller's rule (distributor/rollout, noBaseline):
+// a comparison has nothing to compare with on a first version (no version
+// to fall back to) or in a stage covering every bucket, and is skipped;
+// a threshold is judged.
+func noBaseline(r *rollout.Rollout, st cuecast.Stage, m cuecast.Metric) bool {
+	if m.Compare == cuecast.CompareThreshold {
+		return false
 	}
-	return &f
+	current := r.State.Active() && r.Policy.Stages[r.Stage].Name == st.Name
+	return r.From == 0 || st.Percent >= 100 || current && len(r.Cohort.Buckets) == cuecast.Buckets
 }
 
-func value(f *float64) string {
-	if f == nil {
+func value(v metricValue) string {
+	f := float64(v)
+	switch {
+	case math.IsNaN(f):
 		return "-"
+	case math.IsInf(f, 0):
+		return fmt.Sprintf("%+g", f)
 	}
-	return fmt.Sprintf("%.4g", *f)
+	return fmt.Sprintf("%.4g", f)
 }
 
 // printAnalysis writes the current stage's analysis as the controller
