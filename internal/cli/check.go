@@ -11,6 +11,7 @@ import (
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/ci"
 	"github.com/cuecast/cuecast/distributor"
+	"github.com/cuecast/cuecast/internal/redact"
 )
 
 // CheckOptions are the flags of `cuecast check`.
@@ -193,7 +194,7 @@ func checkRun(c *cobra.Command, env *Env, opts *CheckOptions) error {
 	}
 	if fleet != nil {
 		if err := rep.CountInstances(ctx, fleet); err != nil {
-			err = fmt.Errorf("--fleet %s: %w", opts.NATS, err)
+			err = fmt.Errorf("--fleet %s: %w", redact.URLs(opts.NATS), err)
 			if run != nil {
 				if aerr := run.Abort(ctx, err); aerr != nil {
 					log.Error("could not mark the check run failed", "err", aerr)

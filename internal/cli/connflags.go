@@ -18,6 +18,7 @@ import (
 	"github.com/cuecast/cuecast/distributor"
 	"github.com/cuecast/cuecast/distributor/rollout"
 	"github.com/cuecast/cuecast/internal/pipeline"
+	"github.com/cuecast/cuecast/internal/redact"
 )
 
 // defaultNATSURL is every --nats flag's default: $NATS_URL, else the url of
@@ -126,10 +127,10 @@ func (f *ConnFlags) Options(env *Env) ([]nats.Option, error) {
 func openStreams(ctx context.Context, nc *nats.Conn, env *Env, url string) (*distributor.Distributor, error) {
 	d, err := distributor.Open(ctx, nc, distributor.Options{Logger: env.Logger()})
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return nil, fmt.Errorf("%s has no cuecast streams (is it serve's NATS, and has serve started?): %w", url, err)
+		return nil, fmt.Errorf("%s has no cuecast streams (is it serve's NATS, and has serve started?): %w", redact.URLs(url), err)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("open streams at %s: %w", url, err)
+		return nil, fmt.Errorf("open streams at %s: %w", redact.URLs(url), err)
 	}
 	return d, nil
 }
@@ -229,7 +230,7 @@ func dial(env *Env, url, name string, conn *ConnFlags) (*nats.Conn, error) {
 	}
 	nc, err := nats.Connect(url, append([]nats.Option{nats.Name(name), nats.Timeout(5 * time.Second)}, connOpts...)...)
 	if err != nil {
-		return nil, fmt.Errorf("connect %s: %w (%s)", url, err, dialHint(err))
+		return nil, fmt.Errorf("connect %s: %w (%s)", redact.URLs(url), err, dialHint(err))
 	}
 	return nc, nil
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/internal/natsconf"
+	"github.com/cuecast/cuecast/internal/redact"
 )
 
 // NATSConfigOptions are the flags of `cuecast nats-config hub|leaf|node`.
@@ -569,7 +570,7 @@ func mirrorsRun(ctx context.Context, env *Env, opts *MirrorsOptions) error {
 	}
 	nc, err := nats.Connect(opts.NATS, append([]nats.Option{nats.Name("cuecast nats-config mirrors"), nats.Timeout(5 * time.Second)}, connOpts...)...)
 	if err != nil {
-		return fmt.Errorf("connect %s: %w", opts.NATS, err)
+		return fmt.Errorf("connect %s: %w", redact.URLs(opts.NATS), err)
 	}
 	defer nc.Close()
 	js, err := jetstream.NewWithDomain(nc, opts.Domain)

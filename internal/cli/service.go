@@ -16,6 +16,7 @@ import (
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/client"
 	"github.com/cuecast/cuecast/internal/natsconf"
+	"github.com/cuecast/cuecast/internal/redact"
 )
 
 // serviceFlags are what watch and agent share: they both run the client
@@ -168,7 +169,7 @@ func (f *serviceFlags) connect(env *Env, name, namespace string, extra ...client
 		nats.Name("cuecast "+name+" "+f.Instance), nats.ErrorHandler(f.asyncError(env, name)),
 	), connOpts...)...)
 	if err != nil {
-		return nil, nil, fmt.Errorf("connect %s: %w", f.NATS, err)
+		return nil, nil, fmt.Errorf("connect %s: %w", redact.URLs(f.NATS), err)
 	}
 	cl, err := client.New(nc, append(clientOpts, extra...)...)
 	if err != nil {

@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
 	"time"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/cuecast/cuecast/internal/leader"
 	"github.com/cuecast/cuecast/internal/natsserver"
+	"github.com/cuecast/cuecast/internal/redact"
 )
 
 // External configures serve against an external NATS server or cluster and
@@ -56,7 +56,7 @@ func (p *Pipeline) connect(ctx context.Context, cfg Config) error {
 		}
 		return nil
 	}
-	p.url = redact(cfg.NATS)
+	p.url = redact.URLs(cfg.NATS)
 	opts := append([]nats.Option{
 		nats.Name("cuecast serve"),
 		nats.MaxReconnects(-1),
@@ -125,13 +125,4 @@ func replicaID() (string, error) {
 		return "", fmt.Errorf("replica id: %w", err)
 	}
 	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b)), nil
-}
-
-// redact drops the password from a URL before it is logged.
-func redact(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil || u.User == nil {
-		return raw
-	}
-	return u.Redacted()
 }

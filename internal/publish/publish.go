@@ -20,6 +20,7 @@ import (
 	"github.com/google/go-github/v60/github"
 
 	"github.com/cuecast/cuecast/ci"
+	"github.com/cuecast/cuecast/internal/redact"
 )
 
 // GitHub names where a pull request goes and how to log in.
@@ -56,7 +57,7 @@ func Repo(repo, remoteURL string) (owner, name string, err error) {
 	owner, name, ok := strings.Cut(repo, "/")
 	if repo == "" {
 		if owner, name, ok = ci.ParseGitHubRepo(remoteURL); !ok {
-			return "", "", fmt.Errorf("cannot tell the GitHub repository from remote URL %s", remoteURL)
+			return "", "", fmt.Errorf("cannot tell the GitHub repository from remote URL %s", redact.URLs(remoteURL))
 		}
 	}
 	if !ok || owner == "" || name == "" {
