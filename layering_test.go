@@ -28,6 +28,7 @@ var layer = map[string]int{
 	// push and pull requests, which cuecast revert and the mutator share
 	"internal/publish": 3,
 	"mutator":          4, // set at the origin: compiles and checks (ci), then publishes
+	"internal/redact":  0, // takes secrets out of printed URLs: every layer prints some
 	"internal":         5,
 	"cmd":              6,
 }

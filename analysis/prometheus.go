@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"net/url"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/api"
@@ -14,6 +13,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/internal/redact"
 )
 
 // Options configures a Prometheus.
@@ -50,36 +50,13 @@ func New(address string, o Options) (*Prometheus, error) {
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return nil, fmt.Errorf("new prometheus client for %s: %w", Redacted(address), err)
+		return nil, fmt.Errorf("new prometheus client for %s: %w", redact.URLs(address), err)
 	}
 	c, err := api.NewClient(api.Config{Address: address})
 	if err != nil {
-		return nil, fmt.Errorf("new prometheus client for %s: %w", Redacted(address), err)
+		return nil, fmt.Errorf("new prometheus client for %s: %w", redact.URLs(address), err)
 	}
 	return &Prometheus{api: v1.NewAPI(c), timeout: o.Timeout}, nil
-}
-
-// Redacted is a Prometheus address as it may be printed or logged: its
-// password, if any, replaced by "***" (as net/http does in its errors),
-// whether or not the rest parses as a URL.
-func Redacted(address string) string {
-	scheme, rest := "", address
-	if i := strings.Index(address, "://"); i >= 0 {
-		scheme, rest = address[:i+3], address[i+3:]
-	}
-	authority := rest
-	if j := strings.IndexAny(rest, "/?#"); j >= 0 {
-		authority = rest[:j]
-	}
-	at := strings.LastIndex(authority, "@")
-	if at < 0 {
-		return address
-	}
-	user, _, hasPassword := strings.Cut(authority[:at], ":")
-	if !hasPassword {
-		return address
-	}
-	return scheme + user + ":***" + rest[at:]
 }
 
 // Measure queries metric m at now for the cohort (the instances of cfg

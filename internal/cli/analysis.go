@@ -7,6 +7,7 @@ import (
 	"github.com/cuecast/cuecast/analysis"
 	"github.com/cuecast/cuecast/ci"
 	"github.com/cuecast/cuecast/distributor/rollout"
+	"github.com/cuecast/cuecast/internal/redact"
 )
 
 // prometheusAnalyzer is the analyzer of serve's --prometheus URL; nil for
@@ -31,7 +32,7 @@ func checkQueries(ctx context.Context, rep *ci.Report, url string) error {
 		return &UsageError{Err: err, Hint: "pass --prometheus http://prometheus:9090"}
 	}
 	if err := rep.CheckQueries(ctx, p); err != nil {
-		return fmt.Errorf("--prometheus %s: %w", analysis.Redacted(url), err)
+		return fmt.Errorf("--prometheus %s: %w", redact.URLs(url), err)
 	}
 	return nil
 }

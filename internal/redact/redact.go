@@ -1,15 +1,16 @@
 // Package redact takes secrets out of what is printed: errors end up in
-// CI logs and terminals.
+// CI logs and terminals. It imports nothing of cuecast's, so that every
+// layer may use it (layering_test.go).
 package redact
 
 import "strings"
 
 // URLs is a URL, or a comma-separated list of them (a NATS cluster), as it
-// may be printed: the user information of each replaced by "***". It takes
-// the whole of it, a user alone too: a NATS URL carries a token as a bare
-// user, and a Git remote (https://TOKEN@github.com/…) likewise; without a
-// scheme, only a user with a password is. It works whether or not the rest
-// parses as a URL.
+// may be printed, whether or not it parses: a password in it replaced by
+// "***" (user:***@host), and a user alone too where there is a scheme
+// (***@host), since a NATS URL carries a token as a bare user and a Git
+// remote (https://TOKEN@github.com/…) likewise. Without a scheme a bare
+// user is scp-like Git (git@host:path), no secret, and is kept.
 func URLs(urls string) string {
 	parts := strings.Split(urls, ",")
 	for i, p := range parts {
@@ -22,9 +23,13 @@ func URLs(urls string) string {
 			authority = rest[:j]
 		}
 		at := strings.LastIndex(authority, "@")
-		// Without a scheme, a bare user is scp-like Git (git@host:path),
-		// no secret; a user and password still is one.
-		if at >= 0 && (scheme != "" || strings.Contains(authority[:at], ":")) {
+		if at < 0 {
+			continue
+		}
+		switch user, _, password := strings.Cut(authority[:at], ":"); {
+		case password:
+			parts[i] = scheme + user + ":***" + rest[at:]
+		case scheme != "":
 			parts[i] = scheme + "***" + rest[at:]
 		}
 	}

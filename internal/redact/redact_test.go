@@ -2,20 +2,27 @@ package redact
 
 import "testing"
 
+// TestURLs: a password or token never survives, parsed or not, in a list
+// or alone.
 func TestURLs(t *testing.T) {
-	for _, c := range []struct{ in, want string }{
-		{"nats://127.0.0.1:4222", "nats://127.0.0.1:4222"},
-		{"nats://ops:pw@127.0.0.1:4222", "nats://***@127.0.0.1:4222"},
-		{"nats://token@127.0.0.1:4222", "nats://***@127.0.0.1:4222"},
-		{"nats://a:1@h1:4222,nats://h2:4222,tls://b:2@h3", "nats://***@h1:4222,nats://h2:4222,tls://***@h3"},
-		{"https://x-access-token:ghs_abc@github.com/o/r.git", "https://***@github.com/o/r.git"},
-		{"https://github.com/o/r.git?ref=a@b", "https://github.com/o/r.git?ref=a@b"},
-		{"git@github.com:o/r.git", "git@github.com:o/r.git"},
-		{"u:p@host:1", "***@host:1"},
-		{"", ""},
+	for in, want := range map[string]string{
+		"nats://127.0.0.1:4222":                          "nats://127.0.0.1:4222",
+		"nats://ops:pw@127.0.0.1:4222":                   "nats://ops:***@127.0.0.1:4222",
+		"nats://token@127.0.0.1:4222":                    "nats://***@127.0.0.1:4222",
+		"nats://a:1@h1:4222,nats://h2:4222,tls://b:2@h3": "nats://a:***@h1:4222,nats://h2:4222,tls://b:***@h3",
+		"https://x-access-token:ghs_abc@github.com/o/r":  "https://x-access-token:***@github.com/o/r",
+		"https://ghs_abc@github.com/o/r.git":             "https://***@github.com/o/r.git",
+		"https://github.com/o/r.git?ref=a@b":             "https://github.com/o/r.git?ref=a@b",
+		"git@github.com:o/r.git":                         "git@github.com:o/r.git",
+		"http://prometheus:9090":                         "http://prometheus:9090",
+		"http://promuser:S3cretPW@127.0.0.1:1":           "http://promuser:***@127.0.0.1:1",
+		"https://u:p@ss@prom.example/api?x=@":            "https://u:***@prom.example/api?x=@",
+		"http://promuser:S3cretPW@127.0.0.1:notaport/a@": "http://promuser:***@127.0.0.1:notaport/a@",
+		"promuser:S3cretPW@prometheus:9090":              "promuser:***@prometheus:9090",
+		"":                                               "",
 	} {
-		if got := URLs(c.in); got != c.want {
-			t.Errorf("URLs(%q) = %q, want %q", c.in, got, c.want)
+		if got := URLs(in); got != want {
+			t.Errorf("URLs(%q) = %q, want %q", in, got, want)
 		}
 	}
 }
