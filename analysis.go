@@ -35,7 +35,7 @@ const (
 //
 //   - $selector: config="<config>",version="<version>", the label
 //     matchers of the cuecast_config_info series of that side, to join the
-//     service's own series with `* on(instance, job) group_left
+//     service's own series with `* on(instance) group_left
 //     cuecast_config_info{$selector}`;
 //   - $config and $version: the same values alone;
 //   - $interval: Interval as a PromQL duration, for range windows.

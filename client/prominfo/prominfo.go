@@ -11,13 +11,15 @@
 //
 // and join with the scrape's own target labels:
 //
-//	sum(rate(http_errors_total[1m]) * on(instance, job) group_left
+//	sum(rate(http_errors_total[1m]) * on(instance) group_left
 //	    cuecast_config_info{config="payments/checkout", version="8"})
 //
 // Why this shape: the series comes from the service's own registry, so it
-// carries the same target labels (instance, job) as every other series of
-// the scrape, and `on(instance, job) group_left` joins them without
-// relabelling. The instance ID is cuecast_instance, not instance, which the
+// carries the same instance label as every other series of the scrape,
+// and `on(instance) group_left` joins them. Joining on instance alone, not
+// job, also serves the agent's copy (cuecast agent --metrics), scraped in
+// a job of its own with the service's instance label (docs/ROLLOUT.md,
+// "Joining the service's series to its version"). The instance ID is cuecast_instance, not instance, which the
 // scrape owns (and would rename exported_instance). version is what the
 // cohort and the baseline differ by, so a rollout's analysis selects a side
 // with config and version alone; bucket lets a query group by cohort
@@ -41,7 +43,7 @@ import (
 const Name = "cuecast_config_info"
 
 var desc = prometheus.NewDesc(Name,
-	"What this instance runs of each cuecast config it watches; always 1. Join on (instance, job).",
+	"What this instance runs of each cuecast config it watches; always 1. Join on (instance).",
 	[]string{"config", "version", "bucket", "variant", "cuecast_instance"}, nil)
 
 // Source is what New reads at each scrape: a *client.Client, or anything

@@ -96,10 +96,10 @@ func (sl *slot) target() string { return strings.TrimPrefix(sl.srv.URL, "http://
 
 // The analysis' queries, as docs/ROLLOUT.md gives them to copy.
 const (
-	errorRateQuery = `sum(increase(svc_errors_total[$interval]) * on(instance, job) group_left cuecast_config_info{$selector})
-  / sum(increase(svc_requests_total[$interval]) * on(instance, job) group_left cuecast_config_info{$selector})`
-	requestsQuery = `sum(increase(svc_requests_total[$interval]) * on(instance, job) group_left cuecast_config_info{$selector})`
-	latencyQuery  = `histogram_quantile(0.9, sum by (le) (rate(svc_latency_seconds_bucket[$interval]) * on(instance, job) group_left cuecast_config_info{$selector}))`
+	errorRateQuery = `sum(increase(svc_errors_total[$interval]) * on(instance) group_left cuecast_config_info{$selector})
+  / sum(increase(svc_requests_total[$interval]) * on(instance) group_left cuecast_config_info{$selector})`
+	requestsQuery = `sum(increase(svc_requests_total[$interval]) * on(instance) group_left cuecast_config_info{$selector})`
+	latencyQuery  = `histogram_quantile(0.9, sum by (le) (rate(svc_latency_seconds_bucket[$interval]) * on(instance) group_left cuecast_config_info{$selector}))`
 )
 
 // evalEvery is the metrics' interval, and their window: Prometheus

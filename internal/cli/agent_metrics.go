@@ -18,8 +18,11 @@ import (
 // serveAgentMetrics serves /metrics on addr until ctx ends, with the
 // cuecast_config_info series of cl (client/prominfo): what a Go service
 // exports from its own registry, for a service that is not written in Go.
-// Scraped beside the service (same instance label, through relabelling,
-// or the same pod), its series join the service's. Nothing is served when
+// Prometheus gives its port an instance label of its own (a target is one
+// address), so its series join the service's only when the scrape config
+// gives both targets the same instance label, in jobs of their own
+// (docs/ROLLOUT.md's prometheus.yml, TestRolloutDocJoin); an exported
+// label cannot do it, since the scrape owns instance. Nothing is served when
 // addr is empty; the address listened on is said on stderr (a port 0
 // picks one).
 func serveAgentMetrics(ctx context.Context, env *Env, addr string, cl *client.Client) error {

@@ -85,10 +85,6 @@ type Server struct {
 // found; t.Cleanup stops it.
 func Start(t testing.TB, scrape time.Duration, targets ...string) *Server {
 	t.Helper()
-	bin, why := Binary()
-	if bin == "" {
-		t.Skip(why)
-	}
 	dir := t.TempDir()
 	s := &Server{t: t, dir: dir, targets: filepath.Join(dir, "targets.json")}
 	s.SetTargets(targets)
@@ -101,6 +97,31 @@ scrape_configs:
       - files: [%[2]q]
         refresh_interval: 1s
 `, model.Duration(scrape), s.targets)
+	s.run(conf)
+	return s
+}
+
+// StartConfig runs a Prometheus with conf as its prometheus.yml, as a
+// reader would write it (a document's own, to test that it works), and
+// waits until its API answers. SetTargets does nothing for it. It skips t
+// when no binary can be found; t.Cleanup stops it.
+func StartConfig(t testing.TB, conf string) *Server {
+	t.Helper()
+	dir := t.TempDir()
+	s := &Server{t: t, dir: dir, targets: filepath.Join(dir, "targets.json")}
+	s.run(conf)
+	return s
+}
+
+// run starts the binary with conf in s.dir.
+func (s *Server) run(conf string) {
+	t := s.t
+	t.Helper()
+	bin, why := Binary()
+	if bin == "" {
+		t.Skip(why)
+	}
+	dir := s.dir
 	confPath := filepath.Join(dir, "prometheus.yml")
 	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
@@ -136,7 +157,6 @@ scrape_configs:
 		_, err := s.API.Buildinfo(ctx)
 		return err == nil, fmt.Sprint(err)
 	})
-	return s
 }
 
 // SetTargets replaces the scraped targets (host:port) by rewriting the
