@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cuecast/cuecast"
@@ -84,9 +85,109 @@ func (r *Rollout) analysisDue() []time.Time {
 	return out
 }
 
+// maxMeasuring bounds the queries the controller has Prometheus run at
+// once, over every rollout: a stage's metrics are measured together, so
+// one that does not answer costs the stage one query timeout, not one per
+// metric, without a many-metric stage flooding Prometheus.
+const maxMeasuring = 8
+
+// measurement is one metric's measure, made for the evaluation of
+// rollout id's stage due at due (its MetricState.Next then): one that
+// answers another evaluation is dropped.
+type measurement struct {
+	id     string
+	stage  int
+	metric int
+	due    time.Time
+	res    analysis.Result
+	err    error
+}
+
+// matches says whether m answers the evaluation of r's metric i now due.
+func (m measurement) matches(r *Rollout, i int) bool {
+	return m.id == r.ID && m.stage == r.Stage && m.metric == i && i < len(r.Analysis) && m.due.Equal(r.Analysis[i].Next)
+}
+
+// toMeasure lists the metrics of r's holding stage due at now that need
+// Prometheus: every due one but a comparison without a baseline, and none
+// when there is no Analyzer to ask.
+func (c *Controller) toMeasure(r *Rollout, now time.Time) []int {
+	if c.o.Analyzer == nil || r.State != StateHolding || len(r.Analysis) == 0 || r.Stage >= len(r.Policy.Stages) {
+		return nil
+	}
+	st := r.Policy.Stages[r.Stage]
+	if len(st.Analysis) != len(r.Analysis) {
+		return nil
+	}
+	var out []int
+	for i, ms := range r.Analysis {
+		if !now.Before(ms.Next) && !noBaseline(r, st.Analysis[i]) {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// measure has the Analyzer measure metrics idx of r's stage, together,
+// at most maxMeasuring queries at once over the controller (slots), and
+// returns what it got; those cut short by ctx are left out. It reads
+// only the copy of r it is given.
+func (c *Controller) measure(ctx context.Context, slots chan struct{}, r Rollout, idx []int, now time.Time) []measurement {
+	st := r.Policy.Stages[r.Stage]
+	out := make([]measurement, len(idx))
+	var wg sync.WaitGroup
+	for k, i := range idx {
+		out[k] = measurement{id: r.ID, stage: r.Stage, metric: i, due: r.Analysis[i].Next}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case slots <- struct{}{}:
+			case <-ctx.Done():
+				out[k].err = ctx.Err()
+				return
+			}
+			defer func() { <-slots }()
+			out[k].res, out[k].err = c.o.Analyzer.Measure(ctx, st.Analysis[i], r.Config, r.Version, r.From, now)
+		}()
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		// The controller is stopping, or a command took the stage over:
+		// no evaluation was made.
+		return nil
+	}
+	return out
+}
+
+// putMeasured keeps ms for cfg's next step (the caller holds c.mu).
+func (c *Controller) putMeasured(cfg cuecast.ConfigPath, ms []measurement) {
+	if c.measured == nil {
+		c.measured = map[cuecast.ConfigPath][]measurement{}
+	}
+	c.measured[cfg] = append(c.measured[cfg], ms...)
+}
+
+// takeMeasured removes cfg's measurements and returns those that answer
+// r's evaluations now due, by metric (the caller holds c.mu).
+func (c *Controller) takeMeasured(cfg cuecast.ConfigPath, r *Rollout) map[int]measurement {
+	got := map[int]measurement{}
+	for _, m := range c.measured[cfg] {
+		if m.matches(r, m.metric) {
+			got[m.metric] = m
+		}
+	}
+	delete(c.measured, cfg)
+	return got
+}
+
 // analyze evaluates the metrics of r's holding stage that are due, and
 // halts r (halt, as a health breach does) when one fails its limit. It
-// reports whether r changed.
+// reports whether r changed. Under Run, Prometheus is asked outside the
+// command loop (runner.measure) and a due metric without its measurement
+// yet waits for it, so that an operator's command is never held up by a
+// Prometheus that does not answer; without Run (an operator's or a
+// test's step), the due metrics are measured here, together.
 func (c *Controller) analyze(ctx context.Context, rec *Record, r *Rollout, now time.Time) ([]AuditEntry, bool) {
 	if r.State != StateHolding || len(r.Analysis) == 0 {
 		return nil, false
@@ -94,6 +195,24 @@ func (c *Controller) analyze(ctx context.Context, rec *Record, r *Rollout, now t
 	st := r.Policy.Stages[r.Stage]
 	if len(st.Analysis) != len(r.Analysis) {
 		return nil, false // a record of another policy's shape; not ours to judge
+	}
+	got := c.takeMeasured(rec.Config, r)
+	if !c.running {
+		var missing []int
+		for _, i := range c.toMeasure(r, now) {
+			if _, ok := got[i]; !ok {
+				missing = append(missing, i)
+			}
+		}
+		if len(missing) > 0 {
+			ms := c.measure(ctx, make(chan struct{}, maxMeasuring), *r, missing, now)
+			if ms == nil {
+				return nil, false
+			}
+			for _, m := range ms {
+				got[m.metric] = m
+			}
+		}
 	}
 	changed := false
 	for i := range r.Analysis {
@@ -109,11 +228,11 @@ func (c *Controller) analyze(ctx context.Context, rec *Record, r *Rollout, now t
 		case c.o.Analyzer == nil:
 			err = errNoAnalyzer
 		default:
-			res, err = c.o.Analyzer.Measure(ctx, m, r.Config, r.Version, r.From, now)
-			if ctx.Err() != nil {
-				// The controller is stopping: no evaluation was made.
-				return nil, false
+			mm, ok := got[i]
+			if !ok {
+				continue // being measured (runner.measure)
 			}
+			res, err = mm.res, mm.err
 		}
 		changed = true
 		if why := evaluated(ms, m, st, r, res, err, now); why != "" {

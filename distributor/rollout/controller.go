@@ -130,6 +130,10 @@ type Controller struct {
 	// watchFailures counts the times Run could not watch the bucket (and
 	// tried again), for the same reason.
 	watchFailures atomic.Uint64
+	// running is set while Run runs (c.mu): Run's runner measures the
+	// analyses then, and a step takes its measurements from measured.
+	running  bool
+	measured map[cuecast.ConfigPath][]measurement
 	// readHook, set by tests only, replaces what a read of the bucket
 	// returns (to play a replica that has not seen the last write yet).
 	readHook func(ctx context.Context, k string, val []byte, rev uint64) ([]byte, uint64, error)

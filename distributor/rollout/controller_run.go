@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -22,9 +23,23 @@ import (
 // again, with a growing pause, for as long as ctx lasts: a passing network
 // fault must not end the leader's work (serve's Run would return with it).
 func (c *Controller) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
 	f := c.startFleet(ctx)
 	defer c.stopFleet(f)
-	rn := &runner{c: c, ctx: ctx, f: f, busy: map[string]*known{}}
+	rn := &runner{c: c, ctx: ctx, f: f, busy: map[string]*known{},
+		measured: make(chan measured), slots: make(chan struct{}, maxMeasuring)}
+	c.mu.Lock()
+	c.running = true
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.running = false
+		c.measured = nil
+		c.mu.Unlock()
+	}()
+	// Cancelled first: the measurements under way end with it.
+	defer rn.measuring.Wait()
+	defer cancel()
 	tick := time.NewTicker(c.o.Interval)
 	defer tick.Stop()
 	for {
@@ -91,6 +106,8 @@ func (rn *runner) follow(w jetstream.KeyWatcher, tick <-chan time.Time) error {
 		case <-tick:
 			rn.tick()
 			rn.c.ticks.Add(1)
+		case m := <-rn.measured:
+			rn.took(m)
 		}
 	}
 }
@@ -147,6 +164,26 @@ type runner struct {
 	// nothing reads nothing; rev 0 means "read it".
 	busy     map[string]*known
 	lastFull time.Time
+	// measured brings the measurements made outside the loop (measure);
+	// slots bounds the queries under way; measuring counts the
+	// goroutines making them, which Run waits for.
+	measured  chan measured
+	slots     chan struct{}
+	measuring sync.WaitGroup
+}
+
+// measured is what one measure of a config's stage got.
+type measured struct {
+	k   string
+	job *inflight
+	ms  []measurement
+}
+
+// inflight is a measure under way of rollout id's stage.
+type inflight struct {
+	id     string
+	stage  int
+	cancel context.CancelFunc
 }
 
 // step settles the config of key k from what the runner knows of it.
@@ -166,6 +203,63 @@ func (rn *runner) step(k string, kn *known) {
 	if err != nil && rn.ctx.Err() == nil {
 		c.log.Error("rollout step failed; retrying", "config", configOfKey(k), "err", err)
 	}
+	rn.measure(k, kn)
+}
+
+// measure starts measuring the metrics of k's holding stage that are due,
+// outside the loop, unless that is under way; it cancels a measure under
+// way of a stage k no longer holds (a command halted, advanced or resumed
+// it), whose evaluation nobody would take.
+func (rn *runner) measure(k string, kn *known) {
+	r := kn.rec.Current
+	if job := kn.measuring; job != nil {
+		if r != nil && r.ID == job.id && r.Stage == job.stage && r.State == StateHolding {
+			return
+		}
+		job.cancel()
+		kn.measuring = nil
+	}
+	if r == nil {
+		return
+	}
+	idx := rn.c.toMeasure(r, rn.c.o.Now())
+	if len(idx) == 0 {
+		return
+	}
+	ctx, cancel := context.WithCancel(rn.ctx)
+	job := &inflight{id: r.ID, stage: r.Stage, cancel: cancel}
+	kn.measuring = job
+	// The goroutine reads its own copy: the loop goes on changing kn.rec.
+	cp := *r
+	cp.Analysis = append([]MetricState(nil), r.Analysis...)
+	now := rn.c.o.Now()
+	rn.measuring.Add(1)
+	go func() {
+		defer rn.measuring.Done()
+		defer cancel()
+		ms := rn.c.measure(ctx, rn.slots, cp, idx, now)
+		select {
+		case rn.measured <- measured{k: k, job: job, ms: ms}:
+		case <-ctx.Done():
+		}
+	}()
+}
+
+// took hands a measure's measurements to the step of its config, which
+// judges them.
+func (rn *runner) took(m measured) {
+	kn := rn.busy[m.k]
+	if kn == nil || kn.measuring != m.job {
+		return // forgotten or cancelled since
+	}
+	kn.measuring = nil
+	if len(m.ms) == 0 {
+		return
+	}
+	rn.c.mu.Lock()
+	rn.c.putMeasured(configOfKey(m.k), m.ms)
+	rn.c.mu.Unlock()
+	rn.step(m.k, kn)
 }
 
 // update takes a record from the bucket's watch: one with no work to do is
@@ -198,6 +292,9 @@ func (rn *runner) update(e jetstream.KeyValueEntry) {
 }
 
 func (rn *runner) forget(k string) {
+	if kn := rn.busy[k]; kn != nil && kn.measuring != nil {
+		kn.measuring.cancel()
+	}
 	delete(rn.busy, k)
 	rn.f.untrack(configOfKey(k))
 }
@@ -227,6 +324,8 @@ type known struct {
 	rec    Record
 	rev    uint64
 	judged time.Time
+	// measuring is the measure of its stage's analysis under way.
+	measuring *inflight
 }
 
 // due says whether the record must be judged again at now: it is not a

@@ -44,6 +44,9 @@ func TestServeBadInput(t *testing.T) {
 	}{
 		{"not a repo", []string{"--repo", t.TempDir()}, "not a git repository"},
 		{"no such branch", []string{"--repo", repo.Dir, "--branch", "release"}, `"release"`},
+		// The 5 s a query to Prometheus may take was fixed (issue: a slow
+		// Prometheus blocked the controller).
+		{"prometheus timeout zero", []string{"--repo", repo.Dir, "--prometheus", "http://127.0.0.1:9", "--prometheus-timeout", "0s"}, "--prometheus-timeout 0s: want a positive duration"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := append([]string{"serve", "--data", t.TempDir(), "--listen", "127.0.0.1:0"}, tc.args...)

@@ -12,7 +12,9 @@ import (
 	"github.com/nats-io/nkeys"
 	"github.com/spf13/cobra"
 
+	"github.com/cuecast/cuecast/analysis"
 	"github.com/cuecast/cuecast/distributor"
+	"github.com/cuecast/cuecast/distributor/rollout"
 	"github.com/cuecast/cuecast/flags/ofrep"
 	"github.com/cuecast/cuecast/internal/pipeline"
 	"github.com/cuecast/cuecast/internal/web"
@@ -59,6 +61,8 @@ type ServeOptions struct {
 	// Prometheus is the base URL of the Prometheus that stage analyses
 	// query (docs/ROLLOUT.md, "Analysis"); empty: none.
 	Prometheus string
+	// PrometheusTimeout bounds each of its queries.
+	PrometheusTimeout time.Duration
 }
 
 func newServeCmd(env *Env, runF func(*cobra.Command, *ServeOptions) error) *cobra.Command {
@@ -146,6 +150,8 @@ anything is created in --data.`,
 		"how often instances report when nothing changes; give every instance the same (watch and agent --heartbeat, client.WithHeartbeat): a report is live for four. Longer cuts the fleet's cost at rest (docs/SCALING.md)")
 	cmd.Flags().StringVar(&opts.Prometheus, "prometheus", "",
 		"base URL of the Prometheus that stages with an analysis are judged from (default $CUECAST_PROMETHEUS_URL; docs/ROLLOUT.md, \"Analysis\")")
+	cmd.Flags().DurationVar(&opts.PrometheusTimeout, "prometheus-timeout", 5*time.Second,
+		"bound on each analysis query to --prometheus; one not answered by then is an evaluation error (max_errors)")
 	cmd.Flags().BoolVar(&opts.Secure, "secure", false, "give the embedded NATS server users, passwords and TLS, created in --data/nats (required to --listen beyond loopback)")
 	cmd.Flags().StringSliceVar(&opts.Namespaces, "namespace", nil, "with --secure: namespace whose services get a user svc-<ns> and a mirror (repeatable)")
 	cmd.Flags().BoolVar(&opts.Insecure, "insecure", false, "let the embedded NATS server listen beyond loopback without credentials or TLS: anyone reaching it controls cuecast")
@@ -188,6 +194,9 @@ func serveRun(c *cobra.Command, env *Env, opts *ServeOptions) error {
 	}
 	if opts.Prometheus == "" {
 		opts.Prometheus = env.Getenv("CUECAST_PROMETHEUS_URL")
+	}
+	if opts.PrometheusTimeout <= 0 {
+		return usageErrorf("use a duration like --prometheus-timeout 10s, or leave it out for 5s", "--prometheus-timeout %s: want a positive duration", opts.PrometheusTimeout)
 	}
 	if opts.InlineLimit == 0 || opts.InlineLimit < -1 || opts.InlineLimit > distributor.ChunkThreshold {
 		return usageErrorf(fmt.Sprintf("use 1 to %d bytes, or -1 to never inline", distributor.ChunkThreshold), "--inline-limit %d: out of range", opts.InlineLimit)
@@ -236,9 +245,13 @@ func serveRun(c *cobra.Command, env *Env, opts *ServeOptions) error {
 	if err != nil {
 		return err
 	}
-	analyzer, err := prometheusAnalyzer(opts.Prometheus)
-	if err != nil {
-		return err
+	var analyzer rollout.Analyzer
+	if opts.Prometheus != "" {
+		p, err := analysis.New(opts.Prometheus, analysis.Options{Timeout: opts.PrometheusTimeout})
+		if err != nil {
+			return &UsageError{Err: err, Hint: "pass --prometheus http://prometheus:9090"}
+		}
+		analyzer = p
 	}
 	p, err := pipeline.Start(ctx, pipeline.Config{
 		Repo:            opts.Repo,
