@@ -111,7 +111,7 @@ func (m measurement) matches(r *Rollout, i int) bool {
 // toMeasure lists the metrics of r's holding stage due at now that need
 // Prometheus: every due one but a comparison without a baseline, and none
 // when there is no Analyzer to ask.
-func (c *Controller) toMeasure(r *Rollout, now time.Time) []int {
+func (c *Controller) toMeasure(r *Rollout, now time.Time, alone int) []int {
 	if c.o.Analyzer == nil || r.State != StateHolding || len(r.Analysis) == 0 || r.Stage >= len(r.Policy.Stages) {
 		return nil
 	}
@@ -121,7 +121,7 @@ func (c *Controller) toMeasure(r *Rollout, now time.Time) []int {
 	}
 	var out []int
 	for i, ms := range r.Analysis {
-		if !now.Before(ms.Next) && !noBaseline(r, st.Analysis[i]) {
+		if !now.Before(ms.Next) && !noBaseline(r, st.Analysis[i]) && !(alone > 0 && compares(st.Analysis[i])) {
 			out = append(out, i)
 		}
 	}
@@ -183,12 +183,14 @@ func (c *Controller) takeMeasured(cfg cuecast.ConfigPath, r *Rollout) map[int]me
 
 // analyze evaluates the metrics of r's holding stage that are due, and
 // halts r (halt, as a health breach does) when one fails its limit. It
-// reports whether r changed. Under Run, Prometheus is asked outside the
+// reports whether r changed. alone, when above 0, is the number of live
+// instances, every one of them in the cohort: a comparison then has no
+// baseline, and is inconclusive without asking Prometheus. Under Run, Prometheus is asked outside the
 // command loop (runner.measure) and a due metric without its measurement
 // yet waits for it, so that an operator's command is never held up by a
 // Prometheus that does not answer; without Run (an operator's or a
 // test's step), the due metrics are measured here, together.
-func (c *Controller) analyze(ctx context.Context, rec *Record, r *Rollout, now time.Time) ([]AuditEntry, bool) {
+func (c *Controller) analyze(ctx context.Context, rec *Record, r *Rollout, alone int, now time.Time) ([]AuditEntry, bool) {
 	if r.State != StateHolding || len(r.Analysis) == 0 {
 		return nil, false
 	}
@@ -199,7 +201,7 @@ func (c *Controller) analyze(ctx context.Context, rec *Record, r *Rollout, now t
 	got := c.takeMeasured(rec.Config, r)
 	if !c.running {
 		var missing []int
-		for _, i := range c.toMeasure(r, now) {
+		for _, i := range c.toMeasure(r, now, alone) {
 			if _, ok := got[i]; !ok {
 				missing = append(missing, i)
 			}
@@ -225,6 +227,10 @@ func (c *Controller) analyze(ctx context.Context, rec *Record, r *Rollout, now t
 		var err error
 		switch {
 		case noBaseline(r, m):
+		case alone > 0 && compares(m):
+			changed = true
+			noneOutside(ms, m, rec.Config, alone, now)
+			continue
 		case c.o.Analyzer == nil:
 			err = errNoAnalyzer
 		default:
@@ -253,6 +259,24 @@ func (c *Controller) analyze(ctx context.Context, rec *Record, r *Rollout, now t
 // then.
 func noBaseline(r *Rollout, m cuecast.Metric) bool {
 	return m.Compare != cuecast.CompareThreshold && (r.From == 0 || len(r.Cohort.Buckets) == cuecast.Buckets)
+}
+
+// compares says whether m compares the cohort with a baseline.
+func compares(m cuecast.Metric) bool { return m.Compare != cuecast.CompareThreshold }
+
+// noneOutside records an evaluation of comparison m that found no
+// baseline: every one of the n live instances of cfg is in the cohort (a
+// stage of 70 % on a fleet whose instances all fall in its buckets). It is
+// inconclusive, and so holds the stage, as the doc's rule for a missing
+// side says: passing it would promote a version its analysis never
+// judged. The comparison is made again as soon as an instance outside the
+// cohort reports; until then an operator's advance passes the stage.
+func noneOutside(ms *MetricState, m cuecast.Metric, cfg cuecast.ConfigPath, n int, now time.Time) {
+	ms.Next = now.Add(time.Duration(m.WithDefaults().Interval))
+	ms.Errors = 0
+	ms.Inconclusive++
+	ms.Outcome = string(analysis.Inconclusive)
+	ms.Detail = fmt.Sprintf("no baseline: every live instance (%d) is in the cohort; it compares again when one outside reports, or `cuecast rollout advance %s` passes the stage without it", n, cfg)
 }
 
 // evaluated records one evaluation of metric m (its measure res, or the

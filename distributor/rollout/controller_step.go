@@ -215,7 +215,12 @@ func (c *Controller) evaluate(ctx context.Context, rec *Record, r *Rollout, now 
 	if err != nil {
 		return nil, false, err
 	}
-	audits, analyzed := c.analyze(ctx, rec, r, now)
+	// Every live instance in the cohort leaves a comparison no baseline.
+	alone := 0
+	if m := measure(rec.Config.Namespace(), reports, r.Cohort, r.Version, false); m.Outside == 0 {
+		alone = m.Instances
+	}
+	audits, analyzed := c.analyze(ctx, rec, r, alone, now)
 	if r.State == StateHalted {
 		c.log.Warn("rollout halted", "config", rec.Config, "version", r.Version, "stage", r.StageName(), "reason", r.Reason)
 		return audits, true, nil
