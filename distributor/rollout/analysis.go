@@ -293,8 +293,8 @@ func evaluated(ms *MetricState, m cuecast.Metric, st cuecast.Stage, r *Rollout, 
 		ms.Errors++
 		ms.Outcome, ms.Detail = outcomeError, err.Error()
 		if ms.Errors >= m.MaxErrors {
-			return fmt.Sprintf("stage %s: analysis %s could not be evaluated %d times in a row (max_errors %d): %v; query: %s",
-				st.Name, m.Name, ms.Errors, m.MaxErrors, err, m.Query)
+			return fmt.Sprintf("stage %s: analysis %s could not be evaluated %d times in a row (max_errors %d): %v; %s",
+				st.Name, m.Name, ms.Errors, m.MaxErrors, err, queriesRun(m, r))
 		}
 		return ""
 	}
@@ -312,10 +312,21 @@ func evaluated(ms *MetricState, m cuecast.Metric, st cuecast.Stage, r *Rollout, 
 	ms.Evaluations++
 	ms.Failures++
 	if ms.Failures >= m.Failures {
-		return fmt.Sprintf("stage %s: analysis %s failed %d of %d evaluations (failures %d halt): %s; query: %s",
-			st.Name, m.Name, ms.Failures, ms.Evaluations, m.Failures, v.Detail, m.Query)
+		return fmt.Sprintf("stage %s: analysis %s failed %d of %d evaluations (failures %d halt): %s; %s",
+			st.Name, m.Name, ms.Failures, ms.Evaluations, m.Failures, v.Detail, queriesRun(m, r))
 	}
 	return ""
+}
+
+// queriesRun is m's query as a halt's reason gives it: as run for r's
+// cohort, placeholders filled, and for its baseline when m compares, so
+// that the operator can run what the controller ran.
+func queriesRun(m cuecast.Metric, r *Rollout) string {
+	q := "query: " + m.Expand(m.Query, r.Config, r.Version)
+	if compares(m) {
+		q += "; baseline: " + m.Expand(m.Query, r.Config, r.From)
+	}
+	return q
 }
 
 // analysisPending says why r's stage, its hold over, cannot pass on its

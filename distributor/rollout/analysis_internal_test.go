@@ -21,7 +21,7 @@ func TestEvaluated(t *testing.T) {
 	m := cuecast.Metric{Name: "error_rate", Query: "q{$selector}", Compare: cuecast.CompareDifference, Max: 0.01,
 		MinSamples: 100, Interval: cuecast.Duration(time.Minute), Failures: 2, MaxErrors: 2}
 	st := cuecast.Stage{Name: "canary", Analysis: []cuecast.Metric{m}}
-	r := &Rollout{Version: 2, From: 1, Policy: cuecast.Policy{Stages: []cuecast.Stage{st}}, State: StateHolding}
+	r := &Rollout{Config: "payments/checkout", Version: 2, From: 1, Policy: cuecast.Policy{Stages: []cuecast.Stage{st}}, State: StateHolding}
 	r.Analysis = startAnalysis(st, now)
 	bad := analysis.Result{Cohort: 0.05, Baseline: 0.001, CohortSamples: 500, BaselineSamples: 5000}
 	good := analysis.Result{Cohort: 0.001, Baseline: 0.001, CohortSamples: 500, BaselineSamples: 5000}
@@ -39,7 +39,7 @@ func TestEvaluated(t *testing.T) {
 		{analysis.Result{}, down, "", "error_rate error (connection refused)"},
 		{good, nil, "", ""}, // the error count is of errors in a row
 		{analysis.Result{}, down, "", "error_rate error"},
-		{analysis.Result{}, down, "could not be evaluated 2 times in a row (max_errors 2): connection refused; query: q{$selector}", ""},
+		{analysis.Result{}, down, `could not be evaluated 2 times in a row (max_errors 2): connection refused; query: q{config="payments/checkout",version="2"}; baseline: q{config="payments/checkout",version="1"}`, ""},
 	}
 	for i, s := range steps {
 		now = now.Add(time.Minute)
@@ -58,11 +58,13 @@ func TestEvaluated(t *testing.T) {
 			t.Errorf("step %d: next %s, want an interval on", i, ms.Next)
 		}
 	}
-	// The second failure halts, with both values and the threshold.
+	// The second failure halts, with both values and the threshold, and
+	// the queries as run, placeholders filled, for the operator to run
+	// again (the reason used to give them raw, $selector and all).
 	ms := MetricState{Name: m.Name}
 	evaluated(&ms, m, st, r, bad, nil, now)
 	why := evaluated(&ms, m, st, r, bad, nil, now)
-	if want := "stage canary: analysis error_rate failed 2 of 2 evaluations (failures 2 halt): cohort 0.05 − baseline 0.001 = 0.049 > max 0.01; query: q{$selector}"; why != want {
+	if want := `stage canary: analysis error_rate failed 2 of 2 evaluations (failures 2 halt): cohort 0.05 − baseline 0.001 = 0.049 > max 0.01; query: q{config="payments/checkout",version="2"}; baseline: q{config="payments/checkout",version="1"}`; why != want {
 		t.Errorf("halt %q, want %q", why, want)
 	}
 	// A first version has no baseline: a comparison is skipped, not waited on.

@@ -196,7 +196,8 @@ func TestAnalysisJudgesCohortAgainstBaseline(t *testing.T) {
 		if ms.Evaluations > 3 {
 			t.Errorf("halted after %d evaluations, want ≤ 3 (and %d without enough data)", ms.Evaluations, ms.Inconclusive)
 		}
-		for _, want := range []string{"stage canary: analysis error_rate failed 2 of", "cohort 0.05 − baseline 0.001 = 0.049 > max 0.01", "query: sum(increase(svc_errors_total"} {
+		for _, want := range []string{"stage canary: analysis error_rate failed 2 of", "cohort 0.05 − baseline 0.001 = 0.049 > max 0.01", "query: sum(increase(svc_errors_total[500ms])",
+			`cuecast_config_info{config="payments/checkout",version="2"}`, `; baseline: sum(increase(svc_errors_total[500ms])`, `cuecast_config_info{config="payments/checkout",version="1"}`} {
 			if !strings.Contains(rec.Current.Reason, want) {
 				t.Errorf("reason %q, want it to contain %q", rec.Current.Reason, want)
 			}
