@@ -19,9 +19,10 @@ import (
 // Options configures a Prometheus.
 type Options struct {
 	// Timeout bounds each query, at the client and as Prometheus's own
-	// evaluation timeout; default 5s. The rollout controller judges its
-	// rollouts one at a time, so a Prometheus that does not answer delays
-	// the others by up to this per metric due.
+	// evaluation timeout; default 5s (serve --prometheus-timeout). The
+	// rollout controller measures a stage's metrics together, outside its
+	// command loop, so a Prometheus that does not answer delays only the
+	// verdict, never an operator's command.
 	Timeout time.Duration
 }
 

@@ -121,7 +121,7 @@ func (c *Controller) toMeasure(r *Rollout, now time.Time, alone int) []int {
 	}
 	var out []int
 	for i, ms := range r.Analysis {
-		if !now.Before(ms.Next) && !noBaseline(r, st.Analysis[i]) && !(alone > 0 && compares(st.Analysis[i])) {
+		if !now.Before(ms.Next) && !NoBaseline(r, st, st.Analysis[i]) && !(alone > 0 && compares(st.Analysis[i])) {
 			out = append(out, i)
 		}
 	}
@@ -226,7 +226,7 @@ func (c *Controller) analyze(ctx context.Context, rec *Record, r *Rollout, alone
 		var res analysis.Result
 		var err error
 		switch {
-		case noBaseline(r, m):
+		case NoBaseline(r, st, m):
 		case alone > 0 && compares(m):
 			changed = true
 			noneOutside(ms, m, rec.Config, alone, now)
@@ -253,12 +253,18 @@ func (c *Controller) analyze(ctx context.Context, rec *Record, r *Rollout, alone
 	return nil, changed
 }
 
-// noBaseline says that metric m of r's stage has nothing to compare with:
-// a first version (no version to fall back to) or a stage covering every
-// bucket (nobody is left on the old version). Only a threshold is judged
-// then.
-func noBaseline(r *Rollout, m cuecast.Metric) bool {
-	return m.Compare != cuecast.CompareThreshold && (r.From == 0 || len(r.Cohort.Buckets) == cuecast.Buckets)
+// NoBaseline says that comparison m of stage st of r has nothing to
+// compare with: a first version (no version to fall back to), or a stage
+// covering every bucket (nobody is left on the old version: by its
+// percent, or as the running stage's cohort). Only a threshold is judged
+// then. rollout analyze asks it of every stage, the controller of the
+// running one.
+func NoBaseline(r *Rollout, st cuecast.Stage, m cuecast.Metric) bool {
+	if !compares(m) {
+		return false
+	}
+	running := r.State.Active() && r.Stage < len(r.Policy.Stages) && r.Policy.Stages[r.Stage].Name == st.Name
+	return r.From == 0 || st.Percent >= 100 || running && len(r.Cohort.Buckets) == cuecast.Buckets
 }
 
 // compares says whether m compares the cohort with a baseline.
@@ -286,7 +292,7 @@ func evaluated(ms *MetricState, m cuecast.Metric, st cuecast.Stage, r *Rollout, 
 	m = m.WithDefaults()
 	ms.Next = now.Add(time.Duration(m.Interval))
 	switch {
-	case noBaseline(r, m):
+	case NoBaseline(r, st, m):
 		ms.Outcome, ms.Detail = outcomeSkipped, "no baseline to compare with: a first version, or a stage covering everyone"
 		return ""
 	case err != nil:

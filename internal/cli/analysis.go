@@ -6,23 +6,8 @@ import (
 
 	"github.com/cuecast/cuecast/analysis"
 	"github.com/cuecast/cuecast/ci"
-	"github.com/cuecast/cuecast/distributor/rollout"
 	"github.com/cuecast/cuecast/internal/redact"
 )
-
-// prometheusAnalyzer is the analyzer of serve's --prometheus URL; nil for
-// none (a stage with an analysis then halts after its max_errors
-// evaluations, as with Prometheus down).
-func prometheusAnalyzer(url string) (rollout.Analyzer, error) {
-	if url == "" {
-		return nil, nil
-	}
-	p, err := analysis.New(url, analysis.Options{})
-	if err != nil {
-		return nil, &UsageError{Err: err, Hint: "pass --prometheus http://prometheus:9090"}
-	}
-	return p, nil
-}
 
 // checkQueries is check --prometheus: Prometheus parses the report's
 // analysis queries (ci.Report.CheckQueries).

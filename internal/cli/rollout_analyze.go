@@ -87,7 +87,7 @@ func rolloutAnalyze(ctx context.Context, env *Env, c *rollout.Controller, opts *
 		for _, m := range st.Analysis {
 			a := analyzedMetric{Stage: st.Name, Metric: m.Name, Compare: m.Compare, Max: m.Max,
 				Cohort: metricValue(math.NaN()), Baseline: metricValue(math.NaN())}
-			if noBaseline(r, st, m) {
+			if rollout.NoBaseline(r, st, m) {
 				a.Outcome, a.Detail = analyzeSkipped, "no baseline to compare with: a first version, or a stage covering everyone"
 				out = append(out, a)
 				continue
@@ -130,18 +130,6 @@ func rolloutAnalyze(ctx context.Context, env *Env, c *rollout.Controller, opts *
 	}
 	tw.flush()
 	return done(nil)
-}
-
-// noBaseline is the controller's rule (distributor/rollout, noBaseline):
-// a comparison has nothing to compare with on a first version (no version
-// to fall back to) or in a stage covering every bucket, and is skipped;
-// a threshold is judged.
-func noBaseline(r *rollout.Rollout, st cuecast.Stage, m cuecast.Metric) bool {
-	if m.Compare == cuecast.CompareThreshold {
-		return false
-	}
-	current := r.State.Active() && r.Policy.Stages[r.Stage].Name == st.Name
-	return r.From == 0 || st.Percent >= 100 || current && len(r.Cohort.Buckets) == cuecast.Buckets
 }
 
 func value(v metricValue) string {
