@@ -78,6 +78,19 @@ func TestBranchNames(t *testing.T) {
 	}
 }
 
+// keepsState returns a check that r is as it is now (repoState): a
+// refused or failed set must leave it so.
+func keepsState(t *testing.T, r *gittest.Repo) func(what string) {
+	t.Helper()
+	before := repoState(t, r)
+	return func(what string) {
+		t.Helper()
+		if after := repoState(t, r); after != before {
+			t.Errorf("%s changed the repository:\nbefore:\n%s\nafter:\n%s", what, before, after)
+		}
+	}
+}
+
 // repoState is everything a failed Set must leave as it was: every ref
 // and HEAD with their content, the index's bytes, and each work-tree
 // entry (a symbolic link by its target).
@@ -131,16 +144,14 @@ func TestSetWorkTreeUnwritable(t *testing.T) {
 	if err := os.Symlink(filepath.Join(t.TempDir(), "missing", "override.cue"), filepath.Join(r.Dir, at)); err != nil {
 		t.Fatal(err)
 	}
-	before := repoState(t, r)
+	unchanged := keepsState(t, r)
 	req := set("payments/refunds", "service.timeouts.read", `"3s"`)
 	req.At = at
 	_, err := mutator.New(r.Dir, mutator.Options{}).Set(context.Background(), req)
 	if err == nil || !strings.Contains(err.Error(), at) {
 		t.Errorf("set over an unwritable %s: %v, want an error naming it", at, err)
 	}
-	if after := repoState(t, r); after != before {
-		t.Errorf("a failed set changed the repository:\nbefore:\n%s\nafter:\n%s", before, after)
-	}
+	unchanged("a failed set")
 }
 
 // TestSetStagedEdit: an edit staged in the index to a file the change
@@ -164,14 +175,12 @@ func TestSetStagedEdit(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.Write(map[string]string{file: string(orig)})
-	before := repoState(t, r)
+	unchanged := keepsState(t, r)
 	_, err = mutator.New(r.Dir, mutator.Options{}).Set(context.Background(), set("payments/refunds", "auto_approve_max_minor", "20000"))
 	if !errors.Is(err, mutator.ErrBadRequest) || !strings.Contains(err.Error(), file) || !strings.Contains(err.Error(), "staged") {
 		t.Errorf("set over a staged edit: %v, want a bad request naming %s and the staged edit", err, file)
 	}
-	if after := repoState(t, r); after != before {
-		t.Errorf("a refused set changed the repository:\nbefore:\n%s\nafter:\n%s", before, after)
-	}
+	unchanged("a refused set")
 }
 
 // TestSetAtNames: --at names a .cue file CUE loads, by its clean path. A
@@ -181,7 +190,7 @@ func TestSetStagedEdit(t *testing.T) {
 func TestSetAtNames(t *testing.T) {
 	t.Parallel()
 	r := exampleRepo(t)
-	before := repoState(t, r)
+	unchanged := keepsState(t, r)
 	m := mutator.New(r.Dir, mutator.Options{})
 	for _, at := range []string{
 		"payments/refunds/_override.cue", "payments/refunds/.override.cue",
@@ -194,9 +203,7 @@ func TestSetAtNames(t *testing.T) {
 			t.Errorf("--at %s: %v, want a bad request naming it and what to name", at, err)
 		}
 	}
-	if after := repoState(t, r); after != before {
-		t.Errorf("a refused set changed the repository:\nbefore:\n%s\nafter:\n%s", before, after)
-	}
+	unchanged("a refused set")
 }
 
 // TestSetTwoValuesForOneLiteral: a bulk change giving two values to one
@@ -206,7 +213,7 @@ func TestSetAtNames(t *testing.T) {
 func TestSetTwoValuesForOneLiteral(t *testing.T) {
 	t.Parallel()
 	r := exampleRepo(t)
-	before := repoState(t, r)
+	unchanged := keepsState(t, r)
 	req := set("payments/checkout", "ledger.port", "7001")
 	req.Configs = nil
 	req.Set = []mutator.Assignment{
@@ -217,9 +224,7 @@ func TestSetTwoValuesForOneLiteral(t *testing.T) {
 	if !errors.Is(err, mutator.ErrBadRequest) || !strings.Contains(err.Error(), "lib/net/net.cue:13:") || !strings.Contains(err.Error(), "7001") || !strings.Contains(err.Error(), "7002") {
 		t.Errorf("two values for one literal: %v, want a bad request naming lib/net/net.cue:13:N and both values", err)
 	}
-	if after := repoState(t, r); after != before {
-		t.Errorf("a refused set changed the repository")
-	}
+	unchanged("a refused set")
 }
 
 // TestDryRunNeedsNoBranch: a dry run only verifies (CHANGING.md §6), so it
@@ -238,14 +243,12 @@ func TestDryRunNeedsNoBranch(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(r.Dir, ".git", "HEAD"), []byte(head+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	before := repoState(t, r)
+	unchanged := keepsState(t, r)
 	req.Mode = mutator.ModeCommit
 	if res, err := m.Set(context.Background(), req); err != nil || res.Base != head || res.Branch != "" {
 		t.Errorf("dry run on a detached HEAD: %+v, %v; want it verified on %s", res, err, head)
 	}
-	if after := repoState(t, r); after != before {
-		t.Errorf("a dry run changed the repository")
-	}
+	unchanged("a dry run")
 }
 
 // TestSetNoCommits: a repository without a commit is the caller's to fix
