@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -52,10 +53,13 @@ Last-known-good copies live in OUT/.cuecast/, so the files are there at start ev
 while NATS is down.
 
 After a change (changes arriving together are coalesced) it runs --exec through
-sh -c, with CUECAST_CONFIG, CUECAST_VERSION and CUECAST_FILE set to the last change,
-or sends --signal to a process, like consul-template. A failing command is said on
-stderr and makes the instance report itself unhealthy until the next success, so a
-staged rollout halts on it.
+sh -c, with CUECAST_CONFIG, CUECAST_VERSION and CUECAST_FILE (the file written,
+OUT/<config path>.json, for a variant too) set to the last change, and the agent's
+environment without the variables cuecast reads secrets from ($CUECAST_NATS_PASSWORD
+and the like); or it sends --signal to a process, like consul-template. At
+--exec-timeout the command and every process it started are killed. A failing or
+timed-out command is said on stderr and makes the instance report itself unhealthy
+until the next success, so a staged rollout halts on it.
 
 Only content signed by a trusted key is written: pass serve's <data>/trusted-keys
 as --trusted-keys-file (` + "`cuecast keys`" + ` prints it); agent refuses to start
@@ -103,7 +107,7 @@ open wider, even while it is made): the agent's user and the socket's group
 	cmd.Flags().StringVar(&opts.Dir, "dir", "", "directory to write OUT/<config path>.json into")
 	cmd.Flags().StringVar(&opts.Exec, "exec", "", "command to run (sh -c) after a change")
 	cmd.Flags().StringVar(&opts.Signal, "signal", "", "PID:SIGNAL to send after a change, like 1234:HUP")
-	cmd.Flags().DurationVar(&opts.ExecTimeout, "exec-timeout", 30*time.Second, "how long --exec may run")
+	cmd.Flags().DurationVar(&opts.ExecTimeout, "exec-timeout", 30*time.Second, "how long --exec may run; then it and the processes it started are killed")
 	cmd.Flags().StringVar(&opts.OFREP, "ofrep", "", "serve the flag sets over OFREP at this loopback HOST:PORT or unix:PATH")
 	cmd.Flags().StringVar(&opts.OFREPTokens, "ofrep-tokens", "", "file of NAMESPACE TOKEN lines that OFREP requests must carry one of")
 	cmd.Flags().BoolVar(&opts.OFREPInsecureLocal, "ofrep-insecure-local", false, "serve a TCP --ofrep without tokens: any user of this host reads every flag set kept")
@@ -288,9 +292,7 @@ func (a *agent) keep(ctx context.Context, cl *client.Client, cfg cuecast.ConfigP
 
 // write puts one snapshot on disk and asks for a notification.
 func (a *agent) write(s client.Snapshot) error {
-	// A variant is written at its config's file: the service reads
-	// OUT/payments/checkout.json whichever variant it runs.
-	path := filepath.Join(a.opts.Dir, filepath.FromSlash(string(s.Config.Base()))+".json")
+	path := a.file(s.Config)
 	line := writtenLine{Config: s.Config, Version: s.Version, File: path, Deleted: s.Deleted}
 	if s.Deleted {
 		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -363,16 +365,44 @@ func (a *agent) notify(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, a.opts.ExecTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "sh", "-c", a.opts.Exec)
-	cmd.Env = append(os.Environ(),
+	// The command and whatever it starts are one process group, ended
+	// together at the timeout: killing the shell alone left its children
+	// running, and one holding the output kept Run, and every later
+	// reload, waiting until it exited.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = time.Second
+	cmd.Env = append(execEnviron(os.Environ()),
 		"CUECAST_CONFIG="+string(last.Config),
 		"CUECAST_VERSION="+strconv.FormatUint(last.Version, 10),
-		"CUECAST_FILE="+filepath.Join(a.opts.Dir, filepath.FromSlash(string(last.Config))+".json"),
+		"CUECAST_FILE="+a.file(last.Config),
 	)
 	cmd.Stdout, cmd.Stderr = a.env.IO.ErrOut, a.env.IO.ErrOut
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("--exec %q: %w", a.opts.Exec, err)
 	}
 	return nil
+}
+
+// file is where the agent keeps cfg for the service: a variant is
+// written at its config's file (OUT/payments/checkout.json whichever
+// variant it runs), and --exec's $CUECAST_FILE names the same.
+func (a *agent) file(cfg cuecast.ConfigPath) string {
+	return filepath.Join(a.opts.Dir, filepath.FromSlash(string(cfg.Base()))+".json")
+}
+
+// execEnviron is environ without the variables cuecast reads secrets
+// from: the service's reload command has no need of them.
+func execEnviron(environ []string) []string {
+	secretEnv := []string{"CUECAST_NATS_PASSWORD", "CUECAST_OPERATOR_TOKEN", "CUECAST_WEBHOOK_SECRET", "CUECAST_PROMETHEUS_URL"}
+	out := environ[:0:0]
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if !slices.Contains(secretEnv, name) {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
 
 // health is what the agent reports: unhealthy while the service's reload

@@ -1,0 +1,76 @@
+package cli_test
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestAgentExec: what --exec is given and what a timeout leaves behind.
+// The agent here keeps a variant (search/ranking, env=prod), which it
+// writes at the config's file: $CUECAST_FILE named the variant's path
+// instead, a file that does not exist, so a reload script reading it
+// failed and the instance went unhealthy. The command inherited the
+// agent's environment with $CUECAST_NATS_PASSWORD in it. And a timed-out
+// command's children lived on: only the shell was killed.
+// Not parallel: it sets the agent's environment (t.Setenv).
+func TestAgentExec(t *testing.T) {
+	const secret = "S3cret-in-the-environment"
+	t.Setenv("CUECAST_NATS_PASSWORD", secret)
+	repo := variantRepo(t)
+	p := startPipeline(t, repo)
+	out, logs := t.TempDir(), t.TempDir()
+	env, child := filepath.Join(logs, "env"), filepath.Join(logs, "child")
+	// The first run (v1) records its environment and starts a child that
+	// would outlive it; the timeout ends both.
+	script := `env > ` + env + `.tmp && mv ` + env + `.tmp ` + env + `; sleep 300 & echo $! > ` + child + `; wait`
+	_, stderr := startCmd(t, "agent", "--nats", p.ClientURL(), "--instance", "sidecar-1", "--trusted-key", p.PublicKey,
+		"--config", "search/ranking", "--dir", out, "--variant", "env=prod", "--exec", script, "--exec-timeout", "1s")
+	want := filepath.Join(out, "search", "ranking.json")
+	await(t, "the prod variant at the config's file", fileContains(want, `"env":"prod"`))
+	await(t, "the command's environment", func() bool { _, err := os.Stat(env); return err == nil })
+	b, err := os.ReadFile(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), "CUECAST_FILE="+want+"\n") {
+		t.Errorf("$CUECAST_FILE is not %s, the file the agent wrote:\n%s", want, grepLines(string(b), "CUECAST_"))
+	}
+	if strings.Contains(string(b), secret) {
+		t.Errorf("the command got the agent's NATS password:\n%s", grepLines(string(b), "CUECAST_"))
+	}
+	await(t, "the timeout said", func() bool { return strings.Contains(stderr.String(), "--exec") })
+	pid := 0
+	await(t, "the child's pid", func() bool {
+		b, err := os.ReadFile(child)
+		pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		return err == nil && pid > 0
+	})
+	await(t, "the timed-out command's child gone", func() bool { return !running(pid) })
+}
+
+// grepLines is the lines of s that hold sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// running says whether process pid exists and is not a zombie (a killed
+// orphan whose parent, PID 1 here, does not reap it still has an entry).
+func running(pid int) bool {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return false
+	}
+	// pid (comm) state …: the state follows the last ')'.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+}
