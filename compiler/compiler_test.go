@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"path"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -184,6 +185,66 @@ func TestDiskSymlinks(t *testing.T) {
 	}
 	if _, ok := res.Outputs[cuecast.ConfigPath(cfg1)]; ok {
 		t.Errorf("%s compiled despite its escaping symlink", cfg1)
+	}
+}
+
+// TestDiskSymlinksIntoHiddenPaths: a symlink that stays inside the repo
+// but leads into a hidden directory (.git above all, whose config can
+// hold a CI token) is refused like one leaving it: compile and explain
+// read the work tree, and printed .git/config through an @embed of such
+// a link. Directly, and through a symlinked directory on the way.
+func TestDiskSymlinksIntoHiddenPaths(t *testing.T) {
+	dir := t.TempDir()
+	o := gen.Options{Configs: 4, Namespaces: 1, Libraries: 1}
+	if err := gen.Repo(o).Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	cfg1, cfg2, cfg3 := gen.ConfigPath(o, 1), gen.ConfigPath(o, 2), gen.ConfigPath(o, 3)
+	pkg := func(cfg string) string { return path.Base(cfg) }
+	if err := os.MkdirAll(filepath.Join(dir, ".git"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, body := range map[string]string{
+		".git/leak2.cue":    "package " + pkg(cfg2) + "\n\nleaked: \"token-2\"\n",
+		".git/leak3.cue":    "package " + pkg(cfg3) + "\n\nleaked: \"token-3\"\n",
+		".git/config":       "[http]\n\textraheader = AUTHORIZATION: basic token-1\n",
+		cfg1 + "/embed.cue": "@extern(embed)\n\npackage " + pkg(cfg1) + "\n\nsecret: _ @embed(file=secret.txt, type=text)\n",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for link, target := range map[string]string{
+		cfg2 + "/leak.cue":   "../../.git/leak2.cue",
+		cfg3 + "/d":          "../../.git",
+		cfg3 + "/leak.cue":   "d/leak3.cue",
+		cfg1 + "/secret.txt": "../../.git/config",
+	} {
+		if err := os.Symlink(target, filepath.Join(dir, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := compiler.Compile(context.Background(), dir, compiler.Options{Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for cfg, out := range res.Outputs {
+		if strings.Contains(string(out.JSON), "token-") {
+			t.Errorf("%s holds what .git holds: %s", cfg, out.JSON)
+		}
+	}
+	if _, ok := res.Outputs[cuecast.ConfigPath(cfg1)]; ok {
+		t.Errorf("%s compiled, though the file it embeds is a link into .git", cfg1)
+	}
+	for _, cfg := range []string{cfg2, cfg3} {
+		if out, ok := res.Outputs[cuecast.ConfigPath(cfg)]; ok {
+			t.Errorf("%s compiled through a link into .git: %s", cfg, out.JSON)
+		}
+		if !slices.ContainsFunc(res.Errors, func(e compiler.Error) bool {
+			return e.ID == compiler.IDFileSymlinkEscape && e.File == cfg+"/leak.cue"
+		}) {
+			t.Errorf("no %s at %s/leak.cue; errors %v", compiler.IDFileSymlinkEscape, cfg, res.Errors)
+		}
 	}
 }
 

@@ -212,6 +212,11 @@ func checkSymlink(fsys fs.FS, rl fs.ReadLinkFS, canReadLink bool, p string) (ok,
 	fi, err := fs.Stat(fsys, p)
 	switch {
 	case err == nil:
+		if real, ok := realPath(rl, p); !ok || hidden(real) {
+			// Inside the repo, but where the compiler reads nothing:
+			// .git above all, whose config can hold a CI token.
+			return false, false, IDFileSymlinkEscape, fmt.Sprintf("symlink %s (-> %s) leads into a hidden path (%s), which the compiler does not read", p, target, real)
+		}
 		return true, fi.IsDir(), "", ""
 	case strings.Contains(err.Error(), "leaves the tree") || strings.Contains(err.Error(), "escapes"):
 		// A chain of links whose last hop leaves the repo.
@@ -223,6 +228,57 @@ func checkSymlink(fsys fs.FS, rl fs.ReadLinkFS, canReadLink bool, p string) (ok,
 	default:
 		return false, false, IDFileSymlinkBroken, fmt.Sprintf("symlink %s (-> %s) cannot be resolved: %v", p, target, err)
 	}
+}
+
+// realPath resolves p through every symlink on its way, component by
+// component (a link to a directory in the middle too), as the file system
+// will when it is read. ok is false when it cannot be resolved inside the
+// tree.
+func realPath(rl fs.ReadLinkFS, p string) (string, bool) {
+	todo := strings.Split(p, "/")
+	var done []string
+	for hops := 0; len(todo) > 0; {
+		c := todo[0]
+		todo = todo[1:]
+		switch c {
+		case "", ".":
+			continue
+		case "..":
+			if len(done) == 0 {
+				return "", false
+			}
+			done = done[:len(done)-1]
+			continue
+		}
+		cur := path.Join(append(done, c)...)
+		fi, err := rl.Lstat(cur)
+		if err != nil {
+			return "", false
+		}
+		if fi.Mode()&fs.ModeSymlink == 0 {
+			done = append(done, c)
+			continue
+		}
+		target, err := rl.ReadLink(cur)
+		if hops++; err != nil || hops > 40 || path.IsAbs(target) {
+			return "", false
+		}
+		// Relative to the link's directory, which done is.
+		todo = append(strings.Split(target, "/"), todo...)
+	}
+	return path.Join(done...), true
+}
+
+// hidden reports whether a repo path has a component starting with a dot:
+// discovery skips those (.git, .github, editors' files), so nothing may
+// reach them through a link either.
+func hidden(p string) bool {
+	for c := range strings.SplitSeq(p, "/") {
+		if strings.HasPrefix(c, ".") && c != "." && c != ".." {
+			return true
+		}
+	}
+	return false
 }
 
 // readFile reads one .cue file and applies the file lints. It returns nil
