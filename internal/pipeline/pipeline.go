@@ -157,6 +157,9 @@ func Start(ctx context.Context, cfg Config) (_ *Pipeline, err error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("start pipeline: data directory: %w", err)
 	}
+	if err := ignoreInGit(cfg.DataDir); err != nil {
+		return nil, fmt.Errorf("start pipeline: data directory: %w", err)
+	}
 	p := &Pipeline{}
 	defer func() {
 		if err != nil {
@@ -505,4 +508,24 @@ func loadOrCreateKey(path string) (nkeys.KeyPair, error) {
 		return nil, fmt.Errorf("write signing key %s: %w", path, err)
 	}
 	return kp, nil
+}
+
+// ignoreInGit writes a .gitignore of "*" into the data directory, if it has
+// none: serve's defaults (--repo . and --data .cuecast) put it in the
+// repo's work tree, where `git add -A` would commit the signing key. Git
+// reads a directory's own .gitignore, so the directory ignores itself
+// wherever it is, as Python's virtual environments do.
+func ignoreInGit(dir string) error {
+	f, err := os.OpenFile(filepath.Join(dir, ".gitignore"), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if errors.Is(err, os.ErrExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString("# cuecast serve's data: the signing key, the NATS store. Never commit it.\n*\n")
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }

@@ -277,3 +277,30 @@ func TestStartedNotYetOpen(t *testing.T) {
 		t.Errorf("GET /readyz after OpenHTTP = %d %q, want the operations server's answer", code, body)
 	}
 }
+
+// TestDataDirInsideTheRepoIsIgnored: serve's defaults (--repo . and
+// --data .cuecast) put the data directory, signing key included, in the
+// repo's work tree, where `git status` listed it as untracked and a
+// `git add -A` committed the key. The data directory ignores itself.
+func TestDataDirInsideTheRepoIsIgnored(t *testing.T) {
+	t.Parallel()
+	repo, _ := smallRepo(t)
+	data := filepath.Join(repo.Dir, ".cuecast")
+	pipelinetest.Run(t, pipeline.Config{Repo: repo.Dir, DataDir: data})
+	if _, err := os.Stat(filepath.Join(data, "signing.nk")); err != nil {
+		t.Fatalf("the signing key is not where the test looks: %v", err)
+	}
+	wt, err := repo.Git.Worktree()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := wt.Status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name := range st {
+		if strings.HasPrefix(name, ".cuecast/") {
+			t.Errorf("git status lists %s: the data directory is not ignored", name)
+		}
+	}
+}
