@@ -49,6 +49,9 @@ func (o Options) withDefaults() Options {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	if o.Runaways == nil {
+		o.Runaways = NewRunaways(0)
+	}
 	return o
 }
 
@@ -74,6 +77,11 @@ type Options struct {
 	Workers int
 	// Timeout bounds each config's evaluation; default DefaultTimeout.
 	Timeout time.Duration
+	// Runaways accounts for the evaluations abandoned at Timeout and
+	// refuses evaluations that would let them pile up (see Runaways). A
+	// caller that compiles again and again passes the same one each time;
+	// nil gives each Compile its own.
+	Runaways *Runaways
 	// Logger receives debug and progress logs; default discards.
 	Logger *slog.Logger
 	// Progress, when set, is called from one goroutine as configs finish;
@@ -239,6 +247,10 @@ type ConfigOverride struct {
 // with ID config/timeout. CUE cannot interrupt an evaluation, so the
 // goroutine running it is abandoned and finishes in the background; the
 // worker moves on, which keeps one runaway config from stalling the rest.
+// opts.Runaways keeps those goroutines from piling up: a config is
+// refused, also as config/timeout, while its own abandoned evaluation
+// runs, while the limit of abandoned evaluations runs, or when nothing it
+// reads changed since it timed out.
 func Compile(ctx context.Context, repoDir string, opts Options) (res *Result, err error) {
 	// A panic in the CUE loader or evaluator is a bug, but one bad commit
 	// must not take down a long-running server: report it as a failure to

@@ -107,7 +107,12 @@
 // its goroutine is abandoned to finish in the background. CUE cannot say
 // what it was evaluating either, so the error points at the costliest
 // construct in the config's files (nested comprehensions, disjunctions
-// unified with each other, list.Range) and says that this is a guess. Compile may be
+// unified with each other, list.Range) and says that this is a guess.
+// Abandoned evaluations are counted by a Runaways (Options.Runaways), so
+// that a config that never finishes cannot leave one more behind at every
+// commit: at most one per config and DefaultMaxRunaways in all run at a
+// time, and a config is not evaluated again while nothing it reads has
+// changed since it timed out. Compile may be
 // called from several goroutines at once; a Result and its Index are not
 // modified after Compile returns.
 package compiler

@@ -26,11 +26,23 @@ import (
 // to finish in the background: f must only read state it shares. A panic
 // in f is returned as an error.
 func bounded[T any](ctx context.Context, d time.Duration, f func() T) (T, error) {
+	return boundedWatch(ctx, d, f, nil)
+}
+
+// boundedWatch is bounded that, when it gives up on f while f still runs,
+// calls abandon with the reason (errTimeout or ctx's error) and calls the
+// function abandon returns once f ends, so that a Runaways can count f.
+func boundedWatch[T any](ctx context.Context, d time.Duration, f func() T, abandon func(err error) (ended func())) (T, error) {
 	type result struct {
 		v   T
 		err error
 	}
 	done := make(chan result, 1)
+	// mu orders f's end against giving up on it: either f ended first and
+	// is not counted, or ended is set before f's goroutine looks for it.
+	var mu sync.Mutex
+	var finished bool
+	var ended func()
 	go func() {
 		var r result
 		defer func() {
@@ -38,19 +50,36 @@ func bounded[T any](ctx context.Context, d time.Duration, f func() T) (T, error)
 				r.err = fmt.Errorf("internal evaluator error: %v", p)
 			}
 			done <- r
+			mu.Lock()
+			finished = true
+			e := ended
+			mu.Unlock()
+			if e != nil {
+				e()
+			}
 		}()
 		r.v = f()
 	}()
 	t := time.NewTimer(d)
 	defer t.Stop()
 	var zero T
+	giveUp := func(err error) (T, error) {
+		if abandon != nil {
+			mu.Lock()
+			if !finished {
+				ended = abandon(err)
+			}
+			mu.Unlock()
+		}
+		return zero, err
+	}
 	select {
 	case r := <-done:
 		return r.v, r.err
 	case <-t.C:
-		return zero, errTimeout
+		return giveUp(errTimeout)
 	case <-ctx.Done():
-		return zero, ctx.Err()
+		return giveUp(ctx.Err())
 	}
 }
 
@@ -287,20 +316,36 @@ func (c *compilation) evalWithTimeout(ctx context.Context, w *worker, j job) job
 }
 
 func (c *compilation) evalBounded(ctx context.Context, w *worker, j job) jobResult {
+	rw := c.opts.Runaways
+	if why := rw.admit(j.out, func() string { return c.inputsDigest(j) }); why != "" {
+		c.opts.Logger.Warn("config evaluation refused", "config", j.out, "reason", why)
+		return jobResult{cfg: j.cfg, errs: []Error{c.refusal(j, why)}}
+	}
 	cctx := w.context()
-	r, err := bounded(ctx, c.opts.Timeout, func() jobResult { return c.eval(cctx, j) })
+	r, err := boundedWatch(ctx, c.opts.Timeout, func() jobResult { return c.eval(cctx, j) },
+		func(err error) func() {
+			digest := ""
+			if errors.Is(err, errTimeout) {
+				// A cancelled compile says nothing about the config, so
+				// only a timeout keeps its inputs to refuse them again.
+				digest = c.inputsDigest(j)
+			}
+			return rw.abandon(j.out, digest)
+		})
 	switch {
 	case errors.Is(err, errTimeout):
 		// The abandoned evaluation still holds the context; the next
 		// config gets a fresh one.
 		w.discard()
-		c.opts.Logger.Warn("config evaluation timed out", "config", j.cfg, "timeout", c.opts.Timeout)
+		c.opts.Logger.Warn("config evaluation timed out", "config", j.cfg, "timeout", c.opts.Timeout,
+			"abandoned_running", rw.Running())
 		return jobResult{cfg: j.cfg, errs: []Error{c.timeoutError(j)}}
 	case err != nil:
 		// Cancelled: runJobs reports ctx.Err().
 		w.discard()
 		return jobResult{cfg: j.cfg}
 	}
+	rw.finished(j.out)
 	return r
 }
 
