@@ -26,7 +26,3 @@ func CompileLoads(ctx context.Context, repoDir string, opts Options, onLoad func
 	opts.onBatchLoad = onLoad
 	return Compile(ctx, repoDir, opts)
 }
-
-// RunawaysIdle returns a channel closed once none of r's abandoned
-// evaluations is running, so a test waits for them without a clock.
-func RunawaysIdle(r *Runaways) <-chan struct{} { return r.idleCh() }

@@ -48,8 +48,7 @@ type Runaways struct {
 	// timedOut is the digest of the inputs of each output path whose last
 	// evaluation timed out.
 	timedOut map[cuecast.ConfigPath]string
-	// idle is closed and replaced whenever abandoned falls to zero; tests
-	// wait on it rather than on a clock.
+	// idle is closed and replaced whenever abandoned falls to zero (Idle).
 	idle chan struct{}
 }
 
@@ -122,8 +121,10 @@ func (r *Runaways) finished(out cuecast.ConfigPath) {
 	delete(r.timedOut, out)
 }
 
-// idleCh returns a channel closed once no abandoned evaluation is running.
-func (r *Runaways) idleCh() <-chan struct{} {
+// Idle returns a channel closed once no abandoned evaluation is running,
+// for a caller that must not leave them behind (a test, a shutdown that
+// wants the memory back).
+func (r *Runaways) Idle() <-chan struct{} {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.abandoned == 0 {

@@ -60,7 +60,7 @@ func compileWith(t *testing.T, fsys fstest.MapFS, rw *compiler.Runaways) *compil
 func TestRunawayPerConfig(t *testing.T) {
 	rw := compiler.NewRunaways(2)
 	// Left running, the evaluations would slow the tests after this one.
-	t.Cleanup(func() { <-compiler.RunawaysIdle(rw) })
+	t.Cleanup(func() { <-rw.Idle() })
 	slow, _ := loadCase(t, "testdata/ok-base")
 	slow["web/slow/slow.cue"] = slowConfig("first")
 
@@ -88,7 +88,7 @@ func TestRunawayPerConfig(t *testing.T) {
 		}
 	}
 
-	<-compiler.RunawaysIdle(rw)
+	<-rw.Idle()
 	res = compileWith(t, slow, rw)
 	if e := errorOf(t, res, "web/slow"); e.ID != compiler.IDConfigTimeout || !strings.Contains(e.Message, "web/slow was not evaluated: nothing it reads has changed since its evaluation exceeded the time limit") {
 		t.Errorf("unchanged config after its evaluation ended: %v, want it refused as unchanged", e)
@@ -110,7 +110,7 @@ func TestRunawayPerConfig(t *testing.T) {
 func TestRunawayLimit(t *testing.T) {
 	rw := compiler.NewRunaways(2)
 	// Left running, the evaluations would slow the tests after this one.
-	t.Cleanup(func() { <-compiler.RunawaysIdle(rw) })
+	t.Cleanup(func() { <-rw.Idle() })
 	fsys, _ := loadCase(t, "testdata/ok-base")
 	for i := range 3 {
 		fsys[fmt.Sprintf("web/runaway%d/slow.cue", i)] = slowConfig("")
