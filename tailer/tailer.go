@@ -84,6 +84,10 @@ type Tailer struct {
 	// cache keeps decoded trees and small blobs across commits: successive
 	// commits share almost every tree.
 	cache *gitfs.Cache
+	// runaways is shared by every compile, so that a config whose
+	// evaluation never finishes leaves at most one abandoned evaluation
+	// running however many commits touch it (compiler.Runaways).
+	runaways *compiler.Runaways
 
 	mu sync.Mutex // serialises Poll and AcceptRewrite; guards the fields below
 	// idx is the dependency index of the tree of commit idxCommit.
@@ -130,7 +134,8 @@ func New(ctx context.Context, cfg Config, js jetstream.JetStream, pub Publisher,
 		return nil, fmt.Errorf("new tailer: %w", err)
 	}
 	t := &Tailer{cfg: cfg, src: src, pub: pub, dep: dep, wake: make(chan struct{}, 1), cache: gitfs.NewCache(treeCacheSize),
-		log: cfg.Logger.With("repo", cfg.Repo, "branch", cfg.Branch)}
+		runaways: compiler.NewRunaways(0),
+		log:      cfg.Logger.With("repo", cfg.Repo, "branch", cfg.Branch)}
 	r, err := src.open(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("new tailer: %w", err)

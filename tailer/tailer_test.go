@@ -335,6 +335,54 @@ func TestRejected(t *testing.T) {
 	}
 }
 
+// TestRunawayConfig: a config whose evaluation never finishes in time is
+// rejected at every commit that touches it, but leaves one abandoned
+// evaluation running, not one per commit: the next commit is rejected at
+// once, saying the previous evaluation still runs. Without the tailer's
+// Runaways shared across its compiles, the second commit waited for the
+// limit again and left a second evaluation behind.
+func TestRunawayConfig(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	r := e.repo
+	r.CommitFiles("base", baseRepo())
+	// A limit the slow config cannot meet (it takes seconds) and the rest
+	// of the repo meets with room to spare.
+	tl := e.tailer(tailer.Config{Timeout: 300 * time.Millisecond})
+	wantSummary(t, e.poll(tl), tailer.Summary{Commits: 1, Versions: 3})
+	rw := tailer.Runaways(tl)
+	// Left running, the evaluation would slow the tests after this one.
+	t.Cleanup(func() { <-rw.Idle() })
+
+	slow := func(comment string) string {
+		return "package slow\n\nimport \"list\"\n\n// " + comment +
+			"\nn: len([for a in list.Range(0, 700, 1) for b in list.Range(0, 700, 1) if a*b < 0 {a}])\n"
+	}
+	for i, want := range []string{"did not finish within", "its previous evaluation, abandoned at the time limit, is still running"} {
+		r.CommitFiles("slow", map[string]string{"pay/slow/slow.cue": slow(fmt.Sprint(i))})
+		wantSummary(t, e.poll(tl), tailer.Summary{Commits: 1, Rejected: 1})
+		st, err := tl.State(e.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last := st.Rejected[len(st.Rejected)-1]
+		if len(last.Errors) != 1 || last.Errors[0].ID != compiler.IDConfigTimeout || !strings.Contains(last.Errors[0].Message, want) {
+			t.Errorf("commit %d rejected with %+v, want one %s saying %q", i+1, last.Errors, compiler.IDConfigTimeout, want)
+		}
+		if n := rw.Running(); n != 1 {
+			t.Errorf("after commit %d, %d abandoned evaluations run, want 1", i+1, n)
+		}
+	}
+
+	// Once it ended, the fixed config publishes.
+	<-rw.Idle()
+	c := r.CommitFiles("fix", map[string]string{"pay/slow/slow.cue": "package slow\n\nn: 0\n"})
+	wantSummary(t, e.poll(tl), tailer.Summary{Commits: 1, Versions: 1})
+	if h := e.history("pay/slow"); len(h) != 1 || h[0] != at(1, c) {
+		t.Errorf("pay/slow history %v, want %s", h, at(1, c))
+	}
+}
+
 // TestRestart: a new tailer over the same NATS store (server restarted too)
 // resumes after the cursor without publishing anything twice.
 func TestRestart(t *testing.T) {
