@@ -26,11 +26,12 @@ var layer = map[string]int{
 	"distributor/rollout": 2,
 	"flags/openfeature":   2,
 	// push and pull requests, which cuecast revert and the mutator share
-	"internal/publish": 3,
-	"mutator":          4, // set at the origin: compiles and checks (ci), then publishes
-	"internal/redact":  0, // takes secrets out of printed URLs: every layer prints some
-	"internal":         5,
-	"cmd":              6,
+	"internal/publish":  3,
+	"mutator":           4, // set at the origin: compiles and checks (ci), then publishes
+	"internal/redact":   0, // takes secrets out of printed URLs: every layer prints some
+	"internal/termtext": 0, // escapes terminal controls in repository text: ci and internal/cli print it
+	"internal":          5,
+	"cmd":               6,
 }
 
 // forbidden are imports the layers alone would allow but ARCHITECTURE.md
