@@ -12,6 +12,7 @@ import (
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/analysis"
 	"github.com/cuecast/cuecast/compiler"
+	"github.com/cuecast/cuecast/internal/termtext"
 )
 
 // Judgement is the analysis that changed configs' rollouts will be judged
@@ -127,9 +128,9 @@ func (r *Report) analysisText(b *strings.Builder) {
 	}
 	b.WriteString("\nanalysis the rollout is judged by (from Prometheus, cohort against baseline):\n")
 	for _, j := range r.Analysis {
-		fmt.Fprintf(b, "  %s, stage %s:\n", joinPaths(j.Configs, func(s string) string { return s }), j.Stage)
+		fmt.Fprintf(b, "  %s, stage %s:\n", termtext.Line(joinPaths(j.Configs, func(s string) string { return s })), termtext.Line(j.Stage))
 		for _, m := range j.Metrics {
-			fmt.Fprintf(b, "    %s\n      query: %s\n", describeMetric(m), oneLine(m.Query))
+			fmt.Fprintf(b, "    %s\n      query: %s\n", termtext.Line(describeMetric(m)), termtext.Line(oneLine(m.Query)))
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/internal/termtext"
 )
 
 // Marker is the hidden line that identifies cuecast's PR comment, so a re-run
@@ -44,51 +45,55 @@ func (r *Report) WriteJSON(w io.Writer) error {
 
 // WriteText writes the report for a person at a terminal: the risk summary,
 // each affected config with its diff, the errors at head as
-// file:line:col: message [ID], and the namespaces touched.
+// file:line:col: message [ID], and the namespaces touched. What a commit
+// chose (file names, paths, keys, values, messages, the revisions' names)
+// goes through termtext.Line: the text lands in terminals and CI logs,
+// which obey the controls in it.
 func (r *Report) WriteText(w io.Writer) error {
+	t := termtext.Line
 	var b strings.Builder
-	fmt.Fprintf(&b, "cuecast check %s → %s\n", r.Base.describe(), r.Head.describe())
+	fmt.Fprintf(&b, "cuecast check %s → %s\n", t(r.Base.describe()), t(r.Head.describe()))
 	if r.MergeBase != "" {
 		fmt.Fprintf(&b, "compared with merge base %s\n", cuecast.ShortCommit(r.MergeBase))
 	}
 	fmt.Fprintf(&b, "risk: %s — %s\n", r.Risk.Level, r.headline())
 	for _, l := range r.riskLines(func(s string) string { return s }) {
-		fmt.Fprintf(&b, "  ! %s\n", l)
+		fmt.Fprintf(&b, "  ! %s\n", t(l))
 	}
 	if len(r.Configs) > 0 {
 		b.WriteString("\nconfigs:\n")
 		for _, cc := range r.Configs {
-			fmt.Fprintf(&b, "  %-13s %s", cc.Status, cc.title())
+			fmt.Fprintf(&b, "  %-13s %s", cc.Status, t(cc.title()))
 			if cc.Instances != nil {
 				fmt.Fprintf(&b, "  (%s)", plural(*cc.Instances, "instance"))
 			}
 			b.WriteString("\n")
 			for _, l := range cc.diffLines() {
-				fmt.Fprintf(&b, "      %s\n", l)
+				fmt.Fprintf(&b, "      %s\n", t(l))
 			}
 		}
 	}
 	if len(r.Errors) > 0 {
 		b.WriteString("\nerrors at head:\n")
 		for _, f := range r.Errors {
-			fmt.Fprintf(&b, "  %s", f.Error.Error())
+			fmt.Fprintf(&b, "  %s", t(f.Error.Error()))
 			if f.PreExisting {
 				b.WriteString(" (pre-existing)")
 			}
 			b.WriteString("\n")
 			if f.Fix != "" {
-				fmt.Fprintf(&b, "      fix: %s\n", f.Fix)
+				fmt.Fprintf(&b, "      fix: %s\n", t(f.Fix))
 			}
 		}
 	}
 	if len(r.Namespaces) > 0 {
 		b.WriteString("\nnamespaces:\n")
 		for _, n := range r.Namespaces {
-			fmt.Fprintf(&b, "  %s  owners: %s", n.Name, strings.Join(n.Owners, ", "))
+			fmt.Fprintf(&b, "  %s  owners: %s", t(n.Name), t(strings.Join(n.Owners, ", ")))
 			if n.Consistency != "" {
-				fmt.Fprintf(&b, "  consistency: %s", n.Consistency)
+				fmt.Fprintf(&b, "  consistency: %s", t(string(n.Consistency)))
 			}
-			fmt.Fprintf(&b, "  imports configs from: %s", importsFrom(n))
+			fmt.Fprintf(&b, "  imports configs from: %s", t(importsFrom(n)))
 			b.WriteString("\n")
 		}
 	}
@@ -96,13 +101,13 @@ func (r *Report) WriteText(w io.Writer) error {
 	if len(r.Undeclared) > 0 {
 		b.WriteString("\nnot compiled (no namespace in cuecast.cue, no config imports it):\n")
 		for _, d := range r.Undeclared {
-			fmt.Fprintf(&b, "  ! %s/  declare it in cuecast.cue if it holds configs\n", d)
+			fmt.Fprintf(&b, "  ! %s/  declare it in cuecast.cue if it holds configs\n", t(d))
 		}
 	}
 	if len(r.Bindings) > 0 {
 		b.WriteString("\ntyped bindings change (cuecast gen):\n")
 		for _, c := range r.Bindings {
-			fmt.Fprintf(&b, "  ! %s  %s\n", c.Namespace, c.summary())
+			fmt.Fprintf(&b, "  ! %s  %s\n", t(c.Namespace), t(c.summary()))
 		}
 	}
 	b.WriteString("\n" + r.verdict() + "\n")

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/internal/termtext"
 	"github.com/cuecast/cuecast/mutator"
 )
 
@@ -91,7 +92,9 @@ func logRun(c *cobra.Command, env *Env, opts *LogOptions) error {
 		if tool, _ := mutator.Trailers(v.Message); tool != "" {
 			subject += " (by " + tool + ")" // a change made through the mutator, not by hand
 		}
-		tw.row(fmt.Sprintf("v%d", v.Version), cuecast.ShortCommit(v.Commit), v.CommittedAt.UTC().Format("2006-01-02 15:04"), v.Author, sum, subject)
+		// The author and subject are whoever committed chose: a terminal
+		// must not obey the controls in them.
+		tw.row(fmt.Sprintf("v%d", v.Version), cuecast.ShortCommit(v.Commit), v.CommittedAt.UTC().Format("2006-01-02 15:04"), termtext.Line(v.Author), sum, termtext.Line(subject))
 	}
 	tw.flush()
 	return nil

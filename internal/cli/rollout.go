@@ -14,6 +14,7 @@ import (
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/distributor"
 	"github.com/cuecast/cuecast/distributor/rollout"
+	"github.com/cuecast/cuecast/internal/termtext"
 )
 
 // RolloutOptions are the flags of `cuecast rollout <verb>`.
@@ -202,7 +203,7 @@ func rolloutRun(ctx context.Context, env *Env, opts *RolloutOptions) error {
 			if e.Emergency {
 				action += " (emergency)"
 			}
-			tw.row(rollout.FormatTime(e.At), e.Actor, action, fmt.Sprintf("%s@%d", e.Config, e.Version), e.Reason)
+			tw.row(rollout.FormatTime(e.At), termtext.Line(e.Actor), action, termtext.Line(fmt.Sprintf("%s@%d", e.Config, e.Version)), termtext.Line(e.Reason))
 		}
 		tw.flush()
 		return nil
@@ -218,7 +219,7 @@ func rolloutRun(ctx context.Context, env *Env, opts *RolloutOptions) error {
 	if opts.Output == "json" {
 		return writeJSON(env.IO.Out, rec)
 	}
-	fmt.Fprintf(env.IO.Out, "%s: %s by %s, recorded in the audit stream\n", opts.Config, opts.Verb, opts.Actor)
+	fmt.Fprintf(env.IO.Out, "%s: %s by %s, recorded in the audit stream\n", termtext.Line(string(opts.Config)), opts.Verb, termtext.Line(opts.Actor))
 	printRecord(env.IO.Out, rollout.Progress{Record: rec}, time.Now())
 	return nil
 }
@@ -290,9 +291,9 @@ func printRecord(w io.Writer, p rollout.Progress, now time.Time) {
 	rec := p.Record
 	r := rec.Current
 	if r == nil {
-		fmt.Fprintf(w, "%s  no rollout\n", rec.Config)
+		fmt.Fprintf(w, "%s  no rollout\n", termtext.Line(string(rec.Config)))
 	} else {
-		head := fmt.Sprintf("%s  v%d %s", rec.Config, r.Version, strings.ToUpper(string(r.State)))
+		head := fmt.Sprintf("%s  v%d %s", termtext.Line(string(rec.Config)), r.Version, strings.ToUpper(string(r.State)))
 		if r.Consistency == cuecast.Strict {
 			head += "  (strict: two-phase cutover)"
 		}
@@ -304,7 +305,7 @@ func printRecord(w io.Writer, p rollout.Progress, now time.Time) {
 		if r.From == 0 {
 			fallback = "nothing to fall back to: no version has reached the whole fleet"
 		}
-		fmt.Fprintf(w, "  commit %s by %s; %s\n", cuecast.ShortCommit(r.Commit), r.Author, fallback)
+		fmt.Fprintf(w, "  commit %s by %s; %s\n", cuecast.ShortCommit(r.Commit), termtext.Line(r.Author), fallback)
 		for _, s := range p.Stages {
 			mark := map[string]string{"done": "done", "current": "now ", "pending": "    "}[s.Status]
 			line := fmt.Sprintf("  %s %-12s %4s  %s %d/%d on v%d", mark, s.Name, s.Scope, bar(s.OnTarget, s.Instances, 20), s.OnTarget, s.Instances, r.Version)
@@ -322,17 +323,17 @@ func printRecord(w io.Writer, p rollout.Progress, now time.Time) {
 		}
 		printAnalysis(w, r)
 		if r.Note != "" {
-			fmt.Fprintf(w, "  %s\n", rollout.FormatTimes(r.Note))
+			fmt.Fprintf(w, "  %s\n", termtext.Line(rollout.FormatTimes(r.Note)))
 		}
 		if r.Reason != "" {
-			fmt.Fprintf(w, "  reason: %s\n", r.Reason)
+			fmt.Fprintf(w, "  reason: %s\n", termtext.Line(r.Reason))
 		}
 		if r.State == rollout.StateHalted {
 			fmt.Fprintf(w, "  next: cuecast rollout resume|advance %s --reason TEXT, or cuecast rollback %s (--previous | --to VERSION) --reason TEXT\n", rec.Config, rec.Config)
 		}
 	}
 	if pin := rec.Pin; pin != nil {
-		fmt.Fprintf(w, "  !!! PINNED to v%d by %s at %s: %q\n", pin.Version, pin.Actor, rollout.FormatTime(pin.At), pin.Reason)
+		fmt.Fprintf(w, "  !!! PINNED to v%d by %s at %s: %q\n", pin.Version, termtext.Line(pin.Actor), rollout.FormatTime(pin.At), pin.Reason)
 		if rec.Pending > 0 {
 			fmt.Fprintf(w, "  !!! v%d is compiled but held back by the pin\n", rec.Pending)
 		}

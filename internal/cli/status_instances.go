@@ -12,6 +12,7 @@ import (
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/distributor"
+	"github.com/cuecast/cuecast/internal/termtext"
 )
 
 // instanceRow is one instance of `status --instances`: its own report,
@@ -78,7 +79,7 @@ func statusInstances(c *cobra.Command, env *Env, d *distributor.Distributor, opt
 				if !r.Healthy {
 					health = "unhealthy"
 				}
-				tw.row(string(ci.Config), r.Instance, region, fmt.Sprintf("v%d", r.Version), staged, health, oneLine(cmp.Or(r.LastError, r.Refused)))
+				tw.row(string(ci.Config), termtext.Line(r.Instance), termtext.Line(region), fmt.Sprintf("v%d", r.Version), staged, health, termtext.Line(oneLine(cmp.Or(r.LastError, r.Refused))))
 			}
 		}
 		tw.flush()

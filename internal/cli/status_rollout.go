@@ -14,6 +14,7 @@ import (
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/distributor"
 	"github.com/cuecast/cuecast/distributor/rollout"
+	"github.com/cuecast/cuecast/internal/termtext"
 )
 
 // This file extends `cuecast status` with the rollout's view: --wait
@@ -130,7 +131,7 @@ func statusWait(ctx context.Context, env *Env, nc *nats.Conn, d *distributor.Dis
 			out.Outcome, out.Reason, out.Waited = "timed_out", "", time.Since(start).Round(time.Millisecond).String()
 			if halted != "" {
 				out.Outcome, out.Reason = "halted", halted
-				fmt.Fprintf(env.IO.ErrOut, "%s@%d: rollout HALTED: %s\n", cfg, n, halted)
+				fmt.Fprintf(env.IO.ErrOut, "%s@%d: rollout HALTED: %s\n", cfg, n, termtext.Line(halted))
 			} else {
 				out.Reason = unsettled
 				fmt.Fprintf(env.IO.ErrOut, "%s@%d: timed out after %s: %d of %d live instances report it\n", cfg, n, timeout, onVersion, nLive)
@@ -253,7 +254,7 @@ func statusRollout(ctx context.Context, env *Env, d *distributor.Distributor, ct
 			return err
 		}
 		if p := rec.Pin; p != nil && len(named) != 1 {
-			fmt.Fprintf(w, "!!! %s PINNED to v%d by %s: %q", s.Config, p.Version, p.Actor, p.Reason)
+			fmt.Fprintf(w, "!!! %s PINNED to v%d by %s: %q", s.Config, p.Version, termtext.Line(p.Actor), p.Reason)
 			if rec.Pending > 0 {
 				fmt.Fprintf(w, " (v%d held back)", rec.Pending)
 			}
@@ -277,7 +278,7 @@ func statusRollout(ctx context.Context, env *Env, d *distributor.Distributor, ct
 	if len(s.Stragglers) > 0 {
 		fmt.Fprintf(w, "  stragglers (not on the version the rollout means them to run, for too long):\n")
 		for _, r := range s.Stragglers {
-			fmt.Fprintf(w, "    %s on v%d%s\n", r.Instance, r.Version, reportFlags(r))
+			fmt.Fprintf(w, "    %s on v%d%s\n", termtext.Line(r.Instance), r.Version, reportFlags(r))
 		}
 	}
 	if s.Failing > 0 {
@@ -288,20 +289,20 @@ func statusRollout(ctx context.Context, env *Env, d *distributor.Distributor, ct
 		fmt.Fprintf(w, "  failing to apply (their last apply failed):\n")
 		for _, r := range reports {
 			if r.LastError != "" {
-				fmt.Fprintf(w, "    %s on v%d: %s\n", r.Instance, r.Version, r.LastError)
+				fmt.Fprintf(w, "    %s on v%d: %s\n", termtext.Line(r.Instance), r.Version, termtext.Line(r.LastError))
 			}
 		}
 	}
 	if len(s.Refused) > 0 {
 		fmt.Fprintf(w, "  refused (a forged or unverifiable pointer, not applied; not an apply failure):\n")
 		for _, r := range s.Refused {
-			fmt.Fprintf(w, "    %s on v%d: %s\n", r.Instance, r.Version, r.Refused)
+			fmt.Fprintf(w, "    %s on v%d: %s\n", termtext.Line(r.Instance), r.Version, termtext.Line(r.Refused))
 		}
 	}
 	if len(s.LastKnownGood) > 0 {
 		fmt.Fprintf(w, "  on last-known-good (not confirmed by the distributor):\n")
 		for _, r := range s.LastKnownGood {
-			fmt.Fprintf(w, "    %s on v%d\n", r.Instance, r.Version)
+			fmt.Fprintf(w, "    %s on v%d\n", termtext.Line(r.Instance), r.Version)
 		}
 	}
 	return printDrift(ctx, w, d, s.Config, s.Latest.Version)
@@ -324,7 +325,7 @@ func printDrift(ctx context.Context, w io.Writer, d *distributor.Distributor, cf
 	if len(drift) > 0 {
 		fmt.Fprintf(w, "  DRIFT (reported content matches no version it should hold):\n")
 		for _, r := range drift {
-			fmt.Fprintf(w, "    %s\n", r.Why)
+			fmt.Fprintf(w, "    %s\n", termtext.Line(r.Why))
 		}
 	}
 	return nil
@@ -334,7 +335,7 @@ func printDrift(ctx context.Context, w io.Writer, d *distributor.Distributor, cf
 // from a region's summary, one of them and how many more.
 func weighted(r cuecast.Report) string {
 	if w := r.Weight(); w > 1 {
-		return fmt.Sprintf("%s (and %d like it)", r.Instance, w-1)
+		return fmt.Sprintf("%s (and %d like it)", termtext.Line(r.Instance), w-1)
 	}
-	return r.Instance
+	return termtext.Line(r.Instance)
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/distributor"
+	"github.com/cuecast/cuecast/internal/termtext"
 	"github.com/cuecast/cuecast/tailer"
 )
 
@@ -127,10 +128,10 @@ func tailerStatusRun(c *cobra.Command, env *Env, opts *TailerOptions) error {
 func printTailerState(w io.Writer, st tailer.State) {
 	if st.Rewrite != nil {
 		fmt.Fprintf(w, "PUBLISHING HALTED: %s was rewritten (force push) at %s: tip %s does not descend from %s.\n",
-			st.Branch, st.Rewrite.DetectedAt.UTC().Format(time.RFC3339), cuecast.ShortCommit(st.Rewrite.Tip), cuecast.ShortCommit(st.Rewrite.Cursor))
+			termtext.Line(st.Branch), st.Rewrite.DetectedAt.UTC().Format(time.RFC3339), cuecast.ShortCommit(st.Rewrite.Tip), cuecast.ShortCommit(st.Rewrite.Cursor))
 		fmt.Fprintln(w, "  Nothing is published until: cuecast tailer accept-rewrite --to SHA (or the old history is pushed back)")
 	}
-	fmt.Fprintf(w, "tailer: %s %s at %s", st.Repo, st.Branch, cuecast.ShortCommit(st.Cursor))
+	fmt.Fprintf(w, "tailer: %s %s at %s", termtext.Line(st.Repo), termtext.Line(st.Branch), cuecast.ShortCommit(st.Cursor))
 	if st.Base != "" && st.Base != st.Cursor {
 		fmt.Fprintf(w, " (last good %s)", cuecast.ShortCommit(st.Base))
 	}
@@ -138,9 +139,11 @@ func printTailerState(w io.Writer, st tailer.State) {
 	if n := len(st.Rejected); n > 0 {
 		fmt.Fprintf(w, "%d rejected commit(s), newest last:\n", n)
 		for _, r := range st.Rejected[max(0, n-5):] {
-			fmt.Fprintf(w, "  %s %s: %s (%d error(s))\n", cuecast.ShortCommit(r.Commit), r.Author, r.Message, r.Total)
+			// The author, message and errors (file names in them) come from the
+			// rejected commit: whoever pushed it chose their bytes.
+			fmt.Fprintf(w, "  %s %s: %s (%d error(s))\n", cuecast.ShortCommit(r.Commit), termtext.Line(r.Author), termtext.Line(r.Message), r.Total)
 			for _, e := range r.Errors[:min(3, len(r.Errors))] {
-				fmt.Fprintf(w, "    %s\n", e.Error())
+				fmt.Fprintf(w, "    %s\n", termtext.Line(e.Error()))
 			}
 		}
 	}

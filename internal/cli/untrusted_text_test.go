@@ -1,0 +1,130 @@
+package cli_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing/object"
+
+	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/ci"
+	"github.com/cuecast/cuecast/internal/gittest"
+	"github.com/cuecast/cuecast/internal/poll"
+)
+
+// What someone who may commit chooses: an author and a subject with a
+// colour, a window title (OSC … BEL), a carriage return that would print
+// "v9 approved by security" over the line, and a bidi override; a file
+// name with a C1 CSI (colour) and an override. Git itself refuses a C0
+// control in a path (go-git, like git, will not check such a tree out).
+const (
+	evilName    = "Mallory \x1b]0;owned\a\x1b[2K"
+	evilSubject = "checkout: USD\x1b[31m\rv9 approved by security\u202e"
+	evilFile    = "payments/checkout/\u009b31mok\u202egpj.cue"
+)
+
+// rawControls are the bytes none of the text output may carry.
+var rawControls = []string{"\x1b", "\r", "\a", "\u009b", "\u202e"}
+
+func commitAs(t *testing.T, repo *gittest.Repo, name, msg string, when time.Time) string {
+	t.Helper()
+	wt, err := repo.Git.Worktree()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := wt.AddWithOptions(&git.AddOptions{All: true}); err != nil {
+		t.Fatal(err)
+	}
+	h, err := wt.Commit(msg, &git.CommitOptions{Author: &object.Signature{Name: name, Email: "mallory@example.com", When: when}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h.String()
+}
+
+// assertEscaped fails unless out carries no raw control and shows each of
+// want, the escaped forms.
+func assertEscaped(t *testing.T, what, out string, want ...string) {
+	t.Helper()
+	for _, c := range rawControls {
+		if strings.Contains(out, c) {
+			t.Errorf("%s prints %q raw:\n%q", what, c, out)
+		}
+	}
+	for _, w := range want {
+		if !strings.Contains(out, w) {
+			t.Errorf("%s lacks %s:\n%q", what, w, out)
+		}
+	}
+}
+
+// TestRepoTextEscapedForTerminals: a commit's author and subject, and a
+// file name, reach log, rollout status, tailer status and check's text
+// output with their controls escaped, and their JSON output exact.
+func TestRepoTextEscapedForTerminals(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	repo := exampleRepo(t)
+	p := startPipeline(t, repo)
+	url := p.ClientURL()
+	const author = `Mallory \x1b]0;owned\x07\x1b[2K`
+	const subject = `checkout: USD\x1b[31m\rv9 approved by security\u202e`
+
+	repo.Edit("payments/checkout/checkout.cue", `"EUR"`, `"USD"`)
+	good := commitAs(t, repo, evilName, evilSubject+"\n\nbody", time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC))
+	p.Tailer.Wake()
+	await(t, "the commit published", func() bool {
+		v, err := p.Distributor.Latest(ctx, "payments/checkout")
+		return err == nil && v.Commit == good
+	})
+
+	code, out, errOut := run(ctx, "log", "payments/checkout", "--nats", url, "--limit", "1")
+	if code != 0 {
+		t.Fatalf("log: exit %d, stderr %q", code, errOut)
+	}
+	assertEscaped(t, "log", out.String(), author, subject)
+	code, out, _ = run(ctx, "log", "payments/checkout", "--nats", url, "--limit", "1", "--output", "json")
+	var vs []cuecast.Version
+	if err := json.Unmarshal([]byte(out.String()), &vs); code != 0 || err != nil || len(vs) != 1 ||
+		vs[0].Author != evilName+" <mallory@example.com>" || cuecast.CommitSubject(vs[0].Message) != evilSubject {
+		t.Errorf("log --output json: exit %d, %v, %+v; want the author and subject exact", code, err, vs)
+	}
+
+	poll.Until(t, "rollout status naming the commit", poll.Patience, func() (bool, string) {
+		code, out, errOut := run(ctx, "rollout", "status", "--nats", url, "payments/checkout")
+		return code == 0 && strings.Contains(out.String(), cuecast.ShortCommit(good)), out.String() + errOut.String()
+	})
+	_, out, _ = run(ctx, "rollout", "status", "--nats", url, "payments/checkout")
+	assertEscaped(t, "rollout status", out.String(), "by "+author)
+
+	// A commit the compiler rejects: tailer status names its author,
+	// subject and the error in the file.
+	repo.Write(map[string]string{evilFile: "package checkout\n\nthis is not cue {\n"})
+	bad := commitAs(t, repo, evilName, evilSubject, time.Date(2026, 2, 1, 0, 0, 1, 0, time.UTC))
+	p.Tailer.Wake()
+	poll.Until(t, "tailer status naming the rejected commit", poll.Patience, func() (bool, string) {
+		_, out, errOut := run(ctx, "tailer", "status", "--nats", url)
+		return strings.Contains(out.String(), cuecast.ShortCommit(bad)+" "), out.String() + errOut.String()
+	})
+	_, out, _ = run(ctx, "tailer", "status", "--nats", url)
+	assertEscaped(t, "tailer status", out.String(), author+" <mallory@example.com>: "+subject, `\u009b31mok\u202egpj.cue`)
+
+	// check, between the two commits, as CI runs it.
+	checkCode, text, stderr := runCLI(t, nil, "check", "--repo", repo.Dir, "--base", good, "--head", bad)
+	if !strings.Contains(text, "errors at head") {
+		t.Fatalf("check: exit %d, stdout %q, stderr %q; want the error in the file", checkCode, text, stderr)
+	}
+	assertEscaped(t, "check", text, `\u009b31mok\u202egpj.cue`)
+	_, js, _ := runCLI(t, nil, "check", "--repo", repo.Dir, "--base", good, "--head", bad, "--output", "json")
+	var rep ci.Report
+	if err := json.Unmarshal([]byte(js), &rep); err != nil {
+		t.Fatalf("check --output json: %v\n%s", err, js)
+	}
+	if !strings.Contains(js, "\u009b31mok\u202egpj.cue") {
+		t.Errorf("check --output json: want the file name exact:\n%s", js)
+	}
+}
