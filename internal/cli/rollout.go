@@ -308,7 +308,7 @@ func printRecord(w io.Writer, p rollout.Progress, now time.Time) {
 		fmt.Fprintf(w, "  commit %s by %s; %s\n", cuecast.ShortCommit(r.Commit), termtext.Line(r.Author), fallback)
 		for _, s := range p.Stages {
 			mark := map[string]string{"done": "done", "current": "now ", "pending": "    "}[s.Status]
-			line := fmt.Sprintf("  %s %-12s %4s  %s %d/%d on v%d", mark, s.Name, s.Scope, bar(s.OnTarget, s.Instances, 20), s.OnTarget, s.Instances, r.Version)
+			line := fmt.Sprintf("  %s %-12s %4s  %s %d/%d on v%d", mark, termtext.Line(s.Name), termtext.Line(s.Scope), bar(s.OnTarget, s.Instances, 20), s.OnTarget, s.Instances, r.Version)
 			if s.Hold > 0 {
 				line += "  hold " + s.Hold.String()
 			}

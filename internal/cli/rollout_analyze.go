@@ -11,6 +11,7 @@ import (
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/analysis"
 	"github.com/cuecast/cuecast/distributor/rollout"
+	"github.com/cuecast/cuecast/internal/termtext"
 )
 
 // analyzedMetric is one line of `cuecast rollout analyze`.
@@ -126,7 +127,7 @@ func rolloutAnalyze(ctx context.Context, env *Env, c *rollout.Controller, opts *
 	tw := newTable(env.IO.Out)
 	tw.row("STAGE", "METRIC", "COHORT", "BASELINE", "OUTCOME", "DETAIL")
 	for _, a := range out {
-		tw.row(a.Stage, a.Metric, value(a.Cohort), value(a.Baseline), a.Outcome, a.Detail)
+		tw.row(termtext.Line(a.Stage), termtext.Line(a.Metric), value(a.Cohort), value(a.Baseline), a.Outcome, termtext.Line(a.Detail))
 	}
 	tw.flush()
 	return done(nil)
@@ -151,9 +152,11 @@ func printAnalysis(w io.Writer, r *rollout.Rollout) {
 	}
 	for _, ms := range r.Analysis {
 		if ms.Outcome == "" {
-			fmt.Fprintf(w, "  analysis %s: first evaluation at %s\n", ms.Name, rollout.FormatTime(ms.Next))
+			fmt.Fprintf(w, "  analysis %s: first evaluation at %s\n", termtext.Line(ms.Name), rollout.FormatTime(ms.Next))
 			continue
 		}
-		fmt.Fprintf(w, "  analysis %s: %s, %d evaluations, %d failed, %d inconclusive: %s\n", ms.Name, ms.Outcome, ms.Evaluations, ms.Failures, ms.Inconclusive, ms.Detail)
+		// The name is the policy's, a commit's choice; the detail quotes
+		// the query it holds.
+		fmt.Fprintf(w, "  analysis %s: %s, %d evaluations, %d failed, %d inconclusive: %s\n", termtext.Line(ms.Name), ms.Outcome, ms.Evaluations, ms.Failures, ms.Inconclusive, termtext.Line(ms.Detail))
 	}
 }

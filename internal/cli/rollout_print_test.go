@@ -65,3 +65,32 @@ func TestPrintRecordFirstVersion(t *testing.T) {
 		}
 	}
 }
+
+// TestPrintRecordEscapesRepoText: what rollout status prints of a
+// rollout that a commit and its policy chose (author, stage names and
+// scopes, analysis names and details, note, reason, pin actor) comes out
+// with its terminal controls escaped.
+func TestPrintRecordEscapesRepoText(t *testing.T) {
+	now := time.Date(2026, 12, 1, 17, 0, 0, 0, time.UTC)
+	const evil = "x\x1b]0;t\a\r\u202e\u009b"
+	const shown = `x\x1b]0;t\x07\r\u202e\u009b`
+	rec := rollout.Record{Config: "search/ranking", Current: &rollout.Rollout{
+		Config: "search/ranking", Version: 2, From: 1, State: rollout.StateHalted,
+		Author: "author " + evil, Note: "note " + evil, Reason: "reason " + evil,
+		Analysis: []rollout.MetricState{{Name: "metric " + evil, Outcome: "fail", Detail: "detail " + evil}},
+	}, Pin: &rollout.Pin{Version: 1, Actor: "actor " + evil, Reason: "bad", At: now}}
+	stages := []rollout.StageProgress{{Name: "stage " + evil, Scope: "scope " + evil, Status: "current"}}
+	var b strings.Builder
+	printRecord(&b, rollout.Progress{Record: rec, Stages: stages}, now)
+	out := b.String()
+	for _, raw := range []string{"\x1b", "\a", "\r", "\u202e", "\u009b"} {
+		if strings.Contains(out, raw) {
+			t.Errorf("prints %q raw:\n%q", raw, out)
+		}
+	}
+	for _, field := range []string{"author", "stage", "scope", "metric", "detail", "note", "reason", "actor"} {
+		if !strings.Contains(out, field+" "+shown) {
+			t.Errorf("lacks %s %s:\n%q", field, shown, out)
+		}
+	}
+}

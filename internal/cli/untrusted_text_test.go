@@ -12,8 +12,10 @@ import (
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/ci"
+	"github.com/cuecast/cuecast/distributor/rollout"
 	"github.com/cuecast/cuecast/internal/gittest"
 	"github.com/cuecast/cuecast/internal/poll"
+	"github.com/cuecast/cuecast/internal/promtest"
 )
 
 // What someone who may commit chooses: an author and a subject with a
@@ -126,5 +128,41 @@ func TestRepoTextEscapedForTerminals(t *testing.T) {
 	}
 	if !strings.Contains(js, "\u009b31mok\u202egpj.cue") {
 		t.Errorf("check --output json: want the file name exact:\n%s", js)
+	}
+}
+
+// TestRolloutAnalyzeEscapesPolicyText: rollout analyze prints the stage
+// and metric names a commit's policy chose with their controls escaped,
+// and exact in JSON.
+func TestRolloutAnalyzeEscapesPolicyText(t *testing.T) {
+	t.Parallel()
+	prom := promtest.Start(t, time.Second)
+	repo := exampleRepo(t)
+	const stage, metric = "canary\x1b[31m\u202e", "errors\r\x1b]0;t\a"
+	pol := rollout.Static{P: cuecast.Policy{Stages: []cuecast.Stage{
+		{Name: stage, Percent: 50, Hold: cuecast.Duration(time.Hour), Analysis: []cuecast.Metric{
+			{Name: metric, Compare: cuecast.CompareThreshold, Max: 1, Query: "vector(0)"},
+		}},
+		{Name: "all", Percent: 100},
+	}}}
+	p := servePipeline(t, repo, pol)
+	ctx := t.Context()
+	url := p.ClientURL()
+	poll.Until(t, "v1 canary holding", poll.Patience, func() (bool, string) {
+		code, out, _ := run(ctx, "rollout", "status", "--nats", url, "payments/checkout")
+		return code == 0 && strings.Contains(out.String(), "HOLDING"), out.String()
+	})
+	code, out, errOut := run(ctx, "rollout", "analyze", "--nats", url, "payments/checkout", "--prometheus", prom.URL)
+	if code != 0 {
+		t.Fatalf("analyze: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	assertEscaped(t, "rollout analyze", out.String(), `canary\x1b[31m\u202e`, `errors\r\x1b]0;t\x07`)
+	code, out, _ = run(ctx, "rollout", "analyze", "--nats", url, "payments/checkout", "--prometheus", prom.URL, "-o", "json")
+	var got []struct {
+		Stage  string `json:"stage"`
+		Metric string `json:"metric"`
+	}
+	if err := json.Unmarshal([]byte(out.String()), &got); code != 0 || err != nil || len(got) != 1 || got[0].Stage != stage || got[0].Metric != metric {
+		t.Errorf("analyze -o json: exit %d, %v, %+v; want the names exact", code, err, got)
 	}
 }
