@@ -19,7 +19,6 @@ import (
 	"github.com/cuecast/cuecast/gitfs"
 	"github.com/cuecast/cuecast/internal/publish"
 	"github.com/cuecast/cuecast/internal/revert"
-	"github.com/cuecast/cuecast/internal/termtext"
 )
 
 // RevertOptions are the flags of `cuecast revert`.
@@ -157,7 +156,7 @@ func revertRun(ctx context.Context, env *Env, opts *RevertOptions) error {
 	if err != nil {
 		return fmt.Errorf("read revert commit: %w", err)
 	}
-	fmt.Fprintf(env.IO.Out, "created %s on %s: %s\n", cuecast.ShortCommit(h.String()), termtext.Line(branch.Short()), termtext.Line(cuecast.CommitSubject(c.Message)))
+	fmt.Fprintf(env.IO.Out, "created %s on %s: %s\n", cuecast.ShortCommit(h.String()), branch.Short(), cuecast.CommitSubject(c.Message))
 	if !opts.Push && !opts.GitHubPR {
 		fmt.Fprintf(env.IO.Out, "push it (git push, or cuecast revert --push) and the pipeline rolls it out as a new version\n")
 		return nil

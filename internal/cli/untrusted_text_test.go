@@ -166,3 +166,19 @@ func TestRolloutAnalyzeEscapesPolicyText(t *testing.T) {
 		t.Errorf("analyze -o json: exit %d, %v, %+v; want the names exact", code, err, got)
 	}
 }
+
+// TestRevertEscapesSubject: revert names the commit it made by its
+// subject, which quotes the reverted commit's. internal/revert writes it
+// with %q, which escapes every control already; this keeps it so.
+func TestRevertEscapesSubject(t *testing.T) {
+	t.Parallel()
+	repo := gittest.New(t)
+	repo.CommitFiles("base", map[string]string{"payments/checkout/checkout.cue": "a: 1\n"})
+	repo.Write(map[string]string{"payments/checkout/checkout.cue": "a: 2\n"})
+	evil := commitAs(t, repo, evilName, evilSubject, time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC))
+	code, out, errOut := run(t.Context(), "revert", evil, "--repo", repo.Dir)
+	if code != 0 {
+		t.Fatalf("revert: exit %d, stderr %q", code, errOut)
+	}
+	assertEscaped(t, "revert", out.String(), `checkout: USD\x1b[31m\rv9 approved by security\u202e`)
+}
