@@ -66,7 +66,8 @@ func assertEscaped(t *testing.T, what, out string, want ...string) {
 
 // TestRepoTextEscapedForTerminals: a commit's author and subject, and a
 // file name, reach log, rollout status, tailer status and check's text
-// output with their controls escaped, and their JSON output exact.
+// output with their controls escaped, and their JSON output exact; so do
+// a rollback's actor and reason in rollout audit and status.
 func TestRepoTextEscapedForTerminals(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -129,6 +130,17 @@ func TestRepoTextEscapedForTerminals(t *testing.T) {
 	if !strings.Contains(js, "\u009b31mok\u202egpj.cue") {
 		t.Errorf("check --output json: want the file name exact:\n%s", js)
 	}
+
+	// A rollback's actor and reason reach the audit trail; rollout audit
+	// and status print them.
+	evilEnv := map[string]string{"CUECAST_ACTOR": evilName}
+	if code, _, errOut := runEnv(ctx, evilEnv, "rollback", "payments/checkout", "--nats", url, "--previous", "--reason", evilSubject); code != 0 {
+		t.Fatalf("rollback: exit %d, stderr %q", code, errOut)
+	}
+	_, out, _ = run(ctx, "rollout", "audit", "payments/checkout", "--nats", url)
+	assertEscaped(t, "rollout audit", out.String(), author, subject)
+	_, out, _ = run(ctx, "status", "payments/checkout", "--nats", url)
+	assertEscaped(t, "status", out.String(), "by "+author)
 }
 
 // TestRolloutAnalyzeEscapesPolicyText: rollout analyze prints the stage
