@@ -9,7 +9,6 @@ import (
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/distributor/rollout"
 	"github.com/cuecast/cuecast/internal/cli"
-	"github.com/cuecast/cuecast/internal/poll"
 	"github.com/cuecast/cuecast/internal/promtest"
 )
 
@@ -81,10 +80,7 @@ func TestRolloutAnalyzeOutcomes(t *testing.T) {
 	p := servePipeline(t, repo, pol)
 	ctx := t.Context()
 	url := p.ClientURL()
-	poll.Until(t, "v1 canary holding", poll.Patience, func() (bool, string) {
-		code, out, _ := run(ctx, "rollout", "status", "--nats", url, "payments/checkout")
-		return code == 0 && strings.Contains(out.String(), "HOLDING"), out.String()
-	})
+	awaitHolding(t, url, "payments/checkout")
 	code, out, errOut := run(ctx, "rollout", "analyze", "--nats", url, "payments/checkout", "--prometheus", prom.URL, "-o", "json")
 	var got []struct {
 		Metric  string `json:"metric"`

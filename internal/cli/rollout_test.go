@@ -177,6 +177,16 @@ func testRollbackPinRevertAndWait(t *testing.T) {
 	}
 }
 
+// awaitHolding waits until cfg's rollout holds at a stage, as rollout
+// status says.
+func awaitHolding(t *testing.T, url string, cfg cuecast.ConfigPath) {
+	t.Helper()
+	poll.Until(t, cfg.String()+"'s rollout holding", poll.Patience, func() (bool, string) {
+		code, out, _ := run(t.Context(), "rollout", "status", "--nats", url, string(cfg))
+		return code == 0 && strings.Contains(out.String(), "HOLDING"), out.String()
+	})
+}
+
 // TestRolloutOperatorCommands drives a three-stage rollout by hand.
 func TestRolloutOperatorCommands(t *testing.T) {
 	t.Parallel()
@@ -190,10 +200,7 @@ func TestRolloutOperatorCommands(t *testing.T) {
 	ctx := t.Context()
 	url := p.ClientURL()
 	// v1 rolls out through the same stages: skip its holds.
-	poll.Until(t, "v1 rollout", poll.Patience, func() (bool, string) {
-		code, out, _ := run(ctx, "rollout", "status", "--nats", url, "payments/checkout")
-		return code == 0 && strings.Contains(out.String(), "HOLDING"), out.String()
-	})
+	awaitHolding(t, url, "payments/checkout")
 	if code, _, errOut := run(ctx, "rollout", "advance", "--nats", url, "payments/checkout", "--reason", "first import", "--emergency", "--as", "ann"); code != 0 {
 		t.Fatalf("advance --emergency: exit %d, %q", code, errOut)
 	}

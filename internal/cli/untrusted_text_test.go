@@ -160,10 +160,7 @@ func TestRolloutAnalyzeEscapesPolicyText(t *testing.T) {
 	p := servePipeline(t, repo, pol)
 	ctx := t.Context()
 	url := p.ClientURL()
-	poll.Until(t, "v1 canary holding", poll.Patience, func() (bool, string) {
-		code, out, _ := run(ctx, "rollout", "status", "--nats", url, "payments/checkout")
-		return code == 0 && strings.Contains(out.String(), "HOLDING"), out.String()
-	})
+	awaitHolding(t, url, "payments/checkout")
 	code, out, errOut := run(ctx, "rollout", "analyze", "--nats", url, "payments/checkout", "--prometheus", prom.URL)
 	if code != 0 {
 		t.Fatalf("analyze: exit %d, stdout %q, stderr %q", code, out, errOut)
