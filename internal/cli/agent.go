@@ -2,11 +2,11 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
-	"path/filepath"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -191,6 +191,16 @@ type agent struct {
 	last    client.Snapshot // the newest change, for --exec's environment
 	kick    chan struct{}
 	ofrep   *agentOFREP // nil without --ofrep
+
+	out *outDir
+	// writeMu orders the writes of keep and retryLoop, so a retry never
+	// puts back an older version than the one just written.
+	writeMu sync.Mutex
+	// failed holds, per config, the write that failed (nil: only its
+	// last-known-good directory could not be made), retried by
+	// retryLoop; writeErr says why, for health. Both under mu.
+	failed   map[cuecast.ConfigPath]*client.Snapshot
+	writeErr map[cuecast.ConfigPath]string
 }
 
 // writtenLine is what agent prints per file it writes or removes.
@@ -202,17 +212,20 @@ type writtenLine struct {
 }
 
 func agentRun(ctx context.Context, env *Env, opts *AgentOptions) error {
-	a := &agent{env: env, opts: opts, healthy: true, kick: make(chan struct{}, 1)}
-	if err := os.MkdirAll(filepath.Join(opts.Dir, ".cuecast"), 0o755); err != nil {
-		return fmt.Errorf("agent: %w", err)
+	a := &agent{env: env, opts: opts, healthy: true, kick: make(chan struct{}, 1),
+		failed: map[cuecast.ConfigPath]*client.Snapshot{}, writeErr: map[cuecast.ConfigPath]string{}}
+	who := "agent " + opts.Instance
+	var err error
+	if a.out, err = openOutDir(opts.Dir, env.IO.ErrOut, who); err != nil {
+		return err
 	}
+	defer a.out.close()
 	var cfgs []cuecast.ConfigPath
 	for _, c := range opts.Configs {
 		cfgs = append(cfgs, cuecast.ConfigPath(c))
 	}
 	rewatch := newRewatchSignal(cfgs...)
 	opts.rewatch = rewatch.notify
-	var err error
 	if a.ofrep, err = a.startOFREP(); err != nil {
 		return err
 	}
@@ -233,10 +246,10 @@ func agentRun(ctx context.Context, env *Env, opts *AgentOptions) error {
 	errs := make(chan error, len(opts.Configs))
 	for _, c := range opts.Configs {
 		cfg := cuecast.ConfigPath(c)
-		lkg := filepath.Join(opts.Dir, ".cuecast", filepath.FromSlash(c)+".lkg")
-		if err := os.MkdirAll(filepath.Dir(lkg), 0o755); err != nil {
-			return fmt.Errorf("agent: %w", err)
+		if err := a.startDirs(cfg); err != nil {
+			return err
 		}
+		lkg := a.out.abs(path.Join(".cuecast", c) + ".lkg")
 		w, err := cl.Watch(ctx, cfg, client.LastKnownGood(lkg))
 		if err != nil {
 			return opts.watchError(cfg, err)
@@ -250,6 +263,8 @@ func agentRun(ctx context.Context, env *Env, opts *AgentOptions) error {
 			}
 		}()
 	}
+	wg.Add(1)
+	go func() { defer wg.Done(); a.retryLoop(ctx) }()
 	notifyDone := make(chan struct{})
 	go func() { defer close(notifyDone); a.notifyLoop(ctx) }()
 	<-ctx.Done()
@@ -290,18 +305,34 @@ func (a *agent) keep(ctx context.Context, cl *client.Client, cfg cuecast.ConfigP
 	}
 }
 
-// write puts one snapshot on disk and asks for a notification.
+// write puts one snapshot on disk and asks for a notification. A write
+// that fails (a full or read-only disk, a directory not the agent's) is
+// the instance's health, not the agent's end: it keeps serving what it
+// has and retryLoop tries again.
 func (a *agent) write(s client.Snapshot) error {
-	path := a.file(s.Config)
-	line := writtenLine{Config: s.Config, Version: s.Version, File: path, Deleted: s.Deleted}
-	if s.Deleted {
-		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("agent: remove %s: %w", path, err)
-		}
-	} else if err := writeFileAtomic(path, s.Content); err != nil {
-		return fmt.Errorf("agent: %w", err)
-	}
+	a.writeMu.Lock()
+	defer a.writeMu.Unlock()
 	a.ofrep.apply(a, s)
+	return a.put(s)
+}
+
+// put writes s (under writeMu), recording the outcome for health and
+// retryLoop; only a failure to print is returned.
+func (a *agent) put(s client.Snapshot) error {
+	cfg := s.Config.Base()
+	rel := string(cfg) + ".json"
+	line := writtenLine{Config: s.Config, Version: s.Version, File: a.file(s.Config), Deleted: s.Deleted}
+	var err error
+	if s.Deleted {
+		err = a.out.remove(rel)
+	} else {
+		err = a.out.write(rel, s.Content)
+	}
+	if err != nil {
+		a.failedWrite(cfg, &s, err)
+		return nil
+	}
+	a.wrote(cfg)
 	if err := jsonLine(a.env.IO.Out).Encode(line); err != nil {
 		return err
 	}
@@ -388,7 +419,7 @@ func (a *agent) notify(ctx context.Context) error {
 // written at its config's file (OUT/payments/checkout.json whichever
 // variant it runs), and --exec's $CUECAST_FILE names the same.
 func (a *agent) file(cfg cuecast.ConfigPath) string {
-	return filepath.Join(a.opts.Dir, filepath.FromSlash(string(cfg.Base()))+".json")
+	return a.out.abs(string(cfg.Base()) + ".json")
 }
 
 // execEnviron is environ without the variables cuecast reads secrets
@@ -406,10 +437,17 @@ func execEnviron(environ []string) []string {
 }
 
 // health is what the agent reports: unhealthy while the service's reload
-// command fails, so a rollout halts rather than spreading a config the
-// service cannot take.
+// command fails, or a file could not be written, so a rollout halts rather
+// than spreading a config the service cannot take or does not have.
 func (a *agent) health() cuecast.Health {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return cuecast.Health{Healthy: a.healthy, Detail: a.lastErr}
+	details := make([]string, 0, 1+len(a.writeErr))
+	if a.lastErr != "" {
+		details = append(details, a.lastErr)
+	}
+	for _, cfg := range slices.Sorted(maps.Keys(a.writeErr)) {
+		details = append(details, a.writeErr[cfg])
+	}
+	return cuecast.Health{Healthy: a.healthy && len(a.writeErr) == 0, Detail: strings.Join(details, "; ")}
 }

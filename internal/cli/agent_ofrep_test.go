@@ -83,6 +83,8 @@ func TestAgentOFREP(t *testing.T) {
 		t.Fatal(err)
 	}
 	sock := filepath.Join(t.TempDir(), "ofrep.sock")
+	// Each --dir is one the agent makes: under umask 0 a test's temporary
+	// directory is writable by all, and the agent refuses that.
 	_, tcpErr := startCmd(t, "agent", "--nats", p.ClientURL(), "--instance", "sidecar-tcp", "--trusted-key", p.PublicKey,
 		"--config", "growth/flags", "--config", "payments/checkout", "--dir", t.TempDir(), "--ofrep", "127.0.0.1:0", "--ofrep-insecure-local")
 	_, sockErr := startCmd(t, "agent", "--nats", p.ClientURL(), "--instance", "sidecar-sock", "--trusted-key", p.PublicKey,
@@ -212,10 +214,12 @@ func TestAgentOFREPAnotherUser(t *testing.T) {
 			t.Errorf("the agent left its socket behind: %v", err)
 		}
 	})
+	// Each --dir is one the agent makes: under umask 0 a test's temporary
+	// directory is writable by all, and the agent refuses that.
 	_, tcpErr := startCmd(t, "agent", "--nats", p.ClientURL(), "--instance", "sidecar-tcp", "--trusted-key", p.PublicKey,
-		"--config", "growth/flags", "--dir", t.TempDir(), "--ofrep", "127.0.0.1:0", "--ofrep-tokens", tokens)
+		"--config", "growth/flags", "--dir", filepath.Join(t.TempDir(), "out"), "--ofrep", "127.0.0.1:0", "--ofrep-tokens", tokens)
 	_, sockErr := startCmd(t, "agent", "--nats", p.ClientURL(), "--instance", "sidecar-sock", "--trusted-key", p.PublicKey,
-		"--config", "growth/flags", "--dir", t.TempDir(), "--ofrep", "unix:"+sock)
+		"--config", "growth/flags", "--dir", filepath.Join(t.TempDir(), "out"), "--ofrep", "unix:"+sock)
 	tcp, unix := agentOFREPClient(t, tcpErr), agentOFREPClient(t, sockErr)
 	user1 := `{"context": {"targetingKey": "user-1"}}`
 	await(t, "growth/flags over OFREP", func() bool {
@@ -291,7 +295,7 @@ func TestAgentOFREPAnotherUser(t *testing.T) {
 		// Run like startCmd, but stopped here: an agent that took the path
 		// over would not exit by itself.
 		ctx, cancel := context.WithCancel(t.Context())
-		dir := t.TempDir()
+		dir := filepath.Join(t.TempDir(), "out") // the agent's own (umask 0)
 		stderr, done := &syncBuffer{}, make(chan int, 1)
 		go func() {
 			streams := &iostreams.IOStreams{In: strings.NewReader(""), Out: io.Discard, ErrOut: stderr}
