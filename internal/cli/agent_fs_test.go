@@ -325,6 +325,33 @@ func TestAgentFullDisk(t *testing.T) {
 	reportsHealthy(t, p, "payments/checkout", "fs-4", true, stderr)
 }
 
+// TestWatchLastKnownGoodSymlink: watch --lkg made its file's directory
+// through a symlink another user put on the path (here "state -> victim"
+// in a sticky 1777 directory), so a root watch created directories, and
+// then wrote, where they pointed. Now it stops at start, exit 1, naming the
+// symlink and its owner, and makes nothing.
+func TestWatchLastKnownGoodSymlink(t *testing.T) {
+	needRoot(t)
+	t.Parallel()
+	_, p := serveExample(t)
+	tmp, victim := t.TempDir(), t.TempDir()
+	if err := os.Chmod(tmp, 0o1777); err != nil {
+		t.Fatal(err)
+	}
+	symlinkOf(t, victim, filepath.Join(tmp, "state"), nobody)
+	lkg := filepath.Join(tmp, "state", "cuecast", "checkout.lkg")
+	ctx, cancel := context.WithTimeout(t.Context(), poll.Patience)
+	defer cancel()
+	code, _, errOut := run(ctx, "watch", "--nats", p.ClientURL(), "--config", "payments/checkout", "--instance", "web-3",
+		"--trusted-key", p.PublicKey, "--lkg", lkg)
+	if code != 1 || !strings.Contains(errOut.String(), filepath.Join(tmp, "state")+" is a symlink owned by uid 65534") {
+		t.Errorf("exit %d, stderr %q; want exit 1 naming the symlink and its owner", code, errOut)
+	}
+	if exists(filepath.Join(victim, "cuecast")) {
+		t.Error("made victim/cuecast")
+	}
+}
+
 // writtenAgain is, for poll.Until, the agent's n-th "written again" of
 // payments/checkout and the file holding the version refused before (to)
 // or the one an unhealthy instance's rollout rolled back to (EUR, v1).

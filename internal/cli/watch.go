@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -97,7 +99,7 @@ func watchRun(c *cobra.Command, env *Env, opts *WatchOptions) error {
 	if opts.LKG != "" {
 		// As agent --dir: otherwise every version is applied "but not
 		// saved", and a restart has nothing to start from.
-		if err := os.MkdirAll(filepath.Dir(opts.LKG), 0o755); err != nil {
+		if err := makeLKGDir(filepath.Dir(opts.LKG)); err != nil {
 			return fmt.Errorf("--lkg %s: %w", opts.LKG, err)
 		}
 	}
@@ -211,4 +213,31 @@ func printApplied(env *Env, instance string, s client.Snapshot) error {
 	}
 	enc := jsonLine(env.IO.Out)
 	return enc.Encode(line)
+}
+
+// makeLKGDir makes dir, refusing a symlink on its path that another user
+// (not this one, not root) owns: they could point it anywhere, and a
+// watch run by root would then make directories, and write its file,
+// wherever they chose.
+func makeLKGDir(dir string) error {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	uid := os.Geteuid()
+	cur := string(filepath.Separator)
+	for _, name := range strings.Split(strings.TrimPrefix(abs, cur), string(filepath.Separator)) {
+		cur = filepath.Join(cur, name)
+		fi, err := os.Lstat(cur)
+		if errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		if owner := ownerOf(fi); fi.Mode()&fs.ModeSymlink != 0 && owner != uid && owner != 0 {
+			return fmt.Errorf("%s is a symlink owned by uid %d, who can point it anywhere; use a path without it", cur, owner)
+		}
+	}
+	return os.MkdirAll(abs, 0o755)
 }
