@@ -52,6 +52,20 @@ never reads half a file, and removes the file when the config is deleted on main
 Last-known-good copies live in OUT/.cuecast/, so the files are there at start even
 while NATS is down.
 
+OUT must be a directory of the agent's user that group and others cannot write
+(made 0755 when missing: on a volume others may write, like a Kubernetes emptyDir,
+name a subdirectory for the agent to make, like --dir /config/out), and so must each
+directory the agent writes in under it; otherwise whoever can write there could
+replace what the service reads. A --dir that is a symlink is followed once, at start,
+and said; one another user owns is refused. Such a directory stops the agent at
+start (exit 2, naming it, its owner and mode); met later, the write is refused.
+Nothing is created, written or removed outside OUT, whatever symlinks are in it.
+A write that fails (that, a full or read-only disk) is said on stderr and makes the
+instance unhealthy; the agent keeps running, the old file stays, and the write is
+retried (after 1s, doubling to 10s) until it is made. At start the agent removes
+the temporary files of a write cut short (OUT/<namespace>/.tmp-*,
+OUT/.cuecast/<namespace>/.*.lkg.tmp-*).
+
 After a change (changes arriving together are coalesced) it runs --exec through
 sh -c, with CUECAST_CONFIG, CUECAST_VERSION and CUECAST_FILE (the file written,
 OUT/<config path>.json, for a variant too) set to the last change, and the agent's

@@ -77,7 +77,7 @@ the instance's report), never taken for "no variants".`,
 		},
 	}
 	cmd.Flags().StringVar(&opts.Config, "config", "", "config path to watch, like payments/checkout")
-	cmd.Flags().StringVar(&opts.LKG, "lkg", "", "last-known-good file: read at start, rewritten atomically on every apply (its directory is made if missing)")
+	cmd.Flags().StringVar(&opts.LKG, "lkg", "", "last-known-good file: read at start, rewritten atomically on every apply (its directory is made if missing; a symlink another user owns on its path is refused)")
 	opts.register(cmd.Flags(), env)
 	return cmd
 }
