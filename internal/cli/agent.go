@@ -336,10 +336,14 @@ func (a *agent) put(s client.Snapshot) error {
 	cfg := s.Config.Base()
 	rel := string(cfg) + ".json"
 	line := writtenLine{Config: s.Config, Version: s.Version, File: a.file(s.Config), Deleted: s.Deleted}
-	var err error
-	if s.Deleted {
+	// The client writes the last-known-good copy there by path: it is
+	// checked here, as each directory written in is, for it to be reported.
+	_, err := a.out.dir(path.Join(".cuecast", cfg.Namespace()), true)
+	switch {
+	case err != nil:
+	case s.Deleted:
 		err = a.out.remove(rel)
-	} else {
+	default:
 		err = a.out.write(rel, s.Content)
 	}
 	if err != nil {

@@ -108,11 +108,13 @@ func TestAgentStaysInDir(t *testing.T) {
 	writeFile(t, staleLKG, "half")
 
 	_, stderr := startCmd(t, "agent", "--nats", p.ClientURL(), "--instance", "fs-1", "--heartbeat", "1s",
-		"--trusted-key", p.PublicKey, "--config", "payments/checkout", "--config", "search/ranking", "--dir", out)
+		"--trusted-key", p.PublicKey, "--config", "payments/checkout", "--config", "search/ranking", "--config", "growth/flags", "--dir", out)
 	ranking := filepath.Join(out, "search", "ranking.json")
 	pay := filepath.Join(out, "payments")
 	checkout := filepath.Join(pay, "checkout.json")
-	await(t, "both files", func() bool { return exists(ranking) && fileContains(checkout, `"currency":"EUR"`)() })
+	await(t, "the files", func() bool {
+		return exists(ranking) && exists(filepath.Join(out, "growth", "flags.json")) && fileContains(checkout, `"currency":"EUR"`)()
+	})
 	if exists(staleTmp) || exists(staleLKG) {
 		t.Errorf("stale temporary files left: %v %v", exists(staleTmp), exists(staleLKG))
 	}
@@ -137,8 +139,11 @@ func TestAgentStaysInDir(t *testing.T) {
 	if err := os.Rename(pay+".old", pay); err != nil {
 		t.Fatal(err)
 	}
-	poll.Until(t, "written once payments is a directory again", poll.Patience, writtenAgain(stderr, checkout, 1, "USD"))
+	poll.Until(t, "written once payments is a directory again", poll.Patience, writtenAgain(stderr, "payments/checkout", 1))
 	reportsHealthy(t, p, "payments/checkout", "fs-1", true, stderr)
+	if !fileContains(checkout, `"currency":"`)() {
+		t.Error("payments/checkout.json not written in --dir")
+	}
 
 	// A directory someone else owns: refused, then written once it is the
 	// agent's again.
@@ -156,8 +161,11 @@ func TestAgentStaysInDir(t *testing.T) {
 	if err := os.Chown(pay, 0, 0); err != nil {
 		t.Fatal(err)
 	}
-	poll.Until(t, "written once payments is the agent's again", poll.Patience, writtenAgain(stderr, checkout, 2, "GBP"))
+	poll.Until(t, "written once payments is the agent's again", poll.Patience, writtenAgain(stderr, "payments/checkout", 2))
 	reportsHealthy(t, p, "payments/checkout", "fs-1", true, stderr)
+	if !fileContains(checkout, `"currency":"`)() {
+		t.Error("payments/checkout.json not written in --dir")
+	}
 
 	// search swapped for a symlink after the write; the config is deleted.
 	if err := os.Rename(filepath.Join(out, "search"), filepath.Join(out, "search.old")); err != nil {
@@ -173,6 +181,46 @@ func TestAgentStaysInDir(t *testing.T) {
 	if !exists(filepath.Join(victim3, "ranking.json")) {
 		t.Error("victim3/ranking.json removed")
 	}
+	// search put back: the retry removes the agent's own file.
+	if err := os.Remove(filepath.Join(out, "search")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(out, "search.old"), filepath.Join(out, "search")); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, "ranking.json removed (or rewritten by a rollback) once search is a directory again", poll.Patience,
+		writtenAgain(stderr, "search/ranking", 1))
+	reportsHealthy(t, p, "growth/flags", "fs-1", true, stderr)
+
+	// The directory of a last-known-good copy, which the client writes
+	// by path, is checked as well. Another namespace: payments's rollout
+	// may have halted on the unhealthy reports above.
+	flagsFile := filepath.Join(out, "growth", "flags.json")
+	lkgDir := filepath.Join(out, ".cuecast", "growth")
+	if err := os.Chown(lkgDir, nobody, nobody); err != nil {
+		t.Fatal(err)
+	}
+	src := filepath.Join(repo.Dir, "growth", "flags", "flags.cue")
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo.CommitFiles("growth: the one-page checkout to 30%", map[string]string{
+		"growth/flags/flags.cue": strings.Replace(string(b), "weight: 20000}, {variant: \"off\", weight: 80000", "weight: 30000}, {variant: \"off\", weight: 70000", 1),
+	})
+	p.Tailer.Wake()
+	poll.Until(t, "the write with nobody's .cuecast/growth refused", poll.Patience, func() (bool, string) {
+		return strings.Contains(stderr.String(), lkgDir+": is owned by uid 65534"), fmt.Sprintf("stderr %q", stderr)
+	})
+	reportsHealthy(t, p, "growth/flags", "fs-1", false, stderr)
+	if fileContains(flagsFile, "30000")() {
+		t.Error("wrote the file with .cuecast/growth another user's")
+	}
+	if err := os.Chown(lkgDir, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, "written once .cuecast/growth is the agent's again", poll.Patience, writtenAgain(stderr, "growth/flags", 1))
+	reportsHealthy(t, p, "growth/flags", "fs-1", true, stderr)
 }
 
 // TestAgentRefusesDir: at start, a --dir that is another user's symlink
@@ -321,7 +369,7 @@ func TestAgentFullDisk(t *testing.T) {
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
-	poll.Until(t, "written once there is space", poll.Patience, writtenAgain(stderr, checkout, 1, "USD"))
+	poll.Until(t, "written once there is space", poll.Patience, writtenAgain(stderr, "payments/checkout", 1))
 	reportsHealthy(t, p, "payments/checkout", "fs-4", true, stderr)
 }
 
@@ -353,13 +401,11 @@ func TestWatchLastKnownGoodSymlink(t *testing.T) {
 }
 
 // writtenAgain is, for poll.Until, the agent's n-th "written again" of
-// payments/checkout and the file holding the version refused before (to)
-// or the one an unhealthy instance's rollout rolled back to (EUR, v1).
-func writtenAgain(stderr fmt.Stringer, checkout string, n int, to string) func() (bool, string) {
+// cfg: the failed write, or a later one, made. Which version that is
+// depends on the rollout: reported unhealthy, the instance may be rolled
+// back to the version before.
+func writtenAgain(stderr fmt.Stringer, cfg string, n int) func() (bool, string) {
 	return func() (bool, string) {
-		b, _ := os.ReadFile(checkout)
-		return strings.Count(stderr.String(), "payments/checkout written again") >= n &&
-				(strings.Contains(string(b), `"currency":"`+to+`"`) || strings.Contains(string(b), `"currency":"EUR"`)),
-			fmt.Sprintf("file %q, agent stderr %q", b, stderr)
+		return strings.Count(stderr.String(), cfg+" written again") >= n, fmt.Sprintf("agent stderr %q", stderr)
 	}
 }

@@ -72,13 +72,19 @@ func openOutDir(dir string, errOut io.Writer, who string) (*outDir, error) {
 			return nil, fmt.Errorf("--dir %s: %w", resolved, err)
 		}
 	}
-	if err := ownDir(resolved, fi, uid); err != nil {
-		return nil, &UsageError{Err: fmt.Errorf("--dir %w", err),
-			Hint: fmt.Sprintf("give the agent a directory its user (uid %d) owns that group and others cannot write (chmod go-w), or a path under a shared volume for it to make itself, like --dir /config/out (docs/SECURITY.md)", uid)}
-	}
 	root, err := os.OpenRoot(resolved)
 	if err != nil {
 		return nil, fmt.Errorf("--dir %s: %w", resolved, err)
+	}
+	// Checked through root, the directory every later write goes to,
+	// however its path changes meanwhile.
+	if fi, err = root.Stat("."); err == nil {
+		err = ownDir(resolved, fi, uid)
+	}
+	if err != nil {
+		root.Close()
+		return nil, &UsageError{Err: fmt.Errorf("--dir %w", err),
+			Hint: fmt.Sprintf("give the agent a directory its user (uid %d) owns that group and others cannot write (chmod go-w), or a path under a shared volume for it to make itself, like --dir /config/out (docs/SECURITY.md)", uid)}
 	}
 	return &outDir{path: resolved, root: root, uid: uid}, nil
 }
