@@ -68,9 +68,6 @@ func openOutDir(dir string, errOut io.Writer, who string) (*outDir, error) {
 			return nil, fmt.Errorf("--dir %s: %w", dir, err)
 		}
 		fmt.Fprintf(errOut, "%s: --dir %s is a symlink; writing in %s (resolved once, at start)\n", who, dir, resolved)
-		if fi, err = os.Lstat(resolved); err != nil {
-			return nil, fmt.Errorf("--dir %s: %w", resolved, err)
-		}
 	}
 	root, err := os.OpenRoot(resolved)
 	if err != nil {
