@@ -4,15 +4,14 @@ package cli_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/internal/diskfull"
 	"github.com/cuecast/cuecast/internal/gittest"
 	"github.com/cuecast/cuecast/internal/pipeline"
 	"github.com/cuecast/cuecast/internal/poll"
@@ -296,49 +295,6 @@ func TestAgentRefusesDir(t *testing.T) {
 	}
 }
 
-// smallFS mounts a tmpfs of size bytes, unmounted at cleanup; it skips,
-// saying why, where mounting is not allowed.
-func smallFS(t *testing.T, size int) string {
-	t.Helper()
-	dir := t.TempDir()
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, fmt.Sprintf("size=%d", size)); err != nil {
-		if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EACCES) {
-			t.Skipf("cannot mount a small tmpfs to fill (%v): run as root, or with CAP_SYS_ADMIN", err)
-		}
-		t.Fatalf("mount tmpfs on %s: %v", dir, err)
-	}
-	t.Cleanup(func() {
-		if err := syscall.Unmount(dir, syscall.MNT_DETACH); err != nil {
-			t.Errorf("unmount %s: %v", dir, err)
-		}
-	})
-	return dir
-}
-
-// fill writes a file in dir until its file system is full; its path.
-func fill(t *testing.T, dir string) string {
-	t.Helper()
-	path := filepath.Join(dir, "filler")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	buf := make([]byte, 4096)
-	for _, n := range []int{len(buf), 1} {
-		for {
-			_, err := f.Write(buf[:n])
-			if errors.Is(err, syscall.ENOSPC) {
-				break
-			}
-			if err != nil {
-				t.Fatalf("fill %s: %v", dir, err)
-			}
-		}
-	}
-	return path
-}
-
 // TestAgentFullDisk: a write failing on a full --dir made the agent log
 // "no space left on device" and exit 1, and every restart while full exit
 // again, while the instance still showed healthy. Now it reports itself
@@ -346,7 +302,7 @@ func fill(t *testing.T, dir string) string {
 // version once there is space.
 func TestAgentFullDisk(t *testing.T) {
 	t.Parallel()
-	fsys := smallFS(t, 64<<10)
+	fsys := diskfull.Mount(t, 64<<10)
 	repo, p := serveExample(t)
 	out := filepath.Join(fsys, "out")
 	if err := os.Mkdir(out, 0o755); err != nil {
@@ -356,7 +312,7 @@ func TestAgentFullDisk(t *testing.T) {
 		"--trusted-key", p.PublicKey, "--config", "payments/checkout", "--dir", out)
 	checkout := filepath.Join(out, "payments", "checkout.json")
 	await(t, "checkout written", fileContains(checkout, `"currency":"EUR"`))
-	filler := fill(t, fsys)
+	filler := diskfull.Fill(t, fsys)
 	bumpCheckout(t, repo, p, "EUR", "USD")
 	poll.Until(t, "the failed write said", poll.Patience, func() (bool, string) {
 		return strings.Contains(stderr.String(), "write "+checkout) && strings.Contains(stderr.String(), "no space left on device"),

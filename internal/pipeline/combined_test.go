@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/internal/diskfull"
 	"github.com/cuecast/cuecast/internal/natstest"
 	"github.com/cuecast/cuecast/internal/poll"
 )
@@ -47,7 +48,7 @@ func TestSoakCombinedFaults(t *testing.T) {
 		rounds = 6
 	}
 	rng := soakRand(t, 320, fmt.Sprintf("%d iterations", iterations))
-	store := smallFS(t, 24<<20)
+	store := diskfull.Mount(t, 24<<20)
 	repo, cfgs := smallRepo(t)
 	datas := []string{store, t.TempDir(), t.TempDir()}
 	pub := sharedKey(t, datas...)
@@ -123,7 +124,7 @@ func TestSoakCombinedFaults(t *testing.T) {
 		t.Helper()
 		allReady("every serve running before the disk fills")
 		fills++
-		filler := fill(t, store)
+		filler := diskfull.Fill(t, store)
 		c.pad = strings.Repeat("x", 30<<10)
 		for _, cf := range cfgs[:2] {
 			change(cf)

@@ -9,11 +9,9 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -21,55 +19,11 @@ import (
 
 	"github.com/cuecast/cuecast/client"
 	"github.com/cuecast/cuecast/distributor/rollout"
+	"github.com/cuecast/cuecast/internal/diskfull"
 	"github.com/cuecast/cuecast/internal/natstest"
 	"github.com/cuecast/cuecast/internal/pipeline"
 	"github.com/cuecast/cuecast/internal/poll"
 )
-
-// smallFS mounts a tmpfs of size bytes on a new directory, unmounted at
-// cleanup. It skips the test, saying why, where mounting is not allowed
-// (not root, no CAP_SYS_ADMIN).
-func smallFS(t *testing.T, size int) string {
-	t.Helper()
-	dir := t.TempDir()
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, fmt.Sprintf("size=%d", size)); err != nil {
-		if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EACCES) {
-			t.Skipf("cannot mount a small tmpfs to fill (%v): run as root, or with CAP_SYS_ADMIN", err)
-		}
-		t.Fatalf("mount tmpfs on %s: %v", dir, err)
-	}
-	t.Cleanup(func() {
-		if err := syscall.Unmount(dir, syscall.MNT_DETACH); err != nil {
-			t.Errorf("unmount %s: %v", dir, err)
-		}
-	})
-	return dir
-}
-
-// fill writes a file in dir until its file system has no space left, and
-// returns the file's path.
-func fill(t *testing.T, dir string) string {
-	t.Helper()
-	path := filepath.Join(dir, "filler")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	buf := make([]byte, 64<<10)
-	for _, n := range []int{len(buf), 4096, 1} {
-		for {
-			_, err := f.Write(buf[:n])
-			if errors.Is(err, syscall.ENOSPC) {
-				break
-			}
-			if err != nil {
-				t.Fatalf("fill %s: %v", dir, err)
-			}
-		}
-	}
-	return path
-}
 
 // publishErrors reads cuecast_version_publish_errors_total from /metrics.
 func publishErrors(t *testing.T, base string) float64 {
@@ -143,7 +97,7 @@ func (s *serving) stop() {
 // /readyz is 200.
 func TestFullDiskHeals(t *testing.T) {
 	t.Parallel()
-	data := smallFS(t, 24<<20)
+	data := diskfull.Mount(t, 24<<20)
 	repo, cfgs := smallRepo(t)
 	var logs syncLog
 	t.Cleanup(func() {
@@ -174,7 +128,7 @@ func TestFullDiskHeals(t *testing.T) {
 	t.Cleanup(nc.Close)
 	w := natstest.Watch(t, nc, cfgs[0], []client.Option{client.WithInstance("web-1"), client.WithTrustedKeys(s.p.PublicKey)})
 
-	filler := fill(t, data)
+	filler := diskfull.Fill(t, data)
 	pad := strings.Repeat("x", 30<<10)
 	var change string
 	for i := 1; i <= 3; i++ {
