@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/storer"
 
@@ -85,7 +86,7 @@ func Commit(r *git.Repository, sha string, author *object.Signature) (plumbing.H
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			return plumbing.ZeroHash, fmt.Errorf("revert %s: %w", cuecast.ShortCommit(sha), err)
 		}
-		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		if err := restore(path, f.Mode, content); err != nil {
 			return plumbing.ZeroHash, fmt.Errorf("revert %s: write %s: %w", cuecast.ShortCommit(sha), name, err)
 		}
 	}
@@ -112,6 +113,24 @@ func Commit(r *git.Repository, sha string, author *object.Signature) (plumbing.H
 
 // diff returns the paths that differ between two commits' trees
 // (gitfs.Diff: the one tree diff the tailer and the PR check use too).
+// restore puts a file back at path as the parent had it: its content and
+// its mode, a symlink as a symlink (whose content is its target) and an
+// executable as one. Whatever is at path goes first, so a symlink there is
+// replaced, never written through.
+func restore(path string, mode filemode.FileMode, content string) error {
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	switch mode {
+	case filemode.Symlink:
+		return os.Symlink(content, path)
+	case filemode.Executable:
+		return os.WriteFile(path, []byte(content), 0o755)
+	default:
+		return os.WriteFile(path, []byte(content), 0o644)
+	}
+}
+
 func diff(s storer.EncodedObjectStorer, from, to *object.Commit) (map[string]struct{}, error) {
 	paths, err := gitfs.Diff(s, nil, from.TreeHash, to.TreeHash)
 	if err != nil {

@@ -3,9 +3,12 @@ package revert_test
 import (
 	"errors"
 	"maps"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
 
 	"github.com/cuecast/cuecast/internal/gittest"
@@ -77,4 +80,68 @@ func TestCommitConflict(t *testing.T) {
 	if _, err := revert.Commit(r.Git, bad, author); !errors.Is(err, revert.ErrConflict) {
 		t.Fatalf("revert = %v, want ErrConflict", err)
 	}
+}
+
+// TestCommitKeepsModes: a revert restores a file's mode with its content.
+// A symlink came back as a regular file holding the link's target (120000
+// became 100644), which then failed to compile, and a work-tree symlink at
+// a path the revert rewrote was written through, to wherever it pointed.
+func TestCommitKeepsModes(t *testing.T) {
+	r := gittest.New(t)
+	outside := filepath.Join(t.TempDir(), "outside")
+	if err := os.WriteFile(outside, []byte("not the repo's\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r.Write(map[string]string{"a/b.cue": "b: 1\n", "a/run.sh": "#!/bin/sh\n", "a/x.cue": "x: 1\n"})
+	if err := os.Symlink("b.cue", filepath.Join(r.Dir, "a", "link.cue")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(r.Dir, "a", "run.sh"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	before := r.Commit("first")
+	r.Remove("a/link.cue", "a/x.cue")
+	r.Write(map[string]string{"a/link.cue": "link: 2\n", "a/run.sh": "#!/bin/sh\necho\n", "a/x.cue": "x: 2\n"})
+	if err := os.Chmod(filepath.Join(r.Dir, "a", "run.sh"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bad := r.Commit("bad")
+	// Someone's work tree, not committed: a/x.cue is a link out of the repo.
+	r.Remove("a/x.cue")
+	if err := os.Symlink(outside, filepath.Join(r.Dir, "a", "x.cue")); err != nil {
+		t.Fatal(err)
+	}
+
+	h, err := revert.Commit(r.Git, bad, author)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(outside); string(b) != "not the repo's\n" {
+		t.Errorf("the revert wrote through a work-tree symlink: %s now holds %q", outside, b)
+	}
+	want, got := modes(t, r, plumbing.NewHash(before)), modes(t, r, h)
+	if !maps.Equal(got, want) {
+		t.Errorf("modes after the revert:\n got %v\nwant %v", got, want)
+	}
+	if got := files(t, r, h)["a/link.cue"]; got != "b.cue" {
+		t.Errorf("a/link.cue after the revert holds %q, want the link's target b.cue", got)
+	}
+}
+
+// modes is each file's mode in commit.
+func modes(t *testing.T, r *gittest.Repo, commit plumbing.Hash) map[string]filemode.FileMode {
+	t.Helper()
+	c, err := r.Git.CommitObject(commit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	it, err := c.Files()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make(map[string]filemode.FileMode)
+	if err := it.ForEach(func(f *object.File) error { out[f.Name] = f.Mode; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
