@@ -15,7 +15,8 @@ import (
 	"github.com/cuecast/cuecast/internal/revert"
 )
 
-func files(t *testing.T, r *gittest.Repo, commit plumbing.Hash) map[string]string {
+// tree is commit's files by name.
+func tree(t *testing.T, r *gittest.Repo, commit plumbing.Hash) map[string]*object.File {
 	t.Helper()
 	c, err := r.Git.CommitObject(commit)
 	if err != nil {
@@ -25,14 +26,23 @@ func files(t *testing.T, r *gittest.Repo, commit plumbing.Hash) map[string]strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := make(map[string]string)
-	err = it.ForEach(func(f *object.File) error {
-		s, err := f.Contents()
-		out[f.Name] = s
-		return err
-	})
-	if err != nil {
+	out := make(map[string]*object.File)
+	if err := it.ForEach(func(f *object.File) error { out[f.Name] = f; return nil }); err != nil {
 		t.Fatal(err)
+	}
+	return out
+}
+
+// files is each file's content in commit.
+func files(t *testing.T, r *gittest.Repo, commit plumbing.Hash) map[string]string {
+	t.Helper()
+	out := make(map[string]string)
+	for name, f := range tree(t, r, commit) {
+		s, err := f.Contents()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[name] = s
 	}
 	return out
 }
@@ -131,17 +141,9 @@ func TestCommitKeepsModes(t *testing.T) {
 // modes is each file's mode in commit.
 func modes(t *testing.T, r *gittest.Repo, commit plumbing.Hash) map[string]filemode.FileMode {
 	t.Helper()
-	c, err := r.Git.CommitObject(commit)
-	if err != nil {
-		t.Fatal(err)
-	}
-	it, err := c.Files()
-	if err != nil {
-		t.Fatal(err)
-	}
 	out := make(map[string]filemode.FileMode)
-	if err := it.ForEach(func(f *object.File) error { out[f.Name] = f.Mode; return nil }); err != nil {
-		t.Fatal(err)
+	for name, f := range tree(t, r, commit) {
+		out[name] = f.Mode
 	}
 	return out
 }
