@@ -96,11 +96,26 @@ type Version struct {
 	Size        int64      `json:"size"`
 	CompiledAt  time.Time  `json:"compiled_at"`
 	Deleted     bool       `json:"deleted,omitempty"`
+	// Carries names the commits whose changes the version holds besides
+	// Commit's own, oldest first: commits that did not compile (nothing
+	// was published from them) and changed what the config depends on,
+	// made before Commit fixed the build. Without it a version after a
+	// broken stretch credits only the fixer (docs/PROTOCOL.md §4.1). Like
+	// Author and Message it is attribution, not signed.
+	Carries []CommitRef `json:"carries,omitempty"`
 	// Chunks lists the stream sequences of the content chunks, in order, when
 	// the content was too large for one message; empty when it is inline.
 	Chunks []uint64 `json:"chunks,omitempty"`
 	// Signature is the distributor's ed25519 signature over SigningBytes.
 	Signature string `json:"sig,omitempty"`
+}
+
+// CommitRef names a commit: its hash, author ("Name <email>") and
+// subject line.
+type CommitRef struct {
+	Commit  string `json:"commit"`
+	Author  string `json:"author"`
+	Message string `json:"message"`
 }
 
 // Pointer tells the instances of one cohort which version of a config to run.

@@ -52,7 +52,9 @@
 // compiler's errors; the cursor moves past them but State.Base stays at the
 // last good commit, and the next commit is diffed against Base, so what the
 // rejected commits changed is compiled (against the new commit's own tree)
-// as soon as the branch compiles again.
+// as soon as the branch compiles again. Each version that commit publishes
+// names, in Carries, the rejected commits that changed what its config
+// depends on, so their authors are credited and not only the fixer's.
 //
 // # History rewrites
 //

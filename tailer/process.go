@@ -161,6 +161,9 @@ func (t *Tailer) prepareRun(ctx context.Context, r *git.Repository, base string,
 		}
 		out[j] = s
 	}
+	if out[0].carries, err = t.carried(r, base, commits[0], next); err != nil {
+		return nil, err
+	}
 	return out, nil
 }
 
@@ -302,6 +305,9 @@ type step struct {
 	res     *compiler.Result
 	targets []cuecast.ConfigPath
 	noBase  bool
+	// carries names, per config, the rejected commits between base and c
+	// whose changes its version holds (cuecast.Version.Carries).
+	carries map[cuecast.ConfigPath][]cuecast.CommitRef
 }
 
 type stepKind int
@@ -385,6 +391,9 @@ func (t *Tailer) prepare(ctx context.Context, r *git.Repository, base string, c 
 		t.idx = t.idx.Merge(res.Index, res.Configs)
 	}
 	t.idxCommit = s.base
+	if s.carries, err = t.carried(r, base, c, t.idx); err != nil {
+		return s, err
+	}
 	return s, nil
 }
 
@@ -428,6 +437,8 @@ func (t *Tailer) apply(ctx context.Context, st *State, s *step, sum *Summary) er
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+		meta := meta
+		meta.Carries = s.carries[cp.Base()]
 		var out *compiler.Output
 		if o, ok := s.res.Outputs[cp]; ok {
 			out = &o
@@ -638,6 +649,56 @@ func versionMeta(c *object.Commit) cuecast.Version {
 		v.Parent = c.ParentHashes[0].String()
 	}
 	return v
+}
+
+// maxCarries bounds a version's Carries: the newest are kept.
+const maxCarries = 50
+
+// carried attributes the changes of the commits between base, the last good
+// commit, and c, a good commit, to the configs they affect by idx, the
+// index of c's compile. Those commits were rejected (anything else moves
+// base), so c's versions hold their changes as well as c's own; without
+// naming them a version credits only whoever fixed the build.
+func (t *Tailer) carried(r *git.Repository, base string, c *object.Commit, idx *compiler.Index) (map[cuecast.ConfigPath][]cuecast.CommitRef, error) {
+	if base == "" || len(c.ParentHashes) == 0 || c.ParentHashes[0].String() == base {
+		return nil, nil
+	}
+	var between []*object.Commit
+	for h := c.ParentHashes[0]; h.String() != base; {
+		rc, err := r.CommitObject(h)
+		if err != nil {
+			return nil, fmt.Errorf("read commit %s: %w", cuecast.ShortCommit(h.String()), err)
+		}
+		if len(rc.ParentHashes) == 0 {
+			// base is not a first-parent ancestor of c: the rejected
+			// stretch cannot be told, so none is named.
+			t.log.Warn("base commit is not an ancestor of the commit; versions name only the commit", "commit", c.Hash.String(), "base", base)
+			return nil, nil
+		}
+		between = append(between, rc)
+		h = rc.ParentHashes[0]
+	}
+	out := make(map[cuecast.ConfigPath][]cuecast.CommitRef)
+	for _, rc := range slices.Backward(between) {
+		pc, err := r.CommitObject(rc.ParentHashes[0])
+		if err != nil {
+			return nil, fmt.Errorf("read commit %s: %w", cuecast.ShortCommit(rc.ParentHashes[0].String()), err)
+		}
+		changed, err := gitfs.Diff(r.Storer, t.cache, pc.TreeHash, rc.TreeHash)
+		if err != nil {
+			return nil, fmt.Errorf("diff %s: %w", cuecast.ShortCommit(rc.Hash.String()), err)
+		}
+		ref := cuecast.CommitRef{Commit: rc.Hash.String(), Author: author(rc), Message: cuecast.CommitSubject(rc.Message)}
+		for _, cp := range idx.Affected(changed) {
+			out[cp] = append(out[cp], ref)
+		}
+	}
+	for cp, refs := range out {
+		if len(refs) > maxCarries {
+			out[cp] = slices.Clone(refs[len(refs)-maxCarries:])
+		}
+	}
+	return out, nil
 }
 
 func author(c *object.Commit) string { return fmt.Sprintf("%s <%s>", c.Author.Name, c.Author.Email) }

@@ -275,12 +275,16 @@ func TestRejected(t *testing.T) {
 		name  string
 		files map[string]string
 		want  string // in the first error's message or ID
+		// webC is what web/c's version from the fix carries besides the
+		// second rejected commit, which changed it: the first as well
+		// when its breakage reached web/c.
+		webC []string
 	}{
-		{name: "syntax", files: map[string]string{"pay/b/b.cue": "package b\n\nvalue: {\n"}, want: "pay/b/b.cue"},
-		{name: "conflict", files: map[string]string{"pay/b/b.cue": "package b\n\nvalue: 1\nvalue: 2\n"}, want: "pay/b/b.cue"},
-		{name: "not concrete", files: map[string]string{"pay/b/b.cue": "package b\n\nvalue: int\n"}, want: "pay/b/b.cue"},
-		{name: "broken library", files: map[string]string{"lib/common/common.cue": "package common\n\nRegion: \"eu\" & 3\n"}, want: "lib/common/common.cue"},
-		{name: "broken manifest", files: map[string]string{"cuecast.cue": "package manifest\n\nnamespaces: pay: owners: []\n"}, want: "owners"},
+		{name: "syntax", files: map[string]string{"pay/b/b.cue": "package b\n\nvalue: {\n"}, want: "pay/b/b.cue", webC: []string{"c3"}},
+		{name: "conflict", files: map[string]string{"pay/b/b.cue": "package b\n\nvalue: 1\nvalue: 2\n"}, want: "pay/b/b.cue", webC: []string{"c3"}},
+		{name: "not concrete", files: map[string]string{"pay/b/b.cue": "package b\n\nvalue: int\n"}, want: "pay/b/b.cue", webC: []string{"c3"}},
+		{name: "broken library", files: map[string]string{"lib/common/common.cue": "package common\n\nRegion: \"eu\" & 3\n"}, want: "lib/common/common.cue", webC: []string{"c2", "c3"}},
+		{name: "broken manifest", files: map[string]string{"cuecast.cue": "package manifest\n\nnamespaces: pay: owners: []\n"}, want: "owners", webC: []string{"c2", "c3"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -292,6 +296,7 @@ func TestRejected(t *testing.T) {
 			// not be lost when the next commit fixes the breakage.
 			bad := map[string]string{"pay/a/a.cue": config("a", true, 5)}
 			maps.Copy(bad, tt.files)
+			r.Author = object.Signature{Name: "Alice", Email: "alice@example.com"}
 			c2 := r.CommitFiles("break it", bad)
 			wantSummary(t, e.poll(tl), tailer.Summary{Commits: 1, Rejected: 1})
 			st, err := tl.State(e.ctx)
@@ -309,6 +314,7 @@ func TestRejected(t *testing.T) {
 			}
 
 			// Still broken, and pay/b changes too: still nothing.
+			r.Author = object.Signature{Name: "Carol", Email: "carol@example.com"}
 			c3 := r.CommitFiles("still broken", map[string]string{"web/c/c.cue": config("c", true, 9)})
 			wantSummary(t, e.poll(tl), tailer.Summary{Commits: 1, Rejected: 1})
 
@@ -317,6 +323,7 @@ func TestRejected(t *testing.T) {
 			fix := baseRepo()
 			fix["pay/a/a.cue"] = config("a", true, 5)
 			fix["web/c/c.cue"] = config("c", true, 9)
+			r.Author = object.Signature{Name: "Bob", Email: "bob@example.com"}
 			c4 := r.CommitFiles("fix it", fix)
 			wantSummary(t, e.poll(tl), tailer.Summary{Commits: 1, Versions: 2})
 			wantHistory(t, e, map[cuecast.ConfigPath][]string{
@@ -330,6 +337,24 @@ func TestRejected(t *testing.T) {
 			}
 			if len(st.Rejected) != 2 || st.Rejected[1].Commit != c3 || st.Cursor != c4 || st.Base != c4 {
 				t.Errorf("state after fix: got %+v", st)
+			}
+
+			// The fix's versions carry what the rejected commits changed,
+			// so each names them with their authors, not only the fixer.
+			names := map[string]string{c2: "c2", c3: "c3"}
+			authors := map[string]string{c2: "Alice <alice@example.com>", c3: "Carol <carol@example.com>"}
+			for cp, want := range map[cuecast.ConfigPath][]string{"pay/a": {"c2"}, "web/c": tt.webC} {
+				vs := e.versions(cp)
+				var got []string
+				for _, cc := range vs[len(vs)-1].Carries {
+					got = append(got, names[cc.Commit])
+					if want := authors[cc.Commit]; cc.Author != want || cc.Message == "" {
+						t.Errorf("%s carries %s by %q (%q), want by %q with its subject", cp, cc.Commit, cc.Author, cc.Message, want)
+					}
+				}
+				if !slices.Equal(got, want) {
+					t.Errorf("%s version 2 carries %q, want %q", cp, got, want)
+				}
 			}
 		})
 	}
@@ -788,6 +813,38 @@ func TestCoalescedRun(t *testing.T) {
 		}
 	}
 	checkAgainstHead(t, e.ctx, r.Dir, e.dist)
+}
+
+// TestCarriedInACoalescedRun: when the fix after a rejected commit starts a
+// run of commits compiled together, its versions still name the rejected
+// commit whose changes they hold, and the run's later commits name none.
+func TestCarriedInACoalescedRun(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	r := e.repo
+	_, tl := e.basePublished()
+
+	r.Author = object.Signature{Name: "Alice", Email: "alice@example.com"}
+	bad := r.CommitFiles("a to 5, b broken", map[string]string{"pay/a/a.cue": config("a", true, 5), "pay/b/b.cue": "package b\n\nvalue: {\n"})
+	r.Author = object.Signature{Name: "Bob", Email: "bob@example.com"}
+	fix := r.CommitFiles("b fixed, d added", map[string]string{"pay/b/b.cue": config("b", false, 1), "web/d/d.cue": config("d", false, 4)})
+	c := r.CommitFiles("c to 9", map[string]string{"web/c/c.cue": config("c", true, 9)})
+	wantSummary(t, e.poll(tl), tailer.Summary{Commits: 3, Rejected: 1, Versions: 3})
+	want := map[cuecast.ConfigPath]string{"pay/a": fix + " carries " + bad, "web/d": fix + " carries", "web/c": c + " carries"}
+	for cp, want := range want {
+		vs := e.versions(cp)
+		v := vs[len(vs)-1]
+		got := v.Commit + " carries"
+		for _, cc := range v.Carries {
+			got += " " + cc.Commit
+			if cc.Author != "Alice <alice@example.com>" || cc.Message != "a to 5, b broken" {
+				t.Errorf("%s carries %+v, want Alice's commit with its subject", cp, cc)
+			}
+		}
+		if got != want {
+			t.Errorf("%s version %d: got %q, want %q", cp, v.Version, got, want)
+		}
+	}
 }
 
 // TestRewriteUndoneClearsHalt: pushing the old history back (the cursor is

@@ -25,6 +25,8 @@ type Repo struct {
 	Git  *git.Repository
 	t    testing.TB
 	when time.Time
+	// Author signs the next commits; the zero value means Ada Lovelace.
+	Author object.Signature
 }
 
 // New initialises an empty repository on branch main in t.TempDir().
@@ -146,7 +148,7 @@ func (r *Repo) Remove(names ...string) {
 }
 
 // Commit stages every change in the work tree (additions, edits, deletions)
-// and commits it with a deterministic author and a clock that advances one
+// and commits it as r.Author (a fixed one by default) with a clock that advances one
 // second per commit. It returns the commit hash.
 func (r *Repo) Commit(msg string) string {
 	r.t.Helper()
@@ -158,10 +160,12 @@ func (r *Repo) Commit(msg string) string {
 		r.t.Fatalf("git add: %v", err)
 	}
 	r.when = r.when.Add(time.Second)
-	h, err := wt.Commit(msg, &git.CommitOptions{
-		AllowEmptyCommits: true,
-		Author:            &object.Signature{Name: "Ada Lovelace", Email: "ada@example.com", When: r.when},
-	})
+	author := object.Signature{Name: "Ada Lovelace", Email: "ada@example.com"}
+	if r.Author.Name != "" {
+		author = r.Author
+	}
+	author.When = r.when
+	h, err := wt.Commit(msg, &git.CommitOptions{AllowEmptyCommits: true, Author: &author})
 	if err != nil {
 		r.t.Fatalf("git commit: %v", err)
 	}
