@@ -31,7 +31,12 @@ commit that made it, its author and date, the first line of its message and the
 checksum of the compiled JSON. Git is the audit trail; this is its view per config.
 A change made with cuecast set or cuecast flags set (or the HTTP API) says so after
 its subject, "(by cuecast set)"; its author is who asked for it.
-A tombstone (the config deleted on main) is marked as such.`,
+A tombstone (the config deleted on main) is marked as such.
+
+Commits that did not compile publish nothing; the first commit after them that
+compiles publishes their changes with its own. Its version lists them below it,
+marked (carried), with their authors and subjects: they are part of that version,
+and undoing it in Git means reverting them too (or cuecast rollback).`,
 		Example: `  cuecast log payments/checkout
   cuecast log payments/checkout --limit 5 --output json
   cuecast log search/suggest --variant env=prod,region=eu`,
@@ -95,6 +100,9 @@ func logRun(c *cobra.Command, env *Env, opts *LogOptions) error {
 		// The author and subject are whoever committed chose: a terminal
 		// must not obey the controls in them.
 		tw.row(fmt.Sprintf("v%d", v.Version), cuecast.ShortCommit(v.Commit), v.CommittedAt.UTC().Format("2006-01-02 15:04"), termtext.Line(v.Author), sum, termtext.Line(subject))
+		for _, cc := range v.Carries {
+			tw.row("", cuecast.ShortCommit(cc.Commit), "", termtext.Line(cc.Author), "(carried)", termtext.Line(cc.Message))
+		}
 	}
 	tw.flush()
 	return nil

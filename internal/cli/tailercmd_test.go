@@ -3,15 +3,55 @@ package cli_test
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/internal/cli"
 )
+
+// TestLogNamesCarriedCommits: the version made by the commit that fixed the
+// build holds the changes of the commit that broke it too; log names that
+// commit, its author and subject under the version, escaped for a terminal
+// and exact in JSON, so the fixer is not credited with someone else's change.
+func TestLogNamesCarriedCommits(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	repo := exampleRepo(t)
+	p := startPipeline(t, repo)
+	const file = "payments/checkout/checkout.cue"
+	repo.Edit(file, `"EUR"`, `"USD"`)
+	repo.Edit(file, "max_amount_minor: 5_000_000", `max_amount_minor: "lots"`)
+	bad := commitAs(t, repo, evilName, evilSubject+"\n\nbody", time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC))
+	repo.Edit(file, `max_amount_minor: "lots"`, "max_amount_minor: 5_000_000")
+	repo.Author = object.Signature{Name: "Bob", Email: "bob@example.com"}
+	fix := repo.Commit("checkout: a number again")
+	p.Tailer.Wake()
+	await(t, "v2 from the fix", func() bool {
+		v, err := p.Distributor.Latest(ctx, "payments/checkout")
+		return err == nil && v.Commit == fix
+	})
+
+	code, out, errOut := run(ctx, "log", "payments/checkout", "--nats", p.ClientURL())
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if code != 0 || len(lines) != 3 || !strings.HasPrefix(lines[0], "v2 ") || !strings.Contains(lines[0], "Bob <bob@example.com>") ||
+		!strings.Contains(lines[1], cuecast.ShortCommit(bad)) || !strings.Contains(lines[1], "(carried)") || !strings.HasPrefix(lines[2], "v1 ") {
+		t.Fatalf("log: exit %d, stdout %q, stderr %q; want v2 by Bob, the carried commit under it, then v1", code, out, errOut)
+	}
+	assertEscaped(t, "log", lines[1], evilNameShown, evilSubjectShown)
+	code, out, _ = run(ctx, "log", "payments/checkout", "--nats", p.ClientURL(), "--limit", "1", "--output", "json")
+	var vs []cuecast.Version
+	want := []cuecast.CommitRef{{Commit: bad, Author: evilName + " <mallory@example.com>", Message: evilSubject}}
+	if err := json.Unmarshal([]byte(out.String()), &vs); code != 0 || err != nil || len(vs) != 1 || !slices.Equal(vs[0].Carries, want) {
+		t.Fatalf("log --output json: exit %d, %v, %+v; want v2 carrying %+v", code, err, vs, want)
+	}
+}
 
 func TestLogAndForcePush(t *testing.T) {
 	t.Parallel()

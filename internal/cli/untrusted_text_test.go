@@ -32,6 +32,13 @@ const (
 // rawControls are the bytes none of the text output may carry.
 var rawControls = []string{"\x1b", "\r", "\a", "\u009b", "\u202e"}
 
+// evilNameShown and evilSubjectShown are evilName and evilSubject as text
+// output shows them.
+const (
+	evilNameShown    = `Mallory \x1b]0;owned\x07\x1b[2K`
+	evilSubjectShown = `checkout: USD\x1b[31m\rv9 approved by security\u202e`
+)
+
 func commitAs(t *testing.T, repo *gittest.Repo, name, msg string, when time.Time) string {
 	t.Helper()
 	wt, err := repo.Git.Worktree()
@@ -74,8 +81,7 @@ func TestRepoTextEscapedForTerminals(t *testing.T) {
 	repo := exampleRepo(t)
 	p := startPipeline(t, repo)
 	url := p.ClientURL()
-	const author = `Mallory \x1b]0;owned\x07\x1b[2K`
-	const subject = `checkout: USD\x1b[31m\rv9 approved by security\u202e`
+	const author, subject = evilNameShown, evilSubjectShown
 
 	repo.Edit("payments/checkout/checkout.cue", `"EUR"`, `"USD"`)
 	good := commitAs(t, repo, evilName, evilSubject+"\n\nbody", time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC))

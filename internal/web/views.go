@@ -119,6 +119,9 @@ type versionView struct {
 	Size        int64     `json:"size"`
 	Deleted     bool      `json:"deleted,omitempty"`
 	Instances   int       `json:"instances"`
+	// Carries are the commits that did not compile whose changes the
+	// version holds besides its own commit's.
+	Carries []cuecast.CommitRef `json:"carries,omitempty"`
 }
 
 type instanceView struct {
@@ -345,7 +348,7 @@ func (s *Server) configView(ctx context.Context, snap *snapshot, cfg cuecast.Con
 	for _, v := range vl.versions[:min(len(vl.versions), 20)] {
 		cv.Versions = append(cv.Versions, versionView{Version: v.Version, Commit: v.Commit, CommitURL: s.commitURL(v.Commit),
 			Author: v.Author, Message: v.Message, CommittedAt: v.CommittedAt, CompiledAt: v.CompiledAt,
-			Checksum: v.Checksum, Size: v.Size, Deleted: v.Deleted, Instances: onVersion[v.Version]})
+			Checksum: v.Checksum, Size: v.Size, Deleted: v.Deleted, Instances: onVersion[v.Version], Carries: v.Carries})
 	}
 	if rec, ok := snap.records[cfg]; ok && rec.Current != nil {
 		staged := s.stagedReports(ctx, cfg, rec.Current, reports)

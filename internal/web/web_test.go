@@ -10,10 +10,13 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/go-git/go-git/v5/plumbing/object"
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/client"
@@ -151,6 +154,42 @@ func (c canaryFrom) Policy(ctx context.Context, v cuecast.Version) (cuecast.Poli
 		{Name: "canary", Instances: c.instances, Hold: cuecast.Duration(time.Hour)},
 		{Name: "all", Percent: 100},
 	}}}.Policy(ctx, v)
+}
+
+// TestVersionsNameCarriedCommits: the dashboard's versions of a config name
+// the commits that did not compile whose changes a version carries, with
+// their authors, as cuecast log does.
+func TestVersionsNameCarriedCommits(t *testing.T) {
+	f := start(t, fixtureOptions{})
+	f.repo.Author = object.Signature{Name: "Alice", Email: "alice@example.com"}
+	f.repo.Edit("payments/checkout/checkout.cue", `"EUR"`, `"USD"`)
+	bad := f.repo.CommitFiles("checkout: USD, and break it", map[string]string{
+		"payments/checkout/broken.cue": "package checkout\n\nmax_amount_minor: \"lots\"\n",
+	})
+	f.repo.Remove("payments/checkout/broken.cue")
+	f.repo.Author = object.Signature{Name: "Bob", Email: "bob@example.com"}
+	fix := f.repo.Commit("checkout: unbreak")
+	type versions struct {
+		Versions []struct {
+			Version uint64
+			Commit  string
+			Author  string
+			Carries []cuecast.CommitRef
+		}
+	}
+	var cv versions
+	poll.Until(t, "the fix's version listed", poll.Patience, func() (bool, string) {
+		_, body := get(t, f.base+"/api/configs/"+string(checkout))
+		cv = versions{}
+		if err := json.Unmarshal([]byte(body), &cv); err != nil {
+			t.Fatal(err)
+		}
+		return len(cv.Versions) > 0 && cv.Versions[0].Commit == fix, body
+	})
+	want := []cuecast.CommitRef{{Commit: bad, Author: "Alice <alice@example.com>", Message: "checkout: USD, and break it"}}
+	if v := cv.Versions[0]; v.Author != "Bob <bob@example.com>" || !slices.Equal(v.Carries, want) {
+		t.Errorf("the fix's version: %+v, want Bob's carrying %+v", v, want)
+	}
 }
 
 func TestHealthAndReadiness(t *testing.T) {

@@ -228,7 +228,10 @@ function renderConfig(cv) {
     h('table', {}, h('thead', {}, h('tr', {}, ['version', 'commit', 'author', 'message', 'committed', 'instances', 'content'].map(t => h('th', {}, t)))),
       h('tbody', {}, (cv.versions || []).filter(v => matches(filterText(), 'v' + v.version, v.commit, v.author, v.message)).map(v => [h('tr', {class: v.version === c.version ? 'current' : '', 'data-version': v.version},
         h('td', {}, 'v' + v.version, v.deleted ? ' (deleted)' : ''), h('td', {}, commit(v.commit, v.commit_url)),
-        h('td', {}, v.author), h('td', {class: 'msg'}, v.message.split('\n')[0]), h('td', {class: 'muted'}, ago(v.committed_at)),
+        h('td', {}, v.author), h('td', {class: 'msg'}, v.message.split('\n')[0],
+          (v.carries || []).map(cc => h('div', {class: 'muted', title: 'did not compile alone; its changes are in this version'},
+            'carries ', cc.commit.slice(0, 12), ' by ', cc.author, ': ', cc.message))),
+        h('td', {class: 'muted'}, ago(v.committed_at)),
         h('td', {}, v.instances),
         h('td', {}, h('button', {type: 'button', class: 'link', 'data-show': v.version}, openVersions.has(v.version) ? 'hide' : 'content & diff'))),
         openVersions.has(v.version) ? h('tr', {class: 'content-row'}, h('td', {colspan: 7}, renderContent(v.version))) : null]))));
