@@ -48,11 +48,15 @@
 //
 // # Commits that do not compile
 //
-// They publish nothing, are logged and recorded in State.Rejected with the
-// compiler's errors; the cursor moves past them but State.Base stays at the
-// last good commit, and the next commit is diffed against Base, so what the
-// rejected commits changed is compiled (against the new commit's own tree)
-// as soon as the branch compiles again. Each version that commit publishes
+// They are logged and recorded in State.Rejected with the compiler's
+// errors; the cursor moves past them but State.Base stays at the last good
+// commit, and the next commit is diffed against Base, so what the rejected
+// commits changed is compiled (against the new commit's own tree) as soon
+// as the branch compiles again. A commit is published per namespace: when
+// every error belongs to a config, the configs of the other namespaces are
+// published from it (Rejected.Namespaces names the rejected ones), so one
+// team's broken config does not hold every team's changes; an error that
+// belongs to no config (the manifest, the module) rejects it whole. Each version that commit publishes
 // names, in Carries, the rejected commits that changed what its config
 // depends on, so their authors are credited and not only the fixer's.
 //

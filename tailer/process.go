@@ -308,6 +308,9 @@ type step struct {
 	// carries names, per config, the rejected commits between base and c
 	// whose changes its version holds (cuecast.Version.Carries).
 	carries map[cuecast.ConfigPath][]cuecast.CommitRef
+	// bad are the namespaces a stepReject or stepPartial rejects; nil
+	// when it rejects the whole commit for an error outside every config.
+	bad []string
 }
 
 type stepKind int
@@ -315,6 +318,11 @@ type stepKind int
 const (
 	stepPublish stepKind = iota
 	stepReject
+	// stepPartial publishes the namespaces whose configs compiled and
+	// rejects the others': the commit is recorded as rejected for those
+	// and base stays, so what it changed there is compiled again at the
+	// next commit.
+	stepPartial
 	stepSkip // nothing to compile
 )
 
@@ -367,12 +375,11 @@ func (t *Tailer) prepare(ctx context.Context, r *git.Repository, base string, c 
 	case err != nil:
 		return s, err
 	}
-	if !res.OK() {
-		s.kind, s.errs, s.base = stepReject, res.Errors, base
-		return s, nil
-	}
 	s.res = res
-	if full {
+	idx := res.Index
+	if !full {
+		idx = t.idx.Merge(res.Index, res.Configs)
+	} else {
 		s.noBase = base == ""
 		present := make(map[cuecast.ConfigPath]bool, len(res.Configs))
 		for _, cp := range res.Configs {
@@ -386,15 +393,42 @@ func (t *Tailer) prepare(ctx context.Context, r *git.Repository, base string, c 
 		}
 		slices.Sort(s.targets)
 		s.targets = slices.Compact(s.targets)
-		t.idx = res.Index
-	} else {
-		t.idx = t.idx.Merge(res.Index, res.Configs)
 	}
-	t.idxCommit = s.base
+	if !res.OK() {
+		s.kind, s.errs, s.base = stepReject, res.Errors, base
+		if !s.noBase {
+			s.bad = rejectedNamespaces(res.Errors)
+		}
+		s.targets = slices.DeleteFunc(s.targets, func(cp cuecast.ConfigPath) bool { return slices.Contains(s.bad, cp.Namespace()) })
+		if s.bad == nil || len(s.targets) == 0 {
+			s.res, s.targets = nil, nil
+			return s, nil
+		}
+		// The index stays base's: the next commit is diffed against base.
+		s.kind = stepPartial
+		s.carries, err = t.carried(r, base, c, idx)
+		return s, err
+	}
+	t.idx, t.idxCommit = idx, s.base
 	if s.carries, err = t.carried(r, base, c, t.idx); err != nil {
 		return s, err
 	}
 	return s, nil
+}
+
+// rejectedNamespaces are the namespaces of the configs errs belong to,
+// sorted; nil when an error belongs to no config (the manifest, the
+// module, a file of the repo's own): then the whole commit is rejected.
+func rejectedNamespaces(errs []compiler.Error) []string {
+	var out []string
+	for _, e := range errs {
+		if e.Config == "" {
+			return nil
+		}
+		out = append(out, e.Config.Namespace())
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // apply publishes a prepared step's versions (or records its rejection) and
@@ -406,7 +440,7 @@ func (t *Tailer) apply(ctx context.Context, st *State, s *step, sum *Summary) er
 	case stepSkip:
 		return t.advance(ctx, st, c, s.base != "")
 	case stepReject:
-		return t.reject(ctx, st, c, s.errs, sum)
+		return t.reject(ctx, st, c, s.errs, s.bad, sum)
 	}
 	if mr, ok := t.dep.(ManifestRecorder); ok && s.res.Manifest != nil {
 		mr.RecordManifest(c.Hash.String(), s.res.Manifest)
@@ -428,6 +462,14 @@ func (t *Tailer) apply(ctx context.Context, st *State, s *step, sum *Summary) er
 	}
 	targets = withVariants(targets, s.res, st.HighWater, listed)
 	meta := versionMeta(c)
+	// A rejected commit whose other namespaces were published is carried
+	// only into the configs of the namespaces it was rejected in.
+	partly := make(map[string][]string)
+	for _, rj := range st.Rejected {
+		if len(rj.Namespaces) > 0 {
+			partly[rj.Commit] = rj.Namespaces
+		}
+	}
 	var published, tombstones int
 	undeployed := make(map[cuecast.ConfigPath]bool)
 	for _, cp := range st.Undeployed {
@@ -438,7 +480,13 @@ func (t *Tailer) apply(ctx context.Context, st *State, s *step, sum *Summary) er
 			return err
 		}
 		meta := meta
-		meta.Carries = s.carries[cp.Base()]
+		meta.Carries = slices.DeleteFunc(slices.Clone(s.carries[cp.Base()]), func(cc cuecast.CommitRef) bool {
+			ns, ok := partly[cc.Commit]
+			return ok && !slices.Contains(ns, cp.Namespace())
+		})
+		if len(meta.Carries) == 0 {
+			meta.Carries = nil
+		}
 		var out *compiler.Output
 		if o, ok := s.res.Outputs[cp]; ok {
 			out = &o
@@ -468,6 +516,11 @@ func (t *Tailer) apply(ctx context.Context, st *State, s *step, sum *Summary) er
 	st.Undeployed = slices.Sorted(maps.Keys(undeployed))
 	sum.Versions += published
 	sum.Tombstones += tombstones
+	if s.kind == stepPartial {
+		t.log.Info("commit published in part", "commit", c.Hash.String(), "configs", len(targets), "versions", published,
+			"tombstones", tombstones, "rejected_namespaces", s.bad)
+		return t.reject(ctx, st, c, s.errs, s.bad, sum)
+	}
 	// Logged once the cursor is stored: until then the commit is processed
 	// again at the next poll (its versions found published), and a log
 	// that said so before was read as progress while the store refused the
@@ -519,17 +572,24 @@ func (t *Tailer) advance(ctx context.Context, st *State, c *object.Commit, good 
 	return t.store.save(ctx, st)
 }
 
-func (t *Tailer) reject(ctx context.Context, st *State, c *object.Commit, errs []compiler.Error, sum *Summary) error {
+// reject records c as rejected in the namespaces bad (nil: as a whole) and
+// moves the cursor past it, not the base.
+func (t *Tailer) reject(ctx context.Context, st *State, c *object.Commit, errs []compiler.Error, bad []string, sum *Summary) error {
 	sum.Rejected++
 	rj := Rejected{Commit: c.Hash.String(), Author: author(c), Message: cuecast.CommitSubject(c.Message),
-		At: time.Now().UTC(), Errors: errs[:min(len(errs), maxRejectedErrors)], Total: len(errs)}
+		At: time.Now().UTC(), Namespaces: bad, Errors: errs[:min(len(errs), maxRejectedErrors)], Total: len(errs)}
 	st.Rejected = append(st.Rejected, rj)
 	if n := len(st.Rejected); n > maxRejected {
 		st.Rejected = slices.Clone(st.Rejected[n-maxRejected:])
 	}
 	first := errs[0]
-	t.log.Error("commit rejected: it does not compile; nothing published from it",
-		"commit", c.Hash.String(), "author", rj.Author, "errors", len(errs), "first", first.Error())
+	if len(bad) > 0 {
+		t.log.Error("commit rejected in these namespaces: its changes there do not compile and were not published; its changes elsewhere were",
+			"commit", c.Hash.String(), "author", rj.Author, "namespaces", bad, "errors", len(errs), "first", first.Error())
+	} else {
+		t.log.Error("commit rejected: it does not compile; nothing published from it",
+			"commit", c.Hash.String(), "author", rj.Author, "errors", len(errs), "first", first.Error())
+	}
 	return t.advance(ctx, st, c, false)
 }
 

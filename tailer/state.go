@@ -67,6 +67,11 @@ type Rejected struct {
 	Author  string    `json:"author"`
 	Message string    `json:"message"` // first line
 	At      time.Time `json:"at"`      // when the tailer rejected it
+	// Namespaces are the namespaces whose configs did not compile: the
+	// commit's changes there were rejected, and those elsewhere published.
+	// Empty when the whole commit was rejected for an error outside every
+	// config (the manifest, the module, a file of the repo's own).
+	Namespaces []string `json:"namespaces,omitempty"`
 	// Errors are the compiler's errors (the first 20) and Total their count.
 	Errors []compiler.Error `json:"errors"`
 	Total  int              `json:"total"`

@@ -275,16 +275,17 @@ func TestRejected(t *testing.T) {
 		name  string
 		files map[string]string
 		want  string // in the first error's message or ID
-		// webC is what web/c's version from the fix carries besides the
-		// second rejected commit, which changed it: the first as well
-		// when its breakage reached web/c.
-		webC []string
+		// inPay: the breakage is confined to the pay namespace, so the
+		// second commit's change to web/c publishes at once (see
+		// TestRejectedNamespaceOnly); otherwise it waits for the fix,
+		// whose version of web/c carries both rejected commits.
+		inPay bool
 	}{
-		{name: "syntax", files: map[string]string{"pay/b/b.cue": "package b\n\nvalue: {\n"}, want: "pay/b/b.cue", webC: []string{"c3"}},
-		{name: "conflict", files: map[string]string{"pay/b/b.cue": "package b\n\nvalue: 1\nvalue: 2\n"}, want: "pay/b/b.cue", webC: []string{"c3"}},
-		{name: "not concrete", files: map[string]string{"pay/b/b.cue": "package b\n\nvalue: int\n"}, want: "pay/b/b.cue", webC: []string{"c3"}},
-		{name: "broken library", files: map[string]string{"lib/common/common.cue": "package common\n\nRegion: \"eu\" & 3\n"}, want: "lib/common/common.cue", webC: []string{"c2", "c3"}},
-		{name: "broken manifest", files: map[string]string{"cuecast.cue": "package manifest\n\nnamespaces: pay: owners: []\n"}, want: "owners", webC: []string{"c2", "c3"}},
+		{name: "syntax", files: map[string]string{"pay/b/b.cue": "package b\n\nvalue: {\n"}, want: "pay/b/b.cue", inPay: true},
+		{name: "conflict", files: map[string]string{"pay/b/b.cue": "package b\n\nvalue: 1\nvalue: 2\n"}, want: "pay/b/b.cue", inPay: true},
+		{name: "not concrete", files: map[string]string{"pay/b/b.cue": "package b\n\nvalue: int\n"}, want: "pay/b/b.cue", inPay: true},
+		{name: "broken library", files: map[string]string{"lib/common/common.cue": "package common\n\nRegion: \"eu\" & 3\n"}, want: "lib/common/common.cue"},
+		{name: "broken manifest", files: map[string]string{"cuecast.cue": "package manifest\n\nnamespaces: pay: owners: []\n"}, want: "owners"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -313,23 +314,33 @@ func TestRejected(t *testing.T) {
 				t.Errorf("state: cursor %s base %s, want %s %s", st.Cursor, st.Base, c2, c1)
 			}
 
-			// Still broken, and pay/b changes too: still nothing.
+			// Still broken, and web/c changes: rejected, but when the
+			// breakage is pay's alone, web/c publishes.
 			r.Author = object.Signature{Name: "Carol", Email: "carol@example.com"}
 			c3 := r.CommitFiles("still broken", map[string]string{"web/c/c.cue": config("c", true, 9)})
-			wantSummary(t, e.poll(tl), tailer.Summary{Commits: 1, Rejected: 1})
+			published := 0
+			if tt.inPay {
+				published = 1
+			}
+			wantSummary(t, e.poll(tl), tailer.Summary{Commits: 1, Rejected: 1, Versions: published})
 
 			// The fix compiles against its own tree: pay/a (changed in the
-			// rejected commit) and web/c (changed in the second) publish now.
+			// rejected commit) and web/c (changed in the second, unless
+			// published then) publish now.
 			fix := baseRepo()
 			fix["pay/a/a.cue"] = config("a", true, 5)
 			fix["web/c/c.cue"] = config("c", true, 9)
 			r.Author = object.Signature{Name: "Bob", Email: "bob@example.com"}
 			c4 := r.CommitFiles("fix it", fix)
-			wantSummary(t, e.poll(tl), tailer.Summary{Commits: 1, Versions: 2})
+			wantSummary(t, e.poll(tl), tailer.Summary{Commits: 1, Versions: 2 - published})
+			webC := c4
+			if tt.inPay {
+				webC = c3
+			}
 			wantHistory(t, e, map[cuecast.ConfigPath][]string{
 				"pay/a": {at(1, c1), at(2, c4)},
 				"pay/b": {at(1, c1)},
-				"web/c": {at(1, c1), at(2, c4)},
+				"web/c": {at(1, c1), at(2, webC)},
 			})
 			st, err = tl.State(e.ctx)
 			if err != nil {
@@ -343,7 +354,11 @@ func TestRejected(t *testing.T) {
 			// so each names them with their authors, not only the fixer.
 			names := map[string]string{c2: "c2", c3: "c3"}
 			authors := map[string]string{c2: "Alice <alice@example.com>", c3: "Carol <carol@example.com>"}
-			for cp, want := range map[cuecast.ConfigPath][]string{"pay/a": {"c2"}, "web/c": tt.webC} {
+			wantCarried := map[cuecast.ConfigPath][]string{"pay/a": {"c2"}, "web/c": {"c2", "c3"}}
+			if tt.inPay {
+				wantCarried["web/c"] = nil // c2 did not touch web/c; c3 made its version
+			}
+			for cp, want := range wantCarried {
 				vs := e.versions(cp)
 				var got []string
 				for _, cc := range vs[len(vs)-1].Carries {
@@ -357,6 +372,57 @@ func TestRejected(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRejectedNamespaceOnly: a commit whose errors are all in one
+// namespace's configs publishes the other namespaces' changes; the broken
+// namespace keeps its versions, and so do the later commits that change it,
+// until one fixes it. Each version names the rejected commits it carries,
+// but not one whose change to its namespace was published already.
+func TestRejectedNamespaceOnly(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	r := e.repo
+	c1, tl := e.basePublished()
+
+	r.Author = object.Signature{Name: "Alice", Email: "alice@example.com"}
+	c2 := r.CommitFiles("b broken, c to 9", map[string]string{"pay/b/b.cue": "package b\n\nvalue: {\n", "web/c/c.cue": config("c", true, 9)})
+	wantSummary(t, e.poll(tl), tailer.Summary{Commits: 1, Rejected: 1, Versions: 1})
+	r.Author = object.Signature{Name: "Carol", Email: "carol@example.com"}
+	c3 := r.CommitFiles("a to 5, c to 10", map[string]string{"pay/a/a.cue": config("a", true, 5), "web/c/c.cue": config("c", true, 10)})
+	wantSummary(t, e.poll(tl), tailer.Summary{Commits: 1, Rejected: 1, Versions: 1})
+	st, err := tl.State(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Rejected) != 2 || st.Rejected[0].Commit != c2 || st.Rejected[1].Commit != c3 ||
+		!slices.Equal(st.Rejected[0].Namespaces, []string{"pay"}) || !slices.Equal(st.Rejected[1].Namespaces, []string{"pay"}) ||
+		st.Cursor != c3 || st.Base != c1 {
+		t.Fatalf("state: %+v; want c2 and c3 rejected in pay only, cursor c3, base c1", st)
+	}
+
+	r.Author = object.Signature{Name: "Bob", Email: "bob@example.com"}
+	c4 := r.CommitFiles("b to 2", map[string]string{"pay/b/b.cue": config("b", false, 2)})
+	wantSummary(t, e.poll(tl), tailer.Summary{Commits: 1, Versions: 2})
+	wantHistory(t, e, map[cuecast.ConfigPath][]string{
+		"pay/a": {at(1, c1), at(2, c4)},
+		"pay/b": {at(1, c1), at(2, c4)},
+		"web/c": {at(1, c1), at(2, c2), at(3, c3)},
+	})
+	names := map[string]string{c2: "c2", c3: "c3"}
+	for cp, want := range map[cuecast.ConfigPath][]string{"pay/a": {"c3"}, "pay/b": {"c2"}, "web/c": nil} {
+		vs := e.versions(cp)
+		var got []string
+		for _, cc := range vs[len(vs)-1].Carries {
+			got = append(got, names[cc.Commit])
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s version %d carries %q, want %q", cp, vs[len(vs)-1].Version, got, want)
+		}
+	}
+	if st, err = tl.State(e.ctx); err != nil || st.Base != c4 {
+		t.Errorf("state after the fix: %+v, %v; want base c4", st, err)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -142,6 +143,9 @@ func printTailerState(w io.Writer, st tailer.State) {
 			// The author, message and errors (file names in them) come from the
 			// rejected commit: whoever pushed it chose their bytes.
 			fmt.Fprintf(w, "  %s %s: %s (%d error(s))\n", cuecast.ShortCommit(r.Commit), termtext.Line(r.Author), termtext.Line(r.Message), r.Total)
+			if len(r.Namespaces) > 0 {
+				fmt.Fprintf(w, "    rejected in %s; its changes elsewhere were published\n", strings.Join(r.Namespaces, ", "))
+			}
 			for _, e := range r.Errors[:min(3, len(r.Errors))] {
 				fmt.Fprintf(w, "    %s\n", termtext.Line(e.Error()))
 			}

@@ -53,6 +53,33 @@ func TestLogNamesCarriedCommits(t *testing.T) {
 	}
 }
 
+// TestOneNamespaceBrokenOthersPublish: a commit that breaks a payments
+// config and changes a search config publishes the search change; tailer
+// status says the commit was rejected in payments only. Before, the whole
+// commit was rejected, and every later one in every namespace with it.
+func TestOneNamespaceBrokenOthersPublish(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	repo := exampleRepo(t)
+	p := startPipeline(t, repo)
+	repo.Edit("payments/checkout/checkout.cue", "max_amount_minor: 5_000_000", `max_amount_minor: "lots"`)
+	repo.Edit("search/ranking/ranking.cue", "boost_recent_days: 14", "boost_recent_days: 21")
+	both := repo.Commit("checkout: lots; ranking: three weeks")
+	p.Tailer.Wake()
+	await(t, "search/ranking v2 from the commit", func() bool {
+		v, err := p.Distributor.Latest(ctx, "search/ranking")
+		return err == nil && v.Commit == both
+	})
+	if v, err := p.Distributor.Latest(ctx, "payments/checkout"); err != nil || v.Version != 1 {
+		t.Fatalf("payments/checkout: %+v, %v; want version 1 kept", v, err)
+	}
+	code, out, errOut := run(ctx, "tailer", "status", "--nats", p.ClientURL())
+	if code != 0 || !strings.Contains(out.String(), cuecast.ShortCommit(both)) ||
+		!strings.Contains(out.String(), "rejected in payments; its changes elsewhere were published") {
+		t.Errorf("tailer status: exit %d, stdout %q, stderr %q; want the commit rejected in payments only", code, out, errOut)
+	}
+}
+
 func TestLogAndForcePush(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

@@ -409,6 +409,33 @@ func TestRejectedBadgeClearedByFix(t *testing.T) {
 	}
 }
 
+// TestRejectedInANamespaceStaysOpen: a commit rejected in one namespace
+// stays open while versions of the other namespaces are published after
+// it (a commit rejected in part publishes those), and is fixed by a version
+// in its own namespace compiled after it.
+func TestRejectedInANamespaceStaysOpen(t *testing.T) {
+	at := time.Date(2026, 12, 1, 17, 0, 0, 0, time.UTC)
+	rj := tailer.Rejected{Commit: "bad", At: at, Total: 1, Namespaces: []string{"payments"}}
+	st := &tailer.State{Cursor: "later", Base: "good", Rejected: []tailer.Rejected{rj}}
+	version := func(cfg cuecast.ConfigPath, after time.Duration) distributor.ConfigStatus {
+		return distributor.ConfigStatus{Latest: cuecast.Version{Config: cfg, Version: 2, CompiledAt: at.Add(after)}}
+	}
+	s := &Server{o: Options{Tailer: fixedTailer{}}}
+	for _, tt := range []struct {
+		name   string
+		status []distributor.ConfigStatus
+		fixed  bool
+	}{
+		{"another namespace published after it", []distributor.ConfigStatus{version("payments/checkout", -time.Minute), version("search/ranking", time.Minute)}, false},
+		{"its namespace published after it", []distributor.ConfigStatus{version("payments/checkout", time.Minute), version("search/ranking", time.Minute)}, true},
+	} {
+		tv := s.tailerView(&snapshot{tailer: st, status: tt.status})
+		if tv.Rejected[0].Fixed != tt.fixed || tv.Open != map[bool]int{false: 1, true: 0}[tt.fixed] {
+			t.Errorf("%s: open %d, %+v; want fixed %t", tt.name, tv.Open, tv.Rejected, tt.fixed)
+		}
+	}
+}
+
 // TestNamedStagesShownAsSuch: a stage naming instances or matching labels
 // carries them in its view, so the page says "checkout-1" or "zone=eu-1"
 // rather than "0% + named".

@@ -47,6 +47,8 @@ type rejectedView struct {
 	Total     int       `json:"total"`
 	// Fixed: a later commit compiled (rejectionFixed).
 	Fixed bool `json:"fixed,omitempty"`
+	// Namespaces are those the commit was rejected in (tailer.Rejected).
+	Namespaces []string `json:"namespaces,omitempty"`
 }
 
 type namespaceView struct {
@@ -266,7 +268,7 @@ func (s *Server) tailerView(snap *snapshot) *tailerView {
 		for i := len(st.Rejected) - 1; i >= 0 && len(tv.Rejected) < 5; i-- {
 			rj := st.Rejected[i]
 			rv := rejectedView{Commit: rj.Commit, CommitURL: s.commitURL(rj.Commit), Author: rj.Author,
-				Message: rj.Message, At: rj.At, Total: rj.Total, Fixed: rejectionFixed(st, rj, snap.status)}
+				Message: rj.Message, At: rj.At, Total: rj.Total, Fixed: rejectionFixed(st, rj, snap.status), Namespaces: rj.Namespaces}
 			if !rv.Fixed {
 				tv.Open++
 			}
@@ -281,14 +283,16 @@ func (s *Server) tailerView(snap *snapshot) *tailerView {
 
 // rejectionFixed says whether a commit compiled after rj was rejected: the
 // last commit processed compiled (the tailer's Base is its Cursor), or a
-// version was compiled after the rejection. The "rejected" badge stayed
+// version was compiled after the rejection, in one of the namespaces it
+// was rejected in when it names them (its changes elsewhere, and later
+// commits' there, are published meanwhile). The "rejected" badge stayed
 // after the fix (issue 17).
 func rejectionFixed(st *tailer.State, rj tailer.Rejected, status []distributor.ConfigStatus) bool {
 	if st.Cursor != "" && st.Base == st.Cursor {
 		return true
 	}
 	for _, cs := range status {
-		if cs.Latest.CompiledAt.After(rj.At) {
+		if cs.Latest.CompiledAt.After(rj.At) && (len(rj.Namespaces) == 0 || slices.Contains(rj.Namespaces, cs.Latest.Config.Namespace())) {
 			return true
 		}
 	}

@@ -109,7 +109,8 @@ function renderOverview(ov) {
   if (t && t.rejected && t.rejected.length) {
     const table = h('table', {}, h('thead', {}, h('tr', {}, ['commit', 'author', 'message', 'first error', 'errors', 'when', ''].map(x => h('th', {}, x)))),
       h('tbody', {}, t.rejected.map(r => h('tr', {class: r.fixed ? 'fixed' : ''}, h('td', {}, commit(r.commit, r.commit_url)), h('td', {}, r.author),
-        h('td', {}, r.message), h('td', {class: r.fixed ? 'muted' : 'err'}, r.first), h('td', {}, r.total), h('td', {class: 'muted'}, ago(r.at)),
+        h('td', {}, r.message, r.namespaces ? h('div', {class: 'muted'}, 'rejected in ', r.namespaces.join(', '), '; its other changes published') : null),
+        h('td', {class: r.fixed ? 'muted' : 'err'}, r.first), h('td', {}, r.total), h('td', {class: 'muted'}, ago(r.at)),
         h('td', {}, r.fixed ? h('span', {class: 'count ok'}, 'fixed') : h('span', {class: 'count danger'}, 'open'))))));
     // Open rejections are news; fixed ones are history, folded away.
     parts.push(t.open
