@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/go-git/go-git/v5/plumbing/transport"
+
+	"github.com/cuecast/cuecast/internal/redact"
 )
 
 // Default poll intervals.
@@ -74,6 +76,15 @@ func (c Config) Remote() bool {
 	at, colon := strings.Index(c.Repo, "@"), strings.Index(c.Repo, ":")
 	slash := strings.Index(c.Repo, "/")
 	return at > 0 && colon > at && (slash < 0 || slash > colon)
+}
+
+// Shown is Repo as it is printed, logged and stored in the State: a
+// remote's token or password taken out (https://***@github.com/…).
+func (c Config) Shown() string {
+	if !c.Remote() {
+		return c.Repo
+	}
+	return redact.URLs(c.Repo)
 }
 
 // GitDir is the repository the tailer reads: Repo itself for a local

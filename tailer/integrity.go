@@ -326,7 +326,7 @@ func (t *Tailer) Repair(ctx context.Context, rn Renumberer) (RepairReport, error
 		t.log.Warn("config renumbered from Git by repair", "config", cp, "stored", stored, "published", top,
 			"version", v.Version, "commit", v.Commit, "deleted", v.Deleted)
 	}
-	st.Repo, st.Branch = t.cfg.Repo, t.cfg.Branch
+	st.Repo, st.Branch = t.cfg.Shown(), t.cfg.Branch
 	st.Cursor, st.Base, st.From, st.Rewrite = tip.String(), tip.String(), "", nil
 	st.Undeployed = slices.Sorted(maps.Keys(undeployed))
 	if err := t.store.save(ctx, &st); err != nil {

@@ -1,10 +1,14 @@
 package tailer_test
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/go-git/go-git/v5"
@@ -125,6 +129,65 @@ func TestRemoteAuth(t *testing.T) {
 			}
 			if err == nil {
 				wantSummary(t, e.poll(tl), tailer.Summary{Commits: 1, Versions: 3})
+			}
+		})
+	}
+}
+
+// TestRemoteTokenInURLNotPrinted: a token or password in the repository URL
+// (https://TOKEN@host/…, https://user:PASSWORD@host/…) appears in no error,
+// log line or stored state: they end up in terminals, CI logs and status
+// output. It follows the remote all the same.
+func TestRemoteTokenInURLNotPrinted(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.repo.CommitFiles("initial", baseRepo())
+	bare := e.repo.Bare()
+	srv := httptest.NewServer(gittest.RequireBasicAuth(gittest.HTTPBackend(t, bare), "x-access-token", "t0kenSECRET"))
+	t.Cleanup(srv.Close)
+	host := strings.TrimPrefix(srv.URL, "http://")
+	tests := []struct {
+		name, url, secret string
+		err               error
+	}{
+		{name: "password", url: "http://x-access-token:t0kenSECRET@" + host + "/git/" + filepath.Base(bare), secret: "t0kenSECRET"},
+		{name: "wrong password", url: "http://x-access-token:wr0ngSECRET@" + host + "/git/" + filepath.Base(bare), secret: "wr0ngSECRET", err: tailer.ErrAuth},
+		{name: "bare token", url: "http://ghTOKEN123@" + host + "/git/" + filepath.Base(bare), secret: "ghTOKEN123", err: tailer.ErrAuth},
+		{name: "unreachable", url: "https://ghTOKEN123@127.0.0.1:1/acme/x.git", secret: "ghTOKEN123", err: errors.New("any")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var logs bytes.Buffer
+			cfg := tailer.Config{Repo: tt.url, DataDir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(&logs, nil))}
+			var printed []string
+			if err := tailer.CheckRepo(e.ctx, cfg); err != nil {
+				printed = append(printed, err.Error())
+			}
+			tl, err := tailer.New(e.ctx, cfg, e.js, e.dist, e.dist)
+			switch {
+			case tt.err == nil && err != nil:
+				t.Fatalf("New: %v", err)
+			case tt.err != nil && err == nil:
+				t.Fatalf("New: no error, want one")
+			case err != nil:
+				if !errors.Is(err, tt.err) && tt.err.Error() != "any" {
+					t.Errorf("New: %v, want %v", err, tt.err)
+				}
+				printed = append(printed, err.Error())
+			default:
+				wantSummary(t, e.poll(tl), tailer.Summary{Commits: 1, Versions: 3})
+				st, err := tl.State(e.ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, _ := json.Marshal(st)
+				printed = append(printed, string(b))
+			}
+			printed = append(printed, logs.String())
+			for _, p := range printed {
+				if strings.Contains(p, tt.secret) {
+					t.Errorf("printed the secret %s: %s", tt.secret, p)
+				}
 			}
 		})
 	}

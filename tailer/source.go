@@ -17,12 +17,14 @@ import (
 	"github.com/go-git/go-git/v5/storage/memory"
 
 	"github.com/cuecast/cuecast/gitfs"
+	"github.com/cuecast/cuecast/internal/redact"
 )
 
 // source is where commits come from: a local repository read in place, or a
 // bare clone of a remote in the data directory, fetched before each read.
 type source struct {
-	repo   string // the path or URL as configured, for messages
+	repo   string // the path or URL as configured, for messages: Config.Shown
+	url    string // the URL to fetch from, secrets and all
 	auth   transport.AuthMethod
 	ca     []byte // CABundle
 	dir    string // the repository on disk
@@ -34,7 +36,7 @@ type source struct {
 const remoteName = "origin"
 
 func newSource(c Config) (*source, error) {
-	s := &source{repo: c.Repo, branch: c.Branch, remote: c.Remote(), auth: c.Auth, ca: c.CABundle}
+	s := &source{repo: c.Shown(), url: c.Repo, branch: c.Branch, remote: c.Remote(), auth: c.Auth, ca: c.CABundle}
 	if s.remote {
 		s.dir = c.GitDir()
 		s.ref = plumbing.NewRemoteReferenceName(remoteName, c.Branch)
@@ -109,7 +111,7 @@ func (s *source) openClone(ctx context.Context) (*git.Repository, error) {
 	if err != nil {
 		return nil, fmt.Errorf("init clone of %s: %w", s.repo, err)
 	}
-	if _, err := r.CreateRemote(&config.RemoteConfig{Name: remoteName, URLs: []string{s.repo}}); err != nil {
+	if _, err := r.CreateRemote(&config.RemoteConfig{Name: remoteName, URLs: []string{s.url}}); err != nil {
 		return nil, fmt.Errorf("add remote %s: %w", s.repo, err)
 	}
 	if err := s.fetchInto(ctx, r); err != nil {
@@ -131,10 +133,10 @@ func (s *source) pointAt(r *git.Repository) error {
 		return fmt.Errorf("read clone config %s: %w", s.dir, err)
 	}
 	rc, ok := cfg.Remotes[remoteName]
-	if ok && len(rc.URLs) == 1 && rc.URLs[0] == s.repo {
+	if ok && len(rc.URLs) == 1 && rc.URLs[0] == s.url {
 		return nil
 	}
-	cfg.Remotes[remoteName] = &config.RemoteConfig{Name: remoteName, URLs: []string{s.repo}}
+	cfg.Remotes[remoteName] = &config.RemoteConfig{Name: remoteName, URLs: []string{s.url}}
 	if err := r.SetConfig(cfg); err != nil {
 		return fmt.Errorf("point clone %s at %s: %w", s.dir, s.repo, err)
 	}
@@ -159,7 +161,7 @@ func (s *source) fetchInto(ctx context.Context, r *git.Repository) error {
 	case errors.As(err, &noMatch):
 		return fmt.Errorf("fetch %s: branch %q: %w", s.repo, s.branch, ErrNoBranch)
 	}
-	return remoteError(ctx, "fetch", s.repo, err)
+	return remoteError(ctx, "fetch", s.repo, redact.Error(err, s.url))
 }
 
 // remoteError sorts an error from talking to a remote into ErrAuth,
@@ -215,10 +217,10 @@ func CheckRepo(ctx context.Context, cfg Config) error {
 	rem := git.NewRemote(memory.NewStorage(), &config.RemoteConfig{Name: remoteName, URLs: []string{cfg.Repo}})
 	refs, err := rem.ListContext(ctx, &git.ListOptions{Auth: cfg.Auth, CABundle: cfg.CABundle})
 	if errors.Is(err, transport.ErrEmptyRemoteRepository) {
-		return fmt.Errorf("list refs of %s: empty repository, no branch %q: %w", cfg.Repo, cfg.Branch, ErrNoBranch)
+		return fmt.Errorf("list refs of %s: empty repository, no branch %q: %w", cfg.Shown(), cfg.Branch, ErrNoBranch)
 	}
 	if err != nil {
-		return remoteError(ctx, "list refs of", cfg.Repo, err)
+		return remoteError(ctx, "list refs of", cfg.Shown(), redact.Error(err, cfg.Repo))
 	}
 	want := plumbing.NewBranchReferenceName(cfg.Branch)
 	for _, ref := range refs {
@@ -226,7 +228,7 @@ func CheckRepo(ctx context.Context, cfg Config) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("list refs of %s: branch %q: %w", cfg.Repo, cfg.Branch, ErrNoBranch)
+	return fmt.Errorf("list refs of %s: branch %q: %w", cfg.Shown(), cfg.Branch, ErrNoBranch)
 }
 
 // tip returns the commit the branch points at.

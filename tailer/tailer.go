@@ -18,6 +18,7 @@ import (
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/compiler"
 	"github.com/cuecast/cuecast/gitfs"
+	"github.com/cuecast/cuecast/internal/redact"
 )
 
 // Publisher stores versions. The distributor implements it.
@@ -135,7 +136,7 @@ func New(ctx context.Context, cfg Config, js jetstream.JetStream, pub Publisher,
 	}
 	t := &Tailer{cfg: cfg, src: src, pub: pub, dep: dep, wake: make(chan struct{}, 1), cache: gitfs.NewCache(treeCacheSize),
 		runaways: compiler.NewRunaways(0),
-		log:      cfg.Logger.With("repo", cfg.Repo, "branch", cfg.Branch)}
+		log:      cfg.Logger.With("repo", cfg.Shown(), "branch", cfg.Branch)}
 	r, err := src.open(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("new tailer: %w", err)
@@ -161,7 +162,7 @@ func New(ctx context.Context, cfg Config, js jetstream.JetStream, pub Publisher,
 	if err != nil {
 		return nil, fmt.Errorf("new tailer: %w", err)
 	}
-	if st.Repo != "" && (st.Repo != cfg.Repo || st.Branch != cfg.Branch) {
+	if st.Repo != "" && (redact.URLs(st.Repo) != cfg.Shown() || st.Branch != cfg.Branch) {
 		t.log.Warn("cursor was written for another repository or branch",
 			"id", cfg.ID, "cursor_repo", st.Repo, "cursor_branch", st.Branch)
 	}
@@ -174,7 +175,7 @@ func New(ctx context.Context, cfg Config, js jetstream.JetStream, pub Publisher,
 		case st.rev != 0:
 			t.log.Info("start-at ignored: the tailer already has a cursor", "start_at", cfg.StartAt, "cursor", st.Cursor)
 		default:
-			st.Repo, st.Branch, st.From = cfg.Repo, cfg.Branch, from.String()
+			st.Repo, st.Branch, st.From = cfg.Shown(), cfg.Branch, from.String()
 			if err := t.store.save(ctx, &st); err != nil {
 				return nil, fmt.Errorf("new tailer: %w", err)
 			}
@@ -294,7 +295,7 @@ func (t *Tailer) AcceptRewrite(ctx context.Context, sha string) error {
 		return fmt.Errorf("accept rewrite: %w", err)
 	}
 	if st.Rewrite == nil {
-		return fmt.Errorf("accept rewrite: %s: %w", t.cfg.Repo, ErrNotHalted)
+		return fmt.Errorf("accept rewrite: %s: %w", t.cfg.Shown(), ErrNotHalted)
 	}
 	old := *st.Rewrite
 	st.Cursor, st.Base, st.From, st.Rewrite = "", "", h.String(), nil
@@ -343,7 +344,7 @@ func (t *Tailer) Poll(ctx context.Context) (Summary, error) {
 	if err != nil {
 		return sum, fmt.Errorf("poll: %w", err)
 	}
-	st.Repo, st.Branch = t.cfg.Repo, t.cfg.Branch
+	st.Repo, st.Branch = t.cfg.Shown(), t.cfg.Branch
 	sum.Cursor = st.Cursor
 	if !t.verified {
 		// Once per process: a store that lost versions while it was down.
@@ -401,7 +402,7 @@ func (t *Tailer) Poll(ctx context.Context) (Summary, error) {
 }
 
 func (t *Tailer) rewriteError(rw *Rewrite) error {
-	err := &RewriteError{Repo: t.cfg.Repo, Branch: t.cfg.Branch, Cursor: rw.Cursor, Tip: rw.Tip}
+	err := &RewriteError{Repo: t.cfg.Shown(), Branch: t.cfg.Branch, Cursor: rw.Cursor, Tip: rw.Tip}
 	if t.halted != rw.Tip {
 		t.halted = rw.Tip
 		t.log.Error("history rewrite: publishing halted", "cursor", rw.Cursor, "tip", rw.Tip, "err", err)
@@ -472,5 +473,5 @@ func (t *Tailer) offChain(r *git.Repository, st State, tip plumbing.Hash) ([]*ob
 	} else if !errors.Is(err, plumbing.ErrObjectNotFound) {
 		return nil, fmt.Errorf("read cursor %s: %w", cuecast.ShortCommit(st.Cursor), err)
 	}
-	return nil, &RewriteError{Repo: t.cfg.Repo, Branch: t.cfg.Branch, Cursor: st.Cursor, Tip: tip.String()}
+	return nil, &RewriteError{Repo: t.cfg.Shown(), Branch: t.cfg.Branch, Cursor: st.Cursor, Tip: tip.String()}
 }

@@ -298,7 +298,7 @@ func serveRun(c *cobra.Command, env *Env, opts *ServeOptions) error {
 	// The lines below tell people and supervisors where to go: the
 	// operations server answers before they are written.
 	p.OpenHTTP()
-	log.Info("serving", "nats", p.ClientURL(), "repo", opts.Repo, "branch", opts.Branch, "data", opts.Data, "public_key", p.PublicKey)
+	log.Info("serving", "nats", p.ClientURL(), "repo", (tailer.Config{Repo: opts.Repo}).Shown(), "branch", opts.Branch, "data", opts.Data, "public_key", p.PublicKey)
 	fmt.Fprintf(env.IO.ErrOut, "cuecast serve: NATS at %s; signing with %s; services trust the keys in %s (--trusted-keys-file; 'cuecast keys --data %s' prints them)\n",
 		p.ClientURL(), p.PublicKey, trustFile, opts.Data)
 	if h := emb.hint(p.ClientURL()); h != "" {

@@ -1,6 +1,11 @@
 package redact
 
-import "testing"
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+)
 
 // TestURLs: a password or token never survives, parsed or not, in a list
 // or alone.
@@ -24,5 +29,26 @@ func TestURLs(t *testing.T) {
 		if got := URLs(in); got != want {
 			t.Errorf("URLs(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestError: an error quoting a URL loses the URL's secrets, in every place
+// its text has them, and still wraps what it wrapped.
+func TestError(t *testing.T) {
+	base := errors.New("boom")
+	for _, tt := range []struct{ url, text, want string }{
+		{"https://ghs_abc@github.com/o/r.git", `Get "https://ghs_abc@github.com/o/r.git/info/refs": boom`, `Get "https://***@github.com/o/r.git/info/refs": boom`},
+		{"https://x-access-token:ghs_abc@github.com/o/r", "fetch https://x-access-token:ghs_abc@github.com/o/r: boom", "fetch https://x-access-token:***@github.com/o/r: boom"},
+		{"nats://a:1pw@h1:4222,nats://tok@h2", "dial nats://a:1pw@h1:4222 and nats://tok@h2: boom", "dial nats://a:***@h1:4222 and nats://***@h2: boom"},
+		{"git@github.com:o/r.git", "ssh git@github.com:o/r.git: boom", "ssh git@github.com:o/r.git: boom"},
+		{"/srv/configs", "open /srv/configs: boom", "open /srv/configs: boom"},
+	} {
+		err := Error(fmt.Errorf("%s: %w", strings.TrimSuffix(tt.text, ": boom"), base), tt.url)
+		if err.Error() != tt.want || !errors.Is(err, base) {
+			t.Errorf("Error(%q) = %q (wraps boom: %t), want %q", tt.url, err, errors.Is(err, base), tt.want)
+		}
+	}
+	if Error(nil, "https://tok@h") != nil {
+		t.Error("Error(nil) is not nil")
 	}
 }
