@@ -50,7 +50,14 @@ version, the pin lifts by itself.
 --push pushes the branch to --remote. --github-pr instead commits on a new branch
 cuecast/revert-<commit>, pushes it and opens a pull request with the GitHub API
 (token from $GITHUB_TOKEN, repository from --github-repo, $GITHUB_REPOSITORY or the
-remote's URL, API root from $GITHUB_API_URL).`,
+remote's URL, API root from $GITHUB_API_URL).
+
+A revert that cannot be published is taken back whole: when the push or the pull
+request fails, the branch and the work tree are where they were before the command
+(untracked files untouched), the cuecast/revert-<commit> branch is deleted, and from
+the remote too when its push had succeeded; the error says so. Fix the cause (pull,
+when the remote moved on) and run the same command again. If deleting the pushed
+branch fails as well, the error names it: delete it before the retry.`,
 		Example: `  cuecast revert 3f9c2a1 --repo ~/src/configs
   cuecast revert 3f9c2a1 --repo . --github-pr`,
 		Args: func(c *cobra.Command, args []string) error {
@@ -139,41 +146,93 @@ func revertRun(ctx context.Context, env *Env, opts *RevertOptions) error {
 		if err := wt.Checkout(&git.CheckoutOptions{Branch: branch, Create: true}); err != nil {
 			return fmt.Errorf("create branch %s: %w", branch.Short(), err)
 		}
-		defer func() { _ = wt.Checkout(&git.CheckoutOptions{Branch: base}) }()
 	}
+	// From here on a failure takes the revert back (undoRevert): a retry
+	// after fixing the cause then starts where this command did, instead of
+	// refusing because of this command's own commit or branch.
 	h, err := revert.Commit(r, target.String(), sig)
-	if errors.Is(err, revert.ErrConflict) {
-		if opts.GitHubPR {
-			_ = wt.Checkout(&git.CheckoutOptions{Branch: base})
-			_ = r.Storer.RemoveReference(branch)
-		}
-		return &UsageError{Err: err, Hint: "revert the later commit first (cuecast revert LATER), or edit the file by hand"}
-	}
 	if err != nil {
+		if uerr := undoRevert(r, wt, target.String(), head, branch); uerr != nil {
+			return fmt.Errorf("%w; %v", err, uerr)
+		}
+		if errors.Is(err, revert.ErrConflict) {
+			return &UsageError{Err: err, Hint: "revert the later commit first (cuecast revert LATER), or edit the file by hand"}
+		}
 		return err
 	}
 	c, err := r.CommitObject(h)
 	if err != nil {
-		return fmt.Errorf("read revert commit: %w", err)
+		return notCommitted(fmt.Errorf("read revert commit: %w", err), "", "", undoRevert(r, wt, target.String(), head, branch))
 	}
-	fmt.Fprintf(env.IO.Out, "created %s on %s: %s\n", cuecast.ShortCommit(h.String()), branch.Short(), cuecast.CommitSubject(c.Message))
+	created := fmt.Sprintf("created %s on %s: %s\n", cuecast.ShortCommit(h.String()), branch.Short(), cuecast.CommitSubject(c.Message))
 	if !opts.Push && !opts.GitHubPR {
+		fmt.Fprint(env.IO.Out, created)
 		fmt.Fprintf(env.IO.Out, "push it (git push, or cuecast revert --push) and the pipeline rolls it out as a new version\n")
 		return nil
 	}
 	if err := publish.Push(ctx, r, opts.Remote, branch, remoteAuthMethod); err != nil {
-		return err
+		return notCommitted(err, "", " (pull first when the remote moved on)", undoRevert(r, wt, target.String(), head, branch))
 	}
-	fmt.Fprintf(env.IO.Out, "pushed %s to %s\n", branch.Short(), opts.Remote)
 	if !opts.GitHubPR {
+		fmt.Fprintf(env.IO.Out, "%spushed %s to %s\n", created, branch.Short(), opts.Remote)
 		return nil
 	}
 	pr, err := openPR(ctx, opts, ghOwner, ghName, branch.Short(), base.Short(), c, target.String())
 	if err != nil {
+		// The branch is on the remote now. Left there, with no pull
+		// request, the retry's push of a new revert commit to it would be
+		// refused: it goes, as the local one does.
+		remote := fmt.Sprintf("; %s was deleted from %s again", branch.Short(), opts.Remote)
+		if derr := publish.DeleteBranch(ctx, r, opts.Remote, branch, remoteAuthMethod); derr != nil {
+			remote = fmt.Sprintf("; %s stays on %s (%v): delete it (git push %s --delete %s) before running the command again",
+				branch.Short(), opts.Remote, derr, opts.Remote, branch.Short())
+		}
+		return notCommitted(err, remote, "", undoRevert(r, wt, target.String(), head, branch))
+	}
+	fmt.Fprintf(env.IO.Out, "%spushed %s to %s\nopened pull request #%d: %s\n", created, branch.Short(), opts.Remote, pr.GetNumber(), pr.GetHTMLURL())
+	if err := wt.Checkout(&git.CheckoutOptions{Branch: base}); err != nil {
+		return fmt.Errorf("check out %s again: %w", base.Short(), err)
+	}
+	return nil
+}
+
+// undoRevert takes back a revert of target made on branch, the checked-out
+// one, that cannot be published: head's branch and the work tree are as
+// they were before the command (it checked the work tree was clean), and
+// branch, the pull request's when it is not head's, is deleted.
+func undoRevert(r *git.Repository, wt *git.Worktree, target string, head *plumbing.Reference, branch plumbing.ReferenceName) error {
+	if err := undoSteps(r, wt, target, head, branch); err != nil {
+		return fmt.Errorf("taking the revert back failed, look at %s before running the command again (git status, git log): %w", branch.Short(), err)
+	}
+	return nil
+}
+
+func undoSteps(r *git.Repository, wt *git.Worktree, target string, head *plumbing.Reference, branch plumbing.ReferenceName) error {
+	base := head.Name()
+	if err := revert.Undo(r, target, head.Hash()); err != nil {
 		return err
 	}
-	fmt.Fprintf(env.IO.Out, "opened pull request #%d: %s\n", pr.GetNumber(), pr.GetHTMLURL())
+	if branch == base {
+		return nil
+	}
+	if err := wt.Checkout(&git.CheckoutOptions{Branch: base}); err != nil {
+		return fmt.Errorf("check out %s: %w", base.Short(), err)
+	}
+	if err := r.Storer.RemoveReference(branch); err != nil {
+		return fmt.Errorf("delete branch %s: %w", branch.Short(), err)
+	}
 	return nil
+}
+
+// notCommitted is the error of a revert that could not be published: err,
+// what happened on the remote, and that nothing was committed locally
+// (undoErr nil: then how to retry, with fix's advice) or why the local
+// commit is still there.
+func notCommitted(err error, remote, fix string, undoErr error) error {
+	if undoErr != nil {
+		return fmt.Errorf("%w%s; %v", err, remote, undoErr)
+	}
+	return fmt.Errorf("%w%s; nothing was committed locally: fix the cause%s and run the command again", err, remote, fix)
 }
 
 // githubFromEnv fills what the flags left empty of a pull request's

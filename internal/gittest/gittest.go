@@ -224,6 +224,24 @@ func (r *Repo) Bare() string {
 	return dir
 }
 
+// PushElsewhere commits files in another clone of bare and pushes them to
+// its main, as a colleague would: the remote moves ahead of r, and r's
+// next push of main is refused until r pulls. It returns the commit.
+func (r *Repo) PushElsewhere(bare, msg string, files map[string]string) string {
+	r.t.Helper()
+	dir := r.t.TempDir()
+	g, err := git.PlainClone(dir, false, &git.CloneOptions{URL: bare})
+	if err != nil {
+		r.t.Fatalf("clone %s: %v", bare, err)
+	}
+	other := &Repo{Dir: dir, Git: g, t: r.t, when: r.when.Add(time.Hour)}
+	h := other.CommitFiles(msg, files)
+	if err := g.Push(&git.PushOptions{}); err != nil {
+		r.t.Fatalf("push from another clone: %v", err)
+	}
+	return h
+}
+
 // LinkedWorktree lays out what `git worktree add DIR` makes, by hand (go-git
 // cannot add one), with head checked out detached: DIR/.git is a file
 // naming <repo>/.git/worktrees/<name>, which holds HEAD and a commondir

@@ -77,6 +77,17 @@ func Push(ctx context.Context, r *git.Repository, remote string, branch plumbing
 	return nil
 }
 
+// DeleteBranch deletes branch from remote: a branch pushed for a pull
+// request that could not be opened. A branch already gone is not an error.
+func DeleteBranch(ctx context.Context, r *git.Repository, remote string, branch plumbing.ReferenceName, auth transport.AuthMethod) error {
+	spec := config.RefSpec(":" + branch.String())
+	err := r.PushContext(ctx, &git.PushOptions{RemoteName: remote, RefSpecs: []config.RefSpec{spec}, Auth: auth})
+	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
+		return fmt.Errorf("delete %s from %s: %w", branch.Short(), remote, err)
+	}
+	return nil
+}
+
 // PullRequest opens a pull request from head into base on gh's repository.
 func PullRequest(ctx context.Context, gh GitHub, head, base, title, body string) (*github.PullRequest, error) {
 	c := github.NewClient(&http.Client{Timeout: 30 * time.Second}).WithAuthToken(gh.Token)

@@ -5,8 +5,10 @@ package revert
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/go-git/go-git/v5"
@@ -109,6 +111,42 @@ func Commit(r *git.Repository, sha string, author *object.Signature) (plumbing.H
 		return plumbing.ZeroHash, fmt.Errorf("revert %s: commit: %w", cuecast.ShortCommit(sha), err)
 	}
 	return h, nil
+}
+
+// Undo takes back a revert of sha on r's current branch, committed by
+// Commit or left half-done by its error: the branch goes back to head (the
+// commit the revert was made on) and each file the revert touches is, in
+// the work tree and the index, as head has it. Nothing else changes, so an
+// untracked file stays where it was. It is for a revert that could not be
+// published: nothing of it is left, and the same revert can be made again.
+func Undo(r *git.Repository, sha string, head plumbing.Hash) error {
+	target, err := r.CommitObject(plumbing.NewHash(sha))
+	if err != nil {
+		return fmt.Errorf("undo revert of %s: %w", cuecast.ShortCommit(sha), err)
+	}
+	parent, err := target.Parent(0)
+	if err != nil {
+		return fmt.Errorf("undo revert of %s: parent: %w", cuecast.ShortCommit(sha), err)
+	}
+	changes, err := diff(r.Storer, parent, target)
+	if err != nil {
+		return fmt.Errorf("undo revert of %s: %w", cuecast.ShortCommit(sha), err)
+	}
+	wt, err := r.Worktree()
+	if err != nil {
+		return fmt.Errorf("undo revert of %s: %w", cuecast.ShortCommit(sha), err)
+	}
+	files := slices.Sorted(maps.Keys(changes))
+	// A hard reset without Files resets the whole work tree, and go-git's
+	// deletes the untracked files in it: only the revert's paths are reset.
+	mode := git.HardReset
+	if len(files) == 0 {
+		mode = git.MixedReset
+	}
+	if err := wt.Reset(&git.ResetOptions{Commit: head, Mode: mode, Files: files}); err != nil {
+		return fmt.Errorf("undo revert of %s: reset to %s: %w", cuecast.ShortCommit(sha), cuecast.ShortCommit(head.String()), err)
+	}
+	return nil
 }
 
 // diff returns the paths that differ between two commits' trees

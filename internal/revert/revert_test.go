@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
@@ -77,6 +78,45 @@ func TestCommit(t *testing.T) {
 	}
 	if c.NumParents() != 1 || c.ParentHashes[0].String() != later {
 		t.Errorf("revert's parents = %v, want [%s]", c.ParentHashes, later)
+	}
+}
+
+// TestUndo: Undo after Commit puts the branch back where it was and every
+// file the revert touched (edited, added, deleted) as it was, and leaves an
+// untracked file alone, as a revert whose push failed must.
+func TestUndo(t *testing.T) {
+	r := gittest.New(t)
+	r.CommitFiles("first", map[string]string{"a/x.cue": "x: 1\n", "b/z.cue": "z: 1\n", "keep.cue": "k: 1\n"})
+	r.Write(map[string]string{"a/x.cue": "x: 2\n", "a/new/n.cue": "n: 1\n"})
+	r.Remove("b/z.cue")
+	bad := r.Commit("bad")
+	head := r.CommitFiles("later", map[string]string{"keep.cue": "k: 2\n"})
+	r.Write(map[string]string{"notes.txt": "mine\n"})
+
+	if _, err := revert.Commit(r.Git, bad, author); err != nil {
+		t.Fatal(err)
+	}
+	if err := revert.Undo(r.Git, bad, plumbing.NewHash(head)); err != nil {
+		t.Fatal(err)
+	}
+	if r.Head() != head {
+		t.Errorf("main at %s after Undo, want %s", r.Head(), head)
+	}
+	wt, err := r.Git.Worktree()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := wt.Status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, s := range st {
+		if name != "notes.txt" || s.Worktree != git.Untracked {
+			t.Errorf("after Undo %s is %c%c, want the work tree and index as main has them", name, s.Staging, s.Worktree)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(r.Dir, "notes.txt")); err != nil || string(b) != "mine\n" {
+		t.Errorf("untracked notes.txt after Undo: %q, %v; want it untouched", b, err)
 	}
 }
 
