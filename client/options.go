@@ -22,6 +22,7 @@ type options struct {
 	keyring   *Keyring          // nil: signatures are not checked (only with insecure)
 	insecure  bool              // WithInsecureSkipVerify: no keys, on purpose
 	health    func() cuecast.Health
+	applyErr  func(cuecast.ConfigPath) string // WithApplyError; nil: none
 	heartbeat time.Duration
 	reconcile time.Duration
 	timeout   time.Duration
@@ -123,6 +124,24 @@ func WithHealth(f func() cuecast.Health) Option {
 			return errors.New("health provider: nil")
 		}
 		o.health = f
+		return nil
+	}
+}
+
+// WithApplyError sets where the client asks, for each report of a
+// config, why the service does not run what the instance applied: a
+// sidecar could not write the config's file, or the service's reload
+// failed ("" when nothing is wrong). It is reported in the report's
+// last_error, after the watcher's own error if there is one, cut to
+// MaxApplyError bytes, so that status shows why an instance is unhealthy
+// and not only that it is. Every reader of the reports sees it: name no
+// secret, and no path of this host the readers have no use for.
+func WithApplyError(f func(cfg cuecast.ConfigPath) string) Option {
+	return func(o *options) error {
+		if f == nil {
+			return errors.New("apply error provider: nil")
+		}
+		o.applyErr = f
 		return nil
 	}
 }

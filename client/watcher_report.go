@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -41,6 +42,35 @@ func (w *Watcher) reject(version uint64, what string, err error, forGood bool) {
 	}
 }
 
+// MaxApplyError is how many bytes of WithApplyError's reason a report
+// carries: every heartbeat sends it, to every reader of the reports.
+const MaxApplyError = 256
+
+// lastError is the report's last_error: the watcher's own, then the
+// service's (WithApplyError).
+func (w *Watcher) lastError() string {
+	if w.c.o.applyErr == nil {
+		return w.lastErr
+	}
+	return reportError(w.lastErr, w.c.o.applyErr(w.cfg))
+}
+
+// reportError joins the watcher's error own and the service's why, cut to
+// MaxApplyError bytes. own stays first, so that a failure to apply
+// version N still reads "version N: …" to the gates.
+func reportError(own, why string) string {
+	if len(why) > MaxApplyError {
+		why = strings.ToValidUTF8(why[:MaxApplyError-len("…")], "") + "…"
+	}
+	switch {
+	case why == "":
+		return own
+	case own == "":
+		return why
+	}
+	return own + "; " + why
+}
+
 // report publishes the instance's state on its report subject (a core
 // publish: the report stream stores it, nothing waits for an ack).
 func (w *Watcher) report() {
@@ -54,7 +84,7 @@ func (w *Watcher) report() {
 		Checksum:      s.Checksum,
 		Healthy:       w.c.o.health().Healthy,
 		LastKnownGood: w.servingLKG,
-		LastError:     w.lastErr,
+		LastError:     w.lastError(),
 		Refused:       w.refused,
 		Staged:        w.staged,
 		AppliedAt:     s.AppliedAt.UTC(),

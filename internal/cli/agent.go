@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -61,10 +62,11 @@ and said; one another user owns is refused. Such a directory stops the agent at
 start (exit 2, naming it, its owner and mode); met later, the write is refused.
 Nothing is created, written or removed outside OUT, whatever symlinks are in it.
 A write that fails (that, a full or read-only disk) is said on stderr and makes the
-instance unhealthy; the agent keeps running, the old file stays, and the write is
-retried (after 1s, doubling to 10s) until it is made. At start the agent removes
-the temporary files of a write cut short (OUT/<namespace>/.tmp-*,
-OUT/.cuecast/<namespace>/.*.lkg.tmp-*).
+instance unhealthy, and its reports say why in their last error (the file named
+relative to OUT), which cuecast status shows; the agent keeps running, the old file
+stays, and the write is retried (after 1s, doubling to 10s) until it is made. At
+start the agent removes the temporary files of a write cut short
+(OUT/<namespace>/.tmp-*, OUT/.cuecast/<namespace>/.*.lkg.tmp-*).
 
 After a change (changes arriving together are coalesced) it runs --exec through
 sh -c, with CUECAST_CONFIG, CUECAST_VERSION and CUECAST_FILE (the file written,
@@ -73,7 +75,9 @@ environment without the variables cuecast reads secrets from ($CUECAST_NATS_PASS
 and the like); or it sends --signal to a process, like consul-template. At
 --exec-timeout the command and every process it started are killed. A failing or
 timed-out command is said on stderr and makes the instance report itself unhealthy
-until the next success, so a staged rollout halts on it.
+until the next success, so a staged rollout halts on it; the reports' last error
+says why ("--exec timed out after 30s", "--exec failed: exit status 1"), without
+the command, which may hold a secret.
 
 Only content signed by a trusted key is written: pass serve's <data>/trusted-keys
 as --trusted-keys-file (` + "`cuecast keys`" + ` prints it); agent refuses to start
@@ -201,6 +205,8 @@ type agent struct {
 
 	mu      sync.Mutex
 	healthy bool
+	// lastErr is why the last --exec or --signal failed, as the reports
+	// carry it (notifyError.why).
 	lastErr string
 	last    client.Snapshot // the newest change, for --exec's environment
 	kick    chan struct{}
@@ -212,7 +218,8 @@ type agent struct {
 	writeMu sync.Mutex
 	// failed holds, per config, the write that failed (nil: only its
 	// last-known-good directory could not be made), retried by
-	// retryLoop; writeErr says why, for health. Both under mu.
+	// retryLoop; writeErr says why, for health and the reports (paths
+	// relative to --dir). Both under mu.
 	failed   map[cuecast.ConfigPath]*client.Snapshot
 	writeErr map[cuecast.ConfigPath]string
 }
@@ -244,7 +251,7 @@ func agentRun(ctx context.Context, env *Env, opts *AgentOptions) error {
 		return err
 	}
 	defer a.ofrep.stop()
-	nc, cl, err := opts.connect(env, "agent", cuecast.ConfigPath(opts.Configs[0]).Namespace(), client.WithHealth(a.health))
+	nc, cl, err := opts.connect(env, "agent", cuecast.ConfigPath(opts.Configs[0]).Namespace(), client.WithHealth(a.health), client.WithApplyError(a.applyError))
 	if err != nil {
 		return err
 	}
@@ -390,8 +397,8 @@ func (a *agent) notifyLoop(ctx context.Context) {
 		err := a.notify(ctx)
 		a.mu.Lock()
 		a.healthy, a.lastErr = err == nil, ""
-		if err != nil {
-			a.lastErr = err.Error()
+		if ne := (*notifyError)(nil); errors.As(err, &ne) {
+			a.lastErr = ne.why
 		}
 		a.mu.Unlock()
 		if err != nil {
@@ -400,11 +407,22 @@ func (a *agent) notifyLoop(ctx context.Context) {
 	}
 }
 
+// notifyError is a failed --exec or --signal. Its Error, said on stderr,
+// names the command; why, which the reports carry to every reader, does
+// not: a reload command may hold a secret (a token in a curl).
+type notifyError struct {
+	err error
+	why string
+}
+
+func (e *notifyError) Error() string { return e.err.Error() }
+func (e *notifyError) Unwrap() error { return e.err }
+
 func (a *agent) notify(ctx context.Context) error {
 	if a.opts.Signal != "" {
 		pid, sig, _ := parseSignal(a.opts.Signal)
 		if err := syscall.Kill(pid, sig); err != nil {
-			return fmt.Errorf("signal %s: %w", a.opts.Signal, err)
+			return &notifyError{fmt.Errorf("signal %s: %w", a.opts.Signal, err), fmt.Sprintf("--signal %s failed: %v", a.opts.Signal, err)}
 		}
 		return nil
 	}
@@ -428,7 +446,11 @@ func (a *agent) notify(ctx context.Context) error {
 	)
 	cmd.Stdout, cmd.Stderr = a.env.IO.ErrOut, a.env.IO.ErrOut
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("--exec %q: %w", a.opts.Exec, err)
+		why := "--exec failed: " + err.Error()
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			why = fmt.Sprintf("--exec timed out after %s", a.opts.ExecTimeout)
+		}
+		return &notifyError{fmt.Errorf("--exec %q: %w", a.opts.Exec, err), why}
 	}
 	return nil
 }
@@ -468,4 +490,20 @@ func (a *agent) health() cuecast.Health {
 		details = append(details, a.writeErr[cfg])
 	}
 	return cuecast.Health{Healthy: a.healthy && len(a.writeErr) == 0, Detail: strings.Join(details, "; ")}
+}
+
+// applyError is why the service does not have cfg as the instance applied
+// it, for cfg's reports (client.WithApplyError): its file could not be
+// written, or the last --exec or --signal failed.
+func (a *agent) applyError(cfg cuecast.ConfigPath) string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	why := make([]string, 0, 2)
+	if e := a.writeErr[cfg.Base()]; e != "" {
+		why = append(why, e)
+	}
+	if a.lastErr != "" {
+		why = append(why, a.lastErr)
+	}
+	return strings.Join(why, "; ")
 }

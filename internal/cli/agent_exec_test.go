@@ -6,6 +6,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/internal/poll"
 )
 
 // TestAgentExec: what --exec is given and what a timeout leaves behind.
@@ -26,7 +29,7 @@ func TestAgentExec(t *testing.T) {
 	// The first run (v1) records its environment and starts a child that
 	// would outlive it; the timeout ends both.
 	script := `env > ` + env + `.tmp && mv ` + env + `.tmp ` + env + `; sleep 300 & echo $! > ` + child + `; wait`
-	_, stderr := startCmd(t, "agent", "--nats", p.ClientURL(), "--instance", "sidecar-1", "--trusted-key", p.PublicKey,
+	_, stderr := startCmd(t, "agent", "--nats", p.ClientURL(), "--instance", "sidecar-1", "--trusted-key", p.PublicKey, "--heartbeat", "1s",
 		"--config", "search/ranking", "--dir", out, "--variant", "env=prod", "--exec", script, "--exec-timeout", "1s")
 	want := filepath.Join(out, "search", "ranking.json")
 	await(t, "the prod variant at the config's file", fileContains(want, `"env":"prod"`))
@@ -49,6 +52,15 @@ func TestAgentExec(t *testing.T) {
 		return err == nil && pid > 0
 	})
 	await(t, "the timed-out command's child gone", func() bool { return !running(pid) })
+	// Why the instance is unhealthy reaches its report, and status, without
+	// the command, which may hold a secret.
+	awaitReport(t, p, "search/ranking/env=prod", "sidecar-1", "sidecar-1 reporting the failed --exec", stderr, func(r cuecast.Report) bool {
+		return !r.Healthy && r.LastError == "--exec timed out after 1s"
+	})
+	poll.Until(t, "status showing why sidecar-1 is unhealthy", poll.Patience, func() (bool, string) {
+		_, out, errOut := run(t.Context(), "status", "--nats", p.ClientURL(), "search/ranking/env=prod")
+		return strings.Contains(out.String(), "sidecar-1 on v1: --exec timed out after 1s"), out.String() + errOut.String()
+	})
 }
 
 // grepLines is the lines of s that hold sub.

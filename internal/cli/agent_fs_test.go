@@ -57,18 +57,8 @@ func exists(path string) bool {
 // reportsHealthy waits for instance's report of cfg to say healthy (or not).
 func reportsHealthy(t *testing.T, p *pipeline.Pipeline, cfg cuecast.ConfigPath, instance string, healthy bool, stderr fmt.Stringer) {
 	t.Helper()
-	poll.Until(t, fmt.Sprintf("%s reporting healthy %v", instance, healthy), poll.Patience, func() (bool, string) {
-		rs, err := p.Distributor.Reports(t.Context(), cfg)
-		if err != nil {
-			return false, err.Error()
-		}
-		for _, r := range rs {
-			if r.Instance == instance {
-				return r.Healthy == healthy, fmt.Sprintf("%+v; agent stderr %q", r, stderr)
-			}
-		}
-		return false, fmt.Sprintf("no report among %+v; agent stderr %q", rs, stderr)
-	})
+	awaitReport(t, p, cfg, instance, fmt.Sprintf("%s reporting healthy %v", instance, healthy), stderr,
+		func(r cuecast.Report) bool { return r.Healthy == healthy })
 }
 
 func bumpCheckout(t *testing.T, repo *gittest.Repo, p *pipeline.Pipeline, from, to string) {
@@ -318,7 +308,13 @@ func TestAgentFullDisk(t *testing.T) {
 		return strings.Contains(stderr.String(), "write "+checkout) && strings.Contains(stderr.String(), "no space left on device"),
 			fmt.Sprintf("stderr %q", stderr)
 	})
-	reportsHealthy(t, p, "payments/checkout", "fs-4", false, stderr)
+	// Unhealthy, and why: the report's last error names the file relative
+	// to --dir (where this host keeps it is no reader's business), after
+	// the client's own error saving its last-known-good copy.
+	awaitReport(t, p, "payments/checkout", "fs-4", "fs-4 reporting unhealthy with the failed write", stderr, func(r cuecast.Report) bool {
+		return !r.Healthy && strings.Contains(r.LastError, "write payments/checkout.json: ") &&
+			strings.Contains(r.LastError, "no space left on device") && !strings.Contains(r.LastError, checkout)
+	})
 	if !fileContains(checkout, `"currency":"EUR"`)() {
 		t.Error("the old file did not stay intact")
 	}
@@ -326,7 +322,9 @@ func TestAgentFullDisk(t *testing.T) {
 		t.Fatal(err)
 	}
 	poll.Until(t, "written once there is space", poll.Patience, writtenAgain(stderr, "payments/checkout", 1))
-	reportsHealthy(t, p, "payments/checkout", "fs-4", true, stderr)
+	awaitReport(t, p, "payments/checkout", "fs-4", "fs-4 reporting healthy, no error", stderr, func(r cuecast.Report) bool {
+		return r.Healthy && r.LastError == ""
+	})
 }
 
 // TestWatchLastKnownGoodSymlink: watch --lkg made its file's directory

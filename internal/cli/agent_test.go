@@ -60,6 +60,23 @@ func await(t *testing.T, what string, cond func() bool) {
 	poll.Until(t, what, 20*time.Second, func() (bool, string) { return cond(), "not so" })
 }
 
+// awaitReport waits for instance's report of cfg to be what ok wants.
+func awaitReport(t *testing.T, p *pipeline.Pipeline, cfg cuecast.ConfigPath, instance, what string, stderr fmt.Stringer, ok func(cuecast.Report) bool) {
+	t.Helper()
+	poll.Until(t, what, poll.Patience, func() (bool, string) {
+		rs, err := p.Distributor.Reports(t.Context(), cfg)
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, r := range rs {
+			if r.Instance == instance {
+				return ok(r), fmt.Sprintf("%+v; agent stderr %q", r, stderr)
+			}
+		}
+		return false, fmt.Sprintf("no report among %+v; agent stderr %q", rs, stderr)
+	})
+}
+
 func fileContains(path, want string) func() bool {
 	return func() bool {
 		b, err := os.ReadFile(path)

@@ -88,6 +88,14 @@ func openOutDir(dir string, errOut io.Writer, who string) (*outDir, error) {
 
 func (d *outDir) close() error { return d.root.Close() }
 
+// rel is msg with the paths under --dir made relative to it, and --dir
+// itself named so, for the reports: where this host keeps the files is no
+// reader's business.
+func (d *outDir) rel(msg string) string {
+	msg = strings.ReplaceAll(msg, d.path+string(filepath.Separator), "")
+	return strings.ReplaceAll(msg, d.path, "--dir")
+}
+
 // abs is the path on disk of rel, a slash-separated name under --dir.
 func (d *outDir) abs(rel string) string { return filepath.Join(d.path, filepath.FromSlash(rel)) }
 
@@ -279,10 +287,10 @@ func (a *agent) failedWrite(cfg cuecast.ConfigPath, s *client.Snapshot, err erro
 		s = a.failed[cfg]
 	}
 	a.failed[cfg] = s
-	if a.writeErr[cfg] != err.Error() {
+	if a.writeErr[cfg] != a.out.rel(err.Error()) {
 		fmt.Fprintf(a.env.IO.ErrOut, "agent %s: %v; unhealthy, keeping what the service has and retrying\n", a.opts.Instance, err)
 	}
-	a.writeErr[cfg] = err.Error()
+	a.writeErr[cfg] = a.out.rel(err.Error())
 }
 
 // wrote clears cfg's failure, saying so if there was one.
