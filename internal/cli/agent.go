@@ -19,6 +19,7 @@ import (
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/client"
+	"github.com/cuecast/cuecast/internal/redact"
 )
 
 // AgentOptions are the flags of `cuecast agent`.
@@ -71,8 +72,9 @@ start the agent removes the temporary files of a write cut short
 After a change (changes arriving together are coalesced) it runs --exec through
 sh -c, with CUECAST_CONFIG, CUECAST_VERSION and CUECAST_FILE (the file written,
 OUT/<config path>.json, for a variant too) set to the last change, and the agent's
-environment without the variables cuecast reads secrets from ($CUECAST_NATS_PASSWORD
-and the like); or it sends --signal to a process, like consul-template. At
+environment without the variables cuecast reads secrets from ($CUECAST_NATS_PASSWORD,
+$CUECAST_GIT_TOKEN, $GITHUB_TOKEN and the like, and $NATS_URL when it holds a
+password or a token); or it sends --signal to a process, like consul-template. At
 --exec-timeout the command and every process it started are killed. A failing or
 timed-out command is said on stderr and makes the instance report itself unhealthy
 until the next success, so a staged rollout halts on it; the reports' last error
@@ -462,14 +464,16 @@ func (a *agent) file(cfg cuecast.ConfigPath) string {
 	return a.out.abs(string(cfg.Base()) + ".json")
 }
 
-// execEnviron is environ without the variables cuecast reads secrets
-// from: the service's reload command has no need of them.
+// execEnviron is environ without the variables any cuecast command reads
+// secrets from, and without $NATS_URL when it holds a password or a token:
+// the service's reload command has no need of them.
 func execEnviron(environ []string) []string {
-	secretEnv := []string{"CUECAST_NATS_PASSWORD", "CUECAST_OPERATOR_TOKEN", "CUECAST_WEBHOOK_SECRET", "CUECAST_PROMETHEUS_URL"}
+	secretEnv := []string{"CUECAST_NATS_PASSWORD", "CUECAST_NATS_CREDS", "CUECAST_OPERATOR_TOKEN", "CUECAST_WEBHOOK_SECRET",
+		"CUECAST_PROMETHEUS_URL", "CUECAST_GIT_TOKEN", "CUECAST_GIT_SSH_PASSPHRASE", "GITHUB_TOKEN"}
 	out := environ[:0:0]
 	for _, kv := range environ {
-		name, _, _ := strings.Cut(kv, "=")
-		if !slices.Contains(secretEnv, name) {
+		name, value, _ := strings.Cut(kv, "=")
+		if !slices.Contains(secretEnv, name) && (name != "NATS_URL" || redact.URLs(value) == value) {
 			out = append(out, kv)
 		}
 	}

@@ -16,12 +16,19 @@ import (
 // writes at the config's file: $CUECAST_FILE named the variant's path
 // instead, a file that does not exist, so a reload script reading it
 // failed and the instance went unhealthy. The command inherited the
-// agent's environment with $CUECAST_NATS_PASSWORD in it. And a timed-out
+// agent's environment with $CUECAST_NATS_PASSWORD in it, and then with
+// $CUECAST_GIT_TOKEN, $GITHUB_TOKEN and the like. And a timed-out
 // command's children lived on: only the shell was killed.
 // Not parallel: it sets the agent's environment (t.Setenv).
 func TestAgentExec(t *testing.T) {
 	const secret = "S3cret-in-the-environment"
-	t.Setenv("CUECAST_NATS_PASSWORD", secret)
+	// Every variable cuecast reads a secret from, each with the secret in it.
+	for _, name := range []string{"CUECAST_NATS_PASSWORD", "CUECAST_GIT_TOKEN", "CUECAST_GIT_SSH_PASSPHRASE", "CUECAST_OPERATOR_TOKEN",
+		"CUECAST_WEBHOOK_SECRET", "GITHUB_TOKEN"} {
+		t.Setenv(name, secret+"-"+name)
+	}
+	t.Setenv("CUECAST_PROMETHEUS_URL", "http://prom:"+secret+"@127.0.0.1:1")
+	t.Setenv("NATS_URL", "nats://agent:"+secret+"@127.0.0.1:1")
 	repo := variantRepo(t)
 	p := startPipeline(t, repo)
 	out, logs := t.TempDir(), t.TempDir()
@@ -42,7 +49,7 @@ func TestAgentExec(t *testing.T) {
 		t.Errorf("$CUECAST_FILE is not %s, the file the agent wrote:\n%s", want, grepLines(string(b), "CUECAST_"))
 	}
 	if strings.Contains(string(b), secret) {
-		t.Errorf("the command got the agent's NATS password:\n%s", grepLines(string(b), "CUECAST_"))
+		t.Errorf("the command got the agent's secrets:\n%s", grepLines(string(b), secret))
 	}
 	await(t, "the timeout said", func() bool { return strings.Contains(stderr.String(), "--exec") })
 	pid := 0
