@@ -244,15 +244,7 @@ func TestTwoMutatorsKeepWorkTree(t *testing.T) {
 				t.Errorf("round %d, f%d: %v, want success or a conflict", round, i, err)
 			}
 		}
-		wt, err := r.Git.Worktree()
-		if err != nil {
-			t.Fatal(err)
-		}
-		st, err := wt.Status()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !st.IsClean() {
+		if st := r.Status(); !st.IsClean() {
 			t.Errorf("round %d: the work tree or index is not HEAD's:\n%s", round, st)
 		}
 	}

@@ -50,14 +50,7 @@ func assertNothingLeft(t *testing.T, repo *gittest.Repo, head, when string) {
 		}
 		return nil
 	})
-	wt, err := repo.Git.Worktree()
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := wt.Status()
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := repo.Status()
 	for name, s := range st {
 		if name != "notes.txt" || s.Worktree != git.Untracked {
 			t.Errorf("%s: %s is %c%c, want the work tree as main has it", when, name, s.Staging, s.Worktree)

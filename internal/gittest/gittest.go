@@ -179,6 +179,20 @@ func (r *Repo) CommitFiles(msg string, files map[string]string) string {
 	return r.Commit(msg)
 }
 
+// Status is git status of the work tree and index against HEAD.
+func (r *Repo) Status() git.Status {
+	r.t.Helper()
+	wt, err := r.Git.Worktree()
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	st, err := wt.Status()
+	if err != nil {
+		r.t.Fatalf("git status: %v", err)
+	}
+	return st
+}
+
 // Head returns the hash main points at.
 func (r *Repo) Head() string {
 	r.t.Helper()

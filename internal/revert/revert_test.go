@@ -102,14 +102,7 @@ func TestUndo(t *testing.T) {
 	if r.Head() != head {
 		t.Errorf("main at %s after Undo, want %s", r.Head(), head)
 	}
-	wt, err := r.Git.Worktree()
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := wt.Status()
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := r.Status()
 	for name, s := range st {
 		if name != "notes.txt" || s.Worktree != git.Untracked {
 			t.Errorf("after Undo %s is %c%c, want the work tree and index as main has them", name, s.Staging, s.Worktree)
