@@ -351,6 +351,19 @@ func natsConfigRun(env *Env, opts *NATSConfigOptions) error {
 	if err := sameTLS(opts.Secrets, spec.TLS != nil); err != nil {
 		return err
 	}
+	if c := spec.Cluster; c != nil {
+		// Its name names the route password's file: checked before it is.
+		if !natsconf.ValidDomain(c.Name) {
+			return usageErrorf("name the cluster with 1-64 of [A-Za-z0-9_-]", "nats-config %s: cluster name %q", opts.Level, c.Name)
+		}
+		// Every member reads the same one, in either --auth mode: a route
+		// is no user of an account.
+		pw, err := loadSecrets(opts.Secrets, []string{natsconf.RouteUser(c.Name)})
+		if err != nil {
+			return err
+		}
+		c.Password = pw[natsconf.RouteUser(c.Name)]
+	}
 	var err error
 	switch opts.Auth {
 	case "password":

@@ -311,7 +311,18 @@ type Cluster struct {
 	Listen string
 	// Routes are the other members' cluster addresses (host:port).
 	Routes []string
+	// Password authenticates the routes (required): every member of the
+	// cluster has the same one, and refuses a route that does not log in
+	// as RouteUser(Name) with it. A route carries every account's traffic
+	// past their users and permissions, and TLS's verify admits any
+	// certificate of the tree's CA, which every node host holds.
+	Password string
 }
+
+// RouteUser is the user the routes of cluster log in as; its password
+// (Cluster.Password) is the cluster's own, so that a region's hosts cannot
+// route into the hub's cluster.
+func RouteUser(cluster string) string { return "route-" + cluster }
 
 // TLS names PEM files. CA verifies the peer: servers verify client
 // certificates only when VerifyClients is set; remotes always verify the
@@ -423,6 +434,9 @@ func (s Spec) Validate() error {
 			if err := checkHostPort(r); err != nil {
 				return bad("cluster route: %v", err)
 			}
+		}
+		if c.Password == "" {
+			return bad("cluster %s: no route password: without one any server that reaches the cluster address routes in", c.Name)
 		}
 	}
 	for _, r := range append(slices.Clone(s.Regions), s.Region) {
@@ -746,10 +760,18 @@ func Generate(s Spec) (string, error) {
 		w.open("cluster")
 		w.kv("name", q(c.Name))
 		w.kv("listen", q(c.Listen))
+		w.comment("A route bypasses every account's users: only a member with the cluster's")
+		w.comment("password may route. In clear, not hashed: a server also dials the members")
+		w.comment("it learns of with it (docs/SECURITY.md).")
+		w.open("authorization")
+		w.kv("user", q(RouteUser(c.Name)))
+		w.kv("password", q(c.Password))
+		w.close()
 		if len(c.Routes) > 0 {
 			var r []string
 			for _, a := range c.Routes {
-				r = append(r, q("nats-route://"+a))
+				u := url.URL{Scheme: "nats-route", Host: a, User: url.UserPassword(RouteUser(c.Name), c.Password)}
+				r = append(r, q(u.String()))
 			}
 			w.list("routes", r)
 		}

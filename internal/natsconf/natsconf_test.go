@@ -31,17 +31,17 @@ func goldenSpecs() map[string]natsconf.Spec {
 	specs := map[string]natsconf.Spec{
 		"hub": {
 			Level: natsconf.Hub, Name: "hub-a", StoreDir: "/var/lib/nats",
-			Cluster:    &natsconf.Cluster{Name: "hub", Listen: "0.0.0.0:6222", Routes: []string{"hub-b:6222", "hub-c:6222"}},
+			Cluster:    &natsconf.Cluster{Name: "hub", Listen: "0.0.0.0:6222", Routes: []string{"hub-b:6222", "hub-c:6222"}, Password: "pw-route-hub"},
 			Namespaces: []string{"payments", "search"},
 		},
 		"hub-tls": {
 			Level: natsconf.Hub, Name: "hub-a", StoreDir: "/var/lib/nats",
-			Cluster:    &natsconf.Cluster{Name: "hub", Listen: "0.0.0.0:6222", Routes: []string{"hub-b:6222"}},
+			Cluster:    &natsconf.Cluster{Name: "hub", Listen: "0.0.0.0:6222", Routes: []string{"hub-b:6222"}, Password: "pw-route-hub"},
 			Namespaces: []string{"payments"}, TLS: tls,
 		},
 		"leaf": {
 			Level: natsconf.Leaf, Name: "eu-west-a", Domain: "eu-west", StoreDir: "/var/lib/nats",
-			Cluster:    &natsconf.Cluster{Name: "eu-west", Listen: "0.0.0.0:6222", Routes: []string{"eu-west-b:6222"}},
+			Cluster:    &natsconf.Cluster{Name: "eu-west", Listen: "0.0.0.0:6222", Routes: []string{"eu-west-b:6222"}, Password: "pw-route-eu-west"},
 			Upstreams:  []string{"hub-a:7422", "hub-b:7422"},
 			Namespaces: []string{"payments", "search"},
 		},
@@ -164,6 +164,20 @@ func TestGenerateGolden(t *testing.T) {
 		if d := users[natsconf.DistributorUser]; d == nil || d.Permissions != nil {
 			t.Errorf("distributor %v, want a user without restrictions", d)
 		}
+		if c := spec.Cluster; c != nil {
+			// Routes log in, and log in to the others.
+			if opts.Cluster.Username != natsconf.RouteUser(c.Name) || opts.Cluster.Password != c.Password {
+				t.Errorf("cluster authorization %q/%q, want %s with the cluster's password", opts.Cluster.Username, opts.Cluster.Password, natsconf.RouteUser(c.Name))
+			}
+			for _, r := range opts.Routes {
+				if pw, _ := r.User.Password(); r.User.Username() != natsconf.RouteUser(c.Name) || pw != c.Password {
+					t.Errorf("route %s logs in as %q, want %s with the cluster's password", r.Host, r.User.Username(), natsconf.RouteUser(c.Name))
+				}
+			}
+			if len(opts.Routes) != len(c.Routes) {
+				t.Errorf("%d routes, want %d", len(opts.Routes), len(c.Routes))
+			}
+		}
 	})
 }
 
@@ -181,7 +195,11 @@ func TestGenerateRejects(t *testing.T) {
 		{"no store", func(s *natsconf.Spec) { s.StoreDir = "" }, "store directory"},
 		{"node without upstream", func(s *natsconf.Spec) { s.Upstreams = nil }, "upstream"},
 		{"hub with upstream", func(s *natsconf.Spec) { s.Level = natsconf.Hub }, "no upstream"},
-		{"clustered node", func(s *natsconf.Spec) { s.Cluster = &natsconf.Cluster{Name: "c", Listen: ":6222"} }, "not clustered"},
+		{"clustered node", func(s *natsconf.Spec) { s.Cluster = &natsconf.Cluster{Name: "c", Listen: ":6222", Password: "p"} }, "not clustered"},
+		{"cluster without a route password", func(s *natsconf.Spec) {
+			s.Level, s.Upstreams = natsconf.Hub, nil
+			s.Cluster = &natsconf.Cluster{Name: "hub", Listen: ":6222", Routes: []string{"hub-b:6222"}}
+		}, "no route password"},
 		{"bad namespace", func(s *natsconf.Spec) { s.Namespaces = []string{"Pay.ments"} }, "namespace"},
 		{"twice", func(s *natsconf.Spec) { s.Namespaces = []string{"a", "a"} }, "twice"},
 		{"missing password", func(s *natsconf.Spec) { s.Passwords = map[string]string{} }, "no password"},
@@ -220,7 +238,9 @@ func TestClientAgreesOnNamespaceNames(t *testing.T) {
 // whoever runs the host, holds bcrypt hashes, never a password a client
 // could log in with; only a leaf or node server holds one: the leaf
 // user's (a summarising region's: its region user's), which its leafnode
-// remote logs in with upstream.
+// remote logs in with upstream. A clustered server holds its cluster's
+// route password, in its authorization and in each route's URL, and no
+// other's.
 func TestGenerateHoldsNoPasswords(t *testing.T) {
 	eachGenerated(t, func(t *testing.T, name string, spec natsconf.Spec, got string) {
 		for user, pw := range spec.Passwords {
@@ -239,6 +259,11 @@ func TestGenerateHoldsNoPasswords(t *testing.T) {
 		}
 		if !bcryptHash.MatchString(got) {
 			t.Errorf("no bcrypt hash in\n%s", got)
+		}
+		if c := spec.Cluster; c != nil {
+			if n, want := strings.Count(got, c.Password), 1+len(c.Routes); n != want {
+				t.Errorf("the route password appears %d times, want %d", n, want)
+			}
 		}
 	})
 }

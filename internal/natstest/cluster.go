@@ -93,17 +93,7 @@ func StartTree(t testing.TB, o TreeOptions) *Tree {
 	if o.Level == "" {
 		o.Level = natsconf.Node
 	}
-	tr := &Tree{Passwords: map[string]string{}, Namespaces: o.Namespaces, credsDir: t.TempDir(), creds: map[string]string{}}
-	if o.TLS {
-		tr.TLS = TLSFiles(t)
-	}
-	if o.JWT {
-		keys, err := natsconf.NewKeys()
-		if err != nil {
-			t.Fatal(err)
-		}
-		tr.Keys = keys
-	}
+	tr := newTree(t, o)
 	hubSpec := natsconf.Spec{Level: natsconf.Hub, Name: "hub", Listen: "127.0.0.1:-1", LeafListen: FreeAddr(t), Namespaces: o.Namespaces}
 	if o.Regions {
 		for i := range o.Leaves {
@@ -120,6 +110,23 @@ func StartTree(t testing.TB, o TreeOptions) *Tree {
 	}
 	for _, l := range tr.Leaves {
 		l.WaitLinked(t)
+	}
+	return tr
+}
+
+// newTree is a Tree with no server yet, in o's modes (JWT, TLS).
+func newTree(t testing.TB, o TreeOptions) *Tree {
+	t.Helper()
+	tr := &Tree{Passwords: map[string]string{}, Namespaces: o.Namespaces, credsDir: t.TempDir(), creds: map[string]string{}}
+	if o.TLS {
+		tr.TLS = TLSFiles(t)
+	}
+	if o.JWT {
+		keys, err := natsconf.NewKeys()
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr.Keys = keys
 	}
 	return tr
 }
@@ -914,17 +921,26 @@ func randomSecret(t testing.TB) string {
 // slice; Hub is the first.
 func StartHubCluster(t testing.TB, n int, namespaces []string) (*Tree, []*TreeServer) {
 	t.Helper()
-	tr := &Tree{Passwords: map[string]string{}, Namespaces: namespaces, credsDir: t.TempDir(), creds: map[string]string{}}
+	return StartHubClusterWith(t, n, TreeOptions{Namespaces: namespaces})
+}
+
+// StartHubClusterWith is StartHubCluster in o's modes (Namespaces, JWT,
+// TLS); o's leaves, level and regions are not used.
+func StartHubClusterWith(t testing.TB, n int, o TreeOptions) (*Tree, []*TreeServer) {
+	t.Helper()
+	tr := newTree(t, o)
 	routes := make([]string, n)
 	for i := range routes {
 		routes[i] = FreeAddr(t)
 	}
+	routePassword := randomSecret(t)
 	var servers []*TreeServer
 	for i := range n {
 		spec := natsconf.Spec{
 			Level: natsconf.Hub, Name: fmt.Sprintf("hub-%d", i+1), Listen: "127.0.0.1:-1", LeafListen: FreeAddr(t),
-			Namespaces: namespaces,
-			Cluster:    &natsconf.Cluster{Name: "hub", Listen: routes[i], Routes: slices.Delete(slices.Clone(routes), i, i+1)},
+			Namespaces: o.Namespaces,
+			Cluster: &natsconf.Cluster{Name: "hub", Listen: routes[i], Routes: slices.Delete(slices.Clone(routes), i, i+1),
+				Password: routePassword},
 		}
 		if i == 0 {
 			for _, u := range spec.Users() {

@@ -142,6 +142,7 @@ func Start(tb testing.TB, o Options) *Tree {
 	for i := range routes {
 		routes[i] = natstest.FreeAddr(tb)
 	}
+	routePassword := secret(tb)
 	var regionNames []string
 	for i := range o.Regions {
 		regionNames = append(regionNames, regionName(i))
@@ -153,7 +154,7 @@ func Start(tb testing.TB, o Options) *Tree {
 		}
 		if o.HubServers > 1 {
 			spec.Name = fmt.Sprintf("hub-%d", i+1)
-			spec.Cluster = &natsconf.Cluster{Name: "hub", Listen: routes[i], Routes: slices.Delete(slices.Clone(routes), i, i+1)}
+			spec.Cluster = &natsconf.Cluster{Name: "hub", Listen: routes[i], Routes: slices.Delete(slices.Clone(routes), i, i+1), Password: routePassword}
 		}
 		hubSpecs = append(hubSpecs, spec)
 	}
