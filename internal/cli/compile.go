@@ -268,6 +268,10 @@ func writeCompiled(dir string, outs map[cuecast.ConfigPath]compiler.Output, inde
 	return nil
 }
 
+// writeFileAtomic replaces path with a file holding data, mode 0600
+// (os.CreateTemp's) whatever the umask and whatever path was before: a
+// reader sees the old file or the whole new one, and nobody else the
+// secrets a nats-config configuration holds.
 func writeFileAtomic(path string, data []byte) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)

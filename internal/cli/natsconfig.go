@@ -46,6 +46,9 @@ type NATSConfigOptions struct {
 	TLSKey             string
 	TLSCA              string
 	VerifyClients      bool
+	// Out, when set, is the file the configuration is written to (0600)
+	// instead of stdout.
+	Out string
 }
 
 // MirrorsOptions are the flags of `cuecast nats-config mirrors`.
@@ -77,8 +80,10 @@ in an account of its own, reads only that namespace (ccr.<ns>.> and its mirror
 CUECAST_<ns>) and reports only on it (docs/SECURITY.md). Their passwords are read from
 --secrets DIR (<user>.password), created there when missing; use the same directory for
 every level, keep it on one admin machine, and copy each host only its configuration:
-it holds bcrypt hashes, not passwords. --auth jwt (operator mode) is the production
-choice.
+it holds bcrypt hashes of the users' passwords. --auth jwt (operator mode) is the
+production choice.
+
+` + natsConfigSecretsNote + `
 
 A leaf (a region) summarises its instances' reports by default: its link sends the hub
 one summary per config instead of one report per instance (docs/SCALING.md, "Reports
@@ -96,11 +101,12 @@ namespace mirrors; services there watch with --namespace-mirror. "nats-config us
 gives one instance its own credential (operator mode).`,
 		Example: `  cuecast nats-config hub --name hub-a --store /var/lib/nats --cluster-name hub \
       --cluster-listen 0.0.0.0:6222 --route hub-b:6222 --route hub-c:6222 --region eu-west \
-      --namespace payments --namespace search --secrets /etc/cuecast/nats > hub-a.conf
+      --namespace payments --namespace search --secrets /etc/cuecast/nats --out hub-a.conf
   cuecast nats-config leaf --name eu-west-a --domain eu-west --store /var/lib/nats \
-      --upstream hub-a:7422 --upstream hub-b:7422 --namespace payments --secrets /etc/cuecast/nats
+      --upstream hub-a:7422 --upstream hub-b:7422 --namespace payments --secrets /etc/cuecast/nats \
+      --out eu-west-a.conf
   cuecast nats-config node --name host-17 --store /var/lib/nats --listen 127.0.0.1:4222 \
-      --upstream eu-west-a:7422 --namespace payments --secrets /etc/cuecast/nats
+      --upstream eu-west-a:7422 --namespace payments --secrets /etc/cuecast/nats --out host-17.conf
   cuecast nats-config mirrors --nats tls://hub-a:4222 --user distributor \
       --password-file /etc/cuecast/nats/distributor.password --tls-ca /etc/cuecast/tls/ca.pem \
       --domain eu-west --upstream hub --from-hub --namespace payments`,
@@ -108,9 +114,11 @@ gives one instance its own credential (operator mode).`,
 	for _, level := range []natsconf.Level{natsconf.Hub, natsconf.Leaf, natsconf.Node} {
 		opts := &NATSConfigOptions{Level: level}
 		sub := &cobra.Command{
-			Use:   string(level) + " --name NAME --store DIR --secrets DIR",
+			Use:   string(level) + " --name NAME --store DIR --secrets DIR [--out FILE]",
 			Short: fmt.Sprintf("Print the configuration of a %s server", level),
-			Args:  cobra.NoArgs,
+			Long: fmt.Sprintf("%s prints (or writes to --out) the nats-server configuration of a %s server of the\n"+
+				"fan-out tree; 'cuecast nats-config --help' describes the tree.\n\n%s", level, level, natsConfigSecretsNote),
+			Args: cobra.NoArgs,
 			RunE: func(c *cobra.Command, args []string) error {
 				if runF != nil {
 					return runF(c, opts)
@@ -130,6 +138,7 @@ gives one instance its own credential (operator mode).`,
 		f.StringVar(&opts.TLSKey, "tls-key", "", "server certificate's key (PEM)")
 		f.StringVar(&opts.TLSCA, "tls-ca", "", "CA (PEM) verifying the upstream and, with --tls-verify-clients, clients")
 		f.BoolVar(&opts.VerifyClients, "tls-verify-clients", false, "require client certificates signed by --tls-ca")
+		f.StringVar(&opts.Out, "out", "", "write the configuration, which holds secrets, to FILE (mode 0600, replaced atomically) instead of stdout")
 		if level != natsconf.Node {
 			f.StringVar(&opts.ClusterName, "cluster-name", "", "cluster to join (hub and regional clusters)")
 			f.StringVar(&opts.ClusterListen, "cluster-listen", "0.0.0.0:6222", "cluster address, with --cluster-name")
@@ -154,6 +163,14 @@ gives one instance its own credential (operator mode).`,
 	cmd.AddCommand(newUserCmd(env))
 	return cmd
 }
+
+// natsConfigSecretsNote is what the help of nats-config and of each level
+// says of the configuration's secrets.
+const natsConfigSecretsNote = `The configuration holds secrets: a leaf's or a node's the password its leafnode link
+logs in with (--auth password), a clustered server's the password of its cluster's
+routes (DIR/route-<cluster>.password, in both modes). Write it with --out FILE, which
+is created 0600 whatever the umask, not with '> FILE', which the shell creates
+world-readable under the usual umask 022; copy it only to its own host.`
 
 // newUserCmd is `cuecast nats-config user`: one instance's own credential.
 func newUserCmd(env *Env) *cobra.Command {
@@ -190,8 +207,8 @@ logs in as svc-<ns> and may report as any instance of it (docs/SECURITY.md).`,
 			if out == "" {
 				out = filepath.Join(secrets, natsconf.InstanceUser(ns, instance)+".creds")
 			}
-			if err := os.WriteFile(out, b, 0o600); err != nil {
-				return fmt.Errorf("write %s: %w", out, err)
+			if err := writeFileAtomic(out, b); err != nil {
+				return err
 			}
 			fmt.Fprintln(env.IO.Out, out)
 			return nil
@@ -391,7 +408,11 @@ func natsConfigRun(env *Env, opts *NATSConfigOptions) error {
 	if err != nil {
 		return err
 	}
-	if _, err := fmt.Fprint(env.IO.Out, conf); err != nil {
+	if opts.Out != "" {
+		if err := writeFileAtomic(opts.Out, []byte(conf)); err != nil {
+			return err
+		}
+	} else if _, err := fmt.Fprint(env.IO.Out, conf); err != nil {
 		return err
 	}
 	if spec.Region != "" {

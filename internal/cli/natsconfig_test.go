@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -265,5 +266,118 @@ func TestNATSConfigClusterRoutesLogIn(t *testing.T) {
 	fi, err := os.Stat(filepath.Join(secrets, "route-hub.password"))
 	if err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("route-hub.password: %v, mode %v; want it created 0600", err, fi)
+	}
+}
+
+// TestScalingSetupWritesPrivateConfigs runs the lines of docs/SCALING.md's
+// setup that generate the tree (nats-config cert, hub, leaf, node) as
+// written, but for the directories $S and $T, in an empty directory. Each
+// configuration holds a secret of $S (a link's or a cluster's routes'
+// password), so nats-config must write it 0600 itself (--out): a shell
+// redirection creates the file with the umask's mode, 0644 under the
+// usual 022. The routes of each cluster have a password of their own.
+func TestScalingSetupWritesPrivateConfigs(t *testing.T) {
+	doc := readDoc(t, "SCALING.md")
+	_, setup, ok := strings.Cut(doc, "## Setting it up")
+	if !ok {
+		t.Fatal(`docs/SCALING.md has no "## Setting it up"`)
+	}
+	_, block, _ := strings.Cut(setup, "```sh\n")
+	block, _, _ = strings.Cut(block, "\n```")
+	secrets, certs, dir := t.TempDir(), t.TempDir(), t.TempDir()
+	t.Chdir(dir)
+	confs := map[string]string{} // level ▶ the file its line wrote
+	for _, line := range strings.Split(strings.ReplaceAll(block, "\\\n", " "), "\n") {
+		args := shellWords(strings.NewReplacer("$S", secrets, "$T", certs).Replace(line))
+		if len(args) < 3 || args[0] != "cuecast" || args[1] != "nats-config" || args[2] == "mirrors" {
+			continue
+		}
+		if strings.Contains(line, ">") {
+			t.Errorf("docs/SCALING.md writes nats-config's output with a shell redirection, which makes the file with the umask's mode: %s", line)
+			continue
+		}
+		code, _, errOut := run(context.Background(), args[1:]...)
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s", line, code, errOut)
+		}
+		if i := slices.Index(args, "--out"); i > 0 && args[2] != "cert" && args[2] != "user" {
+			confs[args[2]] = args[i+1]
+		}
+	}
+	for _, level := range []string{"hub", "leaf", "node"} {
+		path, ok := confs[level]
+		if !ok {
+			t.Errorf("docs/SCALING.md's setup writes no %s configuration with --out", level)
+			continue
+		}
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s (nats-config %s) is %v, want -rw-------", path, level, fi.Mode().Perm())
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var held []string
+		files, _ := filepath.Glob(filepath.Join(secrets, "*.password"))
+		for _, f := range files {
+			if user := strings.TrimSuffix(filepath.Base(f), ".password"); strings.Contains(string(b), password(t, secrets, user)) {
+				held = append(held, user)
+			}
+		}
+		want := map[string][]string{"hub": {"route-hub"}, "leaf": {"region-eu-west", "route-eu-west"}, "node": {"leaf"}}[level]
+		if !slices.Equal(held, want) {
+			t.Errorf("%s holds the passwords of %v, want %v", path, held, want)
+		}
+	}
+	for _, f := range []string{"route-hub.password", "route-eu-west.password"} {
+		fi, err := os.Stat(filepath.Join(secrets, f))
+		if err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s: %v, mode %v; want it created 0600", f, err, fi)
+		}
+	}
+}
+
+// TestNATSConfigHelpSaysSecrets: each level's --help says its output holds
+// secrets and how to write it privately.
+func TestNATSConfigHelpSaysSecrets(t *testing.T) {
+	for _, level := range []string{"hub", "leaf", "node"} {
+		code, out, errOut := run(context.Background(), "nats-config", level, "--help")
+		if code != 0 || !strings.Contains(out.String(), "holds secrets") || !strings.Contains(out.String(), "--out FILE") {
+			t.Errorf("nats-config %s --help: exit %d, stderr %q; want it to say the output holds secrets and to use --out:\n%s", level, code, errOut, out)
+		}
+	}
+}
+
+// TestNATSConfigOutReplacesWithPrivateFile: --out over an existing
+// world-readable file (a configuration written with '> FILE' before, a
+// .creds copied carelessly) leaves a 0600 file, for the configurations
+// and for an instance's .creds alike.
+func TestNATSConfigOutReplacesWithPrivateFile(t *testing.T) {
+	secrets, dir := t.TempDir(), t.TempDir()
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"node.conf", []string{"nats-config", "node", "--auth", "jwt", "--name", "host-1", "--store", "/s", "--upstream", "leaf:7422", "--namespace", "payments", "--secrets", secrets}},
+		{"web-1.creds", []string{"nats-config", "user", "--secrets", secrets, "--namespace", "payments", "--instance", "web-1"}},
+	} {
+		path := filepath.Join(dir, tc.name)
+		if err := os.WriteFile(path, []byte("old\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if code, _, errOut := run(context.Background(), append(tc.args, "--out", path)...); code != 0 {
+			t.Fatalf("%s: exit %d: %s", tc.name, code, errOut)
+		}
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b, _ := os.ReadFile(path); fi.Mode().Perm() != 0o600 || string(b) == "old\n" {
+			t.Errorf("%s after --out: %v, %d bytes; want it replaced, -rw-------", tc.name, fi.Mode().Perm(), len(b))
+		}
 	}
 }
