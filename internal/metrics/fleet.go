@@ -160,26 +160,26 @@ func (m *Metrics) ObserveTailer(s TailerSample) {
 type sampled struct{ m *Metrics }
 
 var (
-	descCoverage = prometheus.NewDesc("cuecast_config_coverage_ratio",
-		"Share of the config's live instances on the version the rollout means each to run now (stage, cohort, halt, pin); absent with no instance.", []string{"config"}, nil)
-	descTarget = prometheus.NewDesc("cuecast_config_target_version",
-		"The config's latest version number, whose propagation is measured.", []string{"config"}, nil)
-	descInstances = prometheus.NewDesc("cuecast_config_instances",
-		"Live instances reporting on the config.", []string{"config"}, nil)
-	descOnTarget = prometheus.NewDesc("cuecast_config_instances_on_target",
-		"Live instances applying the config's target (latest) version.", []string{"config"}, nil)
-	descStragglers = prometheus.NewDesc("cuecast_config_stragglers",
-		"Instances not on the version the rollout means them to run now for longer than the straggler threshold.", []string{"config"}, nil)
-	descLKG = prometheus.NewDesc("cuecast_config_instances_last_known_good",
-		"Instances serving their last-known-good file because they could not confirm it with cuecast.", []string{"config"}, nil)
-	descDrifted = prometheus.NewDesc("cuecast_config_instances_drifted",
-		"Instances reporting a checksum other than the one cuecast published for the version they name.", []string{"config"}, nil)
-	descUnhealthy = prometheus.NewDesc("cuecast_config_instances_unhealthy",
-		"Instances whose own health check says unhealthy.", []string{"config"}, nil)
-	descFailing = prometheus.NewDesc("cuecast_config_instances_failing",
-		"Instances whose last apply failed.", []string{"config"}, nil)
-	descRefused = prometheus.NewDesc("cuecast_config_instances_refused",
-		"Instances whose last report says they refused a pointer as forged or unverifiable (a bad signature, an untrusted key); not failing.", []string{"config"}, nil)
+	descCoverage = perConfig("cuecast_config_coverage_ratio",
+		"Share of the config's live instances on the version the rollout means each to run now (stage, cohort, halt, pin); absent with no instance.")
+	descTarget = perConfig("cuecast_config_target_version",
+		"The config's latest version number, whose propagation is measured.")
+	descInstances = perConfig("cuecast_config_instances",
+		"Live instances reporting on the config.")
+	descOnTarget = perConfig("cuecast_config_instances_on_target",
+		"Live instances applying the config's target (latest) version.")
+	descStragglers = perConfig("cuecast_config_stragglers",
+		"Instances not on the version the rollout means them to run now for longer than the straggler threshold.")
+	descLKG = perConfig("cuecast_config_instances_last_known_good",
+		"Instances serving their last-known-good file because they could not confirm it with cuecast.")
+	descDrifted = perConfig("cuecast_config_instances_drifted",
+		"Instances reporting a checksum other than the one cuecast published for the version they name.")
+	descUnhealthy = perConfig("cuecast_config_instances_unhealthy",
+		"Instances whose own health check says unhealthy.")
+	descFailing = perConfig("cuecast_config_instances_failing",
+		"Instances whose last apply failed.")
+	descRefused = perConfig("cuecast_config_instances_refused",
+		"Instances whose last report says they refused a pointer as forged or unverifiable (a bad signature, an untrusted key); not failing.")
 	descLag = prometheus.NewDesc("cuecast_tailer_lag_commits",
 		"First-parent commits on the followed branch that the tailer has not processed yet.", nil, nil)
 	descHalted = prometheus.NewDesc("cuecast_tailer_halted",
@@ -189,6 +189,11 @@ var (
 	descSampleAge = prometheus.NewDesc("cuecast_fleet_sample_timestamp_seconds",
 		"When the fleet gauges were last sampled (Unix time).", nil, nil)
 )
+
+// perConfig describes a gauge with one series per config path.
+func perConfig(name, help string) *prometheus.Desc {
+	return prometheus.NewDesc(name, help, []string{"config"}, nil)
+}
 
 func (s sampled) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descCoverage, descTarget, descInstances, descOnTarget, descStragglers,

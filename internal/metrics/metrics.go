@@ -105,24 +105,17 @@ func New(o Options) *Metrics {
 	build.WithLabelValues(o.Build.Version, o.Build.Commit, o.Build.GoVersion).Set(1)
 	m := &Metrics{
 		reg: prometheus.NewRegistry(),
-		commits: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "cuecast_tailer_commits_total",
-			Help: "Commits the tailer processed, by result: published, unchanged or rejected (did not compile).",
-		}, []string{"result"}),
-		commitDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "cuecast_tailer_commit_duration_seconds",
-			Help:    "Time to process one commit: compile, publish and deploy.",
-			Buckets: prometheus.ExponentialBucketsRange(0.001, 120, 16),
-		}),
-		compile: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "cuecast_compile_duration_seconds",
-			Help:    "Duration of each compile the tailer runs (affected configs, or the whole tree for an index).",
-			Buckets: prometheus.ExponentialBucketsRange(0.001, 120, 16),
-		}),
-		published: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "cuecast_versions_published_total",
-			Help: "Versions published, tombstones included, by namespace.",
-		}, []string{"namespace"}),
+		commits: counterVec("cuecast_tailer_commits_total",
+			"Commits the tailer processed, by result: published, unchanged or rejected (did not compile).",
+			"result", ResultPublished, ResultUnchanged, ResultRejected),
+		commitDuration: secondsHistogram("cuecast_tailer_commit_duration_seconds",
+			"Time to process one commit: compile, publish and deploy."),
+		compile: secondsHistogram("cuecast_compile_duration_seconds",
+			"Duration of each compile the tailer runs (affected configs, or the whole tree for an index)."),
+		// Namespaces come and go with the repo: none is exported before it publishes.
+		published: counterVec("cuecast_versions_published_total",
+			"Versions published, tombstones included, by namespace.",
+			"namespace"),
 		publishErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "cuecast_version_publish_errors_total",
 			Help: "Publishes of a version or of its first pointers (its deploy) that failed (lost races included; the tailer retries them).",
@@ -133,29 +126,24 @@ func New(o Options) *Metrics {
 				"instances applying it first reached the coverage label (0.5 or 1), by namespace.",
 			Buckets: prometheus.ExponentialBucketsRange(0.01, 3600, 20),
 		}, []string{"namespace", "coverage"}),
-		rejections: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "cuecast_validation_rejections_total",
-			Help: "Errors in rejected commits, by compiler error ID (\"cue\", or a lint such as \"secret/aws-access-key\").",
-		}, []string{"id"}),
-		halts: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "cuecast_rollout_halts_total",
-			Help: "Rollout halts, by cause.",
-		}, []string{"cause"}),
-		reportsDropped: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "cuecast_reports_dropped_total",
-			Help: "Report messages serve (or, in a tree, a region's summarizer) received and ignored, by reason: the body names " +
+		rejections: counterVec("cuecast_validation_rejections_total",
+			"Errors in rejected commits, by compiler error ID (\"cue\", or a lint such as \"secret/aws-access-key\").",
+			"id", RejectionIDs()...),
+		halts: counterVec("cuecast_rollout_halts_total",
+			"Rollout halts, by cause.",
+			"cause", HaltCauses()...),
+		reportsDropped: counterVec("cuecast_reports_dropped_total",
+			"Report messages serve (or, in a tree, a region's summarizer) received and ignored, by reason: the body names "+
 				"another instance or another config than the subject it was published on (instance, config), or it is no report (malformed).",
-		}, []string{"reason"}),
-		drillWaits: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "cuecast_dashboard_drilldown_waits_total",
-			Help: "Dashboard drill-downs into the regions that had to wait, by reason: a slot (all of serve's allowed drill-downs " +
+			"reason", distributor.DropReasons()...),
+		drillWaits: counterVec("cuecast_dashboard_drilldown_waits_total",
+			"Dashboard drill-downs into the regions that had to wait, by reason: a slot (all of serve's allowed drill-downs "+
 				"were in flight) or their config's turn (another load's drill-down into the same config was under way).",
-		}, []string{"reason"}),
-		drillNotAsked: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "cuecast_dashboard_drilldowns_not_asked_total",
-			Help: "Dashboard drill-downs given up while waiting, by reason: busy (no slot was freed in time; the page says it did " +
+			"reason", DrillDownSlot, DrillDownTurn),
+		drillNotAsked: counterVec("cuecast_dashboard_drilldowns_not_asked_total",
+			"Dashboard drill-downs given up while waiting, by reason: busy (no slot was freed in time; the page says it did "+
 				"not ask the regions) or closed (the page was closed).",
-		}, []string{"reason"}),
+			"reason", DrillDownBusy, DrillDownClosed),
 		rollouts:     map[string]int{},
 		prop:         newPropagation(o.Series, o.Points),
 		seenRejected: map[string]bool{},
@@ -169,30 +157,30 @@ func New(o Options) *Metrics {
 		build,
 		sampled{m},
 	)
-	// Export every result and coverage label from the start, so that rate()
-	// and absent() work before the first event.
-	for _, r := range []string{ResultPublished, ResultUnchanged, ResultRejected} {
-		m.commits.WithLabelValues(r)
-	}
-	// And every documented cause and error ID: a counter that appears only
-	// at 1 has no earlier sample, so increase() never sees its first event
-	// and the documented alerts missed the first halt (issue 17, item 7).
-	for _, c := range HaltCauses() {
-		m.halts.WithLabelValues(c)
-	}
-	for _, id := range RejectionIDs() {
-		m.rejections.WithLabelValues(id)
-	}
-	for _, r := range distributor.DropReasons() {
-		m.reportsDropped.WithLabelValues(r)
-	}
-	for _, r := range []string{DrillDownSlot, DrillDownTurn} {
-		m.drillWaits.WithLabelValues(r)
-	}
-	for _, r := range []string{DrillDownBusy, DrillDownClosed} {
-		m.drillNotAsked.WithLabelValues(r)
-	}
 	return m
+}
+
+// counterVec is a counter by one label, exported at 0 from the start for
+// each of values (the documented results, causes, IDs and reasons): a
+// counter that appears only at 1 has no earlier sample, so rate(), absent()
+// and increase() never see its first event, and the documented alerts
+// missed the first halt (issue 17, item 7).
+func counterVec(name, help, label string, values ...string) *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, []string{label})
+	for _, v := range values {
+		c.WithLabelValues(v)
+	}
+	return c
+}
+
+// secondsHistogram times a step of the tailer, from a millisecond to the
+// two minutes a commit may take.
+func secondsHistogram(name, help string) prometheus.Histogram {
+	return prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    name,
+		Help:    help,
+		Buckets: prometheus.ExponentialBucketsRange(0.001, 120, 16),
+	})
 }
 
 // The causes of cuecast_rollout_halts_total, as docs/OPERATIONS.md lists them.
