@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/compiler"
@@ -59,9 +60,9 @@ that the repo does not have); 1 cuecast failed.`,
 			return compileRun(c, env, opts)
 		},
 	}
-	cmd.Flags().StringVar(&opts.Repo, "repo", ".", "config repository root (the directory holding cue.mod/)")
+	registerCUERepo(cmd.Flags(), &opts.Repo)
 	cmd.Flags().StringVar(&opts.Out, "out", "", "write compiled JSON and index.json under this directory")
-	cmd.Flags().StringVarP(&opts.Output, "output", "o", "text", "output format: text or json")
+	registerOutput(cmd.Flags(), &opts.Output)
 	return cmd
 }
 
@@ -73,6 +74,23 @@ func needCUERepo(dir, orElse string) error {
 		return usageErrorf("point --repo at the directory that holds cue.mod/"+orElse, "%s is not a CUE config repo: no cue.mod/ directory", dir)
 	}
 	return nil
+}
+
+// registerCUERepo is the --repo flag of a command that reads the CUE module
+// on disk (needCUERepo checks it).
+func registerCUERepo(fs *pflag.FlagSet, p *string) {
+	fs.StringVar(p, "repo", ".", "config repository root (the directory holding cue.mod/)")
+}
+
+// printCompileErrors prints errs to w as compile does, one
+// file:line:col: message [ID] a line, each with its fix under it.
+func printCompileErrors(w io.Writer, errs []compiler.Error) {
+	for _, e := range errs {
+		fmt.Fprintln(w, e.Error())
+		if e.Fix != "" {
+			fmt.Fprintf(w, "\tfix: %s\n", e.Fix)
+		}
+	}
 }
 
 func validateOutput(got string, allowed ...string) error {
@@ -175,12 +193,7 @@ func printCompileText(env *Env, rep compileReport, out string, ok bool) {
 	for _, d := range rep.Undeclared {
 		fmt.Fprintf(env.IO.ErrOut, "warning: %s/ holds CUE packages but is not a namespace in cuecast.cue and no config imports it; nothing in it is compiled (declare it if it holds configs)\n", d)
 	}
-	for _, e := range rep.Errors {
-		fmt.Fprintln(env.IO.ErrOut, e.Error())
-		if e.Fix != "" {
-			fmt.Fprintf(env.IO.ErrOut, "\tfix: %s\n", e.Fix)
-		}
-	}
+	printCompileErrors(env.IO.ErrOut, rep.Errors)
 	if !ok {
 		fmt.Fprintf(env.IO.ErrOut, "%d error(s); nothing written\n", len(rep.Errors))
 		return

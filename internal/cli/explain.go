@@ -78,9 +78,9 @@ Exit status: 0 explained, 2 unknown config, path or variant (or wrong usage),
 			return explainRun(c, env, opts)
 		},
 	}
-	cmd.Flags().StringVar(&opts.Repo, "repo", ".", "config repository root (the directory holding cue.mod/)")
+	registerCUERepo(cmd.Flags(), &opts.Repo)
 	cmd.Flags().StringVar(&opts.Variant, "variant", "", "the variant's dimension values, as env=prod,region=eu")
-	cmd.Flags().StringVarP(&opts.Output, "output", "o", "text", "output format: text or json")
+	registerOutput(cmd.Flags(), &opts.Output)
 	return cmd
 }
 
@@ -111,12 +111,7 @@ func explainRun(c *cobra.Command, env *Env, opts *ExplainOptions) error {
 				return err
 			}
 		}
-		for _, e := range ce.Errors {
-			fmt.Fprintln(env.IO.ErrOut, e.Error())
-			if e.Fix != "" {
-				fmt.Fprintf(env.IO.ErrOut, "\tfix: %s\n", e.Fix)
-			}
-		}
+		printCompileErrors(env.IO.ErrOut, ce.Errors)
 		fmt.Fprintf(env.IO.ErrOut, "%s does not compile: %d error(s)\n", cfg, len(ce.Errors))
 		return errInvalid
 	case errors.Is(err, compiler.ErrUnknownConfig):

@@ -90,7 +90,7 @@ set, 3 the flag set does not compile.`,
 	cmd.Flags().BoolVar(&opts.Published, "published", false, "read the flag set from NATS (the newest published version) instead of compiling --repo")
 	cmd.Flags().Uint64Var(&opts.Version, "version", 0, "with --published: this version instead of the newest")
 	cmd.Flags().StringVar(&opts.NATS, "nats", defaultNATSURL(env), "NATS server URL (with --published)")
-	cmd.Flags().StringVarP(&opts.Output, "output", "o", "text", "output format: text or json")
+	registerOutput(cmd.Flags(), &opts.Output)
 	opts.Conn.Register(cmd.Flags())
 	return cmd
 }

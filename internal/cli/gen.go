@@ -73,7 +73,7 @@ printed); 1 cuecast failed.`,
 			return genRun(c, env, opts)
 		},
 	}
-	cmd.Flags().StringVar(&opts.Repo, "repo", ".", "config repository root (the directory holding cue.mod/)")
+	registerCUERepo(cmd.Flags(), &opts.Repo)
 	cmd.Flags().StringVar(&opts.Out, "out", "", "write the file under this directory instead of printing it")
 	cmd.Flags().StringVar(&opts.Package, "package", "", "Go package name (default: the namespace)")
 	return cmd
@@ -93,12 +93,7 @@ func genRun(c *cobra.Command, env *Env, opts *GenOptions) error {
 	s, ok := schemas[opts.Namespace]
 	switch {
 	case !ok && len(errs) > 0:
-		for _, e := range errs {
-			fmt.Fprintln(env.IO.ErrOut, e.Error())
-			if e.Fix != "" {
-				fmt.Fprintf(env.IO.ErrOut, "\tfix: %s\n", e.Fix)
-			}
-		}
+		printCompileErrors(env.IO.ErrOut, errs)
 		fmt.Fprintf(env.IO.ErrOut, "%d error(s); no bindings for namespace %s\n", len(errs), opts.Namespace)
 		return errInvalid
 	case !ok:

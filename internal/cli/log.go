@@ -62,7 +62,7 @@ and undoing it in Git means reverting them too (or cuecast rollback).`,
 	registerVariant(cmd.Flags(), &opts.Variant)
 	cmd.Flags().IntVarP(&opts.Limit, "limit", "n", 20, "show at most this many versions")
 	cmd.Flags().StringVar(&opts.NATS, "nats", defaultNATSURL(env), "NATS server URL")
-	cmd.Flags().StringVarP(&opts.Output, "output", "o", "text", "output format: text or json")
+	registerOutput(cmd.Flags(), &opts.Output)
 	opts.Conn.Register(cmd.Flags())
 	return cmd
 }

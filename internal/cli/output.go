@@ -7,8 +7,16 @@ import (
 	"sort"
 	"text/tabwriter"
 
+	"github.com/spf13/pflag"
+
 	"github.com/cuecast/cuecast"
 )
+
+// registerOutput is the --output flag of a command that prints text for
+// people or JSON for scripts; its RunE checks it with validateOutput.
+func registerOutput(fs *pflag.FlagSet, p *string) {
+	fs.StringVarP(p, "output", "o", "text", "output format: text or json")
+}
 
 func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)

@@ -84,7 +84,7 @@ The action is recorded in the audit stream with --as and --reason.`,
 	cmd.Flags().StringVar(&opts.Reason, "reason", "", "why (required; recorded in the audit stream)")
 	cmd.Flags().StringVar(&opts.Actor, "as", "", "who is acting, for the audit trail (default $CUECAST_ACTOR, your Git identity, $USER, or the OS account@host)")
 	cmd.Flags().StringVar(&opts.NATS, "nats", defaultNATSURL(env), "NATS server URL")
-	cmd.Flags().StringVarP(&opts.Output, "output", "o", "text", "output format: text or json")
+	registerOutput(cmd.Flags(), &opts.Output)
 	opts.Conn.Register(cmd.Flags())
 	return cmd
 }

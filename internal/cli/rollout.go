@@ -127,7 +127,7 @@ refused), after printing every metric.`,
 		sub.Flags().StringVar(&opts.NATS, "nats", defaultNATSURL(env), "NATS server URL")
 		registerVariant(sub.Flags(), &opts.Variant)
 		opts.Conn.Register(sub.Flags())
-		sub.Flags().StringVarP(&opts.Output, "output", "o", "text", "output format: text or json")
+		registerOutput(sub.Flags(), &opts.Output)
 		if v.act {
 			sub.Flags().StringVar(&opts.Reason, "reason", "", "why (required; recorded in the audit stream)")
 			sub.Flags().StringVar(&opts.Actor, "as", "", "who is acting, for the audit trail (default $CUECAST_ACTOR, your Git identity, $USER, or the OS account@host)")

@@ -145,7 +145,7 @@ func (o *SetOptions) register(fs *pflag.FlagSet, env *Env) {
 	fs.StringVar(&o.Remote, "remote", "origin", "remote to push to")
 	fs.StringVar(&o.GitHubRepo, "github-repo", "", "OWNER/NAME for --github-pr (default $GITHUB_REPOSITORY or the remote's URL)")
 	fs.StringVar(&o.APIURL, "github-api-url", "", "GitHub API root (default $GITHUB_API_URL or https://api.github.com)")
-	fs.StringVarP(&o.Output, "output", "o", "text", "output format: text or json")
+	registerOutput(fs, &o.Output)
 	o.Git.flags(fs)
 }
 

@@ -105,7 +105,7 @@ region, asked of the region at once. A region that does not answer within --time
 		},
 	}
 	cmd.Flags().StringVar(&opts.NATS, "nats", defaultNATSURL(env), "NATS server URL")
-	cmd.Flags().StringVarP(&opts.Output, "output", "o", "text", "output format: text or json")
+	registerOutput(cmd.Flags(), &opts.Output)
 	registerVariant(cmd.Flags(), &opts.Variant)
 	cmd.Flags().StringVar(&opts.Wait, "wait", "", "CONFIG@VERSION: wait until every live instance reports it and its rollout's stage is done; exit 4 listing stragglers at --timeout")
 	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 5*time.Minute, "how long --wait waits (--instances: how long the regions have to answer, 5s unless given)")

@@ -65,7 +65,7 @@ failed (NATS).`,
 			return tailerStatusRun(c, env, opts)
 		},
 	}
-	status.Flags().StringVarP(&opts.Output, "output", "o", "text", "output format: text or json")
+	registerOutput(status.Flags(), &opts.Output)
 	accept := &cobra.Command{
 		Use:   "accept-rewrite --to SHA --repo PATH",
 		Short: "Resume publishing after a history rewrite, at a commit you choose",

@@ -35,7 +35,7 @@ says vX.Y.Z; a build from a checkout says "devel" and the commit it was built fr
 			return versionRun(env, opts)
 		},
 	}
-	cmd.Flags().StringVarP(&opts.Output, "output", "o", "text", "output format: text or json")
+	registerOutput(cmd.Flags(), &opts.Output)
 	return cmd
 }
 
