@@ -113,17 +113,7 @@ func TestLandingStrip(t *testing.T) {
 	}
 
 	// Linear history: one commit per success, each on the one before.
-	var order []int
-	for _, h := range r.LinearSince(base) {
-		i, ok := byCommit[h]
-		if !ok {
-			t.Fatalf("commit %s is no request's", h)
-		}
-		order = append(order, i)
-	}
-	if len(order) != len(byCommit) {
-		t.Fatalf("%d commits on main, %d successes", len(order), len(byCommit))
-	}
+	order := r.Landed(base, byCommit)
 
 	// Serial replay.
 	replay := landingRepo(t, landingFields)

@@ -224,6 +224,27 @@ func (r *Repo) LinearSince(base string) []string {
 	return out
 }
 
+// Landed returns the requests that made main's commits after base, oldest
+// first, where byCommit maps the commit each successful request reported to
+// its index. It fails the test unless the history is linear (LinearSince)
+// and its commits are the successes' one each: what concurrent writers
+// through one landing strip must leave.
+func (r *Repo) Landed(base string, byCommit map[string]int) []int {
+	r.t.Helper()
+	var order []int
+	for _, h := range r.LinearSince(base) {
+		i, ok := byCommit[h]
+		if !ok {
+			r.t.Fatalf("commit %s on main is no request's", h)
+		}
+		order = append(order, i)
+	}
+	if len(order) != len(byCommit) {
+		r.t.Fatalf("%d commits on main, %d successes", len(order), len(byCommit))
+	}
+	return order
+}
+
 // Bare creates a bare clone of the repository in t.TempDir() and adds it as
 // remote "origin", for tests of remote sources.
 func (r *Repo) Bare() string {

@@ -117,14 +117,7 @@ func TestSetAPIConcurrent(t *testing.T) {
 		}
 	}
 
-	var order []int
-	for _, h := range s.repo.LinearSince(base) {
-		i, ok := byCommit[h]
-		if !ok {
-			t.Fatalf("commit %s on main is no request's", h)
-		}
-		order = append(order, i)
-	}
+	order := s.repo.Landed(base, byCommit)
 	if len(order) != own+1 || len(byCommit) != own+1 {
 		t.Fatalf("%d commits on main, %d successes, want %d", len(order), len(byCommit), own+1)
 	}
