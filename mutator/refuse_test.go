@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io/fs"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,7 +12,6 @@ import (
 
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
-	"github.com/go-git/go-git/v5/plumbing/object"
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/compiler"
@@ -220,6 +220,49 @@ func TestSetPullRequest(t *testing.T) {
 	}
 }
 
+// TestSetPullRequestRefused: when GitHub refuses the pull request after
+// the branch was pushed, Set deletes the branch from the remote and here
+// again, and says so: nothing is left behind, and the request sent again
+// opens it. The branch stayed, on both, and every retry left another.
+func TestSetPullRequestRefused(t *testing.T) {
+	t.Parallel()
+	r := landingRepo(t, 1)
+	bare := r.Bare()
+	head := r.Head()
+	gh := githubtest.New(t)
+	m := mutator.New(r.Dir, mutator.Options{GitHub: publishTarget(gh)})
+	gh.Fail(githubtest.CreatePull, http.StatusBadGateway, nil, "Server Error")
+	req := set("ns/counters", "f0", "9000")
+	req.Mode = mutator.ModePR
+	res, err := m.Set(context.Background(), req)
+	if err == nil || res != nil || !strings.Contains(err.Error(), "deleted from origin again") || !strings.Contains(err.Error(), "nothing changed") {
+		t.Fatalf("a refused pull request: %+v, %v; want an error saying the branch is gone and nothing changed", res, err)
+	}
+	pushed, err := git.PlainOpen(bare)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for what, repo := range map[string]*git.Repository{"here": r.Git, "on the remote": pushed} {
+		refs, err := repo.Branches()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = refs.ForEach(func(b *plumbing.Reference) error {
+			if b.Name().Short() != "main" {
+				t.Errorf("branch %s left %s", b.Name().Short(), what)
+			}
+			return nil
+		})
+	}
+	if r.Head() != head {
+		t.Errorf("main at %s, want %s", r.Head(), head)
+	}
+	assertClean(t, r, "after a refused pull request")
+	if res, err = m.Set(context.Background(), req); err != nil || res.PullRequest == nil {
+		t.Fatalf("sent again: %+v, %v; want the pull request opened", res, err)
+	}
+}
+
 func publishTarget(gh *githubtest.Server) publish.GitHub {
 	return publish.GitHub{APIURL: gh.URL, Token: githubtest.Token, Owner: "acme", Name: "configs"}
 }
@@ -233,30 +276,11 @@ func TestSetPushRejected(t *testing.T) {
 	bare := r.Bare()
 	head := r.Head()
 	// Someone else pushes to the remote first.
-	other, err := git.PlainClone(t.TempDir(), false, &git.CloneOptions{URL: bare})
-	if err != nil {
-		t.Fatal(err)
-	}
-	wt, err := other.Worktree()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(wt.Filesystem.Root(), "ns/counters/other.cue"), []byte("package counters\n\nother: 1\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := wt.Add("ns/counters/other.cue"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := wt.Commit("elsewhere", &git.CommitOptions{Author: &object.Signature{Name: "Bob", Email: "bob@example.com"}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := other.Push(&git.PushOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	r.PushElsewhere(bare, "elsewhere", map[string]string{"ns/counters/other.cue": "package counters\n\nother: 1\n"})
 
 	before := readFile(t, filepath.Join(r.Dir, landingFile))
 	req := set("ns/counters", "f0", "9000")
-	_, err = mutator.New(r.Dir, mutator.Options{}).Set(context.Background(), req)
+	_, err := mutator.New(r.Dir, mutator.Options{}).Set(context.Background(), req)
 	if err == nil || !strings.Contains(err.Error(), "nothing changed: pull") {
 		t.Fatalf("push to a remote that moved on: %v, want an error saying to pull", err)
 	}

@@ -179,7 +179,17 @@ func (m *Mutator) set(ctx context.Context, req Request) (*Result, error) {
 	res.Branch = branch.Short()
 	err = m.publish(ctx, r, req, branch, prBase, res)
 	var pe *pushError
-	if !errors.As(err, &pe) {
+	var pre *prError
+	switch {
+	case errors.As(err, &pre):
+		// The branch was pushed for a pull request GitHub did not open:
+		// left there, it would be a stray on the remote and here, and
+		// every retry would leave another.
+		pre.branch, pre.remote = branch.Short(), m.opts.Remote
+		if derr := publish.DeleteBranch(ctx, r, m.opts.Remote, branch, m.opts.Auth); derr != nil {
+			pre.stays = derr
+		}
+	case !errors.As(err, &pe):
 		return res, err
 	}
 	// The remote refused (it moved on, or the credentials do not reach
@@ -190,6 +200,22 @@ func (m *Mutator) set(ctx context.Context, req Request) (*Result, error) {
 	}
 	return nil, err
 }
+
+// prError is a pull request GitHub did not open after its branch was
+// pushed; Set then deletes the branch from the remote and undoes it here.
+type prError struct {
+	err            error
+	branch, remote string
+	stays          error // the branch could not be deleted from the remote
+}
+
+func (e *prError) Error() string {
+	if e.stays != nil {
+		return fmt.Sprintf("%v; %s stays on %s (%v): delete it (git push %s --delete %s); nothing else changed", e.err, e.branch, e.remote, e.stays, e.remote, e.branch)
+	}
+	return fmt.Sprintf("%v; %s was deleted from %s again; nothing changed: send the request again", e.err, e.branch, e.remote)
+}
+func (e *prError) Unwrap() error { return e.err }
 
 // pushError is a push the remote refused; Set then undoes the commit.
 type pushError struct{ err error }
@@ -649,22 +675,32 @@ func (m *Mutator) publish(ctx context.Context, r *git.Repository, req Request, b
 	if req.Mode != ModePR {
 		return nil
 	}
+	pr, err := m.pullRequest(ctx, r, url, branch, prBase, res)
+	if err != nil {
+		return &prError{err: err}
+	}
+	res.PullRequest = pr
+	return nil
+}
+
+// pullRequest opens the pull request of ModePR for branch, pushed.
+func (m *Mutator) pullRequest(ctx context.Context, r *git.Repository, url string, branch, prBase plumbing.ReferenceName, res *Result) (*PullRequest, error) {
 	gh := m.opts.GitHub
 	if gh.Owner == "" {
+		var err error
 		if gh.Owner, gh.Name, err = publish.Repo("", url); err != nil {
-			return badRequest("pull request: %v", err)
+			return nil, badRequest("pull request: %v", err)
 		}
 	}
 	c, err := r.CommitObject(plumbing.NewHash(res.Commit))
 	if err != nil {
-		return fmt.Errorf("read commit %s: %w", res.Commit, err)
+		return nil, fmt.Errorf("read commit %s: %w", res.Commit, err)
 	}
 	body := strings.TrimSpace(strings.TrimPrefix(c.Message, cuecast.CommitSubject(c.Message))) +
 		"\n\n" + res.Report.Markdown(60000)
 	pr, err := publish.PullRequest(ctx, gh, branch.Short(), prBase.Short(), cuecast.CommitSubject(c.Message), body)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	res.PullRequest = &PullRequest{Number: pr.GetNumber(), URL: pr.GetHTMLURL()}
-	return nil
+	return &PullRequest{Number: pr.GetNumber(), URL: pr.GetHTMLURL()}, nil
 }
