@@ -19,12 +19,17 @@ import (
 // Options configures a Prometheus.
 type Options struct {
 	// Timeout bounds each query, at the client and as Prometheus's own
-	// evaluation timeout; default 5s (serve --prometheus-timeout). The
+	// evaluation timeout; default DefaultTimeout (--prometheus-timeout of
+	// serve, check and rollout analyze). A query not answered in time is
+	// an error wrapping ErrTimeout. The
 	// rollout controller measures a stage's metrics together, outside its
 	// command loop, so a Prometheus that does not answer delays only the
 	// verdict, never an operator's command.
 	Timeout time.Duration
 }
+
+// DefaultTimeout bounds each query when Options.Timeout is zero.
+const DefaultTimeout = 5 * time.Second
 
 // Prometheus measures metrics over a Prometheus server's HTTP API.
 type Prometheus struct {
@@ -42,7 +47,7 @@ func New(address string, o Options) (*Prometheus, error) {
 		return nil, fmt.Errorf("new prometheus client: timeout %s: want a positive duration", o.Timeout)
 	}
 	if o.Timeout == 0 {
-		o.Timeout = 5 * time.Second
+		o.Timeout = DefaultTimeout
 	}
 	// url.Parse's error quotes the whole URL, password and all: parse
 	// first and report only its reason.
@@ -117,11 +122,11 @@ func (p *Prometheus) side(ctx context.Context, m cuecast.Metric, cfg cuecast.Con
 // value runs an instant query that must return at most one value: NaN
 // when it returns none (no data).
 func (p *Prometheus) value(ctx context.Context, q string, at time.Time) (float64, error) {
-	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	qctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
-	res, _, _, err := p.api.Query(ctx, q, at, v1.WithTimeout(p.timeout))
+	res, _, _, err := p.api.Query(qctx, q, at, v1.WithTimeout(p.timeout))
 	if err != nil {
-		return math.NaN(), fmt.Errorf("query prometheus %q: %w", q, err)
+		return math.NaN(), fmt.Errorf("query prometheus %q: %w", q, p.timedOut(ctx, qctx, err))
 	}
 	switch v := res.(type) {
 	case *model.Scalar:
@@ -141,12 +146,12 @@ func (p *Prometheus) value(ctx context.Context, q string, at time.Time) (float64
 // points runs q as a range query over the window before at and returns
 // every point of every series, NaNs left out.
 func (p *Prometheus) points(ctx context.Context, q string, at time.Time, window time.Duration) ([]float64, error) {
-	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	qctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
 	step := max(window/30, time.Second)
-	res, _, _, err := p.api.QueryRange(ctx, q, v1.Range{Start: at.Add(-window), End: at, Step: step}, v1.WithTimeout(p.timeout))
+	res, _, _, err := p.api.QueryRange(qctx, q, v1.Range{Start: at.Add(-window), End: at, Step: step}, v1.WithTimeout(p.timeout))
 	if err != nil {
-		return nil, fmt.Errorf("query prometheus %q: %w", q, err)
+		return nil, fmt.Errorf("query prometheus %q: %w", q, p.timedOut(ctx, qctx, err))
 	}
 	mat, ok := res.(model.Matrix)
 	if !ok {
@@ -161,6 +166,19 @@ func (p *Prometheus) points(ctx context.Context, q string, at time.Time, window 
 		}
 	}
 	return out, nil
+}
+
+// ErrTimeout is wrapped by the error of a query Prometheus did not answer
+// within the Timeout (Options): the bound to raise for a slow Prometheus.
+var ErrTimeout = errors.New("no answer")
+
+// timedOut names the timeout in err when it is the query's own bound
+// (qctx, derived from ctx) that ran out, not the caller's ctx.
+func (p *Prometheus) timedOut(ctx, qctx context.Context, err error) error {
+	if err == nil || ctx.Err() != nil || !errors.Is(qctx.Err(), context.DeadlineExceeded) {
+		return err
+	}
+	return fmt.Errorf("%w within %s: %w", ErrTimeout, p.timeout, err)
 }
 
 // ErrQueryRefused is wrapped by Check's error when Prometheus cannot parse
@@ -199,6 +217,7 @@ func (p *Prometheus) Check(ctx context.Context, m cuecast.Metric, cfg cuecast.Co
 		expanded := m.Expand(q.text, cfg, 1)
 		qctx, cancel := context.WithTimeout(ctx, p.timeout)
 		_, err := p.api.FormatQuery(qctx, expanded)
+		err = p.timedOut(ctx, qctx, err)
 		cancel()
 		var apiErr *v1.Error
 		if errors.As(err, &apiErr) && apiErr.Type == v1.ErrBadData {

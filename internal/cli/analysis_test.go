@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -101,5 +102,54 @@ func TestRolloutAnalyzeOutcomes(t *testing.T) {
 	code, out, errOut = run(ctx, "rollout", "analyze", "--nats", url, "payments/checkout", "--prometheus", unreachable)
 	if all := out.String() + errOut.String(); code != cli.ExitFailure || !strings.Contains(all, "error") || strings.Contains(all, promPassword) {
 		t.Errorf("analyze with Prometheus unreachable: exit %d (want %d), output:\n%s\nwant the errors shown, the password not", code, cli.ExitFailure, all)
+	}
+}
+
+// TestPrometheusTimeoutFlag: check --prometheus and rollout analyze take
+// serve's --prometheus-timeout. A Prometheus that answers in 6 s is waited
+// for under --prometheus-timeout 30s and given up on at the 5 s default
+// and under 1s, with an error naming the bound; a bound of 0 or less is
+// wrong usage, as in serve.
+func TestPrometheusTimeoutFlag(t *testing.T) {
+	t.Parallel()
+	prom := promtest.Start(t, time.Second)
+	slow := prom.Slow(6 * time.Second)
+	dir := analysisStage(t)
+	p := servePipeline(t, exampleRepo(t), rollout.Static{P: cuecast.Policy{Stages: []cuecast.Stage{
+		{Name: "canary", Percent: 50, Hold: cuecast.Duration(time.Hour), Analysis: []cuecast.Metric{
+			{Name: "latency", Compare: cuecast.CompareThreshold, Max: 1, Query: "vector($version - 1)"},
+		}},
+		{Name: "all", Percent: 100},
+	}}})
+	awaitHolding(t, p.ClientURL(), "payments/checkout")
+	check := []string{"check", "--repo", dir, "--base", "HEAD~1", "--head", "HEAD", "--prometheus", slow}
+	analyze := []string{"rollout", "analyze", "--nats", p.ClientURL(), "payments/checkout", "--prometheus", slow}
+	for _, cmd := range []struct {
+		name string
+		args []string
+	}{{"check", check}, {"analyze", analyze}} {
+		for _, tt := range []struct {
+			name string
+			flag []string
+			code int
+			want string
+		}{
+			{"30s", []string{"--prometheus-timeout", "30s"}, cli.ExitOK, ""},
+			{"default", nil, cli.ExitFailure, "no answer within 5s"},
+			{"1s", []string{"--prometheus-timeout", "1s"}, cli.ExitFailure, "no answer within 1s"},
+			{"0s", []string{"--prometheus-timeout", "0s"}, cli.ExitUsage, "--prometheus-timeout 0s: want a positive duration"},
+			{"-1s", []string{"--prometheus-timeout=-1s"}, cli.ExitUsage, "--prometheus-timeout -1s: want a positive duration"},
+		} {
+			t.Run(cmd.name+" "+tt.name, func(t *testing.T) {
+				t.Parallel()
+				code, out, errOut := runCLI(t, nil, append(slices.Clone(cmd.args), tt.flag...)...)
+				if code != tt.code || !strings.Contains(out+errOut, tt.want) {
+					t.Errorf("exit %d (want %d), output:\n%s%s\nwant it to say %q", code, tt.code, out, errOut, tt.want)
+				}
+				if tt.code == cli.ExitFailure && !strings.Contains(out+errOut, "--prometheus-timeout") {
+					t.Errorf("output:\n%s%s\nwant it to name --prometheus-timeout", out, errOut)
+				}
+			})
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -34,7 +35,9 @@ type CheckOptions struct {
 	// Prometheus, when set, parses the analysis queries of the changed
 	// configs' rollouts (ci.Report.CheckQueries).
 	Prometheus string
-	Conn       ConnFlags
+	// PrometheusTimeout bounds each of its queries.
+	PrometheusTimeout time.Duration
+	Conn              ConnFlags
 }
 
 func newCheckCmd(env *Env, runF func(*cobra.Command, *CheckOptions) error) *cobra.Command {
@@ -101,6 +104,9 @@ rollout's users more than its weights require (docs/FLAGS.md), 1 cuecast, the fl
 					return usageErrorf("add --github to report to GitHub", "--%s needs --github", f)
 				}
 			}
+			if err := checkPrometheusTimeout(opts.PrometheusTimeout); err != nil {
+				return err
+			}
 			if runF != nil {
 				return runF(c, opts)
 			}
@@ -118,6 +124,7 @@ rollout's users more than its weights require (docs/FLAGS.md), 1 cuecast, the fl
 	cmd.Flags().StringVar(&opts.HeadSHA, "head-sha", "", "commit to attach the check run to (default the pull request's head, else --head)")
 	cmd.Flags().StringVar(&opts.APIURL, "github-api-url", "", "GitHub REST API root, used as given (default $GITHUB_API_URL, else https://api.github.com)")
 	cmd.Flags().StringVar(&opts.Prometheus, "prometheus", "", "have this Prometheus parse the analysis queries the changed configs' rollouts are judged by (docs/ROLLOUT.md, \"Analysis\")")
+	registerPrometheusTimeout(cmd.Flags(), &opts.PrometheusTimeout, "fails the check (exit 1)")
 	cmd.Flags().BoolVar(&opts.Fleet, "fleet", false, "count the live instances that run each affected config and variant (connects to --nats)")
 	cmd.Flags().StringVar(&opts.NATS, "nats", defaultNATSURL(env), "with --fleet: NATS server URL of serve")
 	opts.Conn.Register(cmd.Flags())
@@ -204,7 +211,7 @@ func checkRun(c *cobra.Command, env *Env, opts *CheckOptions) error {
 		}
 	}
 	if opts.Prometheus != "" {
-		if err := checkQueries(ctx, rep, opts.Prometheus); err != nil {
+		if err := checkQueries(ctx, rep, opts.Prometheus, opts.PrometheusTimeout); err != nil {
 			if run != nil {
 				if aerr := run.Abort(ctx, err); aerr != nil {
 					log.Error("could not mark the check run failed", "err", aerr)

@@ -35,6 +35,8 @@ type RolloutOptions struct {
 	// Prometheus (analyze) is the Prometheus to query; default
 	// $CUECAST_PROMETHEUS_URL.
 	Prometheus string
+	// PrometheusTimeout (analyze) bounds each of its queries.
+	PrometheusTimeout time.Duration
 	// Conn: credentials and TLS (connflags.go).
 	Conn ConnFlags
 }
@@ -110,6 +112,11 @@ refused), after printing every metric.`,
 						return err
 					}
 				}
+				if v.name == "analyze" {
+					if err := checkPrometheusTimeout(opts.PrometheusTimeout); err != nil {
+						return err
+					}
+				}
 				// A commit no version can be made from would be waited for
 				// forever.
 				if v.name == "watch" && opts.Commit != "" && !commitPrefix.MatchString(opts.Commit) {
@@ -137,6 +144,7 @@ refused), after printing every metric.`,
 		}
 		if v.name == "analyze" {
 			sub.Flags().StringVar(&opts.Prometheus, "prometheus", "", "base URL of the Prometheus to query (default $CUECAST_PROMETHEUS_URL)")
+			registerPrometheusTimeout(sub.Flags(), &opts.PrometheusTimeout, "is the metric's error (exit 1)")
 		}
 		if v.name == "watch" {
 			sub.Flags().DurationVar(&opts.Interval, "interval", time.Second, "refresh interval")

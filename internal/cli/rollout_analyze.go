@@ -65,7 +65,7 @@ func rolloutAnalyze(ctx context.Context, env *Env, c *rollout.Controller, opts *
 	if url == "" {
 		return usageErrorf("pass --prometheus http://prometheus:9090 or set CUECAST_PROMETHEUS_URL", "rollout analyze needs a Prometheus to query")
 	}
-	p, err := analysis.New(url, analysis.Options{})
+	p, err := analysis.New(url, analysis.Options{Timeout: opts.PrometheusTimeout})
 	if err != nil {
 		return &UsageError{Err: err, Hint: "pass --prometheus http://prometheus:9090"}
 	}
@@ -95,7 +95,7 @@ func rolloutAnalyze(ctx context.Context, env *Env, c *rollout.Controller, opts *
 			}
 			res, err := p.Measure(ctx, m, r.Config, r.Version, r.From, now)
 			if err != nil {
-				a.Outcome, a.Detail = analyzeError, err.Error()
+				a.Outcome, a.Detail = analyzeError, err.Error()+timeoutHint(err)
 				failed = true
 			} else {
 				v := analysis.Judge(m, res)

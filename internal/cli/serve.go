@@ -150,8 +150,7 @@ anything is created in --data.`,
 		"how often instances report when nothing changes; give every instance the same (watch and agent --heartbeat, client.WithHeartbeat): a report is live for four. Longer cuts the fleet's cost at rest (docs/SCALING.md)")
 	cmd.Flags().StringVar(&opts.Prometheus, "prometheus", "",
 		"base URL of the Prometheus that stages with an analysis are judged from (default $CUECAST_PROMETHEUS_URL; docs/ROLLOUT.md, \"Analysis\")")
-	cmd.Flags().DurationVar(&opts.PrometheusTimeout, "prometheus-timeout", 5*time.Second,
-		"bound on each analysis query to --prometheus; one not answered by then is an evaluation error (max_errors)")
+	registerPrometheusTimeout(cmd.Flags(), &opts.PrometheusTimeout, "is an evaluation error (max_errors)")
 	cmd.Flags().BoolVar(&opts.Secure, "secure", false, "give the embedded NATS server users, passwords and TLS, created in --data/nats (required to --listen beyond loopback)")
 	cmd.Flags().StringSliceVar(&opts.Namespaces, "namespace", nil, "with --secure: namespace whose services get a user svc-<ns> and a mirror (repeatable)")
 	cmd.Flags().BoolVar(&opts.Insecure, "insecure", false, "let the embedded NATS server listen beyond loopback without credentials or TLS: anyone reaching it controls cuecast")
@@ -195,8 +194,8 @@ func serveRun(c *cobra.Command, env *Env, opts *ServeOptions) error {
 	if opts.Prometheus == "" {
 		opts.Prometheus = env.Getenv("CUECAST_PROMETHEUS_URL")
 	}
-	if opts.PrometheusTimeout <= 0 {
-		return usageErrorf("use a duration like --prometheus-timeout 10s, or leave it out for 5s", "--prometheus-timeout %s: want a positive duration", opts.PrometheusTimeout)
+	if err := checkPrometheusTimeout(opts.PrometheusTimeout); err != nil {
+		return err
 	}
 	if opts.InlineLimit == 0 || opts.InlineLimit < -1 || opts.InlineLimit > distributor.ChunkThreshold {
 		return usageErrorf(fmt.Sprintf("use 1 to %d bytes, or -1 to never inline", distributor.ChunkThreshold), "--inline-limit %d: out of range", opts.InlineLimit)

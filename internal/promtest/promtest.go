@@ -11,6 +11,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -235,4 +239,28 @@ func (s *Server) Stop() {
 		}
 		_ = s.log.Close()
 	})
+}
+
+// Slow returns the URL of a proxy to s that holds every request for delay
+// before passing it on, as a loaded Prometheus answers late: a test of a
+// query timeout gives it a delay between the timeout that fails and the
+// one that does not. A request its client gives up on is dropped.
+func (s *Server) Slow(delay time.Duration) string {
+	s.t.Helper()
+	target, err := url.Parse(s.URL)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t := time.NewTimer(delay)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			proxy.ServeHTTP(w, r)
+		case <-r.Context().Done():
+		}
+	}))
+	s.t.Cleanup(srv.Close)
+	return srv.URL
 }
