@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -56,15 +57,63 @@ func judgeMannWhitney(m cuecast.Metric, r Result) Verdict {
 }
 
 // MannWhitneyP is the one-sided p-value of a Mann-Whitney U test that the
-// values of x tend to be greater than those of y: the normal approximation
-// with the tie correction and a continuity correction, good from about
-// eight values a side (the test Kayenta runs per metric). It is 1 when
-// either side is empty or every value is equal.
+// values of x tend to be greater than those of y: the probability, were
+// the labels x and y shuffled over the pooled values, of a U (pairs of x
+// above y, ties counting a half) at least x's. While len(x)·len(y) is at
+// most exactMaxPairs it is that probability exactly, ties included (the
+// permutation distribution given the tied values: exactP); beyond, the
+// normal approximation with the tie correction and a continuity
+// correction (the test Kayenta runs per metric). It is 1 when either side
+// is empty or every value is equal.
 func MannWhitneyP(x, y []float64) float64 {
-	n1, n2 := float64(len(x)), float64(len(y))
-	if n1 == 0 || n2 == 0 {
+	if len(x) == 0 || len(y) == 0 {
 		return 1
 	}
+	groups := tieGroups(x, y)
+	if len(x)*len(y) <= exactMaxPairs {
+		return exactP(groups, len(x))
+	}
+	return normalP(groups, len(x), len(y))
+}
+
+// exactMaxPairs is the largest len(x)·len(y) whose p MannWhitneyP counts
+// exactly: 20 points a side, or 2 against 200. Below it the normal
+// approximation is eager by up to a fifth of p (3 a side: 0.040 for 0.05)
+// and the count is cheap; past it the approximation is eager by about 1 %
+// of p on balanced sides without ties, and the count's cost grows as the
+// square of both sides (BenchmarkMannWhitneyP; BENCHMARKS.md, "Analysis").
+const exactMaxPairs = 400
+
+// normalP is the one-sided p of the rank sum of the n1 values from x by
+// the normal approximation of U, with the tie correction of its variance
+// and a continuity correction.
+func normalP(groups []tieGroup, n1, n2 int) float64 {
+	var rankX, ties float64
+	below := 0
+	for _, g := range groups {
+		rankX += float64(g.x) * float64(2*below+g.n+1) / 2 // the group's midrank
+		t := float64(g.n)
+		ties += t*t*t - t
+		below += g.n
+	}
+	m1, m2 := float64(n1), float64(n2)
+	u := rankX - m1*(m1+1)/2
+	n := m1 + m2
+	sigma2 := m1 * m2 / 12 * ((n + 1) - ties/(n*(n-1)))
+	if sigma2 <= 0 {
+		return 1
+	}
+	z := (u - m1*m2/2 - 0.5) / math.Sqrt(sigma2)
+	return 0.5 * math.Erfc(z/math.Sqrt2)
+}
+
+// tieGroup is a run of equal values in the pooled, sorted observations:
+// n of them, x of which are from x.
+type tieGroup struct{ n, x int }
+
+// tieGroups pools x and y, sorts them and returns the runs of equal
+// values, lowest first.
+func tieGroups(x, y []float64) []tieGroup {
 	type obs struct {
 		v     float64
 		fromX bool
@@ -76,39 +125,68 @@ func MannWhitneyP(x, y []float64) float64 {
 	for _, v := range y {
 		all = append(all, obs{v, false})
 	}
-	slices.SortFunc(all, func(a, b obs) int {
-		switch {
-		case a.v < b.v:
-			return -1
-		case a.v > b.v:
-			return 1
-		}
-		return 0
-	})
-	var rankX, ties float64
+	slices.SortFunc(all, func(a, b obs) int { return cmp.Compare(a.v, b.v) })
+	var groups []tieGroup
 	for i := 0; i < len(all); {
-		j := i
-		for j < len(all) && all[j].v == all[i].v {
-			j++
-		}
-		rank := float64(i+j+1) / 2 // average of ranks i+1 … j
-		for k := i; k < j; k++ {
-			if all[k].fromX {
-				rankX += rank
+		g := tieGroup{}
+		for j := i; j < len(all) && all[j].v == all[i].v; j++ {
+			g.n++
+			if all[j].fromX {
+				g.x++
 			}
 		}
-		t := float64(j - i)
-		ties += t*t*t - t
-		i = j
+		groups = append(groups, g)
+		i += g.n
 	}
-	u := rankX - n1*(n1+1)/2
-	n := n1 + n2
-	sigma2 := n1 * n2 / 12 * ((n + 1) - ties/(n*(n-1)))
-	if sigma2 <= 0 {
-		return 1
+	return groups
+}
+
+// exactP is the exact one-sided p of the rank sum of the n1 values from x:
+// among every choice of n1 of the pooled values (C(N, n1), all equally
+// likely when x and y come from one distribution), the share whose sum
+// of midranks is at least x's. Tied values share a midrank, so the count
+// runs over the tie groups: taking j of a group of n adds j times its
+// midrank, in C(n, j) ways. Doubled midranks are integers. The counts are
+// at most C(N, n1), exact in a float64 for the sizes exactMaxPairs admits.
+func exactP(groups []tieGroup, n1 int) float64 {
+	total := 0
+	for _, g := range groups {
+		total += g.n
 	}
-	z := (u - n1*n2/2 - 0.5) / math.Sqrt(sigma2)
-	return 0.5 * math.Erfc(z/math.Sqrt2)
+	maxSum := n1 * (2*total + 1) // twice the largest rank sum of n1 values
+	// count[i][s]: the ways to take i values so far with doubled rank sum s.
+	count := make([][]float64, n1+1)
+	for i := range count {
+		count[i] = make([]float64, maxSum+1)
+	}
+	count[0][0] = 1
+	observed, below := 0, 0
+	for _, g := range groups {
+		rank2 := 2*below + g.n + 1
+		observed += g.x * rank2
+		// Down from n1, so that count[i-j] still counts the groups before g.
+		for i := n1; i >= 1; i-- {
+			ways := 1.0 // C(g.n, j)
+			for j := 1; j <= min(g.n, i); j++ {
+				ways = ways * float64(g.n-j+1) / float64(j)
+				from, to := count[i-j], count[i]
+				for s := maxSum - j*rank2; s >= 0; s-- {
+					if from[s] != 0 {
+						to[s+j*rank2] += ways * from[s]
+					}
+				}
+			}
+		}
+		below += g.n
+	}
+	var atLeast, all float64
+	for s, c := range count[n1] {
+		all += c
+		if s >= observed {
+			atLeast += c
+		}
+	}
+	return atLeast / all
 }
 
 func median(xs []float64) float64 {
