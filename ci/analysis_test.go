@@ -106,9 +106,10 @@ func TestCheckShowsAnalysis(t *testing.T) {
 		{"no baseline", strings.Replace(analysisStage(goodQuery), "percent: 50", "percent: 100", 1), `stage half: metric "error_rate": the stage covers every instance, so no baseline is left`, "query: "},
 		// Nothing counts the samples of a single value without a
 		// samples query: refused where min_samples is written rather
-		// than silently ignored.
+		// than silently ignored, saying what to write instead.
 		{"min_samples without samples", strings.Replace(analysisStage(goodQuery), "samples:     #\"", "// samples: #\"", 1),
-			`stage half: metric "error_rate": min_samples: without a samples query`, "min_samples: "},
+			`stage half: metric "error_rate": min_samples: without a samples query there is nothing to count (difference compares one value per side): ` +
+				`add samples, the query of the observations behind a side's value, or drop min_samples`, "min_samples: "},
 	} {
 		t.Run(tt.name, func(t *testing.T) { checkFails(t, halfStage, tt.stage, tt.want, tt.at) })
 	}
