@@ -153,9 +153,16 @@ func exactP(groups []tieGroup, n1 int) float64 {
 	for _, g := range groups {
 		total += g.n
 	}
-	maxSum := n1 * (2*total + 1) // twice the largest rank sum of n1 values
+	// Count the smaller side's choices: the cost grows as the square of
+	// its size. The two rank sums add up to a constant, so x's at least
+	// its own is y's at most its own.
+	k, countY := n1, total-n1 < n1
+	if countY {
+		k = total - n1
+	}
+	maxSum := k * (2*total + 1) // twice the largest rank sum of k values
 	// count[i][s]: the ways to take i values so far with doubled rank sum s.
-	count := make([][]float64, n1+1)
+	count := make([][]float64, k+1)
 	for i := range count {
 		count[i] = make([]float64, maxSum+1)
 	}
@@ -163,9 +170,13 @@ func exactP(groups []tieGroup, n1 int) float64 {
 	observed, below := 0, 0
 	for _, g := range groups {
 		rank2 := 2*below + g.n + 1
-		observed += g.x * rank2
-		// Down from n1, so that count[i-j] still counts the groups before g.
-		for i := n1; i >= 1; i-- {
+		if countY {
+			observed += (g.n - g.x) * rank2
+		} else {
+			observed += g.x * rank2
+		}
+		// Down from k, so that count[i-j] still counts the groups before g.
+		for i := k; i >= 1; i-- {
 			ways := 1.0 // C(g.n, j)
 			for j := 1; j <= min(g.n, i); j++ {
 				ways = ways * float64(g.n-j+1) / float64(j)
@@ -180,9 +191,9 @@ func exactP(groups []tieGroup, n1 int) float64 {
 		below += g.n
 	}
 	var atLeast, all float64
-	for s, c := range count[n1] {
+	for s, c := range count[k] {
 		all += c
-		if s >= observed {
+		if (!countY && s >= observed) || (countY && s <= observed) {
 			atLeast += c
 		}
 	}

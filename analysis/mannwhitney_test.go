@@ -55,6 +55,15 @@ func enumeratedP(x, y []float64) float64 {
 	return float64(atLeast) / float64(all)
 }
 
+// seq is from, from+1, …, n values.
+func seq(from float64, n int) []float64 {
+	out := make([]float64, n)
+	for i := range out {
+		out[i] = from + float64(i)
+	}
+	return out
+}
+
 // TestMannWhitneyPExact: at small samples MannWhitneyP is the exact
 // permutation p, not the normal approximation, which is eager there (3
 // against 3 all above: 0.040 for an exact 0.05, a halt at alpha 0.05 the
@@ -78,6 +87,9 @@ func TestMannWhitneyPExact(t *testing.T) {
 		{"4 v 4 all above: 1/C(8,4)", []float64{5, 6, 7, 8}, []float64{1, 2, 3, 4}, 1.0 / 70},
 		{"8 v 8 all above: 1/C(16,8)", []float64{9, 10, 11, 12, 13, 14, 15, 16}, []float64{1, 2, 3, 4, 5, 6, 7, 8}, 1.0 / 12870},
 		{"3 v 3 all below", []float64{1, 2, 3}, []float64{4, 5, 6}, 1},
+		{"200 v 2 all above: 1/C(202,2)", seq(3, 200), []float64{1, 2}, 1.0 / 20301},
+		{"2 v 200 all above: 1/C(202,2)", []float64{201, 202}, seq(1, 200), 1.0 / 20301},
+		{"9 v 3 with ties", []float64{1, 2, 2, 3, 4, 4, 5, 6, 6}, []float64{2, 4, 5}, math.NaN()},
 		{"1 v 1 above", []float64{2}, []float64{1}, 0.5},
 		{"2 v 2 with a tie: P(U ≥ 3.5) = 2/6", []float64{2, 3}, []float64{1, 2}, 1.0 / 3},
 		{"all tied", []float64{1, 1, 1}, []float64{1, 1, 1}, 1},
@@ -124,7 +136,7 @@ func TestJudgeMannWhitneySmallSamples(t *testing.T) {
 // levels alpha takes), for continuous values and for values on 4 levels
 // (ties, as error ratios of few requests have).
 func BenchmarkMannWhitneyP(b *testing.B) {
-	for _, size := range [][2]int{{3, 3}, {8, 8}, {20, 20}, {21, 20}, {2, 200}, {2, 201}, {30, 30}} {
+	for _, size := range [][2]int{{3, 3}, {8, 8}, {20, 20}, {21, 20}, {2, 200}, {200, 2}, {2, 201}, {30, 30}} {
 		for _, levels := range []int{0, 4} {
 			rng := rand.New(rand.NewPCG(1, 2))
 			draw := func(n int, shift float64) []float64 {
