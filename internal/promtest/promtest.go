@@ -252,6 +252,12 @@ func (s *Server) Slow(delay time.Duration) string {
 		s.t.Fatal(err)
 	}
 	proxy := httputil.NewSingleHostReverseProxy(target)
+	proxy.ErrorHandler = func(w http.ResponseWriter, r *http.Request, err error) {
+		if r.Context().Err() == nil { // else the client gave up: nobody to tell
+			s.t.Logf("slow prometheus proxy: %v", err)
+			w.WriteHeader(http.StatusBadGateway)
+		}
+	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := time.NewTimer(delay)
 		defer t.Stop()
