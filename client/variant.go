@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/cuecast/cuecast"
 )
 
@@ -143,7 +145,7 @@ func (c *Client) resolveVariant(ctx context.Context, cfg cuecast.ConfigPath, wo 
 			refused = fmt.Sprintf("version %d: variant index: %v", version, err)
 		}
 		if !ok {
-			ev.Detail += " (if it has variants, Watch again once its newest version verifies)"
+			ev.Detail += " (if it has variants, Watch again once its variant index verifies)"
 		}
 		c.o.events(ev)
 		return p, refused, nil
@@ -157,7 +159,10 @@ func (c *Client) resolveVariant(ctx context.Context, cfg cuecast.ConfigPath, wo 
 // readIndex reads cfg's newest version; it returns its variant index, or
 // nil when cfg has no version, was removed, or holds a config. An index
 // is verified like a last-known-good file: the version's signature covers
-// the checksum and size its content is checked against.
+// the checksum and size its content is checked against. A version is never
+// signed again, so one signed by a key retired since is verified instead
+// by cfg's all-buckets pointer naming it (pointedAt), as a config's
+// content is: serve re-signs pointers when its key changes.
 // version is the number the index claims, for a refusal.
 func (c *Client) readIndex(ctx context.Context, cfg cuecast.ConfigPath) (_ *cuecast.VariantIndex, version uint64, _ error) {
 	if !c.nc.IsConnected() {
@@ -189,13 +194,46 @@ func (c *Client) readIndex(ctx context.Context, cfg cuecast.ConfigPath) (_ *cuec
 	}
 	if c.o.keyring != nil {
 		if err := c.o.keyring.Verify(meta.SigningBytes(), meta.Signature); err != nil {
-			return nil, meta.Version, fmt.Errorf("variant index of %s version %d: %w", cfg, meta.Version, err)
+			if perr := c.pointedAt(ctx, cfg, &meta, m); perr != nil {
+				return nil, meta.Version, fmt.Errorf("variant index of %s version %d: %w; nor does a trusted pointer name it: %v", cfg, meta.Version, err, perr)
+			}
 		}
 	}
 	if ix.Config != cfg {
 		return nil, meta.Version, fmt.Errorf("variant index at %s names config %s: %w", cfg, ix.Config, cuecast.ErrChecksumMismatch)
 	}
 	return &ix, meta.Version, nil
+}
+
+// pointedAt checks that cfg's all-buckets pointer, which every deploy of
+// an index writes (docs/ROLLOUT.md, "A variant index"), is signed by a
+// trusted key and names the version meta read in m: the pointer's
+// signature covers the checksum and size the index was checked against,
+// so it authenticates the index (docs/PROTOCOL.md §10 step 3).
+func (c *Client) pointedAt(ctx context.Context, cfg cuecast.ConfigPath, meta *cuecast.Version, m *nats.Msg) error {
+	subj := cuecast.AllPointerSubject(cfg)
+	pm, err := getLast(ctx, c.nc, c.o.directGet, subj)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", subj, err)
+	}
+	var p cuecast.Pointer
+	if err := decodePointer(&p, pm.Header.Get(cuecast.HeaderPointer)); err != nil {
+		return fmt.Errorf("decode the pointer on %s: %w", subj, err)
+	}
+	if p.Config != cfg || p.Subject != subj {
+		return fmt.Errorf("pointer on %s was written for %s on %q: %w", subj, p.Config, p.Subject, cuecast.ErrBadSignature)
+	}
+	if err := c.o.keyring.Verify(p.SigningBytes(), p.Signature); err != nil {
+		return fmt.Errorf("pointer on %s: %w", subj, err)
+	}
+	seq, _, err := seqHeaders(m)
+	if err != nil {
+		return fmt.Errorf("version %d: %w", meta.Version, err)
+	}
+	if p.Version != meta.Version || p.Seq != seq || p.Checksum != meta.Checksum || p.Size != meta.Size || p.Commit != meta.Commit || p.Deleted {
+		return fmt.Errorf("pointer on %s names version %d at %d, not version %d at %d", subj, p.Version, p.Seq, meta.Version, seq)
+	}
+	return nil
 }
 
 // variantFromLKG is the variant of cfg the last-known-good file holds,
@@ -227,6 +265,10 @@ func (w *Watcher) acceptIndex(content []byte) error {
 	}
 	if _, err := PickVariant(ix, w.c.o.dims); err != nil {
 		return err
+	}
+	if w.indexRefused != "" {
+		return fmt.Errorf("config %s has variants (by %s), but its variant index was refused when this watcher started (%s); Watch it again to pick this instance's variant once the index verifies: %w",
+			ix.Config, strings.Join(ix.Dimensions, ", "), w.indexRefused, ErrVariant)
 	}
 	return fmt.Errorf("config %s now has variants (by %s): this watcher was started before; Watch it again to pick this instance's variant: %w",
 		ix.Config, strings.Join(ix.Dimensions, ", "), ErrVariant)

@@ -107,6 +107,10 @@ type Watcher struct {
 	// again a few times, backing off from a second, before it leaves that
 	// to the reconcile.
 	unsure bool
+	// indexRefused is why Watch refused the variant index it read (empty:
+	// it did not), the reason this watcher watches the base path: an index
+	// arriving here is then no sign of a watcher started too early.
+	indexRefused string
 	// held is the applied version as read (with its sequence), prev the one
 	// before it (nil: none): a rollback pointer to the previous version, the
 	// common emergency, needs no read. Pointers (held into the apply's one
@@ -158,7 +162,9 @@ type cachedVersion struct {
 // unreachable at Watch, or its newest version is an index that fails
 // verification (refused: an EventRejected, and Report.Refused of the
 // watcher), the variant named by the last-known-good file is watched if it
-// matches the declared dimensions.
+// matches the declared dimensions. An index signed by a key no longer
+// trusted (published before a key rotation) verifies by the trusted
+// all-buckets pointer of cfg that names it.
 func (c *Client) Watch(ctx context.Context, cfg cuecast.ConfigPath, opts ...WatchOption) (*Watcher, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("watch: %w", err)
@@ -178,7 +184,7 @@ func (c *Client) Watch(ctx context.Context, cfg cuecast.ConfigPath, opts ...Watc
 	}
 	cfg = target
 	w := newWatcher(c, cfg, wo)
-	w.refused = refused
+	w.refused, w.indexRefused = refused, refused
 	w.ctx, w.cancel = context.WithCancel(ctx)
 	if err := c.track(w); err != nil {
 		w.cancel()

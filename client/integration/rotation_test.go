@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -140,4 +141,43 @@ func TestResignAfterRotation(t *testing.T) {
 		got := evBoth.applied()
 		return slices.Equal(got, want), fmt.Sprintf("applied %v, want %v; events:%s", got, want, evBoth)
 	})
+}
+
+// TestVariantIndexAfterRotation: a variant index is a version, signed once
+// by the key of its day and never again; after a rotation its all-buckets
+// pointer, which serve re-signs, authenticates it (docs/PROTOCOL.md §10
+// step 3), so an instance trusting only the new key takes its variant.
+// Before the re-signing, such an instance refuses the index and watches the
+// base path; when the index reaches it there, signed anew, it says the
+// index was refused at its start, not that it started before the config had
+// variants, and watched again it takes its variant.
+func TestVariantIndexAfterRotation(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{})
+	e.shipVariants()
+	newKey, err := nkeys.CreateAccount()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.key = newKey
+	e.pub, _ = newKey.PublicKey()
+	e.newDistributor(envOpts{})
+
+	c, ev := e.newClient("v-rotated", client.WithDimensions(map[string]string{"env": "prod", "region": "eu"}))
+	watch(t, c)
+	waitEvent(t, ev, "the old key's index refused", func(e client.Event) bool {
+		return e.Kind == client.EventRejected && e.Version == 1 && errors.Is(e.Err, cuecast.ErrBadSignature)
+	})
+	if n, err := e.d.ResignPointers(t.Context()); err != nil || n == 0 {
+		t.Fatalf("ResignPointers: %d, %v; want the index's and the variants' pointers", n, err)
+	}
+	rej := waitEvent(t, ev, "the re-signed index rejected as content", func(e client.Event) bool {
+		return e.Kind == client.EventRejected && errors.Is(e.Err, client.ErrVariant)
+	})
+	if msg := rej.Err.Error(); !strings.Contains(msg, "its variant index was refused when this watcher started") || strings.Contains(msg, "started before") {
+		t.Fatalf("rejection %q; want it to say the index was refused at the watcher's start", msg)
+	}
+	if s := waitVersion(t, watch(t, c), ev, 1); s.Config != prodEU {
+		t.Fatalf("watched again: %s, want %s", s.Config, prodEU)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -11,6 +12,7 @@ import (
 
 	"github.com/cuecast/cuecast/internal/cli"
 	"github.com/cuecast/cuecast/internal/iostreams"
+	"github.com/cuecast/cuecast/internal/poll"
 )
 
 // TestWatchRefusesWithoutTrustedKeys: verification is the default; a watch
@@ -115,19 +117,8 @@ func TestServeWritesTrustedKeys(t *testing.T) {
 	trustFile := filepath.Join(data, "trusted-keys")
 	serve := func(args ...string) string {
 		t.Helper()
-		ctx, cancel := context.WithCancel(context.Background())
-		stderr := &syncBuffer{}
-		done := make(chan int, 1)
-		go func() {
-			io := &iostreams.IOStreams{In: strings.NewReader(""), Out: &syncBuffer{}, ErrOut: stderr}
-			done <- cli.Main(ctx, append([]string{"serve", "--repo", repo.Dir, "--data", data, "--listen", "127.0.0.1:0"}, args...), io, func(string) string { return "" })
-		}()
-		await(t, "serve running", func() bool { return strings.Contains(stderr.String(), "cuecast serve: NATS at") })
-		cancel()
-		if code := <-done; code != 0 {
-			t.Fatalf("serve exited %d: %s", code, stderr)
-		}
-		return stderr.String()
+		_, _, stop := startServe(t, repo.Dir, data, args...)
+		return stop()
 	}
 	pubOf := func(seedFile string) string {
 		t.Helper()
@@ -142,20 +133,7 @@ func TestServeWritesTrustedKeys(t *testing.T) {
 		pub, _ := kp.PublicKey()
 		return pub
 	}
-	keys := func() []string {
-		t.Helper()
-		code, out, stderr := run(context.Background(), "keys", "--data", data)
-		if code != 0 {
-			t.Fatalf("keys: exit %d: %s", code, stderr)
-		}
-		var ks []string
-		for _, l := range strings.Split(out.String(), "\n") {
-			if l != "" && !strings.HasPrefix(l, "#") {
-				ks = append(ks, l)
-			}
-		}
-		return ks
-	}
+	keys := func() []string { return trustedKeys(t, data) }
 
 	serve()
 	oldPub := pubOf(filepath.Join(data, "signing.nk"))
@@ -184,4 +162,117 @@ func TestServeWritesTrustedKeys(t *testing.T) {
 	if got := keys(); len(got) != 1 || got[0] != newPub {
 		t.Fatalf("after retiring the old key and restarting: keys %v, want [%s]", got, newPub)
 	}
+}
+
+// startServe runs `cuecast serve` on repoDir with data as --data until stop
+// (or the end of the test) and returns the NATS URL it announces and its
+// stderr; stop cancels it, checks that it exited 0 and returns the stderr.
+func startServe(t *testing.T, repoDir, data string, args ...string) (url string, stderr *syncBuffer, stop func() string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	stderr = &syncBuffer{}
+	done := make(chan int, 1)
+	go func() {
+		io := &iostreams.IOStreams{In: strings.NewReader(""), Out: &syncBuffer{}, ErrOut: stderr}
+		done <- cli.Main(ctx, append([]string{"serve", "--repo", repoDir, "--data", data, "--listen", "127.0.0.1:0"}, args...), io, func(string) string { return "" })
+	}()
+	announced := regexp.MustCompile(`cuecast serve: NATS at (\S+);`)
+	await(t, "serve running", func() bool { return announced.MatchString(stderr.String()) })
+	var once bool
+	var log string
+	stop = func() string {
+		t.Helper()
+		if !once {
+			once = true
+			cancel()
+			if code := <-done; code != 0 {
+				t.Errorf("serve exited %d: %s", code, stderr)
+			}
+			log = stderr.String()
+		}
+		return log
+	}
+	t.Cleanup(func() { stop() })
+	return announced.FindStringSubmatch(stderr.String())[1], stderr, stop
+}
+
+// TestVariantAfterKeyRotation follows docs/OPERATIONS.md, "Rotating the
+// signing key", to its end on the example repository, whose search/suggest
+// has variants: after serve switched to the new key and the old one is
+// retired, a watch and an agent trusting only the new key take their
+// variant of search/suggest. The variant index was published (and signed)
+// before the switch, and versions are never written again: the index is
+// authenticated by its pointer, which serve re-signed.
+func TestVariantAfterKeyRotation(t *testing.T) {
+	t.Parallel()
+	repo := exampleRepo(t)
+	data := t.TempDir()
+	const variant = "search/suggest/env=prod/region=eu"
+
+	_, serveLog, stop := startServe(t, repo.Dir, data)
+	// The index and the variant published and pointed at, all under the old
+	// key, so that the new serve has their pointers to re-sign.
+	for _, cfg := range []string{"search/suggest ", `"` + variant + `"`} {
+		poll.Until(t, "pointers of "+cfg+"under the old key", poll.Patience, func() (bool, string) {
+			return strings.Contains(serveLog.String(), `msg="set pointers" config=`+cfg), "serve's log:\n" + serveLog.String()
+		})
+	}
+	stop()
+	oldPub := trustedKeys(t, data)[0]
+	code, _, stderr := run(context.Background(), "keys", "new", "--data", data)
+	if code != 0 {
+		t.Fatalf("keys new: exit %d: %s", code, stderr)
+	}
+	next := filepath.Join(data, "signing.next.nk")
+	url, serveLog, _ := startServe(t, repo.Dir, data, "--signing-key", next)
+	// Started before it, a watcher would see the old key's pointers first.
+	poll.Until(t, "the pointers re-signed", poll.Patience, func() (bool, string) {
+		return strings.Contains(serveLog.String(), "re-signed pointers with the current key"), "serve's log:\n" + serveLog.String()
+	})
+	if code, _, stderr := run(context.Background(), "keys", "retire", oldPub, "--data", data, "--signing-key", next); code != 0 {
+		t.Fatalf("keys retire: exit %d: %s", code, stderr)
+	}
+	code, keys, stderr := run(context.Background(), "keys", "--data", data)
+	if code != 0 {
+		t.Fatalf("keys: exit %d: %s", code, stderr)
+	}
+	trust := filepath.Join(t.TempDir(), "trusted-keys")
+	if err := os.WriteFile(trust, []byte(keys.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	stdout, werr := startCmd(t, "watch", "--nats", url, "--config", "search/suggest", "--instance", "search-canary-1",
+		"--dim", "env=prod", "--dim", "region=eu", "--trusted-keys-file", trust)
+	out := t.TempDir()
+	_, aerr := startCmd(t, "agent", "--nats", url, "--instance", "search-canary-2", "--trusted-keys-file", trust,
+		"--config", "search/suggest", "--dir", out, "--variant", "env=prod,region=eu")
+	poll.Until(t, "watch applying the variant", poll.Patience, func() (bool, string) {
+		return strings.Contains(stdout.String(), `"config":"`+variant+`","version":1`), "stdout " + stdout.String() + "\nstderr " + werr.String()
+	})
+	file := filepath.Join(out, "search", "suggest.json")
+	poll.Until(t, "the agent writing the variant", poll.Patience, func() (bool, string) {
+		_, err := os.Stat(file)
+		return err == nil, "agent stderr " + aerr.String()
+	})
+	for _, log := range []*syncBuffer{werr, aerr} {
+		if strings.Contains(log.String(), "refused") || strings.Contains(log.String(), "bad signature") {
+			t.Errorf("refusals after the rotation:\n%s", log)
+		}
+	}
+}
+
+// trustedKeys are the keys `cuecast keys --data data` prints.
+func trustedKeys(t *testing.T, data string) []string {
+	t.Helper()
+	code, out, stderr := run(context.Background(), "keys", "--data", data)
+	if code != 0 {
+		t.Fatalf("keys: exit %d: %s", code, stderr)
+	}
+	var ks []string
+	for _, l := range strings.Split(out.String(), "\n") {
+		if l != "" && !strings.HasPrefix(l, "#") {
+			ks = append(ks, l)
+		}
+	}
+	return ks
 }
