@@ -75,7 +75,8 @@ type Watcher struct {
 	revs, seen        [3]uint64
 	stagedRev, actRev uint64
 	// curRev is the revision of the pointer the current version came from
-	// (applied, or named by the last-known-good file). A rollback pointer
+	// (applied, named by the last-known-good file, or the newest since that
+	// named the same version: repointed). A rollback pointer
 	// at or below it is an old one stored again (whoever may write the
 	// stream can do that, but cannot sign a new one), and a re-read,
 	// which otherwise follows the stream even below the revisions seen,

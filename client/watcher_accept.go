@@ -121,6 +121,9 @@ func (w *Watcher) apply(p *cuecast.Pointer, body []byte, why string) {
 				w.clearLKGFlag()
 				w.reportSoon()
 			}
+			if p.Revision > w.curRev {
+				w.repointed(p, cur)
+			}
 			return
 		case p.Version < cur.Version && !p.Rollback:
 			// Never backwards without a rollback pointer.
@@ -145,6 +148,23 @@ func (w *Watcher) apply(p *cuecast.Pointer, body []byte, why string) {
 		return
 	}
 	w.install(p, &a, why)
+}
+
+// repointed takes p, a newer pointer naming the version that runs (a later
+// stage reaching this instance, or serve re-signing its pointers after a
+// key rotation), as the one it came from, and saves it in the
+// last-known-good file: else the file would keep a pointer signed by a key
+// that is retired next, and a restart trusting only the new key, with the
+// server out of reach, would refuse it. Out of line: every pointer naming
+// the current version passes here, and few are newer.
+func (w *Watcher) repointed(p *cuecast.Pointer, cur *Snapshot) {
+	w.curRev = p.Revision
+	if w.o.lkgPath == "" {
+		return
+	}
+	if err := writeLKG(w.o.lkgPath, *p, cur.Content); err != nil {
+		w.event(EventError, cur.Version, "the newer pointer of the version applied was not saved as last-known-good", err)
+	}
 }
 
 // notApplied handles a version apply could not accept: a missing one falls

@@ -3,6 +3,7 @@ package integration_test
 import (
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -179,5 +180,49 @@ func TestVariantIndexAfterRotation(t *testing.T) {
 	}
 	if s := waitVersion(t, watch(t, c), ev, 1); s.Config != prodEU {
 		t.Fatalf("watched again: %s, want %s", s.Config, prodEU)
+	}
+}
+
+// TestLastKnownGoodAfterRotation: an instance trusting both keys during a
+// rotation keeps, in its last-known-good file, the pointer that re-signed
+// its version, though the version does not change: restarted after the old
+// key is retired, trusting only the new one and with the server out of
+// reach, it serves that file instead of refusing it.
+func TestLastKnownGoodAfterRotation(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{})
+	oldPub := e.pub
+	newKey, err := nkeys.CreateAccount()
+	if err != nil {
+		t.Fatal(err)
+	}
+	newPub, _ := newKey.PublicKey()
+	const instance = "lkg-rotated"
+	e.ship(1, body(1))
+	path := lkgPath(t)
+	both, evBoth := newClientOn(t, e.srv.Connect(t, client.ConnectOptions()...), instance, client.WithTrustedKeys(oldPub, newPub))
+	waitVersion(t, watch(t, both, client.LastKnownGood(path)), evBoth, 1)
+	waitApplied(t, evBoth, 1)
+
+	e.key, e.pub = newKey, newPub
+	e.newDistributor(envOpts{})
+	if n, err := e.d.ResignPointers(t.Context()); err != nil || n == 0 {
+		t.Fatalf("ResignPointers: %d, %v; want the all-buckets pointer", n, err)
+	}
+	resigned := e.pointer(cuecast.Cohort(cfg.Namespace(), instance))
+	poll.Until(t, "the re-signed pointer in the last-known-good file", poll.Patience, func() (bool, string) {
+		b, err := os.ReadFile(path)
+		return err == nil && strings.Contains(string(b), `"sig":"`+resigned.Signature+`"`), fmt.Sprintf("%v %.300s; events:%s", err, b, evBoth)
+	})
+	if got := evBoth.applied(); !slices.Equal(got, []uint64{1}) {
+		t.Fatalf("applied %v, want [1]: the re-signed pointer names what runs", got)
+	}
+
+	p := startProxy(t, e.srv.Addr().String())
+	p.cut()
+	retired, evRetired := newClientOn(t, p.connect(t), instance, client.WithTrustedKeys(newPub))
+	w := watch(t, retired, client.LastKnownGood(path))
+	if s := w.Current(); s.Version != 1 || !s.FromLastKnownGood {
+		t.Fatalf("offline start trusting only the new key: version %d (last-known-good %v), want 1 from the file; events:%s", s.Version, s.FromLastKnownGood, evRetired)
 	}
 }
