@@ -166,7 +166,8 @@ const (
 	// signature) or the validation hook; it was not applied.
 	EventRejected
 	// EventError: a failure, most of them retried (a read, a report,
-	// writing the last-known-good file); some are said once: an unusable
+	// writing the last-known-good file, at each heartbeat until it is
+	// written); some are said once: an unusable
 	// last-known-good file, the variant that could not be picked at Watch
 	// (NATS down at start), the connection closed for good, the
 	// WithInsecureSkipVerify warning.

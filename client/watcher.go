@@ -89,7 +89,13 @@ type Watcher struct {
 	lastErr    string
 	// stageErr is the version lastErr failed to stage (0: lastErr is no
 	// staging error), so that staging a version at or above it clears it.
-	stageErr   uint64
+	stageErr uint64
+	// unsaved is the pointer of the version served that the last-known-good
+	// file could not take (a full disk); nil when the file is current. The
+	// heartbeat saves it again until it can (saveLKG), and then clears
+	// lastErr if it is still unsavedErr, the failure's.
+	unsaved    *cuecast.Pointer
+	unsavedErr string
 	refused    string          // the last pointer refused (Report.Refused)
 	rejected   map[string]bool // version@checksum rejected for good (validation, signature)
 	retries    int

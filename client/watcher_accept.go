@@ -163,7 +163,32 @@ func (w *Watcher) repointed(p *cuecast.Pointer, cur *Snapshot) {
 		return
 	}
 	if err := writeLKG(w.o.lkgPath, *p, cur.Content); err != nil {
+		w.unsaved = p
 		w.event(EventError, cur.Version, "the newer pointer of the version applied was not saved as last-known-good", err)
+	}
+}
+
+// saveLKG saves the version served in the last-known-good file again when
+// it could not be saved at its apply (a full disk), and clears the error
+// that failure reported once it is: a file left on the older version is
+// what a restart with the server out of reach would start on.
+func (w *Watcher) saveLKG() {
+	p := w.unsaved
+	if p == nil {
+		return
+	}
+	cur := w.Current()
+	if cur.Version != p.Version || cur.Checksum != p.Checksum {
+		w.unsaved = nil // a newer apply saved (or failed to save) its own
+		return
+	}
+	err := writeLKG(w.o.lkgPath, *p, cur.Content)
+	if err != nil {
+		return // said at the apply; the next heartbeat tries again
+	}
+	w.unsaved = nil
+	if w.lastErr == w.unsavedErr {
+		w.lastErr = ""
 	}
 }
 
@@ -219,9 +244,11 @@ func (w *Watcher) install(p *cuecast.Pointer, a *accepted, why string) {
 			}
 		}
 	}
+	w.unsaved = nil
 	if w.o.lkgPath != "" {
 		if err := writeLKG(w.o.lkgPath, *p, a.content); err != nil {
 			w.lastErr, w.stageErr = err.Error(), 0
+			w.unsaved, w.unsavedErr = p, w.lastErr
 			w.event(EventError, a.meta.Version, "applied, but not saved as last-known-good", err)
 		}
 	}

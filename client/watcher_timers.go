@@ -39,6 +39,7 @@ func (w *Watcher) tick() {
 	}
 	report := false
 	if due(&w.heartbeatAt) {
+		w.saveLKG()
 		report = true
 		w.after(&w.heartbeatAt, w.c.o.heartbeat)
 	}
