@@ -55,7 +55,8 @@ Operator actions need --reason and are recorded, with who and when, in the appen
 audit stream (cuecast rollout audit). Who is --as, default $CUECAST_ACTOR, your Git
 identity, $USER, then the OS account@host.
 
-Exit status 4 when the rollout shown or watched is halted; rollout analyze exits 1
+Exit status 4 when a rollout shown (rollout status: any it lists, with or without a
+CONFIG) or watched is halted; rollout analyze exits 1
 when a metric could not be evaluated (outcome error: Prometheus unreachable, a query
 refused), after printing every metric.`,
 	}
@@ -142,6 +143,9 @@ refused), after printing every metric.`,
 		if v.name == string(rollout.VerbAdvance) {
 			sub.Flags().BoolVar(&opts.Emergency, "emergency", false, "skip every remaining hold and go to the last stage (audited as an emergency)")
 		}
+		if v.name == "status" {
+			sub.Long = rolloutStatusLong
+		}
 		if v.name == "analyze" {
 			sub.Flags().StringVar(&opts.Prometheus, "prometheus", "", "base URL of the Prometheus to query (default $CUECAST_PROMETHEUS_URL)")
 			registerPrometheusTimeout(sub.Flags(), &opts.PrometheusTimeout, "is the metric's error (exit 1)")
@@ -155,6 +159,13 @@ refused), after printing every metric.`,
 	}
 	return cmd
 }
+
+// rolloutStatusLong is rollout status's help: a script running the runbook's
+// `cuecast rollout status` (docs/OPERATIONS.md) relies on its exit status.
+const rolloutStatusLong = `Show each rollout (or CONFIG's): stage, coverage, holds, halts and pins.
+
+Exit status 4 when a rollout it shows is halted: CONFIG's or, without CONFIG, any
+config's; in text and in JSON alike.`
 
 // openController connects to NATS and opens the distributor and a
 // controller that acts on the shared rollout state (it does not run).
@@ -288,7 +299,9 @@ func rolloutStatus(ctx context.Context, env *Env, c *rollout.Controller, opts *R
 			printRecord(env.IO.Out, p, time.Now())
 		}
 	}
-	if halted && opts.Config != "" {
+	// Any halted rollout, named or not: the runbook's `cuecast rollout
+	// status` is how a script notices one (docs/OPERATIONS.md).
+	if halted {
 		return &silentError{code: ExitHalted}
 	}
 	return nil

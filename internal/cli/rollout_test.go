@@ -220,6 +220,14 @@ func TestRolloutOperatorCommands(t *testing.T) {
 	if code != cli.ExitHalted || !strings.Contains(out.String(), "HALTED") || !strings.Contains(out.String(), "operator ann: latency") {
 		t.Errorf("status of a halted rollout: exit %d, %q", code, out)
 	}
+	// The overview exits 4 too (docs/OPERATIONS.md, "A halted rollout"): a
+	// script running the runbook's `cuecast rollout status` got 0.
+	for _, args := range [][]string{{}, {"-o", "json"}} {
+		code, out, errOut := run(ctx, append([]string{"rollout", "status", "--nats", url}, args...)...)
+		if code != cli.ExitHalted || !strings.Contains(out.String(), "payments/checkout") {
+			t.Errorf("rollout status %v with payments/checkout halted: exit %d (stdout %d bytes), stderr %q; want exit %d", args, code, len(out.String()), errOut, cli.ExitHalted)
+		}
+	}
 	if code, _, errOut := run(ctx, "rollout", "halt", "--nats", url, "payments/checkout", "--reason", "again"); code != cli.ExitUsage || !strings.Contains(errOut.String(), "halted") {
 		t.Errorf("halting a halted rollout: exit %d, %q", code, errOut)
 	}
