@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -297,20 +298,24 @@ func serveRun(c *cobra.Command, env *Env, opts *ServeOptions) error {
 	// The lines below tell people and supervisors where to go: the
 	// operations server answers before they are written.
 	p.OpenHTTP()
-	log.Info("serving", "nats", p.ClientURL(), "repo", (tailer.Config{Repo: opts.Repo}).Shown(), "branch", opts.Branch, "data", opts.Data, "public_key", p.PublicKey)
-	fmt.Fprintf(env.IO.ErrOut, "cuecast serve: NATS at %s; signing with %s; services trust the keys in %s (--trusted-keys-file; 'cuecast keys --data %s' prints them)\n",
-		p.ClientURL(), p.PublicKey, trustFile, opts.Data)
-	if h := emb.hint(p.ClientURL()); h != "" {
-		fmt.Fprintln(env.IO.ErrOut, h)
+	// The "serving" record is the JSON form of the line after it.
+	log.Info("serving", "nats", p.ClientURL(), "repo", (tailer.Config{Repo: opts.Repo}).Shown(), "branch", opts.Branch, "data", opts.Data, "public_key", p.PublicKey, "trusted_keys", trustFile)
+	ann := announcer{env: env, log: log}
+	if !ann.json() {
+		fmt.Fprintf(env.IO.ErrOut, "cuecast serve: NATS at %s; signing with %s; services trust the keys in %s (--trusted-keys-file; 'cuecast keys --data %s' prints them)\n",
+			p.ClientURL(), p.PublicKey, trustFile, opts.Data)
 	}
+	emb.announceLogin(ann, p.ClientURL())
 	if addr := p.HTTPAddr(); addr != "" {
 		mode := "read-only"
 		if opts.OperatorToken != "" {
 			mode = "operator actions enabled"
 		}
-		fmt.Fprintf(env.IO.ErrOut, "cuecast serve: dashboard at http://%s/ (%s), metrics at http://%s/metrics\n", addr, mode, addr)
+		ann.say(fmt.Sprintf("cuecast serve: dashboard at http://%s/ (%s), metrics at http://%s/metrics", addr, mode, addr),
+			"dashboard", "url", "http://"+addr+"/", "metrics", "http://"+addr+"/metrics", "operator_actions", opts.OperatorToken != "")
 		if ofrepTokens != nil {
-			fmt.Fprintf(env.IO.ErrOut, "cuecast serve: OFREP at http://%s/ofrep/v1/ (tokens from %s)\n", addr, opts.OFREPTokens)
+			ann.say(fmt.Sprintf("cuecast serve: OFREP at http://%s/ofrep/v1/ (tokens from %s)", addr, opts.OFREPTokens),
+				"ofrep", "url", "http://"+addr+"/ofrep/v1/", "tokens_file", opts.OFREPTokens)
 		}
 	}
 	if err := p.Run(ctx); err != nil {
@@ -318,6 +323,26 @@ func serveRun(c *cobra.Command, env *Env, opts *ServeOptions) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// announcer tells people and supervisors where serve is: a line of text
+// on stderr or, with --log-format json, a log record in its place, so that
+// stderr stays one JSON object a line (docs/OPERATIONS.md).
+type announcer struct {
+	env *Env
+	log *slog.Logger
+}
+
+func (a announcer) json() bool { return a.env.LogFormat == "json" }
+
+// say writes text, or the record msg with attrs. Neither may hold a secret:
+// a file holding one is named, never read.
+func (a announcer) say(text, msg string, attrs ...any) {
+	if a.json() {
+		a.log.Info(msg, attrs...)
+		return
+	}
+	fmt.Fprintln(a.env.IO.ErrOut, text)
 }
 
 // serveKey loads (or creates) the signing key and lists its public half in

@@ -164,11 +164,14 @@ func (e embedded) mirrors(ctx context.Context, nc *nats.Conn, namespaces []strin
 	return natsconf.Mirrors(ctx, js, natsconf.MirrorSpec{Upstream: natsconf.HubDomain, FromHub: true, Namespaces: namespaces, NoRePublish: true})
 }
 
-// hint says how commands log in to the secure embedded server.
-func (e embedded) hint(url string) string {
+// announceLogin says how commands log in to the secure embedded server:
+// the files holding the password and the CA, never the password.
+func (e embedded) announceLogin(a announcer, url string) {
 	if e.conf == "" {
-		return ""
+		return
 	}
-	return fmt.Sprintf("cuecast serve: NATS requires a login; operators use --nats %s --user operator --password-file %s --tls-ca %s (services: --user svc-<namespace> --namespace-mirror)",
-		url, filepath.Join(e.dir, natsconf.OperatorUser+".password"), filepath.Join(e.dir, natsconf.CAFile))
+	password, ca := filepath.Join(e.dir, natsconf.OperatorUser+".password"), filepath.Join(e.dir, natsconf.CAFile)
+	a.say(fmt.Sprintf("cuecast serve: NATS requires a login; operators use --nats %s --user operator --password-file %s --tls-ca %s (services: --user svc-<namespace> --namespace-mirror)",
+		url, password, ca),
+		"nats login", "nats", url, "user", natsconf.OperatorUser, "password_file", password, "tls_ca", ca, "services", "--user svc-<namespace> --namespace-mirror")
 }

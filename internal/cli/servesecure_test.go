@@ -418,3 +418,61 @@ func plainConnect(t *testing.T, addr, user, pass string) string {
 	b, _ := io.ReadAll(c)
 	return string(b)
 }
+
+// TestServeLogFormatJSON: with --log-format json every line serve writes on
+// stderr is one JSON object (docs/OPERATIONS.md), its announcements of where
+// NATS, the login, the dashboard and OFREP are included, and none of them
+// holds a secret. They were plain text between the JSON records.
+func TestServeLogFormatJSON(t *testing.T) {
+	t.Parallel()
+	repo := exampleRepo(t)
+	data := t.TempDir()
+	tokens := filepath.Join(t.TempDir(), "ofrep-tokens")
+	token := strings.Repeat("g", 40)
+	if err := os.WriteFile(tokens, []byte("growth "+token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	errOut := &syncBuffer{}
+	streams := &iostreams.IOStreams{In: strings.NewReader(""), Out: io.Discard, ErrOut: errOut}
+	args := []string{"serve", "--log-format", "json", "--repo", repo.Dir, "--data", data, "--secure",
+		"--listen", natstest.FreeAddr(t), "--http", natstest.FreeAddr(t), "--ofrep-tokens", tokens, "--interval", "50ms"}
+	served := make(chan int, 1)
+	go func() { served <- cli.Main(ctx, args, streams, func(string) string { return "" }) }()
+	poll.Until(t, "serve announcing OFREP, its last announcement", poll.Patience, func() (bool, string) {
+		return strings.Contains(errOut.String(), "/ofrep/v1/"), errOut.String()
+	})
+	cancel()
+	if code := poll.Receive(t, "serve's exit", poll.Patience, served); code != 0 {
+		t.Fatalf("serve: exit %d\n%s", code, errOut)
+	}
+	password, err := os.ReadFile(filepath.Join(data, cli.EmbeddedSecretsDir, "operator.password"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for _, line := range strings.Split(strings.TrimSuffix(errOut.String(), "\n"), "\n") {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Errorf("stderr line %q: %v; want one JSON object a line", line, err)
+			continue
+		}
+		msg, _ := rec["msg"].(string)
+		seen[msg]++
+		if strings.Contains(line, strings.TrimSpace(string(password))) || strings.Contains(line, token) {
+			t.Errorf("stderr line %q holds a secret", line)
+		}
+	}
+	// Each announcement once, with what its text line said.
+	for _, msg := range []string{"serving", "nats login", "dashboard", "ofrep"} {
+		if seen[msg] != 1 {
+			t.Errorf("%d records %q, want 1; stderr:\n%s", seen[msg], msg, errOut)
+		}
+	}
+	for _, want := range []string{`"trusted_keys":`, `"password_file":`, `"tls_ca":`, `"metrics":"http://`, `"url":"http://`} {
+		if !strings.Contains(errOut.String(), want) {
+			t.Errorf("stderr has no %s; stderr:\n%s", want, errOut)
+		}
+	}
+}
