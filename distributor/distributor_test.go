@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -906,6 +907,11 @@ func TestTrustedKeysFile(t *testing.T) {
 	}
 	if _, err := distributor.RetireKey(path, newPub); err == nil {
 		t.Fatal("retiring the last key: got success, want refusal")
+	}
+	// Retired already: said as such, with what the file lists, not as a
+	// missing file.
+	if _, err := distributor.RetireKey(path, oldPub); !errors.Is(err, distributor.ErrNotListed) || errors.Is(err, os.ErrNotExist) || !strings.Contains(err.Error(), newPub) {
+		t.Fatalf("retiring a retired key: %v; want ErrNotListed naming %s", err, newPub)
 	}
 	if _, err := distributor.TrustKey(path, "SAAACAQDAQCQMBYIBEFAWDANBYHRAEISCMKBKFQXDAMRUGY4DUPB6IFO3A"); err == nil {
 		t.Fatal("trusting a seed: got success, want refusal")

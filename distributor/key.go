@@ -110,8 +110,14 @@ func TrustKey(path, pub string) ([]string, error) {
 // ErrLastKey is RetireKey's refusal to leave the trusted-keys file empty.
 var ErrLastKey = errors.New("it is the only key")
 
+// ErrNotListed is RetireKey's answer for a key the trusted-keys file does
+// not list: retired already, or a typo.
+var ErrNotListed = errors.New("not listed")
+
 // RetireKey removes pub from the trusted-keys file at path and returns the
-// keys left. It refuses to leave the file empty.
+// keys left. It refuses to leave the file empty (ErrLastKey) and a key the
+// file does not list (ErrNotListed, naming the keys it does list); a
+// missing file gives an error wrapping os.ErrNotExist.
 func RetireKey(path, pub string) ([]string, error) {
 	keys, err := ReadTrustedKeys(path)
 	if err != nil {
@@ -119,7 +125,15 @@ func RetireKey(path, pub string) ([]string, error) {
 	}
 	i := slices.Index(keys, pub)
 	if i < 0 {
-		return nil, fmt.Errorf("retire key %s: not listed in %s: %w", pub, path, os.ErrNotExist)
+		listed := "no key"
+		switch len(keys) {
+		case 0:
+		case 1:
+			listed = "1 key: " + keys[0]
+		default:
+			listed = fmt.Sprintf("%d keys: %s", len(keys), strings.Join(keys, ", "))
+		}
+		return nil, fmt.Errorf("retire key %s: %w in %s, which lists %s", pub, ErrNotListed, path, listed)
 	}
 	if len(keys) == 1 {
 		return nil, fmt.Errorf("retire key %s: %w in %s; clients would trust nothing", pub, ErrLastKey, path)

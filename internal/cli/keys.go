@@ -125,12 +125,15 @@ key serve signs with (--signing-key, default <data>/signing.nk) and the last key
 					}
 				}
 			}
-			keys, err := distributor.RetireKey(filepath.Join(opts.Data, distributor.TrustedKeysFile), pub)
+			path := filepath.Join(opts.Data, distributor.TrustedKeysFile)
+			keys, err := distributor.RetireKey(path, pub)
 			switch {
 			case errors.Is(err, distributor.ErrLastKey):
 				return &UsageError{Err: err, Hint: "add the next key first: cuecast keys new"}
+			case errors.Is(err, distributor.ErrNotListed):
+				return &UsageError{Err: err, Hint: "it may be retired already (nothing to do); otherwise name a key `cuecast keys --data " + opts.Data + "` prints"}
 			case errors.Is(err, os.ErrNotExist):
-				return &UsageError{Err: err, Hint: "name a key `cuecast keys --data " + opts.Data + "` lists"}
+				return usageErrorf("pass the --data serve uses; serve writes the file on its first start", "no %s", path)
 			case err != nil:
 				return err
 			}
