@@ -138,7 +138,7 @@ func flagsEvalRun(c *cobra.Command, env *Env, opts *FlagsEvalOptions) error {
 		if n == 0 {
 			v, err := d.Latest(ctx, cfg)
 			if errors.Is(err, cuecast.ErrNotFound) {
-				return &UsageError{Err: fmt.Errorf("%s has no published version", cfg), Hint: "see `cuecast status` for the configs published"}
+				return &UsageError{Err: fmt.Errorf("%s has no published version", cfg), Hint: hintPublished}
 			}
 			if err != nil {
 				return fmt.Errorf("read %s: %w", cfg, err)

@@ -67,6 +67,10 @@ and undoing it in Git means reverting them too (or cuecast rollback).`,
 	return cmd
 }
 
+// hintPublished is the hint of every command told of a config never
+// published: a typo, most often.
+const hintPublished = "see `cuecast status` for the configs published"
+
 func logRun(c *cobra.Command, env *Env, opts *LogOptions) error {
 	ctx := c.Context()
 	nc, d, err := dialStreams(ctx, env, opts.NATS, "cuecast log", &opts.Conn)
@@ -79,7 +83,7 @@ func logRun(c *cobra.Command, env *Env, opts *LogOptions) error {
 		return fmt.Errorf("log %s: %w", opts.Config, err)
 	}
 	if len(vs) == 0 {
-		return &UsageError{Err: fmt.Errorf("%s has no versions: %w", opts.Config, cuecast.ErrNotFound), Hint: "see `cuecast status` for the configs published"}
+		return &UsageError{Err: fmt.Errorf("%s has no versions: %w", opts.Config, cuecast.ErrNotFound), Hint: hintPublished}
 	}
 	if len(vs) > opts.Limit {
 		vs = vs[:opts.Limit]

@@ -150,7 +150,7 @@ func statusRun(c *cobra.Command, env *Env, opts *StatusOptions) error {
 	if errors.Is(err, cuecast.ErrNotFound) {
 		// As log does: naming a config that was never published is wrong
 		// usage (a typo, most often), not a failure of cuecast.
-		return &UsageError{Err: fmt.Errorf("status: %w", err), Hint: "run 'cuecast status' without arguments for the configs published"}
+		return &UsageError{Err: fmt.Errorf("status: %w", err), Hint: hintPublished}
 	}
 	if err != nil {
 		return fmt.Errorf("status: %w", err)

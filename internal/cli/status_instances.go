@@ -50,6 +50,13 @@ func statusInstances(c *cobra.Command, env *Env, d *distributor.Distributor, opt
 			return err
 		}
 		for _, cfg := range cfgs {
+			// As status without --instances: a config never published is
+			// wrong usage, not a config without instances.
+			if _, err := d.Latest(ctx, cfg); errors.Is(err, cuecast.ErrNotFound) {
+				return &UsageError{Err: fmt.Errorf("status: %s has no versions: %w", cfg, err), Hint: hintPublished}
+			} else if err != nil {
+				return fmt.Errorf("status: %w", err)
+			}
 			ci, err := instancesOf(ctx, d, cfg, timeout)
 			if err != nil {
 				return err

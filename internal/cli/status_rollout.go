@@ -63,7 +63,7 @@ func statusWait(ctx context.Context, env *Env, nc *nats.Conn, d *distributor.Dis
 		return err
 	}
 	if _, err := d.Latest(ctx, cfg); errors.Is(err, cuecast.ErrNotFound) {
-		return &UsageError{Err: fmt.Errorf("status --wait: %w", err), Hint: "run 'cuecast status' without arguments for the configs published"}
+		return &UsageError{Err: fmt.Errorf("status --wait: %w", err), Hint: hintPublished}
 	} else if err != nil {
 		return fmt.Errorf("status --wait: %w", err)
 	}

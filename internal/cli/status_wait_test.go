@@ -464,6 +464,15 @@ func TestStatusWaitUnknownConfig(t *testing.T) {
 	if code != r.code {
 		t.Errorf("status payments/chekout exits %d, status --wait payments/chekout@1 %d: want the same", code, r.code)
 	}
+	// Every way of asking the status of a config never published says so,
+	// with log's hint where to find the configs that are; --instances listed
+	// none and exited 0.
+	for _, args := range [][]string{{"nope/nope"}, {"nope/nope", "--instances"}, {"payments/checkout", "nope/nope", "--instances", "-o", "json"}} {
+		code, out, errOut := run(t.Context(), append([]string{"status", "--nats", f.url}, args...)...)
+		if code != cli.ExitUsage || !strings.Contains(errOut.String(), "nope/nope") || !strings.Contains(errOut.String(), "hint: see `cuecast status` for the configs published") {
+			t.Errorf("status %v: exit %d, stdout %q, stderr %q; want %d naming nope/nope, with log's hint", args, code, out, errOut, cli.ExitUsage)
+		}
+	}
 }
 
 // TestStatusWaitJSON: --output json makes the wait's outcome one JSON
