@@ -20,6 +20,23 @@ type KeysOptions struct {
 	// SigningKey is the seed serve signs with, which `keys retire` refuses to
 	// retire.
 	SigningKey string
+	// Output (new, retire): text or json.
+	Output string
+}
+
+// keysNewJSON is `keys new --output json`.
+type keysNewJSON struct {
+	PublicKey   string   `json:"public_key"`
+	SeedFile    string   `json:"seed_file"`
+	TrustedKeys string   `json:"trusted_keys_file"`
+	Keys        []string `json:"keys"`
+}
+
+// keysRetireJSON is `keys retire --output json`.
+type keysRetireJSON struct {
+	Retired     string   `json:"retired"`
+	TrustedKeys string   `json:"trusted_keys_file"`
+	Keys        []string `json:"keys"`
 }
 
 func newKeysCmd(env *Env) *cobra.Command {
@@ -74,6 +91,9 @@ it is restarted with --signing-key naming the new seed. Give the updated
 trusted-keys file to every service before that restart.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
+			if err := validateOutput(opts.Output, "text", "json"); err != nil {
+				return err
+			}
 			out := opts.Out
 			if out == "" {
 				out = filepath.Join(opts.Data, "signing.next.nk")
@@ -94,9 +114,12 @@ trusted-keys file to every service before that restart.`,
 			if err != nil {
 				return err
 			}
-			fmt.Fprintln(env.IO.Out, pub)
 			fmt.Fprintf(env.IO.ErrOut, "cuecast keys: new seed in %s; %s now lists %d keys. Give it to every service, then restart serve with --signing-key %s\n",
 				out, path, len(keys), out)
+			if opts.Output == "json" {
+				return writeJSON(env.IO.Out, keysNewJSON{PublicKey: pub, SeedFile: out, TrustedKeys: path, Keys: keys})
+			}
+			fmt.Fprintln(env.IO.Out, pub)
 			return nil
 		},
 	}
@@ -110,6 +133,9 @@ service afterwards: from then on they refuse what that key signed. It refuses th
 key serve signs with (--signing-key, default <data>/signing.nk) and the last key.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
+			if err := validateOutput(opts.Output, "text", "json"); err != nil {
+				return err
+			}
 			pub := args[0]
 			if _, err := nkeys.FromPublicKey(pub); err != nil {
 				return usageErrorf("pass a public key as `cuecast keys` prints it", "%q: not a public key: %v", pub, err)
@@ -138,11 +164,17 @@ key serve signs with (--signing-key, default <data>/signing.nk) and the last key
 				return err
 			}
 			fmt.Fprintf(env.IO.ErrOut, "cuecast keys: retired %s; %d key(s) left. Give the file to every service.\n", pub, len(keys))
+			if opts.Output == "json" {
+				return writeJSON(env.IO.Out, keysRetireJSON{Retired: pub, TrustedKeys: path, Keys: keys})
+			}
 			return nil
 		},
 	}
 	retireCmd.Flags().StringVar(&opts.SigningKey, "signing-key", "", "the seed serve signs with (default <data>/signing.nk)")
 
+	for _, sub := range []*cobra.Command{newCmd, retireCmd} {
+		sub.Flags().StringVarP(&opts.Output, "output", "o", "text", "output format: text or json")
+	}
 	cmd.AddCommand(newCmd, retireCmd)
 	return cmd
 }

@@ -22,7 +22,32 @@ type RepairOptions struct {
 	Data   string
 	Reason string
 	Actor  string
+	Output string
 	Scale  ServeScale
+}
+
+// repairJSON is `repair --output json`: the commit the configs were rebuilt
+// from, the configs renumbered above every number ever published, and the
+// others published because their output changed.
+type repairJSON struct {
+	Commit     string               `json:"commit"`
+	Renumbered []repairRenumberJSON `json:"renumbered"`
+	Published  []repairPublishJSON  `json:"published"`
+}
+
+type repairRenumberJSON struct {
+	Config cuecast.ConfigPath `json:"config"`
+	// Stored is what the stream held (0: nothing), Published the highest
+	// number ever taken, Version the new one.
+	Stored    uint64 `json:"stored"`
+	Published uint64 `json:"published"`
+	Version   uint64 `json:"version"`
+	Deleted   bool   `json:"deleted"`
+}
+
+type repairPublishJSON struct {
+	Config  cuecast.ConfigPath `json:"config"`
+	Version uint64             `json:"version"`
 }
 
 func newRepairCmd(env *Env, runF func(*cobra.Command, *RepairOptions) error) *cobra.Command {
@@ -55,6 +80,9 @@ Versions between what the stream kept and the new number are gone: a rollback to
 them is not possible.`,
 		Example: `  cuecast repair --repo ~/src/configs --data /var/lib/cuecast --reason "stream lost after power cut"`,
 		RunE: func(c *cobra.Command, args []string) error {
+			if err := validateOutput(opts.Output, "text", "json"); err != nil {
+				return err
+			}
 			if opts.Reason == "" {
 				return usageErrorf("say why with --reason; it goes to the audit stream", "no reason given")
 			}
@@ -72,6 +100,7 @@ them is not possible.`,
 	cmd.Flags().StringVar(&opts.Data, "data", ".cuecast", "serve's data directory")
 	cmd.Flags().StringVar(&opts.Reason, "reason", "", "why, for the audit stream (required)")
 	cmd.Flags().StringVar(&opts.Actor, "as", "", "who is acting, for the audit trail (default $CUECAST_ACTOR, your Git identity, $USER, or the OS account@host)")
+	cmd.Flags().StringVarP(&opts.Output, "output", "o", "text", "output format: text or json")
 	opts.Scale.register(cmd.Flags())
 	return cmd
 }
@@ -110,6 +139,16 @@ func repairRun(c *cobra.Command, env *Env, opts *RepairOptions) error {
 		return repoError(err, "the credentials")
 	}
 	w := env.IO.Out
+	if opts.Output == "json" {
+		out := repairJSON{Commit: rep.Commit, Renumbered: []repairRenumberJSON{}, Published: []repairPublishJSON{}}
+		for _, r := range rep.Renumbered {
+			out.Renumbered = append(out.Renumbered, repairRenumberJSON{Config: r.Config, Stored: r.Stored, Published: r.Published, Version: r.Version, Deleted: r.Deleted})
+		}
+		for _, v := range rep.Published {
+			out.Published = append(out.Published, repairPublishJSON{Config: v.Config, Version: v.Version})
+		}
+		return writeJSON(w, out)
+	}
 	if len(rep.Renumbered) == 0 && len(rep.Published) == 0 {
 		fmt.Fprintf(w, "nothing to repair at commit %s: the stream agrees with every record of published versions\n", cuecast.ShortCommit(rep.Commit))
 		return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -31,6 +32,42 @@ type RevertOptions struct {
 	GitHubRepo string
 	APIURL     string
 	Token      string
+	Output     string
+}
+
+// revertResult is what revert did, which it prints: for people, or as one
+// JSON object with --output json.
+type revertResult struct {
+	// Commit is the revert commit, Reverted the commit it reverts.
+	Commit   string `json:"commit"`
+	Reverted string `json:"reverted"`
+	Branch   string `json:"branch"`
+	Subject  string `json:"subject"`
+	// Pushed: Branch was pushed to Remote.
+	Pushed      bool          `json:"pushed"`
+	Remote      string        `json:"remote,omitempty"`
+	PullRequest *revertPRJSON `json:"pull_request,omitempty"`
+}
+
+type revertPRJSON struct {
+	Number int    `json:"number"`
+	URL    string `json:"url"`
+}
+
+func (res revertResult) write(w io.Writer, output string) error {
+	if output == "json" {
+		return writeJSON(w, res)
+	}
+	fmt.Fprintf(w, "created %s on %s: %s\n", cuecast.ShortCommit(res.Commit), res.Branch, res.Subject)
+	if !res.Pushed {
+		fmt.Fprintf(w, "push it (git push, or cuecast revert --push) and the pipeline rolls it out as a new version\n")
+		return nil
+	}
+	fmt.Fprintf(w, "pushed %s to %s\n", res.Branch, res.Remote)
+	if pr := res.PullRequest; pr != nil {
+		fmt.Fprintf(w, "opened pull request #%d: %s\n", pr.Number, pr.URL)
+	}
+	return nil
 }
 
 func newRevertCmd(env *Env, runF func(*cobra.Command, *RevertOptions) error) *cobra.Command {
@@ -68,6 +105,9 @@ branch fails as well, the error names it: delete it before the retry.`,
 		},
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.Commit = args[0]
+			if err := validateOutput(opts.Output, "text", "json"); err != nil {
+				return err
+			}
 			if opts.Push && opts.GitHubPR {
 				return usageErrorf("--github-pr pushes its own branch", "--push and --github-pr exclude each other")
 			}
@@ -83,6 +123,7 @@ branch fails as well, the error names it: delete it before the retry.`,
 	cmd.Flags().BoolVar(&opts.GitHubPR, "github-pr", false, "commit on a new branch, push it and open a pull request")
 	cmd.Flags().StringVar(&opts.Remote, "remote", "origin", "remote to push to")
 	cmd.Flags().StringVar(&opts.GitHubRepo, "github-repo", "", "OWNER/NAME for --github-pr (default $GITHUB_REPOSITORY or the remote's URL)")
+	cmd.Flags().StringVarP(&opts.Output, "output", "o", "text", "output format: text or json")
 	cmd.Flags().StringVar(&opts.APIURL, "github-api-url", "", "GitHub API root (default $GITHUB_API_URL or https://api.github.com)")
 	return cmd
 }
@@ -164,18 +205,16 @@ func revertRun(ctx context.Context, env *Env, opts *RevertOptions) error {
 	if err != nil {
 		return notCommitted(fmt.Errorf("read revert commit: %w", err), "", "", undoRevert(r, wt, target.String(), head, branch))
 	}
-	created := fmt.Sprintf("created %s on %s: %s\n", cuecast.ShortCommit(h.String()), branch.Short(), cuecast.CommitSubject(c.Message))
+	res := revertResult{Commit: h.String(), Reverted: target.String(), Branch: branch.Short(), Subject: cuecast.CommitSubject(c.Message)}
 	if !opts.Push && !opts.GitHubPR {
-		fmt.Fprint(env.IO.Out, created)
-		fmt.Fprintf(env.IO.Out, "push it (git push, or cuecast revert --push) and the pipeline rolls it out as a new version\n")
-		return nil
+		return res.write(env.IO.Out, opts.Output)
 	}
 	if err := publish.Push(ctx, r, opts.Remote, branch, remoteAuthMethod); err != nil {
 		return notCommitted(err, "", " (pull first when the remote moved on)", undoRevert(r, wt, target.String(), head, branch))
 	}
+	res.Pushed, res.Remote = true, opts.Remote
 	if !opts.GitHubPR {
-		fmt.Fprintf(env.IO.Out, "%spushed %s to %s\n", created, branch.Short(), opts.Remote)
-		return nil
+		return res.write(env.IO.Out, opts.Output)
 	}
 	pr, err := openPR(ctx, opts, ghOwner, ghName, branch.Short(), base.Short(), c, target.String())
 	if err != nil {
@@ -189,7 +228,10 @@ func revertRun(ctx context.Context, env *Env, opts *RevertOptions) error {
 		}
 		return notCommitted(err, remote, "", undoRevert(r, wt, target.String(), head, branch))
 	}
-	fmt.Fprintf(env.IO.Out, "%spushed %s to %s\nopened pull request #%d: %s\n", created, branch.Short(), opts.Remote, pr.GetNumber(), pr.GetHTMLURL())
+	res.PullRequest = &revertPRJSON{Number: pr.GetNumber(), URL: pr.GetHTMLURL()}
+	if err := res.write(env.IO.Out, opts.Output); err != nil {
+		return err
+	}
 	if err := wt.Checkout(&git.CheckoutOptions{Branch: base}); err != nil {
 		return fmt.Errorf("check out %s again: %w", base.Short(), err)
 	}

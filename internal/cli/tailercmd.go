@@ -78,6 +78,9 @@ Pass the same --repo, --branch and --data as serve (a remote repository is read
 from serve's clone in --data). It works while serve runs.`,
 		Example: `  cuecast tailer accept-rewrite --to 3f2a9c1 --repo ~/src/configs`,
 		RunE: func(c *cobra.Command, args []string) error {
+			if err := validateOutput(opts.Output, "text", "json"); err != nil {
+				return err
+			}
 			if opts.To == "" {
 				return usageErrorf("pass --to with the commit to resume at (see `cuecast tailer status`)", "no commit to resume at")
 			}
@@ -88,6 +91,7 @@ from serve's clone in --data). It works while serve runs.`,
 		},
 	}
 	accept.Flags().StringVar(&opts.To, "to", "", "commit to resume at")
+	accept.Flags().StringVarP(&opts.Output, "output", "o", "text", "output format: text or json")
 	accept.Flags().StringVar(&opts.Repo, "repo", ".", "the repository serve follows")
 	accept.Flags().StringVar(&opts.Branch, "branch", "main", "the branch serve follows")
 	accept.Flags().StringVar(&opts.Data, "data", ".cuecast", "serve's data directory (where a remote repository is cloned)")
@@ -153,6 +157,15 @@ func printTailerState(w io.Writer, st tailer.State) {
 	}
 }
 
+// acceptRewriteJSON is `tailer accept-rewrite --output json`: which tailer
+// resumes, and at the commit given (--to), at serve's next poll.
+type acceptRewriteJSON struct {
+	Tailer    string `json:"tailer"`
+	Repo      string `json:"repo"`
+	Branch    string `json:"branch"`
+	ResumesAt string `json:"resumes_at"`
+}
+
 func acceptRewriteRun(c *cobra.Command, env *Env, opts *TailerOptions) error {
 	ctx := c.Context()
 	// serve's streams and the tailer's bucket are serve's to create: on a
@@ -182,6 +195,9 @@ func acceptRewriteRun(c *cobra.Command, env *Env, opts *TailerOptions) error {
 			return &UsageError{Err: err, Hint: "name the new tip or a commit before it (`cuecast tailer status` shows the tip seen)"}
 		}
 		return fmt.Errorf("accept-rewrite: %w", err)
+	}
+	if opts.Output == "json" {
+		return writeJSON(env.IO.Out, acceptRewriteJSON{Tailer: opts.ID, Repo: (tailer.Config{Repo: opts.Repo}).Shown(), Branch: opts.Branch, ResumesAt: opts.To})
 	}
 	fmt.Fprintf(env.IO.Out, "accepted: the tailer resumes at %s; serve publishes from there at its next poll\n", opts.To)
 	return nil

@@ -153,9 +153,17 @@ func TestLogAndForcePush(t *testing.T) {
 	if code, _, errOut := run(ctx, "tailer", "accept-rewrite", "--nats", p.ClientURL(), "--repo", repo.Dir); code != cli.ExitUsage {
 		t.Errorf("accept-rewrite without --to: exit %d, stderr %q", code, errOut)
 	}
-	code, out, errOut = run(ctx, "tailer", "accept-rewrite", "--to", rewritten, "--nats", p.ClientURL(), "--repo", repo.Dir, "--data", t.TempDir())
-	if code != 0 {
-		t.Fatalf("accept-rewrite: exit %d, stdout %q, stderr %q", code, out, errOut)
+	// --output json says what the text says (README: commands that report
+	// take it).
+	var accepted struct {
+		Tailer    string `json:"tailer"`
+		Repo      string `json:"repo"`
+		Branch    string `json:"branch"`
+		ResumesAt string `json:"resumes_at"`
+	}
+	runJSON(t, nil, &accepted, "tailer", "accept-rewrite", "--to", rewritten, "--nats", p.ClientURL(), "--repo", repo.Dir, "--data", t.TempDir())
+	if accepted.Tailer != "default" || accepted.Repo != repo.Dir || accepted.Branch != "main" || accepted.ResumesAt != rewritten {
+		t.Errorf("accept-rewrite --output json: %+v; want tailer default on %s main resuming at %s", accepted, repo.Dir, rewritten)
 	}
 	p.Tailer.Wake()
 	await(t, "v3 from the rewritten branch", func() bool { v := latest(); return v.Version == 3 && v.Commit == rewritten })
