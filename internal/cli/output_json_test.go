@@ -1,24 +1,16 @@
 package cli_test
 
 import (
-	"context"
 	"encoding/json"
-	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/internal/cli"
 	"github.com/cuecast/cuecast/internal/gittest"
-	"github.com/cuecast/cuecast/internal/pipeline"
-	"github.com/cuecast/cuecast/internal/pipelinetest"
-	"github.com/cuecast/cuecast/internal/poll"
 )
 
 // runJSON runs a command that reports with --output json and decodes its
@@ -110,15 +102,7 @@ func TestRevertOutputJSON(t *testing.T) {
 		t.Errorf("revert --push: %+v; want %s pushed to origin", pushed, repo.Head())
 	}
 
-	gh := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost || r.URL.Path != "/api/v3/repos/acme/configs/pulls" {
-			http.Error(w, "unexpected "+r.Method+" "+r.URL.Path, http.StatusNotFound)
-			return
-		}
-		w.WriteHeader(http.StatusCreated)
-		fmt.Fprint(w, `{"number":7,"html_url":"https://github.example/acme/configs/pull/7"}`)
-	}))
-	t.Cleanup(gh.Close)
+	gh := newFakePulls(t)
 	third := repo.CommitFiles("checkout a=3", map[string]string{"payments/checkout/checkout.cue": "a: 3\n"})
 	var pr revertJSON
 	runJSON(t, map[string]string{"GITHUB_TOKEN": "tok"}, &pr, "revert", third, "--repo", repo.Dir,
@@ -133,18 +117,7 @@ func TestRevertOutputJSON(t *testing.T) {
 // config it renumbered or published, with --output json.
 func TestRepairOutputJSON(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	repo := exampleRepo(t)
-	data := t.TempDir()
-	p, stop := pipelinetest.Run(t, pipeline.Config{Repo: repo.Dir, DataDir: data})
-	poll.Until(t, "first commit published", 20*time.Second, func() (bool, string) {
-		st, err := p.Tailer.State(ctx)
-		return err == nil && st.Cursor == repo.Head(), st.Cursor
-	})
-	stop()
-	if err := os.RemoveAll(filepath.Join(data, "jetstream")); err != nil {
-		t.Fatal(err)
-	}
+	repo, data := lostStore(t)
 	var rep struct {
 		Commit     string `json:"commit"`
 		Renumbered []struct {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/internal/cli"
+	"github.com/cuecast/cuecast/internal/gittest"
 	"github.com/cuecast/cuecast/internal/natstest"
 	"github.com/cuecast/cuecast/internal/pipeline"
 	"github.com/cuecast/cuecast/internal/pipelinetest"
@@ -24,19 +25,7 @@ func TestRepairCommand(t *testing.T) {
 	if code, _, stderr := run(ctx, "repair", "--repo", t.TempDir()); code != 2 || !strings.Contains(stderr.String(), "--reason") {
 		t.Fatalf("repair without --reason: exit %d, %s; want 2 asking for --reason", code, stderr)
 	}
-	repo := exampleRepo(t)
-	data := t.TempDir()
-	p, stop := pipelinetest.Run(t, pipeline.Config{Repo: repo.Dir, DataDir: data})
-	poll.Until(t, "first commit published", 20*time.Second, func() (bool, string) {
-		st, err := p.Tailer.State(ctx)
-		return err == nil && st.Cursor == repo.Head(), st.Cursor
-	})
-	stop()
-	// The whole store lost (a volume gone), the key and the highwater file
-	// kept: what repair is for, not a --data to refuse.
-	if err := os.RemoveAll(filepath.Join(data, "jetstream")); err != nil {
-		t.Fatal(err)
-	}
+	repo, data := lostStore(t)
 	code, stdout, stderr := run(ctx, "repair", "--repo", repo.Dir, "--data", data, "--reason", "test", "--log-level", "error")
 	if code != 0 {
 		t.Fatalf("repair: exit %d: %s", code, stderr)
@@ -44,6 +33,25 @@ func TestRepairCommand(t *testing.T) {
 	if out := stdout.String(); !strings.Contains(out, "payments/checkout: stream held v0, v1 was published; now v2 (content), deployed, audited") {
 		t.Fatalf("repair output:\n%s", out)
 	}
+}
+
+// lostStore is a serve's data directory after its whole store was lost (a
+// volume gone), the key and the highwater file kept: what repair is for, not
+// a --data to refuse. Its serve had published the example configs of repo.
+func lostStore(t *testing.T) (repo *gittest.Repo, data string) {
+	t.Helper()
+	repo = exampleRepo(t)
+	data = t.TempDir()
+	p, stop := pipelinetest.Run(t, pipeline.Config{Repo: repo.Dir, DataDir: data})
+	poll.Until(t, "first commit published", 20*time.Second, func() (bool, string) {
+		st, err := p.Tailer.State(t.Context())
+		return err == nil && st.Cursor == repo.Head(), st.Cursor
+	})
+	stop()
+	if err := os.RemoveAll(filepath.Join(data, "jetstream")); err != nil {
+		t.Fatal(err)
+	}
+	return repo, data
 }
 
 // TestRepairSecureDataDir: repair of a serve --secure data directory opens

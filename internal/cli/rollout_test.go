@@ -291,6 +291,43 @@ func TestRolloutOperatorCommands(t *testing.T) {
 	}
 }
 
+// fakePulls is GitHub's pull-request API of acme/configs: every pull
+// request it opens is #7, and it keeps the last request's body and
+// Authorization header.
+type fakePulls struct {
+	*httptest.Server
+	mu   sync.Mutex
+	body map[string]any
+	auth string
+}
+
+func newFakePulls(t *testing.T) *fakePulls {
+	t.Helper()
+	f := &fakePulls{}
+	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || r.URL.Path != "/api/v3/repos/acme/configs/pulls" {
+			http.Error(w, "unexpected "+r.Method+" "+r.URL.Path, http.StatusNotFound)
+			return
+		}
+		body, _ := io.ReadAll(r.Body)
+		f.mu.Lock()
+		_ = json.Unmarshal(body, &f.body)
+		f.auth = r.Header.Get("Authorization")
+		f.mu.Unlock()
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprint(w, `{"number":7,"html_url":"https://github.example/acme/configs/pull/7"}`)
+	}))
+	t.Cleanup(f.Close)
+	return f
+}
+
+// last is the body and Authorization header of the last request.
+func (f *fakePulls) last() (map[string]any, string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.body, f.auth
+}
+
 func TestRevertConflictPushAndPR(t *testing.T) {
 	t.Parallel()
 	repo := gittest.New(t)
@@ -330,23 +367,7 @@ func TestRevertConflictPushAndPR(t *testing.T) {
 	}
 
 	// --github-pr: a branch pushed and a pull request opened on the API.
-	var mu sync.Mutex
-	var got map[string]any
-	var auth string
-	gh := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost || r.URL.Path != "/api/v3/repos/acme/configs/pulls" {
-			http.Error(w, "unexpected "+r.Method+" "+r.URL.Path, http.StatusNotFound)
-			return
-		}
-		body, _ := io.ReadAll(r.Body)
-		mu.Lock()
-		_ = json.Unmarshal(body, &got)
-		auth = r.Header.Get("Authorization")
-		mu.Unlock()
-		w.WriteHeader(http.StatusCreated)
-		fmt.Fprint(w, `{"number":7,"html_url":"https://github.example/acme/configs/pull/7"}`)
-	}))
-	t.Cleanup(gh.Close)
+	gh := newFakePulls(t)
 	code, _, errOut = runEnv(ctx, map[string]string{"GITHUB_TOKEN": "tok"}, "revert", other, "--repo", repo.Dir,
 		"--github-pr", "--github-repo", "acme/configs", "--github-api-url", gh.URL)
 	if code != cli.ExitUsage || !strings.Contains(errOut.String(), "changed again") {
@@ -363,11 +384,9 @@ func TestRevertConflictPushAndPR(t *testing.T) {
 		t.Errorf("revert --github-pr output: %q", out)
 	}
 	branch := "cuecast/revert-" + cuecast.ShortCommit(target)
-	mu.Lock()
-	if got["head"] != branch || got["base"] != "main" || auth != "Bearer tok" {
+	if got, auth := gh.last(); got["head"] != branch || got["base"] != "main" || auth != "Bearer tok" {
 		t.Errorf("pull request: %v (auth %q), want head %s base main", got, auth, branch)
 	}
-	mu.Unlock()
 	if _, err := remote.Reference(plumbing.NewBranchReferenceName(branch), true); err != nil {
 		t.Errorf("branch %s not pushed: %v", branch, err)
 	}
