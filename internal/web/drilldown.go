@@ -347,7 +347,7 @@ func (s *Server) instancesPage(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
-	w.Header().Set("Content-Security-Policy", "default-src 'self'; style-src 'self' 'unsafe-inline'")
+	w.Header().Set("Content-Security-Policy", "default-src 'self'; style-src 'self' 'unsafe-inline'; "+frameAncestors)
 	if err := instancesTmpl.Execute(w, v); err != nil {
 		s.log.Warn("per-instance page", "config", cfg, "err", err)
 	}

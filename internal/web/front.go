@@ -52,6 +52,7 @@ func (f *Front) Open(s *Server) {
 }
 
 func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	setSecurityHeaders(w.Header())
 	if s := f.s.Load(); s != nil {
 		s.mux.ServeHTTP(w, r)
 		return

@@ -233,7 +233,28 @@ func New(o Options) (*Server, error) {
 }
 
 // Handler serves every route.
-func (s *Server) Handler() http.Handler { return s.mux }
+func (s *Server) Handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		setSecurityHeaders(w.Header())
+		s.mux.ServeHTTP(w, r)
+	})
+}
+
+// frameAncestors ends every Content-Security-Policy the server sends: no
+// other site may frame a page, so none can lay the operator actions and edit
+// panels under its own buttons (clickjacking).
+const frameAncestors = "frame-ancestors 'none'"
+
+// setSecurityHeaders puts on every response, before any handler runs, what
+// no route may go without: no framing (X-Frame-Options for the browsers
+// that ignore frame-ancestors) and no sniffing of a JSON or text body into
+// HTML or script. The pages replace the policy with their own, which ends
+// with frameAncestors too.
+func setSecurityHeaders(h http.Header) {
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Content-Security-Policy", frameAncestors)
+}
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
