@@ -16,6 +16,7 @@ import (
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/client"
 	"github.com/cuecast/cuecast/flags/ofrep"
+	"github.com/cuecast/cuecast/internal/hostcheck"
 	"github.com/cuecast/cuecast/internal/reqbody"
 )
 
@@ -51,7 +52,7 @@ func (o *AgentOptions) validateOFREP() error {
 	if err != nil {
 		return usageErrorf("write it as 127.0.0.1:PORT or unix:PATH", "--ofrep %q: %v", o.OFREP, err)
 	}
-	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+	if !hostcheck.IsLoopback(host) {
 		return usageErrorf("serve OFREP on 127.0.0.1, [::1] or a Unix socket; other hosts use `cuecast serve --http`'s",
 			"--ofrep %q is not a loopback address", o.OFREP)
 	}
@@ -130,36 +131,17 @@ func ofrepServer(h http.Handler, bodyTimeout time.Duration, tcp bool) *http.Serv
 	return &http.Server{Handler: reqbody.Bound(h, bodyTimeout), ReadHeaderTimeout: 10 * time.Second}
 }
 
-// loopbackHost answers 421 Misdirected Request to a request whose Host is
-// not a loopback address or localhost. A web page whose name an attacker
-// rebinds to 127.0.0.1 reaches the loopback port from a browser on the
-// host, with its own name as Host, and a text/plain POST needs no CORS
-// preflight: without this, an --ofrep-insecure-local agent's flags are
-// the page's to read. A Unix socket is out of a browser's reach.
+// loopbackHost answers 421 Misdirected Request, in OFREP's error JSON, to
+// a request whose Host is not a loopback address or localhost. A web page
+// whose name an attacker rebinds to 127.0.0.1 reaches the loopback port
+// from a browser on the host, with its own name as Host, and a text/plain
+// POST needs no CORS preflight: without this, an --ofrep-insecure-local
+// agent's flags are the page's to read. A Unix socket is out of a
+// browser's reach.
 func loopbackHost(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !isLoopbackHost(r.Host) {
-			ofrep.Error(w, r, http.StatusMisdirectedRequest,
-				fmt.Sprintf("host %q: this agent answers requests to 127.0.0.1, [::1] or localhost only", r.Host))
-			return
-		}
-		h.ServeHTTP(w, r)
+	return hostcheck.Guard(h, hostcheck.LoopbackOnly(), func(w http.ResponseWriter, r *http.Request, msg string) {
+		ofrep.Error(w, r, http.StatusMisdirectedRequest, msg)
 	})
-}
-
-// isLoopbackHost reports whether a Host header, with or without a port,
-// names a loopback address or localhost.
-func isLoopbackHost(host string) bool {
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
-	} else {
-		host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-	}
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // socketMode lets the agent's user and the socket's group connect (a Unix

@@ -17,6 +17,7 @@ import (
 	"github.com/cuecast/cuecast/distributor"
 	"github.com/cuecast/cuecast/distributor/rollout"
 	"github.com/cuecast/cuecast/flags/ofrep"
+	"github.com/cuecast/cuecast/internal/hostcheck"
 	"github.com/cuecast/cuecast/internal/pipeline"
 	"github.com/cuecast/cuecast/internal/web"
 	"github.com/cuecast/cuecast/mutator"
@@ -35,7 +36,10 @@ type ServeOptions struct {
 	StartAt    string
 	// HTTP is the operations server's address (dashboard, /metrics,
 	// /healthz, /readyz, /hooks/github); empty: none.
-	HTTP          string
+	HTTP string
+	// HTTPHosts are more names the operations server answers to
+	// (hostcheck.ForBind): on a loopback --http, only loopback and these.
+	HTTPHosts     []string
 	OperatorToken string
 	WebhookSecret string
 	// OFREPTokens is a file of NAMESPACE TOKEN lines: with it the
@@ -113,6 +117,14 @@ password for the users "distributor" (serve itself), "operator" and "svc-<ns>" p
 with TLS and the same accounts as 'cuecast nats-config' (docs/SECURITY.md). Without
 --secure serve refuses such an address.
 
+On a loopback --http (127.0.0.1, [::1], localhost) the operations server answers
+only requests whose Host is a loopback address or localhost, any port, and the
+names given with --http-host (a reverse proxy that forwards its public Host, an
+SSH tunnel's name); any other Host gets 421 Misdirected Request. A web page whose
+name is re-resolved to 127.0.0.1 (DNS rebinding) so reads nothing. On another
+address, with --http-host, only those names and the address itself; without it,
+any Host: whatever reaches that network reads the server anyway (docs/SECURITY.md).
+
 With --http and --ofrep-tokens FILE (lines "NAMESPACE TOKEN") the operations
 server also evaluates the newest published version of every flag set for any
 OpenFeature SDK, over OFREP at /ofrep/v1/, to tokens of the flag's namespace
@@ -141,6 +153,8 @@ anything is created in --data.`,
 	cmd.Flags().DurationVar(&opts.Interval, "interval", 0, "poll interval (default 1s for a local repo, 5s for a remote one)")
 	cmd.Flags().StringVar(&opts.StartAt, "start-at", "", "on an empty data directory, begin from this commit instead of the branch's root")
 	cmd.Flags().StringVar(&opts.HTTP, "http", "", "address of the operations server: dashboard, /metrics, /healthz, /readyz, /hooks/github (e.g. 127.0.0.1:8080)")
+	cmd.Flags().StringArrayVar(&opts.HTTPHosts, "http-host", nil,
+		"a name the operations server answers to besides its address (repeatable): a reverse proxy's public name, an SSH tunnel's; on a loopback --http any other Host gets 421, against DNS rebinding")
 	cmd.Flags().StringVar(&opts.APITokens, "api-tokens", "", "file of namespace tokens (NAME NAMESPACES SHA256 a line) that may change their namespaces' configs through POST /api/set (docs/CHANGING.md)")
 	cmd.Flags().StringVar(&opts.OperatorToken, "operator-token", "", "bearer token enabling the dashboard's rollout actions (default $CUECAST_OPERATOR_TOKEN; empty: read-only)")
 	cmd.Flags().StringVar(&opts.WebhookSecret, "webhook-secret", "", "secret verifying GitHub push webhooks at /hooks/github (default $CUECAST_WEBHOOK_SECRET)")
@@ -166,6 +180,9 @@ func serveRun(c *cobra.Command, env *Env, opts *ServeOptions) error {
 	// variables may be set for every invocation and are simply unused then.
 	if opts.HTTP == "" && (opts.OperatorToken != "" || opts.WebhookSecret != "" || opts.OFREPTokens != "" || opts.APITokens != "") {
 		return usageErrorf("add --http ADDR", "--operator-token, --webhook-secret, --ofrep-tokens and --api-tokens need the operations server")
+	}
+	if opts.HTTP == "" && len(opts.HTTPHosts) > 0 {
+		return usageErrorf("add --http ADDR", "--http-host names the operations server")
 	}
 	var ofrepTokens *ofrep.Tokens
 	if opts.OFREPTokens != "" {
@@ -216,6 +233,9 @@ func serveRun(c *cobra.Command, env *Env, opts *ServeOptions) error {
 	if opts.HTTP != "" {
 		if err := checkHostPort("http", opts.HTTP); err != nil {
 			return err
+		}
+		if _, err := hostcheck.ForBind(opts.HTTP, opts.HTTPHosts); err != nil {
+			return &UsageError{Err: fmt.Errorf("--http-host: %w", err), Hint: "give the name a browser or proxy sends as Host, like --http-host cuecast.example"}
 		}
 	}
 	host, err := checkEmbedded(opts, log)
@@ -269,6 +289,7 @@ func serveRun(c *cobra.Command, env *Env, opts *ServeOptions) error {
 		Analyzer:        analyzer,
 		Logger:          log,
 		HTTP:            opts.HTTP,
+		HTTPHosts:       opts.HTTPHosts,
 		OperatorToken:   opts.OperatorToken,
 		APITokens:       apiTokens,
 		Mutator:         setter,

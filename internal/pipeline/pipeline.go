@@ -25,6 +25,7 @@ import (
 	"github.com/cuecast/cuecast/distributor"
 	"github.com/cuecast/cuecast/distributor/rollout"
 	"github.com/cuecast/cuecast/flags/ofrep"
+	"github.com/cuecast/cuecast/internal/hostcheck"
 	"github.com/cuecast/cuecast/internal/leader"
 	"github.com/cuecast/cuecast/internal/metrics"
 	"github.com/cuecast/cuecast/internal/natsserver"
@@ -74,6 +75,10 @@ type Config struct {
 	// /metrics, /healthz, /readyz, the dashboard and /hooks/github. Port 0
 	// picks one; Pipeline.HTTPAddr says which.
 	HTTP string
+	// HTTPHosts are the names besides its address that the operations
+	// server answers to (hostcheck.ForBind): on a loopback HTTP, any other
+	// Host is refused, against DNS rebinding.
+	HTTPHosts []string
 	// OperatorToken enables the dashboard's rollout actions for requests
 	// bearing it; empty leaves the dashboard read-only.
 	OperatorToken string
@@ -171,10 +176,14 @@ func Start(ctx context.Context, cfg Config) (_ *Pipeline, err error) {
 	}
 	if cfg.HTTP != "" {
 		// Bound first, so that a busy port fails at once, naming it.
+		hosts, err := hostcheck.ForBind(cfg.HTTP, cfg.HTTPHosts)
+		if err != nil {
+			return nil, fmt.Errorf("start pipeline: --http: %w", err)
+		}
 		if p.httpLn, err = net.Listen("tcp", cfg.HTTP); err != nil {
 			return nil, fmt.Errorf("start pipeline: --http %s: port not available (another process listens on it?): %w", cfg.HTTP, err)
 		}
-		p.serveFront(ctx, cfg.Logger)
+		p.serveFront(ctx, cfg.Logger, hosts)
 	}
 	key := cfg.SigningKey
 	if key == nil {
@@ -317,12 +326,12 @@ func (p *Pipeline) startWeb(ctx context.Context, cfg Config, tcfg tailer.Config,
 // serveFront answers on the operations server's address from now until
 // Close (web.Front): while Start works, /healthz 200 and every other path
 // 503 saying what it waits for (starting); from Run on, the Server.
-func (p *Pipeline) serveFront(ctx context.Context, log *slog.Logger) {
+func (p *Pipeline) serveFront(ctx context.Context, log *slog.Logger, hosts *hostcheck.Allow) {
 	// Close ends it, not the end of Start's ctx: the server answers as long
 	// as the pipeline is up. Its requests' contexts end with Close's cancel,
 	// so that the dashboard's event streams end at once.
 	ctx, p.frontStop = context.WithCancel(context.WithoutCancel(ctx))
-	p.front, p.frontDone = web.NewFront(log), make(chan struct{})
+	p.front, p.frontDone = web.NewFront(log, hosts), make(chan struct{})
 	go func() {
 		defer close(p.frontDone)
 		if err := p.front.Serve(ctx, p.httpLn); err != nil {

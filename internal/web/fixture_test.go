@@ -50,6 +50,8 @@ type fixtureOptions struct {
 	sampleInterval time.Duration
 	// ofrepTokens serves OFREP (web.Options.OFREPTokens).
 	ofrepTokens *ofrep.Tokens
+	// httpHosts are serve's --http-host names.
+	httpHosts []string
 }
 
 // inBothModes runs test in parallel in each of natstest.BothModes' modes,
@@ -83,6 +85,7 @@ func start(t *testing.T, o fixtureOptions) *fixture {
 		Interval:       o.interval,
 		WebhookSecret:  o.webhookSecret,
 		HTTP:           "127.0.0.1:0",
+		HTTPHosts:      o.httpHosts,
 		OperatorToken:  o.token,
 		SampleInterval: o.sampleInterval,
 		OFREPTokens:    o.ofrepTokens,

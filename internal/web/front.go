@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cuecast/cuecast/flags/ofrep"
+	"github.com/cuecast/cuecast/internal/hostcheck"
 	"github.com/cuecast/cuecast/internal/reqbody"
 )
 
@@ -23,8 +24,14 @@ import (
 // the same start, for ever. Until Open, /healthz answers 200 (the process
 // runs and is getting on) and every other path 503 naming what the start
 // waits for; after, the Server answers.
+//
+// It answers only requests whose Host its hostcheck.Allow allows, before
+// and after Open: on a loopback address, a web page whose name an attacker
+// re-resolves to 127.0.0.1 would otherwise be same-origin with the
+// dashboard and read every config, flag set and the audit log.
 type Front struct {
-	log *slog.Logger
+	log   *slog.Logger
+	hosts *hostcheck.Allow
 	// bodyTimeout bounds the reading of each request's body
 	// (reqbody.Bound); tests shorten it.
 	bodyTimeout time.Duration
@@ -32,12 +39,13 @@ type Front struct {
 	s           atomic.Pointer[Server]
 }
 
-// NewFront returns a Front that says the process is starting.
-func NewFront(log *slog.Logger) *Front {
+// NewFront returns a Front that says the process is starting and answers
+// the requests hosts allows (hostcheck.ForBind; nil: any Host).
+func NewFront(log *slog.Logger, hosts *hostcheck.Allow) *Front {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	f := &Front{log: log, bodyTimeout: reqbody.DefaultTimeout}
+	f := &Front{log: log, hosts: hosts, bodyTimeout: reqbody.DefaultTimeout}
 	f.Starting("starting")
 	return f
 }
@@ -53,6 +61,10 @@ func (f *Front) Open(s *Server) {
 
 func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	setSecurityHeaders(w.Header())
+	if !f.hosts.Allows(r.Host) {
+		misdirected(w, r, f.hosts)
+		return
+	}
 	if s := f.s.Load(); s != nil {
 		s.mux.ServeHTTP(w, r)
 		return
@@ -69,6 +81,20 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	http.Error(w, "not ready: starting: "+*f.phase.Load(), http.StatusServiceUnavailable)
+}
+
+// misdirected refuses a request to a Host that hosts does not allow: 421,
+// naming the names it answers and the flag that adds one; in OFREP's words
+// to an OFREP caller.
+func misdirected(w http.ResponseWriter, r *http.Request, hosts *hostcheck.Allow) {
+	msg := fmt.Sprintf("host %q: this server answers requests to %s only; if that is its name, add it with serve --http-host NAME",
+		r.Host, hosts.Names())
+	if strings.HasPrefix(r.URL.Path, "/ofrep/") {
+		ofrep.Error(w, r, http.StatusMisdirectedRequest, msg)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	http.Error(w, msg, http.StatusMisdirectedRequest)
 }
 
 // Serve serves on ln until ctx is done, then shuts down, giving open

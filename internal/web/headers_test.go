@@ -68,7 +68,7 @@ func TestSecurityHeaders(t *testing.T) {
 	}
 
 	t.Run("starting", func(t *testing.T) {
-		front := web.NewFront(nil)
+		front := web.NewFront(nil, nil)
 		for _, path := range []string{"/", "/healthz", "/ofrep/v1/evaluate/flags"} {
 			rec := httptest.NewRecorder()
 			front.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))

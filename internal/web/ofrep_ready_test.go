@@ -51,7 +51,7 @@ func TestOFREPNotReady(t *testing.T) {
 		}
 	}
 
-	f := NewFront(nil)
+	f := NewFront(nil, nil)
 	f.Starting("reading back the store")
 	check("starting", f, "not ready: starting: reading back the store")
 

@@ -92,7 +92,7 @@ func TestDashboardIsSelfContained(t *testing.T) {
 // other path, the dashboard's and POSTs too, is 503 naming the start's
 // step; after, the Server answers.
 func TestFront(t *testing.T) {
-	f := NewFront(nil)
+	f := NewFront(nil, nil)
 	f.Starting("reading back the store")
 	s, err := New(Options{Fleet: fakeFleet{}})
 	if err != nil {

@@ -42,7 +42,7 @@ func TestSlowBody(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		f := NewFront(nil)
+		f := NewFront(nil, nil)
 		f.bodyTimeout = timeout
 		f.Open(s)
 		return serveFront(t, f)
@@ -76,7 +76,7 @@ func TestSlowBody(t *testing.T) {
 		}
 	})
 	t.Run("starting: at once", func(t *testing.T) {
-		f := NewFront(nil)
+		f := NewFront(nil, nil)
 		f.bodyTimeout = time.Hour
 		got := poll.Receive(t, "the reply while starting", poll.Patience, reqbodytest.PartialRequest(t, serveFront(t, f), "/api/set"))
 		if !strings.HasPrefix(got, "503 ") {

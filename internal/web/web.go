@@ -9,7 +9,7 @@
 // sample, and at most Options.MaxDrillDowns in flight over the whole server.
 //
 //	ln, err := net.Listen("tcp", "127.0.0.1:8080")
-//	front := web.NewFront(log)
+//	front := web.NewFront(log, hostcheck.LoopbackOnly())
 //	go front.Serve(ctx, ln)                    // answers at once: 503 "starting"
 //	srv, err := web.New(web.Options{Fleet: dist, Rollouts: ctrl, Metrics: m, Logger: log})
 //	front.Open(srv)                            // srv answers from now on
