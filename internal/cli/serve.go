@@ -45,6 +45,9 @@ type ServeOptions struct {
 	// OFREPTokens is a file of NAMESPACE TOKEN lines: with it the
 	// operations server serves OFREP (docs/FLAGS.md, "Other languages").
 	OFREPTokens string
+	// OFREP is the address of a listener serving OFREP alone, instead of
+	// the operations server (pipeline.Config.OFREP).
+	OFREP string
 	// APITokens is a file of namespace tokens for the set API (web.ReadTokens).
 	APITokens string
 	// InlineLimit is distributor.Options.InlineLimit: content up to this
@@ -125,10 +128,13 @@ name is re-resolved to 127.0.0.1 (DNS rebinding) so reads nothing. On another
 address, with --http-host, only those names and the address itself; without it,
 any Host: whatever reaches that network reads the server anyway (docs/SECURITY.md).
 
-With --http and --ofrep-tokens FILE (lines "NAMESPACE TOKEN") the operations
-server also evaluates the newest published version of every flag set for any
-OpenFeature SDK, over OFREP at /ofrep/v1/, to tokens of the flag's namespace
-(docs/FLAGS.md, "Other languages").
+With --http and --ofrep-tokens FILE (lines "NAMESPACE TOKEN") serve also
+evaluates the newest published version of every flag set for any OpenFeature
+SDK, over OFREP at /ofrep/v1/, to tokens of the flag's namespace (docs/FLAGS.md,
+"Other languages"). Give it a listener of its own with --ofrep ADDR: the
+operations server's reads (/api/*, the dashboard) need no token, so services
+that reach --http for OFREP read every config and flag set there. Without
+--ofrep, OFREP stays on --http, and serve warns at start.
 
 Exit status 2 when --repo is not a Git repository, --branch does not exist, or
 --listen or --http is not HOST:PORT (port 0 to 65535); these are checked before
@@ -159,6 +165,8 @@ anything is created in --data.`,
 	cmd.Flags().StringVar(&opts.OperatorToken, "operator-token", "", "bearer token enabling the dashboard's rollout actions (default $CUECAST_OPERATOR_TOKEN; empty: read-only)")
 	cmd.Flags().StringVar(&opts.WebhookSecret, "webhook-secret", "", "secret verifying GitHub push webhooks at /hooks/github (default $CUECAST_WEBHOOK_SECRET)")
 	cmd.Flags().StringVar(&opts.OFREPTokens, "ofrep-tokens", "", "file of NAMESPACE TOKEN lines: serve the published flag sets over OFREP at /ofrep/v1/ to requests carrying a token of the flag's namespace")
+	cmd.Flags().StringVar(&opts.OFREP, "ofrep", "",
+		"with --ofrep-tokens: serve OFREP on this address alone (HOST:PORT), not on --http, so that services reach their flags without reaching the operations server's reads, which need no token")
 	cmd.Flags().IntVar(&opts.InlineLimit, "inline-limit", distributor.DefaultInlineLimit,
 		"largest config (bytes) carried inside every pointer message: one message per instance per change, at the cost of a stored copy per cohort pointer; -1 never (docs/PROTOCOL.md §4.2)")
 	cmd.Flags().DurationVar(&opts.Heartbeat, "heartbeat", 15*time.Second,
@@ -180,6 +188,17 @@ func serveRun(c *cobra.Command, env *Env, opts *ServeOptions) error {
 	// variables may be set for every invocation and are simply unused then.
 	if opts.HTTP == "" && (opts.OperatorToken != "" || opts.WebhookSecret != "" || opts.OFREPTokens != "" || opts.APITokens != "") {
 		return usageErrorf("add --http ADDR", "--operator-token, --webhook-secret, --ofrep-tokens and --api-tokens need the operations server")
+	}
+	if opts.OFREP != "" {
+		if opts.OFREPTokens == "" {
+			return usageErrorf("add --ofrep-tokens FILE (lines NAMESPACE TOKEN)", "--ofrep serves the flag sets to tokens: it needs --ofrep-tokens")
+		}
+		if opts.HTTP == "" {
+			return usageErrorf("add --http ADDR (127.0.0.1:PORT keeps it to this host)", "--ofrep needs the operations server, which reads the flag sets it serves")
+		}
+		if err := checkHostPort("ofrep", opts.OFREP); err != nil {
+			return err
+		}
 	}
 	if opts.HTTP == "" && len(opts.HTTPHosts) > 0 {
 		return usageErrorf("add --http ADDR", "--http-host names the operations server")
@@ -295,6 +314,7 @@ func serveRun(c *cobra.Command, env *Env, opts *ServeOptions) error {
 		Mutator:         setter,
 		WebhookSecret:   opts.WebhookSecret,
 		OFREPTokens:     ofrepTokens,
+		OFREP:           opts.OFREP,
 		InlineLimit:     opts.InlineLimit,
 		Heartbeat:       opts.Heartbeat,
 		External:        ext,
@@ -334,9 +354,15 @@ func serveRun(c *cobra.Command, env *Env, opts *ServeOptions) error {
 		}
 		ann.say(fmt.Sprintf("cuecast serve: dashboard at http://%s/ (%s), metrics at http://%s/metrics", addr, mode, addr),
 			"dashboard", "url", "http://"+addr+"/", "metrics", "http://"+addr+"/metrics", "operator_actions", opts.OperatorToken != "")
-		if ofrepTokens != nil {
+		switch {
+		case p.OFREPAddr() != "":
+			ann.say(fmt.Sprintf("cuecast serve: OFREP at http://%s/ofrep/v1/ (tokens from %s; nothing else there)", p.OFREPAddr(), opts.OFREPTokens),
+				"ofrep", "url", "http://"+p.OFREPAddr()+"/ofrep/v1/", "tokens_file", opts.OFREPTokens)
+		case ofrepTokens != nil:
 			ann.say(fmt.Sprintf("cuecast serve: OFREP at http://%s/ofrep/v1/ (tokens from %s)", addr, opts.OFREPTokens),
 				"ofrep", "url", "http://"+addr+"/ofrep/v1/", "tokens_file", opts.OFREPTokens)
+			ann.warn(fmt.Sprintf("cuecast serve: warning: OFREP callers reaching --http %s read every config and flag set without a token (/api/...); serve OFREP apart with --ofrep ADDR", addr),
+				"OFREP shares --http: its callers read every config and flag set without a token (/api/...); serve OFREP apart with --ofrep ADDR", "http", addr)
 		}
 	}
 	if err := p.Run(ctx); err != nil {
@@ -361,6 +387,15 @@ func (a announcer) json() bool { return a.env.LogFormat == "json" }
 func (a announcer) say(text, msg string, attrs ...any) {
 	if a.json() {
 		a.log.Info(msg, attrs...)
+		return
+	}
+	fmt.Fprintln(a.env.IO.ErrOut, text)
+}
+
+// warn is say for a warning: a record at level WARN.
+func (a announcer) warn(text, msg string, attrs ...any) {
+	if a.json() {
+		a.log.Warn(msg, attrs...)
 		return
 	}
 	fmt.Fprintln(a.env.IO.ErrOut, text)

@@ -87,6 +87,11 @@ type Config struct {
 	WebhookSecret string
 	// OFREPTokens serves OFREP on the operations server (web.Options).
 	OFREPTokens *ofrep.Tokens
+	// OFREP, with OFREPTokens and HTTP, is the address of a listener that
+	// serves OFREP alone (web.NewOFREPFront), instead of the operations
+	// server: its callers do not reach the dashboard's reads. The same
+	// Host check as HTTP's (HTTPHosts). Pipeline.OFREPAddr says which.
+	OFREP string
 	// APITokens may change their namespaces' configs through the
 	// operations server's set API, as OperatorToken may every config's;
 	// either enables the API, over a mutator of a local Repo
@@ -127,6 +132,10 @@ type Pipeline struct {
 	Metrics *metrics.Metrics
 	Web     *web.Server
 	httpLn  net.Listener
+	// ofrepLn and ofrepFront serve Config.OFREP, beside httpLn and front
+	// and opened and ended with them; nil without it.
+	ofrepLn    net.Listener
+	ofrepFront *web.Front
 	// front answers on httpLn from the start (web.Front); OpenHTTP (or
 	// Run) opens it to Web. frontStop and frontDone end it in Close.
 	front     *web.Front
@@ -174,16 +183,35 @@ func Start(ctx context.Context, cfg Config) (_ *Pipeline, err error) {
 	if p.lock, err = lockDataDir(cfg.DataDir); err != nil {
 		return nil, fmt.Errorf("start pipeline: %w", err)
 	}
+	if cfg.OFREP != "" && cfg.HTTP == "" {
+		// The operations server samples the flag sets the listener serves.
+		return nil, errors.New("start pipeline: an OFREP listener needs the operations server (HTTP)")
+	}
 	if cfg.HTTP != "" {
 		// Bound first, so that a busy port fails at once, naming it.
 		hosts, err := hostcheck.ForBind(cfg.HTTP, cfg.HTTPHosts)
 		if err != nil {
 			return nil, fmt.Errorf("start pipeline: --http: %w", err)
 		}
+		var ofrepHosts *hostcheck.Allow
+		if cfg.OFREP != "" {
+			if cfg.OFREPTokens == nil {
+				return nil, errors.New("start pipeline: an OFREP listener needs OFREP tokens")
+			}
+			if ofrepHosts, err = hostcheck.ForBind(cfg.OFREP, cfg.HTTPHosts); err != nil {
+				return nil, fmt.Errorf("start pipeline: --ofrep: %w", err)
+			}
+		}
 		if p.httpLn, err = net.Listen("tcp", cfg.HTTP); err != nil {
 			return nil, fmt.Errorf("start pipeline: --http %s: port not available (another process listens on it?): %w", cfg.HTTP, err)
 		}
-		p.serveFront(ctx, cfg.Logger, hosts)
+		if cfg.OFREP != "" {
+			if p.ofrepLn, err = net.Listen("tcp", cfg.OFREP); err != nil {
+				p.httpLn.Close()
+				return nil, fmt.Errorf("start pipeline: --ofrep %s: port not available (another process listens on it?): %w", cfg.OFREP, err)
+			}
+		}
+		p.serveFront(ctx, cfg.Logger, hosts, ofrepHosts)
 	}
 	key := cfg.SigningKey
 	if key == nil {
@@ -295,6 +323,7 @@ func (p *Pipeline) startWeb(ctx context.Context, cfg Config, tcfg tailer.Config,
 		ReportFeed:    web.NATSReports(p.NC),
 		OperatorToken: cfg.OperatorToken,
 		OFREPTokens:   cfg.OFREPTokens,
+		OFREPListener: cfg.OFREP != "",
 		Lag: func(ctx context.Context, cursor, from string) (int, error) {
 			return metrics.BranchLag(ctx, lagDir, lagRef, cursor, from)
 		},
@@ -326,17 +355,31 @@ func (p *Pipeline) startWeb(ctx context.Context, cfg Config, tcfg tailer.Config,
 // serveFront answers on the operations server's address from now until
 // Close (web.Front): while Start works, /healthz 200 and every other path
 // 503 saying what it waits for (starting); from Run on, the Server.
-func (p *Pipeline) serveFront(ctx context.Context, log *slog.Logger, hosts *hostcheck.Allow) {
+func (p *Pipeline) serveFront(ctx context.Context, log *slog.Logger, hosts, ofrepHosts *hostcheck.Allow) {
 	// Close ends it, not the end of Start's ctx: the server answers as long
 	// as the pipeline is up. Its requests' contexts end with Close's cancel,
 	// so that the dashboard's event streams end at once.
 	ctx, p.frontStop = context.WithCancel(context.WithoutCancel(ctx))
 	p.front, p.frontDone = web.NewFront(log, hosts), make(chan struct{})
+	if p.ofrepLn != nil {
+		p.ofrepFront = web.NewOFREPFront(log, ofrepHosts)
+	}
 	go func() {
 		defer close(p.frontDone)
-		if err := p.front.Serve(ctx, p.httpLn); err != nil {
-			log.Error("http server stopped", "err", err)
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			if err := p.front.Serve(ctx, p.httpLn); err != nil {
+				log.Error("http server stopped", "err", err)
+			}
+		})
+		if p.ofrepFront != nil {
+			wg.Go(func() {
+				if err := p.ofrepFront.Serve(ctx, p.ofrepLn); err != nil {
+					log.Error("OFREP server stopped", "err", err)
+				}
+			})
 		}
+		wg.Wait()
 	}()
 }
 
@@ -347,6 +390,9 @@ func (p *Pipeline) Starting(what string) {
 	if p.front != nil {
 		p.front.Starting(what)
 	}
+	if p.ofrepFront != nil {
+		p.ofrepFront.Starting(what)
+	}
 }
 
 // HTTPAddr is the operations server's address, "" without one.
@@ -355,6 +401,14 @@ func (p *Pipeline) HTTPAddr() string {
 		return ""
 	}
 	return p.httpLn.Addr().String()
+}
+
+// OFREPAddr is the OFREP listener's address (Config.OFREP), "" without one.
+func (p *Pipeline) OFREPAddr() string {
+	if p.ofrepLn == nil {
+		return ""
+	}
+	return p.ofrepLn.Addr().String()
 }
 
 // ClientURL is where services connect: for an embedded server listening
@@ -372,7 +426,12 @@ func (p *Pipeline) ClientURL() string {
 // the address and asks at once is answered; Run opens it if no one has.
 func (p *Pipeline) OpenHTTP() {
 	if p.Web != nil {
-		p.frontOpen.Do(func() { p.front.Open(p.Web) })
+		p.frontOpen.Do(func() {
+			p.front.Open(p.Web)
+			if p.ofrepFront != nil {
+				p.ofrepFront.Open(p.Web)
+			}
+		})
 	}
 }
 

@@ -32,6 +32,8 @@ import (
 type Front struct {
 	log   *slog.Logger
 	hosts *hostcheck.Allow
+	// ofrepOnly: the Front of an OFREP listener (NewOFREPFront).
+	ofrepOnly bool
 	// bodyTimeout bounds the reading of each request's body
 	// (reqbody.Bound); tests shorten it.
 	bodyTimeout time.Duration
@@ -50,6 +52,15 @@ func NewFront(log *slog.Logger, hosts *hostcheck.Allow) *Front {
 	return f
 }
 
+// NewOFREPFront returns a Front, like NewFront's, that serves OFREP alone
+// (Options.OFREPListener): the Server's /ofrep/ routes once open, OFREP's
+// "not ready" before, and 404 to every other path.
+func NewOFREPFront(log *slog.Logger, hosts *hostcheck.Allow) *Front {
+	f := NewFront(log, hosts)
+	f.ofrepOnly = true
+	return f
+}
+
 // Starting names what the start waits for now; the 503s say it.
 func (f *Front) Starting(what string) { f.phase.Store(&what) }
 
@@ -63,6 +74,10 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	setSecurityHeaders(w.Header())
 	if !f.hosts.Allows(r.Host) {
 		misdirected(w, r, f.hosts)
+		return
+	}
+	if f.ofrepOnly {
+		f.serveOFREP(w, r)
 		return
 	}
 	if s := f.s.Load(); s != nil {
@@ -81,6 +96,19 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	http.Error(w, "not ready: starting: "+*f.phase.Load(), http.StatusServiceUnavailable)
+}
+
+// serveOFREP answers an OFREP listener's request.
+func (f *Front) serveOFREP(w http.ResponseWriter, r *http.Request) {
+	s := f.s.Load()
+	switch {
+	case !strings.HasPrefix(r.URL.Path, "/ofrep/") || (s != nil && s.flags == nil):
+		http.NotFound(w, r)
+	case s == nil:
+		ofrep.NotReady(w, r, "starting: "+*f.phase.Load())
+	default:
+		s.flags.handler.ServeHTTP(w, r)
+	}
 }
 
 // misdirected refuses a request to a Host that hosts does not allow: 421,

@@ -129,6 +129,11 @@ type Options struct {
 	// a token that reads the flag's namespace; nil serves no OFREP. The
 	// sets follow publication within a sample (Interval).
 	OFREPTokens *ofrep.Tokens
+	// OFREPListener serves OFREP only on a listener of its own (NewOFREPFront)
+	// and leaves /ofrep/ out of the operations server: OFREP's callers
+	// then reach the flags their tokens allow without reaching the
+	// dashboard's reads, which take no token.
+	OFREPListener bool
 	// Mutator, with OperatorToken or Tokens, serves the API changing
 	// values (POST /api/set, /api/flags/set; set.go, docs/CHANGING.md).
 	Mutator Setter
@@ -226,7 +231,9 @@ func New(o Options) (*Server, error) {
 		if s.flags, err = newPublishedFlags(o.OFREPTokens); err != nil {
 			return nil, fmt.Errorf("new web server: %w", err)
 		}
-		mux.Handle("/ofrep/", s.flags.handler)
+		if !o.OFREPListener {
+			mux.Handle("/ofrep/", s.flags.handler)
+		}
 	}
 	s.mux = mux
 	return s, nil
