@@ -160,7 +160,7 @@ anything is created in --data.`,
 	cmd.Flags().StringVar(&opts.StartAt, "start-at", "", "on an empty data directory, begin from this commit instead of the branch's root")
 	cmd.Flags().StringVar(&opts.HTTP, "http", "", "address of the operations server: dashboard, /metrics, /healthz, /readyz, /hooks/github (e.g. 127.0.0.1:8080)")
 	cmd.Flags().StringArrayVar(&opts.HTTPHosts, "http-host", nil,
-		"a name the operations server answers to besides its address (repeatable): a reverse proxy's public name, an SSH tunnel's; on a loopback --http any other Host gets 421, against DNS rebinding")
+		"a name the operations server (and --ofrep) answers to besides its address (repeatable): a reverse proxy's public name, an SSH tunnel's; on a loopback --http any other Host gets 421, against DNS rebinding")
 	cmd.Flags().StringVar(&opts.APITokens, "api-tokens", "", "file of namespace tokens (NAME NAMESPACES SHA256 a line) that may change their namespaces' configs through POST /api/set (docs/CHANGING.md)")
 	cmd.Flags().StringVar(&opts.OperatorToken, "operator-token", "", "bearer token enabling the dashboard's rollout actions (default $CUECAST_OPERATOR_TOKEN; empty: read-only)")
 	cmd.Flags().StringVar(&opts.WebhookSecret, "webhook-secret", "", "secret verifying GitHub push webhooks at /hooks/github (default $CUECAST_WEBHOOK_SECRET)")
