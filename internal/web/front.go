@@ -72,7 +72,11 @@ func (f *Front) Open(s *Server) {
 
 func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	setSecurityHeaders(w.Header())
-	if !f.hosts.Allows(r.Host) {
+	// The health endpoints answer any Host: they say nothing a page could
+	// use, and a probe's Host is the address it dialled (Kubernetes: the
+	// pod's), which --http-host does not list.
+	health := !f.ofrepOnly && (r.URL.Path == "/healthz" || r.URL.Path == "/readyz")
+	if !health && !f.hosts.Allows(r.Host) {
 		misdirected(w, r, f.hosts)
 		return
 	}

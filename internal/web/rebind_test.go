@@ -56,4 +56,13 @@ func TestServeRebinding(t *testing.T) {
 			}
 		}
 	}
+	// The health endpoints say nothing a page could use, and a probe's Host
+	// is whatever address it dialled (Kubernetes: the pod's): any Host.
+	for _, path := range []string{"/healthz", "/readyz"} {
+		for _, host := range []string{"rebind.attacker.test:" + port, "10.244.1.7:" + port} {
+			if code, body := getAs(t, f, host, path); code != 200 {
+				t.Errorf("GET %s as %s: %d %.300q; want 200", path, host, code, body)
+			}
+		}
+	}
 }
