@@ -2,7 +2,6 @@ package cli_test
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -13,6 +12,7 @@ import (
 	"github.com/cuecast/cuecast/internal/cli"
 	"github.com/cuecast/cuecast/internal/iostreams"
 	"github.com/cuecast/cuecast/internal/poll"
+	"github.com/cuecast/cuecast/internal/webtest"
 )
 
 // ofrepTokensFile writes a tokens file giving token to growth.
@@ -29,20 +29,8 @@ func ofrepTokensFile(t *testing.T, token string) string {
 // the status and body.
 func httpDo(t *testing.T, method, url, token, body string) (int, string) {
 	t.Helper()
-	req, err := http.NewRequest(method, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	return res.StatusCode, string(b)
+	code, b := webtest.Do(t, webtest.Request{Method: method, URL: url, Token: token, Body: body})
+	return code, string(b)
 }
 
 // TestServeOFREPListener: with --ofrep, OFREP has a listener of its own,

@@ -3,7 +3,6 @@ package web_test
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/cuecast/cuecast/flags/ofrep"
 	"github.com/cuecast/cuecast/internal/poll"
+	"github.com/cuecast/cuecast/internal/webtest"
 )
 
 // ofrepPost posts body to an OFREP endpoint with token as a bearer.
@@ -31,20 +31,7 @@ func ofrepPost(t *testing.T, url, token, body string) (int, map[string]any) {
 // ofrepRaw is ofrepPost's request: the status and the body as sent.
 func ofrepRaw(t *testing.T, url, token, body string) (int, []byte) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	return res.StatusCode, b
+	return webtest.Do(t, webtest.Request{Method: http.MethodPost, URL: url, Token: token, Body: body})
 }
 
 // TestServeOFREP: serve --http evaluates the newest published version of

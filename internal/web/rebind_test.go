@@ -1,31 +1,21 @@
 package web_test
 
 import (
-	"io"
 	"net"
 	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/cuecast/cuecast/internal/poll"
+	"github.com/cuecast/cuecast/internal/webtest"
 )
 
 // getAs GETs path from f's operations server with Host header host, as a
 // browser does for a page whose name resolves to the server's address.
 func getAs(t *testing.T, f *fixture, host, path string) (int, string) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, f.base+path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Host = host
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	return res.StatusCode, string(b)
+	code, b := webtest.Do(t, webtest.Request{Method: http.MethodGet, URL: f.base + path, Host: host})
+	return code, string(b)
 }
 
 // TestServeRebinding stands where a DNS-rebinding attacker stands: a page
