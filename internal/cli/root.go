@@ -138,17 +138,36 @@ func Main(ctx context.Context, args []string, io *iostreams.IOStreams, getenv fu
 }
 
 func run(ctx context.Context, env *Env, args []string) int {
-	io := env.IO
 	root := NewRootCmd(env)
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
 	if err != nil {
 		var se *silentError
 		if !errors.As(err, &se) && !errors.Is(err, errInvalid) {
-			fmt.Fprintf(io.ErrOut, "cuecast: %v\n", err)
+			sayError(env, err)
 		}
 	}
 	return ExitCode(err)
+}
+
+// sayError prints the error a command ended with: "cuecast: …" (and its
+// hint) as text, or under --log-format json one record, so that stderr
+// stays one JSON object per line when a command fails.
+func sayError(env *Env, err error) {
+	if env.LogFormat != "json" {
+		fmt.Fprintf(env.IO.ErrOut, "cuecast: %v\n", err)
+		return
+	}
+	msg, hint := err.Error(), ""
+	var ue *UsageError
+	if errors.As(err, &ue) && ue.Hint != "" {
+		msg, hint = strings.Replace(msg, "\nhint: "+ue.Hint, "", 1), ue.Hint
+	}
+	attrs := []any{"err", msg, "exit", ExitCode(err)}
+	if hint != "" {
+		attrs = append(attrs, "hint", hint)
+	}
+	env.Logger().Error("cuecast: "+msg, attrs...)
 }
 
 // System runs cuecast as the process: real streams and environment.
