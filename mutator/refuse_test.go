@@ -16,6 +16,7 @@ import (
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/compiler"
 	"github.com/cuecast/cuecast/internal/githubtest"
+	"github.com/cuecast/cuecast/internal/gittest"
 	"github.com/cuecast/cuecast/internal/publish"
 	"github.com/cuecast/cuecast/mutator"
 )
@@ -171,11 +172,7 @@ func TestSetBreaksConfig(t *testing.T) {
 // too.
 func TestSetPullRequest(t *testing.T) {
 	t.Parallel()
-	r := landingRepo(t, 1)
-	bare := r.Bare()
-	head := r.Head()
-	gh := githubtest.New(t)
-	m := mutator.New(r.Dir, mutator.Options{GitHub: publishTarget(gh)})
+	r, bare, head, gh, m := prRepo(t)
 	ctx := context.Background()
 
 	req := set("ns/counters", "f0", "9000")
@@ -226,11 +223,7 @@ func TestSetPullRequest(t *testing.T) {
 // opens it. The branch stayed, on both, and every retry left another.
 func TestSetPullRequestRefused(t *testing.T) {
 	t.Parallel()
-	r := landingRepo(t, 1)
-	bare := r.Bare()
-	head := r.Head()
-	gh := githubtest.New(t)
-	m := mutator.New(r.Dir, mutator.Options{GitHub: publishTarget(gh)})
+	r, bare, head, gh, m := prRepo(t)
 	gh.Fail(githubtest.CreatePull, http.StatusBadGateway, nil, "Server Error")
 	req := set("ns/counters", "f0", "9000")
 	req.Mode = mutator.ModePR
@@ -261,6 +254,16 @@ func TestSetPullRequestRefused(t *testing.T) {
 	if res, err = m.Set(context.Background(), req); err != nil || res.PullRequest == nil {
 		t.Fatalf("sent again: %+v, %v; want the pull request opened", res, err)
 	}
+}
+
+// prRepo is a landing repository with a bare remote (bare), its head, a
+// fake GitHub and a Mutator opening pull requests there.
+func prRepo(t *testing.T) (r *gittest.Repo, bare, head string, gh *githubtest.Server, m *mutator.Mutator) {
+	t.Helper()
+	r = landingRepo(t, 1)
+	bare, head = r.Bare(), r.Head()
+	gh = githubtest.New(t)
+	return r, bare, head, gh, mutator.New(r.Dir, mutator.Options{GitHub: publishTarget(gh)})
 }
 
 func publishTarget(gh *githubtest.Server) publish.GitHub {

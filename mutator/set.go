@@ -185,10 +185,7 @@ func (m *Mutator) set(ctx context.Context, req Request) (*Result, error) {
 		// The branch was pushed for a pull request GitHub did not open:
 		// left there, it would be a stray on the remote and here, and
 		// every retry would leave another.
-		pre.branch, pre.remote = branch.Short(), m.opts.Remote
-		if derr := publish.DeleteBranch(ctx, r, m.opts.Remote, branch, m.opts.Auth); derr != nil {
-			pre.stays = derr
-		}
+		pre.withdrawn, pre.gone = publish.Withdraw(ctx, r, m.opts.Remote, branch, m.opts.Auth)
 	case !errors.As(err, &pe):
 		return res, err
 	}
@@ -204,16 +201,16 @@ func (m *Mutator) set(ctx context.Context, req Request) (*Result, error) {
 // prError is a pull request GitHub did not open after its branch was
 // pushed; Set then deletes the branch from the remote and undoes it here.
 type prError struct {
-	err            error
-	branch, remote string
-	stays          error // the branch could not be deleted from the remote
+	err       error
+	withdrawn string // what became of the pushed branch (publish.Withdraw)
+	gone      bool   // it was deleted
 }
 
 func (e *prError) Error() string {
-	if e.stays != nil {
-		return fmt.Sprintf("%v; %s stays on %s (%v): delete it (git push %s --delete %s); nothing else changed", e.err, e.branch, e.remote, e.stays, e.remote, e.branch)
+	if !e.gone {
+		return fmt.Sprintf("%v; %s; nothing else changed", e.err, e.withdrawn)
 	}
-	return fmt.Sprintf("%v; %s was deleted from %s again; nothing changed: send the request again", e.err, e.branch, e.remote)
+	return fmt.Sprintf("%v; %s; nothing changed: send the request again", e.err, e.withdrawn)
 }
 func (e *prError) Unwrap() error { return e.err }
 

@@ -218,15 +218,9 @@ func revertRun(ctx context.Context, env *Env, opts *RevertOptions) error {
 	}
 	pr, err := openPR(ctx, opts, ghOwner, ghName, branch.Short(), base.Short(), c, target.String())
 	if err != nil {
-		// The branch is on the remote now. Left there, with no pull
-		// request, the retry's push of a new revert commit to it would be
-		// refused: it goes, as the local one does.
-		remote := fmt.Sprintf("; %s was deleted from %s again", branch.Short(), opts.Remote)
-		if derr := publish.DeleteBranch(ctx, r, opts.Remote, branch, remoteAuthMethod); derr != nil {
-			remote = fmt.Sprintf("; %s stays on %s (%v): delete it (git push %s --delete %s) before running the command again",
-				branch.Short(), opts.Remote, derr, opts.Remote, branch.Short())
-		}
-		return notCommitted(err, remote, "", undoRevert(r, wt, target.String(), head, branch))
+		// The branch is on the remote now: it goes, as the local one does.
+		said, _ := publish.Withdraw(ctx, r, opts.Remote, branch, remoteAuthMethod)
+		return notCommitted(err, "; "+said, "", undoRevert(r, wt, target.String(), head, branch))
 	}
 	res.PullRequest = &revertPRJSON{Number: pr.GetNumber(), URL: pr.GetHTMLURL()}
 	if err := res.write(env.IO.Out, opts.Output); err != nil {

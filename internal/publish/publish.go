@@ -88,6 +88,18 @@ func DeleteBranch(ctx context.Context, r *git.Repository, remote string, branch 
 	return nil
 }
 
+// Withdraw deletes branch, pushed for a pull request that was not opened,
+// from remote, and says what became of it, for the error that follows: a
+// branch left there, with no pull request, would make the retry's push of
+// a new commit to it fail. gone is false when it is still there.
+func Withdraw(ctx context.Context, r *git.Repository, remote string, branch plumbing.ReferenceName, auth transport.AuthMethod) (said string, gone bool) {
+	if err := DeleteBranch(ctx, r, remote, branch, auth); err != nil {
+		return fmt.Sprintf("%s stays on %s (%v): delete it (git push %s --delete %s) before trying again",
+			branch.Short(), remote, err, remote, branch.Short()), false
+	}
+	return fmt.Sprintf("%s was deleted from %s again", branch.Short(), remote), true
+}
+
 // PullRequest opens a pull request from head into base on gh's repository.
 func PullRequest(ctx context.Context, gh GitHub, head, base, title, body string) (*github.PullRequest, error) {
 	c := github.NewClient(&http.Client{Timeout: 30 * time.Second}).WithAuthToken(gh.Token)
