@@ -99,7 +99,7 @@ type Version struct {
 	// Carries names the commits whose changes the version holds besides
 	// Commit's own, oldest first: commits that did not compile (nothing
 	// was published from them) and changed what the config depends on,
-	// made before Commit fixed the build. Without it a version after a
+	// among the 50 before Commit. Without it a version after a
 	// broken stretch credits only the fixer (docs/PROTOCOL.md §4.1). Like
 	// Author and Message it is attribution, not signed.
 	Carries []CommitRef `json:"carries,omitempty"`

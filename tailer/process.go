@@ -711,7 +711,9 @@ func versionMeta(c *object.Commit) cuecast.Version {
 	return v
 }
 
-// maxCarries bounds a version's Carries: the newest are kept.
+// maxCarries bounds the commits carried reads back from a good commit:
+// while a namespace stays broken every commit's versions are attributed
+// again, and an unbounded walk made that quadratic in the stretch.
 const maxCarries = 50
 
 // carried attributes the changes of the commits between base, the last good
@@ -724,7 +726,7 @@ func (t *Tailer) carried(r *git.Repository, base string, c *object.Commit, idx *
 		return nil, nil
 	}
 	var between []*object.Commit
-	for h := c.ParentHashes[0]; h.String() != base; {
+	for h := c.ParentHashes[0]; h.String() != base && len(between) < maxCarries; {
 		rc, err := r.CommitObject(h)
 		if err != nil {
 			return nil, fmt.Errorf("read commit %s: %w", cuecast.ShortCommit(h.String()), err)
@@ -751,11 +753,6 @@ func (t *Tailer) carried(r *git.Repository, base string, c *object.Commit, idx *
 		ref := cuecast.CommitRef{Commit: rc.Hash.String(), Author: author(rc), Message: cuecast.CommitSubject(rc.Message)}
 		for _, cp := range idx.Affected(changed) {
 			out[cp] = append(out[cp], ref)
-		}
-	}
-	for cp, refs := range out {
-		if len(refs) > maxCarries {
-			out[cp] = slices.Clone(refs[len(refs)-maxCarries:])
 		}
 	}
 	return out, nil
