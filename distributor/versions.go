@@ -221,7 +221,7 @@ func (d *Distributor) publish(ctx context.Context, v cuecast.Version, content []
 		return nil
 	}
 	d.remember(storedVersion{Version: v, Seq: ack.Sequence, At: time.Now(), body: body})
-	d.log.Info("published version", "config", v.Config, "version", v.Version, "commit", v.Commit,
+	d.log.Debug("stored version", "config", v.Config, "version", v.Version, "commit", v.Commit,
 		"checksum", v.Checksum, "size", v.Size, "chunks", len(v.Chunks), "seq", ack.Sequence, "deleted", v.Deleted)
 	if v.Version > uint64(d.o.Retain) {
 		if err := d.applyRetention(ctx, v.Config); err != nil {

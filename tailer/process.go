@@ -679,7 +679,10 @@ func (t *Tailer) publishConfig(ctx context.Context, st *State, meta cuecast.Vers
 		if err != nil {
 			return nil, false, fmt.Errorf("publish %s version %d: %w", cp, v.Version, err)
 		}
-		t.log.Info("published version", "config", cp, "version", v.Version, "commit", v.Commit, "deleted", v.Deleted)
+		// The one record of a version, also when a replay after a crash
+		// publishes it again (the distributor logs what it stored at debug).
+		t.log.Info("published version", "config", cp, "version", v.Version, "commit", v.Commit,
+			"checksum", v.Checksum, "size", v.Size, "deleted", v.Deleted)
 		if t.afterPublish != nil {
 			t.afterPublish(v)
 		}

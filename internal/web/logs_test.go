@@ -57,8 +57,23 @@ func TestStructuredLogs(t *testing.T) {
 		return r != nil, "no record"
 	})
 	r := find("published version", func(r map[string]any) bool { return r["commit"] == sha })
-	if r["config"] != string(checkout) || r["version"] != float64(2) {
-		t.Errorf("published version record %v, want config %s version 2", r, checkout)
+	if r["config"] != string(checkout) || r["version"] != float64(2) || r["checksum"] == nil || r["size"] == nil {
+		t.Errorf("published version record %v, want config %s version 2, its checksum and size", r, checkout)
+	}
+	// One record a version: the tailer logs "commit processed" after it
+	// published the commit's versions, so every record of them is written
+	// by then (the distributor and the tailer each logged the version).
+	poll.Until(t, "the commit logged as processed", poll.Patience, func() (bool, string) {
+		return find("commit processed", func(r map[string]any) bool { return r["commit"] == sha }) != nil, "no record"
+	})
+	n := 0
+	for _, r := range buf.records(t) {
+		if r["msg"] == "published version" && r["commit"] == sha {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d published version records of %s@2, want 1", n, checkout)
 	}
 
 	if code, msg := f.post("halt", "Bearer s3cret", `{"actor":"ada","reason":"logs test"}`); code != http.StatusNoContent {
