@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 
 	"github.com/cuecast/cuecast"
@@ -59,30 +60,72 @@ func judgeMannWhitney(m cuecast.Metric, r Result) Verdict {
 // MannWhitneyP is the one-sided p-value of a Mann-Whitney U test that the
 // values of x tend to be greater than those of y: the probability, were
 // the labels x and y shuffled over the pooled values, of a U (pairs of x
-// above y, ties counting a half) at least x's. While len(x)·len(y) is at
-// most exactMaxPairs it is that probability exactly, ties included (the
-// permutation distribution given the tied values: exactP); beyond, the
-// normal approximation with the tie correction and a continuity
-// correction (the test Kayenta runs per metric). It is 1 when either side
-// is empty or every value is equal.
+// above y, ties counting a half) at least x's. Where counting it costs at
+// most exactMaxWork (exactFits) it is that probability exactly, ties
+// included (the permutation distribution given the tied values: exactP);
+// beyond, the normal approximation with the tie correction and a
+// continuity correction (the test Kayenta runs per metric). It is 1 when
+// either side is empty or every value is equal.
 func MannWhitneyP(x, y []float64) float64 {
 	if len(x) == 0 || len(y) == 0 {
 		return 1
 	}
 	groups := tieGroups(x, y)
-	if len(x)*len(y) <= exactMaxPairs {
+	if exactFits(groups, len(x), len(y)) {
 		return exactP(groups, len(x))
 	}
 	return normalP(groups, len(x), len(y))
 }
 
-// exactMaxPairs is the largest len(x)·len(y) whose p MannWhitneyP counts
-// exactly: 20 points a side, or 2 against 200. Below it the normal
-// approximation is eager by up to a fifth of p (3 a side: 0.040 for 0.05)
-// and the count is cheap; past it the approximation is eager by about 1 %
-// of p on balanced sides without ties, and the count's cost grows as the
-// square of both sides (BenchmarkMannWhitneyP; BENCHMARKS.md, "Analysis").
-const exactMaxPairs = 400
+// exactMaxWork is the most exactWork MannWhitneyP spends on the exact p:
+// that of 20 points a side without ties (1,330,841, about 1 ms), rounded
+// up. The work grows with the smaller side, so a few points against
+// hundreds fit (3 against 250, 2 against 400), more on few levels, where
+// the normal approximation is most eager (by 69 % of p at 3 against 200
+// on 2 levels); past it the approximation is eager by about 1 % of p on
+// balanced sides without ties (BenchmarkMannWhitneyP; BENCHMARKS.md,
+// "Analysis").
+const exactMaxWork = 1_350_000
+
+// exactFits reports whether exactP counts the p of n1 values against n2
+// within exactMaxWork, and exactly: its counts reach C(n1+n2, k), k the
+// smaller side, which a float64 holds exactly only below 2^53.
+func exactFits(groups []tieGroup, n1, n2 int) bool {
+	k := min(n1, n2)
+	return exactWork(groups, k, n1+n2) <= exactMaxWork && chooseBelow(n1+n2, k, 1<<53)
+}
+
+// exactWork is about the cells exactP visits counting k of total values:
+// its table of k+1 rows of sums, and per tie group of n, for each i ≤ k
+// values taken, a pass over the sums for each j ≤ min(i, n) of the
+// group's. A float64, so that no sample overflows it.
+func exactWork(groups []tieGroup, k, total int) float64 {
+	sums := float64(k)*float64(2*total+1) + 1
+	passes := float64(k + 1)
+	for _, g := range groups {
+		n := float64(min(g.n, k))
+		passes += n*float64(k) - n*(n-1)/2 // Σ min(i, n) over i = 1…k
+	}
+	return passes * sums
+}
+
+// chooseBelow reports whether C(n, k) < limit, for k ≤ n/2. It builds
+// C(n-k+i, i) for i = 1…k, each an integer, growing, and stops at the
+// first at or past limit; limit is at most 2^53, so an overflow of 64
+// bits is past it (with k ≤ n/2, C(n, k) ≥ C(2k, k) ≥ 2^53 once k > 2^11).
+func chooseBelow(n, k int, limit uint64) bool {
+	c := uint64(1)
+	for i := 1; i <= k; i++ {
+		hi, lo := bits.Mul64(c, uint64(n-k+i))
+		if hi != 0 {
+			return false
+		}
+		if c = lo / uint64(i); c >= limit {
+			return false
+		}
+	}
+	return true
+}
 
 // normalP is the one-sided p of the rank sum of the n1 values from x by
 // the normal approximation of U, with the tie correction of its variance
@@ -147,7 +190,7 @@ func tieGroups(x, y []float64) []tieGroup {
 // of midranks is at least x's. Tied values share a midrank, so the count
 // runs over the tie groups: taking j of a group of n adds j times its
 // midrank, in C(n, j) ways. Doubled midranks are integers. The counts are
-// at most C(N, n1), exact in a float64 for the sizes exactMaxPairs admits.
+// at most C(N, n1), exact in a float64 for the sizes exactFits admits.
 func exactP(groups []tieGroup, n1 int) float64 {
 	total := 0
 	for _, g := range groups {
