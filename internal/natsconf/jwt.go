@@ -74,29 +74,46 @@ func (k *Keys) Seeds() (operator, account, system []byte, err error) {
 // account's for the system user, OPERATOR's, the fan-out account's for the
 // links, a namespace's for its services, else CUECAST's.
 func (k *Keys) UserCreds(user string) ([]byte, error) {
-	signer, err := k.userSigner(user)
+	signer, issuerAccount, err := k.userSigner(user)
 	if err != nil {
 		return nil, err
 	}
 	p, _ := UserPermissions(user)
-	return SignUserCreds(signer, user, p)
+	return signUser(signer, issuerAccount, user, p)
 }
 
-// userSigner is the account key that signs user's JWT.
-func (k *Keys) userSigner(user string) (nkeys.KeyPair, error) {
+// userSigner is the key that signs user's JWT and, when that is a signing
+// key rather than the account's own, the account it signs for.
+func (k *Keys) userSigner(user string) (signer nkeys.KeyPair, issuerAccount string, err error) {
 	switch ns, svc := strings.CutPrefix(user, "svc-"); {
 	case user == SystemUser:
-		return k.System, nil
+		return k.System, "", nil
 	case user == OperatorUser:
-		return k.OperatorAccountKey()
-	case user == LeafUser, strings.HasPrefix(user, regionUserPrefix), strings.HasPrefix(user, summarizerUserPrefix):
-		// The links' users: the hub's fan-out account, a region's mirrors'
-		// (a region's summarizer logs in there too, beside the reports).
-		return k.FanoutAccountKey()
+		signer, err = k.OperatorAccountKey()
+	case strings.HasPrefix(user, summarizerUserPrefix):
+		// A region's summarizer logs in to its region's mirrors' account
+		// (the fan-out account's key), beside the reports, but with a
+		// signing key of its region's that only its region's servers
+		// list (operatorMode): the fan-out account's own key would make
+		// it a user at every region's server, and at the hub's.
+		if signer, err = k.RegionSigningKey(strings.TrimPrefix(user, summarizerUserPrefix)); err != nil {
+			return nil, "", err
+		}
+		fkp, err := k.FanoutAccountKey()
+		if err != nil {
+			return nil, "", err
+		}
+		issuerAccount, err = accountPub(fkp, FanoutAccount)
+		return signer, issuerAccount, err
+	case user == LeafUser, strings.HasPrefix(user, regionUserPrefix):
+		// The links' users: the hub's fan-out account, a region's mirrors'.
+		signer, err = k.FanoutAccountKey()
 	case svc:
-		return k.ServiceAccountKey(ns)
+		signer, err = k.ServiceAccountKey(ns)
+	default:
+		signer = k.Account
 	}
-	return k.Account, nil
+	return signer, "", err
 }
 
 // CredsCurrent reports whether creds, a .creds file of user written
@@ -114,7 +131,7 @@ func (k *Keys) CredsCurrent(user string, creds []byte) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("decode the JWT in %s.creds: %w", user, err)
 	}
-	signer, err := k.userSigner(user)
+	signer, issuerAccount, err := k.userSigner(user)
 	if err != nil {
 		return false, err
 	}
@@ -122,7 +139,7 @@ func (k *Keys) CredsCurrent(user string, creds []byte) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("account key of %s: %w", user, err)
 	}
-	if uc.Issuer != pub || uc.IssuerAccount != "" || uc.Name != user {
+	if uc.Issuer != pub || uc.IssuerAccount != issuerAccount || uc.Name != user {
 		return false, nil
 	}
 	p, _ := UserPermissions(user)
@@ -167,6 +184,12 @@ func (k *Keys) InstanceCreds(ns, instance string) ([]byte, error) {
 // with permissions p. UserCreds and InstanceCreds choose the account; a
 // test signs with another to make a file of an older layout.
 func SignUserCreds(account nkeys.KeyPair, user string, p Permissions) ([]byte, error) {
+	return signUser(account, "", user, p)
+}
+
+// signUser is SignUserCreds with a signing key of issuerAccount's when
+// issuerAccount is not empty.
+func signUser(signer nkeys.KeyPair, issuerAccount, user string, p Permissions) ([]byte, error) {
 	ukp, err := nkeys.CreateUser()
 	if err != nil {
 		return nil, fmt.Errorf("create user %s: %w", user, err)
@@ -182,7 +205,8 @@ func SignUserCreds(account nkeys.KeyPair, user string, p Permissions) ([]byte, e
 	uc.Permissions.Sub.Allow.Add(p.Subscribe...)
 	uc.Permissions.Sub.Deny.Add(p.SubscribeDeny...)
 	uc.AllowedConnectionTypes.Add(p.ConnectionTypes...)
-	token, err := uc.Encode(account)
+	uc.IssuerAccount = issuerAccount
+	token, err := uc.Encode(signer)
 	if err != nil {
 		return nil, fmt.Errorf("sign user %s: %w", user, err)
 	}
@@ -221,6 +245,15 @@ func (k *Keys) OperatorAccountKey() (nkeys.KeyPair, error) {
 // to the fan-out account, never to the hub's CUECAST.
 func (k *Keys) FanoutAccountKey() (nkeys.KeyPair, error) {
 	return k.deriveAccountKey("cuecast fanout account\x00", "the fan-out account key")
+}
+
+// RegionSigningKey is the signing key of region's summarizer's user
+// (SummarizerUser), derived from the CUECAST account's seed as the
+// accounts' keys are (ServiceAccountKey). Only the configurations of the
+// region's own servers list it among the signing keys of the account
+// holding their mirrors, so the user logs in nowhere else.
+func (k *Keys) RegionSigningKey(region string) (nkeys.KeyPair, error) {
+	return k.deriveAccountKey("cuecast region signing key\x00"+region+"\x00", "the signing key of region "+region)
 }
 
 // deriveAccountKey is the account key whose seed is the SHA-256 of label
@@ -310,7 +343,7 @@ func accountPub(kp nkeys.KeyPair, name string) (string, error) {
 	return pub, nil
 }
 
-func (k *Keys) operatorMode(namespaces []string, level Level) (operatorMode, error) {
+func (k *Keys) operatorMode(namespaces []string, level Level, region string) (operatorMode, error) {
 	var m operatorMode
 	opub, err := k.Operator.PublicKey()
 	if err != nil {
@@ -347,6 +380,17 @@ func (k *Keys) operatorMode(namespaces []string, level Level) (operatorMode, err
 	ac := jwt.NewAccountClaims(main.pub)
 	ac.Name = Account
 	ac.Limits.JetStreamLimits = jsLimits
+	if region != "" {
+		rkp, err := k.RegionSigningKey(region)
+		if err != nil {
+			return m, err
+		}
+		rpub, err := rkp.PublicKey()
+		if err != nil {
+			return m, fmt.Errorf("read the signing key of region %s: %w", region, err)
+		}
+		ac.SigningKeys.Add(rpub)
+	}
 	main.claims = ac
 	m.preload = append(m.preload, main.pub, m.systemPub)
 	for _, ns := range namespaces {

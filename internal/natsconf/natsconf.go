@@ -733,7 +733,7 @@ func Generate(s Spec) (string, error) {
 	var om operatorMode
 	if s.Keys != nil {
 		var err error
-		if om, err = s.Keys.operatorMode(s.Namespaces, s.Level); err != nil {
+		if om, err = s.Keys.operatorMode(s.Namespaces, s.Level, s.Region); err != nil {
 			return "", fmt.Errorf("generate %s config: %w", s.Level, err)
 		}
 		w.blank()

@@ -186,3 +186,35 @@ leafnodes { remotes = [ %s, %s ] }
 	// Everyone else still gets through: region 2's next summary.
 	sendWest("region 2's next summary at the hub", summary("leaf-2", 4))
 }
+
+// TestSummarizerCredsOnlyAtTheirRegion plays the host of region leaf-1
+// with its summarizer's credential (natsconf.SummarizerUser("leaf-1")),
+// which reads every instance report at its region's server: at region
+// leaf-2's server and at the hub's client port it is refused, in both
+// modes. Before, in operator (JWT) mode the fan-out account signed it, as
+// it signs every region's mirrors, so it logged in at leaf-2's server and
+// read leaf-2's instances' reports, and at the hub's. Its own region's
+// server still takes it (the summarising tests run over it).
+func TestSummarizerCredsOnlyAtTheirRegion(t *testing.T) {
+	t.Parallel()
+	for _, jwtMode := range []bool{false, true} {
+		t.Run(map[bool]string{false: "password", true: "jwt"}[jwtMode], func(t *testing.T) {
+			t.Parallel()
+			tr := natstest.StartTree(t, natstest.TreeOptions{Leaves: 2, Namespaces: []string{"payments"}, Regions: true, JWT: jwtMode})
+			user := natsconf.SummarizerUser("leaf-1")
+			auth := nats.UserInfo(user, tr.Passwords[user])
+			if jwtMode {
+				auth = nats.UserCredentials(tr.Creds(t, user))
+			}
+			for _, s := range []*natstest.TreeServer{tr.Leaves[1], tr.Hub} {
+				if nc, err := nats.Connect(s.ClientURL(), auth, nats.NoReconnect(), nats.Timeout(5*time.Second)); err == nil {
+					nc.Close()
+					t.Errorf("%s logged in at %s", user, s.Spec.Name)
+				} else if !errors.Is(err, nats.ErrAuthorization) {
+					t.Errorf("%s at %s: %v, want an authorization error", user, s.Spec.Name, err)
+				}
+			}
+			tr.Leaves[0].Connect(t, user).Close()
+		})
+	}
+}
