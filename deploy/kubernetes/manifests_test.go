@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -208,11 +209,7 @@ func TestServeStatefulSet(t *testing.T) {
 		t.Fatalf("container args %v, want serve …", c.Args)
 	}
 	accepts(t, c)
-	flags := map[string]string{}
-	for _, a := range c.Args[1:] {
-		name, value, _ := strings.Cut(strings.TrimPrefix(a, "--"), "=")
-		flags[name] = value
-	}
+	flags := flagsOf(c)
 	httpPort := portOf(t, flags["http"])
 	var named int32
 	for _, p := range c.Ports {
@@ -277,6 +274,26 @@ func TestAgentSidecarExample(t *testing.T) {
 		!slices.Contains(agent.Args, "--namespace-mirror") {
 		t.Errorf("agent args %v: service credentials need --namespace-mirror", agent.Args)
 	}
+	// The agent dials the node servers' Service, which must keep a pod's
+	// connections on its own node (internalTrafficPolicy: Local).
+	u, err := url.Parse(flagsOf(*agent)["nats"])
+	if err != nil {
+		t.Fatalf("agent --nats: %v", err)
+	}
+	if name, ns, ok := strings.Cut(strings.TrimSuffix(u.Hostname(), ".svc"), "."); ok {
+		svc := find[*corev1.Service](t, decodeFile(t, filepath.Join("agent-example", "node-nats-service.yaml")))
+		if svc.Name != name || svc.Namespace != ns {
+			t.Errorf("the agent dials %s, but node-nats-service.yaml is Service %s in namespace %s", u.Host, svc.Name, svc.Namespace)
+		}
+		if p := svc.Spec.InternalTrafficPolicy; p == nil || *p != corev1.ServiceInternalTrafficPolicyLocal {
+			t.Error("Service cuecast-node: internalTrafficPolicy must be Local, so an agent reaches the server on its own node")
+		}
+		if len(svc.Spec.Ports) != 1 || fmt.Sprint(svc.Spec.Ports[0].Port) != u.Port() {
+			t.Errorf("Service cuecast-node ports %v, want the agent's port %s", svc.Spec.Ports, u.Port())
+		}
+	} else {
+		t.Errorf("the agent dials %s, want the node servers' Service <name>.<namespace>.svc", u.Host)
+	}
 	volumes := map[string]bool{}
 	for _, v := range d.Spec.Template.Spec.Volumes {
 		volumes[v.Name] = true
@@ -288,6 +305,17 @@ func TestAgentSidecarExample(t *testing.T) {
 			}
 		}
 	}
+}
+
+// flagsOf is a container's cuecast flags, written --name=value in the
+// manifests.
+func flagsOf(c corev1.Container) map[string]string {
+	flags := map[string]string{}
+	for _, a := range c.Args[1:] {
+		name, value, _ := strings.Cut(strings.TrimPrefix(a, "--"), "=")
+		flags[name] = value
+	}
+	return flags
 }
 
 func portOf(t *testing.T, addr string) int32 {
@@ -344,5 +372,185 @@ func TestImagesAreTheDockerfilesBuild(t *testing.T) {
 		if strings.Contains(c.Image, "cuecast") && c.Image != image {
 			t.Errorf("container %s runs %s, which nothing builds; want %s (the Dockerfile's)", c.Name, c.Image, image)
 		}
+	}
+}
+
+// guide is what docs/KUBERNETES.md's sh blocks (the lines a reader runs, and
+// TestKubernetesGuide in internal/cli runs) make, as the lines write it.
+type guide struct {
+	// certs: certificate file ("$T/hub.pem") → the names `nats-config
+	// cert --host` put in it, and the CA that signed it ("$T/ca.pem").
+	certHosts map[string][]string
+	certCA    map[string]string
+	// levels: nats-config level (hub, leaf, node) → its --tls-cert, ""
+	// for a level generated without TLS.
+	levels map[string]string
+	// secrets: Secret name → key → the file `kubectl create secret
+	// --from-file` puts there.
+	secrets map[string]map[string]string
+}
+
+func readGuide(t *testing.T) guide {
+	t.Helper()
+	src, err := os.ReadFile(filepath.Join("..", "..", "docs", "KUBERNETES.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := guide{certHosts: map[string][]string{}, certCA: map[string]string{}, levels: map[string]string{}, secrets: map[string]map[string]string{}}
+	for _, w := range guideCommands(string(src)) {
+		switch {
+		case len(w) > 3 && w[0] == "cuecast" && w[1] == "nats-config" && w[2] == "cert":
+			dir, name := flagValues(w, "dir"), flagValues(w, "name")
+			if len(dir) != 1 || len(name) != 1 {
+				t.Fatalf("docs/KUBERNETES.md: %s: want one --dir and one --name", strings.Join(w, " "))
+			}
+			cert := dir[0] + "/" + name[0] + ".pem"
+			g.certHosts[cert] = flagValues(w, "host")
+			g.certCA[cert] = dir[0] + "/ca.pem"
+		case len(w) > 3 && w[0] == "cuecast" && w[1] == "nats-config" && slices.Contains([]string{"hub", "leaf", "node"}, w[2]):
+			g.levels[w[2]] = strings.Join(flagValues(w, "tls-cert"), "")
+		case len(w) > 4 && w[0] == "kubectl" && w[1] == "create" && w[2] == "secret" && w[3] == "generic":
+			keys := map[string]string{}
+			for _, f := range flagValues(w, "from-file") {
+				key, file, ok := strings.Cut(f, "=")
+				if !ok {
+					key, file = filepath.Base(f), f
+				}
+				keys[key] = file
+			}
+			g.secrets[w[4]] = keys
+		}
+	}
+	return g
+}
+
+// guideCommands is the command lines of a guide's ```sh blocks, continued
+// lines joined, each split into words (quoted words with spaces are split
+// too, which none of the words looked at has).
+func guideCommands(doc string) [][]string {
+	var cmds [][]string
+	in, line := false, ""
+	for _, l := range strings.Split(doc, "\n") {
+		switch {
+		case !in:
+			in = l == "```sh"
+		case l == "```":
+			in = false
+		case strings.HasSuffix(l, "\\"):
+			line += strings.TrimSuffix(l, "\\") + " "
+		default:
+			if w := strings.Fields(line + l); len(w) > 0 {
+				cmds = append(cmds, w)
+			}
+			line = ""
+		}
+	}
+	return cmds
+}
+
+// flagValues is every value of --name in a command's words, as --name value
+// or --name=value.
+func flagValues(words []string, name string) []string {
+	var vs []string
+	for i, w := range words {
+		if v, ok := strings.CutPrefix(w, "--"+name+"="); ok {
+			vs = append(vs, v)
+		} else if w == "--"+name && i+1 < len(words) {
+			vs = append(vs, words[i+1])
+		}
+	}
+	return vs
+}
+
+// secretFile is the Secret and key that the file at path in container c
+// comes from, if a Secret volume mounted in c provides it.
+func secretFile(pod corev1.PodSpec, c corev1.Container, path string) (secret, key string, ok bool) {
+	for _, m := range c.VolumeMounts {
+		rel, found := strings.CutPrefix(path, m.MountPath+"/")
+		if !found || m.SubPath != "" {
+			continue
+		}
+		for _, v := range pod.Volumes {
+			if v.Name != m.Name || v.Secret == nil {
+				continue
+			}
+			if len(v.Secret.Items) == 0 {
+				return v.Secret.SecretName, rel, true
+			}
+			for _, it := range v.Secret.Items {
+				if it.Path == rel {
+					return v.Secret.SecretName, it.Key, true
+				}
+			}
+		}
+	}
+	return "", "", false
+}
+
+// checkConnects: a container that connects to a level of the tree the guide
+// builds can, as the guide sets it up. When the guide generates that level
+// with a certificate, the server requires TLS (nats-config writes a
+// top-level tls block), so the container must dial tls:// a name that
+// certificate carries (a $(VAR) host, like the node's IP, is none of the
+// fixed names of a certificate made on the admin machine), and verify it
+// with --tls-ca: a file a Secret volume provides, which the guide's
+// `kubectl create secret` line puts in that Secret from the CA that signed
+// the certificate. An agent without it loops on "not connected" and writes
+// nothing.
+func checkConnects(t *testing.T, g guide, pod corev1.PodSpec, c corev1.Container, level string) {
+	t.Helper()
+	cert, ok := g.levels[level]
+	if !ok {
+		// Step 1: one --secrets and --tls-* set for every level.
+		if cert, ok = g.levels["hub"]; !ok {
+			t.Fatal("docs/KUBERNETES.md generates no `nats-config hub` configuration")
+		}
+	}
+	if cert == "" {
+		return
+	}
+	flags := flagsOf(c)
+	u, err := url.Parse(flags["nats"])
+	if err != nil || u.Scheme != "tls" {
+		t.Errorf("container %s: --nats %q: the guide's %s server requires TLS; want tls://", c.Name, flags["nats"], level)
+	}
+	if u != nil && !slices.Contains(g.certHosts[cert], u.Hostname()) {
+		t.Errorf("container %s dials %q, which the %s server's certificate %s does not name (the guide's `nats-config cert` gives it %v)", c.Name, u.Hostname(), level, cert, g.certHosts[cert])
+	}
+	ca, ok := flags["tls-ca"]
+	if !ok {
+		t.Errorf("container %s: no --tls-ca to verify the %s server's certificate with", c.Name, level)
+		return
+	}
+	secret, key, ok := secretFile(pod, c, ca)
+	if !ok {
+		t.Errorf("container %s: --tls-ca %s is not a file mounted from a Secret", c.Name, ca)
+		return
+	}
+	if got, want := g.secrets[secret][key], g.certCA[cert]; got != want {
+		t.Errorf("container %s: --tls-ca %s is key %s of Secret %s, which docs/KUBERNETES.md's `kubectl create secret` line fills from %q, want %s (the CA that signed %s)", c.Name, ca, key, secret, got, want, cert)
+	}
+}
+
+// TestContainersConnectAsTheGuideSetsUp: serve connects to the hub (the
+// chart's Service nats.nats.svc), the agent to the node server on its own
+// node (docs/KUBERNETES.md, step 4).
+func TestContainersConnectAsTheGuideSetsUp(t *testing.T) {
+	g := readGuide(t)
+	_, objs := readBase(t)
+	sts := find[*appsv1.StatefulSet](t, objs)
+	for _, c := range sts.Spec.Template.Spec.Containers {
+		checkConnects(t, g, sts.Spec.Template.Spec, c, "hub")
+	}
+	d := find[*appsv1.Deployment](t, decodeFile(t, filepath.Join("agent-example", "deployment.yaml")))
+	n := 0
+	for _, c := range d.Spec.Template.Spec.Containers {
+		if len(c.Args) > 0 && (c.Args[0] == "agent" || c.Args[0] == "watch") {
+			checkConnects(t, g, d.Spec.Template.Spec, c, "node")
+			n++
+		}
+	}
+	if n == 0 {
+		t.Error("agent-example runs no cuecast agent")
 	}
 }
