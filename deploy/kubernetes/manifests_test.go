@@ -554,3 +554,97 @@ func TestContainersConnectAsTheGuideSetsUp(t *testing.T) {
 		t.Error("agent-example runs no cuecast agent")
 	}
 }
+
+// TestSecretVolumesAreReadable: a container not running as root must be able
+// to read the Secret, projected and ConfigMap files mounted into it. The
+// kubelet writes those files owned by root (uid 0, gid 0) with the volume's
+// mode (items[].mode, else defaultMode, else 0644), so a non-root user reads
+// them only through the "others" bits, unless the pod sets fsGroup: then, as
+// PodSecurityContext.fsGroup's API documentation says, the files' owning
+// GID is the fsGroup, their permission bits are OR'd with rw-rw---- (r--r-----
+// for these read-only volumes) and every container gets the group as a
+// supplementary group. So the rule checked is: the pod sets fsGroup, or the
+// mode grants others read. (A container whose group is 0 could read a
+// group-readable file without fsGroup; no manifest here relies on that.) A
+// container counts as root only if runAsUser, its own or else the pod's, is
+// 0: without one, cuecast's image runs as its USER 65532 (Dockerfile).
+func TestSecretVolumesAreReadable(t *testing.T) {
+	_, objs := readBase(t)
+	sts := find[*appsv1.StatefulSet](t, objs)
+	d := find[*appsv1.Deployment](t, decodeFile(t, filepath.Join("agent-example", "deployment.yaml")))
+	for name, pod := range map[string]corev1.PodSpec{"StatefulSet " + sts.Name: sts.Spec.Template.Spec, "Deployment " + d.Name: d.Spec.Template.Spec} {
+		if pod.SecurityContext != nil && pod.SecurityContext.FSGroup != nil {
+			continue
+		}
+		for _, c := range pod.Containers {
+			uid := (*int64)(nil)
+			if pod.SecurityContext != nil {
+				uid = pod.SecurityContext.RunAsUser
+			}
+			if c.SecurityContext != nil && c.SecurityContext.RunAsUser != nil {
+				uid = c.SecurityContext.RunAsUser
+			}
+			if uid != nil && *uid == 0 {
+				continue
+			}
+			for _, m := range c.VolumeMounts {
+				for _, v := range pod.Volumes {
+					if v.Name != m.Name {
+						continue
+					}
+					for _, mode := range fileModes(v) {
+						if mode&0o004 == 0 {
+							t.Errorf("%s: container %s (uid %v) cannot read the files of volume %s (mode %#o, owned by root): set the pod's fsGroup", name, c.Name, uidString(uid), v.Name, mode)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+func uidString(uid *int64) string {
+	if uid == nil {
+		return "the image's"
+	}
+	return fmt.Sprint(*uid)
+}
+
+// fileModes is the modes the kubelet gives the files of a Secret, ConfigMap
+// or projected volume (the API's default mode is 0644); none for other
+// volumes.
+func fileModes(v corev1.Volume) []int32 {
+	mode := func(m *int32) int32 {
+		if m == nil {
+			return 0o644
+		}
+		return *m
+	}
+	var modes []int32
+	add := func(def *int32, items []corev1.KeyToPath) {
+		modes = append(modes, mode(def))
+		for _, it := range items {
+			if it.Mode != nil {
+				modes = append(modes, *it.Mode)
+			}
+		}
+	}
+	switch {
+	case v.Secret != nil:
+		add(v.Secret.DefaultMode, v.Secret.Items)
+	case v.ConfigMap != nil:
+		add(v.ConfigMap.DefaultMode, v.ConfigMap.Items)
+	case v.Projected != nil:
+		for _, s := range v.Projected.Sources {
+			switch {
+			case s.Secret != nil:
+				add(v.Projected.DefaultMode, s.Secret.Items)
+			case s.ConfigMap != nil:
+				add(v.Projected.DefaultMode, s.ConfigMap.Items)
+			default:
+				modes = append(modes, mode(v.Projected.DefaultMode))
+			}
+		}
+	}
+	return modes
+}
