@@ -53,7 +53,14 @@ type Options struct {
 // repository. It is cuecast.ErrNotRepo.
 var ErrNotRepo = cuecast.ErrNotRepo
 
-// RevisionError is returned by Check when Base or Head names no commit.
+// ErrShallow is wrapped by the RevisionError Check returns when the
+// repository holds Base and Head but not the history between them, so
+// their merge base cannot be found: a shallow clone (actions/checkout's
+// default fetch-depth: 1) or one fetched short of the merge base.
+var ErrShallow = errors.New("the history between the revisions is not fetched (a shallow clone?)")
+
+// RevisionError is returned by Check when Base or Head names no commit, or
+// when the history between them is missing (it wraps ErrShallow then).
 type RevisionError struct {
 	Which string // "base" or "head"
 	Rev   string
@@ -279,6 +286,12 @@ func revisions(r *git.Repository, opts Options) (base, head *object.Commit, rep 
 		Head: Revision{Rev: opts.Head, Commit: head.Hash.String()},
 	}
 	bases, err := base.MergeBase(head)
+	if errors.Is(err, plumbing.ErrObjectNotFound) {
+		// Both tips resolved, so a commit below them is missing: the
+		// clone stops short of their merge base.
+		return nil, nil, nil, &RevisionError{Which: "base", Rev: opts.Base,
+			Err: fmt.Errorf("find merge base with %s: %w: %w", opts.Head, ErrShallow, err)}
+	}
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("find merge base of %s and %s: %w", opts.Base, opts.Head, err)
 	}

@@ -424,6 +424,39 @@ func TestCheckMergeBase(t *testing.T) {
 	}
 }
 
+// TestCheckPartialHistory: a clone holds both tips but not their merge
+// base (actions/checkout with fetch-depth: 1 and the base branch fetched
+// the same way). The check cannot run, and says it is the history that is
+// missing, as a RevisionError naming the base, not an I/O failure.
+func TestCheckPartialHistory(t *testing.T) {
+	r, fork := exampleRepo(t)
+	wt, err := r.Git.Worktree()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range []struct{ branch, from, to string }{
+		{"d1", `boost_recent_days: 14`, `boost_recent_days: 21`},
+		{"d2", `window_days:            180`, `window_days:            90`},
+	} {
+		if err := checkoutNewBranch(wt, b.branch, fork); err != nil {
+			t.Fatal(err)
+		}
+		file := "search/ranking/ranking.cue"
+		if b.branch == "d2" {
+			file = "payments/refunds/refunds.cue"
+		}
+		r.Edit(file, b.from, b.to)
+		r.Commit(b.branch + ": one")
+		r.CommitFiles(b.branch+": two", map[string]string{b.branch + ".txt": "two\n"})
+	}
+	dir := r.ShallowClone("d1", "d2")
+	_, err = ci.Check(t.Context(), dir, ci.Options{Base: "origin/d2", Head: "HEAD"})
+	var re *ci.RevisionError
+	if !errors.As(err, &re) || re.Which != "base" || re.Rev != "origin/d2" || !errors.Is(err, ci.ErrShallow) {
+		t.Errorf("got %v, want a RevisionError naming base origin/d2 that wraps ErrShallow", err)
+	}
+}
+
 func TestCheckNothingChanged(t *testing.T) {
 	r, base := exampleRepo(t)
 	head := r.Commit("empty")

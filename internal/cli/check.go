@@ -78,7 +78,8 @@ workflow permissions checks: write and pull-requests: write.
 
 Exit status: 0 no new errors, 3 the change leaves configs invalid or reshuffles a flag
 rollout's users more than its weights require (docs/FLAGS.md), 1 cuecast, the fleet count
-(--fleet) or the GitHub report failed, 2 wrong usage (an unknown revision is named).`,
+(--fleet) or the GitHub report failed, 2 wrong usage (an unknown revision is named, or a shallow clone lacks the history
+back to the merge base).`,
 		Example: `  cuecast check --base main --head HEAD
   cuecast check --repo configs --base origin/main --head my-branch --output json
   cuecast check --base "$BASE_SHA" --head "$HEAD_SHA" --github
@@ -305,6 +306,9 @@ func checkError(opts *CheckOptions, err error) error {
 	switch {
 	case errors.Is(err, ci.ErrNotRepo):
 		return usageErrorf("point --repo at a Git repository", "%s is not a git repository", opts.Repo)
+	case errors.As(err, &re) && errors.Is(err, ci.ErrShallow):
+		return usageErrorf("fetch the whole history (actions/checkout: fetch-depth: 0; locally: git fetch --unshallow)",
+			"--%s %s: the history back to its merge base with %s is not fetched (a shallow clone)", re.Which, strconv.Quote(re.Rev), strconv.Quote(opts.Head))
 	case errors.As(err, &re):
 		return usageErrorf("check the name, and fetch the history the revisions need (actions/checkout: fetch-depth: 0)",
 			"--%s: unknown revision %s", re.Which, strconv.Quote(re.Rev))

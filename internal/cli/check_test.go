@@ -9,6 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+
 	"github.com/cuecast/cuecast/ci"
 	"github.com/cuecast/cuecast/internal/cli"
 	"github.com/cuecast/cuecast/internal/githubtest"
@@ -128,5 +131,30 @@ func TestCheckGitHubBadRevisionAbortsRun(t *testing.T) {
 	}
 	if len(gh.Comments(5)) != 0 {
 		t.Error("a comment was written for a check that did not run")
+	}
+}
+
+// TestCheckPartialHistory: a clone that has both tips but not their merge
+// base (fetch-depth: 1 on both branches) is wrong usage, exit 2, naming the
+// revision and the fetch-depth that fixes it, as a fully shallow clone is.
+func TestCheckPartialHistory(t *testing.T) {
+	t.Parallel()
+	r := gittest.New(t)
+	fork := r.CommitFiles("main", map[string]string{"README.md": "configs\n"})
+	wt, err := r.Git.Worktree()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range []string{"d1", "d2"} {
+		if err := wt.Checkout(&git.CheckoutOptions{Hash: plumbing.NewHash(fork), Branch: plumbing.NewBranchReferenceName(b), Create: true}); err != nil {
+			t.Fatal(err)
+		}
+		r.CommitFiles(b+": one", map[string]string{b + ".txt": "one\n"})
+		r.CommitFiles(b+": two", map[string]string{b + ".txt": "two\n"})
+	}
+	dir := r.ShallowClone("d1", "d2")
+	code, _, stderr := runCLI(t, nil, "check", "--repo", dir, "--base", "origin/d2", "--head", "HEAD")
+	if code != cli.ExitUsage || !strings.Contains(stderr, `--base "origin/d2"`) || !strings.Contains(stderr, "fetch-depth: 0") {
+		t.Errorf("got exit %d, stderr %q; want %d naming --base \"origin/d2\" and fetch-depth: 0", code, stderr, cli.ExitUsage)
 	}
 }

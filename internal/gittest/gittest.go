@@ -301,3 +301,26 @@ func (r *Repo) LinkedWorktree(name, head string) string {
 	}
 	return dir
 }
+
+// ShallowClone clones branch of the repository with depth 1 into
+// t.TempDir(), as actions/checkout with fetch-depth: 1 does, then fetches
+// each branch of also with depth 1 as origin/NAME. The clone has each
+// tip's commit and none of their parents, so a merge base below the tips
+// is missing. It returns the clone's directory.
+func (r *Repo) ShallowClone(branch string, also ...string) string {
+	r.t.Helper()
+	dir := r.t.TempDir()
+	g, err := git.PlainClone(dir, false, &git.CloneOptions{
+		URL: "file://" + r.Dir, ReferenceName: plumbing.NewBranchReferenceName(branch), SingleBranch: true, Depth: 1,
+	})
+	if err != nil {
+		r.t.Fatalf("shallow clone of %s: %v", branch, err)
+	}
+	for _, b := range also {
+		spec := config.RefSpec("+refs/heads/" + b + ":refs/remotes/origin/" + b)
+		if err := g.Fetch(&git.FetchOptions{RefSpecs: []config.RefSpec{spec}, Depth: 1}); err != nil {
+			r.t.Fatalf("shallow fetch of %s: %v", b, err)
+		}
+	}
+	return dir
+}
