@@ -341,6 +341,25 @@ func TestCheckScenarios(t *testing.T) {
 			},
 		},
 		{
+			// Every config is compiled and reported, but only search's
+			// outputs change: the risk counts one namespace, not three.
+			name: "manifest change alters one namespace",
+			change: func(t *testing.T, r *gittest.Repo) {
+				r.Edit("cuecast.cue", `region: ["eu", "us"]`, `region: ["eu"]`)
+			},
+			want: []string{"growth/flags unchanged", "payments/checkout unchanged", "payments/fraud-rules unchanged", "payments/refunds unchanged",
+				"search/indexer unchanged", "search/new-ui-flag unchanged", "search/ranking unchanged",
+				"search/suggest/env=prod/region=eu unchanged", "search/suggest/env=prod/region=us removed",
+				"search/suggest/env=staging/region=eu unchanged", "search/suggest/env=staging/region=us removed"},
+			namespaces: []string{"growth", "payments", "search"},
+			level:      "high",
+			verify: func(t *testing.T, rep *ci.Report) {
+				if rep.Risk.Configs != 1 || rep.Risk.Namespaces != 1 {
+					t.Errorf("risk: got %d config(s) in %d namespace(s), want 1 in 1", rep.Risk.Configs, rep.Risk.Namespaces)
+				}
+			},
+		},
+		{
 			name: "a breaking change",
 			change: func(t *testing.T, r *gittest.Repo) {
 				r.Edit("payments/refunds/refunds.cue", `on_error: true`, `on_error: "page"`)

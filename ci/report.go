@@ -135,7 +135,9 @@ type Risk struct {
 	Variants        int `json:"variants,omitempty"`
 	DistinctOutputs int `json:"distinct_outputs,omitempty"`
 	Compiled        int `json:"compiled"`
-	Namespaces      int `json:"namespaces"`
+	// Namespaces is how many namespaces hold a config that counts in
+	// Configs (for a renamed config, its old namespace too).
+	Namespaces int `json:"namespaces"`
 	// Instances is how many distinct live instances run the configs and
 	// variants whose output changes, when InstancesCounted says the fleet
 	// was counted (CountInstances, cuecast check --fleet); an instance
@@ -215,12 +217,14 @@ func (r *Report) build(base, head *compiler.Result, targets []cuecast.ConfigPath
 		}
 		return false
 	}
-	seen := riskSeen{configs: make(map[cuecast.ConfigPath]bool), outputs: make(map[string]bool)}
+	seen := riskSeen{configs: make(map[cuecast.ConfigPath]bool), outputs: make(map[string]bool), namespaces: make(map[string]bool)}
 	for _, cc := range r.Configs {
 		r.risks(cc, strict, seen)
 	}
 	r.Risk.Compiled = len(r.Configs)
-	r.Risk.Namespaces = len(r.Namespaces)
+	// Not len(r.Namespaces): that lists every namespace a reported config
+	// is in, unchanged ones too, and a manifest change reports them all.
+	r.Risk.Namespaces = len(seen.namespaces)
 	r.judgements(base, head)
 	return nil
 }
@@ -397,10 +401,12 @@ func (r *Report) namespaces(base, head *compiler.Result) {
 }
 
 // riskSeen is what risks has counted so far in one build: configs (a
-// config with variants counts once) and variants' outputs.
+// config with variants counts once), variants' outputs, and the
+// namespaces of the configs that count.
 type riskSeen struct {
-	configs map[cuecast.ConfigPath]bool
-	outputs map[string]bool
+	configs    map[cuecast.ConfigPath]bool
+	outputs    map[string]bool
+	namespaces map[string]bool
 }
 
 // risks adds what cc contributes to the risk summary: a config whose
@@ -420,6 +426,12 @@ func (r *Report) risks(cc ConfigChange, strict func(cuecast.ConfigPath) bool, se
 	if !seen.configs[cc.Config.Base()] {
 		seen.configs[cc.Config.Base()] = true
 		r.Risk.Configs++
+	}
+	// A config moved to another namespace leaves one and enters the
+	// other: both change.
+	seen.namespaces[cc.Config.Namespace()] = true
+	if cc.From != "" {
+		seen.namespaces[cc.From.Namespace()] = true
 	}
 	if strict(cc.Config) {
 		r.Risk.Strict = append(r.Risk.Strict, cc.Config)
