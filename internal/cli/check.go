@@ -78,8 +78,9 @@ workflow permissions checks: write and pull-requests: write.
 
 Exit status: 0 no new errors, 3 the change leaves configs invalid or reshuffles a flag
 rollout's users more than its weights require (docs/FLAGS.md), 1 cuecast, the fleet count
-(--fleet) or the GitHub report failed, 2 wrong usage (an unknown revision is named, or a shallow clone lacks the history
-back to the merge base).`,
+(--fleet), writing the report or the GitHub report failed (the check run is then still
+completed, or marked failed), 2 wrong usage (an unknown revision is named, or a
+shallow clone lacks the history back to the merge base).`,
 		Example: `  cuecast check --base main --head HEAD
   cuecast check --repo configs --base origin/main --head my-branch --output json
   cuecast check --base "$BASE_SHA" --head "$HEAD_SHA" --github
@@ -187,54 +188,46 @@ func checkRun(c *cobra.Command, env *Env, opts *CheckOptions) error {
 			run = nil
 		}
 	}
+	// Every return from here on completes the check run or aborts it:
+	// one left in_progress shows on the pull request for ever.
+	abort := func(cause error) {
+		if run == nil {
+			return
+		}
+		if err := run.Abort(ctx, cause); err != nil {
+			log.Error("could not mark the check run failed", "err", err)
+		}
+	}
 	// The comment shows where each changed value comes from; without it
 	// the check still reports, so Check only logs a failure to explain.
 	explain := opts.Output == "markdown" || gh != nil
 	rep, err := ci.Check(ctx, opts.Repo, ci.Options{Base: opts.Base, Head: opts.Head, FanOut: opts.FanOut, Logger: log, Explain: explain})
 	if err != nil {
 		err = checkError(opts, err)
-		if run != nil {
-			if aerr := run.Abort(ctx, err); aerr != nil {
-				log.Error("could not mark the check run failed", "err", aerr)
-			}
-		}
+		abort(err)
 		return errors.Join(append([]error{err}, ghErrs...)...)
 	}
 	if fleet != nil {
 		if err := rep.CountInstances(ctx, fleet); err != nil {
 			err = fmt.Errorf("--fleet %s: %w", redact.URLs(opts.NATS), err)
-			if run != nil {
-				if aerr := run.Abort(ctx, err); aerr != nil {
-					log.Error("could not mark the check run failed", "err", aerr)
-				}
-			}
+			abort(err)
 			return errors.Join(append([]error{err}, ghErrs...)...)
 		}
 	}
 	if opts.Prometheus != "" {
 		if err := checkQueries(ctx, rep, opts.Prometheus, opts.PrometheusTimeout); err != nil {
-			if run != nil {
-				if aerr := run.Abort(ctx, err); aerr != nil {
-					log.Error("could not mark the check run failed", "err", aerr)
-				}
-			}
+			abort(err)
 			return errors.Join(append([]error{err}, ghErrs...)...)
 		}
 	}
-	switch opts.Output {
-	case "json":
-		err = rep.WriteJSON(env.IO.Out)
-	case "markdown":
-		_, err = fmt.Fprint(env.IO.Out, rep.Markdown(0))
-	default:
-		err = rep.WriteText(env.IO.Out)
-	}
-	if err != nil {
-		return err
-	}
+	// A report that cannot be written to stdout still completes the check
+	// run and writes the comment: returned early, it left the run
+	// in_progress on GitHub for ever.
+	outErr := writeCheckReport(env, opts.Output, rep)
 	if run != nil {
 		if err := run.Complete(ctx, rep); err != nil {
 			ghErrs = append(ghErrs, err)
+			abort(err)
 		}
 	}
 	if gh != nil {
@@ -244,6 +237,8 @@ func checkRun(c *cobra.Command, env *Env, opts *CheckOptions) error {
 	}
 	ghErr := errors.Join(ghErrs...)
 	switch {
+	case outErr != nil:
+		return errors.Join(outErr, ghErr)
 	case rep.Failed():
 		// Invalid configs decide the exit status; a failed report to
 		// GitHub is still said.
@@ -255,6 +250,21 @@ func checkRun(c *cobra.Command, env *Env, opts *CheckOptions) error {
 		return ghErr
 	}
 	return nil
+}
+
+// writeCheckReport writes rep to stdout in the format output names.
+func writeCheckReport(env *Env, output string, rep *ci.Report) error {
+	switch output {
+	case "json":
+		return rep.WriteJSON(env.IO.Out)
+	case "markdown":
+		if _, err := fmt.Fprint(env.IO.Out, rep.Markdown(0)); err != nil {
+			return fmt.Errorf("write report: %w", err)
+		}
+		return nil
+	default:
+		return rep.WriteText(env.IO.Out)
+	}
 }
 
 // githubDefaults fills what the flags leave empty from the Actions

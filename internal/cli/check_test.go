@@ -158,3 +158,51 @@ func TestCheckPartialHistory(t *testing.T) {
 		t.Errorf("got exit %d, stderr %q; want %d naming --base \"origin/d2\" and fetch-depth: 0", code, stderr, cli.ExitUsage)
 	}
 }
+
+// TestCheckGitHubStdoutFails: the report cannot be written to stdout (here
+// a file open for reading). The command fails (exit 1), but the check run
+// it started is not left in_progress on GitHub for ever: it is completed
+// with the report, and the comment is still written. Nor when GitHub
+// refuses to complete it: then it is aborted.
+func TestCheckGitHubStdoutFails(t *testing.T) {
+	t.Parallel()
+	dir, event, _, _ := prRepo(t)
+	gh := githubtest.New(t)
+	env := map[string]string{
+		"GITHUB_TOKEN": githubtest.Token, "GITHUB_REPOSITORY": "acme/configs", "GITHUB_EVENT_PATH": event, "GITHUB_API_URL": gh.URL,
+	}
+	readOnly, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer readOnly.Close()
+	ios, _, errOut := iostreams.Test()
+	ios.Out = readOnly
+	code := cli.Main(t.Context(), []string{"check", "--repo", dir, "--github"}, ios, func(k string) string { return env[k] })
+	if code != cli.ExitFailure || !strings.Contains(errOut.String(), "write report") {
+		t.Errorf("got exit %d, stderr %q; want %d saying the report could not be written", code, errOut, cli.ExitFailure)
+	}
+	runs := gh.Runs()
+	if len(runs) != 1 || runs[1001].Status != "completed" || runs[1001].Conclusion != "failure" || runs[1001].Title != "1 new error(s)" {
+		t.Errorf("check runs: got %+v, want one completed with the report's verdict, failure", runs)
+	}
+	if cs := gh.Comments(5); len(cs) != 1 || !strings.Contains(cs[0].Body, "DOGECOIN") {
+		t.Errorf("comments: got %d, want the report", len(cs))
+	}
+
+	// GitHub refuses the report (422): the run is aborted instead, not
+	// left in_progress, and the comment is still written.
+	gh2 := githubtest.New(t)
+	gh2.Fail(githubtest.UpdateCheckRun, http.StatusUnprocessableEntity, nil, "Validation Failed")
+	env["GITHUB_API_URL"] = gh2.URL
+	code, _, stderr := runCLI(t, env, "check", "--repo", dir, "--github")
+	if code != cli.ExitInvalid || !strings.Contains(stderr, "update check run") {
+		t.Errorf("got exit %d, stderr %q; want %d saying the update failed", code, stderr, cli.ExitInvalid)
+	}
+	if r := gh2.Runs()[1001]; r.Status != "completed" || r.Conclusion != "failure" || r.Title != "cuecast could not run" {
+		t.Errorf("check run: got %s/%s %q, want completed/failure, aborted", r.Status, r.Conclusion, r.Title)
+	}
+	if len(gh2.Comments(5)) != 1 {
+		t.Errorf("comments: got %d, want the report", len(gh2.Comments(5)))
+	}
+}
