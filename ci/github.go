@@ -149,7 +149,14 @@ type GitHub struct {
 	owner, repo string
 	opts        GitHubOptions
 	log         *slog.Logger
+	// self is the login cuecast's comments are by (ours), known once
+	// asked or once a comment is created; actionsBot for a token GET /user
+	// refuses.
+	self string
 }
+
+// actionsBot is the account an Actions GITHUB_TOKEN writes as.
+const actionsBot = "github-actions[bot]"
 
 // NewGitHub returns a reporter. It does no I/O; it returns Validate's error
 // or an error for an unparsable APIURL.
@@ -378,8 +385,9 @@ func (cr *CheckRun) Abort(ctx context.Context, cause error) error {
 }
 
 // Comment creates the PR comment holding rep's Markdown, or edits the one an
-// earlier run created (found by Marker), so re-runs never add a second one.
-// It does nothing when the options name no PR.
+// earlier run created (found by Marker and by its author, the account
+// cuecast comments as), so re-runs never add a second one. A marker comment
+// by anyone else is left alone. It does nothing when the options name no PR.
 func (g *GitHub) Comment(ctx context.Context, rep *Report) error {
 	if g.opts.PR == 0 {
 		return nil
@@ -401,6 +409,9 @@ func (g *GitHub) Comment(ctx context.Context, rep *Report) error {
 	for attempt := 1; ; attempt++ {
 		c, _, err := g.client.Issues.CreateComment(ctx, g.owner, g.repo, g.opts.PR, &github.IssueComment{Body: github.String(body)})
 		if err == nil {
+			if login := c.GetUser().GetLogin(); login != "" {
+				g.self = login
+			}
 			g.log.Info("pull request comment created", "pr", g.opts.PR, "id", c.GetID())
 			return nil
 		}
@@ -421,8 +432,10 @@ func (g *GitHub) Comment(ctx context.Context, rep *Report) error {
 	}
 }
 
-// findComment returns the ID of the first comment that starts with Marker,
-// or 0.
+// findComment returns the ID of the first comment that starts with Marker
+// and that cuecast's identity wrote (ours), or 0. Anyone who may comment
+// can open a comment with the marker; editing theirs would overwrite a
+// person's words, or be refused (403) and cuecast's report never posted.
 func (g *GitHub) findComment(ctx context.Context) (int64, error) {
 	opts := &github.IssueListCommentsOptions{ListOptions: github.ListOptions{PerPage: 100}}
 	for {
@@ -433,15 +446,49 @@ func (g *GitHub) findComment(ctx context.Context) (int64, error) {
 		for _, c := range cs {
 			// The marker opens cuecast's comment; a person quoting it
 			// starts with "> ".
-			if strings.HasPrefix(strings.TrimSpace(c.GetBody()), Marker) {
+			if !strings.HasPrefix(strings.TrimSpace(c.GetBody()), Marker) {
+				continue
+			}
+			ok, err := g.ours(ctx, c.GetUser())
+			if err != nil {
+				return 0, err
+			}
+			if ok {
 				return c.GetID(), nil
 			}
+			g.log.Warn("ignoring a pull request comment with cuecast's marker by another account", "pr", g.opts.PR, "id", c.GetID(), "author", c.GetUser().GetLogin())
 		}
 		if resp.NextPage == 0 {
 			return 0, nil
 		}
 		opts.Page = resp.NextPage
 	}
+}
+
+// ours reports whether u is the account cuecast's comments are by: the
+// author of the comment this reporter created, else the token's user (GET
+// /user), else, for a token GET /user refuses (an Actions GITHUB_TOKEN is
+// an installation token), the Bot github-actions[bot]. A login with
+// "[bot]" is an app's; no person can register one.
+func (g *GitHub) ours(ctx context.Context, u *github.User) (bool, error) {
+	if g.self == "" {
+		me, _, err := g.client.Users.Get(ctx, "")
+		var er *github.ErrorResponse
+		switch {
+		case err == nil && me.GetLogin() != "":
+			g.self = me.GetLogin()
+		case errors.As(err, &er) && er.Response != nil && er.Response.StatusCode/100 == 4:
+			g.self = actionsBot
+		case err != nil:
+			return false, fmt.Errorf("find which account cuecast comments as: %w", err)
+		default:
+			return false, errors.New("find which account cuecast comments as: GET /user named no login")
+		}
+	}
+	if g.self == actionsBot {
+		return u.GetLogin() == actionsBot && u.GetType() == "Bot", nil
+	}
+	return u.GetLogin() == g.self, nil
 }
 
 func checkTitle(rep *Report) string {

@@ -213,6 +213,9 @@ func TestGitHubCommentUpdatedNotDuplicated(t *testing.T) {
 		"PATCH /repos/acme/configs/check-runs/1153 200",
 		"GET /repos/acme/configs/issues/7/comments 200",
 		"GET /repos/acme/configs/issues/7/comments 200",
+		// An installation token: GitHub refuses to say whose, so the
+		// comment is cuecast's if github-actions[bot] wrote it.
+		"GET /user 403",
 		fmt.Sprintf("PATCH /repos/acme/configs/issues/comments/%d 200", ours),
 	)
 	after := gh.Comments(7)
@@ -231,8 +234,8 @@ func TestGitHubCommentUpdatedNotDuplicated(t *testing.T) {
 	if !strings.Contains(after[150].Body, "✅") {
 		t.Errorf("the comment was not updated to the second report")
 	}
-	if r := gh.Requests(); !strings.Contains(r[len(r)-2].Path, "page=2") {
-		t.Errorf("second listing: got %s, want page=2", r[len(r)-2].Path)
+	if r := gh.Requests(); !strings.Contains(r[len(r)-3].Path, "page=2") {
+		t.Errorf("second listing: got %s, want page=2", r[len(r)-3].Path)
 	}
 }
 
@@ -471,6 +474,7 @@ func TestGitHubCreateAnsweredAfterStored(t *testing.T) {
 		"GET /repos/acme/configs/issues/7/comments 200",
 		"POST /repos/acme/configs/issues/7/comments 502",
 		"GET /repos/acme/configs/issues/7/comments 200",
+		"GET /user 403",
 	)
 }
 
@@ -520,5 +524,44 @@ func TestGitHubPacesMutations(t *testing.T) {
 	}
 	if run := gh.Runs()[1001]; run.Summary != rep.Markdown(ci.MaxBody) || len(run.Annotations) != 120 {
 		t.Errorf("run ends with a summary of %d bytes and %d annotations, want the report and 120", len(run.Summary), len(run.Annotations))
+	}
+}
+
+// TestGitHubCommentOnlyOwn: a comment opening with the marker is edited only
+// when cuecast's identity wrote it. With a personal access token (GET /user
+// names it) GitHub would let a maintainer's token overwrite another
+// person's comment; with an installation token (GET /user refused) the
+// identity is github-actions[bot], a Bot. Others' marker comments are left
+// alone and cuecast posts its own.
+func TestGitHubCommentOnlyOwn(t *testing.T) {
+	for _, tc := range []struct {
+		name, user string // user "": an installation token
+	}{
+		{name: "personal access token", user: "alice"},
+		{name: "installation token"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			gh := githubtest.New(t)
+			gh.SetUser(tc.user)
+			fake := ci.Marker + "\n## cuecast check: ✅"
+			gh.AddComment(7, "mallory", fake)
+			g, _ := newReporter(t, gh, 7)
+			published(t, g, sampleReport())
+			g2, _ := newReporter(t, gh, 7)
+			published(t, g2, sampleReport())
+			cs := gh.Comments(7)
+			if len(cs) != 2 || cs[0].Body != fake || !strings.Contains(cs[1].Body, "**Risk:") {
+				t.Fatalf("got %d comments (the first untouched: %v); want mallory's untouched and one report", len(cs), len(cs) > 0 && cs[0].Body == fake)
+			}
+			var edits []string
+			for _, r := range gh.Requests() {
+				if r.Method == http.MethodPatch && strings.Contains(r.Path, "/issues/comments/") {
+					edits = append(edits, r.Path)
+				}
+			}
+			if want := []string{fmt.Sprintf("/repos/acme/configs/issues/comments/%d", cs[1].ID)}; !slices.Equal(edits, want) {
+				t.Errorf("comment edits: got %q, want only cuecast's own, %q", edits, want)
+			}
+		})
 	}
 }

@@ -69,6 +69,7 @@ func TestCheckGitHub(t *testing.T) {
 		"POST /repos/acme/configs/check-runs 201",
 		"PATCH /repos/acme/configs/check-runs/1003 200",
 		"GET /repos/acme/configs/issues/5/comments 200",
+		"GET /user 403",
 		"PATCH /repos/acme/configs/issues/comments/1002 200",
 	)
 	create := gh.Requests()[0].Body
@@ -204,5 +205,38 @@ func TestCheckGitHubStdoutFails(t *testing.T) {
 	}
 	if len(gh2.Comments(5)) != 1 {
 		t.Errorf("comments: got %d, want the report", len(gh2.Comments(5)))
+	}
+}
+
+// TestCheckGitHubForeignMarker: someone who may comment on the pull request
+// posts a comment opening with cuecast's marker before cuecast does. With
+// the Actions token GitHub would refuse cuecast's edit of it (403, blamed on
+// the token's permissions) and cuecast's report would never be posted.
+// cuecast leaves it alone and posts its own, and edits its own on the next
+// run.
+func TestCheckGitHubForeignMarker(t *testing.T) {
+	t.Parallel()
+	dir, event, _, _ := prRepo(t)
+	gh := githubtest.New(t)
+	fake := ci.Marker + "\n## cuecast check: ✅ all good, merge away"
+	gh.AddComment(5, "mallory", fake)
+	env := map[string]string{
+		"GITHUB_TOKEN": githubtest.Token, "GITHUB_REPOSITORY": "acme/configs", "GITHUB_EVENT_PATH": event, "GITHUB_API_URL": gh.URL,
+	}
+	for run := 1; run <= 2; run++ {
+		code, _, stderr := runCLI(t, env, "check", "--repo", dir, "--github", "--log-level", "warn")
+		// Only a warning that the foreign comment was ignored, no error.
+		if code != cli.ExitInvalid || strings.Contains(stderr, "cuecast: ") || !strings.Contains(stderr, "author=mallory") {
+			t.Fatalf("run %d: exit %d, stderr %q; want %d and a warning naming mallory", run, code, stderr, cli.ExitInvalid)
+		}
+	}
+	cs := gh.Comments(5)
+	if len(cs) != 2 || cs[0].Body != fake || cs[1].User != githubtest.ActionsBot || !strings.Contains(cs[1].Body, "DOGECOIN") {
+		t.Errorf("comments: got %+v; want mallory's untouched and cuecast's report", cs)
+	}
+	for _, r := range gh.Requests() {
+		if r.Method == http.MethodPatch && strings.Contains(r.Path, fmt.Sprintf("/comments/%d", cs[0].ID)) {
+			t.Errorf("cuecast tried to edit mallory's comment: %s %s", r.Method, r.Path)
+		}
 	}
 }

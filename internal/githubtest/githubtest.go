@@ -48,7 +48,7 @@ type Request struct {
 
 // Route names a request kind in Fail and Deny: "POST check-runs",
 // "PATCH check-runs", "GET check-runs" (of a commit), "GET comments", "POST comments", "PATCH comments",
-// "GET pulls".
+// "GET pulls", "GET user".
 type Route string
 
 // The routes the server implements.
@@ -61,7 +61,12 @@ const (
 	EditComment    Route = "PATCH comments"
 	GetPull        Route = "GET pulls"
 	CreatePull     Route = "POST pulls"
+	GetUser        Route = "GET user"
 )
+
+// ActionsBot is the account an Actions GITHUB_TOKEN writes as: comments
+// made with Token are by it unless SetUser names a user.
+const ActionsBot = "github-actions[bot]"
 
 // CheckRun is the server's state of one check run.
 type CheckRun struct {
@@ -123,6 +128,9 @@ type Server struct {
 	failAfter map[Route][]failure
 	deny      map[Route]int
 	pageSize  int
+	// user is the account Token belongs to when it is a personal access
+	// token (SetUser); empty, it is an installation token (ActionsBot).
+	user string
 }
 
 // New starts a server under /api/v3, closed when the test ends.
@@ -150,6 +158,7 @@ func NewAt(t testing.TB, root string) *Server {
 	mux.HandleFunc("PATCH "+root+"/repos/{owner}/{repo}/issues/comments/{id}", s.route(EditComment, s.editComment))
 	mux.HandleFunc("GET "+root+"/repos/{owner}/{repo}/pulls/{n}", s.route(GetPull, s.getPull))
 	mux.HandleFunc("POST "+root+"/repos/{owner}/{repo}/pulls", s.route(CreatePull, s.createPull))
+	mux.HandleFunc("GET "+root+"/user", s.route(GetUser, s.getUser))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.record(r, nil, http.StatusNotFound)
 		writeJSON(w, http.StatusNotFound, map[string]any{"message": "Not Found"})
@@ -194,7 +203,18 @@ func (s *Server) AddPull(p Pull) {
 	s.pulls[p.Number] = p
 }
 
-// AddComment adds a comment by someone else; it returns its ID.
+// SetUser makes Token a personal access token of user: GET /user answers
+// with the login and comments made with it are by user. Without it Token
+// is an installation token, as an Actions GITHUB_TOKEN is: GET /user is
+// refused (403) and comments are by ActionsBot.
+func (s *Server) SetUser(user string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.user = user
+}
+
+// AddComment adds a comment by someone else; it returns its ID. A user
+// ending in "[bot]" is a bot account, any other a person's.
 func (s *Server) AddComment(pr int, user, body string) int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -487,7 +507,29 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request, _ map[string]a
 }
 
 func commentJSON(c *Comment) map[string]any {
-	return map[string]any{"id": c.ID, "body": c.Body, "user": map[string]any{"login": c.User}}
+	return map[string]any{"id": c.ID, "body": c.Body, "user": userJSON(c.User)}
+}
+
+// userJSON is an account as GitHub shows it: logins ending in "[bot]" are
+// apps' (type Bot), which no person can register.
+func userJSON(login string) map[string]any {
+	typ := "User"
+	if strings.HasSuffix(login, "[bot]") {
+		typ = "Bot"
+	}
+	return map[string]any{"login": login, "type": typ}
+}
+
+// getUser answers GET /user as GitHub does: the login for a personal
+// access token, 403 for an installation token.
+func (s *Server) getUser(w http.ResponseWriter, _ *http.Request, _ map[string]any) int {
+	s.mu.Lock()
+	user := s.user
+	s.mu.Unlock()
+	if user == "" {
+		return writeJSON(w, http.StatusForbidden, map[string]any{"message": "Resource not accessible by integration"})
+	}
+	return writeJSON(w, http.StatusOK, userJSON(user))
 }
 
 func (s *Server) listComments(w http.ResponseWriter, r *http.Request, _ map[string]any) int {
@@ -533,7 +575,11 @@ func (s *Server) createComment(w http.ResponseWriter, r *http.Request, body map[
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.nextID++
-	c := &Comment{ID: s.nextID, PR: pr, Body: b, User: "github-actions[bot]"}
+	user := s.user
+	if user == "" {
+		user = ActionsBot
+	}
+	c := &Comment{ID: s.nextID, PR: pr, Body: b, User: user}
 	s.comments = append(s.comments, c)
 	return writeJSON(w, http.StatusCreated, commentJSON(c))
 }
@@ -548,6 +594,11 @@ func (s *Server) editComment(w http.ResponseWriter, r *http.Request, body map[st
 	defer s.mu.Unlock()
 	for _, c := range s.comments {
 		if c.ID == id {
+			// An installation token edits only its own comments; a
+			// personal access token (a maintainer's) may edit anyone's.
+			if s.user == "" && c.User != ActionsBot {
+				return writeJSON(w, http.StatusForbidden, map[string]any{"message": "Resource not accessible by integration"})
+			}
 			c.Body = b
 			return writeJSON(w, http.StatusOK, commentJSON(c))
 		}
