@@ -4,6 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"unicode/utf8"
 
 	"github.com/cuecast/cuecast"
 )
@@ -92,5 +95,76 @@ func decodeReport(cfg cuecast.ConfigPath, instance string, data []byte) (cuecast
 		// region's credential may publish one (DecodeSummary).
 		return drop(DropMalformed, fmt.Sprintf("a report speaks for one instance, this one claims %d", r.Count))
 	}
+	bound(cfg, &r)
 	return r, nil
+}
+
+// What one report may carry into what its readers keep and send on: a
+// region's summary samples its instances' texts and groups them by their
+// labels, and a drill-down answer carries whole reports, so one instance
+// that writes a megabyte of last_error or labels on its own subject would
+// otherwise make its region's summary too big for a message and silence
+// the whole region (docs/PROTOCOL.md §4.3). DecodeReport cuts a report to
+// these bounds, so every reader sees the same cut report.
+const (
+	// MaxReportText bounds, in bytes, a report's last_error, refused and
+	// checksum (a hex SHA-256 is 64): a longer one is cut to it, at a rune
+	// boundary, and ends with Truncated.
+	MaxReportText = 1024
+	// MaxLabels bounds a report's labels: beyond it, the config's variant
+	// dimensions are kept and then the first keys by name.
+	MaxLabels = 32
+	// MaxLabelText bounds, in bytes, each label's key and value, cut as
+	// MaxReportText cuts a text.
+	MaxLabelText = 256
+	// Truncated ends a text cut to its bound.
+	Truncated = "…(truncated)"
+)
+
+// bound cuts r to the bounds above.
+func bound(cfg cuecast.ConfigPath, r *cuecast.Report) {
+	r.LastError = clip(r.LastError, MaxReportText)
+	r.Refused = clip(r.Refused, MaxReportText)
+	r.Checksum = clip(r.Checksum, MaxReportText)
+	fits := len(r.Labels) <= MaxLabels
+	for k, v := range r.Labels {
+		fits = fits && len(k) <= MaxLabelText && len(v) <= MaxLabelText
+	}
+	if fits {
+		return // every honest report: no copy
+	}
+	// The variant's dimensions first, since drift is judged by them
+	// (DriftOf); then the rest in key order, so that the cut is the same
+	// at every reader. A cut key that collides with one kept is dropped.
+	keys := slices.Sorted(maps.Keys(r.Labels))
+	var dims []string
+	for _, dv := range cfg.Variant() {
+		if _, ok := r.Labels[dv.Dim]; ok {
+			dims = append(dims, dv.Dim)
+		}
+	}
+	labels := make(map[string]string, MaxLabels)
+	for _, k := range append(dims, keys...) {
+		if len(labels) == MaxLabels {
+			break
+		}
+		if ck := clip(k, MaxLabelText); !has(labels, ck) {
+			labels[ck] = clip(r.Labels[k], MaxLabelText)
+		}
+	}
+	r.Labels = labels
+}
+
+func has(m map[string]string, k string) bool { _, ok := m[k]; return ok }
+
+// clip is s cut to at most n bytes, at a rune boundary, followed by
+// Truncated; s itself when it fits.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + Truncated
 }

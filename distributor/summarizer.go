@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -328,7 +329,10 @@ func (s *Summarizer) send(cfg cuecast.ConfigPath, st *summarized, rs []cuecast.R
 	if len(st.dropped) > 0 {
 		sum.Dropped = maps.Clone(st.dropped)
 	}
-	data, err := json.Marshal(sum)
+	// Thinned to fit a message: a summary that cannot be sent stands for
+	// none, and the hub would soon count the region's instances unknown,
+	// then gone (TestOneInstanceCannotSilenceItsRegion).
+	data, err := EncodeSummary(sum, maxPayload(s.nc))
 	if err != nil {
 		s.o.Logger.Error("encode summary", "config", cfg, "err", err)
 		return
@@ -362,6 +366,15 @@ func (s *Summarizer) send(cfg cuecast.ConfigPath, st *summarized, rs []cuecast.R
 			st.stagedAll = 0
 		}
 	}
+}
+
+// maxPayload is the most one message on nc may carry (the server's
+// max_payload); unbounded before the server said.
+func maxPayload(nc *nats.Conn) int {
+	if n := nc.MaxPayload(); n > 0 {
+		return int(n)
+	}
+	return math.MaxInt
 }
 
 // resendDue says whether st's last summary sent is due again at now, as

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -442,4 +443,56 @@ func Weigh(reports []cuecast.Report) int {
 		n += r.Weight()
 	}
 	return n
+}
+
+// ErrSummaryTooBig is wrapped by EncodeSummary's error: even without
+// its samples, the summary is over the limit.
+var ErrSummaryTooBig = errors.New("summary too big for a message")
+
+// shortSample bounds, in bytes, a sample error or refusal of a summary
+// thinned to fit a message (EncodeSummary): long enough to keep its class
+// ("version N: STEP:").
+const shortSample = 128
+
+// EncodeSummary encodes s in at most limit bytes (the connection's max
+// payload): as it is when it fits; else with one sampled name, error and
+// refusal per group; else with those texts cut to shortSample bytes.
+// Samples go before counts: every group, its counts and what it has in
+// common are always sent, so a region's instances stay counted however
+// big its reports' texts. The error wraps ErrSummaryTooBig when even
+// that is over the limit (more groups than a message holds).
+func EncodeSummary(s Summary, limit int) ([]byte, error) {
+	data, err := json.Marshal(s)
+	if err != nil {
+		return nil, fmt.Errorf("encode summary of %s: %w", s.Config, err)
+	}
+	if len(data) <= limit {
+		return data, nil
+	}
+	for _, textLimit := range []int{MaxReportText, shortSample} {
+		thin := s
+		thin.Groups = make([]SummaryGroup, len(s.Groups))
+		for i, g := range s.Groups {
+			g.Instances = g.Instances[:1] // a group's sample is never empty
+			if len(g.Errors) > 0 {
+				// Cut only where the cut keeps the class (DecodeSummary).
+				if e := clip(g.Errors[0], textLimit); ErrorClass(e) == g.Error {
+					g.Errors = []string{e}
+				} else {
+					g.Errors = g.Errors[:1]
+				}
+			}
+			if len(g.Refusals) > 0 {
+				g.Refusals = []string{clip(g.Refusals[0], textLimit)}
+			}
+			thin.Groups[i] = g
+		}
+		if data, err = json.Marshal(thin); err != nil {
+			return nil, fmt.Errorf("encode summary of %s: %w", s.Config, err)
+		}
+		if len(data) <= limit {
+			return data, nil
+		}
+	}
+	return nil, fmt.Errorf("encode summary of %s: %d groups in %d bytes without samples, over %d: %w", s.Config, len(s.Groups), len(data), limit, ErrSummaryTooBig)
 }

@@ -1,0 +1,216 @@
+package distributor_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/distributor"
+	"github.com/cuecast/cuecast/internal/natsconf"
+	"github.com/cuecast/cuecast/internal/poll"
+)
+
+// hugeReport is what a compromised instance can send on its own subject:
+// a report of nearly the server's max_payload (1 MiB), all of it free
+// text and labels.
+func hugeReport(instance string) cuecast.Report {
+	labels := map[string]string{}
+	for i := range 200 {
+		labels[fmt.Sprintf("k%03d-%s", i, strings.Repeat("k", 500))] = strings.Repeat("v", 500)
+	}
+	r := cuecast.Report{Instance: instance, Config: cfg, Version: 2, Checksum: strings.Repeat("c", 20_000), Healthy: false,
+		Refused: "version 3: pointer: " + strings.Repeat("y", 100_000), Labels: labels, At: time.Now().UTC()}
+	b, _ := json.Marshal(r)
+	r.LastError = "version 2: validation hook: " + strings.Repeat("x", 1<<20-len(b)-2048)
+	return r
+}
+
+// TestDecodeReportBoundsWhatAnInstanceSays: whatever one instance writes,
+// the report read from it is small: its texts cut to MaxReportText with a
+// marker, keeping the class of its error; its labels at most MaxLabels,
+// each cut.
+func TestDecodeReportBoundsWhatAnInstanceSays(t *testing.T) {
+	t.Parallel()
+	big := hugeReport("evil")
+	big.LastError = "version 2: validation hook: " + strings.Repeat("é", 300_000) // cut inside no rune
+	data, err := json.Marshal(big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := distributor.DecodeReport(cuecast.ReportSubject(cfg, "evil"), data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, s := range map[string]string{"last_error": r.LastError, "refused": r.Refused, "checksum": r.Checksum} {
+		if len(s) > distributor.MaxReportText+len(distributor.Truncated) || !strings.HasSuffix(s, distributor.Truncated) || !utf8.ValidString(s) {
+			t.Errorf("%s: %d bytes ending %q, want at most %d+marker, ending with %q, valid UTF-8", name, len(s), s[max(0, len(s)-20):], distributor.MaxReportText, distributor.Truncated)
+		}
+	}
+	if got := distributor.ErrorClass(r.LastError); got != "v2" {
+		t.Errorf("error class of the cut last_error = %q, want v2", got)
+	}
+	if len(r.Labels) > distributor.MaxLabels {
+		t.Errorf("%d labels, want at most %d", len(r.Labels), distributor.MaxLabels)
+	}
+	for k, v := range r.Labels {
+		if len(k) > distributor.MaxLabelText+len(distributor.Truncated) || len(v) > distributor.MaxLabelText+len(distributor.Truncated) {
+			t.Errorf("label %d bytes = %d bytes, want each at most %d+marker", len(k), len(v), distributor.MaxLabelText)
+		}
+	}
+	out, _ := json.Marshal(r)
+	if len(out) > 32<<10 {
+		t.Errorf("decoded report is %d bytes, want at most 32 KiB", len(out))
+	}
+
+	// An honest report is read as it was sent.
+	honest := fleetReports("web", 1)[0]
+	honest.Checksum = cuecast.Checksum([]byte("x"))
+	data, _ = json.Marshal(honest)
+	if r, err := distributor.DecodeReport(cuecast.ReportSubject(cfg, honest.Instance), data); err != nil || r.LastError != honest.LastError ||
+		r.Checksum != honest.Checksum || r.Labels["zone"] != honest.Labels["zone"] {
+		t.Errorf("honest report read as %+v, %v; want it as sent %+v", r, err, honest)
+	}
+}
+
+// TestEncodeSummaryFits: a summary too big for a message loses samples,
+// never counts: what it says of each group and how many it counts is
+// what the whole summary says, and it decodes.
+func TestEncodeSummaryFits(t *testing.T) {
+	t.Parallel()
+	var rs []cuecast.Report
+	for i := range 400 {
+		// 400 groups (each its own checksum), each with three long errors.
+		for j := range 3 {
+			rs = append(rs, cuecast.Report{Instance: fmt.Sprintf("web-%d-%d", i, j), Config: cfg, Version: 2,
+				Checksum: fmt.Sprintf("sum-%d", i), LastError: fmt.Sprintf("version 2: validation hook: %d %s", j, strings.Repeat("x", 900)),
+				Refused: fmt.Sprintf("version 3: pointer: %d %s", j, strings.Repeat("y", 900))})
+		}
+	}
+	sum := distributor.BuildSummary("eu-west", cfg, rs, time.Now())
+	full, err := json.Marshal(sum)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const limit = 512 << 10
+	if len(full) <= limit {
+		t.Fatalf("test summary is %d bytes, want it over %d", len(full), limit)
+	}
+	data, err := distributor.EncodeSummary(sum, limit)
+	if err != nil {
+		t.Fatalf("EncodeSummary: %v", err)
+	}
+	if len(data) > limit {
+		t.Errorf("encoded summary is %d bytes, want at most %d", len(data), limit)
+	}
+	got, err := distributor.DecodeSummary(cuecast.SummarySubject("eu-west", cfg), data)
+	if err != nil {
+		t.Fatalf("DecodeSummary: %v", err)
+	}
+	if got.Live != sum.Live || len(got.Groups) != len(sum.Groups) {
+		t.Fatalf("got %d live in %d groups, want %d in %d", got.Live, len(got.Groups), sum.Live, len(sum.Groups))
+	}
+	for i, g := range got.Groups {
+		w := sum.Groups[i]
+		if g.ByBucket != w.ByBucket || g.Error != w.Error || g.Refused != w.Refused || g.Checksum != w.Checksum || g.Instances[0] != w.Instances[0] {
+			t.Errorf("group %d: got %+v, want the counts and class of %+v", i, g, w)
+		}
+	}
+	// One that fits goes as it is.
+	if data, err := distributor.EncodeSummary(sum, len(full)); err != nil || string(data) != string(full) {
+		t.Errorf("EncodeSummary at its own size: %d bytes, %v; want it unchanged (%d bytes)", len(data), err, len(full))
+	}
+}
+
+// TestOneInstanceCannotSilenceItsRegion: an instance's credential sends,
+// on its own subject, a report of nearly a megabyte. Its region's summary
+// still fits a message: the hub goes on counting the region's instances,
+// none unknown, the attacker's among them with its texts cut.
+func TestOneInstanceCannotSilenceItsRegion(t *testing.T) {
+	t.Parallel()
+	const hb = 500 * time.Millisecond
+	tr, d := regionTree(t, 1, hb)
+	startRegion(t, tr.Leaves[0], hb, fleetReports("east", 6))
+	poll.Until(t, "the hub counts the region's instances", poll.Patience, func() (bool, string) {
+		st, err := d.Status(t.Context(), cfg)
+		if err != nil {
+			return false, err.Error()
+		}
+		return st[0].Instances == 6 && st[0].Unknown == 0, fmt.Sprintf("%+v", st[0])
+	})
+	hub := tr.Hub.Connect(t, natsconf.DistributorUser)
+	sums, err := hub.SubscribeSync(cuecast.SummarySubject(tr.Leaves[0].Spec.Name, cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := hub.Flush(); err != nil {
+		t.Fatal(err)
+	}
+
+	evil := hugeReport("evil")
+	if b, _ := json.Marshal(evil); len(b) > 1<<20 {
+		t.Fatalf("the attack is %d bytes, more than the server's max_payload", len(b))
+	}
+	// The attacker reports once a heartbeat, as an instance does.
+	nc := tr.Leaves[0].Connect(t, natsconf.ServiceUser("payments"))
+	attack := func() {
+		evil.At = time.Now().UTC()
+		b, _ := json.Marshal(evil)
+		if err := nc.Publish(cuecast.ReportSubject(cfg, evil.Instance), b); err != nil {
+			t.Errorf("attack: %v", err)
+		}
+	}
+	attack()
+	go func() {
+		tk := time.NewTicker(hb)
+		defer tk.Stop()
+		for {
+			select {
+			case <-t.Context().Done():
+				return
+			case <-tk.C:
+				attack()
+			}
+		}
+	}()
+
+	// Every summary sent from now on, for more than the loss rule's two
+	// heartbeats and the report stream's four, counts all 7.
+	counted := 0
+	for counted < 2*distributor.LiveHeartbeats*distributor.LostHeartbeats {
+		m, err := sums.NextMsg(poll.Patience)
+		if err != nil {
+			t.Fatalf("waiting for the region's summaries (%d with the attacker so far): %v", counted, err)
+		}
+		s, err := distributor.DecodeSummary(m.Subject, m.Data)
+		if err != nil {
+			t.Fatalf("summary: %v", err)
+		}
+		switch {
+		case s.Live == 7:
+			counted++
+		case counted > 0:
+			t.Fatalf("a summary after the attacker's counts %d, want 7", s.Live)
+		}
+		if int64(len(m.Data)) > hub.MaxPayload()/4 {
+			t.Errorf("summary of %d bytes: the attacker's report grew it", len(m.Data))
+		}
+	}
+	st, err := d.Status(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st[0].Instances != 7 || st[0].Unknown != 0 {
+		t.Errorf("status %+v, want 7 instances, none unknown", st[0])
+	}
+	det, err := d.Detail(t.Context(), cfg, distributor.DetailRequest{Instances: []string{"evil"}})
+	if err != nil || len(det) != 1 {
+		t.Fatalf("Detail(evil) = %+v, %v", det, err)
+	}
+	if e := det[0].LastError; len(e) > distributor.MaxReportText+len(distributor.Truncated) || !strings.HasSuffix(e, distributor.Truncated) {
+		t.Errorf("the attacker's last_error is %d bytes, want it cut to %d and marked", len(e), distributor.MaxReportText)
+	}
+}
