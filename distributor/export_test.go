@@ -38,3 +38,7 @@ func SummariesBuilt(s *Summarizer) int {
 // Expire is l.expire: it forgets the expired reports and returns how many
 // instances' own reports are live.
 func (l *LiveReports) Expire(now time.Time) int { return l.expire(now) }
+
+// DetailParts is detailParts: reply as the messages of one drill-down
+// answer, each at most limit bytes.
+func DetailParts(reply DetailReply, limit int) ([][]byte, error) { return detailParts(reply, limit) }

@@ -1,6 +1,7 @@
 package distributor_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -212,5 +213,96 @@ func TestOneInstanceCannotSilenceItsRegion(t *testing.T) {
 	}
 	if e := det[0].LastError; len(e) > distributor.MaxReportText+len(distributor.Truncated) || !strings.HasSuffix(e, distributor.Truncated) {
 		t.Errorf("the attacker's last_error is %d bytes, want it cut to %d and marked", len(e), distributor.MaxReportText)
+	}
+}
+
+// TestDetailAnswersUpToItsLimit: a region of 10,000 instances, each with
+// a real checksum and labels, answers a drill-down into all of them: an
+// answer of several megabytes, over several messages.
+func TestDetailAnswersUpToItsLimit(t *testing.T) {
+	t.Parallel()
+	// A long heartbeat: 10,000 reports a heartbeat is what the region's
+	// server and summarizer take in, under the race detector beside the
+	// other tests.
+	const hb = 10 * time.Second
+	const n = 10_000
+	tr, d := regionTree(t, 1, hb)
+	rs := fleetReports("east", n)
+	for i := range rs {
+		rs[i].Checksum = cuecast.Checksum(fmt.Appendf(nil, "content of v%d", rs[i].Version))
+		rs[i].Labels["rack"] = fmt.Sprintf("eu-west-1a-rack-%02d", i%8)
+		rs[i].Labels["build"] = "2026.12.06-1"
+	}
+	// The interval at its longest: a summary of 10,000 is built at most
+	// once per interval, under the lock the reports' intake takes too.
+	startRegion(t, tr.Leaves[0], hb, rs, func(o *distributor.SummarizerOptions) { o.Interval = hb / 4 })
+	poll.Until(t, "the hub counts the region's instances", poll.Patience, func() (bool, string) {
+		st, err := d.Status(t.Context(), cfg)
+		if err != nil {
+			return false, err.Error()
+		}
+		return st[0].Instances == n, fmt.Sprintf("%+v", st[0])
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), poll.Patience)
+	defer cancel()
+	det, err := d.Detail(ctx, cfg, distributor.DetailRequest{})
+	if err != nil {
+		t.Fatalf("Detail: %v (%d reports)", err, len(det))
+	}
+	if len(det) != n {
+		t.Fatalf("Detail = %d reports, want %d", len(det), n)
+	}
+	seen := map[string]bool{}
+	for _, r := range det {
+		seen[r.Instance] = true
+	}
+	for _, r := range rs {
+		if !seen[r.Instance] {
+			t.Fatalf("Detail lacks %s", r.Instance)
+		}
+	}
+}
+
+// TestDetailParts: an answer goes in parts of at most the limit, numbered
+// in order, one answer, every report once; a continued part's more counts
+// what the later parts carry, so that an asker that reads only it does
+// not take it for the whole; a report too big for any part is counted in
+// more.
+func TestDetailParts(t *testing.T) {
+	t.Parallel()
+	rs := fleetReports("web", 1000)
+	rs[500].LastError = strings.Repeat("x", 70_000) // alone over a part's room
+	const limit = 64 << 10
+	parts, err := distributor.DetailParts(distributor.DetailReply{Region: "eu-west", Reports: rs, More: 7}, limit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(parts) < 2 {
+		t.Fatalf("%d parts, want several", len(parts))
+	}
+	var got []cuecast.Report
+	var answer string
+	for i, data := range parts {
+		if len(data) > limit {
+			t.Errorf("part %d: %d bytes, want at most %d", i, len(data), limit)
+		}
+		var p distributor.DetailReply
+		if err := json.Unmarshal(data, &p); err != nil {
+			t.Fatalf("part %d: %v", i, err)
+		}
+		if i == 0 {
+			answer = p.Answer
+		}
+		last := i == len(parts)-1
+		got = append(got, p.Reports...)
+		if p.Part != i || p.Answer != answer || answer == "" || p.Continued == last || p.Region != "eu-west" {
+			t.Errorf("part %d: part %d of answer %q (first %q), continued %v, region %q", i, p.Part, p.Answer, answer, p.Continued, p.Region)
+		}
+		if want := len(rs) - 1 - len(got) + 8; p.More != want {
+			t.Errorf("part %d: more %d, want %d (those not sent by it)", i, p.More, want)
+		}
+	}
+	if len(got) != len(rs)-1 {
+		t.Errorf("%d reports in the parts, want %d", len(got), len(rs)-1)
 	}
 }

@@ -402,13 +402,28 @@ type DetailRequest struct {
 	Reply     string              `json:"reply"`
 }
 
-// DetailReply is one region's answer: the live reports that match, sorted
-// by instance, at most the summarizer's DetailLimit (More says how many
-// were left out). Region must be the region its subject names.
+// DetailReply is one message of a region's answer: the live reports that
+// match, sorted by instance, at most the summarizer's DetailLimit (More
+// says how many were left out). Region must be the region its subject
+// names.
+//
+// An answer too big for one message (10,000 reports are several
+// megabytes, a message at most the server's max_payload, 1 MiB by
+// default) goes as several, in order: Part numbers them from 0 and
+// Continued is set on every one but the last; all carry the same Answer,
+// drawn at random per answer, so that parts of two answers (two
+// summarizers of one region) are not mixed. More is, on each, how many
+// matching reports it and those before it left out: on a continued part
+// also those the later parts carry, so that an asker that reads only
+// one message (a build before parts) takes it for truncated, never for
+// the whole.
 type DetailReply struct {
-	Region  string           `json:"region"`
-	Reports []cuecast.Report `json:"reports"`
-	More    int              `json:"more,omitempty"`
+	Region    string           `json:"region"`
+	Reports   []cuecast.Report `json:"reports"`
+	More      int              `json:"more,omitempty"`
+	Answer    string           `json:"answer,omitempty"`
+	Part      int              `json:"part,omitempty"`
+	Continued bool             `json:"continued,omitempty"`
 }
 
 func (s *Summarizer) answer(m *nats.Msg) {
@@ -444,13 +459,69 @@ func (s *Summarizer) answer(m *nats.Msg) {
 		}
 	}
 	slices.SortFunc(reply.Reports, func(a, b cuecast.Report) int { return strings.Compare(a.Instance, b.Instance) })
-	data, err := json.Marshal(reply)
-	if err == nil {
+	parts, err := detailParts(reply, maxPayload(s.nc))
+	for _, data := range parts {
+		if err != nil {
+			break
+		}
 		err = s.nc.Publish(cuecast.DetailReplySubject(s.o.Region, req.Reply), data)
 	}
 	if err != nil {
 		s.o.Logger.Warn("answer drill-down request", "config", cfg, "err", err)
 	}
+}
+
+// detailParts encodes reply as the messages of one answer (DetailReply),
+// each at most limit bytes. A report that alone is over a message's room
+// cannot be sent: it is counted in More, as those past the DetailLimit.
+func detailParts(reply DetailReply, limit int) ([][]byte, error) {
+	id := make([]byte, 8)
+	if _, err := rand.Read(id); err != nil {
+		return nil, fmt.Errorf("encode drill-down answer: %w", err)
+	}
+	reply.Answer = hex.EncodeToString(id)
+	// What a part costs besides its reports, at its largest.
+	envelope, err := json.Marshal(DetailReply{Region: reply.Region, Reports: []cuecast.Report{}, More: math.MaxInt, Answer: reply.Answer, Part: math.MaxInt, Continued: true})
+	if err != nil {
+		return nil, fmt.Errorf("encode drill-down answer: %w", err)
+	}
+	room := limit - len(envelope)
+	var chunks [][]cuecast.Report
+	var chunk []cuecast.Report
+	size := 0
+	more := reply.More
+	for _, r := range reply.Reports {
+		b, err := json.Marshal(r)
+		if err != nil {
+			return nil, fmt.Errorf("encode drill-down answer: %w", err)
+		}
+		n := len(b) + 1 // and a comma
+		if n > room {
+			more++
+			continue
+		}
+		if size+n > room {
+			chunks, chunk, size = append(chunks, chunk), nil, 0
+		}
+		chunk, size = append(chunk, r), size+n
+	}
+	chunks = append(chunks, chunk)
+	later := 0
+	for _, c := range chunks {
+		later += len(c)
+	}
+	parts := make([][]byte, len(chunks))
+	for i, c := range chunks {
+		later -= len(c)
+		part := DetailReply{Region: reply.Region, Reports: c, More: more + later, Answer: reply.Answer, Part: i, Continued: i < len(chunks)-1}
+		if part.Reports == nil {
+			part.Reports = []cuecast.Report{}
+		}
+		if parts[i], err = json.Marshal(part); err != nil {
+			return nil, fmt.Errorf("encode drill-down answer: %w", err)
+		}
+	}
+	return parts, nil
 }
 
 func (q DetailRequest) matches(r cuecast.Report) bool {
@@ -606,7 +677,11 @@ func (d *Distributor) DetailByRegion(ctx context.Context, cfg cuecast.ConfigPath
 		ctx, cancel = context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 	}
-	replies := make(chan *nats.Msg, len(want))
+	// Room for every part of every answer (DetailReply) the loop below has
+	// not taken yet: a part that finds the channel full is dropped, and
+	// its region's answer with it. 10,000 reports of the bounded size
+	// (MaxReportText, MaxLabels) fill at most ~130 messages of 1 MiB.
+	replies := make(chan *nats.Msg, 256*len(want))
 	sub, err := d.nc.ChanSubscribe(cuecast.DetailReplySubject("*", req.Reply), replies)
 	if err != nil {
 		return nil, fmt.Errorf("drill down into %s: subscribe: %w", cfg, err)
@@ -620,6 +695,7 @@ func (d *Distributor) DetailByRegion(ctx context.Context, cfg cuecast.ConfigPath
 		return nil, fmt.Errorf("drill down into %s: %w", cfg, err)
 	}
 	var out []RegionDetail
+	collecting := map[string]*partialDetail{}
 	byRegion := func(a, b RegionDetail) int { return strings.Compare(a.Region, b.Region) }
 	for len(want) > 0 {
 		select {
@@ -642,8 +718,22 @@ func (d *Distributor) DetailByRegion(ctx context.Context, cfg cuecast.ConfigPath
 			if !want[region] {
 				continue // not asked, or answered already (a second summarizer)
 			}
-			delete(want, region)
-			rd := RegionDetail{Region: region, Reports: []cuecast.Report{}, More: r.More}
+			p := collecting[region]
+			switch {
+			case p == nil && r.Part == 0:
+				p = &partialDetail{answer: r.Answer, rd: RegionDetail{Region: region, Reports: []cuecast.Report{}}}
+				collecting[region] = p
+			case p == nil || r.Answer != p.answer:
+				continue // a part of an answer not being collected (a second summarizer's)
+			case r.Part != p.next:
+				// A part was lost (core NATS delivers at most once): the
+				// answer is incomplete, and the region unanswered unless
+				// another answer comes whole.
+				delete(collecting, region)
+				continue
+			}
+			p.next++
+			rd := &p.rd
 			for _, rep := range r.Reports {
 				// The region speaks for its own instances only as far as
 				// the report's own rule goes: one instance, this config.
@@ -651,10 +741,23 @@ func (d *Distributor) DetailByRegion(ctx context.Context, cfg cuecast.ConfigPath
 					rd.Reports = append(rd.Reports, rep)
 				}
 			}
+			if r.Continued {
+				continue
+			}
+			delete(want, region)
+			rd.More = r.More
 			slices.SortFunc(rd.Reports, func(a, b cuecast.Report) int { return strings.Compare(a.Instance, b.Instance) })
-			out = append(out, rd)
+			out = append(out, *rd)
 		}
 	}
 	slices.SortFunc(out, byRegion)
 	return out, nil
+}
+
+// partialDetail is a region's answer to a drill-down being collected: the
+// parts of answer up to next (DetailReply).
+type partialDetail struct {
+	answer string
+	next   int
+	rd     RegionDetail
 }
