@@ -197,6 +197,14 @@ type Report struct {
 	// An instance never sends it; a report that carries it is dropped
 	// (distributor.DecodeReport). 0: an instance's own report.
 	Count int `json:"count,omitempty"`
+	// Region is set only by a reader, never on the wire: the summarising
+	// region whose summary group or drill-down answer the report comes
+	// from, as the subject it arrived on names it (the region's
+	// credentials bind that subject: docs/SECURITY.md). "" for an
+	// instance's own report read at this level. What a region says is
+	// believed of its own instances only: a drill-down answer leaves only
+	// its own region's groups (distributor.Split).
+	Region string `json:"-"`
 }
 
 // Weight is how many instances r stands for: r.Count for a report made

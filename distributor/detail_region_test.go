@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/distributor"
+	"github.com/cuecast/cuecast/distributor/rollout"
 	"github.com/cuecast/cuecast/internal/natsconf"
 	"github.com/cuecast/cuecast/internal/poll"
 )
@@ -109,5 +111,93 @@ func TestDetailSaysWhatARegionLeftOut(t *testing.T) {
 	regions, err := d.DetailByRegion(t.Context(), cfg, distributor.DetailRequest{})
 	if err != nil || len(regions) != 1 || regions[0].More != 5 || len(regions[0].Reports) != 4 {
 		t.Errorf("DetailByRegion = %+v, %v; want leaf-1 with 4 reports and 5 more", regions, err)
+	}
+}
+
+// TestDrillDownBelievesARegionOnlyForItself plays region leaf-1's host,
+// which holds its own server and its summarizer's credential: on its own
+// server it reports west-5, an instance of leaf-2 that failed to apply v2
+// and is unhealthy there, as healthy on v2, so its summary and its
+// drill-down answers hold west-5 too. A stage naming west-5 was judged on
+// leaf-1's word (its name sorts first) and leaf-2's own report of west-5
+// was dropped, its instance taken out of leaf-1's group, not leaf-2's.
+// Now each region's answer leaves only that region's groups, and the
+// instance two regions claim is judged on the worse claim: leaf-2's.
+// The honest instances named beside it are judged on their own region's
+// word, and leaf-2's groups and west-5 still count leaf-2's 9 instances
+// (a strict cutover waits for them all).
+func TestDrillDownBelievesARegionOnlyForItself(t *testing.T) {
+	t.Parallel()
+	const hb = 500 * time.Millisecond
+	tr, d := regionTree(t, 2, hb)
+	forged := cuecast.Report{Instance: "west-5", Config: cfg, Version: 2, Checksum: "sum2", Healthy: true}
+	startRegion(t, tr.Leaves[0], hb, append(fleetReports("east", 3), forged))
+	west := fleetReports("west", 9)
+	west[5] = cuecast.Report{Instance: "west-5", Config: cfg, Version: 1, Checksum: "sum1", Healthy: false, LastError: "version 2: validate: bad field 5"}
+	startRegion(t, tr.Leaves[1], hb, west)
+	var reports []cuecast.Report
+	poll.Until(t, "the hub counts both regions' instances", poll.Patience, func() (bool, string) {
+		var err error
+		reports, err = d.Reports(t.Context(), cfg)
+		if err != nil {
+			return false, err.Error()
+		}
+		return distributor.Weigh(reports) == 13, fmt.Sprintf("%+v", reports)
+	})
+	r := &rollout.Rollout{Config: cfg, Version: 2, Policy: cuecast.Policy{Stages: []cuecast.Stage{
+		{Name: "named", Instances: []string{"west-5", "west-1", "east-1"}}, {Name: "all", Percent: 100}}}}
+	dr, err := rollout.DrillDown(t.Context(), d, cfg, r, reports)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]cuecast.Report{"west-5": west[5], "west-1": west[1], "east-1": fleetReports("east", 3)[1]}
+	region := map[string]string{"west-5": "leaf-2", "west-1": "leaf-2", "east-1": "leaf-1"}
+	seen := map[string]int{}
+	byRegion := map[string]int{}
+	for _, rp := range dr.Reports {
+		byRegion[rp.Region] += rp.Weight()
+		w, ok := want[rp.Instance]
+		if !ok || rp.Count != 0 {
+			continue
+		}
+		seen[rp.Instance]++
+		if rp.Healthy != w.Healthy || rp.Version != w.Version || rp.LastError != w.LastError || rp.Region != region[rp.Instance] {
+			t.Errorf("%s judged as healthy=%v v%d %q from %q, want healthy=%v v%d %q from %s",
+				rp.Instance, rp.Healthy, rp.Version, rp.LastError, rp.Region, w.Healthy, w.Version, w.LastError, region[rp.Instance])
+		}
+	}
+	for id := range want {
+		if seen[id] != 1 {
+			t.Errorf("%s: %d reports of its own, want 1", id, seen[id])
+		}
+	}
+	if byRegion["leaf-2"] != 9 {
+		t.Errorf("leaf-2's groups and instances count %d, want its 9 (by region: %v)", byRegion["leaf-2"], byRegion)
+	}
+}
+
+// TestSplitLeavesOnlyItsOwnRegionsGroups: a region's drill-down answer
+// naming another region's instances (which its host can report on its own
+// server) takes them out of its own groups in their bucket, or, where it
+// counts nobody there, is left out; the other region's groups keep their
+// instances, and a report that names no region speaks for none.
+func TestSplitLeavesOnlyItsOwnRegionsGroups(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	reports := slices.Concat(distributor.BuildSummary("eu-west", cfg, fleetReports("east", 20), now).Reports(false),
+		distributor.BuildSummary("us-east", cfg, fleetReports("west", 20), now).Reports(false))
+	var detail []cuecast.Report
+	for _, r := range fleetReports("east", 20) {
+		r.Region = "us-east" // us-east answers for every one of eu-west's instances
+		detail = append(detail, r)
+	}
+	unbound := fleetReports("west", 1)[0] // no region: nobody's answer
+	split := distributor.Split(reports, append(detail, unbound))
+	weight := map[string]int{}
+	for _, r := range split {
+		weight[r.Region] += r.Weight()
+	}
+	if weight["eu-west"] != 20 || weight["us-east"] != 20 || len(weight) != 2 {
+		t.Errorf("after the split the regions count %v, want eu-west and us-east 20 each", weight)
 	}
 }

@@ -552,38 +552,51 @@ func LabelsMatch(have, want map[string]string) bool {
 
 // Split takes the instances in detail out of the summary groups in
 // reports (cuecast.Report.Count) and adds them one by one: each leaves a
-// group of its bucket, the one alike in what it runs when there is one
-// (the detail and the summary were read at different moments). The
-// rollout controller splits out the instances a stage names or selects
-// by label, whose cohort membership goes by name, not bucket.
+// group of its own region (cuecast.Report.Region) in its bucket, the one
+// alike in what it runs when there is one (the detail and the summary
+// were read at different moments). The rollout controller splits out the
+// instances a stage names or selects by label, whose cohort membership
+// goes by name, not bucket.
+//
+// A region speaks only for the instances its own summary counts: a
+// report of detail that names no region, or whose region has no group in
+// its bucket, is left out, as is a region's second report of one
+// instance; no region's report takes an instance out of another region's
+// group. An instance that two regions both report (or one region and the
+// instance itself, at this level) is kept once per claim, each out of
+// its own region's group: the reader judges the claims (the rollout
+// controller by the worst of them, rollout.DrillDown).
 func Split(reports, detail []cuecast.Report) []cuecast.Report {
 	out := slices.Clone(reports)
-	have := map[string]bool{}
+	type claim struct{ region, instance string }
+	have := map[claim]bool{}
 	for _, r := range out {
 		if r.Count == 0 {
-			have[r.Instance] = true
+			have[claim{r.Region, r.Instance}] = true
 		}
 	}
 	for _, d := range detail {
-		if have[d.Instance] || d.Count != 0 {
+		c := claim{d.Region, d.Instance}
+		if have[c] || d.Count != 0 || d.Region == "" {
 			continue
 		}
-		have[d.Instance] = true
 		bucket := cuecast.Cohort(d.Config.Namespace(), d.Instance)
 		best := -1
 		for i, r := range out {
-			if r.Count == 0 || r.Cohort != bucket {
+			if r.Count == 0 || r.Region != d.Region || r.Cohort != bucket {
 				continue
 			}
 			if best < 0 || (r.Version == d.Version && r.Staged == d.Staged && r.Healthy == d.Healthy) {
 				best = i
 			}
 		}
-		if best >= 0 {
-			out[best].Count--
-			if out[best].Count == 0 {
-				out = slices.Delete(out, best, best+1)
-			}
+		if best < 0 {
+			continue // its region's summary counts nobody there to speak for
+		}
+		have[c] = true
+		out[best].Count--
+		if out[best].Count == 0 {
+			out = slices.Delete(out, best, best+1)
 		}
 		out = append(out, d)
 	}
@@ -738,6 +751,7 @@ func (d *Distributor) DetailByRegion(ctx context.Context, cfg cuecast.ConfigPath
 				// The region speaks for its own instances only as far as
 				// the report's own rule goes: one instance, this config.
 				if rep.Config == cfg && rep.Count == 0 && cuecast.ValidateInstance(rep.Instance) == nil {
+					rep.Region = region
 					rd.Reports = append(rd.Reports, rep)
 				}
 			}

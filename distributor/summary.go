@@ -342,9 +342,9 @@ func sample(s []string, v string) []string {
 // Reports turns the summary into one report per group and bucket,
 // standing for the group's instances in that bucket and named after the
 // group's first sampled instance in the bucket, or else GroupName; sorted
-// by bucket and name. With unknown set (the region's summary is overdue:
-// LostHeartbeats), each is Unheard: the instances are live as far as
-// anyone knows, their state is not.
+// by bucket and name, each with the summary's Region. With unknown set
+// (the region's summary is overdue: LostHeartbeats), each is Unheard: the
+// instances are live as far as anyone knows, their state is not.
 func (s Summary) Reports(unknown bool) []cuecast.Report {
 	var out []cuecast.Report
 	ns := s.Config.Namespace()
@@ -363,7 +363,7 @@ func (s Summary) Reports(unknown bool) []cuecast.Report {
 			if name == "" {
 				name = GroupName(s.Region, bucket, gi+1)
 			}
-			r := cuecast.Report{Instance: name, Labels: g.Labels, Cohort: bucket, Config: s.Config, Version: g.Version,
+			r := cuecast.Report{Instance: name, Region: s.Region, Labels: g.Labels, Cohort: bucket, Config: s.Config, Version: g.Version,
 				Checksum: g.Checksum, Healthy: g.Healthy, LastKnownGood: g.LastKnownGood, Staged: g.Staged, AppliedAt: g.AppliedAt,
 				At: s.At, Count: int(n)}
 			if len(g.Errors) > 0 {
@@ -373,7 +373,7 @@ func (s Summary) Reports(unknown bool) []cuecast.Report {
 				r.Refused = g.Refusals[0]
 			}
 			if unknown {
-				r = cuecast.Report{Instance: r.Instance, Labels: r.Labels, Cohort: r.Cohort, Config: r.Config, Healthy: true, At: unheardAt, Count: r.Count}
+				r = cuecast.Report{Instance: r.Instance, Region: r.Region, Labels: r.Labels, Cohort: r.Cohort, Config: r.Config, Healthy: true, At: unheardAt, Count: r.Count}
 			}
 			out = append(out, r)
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/cuecast/cuecast"
@@ -23,10 +22,61 @@ type Detailer interface {
 
 var _ Detailer = (*distributor.Distributor)(nil)
 
+// worstClaims keeps, of the reports that each speak for one instance of
+// the same name (two regions that both answered for it, or a region and
+// the instance itself), one: the claim whose apply of version target is
+// worst (applyRank), unhealthy when any claim says so. A region holds its
+// own server and summarizer, so it can report any name; believed as it
+// is, its word could make another region's instance look better than
+// that region says. Judged on the worst claim, it can only make it look
+// worse, which would at most halt or hold the stage, as the region could
+// by misstating its own instances. The first of equally bad claims stays
+// (regions answer in name order).
+func worstClaims(reports []cuecast.Report, target uint64) []cuecast.Report {
+	out := make([]cuecast.Report, 0, len(reports))
+	at := map[string]int{}
+	for _, r := range reports {
+		if r.Count != 0 {
+			out = append(out, r)
+			continue
+		}
+		i, ok := at[r.Instance]
+		if !ok {
+			at[r.Instance] = len(out)
+			out = append(out, r)
+			continue
+		}
+		healthy := out[i].Healthy && r.Healthy
+		if applyRank(r, target) > applyRank(out[i], target) {
+			out[i] = r
+		}
+		out[i].Healthy = healthy
+	}
+	return out
+}
+
+// applyRank orders what a report says of the instance's apply of version
+// target, from best to worst: applied it, staged it, neither (waited
+// for), failed to apply it.
+func applyRank(r cuecast.Report, target uint64) int {
+	switch {
+	case r.Version == target:
+		return 0
+	case r.Staged == target:
+		return 1
+	case applyFailure(r.LastError, target):
+		return 3
+	default:
+		return 2
+	}
+}
+
 // Drill is the reports a rollout's stages are counted on (DrillDown).
 type Drill struct {
 	// Reports are the reports given, with each instance a region sent
-	// split out of its summary group (distributor.Split).
+	// split out of that region's summary group (distributor.Split), and
+	// an instance more than one region sent judged on the worst claim
+	// (worstClaims).
 	Reports []cuecast.Report
 	// Short are the regions whose answer lacks instances asked for: those
 	// that did not answer (Unanswered), and those that left More out past
@@ -58,7 +108,9 @@ func NeedsDrillDown(r *Rollout, reports []cuecast.Report) (distributor.DetailReq
 // themselves when NeedsDrillDown says they need none (d is then not
 // asked), else
 // reports with the instances r names or selects asked of the regions that
-// summarise cfg, until ctx is done, and split out of their groups.
+// summarise cfg, until ctx is done, and split out of their own region's
+// groups; an instance that two regions both answer for stands once, as
+// the worse of their claims says (worstClaims).
 //
 // A region that did not answer, or left instances out past its limit, is
 // named in Drill.Short, and the Drill holds what did arrive, split; the
@@ -88,9 +140,7 @@ func DrillDown(ctx context.Context, d Detailer, cfg cuecast.ConfigPath, r *Rollo
 			truncated = append(truncated, fmt.Sprintf("%s (%d more than the %d it sent)", rd.Region, rd.More, len(rd.Reports)))
 		}
 	}
-	// In instance order, as distributor.Distributor.Detail gives them.
-	slices.SortFunc(detail, func(a, b cuecast.Report) int { return strings.Compare(a.Instance, b.Instance) })
-	dr.Reports = distributor.Split(reports, detail)
+	dr.Reports = worstClaims(distributor.Split(reports, detail), r.Version)
 	if err == nil && len(truncated) > 0 {
 		err = fmt.Errorf("drill down into %s: %w: %s", cfg, distributor.ErrDetailTruncated, strings.Join(truncated, ", "))
 	}

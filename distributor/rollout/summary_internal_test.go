@@ -34,6 +34,7 @@ func TestMeasureOnSummaries(t *testing.T) {
 	cohort := Cohort{Buckets: []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, Instances: []string{named.Instance}}
 	want := measure(cfg.Namespace(), rs, cohort, 2, false)
 	sum := distributor.BuildSummary("eu-west", cfg, rs, time.Now())
+	named.Region = "eu-west" // as its region's drill-down answer gives it
 	got := measure(cfg.Namespace(), distributor.Split(sum.Reports(false), []cuecast.Report{named}), cohort, 2, false)
 	if got.Instances != want.Instances || got.OnTarget != want.OnTarget || got.Unhealthy != want.Unhealthy ||
 		got.Outside != want.Outside || got.OutsideUnhealthy != want.OutsideUnhealthy || got.WaitingCount != want.WaitingCount {
