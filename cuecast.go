@@ -203,7 +203,9 @@ type Report struct {
 	// credentials bind that subject: docs/SECURITY.md). "" for an
 	// instance's own report read at this level. What a region says is
 	// believed of its own instances only: a drill-down answer leaves only
-	// its own region's groups (distributor.Split).
+	// its own region's groups (distributor.Split), and the rollout's health
+	// gate judges each region's part of a cohort against its own region's
+	// outside too (docs/ROLLOUT.md, "Health").
 	Region string `json:"-"`
 }
 

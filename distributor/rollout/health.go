@@ -2,6 +2,8 @@ package rollout
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/cuecast/cuecast"
@@ -42,6 +44,31 @@ type Measure struct {
 	// the controller can follow by name (Rollout.Unconfirmed): on a
 	// summarised fleet, by drilling down to them (Rollout.DetailRequest).
 	waitingOne []string
+	// byRegion are the same counts per region (cuecast.Report.Region; ""
+	// for the instances reporting here), which breach judges each region
+	// by too.
+	byRegion map[string]*shares
+}
+
+// shares are the counts a cohort's health is judged on: the cohort's
+// instances, how many of them are unhealthy and failing, and the same
+// outside it.
+type shares struct {
+	instances, unhealthy, failing             int
+	outside, outsideUnhealthy, outsideFailing int
+}
+
+// region returns the counts of region, made when first asked.
+func (m *Measure) region(region string) *shares {
+	if m.byRegion == nil {
+		m.byRegion = map[string]*shares{}
+	}
+	sh := m.byRegion[region]
+	if sh == nil {
+		sh = &shares{}
+		m.byRegion[region] = sh
+	}
+	return sh
 }
 
 // named is how a list names the instances r stands for.
@@ -79,17 +106,22 @@ func measure(ns string, reports []cuecast.Report, cohort Cohort, target uint64, 
 	var m Measure
 	for _, r := range reports {
 		w := r.Weight()
+		sh := m.region(r.Region)
 		if !cohort.Includes(ns, r) {
 			m.Outside += w
+			sh.outside += w
 			if !r.Healthy {
 				m.OutsideUnhealthy += w
+				sh.outsideUnhealthy += w
 			}
 			if _, failed := failedVersion(r.LastError); failed {
 				m.OutsideFailing += w
+				sh.outsideFailing += w
 			}
 			continue
 		}
 		m.Instances += w
+		sh.instances += w
 		if distributor.Unheard(r) {
 			m.wait(r)
 			m.Unheard = append(m.Unheard, named(r))
@@ -102,17 +134,21 @@ func measure(ns string, reports []cuecast.Report, cohort Cohort, target uint64, 
 		}
 		if !r.Healthy {
 			m.Unhealthy += w
+			sh.unhealthy += w
 			m.Bad = append(m.Bad, named(r)+" unhealthy")
 		}
 		switch {
 		case !on && applyFailure(r.LastError, target):
 			m.Failing += w
+			sh.failing += w
 			m.Bad = append(m.Bad, named(r)+" failed to apply: "+r.LastError)
 		case !on && timedOut && r.LastError == goneError:
 			m.Failing += w
+			sh.failing += w
 			m.Bad = append(m.Bad, fmt.Sprintf("%s stopped reporting before it applied v%d", named(r), target))
 		case !on && timedOut:
 			m.Failing += w
+			sh.failing += w
 			m.Bad = append(m.Bad, fmt.Sprintf("%s did not apply v%d in time (on v%d)", named(r), target, r.Version))
 		case !on:
 			m.wait(r)
@@ -144,8 +180,41 @@ func (m *Measure) wait(r cuecast.Report) {
 // when it does not. A share is compared as the excess of the cohort's over
 // the outside's: a fleet-wide problem that is not the new version's fault
 // does not halt it.
+//
+// On a fleet of several regions (cuecast.Report.Region) each region's part
+// of the cohort is judged against its own region's outside as well, and
+// either breach halts. A region's counts are its summarizer's word, which
+// nothing bounds: a region claiming a million unhealthy instances outside
+// the cohort made the whole fleet's outside share ~100%, and a canary 10
+// of 10 unhealthy in another region passed. Judged within its own region
+// too, a region's canary is judged on that region's word alone; another
+// region's claims can only add a halt, which that region could cause
+// anyway by misstating its own instances. One region (a single server)
+// is the whole fleet, judged as before.
 func breach(m Measure, st cuecast.Stage) string {
 	if m.Instances == 0 {
+		return ""
+	}
+	whole := shares{m.Instances, m.Unhealthy, m.Failing, m.Outside, m.OutsideUnhealthy, m.OutsideFailing}
+	if why := whole.breach(st, "", m.Bad); why != "" || len(m.byRegion) < 2 {
+		return why
+	}
+	for _, region := range slices.Sorted(maps.Keys(m.byRegion)) {
+		where := "in region " + region + ", "
+		if region == "" {
+			where = "among the instances reporting here, "
+		}
+		if why := m.byRegion[region].breach(st, where, m.Bad); why != "" {
+			return why
+		}
+	}
+	return ""
+}
+
+// breach is the health rule on one set of counts (Measure's breach);
+// where says which part of the fleet they count, bad is listed as why.
+func (sh shares) breach(st cuecast.Stage, where string, bad []string) string {
+	if sh.instances == 0 {
 		return ""
 	}
 	share := func(n, of int) float64 {
@@ -154,15 +223,15 @@ func breach(m Measure, st cuecast.Stage) string {
 		}
 		return float64(n) / float64(of)
 	}
-	cu, ou := share(m.Unhealthy, m.Instances), share(m.OutsideUnhealthy, m.Outside)
+	cu, ou := share(sh.unhealthy, sh.instances), share(sh.outsideUnhealthy, sh.outside)
 	if cu-ou > st.MaxUnhealthy {
-		return fmt.Sprintf("stage %s: %d/%d instances unhealthy (%.0f%%, outside the cohort %.0f%%; max excess %.0f%%): %s",
-			st.Name, m.Unhealthy, m.Instances, 100*cu, 100*ou, 100*st.MaxUnhealthy, strings.Join(m.Bad, "; "))
+		return fmt.Sprintf("stage %s: %s%d/%d instances unhealthy (%.0f%%, outside the cohort %.0f%%; max excess %.0f%%): %s",
+			st.Name, where, sh.unhealthy, sh.instances, 100*cu, 100*ou, 100*st.MaxUnhealthy, strings.Join(bad, "; "))
 	}
-	cf, of := share(m.Failing, m.Instances), share(m.OutsideFailing, m.Outside)
+	cf, of := share(sh.failing, sh.instances), share(sh.outsideFailing, sh.outside)
 	if cf-of > st.MaxApplyFailures {
-		return fmt.Sprintf("stage %s: %d/%d instances failed to apply (%.0f%%, outside the cohort %.0f%%; max excess %.0f%%): %s",
-			st.Name, m.Failing, m.Instances, 100*cf, 100*of, 100*st.MaxApplyFailures, strings.Join(m.Bad, "; "))
+		return fmt.Sprintf("stage %s: %s%d/%d instances failed to apply (%.0f%%, outside the cohort %.0f%%; max excess %.0f%%): %s",
+			st.Name, where, sh.failing, sh.instances, 100*cf, 100*of, 100*st.MaxApplyFailures, strings.Join(bad, "; "))
 	}
 	return ""
 }
