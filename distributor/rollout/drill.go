@@ -132,7 +132,10 @@ func DrillDown(ctx context.Context, d Detailer, cfg cuecast.ConfigPath, r *Rollo
 	var detail []cuecast.Report
 	var truncated []string
 	for _, rd := range regions {
-		detail = append(detail, rd.Reports...)
+		for _, rep := range rd.Reports {
+			rep.Region = rd.Region // the answer speaks for its own region only
+			detail = append(detail, rep)
+		}
 		if rd.Unanswered || rd.More > 0 {
 			dr.Short = append(dr.Short, rd)
 		}
