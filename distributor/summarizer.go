@@ -180,7 +180,7 @@ func NewSummarizer(nc *nats.Conn, o SummarizerOptions) (*Summarizer, error) {
 	// loss rule (LostHeartbeats).
 	o.Interval = min(o.Interval, o.Heartbeat/4)
 	if o.DetailLimit <= 0 {
-		o.DetailLimit = 10_000
+		o.DetailLimit = DefaultDetailLimit
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -417,6 +417,10 @@ type DetailRequest struct {
 // also those the later parts carry, so that an asker that reads only
 // one message (a build before parts) takes it for truncated, never for
 // the whole.
+// DefaultDetailLimit is a summarizer's DetailLimit unless set, and the
+// most reports the hub keeps of one region's answer (DetailByRegion).
+const DefaultDetailLimit = 10_000
+
 type DetailReply struct {
 	Region    string           `json:"region"`
 	Reports   []cuecast.Report `json:"reports"`
@@ -750,16 +754,25 @@ func (d *Distributor) DetailByRegion(ctx context.Context, cfg cuecast.ConfigPath
 			for _, rep := range r.Reports {
 				// The region speaks for its own instances only as far as
 				// the report's own rule goes: one instance, this config.
-				if rep.Config == cfg && rep.Count == 0 && cuecast.ValidateInstance(rep.Instance) == nil {
-					rep.Region = region
-					rd.Reports = append(rd.Reports, rep)
+				if rep.Config != cfg || rep.Count != 0 || cuecast.ValidateInstance(rep.Instance) != nil {
+					continue
 				}
+				// A region's host answers however it likes: what the hub
+				// keeps of it is bounded as a report read from an
+				// instance is, and so is how many.
+				if len(rd.Reports) == DefaultDetailLimit {
+					p.over++
+					continue
+				}
+				bound(cfg, &rep)
+				rep.Region = region
+				rd.Reports = append(rd.Reports, rep)
 			}
 			if r.Continued {
 				continue
 			}
 			delete(want, region)
-			rd.More = r.More
+			rd.More = max(r.More, 0) + p.over
 			slices.SortFunc(rd.Reports, func(a, b cuecast.Report) int { return strings.Compare(a.Instance, b.Instance) })
 			out = append(out, *rd)
 		}
@@ -773,5 +786,6 @@ func (d *Distributor) DetailByRegion(ctx context.Context, cfg cuecast.ConfigPath
 type partialDetail struct {
 	answer string
 	next   int
+	over   int // reports past DefaultDetailLimit, counted in More
 	rd     RegionDetail
 }
