@@ -194,7 +194,11 @@ func checkRun(c *cobra.Command, env *Env, opts *CheckOptions) error {
 		if run == nil {
 			return
 		}
-		if err := run.Abort(ctx, cause); err != nil {
+		// On a context of its own: a cancelled job (Actions sends
+		// SIGINT) cancels ctx, and the run must still be marked.
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if err := run.Abort(actx, cause); err != nil {
 			log.Error("could not mark the check run failed", "err", err)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -238,5 +239,54 @@ func TestCheckGitHubForeignMarker(t *testing.T) {
 		if r.Method == http.MethodPatch && strings.Contains(r.Path, fmt.Sprintf("/comments/%d", cs[0].ID)) {
 			t.Errorf("cuecast tried to edit mallory's comment: %s %s", r.Method, r.Path)
 		}
+	}
+}
+
+// TestCheckGitHubCancelled: the job is cancelled (Actions sends SIGINT)
+// while check waits on Prometheus, after it opened the check run. The run
+// is still marked failed: aborted with the command's own, cancelled
+// context, the request failed and the run stayed in_progress on the pull
+// request for ever.
+func TestCheckGitHubCancelled(t *testing.T) {
+	t.Parallel()
+	dir := analysisStage(t)
+	asked, release := make(chan struct{}, 1), make(chan struct{})
+	prom := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case asked <- struct{}{}:
+		default:
+		}
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	t.Cleanup(prom.Close)
+	t.Cleanup(func() { close(release) }) // first: Close waits for the handler
+	event := filepath.Join(t.TempDir(), "event.json")
+	if err := os.WriteFile(event, []byte(`{"action":"opened","number":5}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gh := githubtest.New(t)
+	env := map[string]string{
+		"GITHUB_TOKEN": githubtest.Token, "GITHUB_REPOSITORY": "acme/configs", "GITHUB_EVENT_PATH": event, "GITHUB_API_URL": gh.URL,
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go func() {
+		select {
+		case <-asked:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	ios, _, errOut := iostreams.Test()
+	code := cli.Main(ctx, []string{"check", "--repo", dir, "--base", "HEAD~1", "--head", "HEAD", "--github", "--prometheus", prom.URL}, ios, func(k string) string { return env[k] })
+	if code == cli.ExitOK {
+		t.Errorf("exit %d after the cancel, stderr %q; want a failure", code, errOut)
+	}
+	runs := gh.Runs()
+	if len(runs) != 1 || runs[1001].Status != "completed" || runs[1001].Conclusion != "failure" {
+		t.Errorf("check runs: got %+v, want one completed, failure (aborted)", runs)
 	}
 }
