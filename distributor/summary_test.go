@@ -181,8 +181,15 @@ func startRegion(t *testing.T, srv *natstest.TreeServer, hb time.Duration, rs []
 	}()
 	t.Cleanup(func() { cancel(); <-r.done })
 	svc := srv.Connect(t, natsconf.ServiceUser("payments"))
+	// The instances stop mid-round when the test ends, and the test waits
+	// for them before svc closes (cleanups run last first): a round of
+	// 10,000 reports outlasted the test, and its next publish, on the
+	// closed connection, failed the test after it had completed.
 	send := func() {
 		for _, rep := range rs {
+			if t.Context().Err() != nil {
+				return
+			}
 			rep.At = time.Now().UTC()
 			b, _ := json.Marshal(rep)
 			if err := svc.Publish(cuecast.ReportSubject(cfg, rep.Instance), b); err != nil {
@@ -191,7 +198,9 @@ func startRegion(t *testing.T, srv *natstest.TreeServer, hb time.Duration, rs []
 		}
 	}
 	send()
+	reporting := make(chan struct{})
 	go func() {
+		defer close(reporting)
 		tk := time.NewTicker(hb)
 		defer tk.Stop()
 		for {
@@ -203,6 +212,7 @@ func startRegion(t *testing.T, srv *natstest.TreeServer, hb time.Duration, rs []
 			}
 		}
 	}()
+	t.Cleanup(func() { <-reporting })
 	return r
 }
 
