@@ -156,27 +156,7 @@ func TestOneInstanceCannotSilenceItsRegion(t *testing.T) {
 		t.Fatalf("the attack is %d bytes, more than the server's max_payload", len(b))
 	}
 	// The attacker reports once a heartbeat, as an instance does.
-	nc := tr.Leaves[0].Connect(t, natsconf.ServiceUser("payments"))
-	attack := func() {
-		evil.At = time.Now().UTC()
-		b, _ := json.Marshal(evil)
-		if err := nc.Publish(cuecast.ReportSubject(cfg, evil.Instance), b); err != nil {
-			t.Errorf("attack: %v", err)
-		}
-	}
-	attack()
-	go func() {
-		tk := time.NewTicker(hb)
-		defer tk.Stop()
-		for {
-			select {
-			case <-t.Context().Done():
-				return
-			case <-tk.C:
-				attack()
-			}
-		}
-	}()
+	reportEvery(t, tr.Leaves[0].Connect(t, natsconf.ServiceUser("payments")), hb, []cuecast.Report{evil})
 
 	// Every summary sent from now on, for more than the loss rule's two
 	// heartbeats and the report stream's four, counts all 7.

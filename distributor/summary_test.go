@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cuecast/cuecast"
@@ -180,11 +181,17 @@ func startRegion(t *testing.T, srv *natstest.TreeServer, hb time.Duration, rs []
 		close(r.done)
 	}()
 	t.Cleanup(func() { cancel(); <-r.done })
-	svc := srv.Connect(t, natsconf.ServiceUser("payments"))
-	// The instances stop mid-round when the test ends, and the test waits
-	// for them before svc closes (cleanups run last first): a round of
-	// 10,000 reports outlasted the test, and its next publish, on the
-	// closed connection, failed the test after it had completed.
+	reportEvery(t, srv.Connect(t, natsconf.ServiceUser("payments")), hb, rs)
+	return r
+}
+
+// reportEvery publishes rs on nc now and then every hb, as instances
+// report, until the test ends. They stop mid-round when it ends, and the
+// test waits for them before nc closes (cleanups run last first): a round
+// of 10,000 reports outlasted the test, and its next publish, on the
+// closed connection, failed the test after it had completed.
+func reportEvery(t *testing.T, nc *nats.Conn, hb time.Duration, rs []cuecast.Report) {
+	t.Helper()
 	send := func() {
 		for _, rep := range rs {
 			if t.Context().Err() != nil {
@@ -192,7 +199,7 @@ func startRegion(t *testing.T, srv *natstest.TreeServer, hb time.Duration, rs []
 			}
 			rep.At = time.Now().UTC()
 			b, _ := json.Marshal(rep)
-			if err := svc.Publish(cuecast.ReportSubject(cfg, rep.Instance), b); err != nil {
+			if err := nc.Publish(cuecast.ReportSubject(cfg, rep.Instance), b); err != nil {
 				t.Errorf("report: %v", err)
 			}
 		}
@@ -213,7 +220,6 @@ func startRegion(t *testing.T, srv *natstest.TreeServer, hb time.Duration, rs []
 		}
 	}()
 	t.Cleanup(func() { <-reporting })
-	return r
 }
 
 // TestSummarisedTree runs the summarising path end to end on a tree of
