@@ -148,14 +148,13 @@ func bound(cfg cuecast.ConfigPath, r *cuecast.Report) {
 		if len(labels) == MaxLabels {
 			break
 		}
-		if ck := clip(k, MaxLabelText); !has(labels, ck) {
+		ck := clip(k, MaxLabelText)
+		if _, kept := labels[ck]; !kept {
 			labels[ck] = clip(r.Labels[k], MaxLabelText)
 		}
 	}
 	r.Labels = labels
 }
-
-func has(m map[string]string, k string) bool { _, ok := m[k]; return ok }
 
 // clip is s cut to at most n bytes, at a rune boundary, followed by
 // Truncated; s itself when it fits.

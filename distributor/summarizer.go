@@ -464,11 +464,8 @@ func (s *Summarizer) answer(m *nats.Msg) {
 	}
 	slices.SortFunc(reply.Reports, func(a, b cuecast.Report) int { return strings.Compare(a.Instance, b.Instance) })
 	parts, err := detailParts(reply, maxPayload(s.nc))
-	for _, data := range parts {
-		if err != nil {
-			break
-		}
-		err = s.nc.Publish(cuecast.DetailReplySubject(s.o.Region, req.Reply), data)
+	for i := 0; err == nil && i < len(parts); i++ {
+		err = s.nc.Publish(cuecast.DetailReplySubject(s.o.Region, req.Reply), parts[i])
 	}
 	if err != nil {
 		s.o.Logger.Warn("answer drill-down request", "config", cfg, "err", err)
