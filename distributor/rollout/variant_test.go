@@ -107,9 +107,18 @@ func TestVariantRolloutsIndependent(t *testing.T) {
 		return n == 8, fmt.Sprint(n)
 	})
 
-	for _, p := range []cuecast.ConfigPath{prod, staging} {
-		if err := e.c.Deploy(t.Context(), e.publishAt(p, 2, content(2))); err != nil {
-			t.Fatalf("controller Deploy %s v2: %v", p, err)
+	// prod's canary holds for an hour, so that the halt below finds it at
+	// stage 0 however slowly this test gets to it: with 300 ms, a loaded
+	// machine (load 15) saw prod's whole rollout complete before the wait
+	// for its canary stage looked. A rollout keeps the policy it was
+	// deployed with, so staging's, deployed next, still takes 300 ms a stage.
+	for _, d := range []struct {
+		p    cuecast.ConfigPath
+		hold time.Duration
+	}{{prod, time.Hour}, {staging, 300 * time.Millisecond}} {
+		e.pol.set(threeStages(d.hold), cuecast.Relaxed)
+		if err := e.c.Deploy(t.Context(), e.publishAt(d.p, 2, content(2))); err != nil {
+			t.Fatalf("controller Deploy %s v2: %v", d.p, err)
 		}
 	}
 	e.waitVariantState(prod, 2, rollout.StateHolding, 0)
