@@ -32,8 +32,8 @@ const DefaultTimeout = 30 * time.Second
 // shared is the limit of the evaluations every config depends on: the
 // module path, the manifest and the namespaces' schema packages.
 func (o Options) shared() time.Duration {
-	if o.sharedTimeout > 0 {
-		return o.sharedTimeout
+	if o.SharedTimeout > 0 {
+		return o.SharedTimeout
 	}
 	return o.Timeout
 }
@@ -102,11 +102,11 @@ type Options struct {
 	// way from the manifest of the version's commit.
 	ManifestOnly bool
 
-	// sharedTimeout, when set, bounds what every config of the compile
-	// needs (module path, manifest, schema packages) instead of Timeout,
-	// so that a test can give a config a tight limit without a loaded
-	// machine making the manifest miss it too.
-	sharedTimeout time.Duration
+	// SharedTimeout, when set, bounds what every config of the compile
+	// needs (module path, manifest, schema packages) instead of Timeout:
+	// a tight limit meant for the configs then cannot, on a loaded
+	// machine, reject the whole commit at its manifest.
+	SharedTimeout time.Duration
 	// forceUnify turns off the wrapper packages (wrapConfig), so tests can
 	// check that both ways of applying a namespace schema agree.
 	forceUnify bool

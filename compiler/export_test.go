@@ -1,9 +1,6 @@
 package compiler
 
-import (
-	"context"
-	"time"
-)
+import "context"
 
 // CompileUnify compiles with namespace schemas applied by Value.Unify on
 // the evaluated config instead of through wrapper packages, for
@@ -11,13 +8,6 @@ import (
 func CompileUnify(ctx context.Context, repoDir string, opts Options) (*Result, error) {
 	opts.forceUnify = true
 	return Compile(ctx, repoDir, opts)
-}
-
-// WithSharedTimeout sets the limit of the module path, manifest and schema
-// evaluations apart from Options.Timeout.
-func WithSharedTimeout(o Options, d time.Duration) Options {
-	o.sharedTimeout = d
-	return o
 }
 
 // CompileLoads compiles and calls onLoad with the number of files the

@@ -14,15 +14,18 @@ import (
 	"github.com/cuecast/cuecast/compiler"
 )
 
-// slowConfig is a config that takes seconds to evaluate, far more than the
-// limit the tests below give it; comment changes its inputs, not its cost.
+// slowConfig is a config that takes about two seconds to evaluate under
+// -race on 2 cores, far more than the limit the tests below give it (50 ms)
+// and the compiles they run while it does (~40 ms each), and no more: every
+// test waits for it to end, and it burns a core until then. comment changes
+// its inputs, not its cost.
 func slowConfig(comment string) *fstest.MapFile {
 	return &fstest.MapFile{Data: []byte(`package slow
 
 import "list"
 
 // ` + comment + `
-n: len([for a in list.Range(0, 700, 1) for b in list.Range(0, 700, 1) if a*b < 0 {a}])
+n: len([for a in list.Range(0, 350, 1) for b in list.Range(0, 350, 1) if a*b < 0 {a}])
 `)}
 }
 
@@ -42,7 +45,7 @@ func compileWith(t *testing.T, fsys fstest.MapFS, rw *compiler.Runaways) *compil
 	t.Helper()
 	// The manifest and schemas get a minute, so that only the configs can
 	// time out on a loaded machine (see TestTimeout).
-	opts := compiler.WithSharedTimeout(compiler.Options{FS: fsys, Timeout: 50 * time.Millisecond, Workers: 1, Runaways: rw}, time.Minute)
+	opts := compiler.Options{FS: fsys, Timeout: 50 * time.Millisecond, SharedTimeout: time.Minute, Workers: 1, Runaways: rw}
 	res, err := compiler.Compile(context.Background(), "runaway", opts)
 	if err != nil {
 		t.Fatal(err)

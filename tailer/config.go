@@ -59,6 +59,9 @@ type Config struct {
 	// defaults.
 	Workers int
 	Timeout time.Duration
+	// sharedTimeout is the compiler's SharedTimeout: tests give a config a
+	// limit a loaded machine's manifest evaluation could miss too.
+	sharedTimeout time.Duration
 	// Replicas of the cursor bucket; default 1, 3 on a cluster.
 	Replicas int
 	// Logger receives the tailer's logs; default discards them.

@@ -139,7 +139,7 @@ func (t *Tailer) prepareRun(ctx context.Context, r *git.Repository, base string,
 	}
 	targets := slices.Sorted(maps.Keys(run.union))
 	res, err := compiler.Compile(ctx, t.src.dir, compiler.Options{
-		Configs: targets, FS: fsys, Workers: t.cfg.Workers, Timeout: t.cfg.Timeout, Runaways: t.runaways, Logger: t.cfg.Logger,
+		Configs: targets, FS: fsys, Workers: t.cfg.Workers, Timeout: t.cfg.Timeout, SharedTimeout: t.cfg.sharedTimeout, Runaways: t.runaways, Logger: t.cfg.Logger,
 	})
 	if err != nil && !errors.Is(err, compiler.ErrNoModule) {
 		return nil, fmt.Errorf("compile commits %s..%s: %w", cuecast.ShortCommit(commits[0].Hash.String()), cuecast.ShortCommit(last.Hash.String()), err)
@@ -359,7 +359,7 @@ func (t *Tailer) prepare(ctx context.Context, r *git.Repository, base string, c 
 		}
 	}
 	res, err := compiler.Compile(ctx, t.src.dir, compiler.Options{
-		Configs: s.targets, FS: fsys, Workers: t.cfg.Workers, Timeout: t.cfg.Timeout, Runaways: t.runaways, Logger: t.cfg.Logger,
+		Configs: s.targets, FS: fsys, Workers: t.cfg.Workers, Timeout: t.cfg.Timeout, SharedTimeout: t.cfg.sharedTimeout, Runaways: t.runaways, Logger: t.cfg.Logger,
 	})
 	switch {
 	case errors.Is(err, compiler.ErrNoModule) && base == "":
@@ -609,7 +609,7 @@ func (t *Tailer) index(ctx context.Context, r *git.Repository, base string) (*co
 	}
 	start := time.Now()
 	res, err := compiler.Compile(ctx, t.src.dir, compiler.Options{FS: fsys, Workers: t.cfg.Workers,
-		Timeout: t.cfg.Timeout, Runaways: t.runaways, Logger: t.cfg.Logger})
+		Timeout: t.cfg.Timeout, SharedTimeout: t.cfg.sharedTimeout, Runaways: t.runaways, Logger: t.cfg.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("index base commit %s: %w", cuecast.ShortCommit(base), err)
 	}

@@ -437,9 +437,12 @@ func TestRunawayConfig(t *testing.T) {
 	e := newEnv(t)
 	r := e.repo
 	r.CommitFiles("base", baseRepo())
-	// A limit the slow config cannot meet (it takes seconds) and the rest
-	// of the repo meets with room to spare.
-	tl := e.tailer(tailer.Config{Timeout: 300 * time.Millisecond})
+	// A limit the slow config cannot meet (it takes about three seconds
+	// under -race on 2 cores, burning a core until it ends) and the rest
+	// of the repo's configs meet with room to spare; the manifest and
+	// schemas get a minute, since under -race on a loaded machine (load
+	// 15) the manifest missed 300 ms too and rejected the whole commit.
+	tl := e.tailer(tailer.WithSharedTimeout(tailer.Config{Timeout: 300 * time.Millisecond}, time.Minute))
 	wantSummary(t, e.poll(tl), tailer.Summary{Commits: 1, Versions: 3})
 	rw := tailer.Runaways(tl)
 	// Left running, the evaluation would slow the tests after this one.
@@ -447,7 +450,7 @@ func TestRunawayConfig(t *testing.T) {
 
 	slow := func(comment string) string {
 		return "package slow\n\nimport \"list\"\n\n// " + comment +
-			"\nn: len([for a in list.Range(0, 700, 1) for b in list.Range(0, 700, 1) if a*b < 0 {a}])\n"
+			"\nn: len([for a in list.Range(0, 400, 1) for b in list.Range(0, 400, 1) if a*b < 0 {a}])\n"
 	}
 	for i, want := range []string{"did not finish within", "its previous evaluation, abandoned at the time limit, is still running"} {
 		r.CommitFiles("slow", map[string]string{"pay/slow/slow.cue": slow(fmt.Sprint(i))})
