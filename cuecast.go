@@ -205,7 +205,9 @@ type Report struct {
 	// believed of its own instances only: a drill-down answer leaves only
 	// its own region's groups (distributor.Split), and the rollout's health
 	// gate judges each region's part of a cohort against its own region's
-	// outside too (docs/ROLLOUT.md, "Health").
+	// outside too (docs/ROLLOUT.md, "Health"). The report the rollout keeps
+	// of an instance several regions answered for names them all
+	// (rollout.Claimants).
 	Region string `json:"-"`
 }
 

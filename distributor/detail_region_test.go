@@ -116,7 +116,8 @@ func TestDetailSaysWhatARegionLeftOut(t *testing.T) {
 // instance two regions claim is judged on the worse claim: leaf-2's.
 // The honest instances named beside it are judged on their own region's
 // word, and leaf-2's groups and west-5 still count leaf-2's 9 instances
-// (a strict cutover waits for them all).
+// (a strict cutover waits for them all); west-5 counts in leaf-1's part
+// too, since leaf-1 claimed it.
 func TestDrillDownBelievesARegionOnlyForItself(t *testing.T) {
 	t.Parallel()
 	const hb = 500 * time.Millisecond
@@ -142,19 +143,23 @@ func TestDrillDownBelievesARegionOnlyForItself(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]cuecast.Report{"west-5": west[5], "west-1": west[1], "east-1": fleetReports("east", 3)[1]}
-	region := map[string]string{"west-5": "leaf-2", "west-1": "leaf-2", "east-1": "leaf-1"}
+	// west-5, claimed by both, counts in both regions' parts of the fleet.
+	region := map[string]string{"west-5": "leaf-1 leaf-2", "west-1": "leaf-2", "east-1": "leaf-1"}
 	seen := map[string]int{}
 	byRegion := map[string]int{}
 	for _, rp := range dr.Reports {
-		byRegion[rp.Region] += rp.Weight()
+		claimants := rollout.Claimants(rp)
+		for _, c := range claimants {
+			byRegion[c] += rp.Weight()
+		}
 		w, ok := want[rp.Instance]
 		if !ok || rp.Count != 0 {
 			continue
 		}
 		seen[rp.Instance]++
-		if rp.Healthy != w.Healthy || rp.Version != w.Version || rp.LastError != w.LastError || rp.Region != region[rp.Instance] {
+		if from := strings.Join(claimants, " "); rp.Healthy != w.Healthy || rp.Version != w.Version || rp.LastError != w.LastError || from != region[rp.Instance] {
 			t.Errorf("%s judged as healthy=%v v%d %q from %q, want healthy=%v v%d %q from %s",
-				rp.Instance, rp.Healthy, rp.Version, rp.LastError, rp.Region, w.Healthy, w.Version, w.LastError, region[rp.Instance])
+				rp.Instance, rp.Healthy, rp.Version, rp.LastError, from, w.Healthy, w.Version, w.LastError, region[rp.Instance])
 		}
 	}
 	for id := range want {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/cuecast/cuecast"
@@ -32,6 +33,14 @@ var _ Detailer = (*distributor.Distributor)(nil)
 // worse, which would at most halt or hold the stage, as the region could
 // by misstating its own instances. The first of equally bad claims stays
 // (regions answer in name order).
+//
+// The report kept names every claiming region (joined by claimSep), and
+// the health gate counts it in each one's part of the cohort (measure):
+// counted in one region's part only, the first by name, another region
+// that claimed the instance as healthy took it out of its own region's
+// part and into its own, where its own instances, as many as it cares
+// to claim, diluted it, and a canary that breached its region's part
+// passed (TestRegionCannotMaskAnothersNamedCanary).
 func worstClaims(reports []cuecast.Report, target uint64) []cuecast.Report {
 	out := make([]cuecast.Report, 0, len(reports))
 	at := map[string]int{}
@@ -47,10 +56,15 @@ func worstClaims(reports []cuecast.Report, target uint64) []cuecast.Report {
 			continue
 		}
 		healthy := out[i].Healthy && r.Healthy
+		regions := Claimants(out[i])
+		if !slices.Contains(regions, r.Region) {
+			regions = append(regions, r.Region)
+		}
 		if applyRank(r, target) > applyRank(out[i], target) {
 			out[i] = r
 		}
 		out[i].Healthy = healthy
+		out[i].Region = strings.Join(regions, claimSep)
 	}
 	return out
 }
@@ -76,7 +90,7 @@ type Drill struct {
 	// Reports are the reports given, with each instance a region sent
 	// split out of that region's summary group (distributor.Split), and
 	// an instance more than one region sent judged on the worst claim
-	// (worstClaims).
+	// (worstClaims), its Region naming each of them (Claimants).
 	Reports []cuecast.Report
 	// Short are the regions whose answer lacks instances asked for: those
 	// that did not answer (Unanswered), and those that left More out past

@@ -101,27 +101,35 @@ func failedVersion(lastErr string) (uint64, bool) { return distributor.FailedVer
 // instance failed to apply the target when its last error is an
 // applyFailure of the target or, once timedOut, when it is still not on the
 // target. An instance not heard yet is waiting, whatever the time: its
-// report says nothing of what it runs.
+// report says nothing of what it runs. A report that several regions
+// claimed (worstClaims) counts once in the whole fleet and in the part of
+// each of them.
 func measure(ns string, reports []cuecast.Report, cohort Cohort, target uint64, timedOut bool) Measure {
 	var m Measure
 	for _, r := range reports {
 		w := r.Weight()
-		sh := m.region(r.Region)
+		var regions []*shares
+		for _, region := range Claimants(r) {
+			regions = append(regions, m.region(region))
+		}
+		// add counts w in whole and in each claimant region's part.
+		add := func(whole *int, part func(*shares) *int) {
+			*whole += w
+			for _, sh := range regions {
+				*part(sh) += w
+			}
+		}
 		if !cohort.Includes(ns, r) {
-			m.Outside += w
-			sh.outside += w
+			add(&m.Outside, func(sh *shares) *int { return &sh.outside })
 			if !r.Healthy {
-				m.OutsideUnhealthy += w
-				sh.outsideUnhealthy += w
+				add(&m.OutsideUnhealthy, func(sh *shares) *int { return &sh.outsideUnhealthy })
 			}
 			if _, failed := failedVersion(r.LastError); failed {
-				m.OutsideFailing += w
-				sh.outsideFailing += w
+				add(&m.OutsideFailing, func(sh *shares) *int { return &sh.outsideFailing })
 			}
 			continue
 		}
-		m.Instances += w
-		sh.instances += w
+		add(&m.Instances, func(sh *shares) *int { return &sh.instances })
 		if distributor.Unheard(r) {
 			m.wait(r)
 			m.Unheard = append(m.Unheard, named(r))
@@ -133,29 +141,36 @@ func measure(ns string, reports []cuecast.Report, cohort Cohort, target uint64, 
 			m.OnTarget += w
 		}
 		if !r.Healthy {
-			m.Unhealthy += w
-			sh.unhealthy += w
+			add(&m.Unhealthy, func(sh *shares) *int { return &sh.unhealthy })
 			m.Bad = append(m.Bad, named(r)+" unhealthy")
+		}
+		failing := func(why string) {
+			add(&m.Failing, func(sh *shares) *int { return &sh.failing })
+			m.Bad = append(m.Bad, why)
 		}
 		switch {
 		case !on && applyFailure(r.LastError, target):
-			m.Failing += w
-			sh.failing += w
-			m.Bad = append(m.Bad, named(r)+" failed to apply: "+r.LastError)
+			failing(named(r) + " failed to apply: " + r.LastError)
 		case !on && timedOut && r.LastError == goneError:
-			m.Failing += w
-			sh.failing += w
-			m.Bad = append(m.Bad, fmt.Sprintf("%s stopped reporting before it applied v%d", named(r), target))
+			failing(fmt.Sprintf("%s stopped reporting before it applied v%d", named(r), target))
 		case !on && timedOut:
-			m.Failing += w
-			sh.failing += w
-			m.Bad = append(m.Bad, fmt.Sprintf("%s did not apply v%d in time (on v%d)", named(r), target, r.Version))
+			failing(fmt.Sprintf("%s did not apply v%d in time (on v%d)", named(r), target, r.Version))
 		case !on:
 			m.wait(r)
 		}
 	}
 	return m
 }
+
+// claimSep joins the regions that claimed one instance in the Region of
+// the report worstClaims keeps of their claims; no region's name has it
+// (cuecast.ValidSegment).
+const claimSep = "+"
+
+// Claimants are the regions whose part of the fleet r counts in: its
+// Region, or each region that claimed the instance when several did
+// (Drill.Reports).
+func Claimants(r cuecast.Report) []string { return strings.Split(r.Region, claimSep) }
 
 // followed says whether the controller can follow the instance r reports
 // on by name while it waits for it (Rollout.Unconfirmed): r stands for one

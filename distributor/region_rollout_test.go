@@ -1,0 +1,132 @@
+package distributor_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/distributor"
+	"github.com/cuecast/cuecast/distributor/rollout"
+	"github.com/cuecast/cuecast/internal/natsconf"
+	"github.com/cuecast/cuecast/internal/natstest"
+	"github.com/cuecast/cuecast/internal/poll"
+)
+
+// The rollout rules of a summarised tree (docs/SCALING.md, "Bound to the
+// region", "Loss rule"; docs/ROLLOUT.md, "Health") played on a real tree:
+// the hub's real controller, the regions' real summarizers on their own
+// servers, from generated configurations.
+
+// hubController runs a rollout controller on tr's hub with d, rolling
+// out by pol, with d's heartbeat hb, until the test ends.
+func hubController(t *testing.T, hub *natstest.TreeServer, d *distributor.Distributor, hb time.Duration, pol cuecast.Policy, cons cuecast.Consistency) *rollout.Controller {
+	t.Helper()
+	c, err := rollout.New(t.Context(), hub.Connect(t, natsconf.DistributorUser), d, rollout.Static{P: pol, Consistency: cons},
+		rollout.Options{Interval: 20 * time.Millisecond, Heartbeat: hb, ApplyTimeout: time.Minute,
+			Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	if err != nil {
+		t.Fatalf("rollout.New: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("controller Run: %v", err)
+		}
+	})
+	return c
+}
+
+// settled waits until c's rollout of v is halted or complete, and
+// returns its record.
+func settled(t *testing.T, c *rollout.Controller, v uint64) rollout.Record {
+	t.Helper()
+	var rec rollout.Record
+	poll.Until(t, fmt.Sprintf("the rollout of v%d halts or completes", v), poll.Patience, func() (bool, string) {
+		var err error
+		if rec, err = c.Record(t.Context(), cfg); err != nil {
+			return false, err.Error()
+		}
+		cur := rec.Current
+		if cur == nil {
+			return false, "no rollout"
+		}
+		return cur.Version == v && (cur.State == rollout.StateHalted || cur.State == rollout.StateComplete),
+			fmt.Sprintf("v%d %s stage %d note %q", cur.Version, cur.State, cur.Stage, cur.Note)
+	})
+	return rec
+}
+
+// healthyOn is n reports of instances prefix-0… running v, healthy.
+func healthyOn(prefix string, n int, v uint64) []cuecast.Report {
+	out := make([]cuecast.Report, n)
+	for i := range out {
+		out[i] = cuecast.Report{Instance: fmt.Sprintf("%s-%d", prefix, i), Config: cfg, Version: v, Checksum: fmt.Sprint("sum", v), Healthy: true}
+	}
+	return out
+}
+
+// TestRegionCannotMaskAnothersNamedCanary plays region leaf-1's host,
+// which holds its own server and its summarizer's credential, against a
+// stage that names west-3, an instance of leaf-2: west-3 is unhealthy on
+// v2, and leaf-1 reports it on its own server as healthy on v2, beside
+// its own 60 healthy instances. leaf-2's own part of the cohort (west-3
+// and its instances in the stage's buckets) breaches max_unhealthy, so
+// the stage must halt. The instance both regions claimed was judged on
+// the worse claim (unhealthy) but counted in the part of the region that
+// sorted first, leaf-1's, where leaf-1's own instances diluted it, and
+// the stage passed: one region masked another's bad canary.
+func TestRegionCannotMaskAnothersNamedCanary(t *testing.T) {
+	t.Parallel()
+	const hb = 500 * time.Millisecond
+	tr, d := regionTree(t, 2, hb)
+	v2 := mustPublish(t, d, 2, content(2))
+	const named = "west-3"
+	west := healthyOn("west", 8, 2)
+	west[3].Healthy = false
+	forged := west[3]
+	forged.Healthy = true
+	east := healthyOn("east", 60, 2)
+	startRegion(t, tr.Leaves[0], hb, append(east, forged))
+	startRegion(t, tr.Leaves[1], hb, west)
+	pol := cuecast.Policy{Stages: []cuecast.Stage{
+		{Name: "early", Percent: 50, Instances: []string{named}, MaxUnhealthy: 0.05},
+		{Name: "all", Percent: 100, MaxUnhealthy: 0.05},
+	}}
+	// The premise: leaf-2's part of the first stage breaches 5 %, and
+	// leaf-1's part with west-3 in it, or the whole cohort, would not.
+	in := func(rs []cuecast.Report) int {
+		n := 0
+		for _, r := range rs {
+			if r.Instance != named && cuecast.Cohort(cfg.Namespace(), r.Instance) < 50 {
+				n++
+			}
+		}
+		return n
+	}
+	if w, e := in(west), in(east); 1.0/float64(w+1) <= 0.05 || 1.0/float64(e+1) > 0.05 {
+		t.Fatalf("premise: %d of leaf-2's and %d of leaf-1's instances in the stage's buckets", w, e)
+	}
+	poll.Until(t, "the hub counts both regions' instances", poll.Patience, func() (bool, string) {
+		st, err := d.Status(t.Context(), cfg)
+		if err != nil {
+			return false, err.Error()
+		}
+		// 69: west-3 twice, since each region counts it.
+		return st[0].Instances == 69 && st[0].Unknown == 0, fmt.Sprintf("%+v", st[0])
+	})
+
+	c := hubController(t, tr.Hub, d, hb, pol, cuecast.Relaxed)
+	if err := c.Deploy(t.Context(), v2); err != nil {
+		t.Fatalf("Deploy v2: %v", err)
+	}
+	rec := settled(t, c, 2)
+	if cur := rec.Current; cur.State != rollout.StateHalted || cur.Stage != 0 {
+		t.Fatalf("rollout of v2 %s at stage %d (%q), want halted at stage 0: leaf-2's canary %s is unhealthy", cur.State, cur.Stage, cur.Reason, named)
+	}
+}
