@@ -130,3 +130,56 @@ func TestRegionCannotMaskAnothersNamedCanary(t *testing.T) {
 		t.Fatalf("rollout of v2 %s at stage %d (%q), want halted at stage 0: leaf-2's canary %s is unhealthy", cur.State, cur.Stage, cur.Reason, named)
 	}
 }
+
+// TestRestartedSummarizerAnswersOnlyOnceWarm: a restarted summarizer
+// sends nothing for a heartbeat and a quarter, until it has heard every
+// live instance (docs/SCALING.md, "Loss rule"), but it answered
+// drill-downs at once with the instances it had heard since it started:
+// asked right after a restart, region leaf-1 answered that it held none
+// of its 6 live instances, and a stage naming them would have counted
+// nobody in its cohort. Until it is warm it does not answer (the hub
+// counts the region unanswered: the controller's step waits); once warm
+// it answers for all 6.
+func TestRestartedSummarizerAnswersOnlyOnceWarm(t *testing.T) {
+	t.Parallel()
+	const hb = 500 * time.Millisecond
+	tr, d := regionTree(t, 1, hb)
+	first := summarize(t, tr.Leaves[0], hb)
+	// The instances beat twice a heartbeat: a restarted summarizer hears
+	// every one of them twice before it is warm.
+	rounds := make(chan struct{}, 1)
+	reportEvery(t, tr.Leaves[0].Connect(t, natsconf.ServiceUser("payments")), hb/2, healthyOn("east", 6, 1), func() {
+		select {
+		case rounds <- struct{}{}:
+		default:
+		}
+	})
+	poll.Until(t, "the hub counts the region's instances", poll.Patience, func() (bool, string) {
+		st, err := d.Status(t.Context(), cfg)
+		if err != nil {
+			return false, err.Error()
+		}
+		return st[0].Instances == 6 && st[0].Unknown == 0, fmt.Sprintf("%+v", st[0])
+	})
+	// Restarted right after a round, the summarizer has heard nobody when
+	// it is first asked.
+	<-rounds // perhaps a round before this point
+	<-rounds // one just now
+	first.stop()
+	<-first.done
+	summarize(t, tr.Leaves[0], hb)
+	var got distributor.RegionDetail
+	poll.Until(t, "the restarted summarizer answers", poll.Patience, func() (bool, string) {
+		ctx, cancel := context.WithTimeout(t.Context(), hb/10)
+		defer cancel()
+		regions, err := d.DetailByRegion(ctx, cfg, distributor.DetailRequest{})
+		if len(regions) != 1 {
+			return false, fmt.Sprintf("%+v, %v", regions, err)
+		}
+		got = regions[0]
+		return !got.Unanswered, fmt.Sprint(err)
+	})
+	if len(got.Reports) != 6 {
+		t.Errorf("the restarted summarizer answered for %d instances, want its 6 live ones: %+v", len(got.Reports), got.Reports)
+	}
+}

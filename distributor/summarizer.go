@@ -191,10 +191,12 @@ func NewSummarizer(nc *nats.Conn, o SummarizerOptions) (*Summarizer, error) {
 // Run subscribes to the region's reports and to drill-down requests, and
 // sends summaries until ctx is cancelled.
 //
-// For its first heartbeat and a quarter it sends nothing: it has not yet
-// heard every live instance (each reports once a heartbeat), and a partial
-// summary would tell the hub that instances left. Meanwhile the hub counts
-// the region's previous summary, unknown once overdue (LostHeartbeats).
+// For its first heartbeat and a quarter it sends nothing, neither
+// summaries nor drill-down answers: it has not yet heard every live
+// instance (each reports once a heartbeat), and a partial summary or
+// answer would tell the hub that instances left. Meanwhile the hub counts
+// the region's previous summary, unknown once overdue (LostHeartbeats),
+// and a drill-down finds the region unanswered.
 func (s *Summarizer) Run(ctx context.Context) error {
 	s.start = time.Now()
 	reports, err := s.nc.Subscribe(cuecast.ReportPrefix+".>", func(m *nats.Msg) {
@@ -431,6 +433,12 @@ type DetailReply struct {
 }
 
 func (s *Summarizer) answer(m *nats.Msg) {
+	// Not warm, it has not heard every live instance (Run): an answer
+	// would leave out those it has not heard yet, and the asker take them
+	// for gone. Unanswered, the region is counted as not answering.
+	if !s.warm(time.Now()) {
+		return
+	}
 	rest, ok := strings.CutPrefix(m.Subject, cuecast.DetailPrefix+".")
 	if !ok {
 		return

@@ -163,6 +163,15 @@ func regionTree(t *testing.T, leaves int, hb time.Duration) (*natstest.Tree, *di
 
 func startRegion(t *testing.T, srv *natstest.TreeServer, hb time.Duration, rs []cuecast.Report, set ...func(*distributor.SummarizerOptions)) *region {
 	t.Helper()
+	r := summarize(t, srv, hb, set...)
+	reportEvery(t, srv.Connect(t, natsconf.ServiceUser("payments")), hb, rs)
+	return r
+}
+
+// summarize starts the summarizer of srv's region, beating every hb,
+// until the test ends or the region's stop is called.
+func summarize(t *testing.T, srv *natstest.TreeServer, hb time.Duration, set ...func(*distributor.SummarizerOptions)) *region {
+	t.Helper()
 	o := distributor.SummarizerOptions{Region: srv.Spec.Name, Heartbeat: hb, Interval: hb / 10, Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))}
 	for _, f := range set {
 		f(&o)
@@ -181,7 +190,6 @@ func startRegion(t *testing.T, srv *natstest.TreeServer, hb time.Duration, rs []
 		close(r.done)
 	}()
 	t.Cleanup(func() { cancel(); <-r.done })
-	reportEvery(t, srv.Connect(t, natsconf.ServiceUser("payments")), hb, rs)
 	return r
 }
 
@@ -189,8 +197,9 @@ func startRegion(t *testing.T, srv *natstest.TreeServer, hb time.Duration, rs []
 // report, until the test ends. They stop mid-round when it ends, and the
 // test waits for them before nc closes (cleanups run last first): a round
 // of 10,000 reports outlasted the test, and its next publish, on the
-// closed connection, failed the test after it had completed.
-func reportEvery(t *testing.T, nc *nats.Conn, hb time.Duration, rs []cuecast.Report) {
+// closed connection, failed the test after it had completed. Each of
+// after, if any, is called after each round.
+func reportEvery(t *testing.T, nc *nats.Conn, hb time.Duration, rs []cuecast.Report, after ...func()) {
 	t.Helper()
 	send := func() {
 		for _, rep := range rs {
@@ -202,6 +211,9 @@ func reportEvery(t *testing.T, nc *nats.Conn, hb time.Duration, rs []cuecast.Rep
 			if err := nc.Publish(cuecast.ReportSubject(cfg, rep.Instance), b); err != nil {
 				t.Errorf("report: %v", err)
 			}
+		}
+		for _, f := range after {
+			f()
 		}
 	}
 	send()
