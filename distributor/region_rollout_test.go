@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -181,5 +182,86 @@ func TestRestartedSummarizerAnswersOnlyOnceWarm(t *testing.T) {
 	})
 	if len(got.Reports) != 6 {
 		t.Errorf("the restarted summarizer answered for %d instances, want its 6 live ones: %+v", len(got.Reports), got.Reports)
+	}
+}
+
+// TestSilentRegionHoldsTheRolloutUntilItsSummaryExpires plays the loss
+// rule (docs/SCALING.md) on a real tree: region leaf-2's summarizer
+// stops. Two heartbeats after its last summary its 4 instances are
+// unknown in status (counted, never healthy nor on a version), and the
+// hub's controller, asked then to roll v2 out to everyone, waits for
+// them: the stage neither passes nor fails, and a strict cutover does
+// not flip. Four heartbeats after, the summary expires, they are not
+// live, and the rollout completes on leaf-1's 4 alone.
+func TestSilentRegionHoldsTheRolloutUntilItsSummaryExpires(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		cons    cuecast.Consistency
+		waiting string // the note while the region is unknown
+	}{
+		{cuecast.Relaxed, "waiting for 4 of 8 instances to apply v2"},
+		{cuecast.Strict, "staged on 4 of 8 live instances"},
+	} {
+		t.Run(string(tc.cons), func(t *testing.T) {
+			t.Parallel()
+			// Wider than the other tests' 500 ms: the unknown window
+			// (two heartbeats) is what the test must catch.
+			const hb = time.Second
+			tr, d := regionTree(t, 2, hb)
+			// Every bucket on v1, so that a strict v2 is a cutover, not
+			// a first version (which goes to everyone at once).
+			v1 := version(1)
+			v1.Checksum, v1.Size = cuecast.Checksum(content(1)), int64(len(content(1)))
+			if err := d.Deploy(t.Context(), v1); err != nil {
+				t.Fatal(err)
+			}
+			v2 := mustPublish(t, d, 2, content(2))
+			on2 := func(prefix string) []cuecast.Report {
+				rs := healthyOn(prefix, 4, 2)
+				for i := range rs {
+					rs[i].Staged = 2
+				}
+				return rs
+			}
+			startRegion(t, tr.Leaves[0], hb, on2("east"))
+			west := startRegion(t, tr.Leaves[1], hb, on2("west"))
+			status := func(want string, ok func(distributor.ConfigStatus) bool) {
+				t.Helper()
+				poll.Until(t, want, poll.Patience, func() (bool, string) {
+					st, err := d.Status(t.Context(), cfg)
+					if err != nil {
+						return false, err.Error()
+					}
+					return ok(st[0]), fmt.Sprintf("%+v", st[0])
+				})
+			}
+			status("the hub counts both regions", func(st distributor.ConfigStatus) bool { return st.Instances == 8 && st.OnTarget == 8 })
+			west.stop()
+			<-west.done
+			status("leaf-2's instances unknown", func(st distributor.ConfigStatus) bool {
+				return st.Instances == 8 && st.Unknown == 4 && st.OnTarget == 4 && st.Unhealthy == 0
+			})
+
+			c := hubController(t, tr.Hub, d, hb, cuecast.Policy{Stages: []cuecast.Stage{{Name: "all", Percent: 100}}}, tc.cons)
+			if err := c.Deploy(t.Context(), v2); err != nil {
+				t.Fatalf("Deploy v2: %v", err)
+			}
+			poll.Until(t, "the controller waits for leaf-2's unknown instances", poll.Patience, func() (bool, string) {
+				rec, err := c.Record(t.Context(), cfg)
+				if err != nil || rec.Current == nil {
+					return false, fmt.Sprint(err)
+				}
+				cur := rec.Current
+				if cur.State == rollout.StateHalted || cur.State == rollout.StateComplete {
+					t.Fatalf("rollout %s while leaf-2's instances were unknown, or before the controller said it waited for them: %q %q", cur.State, cur.Reason, cur.Note)
+				}
+				return strings.HasPrefix(cur.Note, tc.waiting), fmt.Sprintf("%s %q", cur.State, cur.Note)
+			})
+			rec := settled(t, c, 2)
+			if cur := rec.Current; cur.State != rollout.StateComplete {
+				t.Errorf("rollout %s (%q), want complete once leaf-2's summary expired", cur.State, cur.Reason)
+			}
+			status("leaf-2's instances gone", func(st distributor.ConfigStatus) bool { return st.Instances == 4 && st.Unknown == 0 })
+		})
 	}
 }
