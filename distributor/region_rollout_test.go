@@ -2,6 +2,7 @@ package distributor_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -263,5 +264,62 @@ func TestSilentRegionHoldsTheRolloutUntilItsSummaryExpires(t *testing.T) {
 			}
 			status("leaf-2's instances gone", func(st distributor.ConfigStatus) bool { return st.Instances == 4 && st.Unknown == 0 })
 		})
+	}
+}
+
+// TestSummaryCannotPassForUnheard plays region leaf-1's host, which holds
+// its summarizer's credential: instead of running the summarizer it sends
+// the hub, every tenth of a heartbeat, a summary of 5 instances on v1
+// dated the instant that marks a report not heard yet
+// (distributor.Unheard). A report an instance sends with that time is
+// stamped with its arrival, since the controller waits for an unheard
+// cohort member past its stage's wait and hold alike; a summary was
+// believed, and its instances were unknown for as long as the host sent
+// it: status counted them so, and the hub's controller waited to hear
+// them for ever, where their own instances could hold a stage only until
+// ApplyTimeout. The hub drops such a summary as malformed, and the
+// rollout completes on leaf-2's instances.
+func TestSummaryCannotPassForUnheard(t *testing.T) {
+	t.Parallel()
+	const hb = 500 * time.Millisecond
+	tr, d := regionTree(t, 2, hb)
+	v2 := mustPublish(t, d, 2, content(2))
+	startRegion(t, tr.Leaves[1], hb, healthyOn("west", 4, 2))
+	forged, err := json.Marshal(distributor.BuildSummary("leaf-1", cfg, healthyOn("east", 5, 1), time.Unix(0, 1).UTC()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	liar := tr.Leaves[0].Connect(t, natsconf.SummarizerUser("leaf-1"))
+	forging := make(chan struct{})
+	go func() {
+		defer close(forging)
+		tk := time.NewTicker(hb / 10)
+		defer tk.Stop()
+		for {
+			if err := liar.Publish(cuecast.SummarySubject("leaf-1", cfg), forged); err != nil {
+				t.Errorf("forge: %v", err)
+				return
+			}
+			select {
+			case <-t.Context().Done():
+				return
+			case <-tk.C:
+			}
+		}
+	}()
+	t.Cleanup(func() { <-forging })
+	poll.Until(t, "the hub counts leaf-2's instances and nothing of leaf-1's", poll.Patience, func() (bool, string) {
+		st, err := d.Status(t.Context(), cfg)
+		if err != nil {
+			return false, err.Error()
+		}
+		return st[0].Instances == 4 && st[0].Unknown == 0, fmt.Sprintf("%+v", st[0])
+	})
+	c := hubController(t, tr.Hub, d, hb, cuecast.Policy{Stages: []cuecast.Stage{{Name: "all", Percent: 100}}}, cuecast.Relaxed)
+	if err := c.Deploy(t.Context(), v2); err != nil {
+		t.Fatalf("Deploy v2: %v", err)
+	}
+	if cur := settled(t, c, 2).Current; cur.State != rollout.StateComplete {
+		t.Errorf("rollout %s (%q), want complete on leaf-2's instances", cur.State, cur.Reason)
 	}
 }

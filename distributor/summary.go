@@ -406,6 +406,14 @@ func DecodeSummary(subject string, data []byte) (Summary, error) {
 	if s.Config != cfg {
 		return Summary{}, &ReportError{Subject: subject, Reason: DropConfig, Detail: fmt.Sprintf("body names config %q", s.Config)}
 	}
+	// Its time becomes its reports' (Reports), and one at or before
+	// unheardAt would pass them for instances not heard yet, which the
+	// rollout controller waits for past any wait and hold: a region's host
+	// could stall every rollout for as long as it sent it (an instance's
+	// own report is stamped with its arrival instead: stamp).
+	if !s.At.After(unheardAt) {
+		return Summary{}, &ReportError{Subject: subject, Reason: DropMalformed, Detail: fmt.Sprintf("at %s is no time a summary is made", s.At.Format(time.RFC3339Nano))}
+	}
 	total := 0
 	for _, g := range s.Groups {
 		n := g.Count()
