@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -289,25 +290,7 @@ func TestSummaryCannotPassForUnheard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	liar := tr.Leaves[0].Connect(t, natsconf.SummarizerUser("leaf-1"))
-	forging := make(chan struct{})
-	go func() {
-		defer close(forging)
-		tk := time.NewTicker(hb / 10)
-		defer tk.Stop()
-		for {
-			if err := liar.Publish(cuecast.SummarySubject("leaf-1", cfg), forged); err != nil {
-				t.Errorf("forge: %v", err)
-				return
-			}
-			select {
-			case <-t.Context().Done():
-				return
-			case <-tk.C:
-			}
-		}
-	}()
-	t.Cleanup(func() { <-forging })
+	forgeSummary(t, tr.Leaves[0], forged, hb/10)
 	poll.Until(t, "the hub counts leaf-2's instances and nothing of leaf-1's", poll.Patience, func() (bool, string) {
 		st, err := d.Status(t.Context(), cfg)
 		if err != nil {
@@ -321,5 +304,93 @@ func TestSummaryCannotPassForUnheard(t *testing.T) {
 	}
 	if cur := settled(t, c, 2).Current; cur.State != rollout.StateComplete {
 		t.Errorf("rollout %s (%q), want complete on leaf-2's instances", cur.State, cur.Reason)
+	}
+}
+
+// forgeSummary publishes body as srv's region's summary of cfg, with
+// that region's summarizer credential on its own server, now and then
+// every interval until the test ends: a region's host in place of its
+// summarizer.
+func forgeSummary(t *testing.T, srv *natstest.TreeServer, body []byte, every time.Duration) {
+	t.Helper()
+	nc := srv.Connect(t, natsconf.SummarizerUser(srv.Spec.Name))
+	forging := make(chan struct{})
+	go func() {
+		defer close(forging)
+		tk := time.NewTicker(every)
+		defer tk.Stop()
+		for {
+			if err := nc.Publish(cuecast.SummarySubject(srv.Spec.Name, cfg), body); err != nil {
+				t.Errorf("forge a summary: %v", err)
+				return
+			}
+			select {
+			case <-t.Context().Done():
+				return
+			case <-tk.C:
+			}
+		}
+	}()
+	t.Cleanup(func() { <-forging })
+}
+
+// TestInflatedRegionCannotMaskAnothersCanary plays what
+// TestOneRegionCannotMaskAnothersCanary (distributor/rollout) judges on
+// fabricated summaries, on a real tree: region leaf-1's host, with its
+// summarizer's credential on its own server, claims the most healthy
+// instances on v2 a summary can count (2³²−1 in every bucket), while
+// leaf-2's canary, its 3 instances in the stage's buckets, is unhealthy
+// on v2. The hub's controller halts the canary on leaf-2's own part of
+// the cohort, and nothing overflows on the way.
+func TestInflatedRegionCannotMaskAnothersCanary(t *testing.T) {
+	t.Parallel()
+	const hb = 500 * time.Millisecond
+	tr, d := regionTree(t, 2, hb)
+	v2 := mustPublish(t, d, 2, content(2))
+	var west []cuecast.Report
+	for i, in, out := 0, 0, 0; in+out < 6; i++ {
+		r := healthyOn(fmt.Sprint("west-", i), 1, 2)[0]
+		if cuecast.Cohort(cfg.Namespace(), r.Instance) < 10 {
+			if in == 3 {
+				continue
+			}
+			in++
+			r.Healthy = false
+		} else {
+			if out == 3 {
+				continue
+			}
+			out++
+		}
+		west = append(west, r)
+	}
+	startRegion(t, tr.Leaves[1], hb, west)
+	sum := distributor.BuildSummary("leaf-1", cfg, healthyOn("east", 1, 2), time.Now().UTC())
+	sum.Live = 0
+	for b := range sum.Groups[0].ByBucket {
+		sum.Groups[0].ByBucket[b] = math.MaxUint32
+		sum.Live += math.MaxUint32
+	}
+	forged, err := json.Marshal(sum)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forgeSummary(t, tr.Leaves[0], forged, hb/10)
+	poll.Until(t, "the hub counts both regions' instances", poll.Patience, func() (bool, string) {
+		st, err := d.Status(t.Context(), cfg)
+		if err != nil {
+			return false, err.Error()
+		}
+		return st[0].Instances == sum.Live+6 && st[0].Unhealthy == 3, fmt.Sprintf("%+v", st[0])
+	})
+	c := hubController(t, tr.Hub, d, hb, cuecast.Policy{Stages: []cuecast.Stage{
+		{Name: "canary", Percent: 10, MaxUnhealthy: 0.05},
+		{Name: "all", Percent: 100, MaxUnhealthy: 0.05},
+	}}, cuecast.Relaxed)
+	if err := c.Deploy(t.Context(), v2); err != nil {
+		t.Fatalf("Deploy v2: %v", err)
+	}
+	if cur := settled(t, c, 2).Current; cur.State != rollout.StateHalted || cur.Stage != 0 || !strings.Contains(cur.Reason, "in region leaf-2") {
+		t.Errorf("rollout %s at stage %d (%q), want halted at stage 0 on region leaf-2's part", cur.State, cur.Stage, cur.Reason)
 	}
 }
