@@ -23,7 +23,7 @@ import (
 // the hub's real controller, the regions' real summarizers on their own
 // servers, from generated configurations.
 
-// hubController runs a rollout controller on tr's hub with d, rolling
+// hubController runs a rollout controller on the hub with d, rolling
 // out by pol, with d's heartbeat hb, until the test ends.
 func hubController(t *testing.T, hub *natstest.TreeServer, d *distributor.Distributor, hb time.Duration, pol cuecast.Policy, cons cuecast.Consistency) *rollout.Controller {
 	t.Helper()
@@ -347,22 +347,23 @@ func TestInflatedRegionCannotMaskAnothersCanary(t *testing.T) {
 	const hb = 500 * time.Millisecond
 	tr, d := regionTree(t, 2, hb)
 	v2 := mustPublish(t, d, 2, content(2))
+	// 3 instances in the canary's buckets, unhealthy, and 3 outside.
 	var west []cuecast.Report
-	for i, in, out := 0, 0, 0; in+out < 6; i++ {
-		r := healthyOn(fmt.Sprint("west-", i), 1, 2)[0]
-		if cuecast.Cohort(cfg.Namespace(), r.Instance) < 10 {
-			if in == 3 {
-				continue
-			}
+	in, out := 0, 0
+	for _, r := range healthyOn("west", 100, 2) {
+		switch {
+		case cuecast.Cohort(cfg.Namespace(), r.Instance) < 10 && in < 3:
 			in++
 			r.Healthy = false
-		} else {
-			if out == 3 {
-				continue
-			}
+		case cuecast.Cohort(cfg.Namespace(), r.Instance) >= 10 && out < 3:
 			out++
+		default:
+			continue
 		}
 		west = append(west, r)
+	}
+	if len(west) != 6 {
+		t.Fatalf("premise: %d instances, want 3 in the canary's buckets and 3 outside", len(west))
 	}
 	startRegion(t, tr.Leaves[1], hb, west)
 	sum := distributor.BuildSummary("leaf-1", cfg, healthyOn("east", 1, 2), time.Now().UTC())
