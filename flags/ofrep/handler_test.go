@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cuecast/cuecast/flags"
 	"github.com/cuecast/cuecast/flags/ofrep"
 )
 
@@ -364,6 +365,18 @@ func TestStoreApply(t *testing.T) {
 	}
 	if v, _ := st.Version("payments/flags"); v != 3 {
 		t.Errorf("version %d after an invalid set, want 3 kept", v)
+	}
+	// Evaluable says beforehand what Apply would refuse.
+	for _, c := range []struct {
+		content string
+		want    error
+	}{
+		{testSet, nil}, {`{"currency": "EUR"}`, nil}, {`not JSON`, nil},
+		{bad, flags.ErrInvalid}, {`{"schema": "cuecast.flags/v2", "flags": {}}`, flags.ErrUnsupportedSchema},
+	} {
+		if err := ofrep.Evaluable([]byte(c.content)); !errors.Is(err, c.want) || (c.want == nil) != (err == nil) {
+			t.Errorf("Evaluable(%.40s): %v, want %v", c.content, err, c.want)
+		}
 	}
 }
 

@@ -67,10 +67,7 @@ func (s *Store) Apply(config string, version uint64, content []byte, deleted boo
 		s.Delete(config)
 		return false, nil
 	}
-	var head struct {
-		Schema string `json:"schema"`
-	}
-	if json.Unmarshal(content, &head) != nil || !strings.HasPrefix(head.Schema, "cuecast.flags/") {
+	if !isFlagSet(content) {
 		if old, ok := s.remove(config); ok {
 			return false, fmt.Errorf("apply %s@%d: %w (no schema cuecast.flags/…): its flags are no longer served (%s@%d was a flag set)",
 				config, version, ErrNotFlagSet, config, old)
@@ -87,6 +84,30 @@ func (s *Store) Apply(config string, version uint64, content []byte, deleted boo
 	st := &set{config: config, namespace: namespaceOf(config), version: version, ev: ev, keys: ev.Keys()}
 	s.update(config, func(*set) *set { return st })
 	return true, nil
+}
+
+// Evaluable returns the error Apply would for content when it is a flag
+// set that does not compile (wrapping flags.ErrInvalid or
+// flags.ErrUnsupportedSchema), nil for any other content. A server that
+// can refuse a version before it takes it (the agent, through its
+// client's validation hook) refuses such a one, rather than take it and
+// go on evaluating the version before.
+func Evaluable(content []byte) error {
+	if !isFlagSet(content) {
+		return nil
+	}
+	if _, err := flags.Compile(content); err != nil {
+		return fmt.Errorf("this build cannot evaluate this flag set: %w", err)
+	}
+	return nil
+}
+
+// isFlagSet reports whether content is a flag set: a schema cuecast.flags/….
+func isFlagSet(content []byte) bool {
+	var head struct {
+		Schema string `json:"schema"`
+	}
+	return json.Unmarshal(content, &head) == nil && strings.HasPrefix(head.Schema, "cuecast.flags/")
 }
 
 // Delete removes config's flag set, if the store has it.

@@ -19,6 +19,7 @@ import (
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/client"
+	"github.com/cuecast/cuecast/flags/ofrep"
 	"github.com/cuecast/cuecast/internal/redact"
 )
 
@@ -273,7 +274,7 @@ func agentRun(ctx context.Context, env *Env, opts *AgentOptions) error {
 			return err
 		}
 		lkg := a.out.abs(path.Join(".cuecast", c) + ".lkg")
-		w, err := cl.Watch(ctx, cfg, client.LastKnownGood(lkg))
+		w, err := cl.Watch(ctx, cfg, a.watchOptions(lkg)...)
 		if err != nil {
 			return opts.watchError(cfg, err)
 		}
@@ -322,10 +323,25 @@ func (a *agent) keep(ctx context.Context, cl *client.Client, cfg cuecast.ConfigP
 		if err != nil {
 			return nil
 		}
-		if w, err = cl.Watch(ctx, cfg, client.LastKnownGood(lkg)); err != nil {
+		if w, err = cl.Watch(ctx, cfg, a.watchOptions(lkg)...); err != nil {
 			return a.opts.watchError(cfg, err)
 		}
 	}
+}
+
+// watchOptions are a config's watch options: its last-known-good copy at
+// lkg and, with --ofrep, the refusal of a flag set this build cannot
+// evaluate. Taken, such a version left OFREP on the version before while
+// the instance reported the new one applied and healthy, so a rollout
+// went on to every host; refused, the instance keeps the version it has
+// (file and OFREP alike) and reports the version failed, as a service's
+// evaluator does (docs/FLAGS.md, "In a service").
+func (a *agent) watchOptions(lkg string) []client.WatchOption {
+	opts := []client.WatchOption{client.LastKnownGood(lkg)}
+	if a.ofrep != nil {
+		opts = append(opts, client.Validate(ofrep.Evaluable))
+	}
+	return opts
 }
 
 // write puts one snapshot on disk and asks for a notification. A write

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/flags/ofrep"
 	"github.com/cuecast/cuecast/internal/cli"
 	"github.com/cuecast/cuecast/internal/iostreams"
@@ -402,5 +403,58 @@ func TestAgentOFREPPending(t *testing.T) {
 	}
 	if resp.StatusCode != 500 || bulk["errorCode"] != ofrep.CodeGeneral || bulk["errorDetails"] != want {
 		t.Errorf("bulk: %d %v, want 500 GENERAL %q", resp.StatusCode, bulk, want)
+	}
+}
+
+// TestAgentOFREPRefusesWhatItCannotEvaluate: a verified version of a flag
+// set this build cannot evaluate (a newer cuecast's schema) left the
+// agent's OFREP serving the version before, said on stderr only, while the
+// instance reported itself healthy on the new version: a rollout went on
+// to every host, whose SDKs all evaluated the old flags. Now the agent
+// refuses it as a service's evaluator does (docs/FLAGS.md, "In a
+// service"): the instance keeps the version it has, reports the new one
+// failed, and takes the next version it can evaluate.
+func TestAgentOFREPRefusesWhatItCannotEvaluate(t *testing.T) {
+	repo, p := serveExample(t)
+	dir := t.TempDir()
+	_, stderr := startCmd(t, "agent", "--nats", p.ClientURL(), "--instance", "sidecar", "--trusted-key", p.PublicKey, "--heartbeat", "1s",
+		"--config", "growth/flags", "--dir", dir, "--ofrep", "127.0.0.1:0", "--ofrep-insecure-local")
+	c := agentOFREPClient(t, stderr)
+	user1 := `{"context": {"targetingKey": "user-1"}}`
+	await(t, "growth/flags over OFREP", func() bool { code, _ := c.eval(t, "growth/flags/new-checkout", user1); return code == 200 })
+
+	// A newer cuecast's flag set: growth without #FlagSet, whose schema
+	// field pins cuecast.flags/v1.
+	manifest, err := os.ReadFile(filepath.Join(repo.Dir, "cuecast.cue"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo.Edit("cuecast.cue", "\tschema:      \"github.com/cuecast/cuecast/schemas#FlagSet\"\n", "")
+	repo.CommitFiles("growth: a flag set of cuecast.flags/v2", map[string]string{
+		"growth/flags/flags.cue": "package flags\n\nschema: \"cuecast.flags/v2\"\nflags: {}\n",
+	})
+	p.Tailer.Wake()
+	awaitReport(t, p, "growth/flags", "sidecar", "sidecar reporting version 2 failed", stderr, func(r cuecast.Report) bool {
+		return r.Version == 1 && strings.Contains(r.LastError, "version 2: validation hook: ") &&
+			strings.Contains(r.LastError, "unsupported flag schema")
+	})
+	if code, got := c.eval(t, "growth/flags/new-checkout", user1); code != 200 || got["metadata"].(map[string]any)["version"] != 1.0 {
+		t.Errorf("new-checkout: %d %v, want version 1's answer", code, got)
+	}
+	if fileContains(filepath.Join(dir, "growth", "flags.json"), "cuecast.flags/v2")() {
+		t.Error("growth/flags.json holds the version refused")
+	}
+
+	// A version it can evaluate is taken.
+	repo.CommitFiles("growth: back to cuecast.flags/v1", map[string]string{
+		"cuecast.cue":            string(manifest),
+		"growth/flags/flags.cue": "package flags\n\nflags: b: {type: \"bool\", variants: {on: true, off: false}, on: true, offVariant: \"off\", defaultVariant: \"on\"}\n",
+	})
+	p.Tailer.Wake()
+	awaitReport(t, p, "growth/flags", "sidecar", "sidecar reporting version 3 healthy", stderr, func(r cuecast.Report) bool {
+		return r.Version == 3 && r.Healthy && r.LastError == ""
+	})
+	if code, got := c.eval(t, "growth/flags/b", user1); code != 200 || got["value"] != true {
+		t.Errorf("b: %d %v, want true", code, got)
 	}
 }
