@@ -33,7 +33,7 @@ func parseVersion(s string) (version, bool) {
 			}
 		}
 		v.pre, s = s[1:end], s[end:]
-		if !identifiers(v.pre) {
+		if !identifiers(v.pre) || !noLeadingZero(v.pre) {
 			return v, false
 		}
 	}
@@ -83,6 +83,21 @@ func identifiers(s string) bool {
 		prev = c
 	}
 	return prev != '.'
+}
+
+// noLeadingZero reports whether no numeric identifier of pre (a
+// pre-release) has a leading zero, which semver.org forbids there (and
+// not in build metadata): "1.0.0-01" is no version, where read as one it
+// would sit after "1.0.0-1", which is the same number.
+func noLeadingZero(pre string) bool {
+	for pre != "" {
+		var id string
+		id, pre = cut(pre)
+		if len(id) > 1 && id[0] == '0' && numeric(id) {
+			return false
+		}
+	}
+	return true
 }
 
 // compareVersions orders a and b by semver precedence: -1, 0 or 1.
