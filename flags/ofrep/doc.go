@@ -2,8 +2,9 @@
 // Evaluation Protocol (OFREP, github.com/open-feature/protocol,
 // service/openapi.yaml), so that any OpenFeature SDK with an OFREP provider
 // (Node, the browser, Java, Python, .NET, Go…) evaluates them with no
-// cuecast code: `cuecast serve --http` serves the newest published version
-// of every flag set, `cuecast agent --ofrep` the host's own verified copy.
+// cuecast code: `cuecast serve --http` serves the version of every flag set
+// the fleet is meant to run (the newest published, unless a rollback or a
+// halt moves it back), `cuecast agent --ofrep` the host's own verified copy.
 //
 //	store := ofrep.NewStore()
 //	_, err := store.Apply("growth/flags", 3, content, false) // each version as it arrives

@@ -129,8 +129,8 @@ address, with --http-host, only those names and the address itself; without it,
 any Host: whatever reaches that network reads the server anyway (docs/SECURITY.md).
 
 With --http and --ofrep-tokens FILE (lines "NAMESPACE TOKEN") serve also
-evaluates the newest published version of every flag set for any OpenFeature
-SDK, over OFREP at /ofrep/v1/, to tokens of the flag's namespace (docs/FLAGS.md,
+evaluates every flag set for any OpenFeature SDK (the version the fleet is
+meant to run: the newest, or the one a rollback or a halt moves it back to), over OFREP at /ofrep/v1/, to tokens of the flag's namespace (docs/FLAGS.md,
 "Other languages"). Give it a listener of its own with --ofrep ADDR: the
 operations server's reads (/api/*, the dashboard) need no token, so services
 that reach --http for OFREP read every config and flag set there. Without

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cuecast/cuecast/distributor/rollout"
 	"github.com/cuecast/cuecast/flags/ofrep"
 	"github.com/cuecast/cuecast/internal/poll"
 	"github.com/cuecast/cuecast/internal/webtest"
@@ -157,4 +158,38 @@ func TestServeOFREPNoLongerAFlagSet(t *testing.T) {
 	if code, got := ofrepPost(t, bulk, growth, user1); code != 200 || len(got["flags"].([]any)) != 0 || len(got["metadata"].(map[string]any)) != 0 {
 		t.Errorf("bulk: %d %v, want 200 and no flags", code, got)
 	}
+}
+
+// TestServeOFREPFollowsRollback: an operator's emergency rollback of a bad
+// flag set version pins every instance to the version before, but serve's
+// OFREP went on evaluating the newest published version, so every SDK
+// reading its flags there kept the bad one. It now evaluates the version
+// the fleet is meant to run (the pin's here), as the instances do.
+func TestServeOFREPFollowsRollback(t *testing.T) {
+	growth := strings.Repeat("g", 40)
+	tokens, err := ofrep.ParseTokens("tokens", []byte("growth "+growth+"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := start(t, fixtureOptions{ofrepTokens: tokens})
+	flag := f.base + "/ofrep/v1/evaluate/flags/growth/flags/new-checkout"
+	user1 := `{"context": {"targetingKey": "user-1"}}`
+	at := func(version float64, value bool) func() (bool, string) {
+		return func() (bool, string) {
+			_, got := ofrepPost(t, flag, growth, user1)
+			md, _ := got["metadata"].(map[string]any)
+			return got["value"] == value && md["version"] == version, fmt.Sprint(got)
+		}
+	}
+	poll.Until(t, "growth/flags v1 over OFREP", poll.Patience, at(1, false))
+	f.repo.Edit("growth/flags/flags.cue", `weights: [{variant: "on", weight: 20000}, {variant: "off", weight: 80000}]`,
+		`weights: [{variant: "on", weight: 100000}, {variant: "off", weight: 0}]`)
+	f.repo.Commit("growth: new checkout for everyone")
+	f.p.Tailer.Wake()
+	poll.Until(t, "growth/flags v2 over OFREP", poll.Patience, at(2, true))
+
+	if _, err := f.p.Rollout.Rollback(t.Context(), "growth/flags", 1, rollout.Action{Actor: "ada", Reason: "checkout errors"}); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, "growth/flags v1 over OFREP after the rollback", poll.Patience, at(1, false))
 }

@@ -125,9 +125,10 @@ type Options struct {
 	// CommitURL links a commit to its page (GitHub); nil: no links.
 	CommitURL func(sha string) string
 	// OFREPTokens, when set, serves OFREP at /ofrep/v1/ (flags/ofrep) over
-	// the newest published version of every flag set, to requests carrying
-	// a token that reads the flag's namespace; nil serves no OFREP. The
-	// sets follow publication within a sample (Interval).
+	// the version of every flag set the fleet is meant to run (the newest
+	// published, unless a rollback or a halt moves it back), to requests
+	// carrying a token that reads the flag's namespace; nil serves no
+	// OFREP. The sets follow within a sample (Interval).
 	OFREPTokens *ofrep.Tokens
 	// OFREPListener serves OFREP only on a listener of its own (NewOFREPFront)
 	// and leaves /ofrep/ out of the operations server: OFREP's callers
