@@ -334,6 +334,12 @@ func Validate(s *Set) error {
 		if key == "" {
 			fail(key, "key", "empty")
 		}
+		if strings.Contains(key, "/") {
+			// OFREP addresses a flag as <config path>/<flag>: the last
+			// segment is the flag, so a key with a slash could be
+			// evaluated in-process but never by a single OFREP request.
+			fail(key, "key", "has a /: a flag key has none, so that OFREP's <config>/<flag> names it")
+		}
 		switch f.Type {
 		case TypeBool, TypeString, TypeInt, TypeFloat, TypeObject:
 		default:

@@ -308,6 +308,7 @@ invalid = [
     inv("variant and rollout", {"f": boolflag(fall=dict(rollout(half), variant="on"))}, [("f", "fallthrough")]),
     inv("rule serves nothing", {"f": boolflag([{"clauses": [clause("a", "in", ["x"])]}])}, [("f", "rules[0]")]),
     inv("unknown type", {"f": dict(boolflag(), type="date")}, [("f", "type")]),
+    inv("key with a slash", {"new/checkout": boolflag()}, [("new/checkout", "key")]),
 ]
 unsupported = [{"name": "future schema", "set": {"schema": "cuecast.flags/v2", "flags": {}}}]
 
