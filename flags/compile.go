@@ -219,6 +219,12 @@ func decodeValue(t Type, raw RawVariant) (any, error) {
 	case TypeInt:
 		if n, ok := v.(json.Number); ok {
 			if i, err := n.Int64(); err == nil {
+				// Beyond ±2^53 a double has no such integer: the
+				// JavaScript OFREP providers (web, Node) would read
+				// another value than Go does.
+				if i > 1<<53 || i < -(1<<53) {
+					return nil, fmt.Errorf("%s is beyond ±2^53, which every language's numbers hold exactly", raw)
+				}
 				return i, nil
 			}
 			// 3.0 is an int too, as CUE writes it "3" anyway.

@@ -308,6 +308,7 @@ invalid = [
     inv("variant and rollout", {"f": boolflag(fall=dict(rollout(half), variant="on"))}, [("f", "fallthrough")]),
     inv("rule serves nothing", {"f": boolflag([{"clauses": [clause("a", "in", ["x"])]}])}, [("f", "rules[0]")]),
     inv("unknown type", {"f": dict(boolflag(), type="date")}, [("f", "type")]),
+    inv("int variant beyond 2^53", {"f": dict(types["int"], variants={"small": 10, "big": 2**60, "neg": -5})}, [("f", "variants.big")]),
     inv("key with a slash", {"new/checkout": boolflag()}, [("new/checkout", "key")]),
 ]
 unsupported = [{"name": "future schema", "set": {"schema": "cuecast.flags/v2", "flags": {}}}]
