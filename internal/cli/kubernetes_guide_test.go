@@ -36,7 +36,8 @@ done
 // kubectl line then names files it made (a stand-in kubectl checks that,
 // since no cluster runs here; the page says so). It caught the page asking
 // for .creds files that its nats-config line (password mode) never wrote,
-// a ca.pem in the wrong directory and a signing.nk nothing made.
+// a ca.pem in the wrong directory and a signing.nk nothing made, and a
+// git-token that `> git-token` left readable by every user of the machine.
 func TestKubernetesGuide(t *testing.T) {
 	root := repoRoot(t)
 	script := guideScript(t, "KUBERNETES.md")
@@ -52,7 +53,12 @@ func TestKubernetesGuide(t *testing.T) {
 		"stdout 'kubectl create secret generic cuecast-svc-payments'\n" +
 		"exists signing.nk\n" +
 		"grep '^A[A-Z0-9]{55}$' trusted-keys\n" +
-		"-- kubernetes.sh --\nset -eux\n" + script
+		// The secrets the block leaves on the admin machine are its
+		// user's alone, under the usual umask (the script's first line).
+		"exec stat -c '%a %n' git-token signing.nk hub.conf host-17.conf\n" +
+		"! stdout '^[0-9][1-7]'\n" +
+		"stdout '^600 git-token$'\n" +
+		"-- kubernetes.sh --\numask 022\nset -eux\n" + script
 	if err := os.WriteFile(filepath.Join(dir, "kubernetes.txtar"), []byte(txtar), 0o644); err != nil {
 		t.Fatal(err)
 	}
