@@ -9,12 +9,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/distributor"
 	"github.com/cuecast/cuecast/distributor/rollout"
 	"github.com/cuecast/cuecast/internal/termtext"
+	"github.com/cuecast/cuecast/tailer"
 )
 
 // RolloutOptions are the flags of `cuecast rollout <verb>`.
@@ -153,7 +156,7 @@ refused), after printing every metric.`,
 		if v.name == "watch" {
 			sub.Flags().DurationVar(&opts.Interval, "interval", time.Second, "refresh interval")
 			sub.Flags().Uint64Var(&opts.Version, "version", 0, "wait for this version's rollout (or a newer one) to begin, then follow it")
-			sub.Flags().StringVar(&opts.Commit, "commit", "", "wait for the version made from this commit (a hash or a prefix of one), then follow its rollout")
+			sub.Flags().StringVar(&opts.Commit, "commit", "", "wait for the version made from this commit (a hash or a prefix of one), then follow its rollout; exit 2 when the tailer has taken the commit and made no version of CONFIG from it")
 		}
 		cmd.AddCommand(sub)
 	}
@@ -171,13 +174,17 @@ config's; in text and in JSON alike.`
 // controller that acts on the shared rollout state (it does not run).
 // conn carries the credentials and TLS flags.
 func openController(ctx context.Context, env *Env, url, name string, conn *ConnFlags) (*rollout.Controller, func(), error) {
-	c, _, closeFn, err := openControllerAndDistributor(ctx, env, url, name, conn)
-	return c, closeFn, err
+	c, _, nc, err := openControllerAndDistributor(ctx, env, url, name, conn)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, nc.Close, nil
 }
 
 // openControllerAndDistributor is openController that also returns the
-// distributor it opened (rollout watch reads versions through it).
-func openControllerAndDistributor(ctx context.Context, env *Env, url, name string, conn *ConnFlags) (*rollout.Controller, *distributor.Distributor, func(), error) {
+// distributor it opened and its connection (rollout watch reads versions
+// and the tailer's state through them); the caller closes the connection.
+func openControllerAndDistributor(ctx context.Context, env *Env, url, name string, conn *ConnFlags) (*rollout.Controller, *distributor.Distributor, *nats.Conn, error) {
 	// Read-only opens: an operator steers rollouts without the right to
 	// create or update any stream (docs/SECURITY.md).
 	nc, d, err := dialStreams(ctx, env, url, name, conn)
@@ -189,20 +196,20 @@ func openControllerAndDistributor(ctx context.Context, env *Env, url, name strin
 		nc.Close()
 		return nil, nil, nil, err
 	}
-	return c, d, nc.Close, nil
+	return c, d, nc, nil
 }
 
 func rolloutRun(ctx context.Context, env *Env, opts *RolloutOptions) error {
-	c, d, closeFn, err := openControllerAndDistributor(ctx, env, opts.NATS, "cuecast rollout "+opts.Verb, &opts.Conn)
+	c, d, nc, err := openControllerAndDistributor(ctx, env, opts.NATS, "cuecast rollout "+opts.Verb, &opts.Conn)
 	if err != nil {
 		return err
 	}
-	defer closeFn()
+	defer nc.Close()
 	switch opts.Verb {
 	case "status":
 		return rolloutStatus(ctx, env, c, opts)
 	case "watch":
-		return rolloutWatch(ctx, env, c, d, opts)
+		return rolloutWatch(ctx, env, c, d, distributor.NewDirectStream(nc, tailer.StateStream), opts)
 	case "analyze":
 		return rolloutAnalyze(ctx, env, c, opts)
 	case "audit":
@@ -373,7 +380,7 @@ func bar(done, total, width int) string {
 
 // rolloutWatch redraws the rollout in place on a terminal, or prints a line
 // whenever it changes when piped, until it is no longer active.
-func rolloutWatch(ctx context.Context, env *Env, c *rollout.Controller, d *distributor.Distributor, opts *RolloutOptions) error {
+func rolloutWatch(ctx context.Context, env *Env, c *rollout.Controller, d *distributor.Distributor, tailerState tailer.LastMsgReader, opts *RolloutOptions) error {
 	tty := env.IO.IsStdoutTTY()
 	lines := 0
 	last := ""
@@ -381,7 +388,7 @@ func rolloutWatch(ctx context.Context, env *Env, c *rollout.Controller, d *distr
 	defer t.Stop()
 	waitingSaid := false
 	for {
-		want, err := watchTarget(ctx, d, opts)
+		want, err := watchTarget(ctx, d, tailerState, opts)
 		if err != nil {
 			return err
 		}
@@ -441,14 +448,22 @@ func rolloutWatch(ctx context.Context, env *Env, c *rollout.Controller, d *distr
 
 // watchTarget is the version a watch waits for: --version, or the version
 // made from --commit once it is published (0 until then), or 0 when neither
-// is given.
-func watchTarget(ctx context.Context, d *distributor.Distributor, opts *RolloutOptions) (uint64, error) {
+// is given. A commit the tailer has taken (its cursor) without making a
+// version of the config is wrong usage: nothing will ever come to wait for.
+func watchTarget(ctx context.Context, d *distributor.Distributor, tailerState tailer.LastMsgReader, opts *RolloutOptions) (uint64, error) {
 	if opts.Version > 0 || opts.Commit == "" {
 		if opts.Version == 0 {
 			return 0, nil
 		}
 		return opts.Version, nil
 	}
+	// The cursor before the versions: the tailer moves it after it has
+	// published the commit's versions, so they are all read below.
+	st, err := tailer.LoadState(ctx, tailerState, "default")
+	if err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) {
+		return 0, fmt.Errorf("watch: %w", err)
+	}
+	taken := st.Cursor != "" && strings.HasPrefix(st.Cursor, opts.Commit)
 	vs, err := d.Versions(ctx, opts.Config)
 	if err != nil && !errors.Is(err, cuecast.ErrNotFound) {
 		return 0, fmt.Errorf("watch: read versions of %s: %w", opts.Config, err)
@@ -457,6 +472,16 @@ func watchTarget(ctx context.Context, d *distributor.Distributor, opts *RolloutO
 		if strings.HasPrefix(v.Commit, opts.Commit) {
 			return v.Version, nil
 		}
+	}
+	if taken {
+		why := "it leaves the config's output as it was"
+		for _, r := range st.Rejected {
+			if r.Commit == st.Cursor {
+				why = "the tailer rejected it (cuecast tailer status says why)"
+			}
+		}
+		return 0, usageErrorf("watch the config a commit changes, or leave out --commit to follow the current rollout",
+			"commit %s made no version of %s: %s", cuecast.ShortCommit(st.Cursor), opts.Config, why)
 	}
 	// Not published yet: wait for any rollout newer than the newest now.
 	var newest uint64

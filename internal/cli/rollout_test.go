@@ -289,6 +289,23 @@ func TestRolloutOperatorCommands(t *testing.T) {
 	if wcode != 0 || !strings.Contains(wout.String(), "v3") || !strings.Contains(wout.String(), "complete") {
 		t.Errorf("watch --commit: exit %d, stdout %q stderr %q; want v3 followed to complete", wcode, wout, werr)
 	}
+
+	// docs/ROLLOUT.md's deploy line, `git push && cuecast rollout watch
+	// CONFIG --commit $(git rev-parse HEAD)`, after a push that leaves
+	// CONFIG's output as it was: the tailer has taken the commit and made
+	// no version of CONFIG from it, so there is nothing to wait for. The
+	// watch waited for a "v4" for good, and the deploy script with it.
+	other := repo.CommitFiles("docs: a note", map[string]string{"NOTES.md": "no config changes here\n"})
+	poll.Until(t, "the tailer at "+other[:10], poll.Patience, func() (bool, string) {
+		_, out, _ := run(ctx, "tailer", "status", "--nats", url)
+		return strings.Contains(out.String(), cuecast.ShortCommit(other)), out.String()
+	})
+	bounded, cancel := context.WithTimeout(ctx, poll.Patience)
+	defer cancel()
+	code, out, errOut = run(bounded, "rollout", "watch", "--nats", url, "payments/checkout", "--commit", other[:10], "--interval", "50ms")
+	if code != cli.ExitUsage || !strings.Contains(errOut.String(), "made no version of payments/checkout") {
+		t.Errorf("watch --commit of a commit that made no version of the config: exit %d, stdout %q, stderr %q; want exit %d saying it made none", code, out, errOut, cli.ExitUsage)
+	}
 }
 
 // fakePulls is GitHub's pull-request API of acme/configs: every pull
