@@ -100,19 +100,33 @@ func TestServeSecure(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(data, cli.EmbeddedSecretsDir), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	secrets := filepath.Join(data, cli.EmbeddedSecretsDir)
+	url := "tls://" + addr
+	ca := filepath.Join(secrets, "ca.pem")
+	// docs/SECURITY.md's lines, as written, with this test's repository,
+	// directories and address for the doc's: its serve, then the operator's
+	// status and a service's watch, which copied to the service's host its
+	// namespace's password file, ca.pem and trusted-keys.
+	serveLine, status, watch := securityDocLines(t, map[string]string{
+		"https://github.com/acme/configs.git": repo.Dir,
+		"/var/lib/cuecast":                    data,
+		"0.0.0.0:4222":                        addr,
+		"tls://cuecast.example.com:4222":      url,
+		"$S/operator.password":                filepath.Join(secrets, "operator.password"),
+		"$S/ca.pem":                           ca,
+		"svc-payments.password":               filepath.Join(secrets, "svc-payments.password"),
+		"ca.pem":                              ca,
+		"trusted-keys":                        filepath.Join(data, "trusted-keys"),
+	})
 	serveDone := make(chan struct{})
 	go func() {
 		defer close(serveDone)
-		code, _, errOut := run(ctx, "serve", "--repo", repo.Dir, "--data", data, "--interval", "20ms",
-			"--listen", addr, "--secure", "--namespace", "search", "--namespace", "payments")
+		code, _, errOut := run(ctx, append(serveLine, "--interval", "20ms")...)
 		if code != 0 {
 			t.Errorf("serve: exit %d: %s", code, errOut)
 		}
 	}()
 	defer func() { cancel(); <-serveDone }()
-	secrets := filepath.Join(data, cli.EmbeddedSecretsDir)
-	url := "tls://" + addr
-	ca := filepath.Join(secrets, "ca.pem")
 	login := func(user string) []string {
 		return []string{"--nats", url, "--user", user, "--password-file", filepath.Join(secrets, user+".password"), "--tls-ca", ca}
 	}
@@ -227,6 +241,7 @@ func TestServeSecure(t *testing.T) {
 	})
 	stopWatch()
 	<-watchDone
+	runDocWatch(ctx, t, watch, status, "payments/checkout")
 
 	// Without --namespace-mirror the service user may read nothing: watch
 	// says so with what to add, not in nats.go's bare lines.
@@ -245,6 +260,66 @@ func TestServeSecure(t *testing.T) {
 	})
 	stopNoMirror()
 	<-noMirrorDone
+}
+
+// securityDocLines is docs/SECURITY.md's `serve --secure` line and the
+// `status` and `watch` lines after it, as cuecast's arguments, each word
+// that subst names replaced (every one of them must occur: a doc that no
+// longer says one fails here rather than run something else).
+func securityDocLines(t *testing.T, subst map[string]string) (serve, status, watch []string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(repoRoot(t), "docs", "SECURITY.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	used := map[string]bool{}
+	var lines [][]string
+	for _, l := range commandLines(markdownCode(string(b))) {
+		words := shellWords(l)
+		if len(words) == 0 || !slices.Contains([]string{"serve", "status", "watch"}, words[0]) || !slices.Contains(words, "--secure") && !slices.Contains(words, "--password-file") {
+			continue
+		}
+		for i, w := range words {
+			if v, ok := subst[w]; ok {
+				words[i], used[w] = v, true
+			}
+		}
+		lines = append(lines, words)
+	}
+	for w := range subst {
+		if !used[w] {
+			t.Errorf("docs/SECURITY.md's serve --secure lines no longer say %q; update securityDocLines' caller", w)
+		}
+	}
+	if len(lines) != 3 || lines[0][0] != "serve" || lines[1][0] != "status" || lines[2][0] != "watch" {
+		t.Fatalf("docs/SECURITY.md's serve --secure lines: got %q, want serve, status and watch", lines)
+	}
+	return lines[0], lines[1], lines[2]
+}
+
+// runDocWatch runs a doc's watch line until status (a doc's status line)
+// counts its instance on config, then stops it.
+func runDocWatch(ctx context.Context, t *testing.T, watch, status []string, config string) {
+	t.Helper()
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	log := &syncBuffer{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		// As above: a slow bcrypt login may outlast a connect timeout.
+		for wctx.Err() == nil {
+			code := cli.Main(wctx, watch, &iostreams.IOStreams{In: strings.NewReader(""), Out: log, ErrOut: log}, func(string) string { return "" })
+			fmt.Fprintf(log, "--- watch exited %d\n", code)
+		}
+	}()
+	poll.Until(t, "the doc's watch applying "+config+" and its status line counting it", 30*time.Second, func() (bool, string) {
+		code, o, e := run(ctx, status...)
+		ok := code == 0 && regexp.MustCompile(`(?m)^`+regexp.QuoteMeta(config)+`\s+v1\s+1/1 instances`).MatchString(o.String())
+		return ok, o.String() + e.String() + "\nwatch: " + log.String()
+	})
+	stop()
+	<-done
 }
 
 // TestConnectionEnvironment: $NATS_URL is every --nats flag's default and
