@@ -3,6 +3,7 @@ package cli_test
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -29,15 +30,7 @@ func TestDocsNameRealCommandsAndFlags(t *testing.T) {
 		texts[c.CommandPath()+" --help"] = helpCode(c.Long + "\n" + c.Example)
 	}
 	top := repoRoot(t)
-	docs, err := filepath.Glob(filepath.Join(top, "docs", "*.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// CHANGELOG is history: it names flags as they were.
-	for _, name := range []string{"README.md", "SECURITY.md", "CONTRIBUTING.md", "BENCHMARKS.md", "ci/README.md", "configs-example/README.md", "testdata/flags/README.md"} {
-		docs = append(docs, filepath.Join(top, name))
-	}
-	for _, p := range docs {
+	for _, p := range docFiles(t) {
 		b, err := os.ReadFile(p)
 		if err != nil {
 			t.Fatal(err)
@@ -93,6 +86,59 @@ func TestDocsNameRealCommandsAndFlags(t *testing.T) {
 	t.Logf("%d command lines checked", checked)
 	if checked < 100 {
 		t.Errorf("checked %d command lines in the docs and --help: want the hundreds they hold (is the extraction broken?)", checked)
+	}
+}
+
+// docFiles is every Markdown file a reader follows: docs/*.md and the
+// READMEs, SECURITY, CONTRIBUTING and BENCHMARKS. CHANGELOG is history: it
+// names flags as they were.
+func docFiles(t *testing.T) []string {
+	t.Helper()
+	top := repoRoot(t)
+	docs, err := filepath.Glob(filepath.Join(top, "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"README.md", "SECURITY.md", "CONTRIBUTING.md", "BENCHMARKS.md", "ci/README.md", "configs-example/README.md", "testdata/flags/README.md"} {
+		docs = append(docs, filepath.Join(top, name))
+	}
+	return docs
+}
+
+// TestDocShellBlocksParse: every ```sh block of the docs is shell that
+// bash can read (bash -n), so a reader who pastes one runs commands, not a
+// syntax error half-way; what is not shell (a Go call, a listing) goes in
+// a block of its own language. The guides' own tests run their blocks;
+// this reads the blocks no test runs.
+func TestDocShellBlocksParse(t *testing.T) {
+	top := repoRoot(t)
+	blocks := 0
+	for _, p := range docFiles(t) {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rel, _ := filepath.Rel(top, p)
+		lines := strings.Split(string(b), "\n")
+		for i := 0; i < len(lines); i++ {
+			if strings.TrimSpace(lines[i]) != "```sh" {
+				continue
+			}
+			start := i + 1
+			var body []string
+			for i++; i < len(lines) && strings.TrimSpace(lines[i]) != "```"; i++ {
+				body = append(body, lines[i])
+			}
+			blocks++
+			cmd := exec.Command("bash", "-n")
+			cmd.Stdin = strings.NewReader(strings.Join(body, "\n") + "\n")
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Errorf("%s: the sh block at line %d is not shell bash can read: %v\n%s", rel, start, err, out)
+			}
+		}
+	}
+	if blocks < 20 {
+		t.Errorf("read %d sh blocks in the docs: want the dozens they hold (is the extraction broken?)", blocks)
 	}
 }
 
