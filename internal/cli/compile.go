@@ -18,6 +18,7 @@ import (
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/compiler"
+	"github.com/cuecast/cuecast/internal/termtext"
 )
 
 // CompileOptions are the flags of `cuecast compile`.
@@ -83,12 +84,14 @@ func registerCUERepo(fs *pflag.FlagSet, p *string) {
 }
 
 // printCompileErrors prints errs to w as compile does, one
-// file:line:col: message [ID] a line, each with its fix under it.
+// file:line:col: message [ID] a line, each with its fix under it. A file
+// name and a message quote what a commit chose (CI prints them): their
+// terminal controls are escaped (termtext.Line).
 func printCompileErrors(w io.Writer, errs []compiler.Error) {
 	for _, e := range errs {
-		fmt.Fprintln(w, e.Error())
+		fmt.Fprintln(w, termtext.Line(e.Error()))
 		if e.Fix != "" {
-			fmt.Fprintf(w, "\tfix: %s\n", e.Fix)
+			fmt.Fprintf(w, "\tfix: %s\n", termtext.Line(e.Fix))
 		}
 	}
 }
@@ -191,7 +194,7 @@ func unknownConfigs(named, found []cuecast.ConfigPath) error {
 
 func printCompileText(env *Env, rep compileReport, out string, ok bool) {
 	for _, d := range rep.Undeclared {
-		fmt.Fprintf(env.IO.ErrOut, "warning: %s/ holds CUE packages but is not a namespace in cuecast.cue and no config imports it; nothing in it is compiled (declare it if it holds configs)\n", d)
+		fmt.Fprintf(env.IO.ErrOut, "warning: %s/ holds CUE packages but is not a namespace in cuecast.cue and no config imports it; nothing in it is compiled (declare it if it holds configs)\n", termtext.Line(d))
 	}
 	printCompileErrors(env.IO.ErrOut, rep.Errors)
 	if !ok {

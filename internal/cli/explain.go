@@ -9,6 +9,7 @@ import (
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/compiler"
+	"github.com/cuecast/cuecast/internal/termtext"
 )
 
 // ExplainOptions are the arguments and flags of `cuecast explain`.
@@ -129,8 +130,9 @@ func explainRun(c *cobra.Command, env *Env, opts *ExplainOptions) error {
 		}
 		return writeJSON(env.IO.Out, ex)
 	}
+	// Positions name files a commit chose: escaped as compile's are.
 	for _, v := range ex.Values {
-		fmt.Fprintln(env.IO.Out, v.String())
+		fmt.Fprintln(env.IO.Out, termtext.Line(v.String()))
 	}
 	return nil
 }

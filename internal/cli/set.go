@@ -18,6 +18,7 @@ import (
 	"github.com/cuecast/cuecast/compiler"
 	"github.com/cuecast/cuecast/gitfs"
 	"github.com/cuecast/cuecast/internal/publish"
+	"github.com/cuecast/cuecast/internal/termtext"
 	"github.com/cuecast/cuecast/mutator"
 )
 
@@ -304,7 +305,7 @@ func (o *SetOptions) print(env *Env, res *mutator.Result, err error) error {
 			// the report it points to (a reshuffle is only in the report).
 			if len(ce.Errors) > 1 {
 				for _, e := range ce.Errors {
-					fmt.Fprintln(env.IO.ErrOut, e)
+					fmt.Fprintln(env.IO.ErrOut, termtext.Line(e.Error()))
 				}
 			}
 			if ce.Report != nil {
@@ -356,7 +357,8 @@ func (o *SetOptions) sharedVariants(res *mutator.Result) []string {
 
 func writeSetText(w io.Writer, res *mutator.Result) {
 	for _, v := range res.Values {
-		fmt.Fprintf(w, "%s %s: %s -> %s  (%s at %s)\n", v.Config, v.Path, v.Old, v.New, v.Origin, v.Edited)
+		// The file edited and the values are a commit's choosing.
+		fmt.Fprintln(w, termtext.Line(fmt.Sprintf("%s %s: %s -> %s  (%s at %s)", v.Config, v.Path, v.Old, v.New, v.Origin, v.Edited)))
 	}
 	switch {
 	case res.Unchanged:

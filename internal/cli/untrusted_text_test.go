@@ -13,6 +13,7 @@ import (
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/ci"
 	"github.com/cuecast/cuecast/distributor/rollout"
+	"github.com/cuecast/cuecast/internal/cli"
 	"github.com/cuecast/cuecast/internal/gittest"
 	"github.com/cuecast/cuecast/internal/poll"
 	"github.com/cuecast/cuecast/internal/promtest"
@@ -196,4 +197,38 @@ func TestRevertEscapesSubject(t *testing.T) {
 		t.Fatalf("revert: exit %d, stderr %q", code, errOut)
 	}
 	assertEscaped(t, "revert", out.String(), `checkout: USD\x1b[31m\rv9 approved by security\u202e`)
+}
+
+// TestCompileAndExplainEscapeFileNames: compile, which CI runs
+// (docs/SECURITY.md, "CI"), explain and set print the positions of a file
+// whose name a pull request chose, in an error and in a value's origin,
+// with its controls escaped, and in JSON exact. They printed them raw.
+func TestCompileAndExplainEscapeFileNames(t *testing.T) {
+	t.Parallel()
+	repo := exampleRepo(t)
+	const shown = `payments/checkout/\u009b31mok\u202egpj.cue`
+	repo.Write(map[string]string{evilFile: "package checkout\n\nmax_amount_minor: \"x\"\n"})
+	code, out, errOut := run(t.Context(), "compile", "--repo", repo.Dir, "payments/checkout")
+	if code != cli.ExitInvalid {
+		t.Fatalf("compile of a conflict in %q: exit %d, stderr %q; want %d", evilFile, code, errOut, cli.ExitInvalid)
+	}
+	assertEscaped(t, "compile", out.String()+errOut.String(), shown)
+
+	repo.Write(map[string]string{evilFile: "package checkout\n\nnote: \"x\"\n"})
+	code, out, errOut = run(t.Context(), "explain", "--repo", repo.Dir, "payments/checkout", "note")
+	if code != 0 {
+		t.Fatalf("explain: exit %d, stderr %q", code, errOut)
+	}
+	assertEscaped(t, "explain", out.String(), shown)
+	code, out, _ = run(t.Context(), "explain", "--repo", repo.Dir, "payments/checkout", "note", "--output", "json")
+	if code != 0 || !strings.Contains(out.String(), "\u009b31mok\u202egpj.cue") {
+		t.Errorf("explain --output json: exit %d, %q; want the file name exact", code, out)
+	}
+	// set names the file it edits as explain does.
+	repo.Commit("a note")
+	code, out, errOut = run(t.Context(), "set", "--repo", repo.Dir, "payments/checkout", `note="y"`, "--reason", "r", "--dry-run", "--as", "Ann <ann@example.com>")
+	if code != 0 {
+		t.Fatalf("set: exit %d, stderr %q", code, errOut)
+	}
+	assertEscaped(t, "set", out.String(), shown)
 }
