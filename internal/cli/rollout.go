@@ -217,6 +217,15 @@ func rolloutRun(ctx context.Context, env *Env, opts *RolloutOptions) error {
 		if err != nil {
 			return err
 		}
+		// No entries for a config that was never published is a config
+		// misnamed (exit 2, as status and log have it), not a quiet trail.
+		if opts.Config != "" && len(entries) == 0 {
+			if _, err := d.Latest(ctx, opts.Config); errors.Is(err, cuecast.ErrNotFound) {
+				return usageErrorf("name a config as `cuecast status` lists it", "rollout audit: %s has no versions: %w", opts.Config, err)
+			} else if err != nil {
+				return fmt.Errorf("rollout audit: read the latest version of %s: %w", opts.Config, err)
+			}
+		}
 		if opts.Output == "json" {
 			if entries == nil {
 				entries = []rollout.AuditEntry{}

@@ -261,6 +261,14 @@ func TestRolloutOperatorCommands(t *testing.T) {
 	if strings.Join(got, " ") != want {
 		t.Errorf("audit: got %v, want %s", got, want)
 	}
+	// A misspelt config is no such config (exit 2, as status and log say
+	// it), not an empty audit trail a script takes for "nothing happened".
+	for _, args := range [][]string{{}, {"-o", "json"}} {
+		code, out, errOut := run(ctx, append([]string{"rollout", "audit", "--nats", url, "payments/chekout"}, args...)...)
+		if code != cli.ExitUsage || !strings.Contains(errOut.String(), "payments/chekout") {
+			t.Errorf("rollout audit %v of a config never published: exit %d, stdout %q, stderr %q; want %d naming it", args, code, out, errOut, cli.ExitUsage)
+		}
+	}
 
 	// Right after a commit the record still shows v2's rollout, complete: a
 	// plain watch ended at once with success. With --commit it waits for the
