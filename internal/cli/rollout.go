@@ -464,6 +464,13 @@ func watchTarget(ctx context.Context, d *distributor.Distributor, tailerState ta
 		if opts.Version == 0 {
 			return 0, nil
 		}
+		// A config never published has no rollout to begin (status --wait
+		// has it so too); a version not yet published is waited for.
+		if _, err := d.Latest(ctx, opts.Config); errors.Is(err, cuecast.ErrNotFound) {
+			return 0, usageErrorf("name a config as `cuecast status` lists it", "watch: %s has no versions: %w", opts.Config, err)
+		} else if err != nil {
+			return 0, fmt.Errorf("watch: read the latest version of %s: %w", opts.Config, err)
+		}
 		return opts.Version, nil
 	}
 	// The cursor before the versions: the tailer moves it after it has

@@ -269,6 +269,13 @@ func TestRolloutOperatorCommands(t *testing.T) {
 			t.Errorf("rollout audit %v of a config never published: exit %d, stdout %q, stderr %q; want %d naming it", args, code, out, errOut, cli.ExitUsage)
 		}
 	}
+	// So is a watch for a version of it, as status --wait has it: the
+	// watch waited for a rollout that would never begin.
+	bounded, cancel := context.WithTimeout(ctx, poll.Patience)
+	defer cancel()
+	if code, out, errOut := run(bounded, "rollout", "watch", "--nats", url, "payments/chekout", "--version", "1", "--interval", "50ms"); code != cli.ExitUsage || !strings.Contains(errOut.String(), "payments/chekout has no versions") {
+		t.Errorf("rollout watch --version of a config never published: exit %d, stdout %q, stderr %q; want %d naming it", code, out, errOut, cli.ExitUsage)
+	}
 
 	// Right after a commit the record still shows v2's rollout, complete: a
 	// plain watch ended at once with success. With --commit it waits for the
@@ -308,7 +315,7 @@ func TestRolloutOperatorCommands(t *testing.T) {
 		_, out, _ := run(ctx, "tailer", "status", "--nats", url)
 		return strings.Contains(out.String(), cuecast.ShortCommit(other)), out.String()
 	})
-	bounded, cancel := context.WithTimeout(ctx, poll.Patience)
+	bounded, cancel = context.WithTimeout(ctx, poll.Patience)
 	defer cancel()
 	code, out, errOut = run(bounded, "rollout", "watch", "--nats", url, "payments/checkout", "--commit", other[:10], "--interval", "50ms")
 	if code != cli.ExitUsage || !strings.Contains(errOut.String(), "made no version of payments/checkout") {
