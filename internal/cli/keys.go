@@ -130,7 +130,8 @@ trusted-keys file to every service before that restart.`,
 		Short: "Stop trusting a public key",
 		Long: `Retire removes a public key from <data>/trusted-keys. Give the updated file to every
 service afterwards: from then on they refuse what that key signed. It refuses the
-key serve signs with (--signing-key, default <data>/signing.nk) and the last key.`,
+key serve signs with (--signing-key, default <data>/signing.nk) and the last key; a
+--signing-key it cannot read as a seed is refused too, since it could not check it.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			if err := validateOutput(opts.Output, "text", "json"); err != nil {
@@ -144,11 +145,22 @@ key serve signs with (--signing-key, default <data>/signing.nk) and the last key
 			if seedPath == "" {
 				seedPath = filepath.Join(opts.Data, "signing.nk")
 			}
-			if seed, err := os.ReadFile(seedPath); err == nil {
-				if kp, err := nkeys.FromSeed(trimSeed(seed)); err == nil {
-					if cur, _ := kp.PublicKey(); cur == pub {
-						return usageErrorf("restart serve with --signing-key naming the new seed first", "%s is the key in %s, which serve signs with", pub, seedPath)
-					}
+			// The refusal of serve's key is only as good as the seed read:
+			// one that cannot be read (a typo, another user's 0600 file) or
+			// is no seed stops here, or serve's key would go unchecked. Only
+			// the default may be missing (serve's seed is elsewhere).
+			seed, err := os.ReadFile(seedPath)
+			switch {
+			case err != nil && opts.SigningKey == "" && errors.Is(err, os.ErrNotExist):
+			case err != nil:
+				return usageErrorf("pass --signing-key naming the seed serve signs with, readable by you", "read the seed serve signs with, to refuse its key: %w", err)
+			default:
+				kp, err := nkeys.FromSeed(trimSeed(seed))
+				if err != nil {
+					return usageErrorf("pass --signing-key naming the seed serve signs with", "%s is not a signing seed: %v", seedPath, err)
+				}
+				if cur, _ := kp.PublicKey(); cur == pub {
+					return usageErrorf("restart serve with --signing-key naming the new seed first", "%s is the key in %s, which serve signs with", pub, seedPath)
 				}
 			}
 			path := filepath.Join(opts.Data, distributor.TrustedKeysFile)

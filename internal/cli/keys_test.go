@@ -89,6 +89,17 @@ func TestKeysNewAndRetire(t *testing.T) {
 	if code, _, stderr := run(ctx, "keys", "retire", oldPub, "--data", data); code != cli.ExitUsage || !strings.Contains(stderr.String(), "signs with") {
 		t.Fatalf("retire the key serve signs with: exit %d, stderr %q; want a refusal", code, stderr)
 	}
+	// A --signing-key retire cannot read as a seed (a typo, another
+	// user's 0600 file, the wrong file) is no check at all: refused, the
+	// key kept, rather than the key serve signs with retired unchecked.
+	for _, seed := range []string{filepath.Join(data, "signing.nxt.nk"), filepath.Join(data, "trusted-keys")} {
+		if code, _, stderr := run(ctx, "keys", "retire", oldPub, "--data", data, "--signing-key", seed); code != cli.ExitUsage || !strings.Contains(stderr.String(), seed) {
+			t.Errorf("retire with --signing-key %s: exit %d, stderr %q; want %d naming it", seed, code, stderr, cli.ExitUsage)
+		}
+	}
+	if code, out, _ := run(ctx, "keys", "--data", data); code != 0 || !strings.Contains(out.String(), oldPub) {
+		t.Fatalf("keys after refused retires: %q; want the old key still listed", out)
+	}
 	// serve now signs with the new seed.
 	if code, _, stderr := run(ctx, "keys", "retire", oldPub, "--data", data, "--signing-key", filepath.Join(data, "signing.next.nk")); code != 0 {
 		t.Fatalf("retire: exit %d: %s", code, stderr)
@@ -98,10 +109,10 @@ func TestKeysNewAndRetire(t *testing.T) {
 		t.Fatalf("keys after retiring: %q; want only the new key", out)
 	}
 	// Naming a key that cannot go is wrong usage, as naming serve's is.
-	if code, _, stderr := run(ctx, "keys", "retire", newPub, "--data", data, "--signing-key", filepath.Join(data, "none.nk")); code != cli.ExitUsage || !strings.Contains(stderr.String(), "only key") {
+	if code, _, stderr := run(ctx, "keys", "retire", newPub, "--data", data, "--signing-key", filepath.Join(data, "signing.nk")); code != cli.ExitUsage || !strings.Contains(stderr.String(), "only key") {
 		t.Fatalf("retiring the last key: exit %d, stderr %q; want %d, a refusal naming it the only key", code, stderr, cli.ExitUsage)
 	}
-	if code, _, stderr := run(ctx, "keys", "retire", oldPub, "--data", data, "--signing-key", filepath.Join(data, "none.nk")); code != cli.ExitUsage || !strings.Contains(stderr.String(), "not listed") {
+	if code, _, stderr := run(ctx, "keys", "retire", oldPub, "--data", data, "--signing-key", filepath.Join(data, "signing.next.nk")); code != cli.ExitUsage || !strings.Contains(stderr.String(), "not listed") {
 		t.Fatalf("retiring a key not listed: exit %d, stderr %q; want %d saying it is not listed", code, stderr, cli.ExitUsage)
 	}
 }
