@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -139,6 +140,52 @@ func TestOperatorVariant(t *testing.T) {
 		if code, _, stderr := run(context.Background(), append(args, "--nats", nats)...); code != 2 {
 			t.Fatalf("%v: exit %d (stderr %q), want 2", args, code, stderr)
 		}
+	}
+	runVariantsDocOperatorLines(t, nats)
+}
+
+// runVariantsDocOperatorLines runs docs/VARIANTS.md's "The operator's
+// side" block as written, with --nats, on configs-example's search/suggest
+// (four variants), checking what each line is there to show.
+func runVariantsDocOperatorLines(t *testing.T, nats string) {
+	t.Helper()
+	doc := readDoc(t, "VARIANTS.md")
+	_, block, ok := strings.Cut(doc, "\n```sh\ncuecast status search/suggest ")
+	if !ok {
+		t.Fatal("docs/VARIANTS.md has no sh block opening with `cuecast status search/suggest`; update runVariantsDocOperatorLines")
+	}
+	block, _, _ = strings.Cut("cuecast status search/suggest "+block, "\n```")
+	lines := commandLines(block)
+	// What each line must answer: the variants' rows, prod-eu's alone, its
+	// version, the halt; the rollback finds nothing to fall back to, as the
+	// only version is the first (but it names the variant: its words hold).
+	want := []struct {
+		code int
+		out  *regexp.Regexp
+	}{
+		{0, regexp.MustCompile(`(?s)search/suggest/env=prod/region=eu .*search/suggest/env=prod/region=us .*search/suggest/env=staging/region=eu `)},
+		{0, regexp.MustCompile(`^search/suggest/env=prod/region=eu +v1 `)},
+		{0, regexp.MustCompile(`(?m)^v1 `)},
+		{0, regexp.MustCompile(`search/suggest/env=prod/region=eu: halt by .* recorded`)},
+		{2, regexp.MustCompile(`rollback search/suggest/env=prod/region=eu: no previous version known`)},
+	}
+	if len(lines) != len(want) {
+		t.Fatalf("docs/VARIANTS.md's operator block runs %d commands, want %d: %q", len(lines), len(want), lines)
+	}
+	for i, l := range lines {
+		args := append(shellWords(l), "--nats", nats)
+		if args[0] == "rollout" || args[0] == "rollback" {
+			args = append(args, "--as", "ann")
+		}
+		var code int
+		var out string
+		// The variant's rollout record is written as serve takes the
+		// version: the halt waits for it.
+		poll.Until(t, "docs/VARIANTS.md: cuecast "+l, poll.Patience, func() (bool, string) {
+			c, o, e := run(context.Background(), args...)
+			code, out = c, o.String()+e.String()
+			return code == want[i].code && want[i].out.MatchString(out), fmt.Sprintf("exit %d: %s", code, out)
+		})
 	}
 }
 
