@@ -210,38 +210,13 @@ func TestServeSecure(t *testing.T) {
 		}
 	}
 
-	// A service of search reads its namespace's mirror in the embedded server.
-	wctx, stopWatch := context.WithCancel(ctx)
-	defer stopWatch()
+	// A service of search reads its namespace's mirror in the embedded
+	// server, keeping a last-known-good file; then the doc's service.
 	out := filepath.Join(t.TempDir(), "ranking.json")
-	watchDone := make(chan struct{})
-	watchLog := &syncBuffer{}
-	go func() {
-		defer close(watchDone)
-		// Every login costs the server a bcrypt comparison, which under
-		// -race on a busy machine may outlast a connect timeout: start the
-		// watch again until the test ends it.
-		for wctx.Err() == nil {
-			fmt.Fprintln(watchLog, "--- watch started")
-			code := cli.Main(wctx, append([]string{"watch", "--namespace-mirror", "--config", "search/ranking", "--instance", "search-canary-1", "--lkg", out,
-				"--trusted-keys-file", filepath.Join(data, "trusted-keys")}, login("svc-search")...),
-				&iostreams.IOStreams{In: strings.NewReader(""), Out: watchLog, ErrOut: watchLog}, func(string) string { return "" })
-			fmt.Fprintf(watchLog, "--- watch exited %d\n", code)
-		}
-	}()
-	defer func() {
-		if t.Failed() {
-			t.Logf("the service's watch said:\n%s", watchLog.String())
-		}
-	}()
-	poll.Until(t, "the service applying search/ranking", 30*time.Second, func() (bool, string) {
-		code, o, e := run(ctx, append([]string{"status", "search/ranking"}, login("operator")...)...)
-		ok := code == 0 && regexp.MustCompile(`(?m)^search/ranking\s+v1\s+1/1 instances`).MatchString(o.String())
-		return ok, o.String() + e.String()
-	})
-	stopWatch()
-	<-watchDone
-	runDocWatch(ctx, t, watch, status, "payments/checkout")
+	runWatchUntilCounted(ctx, t, append([]string{"watch", "--namespace-mirror", "--config", "search/ranking", "--instance", "search-canary-1", "--lkg", out,
+		"--trusted-keys-file", filepath.Join(data, "trusted-keys")}, login("svc-search")...),
+		append([]string{"status", "search/ranking"}, login("operator")...), "search/ranking")
+	runWatchUntilCounted(ctx, t, watch, status, "payments/checkout")
 
 	// Without --namespace-mirror the service user may read nothing: watch
 	// says so with what to add, not in nats.go's bare lines.
@@ -297,9 +272,9 @@ func securityDocLines(t *testing.T, subst map[string]string) (serve, status, wat
 	return lines[0], lines[1], lines[2]
 }
 
-// runDocWatch runs a doc's watch line until status (a doc's status line)
-// counts its instance on config, then stops it.
-func runDocWatch(ctx context.Context, t *testing.T, watch, status []string, config string) {
+// runWatchUntilCounted runs watch (cuecast's arguments) until status
+// counts its instance on v1 of config, then stops it.
+func runWatchUntilCounted(ctx context.Context, t *testing.T, watch, status []string, config string) {
 	t.Helper()
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -307,13 +282,15 @@ func runDocWatch(ctx context.Context, t *testing.T, watch, status []string, conf
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		// As above: a slow bcrypt login may outlast a connect timeout.
+		// Every login costs the server a bcrypt comparison, which under
+		// -race on a busy machine may outlast a connect timeout: start the
+		// watch again until the test ends it.
 		for wctx.Err() == nil {
 			code := cli.Main(wctx, watch, &iostreams.IOStreams{In: strings.NewReader(""), Out: log, ErrOut: log}, func(string) string { return "" })
 			fmt.Fprintf(log, "--- watch exited %d\n", code)
 		}
 	}()
-	poll.Until(t, "the doc's watch applying "+config+" and its status line counting it", 30*time.Second, func() (bool, string) {
+	poll.Until(t, "the watch applying "+config+" and status counting it", 30*time.Second, func() (bool, string) {
 		code, o, e := run(ctx, status...)
 		ok := code == 0 && regexp.MustCompile(`(?m)^`+regexp.QuoteMeta(config)+`\s+v1\s+1/1 instances`).MatchString(o.String())
 		return ok, o.String() + e.String() + "\nwatch: " + log.String()
