@@ -7,8 +7,11 @@ import (
 	"log/slog"
 	"math"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/distributor"
@@ -24,12 +27,16 @@ import (
 // servers, from generated configurations.
 
 // hubController runs a rollout controller on the hub with d, rolling
-// out by pol, with d's heartbeat hb, until the test ends.
-func hubController(t *testing.T, hub *natstest.TreeServer, d *distributor.Distributor, hb time.Duration, pol cuecast.Policy, cons cuecast.Consistency) *rollout.Controller {
+// out by pol, with d's heartbeat hb, until the test ends; each of set, if
+// any, changes its options.
+func hubController(t *testing.T, hub *natstest.TreeServer, d *distributor.Distributor, hb time.Duration, pol cuecast.Policy, cons cuecast.Consistency, set ...func(*rollout.Options)) *rollout.Controller {
 	t.Helper()
-	c, err := rollout.New(t.Context(), hub.Connect(t, natsconf.DistributorUser), d, rollout.Static{P: pol, Consistency: cons},
-		rollout.Options{Interval: 20 * time.Millisecond, Heartbeat: hb, ApplyTimeout: time.Minute,
-			Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	o := rollout.Options{Interval: 20 * time.Millisecond, Heartbeat: hb, ApplyTimeout: time.Minute,
+		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))}
+	for _, f := range set {
+		f(&o)
+	}
+	c, err := rollout.New(t.Context(), hub.Connect(t, natsconf.DistributorUser), d, rollout.Static{P: pol, Consistency: cons}, o)
 	if err != nil {
 		t.Fatalf("rollout.New: %v", err)
 	}
@@ -393,5 +400,118 @@ func TestInflatedRegionCannotMaskAnothersCanary(t *testing.T) {
 	}
 	if cur := settled(t, c, 2).Current; cur.State != rollout.StateHalted || cur.Stage != 0 || !strings.Contains(cur.Reason, "in region leaf-2") {
 		t.Errorf("rollout %s at stage %d (%q), want halted at stage 0 on region leaf-2's part", cur.State, cur.Stage, cur.Reason)
+	}
+}
+
+// muteRegion plays srv's region's host, which holds its summarizer's
+// credential: on its own server it keeps the region's summary of cfg
+// fresh, with reports rs, and takes every drill-down request, answering
+// it (for none of its instances: the stages below name none) only when
+// answer, given the request's number from 1, says so. It returns how many
+// requests it has taken.
+func muteRegion(t *testing.T, srv *natstest.TreeServer, rs []cuecast.Report, answer func(n int64) bool) *atomic.Int64 {
+	t.Helper()
+	sum, err := json.Marshal(distributor.BuildSummary(srv.Spec.Name, cfg, rs, time.Now().UTC()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	forgeSummary(t, srv, sum, 50*time.Millisecond)
+	nc := srv.Connect(t, natsconf.SummarizerUser(srv.Spec.Name))
+	empty, err := json.Marshal(distributor.DetailReply{Region: srv.Spec.Name, Reports: []cuecast.Report{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var taken atomic.Int64
+	sub, err := nc.Subscribe(cuecast.DetailPrefix+".>", func(m *nats.Msg) {
+		var req distributor.DetailRequest
+		if json.Unmarshal(m.Data, &req) != nil || req.Reply == "" || !answer(taken.Add(1)) {
+			return
+		}
+		if err := nc.Publish(cuecast.DetailReplySubject(srv.Spec.Name, req.Reply), empty); err != nil {
+			t.Errorf("answer a drill-down: %v", err)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return &taken
+}
+
+// namedCanary is a policy whose first stage names east-1, an instance of
+// region leaf-1: judging it on a summarised tree needs a drill-down into
+// every region.
+var namedCanary = cuecast.Policy{Stages: []cuecast.Stage{
+	{Name: "canary", Instances: []string{"east-1"}},
+	{Name: "all", Percent: 100},
+}}
+
+// TestUnansweringRegionHaltsTheStage plays region leaf-2's host, which
+// holds its summarizer's credential: it keeps leaf-2's summary fresh and
+// never answers a drill-down. The stage names only leaf-1's east-1, yet
+// needs every region's answer; leaf-2's missing answer failed every step,
+// so the rollout waited for ever with an empty note and no halt (Deploy
+// itself returned the drill-down error), where leaf-2's own instances
+// could hold a stage only until ApplyTimeout (docs/SCALING.md, "Bound to
+// the region"). Drill-downs into leaf-2 failing for ApplyTimeout now halt
+// the stage, naming leaf-2.
+func TestUnansweringRegionHaltsTheStage(t *testing.T) {
+	t.Parallel()
+	const hb = 500 * time.Millisecond
+	tr, d := regionTree(t, 2, hb)
+	v2 := mustPublish(t, d, 2, content(2))
+	startRegion(t, tr.Leaves[0], hb, healthyOn("east", 6, 2))
+	taken := muteRegion(t, tr.Leaves[1], healthyOn("west", 4, 2), func(int64) bool { return false })
+	poll.Until(t, "the hub counts both regions' instances", poll.Patience, func() (bool, string) {
+		st, err := d.Status(t.Context(), cfg)
+		if err != nil {
+			return false, err.Error()
+		}
+		return st[0].Instances == 10 && st[0].Unknown == 0, fmt.Sprintf("%+v", st[0])
+	})
+	c := hubController(t, tr.Hub, d, hb, namedCanary, cuecast.Relaxed, func(o *rollout.Options) { o.ApplyTimeout = time.Second })
+	if err := c.Deploy(t.Context(), v2); err != nil {
+		t.Fatalf("Deploy v2: %v, want the rollout started though leaf-2 does not answer", err)
+	}
+	cur := settled(t, c, 2).Current
+	if cur.State != rollout.StateHalted || cur.Stage != 0 || !strings.Contains(cur.Reason, "leaf-2") || strings.Contains(cur.Reason, "leaf-1") {
+		t.Errorf("rollout of v2 %s at stage %d (%q), want halted at stage 0 naming region leaf-2, which does not answer", cur.State, cur.Stage, cur.Reason)
+	}
+	if n := taken.Load(); n < 2 {
+		t.Errorf("leaf-2 was asked %d times, want at least twice before the halt", n)
+	}
+}
+
+// TestDrillDownFailingOnceDoesNotHalt: region leaf-2's host leaves the
+// first drill-down unanswered and answers every later one. The failed
+// answer takes longer than the stage's ApplyTimeout, but drill-downs into
+// leaf-2 have not failed for that long when the next is answered: the
+// rollout completes.
+func TestDrillDownFailingOnceDoesNotHalt(t *testing.T) {
+	t.Parallel()
+	const hb = 500 * time.Millisecond
+	tr, d := regionTree(t, 2, hb)
+	v2 := mustPublish(t, d, 2, content(2))
+	startRegion(t, tr.Leaves[0], hb, healthyOn("east", 6, 2))
+	taken := muteRegion(t, tr.Leaves[1], healthyOn("west", 4, 2), func(n int64) bool { return n > 1 })
+	poll.Until(t, "the hub counts both regions' instances", poll.Patience, func() (bool, string) {
+		st, err := d.Status(t.Context(), cfg)
+		if err != nil {
+			return false, err.Error()
+		}
+		return st[0].Instances == 10 && st[0].Unknown == 0, fmt.Sprintf("%+v", st[0])
+	})
+	c := hubController(t, tr.Hub, d, hb, namedCanary, cuecast.Relaxed, func(o *rollout.Options) { o.ApplyTimeout = time.Second })
+	if err := c.Deploy(t.Context(), v2); err != nil {
+		t.Fatalf("Deploy v2: %v", err)
+	}
+	if cur := settled(t, c, 2).Current; cur.State != rollout.StateComplete {
+		t.Errorf("rollout of v2 %s at stage %d (%q), want complete: leaf-2 failed one drill-down only", cur.State, cur.Stage, cur.Reason)
+	}
+	if n := taken.Load(); n < 2 {
+		t.Errorf("leaf-2 was asked %d times, want the unanswered first and at least one answered", n)
 	}
 }

@@ -17,7 +17,10 @@ import (
 // superseded: the new one starts at stage 1 and cohorts not yet moved stay
 // where they are. A pinned config records v as pending instead, unless v's
 // content equals the pinned version's, which lifts the pin. Deploy moves the
-// first stage's pointers before returning.
+// first stage's pointers before returning, unless the stage selects by
+// label on a summarised tree and a region does not answer the drill-down:
+// that fails neither the step nor Deploy, the stage waits for the region,
+// or halts (drillShort).
 func (c *Controller) Deploy(ctx context.Context, v cuecast.Version) error {
 	if err := v.Config.Validate(); err != nil {
 		return fmt.Errorf("deploy: %w", err)

@@ -72,9 +72,11 @@ func (c *Controller) reports(ctx context.Context, cfg cuecast.ConfigPath) ([]cue
 // config (reports made from summary groups), the instances r's stages
 // name or select by label are fetched from the regions and split out of
 // the groups (DrillDown), since a cohort holds them by name, not by
-// bucket. A region that does not answer, or leaves some of them out,
-// fails the read: the step is tried again at the next tick, as after any
-// failed read.
+// bucket. A region that does not answer within drillTimeout, or leaves
+// some of them out, fails the read with a *shortDrill naming the
+// regions: the step then waits for them, or halts once they have failed
+// for ApplyTimeout (drillShort). Any other failure is a plain error, and
+// the step is tried again at the next tick.
 func (c *Controller) rolloutReports(ctx context.Context, cfg cuecast.ConfigPath, r *Rollout) ([]cuecast.Report, error) {
 	rs, err := c.reports(ctx, cfg)
 	if err != nil {
@@ -87,12 +89,34 @@ func (c *Controller) rolloutReports(ctx context.Context, cfg cuecast.ConfigPath,
 	if !ok {
 		return nil, fmt.Errorf("%s: the distributor cannot drill down into the regions' reports", cfg)
 	}
-	dr, err := DrillDown(ctx, dt, cfg, r, rs)
+	dctx, cancel := context.WithTimeout(ctx, drillTimeout)
+	defer cancel()
+	dr, err := DrillDown(dctx, dt, cfg, r, rs)
 	if err != nil {
-		return nil, fmt.Errorf("instances the rollout names: %w", err)
+		err = fmt.Errorf("instances the rollout names: %w", err)
+		// Past the caller's own deadline (a progress view's, a
+		// shutdown), the regions are not to blame.
+		if len(dr.Short) > 0 && ctx.Err() == nil {
+			return nil, &shortDrill{regions: dr.Short, err: err}
+		}
+		return nil, err
 	}
 	return dr.Reports, nil
 }
+
+// drillTimeout bounds how long a step waits for the regions to answer its
+// drill-down, as distributor.DetailByRegion does when not told.
+const drillTimeout = 5 * time.Second
+
+// shortDrill is rolloutReports's error when the drill-down reached the
+// regions and some did not answer in full: regions are those.
+type shortDrill struct {
+	regions []distributor.RegionDetail
+	err     error
+}
+
+func (e *shortDrill) Error() string { return e.err.Error() }
+func (e *shortDrill) Unwrap() error { return e.err }
 
 // DetailRequest is the drill-down that judging r on a summarised fleet
 // needs: the instances its stages name, or have moved or fixed by name,

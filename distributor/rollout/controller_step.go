@@ -162,11 +162,12 @@ func (c *Controller) stepMoving(ctx context.Context, rec *Record, r *Rollout, no
 	if needsReports(r.Policy, r.Stage) {
 		rs, err := c.rolloutReports(ctx, rec.Config, r)
 		if err != nil {
-			return nil, false, err
+			return c.readFailed(rec, r, err, now)
 		}
+		answered := r.drillAnswered()
 		if n := unheard(rs); n > 0 {
 			// Label selectors need every live instance's labels.
-			return nil, gathering(r, n, now, c.rules()), nil
+			return nil, gathering(r, n, now, c.rules()) || answered, nil
 		}
 		reports = rs
 	}
@@ -213,8 +214,9 @@ func (c *Controller) point(ctx context.Context, cfg cuecast.ConfigPath, co Cohor
 func (c *Controller) evaluate(ctx context.Context, rec *Record, r *Rollout, now time.Time) ([]AuditEntry, bool, error) {
 	reports, err := c.rolloutReports(ctx, rec.Config, r)
 	if err != nil {
-		return nil, false, err
+		return c.readFailed(rec, r, err, now)
 	}
+	answered := r.drillAnswered()
 	// Every live instance in the cohort leaves a comparison no baseline.
 	alone := 0
 	if m := measure(rec.Config.Namespace(), reports, r.Cohort, r.Version, false); m.Outside == 0 {
@@ -226,7 +228,27 @@ func (c *Controller) evaluate(ctx context.Context, rec *Record, r *Rollout, now 
 		return audits, true, nil
 	}
 	more, judged, err := c.judge(rec, r, reports, now)
-	return append(audits, more...), analyzed || judged, err
+	return append(audits, more...), analyzed || judged || answered, err
+}
+
+// readFailed is a step whose read of the reports failed with err: a
+// drill-down short of some regions is judged by drillShort (the stage
+// waits for them, or halts), so that neither the step nor Deploy fails
+// for one region's silence; any other error is returned, and the step
+// tried again at the next tick.
+func (c *Controller) readFailed(rec *Record, r *Rollout, err error, now time.Time) ([]AuditEntry, bool, error) {
+	var sd *shortDrill
+	if !errors.As(err, &sd) {
+		return nil, false, err
+	}
+	stage := r.StageName()
+	audits, changed := drillShort(rec, r, sd.regions, now, c.rules())
+	if r.State == StateHalted {
+		c.log.Warn("rollout halted", "config", rec.Config, "version", r.Version, "stage", stage, "reason", r.Reason)
+	} else {
+		c.log.Warn("drill-down short of regions; the stage waits for them", "config", rec.Config, "version", r.Version, "stage", stage, "err", sd.err)
+	}
+	return audits, changed, nil
 }
 
 // judge is judgeStage, logging a halt or the rollout's completion.

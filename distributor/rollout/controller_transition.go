@@ -2,11 +2,13 @@ package rollout
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/distributor"
 )
 
 // The controller's pure transitions: each is a function of the record, its
@@ -313,6 +315,73 @@ func halt(rec *Record, r *Rollout, st cuecast.Stage, why string, now time.Time, 
 	r.log(now, "halted: "+why)
 	return []AuditEntry{{At: now, Actor: ru.actor, Action: "halt", Config: rec.Config, Version: r.Version,
 		Stage: st.Name, Reason: why}}
+}
+
+// drillShort judges r's stage when the drill-down it needs lacks short,
+// the regions that did not answer, or left instances out (rolloutReports):
+// the stage is not judged without them. It records since when each has
+// failed (DrillFailing; a region that answers in full since is dropped),
+// and halts the stage once one has failed for ApplyTimeout, naming it and
+// why: a region's host can fail every drill-down while keeping its
+// summary fresh, and the stage then waited for ever, where the region's
+// own instances could hold it only until ApplyTimeout (docs/SCALING.md,
+// "Bound to the region"; TestUnansweringRegionHaltsTheStage). Until then
+// the stage waits, its note naming the regions and when it halts, so one
+// slow answer halts nothing (TestDrillDownFailingOnceDoesNotHalt).
+func drillShort(rec *Record, r *Rollout, short []distributor.RegionDetail, now time.Time, ru rules) ([]AuditEntry, bool) {
+	failing := make(map[string]time.Time, len(short))
+	var names, overdue []string
+	var haltAt time.Time
+	for _, rd := range short {
+		since, ok := r.DrillFailing[rd.Region]
+		if !ok {
+			since = now
+		}
+		failing[rd.Region] = since
+		why := "no answer"
+		if !rd.Unanswered {
+			why = fmt.Sprintf("%d instances left out of its answer", rd.More)
+		}
+		names = append(names, fmt.Sprintf("%s (%s)", rd.Region, why))
+		at := since.Add(ru.applyTimeout)
+		if !now.Before(at) {
+			overdue = append(overdue, fmt.Sprintf("%s (%s since %s)", rd.Region, why, since.Format(time.RFC3339)))
+		}
+		if haltAt.IsZero() || at.Before(haltAt) {
+			haltAt = at
+		}
+	}
+	changed := !maps.Equal(failing, r.DrillFailing)
+	r.DrillFailing = failing
+	if len(overdue) > 0 {
+		why := fmt.Sprintf("the drill-down into the instances the rollout names or selects failed for the apply timeout (%s) or longer: region %s",
+			ru.applyTimeout, strings.Join(overdue, ", region "))
+		if r.State == StateStaging {
+			return haltStaging(rec, r, why, now, ru), true
+		}
+		return halt(rec, r, r.Policy.Stages[r.Stage], why, now, ru), true
+	}
+	// No time past in the note (NoteAt would take it for a passed deadline).
+	note := fmt.Sprintf("waiting for region %s to answer the drill-down into the instances the rollout names or selects; the stage halts at %s unless it does",
+		strings.Join(names, ", region "), haltAt.Format(time.RFC3339))
+	if note != r.Note {
+		r.Note = note
+		changed = true
+	}
+	if changed {
+		r.Updated = now
+	}
+	return nil, changed
+}
+
+// drillAnswered forgets r's failed drill-downs once a judged read needed
+// none, or had every region's full answer. It reports whether r changed.
+func (r *Rollout) drillAnswered() bool {
+	if len(r.DrillFailing) == 0 {
+		return false
+	}
+	r.DrillFailing = nil
+	return true
 }
 
 // startHold ends a stage's wait: it holds for the stage's hold (none in

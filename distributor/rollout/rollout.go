@@ -116,6 +116,13 @@ type Rollout struct {
 	// waited for until the wait times out (then it fails to apply, or
 	// blocks the flip), rather than dropping out unnoticed.
 	Unconfirmed []string `json:"unconfirmed,omitempty"`
+	// DrillFailing holds, for each region whose answer to the drill-down
+	// judging this rollout needs has been missing or short (instances
+	// left out) since, when that began; a full answer from the region
+	// clears it. A region failing for Options.ApplyTimeout halts the
+	// stage, as its instances would by not reporting; a shorter failure
+	// only holds it (drillShort).
+	DrillFailing map[string]time.Time `json:"drill_failing,omitempty"`
 	// Note says why an active rollout is not advancing right now.
 	Note string `json:"note,omitempty"`
 	// Analysis is the current stage's analysis, one entry per metric of

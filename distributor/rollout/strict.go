@@ -40,11 +40,12 @@ func (c *Controller) stepStrict(ctx context.Context, rec *Record, r *Rollout, no
 	}
 	reports, err := c.rolloutReports(ctx, rec.Config, r)
 	if err != nil {
-		return nil, false, err
+		return c.readFailed(rec, r, err, now)
 	}
+	answered := r.drillAnswered()
 	audits, changed, flip := judgeStaging(rec, r, reports, now, c.rules())
 	if !flip {
-		return audits, changed, nil
+		return audits, changed || answered, nil
 	}
 	p := cuecast.Pointer{Config: rec.Config, Version: r.Version, Rollout: r.ID, Reason: "activate"}
 	if err := cut.Activate(ctx, rec.Config, p); err != nil {
@@ -104,13 +105,7 @@ func judgeStaging(rec *Record, r *Rollout, reports []cuecast.Report, now time.Ti
 		} else {
 			why += fmt.Sprintf("%d instances did not confirm within %s (%s)", u.nMissing, ru.applyTimeout, list(missing, 10))
 		}
-		r.State = StateHalted
-		r.Reason = why
-		r.Reverted = true // nothing switched: no pointer to move back
-		r.Note = ""
-		r.Updated = now
-		r.log(now, "halted: "+why)
-		return []AuditEntry{{At: now, Actor: ru.actor, Action: "halt", Config: rec.Config, Version: r.Version, Stage: "staging", Reason: why}}, true, false
+		return haltStaging(rec, r, why, now, ru), true, false
 	}
 	// Too few live instances for min_instances, every one of them staged:
 	// wait for more until the wait ends, then flip with those there are
@@ -132,6 +127,17 @@ func judgeStaging(rec *Record, r *Rollout, reports []cuecast.Report, now time.Ti
 		return nil, changed, false
 	}
 	return nil, changed, true
+}
+
+// haltStaging halts a strict rollout's staging (why) before its flip.
+func haltStaging(rec *Record, r *Rollout, why string, now time.Time, ru rules) []AuditEntry {
+	r.State = StateHalted
+	r.Reason = why
+	r.Reverted = true // nothing switched: no pointer to move back
+	r.Note = ""
+	r.Updated = now
+	r.log(now, "halted: "+why)
+	return []AuditEntry{{At: now, Actor: ru.actor, Action: "halt", Config: rec.Config, Version: r.Version, Stage: "staging", Reason: why}}
 }
 
 // staging is what unstaged finds: the instances in reports that have not

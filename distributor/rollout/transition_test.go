@@ -245,6 +245,60 @@ func TestTransitions(t *testing.T) {
 				return first && !gathering(rec.Current, 3, t0.Add(time.Second), ru)
 			},
 			want: want{changed: true, state: StateMoving, stage: 1, floor: 1, note: "3 live instances not heard yet; label selectors need their labels (at most 10s)"}},
+		{name: "drill-down: a region does not answer, the stage waits and records since when",
+			rec: func() *Record { rec := onV1(); rec.Current = rolling(StateHolding, 0, Cohort{}); return rec },
+			step: func(rec *Record) bool {
+				audits, changed := drillShort(rec, rec.Current, unanswered("leaf-2"), t0, ru)
+				again, changedAgain := drillShort(rec, rec.Current, unanswered("leaf-2"), t0.Add(59*time.Second), ru)
+				if len(audits)+len(again) != 0 || changedAgain || !rec.Current.DrillFailing["leaf-2"].Equal(t0) {
+					t.Errorf("audits %+v, %+v, changed again %t, failing %v: want none, unchanged, leaf-2 since t0", audits, again, changedAgain, rec.Current.DrillFailing)
+				}
+				return changed
+			},
+			want: want{changed: true, state: StateHolding, floor: 1, note: "waiting for region leaf-2 (no answer) to answer the drill-down into the instances the rollout names or selects; the stage halts at 2026-12-01T17:01:00Z"}},
+		{name: "drill-down: a region failing for the apply timeout halts the stage, naming it",
+			rec: func() *Record {
+				rec := onV1()
+				rec.Current = rolling(StateWaiting, 1, Cohort{Buckets: []int{0}})
+				rec.Current.DrillFailing = map[string]time.Time{"leaf-2": t0.Add(-time.Minute)}
+				return rec
+			},
+			step: func(rec *Record) bool {
+				audits, changed := drillShort(rec, rec.Current, unanswered("leaf-1", "leaf-2"), t0, ru)
+				if len(audits) != 1 || audits[0].Action != "halt" || audits[0].Stage != "half" || strings.Contains(audits[0].Reason, "leaf-1") {
+					t.Errorf("audit: got %+v, want one halt of stage half naming leaf-2 alone", audits)
+				}
+				return changed
+			},
+			want: want{changed: true, state: StateHalted, stage: 1, floor: 1, logged: "failed for the apply timeout (1m0s) or longer: region leaf-2 (no answer since 2026-12-01T16:59:00Z)"}},
+		{name: "drill-down: a region that answered in between is not failing since before",
+			rec: func() *Record {
+				rec := onV1()
+				rec.Current = rolling(StateHolding, 0, Cohort{})
+				rec.Current.DrillFailing = map[string]time.Time{"leaf-2": t0.Add(-time.Hour)}
+				return rec
+			},
+			step: func(rec *Record) bool {
+				answered := rec.Current.drillAnswered()
+				_, changed := drillShort(rec, rec.Current, unanswered("leaf-2"), t0, ru)
+				return answered && changed && rec.Current.DrillFailing["leaf-2"].Equal(t0) && len(rec.Current.DrillFailing) == 1
+			},
+			want: want{changed: true, state: StateHolding, floor: 1, note: "the stage halts at 2026-12-01T17:01:00Z"}},
+		{name: "drill-down: staging, a region leaving instances out for the apply timeout halts with nothing to move back",
+			rec: func() *Record {
+				rec := onV1()
+				rec.Current = staging(t0.Add(time.Hour))
+				rec.Current.DrillFailing = map[string]time.Time{"leaf-3": t0.Add(-2 * time.Minute)}
+				return rec
+			},
+			step: func(rec *Record) bool {
+				audits, changed := drillShort(rec, rec.Current, []distributor.RegionDetail{{Region: "leaf-3", More: 5}}, t0, ru)
+				if len(audits) != 1 || audits[0].Stage != "staging" || !rec.Current.Reverted {
+					t.Errorf("audit %+v, reverted %t: want one halt of staging, reverted", audits, rec.Current.Reverted)
+				}
+				return changed
+			},
+			want: want{changed: true, state: StateHalted, floor: 1, waitUntil: t0.Add(time.Hour), logged: "region leaf-3 (5 instances left out of its answer since 2026-12-01T16:58:00Z)"}},
 		{name: "superseding: the rollout in flight is kept as superseded",
 			rec: func() *Record {
 				rec := onV1()
@@ -286,4 +340,13 @@ func TestTransitions(t *testing.T) {
 			}
 		})
 	}
+}
+
+// unanswered is the regions of a drill-down that did not answer.
+func unanswered(regions ...string) []distributor.RegionDetail {
+	out := make([]distributor.RegionDetail, len(regions))
+	for i, r := range regions {
+		out[i] = distributor.RegionDetail{Region: r, Unanswered: true}
+	}
+	return out
 }
