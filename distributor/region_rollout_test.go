@@ -441,13 +441,33 @@ func muteRegion(t *testing.T, srv *natstest.TreeServer, rs []cuecast.Report, ans
 	return &taken
 }
 
-// namedCanary is a policy whose first stage names east-1, an instance of
-// region leaf-1: judging it on a summarised tree needs a drill-down into
-// every region.
-var namedCanary = cuecast.Policy{Stages: []cuecast.Stage{
-	{Name: "canary", Instances: []string{"east-1"}},
-	{Name: "all", Percent: 100},
-}}
+// mutedTree starts a tree of two regions, leaf-1 summarising its 6
+// instances and leaf-2 played by muteRegion(answer), its 4 instances in
+// its summary, all healthy on v2 (published), and a hub controller with
+// an ApplyTimeout of 1 s rolling v2 out by a policy whose first stage
+// names east-1, an instance of leaf-1: judging it on a summarised tree
+// needs a drill-down into every region.
+func mutedTree(t *testing.T, answer func(n int64) bool) (*rollout.Controller, cuecast.Version, *atomic.Int64) {
+	t.Helper()
+	const hb = 500 * time.Millisecond
+	tr, d := regionTree(t, 2, hb)
+	v2 := mustPublish(t, d, 2, content(2))
+	startRegion(t, tr.Leaves[0], hb, healthyOn("east", 6, 2))
+	taken := muteRegion(t, tr.Leaves[1], healthyOn("west", 4, 2), answer)
+	poll.Until(t, "the hub counts both regions' instances", poll.Patience, func() (bool, string) {
+		st, err := d.Status(t.Context(), cfg)
+		if err != nil {
+			return false, err.Error()
+		}
+		return st[0].Instances == 10 && st[0].Unknown == 0, fmt.Sprintf("%+v", st[0])
+	})
+	pol := cuecast.Policy{Stages: []cuecast.Stage{
+		{Name: "canary", Instances: []string{"east-1"}},
+		{Name: "all", Percent: 100},
+	}}
+	c := hubController(t, tr.Hub, d, hb, pol, cuecast.Relaxed, func(o *rollout.Options) { o.ApplyTimeout = time.Second })
+	return c, v2, taken
+}
 
 // TestUnansweringRegionHaltsTheStage plays region leaf-2's host, which
 // holds its summarizer's credential: it keeps leaf-2's summary fresh and
@@ -460,19 +480,7 @@ var namedCanary = cuecast.Policy{Stages: []cuecast.Stage{
 // the stage, naming leaf-2.
 func TestUnansweringRegionHaltsTheStage(t *testing.T) {
 	t.Parallel()
-	const hb = 500 * time.Millisecond
-	tr, d := regionTree(t, 2, hb)
-	v2 := mustPublish(t, d, 2, content(2))
-	startRegion(t, tr.Leaves[0], hb, healthyOn("east", 6, 2))
-	taken := muteRegion(t, tr.Leaves[1], healthyOn("west", 4, 2), func(int64) bool { return false })
-	poll.Until(t, "the hub counts both regions' instances", poll.Patience, func() (bool, string) {
-		st, err := d.Status(t.Context(), cfg)
-		if err != nil {
-			return false, err.Error()
-		}
-		return st[0].Instances == 10 && st[0].Unknown == 0, fmt.Sprintf("%+v", st[0])
-	})
-	c := hubController(t, tr.Hub, d, hb, namedCanary, cuecast.Relaxed, func(o *rollout.Options) { o.ApplyTimeout = time.Second })
+	c, v2, taken := mutedTree(t, func(int64) bool { return false })
 	if err := c.Deploy(t.Context(), v2); err != nil {
 		t.Fatalf("Deploy v2: %v, want the rollout started though leaf-2 does not answer", err)
 	}
@@ -492,19 +500,7 @@ func TestUnansweringRegionHaltsTheStage(t *testing.T) {
 // rollout completes.
 func TestDrillDownFailingOnceDoesNotHalt(t *testing.T) {
 	t.Parallel()
-	const hb = 500 * time.Millisecond
-	tr, d := regionTree(t, 2, hb)
-	v2 := mustPublish(t, d, 2, content(2))
-	startRegion(t, tr.Leaves[0], hb, healthyOn("east", 6, 2))
-	taken := muteRegion(t, tr.Leaves[1], healthyOn("west", 4, 2), func(n int64) bool { return n > 1 })
-	poll.Until(t, "the hub counts both regions' instances", poll.Patience, func() (bool, string) {
-		st, err := d.Status(t.Context(), cfg)
-		if err != nil {
-			return false, err.Error()
-		}
-		return st[0].Instances == 10 && st[0].Unknown == 0, fmt.Sprintf("%+v", st[0])
-	})
-	c := hubController(t, tr.Hub, d, hb, namedCanary, cuecast.Relaxed, func(o *rollout.Options) { o.ApplyTimeout = time.Second })
+	c, v2, taken := mutedTree(t, func(n int64) bool { return n > 1 })
 	if err := c.Deploy(t.Context(), v2); err != nil {
 		t.Fatalf("Deploy v2: %v", err)
 	}
