@@ -187,6 +187,19 @@ func awaitHolding(t *testing.T, url string, cfg cuecast.ConfigPath) {
 	})
 }
 
+// awaitRolledOut waits until version's rollout of cfg is complete in p,
+// so that the next commit's rollout falls back to it (Rollout.From).
+func awaitRolledOut(t *testing.T, p *pipeline.Pipeline, cfg cuecast.ConfigPath, version uint64) {
+	t.Helper()
+	poll.Until(t, fmt.Sprintf("%s v%d rolled out", cfg, version), poll.Patience, func() (bool, string) {
+		rec, err := p.Rollout.Record(t.Context(), cfg)
+		if err != nil || rec.Current == nil {
+			return false, fmt.Sprint(err)
+		}
+		return rec.Current.Version == version && rec.Current.State == rollout.StateComplete, fmt.Sprintf("v%d %s", rec.Current.Version, rec.Current.State)
+	})
+}
+
 // TestRolloutOperatorCommands drives a three-stage rollout by hand.
 func TestRolloutOperatorCommands(t *testing.T) {
 	t.Parallel()

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/cuecast/cuecast"
-	"github.com/cuecast/cuecast/distributor/rollout"
 	"github.com/cuecast/cuecast/internal/natsconf"
 	"github.com/cuecast/cuecast/internal/natstest"
 	"github.com/cuecast/cuecast/internal/pipeline"
@@ -31,13 +30,7 @@ func testStatusShowsRefusedApartFromFailing(t *testing.T) {
 	// v1's rollout complete, so every instance is where the rollout means
 	// it and the count column is the steady one (read while the controller
 	// was still placing v1, it added "0/3 where the rollout means them").
-	poll.Until(t, "payments/checkout v1 rolled out", 20*time.Second, func() (bool, string) {
-		rec, err := p.Rollout.Record(ctx, checkoutCfg)
-		if err != nil || rec.Current == nil {
-			return false, fmt.Sprint(err)
-		}
-		return rec.Current.Version == 1 && rec.Current.State == rollout.StateComplete, string(rec.Current.State)
-	})
+	awaitRolledOut(t, p, checkoutCfg, 1)
 	for _, r := range []cuecast.Report{
 		{Instance: "web-1", Version: 1, Healthy: true},
 		{Instance: "web-2", Version: 1, Healthy: true, LastError: "version 2: validate: limit must be positive"},

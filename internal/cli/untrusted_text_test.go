@@ -83,6 +83,10 @@ func TestRepoTextEscapedForTerminals(t *testing.T) {
 	p := startPipeline(t, repo)
 	url := p.ClientURL()
 	const author, subject = evilNameShown, evilSubjectShown
+	// The import rolled out before the edit: the rollback below goes back
+	// to it. Committed before the tailer's first poll, the edit was the
+	// first version the controller saw, and no version preceded it.
+	awaitRolledOut(t, p, checkoutCfg, 1)
 
 	repo.Edit("payments/checkout/checkout.cue", `"EUR"`, `"USD"`)
 	good := commitAs(t, repo, evilName, evilSubject+"\n\nbody", time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC))
