@@ -201,10 +201,17 @@ func TestSplitLeavesOnlyItsOwnRegionsGroups(t *testing.T) {
 // twoRegions starts a tree of two summarising regions, leaf-1 with six
 // instances (east-*) and leaf-2 with nine (west-*), beating every 500 ms,
 // and waits until the hub counts all 15.
+//
+// The hub keeps a summary for four of its own heartbeats, an hour each:
+// a test stops a region's summarizer and still finds its summary, so the
+// hub asks the region it stopped, however long the test takes to get
+// there. With the regions' 500 ms, a stopped region's summary was gone
+// two seconds later, and a loaded machine took longer than that to build
+// an answer and ask.
 func twoRegions(t *testing.T) (tr *natstest.Tree, d *distributor.Distributor, east, west *region) {
 	t.Helper()
 	const hb = 500 * time.Millisecond
-	tr, d = regionTree(t, 2, hb)
+	tr, d = regionTree(t, 2, time.Hour)
 	east = startRegion(t, tr.Leaves[0], hb, fleetReports("east", 6))
 	west = startRegion(t, tr.Leaves[1], hb, fleetReports("west", 9))
 	poll.Until(t, "the hub counts both regions' instances", poll.Patience, func() (bool, string) {
