@@ -13,6 +13,7 @@ import (
 
 	"github.com/cuecast/cuecast/client"
 	"github.com/cuecast/cuecast/client/prominfo"
+	"github.com/cuecast/cuecast/internal/httpsrv"
 )
 
 // serveAgentMetrics serves /metrics on addr until ctx ends, with the
@@ -37,7 +38,7 @@ func serveAgentMetrics(ctx context.Context, env *Env, addr string, cl *client.Cl
 	if err != nil {
 		return &UsageError{Err: fmt.Errorf("agent: --metrics: %w", err), Hint: "pass a free address, like --metrics 127.0.0.1:9464"}
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := httpsrv.New(mux, httpsrv.Limits{}, env.Logger())
 	fmt.Fprintf(env.IO.ErrOut, "agent: serving metrics on http://%s/metrics\n", l.Addr())
 	go func() {
 		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {

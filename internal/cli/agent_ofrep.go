@@ -17,7 +17,7 @@ import (
 	"github.com/cuecast/cuecast/client"
 	"github.com/cuecast/cuecast/flags/ofrep"
 	"github.com/cuecast/cuecast/internal/hostcheck"
-	"github.com/cuecast/cuecast/internal/reqbody"
+	"github.com/cuecast/cuecast/internal/httpsrv"
 )
 
 // validateOFREP checks --ofrep, --ofrep-tokens and --ofrep-insecure-local:
@@ -70,7 +70,7 @@ func (o *AgentOptions) validateOFREP() error {
 type agentOFREP struct {
 	log   *slog.Logger
 	store *ofrep.Store
-	srv   *http.Server
+	srv   *httpsrv.Server
 	ln    net.Listener
 	sock  string // the socket's path, removed on stop; "" on TCP
 }
@@ -102,7 +102,7 @@ func (a *agent) startOFREP() (*agentOFREP, error) {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
 	tcp := !strings.HasPrefix(a.opts.OFREP, "unix:")
-	o := &agentOFREP{log: a.env.Logger(), store: store, srv: ofrepServer(h, 0, tcp)}
+	o := &agentOFREP{log: a.env.Logger(), store: store, srv: ofrepServer(h, httpsrv.Limits{}, tcp, a.env.Logger())}
 	where := ""
 	if path, ok := strings.CutPrefix(a.opts.OFREP, "unix:"); ok {
 		if o.ln, err = listenSocket(path); err != nil {
@@ -120,15 +120,14 @@ func (a *agent) startOFREP() (*agentOFREP, error) {
 	return o, nil
 }
 
-// ofrepServer is the agent's OFREP server for h, each request body given
-// bodyTimeout to arrive (reqbody.DefaultTimeout when zero; tests shorten
-// it). On TCP it answers only requests addressed to loopback
-// (loopbackHost).
-func ofrepServer(h http.Handler, bodyTimeout time.Duration, tcp bool) *http.Server {
+// ofrepServer is the agent's OFREP server for h, under lim (zero: the
+// defaults; tests shorten them). On TCP it answers only requests addressed
+// to loopback (loopbackHost).
+func ofrepServer(h http.Handler, lim httpsrv.Limits, tcp bool, log *slog.Logger) *httpsrv.Server {
 	if tcp {
 		h = loopbackHost(h)
 	}
-	return &http.Server{Handler: reqbody.Bound(h, bodyTimeout), ReadHeaderTimeout: 10 * time.Second}
+	return httpsrv.New(h, lim, log)
 }
 
 // loopbackHost answers 421 Misdirected Request, in OFREP's error JSON, to

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cuecast/cuecast/flags/ofrep"
+	"github.com/cuecast/cuecast/internal/httpsrv"
 	"github.com/cuecast/cuecast/internal/poll"
 	"github.com/cuecast/cuecast/internal/reqbody/reqbodytest"
 )
@@ -40,7 +41,7 @@ func serveOFREP(t *testing.T, bodyTimeout time.Duration, withTokens bool) string
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := ofrepServer(h, bodyTimeout, true)
+	srv := ofrepServer(h, httpsrv.Limits{BodyTimeout: bodyTimeout}, true, nil)
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
 	return ln.Addr().String()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cuecast/cuecast/flags/ofrep"
 	"github.com/cuecast/cuecast/internal/hostcheck"
+	"github.com/cuecast/cuecast/internal/httpsrv"
 	"github.com/cuecast/cuecast/internal/reqbody"
 )
 
@@ -35,7 +36,7 @@ type Front struct {
 	// ofrepOnly: the Front of an OFREP listener (NewOFREPFront).
 	ofrepOnly bool
 	// bodyTimeout bounds the reading of each request's body
-	// (reqbody.Bound); tests shorten it.
+	// (httpsrv.Limits); tests shorten it.
 	bodyTimeout time.Duration
 	phase       atomic.Pointer[string]
 	s           atomic.Pointer[Server]
@@ -133,12 +134,8 @@ func misdirected(w http.ResponseWriter, r *http.Request, hosts *hostcheck.Allow)
 // requests (event streams end at once) a few seconds. It closes ln. It
 // returns the listener's error, or nil after a shutdown caused by ctx.
 func (f *Front) Serve(ctx context.Context, ln net.Listener) error {
-	hs := &http.Server{
-		Handler:           reqbody.Bound(f, f.bodyTimeout),
-		ReadHeaderTimeout: 10 * time.Second,
-		BaseContext:       func(net.Listener) context.Context { return ctx },
-		ErrorLog:          slog.NewLogLogger(f.log.Handler(), slog.LevelWarn),
-	}
+	hs := httpsrv.New(f, httpsrv.Limits{BodyTimeout: f.bodyTimeout}, f.log)
+	hs.BaseContext = func(net.Listener) context.Context { return ctx }
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	f.log.Info("http serving", "addr", ln.Addr().String())
