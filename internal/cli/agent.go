@@ -20,6 +20,7 @@ import (
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/client"
 	"github.com/cuecast/cuecast/flags/ofrep"
+	"github.com/cuecast/cuecast/internal/hostcheck"
 	"github.com/cuecast/cuecast/internal/redact"
 )
 
@@ -41,6 +42,8 @@ type AgentOptions struct {
 	// Metrics is where agent serves /metrics with cuecast_config_info
 	// (agent_metrics.go); empty: nowhere.
 	Metrics string
+	// MetricsHosts are more names --metrics answers to (hostcheck.ForBind).
+	MetricsHosts []string
 	serviceFlags
 }
 
@@ -105,7 +108,13 @@ Every user of the host can connect to a loopback port, so a TCP --ofrep needs
 --ofrep-tokens, or --ofrep-insecure-local to let any local user read every
 flag set the agent keeps. A Unix socket is created with mode 0660 (never
 open wider, even while it is made): the agent's user and the socket's group
-(the agent's group, or the directory's if it is set-group-ID) connect.`,
+(the agent's group, or the directory's if it is set-group-ID) connect.
+
+With --metrics ADDR the agent serves /metrics with cuecast_config_info
+(docs/ROLLOUT.md, "Analysis"). On a loopback ADDR it answers only requests
+whose Host is a loopback address, localhost or a --metrics-host name; any
+other Host gets 421, so that a web page whose name is re-resolved to
+127.0.0.1 (DNS rebinding) reads no config name or version.`,
 		Example: `  cuecast agent --instance web-1 --config payments/checkout --config payments/refunds \
       --dir /etc/app/config --exec 'systemctl reload app' --trusted-keys-file /etc/cuecast/trusted-keys
   cuecast agent --instance web-1 --config search/ranking --dir ./cfg --signal "$(cat app.pid):HUP" \
@@ -133,6 +142,8 @@ open wider, even while it is made): the agent's user and the socket's group
 	cmd.Flags().StringVar(&opts.OFREPTokens, "ofrep-tokens", "", "file of NAMESPACE TOKEN lines that OFREP requests must carry one of")
 	cmd.Flags().BoolVar(&opts.OFREPInsecureLocal, "ofrep-insecure-local", false, "serve a TCP --ofrep without tokens: any user of this host reads every flag set kept")
 	cmd.Flags().StringVar(&opts.Metrics, "metrics", "", "address to serve /metrics on, with cuecast_config_info for joining the service's series to its version (docs/ROLLOUT.md, \"Analysis\")")
+	cmd.Flags().StringArrayVar(&opts.MetricsHosts, "metrics-host", nil,
+		"a name --metrics answers to besides its address (repeatable); on a loopback --metrics any other Host gets 421, against DNS rebinding")
 	cmd.Flags().DurationVar(&opts.Quiet, "quiet", 100*time.Millisecond, "wait this long after a change for others before running --exec or --signal")
 	opts.register(cmd.Flags(), env)
 	return cmd
@@ -179,6 +190,14 @@ func (o *AgentOptions) validateAgent() error {
 	}
 	if err := o.validateOFREP(); err != nil {
 		return err
+	}
+	if o.Metrics == "" && len(o.MetricsHosts) > 0 {
+		return usageErrorf("add --metrics ADDR", "--metrics-host names the --metrics listener")
+	}
+	if o.Metrics != "" {
+		if _, err := hostcheck.ForBind(o.Metrics, o.MetricsHosts); err != nil {
+			return &UsageError{Err: fmt.Errorf("--metrics, --metrics-host: %w", err), Hint: "pass --metrics HOST:PORT, and the name Prometheus scrapes as Host, like --metrics-host node1.internal"}
+		}
 	}
 	return o.validateTrust()
 }
@@ -261,7 +280,7 @@ func agentRun(ctx context.Context, env *Env, opts *AgentOptions) error {
 	defer nc.Close()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	if err := serveAgentMetrics(ctx, env, opts.Metrics, cl); err != nil {
+	if err := serveAgentMetrics(ctx, env, opts.Metrics, opts.MetricsHosts, cl); err != nil {
 		return err
 	}
 	var wg sync.WaitGroup

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"time"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/cuecast/cuecast/client"
 	"github.com/cuecast/cuecast/client/prominfo"
+	"github.com/cuecast/cuecast/internal/hostcheck"
 	"github.com/cuecast/cuecast/internal/httpsrv"
 )
 
@@ -25,20 +27,22 @@ import (
 // (docs/ROLLOUT.md's prometheus.yml, TestRolloutDocJoin); an exported
 // label cannot do it, since the scrape owns instance. Nothing is served when
 // addr is empty; the address listened on is said on stderr (a port 0
-// picks one).
-func serveAgentMetrics(ctx context.Context, env *Env, addr string, cl *client.Client) error {
+// picks one). names are --metrics-host's (metricsServer).
+func serveAgentMetrics(ctx context.Context, env *Env, addr string, names []string, cl *client.Client) error {
 	if addr == "" {
 		return nil
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(prominfo.New(cl))
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return &UsageError{Err: fmt.Errorf("agent: --metrics: %w", err), Hint: "pass a free address, like --metrics 127.0.0.1:9464"}
 	}
-	srv := httpsrv.New(mux, httpsrv.Limits{}, env.Logger())
+	srv, err := metricsServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}), addr, names, httpsrv.Limits{}, env.Logger())
+	if err != nil {
+		l.Close()
+		return &UsageError{Err: fmt.Errorf("agent: --metrics-host: %w", err), Hint: "give the name Prometheus scrapes as Host, like --metrics-host node1.internal"}
+	}
 	fmt.Fprintf(env.IO.ErrOut, "agent: serving metrics on http://%s/metrics\n", l.Addr())
 	go func() {
 		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -51,4 +55,24 @@ func serveAgentMetrics(ctx context.Context, env *Env, addr string, cl *client.Cl
 		_ = srv.Shutdown(sctx)
 	})
 	return nil
+}
+
+// metricsServer serves h as GET /metrics, bound as every cuecast listener is
+// (httpsrv), to the requests whose Host hostcheck.ForBind(addr, names)
+// allows, as serve's --http and --http-host do: on a loopback addr only
+// loopback names, localhost and names. The series name every config the
+// agent keeps, its version and checksum, and a web page whose name an
+// attacker rebinds to 127.0.0.1 reaches the port from a browser on the
+// host with its own name as Host.
+func metricsServer(h http.Handler, addr string, names []string, lim httpsrv.Limits, log *slog.Logger) (*httpsrv.Server, error) {
+	hosts, err := hostcheck.ForBind(addr, names)
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", h)
+	refuse := func(w http.ResponseWriter, r *http.Request, msg string) {
+		http.Error(w, msg+"; if that is its name, add it with agent --metrics-host NAME", http.StatusMisdirectedRequest)
+	}
+	return httpsrv.New(hostcheck.Guard(mux, hosts, refuse), lim, log), nil
 }

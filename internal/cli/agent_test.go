@@ -185,6 +185,8 @@ func TestAgentUsage(t *testing.T) {
 		{"ofrep no port", []string{"--instance", "a", "--config", "growth/flags", "--dir", "d", "--ofrep", "127.0.0.1"}, "write it as 127.0.0.1:PORT or unix:PATH"},
 		{"ofrep empty socket", []string{"--instance", "a", "--config", "growth/flags", "--dir", "d", "--ofrep", "unix:"}, "no socket path"},
 		{"ofrep tokens alone", []string{"--instance", "a", "--config", "growth/flags", "--dir", "d", "--ofrep-tokens", "x"}, "--ofrep-tokens needs --ofrep"},
+		{"metrics host alone", []string{"--instance", "a", "--config", "payments/checkout", "--dir", "d", "--metrics-host", "node1.internal"}, "--metrics-host names the --metrics listener"},
+		{"metrics host with a scheme", []string{"--instance", "a", "--config", "payments/checkout", "--dir", "d", "--metrics", "127.0.0.1:9464", "--metrics-host", "https://node1.internal"}, "no scheme or path"},
 		// Any user of the host can connect to a loopback port: without tokens
 		// that is every namespace's flags, so it takes an explicit choice.
 		{"ofrep tcp without tokens", []string{"--instance", "a", "--config", "growth/flags", "--dir", "d", "--ofrep", "127.0.0.1:8016"}, "any user of this host"},
