@@ -114,8 +114,8 @@ trusted-keys file to every service before that restart.`,
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(env.IO.ErrOut, "cuecast keys: new seed in %s; %s now lists %d keys. Give it to every service, then restart serve with --signing-key %s\n",
-				out, path, len(keys), out)
+			fmt.Fprintf(env.IO.ErrOut, "cuecast keys: new seed in %s; %s now lists %s. Give it to every service, then restart serve with --signing-key %s\n",
+				out, path, count(len(keys), "key"), out)
 			if opts.Output == "json" {
 				return writeJSON(env.IO.Out, keysNewJSON{PublicKey: pub, SeedFile: out, TrustedKeys: path, Keys: keys})
 			}
@@ -175,7 +175,7 @@ key serve signs with (--signing-key, default <data>/signing.nk) and the last key
 			case err != nil:
 				return err
 			}
-			fmt.Fprintf(env.IO.ErrOut, "cuecast keys: retired %s; %d key(s) left. Give the file to every service.\n", pub, len(keys))
+			fmt.Fprintf(env.IO.ErrOut, "cuecast keys: retired %s; %s left. Give the file to every service.\n", pub, count(len(keys), "key"))
 			if opts.Output == "json" {
 				return writeJSON(env.IO.Out, keysRetireJSON{Retired: pub, TrustedKeys: path, Keys: keys})
 			}

@@ -18,6 +18,14 @@ func registerOutput(fs *pflag.FlagSet, p *string) {
 	fs.StringVarP(p, "output", "o", "text", "output format: text or json")
 }
 
+// count is n of noun, plural unless one: "1 key", "2 keys".
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
 func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)

@@ -154,6 +154,11 @@ refused), after printing every metric.`,
 			registerPrometheusTimeout(sub.Flags(), &opts.PrometheusTimeout, "is the metric's error (exit 1)")
 		}
 		if v.name == "watch" {
+			sub.Flags().Lookup("output").Usage = "output format: text, or json: JSON Lines, one object a line at each refresh (--interval), until the rollout completes or halts"
+			sub.Long = "Follow a rollout live until it completes or halts.\n\n" +
+				"With -o json, watch writes JSON Lines: one JSON object per line, the rollout's\n" +
+				"progress at each refresh (--interval), until it completes or halts; read it a\n" +
+				"line at a time, not as one document."
 			sub.Flags().DurationVar(&opts.Interval, "interval", time.Second, "refresh interval")
 			sub.Flags().Uint64Var(&opts.Version, "version", 0, "wait for this version's rollout (or a newer one) to begin, then follow it")
 			sub.Flags().StringVar(&opts.Commit, "commit", "", "wait for the version made from this commit (a hash or a prefix of one), then follow its rollout; exit 2 when the tailer has taken the commit and made no version of CONFIG from it")

@@ -261,6 +261,22 @@ func TestRolloutOperatorCommands(t *testing.T) {
 	if code != 0 || !strings.Contains(out.String(), "complete") {
 		t.Errorf("watch: exit %d, stdout %q stderr %q", code, out, errOut)
 	}
+	// -o json is JSON Lines (README, --help): one object per line, each
+	// parsed alone, as a script reading the stream does.
+	code, out, errOut = run(ctx, "rollout", "watch", "--nats", url, "payments/checkout", "--interval", "50ms", "-o", "json")
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	if code != 0 || out.String() == "" {
+		t.Errorf("watch -o json: exit %d, stdout %q stderr %q", code, out, errOut)
+	}
+	for i, l := range lines {
+		var p map[string]any
+		if err := json.Unmarshal([]byte(l), &p); err != nil {
+			t.Errorf("watch -o json: line %d %q: %v; want one JSON object a line", i+1, l, err)
+		}
+	}
+	if _, help, _ := run(ctx, "rollout", "watch", "--help"); !strings.Contains(help.String(), "JSON Lines") {
+		t.Errorf("rollout watch --help does not say -o json writes JSON Lines:\n%s", help)
+	}
 	code, out, _ = run(ctx, "rollout", "audit", "--nats", url, "payments/checkout", "-o", "json")
 	var audit []rollout.AuditEntry
 	if err := json.Unmarshal([]byte(out.String()), &audit); err != nil || code != 0 {
