@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"github.com/cuecast/cuecast/internal/httpsrv"
 	"github.com/cuecast/cuecast/internal/poll"
 	"github.com/cuecast/cuecast/internal/reqbody/reqbodytest"
+	"github.com/cuecast/cuecast/internal/webtest"
 )
 
 const internalTestToken = "gggggggggggggggggggggggggggggggggggggggg" // reads growth
@@ -103,43 +103,38 @@ func TestAgentOFREPSlowBody(t *testing.T) {
 // localhost, so the page reads nothing, with or without tokens.
 func TestAgentOFREPRebinding(t *testing.T) {
 	addr := serveOFREP(t, time.Hour, false)
+	for host, allowed := range rebindHosts(t, addr) {
+		code, body := webtest.Do(t, webtest.Request{Method: http.MethodPost, URL: "http://" + addr + "/ofrep/v1/evaluate/flags", Host: host, Body: `{"context": {"targetingKey": "u"}}`})
+		b := string(body)
+		if code != http.StatusOK && code != http.StatusMisdirectedRequest || (code == http.StatusOK) != allowed {
+			t.Errorf("Host %s: %d %s, want answered %v (else 421)", host, code, b, allowed)
+		}
+		if !allowed && (strings.Contains(b, "growth/flags") || !strings.Contains(b, `"errorCode":"GENERAL"`)) {
+			t.Errorf("Host %s: %s, want OFREP's error JSON and no flag", host, b)
+		}
+	}
+}
+
+// rebindHosts are Host headers a loopback listener at addr answers (true)
+// or refuses: a rebound page's names, with and without the port, and the
+// loopback names.
+func rebindHosts(t *testing.T, addr string) map[string]bool {
+	t.Helper()
 	_, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []struct {
-		host string
-		code int
-	}{
-		{"rebind.attacker.example:" + port, http.StatusMisdirectedRequest},
-		{"rebind.attacker.example", http.StatusMisdirectedRequest},
-		{"localhost.attacker.example:" + port, http.StatusMisdirectedRequest},
-		{"127.0.0.1.nip.io:" + port, http.StatusMisdirectedRequest},
-		{"192.168.1.10:" + port, http.StatusMisdirectedRequest},
-		{"127.0.0.1:" + port, http.StatusOK},
-		{"127.0.0.1", http.StatusOK},
-		{"localhost:" + port, http.StatusOK},
-		{"LocalHost", http.StatusOK},
-		{"[::1]:" + port, http.StatusOK},
-		{"[::1]", http.StatusOK},
-	} {
-		req, err := http.NewRequest(http.MethodPost, "http://"+addr+"/ofrep/v1/evaluate/flags", strings.NewReader(`{"context": {"targetingKey": "u"}}`))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Host = c.host
-		req.Header.Set("Content-Type", "text/plain")
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(res.Body)
-		res.Body.Close()
-		if res.StatusCode != c.code {
-			t.Errorf("Host %s: %d %s, want %d", c.host, res.StatusCode, b, c.code)
-		}
-		if c.code != http.StatusOK && (strings.Contains(string(b), "growth/flags") || !strings.Contains(string(b), `"errorCode":"GENERAL"`)) {
-			t.Errorf("Host %s: %s, want OFREP's error JSON and no flag", c.host, b)
-		}
+	return map[string]bool{
+		"rebind.attacker.example:" + port:    false,
+		"rebind.attacker.example":            false,
+		"localhost.attacker.example:" + port: false,
+		"127.0.0.1.nip.io:" + port:           false,
+		"192.168.1.10:" + port:               false,
+		"127.0.0.1:" + port:                  true,
+		"127.0.0.1":                          true,
+		"localhost:" + port:                  true,
+		"LocalHost":                          true,
+		"[::1]:" + port:                      true,
+		"[::1]":                              true,
 	}
 }

@@ -53,13 +53,19 @@ var ok = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.Writ
 // dribble opens a connection to addr and sends the start of a request's
 // headers, never their end, as a slowloris client does.
 func dribble(t *testing.T, addr string) net.Conn {
+	return send(t, addr, "GET / HTTP/1.1\r\nHost: "+addr+"\r\nX-Slow: a")
+}
+
+// send opens a connection to addr, closed when the test ends, and writes
+// text on it.
+func send(t *testing.T, addr, text string) net.Conn {
 	t.Helper()
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: "+addr+"\r\nX-Slow: a"); err != nil {
+	if _, err := io.WriteString(c, text); err != nil {
 		t.Fatal(err)
 	}
 	return c
@@ -170,14 +176,7 @@ func TestWriteTimeout(t *testing.T) {
 		}
 	})
 	addr, _, _ := serve(t, h, httpsrv.Limits{MaxConns: 1, WriteTimeout: 50 * time.Millisecond})
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if _, err := io.WriteString(c, "GET /big HTTP/1.1\r\nHost: "+addr+"\r\n\r\n"); err != nil {
-		t.Fatal(err)
-	}
+	send(t, addr, "GET /big HTTP/1.1\r\nHost: "+addr+"\r\n\r\n")
 	if err := poll.Receive(t, "the write to a client that does not read failing", poll.Patience, writeErr); !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Errorf("write: %v, want a timeout", err)
 	}
@@ -190,14 +189,7 @@ func TestWriteTimeout(t *testing.T) {
 // answer is closed after IdleTimeout.
 func TestIdleTimeout(t *testing.T) {
 	addr, _, _ := serve(t, ok, httpsrv.Limits{IdleTimeout: 50 * time.Millisecond})
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: "+addr+"\r\n\r\n"); err != nil {
-		t.Fatal(err)
-	}
+	c := send(t, addr, "GET / HTTP/1.1\r\nHost: "+addr+"\r\n\r\n")
 	br := bufio.NewReader(c)
 	res, err := http.ReadResponse(br, nil)
 	if err != nil {
