@@ -18,6 +18,7 @@ import (
 	"github.com/cuecast/cuecast/distributor/rollout"
 	"github.com/cuecast/cuecast/flags/ofrep"
 	"github.com/cuecast/cuecast/internal/hostcheck"
+	"github.com/cuecast/cuecast/internal/httpsrv"
 	"github.com/cuecast/cuecast/internal/pipeline"
 	"github.com/cuecast/cuecast/internal/web"
 	"github.com/cuecast/cuecast/mutator"
@@ -39,7 +40,10 @@ type ServeOptions struct {
 	HTTP string
 	// HTTPHosts are more names the operations server answers to
 	// (hostcheck.ForBind): on a loopback --http, only loopback and these.
-	HTTPHosts     []string
+	HTTPHosts []string
+	// HTTPMaxConns is how many connections each of --http and --ofrep
+	// serves at once (httpsrv.Limits).
+	HTTPMaxConns  int
 	OperatorToken string
 	WebhookSecret string
 	// OFREPTokens is a file of NAMESPACE TOKEN lines: with it the
@@ -161,6 +165,8 @@ anything is created in --data.`,
 	cmd.Flags().StringVar(&opts.HTTP, "http", "", "address of the operations server: dashboard, /metrics, /healthz, /readyz, /hooks/github (e.g. 127.0.0.1:8080)")
 	cmd.Flags().StringArrayVar(&opts.HTTPHosts, "http-host", nil,
 		"a name the operations server (and --ofrep) answers to besides its address (repeatable): a reverse proxy's public name, an SSH tunnel's; on a loopback --http any other Host gets 421, against DNS rebinding")
+	cmd.Flags().IntVar(&opts.HTTPMaxConns, "http-max-conns", httpsrv.DefaultMaxConns,
+		"connections each of --http and --ofrep serves at once; more wait until one closes (docs/OPERATIONS.md)")
 	cmd.Flags().StringVar(&opts.APITokens, "api-tokens", "", "file of namespace tokens (NAME NAMESPACES SHA256 a line) that may change their namespaces' configs through POST /api/set (docs/CHANGING.md)")
 	cmd.Flags().StringVar(&opts.OperatorToken, "operator-token", "", "bearer token enabling the dashboard's rollout actions (default $CUECAST_OPERATOR_TOKEN; empty: read-only)")
 	cmd.Flags().StringVar(&opts.WebhookSecret, "webhook-secret", "", "secret verifying GitHub push webhooks at /hooks/github (default $CUECAST_WEBHOOK_SECRET)")
@@ -202,6 +208,12 @@ func serveRun(c *cobra.Command, env *Env, opts *ServeOptions) error {
 	}
 	if opts.HTTP == "" && len(opts.HTTPHosts) > 0 {
 		return usageErrorf("add --http ADDR", "--http-host names the operations server")
+	}
+	if opts.HTTP == "" && c.Flags().Changed("http-max-conns") {
+		return usageErrorf("add --http ADDR", "--http-max-conns needs --http")
+	}
+	if opts.HTTPMaxConns < 1 {
+		return usageErrorf("leave it out for 512, or give a larger number", "--http-max-conns %d: want 1 or more", opts.HTTPMaxConns)
 	}
 	var ofrepTokens *ofrep.Tokens
 	if opts.OFREPTokens != "" {
@@ -309,6 +321,7 @@ func serveRun(c *cobra.Command, env *Env, opts *ServeOptions) error {
 		Logger:          log,
 		HTTP:            opts.HTTP,
 		HTTPHosts:       opts.HTTPHosts,
+		HTTPMaxConns:    opts.HTTPMaxConns,
 		OperatorToken:   opts.OperatorToken,
 		APITokens:       apiTokens,
 		Mutator:         setter,

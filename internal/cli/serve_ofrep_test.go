@@ -115,6 +115,8 @@ func TestServeOFREPUsage(t *testing.T) {
 		{[]string{"--http", "127.0.0.1:0", "--ofrep", "127.0.0.1:0"}, "--ofrep-tokens"},
 		{[]string{"--ofrep", "127.0.0.1:0", "--ofrep-tokens", tokens}, "--http"},
 		{[]string{"--http", "127.0.0.1:0", "--ofrep", "8080", "--ofrep-tokens", tokens}, "--ofrep"},
+		{[]string{"--http", "127.0.0.1:0", "--http-max-conns", "0"}, "--http-max-conns 0: want 1 or more"},
+		{[]string{"--http-max-conns", "64"}, "--http-max-conns needs --http"},
 	} {
 		streams, _, errOut := iostreams.Test()
 		args := append([]string{"serve", "--repo", t.TempDir(), "--data", t.TempDir()}, c.args...)

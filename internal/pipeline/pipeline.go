@@ -26,6 +26,7 @@ import (
 	"github.com/cuecast/cuecast/distributor/rollout"
 	"github.com/cuecast/cuecast/flags/ofrep"
 	"github.com/cuecast/cuecast/internal/hostcheck"
+	"github.com/cuecast/cuecast/internal/httpsrv"
 	"github.com/cuecast/cuecast/internal/leader"
 	"github.com/cuecast/cuecast/internal/metrics"
 	"github.com/cuecast/cuecast/internal/natsserver"
@@ -79,6 +80,9 @@ type Config struct {
 	// server answers to (hostcheck.ForBind): on a loopback HTTP, any other
 	// Host is refused, against DNS rebinding.
 	HTTPHosts []string
+	// HTTPMaxConns is how many connections HTTP, and OFREP, each serve at
+	// once (httpsrv.Limits.MaxConns); 0: httpsrv.DefaultMaxConns.
+	HTTPMaxConns int
 	// OperatorToken enables the dashboard's rollout actions for requests
 	// bearing it; empty leaves the dashboard read-only.
 	OperatorToken string
@@ -211,7 +215,7 @@ func Start(ctx context.Context, cfg Config) (_ *Pipeline, err error) {
 				return nil, fmt.Errorf("start pipeline: --ofrep %s: port not available (another process listens on it?): %w", cfg.OFREP, err)
 			}
 		}
-		p.serveFront(ctx, cfg.Logger, hosts, ofrepHosts)
+		p.serveFront(ctx, cfg.Logger, hosts, ofrepHosts, httpsrv.Limits{MaxConns: cfg.HTTPMaxConns})
 	}
 	key := cfg.SigningKey
 	if key == nil {
@@ -354,15 +358,18 @@ func (p *Pipeline) startWeb(ctx context.Context, cfg Config, tcfg tailer.Config,
 
 // serveFront answers on the operations server's address from now until
 // Close (web.Front): while Start works, /healthz 200 and every other path
-// 503 saying what it waits for (starting); from Run on, the Server.
-func (p *Pipeline) serveFront(ctx context.Context, log *slog.Logger, hosts, ofrepHosts *hostcheck.Allow) {
+// 503 saying what it waits for (starting); from Run on, the Server. Both
+// listeners are bounded by lim.
+func (p *Pipeline) serveFront(ctx context.Context, log *slog.Logger, hosts, ofrepHosts *hostcheck.Allow, lim httpsrv.Limits) {
 	// Close ends it, not the end of Start's ctx: the server answers as long
 	// as the pipeline is up. Its requests' contexts end with Close's cancel,
 	// so that the dashboard's event streams end at once.
 	ctx, p.frontStop = context.WithCancel(context.WithoutCancel(ctx))
 	p.front, p.frontDone = web.NewFront(log, hosts), make(chan struct{})
+	p.front.Limit(lim)
 	if p.ofrepLn != nil {
 		p.ofrepFront = web.NewOFREPFront(log, ofrepHosts)
+		p.ofrepFront.Limit(lim)
 	}
 	go func() {
 		defer close(p.frontDone)

@@ -14,7 +14,6 @@ import (
 	"github.com/cuecast/cuecast/flags/ofrep"
 	"github.com/cuecast/cuecast/internal/hostcheck"
 	"github.com/cuecast/cuecast/internal/httpsrv"
-	"github.com/cuecast/cuecast/internal/reqbody"
 )
 
 // Front answers on the operations server's address from the moment the
@@ -35,11 +34,10 @@ type Front struct {
 	hosts *hostcheck.Allow
 	// ofrepOnly: the Front of an OFREP listener (NewOFREPFront).
 	ofrepOnly bool
-	// bodyTimeout bounds the reading of each request's body
-	// (httpsrv.Limits); tests shorten it.
-	bodyTimeout time.Duration
-	phase       atomic.Pointer[string]
-	s           atomic.Pointer[Server]
+	// limits bound Serve's connections (Limit); tests shorten them.
+	limits httpsrv.Limits
+	phase  atomic.Pointer[string]
+	s      atomic.Pointer[Server]
 }
 
 // NewFront returns a Front that says the process is starting and answers
@@ -48,7 +46,7 @@ func NewFront(log *slog.Logger, hosts *hostcheck.Allow) *Front {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	f := &Front{log: log, hosts: hosts, bodyTimeout: reqbody.DefaultTimeout}
+	f := &Front{log: log, hosts: hosts}
 	f.Starting("starting")
 	return f
 }
@@ -61,6 +59,10 @@ func NewOFREPFront(log *slog.Logger, hosts *hostcheck.Allow) *Front {
 	f.ofrepOnly = true
 	return f
 }
+
+// Limit sets the bounds Serve puts on connections and requests (zero
+// fields: httpsrv's defaults). Call it before Serve.
+func (f *Front) Limit(lim httpsrv.Limits) { f.limits = lim }
 
 // Starting names what the start waits for now; the 503s say it.
 func (f *Front) Starting(what string) { f.phase.Store(&what) }
@@ -134,7 +136,7 @@ func misdirected(w http.ResponseWriter, r *http.Request, hosts *hostcheck.Allow)
 // requests (event streams end at once) a few seconds. It closes ln. It
 // returns the listener's error, or nil after a shutdown caused by ctx.
 func (f *Front) Serve(ctx context.Context, ln net.Listener) error {
-	hs := httpsrv.New(f, httpsrv.Limits{BodyTimeout: f.bodyTimeout}, f.log)
+	hs := httpsrv.New(f, f.limits, f.log)
 	hs.BaseContext = func(net.Listener) context.Context { return ctx }
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()

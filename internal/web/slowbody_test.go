@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cuecast/cuecast/flags/ofrep"
+	"github.com/cuecast/cuecast/internal/httpsrv"
 	"github.com/cuecast/cuecast/internal/poll"
 	"github.com/cuecast/cuecast/internal/reqbody/reqbodytest"
 )
@@ -43,7 +44,7 @@ func TestSlowBody(t *testing.T) {
 			t.Fatal(err)
 		}
 		f := NewFront(nil, nil)
-		f.bodyTimeout = timeout
+		f.Limit(httpsrv.Limits{BodyTimeout: timeout})
 		f.Open(s)
 		return serveFront(t, f)
 	}
@@ -77,7 +78,7 @@ func TestSlowBody(t *testing.T) {
 	})
 	t.Run("starting: at once", func(t *testing.T) {
 		f := NewFront(nil, nil)
-		f.bodyTimeout = time.Hour
+		f.Limit(httpsrv.Limits{BodyTimeout: time.Hour})
 		got := poll.Receive(t, "the reply while starting", poll.Patience, reqbodytest.PartialRequest(t, serveFront(t, f), "/api/set"))
 		if !strings.HasPrefix(got, "503 ") {
 			t.Errorf("got %s, want 503", got)
