@@ -404,6 +404,10 @@ type DetailRequest struct {
 	Reply     string              `json:"reply"`
 }
 
+// DefaultDetailLimit is a summarizer's DetailLimit unless set, and the
+// most reports the hub keeps of one region's answer (DetailByRegion).
+const DefaultDetailLimit = 10_000
+
 // DetailReply is one message of a region's answer: the live reports that
 // match, sorted by instance, at most the summarizer's DetailLimit (More
 // says how many were left out). Region must be the region its subject
@@ -419,10 +423,6 @@ type DetailRequest struct {
 // also those the later parts carry, so that an asker that reads only
 // one message (a build before parts) takes it for truncated, never for
 // the whole.
-// DefaultDetailLimit is a summarizer's DetailLimit unless set, and the
-// most reports the hub keeps of one region's answer (DetailByRegion).
-const DefaultDetailLimit = 10_000
-
 type DetailReply struct {
 	Region    string           `json:"region"`
 	Reports   []cuecast.Report `json:"reports"`

@@ -401,10 +401,15 @@ func rolloutWatch(ctx context.Context, env *Env, c *rollout.Controller, d *distr
 	t := time.NewTicker(opts.Interval)
 	defer t.Stop()
 	waitingSaid := false
+	// The version waited for, once known: it does not change, so the
+	// config's versions and the tailer's cursor are read only until then.
+	var want uint64
 	for {
-		want, err := watchTarget(ctx, d, tailerState, opts)
-		if err != nil {
-			return err
+		if want == 0 {
+			var err error
+			if want, err = watchTarget(ctx, d, tailerState, opts); err != nil {
+				return err
+			}
 		}
 		p, err := c.Progress(ctx, opts.Config)
 		if err != nil && (want == 0 || !errors.Is(err, rollout.ErrNoRollout)) {
