@@ -134,7 +134,8 @@ any Host: whatever reaches that network reads the server anyway (docs/SECURITY.m
 
 With --http and --ofrep-tokens FILE (lines "NAMESPACE TOKEN") serve also
 evaluates every flag set for any OpenFeature SDK (the version the fleet is
-meant to run: the newest, or the one a rollback or a halt moves it back to), over OFREP at /ofrep/v1/, to tokens of the flag's namespace (docs/FLAGS.md,
+meant to run: the newest, or the one a rollback or a halt moves it back to),
+over OFREP at /ofrep/v1/, to tokens of the flag's namespace (docs/FLAGS.md,
 "Other languages"). Give it a listener of its own with --ofrep ADDR: the
 operations server's reads (/api/*, the dashboard) need no token, so services
 that reach --http for OFREP read every config and flag set there. Without
