@@ -104,6 +104,10 @@ func TestRolloutDocJoin(t *testing.T) {
 	query := docBlock(t, "ROLLOUT.md", "error-rate.promql")
 	query = replaceDoc(t, "query", query, `version="8"`, fmt.Sprintf("version=%q", version))
 
+	// The agent listens where Prometheus scrapes it: the doc's agent line
+	// and its prometheus.yml name one address (they once named 127.0.0.1
+	// and 10.0.0.7, and a Prometheus on another host reached nothing).
+	replaceDoc(t, "agent line", readDoc(t, "ROLLOUT.md"), "`cuecast agent --metrics 10.0.0.7:9464`", "")
 	static := docBlock(t, "ROLLOUT.md", "prometheus.yml")
 	static = replaceDoc(t, "prometheus.yml", static, "10.0.0.7:8080", svcAddr)
 	static = replaceDoc(t, "prometheus.yml", static, "10.0.0.7:9464", agentAddr)
