@@ -93,3 +93,52 @@ func TestStatusCountsAgainstIntent(t *testing.T) {
 		})
 	}
 }
+
+// TestSettled: the version meant now for an instance no stage has reached
+// (serve's OFREP reads flags as one), case by case of Intent's rule, and
+// what Intent gives such an instance.
+func TestSettled(t *testing.T) {
+	t.Parallel()
+	const cfg cuecast.ConfigPath = "payments/checkout"
+	t0 := time.Date(2026, 12, 1, 17, 0, 0, 0, time.UTC)
+	const latest = 5
+	outsider := idsIn("rest", 10, 100, 1)[0]
+	policy := cuecast.Policy{Stages: []cuecast.Stage{{Name: "canary", Percent: 1}, {Name: "more", Percent: 5}, {Name: "all", Percent: 100}}}
+	ro := func(version, from uint64, state State, buckets ...int) *Rollout {
+		return &Rollout{Config: cfg, Version: version, From: from, Policy: policy, State: state,
+			Cohort: Cohort{Buckets: buckets}, Started: t0, StageStarted: t0, Updated: t0}
+	}
+	for _, tc := range []struct {
+		name string
+		rec  Record
+		want uint64
+	}{
+		{"pinned: the pin", Record{Stable: 2, Floor: 2, Current: ro(4, 3, StateRolledBack, 0),
+			Pin: &Pin{Version: 2, At: t0, Applied: true}}, 2},
+		{"no rollout: latest", Record{}, latest},
+		{"complete: its version", Record{Stable: 4, Floor: 4, Current: ro(4, 3, StateComplete, 0)}, 4},
+		{"halted with From: From", Record{Stable: 3, Floor: 3, Current: ro(4, 3, StateHalted, 0)}, 3},
+		{"halted, a first version: nothing", Record{Current: ro(1, 0, StateHalted, 0)}, 0},
+		{"canary holding: the floor", Record{Stable: 3, Floor: 3, Current: ro(4, 3, StateHolding, 0)}, 3},
+		{"staging a strict cutover: the floor", Record{Stable: 3, Floor: 3, Current: ro(4, 3, StateStaging)}, 3},
+		{"moving to a later stage: the floor", Record{Stable: 3, Floor: 3, Current: ro(4, 3, StateMoving, 0)}, 3},
+		{"last stage moved: its version, the new floor", Record{Stable: 3, Floor: 4, Current: ro(4, 3, StateWaiting, allBuckets()...)}, 4},
+		{"floor behind stable (an old record): stable", Record{Stable: 3, Current: ro(4, 3, StateHolding, 0)}, 3},
+		{"a first version in its canary: nothing", Record{Current: ro(1, 0, StateHolding, 0)}, 0},
+		{"superseding a rollout in its canary: the floor, not the superseded one", Record{Stable: 3, Floor: 3,
+			Current: ro(5, 3, StateHolding, 0), Superseded: ro(4, 3, StateSuperseded, 5, 6)}, 3},
+		{"rolled back, the pin since lifted: the floor", Record{Stable: 2, Floor: 2, Current: ro(4, 3, StateRolledBack, 0)}, 2},
+		{"rolled back with no floor: latest", Record{Current: ro(1, 0, StateRolledBack, 0)}, latest},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.rec.Config = cfg
+			if got := tc.rec.Settled(latest); got != tc.want {
+				t.Errorf("Settled = v%d, want v%d", got, tc.want)
+			}
+			intent, _ := tc.rec.Intent(latest, t0)
+			if got, _ := intent(outsider); got != tc.want {
+				t.Errorf("Intent for an instance in no cohort = v%d, want v%d as Settled", got, tc.want)
+			}
+		})
+	}
+}
