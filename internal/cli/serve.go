@@ -133,8 +133,10 @@ address, with --http-host, only those names and the address itself; without it,
 any Host: whatever reaches that network reads the server anyway (docs/SECURITY.md).
 
 With --http and --ofrep-tokens FILE (lines "NAMESPACE TOKEN") serve also
-evaluates every flag set for any OpenFeature SDK (the version the fleet is
-meant to run: the newest, or the one a rollback or a halt moves it back to),
+evaluates every flag set for any OpenFeature SDK (the settled version: what
+an instance no rollout stage has reached runs, so a rollout's new version only
+once a stage moves everyone, and the one a rollback or a halt moves back to;
+a service staged with its instances reads an agent's --ofrep instead),
 over OFREP at /ofrep/v1/, to tokens of the flag's namespace (docs/FLAGS.md,
 "Other languages"). Give it a listener of its own with --ofrep ADDR: the
 operations server's reads (/api/*, the dashboard) need no token, so services

@@ -6,13 +6,14 @@ import (
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/distributor"
+	"github.com/cuecast/cuecast/distributor/rollout"
 	"github.com/cuecast/cuecast/flags/ofrep"
 )
 
-// publishedFlags serves OFREP (flags/ofrep) over the version of every flag
-// set that the fleet is meant to run (ConfigStatus.Target: the newest
-// published, unless a pin, an emergency rollback or a halt moving the fleet
-// back says otherwise), brought up to date by each fleet sample.
+// publishedFlags serves OFREP (flags/ofrep) over the settled version of
+// every flag set (rollout.Record.Settled): the one an instance that no
+// stage of a rollout has reached is meant to run, brought up to date by
+// each fleet sample.
 type publishedFlags struct {
 	store   *ofrep.Store
 	handler *ofrep.Handler
@@ -36,47 +37,64 @@ func newPublishedFlags(tokens *ofrep.Tokens) (*publishedFlags, error) {
 	return &publishedFlags{store: store, handler: h, seen: map[cuecast.ConfigPath]uint64{}}, nil
 }
 
-// sync applies the target version of each config in status that it has
-// not seen: a flag set is compiled into the store, a tombstone or a version
-// that is no longer a flag set removes it. The target, not the latest: an
-// operator's rollback of a bad flag set pins the instances to the version
-// before, and the SDKs reading their flags here must go back with them.
-// A version whose content cannot be read now is tried again next sample.
-func (s *Server) syncFlags(ctx context.Context, status []distributor.ConfigStatus) {
+// syncFlags applies the settled version of each config in status that it
+// has not seen (rollout.Record.Settled, from recs, the records the sample's
+// status was worked out from; the latest for a config without one): a flag
+// set is compiled into the store, a tombstone or a version that is no
+// longer a flag set removes it. Settled, not the latest nor the target:
+// serve's OFREP belongs to no cohort, so a staged rollout's new version
+// reaches its readers only once a stage covering every instance moves, a
+// halt leaves them on its From, and an operator's rollback pins them to
+// the version before, as it does the instances. A config settled on
+// nothing yet (a first version in its stages) is not served. A version
+// whose content cannot be read now is tried again next sample.
+func (s *Server) syncFlags(ctx context.Context, status []distributor.ConfigStatus, recs []rollout.Record) {
 	pf := s.flags
 	vr, ok := s.o.Fleet.(VersionReader)
 	if pf == nil || !ok {
 		return
 	}
+	byConfig := make(map[cuecast.ConfigPath]rollout.Record, len(recs))
+	for _, rec := range recs {
+		byConfig[rec.Config] = rec
+	}
 	complete := true
 	for _, cs := range status {
-		target, deleted := cs.Target, false
-		if target == 0 || target == cs.Latest.Version {
-			target, deleted = cs.Latest.Version, cs.Latest.Deleted
+		settled := cs.Latest.Version
+		if rec, ok := byConfig[cs.Config]; ok {
+			settled = rec.Settled(cs.Latest.Version)
 		}
-		if target == 0 || pf.seen[cs.Config] == target {
+		deleted := settled == cs.Latest.Version && cs.Latest.Deleted
+		if pf.seen[cs.Config] == settled {
+			continue
+		}
+		if settled == 0 {
+			// Nothing outside the stages yet: the set is unknown here, as
+			// to an instance no stage has reached.
+			pf.store.Delete(string(cs.Config))
+			delete(pf.seen, cs.Config)
 			continue
 		}
 		var body []byte
 		if !deleted {
 			var err error
-			if _, body, err = vr.Version(ctx, cs.Config, target); err != nil {
+			if _, body, err = vr.Version(ctx, cs.Config, settled); err != nil {
 				if ctx.Err() == nil {
-					s.log.Warn("OFREP: read the target version", "config", cs.Config, "version", target, "err", err)
+					s.log.Warn("OFREP: read the settled version", "config", cs.Config, "version", settled, "err", err)
 				}
 				complete = false
 				continue
 			}
 		}
-		switch _, err := pf.store.Apply(string(cs.Config), target, body, deleted); {
+		switch _, err := pf.store.Apply(string(cs.Config), settled, body, deleted); {
 		case errors.Is(err, ofrep.ErrNotFlagSet):
-			s.log.Warn("OFREP: no longer a flag set; its flags are no longer served", "config", cs.Config, "version", target, "err", err)
+			s.log.Warn("OFREP: no longer a flag set; its flags are no longer served", "config", cs.Config, "version", settled, "err", err)
 		case err != nil:
-			s.log.Warn("OFREP: flag set not served; the version before it is", "config", cs.Config, "version", target, "err", err)
+			s.log.Warn("OFREP: flag set not served; the version before it is", "config", cs.Config, "version", settled, "err", err)
 		}
-		pf.seen[cs.Config] = target
+		pf.seen[cs.Config] = settled
 	}
-	// Ready once every config's target version was applied; later, a
+	// Ready once every config's settled version was applied (or is none); later, a
 	// version not read yet leaves the one before it served until the next
 	// sample, as between two samples.
 	if complete && !pf.ready {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/distributor/rollout"
 	"github.com/cuecast/cuecast/flags/ofrep"
 	"github.com/cuecast/cuecast/internal/poll"
@@ -192,4 +193,117 @@ func TestServeOFREPFollowsRollback(t *testing.T) {
 		t.Fatal(err)
 	}
 	poll.Until(t, "growth/flags v1 over OFREP after the rollback", poll.Patience, at(1, false))
+}
+
+// TestServeOFREPFollowsStagedRollout: serve's OFREP belongs to no cohort,
+// so it serves the version an instance no stage has reached runs. It served
+// each flag set's target, which for a staged rollout is the new version from
+// its canary on: every service reading its flags there got v2 while the
+// rollout held v2 in its canary, and staging never protected them. v2 is
+// served once the rollout's last stage moves everyone; a halted rollout
+// keeps its From.
+func TestServeOFREPFollowsStagedRollout(t *testing.T) {
+	growth := strings.Repeat("g", 40)
+	tokens, err := ofrep.ParseTokens("tokens", []byte("growth "+growth+"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const cfg cuecast.ConfigPath = "growth/flags"
+	f := start(t, fixtureOptions{ofrepTokens: tokens, policies: canaryFrom{from: 2, instances: []string{"growth-a"}}})
+	f.watch(cfg, "growth-a")
+	f.watch(cfg, "growth-b")
+	flag := f.base + "/ofrep/v1/evaluate/flags/growth/flags/new-checkout"
+	user1 := `{"context": {"targetingKey": "user-1"}}`
+	at := func(version float64, value bool) func() (bool, string) {
+		return func() (bool, string) {
+			_, got := ofrepPost(t, flag, growth, user1)
+			md, _ := got["metadata"].(map[string]any)
+			return got["value"] == value && md["version"] == version, fmt.Sprint(got)
+		}
+	}
+	seen := func(state rollout.State, stage string) { t.Helper(); rolloutSeen(t, f, cfg, 2, state, stage) }
+	// still checks that OFREP answers v1 over the next few samples.
+	still := func(why string) {
+		t.Helper()
+		const ts = "cuecast_fleet_sample_timestamp_seconds"
+		samples := map[float64]bool{}
+		poll.Until(t, "three more samples "+why, poll.Patience, func() (bool, string) {
+			if ok, got := at(1, false)(); !ok {
+				t.Fatalf("%s: OFREP answers %s, want v1", why, got)
+			}
+			samples[scrape(t, f.base)[ts]] = true
+			return len(samples) > 3, fmt.Sprintf("%d samples", len(samples))
+		})
+	}
+	poll.Until(t, "growth/flags v1 over OFREP", poll.Patience, at(1, false))
+
+	f.repo.Edit("growth/flags/flags.cue", `weights: [{variant: "on", weight: 20000}, {variant: "off", weight: 80000}]`,
+		`weights: [{variant: "on", weight: 100000}, {variant: "off", weight: 0}]`)
+	f.repo.Commit("growth: new checkout for everyone")
+	f.p.Tailer.Wake()
+	seen(rollout.StateHolding, "canary")
+	still("while v2 holds in its canary")
+
+	if _, err := f.p.Rollout.Halt(t.Context(), cfg, rollout.Action{Actor: "ada", Reason: "checkout errors"}); err != nil {
+		t.Fatal(err)
+	}
+	seen(rollout.StateHalted, "canary")
+	still("after the halt (its From)")
+
+	if _, err := f.p.Rollout.Advance(t.Context(), cfg, rollout.Action{Actor: "ada", Reason: "fixed elsewhere", Emergency: true}); err != nil {
+		t.Fatal(err)
+	}
+	seen(rollout.StateComplete, "all")
+	poll.Until(t, "growth/flags v2 over OFREP once v2's rollout is complete", poll.Patience, at(2, true))
+}
+
+// rolloutSeen waits for the dashboard's sample to show the rollout of cfg's
+// version in state at stage; that sample has brought OFREP up to date.
+func rolloutSeen(t *testing.T, f *fixture, cfg cuecast.ConfigPath, version uint64, state rollout.State, stage string) {
+	t.Helper()
+	poll.Until(t, fmt.Sprintf("the dashboard showing v%d's rollout %s at %s", version, state, stage), poll.Patience, func() (bool, string) {
+		_, body := get(t, f.base+"/api/configs/"+string(cfg))
+		var cv struct {
+			Row struct {
+				Version uint64
+				Rollout string
+				Stage   string
+			}
+		}
+		if err := json.Unmarshal([]byte(body), &cv); err != nil {
+			t.Fatal(err)
+		}
+		return cv.Row.Version == version && cv.Row.Rollout == string(state) && cv.Row.Stage == stage, fmt.Sprintf("%+v", cv.Row)
+	})
+}
+
+// TestServeOFREPFirstVersionInStages: a flag set's first version held in
+// its canary has reached no instance outside it, so serve's OFREP, which
+// belongs to no cohort, does not serve it yet: its keys are FLAG_NOT_FOUND,
+// as for a set that does not exist, rather than "not ready" (the other
+// configs are served), until the rollout's last stage moves.
+func TestServeOFREPFirstVersionInStages(t *testing.T) {
+	growth := strings.Repeat("g", 40)
+	tokens, err := ofrep.ParseTokens("tokens", []byte("growth "+growth+"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const cfg cuecast.ConfigPath = "growth/flags"
+	f := start(t, fixtureOptions{ofrepTokens: tokens, policies: canaryFrom{from: 1, instances: []string{"growth-a"}}})
+	f.watch(cfg, "growth-a")
+	flag := f.base + "/ofrep/v1/evaluate/flags/growth/flags/new-checkout"
+	user1 := `{"context": {"targetingKey": "user-1"}}`
+	rolloutSeen(t, f, cfg, 1, rollout.StateHolding, "canary")
+	if code, got := ofrepPost(t, flag, growth, user1); code != 404 || got["errorCode"] != ofrep.CodeFlagNotFound {
+		t.Errorf("new-checkout while v1 holds in its canary: %d %v, want 404 FLAG_NOT_FOUND", code, got)
+	}
+
+	if _, err := f.p.Rollout.Advance(t.Context(), cfg, rollout.Action{Actor: "ada", Reason: "looks good", Emergency: true}); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, "growth/flags v1 over OFREP once its last stage moved", poll.Patience, func() (bool, string) {
+		code, got := ofrepPost(t, flag, growth, user1)
+		md, _ := got["metadata"].(map[string]any)
+		return code == 200 && md["version"] == 1.0, fmt.Sprint(code, got)
+	})
 }

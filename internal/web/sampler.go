@@ -114,7 +114,7 @@ func (s *Server) Sample(ctx context.Context) {
 	} else {
 		s.metrics.ObserveFleet(now, s.fleetSamples(snap))
 		s.live.reset(now, snap.reports)
-		s.syncFlags(ctx, snap.status)
+		s.syncFlags(ctx, snap.status, intentRecs)
 	}
 	if s.o.Rollouts != nil {
 		if recsErr != nil {
