@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -27,20 +28,31 @@ type slowInstance struct {
 	lastErr atomic.Value // string
 	frozen  atomic.Bool  // stopped, as by SIGSTOP: reports nothing more
 	nc      *nats.Conn
+	// mu makes a heartbeat's report and freeze one after the other: no
+	// report follows freeze's last one.
+	mu sync.Mutex
 }
 
-func (s *slowInstance) report() {
+func (s *slowInstance) report() { s.reportAt(time.Now()) }
+
+// reportAt reports as made at at.
+func (s *slowInstance) reportAt(at time.Time) {
 	lastErr, _ := s.lastErr.Load().(string)
 	r := cuecast.Report{Instance: s.id, Cohort: cuecast.Cohort(cfg.Namespace(), s.id), Config: cfg, Version: s.version.Load(),
-		Checksum: cuecast.Checksum(content(1)), Healthy: true, Staged: s.staged.Load(), LastError: lastErr, At: time.Now().UTC()}
+		Checksum: cuecast.Checksum(content(1)), Healthy: true, Staged: s.staged.Load(), LastError: lastErr, At: at.UTC()}
 	b, _ := json.Marshal(r)
 	_ = s.nc.Publish("ccs."+cfg.Namespace()+"."+s.id+"."+cfg.Name(), b)
 }
 
 // freeze sends one last report now, then nothing more.
-func (s *slowInstance) freeze() {
+func (s *slowInstance) freeze() { s.freezeAt(time.Now()) }
+
+// freezeAt is freeze with a last report made at at.
+func (s *slowInstance) freezeAt(at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.frozen.Store(true)
-	s.report()
+	s.reportAt(at)
 	_ = s.nc.Flush()
 }
 
@@ -56,9 +68,11 @@ func (e *env) slowInstance(id string) *slowInstance {
 		t := time.NewTicker(heartbeat)
 		defer t.Stop()
 		for {
+			s.mu.Lock()
 			if !s.frozen.Load() {
 				s.report()
 			}
+			s.mu.Unlock()
 			select {
 			case <-ctx.Done():
 				return
