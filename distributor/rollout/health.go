@@ -177,16 +177,27 @@ func Claimants(r cuecast.Report) []string { return strings.Split(r.Region, claim
 // instance and names it. A summary's report for one instance names it only
 // when the instance is in the summary's sample; a bucket's other reports
 // are named after their region, bucket and group (distributor.GroupName),
-// which name no instance and change with the summary. An Unheard report
-// is no word from the instance: one of a region whose summary is overdue
-// names a sampled instance, and followed by name it was asked of a region
-// that had stopped answering, which failed every step (Deploy's too)
-// until the summary expired; recorded by name, it would then be waited
-// for as one that stopped reporting, and halt the stage at ApplyTimeout,
-// where the loss rule judges without it
-// (TestSilentRegionHoldsTheRolloutUntilItsSummaryExpires).
+// which name no instance and change with the summary.
+//
+// An Unheard report of a region (one whose summary is overdue) is no word
+// from the instance it names, a sampled one: followed by name it was asked
+// of a region that had stopped answering, which failed every step
+// (Deploy's too) until the summary expired; recorded by name, it would
+// then be waited for as one that stopped reporting, and halt the stage at
+// ApplyTimeout, where the loss rule judges without it
+// (TestSilentRegionHoldsTheRolloutUntilItsSummaryExpires). The
+// controller's own view's Unheard report (no region, no count:
+// distributor.LiveReports.Expect) is followed: the report stream holds a
+// live report of that very instance, and its last report, read a
+// heartbeat and a quarter later, may be expired by then and leave the
+// view; not followed, it dropped out unnoticed although the note had named
+// it, and a strict cutover flipped without it
+// (TestUnheardInstanceStaysWaitedFor).
 func followed(r cuecast.Report) bool {
-	return r.Weight() == 1 && !distributor.Unheard(r) && cuecast.ValidateInstance(r.Instance) == nil
+	if distributor.Unheard(r) && (r.Region != "" || r.Count != 0) {
+		return false
+	}
+	return r.Weight() == 1 && cuecast.ValidateInstance(r.Instance) == nil
 }
 
 // wait lists r as waited for.

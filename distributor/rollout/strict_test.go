@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/distributor"
 	"github.com/cuecast/cuecast/distributor/rollout"
 	"github.com/cuecast/cuecast/internal/poll"
 )
@@ -271,6 +272,50 @@ func testStrictCutoverBlockedByStalledInstance(t *testing.T) {
 		in.staged.Store(2)
 	}
 	poll.Until(t, "cutover blocked by frozen-1", poll.Patience, func() (bool, string) {
+		r := e.record().Current
+		if r.State != rollout.StateStaging {
+			t.Fatalf("left staging without frozen-1: %s %s %s", r.State, r.Note, r.Reason)
+		}
+		return strings.Contains(r.Note, "frozen-1"), string(r.State) + ": " + r.Note
+	})
+	e.waitHalted(-1, "frozen-1", "did not confirm")
+	for _, bk := range []int{0, 50, 99} {
+		if p := e.pointer(bk); p.Version != 1 {
+			t.Errorf("bucket %d on v%d after the halt, want v1 (nothing switched)", bk, p.Version)
+		}
+	}
+}
+
+// TestStrictCutoverBlockedByInstanceExpiredWhenRead is
+// TestStrictCutoverBlockedByStalledInstance/single as it failed at load 8:
+// the controller's view started so late after frozen-1 froze that when
+// it read frozen-1's last report from the stream (a heartbeat and a
+// quarter after listing it as not heard yet, and naming it in the note),
+// that report was past the live window already and expired at once. The
+// cutover then flipped "on 2 live instances", and the rollout halted after
+// it naming web-a and web-b, which never apply. Here frozen-1's last
+// report says it was made a report's lifetime before it was sent, so it
+// is expired whenever the view reads it, whatever the machine's load: an
+// instance waited for while not heard yet stays waited for, as one heard
+// does, and blocks the flip until the apply timeout.
+func TestStrictCutoverBlockedByInstanceExpiredWhenRead(t *testing.T) {
+	t.Parallel()
+	e := newEnvSet(t, threeStages(0), cuecast.Strict, func(e *env) {
+		// The stream must still hold frozen-1's report when the view
+		// starts, at the rollout's first look after its announcement:
+		// four of these heartbeats after the freeze.
+		e.hb = 500 * time.Millisecond
+		e.opts = func(o *rollout.Options) { o.ApplyTimeout = 3 * time.Second }
+	})
+	e.baseline()
+	a, b, frozen := e.slowInstance("web-a"), e.slowInstance("web-b"), e.slowInstance("frozen-1")
+	e.waitLive(3)
+	frozen.freezeAt(time.Now().Add(-distributor.LiveFor(e.heartbeat())))
+	e.deploy(e.publish(2, content(2)))
+	for _, in := range []*slowInstance{a, b} {
+		in.staged.Store(2)
+	}
+	poll.Until(t, "cutover waiting for frozen-1", poll.Patience, func() (bool, string) {
 		r := e.record().Current
 		if r.State != rollout.StateStaging {
 			t.Fatalf("left staging without frozen-1: %s %s %s", r.State, r.Note, r.Reason)
