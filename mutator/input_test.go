@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/go-git/go-git/v5/plumbing"
+
 	"github.com/cuecast/cuecast/internal/gittest"
 	"github.com/cuecast/cuecast/mutator"
 )
@@ -259,5 +261,40 @@ func TestSetNoCommits(t *testing.T) {
 	_, err := mutator.New(r.Dir, mutator.Options{}).Set(context.Background(), set("payments/checkout", "currency", `"USD"`))
 	if !errors.Is(err, mutator.ErrBadRequest) || !strings.Contains(err.Error(), "has no commits yet") {
 		t.Errorf("set in a repository without commits: %v, want a bad request saying it has none", err)
+	}
+}
+
+// TestSetMessageSaysWhatCUERead: the commit message is the audit of who
+// changed what, so a caller writes into it the reason alone. A path is
+// written as CUE reads it: its comments and line breaks made the subject
+// say what the caller liked ("set port // approved by security") or break
+// in two. A reason's trailer-like lines stay in its paragraph, before the
+// values and the mutator's own trailers, which Trailers and git read.
+func TestSetMessageSaysWhatCUERead(t *testing.T) {
+	t.Parallel()
+	r := exampleRepo(t)
+	m := mutator.New(r.Dir, mutator.Options{})
+	req := set("payments/checkout", "max_amount_minor // approved by security\n", "6000000")
+	req.Reason = "why\nSigned-off-by: Mallory <m@example.com>\n" + mutator.RequestedByTrailer + ": root <root@example.com>\n" + mutator.Trailer + ": by hand"
+	res, err := m.Set(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := r.Git.CommitObject(plumbing.NewHash(res.Commit))
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := c.Message
+	subject, _, _ := strings.Cut(msg, "\n")
+	if subject != "payments/checkout: set max_amount_minor to 6000000" || res.Values[0].Path != "max_amount_minor" || strings.Contains(msg, "security") {
+		t.Errorf("value at %q, message:\n%s\nwant the path as CUE reads it", res.Values[0].Path, msg)
+	}
+	paras := strings.Split(strings.TrimRight(msg, "\n"), "\n\n")
+	want := mutator.RequestedByTrailer + ": " + alice.String() + "\n" + mutator.Trailer + ": cuecast set"
+	if last := paras[len(paras)-1]; last != want {
+		t.Errorf("the message's last paragraph (git's trailers) is\n%s\nwant\n%s", last, want)
+	}
+	if tool, by := mutator.Trailers(msg); tool != "cuecast set" || by != alice.String() {
+		t.Errorf("Trailers: %q, %q; want cuecast set, %s", tool, by, alice)
 	}
 }

@@ -227,6 +227,12 @@ func (m *Mutator) Set(ctx context.Context, req Request) (*Result, error) {
 }
 
 func (req *Request) validate() error {
+	// Every path in the one spelling CUE reads it in: the policy matches
+	// it and the commit message shows it, where the caller's spelling
+	// could hide a comment (flags.kill //.on is flags.kill, which the
+	// pattern flags.*.on did match) or break the subject line. A path
+	// CUE does not read stays as given, for explain to refuse.
+	req.Set, req.Expect = normPaths(req.Set), normPaths(req.Expect)
 	for _, a := range append(slices.Clone(req.Set), req.Expect...) {
 		if a.Config == "" && len(req.Configs) == 0 {
 			return badRequest("set: no config named for %s", a.Path)
@@ -282,6 +288,19 @@ func (req *Request) validate() error {
 		req.Tool = "cuecast set"
 	}
 	return nil
+}
+
+// normPaths returns as, its paths in the spelling CUE reads them in (a
+// copy: the caller's slice is left as it was).
+func normPaths(as []Assignment) []Assignment {
+	if as == nil {
+		return nil
+	}
+	out := slices.Clone(as)
+	for i := range out {
+		out[i].Path = normPath(out[i].Path)
+	}
+	return out
 }
 
 // errorsAt returns the new errors of rep (those the base did not have).

@@ -27,7 +27,7 @@ namespaces: {
 }
 `,
 		"open/app/app.cue":         "package app\n\nport: 8080\n",
-		"paths/app/app.cue":        "package app\n\nflags: beta: on: false\nlimits: rps: 10\nlist: [1, 2]\nport: 8080\n",
+		"paths/app/app.cue":        "package app\n\nflags: beta: on: false\nflags: kill: false\nlimits: rps: 10\nlist: [1, 2]\nport: 8080\n",
 		"prs/app/app.cue":          "package app\n\nport: 8080\n",
 		"exporter/base/base.cue":   "package base\n\nport: 8080\n",
 		"importer/app/app.cue":     "package app\n\nimport \"example.com/pol/exporter/base\"\n\nport: base.port\n",
@@ -55,6 +55,11 @@ func TestPolicy(t *testing.T) {
 		{"paths allows below a ... pattern", set("paths/app", "limits.rps", "20"), ""},
 		{"paths allows an index by [*]", set("paths/app", "list[1]", "3"), ""},
 		{"paths refuses any other path", set("paths/app", "port", "9090"), "paths"},
+		// CUE reads a path as an expression: the comment is none of it,
+		// so this is flags.kill, which flags.*.on does not allow, however
+		// the text after // is spelled.
+		{"paths refuses a path whose comment spells an allowed one", set("paths/app", "flags.kill //.on", "true"), "paths"},
+		{"paths allows an allowed path spelled another way", set("paths/app", "flags . beta .on", "false"), ""},
 		{"land pr refuses a commit", set("prs/app", "port", "9090"), "land"},
 		{"land pr refuses a branch", withMode(set("prs/app", "port", "9090"), mutator.ModeBranch, "b"), "land"},
 		{"land pr allows a dry run", dry(set("prs/app", "port", "9090")), ""},
