@@ -298,3 +298,28 @@ func TestSetMessageSaysWhatCUERead(t *testing.T) {
 		t.Errorf("Trailers: %q, %q; want cuecast set, %s", tool, by, alice)
 	}
 }
+
+// TestSetReasonControls: the reason is written into the commit message,
+// which git log and every other reader of the repository print as it is;
+// a control character in it (an escape sequence retitling or clearing the
+// reader's terminal, a carriage return writing over the line before) is a
+// bad request, and nothing is committed. A line ending CRLF is a line.
+func TestSetReasonControls(t *testing.T) {
+	t.Parallel()
+	r := exampleRepo(t)
+	unchanged := keepsState(t, r)
+	m := mutator.New(r.Dir, mutator.Options{})
+	for _, reason := range []string{"ok\x1b]0;pwned\x07", "ok\x1b[2J", "approved\rrejected", "a\x00b", "a\u0085b", "a\u202eb"} {
+		req := set("payments/checkout", "max_amount_minor", "6000000")
+		req.Reason = reason
+		if _, err := m.Set(context.Background(), req); !errors.Is(err, mutator.ErrBadRequest) || !strings.Contains(err.Error(), "reason") {
+			t.Errorf("reason %q: %v, want a bad request about the reason", reason, err)
+		}
+	}
+	unchanged("a refused set")
+	req := set("payments/checkout", "max_amount_minor", "6000000")
+	req.Reason = "two lines\r\nand a\ttab"
+	if _, err := m.Set(context.Background(), req); err != nil {
+		t.Errorf("reason with CRLF and a tab: %v", err)
+	}
+}

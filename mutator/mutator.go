@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-git/go-git/v5/plumbing/transport"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/cuecast/cuecast/ci"
 	"github.com/cuecast/cuecast/compiler"
 	"github.com/cuecast/cuecast/internal/publish"
+	"github.com/cuecast/cuecast/internal/termtext"
 )
 
 // Trailer is the commit trailer naming the tool that made a commit;
@@ -89,7 +91,9 @@ type Request struct {
 	// Expect are compare-and-set conditions: each path must have this
 	// value in every config, or Set fails with a *ConflictError.
 	Expect []Assignment `json:"expect,omitempty"`
-	// Reason is why; it becomes the commit message's body. Required.
+	// Reason is why; it becomes the commit message's body. Required: plain
+	// text (lines and tabs): a control character, a bidi override or a
+	// byte not UTF-8 fails Set with ErrBadRequest.
 	Reason string `json:"reason"`
 	// Identity is who asked: the commit's author. Required.
 	Identity Identity `json:"identity"`
@@ -243,11 +247,15 @@ func (req *Request) validate() error {
 			}
 		}
 	}
+	// A line ending CRLF (a reason written on Windows) is a line.
+	req.Reason = strings.ReplaceAll(req.Reason, "\r\n", "\n")
 	switch {
 	case len(req.Set) == 0:
 		return badRequest("set: no PATH=VALUE given")
 	case req.Reason == "":
 		return badRequest("set: a reason is required: it is the commit message")
+	case badRune(req.Reason) != "":
+		return badRequest("set: the reason holds %s, a control character, a bidi override or a byte not UTF-8: git log and terminals would obey it; write the reason as plain text (lines and tabs are fine)", badRune(req.Reason))
 	case req.Identity.Name == "":
 		return badRequest("set: who asked for the change is required (the commit's author)")
 	}
@@ -288,6 +296,22 @@ func (req *Request) validate() error {
 		req.Tool = "cuecast set"
 	}
 	return nil
+}
+
+// badRune returns, escaped, the first rune of reason a terminal would obey
+// (termtext.Line escapes it) other than a line break or a tab; "" when
+// there is none. The reason goes into the commit message as it is, and git
+// log, GitHub's pull request and a tail of the repository show it so.
+func badRune(reason string) string {
+	for i := 0; i < len(reason); {
+		_, n := utf8.DecodeRuneInString(reason[i:])
+		c := reason[i : i+n]
+		if e := termtext.Line(c); c != "\n" && c != "\t" && e != c {
+			return e
+		}
+		i += n
+	}
+	return ""
 }
 
 // normPaths returns as, its paths in the spelling CUE reads them in (a

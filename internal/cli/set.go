@@ -136,7 +136,7 @@ func looksLikeVariantPath(a string) bool {
 
 func (o *SetOptions) register(fs *pflag.FlagSet, env *Env) {
 	registerVariant(fs, &o.Variant)
-	fs.StringVar(&o.Reason, "reason", "", "why: the commit message's body (required)")
+	fs.StringVar(&o.Reason, "reason", "", "why: the commit message's body, plain text (lines and tabs; no control characters) (required)")
 	fs.StringVar(&o.As, "as", "", `who asked, "Name <email>": the commit's author (default: $GIT_AUTHOR_NAME and $GIT_AUTHOR_EMAIL, then git config, as git commit)`)
 	fs.BoolVar(&o.Commit, "commit", false, "commit on the branch checked out and push it if the remote exists")
 	fs.StringVar(&o.Branch, "branch", "", "commit on this branch (created from HEAD if missing) and push it if the remote exists")
