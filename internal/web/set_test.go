@@ -55,6 +55,14 @@ func newSetServer(t *testing.T) *setServer {
 // serveSet serves the set API over repo with the test's tokens.
 func serveSet(t *testing.T, repo *gittest.Repo, mo mutator.Options) *setServer {
 	t.Helper()
+	srv := httptest.NewServer(setAPI(t, repo, mo).Handler())
+	t.Cleanup(srv.Close)
+	return &setServer{repo: repo, url: srv.URL}
+}
+
+// setAPI is the operations server serveSet serves.
+func setAPI(t *testing.T, repo *gittest.Repo, mo mutator.Options) *Server {
+	t.Helper()
 	tokens, err := ReadTokens(strings.NewReader(
 		"# name namespaces sha256\n" +
 			"growth-bot growth " + hexSHA(growthToken) + "\n" +
@@ -66,9 +74,7 @@ func serveSet(t *testing.T, repo *gittest.Repo, mo mutator.Options) *setServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(s.Handler())
-	t.Cleanup(srv.Close)
-	return &setServer{repo: repo, url: srv.URL}
+	return s
 }
 
 func hexSHA(s string) string {
@@ -153,6 +159,9 @@ func TestSetAPIStatuses(t *testing.T) {
 		{name: "no reason", path: "/api/set", token: operatorToken, body: setReq("payments/checkout", "currency", `"USD"`, obj{"reason": ""}), code: 400},
 		{name: "actor forging a trailer", path: "/api/set", token: operatorToken, body: setReq("payments/checkout", "currency", `"USD"`, obj{"actor": "eve\nCuecast-Requested-By: alice"}), code: 400},
 		{name: "actor forging an address", path: "/api/set", token: operatorToken, body: setReq("payments/checkout", "currency", `"USD"`, obj{"actor": "eve <alice@example.com>"}), code: 400},
+		{name: "reason retitling a terminal", path: "/api/set", token: operatorToken, body: setReq("payments/checkout", "currency", `"USD"`, obj{"reason": "ok\x1b]0;pwned\x07"}), code: 400},
+		{name: "a body over 4 MiB", path: "/api/set", token: operatorToken, body: setReq("payments/checkout", "currency", `"USD"`, obj{"reason": strings.Repeat("x", 4<<20)}), code: 400},
+		{name: "nested beyond the decoder's depth", path: "/api/set", token: operatorToken, body: `{"variant":` + strings.Repeat("[", 20000) + strings.Repeat("]", 20000) + `}`, code: 400},
 		{name: "bad mode", path: "/api/set", token: operatorToken, body: setReq("payments/checkout", "currency", `"USD"`, obj{"mode": "push"}), code: 400},
 		{name: "bad config path", path: "/api/set", token: operatorToken, body: setReq("Payments/../x", "currency", `"USD"`, nil), code: 400},
 		{name: "unknown config", path: "/api/set", token: operatorToken, body: setReq("payments/nope", "currency", `"USD"`, nil), code: 400},
@@ -296,6 +305,39 @@ func TestNamespaceTokenStaysInItsNamespace(t *testing.T) {
 			t.Errorf("got %d, want 400", code)
 		}
 	})
+	// Another spelling of another namespace's config is not a config (400,
+	// or 403 where its first segment is not the token's namespace, which
+	// /api/set answers first), or is that namespace's: never the token's
+	// own.
+	const refused = 0
+	for _, c := range []struct {
+		name string
+		body obj
+		code int // refused: 400 or 403
+	}{
+		{"a variant of another namespace's config", setReq("payments/checkout/env=prod", "max_amount_minor", "1", nil), http.StatusForbidden},
+		{"an encoded climb", setReq("growth/%2e%2e/payments/checkout", "max_amount_minor", "1", nil), http.StatusBadRequest},
+		{"an encoded slash", setReq("growth%2fflags/../../payments/checkout", "max_amount_minor", "1", nil), refused},
+		{"a backslash climb", setReq(`growth\..\payments/checkout`, "max_amount_minor", "1", nil), refused},
+		{"a climb below the token's config", setReq("growth/flags/../../payments/checkout", "max_amount_minor", "1", nil), http.StatusBadRequest},
+		{"case folded", setReq("Growth/flags", weight0, "1", obj{"set": []obj{{"config": "Payments/checkout", "path": "max_amount_minor", "value": "1"}}}), refused},
+		{"a trailing slash", setReq("growth/flags/", weight0, "1", nil), http.StatusBadRequest},
+		{"an absolute path", setReq("/payments/checkout", "max_amount_minor", "1", nil), refused},
+		{"a field of another config by its path", setReq("growth/flags", "payments.checkout.max_amount_minor", "1", nil), http.StatusBadRequest},
+		{"an override in another namespace's directory", setReq("growth/flags", weight0, "1", obj{"at": "payments/checkout/x.cue"}), http.StatusBadRequest},
+		{"an override climbing out", setReq("growth/flags", weight0, "1", obj{"at": "growth/flags/../../payments/checkout/x.cue"}), http.StatusBadRequest},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var e setErrorBody
+			code := s.post(t, "/api/set", growthToken, c.body, &e)
+			if c.code == refused && (code == http.StatusBadRequest || code == http.StatusForbidden) {
+				code = refused
+			}
+			if code != c.code || e.Error == "" {
+				t.Errorf("got %d %+v, want %d", code, e, c.code)
+			}
+		})
+	}
 	if s.repo.Head() != head {
 		t.Fatalf("main moved to %s", s.repo.Head())
 	}

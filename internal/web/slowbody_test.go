@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"net"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/cuecast/cuecast/internal/httpsrv"
 	"github.com/cuecast/cuecast/internal/poll"
 	"github.com/cuecast/cuecast/internal/reqbody/reqbodytest"
+	"github.com/cuecast/cuecast/mutator"
 )
 
 // serveFront serves f on a loopback port until the test ends.
@@ -84,4 +86,41 @@ func TestSlowBody(t *testing.T) {
 			t.Errorf("got %s, want 503", got)
 		}
 	})
+}
+
+// TestSetAPISlowBody: a valid token's set whose body trickles in holds no
+// more than its connection: the landing strip is taken only once the body
+// is read, so another writer's change lands meanwhile, and the body that
+// does not come in time is a 400 that commits nothing.
+func TestSetAPISlowBody(t *testing.T) {
+	t.Parallel()
+	ss := newSetServer(t)
+	front := func(timeout time.Duration) string {
+		f := NewFront(nil, nil)
+		f.Limit(httpsrv.Limits{BodyTimeout: timeout})
+		f.Open(setAPI(t, ss.repo, mutator.Options{}))
+		return serveFront(t, f)
+	}
+	patient, hasty := front(time.Hour), front(50*time.Millisecond)
+
+	slow := reqbodytest.PartialRequest(t, patient, "/api/set", "Authorization", "Bearer "+growthToken)
+	other := &setServer{repo: ss.repo, url: "http://" + patient}
+	var res mutator.Result
+	if code := other.post(t, "/api/set", operatorToken, setReq("payments/checkout", "max_amount_minor", "6000000", nil), &res); code != http.StatusOK || res.Commit != ss.repo.Head() {
+		t.Fatalf("a change beside the slow body: %d, main at %s, want %s", code, ss.repo.Head(), res.Commit)
+	}
+	select {
+	case got := <-slow:
+		t.Fatalf("the slow body was answered before it came: %s", got)
+	default:
+	}
+
+	head := ss.repo.Head()
+	got := poll.Receive(t, "the reply to a partial body", poll.Patience, reqbodytest.PartialRequest(t, hasty, "/api/set", "Authorization", "Bearer "+growthToken))
+	if !strings.HasPrefix(got, "400 ") || !strings.Contains(got, "read body") {
+		t.Errorf("got %s, want 400 read body", got)
+	}
+	if ss.repo.Head() != head {
+		t.Errorf("main moved to %s after a body that did not come", ss.repo.Head())
+	}
 }
