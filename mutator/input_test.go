@@ -3,6 +3,7 @@ package mutator_test
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -14,6 +15,8 @@ import (
 
 	"github.com/go-git/go-git/v5/plumbing"
 
+	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/compiler"
 	"github.com/cuecast/cuecast/internal/gittest"
 	"github.com/cuecast/cuecast/mutator"
 )
@@ -322,4 +325,70 @@ func TestSetReasonControls(t *testing.T) {
 	if _, err := m.Set(context.Background(), req); err != nil {
 		t.Errorf("reason with CRLF and a tab: %v", err)
 	}
+}
+
+// TestSetValueInjectsNoCUE: a value is one literal, and nothing of it
+// becomes CUE of its own. Each of these either is refused as a bad request,
+// committing nothing, or lands as the one string it spells: the field set
+// has that value and the config no other field than before.
+func TestSetValueInjectsNoCUE(t *testing.T) {
+	t.Parallel()
+	r := shapesRepo(t)
+	m := mutator.New(r.Dir, mutator.Options{})
+	ctx := context.Background()
+	const cfg, file = "shapes/string-double", "shapes/string-double/string-double.cue"
+	for _, c := range []struct {
+		value string
+		lands string // the string landed; "" for refused
+	}{
+		{`"eu" + "x"`, ""},
+		{`"\(region)"`, ""},
+		{`#"\#(region)"#`, ""},
+		{"\"\"\"\n\t\\(region)\n\t\"\"\"", ""},
+		{`'\(region)'`, ""},
+		{"\"eu\"\nevil: 1", ""},
+		{`"eu", evil: 1`, ""},
+		{`{evil: 1}`, "{evil: 1}"},
+		{`region`, "region"},
+		{`eu"` + "\nevil: 1", `eu"` + "\nevil: 1"},
+		{`eu\(region)`, `eu\(region)`},
+		{"eu}\nevil: 1\nx: {", "eu}\nevil: 1\nx: {"},
+		{`"eu\"\nevil: \"x"`, "eu\"\nevil: \"x"},
+	} {
+		head := r.Head()
+		req := set(cfg, "region", c.value)
+		res, err := m.Set(ctx, req)
+		if c.lands == "" {
+			if !errors.Is(err, mutator.ErrBadRequest) || r.Head() != head {
+				t.Errorf("value %q: %v, main at %s; want a bad request and main at %s", c.value, err, r.Head(), head)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("value %q: %v, want it landed as a string", c.value, err)
+			continue
+		}
+		got, err := os.ReadFile(filepath.Join(r.Dir, file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := compileOne(t, r, cfg)
+		var v map[string]any
+		if err := json.Unmarshal(out, &v); err != nil {
+			t.Fatal(err)
+		}
+		if len(v) != 1 || v["region"] != c.lands || res.Values[0].Path != "region" {
+			t.Errorf("value %q: the config is %s, want only region: %q; file:\n%s", c.value, out, c.lands, got)
+		}
+	}
+}
+
+// compileOne is cfg's compiled JSON in r's work tree.
+func compileOne(t *testing.T, r *gittest.Repo, cfg cuecast.ConfigPath) []byte {
+	t.Helper()
+	res, err := compiler.Compile(context.Background(), r.Dir, compiler.Options{Configs: []cuecast.ConfigPath{cfg}})
+	if err != nil || !res.OK() {
+		t.Fatalf("compile %s: %v %v", cfg, err, res)
+	}
+	return res.Outputs[cfg].JSON
 }
