@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -521,5 +522,83 @@ func TestSetAPIDryRunWithoutMode(t *testing.T) {
 	}
 	if s.repo.Head() != head {
 		t.Errorf("a dry run moved main to %s", s.repo.Head())
+	}
+}
+
+// TestSetAPICrossSite plays a web page of another site, open in a browser
+// on serve's host: it can send a form or a text/plain POST, with whatever
+// the browser attaches on its own (cookies, Basic credentials it cached),
+// but no Authorization header of its choosing without a CORS preflight
+// the server must not grant. Each is a 401, nothing is committed, and the
+// next legitimate change lands.
+func TestSetAPICrossSite(t *testing.T) {
+	t.Parallel()
+	s := newSetServer(t)
+	head := s.repo.Head()
+	body, err := json.Marshal(setReq("payments/checkout", "max_amount_minor", "1", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, url, ctype, body string
+		header                 []string
+	}{
+		{"a form", "/api/set", "application/x-www-form-urlencoded", "configs=payments%2Fcheckout&reason=x", nil},
+		{"a text/plain JSON body", "/api/set", "text/plain", string(body), nil},
+		{"a multipart form", "/api/flags/set", "multipart/form-data; boundary=x", "--x\r\nContent-Disposition: form-data; name=\"config\"\r\n\r\ngrowth/flags\r\n--x--\r\n", nil},
+		{"the token as a cookie", "/api/set", "text/plain", string(body), []string{"Cookie", "token=" + operatorToken + "; cuecast_token=" + operatorToken}},
+		{"the token as Basic credentials the browser cached", "/api/set", "text/plain", string(body), []string{"Authorization", "Basic " + base64.StdEncoding.EncodeToString([]byte("operator:"+operatorToken))}},
+		{"the token in the query", "/api/set?token=" + operatorToken + "&access_token=" + operatorToken, "text/plain", string(body), nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			req, err := http.NewRequest(http.MethodPost, s.url+c.url, strings.NewReader(c.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Content-Type", c.ctype)
+			req.Header.Set("Origin", "https://evil.example")
+			for i := 0; i+1 < len(c.header); i += 2 {
+				req.Header.Set(c.header[i], c.header[i+1])
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("Access-Control-Allow-Origin") != "" {
+				t.Errorf("got %d (Access-Control-Allow-Origin %q), want 401 and no CORS", resp.StatusCode, resp.Header.Get("Access-Control-Allow-Origin"))
+			}
+		})
+	}
+	t.Run("the preflight for a bearer token", func(t *testing.T) {
+		for _, path := range []string{"/api/set", "/api/flags/set"} {
+			req, err := http.NewRequest(http.MethodOptions, s.url+path, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Origin", "https://evil.example")
+			req.Header.Set("Access-Control-Request-Method", "POST")
+			req.Header.Set("Access-Control-Request-Headers", "authorization,content-type")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			for k := range resp.Header {
+				if strings.HasPrefix(k, "Access-Control-") {
+					t.Errorf("OPTIONS %s: %d with %s: %q, want no CORS grant", path, resp.StatusCode, k, resp.Header.Get(k))
+				}
+			}
+			if resp.StatusCode < 400 {
+				t.Errorf("OPTIONS %s: %d, want it refused", path, resp.StatusCode)
+			}
+		}
+	})
+	if s.repo.Head() != head {
+		t.Fatalf("main moved to %s", s.repo.Head())
+	}
+	var res mutator.Result
+	if code := s.post(t, "/api/set", paymentsToken, setReq("payments/checkout", "max_amount_minor", "7000000", nil), &res); code != http.StatusOK || res.Commit != s.repo.Head() {
+		t.Fatalf("the legitimate change after: %d, main at %s", code, s.repo.Head())
 	}
 }
