@@ -26,14 +26,15 @@ namespaces: {
 	importer: {owners: ["i"], import_configs_from: ["exporter"]}
 }
 `,
-		"open/app/app.cue":         "package app\n\nport: 8080\n",
-		"paths/app/app.cue":        "package app\n\nflags: beta: on: false\nflags: kill: false\nlimits: rps: 10\nlist: [1, 2]\nport: 8080\n",
-		"prs/app/app.cue":          "package app\n\nport: 8080\n",
-		"exporter/base/base.cue":   "package base\n\nport: 8080\n",
-		"importer/app/app.cue":     "package app\n\nimport \"example.com/pol/exporter/base\"\n\nport: base.port\n",
-		"exporter/other/other.cue": "package other\n\nport: 1\n",
-		"lib/net/net.cue":          "package net\n\nports: http: 8080\n",
-		"open/libuser/libuser.cue": "package libuser\n\nimport \"example.com/pol/lib/net\"\n\nnet.ports\n",
+		"open/app/app.cue":           "package app\n\nport: 8080\n",
+		"paths/app/app.cue":          "package app\n\nflags: beta: on: false\nflags: kill: false\nlimits: rps: 10\nlist: [1, 2]\nport: 8080\n",
+		"prs/app/app.cue":            "package app\n\nport: 8080\n",
+		"exporter/base/base.cue":     "package base\n\nport: 8080\n",
+		"importer/app/app.cue":       "package app\n\nimport \"example.com/pol/exporter/base\"\n\nport: base.port\n",
+		"exporter/other/other.cue":   "package other\n\nport: 1\n",
+		"lib/net/net.cue":            "package net\n\nports: http: 8080\n",
+		"open/rootuser/rootuser.cue": "package rootuser\n\nimport m \"example.com/pol:manifest\"\n\nm.namespaces.open\n",
+		"open/libuser/libuser.cue":   "package libuser\n\nimport \"example.com/pol/lib/net\"\n\nnet.ports\n",
 	})
 	return r
 }
@@ -73,6 +74,10 @@ func TestPolicy(t *testing.T) {
 		{"namespaces refuse a change reaching another namespace's output", scoped(set("exporter/base", "port", "9091"), "exporter"), "namespace"},
 		{"namespaces allow their own configs", scoped(set("exporter/other", "port", "2"), "exporter"), ""},
 		{"namespaces refuse an edit of a library", scoped(set("open/libuser", "http", "8081"), "open"), "namespace"},
+		// The manifest package, and so the policy, lives at the root: no
+		// caller, the operator included, edits a file there this way.
+		{"no caller edits a file at the repo root", set("open/rootuser", "owners[0]", `"x"`), "manifest"},
+		{"no namespace edits a file at the repo root", scoped(set("open/rootuser", "owners[0]", `"x"`), "open"), "manifest"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			head := r.Head()
