@@ -317,6 +317,8 @@ func TestNamespaceTokenStaysInItsNamespace(t *testing.T) {
 		code int // refused: 400 or 403
 	}{
 		{"a variant of another namespace's config", setReq("payments/checkout/env=prod", "max_amount_minor", "1", nil), http.StatusForbidden},
+		{"an @ variant of another namespace's config", setReq("payments/checkout@env=prod", "max_amount_minor", "1", nil), refused},
+		{"the token's namespace, then @ another's", setReq("growth/flags@payments/checkout", "max_amount_minor", "1", nil), http.StatusBadRequest},
 		{"an encoded climb", setReq("growth/%2e%2e/payments/checkout", "max_amount_minor", "1", nil), http.StatusBadRequest},
 		{"an encoded slash", setReq("growth%2fflags/../../payments/checkout", "max_amount_minor", "1", nil), refused},
 		{"a backslash climb", setReq(`growth\..\payments/checkout`, "max_amount_minor", "1", nil), refused},
