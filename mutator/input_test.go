@@ -18,6 +18,7 @@ import (
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/compiler"
 	"github.com/cuecast/cuecast/internal/gittest"
+	"github.com/cuecast/cuecast/internal/termtext"
 	"github.com/cuecast/cuecast/mutator"
 )
 
@@ -391,4 +392,35 @@ func compileOne(t *testing.T, r *gittest.Repo, cfg cuecast.ConfigPath) []byte {
 		t.Fatalf("compile %s: %v %v", cfg, err, res)
 	}
 	return res.Outputs[cfg].JSON
+}
+
+// TestSetMessageEscapesValues: a value's JSON in the commit message escapes
+// only what JSON must, so a string value carried a C1 control (0x9b is CSI
+// to an 8-bit terminal), DEL or a bidi override into the subject raw, for
+// git log to hand a reader's terminal. They are written as \u escapes
+// there, which JSON reads as the same string; the file holds the value.
+func TestSetMessageEscapesValues(t *testing.T) {
+	t.Parallel()
+	r := shapesRepo(t)
+	m := mutator.New(r.Dir, mutator.Options{})
+	res, err := m.Set(context.Background(), set("shapes/string-double", "region", "\"eu\u009b2J\u202e\x7f\""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := r.Git.CommitObject(plumbing.NewHash(res.Commit))
+	if err != nil {
+		t.Fatal(err)
+	}
+	subject, _, _ := strings.Cut(c.Message, "\n")
+	if want := `shapes/string-double: set region to "eu\u009b2J\u202e\u007f"`; subject != want {
+		t.Errorf("subject %q, want %q", subject, want)
+	}
+	for _, line := range strings.Split(c.Message, "\n") {
+		if termtext.Line(line) != line {
+			t.Errorf("message line %q holds what a terminal obeys", line)
+		}
+	}
+	if got := string(compileOne(t, r, "shapes/string-double")); got != `{"region":"eu`+"\u009b2J\u202e\x7f"+`"}` {
+		t.Errorf("config %s, want the value itself", got)
+	}
 }

@@ -3,6 +3,7 @@ package mutator
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -22,6 +23,7 @@ import (
 	"github.com/cuecast/cuecast/compiler"
 	"github.com/cuecast/cuecast/gitfs"
 	"github.com/cuecast/cuecast/internal/publish"
+	"github.com/cuecast/cuecast/internal/termtext"
 )
 
 // edits are the changes to one file: splices of literals and fields
@@ -639,7 +641,7 @@ func message(req Request, values []Value) string {
 	case req.Subject != "":
 		fmt.Fprintf(&b, "%s\n", strings.TrimSpace(req.Subject))
 	case len(values) == 1:
-		fmt.Fprintf(&b, "%s: set %s to %s\n", values[0].Config, values[0].Path, values[0].New)
+		fmt.Fprintf(&b, "%s: set %s to %s\n", values[0].Config, values[0].Path, termJSON(values[0].New))
 	case len(configs) == 1:
 		fmt.Fprintf(&b, "%s: set %d values\n", values[0].Config, len(values))
 	default:
@@ -652,9 +654,29 @@ func message(req Request, values []Value) string {
 			fmt.Fprintf(&b, "… and %d more\n", len(values)-listed)
 			break
 		}
-		fmt.Fprintf(&b, "%s: %s: %s -> %s (%s at %s)\n", v.Config, v.Path, v.Old, v.New, v.Origin, v.Edited)
+		fmt.Fprintf(&b, "%s: %s: %s -> %s (%s at %s)\n", v.Config, v.Path, termJSON(v.Old), termJSON(v.New), v.Origin, v.Edited)
 	}
 	fmt.Fprintf(&b, "\n%s: %s\n%s: %s\n", RequestedByTrailer, req.Identity, Trailer, req.Tool)
+	return b.String()
+}
+
+// termJSON is a JSON value for the commit message: JSON escapes the C0
+// controls in a string, and this the rest of what a terminal obeys (C1
+// controls, DEL, bidi overrides), as \u escapes JSON reads as the same
+// string, so that git log does not hand them to its reader.
+func termJSON(raw json.RawMessage) string {
+	s := string(raw)
+	if termtext.Line(s) == s {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if c := string(r); termtext.Line(c) != c {
+			fmt.Fprintf(&b, `\u%04x`, r)
+			continue
+		}
+		b.WriteRune(r)
+	}
 	return b.String()
 }
 
