@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cuecast/cuecast/flags/ofrep"
 	"github.com/cuecast/cuecast/internal/web"
 )
 
@@ -31,10 +30,7 @@ func wantFramingHeaders(t *testing.T, what string, h http.Header) {
 // while the process starts.
 func TestSecurityHeaders(t *testing.T) {
 	t.Parallel()
-	tokens, err := ofrep.ParseTokens("tokens", []byte("growth "+strings.Repeat("g", 40)+"\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	tokens, _ := growthTokens(t)
 	f := start(t, fixtureOptions{ofrepTokens: tokens, token: "op"})
 	for _, c := range []struct{ method, path string }{
 		{"GET", "/"},

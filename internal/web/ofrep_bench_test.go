@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cuecast/cuecast/flags/ofrep"
 	"github.com/cuecast/cuecast/internal/cputime"
 	"github.com/cuecast/cuecast/internal/gittest"
 	"github.com/cuecast/cuecast/internal/pipeline"
@@ -105,11 +104,7 @@ func ofrepLoad(url, token, nStr, connsStr string) int {
 // the same cores, so it swings with the machine's load.
 func BenchmarkServeOFREP(b *testing.B) {
 	const procs, conns = 2, 8
-	token := strings.Repeat("g", 40)
-	tokens, err := ofrep.ParseTokens("tokens", []byte("growth "+token+"\n"))
-	if err != nil {
-		b.Fatal(err)
-	}
+	tokens, token := growthTokens(b)
 	repo := gittest.New(b)
 	repo.CopyDir(filepath.Join("..", "..", "configs-example"))
 	repo.Commit("initial configs")

@@ -120,11 +120,7 @@ func TestServeOFREPOffWithoutTokens(t *testing.T) {
 // flags (as for a deleted config) and logs a warning saying so, instead of
 // answering version 1's flags for ever.
 func TestServeOFREPNoLongerAFlagSet(t *testing.T) {
-	growth := strings.Repeat("g", 40)
-	tokens, err := ofrep.ParseTokens("tokens", []byte("growth "+growth+"\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	tokens, growth := growthTokens(t)
 	var buf syncBuffer
 	f := start(t, fixtureOptions{ofrepTokens: tokens, log: slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn})})
 	flag, bulk := f.base+"/ofrep/v1/evaluate/flags/growth/flags/new-checkout", f.base+"/ofrep/v1/evaluate/flags"
@@ -167,11 +163,7 @@ func TestServeOFREPNoLongerAFlagSet(t *testing.T) {
 // reading its flags there kept the bad one. It now evaluates the version
 // the fleet is meant to run (the pin's here), as the instances do.
 func TestServeOFREPFollowsRollback(t *testing.T) {
-	growth := strings.Repeat("g", 40)
-	tokens, err := ofrep.ParseTokens("tokens", []byte("growth "+growth+"\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	tokens, growth := growthTokens(t)
 	f := start(t, fixtureOptions{ofrepTokens: tokens})
 	flag := f.base + "/ofrep/v1/evaluate/flags/growth/flags/new-checkout"
 	user1 := `{"context": {"targetingKey": "user-1"}}`
@@ -203,11 +195,7 @@ func TestServeOFREPFollowsRollback(t *testing.T) {
 // served once the rollout's last stage moves everyone; a halted rollout
 // keeps its From.
 func TestServeOFREPFollowsStagedRollout(t *testing.T) {
-	growth := strings.Repeat("g", 40)
-	tokens, err := ofrep.ParseTokens("tokens", []byte("growth "+growth+"\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	tokens, growth := growthTokens(t)
 	const cfg cuecast.ConfigPath = "growth/flags"
 	f := start(t, fixtureOptions{ofrepTokens: tokens, policies: canaryFrom{from: 2, instances: []string{"growth-a"}}})
 	f.watch(cfg, "growth-a")
@@ -283,11 +271,7 @@ func rolloutSeen(t *testing.T, f *fixture, cfg cuecast.ConfigPath, version uint6
 // as for a set that does not exist, rather than "not ready" (the other
 // configs are served), until the rollout's last stage moves.
 func TestServeOFREPFirstVersionInStages(t *testing.T) {
-	growth := strings.Repeat("g", 40)
-	tokens, err := ofrep.ParseTokens("tokens", []byte("growth "+growth+"\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	tokens, growth := growthTokens(t)
 	const cfg cuecast.ConfigPath = "growth/flags"
 	f := start(t, fixtureOptions{ofrepTokens: tokens, policies: canaryFrom{from: 1, instances: []string{"growth-a"}}})
 	f.watch(cfg, "growth-a")
@@ -306,4 +290,16 @@ func TestServeOFREPFirstVersionInStages(t *testing.T) {
 		md, _ := got["metadata"].(map[string]any)
 		return code == 200 && md["version"] == 1.0, fmt.Sprint(code, got)
 	})
+}
+
+// growthTokens is an OFREP tokens file with one token, the one it returns,
+// reading namespace growth.
+func growthTokens(t testing.TB) (*ofrep.Tokens, string) {
+	t.Helper()
+	growth := strings.Repeat("g", 40)
+	tokens, err := ofrep.ParseTokens("tokens", []byte("growth "+growth+"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tokens, growth
 }
