@@ -334,6 +334,21 @@ func (in *instance) eventsOn(v uint64) []string {
 	return out
 }
 
+// appliedAt is when the instance first applied version v, by its
+// watcher's clock, which is the controller's: the applied event comes
+// before the report that tells the controller so. ok is false when it
+// never applied v.
+func (in *instance) appliedAt(v uint64) (at time.Time, ok bool) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	for _, e := range in.events {
+		if e.Version == v && e.Kind == client.EventApplied {
+			return e.At, true
+		}
+	}
+	return time.Time{}, false
+}
+
 func (e *env) instance(id string) *instance {
 	e.t.Helper()
 	return e.instanceWith(id, nil)
