@@ -386,8 +386,8 @@ var instancesTmpl = template.Must(template.New("instances").Parse(`<!doctype htm
 <td>{{if .Healthy}}healthy{{else}}<span class="count danger">unhealthy</span>{{end}}</td><td class="err">{{.Error}}</td><td class="muted">{{.At}}</td></tr>
 {{end}}</tbody></table>{{end}}`))
 
-// stagedTimeout bounds the wait for the regions' answer on a config page,
-// as the rollout controller bounds it to show progress.
+// stagedTimeout is Options.StagesTimeout's default, the rollout
+// controller's own bound on the wait to show progress.
 const stagedTimeout = 2 * time.Second
 
 // stagedReports is what a rollout's stages are counted on.
@@ -403,11 +403,12 @@ type stagedReports struct {
 // on a tree with no instances while `cuecast rollout status` counted
 // it). It asks one at a time per config and at most once a sample
 // (drillTurns: a drill-down longer than a sample serves the next
-// sample's pages that waited for it), and waits at most stagedTimeout
-// (a live page, redrawn every sample, is not held up as long as the
-// per-instance page may be); one config's wait never holds up another
-// config's page, and it waits for one of the server's drill-down slots
-// (drillSlot) at most stagedTimeout, then counts by bucket and says why.
+// sample's pages that waited for it), and waits at most
+// Options.StagesTimeout (a live page, redrawn every sample, is not held up
+// as long as the per-instance page may be); one config's wait never holds
+// up another config's page, and it waits for one of the server's
+// drill-down slots (drillSlot) at most as long, then counts by bucket and
+// says why.
 // Unlike the controller, which fails its step then, the page counts what
 // did arrive: the instances of a region that did not answer, or left
 // some out, stay in their groups, and counted says so.
@@ -428,7 +429,7 @@ func (s *Server) stagedReports(ctx context.Context, cfg cuecast.ConfigPath, r *r
 // askStaged asks the regions for the instances r's stages name or
 // select; asked is false when it did not (no drill-down slot).
 func (s *Server) askStaged(ctx context.Context, cfg cuecast.ConfigPath, r *rollout.Rollout, reports []cuecast.Report) (st stagedReports, asked bool) {
-	wait := min(s.o.DetailTimeout, stagedTimeout)
+	wait := min(s.o.DetailTimeout, s.o.StagesTimeout)
 	var dr rollout.Drill
 	err := s.drill(ctx, cfg, wait, func(ctx context.Context) (err error) {
 		dr, err = rollout.DrillDown(ctx, s.o.Regions, cfg, r, reports)

@@ -123,7 +123,8 @@ func namedCanaries(t *testing.T) *fixture {
 }
 
 // canaryCounted fails t unless rec is a config page (its JSON) counting
-// its named canary's one instance.
+// its named canary's one instance from the regions' answer, saying
+// nothing was left counted by its bucket's group.
 func canaryCounted(t *testing.T, what string, rec *httptest.ResponseRecorder) {
 	t.Helper()
 	var cv struct {
@@ -132,13 +133,14 @@ func canaryCounted(t *testing.T, what string, rec *httptest.ResponseRecorder) {
 				Name      string
 				Instances int
 			}
+			Counted string
 		}
 	}
 	if err := json.Unmarshal(rec.Body.Bytes(), &cv); rec.Code != http.StatusOK || err != nil {
 		t.Fatalf("%s: %d %s", what, rec.Code, rec.Body)
 	}
-	if st := cv.Rollout.Stages; len(st) == 0 || st[0].Name != "canary" || st[0].Instances != 1 {
-		t.Errorf("%s: stages %+v, want its named canary counted", what, st)
+	if st := cv.Rollout.Stages; len(st) == 0 || st[0].Name != "canary" || st[0].Instances != 1 || cv.Rollout.Counted != "" {
+		t.Errorf("%s: stages %+v (counted %q), want its named canary counted", what, st, cv.Rollout.Counted)
 	}
 }
 
@@ -148,7 +150,10 @@ func canaryCounted(t *testing.T, what string, rec *httptest.ResponseRecorder) {
 // one's drill-down instead of asking again, and both are drawn when it
 // ends. The config pages kept their turn per sample, so that a drill-down
 // longer than a sample had the next sample's in flight beside it, for
-// the same config.
+// the same config. The page's wait for the regions is the test's
+// patience: the drill-down's hold is the test's, and with the 2s default
+// a slow machine let the page give up before the test let the regions go
+// (the canary then counted by its bucket, and the page saying so).
 func TestConfigPageAsksOnceAtATimeAcrossSamples(t *testing.T) {
 	t.Parallel()
 	t.Run(natstest.TreeMode, func(t *testing.T) {
@@ -156,7 +161,8 @@ func TestConfigPageAsksOnceAtATimeAcrossSamples(t *testing.T) {
 		regions := holdRegions(f.p.Distributor, checkout)
 		waits := make(chan cuecast.ConfigPath, 4)
 		log := slog.New(logWaits{slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}), turnWait, waits})
-		srv, err := web.New(web.Options{Fleet: f.p.Distributor, Rollouts: f.p.Rollout, Regions: regions, DetailTimeout: poll.Patience, Logger: log})
+		srv, err := web.New(web.Options{Fleet: f.p.Distributor, Rollouts: f.p.Rollout, Regions: regions,
+			DetailTimeout: poll.Patience, StagesTimeout: poll.Patience, Logger: log})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -246,16 +252,16 @@ func (h *heldRegions) counts(cfg cuecast.ConfigPath) (asks, most int) {
 // regions do not answer the first (held by the test, as a silent region
 // holds it until the timeout): the second page is drawn while the first
 // one's drill-down is still waiting. They waited for each other (up to
-// 2 s each) while the pages of one sample shared one lock. The timeout
-// is the test's patience: the regions that do answer are not raced
+// 2 s each) while the pages of one sample shared one lock. The timeouts
+// are the test's patience: the regions that do answer are not raced
 // against a clock (under load they missed the 2 s default).
 func TestConfigPagesDoNotWaitForEachOther(t *testing.T) {
 	t.Parallel()
 	t.Run(natstest.TreeMode, func(t *testing.T) {
 		f := namedCanaries(t)
 		regions := holdRegions(f.p.Distributor, checkout)
-		srv, err := web.New(web.Options{Fleet: f.p.Distributor, Rollouts: f.p.Rollout, Regions: regions, DetailTimeout: poll.Patience,
-			Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))})
+		srv, err := web.New(web.Options{Fleet: f.p.Distributor, Rollouts: f.p.Rollout, Regions: regions,
+			DetailTimeout: poll.Patience, StagesTimeout: poll.Patience, Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -92,6 +92,11 @@ type Options struct {
 	// DetailTimeout is how long that page waits for the regions to
 	// answer; default 5s (as status --instances).
 	DetailTimeout time.Duration
+	// StagesTimeout is how long a config page waits for the regions to
+	// count the instances its rollout's stages name or select, at most
+	// DetailTimeout; default 2s: a live page, redrawn every sample, is
+	// not held up as long as the per-instance page may be.
+	StagesTimeout time.Duration
 	// MaxDrillDowns caps the drill-downs into the regions this server
 	// has in flight at once, over every page and config (the
 	// per-instance pages and the config pages' named stages); one past
@@ -184,6 +189,9 @@ func New(o Options) (*Server, error) {
 	}
 	if o.DetailTimeout <= 0 {
 		o.DetailTimeout = 5 * time.Second
+	}
+	if o.StagesTimeout <= 0 {
+		o.StagesTimeout = stagedTimeout
 	}
 	if o.MaxDrillDowns <= 0 {
 		o.MaxDrillDowns = 4
