@@ -173,7 +173,7 @@ anything is created in --data.`,
 	cmd.Flags().StringVar(&opts.APITokens, "api-tokens", "", "file of namespace tokens (NAME NAMESPACES SHA256 a line) that may change their namespaces' configs through POST /api/set (docs/CHANGING.md)")
 	cmd.Flags().StringVar(&opts.OperatorToken, "operator-token", "", "bearer token enabling the dashboard's rollout actions (default $CUECAST_OPERATOR_TOKEN; empty: read-only)")
 	cmd.Flags().StringVar(&opts.WebhookSecret, "webhook-secret", "", "secret verifying GitHub push webhooks at /hooks/github (default $CUECAST_WEBHOOK_SECRET)")
-	cmd.Flags().StringVar(&opts.OFREPTokens, "ofrep-tokens", "", "file of NAMESPACE TOKEN lines: serve the published flag sets over OFREP at /ofrep/v1/ to requests carrying a token of the flag's namespace")
+	cmd.Flags().StringVar(&opts.OFREPTokens, "ofrep-tokens", "", "file of NAMESPACE TOKEN lines: serve each flag set's settled version (what an instance no rollout stage has reached runs) over OFREP at /ofrep/v1/ to requests carrying a token of the flag's namespace")
 	cmd.Flags().StringVar(&opts.OFREP, "ofrep", "",
 		"with --ofrep-tokens: serve OFREP on this address alone (HOST:PORT), not on --http, so that services reach their flags without reaching the operations server's reads, which need no token")
 	cmd.Flags().IntVar(&opts.InlineLimit, "inline-limit", distributor.DefaultInlineLimit,
