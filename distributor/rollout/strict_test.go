@@ -269,10 +269,18 @@ func testStrictCutoverBlockedByStalledInstance(t *testing.T) {
 		// little margin, past which it flips never having heard of it.
 		e.hb = 500 * time.Millisecond
 	})
+	blockedByFrozen(t, e, (*slowInstance).freeze)
+}
+
+// blockedByFrozen: web-a and web-b stage v2 and frozen-1, frozen by
+// freeze before the deploy, never does; the cutover waits naming it and
+// halts at the apply timeout with nothing switched.
+func blockedByFrozen(t *testing.T, e *env, freeze func(*slowInstance)) {
+	t.Helper()
 	e.baseline()
 	a, b, frozen := e.slowInstance("web-a"), e.slowInstance("web-b"), e.slowInstance("frozen-1")
 	e.waitLive(3)
-	frozen.freeze()
+	freeze(frozen)
 	e.deploy(e.publish(2, content(2)))
 	for _, in := range []*slowInstance{a, b} {
 		in.staged.Store(2)
@@ -313,27 +321,9 @@ func TestStrictCutoverBlockedByInstanceExpiredWhenRead(t *testing.T) {
 		e.hb = 500 * time.Millisecond
 		e.opts = func(o *rollout.Options) { o.ApplyTimeout = 3 * time.Second }
 	})
-	e.baseline()
-	a, b, frozen := e.slowInstance("web-a"), e.slowInstance("web-b"), e.slowInstance("frozen-1")
-	e.waitLive(3)
-	frozen.freezeAt(time.Now().Add(-distributor.LiveFor(e.heartbeat())))
-	e.deploy(e.publish(2, content(2)))
-	for _, in := range []*slowInstance{a, b} {
-		in.staged.Store(2)
-	}
-	poll.Until(t, "cutover waiting for frozen-1", poll.Patience, func() (bool, string) {
-		r := e.record().Current
-		if r.State != rollout.StateStaging {
-			t.Fatalf("left staging without frozen-1: %s %s %s", r.State, r.Note, r.Reason)
-		}
-		return strings.Contains(r.Note, "frozen-1"), string(r.State) + ": " + r.Note
+	blockedByFrozen(t, e, func(frozen *slowInstance) {
+		frozen.freezeAt(time.Now().Add(-distributor.LiveFor(e.heartbeat())))
 	})
-	e.waitHalted(-1, "frozen-1", "did not confirm")
-	for _, bk := range []int{0, 50, 99} {
-		if p := e.pointer(bk); p.Version != 1 {
-			t.Errorf("bucket %d on v%d after the halt, want v1 (nothing switched)", bk, p.Version)
-		}
-	}
 }
 
 // TestStageWaitsForHungCohortMember: issue 15, item 11, relaxed. A cohort

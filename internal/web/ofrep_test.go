@@ -165,15 +165,7 @@ func TestServeOFREPNoLongerAFlagSet(t *testing.T) {
 func TestServeOFREPFollowsRollback(t *testing.T) {
 	tokens, growth := growthTokens(t)
 	f := start(t, fixtureOptions{ofrepTokens: tokens})
-	flag := f.base + "/ofrep/v1/evaluate/flags/growth/flags/new-checkout"
-	user1 := `{"context": {"targetingKey": "user-1"}}`
-	at := func(version float64, value bool) func() (bool, string) {
-		return func() (bool, string) {
-			_, got := ofrepPost(t, flag, growth, user1)
-			md, _ := got["metadata"].(map[string]any)
-			return got["value"] == value && md["version"] == version, fmt.Sprint(got)
-		}
-	}
+	at := newCheckoutAt(t, f, growth)
 	poll.Until(t, "growth/flags v1 over OFREP", poll.Patience, at(1, false))
 	f.repo.Edit("growth/flags/flags.cue", `weights: [{variant: "on", weight: 20000}, {variant: "off", weight: 80000}]`,
 		`weights: [{variant: "on", weight: 100000}, {variant: "off", weight: 0}]`)
@@ -200,15 +192,7 @@ func TestServeOFREPFollowsStagedRollout(t *testing.T) {
 	f := start(t, fixtureOptions{ofrepTokens: tokens, policies: canaryFrom{from: 2, instances: []string{"growth-a"}}})
 	f.watch(cfg, "growth-a")
 	f.watch(cfg, "growth-b")
-	flag := f.base + "/ofrep/v1/evaluate/flags/growth/flags/new-checkout"
-	user1 := `{"context": {"targetingKey": "user-1"}}`
-	at := func(version float64, value bool) func() (bool, string) {
-		return func() (bool, string) {
-			_, got := ofrepPost(t, flag, growth, user1)
-			md, _ := got["metadata"].(map[string]any)
-			return got["value"] == value && md["version"] == version, fmt.Sprint(got)
-		}
-	}
+	at := newCheckoutAt(t, f, growth)
 	seen := func(state rollout.State, stage string) { t.Helper(); rolloutSeen(t, f, cfg, 2, state, stage) }
 	// still checks that OFREP answers v1 over the next few samples.
 	still := func(why string) {
@@ -302,4 +286,17 @@ func growthTokens(t testing.TB) (*ofrep.Tokens, string) {
 		t.Fatal(err)
 	}
 	return tokens, growth
+}
+
+// newCheckoutAt is a poll condition maker: serve's OFREP answers user-1's
+// growth/flags/new-checkout with value from version.
+func newCheckoutAt(t *testing.T, f *fixture, token string) func(version float64, value bool) func() (bool, string) {
+	flag := f.base + "/ofrep/v1/evaluate/flags/growth/flags/new-checkout"
+	return func(version float64, value bool) func() (bool, string) {
+		return func() (bool, string) {
+			_, got := ofrepPost(t, flag, token, `{"context": {"targetingKey": "user-1"}}`)
+			md, _ := got["metadata"].(map[string]any)
+			return got["value"] == value && md["version"] == version, fmt.Sprint(got)
+		}
+	}
 }
