@@ -761,6 +761,17 @@ func TestUnansweringRegionHaltsTheStage(t *testing.T) {
 	if n := taken.Load(); n < 2 {
 		t.Errorf("leaf-2 was asked %d times, want at least twice before the halt", n)
 	}
+	// rollout status's progress: the canary stage names east-1, which only
+	// a drill-down finds; without leaf-2's answer the counts are not exact,
+	// and the progress says so (it counted east-1 with its bucket silently).
+	p, err := c.Progress(t.Context(), cfg)
+	if err != nil {
+		t.Fatalf("Progress: %v", err)
+	}
+	if !strings.Contains(p.WithoutDetail, "leaf-2") {
+		t.Errorf("progress without leaf-2's answer: without_detail %q, want it to name leaf-2", p.WithoutDetail)
+	}
+	t.Logf("without_detail: %s", p.WithoutDetail)
 }
 
 // TestDrillDownFailingOnceDoesNotHalt: region leaf-2's host leaves the
@@ -779,5 +790,8 @@ func TestDrillDownFailingOnceDoesNotHalt(t *testing.T) {
 	}
 	if n := taken.Load(); n < 2 {
 		t.Errorf("leaf-2 was asked %d times, want the unanswered first and at least one answered", n)
+	}
+	if p, err := c.Progress(t.Context(), cfg); err != nil || p.WithoutDetail != "" {
+		t.Errorf("Progress with every region answering: without_detail %q, %v; want exact counts", p.WithoutDetail, err)
 	}
 }

@@ -150,16 +150,19 @@ func (r *Rollout) DetailRequest() (req distributor.DetailRequest, ok bool) {
 // progressReports is rolloutReports for showing progress, not judging it:
 // when the drill-down fails (a region does not answer in time, or the
 // caller, an operator, may not ask), the stages are measured on the
-// groups alone, a named instance counted with its bucket's group.
-func (c *Controller) progressReports(ctx context.Context, cfg cuecast.ConfigPath, r *Rollout) ([]cuecast.Report, error) {
+// groups alone, a named instance counted with its bucket's group, and
+// without is the drill-down's error, which the progress shows so that
+// nobody takes those counts for exact ones.
+func (c *Controller) progressReports(ctx context.Context, cfg cuecast.ConfigPath, r *Rollout) (rs []cuecast.Report, without error, err error) {
 	dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	rs, err := c.rolloutReports(dctx, cfg, r)
+	rs, err = c.rolloutReports(dctx, cfg, r)
 	if err == nil || ctx.Err() != nil {
-		return rs, err
+		return rs, nil, err
 	}
 	c.log.Debug("progress without the regions' detail", "config", cfg, "err", err)
-	return c.reports(ctx, cfg)
+	rs, rerr := c.reports(ctx, cfg)
+	return rs, err, rerr
 }
 
 // liveInstances lists the instances with a live report on cfg, from the

@@ -48,6 +48,13 @@ type Progress struct {
 	// clock (the end of its wait, its hold, or its min_instances grace);
 	// zero when that moment has passed or the rollout waits for nothing.
 	Next time.Time `json:"next,omitzero"`
+	// WithoutDetail says why, on a summarised tree, the regions' instance
+	// detail was not read (a region did not answer the drill-down in
+	// time, or the caller may not ask): the stages and cohort were then
+	// measured on the summary groups alone, where an instance a stage
+	// names or selects by label is counted with its bucket's group, not
+	// by name. Empty when the counts are exact.
+	WithoutDetail string `json:"without_detail,omitempty"`
 }
 
 // StageScope says what stage s covers, the one wording of `cuecast rollout
@@ -169,11 +176,15 @@ func (c *Controller) Progress(ctx context.Context, cfg cuecast.ConfigPath) (Prog
 	if err != nil {
 		return Progress{}, err
 	}
-	reports, err := c.progressReports(ctx, cfg, rec.Current)
+	reports, without, err := c.progressReports(ctx, cfg, rec.Current)
 	if err != nil {
 		return Progress{}, fmt.Errorf("progress of %s: %w", cfg, err)
 	}
-	return progress(rec, reports, c.o.Now()), nil
+	p := progress(rec, reports, c.o.Now())
+	if without != nil {
+		p.WithoutDetail = without.Error()
+	}
+	return p, nil
 }
 
 func progress(rec Record, reports []cuecast.Report, now time.Time) Progress {

@@ -363,6 +363,9 @@ func printRecord(w io.Writer, p rollout.Progress, now time.Time) {
 			fmt.Fprintf(w, "  cohort: %d instances, %d on v%d, %d unhealthy, %d failing; outside: %d instances, %d unhealthy\n",
 				m.Instances, m.OnTarget, r.Version, m.Unhealthy, m.Failing, m.Outside, m.OutsideUnhealthy)
 		}
+		if p.WithoutDetail != "" {
+			fmt.Fprintf(w, "  NOT EXACT: counted without the regions' detail (%s); an instance a stage names or selects by label is counted with its bucket's group\n", termtext.Line(p.WithoutDetail))
+		}
 		printAnalysis(w, r)
 		if r.Note != "" {
 			fmt.Fprintf(w, "  %s\n", termtext.Line(rollout.FormatTimes(r.Note)))

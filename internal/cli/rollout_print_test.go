@@ -94,3 +94,28 @@ func TestPrintRecordEscapesRepoText(t *testing.T) {
 		}
 	}
 }
+
+// TestPrintRecordSaysWhenNotExact: when the controller measured the stages
+// without the regions' detail (a region did not answer the drill-down),
+// rollout status says so and why; it printed the bucket counts as if exact.
+func TestPrintRecordSaysWhenNotExact(t *testing.T) {
+	now := time.Date(2026, 12, 1, 17, 0, 0, 0, time.UTC)
+	rec := rollout.Record{Config: "search/ranking", Stable: 1, Current: &rollout.Rollout{
+		Config: "search/ranking", Version: 2, From: 1, State: rollout.StateHolding,
+		Policy: cuecast.Policy{Stages: []cuecast.Stage{{Name: "canary", Instances: []string{"east-1"}}, {Name: "all", Percent: 100}}},
+	}}
+	for _, tc := range []struct {
+		without string
+		want    bool
+	}{{"", false}, {"region leaf-2 did not answer\x1b[2J", true}} {
+		var b strings.Builder
+		printRecord(&b, rollout.Progress{Record: rec, WithoutDetail: tc.without}, now)
+		out := b.String()
+		if got := strings.Contains(out, "NOT EXACT: counted without the regions' detail (region leaf-2 did not answer"); got != tc.want {
+			t.Errorf("without detail %q: rollout status:\n%s\nsays NOT EXACT: %v, want %v", tc.without, out, got, tc.want)
+		}
+		if strings.Contains(out, "\x1b") {
+			t.Errorf("rollout status:\n%q\nwrites the error's terminal controls", out)
+		}
+	}
+}
