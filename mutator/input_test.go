@@ -424,3 +424,37 @@ func TestSetMessageEscapesValues(t *testing.T) {
 		t.Errorf("config %s, want the value itself", got)
 	}
 }
+
+// TestSetMessageEscapesNames: the path a request names and the file the
+// mutator edited are written into the commit message as given, so a
+// label or a file name holding a C1 control (0x9b, CSI to an 8-bit
+// terminal) or a bidi override reached git log's reader raw, where the
+// values beside them were escaped. Every part of a value's line is now
+// escaped alike.
+func TestSetMessageEscapesNames(t *testing.T) {
+	t.Parallel()
+	r := shapesRepo(t)
+	file := "shapes/quoted-label/odd\u009b2J\u202e.cue"
+	r.Write(map[string]string{file: "package shape\n\nodd: {\"x\u009b2J\u202ey\": \"a\"}\n"})
+	r.Commit("a label and a file name with controls")
+	m := mutator.New(r.Dir, mutator.Options{})
+	res, err := m.Set(context.Background(), set("shapes/quoted-label", "odd.\"x\u009b2J\u202ey\"", `"b"`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := r.Git.CommitObject(plumbing.NewHash(res.Commit))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(c.Message, "\n") {
+		if termtext.Line(line) != line {
+			t.Errorf("message line %q holds what a terminal obeys", line)
+		}
+	}
+	if !strings.Contains(c.Message, `x\u009b2J\u202ey`) || !strings.Contains(c.Message, `odd\u009b2J\u202e.cue`) {
+		t.Errorf("message:\n%s\nwant the label and the file name with their controls as \\u escapes", c.Message)
+	}
+	if got := string(compileOne(t, r, "shapes/quoted-label")); !strings.Contains(got, `"x`+"\u009b2J\u202e"+`y":"b"`) {
+		t.Errorf("config %s, want the label itself set to \"b\"", got)
+	}
+}

@@ -3,7 +3,6 @@ package mutator
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -641,7 +640,7 @@ func message(req Request, values []Value) string {
 	case req.Subject != "":
 		fmt.Fprintf(&b, "%s\n", strings.TrimSpace(req.Subject))
 	case len(values) == 1:
-		fmt.Fprintf(&b, "%s: set %s to %s\n", values[0].Config, values[0].Path, termJSON(values[0].New))
+		fmt.Fprintf(&b, "%s\n", termEscape(fmt.Sprintf("%s: set %s to %s", values[0].Config, values[0].Path, values[0].New)))
 	case len(configs) == 1:
 		fmt.Fprintf(&b, "%s: set %d values\n", values[0].Config, len(values))
 	default:
@@ -654,18 +653,19 @@ func message(req Request, values []Value) string {
 			fmt.Fprintf(&b, "… and %d more\n", len(values)-listed)
 			break
 		}
-		fmt.Fprintf(&b, "%s: %s: %s -> %s (%s at %s)\n", v.Config, v.Path, termJSON(v.Old), termJSON(v.New), v.Origin, v.Edited)
+		fmt.Fprintf(&b, "%s\n", termEscape(fmt.Sprintf("%s: %s: %s -> %s (%s at %s)", v.Config, v.Path, v.Old, v.New, v.Origin, v.Edited)))
 	}
 	fmt.Fprintf(&b, "\n%s: %s\n%s: %s\n", RequestedByTrailer, req.Identity, Trailer, req.Tool)
 	return b.String()
 }
 
-// termJSON is a JSON value for the commit message: JSON escapes the C0
-// controls in a string, and this the rest of what a terminal obeys (C1
-// controls, DEL, bidi overrides), as \u escapes JSON reads as the same
-// string, so that git log does not hand them to its reader.
-func termJSON(raw json.RawMessage) string {
-	s := string(raw)
+// termEscape is a line of the commit message built from values, paths and
+// file names: JSON escapes the C0 controls in a string value, and this the
+// rest of what a terminal obeys (C1 controls, DEL, bidi overrides) in any
+// part of the line, a file name or a label as much as a value, as \u
+// escapes JSON reads as the same string, so that git log does not hand
+// them to its reader.
+func termEscape(s string) string {
 	if termtext.Line(s) == s {
 		return s
 	}
