@@ -144,3 +144,119 @@ func TestSampleShowsWhyItHalted(t *testing.T) {
 		}
 	})
 }
+
+// advancingFleet is the pipeline's distributor whose next status read,
+// once armed, first runs between: the sample has read the rollout records
+// by then, and between changes what they say.
+type advancingFleet struct {
+	*distributor.Distributor
+	armed   atomic.Bool
+	between func(ctx context.Context) error
+}
+
+func (f *advancingFleet) StatusWith(ctx context.Context, intents distributor.Intents, cfgs ...cuecast.ConfigPath) ([]distributor.ConfigStatus, error) {
+	if f.armed.CompareAndSwap(true, false) {
+		if err := f.between(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return f.Distributor.StatusWith(ctx, intents, cfgs...)
+}
+
+// TestSampleCountsAStageAdvancedDuringIt: checkout's rollout of v2 holds in
+// its canary; while a sample reads the fleet, an operator advances it to
+// every instance and every instance applies v2. The sample counted each
+// instance against the records it read before the fleet, so the instances
+// outside the canary, on v2, were not on their intended version: coverage
+// (on_intended) dipped for that sample though every instance ran the
+// version the rollout meant it to. The intents are now read after the
+// reports.
+func TestSampleCountsAStageAdvancedDuringIt(t *testing.T) {
+	inBothModes(t, fixtureOptions{policies: holdPolicy}, func(t *testing.T, f *fixture) {
+		var ids []string
+		for i, in, out := 0, 0, 0; in < 2 || out < 2; i++ {
+			id := fmt.Sprintf("checkout-%d", i)
+			switch b := cuecast.Cohort(checkout.Namespace(), id); {
+			case b < 50 && in < 2:
+				in++
+			case b >= 50 && out < 2:
+				out++
+			default:
+				continue
+			}
+			ids = append(ids, id)
+			f.watch(checkout, id)
+		}
+		f.waitRollout()
+		f.setAmount("9_000_000")
+		onV2 := func(ctx context.Context) (int, error) {
+			rs, err := f.p.Distributor.Reports(ctx, checkout)
+			if err != nil {
+				return 0, err
+			}
+			n := 0
+			for _, r := range rs {
+				if r.Version == 2 {
+					n++
+				}
+			}
+			return n, nil
+		}
+		poll.Until(t, "v2 holding in its canary, applied there", poll.Patience, func() (bool, string) {
+			rec, err := f.p.Rollout.Record(t.Context(), checkout)
+			if err != nil {
+				return false, err.Error()
+			}
+			n, err := onV2(t.Context())
+			if err != nil {
+				return false, err.Error()
+			}
+			return rec.Current != nil && rec.Current.Version == 2 && rec.Current.State == rollout.StateHolding && n == 2,
+				fmt.Sprintf("%d instances on v2, rollout %+v", n, rec.Current)
+		})
+
+		fleet := &advancingFleet{Distributor: f.p.Distributor, between: func(ctx context.Context) error {
+			if _, err := f.p.Rollout.Advance(ctx, checkout, rollout.Action{Reason: "every instance now", Actor: "test", Emergency: true}); err != nil {
+				return err
+			}
+			for {
+				n, err := onV2(ctx)
+				if err != nil {
+					return err
+				}
+				if n == len(ids) {
+					return nil
+				}
+				select {
+				case <-ctx.Done():
+					return fmt.Errorf("wait for every instance on v2 (%d of %d): %w", n, len(ids), ctx.Err())
+				case <-time.After(5 * time.Millisecond):
+				}
+			}
+		}}
+		fleet.armed.Store(true)
+		srv, err := web.New(web.Options{Fleet: fleet, Rollouts: f.p.Rollout,
+			Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv.Sample(t.Context())
+		rec := httptest.NewRecorder()
+		srv.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/api/configs/"+string(checkout), nil))
+		if rec.Code != http.StatusOK {
+			t.Fatalf("GET config: %d %s", rec.Code, rec.Body)
+		}
+		var cv struct {
+			Row struct {
+				Instances  int `json:"instances"`
+				OnIntended int `json:"on_intended"`
+			} `json:"row"`
+		}
+		if err := json.Unmarshal(rec.Body.Bytes(), &cv); err != nil {
+			t.Fatal(err)
+		}
+		if cv.Row.Instances != len(ids) || cv.Row.OnIntended != len(ids) {
+			t.Errorf("the sample counts %d of %d instances on their intended version, want all %d: each runs v2, which the rollout, advanced to every instance, means it to", cv.Row.OnIntended, cv.Row.Instances, len(ids))
+		}
+	})
+}

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cuecast/cuecast"
@@ -94,13 +95,15 @@ func (s *Server) Sample(ctx context.Context) {
 		recs, recsErr = s.o.Rollouts.Records(ctx)
 	}
 	// Stragglers and coverage count each instance against the version its
-	// rollout means it to run now (rollout.Record.Intent), from these
-	// records, or the last ones read when this read failed.
+	// rollout means it to run now (rollout.Record.Intent), from records
+	// read again once the fleet's reports are (afterReports), or these, or
+	// the last ones read when those reads failed.
 	intentRecs := recs
 	if recsErr != nil && prev != nil {
 		intentRecs = slices.Collect(maps.Values(prev.records))
 	}
-	if err := s.sampleFleet(ctx, snap, rollout.IntentsOf(intentRecs)); err != nil {
+	after := &afterReports{ctx: ctx, rollouts: s.o.Rollouts, recs: intentRecs}
+	if err := s.sampleFleet(ctx, snap, after.intents); err != nil {
 		snap.err = err.Error()
 		if prev != nil {
 			// Keep showing the last good sample, marked stale.
@@ -114,7 +117,7 @@ func (s *Server) Sample(ctx context.Context) {
 	} else {
 		s.metrics.ObserveFleet(now, s.fleetSamples(snap))
 		s.live.reset(now, snap.reports)
-		s.syncFlags(ctx, snap.status, intentRecs)
+		s.syncFlags(ctx, snap.status, after.records())
 	}
 	if s.o.Rollouts != nil {
 		if recsErr != nil {
@@ -224,6 +227,45 @@ func haltCause(r *rollout.Rollout) string {
 		return metrics.CauseApplyFailures
 	}
 	return metrics.CauseOperator
+}
+
+// afterReports gives a sample's intents from the rollout records as read
+// the first time an intent is asked for: StatusWith asks once it has read
+// the reports, so each instance is counted against a record no older than
+// its report. Counted against the records read before the fleet, a stage
+// that advanced in between, its new instances already on the new version,
+// showed them as not on their intended one: coverage dipped for a sample.
+// recs, the records read before, serve when there is no controller or that
+// read fails.
+type afterReports struct {
+	ctx      context.Context
+	rollouts Rollouts
+	once     sync.Once
+	recs     []rollout.Record
+	by       distributor.Intents
+}
+
+func (a *afterReports) intents(cfg cuecast.ConfigPath, latest cuecast.Version, published time.Time) (distributor.Intent, uint64) {
+	a.read()
+	return a.by(cfg, latest, published)
+}
+
+// records is the records the intents came from, reading them now when no
+// intent was asked for.
+func (a *afterReports) records() []rollout.Record {
+	a.read()
+	return a.recs
+}
+
+func (a *afterReports) read() {
+	a.once.Do(func() {
+		if a.rollouts != nil {
+			if recs, err := a.rollouts.Records(a.ctx); err == nil {
+				a.recs = recs
+			}
+		}
+		a.by = rollout.IntentsOf(a.recs)
+	})
 }
 
 func (s *Server) sampleFleet(ctx context.Context, snap *snapshot, intents distributor.Intents) error {
