@@ -95,7 +95,20 @@ func testRoutesRefuseAStranger(t *testing.T, tr *natstest.Tree, hubs []*natstest
 				drained = true
 			}
 		}
-		return rogue.NumRoutes() > 0, "neither"
+		// The hub's routes, not the stranger's count: the stranger counts
+		// a route from the hub's INFO, before the hub has read (and
+		// refused) its credentials; at load 16 that count made the route
+		// look up, and the test waited for a message the hub never took.
+		rz, err := hub.Routez(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rz.Routes {
+			if r.RemoteName == "rogue" {
+				return true, ""
+			}
+		}
+		return false, "neither"
 	})
 	forger := rogue.Connect(t, nats.UserInfo(natsconf.DistributorUser, "rogue"))
 	if !refused {
