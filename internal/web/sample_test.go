@@ -235,7 +235,11 @@ func TestSampleCountsAStageAdvancedDuringIt(t *testing.T) {
 			}
 		}}
 		fleet.armed.Store(true)
-		srv, err := web.New(web.Options{Fleet: fleet, Rollouts: f.p.Rollout,
+		// A sample gives up after five sampling intervals (at least 5 s),
+		// and between waits for four instances to apply v2 within it: at
+		// load 16 that took longer, the sample failed and the page had no
+		// config. The interval is the server's only; Sample is called here.
+		srv, err := web.New(web.Options{Fleet: fleet, Rollouts: f.p.Rollout, Interval: poll.Patience / 5,
 			Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))})
 		if err != nil {
 			t.Fatal(err)
