@@ -62,28 +62,19 @@ func (f *slowFleet) Reports(ctx context.Context, cfg cuecast.ConfigPath) ([]cuec
 func TestSampleShowsWhyItHalted(t *testing.T) {
 	inBothModes(t, fixtureOptions{policies: holdPolicy}, func(t *testing.T, f *fixture) {
 		var sick atomic.Bool
-		var canary []string
-		for i, in, out := 0, 0, 0; in < 2 || out < 2; i++ {
-			id := fmt.Sprintf("checkout-%d", i)
-			// The instances report every 20ms, so the controller hears the
-			// canary turn unhealthy at once.
-			opts := []client.Option{client.WithHeartbeat(20 * time.Millisecond)}
-			switch b := cuecast.Cohort(checkout.Namespace(), id); {
-			case b < 50 && in < 2:
-				in++
-				canary = append(canary, id)
-				opts = append(opts, client.WithHealth(func() cuecast.Health {
-					if sick.Load() {
-						return cuecast.Health{Healthy: false, Detail: "error rate 40%"}
-					}
-					return cuecast.Health{Healthy: true}
-				}))
-			case b >= 50 && out < 2:
-				out++
-			default:
-				continue
-			}
-			f.watch(checkout, id, opts...)
+		canary, outside := halves()
+		// The instances report every 20ms, so the controller hears the
+		// canary turn unhealthy at once.
+		for _, id := range canary {
+			f.watch(checkout, id, client.WithHeartbeat(20*time.Millisecond), client.WithHealth(func() cuecast.Health {
+				if sick.Load() {
+					return cuecast.Health{Healthy: false, Detail: "error rate 40%"}
+				}
+				return cuecast.Health{Healthy: true}
+			}))
+		}
+		for _, id := range outside {
+			f.watch(checkout, id, client.WithHeartbeat(20*time.Millisecond))
 		}
 		f.waitRollout()
 		f.setAmount("9_000_000")
@@ -145,6 +136,21 @@ func TestSampleShowsWhyItHalted(t *testing.T) {
 	})
 }
 
+// halves names two instances of checkout in holdPolicy's canary (the
+// cohort buckets under 50) and two outside it.
+func halves() (canary, outside []string) {
+	for i := 0; len(canary) < 2 || len(outside) < 2; i++ {
+		id := fmt.Sprintf("checkout-%d", i)
+		switch b := cuecast.Cohort(checkout.Namespace(), id); {
+		case b < 50 && len(canary) < 2:
+			canary = append(canary, id)
+		case b >= 50 && len(outside) < 2:
+			outside = append(outside, id)
+		}
+	}
+	return canary, outside
+}
+
 // advancingFleet is the pipeline's distributor whose next status read,
 // once armed, first runs between: the sample has read the rollout records
 // by then, and between changes what they say.
@@ -173,18 +179,9 @@ func (f *advancingFleet) StatusWith(ctx context.Context, intents distributor.Int
 // reports.
 func TestSampleCountsAStageAdvancedDuringIt(t *testing.T) {
 	inBothModes(t, fixtureOptions{policies: holdPolicy}, func(t *testing.T, f *fixture) {
-		var ids []string
-		for i, in, out := 0, 0, 0; in < 2 || out < 2; i++ {
-			id := fmt.Sprintf("checkout-%d", i)
-			switch b := cuecast.Cohort(checkout.Namespace(), id); {
-			case b < 50 && in < 2:
-				in++
-			case b >= 50 && out < 2:
-				out++
-			default:
-				continue
-			}
-			ids = append(ids, id)
+		canary, outside := halves()
+		ids := append(canary, outside...)
+		for _, id := range ids {
 			f.watch(checkout, id)
 		}
 		f.waitRollout()
@@ -197,7 +194,7 @@ func TestSampleCountsAStageAdvancedDuringIt(t *testing.T) {
 			n := 0
 			for _, r := range rs {
 				if r.Version == 2 {
-					n++
+					n += r.Weight() // a region's summary group stands for Count instances
 				}
 			}
 			return n, nil
