@@ -137,6 +137,8 @@ type Controller struct {
 	// readHook, set by tests only, replaces what a read of the bucket
 	// returns (to play a replica that has not seen the last write yet).
 	readHook func(ctx context.Context, k string, val []byte, rev uint64) ([]byte, uint64, error)
+	// storeWait is storeWait but in tests that wait longer or shorter.
+	storeWait time.Duration
 }
 
 // New opens (creating when needed) the rollout KV bucket and the audit
@@ -178,5 +180,5 @@ func newController(nc *nats.Conn, d Distributor, pol Policies, o Options, verb s
 	if err != nil {
 		return nil, fmt.Errorf("%s rollout controller: %w", verb, err)
 	}
-	return &Controller{nc: nc, js: js, kv: kv, d: d, pol: pol, o: o, log: o.Logger, own: map[string]uint64{}}, nil
+	return &Controller{nc: nc, js: js, kv: kv, d: d, pol: pol, o: o, log: o.Logger, own: map[string]uint64{}, storeWait: storeWait}, nil
 }

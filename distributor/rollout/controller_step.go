@@ -217,6 +217,9 @@ func (c *Controller) evaluate(ctx context.Context, rec *Record, r *Rollout, now 
 		return c.readFailed(rec, r, err, now)
 	}
 	answered := r.drillAnswered()
+	if !c.stored(ctx, rec.Config, reports, now) {
+		return nil, answered, nil
+	}
 	// Every live instance in the cohort leaves a comparison no baseline.
 	alone := 0
 	if m := measure(rec.Config.Namespace(), reports, r.Cohort, r.Version, false); m.Outside == 0 {

@@ -3,6 +3,7 @@ package rollout
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -53,4 +54,13 @@ func StepNow(ctx context.Context, c *Controller, cfg cuecast.ConfigPath) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.settle(ctx, cfg)
+}
+
+// SetStoreWait sets how long c's judgements wait for the report stream to
+// hold what they rest on (storeWait).
+func SetStoreWait(c *Controller, d time.Duration) { c.storeWait = d }
+
+// ViewReports is cfg's live reports as the running controller sees them.
+func ViewReports(ctx context.Context, c *Controller, cfg cuecast.ConfigPath) ([]cuecast.Report, error) {
+	return c.reports(ctx, cfg)
 }

@@ -32,11 +32,17 @@ type fleet struct {
 	// changed marks configs with a new (not repeated) report since the
 	// controller last looked.
 	changed map[cuecast.ConfigPath]bool
+	// stored is, per config and report or summary subject, the newest
+	// report time the report stream was seen to hold (Controller.stored);
+	// waiting is since when a config's judgement has waited for it.
+	stored  map[cuecast.ConfigPath]map[string]time.Time
+	waiting map[cuecast.ConfigPath]time.Time
 }
 
 func newFleet(ttl time.Duration, now func() time.Time) *fleet {
 	return &fleet{ttl: ttl, now: now, byCfg: map[cuecast.ConfigPath]*distributor.LiveReports{},
-		subs: map[cuecast.ConfigPath][]*nats.Subscription{}, changed: map[cuecast.ConfigPath]bool{}}
+		subs: map[cuecast.ConfigPath][]*nats.Subscription{}, changed: map[cuecast.ConfigPath]bool{},
+		stored: map[cuecast.ConfigPath]map[string]time.Time{}, waiting: map[cuecast.ConfigPath]time.Time{}}
 }
 
 // track starts keeping cfg's reports (subscribing to them) and returns its
@@ -64,6 +70,8 @@ func (f *fleet) untrack(cfg cuecast.ConfigPath) {
 	defer f.mu.Unlock()
 	delete(f.byCfg, cfg)
 	delete(f.changed, cfg)
+	delete(f.stored, cfg)
+	delete(f.waiting, cfg)
 	for _, sub := range f.subs[cfg] {
 		_ = sub.Unsubscribe()
 	}
