@@ -6,8 +6,10 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 )
@@ -67,9 +69,33 @@ func ParseTokens(name string, b []byte) (*Tokens, error) {
 	return t, nil
 }
 
-// ReadTokensFile reads and parses a tokens file (ParseTokens).
+// ErrTokensFileMode is ReadTokensFile's error for a file that users other
+// than its owner and group may read, or its group may write.
+var ErrTokensFileMode = errors.New("OFREP tokens file open to other users")
+
+// ReadTokensFile reads and parses a tokens file (ParseTokens). Its tokens
+// read flags, so a file that other users may read gives them away, and one
+// they or its group may write lets them add their own: such a file is
+// refused (ErrTokensFileMode), as ssh refuses such a private key, so that
+// a file written under the usual umask (0644) is not served from. Mode 600
+// or 640 passes; Windows, whose files have no such mode, is not checked.
 func ReadTokensFile(path string) (*Tokens, error) {
-	b, err := os.ReadFile(path)
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("read OFREP tokens: %w", err)
+	}
+	defer f.Close()
+	// The mode of the file read, not of whatever the path names a moment
+	// later.
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("read OFREP tokens: %w", err)
+	}
+	if perm := fi.Mode().Perm(); runtime.GOOS != "windows" && perm&0o027 != 0 {
+		return nil, fmt.Errorf("%w: %s has mode %04o: other users may read its tokens or its group write its own (chmod 600 %s, or 640 for its group to read it)",
+			ErrTokensFileMode, path, perm, path)
+	}
+	b, err := io.ReadAll(f)
 	if err != nil {
 		return nil, fmt.Errorf("read OFREP tokens: %w", err)
 	}

@@ -103,7 +103,8 @@ With --ofrep 127.0.0.1:PORT (or unix:PATH) the flag sets among the configs
 are also served over OpenFeature's remote evaluation protocol (OFREP), from
 this host's verified copy, to any OpenFeature SDK: a flag's key is
 <config path>/<flag> (docs/FLAGS.md, "Other languages"). --ofrep-tokens FILE
-(lines "NAMESPACE TOKEN") requires a token that reads the flag's namespace.
+(lines "NAMESPACE TOKEN", a file other users may not read: mode 600 or 640)
+requires a token that reads the flag's namespace.
 Every user of the host can connect to a loopback port, so a TCP --ofrep needs
 --ofrep-tokens, or --ofrep-insecure-local to let any local user read every
 flag set the agent keeps. A Unix socket is created with mode 0660 (never
@@ -139,7 +140,7 @@ other Host gets 421, so that a web page whose name is re-resolved to
 	cmd.Flags().StringVar(&opts.Signal, "signal", "", "PID:SIGNAL to send after a change, like 1234:HUP")
 	cmd.Flags().DurationVar(&opts.ExecTimeout, "exec-timeout", 30*time.Second, "how long --exec may run; then it and the processes it started are killed")
 	cmd.Flags().StringVar(&opts.OFREP, "ofrep", "", "serve the flag sets over OFREP at this loopback HOST:PORT or unix:PATH")
-	cmd.Flags().StringVar(&opts.OFREPTokens, "ofrep-tokens", "", "file of NAMESPACE TOKEN lines that OFREP requests must carry one of")
+	cmd.Flags().StringVar(&opts.OFREPTokens, "ofrep-tokens", "", "file of NAMESPACE TOKEN lines, mode 600 or 640, that OFREP requests must carry one of")
 	cmd.Flags().BoolVar(&opts.OFREPInsecureLocal, "ofrep-insecure-local", false, "serve a TCP --ofrep without tokens: any user of this host reads every flag set kept")
 	cmd.Flags().StringVar(&opts.Metrics, "metrics", "", "address to serve /metrics on, with cuecast_config_info for joining the service's series to its version (docs/ROLLOUT.md, \"Analysis\")")
 	cmd.Flags().StringArrayVar(&opts.MetricsHosts, "metrics-host", nil,

@@ -84,7 +84,7 @@ func (a *agent) startOFREP() (*agentOFREP, error) {
 	if a.opts.OFREPTokens != "" {
 		var err error
 		if tokens, err = ofrep.ReadTokensFile(a.opts.OFREPTokens); err != nil {
-			return nil, &UsageError{Err: err, Hint: "one NAMESPACE TOKEN per line"}
+			return nil, &UsageError{Err: err, Hint: tokensHint(err, "one NAMESPACE TOKEN per line")}
 		}
 	}
 	store := ofrep.NewStore()
@@ -221,4 +221,13 @@ func (o *agentOFREP) stop() {
 	if o.sock != "" {
 		os.Remove(o.sock)
 	}
+}
+
+// tokensHint is the hint for an error reading an OFREP tokens file: the
+// chmod for one open to other users, else format, what its lines must be.
+func tokensHint(err error, format string) string {
+	if errors.Is(err, ofrep.ErrTokensFileMode) {
+		return "make it readable by its owner alone (chmod 600), or its group too (chmod 640)"
+	}
+	return format
 }

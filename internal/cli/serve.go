@@ -132,7 +132,7 @@ name is re-resolved to 127.0.0.1 (DNS rebinding) so reads nothing. On another
 address, with --http-host, only those names and the address itself; without it,
 any Host: whatever reaches that network reads the server anyway (docs/SECURITY.md).
 
-With --http and --ofrep-tokens FILE (lines "NAMESPACE TOKEN") serve also
+With --http and --ofrep-tokens FILE (lines "NAMESPACE TOKEN", mode 600 or 640) serve also
 evaluates every flag set for any OpenFeature SDK (the settled version: what
 an instance no rollout stage has reached runs, so a rollout's new version only
 once a stage moves everyone, and the one a rollback or a halt moves back to;
@@ -173,7 +173,7 @@ anything is created in --data.`,
 	cmd.Flags().StringVar(&opts.APITokens, "api-tokens", "", "file of namespace tokens (NAME NAMESPACES SHA256 a line) that may change their namespaces' configs through POST /api/set (docs/CHANGING.md)")
 	cmd.Flags().StringVar(&opts.OperatorToken, "operator-token", "", "bearer token enabling the dashboard's rollout actions (default $CUECAST_OPERATOR_TOKEN; empty: read-only)")
 	cmd.Flags().StringVar(&opts.WebhookSecret, "webhook-secret", "", "secret verifying GitHub push webhooks at /hooks/github (default $CUECAST_WEBHOOK_SECRET)")
-	cmd.Flags().StringVar(&opts.OFREPTokens, "ofrep-tokens", "", "file of NAMESPACE TOKEN lines: serve each flag set's settled version (what an instance no rollout stage has reached runs) over OFREP at /ofrep/v1/ to requests carrying a token of the flag's namespace")
+	cmd.Flags().StringVar(&opts.OFREPTokens, "ofrep-tokens", "", "file of NAMESPACE TOKEN lines, mode 600 or 640: serve each flag set's settled version (what an instance no rollout stage has reached runs) over OFREP at /ofrep/v1/ to requests carrying a token of the flag's namespace")
 	cmd.Flags().StringVar(&opts.OFREP, "ofrep", "",
 		"with --ofrep-tokens: serve OFREP on this address alone (HOST:PORT), not on --http, so that services reach their flags without reaching the operations server's reads, which need no token")
 	cmd.Flags().IntVar(&opts.InlineLimit, "inline-limit", distributor.DefaultInlineLimit,
@@ -222,7 +222,7 @@ func serveRun(c *cobra.Command, env *Env, opts *ServeOptions) error {
 	if opts.OFREPTokens != "" {
 		var err error
 		if ofrepTokens, err = ofrep.ReadTokensFile(opts.OFREPTokens); err != nil {
-			return &UsageError{Err: err, Hint: "one NAMESPACE TOKEN per line (docs/FLAGS.md, \"Other languages\")"}
+			return &UsageError{Err: err, Hint: tokensHint(err, "one NAMESPACE TOKEN per line (docs/FLAGS.md, \"Other languages\")")}
 		}
 	}
 	var apiTokens []web.Token

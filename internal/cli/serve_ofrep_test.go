@@ -108,6 +108,10 @@ func TestServeWarnsOFREPOnHTTP(t *testing.T) {
 func TestServeOFREPUsage(t *testing.T) {
 	t.Parallel()
 	tokens := ofrepTokensFile(t, strings.Repeat("g", 40))
+	open := ofrepTokensFile(t, strings.Repeat("g", 40))
+	if err := os.Chmod(open, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		args []string
 		want string
@@ -117,6 +121,9 @@ func TestServeOFREPUsage(t *testing.T) {
 		{[]string{"--http", "127.0.0.1:0", "--ofrep", "8080", "--ofrep-tokens", tokens}, "--ofrep"},
 		{[]string{"--http", "127.0.0.1:0", "--http-max-conns", "0"}, "--http-max-conns 0: want 1 or more"},
 		{[]string{"--http-max-conns", "64"}, "--http-max-conns needs --http"},
+		// Written under the usual umask: other users of the host could
+		// read its tokens (ofrep.ReadTokensFile).
+		{[]string{"--http", "127.0.0.1:0", "--ofrep-tokens", open}, "chmod 600 " + open},
 	} {
 		streams, _, errOut := iostreams.Test()
 		args := append([]string{"serve", "--repo", t.TempDir(), "--data", t.TempDir()}, c.args...)
