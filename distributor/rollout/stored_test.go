@@ -3,6 +3,7 @@ package rollout_test
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -121,5 +122,48 @@ func TestAHaltWaitsForTheReportStream(t *testing.T) {
 				t.Errorf("once halted, the report stream holds %s unhealthy: %t, want %t", id, stored, tc.store)
 			}
 		})
+	}
+}
+
+// TestAStagingHaltWaitsForTheReportStream: as TestAHaltWaitsForTheReportStream,
+// for a strict cutover: an instance's report that it failed to stage the
+// version halts the cutover only once the report stream holds it.
+func TestAStagingHaltWaitsForTheReportStream(t *testing.T) {
+	t.Parallel()
+	e := newEnvSet(t, threeStages(0), cuecast.Strict, func(e *env) {
+		e.before = func(c *rollout.Controller) { rollout.SetStoreWait(c, poll.Patience) }
+	})
+	e.baseline()
+	web := e.instance("web-a")
+	slow := e.slowInstance("web-b")
+	waitOn(t, 1, web)
+	e.waitLive(2)
+	slow.unstored.Store(true)
+	slow.lastErr.Store("version 2: validation hook: limit 2 breaks the service")
+	e.deploy(e.publish(2, content(2)))
+	poll.Until(t, "the controller hearing web-b fail to stage v2", poll.Patience, func() (bool, string) {
+		rs, err := rollout.ViewReports(t.Context(), e.c, cfg)
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, r := range rs {
+			if r.Instance == "web-b" && r.LastError != "" {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%d reports, none of web-b failing", len(rs))
+	})
+	e.ticks(5)
+	if cur := e.record().Current; cur.State != rollout.StateStaging {
+		t.Fatalf("before the stream holds web-b's failure: rollout %s (%s), want staging", cur.State, cur.Reason)
+	}
+	slow.unstored.Store(false)
+	e.waitHalted(-1, "web-b", "failed to stage")
+	rs, err := e.d.Reports(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(rs, func(r cuecast.Report) bool { return r.Instance == "web-b" && r.LastError != "" }) {
+		t.Errorf("once halted, the report stream does not hold web-b's failure: %+v", rs)
 	}
 }

@@ -43,6 +43,9 @@ func (c *Controller) stepStrict(ctx context.Context, rec *Record, r *Rollout, no
 		return c.readFailed(rec, r, err, now)
 	}
 	answered := r.drillAnswered()
+	if !c.stored(ctx, rec.Config, reports, now) {
+		return nil, answered, nil
+	}
 	audits, changed, flip := judgeStaging(rec, r, reports, now, c.rules())
 	if !flip {
 		return audits, changed || answered, nil

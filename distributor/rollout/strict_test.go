@@ -28,7 +28,11 @@ type slowInstance struct {
 	version atomic.Uint64
 	lastErr atomic.Value // string
 	frozen  atomic.Bool  // stopped, as by SIGSTOP: reports nothing more
-	nc      *nats.Conn
+	// unstored marks its reports with an expected last subject sequence
+	// the report stream refuses (lagReport): the controller hears them,
+	// the stream does not store them.
+	unstored atomic.Bool
+	nc       *nats.Conn
 	// mu makes a heartbeat's report and freeze one after the other: no
 	// report follows freeze's last one.
 	mu sync.Mutex
@@ -41,8 +45,12 @@ func (s *slowInstance) reportAt(at time.Time) {
 	lastErr, _ := s.lastErr.Load().(string)
 	r := cuecast.Report{Instance: s.id, Cohort: cuecast.Cohort(cfg.Namespace(), s.id), Config: cfg, Version: s.version.Load(),
 		Checksum: cuecast.Checksum(content(1)), Healthy: true, Staged: s.staged.Load(), LastError: lastErr, At: at.UTC()}
-	b, _ := json.Marshal(r)
-	_ = s.nc.Publish("ccs."+cfg.Namespace()+"."+s.id+"."+cfg.Name(), b)
+	m := nats.NewMsg("ccs." + cfg.Namespace() + "." + s.id + "." + cfg.Name())
+	m.Data, _ = json.Marshal(r)
+	if s.unstored.Load() {
+		m.Header.Set(nats.ExpectedLastSubjSeqHdr, "999999999")
+	}
+	_ = s.nc.PublishMsg(m)
 }
 
 // freeze sends one last report now, then nothing more.
