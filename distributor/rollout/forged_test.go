@@ -17,18 +17,24 @@ func (e *env) forge(body cuecast.Report) {
 	e.t.Helper()
 	nc := e.instConn()
 	subj := cuecast.ReportSubject(cfg, "evil")
-	stop := make(chan struct{})
-	done := make(chan struct{})
+	e.every(50*time.Millisecond, func() {
+		body.At = time.Now().UTC()
+		if b, err := json.Marshal(body); err == nil {
+			_ = nc.Publish(subj, b)
+		}
+	})
+}
+
+// every runs f now and then every d, in a goroutine, until the test ends.
+func (e *env) every(d time.Duration, f func()) {
+	stop, done := make(chan struct{}), make(chan struct{})
 	e.t.Cleanup(func() { close(stop); <-done })
 	go func() {
 		defer close(done)
-		t := time.NewTicker(50 * time.Millisecond)
+		t := time.NewTicker(d)
 		defer t.Stop()
 		for {
-			body.At = time.Now().UTC()
-			if b, err := json.Marshal(body); err == nil {
-				_ = nc.Publish(subj, b)
-			}
+			f()
 			select {
 			case <-stop:
 				return

@@ -32,28 +32,16 @@ func (e *env) lagReport(kind *atomic.Int32) string {
 	id := idIn("lagging", 0, 1, 1)[0]
 	nc := e.instConn()
 	subj := cuecast.ReportSubject(cfg, id)
-	stop, done := make(chan struct{}), make(chan struct{})
-	e.t.Cleanup(func() { close(stop); <-done })
-	go func() {
-		defer close(done)
-		t := time.NewTicker(50 * time.Millisecond)
-		defer t.Stop()
-		for {
-			k := kind.Load()
-			r := cuecast.Report{Instance: id, Config: cfg, Version: 2, Healthy: k == lagHealthy, At: time.Now().UTC()}
-			m := nats.NewMsg(subj)
-			m.Data, _ = json.Marshal(r)
-			if k == lagUnstored {
-				m.Header.Set(nats.ExpectedLastSubjSeqHdr, "999999999")
-			}
-			_ = nc.PublishMsg(m)
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-			}
+	e.every(50*time.Millisecond, func() {
+		k := kind.Load()
+		r := cuecast.Report{Instance: id, Config: cfg, Version: 2, Healthy: k == lagHealthy, At: time.Now().UTC()}
+		m := nats.NewMsg(subj)
+		m.Data, _ = json.Marshal(r)
+		if k == lagUnstored {
+			m.Header.Set(nats.ExpectedLastSubjSeqHdr, "999999999")
 		}
-	}()
+		_ = nc.PublishMsg(m)
+	})
 	return id
 }
 
