@@ -132,21 +132,7 @@ func TestSummariesFlatAtTheHub(t *testing.T) {
 				}
 				wg.Wait()
 			}
-			stop := make(chan struct{})
-			var done sync.WaitGroup
-			done.Go(func() {
-				tk := time.NewTicker(hb)
-				defer tk.Stop()
-				for {
-					sendRound()
-					select {
-					case <-stop:
-						return
-					case <-tk.C:
-					}
-				}
-			})
-			defer func() { close(stop); done.Wait() }()
+			poll.Every(t, hb, sendRound)
 			onVersion := func(v uint64) (bool, string) {
 				st, err := d.Status(t.Context(), cfg)
 				if err != nil {

@@ -212,13 +212,9 @@ func (c *Controller) point(ctx context.Context, cfg cuecast.ConfigPath, co Cohor
 // evaluate judges a waiting or holding stage: halt on a breach, hold when
 // too few instances report, advance when the hold has passed.
 func (c *Controller) evaluate(ctx context.Context, rec *Record, r *Rollout, now time.Time) ([]AuditEntry, bool, error) {
-	reports, err := c.rolloutReports(ctx, rec.Config, r)
-	if err != nil {
-		return c.readFailed(rec, r, err, now)
-	}
-	answered := r.drillAnswered()
-	if !c.stored(ctx, rec.Config, reports, now) {
-		return nil, answered, nil
+	reports, answered, early := c.judgeable(ctx, rec, r, now)
+	if early != nil {
+		return early.audits, early.changed, early.err
 	}
 	// Every live instance in the cohort leaves a comparison no baseline.
 	alone := 0
@@ -232,6 +228,31 @@ func (c *Controller) evaluate(ctx context.Context, rec *Record, r *Rollout, now 
 	}
 	more, judged, err := c.judge(rec, r, reports, now)
 	return append(audits, more...), analyzed || judged || answered, err
+}
+
+// judgeable reads the reports r's step is judged on (rolloutReports), and
+// whether a drill-down answered (drillAnswered). A step that is not to be
+// judged now gets early, what it returns: the read failed (readFailed), or
+// the report stream does not hold yet what the step would rest on
+// (stored).
+func (c *Controller) judgeable(ctx context.Context, rec *Record, r *Rollout, now time.Time) (reports []cuecast.Report, answered bool, early *stepResult) {
+	reports, err := c.rolloutReports(ctx, rec.Config, r)
+	if err != nil {
+		audits, changed, err := c.readFailed(rec, r, err, now)
+		return nil, false, &stepResult{audits, changed, err}
+	}
+	answered = r.drillAnswered()
+	if !c.stored(ctx, rec.Config, reports, now) {
+		return nil, answered, &stepResult{changed: answered}
+	}
+	return reports, answered, nil
+}
+
+// stepResult is what a step returns.
+type stepResult struct {
+	audits  []AuditEntry
+	changed bool
+	err     error
 }
 
 // readFailed is a step whose read of the reports failed with err: a

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/distributor/rollout"
+	"github.com/cuecast/cuecast/internal/poll"
 )
 
 // forge publishes, every 50 ms until the test ends, the report of a
@@ -17,31 +18,12 @@ func (e *env) forge(body cuecast.Report) {
 	e.t.Helper()
 	nc := e.instConn()
 	subj := cuecast.ReportSubject(cfg, "evil")
-	e.every(50*time.Millisecond, func() {
+	poll.Every(e.t, 50*time.Millisecond, func() {
 		body.At = time.Now().UTC()
 		if b, err := json.Marshal(body); err == nil {
 			_ = nc.Publish(subj, b)
 		}
 	})
-}
-
-// every runs f now and then every d, in a goroutine, until the test ends.
-func (e *env) every(d time.Duration, f func()) {
-	stop, done := make(chan struct{}), make(chan struct{})
-	e.t.Cleanup(func() { close(stop); <-done })
-	go func() {
-		defer close(done)
-		t := time.NewTicker(d)
-		defer t.Stop()
-		for {
-			f()
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-			}
-		}
-	}()
 }
 
 // TestForgedReportsCannotHaltARollout: docs/SECURITY.md, one compromised

@@ -32,7 +32,7 @@ func (e *env) lagReport(kind *atomic.Int32) string {
 	id := idIn("lagging", 0, 1, 1)[0]
 	nc := e.instConn()
 	subj := cuecast.ReportSubject(cfg, id)
-	e.every(50*time.Millisecond, func() {
+	poll.Every(e.t, 50*time.Millisecond, func() {
 		k := kind.Load()
 		r := cuecast.Report{Instance: id, Config: cfg, Version: 2, Healthy: k == lagHealthy, At: time.Now().UTC()}
 		m := nats.NewMsg(subj)

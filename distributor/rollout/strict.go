@@ -38,13 +38,9 @@ func (c *Controller) stepStrict(ctx context.Context, rec *Record, r *Rollout, no
 		announced(r, now)
 		return nil, true, nil
 	}
-	reports, err := c.rolloutReports(ctx, rec.Config, r)
-	if err != nil {
-		return c.readFailed(rec, r, err, now)
-	}
-	answered := r.drillAnswered()
-	if !c.stored(ctx, rec.Config, reports, now) {
-		return nil, answered, nil
+	reports, answered, early := c.judgeable(ctx, rec, r, now)
+	if early != nil {
+		return early.audits, early.changed, early.err
 	}
 	audits, changed, flip := judgeStaging(rec, r, reports, now, c.rules())
 	if !flip {

@@ -44,3 +44,24 @@ func Receive[T any](t testing.TB, what string, timeout time.Duration, ch <-chan 
 		return zero
 	}
 }
+
+// Every calls f now and then every d, in a goroutine of its own, until t
+// ends; t's cleanup waits for a call under way. It is a beat a test keeps
+// up in the background, such as reports an instance made by hand sends.
+func Every(t testing.TB, d time.Duration, f func()) {
+	stop, done := make(chan struct{}), make(chan struct{})
+	t.Cleanup(func() { close(stop); <-done })
+	go func() {
+		defer close(done)
+		tk := time.NewTicker(d)
+		defer tk.Stop()
+		for {
+			f()
+			select {
+			case <-stop:
+				return
+			case <-tk.C:
+			}
+		}
+	}()
+}
