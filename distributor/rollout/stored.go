@@ -27,12 +27,18 @@ import (
 // So before judging a stage from a view that holds an instance unhealthy
 // or failing, or a region's summary of such, the controller reads the
 // stream's last message on the newest few of those subjects, and judges
-// only once the stream holds them, trying again at the next tick. A halt
+// only once the stream holds them, looking again for storeRetry, then at
+// the next tick. A halt
 // must not wait on a display: past storeWait (a stream that does not
 // store, or is not reachable) it judges from the view.
 
 // storeWait bounds how long a judgement waits for the report stream.
 const storeWait = time.Second
+
+// storeRetry is how long a judgement looks again, at once, for what the
+// stream does not hold yet: it stores a report milliseconds after the
+// controller hears it, and the next tick is an Interval (a second) away.
+const storeRetry = 50 * time.Millisecond
 
 // storeChecks is how many subjects a judgement looks up: the stream
 // stores in the order messages reach the hub, so the newest say it holds
@@ -62,6 +68,19 @@ func (c *Controller) stored(ctx context.Context, cfg cuecast.ConfigPath, reports
 	}
 	f.mu.Unlock()
 	held, err := c.streamHolds(ctx, want)
+	for end := time.Now().Add(storeRetry); err == nil && len(held) < len(want) && time.Now().Before(end); {
+		select {
+		case <-ctx.Done():
+			err = ctx.Err()
+			continue
+		case <-time.After(storeRetry / 10):
+		}
+		rest := maps.Clone(want)
+		maps.DeleteFunc(rest, func(subj string, _ cuecast.Report) bool { _, ok := held[subj]; return ok })
+		var more map[string]time.Time
+		more, err = c.streamHolds(ctx, rest)
+		maps.Copy(held, more)
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.byCfg[cfg] == nil { // no longer tracked

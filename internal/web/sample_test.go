@@ -96,7 +96,14 @@ func TestSampleShowsWhyItHalted(t *testing.T) {
 
 		fleet := &slowFleet{Distributor: f.p.Distributor, ctrl: f.p.Rollout, read: func() { sick.Store(true) }}
 		fleet.armed.Store(true)
-		srv, err := web.New(web.Options{Fleet: fleet, Rollouts: f.p.Rollout,
+		// The first sample waits within its fleet read for the halt: the
+		// instances' next reports, on a tree their region's next summary,
+		// the controller's next tick (a second) and its wait for the
+		// report stream to hold them (rollout's stored). A sample gives up
+		// after five sampling intervals (at least 5 s); at load 14 that
+		// was too little and the page had no config. The interval is the
+		// server's only; Sample is called here.
+		srv, err := web.New(web.Options{Fleet: fleet, Rollouts: f.p.Rollout, Interval: poll.Patience / 5,
 			Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))})
 		if err != nil {
 			t.Fatal(err)
