@@ -68,19 +68,6 @@ func (c *Controller) stored(ctx context.Context, cfg cuecast.ConfigPath, reports
 	}
 	f.mu.Unlock()
 	held, err := c.streamHolds(ctx, want)
-	for end := time.Now().Add(storeRetry); err == nil && len(held) < len(want) && time.Now().Before(end); {
-		select {
-		case <-ctx.Done():
-			err = ctx.Err()
-			continue
-		case <-time.After(storeRetry / 10):
-		}
-		rest := maps.Clone(want)
-		maps.DeleteFunc(rest, func(subj string, _ cuecast.Report) bool { _, ok := held[subj]; return ok })
-		var more map[string]time.Time
-		more, err = c.streamHolds(ctx, rest)
-		maps.Copy(held, more)
-	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.byCfg[cfg] == nil { // no longer tracked
@@ -152,9 +139,10 @@ func haltable(reports []cuecast.Report) map[string]cuecast.Report {
 
 // streamHolds reads the report stream's last message on each subject of
 // want and returns, for each whose message is at least as new as want's
-// report, that message's time. A report the view stamped with its arrival
-// (its instance sent no time) counts as held when the stream's says the
-// same of the instance.
+// report, that message's time; it looks again every storeRetry/10 for
+// those it does not hold yet, for storeRetry, on the stream it opened
+// once. A report the view stamped with its arrival (its instance sent no
+// time) counts as held when the stream's says the same of the instance.
 func (c *Controller) streamHolds(ctx context.Context, want map[string]cuecast.Report) (map[string]time.Time, error) {
 	held := map[string]time.Time{}
 	if len(want) == 0 {
@@ -171,24 +159,45 @@ func (c *Controller) streamHolds(ctx context.Context, want map[string]cuecast.Re
 	if err != nil {
 		return held, err
 	}
-	for subj, r := range want {
-		m, err := st.GetLastMsgForSubject(ctx, subj)
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			continue
-		}
-		if err != nil {
-			return held, err
-		}
-		if r.Count > 0 {
-			if s, err := distributor.DecodeSummary(m.Subject, m.Data); err == nil && !s.At.Before(r.At) {
-				held[subj] = s.At
+	for end := time.Now().Add(storeRetry); ; {
+		for subj, r := range want {
+			if _, ok := held[subj]; ok {
+				continue
 			}
-			continue
+			m, err := st.GetLastMsgForSubject(ctx, subj)
+			if errors.Is(err, jetstream.ErrMsgNotFound) {
+				continue
+			}
+			if err != nil {
+				return held, err
+			}
+			if at, ok := holds(m, r); ok {
+				held[subj] = at
+			}
 		}
-		if got, err := distributor.DecodeReport(m.Subject, m.Data); err == nil &&
-			(!got.At.Before(r.At) || got.Version == r.Version && got.Healthy == r.Healthy && got.LastError == r.LastError) {
-			held[subj] = r.At
+		if len(held) == len(want) || !time.Now().Before(end) {
+			return held, nil
+		}
+		select {
+		case <-ctx.Done():
+			return held, ctx.Err()
+		case <-time.After(storeRetry / 10):
 		}
 	}
-	return held, nil
+}
+
+// holds says whether m, the stream's last message on r's subject, is at
+// least as new as r, and the time it is held up to.
+func holds(m *jetstream.RawStreamMsg, r cuecast.Report) (time.Time, bool) {
+	if r.Count > 0 {
+		if s, err := distributor.DecodeSummary(m.Subject, m.Data); err == nil && !s.At.Before(r.At) {
+			return s.At, true
+		}
+		return time.Time{}, false
+	}
+	if got, err := distributor.DecodeReport(m.Subject, m.Data); err == nil &&
+		(!got.At.Before(r.At) || got.Version == r.Version && got.Healthy == r.Healthy && got.LastError == r.LastError) {
+		return r.At, true
+	}
+	return time.Time{}, false
 }

@@ -8,9 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"reflect"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -349,42 +347,6 @@ func TestParseTokens(t *testing.T) {
 			_, err := ofrep.ParseTokens("tokens", []byte(c.file))
 			if err == nil || !strings.Contains(err.Error(), c.err) {
 				t.Errorf("got %v, want an error containing %q", err, c.err)
-			}
-		})
-	}
-}
-
-// TestReadTokensFileMode: a tokens file other users may read gives their
-// tokens away, and one its group or others may write lets them add their
-// own, so ReadTokensFile refuses it, naming the chmod; mode 600 and 640
-// pass. The mode is set after writing, whatever the umask.
-func TestReadTokensFileMode(t *testing.T) {
-	if runtime.GOOS == "windows" {
-		t.Skip("Windows files have no such mode; ReadTokensFile does not check it there")
-	}
-	for _, c := range []struct {
-		mode os.FileMode
-		ok   bool
-	}{
-		{0o600, true}, {0o400, true}, {0o640, true}, {0o440, true},
-		{0o644, false}, {0o604, false}, {0o660, false}, {0o620, false}, {0o602, false}, {0o666, false},
-	} {
-		t.Run(fmt.Sprintf("%04o", c.mode), func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "tokens")
-			if err := os.WriteFile(path, []byte("growth "+tokenB+"\n"), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.Chmod(path, c.mode); err != nil {
-				t.Fatal(err)
-			}
-			tokens, err := ofrep.ReadTokensFile(path)
-			switch {
-			case c.ok && err != nil:
-				t.Errorf("mode %04o: %v, want it read", c.mode, err)
-			case c.ok && tokens == nil:
-				t.Errorf("mode %04o: no tokens", c.mode)
-			case !c.ok && (!errors.Is(err, ofrep.ErrTokensFileMode) || !strings.Contains(err.Error(), "chmod 600 "+path)):
-				t.Errorf("mode %04o: %v, want ErrTokensFileMode naming chmod 600 %s", c.mode, err, path)
 			}
 		})
 	}
