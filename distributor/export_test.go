@@ -42,3 +42,8 @@ func (l *LiveReports) Expire(now time.Time) int { return l.expire(now) }
 // DetailParts is detailParts: reply as the messages of one drill-down
 // answer, each at most limit bytes.
 func DetailParts(reply DetailReply, limit int) ([][]byte, error) { return detailParts(reply, limit) }
+
+// HoldIntake has s call hold with each report's subject as it starts to
+// take the report in, before Run: a hold that blocks stands for a report
+// that takes that long to decode.
+func HoldIntake(s *Summarizer, hold func(subject string)) { s.takeHook = hold }

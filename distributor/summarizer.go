@@ -65,6 +65,15 @@ type Summarizer struct {
 	nc    *nats.Conn
 	o     SummarizerOptions
 	start time.Time
+	// in queues the reports heard, stamped as they arrive, for one taker
+	// (intake); their ages are judged against in.heard.
+	in *intake
+	// behind says the last tick found the intake a loss rule's time behind
+	// (flush), so that it warns once per such spell.
+	behind bool
+	// takeHook, set by tests only, is called as add starts on a report
+	// (HoldIntake).
+	takeHook func(subject string)
 
 	mu    sync.Mutex
 	byCfg map[cuecast.ConfigPath]*summarized
@@ -185,7 +194,7 @@ func NewSummarizer(nc *nats.Conn, o SummarizerOptions) (*Summarizer, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	return &Summarizer{nc: nc, o: o, byCfg: map[cuecast.ConfigPath]*summarized{}}, nil
+	return &Summarizer{nc: nc, o: o, in: newIntake(), byCfg: map[cuecast.ConfigPath]*summarized{}}, nil
 }
 
 // Run subscribes to the region's reports and to drill-down requests, and
@@ -199,8 +208,22 @@ func NewSummarizer(nc *nats.Conn, o SummarizerOptions) (*Summarizer, error) {
 // and a drill-down finds the region unanswered.
 func (s *Summarizer) Run(ctx context.Context) error {
 	s.start = time.Now()
+	var taker sync.WaitGroup
+	taker.Go(func() {
+		for {
+			a, ok := s.in.next()
+			if !ok {
+				return
+			}
+			s.add(a.subject, a.data, a.at)
+		}
+	})
+	defer func() {
+		s.in.close()
+		taker.Wait()
+	}()
 	reports, err := s.nc.Subscribe(cuecast.ReportPrefix+".>", func(m *nats.Msg) {
-		s.add(m.Subject, m.Data, time.Now())
+		s.in.put(m.Subject, m.Data, time.Now())
 	})
 	if err != nil {
 		return fmt.Errorf("summarizer %s: subscribe to reports: %w", s.o.Region, err)
@@ -230,7 +253,11 @@ func (s *Summarizer) Run(ctx context.Context) error {
 	}
 }
 
+// add takes in the report data that arrived at now on subject.
 func (s *Summarizer) add(subject string, data []byte, now time.Time) {
+	if s.takeHook != nil {
+		s.takeHook(subject)
+	}
 	cfg, inst, ok := cuecast.ParseReportSubject(subject)
 	if !ok {
 		return
@@ -271,9 +298,18 @@ func (s *Summarizer) add(subject string, data []byte, now time.Time) {
 	}
 	st.changed = true // after live.add: a tick that clears it has built with r
 	st.count(inst, running{r.Version, r.Staged})
+	// Every report that arrived before r has been taken in, and none
+	// after: r's arrival is the time its summary is true at, however far
+	// behind the taker is.
 	if s.warm(now) && st.prompt(r) {
 		s.send(cfg, st, st.live.Live(now), now)
 	}
+}
+
+// lagging says whether the reports taken in up to heard are a loss
+// rule's time (LiveFor) behind now: too old to summarise the region by.
+func (s *Summarizer) lagging(heard, now time.Time) bool {
+	return now.Sub(heard) > LiveFor(s.o.Heartbeat)
 }
 
 // warm says whether the summarizer has heard every live instance by now
@@ -287,10 +323,23 @@ func (s *Summarizer) warm(now time.Time) bool { return now.Sub(s.start) >= s.o.H
 // with no live instance is summarised (empty) for as long as a report
 // lives, then forgotten.
 func (s *Summarizer) flush(now time.Time) {
+	heard := s.in.heard(now)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.lagging(heard, now) {
+		// A summary now would count as gone the instances whose reports
+		// wait in the queue, or as live those whose have stopped: the
+		// hub is better told nothing, and counts the region's instances
+		// unknown once its summary is overdue (LostHeartbeats).
+		if !s.behind {
+			s.o.Logger.Warn("report intake behind; summaries held until it catches up", "region", s.o.Region, "behind", now.Sub(heard))
+		}
+		s.behind = true
+		return
+	}
+	s.behind = false
 	for cfg, st := range s.byCfg {
-		n := st.live.expire(now)
+		n := st.live.expire(heard)
 		switch {
 		case n > 0:
 			st.empty = time.Time{}
@@ -302,7 +351,7 @@ func (s *Summarizer) flush(now time.Time) {
 		}
 		var rs []cuecast.Report
 		if n != len(st.runs) { // an instance expired: the tallies drop it
-			rs = st.live.Live(now)
+			rs = st.live.Live(heard)
 			st.recount(rs)
 		}
 		if now.Sub(st.sent) < s.o.Interval/2 {
@@ -316,7 +365,7 @@ func (s *Summarizer) flush(now time.Time) {
 			continue
 		}
 		if rs == nil {
-			rs = st.live.Live(now)
+			rs = st.live.Live(heard)
 		}
 		s.send(cfg, st, rs, now)
 	}
@@ -459,7 +508,7 @@ func (s *Summarizer) answer(m *nats.Msg) {
 	s.mu.Unlock()
 	reply := DetailReply{Region: s.o.Region, Reports: []cuecast.Report{}}
 	if st != nil {
-		for _, r := range st.live.Live(time.Now()) {
+		for _, r := range st.live.Live(s.in.heard(time.Now())) {
 			if !req.matches(r) {
 				continue
 			}

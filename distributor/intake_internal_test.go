@@ -1,0 +1,80 @@
+package distributor
+
+import (
+	"testing"
+	"time"
+)
+
+// TestIntakeHeard: heard is the arrival of the report being taken in, else
+// of the oldest queued, else now; never later than now.
+func TestIntakeHeard(t *testing.T) {
+	t0 := time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC)
+	now := t0.Add(time.Minute)
+	in := newIntake()
+	if got := in.heard(now); !got.Equal(now) {
+		t.Fatalf("empty: heard %v, want now %v", got, now)
+	}
+	in.put("a", []byte("1"), t0)
+	in.put("b", []byte("2"), t0.Add(time.Second))
+	if got := in.heard(now); !got.Equal(t0) {
+		t.Errorf("two queued: heard %v, want the oldest's arrival %v", got, t0)
+	}
+	if got := in.heard(t0.Add(-time.Second)); !got.Equal(t0.Add(-time.Second)) {
+		t.Errorf("heard %v, want no later than now", got)
+	}
+	a, ok := in.next()
+	if !ok || a.subject != "a" {
+		t.Fatalf("next = %+v, %v; want a", a, ok)
+	}
+	if got := in.heard(now); !got.Equal(t0) {
+		t.Errorf("a being taken in: heard %v, want its arrival %v", got, t0)
+	}
+	if b, ok := in.next(); !ok || b.subject != "b" {
+		t.Fatalf("next = %+v, %v; want b", b, ok)
+	}
+	if got := in.heard(now); !got.Equal(t0.Add(time.Second)) {
+		t.Errorf("b being taken in: heard %v, want its arrival", got)
+	}
+	in.close()
+	if _, ok := in.next(); ok {
+		t.Error("next after close: got a report")
+	}
+}
+
+// TestIntakeHoldsBackWhenFull: a put over maxQueued waits until the taker
+// frees room, so a taker that falls behind holds back the subscription
+// rather than the queue growing without bound; close frees it.
+func TestIntakeHoldsBackWhenFull(t *testing.T) {
+	in := newIntake()
+	now := time.Now()
+	in.put("big", make([]byte, maxQueued+1), now) // one message always fits
+	put := make(chan struct{})
+	go func() {
+		in.put("small", []byte("x"), now)
+		close(put)
+	}()
+	select {
+	case <-put:
+		t.Fatal("a put over a full queue did not wait")
+	case <-time.After(50 * time.Millisecond):
+	}
+	if a, ok := in.next(); !ok || a.subject != "big" {
+		t.Fatalf("next = %q, %v; want big", a.subject, ok)
+	}
+	<-put // freed by next
+	if a, ok := in.next(); !ok || a.subject != "small" {
+		t.Fatalf("next = %q, %v; want small", a.subject, ok)
+	}
+
+	in.put("big", make([]byte, maxQueued+1), now)
+	put = make(chan struct{})
+	go func() {
+		in.put("dropped", []byte("x"), now)
+		close(put)
+	}()
+	in.close()
+	<-put // freed by close, and dropped
+	if _, ok := in.next(); ok {
+		t.Error("next after close: got a report")
+	}
+}
