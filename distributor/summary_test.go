@@ -201,7 +201,7 @@ func summarize(t *testing.T, srv *natstest.TreeServer, hb time.Duration, set ...
 // after, if any, is called after each round.
 func reportEvery(t *testing.T, nc *nats.Conn, hb time.Duration, rs []cuecast.Report, after ...func()) {
 	t.Helper()
-	send := func() {
+	every(t, hb, func() {
 		for _, rep := range rs {
 			if t.Context().Err() != nil {
 				return
@@ -215,7 +215,13 @@ func reportEvery(t *testing.T, nc *nats.Conn, hb time.Duration, rs []cuecast.Rep
 		for _, f := range after {
 			f()
 		}
-	}
+	})
+}
+
+// every calls send now and then every hb until the test ends, and the
+// test waits for the last call to return before its connections close.
+func every(t *testing.T, hb time.Duration, send func()) {
+	t.Helper()
 	send()
 	reporting := make(chan struct{})
 	go func() {
