@@ -1,8 +1,6 @@
 package distributor_test
 
 import (
-	"context"
-	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -26,11 +24,7 @@ func TestASlowReportDoesNotSilenceTheQueue(t *testing.T) {
 	const hb = 500 * time.Millisecond
 	tr, _ := regionTree(t, 1, hb)
 	leaf := tr.Leaves[0]
-	s, err := distributor.NewSummarizer(leaf.Connect(t, natsconf.SummarizerUser(leaf.Spec.Name)),
-		distributor.SummarizerOptions{Region: leaf.Spec.Name, Heartbeat: hb, Interval: hb / 10, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := newSummarizer(t, leaf, hb)
 	slow := cuecast.ReportSubject(cfg, "slow-0")
 	release := make(chan struct{})
 	held := make(chan struct{})
@@ -41,15 +35,7 @@ func TestASlowReportDoesNotSilenceTheQueue(t *testing.T) {
 			<-release
 		}
 	})
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := s.Run(ctx); err != nil {
-			t.Errorf("summarizer: %v", err)
-		}
-	}()
-	t.Cleanup(func() { cancel(); <-done })
+	runSummarizer(t, leaf, s)
 	var releaseOnce sync.Once
 	free := func() { releaseOnce.Do(func() { close(release) }) }
 	t.Cleanup(free) // before the summarizer's: it may be held

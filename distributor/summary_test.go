@@ -172,6 +172,13 @@ func startRegion(t *testing.T, srv *natstest.TreeServer, hb time.Duration, rs []
 // until the test ends or the region's stop is called.
 func summarize(t *testing.T, srv *natstest.TreeServer, hb time.Duration, set ...func(*distributor.SummarizerOptions)) *region {
 	t.Helper()
+	return runSummarizer(t, srv, newSummarizer(t, srv, hb, set...))
+}
+
+// newSummarizer is the summarizer of srv's region, beating every hb, not
+// started (runSummarizer).
+func newSummarizer(t *testing.T, srv *natstest.TreeServer, hb time.Duration, set ...func(*distributor.SummarizerOptions)) *distributor.Summarizer {
+	t.Helper()
 	o := distributor.SummarizerOptions{Region: srv.Spec.Name, Heartbeat: hb, Interval: hb / 10, Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))}
 	for _, f := range set {
 		f(&o)
@@ -181,6 +188,12 @@ func summarize(t *testing.T, srv *natstest.TreeServer, hb time.Duration, set ...
 	if err != nil {
 		t.Fatal(err)
 	}
+	return s
+}
+
+// runSummarizer runs s, the summarizer of srv's region, until the test
+// ends or the region's stop is called.
+func runSummarizer(t *testing.T, srv *natstest.TreeServer, s *distributor.Summarizer) *region {
 	ctx, cancel := context.WithCancel(t.Context())
 	r := &region{srv: srv, stop: cancel, done: make(chan struct{})}
 	go func() {
