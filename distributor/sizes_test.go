@@ -157,10 +157,10 @@ func TestOneInstanceCannotSilenceItsRegion(t *testing.T) {
 	}
 	// The attacker sends the same bytes once a heartbeat, as an instance
 	// reports. Encoded again for each send (reportEvery), the report took
-	// up to 1.1 s to encode under the race detector at load 11, in the
-	// process that runs the region's server and summarizer too: the
-	// attacker's own reports then came over 2 s apart, and it was rightly
-	// counted gone.
+	// up to 1.1 s to encode and send under the race detector at load 11,
+	// in the process that runs the region's server and summarizer too:
+	// the attacker's own reports then came over 2 s apart, and it was
+	// rightly counted gone.
 	attacker := tr.Leaves[0].Connect(t, natsconf.ServiceUser("payments"))
 	every(t, hb, func() {
 		if err := attacker.Publish(cuecast.ReportSubject(cfg, "evil"), attack); err != nil && t.Context().Err() == nil {
