@@ -272,8 +272,16 @@ func TestDetailAnswerBoundedAtTheHub(t *testing.T) {
 	if err := liar.Flush(); err != nil {
 		t.Fatal(err)
 	}
+	// The host's answerer listens before the hub asks (its summarizer,
+	// stopped above, took the hub's interest in the requests with it).
+	tr.Leaves[0].WaitParentInterest(t, cuecast.DetailPrefix+".>")
 
-	regions, err := d.DetailByRegion(t.Context(), cfg, distributor.DetailRequest{})
+	// The test's patience, not Detail's 5 s: the hub decodes 12,000
+	// reports here, under the race detector on a loaded box
+	// (TestDetailAnswersUpToItsLimit).
+	ctx, cancel := context.WithTimeout(t.Context(), poll.Patience)
+	defer cancel()
+	regions, err := d.DetailByRegion(ctx, cfg, distributor.DetailRequest{})
 	if err != nil || len(regions) != 2 {
 		t.Fatalf("DetailByRegion = %d regions, %v; want both", len(regions), err)
 	}

@@ -405,6 +405,27 @@ func (s *TreeServer) WaitAnswering(t testing.TB) {
 	})
 }
 
+// WaitParentInterest polls until the server's parent holds, from the
+// server's link, the interest in subject (a subscription's subject, as
+// Leafz lists it). A subscription made on a leaf reaches its parent a
+// moment after the leaf has it (its Flush says only that the leaf has
+// it): a message published at the parent meanwhile is not sent down.
+func (s *TreeServer) WaitParentInterest(t testing.TB, subject string) {
+	t.Helper()
+	poll.Until(t, s.Parent.Spec.Name+" hears "+subject+" from "+s.Spec.Name, poll.Patience, func() (bool, string) {
+		lz, err := s.Parent.Leafz(&server.LeafzOptions{Subscriptions: true})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, l := range lz.Leafs {
+			if l.Name == s.Spec.Name {
+				return slices.Contains(l.Subs, subject), fmt.Sprintf("%d subscriptions from the link", len(l.Subs))
+			}
+		}
+		return false, "no link"
+	})
+}
+
 // domainAPI is the interest a leaf with a JetStream domain adds for its
 // domain's API as it connects (nats-server's generateJSMappingTable), with
 // the prefix $JS.<domain>.API. left out.
