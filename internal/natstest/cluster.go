@@ -413,17 +413,28 @@ func (s *TreeServer) WaitAnswering(t testing.TB) {
 func (s *TreeServer) WaitParentInterest(t testing.TB, subject string) {
 	t.Helper()
 	poll.Until(t, s.Parent.Spec.Name+" hears "+subject+" from "+s.Spec.Name, poll.Patience, func() (bool, string) {
-		lz, err := s.Parent.Leafz(&server.LeafzOptions{Subscriptions: true})
-		if err != nil {
-			return false, err.Error()
+		l := s.parentLink()
+		if l == nil {
+			return false, "no link"
 		}
-		for _, l := range lz.Leafs {
-			if l.Name == s.Spec.Name {
-				return slices.Contains(l.Subs, subject), fmt.Sprintf("%d subscriptions from the link", len(l.Subs))
-			}
-		}
-		return false, "no link"
+		return slices.Contains(l.Subs, subject), fmt.Sprintf("%d subscriptions from the link", len(l.Subs))
 	})
+}
+
+// parentLink is the parent's view of the server's leafnode connection,
+// with the subscriptions it carries up (Leafz); nil when the parent lists
+// none.
+func (s *TreeServer) parentLink() *server.LeafInfo {
+	lz, err := s.Parent.Leafz(&server.LeafzOptions{Subscriptions: true})
+	if err != nil {
+		return nil
+	}
+	for _, l := range lz.Leafs {
+		if l.Name == s.Spec.Name {
+			return l
+		}
+	}
+	return nil
 }
 
 // domainAPI is the interest a leaf with a JetStream domain adds for its
@@ -438,21 +449,16 @@ func (s *TreeServer) lacksAPIInterest() (uint64, bool) {
 	if s.Parent == nil || s.Link == nil {
 		return 0, false
 	}
-	lz, err := s.Parent.Leafz(&server.LeafzOptions{Subscriptions: true})
-	if err != nil {
+	l := s.parentLink()
+	if l == nil {
 		return 0, false
 	}
-	for _, l := range lz.Leafs {
-		if l.Name == s.Spec.Name {
-			for _, api := range domainAPI {
-				if !slices.Contains(l.Subs, "$JS."+s.Domain()+".API."+api) {
-					return l.ID, true
-				}
-			}
-			return l.ID, false
+	for _, api := range domainAPI {
+		if !slices.Contains(l.Subs, "$JS."+s.Domain()+".API."+api) {
+			return l.ID, true
 		}
 	}
-	return 0, false
+	return l.ID, false
 }
 
 // Mirrors creates the namespace mirrors of every leaf, each from its
