@@ -67,7 +67,7 @@ func TestMetricsDuringRun(t *testing.T) {
 		poll.Until(t, "v2 everywhere", poll.Patience, func() (bool, string) {
 			m = scrape(t, f.base)
 			return m[target] == 2 && m[cov] == 1 && m[prop100] >= before[prop100]+1,
-				fmt.Sprintf("target %v, coverage %v, propagation count %v", m[target], m[cov], m[prop100])
+				fmt.Sprintf("target %v, coverage %v, propagation count %v; %s", m[target], m[cov], m[prop100], f.readyz())
 		})
 		for _, c := range []struct {
 			name string
@@ -370,7 +370,7 @@ func TestActionWithToken(t *testing.T) {
 // its coverage without being asked again.
 func TestEventsStream(t *testing.T) {
 	inBothModes(t, fixtureOptions{}, func(t *testing.T, f *fixture) {
-		f.watch(checkout, "checkout-1")
+		w := f.watch(checkout, "checkout-1")
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, f.base+"/api/events?config="+string(checkout), nil)
@@ -422,7 +422,7 @@ func TestEventsStream(t *testing.T) {
 						return
 					}
 				case <-deadline:
-					t.Fatalf("%s: last event %+v after 30s", what, last)
+					t.Fatalf("%s: last event %+v after 30s; %s", what, last, f.diagnose(w))
 				}
 			}
 		}
@@ -430,6 +430,45 @@ func TestEventsStream(t *testing.T) {
 		f.setAmount("1_000_000")
 		wait("v2 on the instance", func(r row) bool { return r.Version == 2 && r.Instances == 1 && r.Coverage == 1 })
 	})
+}
+
+// readyz is what the server's /readyz says of its fleet samples.
+func (f *fixture) readyz() string {
+	code, body := get(f.t, f.base+"/readyz")
+	return fmt.Sprintf("readyz %d %s", code, strings.TrimSpace(body))
+}
+
+// diagnose says where a change to checkout stands at each layer, for a
+// test that waited for it in vain: what the instance applied, the
+// rollout, and what the hub holds of the instance's reports.
+func (f *fixture) diagnose(w *client.Watcher) string {
+	ctx, cancel := context.WithTimeout(context.Background(), poll.Patience)
+	defer cancel()
+	out := fmt.Sprintf("the instance applied v%d; rollout %+v", w.Current().Version, f.state())
+	out += "; " + f.readyz()
+	sts, err := f.p.Distributor.Status(ctx)
+	out += fmt.Sprintf("; status (err %v):", err)
+	for _, st := range sts {
+		out += fmt.Sprintf(" %s v%d %d/%d", st.Config, st.Latest.Version, st.OnLatest, st.Instances)
+	}
+	sums, err := f.p.Distributor.Summaries(ctx, checkout)
+	if err != nil {
+		return out + fmt.Sprintf("; summaries: %v", err)
+	}
+	for _, s := range sums {
+		out += fmt.Sprintf("; %s's summary at %s (stored %s ago): %d live", s.Region, s.At.Format(time.StampMilli), time.Since(s.Stored).Round(time.Millisecond), s.Live)
+		for _, g := range s.Groups {
+			out += fmt.Sprintf(", v%d healthy %t %v", g.Version, g.Healthy, g.Instances)
+		}
+	}
+	rs, err := f.p.Distributor.Reports(ctx, checkout)
+	if err != nil {
+		return out + fmt.Sprintf("; reports: %v", err)
+	}
+	for _, r := range rs {
+		out += fmt.Sprintf("; report of %s: v%d at %s", r.Instance, r.Version, r.At.Format(time.StampMilli))
+	}
+	return out
 }
 
 // TestHealthHaltCounted: when the canary cohort turns unhealthy on a new
