@@ -24,6 +24,9 @@ type snapshot struct {
 	at  time.Time
 	ok  time.Time // last sample without error (this one when err is "")
 	err string    // why the fleet could not be read
+	// took is how long the sample took, up to its publication: the pace
+	// of samples, which readyz allows for (Run waits twice as long).
+	took time.Duration
 
 	status  []distributor.ConfigStatus
 	reports map[cuecast.ConfigPath][]cuecast.Report
@@ -76,9 +79,13 @@ func (s *Server) Run(ctx context.Context) error {
 func (s *Server) Sample(ctx context.Context) {
 	s.sampling.Lock() // one sample at a time, published in order
 	defer s.sampling.Unlock()
-	ctx, cancel := context.WithTimeout(ctx, max(5*s.o.Interval, 5*time.Second))
+	parent := ctx
+	base := s.baseLimit()
+	limit := max(s.limit, base)
+	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	now := time.Now()
+	defer func() { s.limit = nextLimit(limit, base, time.Since(now), ctx.Err() != nil && parent.Err() == nil) }()
 	prev, _ := s.current()
 	snap := &snapshot{at: now, ok: now, lag: -1}
 	if prev != nil {
@@ -111,8 +118,8 @@ func (s *Server) Sample(ctx context.Context) {
 		} else {
 			snap.ok = time.Time{}
 		}
-		if ctx.Err() == nil {
-			s.log.Warn("fleet sample failed", "err", err)
+		if parent.Err() == nil {
+			s.log.Warn("fleet sample failed", "err", err, "limit", limit)
 		}
 	} else {
 		s.metrics.ObserveFleet(now, s.fleetSamples(snap))
@@ -121,8 +128,8 @@ func (s *Server) Sample(ctx context.Context) {
 	}
 	if s.o.Rollouts != nil {
 		if recsErr != nil {
-			if ctx.Err() == nil {
-				s.log.Warn("rollout sample failed", "err", recsErr)
+			if parent.Err() == nil {
+				s.log.Warn("rollout sample failed", "err", recsErr, "limit", limit)
 			}
 			if prev != nil {
 				snap.records = prev.records
@@ -173,6 +180,7 @@ func (s *Server) Sample(ctx context.Context) {
 			s.metrics.ObserveTailer(ts)
 		}
 	}
+	snap.took = time.Since(now)
 	s.mu.Lock()
 	s.snap = snap
 	close(s.changed)
@@ -187,6 +195,31 @@ func (s *Server) Sample(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// baseLimit is a sample's usual time limit: five intervals, at least 5 s.
+func (s *Server) baseLimit() time.Duration { return max(5*s.o.Interval, 5*time.Second) }
+
+// maxSampleLimit is the longest a sample may take however slow the last
+// ones were, so that a server that stopped answering is still found out.
+const maxSampleLimit = 2 * time.Minute
+
+// nextLimit is the time limit of the sample after one that had limit and
+// took took: twice limit when it ran out of it, else twice what it took,
+// between base and maxSampleLimit. With one fixed limit, a fleet slower
+// to read than it (a large fleet, a loaded box) was never sampled again:
+// every sample ran out the same way, /readyz said "context deadline
+// exceeded" and the pages and the fleet gauges stayed on the last sample
+// for good (TestSampleOutlastsItsLimit; seen as TestEventsStream/tree and
+// TestMetricsDuringRun/tree waiting in vain on a loaded box). Run waits
+// twice as long as a sample took before the next, so a slow sample still
+// keeps the sampler's share of the server's time under a third.
+func nextLimit(limit, base, took time.Duration, ranOut bool) time.Duration {
+	next := 2 * took
+	if ranOut {
+		next = 2 * limit
+	}
+	return min(max(next, base), max(maxSampleLimit, base))
 }
 
 // haltKey identifies one halt of r: its ID and when it halted (the first

@@ -176,6 +176,8 @@ type Server struct {
 	// haltsPrimed: the halts found by the first rollout sample were
 	// remembered without being counted (sampling is serialized).
 	haltsPrimed bool
+	// limit is the next sample's time limit (Sample; sampling guards it).
+	limit time.Duration
 }
 
 // New checks o and builds the server's routes. It starts nothing: call Run to
@@ -278,7 +280,7 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 }
 
 // readyz is 200 when Options.Ready passes and a fleet sample succeeded
-// recently (within five intervals); 503 with the reason otherwise.
+// recently (staleAfter); 503 with the reason otherwise.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	if s.o.Ready != nil {
@@ -297,12 +299,22 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	case snap.err != "":
 		http.Error(w, "not ready: "+snap.err, http.StatusServiceUnavailable)
 		return
-	case time.Since(snap.ok) > 5*s.o.Interval+5*time.Second:
+	case time.Since(snap.ok) > s.staleAfter(snap):
 		http.Error(w, fmt.Sprintf("not ready: last good fleet sample %s ago", time.Since(snap.ok).Round(time.Millisecond)),
 			http.StatusServiceUnavailable)
 		return
 	}
 	fmt.Fprintln(w, "ready")
+}
+
+// staleAfter is how old the last good sample may be, after snap, before
+// readyz says the fleet is not being sampled: five intervals and 5 s, and
+// three times as long as snap took more, since Run waits twice as long as
+// a sample took before the next, which takes as long again. Samples slower
+// than the first rule allows (a large fleet, a loaded box) are not the
+// sampler stuck (TestSampleOutlastsItsLimit).
+func (s *Server) staleAfter(snap *snapshot) time.Duration {
+	return 5*s.o.Interval + 5*time.Second + 3*snap.took
 }
 
 // authorized reports whether r carries the operator token.
