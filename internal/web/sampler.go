@@ -85,6 +85,7 @@ func (s *Server) Sample(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	now := time.Now()
+	// Deferred after cancel, so run before it: ctx.Err() is the limit's.
 	defer func() { s.limit = nextLimit(limit, base, time.Since(now), ctx.Err() != nil && parent.Err() == nil) }()
 	prev, _ := s.current()
 	snap := &snapshot{at: now, ok: now, lag: -1}
