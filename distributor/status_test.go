@@ -131,16 +131,28 @@ func testReportsWhileInstancesReport(t *testing.T) {
 			t.Fatalf("read %d: Reports: %v", i, err)
 		}
 		if count(all) != len(subjects) {
-			t.Fatalf("read %d: Reports: got %d instances, want %d", i, count(all), len(subjects))
+			t.Fatalf("read %d: Reports: got %d instances, want %d; %s", i, count(all), len(subjects), storedNow(t, d, cfg))
 		}
 		one, err := d.Reports(ctx, cfg)
 		if err != nil {
 			t.Fatalf("read %d: Reports(%s): %v", i, cfg, err)
 		}
 		if count(one) != instances {
-			t.Fatalf("read %d: Reports(%s): got %d instances, want %d", i, cfg, count(one), instances)
+			t.Fatalf("read %d: Reports(%s): got %d instances, want %d (%+v); %s", i, cfg, count(one), instances, one, storedNow(t, d, cfg))
 		}
 	}
+}
+
+// storedNow says what the hub's report stream holds of cfg's summaries
+// now, and what a second read counts, for a read that came back short.
+func storedNow(t *testing.T, d *distributor.Distributor, cfg cuecast.ConfigPath) string {
+	sums, err := d.Summaries(t.Context(), cfg)
+	out := fmt.Sprintf("summaries now (err %v):", err)
+	for _, s := range sums {
+		out += fmt.Sprintf(" %s live %d at %s stored %s ago;", s.Region, s.Live, s.At.Format(time.StampMilli), time.Since(s.Stored).Round(time.Millisecond))
+	}
+	rs, err := d.Reports(t.Context(), cfg)
+	return out + fmt.Sprintf(" a read now: %d instances (err %v)", distributor.Weigh(rs), err)
 }
 
 // TestDriftOneRule: the one drift rule of status, the dashboard and the
