@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -102,7 +103,13 @@ func testReportsWhileInstancesReport(t *testing.T) {
 		cancel()
 		wg.Wait()
 	}()
-	for _, s := range subjects {
+	// sent counts each instance's reports, so that the test can tell
+	// they kept coming while it read: for six days its publishers sent
+	// one each and stopped (a flush that wants a deadline refused theirs,
+	// and they took that for the end), and a read that came more than
+	// a report's life (four heartbeats) after the first counted 0.
+	sent := make([]atomic.Int64, len(subjects))
+	for i, s := range subjects {
 		wg.Go(func() {
 			pub := pubs[s.cfg]
 			for n := 1; ctx.Err() == nil; n++ {
@@ -112,19 +119,34 @@ func testReportsWhileInstancesReport(t *testing.T) {
 					return
 				}
 				if err := pub.Publish(cuecast.ReportSubject(s.cfg, s.id), b); err != nil {
+					if ctx.Err() == nil {
+						t.Errorf("instance %s on %s: report %d: %v", s.id, s.cfg, n, err)
+					}
 					return
 				}
 				// A round trip per report keeps the publishers at the
 				// server's pace: unpaced, 20 publishers at 1 kHz each
 				// outran a busy server's store, and every request behind
 				// that backlog (the reads under test) timed out.
-				if err := pub.FlushWithContext(ctx); err != nil {
+				if err := pub.FlushTimeout(poll.Patience); err != nil {
+					if ctx.Err() == nil {
+						t.Errorf("instance %s on %s: flush report %d: %v", s.id, s.cfg, n, err)
+					}
 					return
 				}
+				sent[i].Add(1)
 				time.Sleep(time.Millisecond)
 			}
 		})
 	}
+	counts := func() []int64 {
+		out := make([]int64, len(sent))
+		for i := range sent {
+			out[i] = sent[i].Load()
+		}
+		return out
+	}
+	before := counts()
 	for i := range 50 {
 		all, err := d.Reports(ctx, "")
 		if err != nil {
@@ -139,6 +161,14 @@ func testReportsWhileInstancesReport(t *testing.T) {
 		}
 		if count(one) != instances {
 			t.Fatalf("read %d: Reports(%s): got %d instances, want %d (%+v); %s", i, cfg, count(one), instances, one, storedNow(t, d, cfg))
+		}
+	}
+	// Every instance reported while the reads ran: they read reports
+	// being replaced.
+	after := counts()
+	for i, s := range subjects {
+		if after[i] <= before[i] {
+			t.Errorf("instance %s on %s sent no report while the fleet was read (%d before the first read, %d after the last)", s.id, s.cfg, before[i], after[i])
 		}
 	}
 }
