@@ -78,3 +78,36 @@ func TestIntakeHoldsBackWhenFull(t *testing.T) {
 		t.Error("next after close: got a report")
 	}
 }
+
+// BenchmarkIntake is what the intake adds to each report a summarizer
+// takes in (BenchmarkSummarizerIngest is the taking in): the
+// subscription's callback queues it, stamped, and the taker, a goroutine
+// of its own as in Run, takes it out, one report of ~300 bytes at a time.
+func BenchmarkIntake(b *testing.B) {
+	in := newIntake()
+	data := make([]byte, 300)
+	done := make(chan int)
+	go func() {
+		n := 0
+		for {
+			if _, ok := in.next(); !ok {
+				done <- n
+				return
+			}
+			n++
+		}
+	}()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		in.put("ccs.payments.web-1.checkout", data, time.Now())
+	}
+	// The taker drains what is queued: heard is now only when nothing is
+	// queued or being taken in.
+	for now := time.Now(); in.heard(now).Before(now); now = time.Now() {
+		time.Sleep(100 * time.Microsecond)
+	}
+	b.StopTimer()
+	in.close()
+	<-done
+}
