@@ -79,13 +79,7 @@ RACE_PURE ?= golang.org/x/crypto/blowfish crypto/internal/fips140/edwards25519/.
 # the kubernetes module's vet runs beside it, below). After a change to
 # distributor that subset was 6 s and 11 CPU-s of make test, for the
 # packages compiled again (12-07, E); with nothing changed it is cached.
-#
-# -ldflags=-w: the test binaries are linked without DWARF, which nothing
-# reads (a panic's trace and the race detector's reports come from the
-# runtime's own tables, file:line and all). make test links all 37 of them
-# again every run, race-enabled and 20 to 80 MB each: 97 ▶ 73 CPU-s
-# (12-07, E, the links alone, back to back twice).
-TESTFLAGS ?= -race -count=1 -parallel 4 -vet=off -ldflags=-w $(foreach p,$(RACE_PURE),-gcflags=$(p)=-race=false)
+TESTFLAGS ?= -race -count=1 -parallel 4 -vet=off $(foreach p,$(RACE_PURE),-gcflags=$(p)=-race=false)
 
 # A race-enabled binary sleeps a second before it exits unless GORACE says
 # otherwise: once per test package, and once per command the tests re-execute
