@@ -25,11 +25,8 @@ func ProcUsage(pid int) (Usage, error) {
 	if err != nil {
 		return Usage{}, fmt.Errorf("cpu of %d: %w", pid, err)
 	}
-	// The command name, field 2, is in parentheses and may hold spaces:
-	// fields are counted after its closing one, from field 3 (state).
-	i := strings.LastIndexByte(string(b), ')')
-	f := strings.Fields(string(b[i+1:]))
-	if i < 0 || len(f) < 13 {
+	f, ok := statFields(b)
+	if !ok || len(f) < 13 {
 		return Usage{}, fmt.Errorf("cpu of %d: unexpected /proc/%d/stat %.100q", pid, pid, b)
 	}
 	utime, err1 := strconv.ParseInt(f[11], 10, 64) // field 14
@@ -58,6 +55,18 @@ func ProcUsage(pid int) (Usage, error) {
 		}
 	}
 	return u, nil
+}
+
+// statFields splits a /proc stat line (a process's or a thread's) into
+// its fields from field 3 (state) on: f[k] is field k+3. The command
+// name, field 2, is in parentheses and may hold spaces and parentheses,
+// so fields are counted after the last closing one.
+func statFields(b []byte) (f []string, ok bool) {
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return nil, false
+	}
+	return strings.Fields(string(b[i+1:])), true
 }
 
 // LoadAverage is the first three fields of /proc/loadavg ("1.37 1.50

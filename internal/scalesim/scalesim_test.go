@@ -2,21 +2,16 @@ package scalesim_test
 
 import (
 	"encoding/json"
-	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 
-	"github.com/cuecast/cuecast/internal/poll"
 	"github.com/cuecast/cuecast/internal/scalesim"
 )
 
@@ -358,47 +353,4 @@ func writeOut(t *testing.T, env string, v any) {
 	if err := os.WriteFile(out, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// TestStartBusy: the child StartBusy runs, which TestScaleModesSoak's
-// measuring runs keep beside the fleet, spins a thread per core at nice
-// 19, so that it takes only what nothing else wants, and Stop ends it.
-func TestStartBusy(t *testing.T) {
-	t.Parallel()
-	b := scalesim.StartBusy(t)
-	pid := b.Pid()
-	poll.Until(t, "a thread per core at nice 19", poll.Patience, func() (bool, string) {
-		niced, err := nice19Threads(pid)
-		if err != nil {
-			return false, err.Error()
-		}
-		return niced >= runtime.NumCPU(), fmt.Sprintf("%d of %d cores", niced, runtime.NumCPU())
-	})
-	b.Stop()
-	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
-		t.Errorf("busy child %d after Stop: signal 0 gave %v, want no such process", pid, err)
-	}
-}
-
-// nice19Threads counts the threads of pid at nice 19 (/proc/PID/task/*/stat,
-// whose 19th field is the nice value; the 2nd, the name in parentheses,
-// may hold spaces and parentheses).
-func nice19Threads(pid int) (int, error) {
-	stats, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	n := 0
-	for _, p := range stats {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			continue // the thread ended
-		}
-		s := string(b)
-		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-		if len(f) > 16 && f[16] == "19" {
-			n++
-		}
-	}
-	return n, nil
 }

@@ -2,14 +2,20 @@ package scalesim
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/cuecast/cuecast"
 	"github.com/cuecast/cuecast/internal/natsconf"
+	"github.com/cuecast/cuecast/internal/poll"
 )
 
 // withFloor generates spec's configuration for the namespace, as the tree
@@ -240,4 +246,44 @@ func TestReportsLeaveInStateOrder(t *testing.T) {
 	if len(sent) != 2 || sent[len(sent)-1] != 2 {
 		t.Errorf("instance 1's reports left on versions %v: want the one on v2 last", sent)
 	}
+}
+
+// TestStartBusy: the child StartBusy runs, which TestScaleModesSoak's
+// measuring runs keep beside the fleet, spins a thread per core at nice
+// 19, so that it takes only what nothing else wants, and Stop ends it.
+func TestStartBusy(t *testing.T) {
+	t.Parallel()
+	b := StartBusy(t)
+	pid := b.Pid()
+	poll.Until(t, "a thread per core at nice 19", poll.Patience, func() (bool, string) {
+		niced, err := nice19Threads(pid)
+		if err != nil {
+			return false, err.Error()
+		}
+		return niced >= runtime.NumCPU(), fmt.Sprintf("%d of %d cores", niced, runtime.NumCPU())
+	})
+	b.Stop()
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("busy child %d after Stop: signal 0 gave %v, want no such process", pid, err)
+	}
+}
+
+// nice19Threads counts the threads of pid at nice 19 (/proc/PID/task/*/stat,
+// whose 19th field is the nice value).
+func nice19Threads(pid int) (int, error) {
+	stats, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, p := range stats {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue // the thread ended
+		}
+		if f, ok := statFields(b); ok && len(f) > 16 && f[16] == "19" {
+			n++
+		}
+	}
+	return n, nil
 }
