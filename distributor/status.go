@@ -246,10 +246,22 @@ func (d *Distributor) Status(ctx context.Context, cfgs ...cuecast.ConfigPath) ([
 // StatusWith is Status with each instance counted against the version
 // intents says it is meant to run (nil: the latest, as Status).
 func (d *Distributor) StatusWith(ctx context.Context, intents Intents, cfgs ...cuecast.ConfigPath) ([]ConfigStatus, error) {
+	st, _, err := d.StatusAndReports(ctx, intents, cfgs...)
+	return st, err
+}
+
+// StatusAndReports is StatusWith and the live reports it counted (those
+// Reports returns for its one config, or for every config), from one read
+// of the fleet: a reader that shows both, as the dashboard's pages show a
+// config's counts beside its instances, shows counts its list adds up to,
+// and reads each report once. Read apart, an instance that applied between
+// the reads was counted on one version and listed on the next, and every
+// sample read the whole fleet twice (TestSampleReadsTheFleetOnce).
+func (d *Distributor) StatusAndReports(ctx context.Context, intents Intents, cfgs ...cuecast.ConfigPath) ([]ConfigStatus, []cuecast.Report, error) {
 	var err error
 	if len(cfgs) == 0 {
 		if cfgs, err = d.Configs(ctx); err != nil {
-			return nil, fmt.Errorf("compute status: %w", err)
+			return nil, nil, fmt.Errorf("compute status: %w", err)
 		}
 	}
 	var reports []cuecast.Report
@@ -259,7 +271,7 @@ func (d *Distributor) StatusWith(ctx context.Context, intents Intents, cfgs ...c
 		reports, err = d.Reports(ctx, "")
 	}
 	if err != nil {
-		return nil, fmt.Errorf("compute status: %w", err)
+		return nil, nil, fmt.Errorf("compute status: %w", err)
 	}
 	byConfig := map[cuecast.ConfigPath][]cuecast.Report{}
 	for _, r := range reports {
@@ -269,11 +281,11 @@ func (d *Distributor) StatusWith(ctx context.Context, intents Intents, cfgs ...c
 	out := make([]ConfigStatus, 0, len(cfgs))
 	for _, cfg := range cfgs {
 		if err := cfg.Validate(); err != nil {
-			return nil, fmt.Errorf("compute status: %w", err)
+			return nil, nil, fmt.Errorf("compute status: %w", err)
 		}
 		sv, err := d.latest(ctx, cfg)
 		if err != nil {
-			return nil, fmt.Errorf("compute status of %s: %w", cfg, err)
+			return nil, nil, fmt.Errorf("compute status of %s: %w", cfg, err)
 		}
 		var intent Intent
 		var target uint64
@@ -282,7 +294,7 @@ func (d *Distributor) StatusWith(ctx context.Context, intents Intents, cfgs ...c
 		}
 		out = append(out, Summarize(sv.Version, sv.At, byConfig[cfg], intent, target, d.o.StragglerAfter, now))
 	}
-	return out, nil
+	return out, reports, nil
 }
 
 // Summarize measures reports, the live reports on latest's config, against

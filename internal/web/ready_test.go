@@ -15,11 +15,11 @@ import (
 // fakeFleet answers with fixed statuses, or err.
 type fakeFleet struct{ err error }
 
-func (f fakeFleet) StatusWith(context.Context, distributor.Intents, ...cuecast.ConfigPath) ([]distributor.ConfigStatus, error) {
+func (f fakeFleet) StatusAndReports(context.Context, distributor.Intents, ...cuecast.ConfigPath) ([]distributor.ConfigStatus, []cuecast.Report, error) {
 	if f.err != nil {
-		return nil, f.err
+		return nil, nil, f.err
 	}
-	return []distributor.ConfigStatus{{Config: "a/b", Latest: cuecast.Version{Config: "a/b", Version: 1}, Coverage: 1}}, nil
+	return []distributor.ConfigStatus{{Config: "a/b", Latest: cuecast.Version{Config: "a/b", Version: 1}, Coverage: 1}}, nil, nil
 }
 
 func (f fakeFleet) Reports(context.Context, cuecast.ConfigPath) ([]cuecast.Report, error) {

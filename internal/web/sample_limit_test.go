@@ -28,14 +28,14 @@ type tardyFleet struct {
 	calls atomic.Int32
 }
 
-func (f *tardyFleet) StatusWith(ctx context.Context, intents distributor.Intents, cfgs ...cuecast.ConfigPath) ([]distributor.ConfigStatus, error) {
+func (f *tardyFleet) StatusAndReports(ctx context.Context, intents distributor.Intents, cfgs ...cuecast.ConfigPath) ([]distributor.ConfigStatus, []cuecast.Report, error) {
 	f.calls.Add(1)
 	select {
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, nil, ctx.Err()
 	case <-time.After(f.delay):
 	}
-	return f.Distributor.StatusWith(ctx, intents, cfgs...)
+	return f.Distributor.StatusAndReports(ctx, intents, cfgs...)
 }
 
 // TestSampleOutlastsItsLimit: when reading the fleet takes longer than a

@@ -15,11 +15,12 @@ import (
 	"github.com/cuecast/cuecast/client"
 	"github.com/cuecast/cuecast/distributor"
 	"github.com/cuecast/cuecast/distributor/rollout"
+	"github.com/cuecast/cuecast/internal/natstest"
 	"github.com/cuecast/cuecast/internal/poll"
 	"github.com/cuecast/cuecast/internal/web"
 )
 
-// slowFleet is the pipeline's distributor whose next read of the reports,
+// slowFleet is the pipeline's distributor whose next read of the fleet,
 // once armed, returns only after the rollout controller halted checkout: a
 // fleet read long enough for the controller to act on reports that arrived
 // during it.
@@ -31,23 +32,23 @@ type slowFleet struct {
 	read func()
 }
 
-func (f *slowFleet) Reports(ctx context.Context, cfg cuecast.ConfigPath) ([]cuecast.Report, error) {
-	rs, err := f.Distributor.Reports(ctx, cfg)
+func (f *slowFleet) StatusAndReports(ctx context.Context, intents distributor.Intents, cfgs ...cuecast.ConfigPath) ([]distributor.ConfigStatus, []cuecast.Report, error) {
+	st, rs, err := f.Distributor.StatusAndReports(ctx, intents, cfgs...)
 	if err != nil || !f.armed.CompareAndSwap(true, false) {
-		return rs, err
+		return st, rs, err
 	}
 	f.read()
 	for {
 		rec, err := f.ctrl.Record(ctx, checkout)
 		if err != nil {
-			return nil, fmt.Errorf("wait for the halt: %w", err)
+			return nil, nil, fmt.Errorf("wait for the halt: %w", err)
 		}
 		if rec.Current != nil && rec.Current.State == rollout.StateHalted {
-			return rs, nil
+			return st, rs, nil
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("wait for the halt: %w", ctx.Err())
+			return nil, nil, fmt.Errorf("wait for the halt: %w", ctx.Err())
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
@@ -167,13 +168,13 @@ type advancingFleet struct {
 	between func(ctx context.Context) error
 }
 
-func (f *advancingFleet) StatusWith(ctx context.Context, intents distributor.Intents, cfgs ...cuecast.ConfigPath) ([]distributor.ConfigStatus, error) {
+func (f *advancingFleet) StatusAndReports(ctx context.Context, intents distributor.Intents, cfgs ...cuecast.ConfigPath) ([]distributor.ConfigStatus, []cuecast.Report, error) {
 	if f.armed.CompareAndSwap(true, false) {
 		if err := f.between(ctx); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	return f.Distributor.StatusWith(ctx, intents, cfgs...)
+	return f.Distributor.StatusAndReports(ctx, intents, cfgs...)
 }
 
 // TestSampleCountsAStageAdvancedDuringIt: checkout's rollout of v2 holds in
@@ -265,6 +266,87 @@ func TestSampleCountsAStageAdvancedDuringIt(t *testing.T) {
 		}
 		if cv.Row.Instances != len(ids) || cv.Row.OnIntended != len(ids) {
 			t.Errorf("the sample counts %d of %d instances on their intended version, want all %d: each runs v2, which the rollout, advanced to every instance, means it to", cv.Row.OnIntended, cv.Row.Instances, len(ids))
+		}
+	})
+}
+
+// TestSampleReadsTheFleetOnce: a sample counts a config's instances and
+// lists them from one read of the fleet. It read the status (every report)
+// and then every report again: twice the hub's reads per sample, and an
+// instance that applied between the two was counted on one version and
+// listed on the next. The oracle is the reader's own requests: a sample
+// sends no more than one status read does, and its counts add up to what
+// it lists.
+func TestSampleReadsTheFleetOnce(t *testing.T) {
+	t.Parallel()
+	natstest.BothModes(t, func(t *testing.T) {
+		t.Parallel()
+		fl := natstest.StartFleet(t, natstest.FleetOptions{Namespaces: []string{"payments"}})
+		d, err := distributor.New(t.Context(), fl.Hub(t), distributor.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fl.Summarize(t)
+		if err := d.Publish(t.Context(), cuecast.Version{Config: checkout, Version: 1, Commit: "c001", Author: "ann", Message: "change"}, []byte(`{"n":1}`)); err != nil {
+			t.Fatal(err)
+		}
+		ids := []string{"checkout-1", "checkout-2", "checkout-3"}
+		for _, id := range ids {
+			fl.Report(t, cuecast.Report{Instance: id, Config: checkout, Version: 1, Healthy: true})
+		}
+		// The reader has a connection of its own, so that what it sends
+		// is what the sample asked for.
+		nc := fl.Hub(t)
+		rd, err := distributor.Open(t.Context(), nc, distributor.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		poll.Until(t, "every instance live", poll.Patience, func() (bool, string) {
+			st, err := rd.Status(t.Context(), checkout)
+			if err != nil {
+				return false, err.Error()
+			}
+			return st[0].Instances == len(ids), fmt.Sprintf("%d of %d live", st[0].Instances, len(ids))
+		})
+		srv, err := web.New(web.Options{Fleet: rd})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv.Sample(t.Context()) // reads the config's versions once, and keeps them
+
+		before := nc.Stats().OutMsgs
+		srv.Sample(t.Context())
+		sampled := nc.Stats().OutMsgs - before
+		before = nc.Stats().OutMsgs
+		if _, _, err := rd.StatusAndReports(t.Context(), nil); err != nil {
+			t.Fatal(err)
+		}
+		if once := nc.Stats().OutMsgs - before; sampled > once {
+			t.Errorf("a sample sent %d requests; one read of the fleet's status and reports sends %d", sampled, once)
+		}
+
+		rec := httptest.NewRecorder()
+		srv.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/api/configs/"+string(checkout), nil))
+		if rec.Code != http.StatusOK {
+			t.Fatalf("GET config: %d %s", rec.Code, rec.Body)
+		}
+		var cv struct {
+			Row struct {
+				Instances int `json:"instances"`
+			}
+			Instances []struct {
+				Count int `json:"count"` // a summary's row stands for Count
+			} `json:"instances"`
+		}
+		if err := json.Unmarshal(rec.Body.Bytes(), &cv); err != nil {
+			t.Fatal(err)
+		}
+		listed := 0
+		for _, in := range cv.Instances {
+			listed += max(in.Count, 1)
+		}
+		if cv.Row.Instances != len(ids) || listed != len(ids) {
+			t.Errorf("the page counts %d instances and lists %d, want %d: %s", cv.Row.Instances, listed, len(ids), rec.Body)
 		}
 	})
 }

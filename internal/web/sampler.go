@@ -264,9 +264,9 @@ func haltCause(r *rollout.Rollout) string {
 }
 
 // afterReports gives a sample's intents from the rollout records as read
-// the first time an intent is asked for: StatusWith asks once it has read
-// the reports, so each instance is counted against a record no older than
-// its report. Counted against the records read before the fleet, a stage
+// the first time an intent is asked for: StatusAndReports asks once it has
+// read the reports, so each instance is counted against a record no older
+// than its report. Counted against the records read before the fleet, a stage
 // that advanced in between, its new instances already on the new version,
 // showed them as not on their intended one: coverage dipped for a sample.
 // recs, the records read before, serve when there is no controller or that
@@ -303,13 +303,9 @@ func (a *afterReports) read() {
 }
 
 func (s *Server) sampleFleet(ctx context.Context, snap *snapshot, intents distributor.Intents) error {
-	status, err := s.o.Fleet.StatusWith(ctx, intents)
+	status, reports, err := s.o.Fleet.StatusAndReports(ctx, intents)
 	if err != nil {
 		return fmt.Errorf("read status: %w", err)
-	}
-	reports, err := s.o.Fleet.Reports(ctx, "")
-	if err != nil {
-		return fmt.Errorf("read reports: %w", err)
 	}
 	snap.status = status
 	snap.reports = map[cuecast.ConfigPath][]cuecast.Report{}

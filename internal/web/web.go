@@ -55,7 +55,9 @@ var static embed.FS
 
 // Fleet is what the server reads of the distributor.
 type Fleet interface {
-	StatusWith(ctx context.Context, intents distributor.Intents, cfgs ...cuecast.ConfigPath) ([]distributor.ConfigStatus, error)
+	// StatusAndReports, not StatusWith and Reports: a sample's counts
+	// and its lists of instances come from one read of the fleet.
+	StatusAndReports(ctx context.Context, intents distributor.Intents, cfgs ...cuecast.ConfigPath) ([]distributor.ConfigStatus, []cuecast.Report, error)
 	Reports(ctx context.Context, cfg cuecast.ConfigPath) ([]cuecast.Report, error)
 	Versions(ctx context.Context, cfg cuecast.ConfigPath) ([]cuecast.Version, error)
 }
