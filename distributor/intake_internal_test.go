@@ -1,6 +1,7 @@
 package distributor
 
 import (
+	"fmt"
 	"testing"
 	"time"
 )
@@ -38,6 +39,42 @@ func TestIntakeHeard(t *testing.T) {
 	in.close()
 	if _, ok := in.next(); ok {
 		t.Error("next after close: got a report")
+	}
+}
+
+// TestIntakeKeepsOrder: however puts and takes interleave, as the queue
+// empties, refills and moves its taken ones out of the way, the taker gets
+// the reports in the order they came, and heard is the oldest queued's.
+func TestIntakeKeepsOrder(t *testing.T) {
+	t0 := time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC)
+	now := t0.Add(time.Hour)
+	in := newIntake()
+	put, took := 0, 0
+	take := func() {
+		t.Helper()
+		a, ok := in.next()
+		if want := fmt.Sprint(took); !ok || a.subject != want {
+			t.Fatalf("next = %q, %v; want %s", a.subject, ok, want)
+		}
+		took++
+		in.taking = time.Time{} // taken in: heard is the oldest queued's again
+		if took < put {
+			if got, want := in.heard(now), t0.Add(time.Duration(took)*time.Millisecond); !got.Equal(want) {
+				t.Fatalf("after %d taken of %d: heard %v, want %v", took, put, got, want)
+			}
+		}
+	}
+	for _, step := range []struct{ puts, takes int }{{1, 1}, {3, 2}, {200, 150}, {10, 60}, {500, 499}, {1, 2}, {300, 0}, {0, 301}} {
+		for range step.puts {
+			in.put(fmt.Sprint(put), []byte("x"), t0.Add(time.Duration(put)*time.Millisecond))
+			put++
+		}
+		for range step.takes {
+			take()
+		}
+	}
+	if took != put || in.size != 0 {
+		t.Errorf("took %d of %d, %d bytes left queued", took, put, in.size)
 	}
 }
 
