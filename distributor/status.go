@@ -3,7 +3,9 @@ package distributor
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -258,13 +260,36 @@ func (d *Distributor) StatusWith(ctx context.Context, intents Intents, cfgs ...c
 // the reads was counted on one version and listed on the next, and every
 // sample read the whole fleet twice (TestSampleReadsTheFleetOnce).
 func (d *Distributor) StatusAndReports(ctx context.Context, intents Intents, cfgs ...cuecast.ConfigPath) ([]ConfigStatus, []cuecast.Report, error) {
-	var err error
 	if len(cfgs) == 0 {
+		// Every config: the reports, then the newest version of each
+		// config in one answer (Configs' read), not one read per config
+		// (TestStatusReadsEveryLatestAtOnce). Versions are read after the
+		// reports, as below, so that no report is newer than its config's
+		// latest.
+		reports, err := d.Reports(ctx, "")
+		if err != nil {
+			return nil, nil, fmt.Errorf("compute status: %w", err)
+		}
+		latest, err := d.latestOfAll(ctx)
+		switch {
+		case err == nil:
+			cfgs := slices.Sorted(maps.Keys(latest))
+			st, err := d.statusOf(cfgs, reports, intents, func(cfg cuecast.ConfigPath) (storedVersion, error) { return latest[cfg], nil })
+			return st, reports, err
+		case !errors.Is(err, ErrTooManySubjects):
+			return nil, nil, fmt.Errorf("compute status: %w", err)
+		}
 		if cfgs, err = d.Configs(ctx); err != nil {
 			return nil, nil, fmt.Errorf("compute status: %w", err)
 		}
 	}
+	for _, cfg := range cfgs {
+		if err := cfg.Validate(); err != nil {
+			return nil, nil, fmt.Errorf("compute status: %w", err)
+		}
+	}
 	var reports []cuecast.Report
+	var err error
 	if len(cfgs) == 1 {
 		reports, err = d.Reports(ctx, cfgs[0])
 	} else {
@@ -273,6 +298,13 @@ func (d *Distributor) StatusAndReports(ctx context.Context, intents Intents, cfg
 	if err != nil {
 		return nil, nil, fmt.Errorf("compute status: %w", err)
 	}
+	st, err := d.statusOf(cfgs, reports, intents, func(cfg cuecast.ConfigPath) (storedVersion, error) { return d.latest(ctx, cfg) })
+	return st, reports, err
+}
+
+// statusOf is the status of each of cfgs from reports, each config's
+// newest version as latest gives it.
+func (d *Distributor) statusOf(cfgs []cuecast.ConfigPath, reports []cuecast.Report, intents Intents, latest func(cuecast.ConfigPath) (storedVersion, error)) ([]ConfigStatus, error) {
 	byConfig := map[cuecast.ConfigPath][]cuecast.Report{}
 	for _, r := range reports {
 		byConfig[r.Config] = append(byConfig[r.Config], r)
@@ -280,12 +312,9 @@ func (d *Distributor) StatusAndReports(ctx context.Context, intents Intents, cfg
 	now := time.Now()
 	out := make([]ConfigStatus, 0, len(cfgs))
 	for _, cfg := range cfgs {
-		if err := cfg.Validate(); err != nil {
-			return nil, nil, fmt.Errorf("compute status: %w", err)
-		}
-		sv, err := d.latest(ctx, cfg)
+		sv, err := latest(cfg)
 		if err != nil {
-			return nil, nil, fmt.Errorf("compute status of %s: %w", cfg, err)
+			return nil, fmt.Errorf("compute status of %s: %w", cfg, err)
 		}
 		var intent Intent
 		var target uint64
@@ -294,7 +323,7 @@ func (d *Distributor) StatusAndReports(ctx context.Context, intents Intents, cfg
 		}
 		out = append(out, Summarize(sv.Version, sv.At, byConfig[cfg], intent, target, d.o.StragglerAfter, now))
 	}
-	return out, reports, nil
+	return out, nil
 }
 
 // Summarize measures reports, the live reports on latest's config, against

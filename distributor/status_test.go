@@ -278,3 +278,69 @@ func TestCoverageOfNoInstanceIsNotOne(t *testing.T) {
 		t.Errorf("coverage %v with %d instances, want 0", st.Coverage, st.Instances)
 	}
 }
+
+// TestStatusReadsEveryLatestAtOnce: the status of every config reads the
+// newest version of all of them in one answer, so a status (and each
+// dashboard sample) sends as many requests for 8 configs as for 2. It read
+// each config's latest apart: a request per config, every second per
+// dashboard. The fenced writer (serve's) counts the same way, and every
+// config's status is against its newest version, whoever reads.
+func TestStatusReadsEveryLatestAtOnce(t *testing.T) {
+	natstest.BothModes(t, func(t *testing.T) {
+		t.Parallel()
+		fl := natstest.StartFleet(t, natstest.FleetOptions{Namespaces: []string{"payments"}})
+		d, err := distributor.New(t.Context(), fl.Hub(t), distributor.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fl.Summarize(t)
+		if err := d.ClaimFence(t.Context(), 1, "serve"); err != nil {
+			t.Fatal(err)
+		}
+		nc := fl.Hub(t) // the reader's own: what it sends is what Status asked
+		rd, err := distributor.Open(t.Context(), nc, distributor.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		publish := func(from, to int) {
+			t.Helper()
+			for i := from; i < to; i++ {
+				c := cuecast.ConfigPath(fmt.Sprintf("payments/svc%d", i))
+				for n := range uint64(i%3 + 1) { // a config's versions: 1 to 3
+					v := cuecast.Version{Config: c, Version: n + 1, Commit: fmt.Sprintf("c%d%d", i, n), Author: "ann", Message: "change"}
+					if err := d.Publish(t.Context(), v, content(int(n))); err != nil {
+						t.Fatal(err)
+					}
+				}
+				fl.Report(t, cuecast.Report{Instance: fmt.Sprintf("svc%d-1", i), Config: c, Version: 1, Healthy: true})
+			}
+		}
+		status := func(d *distributor.Distributor, configs int) uint64 {
+			t.Helper()
+			before := nc.Stats().OutMsgs
+			st, err := d.Status(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			sent := nc.Stats().OutMsgs - before
+			if len(st) != configs {
+				t.Fatalf("status of %d configs, want %d", len(st), configs)
+			}
+			for i, s := range st {
+				if want := uint64(i%3 + 1); s.Config != cuecast.ConfigPath(fmt.Sprintf("payments/svc%d", i)) || s.Latest.Version != want {
+					t.Errorf("status %d: %s against v%d, want payments/svc%d against v%d", i, s.Config, s.Latest.Version, i, want)
+				}
+			}
+			return sent
+		}
+		publish(0, 2)
+		two := status(rd, 2)
+		publish(2, 8)
+		eight := status(rd, 8)
+		t.Logf("a status sent %d requests for 2 configs, %d for 8", two, eight)
+		if eight > two {
+			t.Errorf("a status of 8 configs sent %d requests, of 2 configs %d: one more per config", eight, two)
+		}
+		status(d, 8) // the fenced writer's: against the newest versions too
+	})
+}

@@ -464,6 +464,32 @@ func (d *Distributor) Configs(ctx context.Context) ([]cuecast.ConfigPath, error)
 	return out, nil
 }
 
+// latestOfAll returns the newest version of every config, decoded, by
+// Configs' one multi-last direct get; a stream with more configs than the
+// server answers that way gives an error wrapping ErrTooManySubjects (read
+// each config's latest then). It is for counting, not numbering: any
+// replica may answer a direct get, so unlike latest it neither reads from
+// the leader when fenced nor feeds the cache a publish numbers from.
+func (d *Distributor) latestOfAll(ctx context.Context) (map[cuecast.ConfigPath]storedVersion, error) {
+	out := map[cuecast.ConfigPath]storedVersion{}
+	err := d.versions.LastPerSubject(ctx, cuecast.StoredPrefix+".*.v.>", func(m *jetstream.RawStreamMsg) error {
+		cfg, ok := configFromVersionSubject(m.Subject)
+		if !ok {
+			return nil
+		}
+		sv, err := decodeVersionMsg(m)
+		if err != nil {
+			return fmt.Errorf("latest version of %s: %w", cfg, err)
+		}
+		out[cfg] = sv
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the latest versions: %w", err)
+	}
+	return out, nil
+}
+
 // Renumber stores v as the first retained version of its config, whatever
 // number the stream's latest has: every version and chunk the stream holds
 // for the config is purged first, then v is published create-only (the
