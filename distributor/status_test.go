@@ -48,11 +48,7 @@ func testReportsWhileInstancesReport(t *testing.T) {
 	if fl.Tree != nil {
 		o.Heartbeat = fl.Heartbeat()
 	}
-	d, err := distributor.New(t.Context(), fl.Hub(t), o)
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	fl.Summarize(t)
+	d := fl.Distributor(t, o)
 	// count is how many instances reports stand for: on a single server
 	// one each, on a tree each summary group its count.
 	count := func(rs []cuecast.Report) int {
@@ -289,11 +285,7 @@ func TestStatusReadsEveryLatestAtOnce(t *testing.T) {
 	natstest.BothModes(t, func(t *testing.T) {
 		t.Parallel()
 		fl := natstest.StartFleet(t, natstest.FleetOptions{Namespaces: []string{"payments"}})
-		d, err := distributor.New(t.Context(), fl.Hub(t), distributor.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		fl.Summarize(t)
+		d := fl.Distributor(t, distributor.Options{})
 		if err := d.ClaimFence(t.Context(), 1, "serve"); err != nil {
 			t.Fatal(err)
 		}

@@ -174,6 +174,18 @@ func (f *Fleet) ClientOptions(ns string) []client.Option {
 	return nil
 }
 
+// Distributor starts the hub's distributor with o (serve's, which creates
+// the streams) and then the region's summarizer (Summarize).
+func (f *Fleet) Distributor(t testing.TB, o distributor.Options) *distributor.Distributor {
+	t.Helper()
+	d, err := distributor.New(t.Context(), f.Hub(t), o)
+	if err != nil {
+		t.Fatalf("new distributor: %v", err)
+	}
+	f.Summarize(t)
+	return d
+}
+
 // Summarize, in tree mode, creates the region's mirrors and runs its
 // summarizer, with the fleet's heartbeat and an interval of a fifth of it,
 // for the rest of the test; in single mode it does nothing (the server's

@@ -43,11 +43,7 @@ func TestInstancesPageAskedOnceForABurst(t *testing.T) {
 		const hb = time.Second
 		log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 		fl := natstest.StartFleet(t, natstest.FleetOptions{Namespaces: []string{"payments"}, Heartbeat: hb, Logger: log})
-		d, err := distributor.New(t.Context(), fl.Hub(t), distributor.Options{Heartbeat: hb, Logger: log})
-		if err != nil {
-			t.Fatal(err)
-		}
-		fl.Summarize(t)
+		d := fl.Distributor(t, distributor.Options{Heartbeat: hb, Logger: log})
 		svc := fl.Instance(t, "payments")
 		go func() { // two instances report every heartbeat to region leaf-1
 			tk := time.NewTicker(hb)

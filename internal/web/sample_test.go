@@ -250,20 +250,13 @@ func TestSampleCountsAStageAdvancedDuringIt(t *testing.T) {
 			t.Fatal(err)
 		}
 		srv.Sample(t.Context())
-		rec := httptest.NewRecorder()
-		srv.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/api/configs/"+string(checkout), nil))
-		if rec.Code != http.StatusOK {
-			t.Fatalf("GET config: %d %s", rec.Code, rec.Body)
-		}
 		var cv struct {
 			Row struct {
 				Instances  int `json:"instances"`
 				OnIntended int `json:"on_intended"`
 			} `json:"row"`
 		}
-		if err := json.Unmarshal(rec.Body.Bytes(), &cv); err != nil {
-			t.Fatal(err)
-		}
+		configPage(t, srv, checkout, &cv)
 		if cv.Row.Instances != len(ids) || cv.Row.OnIntended != len(ids) {
 			t.Errorf("the sample counts %d of %d instances on their intended version, want all %d: each runs v2, which the rollout, advanced to every instance, means it to", cv.Row.OnIntended, cv.Row.Instances, len(ids))
 		}
@@ -282,11 +275,7 @@ func TestSampleReadsTheFleetOnce(t *testing.T) {
 	natstest.BothModes(t, func(t *testing.T) {
 		t.Parallel()
 		fl := natstest.StartFleet(t, natstest.FleetOptions{Namespaces: []string{"payments"}})
-		d, err := distributor.New(t.Context(), fl.Hub(t), distributor.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		fl.Summarize(t)
+		d := fl.Distributor(t, distributor.Options{})
 		if err := d.Publish(t.Context(), cuecast.Version{Config: checkout, Version: 1, Commit: "c001", Author: "ann", Message: "change"}, []byte(`{"n":1}`)); err != nil {
 			t.Fatal(err)
 		}
@@ -325,11 +314,6 @@ func TestSampleReadsTheFleetOnce(t *testing.T) {
 			t.Errorf("a sample sent %d requests; one read of the fleet's status and reports sends %d", sampled, once)
 		}
 
-		rec := httptest.NewRecorder()
-		srv.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/api/configs/"+string(checkout), nil))
-		if rec.Code != http.StatusOK {
-			t.Fatalf("GET config: %d %s", rec.Code, rec.Body)
-		}
 		var cv struct {
 			Row struct {
 				Instances int `json:"instances"`
@@ -338,15 +322,27 @@ func TestSampleReadsTheFleetOnce(t *testing.T) {
 				Count int `json:"count"` // a summary's row stands for Count
 			} `json:"instances"`
 		}
-		if err := json.Unmarshal(rec.Body.Bytes(), &cv); err != nil {
-			t.Fatal(err)
-		}
+		configPage(t, srv, checkout, &cv)
 		listed := 0
 		for _, in := range cv.Instances {
 			listed += max(in.Count, 1)
 		}
 		if cv.Row.Instances != len(ids) || listed != len(ids) {
-			t.Errorf("the page counts %d instances and lists %d, want %d: %s", cv.Row.Instances, listed, len(ids), rec.Body)
+			t.Errorf("the page counts %d instances and lists %d, want %d: %+v", cv.Row.Instances, listed, len(ids), cv)
 		}
 	})
+}
+
+// configPage decodes the config page srv serves for cfg (its JSON API)
+// into v.
+func configPage(t *testing.T, srv *web.Server, cfg cuecast.ConfigPath, v any) {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	srv.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/api/configs/"+string(cfg), nil))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("GET config %s: %d %s", cfg, rec.Code, rec.Body)
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), v); err != nil {
+		t.Fatalf("config %s: %v", cfg, err)
+	}
 }
