@@ -263,25 +263,29 @@ func (d *Distributor) StatusAndReports(ctx context.Context, intents Intents, cfg
 	if len(cfgs) == 0 {
 		// Every config: the reports, then the newest version of each
 		// config in one answer (Configs' read), not one read per config
-		// (TestStatusReadsEveryLatestAtOnce). Versions are read after the
-		// reports, as below, so that no report is newer than its config's
-		// latest.
+		// (TestStatusReadsEveryLatestAtOnce); beyond the configs one
+		// answer holds, each config's latest apart, counted against the
+		// same reports. Versions are read after the reports, as below, so
+		// that no report is newer than its config's latest.
 		reports, err := d.Reports(ctx, "")
 		if err != nil {
 			return nil, nil, fmt.Errorf("compute status: %w", err)
 		}
 		latest, err := d.latestOfAll(ctx)
+		get := func(cfg cuecast.ConfigPath) (storedVersion, error) { return latest[cfg], nil }
 		switch {
 		case err == nil:
-			cfgs := slices.Sorted(maps.Keys(latest))
-			st, err := d.statusOf(cfgs, reports, intents, func(cfg cuecast.ConfigPath) (storedVersion, error) { return latest[cfg], nil })
-			return st, reports, err
-		case !errors.Is(err, ErrTooManySubjects):
+			cfgs = slices.Sorted(maps.Keys(latest))
+		case errors.Is(err, ErrTooManySubjects):
+			if cfgs, err = d.Configs(ctx); err != nil {
+				return nil, nil, fmt.Errorf("compute status: %w", err)
+			}
+			get = func(cfg cuecast.ConfigPath) (storedVersion, error) { return d.latest(ctx, cfg) }
+		default:
 			return nil, nil, fmt.Errorf("compute status: %w", err)
 		}
-		if cfgs, err = d.Configs(ctx); err != nil {
-			return nil, nil, fmt.Errorf("compute status: %w", err)
-		}
+		st, err := d.statusOf(cfgs, reports, intents, get)
+		return st, reports, err
 	}
 	for _, cfg := range cfgs {
 		if err := cfg.Validate(); err != nil {
