@@ -184,25 +184,18 @@ func (f *reportFleet) heartbeat(inst string, v uint64, interval time.Duration) (
 	return stop, func() int { return int(n.Load()) }
 }
 
-// consumers returns how many requests to create a consumer on the report
-// stream the server has routed since it was called, and how many consumers
-// the stream has. The server routes a copy of each request to this
-// subscription before the request is answered, so after a flush the count
-// includes every request answered before.
 // reads counts the reads of the report stream: batched direct gets (a
 // read walks the stream with one or more of them), seen by a subscription
-// on the report stream's direct get subject, which answers nothing.
+// on the report stream's direct get subject, which answers nothing. The
+// server routes a copy of each request to it before the request is
+// answered, and the connection's reader puts it on the channel before it
+// reads the flush's answer, so after a flush the channel holds every
+// request answered before. (A callback subscription counted in a goroutine
+// of its own, which a flush does not wait for: it missed requests.)
 func (f *reportFleet) reads() func() int {
 	f.t.Helper()
-	var mu sync.Mutex
-	n := 0
-	sub, err := f.nc.Subscribe("$JS.API.DIRECT.GET."+cuecast.ReportStream, func(m *nats.Msg) {
-		if strings.Contains(string(m.Data), `"next_by_subj"`) {
-			mu.Lock()
-			n++
-			mu.Unlock()
-		}
-	})
+	ch := make(chan *nats.Msg, 4096)
+	sub, err := f.nc.ChanSubscribe("$JS.API.DIRECT.GET."+cuecast.ReportStream, ch)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -210,13 +203,21 @@ func (f *reportFleet) reads() func() int {
 	if err := f.nc.Flush(); err != nil {
 		f.t.Fatal(err)
 	}
+	n := 0
 	return func() int {
 		if err := f.nc.Flush(); err != nil {
 			f.t.Fatal(err)
 		}
-		mu.Lock()
-		defer mu.Unlock()
-		return n
+		for {
+			select {
+			case m := <-ch:
+				if strings.Contains(string(m.Data), `"next_by_subj"`) {
+					n++
+				}
+			default:
+				return n
+			}
+		}
 	}
 }
 
