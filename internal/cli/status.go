@@ -146,7 +146,9 @@ func statusRun(c *cobra.Command, env *Env, opts *StatusOptions) error {
 	if err != nil {
 		return fmt.Errorf("status: %w", err)
 	}
-	st, err := d.StatusWith(ctx, rollout.IntentsOf(recs), cfgs...)
+	// The counts and the lists below them (failing to apply, drift) come
+	// from one read of the fleet, so the lists add up to the counts.
+	st, reports, err := d.StatusAndReports(ctx, rollout.IntentsOf(recs), cfgs...)
 	if errors.Is(err, cuecast.ErrNotFound) {
 		// As log does: naming a config that was never published is wrong
 		// usage (a typo, most often), not a failure of cuecast.
@@ -182,7 +184,7 @@ func statusRun(c *cobra.Command, env *Env, opts *StatusOptions) error {
 		fmt.Fprintln(env.IO.Out)
 		printTailerState(env.IO.Out, ts)
 	}
-	return statusRollout(ctx, env, d, ctl, cfgs, st)
+	return statusRollout(ctx, env, d, ctl, cfgs, st, reports)
 }
 
 // targetColumn is the version the config's fleet is meant to end on, and

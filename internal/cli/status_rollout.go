@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -242,8 +243,10 @@ func reportFlags(r cuecast.Report) string {
 
 // statusRollout writes, after the status table, every pin loudly and, when
 // one config is named, its rollout stages, stragglers, last-known-good
-// instances and drift.
-func statusRollout(ctx context.Context, env *Env, d *distributor.Distributor, ctl rolloutReader, named []cuecast.ConfigPath, st []distributor.ConfigStatus) error {
+// instances and drift. reports are those st counted: the lists are made
+// from them, not from another read, so they agree with the counts and
+// the fleet is read once (TestStatusOfAConfigReadsTheFleetOnce).
+func statusRollout(ctx context.Context, env *Env, d *distributor.Distributor, ctl rolloutReader, named []cuecast.ConfigPath, st []distributor.ConfigStatus, reports []cuecast.Report) error {
 	w := env.IO.Out
 	for _, s := range st {
 		rec, err := ctl.Record(ctx, s.Config)
@@ -265,6 +268,7 @@ func statusRollout(ctx context.Context, env *Env, d *distributor.Distributor, ct
 		return nil
 	}
 	s := st[0]
+	reports = slices.DeleteFunc(slices.Clone(reports), func(r cuecast.Report) bool { return r.Config != s.Config })
 	fmt.Fprintln(w)
 	p, err := ctl.Progress(ctx, s.Config)
 	switch {
@@ -282,10 +286,6 @@ func statusRollout(ctx context.Context, env *Env, d *distributor.Distributor, ct
 		}
 	}
 	if s.Failing > 0 {
-		reports, err := d.Reports(ctx, s.Config)
-		if err != nil {
-			return fmt.Errorf("status: %w", err)
-		}
 		fmt.Fprintf(w, "  failing to apply (their last apply failed):\n")
 		for _, r := range reports {
 			if r.LastError != "" {
@@ -305,19 +305,15 @@ func statusRollout(ctx context.Context, env *Env, d *distributor.Distributor, ct
 			fmt.Fprintf(w, "    %s on v%d\n", termtext.Line(r.Instance), r.Version)
 		}
 	}
-	return printDrift(ctx, w, d, s.Config, s.Latest.Version)
+	return printDrift(ctx, w, d, s.Config, s.Latest.Version, reports)
 }
 
 // printDrift lists instances whose reported content is not what cuecast
 // published for the version they say they run (distributor.DriftOf, the
 // rule the dashboard and the metrics use): tampered files, a bad build of the
-// client, a version from another store.
-func printDrift(ctx context.Context, w io.Writer, d *distributor.Distributor, cfg cuecast.ConfigPath, latest uint64) error {
+// client, a version from another store. reports are cfg's live reports.
+func printDrift(ctx context.Context, w io.Writer, d *distributor.Distributor, cfg cuecast.ConfigPath, latest uint64, reports []cuecast.Report) error {
 	vs, err := d.Versions(ctx, cfg)
-	if err != nil {
-		return fmt.Errorf("status: %w", err)
-	}
-	reports, err := d.Reports(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("status: %w", err)
 	}

@@ -1,0 +1,57 @@
+package cli_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/internal/poll"
+)
+
+// TestStatusOfAConfigReadsTheFleetOnce: `cuecast status CONFIG` lists the
+// instances failing to apply, and those drifting, from the read of the
+// fleet its counts came from. It read the reports again for each list (three
+// reads where one is the count's), so a list could disagree with the count
+// above it, and each read costs the server a walk of the report stream.
+func TestStatusOfAConfigReadsTheFleetOnce(t *testing.T) {
+	inBothModesTwoOnV1(t, func(t *testing.T, f *reportFleet) {
+		ctx := t.Context()
+		// web-3 failed to apply, and web-4 runs content v1 is not: both
+		// lists are printed.
+		f.fl.Report(t, cuecast.Report{Instance: "web-3", Config: checkoutCfg, Version: 1, Healthy: true, At: time.Now().UTC(),
+			LastError: "version 2: validate: limit must be positive"})
+		f.fl.Report(t, cuecast.Report{Instance: "web-4", Config: checkoutCfg, Version: 1, Healthy: true, At: time.Now().UTC(),
+			Checksum: "feedface" + strings.Repeat("0", 56)})
+		poll.Until(t, "the hub hearing web-3 failing and web-4", poll.Patience, func() (bool, string) {
+			st, err := f.d.Status(ctx, checkoutCfg)
+			if err != nil {
+				return false, err.Error()
+			}
+			return len(st) == 1 && st[0].Failing == 1 && st[0].Instances == 4, fmt.Sprintf("status %+v", st)
+		})
+		reads := f.reads()
+		// One read of the fleet, as the distributor makes it: the
+		// instances' reports, and the regions' summaries.
+		if _, err := f.d.Reports(ctx, checkoutCfg); err != nil {
+			t.Fatal(err)
+		}
+		once := reads()
+		code, out, errb := run(ctx, append(append([]string{"status", "--nats", f.url}, f.login...), string(checkoutCfg))...)
+		if code != 0 {
+			t.Fatalf("status %s: exit %d, stderr %q", checkoutCfg, code, errb)
+		}
+		for _, want := range []string{
+			"  failing to apply (their last apply failed):\n    web-3 on v1: version 2: validate: limit must be positive\n",
+			"  DRIFT (reported content matches no version it should hold):\n    web-4 reports v1 with checksum feedface0000, v1 is ",
+		} {
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("status %s lacks %q:\n%s", checkoutCfg, want, out)
+			}
+		}
+		if got := reads() - once; got != once {
+			t.Errorf("status %s made %d requests reading the report stream; one read of the fleet makes %d", checkoutCfg, got, once)
+		}
+	})
+}
