@@ -82,6 +82,12 @@ func openStore(ctx context.Context, js jetstream.JetStream, replicas int) (jetst
 // gives a zero Record and revision 0.
 func (c *Controller) load(ctx context.Context, cfg cuecast.ConfigPath) (Record, uint64, error) {
 	val, rev, err := c.get(ctx, key(cfg))
+	return c.decode(ctx, cfg, val, rev, err)
+}
+
+// decode is load's record from what a read of cfg's key gave: its value at
+// revision rev, or err.
+func (c *Controller) decode(ctx context.Context, cfg cuecast.ConfigPath, val []byte, rev uint64, err error) (Record, uint64, error) {
 	if err == nil && c.readHook != nil {
 		val, rev, err = c.readHook(ctx, key(cfg), val, rev)
 	}
@@ -168,34 +174,44 @@ func isWrongSeq(err error) bool {
 	return errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence
 }
 
-// Records returns the record of every config the controller has seen, sorted.
+// Records returns the record of every config the controller has seen,
+// sorted, from the answer that lists them: `cuecast status` reads them,
+// and every dashboard sample twice. It read each record again after the
+// list (the running controller from the bucket's leader, a JetStream API
+// request per config; TestRecordsReadsTheBucketOnce). A direct get may be
+// answered by a replica of an R3 bucket that has not applied the last
+// acknowledged write: what acts on a record reads it with Record, as the
+// controller itself and the tailer's check of deployed versions do.
 func (c *Controller) Records(ctx context.Context) ([]Record, error) {
 	// By direct get over the bucket's subjects (no consumer, which the
 	// operator's account could not create): the newest revision of each
 	// key in one answer or, beyond the server's limit of subjects for
-	// that, every revision the bucket keeps.
-	keys := map[string]bool{}
+	// that, every revision the bucket keeps, in order, the newest last.
+	newest := map[string]*jetstream.RawStreamMsg{}
 	collect := func(m *jetstream.RawStreamMsg) error {
-		k := strings.TrimPrefix(m.Subject, bucketPrefix)
-		keys[k] = m.Header.Get(kvOperationHeader) == ""
+		newest[strings.TrimPrefix(m.Subject, bucketPrefix)] = m
 		return nil
 	}
 	rd := distributor.NewDirectStream(c.nc, bucketStream)
 	err := rd.LastPerSubject(ctx, bucketPrefix+">", collect)
 	if errors.Is(err, distributor.ErrTooManySubjects) {
+		clear(newest)
 		err = rd.Each(ctx, bucketPrefix+">", collect)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", Bucket, err)
 	}
 	var out []Record
-	for k, live := range keys {
-		if !live {
+	for k, m := range newest {
+		if m.Header.Get(kvOperationHeader) != "" {
 			continue // deleted or purged
 		}
-		rec, _, err := c.load(ctx, configOfKey(k))
+		rec, rev, err := c.decode(ctx, configOfKey(k), m.Data, m.Sequence, nil)
 		if err != nil {
 			return nil, err
+		}
+		if rev == 0 {
+			continue // none yet, as a replica behind the write answers
 		}
 		out = append(out, rec)
 	}

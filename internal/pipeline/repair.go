@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,14 +17,26 @@ import (
 // (tailer.DeployedVersions).
 type deployer struct{ *rollout.Controller }
 
-// DeployedVersions is the highest version each rollout record names.
+// DeployedVersions is the highest version each rollout record names. Each
+// record is read again with Record, from the bucket's leader: Records'
+// answer may come from a replica without the last acknowledged write, and
+// these numbers are the tailer's witnesses, at start, of versions the
+// stream may have lost: one read short of the last write misses a loss. It
+// runs once a start, so a read per config costs little.
 func (d deployer) DeployedVersions(ctx context.Context) (map[cuecast.ConfigPath]uint64, error) {
-	recs, err := d.Records(ctx)
+	listed, err := d.Records(ctx)
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[cuecast.ConfigPath]uint64, len(recs))
-	for _, r := range recs {
+	out := make(map[cuecast.ConfigPath]uint64, len(listed))
+	for _, l := range listed {
+		r, err := d.Record(ctx, l.Config)
+		if errors.Is(err, rollout.ErrNoRollout) {
+			continue // deleted since it was listed
+		}
+		if err != nil {
+			return nil, err
+		}
 		n := max(r.Stable, r.Pending)
 		for _, ro := range []*rollout.Rollout{r.Current, r.Superseded} {
 			if ro != nil {

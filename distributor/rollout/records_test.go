@@ -1,0 +1,85 @@
+package rollout_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/distributor/rollout"
+)
+
+// TestRecordsReadsTheBucketOnce: Records, which `cuecast status` calls
+// and every dashboard sample twice, takes every record from the one answer
+// that lists them, for the running controller and a read-only one alike.
+// It listed the keys and then read each record again (the running
+// controller from the bucket's leader, a JetStream API request each): 3
+// requests for 2 configs, 9 for 8, every sample.
+func TestRecordsReadsTheBucketOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, threeStages(time.Hour), cuecast.Relaxed)
+	ctx := t.Context()
+	deploy := func(from, to int) {
+		t.Helper()
+		for i := from; i < to; i++ {
+			c := cuecast.ConfigPath(fmt.Sprintf("payments/svc%d", i))
+			v := cuecast.Version{Config: c, Version: 1, Commit: fmt.Sprintf("c%039d", i), Author: "ann", Message: "change"}
+			if err := e.d.Publish(ctx, v, content(i)); err != nil {
+				t.Fatal(err)
+			}
+			if err := e.c.Deploy(ctx, v); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// Each reader has a connection of its own: what it sends is what
+	// Records asked.
+	runNC := e.srv.Connect(t)
+	running, err := rollout.New(ctx, runNC, e.d, e.pol, rollout.Options{Logger: logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	openNC := e.srv.Connect(t)
+	readOnly, err := rollout.Open(ctx, openNC, e.d, nil, rollout.Options{Logger: logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	readers := []struct {
+		name string
+		c    *rollout.Controller
+		nc   *nats.Conn
+	}{{"running", running, runNC}, {"read-only", readOnly, openNC}}
+	records := func(c *rollout.Controller, nc *nats.Conn, configs int) uint64 {
+		t.Helper()
+		before := nc.Stats().OutMsgs
+		recs, err := c.Records(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sent := nc.Stats().OutMsgs - before
+		if len(recs) != configs {
+			t.Fatalf("%d records, want %d", len(recs), configs)
+		}
+		for i, rec := range recs {
+			if want := cuecast.ConfigPath(fmt.Sprintf("payments/svc%d", i)); rec.Config != want || rec.Current == nil || rec.Current.Version != 1 {
+				t.Errorf("record %d: %s, rollout %+v; want %s rolling out v1", i, rec.Config, rec.Current, want)
+			}
+		}
+		return sent
+	}
+	deploy(0, 2)
+	var two [2]uint64
+	for i, r := range readers {
+		two[i] = records(r.c, r.nc, 2)
+	}
+	deploy(2, 8)
+	for i, r := range readers {
+		eight := records(r.c, r.nc, 8)
+		t.Logf("%s controller: Records sent %d requests for 2 configs, %d for 8", r.name, two[i], eight)
+		if eight > two[i] {
+			t.Errorf("%s controller: Records of 8 configs sent %d requests, of 2 configs %d: one more per config", r.name, eight, two[i])
+		}
+	}
+}
