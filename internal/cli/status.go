@@ -184,7 +184,7 @@ func statusRun(c *cobra.Command, env *Env, opts *StatusOptions) error {
 		fmt.Fprintln(env.IO.Out)
 		printTailerState(env.IO.Out, ts)
 	}
-	return statusRollout(ctx, env, d, ctl, cfgs, st, reports)
+	return statusRollout(ctx, env, d, ctl, cfgs, st, recs, reports)
 }
 
 // targetColumn is the version the config's fleet is meant to end on, and

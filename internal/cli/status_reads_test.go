@@ -55,3 +55,42 @@ func TestStatusOfAConfigReadsTheFleetOnce(t *testing.T) {
 		}
 	})
 }
+
+// TestStatusReadsEveryRecordOnce: `cuecast status` looks for pins in the
+// rollout records it already read for its counts. It read each config's
+// record again for that, one request per config on top of the one that
+// read them all.
+func TestStatusReadsEveryRecordOnce(t *testing.T) {
+	inBothModesTwoOnV1(t, func(t *testing.T, f *reportFleet) {
+		ctx := t.Context()
+		status := func(configs int) int {
+			t.Helper()
+			reads := f.recordReads()
+			code, out, errb := run(ctx, append([]string{"status", "--nats", f.url}, f.login...)...)
+			if code != 0 {
+				t.Fatalf("status: exit %d, stderr %q", code, errb)
+			}
+			if rows := strings.Count(out.String(), "payments/"); rows != configs {
+				t.Fatalf("status lists %d configs, want %d:\n%s", rows, configs, out)
+			}
+			return reads()
+		}
+		publish := func(from, to int) {
+			t.Helper()
+			for i := from; i < to; i++ {
+				v := cuecast.Version{Config: cuecast.ConfigPath(fmt.Sprintf("payments/svc%d", i)), Version: 1, Commit: fmt.Sprintf("c%d", i)}
+				if err := f.d.Publish(ctx, v, []byte(`{"v":1}`)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		publish(0, 1)
+		two := status(2) // checkout and svc0
+		publish(1, 7)
+		eight := status(8)
+		t.Logf("status read the rollout records with %d requests for 2 configs, %d for 8", two, eight)
+		if eight > two {
+			t.Errorf("status of 8 configs read the rollout records with %d requests, of 2 configs %d: one more per config", eight, two)
+		}
+	})
+}

@@ -243,18 +243,20 @@ func reportFlags(r cuecast.Report) string {
 
 // statusRollout writes, after the status table, every pin loudly and, when
 // one config is named, its rollout stages, stragglers, last-known-good
-// instances and drift. reports are those st counted: the lists are made
-// from them, not from another read, so they agree with the counts and
-// the fleet is read once (TestStatusOfAConfigReadsTheFleetOnce).
-func statusRollout(ctx context.Context, env *Env, d *distributor.Distributor, ctl rolloutReader, named []cuecast.ConfigPath, st []distributor.ConfigStatus, reports []cuecast.Report) error {
+// instances and drift. recs and reports are what st was counted from: the
+// pins and lists come from them, not from more reads, so they agree with
+// the counts and status reads the records and the fleet once each
+// (TestStatusReadsEveryRecordOnce, TestStatusOfAConfigReadsTheFleetOnce).
+func statusRollout(ctx context.Context, env *Env, d *distributor.Distributor, ctl rolloutReader, named []cuecast.ConfigPath, st []distributor.ConfigStatus, recs []rollout.Record, reports []cuecast.Report) error {
 	w := env.IO.Out
+	byConfig := make(map[cuecast.ConfigPath]rollout.Record, len(recs))
+	for _, rec := range recs {
+		byConfig[rec.Config] = rec
+	}
 	for _, s := range st {
-		rec, err := ctl.Record(ctx, s.Config)
-		if errors.Is(err, rollout.ErrNoRollout) {
+		rec, ok := byConfig[s.Config]
+		if !ok {
 			continue
-		}
-		if err != nil {
-			return err
 		}
 		if p := rec.Pin; p != nil && len(named) != 1 {
 			fmt.Fprintf(w, "!!! %s PINNED to v%d by %s: %q", s.Config, p.Version, termtext.Line(p.Actor), p.Reason)
