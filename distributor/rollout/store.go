@@ -211,7 +211,7 @@ func (c *Controller) Records(ctx context.Context) ([]Record, error) {
 			return nil, err
 		}
 		if rev == 0 {
-			continue // none yet, as a replica behind the write answers
+			continue // none yet: the test read hook played a replica behind its write
 		}
 		out = append(out, rec)
 	}
