@@ -1,6 +1,7 @@
 package rollout_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
@@ -8,7 +9,9 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/distributor"
 	"github.com/cuecast/cuecast/distributor/rollout"
+	"github.com/cuecast/cuecast/internal/natstest"
 )
 
 // TestRecordsReadsTheBucketOnce: Records, which `cuecast status` calls
@@ -80,6 +83,84 @@ func TestRecordsReadsTheBucketOnce(t *testing.T) {
 		t.Logf("%s controller: Records sent %d requests for 2 configs, %d for 8", r.name, two[i], eight)
 		if eight > two[i] {
 			t.Errorf("%s controller: Records of 8 configs sent %d requests, of 2 configs %d: one more per config", r.name, eight, two[i])
+		}
+	}
+}
+
+// TestRecordsPastOneAnswer: past the subjects one multi-last get answers
+// (the server's 1,024), Records reads every revision the bucket keeps and
+// takes each key's newest, leaving out a deleted key, for the running
+// controller and a read-only one. Since TestRecordsReadsTheBucketOnce
+// that read is where the records come from, not only their names.
+func TestRecordsPastOneAnswer(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	srv := natstest.Start(t)
+	nc := srv.Connect(t)
+	d, err := distributor.New(ctx, nc, distributor.Options{Logger: logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	running, err := rollout.New(ctx, nc, d, nil, rollout.Options{Logger: logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	openNC := srv.Connect(t)
+	readOnly, err := rollout.Open(ctx, openNC, d, nil, rollout.Options{Logger: logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := natstest.JetStream(t, nc).KeyValue(ctx, rollout.Bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const configs = 1030
+	name := func(i int) cuecast.ConfigPath { return cuecast.ConfigPath(fmt.Sprintf("payments/svc%04d", i)) }
+	put := func(i int, stable uint64) {
+		t.Helper()
+		b, err := json.Marshal(rollout.Record{Config: name(i), Stable: stable})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := kv.Put(ctx, name(i).Tokens(), b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range configs {
+		put(i, 1)
+	}
+	put(7, 2) // a second revision, after every other key's first
+	if err := kv.Delete(ctx, name(9).Tokens()); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []struct {
+		name string
+		c    *rollout.Controller
+		nc   *nats.Conn
+	}{{"running", running, nc}, {"read-only", readOnly, openNC}} {
+		before := r.nc.Stats().OutMsgs
+		recs, err := r.c.Records(ctx)
+		if err != nil {
+			t.Fatalf("%s controller: %v", r.name, err)
+		}
+		if sent := r.nc.Stats().OutMsgs - before; sent < 2 {
+			t.Errorf("%s controller: Records sent %d request: the one multi-last get held every record, so its fallback was not tried", r.name, sent)
+		}
+		if len(recs) != configs-1 {
+			t.Fatalf("%s controller: %d records, want %d (every config but the deleted svc0009)", r.name, len(recs), configs-1)
+		}
+		for _, rec := range recs {
+			i := 0
+			if _, err := fmt.Sscanf(string(rec.Config), "payments/svc%04d", &i); err != nil || i == 9 {
+				t.Fatalf("%s controller: a record of %s", r.name, rec.Config)
+			}
+			want := uint64(1)
+			if i == 7 {
+				want = 2
+			}
+			if rec.Stable != want {
+				t.Errorf("%s controller: %s stable v%d, want v%d", r.name, rec.Config, rec.Stable, want)
+			}
 		}
 	}
 }
