@@ -37,23 +37,7 @@ func TestRecordsReadsTheBucketOnce(t *testing.T) {
 			}
 		}
 	}
-	// Each reader has a connection of its own: what it sends is what
-	// Records asked.
-	runNC := e.srv.Connect(t)
-	running, err := rollout.New(ctx, runNC, e.d, e.pol, rollout.Options{Logger: logger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	openNC := e.srv.Connect(t)
-	readOnly, err := rollout.Open(ctx, openNC, e.d, nil, rollout.Options{Logger: logger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	readers := []struct {
-		name string
-		c    *rollout.Controller
-		nc   *nats.Conn
-	}{{"running", running, runNC}, {"read-only", readOnly, openNC}}
+	readers := recordReaders(t, e.srv, e.d, e.pol)
 	records := func(c *rollout.Controller, nc *nats.Conn, configs int) uint64 {
 		t.Helper()
 		before := nc.Stats().OutMsgs
@@ -101,15 +85,7 @@ func TestRecordsPastOneAnswer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	running, err := rollout.New(ctx, nc, d, nil, rollout.Options{Logger: logger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	openNC := srv.Connect(t)
-	readOnly, err := rollout.Open(ctx, openNC, d, nil, rollout.Options{Logger: logger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	readers := recordReaders(t, srv, d, nil) // New creates the bucket
 	kv, err := natstest.JetStream(t, nc).KeyValue(ctx, rollout.Bucket)
 	if err != nil {
 		t.Fatal(err)
@@ -133,11 +109,7 @@ func TestRecordsPastOneAnswer(t *testing.T) {
 	if err := kv.Delete(ctx, name(9).Tokens()); err != nil {
 		t.Fatal(err)
 	}
-	for _, r := range []struct {
-		name string
-		c    *rollout.Controller
-		nc   *nats.Conn
-	}{{"running", running, nc}, {"read-only", readOnly, openNC}} {
+	for _, r := range readers {
 		before := r.nc.Stats().OutMsgs
 		recs, err := r.c.Records(ctx)
 		if err != nil {
@@ -149,18 +121,43 @@ func TestRecordsPastOneAnswer(t *testing.T) {
 		if len(recs) != configs-1 {
 			t.Fatalf("%s controller: %d records, want %d (every config but the deleted svc0009)", r.name, len(recs), configs-1)
 		}
-		for _, rec := range recs {
-			i := 0
-			if _, err := fmt.Sscanf(string(rec.Config), "payments/svc%04d", &i); err != nil || i == 9 {
-				t.Fatalf("%s controller: a record of %s", r.name, rec.Config)
+		for j, rec := range recs {
+			i := j
+			if i >= 9 {
+				i++ // after the deleted svc0009
 			}
 			want := uint64(1)
 			if i == 7 {
 				want = 2
 			}
-			if rec.Stable != want {
-				t.Errorf("%s controller: %s stable v%d, want v%d", r.name, rec.Config, rec.Stable, want)
+			if rec.Config != name(i) || rec.Stable != want {
+				t.Errorf("%s controller: record %d is %s stable v%d, want %s stable v%d", r.name, j, rec.Config, rec.Stable, name(i), want)
 			}
 		}
 	}
+}
+
+// recordReader is a controller reading the rollout records on a
+// connection of its own, so that what the connection sends is what
+// Records asked.
+type recordReader struct {
+	name string
+	c    *rollout.Controller
+	nc   *nats.Conn
+}
+
+// recordReaders starts the running controller's kind (New) and a
+// read-only one (Open) on srv, each on its own connection.
+func recordReaders(t *testing.T, srv *natstest.Server, d rollout.Distributor, pol rollout.Policies) []recordReader {
+	t.Helper()
+	runNC, openNC := srv.Connect(t), srv.Connect(t)
+	running, err := rollout.New(t.Context(), runNC, d, pol, rollout.Options{Logger: logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	readOnly, err := rollout.Open(t.Context(), openNC, d, nil, rollout.Options{Logger: logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []recordReader{{"running", running, runNC}, {"read-only", readOnly, openNC}}
 }

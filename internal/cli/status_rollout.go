@@ -245,8 +245,10 @@ func reportFlags(r cuecast.Report) string {
 // one config is named, its rollout stages, stragglers, last-known-good
 // instances and drift. recs and reports are what st was counted from: the
 // pins and lists come from them, not from more reads, so they agree with
-// the counts and status reads the records and the fleet once each
-// (TestStatusReadsEveryRecordOnce, TestStatusOfAConfigReadsTheFleetOnce).
+// the counts (TestStatusReadsEveryRecordOnce,
+// TestStatusOfAConfigReadsTheFleetOnce). A rollout's stages are measured
+// apart (ctl.Progress): in a tree they need the regions' per-instance
+// detail, which the summaries counted here do not hold.
 func statusRollout(ctx context.Context, env *Env, d *distributor.Distributor, ctl rolloutReader, named []cuecast.ConfigPath, st []distributor.ConfigStatus, recs []rollout.Record, reports []cuecast.Report) error {
 	w := env.IO.Out
 	byConfig := make(map[cuecast.ConfigPath]rollout.Record, len(recs))

@@ -185,21 +185,40 @@ func (f *reportFleet) heartbeat(inst string, v uint64, interval time.Duration) (
 }
 
 // reads counts the reads of the report stream: batched direct gets (a
-// read walks the stream with one or more of them), seen by a subscription
-// on the report stream's direct get subject, which answers nothing. The
-// server routes a copy of each request to it before the request is
-// answered, and the connection's reader puts it on the channel before it
-// reads the flush's answer, so after a flush the channel holds every
-// request answered before. (A callback subscription counted in a goroutine
-// of its own, which a flush does not wait for: it missed requests.)
+// read walks the stream with one or more of them), seen on the report
+// stream's direct get subject.
 func (f *reportFleet) reads() func() int {
 	f.t.Helper()
+	return f.requests(func(m *nats.Msg) bool { return strings.Contains(string(m.Data), `"next_by_subj"`) },
+		"$JS.API.DIRECT.GET."+cuecast.ReportStream)
+}
+
+// recordReads counts the reads of a rollout record the server has routed
+// since it was called: a wait reads checkout's record on every look.
+func (f *reportFleet) recordReads() func() int {
+	f.t.Helper()
+	stream := "KV_" + rollout.Bucket
+	return f.requests(func(*nats.Msg) bool { return true },
+		"$JS.API.DIRECT.GET."+stream+".>", "$JS.API.DIRECT.GET."+stream, "$JS.API.STREAM.MSG.GET."+stream)
+}
+
+// requests counts the requests on subjects that keep accepts, from a
+// subscription that answers nothing. The server routes a copy of each
+// request to it before the request is answered, and the connection's
+// reader puts it on the channel before it reads the flush's answer, so
+// after a flush the channel holds every request answered before. (A
+// callback subscription counted in a goroutine of its own, which a flush
+// does not wait for: it missed requests.)
+func (f *reportFleet) requests(keep func(*nats.Msg) bool, subjects ...string) func() int {
+	f.t.Helper()
 	ch := make(chan *nats.Msg, 4096)
-	sub, err := f.nc.ChanSubscribe("$JS.API.DIRECT.GET."+cuecast.ReportStream, ch)
-	if err != nil {
-		f.t.Fatal(err)
+	for _, subj := range subjects {
+		sub, err := f.nc.ChanSubscribe(subj, ch)
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		f.t.Cleanup(func() { _ = sub.Unsubscribe() })
 	}
-	f.t.Cleanup(func() { _ = sub.Unsubscribe() })
 	if err := f.nc.Flush(); err != nil {
 		f.t.Fatal(err)
 	}
@@ -211,34 +230,13 @@ func (f *reportFleet) reads() func() int {
 		for {
 			select {
 			case m := <-ch:
-				if strings.Contains(string(m.Data), `"next_by_subj"`) {
+				if keep(m) {
 					n++
 				}
 			default:
 				return n
 			}
 		}
-	}
-}
-
-// recordReads counts the reads of a rollout record the server has routed
-// since it was called: a wait reads checkout's record on every look.
-func (f *reportFleet) recordReads() func() int {
-	f.t.Helper()
-	ch := make(chan *nats.Msg, 4096)
-	stream := "KV_" + rollout.Bucket
-	for _, subj := range []string{"$JS.API.DIRECT.GET." + stream + ".>", "$JS.API.DIRECT.GET." + stream, "$JS.API.STREAM.MSG.GET." + stream} {
-		sub, err := f.nc.ChanSubscribe(subj, ch)
-		if err != nil {
-			f.t.Fatal(err)
-		}
-		f.t.Cleanup(func() { _ = sub.Unsubscribe() })
-	}
-	return func() int {
-		if err := f.nc.Flush(); err != nil {
-			f.t.Fatal(err)
-		}
-		return len(ch)
 	}
 }
 
