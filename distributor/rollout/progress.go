@@ -176,9 +176,15 @@ func (c *Controller) Progress(ctx context.Context, cfg cuecast.ConfigPath) (Prog
 	if err != nil {
 		return Progress{}, err
 	}
-	reports, without, err := c.progressReports(ctx, cfg, rec.Current)
+	return c.ProgressOf(ctx, rec)
+}
+
+// ProgressOf is Progress of a record already read (Records lists them all
+// in one request; reading each again costs one more per rollout).
+func (c *Controller) ProgressOf(ctx context.Context, rec Record) (Progress, error) {
+	reports, without, err := c.progressReports(ctx, rec.Config, rec.Current)
 	if err != nil {
-		return Progress{}, fmt.Errorf("progress of %s: %w", cfg, err)
+		return Progress{}, fmt.Errorf("progress of %s: %w", rec.Config, err)
 	}
 	p := progress(rec, reports, c.o.Now())
 	if without != nil {

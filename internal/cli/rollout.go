@@ -278,22 +278,25 @@ func actionError(err error) error {
 }
 
 func rolloutStatus(ctx context.Context, env *Env, c *rollout.Controller, opts *RolloutOptions) error {
-	var cfgs []cuecast.ConfigPath
+	var recs []rollout.Record
 	if opts.Config != "" {
-		cfgs = []cuecast.ConfigPath{opts.Config}
-	} else {
-		recs, err := c.Records(ctx)
+		rec, err := c.Record(ctx, opts.Config)
 		if err != nil {
-			return err
+			return actionError(err)
 		}
-		for _, r := range recs {
-			cfgs = append(cfgs, r.Config)
+		recs = []rollout.Record{rec}
+	} else {
+		var err error
+		if recs, err = c.Records(ctx); err != nil {
+			return err
 		}
 	}
 	var all []rollout.Progress
 	halted := false
-	for _, cfg := range cfgs {
-		p, err := c.Progress(ctx, cfg)
+	for _, rec := range recs {
+		// From the record listed: reading each again was one request
+		// more per rollout (TestRolloutStatusReadsEveryRecordOnce).
+		p, err := c.ProgressOf(ctx, rec)
 		if err != nil {
 			return actionError(err)
 		}

@@ -1,12 +1,14 @@
 package cli_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/cuecast/cuecast"
+	"github.com/cuecast/cuecast/distributor/rollout"
 	"github.com/cuecast/cuecast/internal/poll"
 )
 
@@ -91,6 +93,61 @@ func TestStatusReadsEveryRecordOnce(t *testing.T) {
 		t.Logf("status read the rollout records with %d requests for 2 configs, %d for 8", two, eight)
 		if eight > two {
 			t.Errorf("status of 8 configs read the rollout records with %d requests, of 2 configs %d: one more per config", eight, two)
+		}
+	})
+}
+
+// TestRolloutStatusReadsEveryRecordOnce: `cuecast rollout status` with no
+// config measures each rollout from the record that listed it. It read
+// each config's record again, one request per rollout on top of the one
+// that listed them all.
+func TestRolloutStatusReadsEveryRecordOnce(t *testing.T) {
+	inBothModesTwoOnV1(t, func(t *testing.T, f *reportFleet) {
+		ctx := t.Context()
+		c, err := rollout.New(ctx, f.nc, f.d, rollout.Static{P: cuecast.Policy{Stages: []cuecast.Stage{{Name: "all", Percent: 100}}}}, rollout.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		deploy := func(from, to int) {
+			t.Helper()
+			for i := from; i < to; i++ {
+				v := cuecast.Version{Config: cuecast.ConfigPath(fmt.Sprintf("payments/svc%d", i)), Version: 1, Commit: fmt.Sprintf("c%d", i)}
+				if err := f.d.Publish(ctx, v, []byte(`{"v":1}`)); err != nil {
+					t.Fatal(err)
+				}
+				if err := c.Deploy(ctx, v); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		status := func(rollouts int) int {
+			t.Helper()
+			reads := f.recordReads()
+			code, out, errb := run(ctx, append([]string{"rollout", "status", "--nats", f.url, "-o", "json"}, f.login...)...)
+			if code != 0 {
+				t.Fatalf("rollout status: exit %d, stderr %q", code, errb)
+			}
+			var ps []rollout.Progress
+			if err := json.Unmarshal([]byte(out.String()), &ps); err != nil {
+				t.Fatalf("rollout status -o json: %v\n%s", err, out)
+			}
+			if len(ps) != rollouts {
+				t.Fatalf("rollout status lists %d rollouts, want %d:\n%s", len(ps), rollouts, out)
+			}
+			for _, p := range ps {
+				if p.Record.Current == nil || p.Record.Current.Version != 1 {
+					t.Errorf("rollout status of %s: current %+v, want the rollout of v1", p.Record.Config, p.Record.Current)
+				}
+			}
+			return reads()
+		}
+		deploy(0, 2)
+		two := status(2)
+		deploy(2, 8)
+		eight := status(8)
+		t.Logf("rollout status read the rollout records with %d requests for 2 rollouts, %d for 8", two, eight)
+		if eight > two {
+			t.Errorf("rollout status of 8 rollouts read the rollout records with %d requests, of 2 rollouts %d: one more per rollout", eight, two)
 		}
 	})
 }
