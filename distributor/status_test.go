@@ -338,3 +338,79 @@ func TestStatusReadsEveryLatestAtOnce(t *testing.T) {
 		status(d, 8)
 	})
 }
+
+// TestStatusPastOneAnswer: past the subjects one multi-last get answers
+// (the server's 1,024), Configs reads every retained version for the
+// names, and a status of every config reads each config's latest apart,
+// counted against the same reports: every config listed once, each against
+// its newest version.
+func TestStatusPastOneAnswer(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	fl := natstest.StartFleet(t, natstest.FleetOptions{Namespaces: []string{"payments"}})
+	d := fl.Distributor(t, distributor.Options{})
+	nc := fl.Hub(t) // the reader's own: what it sends is what it asked
+	rd, err := distributor.Open(ctx, nc, distributor.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const configs = 1030
+	name := func(i int) cuecast.ConfigPath { return cuecast.ConfigPath(fmt.Sprintf("payments/svc%04d", i)) }
+	publish := func(i int, version uint64) {
+		t.Helper()
+		v := cuecast.Version{Config: name(i), Version: version, Commit: fmt.Sprintf("c%d-%d", i, version), Author: "ann", Message: "change"}
+		if err := d.Publish(ctx, v, content(int(version))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range configs {
+		publish(i, 1)
+	}
+	publish(7, 2) // a second version, after every other config's first
+	v1, err := d.Latest(ctx, name(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fl.Report(t, cuecast.Report{Instance: "svc0000-1", Config: name(0), Version: 1, Checksum: v1.Checksum, Healthy: true})
+	fl.Report(t, cuecast.Report{Instance: "svc0007-1", Config: name(7), Version: 1, Healthy: true})
+
+	before := nc.Stats().OutMsgs
+	cfgs, err := rd.Configs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sent := nc.Stats().OutMsgs - before; sent < 2 {
+		t.Errorf("Configs sent %d request: the one multi-last get held every config, so its fallback was not tried", sent)
+	}
+	if len(cfgs) != configs {
+		t.Fatalf("Configs listed %d configs, want %d", len(cfgs), configs)
+	}
+	for i, c := range cfgs {
+		if c != name(i) {
+			t.Fatalf("config %d is %s, want %s", i, c, name(i))
+		}
+	}
+
+	var st []distributor.ConfigStatus
+	poll.Until(t, "both reports counted", poll.Patience, func() (bool, string) {
+		if st, err = rd.Status(ctx); err != nil {
+			return false, err.Error()
+		}
+		return len(st) == configs && st[0].Instances == 1 && st[7].Instances == 1, fmt.Sprintf("%d configs", len(st))
+	})
+	for i, s := range st {
+		want := uint64(1)
+		if i == 7 {
+			want = 2
+		}
+		if s.Config != name(i) || s.Latest.Version != want {
+			t.Errorf("status %d: %s against v%d, want %s against v%d", i, s.Config, s.Latest.Version, name(i), want)
+		}
+	}
+	if s := st[0]; s.OnLatest != 1 || s.OnIntended != 1 || s.Behind != 0 {
+		t.Errorf("%s: %d on latest, %d behind; want its one instance on v1, the latest", s.Config, s.OnLatest, s.Behind)
+	}
+	if s := st[7]; s.OnLatest != 0 || s.Behind != 1 {
+		t.Errorf("%s: %d on latest, %d behind; want its one instance behind, on v1 of v2", s.Config, s.OnLatest, s.Behind)
+	}
+}
