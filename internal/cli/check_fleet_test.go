@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -121,13 +120,11 @@ func TestCheckFleetUnreachable(t *testing.T) {
 	head := repo.CommitFiles("search: boost three weeks", map[string]string{
 		"search/ranking/ranking.cue": strings.Replace(string(b), "boost_recent_days: 14", "boost_recent_days: 21", 1),
 	})
-	// A port nothing listens on any more.
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	url := "nats://" + l.Addr().String()
-	l.Close()
+	// A port nothing listens on: port 1, privileged, which no test's server
+	// asks for. A port closed after listening on it could go to another
+	// test's server meanwhile, and did (its Authorization Violation, not
+	// "connection refused", in a .ci/run, 12-08).
+	url := "nats://127.0.0.1:1"
 
 	args := []string{"check", "--repo", repo.Dir, "--base", base, "--head", head}
 	code, stdout, stderr := run(context.Background(), append(args, "--fleet", "--nats", url)...)
