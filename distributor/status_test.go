@@ -356,17 +356,16 @@ func TestStatusPastOneAnswer(t *testing.T) {
 	}
 	const configs = 1030
 	name := func(i int) cuecast.ConfigPath { return cuecast.ConfigPath(fmt.Sprintf("payments/svc%04d", i)) }
-	publish := func(i int, version uint64) {
-		t.Helper()
-		v := cuecast.Version{Config: name(i), Version: version, Commit: fmt.Sprintf("c%d-%d", i, version), Author: "ann", Message: "change"}
-		if err := d.Publish(ctx, v, content(int(version))); err != nil {
+	// Every config's v1, then svc0007's v2, after every other config's first.
+	for i := range configs + 1 {
+		v := cuecast.Version{Config: name(i), Version: 1, Commit: fmt.Sprintf("c%d", i), Author: "ann", Message: "change"}
+		if i == configs {
+			v.Config, v.Version = name(7), 2
+		}
+		if err := d.Publish(ctx, v, content(int(v.Version))); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for i := range configs {
-		publish(i, 1)
-	}
-	publish(7, 2) // a second version, after every other config's first
 	v1, err := d.Latest(ctx, name(0))
 	if err != nil {
 		t.Fatal(err)

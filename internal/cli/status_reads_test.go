@@ -77,18 +77,9 @@ func TestStatusReadsEveryRecordOnce(t *testing.T) {
 			}
 			return reads()
 		}
-		publish := func(from, to int) {
-			t.Helper()
-			for i := from; i < to; i++ {
-				v := cuecast.Version{Config: cuecast.ConfigPath(fmt.Sprintf("payments/svc%d", i)), Version: 1, Commit: fmt.Sprintf("c%d", i)}
-				if err := f.d.Publish(ctx, v, []byte(`{"v":1}`)); err != nil {
-					t.Fatal(err)
-				}
-			}
-		}
-		publish(0, 1)
+		f.publishSvcs(0, 1)
 		two := status(2) // checkout and svc0
-		publish(1, 7)
+		f.publishSvcs(1, 7)
 		eight := status(8)
 		t.Logf("status read the rollout records with %d requests for 2 configs, %d for 8", two, eight)
 		if eight > two {
@@ -110,11 +101,7 @@ func TestRolloutStatusReadsEveryRecordOnce(t *testing.T) {
 		}
 		deploy := func(from, to int) {
 			t.Helper()
-			for i := from; i < to; i++ {
-				v := cuecast.Version{Config: cuecast.ConfigPath(fmt.Sprintf("payments/svc%d", i)), Version: 1, Commit: fmt.Sprintf("c%d", i)}
-				if err := f.d.Publish(ctx, v, []byte(`{"v":1}`)); err != nil {
-					t.Fatal(err)
-				}
+			for _, v := range f.publishSvcs(from, to) {
 				if err := c.Deploy(ctx, v); err != nil {
 					t.Fatal(err)
 				}
@@ -150,4 +137,19 @@ func TestRolloutStatusReadsEveryRecordOnce(t *testing.T) {
 			t.Errorf("rollout status of 8 rollouts read the rollout records with %d requests, of 2 rollouts %d: one more per rollout", eight, two)
 		}
 	})
+}
+
+// publishSvcs publishes v1 of payments/svc<from> to payments/svc<to-1>
+// and returns those versions.
+func (f *reportFleet) publishSvcs(from, to int) []cuecast.Version {
+	f.t.Helper()
+	var vs []cuecast.Version
+	for i := from; i < to; i++ {
+		v := cuecast.Version{Config: cuecast.ConfigPath(fmt.Sprintf("payments/svc%d", i)), Version: 1, Commit: fmt.Sprintf("c%d", i)}
+		if err := f.d.Publish(f.t.Context(), v, []byte(`{"v":1}`)); err != nil {
+			f.t.Fatal(err)
+		}
+		vs = append(vs, v)
+	}
+	return vs
 }
