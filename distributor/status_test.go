@@ -407,7 +407,7 @@ func TestStatusPastOneAnswer(t *testing.T) {
 		}
 	}
 	if s := st[0]; s.OnLatest != 1 || s.OnIntended != 1 || s.Behind != 0 {
-		t.Errorf("%s: %d on latest, %d behind; want its one instance on v1, the latest", s.Config, s.OnLatest, s.Behind)
+		t.Errorf("%s: %d on latest, %d on intended, %d behind; want its one instance on v1, the latest", s.Config, s.OnLatest, s.OnIntended, s.Behind)
 	}
 	if s := st[7]; s.OnLatest != 0 || s.Behind != 1 {
 		t.Errorf("%s: %d on latest, %d behind; want its one instance behind, on v1 of v2", s.Config, s.OnLatest, s.Behind)
